@@ -1,0 +1,47 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+let package = Package(
+    name: "content-sync",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "ContentSync", targets: ["ContentSync"]),
+        .library(name: "Transport", targets: ["Transport"]),
+        .library(name: "StorageServer", targets: ["StorageServer"]),
+        .executable(name: "sync-agent", targets: ["SyncAgent"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
+    ],
+    targets: [
+        // Thin C shims: typed, non-variadic wrappers, every symbol prefixed.
+        .systemLibrary(name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+                       providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "CZip", path: "Sources/CZip", pkgConfig: "libzip",
+                       providers: [.apt(["libzip-dev"])]),
+        .target(name: "CLinux", path: "Sources/CLinux"),
+
+        .target(name: "Transport",
+                dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "Archive", dependencies: ["CZip", "CLinux"]),
+        .target(name: "ContentSync",
+                dependencies: ["Transport", "Archive", "CLinux",
+                               .product(name: "Logging", package: "swift-log"),
+                               .product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "StorageServer",
+                dependencies: [.product(name: "FlyingFox", package: "FlyingFox")]),
+        .executableTarget(name: "SyncAgent",
+                          dependencies: ["ContentSync", "StorageServer", "Transport",
+                                         .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                         .product(name: "Logging", package: "swift-log")]),
+
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer"]),
+        .testTarget(name: "ArchiveTests", dependencies: ["Archive"]),
+        .testTarget(name: "ContentSyncTests",
+                    dependencies: ["ContentSync", "Transport", "Archive", "StorageServer"],
+                    resources: []),
+    ]
+)

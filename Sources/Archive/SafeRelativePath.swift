@@ -1,0 +1,119 @@
+import Foundation
+
+/// A relative path that is safe to join onto a destination folder: it cannot climb out of it.
+///
+/// Archive entry names and change-list paths both pass through here, so one set of rules guards
+/// every write. The rules refuse rather than repair: a storage that names `../x` is hostile or
+/// broken, and silently rewriting its paths would hide that.
+public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The path's components, each non-empty and none `.` or `..`.
+    public let components: [String]
+
+    /// The path joined with `/`; empty for the root.
+    public var string: String { components.joined(separator: "/") }
+    public var description: String { string }
+    public var isRoot: Bool { components.isEmpty }
+    public var lastComponent: String? { components.last }
+
+    /// The longest a single component may be, in UTF-8 bytes (Linux NAME_MAX).
+    public static let maxComponentBytes = 255
+    /// The longest a whole path may be, in UTF-8 bytes (Linux PATH_MAX).
+    public static let maxPathBytes = 4095
+
+    /// The root of the destination itself.
+    public static let root = SafeRelativePath(checkedComponents: [])
+
+    /// Validates `raw` as a relative path. A single trailing `/` is allowed (it marks a folder in
+    /// zip archives); repeated or leading slashes are not.
+    public init(validating raw: String) throws(SafePathError) {
+        if raw.utf8.contains(0) { throw SafePathError(path: raw, reason: .nul) }
+        if raw.contains("\\") { throw SafePathError(path: raw, reason: .backslash) }
+        if raw.hasPrefix("/") { throw SafePathError(path: raw, reason: .absolute) }
+        if raw.utf8.count > Self.maxPathBytes { throw SafePathError(path: raw, reason: .tooLong) }
+        var text = Substring(raw)
+        if text.hasSuffix("/") { text = text.dropLast() }
+        if text.isEmpty {
+            self.components = []
+            return
+        }
+        var parts: [String] = []
+        for part in text.split(separator: "/", omittingEmptySubsequences: false) {
+            if part.isEmpty { throw SafePathError(path: raw, reason: .emptyComponent) }
+            if part == "." || part == ".." { throw SafePathError(path: raw, reason: .dotComponent) }
+            if part.utf8.count > Self.maxComponentBytes { throw SafePathError(path: raw, reason: .tooLong) }
+            if part.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                throw SafePathError(path: raw, reason: .controlCharacter)
+            }
+            parts.append(String(part))
+        }
+        self.components = parts
+    }
+
+    private init(checkedComponents: [String]) {
+        self.components = checkedComponents
+    }
+
+    /// The folder holding this path; the root's parent is the root.
+    public var parent: SafeRelativePath {
+        SafeRelativePath(checkedComponents: Array(components.dropLast()))
+    }
+
+    /// Every ancestor folder from the top down, excluding the root and the path itself.
+    public var ancestors: [SafeRelativePath] {
+        guard components.count > 1 else { return [] }
+        return (1..<components.count).map { SafeRelativePath(checkedComponents: Array(components.prefix($0))) }
+    }
+
+    /// True when `self` is `other` or lies inside it.
+    public func isWithin(_ other: SafeRelativePath) -> Bool {
+        components.count >= other.components.count && Array(components.prefix(other.components.count)) == other.components
+    }
+
+    /// `self` with the prefix `base` swapped for `newBase`. `self` must lie within `base`.
+    public func rebased(from base: SafeRelativePath, onto newBase: SafeRelativePath) -> SafeRelativePath {
+        precondition(isWithin(base), "\(self) is not within \(base)")
+        return SafeRelativePath(checkedComponents: newBase.components + components.dropFirst(base.components.count))
+    }
+
+    /// Appends one already-safe path.
+    public func appending(_ other: SafeRelativePath) -> SafeRelativePath {
+        SafeRelativePath(checkedComponents: components + other.components)
+    }
+
+    /// The path under `folder` on the local filesystem.
+    public func absolute(in folder: String) -> String {
+        components.isEmpty ? folder : folder + "/" + string
+    }
+
+    public static func < (lhs: SafeRelativePath, rhs: SafeRelativePath) -> Bool {
+        lhs.components.lexicographicallyPrecedes(rhs.components)
+    }
+}
+
+/// Why a path was refused. The message names the path and what is wrong with it.
+public struct SafePathError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Reason: String, Sendable, Equatable {
+        case nul = "contains a NUL byte"
+        case backslash = "contains a backslash"
+        case absolute = "is absolute"
+        case emptyComponent = "has an empty component (//)"
+        case dotComponent = "has a '.' or '..' component that could leave the destination"
+        case controlCharacter = "contains a control character"
+        case tooLong = "is longer than Linux allows"
+        case notUnderContentRoot = "is not under the storage's RXCacheContent/ folder"
+        case badEncoding = "has invalid percent-encoding"
+    }
+
+    public var path: String
+    public var reason: Reason
+
+    public init(path: String, reason: Reason) {
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String {
+        let shown = path.replacingOccurrences(of: "\0", with: "\\0")
+        return "path '\(shown)' \(reason.rawValue); refusing it"
+    }
+}

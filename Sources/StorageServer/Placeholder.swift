@@ -1,0 +1,2 @@
+import FlyingFox
+enum StorageServerPlaceholder {}

@@ -1,0 +1,2 @@
+import Testing
+@Test func placeholderContentSyncTests() { #expect(1 + 1 == 2) }

@@ -1,0 +1,2 @@
+import Testing
+@Test func placeholderTransportTests() { #expect(1 + 1 == 2) }
