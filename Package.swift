@@ -32,7 +32,8 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
         .target(name: "StorageServer",
-                dependencies: [.product(name: "FlyingFox", package: "FlyingFox")]),
+                dependencies: [.product(name: "FlyingFox", package: "FlyingFox"),
+                               .product(name: "FlyingSocks", package: "FlyingFox")]),
         .executableTarget(name: "SyncAgent",
                           dependencies: ["ContentSync", "StorageServer", "Transport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -40,8 +41,8 @@ let package = Package(
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive"]),
+        .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         .testTarget(name: "ContentSyncTests",
-                    dependencies: ["ContentSync", "Transport", "Archive", "StorageServer"],
-                    resources: []),
+                    dependencies: ["ContentSync", "Transport", "Archive", "StorageServer"]),
     ]
 )

@@ -1,0 +1,141 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// What an extraction will write, decided from the central directory alone before any byte is
+/// written. Every rule that can refuse an archive by its names, types or declared sizes lives
+/// here, so it is tested without I/O.
+struct ExtractionPlan: Equatable {
+    /// A regular file to inflate.
+    struct File: Equatable {
+        var index: UInt64
+        /// The name in the archive, for messages.
+        var archiveName: String
+        /// Where it goes, relative to the destination (after stripping).
+        var path: SafeRelativePath
+        var declaredSize: Int64
+    }
+
+    /// Files in archive order.
+    var files: [File]
+    /// Every folder to create, listed or implied by a file's parents, parents before children.
+    var folders: [SafeRelativePath]
+    /// Entries under a skipped top-level folder.
+    var skippedEntries: Int
+    /// The sum of the files' declared sizes.
+    var declaredBytes: Int64
+
+    private struct Kept {
+        var entry: RawZipEntry
+        var path: SafeRelativePath
+        var isFolder: Bool
+    }
+
+    /// Checks `entries` against `options` and decides the layout. `archive` is only for messages.
+    init(entries: [RawZipEntry], options: ZipExtractionOptions, archive: String) throws(ArchiveError) {
+        if entries.count > options.maxEntries {
+            throw ArchiveError(code: .sizeLimitExceeded,
+                               message: "\(archive) has \(entries.count) entries, more than the limit of \(options.maxEntries); refusing the archive")
+        }
+        var kept: [Kept] = []
+        var skipped = 0
+        for entry in entries {
+            let path: SafeRelativePath
+            do {
+                path = try SafeRelativePath(validating: entry.name)
+            } catch {
+                throw ArchiveError(code: .unsafeEntryName,
+                                   message: "\(archive): entry \(error); refusing the whole archive", underlying: error)
+            }
+            let fileType = (entry.unixMode ?? 0) & UInt32(S_IFMT)
+            let isFolder = entry.name.hasSuffix("/") || fileType == UInt32(S_IFDIR) || entry.hasDOSFolderAttribute
+            if path.isRoot {
+                if isFolder { continue }
+                throw ArchiveError(code: .unsafeEntryName,
+                                   message: "\(archive): entry #\(entry.index) has an empty name; refusing the whole archive")
+            }
+            if let top = path.components.first, options.skippedTopLevelFolders.contains(top) {
+                skipped += 1
+                continue
+            }
+            if fileType != 0 && fileType != UInt32(S_IFREG) && fileType != UInt32(S_IFDIR) {
+                throw ArchiveError(code: .forbiddenEntryType,
+                                   message: "\(archive): entry '\(entry.name)' is a \(Self.typeName(fileType)); only files and folders are allowed, refusing the archive")
+            }
+            if entry.isEncrypted {
+                throw ArchiveError(code: .encryptedEntry,
+                                   message: "\(archive): entry '\(entry.name)' is encrypted; publish an unencrypted archive")
+            }
+            if isFolder && entry.declaredSize > 0 {
+                throw ArchiveError(code: .corrupt,
+                                   message: "\(archive): folder entry '\(entry.name)' declares \(entry.declaredSize) bytes of data; download the archive again")
+            }
+            kept.append(Kept(entry: entry, path: path, isFolder: isFolder))
+        }
+
+        if let top = options.stripTopLevelFolder, !kept.isEmpty,
+           kept.allSatisfy({ $0.path.components.first == top && ($0.isFolder || $0.path.components.count > 1) }) {
+            let base = kept[0].path.ancestors.first ?? kept[0].path
+            kept = kept.compactMap { item in
+                var item = item
+                item.path = item.path.rebased(from: base, onto: .root)
+                return item.path.isRoot ? nil : item
+            }
+        }
+
+        var seen: [SafeRelativePath: String] = [:]
+        var folders: Set<SafeRelativePath> = []
+        var files: [File] = []
+        var declared: Int64 = 0
+        for item in kept {
+            if let earlier = seen[item.path] {
+                throw ArchiveError(code: .duplicateEntry,
+                                   message: "\(archive): entries '\(earlier)' and '\(item.entry.name)' both extract to '\(item.path)'; refusing the archive")
+            }
+            seen[item.path] = item.entry.name
+            folders.formUnion(item.path.ancestors)
+            if item.isFolder {
+                folders.insert(item.path)
+                continue
+            }
+            guard item.entry.declaredSize <= UInt64(Int64.max),
+                  case (let sum, false) = declared.addingReportingOverflow(Int64(item.entry.declaredSize)) else {
+                throw Self.tooLarge(archive: archive, options: options, declared: nil)
+            }
+            declared = sum
+            files.append(File(index: item.entry.index, archiveName: item.entry.name, path: item.path,
+                              declaredSize: Int64(item.entry.declaredSize)))
+        }
+        for file in files where folders.contains(file.path) {
+            throw ArchiveError(code: .duplicateEntry,
+                               message: "\(archive): '\(file.path)' is both a file (entry '\(file.archiveName)') and a folder; refusing the archive")
+        }
+        if declared > options.maxTotalBytes {
+            throw Self.tooLarge(archive: archive, options: options, declared: declared)
+        }
+
+        self.files = files
+        self.folders = folders.sorted()
+        self.skippedEntries = skipped
+        self.declaredBytes = declared
+    }
+
+    private static func tooLarge(archive: String, options: ZipExtractionOptions, declared: Int64?) -> ArchiveError {
+        let amount = declared.map { "\($0) bytes" } ?? "more bytes than fit in 64 bits"
+        return ArchiveError(code: .sizeLimitExceeded,
+                            message: "\(archive) declares \(amount) of files, more than the limit of \(options.maxTotalBytes); refusing the archive (raise maxTotalBytes if it is genuine)")
+    }
+
+    private static func typeName(_ fileType: UInt32) -> String {
+        switch fileType {
+        case UInt32(S_IFLNK): "symbolic link"
+        case UInt32(S_IFCHR): "character device"
+        case UInt32(S_IFBLK): "block device"
+        case UInt32(S_IFIFO): "fifo"
+        case UInt32(S_IFSOCK): "socket"
+        default: "file of unknown type 0o\(String(fileType, radix: 8))"
+        }
+    }
+}

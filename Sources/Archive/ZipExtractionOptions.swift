@@ -1,0 +1,23 @@
+/// Limits and layout rules for ``ZipExtractor``.
+public struct ZipExtractionOptions: Sendable {
+    /// The most inflated bytes the extraction may write, summed over all files. The caller sets it,
+    /// usually to the unzipped size the storage declares plus some slack. Both the sum of the sizes
+    /// the archive declares and the bytes really inflated are held to it, since headers can lie.
+    public var maxTotalBytes: Int64
+    /// The most entries the archive may hold. Default 1,000,000.
+    public var maxEntries: Int = 1_000_000
+    /// A top-level folder to strip when every kept entry lies under it, so that
+    /// `RXCacheContent/a.txt` lands at `a.txt`. `nil` never strips. Default `"RXCacheContent"`.
+    public var stripTopLevelFolder: String? = "RXCacheContent"
+    /// Top-level folders whose entries are skipped without error (their names are still checked).
+    /// Default `["__MACOSX"]`, the resource-fork folder that macOS's Archive Utility adds.
+    public var skippedTopLevelFolders: [String] = ["__MACOSX"]
+    /// Threads inflating at once, each with its own libzip handle. Values below 1 count as 1.
+    /// Default 2.
+    public var workers: Int = 2
+
+    /// Options with the given byte limit and the defaults above.
+    public init(maxTotalBytes: Int64) {
+        self.maxTotalBytes = maxTotalBytes
+    }
+}

@@ -1,0 +1,137 @@
+internal import CZip
+
+/// One entry of an archive as its central directory describes it, before any checks.
+struct RawZipEntry: Sendable, Equatable {
+    /// Index in the archive, for `zip_fopen_index`.
+    var index: UInt64
+    /// The name as libzip decodes it (UTF-8, or CP437 converted to UTF-8).
+    var name: String
+    /// The inflated size the header declares.
+    var declaredSize: UInt64
+    /// True when the entry needs a password.
+    var isEncrypted: Bool
+    /// The Unix `st_mode` from the external attributes, when the creator was a Unix system.
+    var unixMode: UInt32?
+    /// True when the MS-DOS attributes mark a folder.
+    var hasDOSFolderAttribute: Bool
+}
+
+/// A read-only libzip handle. Not thread-safe (nor is `zip_t`): each worker opens its own.
+final class ZipReader {
+    private let handle: OpaquePointer
+    /// The archive's path, for messages.
+    let path: String
+
+    /// Opens `path` read-only; a missing file is `cannotOpen`, a damaged one `corrupt`.
+    init(path: String) throws(ArchiveError) {
+        var code: Int32 = 0
+        guard let handle = zip_open(path, ZIP_RDONLY, &code) else {
+            throw Self.openError(path: path, zipCode: code)
+        }
+        self.handle = handle
+        self.path = path
+    }
+
+    deinit {
+        zip_discard(handle)
+    }
+
+    /// The number of entries in the central directory.
+    var entryCount: Int {
+        Int(zip_get_num_entries(handle, 0))
+    }
+
+    /// Reads the central-directory record of entry `index`.
+    func entry(at index: UInt64) throws(ArchiveError) -> RawZipEntry {
+        var stat = zip_stat_t()
+        zip_stat_init(&stat)
+        guard zip_stat_index(handle, index, 0, &stat) == 0, let cName = stat.name else {
+            throw ArchiveError(code: .corrupt,
+                               message: "\(path): entry #\(index) cannot be read (\(lastError)); download the archive again")
+        }
+        let name = String(cString: cName)
+        var opsys: UInt8 = 0
+        var attributes: UInt32 = 0
+        guard zip_file_get_external_attributes(handle, index, 0, &opsys, &attributes) == 0 else {
+            throw ArchiveError(code: .corrupt,
+                               message: "\(path): entry '\(name)' has unreadable attributes (\(lastError)); download the archive again")
+        }
+        let carriesUnixMode = UInt32(opsys) == ZIP_OPSYS_UNIX || UInt32(opsys) == ZIP_OPSYS_OS_X
+        let unixMode = carriesUnixMode && attributes >> 16 != 0 ? attributes >> 16 : nil
+        let encrypted = stat.valid & UInt64(ZIP_STAT_ENCRYPTION_METHOD) != 0 && stat.encryption_method != UInt16(ZIP_EM_NONE)
+        return RawZipEntry(index: index, name: name, declaredSize: stat.size, isEncrypted: encrypted,
+                           unixMode: unixMode, hasDOSFolderAttribute: attributes & 0x10 != 0)
+    }
+
+    /// Opens entry `index` for inflating. `name` is only for messages.
+    func open(index: UInt64, name: String) throws(ArchiveError) -> ZipEntryStream {
+        guard let file = zip_fopen_index(handle, index, 0) else {
+            let error = zip_get_error(handle)
+            throw Self.readError(path: path, entry: name, zipCode: zip_error_code_zip(error),
+                                 systemCode: zip_error_code_system(error), text: String(cString: zip_error_strerror(error)))
+        }
+        return ZipEntryStream(file: file, archivePath: path, entryName: name)
+    }
+
+    private var lastError: String { String(cString: zip_strerror(handle)) }
+
+    static func openError(path: String, zipCode: Int32) -> ArchiveError {
+        var error = zip_error_t()
+        zip_error_init_with_code(&error, zipCode)
+        defer { zip_error_fini(&error) }
+        let text = String(cString: zip_error_strerror(&error))
+        switch zipCode {
+        case ZIP_ER_NOZIP, ZIP_ER_INCONS:
+            return ArchiveError(code: .corrupt, message: "\(path) is not a readable zip archive (\(text)); download it again")
+        default:
+            let systemCode = zip_error_code_system(&error)
+            return ArchiveError(code: .cannotOpen, message: "cannot open archive \(path) (\(text)); check that it exists and is readable",
+                                errno: systemCode != 0 ? systemCode : nil)
+        }
+    }
+
+    /// Maps a libzip read error: damaged data (CRC, zlib, sizes) is `corrupt`, a failed read `io`.
+    static func readError(path: String, entry: String, zipCode: Int32, systemCode: Int32, text: String) -> ArchiveError {
+        switch zipCode {
+        case ZIP_ER_NOPASSWD, ZIP_ER_WRONGPASSWD, ZIP_ER_ENCRNOTSUPP:
+            return ArchiveError(code: .encryptedEntry,
+                                message: "\(path): entry '\(entry)' is encrypted; publish an unencrypted archive")
+        case ZIP_ER_READ, ZIP_ER_SEEK, ZIP_ER_OPEN, ZIP_ER_TELL, ZIP_ER_MEMORY:
+            return ArchiveError(code: .io, message: "\(path): reading entry '\(entry)' failed (\(text)); check the disk and retry",
+                                errno: systemCode != 0 ? systemCode : nil)
+        default:
+            return ArchiveError(code: .corrupt,
+                                message: "\(path): entry '\(entry)' is damaged (\(text)); download the archive again")
+        }
+    }
+}
+
+/// One entry being inflated. Closed on deinit.
+final class ZipEntryStream {
+    private let file: OpaquePointer
+    private let archivePath: String
+    private let entryName: String
+
+    init(file: OpaquePointer, archivePath: String, entryName: String) {
+        self.file = file
+        self.archivePath = archivePath
+        self.entryName = entryName
+    }
+
+    deinit {
+        zip_fclose(file)
+    }
+
+    /// Inflates up to `buffer.count` bytes; 0 at the end. libzip checks the CRC when the data
+    /// runs out, so a mismatch surfaces here as `corrupt`.
+    func read(into buffer: UnsafeMutableRawBufferPointer) throws(ArchiveError) -> Int {
+        let count = zip_fread(file, buffer.baseAddress!, UInt64(buffer.count))
+        if count < 0 {
+            let error = zip_file_get_error(file)
+            throw ZipReader.readError(path: archivePath, entry: entryName, zipCode: zip_error_code_zip(error),
+                                      systemCode: zip_error_code_system(error),
+                                      text: String(cString: zip_error_strerror(error)))
+        }
+        return Int(count)
+    }
+}

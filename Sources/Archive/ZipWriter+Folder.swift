@@ -1,0 +1,84 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension ZipWriter {
+    /// Zips the tree under `folder` into `zipPath` deterministically: paths sorted, a folder entry
+    /// for every folder (so empty folders survive), all under `topLevelFolder/` when given (e.g.
+    /// `"RXCacheContent"`). Symlinks and other special files are refused, not followed.
+    public static func archive(folder: String, to zipPath: String, topLevelFolder: String?) throws(ArchiveError) {
+        let base: SafeRelativePath
+        do {
+            base = try SafeRelativePath(validating: topLevelFolder ?? "")
+        } catch {
+            throw ArchiveError(code: .unsafeEntryName, message: "top-level folder \(error)", underlying: error)
+        }
+        var tree: [(path: SafeRelativePath, isFolder: Bool)] = []
+        try collect(folder: folder, relative: .root, into: &tree)
+        tree.sort { $0.path < $1.path }
+
+        let writer = try ZipWriter(path: zipPath)
+        for ancestor in base.ancestors + (base.isRoot ? [] : [base]) {
+            try writer.addDirectory(ancestor.string)
+        }
+        for item in tree {
+            let name = base.appending(item.path).string
+            if item.isFolder {
+                try writer.addDirectory(name)
+            } else {
+                try writer.addFile(name, fromPath: item.path.absolute(in: folder))
+            }
+        }
+        try writer.close()
+    }
+
+    /// Lists everything under `folder/relative`, depth first, without following symlinks.
+    private static func collect(folder: String, relative: SafeRelativePath,
+                                into tree: inout [(path: SafeRelativePath, isFolder: Bool)]) throws(ArchiveError) {
+        let directory = relative.absolute(in: folder)
+        guard let stream = opendir(directory) else {
+            let code = errno
+            throw ArchiveError(code: .cannotOpen,
+                               message: "cannot list \(directory): \(ArchiveError.systemMessage(code)); check that the folder exists and is readable",
+                               errno: code)
+        }
+        defer { closedir(stream) }
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
+            guard let name = String(validating: bytes, as: UTF8.self) else {
+                throw ArchiveError(code: .unsafeEntryName,
+                                   message: "\(directory) holds a name that is not valid UTF-8; rename it")
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        for name in names {
+            let child: SafeRelativePath
+            do {
+                child = relative.appending(try SafeRelativePath(validating: name))
+            } catch {
+                throw ArchiveError(code: .unsafeEntryName,
+                                   message: "\(directory): \(error); rename it", underlying: error)
+            }
+            let childPath = child.absolute(in: folder)
+            var info = stat()
+            guard lstat(childPath, &info) == 0 else {
+                let code = errno
+                throw ArchiveError(code: .cannotOpen,
+                                   message: "cannot read \(childPath): \(ArchiveError.systemMessage(code))", errno: code)
+            }
+            switch info.st_mode & S_IFMT {
+            case S_IFDIR:
+                tree.append((child, true))
+                try collect(folder: folder, relative: child, into: &tree)
+            case S_IFREG:
+                tree.append((child, false))
+            default:
+                throw ArchiveError(code: .forbiddenEntryType,
+                                   message: "\(childPath) is not a regular file or folder (a symlink, device, fifo or socket); replace it with a copy or remove it")
+            }
+        }
+    }
+}

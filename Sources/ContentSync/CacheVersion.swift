@@ -1,0 +1,48 @@
+import Foundation
+
+/// A storage version such as `1.5` or `2.10`, compared numerically component by component.
+///
+/// `1.10 > 1.9`, `2.1` may follow `1.9`, and trailing zero components do not matter
+/// (`1.5 == 1.5.0`). The original text is kept for display and file names.
+public struct CacheVersion: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The numeric components, trailing zeros removed for comparison.
+    public let components: [UInt64]
+    /// The version as written.
+    public let text: String
+
+    /// Parses `text`; throws a message naming the text when a component is not a whole number.
+    public init(_ text: String) throws(CacheVersionError) {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty else { throw CacheVersionError(text: text) }
+        var parts: [UInt64] = []
+        for part in trimmed.split(separator: ".", omittingEmptySubsequences: false) {
+            guard !part.isEmpty, part.allSatisfy(\.isASCII), part.allSatisfy(\.isNumber), let value = UInt64(part) else {
+                throw CacheVersionError(text: text)
+            }
+            parts.append(value)
+        }
+        while parts.count > 1, parts.last == 0 { parts.removeLast() }
+        self.components = parts
+        self.text = trimmed
+    }
+
+    public var description: String { text }
+
+    public static func == (lhs: CacheVersion, rhs: CacheVersion) -> Bool { lhs.components == rhs.components }
+    public func hash(into hasher: inout Hasher) { hasher.combine(components) }
+
+    public static func < (lhs: CacheVersion, rhs: CacheVersion) -> Bool {
+        for (left, right) in zip(lhs.components, rhs.components) where left != right {
+            return left < right
+        }
+        return lhs.components.count < rhs.components.count
+    }
+}
+
+/// A version string that is not dot-separated whole numbers.
+public struct CacheVersionError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var text: String
+    public var description: String {
+        "'\(text)' is not a version: use dot-separated whole numbers such as \"1.5\" or \"2.10\""
+    }
+}

@@ -1,0 +1,20 @@
+/// Decides whether transfers may run now, e.g. "only on Wi-Fi" or "not on a metered link".
+///
+/// It is consulted before an update starts, before each download, and about four times a
+/// second while one runs. When it turns false mid-update, the manager suspends and emits
+/// ``CacheManagerEvent/connectionNotAllowed``, so the app can ask its user; calling
+/// ``CacheManager/resume(overridingPolicy:)`` with `true` continues anyway.
+public struct ConnectionPolicy: Sendable {
+    private let check: @Sendable () async -> Bool
+
+    public init(_ check: @escaping @Sendable () async -> Bool) {
+        self.check = check
+    }
+
+    /// Transfers are always allowed.
+    public static let always = ConnectionPolicy { true }
+
+    public func allowsTransfers() async -> Bool {
+        await check()
+    }
+}

@@ -1,0 +1,157 @@
+import Archive
+import Foundation
+import Synchronization
+import Transport
+
+extension SyncEngine {
+    /// Replays the change lists from `local` to the storage's actual version as one net plan.
+    /// Falls back to a restore when the published lists do not form a chain.
+    func replay(from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
+                progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+        progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
+        let listData = try await fetchStorageFile(status.updateListURL)
+        let updateList = try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
+        let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
+        let lists = try await fetchChangeLists(candidates, layout: layout)
+        guard let chain = UpdateChain.resolve(lists, from: local, to: status.actualVersion) else {
+            logger.warning("no chain of change lists leads to the actual version; restoring from the archive", metadata: [
+                "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
+            ])
+            var report = try await restore(from: local, status: status, reason: "no change-list chain from \(local)", progress: progress)
+            report.warnings.insert("no chain of change lists leads from \(local) to \(status.actualVersion); restored from the archive", at: 0)
+            return report
+        }
+        let directory = configuration.contentDirectory
+        let tree = try await BlockingWork.run { () throws(SyncError) in try LocalTree.scan(directory) }
+        let plan = NetPlanner.plan(local: tree, from: local, to: status.actualVersion, lists: chain)
+        for warning in plan.warnings { logger.warning("\(warning)") }
+        var report = try await execute(plan, layout: layout, progress: progress)
+        report.changeListsApplied = chain.count
+        return report
+    }
+
+    /// Builds the plan's tree in the staging area and switches to it.
+    func execute(_ plan: SyncPlan, layout: StorageLayout,
+                 progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+        let started = Date()
+        let identity = plan.identity
+        let pending = try await store.pendingPlan()
+        let resuming = pending?.identity == identity && pending?.phase == .staging
+        let staging = self.staging
+        let directory = configuration.contentDirectory
+        try await BlockingWork.run { () throws(SyncError) in
+            if resuming {
+                try staging.prepare()
+                try StagingArea.makeFolder(staging.next)
+            } else {
+                try staging.resetNext(includingDownloads: true)
+            }
+            for folder in plan.folders {
+                try StagingArea.makeFolder(folder.absolute(in: staging.next))
+            }
+            for reuse in plan.reused {
+                try StagingArea.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
+            }
+        }
+        try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "replay", fromVersion: plan.from.text,
+                                                    toVersion: plan.to.text, phase: .staging, createdAt: Date()))
+        let todo = try await BlockingWork.run { () -> [SafeRelativePath] in
+            plan.downloads.filter { !StagingArea.exists($0.absolute(in: staging.next)) }
+        }
+        let fetched = try await downloadFiles(todo, plan: plan, layout: layout, progress: progress)
+        let report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: fetched.bytes,
+                                filesDownloaded: todo.count, filesReused: plan.reused.count,
+                                filesAlreadyDownloaded: plan.downloads.count - todo.count, warnings: plan.warnings)
+        try await switchVersion(to: plan.to, history: UpdateHistoryRecord(
+            startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: "replay",
+            outcome: "succeeded", error: nil, bytesDownloaded: fetched.bytes, filesDownloaded: Int64(todo.count)),
+            progress: progress)
+        return report
+    }
+
+    private struct DownloadTally: Sendable {
+        var bytes: Int64 = 0
+        var files = 0
+        var unrecorded: [CompletedDownloadRecord] = []
+    }
+
+    /// Fetches `paths` into `next/`, a bounded number at a time. Each file lands in `partial/`
+    /// and is renamed into place only when complete, so a file present in `next/` is a finished
+    /// download; completions are also recorded in batches for the history.
+    private func downloadFiles(_ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout,
+                               progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> DownloadTally {
+        guard !paths.isEmpty else { return DownloadTally() }
+        try await checkConnectionPolicy()
+        let identity = plan.identity
+        let total = paths.count
+        var tally = DownloadTally()
+        do {
+            try await withThrowingTaskGroup(of: (SafeRelativePath, Int64).self) { group in
+                var iterator = paths.makeIterator()
+                func launch(_ group: inout ThrowingTaskGroup<(SafeRelativePath, Int64), any Error>) {
+                    guard let path = iterator.next() else { return }
+                    group.addTask { (path, try await self.downloadFile(path, layout: layout)) }
+                }
+                for _ in 0..<max(1, configuration.maxConcurrentDownloads) { launch(&group) }
+                do {
+                    while let (path, bytes) = try await group.next() {
+                        tally.bytes += bytes
+                        tally.files += 1
+                        tally.unrecorded.append(CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
+                        if tally.unrecorded.count >= 64 {
+                            try await store.recordCompletedDownloads(tally.unrecorded)
+                            tally.unrecorded.removeAll()
+                        }
+                        progress(SyncProgress(phase: .downloadingFiles, bytesDone: tally.bytes, filesDone: tally.files,
+                                              filesTotal: total, currentItem: path.string))
+                        launch(&group)
+                    }
+                } catch {
+                    group.cancelAll()
+                    throw error
+                }
+            }
+        } catch {
+            try? await store.recordCompletedDownloads(tally.unrecorded)
+            throw SyncError.wrap(error)
+        }
+        try await store.recordCompletedDownloads(tally.unrecorded)
+        return tally
+    }
+
+    /// Downloads one file to its partial name, then renames it into `next/`. Returns the bytes
+    /// received over the network.
+    private func downloadFile(_ path: SafeRelativePath, layout: StorageLayout) async throws -> Int64 {
+        try await checkConnectionPolicy()
+        let url = layout.contentURL(for: path)
+        let partial = staging.partialFile(for: path)
+        let response: HTTPResponse
+        do {
+            response = try await transport.download(HTTPRequest(url: url), to: partial,
+                                                    options: resumableOptions(partialPath: partial))
+        } catch {
+            throw SyncError.wrap(error, context: "downloading '\(path)' for the update")
+        }
+        let target = path.absolute(in: staging.next)
+        if rename(partial, target) != 0 {
+            throw SyncError.fileSystem("cannot move the downloaded '\(path)' into", path: target, errno: errno)
+        }
+        unlink(partial + ".etag")
+        return response.bytesReceived
+    }
+
+    /// Download options that let a large download resume after a restart: the entity tag of a
+    /// body over 1 MiB is kept beside its partial file, and sent back as `If-Range`.
+    func resumableOptions(partialPath: String, maxBytes: Int64? = nil,
+                          progress: ProgressHandler? = nil) -> DownloadOptions {
+        let sidecar = partialPath + ".etag"
+        let etag = (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        var options = DownloadOptions(resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
+        options.onResponseStart = { _, headers in
+            guard let etag = headers["etag"], let length = headers["content-length"].flatMap(Int64.init),
+                  length > 1 << 20 else { return }
+            try? etag.write(toFile: sidecar, atomically: false, encoding: .utf8)
+        }
+        return options
+    }
+}

@@ -1,0 +1,85 @@
+import Archive
+import Foundation
+import Transport
+
+extension SyncEngine {
+    /// Restores the whole content from the storage's archive: check space, stream the archive
+    /// to the staging area (resuming a partial one), extract it beside the current content, and
+    /// switch.
+    func restore(from local: CacheVersion?, status: CacheStatus, reason: String,
+                 progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+        let started = Date()
+        logger.debug("restoring from the archive", metadata: ["sync.reason": "\(reason)", "sync.to": "\(status.actualVersion)"])
+        let identity = "restore:\(status.actualVersion.text):\(status.archiveURL.absoluteString)"
+        let pending = try await store.pendingPlan()
+        let resuming = pending?.identity == identity && pending?.phase == .staging
+        let staging = self.staging
+        try await BlockingWork.run { () throws(SyncError) in
+            if resuming { try staging.prepare() } else { try staging.resetNext(includingDownloads: true) }
+        }
+        try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "restore", fromVersion: local?.text,
+                                                    toVersion: status.actualVersion.text, phase: .staging, createdAt: Date()))
+        try checkFreeSpace(for: status)
+        try await checkConnectionPolicy()
+
+        // Archives declare their size in rounded MB; allow a quarter more before calling it a lie.
+        let archiveLimit = status.zippedBytes + status.zippedBytes / 4 + (1 << 20)
+        let total = status.zippedBytes
+        let options = resumableOptions(partialPath: staging.archive, maxBytes: archiveLimit) { transfer in
+            progress(SyncProgress(phase: .downloadingArchive, bytesDone: transfer.received,
+                                  bytesTotal: transfer.expected ?? total, filesDone: 0, filesTotal: 1,
+                                  currentItem: status.archiveURL.lastPathComponent))
+        }
+        let response: HTTPResponse
+        do {
+            response = try await transport.download(HTTPRequest(url: status.archiveURL), to: staging.archive, options: options)
+        } catch {
+            throw SyncError.wrap(error, context: "downloading the archive")
+        }
+
+        progress(SyncProgress(phase: .extracting, bytesDone: 0, bytesTotal: status.unzippedBytes, currentItem: staging.archive))
+        try await BlockingWork.run { () throws(SyncError) in
+            try StagingArea.removeTree(staging.next)
+            try StagingArea.makeFolder(staging.next)
+        }
+        // The declared size, plus slack for its rounding, bounds what extraction may write.
+        var extraction = ZipExtractionOptions(maxTotalBytes: status.unzippedBytes + status.unzippedBytes / 20 + (1 << 20))
+        extraction.workers = 2
+        let extracted: ZipExtractionReport
+        do {
+            extracted = try await ZipExtractor.extract(archiveAt: staging.archive, into: staging.next, options: extraction) { written in
+                progress(SyncProgress(phase: .extracting, bytesDone: written, bytesTotal: status.unzippedBytes))
+            }
+        } catch {
+            throw SyncError.wrap(error, context: "\(status.archiveURL.lastPathComponent)")
+        }
+        unlink(staging.archive)
+        unlink(staging.archive + ".etag")
+
+        let report = SyncReport(outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
+                                bytesDownloaded: response.bytesReceived, filesDownloaded: extracted.files)
+        try await switchVersion(to: status.actualVersion, history: UpdateHistoryRecord(
+            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: "restore",
+            outcome: "succeeded", error: nil, bytesDownloaded: response.bytesReceived, filesDownloaded: Int64(extracted.files)),
+            progress: progress)
+        return report
+    }
+
+    /// Refuses a restore the filesystem cannot hold: the archive and its content side by side,
+    /// less whatever part of the archive is already on disk.
+    private func checkFreeSpace(for status: CacheStatus) throws(SyncError) {
+        var info = statvfs()
+        guard statvfs(staging.root, &info) == 0 else { return }
+        let available = Int64(info.f_bavail) * Int64(info.f_frsize)
+        var partial = stat()
+        let alreadyHave = stat(staging.archive, &partial) == 0 ? Int64(partial.st_size) : 0
+        let needed = max(0, status.zippedBytes - alreadyHave) + status.unzippedBytes
+        if available < needed {
+            let megabytes = { (bytes: Int64) in String(format: "%.1f MB", Double(bytes) / 1_048_576) }
+            throw SyncError(code: .insufficientSpace,
+                            message: "restoring version \(status.actualVersion) needs \(megabytes(needed)) (archive \(megabytes(status.zippedBytes)) "
+                                + "+ content \(megabytes(status.unzippedBytes))) but \(staging.root) has \(megabytes(available)) free; "
+                                + "free space or choose a folder on a larger filesystem")
+        }
+    }
+}

@@ -1,0 +1,27 @@
+import Foundation
+import GRDB
+
+/// The update in progress, so that a restarted process continues it instead of starting over.
+struct PendingPlanRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "pendingPlan"
+
+    enum Phase: String, Codable, Sendable {
+        /// Building the next version in the staging area.
+        case staging
+        /// The staged tree is complete and is being swapped in; see ``stagedInode``.
+        case switching
+    }
+
+    var id: Int64 = 1
+    /// ``SyncPlan/identity`` for replays, `restore:<version>:<archive URL>` for restores.
+    var identity: String
+    var kind: String
+    var fromVersion: String?
+    var toVersion: String
+    var phase: Phase
+    /// The staged folder's device and inode, recorded before the swap. After a crash, the
+    /// content folder having this inode proves the swap happened.
+    var stagedDevice: Int64?
+    var stagedInode: Int64?
+    var createdAt: Date
+}

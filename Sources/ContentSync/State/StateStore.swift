@@ -1,0 +1,216 @@
+import Foundation
+import GRDB
+
+/// Everything content-sync remembers between runs, in one SQLite file outside the content
+/// folder: the local version, the storage's ETags, the last check, the update in progress with
+/// its completed downloads, and the history of updates.
+///
+/// GRDB on the system libsqlite3, WAL mode (readers never block the one writer). Writes run on
+/// GRDB's own queue, so awaiting them never blocks Swift's cooperative threads.
+public final class StateStore: Sendable {
+    let pool: DatabasePool
+    /// The database file.
+    public let path: String
+
+    /// Opens (creating when needed) the state database at `path`.
+    public init(path: String) throws(SyncError) {
+        self.path = path
+        let folder = (path as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(10)
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw SyncError(code: .stateStore,
+                            message: "cannot open the state database \(path): \(error); delete it to start over (the next run restores from the archive)",
+                            underlying: error)
+        }
+    }
+
+    /// Migrations are never edited once shipped: add a new one instead.
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE syncState (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    localVersion TEXT,
+                    state TEXT NOT NULL,
+                    lastError TEXT,
+                    lastCheck DATETIME,
+                    contentDirectory TEXT NOT NULL
+                );
+                CREATE TABLE cachedResource (
+                    url TEXT PRIMARY KEY,
+                    etag TEXT NOT NULL,
+                    body BLOB NOT NULL,
+                    fetchedAt DATETIME NOT NULL
+                );
+                CREATE TABLE pendingPlan (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    identity TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    fromVersion TEXT,
+                    toVersion TEXT NOT NULL,
+                    phase TEXT NOT NULL,
+                    stagedDevice INTEGER,
+                    stagedInode INTEGER,
+                    createdAt DATETIME NOT NULL
+                );
+                CREATE TABLE completedDownload (
+                    planIdentity TEXT NOT NULL,
+                    path TEXT NOT NULL,
+                    bytes INTEGER NOT NULL,
+                    PRIMARY KEY (planIdentity, path)
+                );
+                CREATE TABLE updateHistory (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    startedAt DATETIME NOT NULL,
+                    finishedAt DATETIME NOT NULL,
+                    fromVersion TEXT,
+                    toVersion TEXT,
+                    kind TEXT NOT NULL,
+                    outcome TEXT NOT NULL,
+                    error TEXT,
+                    bytesDownloaded INTEGER NOT NULL,
+                    filesDownloaded INTEGER NOT NULL
+                );
+                """)
+        }
+        return migrator
+    }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(SyncError) -> T {
+        do {
+            return try await pool.write(body)
+        } catch {
+            throw SyncError(code: .stateStore, message: "writing the state database \(path) failed: \(error)", underlying: error)
+        }
+    }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(SyncError) -> T {
+        do {
+            return try await pool.read(body)
+        } catch {
+            throw SyncError(code: .stateStore, message: "reading the state database \(path) failed: \(error)", underlying: error)
+        }
+    }
+
+    // MARK: - Sync state
+
+    func syncState() async throws(SyncError) -> SyncStateRecord? {
+        try await read { db in try SyncStateRecord.fetchOne(db, key: 1) }
+    }
+
+    /// Changes the state row, creating it for `contentDirectory` first when absent.
+    func updateSyncState(contentDirectory: String, _ change: @escaping @Sendable (inout SyncStateRecord) -> Void) async throws(SyncError) {
+        try await write { db in
+            var record = try SyncStateRecord.fetchOne(db, key: 1)
+                ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
+            change(&record)
+            try record.save(db)
+        }
+    }
+
+    // MARK: - Cached storage files
+
+    func cachedResource(_ url: URL) async throws(SyncError) -> CachedResourceRecord? {
+        try await read { db in try CachedResourceRecord.fetchOne(db, key: url.absoluteString) }
+    }
+
+    func saveCachedResource(_ record: CachedResourceRecord) async throws(SyncError) {
+        try await write { db in try record.save(db) }
+    }
+
+    // MARK: - Pending plan
+
+    func pendingPlan() async throws(SyncError) -> PendingPlanRecord? {
+        try await read { db in try PendingPlanRecord.fetchOne(db, key: 1) }
+    }
+
+    /// Starts tracking `plan`, dropping any other pending plan and its completed downloads.
+    func beginPlan(_ plan: PendingPlanRecord) async throws(SyncError) {
+        try await write { db in
+            if let existing = try PendingPlanRecord.fetchOne(db, key: 1), existing.identity == plan.identity { return }
+            try CompletedDownloadRecord.deleteAll(db)
+            try PendingPlanRecord.deleteAll(db)
+            try plan.insert(db)
+        }
+    }
+
+    func markSwitching(device: Int64, inode: Int64) async throws(SyncError) {
+        try await write { db in
+            guard var plan = try PendingPlanRecord.fetchOne(db, key: 1) else { return }
+            plan.phase = .switching
+            plan.stagedDevice = device
+            plan.stagedInode = inode
+            try plan.update(db)
+        }
+    }
+
+    func completedDownloads(planIdentity: String) async throws(SyncError) -> Set<String> {
+        try await read { db in
+            Set(try String.fetchAll(db, sql: "SELECT path FROM completedDownload WHERE planIdentity = ?", arguments: [planIdentity]))
+        }
+    }
+
+    func recordCompletedDownloads(_ records: [CompletedDownloadRecord]) async throws(SyncError) {
+        guard !records.isEmpty else { return }
+        try await write { db in
+            for record in records { try record.save(db) }
+        }
+    }
+
+    /// The version switch is durable: one transaction sets the new version, clears the plan
+    /// and appends the history row.
+    func finishPlan(contentDirectory: String, newVersion: String, history: UpdateHistoryRecord) async throws(SyncError) {
+        try await write { db in
+            var record = try SyncStateRecord.fetchOne(db, key: 1)
+                ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
+            record.localVersion = newVersion
+            record.state = "succeeded"
+            record.lastError = nil
+            try record.save(db)
+            try PendingPlanRecord.deleteAll(db)
+            try CompletedDownloadRecord.deleteAll(db)
+            var history = history
+            try history.insert(db)
+        }
+    }
+
+    func clearPlan() async throws(SyncError) {
+        try await write { db in
+            try PendingPlanRecord.deleteAll(db)
+            try CompletedDownloadRecord.deleteAll(db)
+        }
+    }
+
+    // MARK: - History
+
+    func appendHistory(_ record: UpdateHistoryRecord) async throws(SyncError) {
+        try await write { db in
+            var record = record
+            try record.insert(db)
+        }
+    }
+
+    /// The most recent updates, newest first.
+    public func history(limit: Int = 50) async throws(SyncError) -> [UpdateHistoryRecord] {
+        try await read { db in
+            try UpdateHistoryRecord.order(Column("id").desc).limit(limit).fetchAll(db)
+        }
+    }
+
+    /// Forgets everything: version, ETags, plan and history.
+    func reset() async throws(SyncError) {
+        try await write { db in
+            try SyncStateRecord.deleteAll(db)
+            try CachedResourceRecord.deleteAll(db)
+            try PendingPlanRecord.deleteAll(db)
+            try CompletedDownloadRecord.deleteAll(db)
+            try UpdateHistoryRecord.deleteAll(db)
+        }
+    }
+}

@@ -1,0 +1,19 @@
+import Foundation
+import GRDB
+
+/// The single row that says which version the content folder holds and how the last run went.
+struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "syncState"
+
+    var id: Int64 = 1
+    /// The version the content folder holds; nil before the first successful update.
+    var localVersion: String?
+    /// The manager state the last run ended in (`succeeded`, `failed`, …).
+    var state: String
+    /// The readable error of the last failed run.
+    var lastError: String?
+    /// When the storage was last asked for its status.
+    var lastCheck: Date?
+    /// The content folder this state belongs to; a state file is never shared between folders.
+    var contentDirectory: String
+}

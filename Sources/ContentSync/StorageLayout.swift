@@ -1,0 +1,122 @@
+import Archive
+import Foundation
+
+/// Where a storage's files live, and the rules that tie every URL it publishes to its
+/// `RXCacheContent/` folder.
+///
+/// Storages write absolute URLs. When a storage is served somewhere other than where it was
+/// published (a mirror, a loopback test server), the URLs still name the original place. Once
+/// the status file is read, ``publishedBase`` holds that original base and every URL under it is
+/// *rebased* onto ``baseURL``: the client fetches only from where it was told to.
+public struct StorageLayout: Sendable, Equatable {
+    /// The storage folder as configured, always with a trailing slash.
+    public let baseURL: URL
+    /// The base the storage's own URLs use, inferred from the status file; `nil` when it could
+    /// not be inferred, in which case URLs are taken as they are.
+    public var publishedBase: URL?
+
+    public init(baseURL: URL) throws(SyncError) {
+        var text = baseURL.absoluteString
+        guard let scheme = baseURL.scheme?.lowercased(), scheme == "http" || scheme == "https", baseURL.host != nil else {
+            throw SyncError(code: .configuration,
+                            message: "base URL '\(text)' is not an http(s) URL; pass the storage folder, e.g. https://raw.githubusercontent.com/OWNER/REPO/BRANCH/")
+        }
+        if baseURL.query != nil || baseURL.fragment != nil {
+            throw SyncError(code: .configuration, message: "base URL '\(text)' has a query or fragment; pass the plain folder URL")
+        }
+        if !text.hasSuffix("/") { text += "/" }
+        self.baseURL = URL(string: text)!
+    }
+
+    public static let statusPath = "RXCacheConfig/cacheStatus.json"
+    public static let updateListPath = "RXCacheConfig/listOfURLsToUpdatesByVersion.json"
+    public static let contentFolder = "RXCacheContent/"
+
+    public var statusURL: URL { URL(string: Self.statusPath, relativeTo: baseURL)!.absoluteURL }
+    public var contentRootURL: URL { URL(string: Self.contentFolder, relativeTo: baseURL)!.absoluteURL }
+
+    /// Learns the published base from the update-list URL the status file gives.
+    public mutating func inferPublishedBase(fromUpdateListURL url: URL) {
+        let text = Self.normalized(url)
+        if text.hasSuffix(Self.updateListPath) {
+            publishedBase = URL(string: String(text.dropLast(Self.updateListPath.count)))
+        } else {
+            publishedBase = nil
+        }
+    }
+
+    /// `url` moved from ``publishedBase`` onto ``baseURL`` when it lies under the former.
+    public func rebase(_ url: URL) -> URL {
+        guard let publishedBase else { return url }
+        let text = Self.normalized(url)
+        let prefix = Self.normalized(publishedBase)
+        guard text.hasPrefix(prefix) else { return url }
+        return URL(string: Self.normalized(baseURL) + text.dropFirst(prefix.count)) ?? url
+    }
+
+    /// Resolves a URL written in a storage file (absolute, or relative to `document`) and rebases it.
+    public func resolve(_ text: String, relativeTo document: URL) -> URL? {
+        guard let url = URL(string: text, relativeTo: document)?.absoluteURL,
+              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+        return rebase(url)
+    }
+
+    /// The content path a change URL names, refusing anything outside `RXCacheContent/`.
+    /// An empty result is the content root itself.
+    public func contentPath(ofURL text: String, in document: URL) throws(SafePathError) -> SafeRelativePath {
+        guard let url = resolve(text, relativeTo: document) else {
+            throw SafePathError(path: text, reason: .notUnderContentRoot)
+        }
+        let normalizedURL = Self.normalized(url)
+        let root = Self.normalized(contentRootURL)
+        let rootWithoutSlash = String(root.dropLast())
+        let remainder: Substring
+        if normalizedURL.hasPrefix(root) {
+            remainder = normalizedURL.dropFirst(root.count)
+        } else if normalizedURL == rootWithoutSlash {
+            remainder = ""
+        } else {
+            throw SafePathError(path: text, reason: .notUnderContentRoot)
+        }
+        var decoded: [String] = []
+        let trimmed = remainder.hasSuffix("/") ? remainder.dropLast() : remainder
+        if trimmed.isEmpty { return .root }
+        for part in trimmed.split(separator: "/", omittingEmptySubsequences: false) {
+            guard let component = String(part).removingPercentEncoding else {
+                throw SafePathError(path: text, reason: .badEncoding)
+            }
+            if component.contains("/") {
+                throw SafePathError(path: text, reason: .badEncoding)
+            }
+            decoded.append(component)
+        }
+        do {
+            return try SafeRelativePath(validating: decoded.joined(separator: "/"))
+        } catch {
+            throw SafePathError(path: text, reason: error.reason)
+        }
+    }
+
+    /// The URL to download a content file from: each component percent-encoded.
+    public func contentURL(for path: SafeRelativePath) -> URL {
+        let encoded = path.components.map { $0.addingPercentEncoding(withAllowedCharacters: Self.componentAllowed) ?? $0 }
+        return URL(string: encoded.joined(separator: "/"), relativeTo: contentRootURL)!.absoluteURL
+    }
+
+    private static let componentAllowed: CharacterSet = {
+        var set = CharacterSet.urlPathAllowed
+        set.remove(charactersIn: "/;?#%")
+        return set
+    }()
+
+    /// scheme://host[:port]/path with scheme and host lower-cased and query and fragment dropped.
+    static func normalized(_ url: URL) -> String {
+        guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
+        parts.scheme = parts.scheme?.lowercased()
+        parts.host = parts.host?.lowercased()
+        if (parts.scheme == "http" && parts.port == 80) || (parts.scheme == "https" && parts.port == 443) { parts.port = nil }
+        parts.query = nil
+        parts.fragment = nil
+        return parts.url?.absoluteString ?? url.absoluteString
+    }
+}

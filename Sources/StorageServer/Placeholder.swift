@@ -1,2 +1,0 @@
-import FlyingFox
-enum StorageServerPlaceholder {}

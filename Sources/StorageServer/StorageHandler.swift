@@ -1,0 +1,197 @@
+internal import FlyingFox
+import Foundation
+
+/// Answers one request the way a static host (GitHub raw, nginx) would, applying any fault that
+/// matches, and logs what it answered.
+struct StorageHandler: HTTPHandler {
+    let state: ServerState
+    let configuration: StorageServer.Configuration
+
+    func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let rawPath = request.target.path(percentEncoded: true)
+        var record = RequestRecord(
+            method: request.method.rawValue,
+            path: RequestPath.loggable(rawPath),
+            headers: Self.headerDictionary(request.headers),
+            status: 0,
+            bodyBytes: 0
+        )
+        let (response, bodyBytes) = try await answer(request, rawPath: rawPath, record: &record)
+        record.status = response.statusCode.code
+        record.bodyBytes = bodyBytes
+        state.record(record)
+        return response
+    }
+
+    /// The response and the body bytes it will carry.
+    private func answer(
+        _ request: HTTPRequest,
+        rawPath: String,
+        record: inout RequestRecord
+    ) async throws -> (HTTPResponse, Int) {
+        guard request.method == .GET || request.method == .HEAD else {
+            return (HTTPResponse(statusCode: .methodNotAllowed, headers: HTTPHeaders([HTTPHeader("Allow"): "GET, HEAD"])), 0)
+        }
+        guard let path = RequestPath(percentEncoded: rawPath) else {
+            return (HTTPResponse(statusCode: .notFound), 0)
+        }
+        record.path = path.decoded
+
+        let fault = state.takeFault(for: path.decoded)
+        record.fault = fault
+        var cut = Int.max
+        var ending = FileBytes.Ending.complete
+        switch fault {
+        case let .status(code, headers, body)?:
+            return statusResponse(code: code, headers: headers, body: body, isHead: request.method == .HEAD)
+        case let .redirect(target, code)?:
+            return (redirectResponse(to: target, code: code), 0)
+        case .delay(let seconds)?:
+            try await Task.sleep(for: .seconds(max(0, seconds)))
+        case .truncate(let afterBytes)?:
+            cut = max(0, afterBytes)
+            ending = .truncate
+        case .stall?:
+            let generation = state.faultGeneration
+            let state = self.state
+            cut = max(0, configuration.stallAfterBytes)
+            ending = .stall(limit: configuration.stallLimit, isReleased: { state.faultGeneration != generation })
+        case nil:
+            break
+        }
+        return serveFile(path, for: request, cut: cut, ending: ending)
+    }
+
+    private func serveFile(
+        _ path: RequestPath,
+        for request: HTTPRequest,
+        cut: Int,
+        ending: FileBytes.Ending
+    ) -> (HTTPResponse, Int) {
+        guard let file = OpenedFile.open(path, under: state.root) else {
+            return (HTTPResponse(statusCode: .notFound), 0)
+        }
+        var headers: HTTPHeaders = [
+            .contentType: ContentType.forFileName(path.components.last ?? ""),
+            .acceptRanges: "bytes",
+            .eTag: file.entityTag.value,
+        ]
+
+        if let ifNoneMatch = request.headers[.ifNoneMatch], file.entityTag.matches(ifNoneMatch: ifNoneMatch) {
+            // RFC 9110 §8.6 allows a 304 to carry the length the 200 would have had, and only that.
+            headers[.contentLength] = String(file.size)
+            return (HTTPResponse(statusCode: .notModified, headers: headers), 0)
+        }
+
+        var byteRange = ByteRange(header: request.headers[.range], size: file.size)
+        if byteRange != .whole,
+           let ifRange = request.headers[HTTPHeader("If-Range")],
+           !file.entityTag.matches(ifRange: ifRange) {
+            byteRange = .whole
+        }
+
+        let status: HTTPStatusCode
+        let range: Range<Int>
+        switch byteRange {
+        case .unsatisfiable:
+            headers[.contentRange] = "bytes */\(file.size)"
+            return (HTTPResponse(statusCode: .rangeNotSatisfiable, headers: headers), 0)
+        case .partial(let partial):
+            status = .partialContent
+            range = partial
+            headers[.contentRange] = "bytes \(partial.lowerBound)-\(partial.upperBound - 1)/\(file.size)"
+        case .whole:
+            status = .ok
+            range = 0..<file.size
+        }
+
+        if request.method == .HEAD {
+            headers[.contentLength] = String(range.count)
+            return (HTTPResponse(statusCode: status, headers: headers), 0)
+        }
+        let bytes = FileBytes(
+            file: file,
+            range: range,
+            chunkSize: configuration.chunkSize,
+            cut: Self.effectiveCut(cut, ending: ending, count: range.count),
+            ending: ending
+        )
+        let body = HTTPBodySequence(from: bytes, count: range.count, suggestedBufferSize: bytes.chunkSize)
+        return (HTTPResponse(statusCode: status, headers: headers, body: body), bytes.cut)
+    }
+
+    /// Where a faulty body stops. A stall always withholds at least one byte, or the client would
+    /// finish before the stall began.
+    static func effectiveCut(_ cut: Int, ending: FileBytes.Ending, count: Int) -> Int {
+        switch ending {
+        case .complete: count
+        case .truncate: min(cut, count)
+        case .stall: min(cut, max(0, count - 1))
+        }
+    }
+
+    private func statusResponse(code: Int, headers: [String: String], body: Data, isHead: Bool) -> (HTTPResponse, Int) {
+        var httpHeaders = HTTPHeaders()
+        for (name, value) in headers {
+            httpHeaders[HTTPHeader(name)] = value
+        }
+        if !body.isEmpty, httpHeaders[.contentType] == nil {
+            httpHeaders[.contentType] = "text/plain; charset=utf-8"
+        }
+        let status = HTTPStatusCode(code, phrase: Self.reasonPhrase(for: code))
+        if isHead {
+            httpHeaders[.contentLength] = String(body.count)
+            return (HTTPResponse(statusCode: status, headers: httpHeaders), 0)
+        }
+        return (HTTPResponse(statusCode: status, headers: httpHeaders, body: body), body.count)
+    }
+
+    private func redirectResponse(to target: String, code: Int) -> HTTPResponse {
+        let location: String
+        if target.contains("://") {
+            location = target
+        } else {
+            // Relative to the server, as RFC 9110 §10.2.2 allows; curl -L and libcurl resolve it.
+            location = StorageServer.percentEncodedPath(target)
+        }
+        return HTTPResponse(
+            statusCode: HTTPStatusCode(code, phrase: Self.reasonPhrase(for: code)),
+            headers: [.location: location]
+        )
+    }
+
+    private static func headerDictionary(_ headers: HTTPHeaders) -> [String: String] {
+        var dictionary: [String: String] = [:]
+        for (name, value) in headers {
+            let key = name.rawValue.lowercased()
+            dictionary[key] = dictionary[key].map { "\($0), \(value)" } ?? value
+        }
+        return dictionary
+    }
+
+    private static func reasonPhrase(for code: Int) -> String {
+        switch code {
+        case 200: "OK"
+        case 206: "Partial Content"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 303: "See Other"
+        case 304: "Not Modified"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 408: "Request Timeout"
+        case 410: "Gone"
+        case 416: "Range Not Satisfiable"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        default: "Status \(code)"
+        }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Synchronization
+
+/// A loopback HTTP server that serves a folder the way GitHub raw or nginx serve static content,
+/// with a request log and injectable faults for tests.
+///
+/// It answers GET and HEAD for regular files below ``root`` only, with `ETag`, `If-None-Match`,
+/// single byte ranges, `If-Range` and streamed bodies. Folders, missing files and any path that
+/// would leave the root answer 404.
+///
+/// ```swift
+/// try await withStorageServer(root: snapshotV1) { server in
+///     server.injectFault(.status(503), forPath: "/v2/index.json", times: 2)
+///     let url = server.url(for: "/v2/index.json")
+///     // … run the client against `url` …
+///     server.setRoot(snapshotV2)
+///     #expect(server.requests().map(\.status) == [503, 503, 200])
+/// }
+/// ```
+///
+/// For a long-running process, ``start()`` returns the base URL and ``stop()`` ends the
+/// connections; ``run(onListening:)`` does both around a wait for cancellation.
+public final class StorageServer: Sendable {
+    /// How the server listens, streams and misbehaves, fixed at init.
+    public let configuration: Configuration
+
+    private let state: ServerState
+    private let lifecycle = Mutex(Lifecycle.idle)
+
+    /// A server for the files below `root`; it listens once ``start()`` is called.
+    public init(root: URL, configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        self.state = ServerState(root: root.standardizedFileURL)
+    }
+
+    // MARK: Root
+
+    /// The folder being served.
+    public var root: URL {
+        state.root
+    }
+
+    /// Serves `root` from the next request on; requests already streaming finish from the old one.
+    /// A missing folder is allowed here and answers every request with 404.
+    public func setRoot(_ root: URL) {
+        state.root = root.standardizedFileURL
+    }
+
+    // MARK: Addresses
+
+    /// `http://127.0.0.1:PORT/` while running, otherwise `nil`.
+    public var baseURL: URL? {
+        lifecycle.withLock { $0.baseURL }
+    }
+
+    /// The URL of `path` (decoded, with or without a leading `/`, such as `v2/a b.zip`) on the
+    /// running server, percent-encoded.
+    ///
+    /// - Precondition: The server is running.
+    public func url(for path: String) -> URL {
+        guard let baseURL else {
+            preconditionFailure("StorageServer.url(for: \"\(path)\") called while the server is not running; call start() first")
+        }
+        // baseURL ends with "/"; the encoded path holds no characters URL(string:) rejects.
+        let relative = Self.percentEncodedPath(path).dropFirst()
+        return URL(string: baseURL.absoluteString + relative) ?? baseURL
+    }
+
+    /// `path` with a leading `/` and each component percent-encoded, so `/` inside the string
+    /// always separates components.
+    static func percentEncodedPath(_ path: String) -> String {
+        var allowed = CharacterSet.urlPathAllowed
+        // `:` would make the first component read as a URL scheme; `;` as path parameters.
+        allowed.remove(charactersIn: "/;:")
+        let relative = path.hasPrefix("/") ? path.dropFirst() : Substring(path)
+        let encoded = relative.split(separator: "/", omittingEmptySubsequences: false).map {
+            String($0).addingPercentEncoding(withAllowedCharacters: allowed) ?? String($0)
+        }
+        return "/" + encoded.joined(separator: "/")
+    }
+
+    // MARK: Request log
+
+    /// Every request answered since start or the last ``resetLog()``, oldest first.
+    public func requests() -> [RequestRecord] {
+        state.log
+    }
+
+    /// Forgets the logged requests.
+    public func resetLog() {
+        state.resetLog()
+    }
+
+    /// Body bytes sent for logged requests whose decoded path ends with `suffix`.
+    public func bytesServed(forPathSuffix suffix: String) -> Int {
+        state.log.lazy.filter { $0.path.hasSuffix(suffix) }.reduce(0) { $0 + $1.bodyBytes }
+    }
+
+    // MARK: Faults
+
+    /// Applies `fault` to requests whose decoded path equals `path` (such as `/v2/a b.zip`),
+    /// to the next `times` of them, or to all of them when `times` is `nil`.
+    ///
+    /// Rules are tried in the order added; the first live one that matches applies.
+    public func injectFault(_ fault: Fault, forPath path: String, times: Int? = nil) {
+        let decoded = path.hasPrefix("/") ? path : "/" + path
+        addRule(FaultRule(match: .path(decoded), fault: fault, remaining: times))
+    }
+
+    /// Applies `fault` to requests whose decoded path satisfies `matches`, to the next `times` of
+    /// them, or to all of them when `times` is `nil`.
+    ///
+    /// `matches` runs under the server's lock: it must be quick and must not call the server.
+    public func injectFault(_ fault: Fault, times: Int? = nil, where matches: @escaping @Sendable (String) -> Bool) {
+        addRule(FaultRule(match: .predicate(matches), fault: fault, remaining: times))
+    }
+
+    /// Removes every fault rule and releases responses currently stalled by ``Fault/stall``.
+    public func clearFaults() {
+        state.clearFaults()
+    }
+
+    private func addRule(_ rule: FaultRule) {
+        if let remaining = rule.remaining, remaining <= 0 { return }
+        state.addRule(rule)
+    }
+
+    var handler: StorageHandler {
+        StorageHandler(state: state, configuration: configuration)
+    }
+
+    func withLifecycle<T>(_ body: (inout Lifecycle) -> T) -> T {
+        lifecycle.withLock { body(&$0) }
+    }
+}

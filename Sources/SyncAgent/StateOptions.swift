@@ -1,0 +1,14 @@
+import ArgumentParser
+import ContentSync
+
+/// The options that name a synced folder and its state file.
+struct FolderOptions: ParsableArguments {
+    @Option(name: .long, help: "The local folder that mirrors the storage's content.")
+    var dir: String
+
+    @Option(name: .long, help: "The state database (default: under $XDG_STATE_HOME/content-sync/, outside --dir).")
+    var state: String?
+
+    var contentDirectory: String { SyncConfiguration.absolutePathForCLI(dir) }
+    var statePath: String { state.map(SyncConfiguration.absolutePathForCLI) ?? SyncConfiguration.defaultStatePath(for: contentDirectory) }
+}

@@ -1,0 +1,31 @@
+import ArgumentParser
+import Foundation
+
+@main
+struct SyncAgent: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync-agent",
+        abstract: "Keeps a local folder in step with a storage published on static HTTP hosting.",
+        discussion: """
+            A storage is a folder with RXCacheConfig/ and RXCacheContent/ (GitHub raw, nginx, a bucket).
+            The state of each synced folder lives outside it, by default under
+            $XDG_STATE_HOME/content-sync/ (or ~/.local/state/content-sync/).
+            """,
+        subcommands: [SyncCommand.self, StatusCommand.self, ServeCommand.self])
+
+    /// Runs the command, turning a ``CLIFailure`` into its one-line message and exit code.
+    static func main() async {
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch let failure as CLIFailure {
+            failure.exit()
+        } catch {
+            exit(withError: error)
+        }
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import Logging
+
+/// The default ``Transport``: libcurl's multi interface with connection reuse, HTTP/2 where the
+/// server offers it, retries with backoff that honour `Retry-After`, conditional requests and
+/// Range resume.
+///
+/// Every instance owns one I/O thread; share one transport across a process where you can.
+public final class CurlTransport: Transport {
+    /// How the transport behaves. Every field has a default.
+    public struct Configuration: Sendable {
+        /// Connections open to one host at once. Default 8.
+        public var maxConnectionsPerHost = 8
+        /// How long connecting may take. Default 10 s.
+        public var connectTimeout: Duration = .seconds(10)
+        /// A transfer that moves no byte for this long fails (and may be retried). Default 30 s.
+        public var stallTimeout: Duration = .seconds(30)
+        /// The time limit for in-memory fetches that set none. Default 60 s.
+        public var dataTimeout: Duration = .seconds(60)
+        /// The most bytes an in-memory fetch accepts. Default 64 MiB.
+        public var maxDataBytes: Int64 = 64 << 20
+        /// Redirects followed (0 turns following off). Default 10.
+        public var maxRedirects = 10
+        /// Retry behaviour for transient failures.
+        public var retry = RetryPolicy()
+        /// Rewrites each request before each attempt. Default none.
+        public var adapter: (any RequestAdapter)?
+        /// The `User-Agent` header.
+        public var userAgent = "content-sync/0.1 (+libcurl)"
+        /// Where debug-level messages go. Default: a no-op logger.
+        public var logger = Logger(label: "content-sync.transport", factory: { _ in SwiftLogNoOpLogHandler() })
+
+        public init() {}
+    }
+
+    public let configuration: Configuration
+    private let loop: CurlMultiLoop
+
+    public init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        self.loop = CurlMultiLoop(maxConnectionsPerHost: configuration.maxConnectionsPerHost, name: "content-sync.curl")
+    }
+
+    deinit {
+        loop.shutdown()
+    }
+
+    public func data(for request: HTTPRequest) async throws -> HTTPResponse {
+        try await withRetries(request) { request in
+            var request = request
+            if request.timeout == nil { request.timeout = self.configuration.dataTimeout }
+            let transfer = try CurlTransfer(request: request, sink: .memory(limit: self.configuration.maxDataBytes),
+                                            configuration: self.configuration, acceptEncoding: true,
+                                            maxBytes: nil, progress: nil)
+            return try await self.run(transfer)
+        }
+    }
+
+    public func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            let code = errno
+            throw TransportError(code: .fileSystem,
+                                 message: "cannot open \(path) for the download of \(request.url.absoluteString): \(String(cString: strerror(code)))",
+                                 url: request.url, errno: code)
+        }
+        defer { close(fd) }
+        var received: Int64 = 0
+        var etag = options.resumeETag
+        var response = try await withRetries(request) { request in
+            // Each attempt resumes from what is on disk when the ETag says it is the same entity.
+            let onDisk = Int64(lseek(fd, 0, SEEK_END))
+            var offset: Int64 = 0
+            var request = request
+            if onDisk > 0, let etag {
+                offset = onDisk
+                request.headers["If-Range"] = etag
+            } else if onDisk > 0 {
+                _ = ftruncate(fd, 0)
+            }
+            _ = lseek(fd, off_t(offset), SEEK_SET)
+            let transfer = try CurlTransfer(request: request, sink: .file(fd: fd, path: path, offset: offset),
+                                            configuration: self.configuration, acceptEncoding: false,
+                                            maxBytes: options.maxBytes, progress: options.progress,
+                                            onResponseStart: options.onResponseStart)
+            do {
+                let response = try await self.run(transfer)
+                received += response.bytesReceived
+                return response
+            } catch {
+                received += transfer.bytesReceived
+                if etag == nil { etag = transfer.headers["etag"] }
+                throw error
+            }
+        }
+        response.bytesReceived = received
+        return response
+    }
+
+    /// Hands the transfer to the loop and waits; task cancellation removes it within milliseconds.
+    private func run(_ transfer: CurlTransfer) async throws -> HTTPResponse {
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                transfer.continuation = continuation
+                loop.add(transfer)
+            }
+        } onCancel: {
+            loop.cancel(transfer)
+        }
+    }
+
+    private func withRetries(_ original: HTTPRequest,
+                             _ attempt: (HTTPRequest) async throws -> HTTPResponse) async throws -> HTTPResponse {
+        var number = 1
+        while true {
+            try Task.checkCancellation()
+            var request = original
+            if let adapter = configuration.adapter {
+                try await adapter.adapt(&request)
+            }
+            do {
+                return try await attempt(request)
+            } catch let error as TransportError {
+                if error.code == .cancelled || Task.isCancelled { throw TransportError.cancelled(request.url) }
+                guard let delay = configuration.retry.delay(after: error, attempt: number, jitter: Double.random(in: 0..<1)) else {
+                    throw error
+                }
+                configuration.logger.debug("retrying after transient failure", metadata: [
+                    "transport.url": "\(request.url.absoluteString)",
+                    "transport.attempt": "\(number)",
+                    "transport.delay_ms": "\(delay.milliseconds)",
+                    "transport.error": "\(error.message)",
+                ])
+                number += 1
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    throw TransportError.cancelled(request.url)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,21 @@
+/// How ``Transport/download(_:to:options:)`` treats the destination file.
+public struct DownloadOptions: Sendable {
+    /// When the destination already holds a partial body, ask only for the rest with a `Range`
+    /// request guarded by `If-Range: resumeETag`. Without an ETag nothing proves the partial bytes
+    /// belong to the same version, so the download starts again. Default `nil`.
+    public var resumeETag: String?
+    /// Refuse a body larger than this many bytes (a storage that declares sizes is held to them).
+    /// Default `nil`: no limit.
+    public var maxBytes: Int64?
+    /// Progress callback. Default `nil`.
+    public var progress: ProgressHandler?
+    /// Called once, on the transport's I/O thread, when a successful response's body starts:
+    /// the status and the lower-cased headers. Keep it short. Default `nil`.
+    public var onResponseStart: (@Sendable (_ statusCode: Int, _ headers: [String: String]) -> Void)?
+
+    public init(resumeETag: String? = nil, maxBytes: Int64? = nil, progress: ProgressHandler? = nil) {
+        self.resumeETag = resumeETag
+        self.maxBytes = maxBytes
+        self.progress = progress
+    }
+}

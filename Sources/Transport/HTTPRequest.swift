@@ -1,0 +1,33 @@
+import Foundation
+
+/// One HTTP request as the transport will send it. A ``RequestAdapter`` may rewrite any field
+/// before each attempt, for example to add an auth token for a private repository.
+public struct HTTPRequest: Sendable, Equatable {
+    /// The address to fetch. ``queryItems`` are appended to it when the request is sent.
+    public var url: URL
+    /// The HTTP method. Default `GET`.
+    public var method: String
+    /// Request headers. Names are matched case-insensitively by servers; keep one spelling per name.
+    public var headers: [String: String]
+    /// Query parameters appended to ``url``. Default none.
+    public var queryItems: [URLQueryItem]
+    /// The longest the whole exchange may take, or `nil` for no limit (large downloads rely on
+    /// the stall timeout instead). Default `nil`: the transport's configuration decides.
+    public var timeout: Duration?
+
+    public init(url: URL, method: String = "GET", headers: [String: String] = [:],
+                queryItems: [URLQueryItem] = [], timeout: Duration? = nil) {
+        self.url = url
+        self.method = method
+        self.headers = headers
+        self.queryItems = queryItems
+        self.timeout = timeout
+    }
+
+    /// ``url`` with ``queryItems`` appended: the address actually sent.
+    public var resolvedURL: URL {
+        guard !queryItems.isEmpty, var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        parts.queryItems = (parts.queryItems ?? []) + queryItems
+        return parts.url ?? url
+    }
+}

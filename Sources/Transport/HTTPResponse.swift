@@ -1,0 +1,35 @@
+import Foundation
+
+/// What came back for one ``HTTPRequest``, after redirects and retries.
+public struct HTTPResponse: Sendable {
+    /// The final status code (after redirects): 200, 206 or 304 for a successful exchange.
+    public var statusCode: Int
+    /// Response headers of the final response, names lower-cased.
+    public var headers: [String: String]
+    /// The body, for in-memory fetches; empty for downloads and 304s.
+    public var body: Data
+    /// The address that finally answered.
+    public var url: URL
+    /// Body bytes received over the network by this call, across retries.
+    public var bytesReceived: Int64
+    /// For downloads: the byte offset the final attempt resumed from (0 for a full download).
+    public var resumedFrom: Int64
+    /// For downloads: the size of the file on disk when the call returned.
+    public var fileSize: Int64
+
+    public init(statusCode: Int, headers: [String: String] = [:], body: Data = Data(), url: URL,
+                bytesReceived: Int64 = 0, resumedFrom: Int64 = 0, fileSize: Int64 = 0) {
+        self.statusCode = statusCode
+        self.headers = headers
+        self.body = body
+        self.url = url
+        self.bytesReceived = bytesReceived
+        self.resumedFrom = resumedFrom
+        self.fileSize = fileSize
+    }
+
+    /// The entity tag the server gave, if any.
+    public var etag: String? { headers["etag"] }
+    /// True for `304 Not Modified`: the conditional request found the resource unchanged.
+    public var isNotModified: Bool { statusCode == 304 }
+}

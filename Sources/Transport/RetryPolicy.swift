@@ -1,0 +1,54 @@
+import Foundation
+
+/// When and how long to wait before trying a failed request again.
+///
+/// Only transient failures are retried (network faults, timeouts, 408, 429, 5xx). The delay grows
+/// exponentially with jitter, and a server's `Retry-After` wins when it asks for longer.
+public struct RetryPolicy: Sendable, Equatable {
+    /// Attempts in all, the first included. Default 4.
+    public var maxAttempts: Int = 4
+    /// The first backoff delay. Default 0.25 s.
+    public var baseDelay: Duration = .milliseconds(250)
+    /// The longest backoff delay. Default 8 s.
+    public var maxDelay: Duration = .seconds(8)
+    /// The longest `Retry-After` honoured; a server asking for more fails the request instead.
+    /// Default 60 s.
+    public var maxRetryAfter: Duration = .seconds(60)
+
+    public init() {}
+
+    /// No retries at all.
+    public static var none: RetryPolicy {
+        var policy = RetryPolicy()
+        policy.maxAttempts = 1
+        return policy
+    }
+
+    /// The wait before attempt `attempt + 1` after `error`, or `nil` to give up.
+    /// `attempt` counts from 1. `jitter` is a number in 0..<1.
+    public func delay(after error: TransportError, attempt: Int, jitter: Double) -> Duration? {
+        guard error.isTransient, attempt < maxAttempts else { return nil }
+        let exponent = min(attempt - 1, 20)
+        var backoff = baseDelay * (1 << exponent)
+        if backoff > maxDelay { backoff = maxDelay }
+        backoff = backoff * (0.5 + jitter / 2)
+        if let asked = error.retryAfter {
+            let askedDuration = Duration.milliseconds(Int64(asked * 1000))
+            if askedDuration > maxRetryAfter { return nil }
+            return max(askedDuration, backoff)
+        }
+        return backoff
+    }
+
+    /// Parses a `Retry-After` value: delta-seconds or an HTTP date. Returns seconds from `now`.
+    public static func parseRetryAfter(_ value: String, now: Date = Date()) -> Double? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Double(trimmed), seconds >= 0 { return seconds }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: trimmed) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+}

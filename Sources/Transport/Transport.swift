@@ -1,0 +1,15 @@
+/// The one HTTP layer: everything content-sync fetches goes through a `Transport`.
+///
+/// ``CurlTransport`` is the default. An app that already has a network stack (one that shows a
+/// captcha, say) can implement this protocol and hand over bytes it fetched itself.
+///
+/// Both calls return 2xx or 304 responses and throw ``TransportError`` for anything else, after
+/// whatever retries the implementation makes.
+public protocol Transport: Sendable {
+    /// Fetches a small resource into memory (status files, change lists).
+    func data(for request: HTTPRequest) async throws -> HTTPResponse
+
+    /// Streams a body to the file at `path`, creating it. With ``DownloadOptions/resumeETag`` set
+    /// and a partial file present, only the missing tail is fetched.
+    func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse
+}
