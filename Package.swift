@@ -15,6 +15,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.0.0"..<"5.0.0"),
     ],
     targets: [
         // Thin C shims: typed, non-variadic wrappers, every symbol prefixed.
@@ -43,6 +44,7 @@ let package = Package(
         .testTarget(name: "ArchiveTests", dependencies: ["Archive"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         .testTarget(name: "ContentSyncTests",
-                    dependencies: ["ContentSync", "Transport", "Archive", "StorageServer"]),
+                    dependencies: ["ContentSync", "Transport", "Archive", "StorageServer",
+                                   .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

@@ -48,6 +48,7 @@ public struct ArchiveError: Error, Sendable, CustomStringConvertible {
         /// The caller cancelled the operation.
         public static let cancelled = Code(.cancelled)
 
+        /// The code's name, e.g. `unsafeEntryName`.
         public var description: String { base.rawValue }
     }
 
@@ -68,6 +69,7 @@ public struct ArchiveError: Error, Sendable, CustomStringConvertible {
         self.underlying = underlying
     }
 
+    /// The code and the message, e.g. `ArchiveError.io: writing 'a.bin' into /dest: …`.
     public var description: String { "ArchiveError.\(code): \(message)" }
 }
 

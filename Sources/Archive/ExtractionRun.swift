@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+internal import CLinux
 import Synchronization
 
 /// The state the extraction workers share: a queue of files to take from, the running byte total
@@ -73,7 +74,7 @@ final class ExtractionRun: Sendable {
         try checkContinue()
         let fd = openat(destinationFD, file.path.string, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
-            throw ArchiveError.io("creating '\(file.path)' in \(destination)", errno: errno)
+            throw ArchiveError.io("creating '\(file.path)' in \(destination)", errno: clinux_errno())
         }
         var isOpen = true
         defer { if isOpen { close(fd) } }
@@ -106,7 +107,7 @@ final class ExtractionRun: Sendable {
         }
         isOpen = false
         if close(fd) != 0 {
-            throw ArchiveError.io("writing '\(file.path)' into \(destination)", errno: errno)
+            throw ArchiveError.io("writing '\(file.path)' into \(destination)", errno: clinux_errno())
         }
     }
 

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+internal import CLinux
 
 /// The write(2) loop the extractor uses, as a value so tests can inject failures such as
 /// `ENOSPC` that a real disk rarely offers on demand.
@@ -16,7 +17,7 @@ struct FileWriting: Sendable {
         while offset < bytes.count {
             let written = write(fd, bytes.baseAddress! + offset, bytes.count - offset)
             if written < 0 {
-                let code = errno
+                let code = clinux_errno()
                 if code == EINTR { continue }
                 return code
             }

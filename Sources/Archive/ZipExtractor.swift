@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+internal import CLinux
 import Dispatch
 import Foundation
 import Synchronization
@@ -23,7 +24,8 @@ public enum ZipExtractor {
     /// - Parameters:
     ///   - destination: an existing, empty folder (a fresh staging folder).
     ///   - isCancelled: polled between chunks; when it returns true the extraction stops with `.cancelled`.
-    ///   - progress: called from worker threads with the total inflated bytes written so far.
+    ///   - progress: called from worker threads with the total inflated bytes written so far. Pass it
+    ///     with its label: a trailing closure would bind to `isCancelled`.
     public static func extract(archiveAt path: String, into destination: String, options: ZipExtractionOptions,
                                isCancelled: @escaping @Sendable () -> Bool = { false },
                                progress: (@Sendable (_ bytesWritten: Int64) -> Void)? = nil) throws(ArchiveError) -> ZipExtractionReport {
@@ -82,7 +84,7 @@ public enum ZipExtractor {
 
         if isCancelled() { throw cancelledError(path, destination) }
         for folder in plan.folders where mkdirat(destinationFD, folder.string, 0o755) != 0 {
-            throw ArchiveError.io("creating folder '\(folder)' in \(destination)", errno: errno)
+            throw ArchiveError.io("creating folder '\(folder)' in \(destination)", errno: clinux_errno())
         }
 
         let run = ExtractionRun(files: plan.files, archivePath: path, destination: destination,
@@ -120,14 +122,14 @@ public enum ZipExtractor {
     private static func openEmptyFolder(_ path: String) throws(ArchiveError) -> Int32 {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
-            let code = errno
+            let code = clinux_errno()
             throw ArchiveError(code: .invalidDestination,
                                message: "destination \(path) cannot be opened as a folder: \(ArchiveError.systemMessage(code)); create an empty folder first",
                                errno: code)
         }
         let listingFD = dup(fd)
         guard listingFD >= 0, let listing = fdopendir(listingFD) else {
-            let code = errno
+            let code = clinux_errno()
             if listingFD >= 0 { close(listingFD) }
             close(fd)
             throw ArchiveError.io("listing destination \(path)", errno: code)

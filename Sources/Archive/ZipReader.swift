@@ -96,6 +96,9 @@ final class ZipReader {
         case ZIP_ER_NOPASSWD, ZIP_ER_WRONGPASSWD, ZIP_ER_ENCRNOTSUPP:
             return ArchiveError(code: .encryptedEntry,
                                 message: "\(path): entry '\(entry)' is encrypted; publish an unencrypted archive")
+        case ZIP_ER_COMPNOTSUPP:
+            return ArchiveError(code: .corrupt,
+                                message: "\(path): entry '\(entry)' uses a compression method libzip cannot read; publish the archive with deflate")
         case ZIP_ER_READ, ZIP_ER_SEEK, ZIP_ER_OPEN, ZIP_ER_TELL, ZIP_ER_MEMORY:
             return ArchiveError(code: .io, message: "\(path): reading entry '\(entry)' failed (\(text)); check the disk and retry",
                                 errno: systemCode != 0 ? systemCode : nil)

@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+internal import CLinux
 
 extension ZipWriter {
     /// Zips the tree under `folder` into `zipPath` deterministically: paths sorted, a folder entry
@@ -39,7 +40,7 @@ extension ZipWriter {
                                 into tree: inout [(path: SafeRelativePath, isFolder: Bool)]) throws(ArchiveError) {
         let directory = relative.absolute(in: folder)
         guard let stream = opendir(directory) else {
-            let code = errno
+            let code = clinux_errno()
             throw ArchiveError(code: .cannotOpen,
                                message: "cannot list \(directory): \(ArchiveError.systemMessage(code)); check that the folder exists and is readable",
                                errno: code)
@@ -65,7 +66,7 @@ extension ZipWriter {
             let childPath = child.absolute(in: folder)
             var info = stat()
             guard lstat(childPath, &info) == 0 else {
-                let code = errno
+                let code = clinux_errno()
                 throw ArchiveError(code: .cannotOpen,
                                    message: "cannot read \(childPath): \(ArchiveError.systemMessage(code))", errno: code)
             }

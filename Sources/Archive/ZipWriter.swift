@@ -3,6 +3,7 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
+internal import CLinux
 internal import CZip
 
 /// Writes zip archives deterministically: entries in call order, every entry dated 1980-01-01 00:00
@@ -60,7 +61,7 @@ public final class ZipWriter {
         let entryPath = try checkedFileName(name)
         var info = stat()
         guard stat(fromPath, &info) == 0 else {
-            let code = errno
+            let code = clinux_errno()
             throw ArchiveError(code: .cannotOpen,
                                message: "cannot add \(fromPath) as '\(name)' to \(path): \(ArchiveError.systemMessage(code)); check that it exists",
                                errno: code)
@@ -131,7 +132,7 @@ public final class ZipWriter {
         // end-of-central-directory record that every reader accepts as an empty archive.
         if entryCount == 0 {
             let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
-            guard fd >= 0 else { throw ArchiveError.io("creating empty archive \(path)", errno: errno) }
+            guard fd >= 0 else { throw ArchiveError.io("creating empty archive \(path)", errno: clinux_errno()) }
             defer { closeDescriptor(fd) }
             let record: [UInt8] = [0x50, 0x4B, 0x05, 0x06] + [UInt8](repeating: 0, count: 18)
             if let code = record.withUnsafeBytes({ FileWriting.system.writeAll(fd, $0) }) {

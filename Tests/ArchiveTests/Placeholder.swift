@@ -1,2 +1,0 @@
-import Testing
-@Test func placeholderArchiveTests() { #expect(1 + 1 == 2) }

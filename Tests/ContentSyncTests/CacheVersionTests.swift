@@ -1,0 +1,28 @@
+@testable import ContentSync
+import Testing
+
+@Suite("Versions compare numerically, component by component", .timeLimit(.minutes(1)))
+struct CacheVersionTests {
+    @Test(arguments: [
+        ("1.10", "1.9", 1), ("2.1", "1.9", 1), ("1.5", "1.5.0", 0), ("1.0", "1", 0), ("1.0.1", "1.0", 1),
+        ("0.9", "1.0", -1), ("10", "9.99", 1), ("1.2.3", "1.2.10", -1), (" 1.5", "1.5", 0),
+    ])
+    func versionsOrderAsNumbers(left: String, right: String, order: Int) throws {
+        let a = try CacheVersion(left)
+        let b = try CacheVersion(right)
+        switch order {
+        case 1: #expect(a > b)
+        case -1: #expect(a < b)
+        default: #expect(a == b && a.hashValue == b.hashValue)
+        }
+    }
+
+    @Test(arguments: ["", "1..2", "a.b", "1.x", "-1", "1.2-beta", ".5", "1.", "١.٢"])
+    func nonNumericVersionsAreRefusedWithTheText(text: String) {
+        #expect {
+            try CacheVersion(text)
+        } throws: { error in
+            "\(error)".contains("'\(text)'")
+        }
+    }
+}

@@ -1,0 +1,199 @@
+import Archive
+@testable import ContentSync
+import Foundation
+import Testing
+
+func p(_ text: String) -> SafeRelativePath { try! SafeRelativePath(validating: text) }
+func v(_ text: String) -> CacheVersion { try! CacheVersion(text) }
+
+/// A change list built in code: `list("1.0", "1.1", .add(p("a.txt")), …)`.
+func list(_ from: String, _ to: String, _ kinds: Change.Kind...) -> ChangeList {
+    ChangeList(from: v(from), to: v(to), changes: kinds.enumerated().map { Change(kind: $1, index: $0) },
+               url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_\(from)_\(to).json")!)
+}
+
+@Suite("The net plan composes change lists before anything is downloaded", .timeLimit(.minutes(1)))
+struct NetPlannerTests {
+    static let local = LocalTree(folders: [p("docs"), p("docs/guide"), p("img")],
+                                 files: [p("readme.txt"), p("docs/guide/a.md"), p("docs/guide/b.md"), p("img/logo.png")])
+
+    func plan(_ lists: ChangeList...) -> SyncPlan {
+        NetPlanner.plan(local: Self.local, from: lists.first?.from ?? v("1.0"), to: lists.last?.to ?? v("1.0"), lists: lists)
+    }
+
+    func reuse(_ target: String, _ source: String) -> SyncPlan.Reuse { SyncPlan.Reuse(target: p(target), source: p(source)) }
+
+    @Test func withNoChangesEveryLocalFileIsReusedInPlace() {
+        let result = plan()
+        #expect(result.downloads.isEmpty)
+        #expect(Set(result.reused) == Set(Self.local.files.map { SyncPlan.Reuse(target: $0, source: $0) }))
+        #expect(Set(result.folders) == Self.local.folders)
+    }
+
+    @Test func aFileAddedThenMovedIsDownloadedOnceFromItsFinalPlace() {
+        let result = plan(list("1.0", "1.1", .add(p("new/x.json"))),
+                          list("1.1", "1.2", .move(from: p("new/x.json"), to: p("final/x.json"), rename: false)))
+        #expect(result.downloads == [p("final/x.json")])
+        #expect(result.folders.contains(p("new")) && result.folders.contains(p("final")))
+    }
+
+    @Test func aFileAddedThenRemovedIsNeverDownloaded() {
+        let result = plan(list("1.0", "1.1", .add(p("tmp/scratch.txt"))), list("1.1", "1.2", .remove(p("tmp"))))
+        #expect(result.downloads.isEmpty)
+        #expect(!result.folders.contains(p("tmp")))
+    }
+
+    @Test func aFileRedownloadedTwiceIsFetchedOnce() {
+        let result = plan(list("1.0", "1.1", .redownload(from: p("readme.txt"), to: p("readme.txt"))),
+                          list("1.1", "1.2", .redownload(from: p("readme.txt"), to: p("readme.txt"))))
+        #expect(result.downloads == [p("readme.txt")])
+        #expect(!result.reused.contains { $0.target == p("readme.txt") })
+    }
+
+    @Test func movesAndRenamesReuseLocalBytes() {
+        let result = plan(list("1.0", "1.1", .move(from: p("readme.txt"), to: p("README.txt"), rename: true),
+                               .move(from: p("docs/guide"), to: p("manual"), rename: false)))
+        #expect(result.downloads.isEmpty)
+        #expect(result.reused.contains(reuse("README.txt", "readme.txt")))
+        #expect(result.reused.contains(reuse("manual/a.md", "docs/guide/a.md")))
+        #expect(result.reused.contains(reuse("manual/b.md", "docs/guide/b.md")))
+        #expect(!result.folders.contains(p("docs/guide")) && result.folders.contains(p("docs")))
+    }
+
+    @Test func aFileAddedIntoAFolderMovedInTheSameListLandsInTheNewPlace() {
+        let result = plan(list("1.0", "1.1", .move(from: p("img"), to: p("assets/img"), rename: false), .add(p("assets/img/banner.png"))))
+        #expect(result.downloads == [p("assets/img/banner.png")])
+        #expect(result.reused.contains(reuse("assets/img/logo.png", "img/logo.png")))
+        #expect(Set(result.folders) == [p("docs"), p("docs/guide"), p("assets"), p("assets/img")])
+    }
+
+    @Test func aRedownloadPlusMoveFetchesAtTheNewPlaceOnly() {
+        let result = plan(list("1.0", "1.1", .redownload(from: p("docs/guide/a.md"), to: p("docs/a.md"))))
+        #expect(result.downloads == [p("docs/a.md")])
+        #expect(!result.reused.contains { $0.target == p("docs/guide/a.md") || $0.source == p("docs/guide/a.md") })
+    }
+
+    @Test func aDeepFolderRedownloadRefreshesEveryFileInsideAndNothingElse() {
+        let result = plan(list("1.0", "1.1", .deepRedownload(p("docs"))))
+        #expect(result.downloads == [p("docs/guide/a.md"), p("docs/guide/b.md")])
+        #expect(result.reused.contains(reuse("readme.txt", "readme.txt")))
+    }
+
+    @Test func aMoveOfAMissingFileFetchesTheTargetAndWarns() {
+        let result = plan(list("1.0", "1.1", .move(from: p("ghost.txt"), to: p("found/ghost.txt"), rename: false),
+                               .redownload(from: p("nope.bin"), to: p("nope.bin"))))
+        #expect(result.downloads == [p("found/ghost.txt"), p("nope.bin")])
+        #expect(result.warnings.count == 2)
+        #expect(result.warnings[0].contains("change #0") && result.warnings[0].contains("ghost.txt"))
+    }
+
+    @Test func removingAFolderRemovesEverythingInside() {
+        let result = plan(list("1.0", "1.1", .remove(p("docs"))))
+        #expect(!result.reused.contains { $0.target.isWithin(p("docs")) })
+        #expect(!result.folders.contains { $0.isWithin(p("docs")) })
+    }
+
+    @Test func aMoveOntoAnExistingFileReplacesIt() {
+        let result = plan(list("1.0", "1.1", .move(from: p("img/logo.png"), to: p("readme.txt"), rename: false)))
+        #expect(result.reused.filter { $0.target == p("readme.txt") } == [reuse("readme.txt", "img/logo.png")])
+        #expect(result.downloads.isEmpty)
+    }
+
+    @Test func addsCreateMissingParentsAndFoldersWithoutExtension() {
+        let result = plan(list("1.0", "1.1", .add(p("x/y/z.txt")), .add(p("empty/inner"))))
+        #expect(result.downloads == [p("x/y/z.txt")])
+        #expect(Set([p("x"), p("x/y"), p("empty"), p("empty/inner")]).isSubset(of: Set(result.folders)))
+    }
+
+    @Test func aPathFreedByAMoveCanBeAddedAgain() {
+        let result = plan(list("1.0", "1.1", .move(from: p("readme.txt"), to: p("old/readme.txt"), rename: false)),
+                          list("1.1", "1.2", .add(p("readme.txt"))))
+        #expect(result.reused.contains(reuse("old/readme.txt", "readme.txt")))
+        #expect(result.downloads == [p("readme.txt")])
+    }
+
+    @Test func thePlanIdentityChangesWithWhatItBuilds() {
+        let a = plan(list("1.0", "1.1", .add(p("a.txt"))))
+        let same = plan(list("1.0", "1.1", .add(p("a.txt"))))
+        let other = plan(list("1.0", "1.1", .add(p("b.txt"))))
+        #expect(a.identity == same.identity)
+        #expect(a.identity != other.identity)
+    }
+}
+
+@Suite("The replay chain starts at the local version and stops at the actual one", .timeLimit(.minutes(1)))
+struct UpdateChainTests {
+    @Test func theChainFollowsFromAndToAndStopsAtActual() throws {
+        let lists = [list("1.0", "1.1"), list("1.1", "1.2"), list("1.2", "1.3"), list("1.3", "1.4")]
+        let chain = try #require(UpdateChain.resolve(lists, from: v("1.1"), to: v("1.3")))
+        #expect(chain.map(\.to.text) == ["1.2", "1.3"])
+    }
+
+    @Test func entriesThatDoNotContinueTheChainAreSkipped() throws {
+        let lists = [list("0.9", "1.0"), list("1.0", "1.5"), list("1.0", "1.1"), list("1.1", "1.2")]
+        let chain = try #require(UpdateChain.resolve(lists, from: v("1.0"), to: v("1.2")))
+        #expect(chain.map(\.to.text) == ["1.1", "1.2"])
+    }
+
+    @Test func aGapMeansNoChain() {
+        #expect(UpdateChain.resolve([list("1.0", "1.1"), list("1.2", "1.3")], from: v("1.0"), to: v("1.3")) == nil)
+    }
+
+    @Test func versionsCompareNumericallyInTheChain() throws {
+        let chain = try #require(UpdateChain.resolve([list("1.9", "1.10"), list("1.10", "2.0")], from: v("1.9"), to: v("2")))
+        #expect(chain.count == 2)
+    }
+
+    @Test func candidatesAreChosenByFileNameWithoutFetching() throws {
+        let layout = try StorageLayout(baseURL: URL(string: "https://h.example/s/")!)
+        let names = ["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json", "other.json"]
+        let json = "{\"updatesByVersions\": [" + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",") + "]}"
+        let updates = try UpdateList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/l.json")!, layout: layout)
+        let picked = UpdateChain.candidates(updates, local: v("1.1"), actual: v("1.2")).map(\.url.lastPathComponent)
+        #expect(picked == ["changes_1.1_1.2.json", "other.json"])
+    }
+}
+
+@Suite("The manager's controls do the right thing from every state", .timeLimit(.minutes(1)))
+struct CacheManagerStateMachineTests {
+    typealias Machine = CacheManagerStateMachine
+
+    @Test func aCheckStartsAnUpdateOnceAndSucceeds() {
+        var machine = Machine()
+        machine.loaded()
+        #expect(machine.state == .ready)
+        #expect(machine.checkForUpdates() == .startUpdate)
+        #expect(machine.checkForUpdates() == .none)
+        machine.updateEnded(succeeded: true, cancelled: false)
+        #expect(machine.state == .succeeded)
+    }
+
+    @Test func theToggleBehavesLikeAPlayPauseButton() {
+        var machine = Machine()
+        machine.loaded()
+        #expect(machine.toggle() == .startUpdate && machine.state == .working)
+        #expect(machine.toggle() == .cancelUpdate && machine.state == .suspended)
+        machine.updateEnded(succeeded: false, cancelled: true)
+        #expect(machine.state == .suspended)
+        #expect(machine.toggle() == .startUpdate && machine.state == .working)
+        machine.updateEnded(succeeded: false, cancelled: false)
+        #expect(machine.state == .failed)
+        #expect(machine.toggle() == .startUpdate)
+    }
+
+    @Test func suspendingWhileIdleHoldsUntilResumed() {
+        var machine = Machine()
+        machine.loaded()
+        #expect(machine.suspend() == .none && machine.state == .suspended)
+        #expect(machine.resume() == .startUpdate)
+        #expect(machine.resume() == .none)
+    }
+
+    @Test func aPolicyDenialSuspendsOnlyARunningUpdate() {
+        var machine = Machine()
+        machine.loaded()
+        #expect(machine.connectionNotAllowed() == .none && machine.state == .ready)
+        _ = machine.checkForUpdates()
+        #expect(machine.connectionNotAllowed() == .cancelUpdate && machine.state == .suspended)
+    }
+}

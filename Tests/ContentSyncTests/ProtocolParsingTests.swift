@@ -1,0 +1,142 @@
+import Archive
+@testable import ContentSync
+import Foundation
+import Testing
+
+@Suite("Status, update list and change lists parse as the protocol says", .timeLimit(.minutes(1)))
+struct ProtocolParsingTests {
+    static let base = URL(string: "https://h.example/s/")!
+    static let statusURL = URL(string: "https://h.example/s/RXCacheConfig/cacheStatus.json")!
+
+    static func status(_ json: String) throws -> CacheStatus {
+        var layout = try StorageLayout(baseURL: base)
+        return try CacheStatus.parse(Data(json.utf8), from: statusURL, layout: &layout)
+    }
+
+    static let validStatus = """
+        {"actualCacheVersion": "1.10", "minimalCacheVersion": 1.9,
+         "urlAtListOfURLsToUpdatesByVersion": "https://h.example/s/RXCacheConfig/listOfURLsToUpdatesByVersion.json",
+         "urlAtZipArchiveOfCacheContent": "https://h.example/s/RXCacheContent.zip",
+         "zippedArchiveSizeInMB": "0.27", "unzippedArchiveSizeInMB": 1}
+        """
+
+    @Test func statusAcceptsStringsAndNumbers() throws {
+        let status = try Self.status(Self.validStatus)
+        #expect(status.actualVersion == v("1.10"))
+        #expect(status.actualVersion > status.minimalVersion)
+        #expect(status.zippedBytes == Int64((0.27 * 1_048_576).rounded(.up)))
+        #expect(status.unzippedBytes == 1_048_576)
+        #expect(status.archiveURL.absoluteString == "https://h.example/s/RXCacheContent.zip")
+    }
+
+    @Test func aVersionWrittenAsABareNumberKeepsItsTrailingZero() throws {
+        let status = try Self.status(Self.validStatus.replacingOccurrences(of: "\"1.10\"", with: "1.10"))
+        #expect(status.actualVersion > v("1.9"))
+    }
+
+    @Test(arguments: [
+        ("\"actualCacheVersion\": \"1.10\"", "\"actualCacheVersion\": \"one\"", "actualCacheVersion"),
+        ("\"zippedArchiveSizeInMB\": \"0.27\"", "\"zippedArchiveSizeInMB\": \"big\"", "zippedArchiveSizeInMB"),
+        ("\"minimalCacheVersion\": 1.9", "\"minimalCacheVersion\": \"2.0\"", "above actualCacheVersion"),
+        ("\"minimalCacheVersion\": 1.9,", "", "minimalCacheVersion"),
+        ("\"urlAtZipArchiveOfCacheContent\": \"https://h.example/s/RXCacheContent.zip\"",
+         "\"urlAtZipArchiveOfCacheContent\": \"ftp://x/y.zip\"", "urlAtZipArchiveOfCacheContent"),
+    ])
+    func badStatusFilesNameTheKeyAtFault(find: String, replace: String, mentioned: String) {
+        let broken = Self.validStatus.replacingOccurrences(of: find, with: replace)
+        #expect {
+            try Self.status(broken)
+        } throws: { error in
+            let error = error as! SyncError
+            return error.code == .invalidStatus && error.message.contains(mentioned) && error.message.contains("cacheStatus.json")
+        }
+    }
+
+    @Test func aStatusThatIsNotAnObjectIsRefused() {
+        #expect {
+            try Self.status("[1, 2]")
+        } throws: { error in
+            (error as! SyncError).message.contains("expected a JSON object, found an array")
+        }
+    }
+
+    @Test func theMisspelledKeyOfTheOriginalDocumentationIsAccepted() throws {
+        let status = try Self.status(Self.validStatus.replacingOccurrences(of: "actualCacheVersion", with: "actucalCacheVersion"))
+        #expect(status.actualVersion.text == "1.10")
+    }
+
+    @Test func updateListReadsVersionsFromFileNames() throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        let json = #"{"updatesByVersions": ["https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json", "custom.json"]}"#
+        let list = try UpdateList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!, layout: layout)
+        #expect(list.entries.count == 2)
+        #expect(list.entries[0].namedFrom == v("1.0"))
+        #expect(list.entries[0].namedTo == v("1.1"))
+        #expect(list.entries[1].namedFrom == nil)
+        #expect(list.entries[1].url.absoluteString == "https://h.example/s/RXCacheConfig/custom.json")
+    }
+
+    static func change(_ body: String) throws -> Change? {
+        let layout = try StorageLayout(baseURL: base)
+        let item = try JSONValue.parse(Array(body.utf8))
+        return try ChangeList.parseChange(item, index: 0, name: "changes_1.0_1.1.json",
+                                          document: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!,
+                                          layout: layout)
+    }
+
+    static let c = "https://h.example/s/RXCacheContent/"
+
+    @Test(arguments: [
+        (#"{"oldPath": "", "newPath": "\#(c)a/b.txt", "redownload": false, "rename": false}"#, "add a/b.txt"),
+        (#"{"oldPath": "", "newPath": "\#(c)folder"}"#, "add folder"),
+        (#"{"oldPath": "\#(c)x.txt", "newPath": ""}"#, "remove x.txt"),
+        (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)y.txt", "rename": true}"#, "rename x.txt → y.txt"),
+        (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)d/x.txt", "rename": false}"#, "move x.txt → d/x.txt"),
+        (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)x.txt", "redownload": true}"#, "redownload x.txt"),
+        (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)d/y.txt", "redownload": "true", "rename": true}"#, "redownload x.txt → d/y.txt"),
+        (#"{"oldPath": "\#(c)docs", "newPath": "\#(c)docs", "redownload": true, "isDeepFolderRedownload": true}"#, "redownload folder docs"),
+        (#"{"oldPath": "\#(c)a", "newPath": "\#(c)b", "redownload": true, "isDeepFolderRedownload": true}"#, "redownload a → b"),
+    ])
+    func changesAreClassifiedByTheirFields(body: String, expected: String) throws {
+        #expect(try Self.change(body)?.description == expected)
+    }
+
+    @Test(arguments: [
+        #"{"oldPath": "", "newPath": ""}"#,
+        #"{"oldPath": "https://h.example/s/RXCacheContent/x.txt", "newPath": "https://h.example/s/RXCacheContent/x.txt"}"#,
+    ])
+    func changesThatChangeNothingAreDropped(body: String) throws {
+        #expect(try Self.change(body) == nil)
+    }
+
+    @Test(arguments: [
+        (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/../../etc/cron.d/x"}"#, SyncError.Code.unsafePath),
+        (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/%2e%2e/x.txt"}"#, .unsafePath),
+        (#"{"oldPath": "https://h.example/s/RXCacheContent", "newPath": ""}"#, .unsafePath),
+        (#"{"oldPath": "", "newPath": "https://elsewhere.example/RXCacheContent/x.txt"}"#, .unsafePath),
+        (#"{"oldPath": "https://h.example/s/RXCacheContent/a", "newPath": "https://h.example/s/RXCacheContent/a/b"}"#, .invalidChangeList),
+        (#"{"oldPath": 5, "newPath": ""}"#, .invalidChangeList),
+        (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/x.txt", "redownload": "maybe"}"#, .invalidChangeList),
+        (#"["not an object"]"#, .invalidChangeList),
+    ])
+    func unsafeOrMalformedChangesAreRefused(body: String, code: SyncError.Code) {
+        #expect {
+            try Self.change(body)
+        } throws: { error in
+            (error as! SyncError).code == code && (error as! SyncError).message.contains("change #0")
+        }
+    }
+
+    @Test func aChangeListWhoseToIsNotAboveFromIsRefused() throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        let json = #"{"from": "1.2", "to": "1.1", "changes": []}"#
+        #expect(throws: SyncError.self) {
+            try ChangeList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/c.json")!, layout: layout)
+        }
+    }
+
+    @Test(arguments: [("a.txt", false), ("folder", true), ("a.b/c", true), ("archive.tar.gz", false), (".hidden", true), ("name.", true)])
+    func theFolderRuleLooksForAnExtension(path: String, isFolder: Bool) throws {
+        #expect(Change.namesFolder(try SafeRelativePath(validating: path)) == isFolder)
+    }
+}

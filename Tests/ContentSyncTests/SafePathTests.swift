@@ -1,0 +1,81 @@
+import Archive
+@testable import ContentSync
+import Foundation
+import Testing
+
+@Suite("Paths from storages cannot leave the content folder", .timeLimit(.minutes(1)))
+struct SafePathTests {
+    @Test(arguments: ["a", "a/b.txt", "a/b/", "crème/Guide Notes.md", "a..b", "...x", ".hidden"])
+    func ordinaryRelativePathsAreAccepted(raw: String) throws {
+        let path = try SafeRelativePath(validating: raw)
+        #expect(!path.components.isEmpty)
+        #expect(!path.components.contains(".."))
+    }
+
+    @Test(arguments: [
+        ("../etc/passwd", SafePathError.Reason.dotComponent), ("a/../../b", .dotComponent), ("./a", .dotComponent),
+        ("/etc/passwd", .absolute), ("a\\..\\b", .backslash), ("a\0b", .nul), ("a//b", .emptyComponent),
+        ("a/\u{7}", .controlCharacter), (String(repeating: "x", count: 256), .tooLong),
+    ])
+    func hostilePathsAreRefusedWithTheReason(raw: String, reason: SafePathError.Reason) {
+        #expect {
+            try SafeRelativePath(validating: raw)
+        } throws: { error in
+            (error as? SafePathError)?.reason == reason
+        }
+    }
+
+    static let base = URL(string: "https://raw.example.com/owner/repo/main/")!
+    static let document = URL(string: "https://raw.example.com/owner/repo/main/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!
+
+    @Test(arguments: [
+        ("https://raw.example.com/owner/repo/main/RXCacheContent/a/b.txt", "a/b.txt"),
+        ("https://RAW.example.com:443/owner/repo/main/RXCacheContent/Guide%20Notes.md", "Guide Notes.md"),
+        ("https://raw.example.com/owner/repo/main/RXCacheContent/cr%C3%A8me.json", "crème.json"),
+        ("https://raw.example.com/owner/repo/main/RXCacheContent/folder/", "folder"),
+        ("../../RXCacheContent/rel.txt", "rel.txt"),
+        ("https://raw.example.com/owner/repo/main/RXCacheContent/q.txt?token=1", "q.txt"),
+        // A stray '%' is read as a literal '%', as browsers do: a harmless name.
+        ("https://raw.example.com/owner/repo/main/RXCacheContent/100%ZZ.txt", "100%ZZ.txt"),
+    ])
+    func changeURLsMapToContentPaths(url: String, expected: String) throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        #expect(try layout.contentPath(ofURL: url, in: Self.document).string == expected)
+    }
+
+    @Test(arguments: [
+        "https://raw.example.com/owner/repo/main/RXCacheContent/../secret.txt",
+        "https://raw.example.com/owner/repo/main/RXCacheContent/%2e%2e/%2e%2e/etc/passwd",
+        "https://raw.example.com/owner/repo/main/RXCacheContent/a%2F..%2F..%2Fb",
+        "https://raw.example.com/owner/repo/main/RXCacheContent/a%5C..%5Cb",
+        "https://raw.example.com/owner/repo/main/RXCacheContent/a%00b",
+        "https://evil.example.com/owner/repo/main/RXCacheContent/a.txt",
+        "https://raw.example.com/owner/repo/main/RXCacheConfig/cacheStatus.json",
+        "https://raw.example.com/owner/repo/main/RXCacheContentX/a.txt",
+        "file:///etc/passwd",
+    ])
+    func urlsOutsideTheContentFolderAreRefused(url: String) throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        #expect(throws: SafePathError.self) { try layout.contentPath(ofURL: url, in: Self.document) }
+    }
+
+    @Test func urlsOfTheStoragesPublishedBaseAreRebasedOntoTheServingBase() throws {
+        var layout = try StorageLayout(baseURL: URL(string: "http://127.0.0.1:8080/mirror")!)
+        layout.inferPublishedBase(fromUpdateListURL: URL(string: "https://content-sync.invalid/ExampleStorage/RXCacheConfig/listOfURLsToUpdatesByVersion.json")!)
+        let path = try layout.contentPath(ofURL: "https://content-sync.invalid/ExampleStorage/RXCacheContent/a%20b/c.txt", in: Self.document)
+        #expect(path.string == "a b/c.txt")
+        #expect(layout.contentURL(for: path).absoluteString == "http://127.0.0.1:8080/mirror/RXCacheContent/a%20b/c.txt")
+        #expect(layout.rebase(URL(string: "https://content-sync.invalid/ExampleStorage/RXCacheContent.zip")!).absoluteString
+            == "http://127.0.0.1:8080/mirror/RXCacheContent.zip")
+        // Another host is not rebased, so it stays outside the content folder.
+        #expect(throws: SafePathError.self) {
+            try layout.contentPath(ofURL: "https://other.invalid/ExampleStorage/RXCacheContent/a.txt", in: Self.document)
+        }
+    }
+
+    @Test(arguments: ["ftp://host/x/", "not a url", "https://host/x?q=1"])
+    func badBaseURLsAreRefused(text: String) {
+        let url = URL(string: text) ?? URL(fileURLWithPath: "/x")
+        #expect(throws: SyncError.self) { try StorageLayout(baseURL: url) }
+    }
+}
