@@ -76,11 +76,20 @@ public actor CacheManager {
 
     /// Checks for a newer version and updates when there is one; returns when that is done.
     /// Joins an update already running. Throws a ``SyncError`` with code `cancelled` when the
-    /// update is suspended before it finishes.
+    /// update is suspended before it finishes; cancelling the calling task suspends it.
     @discardableResult
     public func checkForUpdates() async throws(SyncError) -> SyncReport {
         perform(machine.checkForUpdates())
-        return try await awaitRunning()
+        let result: Result<SyncReport, SyncError> = await withTaskCancellationHandler {
+            do throws(SyncError) {
+                return .success(try await awaitRunning())
+            } catch {
+                return .failure(error)
+            }
+        } onCancel: {
+            Task { await self.suspend() }
+        }
+        return try result.get()
     }
 
     /// Stops the running update; network activity ends within a second. Finished downloads
