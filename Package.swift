@@ -43,6 +43,8 @@ let package = Package(
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
+        // Runs the built sync-agent binary; the dependency makes sure it is built first.
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer"]),
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "Transport", "Archive", "StorageServer",
                                    .product(name: "Crypto", package: "swift-crypto")]),

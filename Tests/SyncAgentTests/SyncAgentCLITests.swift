@@ -1,0 +1,82 @@
+import Foundation
+import StorageServer
+import Testing
+
+/// The CLI contract that acceptance checks rely on.
+@Suite("sync-agent keeps its command-line contract", .timeLimit(.minutes(2)))
+struct SyncAgentCLITests {
+    static let exampleStorage: String = {
+        var url = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { url.deleteLastPathComponent() }
+        return url.appendingPathComponent("ExampleStorage/versions").path
+    }()
+
+    func statusJSON(_ scratch: String, dir: String, state: String) async throws -> [String: Any] {
+        let result = try await SyncAgentBinary.run(["status", "--dir", dir, "--state", state, "--json"], scratch: scratch)
+        #expect(result.status == 0)
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    }
+
+    @Test func syncExitsZeroQuietlyAndStatusReportsTheVersion() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.exampleStorage + "/1.4")) { server in
+                let dir = scratch + "/content"
+                let state = scratch + "/state.sqlite"
+                let before = try await statusJSON(scratch, dir: dir, state: state)
+                #expect(before["version"] is NSNull)
+                #expect(!FileManager.default.fileExists(atPath: state), "status does not create the database")
+
+                let result = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state],
+                                                           scratch: scratch)
+                #expect(result.status == 0, "stderr: \(result.stderr)")
+                #expect(result.stdout.isEmpty && result.stderr.isEmpty, "not a TTY: quiet")
+                let after = try await statusJSON(scratch, dir: dir, state: state)
+                #expect(after["version"] as? String == "1.4")
+                #expect(after["state"] as? String == "succeeded")
+                #expect(after["lastError"] is NSNull)
+                #expect(after["lastCheck"] is String)
+                #expect(FileManager.default.fileExists(atPath: dir + "/README.txt"))
+            }
+        }
+    }
+
+    @Test func aFailedSyncExitsNonZeroWithOneLineOnStderr() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server in
+                let result = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString + "nowhere/", "--dir", scratch + "/content",
+                     "--state", scratch + "/state.sqlite"], scratch: scratch)
+                #expect(result.status == 3)
+                let lines = result.stderr.split(separator: "\n")
+                #expect(lines.count == 1)
+                #expect(lines.first?.hasPrefix("sync-agent: ") == true)
+                #expect(result.stderr.contains("404") && result.stderr.contains("cacheStatus.json"))
+                let status = try await statusJSON(scratch, dir: scratch + "/content", state: scratch + "/state.sqlite")
+                #expect(status["state"] as? String == "failed")
+                #expect((status["lastError"] as? String)?.contains("404") == true)
+            }
+        }
+    }
+
+    @Test func badArgumentsAreRefusedWithUsage() async throws {
+        try await withScratch { scratch in
+            let result = try await SyncAgentBinary.run(["sync", "--dir", scratch], scratch: scratch)
+            #expect(result.status != 0)
+            #expect(result.stderr.contains("--base-url"))
+        }
+    }
+
+    @Test func serveServesAStorageThatSyncMirrors() async throws {
+        try await withScratch { scratch in
+            let (process, url) = try await SyncAgentBinary.serve(Self.exampleStorage + "/1.2", scratch: scratch)
+            // Stopped by its PID; never waited on synchronously (that would block a cooperative thread).
+            defer { kill(process.processIdentifier, SIGKILL) }
+            #expect(url.host == "127.0.0.1")
+            let result = try await SyncAgentBinary.run(["sync", "--base-url", url.absoluteString, "--dir", scratch + "/content",
+                                                        "--state", scratch + "/state.sqlite", "--verbose"], scratch: scratch)
+            #expect(result.status == 0, "stderr: \(result.stderr)")
+            #expect(result.stdout.contains("restored 1.2"))
+            #expect(result.stderr.contains("restoring from the archive"), "--verbose logs to stderr")
+        }
+    }
+}
