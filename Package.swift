@@ -16,6 +16,7 @@ let package = Package(
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         .package(url: "https://github.com/apple/swift-crypto", "3.0.0"..<"5.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
     ],
     targets: [
         // Thin C shims: typed, non-variadic wrappers, every symbol prefixed.
@@ -38,6 +39,7 @@ let package = Package(
         .executableTarget(name: "SyncAgent",
                           dependencies: ["ContentSync", "StorageServer", "Transport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                                         .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "Logging", package: "swift-log")]),
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer"]),

@@ -11,10 +11,21 @@ struct SyncAgent: AsyncParsableCommand {
             The state of each synced folder lives outside it, by default under
             $XDG_STATE_HOME/content-sync/ (or ~/.local/state/content-sync/).
             """,
-        subcommands: [SyncCommand.self, StatusCommand.self, ServeCommand.self])
+        subcommands: [SyncCommand.self, WatchCommand.self, StatusCommand.self, ServeCommand.self])
+
+    /// A parent that starts us from a thread with SIGINT/SIGTERM blocked (Swift concurrency threads
+    /// do) would leave them blocked here too, and the daemon could not be stopped gracefully.
+    private static func unblockStopSignals() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
+    }
 
     /// Runs the command, turning a ``CLIFailure`` into its one-line message and exit code.
     static func main() async {
+        unblockStopSignals()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

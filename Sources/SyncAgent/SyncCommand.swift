@@ -1,8 +1,6 @@
 import ArgumentParser
 import ContentSync
 import Foundation
-import Logging
-import Transport
 
 /// `sync-agent sync`: one update, then exit.
 struct SyncCommand: AsyncParsableCommand {
@@ -16,41 +14,10 @@ struct SyncCommand: AsyncParsableCommand {
             Interrupting (Ctrl-C) keeps finished downloads: the next run continues from there.
             """)
 
-    @Option(name: .long, help: "The storage folder URL (the one holding RXCacheConfig/ and RXCacheContent/).")
-    var baseURL: String
-
-    @OptionGroup var folder: FolderOptions
-
-    @Option(name: .long, help: "Downloads at once.")
-    var concurrency: Int = 8
-
-    @Option(name: .long, parsing: .singleValue, help: "An extra request header, 'Name: value' (e.g. an Authorization token). Repeatable.")
-    var header: [String] = []
-
-    @Flag(name: .long, help: "Replace a non-empty --dir that no state file knows about.")
-    var force = false
-
-    @Flag(name: .long, help: "Log what happens, to stderr.")
-    var verbose = false
+    @OptionGroup var options: SyncOptions
 
     func run() async throws {
-        guard let url = URL(string: baseURL) else {
-            throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL")
-        }
-        var configuration = SyncConfiguration(baseURL: url, contentDirectory: folder.contentDirectory, stateDatabasePath: folder.statePath)
-        configuration.maxConcurrentDownloads = max(1, concurrency)
-        configuration.allowReplacingUnknownContent = force
-        if verbose {
-            var logger = Logger(label: "sync-agent", factory: { label in StreamLogHandler.standardError(label: label) })
-            logger.logLevel = .debug
-            configuration.logger = logger
-        }
-        let headers = try parseHeaders()
-        if !headers.isEmpty {
-            configuration.requestAdapter = ClosureRequestAdapter { request in
-                for (name, value) in headers { request.headers[name] = value }
-            }
-        }
+        let configuration = try options.configuration(logger: options.verbose ? SyncOptions.stderrLogger(level: .debug) : nil)
         let manager: CacheManager
         do {
             manager = try CacheManager(configuration: configuration)
@@ -73,7 +40,7 @@ struct SyncCommand: AsyncParsableCommand {
         do {
             let report = try await manager.checkForUpdates()
             bar.finish()
-            if interactive || verbose {
+            if interactive || options.verbose {
                 print(Self.summary(report))
             }
         } catch {
@@ -82,16 +49,6 @@ struct SyncCommand: AsyncParsableCommand {
                 throw CLIFailure(code: 130, message: "interrupted; finished downloads are kept and the next run continues")
             }
             throw CLIFailure(error)
-        }
-    }
-
-    private func parseHeaders() throws -> [(String, String)] {
-        try header.map { line in
-            guard let colon = line.firstIndex(of: ":") else {
-                throw CLIFailure(code: 6, message: "--header '\(line)' is not 'Name: value'")
-            }
-            return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
-                    String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
         }
     }
 

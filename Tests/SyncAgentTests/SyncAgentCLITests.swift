@@ -80,3 +80,47 @@ struct SyncAgentCLITests {
         }
     }
 }
+
+@Suite("sync-agent watch runs as a daemon", .timeLimit(.minutes(2)))
+struct SyncAgentWatchTests {
+    func version(_ scratch: String) async throws -> String? {
+        let result = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                                                   scratch: scratch)
+        let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
+        return object?["version"] as? String
+    }
+
+    @Test func watchFollowsNewVersionsAndStopsGracefullyOnSIGTERM() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: SyncAgentBinary.path)
+                process.arguments = ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                     "--state", scratch + "/state.sqlite", "--interval", "1"]
+                process.standardOutput = FileHandle.nullDevice
+                process.standardError = FileHandle.nullDevice
+                let exit = AsyncStream<Int32>.makeStream()
+                process.terminationHandler = { exit.continuation.yield($0.terminationStatus); exit.continuation.finish() }
+                try process.run()
+                defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+
+                try await waitFor { try await version(scratch) == "1.2" }
+                server.setRoot(URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.4"))
+                try await waitFor { try await version(scratch) == "1.4" }
+
+                kill(process.processIdentifier, SIGTERM)
+                var status: Int32?
+                for await code in exit.stream { status = code }
+                #expect(status == 0, "a graceful stop exits 0")
+            }
+        }
+    }
+
+    func waitFor(_ condition: () async throws -> Bool) async throws {
+        for _ in 0..<300 {
+            if try await condition() { return }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        Issue.record("condition not met within 30 s")
+    }
+}

@@ -1,0 +1,56 @@
+import ArgumentParser
+import ContentSync
+import Foundation
+import Logging
+import Transport
+
+/// The options `sync` and `watch` share, and the configuration they make.
+struct SyncOptions: ParsableArguments {
+    @Option(name: .long, help: "The storage folder URL (the one holding RXCacheConfig/ and RXCacheContent/).")
+    var baseURL: String
+
+    @OptionGroup var folder: FolderOptions
+
+    @Option(name: .long, help: "Downloads at once.")
+    var concurrency: Int = 8
+
+    @Option(name: .long, parsing: .singleValue, help: "An extra request header, 'Name: value' (e.g. an Authorization token). Repeatable.")
+    var header: [String] = []
+
+    @Flag(name: .long, help: "Replace a non-empty --dir that no state file knows about.")
+    var force = false
+
+    @Flag(name: .long, help: "Log what happens, to stderr.")
+    var verbose = false
+
+    /// A configuration for `logger`, or a one-line failure naming the bad option.
+    func configuration(logger: Logger?) throws -> SyncConfiguration {
+        guard let url = URL(string: baseURL) else {
+            throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL")
+        }
+        var configuration = SyncConfiguration(baseURL: url, contentDirectory: folder.contentDirectory, stateDatabasePath: folder.statePath)
+        configuration.maxConcurrentDownloads = max(1, concurrency)
+        configuration.allowReplacingUnknownContent = force
+        if let logger { configuration.logger = logger }
+        let headers = try header.map { line in
+            guard let colon = line.firstIndex(of: ":") else {
+                throw CLIFailure(code: 6, message: "--header '\(line)' is not 'Name: value'")
+            }
+            return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
+                    String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+        }
+        if !headers.isEmpty {
+            configuration.requestAdapter = ClosureRequestAdapter { request in
+                for (name, value) in headers { request.headers[name] = value }
+            }
+        }
+        return configuration
+    }
+
+    /// A stderr logger at `level`.
+    static func stderrLogger(level: Logger.Level) -> Logger {
+        var logger = Logger(label: "sync-agent", factory: { label in StreamLogHandler.standardError(label: label) })
+        logger.logLevel = level
+        return logger
+    }
+}
