@@ -168,6 +168,27 @@ struct FailureAndResumeTests {
         }
     }
 
+    @Test func aSecondUpdateOfTheSameFolderIsRefusedWhileOneRuns() async throws {
+        try await withSyncHarness(serving: "1.2") { harness in
+            try await harness.sync()
+            harness.serve("1.4")
+            harness.server.injectFault(.stall, where: { $0.contains("/styles/") })
+            let first = try harness.manager(concurrency: 1)
+            let update = Task { try await first.checkForUpdates() }
+            try await waitUntil { harness.server.requests().contains { $0.path.contains("/styles/") } }
+            await #expect {
+                try await harness.sync()
+            } throws: { error in
+                "\(error)".contains("another update of") && "\(error)".contains(harness.state)
+            }
+            await first.suspend()
+            _ = try? await update.value
+            harness.server.clearFaults()
+            try await harness.sync()
+            try harness.expectTree(is: "1.4")
+        }
+    }
+
     @Test func aFolderWithUnknownContentIsNotReplacedUnlessAllowed() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try FileManager.default.createDirectory(atPath: harness.content, withIntermediateDirectories: true)

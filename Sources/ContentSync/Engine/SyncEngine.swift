@@ -30,6 +30,8 @@ final class SyncEngine: Sendable {
         var fromVersion: String?
         var toVersion: String?
         var kind = "check"
+        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory)
+        defer { withExtendedLifetime(lock) {} }
         do {
             try await recoverInterruptedSwitch()
             let context = try await checkLocalContent()
