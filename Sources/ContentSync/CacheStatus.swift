@@ -22,15 +22,7 @@ public struct CacheStatus: Sendable, Equatable {
     /// Parses the status file. `layout` learns the storage's published base from it.
     public static func parse(_ data: Data, from url: URL, layout: inout StorageLayout) throws(SyncError) -> CacheStatus {
         let name = url.absoluteString
-        let root: JSONValue
-        do {
-            root = try JSONValue.parse(data)
-        } catch {
-            throw SyncError(code: .invalidStatus, message: "\(name): \(error); the storage must publish valid JSON", underlying: error)
-        }
-        guard case .object = root else {
-            throw SyncError(code: .invalidStatus, message: "\(name): expected a JSON object, found \(root.kindName)")
-        }
+        let root = try JSONValue.parseStorageDocument(data, name: name, code: .invalidStatus)
         func text(_ key: String, aliases: [String] = []) throws(SyncError) -> String {
             for candidate in [key] + aliases {
                 guard let value = root[candidate] else { continue }

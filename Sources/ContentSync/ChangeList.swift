@@ -11,12 +11,7 @@ public struct ChangeList: Sendable, Equatable {
 
     public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(SyncError) -> ChangeList {
         let name = url.lastPathComponent
-        let root: JSONValue
-        do {
-            root = try JSONValue.parse(data)
-        } catch {
-            throw SyncError(code: .invalidChangeList, message: "\(name): \(error); the storage must publish valid JSON", underlying: error)
-        }
+        let root = try JSONValue.parseStorageDocument(data, name: name, code: .invalidChangeList)
         func version(_ key: String) throws(SyncError) -> CacheVersion {
             guard let raw = root[key]?.scalarText else {
                 throw SyncError(code: .invalidChangeList, message: "\(name): required key \"\(key)\" is missing or not a version")

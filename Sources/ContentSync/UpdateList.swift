@@ -16,12 +16,7 @@ public struct UpdateList: Sendable, Equatable {
 
     public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(SyncError) -> UpdateList {
         let name = url.absoluteString
-        let root: JSONValue
-        do {
-            root = try JSONValue.parse(data)
-        } catch {
-            throw SyncError(code: .invalidUpdateList, message: "\(name): \(error); the storage must publish valid JSON", underlying: error)
-        }
+        let root = try JSONValue.parseStorageDocument(data, name: name, code: .invalidUpdateList)
         guard let list = root["updatesByVersions"] else {
             throw SyncError(code: .invalidUpdateList, message: "\(name): required key \"updatesByVersions\" is missing")
         }
