@@ -42,7 +42,8 @@ let package = Package(
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "Logging", package: "swift-log")]),
 
-        .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer"]),
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
+                                                           .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.

@@ -87,6 +87,16 @@ public final class CurlTransport: Transport {
                 let response = try await self.run(transfer)
                 received += response.bytesReceived
                 return response
+            } catch let error as TransportError where error.statusCode == 416 && offset > 0 {
+                // If-Range matched but nothing lies past `offset`: the file on disk is already whole
+                // (a run stopped after the last byte). Anything else there cannot be trusted.
+                if let range = transfer.headers["content-range"], range.hasPrefix("bytes */"),
+                   Int64(range.dropFirst("bytes */".count)) == offset {
+                    return HTTPResponse(statusCode: 206, headers: transfer.headers, url: error.url ?? request.url,
+                                        resumedFrom: offset, fileSize: offset)
+                }
+                _ = ftruncate(fd, 0)
+                throw error
             } catch {
                 received += transfer.bytesReceived
                 if etag == nil { etag = transfer.headers["etag"] }
@@ -113,7 +123,7 @@ public final class CurlTransport: Transport {
                              _ attempt: (HTTPRequest) async throws -> HTTPResponse) async throws -> HTTPResponse {
         var number = 1
         while true {
-            try Task.checkCancellation()
+            if Task.isCancelled { throw TransportError.cancelled(original.url) }
             var request = original
             if let adapter = configuration.adapter {
                 try await adapter.adapt(&request)

@@ -98,15 +98,18 @@ struct SyncAgentWatchTests {
                 process.arguments = ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
                                      "--state", scratch + "/state.sqlite", "--interval", "1"]
                 process.standardOutput = FileHandle.nullDevice
-                process.standardError = FileHandle.nullDevice
+                let log = scratch + "/watch.log"
+                FileManager.default.createFile(atPath: log, contents: nil)
+                process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
                 let exit = AsyncStream<Int32>.makeStream()
                 process.terminationHandler = { exit.continuation.yield($0.terminationStatus); exit.continuation.finish() }
                 try process.run()
                 defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
 
-                try await waitFor { try await version(scratch) == "1.2" }
+                let daemonLog = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+                try await waitFor("1.2 mirrored; daemon log:\n\(daemonLog())") { try await version(scratch) == "1.2" }
                 server.setRoot(URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.4"))
-                try await waitFor { try await version(scratch) == "1.4" }
+                try await waitFor("1.4 mirrored; daemon log:\n\(daemonLog())") { try await version(scratch) == "1.4" }
 
                 kill(process.processIdentifier, SIGTERM)
                 var status: Int32?
@@ -116,11 +119,11 @@ struct SyncAgentWatchTests {
         }
     }
 
-    func waitFor(_ condition: () async throws -> Bool) async throws {
+    func waitFor(_ what: @autoclosure () -> String, _ condition: () async throws -> Bool) async throws {
         for _ in 0..<300 {
             if try await condition() { return }
             try await Task.sleep(for: .milliseconds(100))
         }
-        Issue.record("condition not met within 30 s")
+        Issue.record("not reached within 30 s: \(what())")
     }
 }

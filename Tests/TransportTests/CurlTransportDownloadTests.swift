@@ -1,0 +1,156 @@
+import Foundation
+import StorageServer
+import Testing
+import Transport
+
+@Suite(.timeLimit(.minutes(1)))
+struct CurlTransportDownloadTests {
+    @Test func downloadStreamsAMultiMegabyteFileToDiskByteForByte() async throws {
+        try await withServedFixture { server, fixture in
+            let contents = randomBytes(5 * 1024 * 1024 + 123)
+            try fixture.serve("v1/archive.zip", contents)
+            let destination = fixture.outPath("archive.zip")
+            let progress = Recorder<TransferProgress>()
+            let starts = Recorder<Int>()
+            var options = DownloadOptions(progress: { progress.append($0) })
+            options.onResponseStart = { status, headers in
+                starts.append(status)
+                if headers["etag"] == nil { starts.append(-1) }
+            }
+
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "v1/archive.zip")), to: destination, options: options)
+
+            #expect(response.statusCode == 200)
+            #expect(response.body.isEmpty)
+            #expect(response.fileSize == Int64(contents.count))
+            #expect(response.bytesReceived == Int64(contents.count))
+            #expect(response.resumedFrom == 0)
+            #expect(fileContents(destination) == contents)
+            #expect(starts.all == [200])
+            let reports = progress.all
+            #expect(reports.last == TransferProgress(received: Int64(contents.count), expected: Int64(contents.count)))
+            #expect(zip(reports, reports.dropFirst()).allSatisfy { $0.received <= $1.received })
+            #expect(server.requests().map(\.status) == [200])
+            #expect(server.requests().first?.range == nil)
+        }
+    }
+
+    @Test func downloadWithoutResumeETagReplacesALongerExistingFile() async throws {
+        try await withServedFixture { server, fixture in
+            let contents = randomBytes(10_000)
+            try fixture.serve("a.bin", contents)
+            let destination = fixture.outPath("a.bin")
+            try randomBytes(50_000).write(to: URL(fileURLWithPath: destination))
+
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "a.bin")), to: destination, options: DownloadOptions())
+
+            #expect(fileContents(destination) == contents)
+            #expect(response.fileSize == 10_000)
+            #expect(server.requests().first?.range == nil)
+        }
+    }
+
+    @Test func errorPageBodyNeverReachesTheFile() async throws {
+        try await withServedFixture { server, fixture in
+            let contents = randomBytes(20_000)
+            try fixture.serve("a.bin", contents)
+            server.injectFault(.status(503, body: Data("try again later".utf8)), forPath: "/a.bin", times: 1)
+            let destination = fixture.outPath("a.bin")
+
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "a.bin")), to: destination, options: DownloadOptions())
+
+            #expect(fileContents(destination) == contents)
+            #expect(response.bytesReceived == 20_000)
+            #expect(server.requests().map(\.status) == [503, 200])
+        }
+    }
+
+    @Test func redirectedDownloadLandsTheTargetBytes() async throws {
+        try await withServedFixture { server, fixture in
+            let contents = randomBytes(300_000)
+            try fixture.serve("cdn/archive.zip", contents)
+            server.injectFault(.redirect(to: "/cdn/archive.zip", status: 307), forPath: "/archive.zip")
+            let destination = fixture.outPath("archive.zip")
+
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "archive.zip")), to: destination, options: DownloadOptions())
+
+            #expect(response.url == server.url(for: "cdn/archive.zip"))
+            #expect(fileContents(destination) == contents)
+            #expect(server.requests().map(\.status) == [307, 200])
+        }
+    }
+
+    @Test func bodyLargerThanMaxBytesThrowsTooLargeWithoutRetrying() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("archive.zip", randomBytes(500_000))
+            let url = server.url(for: "archive.zip")
+            let transport = makeTransport()
+
+            let error = await #expect(throws: TransportError.self) {
+                try await transport.download(HTTPRequest(url: url), to: fixture.outPath("a.zip"),
+                                             options: DownloadOptions(maxBytes: 499_999))
+            }
+            let exact = try await transport.download(HTTPRequest(url: url), to: fixture.outPath("b.zip"),
+                                                     options: DownloadOptions(maxBytes: 500_000))
+
+            #expect(error?.code == .tooLarge)
+            #expect(error?.message.contains("499999") == true)
+            #expect(exact.fileSize == 500_000)
+            #expect(server.requests().count == 2)
+        }
+    }
+
+    @Test func downloadIntoAMissingFolderThrowsFileSystemWithErrnoBeforeAnyRequest() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("a.bin", randomBytes(1_000))
+            let destination = fixture.out.appendingPathComponent("no/such/folder/a.bin").path
+
+            let error = await #expect(throws: TransportError.self) {
+                try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                                                   options: DownloadOptions())
+            }
+
+            #expect(error?.code == .fileSystem)
+            #expect(error?.errno == ENOENT)
+            #expect(error?.message.contains(destination) == true)
+            #expect(server.requests().isEmpty)
+        }
+    }
+
+    @Test func fullDiskThrowsFileSystemWithENOSPCAndIsNotRetried() async throws {
+        // /dev/full accepts open() and fails every write with ENOSPC: a full disk on demand.
+        try #require(FileManager.default.isWritableFile(atPath: "/dev/full"))
+        try await withServedFixture { server, fixture in
+            try fixture.serve("a.bin", randomBytes(200_000))
+
+            let error = await #expect(throws: TransportError.self) {
+                try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: "/dev/full",
+                                                   options: DownloadOptions())
+            }
+
+            #expect(error?.code == .fileSystem)
+            #expect(error?.errno == ENOSPC)
+            #expect(error?.message.contains("/dev/full") == true)
+            #expect(error?.message.contains("free disk space") == true)
+            #expect(server.requests().count == 1)
+        }
+    }
+
+    @Test func nonHTTPURLDownloadIsAnInvalidRequest() async throws {
+        try await withServedFixture { _, fixture in
+            let url = try #require(URL(string: "file:///etc/hostname"))
+            let destination = fixture.outPath("hostname")
+
+            let error = await #expect(throws: TransportError.self) {
+                try await makeTransport().download(HTTPRequest(url: url), to: destination, options: DownloadOptions())
+            }
+
+            #expect(error?.code == .invalidRequest)
+            #expect(fileContents(destination).isEmpty)
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import Foundation
+import Logging
+import StorageServer
+import Testing
+import Transport
+
+@Suite(.timeLimit(.minutes(1)))
+struct CurlTransportRetryTests {
+    @Test func twoServiceUnavailableAnswersThenSuccessIsRetriedToSuccess() async throws {
+        try await withServedFixture { server, fixture in
+            let contents = randomBytes(4_000)
+            try fixture.serve("index.json", contents)
+            server.injectFault(.status(503), forPath: "/index.json", times: 2)
+
+            let response = try await makeTransport().data(for: HTTPRequest(url: server.url(for: "index.json")))
+
+            #expect(response.body == contents)
+            #expect(server.requests().map(\.status) == [503, 503, 200])
+        }
+    }
+
+    @Test func retriesStopAfterMaxAttemptsWithTheLastStatus() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("index.json", Data("{}".utf8))
+            server.injectFault(.status(502), forPath: "/index.json")
+
+            let error = await #expect(throws: TransportError.self) {
+                try await makeTransport().data(for: HTTPRequest(url: server.url(for: "index.json")))
+            }
+
+            #expect(error?.statusCode == 502)
+            #expect(server.requests().map(\.status) == [502, 502, 502, 502])
+        }
+    }
+
+    @Test func tooManyRequestsWaitsForRetryAfterThenSucceeds() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("index.json", Data("ok".utf8))
+            server.injectFault(.tooManyRequests(retryAfter: 1), forPath: "/index.json", times: 1)
+            let log = CapturedLog()
+            let transport = makeTransport { $0.logger = log.logger }
+
+            let response = try await transport.data(for: HTTPRequest(url: server.url(for: "index.json")))
+
+            #expect(response.body == Data("ok".utf8))
+            #expect(server.requests().map(\.status) == [429, 200])
+            // The quick policy would wait at most 50 ms; the wait chosen is the server's second.
+            let delays = log.entries.compactMap { $0.metadata["transport.delay_ms"].flatMap { Int("\($0)") } }
+            #expect(delays.count == 1)
+            #expect(delays.allSatisfy { $0 >= 1_000 })
+        }
+    }
+
+    @Test func noRetryPolicyFailsOnTheFirstServiceUnavailable() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("index.json", Data("{}".utf8))
+            server.injectFault(.status(503), forPath: "/index.json", times: 1)
+            let transport = makeTransport { $0.retry = .none }
+
+            let error = await #expect(throws: TransportError.self) {
+                try await transport.data(for: HTTPRequest(url: server.url(for: "index.json")))
+            }
+
+            #expect(error?.code == .httpStatus)
+            #expect(error?.statusCode == 503)
+            #expect(error?.isTransient == true)
+            #expect(server.requests().map(\.status) == [503])
+        }
+    }
+
+    @Test func retryAfterLongerThanMaxRetryAfterFailsWithoutWaiting() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("index.json", Data("{}".utf8))
+            server.injectFault(.tooManyRequests(retryAfter: 600), forPath: "/index.json", times: 1)
+            let transport = makeTransport { $0.retry.maxRetryAfter = .seconds(5) }
+            let start = ContinuousClock.now
+
+            let error = await #expect(throws: TransportError.self) {
+                try await transport.data(for: HTTPRequest(url: server.url(for: "index.json")))
+            }
+
+            #expect(start.duration(to: .now) < .seconds(30), "gave up instead of waiting 600 s")
+            #expect(error?.statusCode == 429)
+            #expect(error?.retryAfter == 600)
+            #expect(error?.message.contains("rate-limiting") == true)
+            #expect(server.requests().map(\.status) == [429])
+        }
+    }
+
+    @Test func clientErrorsAreNotRetried() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("index.json", Data("{}".utf8))
+            server.injectFault(.status(403), forPath: "/index.json", times: 1)
+
+            let error = await #expect(throws: TransportError.self) {
+                try await makeTransport().data(for: HTTPRequest(url: server.url(for: "index.json")))
+            }
+
+            #expect(error?.statusCode == 403)
+            #expect(error?.message.contains("request adapter") == true)
+            #expect(server.requests().map(\.status) == [403])
+        }
+    }
+
+    @Test func stalledDownloadTimesOutAndTheRetryResumesAfterTheBytesOnDisk() async throws {
+        // libcurl averages speed over a few seconds; a 1-byte stall drops under 1 byte/s soonest.
+        var configuration = StorageServer.Configuration()
+        configuration.stallAfterBytes = 1
+        try await withServedFixture(configuration: configuration) { server, fixture in
+            let contents = randomBytes(400_000)
+            try fixture.serve("a.bin", contents)
+            server.injectFault(.stall, forPath: "/a.bin", times: 1)
+            let transport = makeTransport { $0.stallTimeout = .seconds(1) }
+            let destination = fixture.outPath("a.bin")
+
+            let response = try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                                                        options: DownloadOptions())
+
+            let log = server.requests()
+            #expect(log.map(\.status) == [200, 206])
+            #expect(log.last?.range == "bytes=1-")
+            #expect(response.resumedFrom == 1)
+            #expect(response.bytesReceived == 400_000)
+            #expect(fileContents(destination) == contents)
+        }
+    }
+
+    @Test func requestTimeoutEndsAStalledRequestAsATimeout() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("a.json", randomBytes(10_000))
+            server.injectFault(.stall, forPath: "/a.json")
+            let transport = makeTransport { $0.retry = .none }
+
+            let error = await #expect(throws: TransportError.self) {
+                try await transport.data(for: HTTPRequest(url: server.url(for: "a.json"), timeout: .seconds(1)))
+            }
+
+            #expect(error?.code == .timeout)
+            #expect(error?.curlCode == 28)  // CURLE_OPERATION_TIMEDOUT
+            #expect(error?.isTransient == true)
+            // Not retried. (Under load the time limit may run out before the server logs the request.)
+            #expect(server.requests().count <= 1)
+        }
+    }
+
+    @Test func connectionRefusedIsANetworkErrorWithItsCurlCode() async throws {
+        // A port that was just listening and is now closed refuses connections.
+        let url = try await withServedFixture { server, _ in server.url(for: "gone.json") }
+        let transport = makeTransport { $0.retry = .none }
+
+        let error = await #expect(throws: TransportError.self) {
+            try await transport.data(for: HTTPRequest(url: url))
+        }
+
+        #expect(error?.code == .network)
+        #expect(error?.curlCode == 7)  // CURLE_COULDNT_CONNECT
+        #expect(error?.isTransient == true)
+        #expect(error?.message.contains(url.absoluteString) == true)
+    }
+}
+
+/// A swift-log handler that keeps every entry, to read what the transport decided.
+final class CapturedLog: Sendable {
+    struct Entry: Sendable {
+        var message: String
+        var metadata: Logger.Metadata
+    }
+
+    private let recorder = Recorder<Entry>()
+
+    var entries: [Entry] { recorder.all }
+
+    var logger: Logger {
+        let recorder = self.recorder
+        var logger = Logger(label: "transport-tests") { _ in Handler(recorder: recorder) }
+        logger.logLevel = .trace
+        return logger
+    }
+
+    private struct Handler: LogHandler {
+        let recorder: Recorder<Entry>
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            var merged = metadata
+            merged.merge(event.metadata ?? [:]) { $1 }
+            recorder.append(Entry(message: "\(event.message)", metadata: merged))
+        }
+    }
+}

@@ -1,2 +1,0 @@
-import Testing
-@Test func placeholderTransportTests() { #expect(1 + 1 == 2) }

@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Summarise bench/restore.sh results: print a table and write it into docs/benchmarks.md.
+
+Called by restore.sh with its settings in the environment:
+  RESULTS      TSV lines: filesystem, tool, run, wall seconds, peak RSS in KiB
+  STORAGE      the storage folder (its .bench-params.json describes it)
+  DOC          the markdown file to update ("" = print only)
+  COMMAND_LINE the command as run, BIG_LINE the 1 GB result line (may be empty)
+  AGENT, REPO, RUNS, PEER_SYNC, NGINX
+
+The section "## S1 full restore (issue 2 measurement)" of DOC is replaced (or appended); every
+other section of the file is kept as it is.
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+HEADING = "## S1 full restore (issue 2 measurement)"
+BASELINE = "curl+unzip"
+
+
+def sh(*args: str) -> str:
+    try:
+        return subprocess.run(args, capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def fs_type(path: str) -> str:
+    out = sh("df", "--output=fstype", path).splitlines()
+    return out[-1].strip() if out else "?"
+
+
+def main() -> None:
+    env = os.environ
+    rows: dict[tuple[str, str], list[tuple[int, float, int]]] = defaultdict(list)
+    filesystems: list[str] = []
+    tools: list[str] = []
+    for line in Path(env["RESULTS"]).read_text().splitlines():
+        fs, tool, run, wall, rss = line.split("\t")
+        rows[(fs, tool)].append((int(run), float(wall), int(rss)))
+        if fs not in filesystems:
+            filesystems.append(fs)
+        if tool not in tools:
+            tools.append(tool)
+
+    table = ["| tool | filesystem | runs | median wall (s) | min–max wall (s) | median peak RSS (MiB) | median wall ÷ curl+unzip median |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    notes: list[str] = []
+    for fs in filesystems:
+        base = rows.get((fs, BASELINE))
+        base_median = statistics.median(w for _, w, _ in base) if base else None
+        for tool in tools:
+            runs = rows.get((fs, tool))
+            if not runs:
+                continue
+            walls = [w for _, w, _ in runs]
+            rsses = [r for _, _, r in runs]
+            median = statistics.median(walls)
+            ratio = f"{median / base_median:.2f}×" if base_median else "–"
+            if tool == BASELINE:
+                ratio = "1.00× (baseline)"
+            elif tool == "sync-agent" and base_median:
+                ratio = f"**{median / base_median:.2f}×**"
+            table.append(f"| {tool} | {fs} | {len(runs)} | {median:.2f} | {min(walls):.2f}–{max(walls):.2f} "
+                         f"| {statistics.median(rsses) / 1024:.1f} | {ratio} |")
+        agent = {run: w for run, w, _ in rows.get((fs, "sync-agent"), [])}
+        for peer in tools:
+            if peer == "sync-agent":
+                continue
+            other = {run: w for run, w, _ in rows.get((fs, peer), [])}
+            paired = sorted(agent[r] / other[r] for r in agent if r in other and other[r] > 0)
+            if paired:
+                notes.append(f"- {fs}: sync-agent ÷ {peer}, run by run (same round): median "
+                             f"{statistics.median(paired):.2f}×, range {paired[0]:.2f}–{paired[-1]:.2f}×.")
+
+    params = json.loads((Path(env["STORAGE"]) / ".bench-params.json").read_text())
+    mib = 1_048_576
+    storage = (f"{params['files']} files in {params['folders']} folders, {params['unzipped_bytes'] / mib:.0f} MiB "
+               f"({params['large_files']} files of 1–4 MiB holding {params['large_bytes'] / mib:.0f} MiB, the rest 4–40 KiB; "
+               f"{params['random_bytes'] / mib:.0f} MiB random, {params['text_bytes'] / mib:.0f} MiB text-like); "
+               f"archive {params['zipped_bytes'] / mib:.0f} MiB (Python zipfile, deflate level 6, seed {params['seed']})")
+
+    mem_kib = next((int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal:")), 0)
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), "?")
+    repo = env.get("REPO", ".")
+    commit = sh("git", "-C", repo, "rev-parse", "--short", "HEAD")
+    dirty = " (with uncommitted changes in the work tree)" if sh("git", "-C", repo, "status", "--porcelain", "--", "Sources") else ""
+    work = os.path.dirname(env["STORAGE"])
+    versions = ", ".join([
+        sh(env.get("NGINX", "nginx"), "-v") or subprocess.run([env.get("NGINX", "nginx"), "-v"], capture_output=True, text=True).stderr.strip(),
+        sh("curl", "--version").splitlines()[0].split(" (")[0] if sh("curl", "--version") else "curl ?",
+        sh("unzip", "-v").splitlines()[0].split(" of ")[0] if sh("unzip", "-v") else "unzip ?",
+    ])
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+    section = [HEADING, "",
+               f"Measured {date} by `bench/restore.sh` (sync-agent release build at commit {commit}{dirty}).", "",
+               "**What is compared.** A fresh restore of the whole content from the storage's archive, served by nginx on "
+               "loopback (`sendfile on`, `access_log off`):",
+               "- **sync-agent**: `sync-agent sync --base-url http://127.0.0.1:PORT/… --dir FRESH --state FRESH.sqlite` "
+               "(fetches cacheStatus.json, streams the zip into its staging folder, extracts it with libzip on 2 threads, "
+               "`syncfs`, renames into place, records the state in SQLite). Each run's tree is checked against the storage "
+               "(sorted sha256 list of every file and folder).",
+               "- **curl+unzip**: `curl -s -o FRESH/x.zip URL && unzip -q FRESH/x.zip -d FRESH/out` in one `bash -c`.",
+               ]
+    if "curl+unzip+sync" in tools:
+        section.append("- **curl+unzip+sync**: the same followed by `sync -f FRESH/out`, i.e. the same durability work as "
+                       "sync-agent's `syncfs` before its swap (on tmpfs that is a no-op).")
+    section += ["",
+                f"**Storage.** {storage}.", "",
+                f"**Machine.** {os.cpu_count()} cores ({cpu}), {mem_kib / 1024 / 1024:.0f} GiB RAM, Linux {platform.release()}; "
+                f"work folder {work} on {fs_type(work)}, tmpfs pass on /dev/shm ({fs_type('/dev/shm')}); {versions}.", "",
+                f"**Command.** `{env['COMMAND_LINE']}` (what `make bench` runs, with defaults).", "",
+                f"**Method.** The tools alternate within each round (sync-agent, curl+unzip{', curl+unzip+sync' if 'curl+unzip+sync' in tools else ''}; "
+                f"{env.get('RUNS', '?')} rounds per filesystem). Every run writes into fresh folders; before each run the "
+                "filesystem is flushed (`sync -f`, untimed) so earlier runs' dirty pages do not land on it. On ext4 no run "
+                "folder is deleted before the end (a mass delete slows ext4 file creation for minutes). Wall time and peak "
+                "RSS come from GNU `time -f \"%e %M\"`; for the curl+unzip rows the RSS is that of the largest child, "
+                "not the sum.", "",
+                *table, "",
+                *notes, ""]
+    big = env.get("BIG_LINE", "").strip()
+    if big:
+        section += [f"**1 GB archive.** {big}", ""]
+    section += ["**Noise.** The disk is a shared virtual disk: the same operation can take 0.04 s or 2 s minutes apart, "
+                "and ext4 file creation is the noisiest figure. Trust the medians and the ratios taken within one session, "
+                "not single runs or numbers from different sessions; the tmpfs rows show CPU and protocol cost without the "
+                "disk, the ext4 rows what a real disk adds.", ""]
+    text = "\n".join(section)
+    print()
+    print(text)
+
+    doc = env.get("DOC", "")
+    if not doc:
+        return
+    path = Path(doc)
+    old = path.read_text() if path.exists() else "# Benchmarks\n\nResults of the scripts in `bench/` (see bench/README.md).\n"
+    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(old):
+        new = pattern.sub(lambda _: text + "\n", old, count=1)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new.rstrip("\n") + "\n")
+    print(f"\n(written to {path})")
+
+
+if __name__ == "__main__":
+    main()
