@@ -94,16 +94,20 @@ def main() -> None:
     repo = env.get("REPO", ".")
     commit = sh("git", "-C", repo, "rev-parse", "--short", "HEAD")
     dirty = " (with uncommitted changes in the work tree)" if sh("git", "-C", repo, "status", "--porcelain", "--", "Sources") else ""
-    work = os.path.dirname(env["STORAGE"])
+    work = env.get("WORK") or os.path.dirname(os.path.dirname(env["STORAGE"]))
     versions = ", ".join([
         sh(env.get("NGINX", "nginx"), "-v") or subprocess.run([env.get("NGINX", "nginx"), "-v"], capture_output=True, text=True).stderr.strip(),
         sh("curl", "--version").splitlines()[0].split(" (")[0] if sh("curl", "--version") else "curl ?",
         sh("unzip", "-v").splitlines()[0].split(" of ")[0] if sh("unzip", "-v") else "unzip ?",
     ])
+    agent_path = env.get("AGENT", "")
+    built = (datetime.datetime.fromtimestamp(os.path.getmtime(agent_path), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+             if agent_path and os.path.exists(agent_path) else "at an unknown time")
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
     section = [HEADING, "",
-               f"Measured {date} by `bench/restore.sh` (sync-agent release build at commit {commit}{dirty}).", "",
+               f"Measured {date} by `bench/restore.sh` (work tree at commit {commit}{dirty}; the sync-agent "
+               f"binary was built {built}).", "",
                "**What is compared.** A fresh restore of the whole content from the storage's archive, served by nginx on "
                "loopback (`sendfile on`, `access_log off`):",
                "- **sync-agent**: `sync-agent sync --base-url http://127.0.0.1:PORT/… --dir FRESH --state FRESH.sqlite` "
@@ -119,9 +123,10 @@ def main() -> None:
                 f"**Storage.** {storage}.", "",
                 f"**Machine.** {os.cpu_count()} cores ({cpu}), {mem_kib / 1024 / 1024:.0f} GiB RAM, Linux {platform.release()}; "
                 f"work folder {work} on {fs_type(work)}, tmpfs pass on /dev/shm ({fs_type('/dev/shm')}); {versions}.", "",
-                f"**Command.** `{env['COMMAND_LINE']}` (what `make bench` runs, with defaults).", "",
+                f"**Command.** `{env['COMMAND_LINE']}` (`make bench` runs it with the defaults).", "",
                 f"**Method.** The tools alternate within each round (sync-agent, curl+unzip{', curl+unzip+sync' if 'curl+unzip+sync' in tools else ''}; "
-                f"{env.get('RUNS', '?')} rounds per filesystem). Every run writes into fresh folders; before each run the "
+                f"{env.get('RUNS', '?')} counted rounds per filesystem after {env.get('WARMUP', '?')} uncounted warm-up round(s): "
+                "the first writes into memory this VM has not touched since boot are slow, which is not the tools' cost). Every run writes into fresh folders; before each run the "
                 "filesystem is flushed (`sync -f`, untimed) so earlier runs' dirty pages do not land on it. On ext4 no run "
                 "folder is deleted before the end (a mass delete slows ext4 file creation for minutes). Wall time and peak "
                 "RSS come from GNU `time -f \"%e %M\"`; for the curl+unzip rows the RSS is that of the largest child, "

@@ -26,10 +26,12 @@ struct SyncCommand: AsyncParsableCommand {
         }
         let interactive = isatty(STDERR_FILENO) == 1
         let bar = ProgressBar()
-        let events = await manager.events()
+        // Subscribe only when a bar is drawn: an unread stream still costs a wake-up per event.
+        let events: AsyncStream<CacheManagerEvent>? = interactive ? await manager.events() : nil
         let watcher = Task {
+            guard let events else { return }
             for await event in events {
-                if case .progress(let progress) = event, interactive { bar.update(progress) }
+                if case .progress(let progress) = event { bar.update(progress) }
             }
         }
         let interrupt = InterruptHandler { Task { await manager.suspend() } }

@@ -47,7 +47,9 @@ extension SyncEngine {
         extraction.workers = 2
         let extracted: ZipExtractionReport
         do {
+            let throttle = ProgressThrottle()
             extracted = try await ZipExtractor.extract(archiveAt: staging.archive, into: staging.next, options: extraction) { written in
+                guard throttle.shouldReport() else { return }
                 progress(SyncProgress(phase: .extracting, bytesDone: written, bytesTotal: status.unzippedBytes))
             }
         } catch {

@@ -1,0 +1,14 @@
+@testable import ContentSync
+import Testing
+
+@Suite("Progress reports are throttled", .timeLimit(.minutes(1)))
+struct ProgressThrottleTests {
+    @Test func aBurstOfReportsIsThinnedButFinalReportsAlwaysPass() {
+        let throttle = ProgressThrottle(interval: .milliseconds(50))
+        var delivered = 0
+        for _ in 0..<10_000 where throttle.shouldReport() { delivered += 1 }
+        #expect(delivered >= 1)
+        #expect(delivered < 100, "10,000 reports in a burst became \(delivered) deliveries")
+        #expect(throttle.shouldReport(final: true))
+    }
+}
