@@ -12,6 +12,12 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         private let base: Base
         private init(_ base: Base) { self.base = base }
 
+        /// The code whose ``description`` is `name`, e.g. when read back from the state database.
+        public init?(name: String) {
+            guard let base = Base(rawValue: name) else { return nil }
+            self.base = base
+        }
+
         /// `cacheStatus.json` is missing, malformed, or lacks a required field.
         public static let invalidStatus = Code(.invalidStatus)
         /// `listOfURLsToUpdatesByVersion.json` is malformed.

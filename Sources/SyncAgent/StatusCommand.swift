@@ -39,7 +39,7 @@ struct StatusCommand: AsyncParsableCommand {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         // Encode optionals as explicit nulls: consumers test `"version": null`.
         var object = try JSONSerialization.jsonObject(with: encoder.encode(status)) as? [String: Any] ?? [:]
-        for key in ["version", "lastError", "lastCheck", "pendingVersion"] where object[key] == nil {
+        for key in ["version", "lastError", "lastErrorCode", "lastCheck", "pendingVersion"] where object[key] == nil {
             object[key] = NSNull()
         }
         let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])

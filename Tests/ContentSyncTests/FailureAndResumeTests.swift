@@ -28,6 +28,11 @@ struct FailureAndResumeTests {
             #expect(status.state == "failed")
             #expect(status.lastError?.contains("blob.bin") == true)
             #expect(status.pendingVersion == "1.4")
+            #expect(status.lastErrorCode == "network")
+            // A new manager (a restarted app) reads the same error back, with its code.
+            let lastError = await (try harness.manager()).lastError()
+            #expect(lastError?.code == .network)
+            #expect(lastError?.message.contains("blob.bin") == true)
 
             harness.server.clearFaults()
             harness.server.resetLog()

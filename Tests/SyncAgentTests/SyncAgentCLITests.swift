@@ -54,6 +54,7 @@ struct SyncAgentCLITests {
                 let status = try await statusJSON(scratch, dir: scratch + "/content", state: scratch + "/state.sqlite")
                 #expect(status["state"] as? String == "failed")
                 #expect((status["lastError"] as? String)?.contains("404") == true)
+                #expect(status["lastErrorCode"] as? String == "network")
             }
         }
     }
@@ -99,7 +100,7 @@ struct SyncAgentWatchTests {
                                      "--state", scratch + "/state.sqlite", "--interval", "1"]
                 process.standardOutput = FileHandle.nullDevice
                 let log = scratch + "/watch.log"
-                FileManager.default.createFile(atPath: log, contents: nil)
+                _ = FileManager.default.createFile(atPath: log, contents: nil)
                 process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
                 let exit = AsyncStream<Int32>.makeStream()
                 process.terminationHandler = { exit.continuation.yield($0.terminationStatus); exit.continuation.finish() }

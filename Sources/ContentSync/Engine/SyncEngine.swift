@@ -49,6 +49,7 @@ final class SyncEngine: Sendable {
                 try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
                     $0.state = "succeeded"
                     $0.lastError = nil
+                    $0.lastErrorCode = nil
                 }
                 return SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
             } else if let local = context.local, local > status.actualVersion {
@@ -74,7 +75,10 @@ final class SyncEngine: Sendable {
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
             try? await store.updateSyncState(contentDirectory: configuration.contentDirectory) { record in
                 record.state = cancelled ? "suspended" : "failed"
-                record.lastError = cancelled ? record.lastError : failure.message
+                if !cancelled {
+                    record.lastError = failure.message
+                    record.lastErrorCode = failure.code.description
+                }
             }
             try? await store.appendHistory(UpdateHistoryRecord(
                 startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,

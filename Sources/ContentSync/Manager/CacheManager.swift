@@ -58,8 +58,8 @@ public actor CacheManager {
     /// The error of the last failed update, with a readable description; nil after a success.
     public func lastError() async -> SyncError? {
         if let storedLastError { return storedLastError }
-        guard let message = try? await store.syncState()?.lastError else { return nil }
-        return SyncError(code: .network, message: message)
+        guard let record = try? await store.syncState(), let message = record.lastError else { return nil }
+        return SyncError(code: record.lastErrorCode.flatMap(SyncError.Code.init(name:)) ?? .fileSystem, message: message)
     }
 
     /// When the storage was last asked for its status.

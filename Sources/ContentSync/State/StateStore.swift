@@ -79,6 +79,9 @@ public final class StateStore: Sendable {
                 );
                 """)
         }
+        migrator.registerMigration("v2: error codes") { db in
+            try db.execute(sql: "ALTER TABLE syncState ADD COLUMN lastErrorCode TEXT")
+        }
         return migrator
     }
 
@@ -172,6 +175,7 @@ public final class StateStore: Sendable {
             record.localVersion = newVersion
             record.state = "succeeded"
             record.lastError = nil
+            record.lastErrorCode = nil
             try record.save(db)
             try PendingPlanRecord.deleteAll(db)
             try CompletedDownloadRecord.deleteAll(db)

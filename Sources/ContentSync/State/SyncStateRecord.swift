@@ -12,8 +12,20 @@ struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, Persistab
     var state: String
     /// The readable error of the last failed run.
     var lastError: String?
+    /// The ``SyncError/Code`` name of that error.
+    var lastErrorCode: String?
     /// When the storage was last asked for its status.
     var lastCheck: Date?
     /// The content folder this state belongs to; a state file is never shared between folders.
     var contentDirectory: String
+
+    init(localVersion: String?, state: String, lastError: String? = nil, lastErrorCode: String? = nil,
+         lastCheck: Date? = nil, contentDirectory: String) {
+        self.localVersion = localVersion
+        self.state = state
+        self.lastError = lastError
+        self.lastErrorCode = lastErrorCode
+        self.lastCheck = lastCheck
+        self.contentDirectory = contentDirectory
+    }
 }

@@ -8,6 +8,8 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     public var state: String
     /// The readable error of the last failed run.
     public var lastError: String?
+    /// The ``SyncError/Code`` name of ``lastError`` (`network`, `invalidStatus`, …), for scripts.
+    public var lastErrorCode: String?
     /// When the storage was last asked for its status.
     public var lastCheck: Date?
     public var contentDirectory: String
@@ -21,13 +23,15 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     /// error: it means the folder was never synced, and nothing is created.
     public static func read(statePath: String, contentDirectory: String, historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {
         guard FileManager.default.fileExists(atPath: statePath) else {
-            return SyncStatus(version: nil, state: "unknown", lastError: nil, lastCheck: nil, contentDirectory: contentDirectory,
+            return SyncStatus(version: nil, state: "unknown", lastError: nil, lastErrorCode: nil, lastCheck: nil,
+                              contentDirectory: contentDirectory,
                               stateFile: statePath, pendingVersion: nil, history: [])
         }
         let store = try StateStore(path: statePath)
         let record = try await store.syncState()
         let pending = try await store.pendingPlan()
         return SyncStatus(version: record?.localVersion, state: record?.state ?? "unknown", lastError: record?.lastError,
+                          lastErrorCode: record?.lastErrorCode,
                           lastCheck: record?.lastCheck, contentDirectory: record?.contentDirectory ?? contentDirectory,
                           stateFile: statePath, pendingVersion: pending?.toVersion,
                           history: try await store.history(limit: historyLimit))
