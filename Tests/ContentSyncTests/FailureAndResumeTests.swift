@@ -86,13 +86,8 @@ struct FailureAndResumeTests {
     @Test func suspendStopsTheNetworkAndResumeFinishesWithoutRefetching() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             try await harness.sync()
-            harness.serve("1.4")
-            // Everything under styles/ hangs, so the update is mid-download when suspended.
-            harness.server.injectFault(.stall, where: { $0.contains("/styles/") })
-            harness.server.resetLog()
             let manager = try harness.manager(concurrency: 1)
-            let update = Task { try await manager.checkForUpdates() }
-            try await waitUntil { harness.server.requests().contains { $0.path.contains("/styles/") } }
+            let update = try await harness.startUpdateThatStalls(to: "1.4", manager)
             // The stalled file sent headers but never finished: it does not count as done.
             let before = Set(harness.contentDownloads().filter { !$0.hasPrefix("styles/") })
             #expect(await manager.state == .working)
@@ -120,14 +115,9 @@ struct FailureAndResumeTests {
     @Test func aNewProcessContinuesAnInterruptedUpdateWithoutRefetchingFinishedFiles() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             try await harness.sync()
-            harness.serve("1.4")
-            harness.server.injectFault(.stall, where: { $0.contains("/styles/") })
-            harness.server.resetLog()
             // The first "process": its manager is dropped mid-update.
             do {
-                let manager = try harness.manager(concurrency: 1)
-                let update = Task { try await manager.checkForUpdates() }
-                try await waitUntil { harness.server.requests().contains { $0.path.contains("/styles/") } }
+                let update = try await harness.startUpdateThatStalls(to: "1.4", try harness.manager(concurrency: 1))
                 update.cancel()
                 _ = try? await update.value
             }
@@ -147,8 +137,6 @@ struct FailureAndResumeTests {
     @Test func aDeniedConnectionPolicySuspendsAndAsksTheApp() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             try await harness.sync()
-            harness.serve("1.4")
-            harness.server.injectFault(.stall, where: { $0.contains("/styles/") })
             let allowed = AllowFlag()
             var configuration = harness.configuration(concurrency: 1)
             configuration.connectionPolicy = ConnectionPolicy { allowed.value }
@@ -158,8 +146,7 @@ struct FailureAndResumeTests {
                 for await event in events { if case .connectionNotAllowed = event { return true } }
                 return false
             }
-            let update = Task { try await manager.checkForUpdates() }
-            try await waitUntil { harness.server.requests().contains { $0.path.contains("/styles/") } }
+            let update = try await harness.startUpdateThatStalls(to: "1.4", manager)
             allowed.value = false
             await #expect(throws: SyncError.self) { try await update.value }
             #expect(await asked.value)
@@ -176,11 +163,8 @@ struct FailureAndResumeTests {
     @Test func aSecondUpdateOfTheSameFolderIsRefusedWhileOneRuns() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             try await harness.sync()
-            harness.serve("1.4")
-            harness.server.injectFault(.stall, where: { $0.contains("/styles/") })
             let first = try harness.manager(concurrency: 1)
-            let update = Task { try await first.checkForUpdates() }
-            try await waitUntil { harness.server.requests().contains { $0.path.contains("/styles/") } }
+            let update = try await harness.startUpdateThatStalls(to: "1.4", first)
             await #expect {
                 try await harness.sync()
             } throws: { error in
@@ -239,6 +223,20 @@ struct FailureAndResumeTests {
             try harness.expectTree(is: "1.1")
             #expect(try await store.syncState()?.localVersion == "1.1")
         }
+    }
+}
+
+extension SyncHarness {
+    /// Serves `version` with every file under styles/ stalling, starts `manager`'s update and
+    /// returns once a stalled download has begun: the update is then mid-download. The request
+    /// log is reset first, so it shows this update only.
+    func startUpdateThatStalls(to version: String, _ manager: CacheManager) async throws -> Task<SyncReport, any Error> {
+        serve(version)
+        server.injectFault(.stall, where: { $0.contains("/styles/") })
+        server.resetLog()
+        let update = Task { try await manager.checkForUpdates() }
+        try await waitUntil { server.requests().contains { $0.path.contains("/styles/") } }
+        return update
     }
 }
 
