@@ -18,8 +18,8 @@ enum SyncAgentBinary {
         let id = UUID().uuidString
         let out = scratch + "/\(id).out"
         let err = scratch + "/\(id).err"
-        FileManager.default.createFile(atPath: out, contents: nil)
-        FileManager.default.createFile(atPath: err, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
@@ -38,7 +38,7 @@ enum SyncAgentBinary {
     /// Starts `sync-agent serve`, returning the process and the URL it printed.
     static func serve(_ folder: String, scratch: String) async throws -> (Process, URL) {
         let out = scratch + "/serve.out"
-        FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = ["serve", folder, "--port", "0"]

@@ -1,0 +1,45 @@
+import Foundation
+
+/// What `sync-agent publish` is asked to do.
+public struct PublishOptions: Sendable {
+    /// The storage folder (holding, or to hold, `RXCacheConfig/` and `RXCacheContent/`).
+    public var storage: String
+    /// The folder with the new version's content.
+    public var content: String
+    /// The new version; it must be above the storage's current one.
+    public var version: CacheVersion
+    /// The new `minimalCacheVersion`. Default: unchanged (the new version for `--init`).
+    public var minimal: CacheVersion?
+    /// Where the storage is published, e.g. `https://raw.githubusercontent.com/OWNER/REPO/main/`:
+    /// the absolute URLs in its files start with it.
+    public var baseURL: URL
+    /// Plan and report, write nothing.
+    public var dryRun = false
+    /// Create the storage from `content` at its first version.
+    public var initialize = false
+
+    public init(storage: String, content: String, version: CacheVersion, minimal: CacheVersion? = nil, baseURL: URL) {
+        self.storage = storage
+        self.content = content
+        self.version = version
+        self.minimal = minimal
+        self.baseURL = baseURL
+    }
+}
+
+/// What a publish did (or, for a dry run, would do).
+public struct PublishReport: Sendable {
+    public var fromVersion: CacheVersion?
+    public var toVersion: CacheVersion
+    public var minimalVersion: CacheVersion
+    public var changes: [Change.Kind]
+    /// Bytes a client one version behind downloads: added and edited files.
+    public var bytesToDownload: Int64
+    public var files: Int
+    public var folders: Int
+    public var contentBytes: Int64
+    /// The archive's size; 0 for a dry run.
+    public var archiveBytes: Int64
+    /// The change list written, relative to the storage; nil for `--init`.
+    public var changeListPath: String?
+}

@@ -1,0 +1,140 @@
+import Archive
+import Foundation
+
+/// Writes a storage's files: JSON with sorted keys (the same content gives the same bytes),
+/// each file written to a temporary name and renamed into place.
+struct StorageWriter {
+    let root: String
+    let layout: StorageLayout
+
+    var configFolder: String { root + "/RXCacheConfig" }
+    var historyFolder: String { root + "/RXCacheConfig/HistoryOfVersions" }
+
+    func prepareFolders() throws(SyncError) {
+        do {
+            try FileManager.default.createDirectory(atPath: historyFolder, withIntermediateDirectories: true)
+        } catch {
+            throw SyncError(code: .fileSystem, message: "cannot create \(historyFolder): \(error)", underlying: error)
+        }
+    }
+
+    /// Replaces `RXCacheContent/` with a copy of `content` (empty folders included), swapping the
+    /// two folders at once so the storage never shows a half-copied tree.
+    func replaceContent(with content: String) throws(SyncError) {
+        let target = root + "/RXCacheContent"
+        let incoming = root + "/.RXCacheContent.incoming"
+        try StagingArea.removeTree(incoming)
+        do {
+            try FileManager.default.copyItem(atPath: content, toPath: incoming)
+        } catch {
+            throw SyncError(code: .fileSystem, message: "cannot copy \(content) into \(incoming): \(error)", underlying: error)
+        }
+        if rename(incoming, target) != 0 {
+            // The folder exists: swap, then delete the previous content.
+            let retired = root + "/.RXCacheContent.retired"
+            try StagingArea.removeTree(retired)
+            guard Foundation.rename(target, retired) == 0, Foundation.rename(incoming, target) == 0 else {
+                throw SyncError.fileSystem("cannot move the new content into", path: target, errno: errno)
+            }
+            try StagingArea.removeTree(retired)
+        }
+    }
+
+    /// Archives `content` deterministically under a top-level `RXCacheContent/`. Returns its size.
+    func writeArchive(from content: String) throws(SyncError) -> Int64 {
+        let path = root + "/RXCacheContent.zip"
+        let temporary = path + ".tmp"
+        do {
+            try ZipWriter.archive(folder: content, to: temporary, topLevelFolder: "RXCacheContent")
+        } catch {
+            throw SyncError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)
+        }
+        try moveIntoPlace(temporary, path)
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw SyncError.fileSystem("cannot read", path: path, errno: errno) }
+        return Int64(info.st_size)
+    }
+
+    /// Writes `changes_<from>_<to>.json`; returns its path relative to the storage.
+    func writeChangeList(from: CacheVersion, to: CacheVersion, changes: [Change.Kind]) throws(SyncError) -> String {
+        let relative = "RXCacheConfig/HistoryOfVersions/changes_\(from.text)_\(to.text).json"
+        if FileManager.default.fileExists(atPath: root + "/" + relative) {
+            throw SyncError(code: .configuration, message: "\(relative) already exists; a published change list is never rewritten")
+        }
+        let entries: [[String: Any]] = changes.map(entry)
+        try writeJSON(["from": from.text, "to": to.text, "changes": entries], to: relative)
+        return relative
+    }
+
+    func appendToUpdateList(_ changeListPath: String) throws(SyncError) {
+        let path = root + "/" + StorageLayout.updateListPath
+        let url = layout.baseURL.absoluteString + changeListPath
+        var urls: [String] = []
+        if let data = FileManager.default.contents(atPath: path) {
+            guard case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] else {
+                throw SyncError(code: .invalidUpdateList, message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
+            }
+            urls = items.compactMap { if case .string(let text) = $0 { return text } else { return nil } }
+        }
+        if !urls.contains(url) { urls.append(url) }
+        try writeUpdateList(urls)
+    }
+
+    func writeUpdateList(_ urls: [String]) throws(SyncError) {
+        try writeJSON(["updatesByVersions": urls], to: StorageLayout.updateListPath)
+    }
+
+    func writeStatus(version: CacheVersion, minimal: CacheVersion, zippedBytes: Int64, unzippedBytes: Int64) throws(SyncError) {
+        try writeJSON([
+            "actualCacheVersion": version.text,
+            "minimalCacheVersion": minimal.text,
+            "urlAtListOfURLsToUpdatesByVersion": layout.baseURL.absoluteString + StorageLayout.updateListPath,
+            "urlAtZipArchiveOfCacheContent": layout.baseURL.absoluteString + "RXCacheContent.zip",
+            "zippedArchiveSizeInMB": Self.megabytes(zippedBytes),
+            "unzippedArchiveSizeInMB": Self.megabytes(unzippedBytes),
+        ], to: StorageLayout.statusPath)
+    }
+
+    /// MiB rounded up to three decimals, so a declared size is never below the real one.
+    static func megabytes(_ bytes: Int64) -> String {
+        let thousandths = (Double(bytes) / CacheStatus.bytesPerMB * 1000).rounded(.up)
+        var text = String(format: "%.3f", thousandths / 1000)
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+        return text
+    }
+
+    private func entry(_ change: Change.Kind) -> [String: Any] {
+        func url(_ path: SafeRelativePath) -> String { layout.contentURL(for: path).absoluteString }
+        switch change {
+        case .add(let path):
+            return ["oldPath": "", "newPath": url(path), "redownload": false, "rename": false]
+        case .remove(let path):
+            return ["oldPath": url(path), "newPath": "", "redownload": false, "rename": false]
+        case .move(let from, let to, let rename):
+            return ["oldPath": url(from), "newPath": url(to), "redownload": false, "rename": rename]
+        case .redownload(let from, let to):
+            return ["oldPath": url(from), "newPath": url(to), "redownload": true, "rename": false]
+        case .deepRedownload(let folder):
+            return ["oldPath": url(folder), "newPath": url(folder), "redownload": true, "rename": false, "isDeepFolderRedownload": true]
+        }
+    }
+
+    private func writeJSON(_ object: [String: Any], to relative: String) throws(SyncError) {
+        let path = root + "/" + relative
+        do {
+            var data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            data.append(0x0A)
+            try data.write(to: URL(fileURLWithPath: path + ".tmp"))
+        } catch {
+            throw SyncError(code: .fileSystem, message: "cannot write \(path): \(error)", underlying: error)
+        }
+        try moveIntoPlace(path + ".tmp", path)
+    }
+
+    private func moveIntoPlace(_ temporary: String, _ path: String) throws(SyncError) {
+        if rename(temporary, path) != 0 {
+            throw SyncError.fileSystem("cannot move \(temporary) to", path: path, errno: errno)
+        }
+    }
+}

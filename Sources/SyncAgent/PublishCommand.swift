@@ -1,0 +1,66 @@
+import ArgumentParser
+import ContentSync
+import Foundation
+
+/// `sync-agent publish`: build a storage's next version from a folder.
+struct PublishCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "publish",
+        abstract: "Publish a folder as the storage's next version: change list, update list, archive, status.",
+        discussion: """
+            Compares the storage's RXCacheContent/ with --content and writes the smallest change list
+            (renames and moves found by content hash), appends it to the update list, rebuilds
+            RXCacheContent.zip deterministically, replaces RXCacheContent/, and writes cacheStatus.json
+            last. --init creates a storage from a folder at its first version.
+            """)
+
+    @Option(name: .long, help: "The storage folder.")
+    var storage: String
+
+    @Option(name: .long, help: "The folder holding the new version's content.")
+    var content: String
+
+    @Option(name: .long, help: "The new version (greater than the current one).")
+    var version: String
+
+    @Option(name: .long, help: "The new minimalCacheVersion (default: unchanged; with --init, --version).")
+    var minimal: String?
+
+    @Option(name: .long, help: "Where the storage is published, e.g. https://raw.githubusercontent.com/OWNER/REPO/main/")
+    var baseURL: String
+
+    @Flag(name: .long, help: "Print the plan and byte counts; write nothing.")
+    var dryRun = false
+
+    @Flag(name: .customLong("init"), help: "Create the storage from --content at its first version.")
+    var initialize = false
+
+    func run() async throws {
+        guard let url = URL(string: baseURL) else { throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL") }
+        let parsedVersion: CacheVersion
+        let parsedMinimal: CacheVersion?
+        do {
+            parsedVersion = try CacheVersion(version)
+            parsedMinimal = try minimal.map { try CacheVersion($0) }
+        } catch {
+            throw CLIFailure(code: 6, message: "\(error)")
+        }
+        var options = PublishOptions(storage: storage, content: content, version: parsedVersion, minimal: parsedMinimal, baseURL: url)
+        options.dryRun = dryRun
+        options.initialize = initialize
+        let report: PublishReport
+        do {
+            report = try Publisher.publish(options)
+        } catch {
+            throw CLIFailure(error)
+        }
+        let from = report.fromVersion.map { "\($0)" } ?? "nothing"
+        print("\(dryRun ? "would publish" : "published") \(report.toVersion) (minimal \(report.minimalVersion)) over \(from): "
+              + "\(report.changes.count) change(s), \(ProgressBar.bytes(report.bytesToDownload)) for a client one version behind; "
+              + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes))"
+              + (dryRun ? "" : ", archive \(ProgressBar.bytes(report.archiveBytes))"))
+        for change in report.changes {
+            print("  " + Change(kind: change, index: 0).description)
+        }
+    }
+}

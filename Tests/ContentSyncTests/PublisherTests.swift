@@ -1,0 +1,113 @@
+import Archive
+@testable import ContentSync
+import Foundation
+import StorageServer
+import Testing
+
+@Suite("publish builds storages that clients mirror exactly", .timeLimit(.minutes(3)))
+struct PublisherTests {
+    static let base = URL(string: "https://publish.invalid/store/")!
+
+    /// ExampleStorage's content of `version`, with the empty folders a git checkout drops.
+    func materializeContent(_ version: String, at path: String) throws {
+        try FileManager.default.copyItem(atPath: ExampleStorageFixture.snapshot(version).path + "/RXCacheContent", toPath: path)
+        for folder in ExampleStorageFixture.manifest(version).folders {
+            try FileManager.default.createDirectory(atPath: path + "/" + folder, withIntermediateDirectories: true)
+        }
+    }
+
+    func publish(_ version: String, storage: String, scratch: String, initialize: Bool = false, minimal: String? = nil) throws -> PublishReport {
+        let content = scratch + "/content-\(version)"
+        if !FileManager.default.fileExists(atPath: content) { try materializeContent(version, at: content) }
+        var options = PublishOptions(storage: storage, content: content, version: v(version), minimal: minimal.map(v), baseURL: Self.base)
+        options.initialize = initialize
+        return try Publisher.publish(options)
+    }
+
+    @Test func everyPublishedVersionSyncsFromScratchAndFromEveryOlderVersion() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            let versions = ExampleStorageFixture.versions
+            var snapshots: [String: URL] = [:]
+            for (index, version) in versions.enumerated() {
+                let report = try publish(version, storage: storage, scratch: scratch, initialize: index == 0)
+                #expect(report.toVersion.text == version)
+                let snapshot = scratch + "/snapshot-\(version)"
+                try FileManager.default.copyItem(atPath: storage, toPath: snapshot)
+                snapshots[version] = URL(fileURLWithPath: snapshot)
+            }
+            for (index, target) in versions.enumerated() {
+                for start in [nil] + versions[..<index].map(Optional.some) {
+                    try await withSyncHarness(storageRoot: snapshots[start ?? target]!) { harness in
+                        try await harness.sync()
+                        harness.server.setRoot(snapshots[target]!)
+                        let report = try await harness.sync()
+                        #expect(report.toVersion.text == target)
+                        try harness.expectTree(is: target)
+                        if start != nil && start != target {
+                            #expect(report.outcome == .replayed, "\(start!) → \(target) replays: minimal stays 1.0")
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test func publishingTheSameContentTwiceGivesTheSameArchiveBytes() async throws {
+        try await withTemporaryDirectory { scratch in
+            for name in ["a", "b"] {
+                _ = try publish("1.2", storage: scratch + "/\(name)", scratch: scratch, initialize: true)
+            }
+            let a = FileManager.default.contents(atPath: scratch + "/a/RXCacheContent.zip")
+            let b = FileManager.default.contents(atPath: scratch + "/b/RXCacheContent.zip")
+            #expect(a != nil && a == b)
+            let statusA = FileManager.default.contents(atPath: scratch + "/a/RXCacheConfig/cacheStatus.json")
+            #expect(statusA == FileManager.default.contents(atPath: scratch + "/b/RXCacheConfig/cacheStatus.json"))
+        }
+    }
+
+    @Test func aVersionNotAboveTheCurrentOneAndAMinimalAboveTheVersionAreRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            _ = try publish("1.1", storage: storage, scratch: scratch, initialize: true)
+            #expect(throws: SyncError.self) { try publish("1.0", storage: storage, scratch: scratch) }
+            #expect(throws: SyncError.self) { try publish("1.2", storage: storage, scratch: scratch, minimal: "1.3") }
+            #expect(throws: SyncError.self) { try publish("1.2", storage: storage, scratch: scratch, initialize: true) }
+            // Nothing was written by the refusals.
+            let status = try String(contentsOfFile: storage + "/RXCacheConfig/cacheStatus.json", encoding: .utf8)
+            #expect(status.contains("\"1.1\""))
+        }
+    }
+
+    @Test func aDryRunReportsThePlanAndWritesNothing() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            _ = try publish("1.0", storage: storage, scratch: scratch, initialize: true)
+            let before = allPaths(under: storage)
+            let zip = FileManager.default.contents(atPath: storage + "/RXCacheContent.zip")
+            try materializeContent("1.1", at: scratch + "/content-1.1")
+            var options = PublishOptions(storage: storage, content: scratch + "/content-1.1", version: v("1.1"), baseURL: Self.base)
+            options.dryRun = true
+            let report = try Publisher.publish(options)
+            #expect(!report.changes.isEmpty)
+            #expect(report.bytesToDownload > 0)
+            #expect(allPaths(under: storage) == before)
+            #expect(FileManager.default.contents(atPath: storage + "/RXCacheContent.zip") == zip)
+        }
+    }
+
+    @Test func symlinksInTheContentAreRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            try materializeContent("1.0", at: scratch + "/content")
+            try FileManager.default.createSymbolicLink(atPath: scratch + "/content/link.txt", withDestinationPath: "/etc/passwd")
+            var options = PublishOptions(storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"), baseURL: Self.base)
+            options.initialize = true
+            #expect {
+                try Publisher.publish(options)
+            } throws: { error in
+                "\(error)".contains("link.txt") && "\(error)".contains("symlink")
+            }
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/storage/RXCacheConfig/cacheStatus.json"))
+        }
+    }
+}
