@@ -53,6 +53,37 @@ struct PublisherTests {
         }
     }
 
+    @Test func theIntegrityDataTellsTheTruthAboutWhatWasPublished() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            _ = try publish("1.1", storage: storage, scratch: scratch, initialize: true)
+            _ = try publish("1.2", storage: storage, scratch: scratch)
+            let status = try #require(try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))) as? [String: Any])
+            let integrity = try #require(status["integrity"] as? [String: Any])
+            let archive = try #require(integrity["archive"] as? [String: Any])
+            let zip = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
+            #expect(archive["sha256"] as? String == TreeDigest.sha256(zip))
+            #expect((archive["size"] as? NSNumber)?.intValue == zip.count)
+            #expect(integrity["treeDigest"] as? String == TreeDigest.digest(of: try ContentTree.scan(scratch + "/content-1.2")))
+            let lists = try #require(integrity["changeLists"] as? [String: [String: Any]])
+            let listURL = Self.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"
+            let listData = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"))
+            #expect(lists[listURL]?["sha256"] as? String == TreeDigest.sha256(listData))
+            // Every change that downloads names the bytes it downloads.
+            let changeList = try #require(try JSONSerialization.jsonObject(with: listData) as? [String: Any])
+            var checked = 0
+            for change in changeList["changes"] as! [[String: Any]] {
+                guard let hash = change["sha256"] as? String else { continue }
+                let url = change["newPath"] as! String
+                let relative = String(url.dropFirst((Self.base.absoluteString + "RXCacheContent/").count)).removingPercentEncoding!
+                #expect(SHA256Hex.of(file: scratch + "/content-1.2/" + relative) == hash)
+                checked += 1
+            }
+            #expect(checked > 0)
+        }
+    }
+
     @Test func publishingTheSameContentTwiceGivesTheSameArchiveBytes() async throws {
         try await withTemporaryDirectory { scratch in
             for name in ["a", "b"] {

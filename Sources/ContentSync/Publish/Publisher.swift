@@ -68,12 +68,13 @@ public enum Publisher {
         try writer.replaceContent(with: content)
         report.archiveBytes = try writer.writeArchive(from: content)
         if let fromVersion {
-            report.changeListPath = try writer.writeChangeList(from: fromVersion, to: options.version, changes: changes)
+            report.changeListPath = try writer.writeChangeList(from: fromVersion, to: options.version, changes: changes, tree: newTree)
             try writer.appendToUpdateList(report.changeListPath!)
         } else {
             try writer.writeUpdateList([])
         }
-        try writer.writeStatus(version: options.version, minimal: minimal, zippedBytes: report.archiveBytes, unzippedBytes: contentBytes)
+        _ = try writer.writeContentManifest(newTree, version: options.version)
+        try writer.writeStatus(version: options.version, minimal: minimal, tree: newTree, unzippedBytes: contentBytes)
         return report
     }
 

@@ -56,12 +56,25 @@ struct StorageWriter {
     }
 
     /// Writes `changes_<from>_<to>.json`; returns its path relative to the storage.
-    func writeChangeList(from: CacheVersion, to: CacheVersion, changes: [Change.Kind]) throws(SyncError) -> String {
+    func writeChangeList(from: CacheVersion, to: CacheVersion, changes: [Change.Kind], tree: ContentTree) throws(SyncError) -> String {
         let relative = "RXCacheConfig/HistoryOfVersions/changes_\(from.text)_\(to.text).json"
         if FileManager.default.fileExists(atPath: root + "/" + relative) {
             throw SyncError(code: .configuration, message: "\(relative) already exists; a published change list is never rewritten")
         }
-        let entries: [[String: Any]] = changes.map(entry)
+        let entries: [[String: Any]] = changes.map { change in
+            var object = entry(change)
+            // Integrity extension: a change that makes a client download a file names its bytes.
+            switch change {
+            case .add(let path), .redownload(_, let path):
+                if let fingerprint = tree.files[path] {
+                    object["sha256"] = fingerprint.sha256
+                    object["size"] = fingerprint.size
+                }
+            default:
+                break
+            }
+            return object
+        }
         try writeJSON(["from": from.text, "to": to.text, "changes": entries], to: relative)
         return relative
     }
@@ -84,14 +97,50 @@ struct StorageWriter {
         try writeJSON(["updatesByVersions": urls], to: StorageLayout.updateListPath)
     }
 
-    func writeStatus(version: CacheVersion, minimal: CacheVersion, zippedBytes: Int64, unzippedBytes: Int64) throws(SyncError) {
+    /// Writes the per-version content manifest the client repairs from. Returns its path.
+    func writeContentManifest(_ tree: ContentTree, version: CacheVersion) throws(SyncError) -> String {
+        var files: [String: Any] = [:]
+        for (path, fingerprint) in tree.files { files[path.string] = ["sha256": fingerprint.sha256, "size": fingerprint.size] }
+        try writeJSON(["version": version.text, "treeDigest": TreeDigest.digest(of: tree),
+                       "folders": tree.folders.map(\.string).sorted(), "files": files], to: Self.contentManifestPath)
+        return Self.contentManifestPath
+    }
+
+    static let contentManifestPath = "RXCacheConfig/contentManifest.json"
+
+    /// Writes `cacheStatus.json` with the integrity block: the tree digest and the SHA-256 and
+    /// size of the archive, the content manifest, the update list and every change list it names.
+    func writeStatus(version: CacheVersion, minimal: CacheVersion, tree: ContentTree, unzippedBytes: Int64) throws(SyncError) {
+        let base = layout.baseURL.absoluteString
+        func facts(_ relative: String) throws(SyncError) -> [String: Any] {
+            let fingerprint = try ContentTree.fingerprint(of: root + "/" + relative)
+            return ["sha256": fingerprint.sha256, "size": fingerprint.size]
+        }
+        var changeLists: [String: Any] = [:]
+        if let data = FileManager.default.contents(atPath: root + "/" + StorageLayout.updateListPath),
+           case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] {
+            for case .string(let url) in items where url.hasPrefix(base) {
+                let relative = String(url.dropFirst(base.count))
+                if FileManager.default.fileExists(atPath: root + "/" + relative) { changeLists[url] = try facts(relative) }
+            }
+        }
+        let archive = try facts("RXCacheContent.zip")
+        let integrity: [String: Any] = [
+            "format": 1,
+            "treeDigest": TreeDigest.digest(of: tree),
+            "archive": archive,
+            "contentManifest": try facts(Self.contentManifestPath).merging(["url": base + Self.contentManifestPath]) { a, _ in a },
+            "updateList": try facts(StorageLayout.updateListPath),
+            "changeLists": changeLists,
+        ]
         try writeJSON([
             "actualCacheVersion": version.text,
             "minimalCacheVersion": minimal.text,
-            "urlAtListOfURLsToUpdatesByVersion": layout.baseURL.absoluteString + StorageLayout.updateListPath,
-            "urlAtZipArchiveOfCacheContent": layout.baseURL.absoluteString + "RXCacheContent.zip",
-            "zippedArchiveSizeInMB": Self.megabytes(zippedBytes),
+            "urlAtListOfURLsToUpdatesByVersion": base + StorageLayout.updateListPath,
+            "urlAtZipArchiveOfCacheContent": base + "RXCacheContent.zip",
+            "zippedArchiveSizeInMB": Self.megabytes(archive["size"] as! Int64),
             "unzippedArchiveSizeInMB": Self.megabytes(unzippedBytes),
+            "integrity": integrity,
         ], to: StorageLayout.statusPath)
     }
 

@@ -1,0 +1,41 @@
+import Archive
+import Crypto
+import Foundation
+
+/// A Merkle-style digest of a content tree: equal digests mean equal trees (names, folders,
+/// file bytes), and the digest is cheap to publish and compare.
+///
+/// Each folder hashes its entries sorted by name (UTF-8 byte order), one line each:
+/// `f NUL name NUL sha256 NUL size LF` for a file and `d NUL name NUL digest LF` for a folder,
+/// where a folder's digest is the SHA-256 of its lines. The tree digest is the root folder's.
+/// Empty folders count, so a tree missing one does not match.
+public enum TreeDigest {
+    /// The digest as lower-case hex.
+    public static func digest(of tree: ContentTree) -> String {
+        var children: [SafeRelativePath: [(name: String, isFolder: Bool)]] = [:]
+        for folder in tree.folders { children[folder.parent, default: []].append((folder.lastComponent!, true)) }
+        for file in tree.files.keys { children[file.parent, default: []].append((file.lastComponent!, false)) }
+        func digest(_ folder: SafeRelativePath) -> String {
+            var hasher = SHA256()
+            let entries = (children[folder] ?? []).sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+            for entry in entries {
+                let path = folder.appending(try! SafeRelativePath(validating: entry.name))
+                let line: String
+                if entry.isFolder {
+                    line = "d\u{0}\(entry.name)\u{0}\(digest(path))\n"
+                } else {
+                    let fingerprint = tree.files[path]!
+                    line = "f\u{0}\(entry.name)\u{0}\(fingerprint.sha256)\u{0}\(fingerprint.size)\n"
+                }
+                hasher.update(data: Data(line.utf8))
+            }
+            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        }
+        return digest(.root)
+    }
+
+    /// SHA-256 of bytes, as lower-case hex.
+    public static func sha256(_ data: Data) -> String {
+        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+    }
+}

@@ -1,0 +1,49 @@
+import Archive
+@testable import ContentSync
+import Foundation
+import Testing
+
+@Suite("The tree digest changes exactly when the tree does", .timeLimit(.minutes(1)))
+struct TreeDigestTests {
+    static func fingerprint(_ text: String) -> FileFingerprint {
+        FileFingerprint(size: Int64(text.utf8.count), sha256: TreeDigest.sha256(Data(text.utf8)))
+    }
+
+    static let tree = ContentTree(folders: [p("a"), p("a/b"), p("empty")],
+                                  files: [p("a/x.txt"): fingerprint("x"), p("a/b/y.txt"): fingerprint("y"), p("top.txt"): fingerprint("t")])
+
+    @Test func equalTreesHaveEqualDigestsWhateverTheirConstructionOrder() {
+        let reordered = ContentTree(folders: [p("empty"), p("a/b"), p("a")],
+                                    files: [p("top.txt"): Self.fingerprint("t"), p("a/b/y.txt"): Self.fingerprint("y"), p("a/x.txt"): Self.fingerprint("x")])
+        #expect(TreeDigest.digest(of: Self.tree) == TreeDigest.digest(of: reordered))
+        #expect(TreeDigest.digest(of: Self.tree).count == 64)
+    }
+
+    @Test(arguments: [
+        "drop the empty folder", "rename a file", "change a file's bytes", "move a file to another folder", "add an empty folder",
+    ])
+    func anyChangeToTheTreeChangesTheDigest(change: String) {
+        var other = Self.tree
+        switch change {
+        case "drop the empty folder": other.folders.remove(p("empty"))
+        case "rename a file": other.files[p("a/z.txt")] = other.files.removeValue(forKey: p("a/x.txt"))
+        case "change a file's bytes": other.files[p("a/x.txt")] = Self.fingerprint("X")
+        case "move a file to another folder": other.files[p("a/b/x.txt")] = other.files.removeValue(forKey: p("a/x.txt"))
+        default: other.folders.insert(p("new"))
+        }
+        #expect(TreeDigest.digest(of: other) != TreeDigest.digest(of: Self.tree))
+    }
+
+    @Test func aScannedFolderDigestsLikeTheTreeItHolds() async throws {
+        try await withTemporaryDirectory { root in
+            try FileManager.default.createDirectory(atPath: root + "/a/b", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: root + "/empty", withIntermediateDirectories: true)
+            try "x".write(toFile: root + "/a/x.txt", atomically: true, encoding: .utf8)
+            try "y".write(toFile: root + "/a/b/y.txt", atomically: true, encoding: .utf8)
+            try "t".write(toFile: root + "/top.txt", atomically: true, encoding: .utf8)
+            let scanned = try ContentTree.scan(root)
+            #expect(scanned == Self.tree)
+            #expect(TreeDigest.digest(of: scanned) == TreeDigest.digest(of: Self.tree))
+        }
+    }
+}
