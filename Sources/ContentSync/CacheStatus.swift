@@ -14,6 +14,8 @@ public struct CacheStatus: Sendable, Equatable {
     public var zippedBytes: Int64
     /// The content's declared unpacked size in bytes.
     public var unzippedBytes: Int64
+    /// The integrity extension's data, when the publisher wrote it.
+    public var integrity: StorageIntegrity?
 
     /// Bytes in one "MB" of the size fields. The original format never said; reading it as the
     /// larger MiB errs on the side of room.
@@ -67,7 +69,11 @@ public struct CacheStatus: Sendable, Equatable {
             throw SyncError(code: .invalidStatus,
                             message: "\(name): minimalCacheVersion \(minimal) is above actualCacheVersion \(actual); the publisher must fix the status file")
         }
+        let integrity = try root["integrity"].map { (value: JSONValue) throws(SyncError) -> StorageIntegrity in
+            try StorageIntegrity.parse(value, name: name, statusURL: url, layout: layout)
+        }
         return CacheStatus(actualVersion: actual, minimalVersion: minimal, updateListURL: listURL, archiveURL: archiveURL,
-                           zippedBytes: try size("zippedArchiveSizeInMB"), unzippedBytes: try size("unzippedArchiveSizeInMB"))
+                           zippedBytes: try size("zippedArchiveSizeInMB"), unzippedBytes: try size("unzippedArchiveSizeInMB"),
+                           integrity: integrity)
     }
 }

@@ -18,10 +18,14 @@ public struct Change: Sendable, Equatable, CustomStringConvertible {
     public var kind: Kind
     /// Position in its list, from 0, for messages.
     public var index: Int
+    /// Integrity extension: the size and SHA-256 of the file this change downloads, when the
+    /// publisher gave them.
+    public var fingerprint: FileFingerprint?
 
-    public init(kind: Kind, index: Int) {
+    public init(kind: Kind, index: Int, fingerprint: FileFingerprint? = nil) {
         self.kind = kind
         self.index = index
+        self.fingerprint = fingerprint
     }
 
     public var description: String {

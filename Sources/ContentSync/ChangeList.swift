@@ -100,6 +100,17 @@ public struct ChangeList: Sendable, Equatable {
                 kind = .move(from: source, to: target, rename: rename)
             }
         }
-        return Change(kind: kind, index: index)
+        return Change(kind: kind, index: index, fingerprint: try fingerprint(of: item, index: index, name: name))
+    }
+
+    /// `sha256` + `size` of the integrity extension; both or neither.
+    static func fingerprint(of item: JSONValue, index: Int, name: String) throws(SyncError) -> FileFingerprint? {
+        guard let hashValue = item["sha256"] else { return nil }
+        guard case .string(let hash) = hashValue, hash.count == 64, hash.allSatisfy(\.isHexDigit),
+              let size = item["size"]?.scalarText.flatMap({ Int64($0) }), size >= 0 else {
+            throw SyncError(code: .invalidChangeList,
+                            message: "\(name): change #\(index) has a malformed \"sha256\"/\"size\" pair; the publisher must write 64 hex digits and a byte count")
+        }
+        return FileFingerprint(size: size, sha256: hash.lowercased())
     }
 }

@@ -29,8 +29,9 @@ struct VirtualTree {
     enum Source: Equatable {
         /// The bytes are the local file at this path of the current version.
         case local(SafeRelativePath)
-        /// The bytes must be fetched from the storage, at the file's final path.
-        case download
+        /// The bytes must be fetched from the storage, at the file's final path; with the
+        /// integrity extension, the fingerprint the last change gave them.
+        case download(FileFingerprint?)
     }
 
     enum Node: Equatable {
@@ -53,7 +54,7 @@ struct VirtualTree {
         let place = "\(listName) change #\(change.index)"
         switch change.kind {
         case .add(let path):
-            add(path)
+            add(path, fingerprint: change.fingerprint)
         case .remove(let path):
             if nodes[path] == nil {
                 warnings.append("\(place): remove of '\(path)', which is not present; nothing to do")
@@ -62,7 +63,7 @@ struct VirtualTree {
         case .move(let from, let to, _):
             guard nodes[from] != nil else {
                 warnings.append("\(place): move of '\(from)', which is not present; fetching '\(to)' instead")
-                add(to)
+                add(to, fingerprint: nil)
                 return
             }
             move(from, to)
@@ -70,18 +71,18 @@ struct VirtualTree {
             switch nodes[from] {
             case nil:
                 warnings.append("\(place): redownload of '\(from)', which is not present; fetching '\(to)' instead")
-                add(to)
+                add(to, fingerprint: change.fingerprint)
             case .folder:
                 if from != to { move(from, to) }
                 refreshFiles(under: to)
             case .file:
                 if from != to { move(from, to) }
-                insert(to, .file(.download))
+                insert(to, .file(.download(change.fingerprint)))
             }
         case .deepRedownload(let folder):
             switch nodes[folder] {
             case .file:
-                insert(folder, .file(.download))
+                insert(folder, .file(.download(change.fingerprint)))
             case .folder:
                 refreshFiles(under: folder)
             case nil where folder.isRoot:
@@ -95,11 +96,11 @@ struct VirtualTree {
     }
 
     /// An add: a folder for a name with no extension, a download otherwise.
-    private mutating func add(_ path: SafeRelativePath) {
+    private mutating func add(_ path: SafeRelativePath, fingerprint: FileFingerprint?) {
         if Change.namesFolder(path) {
             if nodes[path] != .folder { insert(path, .folder) }
         } else {
-            insert(path, .file(.download))
+            insert(path, .file(.download(fingerprint)))
         }
     }
 
@@ -113,7 +114,7 @@ struct VirtualTree {
 
     private mutating func refreshFiles(under folder: SafeRelativePath) {
         for (path, node) in subtree(folder) where node != .folder {
-            nodes[path] = .file(.download)
+            nodes[path] = .file(.download(nil))
         }
     }
 
@@ -174,14 +175,17 @@ struct VirtualTree {
         var folders: [SafeRelativePath] = []
         var reused: [SyncPlan.Reuse] = []
         var downloads: [SafeRelativePath] = []
+        var expected: [SafeRelativePath: FileFingerprint] = [:]
         for (path, node) in nodes {
             switch node {
             case .folder: folders.append(path)
             case .file(.local(let source)): reused.append(SyncPlan.Reuse(target: path, source: source))
-            case .file(.download): downloads.append(path)
+            case .file(.download(let fingerprint)):
+                downloads.append(path)
+                expected[path] = fingerprint
             }
         }
         return SyncPlan(from: from, to: to, folders: folders.sorted(), reused: reused.sorted { $0.target < $1.target },
-                        downloads: downloads.sorted(), warnings: warnings)
+                        downloads: downloads.sorted(), warnings: warnings, expectedFingerprints: expected)
     }
 }

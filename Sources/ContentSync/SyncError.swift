@@ -7,7 +7,7 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, insufficientSpace
-            case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration
+            case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -40,6 +40,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let cancelled = Code(.cancelled)
         /// The connection policy forbade transfers.
         public static let connectionNotAllowed = Code(.connectionNotAllowed)
+        /// Something downloaded does not match the hash or size the storage published for it.
+        public static let integrity = Code(.integrity)
         /// The configuration itself is wrong (bad base URL, content folder in a bad place).
         public static let configuration = Code(.configuration)
 

@@ -24,6 +24,9 @@ public struct SyncPlan: Sendable, Equatable {
     public var downloads: [SafeRelativePath]
     /// Tolerated mistakes found in the change lists (a move of a missing file, say).
     public var warnings: [String]
+    /// Integrity extension: the size and SHA-256 each download must have, where the change lists
+    /// gave them. Downloads are verified against these and stopped at the size.
+    public var expectedFingerprints: [SafeRelativePath: FileFingerprint] = [:]
 
     /// A stable fingerprint of what the plan builds; a resumed update continues only the same plan.
     public var identity: String {

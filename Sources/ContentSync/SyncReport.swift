@@ -23,6 +23,8 @@ public struct SyncReport: Sendable, Equatable {
     public var changeListsApplied: Int
     /// Tolerated storage mistakes, each naming the change.
     public var warnings: [String]
+    /// Paths fixed after the update because the tree did not match the published digest.
+    public var repairedFiles = 0
 
     public init(outcome: Outcome, fromVersion: CacheVersion?, toVersion: CacheVersion, bytesDownloaded: Int64 = 0,
                 filesDownloaded: Int = 0, filesReused: Int = 0, filesAlreadyDownloaded: Int = 0,

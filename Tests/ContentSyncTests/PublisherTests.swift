@@ -6,31 +6,13 @@ import Testing
 
 @Suite("publish builds storages that clients mirror exactly", .timeLimit(.minutes(3)))
 struct PublisherTests {
-    static let base = URL(string: "https://publish.invalid/store/")!
-
-    /// ExampleStorage's content of `version`, with the empty folders a git checkout drops.
-    func materializeContent(_ version: String, at path: String) throws {
-        try FileManager.default.copyItem(atPath: ExampleStorageFixture.snapshot(version).path + "/RXCacheContent", toPath: path)
-        for folder in ExampleStorageFixture.manifest(version).folders {
-            try FileManager.default.createDirectory(atPath: path + "/" + folder, withIntermediateDirectories: true)
-        }
-    }
-
-    func publish(_ version: String, storage: String, scratch: String, initialize: Bool = false, minimal: String? = nil) throws -> PublishReport {
-        let content = scratch + "/content-\(version)"
-        if !FileManager.default.fileExists(atPath: content) { try materializeContent(version, at: content) }
-        var options = PublishOptions(storage: storage, content: content, version: v(version), minimal: minimal.map(v), baseURL: Self.base)
-        options.initialize = initialize
-        return try Publisher.publish(options)
-    }
-
     @Test func everyPublishedVersionSyncsFromScratchAndFromEveryOlderVersion() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
             let versions = ExampleStorageFixture.versions
             var snapshots: [String: URL] = [:]
             for (index, version) in versions.enumerated() {
-                let report = try publish(version, storage: storage, scratch: scratch, initialize: index == 0)
+                let report = try PublishFixture.publish(version, storage: storage, scratch: scratch, initialize: index == 0)
                 #expect(report.toVersion.text == version)
                 let snapshot = scratch + "/snapshot-\(version)"
                 try FileManager.default.copyItem(atPath: storage, toPath: snapshot)
@@ -56,8 +38,8 @@ struct PublisherTests {
     @Test func theIntegrityDataTellsTheTruthAboutWhatWasPublished() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
-            _ = try publish("1.1", storage: storage, scratch: scratch, initialize: true)
-            _ = try publish("1.2", storage: storage, scratch: scratch)
+            _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch, initialize: true)
+            _ = try PublishFixture.publish("1.2", storage: storage, scratch: scratch)
             let status = try #require(try JSONSerialization.jsonObject(
                 with: Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))) as? [String: Any])
             let integrity = try #require(status["integrity"] as? [String: Any])
@@ -67,7 +49,7 @@ struct PublisherTests {
             #expect((archive["size"] as? NSNumber)?.intValue == zip.count)
             #expect(integrity["treeDigest"] as? String == TreeDigest.digest(of: try ContentTree.scan(scratch + "/content-1.2")))
             let lists = try #require(integrity["changeLists"] as? [String: [String: Any]])
-            let listURL = Self.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"
+            let listURL = PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"
             let listData = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"))
             #expect(lists[listURL]?["sha256"] as? String == TreeDigest.sha256(listData))
             // Every change that downloads names the bytes it downloads.
@@ -76,7 +58,7 @@ struct PublisherTests {
             for change in changeList["changes"] as! [[String: Any]] {
                 guard let hash = change["sha256"] as? String else { continue }
                 let url = change["newPath"] as! String
-                let relative = String(url.dropFirst((Self.base.absoluteString + "RXCacheContent/").count)).removingPercentEncoding!
+                let relative = String(url.dropFirst((PublishFixture.base.absoluteString + "RXCacheContent/").count)).removingPercentEncoding!
                 #expect(SHA256Hex.of(file: scratch + "/content-1.2/" + relative) == hash)
                 checked += 1
             }
@@ -87,7 +69,7 @@ struct PublisherTests {
     @Test func publishingTheSameContentTwiceGivesTheSameArchiveBytes() async throws {
         try await withTemporaryDirectory { scratch in
             for name in ["a", "b"] {
-                _ = try publish("1.2", storage: scratch + "/\(name)", scratch: scratch, initialize: true)
+                _ = try PublishFixture.publish("1.2", storage: scratch + "/\(name)", scratch: scratch, initialize: true)
             }
             let a = FileManager.default.contents(atPath: scratch + "/a/RXCacheContent.zip")
             let b = FileManager.default.contents(atPath: scratch + "/b/RXCacheContent.zip")
@@ -100,10 +82,10 @@ struct PublisherTests {
     @Test func aVersionNotAboveTheCurrentOneAndAMinimalAboveTheVersionAreRefused() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
-            _ = try publish("1.1", storage: storage, scratch: scratch, initialize: true)
-            #expect(throws: SyncError.self) { try publish("1.0", storage: storage, scratch: scratch) }
-            #expect(throws: SyncError.self) { try publish("1.2", storage: storage, scratch: scratch, minimal: "1.3") }
-            #expect(throws: SyncError.self) { try publish("1.2", storage: storage, scratch: scratch, initialize: true) }
+            _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch, initialize: true)
+            #expect(throws: SyncError.self) { try PublishFixture.publish("1.0", storage: storage, scratch: scratch) }
+            #expect(throws: SyncError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, minimal: "1.3") }
+            #expect(throws: SyncError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, initialize: true) }
             // Nothing was written by the refusals.
             let status = try String(contentsOfFile: storage + "/RXCacheConfig/cacheStatus.json", encoding: .utf8)
             #expect(status.contains("\"1.1\""))
@@ -113,11 +95,11 @@ struct PublisherTests {
     @Test func aDryRunReportsThePlanAndWritesNothing() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
-            _ = try publish("1.0", storage: storage, scratch: scratch, initialize: true)
+            _ = try PublishFixture.publish("1.0", storage: storage, scratch: scratch, initialize: true)
             let before = allPaths(under: storage)
             let zip = FileManager.default.contents(atPath: storage + "/RXCacheContent.zip")
-            try materializeContent("1.1", at: scratch + "/content-1.1")
-            var options = PublishOptions(storage: storage, content: scratch + "/content-1.1", version: v("1.1"), baseURL: Self.base)
+            try PublishFixture.materializeContent("1.1", at: scratch + "/content-1.1")
+            var options = PublishOptions(storage: storage, content: scratch + "/content-1.1", version: v("1.1"), baseURL: PublishFixture.base)
             options.dryRun = true
             let report = try Publisher.publish(options)
             #expect(!report.changes.isEmpty)
@@ -129,9 +111,9 @@ struct PublisherTests {
 
     @Test func symlinksInTheContentAreRefused() async throws {
         try await withTemporaryDirectory { scratch in
-            try materializeContent("1.0", at: scratch + "/content")
+            try PublishFixture.materializeContent("1.0", at: scratch + "/content")
             try FileManager.default.createSymbolicLink(atPath: scratch + "/content/link.txt", withDestinationPath: "/etc/passwd")
-            var options = PublishOptions(storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"), baseURL: Self.base)
+            var options = PublishOptions(storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"), baseURL: PublishFixture.base)
             options.initialize = true
             #expect {
                 try Publisher.publish(options)

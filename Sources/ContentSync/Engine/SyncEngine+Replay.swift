@@ -4,15 +4,18 @@ import Synchronization
 import Transport
 
 extension SyncEngine {
+    /// The start of the message when a staged tree cannot be made to match the tree digest.
+    static let unrepairableTree = "the staged version does not match the published tree digest and could not be repaired"
+
     /// Replays the change lists from `local` to the storage's actual version as one net plan.
     /// Falls back to a restore when the published lists do not form a chain.
     func replay(from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
                 progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
         progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
-        let listData = try await fetchStorageFile(status.updateListURL)
+        let listData = try await fetchStorageFile(status.updateListURL, expected: status.integrity?.updateList)
         let updateList = try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
         let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
-        let lists = try await fetchChangeLists(candidates, layout: layout)
+        let lists = try await fetchChangeLists(candidates, layout: layout, integrity: status.integrity)
         guard let chain = UpdateChain.resolve(lists, from: local, to: status.actualVersion) else {
             logger.warning("no chain of change lists leads to the actual version; restoring from the archive", metadata: [
                 "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
@@ -25,13 +28,20 @@ extension SyncEngine {
         let tree = try await BlockingWork.run { () throws(SyncError) in try LocalTree.scan(directory) }
         let plan = NetPlanner.plan(local: tree, from: local, to: status.actualVersion, lists: chain)
         for warning in plan.warnings { logger.warning("\(warning)") }
-        var report = try await execute(plan, layout: layout, progress: progress)
-        report.changeListsApplied = chain.count
-        return report
+        do {
+            var report = try await execute(plan, layout: layout, integrity: status.integrity, progress: progress)
+            report.changeListsApplied = chain.count
+            return report
+        } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
+            logger.warning("the replayed tree cannot be repaired; restoring from the archive")
+            var report = try await restore(from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
+            report.warnings.insert("the replayed tree did not match the published tree digest and could not be repaired file by file; restored from the archive", at: 0)
+            return report
+        }
     }
 
     /// Builds the plan's tree in the staging area and switches to it.
-    func execute(_ plan: SyncPlan, layout: StorageLayout,
+    func execute(_ plan: SyncPlan, layout: StorageLayout, integrity: StorageIntegrity?,
                  progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
         let started = Date()
         let identity = plan.identity
@@ -59,9 +69,14 @@ extension SyncEngine {
             plan.downloads.filter { !StagingArea.exists($0.absolute(in: staging.next)) }
         }
         let fetched = try await downloadFiles(todo, plan: plan, layout: layout, progress: progress)
-        let report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: fetched.bytes,
+        guard let repaired = try await verifyStagedTree(integrity, layout: layout) else {
+            throw SyncError(code: .integrity, message: Self.unrepairableTree + " after replaying to \(plan.to)")
+        }
+        var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: fetched.bytes,
                                 filesDownloaded: todo.count, filesReused: plan.reused.count,
                                 filesAlreadyDownloaded: plan.downloads.count - todo.count, warnings: plan.warnings)
+        report.repairedFiles = repaired
+        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
         try await switchVersion(to: plan.to, history: UpdateHistoryRecord(
             startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: "replay",
             outcome: "succeeded", error: nil, bytesDownloaded: fetched.bytes, filesDownloaded: Int64(todo.count)),
@@ -90,7 +105,7 @@ extension SyncEngine {
                 var iterator = paths.makeIterator()
                 func launch(_ group: inout ThrowingTaskGroup<(SafeRelativePath, Int64), any Error>) {
                     guard let path = iterator.next() else { return }
-                    group.addTask { (path, try await self.downloadFile(path, layout: layout)) }
+                    group.addTask { (path, try await self.downloadFile(path, layout: layout, expected: plan.expectedFingerprints)) }
                 }
                 for _ in 0..<max(1, configuration.maxConcurrentDownloads) { launch(&group) }
                 do {
@@ -121,17 +136,12 @@ extension SyncEngine {
 
     /// Downloads one file to its partial name, then renames it into `next/`. Returns the bytes
     /// received over the network.
-    private func downloadFile(_ path: SafeRelativePath, layout: StorageLayout) async throws -> Int64 {
+    private func downloadFile(_ path: SafeRelativePath, layout: StorageLayout,
+                              expected: [SafeRelativePath: FileFingerprint]) async throws -> Int64 {
         try await checkConnectionPolicy()
-        let url = layout.contentURL(for: path)
         let partial = staging.partialFile(for: path)
-        let response: HTTPResponse
-        do {
-            response = try await transport.download(HTTPRequest(url: url), to: partial,
-                                                    options: resumableOptions(partialPath: partial))
-        } catch {
-            throw SyncError.wrap(error, context: "downloading '\(path)' for the update")
-        }
+        let response = try await downloadVerified(layout.contentURL(for: path), to: partial, expected: expected[path],
+                                                  what: "'\(path)' for the update")
         let target = path.absolute(in: staging.next)
         if rename(partial, target) != 0 {
             throw SyncError.fileSystem("cannot move the downloaded '\(path)' into", path: target, errno: errno)

@@ -25,16 +25,12 @@ extension SyncEngine {
         // Archives declare their size in rounded MB; allow a quarter more before calling it a lie.
         let archiveLimit = status.zippedBytes + status.zippedBytes / 4 + (1 << 20)
         let total = status.zippedBytes
-        let options = resumableOptions(partialPath: staging.archive, maxBytes: archiveLimit) { transfer in
+        let response = try await downloadVerified(status.archiveURL, to: staging.archive, expected: status.integrity?.archive,
+                                                  what: "the archive \(status.archiveURL.lastPathComponent)",
+                                                  maxBytes: archiveLimit) { transfer in
             progress(SyncProgress(phase: .downloadingArchive, bytesDone: transfer.received,
                                   bytesTotal: transfer.expected ?? total, filesDone: 0, filesTotal: 1,
                                   currentItem: status.archiveURL.lastPathComponent))
-        }
-        let response: HTTPResponse
-        do {
-            response = try await transport.download(HTTPRequest(url: status.archiveURL), to: staging.archive, options: options)
-        } catch {
-            throw SyncError.wrap(error, context: "downloading the archive")
         }
 
         progress(SyncProgress(phase: .extracting, bytesDone: 0, bytesTotal: status.unzippedBytes, currentItem: staging.archive))
@@ -57,9 +53,15 @@ extension SyncEngine {
         }
         unlink(staging.archive)
         unlink(staging.archive + ".etag")
-
-        let report = SyncReport(outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
+        let layout = try StorageLayout(baseURL: configuration.baseURL)
+        guard let repaired = try await verifyStagedTree(status.integrity, layout: layout) else {
+            throw SyncError(code: .integrity,
+                            message: "the archive's content does not match the published tree digest and could not be repaired; the storage is inconsistent: republish it")
+        }
+        var report = SyncReport(outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
                                 bytesDownloaded: response.bytesReceived, filesDownloaded: extracted.files)
+        report.repairedFiles = repaired
+        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
         try await switchVersion(to: status.actualVersion, history: UpdateHistoryRecord(
             startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: "restore",
             outcome: "succeeded", error: nil, bytesDownloaded: response.bytesReceived, filesDownloaded: Int64(extracted.files)),

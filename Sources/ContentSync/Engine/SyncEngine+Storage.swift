@@ -5,7 +5,7 @@ extension SyncEngine {
     /// Fetches a storage JSON file conditionally: with a stored ETag the request carries
     /// `If-None-Match`, and a `304` reuses the stored body. A client that is up to date therefore
     /// costs the storage one bodiless request.
-    func fetchStorageFile(_ url: URL) async throws(SyncError) -> Data {
+    func fetchStorageFile(_ url: URL, expected: FileFingerprint? = nil) async throws(SyncError) -> Data {
         let cached = try await store.cachedResource(url)
         var request = HTTPRequest(url: url)
         if let cached { request.headers["If-None-Match"] = cached.etag }
@@ -16,8 +16,10 @@ extension SyncEngine {
             throw SyncError.wrap(error, context: "fetching \(url.lastPathComponent)")
         }
         if response.isNotModified, let cached {
+            try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent)
             return cached.body
         }
+        try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent)
         if let etag = response.etag {
             try await store.saveCachedResource(CachedResourceRecord(url: url.absoluteString, etag: etag, body: response.body,
                                                                     fetchedAt: Date()))
@@ -36,7 +38,8 @@ extension SyncEngine {
     /// Fetches the change lists that may lie between `local` and `actual`, a few at a time, in
     /// list order. A list the storage no longer has (404) is skipped: the chain resolution then
     /// decides whether it was needed.
-    func fetchChangeLists(_ entries: [UpdateList.Entry], layout: StorageLayout) async throws(SyncError) -> [ChangeList] {
+    func fetchChangeLists(_ entries: [UpdateList.Entry], layout: StorageLayout,
+                          integrity: StorageIntegrity?) async throws(SyncError) -> [ChangeList] {
         let results: [Int: ChangeList]
         do {
             results = try await withThrowingTaskGroup(of: (Int, ChangeList?).self) { group in
@@ -49,7 +52,7 @@ extension SyncEngine {
                     next += 1
                     group.addTask {
                         do {
-                            let data = try await self.fetchStorageFile(entry.url)
+                            let data = try await self.fetchStorageFile(entry.url, expected: integrity?.changeLists[entry.url])
                             return (index, try ChangeList.parse(data, from: entry.url, layout: layout))
                         } catch let error as SyncError where (error.underlying as? TransportError)?.statusCode == 404 {
                             self.logger.warning("change list is not published", metadata: ["sync.list": "\(entry.url.absoluteString)"])

@@ -1,0 +1,116 @@
+import Archive
+import Foundation
+import Transport
+
+extension SyncEngine {
+    /// Downloads `url` to `partial` and checks it against `expected` before anyone uses it: the
+    /// transfer stops at the declared size, and a file whose hash differs is deleted and refused.
+    func downloadVerified(_ url: URL, to partial: String, expected: FileFingerprint?, what: String, maxBytes: Int64? = nil,
+                          progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
+        let response: HTTPResponse
+        do {
+            response = try await transport.download(HTTPRequest(url: url), to: partial,
+                                                    options: resumableOptions(partialPath: partial, maxBytes: expected?.size ?? maxBytes,
+                                                                              progress: progress))
+        } catch {
+            throw SyncError.wrap(error, context: "downloading \(what)")
+        }
+        if let expected {
+            let actual = try ContentTree.fingerprint(of: partial)
+            do {
+                try StorageIntegrity.verify(actual, against: expected, what: what)
+            } catch {
+                unlink(partial)
+                unlink(partial + ".etag")
+                throw error
+            }
+        }
+        return response
+    }
+
+    /// Compares the staged tree with the published tree digest and repairs what differs from the
+    /// content manifest. Returns the number of repaired paths, or nil when the tree cannot be
+    /// made to match (no manifest, or the storage's files contradict it).
+    func verifyStagedTree(_ integrity: StorageIntegrity?, layout: StorageLayout) async throws(SyncError) -> Int? {
+        guard let integrity, let expectedDigest = integrity.treeDigest else { return 0 }
+        let staging = self.staging
+        var tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next) }
+        if TreeDigest.digest(of: tree) == expectedDigest { return 0 }
+        guard let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
+            logger.warning("the staged tree does not match the published digest and the storage has no content manifest")
+            return nil
+        }
+        let manifest: ContentTree
+        do {
+            let data = try await fetchStorageFile(manifestURL, expected: manifestFingerprint)
+            manifest = try ContentManifest.parse(data, name: manifestURL.lastPathComponent)
+        } catch {
+            logger.warning("cannot read the content manifest to repair from", metadata: ["sync.error": "\(error)"])
+            return nil
+        }
+        guard TreeDigest.digest(of: manifest) == expectedDigest else {
+            logger.warning("the content manifest contradicts the published tree digest")
+            return nil
+        }
+        // Repair: fetch what differs, delete what the version does not have, create missing folders.
+        var repaired = 0
+        for (path, fingerprint) in manifest.files.sorted(by: { $0.key < $1.key }) where tree.files[path] != fingerprint {
+            let partial = staging.partialFile(for: path)
+            let target = path.absolute(in: staging.next)
+            try StagingArea.removeTree(target)
+            for ancestor in path.ancestors { try StagingArea.makeFolder(ancestor.absolute(in: staging.next)) }
+            do {
+                _ = try await downloadVerified(layout.contentURL(for: path), to: partial, expected: fingerprint, what: "'\(path)'")
+            } catch where error.code == .integrity || (error.underlying as? TransportError)?.statusCode == 404 {
+                logger.warning("repair cannot fetch a matching copy", metadata: ["sync.path": "\(path)", "sync.error": "\(error)"])
+                return nil
+            }
+            if rename(partial, target) != 0 { throw SyncError.fileSystem("cannot move the repaired '\(path)' into", path: target, errno: errno) }
+            repaired += 1
+        }
+        for path in tree.files.keys.sorted(by: >) where manifest.files[path] == nil {
+            try StagingArea.removeTree(path.absolute(in: staging.next))
+            repaired += 1
+        }
+        for folder in tree.folders.sorted(by: >) where !manifest.folders.contains(folder) {
+            try StagingArea.removeTree(folder.absolute(in: staging.next))
+            repaired += 1
+        }
+        for folder in manifest.folders.sorted() where !tree.folders.contains(folder) {
+            try StagingArea.makeFolder(folder.absolute(in: staging.next))
+            repaired += 1
+        }
+        tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next) }
+        guard TreeDigest.digest(of: tree) == expectedDigest else { return nil }
+        logger.warning("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(repaired)"])
+        return repaired
+    }
+}
+
+/// `RXCacheConfig/contentManifest.json`: every folder and file (with its fingerprint) of the
+/// published version, written by `sync-agent publish`.
+enum ContentManifest {
+    static func parse(_ data: Data, name: String) throws(SyncError) -> ContentTree {
+        let root = try JSONValue.parseStorageDocument(data, name: name, code: .integrity)
+        guard case .array(let folderValues)? = root["folders"], case .object(let fileValues)? = root["files"] else {
+            throw SyncError(code: .integrity, message: "\(name): needs \"folders\" and \"files\"")
+        }
+        var tree = ContentTree(folders: [], files: [:])
+        do {
+            for case .string(let folder) in folderValues { tree.folders.insert(try SafeRelativePath(validating: folder)) }
+            for (path, value) in fileValues {
+                guard case .string(let hash)? = value["sha256"], let size = value["size"]?.scalarText.flatMap({ Int64($0) }) else {
+                    throw SyncError(code: .integrity, message: "\(name): file '\(path)' needs sha256 and size")
+                }
+                tree.files[try SafeRelativePath(validating: path)] = FileFingerprint(size: size, sha256: hash.lowercased())
+            }
+        } catch let error as SafePathError {
+            throw SyncError(code: .unsafePath, message: "\(name): \(error)", underlying: error)
+        } catch let error as SyncError {
+            throw error
+        } catch {
+            throw SyncError(code: .integrity, message: "\(name): \(error)")
+        }
+        return tree
+    }
+}
