@@ -31,7 +31,11 @@ extension SyncEngine {
         let url = layout.statusURL
         let data = try await fetchStorageFile(url)
         let status = try CacheStatus.parse(data, from: url, layout: &layout)
-        try await store.updateSyncState(contentDirectory: configuration.contentDirectory) { $0.lastCheck = Date() }
+        let base = configuration.baseURL.absoluteString
+        try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
+            $0.lastCheck = Date()
+            $0.baseURL = base
+        }
         return status
     }
 

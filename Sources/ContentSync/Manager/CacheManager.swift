@@ -132,6 +132,16 @@ public actor CacheManager {
         hub.send(.stateChanged(machine.state))
     }
 
+    /// Compares the content folder with the published version's tree digest and lists every
+    /// difference; with `repair`, fixes them atomically (integrity extension). Refused while an
+    /// update runs.
+    public func verify(repair: Bool = false) async throws(SyncError) -> VerifyReport {
+        if running != nil {
+            throw SyncError(code: .configuration, message: "an update is running; verify after it finishes")
+        }
+        return try await SyncEngine(configuration: configuration, store: store, transport: transport).verify(repair: repair)
+    }
+
     // MARK: - Reading content
 
     /// The path of a synced file, after checking `relativePath` cannot leave the content folder.

@@ -82,6 +82,9 @@ public final class StateStore: Sendable {
         migrator.registerMigration("v2: error codes") { db in
             try db.execute(sql: "ALTER TABLE syncState ADD COLUMN lastErrorCode TEXT")
         }
+        migrator.registerMigration("v3: base URL") { db in
+            try db.execute(sql: "ALTER TABLE syncState ADD COLUMN baseURL TEXT")
+        }
         return migrator
     }
 

@@ -18,6 +18,8 @@ struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, Persistab
     var lastCheck: Date?
     /// The content folder this state belongs to; a state file is never shared between folders.
     var contentDirectory: String
+    /// The storage the folder mirrors, as last configured (`sync-agent verify` uses it).
+    var baseURL: String?
 
     init(localVersion: String?, state: String, lastError: String? = nil, lastErrorCode: String? = nil,
          lastCheck: Date? = nil, contentDirectory: String) {

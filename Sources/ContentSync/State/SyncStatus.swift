@@ -13,6 +13,8 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     /// When the storage was last asked for its status.
     public var lastCheck: Date?
     public var contentDirectory: String
+    /// The storage URL the last sync used.
+    public var baseURL: String?
     public var stateFile: String
     /// The version an interrupted update was heading for, if one is pending.
     public var pendingVersion: String?
@@ -24,7 +26,7 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     public static func read(statePath: String, contentDirectory: String, historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {
         guard FileManager.default.fileExists(atPath: statePath) else {
             return SyncStatus(version: nil, state: "unknown", lastError: nil, lastErrorCode: nil, lastCheck: nil,
-                              contentDirectory: contentDirectory,
+                              contentDirectory: contentDirectory, baseURL: nil,
                               stateFile: statePath, pendingVersion: nil, history: [])
         }
         let store = try StateStore(path: statePath)
@@ -33,6 +35,7 @@ public struct SyncStatus: Sendable, Equatable, Codable {
         return SyncStatus(version: record?.localVersion, state: record?.state ?? "unknown", lastError: record?.lastError,
                           lastErrorCode: record?.lastErrorCode,
                           lastCheck: record?.lastCheck, contentDirectory: record?.contentDirectory ?? contentDirectory,
+                          baseURL: record?.baseURL,
                           stateFile: statePath, pendingVersion: pending?.toVersion,
                           history: try await store.history(limit: historyLimit))
     }

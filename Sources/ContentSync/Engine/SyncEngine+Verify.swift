@@ -1,0 +1,76 @@
+import Archive
+import Foundation
+
+/// What `verify` found.
+public struct VerifyReport: Sendable, Equatable {
+    public var version: CacheVersion
+    /// Every difference between the local folder and the published version, one readable line each.
+    public var differences: [String]
+    /// Paths fixed by `--repair`.
+    public var repaired: Int
+    /// True when the folder matches the published tree digest (after any repair).
+    public var matches: Bool
+}
+
+extension SyncEngine {
+    /// Compares the content folder with the storage's published tree digest and manifest, and with
+    /// `repair`, fixes the differences: the current tree is hard-linked into the staging area,
+    /// repaired there, and swapped in atomically, like any update.
+    func verify(repair: Bool) async throws(SyncError) -> VerifyReport {
+        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory)
+        defer { withExtendedLifetime(lock) {} }
+        guard let local = try await store.syncState()?.localVersion.flatMap({ try? CacheVersion($0) }) else {
+            throw SyncError(code: .configuration, message: "\(configuration.contentDirectory) has never been synced; run sync first")
+        }
+        var layout = try StorageLayout(baseURL: configuration.baseURL)
+        let status = try await fetchStatus(layout: &layout)
+        guard status.actualVersion == local else {
+            throw SyncError(code: .configuration,
+                            message: "the storage publishes \(status.actualVersion) but \(configuration.contentDirectory) holds \(local); "
+                                + "only the published version can be verified: run sync first")
+        }
+        guard let integrity = status.integrity, let digest = integrity.treeDigest,
+              let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
+            throw SyncError(code: .integrity,
+                            message: "the storage publishes no integrity data (treeDigest and contentManifest); republish it with `sync-agent publish` to verify mirrors")
+        }
+        let directory = configuration.contentDirectory
+        let tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(directory) }
+        if TreeDigest.digest(of: tree) == digest {
+            return VerifyReport(version: local, differences: [], repaired: 0, matches: true)
+        }
+        let manifest = try ContentManifest.parse(try await fetchStorageFile(manifestURL, expected: manifestFingerprint),
+                                                 name: manifestURL.lastPathComponent)
+        var differences: [String] = []
+        for (path, fingerprint) in manifest.files.sorted(by: { $0.key < $1.key }) {
+            if let have = tree.files[path] {
+                if have != fingerprint { differences.append("different file \(path) (\(have.size) bytes, expected \(fingerprint.size))") }
+            } else {
+                differences.append("missing file \(path)")
+            }
+        }
+        for path in tree.files.keys.sorted() where manifest.files[path] == nil { differences.append("extra file \(path)") }
+        for folder in manifest.folders.subtracting(tree.folders).sorted() { differences.append("missing folder \(folder)") }
+        for folder in tree.folders.subtracting(manifest.folders).sorted() { differences.append("extra folder \(folder)") }
+        guard repair else { return VerifyReport(version: local, differences: differences, repaired: 0, matches: false) }
+
+        let started = Date()
+        let staging = self.staging
+        try await BlockingWork.run { () throws(SyncError) in
+            try staging.resetNext(includingDownloads: true)
+            for folder in tree.folders.sorted() { try StagingArea.makeFolder(folder.absolute(in: staging.next)) }
+            for file in tree.files.keys { try StagingArea.linkOrCopy(file.absolute(in: directory), file.absolute(in: staging.next)) }
+        }
+        try await store.beginPlan(PendingPlanRecord(identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
+                                                    toVersion: local.text, phase: .staging, createdAt: started))
+        guard let repaired = try await verifyStagedTree(integrity, layout: layout) else {
+            try await store.clearPlan()
+            throw SyncError(code: .integrity,
+                            message: "the local folder cannot be repaired file by file (the storage's files contradict its manifest); run sync after resetting, or republish the storage")
+        }
+        try await switchVersion(to: local, history: UpdateHistoryRecord(
+            startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: "repair",
+            outcome: "succeeded", error: nil, bytesDownloaded: 0, filesDownloaded: Int64(repaired)), progress: { _ in })
+        return VerifyReport(version: local, differences: differences, repaired: repaired, matches: true)
+    }
+}

@@ -1,0 +1,50 @@
+import ArgumentParser
+import ContentSync
+import Foundation
+
+/// `sync-agent verify`: check a mirror against the published tree digest.
+struct VerifyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "verify",
+        abstract: "Check --dir against the storage's published tree digest and list every difference; --repair fixes them.",
+        discussion: """
+            Needs a storage published with the integrity extension (sync-agent publish writes it).
+            Exits 0 when the folder matches (after --repair, if given), 7 when differences remain,
+            and like sync for other failures. The storage URL is the one the last sync used, or --base-url.
+            """)
+
+    @OptionGroup var folder: FolderOptions
+
+    @Option(name: .long, help: "The storage URL (default: the one the last sync of --dir used).")
+    var baseURL: String?
+
+    @Flag(name: .long, help: "Fix the differences: re-fetch what differs, delete what is extra, switch atomically.")
+    var repair = false
+
+    func run() async throws {
+        let status: SyncStatus
+        do {
+            status = try await SyncStatus.read(statePath: folder.statePath, contentDirectory: folder.contentDirectory)
+        } catch {
+            throw CLIFailure(error)
+        }
+        guard let text = baseURL ?? status.baseURL, let url = URL(string: text) else {
+            throw CLIFailure(code: 6, message: "no storage URL recorded for \(folder.contentDirectory); pass --base-url or sync first")
+        }
+        let report: VerifyReport
+        do {
+            let manager = try CacheManager(configuration: SyncConfiguration(baseURL: url, contentDirectory: folder.contentDirectory,
+                                                                            stateDatabasePath: folder.statePath))
+            report = try await manager.verify(repair: repair)
+        } catch {
+            throw CLIFailure(error)
+        }
+        for difference in report.differences { print(difference) }
+        if report.matches {
+            print(report.repaired > 0 ? "repaired \(report.repaired) path(s): \(folder.contentDirectory) now matches \(report.version)"
+                                      : "\(folder.contentDirectory) matches \(report.version)")
+        } else {
+            throw CLIFailure(code: 7, message: "\(report.differences.count) difference(s) from \(report.version); run with --repair to fix them")
+        }
+    }
+}

@@ -1,0 +1,50 @@
+@testable import ContentSync
+import Foundation
+import StorageServer
+import Testing
+
+@Suite("verify lists every difference from the published version and repairs it", .timeLimit(.minutes(2)))
+struct VerifyTests {
+    @Test func differencesAreListedAndRepairedAtomically() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch, initialize: true)
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                try await harness.sync()
+                let manager = try harness.manager()
+                #expect(try await manager.verify().matches)
+
+                try "drifted".write(toFile: harness.content + "/README.txt", atomically: true, encoding: .utf8)
+                try FileManager.default.removeItem(atPath: harness.content + "/docs/faq.md")
+                try "x".write(toFile: harness.content + "/extra.txt", atomically: true, encoding: .utf8)
+                try FileManager.default.removeItem(atPath: harness.content + "/drafts")
+
+                let check = try await manager.verify()
+                #expect(!check.matches)
+                #expect(Set(check.differences) == ["different file README.txt (7 bytes, expected \(try size("README.txt", scratch)))",
+                                                   "missing file docs/faq.md", "extra file extra.txt", "missing folder drafts"])
+                let repair = try await manager.verify(repair: true)
+                #expect(repair.matches)
+                #expect(repair.repaired == 4)
+                try harness.expectTree(is: "1.1")
+                #expect(try await manager.history().first?.kind == "repair")
+                #expect(try await manager.verify().matches)
+            }
+        }
+    }
+
+    func size(_ path: String, _ scratch: String) throws -> Int {
+        try Data(contentsOf: URL(fileURLWithPath: scratch + "/content-1.1/" + path)).count
+    }
+
+    @Test func aStorageWithoutIntegrityDataCannotBeVerified() async throws {
+        try await withSyncHarness(serving: "1.4") { harness in
+            try await harness.sync()
+            await #expect {
+                try await harness.manager().verify()
+            } throws: { error in
+                (error as! SyncError).code == .integrity && "\(error)".contains("republish")
+            }
+        }
+    }
+}
