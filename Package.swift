@@ -41,6 +41,7 @@ let package = Package(
                           dependencies: ["ContentSync", "StorageServer", "Transport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                         .product(name: "Crypto", package: "swift-crypto"),
                                          .product(name: "Logging", package: "swift-log")]),
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",

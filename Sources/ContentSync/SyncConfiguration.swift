@@ -25,6 +25,11 @@ public struct SyncConfiguration: Sendable {
     /// such a folder is refused, because pointing the agent at the wrong folder would otherwise
     /// replace its contents.
     public var allowReplacingUnknownContent = false
+    /// Ed25519 public keys (base64 of 32 raw bytes) the status file must be signed by. Default
+    /// none: signatures are not required. With keys, an unsigned, wrongly signed or expired
+    /// status is refused, as is a version below the highest ever accepted (rollback), and the
+    /// status must carry integrity data so every list and archive is tied to the signature.
+    public var trustedSigningKeys: [String] = []
     /// Debug- and trace-level messages, dotted metadata keys. Default: a no-op logger.
     public var logger = Logger(label: "content-sync", factory: { _ in SwiftLogNoOpLogHandler() })
 

@@ -35,6 +35,12 @@ struct PublishCommand: AsyncParsableCommand {
     @Flag(name: .customLong("init"), help: "Create the storage from --content at its first version.")
     var initialize = false
 
+    @Option(name: .long, help: "Sign cacheStatus.json with this ed25519 private key (from `sync-agent keygen`).")
+    var signKey: String?
+
+    @Option(name: .long, help: "Days the signature stays valid; clients refuse an expired status.")
+    var signatureDays: Double = 30
+
     func run() async throws {
         guard let url = URL(string: baseURL) else { throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL") }
         let parsedVersion: CacheVersion
@@ -48,6 +54,14 @@ struct PublishCommand: AsyncParsableCommand {
         var options = PublishOptions(storage: storage, content: content, version: parsedVersion, minimal: parsedMinimal, baseURL: url)
         options.dryRun = dryRun
         options.initialize = initialize
+        if let signKey {
+            do {
+                options.signingKey = try String(contentsOfFile: signKey, encoding: .utf8)
+            } catch {
+                throw CLIFailure(code: 6, message: "cannot read --sign-key \(signKey): \(error.localizedDescription)")
+            }
+            options.signatureLifetime = .seconds(Int64(signatureDays * 86_400))
+        }
         let report: PublishReport
         do {
             report = try Publisher.publish(options)

@@ -23,6 +23,10 @@ struct SyncOptions: ParsableArguments {
     @Flag(name: .long, help: "Log what happens, to stderr.")
     var verbose = false
 
+    @Option(name: .long, parsing: .singleValue,
+            help: "Require cacheStatus.json signed by this ed25519 public key file (from `sync-agent keygen`). Repeatable.")
+    var trustKey: [String] = []
+
     /// A configuration for `logger`, or a one-line failure naming the bad option.
     func configuration(logger: Logger?) throws -> SyncConfiguration {
         guard let url = URL(string: baseURL) else {
@@ -32,6 +36,13 @@ struct SyncOptions: ParsableArguments {
         configuration.maxConcurrentDownloads = max(1, concurrency)
         configuration.allowReplacingUnknownContent = force
         if let logger { configuration.logger = logger }
+        configuration.trustedSigningKeys = try trustKey.map { path in
+            do {
+                return try String(contentsOfFile: path, encoding: .utf8)
+            } catch {
+                throw CLIFailure(code: 6, message: "cannot read --trust-key \(path): \(error.localizedDescription)")
+            }
+        }
         let headers = try header.map { line in
             guard let colon = line.firstIndex(of: ":") else {
                 throw CLIFailure(code: 6, message: "--header '\(line)' is not 'Name: value'")

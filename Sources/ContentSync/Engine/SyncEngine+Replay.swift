@@ -15,6 +15,16 @@ extension SyncEngine {
         let listData = try await fetchStorageFile(status.updateListURL, expected: status.integrity?.updateList)
         let updateList = try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
         let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
+        if !configuration.trustedSigningKeys.isEmpty {
+            // Mix-and-match: every file fetched must be tied to the signed status by its hash.
+            if status.integrity?.updateList == nil {
+                throw SyncError(code: .integrity, message: "the signed status does not cover the update list's hash; refusing it")
+            }
+            for entry in candidates where status.integrity?.changeLists[entry.url] == nil {
+                throw SyncError(code: .integrity,
+                                message: "\(entry.url.lastPathComponent) is not covered by the signed status's integrity data; refusing it")
+            }
+        }
         let lists = try await fetchChangeLists(candidates, layout: layout, integrity: status.integrity)
         guard let chain = UpdateChain.resolve(lists, from: local, to: status.actualVersion) else {
             logger.warning("no chain of change lists leads to the actual version; restoring from the archive", metadata: [

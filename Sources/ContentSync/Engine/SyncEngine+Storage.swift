@@ -31,12 +31,38 @@ extension SyncEngine {
         let url = layout.statusURL
         let data = try await fetchStorageFile(url)
         let status = try CacheStatus.parse(data, from: url, layout: &layout)
+        let signed = try await checkSignature(data, status: status, name: url.lastPathComponent)
         let base = configuration.baseURL.absoluteString
         try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
             $0.lastCheck = Date()
             $0.baseURL = base
+            if signed, $0.highestAcceptedVersion.flatMap({ try? CacheVersion($0) }).map({ $0 < status.actualVersion }) ?? true {
+                $0.highestAcceptedVersion = status.actualVersion.text
+            }
         }
         return status
+    }
+
+    /// With trusted keys configured: the status must be signed by one of them, unexpired, carry
+    /// integrity data, and not go below the highest version ever accepted. Returns whether it
+    /// was checked.
+    private func checkSignature(_ data: Data, status: CacheStatus, name: String) async throws(SyncError) -> Bool {
+        guard !configuration.trustedSigningKeys.isEmpty else { return false }
+        let keys = try configuration.trustedSigningKeys.map { (text: String) throws(SyncError) in try StatusSignature.publicKey(base64: text) }
+        let root: JSONValue
+        do { root = try JSONValue.parse(data) } catch {
+            throw SyncError(code: .invalidStatus, message: "\(name): \(error)", underlying: error)
+        }
+        try StatusSignature.verify(root, trustedKeys: keys, now: Date(), name: name)
+        guard status.integrity?.treeDigest != nil, status.integrity?.archive != nil else {
+            throw SyncError(code: .integrity,
+                            message: "\(name) is signed but carries no integrity data, so its lists and archive are not tied to the signature; refusing it")
+        }
+        if let highest = try await store.syncState()?.highestAcceptedVersion.flatMap({ try? CacheVersion($0) }), status.actualVersion < highest {
+            throw SyncError(code: .integrity,
+                            message: "\(name) is signed for \(status.actualVersion), below \(highest) which this client already accepted: a rollback; refusing it")
+        }
+        return true
     }
 
     /// Fetches the change lists that may lie between `local` and `actual`, a few at a time, in

@@ -17,6 +17,11 @@ public struct PublishOptions: Sendable {
     public var dryRun = false
     /// Create the storage from `content` at its first version.
     public var initialize = false
+    /// Sign `cacheStatus.json` with this ed25519 private key (base64 of its 32 raw bytes).
+    /// Default: unsigned.
+    public var signingKey: String?
+    /// How long the signature stays valid; clients refuse an expired status. Default 30 days.
+    public var signatureLifetime: Duration = .seconds(30 * 86_400)
 
     public init(storage: String, content: String, version: CacheVersion, minimal: CacheVersion? = nil, baseURL: URL) {
         self.storage = storage

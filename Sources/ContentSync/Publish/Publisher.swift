@@ -63,7 +63,11 @@ public enum Publisher {
                                    folders: newTree.folders.count, contentBytes: contentBytes, archiveBytes: 0, changeListPath: nil)
         if options.dryRun { return report }
 
-        let writer = StorageWriter(root: storage, layout: layout)
+        let signer = try options.signingKey.map { (key: String) throws(SyncError) -> StorageWriter.Signer in
+            StorageWriter.Signer(key: try StatusSignature.privateKey(base64: key),
+                                 expires: Date().addingTimeInterval(Double(options.signatureLifetime.components.seconds)))
+        }
+        let writer = StorageWriter(root: storage, layout: layout, signer: signer)
         try writer.prepareFolders()
         try writer.replaceContent(with: content)
         report.archiveBytes = try writer.writeArchive(from: content)

@@ -1,11 +1,19 @@
 import Archive
+import Crypto
 import Foundation
 
 /// Writes a storage's files: JSON with sorted keys (the same content gives the same bytes),
 /// each file written to a temporary name and renamed into place.
 struct StorageWriter {
+    /// Signs the status file when the publisher was given a key.
+    struct Signer {
+        var key: Curve25519.Signing.PrivateKey
+        var expires: Date
+    }
+
     let root: String
     let layout: StorageLayout
+    var signer: Signer?
 
     var configFolder: String { root + "/RXCacheConfig" }
     var historyFolder: String { root + "/RXCacheConfig/HistoryOfVersions" }
@@ -133,7 +141,7 @@ struct StorageWriter {
             "updateList": try facts(StorageLayout.updateListPath),
             "changeLists": changeLists,
         ]
-        try writeJSON([
+        let status: [String: Any] = [
             "actualCacheVersion": version.text,
             "minimalCacheVersion": minimal.text,
             "urlAtListOfURLsToUpdatesByVersion": base + StorageLayout.updateListPath,
@@ -141,7 +149,23 @@ struct StorageWriter {
             "zippedArchiveSizeInMB": Self.megabytes(archive["size"] as! Int64),
             "unzippedArchiveSizeInMB": Self.megabytes(unzippedBytes),
             "integrity": integrity,
-        ], to: StorageLayout.statusPath)
+        ]
+        guard let signer else {
+            try writeJSON(status, to: StorageLayout.statusPath)
+            return
+        }
+        // Signed: canonicalize through the same reader the client uses, sign, write canonically.
+        let data: Data
+        let parsed: JSONValue
+        do {
+            data = try JSONSerialization.data(withJSONObject: status, options: [.sortedKeys, .withoutEscapingSlashes])
+            parsed = try JSONValue.parse(data)
+        } catch {
+            throw SyncError(code: .fileSystem, message: "cannot serialize the status: \(error)", underlying: error)
+        }
+        var signed = try StatusSignature.sign(parsed, with: signer.key, expires: signer.expires).canonicalData
+        signed.append(0x0A)
+        try writeData(signed, to: StorageLayout.statusPath)
     }
 
     /// MiB rounded up to three decimals, so a declared size is never below the real one.
@@ -170,10 +194,19 @@ struct StorageWriter {
     }
 
     private func writeJSON(_ object: [String: Any], to relative: String) throws(SyncError) {
+        var data: Data
+        do {
+            data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        } catch {
+            throw SyncError(code: .fileSystem, message: "cannot serialize \(relative): \(error)", underlying: error)
+        }
+        data.append(0x0A)
+        try writeData(data, to: relative)
+    }
+
+    private func writeData(_ data: Data, to relative: String) throws(SyncError) {
         let path = root + "/" + relative
         do {
-            var data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-            data.append(0x0A)
             try data.write(to: URL(fileURLWithPath: path + ".tmp"))
         } catch {
             throw SyncError(code: .fileSystem, message: "cannot write \(path): \(error)", underlying: error)

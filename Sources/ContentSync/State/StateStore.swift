@@ -85,6 +85,9 @@ public final class StateStore: Sendable {
         migrator.registerMigration("v3: base URL") { db in
             try db.execute(sql: "ALTER TABLE syncState ADD COLUMN baseURL TEXT")
         }
+        migrator.registerMigration("v4: rollback protection") { db in
+            try db.execute(sql: "ALTER TABLE syncState ADD COLUMN highestAcceptedVersion TEXT")
+        }
         return migrator
     }
 

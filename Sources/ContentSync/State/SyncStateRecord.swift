@@ -20,6 +20,8 @@ struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, Persistab
     var contentDirectory: String
     /// The storage the folder mirrors, as last configured (`sync-agent verify` uses it).
     var baseURL: String?
+    /// The highest version a signed status was ever accepted at: a lower one is a rollback.
+    var highestAcceptedVersion: String?
 
     init(localVersion: String?, state: String, lastError: String? = nil, lastErrorCode: String? = nil,
          lastCheck: Date? = nil, contentDirectory: String) {

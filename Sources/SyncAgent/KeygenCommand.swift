@@ -1,0 +1,29 @@
+import ArgumentParser
+import ContentSync
+import Crypto
+import Foundation
+
+/// `sync-agent keygen`: an ed25519 key pair for signing storages.
+struct KeygenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keygen",
+        abstract: "Make an ed25519 key pair: FILE (private, mode 0600) and FILE.pub, one line of base64 each.")
+
+    @Option(name: .long, help: "The private key file to create (the public key goes to FILE.pub).")
+    var out: String
+
+    func run() async throws {
+        if FileManager.default.fileExists(atPath: out) {
+            throw CLIFailure(code: 6, message: "\(out) exists; refusing to overwrite a key")
+        }
+        let key = Curve25519.Signing.PrivateKey()
+        let fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw CLIFailure(code: 5, message: "cannot create \(out): \(String(cString: strerror(errno)))") }
+        let line = Array((key.rawRepresentation.base64EncodedString() + "\n").utf8)
+        let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == line.count else { throw CLIFailure(code: 5, message: "cannot write \(out)") }
+        try (key.publicKey.rawRepresentation.base64EncodedString() + "\n").write(toFile: out + ".pub", atomically: true, encoding: .utf8)
+        print("private key: \(out)\npublic key:  \(out).pub (key id \(StatusSignature.keyID(of: key.publicKey)))")
+    }
+}

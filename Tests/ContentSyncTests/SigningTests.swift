@@ -1,0 +1,132 @@
+@testable import ContentSync
+import Crypto
+import Foundation
+import StorageServer
+import Testing
+
+@Suite("Signed statuses: trusted, unsigned, altered, expired, rolled back", .timeLimit(.minutes(2)))
+struct SigningTests {
+    static let key = Curve25519.Signing.PrivateKey()
+    static var publicKey: String { key.publicKey.rawRepresentation.base64EncodedString() }
+
+    func publishSigned(_ version: String, storage: String, scratch: String, initialize: Bool = false,
+                       key: Curve25519.Signing.PrivateKey? = SigningTests.key, lifetime: Duration = .seconds(3600)) throws {
+        let content = scratch + "/content-\(version)"
+        if !FileManager.default.fileExists(atPath: content) { try PublishFixture.materializeContent(version, at: content) }
+        var options = PublishOptions(storage: storage, content: content, version: v(version), baseURL: PublishFixture.base)
+        options.initialize = initialize
+        options.signingKey = key?.rawRepresentation.base64EncodedString()
+        options.signatureLifetime = lifetime
+        _ = try Publisher.publish(options)
+    }
+
+    func trusting(_ harness: SyncHarness, keys: [String] = [SigningTests.publicKey]) throws -> CacheManager {
+        var configuration = harness.configuration()
+        configuration.trustedSigningKeys = keys
+        return try CacheManager(configuration: configuration)
+    }
+
+    func expectRefused(_ manager: CacheManager, _ text: String) async {
+        await #expect {
+            try await manager.checkForUpdates()
+        } throws: { error in
+            (error as! SyncError).code == .integrity && "\(error)".contains(text)
+        }
+    }
+
+    @Test func aClientTrustingTheKeySyncsSignedVersionsAndAnUntrustingClientStillReadsThem() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true)
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                try await trusting(harness).checkForUpdates()
+                try publishSigned("1.1", storage: storage, scratch: scratch)
+                let report = try await trusting(harness).checkForUpdates()
+                #expect(report.outcome == .replayed)
+                try harness.expectTree(is: "1.1")
+            }
+            // A client that ignores signatures reads the same storage.
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                try await harness.sync()
+                try harness.expectTree(is: "1.1")
+            }
+        }
+    }
+
+    @Test func anUnsignedStatusIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true, key: nil)
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                await expectRefused(try trusting(harness), "not signed")
+                #expect(!FileManager.default.fileExists(atPath: harness.content))
+            }
+        }
+    }
+
+    @Test func anAlteredStatusIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true)
+            try rewrite(storage + "/RXCacheConfig/cacheStatus.json") {
+                $0.replacingOccurrences(of: "\"minimalCacheVersion\":\"1.0\"", with: "\"minimalCacheVersion\":\"0.9\"")
+            }
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                await expectRefused(try trusting(harness), "wrong signature")
+            }
+        }
+    }
+
+    @Test func aStatusSignedByAnotherKeyIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true, key: Curve25519.Signing.PrivateKey())
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                await expectRefused(try trusting(harness), "does not trust")
+            }
+        }
+    }
+
+    @Test func anExpiredStatusIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true, lifetime: .seconds(-60))
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                await expectRefused(try trusting(harness), "expired")
+            }
+        }
+    }
+
+    @Test func aRolledBackSignedStatusIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true)
+            let old = scratch + "/snapshot-1.0"
+            try FileManager.default.copyItem(atPath: storage, toPath: old)
+            try publishSigned("1.1", storage: storage, scratch: scratch)
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                try await trusting(harness).checkForUpdates()
+                harness.server.setRoot(URL(fileURLWithPath: old))
+                await expectRefused(try trusting(harness), "rollback")
+                try harness.expectTree(is: "1.1")
+            }
+        }
+    }
+
+    @Test func aSwappedChangeListIsRefusedAgainstTheSignedHashes() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true)
+            let old = scratch + "/snapshot-1.0"
+            try FileManager.default.copyItem(atPath: storage, toPath: old)
+            try publishSigned("1.1", storage: storage, scratch: scratch)
+            try rewrite(storage + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json") { $0 + "\n" }
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: old)) { harness in
+                try await trusting(harness).checkForUpdates()
+                harness.server.setRoot(URL(fileURLWithPath: storage))
+                await expectRefused(try trusting(harness), "changes_1.0_1.1.json")
+                try harness.expectTree(is: "1.0")
+            }
+        }
+    }
+}
