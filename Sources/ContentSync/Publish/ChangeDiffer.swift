@@ -1,24 +1,198 @@
 import Archive
 
-/// TEMPORARY naive differ (replaced by the minimal one): removes, redownloads, adds.
-public struct ChangeDifferError: Error, Sendable, CustomStringConvertible {
-    public var message: String
-    public var description: String { message }
-}
-
+/// Computes the change list a storage publishes between two versions of its content.
+///
+/// The list is the smallest this type knows how to make such that a client replaying it with the
+/// protocol's rules (see ``NetPlanner``) ends with exactly the new tree, reusing old bytes
+/// wherever a move can bring them and downloading the rest:
+/// - A folder that exists only in the old version and whose whole subtree (names and bytes)
+///   reappears at a folder that exists only in the new version is **one move**, however many
+///   files it holds. Folders are matched largest subtree first, so a moved parent covers its
+///   children.
+/// - Other files move by fingerprint: an old file whose bytes a new path needs is moved there.
+///   Each old file is the source of at most one move; extra copies are downloaded.
+/// - A file whose bytes changed in place is a redownload; a file with no old source is an add.
+/// - A folder that disappears is one remove, at its topmost level. A path that a move targets
+///   gets no remove: the protocol has the move replace what stands there.
+/// - A new folder gets an add only when it is empty: a file put inside creates its parents.
+///
+/// A rename combined with an edit cannot be recognised by bytes; it is published as a remove of
+/// the old path and an add of the new one.
+///
+/// **Order.** Folder moves, file moves, removes, redownloads, file adds, folder adds, except where
+/// replay needs otherwise (see ``DiffScheduler``): a source moves away before anything replaces or
+/// removes it, and a path is removed before something new is put at, above or below it.
+///
+/// **Cycles.** Moves can depend on each other in a cycle (two files swapping names; a folder
+/// and a file trading places). One move of each cycle is given up and its target downloaded, so a
+/// swap costs one move and one add, or two redownloads when the names have no extension. A given
+/// up folder move leaves its files to move one by one. Only when giving up would leave a file
+/// without extension to add does the move go through a temporary name at the content root
+/// (`~content-sync-1.tmp`), one change more but no download.
+///
+/// Every list is replayed with the client's own planner before it is returned; a list that would
+/// not rebuild the new tree exactly is withheld with ``ChangeDifferError/Code/unreplayable``.
 public enum ChangeDiffer {
+    /// The changes that turn `old` into `new`, in replay order.
+    ///
+    /// Throws when the protocol cannot express `new`: a file that must be added has no extension
+    /// (the client would create a folder), or an empty folder that must be added has one (the
+    /// client would download a file).
     public static func diff(from old: ContentTree, to new: ContentTree) throws(ChangeDifferError) -> [Change.Kind] {
-        var changes: [Change.Kind] = []
-        for path in old.files.keys.sorted() where new.files[path] == nil { changes.append(.remove(path)) }
-        for folder in old.folders.sorted(by: >) where !new.folders.contains(folder) { changes.append(.remove(folder)) }
-        for (path, print) in new.files.sorted(by: { $0.key < $1.key }) {
-            if let before = old.files[path] {
-                if before != print { changes.append(.redownload(from: path, to: path)) }
-            } else {
-                changes.append(.add(path))
+        let oldTree = try DiffTree(old, role: "old")
+        let newTree = try DiffTree(new, role: "new")
+        var bans = DiffBans()
+        // A round that fails bans a pairing not banned before, or turns bans into detours (which
+        // are never banned again), so the rounds end.
+        while true {
+            let inventory = DiffInventory(old: oldTree, new: newTree, bans: bans)
+            let match = FileMatch(inventory, bans: &bans)
+            switch DiffScheduler(steps: steps(inventory, match, staged: bans.staged), oldFiles: oldTree.files).order() {
+            case .ordered(let ordered):
+                do {
+                    try refuseInexpressible(ordered)
+                } catch {
+                    // A move given up for a cycle may have left a target that cannot be
+                    // downloaded; a detour through a temporary name keeps every move.
+                    guard !bans.filePairs.isEmpty else { throw error }
+                    bans.staged.formUnion(bans.filePairs)
+                    bans.filePairs = []
+                    continue
+                }
+                let kinds = ordered.map(\.kind)
+                try verify(kinds, old: oldTree, new: newTree)
+                return kinds
+            case .cycles(let cycles):
+                for cycle in cycles {
+                    guard let step = moveToGiveUp(in: cycle, inventory, match) else {
+                        throw ChangeDifferError(code: .unreplayable,
+                                                message: "cannot order the changes \(cycle.map { "'\($0.kind)'" }.joined(separator: ", ")): they depend on each other in a cycle without a file move to give up. This is a bug in ChangeDiffer; please report it with both trees")
+                    }
+                    switch step {
+                    case .moveFile(let from, let to): bans.filePairs.insert(DiffBans.Pair(source: from, target: to))
+                    case .moveFolder(let from, let to): bans.folderPairs.insert(DiffBans.Pair(source: from, target: to))
+                    default: break
+                    }
+                }
             }
         }
-        for folder in new.folders.sorted() where !old.folders.contains(folder) { changes.append(.add(folder)) }
-        return changes
+    }
+
+    /// Where a move that closes a cycle parks its file, at the content root: `~content-sync-1.tmp`.
+    static let temporaryPrefix = "~content-sync-"
+
+    /// Every step, unordered, for one pairing of files. Pairs in `staged` go through a
+    /// temporary name.
+    static func steps(_ inventory: DiffInventory, _ match: FileMatch, staged: Set<DiffBans.Pair> = []) -> [DiffStep] {
+        let new = inventory.new
+        var steps: [DiffStep] = []
+        for (from, to) in inventory.folderMoves { steps.append(.moveFolder(from: from, to: to)) }
+        var detours: [DiffBans.Pair] = []
+        for (to, from) in match.sourceOf {
+            let pair = DiffBans.Pair(source: from, target: to)
+            if staged.contains(pair) { detours.append(pair) } else { steps.append(.moveFile(from: from, to: to)) }
+        }
+        var taken = 0
+        for pair in detours.sorted(by: { $0.target < $1.target }) {
+            var temporary: SafeRelativePath
+            repeat {
+                taken += 1
+                temporary = try! SafeRelativePath(validating: "\(temporaryPrefix)\(taken).tmp")
+            } while inventory.old.files[temporary] != nil || inventory.old.folders.contains(temporary)
+                || new.files[temporary] != nil || new.folders.contains(temporary)
+            steps.append(.park(from: pair.source, to: temporary))
+            steps.append(.unpark(from: temporary, to: pair.target))
+        }
+
+        // A folder is removed at its topmost vanished level. A path that a move targets needs no
+        // remove: the protocol has the move replace what stands there (and a remove would destroy
+        // the move's source when it lies inside the replaced folder).
+        let movedOnto = Set(inventory.folderMoves.values).union(match.sourceOf.keys)
+        for folder in inventory.oldOnlyFolders where !inventory.movedOld.contains(folder)
+            && !inventory.oldOnlyFolders.contains(folder.parent) && !movedOnto.contains(folder) {
+            steps.append(.remove(folder))
+        }
+        for file in inventory.departed where match.targetOf[file] == nil
+            && !inventory.oldOnlyFolders.contains(file.parent) && !movedOnto.contains(file) {
+            steps.append(.remove(file))
+        }
+
+        for file in inventory.edited where match.sourceOf[file] == nil {
+            // An edited file whose old bytes moved away must be fetched anew at its empty path.
+            steps.append(match.targetOf[file] == nil ? .redownload(file) : .addFile(file))
+        }
+        for file in inventory.arrived where match.sourceOf[file] == nil { steps.append(.addFile(file)) }
+        for folder in inventory.emptyNewFolders { steps.append(.addFolder(folder)) }
+        return steps
+    }
+
+    /// Which move of a cycle to give up. First a file move whose target can then be downloaded
+    /// (it has an extension, or it is an edited file that stays in place); then a folder move,
+    /// whose contents can still move file by file; then any file move. Ties go by target path.
+    static func moveToGiveUp(in cycle: [DiffStep], _ inventory: DiffInventory, _ match: FileMatch) -> DiffStep? {
+        func cost(_ step: DiffStep) -> Int? {
+            switch step {
+            case .moveFile(_, let to):
+                let downloadable = !Change.namesFolder(to) || (inventory.edited.contains(to) && match.targetOf[to] == nil)
+                return downloadable ? 0 : 2
+            case .moveFolder:
+                return 1
+            default:
+                return nil
+            }
+        }
+        return cycle.filter { cost($0) != nil }.min { (cost($0)!, $0.written!) < (cost($1)!, $1.written!) }
+    }
+
+    /// Refuses adds the protocol's folder rule would misread.
+    static func refuseInexpressible(_ steps: [DiffStep]) throws(ChangeDifferError) {
+        var files: [SafeRelativePath] = []
+        var folders: [SafeRelativePath] = []
+        for step in steps {
+            if case .addFile(let path) = step, Change.namesFolder(path) { files.append(path) }
+            if case .addFolder(let path) = step, !Change.namesFolder(path) { folders.append(path) }
+        }
+        if !files.isEmpty {
+            files.sort()
+            throw ChangeDifferError(code: .fileWithoutExtension,
+                                    message: "cannot publish new file \(DiffTree.list(files)): a name without extension must be added as a folder, and no old file with the same bytes is free to move there. Give the file an extension (e.g. '\(files[0].lastComponent!).txt'), or keep its bytes in a file the old version has",
+                                    paths: files)
+        }
+        if !folders.isEmpty {
+            folders.sort()
+            throw ChangeDifferError(code: .emptyFolderWithExtension,
+                                    message: "cannot publish new empty folder \(DiffTree.list(folders)): a name with an extension must be added as a file. Rename the folder without the extension, or put a file in it",
+                                    paths: folders)
+        }
+    }
+
+    /// Replays `kinds` with the client's planner and checks the result is exactly `new`, with
+    /// every reused file carrying the right bytes.
+    static func verify(_ kinds: [Change.Kind], old: DiffTree, new: DiffTree) throws(ChangeDifferError) {
+        var tree = VirtualTree(local: LocalTree(folders: old.folders, files: Set(old.files.keys)))
+        for (index, kind) in kinds.enumerated() {
+            tree.apply(Change(kind: kind, index: index), listName: "the computed list")
+        }
+        var problems = tree.warnings
+        for (path, node) in tree.nodes.sorted(by: { $0.key < $1.key }) {
+            switch node {
+            case .folder where !new.folders.contains(path):
+                problems.append("'\(path)' ends as a folder the new version does not have")
+            case .file(.local(let source)) where new.files[path] == nil || old.files[source] != new.files[path]:
+                problems.append("'\(path)' ends as old '\(source)', which has other bytes")
+            case .file(.download(_)) where new.files[path] == nil:
+                problems.append("'\(path)' ends as a download the new version does not have")
+            default:
+                break
+            }
+        }
+        let missing = new.folders.filter { tree.nodes[$0] != .folder } + new.files.keys.filter {
+            if case .file = tree.nodes[$0] { return false } else { return true }
+        }
+        problems += missing.sorted().map { "'\($0)' is missing after replay" }
+        if !problems.isEmpty {
+            throw ChangeDifferError(code: .unreplayable,
+                                    message: "the computed change list does not rebuild the new version (\(problems.prefix(3).joined(separator: "; "))); it is withheld. This is a bug in ChangeDiffer; please report it with both trees")
+        }
     }
 }
