@@ -25,6 +25,10 @@ public struct SyncConfiguration: Sendable {
     /// such a folder is refused, because pointing the agent at the wrong folder would otherwise
     /// replace its contents.
     public var allowReplacingUnknownContent = false
+    /// Verify downloads and the staged tree against the integrity extension's data when the
+    /// storage publishes it. Default `true`; `false` behaves like a client that ignores the
+    /// extension (signatures, when keys are set, are still required).
+    public var verifyIntegrity = true
     /// Ed25519 public keys (base64 of 32 raw bytes) the status file must be signed by. Default
     /// none: signatures are not required. With keys, an unsigned, wrongly signed or expired
     /// status is refused, as is a version below the highest ever accepted (rollback), and the

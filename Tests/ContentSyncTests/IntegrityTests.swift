@@ -33,6 +33,18 @@ struct IntegrityTests {
         try harness.expectTree(is: version)
     }
 
+    @Test func aClientWithIntegrityChecksOffStillSyncsAStorageThatCarriesThem() async throws {
+        try await withPublishedPair { harness, storage in
+            // A tampered file shows that checks are really off: the client takes it as published.
+            try "tampered".write(toFile: storage + "/RXCacheContent/docs/faq.md", atomically: true, encoding: .utf8)
+            var configuration = harness.configuration()
+            configuration.verifyIntegrity = false
+            let report = try await CacheManager(configuration: configuration).checkForUpdates()
+            #expect(report.outcome == .replayed)
+            #expect(try String(contentsOfFile: harness.content + "/docs/faq.md", encoding: .utf8) == "tampered")
+        }
+    }
+
     @Test func aChangedFileIsRefusedAndTheOldVersionKept() async throws {
         try await withPublishedPair { harness, storage in
             // docs/faq.md is added in 1.1; the storage now serves different bytes for it.

@@ -36,7 +36,8 @@ extension SyncEngine {
         }
         let directory = configuration.contentDirectory
         let tree = try await BlockingWork.run { () throws(SyncError) in try LocalTree.scan(directory) }
-        let plan = NetPlanner.plan(local: tree, from: local, to: status.actualVersion, lists: chain)
+        var plan = NetPlanner.plan(local: tree, from: local, to: status.actualVersion, lists: chain)
+        if status.integrity == nil { plan.expectedFingerprints = [:] }
         for warning in plan.warnings { logger.warning("\(warning)") }
         do {
             var report = try await execute(plan, layout: layout, integrity: status.integrity, progress: progress)

@@ -30,14 +30,16 @@ extension SyncEngine {
     func fetchStatus(layout: inout StorageLayout) async throws(SyncError) -> CacheStatus {
         let url = layout.statusURL
         let data = try await fetchStorageFile(url)
-        let status = try CacheStatus.parse(data, from: url, layout: &layout)
+        var status = try CacheStatus.parse(data, from: url, layout: &layout)
         let signed = try await checkSignature(data, status: status, name: url.lastPathComponent)
+        if !configuration.verifyIntegrity && !signed { status.integrity = nil }
         let base = configuration.baseURL.absoluteString
+        let actual = status.actualVersion
         try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
             $0.lastCheck = Date()
             $0.baseURL = base
-            if signed, $0.highestAcceptedVersion.flatMap({ try? CacheVersion($0) }).map({ $0 < status.actualVersion }) ?? true {
-                $0.highestAcceptedVersion = status.actualVersion.text
+            if signed, $0.highestAcceptedVersion.flatMap({ try? CacheVersion($0) }).map({ $0 < actual }) ?? true {
+                $0.highestAcceptedVersion = actual.text
             }
         }
         return status
