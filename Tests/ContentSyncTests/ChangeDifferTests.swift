@@ -299,21 +299,6 @@ extension ChangeDifferTests {
 
     // MARK: - Random trees
 
-    /// SplitMix64: a tiny, well-mixed generator whose sequence depends only on the seed.
-    struct SplitMix64: RandomNumberGenerator {
-        private var state: UInt64
-
-        init(seed: UInt64) { state = seed }
-
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// A tree under edit, with the replacing semantics of a file system: putting something at a path
     /// replaces what stood there and any file standing where a parent folder must go.
     struct TreeModel {

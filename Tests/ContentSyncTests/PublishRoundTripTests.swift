@@ -3,18 +3,6 @@ import Foundation
 import StorageServer
 import Testing
 
-/// SplitMix64: a tiny seeded generator, so every seed's trees are the same on every run.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Random content folders and random edits of them, within the protocol's naming rule (files
 /// have an extension, folders have none).
 struct RandomTreeWriter {
@@ -27,7 +15,7 @@ struct RandomTreeWriter {
     var pool: [Data] = []
 
     init(seed: UInt64, root: String) {
-        random = SplitMix64(state: seed)
+        random = SplitMix64(seed: seed)
         self.root = root
     }
 
