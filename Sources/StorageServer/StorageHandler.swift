@@ -62,13 +62,32 @@ struct StorageHandler: HTTPHandler {
         return serveFile(path, for: request, cut: cut, ending: ending)
     }
 
+    /// A 404 for a regular file that exists means something is wrong in the server or the
+    /// machine, not in the client under test: say so on stderr, with the errno, so a rare failure
+    /// names its cause.
+    private static func reportUnexpectedNotFound(_ path: RequestPath, root: URL) {
+        let full = root.path + "/" + path.components.joined(separator: "/")
+        var info = stat()
+        guard lstat(full, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
+        let descriptor = open(full, O_RDONLY | O_CLOEXEC)
+        let openErrno = descriptor < 0 ? errno : 0
+        if descriptor >= 0 { close(descriptor) }
+        let resolved = realpath(full, nil)
+        let realpathErrno = resolved == nil ? errno : 0
+        free(resolved)
+        FileHandle.standardError.write(Data(("StorageServer: answered 404 for existing file \(full) "
+            + "(open errno \(openErrno), realpath errno \(realpathErrno), root \(root.path))\n").utf8))
+    }
+
     private func serveFile(
         _ path: RequestPath,
         for request: HTTPRequest,
         cut: Int,
         ending: FileBytes.Ending
     ) -> (HTTPResponse, Int) {
-        guard let file = OpenedFile.open(path, under: state.root) else {
+        let root = state.root
+        guard let file = OpenedFile.open(path, under: root) else {
+            Self.reportUnexpectedNotFound(path, root: root)
             return (HTTPResponse(statusCode: .notFound), 0)
         }
         var headers: HTTPHeaders = [

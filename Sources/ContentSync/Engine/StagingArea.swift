@@ -138,17 +138,7 @@ struct StagingArea: Sendable {
             }
             return
         }
-        guard let handle = opendir(path) else {
-            throw SyncError.fileSystem("cannot read folder", path: path, errno: errno)
-        }
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        closedir(handle)
+        let names = try DirectoryWalker.names(in: path)
         for name in names {
             try removeTree(path + "/" + name)
         }

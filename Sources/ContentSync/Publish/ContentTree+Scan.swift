@@ -7,37 +7,17 @@ extension ContentTree {
     /// symlinks and special files, and names that break the path rules.
     public static func scan(_ directory: String) throws(SyncError) -> ContentTree {
         var tree = ContentTree(folders: [], files: [:])
-        var pending: [SafeRelativePath] = [.root]
-        while let folder = pending.popLast() {
-            let absolute = folder.absolute(in: directory)
-            let names: [String]
-            do {
-                names = try FileManager.default.contentsOfDirectory(atPath: absolute)
-            } catch {
-                throw SyncError(code: .fileSystem, message: "cannot read folder \(absolute): \(error)", underlying: error)
-            }
-            for name in names {
-                let child: SafeRelativePath
-                do {
-                    child = folder.appending(try SafeRelativePath(validating: name))
-                } catch {
-                    throw SyncError(code: .unsafePath, message: "\(absolute)/\(name): \(error); rename it", underlying: error)
-                }
-                let path = child.absolute(in: directory)
-                var info = stat()
-                guard lstat(path, &info) == 0 else {
-                    throw SyncError.fileSystem("cannot read", path: path, errno: errno)
-                }
-                switch info.st_mode & S_IFMT {
-                case S_IFDIR:
-                    tree.folders.insert(child)
-                    pending.append(child)
-                case S_IFREG:
-                    tree.files[child] = try fingerprint(of: path)
-                default:
-                    throw SyncError(code: .unsafePath,
-                                    message: "\(path) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
-                }
+        try DirectoryWalker.walk(directory) { entry throws(SyncError) in
+            switch entry {
+            case .folder(let path):
+                tree.folders.insert(path)
+            case .file(let path):
+                tree.files[path] = try fingerprint(of: path.absolute(in: directory))
+            case .special(let path):
+                throw SyncError(code: .unsafePath,
+                                message: "\(path.absolute(in: directory)) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
+            case .unsafeName(let name, let folder, let error):
+                throw SyncError(code: .unsafePath, message: "\(folder.absolute(in: directory))/\(name): \(error); rename it", underlying: error)
             }
         }
         return tree
