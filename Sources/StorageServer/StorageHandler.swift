@@ -69,12 +69,19 @@ struct StorageHandler: HTTPHandler {
         let full = root.path + "/" + path.components.joined(separator: "/")
         var info = stat()
         guard lstat(full, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
+        let resolved = realpath(full, nil)
+        let realpathErrno = resolved == nil ? errno : 0
+        let resolvedPath = resolved.map { String(cString: $0) }
+        free(resolved)
+        // A file reached through a symlink that leaves the root is refused on purpose.
+        if let resolvedPath, let rootResolved = realpath(root.path, nil) {
+            let prefix = String(cString: rootResolved) + "/"
+            free(rootResolved)
+            guard resolvedPath.utf8.starts(with: prefix.utf8) else { return }
+        }
         let descriptor = open(full, O_RDONLY | O_CLOEXEC)
         let openErrno = descriptor < 0 ? errno : 0
         if descriptor >= 0 { close(descriptor) }
-        let resolved = realpath(full, nil)
-        let realpathErrno = resolved == nil ? errno : 0
-        free(resolved)
         FileHandle.standardError.write(Data(("StorageServer: answered 404 for existing file \(full) "
             + "(open errno \(openErrno), realpath errno \(realpathErrno), root \(root.path))\n").utf8))
     }
