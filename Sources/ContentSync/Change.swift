@@ -21,11 +21,16 @@ public struct Change: Sendable, Equatable, CustomStringConvertible {
     /// Integrity extension: the size and SHA-256 of the file this change downloads, when the
     /// publisher gave them.
     public var fingerprint: FileFingerprint?
+    /// Integrity extension, for a change that refreshes a folder: the size and SHA-256 of each
+    /// file it downloads, by content path.
+    public var folderFingerprints: [SafeRelativePath: FileFingerprint]
 
-    public init(kind: Kind, index: Int, fingerprint: FileFingerprint? = nil) {
+    public init(kind: Kind, index: Int, fingerprint: FileFingerprint? = nil,
+                folderFingerprints: [SafeRelativePath: FileFingerprint] = [:]) {
         self.kind = kind
         self.index = index
         self.fingerprint = fingerprint
+        self.folderFingerprints = folderFingerprints
     }
 
     public var description: String {

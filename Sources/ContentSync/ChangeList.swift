@@ -100,7 +100,45 @@ public struct ChangeList: Sendable, Equatable {
                 kind = .move(from: source, to: target, rename: rename)
             }
         }
-        return Change(kind: kind, index: index, fingerprint: try fingerprint(of: item, index: index, name: name))
+        var folderFingerprints: [SafeRelativePath: FileFingerprint] = [:]
+        if let files = item["files"] {
+            let folder: SafeRelativePath
+            switch kind {
+            case .deepRedownload(let path), .redownload(_, let path): folder = path
+            default:
+                throw SyncError(code: .invalidChangeList,
+                                message: "\(name): change #\(index) has \"files\", which only a folder redownload may carry; the publisher must drop it")
+            }
+            folderFingerprints = try self.folderFingerprints(files, in: folder, index: index, name: name)
+        }
+        return Change(kind: kind, index: index, fingerprint: try fingerprint(of: item, index: index, name: name),
+                      folderFingerprints: folderFingerprints)
+    }
+
+    /// The integrity extension's `"files"` of a folder redownload: `{"relative/path": {"sha256",
+    /// "size"}}`, paths relative to the folder.
+    static func folderFingerprints(_ value: JSONValue, in folder: SafeRelativePath, index: Int,
+                                   name: String) throws(SyncError) -> [SafeRelativePath: FileFingerprint] {
+        guard case .object(let members) = value else {
+            throw SyncError(code: .invalidChangeList,
+                            message: "\(name): change #\(index) \"files\" must be an object of relative path → {\"sha256\", \"size\"}, found \(value.kindName)")
+        }
+        var result: [SafeRelativePath: FileFingerprint] = [:]
+        for (key, facts) in members {
+            let relative: SafeRelativePath
+            do {
+                relative = try SafeRelativePath(validating: key)
+            } catch {
+                throw SyncError(code: .unsafePath, message: "\(name): change #\(index) \"files\" key '\(key)': \(error); refusing the update",
+                                underlying: error)
+            }
+            guard !relative.isRoot, let fingerprint = try fingerprint(of: facts, index: index, name: name) else {
+                throw SyncError(code: .invalidChangeList,
+                                message: "\(name): change #\(index) \"files\" entry '\(key)' needs a file path and a \"sha256\"/\"size\" pair")
+            }
+            result[folder.appending(relative)] = fingerprint
+        }
+        return result
     }
 
     /// `sha256` + `size` of the integrity extension; both or neither.

@@ -74,7 +74,7 @@ struct VirtualTree {
                 add(to, fingerprint: change.fingerprint)
             case .folder:
                 if from != to { move(from, to) }
-                refreshFiles(under: to)
+                refreshFiles(under: to, change.folderFingerprints)
             case .file:
                 if from != to { move(from, to) }
                 insert(to, .file(.download(change.fingerprint)))
@@ -84,9 +84,9 @@ struct VirtualTree {
             case .file:
                 insert(folder, .file(.download(change.fingerprint)))
             case .folder:
-                refreshFiles(under: folder)
+                refreshFiles(under: folder, change.folderFingerprints)
             case nil where folder.isRoot:
-                refreshFiles(under: folder)
+                refreshFiles(under: folder, change.folderFingerprints)
             case nil:
                 // Static hosting cannot list a folder, so an unknown folder can only be created.
                 warnings.append("\(place): folder redownload of '\(folder)', which is not present; creating it empty")
@@ -112,9 +112,9 @@ struct VirtualTree {
         }
     }
 
-    private mutating func refreshFiles(under folder: SafeRelativePath) {
+    private mutating func refreshFiles(under folder: SafeRelativePath, _ fingerprints: [SafeRelativePath: FileFingerprint]) {
         for (path, node) in subtree(folder) where node != .folder {
-            nodes[path] = .file(.download(nil))
+            nodes[path] = .file(.download(fingerprints[path]))
         }
     }
 

@@ -29,6 +29,17 @@ struct ChangeDifferTests {
         #expect(result.plan.reused.count == 1001)
     }
 
+    @Test func aRenamedFolderOfAThousandFilesThatGainedOneIsAMoveAndAnAdd() throws {
+        let files: [String] = (0..<1000).map { "photos/\($0 % 10)/img\($0).jpg=P\($0)" } + ["readme.txt=R"]
+        let old = differTree(files)
+        let new = differTree(files.map { $0.hasPrefix("photos/") ? "pictures/" + $0.dropFirst("photos/".count) : $0 }
+            + ["pictures/3/new.jpg=N"])
+        let result = try DifferReplay(old: old, new: new)
+        #expect(result.problems.isEmpty, "\(result.problems.joined(separator: "\n"))")
+        #expect(result.changes == [.move(from: dp("photos"), to: dp("pictures"), rename: true), .add(dp("pictures/3/new.jpg"))])
+        #expect(result.plan.downloads == [dp("pictures/3/new.jpg")])
+    }
+
     @Test func aNewFileWithoutExtensionIsRefusedWithItsName() {
         let old = differTree("readme.txt=R")
         let new = differTree("readme.txt=R", "docs/LICENSE=L")
@@ -74,7 +85,7 @@ struct ChangeDifferTests {
     @Test func randomTreesAndMutationsReplayExactlyWithNoMoreChangesThanANaiveDiff() throws {
         var failures: [String] = []
         // What the 300 lists exercised, so that a generator gone bland fails the test.
-        var totals = (changes: 0, naive: 0, moves: 0, movesOntoOldPaths: 0, refills: 0, redownloads: 0)
+        var totals = (changes: 0, naive: 0, moves: 0, movesOntoOldPaths: 0, refills: 0, redownloads: 0, movedRedownloads: 0, folderRedownloads: 0, shortenedByFolderMoves: 0)
         for seed in UInt64(1)...300 {
             var generator = RandomTrees(seed: seed)
             let (old, new) = generator.makePair()
@@ -91,6 +102,8 @@ struct ChangeDifferTests {
                 if !problems.isEmpty {
                     failures.append("seed \(seed): \(problems.joined(separator: "; "))\n  old: \(describe(old))\n  new: \(describe(new))\n  changes: \(result.changes)")
                 }
+                let withoutFolderMoves = try ChangeDiffer.diffTrees(DiffTree(old, role: "old"), DiffTree(new, role: "new")).kinds
+                if result.changes.count < withoutFolderMoves.count { totals.shortenedByFolderMoves += 1 }
                 totals.changes += result.changes.count
                 totals.naive += naive
                 for change in result.changes {
@@ -103,8 +116,11 @@ struct ChangeDifferTests {
                         }
                     case .add(let path) where old.files[path] != nil:
                         totals.refills += 1
-                    case .redownload:
+                    case .redownload(let from, let to):
                         totals.redownloads += 1
+                        if from != to { totals.movedRedownloads += 1 }
+                    case .deepRedownload:
+                        totals.folderRedownloads += 1
                     default:
                         break
                     }
@@ -114,8 +130,10 @@ struct ChangeDifferTests {
             }
         }
         #expect(failures.isEmpty, "\(failures.count) seeds failed:\n\(failures.prefix(5).joined(separator: "\n"))")
-        #expect(totals.moves > 200 && totals.movesOntoOldPaths > 50 && totals.refills > 20 && totals.redownloads > 50,
-                "the generator no longer exercises moves, collisions, swaps or edits: \(totals)")
+        #expect(totals.moves > 200 && totals.movesOntoOldPaths > 50 && totals.refills > 20 && totals.redownloads > 50
+                    && totals.movedRedownloads > 20 && totals.folderRedownloads > 5 && totals.shortenedByFolderMoves > 5,
+                "the generator no longer exercises moves, collisions, swaps, edits, moved edits or folder edits: \(totals)")
+        print("differ random totals: \(totals)")
         #expect(totals.changes < totals.naive)
     }
 }
@@ -171,8 +189,9 @@ extension ChangeDifferTests {
             DifferCase(name: "two swapped names are a move and an add", old: differTree("a.txt=A", "b.txt=B"),
                        new: differTree("a.txt=B", "b.txt=A"),
                        changes: [.move(from: dp("a.txt"), to: dp("b.txt"), rename: true), .add(dp("a.txt"))], downloads: ["a.txt"]),
-            DifferCase(name: "two swapped names without extension are two redownloads", old: differTree("LICENSE=L", "NOTICE=N"),
-                       new: differTree("LICENSE=N", "NOTICE=L"),
+            DifferCase(name: "two swapped names without extension are two redownloads",
+                       old: differTree("LICENSE=L", "NOTICE=N", "readme.txt=R"),
+                       new: differTree("LICENSE=N", "NOTICE=L", "readme.txt=R"),
                        changes: [.redownload(from: dp("LICENSE"), to: dp("LICENSE")), .redownload(from: dp("NOTICE"), to: dp("NOTICE"))]),
             DifferCase(name: "three rotated names are two moves and an add", old: differTree("a.txt=A", "b.txt=B", "c.txt=C"),
                        new: differTree("a.txt=C", "b.txt=A", "c.txt=B"),
@@ -243,6 +262,55 @@ extension ChangeDifferTests {
                        new: differTree("Ünïcode/résumé.txt=J", "with space/a b.md=S2"),
                        changes: [.move(from: dp("Ünïcode/日本 語.txt"), to: dp("Ünïcode/résumé.txt"), rename: true),
                                  .redownload(from: dp("with space/a b.md"), to: dp("with space/a b.md"))]),
+            DifferCase(name: "a folder whose every file changed is one deep folder redownload",
+                       old: differTree(base), new: edit(["docs/"], ["docs/a.md=A2", "docs/guide/b.md=B2"]),
+                       changes: [.deepRedownload(dp("docs"))], downloads: ["docs/a.md", "docs/guide/b.md"]),
+            DifferCase(name: "a deep folder redownload keeps the folder's empty folders",
+                       old: differTree("site/a.css=A", "site/b.css=B", "site/empty/", "keep.txt=K"),
+                       new: differTree("site/a.css=A2", "site/b.css=B2", "site/empty/", "keep.txt=K"),
+                       changes: [.deepRedownload(dp("site"))], downloads: ["site/a.css", "site/b.css"]),
+            DifferCase(name: "every file of the content changed is one deep redownload of the root",
+                       old: differTree("a.txt=A", "b/c.txt=C"), new: differTree("a.txt=A2", "b/c.txt=C2"),
+                       changes: [.deepRedownload(.root)], downloads: ["a.txt", "b/c.txt"]),
+            DifferCase(name: "a folder with one unchanged file keeps one redownload per changed file",
+                       old: differTree("docs/a.md=A", "docs/b.md=B", "docs/c.md=C"),
+                       new: differTree("docs/a.md=A2", "docs/b.md=B2", "docs/c.md=C"),
+                       changes: [.redownload(from: dp("docs/a.md"), to: dp("docs/a.md")),
+                                 .redownload(from: dp("docs/b.md"), to: dp("docs/b.md"))], downloads: ["docs/a.md", "docs/b.md"]),
+            DifferCase(name: "a folder whose files all changed but that gained a file is not refreshed whole",
+                       old: differTree("docs/a.md=A", "docs/b.md=B", "x.txt=X"),
+                       new: differTree("docs/a.md=A2", "docs/b.md=B2", "docs/new.md=N", "x.txt=X"),
+                       changes: [.redownload(from: dp("docs/a.md"), to: dp("docs/a.md")),
+                                 .redownload(from: dp("docs/b.md"), to: dp("docs/b.md")), .add(dp("docs/new.md"))]),
+            DifferCase(name: "a changed file whose bytes moved away is not part of a deep redownload",
+                       old: differTree("docs/a.md=A", "docs/b.md=B", "x.txt=X"),
+                       new: differTree("docs/a.md=A2", "docs/b.md=B2", "old-a.md=A", "x.txt=X"),
+                       changes: [.move(from: dp("docs/a.md"), to: dp("old-a.md"), rename: false),
+                                 .redownload(from: dp("docs/b.md"), to: dp("docs/b.md")), .add(dp("docs/a.md"))]),
+            DifferCase(name: "a file moved and changed is one redownload to its new place",
+                       old: differTree(base), new: edit(["docs/a.md"], ["archive/a.md=A2"]),
+                       changes: [.redownload(from: dp("docs/a.md"), to: dp("archive/a.md"))], downloads: ["archive/a.md"]),
+            DifferCase(name: "moved and changed files pair with the old file in the closest folder",
+                       old: differTree("x/1/index.md=A", "x/1/k.txt=K", "y/index.md=B", "y/k.txt=L"),
+                       new: differTree("x/2/index.md=A2", "x/1/k.txt=K", "z/index.md=B2", "y/k.txt=L"),
+                       changes: [.redownload(from: dp("x/1/index.md"), to: dp("x/2/index.md")),
+                                 .redownload(from: dp("y/index.md"), to: dp("z/index.md"))]),
+            DifferCase(name: "a changed file leaving a folder that is removed is a remove and an add",
+                       old: differTree("old/a.md=A", "keep.txt=K"), new: differTree("new/a.md=A2", "keep.txt=K"),
+                       changes: [.remove(dp("old")), .add(dp("new/a.md"))]),
+            DifferCase(name: "a folder moved to a new parent that gains a file is a move and an add",
+                       old: differTree("images/logo.png=L", "images/icons/star.png=S", "readme.txt=R"),
+                       new: differTree("assets/images/logo.png=L", "assets/images/icons/star.png=S", "assets/images/banner.png=B", "readme.txt=R"),
+                       changes: [.move(from: dp("images"), to: dp("assets/images"), rename: false), .add(dp("assets/images/banner.png"))],
+                       downloads: ["assets/images/banner.png"]),
+            DifferCase(name: "a renamed folder with one file changed and one removed is a move, a remove and a redownload",
+                       old: differTree("photos/a.jpg=A", "photos/b.jpg=B", "photos/c.jpg=C", "photos/d.jpg=D"),
+                       new: differTree("pictures/a.jpg=A", "pictures/b.jpg=B", "pictures/c.jpg=C2"),
+                       changes: [.move(from: dp("photos"), to: dp("pictures"), rename: true), .remove(dp("pictures/d.jpg")),
+                                 .redownload(from: dp("pictures/c.jpg"), to: dp("pictures/c.jpg"))], downloads: ["pictures/c.jpg"]),
+            DifferCase(name: "a file without extension that moved and changed is one redownload",
+                       old: differTree("LICENSE=L", "keep.txt=K"), new: differTree("legal/LICENSE=L2", "keep.txt=K"),
+                       changes: [.redownload(from: dp("LICENSE"), to: dp("legal/LICENSE"))]),
         ]
     }
 
@@ -401,7 +469,7 @@ extension ChangeDifferTests {
             let typed = files.filter { !Change.namesFolder($0) }
             let bare = files.filter { Change.namesFolder($0) }
             let folders = model.folders.sorted()
-            switch Int.random(in: 0..<11, using: &random) {
+            switch Int.random(in: 0..<14, using: &random) {
             case 0, 1:
                 let bytes = !typed.isEmpty && chance(30) ? model.files[pick(typed)]! : fresh()
                 model.put(parent(in: model).appending(dp(pick(Self.fileNames))), bytes)
@@ -441,6 +509,30 @@ extension ChangeDifferTests {
                 // A file replaced by a folder of the same name.
                 let file = pick(files)
                 model.put(file.appending(dp("inner.txt")), fresh())
+            case 11 where !typed.isEmpty:
+                // A file moved and changed.
+                let file = pick(typed)
+                model.delete(file)
+                model.put(parent(in: model).appending(dp(file.lastComponent!)), fresh())
+            case 13 where !folders.isEmpty:
+                // A folder moved, then changed inside: a file added, changed or removed.
+                let folder = pick(folders)
+                let target = parent(in: model).appending(dp(pick(Self.folderNames)))
+                guard target.components.count <= 4, !target.isWithin(folder) else { return }
+                model.move(folder, to: target)
+                let inside = model.files.keys.filter { $0.isWithin(target) && !Change.namesFolder($0) }.sorted()
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: model.put(target.appending(dp(pick(Self.fileNames))), fresh())
+                case 1 where !inside.isEmpty: model.files[pick(inside)] = fresh()
+                case 2 where !inside.isEmpty: model.delete(pick(inside))
+                default: break
+                }
+            case 12 where !folders.isEmpty:
+                // Every file of a folder changed.
+                let folder = pick(folders)
+                for file in files where file.isWithin(folder) && (!Change.namesFolder(file) || old.files[file] != nil) {
+                    model.files[file] = fresh()
+                }
             default:
                 break
             }

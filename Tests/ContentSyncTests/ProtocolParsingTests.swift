@@ -118,6 +118,10 @@ struct ProtocolParsingTests {
         (#"{"oldPath": 5, "newPath": ""}"#, .invalidChangeList),
         (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/x.txt", "redownload": "maybe"}"#, .invalidChangeList),
         (#"["not an object"]"#, .invalidChangeList),
+        (#"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": {"../x.txt": {"sha256": "\#(String(repeating: "a", count: 64))", "size": 1}}}"#, .unsafePath),
+        (#"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": {"x.txt": {"size": 1}}}"#, .invalidChangeList),
+        (#"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": ["x.txt"]}"#, .invalidChangeList),
+        (#"{"oldPath": "\#(c)a.txt", "newPath": "", "files": {}}"#, .invalidChangeList),
     ])
     func unsafeOrMalformedChangesAreRefused(body: String, code: SyncError.Code) {
         #expect {
@@ -125,6 +129,16 @@ struct ProtocolParsingTests {
         } throws: { error in
             (error as! SyncError).code == code && (error as! SyncError).message.contains("change #0")
         }
+    }
+
+    @Test func aFolderRedownloadNamesTheBytesOfEachFileItDownloads() throws {
+        let hash = String(repeating: "b", count: 64)
+        let change = try #require(try Self.change(#"{"oldPath": "\#(Self.c)site", "newPath": "\#(Self.c)site", "redownload": true, "isDeepFolderRedownload": true, "files": {"a.css": {"sha256": "\#(hash)", "size": 3}, "print/p.css": {"sha256": "\#(hash.uppercased())", "size": "7"}}}"#))
+        #expect(change.kind == .deepRedownload(try SafeRelativePath(validating: "site")))
+        #expect(change.folderFingerprints == [
+            try SafeRelativePath(validating: "site/a.css"): FileFingerprint(size: 3, sha256: hash),
+            try SafeRelativePath(validating: "site/print/p.css"): FileFingerprint(size: 7, sha256: hash),
+        ])
     }
 
     @Test func aChangeListWhoseToIsNotAboveFromIsRefused() throws {

@@ -15,6 +15,9 @@ struct DiffBans {
     var filePairs: Set<Pair> = []
     /// Folder moves never to make again: each closed an ordering cycle.
     var folderPairs: Set<Pair> = []
+    /// Moved-and-edited pairings never to make again (published as a remove and an add
+    /// instead): each closed an ordering cycle.
+    var refreshPairs: Set<Pair> = []
     /// File moves that go through a temporary name: they closed a cycle, and giving them up left
     /// a file without extension that only a move can bring.
     var staged: Set<Pair> = []

@@ -10,6 +10,10 @@ enum DiffStep: Hashable {
     case unpark(from: SafeRelativePath, to: SafeRelativePath)
     case remove(SafeRelativePath)
     case redownload(SafeRelativePath)
+    /// A file that moved and changed: moved from `from`, then downloaded fresh at `to`.
+    case refreshMove(from: SafeRelativePath, to: SafeRelativePath)
+    /// A folder whose every file changed in place and whose shape did not: one deep redownload.
+    case refreshFolder(SafeRelativePath)
     case addFile(SafeRelativePath)
     case addFolder(SafeRelativePath)
 
@@ -20,7 +24,7 @@ enum DiffStep: Hashable {
         case .moveFolder: return 0
         case .moveFile, .park, .unpark: return 1
         case .remove: return 2
-        case .redownload: return 3
+        case .redownload, .refreshMove, .refreshFolder: return 3
         case .addFile: return 4
         case .addFolder: return 5
         }
@@ -29,7 +33,8 @@ enum DiffStep: Hashable {
     /// The path whose current bytes (or subtree) the step carries elsewhere.
     var source: SafeRelativePath? {
         switch self {
-        case .moveFolder(let from, _), .moveFile(let from, _), .park(let from, _), .unpark(let from, _): return from
+        case .moveFolder(let from, _), .moveFile(let from, _), .park(let from, _), .unpark(let from, _),
+             .refreshMove(let from, _): return from
         default: return nil
         }
     }
@@ -38,9 +43,9 @@ enum DiffStep: Hashable {
     /// missing parents.
     var written: SafeRelativePath? {
         switch self {
-        case .moveFolder(_, let to), .moveFile(_, let to), .park(_, let to), .unpark(_, let to): return to
+        case .moveFolder(_, let to), .moveFile(_, let to), .park(_, let to), .unpark(_, let to), .refreshMove(_, let to): return to
         case .addFile(let path), .addFolder(let path): return path
-        case .remove, .redownload: return nil
+        case .remove, .redownload, .refreshFolder: return nil
         }
     }
 
@@ -52,8 +57,8 @@ enum DiffStep: Hashable {
     var key: SafeRelativePath {
         switch self {
         case .moveFolder(let from, _): return from
-        case .moveFile(_, let to), .park(_, let to), .unpark(_, let to): return to
-        case .remove(let path), .redownload(let path), .addFile(let path), .addFolder(let path): return path
+        case .moveFile(_, let to), .park(_, let to), .unpark(_, let to), .refreshMove(_, let to): return to
+        case .remove(let path), .redownload(let path), .addFile(let path), .addFolder(let path), .refreshFolder(let path): return path
         }
     }
 
@@ -64,6 +69,8 @@ enum DiffStep: Hashable {
             return .move(from: from, to: to, rename: from.parent == to.parent)
         case .remove(let path): return .remove(path)
         case .redownload(let path): return .redownload(from: path, to: path)
+        case .refreshMove(let from, let to): return .redownload(from: from, to: to)
+        case .refreshFolder(let path): return .deepRedownload(path)
         case .addFile(let path), .addFolder(let path): return .add(path)
         }
     }

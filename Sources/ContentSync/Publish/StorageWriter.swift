@@ -78,6 +78,13 @@ struct StorageWriter {
                     object["sha256"] = fingerprint.sha256
                     object["size"] = fingerprint.size
                 }
+            case .deepRedownload(let folder):
+                // Every file the refresh downloads, by path relative to the folder.
+                var files: [String: Any] = [:]
+                for (path, fingerprint) in tree.files where path.isWithin(folder) && path != folder {
+                    files[path.rebased(from: folder, onto: .root).string] = ["sha256": fingerprint.sha256, "size": fingerprint.size]
+                }
+                object["files"] = files
             default:
                 break
             }
