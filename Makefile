@@ -33,12 +33,14 @@ bench: deps
 	$(SWIFT) build -c release --product sync-agent
 	bash bench/restore.sh "$$($(SWIFT) build -c release --show-bin-path)/sync-agent"
 
-## Regenerate ExampleStorage (deterministic: the same bytes every time).
-example-storage:
-	python3 scripts/make_example_storage.py
+## Regenerate ExampleStorage with `sync-agent publish` (deterministic: the same bytes every time).
+example-storage: deps
+	$(SWIFT) build --product sync-agent
+	python3 scripts/make_example_storage.py --sync-agent "$$($(SWIFT) build --show-bin-path)/sync-agent"
 
-check-example-storage:
-	python3 scripts/make_example_storage.py --check
+check-example-storage: deps
+	$(SWIFT) build --product sync-agent
+	python3 scripts/make_example_storage.py --check --sync-agent "$$($(SWIFT) build --show-bin-path)/sync-agent"
 
 clean:
 	rm -rf .build

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Generate ExampleStorage/: versioned fixture storages for the RXCacheManager protocol.
 
-One declarative spec (SPEC below: a list of versions, each a list of operations) drives
-everything, so the content trees and the change lists cannot disagree:
+One declarative spec (SPEC below: a list of versions, each a list of operations) describes
+what each version's content is and which changes the publisher is expected to find:
 
 * each version's content tree is the previous tree with that version's ops applied in order;
-* each version's change list (changes_<prev>_<v>.json) is the same ops rendered as JSON.
+* `sync-agent publish` then builds the storage from those trees, exactly as a publisher
+  would: the first version with `--init`, every later one as the next version. Its change
+  list must hold exactly the spec's ops (in the publisher's order), so the fixture also pins
+  down what the differ finds: folder renames and moves, moved-and-edited files, deep folder
+  redownloads.
 
 Output (all under ExampleStorage/):
 
-    versions/<v>/RXCacheConfig/cacheStatus.json
+    versions/<v>/RXCacheConfig/cacheStatus.json                          (with integrity data)
+    versions/<v>/RXCacheConfig/contentManifest.json
     versions/<v>/RXCacheConfig/listOfURLsToUpdatesByVersion.json
     versions/<v>/RXCacheConfig/HistoryOfVersions/changes_<a>_<b>.json   (every list up to v)
     versions/<v>/RXCacheContent/...                                       (content as of v)
@@ -19,15 +24,16 @@ Output (all under ExampleStorage/):
     README.md                version table, every change with its kind and the case it covers
 
 Output is deterministic: running the generator twice gives byte-identical files. After
-building, the output is verified independently of the spec: each zip and each content folder
-is compared with its manifest, each change list is replayed from the JSON on disk, and every
-allowed multi-version update is composed (downloading only from the latest storage) and
+publishing, the output is verified independently of the publisher: each zip and each content
+folder is compared with its manifest, each change list is replayed from the JSON on disk, and
+every allowed multi-version update is composed (downloading only from the latest storage) and
 compared with the target manifest.
 
 Usage:
-    python3 scripts/make_example_storage.py           # (re)write ExampleStorage/
-    python3 scripts/make_example_storage.py --check   # exit 1 if ExampleStorage/ is stale
+    python3 scripts/make_example_storage.py --sync-agent PATH           # (re)write ExampleStorage/
+    python3 scripts/make_example_storage.py --sync-agent PATH --check   # exit 1 if stale
 
+`make example-storage` and `make check-example-storage` build sync-agent and pass it.
 Standard library only (Python 3.11+).
 """
 
@@ -37,8 +43,10 @@ import argparse
 import hashlib
 import io
 import json
+import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import unicodedata
@@ -56,12 +64,11 @@ HISTORY_DIR = "RXCacheConfig/HistoryOfVersions"
 CONTENT_DIR = "RXCacheContent"
 ZIP_NAME = "RXCacheContent.zip"
 
-# Deterministic zip settings.
+# The deterministic zip metadata `publish` writes (checked by scan_zip).
 ZIP_DATE_TIME = (1980, 1, 1, 0, 0, 0)
 ZIP_FILE_ATTR = 0o100644 << 16
 ZIP_DIR_ATTR = (0o40755 << 16) | 0x10  # + MS-DOS directory flag
 ZIP_CREATE_SYSTEM = 3  # Unix
-ZIP_COMPRESSLEVEL = 9
 
 MIB = 1_048_576
 
@@ -182,7 +189,6 @@ class Version:
     name: str
     minimal: str
     ops: list[Op]
-    numeric_sizes: bool = False  # write the sizes in cacheStatus.json as JSON numbers
     note: str = ""
 
 
@@ -277,8 +283,7 @@ SPEC: list[Version] = [
              "move file to another (new) folder"),
     ]),
 
-    Version("1.2", minimal="1.0", numeric_sizes=True,
-            note="sizes in cacheStatus.json are JSON numbers", ops=[
+    Version("1.2", minimal="1.0", ops=[
         # 1.2 move the file ADDED in 1.1 (1.0 client: one download, from help/faq.md).
         move("docs/faq.md", "help/faq.md", "move the file added in 1.1"),
         # 1.2 remove a folder with nested content (recursive delete).
@@ -501,45 +506,18 @@ def changes_name(a: str, b: str) -> str:
     return f"changes_{a}_{b}.json"
 
 
-def change_entry(op: Op) -> dict:
-    entry = {
-        "oldPath": content_url(op.old),
-        "newPath": content_url(op.new),
-        "redownload": op.kind in ("redownload", "redownload+move", "deep-redownload"),
-        "rename": op.kind == "rename",
-    }
-    if op.kind == "deep-redownload":
-        entry["isDeepFolderRedownload"] = True
-    return entry
-
-
-def size_in_mib(n_bytes: int) -> float:
-    """MiB rounded UP to 3 decimals, so a size is never under-declared."""
-    milli = -(-n_bytes * 1000 // MIB)
-    return milli / 1000
-
-
-def build_zip(tree: Tree) -> bytes:
-    entries: list[tuple[str, bytes | None]] = [(CONTENT_DIR + "/", None)]
-    entries += [(f"{CONTENT_DIR}/{f}/", None) for f in tree.folders]
-    entries += [(f"{CONTENT_DIR}/{p}", d) for p, d in tree.files.items()]
-    entries.sort(key=lambda e: e[0])
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED,
-                         compresslevel=ZIP_COMPRESSLEVEL) as zf:
-        for name, data in entries:
-            info = zipfile.ZipInfo(name, date_time=ZIP_DATE_TIME)
-            info.create_system = ZIP_CREATE_SYSTEM
-            if data is None:
-                info.external_attr = ZIP_DIR_ATTR
-                info.compress_type = zipfile.ZIP_STORED
-                info.file_size = info.compress_size = info.CRC = 0
-                zf.mkdir(info)
-            else:
-                info.external_attr = ZIP_FILE_ATTR
-                zf.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED,
-                            compresslevel=ZIP_COMPRESSLEVEL)
-    return buf.getvalue()
+def classify(entry: dict) -> tuple[str, str, str]:
+    """A published change as (kind, old, new), in the spec's vocabulary."""
+    old, new = decode_url(entry["oldPath"]), decode_url(entry["newPath"])
+    if entry.get("isDeepFolderRedownload"):
+        return ("deep-redownload", old, new)
+    if entry["redownload"]:
+        return ("redownload" if old == new else "redownload+move", old, new)
+    if old == "":
+        return ("add-file" if "." in new.rsplit("/", 1)[-1] else "add-folder", old, new)
+    if new == "":
+        return ("remove", old, new)
+    return ("rename" if entry["rename"] else "move", old, new)
 
 
 def manifest(version: str, tree: Tree) -> dict:
@@ -583,44 +561,66 @@ def write(path: Path, data: bytes) -> None:
     path.write_bytes(data)
 
 
-def generate(out: Path) -> None:
+def write_content(tree: Tree, root: Path) -> None:
+    root.mkdir(parents=True)
+    for folder in sorted(tree.folders):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+    for path, data in sorted(tree.files.items()):
+        write(root / path, data)
+
+
+def publish(agent: Path, v: Version, first: bool, storage: Path, content: Path) -> None:
+    command = [str(agent), "publish", "--storage", str(storage), "--content", str(content),
+               "--version", v.name, "--minimal", v.minimal, "--base-url", BASE]
+    if first:
+        command.append("--init")
+    run = subprocess.run(command, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise SpecError(f"`{' '.join(command)}` failed with exit code {run.returncode}:\n"
+                        f"{run.stderr.strip() or run.stdout.strip()}")
+
+
+def snapshot(storage: Path, target: Path) -> None:
+    """Copies the storage as served: without the publisher's hidden work folders."""
+    shutil.copytree(storage, target, ignore=lambda _, names: [n for n in names if n.startswith(".")])
+
+
+def published_ops(v: Version, prev: str, root: Path) -> list[Op]:
+    """The published change list of `v`, each change matched with its spec op (for the case
+    text). Fails when the publisher and the spec disagree."""
+    doc = load_json(root / HISTORY_DIR / changes_name(prev, v.name))
+    by_key = {(op.kind, op.old, op.new): op for op in v.ops}
+    published = [classify(entry) for entry in doc["changes"]]
+    missing = sorted(set(by_key) - set(published))
+    extra = [c for c in published if c not in by_key]
+    if missing or extra or len(published) != len(by_key):
+        raise SpecError(f"version {v.name}: `sync-agent publish` wrote {changes_name(prev, v.name)} "
+                        f"with changes the spec does not list {extra} and without {missing}; "
+                        "fix the differ or the spec")
+    return [by_key[c] for c in published]
+
+
+def generate(out: Path, agent: Path) -> None:
     built = build_trees()
-    history: list[tuple[str, bytes]] = []  # (file name, JSON bytes) published so far
-    prev: str | None = None
-    for v, tree in built:
-        if prev is not None:
-            doc = {"from": prev, "to": v.name, "changes": [change_entry(op) for op in v.ops]}
-            history.append((changes_name(prev, v.name), dumps(doc)))
-        root = out / "versions" / v.name
-        for name, data in history:
-            write(root / HISTORY_DIR / name, data)
-        write(root / CONFIG_DIR / "listOfURLsToUpdatesByVersion.json", dumps({
-            "updatesByVersions": [f"{BASE}{HISTORY_DIR}/{name}" for name, _ in history]}))
-        for folder in sorted(tree.folders):
-            (root / CONTENT_DIR / folder).mkdir(parents=True, exist_ok=True)
-        (root / CONTENT_DIR).mkdir(parents=True, exist_ok=True)
-        for path, data in sorted(tree.files.items()):
-            write(root / CONTENT_DIR / path, data)
-        archive = build_zip(tree)
-        write(root / ZIP_NAME, archive)
-        zipped = size_in_mib(len(archive))
-        unzipped = size_in_mib(sum(len(d) for d in tree.files.values()))
-        write(root / CONFIG_DIR / "cacheStatus.json", dumps({
-            "actualCacheVersion": v.name,
-            "minimalCacheVersion": v.minimal,
-            "urlAtListOfURLsToUpdatesByVersion":
-                f"{BASE}{CONFIG_DIR}/listOfURLsToUpdatesByVersion.json",
-            "urlAtZipArchiveOfCacheContent": f"{BASE}{ZIP_NAME}",
-            "zippedArchiveSizeInMB": zipped if v.numeric_sizes else repr(zipped),
-            "unzippedArchiveSizeInMB": unzipped if v.numeric_sizes else repr(unzipped),
-        }))
-        write(out / "manifests" / f"{v.name}.json", dumps(manifest(v.name, tree)))
-        prev = v.name
+    published: list[tuple[Version, list[Op]]] = []
+    with tempfile.TemporaryDirectory(prefix="example-storage-work-") as tmp:
+        work = Path(tmp)
+        storage = work / "storage"
+        prev: str | None = None
+        for v, tree in built:
+            content = work / f"content-{v.name}"
+            write_content(tree, content)
+            publish(agent, v, prev is None, storage, content)
+            root = out / "versions" / v.name
+            snapshot(storage, root)
+            published.append((v, v.ops if prev is None else published_ops(v, prev, root)))
+            write(out / "manifests" / f"{v.name}.json", dumps(manifest(v.name, tree)))
+            prev = v.name
     write(out / "versions.json", dumps({
         "versions": [v.name for v, _ in built], "latest": built[-1][0].name, "base": BASE}))
     compositions = verify(out)
     check_composition_claims(compositions)
-    write(out / "README.md", readme(built, compositions).encode("utf-8"))
+    write(out / "README.md", readme(out, built, published, compositions).encode("utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -864,7 +864,7 @@ def check_composition_claims(c: dict[tuple[str, str], list[str] | None]) -> None
 # README
 # ---------------------------------------------------------------------------------------------
 
-def readme(built: list[tuple[Version, Tree]],
+def readme(out_dir: Path, built: list[tuple[Version, Tree]], published: list[tuple[Version, list[Op]]],
            compositions: dict[tuple[str, str], list[str] | None]) -> str:
     def code(p: str) -> str:
         return f"`{p}`" if p else "—"
@@ -872,16 +872,17 @@ def readme(built: list[tuple[Version, Tree]],
     out = [
         "# ExampleStorage",
         "",
-        "Generated by `scripts/make_example_storage.py` — do not edit by hand. Regenerate with",
-        "`python3 scripts/make_example_storage.py`; CI checks freshness with `--check`.",
+        "Generated by `scripts/make_example_storage.py`, which describes each version's content",
+        "and publishes it with `sync-agent publish` — do not edit by hand. Regenerate with",
+        "`make example-storage`; `make test` checks freshness with `make check-example-storage`.",
         "",
         f"Canonical base: `{BASE}`",
         "(the `.invalid` host is never fetched; clients rebase URLs under it onto wherever",
         "`versions/<v>/` is served).",
         "",
-        "- `versions/<v>/` — the full storage as published at `<v>` (config, change lists up to",
-        "  `<v>`, `RXCacheContent/`, `RXCacheContent.zip`). A storage serves only its latest",
-        "  content, so each version is a separate snapshot.",
+        "- `versions/<v>/` — the full storage as published at `<v>` (config with integrity data,",
+        "  content manifest, change lists up to `<v>`, `RXCacheContent/`, `RXCacheContent.zip`).",
+        "  A storage serves only its latest content, so each version is a separate snapshot.",
         "- `manifests/<v>.json` — the expected client tree at `<v>`: every folder (including",
         "  empty and intermediate ones; git does not keep empty folders, so compare against this,",
         "  not against the checkout) and every file's size and SHA-256. Paths are NFC, sorted by",
@@ -890,29 +891,31 @@ def readme(built: list[tuple[Version, Tree]],
         "",
         "## Versions",
         "",
-        "| Version | Minimal | Files | Folders | Content bytes | Zip bytes | Sizes in cacheStatus | Note |",
+        "| Version | Minimal | Files | Folders | Content bytes | Zip bytes | Changes | Note |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for v, tree in built:
-        zip_bytes = len(build_zip(tree))
+    for (v, tree), (_, ops) in zip(built, published):
+        zip_bytes = (out_dir / "versions" / v.name / ZIP_NAME).stat().st_size
+        changes = "—" if v is built[0][0] else str(len(ops))
         out.append(f"| {v.name} | {v.minimal} | {len(tree.files)} | {len(tree.folders)} | "
                    f"{sum(len(d) for d in tree.files.values()):,} | {zip_bytes:,} | "
-                   f"{'numbers' if v.numeric_sizes else 'strings'} | {v.note} |")
+                   f"{changes} | {v.note} |")
     out += [
         "",
         "## Changes",
         "",
-        "Ops apply in list order. Kinds: add file (`oldPath` empty, name has an extension),",
-        "add folder (no extension), remove (`newPath` empty), rename (`rename: true`, same",
-        "folder), move (`rename: false`), redownload (`redownload: true`, same path),",
-        "redownload + move (different paths), deep folder redownload",
+        "Version 1.0 lists what the content starts with; every later row is a change of the",
+        "list `publish` wrote, in its order. Kinds: add file (`oldPath` empty, name has an",
+        "extension), add folder (no extension), remove (`newPath` empty), rename (`rename:",
+        "true`, same folder), move (`rename: false`), redownload (`redownload: true`, same",
+        "path), redownload + move (different paths), deep folder redownload",
         "(`isDeepFolderRedownload: true`).",
         "",
         "| Version | Minimal | # | Kind | Old path | New path | Case |",
         "|---|---|---|---|---|---|---|",
     ]
-    for v, _ in built:
-        for n, op in enumerate(v.ops, 1):
+    for v, ops in published:
+        for n, op in enumerate(ops, 1):
             if v is built[0][0]:
                 kind = f"initial {op.kind}"
             else:
@@ -960,8 +963,10 @@ def readme(built: list[tuple[Version, Tree]],
         "  `assets/images/banner.png`, 1.4): order within a list matters.",
         "- **Moved, then removed** (`docs/changelog.txt` → `archive/changelog.txt` in 1.1,",
         "  removed in 1.4): a 1.1+ client removes it from its moved place; `archive` stays.",
-        "- **JSON numbers vs strings**: 1.2's `cacheStatus.json` gives the sizes as numbers, the",
-        "  other versions as strings. Sizes are MiB rounded up to 3 decimals.",
+        "- **Integrity extension**: every `cacheStatus.json` carries the tree digest and the",
+        "  SHA-256 and size of the archive, the content manifest and each list; every change that",
+        "  downloads names the bytes (a deep redownload names each file below its folder).",
+        "  Sizes are strings, MiB rounded up to 3 decimals.",
         "- **Percent-encoding**: `docs/Guide%20Notes.md`, `cookbook/cr%C3%A8me.json` (each path",
         "  component is encoded separately; `/` separates components).",
         "",
@@ -993,10 +998,10 @@ def zip_only_deflate_differs(a: bytes, b: bytes) -> bool:
         return False
 
 
-def check(committed: Path) -> int:
+def check(committed: Path, agent: Path) -> int:
     with tempfile.TemporaryDirectory(prefix="example-storage-") as tmp:
         fresh = Path(tmp) / "ExampleStorage"
-        generate(fresh)
+        generate(fresh, agent)
         want, have = list_files(fresh), list_files(committed)
         problems = []
         for rel in sorted(set(want) | set(have)):
@@ -1014,7 +1019,7 @@ def check(committed: Path) -> int:
                     problems.append(f"differs: {rel}{hint}")
     if problems:
         print(f"ExampleStorage is stale ({len(problems)} difference(s)); regenerate with "
-              "`python3 scripts/make_example_storage.py`:", file=sys.stderr)
+              "`make example-storage`:", file=sys.stderr)
         for p in problems:
             print("  " + p, file=sys.stderr)
         return 1
@@ -1029,10 +1034,16 @@ def main() -> int:
                         help="regenerate into a temp dir; exit 1 if ExampleStorage/ differs")
     parser.add_argument("--out", type=Path, default=repo / "ExampleStorage",
                         help="output folder (default: ExampleStorage/ in the repo)")
+    parser.add_argument("--sync-agent", type=Path, default=repo / ".build" / "debug" / "sync-agent",
+                        help="the sync-agent binary that publishes (default: .build/debug/sync-agent)")
     args = parser.parse_args()
+    if not os.access(args.sync_agent, os.X_OK):
+        print(f"error: no sync-agent binary at {args.sync_agent}; build it with "
+              "`swift build --product sync-agent`, or run `make example-storage`", file=sys.stderr)
+        return 2
     try:
         if args.check:
-            return check(args.out)
+            return check(args.out, args.sync_agent)
         args.out.mkdir(parents=True, exist_ok=True)
         for name in MANAGED:
             target = args.out / name
@@ -1040,7 +1051,7 @@ def main() -> int:
                 shutil.rmtree(target)
             elif target.exists():
                 target.unlink()
-        generate(args.out)
+        generate(args.out, args.sync_agent)
     except (SpecError, VerifyError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

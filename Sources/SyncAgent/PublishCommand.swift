@@ -8,10 +8,11 @@ struct PublishCommand: AsyncParsableCommand {
         commandName: "publish",
         abstract: "Publish a folder as the storage's next version: change list, update list, archive, status.",
         discussion: """
-            Compares the storage's RXCacheContent/ with --content and writes the smallest change list
-            (renames and moves found by content hash), appends it to the update list, rebuilds
-            RXCacheContent.zip deterministically, replaces RXCacheContent/, and writes cacheStatus.json
-            last. --init creates a storage from a folder at its first version.
+            Compares the storage's RXCacheContent/ with --content and writes the smallest change list \
+            (renames and moves of files and folders found by content hash), appends it to the update list, \
+            rebuilds RXCacheContent.zip deterministically, replaces RXCacheContent/, and writes \
+            cacheStatus.json last, with integrity data. --init creates a storage from a folder at its \
+            first version.
             """)
 
     @Option(name: .long, help: "The storage folder.")

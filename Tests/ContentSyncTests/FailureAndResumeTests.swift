@@ -71,6 +71,8 @@ struct FailureAndResumeTests {
             try await withSyncHarness(serving: "1.2") { harness in
                 try await harness.sync()
                 try rewrite(broken.path + "/RXCacheConfig/HistoryOfVersions/changes_1.3_1.4.json") { String($0.prefix(40)) }
+                // A publisher's mistake, not tampering: the hashes describe the broken list.
+                try StorageEditing.reseal(broken.path)
                 harness.server.setRoot(broken)
                 await #expect {
                     try await harness.sync()

@@ -9,11 +9,15 @@ struct HostileStorageTests {
     /// Runs a sync from `from` against a copy of `version` damaged by `damage`, and checks that
     /// it fails with `code`, that the content is still `from` (or absent), and that nothing but
     /// the client's own files appeared in the client folder's parent.
+    ///
+    /// The damaged storage's integrity data is resealed (see ``StorageEditing/reseal(_:)``):
+    /// the publisher itself is hostile, so these defenses must hold without hash mismatches.
     func expectRefused(from: String?, damaged version: String, code: SyncError.Code, mentioning text: String,
                        _ damage: (String) throws -> Void) async throws {
         try await withTemporaryDirectory { scratch in
             let storage = try copySnapshot(version, to: scratch + "/storage")
             try damage(storage.path)
+            try StorageEditing.reseal(storage.path)
             try await withSyncHarness(serving: from ?? version) { harness in
                 if from != nil { try await harness.sync() }
                 harness.server.setRoot(storage)
@@ -66,10 +70,7 @@ struct HostileStorageTests {
         try build(writer)
         try writer.close()
         if let declaredUnzippedMB {
-            try rewrite(storage + "/RXCacheConfig/cacheStatus.json") { text in
-                text.replacingOccurrences(of: #""unzippedArchiveSizeInMB": "[0-9.]+""#, with: "\"unzippedArchiveSizeInMB\": \"\(declaredUnzippedMB)\"",
-                                          options: .regularExpression)
-            }
+            try StorageEditing.editStatus(storage) { $0["unzippedArchiveSizeInMB"] = declaredUnzippedMB }
         }
     }
 
@@ -103,10 +104,7 @@ struct HostileStorageTests {
     @Test func aRestoreWithMoreDeclaredThanTheDiskHoldsIsRefusedBeforeDownloading() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = try copySnapshot("1.0", to: scratch + "/storage")
-            try rewrite(storage.path + "/RXCacheConfig/cacheStatus.json") { text in
-                text.replacingOccurrences(of: #""unzippedArchiveSizeInMB": "[0-9.]+""#, with: "\"unzippedArchiveSizeInMB\": \"900000000\"",
-                                          options: .regularExpression)
-            }
+            try StorageEditing.editStatus(storage.path) { $0["unzippedArchiveSizeInMB"] = "900000000" }
             try await withSyncHarness(storageRoot: storage) { harness in
                 await #expect {
                     try await harness.sync()

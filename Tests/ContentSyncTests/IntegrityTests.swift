@@ -53,6 +53,22 @@ struct IntegrityTests {
         }
     }
 
+    @Test func aChangedFileInsideADeepFolderRedownloadIsRefusedByItsOwnHash() async throws {
+        // ExampleStorage 1.3 refreshes styles/ with one deep redownload that names each file's bytes.
+        try await withTemporaryDirectory { scratch in
+            let storage = try copySnapshot("1.3", to: scratch + "/storage")
+            try "tampered".write(toFile: storage.path + "/RXCacheContent/styles/print/print.css", atomically: true, encoding: .utf8)
+            try await withSyncHarness(serving: "1.2") { harness in
+                try await harness.sync()
+                harness.server.setRoot(storage)
+                let earlier = harness.server.requests().count
+                try await expectIntegrityFailure(harness, mentioning: "styles/print/print.css", keeping: "1.2")
+                #expect(!harness.server.requests().dropFirst(earlier).contains { $0.path == "/RXCacheContent.zip" },
+                        "refused by the file's own hash, not after a repair")
+            }
+        }
+    }
+
     @Test func aChangedChangeListIsRefused() async throws {
         try await withPublishedPair { harness, storage in
             try rewrite(storage + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json") { $0 + " " }

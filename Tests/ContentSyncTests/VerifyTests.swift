@@ -38,12 +38,16 @@ struct VerifyTests {
     }
 
     @Test func aStorageWithoutIntegrityDataCannotBeVerified() async throws {
-        try await withSyncHarness(serving: "1.4") { harness in
-            try await harness.sync()
-            await #expect {
-                try await harness.manager().verify()
-            } throws: { error in
-                (error as! SyncError).code == .integrity && "\(error)".contains("republish")
+        try await withTemporaryDirectory { scratch in
+            let storage = try copySnapshot("1.4", to: scratch + "/storage")
+            try StorageEditing.stripIntegrity(storage.path)
+            try await withSyncHarness(storageRoot: storage) { harness in
+                try await harness.sync()
+                await #expect {
+                    try await harness.manager().verify()
+                } throws: { error in
+                    (error as! SyncError).code == .integrity && "\(error)".contains("republish")
+                }
             }
         }
     }
