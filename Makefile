@@ -5,7 +5,7 @@ APT_PACKAGES := libcurl4-openssl-dev libzip-dev libsqlite3-dev pkg-config python
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test run bench example-storage check-example-storage clean
+.PHONY: deps build test run bench roundtrips example-storage check-example-storage clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -22,6 +22,11 @@ build: deps
 test: deps check-example-storage
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+
+## The longer publish round-trip pass: 1,000 random seeds instead of make test's 200 (~7 min).
+roundtrips: deps
+	$(SWIFT) build --build-tests
+	SEEDS=1000 $(SWIFT) test --skip-build --filter PublishRoundTrip
 
 ## Serve ExampleStorage on loopback and mirror it version by version, showing each step.
 run: deps

@@ -79,7 +79,7 @@ struct RandomTreeWriter {
         let files = files()
         let folders = folders()
         func free(_ path: String) -> Bool { !manager.fileExists(atPath: root + "/" + path) }
-        switch Int.random(in: 0..<9, using: &random) {
+        switch Int.random(in: 0..<12, using: &random) {
         case 0: try addFile()
         case 1: if let file = files.randomElement(using: &random) { try manager.removeItem(atPath: root + "/" + file) }
         case 2:
@@ -103,6 +103,29 @@ struct RandomTreeWriter {
             if let folder = folders.dropFirst().randomElement(using: &random) {
                 let target = join((folder as NSString).deletingLastPathComponent, folderName())
                 if free(target) { try manager.moveItem(atPath: root + "/" + folder, toPath: root + "/" + target) }
+            }
+        case 9:
+            // Moved and edited: published as one redownload to the new place.
+            if let file = files.randomElement(using: &random) {
+                let target = join(folders.randomElement(using: &random)!, (file as NSString).lastPathComponent)
+                if free(target) {
+                    try manager.removeItem(atPath: root + "/" + file)
+                    try bytes().write(to: URL(fileURLWithPath: root + "/" + target))
+                }
+            }
+        case 10:
+            // Every file of a folder edited: published as one deep folder redownload.
+            if let folder = folders.dropFirst().randomElement(using: &random) {
+                for file in files where file.hasPrefix(folder + "/") { try bytes().write(to: URL(fileURLWithPath: root + "/" + file)) }
+            }
+        case 11:
+            // A folder renamed, then a file added inside: published as a move and an add.
+            if let folder = folders.dropFirst().randomElement(using: &random) {
+                let target = join((folder as NSString).deletingLastPathComponent, folderName())
+                if free(target) {
+                    try manager.moveItem(atPath: root + "/" + folder, toPath: root + "/" + target)
+                    try bytes().write(to: URL(fileURLWithPath: root + "/" + join(target, fileName())))
+                }
             }
         default:
             if let folder = folders.dropFirst().randomElement(using: &random) {
