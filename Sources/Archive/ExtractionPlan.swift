@@ -112,6 +112,10 @@ struct ExtractionPlan: Equatable {
             throw ArchiveError(code: .duplicateEntry,
                                message: "\(archive): '\(file.path)' is both a file (entry '\(file.archiveName)') and a folder; refusing the archive")
         }
+        if let (first, second) = SafeRelativePath.caseCollision(in: Array(folders) + files.map(\.path)) {
+            throw ArchiveError(code: .duplicateEntry,
+                               message: "\(archive): '\(first)' and '\(second)' differ only in case, so they would be one path on case-insensitive file systems; refusing the archive (the publisher must rename one)")
+        }
         if declared > options.maxTotalBytes {
             throw Self.tooLarge(archive: archive, options: options, declared: declared)
         }

@@ -75,6 +75,19 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
         return SafeRelativePath(checkedComponents: newBase.components + components.dropFirst(base.components.count))
     }
 
+    /// Two of `paths` that are equal but for letter case, if any (the first pair in path order).
+    /// Such paths are one path on case-insensitive file systems, so archives and publishers
+    /// refuse them.
+    public static func caseCollision(in paths: [SafeRelativePath]) -> (SafeRelativePath, SafeRelativePath)? {
+        var byFolded: [String: SafeRelativePath] = [:]
+        for path in paths.sorted() {
+            let folded = path.string.lowercased()
+            if let earlier = byFolded[folded], earlier != path { return (earlier, path) }
+            byFolded[folded] = path
+        }
+        return nil
+    }
+
     /// Appends one already-safe path.
     public func appending(_ other: SafeRelativePath) -> SafeRelativePath {
         SafeRelativePath(checkedComponents: components + other.components)

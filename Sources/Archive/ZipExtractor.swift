@@ -81,6 +81,7 @@ public enum ZipExtractor {
             entries.append(try reader.entry(at: index))
         }
         let plan = try ExtractionPlan(entries: entries, options: options, archive: path)
+        try ZipReader.checkConsistency(path: path)
 
         if isCancelled() { throw cancelledError(path, destination) }
         for folder in plan.folders where mkdirat(destinationFD, folder.string, 0o755) != 0 {

@@ -36,6 +36,21 @@ final class ZipReader {
         zip_discard(handle)
     }
 
+    /// Opens `path` with libzip's stricter checks (every local header agrees with the central
+    /// directory, entries do not overlap) and closes it again. Run after the names passed
+    /// ``ExtractionPlan``, whose messages are more precise for duplicate names.
+    static func checkConsistency(path: String) throws(ArchiveError) {
+        var code: Int32 = 0
+        guard let handle = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code) else {
+            if code == ZIP_ER_INCONS || code == ZIP_ER_EXISTS {
+                throw ArchiveError(code: .corrupt,
+                                   message: "\(path) is inconsistent: its entries overlap, or their local headers disagree with the central directory; refusing the archive. Download it again, or rebuild it with a standard zip tool")
+            }
+            throw openError(path: path, zipCode: code)
+        }
+        zip_discard(handle)
+    }
+
     /// The number of entries in the central directory.
     var entryCount: Int {
         Int(zip_get_num_entries(handle, 0))
@@ -48,6 +63,16 @@ final class ZipReader {
         guard zip_stat_index(handle, index, 0, &stat) == 0, let cName = stat.name else {
             throw ArchiveError(code: .corrupt,
                                message: "\(path): entry #\(index) cannot be read (\(lastError)); download the archive again")
+        }
+        // The raw bytes must be UTF-8: guessing CP437, as libzip would, gives names that the
+        // storage's change lists and manifest do not use.
+        guard let rawName = zip_get_name(handle, index, zip_flags_t(ZIP_FL_ENC_RAW)) else {
+            throw ArchiveError(code: .corrupt,
+                               message: "\(path): entry #\(index) has an unreadable name (\(lastError)); download the archive again")
+        }
+        guard String(validatingCString: rawName) != nil else {
+            throw ArchiveError(code: .unsafeEntryName,
+                               message: "\(path): entry #\(index) has a name that is not UTF-8 ('\(String(cString: cName))' if read as CP437); refusing the whole archive. Publish it with UTF-8 names")
         }
         let name = String(cString: cName)
         var opsys: UInt8 = 0

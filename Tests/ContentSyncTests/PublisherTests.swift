@@ -109,6 +109,21 @@ struct PublisherTests {
         }
     }
 
+    @Test func namesThatDifferOnlyInCaseAreRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            try PublishFixture.materializeContent("1.0", at: scratch + "/content")
+            try "shouting".write(toFile: scratch + "/content/README.TXT", atomically: true, encoding: .utf8)
+            var options = PublishOptions(storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"), baseURL: PublishFixture.base)
+            options.initialize = true
+            #expect {
+                try Publisher.publish(options)
+            } throws: { error in
+                "\(error)".contains("'README.TXT'") && "\(error)".contains("'README.txt'") && "\(error)".contains("only in case")
+            }
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/storage/RXCacheConfig/cacheStatus.json"))
+        }
+    }
+
     @Test func symlinksInTheContentAreRefused() async throws {
         try await withTemporaryDirectory { scratch in
             try PublishFixture.materializeContent("1.0", at: scratch + "/content")

@@ -21,6 +21,10 @@ public enum Publisher {
             throw SyncError(code: .configuration, message: "--content must not be the storage's own RXCacheContent/; pass a separate folder")
         }
         let newTree = try ContentTree.scan(content)
+        if let (first, second) = SafeRelativePath.caseCollision(in: Array(newTree.folders) + Array(newTree.files.keys)) {
+            throw SyncError(code: .configuration,
+                            message: "\(content): '\(first)' and '\(second)' differ only in case; clients on case-insensitive file systems would see one of them. Rename one")
+        }
         let statusPath = storage + "/" + StorageLayout.statusPath
 
         var fromVersion: CacheVersion?

@@ -21,6 +21,10 @@ enum StorageEditing {
             let data = FileManager.default.contents(atPath: storage + "/" + relative) ?? Data()
             return ["sha256": SHA256Hex.of(data), "size": data.count]
         }
+        // A status damaged past parsing has nothing to reseal.
+        let statusPath = storage + "/RXCacheConfig/cacheStatus.json"
+        guard let data = FileManager.default.contents(atPath: statusPath),
+              (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else { return }
         try editStatus(storage) { status in
             guard var integrity = status["integrity"] as? [String: Any] else { return }
             integrity["archive"] = facts("RXCacheContent.zip")
