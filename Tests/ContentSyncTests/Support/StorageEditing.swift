@@ -24,7 +24,8 @@ enum StorageEditing {
         // A status damaged past parsing has nothing to reseal.
         let statusPath = storage + "/RXCacheConfig/cacheStatus.json"
         guard let data = FileManager.default.contents(atPath: statusPath),
-              (try? JSONSerialization.jsonObject(with: data)) is [String: Any] else { return }
+              let parsed = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              parsed["integrity"] != nil else { return }
         try editStatus(storage) { status in
             guard var integrity = status["integrity"] as? [String: Any] else { return }
             integrity["archive"] = facts("RXCacheContent.zip")
@@ -43,6 +44,12 @@ enum StorageEditing {
             }
             status["integrity"] = integrity
         }
+    }
+
+    /// Replaces the update list's URLs.
+    static func writeUpdateList(_ storage: String, _ urls: [String]) throws {
+        try JSONSerialization.data(withJSONObject: ["updatesByVersions": urls], options: [.prettyPrinted, .withoutEscapingSlashes])
+            .write(to: URL(fileURLWithPath: storage + "/RXCacheConfig/listOfURLsToUpdatesByVersion.json"))
     }
 
     /// Drops the integrity extension, as a storage published by hand would be.
