@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "Transport", targets: ["Transport"]),
         .library(name: "StorageServer", targets: ["StorageServer"]),
         .executable(name: "sync-agent", targets: ["SyncAgent"]),
+        .executable(name: "content-sync-fuzz", targets: ["ContentSyncFuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -44,6 +45,10 @@ let package = Package(
                                          .product(name: "Crypto", package: "swift-crypto"),
                                          .product(name: "Logging", package: "swift-log")]),
 
+        // The fuzz checks, shared by the libFuzzer target (`make fuzz`) and the corpus replay test.
+        .target(name: "ContentSyncFuzzing", dependencies: ["ContentSync", "Archive"]),
+        .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
+
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive"]),
@@ -51,7 +56,7 @@ let package = Package(
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
         .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer"]),
         .testTarget(name: "ContentSyncTests",
-                    dependencies: ["ContentSync", "Transport", "Archive", "StorageServer",
+                    dependencies: ["ContentSync", "ContentSyncFuzzing", "Transport", "Archive", "StorageServer",
                                    .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

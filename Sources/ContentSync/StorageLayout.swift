@@ -97,10 +97,13 @@ public struct StorageLayout: Sendable, Equatable {
         }
     }
 
-    /// The URL to download a content file from: each component percent-encoded.
+    /// The URL to download a content file from: each component percent-encoded, so that any
+    /// safe path gives a valid URL (a `:` in a first component would otherwise read as a scheme).
     public func contentURL(for path: SafeRelativePath) -> URL {
+        guard !path.isRoot else { return contentRootURL }
         let encoded = path.components.map { $0.addingPercentEncoding(withAllowedCharacters: Self.componentAllowed) ?? $0 }
-        return URL(string: encoded.joined(separator: "/"), relativeTo: contentRootURL)!.absoluteURL
+        // Every byte outside RFC 3986's unreserved and sub-delims is escaped, so this parses.
+        return URL(string: contentRootURL.absoluteString + encoded.joined(separator: "/"))!
     }
 
     /// Every `%` starts a two-digit hex escape (Foundation leaves `%ZZ` as it is).
@@ -119,8 +122,8 @@ public struct StorageLayout: Sendable, Equatable {
     }
 
     private static let componentAllowed: CharacterSet = {
-        var set = CharacterSet.urlPathAllowed
-        set.remove(charactersIn: "/;?#%")
+        var set = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        set.insert(charactersIn: "-._~!$&'()*+,=@")
         return set
     }()
 

@@ -12,6 +12,7 @@ final class ServerState: Sendable {
         var log: [RequestRecord] = []
         /// Bumped by `clearFaults()`; stalls started under an older value give up.
         var faultGeneration = 0
+        var randomFaults: RandomFaults?
     }
 
     private let values: Mutex<Values>
@@ -31,10 +32,17 @@ final class ServerState: Sendable {
         values.withLock { $0.rules.append(rule) }
     }
 
-    /// The first live rule matching `path`, counted as used. Rules are tried in the order added.
+    func setRandomFaults(_ faults: RandomFaults?) {
+        values.withLock { $0.randomFaults = faults }
+    }
+
+    /// The first live rule matching `path`, counted as used. Rules are tried in the order added;
+    /// without one, the random faults (if any) draw.
     func takeFault(for path: String) -> Fault? {
         values.withLock { values in
-            guard let index = values.rules.firstIndex(where: { $0.match.matches(path) }) else { return nil }
+            guard let index = values.rules.firstIndex(where: { $0.match.matches(path) }) else {
+                return values.randomFaults?.draw(for: path)
+            }
             let fault = values.rules[index].fault
             if let remaining = values.rules[index].remaining {
                 if remaining <= 1 {
@@ -50,6 +58,7 @@ final class ServerState: Sendable {
     func clearFaults() {
         values.withLock {
             $0.rules.removeAll()
+            $0.randomFaults = nil
             $0.faultGeneration += 1
         }
     }

@@ -115,6 +115,16 @@ public final class StorageServer: Sendable {
         addRule(FaultRule(match: .predicate(matches), fault: fault, remaining: times))
     }
 
+    /// Gives each request whose decoded path satisfies `matches`, and that no explicit rule
+    /// catches, one of `faults` with probability `rate` (0...1), drawn from a generator seeded
+    /// with `seed`. Replaces any earlier random faults; ``clearFaults()`` removes them.
+    ///
+    /// `matches` runs under the server's lock: it must be quick and must not call the server.
+    public func injectRandomFaults(rate: Double, seed: UInt64, from faults: [Fault],
+                                  where matches: @escaping @Sendable (String) -> Bool = { _ in true }) {
+        state.setRandomFaults(RandomFaults(rate: min(max(rate, 0), 1), faults: faults, matches: matches, state: seed))
+    }
+
     /// Removes every fault rule and releases responses currently stalled by ``Fault/stall``.
     public func clearFaults() {
         state.clearFaults()

@@ -59,6 +59,21 @@ struct SafePathTests {
         #expect(throws: SafePathError.self) { try layout.contentPath(ofURL: url, in: Self.document) }
     }
 
+    /// Found by the fuzzer: a first component with a colon read as a URL scheme and crashed.
+    @Test(arguments: ["10:30 notes.txt", "a:b/c:d.md", "{\"a\":1}", "100%.txt", "q?.txt", "#1.txt", "日本語.txt", "é.txt"])
+    func everySafePathHasAContentURLThatMapsBack(name: String) throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        let path = try SafeRelativePath(validating: name)
+        let url = layout.contentURL(for: path)
+        #expect(url.absoluteString.hasPrefix(layout.contentRootURL.absoluteString))
+        #expect(try layout.contentPath(ofURL: url.absoluteString, in: Self.document) == path)
+    }
+
+    @Test func theContentRootHasTheContentFolderURL() throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        #expect(layout.contentURL(for: .root) == layout.contentRootURL)
+    }
+
     @Test func urlsOfTheStoragesPublishedBaseAreRebasedOntoTheServingBase() throws {
         var layout = try StorageLayout(baseURL: URL(string: "http://127.0.0.1:8080/mirror")!)
         layout.inferPublishedBase(fromUpdateListURL: URL(string: "https://content-sync.invalid/ExampleStorage/RXCacheConfig/listOfURLsToUpdatesByVersion.json")!)

@@ -39,6 +39,32 @@ struct StorageServerFaultTests {
         }
     }
 
+    @Test func randomFaultsHitAboutTheirRateRepeatablyAndClearFaultsEndsThem() async throws {
+        try await withServedFixture(prepare: { try $0.write("v2/index.json", "{}") }) { server, fixture in
+            let url = server.url(for: "v2/index.json")
+            func statuses(_ count: Int) async throws -> [Int] {
+                var result: [Int] = []
+                for _ in 0..<count { result.append(try await curl(url, in: fixture.scratch).status) }
+                return result
+            }
+            server.injectRandomFaults(rate: 0.5, seed: 7, from: [.status(503)], where: { $0.hasPrefix("/v2/") })
+            let first = try await statuses(40)
+            server.injectRandomFaults(rate: 0.5, seed: 7, from: [.status(503)], where: { $0.hasPrefix("/v2/") })
+            let again = try await statuses(40)
+            #expect(first == again, "the same seed gives the same faults")
+            let faulted = first.filter { $0 == 503 }.count
+            #expect((10...30).contains(faulted), "\(faulted) of 40 faulted at rate 0.5")
+            #expect(Set(first) == [200, 503])
+
+            server.injectRandomFaults(rate: 1, seed: 1, from: [.status(500)], where: { $0.hasPrefix("/elsewhere/") })
+            #expect(try await statuses(3) == [200, 200, 200], "paths outside the predicate are never faulted")
+            server.injectRandomFaults(rate: 1, seed: 1, from: [.status(500)])
+            #expect(try await statuses(3) == [500, 500, 500])
+            server.clearFaults()
+            #expect(try await statuses(3) == [200, 200, 200])
+        }
+    }
+
     @Test func statusFaultAnswersEvenForAMissingFile() async throws {
         try await withServedFixture { server, fixture in
             server.injectFault(.status(503), forPath: "/not/there.bin")

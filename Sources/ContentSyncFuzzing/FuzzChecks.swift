@@ -1,0 +1,77 @@
+import Archive
+import ContentSync
+import Foundation
+
+/// What the fuzzer (and `make test`'s corpus replay) checks for one input: the storage document
+/// parsers never crash, whatever the bytes, and the path rules keep their promises.
+///
+/// A broken promise is a `precondition` failure, which libFuzzer reports as a crash with the
+/// input that caused it.
+public enum FuzzChecks {
+    static let base = URL(string: "https://fuzz.invalid/storage/")!
+    static let document = URL(string: "https://fuzz.invalid/storage/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!
+
+    /// Runs every check on `bytes`.
+    public static func run(_ bytes: [UInt8]) {
+        documents(bytes)
+        paths(String(decoding: bytes, as: UTF8.self))
+    }
+
+    /// The JSON reader and every storage document parser on the same bytes.
+    static func documents(_ bytes: [UInt8]) {
+        let data = Data(bytes)
+        if let value = try? JSONValue.parse(bytes) {
+            // The canonical form (what signatures cover) reads back as the same value.
+            let canonical = value.canonicalData
+            guard let again = try? JSONValue.parse(canonical) else {
+                preconditionFailure("canonical form of a parsed document does not parse: \(String(decoding: canonical, as: UTF8.self))")
+            }
+            precondition(again == value, "canonical form reads back differently")
+        }
+        guard var layout = try? StorageLayout(baseURL: base) else { preconditionFailure("fixed base refused") }
+        _ = try? CacheStatus.parse(data, from: layout.statusURL, layout: &layout)
+        _ = try? UpdateList.parse(data, from: layout.statusURL, layout: layout)
+        _ = try? ChangeList.parse(data, from: document, layout: layout)
+    }
+
+    /// Path sanitization: an accepted path has only plain components, survives a round trip and
+    /// stays inside any folder it is resolved in; a change URL maps back to the same path.
+    static func paths(_ text: String) {
+        if let path = try? SafeRelativePath(validating: text) {
+            for component in path.components {
+                precondition(!component.isEmpty && component != "." && component != ".." && !component.contains("/")
+                             && !component.contains("\0") && !component.contains("\\"), "unsafe component '\(component)' accepted")
+            }
+            precondition((try? SafeRelativePath(validating: path.string)) == path, "'\(path)' does not round-trip")
+            precondition(path.isRoot || path.absolute(in: "/dir").hasPrefix("/dir/"), "'\(path)' resolves outside its folder")
+        }
+        guard let layout = try? StorageLayout(baseURL: base) else { preconditionFailure("fixed base refused") }
+        for candidate in [text, base.absoluteString + "RXCacheContent/" + text] {
+            guard let path = try? layout.contentPath(ofURL: candidate, in: document) else { continue }
+            let url = layout.contentURL(for: path).absoluteString
+            precondition((try? layout.contentPath(ofURL: url, in: document)) == path, "'\(candidate)' → '\(path)' → \(url) does not map back")
+        }
+    }
+
+    /// Replays every file under `paths` (files or folders, recursively). Returns the number of
+    /// inputs run.
+    public static func replay(_ paths: [String]) throws -> Int {
+        var count = 0
+        for path in paths {
+            var isFolder: ObjCBool = false
+            guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+                throw CocoaError(.fileNoSuchFile, userInfo: [NSFilePathErrorKey: path])
+            }
+            let files = isFolder.boolValue
+                ? (try FileManager.default.subpathsOfDirectory(atPath: path)).sorted().map { path + "/" + $0 } : [path]
+            for file in files {
+                var isSubfolder: ObjCBool = false
+                guard FileManager.default.fileExists(atPath: file, isDirectory: &isSubfolder), !isSubfolder.boolValue,
+                      let data = FileManager.default.contents(atPath: file) else { continue }
+                run(Array(data))
+                count += 1
+            }
+        }
+        return count
+    }
+}
