@@ -43,7 +43,9 @@ public enum FuzzChecks {
                              && !component.contains("\0") && !component.contains("\\"), "unsafe component '\(component)' accepted")
             }
             precondition((try? SafeRelativePath(validating: path.string)) == path, "'\(path)' does not round-trip")
-            precondition(path.isRoot || path.absolute(in: "/dir").hasPrefix("/dir/"), "'\(path)' resolves outside its folder")
+            // Bytes, not Characters: a component may start with a combining mark that would join
+            // the "/" before it into one Character.
+            precondition(path.isRoot || path.absolute(in: "/dir").utf8.starts(with: "/dir/".utf8), "'\(path)' resolves outside its folder")
         }
         guard let layout = try? StorageLayout(baseURL: base) else { preconditionFailure("fixed base refused") }
         for candidate in [text, base.absoluteString + "RXCacheContent/" + text] {

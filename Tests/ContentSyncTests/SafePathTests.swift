@@ -60,7 +60,7 @@ struct SafePathTests {
     }
 
     /// Found by the fuzzer: a first component with a colon read as a URL scheme and crashed.
-    @Test(arguments: ["10:30 notes.txt", "a:b/c:d.md", "{\"a\":1}", "100%.txt", "q?.txt", "#1.txt", "日本語.txt", "é.txt"])
+    @Test(arguments: ["10:30 notes.txt", "a:b/c:d.md", "{\"a\":1}", "100%.txt", "q?.txt", "#1.txt", "日本語.txt", "é.txt", "\u{FEFF}{}", "a/\u{FEFF}b.txt", "\u{200B}x.txt", " lead.txt", "trail .txt"])
     func everySafePathHasAContentURLThatMapsBack(name: String) throws {
         let layout = try StorageLayout(baseURL: Self.base)
         let path = try SafeRelativePath(validating: name)
