@@ -2,10 +2,12 @@
 # Debian 12 + Swift 6.3 machine (apt packages included).
 SHELL := /bin/bash
 APT_PACKAGES := libcurl4-openssl-dev libzip-dev libsqlite3-dev pkg-config python3 curl unzip zip
+# Only `make bench` installs these (the server and the peer tools it measures against).
+BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps build test run bench roundtrips example-storage check-example-storage clean
+.PHONY: deps bench-deps build test run bench roundtrips example-storage check-example-storage chaos chaos-short fuzz clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -22,6 +24,7 @@ build: deps
 test: deps check-example-storage
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
+	$(MAKE) chaos-short
 
 ## The longer publish round-trip pass: 1,000 random seeds instead of make test's 200 (~7 min).
 roundtrips: deps
@@ -33,10 +36,48 @@ run: deps
 	$(SWIFT) build --product sync-agent
 	bash scripts/demo.sh "$$($(SWIFT) build --show-bin-path)/sync-agent"
 
-## Benchmarks: peers measured in the same run; see bench/README.md.
-bench: deps
+## The benchmarks' extra packages (nginx, GNU time, the peer tools, wrk); only `make bench` needs them.
+bench-deps: deps
+	@missing=""; for p in $(BENCH_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && { DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || \
+	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $${missing/nginx-light/nginx}; }; \
+	fi
+
+## Benchmarks: S1 restore, then S2 replay, S3 jump, S4 poll and the wrk ceiling; peers measured
+## in the same run, results written to docs/benchmarks.md (see bench/README.md).
+bench: bench-deps
 	$(SWIFT) build -c release --product sync-agent
 	bash bench/restore.sh "$$($(SWIFT) build -c release --show-bin-path)/sync-agent"
+	bash bench/scenarios.sh "$$($(SWIFT) build -c release --show-bin-path)/sync-agent"
+
+## Reliability: kill -9 at random moments of 200 updates, and disk-full cases on a small tmpfs
+## (needs root or sudo to mount; skipped otherwise). Writes docs/reliability.md. About 20 minutes.
+chaos: deps
+	$(SWIFT) build -c release --product sync-agent
+	bash scripts/chaos/run.sh full "$$($(SWIFT) build -c release --show-bin-path)/sync-agent"
+	$(SWIFT) build --build-tests
+	CHAOS_RUNS=100 $(SWIFT) test --skip-build --filter FaultConvergence
+
+## The short version for `make test`: 10 kills (fixed seed) and one disk-full round, under a minute.
+chaos-short: deps
+	$(SWIFT) build --product sync-agent
+	bash scripts/chaos/run.sh short "$$($(SWIFT) build --show-bin-path)/sync-agent"
+
+## Fuzz the storage documents' parsers and the path rules with libFuzzer for FUZZ_SECONDS (default
+## 600), then merge what it found into Fuzz/corpus (which `make test` replays). Crashes are written
+## to .build-fuzz/crash-* with the input that caused them.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	$(SWIFT) build --scratch-path .build-fuzz --product content-sync-fuzz \
+	  -Xswiftc -sanitize=fuzzer -Xswiftc -DFUZZING -Xswiftc -parse-as-library
+	mkdir -p .build-fuzz/found
+	SWIFT_BACKTRACE=enable=no "$$($(SWIFT) build --scratch-path .build-fuzz --show-bin-path)/content-sync-fuzz" \
+	  -max_total_time=$(FUZZ_SECONDS) -dict=Fuzz/json.dict -max_len=4096 -artifact_prefix=.build-fuzz/ \
+	  -print_final_stats=1 .build-fuzz/found Fuzz/corpus
+	SWIFT_BACKTRACE=enable=no "$$($(SWIFT) build --scratch-path .build-fuzz --show-bin-path)/content-sync-fuzz" \
+	  -merge=1 Fuzz/corpus .build-fuzz/found
 
 ## Regenerate ExampleStorage with `sync-agent publish` (deterministic: the same bytes every time).
 example-storage: deps

@@ -10,6 +10,9 @@ Called by restore.sh with its settings in the environment:
 
 The section "## S1 full restore (issue 2 measurement)" of DOC is replaced (or appended); every
 other section of the file is kept as it is.
+
+bench/scenarios.py (S2-S4, ceiling) imports the shared helpers below: `sh`, `fs_type`,
+`summary`, `ratio`, `machine_line`, `binary_line` and `replace_section`.
 """
 from __future__ import annotations
 
@@ -37,6 +40,61 @@ def sh(*args: str) -> str:
 def fs_type(path: str) -> str:
     out = sh("df", "--output=fstype", path).splitlines()
     return out[-1].strip() if out else "?"
+
+
+def summary(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max) of a list of numbers."""
+    return statistics.median(values), min(values), max(values)
+
+
+def ratio(value: float, base: float | None) -> str:
+    return f"{value / base:.2f}×" if base else "–"
+
+
+def machine_line(work: str, tools: list[tuple[str, list[str]]] = ()) -> str:
+    """One sentence on the machine: cores, CPU, RAM, kernel, the work folder's filesystem, tool versions.
+
+    tools: (label, command) pairs; the first line of the command's stdout (or stderr) is quoted."""
+    mem_kib = next((int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines() if l.startswith("MemTotal:")), 0)
+    cpu = next((l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines() if l.startswith("model name")), "?")
+    versions = []
+    for label, command in tools:
+        try:
+            out = subprocess.run(command, capture_output=True, text=True, check=False)
+            first = (out.stdout.strip() or out.stderr.strip()).splitlines()
+            versions.append(first[0].strip() if first else f"{label} ?")
+        except OSError:
+            versions.append(f"{label} ?")
+    text = (f"{os.cpu_count()} cores ({cpu}), {mem_kib / 1024 / 1024:.0f} GiB RAM, Linux {platform.release()}; "
+            f"work folder {work} on {fs_type(work)}")
+    return text + (f"; {', '.join(versions)}" if versions else "")
+
+
+def binary_line(repo: str, agent_path: str) -> str:
+    commit = sh("git", "-C", repo, "rev-parse", "--short", "HEAD")
+    dirty = " (with uncommitted changes in the work tree)" if sh("git", "-C", repo, "status", "--porcelain", "--", "Sources") else ""
+    built = (datetime.datetime.fromtimestamp(os.path.getmtime(agent_path), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+             if agent_path and os.path.exists(agent_path) else "at an unknown time")
+    return f"work tree at commit {commit}{dirty}; the sync-agent binary `{agent_path}` was built {built}"
+
+
+def replace_section(doc: str, heading: str, text: str, after: str | None = None) -> None:
+    """Replace the markdown section that starts with `heading` (up to the next `## `) by `text`.
+
+    A missing section is inserted before the section headed `after` when given and present,
+    else appended. Every other section is kept as it is."""
+    path = Path(doc)
+    old = path.read_text() if path.exists() else "# Benchmarks\n\nResults of the scripts in `bench/` (see bench/README.md).\n"
+    pattern = re.compile(rf"^{re.escape(heading)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(old):
+        new = pattern.sub(lambda _: text.rstrip("\n") + "\n\n", old, count=1)
+    elif after and re.search(rf"^{re.escape(after)}\n", old, re.M):
+        at = re.search(rf"^{re.escape(after)}\n", old, re.M).start()
+        new = old[:at] + text.rstrip("\n") + "\n\n" + old[at:]
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new.rstrip("\n") + "\n")
 
 
 def main() -> None:
@@ -147,15 +205,8 @@ def main() -> None:
     doc = env.get("DOC", "")
     if not doc:
         return
+    replace_section(doc, HEADING, text)
     path = Path(doc)
-    old = path.read_text() if path.exists() else "# Benchmarks\n\nResults of the scripts in `bench/` (see bench/README.md).\n"
-    pattern = re.compile(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: text + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new.rstrip("\n") + "\n")
     print(f"\n(written to {path})")
 
 

@@ -46,26 +46,9 @@ log() { echo "[restore.sh $(date +%H:%M:%S)] $*" >&2; }
 die() { echo "restore.sh: FAILED: $*" >&2; exit 1; }
 
 # ---------------------------------------------------------------- tools
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO=sudo
-NGINX=$(command -v nginx || true)
-[ -n "$NGINX" ] || { [ -x /usr/sbin/nginx ] && NGINX=/usr/sbin/nginx; } || true
-missing=()
-[ -n "$NGINX" ] || missing+=(nginx-light)
-[ -x /usr/bin/time ] || missing+=(time)
-command -v python3 >/dev/null || missing+=(python3)
-command -v curl >/dev/null || missing+=(curl)
-command -v unzip >/dev/null || missing+=(unzip)
-if [ ${#missing[@]} -gt 0 ]; then
-  log "installing: ${missing[*]}"
-  $SUDO apt-get update -qq
-  if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"; then
-    # nginx-light is a transitional package on some releases; fall back to nginx.
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]/nginx-light/nginx}"
-  fi
-  NGINX=$(command -v nginx || echo /usr/sbin/nginx)
-fi
-[ -x "$NGINX" ] || die "nginx is not installed"
+. "$REPO/bench/nginx.sh"   # bench_require_packages, nginx_start, nginx_stop
+bench_require_packages nginx time python3 curl unzip
+NGINX=$(nginx_binary) || die "nginx is not installed"
 
 # ---------------------------------------------------------------- storage
 WWW="$WORK/www"
@@ -91,57 +74,16 @@ fi
 
 # ---------------------------------------------------------------- nginx
 NGX="$WORK/nginx"
-mkdir -p "$NGX/tmp"
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-USER_LINE=""
-[ "$(id -u)" = 0 ] && USER_LINE="user root;"
-cat > "$NGX/nginx.conf" <<EOF
-daemon off;
-$USER_LINE
-worker_processes 1;
-pid $NGX/nginx.pid;
-error_log $NGX/error.log warn;
-events { worker_connections 256; }
-http {
-    access_log off;
-    sendfile on;
-    tcp_nopush on;
-    keepalive_timeout 30;
-    types { application/json json; application/zip zip; }
-    default_type application/octet-stream;
-    client_body_temp_path $NGX/tmp/client;
-    proxy_temp_path $NGX/tmp/proxy;
-    fastcgi_temp_path $NGX/tmp/fastcgi;
-    uwsgi_temp_path $NGX/tmp/uwsgi;
-    scgi_temp_path $NGX/tmp/scgi;
-    server {
-        listen 127.0.0.1:$PORT;
-        root $WWW;
-    }
-}
-EOF
 RUN_ROOTS=()
-NGINX_PID=""
-cleanup() {
-  if [ -n "$NGINX_PID" ]; then
-    kill -TERM "$NGINX_PID" 2>/dev/null || true
-    wait "$NGINX_PID" 2>/dev/null || true
-    NGINX_PID=""
-  fi
-}
+cleanup() { nginx_stop; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"$NGINX" -p "$NGX" -c "$NGX/nginx.conf" -e "$NGX/error.log" &
-NGINX_PID=$!
+nginx_start "$NGX" "$WWW" || die "nginx did not start"   # access_log off
+PORT=$NGINX_PORT
 BASE_URL="http://127.0.0.1:$PORT/$STORAGE_NAME/"
 ZIP_URL="${BASE_URL}RXCacheContent.zip"
-for _ in $(seq 1 100); do
-  curl -sf -o /dev/null "${BASE_URL}RXCacheConfig/cacheStatus.json" && break
-  kill -0 "$NGINX_PID" 2>/dev/null || { cat "$NGX/error.log" >&2; die "nginx did not start"; }
-  sleep 0.05
-done
+curl -sf -o /dev/null "${BASE_URL}RXCacheConfig/cacheStatus.json" || die "nginx does not serve ${BASE_URL}RXCacheConfig/cacheStatus.json"
 curl -sf -o /dev/null "$ZIP_URL" || die "nginx does not serve $ZIP_URL"   # also warms the page cache
-log "nginx (pid $NGINX_PID) serves $WWW on 127.0.0.1:$PORT"
 
 # ---------------------------------------------------------------- runs
 RESULTS="$WORK/results.tsv"   # fs  tool  run  wall_s  maxrss_kb

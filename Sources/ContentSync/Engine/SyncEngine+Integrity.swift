@@ -5,12 +5,16 @@ import Transport
 extension SyncEngine {
     /// Downloads `url` to `partial` and checks it against `expected` before anyone uses it: the
     /// transfer stops at the declared size, and a file whose hash differs is deleted and refused.
+    ///
+    /// Bodies over 1 MiB are kept resumable across runs; `alwaysResumable` (the archive) keeps
+    /// any size.
     func downloadVerified(_ url: URL, to partial: String, expected: FileFingerprint?, what: String, maxBytes: Int64? = nil,
-                          progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
+                          alwaysResumable: Bool = false, progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
         do {
             response = try await transport.download(HTTPRequest(url: url), to: partial,
                                                     options: resumableOptions(partialPath: partial, maxBytes: expected?.size ?? maxBytes,
+                                                                              resumableFrom: alwaysResumable ? 0 : 1 << 20,
                                                                               progress: progress))
         } catch {
             throw SyncError.wrap(error, context: "downloading \(what)")
@@ -24,6 +28,8 @@ extension SyncEngine {
                 unlink(partial + ".etag")
                 throw error
             }
+            // Renaming into the staged tree keeps the identity: the tree check need not read it again.
+            if let identity = FileIdentity(path: partial) { fingerprints.insert(actual, for: identity) }
         }
         return response
     }
@@ -31,10 +37,22 @@ extension SyncEngine {
     /// Compares the staged tree with the published tree digest and repairs what differs from the
     /// content manifest. Returns the number of repaired paths, or nil when the tree cannot be
     /// made to match (no manifest, or the storage's files contradict it).
-    func verifyStagedTree(_ integrity: StorageIntegrity?, layout: StorageLayout) async throws(SyncError) -> Int? {
+    ///
+    /// Files whose identity the ``FingerprintCache`` knows are not read again, unless
+    /// `trustingCache` is false (`verify` hashes every byte).
+    func verifyStagedTree(_ integrity: StorageIntegrity?, layout: StorageLayout,
+                          trustingCache: Bool = true) async throws(SyncError) -> Int? {
         guard let integrity, let expectedDigest = integrity.treeDigest else { return 0 }
         let staging = self.staging
-        var tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next) }
+        let cache: FingerprintCache?
+        if trustingCache {
+            fingerprints.load(try await store.fileFingerprints())
+            cache = fingerprints
+        } else {
+            cache = nil
+        }
+        fingerprints.startTracking()
+        var tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next, cache: cache) }
         if TreeDigest.digest(of: tree) == expectedDigest { return 0 }
         guard let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
             logger.warning("the staged tree does not match the published digest and the storage has no content manifest")
@@ -80,7 +98,8 @@ extension SyncEngine {
             try StagingArea.makeFolder(folder.absolute(in: staging.next))
             repaired += 1
         }
-        tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next) }
+        fingerprints.startTracking()
+        tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next, cache: cache) }
         guard TreeDigest.digest(of: tree) == expectedDigest else { return nil }
         logger.warning("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(repaired)"])
         return repaired

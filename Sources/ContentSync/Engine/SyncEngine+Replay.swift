@@ -162,15 +162,15 @@ extension SyncEngine {
     }
 
     /// Download options that let a large download resume after a restart: the entity tag of a
-    /// body over 1 MiB is kept beside its partial file, and sent back as `If-Range`.
-    func resumableOptions(partialPath: String, maxBytes: Int64? = nil,
+    /// body over `resumableFrom` bytes is kept beside its partial file, and sent back as `If-Range`.
+    func resumableOptions(partialPath: String, maxBytes: Int64? = nil, resumableFrom: Int64 = 1 << 20,
                           progress: ProgressHandler? = nil) -> DownloadOptions {
         let sidecar = partialPath + ".etag"
         let etag = (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
         var options = DownloadOptions(resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
         options.onResponseStart = { _, headers in
             guard let etag = headers["etag"], let length = headers["content-length"].flatMap(Int64.init),
-                  length > 1 << 20 else { return }
+                  length > resumableFrom else { return }
             try? etag.write(toFile: sidecar, atomically: false, encoding: .utf8)
         }
         return options

@@ -27,7 +27,7 @@ extension SyncEngine {
         let total = status.zippedBytes
         let response = try await downloadVerified(status.archiveURL, to: staging.archive, expected: status.integrity?.archive,
                                                   what: "the archive \(status.archiveURL.lastPathComponent)",
-                                                  maxBytes: archiveLimit) { transfer in
+                                                  maxBytes: archiveLimit, alwaysResumable: true) { transfer in
             progress(SyncProgress(phase: .downloadingArchive, bytesDone: transfer.received,
                                   bytesTotal: transfer.expected ?? total, filesDone: 0, filesTotal: 1,
                                   currentItem: status.archiveURL.lastPathComponent))
@@ -49,10 +49,13 @@ extension SyncEngine {
                 progress(SyncProgress(phase: .extracting, bytesDone: written, bytesTotal: status.unzippedBytes))
             }
         } catch {
+            // A half-extracted tree is of no use (the next run extracts again) and may fill the
+            // disk the state database needs to record this failure: free it now.
+            try? StagingArea.removeTree(staging.next)
             throw SyncError.wrap(error, context: "\(status.archiveURL.lastPathComponent)")
         }
-        unlink(staging.archive)
-        unlink(staging.archive + ".etag")
+        // The archive stays until the switch (which empties the staging area): a run killed
+        // between here and the switch resumes without downloading it again.
         let layout = try StorageLayout(baseURL: configuration.baseURL)
         guard let repaired = try await verifyStagedTree(status.integrity, layout: layout) else {
             throw SyncError(code: .integrity,

@@ -63,7 +63,7 @@ extension SyncEngine {
         }
         try await store.beginPlan(PendingPlanRecord(identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
                                                     toVersion: local.text, phase: .staging, createdAt: started))
-        guard let repaired = try await verifyStagedTree(integrity, layout: layout) else {
+        guard let repaired = try await verifyStagedTree(integrity, layout: layout, trustingCache: false) else {
             try await store.clearPlan()
             throw SyncError(code: .integrity,
                             message: "the local folder cannot be repaired file by file (the storage's files contradict its manifest); run sync after resetting, or republish the storage")

@@ -14,6 +14,8 @@ final class SyncEngine: Sendable {
     let store: StateStore
     let transport: any Transport
     let staging: StagingArea
+    /// Fingerprints of files already hashed, so the tree check reads only new or changed files.
+    let fingerprints = FingerprintCache()
     var logger: Logger { configuration.logger }
 
     init(configuration: SyncConfiguration, store: StateStore, transport: any Transport) {
@@ -42,8 +44,10 @@ final class SyncEngine: Sendable {
             toVersion = status.actualVersion.text
             let report: SyncReport
             if let local = context.local, local == status.actualVersion {
-                if try await store.pendingPlan() != nil {
-                    try await store.clearPlan()
+                // Leftovers of an abandoned plan, or of a run killed while it deleted the old
+                // version after its switch, go now.
+                if try await store.pendingPlan() != nil { try await store.clearPlan() }
+                if StagingArea.exists(staging.root) {
                     try await BlockingWork.run { [staging] () throws(SyncError) in try staging.removeAll() }
                 }
                 try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
@@ -138,7 +142,9 @@ final class SyncEngine: Sendable {
         }
         try await store.markSwitching(device: identity.device, inode: identity.inode)
         try await BlockingWork.run { [staging] () throws(SyncError) in try staging.swapIn() }
-        try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: version.text, history: history)
+        let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
+        try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: version.text, history: history,
+                                   fingerprints: checked)
         try? await BlockingWork.run { [staging] () throws(SyncError) in try staging.removeAll() }
     }
 

@@ -6,13 +6,23 @@ extension ContentTree {
     /// Reads a folder and hashes every file (blocking). Refuses what a storage cannot carry:
     /// symlinks and special files, and names that break the path rules.
     public static func scan(_ directory: String) throws(SyncError) -> ContentTree {
+        try scan(directory, cache: nil)
+    }
+
+    /// ``scan(_:)``, taking the fingerprints of files whose identity `cache` knows.
+    static func scan(_ directory: String, cache: FingerprintCache?) throws(SyncError) -> ContentTree {
         var tree = ContentTree(folders: [], files: [:])
         try DirectoryWalker.walk(directory) { entry throws(SyncError) in
             switch entry {
             case .folder(let path):
                 tree.folders.insert(path)
             case .file(let path):
-                tree.files[path] = try fingerprint(of: path.absolute(in: directory))
+                let absolute = path.absolute(in: directory)
+                if let cache {
+                    tree.files[path] = try cache.fingerprint(of: absolute)
+                } else {
+                    tree.files[path] = try fingerprint(of: absolute)
+                }
             case .special(let path):
                 throw SyncError(code: .unsafePath,
                                 message: "\(path.absolute(in: directory)) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")

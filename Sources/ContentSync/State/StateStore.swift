@@ -88,6 +88,16 @@ public final class StateStore: Sendable {
         migrator.registerMigration("v4: rollback protection") { db in
             try db.execute(sql: "ALTER TABLE syncState ADD COLUMN highestAcceptedVersion TEXT")
         }
+        migrator.registerMigration("v5: file fingerprints") { db in
+            try db.create(table: "fileFingerprint") { table in
+                table.column("device", .integer).notNull()
+                table.column("inode", .integer).notNull()
+                table.column("size", .integer).notNull()
+                table.column("modifiedNanoseconds", .integer).notNull()
+                table.column("sha256", .text).notNull()
+                table.primaryKey(["device", "inode"])
+            }
+        }
         return migrator
     }
 
@@ -174,8 +184,12 @@ public final class StateStore: Sendable {
 
     /// The version switch is durable: one transaction sets the new version, clears the plan
     /// and appends the history row.
-    func finishPlan(contentDirectory: String, newVersion: String, history: UpdateHistoryRecord) async throws(SyncError) {
+    func finishPlan(contentDirectory: String, newVersion: String, history: UpdateHistoryRecord,
+                    fingerprints: [FileFingerprintRecord] = []) async throws(SyncError) {
         try await write { db in
+            // The new version's files: what the next update's tree check need not hash again.
+            try FileFingerprintRecord.deleteAll(db)
+            for record in fingerprints { try record.insert(db) }
             var record = try SyncStateRecord.fetchOne(db, key: 1)
                 ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
             record.localVersion = newVersion
@@ -187,6 +201,15 @@ public final class StateStore: Sendable {
             try CompletedDownloadRecord.deleteAll(db)
             var history = history
             try history.insert(db)
+        }
+    }
+
+    /// The fingerprints remembered for the current version's files.
+    func fileFingerprints() async throws(SyncError) -> [FileIdentity: FileFingerprint] {
+        try await read { db in
+            var result: [FileIdentity: FileFingerprint] = [:]
+            for record in try FileFingerprintRecord.fetchAll(db) { result[record.identity] = record.fingerprint }
+            return result
         }
     }
 
@@ -221,6 +244,7 @@ public final class StateStore: Sendable {
             try PendingPlanRecord.deleteAll(db)
             try CompletedDownloadRecord.deleteAll(db)
             try UpdateHistoryRecord.deleteAll(db)
+            try FileFingerprintRecord.deleteAll(db)
         }
     }
 }

@@ -1,0 +1,74 @@
+@testable import ContentSync
+import Foundation
+import Testing
+
+@Suite("The tree check hashes only new or changed files; verify hashes everything", .timeLimit(.minutes(2)))
+struct FingerprintCacheTests {
+    /// The identities of every file under `folder`.
+    func identities(under folder: String) throws -> Set<FileIdentity> {
+        var result = Set<FileIdentity>()
+        for path in try FileManager.default.subpathsOfDirectory(atPath: folder) {
+            if let identity = FileIdentity(path: folder + "/" + path) { result.insert(identity) }
+        }
+        return result
+    }
+
+    @Test func eachVersionRemembersItsFilesAndAReplayReusesTheKeptOnes() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let store = try StateStore(path: harness.state)
+            let first = try await store.fileFingerprints()
+            #expect(Set(first.keys) == (try identities(under: harness.content)))
+            #expect(first.count == ExampleStorageFixture.manifest("1.0").files.count)
+
+            harness.serve("1.1")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            let second = try await store.fileFingerprints()
+            #expect(Set(second.keys) == (try identities(under: harness.content)))
+            // Kept files are hard links: the same identity, so the check took them from the cache.
+            #expect(Set(first.keys).intersection(second.keys).count >= report.filesReused)
+            for (identity, fingerprint) in second where first[identity] != nil {
+                #expect(first[identity] == fingerprint)
+            }
+        }
+    }
+
+    @Test func cacheHitsSkipReadingAndChangedIdentitiesAreHashedAgain() async throws {
+        try await withTemporaryDirectory { folder in
+            let path = folder + "/a.txt"
+            try "first".write(toFile: path, atomically: false, encoding: .utf8)
+            let cache = FingerprintCache()
+            let hashed = try cache.fingerprint(of: path)
+            let identity = try #require(FileIdentity(path: path))
+            // A planted entry proves a hit does not read the file.
+            let planted = FileFingerprint(size: hashed.size, sha256: String(repeating: "0", count: 64))
+            cache.insert(planted, for: identity)
+            #expect(try cache.fingerprint(of: path) == planted)
+            // Rewritten (new size and time): hashed again.
+            try "second version".write(toFile: path, atomically: false, encoding: .utf8)
+            #expect(try cache.fingerprint(of: path) == (try ContentTree.fingerprint(of: path)))
+        }
+    }
+
+    @Test func verifyFindsBitRotThatKeepsSizeAndTime() async throws {
+        try await withSyncHarness(serving: "1.4") { harness in
+            try await harness.sync()
+            // Flip bytes in place and put the modification time back: the quick check cannot see it.
+            let path = harness.content + "/README.txt"
+            var info = stat()
+            #expect(lstat(path, &info) == 0)
+            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+            try handle.write(contentsOf: Data("XXXX".utf8))
+            try handle.close()
+            var times = [info.st_atim, info.st_mtim]
+            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+            #expect(FileIdentity(path: path)?.modifiedNanoseconds == Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+
+            let report = try await harness.manager().verify(repair: true)
+            #expect(report.differences.contains { $0.contains("README.txt") })
+            #expect(report.repaired >= 1)
+            try harness.expectTree(is: "1.4")
+        }
+    }
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The reliability suite's crash-loop and disk-full parts, with the real sync-agent binary.
+#
+#   bash scripts/chaos/run.sh full  PATH/TO/sync-agent   # `make chaos`: 200 kills, 3 disk-full rounds,
+#                                                        # writes docs/reliability.md
+#   bash scripts/chaos/run.sh short PATH/TO/sync-agent   # `make chaos-short` (for `make test`):
+#                                                        # 10 kills (fixed seed), 1 disk-full round
+#
+# Environment: SEED=N replays a crash-loop sequence; ITERATIONS=N overrides the kill count;
+# CHAOS_ARGS="--known-issue archive-refetch" is passed to the crash loop (see crash_loop.py).
+# Both parts always run; the exit status is non-zero when either found a failure. The disk-full
+# part prints "SKIP: ..." and succeeds when this machine cannot mount a tmpfs.
+set -uo pipefail
+if [ $# -ne 2 ] || { [ "$1" != full ] && [ "$1" != short ]; }; then
+  echo "usage: bash scripts/chaos/run.sh full|short PATH/TO/sync-agent" >&2
+  exit 2
+fi
+mode=$1
+agent=$(realpath "$2")
+[ -x "$agent" ] || { echo "run.sh: $2 is not an executable" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+command -v python3 >/dev/null || { echo "run.sh: python3 is needed" >&2; exit 2; }
+
+if [ "$mode" = full ]; then
+  crash=(--profile full --iterations "${ITERATIONS:-200}" --write-docs)
+  disk=(--repeat 3 --write-docs)
+else
+  crash=(--profile short --iterations "${ITERATIONS:-10}" --seed "${SEED:-1}")
+  disk=(--repeat 1)
+fi
+[ -n "${SEED:-}" ] && crash+=(--seed "$SEED")
+# shellcheck disable=SC2206
+extra=(${CHAOS_ARGS:-})
+
+status=0
+echo "== crash loop ($mode)"
+python3 "$here/crash_loop.py" --agent "$agent" "${crash[@]}" "${extra[@]}" || status=1
+echo
+echo "== disk full ($mode)"
+python3 "$here/disk_full.py" --agent "$agent" "${disk[@]}" || status=1
+exit $status
