@@ -89,6 +89,19 @@ def cp_a(src: Path, dst: Path) -> None:
     run(["cp", "-a", str(src), str(dst)])
 
 
+def clone_client(src: Path, dst: Path) -> None:
+    """A client folder as a real one persists between runs: its content files keep their inodes
+    (hard links; sync-agent never writes a file in place, it swaps whole trees), so the
+    fingerprints its state database remembers by inode, size and time still apply. Everything
+    else (the state database) is copied."""
+    dst.mkdir(parents=True)
+    for entry in src.iterdir():
+        if entry.name == "content" and entry.is_dir():
+            run(["cp", "-al", str(entry), str(dst / entry.name)])
+        else:
+            run(["cp", "-a", str(entry), str(dst / entry.name)])
+
+
 def swap_symlink(link: Path, target: Path) -> None:
     tmp = link.with_name(link.name + ".new")
     if tmp.is_symlink() or tmp.exists():
@@ -247,15 +260,15 @@ class Bench:
         if listing(slot / "content") != listing(old_snapshot / "RXCacheContent"):
             die(f"the prepared client {slot} differs from {old_snapshot}")
         swap_symlink(link, final)
-        cp_a(slot, pristine)
+        clone_client(slot, pristine)
         shutil.rmtree(slot)
         self.write_stamp(pristine, params)
 
     def restore_slot(self, pristine: Path, slot: Path) -> None:
-        """An identical client at `slot` (untimed): cp -a of the prepared one."""
+        """An identical client at `slot` (untimed): see clone_client."""
         if slot.exists():
             shutil.rmtree(slot)
-        run(["cp", "-a", str(pristine), str(slot)])
+        clone_client(pristine, slot)
 
     def retire_slot(self, slot: Path, keep_as: Path | None) -> None:
         """After a run: on ext4 the folder is renamed away (a mass delete would slow the next runs' file

@@ -28,6 +28,7 @@ final class CurlTransfer: @unchecked Sendable {
     }()
     private let progress: ProgressHandler?
     private let onResponseStart: (@Sendable (Int, [String: String]) -> Void)?
+    private let onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
     private let maxBytes: Int64?
     private let requestedRange: Bool
 
@@ -44,7 +45,8 @@ final class CurlTransfer: @unchecked Sendable {
 
     init(request: HTTPRequest, sink: Sink, configuration: CurlTransport.Configuration,
          acceptEncoding: Bool, maxBytes: Int64?, progress: ProgressHandler?,
-         onResponseStart: (@Sendable (Int, [String: String]) -> Void)? = nil) throws(TransportError) {
+         onResponseStart: (@Sendable (Int, [String: String]) -> Void)? = nil,
+         onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil) throws(TransportError) {
         let url = request.resolvedURL
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw TransportError(code: .invalidRequest,
@@ -59,6 +61,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.sink = sink
         self.progress = progress
         self.onResponseStart = onResponseStart
+        self.onBodyChunk = onBodyChunk
         self.maxBytes = maxBytes
         if case .file(_, _, let offset) = sink, offset > 0 { requestedRange = true } else { requestedRange = false }
 
@@ -190,6 +193,7 @@ final class CurlTransfer: @unchecked Sendable {
                 }
                 remaining = UnsafeRawBufferPointer(rebasing: remaining[written...])
             }
+            onBodyChunk?(bytes)
         }
         return bytes.count
     }

@@ -82,7 +82,7 @@ public final class CurlTransport: Transport {
             let transfer = try CurlTransfer(request: request, sink: .file(fd: fd, path: path, offset: offset),
                                             configuration: self.configuration, acceptEncoding: false,
                                             maxBytes: options.maxBytes, progress: options.progress,
-                                            onResponseStart: options.onResponseStart)
+                                            onResponseStart: options.onResponseStart, onBodyChunk: options.onBodyChunk)
             do {
                 let response = try await self.run(transfer)
                 received += response.bytesReceived

@@ -12,6 +12,11 @@ public struct DownloadOptions: Sendable {
     /// Called once, on the transport's I/O thread, when a successful response's body starts:
     /// the status and the lower-cased headers. Keep it short. Default `nil`.
     public var onResponseStart: (@Sendable (_ statusCode: Int, _ headers: [String: String]) -> Void)?
+    /// Called on the transport's I/O thread with each chunk of a successful body once it is
+    /// written to the file, so that a caller can hash while downloading instead of reading the
+    /// file again. Chunks of every attempt are passed, retries included: trust what it saw only
+    /// when the response was not resumed and it saw exactly the file's size. Default `nil`.
+    public var onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
 
     public init(resumeETag: String? = nil, maxBytes: Int64? = nil, progress: ProgressHandler? = nil) {
         self.resumeETag = resumeETag

@@ -185,7 +185,8 @@ struct StorageServerFaultTests {
     @Test func stallOnATinyFileStillWithholdsTheLastByte() async throws {
         try await withServedFixture(prepare: { try $0.write("tiny.txt", "abc") }) { server, fixture in
             server.injectFault(.stall, forPath: "/tiny.txt")
-            let result = try await curl(server.url(for: "tiny.txt"), ["--max-time", "1"], in: fixture.scratch)
+            // Long enough for the first bytes to arrive on a loaded machine (the whole suite runs in parallel).
+            let result = try await curl(server.url(for: "tiny.txt"), ["--max-time", "3"], in: fixture.scratch)
             #expect(result.exitCode == 28)
             #expect(result.body == Data("ab".utf8))
         }

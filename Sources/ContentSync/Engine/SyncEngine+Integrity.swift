@@ -11,16 +11,24 @@ extension SyncEngine {
     func downloadVerified(_ url: URL, to partial: String, expected: FileFingerprint?, what: String, maxBytes: Int64? = nil,
                           alwaysResumable: Bool = false, progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
+        var options = resumableOptions(partialPath: partial, maxBytes: expected?.size ?? maxBytes,
+                                       resumableFrom: alwaysResumable ? 0 : 1 << 20, progress: progress)
+        let streamed = StreamingDigest()
+        if expected != nil { options.onBodyChunk = { streamed.update($0) } }
         do {
-            response = try await transport.download(HTTPRequest(url: url), to: partial,
-                                                    options: resumableOptions(partialPath: partial, maxBytes: expected?.size ?? maxBytes,
-                                                                              resumableFrom: alwaysResumable ? 0 : 1 << 20,
-                                                                              progress: progress))
+            response = try await transport.download(HTTPRequest(url: url), to: partial, options: options)
         } catch {
             throw SyncError.wrap(error, context: "downloading \(what)")
         }
         if let expected {
-            let actual = try ContentTree.fingerprint(of: partial)
+            // The size on disk, not the response's: an app's own transport may not report it.
+            let onDisk = FileIdentity(path: partial)?.size ?? -1
+            let actual: FileFingerprint
+            if let whole = streamed.fingerprint(ofFileWithSize: onDisk, resumedFrom: response.resumedFrom) {
+                actual = whole
+            } else {
+                actual = try ContentTree.fingerprint(of: partial)
+            }
             do {
                 try StorageIntegrity.verify(actual, against: expected, what: what)
             } catch {

@@ -157,7 +157,8 @@ extension SyncEngine {
         if rename(partial, target) != 0 {
             throw SyncError.fileSystem("cannot move the downloaded '\(path)' into", path: target, errno: errno)
         }
-        unlink(partial + ".etag")
+        // Only bodies over 1 MiB leave an entity-tag sidecar (see resumableOptions).
+        if response.fileSize > 1 << 20 { unlink(partial + ".etag") }
         return response.bytesReceived
     }
 
