@@ -97,6 +97,8 @@ def clone_client(src: Path, dst: Path) -> None:
     dst.mkdir(parents=True)
     for entry in src.iterdir():
         if entry.name == "content" and entry.is_dir():
+            if os.stat(src).st_dev != os.stat(dst).st_dev:
+                die(f"clone_client: {src} and {dst} are on different filesystems; hard links need one")
             run(["cp", "-al", str(entry), str(dst / entry.name)])
         else:
             run(["cp", "-a", str(entry), str(dst / entry.name)])
@@ -350,7 +352,9 @@ class Bench:
             if deleting:
                 self.run_roots.append(root.parent)
             slot = root.parent / "slot-s2"
-            pristine = self.clients / f"s2-1.0-{'tmpfs' if deleting else 'disk'}"
+            # The prepared client lives on the same filesystem as the slot, so that each run's
+            # copy can hard-link its content (clone_client).
+            pristine = root.parent / "pristine-s2-1.0" if deleting else self.clients / "s2-1.0-disk"
             self.prepare_client("s2", old, final, slot, pristine,
                                 {"storage": self.agent_sha, "files": self.base_files, "mb": self.base_mb})
             log(f"S2 pass on {fs}: {root}")
@@ -690,7 +694,9 @@ def write_report(b: Bench, s2info: dict | None, s3info: dict | None, ceil: dict 
             f"({b.base_files} files, {b.base_mb:g} MiB)")
     method = (f"**Method.** {b.runs} counted rounds after {b.warmup} uncounted warm-up round(s); within a round every tool "
               "runs once, in an order rotated each round (A B C …, B C … A, …). Each run starts from an identical client: "
-              "a `cp -a` of a prepared folder and state file (untimed), then `sync -f` of the filesystem (untimed). Wall "
+              "a copy of a prepared folder whose content is hard-linked (its files keep their inodes, as a real "
+              "client's do between runs) and whose state file is copied (untimed), then `sync -f` of the filesystem "
+              "(untimed). Wall "
               "time is measured around the process (Python `perf_counter`), peak RSS by GNU `time -f %M`; requests and "
               "bytes come from nginx's access log (`$status $bytes_sent $body_bytes_sent` per request). Right after each run "
               "a `sync -f` is timed too: sync-agent calls `syncfs` before its swap, the peers leave their writes in the "
