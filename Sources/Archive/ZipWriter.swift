@@ -19,6 +19,8 @@ public final class ZipWriter {
     private var entryCount = 0
     private var files: Set<SafeRelativePath> = []
     private var folders: Set<SafeRelativePath> = []
+    /// Archives whose entries are copied: libzip reads them at `close()`.
+    private var retained: [PreviousArchive] = []
 
     /// The DOS date for 1980-01-01 (day 1, month 1, year 0 since 1980); the DOS time is 00:00:00.
     private static let dosDate: UInt16 = (0 << 9) | (1 << 5) | 1
@@ -79,6 +81,33 @@ public final class ZipWriter {
         folders.formUnion(entryPath.ancestors)
         try setAttributes(handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
                           attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
+    }
+
+    /// Adds entry `index` of `previous` as file `name`, copying its deflated bytes without
+    /// inflating them (libzip's `ZIP_FL_COMPRESSED`). Only for archives this writer made with the
+    /// same zlib (see ``archive(folder:to:topLevelFolder:reusing:)``), so that the result is the
+    /// bytes a fresh compression would give.
+    func addCopiedFile(_ name: String, from previous: PreviousArchive, index: UInt64) throws(ArchiveError) {
+        let handle = try openHandle()
+        let entryPath = try checkedFileName(name)
+        guard let source = zip_source_zip(handle, previous.handle, index, zip_flags_t(ZIP_FL_COMPRESSED), 0, -1) else {
+            throw writeError("copying '\(name)' from \(previous.path)")
+        }
+        let added = try add(handle, name: entryPath.string, source: source)
+        retained.append(previous)
+        files.insert(entryPath)
+        folders.formUnion(entryPath.ancestors)
+        try setAttributes(handle, index: added, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
+                          attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: true)
+    }
+
+    /// Sets the archive comment.
+    func setComment(_ text: String) throws(ArchiveError) {
+        let handle = try openHandle()
+        let bytes = Array(text.utf8)
+        guard zip_set_archive_comment(handle, bytes.map { CChar(bitPattern: $0) }, UInt16(bytes.count)) == 0 else {
+            throw writeError("setting the archive comment")
+        }
     }
 
     /// Adds a folder entry (stored as `name/`), so the folder exists after extraction even when empty.

@@ -73,7 +73,8 @@ struct PublishCommand: AsyncParsableCommand {
         print("\(dryRun ? "would publish" : "published") \(report.toVersion) (minimal \(report.minimalVersion)) over \(from): "
               + "\(report.changes.count) change(s), \(ProgressBar.bytes(report.bytesToDownload)) for a client one version behind; "
               + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes))"
-              + (dryRun ? "" : ", archive \(ProgressBar.bytes(report.archiveBytes))"))
+              + (dryRun ? "" : ", archive \(ProgressBar.bytes(report.archiveBytes))")
+              + (report.reusedArchiveEntries > 0 ? " (\(report.reusedArchiveEntries) entries copied from the previous archive)" : ""))
         for change in report.changes {
             print("  " + Change(kind: change, index: 0).description)
         }

@@ -79,6 +79,19 @@ struct PublisherTests {
         }
     }
 
+    @Test func anArchiveBuiltFromThePreviousOneIsByteIdenticalToAFreshOne() async throws {
+        try await withTemporaryDirectory { scratch in
+            var last: PublishReport?
+            for (index, version) in ["1.0", "1.1", "1.2", "1.3", "1.4"].enumerated() {
+                last = try PublishFixture.publish(version, storage: scratch + "/incremental", scratch: scratch, initialize: index == 0)
+            }
+            _ = try PublishFixture.publish("1.4", storage: scratch + "/fresh", scratch: scratch, initialize: true)
+            #expect((last?.reusedArchiveEntries ?? 0) >= 10, "1.3 → 1.4 keeps most files: their entries are copied")
+            let incremental = FileManager.default.contents(atPath: scratch + "/incremental/RXCacheContent.zip")
+            #expect(incremental != nil && incremental == FileManager.default.contents(atPath: scratch + "/fresh/RXCacheContent.zip"))
+        }
+    }
+
     @Test func aVersionNotAboveTheCurrentOneAndAMinimalAboveTheVersionAreRefused() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"

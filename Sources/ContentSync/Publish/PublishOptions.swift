@@ -47,4 +47,6 @@ public struct PublishReport: Sendable {
     public var archiveBytes: Int64
     /// The change list written, relative to the storage; nil for `--init`.
     public var changeListPath: String?
+    /// Archive entries copied still deflated from the previous version's archive.
+    public var reusedArchiveEntries = 0
 }

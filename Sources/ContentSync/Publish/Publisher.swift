@@ -30,6 +30,8 @@ public enum Publisher {
         var fromVersion: CacheVersion?
         var minimal = options.minimal ?? options.version
         var changes: [Change.Kind] = []
+        /// Files whose bytes did not change: their compressed archive entries are copied.
+        var unchanged = Set<SafeRelativePath>()
         if options.initialize {
             if FileManager.default.fileExists(atPath: statusPath) {
                 throw SyncError(code: .configuration,
@@ -50,6 +52,7 @@ public enum Publisher {
             fromVersion = status.actualVersion
             minimal = options.minimal ?? status.minimalVersion
             let oldTree = try ContentTree.scan(storage + "/RXCacheContent")
+            unchanged = Set(newTree.files.keys.filter { oldTree.files[$0] == newTree.files[$0] })
             do {
                 changes = try ChangeDiffer.diff(from: oldTree, to: newTree)
             } catch {
@@ -74,7 +77,7 @@ public enum Publisher {
         let writer = StorageWriter(root: storage, layout: layout, signer: signer)
         try writer.prepareFolders()
         try writer.replaceContent(with: content)
-        report.archiveBytes = try writer.writeArchive(from: content)
+        (report.archiveBytes, report.reusedArchiveEntries) = try writer.writeArchive(from: content, unchanged: unchanged)
         if let fromVersion {
             report.changeListPath = try writer.writeChangeList(from: fromVersion, to: options.version, changes: changes, tree: newTree)
             try writer.appendToUpdateList(report.changeListPath!)

@@ -48,19 +48,23 @@ struct StorageWriter {
         }
     }
 
-    /// Archives `content` deterministically under a top-level `RXCacheContent/`. Returns its size.
-    func writeArchive(from content: String) throws(SyncError) -> Int64 {
+    /// Archives `content` deterministically under a top-level `RXCacheContent/`, copying the
+    /// deflated entries of `unchanged` files from the current archive. Returns its size and the
+    /// number of entries copied.
+    func writeArchive(from content: String, unchanged: Set<SafeRelativePath> = []) throws(SyncError) -> (bytes: Int64, reused: Int) {
         let path = root + "/RXCacheContent.zip"
         let temporary = path + ".tmp"
+        let reused: Int
         do {
-            try ZipWriter.archive(folder: content, to: temporary, topLevelFolder: "RXCacheContent")
+            reused = try ZipWriter.archive(folder: content, to: temporary, topLevelFolder: "RXCacheContent",
+                                  reusing: unchanged.isEmpty ? nil : ArchiveReuse(previousArchive: path, unchanged: unchanged))
         } catch {
             throw SyncError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)
         }
         try moveIntoPlace(temporary, path)
         var info = stat()
         guard stat(path, &info) == 0 else { throw SyncError.fileSystem("cannot read", path: path, errno: errno) }
-        return Int64(info.st_size)
+        return (Int64(info.st_size), reused)
     }
 
     /// Writes `changes_<from>_<to>.json`; returns its path relative to the storage.
