@@ -1,12 +1,14 @@
 /// What ``ZipWriter/archive(folder:to:topLevelFolder:reusing:)`` may copy from the archive of the
-/// previous version: its path, and the files (relative to the archived folder) whose content the
-/// caller knows to be unchanged. Each is still checked by CRC-32 and size before it is copied.
+/// previous version: its path, and for files of the new folder whose bytes the previous version
+/// already had, where they were (a file kept in place maps to itself; a moved or renamed one to
+/// its old path). Each entry is still checked by CRC-32 and size before it is copied.
 public struct ArchiveReuse: Sendable {
     public var previousArchive: String
-    public var unchanged: Set<SafeRelativePath>
+    /// New path → the previous version's path holding the same bytes.
+    public var sources: [SafeRelativePath: SafeRelativePath]
 
-    public init(previousArchive: String, unchanged: Set<SafeRelativePath>) {
+    public init(previousArchive: String, sources: [SafeRelativePath: SafeRelativePath]) {
         self.previousArchive = previousArchive
-        self.unchanged = unchanged
+        self.sources = sources
     }
 }

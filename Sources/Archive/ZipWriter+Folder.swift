@@ -10,9 +10,9 @@ extension ZipWriter {
     /// for every folder (so empty folders survive), all under `topLevelFolder/` when given (e.g.
     /// `"RXCacheContent"`). Symlinks and other special files are refused, not followed.
     ///
-    /// With `reusing`, a file listed as unchanged whose entry in the previous archive has the same
-    /// CRC-32 and size is copied from it still deflated, which makes publishing a version that
-    /// changed little nearly as fast as hashing it. The bytes are the same as a fresh build's:
+    /// With `reusing`, a file whose bytes the previous archive holds (at the same path, or at the
+    /// old path of a move) with the same CRC-32 and size is copied from it still deflated, which
+    /// makes publishing a version that changed little nearly as fast as hashing it. The bytes are the same as a fresh build's:
     /// only archives carrying this writer's marker (its comment, naming the zlib) are reused.
     /// Returns the number of entries copied from the previous archive.
     @discardableResult
@@ -40,9 +40,9 @@ extension ZipWriter {
             let source = item.path.absolute(in: folder)
             if item.isFolder {
                 try writer.addDirectory(name)
-            } else if let previous, reusing?.unchanged.contains(item.path) == true,
+            } else if let previous, let old = reusing?.sources[item.path],
                       let facts = PreviousArchive.crc32(ofFile: source),
-                      let index = previous.reusableEntry(named: name, crc: facts.crc, size: facts.size) {
+                      let index = previous.reusableEntry(named: base.appending(old).string, crc: facts.crc, size: facts.size) {
                 try writer.addCopiedFile(name, from: previous, index: index)
                 copied += 1
             } else {

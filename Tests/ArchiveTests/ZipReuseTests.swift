@@ -15,15 +15,32 @@ import Testing
             try folder(["a.txt": Array("ONE, changed".utf8), "sub/b.bin": big, "sub/c.txt": Array("three".utf8)], at: dir + "/new")
             try ZipWriter.archive(folder: dir + "/old", to: dir + "/old.zip", topLevelFolder: "RXCacheContent")
             // a.txt is claimed unchanged but is not: its CRC differs, so it is compressed again.
-            let everything: Set<SafeRelativePath> = [try SafeRelativePath(validating: "a.txt"),
-                                                     try SafeRelativePath(validating: "sub/b.bin"),
-                                                     try SafeRelativePath(validating: "sub/c.txt")]
+            var sources: [SafeRelativePath: SafeRelativePath] = [:]
+            for name in ["a.txt", "sub/b.bin", "sub/c.txt"] {
+                sources[try SafeRelativePath(validating: name)] = try SafeRelativePath(validating: name)
+            }
             let copied = try ZipWriter.archive(folder: dir + "/new", to: dir + "/reused.zip", topLevelFolder: "RXCacheContent",
-                                               reusing: ArchiveReuse(previousArchive: dir + "/old.zip", unchanged: everything))
+                                               reusing: ArchiveReuse(previousArchive: dir + "/old.zip", sources: sources))
             let fresh = try ZipWriter.archive(folder: dir + "/new", to: dir + "/fresh.zip", topLevelFolder: "RXCacheContent")
             #expect(copied == 2)
             #expect(fresh == 0)
             #expect(try readFile(dir + "/reused.zip") == (try readFile(dir + "/fresh.zip")))
+        }
+    }
+
+    @Test func aMovedFileIsCopiedFromItsOldEntry() throws {
+        try withTemporaryDirectory { dir in
+            let big = noise(200_000, seed: 2)
+            try folder(["photos/a.bin": big], at: dir + "/old")
+            try folder(["pictures/a.bin": big], at: dir + "/new")
+            try ZipWriter.archive(folder: dir + "/old", to: dir + "/old.zip", topLevelFolder: "RXCacheContent")
+            let copied = try ZipWriter.archive(folder: dir + "/new", to: dir + "/moved.zip", topLevelFolder: "RXCacheContent",
+                                               reusing: ArchiveReuse(previousArchive: dir + "/old.zip",
+                                                                     sources: [try SafeRelativePath(validating: "pictures/a.bin"):
+                                                                               try SafeRelativePath(validating: "photos/a.bin")]))
+            try ZipWriter.archive(folder: dir + "/new", to: dir + "/fresh.zip", topLevelFolder: "RXCacheContent")
+            #expect(copied == 1)
+            #expect(try readFile(dir + "/moved.zip") == (try readFile(dir + "/fresh.zip")))
         }
     }
 
@@ -37,7 +54,7 @@ import Testing
             try foreign.close()
             let copied = try ZipWriter.archive(folder: dir + "/content", to: dir + "/out.zip", topLevelFolder: "RXCacheContent",
                                                reusing: ArchiveReuse(previousArchive: dir + "/foreign.zip",
-                                                                     unchanged: [try SafeRelativePath(validating: "a.txt")]))
+                                                                     sources: [try SafeRelativePath(validating: "a.txt"): try SafeRelativePath(validating: "a.txt")]))
             #expect(copied == 0)
         }
     }

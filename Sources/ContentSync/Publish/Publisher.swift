@@ -30,8 +30,9 @@ public enum Publisher {
         var fromVersion: CacheVersion?
         var minimal = options.minimal ?? options.version
         var changes: [Change.Kind] = []
-        /// Files whose bytes did not change: their compressed archive entries are copied.
-        var unchanged = Set<SafeRelativePath>()
+        /// New files whose bytes the old version had (new path → old path): their compressed
+        /// archive entries are copied.
+        var archiveSources: [SafeRelativePath: SafeRelativePath] = [:]
         if options.initialize {
             if FileManager.default.fileExists(atPath: statusPath) {
                 throw SyncError(code: .configuration,
@@ -52,7 +53,13 @@ public enum Publisher {
             fromVersion = status.actualVersion
             minimal = options.minimal ?? status.minimalVersion
             let oldTree = try ContentTree.scan(storage + "/RXCacheContent")
-            unchanged = Set(newTree.files.keys.filter { oldTree.files[$0] == newTree.files[$0] })
+            var oldPathOf: [FileFingerprint: SafeRelativePath] = [:]
+            for (path, fingerprint) in oldTree.files.sorted(by: { $0.key < $1.key }) where oldPathOf[fingerprint] == nil {
+                oldPathOf[fingerprint] = path
+            }
+            for (path, fingerprint) in newTree.files {
+                archiveSources[path] = oldTree.files[path] == fingerprint ? path : oldPathOf[fingerprint]
+            }
             do {
                 changes = try ChangeDiffer.diff(from: oldTree, to: newTree)
             } catch {
@@ -77,7 +84,7 @@ public enum Publisher {
         let writer = StorageWriter(root: storage, layout: layout, signer: signer)
         try writer.prepareFolders()
         try writer.replaceContent(with: content)
-        (report.archiveBytes, report.reusedArchiveEntries) = try writer.writeArchive(from: content, unchanged: unchanged)
+        (report.archiveBytes, report.reusedArchiveEntries) = try writer.writeArchive(from: content, sources: archiveSources)
         if let fromVersion {
             report.changeListPath = try writer.writeChangeList(from: fromVersion, to: options.version, changes: changes, tree: newTree)
             try writer.appendToUpdateList(report.changeListPath!)

@@ -48,16 +48,16 @@ struct StorageWriter {
         }
     }
 
-    /// Archives `content` deterministically under a top-level `RXCacheContent/`, copying the
-    /// deflated entries of `unchanged` files from the current archive. Returns its size and the
-    /// number of entries copied.
-    func writeArchive(from content: String, unchanged: Set<SafeRelativePath> = []) throws(SyncError) -> (bytes: Int64, reused: Int) {
+    /// Archives `content` deterministically under a top-level `RXCacheContent/`, copying from the
+    /// current archive the deflated entries of files whose bytes it holds (`sources`: new path →
+    /// old path). Returns its size and the number of entries copied.
+    func writeArchive(from content: String, sources: [SafeRelativePath: SafeRelativePath] = [:]) throws(SyncError) -> (bytes: Int64, reused: Int) {
         let path = root + "/RXCacheContent.zip"
         let temporary = path + ".tmp"
         let reused: Int
         do {
             reused = try ZipWriter.archive(folder: content, to: temporary, topLevelFolder: "RXCacheContent",
-                                  reusing: unchanged.isEmpty ? nil : ArchiveReuse(previousArchive: path, unchanged: unchanged))
+                                  reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: path, sources: sources))
         } catch {
             throw SyncError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)
         }
