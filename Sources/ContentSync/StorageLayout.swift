@@ -1,5 +1,6 @@
 import Archive
 import Foundation
+import PercentDecoding
 
 /// Where a storage's files live, and the rules that tie every URL it publishes to its
 /// `RXCacheContent/` folder.
@@ -82,7 +83,7 @@ public struct StorageLayout: Sendable, Equatable {
         let trimmed = remainder.hasSuffix("/") ? remainder.dropLast() : remainder
         if trimmed.isEmpty { return .root }
         for part in trimmed.split(separator: "/", omittingEmptySubsequences: false) {
-            guard let component = Self.percentDecoded(part) else {
+            guard Self.hasValidPercentEscapes(part), let component = PercentDecoding.decode(part) else {
                 throw SafePathError(path: text, reason: .badEncoding)
             }
             if component.contains("/") {
@@ -104,33 +105,6 @@ public struct StorageLayout: Sendable, Equatable {
         let encoded = path.components.map { $0.addingPercentEncoding(withAllowedCharacters: Self.componentAllowed) ?? $0 }
         // Every byte outside RFC 3986's unreserved and sub-delims is escaped, so this parses.
         return URL(string: contentRootURL.absoluteString + encoded.joined(separator: "/"))!
-    }
-
-    /// `text` with every `%XX` decoded, or nil when an escape is malformed or the bytes are not
-    /// UTF-8. Decoded by hand: Foundation's `removingPercentEncoding` drops a leading U+FEFF,
-    /// so a name starting with one would map to another file (found by the fuzzer).
-    static func percentDecoded(_ text: Substring) -> String? {
-        guard hasValidPercentEscapes(text) else { return nil }
-        var bytes: [UInt8] = []
-        var iterator = text.utf8.makeIterator()
-        while let byte = iterator.next() {
-            guard byte == UInt8(ascii: "%") else {
-                bytes.append(byte)
-                continue
-            }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
-            bytes.append(high << 4 | low)
-        }
-        return String(validating: bytes, as: UTF8.self)
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// Every `%` starts a two-digit hex escape (Foundation leaves `%ZZ` as it is).

@@ -1,3 +1,5 @@
+import PercentDecoding
+
 /// A request target's path, percent-decoded and checked so that it cannot leave the served root.
 ///
 /// The check refuses rather than repairs: a request for `/a/../b` is answered 404 like any other
@@ -22,7 +24,7 @@ struct RequestPath: Hashable, Sendable {
         for encoded in body.split(separator: "/", omittingEmptySubsequences: false) {
             // Decoding happens per component so that `%2F` can never act as a separator.
             guard !encoded.isEmpty,
-                  let part = String(encoded).removingPercentEncoding,
+                  let part = PercentDecoding.decode(encoded),
                   part != ".", part != "..",
                   !part.contains("/"), !part.utf8.contains(0)
             else { return nil }
@@ -33,6 +35,6 @@ struct RequestPath: Hashable, Sendable {
 
     /// The best readable form of a path that failed the checks, for the request log.
     static func loggable(_ raw: String) -> String {
-        raw.removingPercentEncoding ?? raw
+        PercentDecoding.decode(raw) ?? raw
     }
 }

@@ -22,6 +22,20 @@ struct StorageServerTests {
         }
     }
 
+    /// Foundation's `removingPercentEncoding` drops a leading U+FEFF: decoding is byte-exact.
+    @Test func aNameStartingWithAByteOrderMarkIsServedAsItself() async throws {
+        try await withServedFixture(prepare: { fixture in
+            try fixture.write("\u{FEFF}bom.txt", "with mark")
+            try fixture.write("bom.txt", "without")
+        }) { server, fixture in
+            let url = URL(string: server.baseURL!.absoluteString + "%EF%BB%BFbom.txt")!
+            let result = try await curl(url, in: fixture.scratch)
+            #expect(result.status == 200)
+            #expect(result.body == Data("with mark".utf8))
+            #expect(server.requests().map(\.path) == ["/\u{FEFF}bom.txt"])
+        }
+    }
+
     @Test func contentTypeFollowsTheExtension() async throws {
         try await withServedFixture(prepare: {
             try $0.write("index.json", "{}")
