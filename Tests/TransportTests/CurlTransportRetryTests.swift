@@ -110,7 +110,9 @@ struct CurlTransportRetryTests {
             let contents = randomBytes(400_000)
             try fixture.serve("a.bin", contents)
             server.injectFault(.stall, forPath: "/a.bin", times: 1)
-            let transport = makeTransport { $0.stallTimeout = .seconds(1) }
+            // Long enough for the first byte to land on disk on a loaded machine (the whole suite
+            // runs in parallel): the retry must find it there to resume after it.
+            let transport = makeTransport { $0.stallTimeout = .seconds(3) }
             let destination = fixture.outPath("a.bin")
 
             let response = try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
