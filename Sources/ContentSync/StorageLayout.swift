@@ -83,7 +83,7 @@ public struct StorageLayout: Sendable, Equatable {
         let trimmed = remainder.hasSuffix("/") ? remainder.dropLast() : remainder
         if trimmed.isEmpty { return .root }
         for part in trimmed.split(separator: "/", omittingEmptySubsequences: false) {
-            guard Self.hasValidPercentEscapes(part), let component = PercentDecoding.decode(part) else {
+            guard let component = PercentDecoding.decode(part) else {
                 throw SafePathError(path: text, reason: .badEncoding)
             }
             if component.contains("/") {
@@ -107,21 +107,6 @@ public struct StorageLayout: Sendable, Equatable {
         return URL(string: contentRootURL.absoluteString + encoded.joined(separator: "/"))!
     }
 
-    /// Every `%` starts a two-digit hex escape (Foundation leaves `%ZZ` as it is).
-    static func hasValidPercentEscapes(_ text: Substring) -> Bool {
-        let bytes = Array(text.utf8)
-        var index = 0
-        while index < bytes.count {
-            if bytes[index] == UInt8(ascii: "%") {
-                guard index + 2 < bytes.count, bytes[index + 1].isHexDigit, bytes[index + 2].isHexDigit else { return false }
-                index += 3
-            } else {
-                index += 1
-            }
-        }
-        return true
-    }
-
     private static let componentAllowed: CharacterSet = {
         var set = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
         set.insert(charactersIn: "-._~!$&'()*+,=@")
@@ -137,12 +122,5 @@ public struct StorageLayout: Sendable, Equatable {
         parts.query = nil
         parts.fragment = nil
         return parts.url?.absoluteString ?? url.absoluteString
-    }
-}
-
-private extension UInt8 {
-    var isHexDigit: Bool {
-        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(self) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(self)
-            || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(self)
     }
 }

@@ -11,4 +11,13 @@ struct FolderOptions: ParsableArguments {
 
     var contentDirectory: String { SyncConfiguration.absolutePathForCLI(dir) }
     var statePath: String { state.map(SyncConfiguration.absolutePathForCLI) ?? SyncConfiguration.defaultStatePath(for: contentDirectory) }
+
+    /// What the state database says about the folder, or the CLI failure to report.
+    func readStatus() async throws -> SyncStatus {
+        do {
+            return try await SyncStatus.read(statePath: statePath, contentDirectory: contentDirectory)
+        } catch {
+            throw CLIFailure(error)
+        }
+    }
 }

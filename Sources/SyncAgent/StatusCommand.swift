@@ -14,12 +14,7 @@ struct StatusCommand: AsyncParsableCommand {
     var json = false
 
     func run() async throws {
-        let status: SyncStatus
-        do {
-            status = try await SyncStatus.read(statePath: folder.statePath, contentDirectory: folder.contentDirectory)
-        } catch {
-            throw CLIFailure(error)
-        }
+        let status = try await folder.readStatus()
         if json {
             print(try Self.json(status))
             return

@@ -22,12 +22,7 @@ struct VerifyCommand: AsyncParsableCommand {
     var repair = false
 
     func run() async throws {
-        let status: SyncStatus
-        do {
-            status = try await SyncStatus.read(statePath: folder.statePath, contentDirectory: folder.contentDirectory)
-        } catch {
-            throw CLIFailure(error)
-        }
+        let status = try await folder.readStatus()
         guard let text = baseURL ?? status.baseURL, let url = URL(string: text) else {
             throw CLIFailure(code: 6, message: "no storage URL recorded for \(folder.contentDirectory); pass --base-url or sync first")
         }

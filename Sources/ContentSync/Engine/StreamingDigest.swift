@@ -23,7 +23,7 @@ final class StreamingDigest: Sendable {
     func fingerprint(ofFileWithSize size: Int64, resumedFrom: Int64) -> FileFingerprint? {
         state.withLock { state in
             guard resumedFrom == 0, state.bytes == size else { return nil }
-            let digest = state.hasher.finalize().map { String(format: "%02x", $0) }.joined()
+            let digest = HexDigest.string(state.hasher.finalize())
             return FileFingerprint(size: size, sha256: digest)
         }
     }

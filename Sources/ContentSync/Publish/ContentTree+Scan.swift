@@ -52,7 +52,7 @@ extension ContentTree {
             hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
             size += Int64(count)
         }
-        let digest = hasher.finalize().map { String(format: "%02x", $0) }.joined()
+        let digest = HexDigest.string(hasher.finalize())
         return FileFingerprint(size: size, sha256: digest)
     }
 }

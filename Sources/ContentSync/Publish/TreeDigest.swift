@@ -29,13 +29,13 @@ public enum TreeDigest {
                 }
                 hasher.update(data: Data(line.utf8))
             }
-            return hasher.finalize().map { String(format: "%02x", $0) }.joined()
+            return HexDigest.string(hasher.finalize())
         }
         return digest(.root)
     }
 
     /// SHA-256 of bytes, as lower-case hex.
     public static func sha256(_ data: Data) -> String {
-        SHA256.hash(data: data).map { String(format: "%02x", $0) }.joined()
+        HexDigest.string(SHA256.hash(data: data))
     }
 }
