@@ -59,7 +59,7 @@ let package = Package(
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
         .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer"]),
         .testTarget(name: "ContentSyncTests",
-                    dependencies: ["ContentSync", "ContentSyncFuzzing", "Transport", "Archive", "StorageServer",
+                    dependencies: ["ContentSync", "ContentSyncFuzzing", "Transport", "Archive", "StorageServer", "PercentDecoding",
                                    .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

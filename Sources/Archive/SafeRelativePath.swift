@@ -27,7 +27,7 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
     /// zip archives); repeated or leading slashes are not.
     public init(validating raw: String) throws(SafePathError) {
         if raw.utf8.contains(0) { throw SafePathError(path: raw, reason: .nul) }
-        if raw.contains("\\") { throw SafePathError(path: raw, reason: .backslash) }
+        if raw.utf8.contains(UInt8(ascii: "\\")) { throw SafePathError(path: raw, reason: .backslash) }
         if raw.hasPrefix("/") { throw SafePathError(path: raw, reason: .absolute) }
         if raw.utf8.count > Self.maxPathBytes { throw SafePathError(path: raw, reason: .tooLong) }
         var text = Substring(raw)

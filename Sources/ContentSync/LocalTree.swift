@@ -18,7 +18,7 @@ public struct LocalTree: Sendable, Equatable {
         try DirectoryWalker.walk(directory) { entry in
             switch entry {
             case .folder(let path): tree.folders.insert(path)
-            case .file(let path): tree.files.insert(path)
+            case .file(let path, _): tree.files.insert(path)
             case .special, .unsafeName: break
             }
         }

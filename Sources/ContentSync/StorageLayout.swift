@@ -14,7 +14,13 @@ public struct StorageLayout: Sendable, Equatable {
     public let baseURL: URL
     /// The base the storage's own URLs use, inferred from the status file; `nil` when it could
     /// not be inferred, in which case URLs are taken as they are.
-    public var publishedBase: URL?
+    public var publishedBase: URL? {
+        didSet { normalizedPublishedBase = publishedBase.map(Self.normalized) }
+    }
+    /// ``normalized(_:)`` of the bases, computed once: every change path is compared with them.
+    private var normalizedPublishedBase: String?
+    private let normalizedBase: String
+    private let normalizedContentRoot: String
 
     public init(baseURL: URL) throws(SyncError) {
         var text = baseURL.absoluteString
@@ -27,6 +33,8 @@ public struct StorageLayout: Sendable, Equatable {
         }
         if !text.hasSuffix("/") { text += "/" }
         self.baseURL = URL(string: text)!
+        self.normalizedBase = Self.normalized(self.baseURL)
+        self.normalizedContentRoot = Self.normalized(URL(string: Self.contentFolder, relativeTo: self.baseURL)!.absoluteURL)
     }
 
     public static let statusPath = "RXCacheConfig/cacheStatus.json"
@@ -48,11 +56,10 @@ public struct StorageLayout: Sendable, Equatable {
 
     /// `url` moved from ``publishedBase`` onto ``baseURL`` when it lies under the former.
     public func rebase(_ url: URL) -> URL {
-        guard let publishedBase else { return url }
+        guard let prefix = normalizedPublishedBase else { return url }
         let text = Self.normalized(url)
-        let prefix = Self.normalized(publishedBase)
         guard text.hasPrefix(prefix) else { return url }
-        return URL(string: Self.normalized(baseURL) + text.dropFirst(prefix.count)) ?? url
+        return URL(string: normalizedBase + text.dropFirst(prefix.count)) ?? url
     }
 
     /// Resolves a URL written in a storage file (absolute, or relative to `document`) and rebases it.
@@ -69,7 +76,7 @@ public struct StorageLayout: Sendable, Equatable {
             throw SafePathError(path: text, reason: .notUnderContentRoot)
         }
         let normalizedURL = Self.normalized(url)
-        let root = Self.normalized(contentRootURL)
+        let root = normalizedContentRoot
         let rootWithoutSlash = String(root.dropLast())
         let remainder: Substring
         if normalizedURL.hasPrefix(root) {
@@ -102,16 +109,10 @@ public struct StorageLayout: Sendable, Equatable {
     /// safe path gives a valid URL (a `:` in a first component would otherwise read as a scheme).
     public func contentURL(for path: SafeRelativePath) -> URL {
         guard !path.isRoot else { return contentRootURL }
-        let encoded = path.components.map { $0.addingPercentEncoding(withAllowedCharacters: Self.componentAllowed) ?? $0 }
+        let encoded = path.components.map { PercentEncoding.encodeComponent($0) }
         // Every byte outside RFC 3986's unreserved and sub-delims is escaped, so this parses.
         return URL(string: contentRootURL.absoluteString + encoded.joined(separator: "/"))!
     }
-
-    private static let componentAllowed: CharacterSet = {
-        var set = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
-        set.insert(charactersIn: "-._~!$&'()*+,=@")
-        return set
-    }()
 
     /// scheme://host[:port]/path with scheme and host lower-cased and query and fragment dropped.
     static func normalized(_ url: URL) -> String {

@@ -1,4 +1,5 @@
 import Foundation
+import PercentDecoding
 import Synchronization
 
 /// A loopback HTTP server that serves a folder the way GitHub raw or nginx serve static content,
@@ -69,13 +70,8 @@ public final class StorageServer: Sendable {
     /// `path` with a leading `/` and each component percent-encoded, so `/` inside the string
     /// always separates components.
     static func percentEncodedPath(_ path: String) -> String {
-        var allowed = CharacterSet.urlPathAllowed
-        // `:` would make the first component read as a URL scheme; `;` as path parameters.
-        allowed.remove(charactersIn: "/;:")
         let relative = path.hasPrefix("/") ? path.dropFirst() : Substring(path)
-        let encoded = relative.split(separator: "/", omittingEmptySubsequences: false).map {
-            String($0).addingPercentEncoding(withAllowedCharacters: allowed) ?? String($0)
-        }
+        let encoded = relative.split(separator: "/", omittingEmptySubsequences: false).map(PercentEncoding.encodeComponent)
         return "/" + encoded.joined(separator: "/")
     }
 

@@ -135,19 +135,16 @@ final class CurlTransfer: @unchecked Sendable {
     // MARK: - Callbacks (loop thread)
 
     private func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
-        guard let line = String(bytes: bytes, encoding: .isoLatin1)?.trimmingCharacters(in: .whitespacesAndNewlines),
-              !line.isEmpty else { return }
-        if line.hasPrefix("HTTP/") {
+        switch HeaderLine(bytes) {
+        case .status(let code):
             // A new response (after a redirect or a 100 Continue): forget the previous headers.
             headers = [:]
-            let parts = line.split(separator: " ", maxSplits: 2)
-            status = parts.count > 1 ? Int(parts[1]) ?? 0 : 0
-            return
+            status = code
+        case .field(let name, let value):
+            headers[name] = value
+        case .other:
+            break
         }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = line[..<colon].lowercased()
-        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-        headers[name] = value
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {

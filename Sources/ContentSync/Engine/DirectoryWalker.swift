@@ -7,7 +7,8 @@ enum DirectoryWalker {
     /// What one entry is.
     enum Entry {
         case folder(SafeRelativePath)
-        case file(SafeRelativePath)
+        /// A regular file, with the identity its `lstat` gave (no second lookup needed).
+        case file(SafeRelativePath, FileIdentity)
         /// A symlink, device, fifo or socket.
         case special(SafeRelativePath)
         /// A name the path rules refuse.
@@ -21,7 +22,7 @@ enum DirectoryWalker {
         guard lstat(directory, &rootInfo) == 0 else { return }
         var pending: [SafeRelativePath] = [.root]
         while let folder = pending.popLast() {
-            for name in try names(in: folder.absolute(in: directory)) {
+            for (name, info) in try entries(in: folder.absolute(in: directory)) {
                 let child: SafeRelativePath
                 do {
                     child = folder.appending(try SafeRelativePath(validating: name))
@@ -29,19 +30,39 @@ enum DirectoryWalker {
                     try visit(.unsafeName(name, in: folder, error))
                     continue
                 }
-                var info = stat()
-                guard lstat(child.absolute(in: directory), &info) == 0 else { continue }
                 switch info.st_mode & S_IFMT {
                 case S_IFDIR:
                     try visit(.folder(child))
                     pending.append(child)
                 case S_IFREG:
-                    try visit(.file(child))
+                    try visit(.file(child, FileIdentity(info)))
                 default:
                     try visit(.special(child))
                 }
             }
         }
+    }
+
+    /// The names in one folder with their `lstat`, each looked up relative to the open folder
+    /// (`fstatat`), not by walking its whole path again. An entry gone meanwhile is skipped.
+    private static func entries(in path: String) throws(SyncError) -> [(String, stat)] {
+        guard let handle = opendir(path) else {
+            throw SyncError.fileSystem("cannot read folder", path: path, errno: errno)
+        }
+        defer { closedir(handle) }
+        let folder = dirfd(handle)
+        var result: [(String, stat)] = []
+        while let entry = readdir(handle) {
+            let (name, info) = withUnsafeBytes(of: entry.pointee.d_name) { raw -> (String?, stat?) in
+                let cName = raw.bindMemory(to: CChar.self).baseAddress!
+                if cName[0] == 0x2E && (cName[1] == 0 || (cName[1] == 0x2E && cName[2] == 0)) { return (nil, nil) }
+                var info = stat()
+                guard fstatat(folder, cName, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return (nil, nil) }
+                return (String(cString: cName), info)
+            }
+            if let name, let info { result.append((name, info)) }
+        }
+        return result
     }
 
     /// The names in one folder, without `.` and `..`.

@@ -13,6 +13,11 @@ struct FileIdentity: Hashable, Sendable {
     init?(path: String) {
         var info = stat()
         guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        self.init(info)
+    }
+
+    /// The identity in a `stat` result.
+    init(_ info: stat) {
         self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
                   modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
     }
@@ -71,8 +76,8 @@ final class FingerprintCache: Sendable {
 
     /// The fingerprint of the file at `path`: from the cache when its identity is known, else
     /// hashed and remembered.
-    func fingerprint(of path: String) throws(SyncError) -> FileFingerprint {
-        if let identity = FileIdentity(path: path), let known = lookup(identity) { return known }
+    func fingerprint(of path: String, identity: FileIdentity? = nil) throws(SyncError) -> FileFingerprint {
+        if let identity = identity ?? FileIdentity(path: path), let known = lookup(identity) { return known }
         let fingerprint = try ContentTree.fingerprint(of: path)
         // Stat again: a file that changed while it was read must not be remembered under its new identity.
         if let identity = FileIdentity(path: path), identity.size == fingerprint.size { insert(fingerprint, for: identity) }

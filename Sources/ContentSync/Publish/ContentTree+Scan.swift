@@ -16,10 +16,10 @@ extension ContentTree {
             switch entry {
             case .folder(let path):
                 tree.folders.insert(path)
-            case .file(let path):
+            case .file(let path, let identity):
                 let absolute = path.absolute(in: directory)
                 if let cache {
-                    tree.files[path] = try cache.fingerprint(of: absolute)
+                    tree.files[path] = try cache.fingerprint(of: absolute, identity: identity)
                 } else {
                     tree.files[path] = try fingerprint(of: absolute)
                 }
