@@ -211,6 +211,14 @@ private struct JSONParser {
             guard index < bytes.count else { throw fail("unterminated string") }
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
+                if scalars.isEmpty {
+                    // No escape: the string is the bytes as they stand (the common case).
+                    guard let text = String(validating: bytes[run..<index], as: UTF8.self) else {
+                        throw JSONParseError(offset: run, reason: "invalid UTF-8 in a string")
+                    }
+                    index += 1
+                    return text
+                }
                 try flush(self, upTo: index, into: &scalars)
                 index += 1
                 return String(scalars)

@@ -72,19 +72,27 @@ public struct StorageLayout: Sendable, Equatable {
     /// The content path a change URL names, refusing anything outside `RXCacheContent/`.
     /// An empty result is the content root itself.
     public func contentPath(ofURL text: String, in document: URL) throws(SafePathError) -> SafeRelativePath {
-        guard let url = resolve(text, relativeTo: document) else {
-            throw SafePathError(path: text, reason: .notUnderContentRoot)
-        }
-        let normalizedURL = Self.normalized(url)
-        let root = normalizedContentRoot
-        let rootWithoutSlash = String(root.dropLast())
+        try contentPath(ofURL: text, in: document, plainFastPath: true)
+    }
+
+    /// ``contentPath(ofURL:in:)``; `plainFastPath: false` forces the general way (tests compare both).
+    func contentPath(ofURL text: String, in document: URL, plainFastPath: Bool) throws(SafePathError) -> SafeRelativePath {
         let remainder: Substring
-        if normalizedURL.hasPrefix(root) {
-            remainder = normalizedURL.dropFirst(root.count)
-        } else if normalizedURL == rootWithoutSlash {
-            remainder = ""
+        if plainFastPath, let plain = plainRemainder(text) {
+            remainder = plain
         } else {
-            throw SafePathError(path: text, reason: .notUnderContentRoot)
+            guard let url = resolve(text, relativeTo: document) else {
+                throw SafePathError(path: text, reason: .notUnderContentRoot)
+            }
+            let normalizedURL = Self.normalized(url)
+            let root = normalizedContentRoot
+            if normalizedURL.hasPrefix(root) {
+                remainder = Substring(normalizedURL.dropFirst(root.count))
+            } else if normalizedURL == String(root.dropLast()) {
+                remainder = ""
+            } else {
+                throw SafePathError(path: text, reason: .notUnderContentRoot)
+            }
         }
         var decoded: [String] = []
         let trimmed = remainder.hasSuffix("/") ? remainder.dropLast() : remainder
@@ -93,7 +101,7 @@ public struct StorageLayout: Sendable, Equatable {
             guard let component = PercentDecoding.decode(part) else {
                 throw SafePathError(path: text, reason: .badEncoding)
             }
-            if component.contains("/") {
+            if component.utf8.contains(UInt8(ascii: "/")) {
                 throw SafePathError(path: text, reason: .badEncoding)
             }
             decoded.append(component)
@@ -103,6 +111,48 @@ public struct StorageLayout: Sendable, Equatable {
         } catch {
             throw SafePathError(path: text, reason: error.reason)
         }
+    }
+
+    /// The path part of `text` when it already has the form the general way would produce: it
+    /// starts with the storage's own normalized content root, and the rest is only the
+    /// characters ``PercentEncoding`` leaves, `/` and well-formed `%XX`, without empty, `.` or
+    /// `..` segments (a trailing `/` aside). That is every URL a publisher writes, read without
+    /// parsing a URL; anything else returns nil and goes the general way.
+    private func plainRemainder(_ text: String) -> Substring? {
+        let prefix = (normalizedPublishedBase.map { $0 + Self.contentFolder }) ?? normalizedContentRoot
+        guard text.hasPrefix(prefix) else { return nil }
+        let rest = text.utf8.dropFirst(prefix.utf8.count)
+        var segmentLength = 0
+        var segmentDots = 0
+        var escapeDigits = 0   // hex digits still expected after a `%`
+        var lastWasSlash = false
+        for byte in rest {
+            if escapeDigits > 0 {
+                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+                        || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte) else { return nil }
+                escapeDigits -= 1
+                segmentLength += 1
+                continue
+            }
+            lastWasSlash = false
+            if byte == UInt8(ascii: "/") {
+                if segmentLength == 0 || segmentLength == segmentDots { return nil }   // empty, "." or ".."
+                segmentLength = 0
+                segmentDots = 0
+                lastWasSlash = true
+            } else if byte == UInt8(ascii: "%") {
+                escapeDigits = 2
+                segmentLength += 1
+            } else if PercentEncoding.isAllowed(byte) {
+                if byte == UInt8(ascii: ".") { segmentDots += 1 }
+                segmentLength += 1
+            } else {
+                return nil
+            }
+        }
+        if escapeDigits > 0 { return nil }
+        if !lastWasSlash, segmentLength > 0, segmentLength == segmentDots { return nil }
+        return Substring(rest)
     }
 
     /// The URL to download a content file from: each component percent-encoded, so that any

@@ -26,6 +26,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     private let multi: UnsafeMutableRawPointer
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     private let finished = DispatchSemaphore(value: 0)
+    /// Transfers handed to this loop and not yet finished, for ``CurlTransport`` to pick the least busy loop.
+    let inFlight = Atomic<Int>(0)
 
     init(maxConnectionsPerHost: Int, name: String) {
         CurlMultiLoop.globalInit

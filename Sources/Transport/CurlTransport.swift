@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 
 /// The default ``Transport``: libcurl's multi interface with connection reuse, HTTP/2 where the
@@ -9,8 +10,14 @@ import Logging
 public final class CurlTransport: Transport {
     /// How the transport behaves. Every field has a default.
     public struct Configuration: Sendable {
-        /// Connections open to one host at once. Default 8.
+        /// Connections open to one host at once, across all I/O threads. Default 8.
         public var maxConnectionsPerHost = 8
+        /// Threads that run transfers, each with its own `curl_multi` handle and connections;
+        /// each transfer goes to the least busy one (the first on a tie, so sequential requests
+        /// reuse one connection). Receiving, writing and the `onBodyChunk` work (hashing)
+        /// of many small files is CPU-bound on one thread, so a second one lets a multi-core
+        /// machine overlap them. Default: 2 where there are at least 2 cores, else 1.
+        public var ioThreads = min(2, max(1, ProcessInfo.processInfo.activeProcessorCount))
         /// How long connecting may take. Default 10 s.
         public var connectTimeout: Duration = .seconds(10)
         /// A transfer that moves no byte for this long fails (and may be retried). Default 30 s.
@@ -34,15 +41,18 @@ public final class CurlTransport: Transport {
     }
 
     public let configuration: Configuration
-    private let loop: CurlMultiLoop
+    private let loops: [CurlMultiLoop]
 
     public init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        self.loop = CurlMultiLoop(maxConnectionsPerHost: configuration.maxConnectionsPerHost, name: "content-sync.curl")
+        let threads = max(1, min(configuration.ioThreads, configuration.maxConnectionsPerHost))
+        // The per-host limit is shared out, so the host sees at most the configured number.
+        let perLoop = max(1, configuration.maxConnectionsPerHost / threads)
+        self.loops = (0..<threads).map { CurlMultiLoop(maxConnectionsPerHost: perLoop, name: "content-sync.curl.\($0)") }
     }
 
     deinit {
-        loop.shutdown()
+        for loop in loops { loop.shutdown() }
     }
 
     public func data(for request: HTTPRequest) async throws -> HTTPResponse {
@@ -109,7 +119,10 @@ public final class CurlTransport: Transport {
 
     /// Hands the transfer to the loop and waits; task cancellation removes it within milliseconds.
     private func run(_ transfer: CurlTransfer) async throws -> HTTPResponse {
-        try await withTaskCancellationHandler {
+        let loop = loops.min { $0.inFlight.load(ordering: .relaxed) < $1.inFlight.load(ordering: .relaxed) }!
+        loop.inFlight.add(1, ordering: .relaxed)
+        defer { loop.inFlight.subtract(1, ordering: .relaxed) }
+        return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
                 loop.add(transfer)

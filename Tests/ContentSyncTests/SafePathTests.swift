@@ -69,6 +69,39 @@ struct SafePathTests {
         #expect(try layout.contentPath(ofURL: url.absoluteString, in: Self.document) == path)
     }
 
+    /// Change paths in the publisher's own form skip URL parsing (`plainRemainder`); anything
+    /// else goes the general way. Both must give the same path or the same refusal, for random
+    /// texts built from the characters that matter (escapes, dots, slashes, `?`, `#`, `:`, `;`,
+    /// spaces, non-ASCII), with and without a published base to rebase from.
+    @Test func thePlainFastPathAgreesWithTheGeneralWay() throws {
+        var plain = try StorageLayout(baseURL: Self.base)
+        var rebased = try StorageLayout(baseURL: URL(string: "http://127.0.0.1:8080/mirror/")!)
+        rebased.inferPublishedBase(fromUpdateListURL: URL(string: "https://raw.example.com/owner/repo/main/RXCacheConfig/listOfURLsToUpdatesByVersion.json")!)
+        plain.publishedBase = nil
+        let pieces = ["a", "B", "7", ".", "..", "/", "//", "%2", "%20", "%2F", "%2e", "%C3%A9", "%zz", "%", "?", "#", ":", ";", " ", "é",
+                      "~", "-", "_", "!", "$", "&", "'", "(", ")", "*", "+", ",", "=", "@", "\\", "\u{FEFF}"]
+        let prefixes = ["https://raw.example.com/owner/repo/main/RXCacheContent/", "HTTPS://Raw.Example.com/owner/repo/main/RXCacheContent/",
+                        "https://raw.example.com:443/owner/repo/main/RXCacheContent/", "https://raw.example.com/owner/repo/main/RXCacheContent",
+                        "https://raw.example.com/owner/repo/main/RXCacheConfig/", "../../RXCacheContent/", ""]
+        var generator = SystemRandomNumberGenerator()
+        var fast = 0
+        for round in 0..<4000 {
+            var text = prefixes[round % prefixes.count]
+            for _ in 0..<Int.random(in: 0...8, using: &generator) { text += pieces.randomElement(using: &generator)! }
+            for layout in [plain, rebased] {
+                let general = Result { () throws(SafePathError) in try layout.contentPath(ofURL: text, in: Self.document, plainFastPath: false) }
+                let quick = Result { () throws(SafePathError) in try layout.contentPath(ofURL: text, in: Self.document, plainFastPath: true) }
+                switch (general, quick) {
+                case (.success(let a), .success(let b)): #expect(a == b, "\(text)")
+                case (.failure(let a), .failure(let b)): #expect(a.reason == b.reason, "\(text)")
+                default: Issue.record("\(text): general \(general), fast \(quick)")
+                }
+                if case .success = quick { fast += 1 }
+            }
+        }
+        #expect(fast > 1000)   // the comparison covered many accepted paths, not only refusals
+    }
+
     @Test func theContentRootHasTheContentFolderURL() throws {
         let layout = try StorageLayout(baseURL: Self.base)
         #expect(layout.contentURL(for: .root) == layout.contentRootURL)

@@ -46,4 +46,15 @@ struct TreeDigestTests {
             #expect(TreeDigest.digest(of: scanned) == TreeDigest.digest(of: Self.tree))
         }
     }
+
+    /// A known answer from an independent implementation of docs/protocol.md's formula (Python's
+    /// hashlib, sorting names by their UTF-8 bytes), with names whose byte order differs from
+    /// Swift's String order: "Z" < "a" < "z" < "é".
+    @Test func theDigestMatchesTheDocumentedFormulaComputedIndependently() {
+        let tree = ContentTree(folders: [p("a"), p("a/b"), p("empty")], files: [
+            p("a/x.txt"): Self.fingerprint("x"), p("a/b/y.txt"): Self.fingerprint("y"), p("top.txt"): Self.fingerprint("t"),
+            p("a/\u{E9}.txt"): Self.fingerprint("e-acute"), p("a/z.txt"): Self.fingerprint("z"), p("a/Z.txt"): Self.fingerprint("Z"),
+        ])
+        #expect(TreeDigest.digest(of: tree) == "c1ac7aeda08ffc59384060195cd0efbc09953d25951f5ab3fd99a084d469432c")
+    }
 }

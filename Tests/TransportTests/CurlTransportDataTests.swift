@@ -170,13 +170,15 @@ struct CurlTransportDataTests {
         }
     }
 
-    @Test func twoHundredConcurrentRequestsAllGetTheirOwnBytesOverFewConnections() async throws {
+    /// With one I/O thread or several (the per-host cap is shared out between them).
+    @Test(arguments: [1, 2, 4])
+    func twoHundredConcurrentRequestsAllGetTheirOwnBytesOverFewConnections(ioThreads: Int) async throws {
         try await withServedFixture { server, fixture in
             let files = (0..<20).map { randomBytes(2_000 + $0 * 97) }
             for (index, contents) in files.enumerated() {
                 try fixture.serve("items/\(index).json", contents)
             }
-            let transport = makeTransport()
+            let transport = makeTransport { $0.ioThreads = ioThreads }
             let port = try #require(server.baseURL?.port)
 
             let mismatches = try await withThrowingTaskGroup(of: Int?.self) { group in

@@ -12,22 +12,21 @@ import Foundation
 public enum TreeDigest {
     /// The digest as lower-case hex.
     public static func digest(of tree: ContentTree) -> String {
-        var children: [SafeRelativePath: [(name: String, isFolder: Bool)]] = [:]
-        for folder in tree.folders { children[folder.parent, default: []].append((folder.lastComponent!, true)) }
-        for file in tree.files.keys { children[file.parent, default: []].append((file.lastComponent!, false)) }
+        var children: [SafeRelativePath: [(name: String, path: SafeRelativePath, isFolder: Bool)]] = [:]
+        for folder in tree.folders { children[folder.parent, default: []].append((folder.lastComponent!, folder, true)) }
+        for file in tree.files.keys { children[file.parent, default: []].append((file.lastComponent!, file, false)) }
         func digest(_ folder: SafeRelativePath) -> String {
             var hasher = SHA256()
-            let entries = (children[folder] ?? []).sorted { Array($0.name.utf8).lexicographicallyPrecedes(Array($1.name.utf8)) }
+            let entries = (children[folder] ?? []).sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
             for entry in entries {
-                let path = folder.appending(try! SafeRelativePath(validating: entry.name))
-                let line: String
+                var line: String
                 if entry.isFolder {
-                    line = "d\u{0}\(entry.name)\u{0}\(digest(path))\n"
+                    line = "d\u{0}\(entry.name)\u{0}\(digest(entry.path))\n"
                 } else {
-                    let fingerprint = tree.files[path]!
+                    let fingerprint = tree.files[entry.path]!
                     line = "f\u{0}\(entry.name)\u{0}\(fingerprint.sha256)\u{0}\(fingerprint.size)\n"
                 }
-                hasher.update(data: Data(line.utf8))
+                line.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
             }
             return HexDigest.string(hasher.finalize())
         }
