@@ -23,4 +23,22 @@ int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, con
 
 int clinux_syncfs(int fd) { return syncfs(fd); }
 
+int clinux_open_tmpfile(const char *dir, int mode) {
+#ifdef O_TMPFILE
+    return open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+#else
+    errno = EOPNOTSUPP;
+    return -1;
+#endif
+}
+
+int clinux_link_fd(int fd, const char *target) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    if (linkat(AT_FDCWD, path, AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (errno != ENOENT) return -1;
+    /* No /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH on older kernels). */
+    return linkat(fd, "", AT_FDCWD, target, AT_EMPTY_PATH);
+}
+
 int clinux_errno(void) { return errno; }

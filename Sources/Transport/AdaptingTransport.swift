@@ -20,4 +20,10 @@ public struct AdaptingTransport: Transport {
         try await adapter.adapt(&request)
         return try await base.download(request, to: path, options: options)
     }
+
+    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
+        var request = request
+        try await adapter.adapt(&request)
+        return try await base.download(request, into: descriptor, options: options)
+    }
 }

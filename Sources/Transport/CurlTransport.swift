@@ -75,6 +75,15 @@ public final class CurlTransport: Transport {
                                  url: request.url, errno: code)
         }
         defer { close(fd) }
+        return try await download(request, fd: fd, path: path, options: options)
+    }
+
+    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
+        try await download(request, fd: descriptor, path: "an unnamed file (descriptor \(descriptor))", options: options)
+    }
+
+    /// Both downloads: `path` names the file in messages.
+    private func download(_ request: HTTPRequest, fd: Int32, path: String, options: DownloadOptions) async throws -> HTTPResponse {
         var received: Int64 = 0
         var etag = options.resumeETag
         var response = try await withRetries(request) { request in

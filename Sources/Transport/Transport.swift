@@ -12,4 +12,18 @@ public protocol Transport: Sendable {
     /// Streams a body to the file at `path`, creating it. With ``DownloadOptions/resumeETag`` set
     /// and a partial file present, only the missing tail is fetched.
     func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse
+
+    /// Streams a body into the open, writable file `descriptor`, which stays open and keeps
+    /// whatever name it has (none, for an `O_TMPFILE` file). Resuming works as for
+    /// ``download(_:to:options:)``, from what the file already holds.
+    ///
+    /// The default implementation goes through ``download(_:to:options:)`` with the
+    /// descriptor's `/proc/self/fd` path, so a transport need implement only that.
+    func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse
+}
+
+extension Transport {
+    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
+        try await download(request, to: "/proc/self/fd/\(descriptor)", options: options)
+    }
 }

@@ -8,6 +8,13 @@ int clinux_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, cons
 int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 /// syncfs(2): flushes the filesystem that holds fd, once per version instead of an fsync per file.
 int clinux_syncfs(int fd);
+/// open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode): an unnamed regular file on dir's
+/// filesystem that vanishes when closed unless linked. -1 with errno (EOPNOTSUPP, EISDIR or
+/// EINVAL where the filesystem or kernel lacks it).
+int clinux_open_tmpfile(const char *dir, int mode);
+/// Gives the unnamed file fd (from clinux_open_tmpfile) the name target: linkat through
+/// /proc/self/fd, else AT_EMPTY_PATH. Fails with EEXIST when target exists.
+int clinux_link_fd(int fd, const char *target);
 /// errno of the calling thread (Swift cannot read the macro reliably across modules).
 int clinux_errno(void);
 #endif

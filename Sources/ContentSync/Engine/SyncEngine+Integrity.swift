@@ -10,34 +10,57 @@ extension SyncEngine {
     /// any size.
     func downloadVerified(_ url: URL, to partial: String, expected: FileFingerprint?, what: String, maxBytes: Int64? = nil,
                           alwaysResumable: Bool = false, progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
+        try await downloadVerified(url, into: .partial(partial), expected: expected, what: what, maxBytes: maxBytes,
+                                   alwaysResumable: alwaysResumable, progress: progress)
+    }
+
+    /// ``downloadVerified(_:to:expected:what:maxBytes:alwaysResumable:progress:)`` into any
+    /// destination. A refused download is discarded; an unnamed file stays open for the caller
+    /// to link (and close) when accepted.
+    func downloadVerified(_ url: URL, into destination: DownloadDestination, expected: FileFingerprint?, what: String,
+                          maxBytes: Int64? = nil, alwaysResumable: Bool = false,
+                          progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
-        var options = resumableOptions(partialPath: partial, maxBytes: expected?.size ?? maxBytes,
+        var options: DownloadOptions
+        switch destination {
+        case .partial(let partial):
+            options = resumableOptions(partialPath: partial, maxBytes: expected?.size ?? maxBytes,
                                        resumableFrom: alwaysResumable ? 0 : 1 << 20, progress: progress)
+        case .unnamed:
+            options = DownloadOptions(maxBytes: expected?.size ?? maxBytes, progress: progress)
+        }
         let streamed = StreamingDigest()
         if expected != nil { options.onBodyChunk = { streamed.update($0) } }
         do {
-            response = try await transport.download(HTTPRequest(url: url), to: partial, options: options)
+            switch destination {
+            case .partial(let partial):
+                response = try await transport.download(HTTPRequest(url: url), to: partial, options: options)
+            case .unnamed(let descriptor, _):
+                response = try await transport.download(HTTPRequest(url: url), into: descriptor, options: options)
+            }
         } catch {
             throw SyncError.wrap(error, context: "downloading \(what)")
         }
         if let expected {
             // The size on disk, not the response's: an app's own transport may not report it.
-            let onDisk = FileIdentity(path: partial)?.size ?? -1
+            let identity = destination.identity
             let actual: FileFingerprint
-            if let whole = streamed.fingerprint(ofFileWithSize: onDisk, resumedFrom: response.resumedFrom) {
+            if let whole = streamed.fingerprint(ofFileWithSize: identity?.size ?? -1, resumedFrom: response.resumedFrom) {
                 actual = whole
             } else {
-                actual = try ContentTree.fingerprint(of: partial)
+                switch destination {
+                case .partial(let partial): actual = try ContentTree.fingerprint(of: partial)
+                case .unnamed(let descriptor, let target): actual = try ContentTree.fingerprint(ofDescriptor: descriptor, shownAs: target)
+                }
             }
             do {
                 try StorageIntegrity.verify(actual, against: expected, what: what)
             } catch {
-                unlink(partial)
-                unlink(partial + ".etag")
+                destination.discard()
                 throw error
             }
-            // Renaming into the staged tree keeps the identity: the tree check need not read it again.
-            if let identity = FileIdentity(path: partial) { fingerprints.insert(actual, for: identity) }
+            // Renaming or linking into the staged tree keeps the identity: the tree check need not read it again.
+            if let identity { fingerprints.insert(actual, for: identity) }
         }
         return response
     }

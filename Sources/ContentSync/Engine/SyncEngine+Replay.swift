@@ -145,15 +145,25 @@ extension SyncEngine {
         return tally
     }
 
-    /// Downloads one file to its partial name, then renames it into `next/`. Returns the bytes
-    /// received over the network.
+    /// Downloads one file and puts it in `next/`. Returns the bytes received over the network.
+    ///
+    /// A file whose declared size is at most 1 MiB is written as an unnamed file in its own
+    /// folder and linked there once verified. Anything else (larger, or of unknown size) goes
+    /// to its partial name, where a restart resumes it, and is renamed into place.
     private func downloadFile(_ path: SafeRelativePath, layout: StorageLayout,
                               expected: [SafeRelativePath: FileFingerprint]) async throws -> Int64 {
         try await checkConnectionPolicy()
-        let partial = staging.partialFile(for: path)
-        let response = try await downloadVerified(layout.contentURL(for: path), to: partial, expected: expected[path],
-                                                  what: "'\(path)' for the update")
         let target = path.absolute(in: staging.next)
+        let url = layout.contentURL(for: path)
+        if let size = expected[path]?.size, size <= Self.unnamedDownloadLimit,
+           let unnamed = DownloadDestination.openUnnamed(in: path.parent.absolute(in: staging.next), for: target) {
+            defer { unnamed.close() }
+            let response = try await downloadVerified(url, into: unnamed, expected: expected[path], what: "'\(path)' for the update")
+            try unnamed.link()
+            return response.bytesReceived
+        }
+        let partial = staging.partialFile(for: path)
+        let response = try await downloadVerified(url, to: partial, expected: expected[path], what: "'\(path)' for the update")
         if rename(partial, target) != 0 {
             throw SyncError.fileSystem("cannot move the downloaded '\(path)' into", path: target, errno: errno)
         }
@@ -161,6 +171,10 @@ extension SyncEngine {
         if response.fileSize > 1 << 20 { unlink(partial + ".etag") }
         return response.bytesReceived
     }
+
+    /// The largest declared size downloaded as an unnamed file; the same 1 MiB above which a
+    /// body is kept resumable across runs.
+    static let unnamedDownloadLimit: Int64 = 1 << 20
 
     /// Download options that let a large download resume after a restart: the entity tag of a
     /// body over `resumableFrom` bytes is kept beside its partial file, and sent back as `If-Range`.

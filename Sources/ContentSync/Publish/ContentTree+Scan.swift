@@ -38,12 +38,18 @@ extension ContentTree {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { throw SyncError.fileSystem("cannot open", path: path, errno: errno) }
         defer { close(fd) }
+        return try fingerprint(ofDescriptor: fd, shownAs: path)
+    }
+
+    /// Size and SHA-256 of the open file `descriptor`, from its first byte (`pread`, so the
+    /// descriptor's offset and access mode do not matter as long as it can be read).
+    static func fingerprint(ofDescriptor descriptor: Int32, shownAs path: String) throws(SyncError) -> FileFingerprint {
         var hasher = SHA256()
         var size: Int64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         while true {
-            let count = read(fd, buffer.baseAddress, buffer.count)
+            let count = pread(descriptor, buffer.baseAddress, buffer.count, off_t(size))
             if count < 0 {
                 if errno == EINTR { continue }
                 throw SyncError.fileSystem("cannot read", path: path, errno: errno)

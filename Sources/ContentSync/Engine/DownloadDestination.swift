@@ -1,0 +1,56 @@
+import CLinux
+import Foundation
+
+/// Where one verified download is written.
+enum DownloadDestination {
+    /// A named file in `partial/`: it survives a restart and resumes with `If-Range` (bodies
+    /// over 1 MiB, the archive, and any file whose size the storage does not declare).
+    case partial(String)
+    /// An unnamed `O_TMPFILE` file in the folder it belongs to, linked to its name once verified
+    /// (declared sizes up to 1 MiB). No shared folder to contend for, no rename across folders,
+    /// and nothing left behind if the process dies: the inode goes with its descriptor.
+    case unnamed(descriptor: Int32, target: String)
+
+    /// Size and identity of what was written so far.
+    var identity: FileIdentity? {
+        switch self {
+        case .partial(let path):
+            return FileIdentity(path: path)
+        case .unnamed(let descriptor, _):
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else { return nil }
+            return FileIdentity(info)
+        }
+    }
+
+    /// Opens an unnamed file in `folder`, or nil where the filesystem has no `O_TMPFILE` (the
+    /// caller then uses a named partial file).
+    static func openUnnamed(in folder: String, for target: String) -> DownloadDestination? {
+        let descriptor = clinux_open_tmpfile(folder, 0o644)
+        guard descriptor >= 0 else { return nil }
+        return .unnamed(descriptor: descriptor, target: target)
+    }
+
+    /// Gives an unnamed file its name in the staged tree. A file present there is a finished,
+    /// verified download, exactly as after the rename of a partial file.
+    func link() throws(SyncError) {
+        guard case .unnamed(let descriptor, let target) = self else { return }
+        if clinux_link_fd(descriptor, target) != 0 {
+            throw SyncError.fileSystem("cannot name the downloaded file", path: target, errno: clinux_errno())
+        }
+    }
+
+    /// Deletes a refused partial file. A refused unnamed file needs nothing: it vanishes when
+    /// its owner calls ``close()`` without having linked it.
+    func discard() {
+        if case .partial(let path) = self {
+            unlink(path)
+            unlink(path + ".etag")
+        }
+    }
+
+    /// Closes an unnamed file's descriptor, linked or not; a partial file has none open.
+    func close() {
+        if case .unnamed(let descriptor, _) = self { _ = Glibc.close(descriptor) }
+    }
+}
