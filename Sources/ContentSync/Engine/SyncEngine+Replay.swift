@@ -70,16 +70,28 @@ extension SyncEngine {
             for folder in plan.folders {
                 try StagingArea.makeFolder(folder.absolute(in: staging.next))
             }
+        }
+        // The unchanged files are linked while the downloads run: neither waits for the other
+        // (their paths are disjoint, and a link that exists already is kept on a resumed run).
+        async let linked: Void = BlockingWork.run { () throws(SyncError) in
             for reuse in plan.reused {
                 try StagingArea.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
             }
         }
-        try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "replay", fromVersion: plan.from.text,
-                                                    toVersion: plan.to.text, phase: .staging, createdAt: Date()))
-        let todo = try await BlockingWork.run { () -> [SafeRelativePath] in
-            plan.downloads.filter { !StagingArea.exists($0.absolute(in: staging.next)) }
+        let fetched: DownloadTally
+        let todo: [SafeRelativePath]
+        do {
+            try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "replay", fromVersion: plan.from.text,
+                                                        toVersion: plan.to.text, phase: .staging, createdAt: Date()))
+            todo = try await BlockingWork.run { () -> [SafeRelativePath] in
+                plan.downloads.filter { !StagingArea.exists($0.absolute(in: staging.next)) }
+            }
+            fetched = try await downloadFiles(todo, plan: plan, layout: layout, progress: progress)
+        } catch {
+            try? await linked
+            throw SyncError.wrap(error)
         }
-        let fetched = try await downloadFiles(todo, plan: plan, layout: layout, progress: progress)
+        do { try await linked } catch { throw SyncError.wrap(error) }
         guard let repaired = try await verifyStagedTree(integrity, layout: layout) else {
             throw SyncError(code: .integrity, message: Self.unrepairableTree + " after replaying to \(plan.to)")
         }

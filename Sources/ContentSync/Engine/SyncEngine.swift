@@ -142,10 +142,18 @@ final class SyncEngine: Sendable {
         }
         try await store.markSwitching(device: identity.device, inode: identity.inode)
         try await BlockingWork.run { [staging] () throws(SyncError) in try staging.swapIn() }
+        // The previous version goes while the state is written: the swap is done, and a crash
+        // before the state lands is finished by recoverInterruptedSwitch from the inode alone.
+        async let cleared: Void? = try? BlockingWork.run { [staging] () throws(SyncError) in try staging.removeAll() }
         let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
-        try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: version.text, history: history,
-                                   fingerprints: checked)
-        try? await BlockingWork.run { [staging] () throws(SyncError) in try staging.removeAll() }
+        do {
+            try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: version.text, history: history,
+                                       fingerprints: checked)
+        } catch {
+            _ = await cleared
+            throw error
+        }
+        _ = await cleared
     }
 
     /// Finishes a switch a crash interrupted. The content folder's inode tells whether the swap
