@@ -58,3 +58,27 @@ struct TreeDigestTests {
         #expect(TreeDigest.digest(of: tree) == "c1ac7aeda08ffc59384060195cd0efbc09953d25951f5ab3fd99a084d469432c")
     }
 }
+
+@Suite("Names equal only up to Unicode normalization")
+struct NormalizationCollisionTests {
+    /// Found while writing the digest's known-answer test: Swift's String equality is canonical
+    /// equivalence, so a tree keyed by path silently kept one of two such files.
+    @Test func aFolderWithTwoCanonicallyEquivalentNamesIsRefusedNotHalfPublished() async throws {
+        try await withTemporaryDirectory { root in
+            try "precomposed".write(toFile: root + "/caf\u{E9}.txt", atomically: false, encoding: .utf8)
+            try "decomposed".write(toFile: root + "/cafe\u{301}.txt", atomically: false, encoding: .utf8)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root).count == 2)
+            let error = #expect(throws: SyncError.self) { try ContentTree.scan(root) }
+            #expect(error?.code == .unsafePath)
+            #expect(error?.message.contains("Unicode normalization") == true)
+        }
+    }
+
+    @Test func distinctNamesThatLookAlikeButAreNotEquivalentAreKept() async throws {
+        try await withTemporaryDirectory { root in
+            try "a".write(toFile: root + "/caf\u{E9}.txt", atomically: false, encoding: .utf8)
+            try "b".write(toFile: root + "/cafe.txt", atomically: false, encoding: .utf8)
+            #expect(try ContentTree.scan(root).files.count == 2)
+        }
+    }
+}

@@ -14,6 +14,17 @@ extension ContentTree {
         var tree = ContentTree(folders: [], files: [:])
         try DirectoryWalker.walk(directory) { entry throws(SyncError) in
             switch entry {
+            case .folder(let path), .file(let path, _):
+                // Swift compares names by canonical equivalence: "é" (U+00E9) and "e" + U+0301
+                // are one key, though Linux keeps two files. Refuse rather than drop one.
+                if tree.folders.contains(path) || tree.files[path] != nil {
+                    throw SyncError(code: .unsafePath,
+                                    message: "\(path.absolute(in: directory)) has a sibling whose name differs only in Unicode normalization (for example precomposed 'é' and 'e' + combining accent); a storage cannot carry both: rename one")
+                }
+            default:
+                break
+            }
+            switch entry {
             case .folder(let path):
                 tree.folders.insert(path)
             case .file(let path, let identity):
