@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Profiles S2 replays the way docs/benchmarks.md's "where the time goes" sections were made:
+# the client that bench/scenarios.sh prepared (run it once first) is copied to its slot, hard-linking
+# its content, and `sync-agent sync` replays 1.0 → 1.1 from a private nginx, under an optional wrapper.
+#
+#   bash bench/profile_s2.sh AGENT ext4|tmpfs RUNS [WRAPPER ...]
+#   bash bench/profile_s2.sh AGENT tmpfs 1 perf record -F 4000 -g -o /tmp/s2.perf.data
+#   perf script -i /tmp/s2.perf.data > /tmp/s2.perf.txt && python3 bench/perf_phases.py /tmp/s2.perf.txt
+#
+# Prints each run's wall time and nginx's CPU time. tmpfs: a tmpfs is mounted on the slot's folder
+# for the runs (and unmounted on exit); its first, untimed replay teaches the copied client the
+# fingerprints of its new inodes, as a real client has them after its previous update.
+set -euo pipefail
+[ $# -ge 3 ] || { sed -n 2,10p "$0" >&2; exit 2; }
+AGENT=$(realpath "$1"); FS=$2; RUNS=$3; shift 3
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${BENCH_WORK:-/tmp/content-sync-bench}/scenarios
+PRISTINE=$WORK/clients/s2-1.0-disk
+RUNS_DIR=$WORK/runs
+SLOT=$RUNS_DIR/slot-s2   # the path the prepared client's state database records
+[ -d "$PRISTINE/content" ] || { echo "profile_s2.sh: no prepared client at $PRISTINE; run bench/scenarios.sh once" >&2; exit 2; }
+. "$REPO/bench/nginx.sh"
+mkdir -p "$WORK/profile-nginx" "$RUNS_DIR"
+MOUNTED=""
+cleanup() {
+  nginx_stop
+  rm -rf "$SLOT"
+  if [ -n "$MOUNTED" ]; then umount "$RUNS_DIR"; fi
+}
+trap cleanup EXIT
+nginx_start "$WORK/profile-nginx" "$WORK/www" >/dev/null 2>&1
+URL=http://127.0.0.1:$NGINX_PORT/s2/
+
+fresh_slot() {
+  if [ -e "$SLOT" ]; then
+    # ext4: rename away instead of deleting (see spread_folders in scenarios.py); removed on exit.
+    if [ "$FS" = ext4 ]; then mkdir -p "$RUNS_DIR/profile-trash"; mv "$SLOT" "$RUNS_DIR/profile-trash/$(date +%s%N)"; else rm -rf "$SLOT"; fi
+  fi
+  mkdir -p "$SLOT"
+  cp -al "$PRISTINE/content" "$SLOT/content"
+  cp -a "$PRISTINE"/state.sqlite* "$SLOT/"
+}
+
+case "$FS" in
+  ext4) chattr +T "$RUNS_DIR" 2>/dev/null || true ;;
+  tmpfs)
+    mountpoint -q "$RUNS_DIR" && { echo "profile_s2.sh: $RUNS_DIR is already a mount point" >&2; exit 2; }
+    mount -t tmpfs -o size=4g tmpfs "$RUNS_DIR"; MOUNTED=1
+    mkdir -p "$RUNS_DIR/pristine"; cp -a "$PRISTINE/content" "$PRISTINE"/state.sqlite* "$RUNS_DIR/pristine/"
+    PRISTINE=$RUNS_DIR/pristine
+    fresh_slot
+    "$AGENT" sync --base-url "$URL" --dir "$SLOT/content" --state "$SLOT/state.sqlite" >/dev/null
+    python3 - "$SLOT/state.sqlite" "$PRISTINE/state.sqlite" <<'PY'
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT device, inode, size, modifiedNanoseconds, sha256 FROM fileFingerprint").fetchall()
+db = sqlite3.connect(sys.argv[2])
+db.execute("DELETE FROM fileFingerprint")
+db.executemany("INSERT INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)", rows)
+db.commit()
+PY
+    ;;
+  *) echo "profile_s2.sh: filesystem must be ext4 or tmpfs" >&2; exit 2 ;;
+esac
+
+WORKER=$(pgrep -P "$NGINX_PID" | head -1)
+cpu() { awk '{print $14 + $15}' "/proc/$WORKER/stat"; }
+for i in $(seq 1 "$RUNS"); do
+  fresh_slot
+  sync -f "$SLOT"
+  before=$(cpu); start=$(date +%s%N)
+  "$@" "$AGENT" sync --base-url "$URL" --dir "$SLOT/content" --state "$SLOT/state.sqlite"
+  end=$(date +%s%N); after=$(cpu)
+  printf 'run %d: %.3f s wall, nginx %d ms CPU\n' "$i" "$(echo "($end - $start) / 1000000000" | bc -l)" "$(( (after - before) * 1000 / $(getconf CLK_TCK) ))"
+done
+[ "$FS" = ext4 ] && rm -rf "$RUNS_DIR/profile-trash"
