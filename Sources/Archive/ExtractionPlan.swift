@@ -50,7 +50,7 @@ struct ExtractionPlan: Equatable {
                                    message: "\(archive): entry \(error); refusing the whole archive", underlying: error)
             }
             let fileType = (entry.unixMode ?? 0) & UInt32(S_IFMT)
-            let isFolder = entry.name.hasSuffix("/") || fileType == UInt32(S_IFDIR) || entry.hasDOSFolderAttribute
+            let isFolder = entry.name.utf8.last == UInt8(ascii: "/") || fileType == UInt32(S_IFDIR) || entry.hasDOSFolderAttribute
             if path.isRoot {
                 if isFolder { continue }
                 throw ArchiveError(code: .unsafeEntryName,

@@ -25,22 +25,29 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
 
     /// Validates `raw` as a relative path. A single trailing `/` is allowed (it marks a folder in
     /// zip archives); repeated or leading slashes are not.
+    ///
+    /// Slashes are found in the UTF-8 bytes, never as Characters: a `/` followed by a combining
+    /// mark is one Character, and splitting on Characters would leave it inside a component (found
+    /// by the fuzzer), while the filesystem splits there.
     public init(validating raw: String) throws(SafePathError) {
+        let slash = UInt8(ascii: "/")
         if raw.utf8.contains(0) { throw SafePathError(path: raw, reason: .nul) }
         if raw.utf8.contains(UInt8(ascii: "\\")) { throw SafePathError(path: raw, reason: .backslash) }
-        if raw.hasPrefix("/") { throw SafePathError(path: raw, reason: .absolute) }
+        if raw.utf8.first == slash { throw SafePathError(path: raw, reason: .absolute) }
         if raw.utf8.count > Self.maxPathBytes { throw SafePathError(path: raw, reason: .tooLong) }
-        var text = Substring(raw)
-        if text.hasSuffix("/") { text = text.dropLast() }
+        var text = Substring(raw).utf8[...]
+        if text.last == slash { text = text.dropLast() }
         if text.isEmpty {
             self.components = []
             return
         }
         var parts: [String] = []
-        for part in text.split(separator: "/", omittingEmptySubsequences: false) {
-            if part.isEmpty { throw SafePathError(path: raw, reason: .emptyComponent) }
-            if part == "." || part == ".." { throw SafePathError(path: raw, reason: .dotComponent) }
-            if part.utf8.count > Self.maxComponentBytes { throw SafePathError(path: raw, reason: .tooLong) }
+        for bytes in text.split(separator: slash, omittingEmptySubsequences: false) {
+            if bytes.isEmpty { throw SafePathError(path: raw, reason: .emptyComponent) }
+            if bytes.elementsEqual(".".utf8) || bytes.elementsEqual("..".utf8) { throw SafePathError(path: raw, reason: .dotComponent) }
+            if bytes.count > Self.maxComponentBytes { throw SafePathError(path: raw, reason: .tooLong) }
+            // Cut at ASCII bytes, so each part is whole UTF-8.
+            let part = Substring(bytes)
             if part.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
                 throw SafePathError(path: raw, reason: .controlCharacter)
             }

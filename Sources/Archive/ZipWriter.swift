@@ -187,7 +187,7 @@ public final class ZipWriter {
 
     private func checkedFileName(_ name: String) throws(ArchiveError) -> SafeRelativePath {
         let file = try checkedName(name)
-        if file.isRoot || name.hasSuffix("/") {
+        if file.isRoot || name.utf8.last == UInt8(ascii: "/") {
             throw ArchiveError(code: .unsafeEntryName,
                                message: "\(path): file entry '\(name)' needs a name that does not end in '/'")
         }

@@ -76,7 +76,7 @@ public struct StorageLayout: Sendable, Equatable {
     }
 
     /// ``contentPath(ofURL:in:)``; `plainFastPath: false` forces the general way (tests compare both).
-    func contentPath(ofURL text: String, in document: URL, plainFastPath: Bool) throws(SafePathError) -> SafeRelativePath {
+    package func contentPath(ofURL text: String, in document: URL, plainFastPath: Bool) throws(SafePathError) -> SafeRelativePath {
         let remainder: Substring
         if plainFastPath, let plain = plainRemainder(text) {
             remainder = plain
@@ -95,9 +95,9 @@ public struct StorageLayout: Sendable, Equatable {
             }
         }
         var decoded: [String] = []
-        let trimmed = remainder.hasSuffix("/") ? remainder.dropLast() : remainder
+        let trimmed = remainder.utf8.last == UInt8(ascii: "/") ? Substring(remainder.utf8.dropLast()) : remainder
         if trimmed.isEmpty { return .root }
-        for part in trimmed.split(separator: "/", omittingEmptySubsequences: false) {
+        for part in trimmed.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Substring.init) {
             guard let component = PercentDecoding.decode(part) else {
                 throw SafePathError(path: text, reason: .badEncoding)
             }

@@ -39,8 +39,8 @@ public enum FuzzChecks {
     static func paths(_ text: String) {
         if let path = try? SafeRelativePath(validating: text) {
             for component in path.components {
-                precondition(!component.isEmpty && component != "." && component != ".." && !component.contains("/")
-                             && !component.contains("\0") && !component.contains("\\"), "unsafe component '\(component)' accepted")
+                precondition(!component.isEmpty && component != "." && component != ".." && !component.utf8.contains(UInt8(ascii: "/"))
+                             && !component.utf8.contains(0) && !component.utf8.contains(UInt8(ascii: "\\")), "unsafe component '\(component)' accepted")
             }
             precondition((try? SafeRelativePath(validating: path.string)) == path, "'\(path)' does not round-trip")
             // Bytes, not Characters: a component may start with a combining mark that would join
@@ -49,6 +49,14 @@ public enum FuzzChecks {
         }
         guard let layout = try? StorageLayout(baseURL: base) else { preconditionFailure("fixed base refused") }
         for candidate in [text, base.absoluteString + "RXCacheContent/" + text] {
+            // The fast path for URLs in the publisher's form must agree with the general way.
+            let general = Result { () throws(SafePathError) in try layout.contentPath(ofURL: candidate, in: document, plainFastPath: false) }
+            let quick = Result { () throws(SafePathError) in try layout.contentPath(ofURL: candidate, in: document, plainFastPath: true) }
+            switch (general, quick) {
+            case (.success(let a), .success(let b)): precondition(a == b, "'\(candidate)': fast path '\(b)', general '\(a)'")
+            case (.failure(let a), .failure(let b)): precondition(a.reason == b.reason, "'\(candidate)': fast path \(b), general \(a)")
+            default: preconditionFailure("'\(candidate)': fast path \(quick), general \(general)")
+            }
             guard let path = try? layout.contentPath(ofURL: candidate, in: document) else { continue }
             let url = layout.contentURL(for: path).absoluteString
             precondition((try? layout.contentPath(ofURL: url, in: document)) == path, "'\(candidate)' → '\(path)' → \(url) does not map back")

@@ -14,19 +14,20 @@ struct RequestPath: Hashable, Sendable {
     /// Decodes the raw, still percent-encoded path of a request target (the part before `?`).
     /// Returns `nil` for anything that is not a plain path below the root.
     init?(percentEncoded raw: String) {
-        guard raw.hasPrefix("/") else { return nil }
-        let body = raw.dropFirst()
+        guard raw.utf8.first == UInt8(ascii: "/") else { return nil }
+        let body = Substring(raw.utf8.dropFirst())
         if body.isEmpty {
             components = []
             return
         }
         var parts: [String] = []
-        for encoded in body.split(separator: "/", omittingEmptySubsequences: false) {
+        // Split on the "/" byte, not the Character: "/" plus a combining mark is one Character.
+        for encoded in body.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Substring.init) {
             // Decoding happens per component so that `%2F` can never act as a separator.
             guard !encoded.isEmpty,
                   let part = PercentDecoding.decode(encoded),
                   part != ".", part != "..",
-                  !part.contains("/"), !part.utf8.contains(0)
+                  !part.utf8.contains(UInt8(ascii: "/")), !part.utf8.contains(0)
             else { return nil }
             parts.append(part)
         }

@@ -70,8 +70,10 @@ public final class StorageServer: Sendable {
     /// `path` with a leading `/` and each component percent-encoded, so `/` inside the string
     /// always separates components.
     static func percentEncodedPath(_ path: String) -> String {
-        let relative = path.hasPrefix("/") ? path.dropFirst() : Substring(path)
-        let encoded = relative.split(separator: "/", omittingEmptySubsequences: false).map(PercentEncoding.encodeComponent)
+        let relative = path.utf8.first == UInt8(ascii: "/") ? Substring(path.utf8.dropFirst()) : Substring(path)
+        // Split on the "/" byte: "/" plus a combining mark is a single Character.
+        let encoded = relative.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
+            .map { PercentEncoding.encodeComponent(Substring($0)) }
         return "/" + encoded.joined(separator: "/")
     }
 

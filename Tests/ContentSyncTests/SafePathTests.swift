@@ -102,6 +102,22 @@ struct SafePathTests {
         #expect(fast > 1000)   // the comparison covered many accepted paths, not only refusals
     }
 
+    /// Found by the fuzzer: "/" followed by a combining mark is one Character, so splitting on
+    /// Characters left a slash inside a component (and missed a leading one), while the
+    /// filesystem splits there. Slashes are found in the bytes.
+    @Test func aSlashBeforeACombiningMarkStillSeparates() throws {
+        #expect(try SafeRelativePath(validating: "a/\u{301}b").components == ["a", "\u{301}b"])
+        #expect(try SafeRelativePath(validating: "a/\u{301}").components == ["a", "\u{301}"])
+        #expect(try SafeRelativePath(validating: "a\u{301}/").components == ["a\u{301}"])
+        #expect(throws: SafePathError.self) { try SafeRelativePath(validating: "/\u{301}etc") }
+        #expect(throws: SafePathError.self) { try SafeRelativePath(validating: "a//\u{301}") }
+        let layout = try StorageLayout(baseURL: Self.base)
+        let fuzzed = "https://raw.example.com/owner/repo/main/RXCacheContent/%2e%2c/R/\u{301}\u{FFFD}{%2e%2e/x"
+        let path = try layout.contentPath(ofURL: fuzzed, in: Self.document)
+        #expect(path.components.allSatisfy { !$0.utf8.contains(UInt8(ascii: "/")) })
+        #expect(try layout.contentPath(ofURL: layout.contentURL(for: path).absoluteString, in: Self.document) == path)
+    }
+
     @Test func theContentRootHasTheContentFolderURL() throws {
         let layout = try StorageLayout(baseURL: Self.base)
         #expect(layout.contentURL(for: .root) == layout.contentRootURL)
