@@ -12,6 +12,9 @@ extension SyncEngine {
     func replay(from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
                 progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
         progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
+        // The local tree is read while the lists are fetched and parsed: neither needs the other.
+        let directory = configuration.contentDirectory
+        async let scanned = BlockingWork.run { () throws(SyncError) in try LocalTree.scan(directory) }
         let listData = try await fetchStorageFile(status.updateListURL, expected: status.integrity?.updateList)
         let updateList = try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
         let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
@@ -27,6 +30,7 @@ extension SyncEngine {
         }
         let lists = try await fetchChangeLists(candidates, layout: layout, integrity: status.integrity)
         guard let chain = UpdateChain.resolve(lists, from: local, to: status.actualVersion) else {
+            _ = try? await scanned   // finished before the restore replaces the folder it reads
             logger.warning("no chain of change lists leads to the actual version; restoring from the archive", metadata: [
                 "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
             ])
@@ -34,8 +38,8 @@ extension SyncEngine {
             report.warnings.insert("no chain of change lists leads from \(local) to \(status.actualVersion); restored from the archive", at: 0)
             return report
         }
-        let directory = configuration.contentDirectory
-        let tree = try await BlockingWork.run { () throws(SyncError) in try LocalTree.scan(directory) }
+        let tree: LocalTree
+        do { tree = try await scanned } catch { throw SyncError.wrap(error) }
         var plan = NetPlanner.plan(local: tree, from: local, to: status.actualVersion, lists: chain)
         if status.integrity == nil { plan.expectedFingerprints = [:] }
         for warning in plan.warnings { logger.warning("\(warning)") }
