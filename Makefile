@@ -45,18 +45,22 @@ bench-deps: deps
 	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $${missing/nginx-light/nginx}; }; \
 	fi
 
+## The release build: the Swift runtime linked in statically, so the binary needs only the C
+## libraries (libcurl, libzip, SQLite) and starts in about 10 ms instead of 17 ms.
+RELEASE = -c release --static-swift-stdlib
+
 ## Benchmarks: S1 restore, then S2 replay, S3 jump, S4 poll and the wrk ceiling; peers measured
 ## in the same run, results written to docs/benchmarks.md (see bench/README.md).
 bench: bench-deps
-	$(SWIFT) build -c release --product sync-agent
-	bash bench/restore.sh "$$($(SWIFT) build -c release --show-bin-path)/sync-agent"
-	bash bench/scenarios.sh "$$($(SWIFT) build -c release --show-bin-path)/sync-agent"
+	$(SWIFT) build $(RELEASE) --product sync-agent
+	bash bench/restore.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
+	bash bench/scenarios.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 
 ## Reliability: kill -9 at random moments of 200 updates, and disk-full cases on a small tmpfs
 ## (needs root or sudo to mount; skipped otherwise). Writes docs/reliability.md. About 20 minutes.
 chaos: deps
-	$(SWIFT) build -c release --product sync-agent
-	bash scripts/chaos/run.sh full "$$($(SWIFT) build -c release --show-bin-path)/sync-agent"
+	$(SWIFT) build $(RELEASE) --product sync-agent
+	bash scripts/chaos/run.sh full "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 	$(SWIFT) build --build-tests
 	CHAOS_RUNS=100 $(SWIFT) test --skip-build --filter FaultConvergence
 

@@ -34,7 +34,9 @@ public struct StorageLayout: Sendable, Equatable {
         if !text.hasSuffix("/") { text += "/" }
         self.baseURL = URL(string: text)!
         self.normalizedBase = Self.normalized(self.baseURL)
-        self.normalizedContentRoot = Self.normalized(URL(string: Self.contentFolder, relativeTo: self.baseURL)!.absoluteURL)
+        self.contentRootURL = URL(string: Self.contentFolder, relativeTo: self.baseURL)!.absoluteURL
+        self.contentRootText = contentRootURL.absoluteString
+        self.normalizedContentRoot = Self.normalized(contentRootURL)
     }
 
     public static let statusPath = "RXCacheConfig/cacheStatus.json"
@@ -42,7 +44,9 @@ public struct StorageLayout: Sendable, Equatable {
     public static let contentFolder = "RXCacheContent/"
 
     public var statusURL: URL { URL(string: Self.statusPath, relativeTo: baseURL)!.absoluteURL }
-    public var contentRootURL: URL { URL(string: Self.contentFolder, relativeTo: baseURL)!.absoluteURL }
+    /// `<base>/RXCacheContent/`, resolved once: every download URL starts with it.
+    public let contentRootURL: URL
+    private let contentRootText: String
 
     /// Learns the published base from the update-list URL the status file gives.
     public mutating func inferPublishedBase(fromUpdateListURL url: URL) {
@@ -161,7 +165,7 @@ public struct StorageLayout: Sendable, Equatable {
         guard !path.isRoot else { return contentRootURL }
         let encoded = path.components.map { PercentEncoding.encodeComponent($0) }
         // Every byte outside RFC 3986's unreserved and sub-delims is escaped, so this parses.
-        return URL(string: contentRootURL.absoluteString + encoded.joined(separator: "/"))!
+        return URL(string: contentRootText + encoded.joined(separator: "/"))!
     }
 
     /// scheme://host[:port]/path with scheme and host lower-cased and query and fragment dropped.
