@@ -38,7 +38,7 @@ let package = Package(
                                .product(name: "GRDB", package: "GRDB.swift"),
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
-                dependencies: ["PercentDecoding",
+                dependencies: ["PercentDecoding", "CLinux",
                                .product(name: "FlyingFox", package: "FlyingFox"),
                                .product(name: "FlyingSocks", package: "FlyingFox")]),
         .executableTarget(name: "SyncAgent",
@@ -54,7 +54,7 @@ let package = Package(
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ArchiveTests", dependencies: ["Archive"]),
+        .testTarget(name: "ArchiveTests", dependencies: ["Archive", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
         .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer"]),

@@ -137,9 +137,7 @@ public enum ZipExtractor {
         }
         defer { closedir(listing) }
         while let entry = readdir(listing) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
-            }
+            let name = String(decoding: DirectoryEntryName.bytes(entry), as: UTF8.self)
             if name != "." && name != ".." {
                 close(fd)
                 throw ArchiveError(code: .invalidDestination,

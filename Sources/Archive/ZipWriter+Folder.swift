@@ -66,8 +66,7 @@ extension ZipWriter {
         defer { closedir(stream) }
         var names: [String] = []
         while let entry = readdir(stream) {
-            let bytes = withUnsafeBytes(of: entry.pointee.d_name) { Array($0.prefix(while: { $0 != 0 })) }
-            guard let name = String(validating: bytes, as: UTF8.self) else {
+            guard let name = String(validating: DirectoryEntryName.bytes(entry), as: UTF8.self) else {
                 throw ArchiveError(code: .unsafeEntryName,
                                    message: "\(directory) holds a name that is not valid UTF-8; rename it")
             }

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
+#include <spawn.h>
 #include <sys/syscall.h>
 
 #ifndef RENAME_NOREPLACE
@@ -39,6 +40,10 @@ int clinux_link_fd(int fd, const char *target) {
     if (errno != ENOENT) return -1;
     /* No /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH on older kernels). */
     return linkat(fd, "", AT_FDCWD, target, AT_EMPTY_PATH);
+}
+
+int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 
 int clinux_errno(void) { return errno; }

@@ -1,4 +1,5 @@
 import Foundation
+import StorageServer
 import Testing
 @testable import Archive
 
@@ -95,13 +96,8 @@ extension ZipExtractionOptions {
 /// Runs a command-line tool and returns its exit status.
 @discardableResult
 func run(_ tool: String, _ arguments: [String], in directory: String) throws -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = arguments
-    process.currentDirectoryURL = URL(fileURLWithPath: directory)
-    try process.run()
-    process.waitUntilExit()
-    return process.terminationStatus
+    // ChildProcess, not Foundation's Process (see its documentation); `env -C` sets the folder.
+    try ChildProcess("/usr/bin/env", ["-C", directory, tool] + arguments).waitBlocking()
 }
 
 let zipToolIsInstalled = FileManager.default.isExecutableFile(atPath: "/usr/bin/zip")

@@ -91,6 +91,19 @@ struct UnnamedDownloadTests {
         #expect(outcome.stagingLeftovers.isEmpty, "\(outcome.stagingLeftovers)")
     }
 
+    /// The once-per-update probe that decides between unnamed and partial files.
+    @Test func theProbeSaysYesHereLeavesNothingAndSaysNoWhereItCannotWork() async throws {
+        try await withTemporaryDirectory { folder in
+            #expect(DownloadDestination.namingWorks(in: folder))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+            // A stale probe from a killed run does not make it fail.
+            try "stale".write(toFile: folder + "/unnamed-file-probe", atomically: false, encoding: .utf8)
+            #expect(DownloadDestination.namingWorks(in: folder))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+            #expect(!DownloadDestination.namingWorks(in: folder + "/missing"))
+        }
+    }
+
     @Test func anUnnamedFileAppearsOnlyWhenLinkedAndVanishesOtherwise() async throws {
         try await withTemporaryDirectory { folder in
             let kept = try #require(DownloadDestination.openUnnamed(in: folder, for: folder + "/kept.txt"))

@@ -1,4 +1,5 @@
 import Foundation
+import StorageServer
 
 /// Runs the built `sync-agent` as a child process, waiting through its termination handler so
 /// no cooperative thread blocks.
@@ -18,33 +19,16 @@ enum SyncAgentBinary {
         let id = UUID().uuidString
         let out = scratch + "/\(id).out"
         let err = scratch + "/\(id).err"
-        _ = FileManager.default.createFile(atPath: out, contents: nil)
-        _ = FileManager.default.createFile(atPath: err, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-        process.standardInput = FileHandle.nullDevice
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
+        let status = try await ChildProcess.run(path, arguments, stdout: out, stderr: err)
         return CommandResult(status: status,
                              stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                              stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
     /// Starts `sync-agent serve`, returning the process and the URL it printed.
-    static func serve(_ folder: String, scratch: String) async throws -> (Process, URL) {
+    static func serve(_ folder: String, scratch: String) async throws -> (ChildProcess, URL) {
         let out = scratch + "/serve.out"
-        _ = FileManager.default.createFile(atPath: out, contents: nil)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = ["serve", folder, "--port", "0"]
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(path, ["serve", folder, "--port", "0"], stdout: out)
         for _ in 0..<500 {
             if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
                let url = URL(string: String(line)) {
@@ -52,7 +36,8 @@ enum SyncAgentBinary {
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        kill(process.processIdentifier, SIGKILL)
+        process.send(SIGKILL)
+        _ = await process.exitStatus()
         throw CocoaError(.fileReadUnknown)
     }
 }

@@ -70,11 +70,20 @@ struct SyncAgentCLITests {
     @Test func serveServesAStorageThatSyncMirrors() async throws {
         try await withScratch { scratch in
             let (process, url) = try await SyncAgentBinary.serve(Self.exampleStorage + "/1.2", scratch: scratch)
-            // Stopped by its PID; never waited on synchronously (that would block a cooperative thread).
-            defer { kill(process.processIdentifier, SIGKILL) }
-            #expect(url.host == "127.0.0.1")
-            let result = try await SyncAgentBinary.run(["sync", "--base-url", url.absoluteString, "--dir", scratch + "/content",
+            // Stopped by its PID, and reaped on a thread of its own (never a cooperative one).
+            async let served = process.exitStatus()
+            let result: CommandResult
+            do {
+                result = try await SyncAgentBinary.run(["sync", "--base-url", url.absoluteString, "--dir", scratch + "/content",
                                                         "--state", scratch + "/state.sqlite", "--verbose"], scratch: scratch)
+            } catch {
+                process.send(SIGKILL)
+                _ = await served
+                throw error
+            }
+            process.send(SIGKILL)
+            _ = await served
+            #expect(url.host == "127.0.0.1")
             #expect(result.status == 0, "stderr: \(result.stderr)")
             #expect(result.stdout.contains("restored 1.2"))
             #expect(result.stderr.contains("restoring from the archive"), "--verbose logs to stderr")
@@ -94,27 +103,22 @@ struct SyncAgentWatchTests {
     @Test func watchFollowsNewVersionsAndStopsGracefullyOnSIGTERM() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: SyncAgentBinary.path)
-                process.arguments = ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                     "--state", scratch + "/state.sqlite", "--interval", "1"]
-                process.standardOutput = FileHandle.nullDevice
                 let log = scratch + "/watch.log"
-                _ = FileManager.default.createFile(atPath: log, contents: nil)
-                process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-                let exit = AsyncStream<Int32>.makeStream()
-                process.terminationHandler = { exit.continuation.yield($0.terminationStatus); exit.continuation.finish() }
-                try process.run()
-                defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
+                let process = try ChildProcess(SyncAgentBinary.path,
+                                               ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                "--state", scratch + "/state.sqlite", "--interval", "1"], stderr: log)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
 
                 let daemonLog = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
                 try await waitFor("1.2 mirrored; daemon log:\n\(daemonLog())") { try await version(scratch) == "1.2" }
                 server.setRoot(URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.4"))
                 try await waitFor("1.4 mirrored; daemon log:\n\(daemonLog())") { try await version(scratch) == "1.4" }
 
-                kill(process.processIdentifier, SIGTERM)
-                var status: Int32?
-                for await code in exit.stream { status = code }
+                process.send(SIGTERM)
+                let status = await exitStatus
+                stopped = true
                 #expect(status == 0, "a graceful stop exits 0")
             }
         }

@@ -1,6 +1,7 @@
 #ifndef CLINUX_H
 #define CLINUX_H
 #include <sys/types.h>
+#include <spawn.h>
 
 /// renameat2(RENAME_EXCHANGE): atomically swaps two paths. Returns 0 or -1 with errno set.
 int clinux_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
@@ -15,6 +16,9 @@ int clinux_open_tmpfile(const char *dir, int mode);
 /// Gives the unnamed file fd (from clinux_open_tmpfile) the name target: linkat through
 /// /proc/self/fd, else AT_EMPTY_PATH. Fails with EEXIST when target exists.
 int clinux_link_fd(int fd, const char *target);
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34+): the child closes every descriptor
+/// from `from` up. Returns 0 or an error number.
+int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 /// errno of the calling thread (Swift cannot read the macro reliably across modules).
 int clinux_errno(void);
 #endif

@@ -53,14 +53,11 @@ enum DirectoryWalker {
         let folder = dirfd(handle)
         var result: [(String, stat)] = []
         while let entry = readdir(handle) {
-            let (name, info) = withUnsafeBytes(of: entry.pointee.d_name) { raw -> (String?, stat?) in
-                let cName = raw.bindMemory(to: CChar.self).baseAddress!
-                if cName[0] == 0x2E && (cName[1] == 0 || (cName[1] == 0x2E && cName[2] == 0)) { return (nil, nil) }
-                var info = stat()
-                guard fstatat(folder, cName, &info, AT_SYMLINK_NOFOLLOW) == 0 else { return (nil, nil) }
-                return (String(cString: cName), info)
-            }
-            if let name, let info { result.append((name, info)) }
+            if DirectoryEntryName.isDotOrDotDot(entry) { continue }
+            let cName = DirectoryEntryName.pointer(entry)
+            var info = stat()
+            guard fstatat(folder, cName, &info, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            result.append((String(cString: cName), info))
         }
         return result
     }
@@ -73,10 +70,7 @@ enum DirectoryWalker {
         defer { closedir(handle) }
         var names: [String] = []
         while let entry = readdir(handle) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name != "." && name != ".." { names.append(name) }
+            if !DirectoryEntryName.isDotOrDotDot(entry) { names.append(String(cString: DirectoryEntryName.pointer(entry))) }
         }
         return names
     }

@@ -31,6 +31,26 @@ enum DownloadDestination {
         return .unnamed(descriptor: descriptor, target: target)
     }
 
+    /// Whether unnamed files made in `folder` can be given names there: `O_TMPFILE` works and so
+    /// does `linkat` (through /proc, or `AT_EMPTY_PATH`, which old kernels allow only with
+    /// `CAP_DAC_READ_SEARCH`). Probed once per update, with a throwaway file; where it fails,
+    /// every download uses a named partial file instead.
+    static func namingWorks(in folder: String) -> Bool {
+        let probe = folder + "/unnamed-file-probe"
+        unlink(probe)
+        guard let unnamed = openUnnamed(in: folder, for: probe) else { return false }
+        defer {
+            unnamed.close()
+            unlink(probe)
+        }
+        do {
+            try unnamed.link()
+            return true
+        } catch {
+            return false
+        }
+    }
+
     /// Gives an unnamed file its name in the staged tree. A file present there is a finished,
     /// verified download, exactly as after the rename of a partial file.
     func link() throws(SyncError) {

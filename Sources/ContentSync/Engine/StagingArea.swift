@@ -161,10 +161,8 @@ struct StagingArea: Sendable {
         var folders: [String] = []
         while let entry = readdir(handle) {
             let type = entry.pointee.d_type
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
-            if name == "." || name == ".." { continue }
+            if DirectoryEntryName.isDotOrDotDot(entry) { continue }
+            let name = String(cString: DirectoryEntryName.pointer(entry))
             var isFolder = type == UInt8(DT_DIR)
             if type == UInt8(DT_UNKNOWN) {
                 var info = stat()

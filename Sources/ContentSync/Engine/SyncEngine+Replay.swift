@@ -75,6 +75,7 @@ extension SyncEngine {
                 try StagingArea.makeFolder(folder.absolute(in: staging.next))
             }
         }
+        let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
         // The unchanged files are linked while the downloads run: neither waits for the other
         // (their paths are disjoint, and a link that exists already is kept on a resumed run).
         async let linked: Void = BlockingWork.run { () throws(SyncError) in
@@ -90,7 +91,7 @@ extension SyncEngine {
             todo = try await BlockingWork.run { () -> [SafeRelativePath] in
                 plan.downloads.filter { !StagingArea.exists($0.absolute(in: staging.next)) }
             }
-            fetched = try await downloadFiles(todo, plan: plan, layout: layout, progress: progress)
+            fetched = try await downloadFiles(todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
         } catch {
             try? await linked
             throw SyncError.wrap(error)
@@ -120,7 +121,7 @@ extension SyncEngine {
     /// Fetches `paths` into `next/`, a bounded number at a time. Each file lands in `partial/`
     /// and is renamed into place only when complete, so a file present in `next/` is a finished
     /// download; completions are also recorded in batches for the history.
-    private func downloadFiles(_ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout,
+    private func downloadFiles(_ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout, unnamedFiles: Bool,
                                progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> DownloadTally {
         guard !paths.isEmpty else { return DownloadTally() }
         try await checkConnectionPolicy()
@@ -132,7 +133,9 @@ extension SyncEngine {
                 var iterator = paths.makeIterator()
                 func launch(_ group: inout ThrowingTaskGroup<(SafeRelativePath, Int64), any Error>) {
                     guard let path = iterator.next() else { return }
-                    group.addTask { (path, try await self.downloadFile(path, layout: layout, expected: plan.expectedFingerprints)) }
+                    group.addTask {
+                        (path, try await self.downloadFile(path, layout: layout, expected: plan.expectedFingerprints, unnamedFiles: unnamedFiles))
+                    }
                 }
                 for _ in 0..<max(1, configuration.maxConcurrentDownloads) { launch(&group) }
                 do {
@@ -167,11 +170,11 @@ extension SyncEngine {
     /// folder and linked there once verified. Anything else (larger, or of unknown size) goes
     /// to its partial name, where a restart resumes it, and is renamed into place.
     private func downloadFile(_ path: SafeRelativePath, layout: StorageLayout,
-                              expected: [SafeRelativePath: FileFingerprint]) async throws -> Int64 {
+                              expected: [SafeRelativePath: FileFingerprint], unnamedFiles: Bool) async throws -> Int64 {
         try await checkConnectionPolicy()
         let target = path.absolute(in: staging.next)
         let url = layout.contentURL(for: path)
-        if let size = expected[path]?.size, size <= Self.unnamedDownloadLimit,
+        if unnamedFiles, let size = expected[path]?.size, size <= Self.unnamedDownloadLimit,
            let unnamed = DownloadDestination.openUnnamed(in: path.parent.absolute(in: staging.next), for: target) {
             defer { unnamed.close() }
             let response = try await downloadVerified(url, into: unnamed, expected: expected[path], what: "'\(path)' for the update")

@@ -1,4 +1,5 @@
 import Foundation
+import StorageServer
 
 /// What one `curl` run produced: its exit code, the last response's status and headers, and the
 /// body bytes it wrote.
@@ -80,26 +81,5 @@ struct ProcessFailure: Error, CustomStringConvertible {
 /// Runs a tool found on PATH and returns its exit status. Waits through `terminationHandler`,
 /// never `waitUntilExit()`, which would block a thread of the two-thread cooperative pool.
 func runProcess(_ tool: String, _ arguments: [String], stdout: URL?, stderr: URL?) async throws -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = [tool] + arguments
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = try stdout.map(makeOutputHandle) ?? FileHandle.nullDevice
-    process.standardError = try stderr.map(makeOutputHandle) ?? FileHandle.nullDevice
-    return try await withCheckedThrowingContinuation { continuation in
-        process.terminationHandler = { process in
-            continuation.resume(returning: process.terminationStatus)
-        }
-        do {
-            try process.run()
-        } catch {
-            process.terminationHandler = nil
-            continuation.resume(throwing: error)
-        }
-    }
-}
-
-private func makeOutputHandle(_ url: URL) throws -> FileHandle {
-    _ = FileManager.default.createFile(atPath: url.path, contents: nil)
-    return try FileHandle(forWritingTo: url)
+    try await ChildProcess.run("/usr/bin/env", [tool] + arguments, stdout: stdout?.path, stderr: stderr?.path)
 }

@@ -1,0 +1,67 @@
+import CLinux
+import Foundation
+
+/// A child process started with `posix_spawn`, for tests and tools that run command-line
+/// programs (the built `sync-agent`, `curl`, `zip`).
+///
+/// Not Foundation's `Process`: on Linux its `run()` can crash while listing `/proc/self/fd` (a
+/// 256-byte over-read of `dirent.d_name`, swift-corelibs-foundation #5472, still in Swift 6.3.1),
+/// which killed a whole test run here once. The child inherits the environment and no descriptor
+/// but its standard input (`/dev/null`), output and error (the given files, or `/dev/null`).
+public final class ChildProcess: Sendable {
+    public let pid: pid_t
+
+    public struct SpawnError: Error, CustomStringConvertible {
+        public var executable: String
+        public var errno: Int32
+        public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
+    }
+
+    /// Starts `executable` (an absolute path) with `arguments`.
+    public init(_ executable: String, _ arguments: [String], stdout: String? = nil, stderr: String? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        // Nothing else is inherited: a descriptor without close-on-exec (a test server's listening
+        // socket, say) would otherwise live on in the child.
+        _ = clinux_spawn_closefrom(&actions, 3)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let code = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard code == 0 else { throw SpawnError(executable: executable, errno: code) }
+        self.pid = pid
+    }
+
+    /// Sends `signal` to the child.
+    public func send(_ signal: Int32) {
+        kill(pid, signal)
+    }
+
+    /// Waits for the child to end, on a thread of its own (never a cooperative one). Returns the
+    /// exit status, or 128 + the signal that ended it. Call it, or ``waitBlocking()``, once.
+    public func exitStatus() async -> Int32 {
+        await withCheckedContinuation { continuation in
+            let thread = Thread { [self] in continuation.resume(returning: waitBlocking()) }
+            thread.stackSize = 1 << 16
+            thread.start()
+        }
+    }
+
+    /// ``exitStatus()`` blocking the calling thread: for synchronous callers only.
+    public func waitBlocking() -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let low = status & 0x7F
+        return low == 0 ? (status >> 8) & 0xFF : 128 + low
+    }
+
+    /// Runs `executable` to its end and returns its exit status.
+    public static func run(_ executable: String, _ arguments: [String], stdout: String? = nil,
+                           stderr: String? = nil) async throws -> Int32 {
+        try await ChildProcess(executable, arguments, stdout: stdout, stderr: stderr).exitStatus()
+    }
+}
