@@ -283,6 +283,26 @@ class Bench:
             shutil.rmtree(slot)
         clone_client(pristine, slot)
 
+    def rounds(self, root: Path, tools: list[str]):
+        """The rounds of one scenario: the warm-up rounds, then the counted ones, every tool once per
+        round in an order rotated each round (A B C …, B C … A, …). Yields (round, tool, a fresh
+        folder for the run under root)."""
+        for i in range(1 - self.warmup, self.runs + 1):
+            rotation = (i - 1) % len(tools)
+            for tool in tools[rotation:] + tools[:rotation]:
+                d = root / f"{re.sub(r'[^a-z0-9]+', '-', tool.lower()).strip('-')}-{i}"
+                d.mkdir()
+                yield i, tool, d
+
+    def agent_run(self, scenario: str, name: str, fs: str, run_no: int, pristine: Path, slot: Path, expected_tree: dict) -> None:
+        """One timed `sync-agent sync` of storage `name` from an identical client at `slot`, checked
+        against the storage's tree."""
+        self.restore_slot(pristine, slot)
+        self.timed(scenario, fs, "sync-agent", run_no, slot, [self.agent, "sync", "--base-url", self.url(name),
+                   "--dir", str(slot / "content"), "--state", str(slot / "state.sqlite")],
+                   content_prefix=f"/{name}/RXCacheContent/")
+        self.check_agent("sync-agent", slot, expected_tree)
+
     def retire_slot(self, slot: Path, keep_as: Path | None) -> None:
         """After a run: on ext4 the folder is renamed away (a mass delete would slow the next runs' file
         creation), on tmpfs deleted."""
@@ -372,32 +392,24 @@ class Bench:
                                 {"storage": self.agent_sha, "files": self.base_files, "mb": self.base_mb})
             log(f"S2 pass on {fs}: {root}")
             tools = ["sync-agent", "rclone", "aria2c", "curl --parallel", "wget (serial)", "cp -a (local floor)"]
-            for i in range(1 - self.warmup, self.runs + 1):
-                rotation = (i - 1) % len(tools)
-                for tool in tools[rotation:] + tools[:rotation]:   # A B C … alternated, start rotated
-                    d = root / f"{re.sub(r'[^a-z0-9]+', '-', tool.lower()).strip('-')}-{i}"
-                    d.mkdir()
-                    if tool == "sync-agent":
-                        d.rmdir()
-                        self.restore_slot(pristine, slot)
-                        self.timed("S2", fs, tool, i, slot, [self.agent, "sync", "--base-url", self.url("s2"),
-                                   "--dir", str(slot / "content"), "--state", str(slot / "state.sqlite")],
-                                   content_prefix="/s2/RXCacheContent/")
-                        self.check_agent(tool, slot, expected_tree)
-                        if not deleting:
-                            self.retire_slot(slot, d)
-                            self.last_s2_agent = (d, slot)   # S4 starts from a copy of it, at the same slot
-                        else:
-                            self.retire_slot(slot, None)
-                            continue
-                    elif tool.startswith("cp -a"):
-                        self.timed("S2", fs, tool, i, d, ["cp", "-a", str(final / "RXCacheContent" / "added"), str(d / "out")])
+            for i, tool, d in self.rounds(root, tools):
+                if tool == "sync-agent":
+                    d.rmdir()
+                    self.agent_run("S2", "s2", fs, i, pristine, slot, expected_tree)
+                    if not deleting:
+                        self.retire_slot(slot, d)
+                        self.last_s2_agent = (d, slot)   # S4 starts from a copy of it, at the same slot
                     else:
-                        cmd = self.peer_commands(self.url("s2") + "RXCacheContent/", added, d / "lists", d / "out", 2)[tool]
-                        self.timed("S2", fs, tool, i, d, cmd, content_prefix="/s2/RXCacheContent/")
-                        self.check_download(tool, d / "out", expected_added, full=(i <= 1))
-                    if deleting:   # tmpfs: deleting is cheap and room is short
-                        shutil.rmtree(d)
+                        self.retire_slot(slot, None)
+                        continue
+                elif tool.startswith("cp -a"):
+                    self.timed("S2", fs, tool, i, d, ["cp", "-a", str(final / "RXCacheContent" / "added"), str(d / "out")])
+                else:
+                    cmd = self.peer_commands(self.url("s2") + "RXCacheContent/", added, d / "lists", d / "out", 2)[tool]
+                    self.timed("S2", fs, tool, i, d, cmd, content_prefix="/s2/RXCacheContent/")
+                    self.check_download(tool, d / "out", expected_added, full=(i <= 1))
+                if deleting:   # tmpfs: deleting is cheap and room is short
+                    shutil.rmtree(d)
         return {"added_files": len(added), "added_bytes": 2000 * 4 * KIB + 100 * MIB, "expected": expected_tree}
 
     # ------------------------------------------------------------ S4
@@ -548,23 +560,15 @@ class Bench:
         self.run_roots.append(root)
         new_paths = sorted(new_files)
         tools = ["sync-agent", "rclone", "curl --parallel"]
-        for i in range(1 - self.warmup, self.runs + 1):
-            rotation = (i - 1) % len(tools)
-            for tool in tools[rotation:] + tools[:rotation]:
-                d = root / f"{re.sub(r'[^a-z0-9]+', '-', tool.lower()).strip('-')}-{i}"
-                d.mkdir()
-                if tool == "sync-agent":
-                    d.rmdir()
-                    self.restore_slot(pristine, slot)
-                    self.timed("S3", fs, tool, i, slot, [self.agent, "sync", "--base-url", self.url("s3"),
-                               "--dir", str(slot / "content"), "--state", str(slot / "state.sqlite")],
-                               content_prefix="/s3/RXCacheContent/")
-                    self.check_agent(tool, slot, expected_tree)
-                    self.retire_slot(slot, d)
-                else:
-                    cmd = self.peer_commands(self.url("s3") + "RXCacheContent/", new_paths, d / "lists", d / "out", 2)[tool]
-                    self.timed("S3", fs, tool, i, d, cmd, content_prefix="/s3/RXCacheContent/")
-                    self.check_download(tool, d / "out", new_files, full=(i <= 1))
+        for i, tool, d in self.rounds(root, tools):
+            if tool == "sync-agent":
+                d.rmdir()
+                self.agent_run("S3", "s3", fs, i, pristine, slot, expected_tree)
+                self.retire_slot(slot, d)
+            else:
+                cmd = self.peer_commands(self.url("s3") + "RXCacheContent/", new_paths, d / "lists", d / "out", 2)[tool]
+                self.timed("S3", fs, tool, i, d, cmd, content_prefix="/s3/RXCacheContent/")
+                self.check_download(tool, d / "out", new_files, full=(i <= 1))
         return {"net_new_bytes": net_new, "net_new_files": len(new_files), "unique_new_bytes": sum(unique_new.values()),
                 "final_files": sum(1 for h in expected_tree.values() if h != "dir"), "evolution": evolution,
                 "start_files": len([1 for _ in (client / "content").rglob("*")])}

@@ -387,6 +387,18 @@ http {{
 
 # --------------------------------------------------------------------------- running the agent
 
+def run_until_done(run, cleanup) -> int:
+    """Runs `run()` and always `cleanup()` afterwards, a SIGTERM included (it becomes exit 128 + 15),
+    so that whatever the suite started (nginx, a sync-agent, a tmpfs mount) is stopped."""
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        return run()
+    finally:
+        cleanup()
+
+
 def run_agent(agent: str, args: list[str], env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run([agent] + args, capture_output=True, text=True, env=env, timeout=timeout)
 

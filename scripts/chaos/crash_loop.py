@@ -454,18 +454,14 @@ def main() -> int:
     args.work = args.work or f"/tmp/content-sync-chaos/crash-{args.profile}"
     suite = Suite(args)
 
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        return suite.run()
-    finally:
+    def stop_what_it_started() -> None:
         proc = getattr(suite, "proc", None)
         if proc and proc.poll() is None:  # the sync-agent this script started, by its PID
             proc.kill()
             proc.wait()
         if getattr(suite, "nginx", None):
             suite.nginx.stop()
+    return lib.run_until_done(suite.run, stop_what_it_started)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -486,14 +485,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the storages and state files")
     args = parser.parse_args()
     suite = Suite(args)
-
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)
-    signal.signal(signal.SIGTERM, on_signal)
-    try:
-        return suite.run()
-    finally:
-        suite.cleanup()
+    return lib.run_until_done(suite.run, suite.cleanup)
 
 
 if __name__ == "__main__":
