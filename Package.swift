@@ -57,7 +57,7 @@ let package = Package(
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
-        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer"]),
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer", "CLinux"]),
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "ContentSyncFuzzing", "Transport", "Archive", "StorageServer", "PercentDecoding",
                                    .product(name: "Crypto", package: "swift-crypto")]),

@@ -63,15 +63,18 @@ extension ZipWriter {
                                message: "cannot list \(directory): \(ArchiveError.systemMessage(code)); check that the folder exists and is readable",
                                errno: code)
         }
-        defer { closedir(stream) }
         var names: [String] = []
         while let entry = readdir(stream) {
             guard let name = String(validating: DirectoryEntryName.bytes(entry), as: UTF8.self) else {
+                closedir(stream)
                 throw ArchiveError(code: .unsafeEntryName,
                                    message: "\(directory) holds a name that is not valid UTF-8; rename it")
             }
             if name != "." && name != ".." { names.append(name) }
         }
+        // Closed before going deeper: one open folder at a time, however deep the tree (a
+        // stream held per level ran out of descriptors on a tree 1,800 levels deep).
+        closedir(stream)
         for name in names {
             let child: SafeRelativePath
             do {

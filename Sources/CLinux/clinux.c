@@ -25,21 +25,29 @@ int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, con
 int clinux_syncfs(int fd) { return syncfs(fd); }
 
 int clinux_open_tmpfile(const char *dir, int mode) {
+    return clinux_openat_tmpfile(AT_FDCWD, dir, mode);
+}
+
+int clinux_link_fd(int fd, const char *target) {
+    return clinux_linkat_fd(fd, AT_FDCWD, target);
+}
+
+int clinux_openat_tmpfile(int dirfd, const char *dir, int mode) {
 #ifdef O_TMPFILE
-    return open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
+    return openat(dirfd, dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
 #else
     errno = EOPNOTSUPP;
     return -1;
 #endif
 }
 
-int clinux_link_fd(int fd, const char *target) {
+int clinux_linkat_fd(int fd, int dirfd, const char *target) {
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, path, AT_FDCWD, target, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (linkat(AT_FDCWD, path, dirfd, target, AT_SYMLINK_FOLLOW) == 0) return 0;
     if (errno != ENOENT) return -1;
     /* No /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH on older kernels). */
-    return linkat(fd, "", AT_FDCWD, target, AT_EMPTY_PATH);
+    return linkat(fd, "", dirfd, target, AT_EMPTY_PATH);
 }
 
 int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
@@ -47,3 +55,5 @@ int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
 }
 
 int clinux_errno(void) { return errno; }
+
+int clinux_o_path(void) { return O_PATH; }

@@ -21,6 +21,15 @@ public struct CacheStatus: Sendable, Equatable {
     /// larger MiB errs on the side of room.
     public static let bytesPerMB: Double = 1_048_576
 
+    /// What a field should hold, for messages.
+    static func example(of key: String) -> String {
+        switch key {
+        case "actualCacheVersion", "minimalCacheVersion": return "a version such as \"1.5\""
+        case "zippedArchiveSizeInMB", "unzippedArchiveSizeInMB": return "a size in MB such as \"12.5\""
+        default: return "a URL"
+        }
+    }
+
     /// Parses the status file. `layout` learns the storage's published base from it.
     public static func parse(_ data: Data, from url: URL, layout: inout StorageLayout) throws(SyncError) -> CacheStatus {
         let name = url.absoluteString
@@ -28,9 +37,14 @@ public struct CacheStatus: Sendable, Equatable {
         func text(_ key: String, aliases: [String] = []) throws(SyncError) -> String {
             for candidate in [key] + aliases {
                 guard let value = root[candidate] else { continue }
-                guard let text = value.scalarText, !text.isEmpty else {
+                guard let text = value.scalarText else {
                     throw SyncError(code: .invalidStatus,
                                     message: "\(name): \"\(candidate)\" must be a string or number, found \(value.kindName)")
+                }
+                // Said as it is: an empty string is a string, so "must be a string" would mislead.
+                guard !text.trimmingCharacters(in: .whitespaces).isEmpty else {
+                    throw SyncError(code: .invalidStatus,
+                                    message: "\(name): \"\(candidate)\" is empty; the publisher must write \(Self.example(of: key))")
                 }
                 return text
             }

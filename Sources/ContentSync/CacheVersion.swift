@@ -43,6 +43,9 @@ public struct CacheVersion: Sendable, Hashable, Comparable, CustomStringConverti
 public struct CacheVersionError: Error, Sendable, Equatable, CustomStringConvertible {
     public var text: String
     public var description: String {
-        "'\(text)' is not a version: use dot-separated whole numbers such as \"1.5\" or \"2.10\""
+        if text.trimmingCharacters(in: .whitespaces).isEmpty {
+            return "the version is empty: use dot-separated whole numbers such as \"1.5\" or \"2.10\""
+        }
+        return "'\(text)' is not a version: use dot-separated whole numbers such as \"1.5\" or \"2.10\""
     }
 }

@@ -5,21 +5,30 @@ import Foundation
 public struct LocalTree: Sendable, Equatable {
     public var folders: Set<SafeRelativePath>
     public var files: Set<SafeRelativePath>
+    /// Entries that cannot be content (symlinks, special files, names that are not UTF-8 or
+    /// break the path rules): local drift, left out of every plan, so the next version drops them.
+    var intruders: [Intruder] = []
 
     public init(folders: Set<SafeRelativePath> = [], files: Set<SafeRelativePath> = []) {
         self.folders = folders
         self.files = files
     }
 
-    /// Reads a folder from disk (blocking: call it from the file-work queue). Symlinks and other
-    /// special files are ignored: content-sync never creates them, so they are not content.
+    /// Reads a folder from disk (blocking: call it from the file-work queue). Symlinks, other
+    /// special files and entries with names no content path can have are not content
+    /// (content-sync never creates them): they go to ``intruders``, never into a plan.
     public static func scan(_ directory: String) throws(SyncError) -> LocalTree {
         var tree = LocalTree()
         try DirectoryWalker.walk(directory) { entry in
             switch entry {
             case .folder(let path): tree.folders.insert(path)
             case .file(let path, _): tree.files.insert(path)
-            case .special, .unsafeName: break
+            case .special(let path, let mode):
+                tree.intruders.append(Intruder(folder: path.parent, name: Array(path.lastComponent!.utf8), kind: Intruder.kind(ofMode: mode)))
+            case .unsafeName(let name, let folder, let error):
+                tree.intruders.append(Intruder(folder: folder, name: Array(name.utf8), kind: .unsafeName, detail: "\(error)"))
+            case .undecodableName(let name, let folder):
+                tree.intruders.append(Intruder(folder: folder, name: name, kind: .undecodableName))
             }
         }
         return tree

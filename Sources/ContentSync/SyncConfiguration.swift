@@ -46,10 +46,18 @@ public struct SyncConfiguration: Sendable {
 
     /// `$XDG_STATE_HOME/content-sync/<folder name>-<hash of its path>.sqlite`, falling back to
     /// `~/.local/state/content-sync/…`: one database per content folder, never inside it.
+    ///
+    /// A relative `XDG_STATE_HOME` is ignored, as the XDG Base Directory spec says (it would
+    /// otherwise be read from whatever the current folder happens to be), and so is a relative
+    /// `HOME`, in favour of the account's home folder.
     public static func defaultStatePath(for contentDirectory: String) -> String {
-        let environment = ProcessInfo.processInfo.environment
-        let stateHome = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/state")
+        defaultStatePath(for: contentDirectory, environment: ProcessInfo.processInfo.environment)
+    }
+
+    static func defaultStatePath(for contentDirectory: String, environment: [String: String]) -> String {
+        let absolute = { (value: String?) in value.flatMap { $0.hasPrefix("/") ? $0 : nil } }
+        let stateHome = absolute(environment["XDG_STATE_HOME"])
+            ?? ((absolute(environment["HOME"]) ?? NSHomeDirectory()) + "/.local/state")
         var hash = FNV1a64()
         hash.combine(absolutePath(contentDirectory))
         let name = (contentDirectory as NSString).lastPathComponent
@@ -66,6 +74,48 @@ public struct SyncConfiguration: Sendable {
 }
 
 extension SyncConfiguration {
+    /// Refuses layouts in which an update would destroy its own state: a state database inside
+    /// the content folder (which holds content only and is swapped out at every update) or
+    /// inside its staging folder (emptied at every update). `--dir` naming the folder that holds
+    /// state databases is the same mistake, and with `--force` it would replace every other
+    /// mirror's state. Paths are compared after resolving symlinks.
+    public func validateLayout() throws(SyncError) {
+        let content = Self.canonicalPath(contentDirectory)
+        let state = Self.canonicalPath(stateDatabasePath)
+        let staging = Self.canonicalPath(StagingArea(contentDirectory: contentDirectory).root)
+        if Self.path(state, isWithin: content) {
+            throw SyncError(code: .configuration,
+                            message: "the state database \(stateDatabasePath) is inside the content folder \(contentDirectory), which holds content only and is replaced at every update; "
+                                + "keep the state database outside it (pass --state elsewhere, or use the default under $XDG_STATE_HOME), or choose another content folder")
+        }
+        if Self.path(state, isWithin: staging) {
+            throw SyncError(code: .configuration,
+                            message: "the state database \(stateDatabasePath) is inside \(staging), the staging folder of \(contentDirectory), which is emptied at every update; keep the state database elsewhere")
+        }
+    }
+
+    /// `path` with every symlink in its deepest existing ancestor resolved (the rest may not exist yet).
+    static func canonicalPath(_ path: String) -> String {
+        var existing = absolutePath(path)
+        var missing: [String] = []
+        while true {
+            if let resolved = realpath(existing, nil) {
+                defer { free(resolved) }
+                var result = String(cString: resolved)
+                for component in missing.reversed() { result += (result.hasSuffix("/") ? "" : "/") + component }
+                return result
+            }
+            guard existing != "/", !existing.isEmpty else { return absolutePath(path) }
+            missing.append((existing as NSString).lastPathComponent)
+            existing = (existing as NSString).deletingLastPathComponent
+        }
+    }
+
+    /// Whether `path` is `folder` or lies below it (both canonical).
+    static func path(_ path: String, isWithin folder: String) -> Bool {
+        path == folder || folder == "/" || path.hasPrefix(folder + "/")
+    }
+
     /// Makes a command-line path absolute the way the configuration does.
     public static func absolutePathForCLI(_ path: String) -> String { absolutePath(path) }
 }

@@ -20,7 +20,9 @@ struct CLIFailure: Error, CustomStringConvertible {
         let code: Int32
         switch error.code {
         case .network: code = 3
-        case .invalidStatus, .invalidUpdateList, .invalidChangeList, .unsafePath, .archive: code = 4
+        // The storage is at fault: malformed, unsafe, or not what its own integrity data or
+        // signature says (including a file over its declared size, and a missing signature).
+        case .invalidStatus, .invalidUpdateList, .invalidChangeList, .unsafePath, .archive, .integrity: code = 4
         case .fileSystem, .insufficientSpace, .stateStore: code = 5
         case .configuration: code = 6
         case .cancelled, .connectionNotAllowed: code = 130
@@ -36,7 +38,7 @@ extension CLIFailure {
     /// Prints the reason as one line and exits with the code.
     func exit() -> Never {
         let line = message.replacingOccurrences(of: "\n", with: " ")
-        FileHandle.standardError.write(Data("sync-agent: \(line)\n".utf8))
+        Console.standardError("sync-agent: \(line)\n")
         Foundation.exit(code)
     }
 }

@@ -19,12 +19,12 @@ final class ProgressBar: Sendable {
             return true
         }
         guard shouldDraw else { return }
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + Self.render(progress)).utf8))
+        Console.standardError("\r\u{1B}[K" + Self.render(progress))
     }
 
     func finish() {
         if frame.withLock({ $0.drawn }) {
-            FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+            Console.standardError("\r\u{1B}[K")
         }
     }
 

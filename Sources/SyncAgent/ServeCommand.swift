@@ -24,7 +24,7 @@ struct ServeCommand: AsyncParsableCommand {
         let serving = Task {
             try await server.run { url in
                 // Unbuffered, so a script reading the URL from a pipe sees it at once.
-                FileHandle.standardOutput.write(Data((url.absoluteString + "\n").utf8))
+                Console.standardOutput(url.absoluteString + "\n")
             }
         }
         let interrupt = InterruptHandler { serving.cancel() }

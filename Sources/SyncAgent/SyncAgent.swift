@@ -26,6 +26,7 @@ struct SyncAgent: AsyncParsableCommand {
     /// Runs the command, turning a ``CLIFailure`` into its one-line message and exit code.
     static func main() async {
         unblockStopSignals()
+        Console.ignoreBrokenPipes()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

@@ -17,12 +17,22 @@ struct CacheVersionTests {
         }
     }
 
-    @Test(arguments: ["", "1..2", "a.b", "1.x", "-1", "1.2-beta", ".5", "1.", "١.٢"])
+    @Test(arguments: ["1..2", "a.b", "1.x", "-1", "1.2-beta", ".5", "1.", "١.٢"])
     func nonNumericVersionsAreRefusedWithTheText(text: String) {
         #expect {
             try CacheVersion(text)
         } throws: { error in
             "\(error)".contains("'\(text)'")
+        }
+    }
+
+    /// Said as it is, not as "'' is not a version" or "must be a string, found a string".
+    @Test(arguments: ["", "  "])
+    func anEmptyVersionIsCalledEmpty(text: String) {
+        #expect {
+            try CacheVersion(text)
+        } throws: { error in
+            "\(error)".hasPrefix("the version is empty")
         }
     }
 }

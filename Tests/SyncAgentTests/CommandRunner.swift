@@ -10,9 +10,12 @@ struct CommandResult {
 }
 
 enum SyncAgentBinary {
-    /// The binary sits beside the test bundle in the build folder.
+    /// The binary sits beside the test bundle in the build folder; `SYNC_AGENT_UNDER_TEST` names
+    /// another build to run the same contract against (a release build, or an older one to show
+    /// that a test fails without its fix).
     static var path: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sync-agent").path
+        if let other = ProcessInfo.processInfo.environment["SYNC_AGENT_UNDER_TEST"], !other.isEmpty { return other }
+        return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sync-agent").path
     }
 
     static func run(_ arguments: [String], scratch: String) async throws -> CommandResult {

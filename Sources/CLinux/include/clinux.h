@@ -16,9 +16,17 @@ int clinux_open_tmpfile(const char *dir, int mode);
 /// Gives the unnamed file fd (from clinux_open_tmpfile) the name target: linkat through
 /// /proc/self/fd, else AT_EMPTY_PATH. Fails with EEXIST when target exists.
 int clinux_link_fd(int fd, const char *target);
+/// clinux_open_tmpfile relative to the open folder dirfd (or AT_FDCWD): for paths longer than
+/// the kernel takes in one piece.
+int clinux_openat_tmpfile(int dirfd, const char *dir, int mode);
+/// clinux_link_fd with target relative to the open folder dirfd (or AT_FDCWD).
+int clinux_linkat_fd(int fd, int dirfd, const char *target);
 /// posix_spawn_file_actions_addclosefrom_np (glibc 2.34+): the child closes every descriptor
 /// from `from` up. Returns 0 or an error number.
 int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 /// errno of the calling thread (Swift cannot read the macro reliably across modules).
 int clinux_errno(void);
+/// O_PATH, which Glibc's Swift overlay does not expose (it needs _GNU_SOURCE): a descriptor
+/// that names a folder for *at calls without opening it for reading.
+int clinux_o_path(void);
 #endif

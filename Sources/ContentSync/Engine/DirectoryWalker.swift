@@ -2,76 +2,82 @@ import Archive
 import Foundation
 
 /// The one folder walk: every entry below a folder, without following symlinks. The local tree
-/// scan, the publisher's hashing scan and tree deletion all read folders through it.
+/// scan, the staged-tree check, `verify` and the publisher's hashing scan all read folders
+/// through it.
+///
+/// It walks with a ``FolderCursor``: two descriptors (the cursor's and a moment's copy to read
+/// it) whatever the depth, and names relative to the open folder, never long paths.
 enum DirectoryWalker {
     /// What one entry is.
     enum Entry {
         case folder(SafeRelativePath)
         /// A regular file, with the identity its `lstat` gave (no second lookup needed).
         case file(SafeRelativePath, FileIdentity)
-        /// A symlink, device, fifo or socket.
-        case special(SafeRelativePath)
-        /// A name the path rules refuse.
+        /// A symlink, device, fifo or socket (`mode` is its `st_mode`).
+        case special(SafeRelativePath, mode: mode_t)
+        /// A name the path rules refuse (a backslash, a control character, a path over 4,095
+        /// bytes). Folders with such names are not entered.
         case unsafeName(String, in: SafeRelativePath, SafePathError)
+        /// A name that is not UTF-8, as raw bytes: no content path can name it. Not entered.
+        case undecodableName([UInt8], in: SafeRelativePath)
     }
 
     /// Calls `visit` for every entry below `directory`, parents before children. A missing
     /// `directory` is an empty walk.
     static func walk(_ directory: String, _ visit: (Entry) throws(SyncError) -> Void) throws(SyncError) {
-        var rootInfo = stat()
-        guard lstat(directory, &rootInfo) == 0 else { return }
-        var pending: [SafeRelativePath] = [.root]
-        while let folder = pending.popLast() {
-            for (name, info) in try entries(in: folder.absolute(in: directory)) {
-                let child: SafeRelativePath
-                do {
-                    child = folder.appending(try SafeRelativePath(validating: name))
-                } catch {
-                    try visit(.unsafeName(name, in: folder, error))
-                    continue
+        guard var cursor = try FolderCursor(at: directory) else { return }
+        /// A folder being walked: its path, that path's length in bytes, and the subfolders still to enter.
+        struct Frame {
+            var path: SafeRelativePath
+            var length: Int
+            var subfolders: [String]
+        }
+        var frames = [Frame(path: .root, length: 0, subfolders: try visitEntries(of: cursor, at: .root, length: 0, visit))]
+        while let top = frames.indices.last {
+            guard let name = frames[top].subfolders.popLast() else {
+                frames.removeLast()
+                if !frames.isEmpty { try cursor.ascend() }
+                continue
+            }
+            guard try cursor.descend(into: Array(name.utf8)) else { continue }
+            let path = frames[top].path.appending(try! SafeRelativePath(validating: name))
+            let length = frames[top].length == 0 ? name.utf8.count : frames[top].length + 1 + name.utf8.count
+            frames.append(Frame(path: path, length: length, subfolders: try visitEntries(of: cursor, at: path, length: length, visit)))
+        }
+    }
+
+    /// Visits the entries of the folder at `cursor` (whose path is `folder`, `length` bytes long)
+    /// and returns the names of the subfolders to enter.
+    private static func visitEntries(of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int,
+                                     _ visit: (Entry) throws(SyncError) -> Void) throws(SyncError) -> [String] {
+        var subfolders: [String] = []
+        for entry in try cursor.entries() {
+            guard let name = String(validating: entry.name, as: UTF8.self) else {
+                try visit(.undecodableName(entry.name, in: folder))
+                continue
+            }
+            let child: SafeRelativePath
+            do throws(SafePathError) {
+                let childLength = length == 0 ? entry.name.count : length + 1 + entry.name.count
+                if childLength > SafeRelativePath.maxPathBytes {
+                    throw SafePathError(path: folder.isRoot ? name : folder.string + "/" + name, reason: .tooLong)
                 }
-                switch info.st_mode & S_IFMT {
-                case S_IFDIR:
-                    try visit(.folder(child))
-                    pending.append(child)
-                case S_IFREG:
-                    try visit(.file(child, FileIdentity(info)))
-                default:
-                    try visit(.special(child))
-                }
+                child = folder.appending(try SafeRelativePath(validating: name))
+            } catch {
+                try visit(.unsafeName(name, in: folder, error))
+                continue
+            }
+            switch entry.info.st_mode & S_IFMT {
+            case S_IFDIR:
+                try visit(.folder(child))
+                subfolders.append(name)
+            case S_IFREG:
+                try visit(.file(child, FileIdentity(entry.info)))
+            default:
+                try visit(.special(child, mode: entry.info.st_mode))
             }
         }
-    }
-
-    /// The names in one folder with their `lstat`, each looked up relative to the open folder
-    /// (`fstatat`), not by walking its whole path again. An entry gone meanwhile is skipped.
-    private static func entries(in path: String) throws(SyncError) -> [(String, stat)] {
-        guard let handle = opendir(path) else {
-            throw SyncError.fileSystem("cannot read folder", path: path, errno: errno)
-        }
-        defer { closedir(handle) }
-        let folder = dirfd(handle)
-        var result: [(String, stat)] = []
-        while let entry = readdir(handle) {
-            if DirectoryEntryName.isDotOrDotDot(entry) { continue }
-            let cName = DirectoryEntryName.pointer(entry)
-            var info = stat()
-            guard fstatat(folder, cName, &info, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
-            result.append((String(cString: cName), info))
-        }
-        return result
-    }
-
-    /// The names in one folder, without `.` and `..`.
-    static func names(in path: String) throws(SyncError) -> [String] {
-        guard let handle = opendir(path) else {
-            throw SyncError.fileSystem("cannot read folder", path: path, errno: errno)
-        }
-        defer { closedir(handle) }
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            if !DirectoryEntryName.isDotOrDotDot(entry) { names.append(String(cString: DirectoryEntryName.pointer(entry))) }
-        }
-        return names
+        // Entered last first: reversed, so folders are entered in the order they were read.
+        return subfolders.reversed()
     }
 }

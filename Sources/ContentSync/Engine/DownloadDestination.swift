@@ -26,8 +26,8 @@ enum DownloadDestination {
     /// Opens an unnamed file in `folder`, or nil where the filesystem has no `O_TMPFILE` (the
     /// caller then uses a named partial file).
     static func openUnnamed(in folder: String, for target: String) -> DownloadDestination? {
-        let descriptor = clinux_open_tmpfile(folder, 0o644)
-        guard descriptor >= 0 else { return nil }
+        guard let descriptor = try? LongPath.at(folder, { parent, rest throws(SyncError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
+              descriptor >= 0 else { return nil }
         return .unnamed(descriptor: descriptor, target: target)
     }
 
@@ -55,8 +55,10 @@ enum DownloadDestination {
     /// verified download, exactly as after the rename of a partial file.
     func link() throws(SyncError) {
         guard case .unnamed(let descriptor, let target) = self else { return }
-        if clinux_link_fd(descriptor, target) != 0 {
-            throw SyncError.fileSystem("cannot name the downloaded file", path: target, errno: clinux_errno())
+        try LongPath.at(target) { folder, rest throws(SyncError) in
+            if clinux_linkat_fd(descriptor, folder, rest) != 0 {
+                throw SyncError.fileSystem("cannot name the downloaded file", path: target, errno: clinux_errno())
+            }
         }
     }
 

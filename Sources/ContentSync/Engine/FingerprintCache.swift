@@ -11,8 +11,10 @@ struct FileIdentity: Hashable, Sendable {
 
     /// The identity of the regular file at `path`, or nil when it cannot be read.
     init?(path: String) {
-        var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard let info = try? LongPath.at(path, { folder, rest throws(SyncError) -> stat? in
+            var info = stat()
+            return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        }) ?? nil, info.st_mode & S_IFMT == S_IFREG else { return nil }
         self.init(info)
     }
 

@@ -54,9 +54,16 @@ struct StagingArea: Sendable {
         try Self.makeFolder(next)
     }
 
-    /// Deletes the whole staging area.
-    func removeAll() throws(SyncError) {
-        try Self.removeTree(root)
+    /// Empties the staging area. The folder itself stays while an update holds it: its lock
+    /// (``UpdateLock``) lives on it, and the lock removes it when released.
+    func clear() throws(SyncError) {
+        try TreeRemoval.removeContents(of: root)
+    }
+
+    /// Whether the staging area holds anything (leftovers of an interrupted or failed update).
+    var hasContents: Bool {
+        guard let names = try? FolderCursor(at: root)?.entries() else { return false }
+        return !names.isEmpty
     }
 
     /// Makes `next/` the content folder in one step, flushing the filesystem first.
@@ -74,7 +81,7 @@ struct StagingArea: Sendable {
         if clinux_rename_exchange(AT_FDCWD, next, AT_FDCWD, contentDirectory) == 0 {
             // `next` now holds the previous version.
             try Self.removeTree(retired)
-            if rename(next, retired) != 0 {
+            if Glibc.rename(next, retired) != 0 {
                 throw SyncError.fileSystem("cannot retire the previous version to", path: retired, errno: errno)
             }
         } else {
@@ -82,17 +89,17 @@ struct StagingArea: Sendable {
             switch code {
             case ENOENT:
                 // No content folder yet: a plain rename creates it.
-                if rename(next, contentDirectory) != 0 {
+                if Glibc.rename(next, contentDirectory) != 0 {
                     throw SyncError.fileSystem("cannot move the new version into place at", path: contentDirectory, errno: errno)
                 }
             case EINVAL, ENOSYS, EOPNOTSUPP:
                 try Self.removeTree(retired)
-                if rename(contentDirectory, retired) != 0 {
+                if Glibc.rename(contentDirectory, retired) != 0 {
                     throw SyncError.fileSystem("cannot retire the previous version at", path: contentDirectory, errno: errno)
                 }
-                if rename(next, contentDirectory) != 0 {
+                if Glibc.rename(next, contentDirectory) != 0 {
                     let failure = errno
-                    _ = rename(retired, contentDirectory)
+                    _ = Glibc.rename(retired, contentDirectory)
                     throw SyncError.fileSystem("cannot move the new version into place at", path: contentDirectory, errno: failure)
                 }
             default:
@@ -109,91 +116,95 @@ struct StagingArea: Sendable {
 
     /// Device and inode of `path`, or nil when it does not exist.
     static func identity(of path: String) -> (device: Int64, inode: Int64)? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
+        guard let info = try? LongPath.at(path, { folder, rest throws(SyncError) -> stat? in
+            var info = stat()
+            return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        }) ?? nil else { return nil }
         return (Int64(bitPattern: UInt64(info.st_dev)), Int64(bitPattern: UInt64(info.st_ino)))
     }
 
     static func exists(_ path: String) -> Bool {
-        var info = stat()
-        return lstat(path, &info) == 0
+        identity(of: path) != nil
     }
 
+    /// Creates the folder `path`; an existing folder is fine, anything else in the way is an error.
     static func makeFolder(_ path: String) throws(SyncError) {
-        if mkdir(path, 0o755) != 0 {
-            let code = errno
-            var info = stat()
-            if code == EEXIST, lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { return }
-            throw SyncError.fileSystem("cannot create folder", path: path, errno: code)
+        try LongPath.at(path) { folder, rest throws(SyncError) in
+            if mkdirat(folder, rest, 0o755) != 0 {
+                let code = errno
+                var info = stat()
+                if code == EEXIST, fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFDIR { return }
+                throw SyncError.fileSystem("cannot create folder", path: path, errno: code)
+            }
         }
     }
 
     /// Deletes a file or a folder tree without following symlinks. Missing is fine.
     static func removeTree(_ path: String) throws(SyncError) {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return }
-        if info.st_mode & S_IFMT != S_IFDIR {
-            if unlink(path) != 0 && errno != ENOENT {
-                throw SyncError.fileSystem("cannot delete", path: path, errno: errno)
-            }
-            return
-        }
-        try removeContents(AT_FDCWD, path, shownAs: path)
-        if rmdir(path) != 0 && errno != ENOENT {
-            throw SyncError.fileSystem("cannot delete folder", path: path, errno: errno)
-        }
+        try TreeRemoval.remove(path)
     }
 
-    /// Empties the folder `name` (relative to the open folder `parent`), unlinking each entry
-    /// relative to its open folder: one short lookup per file, not a walk of its whole path.
-    private static func removeContents(_ parent: Int32, _ name: String, shownAs path: String) throws(SyncError) {
-        let folder = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        guard folder >= 0 else {
-            if errno == ENOENT { return }
-            throw SyncError.fileSystem("cannot read folder", path: path, errno: errno)
-        }
-        guard let handle = fdopendir(folder) else {
-            let code = errno
-            close(folder)
-            throw SyncError.fileSystem("cannot read folder", path: path, errno: code)
-        }
-        defer { closedir(handle) }
-        var folders: [String] = []
-        while let entry = readdir(handle) {
-            let type = entry.pointee.d_type
-            if DirectoryEntryName.isDotOrDotDot(entry) { continue }
-            let name = String(cString: DirectoryEntryName.pointer(entry))
-            var isFolder = type == UInt8(DT_DIR)
-            if type == UInt8(DT_UNKNOWN) {
-                var info = stat()
-                isFolder = fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 && info.st_mode & S_IFMT == S_IFDIR
-            }
-            if isFolder {
-                folders.append(name)
-            } else if unlinkat(folder, name, 0) != 0 && errno != ENOENT {
-                throw SyncError.fileSystem("cannot delete", path: path + "/" + name, errno: errno)
-            }
-        }
-        for name in folders {
-            try removeContents(folder, name, shownAs: path + "/" + name)
-            if unlinkat(folder, name, AT_REMOVEDIR) != 0 && errno != ENOENT {
-                throw SyncError.fileSystem("cannot delete folder", path: path + "/" + name, errno: errno)
+    /// Renames `source` to `target` (both may be longer than the kernel takes in one piece).
+    static func rename(_ source: String, to target: String, what: String) throws(SyncError) {
+        try LongPath.at(source) { sourceFolder, sourceRest throws(SyncError) in
+            try LongPath.at(target) { targetFolder, targetRest throws(SyncError) in
+                if renameat(sourceFolder, sourceRest, targetFolder, targetRest) != 0 {
+                    throw SyncError.fileSystem(what, path: target, errno: errno)
+                }
             }
         }
     }
 
-    /// Hard-links `source` to `target`, copying when the filesystem refuses links.
+    /// Hard-links `source` to `target`, copying when the filesystem refuses links. An existing
+    /// target is kept (a resumed run linked it already).
     static func linkOrCopy(_ source: String, _ target: String) throws(SyncError) {
-        if link(source, target) == 0 { return }
-        let code = errno
-        if code == EEXIST { return }
-        guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
-            throw SyncError.fileSystem("cannot link \(source) to", path: target, errno: code)
+        try LongPath.at(source) { sourceFolder, sourceRest throws(SyncError) in
+            try LongPath.at(target) { targetFolder, targetRest throws(SyncError) in
+                if linkat(sourceFolder, sourceRest, targetFolder, targetRest, 0) == 0 { return }
+                let code = errno
+                if code == EEXIST { return }
+                guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
+                    throw SyncError.fileSystem("cannot link \(source) to", path: target, errno: code)
+                }
+                try copy(sourceFolder, sourceRest, to: targetFolder, targetRest, shownAs: (source, target))
+            }
         }
-        do {
-            try FileManager.default.copyItem(atPath: source, toPath: target)
-        } catch {
-            throw SyncError(code: .fileSystem, message: "cannot copy \(source) to \(target): \(error)", underlying: error)
+    }
+
+    /// Copies a regular file's bytes (mode 0644), for filesystems without hard links.
+    private static func copy(_ sourceFolder: Int32, _ source: String, to targetFolder: Int32, _ target: String,
+                             shownAs names: (source: String, target: String)) throws(SyncError) {
+        let input = openat(sourceFolder, source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard input >= 0 else { throw SyncError.fileSystem("cannot copy", path: names.source, errno: errno) }
+        defer { close(input) }
+        let output = openat(targetFolder, target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard output >= 0 else {
+            if errno == EEXIST { return }
+            throw SyncError.fileSystem("cannot copy \(names.source) to", path: names.target, errno: errno)
+        }
+        defer { close(output) }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
+        defer { buffer.deallocate() }
+        while true {
+            let count = read(input, buffer.baseAddress, buffer.count)
+            if count < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                unlinkat(targetFolder, target, 0)
+                throw SyncError.fileSystem("cannot read", path: names.source, errno: code)
+            }
+            if count == 0 { return }
+            var offset = 0
+            while offset < count {
+                let written = write(output, buffer.baseAddress! + offset, count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    let code = errno
+                    unlinkat(targetFolder, target, 0)
+                    throw SyncError.fileSystem("cannot copy \(names.source) to", path: names.target, errno: code)
+                }
+                offset += written
+            }
         }
     }
 }

@@ -83,8 +83,8 @@ extension SyncEngine {
             cache = nil
         }
         fingerprints.startTracking()
-        var tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next, cache: cache) }
-        if TreeDigest.digest(of: tree) == expectedDigest { return 0 }
+        var (tree, intruders) = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scanLocal(staging.next, cache: cache) }
+        if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest { return 0 }
         guard let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
             logger.warning("the staged tree does not match the published digest and the storage has no content manifest")
             return nil
@@ -101,39 +101,70 @@ extension SyncEngine {
             logger.warning("the content manifest contradicts the published tree digest")
             return nil
         }
-        // Repair: fetch what differs, delete what the version does not have, create missing folders.
-        var repaired = 0
-        for (path, fingerprint) in manifest.files.sorted(by: { $0.key < $1.key }) where tree.files[path] != fingerprint {
+        let plan = RepairPlan(staged: tree, intruders: intruders, manifest: manifest)
+        // First everything the version does not have, whatever its kind (a file where a folder
+        // belongs goes here, and so does a folder where a file belongs), then the missing
+        // folders, then the files: no step can find something of the wrong kind in its way, and
+        // none undoes another.
+        try await BlockingWork.run { () throws(SyncError) in
+            for intruder in plan.intruders { try intruder.remove(under: staging.next) }
+            for path in plan.removals { try StagingArea.removeTree(path.absolute(in: staging.next)) }
+            for folder in plan.folders { try StagingArea.makeFolder(folder.absolute(in: staging.next)) }
+        }
+        for (path, fingerprint) in plan.downloads {
             let partial = staging.partialFile(for: path)
             let target = path.absolute(in: staging.next)
             try StagingArea.removeTree(target)
-            for ancestor in path.ancestors { try StagingArea.makeFolder(ancestor.absolute(in: staging.next)) }
             do {
                 _ = try await downloadVerified(layout.contentURL(for: path), to: partial, expected: fingerprint, what: "'\(path)'")
             } catch where error.code == .integrity || (error.underlying as? TransportError)?.statusCode == 404 {
                 logger.warning("repair cannot fetch a matching copy", metadata: ["sync.path": "\(path)", "sync.error": "\(error)"])
                 return nil
             }
-            if rename(partial, target) != 0 { throw SyncError.fileSystem("cannot move the repaired '\(path)' into", path: target, errno: errno) }
-            repaired += 1
-        }
-        for path in tree.files.keys.sorted(by: >) where manifest.files[path] == nil {
-            try StagingArea.removeTree(path.absolute(in: staging.next))
-            repaired += 1
-        }
-        for folder in tree.folders.sorted(by: >) where !manifest.folders.contains(folder) {
-            try StagingArea.removeTree(folder.absolute(in: staging.next))
-            repaired += 1
-        }
-        for folder in manifest.folders.sorted() where !tree.folders.contains(folder) {
-            try StagingArea.makeFolder(folder.absolute(in: staging.next))
-            repaired += 1
+            try StagingArea.rename(partial, to: target, what: "cannot move the repaired '\(path)' into")
         }
         fingerprints.startTracking()
-        tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(staging.next, cache: cache) }
-        guard TreeDigest.digest(of: tree) == expectedDigest else { return nil }
-        logger.warning("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(repaired)"])
-        return repaired
+        (tree, intruders) = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scanLocal(staging.next, cache: cache) }
+        guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else { return nil }
+        logger.warning("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(plan.count)"])
+        return plan.count
+    }
+}
+
+/// What turns a local tree into the published one: the pure half of a repair, so its order and
+/// its handling of kind changes are tested without I/O.
+struct RepairPlan: Equatable {
+    /// Entries that cannot be content, to delete by their raw names.
+    var intruders: [Intruder]
+    /// Files and folders the version does not have at that path with that kind, deepest first;
+    /// none lies inside another (a folder's removal takes its contents).
+    var removals: [SafeRelativePath]
+    /// Folders to create, parents first.
+    var folders: [SafeRelativePath]
+    /// Files to fetch (missing, different, or where something else stood), with their fingerprints.
+    var downloads: [(SafeRelativePath, FileFingerprint)]
+
+    init(staged: ContentTree, intruders: [Intruder], manifest: ContentTree) {
+        self.intruders = intruders
+        var doomed = Set<SafeRelativePath>()
+        for path in staged.files.keys where manifest.files[path] == nil { doomed.insert(path) }
+        for folder in staged.folders where !manifest.folders.contains(folder) { doomed.insert(folder) }
+        // Only the outermost of each doomed subtree: deleting it takes the rest. Sorted, a
+        // subtree's paths follow its root, so one comparison each finds them (no ancestor
+        // lists: a tree can be 1,800 levels deep).
+        var outermost: [SafeRelativePath] = []
+        for path in doomed.sorted() where !(outermost.last.map(path.isWithin) ?? false) { outermost.append(path) }
+        removals = outermost.reversed()
+        folders = manifest.folders.subtracting(staged.folders).sorted()
+        downloads = manifest.files.sorted(by: { $0.key < $1.key }).filter { staged.files[$0.key] != $0.value }
+    }
+
+    /// Paths repaired, for the report.
+    var count: Int { intruders.count + removals.count + folders.count + downloads.count }
+
+    static func == (lhs: RepairPlan, rhs: RepairPlan) -> Bool {
+        lhs.intruders == rhs.intruders && lhs.removals == rhs.removals && lhs.folders == rhs.folders
+            && lhs.downloads.map(\.0) == rhs.downloads.map(\.0) && lhs.downloads.map(\.1) == rhs.downloads.map(\.1)
     }
 }
 

@@ -183,9 +183,7 @@ extension SyncEngine {
         }
         let partial = staging.partialFile(for: path)
         let response = try await downloadVerified(url, to: partial, expected: expected[path], what: "'\(path)' for the update")
-        if rename(partial, target) != 0 {
-            throw SyncError.fileSystem("cannot move the downloaded '\(path)' into", path: target, errno: errno)
-        }
+        try StagingArea.rename(partial, to: target, what: "cannot move the downloaded '\(path)' into")
         // Only bodies over 1 MiB leave an entity-tag sidecar (see resumableOptions).
         if response.fileSize > 1 << 20 { unlink(partial + ".etag") }
         return response.bytesReceived

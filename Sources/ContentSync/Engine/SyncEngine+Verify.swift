@@ -17,7 +17,7 @@ extension SyncEngine {
     /// `repair`, fixes the differences: the current tree is hard-linked into the staging area,
     /// repaired there, and swapped in atomically, like any update.
     func verify(repair: Bool) async throws(SyncError) -> VerifyReport {
-        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory)
+        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         guard let local = try await store.syncState()?.localVersion.flatMap({ try? CacheVersion($0) }) else {
             throw SyncError(code: .configuration, message: "\(configuration.contentDirectory) has never been synced; run sync first")
@@ -35,23 +35,13 @@ extension SyncEngine {
                             message: "the storage publishes no integrity data (treeDigest and contentManifest); republish it with `sync-agent publish` to verify mirrors")
         }
         let directory = configuration.contentDirectory
-        let tree = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scan(directory) }
-        if TreeDigest.digest(of: tree) == digest {
+        let (tree, intruders) = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scanLocal(directory) }
+        if intruders.isEmpty && TreeDigest.digest(of: tree) == digest {
             return VerifyReport(version: local, differences: [], repaired: 0, matches: true)
         }
         let manifest = try ContentManifest.parse(try await fetchStorageFile(manifestURL, expected: manifestFingerprint),
                                                  name: manifestURL.lastPathComponent)
-        var differences: [String] = []
-        for (path, fingerprint) in manifest.files.sorted(by: { $0.key < $1.key }) {
-            if let have = tree.files[path] {
-                if have != fingerprint { differences.append("different file \(path) (\(have.size) bytes, expected \(fingerprint.size))") }
-            } else {
-                differences.append("missing file \(path)")
-            }
-        }
-        for path in tree.files.keys.sorted() where manifest.files[path] == nil { differences.append("extra file \(path)") }
-        for folder in manifest.folders.subtracting(tree.folders).sorted() { differences.append("missing folder \(folder)") }
-        for folder in tree.folders.subtracting(manifest.folders).sorted() { differences.append("extra folder \(folder)") }
+        let differences = Self.differences(local: tree, intruders: intruders, published: manifest)
         guard repair else { return VerifyReport(version: local, differences: differences, repaired: 0, matches: false) }
 
         let started = Date()
@@ -68,9 +58,38 @@ extension SyncEngine {
             throw SyncError(code: .integrity,
                             message: "the local folder cannot be repaired file by file (the storage's files contradict its manifest); run sync after resetting, or republish the storage")
         }
+        // Intruders are not linked into the staged copy: the switch leaves them behind with the old tree.
+        let fixed = repaired + intruders.count
         try await switchVersion(to: local, history: UpdateHistoryRecord(
             startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: "repair",
-            outcome: "succeeded", error: nil, bytesDownloaded: 0, filesDownloaded: Int64(repaired)), progress: { _ in })
-        return VerifyReport(version: local, differences: differences, repaired: repaired, matches: true)
+            outcome: "succeeded", error: nil, bytesDownloaded: 0, filesDownloaded: Int64(fixed)), progress: { _ in })
+        return VerifyReport(version: local, differences: differences, repaired: fixed, matches: true)
+    }
+
+    /// Every way the local tree differs from the published one, one readable line each: extra,
+    /// missing and different files and folders, a file where a folder belongs and the reverse,
+    /// and every entry that cannot be content at all (with its real name, escaped).
+    static func differences(local tree: ContentTree, intruders: [Intruder], published manifest: ContentTree) -> [String] {
+        var differences: [String] = []
+        for (path, fingerprint) in manifest.files.sorted(by: { $0.key < $1.key }) {
+            if let have = tree.files[path] {
+                if have != fingerprint { differences.append("different file \(path) (\(have.size) bytes, expected \(fingerprint.size))") }
+            } else if tree.folders.contains(path) {
+                differences.append("a folder where a file belongs: \(path)")
+            } else {
+                differences.append("missing file \(path)")
+            }
+        }
+        for path in tree.files.keys.sorted() where manifest.files[path] == nil {
+            differences.append(manifest.folders.contains(path) ? "a file where a folder belongs: \(path)" : "extra file \(path)")
+        }
+        for folder in manifest.folders.subtracting(tree.folders).sorted() where tree.files[folder] == nil {
+            differences.append("missing folder \(folder)")
+        }
+        for folder in tree.folders.subtracting(manifest.folders).sorted() where manifest.files[folder] == nil {
+            differences.append("extra folder \(folder)")
+        }
+        for intruder in intruders { differences.append("extra \(intruder)") }
+        return differences
     }
 }

@@ -32,7 +32,7 @@ final class SyncEngine: Sendable {
         var fromVersion: String?
         var toVersion: String?
         var kind = "check"
-        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory)
+        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         do {
             try await recoverInterruptedSwitch()
@@ -47,8 +47,8 @@ final class SyncEngine: Sendable {
                 // Leftovers of an abandoned plan, or of a run killed while it deleted the old
                 // version after its switch, go now.
                 if try await store.pendingPlan() != nil { try await store.clearPlan() }
-                if StagingArea.exists(staging.root) {
-                    try await BlockingWork.run { [staging] () throws(SyncError) in try staging.removeAll() }
+                if staging.hasContents {
+                    try await BlockingWork.run { [staging] () throws(SyncError) in try staging.clear() }
                 }
                 try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
                     $0.state = "succeeded"
@@ -144,7 +144,7 @@ final class SyncEngine: Sendable {
         try await BlockingWork.run { [staging] () throws(SyncError) in try staging.swapIn() }
         // The previous version goes while the state is written: the swap is done, and a crash
         // before the state lands is finished by recoverInterruptedSwitch from the inode alone.
-        async let cleared: Void? = try? BlockingWork.run { [staging] () throws(SyncError) in try staging.removeAll() }
+        async let cleared: Void? = try? BlockingWork.run { [staging] () throws(SyncError) in try staging.clear() }
         let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
         do {
             try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: version.text, history: history,
@@ -174,7 +174,7 @@ final class SyncEngine: Sendable {
             return
         }
         try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: pending.toVersion, history: history)
-        try? await BlockingWork.run { [staging] () throws(SyncError) in try staging.removeAll() }
+        try? await BlockingWork.run { [staging] () throws(SyncError) in try staging.clear() }
     }
 
     /// Fails with ``SyncError/Code/connectionNotAllowed`` when the policy forbids transfers.

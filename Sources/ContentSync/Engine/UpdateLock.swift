@@ -1,37 +1,104 @@
 import Foundation
 
-/// Keeps two updates of the same folder (a `watch` daemon and a manual `sync`, say) from
-/// building in one staging area at once: an exclusive `flock` on `<state database>.lock`, held
-/// for the whole update.
+/// Keeps two updates of one content folder from running at once: a `watch` daemon and a manual
+/// `sync`, or two runs that name different state files for the same `--dir`. Two exclusive
+/// `flock`s, held for the whole update (or `verify`, or `reset`):
+/// - on `<state database>.lock`: the database's own updates stay in one process;
+/// - on the content folder's staging area, `<parent>/.<name>.content-sync/`: whatever state file
+///   a run uses, it builds in that one folder, so that folder is what must be exclusive.
 ///
-/// The lock is a separate file on purpose: closing *any* descriptor of the database file would
-/// drop SQLite's own POSIX locks on it (a process's `fcntl` locks die with its first `close`),
-/// which corrupts a WAL database that another process is using. The `.lock` file sits beside
-/// the database, like its `-wal` and `-shm` files, and is never deleted (deleting a lock file
-/// races with the next process that opens it).
+/// The staging folder is created to be locked, and removed when the lock is released if the
+/// update left nothing in it. Because the folder is the lock, the holder only ever empties it
+/// (``StagingArea/clear()``); a run that finds the folder replaced after it locked it (the
+/// previous holder removed it on release) locks the new one instead.
+///
+/// The state lock is a separate file on purpose: closing *any* descriptor of the database file
+/// would drop SQLite's own POSIX locks on it (a process's `fcntl` locks die with its first
+/// `close`), which corrupts a WAL database that another process is using. The `.lock` file sits
+/// beside the database, like its `-wal` and `-shm` files, and is never deleted (deleting a lock
+/// file races with the next process that opens it).
 final class UpdateLock {
-    private let fd: Int32
+    private let stateLock: Int32
+    private let folderLock: Int32
+    private let stagingRoot: String
 
-    /// Takes the lock or fails at once, naming the holder's state file.
-    init(statePath: String, contentDirectory: String) throws(SyncError) {
+    /// Takes both locks or fails at once, naming what holds them.
+    init(statePath: String, contentDirectory: String, stagingRoot: String) throws(SyncError) {
         let lockPath = statePath + ".lock"
-        fd = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
+        stateLock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard stateLock >= 0 else {
             throw SyncError.fileSystem("cannot open the update lock", path: lockPath, errno: errno)
         }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
+        if flock(stateLock, LOCK_EX | LOCK_NB) != 0 {
             let code = errno
-            close(fd)
+            close(stateLock)
             if code == EWOULDBLOCK {
                 throw SyncError(code: .configuration,
                                 message: "another update of \(contentDirectory) is running (it holds \(lockPath)); wait for it to finish or stop it")
             }
             throw SyncError.fileSystem("cannot take the update lock", path: lockPath, errno: code)
         }
+        do {
+            folderLock = try Self.lockFolder(stagingRoot, contentDirectory: contentDirectory)
+        } catch {
+            flock(stateLock, LOCK_UN)
+            close(stateLock)
+            throw error
+        }
+        self.stagingRoot = stagingRoot
     }
 
     deinit {
-        flock(fd, LOCK_UN)
-        close(fd)
+        // Removed while still locked, so nobody can lock this folder after we let go of it:
+        // the next run creates and locks a new one. A non-empty one (a failed update's staging)
+        // stays for the next run to resume from.
+        rmdir(stagingRoot)
+        flock(folderLock, LOCK_UN)
+        close(folderLock)
+        flock(stateLock, LOCK_UN)
+        close(stateLock)
+    }
+
+    /// Creates (if needed), opens and locks the staging folder; returns its descriptor.
+    private static func lockFolder(_ path: String, contentDirectory: String) throws(SyncError) -> Int32 {
+        for _ in 0..<16 {
+            if mkdir(path, 0o755) != 0 {
+                let code = errno
+                if code == ENOENT {
+                    let parent = (contentDirectory as NSString).deletingLastPathComponent
+                    throw SyncError(code: .configuration,
+                                    message: "the parent folder \(parent) of \(contentDirectory) does not exist; create it first")
+                }
+                if code != EEXIST { throw SyncError.fileSystem("cannot create the staging folder", path: path, errno: code) }
+            }
+            let folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard folder >= 0 else {
+                let code = errno
+                if code == ENOENT { continue }   // removed by the previous holder just now
+                if code == ENOTDIR || code == ELOOP {
+                    throw SyncError(code: .configuration,
+                                    message: "\(path) is in the way of the staging folder of \(contentDirectory) and is not a folder; move it away")
+                }
+                throw SyncError.fileSystem("cannot open the staging folder", path: path, errno: code)
+            }
+            if flock(folder, LOCK_EX | LOCK_NB) != 0 {
+                let code = errno
+                close(folder)
+                if code == EWOULDBLOCK {
+                    throw SyncError(code: .configuration,
+                                    message: "another update of \(contentDirectory) is running (it holds \(path)); wait for it to finish or stop it")
+                }
+                throw SyncError.fileSystem("cannot lock the staging folder", path: path, errno: code)
+            }
+            // Locked: but is it still the folder at that path, or one its last holder removed?
+            var held = stat()
+            var current = stat()
+            if fstat(folder, &held) == 0, lstat(path, &current) == 0, held.st_dev == current.st_dev, held.st_ino == current.st_ino {
+                return folder
+            }
+            flock(folder, LOCK_UN)
+            close(folder)
+        }
+        throw SyncError(code: .fileSystem, message: "cannot lock the staging folder \(path): it keeps being replaced; stop whatever else is updating \(contentDirectory)")
     }
 }

@@ -24,7 +24,11 @@ public actor CacheManager {
     private var storedLastError: SyncError?
 
     /// Opens the state database. Nothing is fetched until ``checkForUpdates()``.
+    ///
+    /// Throws ``SyncError/Code/configuration`` before creating anything when the state database
+    /// would lie inside the content folder or its staging folder (``SyncConfiguration/validateLayout()``).
     public init(configuration: SyncConfiguration) throws(SyncError) {
+        try configuration.validateLayout()
         self.configuration = configuration
         self.store = try StateStore(path: configuration.stateDatabasePath)
         if let transport = configuration.transport {
@@ -120,11 +124,14 @@ public actor CacheManager {
     /// staging area, so the next check restores from the archive.
     public func reset() async throws(SyncError) {
         await suspend()
-        try await store.reset()
         let staging = StagingArea(contentDirectory: configuration.contentDirectory)
         let directory = configuration.contentDirectory
+        // Not while another process updates the folder.
+        let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, stagingRoot: staging.root)
+        defer { withExtendedLifetime(lock) {} }
+        try await store.reset()
         try await BlockingWork.run { () throws(SyncError) in
-            try staging.removeAll()
+            try staging.clear()
             try StagingArea.removeTree(directory)
         }
         storedLastError = nil

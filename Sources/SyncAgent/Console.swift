@@ -1,0 +1,34 @@
+import Foundation
+
+/// Writes to the standard streams with `write(2)`, for a process that ignores SIGPIPE.
+///
+/// `sync-agent` runs piped into `head`, a log shipper or a terminal that goes away. It ignores
+/// SIGPIPE so that a reader that left does not kill an update halfway; a write to a closed pipe
+/// then fails with EPIPE, which Foundation's `FileHandle.write(_:)` turns into a crash. Output
+/// nobody reads is dropped; the update and its exit code are what count.
+enum Console {
+    /// Ignores SIGPIPE for the whole process: a closed pipe becomes EPIPE on the write.
+    static func ignoreBrokenPipes() {
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    static func standardError(_ text: String) {
+        write(text, to: STDERR_FILENO)
+    }
+
+    static func standardOutput(_ text: String) {
+        write(text, to: STDOUT_FILENO)
+    }
+
+    private static func write(_ text: String, to descriptor: Int32) {
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                return   // EPIPE and anything else: nobody to tell
+            }
+            bytes = bytes.dropFirst(written)
+        }
+    }
+}

@@ -1,0 +1,133 @@
+@testable import ContentSync
+import Foundation
+import StorageServer
+import Testing
+
+/// Layouts that would let an update destroy its own state are refused before anything is
+/// written, and one content folder has one updater, whatever state file each run names.
+@Suite("Bad layouts are refused and one folder has one updater", .timeLimit(.minutes(2)))
+struct LayoutAndLockTests {
+    func configuration(_ content: String, state: String) -> SyncConfiguration {
+        SyncConfiguration(baseURL: URL(string: "http://127.0.0.1:9/")!, contentDirectory: content, stateDatabasePath: state)
+    }
+
+    func expectRefused(_ configuration: SyncConfiguration, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(sourceLocation: sourceLocation) {
+            _ = try CacheManager(configuration: configuration)
+        } throws: { error in
+            let error = error as! SyncError
+            return error.code == .configuration && error.message.contains(text)
+        }
+    }
+
+    @Test func aStateDatabaseInsideTheContentFolderIsRefusedBeforeAnythingIsWritten() async throws {
+        try await withTemporaryDirectory { root in
+            let content = root + "/content"
+            try FileManager.default.createDirectory(atPath: content, withIntermediateDirectories: true)
+            expectRefused(configuration(content, state: content + "/state.sqlite"), mentioning: "inside the content folder")
+            expectRefused(configuration(content, state: content + "/deeper/state.sqlite"), mentioning: "inside the content folder")
+            expectRefused(configuration(content, state: content), mentioning: "inside the content folder")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: content).isEmpty, "nothing was created")
+        }
+    }
+
+    @Test func aStateDatabaseInsideTheStagingFolderIsRefused() async throws {
+        try await withTemporaryDirectory { root in
+            let content = root + "/content"
+            expectRefused(configuration(content, state: root + "/.content.content-sync/state.sqlite"), mentioning: "staging folder")
+            #expect(!FileManager.default.fileExists(atPath: root + "/.content.content-sync"))
+        }
+    }
+
+    @Test func pointingTheContentFolderAtTheStateFolderIsRefused() async throws {
+        try await withTemporaryDirectory { root in
+            // `--dir ~/.local/state/content-sync --force` would otherwise replace every mirror's state.
+            let stateFolder = root + "/state/content-sync"
+            try FileManager.default.createDirectory(atPath: stateFolder, withIntermediateDirectories: true)
+            try Data("other mirror".utf8).write(to: URL(fileURLWithPath: stateFolder + "/other-1234.sqlite"))
+            var configuration = configuration(stateFolder, state: SyncConfiguration.defaultStatePath(
+                for: stateFolder, environment: ["XDG_STATE_HOME": root + "/state"]))
+            configuration.allowReplacingUnknownContent = true
+            expectRefused(configuration, mentioning: "inside the content folder")
+            #expect(FileManager.default.fileExists(atPath: stateFolder + "/other-1234.sqlite"))
+        }
+    }
+
+    @Test func symlinksDoNotHideAStateDatabaseInsideTheContentFolder() async throws {
+        try await withTemporaryDirectory { root in
+            try FileManager.default.createDirectory(atPath: root + "/real/content", withIntermediateDirectories: true)
+            try FileManager.default.createSymbolicLink(atPath: root + "/alias", withDestinationPath: root + "/real/content")
+            expectRefused(configuration(root + "/real/content", state: root + "/alias/state.sqlite"), mentioning: "inside the content folder")
+        }
+    }
+
+    @Test func aStateDatabaseBesideTheContentFolderIsFine() async throws {
+        try await withTemporaryDirectory { root in
+            _ = try CacheManager(configuration: configuration(root + "/content", state: root + "/content.sqlite"))
+            #expect(FileManager.default.fileExists(atPath: root + "/content.sqlite"))
+        }
+    }
+
+    @Test(arguments: [
+        (["XDG_STATE_HOME": "relative/state", "HOME": "/home/u"], "/home/u/.local/state/content-sync/"),
+        (["XDG_STATE_HOME": "", "HOME": "/home/u"], "/home/u/.local/state/content-sync/"),
+        (["XDG_STATE_HOME": "/var/state", "HOME": "/home/u"], "/var/state/content-sync/"),
+    ])
+    func aRelativeXDGStateHomeIsIgnored(environment: [String: String], prefix: String) {
+        let path = SyncConfiguration.defaultStatePath(for: "/data/mirror", environment: environment)
+        #expect(path.hasPrefix(prefix), "\(path)")
+        #expect(path.hasSuffix(".sqlite") && path.contains("/mirror-"))
+    }
+
+    @Test func aRelativeHomeIsIgnoredToo() {
+        let path = SyncConfiguration.defaultStatePath(for: "/data/mirror", environment: ["HOME": "."])
+        #expect(path.hasPrefix("/"), "\(path)")
+    }
+
+    // MARK: - One updater per folder
+
+    @Test func twoRunsWithDifferentStateFilesOnOneFolderAreKeptApart() async throws {
+        try await withSyncHarness(serving: "1.2") { harness in
+            let staging = StagingArea(contentDirectory: harness.content)
+            // The first run holds the folder (as a `sync` with its own --state would).
+            var holder: UpdateLock? = try UpdateLock(statePath: harness.root + "/client/other.sqlite",
+                                                     contentDirectory: harness.content, stagingRoot: staging.root)
+            await #expect {
+                try await harness.sync()
+            } throws: { error in
+                let error = error as! SyncError
+                return error.code == .configuration && error.message.contains("another update of \(harness.content) is running")
+                    && error.message.contains(staging.root)
+            }
+            #expect(!FileManager.default.fileExists(atPath: harness.content), "the loser touched nothing")
+            #expect(harness.server.requests().isEmpty, "and asked the storage nothing, so it cannot blame it")
+            withExtendedLifetime(holder) {}
+            holder = nil
+            #expect(!FileManager.default.fileExists(atPath: staging.root), "released: the empty staging folder goes with the lock")
+            try await harness.sync()
+            try harness.expectTree(is: "1.2")
+            #expect(!FileManager.default.fileExists(atPath: staging.root))
+        }
+    }
+
+    @Test func aLockOnAFolderItsHolderRemovedIsNotALock() async throws {
+        try await withTemporaryDirectory { root in
+            let content = root + "/content"
+            let staging = StagingArea(contentDirectory: content).root
+            // A run that opened the staging folder just before its holder removed it must lock
+            // the new one, or two runs would each hold "the" lock.
+            let first = try UpdateLock(statePath: root + "/a.sqlite", contentDirectory: content, stagingRoot: staging)
+            let stale = open(staging, O_RDONLY | O_DIRECTORY)
+            #expect(stale >= 0)
+            withExtendedLifetime(first) {}
+            _ = consume first
+            #expect(flock(stale, LOCK_EX | LOCK_NB) == 0, "the old folder is free once removed")
+            let second = try UpdateLock(statePath: root + "/b.sqlite", contentDirectory: content, stagingRoot: staging)
+            #expect(throws: SyncError.self) {
+                _ = try UpdateLock(statePath: root + "/c.sqlite", contentDirectory: content, stagingRoot: staging)
+            }
+            withExtendedLifetime(second) {}
+            close(stale)
+        }
+    }
+}

@@ -1,0 +1,180 @@
+import CLinux
+import Foundation
+import StorageServer
+import Testing
+
+/// Every row of the README's exit-code table, against the real binary: each code comes from the
+/// kind of failure the table names, so scripts can tell whose fault a failure was.
+@Suite("sync-agent exits with the README's code for each kind of failure", .timeLimit(.minutes(3)))
+struct ExitCodeTableTests {
+    static let example = SyncAgentCLITests.exampleStorage
+
+    func sync(_ base: URL, _ scratch: String, _ extra: [String] = []) async throws -> CommandResult {
+        try await SyncAgentBinary.run(["sync", "--base-url", base.absoluteString, "--dir", scratch + "/content",
+                                       "--state", scratch + "/state.sqlite"] + extra, scratch: scratch)
+    }
+
+    func expect(_ result: CommandResult, exits code: Int32, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(result.status == code, "stderr: \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.stderr.hasPrefix("sync-agent: ") && result.stderr.split(separator: "\n").count == 1,
+                "one line on stderr: \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(result.stderr.contains(text), "stderr: \(result.stderr)", sourceLocation: sourceLocation)
+    }
+
+    /// A copy of an ExampleStorage version that a test may damage.
+    func storageCopy(_ version: String, _ scratch: String) throws -> String {
+        let path = scratch + "/storage-\(version)"
+        try FileManager.default.copyItem(atPath: Self.example + "/" + version, toPath: path)
+        return path
+    }
+
+    @Test func zeroWhenTheFolderHoldsTheActualVersion() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                #expect(try await sync(server.baseURL!, scratch).status == 0)
+                #expect(try await sync(server.baseURL!, scratch).status == 0, "and when already up to date")
+            }
+        }
+    }
+
+    @Test func threeForTheNetwork() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server async throws in
+                expect(try await sync(server.baseURL!.appendingPathComponent("nowhere/"), scratch), exits: 3, mentioning: "404")
+            }
+        }
+    }
+
+    @Test func fourForAMalformedStatus() async throws {
+        try await withScratch { scratch in
+            let storage = try storageCopy("1.2", scratch)
+            try Data("{\"actualCacheVersion\": \"\"".utf8).write(to: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                expect(try await sync(server.baseURL!, scratch), exits: 4, mentioning: "cacheStatus.json")
+            }
+        }
+    }
+
+    @Test func fourForAnEmptyVersionSaidAsEmpty() async throws {
+        try await withScratch { scratch in
+            let storage = try storageCopy("1.2", scratch)
+            let path = storage + "/RXCacheConfig/cacheStatus.json"
+            var status = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+            status["actualCacheVersion"] = ""
+            try JSONSerialization.data(withJSONObject: status).write(to: URL(fileURLWithPath: path))
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                let result = try await sync(server.baseURL!, scratch)
+                expect(result, exits: 4, mentioning: "\"actualCacheVersion\" is empty")
+                #expect(!result.stderr.contains("found a string"))
+            }
+        }
+    }
+
+    @Test func fourForAnIntegrityMismatch() async throws {
+        try await withScratch { scratch in
+            let storage = try storageCopy("1.2", scratch)
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.0")) { server async throws in
+                #expect(try await sync(server.baseURL!, scratch).status == 0)
+                // docs/Guide Notes.md is replayed in 1.2 with its hash published; serve other bytes.
+                let tampered = try #require(FileManager.default.enumerator(atPath: storage + "/RXCacheContent")?.allObjects as? [String])
+                    .filter { $0.hasSuffix(".md") }
+                for file in tampered {
+                    try Data("tampered".utf8).write(to: URL(fileURLWithPath: storage + "/RXCacheContent/" + file))
+                }
+                server.setRoot(URL(fileURLWithPath: storage))
+                expect(try await sync(server.baseURL!, scratch), exits: 4, mentioning: "integrity")
+            }
+        }
+    }
+
+    @Test func fourForAMissingSignatureUnderTrustKey() async throws {
+        try await withScratch { scratch in
+            let keygen = try await SyncAgentBinary.run(["keygen", "--out", scratch + "/publisher.key"], scratch: scratch)
+            #expect(keygen.status == 0)
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                expect(try await sync(server.baseURL!, scratch, ["--trust-key", scratch + "/publisher.key.pub"]),
+                       exits: 4, mentioning: "signed")
+            }
+        }
+    }
+
+    @Test func fourForAFileOverItsDeclaredSize() async throws {
+        try await withScratch { scratch in
+            let storage = try storageCopy("1.2", scratch)
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.0")) { server async throws in
+                #expect(try await sync(server.baseURL!, scratch).status == 0)
+                // Every .md the 1.2 lists fetch grows past the size they declare.
+                for file in try #require(FileManager.default.enumerator(atPath: storage + "/RXCacheContent")?.allObjects as? [String])
+                where file.hasSuffix(".md") {
+                    try Data(repeating: 0x41, count: 100_000).write(to: URL(fileURLWithPath: storage + "/RXCacheContent/" + file))
+                }
+                server.setRoot(URL(fileURLWithPath: storage))
+                expect(try await sync(server.baseURL!, scratch), exits: 4, mentioning: "declared")
+            }
+        }
+    }
+
+    @Test func fiveForTheLocalFilesystemOrItsState() async throws {
+        try await withScratch { scratch in
+            try Data("this is not a database, it is a text file of some length".utf8)
+                .write(to: URL(fileURLWithPath: scratch + "/state.sqlite"))
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                expect(try await sync(server.baseURL!, scratch), exits: 5, mentioning: "state database")
+            }
+        }
+    }
+
+    @Test func sixForTheConfiguration() async throws {
+        try await withScratch { scratch in
+            expect(try await sync(URL(string: "ftp://example.com/storage/")!, scratch), exits: 6, mentioning: "base URL")
+            let inside = try await SyncAgentBinary.run(["sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",
+                                                        "--state", scratch + "/content/state.sqlite"], scratch: scratch)
+            expect(inside, exits: 6, mentioning: "inside the content folder")
+        }
+    }
+
+    @Test func oneHundredThirtyWhenInterrupted() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                server.injectFault(.delay(seconds: 30), forPath: "/RXCacheContent.zip")
+                let process = try ChildProcess(SyncAgentBinary.path,
+                                               ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                "--state", scratch + "/state.sqlite"], stderr: scratch + "/err")
+                async let status = process.exitStatus()
+                for _ in 0..<200 where !server.requests().contains(where: { $0.path == "/RXCacheContent.zip" }) {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                process.send(SIGINT)
+                #expect(await status == 130)
+                server.clearFaults()
+            }
+        }
+    }
+
+    @Test func oneForAnythingElse() async throws {
+        try await withScratch { scratch in
+            // A port that is taken: nothing the table names more specifically.
+            try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server async throws in
+                let port = server.baseURL!.port!
+                let result = try await SyncAgentBinary.run(["serve", scratch, "--port", "\(port)"], scratch: scratch)
+                expect(result, exits: 1, mentioning: "serving")
+            }
+        }
+    }
+
+    @Test func sevenWhenVerifyFindsDifferences() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                #expect(try await sync(server.baseURL!, scratch).status == 0)
+                try FileManager.default.createSymbolicLink(atPath: scratch + "/content/link", withDestinationPath: "/etc/passwd")
+                let verify = ["verify", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
+                let found = try await SyncAgentBinary.run(verify, scratch: scratch)
+                expect(found, exits: 7, mentioning: "difference")
+                #expect(found.stdout.contains("extra symlink link"))
+                #expect(try await SyncAgentBinary.run(verify + ["--repair"], scratch: scratch).status == 0)
+                #expect(try await SyncAgentBinary.run(verify, scratch: scratch).status == 0)
+                #expect(!FileManager.default.fileExists(atPath: scratch + "/content/link"))
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+import CLinux
+import Foundation
+import StorageServer
+import Testing
+
+/// The binary in a hostile local environment: a log reader that goes away, a low descriptor limit
+/// and a tree 1,800 levels deep.
+@Suite("sync-agent survives its local environment", .timeLimit(.minutes(5)))
+struct HostileEnvironmentCLITests {
+    /// Starts the binary with its stderr (and stdout) on a pipe whose reader has already gone,
+    /// as when it is piped into `head` or a log shipper that exits.
+    static func spawnWithClosedPipe(_ arguments: [String]) throws -> PipedChild {
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        close(ends[0])
+        defer { close(ends[1]) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, ends[1], 2)
+        _ = clinux_spawn_closefrom(&actions, 3)
+        let argv: [UnsafeMutablePointer<CChar>?] = ([SyncAgentBinary.path] + arguments).map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        var pid: pid_t = 0
+        let code = posix_spawn(&pid, SyncAgentBinary.path, &actions, nil, argv, environ)
+        guard code == 0 else { throw POSIXError(POSIXErrorCode(rawValue: code)!) }
+        return PipedChild(pid: pid)
+    }
+
+    /// A child started by ``spawnWithClosedPipe(_:)``, stopped and reaped by its PID.
+    struct PipedChild: Sendable {
+        let pid: pid_t
+
+        func send(_ signal: Int32) { kill(pid, signal) }
+
+        /// The exit status, or 128 + the signal that ended it; waits on a thread of its own.
+        func exitStatus() async -> Int32 {
+            await withCheckedContinuation { continuation in
+                let pid = self.pid
+                let thread = Thread {
+                    var status: Int32 = 0
+                    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+                    let low = status & 0x7F
+                    continuation.resume(returning: low == 0 ? (status >> 8) & 0xFF : 128 + low)
+                }
+                thread.start()
+            }
+        }
+    }
+
+    @Test func aClosedStderrPipeDoesNotKillSync() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server async throws in
+                let process = try Self.spawnWithClosedPipe(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                            "--state", scratch + "/state.sqlite", "--verbose"])
+                let status = await process.exitStatus()
+                #expect(status == 0, "141 is death by SIGPIPE")
+                let check = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                                                          scratch: scratch)
+                #expect(check.stdout.contains("\"version\" : \"1.2\""))
+            }
+        }
+    }
+
+    @Test func aClosedStderrPipeDoesNotKillWatch() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server async throws in
+                let process = try Self.spawnWithClosedPipe(["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                            "--state", scratch + "/state.sqlite", "--interval", "1", "--verbose"])
+                async let status = process.exitStatus()
+                var synced = false
+                for _ in 0..<300 where !synced {
+                    let check = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                                                              scratch: scratch)
+                    synced = check.stdout.contains("\"version\" : \"1.2\"")
+                    if !synced { try await Task.sleep(for: .milliseconds(100)) }
+                }
+                #expect(synced)
+                // Several checks, each logging to the dead pipe.
+                let requests = server.requests().count
+                for _ in 0..<100 where server.requests().count < requests + 2 { try await Task.sleep(for: .milliseconds(100)) }
+                process.send(SIGTERM)
+                #expect(await status == 0, "141 is death by SIGPIPE")
+            }
+        }
+    }
+
+    // MARK: - A tree 1,800 levels deep under `ulimit -n 128`
+
+    /// Writes a storage by hand (the way the original iOS publisher's users did): no integrity
+    /// data, relative URLs, an archive made by Info-ZIP.
+    static func writeStorage(_ storage: String, version: String, changeLists: [(name: String, json: String)]) async throws {
+        let config = storage + "/RXCacheConfig"
+        try FileManager.default.createDirectory(atPath: config + "/HistoryOfVersions", withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: storage + "/RXCacheContent.zip")
+        let status = try await ChildProcess.run("/bin/sh", ["-c", "cd '\(storage)' && zip -qr RXCacheContent.zip RXCacheContent"])
+        #expect(status == 0)
+        try """
+            {"actualCacheVersion": "\(version)", "minimalCacheVersion": "1.0",
+             "urlAtListOfURLsToUpdatesByVersion": "listOfURLsToUpdatesByVersion.json",
+             "urlAtZipArchiveOfCacheContent": "../RXCacheContent.zip",
+             "zippedArchiveSizeInMB": "20", "unzippedArchiveSizeInMB": "20"}
+            """.write(toFile: config + "/cacheStatus.json", atomically: true, encoding: .utf8)
+        let urls = changeLists.map { "\"HistoryOfVersions/\($0.name)\"" }.joined(separator: ", ")
+        try "{\"updatesByVersions\": [\(urls)]}".write(toFile: config + "/listOfURLsToUpdatesByVersion.json", atomically: true, encoding: .utf8)
+        for list in changeLists {
+            try list.json.write(toFile: config + "/HistoryOfVersions/" + list.name, atomically: true, encoding: .utf8)
+        }
+    }
+
+    @Test func anEighteenHundredLevelTreeSyncsAndIsDeletedUnderALowDescriptorLimit() async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage"
+            let content = storage + "/RXCacheContent"
+            try FileManager.default.createDirectory(atPath: content + "/" + Array(repeating: "d", count: 1_800).joined(separator: "/"),
+                                                    withIntermediateDirectories: true)
+            try "bottom".write(toFile: content + "/" + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt",
+                               atomically: false, encoding: .utf8)
+            try "top".write(toFile: content + "/top.txt", atomically: false, encoding: .utf8)
+            try await Self.writeStorage(storage, version: "1.0", changeLists: [])
+            let arguments = ["sync", "--base-url", "", "--dir", scratch + "/client/content", "--state", scratch + "/client/state.sqlite"]
+            try FileManager.default.createDirectory(atPath: scratch + "/client", withIntermediateDirectories: true)
+
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                var args = arguments
+                args[2] = server.baseURL!.absoluteString
+                // Each run with at most 128 descriptors: the old tree deletion kept one per level.
+                let limited = { (scratch: String) async throws -> CommandResult in
+                    let out = scratch + "/limited.out"
+                    let err = scratch + "/limited.err"
+                    let line = "ulimit -n 128 && exec '\(SyncAgentBinary.path)' " + args.map { "'\($0)'" }.joined(separator: " ")
+                    let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
+                    return CommandResult(status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+                                         stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+                }
+                let restore = try await limited(scratch)
+                #expect(restore.status == 0, "stderr: \(restore.stderr)")
+                #expect(FileManager.default.fileExists(atPath: scratch + "/client/content/" + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt"))
+
+                // 2.0 removes the deep tree: the switch retires 1.0 and deletes all 1,800 levels.
+                try FileManager.default.removeItem(atPath: content + "/d")
+                try "new".write(toFile: content + "/new.txt", atomically: false, encoding: .utf8)
+                try await Self.writeStorage(storage, version: "2.0", changeLists: [("changes_1.0_2.0.json", """
+                    {"from": "1.0", "to": "2.0", "changes": [
+                      {"oldPath": "../../RXCacheContent/d", "newPath": "", "redownload": false, "rename": false},
+                      {"oldPath": "", "newPath": "../../RXCacheContent/new.txt", "redownload": false, "rename": false}]}
+                    """)])
+                let replay = try await limited(scratch)
+                #expect(replay.status == 0, "stderr: \(replay.stderr)")
+                #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/client").sorted() == ["content", "state.sqlite", "state.sqlite-shm", "state.sqlite-wal", "state.sqlite.lock"].filter {
+                    FileManager.default.fileExists(atPath: scratch + "/client/" + $0)
+                }, "the staging folder is gone")
+                #expect(!FileManager.default.fileExists(atPath: scratch + "/client/.content.content-sync"))
+                #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/client/content").sorted() == ["new.txt", "top.txt"])
+                let again = try await limited(scratch)
+                #expect(again.status == 0, "stderr: \(again.stderr)")
+            }
+        }
+    }
+}
