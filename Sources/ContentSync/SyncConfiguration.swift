@@ -83,6 +83,12 @@ extension SyncConfiguration {
         let content = Self.canonicalPath(contentDirectory)
         let state = Self.canonicalPath(stateDatabasePath)
         let staging = Self.canonicalPath(StagingArea(contentDirectory: contentDirectory).root)
+        // Replacing these with --force would take everything in them.
+        let home = Self.canonicalPath(NSHomeDirectory())
+        if content == "/" || Self.path(home, isWithin: content) {
+            throw SyncError(code: .configuration,
+                            message: "\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror")
+        }
         if Self.path(state, isWithin: content) {
             throw SyncError(code: .configuration,
                             message: "the state database \(stateDatabasePath) is inside the content folder \(contentDirectory), which holds content only and is replaced at every update; "

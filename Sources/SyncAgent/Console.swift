@@ -12,6 +12,19 @@ enum Console {
         signal(SIGPIPE, SIG_IGN)
     }
 
+    /// Opens `/dev/null` on any of descriptors 0, 1 and 2 that a parent left closed. Otherwise
+    /// the next file opened (the state database, say) would get that number, and log lines meant
+    /// for stderr would be written into it.
+    static func ensureStandardStreamsOpen() {
+        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
+            let opened = open("/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY)
+            if opened >= 0 && opened != descriptor {
+                dup2(opened, descriptor)
+                close(opened)
+            }
+        }
+    }
+
     static func standardError(_ text: String) {
         write(text, to: STDERR_FILENO)
     }

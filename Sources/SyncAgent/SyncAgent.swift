@@ -25,6 +25,7 @@ struct SyncAgent: AsyncParsableCommand {
 
     /// Runs the command, turning a ``CLIFailure`` into its one-line message and exit code.
     static func main() async {
+        Console.ensureStandardStreamsOpen()
         unblockStopSignals()
         Console.ignoreBrokenPipes()
         do {

@@ -61,6 +61,17 @@ struct LayoutAndLockTests {
         }
     }
 
+    @Test func theRootAndTheHomeFolderAreNeverContentFolders() async throws {
+        try await withTemporaryDirectory { root in
+            expectRefused(configuration("/", state: root + "/state.sqlite"), mentioning: "the root folder")
+            expectRefused(configuration(NSHomeDirectory(), state: root + "/state.sqlite"), mentioning: "home folder")
+            if NSHomeDirectory() != "/" {
+                let parent = (NSHomeDirectory() as NSString).deletingLastPathComponent
+                expectRefused(configuration(parent, state: root + "/state.sqlite"), mentioning: parent == "/" ? "the root folder" : "home folder")
+            }
+        }
+    }
+
     @Test func aStateDatabaseBesideTheContentFolderIsFine() async throws {
         try await withTemporaryDirectory { root in
             _ = try CacheManager(configuration: configuration(root + "/content", state: root + "/content.sqlite"))

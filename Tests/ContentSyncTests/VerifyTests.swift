@@ -46,7 +46,7 @@ struct VerifyTests {
                 await #expect {
                     try await harness.manager().verify()
                 } throws: { error in
-                    (error as! SyncError).code == .integrity && "\(error)".contains("republish")
+                    (error as! SyncError).code == .configuration && "\(error)".contains("republish")
                 }
             }
         }

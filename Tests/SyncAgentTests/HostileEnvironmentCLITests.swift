@@ -9,7 +9,7 @@ import Testing
 struct HostileEnvironmentCLITests {
     /// Starts the binary with its stderr (and stdout) on a pipe whose reader has already gone,
     /// as when it is piped into `head` or a log shipper that exits.
-    static func spawnWithClosedPipe(_ arguments: [String]) throws -> PipedChild {
+    static func spawnWithClosedPipe(_ arguments: [String], closingStderr: Bool = false) throws -> PipedChild {
         var ends: [Int32] = [0, 0]
         #expect(pipe(&ends) == 0)
         close(ends[0])
@@ -19,7 +19,11 @@ struct HostileEnvironmentCLITests {
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_adddup2(&actions, ends[1], 1)
-        posix_spawn_file_actions_adddup2(&actions, ends[1], 2)
+        if closingStderr {
+            posix_spawn_file_actions_addclose(&actions, 2)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, ends[1], 2)
+        }
         _ = clinux_spawn_closefrom(&actions, 3)
         let argv: [UnsafeMutablePointer<CChar>?] = ([SyncAgentBinary.path] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
@@ -60,6 +64,25 @@ struct HostileEnvironmentCLITests {
                 let check = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
                                                           scratch: scratch)
                 #expect(check.stdout.contains("\"version\" : \"1.2\""))
+            }
+        }
+    }
+
+    @Test func aClosedStderrDescriptorDoesNotSendLogLinesIntoTheStateDatabase() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server async throws in
+                // Descriptor 2 is not open at all: the first file opened would get number 2.
+                let process = try Self.spawnWithClosedPipe(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                            "--state", scratch + "/state.sqlite", "--verbose"], closingStderr: true)
+                #expect(await process.exitStatus() == 0)
+                let check = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                                                          scratch: scratch)
+                #expect(check.status == 0, "the state database is intact: \(check.stderr)")
+                #expect(check.stdout.contains("\"version\" : \"1.2\""))
+                for name in try FileManager.default.contentsOfDirectory(atPath: scratch) where name.hasPrefix("state.sqlite") {
+                    let bytes = try Data(contentsOf: URL(fileURLWithPath: scratch + "/" + name))
+                    #expect(bytes.range(of: Data("restoring from the archive".utf8)) == nil, "a log line landed in \(name)")
+                }
             }
         }
     }

@@ -31,8 +31,10 @@ extension SyncEngine {
         }
         guard let integrity = status.integrity, let digest = integrity.treeDigest,
               let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
-            throw SyncError(code: .integrity,
-                            message: "the storage publishes no integrity data (treeDigest and contentManifest); republish it with `sync-agent publish` to verify mirrors")
+            // Not the storage's fault (the original format has no such data): this command cannot
+            // work with it, so it is a configuration error, not an invalid storage.
+            throw SyncError(code: .configuration,
+                            message: "the storage publishes no integrity data (treeDigest and contentManifest), so there is nothing to verify against; republish it with `sync-agent publish` to verify mirrors")
         }
         let directory = configuration.contentDirectory
         let (tree, intruders) = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scanLocal(directory) }
