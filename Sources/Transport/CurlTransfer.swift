@@ -96,8 +96,9 @@ final class CurlTransfer: @unchecked Sendable {
         try set(ccurl_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds),
                 "CURLOPT_CONNECTTIMEOUT_MS")
-        // A stall, not a slow link, is what fails a transfer: under 1 byte/s for the stall window.
-        try set(ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1), "CURLOPT_LOW_SPEED_LIMIT")
+        // Under `minimumRate` bytes/s, averaged by libcurl, for a whole stall window fails the
+        // transfer: a stall (0 bytes/s) as before, and a trickle that would take days as well.
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, max(1, configuration.minimumRate)), "CURLOPT_LOW_SPEED_LIMIT")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, configuration.stallTimeout.milliseconds / 1000)),
                 "CURLOPT_LOW_SPEED_TIME")
         if let timeout = request.timeout {

@@ -21,7 +21,16 @@ public final class CurlTransport: Transport {
         /// How long connecting may take. Default 10 s.
         public var connectTimeout: Duration = .seconds(10)
         /// A transfer that moves no byte for this long fails (and may be retried). Default 30 s.
+        /// It is also the window over which ``minimumRate`` is measured.
         public var stallTimeout: Duration = .seconds(30)
+        /// The slowest a transfer may run, in bytes a second: one that averages less over a whole
+        /// ``stallTimeout`` fails with ``TransportError/Code/timeout`` and is retried like a
+        /// stall, so a server trickling a few bytes a second cannot hold a download for days.
+        /// Values under 1 count as 1 (a stall still fails). Default 512 bytes/s: a mobile plan
+        /// throttled to 64 kbit/s (8 KB/s) shared by the sync engine's 8 concurrent downloads
+        /// gives each about 1 KB/s, which must pass with room to spare; at 512 bytes/s a 1 MB
+        /// file still arrives within about 35 minutes instead of never.
+        public var minimumRate = 512
         /// The time limit for in-memory fetches that set none. Default 60 s.
         public var dataTimeout: Duration = .seconds(60)
         /// The most bytes an in-memory fetch accepts. Default 64 MiB.
