@@ -91,6 +91,22 @@ struct ServerAnswerTests {
         })
     }
 
+    @Test func aFileLargerThanItsDeclaredSizeIsAnIntegrityFailureNotANetworkOne() async throws {
+        try await withSyncHarness(serving: "1.2") { harness in
+            try await harness.sync()
+            harness.serve("1.4")
+            harness.server.injectFault(.status(200, body: Self.newBlob + Data(count: 1_000)), forPath: Self.blob)
+
+            await #expect {
+                try await harness.sync(concurrency: 1)
+            } throws: { error in
+                let error = error as! SyncError
+                return error.code == .integrity && error.message.contains("blob.bin")
+            }
+            try harness.expectTree(is: "1.2")
+        }
+    }
+
     @Test func aNotModifiedToAStatusFetchWithNothingCachedIsRefusedAndCachesNothing() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             let statusPath = "/RXCacheConfig/cacheStatus.json"
@@ -115,9 +131,13 @@ struct ServerAnswerTests {
 
     @Test func transportCodesMapToTheSyncCodeThatBlamesTheRightParty() {
         let url = URL(string: "https://example.com/RXCacheContent/a.bin")!
+        let tooLarge = SyncError.wrap(TransportError(code: .tooLarge, message: "a.bin is larger than its declared 10 bytes", url: url),
+                                      context: "downloading 'a.bin'")
         let invalid = SyncError.wrap(TransportError(code: .invalidResponse, message: "GET a.bin answered 304 …", url: url))
         let network = SyncError.wrap(TransportError(code: .network, message: "reset", url: url))
 
+        #expect(tooLarge.code == .integrity)
+        #expect(tooLarge.message == "downloading 'a.bin': a.bin is larger than its declared 10 bytes")
         #expect(invalid.code == .network)
         #expect(invalid.message == "GET a.bin answered 304 …")
         #expect(network.code == .network)
