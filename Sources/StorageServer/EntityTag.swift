@@ -16,18 +16,29 @@ struct EntityTag: Hashable, Sendable {
 
     /// Weak comparison against an `If-None-Match` list (RFC 9110 §13.1.2); `*` matches any file.
     func matches(ifNoneMatch header: String) -> Bool {
-        let trimmed = header.trimmingWhitespace()
-        if trimmed == "*" { return true }
-        return trimmed.split(separator: ",").contains { candidate in
-            var tag = candidate.trimmingWhitespace()
-            if tag.hasPrefix("W/") { tag.removeFirst(2) }
-            return tag == value
-        }
+        Self.matches(value, ifNoneMatch: header)
     }
 
     /// Strong comparison against `If-Range` (RFC 9110 §13.1.5). A date or a weak tag never matches,
     /// so the client gets the whole file rather than bytes it cannot safely splice.
     func matches(ifRange header: String) -> Bool {
-        header.trimmingWhitespace() == value
+        Self.matches(value, ifRange: header)
+    }
+
+    /// ``matches(ifNoneMatch:)`` for a tag given as sent (quotes included), such as the tag of a
+    /// compressed representation.
+    static func matches(_ tag: String, ifNoneMatch header: String) -> Bool {
+        let trimmed = header.trimmingWhitespace()
+        if trimmed == "*" { return true }
+        return trimmed.split(separator: ",").contains { candidate in
+            var candidate = candidate.trimmingWhitespace()
+            if candidate.hasPrefix("W/") { candidate.removeFirst(2) }
+            return candidate == tag
+        }
+    }
+
+    /// ``matches(ifRange:)`` for a tag given as sent.
+    static func matches(_ tag: String, ifRange header: String) -> Bool {
+        header.trimmingWhitespace() == tag
     }
 }

@@ -19,6 +19,29 @@ public enum Fault: Sendable, Hashable {
     case stall
     /// Answers with a redirect to `path` (a decoded path such as `/v2/a b.zip`, or an absolute URL).
     case redirect(to: String, status: Int = 302)
+    /// Sends the normal headers, then the body at `bytesPerSecond` bytes a second (at least 1):
+    /// a link that never goes silent yet is too slow to be of use. Ends when the body is sent,
+    /// the client hangs up or the server stops.
+    case trickle(bytesPerSecond: Int)
+    /// Answers every GET, ranged or not, with the whole file as `206 Partial Content` and
+    /// `Content-Range: bytes 0-(size-1)/size`, as a broken cache or proxy in front of a host does.
+    case wholeBodyAsPartialContent
+    /// Answers a GET for one satisfiable byte range with `206` for another range: the asked one
+    /// moved to start `startShift` bytes later (earlier when negative) and end `endShift` bytes
+    /// later (`-1000`: stops 1000 bytes short), kept inside the file. `Content-Range` describes
+    /// exactly the bytes sent. A request without such a range is served normally.
+    case shiftedRange(startShift: Int, endShift: Int)
+    /// Serves the file gzip-compressed with `Content-Encoding: gzip` whatever `Accept-Encoding`
+    /// says, the way S3 and CloudFront serve an object stored gzipped: the compressed bytes are
+    /// the representation, so `Content-Length`, byte ranges (`206` still marked gzip) and the
+    /// `ETag` (the file's tag with `-gzip` appended) all describe them. The bytes come from
+    /// `gzip -c -n` run as a child process.
+    case gzipEncoded
+    /// Serves the whole file with chunked transfer coding and a `Content-Length: claimed` header
+    /// beside it that disagrees with the body the chunks carry (a proxy that rewrote one of them).
+    case misstatedLength(claimed: Int)
+    /// Serves the whole file with two `Content-Length` lines: the true length, then `second`.
+    case duplicateContentLength(second: Int)
 
     /// `429 Too Many Requests` with `Retry-After` in seconds, as rate-limited hosts answer.
     public static func tooManyRequests(retryAfter seconds: Int) -> Fault {

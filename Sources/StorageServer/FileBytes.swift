@@ -24,18 +24,21 @@ struct FileBytes: AsyncBufferedSequence {
     /// Bytes sent before `ending` applies; equal to `range.count` for a complete body.
     let cut: Int
     let ending: Ending
+    /// When set, at most this many bytes go out per second (a ``Fault/trickle(bytesPerSecond:)``).
+    let bytesPerSecond: Int?
 
     /// The whole of `range`, with no fault.
     init(file: OpenedFile, range: Range<Int>, chunkSize: Int) {
         self.init(file: file, range: range, chunkSize: chunkSize, cut: range.count, ending: .complete)
     }
 
-    init(file: OpenedFile, range: Range<Int>, chunkSize: Int, cut: Int, ending: Ending) {
+    init(file: OpenedFile, range: Range<Int>, chunkSize: Int, cut: Int, ending: Ending, bytesPerSecond: Int? = nil) {
         self.file = file
         self.range = range
         self.chunkSize = Swift.max(1, chunkSize)
         self.cut = Swift.min(cut, range.count)
         self.ending = cut >= range.count ? .complete : ending
+        self.bytesPerSecond = bytesPerSecond.map { Swift.max(1, $0) }
     }
 
     func makeAsyncIterator() -> Iterator {
@@ -45,6 +48,8 @@ struct FileBytes: AsyncBufferedSequence {
     struct Iterator: AsyncBufferedIteratorProtocol {
         private let bytes: FileBytes
         private var offset: Int
+        /// When the previous paced chunk went out.
+        private var lastPacedChunk: ContinuousClock.Instant?
 
         init(bytes: FileBytes) {
             self.bytes = bytes
@@ -58,7 +63,15 @@ struct FileBytes: AsyncBufferedSequence {
         mutating func nextBuffer(suggested count: Int) async throws -> Data? {
             let end = bytes.range.lowerBound + bytes.cut
             if offset < end {
-                let chunk = try bytes.file.read(at: offset, count: Swift.min(bytes.chunkSize, end - offset))
+                var count = Swift.min(bytes.chunkSize, end - offset)
+                if let pace = bytes.bytesPerSecond {
+                    // One small chunk a second: the client sees a live but useless link. Server
+                    // shutdown cancels the sleep; a client that hung up fails the next write.
+                    if let last = lastPacedChunk { try await Task.sleep(until: last.advanced(by: .seconds(1)), clock: .continuous) }
+                    lastPacedChunk = ContinuousClock.now
+                    count = Swift.min(count, pace)
+                }
+                let chunk = try bytes.file.read(at: offset, count: count)
                 // A file that shrank while being served must not end in a short, "complete" body.
                 guard !chunk.isEmpty else { throw FaultEnded.fileShrank }
                 offset += chunk.count

@@ -39,8 +39,8 @@ struct StorageHandler: HTTPHandler {
 
         let fault = state.takeFault(for: path.decoded)
         record.fault = fault
-        var cut = Int.max
-        var ending = FileBytes.Ending.complete
+        var shape = BodyShape()
+        var openedForShape: OpenedFile?
         switch fault {
         case let .status(code, headers, body)?:
             return statusResponse(code: code, headers: headers, body: body, isHead: request.method == .HEAD)
@@ -49,17 +49,65 @@ struct StorageHandler: HTTPHandler {
         case .delay(let seconds)?:
             try await Task.sleep(for: .seconds(max(0, seconds)))
         case .truncate(let afterBytes)?:
-            cut = max(0, afterBytes)
-            ending = .truncate
+            shape.cut = max(0, afterBytes)
+            shape.ending = .truncate
         case .stall?:
             let generation = state.faultGeneration
             let state = self.state
-            cut = max(0, configuration.stallAfterBytes)
-            ending = .stall(limit: configuration.stallLimit, isReleased: { state.faultGeneration != generation })
+            shape.cut = max(0, configuration.stallAfterBytes)
+            shape.ending = .stall(limit: configuration.stallLimit, isReleased: { state.faultGeneration != generation })
+        case .trickle(let bytesPerSecond)?:
+            shape.bytesPerSecond = max(1, bytesPerSecond)
+        case .wholeBodyAsPartialContent?:
+            shape.range = .wholeAsPartial
+        case let .shiftedRange(startShift, endShift)?:
+            shape.range = .shifted(start: startShift, end: endShift)
+        case .gzipEncoded?:
+            guard let file = OpenedFile.open(path, under: state.root) else { return (HTTPResponse(statusCode: .notFound), 0) }
+            openedForShape = file
+            do {
+                let compressed = try await GzipEncoding.compress(try file.read(at: 0, count: file.size))
+                shape.representation = .gzip(compressed, entityTag: String(file.entityTag.value.dropLast()) + "-gzip\"")
+            } catch {
+                return statusResponse(code: 500, headers: [:], body: Data("StorageServer: \(error)".utf8), isHead: false)
+            }
+        case .misstatedLength(let claimed)?:
+            shape.length = .chunked(claimed: claimed)
+        case .duplicateContentLength(let second)?:
+            shape.length = .duplicated(second: second)
         case nil:
             break
         }
-        return serveFile(path, for: request, cut: cut, ending: ending)
+        return serveFile(path, for: request, shape: shape, opened: openedForShape)
+    }
+
+    /// How a served file departs from a faithful answer, as set by the fault.
+    struct BodyShape {
+        /// Bytes sent before `ending` applies.
+        var cut = Int.max
+        var ending = FileBytes.Ending.complete
+        var bytesPerSecond: Int?
+        var range = RangeAnswer.faithful
+        var representation = Representation.file
+        var length = LengthHeader.faithful
+
+        enum RangeAnswer {
+            case faithful
+            case wholeAsPartial
+            case shifted(start: Int, end: Int)
+        }
+
+        enum Representation {
+            case file
+            /// Compressed bytes served instead of the file, with their own tag.
+            case gzip(Data, entityTag: String)
+        }
+
+        enum LengthHeader {
+            case faithful
+            case chunked(claimed: Int)
+            case duplicated(second: Int)
+        }
     }
 
     /// A 404 for a regular file that exists means something is wrong in the server or the
@@ -86,64 +134,98 @@ struct StorageHandler: HTTPHandler {
             + "(open errno \(openErrno), realpath errno \(realpathErrno), root \(root.path))\n").utf8))
     }
 
-    private func serveFile(
-        _ path: RequestPath,
-        for request: HTTPRequest,
-        cut: Int,
-        ending: FileBytes.Ending
-    ) -> (HTTPResponse, Int) {
+    /// Serves the file at `path` (or `opened`, when the fault already opened it) as `shape` says.
+    private func serveFile(_ path: RequestPath, for request: HTTPRequest, shape: BodyShape,
+                           opened: OpenedFile? = nil) -> (HTTPResponse, Int) {
         let root = state.root
-        guard let file = OpenedFile.open(path, under: root) else {
+        guard let file = opened ?? OpenedFile.open(path, under: root) else {
             Self.reportUnexpectedNotFound(path, root: root)
             return (HTTPResponse(statusCode: .notFound), 0)
         }
+        var size = file.size
+        var entityTag = file.entityTag.value
         var headers: HTTPHeaders = [
             .contentType: ContentType.forFileName(path.components.last ?? ""),
             .acceptRanges: "bytes",
-            .eTag: file.entityTag.value,
         ]
+        if case .gzip(let compressed, let tag) = shape.representation {
+            size = compressed.count
+            entityTag = tag
+            headers[HTTPHeader("Content-Encoding")] = "gzip"
+        }
+        headers[.eTag] = entityTag
 
-        if let ifNoneMatch = request.headers[.ifNoneMatch], file.entityTag.matches(ifNoneMatch: ifNoneMatch) {
+        if let ifNoneMatch = request.headers[.ifNoneMatch], EntityTag.matches(entityTag, ifNoneMatch: ifNoneMatch) {
             // RFC 9110 §8.6 allows a 304 to carry the length the 200 would have had, and only that.
-            headers[.contentLength] = String(file.size)
+            headers[.contentLength] = String(size)
             return (HTTPResponse(statusCode: .notModified, headers: headers), 0)
         }
 
-        var byteRange = ByteRange(header: request.headers[.range], size: file.size)
+        var byteRange = ByteRange(header: request.headers[.range], size: size)
         if byteRange != .whole,
            let ifRange = request.headers[HTTPHeader("If-Range")],
-           !file.entityTag.matches(ifRange: ifRange) {
+           !EntityTag.matches(entityTag, ifRange: ifRange) {
             byteRange = .whole
+        }
+        switch (shape.range, byteRange) {
+        case (.wholeAsPartial, _) where size > 0:
+            byteRange = .partial(0..<size)
+        case let (.shifted(startShift, endShift), .partial(asked)):
+            let lower = min(max(0, asked.lowerBound + startShift), size - 1)
+            let upper = min(max(lower + 1, asked.upperBound + endShift), size)
+            byteRange = .partial(lower..<upper)
+        default:
+            break
         }
 
         let status: HTTPStatusCode
         let range: Range<Int>
         switch byteRange {
         case .unsatisfiable:
-            headers[.contentRange] = "bytes */\(file.size)"
+            headers[.contentRange] = "bytes */\(size)"
             return (HTTPResponse(statusCode: .rangeNotSatisfiable, headers: headers), 0)
         case .partial(let partial):
             status = .partialContent
             range = partial
-            headers[.contentRange] = "bytes \(partial.lowerBound)-\(partial.upperBound - 1)/\(file.size)"
+            headers[.contentRange] = "bytes \(partial.lowerBound)-\(partial.upperBound - 1)/\(size)"
         case .whole:
             status = .ok
-            range = 0..<file.size
+            range = 0..<size
         }
 
         if request.method == .HEAD {
             headers[.contentLength] = String(range.count)
             return (HTTPResponse(statusCode: status, headers: headers), 0)
         }
-        let bytes = FileBytes(
-            file: file,
-            range: range,
-            chunkSize: configuration.chunkSize,
-            cut: Self.effectiveCut(cut, ending: ending, count: range.count),
-            ending: ending
-        )
-        let body = HTTPBodySequence(from: bytes, count: range.count, suggestedBufferSize: bytes.chunkSize)
-        return (HTTPResponse(statusCode: status, headers: headers, body: body), bytes.cut)
+        let body: HTTPBodySequence
+        let sent: Int
+        switch shape.representation {
+        case .gzip(let compressed, _):
+            body = HTTPBodySequence(data: compressed.subdata(in: range), suggestedBufferSize: configuration.chunkSize)
+            sent = range.count
+        case .file:
+            let bytes = FileBytes(
+                file: file,
+                range: range,
+                chunkSize: configuration.chunkSize,
+                cut: Self.effectiveCut(shape.cut, ending: shape.ending, count: range.count),
+                ending: shape.ending,
+                bytesPerSecond: shape.bytesPerSecond
+            )
+            sent = bytes.cut
+            switch shape.length {
+            case .chunked(let claimed):
+                // No count: FlyingFox sends it chunked, and keeps the Content-Length set here.
+                headers[.contentLength] = String(claimed)
+                body = HTTPBodySequence(from: bytes, suggestedBufferSize: bytes.chunkSize)
+            case .duplicated(let second):
+                headers.setValues([String(range.count), String(second)], for: .contentLength)
+                body = HTTPBodySequence(from: bytes, count: range.count, suggestedBufferSize: bytes.chunkSize)
+            case .faithful:
+                body = HTTPBodySequence(from: bytes, count: range.count, suggestedBufferSize: bytes.chunkSize)
+            }
+        }
+        return (HTTPResponse(statusCode: status, headers: headers, body: body), sent)
     }
 
     /// Where a faulty body stops. A stall always withholds at least one byte, or the client would

@@ -25,7 +25,6 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Owned by the loop thread after `init` returns.
     private let multi: UnsafeMutableRawPointer
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
-    private let finished = DispatchSemaphore(value: 0)
     /// Transfers handed to this loop and not yet finished, for ``CurlTransport`` to pick the least busy loop.
     let inFlight = Atomic<Int>(0)
 
@@ -55,11 +54,17 @@ final class CurlMultiLoop: @unchecked Sendable {
         send(.cancel(transfer))
     }
 
-    /// Fails every running transfer as cancelled and ends the thread. Waits for it to finish.
+    /// Fails every running transfer as cancelled and ends the thread, without waiting for it: the
+    /// caller is ``CurlTransport``'s deinit, often on one of the two cooperative threads, and a
+    /// semaphore wait there stalled every task in the process (the loop stays alive until its
+    /// thread has cleaned up, since the thread holds it).
     func shutdown() {
-        inbox.withLock { $0.stopping = true }
-        curl_multi_wakeup(multi)
-        finished.wait()
+        // The wakeup happens under the lock: the loop reads `stopping` under it before it cleans
+        // up, so the handle cannot be freed between setting the flag and waking it.
+        inbox.withLock { inbox in
+            inbox.stopping = true
+            curl_multi_wakeup(multi)
+        }
     }
 
     private func send(_ command: Command) {
@@ -100,7 +105,6 @@ final class CurlMultiLoop: @unchecked Sendable {
                 }
                 active.removeAll()
                 curl_multi_cleanup(multi)
-                finished.signal()
                 return
             }
             curl_multi_perform(multi, &running)

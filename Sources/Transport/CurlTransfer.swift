@@ -30,11 +30,20 @@ final class CurlTransfer: @unchecked Sendable {
     private let onResponseStart: (@Sendable (Int, [String: String]) -> Void)?
     private let onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
     private let maxBytes: Int64?
-    private let requestedRange: Bool
+    /// What a response must be to answer the request as sent.
+    let expectation: ResponseExpectation
 
     // Loop-thread state.
     var continuation: CheckedContinuation<HTTPResponse, any Error>?
     private(set) var headers: [String: String] = [:]
+    /// Every `Content-Length` value of the current response, a repeated header as a second entry
+    /// (the `headers` dictionary keeps only the last, which is what libcurl believes).
+    private var contentLengths: [String] = []
+    /// The current response's head has ended: later fields are trailers, not head fields.
+    private var headEnded = false
+    /// The current response's head was held to ``expectation``, and passed.
+    private(set) var headAccepted = false
+    private var headChecked = false
     private(set) var body = Data()
     private(set) var bytesReceived: Int64 = 0
     private var sawFirstBodyByte = false
@@ -44,7 +53,7 @@ final class CurlTransfer: @unchecked Sendable {
     private(set) var resumedFrom: Int64 = 0
 
     init(request: HTTPRequest, sink: Sink, configuration: CurlTransport.Configuration,
-         acceptEncoding: Bool, maxBytes: Int64?, progress: ProgressHandler?,
+         maxBytes: Int64?, progress: ProgressHandler?,
          onResponseStart: (@Sendable (Int, [String: String]) -> Void)? = nil,
          onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil) throws(TransportError) {
         let url = request.resolvedURL
@@ -63,67 +72,95 @@ final class CurlTransfer: @unchecked Sendable {
         self.onResponseStart = onResponseStart
         self.onBodyChunk = onBodyChunk
         self.maxBytes = maxBytes
-        if case .file(_, _, let offset) = sink, offset > 0 { requestedRange = true } else { requestedRange = false }
-
-        _ = ccurl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
-        _ = ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        _ = ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
-        _ = ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 ? 1 : 0)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds)
-        // A stall, not a slow link, is what fails a transfer: under 1 byte/s for the stall window.
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, configuration.stallTimeout.milliseconds / 1000))
-        if let timeout = request.timeout {
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, timeout.milliseconds))
-        }
-        if acceptEncoding {
-            _ = ccurl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
-        }
-        let method = request.method.uppercased()
-        if method == "HEAD" {
-            _ = ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
-        } else if method != "GET" {
-            _ = ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
-        }
-        var headerLines = request.headers.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }
+        var headers = request.headers
         if case .file(_, _, let offset) = sink, offset > 0 {
             // A manual Range header instead of CURLOPT_RESUME_FROM: libcurl fails a resume that the
             // server answers with 200, but 200 is exactly how If-Range says "start again".
-            headerLines.append("Range: bytes=\(offset)-")
+            for name in headers.keys where name.lowercased() == "range" { headers[name] = nil }
+            headers["Range"] = "bytes=\(offset)-"
         }
-        for line in headerLines {
-            headerList = curl_slist_append(headerList, line)
+        let method = request.method.uppercased()
+        self.expectation = ResponseExpectation(method: method, headers: headers)
+
+        try set(ccurl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString), "CURLOPT_URL")
+        try set(ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
+        try set(ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
+        try set(ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent), "CURLOPT_USERAGENT")
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 ? 1 : 0), "CURLOPT_FOLLOWLOCATION")
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects), "CURLOPT_MAXREDIRS")
+        // Preferences, not restrictions: a libcurl built without HTTP/2 refuses these and speaks
+        // HTTP/1.1, which is correct, only slower; so their result alone is not checked.
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds),
+                "CURLOPT_CONNECTTIMEOUT_MS")
+        // Under `minimumRate` bytes/s, averaged by libcurl, for a whole stall window fails the
+        // transfer: a stall (0 bytes/s) as before, and a trickle that would take days as well.
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, max(1, configuration.minimumRate)), "CURLOPT_LOW_SPEED_LIMIT")
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, configuration.stallTimeout.milliseconds / 1000)),
+                "CURLOPT_LOW_SPEED_TIME")
+        if let timeout = request.timeout {
+            try set(ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, timeout.milliseconds)), "CURLOPT_TIMEOUT_MS")
+        }
+        // Content codings are decoded, for downloads as for in-memory fetches: "" offers every
+        // coding this libcurl decodes (gzip and deflate; br and zstd where built in) and decodes
+        // what comes. Not `Accept-Encoding: identity`: S3 and CloudFront serve an object stored
+        // gzipped with `Content-Encoding: gzip` whatever the client asks, so asking for identity
+        // would leave such a storage unsyncable; and sending no Accept-Encoding at all (as
+        // downloads once did) means "any coding is fine" (RFC 9110 §12.5.3), which installed
+        // compressed bytes. What follows from decoding: every callback, `maxBytes` and the file
+        // see decoded bytes; an encoded body is never resumed (a range of compressed bytes cannot
+        // follow decoded ones, so a 206 in a non-identity coding is refused and no entity tag is
+        // kept for it); a coding libcurl cannot decode fails as `.invalidResponse`.
+        try set(ccurl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""), "CURLOPT_ACCEPT_ENCODING")
+        if method == "HEAD" {
+            try set(ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1), "CURLOPT_NOBODY")
+        } else if method != "GET" {
+            try set(ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method), "CURLOPT_CUSTOMREQUEST")
+        }
+        for line in headers.sorted(by: { $0.key < $1.key }).map({ "\($0.key): \($0.value)" }) {
+            guard let appended = curl_slist_append(headerList, line) else {
+                throw TransportError(code: .invalidRequest, message: "libcurl could not add the header line for \(url.absoluteString)",
+                                     url: url)
+            }
+            headerList = appended
         }
         if let headerList {
-            _ = ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
+            try set(ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList), "CURLOPT_HTTPHEADER")
         }
-        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        try set(ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
 
         let userdata = Unmanaged.passUnretained(self).toOpaque()
-        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, userdata)
-        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, userdata)
-        _ = ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { pointer, size, count, userdata in
+        try set(ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, userdata), "CURLOPT_PRIVATE")
+        try set(ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, userdata), "CURLOPT_WRITEDATA")
+        try set(ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { pointer, size, count, userdata in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
             return transfer.receiveBody(UnsafeRawBufferPointer(start: pointer, count: size * count))
-        }
-        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, userdata)
-        _ = ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { pointer, size, count, userdata in
+        }, "CURLOPT_WRITEFUNCTION")
+        try set(ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, userdata), "CURLOPT_HEADERDATA")
+        try set(ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { pointer, size, count, userdata in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
-            transfer.receiveHeader(UnsafeRawBufferPointer(start: pointer, count: size * count))
-            return size * count
-        }
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
-        _ = ccurl_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, userdata)
-        _ = ccurl_easy_setopt_xferinfo_callback(easy) { userdata, total, now, _, _ in
+            // Any other count than the one given aborts the transfer (CURLE_WRITE_ERROR).
+            return transfer.receiveHeader(UnsafeRawBufferPointer(start: pointer, count: size * count)) ? size * count : 0
+        }, "CURLOPT_HEADERFUNCTION")
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0), "CURLOPT_NOPROGRESS")
+        try set(ccurl_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, userdata), "CURLOPT_XFERINFODATA")
+        try set(ccurl_easy_setopt_xferinfo_callback(easy) { userdata, total, now, _, _ in
             let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
             return transfer.reportProgress(total: Int64(total), now: Int64(now)) ? 0 : 1
-        }
+        }, "CURLOPT_XFERINFOFUNCTION")
+    }
+
+    /// Turns an option libcurl refused into an error naming it: ignored, the failure would
+    /// silently drop a restriction (a protocol limit, a timeout) on an older libcurl.
+    private func set(_ code: CURLcode, _ option: String) throws(TransportError) {
+        guard code != CURLE_OK else { return }
+        throw TransportError(code: .invalidRequest,
+                             message: "libcurl refused \(option) for \(url.absoluteString): \(String(cString: curl_easy_strerror(code)))"
+                                 + " (curl \(code.rawValue)); this transport needs libcurl 7.85 or later",
+                             url: url, curlCode: Int(code.rawValue))
     }
 
     deinit {
@@ -134,22 +171,95 @@ final class CurlTransfer: @unchecked Sendable {
 
     // MARK: - Callbacks (loop thread)
 
-    private func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
+    /// Returns false to abort the transfer: the head just ended and does not answer the request.
+    private func receiveHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         switch HeaderLine(bytes) {
         case .status(let code):
             // A new response (after a redirect or a 100 Continue): forget the previous headers.
             headers = [:]
+            contentLengths = []
             status = code
+            headEnded = false
+            headChecked = false
+            headAccepted = false
         case .field(let name, let value):
+            // Trailers after a chunked body: they may not redefine what the head said.
+            guard !headEnded else { return true }
             headers[name] = value
+            if name == "content-length" { contentLengths.append(value) }
+        case .end:
+            guard !headEnded else { return true }
+            headEnded = true
+            // Before a single body byte is written: a refused body never touches the file.
+            if isFinalSuccess { return checkHead() }
         case .other:
             break
         }
+        return true
+    }
+
+    /// The current response ends the exchange as a success, if it answers the request: 2xx or 304.
+    private var isFinalSuccess: Bool {
+        (200..<300).contains(status) || status == 304
+    }
+
+    /// Holds the current response's head to the request, and its announced size to the limit.
+    /// Returns false, with `writeFailure` set, to refuse it.
+    private func checkHead() -> Bool {
+        headChecked = true
+        if let problem = expectation.checkHead(status: status, headers: headers, contentLengths: contentLengths) {
+            writeFailure = .invalidResponse(expectation.method, answeringURL, problem, statusCode: status)
+            return false
+        }
+        // A body announced over its limit is refused now, not after the limit's worth of bytes.
+        // Only an unencoded length counts: limits hold decoded bytes.
+        if status == 200 || status == 206, ResponseExpectation.nonIdentityEncoding(headers) == nil,
+           let length = ResponseExpectation.contentLength(contentLengths) {
+            switch sink {
+            case .memory(let limit) where length > limit:
+                writeFailure = tooLarge(limit: limit, memory: true)
+                return false
+            case .file(_, _, let offset) where maxBytes.map({ (status == 206 ? offset : 0) + length > $0 }) == true:
+                writeFailure = tooLarge(limit: maxBytes ?? 0, memory: false)
+                return false
+            default:
+                break
+            }
+        }
+        headAccepted = true
+        return true
+    }
+
+    private func tooLarge(limit: Int64, memory: Bool) -> TransportError {
+        TransportError(code: .tooLarge,
+                       message: memory ? "\(url.absoluteString) sent more than \(limit) bytes; refusing the rest"
+                           : "\(url.absoluteString) is larger than its declared \(limit) bytes; refusing it",
+                       url: url)
+    }
+
+    /// The address answering now: after a redirect, not the one asked.
+    private var answeringURL: URL {
+        var effective: UnsafeMutablePointer<CChar>?
+        if ccurl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK, let effective,
+           let parsed = URL(string: String(cString: effective)) {
+            return parsed
+        }
+        return url
+    }
+
+    /// The strong entity tag a later attempt may resume this body with (`If-Range`), or `nil`:
+    /// only an accepted, unencoded 200 or 206 can be continued, and a weak tag never matches.
+    var resumableETag: String? {
+        guard headAccepted, status == 200 || status == 206, ResponseExpectation.nonIdentityEncoding(headers) == nil,
+              let etag = headers["etag"], !etag.hasPrefix("W/") else { return nil }
+        return etag
     }
 
     private func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Int {
         if !sawFirstBodyByte {
             sawFirstBodyByte = true
+            // The head is checked when it ends; this covers a head whose end was not reported.
+            if isFinalSuccess && !headChecked && !checkHead() { return 0 }
             if !prepareSink() { return 0 }
             if (200..<300).contains(status) { onResponseStart?(status, headers) }
         }
@@ -162,17 +272,13 @@ final class CurlTransfer: @unchecked Sendable {
         switch sink {
         case .memory(let limit):
             if Int64(body.count + bytes.count) > limit {
-                writeFailure = TransportError(code: .tooLarge,
-                                              message: "\(url.absoluteString) sent more than \(limit) bytes; refusing the rest",
-                                              url: url)
+                writeFailure = tooLarge(limit: limit, memory: true)
                 return 0
             }
             body.append(contentsOf: bytes)
         case .file(let fd, let path, let offset):
             if let maxBytes, offset + bytesReceived > maxBytes {
-                writeFailure = TransportError(code: .tooLarge,
-                                              message: "\(url.absoluteString) is larger than its declared \(maxBytes) bytes; refusing it",
-                                              url: url)
+                writeFailure = tooLarge(limit: maxBytes, memory: false)
                 return 0
             }
             var remaining = bytes
@@ -196,6 +302,7 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     /// Decides, at the first body byte, whether a resumed file is appended to or started again.
+    /// The head has passed ``checkHead()``: a 206 here starts exactly at the asked offset.
     private func prepareSink() -> Bool {
         guard case .file(let fd, let path, let offset) = sink, (200..<300).contains(status) else { return true }
         if status == 206 && offset > 0 {
@@ -203,7 +310,7 @@ final class CurlTransfer: @unchecked Sendable {
             return true
         }
         // 200: the whole body is coming (If-Range did not match, or no range was asked).
-        if offset > 0 || requestedRange {
+        if offset > 0 {
             if ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) < 0 {
                 let code = Glibc.errno
                 writeFailure = TransportError(code: .fileSystem,
@@ -255,9 +362,15 @@ final class CurlTransfer: @unchecked Sendable {
         guard result == CURLE_OK else {
             let buffered = String(cString: errorBuffer)
             let detail = buffered.isEmpty ? String(cString: curl_easy_strerror(result)) : buffered
+            if result == CURLE_BAD_CONTENT_ENCODING {
+                let coding = headers["content-encoding"].map { "Content-Encoding: \($0)" } ?? "its content encoding"
+                return .failure(TransportError.invalidResponse(expectation.method, finalURL,
+                                                 "sent a body in \(coding) that libcurl cannot decode (\(detail))",
+                                                 statusCode: status))
+            }
             let timedOut = result == CURLE_OPERATION_TIMEDOUT
             return .failure(TransportError(code: timedOut ? .timeout : .network,
-                                           message: "GET \(url.absoluteString) failed: \(detail) (curl \(result.rawValue))",
+                                           message: "\(expectation.method) \(url.absoluteString) failed: \(detail) (curl \(result.rawValue))",
                                            url: url, curlCode: Int(result.rawValue)))
         }
         var code = 0
@@ -265,6 +378,16 @@ final class CurlTransfer: @unchecked Sendable {
         guard (200..<300).contains(code) || code == 304 else {
             let retryAfter = headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
             return .failure(TransportError.status(code, url: finalURL, retryAfter: retryAfter))
+        }
+        // The head was checked when it ended; this covers one whose end libcurl did not report.
+        if !headChecked && !checkHead(), let writeFailure { return .failure(writeFailure) }
+        // Raw bytes on the wire, after chunked framing and before content decoding: what
+        // Content-Length and Content-Range count.
+        var wireBytes: curl_off_t = 0
+        if ccurl_easy_getinfo_off_t(easy, CURLINFO_SIZE_DOWNLOAD_T, &wireBytes) == CURLE_OK,
+           let problem = expectation.checkBody(status: code, headers: headers, contentLengths: contentLengths,
+                                               wireBytes: Int64(wireBytes)) {
+            return .failure(TransportError.invalidResponse(expectation.method, finalURL, problem, statusCode: code))
         }
         var fileSize: Int64 = 0
         if case .file(_, _, let offset) = sink {

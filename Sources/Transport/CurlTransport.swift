@@ -21,7 +21,16 @@ public final class CurlTransport: Transport {
         /// How long connecting may take. Default 10 s.
         public var connectTimeout: Duration = .seconds(10)
         /// A transfer that moves no byte for this long fails (and may be retried). Default 30 s.
+        /// It is also the window over which ``minimumRate`` is measured.
         public var stallTimeout: Duration = .seconds(30)
+        /// The slowest a transfer may run, in bytes a second: one that averages less over a whole
+        /// ``stallTimeout`` fails with ``TransportError/Code/timeout`` and is retried like a
+        /// stall, so a server trickling a few bytes a second cannot hold a download for days.
+        /// Values under 1 count as 1 (a stall still fails). Default 512 bytes/s: a mobile plan
+        /// throttled to 64 kbit/s (8 KB/s) shared by the sync engine's 8 concurrent downloads
+        /// gives each about 1 KB/s, which must pass with room to spare; at 512 bytes/s a 1 MB
+        /// file still arrives within about 35 minutes instead of never.
+        public var minimumRate = 512
         /// The time limit for in-memory fetches that set none. Default 60 s.
         public var dataTimeout: Duration = .seconds(60)
         /// The most bytes an in-memory fetch accepts. Default 64 MiB.
@@ -60,8 +69,7 @@ public final class CurlTransport: Transport {
             var request = request
             if request.timeout == nil { request.timeout = self.configuration.dataTimeout }
             let transfer = try CurlTransfer(request: request, sink: .memory(limit: self.configuration.maxDataBytes),
-                                            configuration: self.configuration, acceptEncoding: true,
-                                            maxBytes: nil, progress: nil)
+                                            configuration: self.configuration, maxBytes: nil, progress: nil)
             return try await self.run(transfer)
         }
     }
@@ -86,12 +94,16 @@ public final class CurlTransport: Transport {
     private func download(_ request: HTTPRequest, fd: Int32, path: String, options: DownloadOptions) async throws -> HTTPResponse {
         var received: Int64 = 0
         var etag = options.resumeETag
+        // Set once the server has answered a resume with other bytes: no more resumes this call.
+        var resumeRefused = false
         var response = try await withRetries(request) { request in
             // Each attempt resumes from what is on disk when the ETag says it is the same entity.
             let onDisk = Int64(lseek(fd, 0, SEEK_END))
             var offset: Int64 = 0
             var request = request
-            if onDisk > 0, let etag {
+            // A request that names its own range is fetched as asked, never resumed.
+            let ownRange = request.headers.keys.contains { $0.lowercased() == "range" }
+            if onDisk > 0, let etag, !ownRange, !resumeRefused {
                 offset = onDisk
                 request.headers["If-Range"] = etag
             } else if onDisk > 0 {
@@ -99,7 +111,7 @@ public final class CurlTransport: Transport {
             }
             _ = lseek(fd, off_t(offset), SEEK_SET)
             let transfer = try CurlTransfer(request: request, sink: .file(fd: fd, path: path, offset: offset),
-                                            configuration: self.configuration, acceptEncoding: false,
+                                            configuration: self.configuration,
                                             maxBytes: options.maxBytes, progress: options.progress,
                                             onResponseStart: options.onResponseStart, onBodyChunk: options.onBodyChunk)
             do {
@@ -108,17 +120,28 @@ public final class CurlTransport: Transport {
                 return response
             } catch let error as TransportError where error.statusCode == 416 && offset > 0 {
                 // If-Range matched but nothing lies past `offset`: the file on disk is already whole
-                // (a run stopped after the last byte). Anything else there cannot be trusted.
+                // (a run stopped after the last byte), unless the 416 names another entity (a server
+                // that ignores If-Range). Anything else there cannot be trusted.
+                let answeredETag = transfer.headers["etag"]
                 if let range = transfer.headers["content-range"], range.hasPrefix("bytes */"),
-                   Int64(range.dropFirst("bytes */".count)) == offset {
+                   Int64(range.dropFirst("bytes */".count)) == offset, answeredETag == nil || answeredETag == etag {
                     return HTTPResponse(statusCode: 206, headers: transfer.headers, url: error.url ?? request.url,
                                         resumedFrom: offset, fileSize: offset)
                 }
                 _ = ftruncate(fd, 0)
                 throw error
+            } catch let error as TransportError where error.code == .invalidResponse {
+                // The answer did not fit the request: neither what this attempt wrote nor the bytes
+                // it would have continued can be trusted. Dropping both, and the tag, makes the next
+                // attempt (and the next run, which finds an empty file) a plain GET.
+                received += transfer.bytesReceived
+                _ = ftruncate(fd, 0)
+                etag = nil
+                resumeRefused = true
+                throw error
             } catch {
                 received += transfer.bytesReceived
-                if etag == nil { etag = transfer.headers["etag"] }
+                if etag == nil, !resumeRefused { etag = transfer.resumableETag }
                 throw error
             }
         }

@@ -2,10 +2,13 @@
 public struct DownloadOptions: Sendable {
     /// When the destination already holds a partial body, ask only for the rest with a `Range`
     /// request guarded by `If-Range: resumeETag`. Without an ETag nothing proves the partial bytes
-    /// belong to the same version, so the download starts again. Default `nil`.
+    /// belong to the same version, so the download starts again. A server that answers the resume
+    /// with other bytes (another start, a shorter range, an encoded range) has the partial body
+    /// dropped and the file fetched whole. Default `nil`.
     public var resumeETag: String?
     /// Refuse a body larger than this many bytes (a storage that declares sizes is held to them).
-    /// Default `nil`: no limit.
+    /// It counts decoded bytes, the ones the file gets, whatever the content encoding on the
+    /// wire. Default `nil`: no limit.
     public var maxBytes: Int64?
     /// Progress callback. Default `nil`.
     public var progress: ProgressHandler?

@@ -2,7 +2,8 @@ import Foundation
 
 /// What came back for one ``HTTPRequest``, after redirects and retries.
 public struct HTTPResponse: Sendable {
-    /// The final status code (after redirects): 200, 206 or 304 for a successful exchange.
+    /// The final status code (after redirects): 200, 206 (to a `Range`) or 304 (to a conditional
+    /// request) for a successful exchange.
     public var statusCode: Int
     /// Response headers of the final response, names lower-cased.
     public var headers: [String: String]
@@ -10,7 +11,8 @@ public struct HTTPResponse: Sendable {
     public var body: Data
     /// The address that finally answered.
     public var url: URL
-    /// Body bytes received over the network by this call, across retries.
+    /// Body bytes received by this call, across retries, after content decoding: what was kept
+    /// in memory or written to the file.
     public var bytesReceived: Int64
     /// For downloads: the byte offset the final attempt resumed from (0 for a full download).
     public var resumedFrom: Int64

@@ -9,10 +9,16 @@ enum HeaderLine: Equatable, Sendable {
     case status(Int)
     /// `Name: value`, the name lower-cased.
     case field(name: String, value: String)
-    /// The blank line that ends the head, a folded continuation line or anything unreadable.
+    /// The empty line (`CR LF`) that ends a response's head; the body, if any, follows.
+    case end
+    /// A folded continuation line or anything unreadable.
     case other
 
     init(_ bytes: UnsafeRawBufferPointer) {
+        if (bytes.count == 2 && bytes[0] == 0x0D && bytes[1] == 0x0A) || (bytes.count == 1 && bytes[0] == 0x0A) {
+            self = .end
+            return
+        }
         var start = 0
         var end = bytes.count
         while start < end, Self.isWhitespace(bytes[start]) { start += 1 }

@@ -3,8 +3,10 @@
 /// ``CurlTransport`` is the default. An app that already has a network stack (one that shows a
 /// captcha, say) can implement this protocol and hand over bytes it fetched itself.
 ///
-/// Both calls return 2xx or 304 responses and throw ``TransportError`` for anything else, after
-/// whatever retries the implementation makes.
+/// Both calls return only responses that answer the request as sent: 200; 206 to a request with
+/// a single `Range`, from exactly the asked start; 304 to a request with `If-None-Match` or
+/// `If-Modified-Since`; bodies content-decoded and as long as their `Content-Length`. They throw
+/// ``TransportError`` for anything else, after whatever retries the implementation makes.
 public protocol Transport: Sendable {
     /// Fetches a small resource into memory (status files, change lists).
     func data(for request: HTTPRequest) async throws -> HTTPResponse

@@ -5,7 +5,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case httpStatus, network, timeout, cancelled, tooLarge, fileSystem, invalidRequest
+            case httpStatus, network, timeout, cancelled, tooLarge, fileSystem, invalidRequest, invalidResponse
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -22,8 +22,14 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public static let tooLarge = Code(.tooLarge)
         /// Writing the body to disk failed (see ``TransportError/errno``; ENOSPC is a full disk).
         public static let fileSystem = Code(.fileSystem)
-        /// The request could not be sent as given (bad URL, unsupported scheme).
+        /// The request could not be sent as given (bad URL, unsupported scheme, an option libcurl
+        /// refused).
         public static let invalidRequest = Code(.invalidRequest)
+        /// The server (or a proxy in between) sent a well-formed answer that does not answer the
+        /// request: a `206` to a request without `Range`, a `Content-Range` other than the one
+        /// asked for, a `304` to an unconditional request, a `Content-Length` the body disagrees
+        /// with, a body in an encoding that cannot be decoded. The body is refused, never kept.
+        public static let invalidResponse = Code(.invalidResponse)
 
         public var description: String { base.rawValue }
     }
@@ -32,7 +38,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The URL the failure concerns.
     public var url: URL?
-    /// The HTTP status, for ``Code/httpStatus``.
+    /// The HTTP status, for ``Code/httpStatus``, and for ``Code/invalidResponse`` the status refused.
     public var statusCode: Int?
     /// libcurl's CURLcode, kept exactly, when libcurl reported the failure.
     public var curlCode: Int?
@@ -54,13 +60,24 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 
-    /// Whether trying again may help: network faults, timeouts, 408, 429 and 5xx.
+    /// Whether trying again may help: network faults, timeouts, invalid responses, 408, 429 and 5xx.
     public var isTransient: Bool {
         switch code {
         case .network, .timeout: return true
+        // An invalid response is refused at its headers, so a retry costs a request, not a body.
+        // It is often one cache node or a stale proxy entry that a second request avoids, and for
+        // a refused resume the retry is the plain GET that recovers (the partial bytes are gone).
+        case .invalidResponse: return true
         case .httpStatus: return [408, 425, 429, 500, 502, 503, 504].contains(statusCode ?? 0)
         default: return false
         }
+    }
+
+    /// A refused answer: `what` says what was asked and what came back.
+    static func invalidResponse(_ method: String, _ url: URL, _ what: String, statusCode: Int? = nil) -> TransportError {
+        TransportError(code: .invalidResponse,
+                       message: "\(method) \(url.absoluteString) \(what); refusing the body (the server or a proxy in between is misbehaving)",
+                       url: url, statusCode: statusCode)
     }
 
     static func cancelled(_ url: URL) -> TransportError {

@@ -127,6 +127,51 @@ struct CurlTransportRetryTests {
         }
     }
 
+    @Test func bodyTrickledFarBelowTheMinimumRateFailsAsATimeoutLikeAStall() async throws {
+        try await withServedFixture { server, fixture in
+            // 2 bytes a second never goes silent: only a rate rule ends it (200 bytes would take 100 s).
+            try fixture.serve("a.bin", randomBytes(200))
+            server.injectFault(.trickle(bytesPerSecond: 2), forPath: "/a.bin")
+            let transport = makeTransport {
+                $0.retry = .none
+                $0.stallTimeout = .seconds(2)
+            }
+            let destination = fixture.outPath("a.bin")
+
+            let error = await #expect(throws: TransportError.self) {
+                try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                                             options: DownloadOptions())
+            }
+
+            #expect(error?.code == .timeout)
+            #expect(error?.curlCode == 28)  // CURLE_OPERATION_TIMEDOUT
+            #expect(error?.isTransient == true)
+            #expect(fileContents(destination).count < 200)
+        }
+    }
+
+    @Test func bodyAboveTheMinimumRateIsNotCutOff() async throws {
+        try await withServedFixture { server, fixture in
+            // 8 s at 8 times the minimum: two whole rate windows, with room for a loaded machine.
+            let contents = randomBytes(64_000)
+            try fixture.serve("a.bin", contents)
+            server.injectFault(.trickle(bytesPerSecond: 8_000), forPath: "/a.bin")
+            let transport = makeTransport {
+                $0.retry = .none
+                $0.stallTimeout = .seconds(4)
+                $0.minimumRate = 1_000
+            }
+            let destination = fixture.outPath("a.bin")
+
+            let response = try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                                                        options: DownloadOptions())
+
+            #expect(response.statusCode == 200)
+            #expect(fileContents(destination) == contents)
+            #expect(server.requests().map(\.fault) == [.trickle(bytesPerSecond: 8_000)])
+        }
+    }
+
     @Test func requestTimeoutEndsAStalledRequestAsATimeout() async throws {
         try await withServedFixture { server, fixture in
             try fixture.serve("a.json", randomBytes(10_000))

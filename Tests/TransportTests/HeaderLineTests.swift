@@ -43,7 +43,12 @@ struct HeaderLineTests {
         #expect(Self.parse(Array("X-A: a".utf8) + [0xA0]) == .field(name: "x-a", value: "a\u{A0}"))
     }
 
-    @Test(arguments: ["\r\n", "", "   \r\n", "no colon here\r\n"])
+    @Test(arguments: ["\r\n", "\n"])
+    func theEmptyLineEndsTheHead(_ line: String) {
+        #expect(Self.parse(line) == .end)
+    }
+
+    @Test(arguments: ["", "   \r\n", "\t\r\n", "no colon here\r\n"])
     func blankAndUnreadableLinesAreOther(_ line: String) {
         #expect(Self.parse(line) == .other)
     }

@@ -195,12 +195,22 @@ extension SyncEngine {
 
     /// Download options that let a large download resume after a restart: the entity tag of a
     /// body over `resumableFrom` bytes is kept beside its partial file, and sent back as `If-Range`.
+    ///
+    /// A content-encoded body (gzip from S3, say) keeps no tag, and loses any older one: the file
+    /// holds decoded bytes, and a range of the encoded representation cannot follow them.
     func resumableOptions(partialPath: String, maxBytes: Int64? = nil, resumableFrom: Int64 = 1 << 20,
                           progress: ProgressHandler? = nil) -> DownloadOptions {
         let sidecar = partialPath + ".etag"
         let etag = (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
         var options = DownloadOptions(resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
         options.onResponseStart = { _, headers in
+            let encoded = headers["content-encoding"].map { value in
+                value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() != "identity" }
+            } ?? false
+            guard !encoded else {
+                unlink(sidecar)
+                return
+            }
             guard let etag = headers["etag"], let length = headers["content-length"].flatMap(Int64.init),
                   length > resumableFrom else { return }
             try? etag.write(toFile: sidecar, atomically: false, encoding: .utf8)

@@ -197,6 +197,14 @@ extension SyncError {
                 return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
             case .fileSystem:
                 return SyncError(code: error.errno == ENOSPC ? .insufficientSpace : .fileSystem, message: prefix + error.message, underlying: error)
+            case .tooLarge:
+                // A file over its declared size, or a document over the in-memory cap: the
+                // storage's contents are at fault, not the network.
+                return SyncError(code: .integrity, message: prefix + error.message, underlying: error)
+            case .invalidResponse:
+                // The hosting (or a proxy in front of it) answered something other than what was
+                // asked; the storage's documents may be fine. The transport's message says what.
+                return SyncError(code: .network, message: prefix + error.message, underlying: error)
             default:
                 return SyncError(code: .network, message: prefix + error.message, underlying: error)
             }

@@ -59,12 +59,20 @@ func withServedFixture<T>(
 
 /// Pseudo-random bytes that differ from run to run, so equal bytes mean a real copy.
 func randomBytes(_ count: Int) -> Data {
-    var generator = SystemRandomNumberGenerator()
+    // One system random seed, then SplitMix64: the system generator costs a getrandom(2) call
+    // per 8 bytes, and megabytes of those on the two cooperative threads starve the loopback
+    // servers of every test running beside.
+    var system = SystemRandomNumberGenerator()
+    var state = system.next()
     var data = Data(count: count)
     data.withUnsafeMutableBytes { buffer in
         var index = 0
         while index < buffer.count {
-            var word = generator.next()
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var word = state
+            word = (word ^ (word >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            word = (word ^ (word >> 27)) &* 0x94D0_49BB_1331_11EB
+            word ^= word >> 31
             for _ in 0..<Swift.min(8, buffer.count - index) {
                 buffer[index] = UInt8(truncatingIfNeeded: word)
                 word >>= 8
