@@ -130,8 +130,10 @@ struct StorageHandler: HTTPHandler {
         let descriptor = open(full, O_RDONLY | O_CLOEXEC)
         let openErrno = descriptor < 0 ? errno : 0
         if descriptor >= 0 { close(descriptor) }
-        FileHandle.standardError.write(Data(("StorageServer: answered 404 for existing file \(full) "
-            + "(open errno \(openErrno), realpath errno \(realpathErrno), root \(root.path))\n").utf8))
+        // write(2), not FileHandle: `sync-agent serve` ignores SIGPIPE, and FileHandle.write
+        // traps on the EPIPE a closed stderr then gives.
+        let line = Array("StorageServer: answered 404 for existing file \(full) (open errno \(openErrno), realpath errno \(realpathErrno), root \(root.path))\n".utf8)
+        _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 
     /// Serves the file at `path` (or `opened`, when the fault already opened it) as `shape` says.

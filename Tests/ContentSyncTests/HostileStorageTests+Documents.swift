@@ -25,7 +25,8 @@ extension HostileStorageTests {
     }
 
     @Test func aStatusLargerThanAnyStatusIsRefusedWithoutReadingItAll() async throws {
-        try await expectRefused(from: "1.0", damaged: "1.1", code: .network, mentioning: "cacheStatus.json") { storage in
+        // The storage's fault, not the network's: .integrity (exit 4), as for any file over its limit.
+        try await expectRefused(from: "1.0", damaged: "1.1", code: .integrity, mentioning: "cacheStatus.json") { storage in
             // Without integrity data, so that resealing leaves the padding alone.
             try StorageEditing.stripIntegrity(storage)
             let path = storage + Self.statusPath

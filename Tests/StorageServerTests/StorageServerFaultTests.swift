@@ -159,7 +159,9 @@ struct StorageServerFaultTests {
         configuration.stallAfterBytes = 64
         try await withServedFixture(configuration: configuration, prepare: { try $0.write("a.bin", contents) }) { server, fixture in
             server.injectFault(.stall, forPath: "/a.bin", times: 1)
-            let result = try await curl(server.url(for: "a.bin"), ["--max-time", "1.5"], in: fixture.scratch)
+            // Long enough for curl to start and get the head on a loaded machine, far below the
+            // 60 s stall limit.
+            let result = try await curl(server.url(for: "a.bin"), ["--max-time", "5"], in: fixture.scratch)
             #expect(result.exitCode == 28)
             #expect(result.status == 200)
             #expect(result.headers["content-length"] == "50000")
