@@ -63,6 +63,10 @@ struct PublishCommand: AsyncParsableCommand {
             } catch {
                 throw CLIFailure(code: 6, message: "cannot read --sign-key \(signKey): \(error.localizedDescription)")
             }
+            // An expired (or NaN, or overflowing) lifetime would publish a status every trusting client refuses.
+            guard signatureDays.isFinite, signatureDays > 0, signatureDays <= 36_500 else {
+                throw CLIFailure(code: 6, message: "--signature-days \(signatureDays) must be above 0 and at most 36500; clients refuse an expired status")
+            }
             options.signatureLifetime = .seconds(Int64(signatureDays * 86_400))
         }
         let report: PublishReport

@@ -212,6 +212,42 @@ struct PublishInterruptionTests {
         }
     }
 
+    @Test func aRollbackThatFailsIsFinishedByTheNextRun() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let points = try cleanCheckpoints(setup, storage: scratch + "/count")
+            let new = try reference(setup, at: scratch + "/reference")
+            try setup.makeBase(at: scratch + "/base")
+            let base = try storageSnapshot(scratch + "/base")
+            var failedRollbacks = 0
+            for point in points where point.phase == .install {
+                // Fail at this install step, then again at each step of the in-process rollback.
+                for undo in 0..<8 {
+                    let storage = scratch + "/storage"
+                    try setup.makeBase(at: storage)
+                    let hook = CheckpointHook { checkpoint in
+                        checkpoint.index == point.index || checkpoint.index == point.index + 1 + undo ? .fail : .proceed
+                    }
+                    var message = ""
+                    do { try setup.publish(storage: storage, hook: hook) } catch { message = "\(error)" }
+                    let rolledBackPartly = message.contains("rolling back failed too") && message.contains("run the same publish again")
+                    #expect(rolledBackPartly || message.contains("rolled back, the storage is 1.0 again"), "\(message)")
+                    if rolledBackPartly {
+                        failedRollbacks += 1
+                        #expect(FileManager.default.fileExists(atPath: storage + "/.content-sync-publish/journal.json"))
+                    } else {
+                        try expectStorage(storage, is: base, "failed at \(point), rollback step \(undo) not reached")
+                    }
+                    let report = try setup.publish(storage: storage)
+                    #expect(!rolledBackPartly || report.recovery == .rolledBack(version: v("1.1"), restored: v("1.0")))
+                    try expectStorage(storage, is: new, "failed at \(point), then its rollback at step \(undo), then run again")
+                    try FileManager.default.removeItem(atPath: storage)
+                }
+            }
+            #expect(failedRollbacks >= 8)
+        }
+    }
+
     @Test func aDifferentPublishAfterAnInterruptedOneRollsItBackAndPublishesFromThePreviousVersion() async throws {
         try await withTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")

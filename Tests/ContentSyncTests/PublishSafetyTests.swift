@@ -218,20 +218,65 @@ struct PublishSafetyTests {
         }
     }
 
-    @Test func anUnreadableJournalStopsThePublishInsteadOfGuessing() async throws {
+    @Test(arguments: [
+        #"{"phase": "elsewhere""#,
+        #"{"format": 2, "phase": "installing", "pid": 1, "toVersion": "1.1", "minimalVersion": "1.0", "statusSHA256": "x", "createdFolders": [], "steps": []}"#,
+    ])
+    func anUnreadableJournalStopsThePublishInsteadOfGuessing(journal: String) async throws {
         try await withTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
             try FileManager.default.createDirectory(atPath: storage + "/.content-sync-publish", withIntermediateDirectories: true)
-            try "{\"phase\": \"elsewhere\"".write(toFile: storage + "/.content-sync-publish/journal.json", atomically: false, encoding: .utf8)
+            try journal.write(toFile: storage + "/.content-sync-publish/journal.json", atomically: false, encoding: .utf8)
             let before = try storageSnapshot(storage)
             #expect {
                 try setup.publish(storage: storage)
             } throws: { error in
-                "\(error)".contains("is not a publish journal")
+                "\(error)".contains("is not a publish journal this sync-agent can read")
             }
             #expect(try storageSnapshot(storage) == before)
+        }
+    }
+
+    /// A typo in --base-url would give the new list and status other URLs than the earlier lists.
+    @Test func aBaseURLOtherThanTheOneTheStorageWasPublishedWithIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let before = try storageSnapshot(storage)
+            var options = try setup.options(storage: storage)
+            options.baseURL = URL(string: "http://publish.invalid/store/")!
+            #expect {
+                try Publisher.publish(options)
+            } throws: { error in
+                "\(error)".contains("is not the base") && "\(error)".contains("Pass --base-url https://publish.invalid/store/")
+            }
+            // The same base, spelled with another letter case of the host, is the same base.
+            options.baseURL = URL(string: "https://PUBLISH.invalid/store")!
+            try Publisher.publish(options)
+            #expect(try storageSnapshot(storage) != before)
+        }
+    }
+
+    @Test func aRefusalAfterRecoverySaysWhatRecoveryDid() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            // Killed once committed; then the same version with other content.
+            let hook = CheckpointHook { $0.phase == .cleanup ? .kill : .proceed }
+            #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: hook) }
+            var other = try setup.options(storage: storage)
+            other.content = try setup.content("1.2")
+            #expect {
+                try Publisher.publish(other)
+            } throws: { error in
+                "\(error)".contains("not greater than the storage's current 1.1")
+                    && "\(error)".contains("(before that, recovery: an interrupted publish of 1.1 over 1.0 had committed")
+            }
+            #expect(!FileManager.default.fileExists(atPath: storage + "/.content-sync-publish"))
         }
     }
 }

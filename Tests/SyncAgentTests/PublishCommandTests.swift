@@ -35,6 +35,20 @@ struct PublishCommandTests {
         }
     }
 
+    @Test(arguments: ["0", "-1", "nan", "inf", "1e300"])
+    func aSignatureLifetimeThatWouldExpireOrOverflowIsRefused(days: String) async throws {
+        try await withScratch { scratch in
+            let key = scratch + "/key"
+            #expect(try await SyncAgentBinary.run(["keygen", "--out", key], scratch: scratch).status == 0)
+            let result = try await SyncAgentBinary.run(
+                ["publish", "--storage", scratch + "/storage", "--content", SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent",
+                 "--version", "1.0", "--base-url", Self.base, "--init", "--sign-key", key, "--signature-days=" + days], scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("--signature-days"))
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/storage"))
+        }
+    }
+
     @Test func aPublishSaysWhatItDidAboutAnInterruptedOne() async throws {
         try await withScratch { scratch in
             let storage = scratch + "/storage"

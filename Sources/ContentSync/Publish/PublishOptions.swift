@@ -21,6 +21,8 @@ public struct PublishOptions: Sendable {
     /// Default: unsigned.
     public var signingKey: String?
     /// How long the signature stays valid; clients refuse an expired status. Default 30 days.
+    /// Not checked here (tests publish expired statuses on purpose); `sync-agent publish`
+    /// refuses a lifetime that is not positive.
     public var signatureLifetime: Duration = .seconds(30 * 86_400)
     /// Tests only: called before every change the publish makes on disk; may stop it there as a
     /// kill or an I/O failure would. Default: none.

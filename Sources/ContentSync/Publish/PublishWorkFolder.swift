@@ -44,7 +44,11 @@ struct PublishWorkFolder {
             return nil
         }
         do {
-            return try JSONDecoder().decode(PublishJournal.self, from: data)
+            let journal = try JSONDecoder().decode(PublishJournal.self, from: data)
+            guard journal.format == 1 else {
+                throw SyncError(code: .configuration, message: "format \(journal.format), this sync-agent reads format 1")
+            }
+            return journal
         } catch {
             throw SyncError(code: .configuration,
                             message: "\(journalPath) is not a publish journal this sync-agent can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(root)",

@@ -51,7 +51,14 @@ public enum Publisher {
         } else {
             (recovery, leftovers) = try recover(paths, run: run)
         }
-        var report = try publishLocked(options, paths: paths, layout: layout, signer: signer, lock: lock, run: run)
+        var report: PublishReport
+        do {
+            report = try publishLocked(options, paths: paths, layout: layout, signer: signer, lock: lock, run: run)
+        } catch {
+            // What recovery did stays true when the publish itself is refused: say it.
+            guard let recovery, !run.killed else { throw error }
+            throw SyncError(code: error.code, message: "\(error.message) (before that, recovery: \(recovery))", underlying: error.underlying)
+        }
         report.recovery = recovery
         report.removedLeftovers = leftovers
         return report
@@ -86,6 +93,10 @@ public enum Publisher {
                     ? " (it was published with other content, minimal version or base URL)" : ""
                 throw SyncError(code: .configuration,
                                 message: "version \(options.version) is not greater than the storage's current \(status.actualVersion)\(same); pass a higher --version")
+            }
+            if let published = readLayout.publishedBase, StorageLayout.normalized(published) != StorageLayout.normalized(layout.baseURL) {
+                throw SyncError(code: .configuration,
+                                message: "--base-url \(layout.baseURL.absoluteString) is not the base \(storage) was published with (\(published.absoluteString), from \(StorageLayout.statusPath)): the new change list would name other URLs than the earlier ones, and clients replaying across both would refuse them. Pass --base-url \(published.absoluteString), or publish the moved storage afresh with --init")
             }
             fromVersion = status.actualVersion
             minimal = options.minimal ?? status.minimalVersion
