@@ -218,6 +218,26 @@ struct PublishSafetyTests {
         }
     }
 
+    /// The scan refuses the name; the snapshot holding it must still be deleted, by its bytes.
+    @Test func aNameThatIsNotUTF8IsRefusedAndLeavesNoWorkFolder() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let before = try storageSnapshot(storage)
+            let content = try setup.content("1.1")
+            let name: [UInt8] = Array((content + "/docs/caf").utf8) + [0xE9, 0x2E, 0x74, 0x78, 0x74, 0]  // "café.txt" in Latin-1
+            let fd = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT, 0o644) } }
+            #expect(fd >= 0)
+            close(fd)
+            #expect(throws: SyncError.self) { try setup.publish(storage: storage) }
+            #expect(try storageSnapshot(storage) == before, "no work folder left, nothing else changed")
+            _ = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { unlink($0.baseAddress!) } }
+            try setup.publish(storage: storage)
+            #expect(try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains("\"1.1\""))
+        }
+    }
+
     @Test(arguments: [
         #"{"phase": "elsewhere""#,
         #"{"format": 2, "phase": "installing", "pid": 1, "toVersion": "1.1", "minimalVersion": "1.0", "statusSHA256": "x", "createdFolders": [], "steps": []}"#,

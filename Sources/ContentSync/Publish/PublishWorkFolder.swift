@@ -77,10 +77,12 @@ struct PublishWorkFolder {
     /// killed meanwhile still finds the journal and makes the same decision again.
     func remove() throws(SyncError) {
         guard exists else { return }
+        // Its own entries have ASCII names; below them (the snapshot) names go by raw bytes, since
+        // a name that is not UTF-8 can be there (the scan then refused it).
         for name in try DirectoryWalker.names(in: root) where name != "journal.json" {
-            try StagingArea.removeTree(root + "/" + name)
+            try RawTree.remove(root + "/" + name)
         }
-        try StagingArea.removeTree(journalPath)
+        try RawTree.remove(journalPath)
         if rmdir(root) != 0 && errno != ENOENT {
             throw SyncError.fileSystem("cannot delete the publish work folder", path: root, errno: errno)
         }
