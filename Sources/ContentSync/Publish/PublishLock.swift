@@ -12,21 +12,32 @@ final class PublishLock {
 
     /// Takes the lock on `storage` (which must exist) or fails at once, naming the holder.
     init(storage: String) throws(SyncError) {
-        fd = open(storage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        // Nothing may throw once `fd` is set: a class whose init throws after that runs its
+        // deinit, which would close the descriptor a second time (by then maybe another's).
+        fd = try Self.lockedDescriptor(storage)
+    }
+
+    /// Opens `storage` and takes the lock; on failure closes what it opened.
+    private static func lockedDescriptor(_ storage: String) throws(SyncError) -> Int32 {
+        let fd = open(storage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
             throw SyncError.fileSystem("cannot open the storage folder to lock it:", path: storage, errno: errno)
         }
-        if flock(fd, LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
-            let holder = Self.holder(of: fd)
-            close(fd)
-            if code == EWOULDBLOCK {
-                let who = holder.map { "process \($0)" } ?? "another process"
-                throw SyncError(code: .configuration,
-                                message: "another publish of \(storage) is running (\(who)); wait for it to finish, or stop it")
-            }
-            throw SyncError.fileSystem("cannot lock the storage folder", path: storage, errno: code)
+        guard flock(fd, LOCK_EX | LOCK_NB) != 0 else { return fd }
+        let code = errno
+        let holder = holder(of: fd)
+        close(fd)
+        if code == EWOULDBLOCK {
+            let who = holder.map { "process \($0)" } ?? "another process"
+            throw SyncError(code: .configuration,
+                            message: "another publish of \(storage) is running (\(who)); wait for it to finish, or stop it")
         }
+        if code == EBADF || code == ENOLCK || code == EOPNOTSUPP {
+            // NFS emulates flock with POSIX locks, which a folder opened read-only cannot take.
+            throw SyncError(code: .fileSystem,
+                            message: "cannot lock the storage folder \(storage): \(String(cString: strerror(code))); its filesystem cannot flock a folder (NFS?): publish from a local filesystem")
+        }
+        throw SyncError.fileSystem("cannot lock the storage folder", path: storage, errno: code)
     }
 
     /// The locked folder's descriptor, for `syncfs` and `fsync`.
