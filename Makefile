@@ -58,7 +58,7 @@ bench: bench-deps
 
 ## Reliability: kill -9 at random moments of 200 updates, disk-full cases on a small tmpfs
 ## (needs root or sudo to mount; skipped otherwise), and kill -9 at random moments of 100
-## publishes plus concurrent publishes. Writes docs/reliability.md. About 45 minutes.
+## publishes plus concurrent publishes. Writes docs/reliability.md. About an hour.
 chaos: deps
 	$(SWIFT) build $(RELEASE) --product sync-agent
 	bash scripts/chaos/run.sh full "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
