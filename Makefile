@@ -56,15 +56,17 @@ bench: bench-deps
 	bash bench/restore.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 	bash bench/scenarios.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 
-## Reliability: kill -9 at random moments of 200 updates, and disk-full cases on a small tmpfs
-## (needs root or sudo to mount; skipped otherwise). Writes docs/reliability.md. About 20 minutes.
+## Reliability: kill -9 at random moments of 200 updates, disk-full cases on a small tmpfs
+## (needs root or sudo to mount; skipped otherwise), and kill -9 at random moments of 100
+## publishes plus concurrent publishes. Writes docs/reliability.md. About an hour.
 chaos: deps
 	$(SWIFT) build $(RELEASE) --product sync-agent
 	bash scripts/chaos/run.sh full "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 	$(SWIFT) build --build-tests
 	CHAOS_RUNS=100 $(SWIFT) test --skip-build --filter FaultConvergence
 
-## The short version for `make test`: 10 kills (fixed seed) and one disk-full round, under a minute.
+## The short version for `make test`: 10 update kills and 6 publish kills (fixed seeds), one
+## disk-full round and one concurrent publish pair, about a minute.
 chaos-short: deps
 	$(SWIFT) build --product sync-agent
 	bash scripts/chaos/run.sh short "$$($(SWIFT) build --show-bin-path)/sync-agent"

@@ -8,11 +8,13 @@ struct PublishCommand: AsyncParsableCommand {
         commandName: "publish",
         abstract: "Publish a folder as the storage's next version: change list, update list, archive, status.",
         discussion: """
-            Compares the storage's RXCacheContent/ with --content and writes the smallest change list \
-            (renames and moves of files and folders found by content hash), appends it to the update list, \
-            rebuilds RXCacheContent.zip deterministically, replaces RXCacheContent/, and writes \
+            Compares the storage's RXCacheContent/ with a snapshot of --content and writes the smallest \
+            change list (renames and moves of files and folders found by content hash), appends it to the \
+            update list, rebuilds RXCacheContent.zip deterministically, replaces RXCacheContent/, and writes \
             cacheStatus.json last, with integrity data. --init creates a storage from a folder at its \
-            first version.
+            first version. Everything is built in <storage>/.content-sync-publish/ first; a publish that was \
+            killed is rolled back or completed by running the same command again. One publish per storage \
+            at a time: a second one fails at once (exit 6).
             """)
 
     @Option(name: .long, help: "The storage folder.")
@@ -61,6 +63,10 @@ struct PublishCommand: AsyncParsableCommand {
             } catch {
                 throw CLIFailure(code: 6, message: "cannot read --sign-key \(signKey): \(error.localizedDescription)")
             }
+            // An expired (or NaN, or overflowing) lifetime would publish a status every trusting client refuses.
+            guard signatureDays.isFinite, signatureDays > 0, signatureDays <= 36_500 else {
+                throw CLIFailure(code: 6, message: "--signature-days \(signatureDays) must be above 0 and at most 36500; clients refuse an expired status")
+            }
             options.signatureLifetime = .seconds(Int64(signatureDays * 86_400))
         }
         let report: PublishReport
@@ -68,6 +74,17 @@ struct PublishCommand: AsyncParsableCommand {
             report = try Publisher.publish(options)
         } catch {
             throw CLIFailure(error)
+        }
+        if let recovery = report.recovery {
+            print("recovered: \(recovery)")
+        }
+        if !report.removedLeftovers.isEmpty {
+            print("recovered: deleted what an older sync-agent's interrupted publish left: " + report.removedLeftovers.joined(separator: ", "))
+        }
+        if report.alreadyPublished {
+            print("\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: nothing to do; "
+                  + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes)), archive \(ProgressBar.bytes(report.archiveBytes))")
+            return
         }
         let from = report.fromVersion.map { "\($0)" } ?? "nothing"
         print("\(dryRun ? "would publish" : "published") \(report.toVersion) (minimal \(report.minimalVersion)) over \(from): "

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# The reliability suite's crash-loop and disk-full parts, with the real sync-agent binary.
+# The reliability suite's crash-loop, disk-full and publish-kill parts, with the real sync-agent binary.
 #
-#   bash scripts/chaos/run.sh full  PATH/TO/sync-agent   # `make chaos`: 200 kills, 3 disk-full rounds,
+#   bash scripts/chaos/run.sh full  PATH/TO/sync-agent   # `make chaos`: 200 sync kills, 3 disk-full rounds,
+#                                                        # 100 publish kills + 3 concurrent pairs,
 #                                                        # writes docs/reliability.md
 #   bash scripts/chaos/run.sh short PATH/TO/sync-agent   # `make chaos-short` (for `make test`):
-#                                                        # 10 kills (fixed seed), 1 disk-full round
+#                                                        # 10 sync kills (fixed seed), 1 disk-full round,
+#                                                        # 6 publish kills (fixed seed) + 1 concurrent pair
 #
 # Environment: SEED=N replays a crash-loop sequence; ITERATIONS=N overrides the kill count;
-# CHAOS_ARGS="--known-issue archive-refetch" is passed to the crash loop (see crash_loop.py).
-# Both parts always run; the exit status is non-zero when either found a failure. The disk-full
+# CHAOS_ARGS="--known-issue archive-refetch" is passed to the crash loop (see crash_loop.py);
+# PUBLISH_SEED=N and PUBLISH_ITERATIONS=N do the same for the publish kill loop.
+# Every part always runs; the exit status is non-zero when any found a failure. The disk-full
 # part prints "SKIP: ..." and succeeds when this machine cannot mount a tmpfs.
 set -uo pipefail
 if [ $# -ne 2 ] || { [ "$1" != full ] && [ "$1" != short ]; }; then
@@ -24,11 +27,14 @@ command -v python3 >/dev/null || { echo "run.sh: python3 is needed" >&2; exit 2;
 if [ "$mode" = full ]; then
   crash=(--profile full --iterations "${ITERATIONS:-200}" --write-docs)
   disk=(--repeat 3 --write-docs)
+  publish=(--profile full --iterations "${PUBLISH_ITERATIONS:-100}" --concurrent 3 --write-docs)
 else
   crash=(--profile short --iterations "${ITERATIONS:-10}" --seed "${SEED:-1}")
   disk=(--repeat 1)
+  publish=(--profile short --iterations "${PUBLISH_ITERATIONS:-6}" --concurrent 1 --seed "${PUBLISH_SEED:-1}")
 fi
 [ -n "${SEED:-}" ] && crash+=(--seed "$SEED")
+[ -n "${PUBLISH_SEED:-}" ] && publish+=(--seed "$PUBLISH_SEED")
 # shellcheck disable=SC2206
 extra=(${CHAOS_ARGS:-})
 
@@ -38,4 +44,7 @@ python3 "$here/crash_loop.py" --agent "$agent" "${crash[@]}" "${extra[@]}" || st
 echo
 echo "== disk full ($mode)"
 python3 "$here/disk_full.py" --agent "$agent" "${disk[@]}" || status=1
+echo
+echo "== publish kill loop ($mode)"
+python3 "$here/publish_kill_loop.py" --agent "$agent" "${publish[@]}" || status=1
 exit $status

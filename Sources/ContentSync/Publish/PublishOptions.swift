@@ -21,7 +21,14 @@ public struct PublishOptions: Sendable {
     /// Default: unsigned.
     public var signingKey: String?
     /// How long the signature stays valid; clients refuse an expired status. Default 30 days.
+    /// Not checked here (tests publish expired statuses on purpose); `sync-agent publish`
+    /// refuses a lifetime that is not positive.
     public var signatureLifetime: Duration = .seconds(30 * 86_400)
+    /// Tests only: called before every change the publish makes on disk; may stop it there as a
+    /// kill or an I/O failure would. Default: none.
+    var checkpoint: (@Sendable (PublishCheckpoint) -> PublishCheckpoint.Decision)?
+    /// Tests only: swap the content folder as on a filesystem without `RENAME_EXCHANGE`.
+    var exchangeUnsupported = false
 
     public init(storage: String, content: String, version: CacheVersion, minimal: CacheVersion? = nil, baseURL: URL) {
         self.storage = storage
@@ -49,4 +56,12 @@ public struct PublishReport: Sendable {
     public var changeListPath: String?
     /// Archive entries copied still deflated from the previous version's archive.
     public var reusedArchiveEntries = 0
+    /// What this publish did first about an interrupted one; nil when there was none.
+    public var recovery: PublishRecovery?
+    /// Files an older `sync-agent`'s interrupted publish left in the storage, deleted first
+    /// (relative to the storage).
+    public var removedLeftovers: [String] = []
+    /// The storage already published this version with this content (an earlier run, perhaps
+    /// one that recovery just completed): nothing was written.
+    public var alreadyPublished = false
 }

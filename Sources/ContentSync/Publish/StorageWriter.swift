@@ -2,8 +2,9 @@ import Archive
 import Crypto
 import Foundation
 
-/// Writes a storage's files: JSON with sorted keys (the same content gives the same bytes),
-/// each file written to a temporary name and renamed into place.
+/// Writes a publish's new files into its work folder's `stage/`, at their storage paths: JSON
+/// with sorted keys (the same content gives the same bytes). It reads the storage itself only
+/// for what the new version builds on: the previous archive, the update list, the change lists.
 struct StorageWriter {
     /// Signs the status file when the publisher was given a key.
     struct Signer {
@@ -11,68 +12,44 @@ struct StorageWriter {
         var expires: Date
     }
 
+    /// The storage folder (read only).
     let root: String
+    /// Where the new files go (`<work folder>/stage`).
+    let stage: String
     let layout: StorageLayout
     var signer: Signer?
 
-    var configFolder: String { root + "/RXCacheConfig" }
-    var historyFolder: String { root + "/RXCacheConfig/HistoryOfVersions" }
+    func staged(_ relative: String) -> String { stage + "/" + relative }
 
-    func prepareFolders() throws(SyncError) {
-        do {
-            try FileManager.default.createDirectory(atPath: historyFolder, withIntermediateDirectories: true)
-        } catch {
-            throw SyncError(code: .fileSystem, message: "cannot create \(historyFolder): \(error)", underlying: error)
-        }
-    }
-
-    /// Replaces `RXCacheContent/` with a copy of `content` (empty folders included), swapping the
-    /// two folders at once so the storage never shows a half-copied tree.
-    func replaceContent(with content: String) throws(SyncError) {
-        let target = root + "/RXCacheContent"
-        let incoming = root + "/.RXCacheContent.incoming"
-        try StagingArea.removeTree(incoming)
-        do {
-            try FileManager.default.copyItem(atPath: content, toPath: incoming)
-        } catch {
-            throw SyncError(code: .fileSystem, message: "cannot copy \(content) into \(incoming): \(error)", underlying: error)
-        }
-        if rename(incoming, target) != 0 {
-            // The folder exists: swap, then delete the previous content.
-            let retired = root + "/.RXCacheContent.retired"
-            try StagingArea.removeTree(retired)
-            guard Foundation.rename(target, retired) == 0, Foundation.rename(incoming, target) == 0 else {
-                throw SyncError.fileSystem("cannot move the new content into", path: target, errno: errno)
-            }
-            try StagingArea.removeTree(retired)
-        }
-    }
 
     /// Archives `content` deterministically under a top-level `RXCacheContent/`, copying from the
     /// current archive the deflated entries of files whose bytes it holds (`sources`: new path →
     /// old path). Returns its size and the number of entries copied.
     func writeArchive(from content: String, sources: [SafeRelativePath: SafeRelativePath] = [:]) throws(SyncError) -> (bytes: Int64, reused: Int) {
-        let path = root + "/RXCacheContent.zip"
-        let temporary = path + ".tmp"
+        let previous = root + "/" + Self.archivePath
+        let path = staged(Self.archivePath)
         let reused: Int
         do {
-            reused = try ZipWriter.archive(folder: content, to: temporary, topLevelFolder: "RXCacheContent",
-                                  reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: path, sources: sources))
+            reused = try ZipWriter.archive(folder: content, to: path, topLevelFolder: "RXCacheContent",
+                                           reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
         } catch {
             throw SyncError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)
         }
-        try moveIntoPlace(temporary, path)
         var info = stat()
         guard stat(path, &info) == 0 else { throw SyncError.fileSystem("cannot read", path: path, errno: errno) }
         return (Int64(info.st_size), reused)
     }
 
-    /// Writes `changes_<from>_<to>.json`; returns its path relative to the storage.
+    static let archivePath = "RXCacheContent.zip"
+
+    /// `changes_<from>_<to>.json`'s path relative to the storage.
+    static func changeListPath(from: CacheVersion, to: CacheVersion) -> String {
+        "RXCacheConfig/HistoryOfVersions/changes_\(from.text)_\(to.text).json"
+    }
+
+    /// Stages `changes_<from>_<to>.json`; returns its path relative to the storage.
     func writeChangeList(from: CacheVersion, to: CacheVersion, changes: [Change.Kind], tree: ContentTree) throws(SyncError) -> String {
-        let relative = "RXCacheConfig/HistoryOfVersions/changes_\(from.text)_\(to.text).json"
-        if FileManager.default.fileExists(atPath: root + "/" + relative) {
-            throw SyncError(code: .configuration, message: "\(relative) already exists; a published change list is never rewritten")
-        }
+        let relative = Self.changeListPath(from: from, to: to)
         let entries: [[String: Any]] = changes.map { change in
             var object = entry(change)
             // Integrity extension: a change that makes a client download a file names its bytes.
@@ -98,6 +75,7 @@ struct StorageWriter {
         return relative
     }
 
+    /// Stages the storage's update list with `changeListPath` appended (once).
     func appendToUpdateList(_ changeListPath: String) throws(SyncError) {
         let path = root + "/" + StorageLayout.updateListPath
         let url = layout.baseURL.absoluteString + changeListPath
@@ -116,7 +94,7 @@ struct StorageWriter {
         try writeJSON(["updatesByVersions": urls], to: StorageLayout.updateListPath)
     }
 
-    /// Writes the per-version content manifest the client repairs from. Returns its path.
+    /// Stages the per-version content manifest the client repairs from. Returns its path.
     func writeContentManifest(_ tree: ContentTree, version: CacheVersion) throws(SyncError) -> String {
         var files: [String: Any] = [:]
         for (path, fingerprint) in tree.files { files[path.string] = ["sha256": fingerprint.sha256, "size": fingerprint.size] }
@@ -127,29 +105,37 @@ struct StorageWriter {
 
     static let contentManifestPath = "RXCacheConfig/contentManifest.json"
 
-    /// Writes `cacheStatus.json` with the integrity block: the tree digest and the SHA-256 and
-    /// size of the archive, the content manifest, the update list and every change list it names.
-    func writeStatus(version: CacheVersion, minimal: CacheVersion, tree: ContentTree, unzippedBytes: Int64) throws(SyncError) {
+    /// Stages `cacheStatus.json` with the integrity block: the tree digest and the SHA-256 and
+    /// size of the archive, the content manifest, the update list and every change list it names
+    /// (each as the storage will hold it once installed: staged if staged, else the storage's).
+    /// Returns the status's bytes.
+    @discardableResult
+    func writeStatus(version: CacheVersion, minimal: CacheVersion, tree: ContentTree, unzippedBytes: Int64) throws(SyncError) -> Data {
         let base = layout.baseURL.absoluteString
-        func facts(_ relative: String) throws(SyncError) -> [String: Any] {
-            let fingerprint = try ContentTree.fingerprint(of: root + "/" + relative)
+        func facts(ofFile path: String) throws(SyncError) -> [String: Any] {
+            let fingerprint = try ContentTree.fingerprint(of: path)
             return ["sha256": fingerprint.sha256, "size": fingerprint.size]
         }
         var changeLists: [String: Any] = [:]
-        if let data = FileManager.default.contents(atPath: root + "/" + StorageLayout.updateListPath),
+        if let data = FileManager.default.contents(atPath: staged(StorageLayout.updateListPath)),
            case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] {
             for case .string(let url) in items where url.hasPrefix(base) {
                 let relative = String(url.dropFirst(base.count))
-                if FileManager.default.fileExists(atPath: root + "/" + relative) { changeLists[url] = try facts(relative) }
+                // This publish's change list is staged; the others are the storage's.
+                if relative.hasPrefix("RXCacheConfig/HistoryOfVersions/") && StagingArea.exists(staged(relative)) {
+                    changeLists[url] = try facts(ofFile: staged(relative))
+                } else if FileManager.default.fileExists(atPath: root + "/" + relative) {
+                    changeLists[url] = try facts(ofFile: root + "/" + relative)
+                }
             }
         }
-        let archive = try facts("RXCacheContent.zip")
+        let archive = try facts(ofFile: staged(Self.archivePath))
         let integrity: [String: Any] = [
             "format": 1,
             "treeDigest": TreeDigest.digest(of: tree),
             "archive": archive,
-            "contentManifest": try facts(Self.contentManifestPath).merging(["url": base + Self.contentManifestPath]) { a, _ in a },
-            "updateList": try facts(StorageLayout.updateListPath),
+            "contentManifest": try facts(ofFile: staged(Self.contentManifestPath)).merging(["url": base + Self.contentManifestPath]) { a, _ in a },
+            "updateList": try facts(ofFile: staged(StorageLayout.updateListPath)),
             "changeLists": changeLists,
         ]
         let status: [String: Any] = [
@@ -162,8 +148,7 @@ struct StorageWriter {
             "integrity": integrity,
         ]
         guard let signer else {
-            try writeJSON(status, to: StorageLayout.statusPath)
-            return
+            return try writeJSON(status, to: StorageLayout.statusPath)
         }
         // Signed: canonicalize through the same reader the client uses, sign, write canonically.
         let data: Data
@@ -177,6 +162,7 @@ struct StorageWriter {
         var signed = try StatusSignature.sign(parsed, with: signer.key, expires: signer.expires).canonicalData
         signed.append(0x0A)
         try writeData(signed, to: StorageLayout.statusPath)
+        return signed
     }
 
     /// MiB rounded up to three decimals, so a declared size is never below the real one.
@@ -204,7 +190,8 @@ struct StorageWriter {
         }
     }
 
-    private func writeJSON(_ object: [String: Any], to relative: String) throws(SyncError) {
+    @discardableResult
+    private func writeJSON(_ object: [String: Any], to relative: String) throws(SyncError) -> Data {
         var data: Data
         do {
             data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
@@ -213,21 +200,11 @@ struct StorageWriter {
         }
         data.append(0x0A)
         try writeData(data, to: relative)
+        return data
     }
 
+    /// Writes a staged file (the stage is private: no temporary name needed).
     private func writeData(_ data: Data, to relative: String) throws(SyncError) {
-        let path = root + "/" + relative
-        do {
-            try data.write(to: URL(fileURLWithPath: path + ".tmp"))
-        } catch {
-            throw SyncError(code: .fileSystem, message: "cannot write \(path): \(error)", underlying: error)
-        }
-        try moveIntoPlace(path + ".tmp", path)
-    }
-
-    private func moveIntoPlace(_ temporary: String, _ path: String) throws(SyncError) {
-        if rename(temporary, path) != 0 {
-            throw SyncError.fileSystem("cannot move \(temporary) to", path: path, errno: errno)
-        }
+        try PublishWorkFolder.write(data, to: staged(relative))
     }
 }

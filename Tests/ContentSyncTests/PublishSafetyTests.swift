@@ -1,0 +1,358 @@
+@testable import ContentSync
+import Foundation
+import Testing
+
+/// One publish per storage, layouts that would corrupt it, and storages an interrupted or older
+/// publish left in a state that must not be built on.
+@Suite("publish refuses what would leave a storage that is not a valid version", .timeLimit(.minutes(3)))
+struct PublishSafetyTests {
+    @Test func aSecondPublishOfTheSameStorageFailsAtOnceNamingTheProcessThatHoldsIt() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let before = try storageSnapshot(storage)
+            // flock belongs to the open file description: a second descriptor in this process conflicts.
+            var held: PublishLock? = try PublishLock(storage: storage)
+            #expect {
+                try PublishLock(storage: storage)
+            } throws: { error in
+                (error as! SyncError).code == .configuration && "\(error)".contains("process \(getpid())")
+            }
+            try FileManager.default.createSymbolicLink(atPath: scratch + "/alias", withDestinationPath: storage)
+            for (path, dryRun) in [(storage, false), (scratch + "/alias", false), (storage, true)] {
+                var options = try setup.options(storage: path)
+                options.dryRun = dryRun
+                #expect {
+                    try Publisher.publish(options)
+                } throws: { error in
+                    (error as! SyncError).code == .configuration && "\(error)".hasPrefix("another publish of /")
+                        && "\(error)".hasSuffix(" is running (process \(getpid())); wait for it to finish, or stop it")
+                }
+            }
+            #expect(try storageSnapshot(storage) == before, "the refused publishes wrote nothing")
+            #expect(held != nil)
+            held = nil
+            try setup.publish(storage: storage)
+            #expect(try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains("\"1.1\""))
+        }
+    }
+
+    @Test func theLockIsHeldFromRecoveryToTheCommit() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let second = try setup.options(storage: storage, version: "1.2")
+            // At every checkpoint of the first publish, a second one is refused.
+            let hook = CheckpointHook { _ in
+                do {
+                    _ = try Publisher.publish(second)
+                    return .fail
+                } catch {
+                    return "\(error)".contains("another publish of") ? .proceed : .fail
+                }
+            }
+            try setup.publish(storage: storage, hook: hook)
+            #expect(hook.checkpoints.count > 10)
+            #expect(try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains("\"1.1\""))
+        }
+    }
+
+    @Test(arguments: [
+        ("storage", "the storage itself"),
+        ("storage/RXCacheContent", "the storage's own RXCacheContent/"),
+        ("storage/RXCacheContent/docs", "inside the storage's own RXCacheContent/"),
+        ("storage/.content-sync-publish", "the storage's publish work folder"),
+        ("storage/sources", "inside the storage"),
+        ("alias/sources", "inside the storage"),
+    ])
+    func aContentFolderInsideTheStorageIsRefused(content: String, words: String) async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            try FileManager.default.createSymbolicLink(atPath: scratch + "/alias", withDestinationPath: storage)
+            let folder = scratch + "/" + content
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            let before = try storageSnapshot(storage)
+            var options = try setup.options(storage: storage)
+            options.content = folder
+            #expect {
+                try Publisher.publish(options)
+            } throws: { error in
+                (error as! SyncError).code == .configuration && "\(error)".contains("is \(words)") && "\(error)".contains("outside the storage")
+            }
+            #expect(try storageSnapshot(storage) == before)
+        }
+    }
+
+    @Test func aStorageInsideTheContentFolderIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let content = try setup.content("1.1")
+            try FileManager.default.createSymbolicLink(atPath: scratch + "/link", withDestinationPath: content)
+            for storage in [content + "/store", scratch + "/link/store"] {
+                var options = try setup.options(storage: storage)
+                options.initialize = true
+                #expect {
+                    try Publisher.publish(options)
+                } throws: { error in
+                    (error as! SyncError).code == .configuration && "\(error)".contains("is inside --content")
+                }
+                #expect(!FileManager.default.fileExists(atPath: content + "/store"), "nothing created")
+            }
+        }
+    }
+
+    @Test func aDryRunRefusesAnInterruptedInstallAndIgnoresAnInterruptedStaging() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let recorder = CheckpointHook()
+            try setup.makeBase(at: scratch + "/count")
+            try setup.publish(storage: scratch + "/count", hook: recorder)
+            let firstInstall = try #require(recorder.checkpoints.first { $0.phase == .install })
+            let archiveStep = try #require(recorder.checkpoints.first { $0.action == "build the archive" })
+            let archiveInPlace = try #require(recorder.checkpoints.first { $0.action.hasPrefix("put RXCacheContent.zip") })
+            // Killed while staging, nothing is visible; killed once installing, the storage may be neither version.
+            for (point, refused) in [(archiveStep, false), (firstInstall, true), (archiveInPlace, true)] {
+                try setup.makeBase(at: storage)
+                _ = try? setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index))
+                let killed = try storageSnapshot(storage)
+                var options = try setup.options(storage: storage)
+                options.dryRun = true
+                if refused {
+                    #expect {
+                        try Publisher.publish(options)
+                    } throws: { error in
+                        "\(error)".contains("was interrupted while installing") && "\(error)".contains("without --dry-run")
+                    }
+                } else {
+                    let report = try Publisher.publish(options)
+                    #expect(!report.changes.isEmpty && report.fromVersion == v("1.0") && report.recovery == nil)
+                }
+                #expect(try storageSnapshot(storage) == killed, "a dry run writes nothing")
+            }
+        }
+    }
+
+    @Test func whatAnOlderSyncAgentsInterruptedPublishLeftIsDeletedAndReported() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            try setup.makeBase(at: scratch + "/reference")
+            try setup.publish(storage: scratch + "/reference")
+            let leftovers = [".RXCacheContent.incoming/a.txt", "RXCacheContent.zip.tmp", "RXCacheConfig/cacheStatus.json.tmp",
+                             "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json.tmp"]
+            for path in leftovers {
+                try FileManager.default.createDirectory(atPath: ((storage + "/" + path) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try "partial".write(toFile: storage + "/" + path, atomically: false, encoding: .utf8)
+            }
+            let report = try setup.publish(storage: storage)
+            #expect(report.removedLeftovers.sorted() == [".RXCacheContent.incoming", "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json.tmp",
+                                                         "RXCacheConfig/cacheStatus.json.tmp", "RXCacheContent.zip.tmp"])
+            #expect(try storageSnapshot(storage) == storageSnapshot(scratch + "/reference"))
+        }
+    }
+
+    /// What the previous publisher left when killed after swapping the content in (defect 5):
+    /// 1.1's content under 1.0's status. Diffing it would publish an empty change list.
+    @Test func contentThatDoesNotMatchTheStatusTreeDigestIsNotBuiltOn() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            try FileManager.default.removeItem(atPath: storage + "/RXCacheContent")
+            try FileManager.default.copyItem(atPath: try setup.content("1.1"), toPath: storage + "/RXCacheContent")
+            let before = try storageSnapshot(storage)
+            #expect {
+                try setup.publish(storage: storage)
+            } throws: { error in
+                "\(error)".contains("does not match the treeDigest") && "\(error)".contains("put 1.0's content back")
+            }
+            #expect(try storageSnapshot(storage) == before)
+        }
+    }
+
+    @Test func runningACompletedPublishAgainChangesNothingAndOtherContentUnderTheSameVersionIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            try setup.publish(storage: storage)
+            let published = try storageSnapshot(storage)
+            let again = try setup.publish(storage: storage)
+            #expect(again.alreadyPublished && again.recovery == nil && again.files == 19)
+            #expect(try storageSnapshot(storage) == published)
+            var other = try setup.options(storage: storage)
+            other.content = try setup.content("1.2")
+            #expect {
+                try Publisher.publish(other)
+            } throws: { error in
+                "\(error)".contains("not greater than the storage's current 1.1 (it was published with other content")
+            }
+            var otherMinimal = try setup.options(storage: storage)
+            otherMinimal.minimal = v("1.1")
+            #expect(throws: SyncError.self) { try Publisher.publish(otherMinimal) }
+            #expect(try storageSnapshot(storage) == published)
+        }
+    }
+
+    @Test func aFifoOrSymlinkInTheContentIsRefusedBeforeItBlocksAndNothingIsLeft() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let before = try storageSnapshot(storage)
+            let content = try setup.content("1.1")
+            #expect(mkfifo(content + "/docs/pipe.txt", 0o644) == 0)
+            #expect {
+                try setup.publish(storage: storage)
+            } throws: { error in
+                "\(error)".contains(content + "/docs/pipe.txt") && "\(error)".contains("special file")
+            }
+            #expect(try storageSnapshot(storage) == before, "no work folder, nothing else")
+        }
+    }
+
+    /// The scan refuses the name; the snapshot holding it must still be deleted, by its bytes.
+    @Test func aNameThatIsNotUTF8IsRefusedAndLeavesNoWorkFolder() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let before = try storageSnapshot(storage)
+            let content = try setup.content("1.1")
+            let name: [UInt8] = Array((content + "/docs/caf").utf8) + [0xE9, 0x2E, 0x74, 0x78, 0x74, 0]  // "café.txt" in Latin-1
+            let fd = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT, 0o644) } }
+            #expect(fd >= 0)
+            close(fd)
+            #expect(throws: SyncError.self) { try setup.publish(storage: storage) }
+            #expect(try storageSnapshot(storage) == before, "no work folder left, nothing else changed")
+            _ = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { unlink($0.baseAddress!) } }
+            try setup.publish(storage: storage)
+            #expect(try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains("\"1.1\""))
+        }
+    }
+
+    @Test(arguments: [
+        #"{"phase": "elsewhere""#,
+        #"{"format": 2, "phase": "installing", "pid": 1, "toVersion": "1.1", "minimalVersion": "1.0", "statusSHA256": "x", "createdFolders": [], "steps": []}"#,
+    ])
+    func anUnreadableJournalStopsThePublishInsteadOfGuessing(journal: String) async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            try FileManager.default.createDirectory(atPath: storage + "/.content-sync-publish", withIntermediateDirectories: true)
+            try journal.write(toFile: storage + "/.content-sync-publish/journal.json", atomically: false, encoding: .utf8)
+            let before = try storageSnapshot(storage)
+            #expect {
+                try setup.publish(storage: storage)
+            } throws: { error in
+                "\(error)".contains("is not a publish journal this sync-agent can read")
+            }
+            #expect(try storageSnapshot(storage) == before)
+        }
+    }
+
+    /// A typo in --base-url would give the new list and status other URLs than the earlier lists.
+    @Test func aBaseURLOtherThanTheOneTheStorageWasPublishedWithIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let before = try storageSnapshot(storage)
+            var options = try setup.options(storage: storage)
+            options.baseURL = URL(string: "http://publish.invalid/store/")!
+            #expect {
+                try Publisher.publish(options)
+            } throws: { error in
+                "\(error)".contains("is not the base") && "\(error)".contains("Pass --base-url https://publish.invalid/store/")
+            }
+            // The same base, spelled with another letter case of the host, is the same base.
+            options.baseURL = URL(string: "https://PUBLISH.invalid/store")!
+            try Publisher.publish(options)
+            #expect(try storageSnapshot(storage) != before)
+        }
+    }
+
+    @Test func aRefusalAfterRecoverySaysWhatRecoveryDid() async throws {
+        try await withTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            // Killed once committed; then the same version with other content.
+            let hook = CheckpointHook { $0.phase == .cleanup ? .kill : .proceed }
+            #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: hook) }
+            var other = try setup.options(storage: storage)
+            other.content = try setup.content("1.2")
+            #expect {
+                try Publisher.publish(other)
+            } throws: { error in
+                "\(error)".contains("not greater than the storage's current 1.1")
+                    && "\(error)".contains("(before that, recovery: an interrupted publish of 1.1 over 1.0 had committed")
+            }
+            #expect(!FileManager.default.fileExists(atPath: storage + "/.content-sync-publish"))
+        }
+    }
+}
+
+/// The recovery rules and the lock holder's lookup, without I/O.
+@Suite("publish recovery decisions")
+struct PublishJournalTests {
+    func journal(_ phase: PublishJournal.Phase, status: String? = "abc") -> PublishJournal {
+        var journal = PublishJournal(phase: phase, pid: 1, fromVersion: "1.0", toVersion: "1.1", minimalVersion: "1.0")
+        journal.statusSHA256 = status
+        return journal
+    }
+
+    @Test func theVisibleStatusDecidesBetweenRollingBackAndFinishing() {
+        let cases: [(PublishJournal?, String?, PublishJournal.Recovery)] = [
+            (nil, "abc", .discard),
+            (journal(.staging), "abc", .discard),
+            (journal(.staging, status: nil), nil, .discard),
+            (journal(.installing), "old", .rollBack),
+            (journal(.installing), nil, .rollBack),
+            (journal(.installing), "abc", .finish),
+        ]
+        for (journal, visible, expected) in cases {
+            #expect(PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) == expected, "\(String(describing: journal?.phase)) \(String(describing: visible))")
+        }
+    }
+
+    @Test func eachStepIsUndoneFromWhatIsOnDisk() {
+        #expect(PublishJournal.undo(fileExisted: true, keptExists: true) == .restoreKept)
+        #expect(PublishJournal.undo(fileExisted: true, keptExists: false) == .nothing)
+        #expect(PublishJournal.undo(fileExisted: false, keptExists: false) == .remove)
+        #expect(PublishJournal.undo(fileExisted: false, keptExists: true) == .restoreKept)
+        let folders: [(Bool, Bool, Bool, Bool, PublishJournal.FolderUndo)] = [
+            (true, true, false, true, .exchangeBack),
+            (true, false, true, true, .moveOutAndRestoreKept),
+            (true, false, false, true, .moveOut),
+            (false, true, false, true, .nothing),
+            (false, false, true, false, .restoreKept),
+            (false, false, false, false, .nothing),
+            (false, false, true, true, .nothing),
+        ]
+        for (isStaged, stagedExists, keptExists, destinationExists, expected) in folders {
+            #expect(PublishJournal.undoFolder(destinationIsStaged: isStaged, stagedPathExists: stagedExists,
+                                              keptExists: keptExists, destinationExists: destinationExists) == expected)
+        }
+    }
+
+    @Test func theLockHolderIsReadFromProcLocks() {
+        let text = """
+            1: POSIX  ADVISORY  WRITE 77 08:01:131 0 EOF
+            2: FLOCK  ADVISORY  WRITE 1234 00:2e:5551 0 EOF
+            2: -> FLOCK  ADVISORY  WRITE 999 00:2e:5551 0 EOF
+            3: FLOCK  ADVISORY  READ 42 00:2e:77 0 EOF
+            """
+        #expect(PublishLock.holder(in: text, identity: "00:2e:5551") == 1234)
+        #expect(PublishLock.holder(in: text, identity: "08:01:131") == nil)
+        #expect(PublishLock.holder(in: text, identity: "00:2e:77") == nil)
+    }
+}

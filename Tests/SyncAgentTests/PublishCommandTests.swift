@@ -1,0 +1,67 @@
+import Foundation
+import Testing
+
+/// `sync-agent publish` between processes: the storage lock and what recovery prints.
+@Suite("sync-agent publish keeps one publish per storage and says what it recovered", .timeLimit(.minutes(2)))
+struct PublishCommandTests {
+    static let base = "https://publish.invalid/store/"
+
+    func publish(_ version: String, storage: String, scratch: String, initialize: Bool = false) async throws -> CommandResult {
+        var arguments = ["publish", "--storage", storage, "--content", SyncAgentCLITests.exampleStorage + "/\(version)/RXCacheContent",
+                         "--version", version, "--base-url", Self.base]
+        if initialize { arguments.append("--init") }
+        return try await SyncAgentBinary.run(arguments, scratch: scratch)
+    }
+
+    @Test func aPublishOfAStorageAnotherProcessIsPublishingExitsSixAtOnceNamingThatProcess() async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage"
+            let first = try await publish("1.0", storage: storage, scratch: scratch, initialize: true)
+            #expect(first.status == 0, "\(first.stderr)")
+            let status = try String(contentsOfFile: storage + "/RXCacheConfig/cacheStatus.json", encoding: .utf8)
+            // This test process holds the lock a running publish would hold.
+            let fd = open(storage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            let refused = try await publish("1.1", storage: storage, scratch: scratch)
+            #expect(refused.status == 6)
+            #expect(refused.stderr == "sync-agent: another publish of \(storage) is running (process \(getpid())); wait for it to finish, or stop it\n")
+            #expect(try String(contentsOfFile: storage + "/RXCacheConfig/cacheStatus.json", encoding: .utf8) == status)
+            close(fd)
+            let second = try await publish("1.1", storage: storage, scratch: scratch)
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stdout.hasPrefix("published 1.1 (minimal 1.0) over 1.0:"))
+            let again = try await publish("1.1", storage: storage, scratch: scratch)
+            #expect(again.status == 0 && again.stdout.hasPrefix("1.1 (minimal 1.0) is already published with this content: nothing to do"))
+        }
+    }
+
+    @Test(arguments: ["0", "-1", "nan", "inf", "1e300"])
+    func aSignatureLifetimeThatWouldExpireOrOverflowIsRefused(days: String) async throws {
+        try await withScratch { scratch in
+            let key = scratch + "/key"
+            #expect(try await SyncAgentBinary.run(["keygen", "--out", key], scratch: scratch).status == 0)
+            let result = try await SyncAgentBinary.run(
+                ["publish", "--storage", scratch + "/storage", "--content", SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent",
+                 "--version", "1.0", "--base-url", Self.base, "--init", "--sign-key", key, "--signature-days=" + days], scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("--signature-days"))
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/storage"))
+        }
+    }
+
+    @Test func aPublishSaysWhatItDidAboutAnInterruptedOne() async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage"
+            #expect(try await publish("1.0", storage: storage, scratch: scratch, initialize: true).status == 0)
+            // What a publish killed while staging leaves: a work folder with a staging journal.
+            let work = storage + "/.content-sync-publish"
+            try FileManager.default.createDirectory(atPath: work + "/stage/RXCacheContent", withIntermediateDirectories: true)
+            let journal = #"{"format": 1, "phase": "staging", "pid": 1, "fromVersion": "1.0", "toVersion": "1.1", "minimalVersion": "1.0", "createdFolders": [], "steps": []}"#
+            try journal.write(toFile: work + "/journal.json", atomically: false, encoding: .utf8)
+            let result = try await publish("1.1", storage: storage, scratch: scratch)
+            #expect(result.status == 0, "\(result.stderr)")
+            #expect(result.stdout.hasPrefix("recovered: an interrupted publish of 1.1 had installed nothing; deleted its work folder\npublished 1.1"))
+            #expect(!FileManager.default.fileExists(atPath: work))
+        }
+    }
+}
