@@ -46,6 +46,13 @@ enum DirectoryWalker {
         }
     }
 
+    /// The names in one folder that are UTF-8 (others cannot be named by a `String`; use a
+    /// ``FolderCursor`` for those). A missing folder has none.
+    static func names(in path: String) throws(SyncError) -> [String] {
+        guard let cursor = try FolderCursor(at: path) else { return [] }
+        return try cursor.entries().compactMap { String(validating: $0.name, as: UTF8.self) }
+    }
+
     /// Visits the entries of the folder at `cursor` (whose path is `folder`, `length` bytes long)
     /// and returns the names of the subfolders to enter.
     private static func visitEntries(of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int,

@@ -5,10 +5,11 @@ import Foundation
 /// the archive and the published content all come from one reading of it, however `--content`
 /// changes meanwhile.
 ///
-/// Names are copied as raw bytes (``RawTree``; the scan of the copy judges them), folders are
-/// created 0755 and files 0644 (what static hosting needs; modes are not part of a version).
-/// Symlinks and special files are refused before anything is opened, so a fifo cannot block
-/// the copy.
+/// Both trees are walked together with ``FolderCursor``s: names are copied as raw bytes (the
+/// scan of the copy judges them), each open relative to its folder, so any legal depth works
+/// with a constant number of descriptors and no path longer than one name. Folders are created
+/// 0755 and files 0644 (what static hosting needs; modes are not part of a version). Symlinks and
+/// special files are refused before anything is opened, so a fifo cannot block the copy.
 enum ContentSnapshot {
     /// Copies `source` to `destination` (which must not exist). Returns bytes copied.
     @discardableResult
@@ -16,47 +17,83 @@ enum ContentSnapshot {
         guard mkdir(destination, 0o755) == 0 else {
             throw SyncError.fileSystem("cannot create the content snapshot folder", path: destination, errno: errno)
         }
+        guard var from = try FolderCursor(at: source) else {
+            throw SyncError.fileSystem("cannot read folder", path: source, errno: ENOENT)
+        }
+        guard var to = try FolderCursor(at: destination) else {
+            throw SyncError.fileSystem("cannot read folder", path: destination, errno: ENOENT)
+        }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
         var copied: Int64 = 0
-        // Relative paths as raw bytes; "" is the root.
-        var pending: [[UInt8]] = [[]]
-        while let folder = pending.popLast() {
-            for (name, kind) in try RawTree.entries(source, folder) {
-                let child = RawTree.appending(folder, name)
-                let from = RawTree.join(source, child)
-                let to = RawTree.join(destination, child)
-                switch kind {
-                case S_IFDIR:
-                    guard RawTree.withCPath(to, { mkdir($0, 0o755) }) == 0 else {
-                        throw SyncError.fileSystem("cannot create folder", path: RawTree.shown(to), errno: errno)
-                    }
-                    pending.append(child)
-                case S_IFREG:
-                    copied += try copyFile(from, to, buffer: buffer)
-                default:
-                    throw SyncError(code: .unsafePath,
-                                    message: "\(RawTree.shown(from)) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
+        /// A folder being copied: its path (raw, for messages) and its subfolders still to copy.
+        struct Frame {
+            var path: [UInt8]
+            var subfolders: [[UInt8]]
+        }
+        var frames = [Frame(path: [], subfolders: try copyEntries(from, to, at: [], shownFrom: source, buffer: buffer, copied: &copied))]
+        while let top = frames.indices.last {
+            guard let name = frames[top].subfolders.popLast() else {
+                frames.removeLast()
+                if !frames.isEmpty {
+                    try from.ascend()
+                    try to.ascend()
                 }
+                continue
             }
+            let path = frames[top].path.isEmpty ? name : frames[top].path + [0x2F] + name
+            guard try from.descend(into: name) else { throw special(source, path) }
+            guard try to.descend(into: name) else {
+                throw SyncError.fileSystem("cannot enter the copied folder \(EscapedName.text(path)) in", path: destination, errno: ENOENT)
+            }
+            frames.append(Frame(path: path, subfolders: try copyEntries(from, to, at: path, shownFrom: source, buffer: buffer, copied: &copied)))
         }
         return copied
     }
 
-    private static func copyFile(_ from: [UInt8], _ to: [UInt8], buffer: UnsafeMutableRawBufferPointer) throws(SyncError) -> Int64 {
+    /// Copies the files of the folder at `from` into the one at `to`, creates its subfolders
+    /// there, and returns their names.
+    private static func copyEntries(_ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], shownFrom source: String,
+                                    buffer: UnsafeMutableRawBufferPointer, copied: inout Int64) throws(SyncError) -> [[UInt8]] {
+        var subfolders: [[UInt8]] = []
+        for entry in try from.entries() {
+            let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
+            switch entry.info.st_mode & S_IFMT {
+            case S_IFDIR:
+                guard entry.name.withCString({ mkdirat(to.descriptor, $0, 0o755) }) == 0 else {
+                    throw SyncError.fileSystem("cannot create folder \(EscapedName.text(path)) in", path: to.shownAs, errno: errno)
+                }
+                subfolders.append(entry.name)
+            case S_IFREG:
+                copied += try copyFile(entry.name, from: from.descriptor, to: to.descriptor, shown: source + "/" + EscapedName.text(path),
+                                       buffer: buffer)
+            default:
+                throw special(source, path)
+            }
+        }
+        return subfolders.reversed()
+    }
+
+    private static func special(_ source: String, _ path: [UInt8]) -> SyncError {
+        SyncError(code: .unsafePath,
+                  message: "\(source)/\(EscapedName.text(path)) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
+    }
+
+    private static func copyFile(_ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String,
+                                 buffer: UnsafeMutableRawBufferPointer) throws(SyncError) -> Int64 {
         // O_NOFOLLOW | O_NONBLOCK: a file swapped for a symlink or fifo since the listing is
         // refused or opened without blocking, then refused by the fstat below.
-        let input = RawTree.withCPath(from) { open($0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
-        guard input >= 0 else { throw SyncError.fileSystem("cannot open", path: RawTree.shown(from), errno: errno) }
+        let input = name.withCString { openat(sourceFolder, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        guard input >= 0 else { throw SyncError.fileSystem("cannot open", path: shown, errno: errno) }
         defer { close(input) }
         var info = stat()
-        guard fstat(input, &info) == 0 else { throw SyncError.fileSystem("cannot read", path: RawTree.shown(from), errno: errno) }
+        guard fstat(input, &info) == 0 else { throw SyncError.fileSystem("cannot read", path: shown, errno: errno) }
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw SyncError(code: .unsafePath,
-                            message: "\(RawTree.shown(from)) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
+                            message: "\(shown) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
         }
-        let output = RawTree.withCPath(to) { open($0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
-        guard output >= 0 else { throw SyncError.fileSystem("cannot create", path: RawTree.shown(to), errno: errno) }
+        let output = name.withCString { openat(targetFolder, $0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        guard output >= 0 else { throw SyncError.fileSystem("cannot create the copy of", path: shown, errno: errno) }
         defer { close(output) }
         var total: Int64 = 0
         // sendfile copies inside the kernel; a filesystem that cannot do it falls back to read/write.
@@ -65,7 +102,7 @@ enum ContentSnapshot {
             if count < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
                 if total == 0 && (errno == EINVAL || errno == ENOSYS) { break }
-                throw SyncError.fileSystem("cannot copy \(RawTree.shown(from)) to", path: RawTree.shown(to), errno: errno)
+                throw SyncError.fileSystem("cannot copy", path: shown, errno: errno)
             }
             if count == 0 { return total }
             total += Int64(count)
@@ -74,7 +111,7 @@ enum ContentSnapshot {
             let count = read(input, buffer.baseAddress, buffer.count)
             if count < 0 {
                 if errno == EINTR || errno == EAGAIN { continue }
-                throw SyncError.fileSystem("cannot read", path: RawTree.shown(from), errno: errno)
+                throw SyncError.fileSystem("cannot read", path: shown, errno: errno)
             }
             if count == 0 { break }
             var written = 0
@@ -82,7 +119,7 @@ enum ContentSnapshot {
                 let result = write(output, buffer.baseAddress! + written, count - written)
                 if result < 0 {
                     if errno == EINTR { continue }
-                    throw SyncError.fileSystem("cannot write", path: RawTree.shown(to), errno: errno)
+                    throw SyncError.fileSystem("cannot write the copy of", path: shown, errno: errno)
                 }
                 written += result
             }

@@ -80,9 +80,9 @@ struct PublishWorkFolder {
         // Its own entries have ASCII names; below them (the snapshot) names go by raw bytes, since
         // a name that is not UTF-8 can be there (the scan then refused it).
         for name in try DirectoryWalker.names(in: root) where name != "journal.json" {
-            try RawTree.remove(root + "/" + name)
+            try TreeRemoval.remove(root + "/" + name)
         }
-        try RawTree.remove(journalPath)
+        try TreeRemoval.remove(journalPath)
         if rmdir(root) != 0 && errno != ENOENT {
             throw SyncError.fileSystem("cannot delete the publish work folder", path: root, errno: errno)
         }

@@ -48,7 +48,7 @@ extension Publisher {
         }
         for relative in candidates where StagingArea.exists(paths.storage + "/" + relative) {
             try run.checkpoint(.recovery, "delete the leftover \(relative)")
-            try RawTree.remove(paths.storage + "/" + relative)
+            try TreeRemoval.remove(paths.storage + "/" + relative)
             removed.append(relative)
         }
         return (recovery, removed)
