@@ -183,28 +183,11 @@ struct StagingArea: Sendable {
             throw SyncError.fileSystem("cannot copy \(names.source) to", path: names.target, errno: errno)
         }
         defer { close(output) }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 16, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let count = read(input, buffer.baseAddress, buffer.count)
-            if count < 0 {
-                if errno == EINTR { continue }
-                let code = errno
-                unlinkat(targetFolder, target, 0)
-                throw SyncError.fileSystem("cannot read", path: names.source, errno: code)
-            }
-            if count == 0 { return }
-            var offset = 0
-            while offset < count {
-                let written = write(output, buffer.baseAddress! + offset, count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    let code = errno
-                    unlinkat(targetFolder, target, 0)
-                    throw SyncError.fileSystem("cannot copy \(names.source) to", path: names.target, errno: code)
-                }
-                offset += written
-            }
+        do {
+            try FileCopy.copy(from: input, to: output, shownFrom: names.source, shownTo: names.target)
+        } catch {
+            unlinkat(targetFolder, target, 0)
+            throw error
         }
     }
 }

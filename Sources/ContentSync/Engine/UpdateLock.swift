@@ -29,14 +29,11 @@ final class UpdateLock {
         guard stateLock >= 0 else {
             throw SyncError.fileSystem("cannot open the update lock", path: lockPath, errno: errno)
         }
-        if flock(stateLock, LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
+        do {
+            try Self.lockExclusively(stateLock, path: lockPath, contentDirectory: contentDirectory)
+        } catch {
             close(stateLock)
-            if code == EWOULDBLOCK {
-                throw SyncError(code: .configuration,
-                                message: "another update of \(contentDirectory) is running (it holds \(lockPath)); wait for it to finish or stop it")
-            }
-            throw SyncError.fileSystem("cannot take the update lock", path: lockPath, errno: code)
+            throw error
         }
         do {
             folderLock = try Self.lockFolder(stagingRoot, contentDirectory: contentDirectory)
@@ -57,6 +54,17 @@ final class UpdateLock {
         close(folderLock)
         flock(stateLock, LOCK_UN)
         close(stateLock)
+    }
+
+    /// An exclusive `flock` on `descriptor` (the file at `path`), or the error that says who holds it.
+    private static func lockExclusively(_ descriptor: Int32, path: String, contentDirectory: String) throws(SyncError) {
+        guard flock(descriptor, LOCK_EX | LOCK_NB) != 0 else { return }
+        let code = errno
+        if code == EWOULDBLOCK {
+            throw SyncError(code: .configuration,
+                            message: "another update of \(contentDirectory) is running (it holds \(path)); wait for it to finish or stop it")
+        }
+        throw SyncError.fileSystem("cannot lock", path: path, errno: code)
     }
 
     /// Creates (if needed), opens and locks the staging folder; returns its descriptor.
@@ -81,14 +89,11 @@ final class UpdateLock {
                 }
                 throw SyncError.fileSystem("cannot open the staging folder", path: path, errno: code)
             }
-            if flock(folder, LOCK_EX | LOCK_NB) != 0 {
-                let code = errno
+            do {
+                try lockExclusively(folder, path: path, contentDirectory: contentDirectory)
+            } catch {
                 close(folder)
-                if code == EWOULDBLOCK {
-                    throw SyncError(code: .configuration,
-                                    message: "another update of \(contentDirectory) is running (it holds \(path)); wait for it to finish or stop it")
-                }
-                throw SyncError.fileSystem("cannot lock the staging folder", path: path, errno: code)
+                throw error
             }
             // Locked: but is it still the folder at that path, or one its last holder removed?
             var held = stat()

@@ -23,15 +23,13 @@ enum ContentSnapshot {
         guard var to = try FolderCursor(at: destination) else {
             throw SyncError.fileSystem("cannot read folder", path: destination, errno: ENOENT)
         }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
         var copied: Int64 = 0
         /// A folder being copied: its path (raw, for messages) and its subfolders still to copy.
         struct Frame {
             var path: [UInt8]
             var subfolders: [[UInt8]]
         }
-        var frames = [Frame(path: [], subfolders: try copyEntries(from, to, at: [], shownFrom: source, buffer: buffer, copied: &copied))]
+        var frames = [Frame(path: [], subfolders: try copyEntries(from, to, at: [], shownFrom: source, copied: &copied))]
         while let top = frames.indices.last {
             guard let name = frames[top].subfolders.popLast() else {
                 frames.removeLast()
@@ -46,7 +44,7 @@ enum ContentSnapshot {
             guard try to.descend(into: name) else {
                 throw SyncError.fileSystem("cannot enter the copied folder \(EscapedName.text(path)) in", path: destination, errno: ENOENT)
             }
-            frames.append(Frame(path: path, subfolders: try copyEntries(from, to, at: path, shownFrom: source, buffer: buffer, copied: &copied)))
+            frames.append(Frame(path: path, subfolders: try copyEntries(from, to, at: path, shownFrom: source, copied: &copied)))
         }
         return copied
     }
@@ -54,7 +52,7 @@ enum ContentSnapshot {
     /// Copies the files of the folder at `from` into the one at `to`, creates its subfolders
     /// there, and returns their names.
     private static func copyEntries(_ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], shownFrom source: String,
-                                    buffer: UnsafeMutableRawBufferPointer, copied: inout Int64) throws(SyncError) -> [[UInt8]] {
+                                    copied: inout Int64) throws(SyncError) -> [[UInt8]] {
         var subfolders: [[UInt8]] = []
         for entry in try from.entries() {
             let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
@@ -65,8 +63,7 @@ enum ContentSnapshot {
                 }
                 subfolders.append(entry.name)
             case S_IFREG:
-                copied += try copyFile(entry.name, from: from.descriptor, to: to.descriptor, shown: source + "/" + EscapedName.text(path),
-                                       buffer: buffer)
+                copied += try copyFile(entry.name, from: from.descriptor, to: to.descriptor, shown: source + "/" + EscapedName.text(path))
             default:
                 throw special(source, path)
             }
@@ -79,8 +76,7 @@ enum ContentSnapshot {
                   message: "\(source)/\(EscapedName.text(path)) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
     }
 
-    private static func copyFile(_ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String,
-                                 buffer: UnsafeMutableRawBufferPointer) throws(SyncError) -> Int64 {
+    private static func copyFile(_ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String) throws(SyncError) -> Int64 {
         // O_NOFOLLOW | O_NONBLOCK: a file swapped for a symlink or fifo since the listing is
         // refused or opened without blocking, then refused by the fstat below.
         let input = name.withCString { openat(sourceFolder, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
@@ -95,36 +91,6 @@ enum ContentSnapshot {
         let output = name.withCString { openat(targetFolder, $0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
         guard output >= 0 else { throw SyncError.fileSystem("cannot create the copy of", path: shown, errno: errno) }
         defer { close(output) }
-        var total: Int64 = 0
-        // sendfile copies inside the kernel; a filesystem that cannot do it falls back to read/write.
-        while true {
-            let count = sendfile(output, input, nil, 1 << 30)
-            if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                if total == 0 && (errno == EINVAL || errno == ENOSYS) { break }
-                throw SyncError.fileSystem("cannot copy", path: shown, errno: errno)
-            }
-            if count == 0 { return total }
-            total += Int64(count)
-        }
-        while true {
-            let count = read(input, buffer.baseAddress, buffer.count)
-            if count < 0 {
-                if errno == EINTR || errno == EAGAIN { continue }
-                throw SyncError.fileSystem("cannot read", path: shown, errno: errno)
-            }
-            if count == 0 { break }
-            var written = 0
-            while written < count {
-                let result = write(output, buffer.baseAddress! + written, count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw SyncError.fileSystem("cannot write the copy of", path: shown, errno: errno)
-                }
-                written += result
-            }
-            total += Int64(count)
-        }
-        return total
+        return try FileCopy.copy(from: input, to: output, shownFrom: shown, shownTo: "its snapshot copy")
     }
 }
