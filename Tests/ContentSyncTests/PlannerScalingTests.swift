@@ -79,6 +79,21 @@ struct PlannerScalingTests {
         #expect(plan.warnings.last == "4000 more tolerated mistakes in the change lists are not listed")
         #expect(plan.warnings.first?.contains("change #0: remove of 'gone/0.txt'") == true)
     }
+
+    @Test func aFolderRefreshNamingFilesTheClientLacksCreatesNothing() throws {
+        let layout = try StorageLayout(baseURL: URL(string: "https://h.example/s/")!)
+        let hash = String(repeating: "c", count: 64)
+        let files = (0..<20_000).map { "\"f\($0).txt\": {\"sha256\": \"\(hash)\", \"size\": 1}" }.joined(separator: ", ")
+        let json = #"{"changes": [{"oldPath": "https://h.example/s/RXCacheContent/d", "newPath": "https://h.example/s/RXCacheContent/d", "isDeepFolderRedownload": true, "files": {\#(files), "keep.txt": {"sha256": "\#(hash)", "size": 2}}}], "from": "1.0", "to": "1.1"}"#
+        let reader = try ChangeListReader(Data(json.utf8), from: URL(string: "https://h.example/s/changes_1.0_1.1.json")!, layout: layout)
+        var tree = VirtualTree(local: LocalTree(folders: [p("d")], files: [p("d/keep.txt")]))
+        let before = tree.allocatedNodes
+        try reader.forEachChange { tree.apply($0, listName: reader.name) }
+        #expect(tree.allocatedNodes == before)
+        let plan = tree.plan(from: v("1.0"), to: v("1.1"))
+        #expect(plan.downloads == [p("d/keep.txt")])
+        #expect(plan.expectedFingerprints == [p("d/keep.txt"): FileFingerprint(size: 2, sha256: hash)])
+    }
 }
 
 /// A change list of `kinds`, numbered in order.

@@ -139,6 +139,20 @@ public final class StateStore: Sendable {
         try await read { db in try CachedResourceRecord.fetchOne(db, key: url.absoluteString) }
     }
 
+    /// The stored ETag of `url`, without reading its body (a change list's may be 60 MB).
+    func cachedETag(_ url: URL) async throws(SyncError) -> String? {
+        try await read { db in
+            try String.fetchOne(db, sql: "SELECT etag FROM cachedResource WHERE url = ?", arguments: [url.absoluteString])
+        }
+    }
+
+    /// Forgets the stored copies of `urls`.
+    func deleteCachedResources(_ urls: [URL]) async throws(SyncError) {
+        guard !urls.isEmpty else { return }
+        let keys = urls.map(\.absoluteString)
+        try await write { db in _ = try CachedResourceRecord.deleteAll(db, keys: keys) }
+    }
+
     func saveCachedResource(_ record: CachedResourceRecord) async throws(SyncError) {
         try await write { db in try record.save(db) }
     }
