@@ -525,14 +525,18 @@ struct VirtualTree: Sendable {
     /// Every path and what stands there, parents before children, in path order.
     func entries() -> [(SafeRelativePath, Node)] {
         var result: [(SafeRelativePath, Node)] = []
-        walk { path, id in result.append((path, node(id))) }
+        walk(folder: { path, _ in result.append((path, .folder)) },
+             file: { parent, id in result.append((path(of: id, in: parent), node(id))) })
         return result
     }
 
-    /// Calls `body` for every node but the root in path order: each folder's children sorted by
-    /// name, a folder right before what it holds (the order of `SafeRelativePath`'s `<`).
-    private func walk(_ body: (SafeRelativePath, NodeID) -> Void) {
-        var stack: [(NodeID, SafeRelativePath)] = []
+    /// Visits every node but the root in path order: each folder's children sorted by name, a
+    /// folder right before what it holds (the order of `SafeRelativePath`'s `<`). A folder is
+    /// given its path; a file its folder's, so that a caller who has the file's path already
+    /// need not build it again.
+    private func walk(folder visitFolder: (SafeRelativePath, NodeID) -> Void,
+                      file visitFile: (_ parent: SafeRelativePath, NodeID) -> Void) {
+        var stack: [(node: NodeID, parent: SafeRelativePath)] = []
         var children: [NodeID] = []
         func push(childrenOf folder: NodeID, at path: SafeRelativePath) {
             children.removeAll(keepingCapacity: true)
@@ -541,34 +545,57 @@ struct VirtualTree: Sendable {
                 children.append(child)
                 child = nextSiblings[Int(child)]
             }
+            // Pushed last name first, so the first name comes off the stack first.
             children.sort { names[Int($0)] > names[Int($1)] }
-            for child in children {
-                // Names come from checked paths, so they are always valid components.
-                stack.append((child, try! path.appending(component: names[Int(child)])))
-            }
+            for child in children { stack.append((child, path)) }
         }
         push(childrenOf: Self.root, at: .root)
-        while let (node, path) = stack.popLast() {
-            body(path, node)
-            if kinds[Int(node)] == .folder { push(childrenOf: node, at: path) }
+        while let (node, parent) = stack.popLast() {
+            if kinds[Int(node)] == .folder {
+                let path = path(of: node, in: parent)
+                visitFolder(path, node)
+                push(childrenOf: node, at: path)
+            } else {
+                visitFile(parent, node)
+            }
         }
     }
 
+    private func path(of node: NodeID, in parent: SafeRelativePath) -> SafeRelativePath {
+        // Names come from checked paths, so they are always valid components.
+        try! parent.appending(component: names[Int(node)])
+    }
+
+    /// The plan of the tree as it stands.
+    ///
+    /// A file that stays where it was keeps its source path as its target, so the plan does
+    /// not hold a second copy of every unchanged path.
     func plan(from: CacheVersion, to: CacheVersion, fingerprints keepFingerprints: Bool = true) -> SyncPlan {
+        // Sized up front: a million reused files would otherwise be copied as the array grows.
+        var counts = [0, 0, 0, 0]
+        for kind in kinds { counts[Int(kind.rawValue)] += 1 }
         var folders: [SafeRelativePath] = []
+        folders.reserveCapacity(counts[Int(Kind.folder.rawValue)] - 1)
         var reused: [SyncPlan.Reuse] = []
+        reused.reserveCapacity(counts[Int(Kind.localFile.rawValue)])
         var downloads: [SafeRelativePath] = []
+        downloads.reserveCapacity(counts[Int(Kind.download.rawValue)])
         var expected: [SafeRelativePath: FileFingerprint] = [:]
-        walk { path, id in
+        walk(folder: { path, _ in folders.append(path) }, file: { parent, id in
             switch kinds[Int(id)] {
-            case .folder: folders.append(path)
-            case .localFile: reused.append(SyncPlan.Reuse(target: path, source: localFiles[Int(payloads[Int(id)])]))
+            case .localFile:
+                let source = localFiles[Int(payloads[Int(id)])]
+                let unmoved = source.components.count == parent.components.count + 1 && source.lastComponent == names[Int(id)]
+                    && source.components.dropLast().elementsEqual(parent.components)
+                reused.append(SyncPlan.Reuse(target: unmoved ? source : path(of: id, in: parent), source: source))
             case .download:
+                let path = path(of: id, in: parent)
                 downloads.append(path)
                 if keepFingerprints, let fingerprint = fingerprint(of: id) { expected[path] = fingerprint.fileFingerprint }
-            case .free: preconditionFailure("free node \(id) in the tree")
+            case .folder, .free:
+                preconditionFailure("node \(id) is not a file")
             }
-        }
+        })
         return SyncPlan(from: from, to: to, folders: folders, reused: reused, downloads: downloads, warnings: warnings,
                         expectedFingerprints: expected)
     }
