@@ -93,3 +93,27 @@ struct ChainFetchingTests {
         }
     }
 }
+
+extension ChainFetchingTests {
+    @Test func aChangeListLargerThanTheStoredLimitIsNotKeptInTheStateDatabase() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = try copySnapshot("1.1", to: scratch + "/storage")
+            // Valid JSON, padded past the limit with whitespace.
+            let list = storage.path + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json"
+            var body = try Data(contentsOf: URL(fileURLWithPath: list))
+            body.append(Data(repeating: 0x20, count: SyncEngine.maxStoredBodyBytes))
+            try body.write(to: URL(fileURLWithPath: list))
+            try StorageEditing.reseal(storage.path)
+            try await withSyncHarness(serving: "1.0") { harness in
+                try await harness.sync()
+                harness.server.setRoot(storage)
+                #expect(try await harness.sync().outcome == .replayed)
+                try harness.expectTree(is: "1.1")
+                let store = try StateStore(path: harness.state)
+                let stored = harness.baseURL.appendingPathComponent("RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")
+                #expect(try await store.cachedResource(stored) == nil)
+                #expect(try await store.cachedResource(harness.baseURL.appendingPathComponent("RXCacheConfig/cacheStatus.json")) != nil)
+            }
+        }
+    }
+}

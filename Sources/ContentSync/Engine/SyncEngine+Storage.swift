@@ -2,6 +2,11 @@ import Foundation
 import Transport
 
 extension SyncEngine {
+    /// The largest storage file kept in the state database for conditional fetches. SQLite
+    /// copies a blob twice while writing it, so storing a 60 MB change list tripled an update's
+    /// peak memory; a larger file is simply fetched again when an update is retried.
+    static let maxStoredBodyBytes = 4 << 20
+
     /// Fetches a storage JSON file conditionally: with a stored ETag the request carries
     /// `If-None-Match`, and a `304` reuses the stored body. A client that is up to date therefore
     /// costs the storage one bodiless request. The stored body is read only on a `304`, so a
@@ -21,9 +26,11 @@ extension SyncEngine {
             return cached.body
         }
         try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent)
-        if let etag = response.etag {
+        if let etag = response.etag, response.body.count <= Self.maxStoredBodyBytes {
             try await store.saveCachedResource(CachedResourceRecord(url: url.absoluteString, etag: etag, body: response.body,
                                                                     fetchedAt: Date()))
+        } else if etag != nil {
+            try await store.deleteCachedResources([url])   // the stored copy is stale
         }
         return response.body
     }

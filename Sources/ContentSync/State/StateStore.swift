@@ -153,8 +153,16 @@ public final class StateStore: Sendable {
         try await write { db in _ = try CachedResourceRecord.deleteAll(db, keys: keys) }
     }
 
+    /// Stores a storage file and its ETag.
+    ///
+    /// One statement made for the call, not the record's `save`: that runs an UPDATE and then an
+    /// INSERT, two statements GRDB keeps cached with their arguments bound, and SQLite keeps its
+    /// own copy of a bound blob, so a 60 MB change list stayed in memory three times over.
     func saveCachedResource(_ record: CachedResourceRecord) async throws(SyncError) {
-        try await write { db in try record.save(db) }
+        try await write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO cachedResource (url, etag, body, fetchedAt) VALUES (?, ?, ?, ?)",
+                           arguments: [record.url, record.etag, record.body, record.fetchedAt])
+        }
     }
 
     // MARK: - Pending plan
