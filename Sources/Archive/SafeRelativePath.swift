@@ -100,6 +100,23 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
         SafeRelativePath(checkedComponents: components + other.components)
     }
 
+    /// Appends one component, checked by the rules ``init(validating:)`` applies to each
+    /// component. As with ``appending(_:)``, the whole path's length is not checked again.
+    public func appending(component name: String) throws(SafePathError) -> SafeRelativePath {
+        if name.isEmpty { throw SafePathError(path: name, reason: .emptyComponent) }
+        if name.utf8.contains(0) { throw SafePathError(path: name, reason: .nul) }
+        if name.utf8.contains(UInt8(ascii: "\\")) { throw SafePathError(path: name, reason: .backslash) }
+        if name.utf8.contains(UInt8(ascii: "/")) { throw SafePathError(path: name, reason: .emptyComponent) }
+        if name.utf8.elementsEqual(".".utf8) || name.utf8.elementsEqual("..".utf8) { throw SafePathError(path: name, reason: .dotComponent) }
+        if name.utf8.count > Self.maxComponentBytes { throw SafePathError(path: name, reason: .tooLong) }
+        if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw SafePathError(path: name, reason: .controlCharacter)
+        }
+        var extended = components
+        extended.append(name)
+        return SafeRelativePath(checkedComponents: extended)
+    }
+
     /// The path under `folder` on the local filesystem.
     public func absolute(in folder: String) -> String {
         components.isEmpty ? folder : folder + "/" + string

@@ -2,11 +2,14 @@
 /// to the storage's actual version.
 public enum UpdateChain {
     /// The entries worth fetching: those whose file names place them between `local` and
-    /// `actual`, plus any whose names do not say (their contents will tell).
+    /// `actual`, plus any whose names do not say (their contents will tell). An entry whose URL
+    /// (rebased and normalized) an earlier entry already names is dropped: one file is fetched
+    /// once, at the place of its first mention.
     public static func candidates(_ list: UpdateList, local: CacheVersion, actual: CacheVersion) -> [UpdateList.Entry] {
-        list.entries.filter { entry in
-            guard let from = entry.namedFrom, let to = entry.namedTo else { return true }
-            return from >= local && to <= actual && from < to
+        var seen = Set<String>()
+        return list.entries.filter { entry in
+            if let from = entry.namedFrom, let to = entry.namedTo, !(from >= local && to <= actual && from < to) { return false }
+            return seen.insert(StorageLayout.normalized(entry.url)).inserted
         }
     }
 

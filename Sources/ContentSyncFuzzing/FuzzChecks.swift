@@ -20,7 +20,8 @@ public enum FuzzChecks {
     /// The JSON reader and every storage document parser on the same bytes.
     static func documents(_ bytes: [UInt8]) {
         let data = Data(bytes)
-        if let value = try? JSONValue.parse(bytes) {
+        let parsed = Result { () throws(JSONParseError) in try JSONValue.parse(bytes) }
+        if case .success(let value) = parsed {
             // The canonical form (what signatures cover) reads back as the same value.
             let canonical = value.canonicalData
             guard let again = try? JSONValue.parse(canonical) else {
@@ -31,7 +32,17 @@ public enum FuzzChecks {
         guard var layout = try? StorageLayout(baseURL: base) else { preconditionFailure("fixed base refused") }
         _ = try? CacheStatus.parse(data, from: layout.statusURL, layout: &layout)
         _ = try? UpdateList.parse(data, from: layout.statusURL, layout: layout)
-        _ = try? ChangeList.parse(data, from: document, layout: layout)
+        let list = Result { () throws(SyncError) in try ChangeList.parse(data, from: document, layout: layout) }
+        // The change-list reader checks and skips what it does not build: it must refuse exactly
+        // the texts the full parser refuses, at the same byte for the same reason.
+        if case .failure(let syntax) = parsed {
+            guard case .failure(let error) = list, let underlying = error.underlying as? JSONParseError else {
+                preconditionFailure("the change-list reader accepted text the JSON parser refuses (\(syntax))")
+            }
+            precondition(underlying == syntax, "the change-list reader fails with \(underlying), the JSON parser with \(syntax)")
+        } else if case .failure(let error) = list, let underlying = error.underlying as? JSONParseError {
+            preconditionFailure("the change-list reader refuses text the JSON parser accepts: \(underlying)")
+        }
     }
 
     /// Path sanitization: an accepted path has only plain components, survives a round trip and

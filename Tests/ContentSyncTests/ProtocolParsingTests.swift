@@ -76,12 +76,12 @@ struct ProtocolParsingTests {
         #expect(list.entries[1].url.absoluteString == "https://h.example/s/RXCacheConfig/custom.json")
     }
 
+    /// The one change of a list holding `body`; nil when it changes nothing.
     static func change(_ body: String) throws -> Change? {
         let layout = try StorageLayout(baseURL: base)
-        let item = try JSONValue.parse(Array(body.utf8))
-        return try ChangeList.parseChange(item, index: 0, name: "changes_1.0_1.1.json",
-                                          document: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!,
-                                          layout: layout)
+        let json = #"{"from": "1.0", "to": "1.1", "changes": [\#(body)]}"#
+        return try ChangeList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!,
+                                    layout: layout).changes.first
     }
 
     static let c = "https://h.example/s/RXCacheContent/"

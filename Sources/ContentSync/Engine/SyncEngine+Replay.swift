@@ -28,8 +28,11 @@ extension SyncEngine {
                                 message: "\(entry.url.lastPathComponent) is not covered by the signed status's integrity data; refusing it")
             }
         }
-        let lists = try await fetchChangeLists(candidates, layout: layout, integrity: status.integrity)
-        guard let chain = UpdateChain.resolve(lists, from: local, to: status.actualVersion) else {
+        // Lists the client has moved past are never fetched again: forget their stored copies.
+        let wanted = Set(candidates.map(\.url))
+        try await store.deleteCachedResources(Array(Set(updateList.entries.map(\.url)).subtracting(wanted)))
+        guard let chain = try await fetchChain(candidates, from: local, to: status.actualVersion, layout: layout,
+                                               integrity: status.integrity).map(PendingLists.init) else {
             _ = try? await scanned   // finished before the restore replaces the folder it reads
             logger.warning("no chain of change lists leads to the actual version; restoring from the archive", metadata: [
                 "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
@@ -38,14 +41,23 @@ extension SyncEngine {
             report.warnings.insert("no chain of change lists leads from \(local) to \(status.actualVersion); restored from the archive", at: 0)
             return report
         }
-        let tree: LocalTree
-        do { tree = try await scanned } catch { throw SyncError.wrap(error) }
-        var plan = NetPlanner.plan(local: tree, from: local, to: status.actualVersion, lists: chain)
-        if status.integrity == nil { plan.expectedFingerprints = [:] }
+        let applied = chain.count
+        let plan: SyncPlan
+        do {
+            // Scoped, so the scanned tree is not kept while the plan is executed. Planning a
+            // long list is seconds of CPU: it runs off the cooperative pool.
+            let tree: LocalTree
+            do { tree = try await scanned } catch { throw SyncError.wrap(error) }
+            let from = local, to = status.actualVersion, fingerprints = status.integrity != nil
+            plan = try await BlockingWork.run { () throws(SyncError) in
+                var readers = chain.take()
+                return try NetPlanner.plan(local: tree, from: from, to: to, readers: &readers, fingerprints: fingerprints)
+            }
+        }
         for warning in plan.warnings { logger.warning("\(warning)") }
         do {
             var report = try await execute(plan, layout: layout, integrity: status.integrity, progress: progress)
-            report.changeListsApplied = chain.count
+            report.changeListsApplied = applied
             return report
         } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
             logger.warning("the replayed tree cannot be repaired; restoring from the archive")
@@ -216,5 +228,25 @@ extension SyncEngine {
             try? etag.write(toFile: sidecar, atomically: false, encoding: .utf8)
         }
         return options
+    }
+}
+
+/// The chain's change lists on their way to the planning thread, which drops each body once it
+/// is applied; holding them here rather than in a local keeps that body the only copy.
+final class PendingLists: Sendable {
+    private let lists: Mutex<[ChangeListReader]>
+    let count: Int
+
+    init(_ lists: [ChangeListReader]) {
+        count = lists.count
+        self.lists = Mutex(lists)
+    }
+
+    /// The lists, leaving none behind.
+    func take() -> [ChangeListReader] {
+        lists.withLock { lists in
+            defer { lists = [] }
+            return lists
+        }
     }
 }

@@ -2,27 +2,35 @@ import Foundation
 import Transport
 
 extension SyncEngine {
+    /// The largest storage file kept in the state database for conditional fetches. SQLite
+    /// copies a blob twice while writing it, so storing a 60 MB change list tripled an update's
+    /// peak memory; a larger file is simply fetched again when an update is retried.
+    static let maxStoredBodyBytes = 4 << 20
+
     /// Fetches a storage JSON file conditionally: with a stored ETag the request carries
     /// `If-None-Match`, and a `304` reuses the stored body. A client that is up to date therefore
-    /// costs the storage one bodiless request.
+    /// costs the storage one bodiless request. The stored body is read only on a `304`, so a
+    /// changed file never has two bodies in memory.
     func fetchStorageFile(_ url: URL, expected: FileFingerprint? = nil) async throws(SyncError) -> Data {
-        let cached = try await store.cachedResource(url)
+        let etag = try await store.cachedETag(url)
         var request = HTTPRequest(url: url)
-        if let cached { request.headers["If-None-Match"] = cached.etag }
+        if let etag { request.headers["If-None-Match"] = etag }
         let response: HTTPResponse
         do {
             response = try await transport.data(for: request)
         } catch {
             throw SyncError.wrap(error, context: "fetching \(url.lastPathComponent)")
         }
-        if response.isNotModified, let cached {
+        if response.isNotModified, etag != nil, let cached = try await store.cachedResource(url) {
             try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent)
             return cached.body
         }
         try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent)
-        if let etag = response.etag {
+        if let etag = response.etag, response.body.count <= Self.maxStoredBodyBytes {
             try await store.saveCachedResource(CachedResourceRecord(url: url.absoluteString, etag: etag, body: response.body,
                                                                     fetchedAt: Date()))
+        } else if etag != nil {
+            try await store.deleteCachedResources([url])   // the stored copy is stale
         }
         return response.body
     }
@@ -67,41 +75,67 @@ extension SyncEngine {
         return true
     }
 
-    /// Fetches the change lists that may lie between `local` and `actual`, a few at a time, in
-    /// list order. A list the storage no longer has (404) is skipped: the chain resolution then
-    /// decides whether it was needed.
-    func fetchChangeLists(_ entries: [UpdateList.Entry], layout: StorageLayout,
-                          integrity: StorageIntegrity?) async throws(SyncError) -> [ChangeList] {
-        let results: [Int: ChangeList]
+    /// Fetches the change lists the chain from `local` to `actual` needs (see ``ChainResolver``),
+    /// six at a time, and returns the chain in replay order, each list read but not parsed; nil
+    /// when no chain reaches `actual`. A list the storage no longer has (404) is skipped. Only
+    /// the bodies of lists that can still be in the chain are kept while the others arrive.
+    func fetchChain(_ candidates: [UpdateList.Entry], from local: CacheVersion, to actual: CacheVersion, layout: StorageLayout,
+                    integrity: StorageIntegrity?) async throws(SyncError) -> [ChangeListReader]? {
+        var resolver = ChainResolver(candidates: candidates, local: local, actual: actual)
         do {
-            results = try await withThrowingTaskGroup(of: (Int, ChangeList?).self) { group in
-                var collected: [Int: ChangeList] = [:]
+            return try await withThrowingTaskGroup(of: (Int, ChangeListReader?).self) { group in
+                var queue: [Int] = []
                 var next = 0
-                func launch(_ group: inout ThrowingTaskGroup<(Int, ChangeList?), any Error>) {
-                    guard next < entries.count else { return }
-                    let index = next
-                    let entry = entries[index]
-                    next += 1
-                    group.addTask {
-                        do {
-                            let data = try await self.fetchStorageFile(entry.url, expected: integrity?.changeLists[entry.url])
-                            return (index, try ChangeList.parse(data, from: entry.url, layout: layout))
-                        } catch let error as SyncError where (error.underlying as? TransportError)?.statusCode == 404 {
-                            self.logger.warning("change list is not published", metadata: ["sync.list": "\(entry.url.absoluteString)"])
-                            return (index, nil)
+                var inFlight = 0
+                var kept: [Int: ChangeListReader] = [:]
+                func launch(_ group: inout ThrowingTaskGroup<(Int, ChangeListReader?), any Error>) {
+                    while inFlight < 6, next < queue.count {
+                        let index = queue[next]
+                        let entry = candidates[index]
+                        next += 1
+                        inFlight += 1
+                        group.addTask {
+                            do {
+                                let data = try await self.fetchStorageFile(entry.url, expected: integrity?.changeLists[entry.url])
+                                return (index, try ChangeListReader(data, from: entry.url, layout: layout))
+                            } catch let error as SyncError where (error.underlying as? TransportError)?.statusCode == 404 {
+                                self.logger.warning("change list is not published", metadata: ["sync.list": "\(entry.url.absoluteString)"])
+                                return (index, nil)
+                            }
                         }
                     }
                 }
-                for _ in 0..<min(6, entries.count) { launch(&group) }
-                while let (index, list) = try await group.next() {
-                    if let list { collected[index] = list }
+                var action = resolver.start()
+                while true {
+                    switch action {
+                    case .chain(let order):
+                        group.cancelAll()
+                        return order.map { kept[$0]! }
+                    case .noChain:
+                        group.cancelAll()
+                        return nil
+                    case .fetch(let indexes):
+                        queue += indexes
+                        launch(&group)
+                    case .wait:
+                        break
+                    }
+                    guard let (index, reader) = try await group.next() else {
+                        preconditionFailure("the chain resolver waits for a fetch that was never started")
+                    }
+                    inFlight -= 1
+                    if let reader {
+                        action = resolver.fetched(index, from: reader.from, to: reader.to)
+                        if resolver.mayBePicked(index) { kept[index] = reader }
+                    } else {
+                        action = resolver.missing(index)
+                    }
+                    kept = kept.filter { resolver.mayBePicked($0.key) }
                     launch(&group)
                 }
-                return collected
             }
         } catch {
             throw SyncError.wrap(error)
         }
-        return results.keys.sorted().compactMap { results[$0] }
     }
 }

@@ -77,7 +77,7 @@ public enum ChangeDiffer {
         for (index, kind) in moves.enumerated() { tree.apply(Change(kind: kind, index: index), listName: "the folder moves") }
         var folders = Set<SafeRelativePath>()
         var files: [SafeRelativePath: FileFingerprint] = [:]
-        for (path, node) in tree.nodes {
+        for (path, node) in tree.entries() {
             switch node {
             case .folder: folders.insert(path)
             case .file(.local(let source)): files[path] = old.files[source]
@@ -300,7 +300,11 @@ public enum ChangeDiffer {
             tree.apply(Change(kind: kind, index: index), listName: "the computed list")
         }
         var problems = tree.warnings
-        for (path, node) in tree.nodes.sorted(by: { $0.key < $1.key }) {
+        let entries = tree.entries()
+        var final: [SafeRelativePath: VirtualTree.Node] = [:]
+        final.reserveCapacity(entries.count)
+        for (path, node) in entries {
+            final[path] = node
             switch node {
             case .folder where !new.folders.contains(path):
                 problems.append("'\(path)' ends as a folder the new version does not have")
@@ -312,16 +316,16 @@ public enum ChangeDiffer {
                 break
             }
         }
-        let missing = new.folders.filter { tree.nodes[$0] != .folder } + new.files.keys.filter {
-            if case .file = tree.nodes[$0] { return false } else { return true }
+        let missing = new.folders.filter { final[$0] != .folder } + new.files.keys.filter {
+            if case .file = final[$0] { return false } else { return true }
         }
         problems += missing.sorted().map { "'\($0)' is missing after replay" }
         if !problems.isEmpty {
             throw ChangeDifferError(code: .unreplayable,
                                     message: "the computed change list does not rebuild the new version (\(problems.prefix(3).joined(separator: "; "))); it is withheld. This is a bug in ChangeDiffer; please report it with both trees")
         }
-        return tree.nodes.reduce(0) { total, entry in
-            if case .file(.download) = entry.value { return total + (new.files[entry.key]?.size ?? 0) }
+        return entries.reduce(0) { total, entry in
+            if case .file(.download) = entry.1 { return total + (new.files[entry.0]?.size ?? 0) }
             return total
         }
     }

@@ -139,8 +139,30 @@ public final class StateStore: Sendable {
         try await read { db in try CachedResourceRecord.fetchOne(db, key: url.absoluteString) }
     }
 
+    /// The stored ETag of `url`, without reading its body (a change list's may be 60 MB).
+    func cachedETag(_ url: URL) async throws(SyncError) -> String? {
+        try await read { db in
+            try String.fetchOne(db, sql: "SELECT etag FROM cachedResource WHERE url = ?", arguments: [url.absoluteString])
+        }
+    }
+
+    /// Forgets the stored copies of `urls`.
+    func deleteCachedResources(_ urls: [URL]) async throws(SyncError) {
+        guard !urls.isEmpty else { return }
+        let keys = urls.map(\.absoluteString)
+        try await write { db in _ = try CachedResourceRecord.deleteAll(db, keys: keys) }
+    }
+
+    /// Stores a storage file and its ETag.
+    ///
+    /// One statement made for the call, not the record's `save`: that runs an UPDATE and then an
+    /// INSERT, two statements GRDB keeps cached with their arguments bound, and SQLite keeps its
+    /// own copy of a bound blob, so a 60 MB change list stayed in memory three times over.
     func saveCachedResource(_ record: CachedResourceRecord) async throws(SyncError) {
-        try await write { db in try record.save(db) }
+        try await write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO cachedResource (url, etag, body, fetchedAt) VALUES (?, ?, ?, ?)",
+                           arguments: [record.url, record.etag, record.body, record.fetchedAt])
+        }
     }
 
     // MARK: - Pending plan
