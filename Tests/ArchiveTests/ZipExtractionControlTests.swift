@@ -61,15 +61,20 @@ struct ZipExtractionControlTests {
             try Self.makeArchive(at: dir + "/a.zip", count: 8, size: 1_000_000)
             try makeFolder(dir + "/out")
             let started = Atomic<Bool>(false)
+            // Every chunk waits here until the test has cancelled: the cancellation lands mid-way
+            // however the threads are scheduled (a sleep raced the test's own polling task).
+            let gate = DispatchSemaphore(value: 0)
             let task = Task {
                 try await ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
                                                progress: { _ in
                                                    started.store(true, ordering: .relaxed)
-                                                   usleep(20_000)  // slow enough that cancellation lands mid-way
+                                                   gate.wait()
+                                                   gate.signal()
                                                })
             }
             while !started.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(5)) }
             task.cancel()
+            gate.signal()
 
             let error = await #expect(throws: ArchiveError.self) { try await task.value }
 

@@ -61,22 +61,27 @@ struct PublishInterruptionTests {
     @Test func aPublishKilledAtEveryCheckpointIsCompletedByRunningTheSameCommandAgain() async throws {
         try await withTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let points = try cleanCheckpoints(setup, storage: scratch + "/count")
+            // Publishing blocks: off the cooperative pool, which the servers of other tests need.
+            let (points, new, base) = try await offPool { [self] in
+                let points = try cleanCheckpoints(setup, storage: scratch + "/count")
+                let new = try reference(setup, at: scratch + "/reference")
+                try setup.makeBase(at: scratch + "/base")
+                return (points, new, try storageSnapshot(scratch + "/base"))
+            }
             // 5 staging, 10 install (a new change list, then keep + replace for 3 files, the swap, keep + replace the status), 1 cleanup.
             #expect(points.count == 16 && points.filter { $0.phase == .install }.count == 10 && points.last?.phase == .cleanup, "\(points)")
-            let new = try reference(setup, at: scratch + "/reference")
-            try setup.makeBase(at: scratch + "/base")
-            let base = try storageSnapshot(scratch + "/base")
             var rolledBack = 0
             try await withStorageServer(root: URL(fileURLWithPath: scratch + "/base")) { server in
                 for point in points {
                     let storage = scratch + "/storage-\(point.index)"
-                    try setup.makeBase(at: storage)
-                    #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
-                    try expectConsistent(storage, base: base, new: new, "killed at \(point)")
-
-                    let report = try setup.publish(storage: storage)
-                    try expectStorage(storage, is: new, "killed at \(point), then run again")
+                    let report = try await offPool { [self] in
+                        try setup.makeBase(at: storage)
+                        #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
+                        try expectConsistent(storage, base: base, new: new, "killed at \(point)")
+                        let report = try setup.publish(storage: storage)
+                        try expectStorage(storage, is: new, "killed at \(point), then run again")
+                        return report
+                    }
                     #expect(report.alreadyPublished == (point.phase == .cleanup))
                     #expect(!FileManager.default.fileExists(atPath: storage + "/" + PublishPaths.workFolderName))
                     let expected: PublishRecovery? = switch point.phase {
@@ -125,7 +130,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func recoveryPutsBackExactlyThePreviousVersionOrFinishesTheNewOne() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
             let new = try reference(setup, at: scratch + "/reference")
@@ -149,7 +154,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func aRunKilledWhileRecoveringIsRecoveredByTheNextOne() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
             let new = try reference(setup, at: scratch + "/reference")
@@ -182,7 +187,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func aFailureAtAnyCheckpointBeforeTheCommitLeavesThePreviousVersionExactly() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
             let new = try reference(setup, at: scratch + "/reference")
@@ -214,7 +219,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func aRollbackThatFailsIsFinishedByTheNextRun() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
             let new = try reference(setup, at: scratch + "/reference")
@@ -252,19 +257,26 @@ struct PublishInterruptionTests {
     @Test func aDifferentPublishAfterAnInterruptedOneRollsItBackAndPublishesFromThePreviousVersion() async throws {
         try await withTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let points = try cleanCheckpoints(setup, storage: scratch + "/count")
-            let direct = try reference(setup, version: "1.2", at: scratch + "/reference-1.2")
-            try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server in
+            // Publishing blocks: off the cooperative pool, which the servers of other tests need.
+            let (points, direct) = try await offPool { [self] in
+                let points = try cleanCheckpoints(setup, storage: scratch + "/count")
+                let direct = try reference(setup, version: "1.2", at: scratch + "/reference-1.2")
                 try setup.makeBase(at: scratch + "/base")
+                return (points, direct)
+            }
+            try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server in
                 for point in points where point.phase == .install {
                     let storage = scratch + "/storage-\(point.index)"
-                    try setup.makeBase(at: storage)
-                    _ = try? setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index))
-                    let report = try setup.publish(storage: storage, version: "1.2")
+                    let report = try await offPool { [self] in
+                        try setup.makeBase(at: storage)
+                        _ = try? setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index))
+                        let report = try setup.publish(storage: storage, version: "1.2")
+                        // Byte-identical to publishing 1.2 straight over 1.0: no trace of 1.1 in the lists or the status.
+                        try expectStorage(storage, is: direct, "killed 1.1 at \(point), then published 1.2")
+                        return report
+                    }
                     #expect(report.recovery == .rolledBack(version: v("1.1"), restored: v("1.0")), "\(point)")
                     #expect(report.fromVersion == v("1.0") && report.changeListPath == "RXCacheConfig/HistoryOfVersions/changes_1.0_1.2.json")
-                    // Byte-identical to publishing 1.2 straight over 1.0: no trace of 1.1 in the lists or the status.
-                    try expectStorage(storage, is: direct, "killed 1.1 at \(point), then published 1.2")
                     let status = try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8)
                     #expect(!status.contains("changes_1.0_1.1"))
                     try await expectClients(server: server, base: scratch + "/base", storage: storage, scratch: scratch + "/clients",
@@ -276,7 +288,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func anInterruptedInitIsCompletedOrLeavesAnEmptyFolder() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             var setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.0")
             setup.initialize = true
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
@@ -297,7 +309,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func theTwoRenameSwapWithoutRenameExchangeIsRolledBackAndCompletedToo() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             var setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             setup.exchangeUnsupported = true
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
@@ -319,7 +331,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func aSignedPublishKilledAnywhereEndsAsACleanSignedPublish() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             var setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             setup.signingKey = SigningTests.key.rawRepresentation.base64EncodedString()
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
@@ -340,7 +352,7 @@ struct PublishInterruptionTests {
     }
 
     @Test func editingTheContentFolderDuringAPublishCannotMakeTheArchiveManifestAndListsDisagree() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let new = try reference(setup, at: scratch + "/reference")
             let storage = scratch + "/storage"

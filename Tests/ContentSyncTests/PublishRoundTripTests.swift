@@ -184,7 +184,8 @@ struct PublishRoundTripTests {
             var options = PublishOptions(storage: scratch + "/storage", content: content, version: v(version),
                                          baseURL: URL(string: "https://seed\(seed).invalid/s/")!)
             options.initialize = index == 0
-            _ = try Publisher.publish(options)
+            let publishing = options
+            _ = try await offPool { try Publisher.publish(publishing) }
             let snapshot = scratch + "/published-\(version)"
             try FileManager.default.copyItem(atPath: scratch + "/storage", toPath: snapshot)
             snapshots[version] = URL(fileURLWithPath: snapshot)

@@ -7,7 +7,7 @@ import Testing
 @Suite("publish refuses what would leave a storage that is not a valid version", .timeLimit(.minutes(3)))
 struct PublishSafetyTests {
     @Test func aSecondPublishOfTheSameStorageFailsAtOnceNamingTheProcessThatHoldsIt() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -39,7 +39,7 @@ struct PublishSafetyTests {
     }
 
     @Test func theLockIsHeldFromRecoveryToTheCommit() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -68,7 +68,7 @@ struct PublishSafetyTests {
         ("alias/sources", "inside the storage"),
     ])
     func aContentFolderInsideTheStorageIsRefused(content: String, words: String) async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -88,7 +88,7 @@ struct PublishSafetyTests {
     }
 
     @Test func aStorageInsideTheContentFolderIsRefused() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let content = try setup.content("1.1")
             try FileManager.default.createSymbolicLink(atPath: scratch + "/link", withDestinationPath: content)
@@ -106,7 +106,7 @@ struct PublishSafetyTests {
     }
 
     @Test func aDryRunRefusesAnInterruptedInstallAndIgnoresAnInterruptedStaging() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -139,7 +139,7 @@ struct PublishSafetyTests {
     }
 
     @Test func whatAnOlderSyncAgentsInterruptedPublishLeftIsDeletedAndReported() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -161,7 +161,7 @@ struct PublishSafetyTests {
     /// What the previous publisher left when killed after swapping the content in (defect 5):
     /// 1.1's content under 1.0's status. Diffing it would publish an empty change list.
     @Test func contentThatDoesNotMatchTheStatusTreeDigestIsNotBuiltOn() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -178,7 +178,7 @@ struct PublishSafetyTests {
     }
 
     @Test func runningACompletedPublishAgainChangesNothingAndOtherContentUnderTheSameVersionIsRefused() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -202,7 +202,7 @@ struct PublishSafetyTests {
     }
 
     @Test func aFifoOrSymlinkInTheContentIsRefusedBeforeItBlocksAndNothingIsLeft() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -220,7 +220,7 @@ struct PublishSafetyTests {
 
     /// The scan refuses the name; the snapshot holding it must still be deleted, by its bytes.
     @Test func aNameThatIsNotUTF8IsRefusedAndLeavesNoWorkFolder() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -243,7 +243,7 @@ struct PublishSafetyTests {
         #"{"format": 2, "phase": "installing", "pid": 1, "toVersion": "1.1", "minimalVersion": "1.0", "statusSHA256": "x", "createdFolders": [], "steps": []}"#,
     ])
     func anUnreadableJournalStopsThePublishInsteadOfGuessing(journal: String) async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -261,7 +261,7 @@ struct PublishSafetyTests {
 
     /// A typo in --base-url would give the new list and status other URLs than the earlier lists.
     @Test func aBaseURLOtherThanTheOneTheStorageWasPublishedWithIsRefused() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
@@ -281,7 +281,7 @@ struct PublishSafetyTests {
     }
 
     @Test func aRefusalAfterRecoverySaysWhatRecoveryDid() async throws {
-        try await withTemporaryDirectory { scratch in
+        try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)

@@ -7,3 +7,21 @@ func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws 
     defer { try? FileManager.default.removeItem(atPath: path) }
     return try await body(path)
 }
+
+/// Runs blocking work (publishing, hashing trees, planning in loops) on a thread of its own.
+///
+/// Swift Testing runs tests on the cooperative pool, which has as many threads as cores (two on
+/// these machines). A test that blocks one for seconds starves the loopback servers and clients
+/// of the tests running beside it, whose timed waits then fail (house style #9, for tests too).
+func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        let thread = Thread { continuation.resume(with: Result { try body() }) }
+        thread.stackSize = 8 << 20
+        thread.start()
+    }
+}
+
+/// ``withTemporaryDirectory(_:)`` for a test whose whole body blocks: the body runs ``offPool(_:)``.
+func withBlockingTemporaryDirectory<T: Sendable>(_ body: @escaping @Sendable (String) throws -> T) async throws -> T {
+    try await withTemporaryDirectory { path in try await offPool { try body(path) } }
+}
