@@ -41,6 +41,13 @@ extension SyncEngine {
         } catch {
             throw SyncError.wrap(error, context: "downloading \(what)")
         }
+        // libcurl's transport refuses any other answer itself; an app's own transport may hand
+        // over a 304 or 204, whose empty file is no answer to a plain GET.
+        guard response.statusCode == 200 || response.statusCode == 206 else {
+            destination.discard()
+            throw SyncError(code: .network,
+                            message: "downloading \(what): the server answered HTTP \(response.statusCode) to a plain GET, which carries no file; try again")
+        }
         if let expected {
             // The size on disk, not the response's: an app's own transport may not report it.
             let identity = destination.identity

@@ -21,9 +21,26 @@ extension SyncEngine {
         } catch {
             throw SyncError.wrap(error, context: "fetching \(url.lastPathComponent)")
         }
-        if response.isNotModified, etag != nil, let cached = try await store.cachedResource(url) {
+        if response.isNotModified {
+            // A 304 carries no body: it is an answer only when a stored copy backs the ETag we
+            // sent. An app's own transport may pass one through for an unconditional request, or
+            // the stored copy may have gone since; installing the empty body would blame the
+            // storage (or, for a change list, replay nothing). Forget the ETag so the retry
+            // fetches the whole file.
+            guard etag != nil, let cached = try await store.cachedResource(url) else {
+                if etag != nil { try await store.deleteCachedResources([url]) }
+                throw SyncError(code: .network,
+                                message: "fetching \(url.lastPathComponent): the server answered 304 Not Modified to a request "
+                                    + (etag == nil ? "that was not conditional" : "whose stored copy is gone")
+                                    + ", so there is no body to use; the next attempt fetches the whole file")
+            }
             try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent)
             return cached.body
+        }
+        guard response.statusCode == 200 else {
+            // Only a 200 carries a whole file to a plain GET (an app's transport may pass a 204 or 206 through).
+            throw SyncError(code: .network,
+                            message: "fetching \(url.lastPathComponent): the server answered HTTP \(response.statusCode) to a plain GET, which is no whole file; try again")
         }
         try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent)
         if let etag = response.etag, response.body.count <= Self.maxStoredBodyBytes {
