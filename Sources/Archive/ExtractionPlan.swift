@@ -86,7 +86,7 @@ struct ExtractionPlan: Equatable {
         }
 
         var seen: [SafeRelativePath: String] = [:]
-        var folders: Set<SafeRelativePath> = []
+        var folders = FolderSet()
         var files: [File] = []
         var declared: Int64 = 0
         for item in kept {
@@ -95,7 +95,7 @@ struct ExtractionPlan: Equatable {
                                    message: "\(archive): entries '\(earlier)' and '\(item.entry.name)' both extract to '\(item.path)'; refusing the archive")
             }
             seen[item.path] = item.entry.name
-            folders.formUnion(item.path.ancestors)
+            folders.insertAncestors(of: item.path)
             if item.isFolder {
                 folders.insert(item.path)
                 continue
@@ -112,7 +112,7 @@ struct ExtractionPlan: Equatable {
             throw ArchiveError(code: .duplicateEntry,
                                message: "\(archive): '\(file.path)' is both a file (entry '\(file.archiveName)') and a folder; refusing the archive")
         }
-        if let (first, second) = SafeRelativePath.caseCollision(in: Array(folders) + files.map(\.path)) {
+        if let (first, second) = SafeRelativePath.caseCollision(in: Array(folders.members) + files.map(\.path)) {
             throw ArchiveError(code: .duplicateEntry,
                                message: "\(archive): '\(first)' and '\(second)' differ only in case, so they would be one path on case-insensitive file systems; refusing the archive (the publisher must rename one)")
         }
@@ -121,7 +121,7 @@ struct ExtractionPlan: Equatable {
         }
 
         self.files = files
-        self.folders = folders.sorted()
+        self.folders = folders.members.sorted()
         self.skippedEntries = skipped
         self.declaredBytes = declared
     }

@@ -122,8 +122,17 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
         components.isEmpty ? folder : folder + "/" + string
     }
 
+    /// Component by component. Equal components are skipped with `==`, which compares small
+    /// strings' bits; `lexicographicallyPrecedes` ordered each equal pair twice with `<`, and
+    /// paths that share a long prefix (a deep tree) are mostly equal pairs.
     public static func < (lhs: SafeRelativePath, rhs: SafeRelativePath) -> Bool {
-        lhs.components.lexicographicallyPrecedes(rhs.components)
+        let (left, right) = (lhs.components, rhs.components)
+        var index = 0
+        while index < left.count, index < right.count {
+            if left[index] != right[index] { return left[index] < right[index] }
+            index += 1
+        }
+        return left.count < right.count
     }
 }
 

@@ -18,7 +18,7 @@ public final class ZipWriter {
     private let path: String
     private var entryCount = 0
     private var files: Set<SafeRelativePath> = []
-    private var folders: Set<SafeRelativePath> = []
+    private var folders = FolderSet()
     /// Archives whose entries are copied: libzip reads them at `close()`.
     private var retained: [PreviousArchive] = []
 
@@ -52,7 +52,7 @@ public final class ZipWriter {
         let source = try bufferSource(handle, contents, entry: name)
         let index = try add(handle, name: entryPath.string, source: source)
         files.insert(entryPath)
-        folders.formUnion(entryPath.ancestors)
+        folders.insertAncestors(of: entryPath)
         try setAttributes(handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
                           attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
     }
@@ -78,7 +78,7 @@ public final class ZipWriter {
         }
         let index = try add(handle, name: entryPath.string, source: source)
         files.insert(entryPath)
-        folders.formUnion(entryPath.ancestors)
+        folders.insertAncestors(of: entryPath)
         try setAttributes(handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
                           attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
     }
@@ -96,7 +96,7 @@ public final class ZipWriter {
         let added = try add(handle, name: entryPath.string, source: source)
         retained.append(previous)
         files.insert(entryPath)
-        folders.formUnion(entryPath.ancestors)
+        folders.insertAncestors(of: entryPath)
         try setAttributes(handle, index: added, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
                           attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: true)
     }
@@ -117,14 +117,13 @@ public final class ZipWriter {
         guard !folder.isRoot else {
             throw ArchiveError(code: .unsafeEntryName, message: "\(path): a folder entry needs a non-empty name")
         }
-        if folders.contains(folder) || files.contains(folder) || folder.ancestors.contains(where: files.contains) {
+        if folders.contains(folder) || files.contains(folder) || folders.fileAbove(folder, isFile: files.contains) != nil {
             throw duplicate(name)
         }
         let index = zip_dir_add(handle, folder.string, zip_flags_t(ZIP_FL_ENC_UTF_8))
         guard index >= 0 else { throw writeError("adding folder '\(name)'") }
         entryCount += 1
         folders.insert(folder)
-        folders.formUnion(folder.ancestors)
         // 0x10 is the MS-DOS folder attribute, for tools that ignore the Unix mode.
         try setAttributes(handle, index: UInt64(index), name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
                           attributes: (UInt32(S_IFDIR) | 0o755) << 16 | 0x10, compress: false)
@@ -191,7 +190,7 @@ public final class ZipWriter {
             throw ArchiveError(code: .unsafeEntryName,
                                message: "\(path): file entry '\(name)' needs a name that does not end in '/'")
         }
-        if files.contains(file) || folders.contains(file) || file.ancestors.contains(where: files.contains) {
+        if files.contains(file) || folders.contains(file) || folders.fileAbove(file, isFile: files.contains) != nil {
             throw duplicate(name)
         }
         return file

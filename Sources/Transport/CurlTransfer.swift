@@ -84,7 +84,7 @@ final class CurlTransfer: @unchecked Sendable {
 
         try set(ccurl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString), "CURLOPT_URL")
         try set(ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
-        try set(ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https"), "CURLOPT_REDIR_PROTOCOLS_STR")
+        try set(ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, Self.redirectProtocols(from: url)), "CURLOPT_REDIR_PROTOCOLS_STR")
         try set(ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent), "CURLOPT_USERAGENT")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 ? 1 : 0), "CURLOPT_FOLLOWLOCATION")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects), "CURLOPT_MAXREDIRS")
@@ -235,6 +235,12 @@ final class CurlTransfer: @unchecked Sendable {
                        message: memory ? "\(url.absoluteString) sent more than \(limit) bytes; refusing the rest"
                            : "\(url.absoluteString) is larger than its declared \(limit) bytes; refusing it",
                        url: url)
+    }
+
+    /// The schemes a redirect may go to: never from https down to plain http, where whoever is on
+    /// the path could answer in the server's name.
+    static func redirectProtocols(from url: URL) -> String {
+        url.scheme?.lowercased() == "https" ? "https" : "http,https"
     }
 
     /// The address answering now: after a redirect, not the one asked.

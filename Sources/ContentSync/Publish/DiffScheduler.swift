@@ -37,45 +37,36 @@ struct DiffScheduler {
         successors = Array(repeating: [], count: steps.count)
         predecessors = Array(repeating: [], count: steps.count)
 
-        var sourceAt: [SafeRelativePath: Int] = [:]
-        var sourcesBelow: [SafeRelativePath: [Int]] = [:]
-        var removeAt: [SafeRelativePath: Int] = [:]
-        var removesBelow: [SafeRelativePath: [Int]] = [:]
+        var sources = PathIndex()   // moves and parks, by the old path they take bytes from
+        var removes = PathIndex()
         var parkedAt: [SafeRelativePath: Int] = [:]
         for (index, step) in steps.enumerated() {
             if case .park(_, let temporary) = step { parkedAt[temporary] = index }
             // An unpark's source is a temporary name, not old bytes that others could destroy.
-            if let source = step.source, !step.isUnpark {
-                sourceAt[source] = index
-                for ancestor in source.ancestors { sourcesBelow[ancestor, default: []].append(index) }
-            }
-            if case .remove(let path) = step {
-                removeAt[path] = index
-                for ancestor in path.ancestors { removesBelow[ancestor, default: []].append(index) }
-            }
+            if let source = step.source, !step.isUnpark { sources.insert(index, at: source) }
+            if case .remove(let path) = step { removes.insert(index, at: path) }
         }
 
         for (index, step) in steps.enumerated() {
             if case .unpark(let temporary, _) = step, let park = parkedAt[temporary] { addEdge(from: park, to: index) }
-            // Hazard 1: what this step destroys.
+            // Hazard 1: what this step destroys: the subtree at the path it removes or writes,
+            // and any old file standing where one of a written path's folders must go.
             var destroyedRoot: SafeRelativePath?
-            var destroyedFiles: [SafeRelativePath] = []
             if case .remove(let path) = step { destroyedRoot = path }
             if let written = step.written {
                 destroyedRoot = written
-                destroyedFiles = written.ancestors.filter { oldFiles[$0] != nil }
+                for (file, movers) in sources.above(written) where oldFiles[file] != nil {
+                    for mover in movers where mover != index { addEdge(from: mover, to: index) }
+                }
             }
             if let root = destroyedRoot {
-                for mover in [sourceAt[root]].compactMap({ $0 }) + (sourcesBelow[root] ?? []) where mover != index {
+                for mover in sources.at(root) + sources.below(root) where mover != index {
                     addEdge(from: mover, to: index)
                 }
             }
-            for file in destroyedFiles {
-                if let mover = sourceAt[file], mover != index { addEdge(from: mover, to: index) }
-            }
-            // Hazard 2: removes related to what this step writes.
+            // Hazard 2: removes at, above or below what this step writes.
             if let written = step.written {
-                let related = ([written] + written.ancestors).compactMap { removeAt[$0] } + (removesBelow[written] ?? [])
+                let related = removes.at(written) + removes.above(written).flatMap(\.steps) + removes.below(written)
                 for remover in related where remover != index { addEdge(from: remover, to: index) }
             }
         }

@@ -10,17 +10,16 @@ struct DiffTree {
 
     /// `role` ("old" or "new") only names the tree in error messages.
     init(_ tree: ContentTree, role: String) throws(ChangeDifferError) {
-        var folders = Set<SafeRelativePath>()
-        for folder in tree.folders where !folder.isRoot {
+        var folders = FolderSet()
+        for folder in tree.folders {
             folders.insert(folder)
-            folders.formUnion(folder.ancestors)
         }
         for file in tree.files.keys {
             if file.isRoot {
                 throw ChangeDifferError(code: .invalidTree,
                                         message: "the \(role) tree names the content root itself as a file; list only paths inside it")
             }
-            folders.formUnion(file.ancestors)
+            folders.insertAncestors(of: file)
         }
         let clashes = tree.files.keys.filter(folders.contains).sorted()
         if !clashes.isEmpty {
@@ -29,9 +28,9 @@ struct DiffTree {
                                     paths: clashes)
         }
         var children: [SafeRelativePath: [SafeRelativePath]] = [:]
-        for folder in folders { children[folder.parent, default: []].append(folder) }
+        for folder in folders.members { children[folder.parent, default: []].append(folder) }
         for file in tree.files.keys { children[file.parent, default: []].append(file) }
-        self.folders = folders
+        self.folders = folders.members
         self.files = tree.files
         self.children = children
     }
