@@ -111,8 +111,10 @@ struct CurlTransportRetryTests {
             try fixture.serve("a.bin", contents)
             server.injectFault(.stall, forPath: "/a.bin", times: 1)
             // Long enough for the first byte to land on disk on a loaded machine (the whole suite
-            // runs in parallel): the retry must find it there to resume after it.
-            let transport = makeTransport { $0.stallTimeout = .seconds(3) }
+            // runs in parallel, and the server shares the test process's cooperative pool): the
+            // retry must find it there to resume after it. 3 s was missed once with `make chaos`
+            // building beside `make test`.
+            let transport = makeTransport { $0.stallTimeout = .seconds(10) }
             let destination = fixture.outPath("a.bin")
 
             let response = try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
