@@ -6,6 +6,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .library(name: "ContentSync", targets: ["ContentSync"]),
+        .library(name: "ContentPublishing", targets: ["ContentPublishing"]),
+        .library(name: "StorageFormat", targets: ["StorageFormat"]),
+        .library(name: "FileKit", targets: ["FileKit"]),
         .library(name: "Transport", targets: ["Transport"]),
         .library(name: "StorageServer", targets: ["StorageServer"]),
         .executable(name: "sync-agent", targets: ["SyncAgent"]),
@@ -29,37 +32,51 @@ let package = Package(
 
         .target(name: "Transport",
                 dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]),
-        .target(name: "Archive", dependencies: ["CZip", "CLinux"]),
+        // Generic file primitives for both products: the bounded I/O pool, tree walks and removal,
+        // atomic publication, hashing, safe relative paths. Errors keep syscall, errno and path.
+        .target(name: "FileKit",
+                dependencies: ["CLinux", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Archive", dependencies: ["CZip", "CLinux", "FileKit"]),
         // Byte-exact percent-decoding, shared by the client's change paths and the test server.
         .target(name: "PercentDecoding"),
+        // The protocol's documents and their meaning: what the client reads and the publisher writes.
+        .target(name: "StorageFormat",
+                dependencies: ["FileKit", "PercentDecoding", "CLinux",
+                               .product(name: "Crypto", package: "swift-crypto")]),
+        // The client: manager, planner, staging, state and the update roles.
         .target(name: "ContentSync",
-                dependencies: ["Transport", "Archive", "CLinux", "PercentDecoding",
+                dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift"),
+                               .product(name: "Crypto", package: "swift-crypto")]),
+        // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
+        .target(name: "ContentPublishing",
+                dependencies: ["Archive", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
                 dependencies: ["PercentDecoding", "CLinux",
                                .product(name: "FlyingFox", package: "FlyingFox"),
                                .product(name: "FlyingSocks", package: "FlyingFox")]),
         .executableTarget(name: "SyncAgent",
-                          dependencies: ["ContentSync", "StorageServer", "Transport",
+                          dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "Transport",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "Crypto", package: "swift-crypto"),
                                          .product(name: "Logging", package: "swift-log")]),
 
         // The fuzz checks, shared by the libFuzzer target (`make fuzz`) and the corpus replay test.
-        .target(name: "ContentSyncFuzzing", dependencies: ["ContentSync", "Archive"]),
+        .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit"]),
         .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "ArchiveTests", dependencies: ["Archive", "StorageServer"]),
+        .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
         .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer", "CLinux"]),
         .testTarget(name: "ContentSyncTests",
-                    dependencies: ["ContentSync", "ContentSyncFuzzing", "Transport", "Archive", "StorageServer", "PercentDecoding",
+                    dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "ContentSyncFuzzing", "Transport", "Archive",
+                                   "StorageServer", "PercentDecoding",
                                    .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

@@ -1,3 +1,5 @@
+import FileKit
+
 /// What ``ZipWriter/archive(folder:to:topLevelFolder:reusing:)`` may copy from the archive of the
 /// previous version: its path, and for files of the new folder whose bytes the previous version
 /// already had, where they were (a file kept in place maps to itself; a moved or renamed one to

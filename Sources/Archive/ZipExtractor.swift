@@ -1,3 +1,4 @@
+import FileKit
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)

@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 /// Decides which change lists to fetch, and when the chain of protocol.md §2.1 is known. No I/O:
 /// the engine reports each fetch's outcome and performs the returned ``Action``.
 ///

@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 /// Decides whether transfers may run now, e.g. "only on Wi-Fi" or "not on a metered link".
 ///
 /// It is consulted before an update starts, before each download, and about four times a

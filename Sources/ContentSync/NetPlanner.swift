@@ -1,4 +1,6 @@
 import Archive
+import FileKit
+import StorageFormat
 
 /// Composes pending change lists into one net ``SyncPlan`` before anything is downloaded.
 ///
@@ -29,7 +31,7 @@ public enum NetPlanner {
         var tree = VirtualTree(local: local)
         for index in readers.indices {
             let name = readers[index].name
-            try readers[index].forEachChange { change in tree.apply(change, listName: name) }
+            try formatWork { () throws(StorageFormatError) in try readers[index].forEachChange { change in tree.apply(change, listName: name) } }
             readers[index].release()
         }
         return tree.plan(from: from, to: to, fingerprints: fingerprints)

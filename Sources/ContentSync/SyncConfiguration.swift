@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import Foundation
 import Logging
 import Transport
@@ -64,13 +66,7 @@ public struct SyncConfiguration: Sendable {
         return "\(stateHome)/content-sync/\(name)-\(String(hash.value, radix: 16)).sqlite"
     }
 
-    static func absolutePath(_ path: String) -> String {
-        let expanded = (path as NSString).expandingTildeInPath
-        let absolute = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
-        var standardized = (absolute as NSString).standardizingPath
-        while standardized.count > 1 && standardized.hasSuffix("/") { standardized.removeLast() }
-        return standardized
-    }
+    static func absolutePath(_ path: String) -> String { FileSystem.absolutePath(path) }
 }
 
 extension SyncConfiguration {
@@ -123,5 +119,4 @@ extension SyncConfiguration {
     }
 
     /// Makes a command-line path absolute the way the configuration does.
-    public static func absolutePathForCLI(_ path: String) -> String { absolutePath(path) }
 }

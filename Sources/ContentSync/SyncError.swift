@@ -1,4 +1,6 @@
+import FileKit
 import Foundation
+import StorageFormat
 
 /// Why an update failed. The message names the input at fault and what to do about it; the
 /// local content is always left at its last good version.
@@ -7,7 +9,7 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, insufficientSpace
-            case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity
+            case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity, signature
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -42,6 +44,9 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let connectionNotAllowed = Code(.connectionNotAllowed)
         /// Something downloaded does not match the hash or size the storage published for it.
         public static let integrity = Code(.integrity)
+        /// The status's signature is missing, malformed, expired, wrong, or from a key the
+        /// configuration does not trust (``SyncConfiguration/trustedKeys``).
+        public static let signature = Code(.signature)
         /// The configuration itself is wrong (bad base URL, content folder in a bad place).
         public static let configuration = Code(.configuration)
 
@@ -62,11 +67,62 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
 }
 
 extension SyncError {
-    static func fileSystem(_ what: String, path: String, errno code: Int32) -> SyncError {
-        let reason = String(cString: strerror(code))
-        let remedy = code == ENOSPC ? "; free disk space and run the update again"
-            : (code == EACCES || code == EPERM ? "; check the folder's permissions" : "")
-        return SyncError(code: code == ENOSPC ? .insufficientSpace : .fileSystem,
-                         message: "\(what) \(path): \(reason)\(remedy)")
+    /// A failed file operation, keeping the system's words (its ``FileSystemError`` is the
+    /// ``underlying`` error). A full disk is ``Code/insufficientSpace``.
+    public init(_ error: FileSystemError) {
+        self.init(code: error.code == .noSpace ? .insufficientSpace : .fileSystem, message: error.description, underlying: error)
+    }
+
+    /// A storage document refused, with the same code family.
+    public init(_ error: StorageFormatError) {
+        let code: Code = switch error.code {
+        case .invalidStatus: .invalidStatus
+        case .invalidUpdateList: .invalidUpdateList
+        case .invalidChangeList: .invalidChangeList
+        case .unsafePath: .unsafePath
+        case .integrity: .integrity
+        case .signature: .signature
+        default: .configuration
+        }
+        self.init(code: code, message: error.message, underlying: error)
+    }
+
+    static func fileSystem(_ operation: String, path: String, syscall: String, errno code: Int32) -> SyncError {
+        SyncError(FileSystemError(operation, path: path, syscall: syscall, errno: code))
+    }
+}
+
+/// Runs file work that fails with a ``FileSystemError`` inside an update step.
+func fileWork<T: ~Copyable>(_ body: () throws(FileSystemError) -> T) throws(SyncError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw SyncError(error)
+    }
+}
+
+/// Runs document work that fails with a ``StorageFormatError`` inside an update step.
+func formatWork<T>(_ body: () throws(StorageFormatError) -> T) throws(SyncError) -> T {
+    do {
+        return try body()
+    } catch {
+        throw SyncError(error)
+    }
+}
+
+/// Blocking work for an update, on the shared ``BlockingIOPool``: never on a cooperative thread.
+enum BlockingWork {
+    /// Runs `body` on the pool.
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws(SyncError) -> T) async throws(SyncError) -> T {
+        try await BlockingIOPool.shared.run(body)
+    }
+
+    /// Runs file work on the pool, turning its ``FileSystemError`` into a ``SyncError``.
+    static func files<T: Sendable>(_ body: @escaping @Sendable () throws(FileSystemError) -> T) async throws(SyncError) -> T {
+        do {
+            return try await BlockingIOPool.shared.run(body)
+        } catch {
+            throw SyncError(error)
+        }
     }
 }

@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 /// How far the running update is. Delivered through ``CacheManager/events()``.
 public struct SyncProgress: Sendable, Equatable {
     public enum Phase: String, Sendable, Equatable {

@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 /// What one update did.
 public struct SyncReport: Sendable, Equatable {
     public enum Outcome: String, Sendable, Equatable {

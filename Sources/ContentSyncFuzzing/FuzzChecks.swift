@@ -1,5 +1,5 @@
-import Archive
-import ContentSync
+import FileKit
+import StorageFormat
 import Foundation
 
 /// What the fuzzer (and `make test`'s corpus replay) checks for one input: the storage document
@@ -32,7 +32,7 @@ public enum FuzzChecks {
         guard var layout = try? StorageLayout(baseURL: base) else { preconditionFailure("fixed base refused") }
         _ = try? CacheStatus.parse(data, from: layout.statusURL, layout: &layout)
         _ = try? UpdateList.parse(data, from: layout.statusURL, layout: layout)
-        let list = Result { () throws(SyncError) in try ChangeList.parse(data, from: document, layout: layout) }
+        let list = Result { () throws(StorageFormatError) in try ChangeList.parse(data, from: document, layout: layout) }
         // The change-list reader checks and skips what it does not build: it must refuse exactly
         // the texts the full parser refuses, at the same byte for the same reason.
         if case .failure(let syntax) = parsed {

@@ -1,6 +1,9 @@
 import ArgumentParser
+import ContentPublishing
 import ContentSync
+import FileKit
 import Foundation
+import StorageFormat
 
 /// A failure the CLI reports as one line on stderr with a specific exit code.
 struct CLIFailure: Error, CustomStringConvertible {
@@ -13,6 +16,14 @@ struct CLIFailure: Error, CustomStringConvertible {
     }
 
     init(_ error: any Error) {
+        if let error = error as? PublishError {
+            self.init(publish: error)
+            return
+        }
+        if let error = error as? StorageFormatError {
+            self.init(SyncError(error))
+            return
+        }
         guard let error = error as? SyncError else {
             self.init(code: 1, message: "\(error)")
             return
@@ -22,10 +33,23 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .network: code = 3
         // The storage is at fault: malformed, unsafe, or not what its own integrity data or
         // signature says (including a file over its declared size, and a missing signature).
-        case .invalidStatus, .invalidUpdateList, .invalidChangeList, .unsafePath, .archive, .integrity: code = 4
+        case .invalidStatus, .invalidUpdateList, .invalidChangeList, .unsafePath, .archive, .integrity, .signature: code = 4
         case .fileSystem, .insufficientSpace, .stateStore: code = 5
         case .configuration: code = 6
         case .cancelled, .connectionNotAllowed: code = 130
+        default: code = 1
+        }
+        self.init(code: code, message: error.message)
+    }
+
+    /// A publish failure: the content or the storage at fault exits 4, like a sync's.
+    init(publish error: PublishError) {
+        let code: Int32
+        switch error.code {
+        case .invalidContent, .invalidStorage, .archive: code = 4
+        case .fileSystem, .insufficientSpace: code = 5
+        case .configuration, .busy: code = 6
+        case .interrupted: code = 130
         default: code = 1
         }
         self.init(code: code, message: error.message)

@@ -1,7 +1,9 @@
 import ArgumentParser
 import ContentSync
 import Crypto
+import FileKit
 import Foundation
+import StorageFormat
 
 /// `sync-agent keygen`: an ed25519 key pair for signing storages.
 struct KeygenCommand: AsyncParsableCommand {

@@ -1,6 +1,9 @@
 import ArgumentParser
+import ContentPublishing
 import ContentSync
+import FileKit
 import Foundation
+import StorageFormat
 
 /// `sync-agent publish`: build a storage's next version from a folder.
 struct PublishCommand: AsyncParsableCommand {

@@ -1,3 +1,4 @@
+import FileKit
 import ArgumentParser
 import ContentSync
 
@@ -9,8 +10,8 @@ struct FolderOptions: ParsableArguments {
     @Option(name: .long, help: "The state database (default: under $XDG_STATE_HOME/content-sync/, outside --dir).")
     var state: String?
 
-    var contentDirectory: String { SyncConfiguration.absolutePathForCLI(dir) }
-    var statePath: String { state.map(SyncConfiguration.absolutePathForCLI) ?? SyncConfiguration.defaultStatePath(for: contentDirectory) }
+    var contentDirectory: String { FileSystem.absolutePath(dir) }
+    var statePath: String { state.map(FileSystem.absolutePath) ?? SyncConfiguration.defaultStatePath(for: contentDirectory) }
 
     /// What the state database says about the folder, or the CLI failure to report.
     func readStatus() async throws -> SyncStatus {

@@ -1,6 +1,8 @@
 import ArgumentParser
 import ContentSync
+import FileKit
 import Foundation
+import StorageFormat
 
 /// `sync-agent status`: what the state database says, without touching the network.
 struct StatusCommand: AsyncParsableCommand {

@@ -1,6 +1,8 @@
 import ArgumentParser
 import ContentSync
+import FileKit
 import Foundation
+import StorageFormat
 
 /// `sync-agent sync`: one update, then exit.
 struct SyncCommand: AsyncParsableCommand {

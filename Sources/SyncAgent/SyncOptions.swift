@@ -1,6 +1,8 @@
 import ArgumentParser
 import ContentSync
+import FileKit
 import Foundation
+import StorageFormat
 import Logging
 import Transport
 

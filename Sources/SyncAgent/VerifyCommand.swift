@@ -1,6 +1,8 @@
 import ArgumentParser
 import ContentSync
+import FileKit
 import Foundation
+import StorageFormat
 
 /// `sync-agent verify`: check a mirror against the published tree digest.
 struct VerifyCommand: AsyncParsableCommand {

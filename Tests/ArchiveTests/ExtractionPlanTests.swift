@@ -1,3 +1,4 @@
+@testable import FileKit
 import Testing
 @testable import Archive
 

@@ -1,3 +1,4 @@
+@testable import FileKit
 import Foundation
 import Synchronization
 import Testing

@@ -1,3 +1,4 @@
+@testable import FileKit
 @testable import Archive
 import Testing
 

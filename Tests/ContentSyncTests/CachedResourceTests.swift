@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 /// The stored copies of storage files (status, update list, change lists) behind conditional fetches.

@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 @Suite("The change differ publishes the smallest list that replays to the new tree", .timeLimit(.minutes(2)))

@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 /// The change-list reader reads what a full parse read, from the bytes, one change at a time.
@@ -41,7 +44,7 @@ struct ChangeListReaderTests {
         #expect {
             try Self.parse(#"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": 5}, {"oldPath": "", "newPath": ]}"#)
         } throws: { error in
-            let error = error as! SyncError
+            let error = error as! StorageFormatError
             return error.code == .invalidChangeList && error.message.hasPrefix("changes_1.0_1.1.json: invalid JSON at byte ")
                 && error.message.hasSuffix("; the storage must publish valid JSON")
         }
@@ -68,7 +71,7 @@ struct ChangeListReaderTests {
         #expect {
             try Self.parse(json)
         } throws: { error in
-            (error as! SyncError).message.hasPrefix("changes_1.0_1.1.json: ") && (error as! SyncError).message.contains(message)
+            (error as! StorageFormatError).message.hasPrefix("changes_1.0_1.1.json: ") && (error as! StorageFormatError).message.contains(message)
         }
     }
 

@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import StorageServer
 import Testing
 
@@ -214,7 +217,7 @@ struct FailureAndResumeTests {
             }
             try await store.beginPlan(PendingPlanRecord(identity: "test", kind: "replay", fromVersion: "1.0", toVersion: "1.1",
                                                         phase: .staging, createdAt: Date()))
-            let identity = try #require(StagingArea.identity(of: staging.next))
+            let identity = try #require(FileSystem.identity(of: staging.next))
             try await store.markSwitching(device: identity.device, inode: identity.inode)
             try staging.swapIn()
             #expect(try await store.syncState()?.localVersion == "1.0", "the crash happened before the bookkeeping")

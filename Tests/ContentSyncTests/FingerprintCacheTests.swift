@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 @Suite("The tree check hashes only new or changed files; verify hashes everything", .timeLimit(.minutes(2)))

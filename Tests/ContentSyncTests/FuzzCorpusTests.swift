@@ -1,5 +1,8 @@
 import ContentSyncFuzzing
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 import Testing
 
 /// Replays the committed fuzz corpus (`Fuzz/corpus/`, grown by `make fuzz`) and every JSON file of

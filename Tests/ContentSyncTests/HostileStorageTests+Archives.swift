@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 /// Archives no publisher should produce. A 1.0 client is below 1.3's minimal version, so it must

@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import StorageServer
 import Testing
 

@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 func p(_ text: String) -> SafeRelativePath { try! SafeRelativePath(validating: text) }

@@ -1,3 +1,6 @@
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Archive
 @testable import ContentSync
 import Testing

@@ -1,4 +1,7 @@
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 import PercentDecoding
 import Testing
 

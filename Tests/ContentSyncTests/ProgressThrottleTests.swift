@@ -1,3 +1,6 @@
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 @testable import ContentSync
 import Testing
 

@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 @Suite("Status, update list and change lists parse as the protocol says", .timeLimit(.minutes(1)))
@@ -47,7 +50,7 @@ struct ProtocolParsingTests {
         #expect {
             try Self.status(broken)
         } throws: { error in
-            let error = error as! SyncError
+            let error = error as! StorageFormatError
             return error.code == .invalidStatus && error.message.contains(mentioned) && error.message.contains("cacheStatus.json")
         }
     }
@@ -56,7 +59,7 @@ struct ProtocolParsingTests {
         #expect {
             try Self.status("[1, 2]")
         } throws: { error in
-            (error as! SyncError).message.contains("expected a JSON object, found an array")
+            (error as! StorageFormatError).message.contains("expected a JSON object, found an array")
         }
     }
 
@@ -110,7 +113,7 @@ struct ProtocolParsingTests {
     }
 
     @Test(arguments: [
-        (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/../../etc/cron.d/x"}"#, SyncError.Code.unsafePath),
+        (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/../../etc/cron.d/x"}"#, StorageFormatError.Code.unsafePath),
         (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/%2e%2e/x.txt"}"#, .unsafePath),
         (#"{"oldPath": "https://h.example/s/RXCacheContent", "newPath": ""}"#, .unsafePath),
         (#"{"oldPath": "", "newPath": "https://elsewhere.example/RXCacheContent/x.txt"}"#, .unsafePath),
@@ -123,11 +126,11 @@ struct ProtocolParsingTests {
         (#"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": ["x.txt"]}"#, .invalidChangeList),
         (#"{"oldPath": "\#(c)a.txt", "newPath": "", "files": {}}"#, .invalidChangeList),
     ])
-    func unsafeOrMalformedChangesAreRefused(body: String, code: SyncError.Code) {
+    func unsafeOrMalformedChangesAreRefused(body: String, code: StorageFormatError.Code) {
         #expect {
             try Self.change(body)
         } throws: { error in
-            (error as! SyncError).code == code && (error as! SyncError).message.contains("change #0")
+            (error as! StorageFormatError).code == code && (error as! StorageFormatError).message.contains("change #0")
         }
     }
 
@@ -144,7 +147,7 @@ struct ProtocolParsingTests {
     @Test func aChangeListWhoseToIsNotAboveFromIsRefused() throws {
         let layout = try StorageLayout(baseURL: Self.base)
         let json = #"{"from": "1.2", "to": "1.1", "changes": []}"#
-        #expect(throws: SyncError.self) {
+        #expect(throws: StorageFormatError.self) {
             try ChangeList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/c.json")!, layout: layout)
         }
     }

@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import StorageServer
 import Testing
 
@@ -52,8 +55,8 @@ struct PublishInterruptionTests {
         var report: PublishReport?
         do {
             report = try setup.publish(storage: storage, version: version, hook: hook)
-        } catch let error as SyncError {
-            #expect(error.code == .cancelled, "\(error)")
+        } catch let error as PublishError {
+            #expect(error.code == .interrupted, "\(error)")
         }
         return (report, try storageSnapshot(storage))
     }
@@ -76,7 +79,7 @@ struct PublishInterruptionTests {
                     let storage = scratch + "/storage-\(point.index)"
                     let report = try await offPool { [self] in
                         try setup.makeBase(at: storage)
-                        #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
+                        #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
                         try expectConsistent(storage, base: base, new: new, "killed at \(point)")
                         let report = try setup.publish(storage: storage)
                         try expectStorage(storage, is: new, "killed at \(point), then run again")
@@ -175,7 +178,7 @@ struct PublishInterruptionTests {
                 #expect(!recoveryPoints.isEmpty, "\(point)")
                 for second in recoveryPoints {
                     try killed()
-                    #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: second.index)) }
+                    #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: second.index)) }
                     killsInRecovery += 1
                     try setup.publish(storage: storage)
                     try expectStorage(storage, is: new, "killed at \(point), then in recovery at \(second)")
@@ -298,7 +301,7 @@ struct PublishInterruptionTests {
             for point in points {
                 let storage = scratch + "/storage"
                 try setup.makeBase(at: storage)
-                #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
+                #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
                 let (early, recovered) = try stateAfterRecovery(setup, storage: storage)
                 #expect(recovered == (early?.alreadyPublished == true ? new : empty), "killed at \(point): \(recovered)")
                 try setup.publish(storage: storage)

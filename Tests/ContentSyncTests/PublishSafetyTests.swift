@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 /// One publish per storage, layouts that would corrupt it, and storages an interrupted or older
@@ -17,7 +20,7 @@ struct PublishSafetyTests {
             #expect {
                 try PublishLock(storage: storage)
             } throws: { error in
-                (error as! SyncError).code == .configuration && "\(error)".contains("process \(getpid())")
+                (error as! PublishError).code == .busy && "\(error)".contains("process \(getpid())")
             }
             try FileManager.default.createSymbolicLink(atPath: scratch + "/alias", withDestinationPath: storage)
             for (path, dryRun) in [(storage, false), (scratch + "/alias", false), (storage, true)] {
@@ -26,7 +29,7 @@ struct PublishSafetyTests {
                 #expect {
                     try Publisher.publish(options)
                 } throws: { error in
-                    (error as! SyncError).code == .configuration && "\(error)".hasPrefix("another publish of /")
+                    (error as! PublishError).code == .busy && "\(error)".hasPrefix("another publish of /")
                         && "\(error)".hasSuffix(" is running (process \(getpid())); wait for it to finish, or stop it")
                 }
             }
@@ -81,7 +84,7 @@ struct PublishSafetyTests {
             #expect {
                 try Publisher.publish(options)
             } throws: { error in
-                (error as! SyncError).code == .configuration && "\(error)".contains("is \(words)") && "\(error)".contains("outside the storage")
+                (error as! PublishError).code == .configuration && "\(error)".contains("is \(words)") && "\(error)".contains("outside the storage")
             }
             #expect(try storageSnapshot(storage) == before)
         }
@@ -98,7 +101,7 @@ struct PublishSafetyTests {
                 #expect {
                     try Publisher.publish(options)
                 } throws: { error in
-                    (error as! SyncError).code == .configuration && "\(error)".contains("is inside --content")
+                    (error as! PublishError).code == .configuration && "\(error)".contains("is inside --content")
                 }
                 #expect(!FileManager.default.fileExists(atPath: content + "/store"), "nothing created")
             }
@@ -196,7 +199,7 @@ struct PublishSafetyTests {
             }
             var otherMinimal = try setup.options(storage: storage)
             otherMinimal.minimal = v("1.1")
-            #expect(throws: SyncError.self) { try Publisher.publish(otherMinimal) }
+            #expect(throws: PublishError.self) { try Publisher.publish(otherMinimal) }
             #expect(try storageSnapshot(storage) == published)
         }
     }
@@ -230,7 +233,7 @@ struct PublishSafetyTests {
             let fd = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT, 0o644) } }
             #expect(fd >= 0)
             close(fd)
-            #expect(throws: SyncError.self) { try setup.publish(storage: storage) }
+            #expect(throws: PublishError.self) { try setup.publish(storage: storage) }
             #expect(try storageSnapshot(storage) == before, "no work folder left, nothing else changed")
             _ = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { unlink($0.baseAddress!) } }
             try setup.publish(storage: storage)
@@ -287,7 +290,7 @@ struct PublishSafetyTests {
             try setup.makeBase(at: storage)
             // Killed once committed; then the same version with other content.
             let hook = CheckpointHook { $0.phase == .cleanup ? .kill : .proceed }
-            #expect(throws: SyncError.self) { try setup.publish(storage: storage, hook: hook) }
+            #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: hook) }
             var other = try setup.options(storage: storage)
             other.content = try setup.content("1.2")
             #expect {

@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import StorageServer
 import Testing
 
@@ -96,9 +99,9 @@ struct PublisherTests {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
             _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch, initialize: true)
-            #expect(throws: SyncError.self) { try PublishFixture.publish("1.0", storage: storage, scratch: scratch) }
-            #expect(throws: SyncError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, minimal: "1.3") }
-            #expect(throws: SyncError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, initialize: true) }
+            #expect(throws: PublishError.self) { try PublishFixture.publish("1.0", storage: storage, scratch: scratch) }
+            #expect(throws: PublishError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, minimal: "1.3") }
+            #expect(throws: PublishError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, initialize: true) }
             // Nothing was written by the refusals.
             let status = try String(contentsOfFile: storage + "/RXCacheConfig/cacheStatus.json", encoding: .utf8)
             #expect(status.contains("\"1.1\""))

@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 @Suite("Paths from storages cannot leave the content folder", .timeLimit(.minutes(1)))
@@ -140,6 +143,6 @@ struct SafePathTests {
     @Test(arguments: ["ftp://host/x/", "not a url", "https://host/x?q=1"])
     func badBaseURLsAreRefused(text: String) {
         let url = URL(string: text) ?? URL(fileURLWithPath: "/x")
-        #expect(throws: SyncError.self) { try StorageLayout(baseURL: url) }
+        #expect(throws: StorageFormatError.self) { try StorageLayout(baseURL: url) }
     }
 }

@@ -1,6 +1,9 @@
 @testable import ContentSync
 import Crypto
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import StorageServer
 import Testing
 
@@ -26,11 +29,11 @@ struct SigningTests {
         return try CacheManager(configuration: configuration)
     }
 
-    func expectRefused(_ manager: CacheManager, _ text: String) async {
+    func expectRefused(_ manager: CacheManager, _ text: String, code: SyncError.Code = .signature) async {
         await #expect {
             try await manager.checkForUpdates()
         } throws: { error in
-            (error as! SyncError).code == .integrity && "\(error)".contains(text)
+            (error as! SyncError).code == code && "\(error)".contains(text)
         }
     }
 
@@ -124,7 +127,7 @@ struct SigningTests {
             try await withSyncHarness(storageRoot: URL(fileURLWithPath: old)) { harness in
                 try await trusting(harness).checkForUpdates()
                 harness.server.setRoot(URL(fileURLWithPath: storage))
-                await expectRefused(try trusting(harness), "changes_1.0_1.1.json")
+                await expectRefused(try trusting(harness), "changes_1.0_1.1.json", code: .integrity)
                 try harness.expectTree(is: "1.0")
             }
         }

@@ -1,6 +1,9 @@
 import Archive
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Testing
 
 @Suite("The tree digest changes exactly when the tree does", .timeLimit(.minutes(1)))
@@ -68,8 +71,8 @@ struct NormalizationCollisionTests {
             try "precomposed".write(toFile: root + "/caf\u{E9}.txt", atomically: false, encoding: .utf8)
             try "decomposed".write(toFile: root + "/cafe\u{301}.txt", atomically: false, encoding: .utf8)
             #expect(try FileManager.default.contentsOfDirectory(atPath: root).count == 2)
-            let error = #expect(throws: SyncError.self) { try ContentTree.scan(root) }
-            #expect(error?.code == .unsafePath)
+            let error = #expect(throws: PublishError.self) { try ContentTree.scan(root) }
+            #expect(error?.code == .invalidContent)
             #expect(error?.message.contains("Unicode normalization") == true)
         }
     }

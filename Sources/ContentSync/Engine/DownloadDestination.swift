@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import CLinux
 import Foundation
 
@@ -26,7 +28,7 @@ enum DownloadDestination {
     /// Opens an unnamed file in `folder`, or nil where the filesystem has no `O_TMPFILE` (the
     /// caller then uses a named partial file).
     static func openUnnamed(in folder: String, for target: String) -> DownloadDestination? {
-        guard let descriptor = try? LongPath.at(folder, { parent, rest throws(SyncError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
+        guard let descriptor = try? LongPath.at(folder, { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
               descriptor >= 0 else { return nil }
         return .unnamed(descriptor: descriptor, target: target)
     }
@@ -55,9 +57,11 @@ enum DownloadDestination {
     /// verified download, exactly as after the rename of a partial file.
     func link() throws(SyncError) {
         guard case .unnamed(let descriptor, let target) = self else { return }
-        try LongPath.at(target) { folder, rest throws(SyncError) in
-            if clinux_linkat_fd(descriptor, folder, rest) != 0 {
-                throw SyncError.fileSystem("cannot name the downloaded file", path: target, errno: clinux_errno())
+        try fileWork { () throws(FileSystemError) in
+            try LongPath.at(target) { folder, rest throws(FileSystemError) in
+                if clinux_linkat_fd(descriptor, folder, rest) != 0 {
+                    throw FileSystemError("cannot name the downloaded file", path: target, syscall: "linkat", errno: clinux_errno())
+                }
             }
         }
     }

@@ -1,4 +1,6 @@
 import Archive
+import FileKit
+import StorageFormat
 import Foundation
 import Transport
 
@@ -52,16 +54,19 @@ extension SyncEngine {
             // The size on disk, not the response's: an app's own transport may not report it.
             let identity = destination.identity
             let actual: FileFingerprint
-            if let whole = streamed.fingerprint(ofFileWithSize: identity?.size ?? -1, resumedFrom: response.resumedFrom) {
-                actual = whole
+            if let size = identity?.size, let whole = streamed.sha256(ofFileWithSize: size, resumedFrom: response.resumedFrom) {
+                actual = FileFingerprint(size: size, sha256: whole)
             } else {
-                switch destination {
-                case .partial(let partial): actual = try ContentTree.fingerprint(of: partial)
-                case .unnamed(let descriptor, let target): actual = try ContentTree.fingerprint(ofDescriptor: descriptor, shownAs: target)
+                // A resumed download is read back in full: on the I/O pool, not a cooperative thread.
+                actual = try await BlockingWork.files { [destination] () throws(FileSystemError) in
+                    switch destination {
+                    case .partial(let partial): try ContentTree.fingerprint(of: partial)
+                    case .unnamed(let descriptor, let target): try ContentTree.fingerprint(ofDescriptor: descriptor, shownAs: target)
+                    }
                 }
             }
             do {
-                try StorageIntegrity.verify(actual, against: expected, what: what)
+                try formatWork { () throws(StorageFormatError) in try StorageIntegrity.verify(actual, against: expected, what: what) }
             } catch {
                 destination.discard()
                 throw error
@@ -90,7 +95,7 @@ extension SyncEngine {
             cache = nil
         }
         fingerprints.startTracking()
-        var (tree, intruders) = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scanLocal(staging.next, cache: cache) }
+        var (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
         if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest { return 0 }
         guard let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
             logger.warning("the staged tree does not match the published digest and the storage has no content manifest")
@@ -113,25 +118,27 @@ extension SyncEngine {
         // belongs goes here, and so does a folder where a file belongs), then the missing
         // folders, then the files: no step can find something of the wrong kind in its way, and
         // none undoes another.
-        try await BlockingWork.run { () throws(SyncError) in
+        try await BlockingWork.files { () throws(FileSystemError) in
             for intruder in plan.intruders { try intruder.remove(under: staging.next) }
-            for path in plan.removals { try StagingArea.removeTree(path.absolute(in: staging.next)) }
-            for folder in plan.folders { try StagingArea.makeFolder(folder.absolute(in: staging.next)) }
+            for path in plan.removals { try FileSystem.removeTree(path.absolute(in: staging.next)) }
+            for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
         }
         for (path, fingerprint) in plan.downloads {
             let partial = staging.partialFile(for: path)
             let target = path.absolute(in: staging.next)
-            try StagingArea.removeTree(target)
+            try await BlockingWork.files { () throws(FileSystemError) in try FileSystem.removeTree(target) }
             do {
                 _ = try await downloadVerified(layout.contentURL(for: path), to: partial, expected: fingerprint, what: "'\(path)'")
             } catch where error.code == .integrity || (error.underlying as? TransportError)?.statusCode == 404 {
                 logger.warning("repair cannot fetch a matching copy", metadata: ["sync.path": "\(path)", "sync.error": "\(error)"])
                 return nil
             }
-            try StagingArea.rename(partial, to: target, what: "cannot move the repaired '\(path)' into")
+            try await BlockingWork.files { () throws(FileSystemError) in
+                try FileSystem.rename(partial, to: target, operation: "cannot move the repaired '\(path)' into")
+            }
         }
         fingerprints.startTracking()
-        (tree, intruders) = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scanLocal(staging.next, cache: cache) }
+        (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
         guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else { return nil }
         logger.warning("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(plan.count)"])
         return plan.count
@@ -172,33 +179,5 @@ struct RepairPlan: Equatable {
     static func == (lhs: RepairPlan, rhs: RepairPlan) -> Bool {
         lhs.intruders == rhs.intruders && lhs.removals == rhs.removals && lhs.folders == rhs.folders
             && lhs.downloads.map(\.0) == rhs.downloads.map(\.0) && lhs.downloads.map(\.1) == rhs.downloads.map(\.1)
-    }
-}
-
-/// `RXCacheConfig/contentManifest.json`: every folder and file (with its fingerprint) of the
-/// published version, written by `sync-agent publish`.
-enum ContentManifest {
-    static func parse(_ data: Data, name: String) throws(SyncError) -> ContentTree {
-        let root = try JSONValue.parseStorageDocument(data, name: name, code: .integrity)
-        guard case .array(let folderValues)? = root["folders"], case .object(let fileValues)? = root["files"] else {
-            throw SyncError(code: .integrity, message: "\(name): needs \"folders\" and \"files\"")
-        }
-        var tree = ContentTree(folders: [], files: [:])
-        do {
-            for case .string(let folder) in folderValues { tree.folders.insert(try SafeRelativePath(validating: folder)) }
-            for (path, value) in fileValues {
-                guard case .string(let hash)? = value["sha256"], let size = value["size"]?.scalarText.flatMap({ Int64($0) }) else {
-                    throw SyncError(code: .integrity, message: "\(name): file '\(path)' needs sha256 and size")
-                }
-                tree.files[try SafeRelativePath(validating: path)] = FileFingerprint(size: size, sha256: hash.lowercased())
-            }
-        } catch let error as SafePathError {
-            throw SyncError(code: .unsafePath, message: "\(name): \(error)", underlying: error)
-        } catch let error as SyncError {
-            throw error
-        } catch {
-            throw SyncError(code: .integrity, message: "\(name): \(error)")
-        }
-        return tree
     }
 }

@@ -1,4 +1,6 @@
 import Archive
+import FileKit
+import StorageFormat
 import Foundation
 import Synchronization
 import Transport
@@ -14,9 +16,9 @@ extension SyncEngine {
         progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
         // The local tree is read while the lists are fetched and parsed: neither needs the other.
         let directory = configuration.contentDirectory
-        async let scanned = BlockingWork.run { () throws(SyncError) in try LocalTree.scan(directory) }
+        async let scanned = BlockingWork.files { () throws(FileSystemError) in try LocalTree.scan(directory) }
         let listData = try await fetchStorageFile(status.updateListURL, expected: status.integrity?.updateList)
-        let updateList = try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
+        let updateList = try formatWork { () throws(StorageFormatError) in try UpdateList.parse(listData, from: status.updateListURL, layout: layout) }
         let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
         if !configuration.trustedSigningKeys.isEmpty {
             // Mix-and-match: every file fetched must be tied to the signed status by its hash.
@@ -76,23 +78,23 @@ extension SyncEngine {
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
         let directory = configuration.contentDirectory
-        try await BlockingWork.run { () throws(SyncError) in
+        try await BlockingWork.files { () throws(FileSystemError) in
             if resuming {
                 try staging.prepare()
-                try StagingArea.makeFolder(staging.next)
+                try FileSystem.makeFolder(staging.next)
             } else {
                 try staging.resetNext(includingDownloads: true)
             }
             for folder in plan.folders {
-                try StagingArea.makeFolder(folder.absolute(in: staging.next))
+                try FileSystem.makeFolder(folder.absolute(in: staging.next))
             }
         }
         let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
         // The unchanged files are linked while the downloads run: neither waits for the other
         // (their paths are disjoint, and a link that exists already is kept on a resumed run).
-        async let linked: Void = BlockingWork.run { () throws(SyncError) in
+        async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
             for reuse in plan.reused {
-                try StagingArea.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
+                try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
             }
         }
         let fetched: DownloadTally
@@ -101,7 +103,7 @@ extension SyncEngine {
             try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "replay", fromVersion: plan.from.text,
                                                         toVersion: plan.to.text, phase: .staging, createdAt: Date()))
             todo = try await BlockingWork.run { () -> [SafeRelativePath] in
-                plan.downloads.filter { !StagingArea.exists($0.absolute(in: staging.next)) }
+                plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
             }
             fetched = try await downloadFiles(todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
         } catch {
@@ -195,7 +197,7 @@ extension SyncEngine {
         }
         let partial = staging.partialFile(for: path)
         let response = try await downloadVerified(url, to: partial, expected: expected[path], what: "'\(path)' for the update")
-        try StagingArea.rename(partial, to: target, what: "cannot move the downloaded '\(path)' into")
+        try fileWork { () throws(FileSystemError) in try FileSystem.rename(partial, to: target, operation: "cannot move the downloaded '\(path)' into") }
         // Only bodies over 1 MiB leave an entity-tag sidecar (see resumableOptions).
         if response.fileSize > 1 << 20 { unlink(partial + ".etag") }
         return response.bytesReceived

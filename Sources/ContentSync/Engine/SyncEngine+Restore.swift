@@ -1,4 +1,6 @@
 import Archive
+import FileKit
+import StorageFormat
 import Foundation
 import Transport
 
@@ -14,7 +16,7 @@ extension SyncEngine {
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
-        try await BlockingWork.run { () throws(SyncError) in
+        try await BlockingWork.files { () throws(FileSystemError) in
             if resuming { try staging.prepare() } else { try staging.resetNext(includingDownloads: true) }
         }
         try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "restore", fromVersion: local?.text,
@@ -34,9 +36,9 @@ extension SyncEngine {
         }
 
         progress(SyncProgress(phase: .extracting, bytesDone: 0, bytesTotal: status.unzippedBytes, currentItem: staging.archive))
-        try await BlockingWork.run { () throws(SyncError) in
-            try StagingArea.removeTree(staging.next)
-            try StagingArea.makeFolder(staging.next)
+        try await BlockingWork.files { () throws(FileSystemError) in
+            try FileSystem.removeTree(staging.next)
+            try FileSystem.makeFolder(staging.next)
         }
         // The declared size, plus slack for its rounding, bounds what extraction may write.
         var extraction = ZipExtractionOptions(maxTotalBytes: status.unzippedBytes + status.unzippedBytes / 20 + (1 << 20))
@@ -51,12 +53,12 @@ extension SyncEngine {
         } catch {
             // A half-extracted tree is of no use (the next run extracts again) and may fill the
             // disk the state database needs to record this failure: free it now.
-            try? StagingArea.removeTree(staging.next)
+            _ = try? await BlockingWork.files { [staging] () throws(FileSystemError) in try FileSystem.removeTree(staging.next) }
             throw SyncError.wrap(error, context: "\(status.archiveURL.lastPathComponent)")
         }
         // The archive stays until the switch (which empties the staging area): a run killed
         // between here and the switch resumes without downloading it again.
-        let layout = try StorageLayout(baseURL: configuration.baseURL)
+        let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
         guard let repaired = try await verifyStagedTree(status.integrity, layout: layout) else {
             throw SyncError(code: .integrity,
                             message: "the archive's content does not match the published tree digest and could not be repaired; the storage is inconsistent: republish it")

@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import Foundation
 import Transport
 
@@ -34,7 +36,7 @@ extension SyncEngine {
                                     + (etag == nil ? "that was not conditional" : "whose stored copy is gone")
                                     + ", so there is no body to use; the next attempt fetches the whole file")
             }
-            try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent)
+            try formatWork { () throws(StorageFormatError) in try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent) }
             return cached.body
         }
         guard response.statusCode == 200 else {
@@ -42,7 +44,7 @@ extension SyncEngine {
             throw SyncError(code: .network,
                             message: "fetching \(url.lastPathComponent): the server answered HTTP \(response.statusCode) to a plain GET, which is no whole file; try again")
         }
-        try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent)
+        try formatWork { () throws(StorageFormatError) in try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent) }
         if let etag = response.etag, response.body.count <= Self.maxStoredBodyBytes {
             try await store.saveCachedResource(CachedResourceRecord(url: url.absoluteString, etag: etag, body: response.body,
                                                                     fetchedAt: Date()))
@@ -55,7 +57,7 @@ extension SyncEngine {
     func fetchStatus(layout: inout StorageLayout) async throws(SyncError) -> CacheStatus {
         let url = layout.statusURL
         let data = try await fetchStorageFile(url)
-        var status = try CacheStatus.parse(data, from: url, layout: &layout)
+        var status = try formatWork { () throws(StorageFormatError) in try CacheStatus.parse(data, from: url, layout: &layout) }
         let signed = try await checkSignature(data, status: status, name: url.lastPathComponent)
         if !configuration.verifyIntegrity && !signed { status.integrity = nil }
         let base = configuration.baseURL.absoluteString
@@ -75,18 +77,18 @@ extension SyncEngine {
     /// was checked.
     private func checkSignature(_ data: Data, status: CacheStatus, name: String) async throws(SyncError) -> Bool {
         guard !configuration.trustedSigningKeys.isEmpty else { return false }
-        let keys = try configuration.trustedSigningKeys.map { (text: String) throws(SyncError) in try StatusSignature.publicKey(base64: text) }
+        let keys = try configuration.trustedSigningKeys.map { (text: String) throws(SyncError) in try formatWork { () throws(StorageFormatError) in try StatusSignature.publicKey(base64: text) } }
         let root: JSONValue
         do { root = try JSONValue.parse(data) } catch {
             throw SyncError(code: .invalidStatus, message: "\(name): \(error)", underlying: error)
         }
-        try StatusSignature.verify(root, trustedKeys: keys, now: Date(), name: name)
+        try formatWork { () throws(StorageFormatError) in try StatusSignature.verify(root, trustedKeys: keys, now: Date(), name: name) }
         guard status.integrity?.treeDigest != nil, status.integrity?.archive != nil else {
-            throw SyncError(code: .integrity,
+            throw SyncError(code: .signature,
                             message: "\(name) is signed but carries no integrity data, so its lists and archive are not tied to the signature; refusing it")
         }
         if let highest = try await store.syncState()?.highestAcceptedVersion.flatMap({ try? CacheVersion($0) }), status.actualVersion < highest {
-            throw SyncError(code: .integrity,
+            throw SyncError(code: .signature,
                             message: "\(name) is signed for \(status.actualVersion), below \(highest) which this client already accepted: a rollback; refusing it")
         }
         return true

@@ -1,4 +1,6 @@
 import Archive
+import FileKit
+import StorageFormat
 import Foundation
 
 /// What `verify` found.
@@ -22,7 +24,7 @@ extension SyncEngine {
         guard let local = try await store.syncState()?.localVersion.flatMap({ try? CacheVersion($0) }) else {
             throw SyncError(code: .configuration, message: "\(configuration.contentDirectory) has never been synced; run sync first")
         }
-        var layout = try StorageLayout(baseURL: configuration.baseURL)
+        var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
         let status = try await fetchStatus(layout: &layout)
         guard status.actualVersion == local else {
             throw SyncError(code: .configuration,
@@ -37,21 +39,21 @@ extension SyncEngine {
                             message: "the storage publishes no integrity data (treeDigest and contentManifest), so there is nothing to verify against; republish it with `sync-agent publish` to verify mirrors")
         }
         let directory = configuration.contentDirectory
-        let (tree, intruders) = try await BlockingWork.run { () throws(SyncError) in try ContentTree.scanLocal(directory) }
+        let (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(directory) }
         if intruders.isEmpty && TreeDigest.digest(of: tree) == digest {
             return VerifyReport(version: local, differences: [], repaired: 0, matches: true)
         }
-        let manifest = try ContentManifest.parse(try await fetchStorageFile(manifestURL, expected: manifestFingerprint),
-                                                 name: manifestURL.lastPathComponent)
+        let manifestData = try await fetchStorageFile(manifestURL, expected: manifestFingerprint)
+        let manifest = try formatWork { () throws(StorageFormatError) in try ContentManifest.parse(manifestData, name: manifestURL.lastPathComponent) }
         let differences = Self.differences(local: tree, intruders: intruders, published: manifest)
         guard repair else { return VerifyReport(version: local, differences: differences, repaired: 0, matches: false) }
 
         let started = Date()
         let staging = self.staging
-        try await BlockingWork.run { () throws(SyncError) in
+        try await BlockingWork.files { () throws(FileSystemError) in
             try staging.resetNext(includingDownloads: true)
-            for folder in tree.folders.sorted() { try StagingArea.makeFolder(folder.absolute(in: staging.next)) }
-            for file in tree.files.keys { try StagingArea.linkOrCopy(file.absolute(in: directory), file.absolute(in: staging.next)) }
+            for folder in tree.folders.sorted() { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
+            for file in tree.files.keys { try FileSystem.linkOrCopy(file.absolute(in: directory), file.absolute(in: staging.next)) }
         }
         try await store.beginPlan(PendingPlanRecord(identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
                                                     toVersion: local.text, phase: .staging, createdAt: started))

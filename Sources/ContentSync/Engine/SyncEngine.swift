@@ -1,4 +1,6 @@
 import Archive
+import FileKit
+import StorageFormat
 import Foundation
 import Logging
 import Transport
@@ -39,7 +41,7 @@ final class SyncEngine: Sendable {
             let context = try await checkLocalContent()
             fromVersion = context.local?.text
             progress(SyncProgress(phase: .checking, currentItem: StorageLayout.statusPath))
-            var layout = try StorageLayout(baseURL: configuration.baseURL)
+            var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
             let status = try await fetchStatus(layout: &layout)
             toVersion = status.actualVersion.text
             let report: SyncReport
@@ -48,7 +50,7 @@ final class SyncEngine: Sendable {
                 // version after its switch, go now.
                 if try await store.pendingPlan() != nil { try await store.clearPlan() }
                 if staging.hasContents {
-                    try await BlockingWork.run { [staging] () throws(SyncError) in try staging.clear() }
+                    try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
                 }
                 try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
                     $0.state = "succeeded"
@@ -137,14 +139,14 @@ final class SyncEngine: Sendable {
     func switchVersion(to version: CacheVersion, history: UpdateHistoryRecord,
                        progress: @Sendable (SyncProgress) -> Void) async throws(SyncError) {
         progress(SyncProgress(phase: .switching, currentItem: version.text))
-        guard let identity = StagingArea.identity(of: staging.next) else {
+        guard let identity = FileSystem.identity(of: staging.next) else {
             throw SyncError(code: .fileSystem, message: "the staged version at \(staging.next) vanished before the switch; run the update again")
         }
         try await store.markSwitching(device: identity.device, inode: identity.inode)
-        try await BlockingWork.run { [staging] () throws(SyncError) in try staging.swapIn() }
+        try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
         // The previous version goes while the state is written: the swap is done, and a crash
         // before the state lands is finished by recoverInterruptedSwitch from the inode alone.
-        async let cleared: Void? = try? BlockingWork.run { [staging] () throws(SyncError) in try staging.clear() }
+        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
         let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
         do {
             try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: version.text, history: history,
@@ -164,17 +166,17 @@ final class SyncEngine: Sendable {
         let history = UpdateHistoryRecord(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
                                           toVersion: pending.toVersion, kind: pending.kind, outcome: "succeeded",
                                           error: "switch completed after a restart", bytesDownloaded: 0, filesDownloaded: 0)
-        if let current = StagingArea.identity(of: configuration.contentDirectory), current == (device, inode) {
+        if let current = FileSystem.identity(of: configuration.contentDirectory), current == (device, inode) {
             logger.info("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
-        } else if let staged = StagingArea.identity(of: staging.next), staged == (device, inode) {
+        } else if let staged = FileSystem.identity(of: staging.next), staged == (device, inode) {
             logger.info("redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
-            try await BlockingWork.run { [staging] () throws(SyncError) in try staging.swapIn() }
+            try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
         } else {
             try await store.clearPlan()
             return
         }
         try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: pending.toVersion, history: history)
-        try? await BlockingWork.run { [staging] () throws(SyncError) in try staging.clear() }
+        try? await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
     }
 
     /// Fails with ``SyncError/Code/connectionNotAllowed`` when the policy forbids transfers.
@@ -190,6 +192,8 @@ extension SyncError {
     /// Any error as a ``SyncError``: transport failures keep their message and cause.
     static func wrap(_ error: any Error, context: String? = nil) -> SyncError {
         if let error = error as? SyncError { return error }
+        if let error = error as? StorageFormatError { return SyncError(error) }
+        if let error = error as? FileSystemError { return SyncError(error) }
         let prefix = context.map { "\($0): " } ?? ""
         if let error = error as? TransportError {
             switch error.code {

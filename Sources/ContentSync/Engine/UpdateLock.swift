@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import Foundation
 
 /// Keeps two updates of one content folder from running at once: a `watch` daemon and a manual
@@ -27,7 +29,7 @@ final class UpdateLock {
         let lockPath = statePath + ".lock"
         stateLock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
         guard stateLock >= 0 else {
-            throw SyncError.fileSystem("cannot open the update lock", path: lockPath, errno: errno)
+            throw SyncError.fileSystem("cannot open the update lock", path: lockPath, syscall: "open", errno: errno)
         }
         do {
             try Self.lockExclusively(stateLock, path: lockPath, contentDirectory: contentDirectory)
@@ -64,7 +66,7 @@ final class UpdateLock {
             throw SyncError(code: .configuration,
                             message: "another update of \(contentDirectory) is running (it holds \(path)); wait for it to finish or stop it")
         }
-        throw SyncError.fileSystem("cannot lock", path: path, errno: code)
+        throw SyncError.fileSystem("cannot lock", path: path, syscall: "flock", errno: code)
     }
 
     /// Creates (if needed), opens and locks the staging folder; returns its descriptor.
@@ -77,7 +79,7 @@ final class UpdateLock {
                     throw SyncError(code: .configuration,
                                     message: "the parent folder \(parent) of \(contentDirectory) does not exist; create it first")
                 }
-                if code != EEXIST { throw SyncError.fileSystem("cannot create the staging folder", path: path, errno: code) }
+                if code != EEXIST { throw SyncError.fileSystem("cannot create the staging folder", path: path, syscall: "mkdir", errno: code) }
             }
             let folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard folder >= 0 else {
@@ -87,7 +89,7 @@ final class UpdateLock {
                     throw SyncError(code: .configuration,
                                     message: "\(path) is in the way of the staging folder of \(contentDirectory) and is not a folder; move it away")
                 }
-                throw SyncError.fileSystem("cannot open the staging folder", path: path, errno: code)
+                throw SyncError.fileSystem("cannot open the staging folder", path: path, syscall: "open", errno: code)
             }
             do {
                 try lockExclusively(folder, path: path, contentDirectory: contentDirectory)

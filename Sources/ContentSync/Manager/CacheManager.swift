@@ -1,4 +1,6 @@
 import Archive
+import FileKit
+import StorageFormat
 import Foundation
 import Logging
 import Transport
@@ -130,9 +132,9 @@ public actor CacheManager {
         let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         try await store.reset()
-        try await BlockingWork.run { () throws(SyncError) in
+        try await BlockingWork.files { () throws(FileSystemError) in
             try staging.clear()
-            try StagingArea.removeTree(directory)
+            try FileSystem.removeTree(directory)
         }
         storedLastError = nil
         machine.reset()

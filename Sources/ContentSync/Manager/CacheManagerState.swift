@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 /// Where a ``CacheManager`` is. The names follow the original RXCacheManager's states.
 public enum CacheManagerState: String, Sendable, Equatable, Codable {
     /// Not yet known (the manager has not read its state).

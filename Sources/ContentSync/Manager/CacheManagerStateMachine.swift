@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 /// The manager's controls as a value-type state machine: each event returns the action to
 /// perform, and the actor performs it after the decision. Tests drive it without any I/O.
 struct CacheManagerStateMachine: Equatable {

@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import GRDB
 
 /// A file of the pending plan that is fully downloaded into the staging area.

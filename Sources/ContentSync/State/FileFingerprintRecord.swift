@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import GRDB
 
 /// One remembered file fingerprint (see ``FingerprintCache``): the quick-check identity of a file

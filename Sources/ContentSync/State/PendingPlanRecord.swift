@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import Foundation
 import GRDB
 

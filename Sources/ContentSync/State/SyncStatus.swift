@@ -1,3 +1,5 @@
+import FileKit
+import StorageFormat
 import Foundation
 
 /// What the state database says about a synced folder, read without touching the network.

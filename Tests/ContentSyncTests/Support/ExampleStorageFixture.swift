@@ -1,4 +1,7 @@
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 
 /// The committed ExampleStorage: one storage snapshot per version, and the expected tree.
 enum ExampleStorageFixture {

@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 
 /// Publishes ExampleStorage's contents with `Publisher`, as a publisher would.
 enum PublishFixture {

@@ -1,5 +1,8 @@
 @testable import ContentSync
 import Foundation
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
 import Synchronization
 
 /// Records a publish's checkpoints and stops it at one of them, as a kill or an I/O error would.

@@ -1,4 +1,7 @@
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 
 /// Builds zip archives byte by byte (stored entries only), so that tests can write what no
 /// well-behaved zip library would: names that are not UTF-8, entries that share their bytes,

@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 
 enum SHA256Hex {
     static func of(file path: String) -> String {

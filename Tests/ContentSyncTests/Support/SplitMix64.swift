@@ -1,3 +1,6 @@
+import ContentPublishing
+import FileKit
+import StorageFormat
 /// SplitMix64: a tiny, well-mixed generator whose sequence depends only on the seed, so every
 /// randomized test is the same on every run and machine.
 struct SplitMix64: RandomNumberGenerator {

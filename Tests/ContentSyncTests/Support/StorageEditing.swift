@@ -1,4 +1,7 @@
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 
 /// Edits a published storage the way a hostile or careless publisher would, keeping its
 /// integrity data consistent where the test says so.

@@ -1,4 +1,7 @@
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 
 /// Runs `body` with a fresh empty folder, deleted afterwards.
 func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {

@@ -1,4 +1,7 @@
 import Foundation
+import ContentPublishing
+import FileKit
+import StorageFormat
 
 /// A folder's full shape: every folder, and every file with the SHA-256 of its bytes.
 struct TreeSnapshot: Equatable, CustomStringConvertible {

@@ -1,0 +1,78 @@
+import StorageFormat
+import FileKit
+import Foundation
+
+/// Keeps two publishes of one storage apart: an exclusive, non-blocking `flock` on the storage
+/// folder's own descriptor, held for the whole publish (dry runs included).
+///
+/// Locking the folder itself needs no lock file, and every path to the storage (a symlink, a
+/// bind mount, `..` detours) reaches the same inode, so they all meet at one lock. `flock`
+/// belongs to the open file description: a second `open` in the same process conflicts too, and
+/// the lock goes with the descriptor when the process dies (`kill -9` included).
+final class PublishLock {
+    private let fd: Int32
+
+    /// Takes the lock on `storage` (which must exist) or fails at once, naming the holder.
+    init(storage: String) throws(PublishError) {
+        // Nothing may throw once `fd` is set: a class whose init throws after that runs its
+        // deinit, which would close the descriptor a second time (by then maybe another's).
+        fd = try Self.lockedDescriptor(storage)
+    }
+
+    /// Opens `storage` and takes the lock; on failure closes what it opened.
+    private static func lockedDescriptor(_ storage: String) throws(PublishError) -> Int32 {
+        let fd = open(storage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else {
+            throw PublishError.fileSystem("cannot open the storage folder to lock it:", path: storage, syscall: "open", errno: errno)
+        }
+        guard flock(fd, LOCK_EX | LOCK_NB) != 0 else { return fd }
+        let code = errno
+        let holder = holder(of: fd)
+        close(fd)
+        if code == EWOULDBLOCK {
+            let who = holder.map { "process \($0)" } ?? "another process"
+            throw PublishError(code: .busy,
+                            message: "another publish of \(storage) is running (\(who)); wait for it to finish, or stop it")
+        }
+        if code == EBADF || code == ENOLCK || code == EOPNOTSUPP {
+            // NFS emulates flock with POSIX locks, which a folder opened read-only cannot take.
+            throw PublishError(code: .fileSystem,
+                            message: "cannot lock the storage folder \(storage): \(String(cString: strerror(code))); its filesystem cannot flock a folder (NFS?): publish from a local filesystem")
+        }
+        throw PublishError.fileSystem("cannot lock the storage folder", path: storage, syscall: "flock", errno: code)
+    }
+
+    /// The locked folder's descriptor, for `syncfs` and `fsync`.
+    var descriptor: Int32 { fd }
+
+    deinit {
+        flock(fd, LOCK_UN)
+        close(fd)
+    }
+
+    /// The PID holding an exclusive `flock` on the file `fd` names, from `/proc/locks` (the
+    /// kernel's own record, so it cannot be stale), or nil when it cannot be told.
+    static func holder(of fd: Int32) -> Int32? {
+        var info = stat()
+        guard fstat(fd, &info) == 0, let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
+        let device = UInt64(info.st_dev)
+        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
+        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
+        func hex(_ value: UInt64) -> String { value < 16 ? "0" + String(value, radix: 16) : String(value, radix: 16) }
+        let identity = "\(hex(major)):\(hex(minor)):\(UInt64(info.st_ino))"
+        return holder(in: text, identity: identity)
+    }
+
+    /// The PID of the `FLOCK ... WRITE` line for `identity` ("maj:min:inode", as the kernel
+    /// prints it) in a `/proc/locks` text. Blocked waiters (`->` lines) are skipped.
+    static func holder(in locks: String, identity: String) -> Int32? {
+        for line in locks.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            // "1: FLOCK  ADVISORY  WRITE 1234 08:01:131 0 EOF"
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE", fields[5] == identity,
+                  let pid = Int32(fields[4]), pid > 0 else { continue }
+            return pid
+        }
+        return nil
+    }
+}

@@ -1,0 +1,69 @@
+import StorageFormat
+import FileKit
+import Foundation
+
+/// What `sync-agent publish` is asked to do.
+public struct PublishOptions: Sendable {
+    /// The storage folder (holding, or to hold, `RXCacheConfig/` and `RXCacheContent/`).
+    public var storage: String
+    /// The folder with the new version's content.
+    public var content: String
+    /// The new version; it must be above the storage's current one.
+    public var version: CacheVersion
+    /// The new `minimalCacheVersion`. Default: unchanged (the new version for `--init`).
+    public var minimal: CacheVersion?
+    /// Where the storage is published, e.g. `https://raw.githubusercontent.com/OWNER/REPO/main/`:
+    /// the absolute URLs in its files start with it.
+    public var baseURL: URL
+    /// Plan and report, write nothing.
+    public var dryRun = false
+    /// Create the storage from `content` at its first version.
+    public var initialize = false
+    /// Sign `cacheStatus.json` with this ed25519 private key (base64 of its 32 raw bytes).
+    /// Default: unsigned.
+    public var signingKey: String?
+    /// How long the signature stays valid; clients refuse an expired status. Default 30 days.
+    /// Not checked here (tests publish expired statuses on purpose); `sync-agent publish`
+    /// refuses a lifetime that is not positive.
+    public var signatureLifetime: Duration = .seconds(30 * 86_400)
+    /// Tests only: called before every change the publish makes on disk; may stop it there as a
+    /// kill or an I/O failure would. Default: none.
+    var checkpoint: (@Sendable (PublishCheckpoint) -> PublishCheckpoint.Decision)?
+    /// Tests only: swap the content folder as on a filesystem without `RENAME_EXCHANGE`.
+    var exchangeUnsupported = false
+
+    public init(storage: String, content: String, version: CacheVersion, minimal: CacheVersion? = nil, baseURL: URL) {
+        self.storage = storage
+        self.content = content
+        self.version = version
+        self.minimal = minimal
+        self.baseURL = baseURL
+    }
+}
+
+/// What a publish did (or, for a dry run, would do).
+public struct PublishReport: Sendable {
+    public var fromVersion: CacheVersion?
+    public var toVersion: CacheVersion
+    public var minimalVersion: CacheVersion
+    public var changes: [Change.Kind]
+    /// Bytes a client one version behind downloads: added and edited files.
+    public var bytesToDownload: Int64
+    public var files: Int
+    public var folders: Int
+    public var contentBytes: Int64
+    /// The archive's size; 0 for a dry run.
+    public var archiveBytes: Int64
+    /// The change list written, relative to the storage; nil for `--init`.
+    public var changeListPath: String?
+    /// Archive entries copied still deflated from the previous version's archive.
+    public var reusedArchiveEntries = 0
+    /// What this publish did first about an interrupted one; nil when there was none.
+    public var recovery: PublishRecovery?
+    /// Files an older `sync-agent`'s interrupted publish left in the storage, deleted first
+    /// (relative to the storage).
+    public var removedLeftovers: [String] = []
+    /// The storage already published this version with this content (an earlier run, perhaps
+    /// one that recovery just completed): nothing was written.
+    public var alreadyPublished = false
+}

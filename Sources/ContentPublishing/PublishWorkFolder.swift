@@ -1,0 +1,110 @@
+import StorageFormat
+import FileKit
+import Foundation
+import Glibc
+
+/// The folder inside the storage where a publish builds, keeps and journals:
+/// `<storage>/.content-sync-publish/`.
+///
+/// It is inside the storage so that every rename into place stays on one filesystem (atomic),
+/// and so that two storages never share one. It holds:
+/// - `journal.json`: ``PublishJournal``, written by temporary file, `fsync` and rename;
+/// - `stage/`: the new files at their storage paths (`stage/RXCacheContent/` is the snapshot of
+///   `--content`; after the swap it holds the previous content);
+/// - `kept/`: each file the install replaced, at its storage path, until the publish is over.
+///
+/// After a publish, committed or rolled back, the folder is gone.
+struct PublishWorkFolder {
+    let storage: String
+
+    var root: String { storage + "/" + PublishPaths.workFolderName }
+    var journalPath: String { root + "/journal.json" }
+    var stage: String { root + "/stage" }
+    var kept: String { root + "/kept" }
+
+    func staged(_ relative: String) -> String { stage + "/" + relative }
+    func kept(_ relative: String) -> String { kept + "/" + relative }
+    func destination(_ relative: String) -> String { storage + "/" + relative }
+
+    var exists: Bool { FileSystem.exists(root) }
+
+    /// Creates the folder with `stage/` and `kept/` and their `RXCacheConfig/HistoryOfVersions/`.
+    func create() throws(PublishError) {
+        for folder in [root, stage, stage + "/RXCacheConfig", stage + "/RXCacheConfig/HistoryOfVersions",
+                       kept, kept + "/RXCacheConfig", kept + "/RXCacheConfig/HistoryOfVersions"] {
+            try fileWork { () throws(FileSystemError) in try FileSystem.makeFolder(folder) }
+        }
+    }
+
+    /// The journal, or nil when there is none. An unreadable journal is an error: guessing
+    /// could delete the only copy of a replaced file.
+    func readJournal() throws(PublishError) -> PublishJournal? {
+        guard let data = FileManager.default.contents(atPath: journalPath) else {
+            if FileSystem.exists(journalPath) {
+                throw PublishError(code: .fileSystem, message: "cannot read the publish journal \(journalPath); check its permissions")
+            }
+            return nil
+        }
+        do {
+            let journal = try JSONDecoder().decode(PublishJournal.self, from: data)
+            guard journal.format == 1 else {
+                throw PublishError(code: .configuration, message: "format \(journal.format), this sync-agent reads format 1")
+            }
+            return journal
+        } catch {
+            throw PublishError(code: .configuration,
+                            message: "\(journalPath) is not a publish journal this sync-agent can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(root)",
+                            underlying: error)
+        }
+    }
+
+    /// Writes the journal atomically: a temporary file, `fsync`, rename. `durable` also
+    /// `fsync`s the folder (otherwise the `syncfs` before installing covers it).
+    func writeJournal(_ journal: PublishJournal, durable: Bool) throws(PublishError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        let data: Data
+        do { data = try encoder.encode(journal) } catch {
+            throw PublishError(code: .fileSystem, message: "cannot encode the publish journal: \(error)", underlying: error)
+        }
+        try Self.write(data, to: journalPath, sync: true)
+        if durable { Self.fsyncFolder(root) }
+    }
+
+    /// Deletes the folder: everything but the journal first, the journal last, so that a run
+    /// killed meanwhile still finds the journal and makes the same decision again.
+    func remove() throws(PublishError) {
+        guard exists else { return }
+        // Its own entries have ASCII names; below them (the snapshot) names go by raw bytes, since
+        // a name that is not UTF-8 can be there (the scan then refused it).
+        for name in try fileWork { () throws(FileSystemError) in try DirectoryWalker.names(in: root) } where name != "journal.json" {
+            try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(root + "/" + name) }
+        }
+        try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(journalPath) }
+        if rmdir(root) != 0 && errno != ENOENT {
+            throw PublishError.fileSystem("cannot delete the publish work folder", path: root, syscall: "rmdir", errno: errno)
+        }
+    }
+
+    // MARK: - Small file primitives
+
+    /// Writes `data` to a new file at `path`, optionally `fsync`ing it.
+    static func write(_ data: Data, to path: String, sync: Bool = false) throws(PublishError) {
+        try fileWork { () throws(FileSystemError) in try AtomicFile.write(data, to: path, durable: sync) }
+    }
+
+    /// SHA-256 of a file's bytes, or nil when it does not exist.
+    static func sha256(of path: String) throws(PublishError) -> String? {
+        guard FileSystem.exists(path) else { return nil }
+        return try fileWork { () throws(FileSystemError) in try ContentTree.fingerprint(of: path).sha256 }
+    }
+
+    /// `fsync` of a folder, so the renames in it survive a power cut. Best effort: a folder
+    /// that cannot be opened has nothing of ours in it.
+    static func fsyncFolder(_ path: String) {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        _ = fsync(fd)
+        close(fd)
+    }
+}

@@ -1,0 +1,71 @@
+import StorageFormat
+import FileKit
+import Foundation
+
+extension Publisher {
+    /// Names an older `sync-agent` (before the work folder) wrote while publishing, relative to
+    /// the storage. A run of it that was killed left them; nothing else uses these names.
+    static let legacyLeftovers = [".RXCacheContent.incoming", ".RXCacheContent.retired", "RXCacheContent.zip.tmp",
+                                  StorageLayout.statusPath + ".tmp", StorageLayout.updateListPath + ".tmp",
+                                  StorageWriter.contentManifestPath + ".tmp"]
+
+    /// Finishes or undoes an interrupted publish (run with the lock held, before anything else):
+    /// - no journal, or one that never reached the install → nothing is visible: delete the work folder;
+    /// - the visible status is not the staged one → roll every step back, then delete the work folder;
+    /// - the visible status is the staged one → committed: delete the work folder.
+    /// Then deletes what an older `sync-agent`'s interrupted publish left (``legacyLeftovers``).
+    static func recover(_ paths: PublishPaths, run: PublishRun) throws(PublishError) -> (PublishRecovery?, [String]) {
+        let work = PublishWorkFolder(storage: paths.storage)
+        var recovery: PublishRecovery?
+        if work.exists {
+            let journal = try work.readJournal()
+            let visible = try PublishWorkFolder.sha256(of: paths.storage + "/" + StorageLayout.statusPath)
+            let target = journal.flatMap { try? CacheVersion($0.toVersion) }
+            let from = journal?.fromVersion.flatMap { try? CacheVersion($0) }
+            switch PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) {
+            case .discard:
+                try run.checkpoint(.recovery, "delete the work folder of a publish that installed nothing")
+                try work.remove()
+                recovery = .discarded(version: target)
+            case .rollBack:
+                guard let journal, let target else { preconditionFailure("a rollback has a journal") }
+                try PublishInstaller(work: work, journal: journal, run: run).rollBack()
+                try run.checkpoint(.recovery, "delete the work folder of the rolled-back publish")
+                try work.remove()
+                recovery = .rolledBack(version: target, restored: from)
+            case .finish:
+                guard let target else { preconditionFailure("a committed publish has a journal") }
+                try run.checkpoint(.recovery, "delete the work folder of the committed publish")
+                try work.remove()
+                recovery = .finished(version: target, from: from)
+            }
+        }
+        var removed: [String] = []
+        var candidates = legacyLeftovers
+        let history = paths.storage + "/RXCacheConfig/HistoryOfVersions"
+        if FileSystem.exists(history) {
+            for name in try fileWork { () throws(FileSystemError) in try DirectoryWalker.names(in: history) }.sorted() where name.hasPrefix("changes_") && name.hasSuffix(".json.tmp") {
+                candidates.append("RXCacheConfig/HistoryOfVersions/" + name)
+            }
+        }
+        for relative in candidates where FileSystem.exists(paths.storage + "/" + relative) {
+            try run.checkpoint(.recovery, "delete the leftover \(relative)")
+            try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(paths.storage + "/" + relative) }
+            removed.append(relative)
+        }
+        return (recovery, removed)
+    }
+
+    /// A dry run writes nothing, so it cannot roll back: it refuses when an interrupted publish
+    /// left new files beside the old status (the storage is then neither version). Leftovers of
+    /// a publish that installed nothing, or that committed, change nothing a dry run reads.
+    static func refuseDryRunOverInterruptedPublish(_ paths: PublishPaths) throws(PublishError) {
+        let work = PublishWorkFolder(storage: paths.storage)
+        guard work.exists, let journal = try work.readJournal() else { return }
+        let visible = try PublishWorkFolder.sha256(of: paths.storage + "/" + StorageLayout.statusPath)
+        if PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) == .rollBack {
+            throw PublishError(code: .configuration,
+                            message: "a publish of \(journal.toVersion) into \(paths.storage) was interrupted while installing (\(work.journalPath)); a dry run writes nothing, so it cannot roll it back: run the publish without --dry-run, which rolls it back first")
+        }
+    }
+}

@@ -1,0 +1,312 @@
+import Archive
+import FileKit
+import StorageFormat
+import CLinux
+import Foundation
+
+/// Builds a storage's next version from a folder: the smallest change list, the update list,
+/// a deterministic archive, the status file, and the new content.
+///
+/// A publish survives being killed anywhere, and keeps off other publishes of the same storage:
+/// 1. It takes an exclusive `flock` on the storage folder (``PublishLock``) or fails at once.
+/// 2. It finishes or undoes an interrupted publish it finds (`Publisher+Recovery.swift`).
+/// 3. It builds every new file in `<storage>/.content-sync-publish/stage/` (``PublishWorkFolder``),
+///    from one snapshot copy of `--content`, and journals the install (``PublishJournal``).
+/// 4. It installs (``PublishInstaller``): change list, update list, content manifest, archive,
+///    the content folder (an atomic swap), and `cacheStatus.json` last: the commit point.
+/// 5. It deletes the work folder.
+/// Clients read the status first, so until the last rename they see the previous version.
+public enum Publisher {
+    /// Publishes (blocking: it copies, hashes and archives the whole content).
+    public static func publish(_ options: PublishOptions) throws(PublishError) -> PublishReport {
+        let paths = PublishPaths(storage: options.storage, content: options.content)
+        let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: options.baseURL) }
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: paths.content, isDirectory: &isFolder), isFolder.boolValue else {
+            throw PublishError(code: .configuration, message: "--content \(paths.content) is not a folder; pass the folder holding the new version")
+        }
+        try paths.checkLayout()
+        let signer = try options.signingKey.map { (key: String) throws(PublishError) -> StorageWriter.Signer in
+            StorageWriter.Signer(key: try formatWork { () throws(StorageFormatError) in try StatusSignature.privateKey(base64: key) },
+                                 expires: Date().addingTimeInterval(Double(options.signatureLifetime.components.seconds)))
+        }
+        let storageExists = FileSystem.exists(paths.storage)
+        if !storageExists {
+            guard options.initialize else { throw Self.noStorage(paths) }
+            if !options.dryRun {
+                do {
+                    try FileManager.default.createDirectory(atPath: paths.storage, withIntermediateDirectories: true)
+                } catch {
+                    throw PublishError(code: .fileSystem, message: "cannot create the storage folder \(paths.storage): \(error)", underlying: error)
+                }
+            }
+        }
+        // A dry run of --init on a folder that does not exist yet reads nothing and locks nothing.
+        let lock = storageExists || !options.dryRun ? try PublishLock(storage: paths.storage) : nil
+        defer { withExtendedLifetime(lock) {} }
+        let run = PublishRun(hook: options.checkpoint, exchangeUnsupported: options.exchangeUnsupported)
+
+        var recovery: PublishRecovery?
+        var leftovers: [String] = []
+        if options.dryRun {
+            if lock != nil { try refuseDryRunOverInterruptedPublish(paths) }
+        } else {
+            (recovery, leftovers) = try recover(paths, run: run)
+        }
+        var report: PublishReport
+        do {
+            report = try publishLocked(options, paths: paths, layout: layout, signer: signer, lock: lock, run: run)
+        } catch {
+            // What recovery did stays true when the publish itself is refused: say it.
+            guard let recovery, !run.killed else { throw error }
+            throw PublishError(code: error.code, message: "\(error.message) (before that, recovery: \(recovery))", underlying: error.underlying)
+        }
+        report.recovery = recovery
+        report.removedLeftovers = leftovers
+        return report
+    }
+
+    /// Everything after the lock and the recovery.
+    private static func publishLocked(_ options: PublishOptions, paths: PublishPaths, layout: StorageLayout,
+                                      signer: StorageWriter.Signer?, lock: PublishLock?, run: PublishRun) throws(PublishError) -> PublishReport {
+        let storage = paths.storage
+        let statusPath = storage + "/" + StorageLayout.statusPath
+        let statusData = FileManager.default.contents(atPath: statusPath)
+        var readLayout = layout
+
+        var fromVersion: CacheVersion?
+        var minimal = options.minimal ?? options.version
+        var expectedOldDigest: String?
+        if options.initialize {
+            if let statusData {
+                if let status = try? CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout),
+                   let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, paths: paths) {
+                    return done
+                }
+                throw PublishError(code: .configuration,
+                                message: "\(storage) already holds a storage (\(StorageLayout.statusPath) exists); publish a new version without --init")
+            }
+        } else {
+            guard let statusData else { throw Self.noStorage(paths) }
+            let status = try formatWork { () throws(StorageFormatError) in try CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout) }
+            if let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, paths: paths) { return done }
+            guard options.version > status.actualVersion else {
+                let same = options.version == status.actualVersion
+                    ? " (it was published with other content, minimal version or base URL)" : ""
+                throw PublishError(code: .configuration,
+                                message: "version \(options.version) is not greater than the storage's current \(status.actualVersion)\(same); pass a higher --version")
+            }
+            if let published = readLayout.publishedBase, StorageLayout.normalized(published) != StorageLayout.normalized(layout.baseURL) {
+                throw PublishError(code: .configuration,
+                                message: "--base-url \(layout.baseURL.absoluteString) is not the base \(storage) was published with (\(published.absoluteString), from \(StorageLayout.statusPath)): the new change list would name other URLs than the earlier ones, and clients replaying across both would refuse them. Pass --base-url \(published.absoluteString), or publish the moved storage afresh with --init")
+            }
+            fromVersion = status.actualVersion
+            minimal = options.minimal ?? status.minimalVersion
+            expectedOldDigest = status.integrity?.treeDigest
+        }
+        guard minimal <= options.version else {
+            throw PublishError(code: .configuration,
+                            message: "--minimal \(minimal) is greater than --version \(options.version); the minimal version cannot be above the actual one")
+        }
+        if let fromVersion {
+            let relative = StorageWriter.changeListPath(from: fromVersion, to: options.version)
+            if FileSystem.exists(storage + "/" + relative) {
+                throw PublishError(code: .configuration,
+                                message: "\(relative) already exists; a published change list is never rewritten. If no status ever published \(options.version) (an older sync-agent's interrupted publish left it), delete it and run again")
+            }
+        }
+
+        var oldTree: ContentTree?
+        if let fromVersion {
+            let tree = try ContentTree.scan(storage + "/RXCacheContent")
+            if let expectedOldDigest, TreeDigest.digest(of: tree) != expectedOldDigest {
+                throw PublishError(code: .configuration,
+                                message: "\(storage)/RXCacheContent/ does not match the treeDigest that \(StorageLayout.statusPath) publishes for \(fromVersion): it was changed outside publish, or an older sync-agent's publish was interrupted. A change list from it would not lead clients from \(fromVersion); put \(fromVersion)'s content back in RXCacheContent/ and run again")
+            }
+            oldTree = tree
+        }
+
+        if options.dryRun {
+            let newTree = try checkedScan(paths.content, shownAs: paths.content)
+            let changes = try diff(from: oldTree, to: newTree, content: paths.content)
+            return report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree)
+        }
+        guard let lock else { preconditionFailure("a publish that writes holds the lock") }
+
+        // Stage: nothing in the storage changes until the journal says "installing".
+        let work = PublishWorkFolder(storage: storage)
+        let writer = StorageWriter(root: storage, stage: work.stage, layout: layout, signer: signer)
+        var journal = PublishJournal(phase: .staging, pid: getpid(), fromVersion: fromVersion?.text,
+                                     toVersion: options.version.text, minimalVersion: minimal.text)
+        var result: PublishReport
+        do throws(PublishError) {
+            try run.checkpoint(.staging, "create the work folder")
+            try work.create()
+            try work.writeJournal(journal, durable: false)
+            try run.checkpoint(.staging, "snapshot --content")
+            let snapshot = work.staged("RXCacheContent")
+            try ContentSnapshot.copy(paths.content, to: snapshot)
+            let newTree = try checkedScan(snapshot, shownAs: paths.content)
+            let changes = try diff(from: oldTree, to: newTree, content: paths.content)
+            result = report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree)
+
+            try run.checkpoint(.staging, "build the archive")
+            (result.archiveBytes, result.reusedArchiveEntries) = try writer.writeArchive(from: snapshot, sources: archiveSources(from: oldTree, to: newTree))
+            try run.checkpoint(.staging, "write the change list, update list, content manifest and status")
+            if let fromVersion {
+                let listPath = try writer.writeChangeList(from: fromVersion, to: options.version, changes: changes, tree: newTree)
+                try writer.appendToUpdateList(listPath)
+                result.changeListPath = listPath
+            } else {
+                try writer.writeUpdateList([])
+            }
+            _ = try writer.writeContentManifest(newTree, version: options.version)
+            let status = try writer.writeStatus(version: options.version, minimal: minimal, tree: newTree, unzippedBytes: result.contentBytes)
+
+            journal.phase = .installing
+            journal.treeDigest = TreeDigest.digest(of: newTree)
+            journal.statusSHA256 = TreeDigest.sha256(status)
+            journal.content = FileSystem.identity(of: snapshot).map { PublishJournal.Identity(device: $0.device, inode: $0.inode) }
+            journal.createdFolders = ["RXCacheConfig", "RXCacheConfig/HistoryOfVersions"].filter { !FileSystem.exists(storage + "/" + $0) }
+            journal.steps = installSteps(storage: storage, changeList: result.changeListPath)
+            try run.checkpoint(.staging, "write the install journal")
+            try work.writeJournal(journal, durable: false)
+            // One flush for every staged byte and the journal: durability once per version.
+            guard clinux_syncfs(lock.descriptor) == 0 else {
+                throw PublishError.fileSystem("cannot flush the staged files to disk (syncfs) for", path: storage, syscall: "syncfs", errno: clinux_errno())
+            }
+        } catch {
+            if !run.killed { try? work.remove() }
+            throw error
+        }
+
+        let installer = PublishInstaller(work: work, journal: journal, run: run)
+        do {
+            try installer.install()
+        } catch {
+            if run.killed { throw error }
+            let previous = fromVersion.map { "\($0)" } ?? "empty"
+            do {
+                try installer.rollBack()
+                try work.remove()
+            } catch let undo {
+                if run.killed { throw undo }
+                throw PublishError(code: error.code,
+                                message: "\(error.message); rolling back failed too (\(undo.message)): run the same publish again to finish the rollback",
+                                underlying: error)
+            }
+            throw PublishError(code: error.code, message: "\(error.message); rolled back, the storage is \(previous) again", underlying: error.underlying)
+        }
+        // Committed. A run killed from here on is finished by the next one.
+        do {
+            try run.checkpoint(.cleanup, "delete the work folder")
+            try work.remove()
+        } catch {
+            if run.killed { throw error }
+            throw PublishError(code: error.code,
+                            message: "published \(options.version), but \(error.message); the next publish deletes the work folder",
+                            underlying: error)
+        }
+        return result
+    }
+
+    /// The install order. Readers keep a valid storage as long as possible: the change list is
+    /// new (nothing names it yet), the status is last.
+    private static func installSteps(storage: String, changeList: String?) -> [PublishJournal.Step] {
+        var steps: [PublishJournal.Step] = []
+        if let changeList { steps.append(.init(path: changeList, existed: false)) }
+        for path in [StorageLayout.updateListPath, StorageWriter.contentManifestPath, StorageWriter.archivePath] {
+            steps.append(.init(path: path, existed: FileSystem.exists(storage + "/" + path)))
+        }
+        steps.append(.init(path: "RXCacheContent", existed: FileSystem.exists(storage + "/RXCacheContent"), isFolder: true))
+        steps.append(.init(path: StorageLayout.statusPath, existed: FileSystem.exists(storage + "/" + StorageLayout.statusPath)))
+        return steps
+    }
+
+    /// Scans a content folder and refuses names a storage cannot carry. Messages name the
+    /// folder as the user gave it (`shownAs`), not the snapshot.
+    private static func checkedScan(_ folder: String, shownAs content: String) throws(PublishError) -> ContentTree {
+        let tree: ContentTree
+        do {
+            tree = try ContentTree.scan(folder)
+        } catch {
+            guard folder != content else { throw error }
+            throw PublishError(code: error.code, message: error.message.replacingOccurrences(of: folder, with: content), underlying: error.underlying)
+        }
+        if let (first, second) = SafeRelativePath.caseCollision(in: Array(tree.folders) + Array(tree.files.keys)) {
+            throw PublishError(code: .configuration,
+                            message: "\(content): '\(first)' and '\(second)' differ only in case; clients on case-insensitive file systems would see one of them. Rename one")
+        }
+        return tree
+    }
+
+    private static func diff(from oldTree: ContentTree?, to newTree: ContentTree, content: String) throws(PublishError) -> [Change.Kind] {
+        guard let oldTree else { return [] }
+        do {
+            return try ChangeDiffer.diff(from: oldTree, to: newTree)
+        } catch {
+            throw PublishError(code: .invalidContent, message: "\(content): \(error)", underlying: error)
+        }
+    }
+
+    /// New files whose bytes the old version had (new path → old path): their compressed
+    /// archive entries are copied.
+    private static func archiveSources(from oldTree: ContentTree?, to newTree: ContentTree) -> [SafeRelativePath: SafeRelativePath] {
+        guard let oldTree else { return [:] }
+        var oldPathOf: [FileFingerprint: SafeRelativePath] = [:]
+        for (path, fingerprint) in oldTree.files.sorted(by: { $0.key < $1.key }) where oldPathOf[fingerprint] == nil {
+            oldPathOf[fingerprint] = path
+        }
+        var sources: [SafeRelativePath: SafeRelativePath] = [:]
+        for (path, fingerprint) in newTree.files {
+            sources[path] = oldTree.files[path] == fingerprint ? path : oldPathOf[fingerprint]
+        }
+        return sources
+    }
+
+    private static func report(_ options: PublishOptions, from: CacheVersion?, minimal: CacheVersion, changes: [Change.Kind],
+                               tree: ContentTree) -> PublishReport {
+        PublishReport(fromVersion: from, toVersion: options.version, minimalVersion: minimal, changes: changes,
+                      bytesToDownload: downloadBytes(changes, in: tree), files: tree.files.count, folders: tree.folders.count,
+                      contentBytes: tree.files.values.reduce(Int64(0)) { $0 + $1.size }, archiveBytes: 0, changeListPath: nil)
+    }
+
+    /// The storage already publishes `options.version` with the same content (tree digest),
+    /// minimal version and base URL: a re-run of a publish that completed, perhaps one that
+    /// recovery just finished. Returns the report to give, or nil when this is not that case.
+    private static func alreadyPublished(_ status: CacheStatus, layout: StorageLayout, readLayout: StorageLayout, options: PublishOptions,
+                                         paths: PublishPaths) throws(PublishError) -> PublishReport? {
+        guard status.actualVersion == options.version, let digest = status.integrity?.treeDigest,
+              options.minimal == nil || options.minimal == status.minimalVersion,
+              readLayout.publishedBase.map(StorageLayout.normalized) == StorageLayout.normalized(layout.baseURL)
+        else { return nil }
+        let tree = try checkedScan(paths.content, shownAs: paths.content)
+        guard TreeDigest.digest(of: tree) == digest else { return nil }
+        var done = report(options, from: nil, minimal: status.minimalVersion, changes: [], tree: tree)
+        var info = stat()
+        if stat(paths.storage + "/" + StorageWriter.archivePath, &info) == 0 { done.archiveBytes = Int64(info.st_size) }
+        done.alreadyPublished = true
+        return done
+    }
+
+    private static func noStorage(_ paths: PublishPaths) -> PublishError {
+        PublishError(code: .configuration,
+                  message: "\(paths.storage)/\(StorageLayout.statusPath) not found; create the storage first with `sync-agent publish --init`")
+    }
+
+    /// Bytes of the files a client one version behind must fetch.
+    static func downloadBytes(_ changes: [Change.Kind], in tree: ContentTree) -> Int64 {
+        var total: Int64 = 0
+        for change in changes {
+            switch change {
+            case .add(let path), .redownload(_, let path):
+                total += tree.files[path]?.size ?? 0
+            case .deepRedownload(let folder):
+                total += tree.files.filter { $0.key.isWithin(folder) }.reduce(0) { $0 + $1.value.size }
+            case .remove, .move:
+                break
+            }
+        }
+        return total
+    }
+}

@@ -1,0 +1,74 @@
+import CLinux
+import Foundation
+
+/// Publishing a file so that readers see the old bytes or the new ones, never a torn mix.
+///
+/// Two ways, for two needs:
+/// - ``write(_:to:durable:)`` replaces whatever is at the path: the bytes go to a new file beside
+///   it (`O_EXCL`, a name no one else uses), then `rename(2)` puts it in place.
+/// - ``UnnamedFile`` adds a file only where none is: an `O_TMPFILE` file in the target folder,
+///   named by `linkat(2)` once complete, so a crash leaves nothing behind.
+public enum AtomicFile {
+    /// Writes `data` to `path` atomically, replacing any file there. With `durable`, the file is
+    /// fsynced before the rename and the folder after it, so the new bytes survive a power loss.
+    public static func write(_ data: some DataProtocol, to path: String, durable: Bool = false) throws(FileSystemError) {
+        let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno) }
+        var failure: (syscall: String, errno: Int32)?
+        for region in data.regions where failure == nil {
+            region.withUnsafeBytes { bytes in
+                var offset = 0
+                while offset < bytes.count {
+                    let written = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
+                    if written < 0 {
+                        if errno == EINTR { continue }
+                        failure = ("write", errno)
+                        return
+                    }
+                    offset += written
+                }
+            }
+        }
+        if failure == nil && durable && fsync(fd) != 0 { failure = ("fsync", errno) }
+        close(fd)
+        if let failure {
+            unlink(temporary)
+            throw FileSystemError("cannot write", path: path, syscall: failure.syscall, errno: failure.errno)
+        }
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
+        }
+        if durable { FileSystem.syncFolder((path as NSString).deletingLastPathComponent) }
+    }
+}
+
+/// A file with no name yet (`O_TMPFILE`), in the folder where it will be named: written in full,
+/// then given its name with ``link(as:)``. Until then no reader can see it, and if the process
+/// dies the kernel frees it. Closing it without linking discards it.
+public struct UnnamedFile: ~Copyable, Sendable {
+    /// The open descriptor, for writing.
+    public let descriptor: Int32
+
+    /// Opens an unnamed file in `folder`, or nil where the filesystem or kernel has no `O_TMPFILE`
+    /// (the caller then writes a named temporary file instead).
+    public init?(in folder: String) {
+        guard let descriptor = try? LongPath.at(folder, { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
+              descriptor >= 0 else { return nil }
+        self.descriptor = descriptor
+    }
+
+    /// Gives the file the name `path` (in the folder it was opened in). Fails with
+    /// ``FileSystemError/Code/alreadyExists`` when something has that name.
+    public func link(as path: String) throws(FileSystemError) {
+        try LongPath.at(path) { folder, rest throws(FileSystemError) in
+            if clinux_linkat_fd(descriptor, folder, rest) != 0 {
+                throw FileSystemError("cannot name the new file", path: path, syscall: "linkat", errno: clinux_errno())
+            }
+        }
+    }
+
+    deinit { close(descriptor) }
+}

@@ -1,0 +1,32 @@
+import Foundation
+
+/// What identifies a file's bytes without reading them, as rsync's quick check does: the inode
+/// (hard links share it), the size and the modification time in nanoseconds.
+public struct FileIdentity: Hashable, Sendable {
+    public var device: UInt64
+    public var inode: UInt64
+    public var size: Int64
+    public var modifiedNanoseconds: Int64
+
+    /// The identity of the regular file at `path`, or nil when it cannot be read.
+    public init?(path: String) {
+        guard let info = try? LongPath.at(path, { folder, rest throws(FileSystemError) -> stat? in
+            var info = stat()
+            return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        }) ?? nil, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        self.init(info)
+    }
+
+    /// The identity in a `stat` result.
+    public init(_ info: stat) {
+        self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+                  modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+    }
+
+    public init(device: UInt64, inode: UInt64, size: Int64, modifiedNanoseconds: Int64) {
+        self.device = device
+        self.inode = inode
+        self.size = size
+        self.modifiedNanoseconds = modifiedNanoseconds
+    }
+}

@@ -1,0 +1,104 @@
+import Foundation
+
+/// Path operations that take paths of any length (``LongPath``), never follow a symlink at the
+/// last component, and fail with a ``FileSystemError`` that names the call.
+public enum FileSystem {
+    /// Device and inode of `path` (not following a symlink), or nil when it does not exist.
+    public static func identity(of path: String) -> (device: Int64, inode: Int64)? {
+        guard let info = try? LongPath.at(path, { folder, rest throws(FileSystemError) -> stat? in
+            var info = stat()
+            return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        }) ?? nil else { return nil }
+        return (Int64(bitPattern: UInt64(info.st_dev)), Int64(bitPattern: UInt64(info.st_ino)))
+    }
+
+    /// Whether anything (a symlink included) is at `path`.
+    public static func exists(_ path: String) -> Bool {
+        identity(of: path) != nil
+    }
+
+    /// Creates the folder `path`; an existing folder is fine, anything else in the way is an error.
+    public static func makeFolder(_ path: String) throws(FileSystemError) {
+        try LongPath.at(path) { folder, rest throws(FileSystemError) in
+            if mkdirat(folder, rest, 0o755) != 0 {
+                let code = errno
+                var info = stat()
+                if code == EEXIST, fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFDIR { return }
+                throw FileSystemError("cannot create folder", path: path, syscall: "mkdirat", errno: code)
+            }
+        }
+    }
+
+    /// Deletes a file or a folder tree without following symlinks. Missing is fine.
+    public static func removeTree(_ path: String) throws(FileSystemError) {
+        try TreeRemoval.remove(path)
+    }
+
+    /// Renames `source` to `target` (both may be longer than the kernel takes in one piece).
+    /// `operation` says what the rename is for, in messages.
+    public static func rename(_ source: String, to target: String, operation: String) throws(FileSystemError) {
+        try LongPath.at(source) { sourceFolder, sourceRest throws(FileSystemError) in
+            try LongPath.at(target) { targetFolder, targetRest throws(FileSystemError) in
+                if renameat(sourceFolder, sourceRest, targetFolder, targetRest) != 0 {
+                    throw FileSystemError(operation, path: target, syscall: "renameat", errno: errno)
+                }
+            }
+        }
+    }
+
+    /// Hard-links `source` to `target`, copying when the filesystem refuses links. An existing
+    /// target is kept (a resumed run linked it already).
+    public static func linkOrCopy(_ source: String, _ target: String) throws(FileSystemError) {
+        try LongPath.at(source) { sourceFolder, sourceRest throws(FileSystemError) in
+            try LongPath.at(target) { targetFolder, targetRest throws(FileSystemError) in
+                if linkat(sourceFolder, sourceRest, targetFolder, targetRest, 0) == 0 { return }
+                let code = errno
+                if code == EEXIST { return }
+                guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
+                    throw FileSystemError("cannot link \(source) to", path: target, syscall: "linkat", errno: code)
+                }
+                try copy(sourceFolder, sourceRest, to: targetFolder, targetRest, shownAs: (source, target))
+            }
+        }
+    }
+
+    /// Copies a regular file's bytes (mode 0644), for filesystems without hard links.
+    private static func copy(_ sourceFolder: Int32, _ source: String, to targetFolder: Int32, _ target: String,
+                             shownAs names: (source: String, target: String)) throws(FileSystemError) {
+        let input = openat(sourceFolder, source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard input >= 0 else { throw FileSystemError("cannot copy", path: names.source, syscall: "openat", errno: errno) }
+        defer { close(input) }
+        let output = openat(targetFolder, target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard output >= 0 else {
+            if errno == EEXIST { return }
+            throw FileSystemError("cannot copy \(names.source) to", path: names.target, syscall: "openat", errno: errno)
+        }
+        defer { close(output) }
+        do {
+            try FileCopy.copy(from: input, to: output, shownFrom: names.source, shownTo: names.target)
+        } catch {
+            unlinkat(targetFolder, target, 0)
+            throw error
+        }
+    }
+
+    /// fsyncs the folder `path`, so that entries created or renamed in it survive a power loss.
+    /// Best effort: a folder that cannot be opened is skipped.
+    public static func syncFolder(_ path: String) {
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if descriptor >= 0 {
+            _ = fsync(descriptor)
+            close(descriptor)
+        }
+    }
+
+    /// `path` made absolute against the working folder, with `~` expanded, `.` and `..`
+    /// resolved by name (symlinks are not followed) and no trailing slash.
+    public static func absolutePath(_ path: String) -> String {
+        let expanded = (path as NSString).expandingTildeInPath
+        let absolute = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
+        var standardized = (absolute as NSString).standardizingPath
+        while standardized.count > 1 && standardized.hasSuffix("/") { standardized.removeLast() }
+        return standardized
+    }
+}

@@ -1,0 +1,95 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A file operation that failed, in the system's own words: what was being done, the system
+/// call, its `errno` and the path, as NIOFS's `FileSystemError` keeps them.
+///
+/// ``description`` prints all of them with a remedy where one is known:
+/// `cannot delete folder /srv/content/a (unlinkat: Permission denied, errno 13); check the folder's permissions`.
+public struct FileSystemError: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure. Compare against the static members; ``errno`` keeps the exact value.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case noSpace, permissionDenied, notFound, alreadyExists, nameTooLong, changedUnderneath, io
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The filesystem is full (`ENOSPC`, `EDQUOT`).
+        public static let noSpace = Code(.noSpace)
+        /// The process may not do this here (`EACCES`, `EPERM`, `EROFS`).
+        public static let permissionDenied = Code(.permissionDenied)
+        /// A path that had to exist does not (`ENOENT`, `ENOTDIR`).
+        public static let notFound = Code(.notFound)
+        /// Something is already where a new entry was to go (`EEXIST`, `ENOTEMPTY`).
+        public static let alreadyExists = Code(.alreadyExists)
+        /// A path or name longer than the filesystem takes (`ENAMETOOLONG`).
+        public static let nameTooLong = Code(.nameTooLong)
+        /// A folder was moved or replaced while it was being worked in.
+        public static let changedUnderneath = Code(.changedUnderneath)
+        /// Any other failure of the system call; ``FileSystemError/errno`` says which.
+        public static let io = Code(.io)
+
+        /// The code for an `errno` value.
+        public init(errno code: Int32) {
+            switch code {
+            case ENOSPC, EDQUOT: self = .noSpace
+            case EACCES, EPERM, EROFS: self = .permissionDenied
+            case ENOENT, ENOTDIR: self = .notFound
+            case EEXIST, ENOTEMPTY: self = .alreadyExists
+            case ENAMETOOLONG: self = .nameTooLong
+            default: self = .io
+            }
+        }
+
+        public var description: String { base.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// What was being done, e.g. "cannot delete folder".
+    public var operation: String
+    /// The path the operation was about, as the caller named it.
+    public var path: String
+    /// The system call that failed, e.g. `unlinkat`; nil when no call failed (``Code/changedUnderneath``).
+    public var syscall: String?
+    /// The call's `errno`, kept exactly; nil when no call failed.
+    public var errno: Int32?
+    /// What the caller can do about it; nil when nothing specific helps.
+    public var remedy: String?
+
+    /// A failed system call: `operation` on `path`, with the call's name and `errno`.
+    public init(_ operation: String, path: String, syscall: String, errno code: Int32) {
+        self.code = Code(errno: code)
+        self.operation = operation
+        self.path = path
+        self.syscall = syscall
+        self.errno = code
+        switch self.code {
+        case .noSpace: remedy = "free disk space and try again"
+        case .permissionDenied: remedy = "check the folder's permissions"
+        default: remedy = nil
+        }
+    }
+
+    /// A failure no single system call reports (a folder swapped mid-walk, say).
+    public init(code: Code, operation: String, path: String, remedy: String? = nil) {
+        self.code = code
+        self.operation = operation
+        self.path = path
+        self.syscall = nil
+        self.errno = nil
+        self.remedy = remedy
+    }
+
+    /// `operation path (syscall: reason, errno N); remedy`.
+    public var description: String {
+        var text = "\(operation) \(path)"
+        if let syscall, let errno {
+            text += " (\(syscall): \(String(cString: strerror(errno))), errno \(errno))"
+        }
+        if let remedy { text += "; \(remedy)" }
+        return text
+    }
+}

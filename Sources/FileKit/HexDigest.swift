@@ -1,0 +1,17 @@
+/// Lower-case hex of a digest, the one encoding every fingerprint and tree digest uses.
+///
+/// Built from a table rather than `String(format:)` per byte: it runs for every file a sync
+/// downloads or checks.
+public enum HexDigest {
+    private static let digits = Array("0123456789abcdef".utf8)
+
+    public static func string<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
+        var text: [UInt8] = []
+        text.reserveCapacity(64)
+        for byte in bytes {
+            text.append(digits[Int(byte >> 4)])
+            text.append(digits[Int(byte & 0x0F)])
+        }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

@@ -1,0 +1,39 @@
+import CLinux
+import Foundation
+
+/// Runs a `*at` system call on a path of any length.
+///
+/// Linux refuses a path of `PATH_MAX` (4096) bytes or more with `ENAMETOOLONG`, but a content
+/// path alone may be 4,095 bytes (protocol.md §3.3), so its absolute form below the content or
+/// staging folder can be longer than the kernel takes in one piece. Such a path is opened a
+/// piece at a time: each piece shorter than the limit is opened relative to the one before
+/// (`O_PATH`, one descriptor held at a time), and the call gets the last folder and the rest.
+/// Short paths, nearly all of them, go to the call as they are, relative to `AT_FDCWD`.
+public enum LongPath {
+    /// The longest path handed to the kernel in one piece.
+    public static let pieceLimit = 4000
+
+    /// Calls `body` with a folder descriptor and a path relative to it that together name `path`.
+    public static func at<T>(_ path: String, _ body: (Int32, String) throws(FileSystemError) -> T) throws(FileSystemError) -> T {
+        guard path.utf8.count >= pieceLimit else { return try body(AT_FDCWD, path) }
+        var folder = AT_FDCWD
+        defer { if folder != AT_FDCWD { close(folder) } }
+        var rest = Substring(path)
+        while rest.utf8.count >= pieceLimit {
+            guard let cut = lastSlash(in: rest.utf8.prefix(pieceLimit)), cut != rest.utf8.startIndex else {
+                throw FileSystemError("cannot open a folder of", path: path, syscall: "openat", errno: ENAMETOOLONG)
+            }
+            let head = String(Substring(rest.utf8[..<cut]))
+            let next = openat(folder, head, clinux_o_path() | O_DIRECTORY | O_CLOEXEC)
+            guard next >= 0 else { throw FileSystemError("cannot open a folder of", path: path, syscall: "openat", errno: errno) }
+            if folder != AT_FDCWD { close(folder) }
+            folder = next
+            rest = Substring(rest.utf8[rest.utf8.index(after: cut)...])
+        }
+        return try body(folder, String(rest))
+    }
+
+    private static func lastSlash(in bytes: Substring.UTF8View.SubSequence) -> Substring.UTF8View.Index? {
+        bytes.lastIndex(of: UInt8(ascii: "/"))
+    }
+}

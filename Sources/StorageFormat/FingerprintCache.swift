@@ -1,0 +1,60 @@
+import FileKit
+import Foundation
+import Synchronization
+
+/// File fingerprints already computed, by ``FileIdentity``, so that checking a staged tree
+/// against the published digest hashes only files that are new or changed: kept files are hard
+/// links to the previous version (same inode, size and time) and downloads were hashed on
+/// arrival. Persisted in the state database between runs (`fileFingerprint`).
+///
+/// A change that keeps a file's size and modification time (deliberate, or bit rot) escapes this
+/// quick check; `sync-agent verify` always hashes every byte.
+package final class FingerprintCache: Sendable {
+    package init() {}
+
+    private struct Values {
+        var known: [FileIdentity: FileFingerprint] = [:]
+        /// Entries used or added since the last ``startTracking()``: the files of the tree being checked.
+        var used: [FileIdentity: FileFingerprint] = [:]
+    }
+
+    private let values = Mutex(Values())
+
+    package func load(_ entries: [FileIdentity: FileFingerprint]) {
+        values.withLock { $0.known.merge(entries) { _, new in new } }
+    }
+
+    package func insert(_ fingerprint: FileFingerprint, for identity: FileIdentity) {
+        values.withLock {
+            $0.known[identity] = fingerprint
+            $0.used[identity] = fingerprint
+        }
+    }
+
+    package func lookup(_ identity: FileIdentity) -> FileFingerprint? {
+        values.withLock { values in
+            guard let fingerprint = values.known[identity] else { return nil }
+            values.used[identity] = fingerprint
+            return fingerprint
+        }
+    }
+
+    package func startTracking() {
+        values.withLock { $0.used = [:] }
+    }
+
+    /// The entries of the last checked tree, to persist with the version switch.
+    package var used: [FileIdentity: FileFingerprint] {
+        values.withLock { $0.used }
+    }
+
+    /// The fingerprint of the file at `path`: from the cache when its identity is known, else
+    /// hashed and remembered.
+    package func fingerprint(of path: String, identity: FileIdentity? = nil) throws(FileSystemError) -> FileFingerprint {
+        if let identity = identity ?? FileIdentity(path: path), let known = lookup(identity) { return known }
+        let fingerprint = try ContentTree.fingerprint(of: path)
+        // Stat again: a file that changed while it was read must not be remembered under its new identity.
+        if let identity = FileIdentity(path: path), identity.size == fingerprint.size { insert(fingerprint, for: identity) }
+        return fingerprint
+    }
+}

@@ -1,0 +1,76 @@
+import Crypto
+import Foundation
+
+/// Ed25519 signatures over `cacheStatus.json` (TUF-style, optional).
+///
+/// The status carries `"signature": {"alg": "ed25519", "keyId": …, "expires": ISO-8601, "value": base64}`.
+/// The signed bytes are ``JSONValue/canonicalData`` of the whole status with only
+/// `signature.value` removed, so the expiry and key id are covered too.
+public enum StatusSignature {
+    /// A key's id: the first 16 hex digits of the SHA-256 of its raw public key.
+    public static func keyID(of key: Curve25519.Signing.PublicKey) -> String {
+        String(TreeDigest.sha256(key.rawRepresentation).prefix(16))
+    }
+
+    /// Reads a public key file: one line of base64 of the 32-byte raw key.
+    public static func publicKey(base64 text: String) throws(StorageFormatError) -> Curve25519.Signing.PublicKey {
+        guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
+              let key = try? Curve25519.Signing.PublicKey(rawRepresentation: data) else {
+            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 public key (expected one line of base64 of 32 bytes); make one with `sync-agent keygen`")
+        }
+        return key
+    }
+
+    public static func privateKey(base64 text: String) throws(StorageFormatError) -> Curve25519.Signing.PrivateKey {
+        guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
+              let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: data) else {
+            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 private key (expected one line of base64 of 32 bytes); make one with `sync-agent keygen`")
+        }
+        return key
+    }
+
+    /// The status object with its signature (value included) added.
+    package static func sign(_ status: JSONValue, with key: Curve25519.Signing.PrivateKey, expires: Date) throws(StorageFormatError) -> JSONValue {
+        guard case .object(var members) = status else { throw StorageFormatError(code: .invalidStatus, message: "a status must be an object to be signed") }
+        var signature: [String: JSONValue] = [
+            "alg": .string("ed25519"),
+            "keyId": .string(keyID(of: key.publicKey)),
+            "expires": .string(ISO8601DateFormatter().string(from: expires)),
+        ]
+        members["signature"] = .object(signature)
+        let payload = JSONValue.object(members).canonicalData
+        guard let value = try? key.signature(for: payload) else {
+            throw StorageFormatError(code: .invalidKey, message: "signing the status failed")
+        }
+        signature["value"] = .string(value.base64EncodedString())
+        members["signature"] = .object(signature)
+        return .object(members)
+    }
+
+    /// Verifies a status against trusted keys. Throws a message naming what is wrong.
+    package static func verify(_ status: JSONValue, trustedKeys: [Curve25519.Signing.PublicKey], now: Date, name: String) throws(StorageFormatError) {
+        guard case .object(var members) = status, case .object(var signature)? = members["signature"] else {
+            throw StorageFormatError(code: .signature, message: "\(name) is not signed, but this client requires a signature from a trusted key; refusing it")
+        }
+        guard case .string("ed25519")? = signature["alg"], case .string(let keyID)? = signature["keyId"],
+              case .string(let expiresText)? = signature["expires"], case .string(let valueText)? = signature["value"],
+              let value = Data(base64Encoded: valueText) else {
+            throw StorageFormatError(code: .signature, message: "\(name): the signature is malformed (needs alg ed25519, keyId, expires, value); refusing it")
+        }
+        guard let key = trustedKeys.first(where: { Self.keyID(of: $0) == keyID }) else {
+            throw StorageFormatError(code: .signature, message: "\(name) is signed by key \(keyID), which this client does not trust; refusing it")
+        }
+        signature["value"] = nil
+        members["signature"] = .object(signature)
+        guard key.isValidSignature(value, for: JSONValue.object(members).canonicalData) else {
+            throw StorageFormatError(code: .signature, message: "\(name) has a wrong signature for key \(keyID): it was altered after signing; refusing it")
+        }
+        guard let expires = ISO8601DateFormatter().date(from: expiresText) else {
+            throw StorageFormatError(code: .signature, message: "\(name): signature expiry '\(expiresText)' is not an ISO-8601 time; refusing it")
+        }
+        if expires < now {
+            throw StorageFormatError(code: .signature,
+                            message: "\(name)'s signature expired at \(expiresText); the publisher must re-sign it (a stale or replayed status); refusing it")
+        }
+    }
+}

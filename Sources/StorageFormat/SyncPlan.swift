@@ -1,0 +1,56 @@
+import FileKit
+import Foundation
+
+/// The net result of one or more change lists: the complete tree of version `to`, and for each
+/// file where its bytes come from.
+///
+/// The stager builds `to` beside the current content from this plan alone: folders are created,
+/// ``reused`` files are hard-linked from the current content (so renames and moves cost nothing),
+/// and ``downloads`` are fetched from their final place in the storage.
+public struct SyncPlan: Sendable, Equatable {
+    /// A file of the new version whose bytes already exist in the current content.
+    public struct Reuse: Sendable, Equatable, Hashable {
+        public var target: SafeRelativePath
+        public var source: SafeRelativePath
+    }
+
+    public var from: CacheVersion
+    public var to: CacheVersion
+    /// Every folder of the new version, sorted (parents before children).
+    public var folders: [SafeRelativePath]
+    /// Files carried over from the current content, sorted by target.
+    public var reused: [Reuse]
+    /// Files fetched from the storage at their final place, sorted.
+    public var downloads: [SafeRelativePath]
+    /// Tolerated mistakes found in the change lists (a move of a missing file, say).
+    public var warnings: [String]
+    /// Integrity extension: the size and SHA-256 each download must have, where the change lists
+    /// gave them. Downloads are verified against these and stopped at the size.
+    public var expectedFingerprints: [SafeRelativePath: FileFingerprint] = [:]
+
+    /// A stable fingerprint of what the plan builds; a resumed update continues only the same plan.
+    public var identity: String {
+        var hasher = FNV1a64()
+        hasher.combine("\(from.text)>\(to.text)")
+        for folder in folders { hasher.combine("d:\(folder.string)") }
+        for reuse in reused { hasher.combine("l:\(reuse.target.string)<\(reuse.source.string)") }
+        for download in downloads { hasher.combine("g:\(download.string)") }
+        return String(hasher.value, radix: 16)
+    }
+}
+
+/// FNV-1a, 64-bit: a stable, dependency-free fingerprint (not a security hash).
+package struct FNV1a64 {
+    package private(set) var value: UInt64 = 0xcbf2_9ce4_8422_2325
+
+    package init() {}
+
+    package mutating func combine(_ text: String) {
+        for byte in text.utf8 {
+            value ^= UInt64(byte)
+            value = value &* 0x0000_0100_0000_01B3
+        }
+        value ^= 0xFF
+        value = value &* 0x0000_0100_0000_01B3
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+
+/// `RXCacheConfig/listOfURLsToUpdatesByVersion.json`: the change lists the storage has published.
+public struct UpdateList: Sendable, Equatable {
+    /// One published change list, with the versions its file name promises.
+    public struct Entry: Sendable, Equatable {
+        public var url: URL
+        /// The `A` and `B` of `changes_A_B.json`, when the name has that form. The file's own
+        /// `from` and `to` are what count; the name only lets the client skip fetching lists
+        /// that cannot matter.
+        public var namedFrom: CacheVersion?
+        public var namedTo: CacheVersion?
+    }
+
+    public var entries: [Entry]
+
+    public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError) -> UpdateList {
+        let name = url.absoluteString
+        let root = try JSONValue.parseStorageDocument(data, name: name, code: .invalidUpdateList)
+        guard let list = root["updatesByVersions"] else {
+            throw StorageFormatError(code: .invalidUpdateList, message: "\(name): required key \"updatesByVersions\" is missing")
+        }
+        guard case .array(let items) = list else {
+            throw StorageFormatError(code: .invalidUpdateList, message: "\(name): \"updatesByVersions\" must be an array of URLs, found \(list.kindName)")
+        }
+        var entries: [Entry] = []
+        for (index, item) in items.enumerated() {
+            guard case .string(let text) = item, let entryURL = layout.resolve(text, relativeTo: url) else {
+                throw StorageFormatError(code: .invalidUpdateList, message: "\(name): entry #\(index) is not an http(s) URL")
+            }
+            let (from, to) = Self.versions(inFileName: entryURL.lastPathComponent)
+            entries.append(Entry(url: entryURL, namedFrom: from, namedTo: to))
+        }
+        return UpdateList(entries: entries)
+    }
+
+    /// Reads `changes_A_B.json`.
+    package static func versions(inFileName name: String) -> (CacheVersion?, CacheVersion?) {
+        guard name.hasPrefix("changes_"), name.hasSuffix(".json") else { return (nil, nil) }
+        let middle = name.dropFirst("changes_".count).dropLast(".json".count)
+        let parts = middle.split(separator: "_")
+        guard parts.count == 2, let from = try? CacheVersion(String(parts[0])), let to = try? CacheVersion(String(parts[1])) else {
+            return (nil, nil)
+        }
+        return (from, to)
+    }
+}
