@@ -20,3 +20,13 @@ public struct ConnectionPolicy: Sendable {
         await check()
     }
 }
+
+extension ConnectionPolicy {
+    /// Fails with ``SyncError/Code/connectionNotAllowed`` when the policy forbids transfers now.
+    func requireTransfers() async throws(SyncError) {
+        if !(await allowsTransfers()) {
+            throw SyncError(code: .connectionNotAllowed,
+                            message: "the connection policy does not allow transfers now; resume when it does, or override it")
+        }
+    }
+}

@@ -104,7 +104,7 @@ extension ChainFetchingTests {
             // Valid JSON, padded past the limit with whitespace.
             let list = storage.path + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json"
             var body = try Data(contentsOf: URL(fileURLWithPath: list))
-            body.append(Data(repeating: 0x20, count: SyncEngine.maxStoredBodyBytes))
+            body.append(Data(repeating: 0x20, count: StorageClient.maxStoredBodyBytes))
             try body.write(to: URL(fileURLWithPath: list))
             try StorageEditing.reseal(storage.path)
             try await withSyncHarness(serving: "1.0") { harness in

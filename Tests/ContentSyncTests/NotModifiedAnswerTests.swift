@@ -42,7 +42,7 @@ final class BodilessDownloadTransport: Transport {
 
     func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
         guard request.url.path.contains("/RXCacheContent/") else { return try await base.download(request, to: path, options: options) }
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         return HTTPResponse(statusCode: status, url: request.url)
     }
 }

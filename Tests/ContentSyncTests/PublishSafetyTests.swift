@@ -278,7 +278,7 @@ struct PublishSafetyTests {
             }
             // The same base, spelled with another letter case of the host, is the same base.
             options.baseURL = URL(string: "https://PUBLISH.invalid/store")!
-            try Publisher.publish(options)
+            _ = try Publisher.publish(options)
             #expect(try storageSnapshot(storage) != before)
         }
     }

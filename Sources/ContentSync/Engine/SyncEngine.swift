@@ -8,23 +8,49 @@ import Transport
 /// Runs one update: fetch the status, plan, stage the next version beside the current one,
 /// switch atomically.
 ///
+/// The engine orchestrates roles that hand each other explicit values: the ``StorageClient``
+/// fetches and checks the storage's documents, the ``ReplayPlanner`` turns the change lists
+/// into a ``SyncPlan``, the ``Stager`` (replay) or the ``Restorer`` (archive) builds the next
+/// version in the staging area with the ``VerifiedDownloader``, the stager checks it against
+/// the tree digest, and the ``VersionSwitch`` makes it current.
+///
 /// The engine holds no long-lived state of its own: everything that must survive a crash is in
 /// the ``StateStore`` or the staging area, so a new engine (or a new process) picks up exactly
 /// where an interrupted one stopped.
-final class SyncEngine: Sendable {
+struct SyncEngine: Sendable {
     let configuration: SyncConfiguration
     let store: StateStore
-    let transport: any Transport
     let staging: StagingArea
-    /// Fingerprints of files already hashed, so the tree check reads only new or changed files.
-    let fingerprints = FingerprintCache()
+    let storage: StorageClient
+    let planner: ReplayPlanner
+    let stager: Stager
+    let restorer: Restorer
+    let switcher: VersionSwitch
     var logger: Logger { configuration.logger }
 
+    /// The start of the message when a staged tree cannot be made to match the tree digest.
+    static let unrepairableTree = "the staged version does not match the published tree digest and could not be repaired"
+
     init(configuration: SyncConfiguration, store: StateStore, transport: any Transport) {
+        let staging = StagingArea(contentDirectory: configuration.contentDirectory)
+        // Fingerprints of files already hashed, so the tree check reads only new or changed files.
+        let downloader = VerifiedDownloader(transport: transport, fingerprints: FingerprintCache())
+        let storage = StorageClient(configuration: configuration, store: store, transport: transport)
+        let stager = Stager(configuration: configuration, store: store, staging: staging, storage: storage, downloader: downloader)
         self.configuration = configuration
         self.store = store
-        self.transport = transport
-        self.staging = StagingArea(contentDirectory: configuration.contentDirectory)
+        self.staging = staging
+        self.storage = storage
+        self.planner = ReplayPlanner(contentDirectory: configuration.contentDirectory, storage: storage, logger: configuration.logger)
+        self.stager = stager
+        self.restorer = Restorer(configuration: configuration, store: store, staging: staging, downloader: downloader)
+        self.switcher = VersionSwitch(contentDirectory: configuration.contentDirectory, store: store, staging: staging,
+                                      fingerprints: downloader.fingerprints, logger: configuration.logger)
+    }
+
+    /// The verifier behind `verify`, sharing this engine's roles.
+    var verifier: MirrorVerifier {
+        MirrorVerifier(configuration: configuration, store: store, staging: staging, storage: storage, stager: stager, switcher: switcher)
     }
 
     /// Brings the content folder to the storage's actual version, or throws with the folder
@@ -37,12 +63,12 @@ final class SyncEngine: Sendable {
         let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         do {
-            try await recoverInterruptedSwitch()
+            try await switcher.recoverInterrupted()
             let context = try await checkLocalContent()
             fromVersion = context.local?.text
             progress(SyncProgress(phase: .checking, currentItem: StorageLayout.statusPath))
             var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
-            let status = try await fetchStatus(layout: &layout)
+            let status = try await storage.fetchStatus(layout: &layout)
             toVersion = status.actualVersion.text
             let report: SyncReport
             if let local = context.local, local == status.actualVersion {
@@ -133,58 +159,67 @@ final class SyncEngine: Sendable {
         return LocalContext(local: local)
     }
 
-    // MARK: - Switching versions
+    // MARK: - Replay and restore
 
-    /// Makes the staged tree current and records the new version in one transaction.
-    func switchVersion(to version: CacheVersion, history: UpdateHistoryRecord,
-                       progress: @Sendable (SyncProgress) -> Void) async throws(SyncError) {
-        progress(SyncProgress(phase: .switching, currentItem: version.text))
-        guard let identity = FileSystem.identity(of: staging.next) else {
-            throw SyncError(code: .fileSystem, message: "the staged version at \(staging.next) vanished before the switch; run the update again")
+    /// Replays the change lists from `local` to the storage's actual version as one net plan.
+    /// Falls back to a restore when the published lists do not form a chain, or when the
+    /// replayed tree cannot be repaired to match the tree digest.
+    private func replay(from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
+                        progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+        let started = Date()
+        progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
+        guard let planned = try await planner.plan(from: local, status: status, layout: layout) else {
+            logger.debug("no chain of change lists leads to the actual version; restoring from the archive", metadata: [
+                "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
+            ])
+            var report = try await restore(from: local, status: status, reason: "no change-list chain from \(local)", progress: progress)
+            report.warnings.insert("no chain of change lists leads from \(local) to \(status.actualVersion); restored from the archive", at: 0)
+            return report
         }
-        try await store.markSwitching(device: identity.device, inode: identity.inode)
-        try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
-        // The previous version goes while the state is written: the swap is done, and a crash
-        // before the state lands is finished by recoverInterruptedSwitch from the inode alone.
-        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
-        let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
-        do {
-            try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: version.text, history: history,
-                                       fingerprints: checked)
-        } catch {
-            _ = await cleared
-            throw error
+        let plan = planned.plan
+        do throws(SyncError) {
+            let staged = try await stager.stage(plan, layout: layout, progress: progress)
+            guard let repaired = try await stager.checkTree(status.integrity, layout: layout) else {
+                throw SyncError(code: .integrity, message: Self.unrepairableTree + " after replaying to \(plan.to)")
+            }
+            var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
+                                    filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
+                                    filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
+            report.repairedFiles = repaired
+            report.changeListsApplied = planned.listsApplied
+            if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
+            try await switcher.switchTo(plan.to, history: UpdateHistoryRecord(
+                startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: "replay",
+                outcome: "succeeded", error: nil, bytesDownloaded: staged.bytes, filesDownloaded: Int64(staged.downloaded)),
+                progress: progress)
+            return report
+        } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
+            logger.debug("the replayed tree cannot be repaired; restoring from the archive")
+            var report = try await restore(from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
+            report.warnings.insert("the replayed tree did not match the published tree digest and could not be repaired file by file; restored from the archive", at: 0)
+            return report
         }
-        _ = await cleared
     }
 
-    /// Finishes a switch a crash interrupted. The content folder's inode tells whether the swap
-    /// itself happened: if it is the staged tree's, only the bookkeeping is missing.
-    func recoverInterruptedSwitch() async throws(SyncError) {
-        guard let pending = try await store.pendingPlan(), pending.phase == .switching,
-              let device = pending.stagedDevice, let inode = pending.stagedInode else { return }
-        let history = UpdateHistoryRecord(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
-                                          toVersion: pending.toVersion, kind: pending.kind, outcome: "succeeded",
-                                          error: "switch completed after a restart", bytesDownloaded: 0, filesDownloaded: 0)
-        if let current = FileSystem.identity(of: configuration.contentDirectory), current == (device, inode) {
-            logger.info("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
-        } else if let staged = FileSystem.identity(of: staging.next), staged == (device, inode) {
-            logger.info("redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
-            try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
-        } else {
-            try await store.clearPlan()
-            return
+    /// Restores the whole content from the storage's archive, checks it and switches.
+    private func restore(from local: CacheVersion?, status: CacheStatus, reason: String,
+                         progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+        let started = Date()
+        let restored = try await restorer.restore(from: local, status: status, reason: reason, progress: progress)
+        let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
+        guard let repaired = try await stager.checkTree(status.integrity, layout: layout) else {
+            throw SyncError(code: .integrity,
+                            message: "the archive's content does not match the published tree digest and could not be repaired; the storage is inconsistent: republish it")
         }
-        try await store.finishPlan(contentDirectory: configuration.contentDirectory, newVersion: pending.toVersion, history: history)
-        try? await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
-    }
-
-    /// Fails with ``SyncError/Code/connectionNotAllowed`` when the policy forbids transfers.
-    func checkConnectionPolicy() async throws(SyncError) {
-        if !(await configuration.connectionPolicy.allowsTransfers()) {
-            throw SyncError(code: .connectionNotAllowed,
-                            message: "the connection policy does not allow transfers now; resume when it does, or override it")
-        }
+        var report = SyncReport(outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
+                                bytesDownloaded: restored.bytes, filesDownloaded: restored.files)
+        report.repairedFiles = repaired
+        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
+        try await switcher.switchTo(status.actualVersion, history: UpdateHistoryRecord(
+            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: "restore",
+            outcome: "succeeded", error: nil, bytesDownloaded: restored.bytes, filesDownloaded: Int64(restored.files)),
+            progress: progress)
+        return report
     }
 }
 

@@ -148,7 +148,7 @@ public actor CacheManager {
         if running != nil {
             throw SyncError(code: .configuration, message: "an update is running; verify after it finishes")
         }
-        return try await SyncEngine(configuration: configuration, store: store, transport: transport).verify(repair: repair)
+        return try await SyncEngine(configuration: configuration, store: store, transport: transport).verifier.verify(repair: repair)
     }
 
     // MARK: - Reading content

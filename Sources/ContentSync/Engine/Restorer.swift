@@ -1,16 +1,33 @@
 import Archive
 import FileKit
-import StorageFormat
 import Foundation
+import Logging
+import StorageFormat
 import Transport
 
-extension SyncEngine {
-    /// Restores the whole content from the storage's archive: check space, stream the archive
-    /// to the staging area (resuming a partial one), extract it beside the current content, and
-    /// switch.
+/// The restorer: builds the next version in the staging area from the storage's archive, for a
+/// client with no version or one below the minimal version, or when no change-list chain leads
+/// to the actual version.
+struct Restorer: Sendable {
+    let configuration: SyncConfiguration
+    let store: StateStore
+    let staging: StagingArea
+    let downloader: VerifiedDownloader
+    var logger: Logger { configuration.logger }
+
+    /// What a restore fetched and extracted.
+    struct Restored: Sendable {
+        /// Bytes of the archive received over the network.
+        var bytes: Int64
+        /// Files extracted.
+        var files: Int
+    }
+
+    /// Restores the whole content into `next/` from the storage's archive: check space, stream
+    /// the archive to the staging area (resuming a partial one) and extract it beside the
+    /// current content.
     func restore(from local: CacheVersion?, status: CacheStatus, reason: String,
-                 progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
-        let started = Date()
+                 progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> Restored {
         logger.debug("restoring from the archive", metadata: ["sync.reason": "\(reason)", "sync.to": "\(status.actualVersion)"])
         let identity = "restore:\(status.actualVersion.text):\(status.archiveURL.absoluteString)"
         let pending = try await store.pendingPlan()
@@ -22,12 +39,12 @@ extension SyncEngine {
         try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "restore", fromVersion: local?.text,
                                                     toVersion: status.actualVersion.text, phase: .staging, createdAt: Date()))
         try checkFreeSpace(for: status)
-        try await checkConnectionPolicy()
+        try await configuration.connectionPolicy.requireTransfers()
 
         // Archives declare their size in rounded MB; allow a quarter more before calling it a lie.
         let archiveLimit = status.zippedBytes + status.zippedBytes / 4 + (1 << 20)
         let total = status.zippedBytes
-        let response = try await downloadVerified(status.archiveURL, to: staging.archive, expected: status.integrity?.archive,
+        let response = try await downloader.download(status.archiveURL, to: staging.archive, expected: status.integrity?.archive,
                                                   what: "the archive \(status.archiveURL.lastPathComponent)",
                                                   maxBytes: archiveLimit, alwaysResumable: true) { transfer in
             progress(SyncProgress(phase: .downloadingArchive, bytesDone: transfer.received,
@@ -58,20 +75,7 @@ extension SyncEngine {
         }
         // The archive stays until the switch (which empties the staging area): a run killed
         // between here and the switch resumes without downloading it again.
-        let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
-        guard let repaired = try await verifyStagedTree(status.integrity, layout: layout) else {
-            throw SyncError(code: .integrity,
-                            message: "the archive's content does not match the published tree digest and could not be repaired; the storage is inconsistent: republish it")
-        }
-        var report = SyncReport(outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
-                                bytesDownloaded: response.bytesReceived, filesDownloaded: extracted.files)
-        report.repairedFiles = repaired
-        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
-        try await switchVersion(to: status.actualVersion, history: UpdateHistoryRecord(
-            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: "restore",
-            outcome: "succeeded", error: nil, bytesDownloaded: response.bytesReceived, filesDownloaded: Int64(extracted.files)),
-            progress: progress)
-        return report
+        return Restored(bytes: response.bytesReceived, files: extracted.files)
     }
 
     /// Refuses a restore the filesystem cannot hold: the archive and its content side by side,

@@ -14,7 +14,16 @@ public struct VerifyReport: Sendable, Equatable {
     public var matches: Bool
 }
 
-extension SyncEngine {
+/// The mirror verifier behind `verify`: compares the content folder with the published version
+/// byte for byte and, asked to, repairs it through the staging area like any update.
+struct MirrorVerifier: Sendable {
+    let configuration: SyncConfiguration
+    let store: StateStore
+    let staging: StagingArea
+    let storage: StorageClient
+    let stager: Stager
+    let switcher: VersionSwitch
+
     /// Compares the content folder with the storage's published tree digest and manifest, and with
     /// `repair`, fixes the differences: the current tree is hard-linked into the staging area,
     /// repaired there, and swapped in atomically, like any update.
@@ -25,14 +34,14 @@ extension SyncEngine {
             throw SyncError(code: .configuration, message: "\(configuration.contentDirectory) has never been synced; run sync first")
         }
         var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
-        let status = try await fetchStatus(layout: &layout)
+        let status = try await storage.fetchStatus(layout: &layout)
         guard status.actualVersion == local else {
             throw SyncError(code: .configuration,
                             message: "the storage publishes \(status.actualVersion) but \(configuration.contentDirectory) holds \(local); "
                                 + "only the published version can be verified: run sync first")
         }
         guard let integrity = status.integrity, let digest = integrity.treeDigest,
-              let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
+              let manifestURL = integrity.contentManifestURL, integrity.contentManifest != nil else {
             // Not the storage's fault (the original format has no such data): this command cannot
             // work with it, so it is a configuration error, not an invalid storage.
             throw SyncError(code: .configuration,
@@ -43,8 +52,9 @@ extension SyncEngine {
         if intruders.isEmpty && TreeDigest.digest(of: tree) == digest {
             return VerifyReport(version: local, differences: [], repaired: 0, matches: true)
         }
-        let manifestData = try await fetchStorageFile(manifestURL, expected: manifestFingerprint)
-        let manifest = try formatWork { () throws(StorageFormatError) in try ContentManifest.parse(manifestData, name: manifestURL.lastPathComponent) }
+        guard let manifest = try await storage.fetchManifest(integrity) else {
+            throw SyncError(code: .invalidStatus, message: "\(manifestURL.lastPathComponent) vanished from the integrity data")
+        }
         let differences = Self.differences(local: tree, intruders: intruders, published: manifest)
         guard repair else { return VerifyReport(version: local, differences: differences, repaired: 0, matches: false) }
 
@@ -57,14 +67,14 @@ extension SyncEngine {
         }
         try await store.beginPlan(PendingPlanRecord(identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
                                                     toVersion: local.text, phase: .staging, createdAt: started))
-        guard let repaired = try await verifyStagedTree(integrity, layout: layout, trustingCache: false) else {
+        guard let repaired = try await stager.checkTree(integrity, layout: layout, trustingCache: false) else {
             try await store.clearPlan()
             throw SyncError(code: .integrity,
                             message: "the local folder cannot be repaired file by file (the storage's files contradict its manifest); run sync after resetting, or republish the storage")
         }
         // Intruders are not linked into the staged copy: the switch leaves them behind with the old tree.
         let fixed = repaired + intruders.count
-        try await switchVersion(to: local, history: UpdateHistoryRecord(
+        try await switcher.switchTo(local, history: UpdateHistoryRecord(
             startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: "repair",
             outcome: "succeeded", error: nil, bytesDownloaded: 0, filesDownloaded: Int64(fixed)), progress: { _ in })
         return VerifyReport(version: local, differences: differences, repaired: fixed, matches: true)

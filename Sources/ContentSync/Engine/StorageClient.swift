@@ -1,9 +1,61 @@
 import FileKit
-import StorageFormat
 import Foundation
+import Logging
+import StorageFormat
 import Transport
 
-extension SyncEngine {
+/// The storage client: fetches the storage's documents (status, update list, change lists,
+/// content manifest) over the transport, conditionally with stored ETags, and checks them
+/// against the status's integrity data and signature before anyone uses them.
+///
+/// It holds no state of its own: ETags, stored bodies and the highest signed version accepted
+/// live in the ``StateStore``.
+struct StorageClient: Sendable {
+    let configuration: SyncConfiguration
+    let store: StateStore
+    let transport: any Transport
+    var logger: Logger { configuration.logger }
+
+    /// The change lists of one replay, fetched and read but not yet planned.
+    struct Chain: Sendable {
+        /// The lists in replay order.
+        var lists: PendingLists
+        /// How many lists the chain has.
+        var count: Int { lists.count }
+    }
+
+    /// The update list's entries that may lead from `local` to the status's actual version,
+    /// fetched and checked against the signed status when keys are trusted. Lists the client
+    /// has moved past are forgotten from the state database.
+    func fetchChain(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Chain? {
+        let listData = try await fetchFile(status.updateListURL, expected: status.integrity?.updateList)
+        let updateList = try formatWork { () throws(StorageFormatError) in try UpdateList.parse(listData, from: status.updateListURL, layout: layout) }
+        let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
+        if !configuration.trustedSigningKeys.isEmpty {
+            // Mix-and-match: every file fetched must be tied to the signed status by its hash.
+            if status.integrity?.updateList == nil {
+                throw SyncError(code: .signature, message: "the signed status does not cover the update list's hash; refusing it")
+            }
+            for entry in candidates where status.integrity?.changeLists[entry.url] == nil {
+                throw SyncError(code: .signature,
+                                message: "\(entry.url.lastPathComponent) is not covered by the signed status's integrity data; refusing it")
+            }
+        }
+        // Lists the client has moved past are never fetched again: forget their stored copies.
+        let wanted = Set(candidates.map(\.url))
+        try await store.deleteCachedResources(Array(Set(updateList.entries.map(\.url)).subtracting(wanted)))
+        return try await fetchChain(candidates, from: local, to: status.actualVersion, layout: layout, integrity: status.integrity)
+            .map { Chain(lists: PendingLists($0)) }
+    }
+
+    /// The published tree from the content manifest, checked against its hash; nil when the
+    /// storage has none.
+    func fetchManifest(_ integrity: StorageIntegrity) async throws(SyncError) -> ContentTree? {
+        guard let url = integrity.contentManifestURL, let fingerprint = integrity.contentManifest else { return nil }
+        let data = try await fetchFile(url, expected: fingerprint)
+        return try formatWork { () throws(StorageFormatError) in try ContentManifest.parse(data, name: url.lastPathComponent) }
+    }
+
     /// The largest storage file kept in the state database for conditional fetches. SQLite
     /// copies a blob twice while writing it, so storing a 60 MB change list tripled an update's
     /// peak memory; a larger file is simply fetched again when an update is retried.
@@ -13,7 +65,7 @@ extension SyncEngine {
     /// `If-None-Match`, and a `304` reuses the stored body. A client that is up to date therefore
     /// costs the storage one bodiless request. The stored body is read only on a `304`, so a
     /// changed file never has two bodies in memory.
-    func fetchStorageFile(_ url: URL, expected: FileFingerprint? = nil) async throws(SyncError) -> Data {
+    func fetchFile(_ url: URL, expected: FileFingerprint? = nil) async throws(SyncError) -> Data {
         let etag = try await store.cachedETag(url)
         var request = HTTPRequest(url: url)
         if let etag { request.headers["If-None-Match"] = etag }
@@ -54,9 +106,11 @@ extension SyncEngine {
         return response.body
     }
 
+    /// Fetches and parses `cacheStatus.json`, checks its signature when keys are trusted, and
+    /// records the check (and the highest signed version accepted) in the state database.
     func fetchStatus(layout: inout StorageLayout) async throws(SyncError) -> CacheStatus {
         let url = layout.statusURL
-        let data = try await fetchStorageFile(url)
+        let data = try await fetchFile(url)
         var status = try formatWork { () throws(StorageFormatError) in try CacheStatus.parse(data, from: url, layout: &layout) }
         let signed = try await checkSignature(data, status: status, name: url.lastPathComponent)
         if !configuration.verifyIntegrity && !signed { status.integrity = nil }
@@ -98,7 +152,7 @@ extension SyncEngine {
     /// six at a time, and returns the chain in replay order, each list read but not parsed; nil
     /// when no chain reaches `actual`. A list the storage no longer has (404) is skipped. Only
     /// the bodies of lists that can still be in the chain are kept while the others arrive.
-    func fetchChain(_ candidates: [UpdateList.Entry], from local: CacheVersion, to actual: CacheVersion, layout: StorageLayout,
+    private func fetchChain(_ candidates: [UpdateList.Entry], from local: CacheVersion, to actual: CacheVersion, layout: StorageLayout,
                     integrity: StorageIntegrity?) async throws(SyncError) -> [ChangeListReader]? {
         var resolver = ChainResolver(candidates: candidates, local: local, actual: actual)
         do {
@@ -115,7 +169,7 @@ extension SyncEngine {
                         inFlight += 1
                         group.addTask {
                             do {
-                                let data = try await self.fetchStorageFile(entry.url, expected: integrity?.changeLists[entry.url])
+                                let data = try await self.fetchFile(entry.url, expected: integrity?.changeLists[entry.url])
                                 return (index, try ChangeListReader(data, from: entry.url, layout: layout))
                             } catch let error as SyncError where (error.underlying as? TransportError)?.statusCode == 404 {
                                 self.logger.warning("change list is not published", metadata: ["sync.list": "\(entry.url.absoluteString)"])

@@ -1,0 +1,63 @@
+import FileKit
+import Foundation
+import Logging
+import StorageFormat
+import Synchronization
+
+/// The replay planner: reads the local tree while the storage client fetches the change-list
+/// chain, and composes the chain into one net ``SyncPlan`` (``NetPlanner``) off the
+/// cooperative pool.
+struct ReplayPlanner: Sendable {
+    let contentDirectory: String
+    let storage: StorageClient
+    let logger: Logger
+
+    /// A plan and the number of change lists it composes.
+    struct Planned: Sendable {
+        var plan: SyncPlan
+        var listsApplied: Int
+    }
+
+    /// The plan from `local` to the status's actual version; nil when the published lists do
+    /// not form a chain (the caller restores from the archive instead).
+    func plan(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Planned? {
+        // The local tree is read while the lists are fetched and parsed: neither needs the other.
+        let directory = contentDirectory
+        async let scanned = BlockingWork.files { () throws(FileSystemError) in try LocalTree.scan(directory) }
+        guard let chain = try await storage.fetchChain(from: local, status: status, layout: layout) else {
+            _ = try? await scanned   // finished before the restore replaces the folder it reads
+            return nil
+        }
+        // Planning a long list is seconds of CPU: it runs off the cooperative pool.
+        let tree: LocalTree
+        do { tree = try await scanned } catch { throw SyncError.wrap(error) }
+        let from = local, to = status.actualVersion, fingerprints = status.integrity != nil
+        let lists = chain.lists
+        let plan = try await BlockingWork.run { () throws(SyncError) in
+            var readers = lists.take()
+            return try NetPlanner.plan(local: tree, from: from, to: to, readers: &readers, fingerprints: fingerprints)
+        }
+        for warning in plan.warnings { logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(warning)"]) }
+        return Planned(plan: plan, listsApplied: chain.count)
+    }
+}
+
+/// The chain's change lists on their way to the planning thread, which drops each body once it
+/// is applied; holding them here rather than in a local keeps that body the only copy.
+final class PendingLists: Sendable {
+    private let lists: Mutex<[ChangeListReader]>
+    let count: Int
+
+    init(_ lists: [ChangeListReader]) {
+        count = lists.count
+        self.lists = Mutex(lists)
+    }
+
+    /// The lists, leaving none behind.
+    func take() -> [ChangeListReader] {
+        lists.withLock { lists in
+            defer { lists = [] }
+            return lists
+        }
+    }
+}

@@ -1,0 +1,219 @@
+import Archive
+import FileKit
+import Foundation
+import Logging
+import StorageFormat
+import Transport
+
+/// The stager: builds the next version in the staging area from a ``SyncPlan``, beside the
+/// current content, and checks the staged tree against the published tree digest, repairing it
+/// from the content manifest where it differs. Nothing it does is visible in the content
+/// folder; the ``VersionSwitch`` makes the staged tree current.
+struct Stager: Sendable {
+    let configuration: SyncConfiguration
+    let store: StateStore
+    let staging: StagingArea
+    let storage: StorageClient
+    let downloader: VerifiedDownloader
+    var fingerprints: FingerprintCache { downloader.fingerprints }
+    var logger: Logger { configuration.logger }
+
+    /// What staging a plan fetched.
+    struct Staged: Sendable {
+        /// Bytes received over the network.
+        var bytes: Int64
+        /// Files downloaded by this run.
+        var downloaded: Int
+        /// Files an interrupted run had already downloaded.
+        var alreadyDownloaded: Int
+    }
+
+    /// Builds the plan's tree in `next/`: folders, hard links to the current content for the
+    /// files it keeps, and downloads for the rest, resuming an interrupted run of the same plan.
+    func stage(_ plan: SyncPlan, layout: StorageLayout,
+               progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> Staged {
+        let identity = plan.identity
+        let pending = try await store.pendingPlan()
+        let resuming = pending?.identity == identity && pending?.phase == .staging
+        let staging = self.staging
+        let directory = configuration.contentDirectory
+        try await BlockingWork.files { () throws(FileSystemError) in
+            if resuming {
+                try staging.prepare()
+                try FileSystem.makeFolder(staging.next)
+            } else {
+                try staging.resetNext(includingDownloads: true)
+            }
+            for folder in plan.folders {
+                try FileSystem.makeFolder(folder.absolute(in: staging.next))
+            }
+        }
+        let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
+        // The unchanged files are linked while the downloads run: neither waits for the other
+        // (their paths are disjoint, and a link that exists already is kept on a resumed run).
+        async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
+            for reuse in plan.reused {
+                try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
+            }
+        }
+        let fetched: DownloadTally
+        let todo: [SafeRelativePath]
+        do {
+            try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "replay", fromVersion: plan.from.text,
+                                                        toVersion: plan.to.text, phase: .staging, createdAt: Date()))
+            todo = try await BlockingWork.run { () -> [SafeRelativePath] in
+                plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+            }
+            fetched = try await downloadFiles(todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
+        } catch {
+            try? await linked
+            throw SyncError.wrap(error)
+        }
+        do { try await linked } catch { throw SyncError.wrap(error) }
+        return Staged(bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
+    }
+
+    private struct DownloadTally: Sendable {
+        var bytes: Int64 = 0
+        var files = 0
+        var unrecorded: [CompletedDownloadRecord] = []
+    }
+
+    /// Fetches `paths` into `next/`, a bounded number at a time. Each file lands in `partial/`
+    /// and is renamed into place only when complete, so a file present in `next/` is a finished
+    /// download; completions are also recorded in batches for the history.
+    private func downloadFiles(_ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout, unnamedFiles: Bool,
+                               progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> DownloadTally {
+        guard !paths.isEmpty else { return DownloadTally() }
+        try await configuration.connectionPolicy.requireTransfers()
+        let identity = plan.identity
+        let total = paths.count
+        var tally = DownloadTally()
+        do {
+            try await withThrowingTaskGroup(of: (SafeRelativePath, Int64).self) { group in
+                var iterator = paths.makeIterator()
+                func launch(_ group: inout ThrowingTaskGroup<(SafeRelativePath, Int64), any Error>) {
+                    guard let path = iterator.next() else { return }
+                    group.addTask {
+                        (path, try await self.downloadFile(path, layout: layout, expected: plan.expectedFingerprints, unnamedFiles: unnamedFiles))
+                    }
+                }
+                for _ in 0..<max(1, configuration.maxConcurrentDownloads) { launch(&group) }
+                do {
+                    while let (path, bytes) = try await group.next() {
+                        tally.bytes += bytes
+                        tally.files += 1
+                        tally.unrecorded.append(CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
+                        if tally.unrecorded.count >= 64 {
+                            try await store.recordCompletedDownloads(tally.unrecorded)
+                            tally.unrecorded.removeAll()
+                        }
+                        progress(SyncProgress(phase: .downloadingFiles, bytesDone: tally.bytes, filesDone: tally.files,
+                                              filesTotal: total, currentItem: path.string))
+                        launch(&group)
+                    }
+                } catch {
+                    group.cancelAll()
+                    throw error
+                }
+            }
+        } catch {
+            try? await store.recordCompletedDownloads(tally.unrecorded)
+            throw SyncError.wrap(error)
+        }
+        try await store.recordCompletedDownloads(tally.unrecorded)
+        return tally
+    }
+
+    /// Downloads one file and puts it in `next/`. Returns the bytes received over the network.
+    ///
+    /// A file whose declared size is at most 1 MiB is written as an unnamed file in its own
+    /// folder and linked there once verified. Anything else (larger, or of unknown size) goes
+    /// to its partial name, where a restart resumes it, and is renamed into place.
+    private func downloadFile(_ path: SafeRelativePath, layout: StorageLayout,
+                              expected: [SafeRelativePath: FileFingerprint], unnamedFiles: Bool) async throws -> Int64 {
+        try await configuration.connectionPolicy.requireTransfers()
+        let target = path.absolute(in: staging.next)
+        let url = layout.contentURL(for: path)
+        if unnamedFiles, let size = expected[path]?.size, size <= VerifiedDownloader.unnamedDownloadLimit,
+           let unnamed = DownloadDestination.openUnnamed(in: path.parent.absolute(in: staging.next), for: target) {
+            defer { unnamed.close() }
+            let response = try await downloader.download(url, into: unnamed, expected: expected[path], what: "'\(path)' for the update")
+            try unnamed.link()
+            return response.bytesReceived
+        }
+        let partial = staging.partialFile(for: path)
+        let response = try await downloader.download(url, to: partial, expected: expected[path], what: "'\(path)' for the update")
+        try fileWork { () throws(FileSystemError) in try FileSystem.rename(partial, to: target, operation: "cannot move the downloaded '\(path)' into") }
+        // Only bodies over 1 MiB leave an entity-tag sidecar (see resumableOptions).
+        if response.fileSize > 1 << 20 { unlink(partial + ".etag") }
+        return response.bytesReceived
+    }
+
+    /// Compares the staged tree with the published tree digest and repairs what differs from the
+    /// content manifest. Returns the number of repaired paths, or nil when the tree cannot be
+    /// made to match (no manifest, or the storage's files contradict it).
+    ///
+    /// Files whose identity the ``FingerprintCache`` knows are not read again, unless
+    /// `trustingCache` is false (`verify` hashes every byte).
+    func checkTree(_ integrity: StorageIntegrity?, layout: StorageLayout,
+                   trustingCache: Bool = true) async throws(SyncError) -> Int? {
+        guard let integrity, let expectedDigest = integrity.treeDigest else { return 0 }
+        let staging = self.staging
+        let cache: FingerprintCache?
+        if trustingCache {
+            fingerprints.load(try await store.fileFingerprints())
+            cache = fingerprints
+        } else {
+            cache = nil
+        }
+        fingerprints.startTracking()
+        var (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
+        if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest { return 0 }
+        guard let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
+            logger.warning("the staged tree does not match the published digest and the storage has no content manifest")
+            return nil
+        }
+        let manifest: ContentTree
+        do {
+            guard let published = try await storage.fetchManifest(integrity) else { return nil }
+            manifest = published
+        } catch {
+            logger.warning("cannot read the content manifest to repair from", metadata: ["sync.error": "\(error)"])
+            return nil
+        }
+        guard TreeDigest.digest(of: manifest) == expectedDigest else {
+            logger.warning("the content manifest contradicts the published tree digest")
+            return nil
+        }
+        let plan = RepairPlan(staged: tree, intruders: intruders, manifest: manifest)
+        // First everything the version does not have, whatever its kind (a file where a folder
+        // belongs goes here, and so does a folder where a file belongs), then the missing
+        // folders, then the files: no step can find something of the wrong kind in its way, and
+        // none undoes another.
+        try await BlockingWork.files { () throws(FileSystemError) in
+            for intruder in plan.intruders { try intruder.remove(under: staging.next) }
+            for path in plan.removals { try FileSystem.removeTree(path.absolute(in: staging.next)) }
+            for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
+        }
+        for (path, fingerprint) in plan.downloads {
+            let partial = staging.partialFile(for: path)
+            let target = path.absolute(in: staging.next)
+            try await BlockingWork.files { () throws(FileSystemError) in try FileSystem.removeTree(target) }
+            do {
+                _ = try await downloader.download(layout.contentURL(for: path), to: partial, expected: fingerprint, what: "'\(path)'")
+            } catch where error.code == .integrity || (error.underlying as? TransportError)?.statusCode == 404 {
+                logger.warning("repair cannot fetch a matching copy", metadata: ["sync.path": "\(path)", "sync.error": "\(error)"])
+                return nil
+            }
+            try await BlockingWork.files { () throws(FileSystemError) in
+                try FileSystem.rename(partial, to: target, operation: "cannot move the repaired '\(path)' into")
+            }
+        }
+        fingerprints.startTracking()
+        (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
+        guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else { return nil }
+        logger.warning("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(plan.count)"])
+        return plan.count
+    }
+}

@@ -1,0 +1,59 @@
+import FileKit
+import Foundation
+import Logging
+import StorageFormat
+
+/// The version switch: makes the staged tree the content folder in one step and records the
+/// new version in the same transaction, and finishes a switch a crash interrupted.
+struct VersionSwitch: Sendable {
+    let contentDirectory: String
+    let store: StateStore
+    let staging: StagingArea
+    /// The fingerprints the staged tree check used, persisted with the new version.
+    let fingerprints: FingerprintCache
+    let logger: Logger
+
+    /// Makes the staged tree current and records the new version in one transaction.
+    func switchTo(_ version: CacheVersion, history: UpdateHistoryRecord,
+                       progress: @Sendable (SyncProgress) -> Void) async throws(SyncError) {
+        progress(SyncProgress(phase: .switching, currentItem: version.text))
+        guard let identity = FileSystem.identity(of: staging.next) else {
+            throw SyncError(code: .fileSystem, message: "the staged version at \(staging.next) vanished before the switch; run the update again")
+        }
+        try await store.markSwitching(device: identity.device, inode: identity.inode)
+        try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
+        // The previous version goes while the state is written: the swap is done, and a crash
+        // before the state lands is finished by recoverInterruptedSwitch from the inode alone.
+        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
+        let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
+        do {
+            try await store.finishPlan(contentDirectory: contentDirectory, newVersion: version.text, history: history,
+                                       fingerprints: checked)
+        } catch {
+            _ = await cleared
+            throw error
+        }
+        _ = await cleared
+    }
+
+    /// Finishes a switch a crash interrupted. The content folder's inode tells whether the swap
+    /// itself happened: if it is the staged tree's, only the bookkeeping is missing.
+    func recoverInterrupted() async throws(SyncError) {
+        guard let pending = try await store.pendingPlan(), pending.phase == .switching,
+              let device = pending.stagedDevice, let inode = pending.stagedInode else { return }
+        let history = UpdateHistoryRecord(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
+                                          toVersion: pending.toVersion, kind: pending.kind, outcome: "succeeded",
+                                          error: "switch completed after a restart", bytesDownloaded: 0, filesDownloaded: 0)
+        if let current = FileSystem.identity(of: contentDirectory), current == (device, inode) {
+            logger.info("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
+        } else if let staged = FileSystem.identity(of: staging.next), staged == (device, inode) {
+            logger.info("redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
+            try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
+        } else {
+            try await store.clearPlan()
+            return
+        }
+        try await store.finishPlan(contentDirectory: contentDirectory, newVersion: pending.toVersion, history: history)
+        try? await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
+    }
+}
