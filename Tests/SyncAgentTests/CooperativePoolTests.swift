@@ -1,0 +1,69 @@
+import Foundation
+import StorageServer
+import Testing
+
+/// Blocking file work (hashing, linking, deleting trees, repairs) runs on the bounded I/O pool,
+/// never on Swift's cooperative threads: with a single cooperative thread
+/// (`LIBDISPATCH_COOPERATIVE_POOL_STRICT=1`), a restore, a replay and a repair still complete.
+/// A blocking call or a semaphore wait on that one thread would hang the child instead.
+@Suite("Updates complete on one cooperative thread", .timeLimit(.minutes(3)))
+struct CooperativePoolTests {
+    /// Runs `sync-agent` with one cooperative thread; a child that does not finish within
+    /// `limit` is killed (and so exits non-zero): a hang fails the test instead of stalling it.
+    func runStrict(_ arguments: [String], scratch: String, limit: Duration = .seconds(90)) async throws -> CommandResult {
+        let id = UUID().uuidString
+        let out = scratch + "/\(id).out", err = scratch + "/\(id).err"
+        let child = try ChildProcess("/usr/bin/env", ["LIBDISPATCH_COOPERATIVE_POOL_STRICT=1", SyncAgentBinary.path] + arguments,
+                                     stdout: out, stderr: err)
+        let watchdog = Task {
+            try await Task.sleep(for: limit)
+            child.send(SIGKILL)
+        }
+        let status = await child.exitStatus()
+        watchdog.cancel()
+        return CommandResult(status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+                             stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    }
+
+    /// Every file under `root`, relative path to bytes.
+    func files(under root: String) throws -> [String: Data] {
+        var result: [String: Data] = [:]
+        let enumerator = try #require(FileManager.default.enumerator(atPath: root))
+        while let relative = enumerator.nextObject() as? String {
+            var isFolder: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isFolder)
+            if !isFolder.boolValue { result[relative] = try Data(contentsOf: URL(fileURLWithPath: root + "/" + relative)) }
+        }
+        return result
+    }
+
+    @Test func aRestoreAReplayAndARepairCompleteOnOneCooperativeThread() async throws {
+        try await withScratch { scratch in
+            let versions = SyncAgentCLITests.exampleStorage
+            try await withStorageServer(root: URL(fileURLWithPath: versions + "/1.0")) { server in
+                let dir = scratch + "/content", state = scratch + "/state.sqlite"
+                let sync = ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state]
+
+                let restored = try await runStrict(sync, scratch: scratch)
+                #expect(restored.status == 0, "restore: exit \(restored.status), stderr: \(restored.stderr)")
+                #expect(try files(under: dir) == files(under: versions + "/1.0/RXCacheContent"))
+
+                server.setRoot(URL(fileURLWithPath: versions + "/1.4"))
+                let replayed = try await runStrict(sync, scratch: scratch)
+                #expect(replayed.status == 0, "replay: exit \(replayed.status), stderr: \(replayed.stderr)")
+                let published = try files(under: versions + "/1.4/RXCacheContent")
+                #expect(try files(under: dir) == published)
+
+                // Damage one file and remove another: verify --repair hashes every byte and fixes both.
+                let damaged = try #require(published.keys.sorted().first)
+                let removed = try #require(published.keys.sorted().last)
+                try Data("damaged".utf8).write(to: URL(fileURLWithPath: dir + "/" + damaged))
+                try FileManager.default.removeItem(atPath: dir + "/" + removed)
+                let repaired = try await runStrict(["verify", "--dir", dir, "--state", state, "--base-url", server.baseURL!.absoluteString,
+                                                    "--repair"], scratch: scratch)
+                #expect(repaired.status == 0, "verify --repair: exit \(repaired.status), stderr: \(repaired.stderr)")
+                #expect(try files(under: dir) == published)
+            }
+        }
+    }
+}
