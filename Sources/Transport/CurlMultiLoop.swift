@@ -17,7 +17,12 @@ final class CurlMultiLoop: @unchecked Sendable {
 
     private struct Inbox {
         var commands: [Command] = []
+        /// No command is accepted once set; the loop fails what it holds and ends.
         var stopping = false
+        /// The loop has ended and freed the multi handle.
+        var finished = false
+        /// ``shutdown()`` callers waiting for the loop to end.
+        var waiters: [CheckedContinuation<Void, Never>] = []
     }
 
     /// Guarded by `inbox`'s lock: it is the only state other threads touch.
@@ -28,12 +33,26 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Transfers handed to this loop and not yet finished, for ``CurlTransport`` to pick the least busy loop.
     let inFlight = Atomic<Int>(0)
 
-    init(maxConnectionsPerHost: Int, name: String) {
+    init(maxConnectionsPerHost: Int, name: String) throws(TransportError) {
         CurlMultiLoop.globalInit
-        multi = curl_multi_init()
-        _ = ccurl_multi_setopt_long(multi, CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX))
-        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost)
-        _ = ccurl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(16, maxConnectionsPerHost * 2))
+        guard let multi = curl_multi_init() else {
+            throw TransportError(code: .invalidRequest, message: "libcurl could not create a multi handle (out of memory?)")
+        }
+        let options: [(CURLMoption, Int, String)] = [
+            (CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX), "CURLMOPT_PIPELINING"),
+            (CURLMOPT_MAX_HOST_CONNECTIONS, maxConnectionsPerHost, "CURLMOPT_MAX_HOST_CONNECTIONS"),
+            (CURLMOPT_MAXCONNECTS, max(16, maxConnectionsPerHost * 2), "CURLMOPT_MAXCONNECTS"),
+        ]
+        for (option, value, name) in options {
+            let code = ccurl_multi_setopt_long(multi, option, value)
+            guard code == CURLM_OK else {
+                curl_multi_cleanup(multi)
+                throw TransportError(code: .invalidRequest,
+                                     message: "libcurl refused \(name): \(String(cString: curl_multi_strerror(code))) (curlm \(code.rawValue)); "
+                                         + "this transport needs libcurl 7.85 or later")
+            }
+        }
+        self.multi = multi
         let thread = Thread { [self] in run() }
         thread.name = name
         thread.stackSize = 1 << 20
@@ -45,31 +64,54 @@ final class CurlMultiLoop: @unchecked Sendable {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
     }()
 
+    /// Hands `transfer` to the loop; after shutdown it fails at once.
     func add(_ transfer: CurlTransfer) {
-        send(.add(transfer))
+        if !send(.add(transfer)) { transfer.fail(.shutDown(transfer.url)) }
     }
 
     func cancel(_ transfer: CurlTransfer) {
         transfer.cancelled.store(true, ordering: .relaxed)
-        send(.cancel(transfer))
+        _ = send(.cancel(transfer))
     }
 
-    /// Fails every running transfer as cancelled and ends the thread, without waiting for it: the
-    /// caller is ``CurlTransport``'s deinit, often on one of the two cooperative threads, and a
-    /// semaphore wait there stalled every task in the process (the loop stays alive until its
-    /// thread has cleaned up, since the thread holds it).
-    func shutdown() {
-        // The wakeup happens under the lock: the loop reads `stopping` under it before it cleans
-        // up, so the handle cannot be freed between setting the flag and waking it.
+    /// Fails every running transfer as cancelled and ends the thread, without waiting for it
+    /// (``CurlTransport``'s deinit, the fallback when nobody called ``shutdown()``: a wait there
+    /// could stall a cooperative thread). The loop stays alive until its thread has cleaned up,
+    /// since the thread holds it.
+    func beginShutdown() {
         inbox.withLock { inbox in
+            guard !inbox.stopping else { return }
             inbox.stopping = true
             curl_multi_wakeup(multi)
         }
     }
 
-    private func send(_ command: Command) {
-        inbox.withLock { $0.commands.append(command) }
-        curl_multi_wakeup(multi)
+    /// Fails every running transfer as cancelled, ends the thread and returns once it has freed
+    /// the multi handle. Safe to call more than once.
+    func shutdown() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let finished = inbox.withLock { inbox -> Bool in
+                if inbox.finished { return true }
+                inbox.waiters.append(continuation)
+                if !inbox.stopping {
+                    inbox.stopping = true
+                    curl_multi_wakeup(multi)
+                }
+                return false
+            }
+            if finished { continuation.resume() }
+        }
+    }
+
+    /// Queues a command and wakes the loop; false once the loop is stopping. The wakeup happens
+    /// under the lock, which the loop also holds to free the handle, so it never wakes a freed one.
+    private func send(_ command: Command) -> Bool {
+        inbox.withLock { inbox in
+            guard !inbox.stopping else { return false }
+            inbox.commands.append(command)
+            curl_multi_wakeup(multi)
+            return true
+        }
     }
 
     private func run() {
@@ -104,7 +146,13 @@ final class CurlMultiLoop: @unchecked Sendable {
                     transfer.fail(.cancelled(transfer.url))
                 }
                 active.removeAll()
-                curl_multi_cleanup(multi)
+                let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
+                    curl_multi_cleanup(multi)
+                    inbox.finished = true
+                    defer { inbox.waiters = [] }
+                    return inbox.waiters
+                }
+                for waiter in waiters { waiter.resume() }
                 return
             }
             curl_multi_perform(multi, &running)

@@ -88,10 +88,12 @@ final class CurlTransfer: @unchecked Sendable {
         try set(ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent), "CURLOPT_USERAGENT")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 ? 1 : 0), "CURLOPT_FOLLOWLOCATION")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects), "CURLOPT_MAXREDIRS")
-        // Preferences, not restrictions: a libcurl built without HTTP/2 refuses these and speaks
-        // HTTP/1.1, which is correct, only slower; so their result alone is not checked.
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
-        _ = ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
+        // Preferences, not restrictions: a libcurl built without HTTP/2 refuses HTTP/2 with
+        // CURLE_UNSUPPORTED_PROTOCOL and speaks HTTP/1.1, which is correct, only slower. Any other
+        // refusal is an error like the rest.
+        let http2 = ccurl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+        if http2 != CURLE_UNSUPPORTED_PROTOCOL { try set(http2, "CURLOPT_HTTP_VERSION") }
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1), "CURLOPT_PIPEWAIT")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds),
@@ -108,7 +110,7 @@ final class CurlTransfer: @unchecked Sendable {
         // coding this libcurl decodes (gzip and deflate; br and zstd where built in) and decodes
         // what comes. Not `Accept-Encoding: identity`: S3 and CloudFront serve an object stored
         // gzipped with `Content-Encoding: gzip` whatever the client asks, so asking for identity
-        // would leave such a storage unsyncable; and sending no Accept-Encoding at all (as
+        // would leave such a resource unreadable; and sending no Accept-Encoding at all (as
         // downloads once did) means "any coding is fine" (RFC 9110 §12.5.3), which installed
         // compressed bytes. What follows from decoding: every callback, `maxBytes` and the file
         // see decoded bytes; an encoded body is never resumed (a range of compressed bytes cannot

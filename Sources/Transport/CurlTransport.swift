@@ -27,7 +27,7 @@ public final class CurlTransport: Transport {
         /// ``stallTimeout`` fails with ``TransportError/Code/timeout`` and is retried like a
         /// stall, so a server trickling a few bytes a second cannot hold a download for days.
         /// Values under 1 count as 1 (a stall still fails). Default 512 bytes/s: a mobile plan
-        /// throttled to 64 kbit/s (8 KB/s) shared by the sync engine's 8 concurrent downloads
+        /// throttled to 64 kbit/s (8 KB/s) shared by 8 concurrent downloads
         /// gives each about 1 KB/s, which must pass with room to spare; at 512 bytes/s a 1 MB
         /// file still arrives within about 35 minutes instead of never.
         public var minimumRate = 512
@@ -52,16 +52,51 @@ public final class CurlTransport: Transport {
     public let configuration: Configuration
     private let loops: [CurlMultiLoop]
 
-    public init(configuration: Configuration = Configuration()) {
+    /// Starts the transport's I/O threads. Throws when the installed libcurl refuses an option
+    /// the transfers rely on (a protocol restriction, a timeout, a callback): at start-up, not
+    /// silently at the first request.
+    ///
+    /// Call ``shutdown()`` when done: it ends the threads and fails what is still running.
+    public init(configuration: Configuration = Configuration()) throws(TransportError) {
         self.configuration = configuration
+        try Self.checkOptions(configuration)
         let threads = max(1, min(configuration.ioThreads, configuration.maxConnectionsPerHost))
         // The per-host limit is shared out, so the host sees at most the configured number.
         let perLoop = max(1, configuration.maxConnectionsPerHost / threads)
-        self.loops = (0..<threads).map { CurlMultiLoop(maxConnectionsPerHost: perLoop, name: "content-sync.curl.\($0)") }
+        var loops: [CurlMultiLoop] = []
+        do throws(TransportError) {
+            for index in 0..<threads {
+                loops.append(try CurlMultiLoop(maxConnectionsPerHost: perLoop, name: "content-sync.curl.\(index)"))
+            }
+        } catch {
+            for loop in loops { loop.beginShutdown() }
+            throw error
+        }
+        self.loops = loops
+    }
+
+    /// Ends the I/O threads: running transfers fail as cancelled, later requests fail at once,
+    /// and the call returns once libcurl's handles are freed. Safe to call more than once. The
+    /// owner of the transport calls it; a transport shared by several managers is shut down by
+    /// the app after the last of them.
+    public func shutdown() async {
+        for loop in loops { await loop.shutdown() }
     }
 
     deinit {
-        for loop in loops { loop.shutdown() }
+        // The fallback when nobody called shutdown(): ends the threads without waiting for them.
+        for loop in loops { loop.beginShutdown() }
+    }
+
+    /// Sets every option a transfer uses on a throwaway handle, so a libcurl that lacks one
+    /// fails here. Runs once per configuration shape; the handle is never performed.
+    private static func checkOptions(_ configuration: Configuration) throws(TransportError) {
+        var probe = HTTPRequest(url: URL(string: "https://probe.invalid/")!)
+        probe.method = "HEAD"
+        probe.headers["X-Probe"] = "1"
+        probe.timeout = .seconds(1)
+        let received: @Sendable (TransferProgress) -> Void = { _ in }
+        _ = try CurlTransfer(request: probe, sink: .memory(limit: 1), configuration: configuration, maxBytes: 1, progress: received)
     }
 
     public func data(for request: HTTPRequest) async throws -> HTTPResponse {
@@ -176,7 +211,8 @@ public final class CurlTransport: Transport {
             do {
                 return try await attempt(request)
             } catch let error as TransportError {
-                if error.code == .cancelled || Task.isCancelled { throw TransportError.cancelled(request.url) }
+                if error.code == .cancelled { throw error }
+                if Task.isCancelled { throw TransportError.cancelled(request.url) }
                 guard let delay = configuration.retry.delay(after: error, attempt: number, jitter: Double.random(in: 0..<1)) else {
                     throw error
                 }

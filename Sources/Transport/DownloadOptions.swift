@@ -6,7 +6,7 @@ public struct DownloadOptions: Sendable {
     /// with other bytes (another start, a shorter range, an encoded range) has the partial body
     /// dropped and the file fetched whole. Default `nil`.
     public var resumeETag: String?
-    /// Refuse a body larger than this many bytes (a storage that declares sizes is held to them).
+    /// Refuse a body larger than this many bytes (a caller that knows the size holds the server to it).
     /// It counts decoded bytes, the ones the file gets, whatever the content encoding on the
     /// wire. Default `nil`: no limit.
     public var maxBytes: Int64?

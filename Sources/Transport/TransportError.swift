@@ -80,6 +80,10 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
                        url: url, statusCode: statusCode)
     }
 
+    static func shutDown(_ url: URL) -> TransportError {
+        TransportError(code: .cancelled, message: "request for \(url.absoluteString) was refused: the transport was shut down", url: url)
+    }
+
     static func cancelled(_ url: URL) -> TransportError {
         TransportError(code: .cancelled, message: "request for \(url.absoluteString) was cancelled", url: url)
     }

@@ -31,7 +31,7 @@ struct FaultConvergenceTests {
         var transportConfiguration = CurlTransport.Configuration()
         transportConfiguration.stallTimeout = .seconds(1)
         transportConfiguration.retry.maxRetryAfter = .seconds(2)
-        let transport = CurlTransport(configuration: transportConfiguration)
+        let transport = try CurlTransport(configuration: transportConfiguration)
         var random = SplitMix64(seed: 20_261_121)
         var totals = Totals()
         var failures: [String] = []

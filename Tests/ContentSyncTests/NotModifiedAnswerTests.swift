@@ -11,10 +11,13 @@ import Transport
 /// default) and no body, whether or not the request was conditional, and passes everything else
 /// to libcurl.
 final class NotModifiedStatusTransport: Transport {
-    let base = CurlTransport()
+    let base: CurlTransport
     let status: Int
     private let conditional = Mutex<[Bool]>([])
-    init(status: Int = 304) { self.status = status }
+    init(status: Int = 304) throws {
+        self.base = try CurlTransport()
+        self.status = status
+    }
 
     /// For each status request so far: whether it carried `If-None-Match`.
     var statusRequestsWereConditional: [Bool] { conditional.withLock { $0 } }
@@ -32,9 +35,12 @@ final class NotModifiedStatusTransport: Transport {
 
 /// An app's own transport that answers every content download with `status` and an empty file.
 final class BodilessDownloadTransport: Transport {
-    let base = CurlTransport()
+    let base: CurlTransport
     let status: Int
-    init(status: Int) { self.status = status }
+    init(status: Int) throws {
+        self.base = try CurlTransport()
+        self.status = status
+    }
 
     func data(for request: HTTPRequest) async throws -> HTTPResponse {
         try await base.data(for: request)
@@ -54,7 +60,7 @@ struct NotModifiedAnswerTests {
     @Test func anUnconditional304IsANetworkFaultThatNamesIt() async throws {
         try await withSyncHarness { harness in
             var configuration = harness.configuration()
-            let transport = NotModifiedStatusTransport()
+            let transport = try NotModifiedStatusTransport()
             configuration.transport = transport
             let error = await #expect(throws: SyncError.self) {
                 try await CacheManager(configuration: configuration).checkForUpdates()
@@ -76,7 +82,7 @@ struct NotModifiedAnswerTests {
         try await withSyncHarness { harness in
             try await harness.sync()
             var configuration = harness.configuration()
-            let transport = NotModifiedStatusTransport()
+            let transport = try NotModifiedStatusTransport()
             configuration.transport = transport
             let report = try await CacheManager(configuration: configuration).checkForUpdates()
             #expect(report.outcome == .upToDate)
@@ -91,7 +97,7 @@ struct NotModifiedAnswerTests {
             try await harness.sync()
             harness.serve("1.1")
             var configuration = harness.configuration()
-            configuration.transport = BodilessDownloadTransport(status: status)
+            configuration.transport = try BodilessDownloadTransport(status: status)
             let error = await #expect(throws: SyncError.self) {
                 try await CacheManager(configuration: configuration).checkForUpdates()
             }
@@ -108,7 +114,7 @@ struct NotModifiedAnswerTests {
     func aStatusFileWithoutAWholeBodyIsANetworkFault(status: Int) async throws {
         try await withSyncHarness { harness in
             var configuration = harness.configuration()
-            configuration.transport = NotModifiedStatusTransport(status: status)
+            configuration.transport = try NotModifiedStatusTransport(status: status)
             let error = await #expect(throws: SyncError.self) {
                 try await CacheManager(configuration: configuration).checkForUpdates()
             }

@@ -9,13 +9,14 @@ import Transport
 
 /// Forwards to a real ``CurlTransport`` and records which download call each content file took.
 final class RecordingTransport: Transport {
-    let base = CurlTransport()
+    let base: CurlTransport
     /// When false, `download(_:into:options:)` is the protocol's default (through `/proc/self/fd`),
     /// as for an app's own transport that implements only the path-based call.
     let nativeDescriptorDownloads: Bool
     private let calls = Mutex<[(file: String, unnamed: Bool)]>([])
 
-    init(nativeDescriptorDownloads: Bool = true) {
+    init(nativeDescriptorDownloads: Bool = true) throws {
+        self.base = try CurlTransport()
         self.nativeDescriptorDownloads = nativeDescriptorDownloads
     }
 
@@ -63,7 +64,7 @@ struct UnnamedDownloadTests {
     }
 
     @Test func aReplayOfDeclaredSmallFilesUsesOnlyUnnamedFilesAndLeavesNothingBehind() async throws {
-        let transport = RecordingTransport()
+        let transport = try RecordingTransport()
         let outcome = try await replay(transport)
         #expect(outcome.report.outcome == .replayed)
         #expect(outcome.report.filesDownloaded > 0)
@@ -75,7 +76,7 @@ struct UnnamedDownloadTests {
     }
 
     @Test func aTransportWithOnlyPathDownloadsGetsTheUnnamedFileThroughProc() async throws {
-        let transport = RecordingTransport(nativeDescriptorDownloads: false)
+        let transport = try RecordingTransport(nativeDescriptorDownloads: false)
         let outcome = try await replay(transport)
         #expect(outcome.report.outcome == .replayed)
         #expect(outcome.tree == ExampleStorageFixture.manifest("1.1"), "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
@@ -85,7 +86,7 @@ struct UnnamedDownloadTests {
     }
 
     @Test func filesOfUndeclaredSizeGoThroughResumablePartialFiles() async throws {
-        let transport = RecordingTransport()
+        let transport = try RecordingTransport()
         let outcome = try await replay(transport, edit: { try StorageEditing.stripIntegrity($0) })
         #expect(outcome.tree == ExampleStorageFixture.manifest("1.1"), "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
         #expect(transport.contentCalls.count == outcome.report.filesDownloaded && outcome.report.filesDownloaded > 0)

@@ -134,7 +134,7 @@ struct CurlTransportAnswerTests {
             let (contents, destination, etag) = try await partialDownload(server, fixture)
             server.injectFault(fault, forPath: "/a.bin", times: 1)
             let url = server.url(for: "a.bin")
-            let transport = makeTransport { $0.retry = .none }
+            let transport = try makeTransport { $0.retry = .none }
 
             let error = await #expect(throws: TransportError.self) {
                 try await transport.download(HTTPRequest(url: url), to: destination, options: DownloadOptions(resumeETag: etag))
@@ -192,7 +192,7 @@ struct CurlTransportAnswerTests {
             let old = randomBytes(300_000)
             try fixture.serve("a.bin", old)
             let url = server.url(for: "a.bin")
-            let transport = makeTransport { $0.retry = .none }
+            let transport = try makeTransport { $0.retry = .none }
             let oldETag = try #require(try await transport.data(for: HTTPRequest(url: url, method: "HEAD")).etag)
             let destination = fixture.outPath("a.bin")
             try old.write(to: URL(fileURLWithPath: destination))
@@ -274,7 +274,7 @@ struct CurlTransportAnswerTests {
             try fixture.serve("a.bin", contents)
             server.injectFault(.duplicateContentLength(second: 1_000), forPath: "/a.bin", times: 2)
             let url = server.url(for: "a.bin")
-            let transport = makeTransport { $0.retry = .none }
+            let transport = try makeTransport { $0.retry = .none }
             let destination = fixture.outPath("a.bin")
 
             let downloadError = await #expect(throws: TransportError.self) {
@@ -323,7 +323,7 @@ struct CurlTransportAnswerTests {
             try fixture.serve("doc.txt", contents)
             server.injectFault(.gzipEncoded, forPath: "/doc.txt")
             let url = server.url(for: "doc.txt")
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let destination = fixture.outPath("doc.txt")
 
             let data = try await transport.data(for: HTTPRequest(url: url))
@@ -363,7 +363,7 @@ struct CurlTransportAnswerTests {
             try fixture.serve("doc.txt", contents)
             server.injectFault(.gzipEncoded, forPath: "/doc.txt")
             let url = server.url(for: "doc.txt")
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let gzipETag = try #require(try await transport.data(for: HTTPRequest(url: url, method: "HEAD")).etag)
             server.resetLog()
             let destination = fixture.outPath("doc.txt")
@@ -417,7 +417,7 @@ struct CurlTransportAnswerTests {
         try await withServedFixture { server, fixture in
             let contents = randomBytes(1_000)
             try fixture.serve("a.bin", contents)
-            let transport = makeTransport { $0.adapter = ClosureRequestAdapter { $0.headers["range"] = "bytes=100-199" } }
+            let transport = try makeTransport { $0.adapter = ClosureRequestAdapter { $0.headers["range"] = "bytes=100-199" } }
 
             let response = try await transport.data(for: HTTPRequest(url: server.url(for: "a.bin")))
 

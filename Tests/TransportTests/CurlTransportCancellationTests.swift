@@ -11,7 +11,7 @@ struct CurlTransportCancellationTests {
             try fixture.serve("stalled.zip", contents)
             try fixture.serve("next.json", Data("next".utf8))
             server.injectFault(.stall, forPath: "/stalled.zip")
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let url = server.url(for: "stalled.zip")
             let destination = fixture.outPath("stalled.zip")
 
@@ -47,7 +47,7 @@ struct CurlTransportCancellationTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("slow.json", randomBytes(10_000))
             server.injectFault(.stall, forPath: "/slow.json")
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let url = server.url(for: "slow.json")
 
             let request = Task { try await transport.data(for: HTTPRequest(url: url)) }
@@ -71,7 +71,7 @@ struct CurlTransportCancellationTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("index.json", Data("{}".utf8))
             server.injectFault(.tooManyRequests(retryAfter: 30), forPath: "/index.json", times: 1)
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let url = server.url(for: "index.json")
 
             let request = Task { try await transport.data(for: HTTPRequest(url: url)) }
@@ -95,7 +95,7 @@ struct CurlTransportCancellationTests {
     @Test func requestInAnAlreadyCancelledTaskThrowsCancelledWithoutSendingAnything() async throws {
         try await withServedFixture { server, fixture in
             try fixture.serve("index.json", Data("{}".utf8))
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let url = server.url(for: "index.json")
             let destination = fixture.outPath("index.json")
 

@@ -44,7 +44,7 @@ struct CurlTransportDataTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("status.json", Data(#"{"version":"1.2"}"#.utf8))
             let url = server.url(for: "status.json")
-            let transport = makeTransport()
+            let transport = try makeTransport()
 
             let first = try await transport.data(for: HTTPRequest(url: url))
             let etag = try #require(first.etag)
@@ -67,7 +67,7 @@ struct CurlTransportDataTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("status.json", Data("old".utf8))
             let url = server.url(for: "status.json")
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let old = try #require(try await transport.data(for: HTTPRequest(url: url)).etag)
 
             try fixture.serve("status.json", Data("newer".utf8))
@@ -99,7 +99,7 @@ struct CurlTransportDataTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("target.json", Data("x".utf8))
             server.injectFault(.redirect(to: "/target.json"), forPath: "/source.json")
-            let transport = makeTransport { $0.maxRedirects = 0 }
+            let transport = try makeTransport { $0.maxRedirects = 0 }
 
             let error = await #expect(throws: TransportError.self) {
                 try await transport.data(for: HTTPRequest(url: server.url(for: "source.json")))
@@ -115,7 +115,7 @@ struct CurlTransportDataTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("big.json", randomBytes(300_000))
             try fixture.serve("small.json", randomBytes(1_000))
-            let transport = makeTransport { $0.maxDataBytes = 1_000 }
+            let transport = try makeTransport { $0.maxDataBytes = 1_000 }
 
             let error = await #expect(throws: TransportError.self) {
                 try await transport.data(for: HTTPRequest(url: server.url(for: "big.json")))
@@ -158,7 +158,7 @@ struct CurlTransportDataTests {
     @Test func sequentialRequestsReuseOneConnection() async throws {
         try await withServedFixture { server, fixture in
             try fixture.serve("a.json", randomBytes(3_000))
-            let transport = makeTransport()
+            let transport = try makeTransport()
             let port = try #require(server.baseURL?.port)
 
             for _ in 0..<10 {
@@ -178,7 +178,7 @@ struct CurlTransportDataTests {
             for (index, contents) in files.enumerated() {
                 try fixture.serve("items/\(index).json", contents)
             }
-            let transport = makeTransport { $0.ioThreads = ioThreads }
+            let transport = try makeTransport { $0.ioThreads = ioThreads }
             let port = try #require(server.baseURL?.port)
 
             let mismatches = try await withThrowingTaskGroup(of: Int?.self) { group in

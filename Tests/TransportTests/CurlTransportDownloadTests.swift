@@ -88,7 +88,7 @@ struct CurlTransportDownloadTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("archive.zip", randomBytes(500_000))
             let url = server.url(for: "archive.zip")
-            let transport = makeTransport()
+            let transport = try makeTransport()
 
             let error = await #expect(throws: TransportError.self) {
                 try await transport.download(HTTPRequest(url: url), to: fixture.outPath("a.zip"),

@@ -38,7 +38,7 @@ struct CurlTransportRetryTests {
             try fixture.serve("index.json", Data("ok".utf8))
             server.injectFault(.tooManyRequests(retryAfter: 1), forPath: "/index.json", times: 1)
             let log = CapturedLog()
-            let transport = makeTransport { $0.logger = log.logger }
+            let transport = try makeTransport { $0.logger = log.logger }
 
             let response = try await transport.data(for: HTTPRequest(url: server.url(for: "index.json")))
 
@@ -55,7 +55,7 @@ struct CurlTransportRetryTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("index.json", Data("{}".utf8))
             server.injectFault(.status(503), forPath: "/index.json", times: 1)
-            let transport = makeTransport { $0.retry = .none }
+            let transport = try makeTransport { $0.retry = .none }
 
             let error = await #expect(throws: TransportError.self) {
                 try await transport.data(for: HTTPRequest(url: server.url(for: "index.json")))
@@ -72,7 +72,7 @@ struct CurlTransportRetryTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("index.json", Data("{}".utf8))
             server.injectFault(.tooManyRequests(retryAfter: 600), forPath: "/index.json", times: 1)
-            let transport = makeTransport { $0.retry.maxRetryAfter = .seconds(5) }
+            let transport = try makeTransport { $0.retry.maxRetryAfter = .seconds(5) }
             let start = ContinuousClock.now
 
             let error = await #expect(throws: TransportError.self) {
@@ -114,7 +114,7 @@ struct CurlTransportRetryTests {
             // runs in parallel, and the server shares the test process's cooperative pool): the
             // retry must find it there to resume after it. 3 s was missed once with `make chaos`
             // building beside `make test`.
-            let transport = makeTransport { $0.stallTimeout = .seconds(10) }
+            let transport = try makeTransport { $0.stallTimeout = .seconds(10) }
             let destination = fixture.outPath("a.bin")
 
             let response = try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
@@ -134,7 +134,7 @@ struct CurlTransportRetryTests {
             // 2 bytes a second never goes silent: only a rate rule ends it (200 bytes would take 100 s).
             try fixture.serve("a.bin", randomBytes(200))
             server.injectFault(.trickle(bytesPerSecond: 2), forPath: "/a.bin")
-            let transport = makeTransport {
+            let transport = try makeTransport {
                 $0.retry = .none
                 $0.stallTimeout = .seconds(2)
             }
@@ -158,7 +158,7 @@ struct CurlTransportRetryTests {
             let contents = randomBytes(64_000)
             try fixture.serve("a.bin", contents)
             server.injectFault(.trickle(bytesPerSecond: 8_000), forPath: "/a.bin")
-            let transport = makeTransport {
+            let transport = try makeTransport {
                 $0.retry = .none
                 $0.stallTimeout = .seconds(4)
                 $0.minimumRate = 1_000
@@ -178,7 +178,7 @@ struct CurlTransportRetryTests {
         try await withServedFixture { server, fixture in
             try fixture.serve("a.json", randomBytes(10_000))
             server.injectFault(.stall, forPath: "/a.json")
-            let transport = makeTransport { $0.retry = .none }
+            let transport = try makeTransport { $0.retry = .none }
 
             let error = await #expect(throws: TransportError.self) {
                 try await transport.data(for: HTTPRequest(url: server.url(for: "a.json"), timeout: .seconds(1)))
@@ -195,7 +195,7 @@ struct CurlTransportRetryTests {
     @Test func connectionRefusedIsANetworkErrorWithItsCurlCode() async throws {
         // A port that was just listening and is now closed refuses connections.
         let url = try await withServedFixture { server, _ in server.url(for: "gone.json") }
-        let transport = makeTransport { $0.retry = .none }
+        let transport = try makeTransport { $0.retry = .none }
 
         let error = await #expect(throws: TransportError.self) {
             try await transport.data(for: HTTPRequest(url: url))

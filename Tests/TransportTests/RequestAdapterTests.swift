@@ -25,7 +25,7 @@ struct RequestAdapterTests {
             let contents = randomBytes(5_000)
             try fixture.serve("x.json", contents)
             let calls = Recorder<String>()
-            let transport = makeTransport { $0.adapter = Self.privateRepositoryAdapter(calls: calls) }
+            let transport = try makeTransport { $0.adapter = Self.privateRepositoryAdapter(calls: calls) }
 
             let response = try await transport.data(for: HTTPRequest(url: server.url(for: "private/x.json")))
 
@@ -45,7 +45,7 @@ struct RequestAdapterTests {
             try fixture.serve("x.json", contents)
             server.injectFault(.status(503), forPath: "/x.json", times: 2)
             let calls = Recorder<String>()
-            let transport = makeTransport { $0.adapter = Self.privateRepositoryAdapter(calls: calls) }
+            let transport = try makeTransport { $0.adapter = Self.privateRepositoryAdapter(calls: calls) }
 
             let response = try await transport.data(for: HTTPRequest(url: server.url(for: "private/x.json")))
 
@@ -66,7 +66,7 @@ struct RequestAdapterTests {
             try fixture.serve("archive.zip", contents)
             server.injectFault(.truncate(afterBytes: 100_000), forPath: "/archive.zip", times: 1)
             let calls = Recorder<String>()
-            let transport = makeTransport { $0.adapter = Self.privateRepositoryAdapter(calls: calls) }
+            let transport = try makeTransport { $0.adapter = Self.privateRepositoryAdapter(calls: calls) }
             let destination = fixture.outPath("archive.zip")
 
             let response = try await transport.download(HTTPRequest(url: server.url(for: "private/archive.zip")),
@@ -86,7 +86,7 @@ struct RequestAdapterTests {
         struct MissingToken: Error {}
         try await withServedFixture { server, fixture in
             try fixture.serve("x.json", Data("x".utf8))
-            let transport = makeTransport { $0.adapter = ClosureRequestAdapter { _ in throw MissingToken() } }
+            let transport = try makeTransport { $0.adapter = ClosureRequestAdapter { _ in throw MissingToken() } }
 
             await #expect(throws: MissingToken.self) {
                 try await transport.data(for: HTTPRequest(url: server.url(for: "x.json")))
@@ -96,7 +96,7 @@ struct RequestAdapterTests {
     }
 
     @Test func adapterCannotTurnARequestIntoAFileRead() async throws {
-        let transport = makeTransport {
+        let transport = try makeTransport {
             $0.adapter = ClosureRequestAdapter { $0.url = URL(fileURLWithPath: "/etc/hostname") }
         }
 

@@ -40,7 +40,11 @@ public actor CacheManager {
             transportConfiguration.adapter = configuration.requestAdapter
             transportConfiguration.logger = configuration.logger
             transportConfiguration.maxConnectionsPerHost = max(configuration.maxConcurrentDownloads, 1)
-            self.transport = CurlTransport(configuration: transportConfiguration)
+            do {
+                self.transport = try CurlTransport(configuration: transportConfiguration)
+            } catch {
+                throw SyncError(code: .configuration, message: error.message, underlying: error)
+            }
         }
         machine.loaded()
     }

@@ -46,11 +46,11 @@ func withServedFixture<T>(
 }
 
 /// A transport for tests: retries come quickly so retrying tests stay fast.
-func makeTransport(_ configure: (inout CurlTransport.Configuration) -> Void = { _ in }) -> CurlTransport {
+func makeTransport(_ configure: (inout CurlTransport.Configuration) -> Void = { _ in }) throws -> CurlTransport {
     var configuration = CurlTransport.Configuration()
     configuration.retry = .quick
     configure(&configuration)
-    return CurlTransport(configuration: configuration)
+    return try CurlTransport(configuration: configuration)
 }
 
 extension RetryPolicy {
