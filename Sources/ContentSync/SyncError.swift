@@ -1,6 +1,8 @@
+import Archive
 import FileKit
 import Foundation
 import StorageFormat
+import Transport
 
 /// Why an update failed. The message names the input at fault and what to do about it; the
 /// local content is always left at its last good version.
@@ -124,5 +126,47 @@ enum BlockingWork {
         } catch {
             throw SyncError(error)
         }
+    }
+}
+
+extension SyncError {
+    /// Any error as a ``SyncError``: transport failures keep their message and cause.
+    static func wrap(_ error: any Error, context: String? = nil) -> SyncError {
+        if let error = error as? SyncError { return error }
+        if let error = error as? StorageFormatError { return SyncError(error) }
+        if let error = error as? FileSystemError { return SyncError(error) }
+        let prefix = context.map { "\($0): " } ?? ""
+        if let error = error as? TransportError {
+            switch error.code {
+            case .cancelled:
+                return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+            case .fileSystem:
+                return SyncError(code: error.errno == ENOSPC ? .insufficientSpace : .fileSystem, message: prefix + error.message, underlying: error)
+            case .tooLarge:
+                // A file over its declared size, or a document over the in-memory cap: the
+                // storage's contents are at fault, not the network.
+                return SyncError(code: .integrity, message: prefix + error.message, underlying: error)
+            case .invalidResponse:
+                // The hosting (or a proxy in front of it) answered something other than what was
+                // asked; the storage's documents may be fine. The transport's message says what.
+                return SyncError(code: .network, message: prefix + error.message, underlying: error)
+            case .httpStatus where error.statusCode == 404:
+                return SyncError(code: .network, message: prefix + error.message + "; is the base URL right, and was the storage uploaded completely?",
+                                 underlying: error)
+            default:
+                return SyncError(code: .network, message: prefix + error.message, underlying: error)
+            }
+        }
+        if let error = error as? ArchiveError {
+            if error.code == .cancelled {
+                return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+            }
+            let code: SyncError.Code = error.errno == ENOSPC ? .insufficientSpace : (error.code == .unsafeEntryName ? .unsafePath : .archive)
+            return SyncError(code: code, message: prefix + error.message, underlying: error)
+        }
+        if error is CancellationError {
+            return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+        }
+        return SyncError(code: .fileSystem, message: prefix + "\(error)", underlying: error)
     }
 }

@@ -91,7 +91,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     static func status(_ status: Int, url: URL, retryAfter: Double?) -> TransportError {
         let hint: String
         switch status {
-        case 404: hint = "the file is not published there; check the base URL and that the storage was uploaded completely"
+        case 404: hint = "nothing is published at that URL; check it"
         case 401, 403: hint = "the server refused access; add credentials with a request adapter"
         case 429: hint = "the server is rate-limiting; try again later"
         default: hint = status >= 500 ? "the server failed; try again later" : "check the URL"
