@@ -47,8 +47,7 @@ let package = Package(
         .target(name: "ContentSync",
                 dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux",
                                .product(name: "Logging", package: "swift-log"),
-                               .product(name: "GRDB", package: "GRDB.swift"),
-                               .product(name: "Crypto", package: "swift-crypto")]),
+                               .product(name: "GRDB", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
         .target(name: "ContentPublishing",
                 dependencies: ["Archive", "FileKit", "StorageFormat",
@@ -70,6 +69,7 @@ let package = Package(
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
+        .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.

@@ -1,0 +1,153 @@
+import FileKit
+import Foundation
+import Synchronization
+import Testing
+
+/// A fresh folder per test, removed afterwards.
+func withScratchFolder<T>(_ body: (String) async throws -> T) async throws -> T {
+    let path = NSTemporaryDirectory() + "filekit-tests-" + UUID().uuidString
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: path) }
+    return try await body(path)
+}
+
+@Suite("FileSystemError keeps the system's words")
+struct FileSystemErrorTests {
+    @Test(arguments: [
+        (ENOSPC, FileSystemError.Code.noSpace), (EDQUOT, .noSpace), (EACCES, .permissionDenied), (EPERM, .permissionDenied),
+        (EROFS, .permissionDenied), (ENOENT, .notFound), (ENOTDIR, .notFound), (EEXIST, .alreadyExists),
+        (ENOTEMPTY, .alreadyExists), (ENAMETOOLONG, .nameTooLong), (EIO, .io), (EBADF, .io),
+    ])
+    func errnoValuesMapToCodes(errno: Int32, code: FileSystemError.Code) {
+        #expect(FileSystemError.Code(errno: errno) == code)
+    }
+
+    @Test func aRealFailurePrintsTheOperationPathCallAndErrno() async throws {
+        try await withScratchFolder { folder in
+            _ = FileManager.default.createFile(atPath: folder + "/file", contents: Data("x".utf8))
+            // A path through a regular file: the kernel answers ENOTDIR.
+            let error = #expect(throws: FileSystemError.self) { try FileSystem.makeFolder(folder + "/file/child") }
+            #expect(error?.code == .notFound)
+            #expect(error?.syscall == "mkdirat")
+            #expect(error?.errno == ENOTDIR)
+            #expect(error?.path == folder + "/file/child")
+            #expect(error?.description == "cannot create folder \(folder)/file/child (mkdirat: Not a directory, errno 20)")
+        }
+    }
+
+    @Test func aFullDiskNamesTheRemedy() {
+        let error = FileSystemError("cannot write", path: "/data/x", syscall: "write", errno: ENOSPC)
+        #expect(error.description == "cannot write /data/x (write: No space left on device, errno 28); free disk space and try again")
+    }
+}
+
+/// Jobs running now and the most seen at once.
+final class Counters: Sendable {
+    let running = Atomic<Int>(0)
+    let most = Atomic<Int>(0)
+}
+
+@Suite("BlockingIOPool is bounded")
+struct BlockingIOPoolTests {
+    @Test func neverRunsMoreJobsThanItHasThreads() async throws {
+        let pool = BlockingIOPool(threadCount: 2)
+        let counters = Counters()
+        let results = try await withThrowingTaskGroup(of: Int.self) { group in
+            for index in 0..<12 {
+                group.addTask {
+                    try await pool.run { () throws(FileSystemError) -> Int in
+                        let now = counters.running.add(1, ordering: .sequentiallyConsistent).newValue
+                        counters.most.max(now, ordering: .sequentiallyConsistent)
+                        usleep(20_000)   // blocking work: the point of the pool
+                        counters.running.subtract(1, ordering: .sequentiallyConsistent)
+                        return index
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.sorted() == Array(0..<12))
+        #expect(counters.most.load(ordering: .sequentiallyConsistent) == 2, "two threads, so at most two jobs at once, and both used")
+    }
+
+    @Test func aJobsTypedErrorReachesTheCaller() async {
+        let error = await #expect(throws: FileSystemError.self) {
+            try await BlockingIOPool.shared.run { () throws(FileSystemError) in
+                try FileSystem.rename("/nonexistent-\(UUID().uuidString)", to: "/tmp/never", operation: "cannot move")
+            }
+        }
+        #expect(error?.syscall == "renameat")
+        #expect(error?.code == .notFound)
+    }
+}
+
+@Suite("Files are published whole")
+struct AtomicFileTests {
+    @Test func readersSeeTheOldBytesOrTheNewNeverAMix() async throws {
+        try await withScratchFolder { folder in
+            let path = folder + "/value.bin"
+            let first = Data(repeating: 0xA1, count: 512 << 10), second = Data(repeating: 0xB2, count: 768 << 10)
+            try AtomicFile.write(first, to: path)
+            let stop = Counters()
+            let reader = Task.detached { () -> (reads: Int, torn: Int) in
+                var reads = 0, torn = 0
+                while stop.running.load(ordering: .relaxed) == 0 {
+                    guard let data = FileManager.default.contents(atPath: path) else { torn += 1; continue }
+                    reads += 1
+                    if data != first && data != second { torn += 1 }
+                }
+                return (reads, torn)
+            }
+            for round in 0..<60 { try AtomicFile.write(round % 2 == 0 ? second : first, to: path, durable: round % 10 == 0) }
+            stop.running.store(1, ordering: .relaxed)
+            let seen = await reader.value
+            #expect(seen.torn == 0, "\(seen.torn) of \(seen.reads) reads saw a missing or mixed file")
+            #expect(seen.reads > 0)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["value.bin"], "no temporary file is left")
+        }
+    }
+
+    @Test func anUnnamedFileIsInvisibleUntilLinkedAndNeverReplacesAnother() async throws {
+        try await withScratchFolder { folder in
+            guard let file = UnnamedFile(in: folder) else {
+                Issue.record("O_TMPFILE is not available in \(folder)")
+                return
+            }
+            let bytes = Array("complete".utf8)
+            #expect(write(file.descriptor, bytes, bytes.count) == bytes.count)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty, "nothing is visible before the link")
+            try file.link(as: folder + "/named.txt")
+            #expect(FileManager.default.contents(atPath: folder + "/named.txt") == Data(bytes))
+
+            guard let other = UnnamedFile(in: folder) else {
+                Issue.record("O_TMPFILE is not available in \(folder)")
+                return
+            }
+            let error = #expect(throws: FileSystemError.self) { try other.link(as: folder + "/named.txt") }
+            #expect(error?.code == .alreadyExists)
+            #expect(FileManager.default.contents(atPath: folder + "/named.txt") == Data(bytes), "the existing file is kept")
+        }
+    }
+}
+
+@Suite("Digests")
+struct FileDigestTests {
+    @Test func aFileHashesToItsKnownDigestAndSize() async throws {
+        try await withScratchFolder { folder in
+            _ = FileManager.default.createFile(atPath: folder + "/abc", contents: Data("abc".utf8))
+            let digest = try FileDigest.sha256(ofFileAt: folder + "/abc")
+            #expect(digest.size == 3)
+            #expect(digest.sha256 == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+            #expect(FileDigest.sha256(Data("abc".utf8)) == digest.sha256)
+        }
+    }
+
+    @Test func aStreamedDigestCountsOnlyAWholeUnresumedBody() {
+        let digest = StreamingDigest()
+        Data("ab".utf8).withUnsafeBytes { digest.update($0) }
+        Data("c".utf8).withUnsafeBytes { digest.update($0) }
+        #expect(digest.sha256(ofFileWithSize: 4, resumedFrom: 0) == nil, "a size that differs is not this body")
+        #expect(digest.sha256(ofFileWithSize: 3, resumedFrom: 1) == nil, "a resumed body lacks its start")
+        #expect(digest.sha256(ofFileWithSize: 3, resumedFrom: 0) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+}
