@@ -88,21 +88,30 @@ struct AtomicFileTests {
             let path = folder + "/value.bin"
             let first = Data(repeating: 0xA1, count: 512 << 10), second = Data(repeating: 0xB2, count: 768 << 10)
             try AtomicFile.write(first, to: path)
-            let stop = Counters()
+            // `running` is the stop flag, `most` the reads done so far.
+            let shared = Counters()
             let reader = Task.detached { () -> (reads: Int, torn: Int) in
                 var reads = 0, torn = 0
-                while stop.running.load(ordering: .relaxed) == 0 {
+                while shared.running.load(ordering: .relaxed) == 0 {
                     guard let data = FileManager.default.contents(atPath: path) else { torn += 1; continue }
                     reads += 1
+                    shared.most.store(reads, ordering: .relaxed)
                     if data != first && data != second { torn += 1 }
                 }
                 return (reads, torn)
             }
-            for round in 0..<60 { try AtomicFile.write(round % 2 == 0 ? second : first, to: path, durable: round % 10 == 0) }
-            stop.running.store(1, ordering: .relaxed)
+            // At least 60 replacements, and on until the reader has read 200 times (a loaded
+            // machine may start it late); bounded, so a reader that never runs fails the test.
+            var round = 0
+            while round < 60 || (shared.most.load(ordering: .relaxed) < 200 && round < 200_000) {
+                try AtomicFile.write(round % 2 == 0 ? second : first, to: path, durable: round % 1000 == 0)
+                round += 1
+                if round % 100 == 0 { await Task.yield() }
+            }
+            shared.running.store(1, ordering: .relaxed)
             let seen = await reader.value
             #expect(seen.torn == 0, "\(seen.torn) of \(seen.reads) reads saw a missing or mixed file")
-            #expect(seen.reads > 0)
+            #expect(seen.reads >= 200)
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["value.bin"], "no temporary file is left")
         }
     }

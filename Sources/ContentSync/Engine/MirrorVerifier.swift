@@ -67,10 +67,13 @@ struct MirrorVerifier: Sendable {
         }
         try await store.beginPlan(PendingPlanRecord(identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
                                                     toVersion: local.text, phase: .staging, createdAt: started))
-        guard let repaired = try await stager.checkTree(integrity, layout: layout, trustingCache: false) else {
+        let repaired: Int
+        switch try await stager.checkTree(integrity, layout: layout, trustingCache: false) {
+        case .matches(let count): repaired = count
+        case .unrepairable(let reason):
             try await store.clearPlan()
             throw SyncError(code: .integrity,
-                            message: "the local folder cannot be repaired file by file (the storage's files contradict its manifest); run sync after resetting, or republish the storage")
+                            message: "the local folder cannot be repaired file by file (\(reason)); reset the state and sync again, or republish the storage")
         }
         // Intruders are not linked into the staged copy: the switch leaves them behind with the old tree.
         let fixed = repaired + intruders.count

@@ -157,8 +157,8 @@ struct Stager: Sendable {
     /// Files whose identity the ``FingerprintCache`` knows are not read again, unless
     /// `trustingCache` is false (`verify` hashes every byte).
     func checkTree(_ integrity: StorageIntegrity?, layout: StorageLayout,
-                   trustingCache: Bool = true) async throws(SyncError) -> Int? {
-        guard let integrity, let expectedDigest = integrity.treeDigest else { return 0 }
+                   trustingCache: Bool = true) async throws(SyncError) -> TreeCheck {
+        guard let integrity, let expectedDigest = integrity.treeDigest else { return .matches(repaired: 0) }
         let staging = self.staging
         let cache: FingerprintCache?
         if trustingCache {
@@ -169,22 +169,18 @@ struct Stager: Sendable {
         }
         fingerprints.startTracking()
         var (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
-        if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest { return 0 }
-        guard let manifestURL = integrity.contentManifestURL, let manifestFingerprint = integrity.contentManifest else {
-            logger.warning("the staged tree does not match the published digest and the storage has no content manifest")
-            return nil
-        }
+        if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest { return .matches(repaired: 0) }
         let manifest: ContentTree
         do {
-            guard let published = try await storage.fetchManifest(integrity) else { return nil }
+            guard let published = try await storage.fetchManifest(integrity) else {
+                return .unrepairable("the storage publishes no content manifest to repair from")
+            }
             manifest = published
         } catch {
-            logger.warning("cannot read the content manifest to repair from", metadata: ["sync.error": "\(error)"])
-            return nil
+            return .unrepairable("its content manifest cannot be read (\(error.message))")
         }
         guard TreeDigest.digest(of: manifest) == expectedDigest else {
-            logger.warning("the content manifest contradicts the published tree digest")
-            return nil
+            return .unrepairable("its content manifest contradicts the published tree digest")
         }
         let plan = RepairPlan(staged: tree, intruders: intruders, manifest: manifest)
         // First everything the version does not have, whatever its kind (a file where a folder
@@ -203,8 +199,7 @@ struct Stager: Sendable {
             do {
                 _ = try await downloader.download(layout.contentURL(for: path), to: partial, expected: fingerprint, what: "'\(path)'")
             } catch where error.code == .integrity || (error.underlying as? TransportError)?.statusCode == 404 {
-                logger.warning("repair cannot fetch a matching copy", metadata: ["sync.path": "\(path)", "sync.error": "\(error)"])
-                return nil
+                return .unrepairable("the storage has no copy of '\(path)' matching its manifest (\(error.message))")
             }
             try await BlockingWork.files { () throws(FileSystemError) in
                 try FileSystem.rename(partial, to: target, operation: "cannot move the repaired '\(path)' into")
@@ -212,8 +207,18 @@ struct Stager: Sendable {
         }
         fingerprints.startTracking()
         (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
-        guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else { return nil }
-        logger.warning("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(plan.count)"])
-        return plan.count
+        guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else {
+            return .unrepairable("the tree still differs from the published digest after repairing it from the manifest")
+        }
+        logger.debug("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(plan.count)"])
+        return .matches(repaired: plan.count)
+    }
+
+    /// What checking a staged tree found.
+    enum TreeCheck: Sendable, Equatable {
+        /// The tree matches the published digest, after repairing this many paths.
+        case matches(repaired: Int)
+        /// The tree differs and cannot be repaired file by file; the reason says why.
+        case unrepairable(String)
     }
 }

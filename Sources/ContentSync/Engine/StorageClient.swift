@@ -172,7 +172,7 @@ struct StorageClient: Sendable {
                                 let data = try await self.fetchFile(entry.url, expected: integrity?.changeLists[entry.url])
                                 return (index, try ChangeListReader(data, from: entry.url, layout: layout))
                             } catch let error as SyncError where (error.underlying as? TransportError)?.statusCode == 404 {
-                                self.logger.warning("change list is not published", metadata: ["sync.list": "\(entry.url.absoluteString)"])
+                                self.logger.debug("change list is not published", metadata: ["sync.list": "\(entry.url.absoluteString)"])
                                 return (index, nil)
                             }
                         }

@@ -63,14 +63,14 @@ struct SyncEngine: Sendable {
         let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         do {
-            try await switcher.recoverInterrupted()
+            let recovered = try await switcher.recoverInterrupted()
             let context = try await checkLocalContent()
             fromVersion = context.local?.text
             progress(SyncProgress(phase: .checking, currentItem: StorageLayout.statusPath))
             var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
             let status = try await storage.fetchStatus(layout: &layout)
             toVersion = status.actualVersion.text
-            let report: SyncReport
+            var report: SyncReport
             if let local = context.local, local == status.actualVersion {
                 // Leftovers of an abandoned plan, or of a run killed while it deleted the old
                 // version after its switch, go now.
@@ -83,7 +83,9 @@ struct SyncEngine: Sendable {
                     $0.lastError = nil
                     $0.lastErrorCode = nil
                 }
-                return SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
+                var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
+                upToDate.warnings = [recovered].compactMap { $0 } + context.warnings
+                return upToDate
             } else if let local = context.local, local > status.actualVersion {
                 throw SyncError(code: .invalidStatus,
                                 message: "\(layout.statusURL.absoluteString) publishes version \(status.actualVersion), below the local \(local); "
@@ -96,6 +98,7 @@ struct SyncEngine: Sendable {
                 report = try await restore(from: context.local, status: status, reason: context.local == nil
                     ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)", progress: progress)
             }
+            report.warnings.insert(contentsOf: [recovered].compactMap { $0 } + context.warnings, at: 0)
             kind = report.outcome == .restored ? "restore" : "replay"
             logger.debug("update finished", metadata: [
                 "sync.outcome": "\(report.outcome.rawValue)", "sync.to": "\(report.toVersion)",
@@ -123,10 +126,13 @@ struct SyncEngine: Sendable {
 
     struct LocalContext {
         var local: CacheVersion?
+        /// What the caller should know about the folder (it vanished, say), for the report.
+        var warnings: [String] = []
     }
 
     /// Reads the local version and checks that the content folder matches it.
     private func checkLocalContent() async throws(SyncError) -> LocalContext {
+        var warnings: [String] = []
         let directory = configuration.contentDirectory
         let state = try await store.syncState()
         if let state, state.contentDirectory != directory {
@@ -145,7 +151,8 @@ struct SyncEngine: Sendable {
             throw SyncError(code: .configuration, message: "the parent folder \(parent) of \(directory) does not exist; create it first")
         }
         if local != nil && !exists {
-            logger.warning("content folder is missing; restoring it", metadata: ["sync.dir": "\(directory)"])
+            logger.debug("content folder is missing; restoring it", metadata: ["sync.dir": "\(directory)"])
+            warnings.append("\(directory) was missing although version \(local!) was synced there; restored it from the archive")
             local = nil
         }
         if local == nil && exists && !configuration.allowReplacingUnknownContent {
@@ -156,7 +163,7 @@ struct SyncEngine: Sendable {
                                     + "pass an empty or new folder, or allow replacing its contents (sync-agent sync --force)")
             }
         }
-        return LocalContext(local: local)
+        return LocalContext(local: local, warnings: warnings)
     }
 
     // MARK: - Replay and restore
@@ -179,8 +186,11 @@ struct SyncEngine: Sendable {
         let plan = planned.plan
         do throws(SyncError) {
             let staged = try await stager.stage(plan, layout: layout, progress: progress)
-            guard let repaired = try await stager.checkTree(status.integrity, layout: layout) else {
-                throw SyncError(code: .integrity, message: Self.unrepairableTree + " after replaying to \(plan.to)")
+            let repaired: Int
+            switch try await stager.checkTree(status.integrity, layout: layout) {
+            case .matches(let count): repaired = count
+            case .unrepairable(let reason):
+                throw SyncError(code: .integrity, message: Self.unrepairableTree + " after replaying to \(plan.to): \(reason)")
             }
             var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
                                     filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
@@ -196,7 +206,8 @@ struct SyncEngine: Sendable {
         } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
             logger.debug("the replayed tree cannot be repaired; restoring from the archive")
             var report = try await restore(from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
-            report.warnings.insert("the replayed tree did not match the published tree digest and could not be repaired file by file; restored from the archive", at: 0)
+            report.warnings.insert("the replayed tree did not match the published tree digest and could not be repaired file by file "
+                                   + "(\(error.message.dropFirst(Self.unrepairableTree.count))); restored from the archive", at: 0)
             return report
         }
     }
@@ -207,9 +218,13 @@ struct SyncEngine: Sendable {
         let started = Date()
         let restored = try await restorer.restore(from: local, status: status, reason: reason, progress: progress)
         let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
-        guard let repaired = try await stager.checkTree(status.integrity, layout: layout) else {
+        let repaired: Int
+        switch try await stager.checkTree(status.integrity, layout: layout) {
+        case .matches(let count): repaired = count
+        case .unrepairable(let reason):
             throw SyncError(code: .integrity,
-                            message: "the archive's content does not match the published tree digest and could not be repaired; the storage is inconsistent: republish it")
+                            message: "the archive's content does not match the published tree digest and could not be repaired (\(reason)); "
+                                + "the storage is inconsistent: republish it")
         }
         var report = SyncReport(outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
                                 bytesDownloaded: restored.bytes, filesDownloaded: restored.files)

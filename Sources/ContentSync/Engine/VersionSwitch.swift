@@ -38,22 +38,24 @@ struct VersionSwitch: Sendable {
 
     /// Finishes a switch a crash interrupted. The content folder's inode tells whether the swap
     /// itself happened: if it is the staged tree's, only the bookkeeping is missing.
-    func recoverInterrupted() async throws(SyncError) {
+    @discardableResult
+    func recoverInterrupted() async throws(SyncError) -> String? {
         guard let pending = try await store.pendingPlan(), pending.phase == .switching,
-              let device = pending.stagedDevice, let inode = pending.stagedInode else { return }
+              let device = pending.stagedDevice, let inode = pending.stagedInode else { return nil }
         let history = UpdateHistoryRecord(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
                                           toVersion: pending.toVersion, kind: pending.kind, outcome: "succeeded",
                                           error: "switch completed after a restart", bytesDownloaded: 0, filesDownloaded: 0)
         if let current = FileSystem.identity(of: contentDirectory), current == (device, inode) {
-            logger.info("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
+            logger.debug("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
         } else if let staged = FileSystem.identity(of: staging.next), staged == (device, inode) {
-            logger.info("redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
+            logger.debug("redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
             try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
         } else {
             try await store.clearPlan()
-            return
+            return nil
         }
         try await store.finishPlan(contentDirectory: contentDirectory, newVersion: pending.toVersion, history: history)
         try? await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
+        return "finished the switch to \(pending.toVersion) that a restart interrupted"
     }
 }
