@@ -70,6 +70,10 @@ let package = Package(
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
+        // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
+        // checks that the documents show exactly these regions).
+        .testTarget(name: "DocumentationExamples",
+                    dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
