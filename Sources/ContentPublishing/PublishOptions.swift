@@ -32,6 +32,8 @@ public struct PublishOptions: Sendable {
     /// Tests only: swap the content folder as on a filesystem without `RENAME_EXCHANGE`.
     var exchangeUnsupported = false
 
+    /// Options to publish `content` into `storage` as `version`, served at `baseURL`; every other
+    /// field keeps its default.
     public init(storage: String, content: String, version: CacheVersion, minimal: CacheVersion? = nil, baseURL: URL) {
         self.storage = storage
         self.content = content
@@ -43,14 +45,21 @@ public struct PublishOptions: Sendable {
 
 /// What a publish did (or, for a dry run, would do).
 public struct PublishReport: Sendable {
+    /// The version the storage published before; nil for `--init`, and when ``alreadyPublished``.
     public var fromVersion: CacheVersion?
+    /// The version published.
     public var toVersion: CacheVersion
+    /// The `minimalCacheVersion` the storage has now.
     public var minimalVersion: CacheVersion
+    /// The entries of the change list, in order; empty for `--init`.
     public var changes: [Change.Kind]
     /// Bytes a client one version behind downloads: added and edited files.
     public var bytesToDownload: Int64
+    /// Files in the new version's content.
     public var files: Int
+    /// Folders in the new version's content, the content folder itself not counted.
     public var folders: Int
+    /// Bytes of all files in the new version's content.
     public var contentBytes: Int64
     /// The archive's size; 0 for a dry run.
     public var archiveBytes: Int64

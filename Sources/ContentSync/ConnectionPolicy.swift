@@ -9,6 +9,8 @@ import StorageFormat
 public struct ConnectionPolicy: Sendable {
     private let check: @Sendable () async -> Bool
 
+    /// A policy that asks `check` each time; it should answer quickly, as an update asks several
+    /// times a second.
     public init(_ check: @escaping @Sendable () async -> Bool) {
         self.check = check
     }
@@ -16,6 +18,7 @@ public struct ConnectionPolicy: Sendable {
     /// Transfers are always allowed.
     public static let always = ConnectionPolicy { true }
 
+    /// Whether transfers may run now, as the check answers.
     public func allowsTransfers() async -> Bool {
         await check()
     }

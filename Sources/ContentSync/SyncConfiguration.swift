@@ -39,6 +39,8 @@ public struct SyncConfiguration: Sendable {
     /// Debug- and trace-level messages, dotted metadata keys. Default: a no-op logger.
     public var logger = Logger(label: "content-sync", factory: { _ in SwiftLogNoOpLogHandler() })
 
+    /// A configuration mirroring `baseURL` into `contentDirectory`. Paths are made absolute; the
+    /// state database defaults to ``defaultStatePath(for:)``.
     public init(baseURL: URL, contentDirectory: String, stateDatabasePath: String? = nil) {
         self.baseURL = baseURL
         let absolute = Self.absolutePath(contentDirectory)

@@ -9,6 +9,7 @@ import Foundation
 public enum DirectoryWalker {
     /// What one entry is.
     public enum Entry {
+        /// A folder (not a symlink to one); the walk enters it after its siblings are visited.
         case folder(SafeRelativePath)
         /// A regular file, with the identity its `lstat` gave (no second lookup needed).
         case file(SafeRelativePath, FileIdentity)

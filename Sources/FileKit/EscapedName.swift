@@ -1,6 +1,8 @@
 /// A file name as people can read it in a message: valid UTF-8 as it is, and each byte that is
 /// not (or is a control character or backslash) as `\xHH`, so the name shown names the real file.
 public enum EscapedName {
+    /// `bytes` as text: valid UTF-8 kept, and each other byte, ASCII control character or backslash
+    /// written as `\xHH` (upper-case hex).
     public static func text(_ bytes: [UInt8]) -> String {
         var out = ""
         var index = 0
@@ -22,6 +24,7 @@ public enum EscapedName {
 }
 
 private extension String {
+    /// `self` with `0`s in front up to `width` characters; unchanged when already that long.
     public func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
     }

@@ -3,9 +3,13 @@ import Foundation
 /// What identifies a file's bytes without reading them, as rsync's quick check does: the inode
 /// (hard links share it), the size and the modification time in nanoseconds.
 public struct FileIdentity: Hashable, Sendable {
+    /// The device of the file system holding the file (`st_dev`).
     public var device: UInt64
+    /// The inode number (`st_ino`); hard links to one file share it.
     public var inode: UInt64
+    /// The size in bytes (`st_size`).
     public var size: Int64
+    /// The last modification time (`st_mtim`) in nanoseconds since the Unix epoch.
     public var modifiedNanoseconds: Int64
 
     /// The identity of the regular file at `path`, or nil when it cannot be read.
@@ -23,6 +27,7 @@ public struct FileIdentity: Hashable, Sendable {
                   modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
     }
 
+    /// An identity from its parts, e.g. ones stored earlier.
     public init(device: UInt64, inode: UInt64, size: Int64, modifiedNanoseconds: Int64) {
         self.device = device
         self.inode = inode

@@ -9,13 +9,14 @@ import Foundation
 /// once kept 1,800 open and ran out), and no path longer than one name reaches the kernel, so
 /// depth never meets `PATH_MAX` either.
 public struct FolderCursor: ~Copyable {
-    /// One folder's entries as `readdir` gave them.
+    /// One entry of a folder as `readdir` gave it, with its `lstat`.
     public struct Entry {
         /// The raw name: Linux names are bytes, and not every byte string is UTF-8.
         public var name: [UInt8]
         /// Its `lstat`, taken relative to the open folder.
         public var info: stat
 
+        /// Whether the entry is a folder; a symlink to one is not (its `lstat` is the link's).
         public var isFolder: Bool { info.st_mode & S_IFMT == S_IFDIR }
     }
 

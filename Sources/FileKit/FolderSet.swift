@@ -7,10 +7,13 @@
 /// ``SafeRelativePath/ancestors`` for every entry instead builds depth prefixes of up to depth
 /// components each: cubic in depth, 84 % of an 80 s publish of a 1,800-level tree.
 public struct FolderSet: Sendable {
+    /// The folders in the set, each with every folder above it; never the root.
     public private(set) var members: Set<SafeRelativePath> = []
 
+    /// An empty set.
     public init() {}
 
+    /// Whether `folder` is in the set (the root never is).
     public func contains(_ folder: SafeRelativePath) -> Bool {
         members.contains(folder)
     }

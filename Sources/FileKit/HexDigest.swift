@@ -5,6 +5,7 @@
 public enum HexDigest {
     private static let digits = Array("0123456789abcdef".utf8)
 
+    /// `bytes` as lower-case hex, two digits a byte.
     public static func string<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> String {
         var text: [UInt8] = []
         text.reserveCapacity(64)

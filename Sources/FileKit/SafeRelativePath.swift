@@ -9,10 +9,12 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
     /// The path's components, each non-empty and none `.` or `..`.
     public let components: [String]
 
-    /// The path joined with `/`; empty for the root.
+    /// The components joined with `/`, without a leading or trailing slash; empty for the root.
     public var string: String { components.joined(separator: "/") }
     public var description: String { string }
+    /// True for the root: the path with no components.
     public var isRoot: Bool { components.isEmpty }
+    /// The last component (the file or folder name); nil for the root.
     public var lastComponent: String? { components.last }
 
     /// The longest a single component may be, in UTF-8 bytes (Linux NAME_MAX).
@@ -138,21 +140,35 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
 
 /// Why a path was refused. The message names the path and what is wrong with it.
 public struct SafePathError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What is wrong with a refused path; the raw value is the phrase the message uses.
     public enum Reason: String, Sendable, Equatable {
+        /// The path holds a NUL byte.
         case nul = "contains a NUL byte"
+        /// The path holds a backslash.
         case backslash = "contains a backslash"
+        /// The path starts with `/`.
         case absolute = "is absolute"
+        /// A component is empty (`//`), or a single component given holds a `/`.
         case emptyComponent = "has an empty component (//)"
+        /// A component is `.` or `..`.
         case dotComponent = "has a '.' or '..' component that could leave the destination"
+        /// A component holds a control character (U+0001–U+001F or U+007F).
         case controlCharacter = "contains a control character"
+        /// A component is over ``SafeRelativePath/maxComponentBytes`` or the whole path over
+        /// ``SafeRelativePath/maxPathBytes`` bytes of UTF-8.
         case tooLong = "is longer than Linux allows"
+        /// A storage URL that is not an http(s) URL under the storage's `RXCacheContent/` folder.
         case notUnderContentRoot = "is not under the storage's RXCacheContent/ folder"
+        /// A storage URL with a malformed `%XX` escape, or one that decodes to `/`.
         case badEncoding = "has invalid percent-encoding"
     }
 
+    /// The refused path (or component), as given.
     public var path: String
+    /// Why it was refused.
     public var reason: Reason
 
+    /// An error refusing `path` for `reason`.
     public init(path: String, reason: Reason) {
         self.path = path
         self.reason = reason

@@ -7,7 +7,7 @@ import Foundation
 public struct CacheVersion: Sendable, Hashable, Comparable, CustomStringConvertible {
     /// The numeric components, trailing zeros removed for comparison.
     public let components: [UInt64]
-    /// The version as written.
+    /// The version as written, surrounding whitespace trimmed.
     public let text: String
 
     /// Parses `text`; throws a message naming the text when a component is not a whole number.
@@ -28,9 +28,12 @@ public struct CacheVersion: Sendable, Hashable, Comparable, CustomStringConverti
 
     public var description: String { text }
 
+    /// Equal when the numbers are, whatever the text: `1.5 == 1.5.0` and `1.05 == 1.5`.
     public static func == (lhs: CacheVersion, rhs: CacheVersion) -> Bool { lhs.components == rhs.components }
     public func hash(into hasher: inout Hasher) { hasher.combine(components) }
 
+    /// Numerically, component by component, a missing component counting as 0:
+    /// `1.9 < 1.10 < 2.1` and `1.5 < 1.5.1`.
     public static func < (lhs: CacheVersion, rhs: CacheVersion) -> Bool {
         for (left, right) in zip(lhs.components, rhs.components) where left != right {
             return left < right
@@ -41,6 +44,7 @@ public struct CacheVersion: Sendable, Hashable, Comparable, CustomStringConverti
 
 /// A version string that is not dot-separated whole numbers.
 public struct CacheVersionError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The text that was refused, as given.
     public var text: String
     public var description: String {
         if text.trimmingCharacters(in: .whitespaces).isEmpty {

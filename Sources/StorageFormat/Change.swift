@@ -2,6 +2,7 @@ import FileKit
 
 /// One entry of a change list, classified.
 public struct Change: Sendable, Equatable, CustomStringConvertible {
+    /// What a change does, told by which of its entry's paths and flags are set.
     public enum Kind: Sendable, Equatable {
         /// `oldPath` empty: create a folder (no extension) or download a file.
         case add(SafeRelativePath)
@@ -15,6 +16,7 @@ public struct Change: Sendable, Equatable, CustomStringConvertible {
         case deepRedownload(SafeRelativePath)
     }
 
+    /// What the change does, and to which paths.
     public var kind: Kind
     /// Position in its list, from 0, for messages.
     public var index: Int
@@ -25,6 +27,8 @@ public struct Change: Sendable, Equatable, CustomStringConvertible {
     /// file it downloads, by content path.
     public var folderFingerprints: [SafeRelativePath: FileFingerprint]
 
+    /// A change of `kind` at `index` in its list, with the integrity data the publisher gave
+    /// (default none).
     public init(kind: Kind, index: Int, fingerprint: FileFingerprint? = nil,
                 folderFingerprints: [SafeRelativePath: FileFingerprint] = [:]) {
         self.kind = kind

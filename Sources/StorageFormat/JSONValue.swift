@@ -5,12 +5,17 @@
 /// matters, so protocol files are read with this small parser instead. It also bounds nesting
 /// depth, so a hostile, deeply nested file fails cleanly instead of exhausting the stack.
 public indirect enum JSONValue: Sendable, Equatable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// The number's literal text, e.g. `"1.10"`.
     case number(String)
+    /// A string, its escapes decoded.
     case string(String)
+    /// An array, in order.
     case array([JSONValue])
+    /// An object's members by name; of repeated names the last wins.
     case object([String: JSONValue])
 
     /// The deepest nesting accepted.
@@ -50,7 +55,8 @@ public indirect enum JSONValue: Sendable, Equatable {
         }
     }
 
-    /// `true`/`false`, also accepting the strings "true"/"false" and the numbers 1/0.
+    /// `true`/`false`; also the strings "true", "yes", "1" and "false", "no", "0", "" (any case),
+    /// a number (true unless 0) and `null` (false). Nil for anything else.
     public var looseBool: Bool? {
         switch self {
         case .bool(let value): return value
@@ -77,7 +83,9 @@ public indirect enum JSONValue: Sendable, Equatable {
 
 /// Why a JSON text did not parse.
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Where the problem is: a byte offset into the text, from 0.
     public var offset: Int
+    /// What is wrong there, e.g. "expected ',' or '}' in an object".
     public var reason: String
     public var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }

@@ -21,6 +21,8 @@ public enum StatusSignature {
         return key
     }
 
+    /// Reads a private key file, as `sync-agent keygen` writes it: one line of base64 of the 32-byte
+    /// raw key.
     public static func privateKey(base64 text: String) throws(StorageFormatError) -> Curve25519.Signing.PrivateKey {
         guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
               let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: data) else {

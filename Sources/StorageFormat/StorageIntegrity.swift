@@ -6,10 +6,13 @@ import Foundation
 public struct StorageIntegrity: Sendable, Equatable {
     /// The Merkle digest of the version's whole content (``TreeDigest``).
     public var treeDigest: String?
+    /// The size and SHA-256 the version's zip archive must have.
     public var archive: FileFingerprint?
+    /// The size and SHA-256 `listOfURLsToUpdatesByVersion.json` must have.
     public var updateList: FileFingerprint?
     /// The per-version manifest of every path's hash, used to repair drift.
     public var contentManifestURL: URL?
+    /// The size and SHA-256 the manifest at ``contentManifestURL`` must have.
     public var contentManifest: FileFingerprint?
     /// Change lists by their (rebased) URL.
     public var changeLists: [URL: FileFingerprint]

@@ -22,6 +22,8 @@ public struct StorageLayout: Sendable, Equatable {
     private let normalizedBase: String
     private let normalizedContentRoot: String
 
+    /// The layout of the storage at `baseURL`, an http(s) URL with a host and no query or fragment;
+    /// a missing trailing `/` is added.
     public init(baseURL: URL) throws(StorageFormatError) {
         var text = baseURL.absoluteString
         guard let scheme = baseURL.scheme?.lowercased(), scheme == "http" || scheme == "https", baseURL.host != nil else {
@@ -39,10 +41,14 @@ public struct StorageLayout: Sendable, Equatable {
         self.normalizedContentRoot = Self.normalized(contentRootURL)
     }
 
+    /// Where `cacheStatus.json` is, relative to the base URL.
     public static let statusPath = "RXCacheConfig/cacheStatus.json"
+    /// Where the list of change lists is, relative to the base URL.
     public static let updateListPath = "RXCacheConfig/listOfURLsToUpdatesByVersion.json"
+    /// The content folder, relative to the base URL, with its trailing `/`.
     public static let contentFolder = "RXCacheContent/"
 
+    /// The absolute URL of `cacheStatus.json` under ``baseURL``.
     public var statusURL: URL { URL(string: Self.statusPath, relativeTo: baseURL)!.absoluteURL }
     /// `<base>/RXCacheContent/`, resolved once: every download URL starts with it.
     public let contentRootURL: URL

@@ -10,11 +10,15 @@ import Foundation
 public struct SyncPlan: Sendable, Equatable {
     /// A file of the new version whose bytes already exist in the current content.
     public struct Reuse: Sendable, Equatable, Hashable {
+        /// Where the file goes in the new version.
         public var target: SafeRelativePath
+        /// The file of the current content with the same bytes, hard-linked to ``target``.
         public var source: SafeRelativePath
     }
 
+    /// The version the plan starts from: the current content's.
     public var from: CacheVersion
+    /// The version the plan builds.
     public var to: CacheVersion
     /// Every folder of the new version, sorted (parents before children).
     public var folders: [SafeRelativePath]

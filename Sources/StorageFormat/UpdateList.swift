@@ -4,16 +4,21 @@ import Foundation
 public struct UpdateList: Sendable, Equatable {
     /// One published change list, with the versions its file name promises.
     public struct Entry: Sendable, Equatable {
+        /// The change list's URL, rebased onto the configured storage.
         public var url: URL
         /// The `A` and `B` of `changes_A_B.json`, when the name has that form. The file's own
         /// `from` and `to` are what count; the name only lets the client skip fetching lists
         /// that cannot matter.
         public var namedFrom: CacheVersion?
+        /// The `B` of `changes_A_B.json`, when the name has that form (see ``namedFrom``).
         public var namedTo: CacheVersion?
     }
 
+    /// The published change lists, in the file's order.
     public var entries: [Entry]
 
+    /// Parses the update list read from `url`, resolving and rebasing each entry with `layout`;
+    /// throws a message naming the file and the entry at fault.
     public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError) -> UpdateList {
         let name = url.absoluteString
         let root = try JSONValue.parseStorageDocument(data, name: name, code: .invalidUpdateList)

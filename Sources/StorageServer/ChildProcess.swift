@@ -9,10 +9,14 @@ import Foundation
 /// which killed a whole test run here once. The child inherits the environment and no descriptor
 /// but its standard input (`/dev/null`), output and error (the given files, or `/dev/null`).
 public final class ChildProcess: Sendable {
+    /// The child's process id.
     public let pid: pid_t
 
+    /// Why `posix_spawn` could not start a program.
     public struct SpawnError: Error, CustomStringConvertible {
+        /// The program that did not start.
         public var executable: String
+        /// The error `posix_spawn` returned, an `errno` value such as `ENOENT`.
         public var errno: Int32
         public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
     }

@@ -27,6 +27,7 @@ public struct StorageServerError: Error, Sendable, CustomStringConvertible {
     /// The error underneath, such as the socket error from FlyingFox.
     public var underlying: (any Error)?
 
+    /// An error of `code` with `message`, wrapping `underlying` when there is one.
     public init(code: Code, message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message

@@ -46,9 +46,11 @@ public final class CurlTransport: Transport {
         /// Where debug-level messages go. Default: a no-op logger.
         public var logger = Logger(label: "content-sync.transport", factory: { _ in SwiftLogNoOpLogHandler() })
 
+        /// A configuration with every field at its default.
         public init() {}
     }
 
+    /// The settings the transport was started with.
     public let configuration: Configuration
     private let loops: [CurlMultiLoop]
 
@@ -99,6 +101,8 @@ public final class CurlTransport: Transport {
         _ = try CurlTransfer(request: probe, sink: .memory(limit: 1), configuration: configuration, maxBytes: 1, progress: received)
     }
 
+    /// Fetches `request` into memory, with ``Configuration/dataTimeout`` when it sets no time limit
+    /// and at most ``Configuration/maxDataBytes`` bytes, retrying transient failures.
     public func data(for request: HTTPRequest) async throws -> HTTPResponse {
         try await withRetries(request) { request in
             var request = request
@@ -109,6 +113,8 @@ public final class CurlTransport: Transport {
         }
     }
 
+    /// Downloads to `path`, created (mode 0644) when missing; a file already there is resumed when
+    /// ``DownloadOptions/resumeETag`` allows, else emptied first.
     public func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
@@ -121,6 +127,8 @@ public final class CurlTransport: Transport {
         return try await download(request, fd: fd, path: path, options: options)
     }
 
+    /// Downloads into the open file `descriptor`, resuming from what it holds as
+    /// ``download(_:to:options:)`` does.
     public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
         try await download(request, fd: descriptor, path: "an unnamed file (descriptor \(descriptor))", options: options)
     }

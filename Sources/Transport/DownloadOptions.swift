@@ -21,6 +21,7 @@ public struct DownloadOptions: Sendable {
     /// when the response was not resumed and it saw exactly the file's size. Default `nil`.
     public var onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
 
+    /// Options with these fields; ``onResponseStart`` and ``onBodyChunk`` start `nil`.
     public init(resumeETag: String? = nil, maxBytes: Int64? = nil, progress: ProgressHandler? = nil) {
         self.resumeETag = resumeETag
         self.maxBytes = maxBytes

@@ -15,6 +15,8 @@ public struct HTTPRequest: Sendable, Equatable {
     /// the stall timeout instead). Default `nil`: the transport's configuration decides.
     public var timeout: Duration?
 
+    /// A request for `url`: by default a `GET` with no extra headers or query items and the
+    /// transport's own time limit.
     public init(url: URL, method: String = "GET", headers: [String: String] = [:],
                 queryItems: [URLQueryItem] = [], timeout: Duration? = nil) {
         self.url = url

@@ -19,6 +19,8 @@ public struct HTTPResponse: Sendable {
     /// For downloads: the size of the file on disk when the call returned.
     public var fileSize: Int64
 
+    /// A response from its parts (default: no headers, an empty body, every count 0), e.g. for an
+    /// app's own ``Transport`` to return.
     public init(statusCode: Int, headers: [String: String] = [:], body: Data = Data(), url: URL,
                 bytesReceived: Int64 = 0, resumedFrom: Int64 = 0, fileSize: Int64 = 0) {
         self.statusCode = statusCode

@@ -2,7 +2,7 @@ import Foundation
 
 /// When and how long to wait before trying a failed request again.
 ///
-/// Only transient failures are retried (network faults, timeouts, 408, 429, 5xx). The delay grows
+/// Only transient failures are retried (``TransportError/isTransient``). The delay grows
 /// exponentially with jitter, and a server's `Retry-After` wins when it asks for longer.
 public struct RetryPolicy: Sendable, Equatable {
     /// Attempts in all, the first included. Default 4.
@@ -15,6 +15,8 @@ public struct RetryPolicy: Sendable, Equatable {
     /// Default 60 s.
     public var maxRetryAfter: Duration = .seconds(60)
 
+    /// The default policy: 4 attempts, backoff from 0.25 s up to 8 s, `Retry-After` honoured up to
+    /// 60 s.
     public init() {}
 
     /// No retries at all.

@@ -5,6 +5,7 @@ public struct TransferProgress: Sendable, Equatable {
     /// The total body size, when known.
     public var expected: Int64?
 
+    /// Progress of `received` bytes out of `expected` (nil when unknown).
     public init(received: Int64, expected: Int64?) {
         self.received = received
         self.expected = expected

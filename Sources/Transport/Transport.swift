@@ -3,7 +3,7 @@
 /// ``CurlTransport`` is the default. An app that already has a network stack (one that shows a
 /// captcha, say) can implement this protocol and hand over bytes it fetched itself.
 ///
-/// Both calls return only responses that answer the request as sent: 200; 206 to a request with
+/// Every call returns only responses that answer the request as sent: 200; 206 to a request with
 /// a single `Range`, from exactly the asked start; 304 to a request with `If-None-Match` or
 /// `If-Modified-Since`; bodies content-decoded and as long as their `Content-Length`. They throw
 /// ``TransportError`` for anything else, after whatever retries the implementation makes.
@@ -25,6 +25,8 @@ public protocol Transport: Sendable {
 }
 
 extension Transport {
+    /// Downloads into `descriptor` through its `/proc/self/fd` path: the default for transports that
+    /// implement only ``download(_:to:options:)``.
     public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
         try await download(request, to: "/proc/self/fd/\(descriptor)", options: options)
     }

@@ -34,7 +34,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         public var description: String { base.rawValue }
     }
 
+    /// What kind of failure this is.
     public var code: Code
+    /// The readable explanation naming the URL and, where there is one, the fix; the ``description``.
     public var message: String
     /// The URL the failure concerns.
     public var url: URL?
@@ -47,6 +49,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// Seconds the server asked us to wait (`Retry-After`), when it did.
     public var retryAfter: Double?
 
+    /// An error from its parts, e.g. for an app's own ``Transport`` to throw.
     public init(code: Code, message: String, url: URL? = nil, statusCode: Int? = nil,
                 curlCode: Int? = nil, errno: Int32? = nil, retryAfter: Double? = nil) {
         self.code = code
@@ -60,7 +63,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
 
     public var description: String { message }
 
-    /// Whether trying again may help: network faults, timeouts, invalid responses, 408, 429 and 5xx.
+    /// Whether trying again may help: network faults, timeouts, invalid responses, and HTTP 408,
+    /// 425, 429, 500, 502, 503 and 504.
     public var isTransient: Bool {
         switch code {
         case .network, .timeout: return true

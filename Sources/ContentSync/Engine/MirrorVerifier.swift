@@ -5,6 +5,7 @@ import Foundation
 
 /// What `verify` found.
 public struct VerifyReport: Sendable, Equatable {
+    /// The version compared: the one the storage publishes and the folder holds.
     public var version: CacheVersion
     /// Every difference between the local folder and the published version, one readable line each.
     public var differences: [String]
