@@ -119,6 +119,4 @@ extension SyncConfiguration {
     static func path(_ path: String, isWithin folder: String) -> Bool {
         path == folder || folder == "/" || path.hasPrefix(folder + "/")
     }
-
-    /// Makes a command-line path absolute the way the configuration does.
 }

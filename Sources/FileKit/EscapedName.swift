@@ -25,7 +25,7 @@ public enum EscapedName {
 
 private extension String {
     /// `self` with `0`s in front up to `width` characters; unchanged when already that long.
-    public func leftPadded(to width: Int) -> String {
+    func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

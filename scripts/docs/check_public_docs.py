@@ -24,7 +24,7 @@ def missing(path):
         if not match or match.group(1) == "extension":
             continue
         # `public var description` of CustomStringConvertible and the like are documented by the protocol.
-        if re.search(r"\b(description|debugDescription|hash\(into|==|<)\b", line) and match.group(1) in ("var", "func"):
+        if re.search(r"\bvar (description|debugDescription)\b|\bfunc (hash\(into|==|<|>|<=|>=)", line) and match.group(1) in ("var", "func"):
             continue
         above = number - 1
         while above >= 0 and lines[above].strip().startswith("@"):
