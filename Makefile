@@ -7,7 +7,7 @@ BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build test run bench roundtrips example-storage check-example-storage chaos chaos-short fuzz clean
+.PHONY: deps bench-deps build test run bench roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -25,6 +25,23 @@ test: deps check-example-storage
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) chaos-short
+
+## The documents' promises: every Swift example in the README and the DocC catalogs is a region
+## of compiled code (DocumentationExamples, run by `swift test`), the example app manifest loads
+## and names real products, and every public symbol has a /// summary.
+check-docs:
+	python3 scripts/docs/check_snippets.py
+	SWIFT=$(SWIFT) bash scripts/docs/check_manifest.sh
+	python3 scripts/docs/check_public_docs.py
+
+## The DocC catalogs as static sites in .build/docs/<Target>/ (swift-docc-plugin); warnings fail.
+DOC_TARGETS := ContentSync ContentPublishing StorageFormat FileKit Transport StorageServer
+docs: deps
+	@for target in $(DOC_TARGETS); do \
+	  echo "documentation for $$target"; \
+	  $(SWIFT) package --allow-writing-to-directory .build/docs generate-documentation --target $$target \
+	    --output-path .build/docs/$$target --disable-indexing --warnings-as-errors || exit 1; \
+	done
 
 ## The longer publish round-trip pass: 1,000 random seeds instead of make test's 200 (~7 min).
 roundtrips: deps
