@@ -12,21 +12,71 @@ public enum StatusSignature {
         String(TreeDigest.sha256(key.rawRepresentation).prefix(16))
     }
 
-    /// Reads a public key file: one line of base64 of the 32-byte raw key.
+    /// What a key file says it holds.
+    public enum KeyKind: Sendable, Equatable {
+        /// The signing key: it stays with the publisher.
+        case privateKey
+        /// The verifying key: clients trust it.
+        case publicKey
+    }
+
+    /// The first line of a private key file.
+    static let privateKeyLabel = "# content-sync ed25519 private key: it signs storages; keep it secret and give clients the public key"
+    /// The first line of a public key file, before the key id.
+    static let publicKeyLabel = "# content-sync ed25519 public key"
+
+    /// A private key file's text: a label line, then one line of base64 of the 32-byte raw key.
+    public static func fileText(of key: Curve25519.Signing.PrivateKey) -> String {
+        privateKeyLabel + "\n" + key.rawRepresentation.base64EncodedString() + "\n"
+    }
+
+    /// A public key file's text: a label line with the key id, then one line of base64 of the raw key.
+    public static func fileText(of key: Curve25519.Signing.PublicKey) -> String {
+        publicKeyLabel + " (key id \(keyID(of: key)))\n" + key.rawRepresentation.base64EncodedString() + "\n"
+    }
+
+    /// The kind a key file's label names (nil for a bare line of base64, as older files are) and
+    /// its base64 line.
+    static func read(_ text: String) -> (kind: KeyKind?, base64: String) {
+        var kind: KeyKind?
+        var base64 = ""
+        for line in text.split(whereSeparator: \.isNewline).map({ $0.trimmingCharacters(in: .whitespaces) }) where !line.isEmpty {
+            if line.hasPrefix("#") {
+                if line.hasPrefix("# content-sync ed25519 private key") { kind = .privateKey }
+                if line.hasPrefix(publicKeyLabel) { kind = .publicKey }
+            } else if base64.isEmpty {
+                base64 = line
+            }
+        }
+        return (kind, base64)
+    }
+
+    /// Reads a public key file: an optional label line, then one line of base64 of the 32-byte
+    /// raw key. A file labelled as a private key is refused by name, so a signing key is never
+    /// handed to clients by mistake.
     public static func publicKey(base64 text: String) throws(StorageFormatError) -> Curve25519.Signing.PublicKey {
-        guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
-              let key = try? Curve25519.Signing.PublicKey(rawRepresentation: data) else {
-            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 public key (expected one line of base64 of 32 bytes); make one with `sync-agent keygen`")
+        let (kind, line) = read(text)
+        if kind == .privateKey {
+            throw StorageFormatError(code: .invalidKey,
+                                     message: "this is an ed25519 private key, which signs storages and must stay with the publisher; "
+                                         + "a client trusts the public key, written beside it with the same name plus .pub")
+        }
+        guard let data = Data(base64Encoded: line), let key = try? Curve25519.Signing.PublicKey(rawRepresentation: data) else {
+            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 public key (expected one line of base64 of 32 bytes)")
         }
         return key
     }
 
-    /// Reads a private key file, as `sync-agent keygen` writes it: one line of base64 of the 32-byte
-    /// raw key.
+    /// Reads a private key file: an optional label line, then one line of base64 of the 32-byte
+    /// raw key. A file labelled as a public key is refused by name.
     public static func privateKey(base64 text: String) throws(StorageFormatError) -> Curve25519.Signing.PrivateKey {
-        guard let data = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)),
-              let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: data) else {
-            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 private key (expected one line of base64 of 32 bytes); make one with `sync-agent keygen`")
+        let (kind, line) = read(text)
+        if kind == .publicKey {
+            throw StorageFormatError(code: .invalidKey,
+                                     message: "this is an ed25519 public key, which only verifies; signing needs the private key it was made with")
+        }
+        guard let data = Data(base64Encoded: line), let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: data) else {
+            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 private key (expected one line of base64 of 32 bytes)")
         }
         return key
     }

@@ -9,7 +9,7 @@ import StorageFormat
 struct KeygenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keygen",
-        abstract: "Make an ed25519 key pair: FILE (private, mode 0600) and FILE.pub, one line of base64 each.")
+        abstract: "Make an ed25519 key pair: FILE (private, mode 0600) and FILE.pub, each a label line and a line of base64.")
 
     @Option(name: .long, help: "The private key file to create (the public key goes to FILE.pub).")
     var out: String
@@ -21,11 +21,11 @@ struct KeygenCommand: AsyncParsableCommand {
         let key = Curve25519.Signing.PrivateKey()
         let fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CLIFailure(code: 5, message: "cannot create \(out): \(String(cString: strerror(errno)))") }
-        let line = Array((key.rawRepresentation.base64EncodedString() + "\n").utf8)
+        let line = Array(StatusSignature.fileText(of: key).utf8)
         let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
         guard written == line.count else { throw CLIFailure(code: 5, message: "cannot write \(out)") }
-        try (key.publicKey.rawRepresentation.base64EncodedString() + "\n").write(toFile: out + ".pub", atomically: true, encoding: .utf8)
+        try StatusSignature.fileText(of: key.publicKey).write(toFile: out + ".pub", atomically: true, encoding: .utf8)
         print("private key: \(out)\npublic key:  \(out).pub (key id \(StatusSignature.keyID(of: key.publicKey)))")
     }
 }

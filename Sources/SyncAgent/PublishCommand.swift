@@ -66,6 +66,11 @@ struct PublishCommand: AsyncParsableCommand {
             } catch {
                 throw CLIFailure(code: 6, message: "cannot read --sign-key \(signKey): \(error.localizedDescription)")
             }
+            do {
+                _ = try StatusSignature.privateKey(base64: options.signingKey ?? "")
+            } catch {
+                throw CLIFailure(code: 6, message: "--sign-key \(signKey): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE")
+            }
             // An expired (or NaN, or overflowing) lifetime would publish a status every trusting client refuses.
             guard signatureDays.isFinite, signatureDays > 0, signatureDays <= 36_500 else {
                 throw CLIFailure(code: 6, message: "--signature-days \(signatureDays) must be above 0 and at most 36500; clients refuse an expired status")

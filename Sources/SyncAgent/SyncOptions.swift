@@ -38,13 +38,7 @@ struct SyncOptions: ParsableArguments {
         configuration.maxConcurrentDownloads = max(1, concurrency)
         configuration.allowReplacingUnknownContent = force
         if let logger { configuration.logger = logger }
-        configuration.trustedSigningKeys = try trustKey.map { path in
-            do {
-                return try String(contentsOfFile: path, encoding: .utf8)
-            } catch {
-                throw CLIFailure(code: 6, message: "cannot read --trust-key \(path): \(error.localizedDescription)")
-            }
-        }
+        configuration.trustedSigningKeys = try trustKey.map(Self.trustedKey(at:))
         let headers = try header.map { line in
             guard let colon = line.firstIndex(of: ":") else {
                 throw CLIFailure(code: 6, message: "--header '\(line)' is not 'Name: value'")
@@ -58,6 +52,29 @@ struct SyncOptions: ParsableArguments {
             }
         }
         return configuration
+    }
+
+    /// The public key in the file at `path`, checked now so that a wrong file is named with its
+    /// flag: a private key (labelled, or an unlabelled 0600 file with a `.pub` beside it) is
+    /// refused rather than handed to a client.
+    static func trustedKey(at path: String) throws -> String {
+        let text: String
+        do {
+            text = try String(contentsOfFile: path, encoding: .utf8)
+        } catch {
+            throw CLIFailure(code: 6, message: "cannot read --trust-key \(path): \(error.localizedDescription)")
+        }
+        do {
+            _ = try StatusSignature.publicKey(base64: text)
+        } catch {
+            throw CLIFailure(code: 6, message: "--trust-key \(path): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE.pub")
+        }
+        var info = stat()
+        if !text.contains("#"), stat(path, &info) == 0, info.st_mode & 0o077 == 0, FileManager.default.fileExists(atPath: path + ".pub") {
+            throw CLIFailure(code: 6, message: "--trust-key \(path) looks like a private key (readable by its owner only, with \(path).pub beside it); "
+                                 + "pass \(path).pub, the public key")
+        }
+        return text
     }
 
     /// A stderr logger at `level`.

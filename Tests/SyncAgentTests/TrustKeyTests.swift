@@ -1,0 +1,80 @@
+import Foundation
+import StorageServer
+import Testing
+
+/// Keys are told apart: a private key where a public one is expected (or the reverse) is refused
+/// with an error that names the file and the right one, before anything is fetched or written.
+@Suite("sync-agent tells private and public keys apart", .timeLimit(.minutes(2)))
+struct TrustKeyTests {
+    static let example = SyncAgentCLITests.exampleStorage
+
+    func keygen(_ scratch: String) async throws -> String {
+        let key = scratch + "/publisher.key"
+        let result = try await SyncAgentBinary.run(["keygen", "--out", key], scratch: scratch)
+        #expect(result.status == 0, "\(result.stderr)")
+        return key
+    }
+
+    @Test func aPrivateKeyPassedAsTheTrustedKeyIsRefusedAndNamed() async throws {
+        try await withScratch { scratch in
+            let key = try await keygen(scratch)
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                let result = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state", scratch + "/state.sqlite",
+                     "--trust-key", key], scratch: scratch)
+                #expect(result.status == 6, "\(result.stderr)")
+                #expect(result.stderr.contains("--trust-key \(key)") && result.stderr.contains("private key"), "\(result.stderr)")
+                #expect(result.stderr.contains(".pub"), "the message names the public key file: \(result.stderr)")
+                #expect(server.requests().isEmpty, "nothing is fetched")
+            }
+        }
+    }
+
+    @Test func anUnlabelledPrivateKeyWithItsPublicKeyBesideItIsRefusedToo() async throws {
+        try await withScratch { scratch in
+            let key = try await keygen(scratch)
+            // A key file from before the labels: the bare base64 line, mode 0600, with key.pub beside it.
+            let bare = try String(contentsOfFile: key, encoding: .utf8).split(separator: "\n").last.map(String.init) ?? ""
+            try (bare + "\n").write(toFile: key, atomically: false, encoding: .utf8)
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                let result = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state", scratch + "/state.sqlite",
+                     "--trust-key", key], scratch: scratch)
+                #expect(result.status == 6, "\(result.stderr)")
+                #expect(result.stderr.contains("looks like a private key") && result.stderr.contains("\(key).pub"), "\(result.stderr)")
+            }
+        }
+    }
+
+    @Test func aPublicKeyPassedAsTheSigningKeyIsRefusedAndNothingIsPublished() async throws {
+        try await withScratch { scratch in
+            let key = try await keygen(scratch)
+            let result = try await SyncAgentBinary.run(
+                ["publish", "--storage", scratch + "/storage", "--content", Self.example + "/1.0/RXCacheContent",
+                 "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", key + ".pub"], scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("--sign-key \(key).pub") && result.stderr.contains("public key"), "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/storage"))
+        }
+    }
+
+    @Test func keyFilesAreLabelledAndTheLabelledPairStillSignsAndVerifies() async throws {
+        try await withScratch { scratch in
+            let key = try await keygen(scratch)
+            #expect(try String(contentsOfFile: key, encoding: .utf8).hasPrefix("# content-sync ed25519 private key"))
+            #expect(try String(contentsOfFile: key + ".pub", encoding: .utf8).hasPrefix("# content-sync ed25519 public key (key id "))
+            let storage = scratch + "/storage"
+            let published = try await SyncAgentBinary.run(
+                ["publish", "--storage", storage, "--content", Self.example + "/1.0/RXCacheContent",
+                 "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", key], scratch: scratch)
+            #expect(published.status == 0, "\(published.stderr)")
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                let synced = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state", scratch + "/state.sqlite",
+                     "--trust-key", key + ".pub"], scratch: scratch)
+                #expect(synced.status == 0, "\(synced.stderr)")
+                #expect(FileManager.default.fileExists(atPath: scratch + "/content/README.txt"))
+            }
+        }
+    }
+}
