@@ -58,7 +58,7 @@ enum ContentSnapshot {
     private static func copyEntries(_ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], shownFrom source: String,
                                     copied: inout Int64) throws(PublishError) -> [[UInt8]] {
         var subfolders: [[UInt8]] = []
-        for entry in try fileWork { () throws(FileSystemError) in try from.entries() } {
+        for entry in try fileWork({ () throws(FileSystemError) in try from.entries() }) {
             let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
             switch entry.info.st_mode & S_IFMT {
             case S_IFDIR:

@@ -42,12 +42,15 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
     public var message: String
     /// The lower-level error, if any: a ``FileSystemError`` keeps the system call and errno.
     public var underlying: (any Error)?
+    /// The option at fault, when one is: a command-line front end names its flag.
+    public var option: PublishOptions.Option?
 
     /// A failure with a code and a message naming the input at fault.
-    public init(code: Code, message: String, underlying: (any Error)? = nil) {
+    public init(code: Code, message: String, underlying: (any Error)? = nil, option: PublishOptions.Option? = nil) {
         self.code = code
         self.message = message
         self.underlying = underlying
+        self.option = option
     }
 
     /// A failed file operation, keeping the system's words.

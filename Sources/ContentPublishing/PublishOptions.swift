@@ -44,6 +44,28 @@ public struct PublishOptions: Sendable {
 }
 
 /// What a publish did (or, for a dry run, would do).
+extension PublishOptions {
+    /// One of the options, for errors that blame it (``PublishError/option``).
+    public enum Option: String, Sendable, Equatable {
+        /// ``PublishOptions/storage``.
+        case storage
+        /// ``PublishOptions/content``.
+        case content
+        /// ``PublishOptions/version``.
+        case version
+        /// ``PublishOptions/minimal``.
+        case minimal
+        /// ``PublishOptions/baseURL``.
+        case baseURL
+        /// ``PublishOptions/initialize``.
+        case initialize
+        /// ``PublishOptions/dryRun``.
+        case dryRun
+        /// ``PublishOptions/signingKey``.
+        case signingKey
+    }
+}
+
 public struct PublishReport: Sendable {
     /// The version the storage published before; nil for `--init`, and when ``alreadyPublished``.
     public var fromVersion: CacheVersion?

@@ -43,11 +43,13 @@ struct PublishPaths: Equatable {
             let what = canonicalContent == canonicalStorage ? "the storage itself"
                 : ([canonicalStorage + "/" + Self.workFolderName, canonicalStorage + "/RXCacheContent"].contains(canonicalContent) ? place : "inside " + place)
             throw PublishError(code: .configuration,
-                            message: "--content \(content) is \(what) (the storage resolves to \(canonicalStorage)); publishing would rewrite the folder it reads. Pass a folder outside the storage")
+                               message: "the content folder \(content) is \(what) (the storage resolves to \(canonicalStorage)); publishing would rewrite the folder it reads. Pass a folder outside the storage",
+                               option: .content)
         }
         if Self.isWithin(canonicalStorage, canonicalContent) {
             throw PublishError(code: .configuration,
-                            message: "--storage \(storage) is inside --content \(content) (which resolves to \(canonicalContent)); the content snapshot would copy the storage into itself. Pass a storage outside the content folder")
+                               message: "the storage \(storage) is inside the content folder \(content) (which resolves to \(canonicalContent)); the content snapshot would copy the storage into itself. Pass a storage outside the content folder",
+                               option: .storage)
         }
     }
 

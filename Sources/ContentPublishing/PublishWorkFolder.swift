@@ -48,12 +48,12 @@ struct PublishWorkFolder {
         do {
             let journal = try JSONDecoder().decode(PublishJournal.self, from: data)
             guard journal.format == 1 else {
-                throw PublishError(code: .configuration, message: "format \(journal.format), this sync-agent reads format 1")
+                throw PublishError(code: .configuration, message: "format \(journal.format), this publisher reads format 1")
             }
             return journal
         } catch {
             throw PublishError(code: .configuration,
-                            message: "\(journalPath) is not a publish journal this sync-agent can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(root)",
+                            message: "\(journalPath) is not a publish journal this publisher can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(root)",
                             underlying: error)
         }
     }
@@ -77,7 +77,7 @@ struct PublishWorkFolder {
         guard exists else { return }
         // Its own entries have ASCII names; below them (the snapshot) names go by raw bytes, since
         // a name that is not UTF-8 can be there (the scan then refused it).
-        for name in try fileWork { () throws(FileSystemError) in try DirectoryWalker.names(in: root) } where name != "journal.json" {
+        for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: root) }) where name != "journal.json" {
             try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(root + "/" + name) }
         }
         try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(journalPath) }

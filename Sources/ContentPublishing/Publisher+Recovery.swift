@@ -44,7 +44,7 @@ extension Publisher {
         var candidates = legacyLeftovers
         let history = paths.storage + "/RXCacheConfig/HistoryOfVersions"
         if FileSystem.exists(history) {
-            for name in try fileWork { () throws(FileSystemError) in try DirectoryWalker.names(in: history) }.sorted() where name.hasPrefix("changes_") && name.hasSuffix(".json.tmp") {
+            for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: history) }).sorted() where name.hasPrefix("changes_") && name.hasSuffix(".json.tmp") {
                 candidates.append("RXCacheConfig/HistoryOfVersions/" + name)
             }
         }
@@ -65,7 +65,8 @@ extension Publisher {
         let visible = try PublishWorkFolder.sha256(of: paths.storage + "/" + StorageLayout.statusPath)
         if PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) == .rollBack {
             throw PublishError(code: .configuration,
-                            message: "a publish of \(journal.toVersion) into \(paths.storage) was interrupted while installing (\(work.journalPath)); a dry run writes nothing, so it cannot roll it back: run the publish without --dry-run, which rolls it back first")
+                            message: "a publish of \(journal.toVersion) into \(paths.storage) was interrupted while installing (\(work.journalPath)); a dry run writes nothing, so it cannot roll it back: run the publish for real, which rolls it back first",
+                               option: .dryRun)
         }
     }
 }

@@ -23,7 +23,8 @@ public enum Publisher {
         let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: options.baseURL) }
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: paths.content, isDirectory: &isFolder), isFolder.boolValue else {
-            throw PublishError(code: .configuration, message: "--content \(paths.content) is not a folder; pass the folder holding the new version")
+            throw PublishError(code: .configuration, message: "the content folder \(paths.content) is not a folder; pass the folder holding the new version",
+                               option: .content)
         }
         try paths.checkLayout()
         let signer = try options.signingKey.map { (key: String) throws(PublishError) -> StorageWriter.Signer in
@@ -84,7 +85,8 @@ public enum Publisher {
                     return done
                 }
                 throw PublishError(code: .configuration,
-                                message: "\(storage) already holds a storage (\(StorageLayout.statusPath) exists); publish a new version without --init")
+                                message: "\(storage) already holds a storage (\(StorageLayout.statusPath) exists); publish a new version of it instead of creating one",
+                                   option: .initialize)
             }
         } else {
             guard let statusData else { throw Self.noStorage(paths) }
@@ -94,11 +96,13 @@ public enum Publisher {
                 let same = options.version == status.actualVersion
                     ? " (it was published with other content, minimal version or base URL)" : ""
                 throw PublishError(code: .configuration,
-                                message: "version \(options.version) is not greater than the storage's current \(status.actualVersion)\(same); pass a higher --version")
+                                message: "version \(options.version) is not greater than the storage's current \(status.actualVersion)\(same); pass a higher version",
+                                   option: .version)
             }
             if let published = readLayout.publishedBase, StorageLayout.normalized(published) != StorageLayout.normalized(layout.baseURL) {
                 throw PublishError(code: .configuration,
-                                message: "--base-url \(layout.baseURL.absoluteString) is not the base \(storage) was published with (\(published.absoluteString), from \(StorageLayout.statusPath)): the new change list would name other URLs than the earlier ones, and clients replaying across both would refuse them. Pass --base-url \(published.absoluteString), or publish the moved storage afresh with --init")
+                                message: "the base URL \(layout.baseURL.absoluteString) is not the base \(storage) was published with (\(published.absoluteString), from \(StorageLayout.statusPath)): the new change list would name other URLs than the earlier ones, and clients replaying across both would refuse them. Pass \(published.absoluteString), or publish the moved storage afresh as a new storage",
+                                   option: .baseURL)
             }
             fromVersion = status.actualVersion
             minimal = options.minimal ?? status.minimalVersion
@@ -106,13 +110,14 @@ public enum Publisher {
         }
         guard minimal <= options.version else {
             throw PublishError(code: .configuration,
-                            message: "--minimal \(minimal) is greater than --version \(options.version); the minimal version cannot be above the actual one")
+                            message: "the minimal version \(minimal) is greater than the new version \(options.version); the minimal version cannot be above the actual one",
+                               option: .minimal)
         }
         if let fromVersion {
             let relative = StorageWriter.changeListPath(from: fromVersion, to: options.version)
             if FileSystem.exists(storage + "/" + relative) {
                 throw PublishError(code: .configuration,
-                                message: "\(relative) already exists; a published change list is never rewritten. If no status ever published \(options.version) (an older sync-agent's interrupted publish left it), delete it and run again")
+                                message: "\(relative) already exists; a published change list is never rewritten. If no status ever published \(options.version) (an older publisher's interrupted publish left it), delete it and run again")
             }
         }
 
@@ -121,7 +126,7 @@ public enum Publisher {
             let tree = try ContentTree.scan(storage + "/RXCacheContent")
             if let expectedOldDigest, TreeDigest.digest(of: tree) != expectedOldDigest {
                 throw PublishError(code: .configuration,
-                                message: "\(storage)/RXCacheContent/ does not match the treeDigest that \(StorageLayout.statusPath) publishes for \(fromVersion): it was changed outside publish, or an older sync-agent's publish was interrupted. A change list from it would not lead clients from \(fromVersion); put \(fromVersion)'s content back in RXCacheContent/ and run again")
+                                message: "\(storage)/RXCacheContent/ does not match the treeDigest that \(StorageLayout.statusPath) publishes for \(fromVersion): it was changed outside publish, or an older publisher's publish was interrupted. A change list from it would not lead clients from \(fromVersion); put \(fromVersion)'s content back in RXCacheContent/ and run again")
             }
             oldTree = tree
         }
@@ -291,7 +296,8 @@ public enum Publisher {
 
     private static func noStorage(_ paths: PublishPaths) -> PublishError {
         PublishError(code: .configuration,
-                  message: "\(paths.storage)/\(StorageLayout.statusPath) not found; create the storage first with `sync-agent publish --init`")
+                  message: "\(paths.storage)/\(StorageLayout.statusPath) not found; create the storage first (its first version, with no change list)",
+                  option: .initialize)
     }
 
     /// Bytes of the files a client one version behind must fetch.

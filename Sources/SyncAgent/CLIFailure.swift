@@ -52,7 +52,21 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .interrupted: code = 130
         default: code = 1
         }
-        self.init(code: code, message: error.message)
+        self.init(code: code, message: error.option.map { "\(Self.flag(for: $0)): " + error.message } ?? error.message)
+    }
+
+    /// The `publish` flag that sets a library option.
+    static func flag(for option: PublishOptions.Option) -> String {
+        switch option {
+        case .storage: "--storage"
+        case .content: "--content"
+        case .version: "--version"
+        case .minimal: "--minimal"
+        case .baseURL: "--base-url"
+        case .initialize: "--init"
+        case .dryRun: "--dry-run"
+        case .signingKey: "--sign-key"
+        }
     }
 
     var description: String { message }

@@ -101,7 +101,7 @@ struct PublishSafetyTests {
                 #expect {
                     try Publisher.publish(options)
                 } throws: { error in
-                    (error as! PublishError).code == .configuration && "\(error)".contains("is inside --content")
+                    (error as! PublishError).code == .configuration && "\(error)".contains("is inside the content folder") && (error as! PublishError).option == .storage
                 }
                 #expect(!FileManager.default.fileExists(atPath: content + "/store"), "nothing created")
             }
@@ -130,7 +130,7 @@ struct PublishSafetyTests {
                     #expect {
                         try Publisher.publish(options)
                     } throws: { error in
-                        "\(error)".contains("was interrupted while installing") && "\(error)".contains("without --dry-run")
+                        "\(error)".contains("was interrupted while installing") && "\(error)".contains("run the publish for real") && (error as! PublishError).option == .dryRun
                     }
                 } else {
                     let report = try Publisher.publish(options)
@@ -256,7 +256,7 @@ struct PublishSafetyTests {
             #expect {
                 try setup.publish(storage: storage)
             } throws: { error in
-                "\(error)".contains("is not a publish journal this sync-agent can read")
+                "\(error)".contains("is not a publish journal this publisher can read")
             }
             #expect(try storageSnapshot(storage) == before)
         }
@@ -274,7 +274,7 @@ struct PublishSafetyTests {
             #expect {
                 try Publisher.publish(options)
             } throws: { error in
-                "\(error)".contains("is not the base") && "\(error)".contains("Pass --base-url https://publish.invalid/store/")
+                "\(error)".contains("is not the base") && "\(error)".contains("Pass https://publish.invalid/store/") && (error as! PublishError).option == .baseURL
             }
             // The same base, spelled with another letter case of the host, is the same base.
             options.baseURL = URL(string: "https://PUBLISH.invalid/store")!

@@ -64,4 +64,20 @@ struct PublishCommandTests {
             #expect(!FileManager.default.fileExists(atPath: work))
         }
     }
+
+    /// The library names the option at fault; the CLI names its flag.
+    @Test(arguments: [
+        (["--content", "/nonexistent-content-folder"], "--content: the content folder /nonexistent-content-folder is not a folder"),
+        (["--minimal", "9.0"], "--minimal: the minimal version 9.0 is greater than the new version 1.0"),
+    ])
+    func aFailureBlamingAnOptionNamesItsFlag(override: [String], expected: String) async throws {
+        try await withScratch { scratch in
+            var arguments = ["publish", "--storage", scratch + "/storage", "--content", SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent",
+                             "--version", "1.0", "--base-url", Self.base, "--init"]
+            if let index = arguments.firstIndex(of: override[0]) { arguments[index + 1] = override[1] } else { arguments += override }
+            let result = try await SyncAgentBinary.run(arguments, scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.hasPrefix("sync-agent: " + expected), "\(result.stderr)")
+        }
+    }
 }
