@@ -120,8 +120,8 @@ extension SyncEngine {
         report.repairedFiles = repaired
         if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
         try await switchVersion(to: plan.to, history: UpdateHistoryRecord(
-            startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: "replay",
-            outcome: "succeeded", error: nil, bytesDownloaded: fetched.bytes, filesDownloaded: Int64(todo.count)),
+            startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
+            outcome: .succeeded, error: nil, bytesDownloaded: fetched.bytes, filesDownloaded: Int64(todo.count)),
             progress: progress)
         return report
     }

@@ -68,8 +68,8 @@ extension SyncEngine {
         report.repairedFiles = repaired
         if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
         try await switchVersion(to: status.actualVersion, history: UpdateHistoryRecord(
-            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: "restore",
-            outcome: "succeeded", error: nil, bytesDownloaded: response.bytesReceived, filesDownloaded: Int64(extracted.files)),
+            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: .restore,
+            outcome: .succeeded, error: nil, bytesDownloaded: response.bytesReceived, filesDownloaded: Int64(extracted.files)),
             progress: progress)
         return report
     }

@@ -33,7 +33,7 @@ final class SyncEngine: Sendable {
         let started = Date()
         var fromVersion: String?
         var toVersion: String?
-        var kind = "check"
+        var kind: UpdateHistoryEntry.Kind = .check
         let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         do {
@@ -52,25 +52,23 @@ final class SyncEngine: Sendable {
                 if staging.hasContents {
                     try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
                 }
-                try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
-                    $0.state = "succeeded"
-                    $0.lastError = nil
-                    $0.lastErrorCode = nil
-                }
+                try await store.recordAttempt(UpdateHistoryRecord(
+                    startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .check,
+                    outcome: .upToDate, error: nil, bytesDownloaded: 0, filesDownloaded: 0), contentDirectory: configuration.contentDirectory)
                 return SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
             } else if let local = context.local, local > status.actualVersion {
                 throw SyncError(code: .invalidStatus,
                                 message: "\(layout.statusURL.absoluteString) publishes version \(status.actualVersion), below the local \(local); "
                                     + "refusing to roll back. If the storage really went back, reset the state and sync again")
             } else if let local = context.local, local >= status.minimalVersion {
-                kind = "replay"
+                kind = .replay
                 report = try await replay(from: local, status: status, layout: layout, progress: progress)
             } else {
-                kind = "restore"
+                kind = .restore
                 report = try await restore(from: context.local, status: status, reason: context.local == nil
                     ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)", progress: progress)
             }
-            kind = report.outcome == .restored ? "restore" : "replay"
+            kind = report.outcome == .restored ? .restore : .replay
             logger.debug("update finished", metadata: [
                 "sync.outcome": "\(report.outcome.rawValue)", "sync.to": "\(report.toVersion)",
                 "sync.bytes": "\(report.bytesDownloaded)", "sync.files": "\(report.filesDownloaded)",
@@ -79,16 +77,11 @@ final class SyncEngine: Sendable {
         } catch {
             let failure = SyncError.wrap(error)
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
-            try? await store.updateSyncState(contentDirectory: configuration.contentDirectory) { record in
-                record.state = cancelled ? "suspended" : "failed"
-                if !cancelled {
-                    record.lastError = failure.message
-                    record.lastErrorCode = failure.code.description
-                }
-            }
-            try? await store.appendHistory(UpdateHistoryRecord(
+            // Recorded even though the task may be cancelled: the state, last error and failure count follow.
+            try? await store.recordAttempt(UpdateHistoryRecord(
                 startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                outcome: cancelled ? "cancelled" : "failed", error: failure.message, bytesDownloaded: 0, filesDownloaded: 0))
+                outcome: cancelled ? .cancelled : .failed, error: failure.message, errorCode: failure.code.description,
+                bytesDownloaded: 0, filesDownloaded: 0), contentDirectory: configuration.contentDirectory)
             throw failure
         }
     }
@@ -164,7 +157,7 @@ final class SyncEngine: Sendable {
         guard let pending = try await store.pendingPlan(), pending.phase == .switching,
               let device = pending.stagedDevice, let inode = pending.stagedInode else { return }
         let history = UpdateHistoryRecord(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
-                                          toVersion: pending.toVersion, kind: pending.kind, outcome: "succeeded",
+                                          toVersion: pending.toVersion, kind: UpdateHistoryEntry.Kind(rawValue: pending.kind) ?? .replay, outcome: .succeeded,
                                           error: "switch completed after a restart", bytesDownloaded: 0, filesDownloaded: 0)
         if let current = FileSystem.identity(of: configuration.contentDirectory), current == (device, inode) {
             logger.info("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
