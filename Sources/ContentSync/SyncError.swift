@@ -12,6 +12,7 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, insufficientSpace
             case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity, signature
+            case busy, decoding
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -51,21 +52,38 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         public static let signature = Code(.signature)
         /// The configuration itself is wrong (bad base URL, content folder in a bad place).
         public static let configuration = Code(.configuration)
+        /// Another update, verify or reset of the same content folder is running, in this process
+        /// or another; wait for it to finish or stop it.
+        public static let busy = Code(.busy)
+        /// A synced file does not decode as the type asked for, or is not UTF-8 text
+        /// (``CacheManager/decode(_:at:using:)``, ``CacheManager/string(at:)``).
+        public static let decoding = Code(.decoding)
 
+        /// The code's name, e.g. `network`: what ``init(name:)`` reads back.
         public var description: String { base.rawValue }
     }
 
+    /// What kind of failure this is: branch on it, never on ``message``.
     public var code: Code
+    /// What went wrong, naming the input at fault and what to do about it.
     public var message: String
+    /// The error that caused this one, if any: a ``FileSystemError`` with its syscall, errno and
+    /// path, a `TransportError`, a decoding error, …
     public var underlying: (any Error)?
 
+    /// An error with every field given.
     public init(code: Code, message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = message
         self.underlying = underlying
     }
 
-    public var description: String { message }
+    /// `code: message (cause)`; the cause is left out when the message already quotes it.
+    public var description: String {
+        guard let underlying else { return "\(code): \(message)" }
+        let cause = "\(underlying)"
+        return message.contains(cause) ? "\(code): \(message)" : "\(code): \(message) (\(cause))"
+    }
 }
 
 extension SyncError {
@@ -168,5 +186,23 @@ extension SyncError {
             return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
         }
         return SyncError(code: .fileSystem, message: prefix + "\(error)", underlying: error)
+    }
+}
+
+extension SyncError.Code: Codable {
+    /// Reads a code from its name (``description``).
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        let name = try container.decode(String.self)
+        guard let code = Self(name: name) else {
+            throw DecodingError.dataCorruptedError(in: container, debugDescription: "'\(name)' is no SyncError code")
+        }
+        self = code
+    }
+
+    /// Writes the code as its name (``description``), e.g. `"network"`.
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(description)
     }
 }

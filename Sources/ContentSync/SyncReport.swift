@@ -2,6 +2,7 @@ import FileKit
 import StorageFormat
 /// What one update did.
 public struct SyncReport: Sendable, Equatable {
+    /// What the update did.
     public enum Outcome: String, Sendable, Equatable {
         /// The content already was at the storage's version.
         case upToDate
@@ -11,11 +12,15 @@ public struct SyncReport: Sendable, Equatable {
         case restored
     }
 
+    /// What the update did.
     public var outcome: Outcome
+    /// The version the folder held before, if any.
     public var fromVersion: CacheVersion?
+    /// The version the folder holds now.
     public var toVersion: CacheVersion
     /// Body bytes fetched over the network for content (archive or files), not counting JSON.
     public var bytesDownloaded: Int64
+    /// Files downloaded (for a restore: files extracted from the archive).
     public var filesDownloaded: Int
     /// Files carried over from the previous version by hard link.
     public var filesReused: Int
@@ -28,6 +33,7 @@ public struct SyncReport: Sendable, Equatable {
     /// Paths fixed after the update because the tree did not match the published digest.
     public var repairedFiles = 0
 
+    /// A report with every field given.
     public init(outcome: Outcome, fromVersion: CacheVersion?, toVersion: CacheVersion, bytesDownloaded: Int64 = 0,
                 filesDownloaded: Int = 0, filesReused: Int = 0, filesAlreadyDownloaded: Int = 0,
                 changeListsApplied: Int = 0, warnings: [String] = []) {

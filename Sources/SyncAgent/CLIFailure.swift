@@ -35,11 +35,22 @@ struct CLIFailure: Error, CustomStringConvertible {
         // signature says (including a file over its declared size, and a missing signature).
         case .invalidStatus, .invalidUpdateList, .invalidChangeList, .unsafePath, .archive, .integrity, .signature: code = 4
         case .fileSystem, .insufficientSpace, .stateStore: code = 5
-        case .configuration: code = 6
+        case .configuration, .busy: code = 6
         case .cancelled, .connectionNotAllowed: code = 130
         default: code = 1
         }
-        self.init(code: code, message: error.message)
+        self.init(code: code, message: Self.hint(for: error.code).map { error.message + "; " + $0 } ?? error.message)
+    }
+
+    /// What the CLI adds to the library's message: the command or option that helps, which the
+    /// library does not know about.
+    static func hint(for code: SyncError.Code) -> String? {
+        switch code {
+        case .busy: "`sync-agent status` with the same --dir names the process"
+        case .signature: "check the keys given with --trust-key"
+        case .stateStore: "--state names another state file"
+        default: nil
+        }
     }
 
     /// A publish failure: the content or the storage at fault exits 4, like a sync's.

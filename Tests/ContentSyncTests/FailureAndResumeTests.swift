@@ -28,10 +28,10 @@ struct FailureAndResumeTests {
             #expect(!firstRun.isEmpty, "something was downloaded before the failure")
             let status = try await SyncStatus.read(statePath: harness.state, contentDirectory: harness.content)
             #expect(status.version == "1.2")
-            #expect(status.state == "failed")
+            #expect(status.state == .failed)
             #expect(status.lastError?.contains("blob.bin") == true)
             #expect(status.pendingVersion == "1.4")
-            #expect(status.lastErrorCode == "network")
+            #expect(status.lastErrorCode == .network)
             // A new manager (a restarted app) reads the same error back, with its code.
             let lastError = await (try harness.manager()).lastError()
             #expect(lastError?.code == .network)
@@ -107,8 +107,7 @@ struct FailureAndResumeTests {
 
             harness.server.clearFaults()
             harness.server.resetLog()
-            await manager.resume()
-            let report = try await manager.checkForUpdates()
+            let report = try await manager.resume()
             #expect(report.toVersion.text == "1.4")
             try harness.expectTree(is: "1.4")
             let after = Set(harness.contentDownloads())
@@ -158,8 +157,7 @@ struct FailureAndResumeTests {
             #expect(await manager.state == .suspended)
             try harness.expectTree(is: "1.2")
             harness.server.clearFaults()
-            await manager.resume(overridingPolicy: true)
-            let report = try await manager.checkForUpdates()
+            let report = try await manager.resume(overridingPolicy: true)
             #expect(report.toVersion.text == "1.4")
             try harness.expectTree(is: "1.4")
         }
@@ -173,7 +171,7 @@ struct FailureAndResumeTests {
             await #expect {
                 try await harness.sync()
             } throws: { error in
-                "\(error)".contains("another update of") && "\(error)".contains(harness.state)
+                (error as? SyncError)?.code == .busy && "\(error)".contains("another update of") && "\(error)".contains(harness.state)
             }
             await first.suspend()
             _ = try? await update.value

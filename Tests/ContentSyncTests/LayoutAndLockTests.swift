@@ -110,7 +110,7 @@ struct LayoutAndLockTests {
                 try await harness.sync()
             } throws: { error in
                 let error = error as! SyncError
-                return error.code == .configuration && error.message.contains("another update of \(harness.content) is running")
+                return error.code == .busy && error.message.contains("another update of \(harness.content) is running")
                     && error.message.contains(staging.root)
             }
             #expect(!FileManager.default.fileExists(atPath: harness.content), "the loser touched nothing")

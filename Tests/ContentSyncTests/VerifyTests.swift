@@ -30,7 +30,7 @@ struct VerifyTests {
                 #expect(repair.matches)
                 #expect(repair.repaired == 4)
                 try harness.expectTree(is: "1.1")
-                #expect(try await manager.history().first?.kind == "repair")
+                #expect(try await manager.history().first?.kind == .repair)
                 #expect(try await manager.verify().matches)
             }
         }

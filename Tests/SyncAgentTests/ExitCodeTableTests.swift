@@ -133,6 +133,46 @@ struct ExitCodeTableTests {
         }
     }
 
+    @Test func sixWhenAnotherUpdateOfTheFolderRuns() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                server.injectFault(.delay(seconds: 30), forPath: "/RXCacheContent.zip")
+                let process = try ChildProcess(SyncAgentBinary.path,
+                                               ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                "--state", scratch + "/state.sqlite"], stderr: scratch + "/err")
+                async let status = process.exitStatus()
+                for _ in 0..<200 where !server.requests().contains(where: { $0.path == "/RXCacheContent.zip" }) {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                // Another state file, the same folder: refused at once, naming how to find the holder.
+                let second = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                            "--state", scratch + "/other.sqlite"], scratch: scratch)
+                expect(second, exits: 6, mentioning: "another update of")
+                #expect(second.stderr.contains("sync-agent status"), "the CLI's own hint: \(second.stderr)")
+                let running = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
+                                                            scratch: scratch)
+                #expect(running.stdout.contains("is updating it now"), "status: \(running.stdout)")
+                let json = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                                                         scratch: scratch)
+                let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+                #expect(object?["state"] as? String == "working", "status --json: \(json.stdout)")
+                #expect((object?["runningUpdate"] as? [String: Any])?["processID"] as? Int != nil, "status --json: \(json.stdout)")
+                process.send(SIGINT)
+                #expect(await status == 130)
+                server.clearFaults()
+            }
+        }
+    }
+
+    @Test func sixtyFourForACommandLineThatDoesNotParse() async throws {
+        try await withScratch { scratch in
+            let result = try await SyncAgentBinary.run(["sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",
+                                                    "--no-such-option"], scratch: scratch)
+            #expect(result.status == 64, "stderr: \(result.stderr)")
+            #expect(result.stderr.contains("--no-such-option"), "stderr: \(result.stderr)")
+        }
+    }
+
     @Test func oneHundredThirtyWhenInterrupted() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in

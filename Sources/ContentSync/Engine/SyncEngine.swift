@@ -59,7 +59,7 @@ struct SyncEngine: Sendable {
         let started = Date()
         var fromVersion: String?
         var toVersion: String?
-        var kind = "check"
+        var kind: UpdateHistoryEntry.Kind = .check
         let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         do {
@@ -78,11 +78,9 @@ struct SyncEngine: Sendable {
                 if staging.hasContents {
                     try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
                 }
-                try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
-                    $0.state = "succeeded"
-                    $0.lastError = nil
-                    $0.lastErrorCode = nil
-                }
+                try await store.recordAttempt(UpdateHistoryRecord(
+                    startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .check,
+                    outcome: .upToDate, error: nil, bytesDownloaded: 0, filesDownloaded: 0), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
                 upToDate.warnings = [recovered].compactMap { $0 } + context.warnings
                 return upToDate
@@ -91,15 +89,15 @@ struct SyncEngine: Sendable {
                                 message: "\(layout.statusURL.absoluteString) publishes version \(status.actualVersion), below the local \(local); "
                                     + "refusing to roll back. If the storage really went back, reset the state and sync again")
             } else if let local = context.local, local >= status.minimalVersion {
-                kind = "replay"
+                kind = .replay
                 report = try await replay(from: local, status: status, layout: layout, progress: progress)
             } else {
-                kind = "restore"
+                kind = .restore
                 report = try await restore(from: context.local, status: status, reason: context.local == nil
                     ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)", progress: progress)
             }
             report.warnings.insert(contentsOf: [recovered].compactMap { $0 } + context.warnings, at: 0)
-            kind = report.outcome == .restored ? "restore" : "replay"
+            kind = report.outcome == .restored ? .restore : .replay
             logger.debug("update finished", metadata: [
                 "sync.outcome": "\(report.outcome.rawValue)", "sync.to": "\(report.toVersion)",
                 "sync.bytes": "\(report.bytesDownloaded)", "sync.files": "\(report.filesDownloaded)",
@@ -108,16 +106,11 @@ struct SyncEngine: Sendable {
         } catch {
             let failure = SyncError.wrap(error)
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
-            try? await store.updateSyncState(contentDirectory: configuration.contentDirectory) { record in
-                record.state = cancelled ? "suspended" : "failed"
-                if !cancelled {
-                    record.lastError = failure.message
-                    record.lastErrorCode = failure.code.description
-                }
-            }
-            try? await store.appendHistory(UpdateHistoryRecord(
+            // Recorded even though the task may be cancelled: the state, last error and failure count follow.
+            try? await store.recordAttempt(UpdateHistoryRecord(
                 startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                outcome: cancelled ? "cancelled" : "failed", error: failure.message, bytesDownloaded: 0, filesDownloaded: 0))
+                outcome: cancelled ? .cancelled : .failed, error: failure.message, errorCode: failure.code.description,
+                bytesDownloaded: 0, filesDownloaded: 0), contentDirectory: configuration.contentDirectory)
             throw failure
         }
     }
@@ -199,8 +192,8 @@ struct SyncEngine: Sendable {
             report.changeListsApplied = planned.listsApplied
             if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
             try await switcher.switchTo(plan.to, history: UpdateHistoryRecord(
-                startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: "replay",
-                outcome: "succeeded", error: nil, bytesDownloaded: staged.bytes, filesDownloaded: Int64(staged.downloaded)),
+                startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
+                outcome: .succeeded, error: nil, bytesDownloaded: staged.bytes, filesDownloaded: Int64(staged.downloaded)),
                 progress: progress)
             return report
         } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
@@ -231,8 +224,8 @@ struct SyncEngine: Sendable {
         report.repairedFiles = repaired
         if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
         try await switcher.switchTo(status.actualVersion, history: UpdateHistoryRecord(
-            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: "restore",
-            outcome: "succeeded", error: nil, bytesDownloaded: restored.bytes, filesDownloaded: Int64(restored.files)),
+            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: .restore,
+            outcome: .succeeded, error: nil, bytesDownloaded: restored.bytes, filesDownloaded: Int64(restored.files)),
             progress: progress)
         return report
     }

@@ -63,7 +63,7 @@ final class UpdateLock {
         guard flock(descriptor, LOCK_EX | LOCK_NB) != 0 else { return }
         let code = errno
         if code == EWOULDBLOCK {
-            throw SyncError(code: .configuration,
+            throw SyncError(code: .busy,
                             message: "another update of \(contentDirectory) is running (it holds \(path)); wait for it to finish or stop it")
         }
         throw SyncError.fileSystem("cannot lock", path: path, syscall: "flock", errno: code)

@@ -43,7 +43,7 @@ struct VersionSwitch: Sendable {
         guard let pending = try await store.pendingPlan(), pending.phase == .switching,
               let device = pending.stagedDevice, let inode = pending.stagedInode else { return nil }
         let history = UpdateHistoryRecord(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
-                                          toVersion: pending.toVersion, kind: pending.kind, outcome: "succeeded",
+                                          toVersion: pending.toVersion, kind: UpdateHistoryEntry.Kind(rawValue: pending.kind) ?? .replay, outcome: .succeeded,
                                           error: "switch completed after a restart", bytesDownloaded: 0, filesDownloaded: 0)
         if let current = FileSystem.identity(of: contentDirectory), current == (device, inode) {
             logger.debug("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])

@@ -3,6 +3,7 @@ import FileKit
 import StorageFormat
 import Foundation
 import Logging
+import Synchronization
 import Transport
 
 /// The library API an embedded app uses: keeps one local folder in step with one storage.
@@ -15,15 +16,34 @@ import Transport
 /// let report = try await manager.checkForUpdates()
 /// let recipe: Recipe = try manager.decode(Recipe.self, at: "recipes/pasta.json")
 /// ```
+///
+/// The controls (``checkForUpdates()``, ``suspend()``, ``resume(overridingPolicy:)``,
+/// ``togglePlayPause()``, ``reset()``) may be called in any order from any task: each takes
+/// effect in the order called, and the last one decides where the manager ends up.
 public actor CacheManager {
+    /// The configuration the manager was made with.
     public nonisolated let configuration: SyncConfiguration
     private let store: StateStore
     private let transport: any Transport
     private let hub = EventHub()
     private var machine = CacheManagerStateMachine()
-    private var running: Task<SyncReport, any Error>?
-    private var overridePolicy = false
+    /// The state observers were last told.
+    private var publishedState: CacheManagerState
+    /// Callers of ``checkForUpdates()`` and ``resume(overridingPolicy:)`` waiting for an outcome.
+    private var updateWaiters: [UInt64: CheckedContinuation<Result<SyncReport, SyncError>, Never>] = [:]
+    /// Cancelled callers, told once the work running when they were cancelled has stopped.
+    private var cancelledWaiters: [CheckedContinuation<Result<SyncReport, SyncError>, Never>] = []
+    /// Callers of ``reset()`` waiting for it to finish.
+    private var resetWaiters: [CheckedContinuation<Result<Void, SyncError>, Never>] = []
+    private var nextCaller: UInt64 = 0
+    /// Waiting callers whose tasks were cancelled, recorded at once by their cancellation
+    /// handlers: every control handles them first, so they take effect in the order they happened.
+    private let cancelledCallers = CancelledCallers()
     private var storedLastError: SyncError?
+    /// How many control calls have arrived: a test that makes a call in another task waits for
+    /// this to grow, so its calls arrive in the order it made them.
+    private(set) var controlCalls = 0
+    private var logger: Logger { configuration.logger }
 
     /// Opens the state database. Nothing is fetched until ``checkForUpdates()``.
     ///
@@ -46,19 +66,24 @@ public actor CacheManager {
                 throw SyncError(code: .configuration, message: error.message, underlying: error)
             }
         }
-        machine.loaded()
+        publishedState = machine.publicState
     }
 
     // MARK: - Observing
 
-    /// A stream of state changes, progress and outcomes. Each call makes a new stream; it ends
-    /// when the observer stops iterating.
+    /// A stream of state changes, progress and outcomes. It starts with the current state, so
+    /// an observer that subscribes before calling ``checkForUpdates()`` misses nothing. Each call
+    /// makes a new stream; it ends when the observer stops iterating.
     public func events() -> AsyncStream<CacheManagerEvent> {
-        hub.stream()
+        settleCancelledCallers()
+        return hub.stream(startingWith: .stateChanged(machine.publicState))
     }
 
     /// The current state.
-    public var state: CacheManagerState { machine.state }
+    public var state: CacheManagerState {
+        settleCancelledCallers()
+        return machine.publicState
+    }
 
     /// The version the content folder holds, or nil before the first successful update.
     public func localVersion() async throws(SyncError) -> CacheVersion? {
@@ -77,80 +102,98 @@ public actor CacheManager {
         try await store.syncState()?.lastCheck
     }
 
-    /// The most recent updates and their outcomes, newest first.
-    public func history(limit: Int = 50) async throws(SyncError) -> [UpdateHistoryRecord] {
-        try await store.history(limit: limit)
+    /// The most recent update attempts and their outcomes, newest first: checks that found
+    /// nothing to do, and cancelled and failed attempts, too. The state database keeps the last
+    /// 1,000 (and always the last success).
+    public func history(limit: Int = 50) async throws(SyncError) -> [UpdateHistoryEntry] {
+        try await store.history(limit: limit).map(\.entry)
+    }
+
+    /// What the state database says about the folder (last attempt, last success, consecutive
+    /// failures, pending version, recent history), with this manager's live state.
+    public func status(historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {
+        let staging = StagingArea(contentDirectory: configuration.contentDirectory)
+        let running = UpdateLockProbe.holder(statePath: store.path, stagingRoot: staging.root).map(SyncStatus.RunningUpdate.init(processID:))
+        var status = try await SyncStatus.read(store, contentDirectory: configuration.contentDirectory, running: running,
+                                               historyLimit: historyLimit)
+        switch machine.publicState {
+        case .working, .suspended, .resetting: status.state = machine.publicState
+        case .unknown, .ready, .succeeded, .failed: break
+        }
+        return status
     }
 
     // MARK: - Controls
 
     /// Checks for a newer version and updates when there is one; returns when that is done.
-    /// Joins an update already running. Throws a ``SyncError`` with code `cancelled` when the
-    /// update is suspended before it finishes; cancelling the calling task suspends it.
+    ///
+    /// Joins an update already running; during a reset, waits for the update that follows it.
+    /// Throws a ``SyncError`` with code ``SyncError/Code/cancelled`` when the update is suspended
+    /// or reset before it finishes (unless a resume or check restarts it first: then this returns
+    /// that update's outcome). Cancelling the calling task suspends the update; the call then
+    /// throws once the update has stopped.
     @discardableResult
     public func checkForUpdates() async throws(SyncError) -> SyncReport {
-        perform(machine.checkForUpdates())
-        let result: Result<SyncReport, SyncError> = await withTaskCancellationHandler {
-            do throws(SyncError) {
-                return .success(try await awaitRunning())
-            } catch {
-                return .failure(error)
-            }
-        } onCancel: {
-            Task { await self.suspend() }
-        }
-        return try result.get()
+        try await awaitUpdate { $0.checkForUpdates() }
     }
 
-    /// Stops the running update; network activity ends within a second. Finished downloads
-    /// are kept, and a later ``resume(overridingPolicy:)`` (even in a new process) skips them.
+    /// Stops the running update and returns once it has stopped; network activity ends within a
+    /// second. Finished downloads are kept, and a later ``resume(overridingPolicy:)`` (even in a
+    /// new process) skips them. When nothing runs, the manager holds off until resumed.
     public func suspend() async {
+        settleCancelledCallers()
+        controlCalls += 1
         perform(machine.suspend())
-        if let running {
-            _ = try? await running.value
+        if let task = machine.runningTask {
+            await task.value
         }
     }
 
-    /// Continues after ``suspend()``. With `overridingPolicy`, the connection policy is ignored
-    /// until the update ends (the user said "continue anyway").
-    public func resume(overridingPolicy: Bool = false) {
-        overridePolicy = overridingPolicy
-        perform(machine.resume())
+    /// Continues after ``suspend()``, and returns the outcome of the update it runs. Joins an
+    /// update already running; from any other state it starts one, like ``checkForUpdates()``.
+    ///
+    /// With `overridingPolicy`, the update it starts ignores the connection policy until it
+    /// ends (the user said "continue anyway").
+    @discardableResult
+    public func resume(overridingPolicy: Bool = false) async throws(SyncError) -> SyncReport {
+        try await awaitUpdate { $0.resume(overridingPolicy: overridingPolicy) }
     }
 
     /// The play/pause button: pauses a running update, resumes a suspended one, and starts a
-    /// check from any other state. Returns the new state.
+    /// check from any other state. Returns the new state at once; ``events()`` tells the outcome.
     @discardableResult
     public func togglePlayPause() -> CacheManagerState {
+        settleCancelledCallers()
+        controlCalls += 1
         perform(machine.toggle())
-        return machine.state
+        return machine.publicState
     }
 
     /// Forgets all state (version, ETags, plan, history) and deletes the content folder and its
     /// staging area, so the next check restores from the archive.
+    ///
+    /// A running update is stopped first, and the reset holds the folder's update lock while it
+    /// deletes, so it never deletes what an update (of this process or another) is writing.
+    /// Afterwards the manager is ``CacheManagerState/ready``, unless a check, resume or suspend
+    /// was called while the reset ran. Throws ``SyncError/Code/busy`` when another process is
+    /// updating the folder.
     public func reset() async throws(SyncError) {
-        await suspend()
-        let staging = StagingArea(contentDirectory: configuration.contentDirectory)
-        let directory = configuration.contentDirectory
-        // Not while another process updates the folder.
-        let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, stagingRoot: staging.root)
-        defer { withExtendedLifetime(lock) {} }
-        try await store.reset()
-        try await BlockingWork.files { () throws(FileSystemError) in
-            try staging.clear()
-            try FileSystem.removeTree(directory)
+        settleCancelledCallers()
+        controlCalls += 1
+        let result: Result<Void, SyncError> = await withCheckedContinuation { continuation in
+            resetWaiters.append(continuation)
+            perform(machine.reset())
         }
-        storedLastError = nil
-        machine.reset()
-        hub.send(.stateChanged(machine.state))
+        try result.get()
     }
 
     /// Compares the content folder with the published version's tree digest and lists every
-    /// difference; with `repair`, fixes them atomically (integrity extension). Refused while an
-    /// update runs.
+    /// difference; with `repair`, fixes them atomically (integrity extension). Refused with
+    /// ``SyncError/Code/busy`` while an update or reset runs.
     public func verify(repair: Bool = false) async throws(SyncError) -> VerifyReport {
-        if running != nil {
-            throw SyncError(code: .configuration, message: "an update is running; verify after it finishes")
+        settleCancelledCallers()
+        if machine.runningTask != nil {
+            throw SyncError(code: .busy, message: "an update or reset of \(configuration.contentDirectory) is running; verify after it finishes")
         }
         return try await SyncEngine(configuration: configuration, store: store, transport: transport).verifier.verify(repair: repair)
     }
@@ -179,111 +222,219 @@ public actor CacheManager {
         }
     }
 
-    /// A synced file as UTF-8 text.
+    /// A synced file as UTF-8 text. Throws ``SyncError/Code/decoding`` when it is not.
     public nonisolated func string(at relativePath: String) throws(SyncError) -> String {
         let data = try data(at: relativePath)
         guard let text = String(data: data, encoding: .utf8) else {
-            throw SyncError(code: .fileSystem, message: "'\(relativePath)' is not UTF-8 text")
+            throw SyncError(code: .decoding, message: "'\(relativePath)' is not UTF-8 text")
         }
         return text
     }
 
-    /// A synced JSON file decoded as `T`.
+    /// A synced JSON file decoded as `T`. Throws ``SyncError/Code/decoding`` when it does not decode.
     public nonisolated func decode<T: Decodable>(_ type: T.Type, at relativePath: String,
                                                  using decoder: JSONDecoder = JSONDecoder()) throws(SyncError) -> T {
         let data = try data(at: relativePath)
         do {
             return try decoder.decode(type, from: data)
         } catch {
-            throw SyncError(code: .fileSystem, message: "'\(relativePath)' does not decode as \(T.self): \(error)", underlying: error)
+            throw SyncError(code: .decoding, message: "'\(relativePath)' does not decode as \(T.self): \(error)", underlying: error)
         }
     }
 
-    // MARK: - Running updates
+    // MARK: - Running the machine
+
+    /// Returns once no update or reset runs, and none is about to start.
+    func waitUntilIdle() async {
+        while let task = machine.runningTask {
+            await task.value
+        }
+    }
+
+    /// Registers the caller, applies `event`, and waits for the outcome of the update it leads to.
+    private func awaitUpdate(_ event: (inout CacheManagerStateMachine) -> CacheManagerStateMachine.Action) async throws(SyncError) -> SyncReport {
+        settleCancelledCallers()
+        controlCalls += 1
+        guard !Task.isCancelled else {
+            throw SyncError(code: .cancelled, message: "the calling task was cancelled before the update started")
+        }
+        let caller = nextCaller
+        nextCaller += 1
+        let cancelled = cancelledCallers
+        let result: Result<SyncReport, SyncError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                updateWaiters[caller] = continuation
+                perform(event(&machine))
+            }
+        } onCancel: {
+            cancelled.insert(caller)
+            Task { await self.settleCancelledCallers() }
+        }
+        return try result.get()
+    }
+
+    /// Each cancelled caller still waiting suspends the update, and returns once it has stopped
+    /// (so that, as after ``suspend()``, nothing it started still runs).
+    private func settleCancelledCallers() {
+        for caller in cancelledCallers.takeAll() {
+            guard let waiter = updateWaiters.removeValue(forKey: caller) else { continue }
+            perform(machine.suspend())
+            if machine.runningTask == nil {
+                waiter.resume(returning: .failure(Self.callerCancelled))
+            } else {
+                cancelledWaiters.append(waiter)
+            }
+        }
+    }
+
+    private static let callerCancelled = SyncError(code: .cancelled,
+                                                   message: "the update was suspended because its caller was cancelled; resume to continue")
+
+    /// The work running when callers were cancelled has stopped: they return now.
+    private func releaseCancelledWaiters() {
+        let waiters = cancelledWaiters
+        cancelledWaiters.removeAll()
+        for waiter in waiters { waiter.resume(returning: .failure(Self.callerCancelled)) }
+    }
 
     private func perform(_ action: CacheManagerStateMachine.Action) {
-        hub.send(.stateChanged(machine.state))
         switch action {
         case .none:
             break
-        case .cancelUpdate:
-            running?.cancel()
-        case .startUpdate:
-            guard running == nil else { return }
-            startUpdate()
+        case .startUpdate(let overridingPolicy):
+            var engineConfiguration = configuration
+            if overridingPolicy { engineConfiguration.connectionPolicy = .always }
+            let engine = SyncEngine(configuration: engineConfiguration, store: store, transport: transport)
+            let hub = self.hub
+            let policy = engineConfiguration.connectionPolicy
+            machine.updateStarted(Task {
+                let result = await Self.update(engine, policy: policy, hub: hub)
+                self.updateEnded(result)
+            })
+        case .cancelUpdate(let task):
+            task.cancel()
+        case .startReset:
+            let configuration = configuration
+            let store = store
+            machine.resetStarted(Task {
+                let result = await Self.reset(configuration: configuration, store: store)
+                self.resetEnded(result)
+            })
         }
+        publishState()
     }
 
-    private func startUpdate() {
-        var engineConfiguration = configuration
-        if overridePolicy { engineConfiguration.connectionPolicy = .always }
-        let engine = SyncEngine(configuration: engineConfiguration, store: store, transport: transport)
-        let hub = self.hub
-        let policy = engineConfiguration.connectionPolicy
-        running = Task {
-            let outcome: Result<SyncReport, SyncError> = await withTaskGroup(of: Result<SyncReport, SyncError>?.self) { group in
-                group.addTask {
-                    do {
-                        return .success(try await engine.update { hub.send(.progress($0)) })
-                    } catch {
-                        return .failure(SyncError.wrap(error))
-                    }
-                }
-                group.addTask {
-                    // The policy watcher: about four looks a second while the update runs.
-                    while !Task.isCancelled {
-                        try? await Task.sleep(for: .milliseconds(250))
-                        if Task.isCancelled { return nil }
-                        if !(await policy.allowsTransfers()) {
-                            return .failure(SyncError(code: .connectionNotAllowed,
-                                                      message: "the connection policy stopped transfers; resume to continue"))
-                        }
-                    }
-                    return nil
-                }
-                let first = await group.next() ?? nil
-                group.cancelAll()
-                if case .failure(let error) = first, error.code == .connectionNotAllowed {
-                    // Wait for the update to wind down before reporting.
-                    while await group.next() != nil {}
-                    return .failure(error)
-                }
-                return first ?? .failure(SyncError(code: .cancelled, message: "the update was cancelled"))
+    /// Tells observers the state when it changed since they were last told.
+    private func publishState() {
+        let state = machine.publicState
+        guard state != publishedState else { return }
+        publishedState = state
+        logger.debug("cache manager state", metadata: ["sync.state": "\(state.rawValue)"])
+        hub.send(.stateChanged(state))
+    }
+
+    private func updateEnded(_ result: Result<SyncReport, SyncError>) {
+        let end = machine.updateEnded(result)
+        publishState()
+        if let event = end.event {
+            switch event {
+            case .finished: storedLastError = nil
+            case .failed(let error): storedLastError = error
+            case .stateChanged, .progress, .connectionNotAllowed, .suspended: break
             }
-            self.updateEnded(outcome)
-            return try outcome.get()
+            hub.send(event)
+        }
+        if let outcome = end.outcome { deliverToUpdateWaiters(outcome) }
+        releaseCancelledWaiters()
+        perform(end.next)
+    }
+
+    private func resetEnded(_ result: Result<Void, SyncError>) {
+        if case .success = result { storedLastError = nil }
+        let end = machine.resetEnded()
+        publishState()
+        let waiters = resetWaiters
+        resetWaiters.removeAll()
+        for waiter in waiters { waiter.resume(returning: result) }
+        if let outcome = end.updateOutcome { deliverToUpdateWaiters(outcome) }
+        releaseCancelledWaiters()
+        perform(end.next)
+    }
+
+    private func deliverToUpdateWaiters(_ outcome: Result<SyncReport, SyncError>) {
+        let waiters = updateWaiters.values
+        updateWaiters.removeAll()
+        for waiter in waiters { waiter.resume(returning: outcome) }
+    }
+
+    // MARK: - Work, off the actor
+
+    /// One update, with the connection policy watched beside it.
+    private static func update(_ engine: SyncEngine, policy: ConnectionPolicy, hub: EventHub) async -> Result<SyncReport, SyncError> {
+        await withTaskGroup(of: Result<SyncReport, SyncError>?.self) { group in
+            group.addTask {
+                do {
+                    return .success(try await engine.update { hub.send(.progress($0)) })
+                } catch {
+                    return .failure(SyncError.wrap(error))
+                }
+            }
+            group.addTask {
+                // The policy watcher: about four looks a second while the update runs.
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(250))
+                    if Task.isCancelled { return nil }
+                    if !(await policy.allowsTransfers()) {
+                        return .failure(SyncError(code: .connectionNotAllowed,
+                                                  message: "the connection policy stopped transfers; resume to continue"))
+                    }
+                }
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            if case .failure(let error) = first, error.code == .connectionNotAllowed {
+                // Wait for the update to wind down before reporting.
+                while await group.next() != nil {}
+                return .failure(error)
+            }
+            return first ?? .failure(SyncError(code: .cancelled, message: "the update was cancelled"))
         }
     }
 
-    private func updateEnded(_ outcome: Result<SyncReport, SyncError>) {
-        running = nil
-        overridePolicy = false
-        switch outcome {
-        case .success(let report):
-            storedLastError = nil
-            machine.updateEnded(succeeded: true, cancelled: false)
-            hub.send(.finished(report))
-        case .failure(let error) where error.code == .connectionNotAllowed:
-            _ = machine.connectionNotAllowed()
-            machine.updateEnded(succeeded: false, cancelled: true)
-            hub.send(.connectionNotAllowed)
-        case .failure(let error):
-            let cancelled = error.code == .cancelled
-            if !cancelled { storedLastError = error }
-            machine.updateEnded(succeeded: false, cancelled: cancelled)
-            hub.send(.failed(error))
-        }
-        hub.send(.stateChanged(machine.state))
-    }
-
-    private func awaitRunning() async throws(SyncError) -> SyncReport {
-        guard let running else {
-            throw SyncError(code: .cancelled, message: "the manager is suspended; resume it to update")
-        }
-        do {
-            return try await running.value
+    /// Forgets the state and deletes the content and staging folders, holding the update lock.
+    private static func reset(configuration: SyncConfiguration, store: StateStore) async -> Result<Void, SyncError> {
+        do throws(SyncError) {
+            let staging = StagingArea(contentDirectory: configuration.contentDirectory)
+            let directory = configuration.contentDirectory
+            // Not while another process updates the folder.
+            let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, stagingRoot: staging.root)
+            defer { withExtendedLifetime(lock) {} }
+            try await store.reset()
+            try await BlockingWork.files { () throws(FileSystemError) in
+                try staging.clear()
+                try FileSystem.removeTree(directory)
+            }
+            return .success(())
         } catch {
-            throw SyncError.wrap(error)
+            return .failure(error)
+        }
+    }
+}
+
+/// The ids of waiting callers whose tasks were cancelled. Cancellation handlers run on any
+/// thread and cannot enter the actor, so they record here under a lock.
+private final class CancelledCallers: Sendable {
+    private let ids = Mutex<[UInt64]>([])
+
+    func insert(_ caller: UInt64) {
+        ids.withLock { $0.append(caller) }
+    }
+
+    func takeAll() -> [UInt64] {
+        ids.withLock { ids in
+            defer { ids.removeAll() }
+            return ids
         }
     }
 }

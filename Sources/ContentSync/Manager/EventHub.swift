@@ -1,5 +1,3 @@
-import FileKit
-import StorageFormat
 import Foundation
 import Synchronization
 
@@ -8,10 +6,15 @@ import Synchronization
 final class EventHub: Sendable {
     private let observers = Mutex<[UUID: AsyncStream<CacheManagerEvent>.Continuation]>([:])
 
-    func stream() -> AsyncStream<CacheManagerEvent> {
+    /// A new stream whose first element is `first`; later events follow in the order sent.
+    func stream(startingWith first: CacheManagerEvent) -> AsyncStream<CacheManagerEvent> {
         let (stream, continuation) = AsyncStream.makeStream(of: CacheManagerEvent.self, bufferingPolicy: .bufferingNewest(512))
         let id = UUID()
-        observers.withLock { $0[id] = continuation }
+        observers.withLock {
+            // Under the lock: no event sent meanwhile can overtake the first one.
+            continuation.yield(first)
+            $0[id] = continuation
+        }
         continuation.onTermination = { [weak self] _ in
             _ = self?.observers.withLock { $0.removeValue(forKey: id) }
         }
@@ -21,13 +24,5 @@ final class EventHub: Sendable {
     func send(_ event: CacheManagerEvent) {
         let current = observers.withLock { Array($0.values) }
         for continuation in current { continuation.yield(event) }
-    }
-
-    func finishAll() {
-        let current = observers.withLock { dict -> [AsyncStream<CacheManagerEvent>.Continuation] in
-            defer { dict.removeAll() }
-            return Array(dict.values)
-        }
-        for continuation in current { continuation.finish() }
     }
 }

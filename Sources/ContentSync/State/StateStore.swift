@@ -9,13 +9,19 @@ import GRDB
 ///
 /// GRDB on the system libsqlite3, WAL mode (readers never block the one writer). Writes run on
 /// GRDB's own queue, so awaiting them never blocks Swift's cooperative threads.
-public final class StateStore: Sendable {
+///
+/// Internal: apps read what it holds through ``CacheManager`` and ``SyncStatus``, as plain values.
+final class StateStore: Sendable {
     let pool: DatabasePool
     /// The database file.
-    public let path: String
+    let path: String
+
+    /// How many history entries are kept. Older ones go as new ones are recorded, except the
+    /// newest success, which ``lastSuccess()`` reports however many failures followed it.
+    static let historyRetention = 1_000
 
     /// Opens (creating when needed) the state database at `path`.
-    public init(path: String) throws(SyncError) {
+    init(path: String) throws(SyncError) {
         self.path = path
         let folder = (path as NSString).deletingLastPathComponent
         do {
@@ -23,11 +29,26 @@ public final class StateStore: Sendable {
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
             pool = try DatabasePool(path: path, configuration: configuration)
-            try Self.migrator.migrate(pool)
+            try Self.migrate(pool)
         } catch {
             throw SyncError(code: .stateStore,
                             message: "cannot open the state database \(path): \(error); delete it to start over (the next run restores from the archive)",
                             underlying: error)
+        }
+    }
+
+    /// Runs the migrations. Two processes that open a new database at once (a `status` beside
+    /// the first `sync`) race through them: GRDB reads which ones ran outside their transactions,
+    /// so the loser's migration fails on what the winner made, and rolls back. Running the
+    /// migrator again then finds it applied; each failure means another migration is done.
+    private static func migrate(_ pool: DatabasePool) throws {
+        for attempt in 1... {
+            do {
+                try migrator.migrate(pool)
+                return
+            } catch where attempt < 10 {
+                continue
+            }
         }
     }
 
@@ -100,6 +121,12 @@ public final class StateStore: Sendable {
                 table.primaryKey(["device", "inode"])
             }
         }
+        migrator.registerMigration("v6: attempt bookkeeping") { db in
+            try db.execute(sql: """
+                ALTER TABLE updateHistory ADD COLUMN errorCode TEXT;
+                ALTER TABLE syncState ADD COLUMN consecutiveFailures INTEGER NOT NULL DEFAULT 0;
+                """)
+        }
         return migrator
     }
 
@@ -107,6 +134,21 @@ public final class StateStore: Sendable {
         do {
             return try await pool.write(body)
         } catch {
+            throw SyncError(code: .stateStore, message: "writing the state database \(path) failed: \(error)", underlying: error)
+        }
+    }
+
+    /// A write that lands even when the calling task is cancelled: the record of a cancelled
+    /// update is written as it winds down (GRDB's async `write` refuses to start in a cancelled
+    /// task). It runs on GRDB's writer queue, like any write.
+    private func writeRegardlessOfCancellation<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(SyncError) -> T {
+        let result: Result<T, any Error> = await withCheckedContinuation { continuation in
+            pool.asyncWrite(body) { _, result in continuation.resume(returning: result) }
+        }
+        switch result {
+        case .success(let value):
+            return value
+        case .failure(let error):
             throw SyncError(code: .stateStore, message: "writing the state database \(path) failed: \(error)", underlying: error)
         }
     }
@@ -225,14 +267,10 @@ public final class StateStore: Sendable {
             var record = try SyncStateRecord.fetchOne(db, key: 1)
                 ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
             record.localVersion = newVersion
-            record.state = "succeeded"
-            record.lastError = nil
-            record.lastErrorCode = nil
             try record.save(db)
             try PendingPlanRecord.deleteAll(db)
             try CompletedDownloadRecord.deleteAll(db)
-            var history = history
-            try history.insert(db)
+            try Self.record(history, contentDirectory: contentDirectory, in: db)
         }
     }
 
@@ -254,17 +292,55 @@ public final class StateStore: Sendable {
 
     // MARK: - History
 
-    func appendHistory(_ record: UpdateHistoryRecord) async throws(SyncError) {
-        try await write { db in
-            var record = record
-            try record.insert(db)
+    /// Records how an attempt ended, and what follows for the state row: its state, last error
+    /// and count of consecutive failures. Written even when the calling task is cancelled.
+    func recordAttempt(_ history: UpdateHistoryRecord, contentDirectory: String) async throws(SyncError) {
+        try await writeRegardlessOfCancellation { db in
+            try Self.record(history, contentDirectory: contentDirectory, in: db)
         }
     }
 
-    /// The most recent updates, newest first.
-    public func history(limit: Int = 50) async throws(SyncError) -> [UpdateHistoryRecord] {
+    /// Inserts `history`, updates the state row to match its outcome and drops entries past
+    /// ``historyRetention`` (never the newest success). Part of the caller's transaction.
+    private static func record(_ history: UpdateHistoryRecord, contentDirectory: String, in db: Database) throws {
+        var state = try SyncStateRecord.fetchOne(db, key: 1)
+            ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
+        switch history.outcome {
+        case .succeeded, .upToDate:
+            state.state = "succeeded"
+            state.lastError = nil
+            state.lastErrorCode = nil
+            state.consecutiveFailures = 0
+        case .failed:
+            state.state = "failed"
+            state.lastError = history.error
+            state.lastErrorCode = history.errorCode
+            state.consecutiveFailures += 1
+        case .cancelled:
+            state.state = "suspended"
+        }
+        try state.save(db)
+        var history = history
+        try history.insert(db)
+        try db.execute(sql: """
+            DELETE FROM updateHistory
+            WHERE id <= (SELECT id FROM updateHistory ORDER BY id DESC LIMIT 1 OFFSET ?)
+              AND id IS NOT (SELECT MAX(id) FROM updateHistory WHERE outcome IN ('succeeded', 'upToDate'))
+            """, arguments: [historyRetention])
+    }
+
+    /// The most recent attempts, newest first.
+    func history(limit: Int = 50) async throws(SyncError) -> [UpdateHistoryRecord] {
         try await read { db in
             try UpdateHistoryRecord.order(Column("id").desc).limit(limit).fetchAll(db)
+        }
+    }
+
+    /// The newest attempt that succeeded or found the folder up to date.
+    func lastSuccess() async throws(SyncError) -> UpdateHistoryRecord? {
+        try await read { db in
+            try UpdateHistoryRecord.filter([UpdateHistoryEntry.Outcome.succeeded.rawValue, UpdateHistoryEntry.Outcome.upToDate.rawValue]
+                .contains(Column("outcome"))).order(Column("id").desc).fetchOne(db)
         }
     }
 

@@ -1,5 +1,3 @@
-import FileKit
-import StorageFormat
 import Foundation
 import GRDB
 
@@ -24,6 +22,8 @@ struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, Persistab
     var baseURL: String?
     /// The highest version a signed status was ever accepted at: a lower one is a rollback.
     var highestAcceptedVersion: String?
+    /// Attempts that failed since the last one that succeeded (cancelled ones leave it as it is).
+    var consecutiveFailures: Int64 = 0
 
     init(localVersion: String?, state: String, lastError: String? = nil, lastErrorCode: String? = nil,
          lastCheck: Date? = nil, contentDirectory: String) {

@@ -1,0 +1,61 @@
+@testable import ContentSync
+import Foundation
+import Testing
+
+/// Each kind of refusal has its own code, so an app branches on codes, never on messages.
+@Suite("The manager's refusals carry their own codes", .timeLimit(.minutes(2)))
+struct CacheManagerErrorTests {
+    /// Another process (here: a second manager) updates the folder: a check and a reset are
+    /// refused as `busy`, and the reset deletes nothing.
+    @Test func anotherUpdateRunningIsBusyAndAResetThenDeletesNothing() async throws {
+        try await withScriptedManager(serving: "1.0") { fixture in
+            let manager = fixture.manager
+            try await manager.checkForUpdates()
+            fixture.serve("1.2")
+            let other = try fixture.secondManager()
+            fixture.transport.hold()
+            let otherUpdate = Task { try await other.checkForUpdates() }
+            try await fixture.waitForHeldRequest()
+
+            let check = await #expect(throws: SyncError.self) { try await manager.checkForUpdates() }
+            #expect(check?.code == .busy, "\(String(describing: check))")
+            #expect(check?.message.contains("another update of") == true)
+            let reset = await #expect(throws: SyncError.self) { try await manager.reset() }
+            #expect(reset?.code == .busy, "\(String(describing: reset))")
+            #expect(await manager.state == .ready)
+            try fixture.expectTree(is: "1.0")
+            let verify = await #expect(throws: SyncError.self) { try await manager.verify() }
+            #expect(verify?.code == .busy)
+
+            fixture.transport.release()
+            #expect(try await otherUpdate.value.toVersion.text == "1.2")
+            try fixture.expectTree(is: "1.2")
+        }
+    }
+
+    @Test func theReadingHelpersRefuseWhatDoesNotDecodeAsDecoding() async throws {
+        try await withScriptedManager(serving: "1.0") { fixture in
+            let manager = fixture.manager
+            try await manager.checkForUpdates()
+            struct Recipe: Decodable { var title: String; var minutes: Int }
+            let decoding = #expect(throws: SyncError.self) { try manager.decode(Recipe.self, at: "README.txt") }
+            #expect(decoding?.code == .decoding)
+            #expect(decoding?.message.contains("README.txt") == true)
+            try Data([0xFF, 0xFE, 0x00, 0xC3]).write(to: URL(fileURLWithPath: fixture.content + "/binary.bin"))
+            let text = #expect(throws: SyncError.self) { try manager.string(at: "binary.bin") }
+            #expect(text?.code == .decoding)
+            let missing = #expect(throws: SyncError.self) { try manager.data(at: "nowhere.txt") }
+            #expect(missing?.code == .fileSystem)
+        }
+    }
+
+    @Test func codesRoundTripThroughTheirNames() throws {
+        for code: SyncError.Code in [.busy, .decoding, .integrity, .signature, .configuration, .cancelled] {
+            #expect(SyncError.Code(name: code.description) == code)
+            let json = try JSONEncoder().encode([code])
+            #expect(String(decoding: json, as: UTF8.self) == "[\"\(code)\"]")
+            #expect(try JSONDecoder().decode([SyncError.Code].self, from: json) == [code])
+        }
+        #expect(SyncError.Code.busy != .configuration)
+    }
+}
