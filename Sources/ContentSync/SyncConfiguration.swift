@@ -15,9 +15,13 @@ public struct SyncConfiguration: Sendable {
     public var stateDatabasePath: String
     /// Rewrites every request (URL, method, query, headers), e.g. to add a token. Default none.
     public var requestAdapter: (any RequestAdapter)?
-    /// Fetches everything. Default `nil`: a ``CurlTransport`` using ``requestAdapter``. A custom
-    /// transport lets an app hand over bytes it fetched itself; the adapter is applied to its
-    /// requests too.
+    /// Fetches everything. Default `nil`: the manager builds its own `CurlTransport` (using
+    /// ``requestAdapter``), owns it, and ends it in ``CacheManager/shutdown()``.
+    ///
+    /// Given one, the manager uses it as it is and never shuts it down: the app owns its
+    /// lifetime. One `CurlTransport` can serve several managers (and, later, the item cache);
+    /// shut it down after the last of them. A custom transport also lets an app hand over bytes
+    /// it fetched itself. The adapter is applied to its requests too.
     public var transport: (any Transport)?
     /// Downloads running at once. Default 8.
     public var maxConcurrentDownloads = 8

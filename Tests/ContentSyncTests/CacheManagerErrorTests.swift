@@ -1,4 +1,5 @@
 @testable import ContentSync
+import Transport
 import Foundation
 import Testing
 
@@ -57,5 +58,43 @@ struct CacheManagerErrorTests {
             #expect(try JSONDecoder().decode([SyncError.Code].self, from: json) == [code])
         }
         #expect(SyncError.Code.busy != .configuration)
+    }
+}
+
+/// The transport's owner ends it: a manager ends only the transport it built itself.
+@Suite("CacheManager shuts down what it owns")
+struct CacheManagerShutdownTests {
+    @Test func aShutDownManagerRefusesUpdatesAndLeavesAGivenTransportRunning() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            let shared = try CurlTransport()
+            var configuration = SyncConfiguration(baseURL: harness.server.baseURL!, contentDirectory: harness.content,
+                                                  stateDatabasePath: harness.root + "/client/state.sqlite")
+            configuration.transport = shared
+            let first = try CacheManager(configuration: configuration)
+            try await first.checkForUpdates()
+            await first.shutdown()
+            let refused = await #expect(throws: SyncError.self) { try await first.checkForUpdates() }
+            #expect(refused?.code == .cancelled && refused?.message.contains("shut down") == true)
+
+            // The shared transport still serves a second manager of the same folder.
+            harness.serve("1.2")
+            let second = try CacheManager(configuration: configuration)
+            let report = try await second.checkForUpdates()
+            #expect(report.toVersion.text == "1.2")
+            try harness.expectTree(is: "1.2")
+            await second.shutdown()
+            await shared.shutdown()
+        }
+    }
+
+    @Test func aManagerEndsTheTransportItBuilt() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            let manager = try harness.manager()
+            try await manager.checkForUpdates()
+            await manager.shutdown()
+            await manager.shutdown()   // twice is fine
+            let refused = await #expect(throws: SyncError.self) { try await manager.resume() }
+            #expect(refused?.code == .cancelled)
+        }
     }
 }

@@ -25,6 +25,10 @@ public actor CacheManager {
     public nonisolated let configuration: SyncConfiguration
     private let store: StateStore
     private let transport: any Transport
+    /// The transport the manager built itself (no ``SyncConfiguration/transport`` given): it
+    /// owns it and ends it in ``shutdown()``. Nil for a transport the app gave.
+    private let ownedTransport: CurlTransport?
+    private var isShutDown = false
     private let hub = EventHub()
     private var machine = CacheManagerStateMachine()
     /// The state observers were last told.
@@ -55,13 +59,16 @@ public actor CacheManager {
         self.store = try StateStore(path: configuration.stateDatabasePath)
         if let transport = configuration.transport {
             self.transport = configuration.requestAdapter.map { AdaptingTransport(base: transport, adapter: $0) } ?? transport
+            self.ownedTransport = nil
         } else {
             var transportConfiguration = CurlTransport.Configuration()
             transportConfiguration.adapter = configuration.requestAdapter
             transportConfiguration.logger = configuration.logger
             transportConfiguration.maxConnectionsPerHost = max(configuration.maxConcurrentDownloads, 1)
             do {
-                self.transport = try CurlTransport(configuration: transportConfiguration)
+                let owned = try CurlTransport(configuration: transportConfiguration)
+                self.transport = owned
+                self.ownedTransport = owned
             } catch {
                 throw SyncError(code: .configuration, message: error.message, underlying: error)
             }
@@ -169,6 +176,17 @@ public actor CacheManager {
         return machine.publicState
     }
 
+    /// Stops any running update and ends the transport the manager built itself (its threads
+    /// and connections); a transport given in ``SyncConfiguration/transport`` is left running,
+    /// since the app owns it. Call it when the manager is no longer needed: after it, every
+    /// update fails as cancelled. Safe to call more than once.
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
+        await suspend()
+        await ownedTransport?.shutdown()
+    }
+
     /// Forgets all state (version, ETags, plan, history) and deletes the content folder and its
     /// staging area, so the next check restores from the archive.
     ///
@@ -257,6 +275,9 @@ public actor CacheManager {
         controlCalls += 1
         guard !Task.isCancelled else {
             throw SyncError(code: .cancelled, message: "the calling task was cancelled before the update started")
+        }
+        guard !isShutDown else {
+            throw SyncError(code: .cancelled, message: "the manager was shut down; make a new one to update again")
         }
         let caller = nextCaller
         nextCaller += 1
