@@ -50,29 +50,9 @@ final class PublishLock {
         close(fd)
     }
 
-    /// The PID holding an exclusive `flock` on the file `fd` names, from `/proc/locks` (the
-    /// kernel's own record, so it cannot be stale), or nil when it cannot be told.
+    /// The PID holding an exclusive `flock` on the file `fd` names (``LockTable``), or nil when
+    /// it cannot be told.
     static func holder(of fd: Int32) -> Int32? {
-        var info = stat()
-        guard fstat(fd, &info) == 0, let text = try? String(contentsOfFile: "/proc/locks", encoding: .utf8) else { return nil }
-        let device = UInt64(info.st_dev)
-        let major = ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff))
-        let minor = (device & 0xff) | ((device >> 12) & ~UInt64(0xff))
-        func hex(_ value: UInt64) -> String { value < 16 ? "0" + String(value, radix: 16) : String(value, radix: 16) }
-        let identity = "\(hex(major)):\(hex(minor)):\(UInt64(info.st_ino))"
-        return holder(in: text, identity: identity)
-    }
-
-    /// The PID of the `FLOCK ... WRITE` line for `identity` ("maj:min:inode", as the kernel
-    /// prints it) in a `/proc/locks` text. Blocked waiters (`->` lines) are skipped.
-    static func holder(in locks: String, identity: String) -> Int32? {
-        for line in locks.split(separator: "\n") {
-            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            // "1: FLOCK  ADVISORY  WRITE 1234 08:01:131 0 EOF"
-            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE", fields[5] == identity,
-                  let pid = Int32(fields[4]), pid > 0 else { continue }
-            return pid
-        }
-        return nil
+        LockTable.exclusiveHolder(ofDescriptor: fd)
     }
 }

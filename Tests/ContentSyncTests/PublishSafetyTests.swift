@@ -346,16 +346,4 @@ struct PublishJournalTests {
                                               keptExists: keptExists, destinationExists: destinationExists) == expected)
         }
     }
-
-    @Test func theLockHolderIsReadFromProcLocks() {
-        let text = """
-            1: POSIX  ADVISORY  WRITE 77 08:01:131 0 EOF
-            2: FLOCK  ADVISORY  WRITE 1234 00:2e:5551 0 EOF
-            2: -> FLOCK  ADVISORY  WRITE 999 00:2e:5551 0 EOF
-            3: FLOCK  ADVISORY  READ 42 00:2e:77 0 EOF
-            """
-        #expect(PublishLock.holder(in: text, identity: "00:2e:5551") == 1234)
-        #expect(PublishLock.holder(in: text, identity: "08:01:131") == nil)
-        #expect(PublishLock.holder(in: text, identity: "00:2e:77") == nil)
-    }
 }

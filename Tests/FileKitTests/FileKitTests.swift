@@ -160,3 +160,39 @@ struct FileDigestTests {
         #expect(digest.sha256(ofFileWithSize: 3, resumedFrom: 0) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 }
+
+@Suite("LockTable reads who holds a lock")
+struct LockTableTests {
+    @Test func theHolderIsTheWriteFlockOfTheFileNotAWaiterNorAReader() {
+        let table = """
+            1: POSIX  ADVISORY  WRITE 77 08:01:131 0 EOF
+            2: FLOCK  ADVISORY  WRITE 1234 00:2e:5551 0 EOF
+            2: -> FLOCK  ADVISORY  WRITE 999 00:2e:5551 0 EOF
+            3: FLOCK  ADVISORY  READ 42 00:2e:77 0 EOF
+            """
+        #expect(LockTable.holder(in: table, of: [.init(major: 0, minor: 0x2e, inode: 5551)]) == 1234)
+        #expect(LockTable.holder(in: table, of: [.init(major: 8, minor: 1, inode: 131)]) == nil, "a POSIX lock is not a flock")
+        #expect(LockTable.holder(in: table, of: [.init(major: 0, minor: 0x2e, inode: 77)]) == nil, "a shared lock is no holder")
+    }
+
+    /// With hundreds of locks held, the table is many pages long; the holder's line is read
+    /// wherever it is (reading only the first page once missed it).
+    @Test func aHolderDeepInALongTableIsFound() async throws {
+        try await withScratchFolder { folder in
+            var descriptors: [Int32] = []
+            defer { for fd in descriptors { close(fd) } }
+            func lock(_ name: String) -> Int32 {
+                let fd = open(folder + "/" + name, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
+                if fd >= 0 { _ = flock(fd, LOCK_EX | LOCK_NB); descriptors.append(fd) }
+                return fd
+            }
+            for index in 0..<300 { _ = lock("before-\(index)") }
+            let target = lock("target")
+            for index in 0..<300 { _ = lock("after-\(index)") }
+            #expect(target >= 0)
+            #expect(LockTable.exclusiveHolder(of: [folder + "/target"]) == getpid())
+            #expect(LockTable.exclusiveHolder(ofDescriptor: target) == getpid())
+            #expect(LockTable.exclusiveHolder(of: [folder + "/unlocked-\(UUID().uuidString)"]) == nil)
+        }
+    }
+}

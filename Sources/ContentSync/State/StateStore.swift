@@ -28,12 +28,27 @@ final class StateStore: Sendable {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
-            pool = try DatabasePool(path: path, configuration: configuration)
+            pool = try Self.open(path, configuration)
             try Self.migrate(pool)
         } catch {
             throw SyncError(code: .stateStore,
                             message: "cannot open the state database \(path): \(error); delete it to start over (the next run restores from the archive)",
                             underlying: error)
+        }
+    }
+
+    /// Opens the pool. Switching a new database to WAL takes an exclusive lock that SQLite's busy
+    /// timeout does not wait for, so two processes creating the same database at once can see
+    /// `SQLITE_BUSY` there: the loser tries again shortly (at most about a second in all).
+    private static func open(_ path: String, _ configuration: Configuration) throws -> DatabasePool {
+        var attempt = 1
+        while true {
+            do {
+                return try DatabasePool(path: path, configuration: configuration)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && attempt < 20 {
+                usleep(UInt32(10_000 * attempt))
+                attempt += 1
+            }
         }
     }
 

@@ -1,0 +1,79 @@
+import Foundation
+
+/// Who holds a `flock` on a file, from the kernel's own record (`/proc/locks`), without taking
+/// the lock: testing a lock by taking it, even for a moment, makes a real locker that starts in
+/// that moment fail. The table cannot be stale: a killed holder's locks vanish with it.
+public enum LockTable {
+    /// The PID of a process holding an exclusive `flock` on any of `paths` (files or folders),
+    /// or nil when none is held or the table cannot be read.
+    public static func exclusiveHolder(of paths: [String]) -> Int32? {
+        let files = paths.compactMap(FileKey.init(path:))
+        guard !files.isEmpty, let table = readWhole("/proc/locks") else { return nil }
+        return holder(in: table, of: files)
+    }
+
+    /// The PID of a process holding an exclusive `flock` on the file the open descriptor `fd` names.
+    public static func exclusiveHolder(ofDescriptor fd: Int32) -> Int32? {
+        var info = stat()
+        guard fstat(fd, &info) == 0, let table = readWhole("/proc/locks") else { return nil }
+        return holder(in: table, of: [FileKey(info)])
+    }
+
+    /// A file as `/proc/locks` names it: major and minor device numbers and inode.
+    package struct FileKey: Equatable {
+        package var major: UInt64
+        package var minor: UInt64
+        package var inode: UInt64
+
+        package init(major: UInt64, minor: UInt64, inode: UInt64) {
+            self.major = major
+            self.minor = minor
+            self.inode = inode
+        }
+
+        init?(path: String) {
+            var info = stat()
+            guard stat(path, &info) == 0 else { return nil }
+            self.init(info)
+        }
+
+        init(_ info: stat) {
+            let device = UInt64(info.st_dev)
+            // glibc's gnu_dev_major/minor encoding of dev_t.
+            self.init(major: ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff)),
+                      minor: (device & 0xff) | ((device >> 12) & ~UInt64(0xff)), inode: UInt64(info.st_ino))
+        }
+    }
+
+    /// The PID on the first `FLOCK … WRITE` line for one of `files` in a `/proc/locks` text, e.g.
+    /// `1: FLOCK  ADVISORY  WRITE 4242 fe:00:1163503 0 EOF`. A blocked waiter's line has `->`
+    /// after the number and holds nothing, so it never matches.
+    package static func holder(in table: String, of files: [FileKey]) -> Int32? {
+        for line in table.split(separator: "\n") {
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE", let pid = Int32(fields[4]), pid > 0 else { continue }
+            let place = fields[5].split(separator: ":")
+            guard place.count == 3, let major = UInt64(place[0], radix: 16), let minor = UInt64(place[1], radix: 16),
+                  let inode = UInt64(place[2]) else { continue }
+            if files.contains(FileKey(major: major, minor: minor, inode: inode)) { return pid }
+        }
+        return nil
+    }
+
+    /// The whole of a `/proc` file. Its size reads as 0, so it is read until the end rather than
+    /// by size (Foundation's `String(contentsOfFile:)` stops after the first page, which once hid
+    /// a holder when many locks were held).
+    static func readWhole(_ path: String) -> String? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return count == 0 ? String(decoding: bytes, as: UTF8.self) : nil }
+            bytes.append(contentsOf: chunk[..<count])
+        }
+    }
+}
