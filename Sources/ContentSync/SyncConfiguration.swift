@@ -76,29 +76,52 @@ public struct SyncConfiguration: Sendable {
 }
 
 extension SyncConfiguration {
+    /// One of the settings, for errors that blame it (``SyncError/setting``).
+    public enum Setting: String, Sendable, Equatable {
+        /// ``SyncConfiguration/baseURL``.
+        case baseURL
+        /// ``SyncConfiguration/contentDirectory``.
+        case contentDirectory
+        /// ``SyncConfiguration/stateDatabasePath``.
+        case stateDatabasePath
+        /// ``SyncConfiguration/allowReplacingUnknownContent``.
+        case allowReplacingUnknownContent
+        /// ``SyncConfiguration/trustedSigningKeys``.
+        case trustedSigningKeys
+        /// ``SyncConfiguration/verifyIntegrity``.
+        case verifyIntegrity
+    }
+}
+
+extension SyncConfiguration {
     /// Refuses layouts in which an update would destroy its own state: a state database inside
     /// the content folder (which holds content only and is swapped out at every update) or
     /// inside its staging folder (emptied at every update). `--dir` naming the folder that holds
     /// state databases is the same mistake, and with `--force` it would replace every other
     /// mirror's state. Paths are compared after resolving symlinks.
     public func validateLayout() throws(SyncError) {
+        func refuse(_ message: String, _ setting: Setting) -> SyncError {
+            var error = SyncError(code: .configuration, message: message)
+            error.setting = setting
+            return error
+        }
         let content = Self.canonicalPath(contentDirectory)
         let state = Self.canonicalPath(stateDatabasePath)
         let staging = Self.canonicalPath(StagingArea(contentDirectory: contentDirectory).root)
         // Replacing these with --force would take everything in them.
         let home = Self.canonicalPath(NSHomeDirectory())
         if content == "/" || Self.path(home, isWithin: content) {
-            throw SyncError(code: .configuration,
-                            message: "\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror")
+            throw refuse("\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
+                         .contentDirectory)
         }
         if Self.path(state, isWithin: content) {
-            throw SyncError(code: .configuration,
-                            message: "the state database \(stateDatabasePath) is inside the content folder \(contentDirectory), which holds content only and is replaced at every update; "
-                                + "keep the state database outside it (pass --state elsewhere, or use the default under $XDG_STATE_HOME), or choose another content folder")
+            throw refuse("the state database \(stateDatabasePath) is inside the content folder \(contentDirectory), which holds content only and is replaced at every update; "
+                             + "keep the state database outside it (elsewhere, or at the default under $XDG_STATE_HOME), or choose another content folder",
+                         .stateDatabasePath)
         }
         if Self.path(state, isWithin: staging) {
-            throw SyncError(code: .configuration,
-                            message: "the state database \(stateDatabasePath) is inside \(staging), the staging folder of \(contentDirectory), which is emptied at every update; keep the state database elsewhere")
+            throw refuse("the state database \(stateDatabasePath) is inside \(staging), the staging folder of \(contentDirectory), which is emptied at every update; keep the state database elsewhere",
+                         .stateDatabasePath)
         }
     }
 

@@ -39,7 +39,8 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .cancelled, .connectionNotAllowed: code = 130
         default: code = 1
         }
-        self.init(code: code, message: Self.hint(for: error.code).map { error.message + "; " + $0 } ?? error.message)
+        let hint = error.setting.map(Self.hint(for:)) ?? Self.hint(for: error.code)
+        self.init(code: code, message: hint.map { error.message + "; " + $0 } ?? error.message)
     }
 
     /// What the CLI adds to the library's message: the command or option that helps, which the
@@ -50,6 +51,18 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .signature: "check the keys given with --trust-key"
         case .stateStore: "--state names another state file"
         default: nil
+        }
+    }
+
+    /// The option that sets a library setting, and how it helps.
+    static func hint(for setting: SyncConfiguration.Setting) -> String {
+        switch setting {
+        case .baseURL: "see --base-url"
+        case .contentDirectory: "see --dir"
+        case .stateDatabasePath: "pass --state elsewhere"
+        case .allowReplacingUnknownContent: "--force allows replacing it"
+        case .trustedSigningKeys: "give --trust-key again, or run `sync-agent forget-keys` with the same --dir and --state to accept an unsigned storage"
+        case .verifyIntegrity: "see the integrity options"
         }
     }
 

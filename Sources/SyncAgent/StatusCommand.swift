@@ -51,6 +51,7 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("failures:     \(status.consecutiveFailures) in a row")
         }
         if let error = status.lastError { lines.append("last error:   \(error)") }
+        if !status.trustedKeyIDs.isEmpty { lines.append("trusted keys: \(status.trustedKeyIDs.joined(separator: ", ")) (a sync without them is refused)") }
         if let pending = status.pendingVersion {
             lines.append("pending:      an interrupted update to \(pending); the next sync continues it")
         }

@@ -56,6 +56,32 @@ struct SigningTests {
         }
     }
 
+    /// The keys a folder was synced with stay its keys, across a reset too: a manager without
+    /// them is refused as a downgrade (setting `trustedSigningKeys`) until they are forgotten.
+    @Test func aFolderSyncedUnderTrustedKeysIsNotUpdatedWithoutThemUntilTheyAreForgotten() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true)
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                try await trusting(harness).checkForUpdates()
+                try publishSigned("1.1", storage: storage, scratch: scratch, key: nil)
+                let untrusting = try harness.manager()
+                let refused = await #expect(throws: SyncError.self) { try await untrusting.checkForUpdates() }
+                #expect(refused?.code == .signature && refused?.setting == .trustedSigningKeys, "\(String(describing: refused))")
+                try harness.expectTree(is: "1.0")
+
+                try await untrusting.reset()
+                await #expect(throws: SyncError.self, "a reset forgets content, not trust") { try await untrusting.checkForUpdates() }
+
+                let forgotten = try await untrusting.forgetTrustedKeys()
+                #expect(forgotten == [StatusSignature.keyID(of: SigningTests.key.publicKey)])
+                try await untrusting.checkForUpdates()
+                try harness.expectTree(is: "1.1")
+                #expect(try await untrusting.status().trustedKeyIDs.isEmpty)
+            }
+        }
+    }
+
     @Test func anUnsignedStatusIsRefused() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"

@@ -77,4 +77,49 @@ struct TrustKeyTests {
             }
         }
     }
+
+    /// Trust is pinned: after a sync under --trust-key, leaving the flag off is a downgrade that is
+    /// refused (exit 4, nothing changes) until `forget-keys`; then an unsigned storage is accepted.
+    @Test func leavingTheTrustedKeyOffIsRefusedUntilTheKeyIsForgotten() async throws {
+        try await withScratch { scratch in
+            let key = try await keygen(scratch)
+            let storage = scratch + "/storage"
+            func publish(_ version: String, signed: Bool, initialize: Bool = false) async throws {
+                var arguments = ["publish", "--storage", storage, "--content", Self.example + "/\(version)/RXCacheContent",
+                                 "--version", version, "--base-url", "https://example.invalid/storage/"]
+                if initialize { arguments.append("--init") }
+                if signed { arguments += ["--sign-key", key] }
+                let result = try await SyncAgentBinary.run(arguments, scratch: scratch)
+                #expect(result.status == 0, "publish \(version): \(result.stderr)")
+            }
+            try await publish("1.0", signed: true, initialize: true)
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                let folder = ["--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
+                let sync = ["sync", "--base-url", server.baseURL!.absoluteString] + folder
+                let first = try await SyncAgentBinary.run(sync + ["--trust-key", key + ".pub"], scratch: scratch)
+                #expect(first.status == 0, "\(first.stderr)")
+                let status = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
+                let json = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+                let pinned = try #require(json["trustedKeyIDs"] as? [String])
+                #expect(pinned.count == 1)
+
+                try await publish("1.1", signed: false)
+                let downgrade = try await SyncAgentBinary.run(sync, scratch: scratch)
+                #expect(downgrade.status == 4, "\(downgrade.stderr)")
+                #expect(downgrade.stderr.contains("was synced with trusted signing key(s) \(pinned[0])") && downgrade.stderr.contains("forget-keys"),
+                        "\(downgrade.stderr)")
+                let still = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
+                #expect(still.stdout.contains("\"version\" : \"1.0\"") || still.stdout.contains("\"version\":\"1.0\""), "\(still.stdout)")
+
+                let forget = try await SyncAgentBinary.run(["forget-keys"] + folder, scratch: scratch)
+                #expect(forget.status == 0 && forget.stdout.contains(pinned[0]), "\(forget.stdout) \(forget.stderr)")
+                let accepted = try await SyncAgentBinary.run(sync, scratch: scratch)
+                #expect(accepted.status == 0, "\(accepted.stderr)")
+                let after = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
+                let afterJSON = try #require(try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [String: Any])
+                #expect(afterJSON["version"] as? String == "1.1")
+                #expect((afterJSON["trustedKeyIDs"] as? [String])?.isEmpty == true)
+            }
+        }
+    }
 }

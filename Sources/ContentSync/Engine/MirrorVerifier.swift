@@ -46,7 +46,7 @@ struct MirrorVerifier: Sendable {
             // Not the storage's fault (the original format has no such data): this command cannot
             // work with it, so it is a configuration error, not an invalid storage.
             throw SyncError(code: .configuration,
-                            message: "the storage publishes no integrity data (treeDigest and contentManifest), so there is nothing to verify against; republish it with `sync-agent publish` to verify mirrors")
+                            message: "the storage publishes no integrity data (treeDigest and contentManifest), so there is nothing to verify against; republish it with the content-sync publisher to verify mirrors")
         }
         let directory = configuration.contentDirectory
         let (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(directory) }

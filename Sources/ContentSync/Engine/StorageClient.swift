@@ -130,7 +130,19 @@ struct StorageClient: Sendable {
     /// integrity data, and not go below the highest version ever accepted. Returns whether it
     /// was checked.
     private func checkSignature(_ data: Data, status: CacheStatus, name: String) async throws(SyncError) -> Bool {
-        guard !configuration.trustedSigningKeys.isEmpty else { return false }
+        let pins = try await store.trustPins()
+        guard !configuration.trustedSigningKeys.isEmpty else {
+            // Trust is pinned: a folder once synced under trusted keys is not updated without them.
+            guard pins.isEmpty else {
+                var refusal = SyncError(code: .signature,
+                                        message: "\(configuration.contentDirectory) was synced with trusted signing key(s) \(pins.keys.sorted().joined(separator: ", ")); "
+                                            + "updating it without them would accept an unsigned or differently signed \(name). Give the same keys again, "
+                                            + "or forget them first (CacheManager.forgetTrustedKeys()) to accept an unsigned storage")
+                refusal.setting = .trustedSigningKeys
+                throw refusal
+            }
+            return false
+        }
         let keys = try configuration.trustedSigningKeys.map { (text: String) throws(SyncError) in try formatWork { () throws(StorageFormatError) in try StatusSignature.publicKey(base64: text) } }
         let root: JSONValue
         do { root = try JSONValue.parse(data) } catch {
@@ -145,6 +157,10 @@ struct StorageClient: Sendable {
             throw SyncError(code: .signature,
                             message: "\(name) is signed for \(status.actualVersion), below \(highest) which this client already accepted: a rollback; refusing it")
         }
+        // The keys that verified it are the folder's from now on (a new set replaces the old:
+        // giving other keys is the operator's explicit choice).
+        let configured = Dictionary(keys.map { (StatusSignature.keyID(of: $0), $0.rawRepresentation.base64EncodedString()) }) { first, _ in first }
+        if configured != pins { try await store.setTrustPins(configured) }
         return true
     }
 

@@ -151,9 +151,11 @@ struct SyncEngine: Sendable {
         if local == nil && exists && !configuration.allowReplacingUnknownContent {
             let empty = (try? FileManager.default.contentsOfDirectory(atPath: directory).isEmpty) ?? false
             if !empty {
-                throw SyncError(code: .configuration,
-                                message: "\(directory) is not empty and no state records a synced version there; "
-                                    + "pass an empty or new folder, or allow replacing its contents (sync-agent sync --force)")
+                var refusal = SyncError(code: .configuration,
+                                        message: "\(directory) is not empty and no state records a synced version there; "
+                                            + "pass an empty or new folder, or allow replacing its contents")
+                refusal.setting = .allowReplacingUnknownContent
+                throw refusal
             }
         }
         return LocalContext(local: local, warnings: warnings)

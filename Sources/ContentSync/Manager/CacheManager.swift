@@ -116,6 +116,23 @@ public actor CacheManager {
         try await store.history(limit: limit).map(\.entry)
     }
 
+    /// Forgets the signing keys the folder was synced with, so an update without
+    /// ``SyncConfiguration/trustedSigningKeys`` accepts an unsigned storage again. Until then such
+    /// an update is refused as ``SyncError/Code/signature``: leaving the keys out is a downgrade
+    /// the operator must choose. Returns the key ids forgotten (empty when none were pinned).
+    @discardableResult
+    public func forgetTrustedKeys() async throws(SyncError) -> [String] {
+        try await store.forgetTrustPins()
+    }
+
+    /// ``forgetTrustedKeys()`` for the folder whose state database is at `stateDatabasePath`,
+    /// without a manager (a command-line tool's way). A missing database has no keys to forget.
+    @discardableResult
+    public static func forgetTrustedKeys(stateDatabasePath: String) async throws(SyncError) -> [String] {
+        guard FileManager.default.fileExists(atPath: stateDatabasePath) else { return [] }
+        return try await StateStore(path: stateDatabasePath).forgetTrustPins()
+    }
+
     /// What the state database says about the folder (last attempt, last success, consecutive
     /// failures, pending version, recent history), with this manager's live state.
     public func status(historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {

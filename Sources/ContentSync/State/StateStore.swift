@@ -142,6 +142,15 @@ final class StateStore: Sendable {
                 ALTER TABLE syncState ADD COLUMN consecutiveFailures INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        migrator.registerMigration("v7: trust pins") { db in
+            try db.execute(sql: """
+                CREATE TABLE trustPin (
+                    keyID TEXT PRIMARY KEY,
+                    publicKey TEXT NOT NULL,
+                    pinnedAt DATETIME NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 
@@ -360,6 +369,37 @@ final class StateStore: Sendable {
     }
 
     /// Forgets everything: version, ETags, plan and history.
+    // MARK: - Trust pins
+
+    /// The signing keys the folder was last synced with (key id → public key, base64). They
+    /// outlive ``reset()``: only ``forgetTrustPins()`` drops them.
+    func trustPins() async throws(SyncError) -> [String: String] {
+        try await read { db in
+            var pins: [String: String] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT keyID, publicKey FROM trustPin") { pins[row["keyID"]] = row["publicKey"] }
+            return pins
+        }
+    }
+
+    /// Replaces the pins with `keys` (key id → public key, base64).
+    func setTrustPins(_ keys: [String: String]) async throws(SyncError) {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM trustPin")
+            for (id, key) in keys {
+                try db.execute(sql: "INSERT INTO trustPin (keyID, publicKey, pinnedAt) VALUES (?, ?, ?)", arguments: [id, key, Date()])
+            }
+        }
+    }
+
+    /// Drops every pin; returns the key ids dropped.
+    func forgetTrustPins() async throws(SyncError) -> [String] {
+        try await write { db in
+            let ids = try String.fetchAll(db, sql: "SELECT keyID FROM trustPin ORDER BY keyID")
+            try db.execute(sql: "DELETE FROM trustPin")
+            return ids
+        }
+    }
+
     func reset() async throws(SyncError) {
         try await write { db in
             try SyncStateRecord.deleteAll(db)

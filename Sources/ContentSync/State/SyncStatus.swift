@@ -44,6 +44,9 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     public var pendingVersion: String?
     /// The most recent attempts, newest first.
     public var history: [UpdateHistoryEntry]
+    /// The ids of the signing keys the folder was synced with: an update without them is refused
+    /// until they are forgotten (``CacheManager/forgetTrustedKeys()``).
+    public var trustedKeyIDs: [String] = []
 
     /// Reads the status of `contentDirectory` from `statePath`. A missing database is not an
     /// error: it means the folder was never synced, and nothing is created.
@@ -72,6 +75,7 @@ public struct SyncStatus: Sendable, Equatable, Codable {
                           consecutiveFailures: Int(record?.consecutiveFailures ?? 0),
                           contentDirectory: record?.contentDirectory ?? contentDirectory, baseURL: record?.baseURL,
                           stateFile: store.path, pendingVersion: pending?.toVersion,
-                          history: Array(history.prefix(max(historyLimit, 0)).map(\.entry)))
+                          history: Array(history.prefix(max(historyLimit, 0)).map(\.entry)),
+                          trustedKeyIDs: try await store.trustPins().keys.sorted())
     }
 }
