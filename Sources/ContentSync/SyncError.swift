@@ -48,7 +48,7 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         /// Something downloaded does not match the hash or size the storage published for it.
         public static let integrity = Code(.integrity)
         /// The status's signature is missing, malformed, expired, wrong, or from a key the
-        /// configuration does not trust (``SyncConfiguration/trustedKeys``).
+        /// configuration does not trust (``SyncConfiguration/trustedSigningKeys``).
         public static let signature = Code(.signature)
         /// The configuration itself is wrong (bad base URL, content folder in a bad place).
         public static let configuration = Code(.configuration)
@@ -67,9 +67,12 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public var code: Code
     /// What went wrong, naming the input at fault and what to do about it.
     public var message: String
-    /// The error that caused this one, if any: a ``FileSystemError`` with its syscall, errno and
+    /// The error that caused this one, if any: a `FileSystemError` with its syscall, errno and
     /// path, a `TransportError`, a decoding error, …
     public var underlying: (any Error)?
+    /// The configuration setting at fault, when one is: a front end names its own option for
+    /// it (the library's messages name none).
+    public var setting: SyncConfiguration.Setting?
 
     /// An error with every field given.
     public init(code: Code, message: String, underlying: (any Error)? = nil) {
@@ -87,7 +90,7 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
 }
 
 extension SyncError {
-    /// A failed file operation, keeping the system's words (its ``FileSystemError`` is the
+    /// A failed file operation, keeping the system's words (its `FileSystemError` is the
     /// ``underlying`` error). A full disk is ``Code/insufficientSpace``.
     public init(_ error: FileSystemError) {
         self.init(code: error.code == .noSpace ? .insufficientSpace : .fileSystem, message: error.description, underlying: error)
