@@ -21,7 +21,7 @@ build: deps
 	$(SWIFT) build
 
 ## Build and run every test. Test suites carry time limits, so a hang fails instead of waiting.
-test: deps check-example-storage
+test: deps check-example-storage check-docs
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 	$(MAKE) chaos-short
@@ -37,6 +37,8 @@ check-docs:
 ## The DocC catalogs as static sites in .build/docs/<Target>/ (swift-docc-plugin); warnings fail.
 DOC_TARGETS := ContentSync ContentPublishing StorageFormat FileKit Transport StorageServer
 docs: deps
+	@# The plugin moves each archive into .build/docs/<Target>, and fails when .build/docs is missing.
+	@mkdir -p .build/docs
 	@for target in $(DOC_TARGETS); do \
 	  echo "documentation for $$target"; \
 	  $(SWIFT) package --allow-writing-to-directory .build/docs generate-documentation --target $$target \
