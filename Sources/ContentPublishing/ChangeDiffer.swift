@@ -5,7 +5,7 @@ import StorageFormat
 /// Computes the change list a storage publishes between two versions of its content.
 ///
 /// The list is the smallest this type knows how to make such that a client replaying it with the
-/// protocol's rules (see ``NetPlanner``) ends with exactly the new tree, reusing old bytes
+/// protocol's rules (see `NetPlanner` in ContentSync) ends with exactly the new tree, reusing old bytes
 /// wherever a move can bring them and downloading the rest:
 /// - A folder that exists only in the old version and whose whole subtree (names and bytes)
 ///   reappears at a folder that exists only in the new version is **one move**, however many
@@ -24,7 +24,7 @@ import StorageFormat
 /// - A new folder gets an add only when it is empty: a file put inside creates its parents.
 ///
 /// **Order.** Folder moves, file moves, removes, redownloads, file adds, folder adds, except where
-/// replay needs otherwise (see ``DiffScheduler``): a source moves away before anything replaces or
+/// replay needs otherwise (see `DiffScheduler`): a source moves away before anything replaces or
 /// removes it, and a path is removed before something new is put at, above or below it.
 ///
 /// **Cycles.** Moves can depend on each other in a cycle (two files swapping names; a folder
@@ -36,7 +36,7 @@ import StorageFormat
 ///
 /// **Folders that moved and changed.** A folder that exists only in the old version and shares
 /// files (same relative path and bytes) with a folder that exists only in the new version is
-/// moved first (see ``FolderMoveCandidates``), and the rest is diffed from the tree the moves
+/// moved first (see `FolderMoveCandidates`), and the rest is diffed from the tree the moves
 /// leave: a renamed folder of 1,000 files that gained one file is a move and an add. Both lists,
 /// with and without these moves, are computed; the one that downloads fewer bytes, then has
 /// fewer changes, is published.

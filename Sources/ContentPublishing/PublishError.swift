@@ -40,7 +40,7 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
     public var code: Code
     /// What went wrong, naming the input and the remedy.
     public var message: String
-    /// The lower-level error, if any: a ``FileSystemError`` keeps the system call and errno.
+    /// The lower-level error, if any: a `FileSystemError` keeps the system call and errno.
     public var underlying: (any Error)?
     /// The option at fault, when one is: a command-line front end names its flag.
     public var option: PublishOptions.Option?

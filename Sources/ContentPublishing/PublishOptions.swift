@@ -43,7 +43,6 @@ public struct PublishOptions: Sendable {
     }
 }
 
-/// What a publish did (or, for a dry run, would do).
 extension PublishOptions {
     /// One of the options, for errors that blame it (``PublishError/option``).
     public enum Option: String, Sendable, Equatable {
@@ -66,6 +65,7 @@ extension PublishOptions {
     }
 }
 
+/// What a publish did (or, for a dry run, would do).
 public struct PublishReport: Sendable {
     /// The version the storage published before; nil for `--init`, and when ``alreadyPublished``.
     public var fromVersion: CacheVersion?

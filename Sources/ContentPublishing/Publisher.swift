@@ -8,11 +8,11 @@ import Foundation
 /// a deterministic archive, the status file, and the new content.
 ///
 /// A publish survives being killed anywhere, and keeps off other publishes of the same storage:
-/// 1. It takes an exclusive `flock` on the storage folder (``PublishLock``) or fails at once.
+/// 1. It takes an exclusive `flock` on the storage folder (`PublishLock`) or fails at once.
 /// 2. It finishes or undoes an interrupted publish it finds (`Publisher+Recovery.swift`).
-/// 3. It builds every new file in `<storage>/.content-sync-publish/stage/` (``PublishWorkFolder``),
-///    from one snapshot copy of `--content`, and journals the install (``PublishJournal``).
-/// 4. It installs (``PublishInstaller``): change list, update list, content manifest, archive,
+/// 3. It builds every new file in `<storage>/.content-sync-publish/stage/` (`PublishWorkFolder`),
+///    from one snapshot copy of `--content`, and journals the install (`PublishJournal`).
+/// 4. It installs (`PublishInstaller`): change list, update list, content manifest, archive,
 ///    the content folder (an atomic swap), and `cacheStatus.json` last: the commit point.
 /// 5. It deletes the work folder.
 /// Clients read the status first, so until the last rename they see the previous version.

@@ -2,12 +2,12 @@ import Archive
 import FileKit
 import StorageFormat
 
-/// Composes pending change lists into one net ``SyncPlan`` before anything is downloaded.
+/// Composes pending change lists into one net `SyncPlan` before anything is downloaded.
 ///
 /// The storage serves only its latest content, so a client several versions behind cannot
 /// replay history literally: a file added in 1.1 and moved in 1.2 exists on the server only at
 /// its 1.2 place. The planner therefore replays every change on a *virtual* copy of the local
-/// tree (``VirtualTree``), where each file remembers where its bytes come from: an existing
+/// tree (`VirtualTree`), where each file remembers where its bytes come from: an existing
 /// local file, or "fetch from the storage". Only the final tree counts, so a file added then
 /// removed is never fetched, a file redownloaded twice is fetched once, and an added-then-moved
 /// file is fetched once from its final place.

@@ -4,7 +4,7 @@ import Foundation
 /// `changes_A_B.json`: the changes that turn version `from` into version `to`.
 ///
 /// The client itself never holds a whole list this way: it reads lists with
-/// ``ChangeListReader``, one change at a time. This type is the list as a value, for callers and
+/// `ChangeListReader`, one change at a time. This type is the list as a value, for callers and
 /// tests that want one.
 public struct ChangeList: Sendable, Equatable {
     /// The version the list starts from.
