@@ -32,6 +32,9 @@ final class CurlMultiLoop: @unchecked Sendable {
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
     /// Transfers handed to this loop and not yet finished, for ``CurlTransport`` to pick the least busy loop.
     let inFlight = Atomic<Int>(0)
+    /// Senders between queueing a command (under the lock, before any shutdown) and waking the
+    /// loop (outside it): the loop frees the multi handle only once none is left.
+    private let wakers = Atomic<Int>(0)
 
     init(maxConnectionsPerHost: Int, name: String) throws(TransportError) {
         CurlMultiLoop.globalInit
@@ -103,15 +106,21 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
     }
 
-    /// Queues a command and wakes the loop; false once the loop is stopping. The wakeup happens
-    /// under the lock, which the loop also holds to free the handle, so it never wakes a freed one.
+    /// Queues a command and wakes the loop; false once the loop is stopping. The wakeup (a write
+    /// to the loop's wakeup pipe) happens outside the lock, so the loop never waits on a sender's
+    /// system call; a sender that queued before the stop is counted in `wakers`, and the loop
+    /// frees the handle only after the last one has woken it.
     private func send(_ command: Command) -> Bool {
-        inbox.withLock { inbox in
+        let accepted = inbox.withLock { inbox -> Bool in
             guard !inbox.stopping else { return false }
             inbox.commands.append(command)
-            curl_multi_wakeup(multi)
+            wakers.add(1, ordering: .sequentiallyConsistent)
             return true
         }
+        guard accepted else { return false }
+        curl_multi_wakeup(multi)
+        wakers.subtract(1, ordering: .sequentiallyConsistent)
+        return true
     }
 
     private func run() {
@@ -146,6 +155,8 @@ final class CurlMultiLoop: @unchecked Sendable {
                     transfer.fail(.cancelled(transfer.url))
                 }
                 active.removeAll()
+                // Senders that queued before the stop may still be inside curl_multi_wakeup.
+                while wakers.load(ordering: .sequentiallyConsistent) > 0 { sched_yield() }
                 let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
                     curl_multi_cleanup(multi)
                     inbox.finished = true
