@@ -2,8 +2,8 @@ import FileKit
 import StorageFormat
 /// Decides whether transfers may run now, e.g. "only on Wi-Fi" or "not on a metered link".
 ///
-/// It is consulted before an update starts, before each download, and about four times a
-/// second while one runs. When it turns false mid-update, the manager suspends and emits
+/// It is consulted before an update fetches anything (not even the status goes out while it
+/// says no), before each download, and about four times a second while an update runs. When it turns false mid-update, the manager suspends and emits
 /// ``CacheManagerEvent/connectionNotAllowed``, so the app can ask its user; calling
 /// ``CacheManager/resume(overridingPolicy:)`` with `true` continues anyway.
 public struct ConnectionPolicy: Sendable {

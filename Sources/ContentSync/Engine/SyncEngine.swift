@@ -3,6 +3,7 @@ import FileKit
 import StorageFormat
 import Foundation
 import Logging
+import Synchronization
 import Transport
 
 /// Runs one update: fetch the status, plan, stage the next version beside the current one,
@@ -55,7 +56,9 @@ struct SyncEngine: Sendable {
 
     /// Brings the content folder to the storage's actual version, or throws with the folder
     /// left exactly at its last good version.
-    func update(progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+    /// `stopReason` is why the update's task may be cancelled (the connection policy turned
+    /// false, say), so the history records that rather than a bare cancellation.
+    func update(stopReason: StopReason? = nil, progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
         let started = Date()
         var fromVersion: String?
         var toVersion: String?
@@ -66,6 +69,8 @@ struct SyncEngine: Sendable {
             let recovered = try await switcher.recoverInterrupted()
             let context = try await checkLocalContent()
             fromVersion = context.local?.text
+            // Not even the status is fetched while the policy forbids transfers.
+            try await configuration.connectionPolicy.requireTransfers()
             progress(SyncProgress(phase: .checking, currentItem: StorageLayout.statusPath))
             var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
             let status = try await storage.fetchStatus(layout: &layout)
@@ -104,7 +109,8 @@ struct SyncEngine: Sendable {
             ])
             return report
         } catch {
-            let failure = SyncError.wrap(error)
+            var failure = SyncError.wrap(error)
+            if failure.code == .cancelled, let reason = stopReason?.reason { failure = reason }
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
             // Recorded even though the task may be cancelled: the state, last error and failure count follow.
             try? await store.recordAttempt(UpdateHistoryRecord(
@@ -230,5 +236,18 @@ struct SyncEngine: Sendable {
             outcome: .succeeded, error: nil, bytesDownloaded: restored.bytes, filesDownloaded: Int64(restored.files)),
             progress: progress)
         return report
+    }
+}
+
+/// Why an update's task was cancelled, set by whoever cancels it before doing so.
+final class StopReason: Sendable {
+    private let value = Mutex<SyncError?>(nil)
+
+    /// The reason, once set.
+    var reason: SyncError? { value.withLock { $0 } }
+
+    /// Records `error` as the reason (the first one set wins).
+    func set(_ error: SyncError) {
+        value.withLock { if $0 == nil { $0 = error } }
     }
 }

@@ -409,10 +409,11 @@ public actor CacheManager {
 
     /// One update, with the connection policy watched beside it.
     private static func update(_ engine: SyncEngine, policy: ConnectionPolicy, hub: EventHub) async -> Result<SyncReport, SyncError> {
-        await withTaskGroup(of: Result<SyncReport, SyncError>?.self) { group in
+        let stopReason = StopReason()
+        return await withTaskGroup(of: Result<SyncReport, SyncError>?.self) { group in
             group.addTask {
                 do {
-                    return .success(try await engine.update { hub.send(.progress($0)) })
+                    return .success(try await engine.update(stopReason: stopReason) { hub.send(.progress($0)) })
                 } catch {
                     return .failure(SyncError.wrap(error))
                 }
@@ -423,8 +424,9 @@ public actor CacheManager {
                     try? await Task.sleep(for: .milliseconds(250))
                     if Task.isCancelled { return nil }
                     if !(await policy.allowsTransfers()) {
-                        return .failure(SyncError(code: .connectionNotAllowed,
-                                                  message: "the connection policy stopped transfers; resume to continue"))
+                        let stop = SyncError(code: .connectionNotAllowed, message: "the connection policy stopped transfers; resume to continue")
+                        stopReason.set(stop)
+                        return .failure(stop)
                     }
                 }
                 return nil

@@ -158,7 +158,7 @@ final class StateStore: Sendable {
         do {
             return try await pool.write(body)
         } catch {
-            throw SyncError(code: .stateStore, message: "writing the state database \(path) failed: \(error)", underlying: error)
+            throw Self.failure(error, "writing", path)
         }
     }
 
@@ -181,8 +181,17 @@ final class StateStore: Sendable {
         do {
             return try await pool.read(body)
         } catch {
-            throw SyncError(code: .stateStore, message: "reading the state database \(path) failed: \(error)", underlying: error)
+            throw Self.failure(error, "reading", path)
         }
+    }
+
+    /// A database error as a ``SyncError``. GRDB refuses to start work in a cancelled task: that
+    /// is the update being cancelled, not a broken database.
+    private static func failure(_ error: any Error, _ doing: String, _ path: String) -> SyncError {
+        if error is CancellationError {
+            return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+        }
+        return SyncError(code: .stateStore, message: "\(doing) the state database \(path) failed: \(error)", underlying: error)
     }
 
     // MARK: - Sync state
