@@ -9,15 +9,8 @@ import Synchronization
 /// single byte ranges, `If-Range` and streamed bodies. Folders, missing files and any path that
 /// would leave the root answer 404.
 ///
-/// ```swift
-/// try await withStorageServer(root: snapshotV1) { server in
-///     server.injectFault(.status(503), forPath: "/v2/index.json", times: 2)
-///     let url = server.url(for: "/v2/index.json")
-///     // … run the client against `url` …
-///     server.setRoot(snapshotV2)
-///     #expect(server.requests().map(\.status) == [503, 503, 200])
-/// }
-/// ```
+/// The StorageServer guide shows it in compiled tests: publishing versions, faults, serving
+/// from a command.
 ///
 /// For a long-running process, ``start()`` returns the base URL and ``stop()`` ends the
 /// connections; ``run(onListening:)`` does both around a wait for cancellation.

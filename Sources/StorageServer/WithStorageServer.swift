@@ -3,12 +3,7 @@ import Foundation
 /// Runs `body` with a started ``StorageServer`` serving `root`, and stops the server afterwards,
 /// whether `body` returns or throws.
 ///
-/// ```swift
-/// try await withStorageServer(root: dir) { server in
-///     let url = server.url(for: "index.json")
-///     …
-/// }
-/// ```
+/// The StorageServer guide shows it in a compiled test (publishing versions in a test).
 public func withStorageServer<T>(
     root: URL,
     configuration: StorageServer.Configuration = StorageServer.Configuration(),

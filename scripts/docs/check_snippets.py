@@ -90,6 +90,13 @@ def check(write):
             index = close + 1
         if write:
             document.write_text("\n".join(output))
+    # Doc comments show no Swift of their own: it could not be checked. They point to the guide.
+    for source in sorted((ROOT / "Sources").rglob("*.swift")):
+        for number, line in enumerate(source.read_text().split("\n"), 1):
+            if line.strip() == "/// ```swift":
+                findings.append(f"{source.relative_to(ROOT)}:{number}: a code block in a doc comment; "
+                                "move the example into DocumentationExamples and link the article instead")
+                break
     for finding in findings:
         print(finding)
     if findings:

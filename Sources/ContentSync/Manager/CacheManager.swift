@@ -8,14 +8,8 @@ import Transport
 
 /// The library API an embedded app uses: keeps one local folder in step with one storage.
 ///
-/// ```swift
-/// let manager = try CacheManager(configuration: SyncConfiguration(
-///     baseURL: URL(string: "https://raw.githubusercontent.com/m1a7/DemoCacheStorage/master/")!,
-///     contentDirectory: "/var/lib/myapp/content"))
-/// Task { for await event in await manager.events() { print(event) } }
-/// let report = try await manager.checkForUpdates()
-/// let recipe: Recipe = try manager.decode(Recipe.self, at: "recipes/pasta.json")
-/// ```
+/// <doc:EmbeddingTheManager> shows a complete, compiled example; the other articles of the
+/// guide cover observing, pausing, reading files, errors and sharing a transport.
 ///
 /// The controls (``checkForUpdates()``, ``suspend()``, ``resume(overridingPolicy:)``,
 /// ``togglePlayPause()``, ``reset()``) may be called in any order from any task: each takes
