@@ -26,10 +26,12 @@ test: deps check-example-storage check-docs
 	$(SWIFT) test --skip-build
 	$(MAKE) chaos-short
 
-## The documents' promises: every Swift example in the README and the DocC catalogs is a region
+## The layering (ContentSync links no publisher code, imports follow the layers, libraries log at
+## debug) and the documents' promises: every Swift example in the README and the DocC catalogs is a region
 ## of compiled code (DocumentationExamples, run by `swift test`), the example app manifest loads
 ## and names real products, and every public symbol has a /// summary.
 check-docs:
+	SWIFT=$(SWIFT) python3 scripts/check_layering.py
 	python3 scripts/docs/check_snippets.py
 	SWIFT=$(SWIFT) bash scripts/docs/check_manifest.sh
 	python3 scripts/docs/check_public_docs.py

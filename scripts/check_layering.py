@@ -6,6 +6,8 @@
 - The client and the publisher share StorageFormat and import neither each other.
 - Transport speaks of HTTP only: it imports no storage or file-format target.
 - FileKit is the bottom: it imports none of the package's Swift targets.
+- Libraries log at debug and trace only (swift-log's guidance): what a caller must know goes
+  into the report or the events, and only the executable chooses levels.
 
     python3 scripts/check_layering.py      (exit 1 on any violation; `swift` on PATH or $SWIFT)
 """
@@ -56,11 +58,16 @@ def main():
                 match = re.match(r"^\s*(?:@testable\s+|@_exported\s+|public\s+|package\s+|internal\s+)?import\s+(\w+)", line)
                 if match and match.group(1) in forbidden:
                     problems.append(f"{path.relative_to(ROOT)}:{number}: {target} imports {match.group(1)}")
+    for target in ["FileKit", "Archive", "StorageFormat", "Transport", "ContentSync", "ContentPublishing"]:
+        for path in sorted((ROOT / "Sources" / target).rglob("*.swift")):
+            for number, line in enumerate(path.read_text().split("\n"), 1):
+                if re.search(r"\blogger\.(info|notice|warning|error|critical)\(", line):
+                    problems.append(f"{path.relative_to(ROOT)}:{number}: a library logs above debug; put it in the report or events")
     for problem in problems:
         print("check_layering: " + problem)
     if problems:
         return 1
-    print(f"check_layering: ContentSync links {len(client)} targets and no publisher code; imports follow the layers")
+    print(f"check_layering: ContentSync links {len(client)} targets and no publisher code; imports follow the layers; libraries log at debug")
     return 0
 
 
