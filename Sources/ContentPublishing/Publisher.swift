@@ -28,7 +28,7 @@ public enum Publisher {
         }
         try paths.checkLayout()
         let signer = try options.signingKey.map { (key: String) throws(PublishError) -> StorageWriter.Signer in
-            StorageWriter.Signer(key: try formatWork { () throws(StorageFormatError) in try StatusSignature.privateKey(base64: key) },
+            StorageWriter.Signer(key: try SigningKey(fileText: key),
                                  expires: Date().addingTimeInterval(Double(options.signatureLifetime.components.seconds)))
         }
         let storageExists = FileSystem.exists(paths.storage)

@@ -10,7 +10,7 @@ import Foundation
 struct StorageWriter {
     /// Signs the status file when the publisher was given a key.
     struct Signer {
-        var key: Curve25519.Signing.PrivateKey
+        var key: SigningKey
         var expires: Date
     }
 
@@ -161,7 +161,7 @@ struct StorageWriter {
         } catch {
             throw PublishError(code: .fileSystem, message: "cannot serialize the status: \(error)", underlying: error)
         }
-        var signed = try formatWork { () throws(StorageFormatError) in try StatusSignature.sign(parsed, with: signer.key, expires: signer.expires) }.canonicalData
+        var signed = try signer.key.sign(parsed, expires: signer.expires).canonicalData
         signed.append(0x0A)
         try writeData(signed, to: StorageLayout.statusPath)
         return signed

@@ -1,7 +1,8 @@
 import Crypto
 import Foundation
 
-/// Ed25519 signatures over `cacheStatus.json` (TUF-style, optional).
+/// Ed25519 signatures over `cacheStatus.json` (TUF-style, optional): the client's half, reading
+/// public keys and verifying. Signing is the publisher's (`SigningKey` in ContentPublishing).
 ///
 /// The status carries `"signature": {"alg": "ed25519", "keyId": …, "expires": ISO-8601, "value": base64}`.
 /// The signed bytes are ``JSONValue/canonicalData`` of the whole status with only
@@ -21,14 +22,9 @@ public enum StatusSignature {
     }
 
     /// The first line of a private key file.
-    static let privateKeyLabel = "# content-sync ed25519 private key: it signs storages; keep it secret and give clients the public key"
+    package static let privateKeyLabel = "# content-sync ed25519 private key: it signs storages; keep it secret and give clients the public key"
     /// The first line of a public key file, before the key id.
-    static let publicKeyLabel = "# content-sync ed25519 public key"
-
-    /// A private key file's text: a label line, then one line of base64 of the 32-byte raw key.
-    public static func fileText(of key: Curve25519.Signing.PrivateKey) -> String {
-        privateKeyLabel + "\n" + key.rawRepresentation.base64EncodedString() + "\n"
-    }
+    package static let publicKeyLabel = "# content-sync ed25519 public key"
 
     /// A public key file's text: a label line with the key id, then one line of base64 of the raw key.
     public static func fileText(of key: Curve25519.Signing.PublicKey) -> String {
@@ -37,7 +33,7 @@ public enum StatusSignature {
 
     /// The kind a key file's label names (nil for a bare line of base64, as older files are) and
     /// its base64 line.
-    static func read(_ text: String) -> (kind: KeyKind?, base64: String) {
+    package static func read(_ text: String) -> (kind: KeyKind?, base64: String) {
         var kind: KeyKind?
         var base64 = ""
         for line in text.split(whereSeparator: \.isNewline).map({ $0.trimmingCharacters(in: .whitespaces) }) where !line.isEmpty {
@@ -65,38 +61,6 @@ public enum StatusSignature {
             throw StorageFormatError(code: .invalidKey, message: "not an ed25519 public key (expected one line of base64 of 32 bytes)")
         }
         return key
-    }
-
-    /// Reads a private key file: an optional label line, then one line of base64 of the 32-byte
-    /// raw key. A file labelled as a public key is refused by name.
-    public static func privateKey(base64 text: String) throws(StorageFormatError) -> Curve25519.Signing.PrivateKey {
-        let (kind, line) = read(text)
-        if kind == .publicKey {
-            throw StorageFormatError(code: .invalidKey,
-                                     message: "this is an ed25519 public key, which only verifies; signing needs the private key it was made with")
-        }
-        guard let data = Data(base64Encoded: line), let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: data) else {
-            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 private key (expected one line of base64 of 32 bytes)")
-        }
-        return key
-    }
-
-    /// The status object with its signature (value included) added.
-    package static func sign(_ status: JSONValue, with key: Curve25519.Signing.PrivateKey, expires: Date) throws(StorageFormatError) -> JSONValue {
-        guard case .object(var members) = status else { throw StorageFormatError(code: .invalidStatus, message: "a status must be an object to be signed") }
-        var signature: [String: JSONValue] = [
-            "alg": .string("ed25519"),
-            "keyId": .string(keyID(of: key.publicKey)),
-            "expires": .string(ISO8601DateFormatter().string(from: expires)),
-        ]
-        members["signature"] = .object(signature)
-        let payload = JSONValue.object(members).canonicalData
-        guard let value = try? key.signature(for: payload) else {
-            throw StorageFormatError(code: .invalidKey, message: "signing the status failed")
-        }
-        signature["value"] = .string(value.base64EncodedString())
-        members["signature"] = .object(signature)
-        return .object(members)
     }
 
     /// Verifies a status against trusted keys. Throws a message naming what is wrong.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ContentPublishing
 import ContentSync
 import Crypto
 import FileKit
@@ -18,14 +19,14 @@ struct KeygenCommand: AsyncParsableCommand {
         if FileManager.default.fileExists(atPath: out) {
             throw CLIFailure(code: 6, message: "\(out) exists; refusing to overwrite a key")
         }
-        let key = Curve25519.Signing.PrivateKey()
+        let key = SigningKey()
         let fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw CLIFailure(code: 5, message: "cannot create \(out): \(String(cString: strerror(errno)))") }
-        let line = Array(StatusSignature.fileText(of: key).utf8)
+        let line = Array(key.fileText.utf8)
         let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)
         guard written == line.count else { throw CLIFailure(code: 5, message: "cannot write \(out)") }
-        try StatusSignature.fileText(of: key.publicKey).write(toFile: out + ".pub", atomically: true, encoding: .utf8)
-        print("private key: \(out)\npublic key:  \(out).pub (key id \(StatusSignature.keyID(of: key.publicKey)))")
+        try key.publicKeyFileText.write(toFile: out + ".pub", atomically: true, encoding: .utf8)
+        print("private key: \(out)\npublic key:  \(out).pub (key id \(key.keyID))")
     }
 }

@@ -67,7 +67,7 @@ struct PublishCommand: AsyncParsableCommand {
                 throw CLIFailure(code: 6, message: "cannot read --sign-key \(signKey): \(error.localizedDescription)")
             }
             do {
-                _ = try StatusSignature.privateKey(base64: options.signingKey ?? "")
+                _ = try SigningKey(fileText: options.signingKey ?? "")
             } catch {
                 throw CLIFailure(code: 6, message: "--sign-key \(signKey): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE")
             }
