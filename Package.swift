@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "StorageFormat", targets: ["StorageFormat"]),
         .library(name: "FileKit", targets: ["FileKit"]),
         .library(name: "Transport", targets: ["Transport"]),
+        .library(name: "ItemCache", targets: ["ItemCache"]),
         .library(name: "StorageServer", targets: ["StorageServer"]),
         .executable(name: "sync-agent", targets: ["SyncAgent"]),
         .executable(name: "content-sync-fuzz", targets: ["ContentSyncFuzz"]),
@@ -50,6 +51,12 @@ let package = Package(
                 dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
+        // The item & image cache (issue 11, in progress): keys and expiry so far. It shares Transport
+        // and FileKit with the client and never depends on ContentSync.
+        .target(name: "ItemCache",
+                dependencies: ["Transport", "FileKit",
+                               .product(name: "Logging", package: "swift-log"),
+                               .product(name: "GRDB", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
         .target(name: "ContentPublishing",
                 dependencies: ["Archive", "FileKit", "StorageFormat",
@@ -72,6 +79,7 @@ let package = Package(
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
+        .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache"]),
         // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",

@@ -5,6 +5,7 @@
   ContentPublishing source (ChangeDiffer.swift among them), and the reverse holds too.
 - The client and the publisher share StorageFormat and import neither each other.
 - Transport speaks of HTTP only: it imports no storage or file-format target.
+- The item cache and the sync client share Transport and FileKit and import neither each other.
 - FileKit is the bottom: it imports none of the package's Swift targets.
 - Libraries log at debug and trace only (swift-log's guidance): what a caller must know goes
   into the report or the events, and only the executable chooses levels.
@@ -20,7 +21,8 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN_IMPORTS = {
-    "ContentSync": {"ContentPublishing"},
+    "ContentSync": {"ContentPublishing", "ItemCache"},
+    "ItemCache": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive"},
     "ContentPublishing": {"ContentSync", "Transport"},
     "StorageFormat": {"ContentSync", "ContentPublishing", "Transport", "Archive"},
     "Transport": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "FileKit"},
@@ -58,7 +60,7 @@ def main():
                 match = re.match(r"^\s*(?:@testable\s+|@_exported\s+|public\s+|package\s+|internal\s+)?import\s+(\w+)", line)
                 if match and match.group(1) in forbidden:
                     problems.append(f"{path.relative_to(ROOT)}:{number}: {target} imports {match.group(1)}")
-    for target in ["FileKit", "Archive", "StorageFormat", "Transport", "ContentSync", "ContentPublishing"]:
+    for target in ["FileKit", "Archive", "StorageFormat", "Transport", "ContentSync", "ContentPublishing", "ItemCache"]:
         for path in sorted((ROOT / "Sources" / target).rglob("*.swift")):
             for number, line in enumerate(path.read_text().split("\n"), 1):
                 if re.search(r"\blogger\.(info|notice|warning|error|critical)\(", line):

@@ -1,0 +1,157 @@
+import FileKit
+import Foundation
+
+/// What identifies a cached item: a URL with its parameters, normalized so that spellings of one
+/// request share one entry, or a custom name for an item made locally.
+///
+/// Normalization (``init(url:parameters:varyingHeaders:context:)``):
+/// - the scheme and host are lower-cased, a default port (80 for http, 443 for https) and the
+///   fragment are dropped, and an empty path is `/`;
+/// - the URL's query items and `parameters` are merged and sorted by name, then value, so their
+///   order does not matter;
+/// - percent-encoding is made canonical: unreserved characters (RFC 3986: letters, digits,
+///   `-._~`) are never escaped, every other byte is, as `%` and two upper-case hex digits (so
+///   `%7e`, `%7E` and `~` are one key, and `+` in a query is a literal plus, `%2B`);
+/// - headers that vary the response (`Accept`, say) join the key with lower-cased names and
+///   trimmed values, sorted by name;
+/// - a context name (ISCache's contexts) keeps otherwise equal keys apart.
+///
+/// The index stores the whole key (``rawValue``); only the blob file is named by a hash of it
+/// (``fileName``), so two keys never share an entry even when hashes would collide.
+public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible {
+    /// The canonical key, as the index stores it.
+    public let rawValue: String
+    /// The context it belongs to; empty for none.
+    public let context: String
+
+    /// The key of `url` fetched with `parameters` (merged into its query), where the response
+    /// varies by `varyingHeaders`, in `context`. Throws for a URL without a scheme or host, or a
+    /// context name with spaces or control characters.
+    public init(url: URL, parameters: [String: String] = [:], varyingHeaders: [String: String] = [:],
+                context: String = "") throws(ItemCacheError) {
+        try Self.checkContext(context)
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+              let scheme = components.scheme?.lowercased(), !scheme.isEmpty else {
+            throw ItemCacheError(code: .invalidKey, message: "'\(url.absoluteString)' has no scheme; give an absolute URL such as https://host/path")
+        }
+        var text = scheme + ":"
+        let host = components.host.flatMap { $0.isEmpty ? nil : $0 }
+        if let host {
+            text += "//"
+            if let user = components.percentEncodedUser {
+                text += Self.canonical(user) + (components.percentEncodedPassword.map { ":" + Self.canonical($0) } ?? "") + "@"
+            }
+            text += host.lowercased()
+            if let port = components.port, port != Self.defaultPort(scheme) { text += ":\(port)" }
+        } else if scheme == "http" || scheme == "https" {
+            throw ItemCacheError(code: .invalidKey, message: "'\(url.absoluteString)' has no host; give an absolute URL such as https://host/path")
+        }
+        let path = Self.canonical(components.percentEncodedPath, keepSlashes: true)
+        text += path.isEmpty && host != nil ? "/" : path
+        var items: [(String, String)] = (components.percentEncodedQueryItems ?? []).map {
+            (Self.canonical($0.name), Self.canonical($0.value ?? ""))
+        }
+        for (name, value) in parameters {
+            items.append((Self.encode(Array(name.utf8)), Self.encode(Array(value.utf8))))
+        }
+        if !items.isEmpty {
+            items.sort { $0.0 != $1.0 ? $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) : $0.1.utf8.lexicographicallyPrecedes($1.1.utf8) }
+            text += "?" + items.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+        }
+        let headers = varyingHeaders
+            .map { ($0.key.lowercased().trimmingCharacters(in: .whitespaces), $0.value.trimmingCharacters(in: .whitespaces)) }
+            .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
+        if !headers.isEmpty {
+            text += " " + headers.map { "\(Self.encode(Array($0.0.utf8)))=\(Self.encode(Array($0.1.utf8)))" }.joined(separator: "&")
+        }
+        self.context = context
+        self.rawValue = (context.isEmpty ? "" : context + " ") + text
+    }
+
+    /// The key of an item made locally (RXWebCache's wrapper items, NBImageCache's ids): any
+    /// name, kept apart from every URL key.
+    public static func custom(_ name: String, context: String = "") throws(ItemCacheError) -> CacheKey {
+        try checkContext(context)
+        return CacheKey(rawValue: (context.isEmpty ? "" : context + " ") + "custom:" + encode(Array(name.utf8)), context: context)
+    }
+
+    private init(rawValue: String, context: String) {
+        self.rawValue = rawValue
+        self.context = context
+    }
+
+    /// The name of the item's blob file: the SHA-256 of ``rawValue``, in hex.
+    public var fileName: String { FileDigest.sha256(Data(rawValue.utf8)) }
+
+    /// The key as stored.
+    public var description: String { rawValue }
+
+    /// Keys sort by their canonical text, byte by byte.
+    public static func < (lhs: CacheKey, rhs: CacheKey) -> Bool {
+        lhs.rawValue.utf8.lexicographicallyPrecedes(rhs.rawValue.utf8)
+    }
+
+    // MARK: - Canonical percent-encoding
+
+    static func defaultPort(_ scheme: String) -> Int? {
+        switch scheme {
+        case "http", "ws": 80
+        case "https", "wss": 443
+        default: nil
+        }
+    }
+
+    private static func checkContext(_ context: String) throws(ItemCacheError) {
+        if context.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F }) {
+            throw ItemCacheError(code: .invalidKey, message: "context '\(context)' has spaces or control characters; name contexts with one word such as 'thumbnails'")
+        }
+    }
+
+    private static func isUnreserved(_ byte: UInt8) -> Bool {
+        (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
+    }
+
+    private static let hex = Array("0123456789ABCDEF".utf8)
+
+    /// Raw bytes, escaped canonically (`/` too, unless `keepSlashes`).
+    static func encode(_ bytes: [UInt8], keepSlashes: Bool = false) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        for byte in bytes {
+            if isUnreserved(byte) || (keepSlashes && byte == UInt8(ascii: "/")) {
+                out.append(byte)
+            } else {
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// An already percent-encoded component, decoded and escaped again canonically. In a path
+    /// (`keepSlashes`) a literal `/` separates segments and an escaped one (`%2F`) stays escaped,
+    /// so it never becomes a separator. A `+` is a literal byte, escaped as `%2B`.
+    static func canonical(_ encoded: String, keepSlashes: Bool = false) -> String {
+        var out = ""
+        var pending: [UInt8] = []
+        var input = Array(encoded.utf8)[...]
+        while let byte = input.popFirst() {
+            if byte == UInt8(ascii: "%"), input.count >= 2,
+               let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16) {
+                input = input.dropFirst(2)
+                if keepSlashes && value == UInt8(ascii: "/") {
+                    out += encode(pending) + "%2F"
+                    pending = []
+                } else {
+                    pending.append(value)
+                }
+            } else if keepSlashes && byte == UInt8(ascii: "/") {
+                out += encode(pending) + "/"
+                pending = []
+            } else {
+                pending.append(byte)
+            }
+        }
+        return out + encode(pending)
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// How long a stored item stays fresh.
+///
+/// An expiry is a point in time, a lifetime counted from when the item is stored, `never`, or
+/// `dontStore` (the value is fetched and returned but not kept). A UNIX timestamp, as a number or
+/// as a string, is a point in time. ``parse(_:)`` reads every form from text.
+public enum Expiry: Sendable, Equatable, CustomStringConvertible {
+    /// Fresh until this moment.
+    case date(Date)
+    /// Fresh for this long after it is stored.
+    case lifetime(Duration)
+    /// Always fresh (it still goes when the size limit needs the room).
+    case never
+    /// Returned to the caller but never stored.
+    case dontStore
+
+    /// The default lifetime: one day.
+    public static let oneDay = Expiry.lifetime(.seconds(86_400))
+
+    /// Fresh until the UNIX time `seconds` (seconds since 1970-01-01T00:00:00Z).
+    public static func timestamp(_ seconds: Double) -> Expiry {
+        .date(Date(timeIntervalSince1970: seconds))
+    }
+
+    /// Reads an expiry from text:
+    /// - `never`; `dont-store`, `don't store` or `no-store`;
+    /// - a lifetime: a number with a unit, `90s`, `15m`, `2h`, `7d` (or `1.5h`);
+    /// - a UNIX timestamp: a bare number, `1767225600` or `1767225600.5`;
+    /// - an ISO-8601 date: `2026-12-31T23:59:59Z` (fractional seconds and offsets allowed).
+    public static func parse(_ text: String) throws(ItemCacheError) -> Expiry {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let word = trimmed.lowercased()
+        switch word {
+        case "never": return .never
+        case "dont-store", "don't store", "dont store", "don't-store", "no-store": return .dontStore
+        default: break
+        }
+        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0 { return .timestamp(seconds) }
+        if let unit = word.last, let scale = ["s": 1.0, "m": 60, "h": 3_600, "d": 86_400][String(unit)],
+           let amount = Double(word.dropLast()), amount.isFinite, amount >= 0, amount * scale <= 1e12 {
+            return .lifetime(.milliseconds(Int64((amount * scale * 1000).rounded())))
+        }
+        for options in [ISO8601DateFormatter.Options.withInternetDateTime,
+                        [.withInternetDateTime, .withFractionalSeconds]] {
+            let formatter = ISO8601DateFormatter()
+            formatter.formatOptions = options
+            if let date = formatter.date(from: trimmed) { return .date(date) }
+        }
+        throw ItemCacheError(code: .invalidExpiry,
+                             message: "expiry '\(text)' is not a date (2026-12-31T23:59:59Z), a UNIX timestamp (1767225600), "
+                                 + "a lifetime with a unit (90s, 15m, 2h, 7d), 'never' or 'dont-store'")
+    }
+
+    /// When an item stored at `storedAt` stops being fresh; nil for ``never``, and `storedAt`
+    /// itself for ``dontStore`` (it is never fresh in the cache).
+    public func expirationDate(storedAt: Date) -> Date? {
+        switch self {
+        case .date(let date): date
+        case .lifetime(let duration): storedAt.addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        case .never: nil
+        case .dontStore: storedAt
+        }
+    }
+
+    /// The expiry as ``parse(_:)`` reads it back.
+    public var description: String {
+        switch self {
+        case .date(let date): ISO8601DateFormatter().string(from: date)
+        case .lifetime(let duration): "\(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)s"
+        case .never: "never"
+        case .dontStore: "dont-store"
+        }
+    }
+}

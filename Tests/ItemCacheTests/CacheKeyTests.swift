@@ -1,0 +1,118 @@
+import Foundation
+import ItemCache
+import Testing
+
+/// Spellings of one request share one key; different requests never do.
+@Suite("Cache keys are normalized")
+struct CacheKeyTests {
+    func key(_ url: String, _ parameters: [String: String] = [:], headers: [String: String] = [:], context: String = "") throws -> String {
+        try CacheKey(url: URL(string: url)!, parameters: parameters, varyingHeaders: headers, context: context).rawValue
+    }
+
+    @Test(arguments: [
+        // Parameter order, host and scheme case, default ports, fragments, empty paths.
+        ("https://Example.COM/a?b=2&a=1", "https://example.com/a?a=1&b=2"),
+        ("HTTPS://example.com:443/a#section", "https://example.com/a"),
+        ("http://example.com:80", "http://example.com/"),
+        ("http://example.com:8080/x", "http://example.com:8080/x"),
+        ("https://example.com:80/x", "https://example.com:80/x"),
+        // Canonical percent-encoding: unreserved characters plain, the rest upper-case escapes.
+        ("https://example.com/%7euser/a%2db", "https://example.com/~user/a-b"),
+        ("https://example.com/caf%c3%a9", "https://example.com/caf%C3%A9"),
+        ("https://example.com/a%2Fb/c", "https://example.com/a%2Fb/c"),
+        ("https://example.com/q?x=a+b&y=%20", "https://example.com/q?x=a%2Bb&y=%20"),
+        ("https://example.com/q?z=&a", "https://example.com/q?a=&z="),
+        ("https://example.com/q?a=2&a=1", "https://example.com/q?a=1&a=2"),
+    ])
+    func spellingsOfOneRequestShareAKey(url: String, expected: String) throws {
+        #expect(try key(url) == expected)
+    }
+
+    @Test func parametersMergeWithTheQueryInAnyOrder() throws {
+        #expect(try key("https://example.com/list?page=2", ["sort": "new", "filter": "a b"])
+                == key("https://example.com/list?filter=a%20b", ["page": "2", "sort": "new"]))
+        #expect(try key("https://example.com/list", ["q": "é/?"]) == "https://example.com/list?q=%C3%A9%2F%3F")
+    }
+
+    @Test func differentRequestsNeverShareAKey() throws {
+        let keys = try [
+            key("https://example.com/a"), key("http://example.com/a"), key("https://example.com/a/"),
+            key("https://example.com/a?x=1"), key("https://example.com/a", ["x": "2"]),
+            key("https://example.com/a", headers: ["Accept": "image/png"]),
+            key("https://example.com/a", headers: ["Accept": "image/webp"]),
+            key("https://example.com/a", context: "thumbnails"),
+            key("https://example.com/a%2Fb"), key("https://example.com/a/b"),
+            try CacheKey.custom("https://example.com/a").rawValue,
+        ]
+        #expect(Set(keys).count == keys.count, "\(keys)")
+    }
+
+    @Test func varyingHeadersAreCaseAndOrderInsensitiveByName() throws {
+        #expect(try key("https://example.com/a", headers: ["Accept": " image/png ", "Accept-Language": "de"])
+                == key("https://example.com/a", headers: ["accept-language": "de", "ACCEPT": "image/png"]))
+    }
+
+    @Test func theBlobFileIsNamedByAHashOfTheWholeKey() throws {
+        let first = try CacheKey(url: URL(string: "https://example.com/a?b=1&a=2")!)
+        let second = try CacheKey(url: URL(string: "https://EXAMPLE.com/a?a=2&b=1")!)
+        #expect(first == second && first.fileName == second.fileName)
+        #expect(first.fileName.count == 64 && first.fileName.allSatisfy(\.isHexDigit))
+        #expect(try CacheKey.custom("x").fileName != CacheKey.custom("y").fileName)
+    }
+
+    @Test(arguments: ["thumb nails", "tab\tbed", "new\nline"])
+    func aContextNameWithSpacesIsRefused(context: String) {
+        #expect(throws: ItemCacheError.self) { try CacheKey.custom("x", context: context) }
+    }
+
+    @Test func aURLWithoutSchemeOrHostIsRefusedByName() {
+        let error = #expect(throws: ItemCacheError.self) { try CacheKey(url: URL(string: "/relative/path")!) }
+        #expect(error?.code == .invalidKey && error?.message.contains("/relative/path") == true)
+        #expect(throws: ItemCacheError.self) { try CacheKey(url: URL(string: "https:///nohost")!) }
+    }
+}
+
+/// Every written form of an expiry reads as what it says.
+@Suite("Expiries are parsed from every form")
+struct ExpiryTests {
+    static let stored = Date(timeIntervalSince1970: 1_700_000_000)
+
+    @Test(arguments: [
+        ("never", nil as Double?),
+        ("NEVER", nil),
+        ("90s", 1_700_000_090),
+        ("15m", 1_700_000_900),
+        ("1.5h", 1_700_005_400),
+        ("7d", 1_700_604_800),
+        ("1767225600", 1_767_225_600),
+        ("1767225600.5", 1_767_225_600.5),
+        (" 1767225600 ", 1_767_225_600),
+        ("2026-12-31T23:59:59Z", 1_798_761_599),
+        ("2026-12-31T23:59:59.250Z", 1_798_761_599.25),
+        ("2027-01-01T01:59:59+02:00", 1_798_761_599),
+    ])
+    func writtenFormsReadAsTheirExpirationDates(text: String, expected: Double?) throws {
+        let expiry = try Expiry.parse(text)
+        #expect(expiry.expirationDate(storedAt: Self.stored)?.timeIntervalSince1970 == expected, "\(text) → \(expiry)")
+    }
+
+    @Test(arguments: ["dont-store", "don't store", "no-store", "Dont-Store"])
+    func dontStoreIsRead(text: String) throws {
+        #expect(try Expiry.parse(text) == .dontStore)
+        #expect(Expiry.dontStore.expirationDate(storedAt: Self.stored) == Self.stored, "never fresh in the cache")
+    }
+
+    @Test(arguments: ["", "soon", "-5", "5w", "12:00", "2026-13-01T00:00:00Z", "nan", "inf"])
+    func anythingElseIsRefusedNamingTheForms(text: String) {
+        let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(text) }
+        #expect(error?.code == .invalidExpiry && error?.message.contains("7d") == true)
+    }
+
+    @Test func aTimestampNumberAndItsTextAgreeAndTheDefaultIsOneDay() throws {
+        #expect(try Expiry.parse("1767225600") == Expiry.timestamp(1_767_225_600))
+        #expect(Expiry.oneDay.expirationDate(storedAt: Self.stored)?.timeIntervalSince(Self.stored) == 86_400)
+        for expiry in [Expiry.never, .dontStore, .lifetime(.seconds(90)), .timestamp(1_767_225_600)] {
+            #expect(try Expiry.parse(expiry.description) == expiry, "\(expiry) reads back")
+        }
+    }
+}
