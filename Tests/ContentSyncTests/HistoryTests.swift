@@ -30,9 +30,7 @@ struct HistoryTests {
             #expect(status.lastError?.contains("cacheStatus.json") == true && status.lastErrorCode == .invalidStatus)
 
             fixture.serve("1.2")
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             await manager.suspend()
             _ = try? await update.value
             fixture.transport.release()
@@ -61,10 +59,10 @@ struct HistoryTests {
         try await withTemporaryDirectory { folder in
             let store = try StateStore(path: folder + "/state.sqlite")
             let start = Date(timeIntervalSince1970: 1_800_000_000)
-            func attempt(_ index: Int, _ outcome: UpdateHistoryEntry.Outcome) -> UpdateHistoryRecord {
-                UpdateHistoryRecord(startedAt: start + Double(index), finishedAt: start + Double(index), fromVersion: "1.0", toVersion: "1.1",
-                                    kind: .check, outcome: outcome, error: outcome == .failed ? "failure \(index)" : nil,
-                                    errorCode: outcome == .failed ? "network" : nil, bytesDownloaded: 0, filesDownloaded: 0)
+            func attempt(_ index: Int, _ outcome: UpdateHistoryEntry.Outcome) -> UpdateHistoryEntry {
+                UpdateHistoryEntry(startedAt: start + Double(index), finishedAt: start + Double(index), fromVersion: "1.0", toVersion: "1.1",
+                                   kind: .check, outcome: outcome, errorCode: outcome == .failed ? .network : nil,
+                                   message: outcome == .failed ? "failure \(index)" : nil)
             }
             try await store.recordAttempt(attempt(0, .upToDate), contentDirectory: folder + "/content")
             let failures = StateStore.historyRetention + 10
@@ -111,9 +109,7 @@ struct HistoryTests {
             let manager = fixture.manager
             let idle = try await SyncStatus.read(statePath: fixture.state, contentDirectory: fixture.content)
             #expect(idle.state == .unknown && idle.runningUpdate == nil)
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             // As another process (`sync-agent status`) sees it, and as the manager does.
             let running = try await SyncStatus.read(statePath: fixture.state, contentDirectory: fixture.content)
             #expect(running.state == .working)

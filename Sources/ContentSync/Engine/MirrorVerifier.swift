@@ -78,9 +78,9 @@ struct MirrorVerifier: Sendable {
         }
         // Intruders are not linked into the staged copy: the switch leaves them behind with the old tree.
         let fixed = repaired + intruders.count
-        try await switcher.switchTo(local, history: UpdateHistoryRecord(
+        try await switcher.switchTo(local, history: UpdateHistoryEntry(
             startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .repair,
-            outcome: .succeeded, error: nil, bytesDownloaded: 0, filesDownloaded: Int64(fixed)), progress: { _ in })
+            outcome: .succeeded, filesDownloaded: fixed), progress: { _ in })
         return VerifyReport(version: local, differences: differences, repaired: fixed, matches: true)
     }
 

@@ -83,9 +83,9 @@ struct SyncEngine: Sendable {
                 if staging.hasContents {
                     try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
                 }
-                try await store.recordAttempt(UpdateHistoryRecord(
+                try await store.recordAttempt(UpdateHistoryEntry(
                     startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .check,
-                    outcome: .upToDate, error: nil, bytesDownloaded: 0, filesDownloaded: 0), contentDirectory: configuration.contentDirectory)
+                    outcome: .upToDate), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
                 upToDate.warnings = [recovered].compactMap { $0 } + context.warnings
                 return upToDate
@@ -113,10 +113,10 @@ struct SyncEngine: Sendable {
             if failure.code == .cancelled, let reason = stopReason?.reason { failure = reason }
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
             // Recorded even though the task may be cancelled: the state, last error and failure count follow.
-            try? await store.recordAttempt(UpdateHistoryRecord(
+            try? await store.recordAttempt(UpdateHistoryEntry(
                 startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                outcome: cancelled ? .cancelled : .failed, error: failure.message, errorCode: failure.code.description,
-                bytesDownloaded: 0, filesDownloaded: 0), contentDirectory: configuration.contentDirectory)
+                outcome: cancelled ? .cancelled : .failed, errorCode: failure.code, message: failure.message),
+                contentDirectory: configuration.contentDirectory)
             throw failure
         }
     }
@@ -199,9 +199,9 @@ struct SyncEngine: Sendable {
             report.repairedFiles = repaired
             report.changeListsApplied = planned.listsApplied
             if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
-            try await switcher.switchTo(plan.to, history: UpdateHistoryRecord(
+            try await switcher.switchTo(plan.to, history: UpdateHistoryEntry(
                 startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
-                outcome: .succeeded, error: nil, bytesDownloaded: staged.bytes, filesDownloaded: Int64(staged.downloaded)),
+                outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
                 progress: progress)
             return report
         } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
@@ -231,9 +231,9 @@ struct SyncEngine: Sendable {
                                 bytesDownloaded: restored.bytes, filesDownloaded: restored.files)
         report.repairedFiles = repaired
         if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
-        try await switcher.switchTo(status.actualVersion, history: UpdateHistoryRecord(
+        try await switcher.switchTo(status.actualVersion, history: UpdateHistoryEntry(
             startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: .restore,
-            outcome: .succeeded, error: nil, bytesDownloaded: restored.bytes, filesDownloaded: Int64(restored.files)),
+            outcome: .succeeded, bytesDownloaded: restored.bytes, filesDownloaded: restored.files),
             progress: progress)
         return report
     }

@@ -14,7 +14,7 @@ struct VersionSwitch: Sendable {
     let logger: Logger
 
     /// Makes the staged tree current and records the new version in one transaction.
-    func switchTo(_ version: CacheVersion, history: UpdateHistoryRecord,
+    func switchTo(_ version: CacheVersion, history: UpdateHistoryEntry,
                        progress: @Sendable (SyncProgress) -> Void) async throws(SyncError) {
         progress(SyncProgress(phase: .switching, currentItem: version.text))
         guard let identity = FileSystem.identity(of: staging.next) else {
@@ -42,9 +42,9 @@ struct VersionSwitch: Sendable {
     func recoverInterrupted() async throws(SyncError) -> String? {
         guard let pending = try await store.pendingPlan(), pending.phase == .switching,
               let device = pending.stagedDevice, let inode = pending.stagedInode else { return nil }
-        let history = UpdateHistoryRecord(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
-                                          toVersion: pending.toVersion, kind: UpdateHistoryEntry.Kind(rawValue: pending.kind) ?? .replay, outcome: .succeeded,
-                                          error: "switch completed after a restart", bytesDownloaded: 0, filesDownloaded: 0)
+        let history = UpdateHistoryEntry(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
+                                         toVersion: pending.toVersion, kind: UpdateHistoryEntry.Kind(rawValue: pending.kind) ?? .replay,
+                                         outcome: .succeeded, message: "switch completed after a restart")
         if let current = FileSystem.identity(of: contentDirectory), current == (device, inode) {
             logger.debug("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
         } else if let staged = FileSystem.identity(of: staging.next), staged == (device, inode) {

@@ -286,7 +286,7 @@ final class StateStore: Sendable {
 
     /// The version switch is durable: one transaction sets the new version, clears the plan
     /// and appends the history row.
-    func finishPlan(contentDirectory: String, newVersion: String, history: UpdateHistoryRecord,
+    func finishPlan(contentDirectory: String, newVersion: String, history: UpdateHistoryEntry,
                     fingerprints: [FileFingerprintRecord] = []) async throws(SyncError) {
         try await write { db in
             // The new version's files: what the next update's tree check need not hash again.
@@ -327,7 +327,7 @@ final class StateStore: Sendable {
 
     /// Records how an attempt ended, and what follows for the state row: its state, last error
     /// and count of consecutive failures. Written even when the calling task is cancelled.
-    func recordAttempt(_ history: UpdateHistoryRecord, contentDirectory: String) async throws(SyncError) {
+    func recordAttempt(_ history: UpdateHistoryEntry, contentDirectory: String) async throws(SyncError) {
         try await writeRegardlessOfCancellation { db in
             try Self.record(history, contentDirectory: contentDirectory, in: db)
         }
@@ -335,7 +335,7 @@ final class StateStore: Sendable {
 
     /// Inserts `history`, updates the state row to match its outcome and drops entries past
     /// ``historyRetention`` (never the newest success). Part of the caller's transaction.
-    private static func record(_ history: UpdateHistoryRecord, contentDirectory: String, in db: Database) throws {
+    private static func record(_ history: UpdateHistoryEntry, contentDirectory: String, in db: Database) throws {
         var state = try SyncStateRecord.fetchOne(db, key: 1)
             ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
         switch history.outcome {
@@ -346,15 +346,15 @@ final class StateStore: Sendable {
             state.consecutiveFailures = 0
         case .failed:
             state.state = "failed"
-            state.lastError = history.error
-            state.lastErrorCode = history.errorCode
+            state.lastError = history.message
+            state.lastErrorCode = history.errorCode?.description
             state.consecutiveFailures += 1
         case .cancelled:
             state.state = "suspended"
         }
         try state.save(db)
-        var history = history
-        try history.insert(db)
+        var row = UpdateHistoryRecord(history)
+        try row.insert(db)
         try db.execute(sql: """
             DELETE FROM updateHistory
             WHERE id <= (SELECT id FROM updateHistory ORDER BY id DESC LIMIT 1 OFFSET ?)

@@ -20,18 +20,11 @@ struct UpdateHistoryRecord: Codable, Sendable, Equatable, FetchableRecord, Mutab
     /// The ``SyncError/Code`` name of a failure or cancellation (column added in "v6").
     var errorCode: String?
 
-    init(startedAt: Date, finishedAt: Date, fromVersion: String?, toVersion: String?, kind: UpdateHistoryEntry.Kind,
-         outcome: UpdateHistoryEntry.Outcome, error: String?, errorCode: String? = nil, bytesDownloaded: Int64, filesDownloaded: Int64) {
-        self.startedAt = startedAt
-        self.finishedAt = finishedAt
-        self.fromVersion = fromVersion
-        self.toVersion = toVersion
-        self.kind = kind
-        self.outcome = outcome
-        self.error = error
-        self.errorCode = errorCode
-        self.bytesDownloaded = bytesDownloaded
-        self.filesDownloaded = filesDownloaded
+    /// The row that stores `entry`.
+    init(_ entry: UpdateHistoryEntry) {
+        (startedAt, finishedAt, fromVersion, toVersion) = (entry.startedAt, entry.finishedAt, entry.fromVersion, entry.toVersion)
+        (kind, outcome, error, errorCode) = (entry.kind, entry.outcome, entry.message, entry.errorCode?.description)
+        (bytesDownloaded, filesDownloaded) = (entry.bytesDownloaded, Int64(entry.filesDownloaded))
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) {
