@@ -37,7 +37,7 @@ struct PublishInstaller {
         }
         // The status rename is the commit; make the renames durable before the work folder goes.
         for folder in ["RXCacheConfig/HistoryOfVersions", "RXCacheConfig", ""] {
-            PublishWorkFolder.fsyncFolder(folder.isEmpty ? storage : work.destination(folder))
+            FileSystem.syncFolder(folder.isEmpty ? storage : work.destination(folder))
         }
     }
 
@@ -111,7 +111,7 @@ struct PublishInstaller {
             }
         }
         for folder in ["RXCacheConfig/HistoryOfVersions", "RXCacheConfig", ""] {
-            PublishWorkFolder.fsyncFolder(folder.isEmpty ? storage : work.destination(folder))
+            FileSystem.syncFolder(folder.isEmpty ? storage : work.destination(folder))
         }
     }
 

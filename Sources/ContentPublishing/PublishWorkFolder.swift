@@ -58,8 +58,9 @@ struct PublishWorkFolder {
         }
     }
 
-    /// Writes the journal atomically: a temporary file, `fsync`, rename. `durable` also
-    /// `fsync`s the folder (otherwise the `syncfs` before installing covers it).
+    /// Writes the journal atomically: a temporary file, `fsync`, rename, so it is never read
+    /// empty or half-written. `durable` also `fsync`s the folder (otherwise the `syncfs` before
+    /// installing covers the rename).
     func writeJournal(_ journal: PublishJournal, durable: Bool) throws(PublishError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
@@ -67,8 +68,9 @@ struct PublishWorkFolder {
         do { data = try encoder.encode(journal) } catch {
             throw PublishError(code: .fileSystem, message: "cannot encode the publish journal: \(error)", underlying: error)
         }
-        try Self.write(data, to: journalPath, sync: true)
-        if durable { Self.fsyncFolder(root) }
+        try fileWork { () throws(FileSystemError) in
+            try AtomicFile.write(data, to: journalPath, durability: durable ? .full : .contents)
+        }
     }
 
     /// Deletes the folder: everything but the journal first, the journal last, so that a run
@@ -88,23 +90,14 @@ struct PublishWorkFolder {
 
     // MARK: - Small file primitives
 
-    /// Writes `data` to a new file at `path`, optionally `fsync`ing it.
-    static func write(_ data: Data, to path: String, sync: Bool = false) throws(PublishError) {
-        try fileWork { () throws(FileSystemError) in try AtomicFile.write(data, to: path, durable: sync) }
+    /// Writes `data` to `path` atomically (the `syncfs` before installing makes it durable).
+    static func write(_ data: Data, to path: String) throws(PublishError) {
+        try fileWork { () throws(FileSystemError) in try AtomicFile.write(data, to: path) }
     }
 
     /// SHA-256 of a file's bytes, or nil when it does not exist.
     static func sha256(of path: String) throws(PublishError) -> String? {
         guard FileSystem.exists(path) else { return nil }
         return try fileWork { () throws(FileSystemError) in try ContentTree.fingerprint(of: path).sha256 }
-    }
-
-    /// `fsync` of a folder, so the renames in it survive a power cut. Best effort: a folder
-    /// that cannot be opened has nothing of ours in it.
-    static func fsyncFolder(_ path: String) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { return }
-        _ = fsync(fd)
-        close(fd)
     }
 }

@@ -170,7 +170,7 @@ public enum Publisher {
 
             journal.phase = .installing
             journal.treeDigest = TreeDigest.digest(of: newTree)
-            journal.statusSHA256 = TreeDigest.sha256(status)
+            journal.statusSHA256 = FileDigest.sha256(status)
             journal.content = FileSystem.identity(of: snapshot).map { PublishJournal.Identity(device: $0.device, inode: $0.inode) }
             journal.createdFolders = ["RXCacheConfig", "RXCacheConfig/HistoryOfVersions"].filter { !FileSystem.exists(storage + "/" + $0) }
             journal.steps = installSteps(storage: storage, changeList: result.changeListPath)

@@ -9,9 +9,21 @@ import Foundation
 /// - ``UnnamedFile`` adds a file only where none is: an `O_TMPFILE` file in the target folder,
 ///   named by `linkat(2)` once complete, so a crash leaves nothing behind.
 public enum AtomicFile {
-    /// Writes `data` to `path` atomically, replacing any file there. With `durable`, the file is
-    /// fsynced before the rename and the folder after it, so the new bytes survive a power loss.
-    public static func write(_ data: some DataProtocol, to path: String, durable: Bool = false) throws(FileSystemError) {
+    /// What a write makes survive a power loss (a crash of the process alone loses nothing once
+    /// the rename is done).
+    public enum Durability: Sendable {
+        /// Nothing is flushed: after a power loss the name may hold the old bytes, the new ones
+        /// or, on some filesystems, an empty file. For data a later `syncfs` covers.
+        case none
+        /// The file is flushed before the rename: the name holds the old bytes or the new ones,
+        /// never an empty or partial file; the rename itself may be lost.
+        case contents
+        /// The file before the rename and the folder after it: the new bytes are there.
+        case full
+    }
+
+    /// Writes `data` to `path` atomically, replacing any file there, flushed as `durability` says.
+    public static func write(_ data: some DataProtocol, to path: String, durability: Durability = .none) throws(FileSystemError) {
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno) }
@@ -30,7 +42,7 @@ public enum AtomicFile {
                 }
             }
         }
-        if failure == nil && durable && fsync(fd) != 0 { failure = ("fsync", errno) }
+        if failure == nil && durability != .none && fsync(fd) != 0 { failure = ("fsync", errno) }
         close(fd)
         if let failure {
             unlink(temporary)
@@ -41,7 +53,7 @@ public enum AtomicFile {
             unlink(temporary)
             throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
         }
-        if durable { FileSystem.syncFolder((path as NSString).deletingLastPathComponent) }
+        if durability == .full { FileSystem.syncFolder((path as NSString).deletingLastPathComponent) }
     }
 }
 

@@ -1,3 +1,4 @@
+import FileKit
 import Crypto
 import Foundation
 
@@ -10,7 +11,7 @@ import Foundation
 public enum StatusSignature {
     /// A key's id: the first 16 hex digits of the SHA-256 of its raw public key.
     public static func keyID(of key: Curve25519.Signing.PublicKey) -> String {
-        String(TreeDigest.sha256(key.rawRepresentation).prefix(16))
+        String(FileDigest.sha256(key.rawRepresentation).prefix(16))
     }
 
     /// What a key file says it holds.

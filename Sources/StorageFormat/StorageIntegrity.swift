@@ -1,3 +1,4 @@
+import FileKit
 import Foundation
 
 /// The integrity extension of `cacheStatus.json` (`"integrity": {…}`): what every published
@@ -57,7 +58,7 @@ public struct StorageIntegrity: Sendable, Equatable {
     /// Checks bytes against a fingerprint; the error names the file and both hashes.
     package static func verify(_ data: Data, against expected: FileFingerprint?, what: String) throws(StorageFormatError) {
         guard let expected else { return }
-        let actual = FileFingerprint(size: Int64(data.count), sha256: TreeDigest.sha256(data))
+        let actual = FileFingerprint(size: Int64(data.count), sha256: FileDigest.sha256(data))
         try verify(actual, against: expected, what: what)
     }
 

@@ -32,9 +32,4 @@ public enum TreeDigest {
         }
         return digest(.root)
     }
-
-    /// SHA-256 of bytes, as lower-case hex.
-    public static func sha256(_ data: Data) -> String {
-        HexDigest.string(SHA256.hash(data: data))
-    }
 }

@@ -107,7 +107,7 @@ struct IntegrityTests {
             try staleZip.write(to: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
             try rewrite(storage + "/RXCacheConfig/cacheStatus.json") { text in
                 let regex = /"archive" : \{\s*"sha256" : "[0-9a-f]+",\s*"size" : [0-9]+\s*\}/
-                return text.replacing(regex, with: "\"archive\" : {\"sha256\" : \"\(TreeDigest.sha256(staleZip))\", \"size\" : \(staleZip.count)}")
+                return text.replacing(regex, with: "\"archive\" : {\"sha256\" : \"\(FileDigest.sha256(staleZip))\", \"size\" : \(staleZip.count)}")
             }
             try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
                 let report = try await harness.sync()

@@ -48,13 +48,13 @@ struct PublisherTests {
             let integrity = try #require(status["integrity"] as? [String: Any])
             let archive = try #require(integrity["archive"] as? [String: Any])
             let zip = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
-            #expect(archive["sha256"] as? String == TreeDigest.sha256(zip))
+            #expect(archive["sha256"] as? String == FileDigest.sha256(zip))
             #expect((archive["size"] as? NSNumber)?.intValue == zip.count)
             #expect(integrity["treeDigest"] as? String == TreeDigest.digest(of: try ContentTree.scan(scratch + "/content-1.2")))
             let lists = try #require(integrity["changeLists"] as? [String: [String: Any]])
             let listURL = PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"
             let listData = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"))
-            #expect(lists[listURL]?["sha256"] as? String == TreeDigest.sha256(listData))
+            #expect(lists[listURL]?["sha256"] as? String == FileDigest.sha256(listData))
             // Every change that downloads names the bytes it downloads.
             let changeList = try #require(try JSONSerialization.jsonObject(with: listData) as? [String: Any])
             var checked = 0

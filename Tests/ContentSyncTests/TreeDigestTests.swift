@@ -9,7 +9,7 @@ import Testing
 @Suite("The tree digest changes exactly when the tree does", .timeLimit(.minutes(1)))
 struct TreeDigestTests {
     static func fingerprint(_ text: String) -> FileFingerprint {
-        FileFingerprint(size: Int64(text.utf8.count), sha256: TreeDigest.sha256(Data(text.utf8)))
+        FileFingerprint(size: Int64(text.utf8.count), sha256: FileDigest.sha256(Data(text.utf8)))
     }
 
     static let tree = ContentTree(folders: [p("a"), p("a/b"), p("empty")],

@@ -104,7 +104,7 @@ struct AtomicFileTests {
             // machine may start it late); bounded, so a reader that never runs fails the test.
             var round = 0
             while round < 60 || (shared.most.load(ordering: .relaxed) < 200 && round < 200_000) {
-                try AtomicFile.write(round % 2 == 0 ? second : first, to: path, durable: round % 1000 == 0)
+                try AtomicFile.write(round % 2 == 0 ? second : first, to: path, durability: round % 1000 == 0 ? .full : .none)
                 round += 1
                 if round % 100 == 0 { await Task.yield() }
             }
