@@ -14,9 +14,7 @@ struct CacheManagerErrorTests {
             try await manager.checkForUpdates()
             fixture.serve("1.2")
             let other = try fixture.secondManager()
-            fixture.transport.hold()
-            let otherUpdate = Task { try await other.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let otherUpdate = try await fixture.startHeldUpdate(other)
 
             let check = await #expect(throws: SyncError.self) { try await manager.checkForUpdates() }
             #expect(check?.code == .busy, "\(String(describing: check))")

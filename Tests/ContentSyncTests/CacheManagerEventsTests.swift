@@ -57,9 +57,7 @@ struct CacheManagerEventsTests {
         try await withScriptedManager(serving: "1.0") { fixture in
             let manager = fixture.manager
             let stream = await manager.events()
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             await manager.suspend()
             await manager.suspend()
             let error = await #expect(throws: SyncError.self) { try await update.value }
@@ -82,9 +80,7 @@ struct CacheManagerEventsTests {
     @Test func resumeCanBeAwaitedForTheOutcome() async throws {
         try await withScriptedManager(serving: "1.0") { fixture in
             let manager = fixture.manager
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             await manager.suspend()
             _ = try? await update.value
             fixture.transport.release()
@@ -100,9 +96,7 @@ struct CacheManagerEventsTests {
     @Test func aCallerOfAnUpdatePlayedAgainGetsTheFinalOutcome() async throws {
         try await withScriptedManager(serving: "1.0") { fixture in
             let manager = fixture.manager
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             #expect(await manager.togglePlayPause() == .suspended)
             #expect(await manager.togglePlayPause() == .working)
             fixture.transport.release()
@@ -115,9 +109,7 @@ struct CacheManagerEventsTests {
     @Test func cancellingTheCallerSuspendsTheUpdate() async throws {
         try await withScriptedManager(serving: "1.0") { fixture in
             let manager = fixture.manager
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             update.cancel()
             let error = await #expect(throws: SyncError.self) { try await update.value }
             #expect(error?.code == .cancelled)
@@ -136,9 +128,7 @@ struct CacheManagerEventsTests {
             try await manager.checkForUpdates()
             fixture.serve("1.2")
             let stream = await manager.events()
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             let reset = Task { try await manager.reset() }
             try await fixture.waitForState { $0 == .resetting }
             fixture.transport.release()

@@ -32,9 +32,7 @@ struct CacheManagerRegressionTests {
             let manager = fixture.manager
             try await manager.checkForUpdates()
             fixture.serve("1.2")
-            fixture.transport.hold()
-            let update = Task { try await manager.checkForUpdates() }
-            try await fixture.waitForHeldRequest()
+            let update = try await fixture.startHeldUpdate(manager)
             let reset = Task { try await manager.reset() }
             try await fixture.waitForState("reset was called") { $0 != .working }
             for _ in 0..<round { await Task.yield() }

@@ -21,6 +21,19 @@ struct ExitCodeTableTests {
         #expect(result.stderr.contains(text), "stderr: \(result.stderr)", sourceLocation: sourceLocation)
     }
 
+    /// Starts a sync of `scratch/content` whose archive download the server holds for 30 s, and
+    /// returns once the archive was asked for: the update is running, holding its locks.
+    func startHeldSync(_ server: StorageServer, _ scratch: String) async throws -> ChildProcess {
+        server.injectFault(.delay(seconds: 30), forPath: "/RXCacheContent.zip")
+        let process = try ChildProcess(SyncAgentBinary.path,
+                                       ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                        "--state", scratch + "/state.sqlite"], stderr: scratch + "/err")
+        for _ in 0..<200 where !server.requests().contains(where: { $0.path == "/RXCacheContent.zip" }) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return process
+    }
+
     /// A copy of an ExampleStorage version that a test may damage.
     func storageCopy(_ version: String, _ scratch: String) throws -> String {
         let path = scratch + "/storage-\(version)"
@@ -136,14 +149,8 @@ struct ExitCodeTableTests {
     @Test func sixWhenAnotherUpdateOfTheFolderRuns() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
-                server.injectFault(.delay(seconds: 30), forPath: "/RXCacheContent.zip")
-                let process = try ChildProcess(SyncAgentBinary.path,
-                                               ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                "--state", scratch + "/state.sqlite"], stderr: scratch + "/err")
+                let process = try await startHeldSync(server, scratch)
                 async let status = process.exitStatus()
-                for _ in 0..<200 where !server.requests().contains(where: { $0.path == "/RXCacheContent.zip" }) {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
                 // Another state file, the same folder: refused at once, naming how to find the holder.
                 let second = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
                                                             "--state", scratch + "/other.sqlite"], scratch: scratch)
@@ -176,14 +183,8 @@ struct ExitCodeTableTests {
     @Test func oneHundredThirtyWhenInterrupted() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
-                server.injectFault(.delay(seconds: 30), forPath: "/RXCacheContent.zip")
-                let process = try ChildProcess(SyncAgentBinary.path,
-                                               ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                "--state", scratch + "/state.sqlite"], stderr: scratch + "/err")
+                let process = try await startHeldSync(server, scratch)
                 async let status = process.exitStatus()
-                for _ in 0..<200 where !server.requests().contains(where: { $0.path == "/RXCacheContent.zip" }) {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
                 process.send(SIGINT)
                 #expect(await status == 130)
                 server.clearFaults()

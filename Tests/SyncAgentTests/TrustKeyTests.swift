@@ -15,13 +15,17 @@ struct TrustKeyTests {
         return key
     }
 
+    /// `sync` of `scratch/content` from `server`, trusting the key file `key`.
+    func sync(_ server: StorageServer, _ scratch: String, trusting key: String) async throws -> CommandResult {
+        try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                       "--state", scratch + "/state.sqlite", "--trust-key", key], scratch: scratch)
+    }
+
     @Test func aPrivateKeyPassedAsTheTrustedKeyIsRefusedAndNamed() async throws {
         try await withScratch { scratch in
             let key = try await keygen(scratch)
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
-                let result = try await SyncAgentBinary.run(
-                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state", scratch + "/state.sqlite",
-                     "--trust-key", key], scratch: scratch)
+                let result = try await sync(server, scratch, trusting: key)
                 #expect(result.status == 6, "\(result.stderr)")
                 #expect(result.stderr.contains("--trust-key \(key)") && result.stderr.contains("private key"), "\(result.stderr)")
                 #expect(result.stderr.contains(".pub"), "the message names the public key file: \(result.stderr)")
@@ -37,9 +41,7 @@ struct TrustKeyTests {
             let bare = try String(contentsOfFile: key, encoding: .utf8).split(separator: "\n").last.map(String.init) ?? ""
             try (bare + "\n").write(toFile: key, atomically: false, encoding: .utf8)
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
-                let result = try await SyncAgentBinary.run(
-                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state", scratch + "/state.sqlite",
-                     "--trust-key", key], scratch: scratch)
+                let result = try await sync(server, scratch, trusting: key)
                 #expect(result.status == 6, "\(result.stderr)")
                 #expect(result.stderr.contains("looks like a private key") && result.stderr.contains("\(key).pub"), "\(result.stderr)")
             }
@@ -69,9 +71,7 @@ struct TrustKeyTests {
                  "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", key], scratch: scratch)
             #expect(published.status == 0, "\(published.stderr)")
             try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
-                let synced = try await SyncAgentBinary.run(
-                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state", scratch + "/state.sqlite",
-                     "--trust-key", key + ".pub"], scratch: scratch)
+                let synced = try await sync(server, scratch, trusting: key + ".pub")
                 #expect(synced.status == 0, "\(synced.stderr)")
                 #expect(FileManager.default.fileExists(atPath: scratch + "/content/README.txt"))
             }

@@ -55,6 +55,15 @@ struct ScriptedManagerFixture {
         return state
     }
 
+    /// Holds the transport's requests, starts a check of `manager` in a task, and returns it
+    /// once the update waits at the gate: an update running, for the controls to act on.
+    func startHeldUpdate(_ manager: CacheManager, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Task<SyncReport, any Error> {
+        transport.hold()
+        let update = Task { try await manager.checkForUpdates() }
+        try await waitForHeldRequest(sourceLocation: sourceLocation)
+        return update
+    }
+
     /// Waits until at least one request waits at the transport's gate.
     func waitForHeldRequest(sourceLocation: SourceLocation = #_sourceLocation) async throws {
         for _ in 0..<2000 {
