@@ -7,17 +7,21 @@ import Darwin
 
 /// A regular file below the served root, open for reading, with the identity it was opened with.
 ///
-/// The handler opens the file once and answers from the descriptor, so the `ETag`, the length and
-/// the bytes all describe the same file even if the root is switched mid-response.
+/// The handler opens the file once and answers from the descriptor, so the `ETag`,
+/// `Last-Modified`, the length and the bytes all describe the same file even if the root is
+/// switched mid-response.
 final class OpenedFile: Sendable {
     let descriptor: Int32
     let size: Int
     let entityTag: EntityTag
+    /// The modification time in whole seconds since 1970, rounded down, as `Last-Modified` sends it.
+    let modificationSeconds: Int64
 
-    private init(descriptor: Int32, size: Int, entityTag: EntityTag) {
+    private init(descriptor: Int32, size: Int, entityTag: EntityTag, modificationSeconds: Int64) {
         self.descriptor = descriptor
         self.size = size
         self.entityTag = entityTag
+        self.modificationSeconds = modificationSeconds
     }
 
     deinit {
@@ -54,7 +58,8 @@ final class OpenedFile: Sendable {
             size: Int(info.st_size),
             modificationNanoseconds: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec)
         )
-        return OpenedFile(descriptor: descriptor, size: Int(info.st_size), entityTag: tag)
+        return OpenedFile(descriptor: descriptor, size: Int(info.st_size), entityTag: tag,
+                          modificationSeconds: Int64(modified.tv_sec))
     }
 
     /// Reads up to `count` bytes at `offset`; an empty result means the file ended early.

@@ -1,7 +1,8 @@
 import Foundation
 import Synchronization
 
-/// The state every request reads: the root, the fault rules and the request log.
+/// The state every request reads: the root, the fault rules, the extra response headers and the
+/// request log.
 ///
 /// Handlers run concurrently on FlyingFox's connection tasks and only need short, synchronous
 /// reads and writes, so a `Mutex` fits better than an actor hop per request.
@@ -13,6 +14,9 @@ final class ServerState: Sendable {
         /// Bumped by `clearFaults()`; stalls started under an older value give up.
         var faultGeneration = 0
         var randomFaults: RandomFaults?
+        /// Extra headers by decoded path (`/a b.json`), names as the test spelled them.
+        var responseHeaders: [String: [String: String]] = [:]
+        var defaultCacheControl: String?
     }
 
     private let values: Mutex<Values>
@@ -67,6 +71,47 @@ final class ServerState: Sendable {
         values.withLock { $0.faultGeneration }
     }
 
+    // MARK: Response headers
+
+    func setResponseHeaders(_ headers: [String: String], for path: String) {
+        values.withLock { $0.responseHeaders[path] = headers.isEmpty ? nil : headers }
+    }
+
+    func responseHeaders(for path: String) -> [String: String] {
+        values.withLock { $0.responseHeaders[path] ?? [:] }
+    }
+
+    /// Sets or, for `nil`, removes header `name` of `path`, whatever case an earlier one was
+    /// spelled in.
+    func setResponseHeader(_ name: String, to value: String?, for path: String) {
+        values.withLock { values in
+            var headers = values.responseHeaders[path] ?? [:]
+            for key in headers.keys where key.lowercased() == name.lowercased() {
+                headers[key] = nil
+            }
+            headers[name] = value
+            values.responseHeaders[path] = headers.isEmpty ? nil : headers
+        }
+    }
+
+    var defaultCacheControl: String? {
+        get { values.withLock { $0.defaultCacheControl } }
+        set { values.withLock { $0.defaultCacheControl = newValue } }
+    }
+
+    /// The extra headers a file answer for `path` carries: the path's own, plus the default
+    /// `Cache-Control` when the path sets none.
+    func extraHeaders(for path: String) -> [String: String] {
+        values.withLock { values in
+            var headers = values.responseHeaders[path] ?? [:]
+            if let fallback = values.defaultCacheControl,
+               !headers.keys.contains(where: { $0.lowercased() == "cache-control" }) {
+                headers["Cache-Control"] = fallback
+            }
+            return headers
+        }
+    }
+
     // MARK: Log
 
     func record(_ record: RequestRecord) {
@@ -75,6 +120,19 @@ final class ServerState: Sendable {
 
     var log: [RequestRecord] {
         values.withLock { $0.log }
+    }
+
+    func requestCount(for path: String) -> Int {
+        values.withLock { values in
+            // Bytes, not String ==: names that differ only in normalization are different files.
+            values.log.reduce(0) { $1.path.utf8.elementsEqual(path.utf8) ? $0 + 1 : $0 }
+        }
+    }
+
+    func requestCounts() -> [String: Int] {
+        values.withLock { values in
+            values.log.reduce(into: [:]) { $0[$1.path, default: 0] += 1 }
+        }
     }
 
     func resetLog() {

@@ -156,8 +156,13 @@ struct StorageHandler: HTTPHandler {
             headers[HTTPHeader("Content-Encoding")] = "gzip"
         }
         headers[.eTag] = entityTag
+        headers[.lastModified] = HTTPDate.format(file.modificationSeconds)
+        // Set one by one: HTTPHeaders' dictionary literal would split "max-age=60, public".
+        for (name, value) in state.extraHeaders(for: path.decoded) {
+            headers.setValues([value], for: HTTPHeader(name))
+        }
 
-        if let ifNoneMatch = request.headers[.ifNoneMatch], EntityTag.matches(entityTag, ifNoneMatch: ifNoneMatch) {
+        if Self.isNotModified(request, entityTag: entityTag, modificationSeconds: file.modificationSeconds) {
             // RFC 9110 §8.6 allows a 304 to carry the length the 200 would have had, and only that.
             headers[.contentLength] = String(size)
             return (HTTPResponse(statusCode: .notModified, headers: headers), 0)
@@ -228,6 +233,19 @@ struct StorageHandler: HTTPHandler {
             }
         }
         return (HTTPResponse(statusCode: status, headers: headers, body: body), sent)
+    }
+
+    /// Whether the conditional headers of a GET or HEAD ask for a 304 (RFC 9110 §13.2.2): a
+    /// matching `If-None-Match`, or, only when that header is absent, an `If-Modified-Since` date
+    /// the file was not modified after. An `If-Modified-Since` that is not an HTTP date is ignored.
+    static func isNotModified(_ request: HTTPRequest, entityTag: String, modificationSeconds: Int64) -> Bool {
+        if let ifNoneMatch = request.headers[.ifNoneMatch] {
+            return EntityTag.matches(entityTag, ifNoneMatch: ifNoneMatch)
+        }
+        guard let ifModifiedSince = request.headers[.ifModifiedSince],
+              let since = HTTPDate.parse(ifModifiedSince)
+        else { return false }
+        return modificationSeconds <= since
     }
 
     /// Where a faulty body stops. A stall always withholds at least one byte, or the client would

@@ -5,9 +5,10 @@ import Synchronization
 /// A loopback HTTP server that serves a folder the way GitHub raw or nginx serve static content,
 /// with a request log and injectable faults for tests.
 ///
-/// It answers GET and HEAD for regular files below ``root`` only, with `ETag`, `If-None-Match`,
-/// single byte ranges, `If-Range` and streamed bodies. Folders, missing files and any path that
-/// would leave the root answer 404.
+/// It answers GET and HEAD for regular files below ``root`` only, with `ETag`, `Last-Modified`,
+/// `If-None-Match`, `If-Modified-Since`, single byte ranges, `If-Range`, streamed bodies and any
+/// caching headers a test sets (``setResponseHeaders(_:forPath:)``). Folders, missing files and
+/// any path that would leave the root answer 404.
 ///
 /// The StorageServer guide shows it in compiled tests: publishing versions, faults, serving
 /// from a command.
@@ -18,7 +19,7 @@ public final class StorageServer: Sendable {
     /// How the server listens, streams and misbehaves, fixed at init.
     public let configuration: Configuration
 
-    private let state: ServerState
+    let state: ServerState
     private let lifecycle = Mutex(Lifecycle.idle)
 
     /// A server for the files below `root`; it listens once ``start()`` is called.
@@ -70,6 +71,11 @@ public final class StorageServer: Sendable {
         return "/" + encoded.joined(separator: "/")
     }
 
+    /// `path` as the log and the rules spell it: with one leading `/`.
+    static func decodedPath(_ path: String) -> String {
+        path.utf8.first == UInt8(ascii: "/") ? path : "/" + path
+    }
+
     // MARK: Request log
 
     /// Every request answered since start or the last ``resetLog()``, oldest first.
@@ -80,6 +86,20 @@ public final class StorageServer: Sendable {
     /// Forgets the logged requests.
     public func resetLog() {
         state.resetLog()
+    }
+
+    /// How many logged requests asked for `path` (decoded, with or without a leading `/`, such as
+    /// `/a b.json`), whatever their method or answer. Names are compared byte for byte.
+    public func requestCount(forPath path: String) -> Int {
+        state.requestCount(for: Self.decodedPath(path))
+    }
+
+    /// The number of logged requests for each decoded path asked for, such as `["/a b.json": 2]`.
+    ///
+    /// Paths that differ only in Unicode normalization share a key, as `String` keys compare
+    /// canonically; ``requestCount(forPath:)`` tells them apart.
+    public func requestCounts() -> [String: Int] {
+        state.requestCounts()
     }
 
     /// Body bytes sent for logged requests whose decoded path ends with `suffix`.
@@ -94,8 +114,7 @@ public final class StorageServer: Sendable {
     ///
     /// Rules are tried in the order added; the first live one that matches applies.
     public func injectFault(_ fault: Fault, forPath path: String, times: Int? = nil) {
-        let decoded = path.hasPrefix("/") ? path : "/" + path
-        addRule(FaultRule(match: .path(decoded), fault: fault, remaining: times))
+        addRule(FaultRule(match: .path(Self.decodedPath(path)), fault: fault, remaining: times))
     }
 
     /// Applies `fault` to requests whose decoded path satisfies `matches`, to the next `times` of

@@ -1,7 +1,8 @@
+import Foundation
 import Testing
 @testable import StorageServer
 
-/// Request path decoding, range parsing and tag comparison, without sockets.
+/// Request path decoding, range parsing, tag comparison and HTTP dates, without sockets.
 @Suite(.timeLimit(.minutes(1)))
 struct PureLogicTests {
     @Test(arguments: [
@@ -94,5 +95,69 @@ struct PureLogicTests {
     ])
     func serverPathsArePercentEncodedPerComponent(path: String, encoded: String) {
         #expect(StorageServer.percentEncodedPath(path) == encoded)
+    }
+
+    @Test(arguments: [
+        (Int64(784_111_777), "Sun, 06 Nov 1994 08:49:37 GMT"),
+        (0, "Thu, 01 Jan 1970 00:00:00 GMT"),
+        (-1, "Wed, 31 Dec 1969 23:59:59 GMT"),
+        (951_782_400, "Tue, 29 Feb 2000 00:00:00 GMT"),
+        (1_445_412_480, "Wed, 21 Oct 2015 07:28:00 GMT"),
+        (4_102_444_800, "Fri, 01 Jan 2100 00:00:00 GMT"),
+        (253_402_300_799, "Fri, 31 Dec 9999 23:59:59 GMT"),
+        (.max, "Fri, 31 Dec 9999 23:59:59 GMT"),
+        (.min, "Sat, 01 Jan 0000 00:00:00 GMT"),
+    ])
+    func httpDateFormatsIMFFixdate(seconds: Int64, text: String) {
+        #expect(HTTPDate.format(seconds) == text)
+    }
+
+    @Test(arguments: [
+        ("Sun, 06 Nov 1994 08:49:37 GMT", Int64(784_111_777)),
+        ("Sunday, 06-Nov-94 08:49:37 GMT", 784_111_777),
+        ("Sun Nov  6 08:49:37 1994", 784_111_777),
+        ("Sun Nov 16 08:49:37 1994", 784_975_777),
+        // Two-digit years: the latest year no more than 50 years after 2026.
+        ("Sunday, 06-Nov-77 08:49:37 GMT", 247_654_177),
+        ("Thursday, 01-Jan-76 00:00:00 GMT", 3_345_062_400),
+        ("Tue, 29 Feb 2000 00:00:00 GMT", 951_782_400),
+        ("Wed, 31 Dec 1969 23:59:59 GMT", -1),
+    ])
+    func httpDateParsesAllThreeForms(text: String, seconds: Int64) {
+        #expect(HTTPDate.parse(text, currentYear: 2026) == seconds)
+    }
+
+    @Test(arguments: [
+        "", "garbage", "1994-11-06T08:49:37Z",
+        "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37", "sun, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT",
+        "Sun, 31 Feb 1994 08:49:37 GMT", "Sun, 29 Feb 1900 00:00:00 GMT", "Sun, 00 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:00:00 GMT", "Sun, 06 Nov 1994 08:60:00 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
+        "Sun, 06 Nov 1994 08:49:+7 GMT", "Sun, 06 Nov 1994 08:49:37 GMT, Mon, 07 Nov 1994 08:49:37 GMT",
+        "Sunday, 06-Nov-1994 08:49:37 GMT", "Sun Nov 6 08:49:37 94", "Funday, 06 Nov 1994 08:49:37 GMT",
+    ])
+    func httpDateRefusesAnythingElse(text: String) {
+        #expect(HTTPDate.parse(text, currentYear: 2026) == nil)
+    }
+
+    /// Foundation's calendar is an independent implementation of the same arithmetic.
+    @Test func httpDateAgreesWithFoundationAndRoundTrips() throws {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = try #require(TimeZone(identifier: "UTC"))
+        let days = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        var generator = SystemRandomNumberGenerator()
+        // 1900 to 9999: Foundation switches to the Julian calendar before 1582.
+        for _ in 0..<5_000 {
+            let seconds = Int64.random(in: -2_208_988_800...253_402_300_799, using: &generator)
+            let parts = calendar.dateComponents(
+                [.weekday, .day, .month, .year, .hour, .minute, .second],
+                from: Date(timeIntervalSince1970: TimeInterval(seconds)))
+            let two = { (value: Int?) in String(format: "%02d", value ?? -1) }
+            let expected = "\(days[(parts.weekday ?? 1) - 1]), \(two(parts.day)) \(months[(parts.month ?? 1) - 1]) "
+                + String(format: "%04d", parts.year ?? -1) + " \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second)) GMT"
+            #expect(HTTPDate.format(seconds) == expected)
+            #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds)
+        }
     }
 }
