@@ -46,15 +46,19 @@ let package = Package(
         .target(name: "StorageFormat",
                 dependencies: ["FileKit", "PercentDecoding", "CLinux",
                                .product(name: "Crypto", package: "swift-crypto")]),
+        // Opening a WAL database that several processes create and migrate at once: the client's
+        // state database and the item cache's index.
+        .target(name: "DatabaseKit", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
         // The client: manager, planner, staging, state and the update roles.
         .target(name: "ContentSync",
-                dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux",
+                dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux", "DatabaseKit",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
-        // The item & image cache (issue 11, in progress): keys and expiry so far. It shares Transport
-        // and FileKit with the client and never depends on ContentSync.
+        // The item & image cache: memory and disk tiers, fetching with HTTP freshness, providers,
+        // queries. It shares Transport, FileKit and DatabaseKit with the client and never depends
+        // on ContentSync.
         .target(name: "ItemCache",
-                dependencies: ["Transport", "FileKit",
+                dependencies: ["Transport", "FileKit", "DatabaseKit",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
@@ -79,7 +83,8 @@ let package = Package(
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
-        .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache"]),
+        .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer",
+                                                           .product(name: "GRDB", package: "GRDB.swift")]),
         // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",

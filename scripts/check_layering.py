@@ -6,7 +6,8 @@
 - The client and the publisher share StorageFormat and import neither each other.
 - Transport speaks of HTTP only: it imports no storage or file-format target.
 - The item cache and the sync client share Transport and FileKit and import neither each other.
-- FileKit is the bottom: it imports none of the package's Swift targets.
+- FileKit is the bottom: it imports none of the package's Swift targets; DatabaseKit (opening a
+  shared WAL database) imports only GRDB.
 - Libraries log at debug and trace only (swift-log's guidance): what a caller must know goes
   into the report or the events, and only the executable chooses levels.
 
@@ -28,6 +29,7 @@ FORBIDDEN_IMPORTS = {
     "Transport": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "FileKit"},
     "FileKit": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport", "Archive"},
     "Archive": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport"},
+    "DatabaseKit": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport", "Archive", "FileKit", "ItemCache"},
 }
 
 

@@ -57,3 +57,17 @@ int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
 int clinux_errno(void) { return errno; }
 
 int clinux_o_path(void) { return O_PATH; }
+
+int clinux_ofd_lock(int fd, long long offset, long long length, int kind, int wait) {
+    struct flock lock = {0};
+    lock.l_type = kind == 0 ? F_UNLCK : (kind == 1 ? F_RDLCK : F_WRLCK);
+    lock.l_whence = SEEK_SET;
+    lock.l_start = (off_t)offset;
+    lock.l_len = (off_t)length;
+    lock.l_pid = 0;
+    int result;
+    do {
+        result = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &lock);
+    } while (result != 0 && errno == EINTR);
+    return result;
+}

@@ -23,6 +23,9 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     public let rawValue: String
     /// The context it belongs to; empty for none.
     public let context: String
+    /// The normalized URL with its sorted query (no context, no varying headers); nil for a
+    /// custom key.
+    public let url: String?
 
     /// The key of `url` fetched with `parameters` (merged into its query), where the response
     /// varies by `varyingHeaders`, in `context`. Throws for a URL without a scheme or host, or a
@@ -61,23 +64,30 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         let headers = varyingHeaders
             .map { ($0.key.lowercased().trimmingCharacters(in: .whitespaces), $0.value.trimmingCharacters(in: .whitespaces)) }
             .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
-        if !headers.isEmpty {
-            text += " " + headers.map { "\(Self.encode(Array($0.0.utf8)))=\(Self.encode(Array($0.1.utf8)))" }.joined(separator: "&")
-        }
         self.context = context
-        self.rawValue = (context.isEmpty ? "" : context + " ") + text
+        self.url = text
+        let headerText = headers.isEmpty ? "" : " " + headers.map { "\(Self.encode(Array($0.0.utf8)))=\(Self.encode(Array($0.1.utf8)))" }.joined(separator: "&")
+        self.rawValue = (context.isEmpty ? "" : context + " ") + text + headerText
     }
 
     /// The key of an item made locally (RXWebCache's wrapper items, NBImageCache's ids): any
     /// name, kept apart from every URL key.
     public static func custom(_ name: String, context: String = "") throws(ItemCacheError) -> CacheKey {
         try checkContext(context)
-        return CacheKey(rawValue: (context.isEmpty ? "" : context + " ") + "custom:" + encode(Array(name.utf8)), context: context)
+        return CacheKey(rawValue: (context.isEmpty ? "" : context + " ") + "custom:" + encode(Array(name.utf8)), context: context, url: nil)
     }
 
-    private init(rawValue: String, context: String) {
+    /// A key as the index stored it.
+    init(rawValue: String, context: String, url: String?) {
         self.rawValue = rawValue
         self.context = context
+        self.url = url
+    }
+
+    /// A stable 64-bit number for the key (the first bytes of its SHA-256): the key's slot in
+    /// the cross-process lock file.
+    var slotHash: UInt64 {
+        UInt64(fileName.prefix(16), radix: 16) ?? 0
     }
 
     /// The name of the item's blob file: the SHA-256 of ``rawValue``, in hex.

@@ -4,7 +4,7 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case invalidKey, invalidExpiry
+            case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -13,6 +13,19 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
         public static let invalidKey = Code(.invalidKey)
         /// An expiry that cannot be read.
         public static let invalidExpiry = Code(.invalidExpiry)
+        /// A value that cannot fit under the disk limit (bigger than the limit, or than what
+        /// pinned items leave free).
+        public static let tooLarge = Code(.tooLarge)
+        /// The cache folder or its index failed (permissions, a full disk, a damaged database).
+        public static let storage = Code(.storage)
+        /// A fetch failed and no stored value could stand in.
+        public static let fetch = Code(.fetch)
+        /// An offline lookup found nothing stored.
+        public static let notCached = Code(.notCached)
+        /// A value is not in the asked form (not UTF-8, not the JSON type).
+        public static let decoding = Code(.decoding)
+        /// The cache was closed.
+        public static let closed = Code(.closed)
 
         /// The code's name, e.g. `invalidKey`.
         public var description: String { base.rawValue }

@@ -29,4 +29,10 @@ int clinux_errno(void);
 /// O_PATH, which Glibc's Swift overlay does not expose (it needs _GNU_SOURCE): a descriptor
 /// that names a folder for *at calls without opening it for reading.
 int clinux_o_path(void);
+/// An open-file-description lock (F_OFD_SETLK / F_OFD_SETLKW) on `length` bytes at `offset` of fd:
+/// kind 0 releases, 1 takes a shared lock, 2 an exclusive one; `wait` blocks until granted.
+/// Locks belong to the open file description, so they keep processes (and separately opened
+/// descriptors) apart and vanish when the last descriptor closes or the process dies.
+/// Returns 0, or -1 with errno (EAGAIN or EACCES when another holder has it and `wait` is 0).
+int clinux_ofd_lock(int fd, long long offset, long long length, int kind, int wait);
 #endif

@@ -1,3 +1,4 @@
+import DatabaseKit
 import FileKit
 import StorageFormat
 import Foundation
@@ -28,42 +29,11 @@ final class StateStore: Sendable {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             var configuration = Configuration()
             configuration.busyMode = .timeout(10)
-            pool = try Self.open(path, configuration)
-            try Self.migrate(pool)
+            pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
         } catch {
             throw SyncError(code: .stateStore,
                             message: "cannot open the state database \(path): \(error); delete it to start over (the next run restores from the archive)",
                             underlying: error)
-        }
-    }
-
-    /// Opens the pool. Switching a new database to WAL takes an exclusive lock that SQLite's busy
-    /// timeout does not wait for, so two processes creating the same database at once can see
-    /// `SQLITE_BUSY` there: the loser tries again shortly (at most about a second in all).
-    private static func open(_ path: String, _ configuration: Configuration) throws -> DatabasePool {
-        var attempt = 1
-        while true {
-            do {
-                return try DatabasePool(path: path, configuration: configuration)
-            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && attempt < 20 {
-                usleep(UInt32(10_000 * attempt))
-                attempt += 1
-            }
-        }
-    }
-
-    /// Runs the migrations. Two processes that open a new database at once (a `status` beside
-    /// the first `sync`) race through them: GRDB reads which ones ran outside their transactions,
-    /// so the loser's migration fails on what the winner made, and rolls back. Running the
-    /// migrator again then finds it applied; each failure means another migration is done.
-    private static func migrate(_ pool: DatabasePool) throws {
-        for attempt in 1... {
-            do {
-                try migrator.migrate(pool)
-                return
-            } catch where attempt < 10 {
-                continue
-            }
         }
     }
 

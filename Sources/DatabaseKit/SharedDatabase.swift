@@ -1,0 +1,41 @@
+import Foundation
+import GRDB
+
+/// Opening a SQLite database (WAL) that several processes may create, open and migrate at the
+/// same moment: the sync client's state database and the item cache's index.
+public enum SharedDatabase {
+    /// Opens the pool at `path` and runs `migrator` on it.
+    ///
+    /// Switching a new database to WAL takes an exclusive lock that SQLite's busy timeout does
+    /// not wait for, so two processes creating the same database at once can see `SQLITE_BUSY`
+    /// there: the loser tries again shortly (at most about two seconds in all).
+    ///
+    /// Two processes that open a new database at once race through the migrations: GRDB reads
+    /// which ones ran outside their transactions, so the loser's migration fails on what the
+    /// winner made, and rolls back. Running the migrator again then finds it applied; each
+    /// failure means another migration is done, so a few tries always suffice.
+    public static func openPool(path: String, configuration: Configuration, migrator: DatabaseMigrator) throws -> DatabasePool {
+        let pool = try open(path, configuration)
+        for attempt in 1... {
+            do {
+                try migrator.migrate(pool)
+                break
+            } catch where attempt < 10 {
+                continue
+            }
+        }
+        return pool
+    }
+
+    private static func open(_ path: String, _ configuration: Configuration) throws -> DatabasePool {
+        var attempt = 1
+        while true {
+            do {
+                return try DatabasePool(path: path, configuration: configuration)
+            } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY && attempt < 25 {
+                usleep(UInt32(8_000 * attempt))
+                attempt += 1
+            }
+        }
+    }
+}

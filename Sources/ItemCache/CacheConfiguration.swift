@@ -1,0 +1,94 @@
+import Foundation
+import Logging
+
+/// Everything an ``ItemStore`` and an ``ItemLoader`` can be told, each field with its default.
+///
+/// Only ``folder`` has no default; `CacheConfiguration(folder:)` is a complete configuration.
+public struct CacheConfiguration: Sendable {
+    /// The cache folder: the index (`index.sqlite`), the blob files (`blobs/`) and the lock file
+    /// (`cache.lock`). Several processes may share it. Created when missing.
+    public var folder: String
+    /// The most bytes of item values kept on disk, inline and in files together. When any write
+    /// returns, the stored values add up to at most this. Default 512 MiB.
+    public var diskLimit: Int64 = 512 << 20
+    /// The memory tier's limits. Default ``MemoryLimits/init(totalBytes:itemBytes:count:)`` with
+    /// its defaults (256 MiB or an eighth of a small cgroup limit, 10 MiB a value, no count limit).
+    public var memory = MemoryLimits()
+    /// Values up to this many bytes live inside the index; bigger ones are files. Default
+    /// 16 KiB (measured: `make bench-cache`, the inline threshold table in docs/benchmarks.md).
+    public var inlineThreshold = 16 << 10
+    /// How long an item stays fresh when the caller gives no expiry (and, with
+    /// ``FreshnessPolicy/server``, the server gives none either). Default one day.
+    public var defaultExpiry: Expiry = .oneDay
+    /// Whether a fetched item's freshness comes from the caller only or from the server's
+    /// `Cache-Control`, `Expires` and `Age` when the caller sets no expiry. Default
+    /// ``FreshnessPolicy/server``.
+    public var freshness: FreshnessPolicy = .server
+    /// For this long after an item expires, a get returns the stale value at once and refreshes
+    /// it in the background (stale-while-revalidate). Default 0: no window.
+    public var staleWhileRevalidate: Duration = .zero
+    /// When a fetch fails and a stale value is stored, return it marked ``ItemSource/stale``
+    /// instead of the error (RxCache's "use expired data if the loader fails"). Default true.
+    public var staleIfError = true
+    /// At most this many fetches run at once; more wait their turn. Default 6 (RXWebCache).
+    public var maxConcurrentFetches = 6
+    /// Deferred writes: when set, stores are collected and written together every so many items
+    /// or seconds (RXWebCache's group writes). Default nil: each write is on disk when it returns.
+    public var groupWrites: GroupWritePolicy?
+    /// What a power loss can take. Default ``CacheDurability/relaxed``.
+    public var durability: CacheDurability = .relaxed
+    /// How long a write waits for another process's write before it retries, then fails.
+    /// Default 10 s.
+    public var busyTimeout: Duration = .seconds(10)
+    /// Where the cache's debug messages go. Default: nowhere.
+    public var logger = Logger(label: "content-sync.item-cache", factory: { _ in SwiftLogNoOpLogHandler() })
+    /// The prefix of the swift-metrics names (`<prefix>_hits`, …). Default `item_cache`.
+    public var metricsPrefix = "item_cache"
+
+    /// A configuration for the cache in `folder`, every other field at its default.
+    public init(folder: String) {
+        self.folder = folder
+    }
+}
+
+/// Whose freshness rules a fetched item follows when the caller gives no expiry.
+public enum FreshnessPolicy: Sendable, Equatable {
+    /// The caller's expiry, else ``CacheConfiguration/defaultExpiry``; response headers are
+    /// ignored for freshness (ETag and Last-Modified are still kept for revalidation).
+    case caller
+    /// The caller's expiry when given; otherwise the server's, as RFC 9111 defines it:
+    /// `no-store` is not stored, `no-cache` is stored but revalidated on every use, `max-age`
+    /// (less `Age`) or `Expires` (against `Date`) set the lifetime; with none of them,
+    /// ``CacheConfiguration/defaultExpiry``.
+    case server
+}
+
+/// Deferred writes: a group is written when it holds ``maxItems`` items or its oldest item has
+/// waited ``maxDelay``, and on ``ItemStore/close()``.
+public struct GroupWritePolicy: Sendable, Equatable {
+    /// Write when this many items are pending. Default 100.
+    public var maxItems: Int
+    /// Write when the oldest pending item has waited this long. Default 1 s.
+    public var maxDelay: Duration
+
+    /// A policy writing every `maxItems` items or `maxDelay`, whichever comes first.
+    public init(maxItems: Int = 100, maxDelay: Duration = .seconds(1)) {
+        self.maxItems = max(1, maxItems)
+        self.maxDelay = maxDelay
+    }
+}
+
+/// What a power loss (not a crash of the process: that loses nothing written) can do to the cache.
+public enum CacheDurability: Sendable, Equatable {
+    /// No flush per write (a cache can refetch). SQLite runs in WAL mode with
+    /// `synchronous=NORMAL`: a power loss can roll back the last writes, never corrupt the
+    /// index. A blob file written just before it may be short or empty: every read checks a
+    /// file's size against the index, and a short file is dropped as a miss, never served.
+    /// A file system that could leave a full-size file of zeros (none of Linux's journaling file
+    /// systems in their default modes) needs ``full``.
+    case relaxed
+    /// Each blob file is flushed before its index row commits, and each commit is flushed
+    /// (`synchronous=FULL`): what a write returned survives a power loss. Costs an `fsync` or
+    /// two per write.
+    case full
+}

@@ -1,0 +1,453 @@
+import DatabaseKit
+import FileKit
+import Foundation
+import GRDB
+import Synchronization
+
+/// One value on its way to the disk tier: the bytes and the record the index will hold.
+struct PendingWrite: Sendable {
+    var key: CacheKey
+    var data: Data
+    var info: ItemInfo
+}
+
+/// The disk tier: a SQLite index (GRDB, WAL) and a folder of blob files, shared by every process
+/// that opens the same folder.
+///
+/// - Each row holds the whole key, its context and URL, groups (table `itemGroup`), size, times,
+///   pin, validators, content type, the caller's metadata, and the value itself (`inlineValue`,
+///   up to the inline threshold) or the name of its file (`file`).
+/// - Triggers keep the `stats` row's byte and item counts in step with every insert, delete and
+///   resize, in the same transaction, so every process sees one exact total.
+/// - A write links its files before its transaction commits and evicts in that transaction until
+///   the total is at most the limit (expired first, then least recently used, never pinned);
+///   old files are unlinked after the commit.
+/// - Writers hold a shared lock on slot 0 of `cache.lock` from a file's creation to its row's
+///   commit; reconciliation takes it exclusively, so it never mistakes a file being written for
+///   an orphan.
+/// - Reads are recorded in memory and written to `accessed` with the next write (or
+///   ``flushTouches()``): a read costs no write transaction.
+final class DiskTier: Sendable {
+    let pool: DatabasePool
+    let blobs: BlobFolder
+    let lockFile: RangeLockFile
+    let limit: Int64
+    let inlineThreshold: Int
+    private let touches = Mutex<[String: Double]>([:])
+
+    /// The lock-file slot of the write window (shared) and reconciliation (exclusive).
+    static let writeWindowSlot: Int64 = 0
+
+    init(configuration: CacheConfiguration) throws(ItemCacheError) {
+        let folder = configuration.folder
+        limit = configuration.diskLimit
+        inlineThreshold = configuration.inlineThreshold
+        blobs = BlobFolder(root: folder + "/blobs", durability: configuration.durability)
+        do {
+            try FileSystem.makeFolder(folder)
+            try FileSystem.makeFolder(folder + "/blobs")
+            lockFile = try RangeLockFile(path: folder + "/cache.lock")
+            var database = Configuration()
+            database.busyMode = .timeout(TimeInterval(configuration.busyTimeout.components.seconds))
+            let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
+            database.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            }
+            pool = try SharedDatabase.openPool(path: folder + "/index.sqlite", configuration: database, migrator: Self.migrator)
+        } catch {
+            throw ItemCacheError(code: .storage,
+                                 message: "cannot open the cache folder \(folder): \(error); check its permissions and free space, or delete the folder to start empty",
+                                 underlying: error)
+        }
+    }
+
+    // MARK: - Schema
+
+    /// Migrations are never edited once shipped: add a new one instead.
+    private static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE item (
+                    id INTEGER PRIMARY KEY,
+                    key TEXT NOT NULL UNIQUE,
+                    context TEXT NOT NULL,
+                    url TEXT,
+                    size INTEGER NOT NULL,
+                    created REAL NOT NULL,
+                    accessed REAL NOT NULL,
+                    expires REAL,
+                    mustRevalidate INTEGER NOT NULL DEFAULT 0,
+                    pinned INTEGER NOT NULL DEFAULT 0,
+                    etag TEXT,
+                    lastModified TEXT,
+                    contentType TEXT,
+                    metadata TEXT,
+                    inlineValue BLOB,
+                    file TEXT
+                );
+                CREATE INDEX item_lru ON item(accessed) WHERE pinned = 0;
+                CREATE INDEX item_expiry ON item(expires) WHERE pinned = 0 AND expires IS NOT NULL;
+                CREATE INDEX item_url ON item(url);
+                CREATE INDEX item_context ON item(context);
+                CREATE TABLE itemGroup (
+                    itemId INTEGER NOT NULL REFERENCES item(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    PRIMARY KEY (name, itemId)
+                ) WITHOUT ROWID;
+                CREATE INDEX itemGroup_item ON itemGroup(itemId);
+                CREATE TABLE stats (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    bytes INTEGER NOT NULL,
+                    count INTEGER NOT NULL
+                );
+                INSERT INTO stats VALUES (1, 0, 0);
+                CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
+                    UPDATE stats SET bytes = bytes + NEW.size, count = count + 1 WHERE id = 1;
+                END;
+                CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
+                    UPDATE stats SET bytes = bytes - OLD.size, count = count - 1 WHERE id = 1;
+                END;
+                CREATE TRIGGER item_resized AFTER UPDATE OF size ON item BEGIN
+                    UPDATE stats SET bytes = bytes - OLD.size + NEW.size WHERE id = 1;
+                END;
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: - Reading
+
+    static let columns = """
+        item.id, item.key, item.context, item.url, item.size, item.created, item.accessed, item.expires, \
+        item.mustRevalidate, item.pinned, item.etag, item.lastModified, item.contentType, item.metadata, \
+        (SELECT group_concat(name, char(31)) FROM itemGroup WHERE itemId = item.id)
+        """
+    private static let readSQL = "SELECT \(columns), item.inlineValue, item.file FROM item WHERE key = ?"
+
+    /// The stored item, or nil. A file that is missing or cut short drops its row: the item is
+    /// a miss, never a torn value.
+    func read(_ key: CacheKey) throws(ItemCacheError) -> CachedItem? {
+        for _ in 0..<4 {
+            let row: Row?
+            do {
+                row = try pool.unsafeRead { db in try Row.fetchOne(db.cachedStatement(sql: Self.readSQL), arguments: [key.rawValue]) }
+            } catch {
+                throw storageError("cannot read \(key.rawValue) from", error)
+            }
+            guard let row else { return nil }
+            let info = Self.info(row)
+            if let inline: Data = row[15] {
+                touch(key.rawValue)
+                return CachedItem(key: key, data: inline, info: info)
+            }
+            let id: Int64 = row[0]
+            guard let file: String = row[16] else { return nil }
+            let data: Data?
+            do {
+                data = try blobs.read(file, size: info.size)
+            } catch {
+                throw storageError("cannot read \(key.rawValue) from", error)
+            }
+            if let data {
+                touch(key.rawValue)
+                return CachedItem(key: key, data: data, info: info)
+            }
+            // The file is gone: a concurrent replace or eviction (the row changed too; read it
+            // again), or damage (the row still names it: drop the row).
+            let dropped = try? pool.write { db in
+                try db.execute(sql: "DELETE FROM item WHERE id = ? AND file = ?", arguments: [id, file])
+                return db.changesCount
+            }
+            if dropped == 1 { return nil }
+        }
+        return nil
+    }
+
+    /// The record of the item, without its value; nil when there is none.
+    func info(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
+        do {
+            return try pool.unsafeRead { db in
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.columns) FROM item WHERE key = ?"), arguments: [key.rawValue]).map(Self.info)
+            }
+        } catch {
+            throw storageError("cannot read \(key.rawValue) from", error)
+        }
+    }
+
+    /// The record from a row that starts with ``columns``.
+    static func info(_ row: Row) -> ItemInfo {
+        let expires: Double? = row[7]
+        let groups: String? = row[14]
+        let metadataText: String? = row[13]
+        var metadata: [String: String] = [:]
+        if let metadataText, let decoded = try? JSONDecoder().decode([String: String].self, from: Data(metadataText.utf8)) {
+            metadata = decoded
+        }
+        var info = ItemInfo(size: row[4], created: Date(timeIntervalSince1970: row[5]), accessed: Date(timeIntervalSince1970: row[6]),
+                            expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: row[8], pinned: row[9],
+                            etag: row[10], lastModified: row[11], contentType: row[12], metadata: metadata)
+        info.groups = groups.map { $0.split(separator: "\u{1F}").map(String.init).sorted() } ?? []
+        return info
+    }
+
+    /// The key from a row that starts with ``columns``.
+    static func key(_ row: Row) -> CacheKey {
+        CacheKey(rawValue: row[1], context: row[2], url: row[3])
+    }
+
+    private func touch(_ key: String) {
+        let now = Date().timeIntervalSince1970
+        touches.withLock { $0[key] = now }
+    }
+
+    // MARK: - Writing
+
+    /// Stores `writes` in one transaction (later ones win over earlier ones of the same key),
+    /// evicting until the total is at most the limit. Blocks: call it on the I/O pool.
+    func write(_ writes: [PendingWrite]) throws(ItemCacheError) {
+        for write in writes where write.info.size > limit {
+            throw ItemCacheError(code: .tooLarge,
+                                 message: "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit); raise the limit (diskLimit, --max-size) or store it elsewhere",
+                                 key: write.key)
+        }
+        do {
+            try lockFile.lock(slot: Self.writeWindowSlot, exclusive: false)
+        } catch {
+            throw storageError("cannot lock", error)
+        }
+        var names: [String?] = []
+        var oldFiles: [String] = []
+        do {
+            for write in writes {
+                if write.data.count > inlineThreshold {
+                    let name = blobs.newName(for: write.key)
+                    names.append(name)
+                    try blobs.write(write.data, as: name)
+                } else {
+                    names.append(nil)
+                }
+            }
+            oldFiles = try transaction { db in try self.insert(writes, files: names, db) }
+        } catch {
+            lockFile.unlock(slot: Self.writeWindowSlot)
+            for case let name? in names { blobs.remove(name) }
+            if let error = error as? ItemCacheError { throw error }
+            throw storageError("cannot store \(writes.map(\.key.rawValue).prefix(3).joined(separator: ", ")) in", error)
+        }
+        lockFile.unlock(slot: Self.writeWindowSlot)
+        for file in oldFiles { blobs.remove(file) }
+    }
+
+    private static let insertSQL = """
+        INSERT INTO item (key, context, url, size, created, accessed, expires, mustRevalidate, pinned, etag, lastModified, \
+        contentType, metadata, inlineValue, file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        """
+
+    /// Inserts the rows (replacing older ones) and evicts; returns the files no row names any more.
+    private func insert(_ writes: [PendingWrite], files: [String?], _ db: Database) throws -> [String] {
+        var oldFiles: [String] = []
+        for (write, file) in zip(writes, files) {
+            if let old = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, file FROM item WHERE key = ?"), arguments: [write.key.rawValue]) {
+                try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [old[0] as Int64])
+                if let oldFile: String = old[1] { oldFiles.append(oldFile) }
+            }
+            let info = write.info
+            let metadata = info.metadata.isEmpty ? nil : String(decoding: try JSONEncoder().encode(info.metadata), as: UTF8.self)
+            try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [
+                write.key.rawValue, write.key.context, write.key.url, info.size, info.created.timeIntervalSince1970,
+                info.accessed.timeIntervalSince1970, info.expires?.timeIntervalSince1970, info.mustRevalidate, info.pinned,
+                info.etag, info.lastModified, info.contentType, metadata, file == nil ? write.data : nil, file,
+            ])
+            let id = db.lastInsertedRowID
+            for group in info.groups {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO itemGroup (itemId, name) VALUES (?, ?)").execute(arguments: [id, group])
+            }
+        }
+        oldFiles += try evict(db, keeping: Set(writes.map(\.key.rawValue)))
+        return oldFiles
+    }
+
+    /// Deletes unpinned items, expired ones first (soonest expired first), then the least
+    /// recently used, until the total is at most the limit. Never deletes `keeping`; throws
+    /// ``ItemCacheError/Code/tooLarge`` when pinned items and `keeping` leave too little room.
+    private func evict(_ db: Database, keeping: Set<String>) throws -> [String] {
+        var total = try Int64.fetchOne(db, sql: "SELECT bytes FROM stats WHERE id = 1") ?? 0
+        guard total > limit else { return [] }
+        let now = Date().timeIntervalSince1970
+        var files: [String] = []
+        for sql in ["SELECT id, key, size, file FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",
+                    "SELECT id, key, size, file FROM item WHERE pinned = 0 AND ? IS NOT NULL ORDER BY accessed LIMIT 64 OFFSET ?"] {
+            var skipped = 0
+            while total > limit {
+                let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [now, skipped])
+                if rows.isEmpty { break }
+                for row in rows where total > limit {
+                    let key: String = row[1]
+                    if keeping.contains(key) { skipped += 1; continue }
+                    try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [row[0] as Int64])
+                    total -= row[2] as Int64
+                    if let file: String = row[3] { files.append(file) }
+                }
+            }
+        }
+        if total > limit {
+            var pinned: Int64 = 0, written: Int64 = 0
+            for row in try Row.fetchAll(db, sql: "SELECT key, size, pinned FROM item WHERE pinned = 1 OR key IN (SELECT value FROM json_each(?))",
+                                        arguments: [String(decoding: try JSONEncoder().encode(Array(keeping)), as: UTF8.self)]) {
+                if keeping.contains(row[0]) { written += row[1] as Int64 } else { pinned += row[1] as Int64 }
+            }
+            throw ItemCacheError(code: .tooLarge,
+                                 message: "the cache's disk limit of \(limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (diskLimit, --max-size)")
+        }
+        return files
+    }
+
+    /// Runs `body` in an immediate write transaction, with the reads recorded since the last
+    /// write applied first. A busy database (another process writing) is waited for by SQLite's
+    /// busy timeout, and the whole transaction is tried again a few times before it fails.
+    func transaction<T>(_ body: @escaping (Database) throws -> T) throws -> T {
+        let pendingTouches = touches.withLock { touches in
+            defer { touches = [:] }
+            return touches
+        }
+        var attempt = 0
+        while true {
+            do {
+                var result: T?
+                try pool.writeWithoutTransaction { db in
+                    try db.inTransaction(.immediate) {
+                        for (key, accessed) in pendingTouches {
+                            try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE key = ?").execute(arguments: [accessed, key])
+                        }
+                        result = try body(db)
+                        return .commit
+                    }
+                }
+                return result!
+            } catch let error as DatabaseError where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED) && attempt < 5 {
+                attempt += 1
+                usleep(UInt32(20_000 * attempt))
+            }
+        }
+    }
+
+    /// Writes the reads recorded so far to the index.
+    func flushTouches() {
+        guard !touches.withLock({ $0.isEmpty }) else { return }
+        _ = try? transaction { _ in () }
+    }
+
+    // MARK: - Changing and removing
+
+    /// Updates the record of `key` after a revalidation: expiry and validators. Returns the new
+    /// record, or nil when the item is gone.
+    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) throws(ItemCacheError) -> ItemInfo? {
+        do {
+            return try transaction { db in
+                try db.execute(sql: """
+                    UPDATE item SET expires = ?, mustRevalidate = ?, etag = coalesce(?, etag), lastModified = coalesce(?, lastModified), accessed = ?
+                    WHERE key = ?
+                    """, arguments: [expires?.timeIntervalSince1970, mustRevalidate, etag, lastModified, Date().timeIntervalSince1970, key.rawValue])
+                return try Row.fetchOne(db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]).map(Self.info)
+            }
+        } catch {
+            throw storageError("cannot update \(key.rawValue) in", error)
+        }
+    }
+
+    /// Deletes the items whose ids `select` returns (run inside the transaction); returns how
+    /// many went.
+    func remove(selecting select: @escaping (Database) throws -> [Int64]) throws(ItemCacheError) -> Int {
+        let files: [String]
+        do {
+            files = try transaction { db in
+                var files: [String] = []
+                for id in try select(db) {
+                    if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT file FROM item WHERE id = ?"), arguments: [id]) {
+                        try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [id])
+                        files.append((row[0] as String?) ?? "")
+                    }
+                }
+                return files
+            }
+        } catch {
+            throw storageError("cannot remove items from", error)
+        }
+        for file in files where !file.isEmpty { blobs.remove(file) }
+        return files.count
+    }
+
+    /// Removes the item of `key`; returns whether there was one.
+    @discardableResult
+    func remove(_ key: CacheKey) throws(ItemCacheError) -> Bool {
+        try remove { db in try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue]) } > 0
+    }
+
+    // MARK: - Statistics and reconciliation
+
+    func statistics(now: Date = Date()) throws(ItemCacheError) -> CacheStatistics {
+        do {
+            return try pool.read { db in
+                let row = try Row.fetchOne(db, sql: """
+                    SELECT (SELECT count FROM stats), (SELECT bytes FROM stats),
+                           (SELECT count(*) FROM item WHERE pinned = 1), (SELECT coalesce(sum(size), 0) FROM item WHERE pinned = 1),
+                           (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?)
+                    """, arguments: [now.timeIntervalSince1970])!
+                return CacheStatistics(count: row[0], bytes: row[1], limit: limit, pinned: row[2], pinnedBytes: row[3], expired: row[4])
+            }
+        } catch {
+            throw storageError("cannot read the statistics of", error)
+        }
+    }
+
+    /// What ``reconcile()`` found and fixed.
+    struct Reconciliation: Sendable, Equatable {
+        /// Files no row named (a crash between writing a file and committing its row), removed.
+        var orphanFiles = 0
+        /// Rows whose file was missing or cut short (damage, a power loss), removed.
+        var orphanRows = 0
+    }
+
+    /// Makes the index and the files agree, both ways: files with no row are unlinked, rows with
+    /// no complete file are deleted. Safe while other processes use the folder: it holds the
+    /// write window exclusively while it compares names, and deletes a row only if it still
+    /// names the file it found missing.
+    func reconcile() throws(ItemCacheError) -> Reconciliation {
+        var result = Reconciliation()
+        do {
+            try lockFile.lock(slot: Self.writeWindowSlot, exclusive: true)
+            let names = blobs.allNames()
+            let named = try pool.read { db in try Set(String.fetchAll(db, sql: "SELECT file FROM item WHERE file IS NOT NULL")) }
+            for name in names where !named.contains(name) {
+                blobs.remove(name)
+                result.orphanFiles += 1
+            }
+            lockFile.unlock(slot: Self.writeWindowSlot)
+            let rows = try pool.read { db in try Row.fetchAll(db, sql: "SELECT id, file, size FROM item WHERE file IS NOT NULL") }
+            let damaged = rows.filter { blobs.size(of: $0[1]) != ($0[2] as Int64) }
+            if !damaged.isEmpty {
+                result.orphanRows = try transaction { db in
+                    var count = 0
+                    for row in damaged {
+                        try db.execute(sql: "DELETE FROM item WHERE id = ? AND file = ?", arguments: [row[0] as Int64, row[1] as String])
+                        count += db.changesCount
+                    }
+                    return count
+                }
+                for row in damaged { blobs.remove(row[1]) }
+            }
+        } catch {
+            lockFile.unlock(slot: Self.writeWindowSlot)
+            throw storageError("cannot reconcile the index and the files of", error)
+        }
+        return result
+    }
+
+    private func storageError(_ what: String, _ error: any Error) -> ItemCacheError {
+        if let error = error as? ItemCacheError { return error }
+        return ItemCacheError(code: .storage,
+                              message: "\(what) the cache at \((blobs.root as NSString).deletingLastPathComponent): \(error); check the folder's permissions and free space",
+                              underlying: error)
+    }
+}

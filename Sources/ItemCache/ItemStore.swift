@@ -1,0 +1,245 @@
+import FileKit
+import Foundation
+import Synchronization
+
+/// A cache of values by key: what ``ItemLoader`` stores fetched items in, and what an app can use
+/// directly. ``ItemStore`` is the default; a test or an app can bring its own.
+public protocol ItemCaching: Sendable {
+    /// The stored item and the tier it came from, fresh or not; nil when there is none. Touches
+    /// memory and disk only, never the network, and never waits for another task.
+    func cachedItem(for key: CacheKey) throws(ItemCacheError) -> StoredItem?
+    /// Stores `data` under `key`; returns the item as stored.
+    @discardableResult
+    func store(_ data: Data, for key: CacheKey, options: StoreOptions) async throws(ItemCacheError) -> CachedItem
+    /// After a successful revalidation: the new expiry and validators of a stored item. Returns
+    /// the updated item, or nil when it is gone.
+    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) async throws(ItemCacheError) -> CachedItem?
+    /// Removes the item of `key`, from every tier; returns whether there was one.
+    @discardableResult
+    func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool
+    /// The folder other processes meet in to coalesce fetches, or nil for a cache of this
+    /// process alone.
+    var sharedLockFile: RangeLockFile? { get }
+}
+
+/// An item and the tier that held it.
+public struct StoredItem: Sendable, Equatable {
+    /// The item.
+    public var item: CachedItem
+    /// ``ItemSource/memory`` or ``ItemSource/disk``.
+    public var source: ItemSource
+}
+
+/// The memory and disk tiers, shared by every process that opens the same folder.
+///
+/// - Reads look in memory, then in the writes waiting for their group, then on disk (a disk hit
+///   is kept in memory too). ``cachedItem(for:)`` is synchronous for code that cannot `await`.
+/// - Each write is on disk when it returns, with the total at most ``CacheConfiguration/diskLimit``,
+///   unless ``CacheConfiguration/groupWrites`` defers it: then it waits in memory, readable,
+///   until its group is written.
+/// - Opening reconciles the index and the files (a crash can leave either without the other).
+///
+/// Call ``close()`` before the process ends: it writes the pending group and the recorded reads.
+public final class ItemStore: ItemCaching {
+    /// The settings the store was opened with.
+    public let configuration: CacheConfiguration
+    let disk: DiskTier
+    let memory: MemoryTier<CachedItem>
+    private let io: BlockingIOPool
+    private let group = Mutex(PendingGroup())
+    /// One group write at a time, in order.
+    private let flushing = Mutex(false)
+
+    private struct PendingGroup {
+        var writes: [String: (sequence: Int, write: PendingWrite)] = [:]
+        var sequence = 0
+        var timerArmed = false
+        var closed = false
+    }
+
+    /// What opening found: orphan files and rows removed.
+    public let openingRepairs: (orphanFiles: Int, orphanRows: Int)
+
+    /// Opens the cache in ``CacheConfiguration/folder``, creating it when needed, and reconciles
+    /// its index with its files. Blocks while it does (a stat per stored file).
+    public init(configuration: CacheConfiguration, io: BlockingIOPool = .shared) throws(ItemCacheError) {
+        self.configuration = configuration
+        self.io = io
+        disk = try DiskTier(configuration: configuration)
+        memory = MemoryTier(limits: configuration.memory)
+        let repairs = try disk.reconcile()
+        openingRepairs = (repairs.orphanFiles, repairs.orphanRows)
+    }
+
+    /// The folder's `cache.lock`, where processes sharing the folder coalesce their fetches.
+    public var sharedLockFile: RangeLockFile? { disk.lockFile }
+
+    // MARK: - Reading
+
+    /// The item of `key` from memory, the pending group or disk (kept in memory after), fresh
+    /// or not; nil when there is none. Synchronous: for code that cannot `await`.
+    public func cachedItem(for key: CacheKey) throws(ItemCacheError) -> StoredItem? {
+        if let item = memory.value(for: key) { return StoredItem(item: item, source: .memory) }
+        if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {
+            return StoredItem(item: CachedItem(key: key, data: pending.data, info: pending.info), source: .memory)
+        }
+        guard let item = try disk.read(key) else { return nil }
+        _ = memory.set(item, cost: item.data.count, for: key)
+        return StoredItem(item: item, source: .disk)
+    }
+
+    /// The stored item of `key`, fresh or expired (check ``ItemInfo/isExpired(at:)``); nil when
+    /// there is none.
+    public func item(for key: CacheKey) async throws(ItemCacheError) -> CachedItem? {
+        if let item = memory.value(for: key) { return item }
+        return try await io.run { () throws(ItemCacheError) in try self.cachedItem(for: key)?.item }
+    }
+
+    /// The record of `key` without its value, nil when there is none.
+    public func info(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
+        if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) { return pending.info }
+        return try disk.info(for: key)
+    }
+
+    // MARK: - Writing
+
+    /// The record a store of `data` with `options` makes now.
+    func record(for data: Data, options: StoreOptions, now: Date = Date()) -> ItemInfo {
+        let expiry = options.expiry ?? configuration.defaultExpiry
+        return ItemInfo(size: Int64(data.count), created: now, accessed: now, expires: expiry.expirationDate(storedAt: now),
+                        mustRevalidate: options.mustRevalidate, pinned: options.pinned, groups: options.groups,
+                        etag: options.etag, lastModified: options.lastModified, contentType: options.contentType,
+                        metadata: options.metadata)
+    }
+
+    /// Stores `data` under `key`. With ``Expiry/dontStore`` nothing is kept and the item is
+    /// returned as it would have been stored.
+    @discardableResult
+    public func store(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) async throws(ItemCacheError) -> CachedItem {
+        let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
+        if options.expiry == .dontStore { return item }
+        let write = PendingWrite(key: key, data: data, info: item.info)
+        if let policy = configuration.groupWrites {
+            let full = try group.withLock { group throws(ItemCacheError) -> Bool in
+                if group.closed { throw ItemCacheError(code: .closed, message: "the cache at \(configuration.folder) is closed; open a new ItemStore", key: key) }
+                group.sequence += 1
+                group.writes[key.rawValue] = (group.sequence, write)
+                return group.writes.count >= policy.maxItems
+            }
+            memory.remove(key)
+            if full {
+                try await flush()
+            } else {
+                armTimer(policy.maxDelay)
+            }
+        } else {
+            try await io.run { () throws(ItemCacheError) in try self.disk.write([write]) }
+            _ = memory.set(item, cost: data.count, for: key)
+        }
+        return item
+    }
+
+    /// Stores `data` under `key` on the calling thread, for code that cannot `await`: like
+    /// ``store(_:for:options:)`` but blocking until the write is done (group writes still wait
+    /// for their group).
+    @discardableResult
+    public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError) -> CachedItem {
+        let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
+        if options.expiry == .dontStore { return item }
+        try disk.write([PendingWrite(key: key, data: data, info: item.info)])
+        _ = memory.set(item, cost: data.count, for: key)
+        return item
+    }
+
+    /// Sets the expiry and validators of a stored item after a `304`, in memory and on disk.
+    public func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) async throws(ItemCacheError) -> CachedItem? {
+        try await flush()
+        guard let info = try await io.run({ () throws(ItemCacheError) in
+            try self.disk.refresh(key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified)
+        }) else { return nil }
+        if var item = memory.value(for: key) {
+            item.info = info
+            _ = memory.set(item, cost: item.data.count, for: key)
+            return item
+        }
+        return try await item(for: key)
+    }
+
+    /// Removes the item of `key` from memory, the pending group and disk.
+    @discardableResult
+    public func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
+        memory.remove(key)
+        let pending = group.withLock { $0.writes.removeValue(forKey: key.rawValue) } != nil
+        let stored = try await io.run { () throws(ItemCacheError) in try self.disk.remove(key) }
+        return pending || stored
+    }
+
+    /// Empties the memory tier (the disk keeps everything).
+    public func purgeMemory() {
+        memory.removeAll()
+    }
+
+    /// Disk usage as the index counts it (pending group writes not included).
+    public func statistics() throws(ItemCacheError) -> CacheStatistics {
+        try disk.statistics()
+    }
+
+    // MARK: - Group writes
+
+    /// Writes the pending group now (nothing happens without one), and the reads recorded so far.
+    public func flush() async throws(ItemCacheError) {
+        try await io.run { () throws(ItemCacheError) in try self.flushNow() }
+    }
+
+    /// The group write, on the calling thread: one transaction for the whole group. The values
+    /// stay readable in `group` until their rows are committed.
+    private func flushNow() throws(ItemCacheError) {
+        let result = flushing.withLock { _ -> Result<Void, ItemCacheError> in
+            let batch = group.withLock { $0.writes }
+            guard !batch.isEmpty else {
+                disk.flushTouches()
+                return .success(())
+            }
+            let ordered = batch.values.sorted { $0.sequence < $1.sequence }
+            let result = Result { () throws(ItemCacheError) in try disk.write(ordered.map(\.write)) }
+            // Written or failed, the group leaves memory (a later store of a key stays).
+            group.withLock { group in
+                for (key, entry) in batch where group.writes[key]?.sequence == entry.sequence {
+                    group.writes.removeValue(forKey: key)
+                }
+            }
+            return result
+        }
+        try result.get()
+    }
+
+    private func armTimer(_ delay: Duration) {
+        let arm = group.withLock { group -> Bool in
+            if group.timerArmed { return false }
+            group.timerArmed = true
+            return true
+        }
+        guard arm else { return }
+        Task { [weak self] in
+            try? await Task.sleep(for: delay)
+            guard let self else { return }
+            self.group.withLock { $0.timerArmed = false }
+            try? await self.flush()
+        }
+    }
+
+    /// Writes the pending group and the recorded reads; later stores fail with
+    /// ``ItemCacheError/Code/closed`` when group writes are on.
+    public func close() async throws(ItemCacheError) {
+        group.withLock { $0.closed = true }
+        try await flush()
+        disk.flushTouches()
+    }
+
+    /// ``close()`` on the calling thread, for code that cannot `await`.
+    public func closeNow() throws(ItemCacheError) {
+        group.withLock { $0.closed = true }
+        try flushNow()
+        disk.flushTouches()
+    }
+}

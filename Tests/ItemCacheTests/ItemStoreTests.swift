@@ -1,0 +1,268 @@
+@testable import ItemCache
+import FileKit
+import Foundation
+import GRDB
+import Testing
+
+/// A fresh cache folder under the system's temporary folder, removed by the caller.
+func temporaryCacheFolder(_ name: String = #function) -> String {
+    let folder = NSTemporaryDirectory() + "item-cache-\(name.filter(\.isLetter).prefix(24))-\(UUID().uuidString.prefix(8))"
+    try? FileManager.default.removeItem(atPath: folder)
+    return folder
+}
+
+/// The store keeps values on disk within its limit, never serves a torn value, and agrees with
+/// its files after any crash.
+@Suite("The disk tier: inline and file values, a hard size limit, reconciliation, group writes")
+struct ItemStoreTests {
+    static func key(_ name: String) -> CacheKey { try! CacheKey.custom(name) }
+    static func bytes(_ count: Int, _ seed: UInt8 = 1) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }) }
+
+    static func open(_ folder: String, limit: Int64 = 1 << 20, inline: Int = 1024, group: GroupWritePolicy? = nil) throws -> ItemStore {
+        var configuration = CacheConfiguration(folder: folder)
+        configuration.diskLimit = limit
+        configuration.inlineThreshold = inline
+        configuration.groupWrites = group
+        return try ItemStore(configuration: configuration)
+    }
+
+    /// The blob files below the folder.
+    static func files(_ folder: String) -> [String] {
+        BlobFolder(root: folder + "/blobs", durability: .relaxed).allNames().sorted()
+    }
+
+    static func indexedFiles(_ store: ItemStore) throws -> [String] {
+        try read(store) { db in try String.fetchAll(db, sql: "SELECT file FROM item WHERE file IS NOT NULL ORDER BY file") }
+    }
+
+    /// A synchronous read of the index, to look at its rows.
+    static func read<T>(_ store: ItemStore, _ body: (Database) throws -> T) throws -> T {
+        try store.disk.pool.read(body)
+    }
+
+    @Test("small values live inline, big ones in files; both read back whole from a new process's view")
+    func inlineAndFileValues() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder)
+        try await store.store(Self.bytes(100), for: Self.key("small"), options: StoreOptions(groups: ["g"], metadata: ["w": "3"], contentType: "text/plain", etag: "\"e\""))
+        try await store.store(Self.bytes(5000), for: Self.key("big"))
+        #expect(Self.files(folder).count == 1)
+        try await store.close()
+
+        let reopened = try Self.open(folder)
+        #expect(reopened.openingRepairs == (0, 0))
+        let small = try #require(try reopened.cachedItem(for: Self.key("small")))
+        #expect(small.source == .disk)
+        #expect(small.item.data == Self.bytes(100))
+        #expect(small.item.info.groups == ["g"])
+        #expect(small.item.info.metadata == ["w": "3"])
+        #expect(small.item.info.etag == "\"e\"")
+        #expect(small.item.info.contentType == "text/plain")
+        #expect(try reopened.cachedItem(for: Self.key("small"))?.source == .memory)
+        #expect(try reopened.cachedItem(for: Self.key("big"))?.item.data == Self.bytes(5000))
+        #expect(try reopened.statistics().bytes == 5100)
+        #expect(try reopened.statistics().count == 2)
+    }
+
+    @Test("replacing a file value leaves one file; removing leaves none")
+    func replaceAndRemove() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder)
+        try await store.store(Self.bytes(5000, 1), for: Self.key("a"))
+        try await store.store(Self.bytes(6000, 2), for: Self.key("a"))
+        #expect(Self.files(folder).count == 1)
+        store.purgeMemory()
+        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == Self.bytes(6000, 2))
+        #expect(try store.statistics().bytes == 6000)
+        #expect(try await store.removeItem(for: Self.key("a")))
+        #expect(Self.files(folder).isEmpty)
+        #expect(try store.cachedItem(for: Self.key("a")) == nil)
+        #expect(try store.statistics() == CacheStatistics(count: 0, bytes: 0, limit: 1 << 20, pinned: 0, pinnedBytes: 0, expired: 0))
+    }
+
+    @Test("over the limit, expired items go first, then the least recently used; pinned ones never")
+    func evictionOrder() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder, limit: 4000)
+        try await store.store(Self.bytes(1000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
+        try await store.store(Self.bytes(1000), for: Self.key("old"))
+        try await store.store(Self.bytes(1000), for: Self.key("expired"), options: StoreOptions(expiry: .date(Date(timeIntervalSinceNow: -10))))
+        try await Task.sleep(for: .milliseconds(5))
+        store.purgeMemory()
+        _ = try store.cachedItem(for: Self.key("old"))      // "old" is now more recent than "recent"
+        try await store.store(Self.bytes(1000), for: Self.key("recent"))
+        try await Task.sleep(for: .milliseconds(5))
+        store.purgeMemory()
+        _ = try store.cachedItem(for: Self.key("old"))
+        // 4000 stored; 1000 more: the expired one goes.
+        try await store.store(Self.bytes(1000), for: Self.key("new1"))
+        store.purgeMemory()
+        #expect(try store.cachedItem(for: Self.key("expired")) == nil)
+        #expect(try store.statistics().bytes == 4000)
+        // 1000 more: the least recently used unpinned one, "recent" (read before "old" was).
+        try await store.store(Self.bytes(1000), for: Self.key("new2"))
+        store.purgeMemory()
+        #expect(try store.cachedItem(for: Self.key("recent")) == nil)
+        #expect(try store.cachedItem(for: Self.key("old")) != nil)
+        #expect(try store.cachedItem(for: Self.key("pinned")) != nil)
+        #expect(try store.statistics().bytes <= 4000)
+    }
+
+    @Test("a value that cannot fit fails with tooLarge and changes nothing")
+    func tooLarge() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder, limit: 4000)
+        try await store.store(Self.bytes(3000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
+        try await store.store(Self.bytes(500), for: Self.key("small"))
+        await #expect { try await store.store(Self.bytes(5000), for: Self.key("huge")) } throws: { ($0 as? ItemCacheError)?.code == .tooLarge }
+        await #expect { try await store.store(Self.bytes(2000), for: Self.key("pinned2"), options: StoreOptions(pinned: true)) } throws: {
+            guard let error = $0 as? ItemCacheError else { return false }
+            return error.code == .tooLarge && error.message.contains("pinned items hold 3000 bytes")
+        }
+        store.purgeMemory()
+        #expect(try store.cachedItem(for: Self.key("small"))?.item.data == Self.bytes(500))
+        #expect(try store.statistics().bytes == 3500)
+        #expect(Self.files(folder) == (try Self.indexedFiles(store)))
+    }
+
+    @Test("opening removes files with no row and rows with no complete file")
+    func reconciliation() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder)
+        try await store.store(Self.bytes(5000, 1), for: Self.key("kept"))
+        try await store.store(Self.bytes(5000, 2), for: Self.key("cut"))
+        try await store.store(Self.bytes(5000, 3), for: Self.key("lost"))
+        try await store.close()
+        let blobs = BlobFolder(root: folder + "/blobs", durability: .relaxed)
+        let cutFile = try #require(try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:cut'") })
+        let lostFile = try #require(try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:lost'") })
+        #expect(truncate(blobs.path(cutFile), 100) == 0)       // a power loss cut it short
+        #expect(unlink(blobs.path(lostFile)) == 0)            // lost altogether
+        try FileManager.default.createDirectory(atPath: folder + "/blobs/zz", withIntermediateDirectories: true)
+        try Data("orphan".utf8).write(to: URL(fileURLWithPath: folder + "/blobs/zz/orphan-1"))  // a crash before the commit
+
+        let reopened = try Self.open(folder)
+        #expect(reopened.openingRepairs == (1, 2))
+        #expect(try reopened.cachedItem(for: Self.key("kept"))?.item.data == Self.bytes(5000, 1))
+        #expect(try reopened.cachedItem(for: Self.key("cut")) == nil)
+        #expect(try reopened.cachedItem(for: Self.key("lost")) == nil)
+        #expect(Self.files(folder) == (try Self.indexedFiles(reopened)))
+        #expect(try reopened.statistics().bytes == 5000)
+    }
+
+    @Test("a read that finds its file cut short is a miss and drops the row, never a torn value")
+    func shortFileIsAMiss() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder)
+        try await store.store(Self.bytes(5000), for: Self.key("a"))
+        store.purgeMemory()
+        let file = try #require(try Self.indexedFiles(store).first)
+        #expect(truncate(folder + "/blobs/" + file, 10) == 0)
+        #expect(try store.cachedItem(for: Self.key("a")) == nil)
+        #expect(try store.statistics().count == 0)
+    }
+
+    @Test("group writes: pending values read back at once, land together, and close writes the rest")
+    func groupWrites() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 3, maxDelay: .seconds(3600)))
+        try await store.store(Self.bytes(10, 1), for: Self.key("a"))
+        try await store.store(Self.bytes(5000, 2), for: Self.key("b"))
+        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == Self.bytes(10, 1))
+        #expect(try store.cachedItem(for: Self.key("b"))?.item.data == Self.bytes(5000, 2))
+        #expect(try store.statistics().count == 0)
+        try await store.store(Self.bytes(20, 3), for: Self.key("c"))    // the third fills the group
+        #expect(try store.statistics().count == 3)
+        try await store.store(Self.bytes(30, 4), for: Self.key("d"))
+        #expect(try store.statistics().count == 3)
+        try await store.close()
+        #expect(try store.statistics().count == 4)
+        await #expect { try await store.store(Self.bytes(1), for: Self.key("e")) } throws: { ($0 as? ItemCacheError)?.code == .closed }
+    }
+
+    @Test("a group write waits at most its delay")
+    func groupWriteDelay() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 1000, maxDelay: .milliseconds(50)))
+        try await store.store(Self.bytes(10), for: Self.key("a"))
+        var count = 0
+        for _ in 0..<200 where count == 0 {
+            try await Task.sleep(for: .milliseconds(20))
+            count = try store.statistics().count
+        }
+        #expect(count == 1)
+    }
+
+    @Test("don't-store returns the value and keeps nothing")
+    func dontStore() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder)
+        let item = try await store.store(Self.bytes(10), for: Self.key("a"), options: StoreOptions(expiry: .dontStore))
+        #expect(item.data == Self.bytes(10))
+        #expect(try store.cachedItem(for: Self.key("a")) == nil)
+    }
+
+    /// Random stores (inline, file, pinned, expired), reads, removes and reopenings: after each
+    /// step the total is at most the limit, the stats row equals the rows' sum, and the files
+    /// are exactly the ones the index names.
+    @Test("property: after every operation usage ≤ limit and the index matches the files", arguments: [1 as UInt64, 2, 3])
+    func sizeLimitProperty(seed: UInt64) async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var random = SplitMix(seed: seed)
+        let limit: Int64 = 20_000
+        var store = try Self.open(folder, limit: limit)
+        var pinnedBytes: Int64 = 0
+        for step in 0..<300 {
+            let name = "k\(random.next() % 40)"
+            switch random.next() % 10 {
+            case 0...5:
+                let size = Int(random.next() % 6000)
+                let pin = random.next() % 10 == 0 && pinnedBytes + Int64(size) < limit / 2
+                let expiry: Expiry? = random.next() % 4 == 0 ? .date(Date(timeIntervalSinceNow: -1)) : nil
+                do {
+                    try await store.store(Self.bytes(size, UInt8(step % 256)), for: Self.key(name), options: StoreOptions(expiry: expiry, pinned: pin))
+                } catch {
+                    // Only when pinned items leave no room.
+                    #expect((error as? ItemCacheError)?.code == .tooLarge, "step \(step): \(error)")
+                }
+            case 6, 7:
+                _ = try store.cachedItem(for: Self.key(name))
+            case 8:
+                try await store.removeItem(for: Self.key(name))
+            default:
+                try await store.close()
+                store = try Self.open(folder, limit: limit)
+                #expect(store.openingRepairs == (0, 0))
+            }
+            pinnedBytes = try store.statistics().pinnedBytes
+            let statistics = try store.statistics()
+            let sum = try Self.read(store) { db in try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM item")! }
+            #expect(statistics.bytes <= limit, "step \(step)")
+            #expect(statistics.bytes == sum, "step \(step)")
+            #expect(Self.files(folder) == (try Self.indexedFiles(store)), "step \(step)")
+        }
+    }
+}
+
+/// A small seeded generator for reproducible random tests.
+struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
