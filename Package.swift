@@ -18,6 +18,7 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         .package(url: "https://github.com/apple/swift-crypto", "3.0.0"..<"5.0.0"),
@@ -60,6 +61,7 @@ let package = Package(
         .target(name: "ItemCache",
                 dependencies: ["Transport", "FileKit", "DatabaseKit",
                                .product(name: "Logging", package: "swift-log"),
+                               .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
         .target(name: "ContentPublishing",
@@ -84,6 +86,7 @@ let package = Package(
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
         .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer",
+                                                           .product(name: "Metrics", package: "swift-metrics"),
                                                            .product(name: "GRDB", package: "GRDB.swift")]),
         // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
         // checks that the documents show exactly these regions).

@@ -78,12 +78,21 @@ public final class ItemStore: ItemCaching {
 
     /// The item of `key` from memory, the pending group or disk (kept in memory after), fresh
     /// or not; nil when there is none. Synchronous: for code that cannot `await`.
+    /// An expired value in memory is checked against the disk, where another process may have
+    /// stored a fresh one.
     public func cachedItem(for key: CacheKey) throws(ItemCacheError) -> StoredItem? {
-        if let item = memory.value(for: key) { return StoredItem(item: item, source: .memory) }
+        var expiredInMemory: CachedItem?
+        if let item = memory.value(for: key) {
+            if !item.info.isExpired() { return StoredItem(item: item, source: .memory) }
+            expiredInMemory = item
+        }
         if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {
             return StoredItem(item: CachedItem(key: key, data: pending.data, info: pending.info), source: .memory)
         }
-        guard let item = try disk.read(key) else { return nil }
+        guard let item = try disk.read(key) else {
+            if expiredInMemory != nil { memory.remove(key) }
+            return nil
+        }
         _ = memory.set(item, cost: item.data.count, for: key)
         return StoredItem(item: item, source: .disk)
     }

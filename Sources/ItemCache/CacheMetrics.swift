@@ -1,0 +1,33 @@
+import Metrics
+
+/// The cache's swift-metrics instruments. The library picks no backend: an app bootstraps one
+/// (Prometheus, StatsD, …) with `MetricsSystem.bootstrap`, or the numbers go nowhere.
+///
+/// Names, with the configured prefix (`item_cache` by default):
+/// - `<prefix>_hits` by `tier` (`memory`, `disk`), `<prefix>_misses`;
+/// - `<prefix>_evictions`, `<prefix>_stored_bytes` (bytes written), `<prefix>_fetched_bytes`;
+/// - `<prefix>_fetch_duration` (a timer, per fetch), `<prefix>_revalidations` by `result`
+///   (`not_modified`, `modified`), `<prefix>_stale_served` by `reason`.
+struct CacheMetrics: Sendable {
+    let memoryHits, diskHits, misses, evictions, storedBytes, fetchedBytes: Counter
+    let notModified, modified, staleWhileRevalidate, staleIfError: Counter
+    let fetchDuration: Metrics.Timer
+
+    init(prefix: String) {
+        memoryHits = Counter(label: prefix + "_hits", dimensions: [("tier", "memory")])
+        diskHits = Counter(label: prefix + "_hits", dimensions: [("tier", "disk")])
+        misses = Counter(label: prefix + "_misses")
+        evictions = Counter(label: prefix + "_evictions")
+        storedBytes = Counter(label: prefix + "_stored_bytes")
+        fetchedBytes = Counter(label: prefix + "_fetched_bytes")
+        notModified = Counter(label: prefix + "_revalidations", dimensions: [("result", "not_modified")])
+        modified = Counter(label: prefix + "_revalidations", dimensions: [("result", "modified")])
+        staleWhileRevalidate = Counter(label: prefix + "_stale_served", dimensions: [("reason", "while_revalidate")])
+        staleIfError = Counter(label: prefix + "_stale_served", dimensions: [("reason", "if_error")])
+        fetchDuration = Metrics.Timer(label: prefix + "_fetch_duration")
+    }
+
+    func hit(_ source: ItemSource) {
+        (source == .memory ? memoryHits : diskHits).increment()
+    }
+}

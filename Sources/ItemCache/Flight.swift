@@ -1,0 +1,107 @@
+import Foundation
+import Synchronization
+import Transport
+
+/// One fetch that any number of callers wait for (request coalescing).
+///
+/// Each waiter has its own continuation, resumed exactly once: with the result, or with
+/// `CancellationError` when that waiter is cancelled, whichever comes first; the one that takes
+/// the continuation out of the table resumes it, so a late result and a cancellation can never
+/// both resume it. When the last waiter cancels, the fetch is cancelled too, unless it is a
+/// background refresh (stale-while-revalidate), which runs on with no one waiting.
+final class Flight: Sendable {
+    private struct State {
+        var waiters: [Int: CheckedContinuation<LoadedItem, any Error>] = [:]
+        var cancelled: Set<Int> = []
+        var nextID = 0
+        var result: Result<LoadedItem, any Error>?
+        var task: Task<Void, Never>?
+        var progress = TransferProgress(received: 0, expected: nil)
+        var progressHandlers: [ProgressHandler] = []
+        var stored = false
+    }
+
+    private let state = Mutex(State())
+    private let keepAlive: Bool
+    /// When the flight began (a reload accepts another process's value only if newer).
+    let started = Date()
+
+    init(keepAlive: Bool) {
+        self.keepAlive = keepAlive
+    }
+
+    /// Runs `body` as the flight's task; `finished` is told whether it stored a value.
+    func start(_ body: @escaping @Sendable () async throws -> LoadedItem, finished: @escaping @Sendable (Bool) -> Void) {
+        let task = Task {
+            let result: Result<LoadedItem, any Error>
+            do {
+                result = .success(try await body())
+            } catch {
+                result = .failure(error)
+            }
+            let (waiters, stored) = state.withLock { state in
+                state.result = result
+                defer { state.waiters = [:] }
+                return (Array(state.waiters.values), state.stored)
+            }
+            finished(stored)
+            for waiter in waiters { waiter.resume(with: result) }
+        }
+        state.withLock { $0.task = task }
+    }
+
+    /// Waits for the result; a cancelled caller stops waiting at once.
+    func wait() async throws -> LoadedItem {
+        let id = state.withLock { state -> Int in
+            state.nextID += 1
+            return state.nextID
+        }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<LoadedItem, any Error>) in
+                // Cancelled before it could register: it leaves at once, and if no one else
+                // waits, the fetch goes too.
+                let (now, orphaned): (Result<LoadedItem, any Error>?, Task<Void, Never>?) = state.withLock { state in
+                    if state.cancelled.remove(id) != nil {
+                        let last = state.waiters.isEmpty && !keepAlive && state.result == nil
+                        return (.failure(CancellationError()), last ? state.task : nil)
+                    }
+                    if let result = state.result { return (result, nil) }
+                    state.waiters[id] = continuation
+                    return (nil, nil)
+                }
+                if let now { continuation.resume(with: now) }
+                orphaned?.cancel()
+            }
+        } onCancel: {
+            let (waiter, task) = state.withLock { state -> (CheckedContinuation<LoadedItem, any Error>?, Task<Void, Never>?) in
+                guard let waiter = state.waiters.removeValue(forKey: id) else {
+                    if state.result == nil { state.cancelled.insert(id) }
+                    return (nil, nil)
+                }
+                let last = state.waiters.isEmpty && !keepAlive
+                return (waiter, last ? state.task : nil)
+            }
+            waiter?.resume(throwing: CancellationError())
+            task?.cancel()
+        }
+    }
+
+    /// The latest progress.
+    var progress: TransferProgress { state.withLock { $0.progress } }
+
+    func report(_ progress: TransferProgress) {
+        let handlers = state.withLock { state in
+            state.progress = progress
+            return state.progressHandlers
+        }
+        for handler in handlers { handler(progress) }
+    }
+
+    func addProgressHandler(_ handler: @escaping ProgressHandler) {
+        state.withLock { $0.progressHandlers.append(handler) }
+    }
+
+    func markStored() {
+        state.withLock { $0.stored = true }
+    }
+}

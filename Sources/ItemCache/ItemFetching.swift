@@ -1,0 +1,174 @@
+import FileKit
+import Foundation
+import Transport
+
+/// Brings an item's bytes from where they live: a server, a file, or code that makes them.
+/// ``HTTPFetcher`` (on ``Transport``) is the default for `http` and `https`, ``FileFetcher`` for
+/// `file`; ``ItemLoader/register(_:for:)`` adds others per scheme or context.
+public protocol ItemFetching: Sendable {
+    /// Fetches `request`. A fetcher that cannot revalidate ignores the validators and returns
+    /// ``FetchResponse/Body/fetched(_:)``. Throws for a failure; cancellation ends it early.
+    func fetch(_ request: FetchRequest) async throws -> FetchResponse
+}
+
+/// What to fetch.
+public struct FetchRequest: Sendable {
+    /// The item's key.
+    public var key: CacheKey
+    /// The address with its parameters in the query (nil for a custom key).
+    public var url: URL?
+    /// Headers to send: the key's varying headers and the caller's.
+    public var headers: [String: String]
+    /// The stored item's entity tag, for `If-None-Match`.
+    public var etag: String?
+    /// The stored item's `Last-Modified`, for `If-Modified-Since`.
+    public var lastModified: String?
+    /// A folder on the cache's file system for scratch files (the cache folder itself), so that
+    /// nothing is written anywhere else.
+    public var scratchFolder: String
+    /// Called with the bytes received against the total, when known.
+    public var progress: ProgressHandler?
+
+    /// A request for `key` at `url`.
+    public init(key: CacheKey, url: URL?, headers: [String: String] = [:], etag: String? = nil, lastModified: String? = nil,
+                scratchFolder: String, progress: ProgressHandler? = nil) {
+        self.key = key
+        self.url = url
+        self.headers = headers
+        self.etag = etag
+        self.lastModified = lastModified
+        self.scratchFolder = scratchFolder
+        self.progress = progress
+    }
+}
+
+/// What a fetch brought.
+public struct FetchResponse: Sendable {
+    /// The bytes, or the news that the stored ones are still current.
+    public enum Body: Sendable {
+        /// New bytes.
+        case fetched(Data)
+        /// `304 Not Modified`: the stored value stands; no body moved.
+        case notModified
+    }
+
+    /// The body.
+    public var body: Body
+    /// Response headers, names lower-cased (`cache-control`, `etag`, `last-modified`,
+    /// `content-type`, `expires`, `age`, `date`).
+    public var headers: [String: String]
+
+    /// A response from its parts.
+    public init(body: Body, headers: [String: String] = [:]) {
+        self.body = body
+        self.headers = headers
+    }
+}
+
+/// The default fetcher: HTTP(S) through a ``Transport`` (libcurl), with conditional requests.
+/// The body streams into an unnamed file in the cache folder, so progress is reported as it
+/// arrives and a failed or cancelled fetch leaves nothing.
+public struct HTTPFetcher: ItemFetching {
+    /// The transport requests go through.
+    public let transport: any Transport
+    /// The largest body accepted. Default 256 MiB.
+    public var maxBytes: Int64
+
+    /// A fetcher on `transport`.
+    public init(transport: any Transport, maxBytes: Int64 = 256 << 20) {
+        self.transport = transport
+        self.maxBytes = maxBytes
+    }
+
+    /// A GET of the request's URL, conditional when the request has validators.
+    public func fetch(_ request: FetchRequest) async throws -> FetchResponse {
+        guard let url = request.url else {
+            throw ItemCacheError(code: .fetch, message: "\(request.key.rawValue) has no URL to fetch; register a fetcher for its context", key: request.key)
+        }
+        var headers = request.headers
+        if let etag = request.etag { headers["If-None-Match"] = etag }
+        if let lastModified = request.lastModified { headers["If-Modified-Since"] = lastModified }
+        let httpRequest = HTTPRequest(url: url, headers: headers)
+        guard let file = UnnamedFile(in: request.scratchFolder) else {
+            let response = try await transport.data(for: httpRequest)
+            request.progress?(TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
+            return FetchResponse(body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
+        }
+        var options = DownloadOptions(maxBytes: maxBytes, progress: request.progress)
+        options.resumeETag = nil
+        let descriptor = file.descriptor
+        let response = try await transport.download(httpRequest, into: descriptor, options: options)
+        if response.isNotModified { return FetchResponse(body: .notModified, headers: response.headers) }
+        let data = try await BlockingIOPool.shared.run { () throws(FileSystemError) -> Data in
+            try Self.readAll(descriptor, size: response.fileSize, path: url.absoluteString)
+        }
+        // The file (and its descriptor) lives until here; it vanishes when it closes.
+        _ = file.descriptor
+        return FetchResponse(body: .fetched(data), headers: response.headers)
+    }
+
+    private static func readAll(_ descriptor: Int32, size: Int64, path: String) throws(FileSystemError) -> Data {
+        var data = Data(count: Int(size))
+        var failure: Int32?
+        data.withUnsafeMutableBytes { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let count = pread(descriptor, buffer.baseAddress! + offset, buffer.count - offset, off_t(offset))
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                if count == 0 { break }
+                offset += count
+            }
+        }
+        if let failure { throw FileSystemError("cannot read the fetched body of", path: path, syscall: "pread", errno: failure) }
+        return data
+    }
+}
+
+/// Reads `file://` URLs. Its validator is the file's modification time, as `Last-Modified`,
+/// so an unchanged file revalidates without being read.
+public struct FileFetcher: ItemFetching {
+    /// A file fetcher.
+    public init() {}
+
+    /// The file's bytes, or ``FetchResponse/Body/notModified`` when its time matches.
+    public func fetch(_ request: FetchRequest) async throws -> FetchResponse {
+        guard let url = request.url, url.isFileURL else {
+            throw ItemCacheError(code: .fetch, message: "\(request.key.rawValue) is not a file:// URL", key: request.key)
+        }
+        let path = url.path
+        return try await BlockingIOPool.shared.run { () throws -> FetchResponse in
+            let attributes: [FileAttributeKey: Any]
+            do {
+                attributes = try FileManager.default.attributesOfItem(atPath: path)
+            } catch {
+                throw ItemCacheError(code: .fetch, message: "cannot read \(path): no such file; check the path", key: request.key, underlying: error)
+            }
+            let modified = (attributes[.modificationDate] as? Date).map { "\(Int64($0.timeIntervalSince1970 * 1000))" }
+            if let modified, modified == request.lastModified { return FetchResponse(body: .notModified, headers: ["last-modified": modified]) }
+            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
+            return FetchResponse(body: .fetched(data), headers: modified.map { ["last-modified": $0] } ?? [:])
+        }
+    }
+}
+
+/// A fetcher made of a closure: content generated locally, or an app's own source.
+public struct ClosureFetcher: ItemFetching {
+    private let body: @Sendable (FetchRequest) async throws -> Data
+
+    /// A fetcher that returns what `body` makes for each request.
+    public init(_ body: @escaping @Sendable (FetchRequest) async throws -> Data) {
+        self.body = body
+    }
+
+    /// What the closure makes for the request.
+    public func fetch(_ request: FetchRequest) async throws -> FetchResponse {
+        let data = try await body(request)
+        request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
+        return FetchResponse(body: .fetched(data))
+    }
+}

@@ -1,0 +1,352 @@
+import FileKit
+import Foundation
+import Synchronization
+import Transport
+
+/// An item as a load returned it: the value, where it came from, and, for a stale value served
+/// because the fetch failed, that failure.
+public struct LoadedItem: Sendable {
+    /// The item.
+    public var item: CachedItem
+    /// Where it came from.
+    public var source: ItemSource
+    /// The fetch failure a stale value stands in for (stale-if-error); nil otherwise.
+    public var fetchError: ItemCacheError?
+
+    /// The value's bytes.
+    public var data: Data { item.data }
+}
+
+/// How a load may use the cache and the network.
+public enum LoadPolicy: Sendable, Equatable {
+    /// A fresh stored value if there is one; otherwise fetch (revalidating a stale one).
+    case useCache
+    /// Fetch whatever is stored (RxCache's `evict: true`); a stored stale value still serves
+    /// if the fetch fails and stale-if-error is on.
+    case reload
+    /// Never touch the network: a stored value, fresh or stale (marked ``ItemSource/stale``),
+    /// or ``ItemCacheError/Code/notCached``.
+    case offline
+}
+
+/// How to load one item.
+public struct LoadOptions: Sendable {
+    /// The item's expiry; nil for the server's word or the default (``CacheConfiguration/freshness``).
+    public var expiry: Expiry?
+    /// Cache or network; default ``LoadPolicy/useCache``.
+    public var policy: LoadPolicy
+    /// Groups or tags the stored item gets.
+    public var groups: [String]
+    /// Never evict the stored item.
+    public var pinned: Bool
+    /// The caller's metadata, stored with it.
+    public var metadata: [String: String]
+    /// Extra request headers that do not vary the response (auth, say). Headers that do vary it
+    /// belong in the key (``CacheKey/init(url:parameters:varyingHeaders:context:)``).
+    public var headers: [String: String]
+    /// Called with this item's progress, bytes against the total.
+    public var progress: ProgressHandler?
+
+    /// Options with these fields; by default a cached load with the configured expiry.
+    public init(expiry: Expiry? = nil, policy: LoadPolicy = .useCache, groups: [String] = [], pinned: Bool = false,
+                metadata: [String: String] = [:], headers: [String: String] = [:], progress: ProgressHandler? = nil) {
+        self.expiry = expiry
+        self.policy = policy
+        self.groups = groups
+        self.pinned = pinned
+        self.metadata = metadata
+        self.headers = headers
+        self.progress = progress
+    }
+}
+
+/// An item's state, ISCache's way.
+public enum ItemState: Sendable, Equatable {
+    /// Not stored and not being fetched.
+    case notFound
+    /// Being fetched: bytes so far against the total (nil until the server says).
+    case inProgress(TransferProgress)
+    /// Stored.
+    case found
+}
+
+/// Loads items by URL and parameters through the cache: memory, then disk, then the network,
+/// with one fetch per key however many ask (in this process and, through the folder's lock
+/// file, in every process sharing it), HTTP freshness and revalidation, stale-while-revalidate
+/// and stale-if-error, at most ``CacheConfiguration/maxConcurrentFetches`` fetches at once,
+/// and states to observe.
+public final class ItemLoader: Sendable {
+    /// Where items are kept.
+    public let store: any ItemCaching
+    /// The settings it runs with.
+    public let configuration: CacheConfiguration
+    private let fetchers: Mutex<[String: any ItemFetching]>
+    private let flights = Mutex<[String: Flight]>([:])
+    private let observers = Mutex<[String: [Int: AsyncStream<ItemState>.Continuation]]>([:])
+    private let observerIDs = Atomic<Int>(0)
+    private let limiter: FetchLimiter
+    let metrics: CacheMetrics
+    private let ownedTransport: CurlTransport?
+
+    /// A loader on `store`, fetching `http` and `https` through `transport` and `file` URLs from
+    /// disk.
+    public init(store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport) {
+        self.store = store
+        self.configuration = configuration
+        let http = HTTPFetcher(transport: transport)
+        fetchers = Mutex(["http": http, "https": http, "file": FileFetcher()])
+        limiter = FetchLimiter(limit: configuration.maxConcurrentFetches)
+        metrics = CacheMetrics(prefix: configuration.metricsPrefix)
+        ownedTransport = nil
+    }
+
+    /// Opens an ``ItemStore`` in the configured folder and a ``CurlTransport`` of its own (ended
+    /// by ``close()``).
+    public init(configuration: CacheConfiguration) throws(ItemCacheError) {
+        let store = try ItemStore(configuration: configuration)
+        let transport: CurlTransport
+        do {
+            transport = try CurlTransport()
+        } catch {
+            throw ItemCacheError(code: .fetch, message: "cannot start the HTTP transport: \(error)", underlying: error)
+        }
+        self.store = store
+        self.configuration = configuration
+        let http = HTTPFetcher(transport: transport)
+        fetchers = Mutex(["http": http, "https": http, "file": FileFetcher()])
+        limiter = FetchLimiter(limit: configuration.maxConcurrentFetches)
+        metrics = CacheMetrics(prefix: configuration.metricsPrefix)
+        ownedTransport = transport
+    }
+
+    /// Fetches keys in `name` (a context, or a URL scheme such as `https`) with `fetcher`. A
+    /// key's context is tried first, then its URL's scheme; custom keys use their context.
+    public func register(_ fetcher: any ItemFetching, for name: String) {
+        fetchers.withLock { $0[name] = fetcher }
+    }
+
+    /// Writes what is pending (an ``ItemStore``'s group and recorded reads) and ends the
+    /// transport this loader opened.
+    public func close() async throws(ItemCacheError) {
+        if let store = store as? ItemStore { try await store.close() }
+        await ownedTransport?.shutdown()
+    }
+
+    // MARK: - Loading
+
+    /// The item at `url` with `parameters` (merged into its query), whose response varies by
+    /// `varyingHeaders`, in `context`.
+    public func item(for url: URL, parameters: [String: String] = [:], varyingHeaders: [String: String] = [:],
+                     context: String = "", options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
+        let key = try CacheKey(url: url, parameters: parameters, varyingHeaders: varyingHeaders, context: context)
+        var request = url
+        if !parameters.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: true) {
+            components.queryItems = (components.queryItems ?? []) + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+            request = components.url ?? url
+        }
+        var options = options
+        options.headers.merge(varyingHeaders) { mine, _ in mine }
+        return try await item(for: key, url: request, options: options)
+    }
+
+    /// The item of `key`, fetched from `url` (nil for a custom key, whose context's fetcher
+    /// makes it) when the cache cannot answer.
+    public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
+        let now = Date()
+        var stale: CachedItem?
+        if options.policy != .reload, let stored = try store.cachedItem(for: key) {
+            if !stored.item.info.isExpired(at: now) {
+                metrics.hit(stored.source)
+                return LoadedItem(item: stored.item, source: stored.source)
+            }
+            stale = stored.item
+            if options.policy == .offline {
+                return LoadedItem(item: stored.item, source: .stale)
+            }
+            if let expires = stored.item.info.expires, !stored.item.info.mustRevalidate,
+               now < expires.addingTimeInterval(configuration.staleWhileRevalidate.seconds) {
+                metrics.staleWhileRevalidate.increment()
+                _ = flight(for: key, url: url, stale: stored.item, options: options, background: true)
+                return LoadedItem(item: stored.item, source: .stale)
+            }
+        } else if options.policy == .reload, let stored = try store.cachedItem(for: key) {
+            stale = stored.item
+        }
+        if options.policy == .offline {
+            metrics.misses.increment()
+            throw ItemCacheError(code: .notCached, message: "\(key.rawValue) is not cached and the load is offline; load it once online first", key: key)
+        }
+        metrics.misses.increment()
+        let flight = flight(for: key, url: url, stale: stale, options: options, background: false)
+        do {
+            return try await flight.wait()
+        } catch let error as ItemCacheError {
+            throw error
+        } catch is CancellationError {
+            throw ItemCacheError(code: .fetch, message: "the load of \(key.rawValue) was cancelled", key: key, underlying: CancellationError())
+        } catch {
+            throw ItemCacheError(code: .fetch, message: "cannot load \(key.rawValue): \(error)", key: key, underlying: error)
+        }
+    }
+
+    /// The running fetch of `key`, or a new one.
+    private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool) -> Flight {
+        let (flight, isNew) = flights.withLock { flights -> (Flight, Bool) in
+            if let running = flights[key.rawValue] { return (running, false) }
+            let flight = Flight(keepAlive: background)
+            flights[key.rawValue] = flight
+            return (flight, true)
+        }
+        if let progress = options.progress { flight.addProgressHandler(progress) }
+        guard isNew else { return flight }
+        notify(key, .inProgress(TransferProgress(received: 0, expected: nil)))
+        flight.start { [self] in
+            defer {
+                flights.withLock { flights in
+                    if flights[key.rawValue] === flight { flights.removeValue(forKey: key.rawValue) }
+                }
+            }
+            let result = try await fetch(key, url: url, stale: stale, options: options, flight: flight)
+            return result
+        } finished: { [self] stored in
+            notify(key, stored ? .found : ((try? store.cachedItem(for: key)) != nil ? .found : .notFound))
+        }
+        return flight
+    }
+
+    /// One fetch: a slot, the key's cross-process lock, then the fetcher; stores what came.
+    private func fetch(_ key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, flight: Flight) async throws -> LoadedItem {
+        try await limiter.acquire()
+        defer { limiter.release() }
+        let slot = Int64(1 + key.slotHash % (1 << 40))
+        let lockFile = store.sharedLockFile
+        if let lockFile {
+            var delay: UInt64 = 2
+            while try !lockFile.tryLock(slot: slot, exclusive: true) {
+                try await Task.sleep(for: .milliseconds(delay))
+                delay = min(delay * 2, 50)
+            }
+        }
+        defer { lockFile?.unlock(slot: slot) }
+        var stale = stale
+        if lockFile != nil, let stored = try store.cachedItem(for: key) {
+            // Another process may have fetched it while this one waited for the lock.
+            if !stored.item.info.isExpired(at: Date()), options.policy != .reload || stored.item.info.created > flight.started {
+                return LoadedItem(item: stored.item, source: .disk)
+            }
+            stale = stored.item
+        }
+        guard let fetcher = fetcher(for: key, url: url) else {
+            throw ItemCacheError(code: .fetch, message: "no fetcher for \(key.rawValue); register one for its context or scheme (ItemLoader.register)", key: key)
+        }
+        let request = FetchRequest(key: key, url: url, headers: options.headers, etag: stale?.info.etag, lastModified: stale?.info.lastModified,
+                                   scratchFolder: (store as? ItemStore)?.disk.blobs.root ?? configuration.folder) { [self] progress in
+            flight.report(progress)
+            notify(key, .inProgress(progress))
+        }
+        let started = ContinuousClock.now
+        let response: FetchResponse
+        do {
+            response = try await fetcher.fetch(request)
+        } catch {
+            if error is CancellationError || Task.isCancelled { throw error }
+            let failure = (error as? ItemCacheError)
+                ?? ItemCacheError(code: .fetch, message: "cannot fetch \(url?.absoluteString ?? key.rawValue): \(error)", key: key, underlying: error)
+            if configuration.staleIfError, let stale {
+                metrics.staleIfError.increment()
+                return LoadedItem(item: stale, source: .stale, fetchError: failure)
+            }
+            throw failure
+        }
+        metrics.fetchDuration.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
+        let now = Date()
+        switch response.body {
+        case .notModified:
+            metrics.notModified.increment()
+            guard let stale else {
+                throw ItemCacheError(code: .fetch, message: "\(url?.absoluteString ?? key.rawValue) answered 304 to a request that had no validators", key: key)
+            }
+            let (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
+            let expires = (expiry ?? configuration.defaultExpiry).expirationDate(storedAt: now)
+            let refreshed = try await store.refresh(key, expires: expires, mustRevalidate: mustRevalidate,
+                                                    etag: response.headers["etag"], lastModified: response.headers["last-modified"])
+            flight.markStored()
+            return LoadedItem(item: refreshed ?? stale, source: .revalidated)
+        case .fetched(let data):
+            if stale != nil { metrics.modified.increment() }
+            metrics.fetchedBytes.increment(by: Int64(data.count))
+            let (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
+            let storeOptions = StoreOptions(expiry: expiry ?? .dontStore, groups: options.groups, pinned: options.pinned,
+                                            metadata: options.metadata, contentType: response.headers["content-type"],
+                                            etag: response.headers["etag"], lastModified: response.headers["last-modified"],
+                                            mustRevalidate: mustRevalidate)
+            do {
+                let item = try await store.store(data, for: key, options: storeOptions)
+                if storeOptions.expiry != .dontStore {
+                    metrics.storedBytes.increment(by: Int64(data.count))
+                    flight.markStored()
+                }
+                return LoadedItem(item: item, source: .network)
+            } catch {
+                // Too big to keep: the caller still gets it (a pinned load asked to keep it).
+                guard error.code == .tooLarge, !options.pinned else { throw error }
+                configuration.logger.debug("not storing \(key.rawValue): \(error)")
+                return LoadedItem(item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count))), source: .network)
+            }
+        }
+    }
+
+    /// The expiry to store with (nil: do not store) and whether every use must revalidate.
+    private func expiry(_ options: LoadOptions, headers: [String: String], now: Date) -> (Expiry?, Bool) {
+        if let expiry = options.expiry { return (expiry == .dontStore ? nil : expiry, false) }
+        guard configuration.freshness == .server else { return (configuration.defaultExpiry, false) }
+        switch HTTPFreshness.of(headers: headers, now: now) {
+        case .noStore: return (nil, false)
+        case .fresh(let expires, let mustRevalidate): return (expires.map(Expiry.date) ?? configuration.defaultExpiry, mustRevalidate)
+        }
+    }
+
+    private func fetcher(for key: CacheKey, url: URL?) -> (any ItemFetching)? {
+        fetchers.withLock { fetchers in
+            if !key.context.isEmpty, let fetcher = fetchers[key.context] { return fetcher }
+            if let scheme = url?.scheme?.lowercased() { return fetchers[scheme] }
+            return nil
+        }
+    }
+
+    // MARK: - States
+
+    /// The item's state now: being fetched, stored, or neither.
+    public func state(for key: CacheKey) -> ItemState {
+        if let flight = flights.withLock({ $0[key.rawValue] }) { return .inProgress(flight.progress) }
+        return (try? store.cachedItem(for: key)) != nil ? .found : .notFound
+    }
+
+    /// The item's states as they change, starting with the current one. The stream ends when
+    /// the caller stops iterating.
+    public func states(for key: CacheKey) -> AsyncStream<ItemState> {
+        let (stream, continuation) = AsyncStream<ItemState>.makeStream(bufferingPolicy: .bufferingNewest(16))
+        let id = observerIDs.add(1, ordering: .relaxed).newValue
+        observers.withLock { $0[key.rawValue, default: [:]][id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            self?.observers.withLock { observers in
+                observers[key.rawValue]?.removeValue(forKey: id)
+                if observers[key.rawValue]?.isEmpty == true { observers.removeValue(forKey: key.rawValue) }
+            }
+        }
+        continuation.yield(state(for: key))
+        return stream
+    }
+
+    private func notify(_ key: CacheKey, _ state: ItemState) {
+        let listeners = observers.withLock { $0[key.rawValue].map { Array($0.values) } ?? [] }
+        for listener in listeners { listener.yield(state) }
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, fractions included.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    /// The duration in nanoseconds.
+    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+}

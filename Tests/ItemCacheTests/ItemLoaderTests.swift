@@ -1,0 +1,272 @@
+@testable import ItemCache
+import Foundation
+import StorageServer
+import Synchronization
+import Testing
+import Transport
+
+/// A loader on a real cache folder and a real loopback server, torn down by ``close()``.
+struct LoaderFixture {
+    let folder: String
+    let content: URL
+    let server: StorageServer
+    let transport: CurlTransport
+    let store: ItemStore
+    let loader: ItemLoader
+
+    init(_ name: String = #function, configure: (inout CacheConfiguration) -> Void = { _ in }) async throws {
+        folder = temporaryCacheFolder(name)
+        content = URL(fileURLWithPath: folder + "-content")
+        try FileManager.default.createDirectory(at: content, withIntermediateDirectories: true)
+        server = StorageServer(root: content)
+        _ = try await server.start()
+        var transportConfiguration = CurlTransport.Configuration()
+        transportConfiguration.retry = .none
+        transport = try CurlTransport(configuration: transportConfiguration)
+        var configuration = CacheConfiguration(folder: folder)
+        configure(&configuration)
+        store = try ItemStore(configuration: configuration)
+        loader = ItemLoader(store: store, configuration: configuration, transport: transport)
+    }
+
+    func publish(_ path: String, _ text: String) throws {
+        try Data(text.utf8).write(to: content.appendingPathComponent(path))
+    }
+
+    func url(_ path: String) -> URL { server.url(for: path) }
+
+    func close() async {
+        try? await loader.close()
+        await transport.shutdown()
+        await server.stop()
+        try? FileManager.default.removeItem(atPath: folder)
+        try? FileManager.default.removeItem(at: content)
+    }
+}
+
+@Suite("The loader: coalescing, freshness, revalidation, stale values, limits and states, on a real server")
+struct ItemLoaderTests {
+    @Test("100 concurrent gets of one URL make 1 request, and all get the bytes")
+    func coalescing() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("a.json", "{\"a\":1}")
+        fixture.server.injectFault(.delay(seconds: 0.3), forPath: "/a.json", times: 1)
+        let url = fixture.url("a.json")
+        let results = try await withThrowingTaskGroup(of: LoadedItem.self) { group in
+            for _ in 0..<100 { group.addTask { try await fixture.loader.item(for: url) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(results.count == 100)
+        #expect(results.allSatisfy { $0.data == Data("{\"a\":1}".utf8) })
+        #expect(fixture.server.requestCount(forPath: "/a.json") == 1)
+        let again = try await fixture.loader.item(for: url)
+        #expect(again.source == .memory)
+        #expect(fixture.server.requestCount(forPath: "/a.json") == 1)
+    }
+
+    @Test("a waiter that cancels leaves alone; the fetch goes on for the others, and stops when the last one cancels")
+    func cancellationPerWaiter() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("slow.txt", "slow")
+        fixture.server.injectFault(.delay(seconds: 0.5), forPath: "/slow.txt", times: 1)
+        let url = fixture.url("slow.txt")
+        let cancelled = Task { try await fixture.loader.item(for: url) }
+        let kept = Task { try await fixture.loader.item(for: url) }
+        try await Task.sleep(for: .milliseconds(100))
+        cancelled.cancel()
+        let cancelledResult = await cancelled.result
+        #expect(throws: ItemCacheError.self) { try cancelledResult.get() }
+        #expect(try await kept.value.data == Data("slow".utf8))
+        #expect(fixture.server.requestCount(forPath: "/slow.txt") == 1)
+
+        // The last waiter cancels: the fetch is cancelled, nothing is stored.
+        try fixture.publish("slower.txt", "slower")
+        fixture.server.injectFault(.delay(seconds: 2), forPath: "/slower.txt", times: 1)
+        let only = Task { try await fixture.loader.item(for: fixture.url("slower.txt")) }
+        try await Task.sleep(for: .milliseconds(100))
+        only.cancel()
+        _ = await only.result
+        try await Task.sleep(for: .milliseconds(100))
+        #expect(fixture.loader.state(for: try CacheKey(url: fixture.url("slower.txt"))) == .notFound)
+    }
+
+    @Test("an expired item with an ETag revalidates: a 304 moves no body and refreshes the expiry")
+    func revalidation() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("r.txt", String(repeating: "r", count: 4000))
+        fixture.server.setCacheControl("max-age=0", forPath: "/r.txt")
+        let url = fixture.url("r.txt")
+        let first = try await fixture.loader.item(for: url)
+        #expect(first.source == .network)
+        #expect(first.item.info.etag != nil)
+        #expect(first.item.info.lastModified != nil)
+        fixture.server.setCacheControl("max-age=600", forPath: "/r.txt")
+        let second = try await fixture.loader.item(for: url)
+        #expect(second.source == .revalidated)
+        #expect(second.data == first.data)
+        let log = fixture.server.requests().filter { $0.path == "/r.txt" }
+        #expect(log.count == 2)
+        #expect(log.last?.status == 304)
+        #expect(log.last?.bodyBytes == 0)
+        #expect(log.last?.ifNoneMatch == first.item.info.etag)
+        let expires = try #require(second.item.info.expires)
+        #expect(expires > Date().addingTimeInterval(500))
+        #expect(try await fixture.loader.item(for: url).source == .memory)
+        #expect(fixture.server.requestCount(forPath: "/r.txt") == 2)
+
+        // Changed on the server: the conditional request brings the new bytes.
+        try fixture.publish("r.txt", "changed")
+        fixture.server.setCacheControl("max-age=0", forPath: "/r.txt")
+        _ = try await fixture.loader.item(for: url, options: LoadOptions(policy: .reload))
+        let changed = try await fixture.loader.item(for: url)
+        #expect(changed.data == Data("changed".utf8))
+    }
+
+    @Test("the server's freshness: no-store keeps nothing, no-cache revalidates every use, Expires and Age count")
+    func serverFreshness() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        for name in ["nostore", "nocache", "age"] { try fixture.publish(name, name) }
+        fixture.server.setCacheControl("no-store", forPath: "/nostore")
+        fixture.server.setCacheControl("no-cache", forPath: "/nocache")
+        fixture.server.setResponseHeaders(["Cache-Control": "max-age=100", "Age": "40"], forPath: "/age")
+
+        #expect(try await fixture.loader.item(for: fixture.url("nostore")).source == .network)
+        #expect(try fixture.store.cachedItem(for: CacheKey(url: fixture.url("nostore"))) == nil)
+        #expect(try await fixture.loader.item(for: fixture.url("nostore")).source == .network)
+
+        #expect(try await fixture.loader.item(for: fixture.url("nocache")).source == .network)
+        #expect(try await fixture.loader.item(for: fixture.url("nocache")).source == .revalidated)
+        #expect(fixture.server.requestCount(forPath: "/nocache") == 2)
+
+        let aged = try await fixture.loader.item(for: fixture.url("age"))
+        let lifetime = try #require(aged.item.info.expires).timeIntervalSinceNow
+        #expect(lifetime > 50 && lifetime <= 60)
+    }
+
+    @Test("the caller's expiry wins over the server's; dont-store returns and keeps nothing")
+    func callerExpiry() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("c", "c")
+        fixture.server.setCacheControl("no-store", forPath: "/c")
+        let kept = try await fixture.loader.item(for: fixture.url("c"), options: LoadOptions(expiry: .lifetime(.seconds(60))))
+        #expect(kept.source == .network)
+        #expect(try await fixture.loader.item(for: fixture.url("c")).source == .memory)
+        try fixture.publish("d", "d")
+        _ = try await fixture.loader.item(for: fixture.url("d"), options: LoadOptions(expiry: .dontStore))
+        #expect(try fixture.store.cachedItem(for: CacheKey(url: fixture.url("d"))) == nil)
+    }
+
+    @Test("stale-if-error: a failed fetch returns the stale value marked stale, with the failure")
+    func staleIfError() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("s", "old")
+        let url = fixture.url("s")
+        _ = try await fixture.loader.item(for: url, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
+        fixture.server.injectFault(.status(503), forPath: "/s")
+        let stale = try await fixture.loader.item(for: url)
+        #expect(stale.source == .stale)
+        #expect(stale.data == Data("old".utf8))
+        #expect(stale.fetchError?.code == .fetch)
+        // Nothing stored, nothing stale: the error itself.
+        await #expect { try await fixture.loader.item(for: fixture.url("missing")) } throws: { ($0 as? ItemCacheError)?.code == .fetch }
+    }
+
+    @Test("stale-while-revalidate: inside the window the stale value comes at once and a background fetch refreshes it")
+    func staleWhileRevalidate() async throws {
+        let fixture = try await LoaderFixture { $0.staleWhileRevalidate = .seconds(60) }
+        defer { Task { await fixture.close() } }
+        try fixture.publish("w", "v1")
+        let url = fixture.url("w")
+        _ = try await fixture.loader.item(for: url, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
+        try fixture.publish("w", "v2")
+        fixture.server.injectFault(.delay(seconds: 0.2), forPath: "/w", times: 1)
+        let quick = try await fixture.loader.item(for: url)
+        #expect(quick.source == .stale)
+        #expect(quick.data == Data("v1".utf8))
+        var refreshed = quick
+        for _ in 0..<100 where refreshed.data != Data("v2".utf8) {
+            try await Task.sleep(for: .milliseconds(20))
+            refreshed = try await fixture.loader.item(for: url)
+        }
+        #expect(refreshed.data == Data("v2".utf8))
+        #expect(fixture.server.requestCount(forPath: "/w") == 2)
+    }
+
+    @Test("offline: a stored value (stale marked stale), or notCached, with no request")
+    func offline() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("o", "o")
+        await #expect { try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(policy: .offline)) } throws: {
+            ($0 as? ItemCacheError)?.code == .notCached
+        }
+        #expect(fixture.server.requestCount(forPath: "/o") == 0)
+        _ = try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
+        #expect(try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(policy: .offline)).source == .stale)
+        #expect(fixture.server.requestCount(forPath: "/o") == 1)
+    }
+
+    @Test("at most maxConcurrentFetches run at once; progress reports bytes against the total; states go inProgress → found")
+    func limitsProgressAndStates() async throws {
+        let fixture = try await LoaderFixture { $0.maxConcurrentFetches = 2 }
+        defer { Task { await fixture.close() } }
+        for index in 0..<6 { try fixture.publish("p\(index)", String(repeating: "x", count: 200_000)) }
+        fixture.server.injectFault(.delay(seconds: 0.3), times: nil) { $0.hasPrefix("/p") }
+        let key = try CacheKey(url: fixture.url("p0"))
+        let states = fixture.loader.states(for: key)
+        let seen = Task { () -> [ItemState] in
+            var seen: [ItemState] = []
+            for await state in states {
+                seen.append(state)
+                if state == .found { break }
+            }
+            return seen
+        }
+        let progress = Mutex<[TransferProgress]>([])
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<6 {
+                let options = index == 0 ? LoadOptions(progress: { value in progress.withLock { $0.append(value) } }) : LoadOptions()
+                group.addTask { _ = try await fixture.loader.item(for: fixture.url("p\(index)"), options: options) }
+            }
+            try await group.waitForAll()
+        }
+        // 6 fetches of 0.3 s, 2 at a time: at least 3 rounds.
+        #expect(ContinuousClock.now - start >= .milliseconds(850))
+        let values = progress.withLock { $0 }
+        #expect(values.last?.received == 200_000)
+        #expect(values.contains { $0.expected == 200_000 })
+        let observed = await seen.value
+        #expect(observed.first == .notFound)
+        #expect(observed.contains { if case .inProgress = $0 { true } else { false } })
+        #expect(observed.last == .found)
+        #expect(fixture.loader.state(for: key) == .found)
+    }
+
+    @Test("fetchers per context and scheme: file:// and a generating fetcher")
+    func fetchers() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        let file = fixture.content.appendingPathComponent("local.txt")
+        try Data("local".utf8).write(to: file)
+        let first = try await fixture.loader.item(for: file, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
+        #expect(first.data == Data("local".utf8))
+        #expect(try await fixture.loader.item(for: file).source == .revalidated)
+
+        let calls = Mutex(0)
+        fixture.loader.register(ClosureFetcher { request in
+            calls.withLock { $0 += 1 }
+            return Data("made for \(request.key.rawValue)".utf8)
+        }, for: "thumbnails")
+        let key = try CacheKey.custom("photo-1", context: "thumbnails")
+        #expect(try await fixture.loader.item(for: key, url: nil).data == Data("made for thumbnails custom:photo-1".utf8))
+        #expect(try await fixture.loader.item(for: key, url: nil).source == .memory)
+        #expect(calls.withLock { $0 } == 1)
+    }
+}
