@@ -52,6 +52,8 @@ final class DiskTier: Sendable {
             let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
             database.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+                // URL filters (ItemQuery) compare case-sensitively, as URLs do.
+                try db.execute(sql: "PRAGMA case_sensitive_like = ON")
             }
             pool = try SharedDatabase.openPool(path: folder + "/index.sqlite", configuration: database, migrator: Self.migrator)
         } catch {
@@ -382,6 +384,30 @@ final class DiskTier: Sendable {
     @discardableResult
     func remove(_ key: CacheKey) throws(ItemCacheError) -> Bool {
         try remove { db in try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue]) } > 0
+    }
+
+    // MARK: - Queries
+
+    func summaries(_ query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
+        do {
+            return try pool.read { db in
+                let sql = try query.request().select(SQL(sql: Self.columns)).makePreparedRequest(db, forSingleResult: false)
+                return try Row.fetchAll(sql.statement).map { ItemSummary(key: Self.key($0), info: Self.info($0)) }
+            }
+        } catch {
+            throw storageError("cannot query", error)
+        }
+    }
+
+    func count(_ query: ItemQuery) throws(ItemCacheError) -> Int {
+        var unlimited = query
+        unlimited.limit = nil
+        unlimited.offset = 0
+        do {
+            return try pool.read { db in try unlimited.request().fetchCount(db) }
+        } catch {
+            throw storageError("cannot count", error)
+        }
     }
 
     // MARK: - Statistics and reconciliation

@@ -45,7 +45,7 @@ public final class ItemStore: ItemCaching {
     public let configuration: CacheConfiguration
     let disk: DiskTier
     let memory: MemoryTier<CachedItem>
-    private let io: BlockingIOPool
+    let io: BlockingIOPool
     private let group = Mutex(PendingGroup())
     /// One group write at a time, in order.
     private let flushing = Mutex(false)
