@@ -72,7 +72,7 @@ let package = Package(
                                .product(name: "FlyingFox", package: "FlyingFox"),
                                .product(name: "FlyingSocks", package: "FlyingFox")]),
         .executableTarget(name: "SyncAgent",
-                          dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "Transport",
+                          dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "Transport", "ItemCache",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "Crypto", package: "swift-crypto"),

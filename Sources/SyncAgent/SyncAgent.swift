@@ -11,7 +11,7 @@ struct SyncAgent: AsyncParsableCommand {
             The state of each synced folder lives outside it, by default under
             $XDG_STATE_HOME/content-sync/ (or ~/.local/state/content-sync/).
             """,
-        subcommands: [SyncCommand.self, WatchCommand.self, StatusCommand.self, ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self])
+        subcommands: [SyncCommand.self, WatchCommand.self, StatusCommand.self, ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self, CacheCommand.self])
 
     /// A parent that starts us from a thread with SIGINT/SIGTERM blocked (Swift concurrency threads
     /// do) would leave them blocked here too, and the daemon could not be stopped gracefully.
