@@ -7,7 +7,7 @@ BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build test run bench roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz clean
+.PHONY: deps bench-deps build test run bench bench-cache roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -76,6 +76,22 @@ bench: bench-deps
 	$(SWIFT) build $(RELEASE) --product sync-agent
 	bash bench/restore.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 	bash bench/scenarios.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
+
+## Item cache benchmark (issue 11): ItemCache's disk and memory tiers and its fetching API, side by side
+## with python-diskcache (from PyPI, in the venv $(BENCH_VENV)/), alternated, on ext4 and tmpfs; writes
+## the "Item cache (issue 11)" section of docs/benchmarks.md and docs/benchmarks-cache.svg. About 5 minutes.
+BENCH_VENV := .build-bench-venv
+BENCH_CACHE_APT_PACKAGES := python3-venv e2fsprogs
+bench-cache: deps
+	@missing=""; for p in $(BENCH_CACHE_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@[ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV)
+	@$(BENCH_VENV)/bin/python -c 'import diskcache' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'diskcache==5.6.3'
+	$(SWIFT) build -c release --product cache-bench
+	$(BENCH_VENV)/bin/python bench/cache_bench.py "$$($(SWIFT) build -c release --show-bin-path)/cache-bench"
 
 ## Reliability: kill -9 at random moments of 200 updates, disk-full cases on a small tmpfs
 ## (needs root or sudo to mount; skipped otherwise), and kill -9 at random moments of 100

@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "StorageServer", targets: ["StorageServer"]),
         .executable(name: "sync-agent", targets: ["SyncAgent"]),
         .executable(name: "content-sync-fuzz", targets: ["ContentSyncFuzz"]),
+        .executable(name: "cache-bench", targets: ["CacheBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -81,6 +82,8 @@ let package = Package(
         // The fuzz checks, shared by the libFuzzer target (`make fuzz`) and the corpus replay test.
         .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit"]),
         .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
+        // Times ItemCache for bench/cache_bench.py (`make bench-cache`).
+        .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer"]),
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),

@@ -1,0 +1,209 @@
+// cache-bench: times ItemCache's tiers for bench/cache_bench.py, which runs the same measures
+// with python-diskcache, alternating the two, and writes docs/benchmarks.md.
+//
+//   cache-bench MEASURE --folder DIR [--name value ...]
+//
+// Each run prints JSON lines on stdout (per-operation latencies in ns as "lat_ns", with median,
+// p99 and ops/s for a human reader). A run starts from an empty folder of its own.
+import FileKit
+import Foundation
+import ItemCache
+
+let usage = """
+    usage: cache-bench MEASURE --folder DIR [options]
+      get        --size 4096 --count 2000 --ops 5000   warm disk gets (memory tier off), random keys
+      set        --size 4096 --count 2000              disk sets (storeNow), new keys
+      set-async  --size 4096 --count 2000              the same through `await store(_:for:)`
+      group      --size 4096 --count 2000 --max-items 100   group writes: items/s including close()
+      memhit     --count 1000 --batches 2000 --batch 100    memory-tier hits
+      writers    --procs 8 --ops 250 --size 4096       that many processes setting into one folder
+      inline     --inline 16384 --sizes 1024,4096,... --count 200 --ops 500   set and get per size
+      loader     --hits 20000 --revalidations 500      ItemLoader on a loopback StorageServer: fresh
+                                                       hits (memory), then 304 revalidations
+    common: --seed 1 (values and key order), --inline N (inline threshold; default the library's)
+    """
+
+let arguments = CommandLine.arguments
+guard arguments.count >= 2, !["-h", "--help"].contains(arguments[1]) else {
+    print(usage)
+    exit(arguments.count >= 2 ? 0 : 64)
+}
+
+do {
+    let options = try Options(arguments.dropFirst(2))
+    switch arguments[1] {
+    case "get": try measureGet(options)
+    case "set": try measureSet(options)
+    case "set-async": try await measureSetAsync(options)
+    case "group": try await measureGroup(options)
+    case "memhit": try measureMemoryHit(options)
+    case "writers": try runWriters(options)
+    case "writer-child": try runWriterChild(options)
+    case "inline": try measureInline(options)
+    case "loader": try await measureLoader(options)
+    default: throw BenchFailure("unknown measure '\(arguments[1])'\n\(usage)")
+    }
+} catch {
+    FileHandle.standardError.write(Data("cache-bench \(arguments[1]): \(error)\n".utf8))
+    exit(1)
+}
+
+// MARK: - Disk tier
+
+/// Stores `count` items of `size` bytes with `storeNow`, timing each; returns the latencies.
+func populate(_ store: ItemStore, keys: [CacheKey], values: Values) throws -> [UInt64] {
+    var latencies: [UInt64] = []
+    latencies.reserveCapacity(keys.count)
+    for (index, key) in keys.enumerated() {
+        let value = values.value(index)
+        let start = nowNanoseconds()
+        try store.storeNow(value, for: key)
+        latencies.append(nowNanoseconds() - start)
+    }
+    return latencies
+}
+
+/// Gets of random stored keys; every one must be a disk hit of the right size.
+func timedGets(_ store: ItemStore, keys: [CacheKey], size: Int, ops: Int, seed: UInt64) throws -> [UInt64] {
+    let order = randomIndices(count: keys.count, ops: ops, seed: seed)
+    // Untimed warm-up: SQLite's statement cache and the first page faults are not the steady cost.
+    for index in order.prefix(200) { _ = try store.cachedItem(for: keys[index]) }
+    var latencies: [UInt64] = []
+    latencies.reserveCapacity(ops)
+    for index in order {
+        let start = nowNanoseconds()
+        let found = try store.cachedItem(for: keys[index])
+        let elapsed = nowNanoseconds() - start
+        guard let found, found.source == .disk, found.item.data.count == size else {
+            throw BenchFailure("get of \(keys[index]) returned \(found.map { "\($0.item.data.count) bytes from \($0.source)" } ?? "nothing"); expected \(size) bytes from disk")
+        }
+        latencies.append(elapsed)
+    }
+    return latencies
+}
+
+func measureGet(_ options: Options) throws {
+    let size = try options.int("size", 4096), count = try options.int("count", 2000), ops = try options.int("ops", 5000)
+    let seed = UInt64(try options.int("seed", 1))
+    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
+                                                          inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let keys = try itemKeys("get", count: count)
+    _ = try populate(store, keys: keys, values: Values(size: size, seed: seed))
+    let latencies = try timedGets(store, keys: keys, size: size, ops: ops, seed: seed)
+    try store.closeNow()
+    emit(["measure": "get", "size": size, "count": count].merging(latencyFields(latencies)) { $1 })
+}
+
+func measureSet(_ options: Options) throws {
+    let size = try options.int("size", 4096), count = try options.int("count", 2000)
+    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
+                                                          inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let latencies = try populate(store, keys: try itemKeys("set", count: count), values: Values(size: size, seed: UInt64(try options.int("seed", 1))))
+    try store.closeNow()
+    emit(["measure": "set", "size": size, "count": count].merging(latencyFields(latencies)) { $1 })
+}
+
+func measureSetAsync(_ options: Options) async throws {
+    let size = try options.int("size", 4096), count = try options.int("count", 2000)
+    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
+                                                          inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let keys = try itemKeys("set", count: count)
+    let values = Values(size: size, seed: UInt64(try options.int("seed", 1)))
+    var latencies: [UInt64] = []
+    for (index, key) in keys.enumerated() {
+        let value = values.value(index)
+        let start = nowNanoseconds()
+        try await store.store(value, for: key)
+        latencies.append(nowNanoseconds() - start)
+    }
+    try await store.close()
+    emit(["measure": "set-async", "size": size, "count": count].merging(latencyFields(latencies)) { $1 })
+}
+
+/// Group writes: the wall time from the first store to the end of `close()`, which writes the
+/// last group, so every item is on disk when the clock stops.
+func measureGroup(_ options: Options) async throws {
+    let size = try options.int("size", 4096), count = try options.int("count", 2000), maxItems = try options.int("max-items", 100)
+    var config = try configuration(folder: options.string("folder"), inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false)
+    config.groupWrites = GroupWritePolicy(maxItems: maxItems, maxDelay: .seconds(1))
+    let store = try ItemStore(configuration: config)
+    let keys = try itemKeys("group", count: count)
+    let source = Values(size: size, seed: UInt64(try options.int("seed", 1)))
+    let values = (0..<count).map(source.value)
+    let start = nowNanoseconds()
+    for (key, value) in zip(keys, values) {
+        try await store.store(value, for: key)
+    }
+    try await store.close()
+    let elapsed = nowNanoseconds() - start
+    let stored = try store.statistics().count
+    guard stored == count else { throw BenchFailure("group writes left \(stored) items on disk; expected \(count)") }
+    emit(["measure": "group", "size": size, "count": count, "max_items": maxItems, "total_ns": elapsed,
+          "items_per_s": Double(count) / (Double(elapsed) / 1e9)])
+}
+
+// MARK: - Memory tier
+
+/// Memory-tier hits. A clock pair (about 20 ns) would be a visible part of a sub-µs hit, so the
+/// main figure times batches of `batch` hits and divides; single-hit samples and the cost of an
+/// empty clock pair are printed too.
+func measureMemoryHit(_ options: Options) throws {
+    let count = try options.int("count", 1000), batches = try options.int("batches", 2000), batch = try options.int("batch", 100)
+    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: true))
+    let keys = try itemKeys("mem", count: count)
+    _ = try populate(store, keys: keys, values: Values(size: 4096, seed: UInt64(try options.int("seed", 1))))
+    let order = randomIndices(count: count, ops: batches * batch, seed: 7).map { keys[$0] }
+    var hits = 0
+    for key in order.prefix(10_000) where try store.cachedItem(for: key)?.source == .memory { hits += 1 }
+    var perHit: [UInt64] = []
+    perHit.reserveCapacity(batches)
+    for round in 0..<batches {
+        let slice = order[(round * batch)..<((round + 1) * batch)]
+        let start = nowNanoseconds()
+        for key in slice where try store.cachedItem(for: key)?.source == .memory { hits += 1 }
+        perHit.append((nowNanoseconds() - start) / UInt64(batch))
+    }
+    var single: [UInt64] = [], clockPair: [UInt64] = []
+    single.reserveCapacity(order.count / 10)
+    for key in order.prefix(order.count / 10) {
+        let start = nowNanoseconds()
+        let found = try store.cachedItem(for: key)
+        single.append(nowNanoseconds() - start)
+        if found?.source == .memory { hits += 1 }
+    }
+    for _ in 0..<10_000 {
+        let start = nowNanoseconds()
+        clockPair.append(nowNanoseconds() - start)
+    }
+    let expected = min(10_000, order.count) + order.count + order.count / 10
+    guard hits == expected else { throw BenchFailure("\(expected - hits) memory gets missed; the memory tier should hold all \(count) items") }
+    try store.closeNow()
+    let singleFields = latencyFields(single), clockFields = latencyFields(clockPair)
+    emit(["measure": "memhit", "count": count, "batch": batch].merging(latencyFields(perHit)) { $1 }
+        .merging(["single_median_us": singleFields["median_us"]!, "single_p99_us": singleFields["p99_us"]!,
+                  "clock_pair_median_us": clockFields["median_us"]!]) { $1 })
+}
+
+// MARK: - Inline threshold sweep
+
+/// For one inline threshold: sets then random gets of `count` items of each size, in one folder,
+/// memory tier off.
+func measureInline(_ options: Options) throws {
+    let threshold = try options.int("inline", 16 << 10)
+    let sizes = try options.ints("sizes", [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10])
+    let count = try options.int("count", 200), ops = try options.int("ops", 500), seed = UInt64(try options.int("seed", 1))
+    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"), inlineThreshold: threshold, memoryTier: false))
+    for size in sizes {
+        let keys = try itemKeys("inline-\(size)", count: count)
+        let sets = try populate(store, keys: keys, values: Values(size: size, seed: seed))
+        let gets = try timedGets(store, keys: keys, size: size, ops: ops, seed: seed)
+        emit(["measure": "inline", "op": "set", "inline": threshold, "size": size].merging(latencyFields(sets)) { $1 })
+        emit(["measure": "inline", "op": "get", "inline": threshold, "size": size].merging(latencyFields(gets)) { $1 })
+    }
+    try store.closeNow()
+}
+
+extension Int {
+    /// nil for the "not given" marker -1.
+    var nonNegative: Int? { self >= 0 ? self : nil }
+}

@@ -1,0 +1,680 @@
+#!/usr/bin/env python3
+"""Item cache benchmark (issue 11): ItemCache's tiers side by side with python-diskcache.
+
+    cache_bench.py [run] CACHE_BENCH_BINARY   alternate both tools, write docs/benchmarks.md
+    cache_bench.py report RESULTS.jsonl       rewrite the section from a earlier run's results
+    cache_bench.py peer MEASURE --folder DIR  (internal) one diskcache run, JSON lines on stdout
+
+`make bench-cache` builds `cache-bench` in release, makes a venv with diskcache
+(.build-bench-venv/) and runs this script with that venv's Python.
+
+Every measure runs as a fresh process of each tool in an empty folder of its own, the two tools
+alternating (A B in even rounds, B A in odd ones), WARMUP uncounted rounds then ROUNDS counted
+ones, on ext4 (BENCH_WORK) and on tmpfs (BENCH_TMPFS). Both tools print per-operation latencies
+(ns); the report pools them over the counted rounds for medians and p99, and also divides the two
+tools' medians round by round. The section "## Item cache (issue 11)" of BENCH_DOC is replaced
+(or appended) and the chart docs/benchmarks-cache.svg written.
+
+Settings (environment): ROUNDS (5), WARMUP (1), SKIP_TMPFS (0), MEASURES (comma list, default
+all), BENCH_WORK (/tmp/content-sync-bench/cache), BENCH_TMPFS (/dev/shm), BENCH_DOC
+(docs/benchmarks.md; empty to only print), BENCH_CHART (docs/benchmarks-cache.svg).
+"""
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import report  # noqa: E402  (shared helpers: fs_type, machine_line, replace_section)
+
+HEADING = "## Item cache (issue 11)"
+OURS, PEER = "ItemCache", "diskcache"
+KIB, MIB = 1 << 10, 1 << 20
+INLINE_THRESHOLDS = [4 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 256 * KIB]
+INLINE_SIZES = [1 * KIB, 4 * KIB, 16 * KIB, 32 * KIB, 64 * KIB, 128 * KIB, 256 * KIB, 1 * MIB]
+
+
+@dataclass
+class Measure:
+    """One row of the table: the same arguments go to `cache-bench` (ours) and to `peer` here."""
+    name: str
+    title: str
+    ours: list[str] | None  # cache-bench arguments, None: diskcache only
+    peer: list[str] | None  # peer arguments, None: ItemCache only
+
+
+def inline_args(threshold: int) -> list[str]:
+    return ["inline", "--inline", str(threshold), "--sizes", ",".join(map(str, INLINE_SIZES)), "--count", "100", "--ops", "300"]
+
+
+MEASURES = [
+    Measure("get4k", "disk get, 4 KiB (2,000 stored, random keys, memory tier off)",
+            ["get", "--size", "4096", "--count", "2000", "--ops", "5000"], ["get", "--size", "4096", "--count", "2000", "--ops", "5000"]),
+    Measure("set4k", "disk set, 4 KiB (2,000 new keys)", ["set", "--size", "4096", "--count", "2000"], ["set", "--size", "4096", "--count", "2000"]),
+    Measure("get1m", "disk get, 1 MiB (100 stored, random keys)",
+            ["get", "--size", str(MIB), "--count", "100", "--ops", "300"], ["get", "--size", str(MIB), "--count", "100", "--ops", "300"]),
+    Measure("set1m", "disk set, 1 MiB (100 new keys)", ["set", "--size", str(MIB), "--count", "100"], ["set", "--size", str(MIB), "--count", "100"]),
+    Measure("set4k_async", "disk set, 4 KiB, `await store(_:for:)` (ItemCache only; vs diskcache's set)",
+            ["set-async", "--size", "4096", "--count", "2000"], None),
+    Measure("group", "group writes, 2,000 × 4 KiB, groups of 100 (diskcache: `transact()` per 100), until closed",
+            ["group", "--size", "4096", "--count", "2000", "--max-items", "100"], ["group", "--size", "4096", "--count", "2000", "--max-items", "100"]),
+    Measure("writers8", "8 writer processes, one folder, 250 × 4 KiB sets each",
+            ["writers", "--procs", "8", "--ops", "250", "--size", "4096"], ["writers", "--procs", "8", "--ops", "250", "--size", "4096"]),
+    Measure("memhit", "memory-tier hit, 4 KiB (1,000 stored; batches of 100 timed, per hit)",
+            ["memhit", "--count", "1000", "--batches", "2000", "--batch", "100"], None),
+    *[Measure(f"inline{t // KIB}k", f"inline threshold {t // KIB} KiB", inline_args(t), None) for t in INLINE_THRESHOLDS],
+    Measure("inline-diskcache", "diskcache, its default 32 KiB file threshold", None, inline_args(32 * KIB)),
+    # The fetching API (ItemLoader on an in-process loopback StorageServer): fresh hits, then
+    # revalidations of a `no-cache` item (304s), and the bare conditional GET for comparison.
+    Measure("loader", "fetching API: fresh hit (goal p50 ≤ 20 µs) and 304 revalidation on loopback",
+            ["loader", "--hits", "20000", "--revalidations", "500"], None),
+]
+
+
+def log(msg: str) -> None:
+    print(f"[cache_bench.py {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def die(msg: str) -> None:
+    print(f"cache_bench.py: FAILED: {msg}", file=sys.stderr, flush=True)
+    sys.exit(1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The diskcache side: the same measures as cache-bench, in a process of its own per run.
+
+def peer_values(size: int, seed: int):
+    base = random.Random(seed).randbytes(size)
+    return lambda index: index.to_bytes(8, "little") + base[8:] if size >= 8 else base
+
+
+def peer_keys(prefix: str, count: int) -> list[str]:
+    return [f"https://bench.example/{prefix}/{i}" for i in range(count)]
+
+
+def peer_order(count: int, ops: int, seed: int) -> list[int]:
+    rng = random.Random(seed * 7919)
+    return [rng.randrange(count) for _ in range(ops)]
+
+
+def lat_fields(lat: list[int]) -> dict:
+    s = sorted(lat)
+    q = (lambda p: s[min(len(s) - 1, round((len(s) - 1) * p))] / 1000) if s else (lambda p: 0)
+    return {"lat_ns": lat, "n": len(lat), "median_us": q(0.5), "p99_us": q(0.99),
+            "ops_per_s": len(lat) / (sum(lat) / 1e9) if sum(lat) else 0}
+
+
+def emit(fields: dict) -> None:
+    print(json.dumps({**fields, "tool": "diskcache"}, sort_keys=True), flush=True)
+
+
+def open_cache(folder: str, min_file: int | None = None):
+    import diskcache
+    settings = {"size_limit": 1 << 30}  # diskcache's default, stated; cache-bench sets the same diskLimit
+    if min_file is not None:
+        settings["disk_min_file_size"] = min_file
+    return diskcache.Cache(folder, **settings)
+
+
+def peer_populate(cache, keys: list[str], values) -> list[int]:
+    lat = []
+    clock = time.perf_counter_ns
+    for i, key in enumerate(keys):
+        value = values(i)
+        t = clock()
+        cache.set(key, value)
+        lat.append(clock() - t)
+    return lat
+
+
+def peer_gets(cache, keys: list[str], size: int, ops: int, seed: int) -> list[int]:
+    order = peer_order(len(keys), ops, seed)
+    for i in order[:200]:
+        cache.get(keys[i])
+    lat = []
+    clock = time.perf_counter_ns
+    for i in order:
+        t = clock()
+        value = cache.get(keys[i])
+        elapsed = clock() - t
+        if value is None or len(value) != size:
+            raise SystemExit(f"diskcache get of {keys[i]} returned {None if value is None else len(value)} bytes; expected {size}")
+        lat.append(elapsed)
+    return lat
+
+
+def peer_main(argv: list[str]) -> None:
+    measure, opts = argv[0], dict(zip(argv[1::2], argv[2::2]))
+    opt = lambda name, default: int(opts.get(f"--{name}", default))  # noqa: E731
+    folder, seed, size = opts["--folder"], opt("seed", 1), opt("size", 4096)
+    if measure in ("get", "set"):
+        cache = open_cache(folder)
+        keys = peer_keys(measure, opt("count", 2000))
+        lat = peer_populate(cache, keys, peer_values(size, seed))
+        if measure == "get":
+            lat = peer_gets(cache, keys, size, opt("ops", 5000), seed)
+        cache.close()
+        emit({"measure": measure, "size": size, "count": len(keys), **lat_fields(lat)})
+    elif measure == "group":
+        count, group = opt("count", 2000), opt("max-items", 100)
+        cache = open_cache(folder)
+        keys, values = peer_keys("group", count), peer_values(size, seed)
+        data = [values(i) for i in range(count)]
+        t = time.perf_counter_ns()
+        for start in range(0, count, group):
+            with cache.transact():
+                for i in range(start, min(count, start + group)):
+                    cache.set(keys[i], data[i])
+        cache.close()
+        elapsed = time.perf_counter_ns() - t
+        with open_cache(folder) as check:
+            if len(check) != count:
+                raise SystemExit(f"diskcache group writes left {len(check)} items; expected {count}")
+        emit({"measure": "group", "size": size, "count": count, "max_items": group, "total_ns": elapsed,
+              "items_per_s": count / (elapsed / 1e9)})
+    elif measure == "inline":
+        cache = open_cache(folder, opt("inline", 32 * KIB))
+        for s in [int(x) for x in opts.get("--sizes", "4096").split(",")]:
+            keys = peer_keys(f"inline-{s}", opt("count", 100))
+            sets = peer_populate(cache, keys, peer_values(s, seed))
+            gets = peer_gets(cache, keys, s, opt("ops", 300), seed)
+            emit({"measure": "inline", "op": "set", "inline": opt("inline", 32 * KIB), "size": s, **lat_fields(sets)})
+            emit({"measure": "inline", "op": "get", "inline": opt("inline", 32 * KIB), "size": s, **lat_fields(gets)})
+        cache.close()
+    elif measure == "writers":
+        procs, ops = opt("procs", 8), opt("ops", 250)
+        children = [subprocess.Popen([sys.executable, __file__, "peer", "writer-child", "--folder", folder, "--index", str(i),
+                                      "--ops", str(ops), "--size", str(size)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for i in range(procs)]
+        failed = sum(1 for c in children if c.stdout.readline().strip() != "ready")
+        t = time.perf_counter_ns()
+        for c in children:
+            c.stdin.write("go\n")
+            c.stdin.flush()
+        lat, errors, first = [], 0, None
+        for c in children:
+            out, _ = c.communicate()
+            for line in out.splitlines():
+                obj = json.loads(line)
+                lat += obj["lat_ns"]
+                errors += obj["errors"]
+                first = first or obj.get("first_error")
+            failed += c.returncode != 0
+        fields = {"measure": "writers", "procs": procs, "ops": ops, "size": size, "errors": errors + failed,
+                  "failed_processes": failed, "wall_ns": time.perf_counter_ns() - t, **lat_fields(lat)}
+        if first:
+            fields["first_error"] = first
+        emit(fields)
+    elif measure == "writer-child":
+        index, ops = opt("index", 0), opt("ops", 250)
+        cache = open_cache(folder)
+        keys, values = peer_keys(f"writer{index}", ops), peer_values(size, index + 1)
+        print("ready", flush=True)
+        if sys.stdin.readline().strip() != "go":
+            raise SystemExit("writer: no 'go' on stdin")
+        lat, errors, first = [], 0, None
+        clock = time.perf_counter_ns
+        for i, key in enumerate(keys):
+            value = values(i)
+            t = clock()
+            try:
+                cache.set(key, value)
+            except Exception as error:  # noqa: BLE001  (every failure counts, whatever its type)
+                errors += 1
+                first = first or repr(error)
+            lat.append(clock() - t)
+        cache.close()
+        emit({"measure": "writer-child", "index": index, "errors": errors, **({"first_error": first} if first else {}),
+              **lat_fields(lat)})
+    else:
+        die(f"peer: unknown measure {measure}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Running both tools, alternated.
+
+def settle(path: Path) -> None:
+    """Flush the filesystem's dirty pages (untimed) so a run does not pay for the one before."""
+    subprocess.run(["sync", "-f", str(path)], check=False)
+    time.sleep(0.1)
+
+
+def run_one(tool: str, args: list[str], folder: Path, binary: str) -> list[dict]:
+    cmd = ([binary] + args[:1] if tool == OURS else [sys.executable, __file__, "peer"] + args[:1]) + ["--folder", str(folder)] + args[1:]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        die(f"{' '.join(cmd)} exited {res.returncode}: {res.stderr.strip()[-2000:]}")
+    return [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
+
+
+def filesystems(work: Path, tmpfs: Path, skip_tmpfs: bool) -> list[tuple[str, Path]]:
+    out = [(f"{report.fs_type(str(work.parent if not work.exists() else work))} ({'/' + work.parts[1]})", work)]
+    if not skip_tmpfs:
+        if report.fs_type(str(tmpfs)) == "tmpfs":
+            out.append((f"tmpfs ({tmpfs})", tmpfs / "content-sync-bench-cache"))
+        else:
+            log(f"{tmpfs} is not tmpfs; skipping the tmpfs pass")
+    return out
+
+
+def run_all(binary: str) -> Path:
+    rounds, warmup = int(os.environ.get("ROUNDS", "5")), int(os.environ.get("WARMUP", "1"))
+    wanted = set(filter(None, os.environ.get("MEASURES", "").split(",")))
+    measures = [m for m in MEASURES if (m.ours or m.peer) and (not wanted or m.name in wanted)]
+    work = Path(os.environ.get("BENCH_WORK", "/tmp/content-sync-bench/cache"))
+    tmpfs = Path(os.environ.get("BENCH_TMPFS", "/dev/shm"))
+    work.mkdir(parents=True, exist_ok=True)
+    results_path = work / f"results-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    meta = {"kind": "meta", "binary": binary, "rounds": rounds, "warmup": warmup, "started": time.time(),
+            "command": command_line(binary), "binary_line": binary_line(binary),
+            "machine": report.machine_line(str(work), [("python", [sys.executable, "--version"])]),
+            "diskcache": peer_version(), "sqlite": sqlite_versions(), "load_before": os.getloadavg()[0]}
+    with results_path.open("w") as out:
+        out.write(json.dumps(meta) + "\n")
+        for fs, root in filesystems(work, tmpfs, os.environ.get("SKIP_TMPFS", "0") == "1"):
+            runs = root / "runs"
+            shutil.rmtree(runs, ignore_errors=True)
+            runs.mkdir(parents=True)
+            # ext4: each run folder in a block group of its own, so one run's deletions cannot
+            # slow the next run's file creation (see scenarios.py spread_folders).
+            subprocess.run(["chattr", "+T", str(runs)], capture_output=True, check=False)
+            for r in range(warmup + rounds):
+                counted = r >= warmup
+                log(f"{fs}: round {r + 1}/{warmup + rounds}{'' if counted else ' (warm-up)'}")
+                for i, m in enumerate(measures):
+                    tools = [(OURS, m.ours), (PEER, m.peer)]
+                    if (r + i) % 2:
+                        tools.reverse()
+                    for tool, args in tools:
+                        if args is None:
+                            continue
+                        folder = runs / f"r{r}-{m.name}-{tool}"
+                        settle(runs)
+                        for line in run_one(tool, args, folder, binary):
+                            out.write(json.dumps({**line, "kind": "result", "fs": fs, "round": r, "counted": counted,
+                                                  "name": m.name, "tool": tool}) + "\n")
+                        out.flush()
+                # Deleting between rounds keeps the disk use to one round's worth (up to ~1 GB).
+                for folder in runs.iterdir():
+                    shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(runs, ignore_errors=True)
+        out.write(json.dumps({"kind": "end", "load_after": os.getloadavg()[0], "ended": time.time()}) + "\n")
+    log(f"results: {results_path}")
+    return results_path
+
+
+def command_line(binary: str) -> str:
+    keys = ["ROUNDS", "WARMUP", "SKIP_TMPFS", "MEASURES", "BENCH_WORK", "BENCH_TMPFS"]
+    env = " ".join(f"{k}={os.environ[k]}" for k in keys if os.environ.get(k))
+    return f"{env + ' ' if env else ''}{Path(sys.executable).as_posix()} bench/cache_bench.py {binary}"
+
+
+def binary_line(binary: str) -> str:
+    """The commit the binary was built from: the git work tree that holds its .build folder."""
+    repo = Path(binary).resolve()
+    while repo != repo.parent and not (repo / ".git").exists():
+        repo = repo.parent
+    commit = report.sh("git", "-C", str(repo), "rev-parse", "--short", "HEAD")
+    dirty = report.sh("git", "-C", str(repo), "status", "--porcelain", "--", "Sources/ItemCache")
+    built = datetime.datetime.fromtimestamp(os.path.getmtime(binary), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"ItemCache at commit {commit}{' with uncommitted changes in Sources/ItemCache' if dirty else ''} "
+            f"(`cache-bench` built in release {built})")
+
+
+def peer_version() -> str:
+    try:
+        import diskcache
+        return f"python-diskcache {diskcache.__version__}"
+    except ImportError:
+        die("diskcache is missing: run through `make bench-cache`, or `pip install diskcache` into a venv")
+
+
+def sqlite_versions() -> str:
+    import sqlite3
+    system = report.sh("dpkg-query", "-W", "-f=${Version}", "libsqlite3-0")
+    return f"SQLite {sqlite3.sqlite_version} in Python, libsqlite3-0 {system or '?'} for GRDB"
+
+
+# ---------------------------------------------------------------------------------------------
+# The report.
+
+def quantile(values: list[float], q: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, round((len(s) - 1) * q))] if s else float("nan")
+
+
+def us(ns: float) -> str:
+    v = ns / 1000
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}×" if b else "–"
+
+
+def load(path: Path) -> tuple[dict, list[dict]]:
+    meta, rows = {}, []
+    for line in path.read_text().splitlines():
+        obj = json.loads(line)
+        if obj.get("kind") in ("meta", "end"):
+            meta.update(obj)
+        elif obj.get("counted"):
+            rows.append(obj)
+    return meta, rows
+
+
+def pooled(rows: list[dict], **match) -> tuple[list[int], dict[int, float]]:
+    """All latencies of the matching rows, and each round's median."""
+    lat, per_round = [], {}
+    for r in rows:
+        if all(r.get(k) == v for k, v in match.items()):
+            lat += r["lat_ns"]
+            per_round[r["round"]] = statistics.median(r["lat_ns"])
+    return lat, per_round
+
+
+def paired(a: dict[int, float], b: dict[int, float]) -> str:
+    ratios = sorted(a[k] / b[k] for k in a if k in b and b[k])
+    return f"{statistics.median(ratios):.2f}× ({ratios[0]:.2f}–{ratios[-1]:.2f}×)" if ratios else "–"
+
+
+def verdict(ok: bool) -> str:
+    return "**met**" if ok else "**missed**"
+
+
+def write_report(results: Path) -> None:
+    meta, rows = load(results)
+    fss = list(dict.fromkeys(r["fs"] for r in rows))
+    lines = [HEADING, ""]
+    started = datetime.datetime.fromtimestamp(meta.get("started", time.time()), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines += [f"Measured {started} by `{meta.get('command')}` (`make bench-cache` runs it with the defaults); "
+              f"{meta.get('binary_line')}.", "",
+              f"**Machine.** {meta.get('machine')}; {meta.get('diskcache')}; {meta.get('sqlite')}. Load average (1 min) "
+              f"{meta.get('load_before', float('nan')):.2f} before the runs, {meta.get('load_after', float('nan')):.2f} after; "
+              "the machine is shared, so other work may run meanwhile.", "",
+              "**Method.** `cache-bench` (Sources/CacheBench) and `bench/cache_bench.py peer` run the same measures, each run "
+              "a fresh process in an empty folder of its own, the two tools alternating (ItemCache first in even rounds, "
+              f"diskcache first in odd ones; order also shifted by measure), {meta.get('warmup')} uncounted warm-up round(s), "
+              f"then {meta.get('rounds')} counted rounds per filesystem; `sync -f` (untimed) before each run. Every operation "
+              "is timed alone with the monotonic clock (`clock_gettime` in Swift, `perf_counter_ns` in Python) and the "
+              "latencies are pooled over the counted rounds: the median and p99 below are of all operations; "
+              "\"round by round\" divides the two tools' medians within each round (median and range of those ratios). "
+              "Both caches store values up to their threshold inside SQLite (ItemCache 16 KiB by default, diskcache 32 KiB) "
+              "and bigger ones as files, both with WAL and `synchronous=NORMAL`, no flush per write, a 1 GiB size limit "
+              "(nothing is evicted), URL-like string keys (ItemCache's `CacheKey` built before timing). "
+              "ItemCache's disk measures turn its memory tier off (`MemoryLimits(totalBytes: 0)`: nothing is kept), so "
+              "every get is a disk hit with no purge inside the timed loop; each get checks the value's size (and, for "
+              "ItemCache, that it came from disk). Gets pick stored keys in a seeded random order after 200 untimed gets. "
+              "Values are incompressible random bytes.", ""]
+
+    def lat_row(name: str, fs: str, label: str, peer_name: str | None = None):
+        a, ar = pooled(rows, name=name, fs=fs, tool=OURS)
+        b, br = pooled(rows, name=peer_name or name, fs=fs, tool=PEER)
+        if not a:
+            return None
+        cells = [label, fs, f"{len(a):,}", us(statistics.median(a)), us(quantile(a, 0.99))]
+        if b:
+            cells += [us(statistics.median(b)), us(quantile(b, 0.99)), f"**{ratio(statistics.median(a), statistics.median(b))}**",
+                      paired(ar, br), ratio(quantile(a, 0.99), quantile(b, 0.99))]
+        else:
+            cells += ["–"] * 5
+        return cells, statistics.median(a), (statistics.median(b) if b else None), quantile(a, 0.99)
+
+    goals: list[str] = []
+    chart: list[tuple[str, str, list[tuple[str, float, float, float]]]] = []
+    lines += ["| measure | filesystem | ops | ItemCache median (µs) | ItemCache p99 (µs) | diskcache median (µs) | "
+              "diskcache p99 (µs) | median ÷ diskcache | round by round | p99 ÷ diskcache |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, label, peer_name, goal in [("get4k", "disk get 4 KiB", None, 0.3), ("set4k", "disk set 4 KiB", None, 0.5),
+                                         ("set4k_async", "disk set 4 KiB, async `store`", "set4k", None),
+                                         ("get1m", "disk get 1 MiB", None, None), ("set1m", "disk set 1 MiB", None, None),
+                                         ("writers8", "set 4 KiB, 8 writer processes", None, None)]:
+        for fs in fss:
+            row = lat_row(name, fs, label, peer_name)
+            if row is None:
+                continue
+            cells, med_a, med_b, _ = row
+            lines.append("| " + " | ".join(cells) + " |")
+            if goal is not None and med_b:
+                goals.append(f"- {label}, {fs}: median {ratio(med_a, med_b)} of diskcache's (goal ≤ {goal}×: "
+                             f"{verdict(med_a / med_b <= goal)}).")
+            if peer_name is None:
+                bars = [(f"{OURS} [{fs.split()[0]}]", med_a / 1000, *minmax(rows, name, fs, OURS))]
+                if med_b:
+                    bars.append((f"{PEER} [{fs.split()[0]}]", med_b / 1000, *minmax(rows, name, fs, PEER)))
+                target = goal * med_b / 1000 if goal is not None and med_b else None
+                chart.append((f"{label} — {fs}", "µs", bars, (target, f"goal {goal}× diskcache") if target else None))
+    for fs in fss:
+        w = [r for r in rows if r["name"] == "writers8" and r["fs"] == fs]
+        for tool in (OURS, PEER):
+            mine = [r for r in w if r["tool"] == tool]
+            if not mine:
+                continue
+            lat = [x for r in mine for x in r["lat_ns"]]
+            errors = sum(r["errors"] for r in mine)
+            worst = max(quantile(r["lat_ns"], 0.99) for r in mine)
+            note = f"; first error: {next((r['first_error'] for r in mine if r.get('first_error')), '')}" if errors else ""
+            if tool == OURS:
+                goals.append(f"- 8 writer processes, {fs}: ItemCache set p99 {us(quantile(lat, 0.99))} µs over "
+                             f"{len(lat):,} sets (worst round {us(worst)} µs), {errors} errors (goal p99 ≤ 5,000 µs and "
+                             f"no errors: {verdict(quantile(lat, 0.99) <= 5e6 and errors == 0)}){note}.")
+            else:
+                goals.append(f"  diskcache in the same runs: p99 {us(quantile(lat, 0.99))} µs (worst round {us(worst)} µs), "
+                             f"{errors} errors{note}.")
+    lines += [""]
+
+    # Group writes.
+    group = [r for r in rows if r["name"] == "group"]
+    if group:
+        lines += ["**Group writes** (2,000 × 4 KiB; ItemCache `groupWrites = GroupWritePolicy(maxItems: 100)` with "
+                  "`await store(_:for:)` per item and `close()` at the end; diskcache `set` inside `with cache.transact():` "
+                  "per 100 items and `close()`; the clock stops when everything is committed).", "",
+                  "| filesystem | ItemCache items/s (median, min–max) | diskcache items/s (median, min–max) | ItemCache ÷ diskcache |",
+                  "|---|---:|---:|---:|"]
+        for fs in fss:
+            a = [r["items_per_s"] for r in group if r["fs"] == fs and r["tool"] == OURS]
+            b = [r["items_per_s"] for r in group if r["fs"] == fs and r["tool"] == PEER]
+            if a and b:
+                lines.append(f"| {fs} | {statistics.median(a):,.0f} ({min(a):,.0f}–{max(a):,.0f}) | "
+                             f"{statistics.median(b):,.0f} ({min(b):,.0f}–{max(b):,.0f}) | {ratio(statistics.median(a), statistics.median(b))} |")
+                goals.append(f"- group writes, {fs}: {statistics.median(a):,.0f} items/s, {ratio(statistics.median(a), statistics.median(b))} "
+                             "diskcache's batched `transact()` (no numeric goal).")
+                chart.append((f"group writes — {fs} (items/s, higher is better)", "items/s",
+                              [(f"{OURS} [{fs.split()[0]}]", statistics.median(a), min(a), max(a)),
+                               (f"{PEER} [{fs.split()[0]}]", statistics.median(b), min(b), max(b))], None))
+        lines += [""]
+
+    # Memory hits.
+    mem = [r for r in rows if r["name"] == "memhit"]
+    if mem:
+        lines += ["**Memory-tier hit** (`cachedItem(for:)` of 1,000 stored 4 KiB items, default memory limits). A "
+                  "`clock_gettime` pair costs about 20 ns, 2 % of the 1 µs goal, so the clock reads batches of 100 hits "
+                  "and each batch's time ÷ 100 is one sample; single hits timed one by one (clock included) are shown beside. "
+                  "diskcache has no memory tier. No file is touched while timing: the two rows are two sets of runs, "
+                  "one in each pass, and their difference is the session's noise.", "",
+                  "| filesystem | per hit, batches: median (µs) | p99 (µs) | single hits, clock included: median (µs) | p99 (µs) | empty clock pair (µs) |",
+                  "|---|---:|---:|---:|---:|---:|"]
+        for fs in fss:
+            m = [r for r in mem if r["fs"] == fs]
+            if not m:
+                continue
+            lat = [x for r in m for x in r["lat_ns"]]
+            med = statistics.median(lat)
+            lines.append(f"| {fs} | {us(med)} | {us(quantile(lat, 0.99))} | "
+                         f"{statistics.median(r['single_median_us'] for r in m):.2f} | {statistics.median(r['single_p99_us'] for r in m):.2f} | "
+                         f"{statistics.median(r['clock_pair_median_us'] for r in m):.3f} |")
+            goals.append(f"- memory-tier hit p50, {fs}: {us(med)} µs (goal ≤ 1 µs: {verdict(med <= 1000)}).")
+            chart.append((f"memory-tier hit — {fs}", "µs", [(f"{OURS} [{fs.split()[0]}]", med / 1000,
+                                                              *minmax(rows, 'memhit', fs, OURS))], (1.0, "goal 1 µs")))
+        lines += [""]
+
+    # The fetching API.
+    if any(r["name"] == "loader" for r in rows):
+        lines += ["**Fetching API** (`ItemLoader` with the default configuration over `CurlTransport`, against an in-process "
+                  "`StorageServer` on loopback, one 4 KiB item). Fresh hit: `await loader.item(for: url)` of a stored, "
+                  "fresh item (a memory hit; by URL the key is normalized on every call, by key it is built once). "
+                  "304 revalidation: the item is served with `Cache-Control: no-cache`, so every load sends a conditional "
+                  "GET, gets a 304 (counted at the server: every one was) and refreshes the stored record; beside it the same "
+                  "conditional GET alone through the transport, the floor under the cache's own work. 20,000 hits and 500 "
+                  "revalidations per run.", "",
+                  "| filesystem | fresh hit by URL: median (µs) | p99 (µs) | fresh hit by key: median (µs) | p99 (µs) | "
+                  "304 revalidation: median (µs) | p99 (µs) | conditional GET alone: median (µs) | p99 (µs) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for fs in fss:
+            parts = [pooled(rows, name="loader", fs=fs, measure=m, op=op)[0]
+                     for m, op in [("loader-hit", "url"), ("loader-hit", "key"), ("revalidate304", "loader"), ("revalidate304", "transport")]]
+            if not all(parts):
+                continue
+            lines.append(f"| {fs} | " + " | ".join(f"{us(statistics.median(x))} | {us(quantile(x, 0.99))}" for x in parts) + " |")
+            hit, rev, bare = statistics.median(parts[0]), statistics.median(parts[2]), statistics.median(parts[3])
+            goals.append(f"- fresh hit through the fetching API, {fs}: p50 {us(hit)} µs by URL, {us(statistics.median(parts[1]))} µs "
+                         f"by key (goal ≤ 20 µs: {verdict(hit <= 20_000)}).")
+            goals.append(f"- 304 revalidation on loopback, {fs}: p50 {us(rev)} µs, {ratio(rev, bare)} the bare conditional GET's "
+                         f"{us(bare)} µs (no numeric goal).")
+            by_key = statistics.median(parts[1])
+            chart.append((f"fresh hit through ItemLoader — {fs}", "µs",
+                          [(f"{OURS} by URL [{fs.split()[0]}]", hit / 1000, 0, 0),
+                           (f"{OURS} by key [{fs.split()[0]}]", by_key / 1000, 0, 0)], (20.0, "goal 20 µs")))
+            chart.append((f"304 revalidation on loopback — {fs}", "µs",
+                          [(f"{OURS} [{fs.split()[0]}]", rev / 1000, 0, 0),
+                           (f"conditional GET alone [{fs.split()[0]}]", bare / 1000, 0, 0)], None))
+        lines += [""]
+
+    # Inline threshold sweep.
+    inline = [r for r in rows if r["name"].startswith("inline")]
+    if inline:
+        lines += inline_table(inline, fss)
+
+    for m in MEASURES:
+        if m.ours is None and m.peer is None:
+            goals.append(f"- {m.title}: TODO, not measured yet (hook in `bench/cache_bench.py` MEASURES).")
+    lines += ["**Goals.**", *goals, ""]
+    chart_path = Path(os.environ.get("BENCH_CHART", "docs/benchmarks-cache.svg"))
+    if chart and os.environ.get("BENCH_DOC", "docs/benchmarks.md"):
+        svg_chart(chart_path, chart)
+        lines += [f"![Item cache medians]({chart_path.name})", "",
+                  f"Chart: [{chart_path.name}]({chart_path.name}), written by `bench/cache_bench.py` from the same runs "
+                  "(bars: pooled medians; whiskers: the lowest and highest round median).", ""]
+    lines += [f"Raw results: `{results}` (regenerate this section with `python3 bench/cache_bench.py report FILE`).", ""]
+    text = "\n".join(lines)
+    print(text)
+    doc = os.environ.get("BENCH_DOC", "docs/benchmarks.md")
+    if doc:
+        report.replace_section(doc, HEADING, text)
+        log(f"wrote the section '{HEADING}' of {doc}")
+
+
+def minmax(rows: list[dict], name: str, fs: str, tool: str) -> tuple[float, float]:
+    meds = [statistics.median(r["lat_ns"]) / 1000 for r in rows if r["name"] == name and r["fs"] == fs and r["tool"] == tool]
+    return (min(meds), max(meds)) if meds else (0, 0)
+
+
+def inline_table(inline: list[dict], fss: list[str]) -> list[str]:
+    """Sizes down, thresholds across: set and get medians; then, per size, inline against file."""
+    out = ["**Inline threshold** (values up to the threshold live in the SQLite index, bigger ones in files). For each "
+           "threshold one fresh ItemCache folder takes 100 items of each size (memory tier off), then 300 random gets of "
+           "them; diskcache at its default 32 KiB threshold for reference. Cells: set median / get median, µs, pooled "
+           "over the counted rounds; *i* marks a value stored inline, *f* a file.", ""]
+    columns = [(OURS, t, f"{t // KIB} KiB") for t in INLINE_THRESHOLDS] + [(PEER, 32 * KIB, "diskcache (32 KiB)")]
+    for fs in fss:
+        here = [r for r in inline if r["fs"] == fs]
+        if not here:
+            continue
+        out += [f"{fs}:", "", "| value size | " + " | ".join(c[2] for c in columns) + " |", "|---" + "|---:" * len(columns) + "|"]
+        best: list[str] = []
+        for size in INLINE_SIZES:
+            cells = []
+            cost = {("i", "set"): [], ("i", "get"): [], ("f", "set"): [], ("f", "get"): []}
+            for tool, threshold, _ in columns:
+                lat = {op: [x for r in here if r["tool"] == tool and r["inline"] == threshold and r["size"] == size and r["op"] == op
+                            for x in r["lat_ns"]] for op in ("set", "get")}
+                if not lat["set"]:
+                    cells.append("–")
+                    continue
+                # ItemCache keeps a value of exactly the threshold inline, diskcache makes it a file.
+                mark = "i" if size < threshold or (size == threshold and tool == OURS) else "f"
+                cells.append(f"{us(statistics.median(lat['set']))} / {us(statistics.median(lat['get']))} *{mark}*")
+                if tool == OURS:
+                    for op in ("set", "get"):
+                        cost[(mark, op)] += lat[op]
+            out.append(f"| {size // KIB:,} KiB | " + " | ".join(cells) + " |")
+            if all(cost.values()):
+                m = {k: statistics.median(v) for k, v in cost.items()}
+                best.append(f"{size // KIB:,} KiB: set {us(m['i', 'set'])} inline against {us(m['f', 'set'])} as a file "
+                            f"({ratio(m['i', 'set'], m['f', 'set'])}), get {us(m['i', 'get'])} against {us(m['f', 'get'])} "
+                            f"({ratio(m['i', 'get'], m['f', 'get'])})")
+        out += ["", f"Inline against file, {fs} (ItemCache's medians pooled over the thresholds that store the size "
+                f"each way; µs, ratio inline ÷ file): " + "; ".join(best) + ".", ""]
+    return out
+
+
+COLORS = {OURS: "#1f77b4", PEER: "#ff7f0e"}
+
+
+def svg_chart(path: Path, panels: list[tuple[str, str, list[tuple[str, float, float, float]], tuple[float, str] | None]]) -> None:
+    """Horizontal bars, one panel per measure and filesystem, each panel on its own scale; a red
+    dashed line marks the panel's goal when it has one."""
+    width, label_w, bar_h, gap, right = 860, 200, 18, 6, 110
+    plot_w = width - label_w - right
+    y, parts = 20, []
+    for title, unit, bars, goal in panels:
+        parts.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">{esc(title)}</text>')
+        y += 22
+        top = max([max(med, hi) for _, med, _, hi in bars] + [goal[0] if goal else 0]) * 1.05 or 1
+        goal_marks = []
+        if goal:  # drawn after the bars, so they do not hide it
+            gx, gy2 = label_w + plot_w * goal[0] / top, y + len(bars) * (bar_h + gap)
+            goal_marks = [f'<line x1="{gx:.1f}" y1="{y - 2}" x2="{gx:.1f}" y2="{gy2 + 2}" stroke="#d62728" stroke-width="2" stroke-dasharray="4,3"/>',
+                          f'<text x="{gx + 4:.1f}" y="{gy2 + 11}" font-size="10" fill="#d62728">{esc(goal[1])}</text>']
+        for name, med, lo, hi in bars:
+            w = plot_w * med / top
+            parts.append(f'<text x="{label_w - 8}" y="{y + 13}" font-size="12" text-anchor="end">{esc(name)}</text>')
+            parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{COLORS.get(name.split()[0], "#555")}"/>')
+            if hi > 0:
+                x1, x2, ym = label_w + plot_w * lo / top, label_w + plot_w * hi / top, y + bar_h / 2
+                parts.append(f'<line x1="{x1:.1f}" y1="{ym}" x2="{x2:.1f}" y2="{ym}" stroke="#000"/>')
+                parts.append(f'<line x1="{x1:.1f}" y1="{ym - 5}" x2="{x1:.1f}" y2="{ym + 5}" stroke="#000"/>')
+                parts.append(f'<line x1="{x2:.1f}" y1="{ym - 5}" x2="{x2:.1f}" y2="{ym + 5}" stroke="#000"/>')
+            value = f"{med:,.0f}" if med >= 100 else f"{med:.2f}"
+            parts.append(f'<text x="{max(label_w + w, label_w + plot_w * hi / top) + 6:.1f}" y="{y + 13}" font-size="12">{value} {unit}</text>')
+            y += bar_h + gap
+        parts += goal_marks
+        y += 22 if goal else 12
+    path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 20}" viewBox="0 0 {width} {y + 20}" '
+                    f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n' + "\n".join(parts) +
+                    f'\n<text x="10" y="{y + 8}" font-size="11" fill="#555">bars: pooled median; whiskers: lowest–highest '
+                    f'round median (bench/cache_bench.py)</text>\n</svg>\n')
+
+
+def esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    if argv[:1] == ["peer"]:
+        peer_main(argv[1:])
+    elif argv[:1] == ["report"] and len(argv) == 2:
+        write_report(Path(argv[1]))
+    elif len(argv) == 1 or (argv[:1] == ["run"] and len(argv) == 2):
+        binary = os.path.abspath(argv[-1])
+        if not os.access(binary, os.X_OK):
+            die(f"{binary} is not an executable; build it with `swift build -c release --product cache-bench`")
+        peer_version()
+        write_report(run_all(binary))
+    else:
+        print(__doc__, file=sys.stderr)
+        sys.exit(64)
+
+
+if __name__ == "__main__":
+    main()
