@@ -29,18 +29,7 @@ public enum AtomicFile {
         guard fd >= 0 else { throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno) }
         var failure: (syscall: String, errno: Int32)?
         for region in data.regions where failure == nil {
-            region.withUnsafeBytes { bytes in
-                var offset = 0
-                while offset < bytes.count {
-                    let written = Glibc.write(fd, bytes.baseAddress! + offset, bytes.count - offset)
-                    if written < 0 {
-                        if errno == EINTR { continue }
-                        failure = ("write", errno)
-                        return
-                    }
-                    offset += written
-                }
-            }
+            if let code = region.withUnsafeBytes({ DescriptorIO.writeAll(fd, $0) }) { failure = ("write", code) }
         }
         if failure == nil && durability != .none && fsync(fd) != 0 { failure = ("fsync", errno) }
         close(fd)

@@ -28,14 +28,8 @@ public enum FileCopy {
                 throw FileSystemError("cannot read", path: shownFrom, syscall: "read", errno: errno)
             }
             if count == 0 { return total }
-            var written = 0
-            while written < count {
-                let result = write(output, buffer.baseAddress! + written, count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    throw FileSystemError("cannot copy \(shownFrom) to", path: shownTo, syscall: "write", errno: errno)
-                }
-                written += result
+            if let code = DescriptorIO.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[..<count])) {
+                throw FileSystemError("cannot copy \(shownFrom) to", path: shownTo, syscall: "write", errno: code)
             }
             total += Int64(count)
         }

@@ -32,7 +32,7 @@ struct BlobFolder: Sendable {
         var made = false
         while true {
             if let file = UnnamedFile(in: folder) {
-                try Self.writeAll(data, to: file.descriptor, path: path)
+                try DescriptorIO.write(data, to: file.descriptor, path: path)
                 if durability == .full, fsync(file.descriptor) != 0 {
                     throw FileSystemError("cannot flush", path: path, syscall: "fsync", errno: errno)
                 }
@@ -67,24 +67,8 @@ struct BlobFolder: Sendable {
             throw FileSystemError("cannot inspect the cached value", path: path, syscall: "fstat", errno: errno)
         }
         guard Int64(status.st_size) == size else { return nil }
-        var data = Data(count: Int(size))
-        var failure: Int32?
-        let got = data.withUnsafeMutableBytes { buffer -> Int in
-            var offset = 0
-            while offset < buffer.count {
-                let count = Glibc.read(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return offset
-                }
-                if count == 0 { break }
-                offset += count
-            }
-            return offset
-        }
-        if let failure { throw FileSystemError("cannot read the cached value", path: path, syscall: "read", errno: failure) }
-        return got == Int(size) ? data : nil
+        let data = try DescriptorIO.read(descriptor, count: Int(size), path: path)
+        return data.count == Int(size) ? data : nil
     }
 
     /// Unlinks the file `name`; a missing one is fine.
@@ -107,22 +91,5 @@ struct BlobFolder: Sendable {
     func size(of name: String) -> Int64? {
         var status = stat()
         return stat(path(name), &status) == 0 ? Int64(status.st_size) : nil
-    }
-
-    private static func writeAll(_ data: Data, to descriptor: Int32, path: String) throws(FileSystemError) {
-        var failure: Int32?
-        data.withUnsafeBytes { bytes in
-            var offset = 0
-            while offset < bytes.count {
-                let written = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                offset += written
-            }
-        }
-        if let failure { throw FileSystemError("cannot write the cached value", path: path, syscall: "write", errno: failure) }
     }
 }

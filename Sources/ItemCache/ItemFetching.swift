@@ -100,31 +100,11 @@ public struct HTTPFetcher: ItemFetching {
         let response = try await transport.download(httpRequest, into: descriptor, options: options)
         if response.isNotModified { return FetchResponse(body: .notModified, headers: response.headers) }
         let data = try await BlockingIOPool.shared.run { () throws(FileSystemError) -> Data in
-            try Self.readAll(descriptor, size: response.fileSize, path: url.absoluteString)
+            try DescriptorIO.read(descriptor, count: Int(response.fileSize), path: url.absoluteString)
         }
         // The file (and its descriptor) lives until here; it vanishes when it closes.
         _ = file.descriptor
         return FetchResponse(body: .fetched(data), headers: response.headers)
-    }
-
-    private static func readAll(_ descriptor: Int32, size: Int64, path: String) throws(FileSystemError) -> Data {
-        var data = Data(count: Int(size))
-        var failure: Int32?
-        data.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let count = pread(descriptor, buffer.baseAddress! + offset, buffer.count - offset, off_t(offset))
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                if count == 0 { break }
-                offset += count
-            }
-        }
-        if let failure { throw FileSystemError("cannot read the fetched body of", path: path, syscall: "pread", errno: failure) }
-        return data
     }
 }
 
