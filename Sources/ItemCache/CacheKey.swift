@@ -90,6 +90,12 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         UInt64(fileName.prefix(16), radix: 16) ?? 0
     }
 
+    /// Keys are equal when their canonical text is: ``context`` and ``url`` are parts of it.
+    public static func == (lhs: CacheKey, rhs: CacheKey) -> Bool { lhs.rawValue == rhs.rawValue }
+
+    /// Hashes the canonical text only (the memory tier hashes keys on every hit).
+    public func hash(into hasher: inout Hasher) { hasher.combine(rawValue) }
+
     /// The name of the item's blob file: the SHA-256 of ``rawValue``, in hex.
     public var fileName: String { FileDigest.sha256(Data(rawValue.utf8)) }
 

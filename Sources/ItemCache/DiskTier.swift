@@ -48,7 +48,7 @@ final class DiskTier: Sendable {
             try FileSystem.makeFolder(folder + "/blobs")
             lockFile = try RangeLockFile(path: folder + "/cache.lock")
             var database = Configuration()
-            database.busyMode = .timeout(TimeInterval(configuration.busyTimeout.components.seconds))
+            database.busyMode = .timeout(configuration.busyTimeout.seconds)
             let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
             database.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
@@ -213,10 +213,15 @@ final class DiskTier: Sendable {
                                  message: "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit); raise the limit (diskLimit, --max-size) or store it elsewhere",
                                  key: write.key)
         }
-        do {
-            try lockFile.lock(slot: Self.writeWindowSlot, exclusive: false)
-        } catch {
-            throw storageError("cannot lock", error)
+        // Only a write that makes files needs the window: reconciliation must not take a file
+        // between its link and its row's commit for an orphan. Inline values make no file.
+        let makesFiles = writes.contains { $0.data.count > inlineThreshold }
+        if makesFiles {
+            do {
+                try lockFile.lock(slot: Self.writeWindowSlot, exclusive: false)
+            } catch {
+                throw storageError("cannot lock", error)
+            }
         }
         var names: [String?] = []
         var oldFiles: [String] = []
@@ -232,12 +237,12 @@ final class DiskTier: Sendable {
             }
             oldFiles = try transaction { db in try self.insert(writes, files: names, db) }
         } catch {
-            lockFile.unlock(slot: Self.writeWindowSlot)
+            if makesFiles { lockFile.unlock(slot: Self.writeWindowSlot) }
             for case let name? in names { blobs.remove(name) }
             if let error = error as? ItemCacheError { throw error }
             throw storageError("cannot store \(writes.map(\.key.rawValue).prefix(3).joined(separator: ", ")) in", error)
         }
-        lockFile.unlock(slot: Self.writeWindowSlot)
+        if makesFiles { lockFile.unlock(slot: Self.writeWindowSlot) }
         for file in oldFiles { blobs.remove(file) }
     }
 

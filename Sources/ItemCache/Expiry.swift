@@ -57,7 +57,7 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
     public func expirationDate(storedAt: Date) -> Date? {
         switch self {
         case .date(let date): date
-        case .lifetime(let duration): storedAt.addingTimeInterval(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        case .lifetime(let duration): storedAt.addingTimeInterval(duration.seconds)
         case .never: nil
         case .dontStore: storedAt
         }
@@ -67,9 +67,16 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .date(let date): ISO8601DateFormatter().string(from: date)
-        case .lifetime(let duration): "\(Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)s"
+        case .lifetime(let duration): "\(duration.seconds)s"
         case .never: "never"
         case .dontStore: "dont-store"
         }
     }
+}
+
+extension Duration {
+    /// The duration in seconds, fractions included.
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
+    /// The duration in nanoseconds.
+    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }

@@ -90,19 +90,23 @@ public final class ItemLoader: Sendable {
 
     /// A loader on `store`, fetching `http` and `https` through `transport` and `file` URLs from
     /// disk.
-    public init(store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport) {
+    public convenience init(store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport) {
+        self.init(store: store, configuration: configuration, transport: transport, owned: nil)
+    }
+
+    private init(store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport, owned: CurlTransport?) {
         self.store = store
         self.configuration = configuration
         let http = HTTPFetcher(transport: transport)
         fetchers = Mutex(["http": http, "https": http, "file": FileFetcher()])
         limiter = FetchLimiter(limit: configuration.maxConcurrentFetches)
         metrics = CacheMetrics(prefix: configuration.metricsPrefix)
-        ownedTransport = nil
+        ownedTransport = owned
     }
 
     /// Opens an ``ItemStore`` in the configured folder and a ``CurlTransport`` of its own (ended
     /// by ``close()``).
-    public init(configuration: CacheConfiguration) throws(ItemCacheError) {
+    public convenience init(configuration: CacheConfiguration) throws(ItemCacheError) {
         let store = try ItemStore(configuration: configuration)
         let transport: CurlTransport
         do {
@@ -110,13 +114,7 @@ public final class ItemLoader: Sendable {
         } catch {
             throw ItemCacheError(code: .fetch, message: "cannot start the HTTP transport: \(error)", underlying: error)
         }
-        self.store = store
-        self.configuration = configuration
-        let http = HTTPFetcher(transport: transport)
-        fetchers = Mutex(["http": http, "https": http, "file": FileFetcher()])
-        limiter = FetchLimiter(limit: configuration.maxConcurrentFetches)
-        metrics = CacheMetrics(prefix: configuration.metricsPrefix)
-        ownedTransport = transport
+        self.init(store: store, configuration: configuration, transport: transport, owned: transport)
     }
 
     /// Fetches keys in `name` (a context, or a URL scheme such as `https`) with `fetcher`. A
@@ -342,11 +340,4 @@ public final class ItemLoader: Sendable {
         let listeners = observers.withLock { $0[key.rawValue].map { Array($0.values) } ?? [] }
         for listener in listeners { listener.yield(state) }
     }
-}
-
-extension Duration {
-    /// The duration in seconds, fractions included.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-    /// The duration in nanoseconds.
-    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }

@@ -162,7 +162,8 @@ public final class ItemStore: ItemCaching {
 
     /// Sets the expiry and validators of a stored item after a `304`, in memory and on disk.
     public func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) async throws(ItemCacheError) -> CachedItem? {
-        try await flush()
+        // The row must be on disk before it is updated; without a pending group, no hop.
+        if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
         guard let info = try await io.run({ () throws(ItemCacheError) in
             try self.disk.refresh(key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified)
         }) else { return nil }
