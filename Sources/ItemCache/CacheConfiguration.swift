@@ -9,8 +9,15 @@ public struct CacheConfiguration: Sendable {
     /// (`cache.lock`). Several processes may share it. Created when missing.
     public var folder: String
     /// The most bytes of item values kept on disk, inline and in files together. When any write
-    /// returns, the stored values add up to at most this. Default 512 MiB.
-    public var diskLimit: Int64 = 512 << 20
+    /// returns, the stored values add up to at most the folder's limit.
+    ///
+    /// The limit belongs to the folder: a value set here is stored in its index when the cache
+    /// opens, and every process sharing the folder enforces it from its next write (the last
+    /// one set wins). Default nil: keep the folder's limit, or ``defaultDiskLimit`` (512 MiB)
+    /// for a folder that never had one.
+    public var diskLimit: Int64?
+    /// The disk limit of a folder that was never given one: 512 MiB.
+    public static let defaultDiskLimit: Int64 = 512 << 20
     /// The memory tier's limits. Default ``MemoryLimits/init(totalBytes:itemBytes:count:)`` with
     /// its defaults (256 MiB or an eighth of a small cgroup limit, 10 MiB a value, no count limit).
     public var memory = MemoryLimits()

@@ -31,8 +31,10 @@ final class DiskTier: Sendable {
     let pool: DatabasePool
     let blobs: BlobFolder
     let lockFile: RangeLockFile
-    let limit: Int64
     let inlineThreshold: Int
+    /// The folder's disk limit as last read from the index (every write reads it again in its
+    /// transaction, so a limit set by another process applies from its next write).
+    private let knownLimit = Atomic<Int64>(CacheConfiguration.defaultDiskLimit)
     private let touches = Mutex<[String: Double]>([:])
 
     /// The lock-file slot of the write window (shared) and reconciliation (exclusive).
@@ -40,7 +42,6 @@ final class DiskTier: Sendable {
 
     init(configuration: CacheConfiguration) throws(ItemCacheError) {
         let folder = configuration.folder
-        limit = configuration.diskLimit
         inlineThreshold = configuration.inlineThreshold
         blobs = BlobFolder(root: folder + "/blobs", durability: configuration.durability)
         do {
@@ -61,6 +62,31 @@ final class DiskTier: Sendable {
                                  message: "cannot open the cache folder \(folder): \(error); check its permissions and free space, or delete the folder to start empty",
                                  underlying: error)
         }
+        try setUpLimit(configuration.diskLimit)
+    }
+
+    /// The disk limit every process sharing the folder enforces.
+    var limit: Int64 { knownLimit.load(ordering: .relaxed) }
+
+    /// Stores `limit` in the index when one is given (the folder's limit is the last one set),
+    /// and learns the folder's limit.
+    private func setUpLimit(_ limit: Int64?) throws(ItemCacheError) {
+        do {
+            if let limit {
+                try transaction { db in try db.execute(sql: "UPDATE stats SET diskLimit = ? WHERE id = 1", arguments: [limit]) }
+            }
+            _ = try pool.read { db in try self.usage(db) }
+        } catch {
+            throw storageError("cannot set the disk limit of", error)
+        }
+    }
+
+    /// The bytes stored and the folder's disk limit, as this transaction sees them.
+    private func usage(_ db: Database) throws -> (bytes: Int64, limit: Int64) {
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT bytes, diskLimit FROM stats WHERE id = 1"))
+        let limit = (row?[1] as Int64?) ?? CacheConfiguration.defaultDiskLimit
+        knownLimit.store(limit, ordering: .relaxed)
+        return ((row?[0] as Int64?) ?? 0, limit)
     }
 
     // MARK: - Schema
@@ -114,6 +140,11 @@ final class DiskTier: Sendable {
                     UPDATE stats SET bytes = bytes - OLD.size + NEW.size WHERE id = 1;
                 END;
                 """)
+        }
+        // The disk limit belongs to the folder, not to one process's configuration: every
+        // process enforces the one last set (NULL: the default).
+        migrator.registerMigration("v2-disk-limit") { db in
+            try db.execute(sql: "ALTER TABLE stats ADD COLUMN diskLimit INTEGER")
         }
         return migrator
     }
@@ -206,8 +237,10 @@ final class DiskTier: Sendable {
     // MARK: - Writing
 
     /// Stores `writes` in one transaction (later ones win over earlier ones of the same key),
-    /// evicting until the total is at most the limit. Blocks: call it on the I/O pool.
-    func write(_ writes: [PendingWrite]) throws(ItemCacheError) {
+    /// evicting until the total is at most the limit. `afterCommit` runs right after the commit,
+    /// before any other write of this process can commit (so the memory tier follows the disk's
+    /// order). Blocks: call it on the I/O pool.
+    func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
         for write in writes where write.info.size > limit {
             throw ItemCacheError(code: .tooLarge,
                                  message: "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit); raise the limit (diskLimit, --max-size) or store it elsewhere",
@@ -235,7 +268,7 @@ final class DiskTier: Sendable {
                     names.append(nil)
                 }
             }
-            oldFiles = try transaction { db in try self.insert(writes, files: names, db) }
+            oldFiles = try transaction({ db in try self.insert(writes, files: names, db) }, afterCommit: { _ in afterCommit?() })
         } catch {
             if makesFiles { lockFile.unlock(slot: Self.writeWindowSlot) }
             for case let name? in names { blobs.remove(name) }
@@ -279,7 +312,9 @@ final class DiskTier: Sendable {
     /// recently used, until the total is at most the limit. Never deletes `keeping`; throws
     /// ``ItemCacheError/Code/tooLarge`` when pinned items and `keeping` leave too little room.
     private func evict(_ db: Database, keeping: Set<String>) throws -> [String] {
-        var total = try Int64.fetchOne(db, sql: "SELECT bytes FROM stats WHERE id = 1") ?? 0
+        let usage = try usage(db)
+        var total = usage.bytes
+        let limit = usage.limit
         guard total > limit else { return [] }
         let now = Date().timeIntervalSince1970
         var files: [String] = []
@@ -311,9 +346,10 @@ final class DiskTier: Sendable {
     }
 
     /// Runs `body` in an immediate write transaction, with the reads recorded since the last
-    /// write applied first. A busy database (another process writing) is waited for by SQLite's
+    /// write applied first, then `afterCommit` with its result while this process's other
+    /// writes still wait. A busy database (another process writing) is waited for by SQLite's
     /// busy timeout, and the whole transaction is tried again a few times before it fails.
-    func transaction<T>(_ body: @escaping (Database) throws -> T) throws -> T {
+    func transaction<T>(_ body: @escaping (Database) throws -> T, afterCommit: ((T) -> Void)? = nil) throws -> T {
         let pendingTouches = touches.withLock { touches in
             defer { touches = [:] }
             return touches
@@ -330,6 +366,7 @@ final class DiskTier: Sendable {
                         result = try body(db)
                         return .commit
                     }
+                    afterCommit?(result!)
                 }
                 return result!
             } catch let error as DatabaseError where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED) && attempt < 5 {
@@ -349,26 +386,83 @@ final class DiskTier: Sendable {
 
     /// Updates the record of `key` after a revalidation: expiry and validators. Returns the new
     /// record, or nil when the item is gone.
-    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) throws(ItemCacheError) -> ItemInfo? {
+    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
+                 afterCommit: ((ItemInfo?) -> Void)? = nil) throws(ItemCacheError) -> ItemInfo? {
         do {
-            return try transaction { db in
+            return try transaction({ db in
                 try db.execute(sql: """
                     UPDATE item SET expires = ?, mustRevalidate = ?, etag = coalesce(?, etag), lastModified = coalesce(?, lastModified), accessed = ?
                     WHERE key = ?
                     """, arguments: [expires?.timeIntervalSince1970, mustRevalidate, etag, lastModified, Date().timeIntervalSince1970, key.rawValue])
                 return try Row.fetchOne(db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]).map(Self.info)
-            }
+            }, afterCommit: afterCommit)
         } catch {
             throw storageError("cannot update \(key.rawValue) in", error)
         }
     }
 
+    /// Reads the item of `key`, hands it to `transform` and stores what that returns (nil: no
+    /// change), all in one write transaction: no other write of any process comes in between,
+    /// so read-modify-write steps (a provider's list actions) never lose an update. A new
+    /// file is linked before the commit, as in ``write(_:afterCommit:)``. Returns the item as
+    /// stored (or as found, when `transform` changed nothing).
+    func modify(_ key: CacheKey, _ transform: @escaping (CachedItem?) throws -> PendingWrite?,
+                afterCommit: ((CachedItem?) -> Void)? = nil) throws(ItemCacheError) -> CachedItem? {
+        // A file may be made: hold the write window, as `write` does.
+        do {
+            try lockFile.lock(slot: Self.writeWindowSlot, exclusive: false)
+        } catch {
+            throw storageError("cannot lock", error)
+        }
+        defer { lockFile.unlock(slot: Self.writeWindowSlot) }
+        // Each attempt of the transaction (a busy retry runs it again) may make a file; only the
+        // committed attempt's file stays.
+        let made = Mutex<[String]>([])
+        let outcome: (item: CachedItem?, file: String?, oldFiles: [String])
+        do {
+            outcome = try transaction({ db in
+                let current = try self.read(key, in: db)
+                guard let write = try transform(current) else { return (current, nil, []) }
+                guard write.info.size <= self.limit else {
+                    throw ItemCacheError(code: .tooLarge,
+                                         message: "\(key.rawValue) would have \(write.info.size) bytes, more than the cache's disk limit of \(self.limit); raise the limit (diskLimit, --max-size)",
+                                         key: key)
+                }
+                var file: String?
+                if write.data.count > self.inlineThreshold {
+                    let name = self.blobs.newName(for: key)
+                    made.withLock { $0.append(name) }
+                    try self.blobs.write(write.data, as: name)
+                    file = name
+                }
+                let oldFiles = try self.insert([write], files: [file], db)
+                return (CachedItem(key: key, data: write.data, info: write.info), file, oldFiles)
+            }, afterCommit: { afterCommit?($0.item) })
+        } catch {
+            for name in made.withLock({ $0 }) { blobs.remove(name) }
+            throw storageError("cannot update \(key.rawValue) in", error)
+        }
+        for name in made.withLock({ $0 }) where name != outcome.file { blobs.remove(name) }
+        for file in outcome.oldFiles { blobs.remove(file) }
+        return outcome.item
+    }
+
+    /// The item of `key` as the transaction of `db` sees it; nil when there is none or its file
+    /// is missing or cut short.
+    private func read(_ key: CacheKey, in db: Database) throws -> CachedItem? {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: Self.readSQL), arguments: [key.rawValue]) else { return nil }
+        let info = Self.info(row)
+        if let inline: Data = row[15] { return CachedItem(key: key, data: inline, info: info) }
+        guard let file: String = row[16], let data = try blobs.read(file, size: info.size) else { return nil }
+        return CachedItem(key: key, data: data, info: info)
+    }
+
     /// Deletes the items whose ids `select` returns (run inside the transaction); returns how
     /// many went.
-    func remove(selecting select: @escaping (Database) throws -> [Int64]) throws(ItemCacheError) -> Int {
+    func remove(selecting select: @escaping (Database) throws -> [Int64], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) -> Int {
         let files: [String]
         do {
-            files = try transaction { db in
+            files = try transaction({ db in
                 var files: [String] = []
                 for id in try select(db) {
                     if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT file FROM item WHERE id = ?"), arguments: [id]) {
@@ -377,7 +471,7 @@ final class DiskTier: Sendable {
                     }
                 }
                 return files
-            }
+            }, afterCommit: { _ in afterCommit?() })
         } catch {
             throw storageError("cannot remove items from", error)
         }
@@ -387,8 +481,9 @@ final class DiskTier: Sendable {
 
     /// Removes the item of `key`; returns whether there was one.
     @discardableResult
-    func remove(_ key: CacheKey) throws(ItemCacheError) -> Bool {
-        try remove { db in try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue]) } > 0
+    func remove(_ key: CacheKey, afterCommit: (() -> Void)? = nil) throws(ItemCacheError) -> Bool {
+        try remove(selecting: { db in try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue]) },
+                   afterCommit: afterCommit) > 0
     }
 
     // MARK: - Queries
@@ -421,11 +516,13 @@ final class DiskTier: Sendable {
         do {
             return try pool.read { db in
                 let row = try Row.fetchOne(db, sql: """
-                    SELECT (SELECT count FROM stats), (SELECT bytes FROM stats),
+                    SELECT (SELECT count FROM stats), (SELECT bytes FROM stats), (SELECT diskLimit FROM stats),
                            (SELECT count(*) FROM item WHERE pinned = 1), (SELECT coalesce(sum(size), 0) FROM item WHERE pinned = 1),
                            (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?)
                     """, arguments: [now.timeIntervalSince1970])!
-                return CacheStatistics(count: row[0], bytes: row[1], limit: limit, pinned: row[2], pinnedBytes: row[3], expired: row[4])
+                let limit = (row[2] as Int64?) ?? CacheConfiguration.defaultDiskLimit
+                self.knownLimit.store(limit, ordering: .relaxed)
+                return CacheStatistics(count: row[0], bytes: row[1], limit: limit, pinned: row[3], pinnedBytes: row[4], expired: row[5])
             }
         } catch {
             throw storageError("cannot read the statistics of", error)

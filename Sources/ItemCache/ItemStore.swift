@@ -142,10 +142,15 @@ public final class ItemStore: ItemCaching {
                 armTimer(policy.maxDelay)
             }
         } else {
-            try await io.run { () throws(ItemCacheError) in try self.disk.write([write]) }
-            _ = memory.set(item, cost: data.count, for: key)
+            try await io.run { () throws(ItemCacheError) in try self.disk.write([write], afterCommit: { self.keep(item) }) }
         }
         return item
+    }
+
+    /// Puts a just-committed item in memory. Called inside the disk tier's commit, so this
+    /// process's writes of one key reach memory in the order they reached the disk.
+    private func keep(_ item: CachedItem) {
+        _ = memory.set(item, cost: item.data.count, for: item.key)
     }
 
     /// Stores `data` under `key` on the calling thread, for code that cannot `await`: like
@@ -155,8 +160,7 @@ public final class ItemStore: ItemCaching {
     public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError) -> CachedItem {
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
-        try disk.write([PendingWrite(key: key, data: data, info: item.info)])
-        _ = memory.set(item, cost: data.count, for: key)
+        try disk.write([PendingWrite(key: key, data: data, info: item.info)], afterCommit: { self.keep(item) })
         return item
     }
 
@@ -164,15 +168,48 @@ public final class ItemStore: ItemCaching {
     public func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) async throws(ItemCacheError) -> CachedItem? {
         // The row must be on disk before it is updated; without a pending group, no hop.
         if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
-        guard let info = try await io.run({ () throws(ItemCacheError) in
-            try self.disk.refresh(key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified)
-        }) else { return nil }
-        if var item = memory.value(for: key) {
-            item.info = info
-            _ = memory.set(item, cost: item.data.count, for: key)
-            return item
+        let refreshed = try await io.run { () throws(ItemCacheError) -> CachedItem? in
+            try self.disk.refresh(key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
+                                  afterCommit: { info in
+                guard var item = self.memory.value(for: key) else { return }
+                guard let info else { return self.memory.remove(key) }
+                item.info = info
+                self.keep(item)
+            })
+            .flatMap { _ in self.memory.value(for: key) }
         }
+        if let refreshed { return refreshed }
         return try await item(for: key)
+    }
+
+    /// Reads the item of `key`, passes it (or nil) to `transform`, and stores the bytes that
+    /// returns, as one atomic step: no write of this or any other process sharing the folder
+    /// comes between the read and the write. Returns the stored item; when `transform` returns
+    /// nil nothing changes and the current item (or nil) is returned.
+    ///
+    /// The new value keeps the current item's expiry, groups, pin, content type and metadata
+    /// (it is an edit of the same item), and drops its validators (the server never saw these
+    /// bytes). With no current item, `options` describe the new one. `transform` runs while
+    /// the folder's writers wait: keep it short.
+    @discardableResult
+    public func update(_ key: CacheKey, options: StoreOptions = StoreOptions(),
+                       _ transform: @escaping @Sendable (CachedItem?) throws(ItemCacheError) -> Data?) async throws(ItemCacheError) -> CachedItem? {
+        if group.withLock({ $0.writes[key.rawValue] != nil }) { try await flush() }
+        return try await io.run { () throws(ItemCacheError) -> CachedItem? in
+            try self.disk.modify(key, { current in
+                guard let data = try transform(current) else { return nil }
+                let now = Date()
+                var info = self.record(for: data, options: options, now: now)
+                if let current {
+                    info = ItemInfo(size: Int64(data.count), created: now, accessed: now, expires: current.info.expires,
+                                    mustRevalidate: current.info.mustRevalidate, pinned: current.info.pinned, groups: current.info.groups,
+                                    contentType: current.info.contentType, metadata: current.info.metadata)
+                }
+                return PendingWrite(key: key, data: data, info: info)
+            }, afterCommit: { item in
+                if let item { self.keep(item) } else { self.memory.remove(key) }
+            })
+        }
     }
 
     /// Removes the item of `key` from memory, the pending group and disk.
@@ -180,7 +217,7 @@ public final class ItemStore: ItemCaching {
     public func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
         memory.remove(key)
         let pending = group.withLock { $0.writes.removeValue(forKey: key.rawValue) } != nil
-        let stored = try await io.run { () throws(ItemCacheError) in try self.disk.remove(key) }
+        let stored = try await io.run { () throws(ItemCacheError) in try self.disk.remove(key, afterCommit: { self.memory.remove(key) }) }
         return pending || stored
     }
 

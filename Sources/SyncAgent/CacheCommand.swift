@@ -21,7 +21,7 @@ struct CacheFolderOptions: ParsableArguments {
     @Option(name: .long, help: ArgumentHelp("The cache folder (created when missing).", valueName: "DIR"))
     var cache: String
 
-    @Option(name: .long, help: ArgumentHelp("The disk limit in bytes (default 536870912, 512 MiB).", valueName: "BYTES"))
+    @Option(name: .long, help: ArgumentHelp("Set the folder's disk limit in bytes; it is kept in the folder for every later use and process (without it: the folder's limit, 536870912 = 512 MiB for a new folder).", valueName: "BYTES"))
     var maxSize: Int64?
 
     func validate() throws {

@@ -132,7 +132,8 @@ struct CacheCommandTests {
 
             // A smaller limit: the next write evicts down to it.
             _ = try await SyncAgentBinary.run(["cache", "get", server.url(for: "a.txt").absoluteString, "--cache", cache, "--max-size", "1500"], scratch: scratch)
-            let limited = try await SyncAgentBinary.run(["cache", "stats", "--cache", cache, "--max-size", "1500", "--json"], scratch: scratch)
+            // The folder keeps the limit: stats without --max-size shows it.
+            let limited = try await SyncAgentBinary.run(["cache", "stats", "--cache", cache, "--json"], scratch: scratch)
             let limits = try #require(try JSONSerialization.jsonObject(with: Data(limited.stdout.utf8)) as? [String: Any])
             #expect(limits["bytes"] as? Int == 1000)
             #expect(limits["limit"] as? Int == 1500)
