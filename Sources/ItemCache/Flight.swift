@@ -2,19 +2,20 @@ import Foundation
 import Synchronization
 import Transport
 
-/// One fetch that any number of callers wait for (request coalescing).
+/// One fetch (or any load) that any number of callers wait for (request coalescing): the
+/// loader's fetches (`Flight<LoadedItem>`) and providers' loads (`Flight<CachedItem>`).
 ///
 /// Each waiter has its own continuation, resumed exactly once: with the result, or with
 /// `CancellationError` when that waiter is cancelled, whichever comes first; the one that takes
 /// the continuation out of the table resumes it, so a late result and a cancellation can never
 /// both resume it. When the last waiter cancels, the fetch is cancelled too, unless it is a
 /// background refresh (stale-while-revalidate), which runs on with no one waiting.
-final class Flight: Sendable {
+final class Flight<Value: Sendable>: Sendable {
     private struct State {
-        var waiters: [Int: CheckedContinuation<LoadedItem, any Error>] = [:]
+        var waiters: [Int: CheckedContinuation<Value, any Error>] = [:]
         var cancelled: Set<Int> = []
         var nextID = 0
-        var result: Result<LoadedItem, any Error>?
+        var result: Result<Value, any Error>?
         var task: Task<Void, Never>?
         var progress = TransferProgress(received: 0, expected: nil)
         var progressHandlers: [ProgressHandler] = []
@@ -31,9 +32,9 @@ final class Flight: Sendable {
     }
 
     /// Runs `body` as the flight's task; `finished` is told whether it stored a value.
-    func start(_ body: @escaping @Sendable () async throws -> LoadedItem, finished: @escaping @Sendable (Bool) -> Void) {
+    func start(_ body: @escaping @Sendable () async throws -> Value, finished: @escaping @Sendable (Bool) -> Void) {
         let task = Task {
-            let result: Result<LoadedItem, any Error>
+            let result: Result<Value, any Error>
             do {
                 result = .success(try await body())
             } catch {
@@ -51,16 +52,16 @@ final class Flight: Sendable {
     }
 
     /// Waits for the result; a cancelled caller stops waiting at once.
-    func wait() async throws -> LoadedItem {
+    func wait() async throws -> Value {
         let id = state.withLock { state -> Int in
             state.nextID += 1
             return state.nextID
         }
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<LoadedItem, any Error>) in
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
                 // Cancelled before it could register: it leaves at once, and if no one else
                 // waits, the fetch goes too.
-                let (now, orphaned): (Result<LoadedItem, any Error>?, Task<Void, Never>?) = state.withLock { state in
+                let (now, orphaned): (Result<Value, any Error>?, Task<Void, Never>?) = state.withLock { state in
                     if state.cancelled.remove(id) != nil {
                         let last = state.waiters.isEmpty && !keepAlive && state.result == nil
                         return (.failure(CancellationError()), last ? state.task : nil)
@@ -73,7 +74,7 @@ final class Flight: Sendable {
                 orphaned?.cancel()
             }
         } onCancel: {
-            let (waiter, task) = state.withLock { state -> (CheckedContinuation<LoadedItem, any Error>?, Task<Void, Never>?) in
+            let (waiter, task) = state.withLock { state -> (CheckedContinuation<Value, any Error>?, Task<Void, Never>?) in
                 guard let waiter = state.waiters.removeValue(forKey: id) else {
                     if state.result == nil { state.cancelled.insert(id) }
                     return (nil, nil)

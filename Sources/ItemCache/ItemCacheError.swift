@@ -4,7 +4,7 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed
+            case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed, invalidAction
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -26,6 +26,9 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
         public static let decoding = Code(.decoding)
         /// The cache was closed.
         public static let closed = Code(.closed)
+        /// A provider's list action that does not apply to the stored list (an index out of
+        /// range, removing from an empty list).
+        public static let invalidAction = Code(.invalidAction)
 
         /// The code's name, e.g. `invalidKey`.
         public var description: String { base.rawValue }

@@ -81,7 +81,7 @@ public final class ItemLoader: Sendable {
     /// The settings it runs with.
     public let configuration: CacheConfiguration
     private let fetchers: Mutex<[String: any ItemFetching]>
-    private let flights = Mutex<[String: Flight]>([:])
+    private let flights = Mutex<[String: Flight<LoadedItem>]>([:])
     private let observers = Mutex<[String: [Int: AsyncStream<ItemState>.Continuation]]>([:])
     private let observerIDs = Atomic<Int>(0)
     private let limiter: FetchLimiter
@@ -188,10 +188,10 @@ public final class ItemLoader: Sendable {
     }
 
     /// The running fetch of `key`, or a new one.
-    private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool) -> Flight {
-        let (flight, isNew) = flights.withLock { flights -> (Flight, Bool) in
+    private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool) -> Flight<LoadedItem> {
+        let (flight, isNew) = flights.withLock { flights -> (Flight<LoadedItem>, Bool) in
             if let running = flights[key.rawValue] { return (running, false) }
-            let flight = Flight(keepAlive: background)
+            let flight = Flight<LoadedItem>(keepAlive: background)
             flights[key.rawValue] = flight
             return (flight, true)
         }
@@ -213,7 +213,7 @@ public final class ItemLoader: Sendable {
     }
 
     /// One fetch: a slot, the key's cross-process lock, then the fetcher; stores what came.
-    private func fetch(_ key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, flight: Flight) async throws -> LoadedItem {
+    private func fetch(_ key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, flight: Flight<LoadedItem>) async throws -> LoadedItem {
         try await limiter.acquire()
         defer { limiter.release() }
         let slot = Int64(1 + key.slotHash % (1 << 40))

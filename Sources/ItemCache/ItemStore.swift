@@ -59,6 +59,8 @@ public final class ItemStore: ItemCaching {
 
     /// What opening found: orphan files and rows removed.
     public let openingRepairs: (orphanFiles: Int, orphanRows: Int)
+    /// Providers' running loads, so concurrent gets of one record load it once.
+    let providerLoads = ProviderLoads()
 
     /// Opens the cache in ``CacheConfiguration/folder``, creating it when needed, and reconciles
     /// its index with its files. Blocks while it does (a stat per stored file).
@@ -102,6 +104,13 @@ public final class ItemStore: ItemCaching {
     public func item(for key: CacheKey) async throws(ItemCacheError) -> CachedItem? {
         if let item = memory.value(for: key) { return item }
         return try await io.run { () throws(ItemCacheError) in try self.cachedItem(for: key)?.item }
+    }
+
+    /// ``cachedItem(for:)`` for async code: a fresh memory hit returns at once, anything else is
+    /// looked up on the I/O pool, off the caller's thread.
+    public func storedItem(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
+        if let item = memory.value(for: key), !item.info.isExpired() { return StoredItem(item: item, source: .memory) }
+        return try await io.run { () throws(ItemCacheError) in try self.cachedItem(for: key) }
     }
 
     /// The record of `key` without its value, nil when there is none.
