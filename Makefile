@@ -89,7 +89,7 @@ bench-cache: deps
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 	@[ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV)
-	@$(BENCH_VENV)/bin/python -c 'import diskcache' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'diskcache==5.6.3'
+	@$(BENCH_VENV)/bin/python -c 'import diskcache, requests_cache' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'diskcache==5.6.3' 'requests-cache==1.3.3'
 	$(SWIFT) build -c release --product cache-bench
 	$(BENCH_VENV)/bin/python bench/cache_bench.py "$$($(SWIFT) build -c release --show-bin-path)/cache-bench"
 

@@ -15,9 +15,15 @@ ones, on ext4 (BENCH_WORK) and on tmpfs (BENCH_TMPFS). Both tools print per-oper
 tools' medians round by round. The section "## Item cache (issue 11)" of BENCH_DOC is replaced
 (or appended) and the chart docs/benchmarks-cache.svg written.
 
+After the measures, bench/cache_scenario.py replays a scripted HTTP scenario (expiries, changed and
+unchanged resources) through ItemLoader and requests-cache and counts requests and bytes at the
+server: the subsection "HTTP scenario vs requests-cache" (about 25 s).
+
 Settings (environment): ROUNDS (5), WARMUP (1), SKIP_TMPFS (0), MEASURES (comma list, default
-all), BENCH_WORK (/tmp/content-sync-bench/cache), BENCH_TMPFS (/dev/shm), BENCH_DOC
-(docs/benchmarks.md; empty to only print), BENCH_CHART (docs/benchmarks-cache.svg).
+all), CACHE_BENCH_ONLY (empty: everything; `measures`; `scenario`: only the HTTP scenario, whose
+subsection alone is then replaced in BENCH_DOC), BENCH_WORK (/tmp/content-sync-bench/cache),
+BENCH_TMPFS (/dev/shm), BENCH_DOC (docs/benchmarks.md; empty to only print), BENCH_CHART
+(docs/benchmarks-cache.svg).
 """
 from __future__ import annotations
 
@@ -35,6 +41,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402  (shared helpers: fs_type, machine_line, replace_section)
+import cache_scenario  # noqa: E402  (the HTTP scenario against requests-cache)
 
 HEADING = "## Item cache (issue 11)"
 OURS, PEER = "ItemCache", "diskcache"
@@ -270,6 +277,8 @@ def run_all(binary: str) -> Path:
     rounds, warmup = int(os.environ.get("ROUNDS", "5")), int(os.environ.get("WARMUP", "1"))
     wanted = set(filter(None, os.environ.get("MEASURES", "").split(",")))
     measures = [m for m in MEASURES if (m.ours or m.peer) and (not wanted or m.name in wanted)]
+    if os.environ.get("CACHE_BENCH_ONLY", "") == "scenario":
+        measures = []
     work = Path(os.environ.get("BENCH_WORK", "/tmp/content-sync-bench/cache"))
     tmpfs = Path(os.environ.get("BENCH_TMPFS", "/dev/shm"))
     work.mkdir(parents=True, exist_ok=True)
@@ -280,7 +289,7 @@ def run_all(binary: str) -> Path:
             "diskcache": peer_version(), "sqlite": sqlite_versions(), "load_before": os.getloadavg()[0]}
     with results_path.open("w") as out:
         out.write(json.dumps(meta) + "\n")
-        for fs, root in filesystems(work, tmpfs, os.environ.get("SKIP_TMPFS", "0") == "1"):
+        for fs, root in filesystems(work, tmpfs, os.environ.get("SKIP_TMPFS", "0") == "1") if measures else []:
             runs = root / "runs"
             shutil.rmtree(runs, ignore_errors=True)
             runs.mkdir(parents=True)
@@ -307,6 +316,9 @@ def run_all(binary: str) -> Path:
                 for folder in runs.iterdir():
                     shutil.rmtree(folder, ignore_errors=True)
             shutil.rmtree(runs, ignore_errors=True)
+        if os.environ.get("CACHE_BENCH_ONLY", "") != "measures":
+            log("HTTP scenario against requests-cache")
+            out.write(json.dumps(cache_scenario.run(binary)) + "\n")
         out.write(json.dumps({"kind": "end", "load_after": os.getloadavg()[0], "ended": time.time()}) + "\n")
     log(f"results: {results_path}")
     return results_path
@@ -367,6 +379,8 @@ def load(path: Path) -> tuple[dict, list[dict]]:
         obj = json.loads(line)
         if obj.get("kind") in ("meta", "end"):
             meta.update(obj)
+        elif obj.get("kind") == "scenario":
+            meta["scenario"] = obj
         elif obj.get("counted"):
             rows.append(obj)
     return meta, rows
@@ -393,6 +407,15 @@ def verdict(ok: bool) -> str:
 
 def write_report(results: Path) -> None:
     meta, rows = load(results)
+    if not rows and "scenario" in meta:
+        # CACHE_BENCH_ONLY=scenario: replace that subsection alone, keep the measures' tables.
+        text = "\n".join(cache_scenario.section_lines(meta["scenario"]) + [f"Raw results: `{results}`.", ""])
+        print(text)
+        doc = os.environ.get("BENCH_DOC", "docs/benchmarks.md")
+        if doc:
+            cache_scenario.replace_subsection(doc, text)
+            log(f"wrote the subsection '{cache_scenario.SUBHEADING}' of {doc}")
+        return
     fss = list(dict.fromkeys(r["fs"] for r in rows))
     lines = [HEADING, ""]
     started = datetime.datetime.fromtimestamp(meta.get("started", time.time()), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -565,6 +588,9 @@ def write_report(results: Path) -> None:
                   f"Chart: [{chart_path.name}]({chart_path.name}), written by `bench/cache_bench.py` from the same runs "
                   "(bars: pooled medians; whiskers: the lowest and highest round median).", ""]
     lines += [f"Raw results: `{results}` (regenerate this section with `python3 bench/cache_bench.py report FILE`).", ""]
+    if "scenario" in meta:
+        # Last in the section, so that CACHE_BENCH_ONLY=scenario can replace it alone.
+        lines += cache_scenario.section_lines(meta["scenario"])
     text = "\n".join(lines)
     print(text)
     doc = os.environ.get("BENCH_DOC", "docs/benchmarks.md")
