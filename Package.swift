@@ -94,7 +94,7 @@ let package = Package(
         // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",
-                    dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer"]),
+                    dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.

@@ -264,7 +264,14 @@ public final class ItemLoader: Sendable {
             guard let stale else {
                 throw ItemCacheError(code: .fetch, message: "\(url?.absoluteString ?? key.rawValue) answered 304 to a request that had no validators", key: key)
             }
-            let (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
+            var (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
+            if options.expiry == nil, configuration.freshness == .server,
+               response.headers["cache-control"] == nil, response.headers["expires"] == nil {
+                // A 304 without freshness headers (RFC 9110 §15.4.5 asks servers to repeat
+                // them; some do not): the stored response's rules stay (RFC 9111 §4.3.4 merges
+                // the 304's headers into it), so a no-cache item keeps revalidating.
+                mustRevalidate = stale.info.mustRevalidate
+            }
             let expires = (expiry ?? configuration.defaultExpiry).expirationDate(storedAt: now)
             let refreshed = try await store.refresh(key, expires: expires, mustRevalidate: mustRevalidate,
                                                     etag: response.headers["etag"], lastModified: response.headers["last-modified"])

@@ -2,13 +2,8 @@ import Foundation
 import Synchronization
 
 /// A typed cache of one kind of value (RxCache's providers): a `Codable` value, a lifetime, and
-/// the caller's loader, with one record per dynamic key and group.
-///
-/// ```swift
-/// let feed = CacheProvider<[Post]>("feed", store: store, lifetime: .lifetime(.seconds(600)))
-/// let page = try await feed.get(.dynamicKey("rust", group: "page-2")) { try await api.posts("rust", page: 2) }
-/// print(page.source)   // memory, disk, network, or stale
-/// ```
+/// the caller's loader, with one record per dynamic key and group. The catalog's Usage section
+/// shows one in use.
 ///
 /// - A get returns the stored value while it is fresh; otherwise it runs the loader and stores
 ///   what it returns for ``lifetime``. Concurrent gets of one record run the loader once.

@@ -141,6 +141,12 @@ struct ItemLoaderTests {
         #expect(try await fixture.loader.item(for: fixture.url("nocache")).source == .network)
         #expect(try await fixture.loader.item(for: fixture.url("nocache")).source == .revalidated)
         #expect(fixture.server.requestCount(forPath: "/nocache") == 2)
+        // A 304 that leaves Cache-Control out keeps the stored no-cache (RFC 9111 §4.3.4): the
+        // next use still revalidates instead of trusting the default lifetime.
+        fixture.server.setCacheControl(nil, forPath: "/nocache")
+        #expect(try await fixture.loader.item(for: fixture.url("nocache")).source == .revalidated)
+        #expect(try await fixture.loader.item(for: fixture.url("nocache")).source == .revalidated)
+        #expect(fixture.server.requestCount(forPath: "/nocache") == 4)
 
         let aged = try await fixture.loader.item(for: fixture.url("age"))
         let lifetime = try #require(aged.item.info.expires).timeIntervalSinceNow
