@@ -15,6 +15,7 @@ let package = Package(
         .executable(name: "sync-agent", targets: ["SyncAgent"]),
         .executable(name: "content-sync-fuzz", targets: ["ContentSyncFuzz"]),
         .executable(name: "cache-bench", targets: ["CacheBench"]),
+        .executable(name: "cache-chaos", targets: ["CacheChaos"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -84,11 +85,14 @@ let package = Package(
         .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
         // Times ItemCache for bench/cache_bench.py (`make bench-cache`).
         .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer"]),
+        // Test support: the writers, readers and checker of the cache's crash tests and kill loop (`make chaos`).
+        .executableTarget(name: "CacheChaos", dependencies: ["ItemCache", "FileKit", .product(name: "GRDB", package: "GRDB.swift")]),
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
-        .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer",
+        // CacheChaos: CacheCrashTests run the built cache-chaos binary; the dependency builds it first.
+        .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "CacheChaos",
                                                            .product(name: "Metrics", package: "swift-metrics"),
                                                            .product(name: "GRDB", package: "GRDB.swift")]),
         // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
