@@ -95,17 +95,20 @@ bench-cache: deps
 
 ## Reliability: kill -9 at random moments of 200 updates, disk-full cases on a small tmpfs
 ## (needs root or sudo to mount; skipped otherwise), and kill -9 at random moments of 100
-## publishes plus concurrent publishes. Writes docs/reliability.md. About an hour.
+## publishes plus concurrent publishes, and kill -9 of item cache writers and readers 200 times.
+## Writes docs/reliability.md. About an hour.
 chaos: deps
 	$(SWIFT) build $(RELEASE) --product sync-agent
+	$(SWIFT) build $(RELEASE) --product cache-chaos
 	bash scripts/chaos/run.sh full "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 	$(SWIFT) build --build-tests
 	CHAOS_RUNS=100 $(SWIFT) test --skip-build --filter FaultConvergence
 
-## The short version for `make test`: 10 update kills and 6 publish kills (fixed seeds), one
-## disk-full round and one concurrent publish pair, about a minute.
+## The short version for `make test`: 10 update kills, 6 publish kills and 30 item cache kills
+## (fixed seeds), one disk-full round and one concurrent publish pair, about a minute and a half.
 chaos-short: deps
 	$(SWIFT) build --product sync-agent
+	$(SWIFT) build --product cache-chaos
 	bash scripts/chaos/run.sh short "$$($(SWIFT) build --show-bin-path)/sync-agent"
 
 ## Fuzz the storage documents' parsers and the path rules with libFuzzer for FUZZ_SECONDS (default
