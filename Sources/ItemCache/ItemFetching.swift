@@ -3,7 +3,7 @@ import Foundation
 import Transport
 
 /// Brings an item's bytes from where they live: a server, a file, or code that makes them.
-/// ``HTTPFetcher`` (on ``Transport``) is the default for `http` and `https`, ``FileFetcher`` for
+/// ``HTTPFetcher`` (on `Transport`) is the default for `http` and `https`, ``FileFetcher`` for
 /// `file`; ``ItemLoader/register(_:for:)`` adds others per scheme or context.
 public protocol ItemFetching: Sendable {
     /// Fetches `request`. A fetcher that cannot revalidate ignores the validators and returns
@@ -65,7 +65,7 @@ public struct FetchResponse: Sendable {
     }
 }
 
-/// The default fetcher: HTTP(S) through a ``Transport`` (libcurl), with conditional requests.
+/// The default fetcher: HTTP(S) through a `Transport` (libcurl), with conditional requests.
 /// The body streams into an unnamed file in the cache folder, so progress is reported as it
 /// arrives and a failed or cancelled fetch leaves nothing.
 public struct HTTPFetcher: ItemFetching {

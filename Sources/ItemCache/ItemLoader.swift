@@ -104,7 +104,7 @@ public final class ItemLoader: Sendable {
         ownedTransport = owned
     }
 
-    /// Opens an ``ItemStore`` in the configured folder and a ``CurlTransport`` of its own (ended
+    /// Opens an ``ItemStore`` in the configured folder and a `CurlTransport` of its own (ended
     /// by ``close()``).
     public convenience init(configuration: CacheConfiguration) throws(ItemCacheError) {
         let store = try ItemStore(configuration: configuration)
