@@ -55,6 +55,9 @@ KNOWN_ISSUES = {
                            "reconciliation can unlink the second's linked, uncommitted file; the second then commits "
                            "a row without its file, a store that returned is lost, and the next open removes the row "
                            "(seen as orphan rows; ReconciliationRaceTests reproduces it in a second)",
+    "remove-during-group-write": "a remove does not wait for a group write under way: when the group commits after "
+                                 "the remove, the removed item is stored again (seen as a removed key back with a value "
+                                 "from before; RemoveDuringGroupWriteTests reproduces it every time)",
 }
 
 PROFILES = {
@@ -190,7 +193,6 @@ class Suite:
         t["orphan_rows"] += report["orphanRowsReconciled"]
         t["unreconciled_orphans"] += report["unreconciledOrphanFiles"] + report["rowsWithoutTheirFile"]
         t["torn_stored"] += report["tornValues"]
-        t["violations"] += report["violationCount"] - (1 if report["orphanRowsReconciled"] else 0)
         e = report["expectations"]
         t["committed_checked"] += e["committed"]
         t["committed_present"] += e["committedPresent"]
@@ -202,10 +204,14 @@ class Suite:
               f"orphan files, {report['orphanRowsReconciled']} rows; committed keys {e['committedPresent']}/{e['committed']} "
               f"on disk ({e['evicted']} evicted), {e['pendingLost']}/{e['pendingAtEnd']} pending lost; "
               f"{report['violationCount']} violations" + ("  see below" if report["violationCount"] else "  ok"), flush=True)
+        known = 0
         for violation in report["violations"]:
-            self.fail(f"verify after iteration {n}: {violation}",
-                      issue="shared-write-window" if violation.startswith("opening removed") else None)
-        if report["violationCount"] > (1 if report["orphanRowsReconciled"] else 0):
+            issue = ("shared-write-window" if violation.startswith("opening removed")
+                     else "remove-during-group-write" if "from before is on disk" in violation else None)
+            known += issue in self.args.known_issue
+            self.fail(f"verify after iteration {n}: {violation}", issue=issue)
+        t["violations"] += report["violationCount"] - known
+        if report["violationCount"] > known:
             keep = self.work / "failures" / f"verify-{n}"
             shutil.copytree(self.cache, keep)
             (keep / "report.json").write_text(json.dumps(report, indent=1))
