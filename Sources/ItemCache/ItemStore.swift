@@ -163,12 +163,13 @@ public final class ItemStore: ItemCaching {
     }
 
     /// Stores `data` under `key` on the calling thread, for code that cannot `await`: like
-    /// ``store(_:for:options:)`` but blocking until the write is done (group writes still wait
-    /// for their group).
+    /// ``store(_:for:options:)`` but blocking until the value is on disk, even with group writes
+    /// on (a pending write of the same key is superseded).
     @discardableResult
     public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError) -> CachedItem {
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
+        try dropFromGroup(key)
         try disk.write([PendingWrite(key: key, data: data, info: item.info)], afterCommit: { self.keep(item) })
         return item
     }
@@ -225,9 +226,24 @@ public final class ItemStore: ItemCaching {
     @discardableResult
     public func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
         memory.remove(key)
+        return try await io.run { () throws(ItemCacheError) in
+            let pending = try self.dropFromGroup(key)
+            let stored = try self.disk.remove(key, afterCommit: { self.memory.remove(key) })
+            return pending || stored
+        }
+    }
+
+    /// Takes `key`'s write out of the pending group, and waits for a group write that already
+    /// took it to commit, so a direct write or remove of `key` that follows lands after it (a
+    /// group committing later would bring an older value back). Returns whether it was pending.
+    @discardableResult
+    private func dropFromGroup(_ key: CacheKey) throws(ItemCacheError) -> Bool {
+        guard configuration.groupWrites != nil else { return false }
         let pending = group.withLock { $0.writes.removeValue(forKey: key.rawValue) } != nil
-        let stored = try await io.run { () throws(ItemCacheError) in try self.disk.remove(key, afterCommit: { self.memory.remove(key) }) }
-        return pending || stored
+        // A group under way holds `flushing` until it commits; this waits for it (and writes
+        // what else is pending, which is harmless).
+        if pending { try flushNow() }
+        return pending
     }
 
     /// Empties the memory tier (the disk keeps everything).

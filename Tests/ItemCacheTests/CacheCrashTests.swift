@@ -230,13 +230,12 @@ struct ReconciliationRaceTests {
         var isSet: Bool { value.withLock { $0 } }
     }
 
-    /// Two writes of one process each link a file and hold the shared write window; the first to
-    /// commit releases the window for both (one lock file, one open file description), and
-    /// another process's reconciliation may then take the second write's linked, uncommitted
-    /// file for an orphan and unlink it: the second write commits a row without its file, and a
-    /// store that returned is lost.
-    @Test("bug repro: concurrent file writes of one process keep their files while another process reconciles",
-          .disabled("bug: two file writes of one process share the write window, so another process's reconciliation can unlink a file whose row then commits; fails with 4 tasks (1 task passes)"),
+    /// Two writes of one process each link a file and hold the shared write window. The kernel
+    /// sees one lock (one open file description), so before RangeLockFile counted its holds the
+    /// first to commit released the window for both, and another process's reconciliation could
+    /// take the second write's linked, uncommitted file for an orphan: a store that returned
+    /// was lost.
+    @Test("concurrent file writes of one process keep their files while another process reconciles",
           arguments: [1, 4])
     func concurrentFileWritesSurviveReconciliation(tasks: Int) async throws {
         let folder = temporaryCacheFolder()
@@ -293,14 +292,12 @@ struct ReconciliationRaceTests {
 }
 
 /// Found while writing the kill loop's checks: a remove must win over a group write already
-/// under way.
+/// under way (ItemStore.dropFromGroup waits for it).
 @Suite("A remove during a group write", .timeLimit(.minutes(1)))
 struct RemoveDuringGroupWriteTests {
     /// The group write snapshots its items, writes their files, then commits; a remove that
-    /// commits in between takes the key out of the group and off the disk, and the group's
-    /// commit then stores the removed item again.
-    @Test("bug repro: an item removed while its group is being written stays removed",
-          .disabled("bug: removeItem does not wait for a group write under way; when the group commits after the remove, the removed item is stored again (every round here)"))
+    /// committed in between used to be undone by the group's commit.
+    @Test("an item removed while its group is being written stays removed")
     func removeDuringGroupWriteStaysRemoved() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
