@@ -51,6 +51,13 @@ public struct CacheConfiguration: Sendable {
     public var logger = Logger(label: "content-sync.item-cache", factory: { _ in SwiftLogNoOpLogHandler() })
     /// The prefix of the swift-metrics names (`<prefix>_hits`, …). Default `item_cache`.
     public var metricsPrefix = "item_cache"
+    /// Empty the memory tier when the kernel reports memory pressure on the process's cgroup
+    /// (v2 `memory.events`: over `memory.high`, at `memory.max`, an OOM kill), as caches on
+    /// Apple platforms do on a memory warning; the disk keeps everything. Default true.
+    public var purgesMemoryUnderPressure = true
+    /// Where the cgroup's files are, and how often they are read (tests point these at a fake).
+    var cgroupRoot = "/sys/fs/cgroup"
+    var pressurePollInterval: Duration = .seconds(1)
 
     /// A configuration for the cache in `folder`, every other field at its default.
     public init(folder: String) {

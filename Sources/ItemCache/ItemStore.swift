@@ -61,6 +61,8 @@ public final class ItemStore: ItemCaching {
     public let openingRepairs: (orphanFiles: Int, orphanRows: Int)
     /// Providers' running loads, so concurrent gets of one record load it once.
     let providerLoads = ProviderLoads()
+    /// Empties the memory tier under the cgroup's memory pressure; nil when turned off.
+    private let pressureMonitor: MemoryPressureMonitor?
 
     /// Opens the cache in ``CacheConfiguration/folder``, creating it when needed, and reconciles
     /// its index with its files. Blocks while it does (a stat per stored file).
@@ -69,6 +71,16 @@ public final class ItemStore: ItemCaching {
         self.io = io
         disk = try DiskTier(configuration: configuration)
         memory = MemoryTier(limits: configuration.memory)
+        if configuration.purgesMemoryUnderPressure {
+            pressureMonitor = MemoryPressureMonitor(root: configuration.cgroupRoot, interval: configuration.pressurePollInterval) { [weak memory, logger = configuration.logger] in
+                guard let memory else { return false }
+                logger.debug("memory pressure on the cgroup: emptying the item cache's memory tier")
+                memory.removeAll()
+                return true
+            }
+        } else {
+            pressureMonitor = nil
+        }
         let repairs = try disk.reconcile()
         openingRepairs = (repairs.orphanFiles, repairs.orphanRows)
     }
