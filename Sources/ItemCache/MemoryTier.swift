@@ -51,19 +51,52 @@ public enum CgroupMemory {
 /// The memory tier: values by key in least-recently-used order, limited by their total cost,
 /// a per-value cost and optionally a count. Thread-safe behind a mutex, and synchronous, so a
 /// lookup that only touches memory needs no `await`.
+///
+/// The recency list is made of nodes linked by reference, so a hit is one hash lookup and a few
+/// pointer updates (a list of keys linked through the dictionary cost about seven lookups, and
+/// copies of the entries, per hit).
 final class MemoryTier<Value: Sendable>: Sendable {
-    private struct Entry {
+    /// One value in the recency list. The dictionary holds the only strong reference; the links
+    /// are `unowned(unsafe)` (no reference counting on the hot path), which is safe because a
+    /// node always leaves the list before it leaves the dictionary, both under the mutex.
+    private final class Node {
+        let key: CacheKey
         var value: Value
         var cost: Int
-        var newer: CacheKey?
-        var older: CacheKey?
+        unowned(unsafe) var newer: Node?
+        unowned(unsafe) var older: Node?
+
+        init(key: CacheKey, value: Value, cost: Int) {
+            (self.key, self.value, self.cost) = (key, value, cost)
+        }
     }
 
     private struct State {
-        var entries: [CacheKey: Entry] = [:]
-        var newest: CacheKey?
-        var oldest: CacheKey?
+        var nodes: [CacheKey: Node] = [:]
+        unowned(unsafe) var newest: Node?
+        unowned(unsafe) var oldest: Node?
         var totalCost = 0
+
+        mutating func unlink(_ node: Node) {
+            if let newer = node.newer { newer.older = node.older } else { newest = node.older }
+            if let older = node.older { older.newer = node.newer } else { oldest = node.newer }
+            node.newer = nil
+            node.older = nil
+        }
+
+        mutating func linkNewest(_ node: Node) {
+            node.older = newest
+            node.newer = nil
+            if let newest { newest.newer = node }
+            newest = node
+            if oldest == nil { oldest = node }
+        }
+
+        mutating func drop(_ node: Node) {
+            unlink(node)
+            totalCost -= node.cost
+            nodes.removeValue(forKey: node.key)
+        }
     }
 
     let limits: MemoryLimits
@@ -76,10 +109,12 @@ final class MemoryTier<Value: Sendable>: Sendable {
     /// The value for `key`, which becomes the most recently used; nil when absent.
     func value(for key: CacheKey) -> Value? {
         state.withLock { state in
-            guard let entry = state.entries[key] else { return nil }
-            Self.unlink(key, &state)
-            Self.linkNewest(key, &state)
-            return entry.value
+            guard let node = state.nodes[key] else { return nil }
+            if state.newest !== node {
+                state.unlink(node)
+                state.linkNewest(node)
+            }
+            return node.value
         }
     }
 
@@ -94,18 +129,23 @@ final class MemoryTier<Value: Sendable>: Sendable {
             return false
         }
         let dropped: [CacheKey] = state.withLock { state in
-            if let old = state.entries[key] {
-                state.totalCost -= old.cost
-                Self.unlink(key, &state)
+            if let node = state.nodes[key] {
+                state.totalCost += cost - node.cost
+                node.value = value
+                node.cost = cost
+                state.unlink(node)
+                state.linkNewest(node)
+            } else {
+                let node = Node(key: key, value: value, cost: cost)
+                state.nodes[key] = node
+                state.totalCost += cost
+                state.linkNewest(node)
             }
-            state.entries[key] = Entry(value: value, cost: cost)
-            state.totalCost += cost
-            Self.linkNewest(key, &state)
             var dropped: [CacheKey] = []
-            while state.totalCost > limits.totalBytes || (limits.count.map { state.entries.count > $0 } ?? false),
-                  let oldest = state.oldest, oldest != key {
-                dropped.append(oldest)
-                Self.drop(oldest, &state)
+            while state.totalCost > limits.totalBytes || (limits.count.map { state.nodes.count > $0 } ?? false),
+                  let oldest = state.oldest, oldest !== state.newest {
+                dropped.append(oldest.key)
+                state.drop(oldest)
             }
             return dropped
         }
@@ -116,7 +156,7 @@ final class MemoryTier<Value: Sendable>: Sendable {
     /// Forgets `key`.
     func remove(_ key: CacheKey) {
         state.withLock { state in
-            if state.entries[key] != nil { Self.drop(key, &state) }
+            if let node = state.nodes[key] { state.drop(node) }
         }
     }
 
@@ -133,34 +173,11 @@ final class MemoryTier<Value: Sendable>: Sendable {
         state.withLock { state in
             var keys: [CacheKey] = []
             var cursor = state.newest
-            while let key = cursor {
-                keys.append(key)
-                cursor = state.entries[key]?.older
+            while let node = cursor {
+                keys.append(node.key)
+                cursor = node.older
             }
             return keys
         }
-    }
-
-    // MARK: - The recency list (keys linked through the entries)
-
-    private static func drop(_ key: CacheKey, _ state: inout State) {
-        unlink(key, &state)
-        if let entry = state.entries.removeValue(forKey: key) { state.totalCost -= entry.cost }
-    }
-
-    private static func unlink(_ key: CacheKey, _ state: inout State) {
-        guard let entry = state.entries[key] else { return }
-        if let newer = entry.newer { state.entries[newer]?.older = entry.older } else { state.newest = entry.older }
-        if let older = entry.older { state.entries[older]?.newer = entry.newer } else { state.oldest = entry.newer }
-        state.entries[key]?.newer = nil
-        state.entries[key]?.older = nil
-    }
-
-    private static func linkNewest(_ key: CacheKey, _ state: inout State) {
-        state.entries[key]?.older = state.newest
-        state.entries[key]?.newer = nil
-        if let newest = state.newest { state.entries[newest]?.newer = key }
-        state.newest = key
-        if state.oldest == nil { state.oldest = key }
     }
 }
