@@ -64,7 +64,9 @@ let package = Package(
                 dependencies: ["Transport", "FileKit", "DatabaseKit",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "Metrics", package: "swift-metrics"),
-                               .product(name: "GRDB", package: "GRDB.swift")]),
+                               .product(name: "GRDB", package: "GRDB.swift"),
+                               // The C API: the get path's own connection (IndexReader), the WAL hook (WALCheckpointer).
+                               .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
         .target(name: "ContentPublishing",
                 dependencies: ["Archive", "FileKit", "StorageFormat",

@@ -2,6 +2,7 @@ import DatabaseKit
 import FileKit
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// One value on its way to the disk tier: the bytes and the record the index will hold.
@@ -25,17 +26,21 @@ struct PendingWrite: Sendable {
 /// - Writers hold a shared lock on slot 0 of `cache.lock` from a file's creation to its row's
 ///   commit; reconciliation takes it exclusively, so it never mistakes a file being written for
 ///   an orphan.
-/// - Reads are recorded in memory and written to `accessed` with the next write (or
+/// - Gets go through ``IndexReader``, a read connection of its own with one prepared statement.
+/// - Reads are recorded in memory (by row id) and written to `accessed` with the next write (or
 ///   ``flushTouches()``): a read costs no write transaction.
 final class DiskTier: Sendable {
     let pool: DatabasePool
+    let reader: IndexReader
+    let checkpointer: WALCheckpointer
     let blobs: BlobFolder
     let lockFile: RangeLockFile
     let inlineThreshold: Int
     /// The folder's disk limit as last read from the index (every write reads it again in its
     /// transaction, so a limit set by another process applies from its next write).
     private let knownLimit = Atomic<Int64>(CacheConfiguration.defaultDiskLimit)
-    private let touches = Mutex<[String: Double]>([:])
+    /// Reads not yet written to `accessed`: row id → time of the read.
+    private let touches = Mutex<[Int64: Double]>([:])
 
     /// The lock-file slot of the write window (shared) and reconciliation (exclusive).
     static let writeWindowSlot: Int64 = 0
@@ -51,12 +56,16 @@ final class DiskTier: Sendable {
             var database = Configuration()
             database.busyMode = .timeout(configuration.busyTimeout.seconds)
             let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
+            let checkpointer = WALCheckpointer(path: folder + "/index.sqlite", synchronous: synchronous)
+            self.checkpointer = checkpointer
             database.prepareDatabase { db in
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
                 // URL filters (ItemQuery) compare case-sensitively, as URLs do.
                 try db.execute(sql: "PRAGMA case_sensitive_like = ON")
+                checkpointer.install(on: db)
             }
             pool = try SharedDatabase.openPool(path: folder + "/index.sqlite", configuration: database, migrator: Self.migrator)
+            reader = try IndexReader(pool: pool, busyTimeout: configuration.busyTimeout.seconds)
         } catch {
             throw ItemCacheError(code: .storage,
                                  message: "cannot open the cache folder \(folder): \(error); check its permissions and free space, or delete the folder to start empty",
@@ -82,11 +91,24 @@ final class DiskTier: Sendable {
     }
 
     /// The bytes stored and the folder's disk limit, as this transaction sees them.
+    ///
+    /// Every write reads them: two integer columns, read with the C API (`Row.fetchOne` would
+    /// copy the row into boxed values first).
     private func usage(_ db: Database) throws -> (bytes: Int64, limit: Int64) {
-        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT bytes, diskLimit FROM stats WHERE id = 1"))
-        let limit = (row?[1] as Int64?) ?? CacheConfiguration.defaultDiskLimit
-        knownLimit.store(limit, ordering: .relaxed)
-        return ((row?[0] as Int64?) ?? 0, limit)
+        let statement = try db.cachedStatement(sql: "SELECT bytes, diskLimit FROM stats WHERE id = 1").sqliteStatement
+        defer { sqlite3_reset(statement) }
+        var usage = (bytes: Int64(0), limit: CacheConfiguration.defaultDiskLimit)
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW:
+            usage.bytes = sqlite3_column_int64(statement, 0)
+            if sqlite3_column_type(statement, 1) != SQLITE_NULL { usage.limit = sqlite3_column_int64(statement, 1) }
+        case SQLITE_DONE:
+            break
+        case let code:
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        }
+        knownLimit.store(usage.limit, ordering: .relaxed)
+        return usage
     }
 
     // MARK: - Schema
@@ -146,45 +168,55 @@ final class DiskTier: Sendable {
         migrator.registerMigration("v2-disk-limit") { db in
             try db.execute(sql: "ALTER TABLE stats ADD COLUMN diskLimit INTEGER")
         }
+        // A copy of the item's groups in its row (names joined by U+001F, '' for none), so a get
+        // reads them without a second B-tree lookup (measured: that subquery cost about a third
+        // of a 4 KiB get). `itemGroup` stays the table queries use. NULL: a row written before
+        // this migration (or by an older version sharing the folder), read through `itemGroup`.
+        migrator.registerMigration("v3-group-names") { db in
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN groupNames TEXT")
+        }
         return migrator
     }
 
     // MARK: - Reading
 
+    /// The columns of a summary (queries, ``info(for:)``): the whole key, then the record.
     static let columns = """
         item.id, item.key, item.context, item.url, item.size, item.created, item.accessed, item.expires, \
         item.mustRevalidate, item.pinned, item.etag, item.lastModified, item.contentType, item.metadata, \
-        (SELECT group_concat(name, char(31)) FROM itemGroup WHERE itemId = item.id)
+        \(groupsColumn)
         """
-    private static let readSQL = "SELECT \(columns), item.inlineValue, item.file FROM item WHERE key = ?"
+
+    /// The item's groups joined by U+001F: the row's copy, or (rows older than the copy) the
+    /// `itemGroup` rows. `coalesce` evaluates the subquery only when the copy is NULL.
+    static let groupsColumn = "coalesce(item.groupNames, (SELECT group_concat(name, char(31)) FROM itemGroup WHERE itemId = item.id))"
 
     /// The stored item, or nil. A file that is missing or cut short drops its row: the item is
     /// a miss, never a torn value.
     func read(_ key: CacheKey) throws(ItemCacheError) -> CachedItem? {
         for _ in 0..<4 {
-            let row: Row?
+            let found: IndexRow?
             do {
-                row = try pool.unsafeRead { db in try Row.fetchOne(db.cachedStatement(sql: Self.readSQL), arguments: [key.rawValue]) }
+                found = try reader.row(for: key.rawValue)
             } catch {
                 throw storageError("cannot read \(key.rawValue) from", error)
             }
-            guard let row else { return nil }
-            let info = Self.info(row)
-            if let inline: Data = row[15] {
-                touch(key.rawValue)
-                return CachedItem(key: key, data: inline, info: info)
+            guard let row = found else { return nil }
+            if let inline = row.inlineValue {
+                touch(row)
+                return CachedItem(key: key, data: inline, info: row.info)
             }
-            let id: Int64 = row[0]
-            guard let file: String = row[16] else { return nil }
+            let id = row.id
+            guard let file = row.file else { return nil }
             let data: Data?
             do {
-                data = try blobs.read(file, size: info.size)
+                data = try blobs.read(file, size: row.info.size)
             } catch {
                 throw storageError("cannot read \(key.rawValue) from", error)
             }
             if let data {
-                touch(key.rawValue)
-                return CachedItem(key: key, data: data, info: info)
+                touch(row)
+                return CachedItem(key: key, data: data, info: row.info)
             }
             // The file is gone: a concurrent replace or eviction (the row changed too; read it
             // again), or damage (the row still names it: drop the row).
@@ -220,8 +252,13 @@ final class DiskTier: Sendable {
         var info = ItemInfo(size: row[4], created: Date(timeIntervalSince1970: row[5]), accessed: Date(timeIntervalSince1970: row[6]),
                             expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: row[8], pinned: row[9],
                             etag: row[10], lastModified: row[11], contentType: row[12], metadata: metadata)
-        info.groups = groups.map { $0.split(separator: "\u{1F}").map(String.init).sorted() } ?? []
+        info.groups = groups.map(Self.groups(from:)) ?? []
         return info
+    }
+
+    /// Group names as ``groupsColumn`` joins them.
+    static func groups(from joined: String) -> [String] {
+        joined.split(separator: "\u{1F}").map(String.init).sorted()
     }
 
     /// The key from a row that starts with ``columns``.
@@ -229,9 +266,12 @@ final class DiskTier: Sendable {
         CacheKey(rawValue: row[1], context: row[2], url: row[3])
     }
 
-    private func touch(_ key: String) {
+    /// Records a read of `row`. Keyed by row id (no string hashing); `max(accessed, …)` when
+    /// writing makes a reused id harmless, since a row made after this read has a later
+    /// `accessed` already.
+    private func touch(_ row: IndexRow) {
         let now = Date().timeIntervalSince1970
-        touches.withLock { $0[key] = now }
+        touches.withLock { $0[row.id] = now }
     }
 
     // MARK: - Writing
@@ -279,43 +319,68 @@ final class DiskTier: Sendable {
         for file in oldFiles { blobs.remove(file) }
     }
 
+    /// A new key's row; nothing happens when the key has one (then ``updateSQL`` replaces it).
     private static let insertSQL = """
         INSERT INTO item (key, context, url, size, created, accessed, expires, mustRevalidate, pinned, etag, lastModified, \
-        contentType, metadata, inlineValue, file) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        contentType, metadata, inlineValue, file, groupNames) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(key) DO NOTHING
+        """
+    /// Replaces a row in place (the key, and so its context and URL, stay). `item_resized`
+    /// keeps the byte total exact; the count does not change.
+    private static let updateSQL = """
+        UPDATE item SET size = ?, created = ?, accessed = ?, expires = ?, mustRevalidate = ?, pinned = ?, etag = ?, \
+        lastModified = ?, contentType = ?, metadata = ?, inlineValue = ?, file = ?, groupNames = ? WHERE id = ?
         """
 
-    /// Inserts the rows (replacing older ones) and evicts; returns the files no row names any more.
+    /// Inserts the rows (replacing older ones in place) and evicts; returns the files no row
+    /// names any more. A new key costs one statement; a stored one three (the insert that does
+    /// nothing, the read of its old file and groups, the update), and its groups are replaced.
     private func insert(_ writes: [PendingWrite], files: [String?], _ db: Database) throws -> [String] {
         var oldFiles: [String] = []
         for (write, file) in zip(writes, files) {
-            if let old = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, file FROM item WHERE key = ?"), arguments: [write.key.rawValue]) {
-                try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [old[0] as Int64])
-                if let oldFile: String = old[1] { oldFiles.append(oldFile) }
-            }
             let info = write.info
             let metadata = info.metadata.isEmpty ? nil : String(decoding: try JSONEncoder().encode(info.metadata), as: UTF8.self)
+            let groupNames = info.groups.joined(separator: "\u{1F}")
+            let value = file == nil ? write.data : nil
+            let times = (created: info.created.timeIntervalSince1970, accessed: info.accessed.timeIntervalSince1970,
+                         expires: info.expires?.timeIntervalSince1970)
             try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [
-                write.key.rawValue, write.key.context, write.key.url, info.size, info.created.timeIntervalSince1970,
-                info.accessed.timeIntervalSince1970, info.expires?.timeIntervalSince1970, info.mustRevalidate, info.pinned,
-                info.etag, info.lastModified, info.contentType, metadata, file == nil ? write.data : nil, file,
+                write.key.rawValue, write.key.context, write.key.url, info.size, times.created, times.accessed, times.expires,
+                info.mustRevalidate, info.pinned, info.etag, info.lastModified, info.contentType, metadata, value, file, groupNames,
             ])
-            let id = db.lastInsertedRowID
+            var id = db.lastInsertedRowID
+            if db.changesCount == 0 {
+                guard let old = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, file, groupNames FROM item WHERE key = ?"),
+                                                 arguments: [write.key.rawValue]) else {
+                    throw ItemCacheError(code: .storage, message: "the index refused a row for \(write.key.rawValue) and has none; reconcile or delete the cache folder")
+                }
+                id = old[0]
+                try db.cachedStatement(sql: Self.updateSQL).execute(arguments: [
+                    info.size, times.created, times.accessed, times.expires, info.mustRevalidate, info.pinned, info.etag,
+                    info.lastModified, info.contentType, metadata, value, file, groupNames, id,
+                ])
+                if let oldFile: String = old[1] { oldFiles.append(oldFile) }
+                if (old[2] as String?) != "" {
+                    try db.cachedStatement(sql: "DELETE FROM itemGroup WHERE itemId = ?").execute(arguments: [id])
+                }
+            }
             for group in info.groups {
                 try db.cachedStatement(sql: "INSERT OR IGNORE INTO itemGroup (itemId, name) VALUES (?, ?)").execute(arguments: [id, group])
             }
         }
-        oldFiles += try evict(db, keeping: Set(writes.map(\.key.rawValue)))
+        oldFiles += try evict(db, keeping: writes)
         return oldFiles
     }
 
     /// Deletes unpinned items, expired ones first (soonest expired first), then the least
-    /// recently used, until the total is at most the limit. Never deletes `keeping`; throws
-    /// ``ItemCacheError/Code/tooLarge`` when pinned items and `keeping` leave too little room.
-    private func evict(_ db: Database, keeping: Set<String>) throws -> [String] {
+    /// recently used, until the total is at most the limit. Never deletes the keys of `writes`;
+    /// throws ``ItemCacheError/Code/tooLarge`` when pinned items and those leave too little room.
+    private func evict(_ db: Database, keeping writes: [PendingWrite]) throws -> [String] {
         let usage = try usage(db)
         var total = usage.bytes
         let limit = usage.limit
         guard total > limit else { return [] }
+        let keeping = Set(writes.map(\.key.rawValue))
         let now = Date().timeIntervalSince1970
         var files: [String] = []
         for sql in ["SELECT id, key, size, file FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",
@@ -357,18 +422,24 @@ final class DiskTier: Sendable {
         var attempt = 0
         while true {
             do {
-                var result: T?
-                try pool.writeWithoutTransaction { db in
-                    try db.inTransaction(.immediate) {
-                        for (key, accessed) in pendingTouches {
-                            try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE key = ?").execute(arguments: [accessed, key])
+                return try pool.writeWithoutTransaction { db in
+                    // BEGIN and COMMIT as cached statements: `inTransaction` compiles both
+                    // anew on every call.
+                    try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                    let result: T
+                    do {
+                        for (id, accessed) in pendingTouches {
+                            try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE id = ?").execute(arguments: [accessed, id])
                         }
                         result = try body(db)
-                        return .commit
+                        try db.cachedStatement(sql: "COMMIT").execute()
+                    } catch {
+                        if db.isInsideTransaction { try? db.rollback() }
+                        throw error
                     }
-                    afterCommit?(result!)
+                    afterCommit?(result)
+                    return result
                 }
-                return result!
             } catch let error as DatabaseError where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED) && attempt < 5 {
                 attempt += 1
                 usleep(UInt32(20_000 * attempt))
@@ -450,11 +521,10 @@ final class DiskTier: Sendable {
     /// The item of `key` as the transaction of `db` sees it; nil when there is none or its file
     /// is missing or cut short.
     private func read(_ key: CacheKey, in db: Database) throws -> CachedItem? {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: Self.readSQL), arguments: [key.rawValue]) else { return nil }
-        let info = Self.info(row)
-        if let inline: Data = row[15] { return CachedItem(key: key, data: inline, info: info) }
-        guard let file: String = row[16], let data = try blobs.read(file, size: info.size) else { return nil }
-        return CachedItem(key: key, data: data, info: info)
+        guard let row = try IndexReader.row(for: key.rawValue, db.cachedStatement(sql: IndexReader.sql).sqliteStatement, db.sqliteConnection) else { return nil }
+        if let inline = row.inlineValue { return CachedItem(key: key, data: inline, info: row.info) }
+        guard let file = row.file, let data = try blobs.read(file, size: row.info.size) else { return nil }
+        return CachedItem(key: key, data: data, info: row.info)
     }
 
     /// Deletes the items whose ids `select` returns (run inside the transaction); returns how
