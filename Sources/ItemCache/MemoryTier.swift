@@ -3,7 +3,7 @@ import Synchronization
 
 /// The memory tier's limits.
 public struct MemoryLimits: Sendable, Equatable {
-    /// The most bytes (the values' costs) held at once. Default ``defaultTotalBytes()``.
+    /// The most bytes (the values' costs) held at once. Default ``defaultTotalBytes(cgroupLimit:)``.
     public var totalBytes: Int
     /// The largest single value kept in memory; bigger ones live on disk only. Default 10 MiB,
     /// RXWebCache's "no single item over 10 MB".
@@ -11,7 +11,7 @@ public struct MemoryLimits: Sendable, Equatable {
     /// The most values held at once, or nil for no count limit. Default nil.
     public var count: Int?
 
-    /// Limits with the default total (``defaultTotalBytes()``).
+    /// Limits with the default total (``defaultTotalBytes(cgroupLimit:)``).
     public init(totalBytes: Int = MemoryLimits.defaultTotalBytes(), itemBytes: Int = 10 << 20, count: Int? = nil) {
         self.totalBytes = totalBytes
         self.itemBytes = itemBytes
