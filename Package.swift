@@ -96,6 +96,7 @@ let package = Package(
         // CacheChaos: CacheCrashTests run the built cache-chaos binary; the dependency builds it first.
         .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "CacheChaos",
                                                            .product(name: "Metrics", package: "swift-metrics"),
+                                                           .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                            .product(name: "GRDB", package: "GRDB.swift")]),
         // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
         // checks that the documents show exactly these regions).

@@ -4,12 +4,14 @@ import Metrics
 /// (Prometheus, StatsD, …) with `MetricsSystem.bootstrap`, or the numbers go nowhere.
 ///
 /// Names, with the configured prefix (`item_cache` by default):
-/// - `<prefix>_hits` by `tier` (`memory`, `disk`), `<prefix>_misses`;
-/// - `<prefix>_evictions`, `<prefix>_stored_bytes` (bytes written), `<prefix>_fetched_bytes`;
+/// - `<prefix>_hits` by `tier` (`memory`, `disk`): loads answered fresh from the cache;
+///   `<prefix>_misses`: loads it could not (nothing stored, expired, or a reload);
+/// - `<prefix>_evictions` (items a write evicted to stay under the disk limit, counted by the
+///   disk tier once the write commits), `<prefix>_stored_bytes` (bytes written), `<prefix>_fetched_bytes`;
 /// - `<prefix>_fetch_duration` (a timer, per fetch), `<prefix>_revalidations` by `result`
 ///   (`not_modified`, `modified`), `<prefix>_stale_served` by `reason`.
 struct CacheMetrics: Sendable {
-    let memoryHits, diskHits, misses, evictions, storedBytes, fetchedBytes: Counter
+    let memoryHits, diskHits, misses, storedBytes, fetchedBytes: Counter
     let notModified, modified, staleWhileRevalidate, staleIfError: Counter
     let fetchDuration: Metrics.Timer
 
@@ -17,7 +19,6 @@ struct CacheMetrics: Sendable {
         memoryHits = Counter(label: prefix + "_hits", dimensions: [("tier", "memory")])
         diskHits = Counter(label: prefix + "_hits", dimensions: [("tier", "disk")])
         misses = Counter(label: prefix + "_misses")
-        evictions = Counter(label: prefix + "_evictions")
         storedBytes = Counter(label: prefix + "_stored_bytes")
         fetchedBytes = Counter(label: prefix + "_fetched_bytes")
         notModified = Counter(label: prefix + "_revalidations", dimensions: [("result", "not_modified")])

@@ -3,6 +3,7 @@ import FileKit
 import Foundation
 import GRDB
 import GRDBSQLite
+import Metrics
 import Synchronization
 
 /// One value on its way to the disk tier: the bytes and the record the index will hold.
@@ -41,6 +42,10 @@ final class DiskTier: Sendable {
     private let knownLimit = Atomic<Int64>(CacheConfiguration.defaultDiskLimit)
     /// Reads not yet written to `accessed`: row id → time of the read.
     private let touches = Mutex<[Int64: Double]>([:])
+    /// Items the running transaction evicted (transactions of one process run one at a time),
+    /// counted in `<prefix>_evictions` once it commits.
+    private let evictedInTransaction = Atomic<Int>(0)
+    private let evictions: Counter
 
     /// The lock-file slot of the write window (shared) and reconciliation (exclusive).
     static let writeWindowSlot: Int64 = 0
@@ -48,6 +53,7 @@ final class DiskTier: Sendable {
     init(configuration: CacheConfiguration) throws(ItemCacheError) {
         let folder = configuration.folder
         inlineThreshold = configuration.inlineThreshold
+        evictions = Counter(label: configuration.metricsPrefix + "_evictions")
         blobs = BlobFolder(root: folder + "/blobs", durability: configuration.durability)
         do {
             try FileSystem.makeFolder(folder)
@@ -394,6 +400,7 @@ final class DiskTier: Sendable {
                     if keeping.contains(key) { skipped += 1; continue }
                     try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [row[0] as Int64])
                     total -= row[2] as Int64
+                    evictedInTransaction.add(1, ordering: .relaxed)
                     if let file: String = row[3] { files.append(file) }
                 }
             }
@@ -426,6 +433,7 @@ final class DiskTier: Sendable {
                     // BEGIN and COMMIT as cached statements: `inTransaction` compiles both
                     // anew on every call.
                     try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                    evictedInTransaction.store(0, ordering: .relaxed)
                     let result: T
                     do {
                         for (id, accessed) in pendingTouches {
@@ -437,6 +445,8 @@ final class DiskTier: Sendable {
                         if db.isInsideTransaction { try? db.rollback() }
                         throw error
                     }
+                    let evicted = evictedInTransaction.exchange(0, ordering: .relaxed)
+                    if evicted > 0 { evictions.increment(by: Int64(evicted)) }
                     afterCommit?(result)
                     return result
                 }
