@@ -181,7 +181,7 @@ public final class ItemStore: ItemCaching {
     public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError) -> CachedItem {
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
-        try dropFromGroup(key)
+        dropFromGroup(key)
         try disk.write([PendingWrite(key: key, data: data, info: item.info)], afterCommit: { self.keep(item) })
         return item
     }
@@ -239,7 +239,7 @@ public final class ItemStore: ItemCaching {
     public func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
         memory.remove(key)
         return try await io.run { () throws(ItemCacheError) in
-            let pending = try self.dropFromGroup(key)
+            let pending = self.dropFromGroup(key)
             let stored = try self.disk.remove(key, afterCommit: { self.memory.remove(key) })
             return pending || stored
         }
@@ -249,12 +249,12 @@ public final class ItemStore: ItemCaching {
     /// took it to commit, so a direct write or remove of `key` that follows lands after it (a
     /// group committing later would bring an older value back). Returns whether it was pending.
     @discardableResult
-    private func dropFromGroup(_ key: CacheKey) throws(ItemCacheError) -> Bool {
+    private func dropFromGroup(_ key: CacheKey) -> Bool {
         guard configuration.groupWrites != nil else { return false }
         let pending = group.withLock { $0.writes.removeValue(forKey: key.rawValue) } != nil
-        // A group under way holds `flushing` until it commits; this waits for it (and writes
-        // what else is pending, which is harmless).
-        if pending { try flushNow() }
+        // A group write under way took its items inside `flushing` and holds it until it
+        // commits: taking it waits for that write, and leaves the rest of the group pending.
+        if pending { flushing.withLock { _ in } }
         return pending
     }
 
