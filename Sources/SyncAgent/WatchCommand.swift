@@ -13,8 +13,12 @@ struct WatchCommand: AsyncParsableCommand {
         abstract: "Keep --dir in step with the storage: check every --interval seconds until stopped.",
         discussion: """
             Runs as a service: SIGTERM or SIGINT suspends the running update (finished downloads are
-            kept) and exits 0. A failed check is logged and retried sooner, backing off from 10 s up
-            to --interval. Logs go to stderr at info level (--verbose: debug).
+            kept) and exits 0. Each pause is jittered (--jitter) so a fleet does not poll in step. A
+            failed check is logged and retried sooner, backing off from 10 s, doubling, up to
+            --max-backoff, also jittered. An error that retrying cannot fix (a bad configuration, an
+            unknown non-empty --dir, a refused trust downgrade) stops the agent at once with its exit
+            code, and --max-failures N stops it after N failures in a row, so systemd's Restart= and
+            alerting see them. Logs go to stderr at info level (--verbose: debug).
             """)
 
     @OptionGroup var options: SyncOptions
@@ -22,8 +26,20 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Seconds between checks. An up-to-date check costs one conditional request.")
     var interval: Double = 300
 
+    @Option(name: .long, help: ArgumentHelp("Scale each pause by a random factor in 1 ± this fraction (0 to 0.9).", valueName: "FRACTION"))
+    var jitter: Double = 0.1
+
+    @Option(name: .long, help: ArgumentHelp("The longest pause after failed checks (default: --interval).", valueName: "SECONDS"))
+    var maxBackoff: Double?
+
+    @Option(name: .long, help: ArgumentHelp("Exit with the failure's code after this many failed checks in a row (0: never).", valueName: "N"))
+    var maxFailures = 0
+
     func run() async throws {
         guard interval >= 1 else { throw CLIFailure(code: 6, message: "--interval must be at least 1 second") }
+        guard (0...0.9).contains(jitter) else { throw CLIFailure(code: 6, message: "--jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
+        if let maxBackoff, maxBackoff < 1 { throw CLIFailure(code: 6, message: "--max-backoff must be at least 1 second") }
+        guard maxFailures >= 0 else { throw CLIFailure(code: 6, message: "--max-failures must be 0 (never) or more") }
         let logger = SyncOptions.stderrLogger(level: options.verbose ? .debug : .info)
         let configuration = try options.configuration(logger: options.verbose ? logger : nil)
         let manager: CacheManager
@@ -32,7 +48,9 @@ struct WatchCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        let service = SyncService(manager: manager, interval: .milliseconds(Int64(interval * 1000)), logger: logger)
+        let schedule = PollSchedule(interval: .milliseconds(Int64(interval * 1000)), jitter: jitter,
+                                    maxBackoff: maxBackoff.map { .milliseconds(Int64($0 * 1000)) })
+        let service = SyncService(manager: manager, schedule: schedule, maxFailures: maxFailures, logger: logger)
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
@@ -44,13 +62,15 @@ struct WatchCommand: AsyncParsableCommand {
 /// Periodic checks as a swift-service-lifecycle `Service`.
 struct SyncService: Service {
     let manager: CacheManager
-    let interval: Duration
+    let schedule: PollSchedule
+    /// Stop after this many failures in a row (0: never).
+    let maxFailures: Int
     let logger: Logger
 
     func run() async throws {
-        var retryDelay: Duration = .seconds(10)
+        var schedule = schedule
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            var wait = interval
+            let wait: Duration
             do {
                 let report = try await withGracefulShutdownHandler {
                     try await manager.checkForUpdates()
@@ -58,17 +78,29 @@ struct SyncService: Service {
                     Task { await manager.suspend() }
                 }
                 logger.info("\(SyncCommand.summary(report))")
-                retryDelay = .seconds(10)
+                wait = schedule.afterSuccess(random: Double.random(in: 0..<1))
             } catch {
                 if Task.isShuttingDownGracefully { break }
-                logger.error("check failed: \(error)")
-                wait = min(retryDelay, interval)
-                retryDelay = min(retryDelay * 2, interval)
+                if PollSchedule.isPermanent(error) {
+                    logger.critical("stopping: retrying cannot fix this: \(error)")
+                    throw CLIFailure(error)
+                }
+                wait = schedule.afterFailure(random: Double.random(in: 0..<1))
+                if maxFailures > 0, schedule.consecutiveFailures >= maxFailures {
+                    logger.critical("stopping after \(schedule.consecutiveFailures) failed checks in a row: \(error)")
+                    throw CLIFailure(error)
+                }
+                logger.error("check failed (\(schedule.consecutiveFailures) in a row; next in \(Self.seconds(wait))): \(error)")
             }
             // Sleeps until the next check; a graceful shutdown ends the sleep at once.
-            let pause = wait
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: pause) }
+            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
         }
         logger.info("stopped")
+    }
+
+    /// "12.3 s".
+    static func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return String(format: "%.1f s", Double(seconds) + Double(attoseconds) / 1e18)
     }
 }

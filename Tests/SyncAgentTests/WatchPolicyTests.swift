@@ -1,0 +1,79 @@
+import ContentSync
+import Foundation
+@testable import SyncAgent
+import StorageServer
+import Testing
+
+/// `watch`'s polling: jittered intervals, jittered exponential backoff, and stopping when
+/// retrying cannot help.
+@Suite("watch's polling policy: jitter, backoff, permanent errors, --max-failures", .timeLimit(.minutes(2)))
+struct WatchPolicyTests {
+    @Test("pauses: interval ± jitter after a success; 10 s doubling up to the cap after failures, jittered too", arguments: [
+        // (random draws, outcomes (true = success), expected pauses in seconds)
+        ([0.5, 0.5, 0.5, 0.5, 0.5, 0.5], [false, false, false, false, false, true], [10.0, 20, 40, 60, 60, 60]),
+        ([0.0, 1.0, 0.0, 1.0], [true, true, false, false], [54.0, 66, 9, 22]),
+        ([0.5, 0.5, 0.5, 0.5], [false, false, true, false], [10.0, 20, 60, 10]),
+    ])
+    func pauses(draws: [Double], outcomes: [Bool], expected: [Double]) {
+        var schedule = PollSchedule(interval: .seconds(60), jitter: 0.1)
+        let pauses = zip(draws, outcomes).map { draw, success in
+            success ? schedule.afterSuccess(random: draw) : schedule.afterFailure(random: draw)
+        }
+        let seconds = pauses.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 }
+        #expect(zip(seconds, expected).allSatisfy { abs($0 - $1) < 1e-6 }, "\(seconds) ≠ \(expected)")
+    }
+
+    @Test("a cap below the first retry and a short interval bound every pause")
+    func caps() {
+        var schedule = PollSchedule(interval: .seconds(5), jitter: 0, maxBackoff: .seconds(3))
+        #expect(schedule.afterFailure(random: 0.5) == .seconds(3))
+        #expect(schedule.afterFailure(random: 0.5) == .seconds(3))
+        #expect(schedule.consecutiveFailures == 2)
+        #expect(schedule.afterSuccess(random: 0.5) == .seconds(5))
+        #expect(schedule.consecutiveFailures == 0)
+    }
+
+    @Test("permanent: configuration errors and refusals that need a setting; not network or busy")
+    func permanence() {
+        var refusal = SyncError(code: .signature, message: "synced with trusted keys")
+        refusal.setting = .trustedSigningKeys
+        #expect(PollSchedule.isPermanent(SyncError(code: .configuration, message: "bad")))
+        #expect(PollSchedule.isPermanent(refusal))
+        #expect(!PollSchedule.isPermanent(SyncError(code: .network, message: "down")))
+        #expect(!PollSchedule.isPermanent(SyncError(code: .busy, message: "another update")))
+        #expect(!PollSchedule.isPermanent(SyncError(code: .signature, message: "bad signature")))
+    }
+
+    @Test("an unknown non-empty --dir stops watch at once with exit 6, instead of retrying forever")
+    func permanentErrorStops() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+                try FileManager.default.createDirectory(atPath: scratch + "/content", withIntermediateDirectories: true)
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/content/notes.txt"))
+                let result = try await SyncAgentBinary.run(["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                            "--state", scratch + "/state.sqlite", "--interval", "1"], scratch: scratch)
+                #expect(result.status == 6)
+                #expect(result.stderr.contains("retrying cannot fix this"))
+                #expect(try String(contentsOfFile: scratch + "/content/notes.txt", encoding: .utf8) == "mine", "the folder is left alone")
+            }
+        }
+    }
+
+    @Test("--max-failures 2 exits with the failure's code after two failed checks; bad values exit 6")
+    func maxFailures() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+                server.injectFault(.status(503), forPath: "/RXCacheConfig/cacheStatus.json")
+                let result = try await SyncAgentBinary.run(["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                            "--state", scratch + "/state.sqlite", "--interval", "1", "--max-failures", "2",
+                                                            "--max-backoff", "1", "--jitter", "0"], scratch: scratch)
+                #expect(result.status == 3, "network: \(result.stderr)")
+                #expect(result.stderr.contains("stopping after 2 failed checks in a row"))
+            }
+            for bad in [["--jitter", "1.5"], ["--max-failures=-1"], ["--max-backoff", "0"]] {
+                let result = try await SyncAgentBinary.run(["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/x"] + bad, scratch: scratch)
+                #expect(result.status == 6, "\(bad): \(result.stderr)")
+            }
+        }
+    }
+}
