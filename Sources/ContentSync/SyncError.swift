@@ -73,6 +73,16 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     /// The configuration setting at fault, when one is: a front end names its own option for
     /// it (the library's messages name none).
     public var setting: SyncConfiguration.Setting?
+    /// What the caller can do about it, when the library knows: a front end names its own
+    /// command for it, as with ``setting``.
+    public var remedy: Remedy?
+
+    /// A step that gets past an error, which a front end can offer under its own name.
+    public enum Remedy: Sendable, Equatable {
+        /// Forget the folder's state and delete its content (``CacheManager/reset()``), then sync
+        /// again: the next update restores from the archive.
+        case reset
+    }
 
     /// An error with every field given.
     public init(code: Code, message: String, underlying: (any Error)? = nil) {

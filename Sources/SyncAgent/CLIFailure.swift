@@ -39,7 +39,7 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .cancelled, .connectionNotAllowed: code = 130
         default: code = 1
         }
-        let hint = error.setting.map(Self.hint(for:)) ?? Self.hint(for: error.code)
+        let hint = error.remedy.map(Self.hint(for:)) ?? error.setting.map(Self.hint(for:)) ?? Self.hint(for: error.code)
         self.init(code: code, message: hint.map { error.message + "; " + $0 } ?? error.message)
     }
 
@@ -51,6 +51,13 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .signature: "check the keys given with --trust-key"
         case .stateStore: "--state names another state file"
         default: nil
+        }
+    }
+
+    /// The command that performs a library remedy.
+    static func hint(for remedy: SyncError.Remedy) -> String {
+        switch remedy {
+        case .reset: "`sync-agent reset` with the same --dir and --state resets it"
         }
     }
 

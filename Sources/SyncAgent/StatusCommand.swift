@@ -14,6 +14,8 @@ struct StatusCommand: AsyncParsableCommand {
             verify or reset of --dir runs, in any process; otherwise the state the last attempt
             ended in. Also shows the last attempt, the last success and how many attempts in a
             row failed.
+
+            With --check (for cron, Nagios or a Kubernetes probe), exits 9 after the status, with             one line on stderr saying why, when the last attempt failed, when the folder never             synced successfully, or when the last success is older than --max-age; 0 otherwise.
             """)
 
     @OptionGroup var folder: FolderOptions
@@ -21,13 +23,50 @@ struct StatusCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print a JSON object: version (string or null), state, runningUpdate, lastError, lastErrorCode, lastCheck, lastAttempt, lastSuccess, consecutiveFailures, history, …")
     var json = false
 
+    @Flag(name: .long, help: "Exit 9 when the last attempt failed, the folder never synced, or the last success is older than --max-age.")
+    var check = false
+
+    @Option(name: .long, help: "With --check: the oldest last success that passes, a whole number with s, m, h or d (90s, 15m, 2h, 1d).")
+    var maxAge: String?
+
     func run() async throws {
-        let status = try await folder.readStatus()
-        if json {
-            print(try Self.json(status))
-            return
+        let maxAge = try maxAge.map(Self.duration(_:))
+        if maxAge != nil, !check {
+            throw CLIFailure(code: 6, message: "--max-age needs --check")
         }
-        print(Self.text(status))
+        let status = try await folder.readStatus()
+        print(json ? try Self.json(status) : Self.text(status))
+        if check, let failure = Self.checkFailure(status, maxAge: maxAge, now: Date()) {
+            throw CLIFailure(code: 9, message: "check failed: " + failure)
+        }
+    }
+
+    /// Why `status --check` fails for `status` at `now`, or nil when it passes.
+    static func checkFailure(_ status: SyncStatus, maxAge: Duration?, now: Date) -> String? {
+        if status.state == .failed {
+            return "the last attempt failed" + (status.lastErrorCode.map { " (\($0))" } ?? "") + (status.lastError.map { ": \($0)" } ?? "")
+        }
+        guard let success = status.lastSuccess else {
+            return "\(status.contentDirectory) never synced successfully"
+        }
+        if let maxAge {
+            let age = now.timeIntervalSince(success.finishedAt)
+            if age > Double(maxAge.components.seconds) {
+                return "the last success, \(ISO8601DateFormatter().string(from: success.finishedAt)), is \(Int(age))s old, over --max-age \(maxAge.components.seconds)s"
+            }
+        }
+        return nil
+    }
+
+    /// `90s`, `15m`, `2h`, `1d` as a duration; anything else is a one-line failure (exit 6).
+    static func duration(_ text: String) throws -> Duration {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
+        guard let unit = text.last.flatMap({ units[$0] }), text.count > 1,
+              text.dropLast().allSatisfy({ $0.isASCII && $0.isNumber }),
+              let count = Int64(text.dropLast()), count > 0, count <= Int64.max / 86400 else {
+            throw CLIFailure(code: 6, message: "--max-age '\(text)' is not a duration: give a whole number above 0 with s, m, h or d (90s, 15m, 2h, 1d)")
+        }
+        return .seconds(count * unit)
     }
 
     /// The human-readable status, one fact a line.

@@ -3,6 +3,9 @@ import Foundation
 
 @main
 struct SyncAgent: AsyncParsableCommand {
+    /// What `sync-agent --version` prints: the one place the tool's version is written.
+    static let version = "0.12.0"
+
     static let configuration = CommandConfiguration(
         commandName: "sync-agent",
         abstract: "Keeps a local folder in step with a storage published on static HTTP hosting.",
@@ -10,8 +13,9 @@ struct SyncAgent: AsyncParsableCommand {
             A storage is a folder with RXCacheConfig/ and RXCacheContent/ (GitHub raw, nginx, a bucket).
             The state of each synced folder lives outside it, by default under
             $XDG_STATE_HOME/content-sync/ (or ~/.local/state/content-sync/).
+            `sync-agent --version` prints the version.
             """,
-        subcommands: [SyncCommand.self, WatchCommand.self, StatusCommand.self, ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self, CacheCommand.self])
+        subcommands: [SyncCommand.self, WatchCommand.self, StatusCommand.self, ResetCommand.self, ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self, CacheCommand.self])
 
     /// A parent that starts us from a thread with SIGINT/SIGTERM blocked (Swift concurrency threads
     /// do) would leave them blocked here too, and the daemon could not be stopped gracefully.
@@ -28,6 +32,13 @@ struct SyncAgent: AsyncParsableCommand {
         Console.ensureStandardStreamsOpen()
         unblockStopSignals()
         Console.ignoreBrokenPipes()
+        // Handled here rather than with CommandConfiguration(version:): the parser would then
+        // take `--version` from anywhere, and `publish --version 1.0` with a missing option
+        // would print this version and exit 0 instead of naming the missing option.
+        if Array(CommandLine.arguments.dropFirst()) == ["--version"] {
+            print(version)
+            return
+        }
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {

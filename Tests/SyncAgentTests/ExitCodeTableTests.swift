@@ -171,6 +171,33 @@ struct ExitCodeTableTests {
         }
     }
 
+    @Test func sixWhenAResetMeetsARunningUpdate() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                let process = try await startHeldSync(server, scratch)
+                async let status = process.exitStatus()
+                let reset = try await SyncAgentBinary.run(["reset", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
+                                                          scratch: scratch)
+                expect(reset, exits: 6, mentioning: "another update of")
+                #expect(FileManager.default.fileExists(atPath: scratch + "/state.sqlite"), "nothing was reset")
+                process.send(SIGINT)
+                #expect(await status == 130)
+                server.clearFaults()
+            }
+        }
+    }
+
+    @Test func nineWhenAStatusCheckFails() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server async throws in
+                #expect(try await sync(server.baseURL!.appendingPathComponent("nowhere/"), scratch).status == 3)
+                let check = try await SyncAgentBinary.run(["status", "--check", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
+                                                          scratch: scratch)
+                expect(check, exits: 9, mentioning: "check failed")
+            }
+        }
+    }
+
     @Test func sixtyFourForACommandLineThatDoesNotParse() async throws {
         try await withScratch { scratch in
             let result = try await SyncAgentBinary.run(["sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",

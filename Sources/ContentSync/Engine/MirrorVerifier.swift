@@ -73,8 +73,10 @@ struct MirrorVerifier: Sendable {
         case .matches(let count): repaired = count
         case .unrepairable(let reason):
             try await store.clearPlan()
-            throw SyncError(code: .integrity,
-                            message: "the local folder cannot be repaired file by file (\(reason)); reset the state and sync again, or republish the storage")
+            var refusal = SyncError(code: .integrity,
+                                    message: "the local folder cannot be repaired file by file (\(reason)); reset the state and sync again, or republish the storage")
+            refusal.remedy = .reset
+            throw refusal
         }
         // Intruders are not linked into the staged copy: the switch leaves them behind with the old tree.
         let fixed = repaired + intruders.count

@@ -90,9 +90,11 @@ struct SyncEngine: Sendable {
                 upToDate.warnings = [recovered].compactMap { $0 } + context.warnings
                 return upToDate
             } else if let local = context.local, local > status.actualVersion {
-                throw SyncError(code: .invalidStatus,
-                                message: "\(layout.statusURL.absoluteString) publishes version \(status.actualVersion), below the local \(local); "
-                                    + "refusing to roll back. If the storage really went back, reset the state and sync again")
+                var refusal = SyncError(code: .invalidStatus,
+                                        message: "\(layout.statusURL.absoluteString) publishes version \(status.actualVersion), below the local \(local); "
+                                            + "refusing to roll back. If the storage really went back, reset the state and sync again")
+                refusal.remedy = .reset
+                throw refusal
             } else if let local = context.local, local >= status.minimalVersion {
                 kind = .replay
                 report = try await replay(from: local, status: status, layout: layout, progress: progress)

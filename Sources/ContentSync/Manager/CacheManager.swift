@@ -127,6 +127,37 @@ public actor CacheManager {
         return try await StateStore(path: stateDatabasePath).forgetTrustPins()
     }
 
+    /// ``reset()`` for `contentDirectory`, whose state database is at `stateDatabasePath`,
+    /// without a manager (a command-line tool's way): forgets the state and deletes the folder
+    /// and its staging area while holding the update lock. Throws ``SyncError/Code/busy`` when
+    /// another process is updating the folder.
+    ///
+    /// Returns false, deleting nothing, when no state database exists or it records no folder
+    /// (never synced, or reset already), and refuses
+    /// (``SyncError/Code/configuration``) when the database belongs to another folder: a folder
+    /// that no state knows about is not the library's to delete.
+    @discardableResult
+    public static func reset(contentDirectory: String, stateDatabasePath: String) async throws(SyncError) -> Bool {
+        guard FileManager.default.fileExists(atPath: stateDatabasePath) else { return false }
+        // The same refusals as a sync's (the root or home folder, a state database inside the
+        // folder); the URL is not used.
+        let layout = SyncConfiguration(baseURL: URL(fileURLWithPath: "/"), contentDirectory: contentDirectory, stateDatabasePath: stateDatabasePath)
+        try layout.validateLayout()
+        let store = try StateStore(path: layout.stateDatabasePath)
+        let staging = StagingArea(contentDirectory: layout.contentDirectory)
+        // Not while another process updates the folder.
+        let lock = try UpdateLock(statePath: store.path, contentDirectory: layout.contentDirectory, stagingRoot: staging.root)
+        defer { withExtendedLifetime(lock) {} }
+        // Checked under the lock: a first update running now has no state row yet.
+        guard let owner = try await store.syncState()?.contentDirectory else { return false }
+        guard owner == layout.contentDirectory else {
+            throw SyncError(code: .configuration,
+                            message: "the state database \(stateDatabasePath) belongs to \(owner), not \(layout.contentDirectory); refusing to reset it")
+        }
+        try await wipe(layout.contentDirectory, staging: staging, store: store)
+        return true
+    }
+
     /// What the state database says about the folder (last attempt, last success, consecutive
     /// failures, pending version, recent history), with this manager's live state.
     public func status(historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {
@@ -349,7 +380,7 @@ public actor CacheManager {
             let configuration = configuration
             let store = store
             machine.resetStarted(Task {
-                let result = await Self.reset(configuration: configuration, store: store)
+                let result = await Self.reset(contentDirectory: configuration.contentDirectory, store: store)
                 self.resetEnded(result)
             })
         }
@@ -436,19 +467,23 @@ public actor CacheManager {
         }
     }
 
+    /// Forgets the state and deletes the content and staging folders; the caller holds the update lock.
+    private static func wipe(_ directory: String, staging: StagingArea, store: StateStore) async throws(SyncError) {
+        try await store.reset()
+        try await BlockingWork.files { () throws(FileSystemError) in
+            try staging.clear()
+            try FileSystem.removeTree(directory)
+        }
+    }
+
     /// Forgets the state and deletes the content and staging folders, holding the update lock.
-    private static func reset(configuration: SyncConfiguration, store: StateStore) async -> Result<Void, SyncError> {
+    private static func reset(contentDirectory directory: String, store: StateStore) async -> Result<Void, SyncError> {
         do throws(SyncError) {
-            let staging = StagingArea(contentDirectory: configuration.contentDirectory)
-            let directory = configuration.contentDirectory
+            let staging = StagingArea(contentDirectory: directory)
             // Not while another process updates the folder.
             let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, stagingRoot: staging.root)
             defer { withExtendedLifetime(lock) {} }
-            try await store.reset()
-            try await BlockingWork.files { () throws(FileSystemError) in
-                try staging.clear()
-                try FileSystem.removeTree(directory)
-            }
+            try await wipe(directory, staging: staging, store: store)
             return .success(())
         } catch {
             return .failure(error)

@@ -1,0 +1,30 @@
+import ArgumentParser
+import ContentSync
+
+/// `sync-agent reset`: forgets a folder's state and deletes its content, so the next sync
+/// restores it from the archive.
+struct ResetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "reset",
+        abstract: "Forget the state of --dir and delete its content, so the next sync restores it from the archive.",
+        discussion: """
+            The way past a refused rollback (a storage that went back to an older version) or a \
+            folder verify cannot repair. Asks for no confirmation: --dir is required. Deletes \
+            --dir and its staging area and empties the state database (trusted keys are kept; \
+            see forget-keys). A folder with no state database is left alone. Exits 6 while \
+            another update, verify or reset of --dir runs.
+            """)
+
+    @OptionGroup var folder: FolderOptions
+
+    func run() async throws {
+        let removed: Bool
+        do {
+            removed = try await CacheManager.reset(contentDirectory: folder.contentDirectory, stateDatabasePath: folder.statePath)
+        } catch {
+            throw CLIFailure(error)
+        }
+        print(removed ? "removed \(folder.contentDirectory) and its state in \(folder.statePath); the next sync restores it from the archive"
+                      : "\(folder.contentDirectory) has no state in \(folder.statePath); nothing removed")
+    }
+}
