@@ -23,6 +23,7 @@ build: deps
 ## Build and run every test. Test suites carry time limits, so a hang fails instead of waiting.
 test: deps check-example-storage check-docs
 	$(SWIFT) build --build-tests
+	bash scripts/check_systemd_unit.sh "$$($(SWIFT) build --show-bin-path)/sync-agent"
 	$(SWIFT) test --skip-build
 	$(MAKE) chaos-short
 

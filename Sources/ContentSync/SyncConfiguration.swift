@@ -53,7 +53,9 @@ public struct SyncConfiguration: Sendable {
     }
 
     /// `$XDG_STATE_HOME/content-sync/<folder name>-<hash of its path>.sqlite`, falling back to
-    /// `~/.local/state/content-sync/…`: one database per content folder, never inside it.
+    /// `~/.local/state/content-sync/…`: one database per content folder, never inside it. Under a
+    /// systemd unit with `StateDirectory=`, `$STATE_DIRECTORY/<folder name>-<hash>.sqlite` (its
+    /// first entry) instead: the folder systemd made for the service.
     ///
     /// A relative `XDG_STATE_HOME` is ignored, as the XDG Base Directory spec says (it would
     /// otherwise be read from whatever the current folder happens to be), and so is a relative
@@ -64,12 +66,16 @@ public struct SyncConfiguration: Sendable {
 
     static func defaultStatePath(for contentDirectory: String, environment: [String: String]) -> String {
         let absolute = { (value: String?) in value.flatMap { $0.hasPrefix("/") ? $0 : nil } }
-        let stateHome = absolute(environment["XDG_STATE_HOME"])
-            ?? ((absolute(environment["HOME"]) ?? NSHomeDirectory()) + "/.local/state")
         var hash = FNV1a64()
         hash.combine(absolutePath(contentDirectory))
-        let name = (contentDirectory as NSString).lastPathComponent
-        return "\(stateHome)/content-sync/\(name)-\(String(hash.value, radix: 16)).sqlite"
+        let file = "\((contentDirectory as NSString).lastPathComponent)-\(String(hash.value, radix: 16)).sqlite"
+        // systemd sets it to the StateDirectory= entries, colon-separated.
+        if let serviceState = absolute(environment["STATE_DIRECTORY"]?.split(separator: ":").first.map(String.init)) {
+            return "\(serviceState)/\(file)"
+        }
+        let stateHome = absolute(environment["XDG_STATE_HOME"])
+            ?? ((absolute(environment["HOME"]) ?? NSHomeDirectory()) + "/.local/state")
+        return "\(stateHome)/content-sync/\(file)"
     }
 
     static func absolutePath(_ path: String) -> String { FileSystem.absolutePath(path) }

@@ -6,8 +6,9 @@ import Foundation
 ///
 /// Not Foundation's `Process`: on Linux its `run()` can crash while listing `/proc/self/fd` (a
 /// 256-byte over-read of `dirent.d_name`, swift-corelibs-foundation #5472, still in Swift 6.3.1),
-/// which killed a whole test run here once. The child inherits the environment and no descriptor
-/// but its standard input (`/dev/null`), output and error (the given files, or `/dev/null`).
+/// which killed a whole test run here once. The child inherits the environment (plus any variables
+/// given) and no descriptor but its standard input (`/dev/null`), output and error (the given
+/// files, or `/dev/null`).
 public final class ChildProcess: Sendable {
     /// The child's process id.
     public let pid: pid_t
@@ -21,8 +22,10 @@ public final class ChildProcess: Sendable {
         public var description: String { "cannot start \(executable): \(String(cString: strerror(errno)))" }
     }
 
-    /// Starts `executable` (an absolute path) with `arguments`.
-    public init(_ executable: String, _ arguments: [String], stdout: String? = nil, stderr: String? = nil) throws {
+    /// Starts `executable` (an absolute path) with `arguments`, in this process's environment
+    /// with `environment`'s variables added or replaced.
+    public init(_ executable: String, _ arguments: [String], stdout: String? = nil, stderr: String? = nil,
+                environment: [String: String] = [:]) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -35,7 +38,15 @@ public final class ChildProcess: Sendable {
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
-        let code = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        let code: Int32
+        if environment.isEmpty {
+            code = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        } else {
+            let merged = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
+            let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+            defer { for pointer in envp { free(pointer) } }
+            code = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+        }
         guard code == 0 else { throw SpawnError(executable: executable, errno: code) }
         self.pid = pid
     }

@@ -50,7 +50,8 @@ struct WatchCommand: AsyncParsableCommand {
         }
         let schedule = PollSchedule(interval: .milliseconds(Int64(interval * 1000)), jitter: jitter,
                                     maxBackoff: maxBackoff.map { .milliseconds(Int64($0 * 1000)) })
-        let service = SyncService(manager: manager, schedule: schedule, maxFailures: maxFailures, logger: logger)
+        let service = SyncService(manager: manager, schedule: schedule, maxFailures: maxFailures, logger: logger,
+                                  notifier: SystemdNotifier.fromEnvironment(), watchdogInterval: SystemdNotifier.watchdogInterval())
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
@@ -66,9 +67,30 @@ struct SyncService: Service {
     /// Stop after this many failures in a row (0: never).
     let maxFailures: Int
     let logger: Logger
+    /// systemd's notification socket (`Type=notify`), when there is one.
+    var notifier: SystemdNotifier? = nil
+    /// How often to ping systemd's watchdog, when it is on.
+    var watchdogInterval: Duration? = nil
 
     func run() async throws {
         var schedule = schedule
+        var ready = false
+        // The watchdog proves the process is alive and its scheduler runs; it pings beside the
+        // checks, so a long restore does not look like a hang.
+        let watchdog = notifier.flatMap { notifier in
+            watchdogInterval.map { interval in
+                Task {
+                    while !Task.isCancelled {
+                        notifier.send("WATCHDOG=1")
+                        try? await Task.sleep(for: interval)
+                    }
+                }
+            }
+        }
+        defer {
+            watchdog?.cancel()
+            notifier?.send("STOPPING=1")
+        }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let wait: Duration
             do {
@@ -79,6 +101,7 @@ struct SyncService: Service {
                 }
                 logger.info("\(SyncCommand.summary(report))")
                 wait = schedule.afterSuccess(random: Double.random(in: 0..<1))
+                notifier?.send("STATUS=\(SyncCommand.summary(report)); next check in \(Self.seconds(wait))")
             } catch {
                 if Task.isShuttingDownGracefully { break }
                 if PollSchedule.isPermanent(error) {
@@ -91,6 +114,12 @@ struct SyncService: Service {
                     throw CLIFailure(error)
                 }
                 logger.error("check failed (\(schedule.consecutiveFailures) in a row; next in \(Self.seconds(wait))): \(error)")
+                notifier?.send("STATUS=check failed (\(schedule.consecutiveFailures) in a row), next in \(Self.seconds(wait)): \(String(describing: error).prefix(200))")
+            }
+            // systemd's start completes with the first check, whatever its outcome.
+            if !ready {
+                ready = true
+                notifier?.send("READY=1")
             }
             // Sleeps until the next check; a graceful shutdown ends the sleep at once.
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }

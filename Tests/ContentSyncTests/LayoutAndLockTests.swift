@@ -86,6 +86,9 @@ struct LayoutAndLockTests {
         (["XDG_STATE_HOME": "relative/state", "HOME": "/home/u"], "/home/u/.local/state/content-sync/"),
         (["XDG_STATE_HOME": "", "HOME": "/home/u"], "/home/u/.local/state/content-sync/"),
         (["XDG_STATE_HOME": "/var/state", "HOME": "/home/u"], "/var/state/content-sync/"),
+        // systemd's StateDirectory= wins (its first entry); a relative one is ignored.
+        (["STATE_DIRECTORY": "/var/lib/sync-agent:/var/lib/other", "XDG_STATE_HOME": "/var/state"], "/var/lib/sync-agent/mirror-"),
+        (["STATE_DIRECTORY": "lib/sync-agent", "XDG_STATE_HOME": "/var/state"], "/var/state/content-sync/"),
     ])
     func aRelativeXDGStateHomeIsIgnored(environment: [String: String], prefix: String) {
         let path = SyncConfiguration.defaultStatePath(for: "/data/mirror", environment: environment)
