@@ -77,9 +77,10 @@ struct SyncOptions: ParsableArguments {
         return text
     }
 
-    /// A stderr logger at `level`.
-    static func stderrLogger(level: Logger.Level) -> Logger {
-        var logger = Logger(label: "sync-agent", factory: { label in StreamLogHandler.standardError(label: label) })
+    /// A stderr logger at `level`, in `format` (by default journald's when stderr is the
+    /// journal, text otherwise).
+    static func stderrLogger(level: Logger.Level, format: LogFormat = .automatic()) -> Logger {
+        var logger = Logger(label: "sync-agent", factory: { _ in AgentLogHandler(format: format) })
         logger.logLevel = level
         return logger
     }

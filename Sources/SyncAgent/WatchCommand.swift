@@ -35,12 +35,25 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Exit with the failure's code after this many failed checks in a row (0: never).", valueName: "N"))
     var maxFailures = 0
 
+    @Option(name: .long, help: ArgumentHelp("text, journald (a <N> priority prefix; the default when stderr is the journal) or json (one object a line).",
+                                            valueName: "FORMAT"))
+    var logFormat: String?
+
     func run() async throws {
         guard interval >= 1 else { throw CLIFailure(code: 6, message: "--interval must be at least 1 second") }
         guard (0...0.9).contains(jitter) else { throw CLIFailure(code: 6, message: "--jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
         if let maxBackoff, maxBackoff < 1 { throw CLIFailure(code: 6, message: "--max-backoff must be at least 1 second") }
         guard maxFailures >= 0 else { throw CLIFailure(code: 6, message: "--max-failures must be 0 (never) or more") }
-        let logger = SyncOptions.stderrLogger(level: options.verbose ? .debug : .info)
+        let format: LogFormat
+        if let logFormat {
+            guard let chosen = LogFormat(rawValue: logFormat) else {
+                throw CLIFailure(code: 6, message: "--log-format \(logFormat): use text, journald or json")
+            }
+            format = chosen
+        } else {
+            format = .automatic()
+        }
+        let logger = SyncOptions.stderrLogger(level: options.verbose ? .debug : .info, format: format)
         let configuration = try options.configuration(logger: options.verbose ? logger : nil)
         let manager: CacheManager
         do {
@@ -52,6 +65,8 @@ struct WatchCommand: AsyncParsableCommand {
                                     maxBackoff: maxBackoff.map { .milliseconds(Int64($0 * 1000)) })
         let service = SyncService(manager: manager, schedule: schedule, maxFailures: maxFailures, logger: logger,
                                   notifier: SystemdNotifier.fromEnvironment(), watchdogInterval: SystemdNotifier.watchdogInterval())
+        logger.info("starting", metadata: ["dir": "\(configuration.contentDirectory)", "storage": "\(configuration.baseURL.absoluteString)",
+                                           "interval": "\(interval)s", "jitter": "\(jitter)", "version": "\(SyncAgent.version)"])
         let group = ServiceGroup(configuration: .init(
             services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
@@ -87,7 +102,30 @@ struct SyncService: Service {
                 }
             }
         }
+        // An info line when an update starts downloading (a first restore can take long, and
+        // was silent): where from, and the plan's size.
+        let updates = Task { [manager, logger] in
+            var announced = false
+            for await event in await manager.events() {
+                guard case .progress(let progress) = event else {
+                    if case .stateChanged = event { continue }
+                    announced = false
+                    continue
+                }
+                switch progress.phase {
+                case .downloadingArchive, .downloadingFiles, .extracting:
+                    guard !announced else { continue }
+                    announced = true
+                    let from = (try? await manager.localVersion())?.description ?? "nothing"
+                    logger.info("update started", metadata: ["from": "\(from)", "phase": "\(progress.phase)", "files": "\(progress.filesTotal)",
+                                                            "bytes": "\(progress.bytesTotal.map(String.init) ?? "unknown")"])
+                default:
+                    continue
+                }
+            }
+        }
         defer {
+            updates.cancel()
             watchdog?.cancel()
             notifier?.send("STOPPING=1")
         }
@@ -110,7 +148,7 @@ struct SyncService: Service {
                 }
                 wait = schedule.afterFailure(random: Double.random(in: 0..<1))
                 if maxFailures > 0, schedule.consecutiveFailures >= maxFailures {
-                    logger.critical("stopping after \(schedule.consecutiveFailures) failed checks in a row: \(error)")
+                    logger.critical("stopping after \(schedule.consecutiveFailures) failed check\(schedule.consecutiveFailures == 1 ? "" : "s") in a row: \(error)")
                     throw CLIFailure(error)
                 }
                 logger.error("check failed (\(schedule.consecutiveFailures) in a row; next in \(Self.seconds(wait))): \(error)")

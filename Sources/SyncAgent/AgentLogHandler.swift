@@ -1,0 +1,74 @@
+import Foundation
+import Glibc
+import Logging
+
+/// How the agent's log lines look on stderr.
+enum LogFormat: String, CaseIterable, Sendable {
+    /// `2026-11-23T04:50:00Z info message key=value`, for people.
+    case text
+    /// `<6>message key=value`: the `sd-daemon(3)` priority prefix that journald reads from a
+    /// service's stderr, so `journalctl -p warning` filters; journald adds the time itself.
+    case journald
+    /// One JSON object a line: `time`, `level`, `message` and the metadata, for log shippers.
+    case json
+
+    /// The format to use when none is asked for: journald's when stderr is the journal
+    /// (`$JOURNAL_STREAM` is set by systemd), text otherwise.
+    static func automatic(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> LogFormat {
+        environment["JOURNAL_STREAM"].map { !$0.isEmpty } == true ? .journald : .text
+    }
+}
+
+/// A swift-log handler writing one line per message to stderr in a ``LogFormat``. Never logs
+/// secrets: callers pass none (tokens stay in the request adapter).
+struct AgentLogHandler: LogHandler {
+    var format: LogFormat
+    var logLevel: Logger.Level = .info
+    var metadata: Logger.Metadata = [:]
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(event: LogEvent) {
+        let merged = metadata.merging(event.metadata ?? [:]) { _, event in event }
+        let line = Self.line(format: format, level: event.level, message: "\(event.message)", metadata: merged, date: Date())
+        // write(2), one call a line, errors ignored: FileHandle traps when stderr is a closed
+        // pipe (EPIPE), and a log line must never stop the agent.
+        let bytes = Array((line + "\n").utf8)
+        _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+
+    /// The syslog priority of a level (`sd-daemon(3)`): debug 7, info 6, notice 5, warning 4,
+    /// error 3, critical 2.
+    static func priority(_ level: Logger.Level) -> Int {
+        switch level {
+        case .trace, .debug: 7
+        case .info: 6
+        case .notice: 5
+        case .warning: 4
+        case .error: 3
+        case .critical: 2
+        }
+    }
+
+    /// One formatted line (no newline).
+    static func line(format: LogFormat, level: Logger.Level, message: String, metadata: Logger.Metadata, date: Date) -> String {
+        let pairs = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+        let text = pairs.isEmpty ? message : "\(message) \(pairs)"
+        switch format {
+        case .text:
+            return "\(ISO8601DateFormatter().string(from: date)) \(level) \(text)"
+        case .journald:
+            // One journal entry per line: a message with newlines would be split, so they go.
+            return "<\(priority(level))>\(text.replacingOccurrences(of: "\n", with: " "))"
+        case .json:
+            var object: [String: String] = ["time": ISO8601DateFormatter().string(from: date), "level": "\(level)", "message": message]
+            for (key, value) in metadata where object[key] == nil { object[key] = "\(value)" }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+            return (try? String(decoding: encoder.encode(object), as: UTF8.self)) ?? "{\"message\":\"unencodable log line\"}"
+        }
+    }
+}
