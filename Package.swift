@@ -79,6 +79,7 @@ let package = Package(
                           dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "Transport", "ItemCache",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                                         .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                          .product(name: "Crypto", package: "swift-crypto"),
                                          .product(name: "Logging", package: "swift-log")]),
 

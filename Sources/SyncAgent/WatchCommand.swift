@@ -5,6 +5,7 @@ import Foundation
 import StorageFormat
 import Logging
 import ServiceLifecycle
+import UnixSignals
 
 /// `sync-agent watch`: the daemon. Checks every --interval until SIGTERM or SIGINT.
 struct WatchCommand: AsyncParsableCommand {
@@ -124,7 +125,15 @@ struct SyncService: Service {
                 }
             }
         }
+        // SIGHUP reloads the configuration: with flags only there is nothing to re-read, and
+        // the agent goes on (it used to die with exit 129).
+        let hangups = Task { [logger] in
+            for await _ in await UnixSignalsSequence(trapping: .sighup) {
+                logger.notice("SIGHUP: the configuration comes from the command line only; nothing to reload, running on")
+            }
+        }
         defer {
+            hangups.cancel()
             updates.cancel()
             watchdog?.cancel()
             notifier?.send("STOPPING=1")

@@ -77,3 +77,27 @@ struct WatchPolicyTests {
         }
     }
 }
+
+@Suite("watch and SIGHUP", .timeLimit(.minutes(1)))
+struct WatchHangupTests {
+    @Test("SIGHUP does not kill watch (it used to exit 129): it logs that there is nothing to reload and runs on")
+    func hangupKeepsRunning() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+                let log = scratch + "/watch.log"
+                let process = try ChildProcess(SyncAgentBinary.path,
+                                               ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                                "--state", scratch + "/state.sqlite", "--interval", "60"], stderr: log)
+                async let exitStatus = process.exitStatus()
+                let text = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+                for _ in 0..<200 where !text().contains("1.2") { try await Task.sleep(for: .milliseconds(50)) }
+                process.send(SIGHUP)
+                for _ in 0..<100 where !text().contains("SIGHUP") { try await Task.sleep(for: .milliseconds(20)) }
+                #expect(text().contains("nothing to reload"), "\(text())")
+                #expect(kill(process.pid, 0) == 0, "still running after SIGHUP")
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+            }
+        }
+    }
+}
