@@ -7,7 +7,7 @@ BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build test run bench bench-cache roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz clean
+.PHONY: deps bench-deps build test run bench bench-cache roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -70,6 +70,62 @@ bench-deps: deps
 ## The release build: the Swift runtime linked in statically, so the binary needs only the C
 ## libraries (libcurl, libzip, SQLite) and starts in about 10 ms instead of 17 ms.
 RELEASE = -c release --static-swift-stdlib
+
+## Shell completions for sync-agent (bash, zsh, fish) in .build/completions/, written by the debug
+## binary's own --generate-completion-script (swift-argument-parser).
+COMPLETIONS_DIR := .build/completions
+completions: deps
+	$(SWIFT) build --product sync-agent
+	@mkdir -p $(COMPLETIONS_DIR)
+	@bin="$$($(SWIFT) build --show-bin-path)/sync-agent"; \
+	"$$bin" --generate-completion-script bash > $(COMPLETIONS_DIR)/sync-agent.bash && \
+	"$$bin" --generate-completion-script zsh > $(COMPLETIONS_DIR)/_sync-agent && \
+	"$$bin" --generate-completion-script fish > $(COMPLETIONS_DIR)/sync-agent.fish
+	@ls $(COMPLETIONS_DIR)
+
+## Man pages in .build/man/: sync-agent.1 and one page per subcommand, from swift-argument-parser's
+## generate-manual plugin on a debug build. The plugin picks its own output folder (its work
+## directory under .build/plugins/) and refuses --output-directory, so the pages are copied from there.
+MAN_DIR := .build/man
+MAN_DATE ?= $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
+man: deps
+	rm -rf .build/plugins/GenerateManual/outputs/SyncAgent
+	$(SWIFT) package plugin generate-manual --configuration debug --multi-page --date $(MAN_DATE)
+	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
+	cp .build/plugins/GenerateManual/outputs/SyncAgent/*.1 $(MAN_DIR)/
+	@ls $(MAN_DIR)
+
+## Install the release binary (stripped), completions, man pages and, when contrib/systemd/ exists,
+## its units: `make install PREFIX=/usr/local DESTDIR=/tmp/root`. PREFIX defaults to /usr/local.
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: deps completions man
+	$(SWIFT) build $(RELEASE) --product sync-agent
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
+	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 755 -s "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent" $(DESTDIR)$(PREFIX)/bin/sync-agent
+	install -m 644 $(COMPLETIONS_DIR)/sync-agent.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sync-agent
+	install -m 644 $(COMPLETIONS_DIR)/_sync-agent $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sync-agent
+	install -m 644 $(COMPLETIONS_DIR)/sync-agent.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sync-agent.fish
+	install -m 644 $(MAN_DIR)/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	@# The units name /usr/local/bin/sync-agent; another PREFIX is written into the installed copy.
+	@if ls contrib/systemd/*.service >/dev/null 2>&1; then \
+	  install -d $(DESTDIR)$(PREFIX)/lib/systemd/system && \
+	  for unit in contrib/systemd/*.service; do \
+	    sed 's|/usr/local/bin/sync-agent|$(PREFIX)/bin/sync-agent|g' "$$unit" > $(DESTDIR)$(PREFIX)/lib/systemd/system/$${unit##*/} && \
+	    chmod 644 $(DESTDIR)$(PREFIX)/lib/systemd/system/$${unit##*/} && echo "installed $$unit" || exit 1; \
+	  done; \
+	else echo "no contrib/systemd/*.service: no systemd unit installed"; fi
+
+## One tarball for a fleet: `make install` into a staging root (PREFIX=/usr/local), packed as
+## .build/dist/sync-agent-<version>-linux-<arch>.tar.gz (the version `sync-agent --version` prints);
+## an operator unpacks it with `tar -xzf … -C /`.
+dist:
+	rm -rf .build/dist/root
+	$(MAKE) install DESTDIR=$(CURDIR)/.build/dist/root PREFIX=/usr/local
+	@tarball=".build/dist/sync-agent-$$(.build/dist/root/usr/local/bin/sync-agent --version)-linux-$$(uname -m).tar.gz"; \
+	tar -C .build/dist/root --owner=0 --group=0 --sort=name -czf "$$tarball" usr && ls -l "$$tarball"
 
 ## Benchmarks: S1 restore, then S2 replay, S3 jump, S4 poll and the wrk ceiling; peers measured
 ## in the same run, results written to docs/benchmarks.md (see bench/README.md).
