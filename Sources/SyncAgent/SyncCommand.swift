@@ -14,9 +14,14 @@ struct SyncCommand: AsyncParsableCommand {
             one-line reason on stderr: 3 network, 4 the storage's files are invalid or unsafe,
             5 local filesystem or disk space, 6 configuration, 130 interrupted; 1 anything else.
             Interrupting (Ctrl-C) keeps finished downloads: the next run continues from there.
+            On success it prints a one-line summary (--quiet: nothing); on a terminal a progress bar
+            shows the phase, bytes, rate and time left while it works.
             """)
 
     @OptionGroup var options: SyncOptions
+
+    @Flag(name: .long, help: "Print nothing on success (by default a one-line summary goes to stdout).")
+    var quiet = false
 
     func run() async throws {
         let configuration = try options.configuration(logger: options.verbose ? SyncOptions.stderrLogger(level: .debug) : nil)
@@ -44,7 +49,7 @@ struct SyncCommand: AsyncParsableCommand {
         do {
             let report = try await manager.checkForUpdates()
             bar.finish()
-            if interactive || options.verbose {
+            if !quiet {
                 print(Self.summary(report))
             }
         } catch {

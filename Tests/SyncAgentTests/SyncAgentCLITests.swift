@@ -17,7 +17,7 @@ struct SyncAgentCLITests {
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
-    @Test func syncExitsZeroQuietlyAndStatusReportsTheVersion() async throws {
+    @Test func syncPrintsOneSummaryLineOrNothingWithQuietAndStatusReportsTheVersion() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: Self.exampleStorage + "/1.4")) { server in
                 let dir = scratch + "/content"
@@ -29,7 +29,12 @@ struct SyncAgentCLITests {
                 let result = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state],
                                                            scratch: scratch)
                 #expect(result.status == 0, "stderr: \(result.stderr)")
-                #expect(result.stdout.isEmpty && result.stderr.isEmpty, "not a TTY: quiet")
+                #expect(result.stdout.hasPrefix("restored 1.4 from the archive") && result.stdout.split(separator: "\n").count == 1,
+                        "not a TTY: one summary line and no bar: \(result.stdout)")
+                #expect(result.stderr.isEmpty)
+                let quiet = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state, "--quiet"],
+                                                          scratch: scratch)
+                #expect(quiet.status == 0 && quiet.stdout.isEmpty && quiet.stderr.isEmpty, "--quiet prints nothing")
                 let after = try await statusJSON(scratch, dir: dir, state: state)
                 #expect(after["version"] as? String == "1.4")
                 #expect(after["state"] as? String == "succeeded")
