@@ -10,7 +10,7 @@ struct CacheCommand: AsyncParsableCommand {
         commandName: "cache",
         abstract: "Fetch through, list, remove and inspect an item cache folder.",
         discussion: """
-            The folder (--cache) may be shared with apps and other sync-agent processes at the
+            The folder (--cache) may be shared with apps and other sync-agent processes at the \
             same time: one fetch per URL across all of them, and the size limit holds.
             """,
         subcommands: [CacheGetCommand.self, CacheListCommand.self, CacheRemoveCommand.self, CachePurgeCommand.self, CacheStatsCommand.self])
@@ -73,11 +73,11 @@ struct CacheGetCommand: AsyncParsableCommand {
         commandName: "get",
         abstract: "Write an item's bytes to stdout or a file, fetching it when the cache cannot answer.",
         discussion: """
-            A fresh stored item is written without a request; an expired one with an ETag or
-            Last-Modified is revalidated (a 304 moves no body). Without --ttl, --expires or
-            --no-store the server's Cache-Control and Expires decide, else one day.
-            When the fetch fails and a stale copy is stored, that copy is written, one warning
-            goes to stderr, and the exit code is 0. A failure with nothing stored exits 3;
+            A fresh stored item is written without a request; an expired one with an ETag or \
+            Last-Modified is revalidated (a 304 moves no body). Without --ttl, --expires or \
+            --no-store the server's Cache-Control and Expires decide, else one day. \
+            When the fetch fails and a stale copy is stored, that copy is written, one warning \
+            goes to stderr, and the exit code is 0. A failure with nothing stored exits 3; \
             --offline never uses the network and exits 8 when nothing is stored.
             """)
 

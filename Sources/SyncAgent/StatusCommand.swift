@@ -10,12 +10,14 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show the synced version, the state and the last error of --dir.",
         discussion: """
-            Reads the state database only (no network). The state is "working" while an update,
-            verify or reset of --dir runs, in any process; otherwise the state the last attempt
-            ended in. Also shows the last attempt, the last success and how many attempts in a
+            Reads the state database only (no network). The state is "working" while an update, \
+            verify or reset of --dir runs, in any process; otherwise the state the last attempt \
+            ended in. Also shows the last attempt, the last success and how many attempts in a \
             row failed.
 
-            With --check (for cron, Nagios or a Kubernetes probe), exits 9 after the status, with             one line on stderr saying why, when the last attempt failed, when the folder never             synced successfully, or when the last success is older than --max-age; 0 otherwise.
+            With --check (for cron, Nagios or a Kubernetes probe), exits 9 after the status, with \
+            one line on stderr saying why, when the last attempt failed, when the folder never \
+            synced successfully, or when the last success is older than --max-age; 0 otherwise.
             """)
 
     @OptionGroup var folder: FolderOptions

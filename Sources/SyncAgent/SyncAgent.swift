@@ -10,9 +10,9 @@ struct SyncAgent: AsyncParsableCommand {
         commandName: "sync-agent",
         abstract: "Keeps a local folder in step with a storage published on static HTTP hosting.",
         discussion: """
-            A storage is a folder with RXCacheConfig/ and RXCacheContent/ (GitHub raw, nginx, a bucket).
-            The state of each synced folder lives outside it, by default under
-            $XDG_STATE_HOME/content-sync/ (or ~/.local/state/content-sync/).
+            A storage is a folder with RXCacheConfig/ and RXCacheContent/ (GitHub raw, nginx, a bucket). \
+            The state of each synced folder lives outside it, by default under \
+            $XDG_STATE_HOME/content-sync/ (or ~/.local/state/content-sync/). \
             `sync-agent --version` prints the version.
             """,
         subcommands: [SyncCommand.self, WatchCommand.self, StatusCommand.self, ResetCommand.self, ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self, CacheCommand.self])

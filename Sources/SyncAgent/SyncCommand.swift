@@ -10,11 +10,11 @@ struct SyncCommand: AsyncParsableCommand {
         commandName: "sync",
         abstract: "Bring --dir to the storage's actual version, once.",
         discussion: """
-            Exits 0 when --dir holds the storage's actualCacheVersion. Otherwise exits non-zero with a
-            one-line reason on stderr: 3 network, 4 the storage's files are invalid or unsafe,
-            5 local filesystem or disk space, 6 configuration, 130 interrupted; 1 anything else.
-            Interrupting (Ctrl-C) keeps finished downloads: the next run continues from there.
-            On success it prints a one-line summary (--quiet: nothing); on a terminal a progress bar
+            Exits 0 when --dir holds the storage's actualCacheVersion. Otherwise exits non-zero with a \
+            one-line reason on stderr: 3 network, 4 the storage's files are invalid or unsafe, \
+            5 local filesystem or disk space, 6 configuration, 130 interrupted; 1 anything else. \
+            Interrupting (Ctrl-C) keeps finished downloads: the next run continues from there. \
+            On success it prints a one-line summary (--quiet: nothing); on a terminal a progress bar \
             shows the phase, bytes, rate and time left while it works.
             """)
 

@@ -10,8 +10,8 @@ struct VerifyCommand: AsyncParsableCommand {
         commandName: "verify",
         abstract: "Check --dir against the storage's published tree digest and list every difference; --repair fixes them.",
         discussion: """
-            Needs a storage published with the integrity extension (sync-agent publish writes it).
-            Exits 0 when the folder matches (after --repair, if given), 7 when differences remain,
+            Needs a storage published with the integrity extension (sync-agent publish writes it). \
+            Exits 0 when the folder matches (after --repair, if given), 7 when differences remain, \
             and like sync for other failures. The storage URL is the one the last sync used, or --base-url.
             """)
 

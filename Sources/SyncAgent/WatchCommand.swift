@@ -13,12 +13,12 @@ struct WatchCommand: AsyncParsableCommand {
         commandName: "watch",
         abstract: "Keep --dir in step with the storage: check every --interval seconds until stopped.",
         discussion: """
-            Runs as a service: SIGTERM or SIGINT suspends the running update (finished downloads are
-            kept) and exits 0. Each pause is jittered (--jitter) so a fleet does not poll in step. A
-            failed check is logged and retried sooner, backing off from 10 s, doubling, up to
-            --max-backoff, also jittered. An error that retrying cannot fix (a bad configuration, an
-            unknown non-empty --dir, a refused trust downgrade) stops the agent at once with its exit
-            code, and --max-failures N stops it after N failures in a row, so systemd's Restart= and
+            Runs as a service: SIGTERM or SIGINT suspends the running update (finished downloads are \
+            kept) and exits 0. Each pause is jittered (--jitter) so a fleet does not poll in step. A \
+            failed check is logged and retried sooner, backing off from 10 s, doubling, up to \
+            --max-backoff, also jittered. An error that retrying cannot fix (a bad configuration, an \
+            unknown non-empty --dir, a refused trust downgrade) stops the agent at once with its exit \
+            code, and --max-failures N stops it after N failures in a row, so systemd's Restart= and \
             alerting see them. Logs go to stderr at info level (--verbose: debug).
             """)
 
