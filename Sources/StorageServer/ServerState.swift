@@ -17,6 +17,10 @@ final class ServerState: Sendable {
         /// Extra headers by decoded path (`/a b.json`), names as the test spelled them.
         var responseHeaders: [String: [String: String]] = [:]
         var defaultCacheControl: String?
+        /// Told of every answered request (an access log), if set.
+        var observer: (@Sendable (RequestRecord) -> Void)?
+        /// Whether answered requests are kept in `log` (a long-running `serve` keeps none).
+        var keepsLog = true
     }
 
     private let values: Mutex<Values>
@@ -115,7 +119,18 @@ final class ServerState: Sendable {
     // MARK: Log
 
     func record(_ record: RequestRecord) {
-        values.withLock { $0.log.append(record) }
+        let observer = values.withLock { values in
+            if values.keepsLog { values.log.append(record) }
+            return values.observer
+        }
+        observer?(record)
+    }
+
+    func observe(keepingLog: Bool, _ observer: (@Sendable (RequestRecord) -> Void)?) {
+        values.withLock { values in
+            values.observer = observer
+            values.keepsLog = keepingLog
+        }
     }
 
     var log: [RequestRecord] {

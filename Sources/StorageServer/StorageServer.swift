@@ -88,6 +88,13 @@ public final class StorageServer: Sendable {
         state.resetLog()
     }
 
+    /// Calls `observer` with every request once it is answered (an access log, say). With
+    /// `keepingLog: false` the requests are not kept for ``requests()`` as well, so a server that
+    /// runs for days does not grow.
+    public func observeRequests(keepingLog: Bool = true, _ observer: @escaping @Sendable (RequestRecord) -> Void) {
+        state.observe(keepingLog: keepingLog, observer)
+    }
+
     /// How many logged requests asked for `path` (decoded, with or without a leading `/`, such as
     /// `/a b.json`), whatever their method or answer. Names are compared byte for byte.
     public func requestCount(forPath path: String) -> Int {

@@ -15,12 +15,40 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The port; 0 picks a free one.")
     var port: UInt16 = 0
 
+    @Option(name: .long, help: ArgumentHelp("Append a line per request to FILE (- for stderr), in the common log format plus the If-None-Match and Range headers.", valueName: "FILE"))
+    var accessLog: String?
+
     func run() async throws {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isFolder), isFolder.boolValue else {
             throw CLIFailure(code: 6, message: "\(directory) is not a folder; pass the storage folder to serve")
         }
+        if !FileManager.default.fileExists(atPath: directory + "/RXCacheConfig/cacheStatus.json") {
+            Console.standardError("warning: \(directory) has no RXCacheConfig/cacheStatus.json, so clients will find no storage there; "
+                                  + "serve the folder `sync-agent publish --storage` wrote\n")
+        }
         let server = StorageServer(root: URL(fileURLWithPath: directory), configuration: .init(port: port))
+        if let accessLog {
+            let sink: FileHandle
+            if accessLog == "-" {
+                sink = FileHandle.standardError
+            } else {
+                guard FileManager.default.createFile(atPath: accessLog, contents: nil) || FileManager.default.isWritableFile(atPath: accessLog),
+                      let handle = FileHandle(forWritingAtPath: accessLog) else {
+                    throw CLIFailure(code: 6, message: "--access-log \(accessLog) cannot be written; pass a writable file or - for stderr")
+                }
+                handle.seekToEndOfFile()
+                sink = handle
+            }
+            // The server keeps no request log of its own: a serve that runs for days must not grow.
+            // The closure holds the handle, which closes its descriptor when released.
+            server.observeRequests(keepingLog: false) { record in
+                let line = Array((Self.accessLogLine(record, at: Date()) + "\n").utf8)
+                _ = line.withUnsafeBytes { write(sink.fileDescriptor, $0.baseAddress, $0.count) }
+            }
+        } else {
+            server.observeRequests(keepingLog: false) { _ in }
+        }
         let serving = Task {
             try await server.run { url in
                 // Unbuffered, so a script reading the URL from a pipe sees it at once.
@@ -36,5 +64,19 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(code: 1, message: "serving \(directory) failed: \(error)")
         }
+    }
+
+    /// `127.0.0.1 - - [23/Nov/2026:05:20:00 +0000] "GET /path HTTP/1.1" 200 1234 "-" "agent" inm="…" range="…"`:
+    /// the common log format (the server listens on loopback only), plus the two headers that
+    /// say whether a client revalidated or resumed.
+    static func accessLogLine(_ record: RequestRecord, at date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "dd/MMM/yyyy:HH:mm:ss Z"
+        let quoted = { (value: String?) in "\"" + (value ?? "-").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
+        let path = record.path.unicodeScalars.map { $0.value < 0x21 || $0.value == 0x7F ? String(format: "%%%02X", $0.value) : String($0) }.joined()
+        return "127.0.0.1 - - [\(formatter.string(from: date))] \"\(record.method) \(path) HTTP/1.1\" \(record.status) \(record.bodyBytes) "
+            + "\(quoted(record.header("referer"))) \(quoted(record.header("user-agent"))) inm=\(quoted(record.ifNoneMatch)) range=\(quoted(record.range))"
     }
 }

@@ -29,9 +29,9 @@ enum SyncAgentBinary {
     }
 
     /// Starts `sync-agent serve`, returning the process and the URL it printed.
-    static func serve(_ folder: String, scratch: String) async throws -> (ChildProcess, URL) {
+    static func serve(_ folder: String, scratch: String, arguments: [String] = [], stderr: String? = nil) async throws -> (ChildProcess, URL) {
         let out = scratch + "/serve.out"
-        let process = try ChildProcess(path, ["serve", folder, "--port", "0"], stdout: out)
+        let process = try ChildProcess(path, ["serve", folder, "--port", "0"] + arguments, stdout: out, stderr: stderr)
         for _ in 0..<500 {
             if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
                let url = URL(string: String(line)) {

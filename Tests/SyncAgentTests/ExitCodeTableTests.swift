@@ -224,7 +224,8 @@ struct ExitCodeTableTests {
             // A port that is taken: nothing the table names more specifically.
             try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server async throws in
                 let port = server.baseURL!.port!
-                let result = try await SyncAgentBinary.run(["serve", scratch, "--port", "\(port)"], scratch: scratch)
+                // A real storage, so the one line on stderr is the failure (no "not a storage" warning).
+                let result = try await SyncAgentBinary.run(["serve", Self.example + "/1.2", "--port", "\(port)"], scratch: scratch)
                 expect(result, exits: 1, mentioning: "serving")
             }
         }
