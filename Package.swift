@@ -45,6 +45,9 @@ let package = Package(
         .target(name: "Archive", dependencies: ["CZip", "CLinux", "FileKit"]),
         // Byte-exact percent-decoding, shared by the client's change paths and the test server.
         .target(name: "PercentDecoding"),
+        // Seeded randomness (SplitMix64) and `--name value` options for the test server, the tests and
+        // the cache-bench and cache-chaos tools: one copy of each.
+        .target(name: "ToolSupport"),
         // The protocol's documents and their meaning: what the client reads and the publisher writes.
         .target(name: "StorageFormat",
                 dependencies: ["FileKit", "PercentDecoding", "CLinux",
@@ -72,7 +75,7 @@ let package = Package(
                 dependencies: ["Archive", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
-                dependencies: ["PercentDecoding", "CLinux",
+                dependencies: ["PercentDecoding", "CLinux", "ToolSupport",
                                .product(name: "FlyingFox", package: "FlyingFox"),
                                .product(name: "FlyingSocks", package: "FlyingFox")]),
         .executableTarget(name: "SyncAgent",
@@ -87,15 +90,15 @@ let package = Package(
         .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit"]),
         .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
         // Times ItemCache for bench/cache_bench.py (`make bench-cache`).
-        .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer"]),
+        .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "ToolSupport"]),
         // Test support: the writers, readers and checker of the cache's crash tests and kill loop (`make chaos`).
-        .executableTarget(name: "CacheChaos", dependencies: ["ItemCache", "FileKit", .product(name: "GRDB", package: "GRDB.swift")]),
+        .executableTarget(name: "CacheChaos", dependencies: ["ItemCache", "FileKit", "ToolSupport", .product(name: "GRDB", package: "GRDB.swift")]),
 
-        .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer",
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer", "ToolSupport",
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
         // CacheChaos: CacheCrashTests run the built cache-chaos binary; the dependency builds it first.
-        .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "CacheChaos",
+        .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "CacheChaos", "ToolSupport",
                                                            .product(name: "Metrics", package: "swift-metrics"),
                                                            .product(name: "MetricsTestKit", package: "swift-metrics"),
                                                            .product(name: "GRDB", package: "GRDB.swift")]),
@@ -104,12 +107,12 @@ let package = Package(
         .testTarget(name: "DocumentationExamples",
                     dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
-        .testTarget(name: "StorageServerTests", dependencies: ["StorageServer"]),
+        .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
         .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer", "CLinux"]),
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "ContentSyncFuzzing", "Transport", "Archive",
-                                   "StorageServer", "PercentDecoding",
+                                   "StorageServer", "PercentDecoding", "ToolSupport",
                                    .product(name: "Crypto", package: "swift-crypto")]),
     ]
 )

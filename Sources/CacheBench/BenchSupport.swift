@@ -3,6 +3,7 @@ import ItemCache
 
 #if canImport(Glibc)
 import Glibc
+import ToolSupport
 #endif
 
 /// The monotonic clock in nanoseconds. `clock_gettime` through the vDSO costs about 20–30 ns, a
@@ -12,46 +13,6 @@ func nowNanoseconds() -> UInt64 {
     var spec = timespec()
     clock_gettime(CLOCK_MONOTONIC, &spec)
     return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-}
-
-/// `--name value` options after the measure name; every value has a default in the measure.
-struct Options {
-    private var values: [String: String] = [:]
-
-    init(_ arguments: ArraySlice<String>) throws {
-        var rest = arguments
-        while let name = rest.popFirst() {
-            guard name.hasPrefix("--"), let value = rest.popFirst() else {
-                throw BenchFailure("expected --name value pairs, got '\(name)'; see cache-bench --help")
-            }
-            values[String(name.dropFirst(2))] = value
-        }
-    }
-
-    func string(_ name: String, _ fallback: String? = nil) throws -> String {
-        if let value = values[name] ?? fallback { return value }
-        throw BenchFailure("--\(name) is required")
-    }
-
-    func int(_ name: String, _ fallback: Int) throws -> Int {
-        guard let text = values[name] else { return fallback }
-        guard let value = Int(text) else { throw BenchFailure("--\(name) '\(text)' is not a whole number") }
-        return value
-    }
-
-    func ints(_ name: String, _ fallback: [Int]) throws -> [Int] {
-        guard let text = values[name] else { return fallback }
-        return try text.split(separator: ",").map { part in
-            guard let value = Int(part) else { throw BenchFailure("--\(name): '\(part)' is not a whole number") }
-            return value
-        }
-    }
-}
-
-/// A failure of the benchmark itself (bad arguments, a miss where a hit was due), not a timing.
-struct BenchFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }
 
 /// Deterministic test values: one seeded random buffer per size, each item's first 8 bytes
@@ -87,14 +48,8 @@ func itemKeys(_ prefix: String, count: Int) throws -> [CacheKey] {
 
 /// A seeded sequence of indices in `0..<count` (SplitMix64), so both tools read the same keys.
 func randomIndices(count: Int, ops: Int, seed: UInt64) -> [Int] {
-    var state = seed
-    return (0..<ops).map { _ in
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return Int((z ^ (z >> 31)) % UInt64(count))
-    }
+    var random = SplitMix64(seed: seed)
+    return (0..<ops).map { _ in Int(random.next() % UInt64(count)) }
 }
 
 /// A configuration for a benchmark folder; `memoryTier: false` keeps nothing in memory, so every

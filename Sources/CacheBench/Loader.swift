@@ -2,12 +2,13 @@ import Foundation
 import ItemCache
 import StorageServer
 import Transport
+import ToolSupport
 
 /// The fetching API on a loopback StorageServer: fresh hits through ``ItemLoader`` (by URL, which
 /// builds the key each time, and by a key built once); loads of a `no-cache` item, each a
 /// conditional GET answered 304; and the same conditional GET through the transport alone. Runs
 /// off the main actor, as an app's tasks do, so no call pays for a hop between executors.
-func measureLoader(_ options: Options) async throws {
+func measureLoader(_ options: ToolOptions) async throws {
     let folder = try options.string("folder")
     let hits = try options.int("hits", 20_000), revalidations = try options.int("revalidations", 500)
     let content = URL(fileURLWithPath: folder + "-content")
@@ -37,14 +38,14 @@ func measureLoader(_ options: Options) async throws {
         let loaded = try await loader.item(for: freshURL)
         byURL.append(nowNanoseconds() - start)
         guard loaded.source == .memory, loaded.data.count == value.count else {
-            throw BenchFailure("a fresh hit came from \(loaded.source) with \(loaded.data.count) bytes; expected memory, \(value.count)")
+            throw ToolFailure("a fresh hit came from \(loaded.source) with \(loaded.data.count) bytes; expected memory, \(value.count)")
         }
     }
     for _ in 0..<hits {
         let start = nowNanoseconds()
         let loaded = try await loader.item(for: freshKey, url: freshURL)
         byKey.append(nowNanoseconds() - start)
-        guard loaded.source == .memory else { throw BenchFailure("a fresh hit by key came from \(loaded.source)") }
+        guard loaded.source == .memory else { throw ToolFailure("a fresh hit by key came from \(loaded.source)") }
     }
 
     let revalidateURL = server.url(for: "revalidate.bin")
@@ -57,24 +58,24 @@ func measureLoader(_ options: Options) async throws {
         let loaded = try await loader.item(for: revalidateURL)
         revalidated.append(nowNanoseconds() - start)
         guard loaded.source == .revalidated, loaded.data.count == value.count else {
-            throw BenchFailure("a no-cache load came from \(loaded.source); expected a revalidation")
+            throw ToolFailure("a no-cache load came from \(loaded.source); expected a revalidation")
         }
     }
     let notModified = server.requests().filter { $0.status == 304 }.count
     guard notModified == revalidations else {
-        throw BenchFailure("the server answered \(notModified) of \(revalidations) revalidations with 304")
+        throw ToolFailure("the server answered \(notModified) of \(revalidations) revalidations with 304")
     }
     // The floor under a revalidation: the same conditional GET straight through the transport,
     // with no cache work around it.
     guard let etag = try store.info(for: CacheKey(url: revalidateURL))?.etag else {
-        throw BenchFailure("the revalidated item has no ETag")
+        throw ToolFailure("the revalidated item has no ETag")
     }
     var conditional: [UInt64] = []
     for _ in 0..<revalidations {
         let start = nowNanoseconds()
         let response = try await transport.data(for: HTTPRequest(url: revalidateURL, headers: ["If-None-Match": etag]))
         conditional.append(nowNanoseconds() - start)
-        guard response.statusCode == 304 else { throw BenchFailure("a conditional GET got \(response.statusCode); expected 304") }
+        guard response.statusCode == 304 else { throw ToolFailure("a conditional GET got \(response.statusCode); expected 304") }
     }
     try await loader.close()
     await transport.shutdown()

@@ -1,6 +1,7 @@
 import Foundation
 import ItemCache
 import Transport
+import ToolSupport
 
 /// One step of a scripted HTTP scenario (bench/cache_scenario.py writes the list): at `t`
 /// seconds after the start, either load resource `res` through the cache (`get`) or tell the
@@ -18,11 +19,11 @@ struct ScenarioStep: Decodable {
 ///
 /// Each request carries `X-Scenario-Step`, a header that does not vary the response (it is not
 /// part of the key), so the server can tell which step asked.
-func runScenario(_ options: Options) async throws {
+func runScenario(_ options: ToolOptions) async throws {
     let base = try options.string("base")
     let stepsPath = try options.string("steps")
     let startText = try options.string("start")
-    guard let start = Double(startText) else { throw BenchFailure("--start '\(startText)' is not a UNIX time in seconds") }
+    guard let start = Double(startText) else { throw ToolFailure("--start '\(startText)' is not a UNIX time in seconds") }
     let stepsData = stepsPath == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: stepsPath))
     let steps = try JSONDecoder().decode([ScenarioStep].self, from: stepsData)
 
@@ -41,7 +42,7 @@ func runScenario(_ options: Options) async throws {
         let late = max(0, Date().timeIntervalSince1970 - (start + step.t))
         switch step.op {
         case "get":
-            guard let url = URL(string: "\(base)/r/\(step.res)") else { throw BenchFailure("bad resource name '\(step.res)'") }
+            guard let url = URL(string: "\(base)/r/\(step.res)") else { throw ToolFailure("bad resource name '\(step.res)'") }
             let t0 = Date().timeIntervalSince1970
             let loaded = try await loader.item(for: url, options: LoadOptions(headers: ["X-Scenario-Step": "\(index)"]))
             let t1 = Date().timeIntervalSince1970
@@ -50,11 +51,11 @@ func runScenario(_ options: Options) async throws {
                   "head": String(decoding: head, as: UTF8.self), "source": "\(loaded.source)",
                   "error": loaded.fetchError.map { "\($0)" } ?? ""])
         case "change":
-            guard let url = URL(string: "\(base)/_control/change?res=\(step.res)") else { throw BenchFailure("bad resource name '\(step.res)'") }
+            guard let url = URL(string: "\(base)/_control/change?res=\(step.res)") else { throw ToolFailure("bad resource name '\(step.res)'") }
             let response = try await transport.data(for: HTTPRequest(url: url))
-            guard response.statusCode == 200 else { throw BenchFailure("the control request for \(step.res) got \(response.statusCode)") }
+            guard response.statusCode == 200 else { throw ToolFailure("the control request for \(step.res) got \(response.statusCode)") }
         default:
-            throw BenchFailure("step \(index): unknown op '\(step.op)'; expected get or change")
+            throw ToolFailure("step \(index): unknown op '\(step.op)'; expected get or change")
         }
     }
     try await loader.close()

@@ -1,12 +1,13 @@
 import Foundation
 import ItemCache
+import ToolSupport
 
 /// Several processes setting into one shared folder. The parent starts `procs` copies of this
 /// binary as `writer-child`; each opens the store (opening, migrating and reconciling at once
 /// is part of the test, untimed), prints `ready`, and waits for `go` on stdin, so the timed sets
 /// of all children overlap. Reports every set's latency and the errors (thrown sets plus failed
 /// children), which must be 0.
-func runWriters(_ options: Options) throws {
+func runWriters(_ options: ToolOptions) throws {
     let folder = try options.string("folder")
     let procs = try options.int("procs", 8), ops = try options.int("ops", 250), size = try options.int("size", 4096)
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
@@ -47,13 +48,13 @@ func runWriters(_ options: Options) throws {
 }
 
 /// One writer process: open, say `ready`, wait for `go`, then `ops` timed sets of new keys.
-func runWriterChild(_ options: Options) throws {
+func runWriterChild(_ options: ToolOptions) throws {
     let index = try options.int("index", 0), ops = try options.int("ops", 250), size = try options.int("size", 4096)
     let store = try ItemStore(configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: false))
     let keys = try itemKeys("writer\(index)", count: ops)
     let values = Values(size: size, seed: UInt64(index + 1))
     FileHandle.standardOutput.write(Data("ready\n".utf8))
-    guard readLine() == "go" else { throw BenchFailure("writer \(index): no 'go' on stdin") }
+    guard readLine() == "go" else { throw ToolFailure("writer \(index): no 'go' on stdin") }
     var latencies: [UInt64] = []
     var errors = 0
     var firstError: String?

@@ -8,6 +8,7 @@
 import FileKit
 import Foundation
 import ItemCache
+import ToolSupport
 
 let usage = """
     usage: cache-bench MEASURE --folder DIR [options]
@@ -32,7 +33,7 @@ guard arguments.count >= 2, !["-h", "--help"].contains(arguments[1]) else {
 }
 
 do {
-    let options = try Options(arguments.dropFirst(2))
+    let options = try ToolOptions(arguments.dropFirst(2), tool: "cache-bench")
     switch arguments[1] {
     case "get": try measureGet(options)
     case "set": try measureSet(options)
@@ -44,7 +45,7 @@ do {
     case "inline": try measureInline(options)
     case "loader": try await measureLoader(options)
     case "scenario": try await runScenario(options)
-    default: throw BenchFailure("unknown measure '\(arguments[1])'\n\(usage)")
+    default: throw ToolFailure("unknown measure '\(arguments[1])'\n\(usage)")
     }
 } catch {
     FileHandle.standardError.write(Data("cache-bench \(arguments[1]): \(error)\n".utf8))
@@ -78,14 +79,14 @@ func timedGets(_ store: ItemStore, keys: [CacheKey], size: Int, ops: Int, seed: 
         let found = try store.cachedItem(for: keys[index])
         let elapsed = nowNanoseconds() - start
         guard let found, found.source == .disk, found.item.data.count == size else {
-            throw BenchFailure("get of \(keys[index]) returned \(found.map { "\($0.item.data.count) bytes from \($0.source)" } ?? "nothing"); expected \(size) bytes from disk")
+            throw ToolFailure("get of \(keys[index]) returned \(found.map { "\($0.item.data.count) bytes from \($0.source)" } ?? "nothing"); expected \(size) bytes from disk")
         }
         latencies.append(elapsed)
     }
     return latencies
 }
 
-func measureGet(_ options: Options) throws {
+func measureGet(_ options: ToolOptions) throws {
     let size = try options.int("size", 4096), count = try options.int("count", 2000), ops = try options.int("ops", 5000)
     let seed = UInt64(try options.int("seed", 1))
     let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
@@ -97,7 +98,7 @@ func measureGet(_ options: Options) throws {
     emit(["measure": "get", "size": size, "count": count].merging(latencyFields(latencies)) { $1 })
 }
 
-func measureSet(_ options: Options) throws {
+func measureSet(_ options: ToolOptions) throws {
     let size = try options.int("size", 4096), count = try options.int("count", 2000)
     let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
                                                           inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
@@ -106,7 +107,7 @@ func measureSet(_ options: Options) throws {
     emit(["measure": "set", "size": size, "count": count].merging(latencyFields(latencies)) { $1 })
 }
 
-func measureSetAsync(_ options: Options) async throws {
+func measureSetAsync(_ options: ToolOptions) async throws {
     let size = try options.int("size", 4096), count = try options.int("count", 2000)
     let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
                                                           inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
@@ -125,7 +126,7 @@ func measureSetAsync(_ options: Options) async throws {
 
 /// Group writes: the wall time from the first store to the end of `close()`, which writes the
 /// last group, so every item is on disk when the clock stops.
-func measureGroup(_ options: Options) async throws {
+func measureGroup(_ options: ToolOptions) async throws {
     let size = try options.int("size", 4096), count = try options.int("count", 2000), maxItems = try options.int("max-items", 100)
     var config = try configuration(folder: options.string("folder"), inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false)
     config.groupWrites = GroupWritePolicy(maxItems: maxItems, maxDelay: .seconds(1))
@@ -140,7 +141,7 @@ func measureGroup(_ options: Options) async throws {
     try await store.close()
     let elapsed = nowNanoseconds() - start
     let stored = try store.statistics().count
-    guard stored == count else { throw BenchFailure("group writes left \(stored) items on disk; expected \(count)") }
+    guard stored == count else { throw ToolFailure("group writes left \(stored) items on disk; expected \(count)") }
     emit(["measure": "group", "size": size, "count": count, "max_items": maxItems, "total_ns": elapsed,
           "items_per_s": Double(count) / (Double(elapsed) / 1e9)])
 }
@@ -150,7 +151,7 @@ func measureGroup(_ options: Options) async throws {
 /// Memory-tier hits. A clock pair (about 20 ns) would be a visible part of a sub-µs hit, so the
 /// main figure times batches of `batch` hits and divides; single-hit samples and the cost of an
 /// empty clock pair are printed too.
-func measureMemoryHit(_ options: Options) throws {
+func measureMemoryHit(_ options: ToolOptions) throws {
     let count = try options.int("count", 1000), batches = try options.int("batches", 2000), batch = try options.int("batch", 100)
     let store = try ItemStore(configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: true))
     let keys = try itemKeys("mem", count: count)
@@ -179,7 +180,7 @@ func measureMemoryHit(_ options: Options) throws {
         clockPair.append(nowNanoseconds() - start)
     }
     let expected = min(10_000, order.count) + order.count + order.count / 10
-    guard hits == expected else { throw BenchFailure("\(expected - hits) memory gets missed; the memory tier should hold all \(count) items") }
+    guard hits == expected else { throw ToolFailure("\(expected - hits) memory gets missed; the memory tier should hold all \(count) items") }
     try store.closeNow()
     let singleFields = latencyFields(single), clockFields = latencyFields(clockPair)
     emit(["measure": "memhit", "count": count, "batch": batch].merging(latencyFields(perHit)) { $1 }
@@ -191,7 +192,7 @@ func measureMemoryHit(_ options: Options) throws {
 
 /// For one inline threshold: sets then random gets of `count` items of each size, in one folder,
 /// memory tier off.
-func measureInline(_ options: Options) throws {
+func measureInline(_ options: ToolOptions) throws {
     let threshold = try options.int("inline", 16 << 10)
     let sizes = try options.ints("sizes", [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10])
     let count = try options.int("count", 200), ops = try options.int("ops", 500), seed = UInt64(try options.int("seed", 1))

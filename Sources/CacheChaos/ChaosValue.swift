@@ -1,5 +1,6 @@
 import FileKit
 import Foundation
+import ToolSupport
 
 /// A value that proves itself whole: one header line naming its key, its generation, its
 /// payload's length and SHA-256, then the payload. A torn, short, zeroed or foreign value
@@ -18,7 +19,7 @@ struct ChaosValue: Equatable {
         var count = max(0, size - fixed - 1)
         count = max(0, size - fixed - String(count).count)
         var payload = Data(count: count)
-        var random = SplitMix(seed: name.utf8.reduce(generation) { ($0 ^ UInt64($1)) &* 0x100_0000_01B3 })
+        var random = SplitMix64(seed: name.utf8.reduce(generation) { ($0 ^ UInt64($1)) &* 0x100_0000_01B3 })
         payload.withUnsafeMutableBytes { raw in
             guard let base = raw.baseAddress else { return }
             for offset in stride(from: 0, to: count - 7, by: 8) {
@@ -34,20 +35,20 @@ struct ChaosValue: Equatable {
     }
 
     /// The value `data` holds, or why it is not a whole value.
-    static func check(_ data: Data) -> Result<ChaosValue, ChaosFailure> {
+    static func check(_ data: Data) -> Result<ChaosValue, ToolFailure> {
         guard let newline = data.prefix(512).firstIndex(of: UInt8(ascii: "\n")) else {
-            return .failure(ChaosFailure("no header line in \(data.count) bytes (starts \(data.prefix(16).map { String($0, radix: 16) }.joined(separator: " ")))"))
+            return .failure(ToolFailure("no header line in \(data.count) bytes (starts \(data.prefix(16).map { String($0, radix: 16) }.joined(separator: " ")))"))
         }
         let fields = String(decoding: data[data.startIndex..<newline], as: UTF8.self).split(separator: " ")
         guard fields.count == 5, fields[0] == "cache-chaos", let generation = UInt64(fields[2]), let count = Int(fields[3]) else {
-            return .failure(ChaosFailure("not a cache-chaos header: \(fields.prefix(5).joined(separator: " "))"))
+            return .failure(ToolFailure("not a cache-chaos header: \(fields.prefix(5).joined(separator: " "))"))
         }
         let payload = data[(newline + 1)...]
         guard payload.count == count else {
-            return .failure(ChaosFailure("\(fields[1]) generation \(generation): \(payload.count) payload bytes, the header says \(count)"))
+            return .failure(ToolFailure("\(fields[1]) generation \(generation): \(payload.count) payload bytes, the header says \(count)"))
         }
         guard FileDigest.sha256(payload) == fields[4] else {
-            return .failure(ChaosFailure("\(fields[1]) generation \(generation): the payload's SHA-256 is not the header's"))
+            return .failure(ToolFailure("\(fields[1]) generation \(generation): the payload's SHA-256 is not the header's"))
         }
         return .success(ChaosValue(name: String(fields[1]), generation: generation))
     }
@@ -62,7 +63,7 @@ enum SizeMix: String {
     /// File values only, 512 KiB to 1 MiB: slow group writes.
     case large
 
-    func next(_ random: inout SplitMix) -> Int {
+    func next(_ random: inout SplitMix64) -> Int {
         let roll = random.next() % 100
         switch self {
         case .small: return 64 + Int(random.next() % 8_128)
@@ -74,23 +75,4 @@ enum SizeMix: String {
             return (256 << 10) + Int(random.next() % (768 << 10))
         }
     }
-}
-
-/// A small seeded generator, so a seed replays the same sequence of keys, sizes and actions.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
-/// A check that failed, or bad arguments: the words say which value or option and why.
-struct ChaosFailure: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
 }

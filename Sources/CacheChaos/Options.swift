@@ -1,4 +1,5 @@
 import Foundation
+import ToolSupport
 
 /// Writes one line to stdout with a single `write(2)`, unbuffered: a parent reading the file
 /// after a SIGKILL sees every step that finished.
@@ -15,38 +16,9 @@ func emit(_ line: String) {
     }
 }
 
-/// `--name value` options after the mode.
-struct Options {
-    private var values: [String: String] = [:]
-
-    init(_ arguments: ArraySlice<String>) throws {
-        var rest = arguments
-        while let name = rest.popFirst() {
-            guard name.hasPrefix("--"), let value = rest.popFirst() else {
-                throw ChaosFailure("expected --name value pairs, got '\(name)'; see cache-chaos --help")
-            }
-            values[String(name.dropFirst(2))] = value
-        }
-    }
-
-    func string(_ name: String, _ fallback: String? = nil) throws -> String {
-        if let value = values[name] ?? fallback { return value }
-        throw ChaosFailure("--\(name) is required")
-    }
-
-    func int(_ name: String, _ fallback: Int) throws -> Int {
-        guard let text = values[name] else { return fallback }
-        guard let value = Int(text) else { throw ChaosFailure("--\(name) '\(text)' is not a whole number") }
-        return value
-    }
-
-    func double(_ name: String, _ fallback: Double) throws -> Double {
-        guard let text = values[name] else { return fallback }
-        guard let value = Double(text) else { throw ChaosFailure("--\(name) '\(text)' is not a number") }
-        return value
-    }
-
+extension ToolOptions {
+    /// `--limit BYTES`: the folder's disk limit to set, or nil to keep the folder's.
     func limit() throws -> Int64? {
-        values["limit"] == nil ? nil : Int64(try int("limit", 0))
+        has("limit") ? Int64(try int("limit", 0)) : nil
     }
 }

@@ -1,14 +1,15 @@
 import Foundation
 import ItemCache
+import ToolSupport
 
 /// `reader`: reads random keys of every writer, through the synchronous and the async path, a
 /// small memory tier so most reads go to disk, and checks each value it gets. Every 250 reads it
 /// reports its counts and writes its recorded reads (a write transaction of its own).
-func runReader(_ options: Options) async throws {
+func runReader(_ options: ToolOptions) async throws {
     let writers = max(1, try options.int("writers", 1))
     let keys = max(1, try options.int("keys", 300))
     let count = try options.int("count", 0)
-    var random = SplitMix(seed: UInt64(try options.int("seed", 1)) &* 0x2_0000_0003)
+    var random = SplitMix64(seed: UInt64(try options.int("seed", 1)) &* 0x2_0000_0003)
     var configuration = CacheConfiguration(folder: try options.string("cache"))
     configuration.memory = MemoryLimits(totalBytes: 1 << 20)
     let store = try ItemStore(configuration: configuration)

@@ -2,6 +2,7 @@ import FileKit
 import Foundation
 import GRDB
 import ItemCache
+import ToolSupport
 
 /// What `verify` found; printed as JSON.
 struct VerifyReport: Encodable {
@@ -32,7 +33,7 @@ struct VerifyReport: Encodable {
 /// key, each row's file present with the row's size, each file named by a row, the totals
 /// right and within the limit, SQLite's integrity check, and what the writers' stdout
 /// (`--expect`) says must have survived. Returns the exit status.
-func runVerify(_ options: Options) throws -> Int32 {
+func runVerify(_ options: ToolOptions) throws -> Int32 {
     let folder = try options.string("cache")
     var configuration = CacheConfiguration(folder: folder)
     configuration.diskLimit = try options.limit()

@@ -1,5 +1,6 @@
 import Foundation
 import ItemCache
+import ToolSupport
 
 /// What one writer process does, the same for each of its tasks.
 struct WriterPlan: Sendable {
@@ -14,14 +15,14 @@ struct WriterPlan: Sendable {
     var updatePercent: UInt64
     var count: Int
 
-    init(_ options: Options) throws {
+    init(_ options: ToolOptions) throws {
         id = try options.int("id", 0)
         seed = UInt64(try options.int("seed", 1))
         epoch = UInt64(try options.int("epoch", 0))
         tasks = max(1, try options.int("tasks", 1))
         keys = max(tasks, try options.int("keys", 300))
         guard let sizes = SizeMix(rawValue: try options.string("sizes", "mixed")) else {
-            throw ChaosFailure("--sizes must be mixed, small or large")
+            throw ToolFailure("--sizes must be mixed, small or large")
         }
         self.sizes = sizes
         groupItems = try options.int("group-items", 0)
@@ -29,14 +30,14 @@ struct WriterPlan: Sendable {
         updatePercent = UInt64(try options.int("update-percent", 5))
         count = try options.int("count", 0)
         // The group is the process's; its lines only add up with one task filling it.
-        guard groupItems == 0 || tasks == 1 else { throw ChaosFailure("--group-items needs --tasks 1") }
+        guard groupItems == 0 || tasks == 1 else { throw ToolFailure("--group-items needs --tasks 1") }
     }
 }
 
 /// `writer`: stores, updates and removes self-verifying values, each task on its own share of
 /// the keys (so each key's lines are in the order its writes reached the disk), and says on
 /// stdout what is durable.
-func runWriter(_ options: Options) async throws {
+func runWriter(_ options: ToolOptions) async throws {
     let plan = try WriterPlan(options)
     var configuration = CacheConfiguration(folder: try options.string("cache"))
     configuration.diskLimit = try options.limit()
@@ -58,7 +59,7 @@ func runWriter(_ options: Options) async throws {
 }
 
 private func writerTask(_ store: ItemStore, _ plan: WriterPlan, task: Int) async throws {
-    var random = SplitMix(seed: plan.seed &* 0x1_0000_0001 ^ plan.epoch << 20 ^ UInt64(plan.id << 8 | task))
+    var random = SplitMix64(seed: plan.seed &* 0x1_0000_0001 ^ plan.epoch << 20 ^ UInt64(plan.id << 8 | task))
     var generation = plan.epoch << 32
     var pending = Set<String>()
     var step = 0

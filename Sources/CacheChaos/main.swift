@@ -7,6 +7,7 @@
 //   cache-chaos verify --cache DIR [options]   opens (reconciles) and checks the folder; JSON out
 import Foundation
 import ItemCache
+import ToolSupport
 
 let usage = """
     usage: cache-chaos MODE --cache DIR [--name value ...]
@@ -32,12 +33,12 @@ guard arguments.count >= 2, !["-h", "--help"].contains(arguments[1]) else {
 }
 
 do {
-    let options = try Options(arguments.dropFirst(2))
+    let options = try ToolOptions(arguments.dropFirst(2), tool: "cache-chaos")
     switch arguments[1] {
     case "writer": try await runWriter(options)
     case "reader": try await runReader(options)
     case "verify": exit(try runVerify(options))
-    default: throw ChaosFailure("unknown mode '\(arguments[1])'\n\(usage)")
+    default: throw ToolFailure("unknown mode '\(arguments[1])'\n\(usage)")
     }
 } catch {
     FileHandle.standardError.write(Data("cache-chaos \(arguments[1]): \(error)\n".utf8))

@@ -1,4 +1,5 @@
 import Foundation
+import ToolSupport
 
 /// A misbehaviour the server performs instead of, or while, serving a file.
 ///
@@ -75,21 +76,12 @@ struct RandomFaults: Sendable {
     var rate: Double
     var faults: [Fault]
     var matches: @Sendable (String) -> Bool
-    /// SplitMix64 state.
-    var state: UInt64
+    var random: SplitMix64
 
     mutating func draw(for path: String) -> Fault? {
         guard !faults.isEmpty, matches(path) else { return nil }
-        let roll = Double(next() >> 11) / Double(1 << 53)
+        let roll = Double(random.next() >> 11) / Double(1 << 53)
         guard roll < rate else { return nil }
-        return faults[Int(next() % UInt64(faults.count))]
-    }
-
-    private mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
+        return faults[Int(random.next() % UInt64(faults.count))]
     }
 }

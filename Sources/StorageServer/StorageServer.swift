@@ -1,6 +1,7 @@
 import Foundation
 import PercentDecoding
 import Synchronization
+import ToolSupport
 
 /// A loopback HTTP server that serves a folder the way GitHub raw or nginx serve static content,
 /// with a request log and injectable faults for tests.
@@ -139,7 +140,7 @@ public final class StorageServer: Sendable {
     /// `matches` runs under the server's lock: it must be quick and must not call the server.
     public func injectRandomFaults(rate: Double, seed: UInt64, from faults: [Fault],
                                   where matches: @escaping @Sendable (String) -> Bool = { _ in true }) {
-        state.setRandomFaults(RandomFaults(rate: min(max(rate, 0), 1), faults: faults, matches: matches, state: seed))
+        state.setRandomFaults(RandomFaults(rate: min(max(rate, 0), 1), faults: faults, matches: matches, random: SplitMix64(seed: seed)))
     }
 
     /// Removes every fault rule and releases responses currently stalled by ``Fault/stall``.

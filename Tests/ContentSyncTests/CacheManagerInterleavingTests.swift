@@ -2,6 +2,7 @@
 import Foundation
 import Synchronization
 import Testing
+import ToolSupport
 
 /// Random sequences of the manager's public calls, made from several tasks at once against a
 /// scripted transport that answers after seeded random pauses. Each seed is one test case, so

@@ -2,6 +2,7 @@
 import Foundation
 @testable import StorageFormat
 import Testing
+import ToolSupport
 
 /// The manager's decisions, driven without any I/O: the tasks are empty ones the test creates.
 @Suite("The manager's controls do the right thing from every state", .timeLimit(.minutes(1)))

@@ -4,6 +4,7 @@ import Foundation
 @testable import FileKit
 @testable import StorageFormat
 import Testing
+import ToolSupport
 
 /// The chain resolver's decisions, driven without I/O (protocol.md §2.1).
 @Suite("Only the change lists the chain needs are fetched", .timeLimit(.minutes(1)))

@@ -5,6 +5,7 @@ import Foundation
 @testable import FileKit
 @testable import StorageFormat
 import Testing
+import ToolSupport
 
 @Suite("The change differ publishes the smallest list that replays to the new tree", .timeLimit(.minutes(2)))
 struct ChangeDifferTests {

@@ -5,6 +5,7 @@ import Foundation
 @testable import StorageFormat
 import StorageServer
 import Testing
+import ToolSupport
 
 /// Regressions found by the crash loop (`scripts/chaos/crash_loop.py`).
 extension FailureAndResumeTests {

@@ -6,6 +6,7 @@ import Foundation
 import StorageServer
 import Testing
 import Transport
+import ToolSupport
 
 /// The chaos suite's fault part. `make test` runs 10 runs; `make chaos` runs 100 (`CHAOS_RUNS`).
 @Suite("Under a 20% fault rate every sync converges to the byte-identical tree", .timeLimit(.minutes(30)))

@@ -5,6 +5,7 @@ import Foundation
 @testable import StorageFormat
 import StorageServer
 import Testing
+import ToolSupport
 
 /// Random content folders and random edits of them, within the protocol's naming rule (files
 /// have an extension, folders have none).

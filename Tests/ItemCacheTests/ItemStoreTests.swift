@@ -3,6 +3,7 @@ import FileKit
 import Foundation
 import GRDB
 import Testing
+import ToolSupport
 
 /// A fresh cache folder under the system's temporary folder, removed by the caller.
 func temporaryCacheFolder(_ name: String = #function) -> String {
@@ -218,7 +219,7 @@ struct ItemStoreTests {
     func sizeLimitProperty(seed: UInt64) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        var random = SplitMix(seed: seed)
+        var random = SplitMix64(seed: seed)
         let limit: Int64 = 20_000
         var store = try Self.open(folder, limit: limit)
         var pinnedBytes: Int64 = 0
@@ -233,7 +234,7 @@ struct ItemStoreTests {
                     try await store.store(Self.bytes(size, UInt8(step % 256)), for: Self.key(name), options: StoreOptions(expiry: expiry, pinned: pin))
                 } catch {
                     // Only when pinned items leave no room.
-                    #expect((error as? ItemCacheError)?.code == .tooLarge, "step \(step): \(error)")
+                    #expect(error.code == .tooLarge, "step \(step): \(error)")
                 }
             case 6, 7:
                 _ = try store.cachedItem(for: Self.key(name))
@@ -251,18 +252,5 @@ struct ItemStoreTests {
             #expect(statistics.bytes == sum, "step \(step)")
             #expect(Self.files(folder) == (try Self.indexedFiles(store)), "step \(step)")
         }
-    }
-}
-
-/// A small seeded generator for reproducible random tests.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

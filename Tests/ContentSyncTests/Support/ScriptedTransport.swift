@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Transport
+import ToolSupport
 
 /// An app-side ``Transport`` that serves a storage folder (an ExampleStorage snapshot) straight
 /// from disk, with no sockets: fast enough to run thousands of updates in a test.

@@ -2,6 +2,7 @@ import Foundation
 import StorageServer
 import Synchronization
 import Transport
+import ToolSupport
 
 /// A fresh temporary folder holding `root/` (served by the test server) and `out/` (where
 /// downloads land), removed afterwards.
@@ -69,23 +70,9 @@ func randomBytes(_ count: Int) -> Data {
     // per 8 bytes, and megabytes of those on the two cooperative threads starve the loopback
     // servers of every test running beside.
     var system = SystemRandomNumberGenerator()
-    var state = system.next()
+    var random = SplitMix64(seed: system.next())
     var data = Data(count: count)
-    data.withUnsafeMutableBytes { buffer in
-        var index = 0
-        while index < buffer.count {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var word = state
-            word = (word ^ (word >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            word = (word ^ (word >> 27)) &* 0x94D0_49BB_1331_11EB
-            word ^= word >> 31
-            for _ in 0..<Swift.min(8, buffer.count - index) {
-                buffer[index] = UInt8(truncatingIfNeeded: word)
-                word >>= 8
-                index += 1
-            }
-        }
-    }
+    data.withUnsafeMutableBytes { random.fill($0) }
     return data
 }
 
