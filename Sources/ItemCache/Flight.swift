@@ -106,3 +106,39 @@ final class Flight<Value: Sendable>: Sendable {
         state.withLock { $0.stored = true }
     }
 }
+
+/// The flights under way, by key: a caller claims the running one or a new one, and a started
+/// flight leaves the table when its body ends, so the next miss starts afresh. The loader's
+/// fetches and the providers' loads each keep one.
+final class FlightTable<Value: Sendable>: Sendable {
+    private let flights = Mutex<[String: Flight<Value>]>([:])
+
+    /// The flight of `key` under way, if any.
+    func running(_ key: String) -> Flight<Value>? {
+        flights.withLock { $0[key] }
+    }
+
+    /// The flight of `key` under way, or a new one (not started yet: `isNew`, and the caller
+    /// starts it with ``start(_:for:_:finished:)``).
+    func claim(_ key: String, keepAlive: Bool = false) -> (flight: Flight<Value>, isNew: Bool) {
+        flights.withLock { flights in
+            if let running = flights[key] { return (running, false) }
+            let flight = Flight<Value>(keepAlive: keepAlive)
+            flights[key] = flight
+            return (flight, true)
+        }
+    }
+
+    /// Starts a flight `claim` made, running `body`; it leaves the table when `body` ends.
+    func start(_ flight: Flight<Value>, for key: String, _ body: @escaping @Sendable () async throws -> Value,
+               finished: @escaping @Sendable (Bool) -> Void = { _ in }) {
+        flight.start({ [self] in
+            defer {
+                flights.withLock { flights in
+                    if flights[key] === flight { flights.removeValue(forKey: key) }
+                }
+            }
+            return try await body()
+        }, finished: finished)
+    }
+}

@@ -81,7 +81,7 @@ public final class ItemLoader: Sendable {
     /// The settings it runs with.
     public let configuration: CacheConfiguration
     private let fetchers: Mutex<[String: any ItemFetching]>
-    private let flights = Mutex<[String: Flight<LoadedItem>]>([:])
+    private let flights = FlightTable<LoadedItem>()
     private let observers = Mutex<[String: [Int: AsyncStream<ItemState>.Continuation]]>([:])
     private let observerIDs = Atomic<Int>(0)
     private let limiter: FetchLimiter
@@ -189,23 +189,12 @@ public final class ItemLoader: Sendable {
 
     /// The running fetch of `key`, or a new one.
     private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool) -> Flight<LoadedItem> {
-        let (flight, isNew) = flights.withLock { flights -> (Flight<LoadedItem>, Bool) in
-            if let running = flights[key.rawValue] { return (running, false) }
-            let flight = Flight<LoadedItem>(keepAlive: background)
-            flights[key.rawValue] = flight
-            return (flight, true)
-        }
+        let (flight, isNew) = flights.claim(key.rawValue, keepAlive: background)
         if let progress = options.progress { flight.addProgressHandler(progress) }
         guard isNew else { return flight }
         notify(key, .inProgress(TransferProgress(received: 0, expected: nil)))
-        flight.start { [self] in
-            defer {
-                flights.withLock { flights in
-                    if flights[key.rawValue] === flight { flights.removeValue(forKey: key.rawValue) }
-                }
-            }
-            let result = try await fetch(key, url: url, stale: stale, options: options, flight: flight)
-            return result
+        flights.start(flight, for: key.rawValue) { [self] in
+            try await fetch(key, url: url, stale: stale, options: options, flight: flight)
         } finished: { [self] stored in
             notify(key, stored ? .found : ((try? store.cachedItem(for: key)) != nil ? .found : .notFound))
         }
@@ -323,7 +312,7 @@ public final class ItemLoader: Sendable {
 
     /// The item's state now: being fetched, stored, or neither.
     public func state(for key: CacheKey) -> ItemState {
-        if let flight = flights.withLock({ $0[key.rawValue] }) { return .inProgress(flight.progress) }
+        if let flight = flights.running(key.rawValue) { return .inProgress(flight.progress) }
         return (try? store.cachedItem(for: key)) != nil ? .found : .notFound
     }
 

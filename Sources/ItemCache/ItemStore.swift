@@ -60,7 +60,7 @@ public final class ItemStore: ItemCaching {
     /// What opening found: orphan files and rows removed.
     public let openingRepairs: (orphanFiles: Int, orphanRows: Int)
     /// Providers' running loads, so concurrent gets of one record load it once.
-    let providerLoads = ProviderLoads()
+    let providerLoads = FlightTable<CachedItem>()
     /// Empties the memory tier under the cgroup's memory pressure; nil when turned off.
     private let pressureMonitor: MemoryPressureMonitor?
 

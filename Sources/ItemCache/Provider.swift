@@ -59,7 +59,7 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
         }
         do {
             let item = try await load(cacheKey, key: key, loader: loader)
-            return ProviderResult(value: try decode(item), source: .network, info: item.info)
+            return ProviderResult(value: try item.decode(Value.self), source: .network, info: item.info)
         } catch is CancellationError {
             throw CancellationError()
         } catch {
@@ -82,29 +82,30 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
 
     /// Runs the loader once for all concurrent gets of one record, and stores its value.
     private func load(_ cacheKey: CacheKey, key: ProviderKey, loader: @escaping @Sendable () async throws -> Value) async throws -> CachedItem {
-        let flight = store.providerLoads.flight(for: cacheKey) { [self] in
-            let value = try await loader()
-            let data: Data
-            do {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = .sortedKeys
-                data = try encoder.encode(value)
-            } catch {
-                throw ItemCacheError(code: .decoding, message: "provider \(name): the loader's \(Value.self) cannot be encoded as JSON: \(error)",
-                                     key: cacheKey, underlying: error)
-            }
+        let (flight, isNew) = store.providerLoads.claim(cacheKey.rawValue)
+        guard isNew else { return try await flight.wait() }
+        store.providerLoads.start(flight, for: cacheKey.rawValue) { [self] in
+            let data = try Self.json(try await loader(), provider: name, key: cacheKey)
             return try await store.store(data, for: cacheKey, options: options(for: key))
         }
         return try await flight.wait()
     }
 
+    /// `value` as the JSON a record holds (keys sorted, so equal values store equal bytes).
+    private static func json(_ value: some Encodable, provider: String, key: CacheKey) throws(ItemCacheError) -> Data {
+        do {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            return try encoder.encode(value)
+        } catch {
+            throw ItemCacheError(code: .decoding, message: "provider \(provider): \(type(of: value)) for \(key.rawValue) cannot be encoded as JSON: \(error)",
+                                 key: key, underlying: error)
+        }
+    }
+
     /// How a record of `key` is stored.
     private func options(for key: ProviderKey) -> StoreOptions {
         StoreOptions(expiry: lifetime, groups: key.groups(provider: name), contentType: "application/json")
-    }
-
-    private func decode(_ item: CachedItem) throws(ItemCacheError) -> Value {
-        try item.decode(Value.self)
     }
 
     /// The stored value, or nil when it no longer decodes (the type changed since it was
@@ -146,14 +147,7 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
         let stored = try await store.update(cacheKey, options: options(for: key)) { current throws(ItemCacheError) -> Data? in
             var list = try current.map { item throws(ItemCacheError) in try item.decode([Element].self) } ?? []
             try action.apply(&list, provider: providerName, key: cacheKey)
-            do {
-                let encoder = JSONEncoder()
-                encoder.outputFormatting = .sortedKeys
-                return try encoder.encode(list)
-            } catch {
-                throw ItemCacheError(code: .decoding, message: "provider \(providerName): the list of \(cacheKey.rawValue) cannot be encoded as JSON: \(error)",
-                                     key: cacheKey, underlying: error)
-            }
+            return try Self.json(list, provider: providerName, key: cacheKey)
         }
         return try stored?.decode([Element].self) ?? []
     }
@@ -340,30 +334,5 @@ public struct ListAction<Element: Sendable>: Sendable {
             for index in list.indices where predicate(list[index]) { list[index] = transform(list[index]) }
             return nil
         }
-    }
-}
-
-/// The providers' running loads of one store, by key: concurrent gets of a record share one.
-final class ProviderLoads: Sendable {
-    private let flights = Mutex<[String: Flight<CachedItem>]>([:])
-
-    /// The running load of `key`, or a new one running `body`.
-    func flight(for key: CacheKey, _ body: @escaping @Sendable () async throws -> CachedItem) -> Flight<CachedItem> {
-        let (flight, isNew) = flights.withLock { flights -> (Flight<CachedItem>, Bool) in
-            if let running = flights[key.rawValue] { return (running, false) }
-            let flight = Flight<CachedItem>(keepAlive: false)
-            flights[key.rawValue] = flight
-            return (flight, true)
-        }
-        guard isNew else { return flight }
-        flight.start({ [self] in
-            defer {
-                flights.withLock { flights in
-                    if flights[key.rawValue] === flight { flights.removeValue(forKey: key.rawValue) }
-                }
-            }
-            return try await body()
-        }, finished: { _ in })
-        return flight
     }
 }
