@@ -28,6 +28,15 @@ enum SyncAgentBinary {
                              stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
+    /// Starts `sync-agent watch` mirroring `server` into `scratch`/content (state in
+    /// `scratch`/state.sqlite), its stderr in `scratch`/watch.log, with `arguments` added.
+    static func watch(_ server: StorageServer, scratch: String, _ arguments: [String] = ["--interval", "60"],
+                      environment: [String: String] = [:]) throws -> ChildProcess {
+        try ChildProcess(path, ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                                "--state", scratch + "/state.sqlite"] + arguments,
+                         stderr: scratch + "/watch.log", environment: environment)
+    }
+
     /// Starts `sync-agent serve`, returning the process and the URL it printed.
     static func serve(_ folder: String, scratch: String, arguments: [String] = [], stderr: String? = nil) async throws -> (ChildProcess, URL) {
         let out = scratch + "/serve.out"

@@ -33,9 +33,7 @@ struct LogFormatTests {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
                 let log = scratch + "/watch.log"
-                let process = try ChildProcess(SyncAgentBinary.path,
-                                               ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                "--state", scratch + "/state.sqlite", "--interval", "60", "--log-format", "json"], stderr: log)
+                let process = try SyncAgentBinary.watch(server, scratch: scratch, ["--interval", "60", "--log-format", "json"])
                 async let exitStatus = process.exitStatus()
                 var lines: [[String: String]] = []
                 for _ in 0..<200 {

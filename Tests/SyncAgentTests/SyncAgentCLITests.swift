@@ -109,9 +109,7 @@ struct SyncAgentWatchTests {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
                 let log = scratch + "/watch.log"
-                let process = try ChildProcess(SyncAgentBinary.path,
-                                               ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                "--state", scratch + "/state.sqlite", "--interval", "1"], stderr: log)
+                let process = try SyncAgentBinary.watch(server, scratch: scratch, ["--interval", "1"])
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }

@@ -58,11 +58,7 @@ struct SystemdNotifyTests {
                 let name = kind == "path" ? scratch + "/notify.sock" : "@content-sync-test-\(UUID().uuidString.prefix(8))"
                 let systemd = try FakeNotifySocket(name: name)
                 defer { systemd.close() }
-                let process = try ChildProcess(SyncAgentBinary.path,
-                                               ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                "--state", scratch + "/state.sqlite", "--interval", "60"],
-                                               stderr: scratch + "/watch.log",
-                                               environment: ["NOTIFY_SOCKET": name, "WATCHDOG_USEC": "200000"])
+                let process = try SyncAgentBinary.watch(server, scratch: scratch, environment: ["NOTIFY_SOCKET": name, "WATCHDOG_USEC": "200000"])
                 async let exitStatus = process.exitStatus()
                 var waited = 0
                 while !systemd.messages.contains("READY=1"), waited < 300 {

@@ -85,9 +85,7 @@ struct WatchHangupTests {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
                 let log = scratch + "/watch.log"
-                let process = try ChildProcess(SyncAgentBinary.path,
-                                               ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                "--state", scratch + "/state.sqlite", "--interval", "60"], stderr: log)
+                let process = try SyncAgentBinary.watch(server, scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 let text = { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
                 for _ in 0..<200 where !text().contains("1.2") { try await Task.sleep(for: .milliseconds(50)) }
