@@ -1,5 +1,4 @@
 import Foundation
-import Glibc
 import Logging
 
 /// How the agent's log lines look on stderr.
@@ -34,10 +33,9 @@ struct AgentLogHandler: LogHandler {
     func log(event: LogEvent) {
         let merged = metadata.merging(event.metadata ?? [:]) { _, event in event }
         let line = Self.line(format: format, level: event.level, message: "\(event.message)", metadata: merged, date: Date())
-        // write(2), one call a line, errors ignored: FileHandle traps when stderr is a closed
-        // pipe (EPIPE), and a log line must never stop the agent.
-        let bytes = Array((line + "\n").utf8)
-        _ = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+        // Not FileHandle, which traps when stderr is a closed pipe: a log line must never stop
+        // the agent.
+        Console.standardError(line + "\n")
     }
 
     /// The syslog priority of a level (`sd-daemon(3)`): debug 7, info 6, notice 5, warning 4,

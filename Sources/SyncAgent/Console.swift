@@ -33,7 +33,9 @@ enum Console {
         write(text, to: STDOUT_FILENO)
     }
 
-    private static func write(_ text: String, to descriptor: Int32) {
+    /// Writes all of `text` to `descriptor`, retrying after signals; a closed pipe or any other
+    /// failure drops it (there is nobody left to tell).
+    static func write(_ text: String, to descriptor: Int32) {
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
             let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }

@@ -43,8 +43,7 @@ struct ServeCommand: AsyncParsableCommand {
             // The server keeps no request log of its own: a serve that runs for days must not grow.
             // The closure holds the handle, which closes its descriptor when released.
             server.observeRequests(keepingLog: false) { record in
-                let line = Array((Self.accessLogLine(record, at: Date()) + "\n").utf8)
-                _ = line.withUnsafeBytes { write(sink.fileDescriptor, $0.baseAddress, $0.count) }
+                Console.write(Self.accessLogLine(record, at: Date()) + "\n", to: sink.fileDescriptor)
             }
         } else {
             server.observeRequests(keepingLog: false) { _ in }
@@ -70,13 +69,16 @@ struct ServeCommand: AsyncParsableCommand {
     /// the common log format (the server listens on loopback only), plus the two headers that
     /// say whether a client revalidated or resumed.
     static func accessLogLine(_ record: RequestRecord, at date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "dd/MMM/yyyy:HH:mm:ss Z"
+        // strftime, not a DateFormatter per request: this runs for every request served.
+        var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
+        var parts = tm()
+        gmtime_r(&seconds, &parts)
+        var buffer = [CChar](repeating: 0, count: 32)
+        let length = strftime(&buffer, buffer.count, "%d/%b/%Y:%H:%M:%S +0000", &parts)
+        let stamp = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let quoted = { (value: String?) in "\"" + (value ?? "-").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
         let path = record.path.unicodeScalars.map { $0.value < 0x21 || $0.value == 0x7F ? String(format: "%%%02X", $0.value) : String($0) }.joined()
-        return "127.0.0.1 - - [\(formatter.string(from: date))] \"\(record.method) \(path) HTTP/1.1\" \(record.status) \(record.bodyBytes) "
+        return "127.0.0.1 - - [\(stamp)] \"\(record.method) \(path) HTTP/1.1\" \(record.status) \(record.bodyBytes) "
             + "\(quoted(record.header("referer"))) \(quoted(record.header("user-agent"))) inm=\(quoted(record.ifNoneMatch)) range=\(quoted(record.range))"
     }
 }
