@@ -25,6 +25,9 @@ let package = Package(
         .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         .package(url: "https://github.com/apple/swift-crypto", "3.0.0"..<"5.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
+        // The daemon's config file (YAML: every node keeps its line, so errors name it) and its /metrics.
+        .package(url: "https://github.com/jpsim/Yams", from: "6.0.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.0.0"),
         // Only `make docs` uses it (swift package generate-documentation); nothing links it.
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.4.0"),
     ],
@@ -78,8 +81,20 @@ let package = Package(
                 dependencies: ["PercentDecoding", "CLinux", "ToolSupport",
                                .product(name: "FlyingFox", package: "FlyingFox"),
                                .product(name: "FlyingSocks", package: "FlyingFox")]),
+        // The daemon's shell around the client: the config file, the per-storage poll loop and its
+        // schedule, hooks, metrics and the health endpoint. `sync-agent watch` and the fleet
+        // simulation run it; it logs at info (it is the agent, not a library).
+        .target(name: "SyncDaemon",
+                dependencies: ["ContentSync", "StorageFormat", "Transport", "FileKit", "StorageServer",
+                               .product(name: "Logging", package: "swift-log"),
+                               .product(name: "Metrics", package: "swift-metrics"),
+                               .product(name: "Prometheus", package: "swift-prometheus"),
+                               .product(name: "FlyingFox", package: "FlyingFox"),
+                               .product(name: "Yams", package: "Yams"),
+                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                               .product(name: "UnixSignals", package: "swift-service-lifecycle")]),
         .executableTarget(name: "SyncAgent",
-                          dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "Transport", "ItemCache",
+                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "Transport", "ItemCache",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -109,7 +124,11 @@ let package = Package(
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
-        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "StorageServer", "CLinux"]),
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncDaemon", "StorageServer", "CLinux"]),
+        .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
+                                                            .product(name: "Logging", package: "swift-log"),
+                                                            .product(name: "Metrics", package: "swift-metrics"),
+                                                            .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "ContentSyncFuzzing", "Transport", "Archive",
                                    "StorageServer", "PercentDecoding", "ToolSupport",

@@ -2,6 +2,7 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
+import SyncDaemon
 import StorageFormat
 
 /// `sync-agent status`: what the state database says, without touching the network.
@@ -62,13 +63,10 @@ struct StatusCommand: AsyncParsableCommand {
 
     /// `90s`, `15m`, `2h`, `1d` as a duration; anything else is a one-line failure (exit 6).
     static func duration(_ text: String) throws -> Duration {
-        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
-        guard let unit = text.last.flatMap({ units[$0] }), text.count > 1,
-              text.dropLast().allSatisfy({ $0.isASCII && $0.isNumber }),
-              let count = Int64(text.dropLast()), count > 0, count <= Int64.max / 86400 else {
-            throw CLIFailure(code: 6, message: "--max-age '\(text)' is not a duration: give a whole number above 0 with s, m, h or d (90s, 15m, 2h, 1d)")
+        guard let duration = DurationText.parse(text) else {
+            throw CLIFailure(code: 6, message: "--max-age '\(text)' is not a duration: give \(DurationText.help)")
         }
-        return .seconds(count * unit)
+        return duration
     }
 
     /// The human-readable status, one fact a line.

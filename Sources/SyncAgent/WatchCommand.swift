@@ -2,6 +2,7 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
+import SyncDaemon
 import StorageFormat
 import Logging
 import ServiceLifecycle

@@ -1,5 +1,6 @@
 import ContentSync
 import Foundation
+import SyncDaemon
 @testable import SyncAgent
 import StorageServer
 import Testing
