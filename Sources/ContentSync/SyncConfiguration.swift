@@ -40,6 +40,17 @@ public struct SyncConfiguration: Sendable {
     /// status is refused, as is a version below the highest ever accepted (rollback), and the
     /// status must carry integrity data so every list and archive is tied to the signature.
     public var trustedSigningKeys: [String] = []
+    /// Asked before every version switch (an update's, and the repair of
+    /// ``CacheManager/verify(repair:)``), once the staged tree is complete and checked and before
+    /// anything is marked or swapped; throwing vetoes the switch. Default none.
+    ///
+    /// A veto fails the update with ``SyncError/Code/vetoed``, the thrown error's text as the
+    /// reason: the content folder and the recorded version stay as they were, the failure is
+    /// recorded like any other, and the next update asks again. The staged tree is kept, as after
+    /// an interruption, so that update resumes it instead of downloading it again (and checks it
+    /// again before asking). Throwing `CancellationError` (the update's task was cancelled while
+    /// it waited) ends the update as ``SyncError/Code/cancelled`` instead.
+    public var beforeSwitch: (@Sendable (PendingSwitch) async throws -> Void)?
     /// Debug- and trace-level messages, dotted metadata keys. Default: a no-op logger.
     public var logger = Logger(label: "content-sync", factory: { _ in SwiftLogNoOpLogHandler() })
 

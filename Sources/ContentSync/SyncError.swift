@@ -12,7 +12,7 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, insufficientSpace
             case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity, signature
-            case busy, decoding
+            case busy, decoding, vetoed
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -58,6 +58,9 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         /// A synced file does not decode as the type asked for, or is not UTF-8 text
         /// (``CacheManager/decode(_:at:using:)``, ``CacheManager/string(at:)``).
         public static let decoding = Code(.decoding)
+        /// ``SyncConfiguration/beforeSwitch`` threw: the switch to the new version was refused
+        /// and the folder stays at its version. The next update asks again.
+        public static let vetoed = Code(.vetoed)
 
         /// The code's name, e.g. `network`: what ``init(name:)`` reads back.
         public var description: String { base.rawValue }

@@ -37,6 +37,8 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .fileSystem, .insufficientSpace, .stateStore: code = 5
         case .configuration, .busy: code = 6
         case .cancelled, .connectionNotAllowed: code = 130
+        // The operator's own pre-switch hook refused the new version: nothing is broken, the folder kept its version.
+        case .vetoed: code = 10
         default: code = 1
         }
         let hint = error.remedy.map(Self.hint(for:)) ?? error.setting.map(Self.hint(for:)) ?? Self.hint(for: error.code)

@@ -1,6 +1,8 @@
 import CLinux
+import ContentSync
 import Foundation
 import StorageServer
+@testable import SyncAgent
 import Testing
 
 /// Every row of the README's exit-code table, against the real binary: each code comes from the
@@ -196,6 +198,14 @@ struct ExitCodeTableTests {
                 expect(check, exits: 9, mentioning: "check failed")
             }
         }
+    }
+
+    /// Only `watch` with a config file's pre-switch hooks meets a veto, and it exits with the
+    /// error once `--max-failures` checks in a row failed; the mapping itself is checked here.
+    @Test func tenWhenAPreSwitchHookVetoes() {
+        let failure = CLIFailure(SyncError(code: .vetoed, message: "the switch to version 1.4 was vetoed: pre-switch hook 'check' exited with status 3"))
+        #expect(failure.code == 10)
+        #expect(failure.message.contains("pre-switch hook 'check'"))
     }
 
     @Test func sixtyFourForACommandLineThatDoesNotParse() async throws {

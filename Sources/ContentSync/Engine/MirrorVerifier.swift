@@ -80,7 +80,9 @@ struct MirrorVerifier: Sendable {
         }
         // Intruders are not linked into the staged copy: the switch leaves them behind with the old tree.
         let fixed = repaired + intruders.count
-        try await switcher.switchTo(local, history: UpdateHistoryEntry(
+        var pending = switcher.pending(.repair, from: local, to: local)
+        pending.filesDownloaded = fixed
+        try await switcher.switchTo(pending, history: UpdateHistoryEntry(
             startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .repair,
             outcome: .succeeded, filesDownloaded: fixed), progress: { _ in })
         return VerifyReport(version: local, differences: differences, repaired: fixed, matches: true)

@@ -46,7 +46,8 @@ struct SyncEngine: Sendable {
         self.stager = stager
         self.restorer = Restorer(configuration: configuration, store: store, staging: staging, downloader: downloader)
         self.switcher = VersionSwitch(contentDirectory: configuration.contentDirectory, store: store, staging: staging,
-                                      fingerprints: downloader.fingerprints, logger: configuration.logger)
+                                      fingerprints: downloader.fingerprints, logger: configuration.logger,
+                                      beforeSwitch: configuration.beforeSwitch)
     }
 
     /// The verifier behind `verify`, sharing this engine's roles.
@@ -201,7 +202,12 @@ struct SyncEngine: Sendable {
             report.repairedFiles = repaired
             report.changeListsApplied = planned.listsApplied
             if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
-            try await switcher.switchTo(plan.to, history: UpdateHistoryEntry(
+            var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
+            pending.bytesDownloaded = staged.bytes
+            pending.filesDownloaded = staged.downloaded
+            pending.filesReused = plan.reused.count
+            pending.changeListsApplied = planned.listsApplied
+            try await switcher.switchTo(pending, history: UpdateHistoryEntry(
                 startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
                 outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
                 progress: progress)
@@ -233,7 +239,10 @@ struct SyncEngine: Sendable {
                                 bytesDownloaded: restored.bytes, filesDownloaded: restored.files)
         report.repairedFiles = repaired
         if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
-        try await switcher.switchTo(status.actualVersion, history: UpdateHistoryEntry(
+        var pending = switcher.pending(.restore, from: local, to: status.actualVersion)
+        pending.bytesDownloaded = restored.bytes
+        pending.filesDownloaded = restored.files
+        try await switcher.switchTo(pending, history: UpdateHistoryEntry(
             startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: .restore,
             outcome: .succeeded, bytesDownloaded: restored.bytes, filesDownloaded: restored.files),
             progress: progress)

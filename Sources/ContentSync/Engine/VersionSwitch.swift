@@ -13,10 +13,33 @@ struct VersionSwitch: Sendable {
     let fingerprints: FingerprintCache
     let logger: Logger
 
-    /// Makes the staged tree current and records the new version in one transaction.
-    func switchTo(_ version: CacheVersion, history: UpdateHistoryEntry,
-                       progress: @Sendable (SyncProgress) -> Void) async throws(SyncError) {
+    /// Asked before every switch; throwing vetoes it (``SyncConfiguration/beforeSwitch``).
+    let beforeSwitch: (@Sendable (PendingSwitch) async throws -> Void)?
+
+    /// A switch of the staged tree to `version`, for ``switchTo(_:history:progress:)``; the caller
+    /// adds the counts it knows.
+    func pending(_ kind: PendingSwitch.Kind, from: CacheVersion?, to version: CacheVersion) -> PendingSwitch {
+        PendingSwitch(kind: kind, fromVersion: from, toVersion: version, contentDirectory: contentDirectory, stagedDirectory: staging.next)
+    }
+
+    /// Asks ``beforeSwitch``, then makes the staged tree current and records the new version in
+    /// one transaction.
+    ///
+    /// A veto comes before anything is marked or swapped, so the folder and its recorded version
+    /// stay as they were. The staged tree and the pending plan are kept, as after an
+    /// interruption: the next update of the same version resumes them (without downloading again),
+    /// checks the tree again and asks again; an update to another version starts afresh.
+    func switchTo(_ pending: PendingSwitch, history: UpdateHistoryEntry,
+                  progress: @Sendable (SyncProgress) -> Void) async throws(SyncError) {
+        let version = pending.toVersion
         progress(SyncProgress(phase: .switching, currentItem: version.text))
+        if let beforeSwitch {
+            do {
+                try await beforeSwitch(pending)
+            } catch {
+                throw Self.veto(error, pending: pending)
+            }
+        }
         guard let identity = FileSystem.identity(of: staging.next) else {
             throw SyncError(code: .fileSystem, message: "the staged version at \(staging.next) vanished before the switch; run the update again")
         }
@@ -34,6 +57,19 @@ struct VersionSwitch: Sendable {
             throw error
         }
         _ = await cleared
+    }
+
+    /// The update's failure when ``beforeSwitch`` threw `error`: a cancelled wait is a
+    /// cancellation, anything else a veto naming the version and the reason.
+    static func veto(_ error: any Error, pending: PendingSwitch) -> SyncError {
+        if error is CancellationError || Task.isCancelled {
+            return SyncError(code: .cancelled, message: "the update was cancelled while the switch to \(pending.toVersion) waited for approval; "
+                                 + "run it again to continue where it stopped", underlying: error)
+        }
+        let reason = (error as? SyncError)?.message ?? "\(error)"
+        let kept = pending.fromVersion.map { "\(pending.contentDirectory) stays at \($0)" } ?? "\(pending.contentDirectory) is left as it was"
+        return SyncError(code: .vetoed, message: "the switch to version \(pending.toVersion) was vetoed: \(reason); \(kept), and the next update asks again",
+                         underlying: error)
     }
 
     /// Finishes a switch a crash interrupted. The content folder's inode tells whether the swap
