@@ -54,6 +54,12 @@ int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from) {
     return posix_spawn_file_actions_addclosefrom_np(actions, from);
 }
 
+int clinux_spawn_chdir(posix_spawn_file_actions_t *actions, const char *path) {
+    return posix_spawn_file_actions_addchdir_np(actions, path);
+}
+
+int clinux_pipe_cloexec(int fds[2]) { return pipe2(fds, O_CLOEXEC); }
+
 int clinux_errno(void) { return errno; }
 
 int clinux_o_path(void) { return O_PATH; }

@@ -26,29 +26,66 @@ public final class ChildProcess: Sendable {
     /// with `environment`'s variables added or replaced.
     public init(_ executable: String, _ arguments: [String], stdout: String? = nil, stderr: String? = nil,
                 environment: [String: String] = [:]) throws {
+        pid = try Self.spawn(executable, arguments, environment: environment, supervised: false) { actions in
+            posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+            posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        }
+    }
+
+    /// Starts `executable` (an absolute path) for a supervisor that reads its output and may have
+    /// to stop it: its standard output and error are dup'ed from `outputDescriptor` and
+    /// `errorDescriptor` (the caller closes its own copies), it runs in `workingDirectory` when
+    /// given, and it leads a process group of its own, so `kill(-pid, signal)` reaches whatever it
+    /// starts. Its signal dispositions are the defaults and none is blocked, whatever this process
+    /// ignores or blocks (an inherited ignored SIGPIPE would break its shell pipelines).
+    public init(_ executable: String, _ arguments: [String], outputDescriptor: Int32, errorDescriptor: Int32,
+                environment: [String: String] = [:], workingDirectory: String? = nil) throws {
+        pid = try Self.spawn(executable, arguments, environment: environment, supervised: true) { actions in
+            var code = posix_spawn_file_actions_adddup2(&actions, outputDescriptor, 1)
+            if code == 0 { code = posix_spawn_file_actions_adddup2(&actions, errorDescriptor, 2) }
+            if code == 0, let workingDirectory { code = clinux_spawn_chdir(&actions, workingDirectory) }
+            guard code == 0 else { throw SpawnError(executable: executable, errno: code) }
+        }
+    }
+
+    private static func spawn(_ executable: String, _ arguments: [String], environment: [String: String], supervised: Bool,
+                              output: (inout posix_spawn_file_actions_t) throws -> Void) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        try output(&actions)
         // Nothing else is inherited: a descriptor without close-on-exec (a test server's listening
         // socket, say) would otherwise live on in the child.
         _ = clinux_spawn_closefrom(&actions, 3)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        if supervised {
+            var all = sigset_t()
+            sigfillset(&all)
+            var none = sigset_t()
+            sigemptyset(&none)
+            var code = posix_spawnattr_setsigdefault(&attributes, &all)
+            if code == 0 { code = posix_spawnattr_setsigmask(&attributes, &none) }
+            if code == 0 { code = posix_spawnattr_setpgroup(&attributes, 0) }
+            if code == 0 { code = posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)) }
+            guard code == 0 else { throw SpawnError(executable: executable, errno: code) }
+        }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
         var pid: pid_t = 0
         let code: Int32
         if environment.isEmpty {
-            code = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+            code = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
         } else {
             let merged = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
             let envp: [UnsafeMutablePointer<CChar>?] = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
             defer { for pointer in envp { free(pointer) } }
-            code = posix_spawn(&pid, executable, &actions, nil, argv, envp)
+            code = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         }
         guard code == 0 else { throw SpawnError(executable: executable, errno: code) }
-        self.pid = pid
+        return pid
     }
 
     /// Sends `signal` to the child.

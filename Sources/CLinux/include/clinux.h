@@ -24,6 +24,12 @@ int clinux_linkat_fd(int fd, int dirfd, const char *target);
 /// posix_spawn_file_actions_addclosefrom_np (glibc 2.34+): the child closes every descriptor
 /// from `from` up. Returns 0 or an error number.
 int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
+/// posix_spawn_file_actions_addchdir_np (glibc 2.29+): the child changes to `path` before it
+/// runs the program. Returns 0 or an error number.
+int clinux_spawn_chdir(posix_spawn_file_actions_t *actions, const char *path);
+/// pipe2(fds, O_CLOEXEC): a pipe no child started concurrently by another thread inherits.
+/// Returns 0, or -1 with errno.
+int clinux_pipe_cloexec(int fds[2]);
 /// errno of the calling thread (Swift cannot read the macro reliably across modules).
 int clinux_errno(void);
 /// O_PATH, which Glibc's Swift overlay does not expose (it needs _GNU_SOURCE): a descriptor
