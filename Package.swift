@@ -90,6 +90,8 @@ let package = Package(
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "FlyingFox", package: "FlyingFox"),
+                               // The endpoint binds the address the config names (sockaddr_in/_in6).
+                               .product(name: "FlyingSocks", package: "FlyingFox"),
                                .product(name: "Yams", package: "Yams"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle")]),
@@ -128,6 +130,7 @@ let package = Package(
         .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
                                                             .product(name: "Logging", package: "swift-log"),
                                                             .product(name: "Metrics", package: "swift-metrics"),
+                                                            .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                                                             .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "ContentSyncFuzzing", "Transport", "Archive",

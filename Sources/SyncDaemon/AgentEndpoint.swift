@@ -1,0 +1,386 @@
+internal import FlyingFox
+internal import FlyingSocks
+import Foundation
+import Logging
+import ServiceLifecycle
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The agent's HTTP endpoint: `/metrics` for Prometheus, `/healthz` and `/readyz` for probes.
+///
+/// | Route | Answer |
+/// | --- | --- |
+/// | `GET /metrics` | 200, every metric of ``metrics`` in the text format (`text/plain; version=0.0.4`). |
+/// | `GET /healthz` | 200 `ok` while the process serves. |
+/// | `GET /readyz` | 200 `ok` once every storage holds a complete version; otherwise 503 naming the storages that do not. |
+///
+/// `HEAD` answers as `GET` without the body; other methods get 405, other paths 404.
+///
+/// It listens only where the config says (see ``Address``), on loopback unless a host is written
+/// out. As a `Service` it serves until cancelled or until graceful shutdown reaches it; a
+/// `ServiceGroup` shuts its services down last to first, so list the endpoint first to keep
+/// `/metrics` up while the storages stop. Tests and the fleet simulation call
+/// ``run(onListening:)`` with port 0 to learn the port picked.
+public struct AgentEndpoint: Service {
+    /// Where to listen.
+    public var address: Address
+    /// What `/metrics` serves.
+    public let metrics: AgentMetrics
+    /// What `/readyz` answers from.
+    public let health: AgentHealth
+    /// Logs where it listens (info). Default: no logging.
+    public var logger: Logger
+
+    /// An endpoint for `address`; it listens once run.
+    public init(address: Address, metrics: AgentMetrics, health: AgentHealth,
+                logger: Logger = Logger(label: "sync-agent.endpoint", factory: { _ in SwiftLogNoOpLogHandler() })) {
+        self.address = address
+        self.metrics = metrics
+        self.health = health
+        self.logger = logger
+    }
+
+    /// Serves until the task is cancelled or graceful shutdown is triggered.
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            try await self.run(onListening: { _ in })
+        }
+    }
+
+    /// Listens, gives the bound address (with the port picked, for port 0) to `onListening`,
+    /// then serves until the task is cancelled, and returns normally then.
+    ///
+    /// - Throws: ``AgentEndpointError`` with code `listenFailed` when the address cannot be
+    ///   bound (the port is in use, say), `serverFailed` when serving stops on its own.
+    public func run(onListening: @escaping @Sendable (Address) async -> Void) async throws {
+        let server = try makeServer()
+        var listened = false
+        do {
+            try await withThrowingTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    try await server.run()
+                    return false
+                }
+                group.addTask { [address, logger] in
+                    try await server.waitUntilListening(timeout: 30)
+                    guard let bound = await server.listeningAddress.flatMap(Address.init(socketAddress:)) else {
+                        throw AgentEndpointError(code: .listenFailed, message: "endpoint \(address): the listening socket has no IP address")
+                    }
+                    logger.info("Serving /metrics, /healthz and /readyz", metadata: ["endpoint.address": "\(bound)"])
+                    await onListening(bound)
+                    return true
+                }
+                for try await isListening in group where isListening {
+                    listened = true
+                }
+            }
+        } catch {
+            // Cancellation ends serving; whatever the server threw on the way out is not a failure.
+            if Task.isCancelled { return }
+            if let error = error as? AgentEndpointError { throw error }
+            throw listened ? serverFailed(error) : listenFailed(error)
+        }
+    }
+
+    private func makeServer() throws(AgentEndpointError) -> HTTPServer {
+        let handler = EndpointHandler(metrics: metrics, health: health)
+        do {
+            switch address.host {
+            case .ipv4(let ip):
+                return HTTPServer(address: try sockaddr_in.inet(ip4: ip, port: address.port), logger: .disabled, handler: handler)
+            case .ipv6(let ip):
+                return HTTPServer(address: try sockaddr_in6.inet6(ip6: ip, port: address.port), logger: .disabled, handler: handler)
+            }
+        } catch {
+            throw listenFailed(error)
+        }
+    }
+
+    private func listenFailed(_ error: any Error) -> AgentEndpointError {
+        var remedy = "check that the address is one of this machine's and the port is free"
+        if case SocketError.failed(_, let code, _) = error {
+            switch code {
+            case EADDRINUSE: remedy = "another process listens on that port; stop it or pick another port"
+            case EADDRNOTAVAIL: remedy = "the address is not one of this machine's; pick one of its addresses, or 0.0.0.0 for all"
+            case EACCES: remedy = "ports below 1024 need privileges; pick a port above 1023"
+            default: break
+            }
+        }
+        return AgentEndpointError(code: .listenFailed, message: "endpoint \(address): could not listen; \(remedy)", underlying: error)
+    }
+
+    private func serverFailed(_ error: any Error) -> AgentEndpointError {
+        AgentEndpointError(code: .serverFailed, message: "endpoint \(address): stopped serving; restart the agent", underlying: error)
+    }
+}
+
+// MARK: - Address
+
+extension AgentEndpoint {
+    /// An IP address and port to listen on, as the config file writes it.
+    ///
+    /// | Written | Listens on |
+    /// | --- | --- |
+    /// | `9464` or `:9464` | `127.0.0.1:9464`: loopback when no host is written |
+    /// | `localhost:9464` | `127.0.0.1:9464` (not looked up) |
+    /// | `127.0.0.1:9464`, `[::1]:9464` | that loopback address |
+    /// | `0.0.0.0:9464`, `[::]:9464` | every interface: others can scrape it |
+    /// | `192.0.2.7:9464`, `[2001:db8::7]:9464` | that interface |
+    ///
+    /// Host names other than `localhost` are refused: the agent does not resolve names to pick
+    /// an interface. Port 0 picks any free port (for tests).
+    public struct Address: Sendable, Hashable, CustomStringConvertible {
+        /// An IP address in its canonical text.
+        public enum Host: Sendable, Hashable {
+            /// Dotted decimal, such as `127.0.0.1`.
+            case ipv4(String)
+            /// Without brackets, such as `::1`.
+            case ipv6(String)
+        }
+
+        /// Where to listen.
+        public var host: Host
+        /// The TCP port; 0 picks a free one.
+        public var port: UInt16
+
+        /// `port` on `host`; default host: IPv4 loopback.
+        public init(host: Host = .ipv4("127.0.0.1"), port: UInt16) {
+            self.host = host
+            self.port = port
+        }
+
+        /// Parses an address as written in the config file or on the command line (see the table
+        /// above).
+        ///
+        /// - Throws: ``AgentEndpointError`` with code `invalidAddress`, naming `text` and a form
+        ///   that works.
+        public init(parsing text: String) throws(AgentEndpointError) {
+            func invalid(_ problem: String) -> AgentEndpointError {
+                AgentEndpointError(code: .invalidAddress, message: "endpoint address '\(text)': \(problem)")
+            }
+            guard !text.isEmpty else {
+                throw invalid("empty; write a port (9464) to listen on loopback, or host:port (127.0.0.1:9464)")
+            }
+            guard !text.contains(where: \.isWhitespace) else {
+                throw invalid("contains a space; write it without spaces, such as 127.0.0.1:9464")
+            }
+            let hostText: Substring
+            let portText: Substring
+            if text.allSatisfy({ $0.isASCII && $0.isNumber }) {
+                hostText = ""
+                portText = Substring(text)
+            } else if text.hasPrefix("[") {
+                guard let close = text.firstIndex(of: "]") else {
+                    throw invalid("no ']' after the IPv6 address; write it as [::1]:9464")
+                }
+                let rest = text[text.index(after: close)...]
+                guard rest.first == ":" else {
+                    throw invalid(rest.isEmpty ? "no port; write [::1]:9464" : "expected ':' and a port after ']'; write [::1]:9464")
+                }
+                hostText = text[text.index(after: text.startIndex)..<close]
+                portText = rest.dropFirst()
+                guard let ip = Self.canonical(hostText, family: AF_INET6) else {
+                    throw invalid("'\(hostText)' is not an IPv6 address; write one in brackets, such as [::1]:9464")
+                }
+                self.init(host: .ipv6(ip), port: try Self.port(portText, invalid))
+                return
+            } else {
+                guard let colon = text.lastIndex(of: ":") else {
+                    throw invalid("no port; write \(text):9464, or a port alone (9464) to listen on loopback")
+                }
+                hostText = text[..<colon]
+                portText = text[text.index(after: colon)...]
+                if hostText.contains(":") {
+                    throw invalid("an IPv6 address goes in brackets, such as [::1]:9464")
+                }
+            }
+            let port = try Self.port(portText, invalid)
+            if hostText.isEmpty || hostText.lowercased() == "localhost" {
+                self.init(host: .ipv4("127.0.0.1"), port: port)
+            } else if let ip = Self.canonical(hostText, family: AF_INET) {
+                self.init(host: .ipv4(ip), port: port)
+            } else {
+                throw invalid("'\(hostText)' is not an IP address; write one (127.0.0.1, [::1], or 0.0.0.0 for every interface) or localhost; host names are not looked up")
+            }
+        }
+
+        /// Whether only this machine can connect: `127.0.0.0/8` or `::1`.
+        public var isLoopback: Bool {
+            switch host {
+            case .ipv4(let ip): ip.hasPrefix("127.")
+            case .ipv6(let ip): ip == "::1"
+            }
+        }
+
+        /// `127.0.0.1:9464` or `[::1]:9464`.
+        public var description: String {
+            switch host {
+            case .ipv4(let ip): "\(ip):\(port)"
+            case .ipv6(let ip): "[\(ip)]:\(port)"
+            }
+        }
+
+        init?(socketAddress: Socket.Address) {
+            switch socketAddress {
+            case .ip4(let ip, let port): self.init(host: .ipv4(ip), port: port)
+            case .ip6(let ip, let port): self.init(host: .ipv6(ip), port: port)
+            case .unix: return nil
+            }
+        }
+
+        private static func port(_ text: Substring, _ invalid: (String) -> AgentEndpointError) throws(AgentEndpointError) -> UInt16 {
+            guard !text.isEmpty else {
+                throw invalid("no port after ':'; write one, such as 9464")
+            }
+            guard text.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+                throw invalid("port '\(text)' is not a number; write 0 to 65535 (0 picks a free port)")
+            }
+            guard text.count <= 5, let port = UInt16(text) else {
+                throw invalid("port \(text) is out of range; write 0 to 65535 (0 picks a free port)")
+            }
+            return port
+        }
+
+        /// The address in `inet_ntop`'s canonical text, or nil when `inet_pton` refuses it.
+        private static func canonical(_ text: Substring, family: Int32) -> String? {
+            var bytes = [UInt8](repeating: 0, count: 16)
+            guard inet_pton(family, String(text), &bytes) == 1 else { return nil }
+            var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+            guard inet_ntop(family, bytes, &buffer, socklen_t(buffer.count)) != nil else { return nil }
+            return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        }
+    }
+}
+
+// MARK: - Errors
+
+/// Why the endpoint's address was refused or it could not serve.
+public struct AgentEndpointError: Error, Sendable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Value: Hashable, Sendable {
+            case invalidAddress
+            case listenFailed
+            case serverFailed
+        }
+
+        private let value: Value
+
+        /// The address text is not one ``AgentEndpoint/Address/init(parsing:)`` reads.
+        public static let invalidAddress = Code(value: .invalidAddress)
+        /// The socket could not be bound or did not start listening.
+        public static let listenFailed = Code(value: .listenFailed)
+        /// The server stopped on its own after listening.
+        public static let serverFailed = Code(value: .serverFailed)
+
+        public var description: String { "\(value)" }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// What went wrong, naming the address, and how to fix it.
+    public var message: String
+    /// The error underneath, such as FlyingSocks' socket error with its errno.
+    public var underlying: (any Error)?
+
+    /// An error of `code` with `message`, wrapping `underlying` when there is one.
+    public init(code: Code, message: String, underlying: (any Error)? = nil) {
+        self.code = code
+        self.message = message
+        self.underlying = underlying
+    }
+
+    public var description: String {
+        guard let underlying else { return "\(code): \(message)" }
+        return "\(code): \(message) (\(underlying))"
+    }
+}
+
+// MARK: - Health
+
+/// Which storages hold a complete version, for `/readyz`. Storage loops report here; a reload
+/// removes the storages it drops.
+public final class AgentHealth: Sendable {
+    private let storages = Mutex<[String: Bool]>([:])
+
+    /// No storages yet: not ready.
+    public init() {}
+
+    /// Records whether `storage` holds a complete version; the first call makes it known.
+    public func setReady(storage: String, _ ready: Bool) {
+        storages.withLock { $0[storage] = ready }
+    }
+
+    /// Forgets `storage`.
+    public func remove(storage: String) {
+        storages.withLock { _ = $0.removeValue(forKey: storage) }
+    }
+
+    /// True when at least one storage is known and every known storage is ready.
+    public var isReady: Bool {
+        snapshot().isReady
+    }
+
+    /// The known storages that are not ready, sorted.
+    public var notReadyStorages: [String] {
+        snapshot().notReady
+    }
+
+    /// Both at one instant, for `/readyz`.
+    func snapshot() -> (isReady: Bool, notReady: [String]) {
+        storages.withLock { storages in
+            let notReady = storages.filter { !$0.value }.keys.sorted()
+            return (!storages.isEmpty && notReady.isEmpty, notReady)
+        }
+    }
+}
+
+// MARK: - Routes
+
+/// Answers the endpoint's three routes.
+struct EndpointHandler: HTTPHandler {
+    let metrics: AgentMetrics
+    let health: AgentHealth
+
+    static let metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
+    static let textContentType = "text/plain; charset=utf-8"
+
+    func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let (status, contentType, body) = answer(path: request.path, method: request.method)
+        var headers: HTTPHeaders = [.contentType: contentType]
+        if status == .methodNotAllowed {
+            headers[HTTPHeader("Allow")] = "GET, HEAD"
+        }
+        guard request.method != .HEAD else {
+            headers[.contentLength] = String(body.count)
+            return HTTPResponse(statusCode: status, headers: headers)
+        }
+        return HTTPResponse(statusCode: status, headers: headers, body: body)
+    }
+
+    private func answer(path: String, method: HTTPMethod) -> (HTTPStatusCode, String, Data) {
+        guard ["/metrics", "/healthz", "/readyz"].contains(path) else {
+            return (.notFound, Self.textContentType, Data("not found: \(path); the endpoint serves /metrics, /healthz and /readyz\n".utf8))
+        }
+        guard method == .GET || method == .HEAD else {
+            return (.methodNotAllowed, Self.textContentType, Data("\(method.rawValue) not allowed on \(path); use GET or HEAD\n".utf8))
+        }
+        switch path {
+        case "/metrics":
+            return (.ok, Self.metricsContentType, Data(metrics.exposition()))
+        case "/readyz":
+            let (isReady, notReady) = health.snapshot()
+            if isReady {
+                return (.ok, Self.textContentType, Data("ok\n".utf8))
+            }
+            let why = notReady.isEmpty ? "not ready: no storages yet" : "not ready: " + notReady.joined(separator: ", ")
+            return (.serviceUnavailable, Self.textContentType, Data("\(why)\n".utf8))
+        default:
+            return (.ok, Self.textContentType, Data("ok\n".utf8))
+        }
+    }
+}

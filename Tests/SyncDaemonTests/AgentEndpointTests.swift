@@ -1,0 +1,313 @@
+import Foundation
+import ServiceLifecycleTestKit
+import SyncDaemon
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+@Suite struct AgentEndpointTests {
+    // MARK: Addresses
+
+    @Test(arguments: [
+        ("9464", AgentEndpoint.Address.Host.ipv4("127.0.0.1"), UInt16(9464), true, "127.0.0.1:9464"),
+        (":9464", .ipv4("127.0.0.1"), 9464, true, "127.0.0.1:9464"),
+        ("localhost:9464", .ipv4("127.0.0.1"), 9464, true, "127.0.0.1:9464"),
+        ("LocalHost:80", .ipv4("127.0.0.1"), 80, true, "127.0.0.1:80"),
+        ("127.0.0.1:9464", .ipv4("127.0.0.1"), 9464, true, "127.0.0.1:9464"),
+        ("127.0.0.2:1", .ipv4("127.0.0.2"), 1, true, "127.0.0.2:1"),
+        ("[::1]:9464", .ipv6("::1"), 9464, true, "[::1]:9464"),
+        ("[0:0:0:0:0:0:0:1]:9464", .ipv6("::1"), 9464, true, "[::1]:9464"),
+        ("0.0.0.0:9464", .ipv4("0.0.0.0"), 9464, false, "0.0.0.0:9464"),
+        ("[::]:0", .ipv6("::"), 0, false, "[::]:0"),
+        ("192.0.2.7:65535", .ipv4("192.0.2.7"), 65535, false, "192.0.2.7:65535"),
+        ("[2001:DB8::7]:09464", .ipv6("2001:db8::7"), 9464, false, "[2001:db8::7]:9464"),
+    ])
+    func parsesAddress(text: String, host: AgentEndpoint.Address.Host, port: UInt16, isLoopback: Bool, description: String) throws {
+        let address = try AgentEndpoint.Address(parsing: text)
+        #expect(address.host == host)
+        #expect(address.port == port)
+        #expect(address.isLoopback == isLoopback)
+        #expect(address.description == description)
+    }
+
+    @Test(arguments: [
+        ("", "empty; write a port (9464)"),
+        ("example.com:9464", "'example.com' is not an IP address; write one (127.0.0.1, [::1], or 0.0.0.0"),
+        ("256.0.0.1:9464", "'256.0.0.1' is not an IP address"),
+        ("localhost", "no port; write localhost:9464"),
+        ("127.0.0.1", "no port; write 127.0.0.1:9464"),
+        ("127.0.0.1:", "no port after ':'"),
+        ("127.0.0.1:http", "port 'http' is not a number; write 0 to 65535"),
+        ("127.0.0.1:65536", "port 65536 is out of range; write 0 to 65535"),
+        ("99999", "port 99999 is out of range"),
+        ("0000009464", "port 0000009464 is out of range"),
+        ("::1:9464", "an IPv6 address goes in brackets, such as [::1]:9464"),
+        ("[::1", "no ']' after the IPv6 address"),
+        ("[::1]", "no port; write [::1]:9464"),
+        ("[::1]9464", "expected ':' and a port after ']'"),
+        ("[127.0.0.1]:9464", "'127.0.0.1' is not an IPv6 address"),
+        (" 9464", "contains a space"),
+    ])
+    func refusesAddressNamingItAndTheFix(text: String, problem: String) {
+        #expect {
+            try AgentEndpoint.Address(parsing: text)
+        } throws: { error in
+            guard let error = error as? AgentEndpointError else { return false }
+            return error.code == .invalidAddress
+                && error.message.hasPrefix("endpoint address '\(text)': ")
+                && error.message.contains(problem)
+        }
+    }
+
+    // MARK: Routes over HTTP
+
+    @Test func servesMetricsInTheTextFormat() async throws {
+        let metrics = AgentMetrics()
+        metrics.storage(named: "alpha").checkFailed(code: "network", consecutiveFailures: 2)
+        try await withEndpoint(metrics: metrics) { address in
+            let get = try await RawHTTP.send(method: "GET", path: "/metrics", to: address)
+            #expect(get.status == 200)
+            #expect(get.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
+            let scrape = try Exposition(text: get.body)
+            #expect(scrape.value("sync_agent_check_failures_total", ["storage": "alpha", "code": "network"]) == 1)
+            #expect(scrape.value("sync_agent_consecutive_failures", ["storage": "alpha"]) == 2)
+
+            // Each scrape is fresh.
+            metrics.storage(named: "alpha").checkFailed(code: "network", consecutiveFailures: 3)
+            let again = try Exposition(text: try await RawHTTP.send(method: "GET", path: "/metrics?x=1", to: address).body)
+            #expect(again.value("sync_agent_check_failures_total", ["storage": "alpha", "code": "network"]) == 2)
+
+            let head = try await RawHTTP.send(method: "HEAD", path: "/metrics", to: address)
+            #expect(head.status == 200)
+            #expect(head.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8")
+            #expect(head.headers["content-length"] == String(metrics.exposition().count))
+            #expect(head.body.isEmpty)
+        }
+    }
+
+    @Test func healthzAnswersOk() async throws {
+        try await withEndpoint { address in
+            let response = try await RawHTTP.send(method: "GET", path: "/healthz", to: address)
+            #expect(response.status == 200)
+            #expect(response.body == "ok\n")
+            #expect(response.headers["content-type"] == "text/plain; charset=utf-8")
+        }
+    }
+
+    @Test func readyzWaitsForEveryStorage() async throws {
+        let health = AgentHealth()
+        try await withEndpoint(health: health) { address in
+            var response = try await RawHTTP.send(method: "GET", path: "/readyz", to: address)
+            #expect(response.status == 503)
+            #expect(response.body == "not ready: no storages yet\n")
+
+            health.setReady(storage: "beta", false)
+            health.setReady(storage: "alpha", false)
+            health.setReady(storage: "gamma", true)
+            response = try await RawHTTP.send(method: "GET", path: "/readyz", to: address)
+            #expect(response.status == 503)
+            #expect(response.body == "not ready: alpha, beta\n")
+
+            health.setReady(storage: "beta", true)
+            health.remove(storage: "alpha")
+            response = try await RawHTTP.send(method: "GET", path: "/readyz", to: address)
+            #expect(response.status == 200)
+            #expect(response.body == "ok\n")
+
+            health.setReady(storage: "gamma", false)
+            response = try await RawHTTP.send(method: "HEAD", path: "/readyz", to: address)
+            #expect(response.status == 503)
+            #expect(response.body.isEmpty)
+        }
+    }
+
+    @Test func otherPathsAre404AndOtherMethods405() async throws {
+        try await withEndpoint { address in
+            let missing = try await RawHTTP.send(method: "GET", path: "/metric", to: address)
+            #expect(missing.status == 404)
+            #expect(missing.body == "not found: /metric; the endpoint serves /metrics, /healthz and /readyz\n")
+
+            for (method, path) in [("POST", "/metrics"), ("DELETE", "/healthz"), ("PUT", "/readyz")] {
+                let refused = try await RawHTTP.send(method: method, path: path, to: address)
+                #expect(refused.status == 405, "\(method) \(path)")
+                #expect(refused.headers["allow"] == "GET, HEAD")
+                #expect(refused.body == "\(method) not allowed on \(path); use GET or HEAD\n")
+            }
+        }
+    }
+
+    @Test func servesOnIPv6Loopback() async throws {
+        try await withEndpoint(address: "[::1]:0") { address in
+            #expect(address.host == .ipv6("::1"))
+            #expect(address.port != 0)
+            let response = try await RawHTTP.send(method: "GET", path: "/healthz", to: address)
+            #expect(response.status == 200)
+        }
+    }
+
+    // MARK: Lifecycle
+
+    @Test func aPortInUseFailsNamingTheAddress() async throws {
+        try await withEndpoint { taken in
+            let second = AgentEndpoint(address: taken, metrics: AgentMetrics(), health: AgentHealth())
+            await #expect {
+                try await second.run(onListening: { _ in })
+            } throws: { error in
+                guard let error = error as? AgentEndpointError else { return false }
+                return error.code == .listenFailed
+                    && error.message == "endpoint \(taken): could not listen; another process listens on that port; stop it or pick another port"
+            }
+        }
+    }
+
+    @Test func cancellingStopsListeningSoThePortIsFreeAgain() async throws {
+        let used = try await withEndpoint { $0 }
+        // Bound again at the same port: the first endpoint closed its socket.
+        let again = try await withEndpoint(address: used.description) { $0 }
+        #expect(again == used)
+    }
+
+    @Test func runAsAServiceEndsOnGracefulShutdown() async throws {
+        let port = try await withEndpoint { $0.port }
+        let endpoint = AgentEndpoint(address: AgentEndpoint.Address(port: port), metrics: AgentMetrics(), health: AgentHealth())
+        try await testGracefulShutdown { trigger in
+            let service = Task { try await endpoint.run() }
+            // Until it answers; a never-answering endpoint fails at the last attempt.
+            var answered: RawHTTP.Response?
+            for attempt in 1...200 where answered == nil {
+                do {
+                    answered = try await RawHTTP.send(method: "GET", path: "/healthz", to: endpoint.address)
+                } catch where attempt < 200 {
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+            }
+            #expect(answered?.status == 200)
+            trigger.triggerGracefulShutdown()
+            try await service.value
+        }
+    }
+
+    // MARK: Helpers
+
+    /// Runs an endpoint at `address` (default: loopback, any free port) while `body` runs with
+    /// the bound address, then cancels it and checks that it ended without error.
+    func withEndpoint<T: Sendable>(address: String = "127.0.0.1:0", metrics: AgentMetrics = AgentMetrics(), health: AgentHealth = AgentHealth(),
+                                   _ body: (AgentEndpoint.Address) async throws -> T) async throws -> T {
+        let endpoint = AgentEndpoint(address: try AgentEndpoint.Address(parsing: address), metrics: metrics, health: health)
+        let (listening, continuation) = AsyncStream<AgentEndpoint.Address>.makeStream()
+        let server = Task {
+            defer { continuation.finish() }
+            try await endpoint.run(onListening: { continuation.yield($0) })
+        }
+        var addresses = listening.makeAsyncIterator()
+        guard let bound = await addresses.next() else {
+            try await server.value
+            throw RawHTTP.Failure(message: "the endpoint at \(address) returned without listening")
+        }
+        let result: Result<T, any Error>
+        do {
+            result = .success(try await body(bound))
+        } catch {
+            result = .failure(error)
+        }
+        server.cancel()
+        try await server.value
+        return try result.get()
+    }
+}
+
+/// HTTP/1.1 over a plain socket, one request per connection, on a thread of its own (blocking
+/// calls stay off the cooperative pool): the bytes the endpoint sends, not a client's reading of them.
+enum RawHTTP {
+    struct Response: Sendable {
+        var status: Int
+        /// Names lower-cased.
+        var headers: [String: String]
+        var body: String
+    }
+
+    struct Failure: Error, CustomStringConvertible {
+        var message: String
+        var description: String { message }
+    }
+
+    static func send(method: String, path: String, to address: AgentEndpoint.Address) async throws -> Response {
+        let request = "\(method) \(path) HTTP/1.1\r\nHost: \(address)\r\nConnection: close\r\n\r\n"
+        return try await withCheckedThrowingContinuation { continuation in
+            // A thread of its own: on Linux Dispatch's global queues are the cooperative pool.
+            Thread {
+                continuation.resume(with: Result { try parse(exchange(Array(request.utf8), with: address)) })
+            }.start()
+        }
+    }
+
+    private static func exchange(_ request: [UInt8], with address: AgentEndpoint.Address) throws -> [UInt8] {
+        func failure(_ call: String) -> Failure {
+            Failure(message: "\(call) \(address): \(String(cString: strerror(errno)))")
+        }
+        let family: Int32
+        switch address.host {
+        case .ipv4: family = AF_INET
+        case .ipv6: family = AF_INET6
+        }
+        let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw failure("socket") }
+        defer { close(fd) }
+        // A server that never answers fails the test instead of hanging it.
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0 else { throw failure("setsockopt") }
+
+        let connected: Int32
+        switch address.host {
+        case .ipv4(let ip):
+            var socketAddress = sockaddr_in()
+            socketAddress.sin_family = sa_family_t(AF_INET)
+            socketAddress.sin_port = address.port.bigEndian
+            guard inet_pton(AF_INET, ip, &socketAddress.sin_addr) == 1 else { throw failure("inet_pton") }
+            connected = withUnsafePointer(to: &socketAddress) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+        case .ipv6(let ip):
+            var socketAddress = sockaddr_in6()
+            socketAddress.sin6_family = sa_family_t(AF_INET6)
+            socketAddress.sin6_port = address.port.bigEndian
+            guard inet_pton(AF_INET6, ip, &socketAddress.sin6_addr) == 1 else { throw failure("inet_pton") }
+            connected = withUnsafePointer(to: &socketAddress) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+            }
+        }
+        guard connected == 0 else { throw failure("connect") }
+
+        var sent = 0
+        while sent < request.count {
+            let count = request[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard count > 0 else { throw failure("send") }
+            sent += count
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count >= 0 else { throw failure("recv") }
+            if count == 0 { return received }
+            received += buffer[..<count]
+        }
+    }
+
+    private static func parse(_ bytes: [UInt8]) throws -> Response {
+        let text = String(decoding: bytes, as: UTF8.self)
+        guard let end = text.range(of: "\r\n\r\n") else { throw Failure(message: "no end of headers in: \(text)") }
+        let lines = text[..<end.lowerBound].components(separatedBy: "\r\n")
+        let statusParts = lines[0].split(separator: " ")
+        guard statusParts.count >= 2, statusParts[0] == "HTTP/1.1", let status = Int(statusParts[1]) else {
+            throw Failure(message: "not an HTTP/1.1 status line: \(lines[0])")
+        }
+        var headers: [String: String] = [:]
+        for line in lines.dropFirst() {
+            guard let colon = line.firstIndex(of: ":") else { throw Failure(message: "not a header line: \(line)") }
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        return Response(status: status, headers: headers, body: String(text[end.upperBound...]))
+    }
+}
