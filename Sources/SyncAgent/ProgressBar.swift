@@ -1,5 +1,6 @@
 import ContentSync
 import Foundation
+import SyncDaemon
 import Glibc
 import Synchronization
 
@@ -112,10 +113,5 @@ final class ProgressBar: Sendable {
         return String(format: "%d h %02d min", whole / 3600, whole % 3600 / 60)
     }
 
-    static func bytes(_ count: Int64) -> String {
-        if count < 1024 { return "\(count) B" }
-        if count < 1 << 20 { return String(format: "%.1f KB", Double(count) / 1024) }
-        if count < 1 << 30 { return String(format: "%.1f MB", Double(count) / 1_048_576) }
-        return String(format: "%.2f GB", Double(count) / 1_073_741_824)
-    }
+    static func bytes(_ count: Int64) -> String { ReportText.bytes(count) }
 }

@@ -2,6 +2,7 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
+import SyncDaemon
 import StorageFormat
 
 /// `sync-agent sync`: one update, then exit.
@@ -61,18 +62,5 @@ struct SyncCommand: AsyncParsableCommand {
         }
     }
 
-    static func summary(_ report: SyncReport) -> String {
-        switch report.outcome {
-        case .upToDate:
-            return "up to date at \(report.toVersion)"
-        case .restored:
-            return "restored \(report.toVersion) from the archive (\(report.filesDownloaded) files, \(ProgressBar.bytes(report.bytesDownloaded)) downloaded)"
-        case .replayed:
-            var line = "updated \(report.fromVersion.map { "\($0)" } ?? "?") → \(report.toVersion): \(report.changeListsApplied) change list(s), "
-                + "\(report.filesDownloaded) file(s) downloaded (\(ProgressBar.bytes(report.bytesDownloaded))), \(report.filesReused) kept"
-            if report.filesAlreadyDownloaded > 0 { line += ", \(report.filesAlreadyDownloaded) already downloaded earlier" }
-            if !report.warnings.isEmpty { line += ", \(report.warnings.count) warning(s)" }
-            return line
-        }
-    }
+    static func summary(_ report: SyncReport) -> String { ReportText.summary(report) }
 }

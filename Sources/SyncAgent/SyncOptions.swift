@@ -2,6 +2,7 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
+import SyncDaemon
 import StorageFormat
 import Logging
 import Transport
@@ -9,9 +10,13 @@ import Transport
 /// The options `sync` and `watch` share, and the configuration they make.
 struct SyncOptions: ParsableArguments {
     @Option(name: .long, help: "The storage folder URL (the one holding RXCacheConfig/ and RXCacheContent/).")
-    var baseURL: String
+    var baseURL: String?
 
-    @OptionGroup var folder: FolderOptions
+    @Option(name: .long, help: "The local folder that mirrors the storage's content.")
+    var dir: String?
+
+    @Option(name: .long, help: "The state database (default: under $XDG_STATE_HOME/content-sync/, outside --dir).")
+    var state: String?
 
     @Option(name: .long, help: "Downloads at once.")
     var concurrency: Int = 8
@@ -29,29 +34,38 @@ struct SyncOptions: ParsableArguments {
             help: "Require cacheStatus.json signed by this ed25519 public key file (from `sync-agent keygen`). Repeatable.")
     var trustKey: [String] = []
 
-    /// A configuration for `logger`, or a one-line failure naming the bad option.
-    func configuration(logger: Logger?) throws -> SyncConfiguration {
+    /// Whether any storage flag was given (`watch --config` refuses them).
+    var givesStorage: Bool {
+        baseURL != nil || dir != nil || state != nil || !header.isEmpty || !trustKey.isEmpty || force || concurrency != 8
+    }
+
+    /// The storage the flags describe, named after its folder, or a one-line failure naming the bad option.
+    func settings() throws -> StorageSettings {
+        guard let baseURL else { throw CLIFailure(code: 6, message: "missing --base-url: give the storage folder's URL (or, for watch, --config FILE)") }
+        guard let dir else { throw CLIFailure(code: 6, message: "missing --dir: give the local folder to keep in step") }
         guard let url = URL(string: baseURL) else {
             throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL")
         }
-        var configuration = SyncConfiguration(baseURL: url, contentDirectory: folder.contentDirectory, stateDatabasePath: folder.statePath)
-        configuration.maxConcurrentDownloads = max(1, concurrency)
-        configuration.allowReplacingUnknownContent = force
-        if let logger { configuration.logger = logger }
-        configuration.trustedSigningKeys = try trustKey.map(Self.trustedKey(at:))
-        let headers = try header.map { line in
+        var settings = StorageSettings(name: "", baseURL: url, directory: dir, statePath: state)
+        let name = (settings.directory as NSString).lastPathComponent
+        settings.name = name.isEmpty ? "root" : name
+        settings.concurrency = max(1, concurrency)
+        settings.force = force
+        settings.trustedKeys = try trustKey.map(Self.trustedKey(at:))
+        settings.headers = try header.map { line in
             guard let colon = line.firstIndex(of: ":") else {
                 throw CLIFailure(code: 6, message: "--header '\(line)' is not 'Name: value'")
             }
-            return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
-                    String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+            return StorageSettings.Header(name: String(line[..<colon]).trimmingCharacters(in: .whitespaces),
+                                          value: String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces),
+                                          source: "--header")
         }
-        if !headers.isEmpty {
-            configuration.requestAdapter = ClosureRequestAdapter { request in
-                for (name, value) in headers { request.headers[name] = value }
-            }
-        }
-        return configuration
+        return settings
+    }
+
+    /// A client configuration for `logger`, or a one-line failure naming the bad option.
+    func configuration(logger: Logger?) throws -> SyncConfiguration {
+        try settings().clientConfiguration(transport: nil, logger: logger)
     }
 
     /// The public key in the file at `path`, checked now so that a wrong file is named with its

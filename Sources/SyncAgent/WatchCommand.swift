@@ -8,176 +8,168 @@ import Logging
 import ServiceLifecycle
 import UnixSignals
 
-/// `sync-agent watch`: the daemon. Checks every --interval until SIGTERM or SIGINT.
+/// `sync-agent watch`: the daemon. Checks every storage until SIGTERM or SIGINT.
 struct WatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "watch",
-        abstract: "Keep --dir in step with the storage: check every --interval seconds until stopped.",
+        abstract: "Keep folders in step with storages: check each every --interval until stopped.",
         discussion: """
-            Runs as a service: SIGTERM or SIGINT suspends the running update (finished downloads are \
-            kept) and exits 0. Each pause is jittered (--jitter) so a fleet does not poll in step. A \
-            failed check is logged and retried sooner, backing off from 10 s, doubling, up to \
-            --max-backoff, also jittered. An error that retrying cannot fix (a bad configuration, an \
-            unknown non-empty --dir, a refused trust downgrade) stops the agent at once with its exit \
-            code, and --max-failures N stops it after N failures in a row, so systemd's Restart= and \
-            alerting see them. Logs go to stderr at info level (--verbose: debug).
+            One storage from the flags, or several from a YAML file (--config FILE; see `sync-agent \
+            check-config --help` for its keys), all in one process sharing one HTTP transport. Runs as \
+            a service: SIGTERM or SIGINT suspends running updates (finished downloads are kept) and \
+            exits 0; SIGHUP reloads --config, letting running updates finish first. Each pause is \
+            jittered (--jitter) so a fleet does not poll in step. A failed check is logged and \
+            retried sooner, backing off from 10 s, doubling, up to --max-backoff, also jittered. An \
+            error that retrying cannot fix (a bad configuration, an unknown non-empty folder, a \
+            refused trust downgrade) stops that storage at once (and the agent, when none is left, \
+            with its exit code), and --max-failures N stops the agent after N failures in a row, so \
+            systemd's Restart= and alerting see them. Logs go to stderr at info level (--verbose: \
+            debug).
             """)
 
     @OptionGroup var options: SyncOptions
 
-    @Option(name: .long, help: "Seconds between checks. An up-to-date check costs one conditional request.")
-    var interval: Double = 300
+    @Option(name: .long, help: ArgumentHelp("A YAML file listing the storages to watch, instead of the storage flags.", valueName: "FILE"))
+    var config: String?
+
+    @Option(name: .long, help: ArgumentHelp("Seconds (or 90s, 5m, 1h) between checks. An up-to-date check costs one conditional request.",
+                                            valueName: "DURATION"))
+    var interval: String?
 
     @Option(name: .long, help: ArgumentHelp("Scale each pause by a random factor in 1 ± this fraction (0 to 0.9).", valueName: "FRACTION"))
-    var jitter: Double = 0.1
+    var jitter: Double?
 
-    @Option(name: .long, help: ArgumentHelp("The longest pause after failed checks (default: --interval).", valueName: "SECONDS"))
-    var maxBackoff: Double?
+    @Option(name: .long, help: ArgumentHelp("Delay the first check by a random part of this (default 0: at once).", valueName: "DURATION"))
+    var splay: String?
+
+    @Option(name: .long, help: ArgumentHelp("The longest pause after failed checks (default: --interval).", valueName: "DURATION"))
+    var maxBackoff: String?
 
     @Option(name: .long, help: ArgumentHelp("Exit with the failure's code after this many failed checks in a row (0: never).", valueName: "N"))
-    var maxFailures = 0
+    var maxFailures: Int?
+
+    @Option(name: .long, help: ArgumentHelp("Serve /metrics, /healthz and /readyz here (127.0.0.1:9464, or :9464 for loopback). Default: off.",
+                                            valueName: "ADDRESS"))
+    var http: String?
 
     @Option(name: .long, help: ArgumentHelp("text, journald (a <N> priority prefix; the default when stderr is the journal) or json (one object a line).",
                                             valueName: "FORMAT"))
     var logFormat: String?
 
     func run() async throws {
-        guard interval >= 1 else { throw CLIFailure(code: 6, message: "--interval must be at least 1 second") }
-        guard (0...0.9).contains(jitter) else { throw CLIFailure(code: 6, message: "--jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
-        if let maxBackoff, maxBackoff < 1 { throw CLIFailure(code: 6, message: "--max-backoff must be at least 1 second") }
-        guard maxFailures >= 0 else { throw CLIFailure(code: 6, message: "--max-failures must be 0 (never) or more") }
+        let configuration = try agentConfiguration()
         let format: LogFormat
-        if let logFormat {
-            guard let chosen = LogFormat(rawValue: logFormat) else {
-                throw CLIFailure(code: 6, message: "--log-format \(logFormat): use text, journald or json")
+        if let name = logFormat ?? configuration.logFormat {
+            guard let chosen = LogFormat(rawValue: name) else {
+                throw CLIFailure(code: 6, message: "--log-format \(name): use text, journald or json")
             }
             format = chosen
         } else {
             format = .automatic()
         }
         let logger = SyncOptions.stderrLogger(level: options.verbose ? .debug : .info, format: format)
-        let configuration = try options.configuration(logger: options.verbose ? logger : nil)
-        let manager: CacheManager
-        do {
-            manager = try CacheManager(configuration: configuration)
-        } catch {
-            throw CLIFailure(error)
+        var agentOptions = Agent.Options(configuration: configuration, logger: logger)
+        if let path = configuration.path {
+            agentOptions.reload = { () throws(ConfigurationError) in try AgentConfiguration.load(path: path) }
         }
-        let schedule = PollSchedule(interval: .milliseconds(Int64(interval * 1000)), jitter: jitter,
-                                    maxBackoff: maxBackoff.map { .milliseconds(Int64($0 * 1000)) })
-        let service = SyncService(manager: manager, schedule: schedule, maxFailures: maxFailures, logger: logger,
-                                  notifier: SystemdNotifier.fromEnvironment(), watchdogInterval: SystemdNotifier.watchdogInterval())
-        logger.info("starting", metadata: ["dir": "\(configuration.contentDirectory)", "storage": "\(configuration.baseURL.absoluteString)",
-                                           "interval": "\(interval)s", "jitter": "\(jitter)", "version": "\(SyncAgent.version)"])
-        let group = ServiceGroup(configuration: .init(
-            services: [.init(service: service, successTerminationBehavior: .gracefullyShutdownGroup)],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger))
-        try await group.run()
+        let notifier = SystemdNotifier.fromEnvironment()
+        if let notifier {
+            agentOptions.notify = { @Sendable message in notifier.send(message) }
+        }
+        agentOptions.watchdogInterval = SystemdNotifier.watchdogInterval()
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let address = configuration.endpoint {
+            let metrics = AgentMetrics()
+            let health = AgentHealth()
+            agentOptions.metrics = metrics
+            agentOptions.health = health
+            let parsed: AgentEndpoint.Address
+            do {
+                parsed = try AgentEndpoint.Address(parsing: address)
+            } catch {
+                throw CLIFailure(code: 6, message: "--http: \(error)")
+            }
+            metrics.bootstrapMetricsSystem()
+            services.append(.init(service: EndpointService(endpoint: AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger)),
+                                  failureTerminationBehavior: .gracefullyShutdownGroup))
+        }
+        var metadata: Logger.Metadata = ["version": "\(SyncAgent.version)", "storages": "\(configuration.storages.map(\.name).joined(separator: ","))",
+                                         "config": "\(configuration.path ?? "flags")", "http": "\(configuration.endpoint ?? "off")"]
+        if configuration.storages.count == 1, let only = configuration.storages.first {
+            metadata["dir"] = "\(only.directory)"
+            metadata["base-url"] = "\(only.baseURL.absoluteString)"
+        }
+        logger.info("starting", metadata: metadata)
+        services.insert(.init(service: Agent(options: agentOptions), successTerminationBehavior: .gracefullyShutdownGroup,
+                              failureTerminationBehavior: .gracefullyShutdownGroup), at: 0)
+        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        do {
+            try await group.run()
+        } catch let failure as Agent.Failure {
+            throw CLIFailure(failure.stopped.error)
+        }
+    }
+
+    /// The storages to run: the config file's, or the one the flags describe.
+    func agentConfiguration() throws -> AgentConfiguration {
+        if let config {
+            let refused = [options.givesStorage ? "--base-url/--dir/--state/--header/--trust-key/--force/--concurrency" : nil,
+                           interval.map { _ in "--interval" }, jitter.map { _ in "--jitter" }, splay.map { _ in "--splay" },
+                           maxBackoff.map { _ in "--max-backoff" }, maxFailures.map { _ in "--max-failures" }].compactMap { $0 }
+            guard refused.isEmpty else {
+                throw CLIFailure(code: 6, message: "--config \(config) describes the storages; \(refused.joined(separator: ", ")) belong in the file "
+                                     + "(under the storage, or under defaults:)")
+            }
+            var loaded: AgentConfiguration
+            do {
+                loaded = try AgentConfiguration.load(path: config)
+            } catch {
+                throw CLIFailure(code: 6, message: "\(error)")
+            }
+            if let http { loaded.endpoint = http }
+            return loaded
+        }
+        var settings = try options.settings()
+        if let interval {
+            guard let value = DurationText.parse(interval, bareSeconds: true) else {
+                throw CLIFailure(code: 6, message: "--interval '\(interval)' is not a duration: give seconds or \(DurationText.help)")
+            }
+            settings.interval = value
+        }
+        guard settings.interval >= .seconds(1) else { throw CLIFailure(code: 6, message: "--interval must be at least 1 second") }
+        if let jitter {
+            guard (0...0.9).contains(jitter) else { throw CLIFailure(code: 6, message: "--jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
+            settings.jitter = jitter
+        }
+        if let splay {
+            guard let value = splay == "0" ? Duration.zero : DurationText.parse(splay, bareSeconds: true) else {
+                throw CLIFailure(code: 6, message: "--splay '\(splay)' is not a duration: give seconds or \(DurationText.help)")
+            }
+            settings.splay = value
+        }
+        if let maxBackoff {
+            guard let value = DurationText.parse(maxBackoff, bareSeconds: true), value >= .seconds(1) else {
+                throw CLIFailure(code: 6, message: "--max-backoff must be at least 1 second (seconds, or \(DurationText.help))")
+            }
+            settings.maxBackoff = value
+        }
+        if let maxFailures {
+            guard maxFailures >= 0 else { throw CLIFailure(code: 6, message: "--max-failures must be 0 (never) or more") }
+            settings.maxFailures = maxFailures
+        }
+        return AgentConfiguration(storages: [settings], endpoint: http)
     }
 }
 
-/// Periodic checks as a swift-service-lifecycle `Service`.
-struct SyncService: Service {
-    let manager: CacheManager
-    let schedule: PollSchedule
-    /// Stop after this many failures in a row (0: never).
-    let maxFailures: Int
-    let logger: Logger
-    /// systemd's notification socket (`Type=notify`), when there is one.
-    var notifier: SystemdNotifier? = nil
-    /// How often to ping systemd's watchdog, when it is on.
-    var watchdogInterval: Duration? = nil
+/// The endpoint as a service that logs where it listens (the port it picked, for `:0`).
+struct EndpointService: Service {
+    let endpoint: AgentEndpoint
 
     func run() async throws {
-        var schedule = schedule
-        var ready = false
-        // The watchdog proves the process is alive and its scheduler runs; it pings beside the
-        // checks, so a long restore does not look like a hang.
-        let watchdog = notifier.flatMap { notifier in
-            watchdogInterval.map { interval in
-                Task {
-                    while !Task.isCancelled {
-                        notifier.send("WATCHDOG=1")
-                        try? await Task.sleep(for: interval)
-                    }
-                }
-            }
+        try await cancelWhenGracefulShutdown {
+            try await endpoint.run(onListening: { [logger = endpoint.logger] address in
+                logger.info("serving /metrics, /healthz and /readyz", metadata: ["http": "http://\(address)"])
+            })
         }
-        // An info line when an update starts downloading (a first restore can take long, and
-        // was silent): where from, and the plan's size.
-        let updates = Task { [manager, logger] in
-            var announced = false
-            for await event in await manager.events() {
-                guard case .progress(let progress) = event else {
-                    if case .stateChanged = event { continue }
-                    announced = false
-                    continue
-                }
-                switch progress.phase {
-                case .downloadingArchive, .downloadingFiles, .extracting:
-                    guard !announced else { continue }
-                    announced = true
-                    let from = (try? await manager.localVersion())?.description ?? "nothing"
-                    logger.info("update started", metadata: ["from": "\(from)", "phase": "\(progress.phase)", "files": "\(progress.filesTotal)",
-                                                            "bytes": "\(progress.bytesTotal.map(String.init) ?? "unknown")"])
-                default:
-                    continue
-                }
-            }
-        }
-        // SIGHUP reloads the configuration: with flags only there is nothing to re-read, and
-        // the agent goes on (it used to die with exit 129).
-        let hangups = Task { [logger] in
-            for await _ in await UnixSignalsSequence(trapping: .sighup) {
-                logger.notice("SIGHUP: the configuration comes from the command line only; nothing to reload, running on")
-            }
-        }
-        defer {
-            hangups.cancel()
-            updates.cancel()
-            watchdog?.cancel()
-            notifier?.send("STOPPING=1")
-        }
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            let wait: Duration
-            do {
-                let report = try await withGracefulShutdownHandler {
-                    try await manager.checkForUpdates()
-                } onGracefulShutdown: {
-                    Task { await manager.suspend() }
-                }
-                logger.info("\(SyncCommand.summary(report))")
-                wait = schedule.afterSuccess(random: Double.random(in: 0..<1))
-                notifier?.send("STATUS=\(SyncCommand.summary(report)); next check in \(Self.seconds(wait))")
-            } catch {
-                if Task.isShuttingDownGracefully { break }
-                if PollSchedule.isPermanent(error) {
-                    logger.critical("stopping: retrying cannot fix this: \(error)")
-                    throw CLIFailure(error)
-                }
-                wait = schedule.afterFailure(random: Double.random(in: 0..<1))
-                if maxFailures > 0, schedule.consecutiveFailures >= maxFailures {
-                    logger.critical("stopping after \(schedule.consecutiveFailures) failed check\(schedule.consecutiveFailures == 1 ? "" : "s") in a row: \(error)")
-                    throw CLIFailure(error)
-                }
-                logger.error("check failed (\(schedule.consecutiveFailures) in a row; next in \(Self.seconds(wait))): \(error)")
-                notifier?.send("STATUS=check failed (\(schedule.consecutiveFailures) in a row), next in \(Self.seconds(wait)): \(String(describing: error).prefix(200))")
-            }
-            // systemd's start completes with the first check, whatever its outcome.
-            if !ready {
-                ready = true
-                notifier?.send("READY=1")
-            }
-            // Sleeps until the next check; a graceful shutdown ends the sleep at once.
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: wait) }
-        }
-        logger.info("stopped")
-    }
-
-    /// "12.3 s".
-    static func seconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        return String(format: "%.1f s", Double(seconds) + Double(attoseconds) / 1e18)
     }
 }

@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+import SyncDaemon
+
+/// `sync-agent check-config FILE`: validates a `watch --config` file without running it.
+struct CheckConfigCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check-config",
+        abstract: "Validate a watch --config file: print what it runs, or each problem with its line (exit 6).",
+        discussion: """
+            The file is YAML. Top-level keys: storages (required: a mapping of storage names to their \\
+            settings), defaults (settings every storage inherits), http (the /metrics, /healthz and \\
+            /readyz address, off when absent) and log-format (text, journald or json). A storage \\
+            takes base-url and dir (required), state, interval, jitter, splay, max-backoff, \\
+            max-failures, concurrency, force, headers, trust-key and hooks. A header's value is a \\
+            string, or {env: VARIABLE} or {file: PATH} for a secret, with an optional prefix (such as \\
+            "token "); secrets are read when the file is loaded and never printed. hooks has \\
+            pre-switch and post-update lists of {command: [/path/to/program, arg, …], timeout: 60s}. \\
+            Relative paths are taken from the file's folder. Secrets and hook programs are checked \\
+            here as the agent would (run it as the service's user, with its environment). \\
+            docs/operations.md has the full reference.
+            """)
+
+    @Argument(help: ArgumentHelp("The config file.", valueName: "FILE"))
+    var file: String
+
+    func run() throws {
+        let configuration: AgentConfiguration
+        do {
+            configuration = try AgentConfiguration.load(path: file)
+        } catch {
+            throw CLIFailure(code: 6, message: "\(error)\n\(error.problems.count) problem\(error.problems.count == 1 ? "" : "s") in \(file)")
+        }
+        print("\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"
+              + (configuration.endpoint.map { "; http on \($0)" } ?? "; http off"))
+        for storage in configuration.storages {
+            var line = "  \(storage.name): \(storage.baseURL.absoluteString) → \(storage.directory) (state \(storage.statePath)); "
+                + "every \(DurationText.format(storage.interval)) ±\(Int((storage.jitter * 100).rounded()))%"
+            if storage.splay > .zero { line += ", splay \(DurationText.format(storage.splay))" }
+            if storage.maxFailures > 0 { line += ", stop after \(storage.maxFailures) failures" }
+            if !storage.headers.isEmpty { line += "; headers \(storage.headers.map(\.description).joined(separator: ", "))" }
+            if !storage.trustedKeys.isEmpty { line += "; \(storage.trustedKeys.count) trusted key(s)" }
+            let hooks = storage.preSwitchHooks.count + storage.postUpdateHooks.count
+            if hooks > 0 { line += "; hooks: \(storage.preSwitchHooks.count) pre-switch, \(storage.postUpdateHooks.count) post-update" }
+            print(line)
+        }
+    }
+}

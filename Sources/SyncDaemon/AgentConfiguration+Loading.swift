@@ -1,0 +1,454 @@
+import ContentSync
+import FileKit
+import Foundation
+import StorageFormat
+import Yams
+
+extension AgentConfiguration {
+    /// Reads the YAML config file at `path`, resolving secrets from `environment` and files, and
+    /// relative paths against the file's folder. Throws a ``ConfigurationError`` listing every
+    /// problem with its line.
+    ///
+    /// ```yaml
+    /// http: 127.0.0.1:9464          # /metrics, /healthz, /readyz (off when absent)
+    /// defaults:                     # any storage key but base-url, dir and state
+    ///   interval: 5m
+    /// storages:
+    ///   docs:
+    ///     base-url: https://raw.githubusercontent.com/acme/site/main/storage
+    ///     dir: /srv/mirror/docs
+    ///     headers:
+    ///       Authorization: {env: GITHUB_TOKEN, prefix: "token "}
+    ///     hooks:
+    ///       post-update:
+    ///         - command: [/usr/bin/systemctl, reload, nginx]
+    /// ```
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> AgentConfiguration {
+        let absolute = FileSystem.absolutePath(path)
+        let text: String
+        do {
+            text = try String(contentsOfFile: absolute, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(path: path, problems: [.init(line: nil, message: "cannot read the config file: \(error.localizedDescription)")])
+        }
+        var reader = ConfigReader(folder: (absolute as NSString).deletingLastPathComponent, environment: environment)
+        guard var configuration = reader.read(text) else {
+            // In the file's order, as a reader fixes them.
+            throw ConfigurationError(path: path, problems: reader.problems.sorted { ($0.line ?? 0, $0.column ?? 0) < ($1.line ?? 0, $1.column ?? 0) })
+        }
+        configuration.path = absolute
+        return configuration
+    }
+
+    /// The keys a storage takes, for the reference and for suggestions.
+    static let storageKeys = ["base-url", "dir", "state", "interval", "jitter", "splay", "max-backoff", "max-failures", "concurrency",
+                              "force", "headers", "trust-key", "hooks"]
+}
+
+/// Walks the YAML tree by hand, so that every problem names its line, and unknown keys are
+/// refused (a typo such as `intreval` would otherwise be ignored in silence).
+struct ConfigReader {
+    let folder: String
+    let environment: [String: String]
+    private(set) var problems: [ConfigurationProblem] = []
+
+    init(folder: String, environment: [String: String]) {
+        self.folder = folder
+        self.environment = environment
+    }
+
+    mutating func read(_ text: String) -> AgentConfiguration? {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: text)
+        } catch let error as YamlError {
+            problems.append(Self.problem(error))
+            return nil
+        } catch {
+            problems.append(.init(line: nil, message: "\(error)"))
+            return nil
+        }
+        guard let root, let top = mapping(root, "the file") else {
+            if problems.isEmpty { problems.append(.init(line: 1, message: "the file is empty: it needs a `storages:` mapping")) }
+            return nil
+        }
+        var configuration = AgentConfiguration(storages: [])
+        var defaults: Node.Mapping?
+        var storagesNode: (key: Node, value: Node)?
+        for (key, value) in top {
+            switch key.string {
+            case "http":
+                if let listen = string(value, "http") {
+                    do {
+                        _ = try AgentEndpoint.Address(parsing: listen)
+                        configuration.endpoint = listen
+                    } catch {
+                        problem(value, "http: \(error)")
+                    }
+                }
+            case "log-format":
+                if let format = string(value, "log-format") {
+                    if ["text", "journald", "json"].contains(format) {
+                        configuration.logFormat = format
+                    } else {
+                        problem(value, "log-format '\(format)': use text, journald or json")
+                    }
+                }
+            case "defaults":
+                defaults = mapping(value, "defaults")
+            case "storages":
+                storagesNode = (key, value)
+            default:
+                unknown(key, in: "the top level", known: ["storages", "defaults", "http", "log-format"])
+            }
+        }
+        guard let storagesNode else {
+            problems.append(.init(line: 1, message: "no `storages:` mapping: list each storage under it by name (see `sync-agent check-config --help`)"))
+            return nil
+        }
+        guard let storages = mapping(storagesNode.value, "storages") else { return nil }
+        if storages.count == 0 { problem(storagesNode.key, "`storages:` is empty: name at least one storage under it") }
+        if let defaults {
+            for (key, _) in defaults where ["base-url", "dir", "state"].contains(key.string ?? "") {
+                problem(key, "defaults.\(key.string ?? ""): each storage has its own; move it under the storage")
+            }
+        }
+        for (key, value) in storages {
+            guard let name = string(key, "a storage name") else { continue }
+            if name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) {
+                problem(key, "storage name '\(name)': use letters, digits, '.', '_' and '-' (it names the storage in logs, metrics and hooks)")
+                continue
+            }
+            if let settings = storage(named: name, value, defaults: defaults) { configuration.storages.append(settings) }
+        }
+        checkOverlaps(configuration.storages, storages)
+        return problems.isEmpty ? configuration : nil
+    }
+
+    // MARK: - One storage
+
+    private mutating func storage(named name: String, _ node: Node, defaults: Node.Mapping?) -> StorageSettings? {
+        guard let fields = mapping(node, "storages.\(name)") else { return nil }
+        let start = problems.count
+        var values: [String: (key: Node, value: Node)] = [:]
+        for (key, value) in defaults ?? Node.Mapping([]) { if let name = key.string { values[name] = (key, value) } }
+        for (key, value) in fields {
+            guard let field = key.string, AgentConfiguration.storageKeys.contains(field) else {
+                unknown(key, in: "storages.\(name)", known: AgentConfiguration.storageKeys)
+                continue
+            }
+            values[field] = (key, value)
+        }
+        if let defaults {
+            for (key, _) in defaults where !AgentConfiguration.storageKeys.contains(key.string ?? "") {
+                unknown(key, in: "defaults", known: AgentConfiguration.storageKeys)
+            }
+        }
+        let where_ = "storages.\(name)"
+        guard let baseNode = values["base-url"]?.value else {
+            problem(node, "\(where_): no base-url: give the storage folder's URL (the one holding RXCacheConfig/)")
+            return nil
+        }
+        guard let dirNode = values["dir"]?.value else {
+            problem(node, "\(where_): no dir: give the local folder to keep in step")
+            return nil
+        }
+        guard let baseText = string(baseNode, "\(where_).base-url"), let directory = string(dirNode, "\(where_).dir") else { return nil }
+        guard let baseURL = URL(string: baseText), let scheme = baseURL.scheme?.lowercased(), ["http", "https", "file"].contains(scheme),
+              scheme == "file" || baseURL.host != nil else {
+            problem(baseNode, "\(where_).base-url '\(baseText)' is not an http(s) URL")
+            return nil
+        }
+        var settings = StorageSettings(name: name, baseURL: baseURL, directory: resolve(directory),
+                                       statePath: values["state"].flatMap { string($0.value, "\(where_).state") }.map(resolve))
+        if let (_, value) = values["interval"], let interval = duration(value, "\(where_).interval") {
+            if interval < .seconds(1) { problem(value, "\(where_).interval must be at least 1s") } else { settings.interval = interval }
+        }
+        if let (_, value) = values["jitter"], let jitter = number(value, "\(where_).jitter") {
+            if (0...0.9).contains(jitter) { settings.jitter = jitter } else { problem(value, "\(where_).jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
+        }
+        if let (_, value) = values["splay"] {
+            if value.string == "0" { settings.splay = .zero } else if let splay = duration(value, "\(where_).splay") { settings.splay = splay }
+        }
+        if let (_, value) = values["max-backoff"], let backoff = duration(value, "\(where_).max-backoff") { settings.maxBackoff = backoff }
+        if let (_, value) = values["max-failures"], let count = integer(value, "\(where_).max-failures") {
+            if count >= 0 { settings.maxFailures = count } else { problem(value, "\(where_).max-failures must be 0 (never) or more") }
+        }
+        if let (_, value) = values["concurrency"], let count = integer(value, "\(where_).concurrency") {
+            if (1...64).contains(count) { settings.concurrency = count } else { problem(value, "\(where_).concurrency must be between 1 and 64") }
+        }
+        if let (_, value) = values["force"], let force = bool(value, "\(where_).force") { settings.force = force }
+        if let (_, value) = values["headers"], let headers = mapping(value, "\(where_).headers") {
+            for (key, value) in headers {
+                guard let headerName = string(key, "a header name") else { continue }
+                if let header = header(headerName, value, where_) { settings.headers.append(header) }
+            }
+        }
+        if let (_, value) = values["trust-key"] {
+            let nodes: [Node]
+            if case .sequence(let list) = value { nodes = Array(list) } else { nodes = [value] }
+            for node in nodes {
+                guard let path = string(node, "\(where_).trust-key") else { continue }
+                if let key = trustedKey(resolve(path), node, where_) { settings.trustedKeys.append(key) }
+            }
+        }
+        if let (_, value) = values["hooks"], let hooks = mapping(value, "\(where_).hooks") {
+            for (key, value) in hooks {
+                switch key.string {
+                case "pre-switch": settings.preSwitchHooks = hookList(value, "\(where_).hooks.pre-switch")
+                case "post-update": settings.postUpdateHooks = hookList(value, "\(where_).hooks.post-update")
+                default: unknown(key, in: "\(where_).hooks", known: ["pre-switch", "post-update"])
+                }
+            }
+        }
+        return problems.count == start ? settings : nil
+    }
+
+    /// `Name: value`, or `Name: {env: VAR}` / `{file: PATH}` with an optional `prefix:`.
+    private mutating func header(_ name: String, _ node: Node, _ where_: String) -> StorageSettings.Header? {
+        let label = "\(where_).headers.\(name)"
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
+            problem(node, "\(label): '\(name)' is not a header name")
+            return nil
+        }
+        if case .scalar = node, let value = node.string {
+            return StorageSettings.Header(name: name, value: value)
+        }
+        guard let fields = mapping(node, label) else { return nil }
+        var prefix = ""
+        var resolved: (value: String, source: String)?
+        for (key, value) in fields {
+            switch key.string {
+            case "prefix":
+                prefix = string(value, "\(label).prefix") ?? ""
+            case "env":
+                guard let variable = string(value, "\(label).env") else { continue }
+                guard let secret = environment[variable], !secret.isEmpty else {
+                    problem(value, "\(label): the environment variable \(variable) is not set (or empty); set it for the service, "
+                        + "e.g. in its EnvironmentFile=")
+                    continue
+                }
+                resolved = (secret, "env \(variable)")
+            case "file":
+                guard let path = string(value, "\(label).file").map(resolve) else { continue }
+                guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+                    problem(value, "\(label): cannot read the secret file \(path); check that it exists and that the agent's user can read it")
+                    continue
+                }
+                let secret = text.trimmingCharacters(in: .newlines)
+                guard !secret.isEmpty else {
+                    problem(value, "\(label): the secret file \(path) is empty")
+                    continue
+                }
+                resolved = (secret, "file \(path)")
+            default:
+                unknown(key, in: label, known: ["env", "file", "prefix"])
+            }
+        }
+        guard let resolved else {
+            if problems.isEmpty || fields.count == 0 { problem(node, "\(label): give a value, or {env: VARIABLE} or {file: PATH} for a secret") }
+            return nil
+        }
+        guard !(prefix + resolved.value).contains(where: { $0 == "\r" || $0 == "\n" }) else {
+            problem(node, "\(label): the value holds a line break; a header value must be one line")
+            return nil
+        }
+        return StorageSettings.Header(name: name, value: prefix + resolved.value, source: resolved.source)
+    }
+
+    private mutating func trustedKey(_ path: String, _ node: Node, _ where_: String) -> String? {
+        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
+            problem(node, "\(where_).trust-key: cannot read \(path); give the publisher's public key file (from `sync-agent keygen`)")
+            return nil
+        }
+        do {
+            _ = try StatusSignature.publicKey(base64: text)
+        } catch {
+            problem(node, "\(where_).trust-key \(path): \(error.message); make a pair with `sync-agent keygen --out FILE` and give FILE.pub")
+            return nil
+        }
+        return text
+    }
+
+    /// `- command: [/usr/bin/x, arg]` with optional `timeout:` and `name:`; a bare list or string is the command.
+    private mutating func hookList(_ node: Node, _ label: String) -> [Hook] {
+        guard case .sequence(let list) = node else {
+            problem(node, "\(label) must be a list of hooks, each `- command: [/path/to/program, arg, …]`")
+            return []
+        }
+        var hooks: [Hook] = []
+        for (index, item) in list.enumerated() {
+            let itemLabel = "\(label)[\(index)]"
+            var commandNode: Node?
+            var timeout: Duration = .seconds(60)
+            var name: String?
+            if case .mapping(let fields) = item {
+                for (key, value) in fields {
+                    switch key.string {
+                    case "command": commandNode = value
+                    case "timeout": if let parsed = duration(value, "\(itemLabel).timeout") { timeout = parsed }
+                    case "name": name = string(value, "\(itemLabel).name")
+                    default: unknown(key, in: itemLabel, known: ["command", "timeout", "name"])
+                    }
+                }
+            } else {
+                commandNode = item
+            }
+            guard let commandNode else {
+                problem(item, "\(itemLabel): no command: give `command: [/path/to/program, arg, …]`")
+                continue
+            }
+            let command: [String]
+            switch commandNode {
+            case .sequence(let words): command = words.compactMap { string($0, "\(itemLabel).command") }
+            case .scalar: command = commandNode.string.map { [$0] } ?? []
+            default:
+                problem(commandNode, "\(itemLabel).command must be a list: [/path/to/program, arg, …]")
+                continue
+            }
+            guard let program = command.first, !program.isEmpty else {
+                problem(commandNode, "\(itemLabel).command is empty")
+                continue
+            }
+            guard let executable = Self.executable(program, folder: folder, environment: environment) else {
+                problem(commandNode, "\(itemLabel).command: \(program) is not an executable file\(program.contains("/") ? "" : " on PATH")"
+                    + "; give its absolute path (no shell runs it: write [/bin/sh, -c, '…'] for one)")
+                continue
+            }
+            hooks.append(Hook(command: [executable] + command.dropFirst(), timeout: timeout, name: name ?? (program as NSString).lastPathComponent))
+        }
+        return hooks
+    }
+
+    /// `program`'s path: absolute or relative to the config's folder when it holds a `/`, else found on PATH.
+    static func executable(_ program: String, folder: String, environment: [String: String]) -> String? {
+        let candidates: [String]
+        if program.contains("/") {
+            candidates = [program.hasPrefix("/") ? program : "\(folder)/\(program)"]
+        } else {
+            candidates = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map { "\($0)/\(program)" }
+        }
+        return candidates.first { path in
+            var info = stat()
+            return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
+        }
+    }
+
+    // MARK: - Whole-file checks
+
+    /// Two storages may not share a folder or a state database, nor nest one folder in another:
+    /// each would undo the other's updates.
+    private mutating func checkOverlaps(_ storages: [StorageSettings], _ nodes: Node.Mapping) {
+        let lines = Dictionary(nodes.compactMap { key, _ in key.string.map { ($0, key) } }, uniquingKeysWith: { first, _ in first })
+        for (index, storage) in storages.enumerated() {
+            for other in storages[..<index] {
+                let key = lines[storage.name] ?? Node("")
+                if storage.directory == other.directory {
+                    problem(key, "storages.\(storage.name).dir \(storage.directory) is also storages.\(other.name)'s folder; give each storage its own")
+                } else if storage.directory.hasPrefix(other.directory + "/") || other.directory.hasPrefix(storage.directory + "/") {
+                    problem(key, "storages.\(storage.name).dir \(storage.directory) and storages.\(other.name)'s \(other.directory) nest; "
+                        + "each update would replace the other's files")
+                } else if storage.statePath == other.statePath {
+                    problem(key, "storages.\(storage.name).state \(storage.statePath) is also storages.\(other.name)'s state database; give each its own")
+                }
+            }
+        }
+    }
+
+    // MARK: - Typed reads
+
+    private func resolve(_ path: String) -> String {
+        if path.hasPrefix("/") { return path }
+        if path == "~" || path.hasPrefix("~/") { return (environment["HOME"] ?? NSHomeDirectory()) + path.dropFirst() }
+        return FileSystem.absolutePath("\(folder)/\(path)")
+    }
+
+    private mutating func mapping(_ node: Node, _ label: String) -> Node.Mapping? {
+        if case .mapping(let mapping) = node { return mapping }
+        problem(node, "\(label) must be a mapping of `key: value` lines")
+        return nil
+    }
+
+    private mutating func string(_ node: Node, _ label: String) -> String? {
+        if case .scalar(let scalar) = node { return scalar.string }
+        problem(node, "\(label) must be a single value")
+        return nil
+    }
+
+    private mutating func duration(_ node: Node, _ label: String) -> Duration? {
+        guard let text = string(node, label) else { return nil }
+        guard let duration = DurationText.parse(text, bareSeconds: true) else {
+            problem(node, "\(label) '\(text)' is not a duration: give \(DurationText.help), or seconds")
+            return nil
+        }
+        return duration
+    }
+
+    private mutating func number(_ node: Node, _ label: String) -> Double? {
+        guard let text = string(node, label) else { return nil }
+        guard let value = Double(text), value.isFinite else {
+            problem(node, "\(label) '\(text)' is not a number")
+            return nil
+        }
+        return value
+    }
+
+    private mutating func integer(_ node: Node, _ label: String) -> Int? {
+        guard let text = string(node, label) else { return nil }
+        guard let value = Int(text) else {
+            problem(node, "\(label) '\(text)' is not a whole number")
+            return nil
+        }
+        return value
+    }
+
+    private mutating func bool(_ node: Node, _ label: String) -> Bool? {
+        guard let text = string(node, label) else { return nil }
+        switch text.lowercased() {
+        case "true", "yes", "on": return true
+        case "false", "no", "off": return false
+        default:
+            problem(node, "\(label) '\(text)' is not true or false")
+            return nil
+        }
+    }
+
+    private mutating func unknown(_ key: Node, in place: String, known: [String]) {
+        let name = key.string ?? "?"
+        let close = known.min { Self.distance($0, name) < Self.distance($1, name) }
+        let hint = close.flatMap { Self.distance($0, name) <= 2 ? " (did you mean \($0)?)" : nil } ?? ""
+        problem(key, "unknown key '\(name)' in \(place)\(hint); known: \(known.joined(separator: ", "))")
+    }
+
+    private mutating func problem(_ node: Node, _ message: String) {
+        problems.append(ConfigurationProblem(line: node.mark?.line, column: node.mark?.column, message: message))
+    }
+
+    private static func problem(_ error: YamlError) -> ConfigurationProblem {
+        switch error {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            return ConfigurationProblem(line: mark.line, column: mark.column, message: "not valid YAML: \(problem)")
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            return ConfigurationProblem(line: context.mark.line, column: context.mark.column,
+                                        message: "the key\(duplicates.count == 1 ? "" : "s") \(duplicates.joined(separator: ", ")) appear twice in one mapping")
+        default:
+            return ConfigurationProblem(line: nil, message: "not valid YAML: \(error)")
+        }
+    }
+
+    /// Levenshtein distance, for "did you mean".
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return row[b.count]
+    }
+}

@@ -1,0 +1,35 @@
+import ContentSync
+import Foundation
+
+/// The one-line texts `sync` prints and `watch` logs: the same words in both places.
+public enum ReportText {
+    /// "up to date at 1.2", "updated 1.1 → 1.2: 1 change list(s), 3 file(s) downloaded (12.0 KB), 40 kept", ….
+    public static func summary(_ report: SyncReport) -> String {
+        switch report.outcome {
+        case .upToDate:
+            return "up to date at \(report.toVersion)"
+        case .restored:
+            return "restored \(report.toVersion) from the archive (\(report.filesDownloaded) files, \(bytes(report.bytesDownloaded)) downloaded)"
+        case .replayed:
+            var line = "updated \(report.fromVersion.map { "\($0)" } ?? "?") → \(report.toVersion): \(report.changeListsApplied) change list(s), "
+                + "\(report.filesDownloaded) file(s) downloaded (\(bytes(report.bytesDownloaded))), \(report.filesReused) kept"
+            if report.filesAlreadyDownloaded > 0 { line += ", \(report.filesAlreadyDownloaded) already downloaded earlier" }
+            if !report.warnings.isEmpty { line += ", \(report.warnings.count) warning(s)" }
+            return line
+        }
+    }
+
+    /// "512 B", "1.5 KB", "12.0 MB", "1.25 GB".
+    public static func bytes(_ count: Int64) -> String {
+        if count < 1024 { return "\(count) B" }
+        if count < 1 << 20 { return String(format: "%.1f KB", Double(count) / 1024) }
+        if count < 1 << 30 { return String(format: "%.1f MB", Double(count) / 1_048_576) }
+        return String(format: "%.2f GB", Double(count) / 1_073_741_824)
+    }
+
+    /// "12.3 s".
+    public static func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        return String(format: "%.1f s", Double(seconds) + Double(attoseconds) / 1e18)
+    }
+}

@@ -1,0 +1,172 @@
+import ContentSync
+import Foundation
+import Logging
+import Synchronization
+import Transport
+
+/// One storage's poll loop: check, log, record metrics and readiness, run hooks, and pause as
+/// its ``PollSchedule`` says, until asked to stop or stopped by an error that retrying cannot fix.
+public final class StorageWatcher: Sendable {
+    /// Why a watcher's loop ended without being asked to.
+    public struct Stopped: Error, Sendable, CustomStringConvertible {
+        /// The storage.
+        public var storage: String
+        /// The failure that stopped it.
+        public var error: SyncError
+        /// True when retrying could not fix it; false when `max-failures` ran out.
+        public var permanent: Bool
+        /// The failures in a row, for `max-failures`.
+        public var consecutiveFailures: Int
+
+        /// "storage docs stopped: …".
+        public var description: String {
+            permanent ? "storage \(storage) stopped: retrying cannot fix this: \(error)"
+                : "storage \(storage) stopped after \(consecutiveFailures) failed check\(consecutiveFailures == 1 ? "" : "s") in a row: \(error)"
+        }
+    }
+
+    /// What the agent hears from the loop.
+    public struct Callbacks: Sendable {
+        /// After the first check, whatever its outcome.
+        public var firstCheckDone: @Sendable () -> Void = {}
+        /// A one-line status after each check, for systemd's STATUS=.
+        public var status: @Sendable (String) -> Void = { _ in }
+
+        /// No callbacks.
+        public init() {}
+    }
+
+    /// The settings it runs.
+    public let settings: StorageSettings
+    let manager: CacheManager
+    let logger: Logger
+    let metrics: StorageMetrics?
+    let health: AgentHealth?
+    private let control = Mutex(Control())
+
+    private struct Control {
+        var stopRequested = false
+        var sleeper: Task<Void, any Error>?
+    }
+
+    /// A watcher for `settings`, fetching through `transport` (shared by the agent's storages).
+    public init(settings: StorageSettings, transport: (any Transport)?, logger: Logger,
+                metrics: StorageMetrics? = nil, health: AgentHealth? = nil) throws(SyncError) {
+        var logger = logger
+        logger[metadataKey: "storage"] = "\(settings.name)"
+        self.settings = settings
+        self.logger = logger
+        self.metrics = metrics
+        self.health = health
+        self.manager = try CacheManager(configuration: settings.clientConfiguration(transport: transport, logger: logger.logLevel <= .debug ? logger : nil,
+                                                                                    hookLogger: logger))
+    }
+
+    /// Asks the loop to end once the running check (if any) finishes; a pause ends at once.
+    public func stop() {
+        let sleeper = control.withLock { control in
+            control.stopRequested = true
+            return control.sleeper
+        }
+        sleeper?.cancel()
+    }
+
+    /// Suspends the running update (finished downloads are kept) and stops: for SIGTERM.
+    public func suspend() async {
+        stop()
+        await manager.suspend()
+    }
+
+    /// Ends the manager; call after ``run(callbacks:)`` returned.
+    public func shutdown() async {
+        await manager.shutdown()
+        metrics?.remove()
+        health?.remove(storage: settings.name)
+    }
+
+    private var stopRequested: Bool { control.withLock { $0.stopRequested } }
+
+    /// Checks until ``stop()``; throws ``Stopped`` when an error stops the storage.
+    public func run(callbacks: Callbacks = Callbacks()) async throws(Stopped) {
+        var schedule = settings.schedule
+        let local = try? await manager.localVersion()
+        metrics?.setVersion(local?.text)
+        health?.setReady(storage: settings.name, local != nil)
+        let announcer = announceUpdates()
+        defer { announcer.cancel() }
+        var first = true
+        var wait = schedule.initialDelay(random: Double.random(in: 0..<1))
+        while true {
+            if wait > .zero {
+                let sleeper = Task { [wait] in try await Task.sleep(for: wait) }
+                let stopping = control.withLock { control in
+                    control.sleeper = sleeper
+                    return control.stopRequested
+                }
+                if stopping { sleeper.cancel() }
+                _ = try? await sleeper.value
+                control.withLock { $0.sleeper = nil }
+            }
+            if stopRequested || Task.isCancelled { break }
+            let started = ContinuousClock.now
+            do {
+                let report = try await manager.checkForUpdates()
+                let summary = ReportText.summary(report)
+                logger.info("\(summary)")
+                metrics?.checkSucceeded(report, duration: ContinuousClock.now - started)
+                health?.setReady(storage: settings.name, true)
+                wait = schedule.afterSuccess(random: Double.random(in: 0..<1))
+                callbacks.status("\(summary); next check in \(ReportText.seconds(wait))")
+                if report.outcome != .upToDate, !settings.postUpdateHooks.isEmpty {
+                    await HookRunner.afterUpdate(settings.postUpdateHooks, storage: settings.name, directory: settings.directory,
+                                                 report: report, logger: logger)
+                }
+            } catch {
+                if stopRequested && (error.code == .cancelled || error.code == .connectionNotAllowed) { break }
+                let failures = schedule.consecutiveFailures + 1
+                metrics?.checkFailed(code: "\(error.code)", consecutiveFailures: failures)
+                if PollSchedule.isPermanent(error) {
+                    logger.critical("stopping this storage: retrying cannot fix this: \(error)")
+                    throw Stopped(storage: settings.name, error: error, permanent: true, consecutiveFailures: failures)
+                }
+                wait = schedule.afterFailure(random: Double.random(in: 0..<1))
+                if settings.maxFailures > 0, failures >= settings.maxFailures {
+                    logger.critical("stopping after \(failures) failed check\(failures == 1 ? "" : "s") in a row: \(error)")
+                    throw Stopped(storage: settings.name, error: error, permanent: false, consecutiveFailures: failures)
+                }
+                logger.error("check failed (\(failures) in a row; next in \(ReportText.seconds(wait))): \(error)")
+                callbacks.status("check failed (\(failures) in a row), next in \(ReportText.seconds(wait)): \(String(describing: error).prefix(200))")
+            }
+            if first {
+                first = false
+                callbacks.firstCheckDone()
+            }
+        }
+        logger.info("stopped")
+    }
+
+    /// An info line when an update starts downloading (a first restore can take long, and was
+    /// silent): where from, and the plan's size.
+    private func announceUpdates() -> Task<Void, Never> {
+        Task { [manager, logger] in
+            var announced = false
+            for await event in await manager.events() {
+                guard case .progress(let progress) = event else {
+                    if case .stateChanged = event { continue }
+                    announced = false
+                    continue
+                }
+                switch progress.phase {
+                case .downloadingArchive, .downloadingFiles, .extracting:
+                    guard !announced else { continue }
+                    announced = true
+                    let from = (try? await manager.localVersion())?.description ?? "nothing"
+                    logger.info("update started", metadata: ["from": "\(from)", "phase": "\(progress.phase)", "files": "\(progress.filesTotal)",
+                                                            "bytes": "\(progress.bytesTotal.map(String.init) ?? "unknown")"])
+                default:
+                    continue
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+@testable import SyncDaemon
+import Testing
+
+/// The config file: what a valid one gives, and every kind of mistake named with its line.
+@Suite("watch --config: the YAML config file")
+struct AgentConfigurationTests {
+    /// Writes `text` as agent.yaml in a new folder and loads it.
+    static func load(_ text: String, environment: [String: String] = ["PATH": "/usr/bin:/bin"],
+                     files: [String: String] = [:]) throws(ConfigurationError) -> AgentConfiguration {
+        let folder = NSTemporaryDirectory() + "agent-config-" + UUID().uuidString
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        for (name, contents) in files { try? Data(contents.utf8).write(to: URL(fileURLWithPath: folder + "/" + name)) }
+        try? Data(text.utf8).write(to: URL(fileURLWithPath: folder + "/agent.yaml"))
+        return try AgentConfiguration.load(path: folder + "/agent.yaml", environment: environment)
+    }
+
+    /// The problems loading `text` gives.
+    static func problems(_ text: String, environment: [String: String] = ["PATH": "/usr/bin:/bin"]) -> [ConfigurationProblem] {
+        do {
+            _ = try load(text, environment: environment)
+            return []
+        } catch {
+            return error.problems
+        }
+    }
+
+    static let publicKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
+
+    @Test("a full file: defaults inherited, per-storage overrides, secrets from env and file, relative paths from the file's folder")
+    func fullFile() throws {
+        let configuration = try Self.load("""
+            # two storages
+            http: 127.0.0.1:9464
+            log-format: json
+            defaults:
+              interval: 10m
+              jitter: 0.2
+              max-failures: 12
+            storages:
+              docs:
+                base-url: https://raw.githubusercontent.com/acme/site/main/storage
+                dir: mirror/docs
+                state: state/docs.sqlite
+                interval: 90
+                splay: 1m
+                headers:
+                  Authorization: {env: GITHUB_TOKEN, prefix: "token "}
+                  X-Fleet: eu-1
+                trust-key: publisher.pub
+                hooks:
+                  post-update:
+                    - command: [/bin/true, --flag]
+                      timeout: 30s
+                  pre-switch:
+                    - [sh, -c, "test -f index.html"]
+              blog:
+                base-url: http://127.0.0.1:8080/blog/
+                dir: /srv/blog
+                force: yes
+                concurrency: 2
+                headers:
+                  Authorization: {file: token.txt}
+            """, environment: ["PATH": "/usr/bin:/bin", "GITHUB_TOKEN": "s3cret"],
+            files: ["publisher.pub": Self.publicKey + "\n", "token.txt": "Bearer t0ken\n"])
+        #expect(configuration.endpoint == "127.0.0.1:9464")
+        #expect(configuration.logFormat == "json")
+        #expect(configuration.storages.map(\.name) == ["docs", "blog"])
+        let docs = configuration.storages[0], blog = configuration.storages[1]
+        #expect(docs.interval == .seconds(90))
+        #expect(blog.interval == .seconds(600), "inherited from defaults")
+        #expect(docs.jitter == 0.2 && blog.jitter == 0.2)
+        #expect(docs.maxFailures == 12)
+        #expect(docs.splay == .seconds(60))
+        #expect(docs.directory.hasSuffix("/mirror/docs") && docs.directory.hasPrefix("/"))
+        #expect(docs.statePath.hasSuffix("/state/docs.sqlite"))
+        #expect((docs.directory as NSString).deletingLastPathComponent == (docs.statePath as NSString).deletingLastPathComponent
+            .replacingOccurrences(of: "/state", with: "/mirror"), "both relative to the file's folder")
+        #expect(docs.headers.map(\.value) == ["token s3cret", "eu-1"])
+        #expect(blog.headers.map(\.value) == ["Bearer t0ken"], "a secret file's trailing newline is dropped")
+        #expect(docs.trustedKeys.count == 1)
+        #expect(docs.postUpdateHooks.count == 1 && docs.preSwitchHooks.count == 1)
+        #expect(docs.preSwitchHooks.first?.command.first == "/usr/bin/sh" || docs.preSwitchHooks.first?.command.first == "/bin/sh",
+                "a bare program name is found on PATH")
+        #expect(blog.force && blog.concurrency == 2)
+        #expect(blog.statePath.hasSuffix(".sqlite") && !blog.statePath.hasPrefix("/srv/blog/"), "the default state path lies outside the folder")
+    }
+
+    @Test("a header's description never shows its value")
+    func secretsStayHidden() throws {
+        let configuration = try Self.load("""
+            storages:
+              a:
+                base-url: http://127.0.0.1/a/
+                dir: /tmp/a
+                headers:
+                  Authorization: {env: TOKEN}
+            """, environment: ["TOKEN": "very-secret-value"])
+        let header = try #require(configuration.storages.first?.headers.first)
+        #expect(header.value == "very-secret-value")
+        #expect(!header.description.contains("very-secret"))
+        #expect(header.description == "Authorization: <from env TOKEN>")
+    }
+
+    @Test("each mistake is named with its line", arguments: [
+        // (file, line, a fragment of the message)
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    intreval: 5m\n", 5, "did you mean interval"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    interval: 5 minutes\n", 5, "is not a duration"),
+        ("storages:\n  a:\n    dir: /tmp/a\n", 3, "no base-url"),
+        ("storages:\n  a:\n    base-url: ftp://h/a/\n    dir: /tmp/a\n", 3, "is not an http(s) URL"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 2\n", 5, "between 0 and 0.9"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {env: NOPE_UNSET}\n", 6, "NOPE_UNSET is not set"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {file: /nonexistent/token}\n", 6, "cannot read the secret file"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a\n", 5, "also storages.a's folder"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a/b\n", 5, "nest"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  a:\n    base-url: http://h/b/\n    dir: /tmp/b\n", 2, "appear twice"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      post-update:\n        - command: [no-such-program-xyz]\n", 7, "not an executable file on PATH"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      after: []\n", 6, "unknown key 'after'"),
+        ("storages:\n  a:\n    base-url: [http://h/a/\n    dir: /tmp/a\n", 4, "not valid YAML"),
+        ("storages:\n  'bad name':\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2, "storage name 'bad name'"),
+        ("defaults:\n  dir: /tmp/x\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2, "each storage has its own"),
+        ("storage:\n  a: {}\n", 1, "unknown key 'storage'"),
+        ("storages: {}\n", 1, "is empty"),
+        ("http: 0.0.0.0:99999\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 1, "http:"),
+    ])
+    func mistakes(file: String, line: Int, fragment: String) {
+        let problems = Self.problems(file)
+        #expect(problems.contains { $0.line == line && $0.message.contains(fragment) }, "\(problems)")
+    }
+
+    @Test("every problem in a file is listed, not only the first")
+    func allProblems() {
+        let problems = Self.problems("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 3\n    concurrency: 0\n    colour: red\n")
+        #expect(problems.map(\.line) == [5, 6, 7], "\(problems)")
+    }
+
+    @Test("an error prints as file:line:column: message, one problem a line")
+    func errorText() {
+        let error = ConfigurationError(path: "agent.yaml", problems: [.init(line: 3, column: 5, message: "bad"), .init(line: nil, message: "worse")])
+        #expect(error.description == "agent.yaml:3:5: bad\nagent.yaml: worse")
+    }
+
+    @Test("a reload's difference by name: added, removed, changed, unchanged")
+    func difference() throws {
+        let old = AgentConfiguration(storages: [
+            StorageSettings(name: "a", baseURL: URL(string: "http://h/a/")!, directory: "/tmp/a"),
+            StorageSettings(name: "b", baseURL: URL(string: "http://h/b/")!, directory: "/tmp/b"),
+            StorageSettings(name: "c", baseURL: URL(string: "http://h/c/")!, directory: "/tmp/c"),
+        ])
+        var new = old
+        new.storages.remove(at: 1)
+        new.storages[1].interval = .seconds(60)
+        new.storages.append(StorageSettings(name: "d", baseURL: URL(string: "http://h/d/")!, directory: "/tmp/d"))
+        #expect(Agent.difference(from: old, to: new) == Agent.Difference(added: ["d"], removed: ["b"], changed: ["c"], unchanged: ["a"]))
+    }
+}
