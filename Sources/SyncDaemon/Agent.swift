@@ -83,6 +83,10 @@ public final class Agent: Service, Sendable {
         var failure: StorageWatcher.Stopped?
 
         func start(_ settings: StorageSettings, in group: inout TaskGroup<Void>) {
+            logger.info("starting storage", metadata: ["storage": "\(settings.name)", "dir": "\(settings.directory)",
+                                                       "base-url": "\(settings.baseURL.absoluteString)",
+                                                       "interval": "\(DurationText.format(settings.interval))", "jitter": "\(settings.jitter)",
+                                                       "headers": "\(settings.headers.map(\.description).joined(separator: ", "))"])
             generation += 1
             let id = generation
             let watcher: StorageWatcher
@@ -113,10 +117,6 @@ public final class Agent: Service, Sendable {
         await withGracefulShutdownHandler {
             await withTaskGroup(of: Void.self) { group in
                 for settings in configuration.storages {
-                    logger.info("starting storage", metadata: ["storage": "\(settings.name)", "dir": "\(settings.directory)",
-                                                               "base-url": "\(settings.baseURL.absoluteString)",
-                                                               "interval": "\(DurationText.format(settings.interval))", "jitter": "\(settings.jitter)",
-                                                               "headers": "\(settings.headers.map(\.description).joined(separator: ", "))"])
                     start(settings, in: &group)
                 }
                 group.addTask {

@@ -1,0 +1,215 @@
+import Foundation
+import StorageServer
+import Testing
+
+/// `watch --config`: several storages in one process, the HTTP endpoint, SIGHUP reloads, hooks,
+/// and `check-config`, run through the built binary against loopback servers.
+@Suite("watch --config: several storages, /metrics, SIGHUP reload, hooks; check-config", .timeLimit(.minutes(3)))
+struct WatchConfigTests {
+    static let storage12 = URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")
+    static let storage14 = URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.4")
+
+    /// A storage entry of a config file, in `scratch`/`name`.
+    static func storage(_ name: String, _ server: StorageServer, scratch: String, extra: String = "") -> String {
+        """
+          \(name):
+            base-url: \(server.baseURL!.absoluteString)
+            dir: \(scratch)/\(name)
+            state: \(scratch)/\(name).sqlite
+            interval: 1h
+        \(extra)
+        """
+    }
+
+    /// The daemon's JSON log lines so far.
+    static func lines(_ scratch: String) -> [[String: String]] {
+        let text = (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? ""
+        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+    }
+
+    static func waitForLine(_ scratch: String, _ what: String, _ matches: ([String: String]) -> Bool) async throws -> [String: String] {
+        for _ in 0..<600 {
+            if let line = lines(scratch).first(where: matches) { return line }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        Issue.record("no log line for \(what) within 30 s; log:\n\((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "")")
+        throw CancellationError()
+    }
+
+    static func startWatch(config: String, scratch: String, environment: [String: String] = [:]) throws -> ChildProcess {
+        try Data(config.utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+        return try ChildProcess(SyncAgentBinary.path, ["watch", "--config", scratch + "/agent.yaml", "--log-format", "json"],
+                                stderr: scratch + "/watch.log", environment: environment)
+    }
+
+    static func version(_ scratch: String, _ name: String) async throws -> String? {
+        let result = try await SyncAgentBinary.run(["status", "--dir", "\(scratch)/\(name)", "--state", "\(scratch)/\(name).sqlite", "--json"],
+                                                   scratch: scratch)
+        return (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["version"] as? String
+    }
+
+    /// GETs `url` with curl: (status, body).
+    static func get(_ url: String, scratch: String) async throws -> (Int, String) {
+        let out = scratch + "/curl-\(UUID().uuidString)"
+        _ = try await ChildProcess.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", url], stdout: out + ".code")
+        let code = Int((try? String(contentsOfFile: out + ".code", encoding: .utf8)) ?? "") ?? 0
+        return (code, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "")
+    }
+
+    @Test("check-config prints what a valid file runs, never a secret; a bad file exits 6 naming file:line:column")
+    func checkConfig() async throws {
+        try await withScratch { scratch in
+            try Data("""
+                storages:
+                  docs:
+                    base-url: http://127.0.0.1:9/storage/
+                    dir: mirror
+                    headers:
+                      Authorization: {env: TOKEN, prefix: "token "}
+                """.utf8).write(to: URL(fileURLWithPath: scratch + "/good.yaml"))
+            let good = try await ChildProcess(SyncAgentBinary.path, ["check-config", scratch + "/good.yaml"],
+                                              stdout: scratch + "/good.out", stderr: scratch + "/good.err",
+                                              environment: ["TOKEN": "hunter2-secret"]).exitStatus()
+            let out = try String(contentsOfFile: scratch + "/good.out", encoding: .utf8)
+            #expect(good == 0, "\(out)")
+            #expect(out.contains("docs: http://127.0.0.1:9/storage/ → \(scratch)/mirror"), "relative dir from the file's folder:\n\(out)")
+            #expect(out.contains("Authorization: <from env TOKEN>"))
+            #expect(!out.contains("hunter2"), "the secret never shows")
+
+            try Data("storages:\n  docs:\n    base-url: http://h/s/\n    dir: /tmp/x\n    intervall: 5m\n".utf8)
+                .write(to: URL(fileURLWithPath: scratch + "/bad.yaml"))
+            let bad = try await SyncAgentBinary.run(["check-config", scratch + "/bad.yaml"], scratch: scratch)
+            #expect(bad.status == 6)
+            #expect(bad.stderr.contains("\(scratch)/bad.yaml:5:5: unknown key 'intervall'"), "\(bad.stderr)")
+            #expect(bad.stderr.contains("did you mean interval"))
+
+            let refused = try await SyncAgentBinary.run(["watch", "--config", scratch + "/good.yaml", "--interval", "60"], scratch: scratch)
+            #expect(refused.status == 6 && refused.stderr.contains("--interval belong in the file"), "\(refused.stderr)")
+        }
+    }
+
+    @Test("two storages in one process; /metrics per storage, /healthz, /readyz; SIGHUP adds, removes and changes storages")
+    func storagesMetricsAndReload() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server12 in
+                try await withStorageServer(root: Self.storage14) { server14 in
+                    let config = { (storages: [String]) in "http: 127.0.0.1:0\nstorages:\n" + storages.joined(separator: "\n") + "\n" }
+                    let process = try Self.startWatch(config: config([Self.storage("a", server12, scratch: scratch),
+                                                                      Self.storage("b", server14, scratch: scratch)]), scratch: scratch)
+                    async let exitStatus = process.exitStatus()
+                    var stopped = false
+                    defer { if !stopped { process.send(SIGKILL) } }
+
+                    let listening = try await Self.waitForLine(scratch, "the endpoint") { $0["message"]?.hasPrefix("serving /metrics") == true }
+                    let base = try #require(listening["http"])
+                    _ = try await Self.waitForLine(scratch, "a restored") { $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true }
+                    _ = try await Self.waitForLine(scratch, "b restored") { $0["storage"] == "b" && $0["message"]?.hasPrefix("restored 1.4") == true }
+                    #expect(try await Self.version(scratch, "a") == "1.2")
+                    #expect(try await Self.version(scratch, "b") == "1.4")
+                    #expect(server12.requestCount(forPath: "/RXCacheConfig/cacheStatus.json") >= 1)
+
+                    let (metricsStatus, metrics) = try await Self.get(base + "/metrics", scratch: scratch)
+                    #expect(metricsStatus == 200)
+                    #expect(metrics.contains(#"sync_agent_checks_total{storage="a"} 1"#), "\(metrics)")
+                    #expect(metrics.contains(#"sync_agent_updates_total{"#) && metrics.contains(#"outcome="restored""#))
+                    #expect(metrics.contains(#"version="1.4""#) && metrics.contains("sync_agent_version_info"))
+                    #expect(try await Self.get(base + "/healthz", scratch: scratch).0 == 200)
+                    #expect(try await Self.get(base + "/readyz", scratch: scratch).0 == 200)
+
+                    // Reload: b goes, c comes, a changes (its interval).
+                    let changedA = Self.storage("a", server12, scratch: scratch).replacingOccurrences(of: "interval: 1h", with: "interval: 2h")
+                    try Data(config([changedA, Self.storage("c", server12, scratch: scratch)]).utf8)
+                        .write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+                    process.send(SIGHUP)
+                    let reloaded = try await Self.waitForLine(scratch, "the reload") { $0["message"]?.hasPrefix("SIGHUP: reloaded") == true }
+                    #expect(reloaded["added"] == "c" && reloaded["removed"] == "b" && reloaded["changed"] == "a", "\(reloaded)")
+                    _ = try await Self.waitForLine(scratch, "c restored") { $0["storage"] == "c" && $0["message"]?.hasPrefix("restored 1.2") == true }
+                    let (_, after) = try await Self.get(base + "/metrics", scratch: scratch)
+                    #expect(!after.contains(#"storage="b""#), "a removed storage's series go:\n\(after)")
+                    #expect(after.contains(#"sync_agent_checks_total{storage="c"} 1"#))
+
+                    // A broken file keeps the running configuration.
+                    try Data("storages:\n  a: [\n".utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+                    process.send(SIGHUP)
+                    let refused = try await Self.waitForLine(scratch, "the refused reload") { $0["message"]?.contains("running on with the previous") == true }
+                    #expect(refused["level"] == "error" && refused["message"]?.contains("agent.yaml:") == true, "\(refused)")
+                    #expect(kill(process.pid, 0) == 0, "still running")
+
+                    process.send(SIGTERM)
+                    #expect(await exitStatus == 0)
+                    stopped = true
+                    let versions = [try await Self.version(scratch, "a"), try await Self.version(scratch, "c")]
+                    #expect(versions == ["1.2", "1.2"])
+                }
+            }
+        }
+    }
+
+    @Test("SIGHUP during an update lets it finish: the changed storage restarts after its restore, nothing is cancelled")
+    func reloadDuringUpdate() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                server.injectFault(.delay(seconds: 3), times: 1) { $0.hasSuffix(".zip") }
+                let process = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n", scratch: scratch)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                _ = try await Self.waitForLine(scratch, "the update start") { $0["message"] == "update started" }
+                try Data(("storages:\n" + Self.storage("a", server, scratch: scratch).replacingOccurrences(of: "interval: 1h", with: "interval: 2h") + "\n").utf8)
+                    .write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+                process.send(SIGHUP)
+                _ = try await Self.waitForLine(scratch, "the reload") { $0["message"]?.hasPrefix("SIGHUP: reloaded") == true }
+                _ = try await Self.waitForLine(scratch, "the restart") { $0["message"] == "starting storage" && $0["interval"] == "2h" }
+                let lines = Self.lines(scratch).map { $0["message"] ?? "" }
+                let restored = try #require(lines.firstIndex { $0.hasPrefix("restored 1.2") }, "the restore finished:\n\(lines)")
+                let restarted = try #require(lines.lastIndex { $0 == "starting storage" })
+                #expect(restored < restarted, "the replacement starts after the running update ends:\n\(lines)")
+                #expect(!lines.contains { $0.contains("cancelled") || $0.contains("check failed") }, "\(lines)")
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+                #expect(try await Self.version(scratch, "a") == "1.2")
+            }
+        }
+    }
+
+    @Test("hooks: a post-update hook gets the SYNC_AGENT_ variables; a pre-switch veto leaves N intact and exits 10 at max-failures 1")
+    func hooks() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let hooks = ["    hooks:", "      post-update:",
+                             "        - command: [/bin/sh, -c, 'env | grep ^SYNC_AGENT_ | sort > \(scratch)/post.env; echo hook says hi']"]
+                    .joined(separator: "\n")
+                let process = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: hooks) + "\n",
+                                                  scratch: scratch)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                let said = try await Self.waitForLine(scratch, "the hook's output") { $0["message"]?.contains("hook says hi") == true }
+                #expect(said["storage"] == "a")
+                let environment = try String(contentsOfFile: scratch + "/post.env", encoding: .utf8)
+                for expected in ["SYNC_AGENT_STORAGE=a", "SYNC_AGENT_DIR=\(scratch)/a", "SYNC_AGENT_OLD_VERSION=", "SYNC_AGENT_NEW_VERSION=1.2",
+                                 "SYNC_AGENT_OUTCOME=restored", "SYNC_AGENT_HOOK=post-update"] {
+                    #expect(environment.split(separator: "\n").contains { $0 == expected }, "\(expected) in\n\(environment)")
+                }
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+
+                // 1.4 is published; a pre-switch hook refuses it.
+                let before = try Data(contentsOf: URL(fileURLWithPath: scratch + "/a.sqlite"))
+                #expect(!before.isEmpty)
+                server.setRoot(Self.storage14)
+                let veto = ["    max-failures: 1", "    hooks:", "      pre-switch:",
+                            "        - command: [/bin/sh, -c, 'test -d \"$SYNC_AGENT_STAGED_DIR\" && echo \"not today: $SYNC_AGENT_NEW_VERSION\"; exit 3']"]
+                    .joined(separator: "\n")
+                let vetoing = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: veto) + "\n",
+                                                  scratch: scratch)
+                #expect(await vetoing.exitStatus() == 10, "vetoed's exit code")
+                #expect(try await Self.version(scratch, "a") == "1.2", "N stays")
+                let log = Self.lines(scratch).map { $0["message"] ?? "" }
+                #expect(log.contains { $0.contains("not today: 1.4") }, "\(log)")
+            }
+        }
+    }
+}
