@@ -123,6 +123,9 @@ install: deps completions man
 	    chmod 644 $(DESTDIR)$(PREFIX)/lib/systemd/system/$${unit##*/} && echo "installed $$unit" || exit 1; \
 	  done; \
 	else echo "no contrib/systemd/*.service: no systemd unit installed"; fi
+	@# The example config the unit reads (/etc/sync-agent/agent.yaml); never over an operator's own.
+	install -d $(DESTDIR)$(PREFIX)/share/doc/sync-agent
+	install -m 644 contrib/systemd/agent.yaml $(DESTDIR)$(PREFIX)/share/doc/sync-agent/agent.yaml
 
 ## One tarball for a fleet: `make install` into a staging root (PREFIX=/usr/local), packed as
 ## .build/dist/sync-agent-<version>-linux-<arch>.tar.gz (the version `sync-agent --version` prints);
