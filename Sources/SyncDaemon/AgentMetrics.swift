@@ -23,7 +23,7 @@ import Synchronization
 /// | `sync_agent_downloaded_bytes_total` | counter | `storage` | Content bytes downloaded by updates (archives and files, not the JSON documents). |
 /// | `sync_agent_downloaded_files_total` | counter | `storage` | Files downloaded by updates (for a restore: extracted from the archive). |
 /// | `sync_agent_update_duration_seconds` | histogram | `storage` | How long checks that changed the folder took. |
-/// | `sync_agent_last_success_timestamp_seconds` | gauge | `storage` | Unix time of the last successful check; absent until the first one since the agent started. |
+/// | `sync_agent_last_success_timestamp_seconds` | gauge | `storage` | Unix time of the last successful check (at start: the state database's); absent for a folder that never synced. |
 /// | `sync_agent_consecutive_failures` | gauge | `storage` | Failed checks since the last success. |
 /// | `sync_agent_version_info` | gauge | `storage`, `version` | Always 1; `version` is the version the folder holds. Absent while the folder holds none. |
 ///
@@ -159,6 +159,16 @@ public struct StorageMetrics: Sendable {
             .record(metrics.unixTime)
         consecutiveFailures.set(0)
         setVersion(report.toVersion.text)
+    }
+
+    /// Sets the last success and the failures since, as the state database records them (at
+    /// start): a restarted agent whose checks keep failing still shows how stale its folder is.
+    public func restore(lastSuccess: Date?, consecutiveFailures count: Int) {
+        if let lastSuccess {
+            CoreMetrics.Gauge(label: AgentMetrics.Name.lastSuccess, dimensions: labels(), factory: factory)
+                .record(lastSuccess.timeIntervalSince1970)
+        }
+        consecutiveFailures.set(count)
     }
 
     /// Records a check that failed with the error code `code` (`SyncError.Code`'s name, such as

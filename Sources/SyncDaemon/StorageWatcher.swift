@@ -91,6 +91,9 @@ public final class StorageWatcher: Sendable {
         var schedule = settings.schedule
         let local = try? await manager.localVersion()
         metrics?.setVersion(local?.text)
+        if let metrics, let status = try? await manager.status(historyLimit: 1) {
+            metrics.restore(lastSuccess: status.lastSuccess?.finishedAt, consecutiveFailures: status.consecutiveFailures)
+        }
         health?.setReady(storage: settings.name, local != nil)
         let announcer = announceUpdates()
         defer { announcer.cancel() }
@@ -124,7 +127,11 @@ public final class StorageWatcher: Sendable {
             } catch {
                 if stopRequested && (error.code == .cancelled || error.code == .connectionNotAllowed) { break }
                 let failures = schedule.consecutiveFailures + 1
-                metrics?.checkFailed(code: "\(error.code)", consecutiveFailures: failures)
+                if let metrics {
+                    // The state database counts across restarts; the schedule only since this start.
+                    let recorded = (try? await manager.status(historyLimit: 1))?.consecutiveFailures ?? 0
+                    metrics.checkFailed(code: "\(error.code)", consecutiveFailures: max(recorded, failures))
+                }
                 if PollSchedule.isPermanent(error) {
                     logger.critical("stopping this storage: retrying cannot fix this: \(error)")
                     throw Stopped(storage: settings.name, error: error, permanent: true, consecutiveFailures: failures)

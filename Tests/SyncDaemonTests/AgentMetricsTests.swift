@@ -109,6 +109,22 @@ import Testing
         #expect(scrape.value("sync_agent_check_failures_total", labels.with("code", "network")) == 2)
     }
 
+    @Test func aRestartRestoresTheLastSuccessAndTheStreakFromTheState() throws {
+        let metrics = makeMetrics()
+        let alpha = metrics.storage(named: "alpha")
+        alpha.restore(lastSuccess: Date(timeIntervalSince1970: 1_600_000_000), consecutiveFailures: 4)
+        let scrape = try Exposition(metrics)
+        let labels = ["storage": "alpha"]
+        #expect(scrape.value("sync_agent_last_success_timestamp_seconds", labels) == 1_600_000_000)
+        #expect(scrape.value("sync_agent_consecutive_failures", labels) == 4)
+        #expect(scrape.value("sync_agent_checks_total", labels) == 0, "restoring counts no check")
+
+        let fresh = metrics.storage(named: "beta")
+        fresh.restore(lastSuccess: nil, consecutiveFailures: 0)
+        #expect(try Exposition(metrics).value("sync_agent_last_success_timestamp_seconds", ["storage": "beta"]) == nil,
+                "a folder that never succeeded has no timestamp")
+    }
+
     @Test func aNewVersionRemovesTheOldVersionsSeries() throws {
         let metrics = makeMetrics()
         let alpha = metrics.storage(named: "alpha")
