@@ -21,8 +21,13 @@ struct SyncOptions: ParsableArguments {
     @Option(name: .long, help: "Downloads at once.")
     var concurrency: Int = 8
 
-    @Option(name: .long, parsing: .singleValue, help: "An extra request header, 'Name: value' (e.g. an Authorization token). Repeatable.")
+    @Option(name: .long, parsing: .singleValue, help: "An extra request header, 'Name: value'. Repeatable. Not for secrets: see --header-env.")
     var header: [String] = []
+
+    @Option(name: .long, parsing: .singleValue,
+            help: ArgumentHelp("A header whose value is the environment variable VARIABLE's, such as 'Authorization: GITHUB_AUTH' (a token stays off the command line and out of logs). Repeatable.",
+                               valueName: "Name: VARIABLE"))
+    var headerEnv: [String] = []
 
     @Flag(name: .long, help: "Replace a non-empty --dir that no state file knows about.")
     var force = false
@@ -36,7 +41,7 @@ struct SyncOptions: ParsableArguments {
 
     /// Whether any storage flag was given (`watch --config` refuses them).
     var givesStorage: Bool {
-        baseURL != nil || dir != nil || state != nil || !header.isEmpty || !trustKey.isEmpty || force || concurrency != 8
+        baseURL != nil || dir != nil || state != nil || !header.isEmpty || !headerEnv.isEmpty || !trustKey.isEmpty || force || concurrency != 8
     }
 
     /// The storage the flags describe, named after its folder, or a one-line failure naming the bad option.
@@ -52,13 +57,27 @@ struct SyncOptions: ParsableArguments {
         settings.concurrency = max(1, concurrency)
         settings.force = force
         settings.trustedKeys = try trustKey.map(Self.trustedKey(at:))
-        settings.headers = try header.map { line in
+        let split = { (flag: String, line: String) throws -> (String, String) in
             guard let colon = line.firstIndex(of: ":") else {
-                throw CLIFailure(code: 6, message: "--header '\(line)' is not 'Name: value'")
+                throw CLIFailure(code: 6, message: "\(flag) '\(line)' is not 'Name: value'")
             }
-            return StorageSettings.Header(name: String(line[..<colon]).trimmingCharacters(in: .whitespaces),
-                                          value: String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces),
-                                          source: "--header")
+            return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
+                    String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+        }
+        settings.headers = try header.map { line in
+            let (name, value) = try split("--header", line)
+            return StorageSettings.Header(name: name, value: value, source: "--header")
+        }
+        settings.headers += try headerEnv.map { line in
+            let (name, variable) = try split("--header-env", line)
+            guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+                throw CLIFailure(code: 6, message: "--header-env '\(line)': the environment variable \(variable) is not set (or empty); "
+                                     + "export it, or under systemd set it in the unit's EnvironmentFile=")
+            }
+            guard !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
+                throw CLIFailure(code: 6, message: "--header-env '\(line)': \(variable) holds a line break; a header value must be one line")
+            }
+            return StorageSettings.Header(name: name, value: value, source: "env \(variable)")
         }
         return settings
     }

@@ -113,7 +113,7 @@ struct WatchCommand: AsyncParsableCommand {
     /// The storages to run: the config file's, or the one the flags describe.
     func agentConfiguration() throws -> AgentConfiguration {
         if let config {
-            let refused = [options.givesStorage ? "--base-url/--dir/--state/--header/--trust-key/--force/--concurrency" : nil,
+            let refused = [options.givesStorage ? "--base-url/--dir/--state/--header/--header-env/--trust-key/--force/--concurrency" : nil,
                            interval.map { _ in "--interval" }, jitter.map { _ in "--jitter" }, splay.map { _ in "--splay" },
                            maxBackoff.map { _ in "--max-backoff" }, maxFailures.map { _ in "--max-failures" }].compactMap { $0 }
             guard refused.isEmpty else {

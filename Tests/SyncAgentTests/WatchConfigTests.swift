@@ -88,6 +88,26 @@ struct WatchConfigTests {
         }
     }
 
+    @Test("--header-env sends the variable's value, which never reaches the command line or the log; an unset variable exits 6 naming it")
+    func headerFromEnvironment() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let arguments = ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/a", "--state", scratch + "/a.sqlite",
+                                 "--header-env", "Authorization: SYNC_TEST_TOKEN", "--verbose"]
+                let status = try await ChildProcess(SyncAgentBinary.path, arguments, stdout: scratch + "/out", stderr: scratch + "/err",
+                                                    environment: ["SYNC_TEST_TOKEN": "token s3cr3t-value"]).exitStatus()
+                let log = (try? String(contentsOfFile: scratch + "/err", encoding: .utf8)) ?? ""
+                #expect(status == 0, "\(log)")
+                let sent = server.requests().compactMap { $0.headers["authorization"] }
+                #expect(!sent.isEmpty && sent.allSatisfy { $0 == "token s3cr3t-value" }, "\(sent)")
+                #expect(!log.contains("s3cr3t"), "the --verbose log never shows the value")
+
+                let unset = try await SyncAgentBinary.run(Array(arguments.dropLast()) , scratch: scratch)
+                #expect(unset.status == 6 && unset.stderr.contains("SYNC_TEST_TOKEN is not set"), "\(unset.stderr)")
+            }
+        }
+    }
+
     @Test("two storages in one process; /metrics per storage, /healthz, /readyz; SIGHUP adds, removes and changes storages")
     func storagesMetricsAndReload() async throws {
         try await withScratch { scratch in
