@@ -165,6 +165,40 @@ struct WatchConfigTests {
         }
     }
 
+    @Test("a permanent error stops only its storage; a SIGHUP after the fix starts it again; when none is left the agent exits with its code")
+    func permanentErrorStopsOneStorage() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                try FileManager.default.createDirectory(atPath: scratch + "/b", withIntermediateDirectories: true)
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/b/notes.txt"))
+                let process = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
+                                                  + Self.storage("b", server, scratch: scratch) + "\n", scratch: scratch)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                let stop = try await Self.waitForLine(scratch, "b's stop") { $0["storage"] == "b" && $0["level"] == "critical" }
+                #expect(stop["message"]?.contains("retrying cannot fix this") == true)
+                _ = try await Self.waitForLine(scratch, "a restored") { $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true }
+                #expect(kill(process.pid, 0) == 0, "a still runs")
+                #expect(try String(contentsOfFile: scratch + "/b/notes.txt", encoding: .utf8) == "mine", "b's folder is left alone")
+
+                // The operator moves the folder's files away and reloads: b starts again.
+                try FileManager.default.removeItem(atPath: scratch + "/b")
+                process.send(SIGHUP)
+                _ = try await Self.waitForLine(scratch, "b restored") { $0["storage"] == "b" && $0["message"]?.hasPrefix("restored 1.2") == true }
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+
+                // Alone, the stopped storage ends the agent with its exit code.
+                try FileManager.default.createDirectory(atPath: scratch + "/c", withIntermediateDirectories: true)
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/c/notes.txt"))
+                let alone = try Self.startWatch(config: "storages:\n" + Self.storage("c", server, scratch: scratch) + "\n", scratch: scratch)
+                #expect(await alone.exitStatus() == 6)
+            }
+        }
+    }
+
     @Test("SIGHUP during an update lets it finish: the changed storage restarts after its restore, nothing is cancelled")
     func reloadDuringUpdate() async throws {
         try await withScratch { scratch in
