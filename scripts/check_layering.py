@@ -6,6 +6,7 @@
 - The client and the publisher share StorageFormat and import neither each other.
 - Transport speaks of HTTP only: it imports no storage or file-format target.
 - The item cache and the sync client share Transport and FileKit and import neither each other.
+- SyncDaemon (the daemon's shell) builds on the client only: no publisher, cache or archive code.
 - FileKit is the bottom: it imports none of the package's Swift targets; DatabaseKit (opening a
   shared WAL database) imports only GRDB.
 - Libraries log at debug and trace only (swift-log's guidance): what a caller must know goes
@@ -22,8 +23,10 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 FORBIDDEN_IMPORTS = {
-    "ContentSync": {"ContentPublishing", "ItemCache"},
-    "ItemCache": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive"},
+    "ContentSync": {"ContentPublishing", "ItemCache", "SyncDaemon"},
+    "ItemCache": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "SyncDaemon"},
+    # The daemon's shell runs the client; the publisher and the item cache are the executable's business.
+    "SyncDaemon": {"ContentPublishing", "ItemCache", "Archive"},
     "ContentPublishing": {"ContentSync", "Transport"},
     "StorageFormat": {"ContentSync", "ContentPublishing", "Transport", "Archive"},
     "Transport": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "FileKit"},
