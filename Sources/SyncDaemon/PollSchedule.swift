@@ -19,6 +19,8 @@ public struct PollSchedule: Sendable, Equatable {
     /// Failures since the last success.
     public private(set) var consecutiveFailures = 0
 
+    /// A schedule checking every `interval` (the first retry is at most the interval; the cap
+    /// defaults to it).
     public init(interval: Duration, jitter: Double = 0.1, firstRetry: Duration = .seconds(10), maxBackoff: Duration? = nil) {
         self.interval = interval
         self.jitter = jitter
