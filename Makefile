@@ -1,7 +1,8 @@
 # The front door. `make run` and `make test` set up everything they need on a fresh
 # Debian 12 + Swift 6.3 machine (apt packages included).
 SHELL := /bin/bash
-APT_PACKAGES := libcurl4-openssl-dev libzip-dev libsqlite3-dev pkg-config python3 curl unzip zip
+# rclone: `publish --upload` runs it, and its tests upload to a local and a WebDAV remote.
+APT_PACKAGES := libcurl4-openssl-dev libzip-dev libsqlite3-dev pkg-config python3 curl unzip zip rclone
 # Only `make bench` installs these (the server and the peer tools it measures against).
 BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift

@@ -8,7 +8,7 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case configuration, busy, invalidContent, invalidStorage, fileSystem, insufficientSpace, archive, interrupted
+            case configuration, busy, invalidContent, invalidStorage, fileSystem, insufficientSpace, archive, interrupted, upload
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -32,6 +32,9 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
         public static let archive = Code(.archive)
         /// The publish was stopped part-way (the test hook's simulated kill); run it again.
         public static let interrupted = Code(.interrupted)
+        /// The storage holds the new version, but handing it to the remote failed
+        /// (``StorageUploading``): the remote still shows its previous status. Run it again.
+        public static let upload = Code(.upload)
 
         public var description: String { base.rawValue }
     }
@@ -44,6 +47,9 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
     public var underlying: (any Error)?
     /// The option at fault, when one is: a command-line front end names its flag.
     public var option: PublishOptions.Option?
+    /// What the publish did, when the failure came after it committed (an ``Code/upload``
+    /// failure): the storage holds that version, and a front end can still report it.
+    public var report: PublishReport?
 
     /// A failure with a code and a message naming the input at fault.
     public init(code: Code, message: String, underlying: (any Error)? = nil, option: PublishOptions.Option? = nil) {

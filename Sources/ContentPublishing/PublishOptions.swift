@@ -26,6 +26,11 @@ public struct PublishOptions: Sendable {
     /// Not checked here (tests publish expired statuses on purpose); `sync-agent publish`
     /// refuses a lifetime that is not positive.
     public var signatureLifetime: Duration = .seconds(30 * 86_400)
+    /// Copies the storage to where clients read it once it holds the new version (also when it
+    /// already did: a re-run uploads what an interrupted upload left out), step by step in
+    /// ``StorageUploadStep/order``, under the publish's lock. Not called for a dry run.
+    /// Default: none.
+    public var uploader: (any StorageUploading)?
     /// Tests only: called before every change the publish makes on disk; may stop it there as a
     /// kill or an I/O failure would. Default: none.
     var checkpoint: (@Sendable (PublishCheckpoint) -> PublishCheckpoint.Decision)?
@@ -97,4 +102,18 @@ public struct PublishReport: Sendable {
     /// The storage already published this version with this content (an earlier run, perhaps
     /// one that recovery just completed): nothing was written.
     public var alreadyPublished = false
+    /// The key id of the signature on the previous status, when it had one (`"unknown"` when the
+    /// signature names none); nil when it was unsigned, for `--init` and when ``alreadyPublished``.
+    /// Compared with ``signatureKeyID``, it tells a front end that clients trusting the old key
+    /// will refuse this version.
+    public var previousSignatureKeyID: String?
+    /// The key id this publish signed the status with; nil when unsigned.
+    public var signatureKeyID: String?
+    /// URLs of the previous status (update list, archive) that lie outside the new base URL.
+    /// A base that the previous status shows plainly must not change (the publish refuses);
+    /// this holds the URLs of a status whose base could not be told from its URLs. Clients
+    /// fetch this version's files under the new base instead.
+    public var previousURLsOutsideBase: [URL] = []
+    /// ``PublishOptions/uploader`` copied every step to the remote.
+    public var uploaded = false
 }

@@ -15,6 +15,7 @@ import Foundation
 /// 4. It installs (`PublishInstaller`): change list, update list, content manifest, archive,
 ///    the content folder (an atomic swap), and `cacheStatus.json` last: the commit point.
 /// 5. It deletes the work folder.
+/// 6. With an uploader, it hands the storage over in ``StorageUploadStep/order``, still locked.
 /// Clients read the status first, so until the last rename they see the previous version.
 public enum Publisher {
     /// Publishes (blocking: it copies, hashes and archives the whole content).
@@ -64,7 +65,36 @@ public enum Publisher {
         }
         report.recovery = recovery
         report.removedLeftovers = leftovers
+        if let uploader = options.uploader, !options.dryRun {
+            do {
+                try upload(report.toVersion, of: paths.storage, with: uploader)
+            } catch {
+                var failure = error
+                failure.report = report
+                throw failure
+            }
+            report.uploaded = true
+        }
         return report
+    }
+
+    /// Hands the storage to `uploader` step by step, still under the lock; a step that fails
+    /// stops the upload before the status goes, so the remote keeps showing its previous version.
+    private static func upload(_ version: CacheVersion, of storage: String, with uploader: any StorageUploading) throws(PublishError) {
+        let steps = StorageUploadStep.order
+        for step in steps {
+            do {
+                try uploader.upload(step, from: storage)
+            } catch {
+                let remote = step.kind == .status
+                    ? "the remote's \(StorageLayout.statusPath) is the previous one unless the failed copy replaced it"
+                    : "\(StorageLayout.statusPath) was not uploaded, so clients still see the remote's previous version"
+                throw PublishError(code: .upload,
+                                   message: "uploading \(step) failed (step \(step.number) of \(steps.count)): \(error); \(remote). "
+                                       + "\(storage) holds \(version): run the same publish again to upload it",
+                                   underlying: error)
+            }
+        }
     }
 
     /// Everything after the lock and the recovery.
@@ -78,6 +108,8 @@ public enum Publisher {
         var fromVersion: CacheVersion?
         var minimal = options.minimal ?? options.version
         var expectedOldDigest: String?
+        var previousSignatureKeyID: String?
+        var previousURLsOutsideBase: [URL] = []
         if options.initialize {
             if let statusData {
                 if let status = try? CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout),
@@ -101,12 +133,24 @@ public enum Publisher {
             }
             if let published = readLayout.publishedBase, StorageLayout.normalized(published) != StorageLayout.normalized(layout.baseURL) {
                 throw PublishError(code: .configuration,
-                                message: "the base URL \(layout.baseURL.absoluteString) is not the base \(storage) was published with (\(published.absoluteString), from \(StorageLayout.statusPath)): the new change list would name other URLs than the earlier ones, and clients replaying across both would refuse them. Pass \(published.absoluteString), or publish the moved storage afresh as a new storage",
+                                message: "the base URL \(layout.baseURL.absoluteString) is not the base \(storage) was published with (\(published.absoluteString), from \(StorageLayout.statusPath)): clients would fetch this version under the new base while the earlier change lists name the old one, and clients replaying across both would refuse them. A mistyped base URL (another scheme, host, branch or folder) is the usual cause. Pass \(published.absoluteString), or publish the moved storage afresh as a new storage",
                                    option: .baseURL)
             }
             fromVersion = status.actualVersion
             minimal = options.minimal ?? status.minimalVersion
             expectedOldDigest = status.integrity?.treeDigest
+            previousSignatureKeyID = signatureKeyID(ofStatus: statusData)
+            // URLs under the published base were rebased onto the new one above; what is left
+            // outside it comes from a status whose base could not be inferred.
+            let newBase = StorageLayout.normalized(layout.baseURL)
+            previousURLsOutsideBase = [status.updateListURL, status.archiveURL].filter { !StorageLayout.normalized($0).hasPrefix(newBase) }
+        }
+        func noted(_ report: PublishReport) -> PublishReport {
+            var report = report
+            report.previousSignatureKeyID = previousSignatureKeyID
+            report.signatureKeyID = signer?.key.keyID
+            report.previousURLsOutsideBase = previousURLsOutsideBase
+            return report
         }
         guard minimal <= options.version else {
             throw PublishError(code: .configuration,
@@ -134,7 +178,7 @@ public enum Publisher {
         if options.dryRun {
             let newTree = try checkedScan(paths.content, shownAs: paths.content)
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
-            return report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree)
+            return noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
         }
         guard let lock else { preconditionFailure("a publish that writes holds the lock") }
 
@@ -153,7 +197,7 @@ public enum Publisher {
             try ContentSnapshot.copy(paths.content, to: snapshot)
             let newTree = try checkedScan(snapshot, shownAs: paths.content)
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
-            result = report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree)
+            result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
 
             try run.checkpoint(.staging, "build the archive")
             (result.archiveBytes, result.reusedArchiveEntries) = try writer.writeArchive(from: snapshot, sources: archiveSources(from: oldTree, to: newTree))
@@ -292,6 +336,14 @@ public enum Publisher {
         if stat(paths.storage + "/" + StorageWriter.archivePath, &info) == 0 { done.archiveBytes = Int64(info.st_size) }
         done.alreadyPublished = true
         return done
+    }
+
+    /// The key id of the signature a status carries (`"unknown"` when it names none); nil when
+    /// the status is unsigned.
+    static func signatureKeyID(ofStatus data: Data) -> String? {
+        guard case .object(let members)? = try? JSONValue.parse(data), let signature = members["signature"] else { return nil }
+        guard case .object(let fields) = signature, case .string(let keyID)? = fields["keyId"] else { return "unknown" }
+        return keyID
     }
 
     private static func noStorage(_ paths: PublishPaths) -> PublishError {

@@ -83,6 +83,8 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .fileSystem, .insufficientSpace: code = 5
         case .configuration, .busy: code = 6
         case .interrupted: code = 130
+        // Published here, not on the remote: running the same publish again uploads it.
+        case .upload: code = 11
         default: code = 1
         }
         self.init(code: code, message: error.option.map { "\(Self.flag(for: $0)): " + error.message } ?? error.message)

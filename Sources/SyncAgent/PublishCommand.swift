@@ -17,7 +17,19 @@ struct PublishCommand: AsyncParsableCommand {
             cacheStatus.json last, with integrity data. --init creates a storage from a folder at its \
             first version. Everything is built in <storage>/.content-sync-publish/ first; a publish that was \
             killed is rolled back or completed by running the same command again. One publish per storage \
-            at a time: a second one fails at once (exit 6).
+            at a time: a second one fails at once (exit 6). It warns on stderr, and still publishes, when a \
+            signed storage would become unsigned (clients that trust a key refuse it as a trust downgrade) \
+            and when the previous status named URLs outside --base-url.
+
+            --upload REMOTE:PATH then copies the storage there with rclone (its configuration from \
+            rclone.conf or RCLONE_CONFIG_* variables), under the publish's lock, one rclone run per step: \
+            the content, archive and manifest, then the change lists, then the update list, and \
+            cacheStatus.json last. It copies and never deletes: clients that are behind still need older \
+            change lists and files. Unchanged files are skipped by hash when the remote has one; without \
+            hashes the content is sent in full, since rclone would compare sizes only. If a step fails \
+            (exit 11) the status was not uploaded, so clients still see the remote's previous version: run \
+            the same command again, which finds the version published and uploads it. The remote is checked \
+            before anything is published.
             """)
 
     @Option(name: .long, help: "The storage folder.")
@@ -46,6 +58,15 @@ struct PublishCommand: AsyncParsableCommand {
 
     @Option(name: .long, help: "Days the signature stays valid; clients refuse an expired status.")
     var signatureDays: Double = 30
+
+    @Flag(name: .long, help: "Print nothing but errors and warnings (by default the summary, the changes and each upload step go to stdout).")
+    var quiet = false
+
+    @Option(name: .long, help: ArgumentHelp("Then copy the storage with rclone to this remote, cacheStatus.json last.", valueName: "REMOTE:PATH"))
+    var upload: String?
+
+    @Option(name: .long, help: ArgumentHelp("The rclone program --upload runs: a name looked up on PATH, or a path.", valueName: "PATH"))
+    var rclone = "rclone"
 
     func run() async throws {
         guard let url = URL(string: baseURL) else { throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL") }
@@ -79,19 +100,44 @@ struct PublishCommand: AsyncParsableCommand {
         }
         let report: PublishReport
         do {
-            report = try Publisher.publish(options)
+            // Blocking work (hashing, archiving, rclone runs) stays off the cooperative threads.
+            let (upload, rclone, quiet) = (upload, rclone, quiet)
+            report = try await BlockingIOPool.shared.run { [options] () throws -> PublishReport in
+                var options = options
+                // The remote is checked first: a typo in it must not leave a version published here only.
+                options.uploader = try upload.map { try RcloneUploader.prepare(remote: $0, rclone: rclone, quiet: quiet) }
+                return try Publisher.publish(options)
+            }
+        } catch let failure as CLIFailure {
+            throw failure
+        } catch let failure as PublishError {
+            // Published here but not uploaded: what the publish did is still said, then the failure.
+            if let published = failure.report { show(published, baseURL: url) }
+            throw CLIFailure(failure)
         } catch {
             throw CLIFailure(error)
         }
+        show(report, baseURL: url)
+    }
+
+    /// Prints the warnings (stderr) and, unless --quiet, what the publish did.
+    func show(_ report: PublishReport, baseURL url: URL) {
+        for warning in Self.warnings(report, storage: storage, baseURL: url, dryRun: dryRun) {
+            Console.standardError("warning: \(warning)\n")
+        }
+        guard !quiet else { return }
         if let recovery = report.recovery {
             print("recovered: \(recovery)")
         }
         if !report.removedLeftovers.isEmpty {
             print("recovered: deleted what an older sync-agent's interrupted publish left: " + report.removedLeftovers.joined(separator: ", "))
         }
+        let uploaded = report.uploaded ? "; uploaded to \(upload ?? "")" : dryRun && upload != nil ? "; would upload to \(upload ?? "")" : ""
         if report.alreadyPublished {
-            print("\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: nothing to do; "
-                  + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes)), archive \(ProgressBar.bytes(report.archiveBytes))")
+            print("\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: "
+                  + (report.uploaded ? "nothing to publish" : "nothing to do") + "; "
+                  + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes)), archive \(ProgressBar.bytes(report.archiveBytes))"
+                  + uploaded)
             return
         }
         let from = report.fromVersion.map { "\($0)" } ?? "nothing"
@@ -99,9 +145,37 @@ struct PublishCommand: AsyncParsableCommand {
               + "\(report.changes.count) change(s), \(ProgressBar.bytes(report.bytesToDownload)) for a client one version behind; "
               + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes))"
               + (dryRun ? "" : ", archive \(ProgressBar.bytes(report.archiveBytes))")
-              + (report.reusedArchiveEntries > 0 ? " (\(report.reusedArchiveEntries) entries copied from the previous archive)" : ""))
+              + (report.reusedArchiveEntries > 0 ? " (\(report.reusedArchiveEntries) entries copied from the previous archive)" : "")
+              + uploaded)
         for change in report.changes {
             print("  " + Change(kind: change, index: 0).description)
         }
+    }
+
+    /// What the operator should know about a publish that went through: a signed storage made
+    /// unsigned or signed by another key, and a status whose URLs were under another base.
+    static func warnings(_ report: PublishReport, storage: String, baseURL: URL, dryRun: Bool) -> [String] {
+        var warnings: [String] = []
+        let version = report.toVersion
+        let from = report.fromVersion.map { "\($0)" } ?? "their version"
+        let status = "\(storage)/RXCacheConfig/cacheStatus.json"
+        if let previous = report.previousSignatureKeyID {
+            if report.signatureKeyID == nil {
+                warnings.append("the previous \(status) was signed (key id \(previous)) and \(version)'s \(dryRun ? "would not be" : "is not"): "
+                                + "clients that trust a key will refuse \(version) as a trust downgrade and stay at \(from). "
+                                + "Sign with --sign-key FILE, the private key of \(previous) (from `sync-agent keygen`)"
+                                + (dryRun ? "" : "; publish the next version signed to bring those clients along"))
+            } else if let current = report.signatureKeyID, current != previous {
+                warnings.append("the previous \(status) was signed by key id \(previous) and \(version)'s is signed by \(current): "
+                                + "clients that trust only \(previous) will refuse \(version); give them the new public key (--trust-key) too")
+            }
+        }
+        if !report.previousURLsOutsideBase.isEmpty {
+            let urls = report.previousURLsOutsideBase.map(\.absoluteString).joined(separator: ", ")
+            warnings.append("the previous \(status) named URLs outside --base-url \(baseURL.absoluteString) (\(urls)): "
+                            + "clients will fetch \(version)'s update list and archive under \(baseURL.absoluteString) instead. "
+                            + "If the storage did not move, --base-url is likely mistyped (another scheme, host, branch or folder)")
+        }
+        return warnings
     }
 }

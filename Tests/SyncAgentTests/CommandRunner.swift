@@ -18,11 +18,12 @@ enum SyncAgentBinary {
         return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sync-agent").path
     }
 
-    static func run(_ arguments: [String], scratch: String) async throws -> CommandResult {
+    /// Runs the binary with `arguments`, in this process's environment plus `environment`.
+    static func run(_ arguments: [String], scratch: String, environment: [String: String] = [:]) async throws -> CommandResult {
         let id = UUID().uuidString
         let out = scratch + "/\(id).out"
         let err = scratch + "/\(id).err"
-        let status = try await ChildProcess.run(path, arguments, stdout: out, stderr: err)
+        let status = try await ChildProcess(path, arguments, stdout: out, stderr: err, environment: environment).exitStatus()
         return CommandResult(status: status,
                              stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
                              stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
