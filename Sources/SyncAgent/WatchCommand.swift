@@ -32,11 +32,11 @@ struct WatchCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A YAML file listing the storages to watch, instead of the storage flags.", valueName: "FILE"))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Seconds (or 90s, 5m, 1h) between checks. An up-to-date check costs one conditional request.",
+    @Option(name: .long, help: ArgumentHelp("Seconds (or 90s, 5m, 1h) between checks (default 5m). An up-to-date check costs one conditional request.",
                                             valueName: "DURATION"))
     var interval: String?
 
-    @Option(name: .long, help: ArgumentHelp("Scale each pause by a random factor in 1 ± this fraction (0 to 0.9).", valueName: "FRACTION"))
+    @Option(name: .long, help: ArgumentHelp("Scale each pause by a random factor in 1 ± this fraction (0 to 0.9; default 0.1).", valueName: "FRACTION"))
     var jitter: Double?
 
     @Option(name: .long, help: ArgumentHelp("Delay the first check by a random part of this (default 0: at once).", valueName: "DURATION"))
