@@ -109,11 +109,21 @@ public struct PublishReport: Sendable {
     public var previousSignatureKeyID: String?
     /// The key id this publish signed the status with; nil when unsigned.
     public var signatureKeyID: String?
-    /// URLs of the previous status (update list, archive) that lie outside the new base URL.
-    /// A base that the previous status shows plainly must not change (the publish refuses);
-    /// this holds the URLs of a status whose base could not be told from its URLs. Clients
-    /// fetch this version's files under the new base instead.
+    /// URLs of the previous status (update list, archive) that lie outside the new base URL,
+    /// when that status's base could not be told from its URLs (a base it shows plainly is
+    /// ``previousBaseURL``). Clients fetch this version's files under the new base instead.
     public var previousURLsOutsideBase: [URL] = []
+    /// The base URL the previous status was published under, when it is not
+    /// ``PublishOptions/baseURL``: the storage moved (or the new base is mistyped). Clients
+    /// configured with the old base see this version only if it serves this storage too. The
+    /// change lists published under it name their paths there, so ``minimalVersion`` is at
+    /// least ``fromVersion``. nil when the base stayed, for `--init`, and when ``alreadyPublished``.
+    public var previousBaseURL: URL?
+    /// The minimal version asked for (``PublishOptions/minimal``, else the previous status's),
+    /// when the publish raised it to ``minimalVersion``: clients below that would replay change
+    /// lists published under another base URL, whose paths they refuse, so they restore from
+    /// the archive instead (protocol.md §8.5). nil when nothing was raised.
+    public var requestedMinimalVersion: CacheVersion?
     /// ``PublishOptions/uploader`` copied every step to the remote.
     public var uploaded = false
 }

@@ -110,10 +110,12 @@ public enum Publisher {
         var expectedOldDigest: String?
         var previousSignatureKeyID: String?
         var previousURLsOutsideBase: [URL] = []
+        var previousBase: URL?
+        var requestedMinimal: CacheVersion?
         if options.initialize {
             if let statusData {
                 if let status = try? CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout),
-                   let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, paths: paths) {
+                   let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, floor: nil, paths: paths) {
                     return done
                 }
                 throw PublishError(code: .configuration,
@@ -123,7 +125,11 @@ public enum Publisher {
         } else {
             guard let statusData else { throw Self.noStorage(paths) }
             let status = try formatWork { () throws(StorageFormatError) in try CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout) }
-            if let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, paths: paths) { return done }
+            // A moved storage publishes on under the new base; clients that would replay lists
+            // published under another base restore instead (Publisher+BaseURL.swift).
+            previousBase = readLayout.publishedBase.flatMap { StorageLayout.normalized($0) != StorageLayout.normalized(layout.baseURL) ? $0 : nil }
+            let floor = try minimalFloor(storage: storage, base: layout.baseURL, moved: previousBase != nil, current: status.actualVersion)
+            if let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, floor: floor, paths: paths) { return done }
             guard options.version > status.actualVersion else {
                 let same = options.version == status.actualVersion
                     ? " (it was published with other content, minimal version or base URL)" : ""
@@ -131,13 +137,10 @@ public enum Publisher {
                                 message: "version \(options.version) is not greater than the storage's current \(status.actualVersion)\(same); pass a higher version",
                                    option: .version)
             }
-            if let published = readLayout.publishedBase, StorageLayout.normalized(published) != StorageLayout.normalized(layout.baseURL) {
-                throw PublishError(code: .configuration,
-                                message: "the base URL \(layout.baseURL.absoluteString) is not the base \(storage) was published with (\(published.absoluteString), from \(StorageLayout.statusPath)): clients would fetch this version under the new base while the earlier change lists name the old one, and clients replaying across both would refuse them. A mistyped base URL (another scheme, host, branch or folder) is the usual cause. Pass \(published.absoluteString), or publish the moved storage afresh as a new storage",
-                                   option: .baseURL)
-            }
             fromVersion = status.actualVersion
-            minimal = options.minimal ?? status.minimalVersion
+            let asked = options.minimal ?? status.minimalVersion
+            minimal = floor.map { max(asked, $0) } ?? asked
+            if minimal != asked { requestedMinimal = asked }
             expectedOldDigest = status.integrity?.treeDigest
             previousSignatureKeyID = signatureKeyID(ofStatus: statusData)
             // URLs under the published base were rebased onto the new one above; what is left
@@ -150,6 +153,8 @@ public enum Publisher {
             report.previousSignatureKeyID = previousSignatureKeyID
             report.signatureKeyID = signer?.key.keyID
             report.previousURLsOutsideBase = previousURLsOutsideBase
+            report.previousBaseURL = previousBase
+            report.requestedMinimalVersion = requestedMinimal
             return report
         }
         guard minimal <= options.version else {
@@ -321,12 +326,14 @@ public enum Publisher {
     }
 
     /// The storage already publishes `options.version` with the same content (tree digest),
-    /// minimal version and base URL: a re-run of a publish that completed, perhaps one that
-    /// recovery just finished. Returns the report to give, or nil when this is not that case.
+    /// minimal version (raised to `floor`, as the publish raised it) and base URL: a re-run of a
+    /// publish that completed, perhaps one that recovery just finished. Returns the report to
+    /// give, or nil when this is not that case.
     private static func alreadyPublished(_ status: CacheStatus, layout: StorageLayout, readLayout: StorageLayout, options: PublishOptions,
-                                         paths: PublishPaths) throws(PublishError) -> PublishReport? {
+                                         floor: CacheVersion?, paths: PublishPaths) throws(PublishError) -> PublishReport? {
+        let asked = options.minimal.map { minimal in floor.map { max(minimal, $0) } ?? minimal }
         guard status.actualVersion == options.version, let digest = status.integrity?.treeDigest,
-              options.minimal == nil || options.minimal == status.minimalVersion,
+              asked == nil || asked == status.minimalVersion,
               readLayout.publishedBase.map(StorageLayout.normalized) == StorageLayout.normalized(layout.baseURL)
         else { return nil }
         let tree = try checkedScan(paths.content, shownAs: paths.content)
@@ -335,6 +342,7 @@ public enum Publisher {
         var info = stat()
         if stat(paths.storage + "/" + StorageWriter.archivePath, &info) == 0 { done.archiveBytes = Int64(info.st_size) }
         done.alreadyPublished = true
+        if let minimal = options.minimal, minimal != status.minimalVersion { done.requestedMinimalVersion = minimal }
         return done
     }
 

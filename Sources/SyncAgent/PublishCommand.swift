@@ -18,8 +18,11 @@ struct PublishCommand: AsyncParsableCommand {
             first version. Everything is built in <storage>/.content-sync-publish/ first; a publish that was \
             killed is rolled back or completed by running the same command again. One publish per storage \
             at a time: a second one fails at once (exit 6). It warns on stderr, and still publishes, when a \
-            signed storage would become unsigned (clients that trust a key refuse it as a trust downgrade) \
-            and when the previous status named URLs outside --base-url.
+            signed storage would become unsigned (clients that trust a key refuse it as a trust downgrade), \
+            when the previous status named URLs outside --base-url, and when --base-url is not the base the \
+            storage was published with. A storage moved to another base raises its minimal version to the \
+            previous version (also above --minimal): the earlier change lists name paths under the old base, \
+            so clients further behind restore from the archive.
 
             --upload REMOTE:PATH then copies the storage there with rclone (its configuration from \
             rclone.conf or RCLONE_CONFIG_* variables), under the publish's lock, one rclone run per step: \
@@ -122,7 +125,7 @@ struct PublishCommand: AsyncParsableCommand {
 
     /// Prints the warnings (stderr) and, unless --quiet, what the publish did.
     func show(_ report: PublishReport, baseURL url: URL) {
-        for warning in Self.warnings(report, storage: storage, baseURL: url, dryRun: dryRun) {
+        for warning in Self.warnings(report, storage: storage, baseURL: url, dryRun: dryRun, minimalGiven: minimal != nil) {
             Console.standardError("warning: \(warning)\n")
         }
         guard !quiet else { return }
@@ -153,8 +156,9 @@ struct PublishCommand: AsyncParsableCommand {
     }
 
     /// What the operator should know about a publish that went through: a signed storage made
-    /// unsigned or signed by another key, and a status whose URLs were under another base.
-    static func warnings(_ report: PublishReport, storage: String, baseURL: URL, dryRun: Bool) -> [String] {
+    /// unsigned or signed by another key, a storage moved to another base (and the minimal
+    /// version raised for it), and a status whose URLs were under another base.
+    static func warnings(_ report: PublishReport, storage: String, baseURL: URL, dryRun: Bool, minimalGiven: Bool) -> [String] {
         var warnings: [String] = []
         let version = report.toVersion
         let from = report.fromVersion.map { "\($0)" } ?? "their version"
@@ -169,6 +173,24 @@ struct PublishCommand: AsyncParsableCommand {
                 warnings.append("the previous \(status) was signed by key id \(previous) and \(version)'s is signed by \(current): "
                                 + "clients that trust only \(previous) will refuse \(version); give them the new public key (--trust-key) too")
             }
+        }
+        let raised = dryRun ? "would be raised" : "was raised"
+        if let previousBase = report.previousBaseURL {
+            let old = previousBase.absoluteString
+            let minimal = report.minimalVersion
+            let floor = report.requestedMinimalVersion.map { asked in
+                minimalGiven ? "--minimal \(asked) \(raised) to \(minimal)" : "The minimal version \(raised) from \(asked) to \(minimal)"
+            } ?? "The minimal version is \(minimal)"
+            warnings.append("the base URL changed from \(old) to \(baseURL.absoluteString): clients configured with \(old) see \(version) "
+                            + "only if \(old) serves this storage too. \(floor), so clients below \(minimal) restore from the archive: "
+                            + "the change lists up to \(from) name paths under \(old), which clients configured with \(baseURL.absoluteString) refuse. "
+                            + "A mistyped base URL (another scheme, host, branch or folder) is the usual cause of an unintended change; "
+                            + "if the storage did not move, " + (dryRun ? "pass --base-url \(old)" : "publish the next version with --base-url \(old)"))
+        } else if let asked = report.requestedMinimalVersion {
+            let minimal = report.minimalVersion
+            warnings.append("\(minimalGiven ? "--minimal" : "the minimal version") \(asked) \(raised) to \(minimal): "
+                            + "the change lists up to \(minimal) name paths under another base URL than \(baseURL.absoluteString), "
+                            + "which clients refuse, so clients below \(minimal) restore from the archive")
         }
         if !report.previousURLsOutsideBase.isEmpty {
             let urls = report.previousURLsOutsideBase.map(\.absoluteString).joined(separator: ", ")

@@ -262,24 +262,58 @@ struct PublishSafetyTests {
         }
     }
 
-    /// A typo in --base-url would give the new list and status other URLs than the earlier lists.
-    @Test func aBaseURLOtherThanTheOneTheStorageWasPublishedWithIsRefused() async throws {
+    /// A storage published under another --base-url goes on, with the minimal version raised to
+    /// the previous one: the earlier lists name paths under the old base, which clients refuse.
+    @Test func aBaseURLOtherThanTheOneTheStorageWasPublishedWithRaisesTheMinimalVersion() async throws {
         try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
+            try setup.publish(storage: storage)
+            let moved = URL(string: "http://publish.invalid/store/")!   // another scheme is another base
+            var options = try setup.options(storage: storage, version: "1.2")
+            options.baseURL = moved
+            options.minimal = v("1.0")
+
+            // A dry run says what the publish would do, and writes nothing.
             let before = try storageSnapshot(storage)
-            var options = try setup.options(storage: storage)
-            options.baseURL = URL(string: "http://publish.invalid/store/")!
-            #expect {
-                try Publisher.publish(options)
-            } throws: { error in
-                "\(error)".contains("is not the base") && "\(error)".contains("Pass https://publish.invalid/store/") && (error as! PublishError).option == .baseURL
-            }
-            // The same base, spelled with another letter case of the host, is the same base.
-            options.baseURL = URL(string: "https://PUBLISH.invalid/store")!
-            _ = try Publisher.publish(options)
-            #expect(try storageSnapshot(storage) != before)
+            options.dryRun = true
+            let plan = try Publisher.publish(options)
+            #expect(plan.previousBaseURL == PublishFixture.base && plan.minimalVersion == v("1.1") && plan.requestedMinimalVersion == v("1.0"))
+            #expect(try storageSnapshot(storage) == before)
+
+            options.dryRun = false
+            let report = try Publisher.publish(options)
+            #expect(report.previousBaseURL == PublishFixture.base)
+            #expect(report.minimalVersion == v("1.1") && report.requestedMinimalVersion == v("1.0"))
+            #expect(report.previousURLsOutsideBase.isEmpty)
+            let status = try #require(try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath))) as? [String: Any])
+            #expect(status["minimalCacheVersion"] as? String == "1.1")
+            #expect(status["urlAtZipArchiveOfCacheContent"] as? String == moved.absoluteString + "RXCacheContent.zip")
+            let list = try #require(try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.updateListPath))) as? [String: [String]])
+            #expect(list["updatesByVersions"] == [PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json",
+                                                  moved.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"])
+
+            // The same command again is a no-op, --minimal 1.0 raised as before.
+            let published = try storageSnapshot(storage)
+            let again = try Publisher.publish(options)
+            #expect(again.alreadyPublished && again.minimalVersion == v("1.1") && again.requestedMinimalVersion == v("1.0"))
+            #expect(try storageSnapshot(storage) == published)
+
+            // The new base spelled with another letter case of the host is the same base, and a
+            // later --minimal below 1.1 is raised still: a client at 1.0 would need the list under the old base.
+            var next = try setup.options(storage: storage, version: "1.3")
+            next.baseURL = URL(string: "http://PUBLISH.invalid/store")!
+            next.minimal = v("1.0")
+            let later = try Publisher.publish(next)
+            #expect(later.previousBaseURL == nil && later.minimalVersion == v("1.1") && later.requestedMinimalVersion == v("1.0"))
+            // Without --minimal the minimal version stays where it is.
+            next = try setup.options(storage: storage, version: "1.4")
+            next.baseURL = moved
+            let last = try Publisher.publish(next)
+            #expect(last.previousBaseURL == nil && last.minimalVersion == v("1.1") && last.requestedMinimalVersion == nil)
         }
     }
 

@@ -65,6 +65,48 @@ struct PublishCommandTests {
         }
     }
 
+    /// A storage moved to another base publishes on, and says so on stderr, --quiet or not.
+    @Test func aChangedBaseURLWarnsThatTheMinimalVersionWasRaisedAndARerunChangesNothing() async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage", moved = "https://cdn.invalid/storage/", old = Self.base
+            #expect(try await publish("1.0", storage: storage, scratch: scratch, initialize: true).status == 0)
+            #expect(try await publish("1.1", storage: storage, scratch: scratch).status == 0)
+            let arguments = ["publish", "--storage", storage, "--content", SyncAgentCLITests.exampleStorage + "/1.2/RXCacheContent",
+                             "--version", "1.2", "--base-url", moved]
+            let statusPath = storage + "/RXCacheConfig/cacheStatus.json"
+            let before = try String(contentsOfFile: statusPath, encoding: .utf8)
+
+            let dryRun = try await SyncAgentBinary.run(arguments + ["--dry-run"], scratch: scratch)
+            #expect(dryRun.status == 0, "\(dryRun.stderr)")
+            #expect(dryRun.stdout.hasPrefix("would publish 1.2 (minimal 1.1) over 1.1:"), "\(dryRun.stdout)")
+            #expect(dryRun.stderr == "warning: the base URL changed from \(old) to \(moved): clients configured with \(old) see 1.2 only if \(old) "
+                    + "serves this storage too. The minimal version would be raised from 1.0 to 1.1, so clients below 1.1 restore from the archive: "
+                    + "the change lists up to 1.1 name paths under \(old), which clients configured with \(moved) refuse. A mistyped base URL "
+                    + "(another scheme, host, branch or folder) is the usual cause of an unintended change; if the storage did not move, "
+                    + "pass --base-url \(old)\n")
+            #expect(try String(contentsOfFile: statusPath, encoding: .utf8) == before)
+
+            let published = try await SyncAgentBinary.run(arguments + ["--minimal", "1.0", "--quiet"], scratch: scratch)
+            #expect(published.status == 0, "\(published.stderr)")
+            #expect(published.stdout.isEmpty)
+            #expect(published.stderr == "warning: the base URL changed from \(old) to \(moved): clients configured with \(old) see 1.2 only if \(old) "
+                    + "serves this storage too. --minimal 1.0 was raised to 1.1, so clients below 1.1 restore from the archive: "
+                    + "the change lists up to 1.1 name paths under \(old), which clients configured with \(moved) refuse. A mistyped base URL "
+                    + "(another scheme, host, branch or folder) is the usual cause of an unintended change; if the storage did not move, "
+                    + "publish the next version with --base-url \(old)\n")
+            let status = try String(contentsOfFile: statusPath, encoding: .utf8)
+            #expect(status.contains(#""minimalCacheVersion" : "1.1""#) && status.contains(moved + "RXCacheContent.zip"), "\(status)")
+
+            // The same command again: nothing to do, the raise still said.
+            let again = try await SyncAgentBinary.run(arguments + ["--minimal", "1.0"], scratch: scratch)
+            #expect(again.status == 0, "\(again.stderr)")
+            #expect(again.stdout.hasPrefix("1.2 (minimal 1.1) is already published with this content: nothing to do"), "\(again.stdout)")
+            #expect(again.stderr == "warning: --minimal 1.0 was raised to 1.1: the change lists up to 1.1 name paths under another base URL "
+                    + "than \(moved), which clients refuse, so clients below 1.1 restore from the archive\n")
+            #expect(try String(contentsOfFile: statusPath, encoding: .utf8) == status)
+        }
+    }
+
     /// The library names the option at fault; the CLI names its flag.
     @Test(arguments: [
         (["--content", "/nonexistent-content-folder"], "--content: the content folder /nonexistent-content-folder is not a folder"),

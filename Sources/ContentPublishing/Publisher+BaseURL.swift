@@ -1,0 +1,38 @@
+import FileKit
+import Foundation
+import StorageFormat
+
+/// A storage moved to another base URL (protocol.md §8.5): change lists published under the old
+/// base name their paths under it, and a client configured with the new base refuses those
+/// paths (§1.2, §3.3). Clients that would need such a list must restore instead.
+extension Publisher {
+    /// The lowest `minimalCacheVersion` the storage can publish under `base`: the `to` of every
+    /// change list the update list names outside `base` (a list whose name does not say gives
+    /// `current`), and `current` itself when the storage `moved` from another base. Clients at
+    /// or above it replay only lists under `base`: the chain's candidates start at the local
+    /// version (§2.1), so no older list is fetched. nil when nothing constrains it.
+    static func minimalFloor(storage: String, base: URL, moved: Bool, current: CacheVersion) throws(PublishError) -> CacheVersion? {
+        var floor: CacheVersion?
+        func raise(to version: CacheVersion) {
+            let version = min(version, current)
+            floor = max(floor ?? version, version)
+        }
+        if moved { raise(to: current) }
+        let path = storage + "/" + StorageLayout.updateListPath
+        guard let data = FileManager.default.contents(atPath: path) else { return floor }
+        guard case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] else {
+            throw PublishError(code: .invalidStorage, message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
+        }
+        let listURL = URL(string: StorageLayout.updateListPath, relativeTo: base)!.absoluteURL
+        let prefix = StorageLayout.normalized(base)
+        for case .string(let text) in items {
+            guard let url = URL(string: text, relativeTo: listURL)?.absoluteURL else {
+                raise(to: current)
+                continue
+            }
+            if StorageLayout.normalized(url).hasPrefix(prefix) { continue }
+            raise(to: UpdateList.versions(inFileName: url.lastPathComponent).1 ?? current)
+        }
+        return floor
+    }
+}
