@@ -8,7 +8,7 @@ BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build test run bench bench-cache roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
+.PHONY: deps bench-deps build test run bench bench-cache bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -159,6 +159,16 @@ bench-cache: deps
 	@$(BENCH_VENV)/bin/python -c 'import diskcache, requests_cache' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'diskcache==5.6.3' 'requests-cache==1.3.3'
 	$(SWIFT) build -c release --product cache-bench
 	$(BENCH_VENV)/bin/python bench/cache_bench.py "$$($(SWIFT) build -c release --show-bin-path)/cache-bench"
+
+## Fleet simulation (issue 12): 1,000 in-process agents (fleet-sim) against one nginx on loopback: restart
+## herds with and without jitter and splay, a publish mid-run, a no-change period; requests per second and
+## bytes per poll from nginx's access log. Writes the "Fleet simulation" section of docs/operations.md
+## (raw results in /tmp/content-sync-fleet/results). About 12 minutes.
+bench-fleet: bench-deps
+	$(SWIFT) build $(RELEASE) --product sync-agent
+	$(SWIFT) build $(RELEASE) --product fleet-sim
+	python3 bench/fleet/fleet_sim.py --agent "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent" \
+	  --sim "$$($(SWIFT) build $(RELEASE) --show-bin-path)/fleet-sim"
 
 ## Reliability: kill -9 at random moments of 200 updates, disk-full cases on a small tmpfs
 ## (needs root or sudo to mount; skipped otherwise), and kill -9 at random moments of 100

@@ -16,6 +16,7 @@ let package = Package(
         .executable(name: "content-sync-fuzz", targets: ["ContentSyncFuzz"]),
         .executable(name: "cache-bench", targets: ["CacheBench"]),
         .executable(name: "cache-chaos", targets: ["CacheChaos"]),
+        .executable(name: "fleet-sim", targets: ["FleetSim"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -110,6 +111,8 @@ let package = Package(
         .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "ToolSupport"]),
         // Test support: the writers, readers and checker of the cache's crash tests and kill loop (`make chaos`).
         .executableTarget(name: "CacheChaos", dependencies: ["ItemCache", "FileKit", "ToolSupport", .product(name: "GRDB", package: "GRDB.swift")]),
+        // N in-process agents polling one storage on one transport, for bench/fleet/fleet_sim.py (`make bench-fleet`).
+        .executableTarget(name: "FleetSim", dependencies: ["ContentSync", "SyncDaemon", "StorageFormat", "Transport", "ToolSupport"]),
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer", "ToolSupport",
                                                            .product(name: "Logging", package: "swift-log")]),
