@@ -675,6 +675,7 @@ def write_doc(run: dict) -> str:
     hour_100k = poll["median"] * per_hour * big
     spread = lambda k, i: 0.1 * i * math.sqrt(k / 3)
     restores = install.get("update_seconds", {})
+    span = lambda values: (lambda v: f"{v[0]:.1f}" if f"{v[0]:.1f}" == f"{v[-1]:.1f}" else f"{v[0]:.1f}–{v[-1]:.1f}")(sorted(values))
 
     return f"""{SECTION}
 
@@ -750,7 +751,7 @@ once; * marks the round of the publish), measured and as the schedule model pred
   and {spread(6, interval):.1f} s after six at {interval:g} s, {spread(1, DEFAULT_INTERVAL):.0f} s and
   {spread(12, DEFAULT_INTERVAL):.0f} s after one round and after an hour at 300 s. The first round is the whole
   herd (the simulator made its {n:,} first checks about as fast as in the run without jitter). The rounds before the
-  publish follow the model; after it, the time each agent's update took spread them further than jitter alone.
+  publish follow the model roughly; after it, the time each agent's update took spread them further than jitter alone.
 - **Splay equal to the interval removes the herd at once.** The first checks spread evenly over the interval, and no
   second held more than {max(r['busiest_second'] for r in spl['rounds'])} polls, against an even rate of
   {n / interval:.0f} a second ({n:,} agents ÷ {interval:g} s); the model predicts the same.
@@ -762,7 +763,7 @@ once; * marks the round of the publish), measured and as the schedule model pred
 {chr(10).join(wave_rows)}
 
 Times count from the start of the `sync-agent publish` command, which installs the status last and took
-{min(s['publish']['seconds'] for s in (herd, jit, spl)):.1f}–{max(s['publish']['seconds'] for s in (herd, jit, spl)):.1f} s.
+{span(s['publish']['seconds'] for s in (herd, jit, spl))} s.
 An agent that finds a new version makes {req_per_update:g} requests: {per_update_text}. Without jitter all {n:,} agents
 find it in the same round and make their {fmt(herd['wave']['requests'])} requests at once, as fast as they can; here
 that was as fast as the simulator could work through {n:,} updates (downloads, hashing, SQLite writes) on 2 cores, so
