@@ -16,7 +16,9 @@ struct CheckConfigCommand: ParsableCommand {
             string, or {env: VARIABLE} or {file: PATH} for a secret, with an optional prefix (such as \\
             "token "); secrets are read when the file is loaded and never printed. hooks has \\
             pre-switch and post-update lists of {command: [/path/to/program, arg, …], timeout: 60s}. \\
-            Relative paths are taken from the file's folder. Secrets and hook programs are checked \\
+            Keys may be written with - or _ (base-url, base_url), storages may also be a list of \
+            mappings that each carry name:, and JSON, being YAML, works too. Relative paths are taken \
+            from the file's folder. Secrets and hook programs are checked \\
             here as the agent would (run it as the service's user, with its environment). \\
             docs/operations.md has the full reference.
             """)

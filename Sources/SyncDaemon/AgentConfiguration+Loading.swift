@@ -76,7 +76,7 @@ struct ConfigReader {
         var defaults: Node.Mapping?
         var storagesNode: (key: Node, value: Node)?
         for (key, value) in top {
-            switch key.string {
+            switch Self.field(key) {
             case "http":
                 if let listen = string(value, "http") {
                     do {
@@ -106,11 +106,11 @@ struct ConfigReader {
             problems.append(.init(line: 1, message: "no `storages:` mapping: list each storage under it by name (see `sync-agent check-config --help`)"))
             return nil
         }
-        guard let storages = mapping(storagesNode.value, "storages") else { return nil }
+        guard let storages = storageEntries(storagesNode.value) else { return nil }
         if storages.count == 0 { problem(storagesNode.key, "`storages:` is empty: name at least one storage under it") }
         if let defaults {
-            for (key, _) in defaults where ["base-url", "dir", "state"].contains(key.string ?? "") {
-                problem(key, "defaults.\(key.string ?? ""): each storage has its own; move it under the storage")
+            for (key, _) in defaults where ["base-url", "dir", "state"].contains(Self.field(key) ?? "") {
+                problem(key, "defaults.\(Self.field(key) ?? ""): each storage has its own; move it under the storage")
             }
         }
         for (key, value) in storages {
@@ -125,22 +125,51 @@ struct ConfigReader {
         return problems.isEmpty ? configuration : nil
     }
 
+    /// A key of the file's own schema: `base_url` reads as `base-url`.
+    static func field(_ key: Node) -> String? {
+        key.string?.replacingOccurrences(of: "_", with: "-")
+    }
+
+    /// `storages:` as a mapping of names to settings, or as a list of settings that each carry
+    /// `name:`; either way, (name, settings) pairs.
+    private mutating func storageEntries(_ node: Node) -> Node.Mapping? {
+        guard case .sequence(let list) = node else { return mapping(node, "storages") }
+        var pairs: [(Node, Node)] = []
+        for (index, item) in list.enumerated() {
+            guard case .mapping(let fields) = item else {
+                problem(item, "storages[\(index)] must be a mapping with name:, base-url: and dir:")
+                continue
+            }
+            guard let name = fields.first(where: { Self.field($0.key) == "name" }) else {
+                problem(item, "storages[\(index)]: no name: give each storage a name (it names the storage in logs, metrics and hooks)")
+                continue
+            }
+            let rest = Node.Mapping(fields.filter { Self.field($0.key) != "name" }.map { ($0.key, $0.value) }, .implicit, .any, fields.mark)
+            pairs.append((name.value, .mapping(rest)))
+        }
+        let names = pairs.compactMap { $0.0.string }
+        for (name, count) in Dictionary(names.map { ($0, 1) }, uniquingKeysWith: +) where count > 1 {
+            problem(pairs.last { $0.0.string == name }!.0, "the storage name \(name) appears \(count) times; names must be unique")
+        }
+        return Node.Mapping(pairs, .implicit, .any, node.mark)
+    }
+
     // MARK: - One storage
 
     private mutating func storage(named name: String, _ node: Node, defaults: Node.Mapping?) -> StorageSettings? {
         guard let fields = mapping(node, "storages.\(name)") else { return nil }
         let start = problems.count
         var values: [String: (key: Node, value: Node)] = [:]
-        for (key, value) in defaults ?? Node.Mapping([]) { if let name = key.string { values[name] = (key, value) } }
+        for (key, value) in defaults ?? Node.Mapping([]) { if let name = Self.field(key) { values[name] = (key, value) } }
         for (key, value) in fields {
-            guard let field = key.string, AgentConfiguration.storageKeys.contains(field) else {
+            guard let field = Self.field(key), AgentConfiguration.storageKeys.contains(field) else {
                 unknown(key, in: "storages.\(name)", known: AgentConfiguration.storageKeys)
                 continue
             }
             values[field] = (key, value)
         }
         if let defaults {
-            for (key, _) in defaults where !AgentConfiguration.storageKeys.contains(key.string ?? "") {
+            for (key, _) in defaults where !AgentConfiguration.storageKeys.contains(Self.field(key) ?? "") {
                 unknown(key, in: "defaults", known: AgentConfiguration.storageKeys)
             }
         }
@@ -194,7 +223,7 @@ struct ConfigReader {
         }
         if let (_, value) = values["hooks"], let hooks = mapping(value, "\(where_).hooks") {
             for (key, value) in hooks {
-                switch key.string {
+                switch Self.field(key) {
                 case "pre-switch": settings.preSwitchHooks = hookList(value, "\(where_).hooks.pre-switch")
                 case "post-update": settings.postUpdateHooks = hookList(value, "\(where_).hooks.post-update")
                 default: unknown(key, in: "\(where_).hooks", known: ["pre-switch", "post-update"])
@@ -218,7 +247,7 @@ struct ConfigReader {
         var prefix = ""
         var resolved: (value: String, source: String)?
         for (key, value) in fields {
-            switch key.string {
+            switch Self.field(key) {
             case "prefix":
                 prefix = string(value, "\(label).prefix") ?? ""
             case "env":
@@ -284,7 +313,7 @@ struct ConfigReader {
             var name: String?
             if case .mapping(let fields) = item {
                 for (key, value) in fields {
-                    switch key.string {
+                    switch Self.field(key) {
                     case "command": commandNode = value
                     case "timeout": if let parsed = duration(value, "\(itemLabel).timeout") { timeout = parsed }
                     case "name": name = string(value, "\(itemLabel).name")

@@ -87,6 +87,27 @@ struct AgentConfigurationTests {
         #expect(blog.statePath.hasSuffix(".sqlite") && !blog.statePath.hasPrefix("/srv/blog/"), "the default state path lies outside the folder")
     }
 
+    @Test("storages may be a list of mappings with name:, and keys may be written with _ for -; JSON is YAML too")
+    func otherSpellings() throws {
+        let list = try Self.load("""
+            storages:
+              - name: docs
+                base_url: http://127.0.0.1/docs/
+                dir: /tmp/docs
+                max_failures: 3
+              - name: blog
+                base-url: http://127.0.0.1/blog/
+                dir: /tmp/blog
+            """)
+        #expect(list.storages.map(\.name) == ["docs", "blog"])
+        #expect(list.storages[0].maxFailures == 3 && list.storages[0].baseURL.absoluteString == "http://127.0.0.1/docs/")
+        let json = try Self.load(#"{"storages": {"docs": {"base-url": "http://127.0.0.1/docs/", "dir": "/tmp/docs", "interval": "90s"}}}"#)
+        #expect(json.storages.first?.interval == .seconds(90))
+        let problems = Self.problems("storages:\n  - name: a\n    base-url: http://h/a/\n    dir: /tmp/a\n  - name: a\n    base-url: http://h/b/\n    dir: /tmp/b\n  - dir: /tmp/c\n")
+        #expect(problems.contains { $0.line == 5 && $0.message.contains("appears 2 times") }, "\(problems)")
+        #expect(problems.contains { $0.line == 8 && $0.message.contains("no name:") }, "\(problems)")
+    }
+
     @Test("a header's description never shows its value")
     func secretsStayHidden() throws {
         let configuration = try Self.load("""
