@@ -125,10 +125,17 @@ struct ConfigReader {
         return problems.isEmpty ? configuration : nil
     }
 
-    /// A key of the file's own schema: `base_url` reads as `base-url`.
+    /// A key of the file's own schema: `base_url` reads as `base-url`, and the other names people
+    /// write for a key (`url`, `folder`, `state-path`, `trust-keys`) read as it.
     static func field(_ key: Node) -> String? {
-        key.string?.replacingOccurrences(of: "_", with: "-")
+        key.string.map { text in
+            let dashed = text.replacingOccurrences(of: "_", with: "-")
+            return aliases[dashed] ?? dashed
+        }
     }
+
+    static let aliases = ["url": "base-url", "directory": "dir", "folder": "dir", "state-path": "state", "state-database": "state",
+                          "trust-keys": "trust-key", "header": "headers", "hook": "hooks"]
 
     /// `storages:` as a mapping of names to settings, or as a list of settings that each carry
     /// `name:`; either way, (name, settings) pairs.

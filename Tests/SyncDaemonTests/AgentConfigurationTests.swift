@@ -101,6 +101,8 @@ struct AgentConfigurationTests {
             """)
         #expect(list.storages.map(\.name) == ["docs", "blog"])
         #expect(list.storages[0].maxFailures == 3 && list.storages[0].baseURL.absoluteString == "http://127.0.0.1/docs/")
+        let aliases = try Self.load("storages:\n  docs:\n    url: http://127.0.0.1/docs/\n    folder: /tmp/docs\n    state_path: /tmp/docs.sqlite\n")
+        #expect(aliases.storages.first?.directory == "/tmp/docs" && aliases.storages.first?.statePath == "/tmp/docs.sqlite")
         let json = try Self.load(#"{"storages": {"docs": {"base-url": "http://127.0.0.1/docs/", "dir": "/tmp/docs", "interval": "90s"}}}"#)
         #expect(json.storages.first?.interval == .seconds(90))
         let problems = Self.problems("storages:\n  - name: a\n    base-url: http://h/a/\n    dir: /tmp/a\n  - name: a\n    base-url: http://h/b/\n    dir: /tmp/b\n  - dir: /tmp/c\n")
