@@ -112,7 +112,8 @@ let package = Package(
         // Test support: the writers, readers and checker of the cache's crash tests and kill loop (`make chaos`).
         .executableTarget(name: "CacheChaos", dependencies: ["ItemCache", "FileKit", "ToolSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         // N in-process agents polling one storage on one transport, for bench/fleet/fleet_sim.py (`make bench-fleet`).
-        .executableTarget(name: "FleetSim", dependencies: ["ContentSync", "SyncDaemon", "StorageFormat", "Transport", "ToolSupport"]),
+        .executableTarget(name: "FleetSim", dependencies: ["ContentSync", "SyncDaemon", "StorageFormat", "Transport", "ToolSupport",
+                                                          .product(name: "Logging", package: "swift-log")]),
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer", "ToolSupport",
                                                            .product(name: "Logging", package: "swift-log")]),

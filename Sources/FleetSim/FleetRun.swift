@@ -31,13 +31,13 @@ struct FleetRun {
         for index in 0..<settings.agents {
             let folder = "\(settings.scratch)/agents/\(String(format: "%04d", index))"
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            var configuration = SyncConfiguration(baseURL: settings.baseURL, contentDirectory: "\(folder)/content",
-                                                  stateDatabasePath: "\(folder)/state.sqlite")
-            configuration.transport = transport
-            var schedule = PollSchedule(interval: settings.interval, jitter: settings.jitter, maxBackoff: settings.maxBackoff)
-            schedule.splay = settings.splay
-            agents.append(SimAgent(index: index, manager: try CacheManager(configuration: configuration), schedule: schedule,
-                                   random: SplitMix64(seed: seeds.next())))
+            var storage = StorageSettings(name: "agent-\(index)", baseURL: settings.baseURL, directory: "\(folder)/content",
+                                          statePath: "\(folder)/state.sqlite")
+            storage.interval = settings.interval
+            storage.jitter = settings.jitter
+            storage.splay = settings.splay
+            storage.maxBackoff = settings.maxBackoff
+            agents.append(try SimAgent(index: index, settings: storage, transport: transport, seed: seeds.next()))
         }
         let setupSeconds = (clock.now - setupStart).seconds
         let counters = FleetCounters()
@@ -55,22 +55,25 @@ struct FleetRun {
                 log(counters.line(at: (clock.now - start).seconds))
             }
         }
+        // The deadline stops every loop: a pause ends at once, a running check finishes.
+        let stopper = Task { [agents] in
+            try? await Task.sleep(until: deadline, clock: clock)
+            for agent in agents { agent.stop() }
+        }
         let outcomes = await withTaskGroup(of: AgentOutcome.self, returning: [AgentOutcome].self) { group in
             for agent in agents {
-                group.addTask {
-                    var agent = agent
-                    return await agent.run(start: start, deadline: deadline, counters: counters)
-                }
+                group.addTask { await agent.run(start: start, counters: counters) }
             }
             var outcomes: [AgentOutcome] = []
             for await outcome in group { outcomes.append(outcome) }
             return outcomes
         }
+        stopper.cancel()
         let runSeconds = (clock.now - start).seconds
         progress.cancel()
         counters.sampleOpenFiles()
         await withTaskGroup(of: Void.self) { group in
-            for agent in agents { group.addTask { await agent.manager.shutdown() } }
+            for agent in agents { group.addTask { await agent.watcher.shutdown() } }
         }
         await transport.shutdown()
 

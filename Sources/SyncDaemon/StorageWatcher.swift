@@ -31,6 +31,10 @@ public final class StorageWatcher: Sendable {
         public var firstCheckDone: @Sendable () -> Void = {}
         /// A one-line status after each check, for systemd's STATUS=.
         public var status: @Sendable (String) -> Void = { _ in }
+        /// Before each check.
+        public var checkStarting: @Sendable () -> Void = {}
+        /// After each check: its report or its error, and how long it took.
+        public var checkFinished: @Sendable (Result<SyncReport, SyncError>, Duration) -> Void = { _, _ in }
 
         /// No callbacks.
         public init() {}
@@ -38,7 +42,10 @@ public final class StorageWatcher: Sendable {
 
     /// The settings it runs.
     public let settings: StorageSettings
-    let manager: CacheManager
+    /// The client it drives.
+    public let manager: CacheManager
+    /// Uniform in [0, 1): the schedule's jitter and splay draws. The fleet simulation seeds it.
+    let random: @Sendable () -> Double
     let logger: Logger
     let metrics: StorageMetrics?
     let health: AgentHealth?
@@ -50,14 +57,17 @@ public final class StorageWatcher: Sendable {
     }
 
     /// A watcher for `settings`, fetching through `transport` (shared by the agent's storages).
+    /// `random` draws the schedule's jitter and splay (default: the system's generator).
     public init(settings: StorageSettings, transport: (any Transport)?, logger: Logger,
-                metrics: StorageMetrics? = nil, health: AgentHealth? = nil) throws(SyncError) {
+                metrics: StorageMetrics? = nil, health: AgentHealth? = nil,
+                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) throws(SyncError) {
         var logger = logger
         logger[metadataKey: "storage"] = "\(settings.name)"
         self.settings = settings
         self.logger = logger
         self.metrics = metrics
         self.health = health
+        self.random = random
         self.manager = try CacheManager(configuration: settings.clientConfiguration(transport: transport, logger: logger.logLevel <= .debug ? logger : nil,
                                                                                     hookLogger: logger))
     }
@@ -98,7 +108,7 @@ public final class StorageWatcher: Sendable {
         let announcer = announceUpdates()
         defer { announcer.cancel() }
         var first = true
-        var wait = schedule.initialDelay(random: Double.random(in: 0..<1))
+        var wait = schedule.initialDelay(random: random())
         while true {
             if wait > .zero {
                 let sleeper = Task { [wait] in try await Task.sleep(for: wait) }
@@ -112,19 +122,22 @@ public final class StorageWatcher: Sendable {
             }
             if stopRequested || Task.isCancelled { break }
             let started = ContinuousClock.now
+            callbacks.checkStarting()
             do {
                 let report = try await manager.checkForUpdates()
+                callbacks.checkFinished(.success(report), ContinuousClock.now - started)
                 let summary = ReportText.summary(report)
                 logger.info("\(summary)")
                 metrics?.checkSucceeded(report, duration: ContinuousClock.now - started)
                 health?.setReady(storage: settings.name, true)
-                wait = schedule.afterSuccess(random: Double.random(in: 0..<1))
+                wait = schedule.afterSuccess(random: random())
                 callbacks.status("\(summary); next check in \(ReportText.seconds(wait))")
                 if report.outcome != .upToDate, !settings.postUpdateHooks.isEmpty {
                     await HookRunner.afterUpdate(settings.postUpdateHooks, storage: settings.name, directory: settings.directory,
                                                  report: report, logger: logger)
                 }
             } catch {
+                callbacks.checkFinished(.failure(error), ContinuousClock.now - started)
                 if stopRequested && (error.code == .cancelled || error.code == .connectionNotAllowed) { break }
                 let failures = schedule.consecutiveFailures + 1
                 if let metrics {
@@ -136,7 +149,7 @@ public final class StorageWatcher: Sendable {
                     logger.critical("stopping this storage: retrying cannot fix this: \(error)")
                     throw Stopped(storage: settings.name, error: error, permanent: true, consecutiveFailures: failures)
                 }
-                wait = schedule.afterFailure(random: Double.random(in: 0..<1))
+                wait = schedule.afterFailure(random: random())
                 if settings.maxFailures > 0, failures >= settings.maxFailures {
                     logger.critical("stopping after \(failures) failed check\(failures == 1 ? "" : "s") in a row: \(error)")
                     throw Stopped(storage: settings.name, error: error, permanent: false, consecutiveFailures: failures)
