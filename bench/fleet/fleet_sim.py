@@ -687,14 +687,15 @@ builds `sync-agent` and `fleet-sim` in release and runs `bench/fleet/fleet_sim.p
 `{run['command']}`, started {run['started']}; {run['binary']}. The raw results (fleet-sim's per-agent
 reports, the per-second series) are in `{run['results']}/*.json`, not committed.
 
-**Machine.** {run['machine']}. Other engineers' builds and tests shared the 2 cores; the second table gives the 1-minute
+**Machine.** {run['machine']}. The second table gives the 1-minute
 load average before → after each scenario.
 
 **How.** `fleet-sim` (Sources/FleetSim) runs {n:,} agents in one process, on one shared libcurl transport (at most
 {run['connections']} connections to the server). Each agent has its own content folder and state database (under
-`{run['scratch']}`, {run['scratch_fs']}) and its own `PollSchedule` with seeded randomness
-(`--seed {seed}`), and loops as `sync-agent watch` does: the initial delay (`splay × random`), `checkForUpdates()`,
-then the pause after a success (`interval × (1 ± jitter)`) or after a failure (backoff). Each scenario is a new
+`{run['scratch']}`, {run['scratch_fs']}) and runs the daemon's own loop, a `StorageWatcher` (the one `sync-agent watch`
+runs for each storage) with its `PollSchedule`'s draws seeded (`--seed {seed}`): the initial delay
+(`splay × random`), `checkForUpdates()`, then the pause after a success (`interval × (1 ± jitter)`) or after a
+failure (backoff). Each scenario is a new
 fleet-sim process, so each starts as a restart of all {n:,} agents at once. Intervals are scaled down {scale:g}×:
 {interval:g} s stands for the default 300 s. The storage was published with `sync-agent publish`:
 {content['files']} files, {content['bytes'] / 1e6:.1f} MB (archive
