@@ -11,8 +11,8 @@ Called by restore.sh with its settings in the environment:
 The section "## S1 full restore (issue 2 measurement)" of DOC is replaced (or appended); every
 other section of the file is kept as it is.
 
-bench/scenarios.py (S2-S4, ceiling) imports the shared helpers below: `sh`, `fs_type`,
-`summary`, `ratio`, `machine_line`, `binary_line` and `replace_section`.
+bench/scenarios.py (S2-S4, ceiling) and bench/fleet/fleet_sim.py import the shared helpers below:
+`sh`, `fs_type`, `summary`, `ratio`, `machine_line`, `binary_line`, `replace_section` and `AccessLog`.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import platform
 import re
 import statistics
 import subprocess
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -95,6 +96,46 @@ def replace_section(doc: str, heading: str, text: str, after: str | None = None)
         new = old.rstrip("\n") + "\n\n" + text
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(new.rstrip("\n") + "\n")
+
+
+class AccessLog:
+    """nginx's access log, read from an offset. A subclass gives LINE (its log_format as a regex)
+    and entry(match) (the fields it keeps); `strict` refuses a line LINE does not match."""
+    LINE: re.Pattern
+    # How long the file must stay the same size before it counts as written.
+    settle = 0.1
+    strict = False
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def entry(self, m: re.Match) -> dict:
+        raise NotImplementedError
+
+    def mark(self) -> int:
+        """The log's size once nginx has stopped writing (it logs after the response is sent)."""
+        last, stable_since = -1, time.monotonic()
+        while True:
+            size = self.path.stat().st_size if self.path.exists() else 0
+            if size != last:
+                last, stable_since = size, time.monotonic()
+            elif time.monotonic() - stable_since >= self.settle:
+                return size
+            time.sleep(0.02)
+
+    def since(self, offset: int) -> list[dict]:
+        """The entries written after `offset` (a `mark()`)."""
+        with open(self.path, "rb") as f:
+            f.seek(offset)
+            data = f.read().decode("utf-8", "replace")
+        entries = []
+        for line in data.splitlines():
+            m = self.LINE.match(line)
+            if m:
+                entries.append(self.entry(m))
+            elif self.strict:
+                raise ValueError(f"unexpected access log line: {line[:200]}")
+        return entries
 
 
 def main() -> None:

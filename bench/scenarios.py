@@ -125,39 +125,13 @@ def swap_symlink(link: Path, target: Path) -> None:
 
 # ---------------------------------------------------------------- nginx access log
 
-class AccessLog:
+class AccessLog(report.AccessLog):
     LINE = re.compile(r'^(\S+) (\d+) (\S+) "([^"]*)" (\d+) (\d+) "([^"]*)"$')
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def mark(self) -> int:
-        """The log's size once nginx has stopped writing (it logs after the response is sent)."""
-        last, stable_since = -1, time.monotonic()
-        while True:
-            size = self.path.stat().st_size if self.path.exists() else 0
-            if size != last:
-                last, stable_since = size, time.monotonic()
-            elif time.monotonic() - stable_since >= 0.1:
-                return size
-            time.sleep(0.02)
-
-    def since(self, offset: int) -> list[dict]:
-        with open(self.path, "rb") as f:
-            f.seek(offset)
-            data = f.read().decode("utf-8", "replace")
-        entries = []
-        for line in data.splitlines():
-            m = self.LINE.match(line)
-            if m:
-                entries.append({"status": int(m[2]), "method": m[3], "uri": m[4], "bytes": int(m[5]),
-                                "body": int(m[6]), "inm": m[7]})
-        return entries
+    def entry(self, m: re.Match) -> dict:
+        return {"status": int(m[2]), "method": m[3], "uri": m[4], "bytes": int(m[5]), "body": int(m[6]), "inm": m[7]}
 
 
-# ---------------------------------------------------------------- timing
-
-@dataclass
 class Result:
     scenario: str
     fs: str
