@@ -90,7 +90,7 @@ struct WatchCommand: AsyncParsableCommand {
                 throw CLIFailure(code: 6, message: "--http: \(error)")
             }
             metrics.bootstrapMetricsSystem()
-            services.append(.init(service: EndpointService(endpoint: AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger)),
+            services.append(.init(service: AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger),
                                   failureTerminationBehavior: .gracefullyShutdownGroup))
         }
         var metadata: Logger.Metadata = ["version": "\(SyncAgent.version)", "storages": "\(configuration.storages.map(\.name).joined(separator: ","))",
@@ -100,8 +100,9 @@ struct WatchCommand: AsyncParsableCommand {
             metadata["base-url"] = "\(only.baseURL.absoluteString)"
         }
         logger.info("starting", metadata: metadata)
-        services.insert(.init(service: Agent(options: agentOptions), successTerminationBehavior: .gracefullyShutdownGroup,
-                              failureTerminationBehavior: .gracefullyShutdownGroup), at: 0)
+        // Last, so that a graceful shutdown (last to first) stops the storages while /metrics still serves.
+        services.append(.init(service: Agent(options: agentOptions), successTerminationBehavior: .gracefullyShutdownGroup,
+                              failureTerminationBehavior: .gracefullyShutdownGroup))
         let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
@@ -161,15 +162,3 @@ struct WatchCommand: AsyncParsableCommand {
     }
 }
 
-/// The endpoint as a service that logs where it listens (the port it picked, for `:0`).
-struct EndpointService: Service {
-    let endpoint: AgentEndpoint
-
-    func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            try await endpoint.run(onListening: { [logger = endpoint.logger] address in
-                logger.info("serving /metrics, /healthz and /readyz", metadata: ["http": "http://\(address)"])
-            })
-        }
-    }
-}

@@ -70,7 +70,7 @@ public struct AgentEndpoint: Service {
                     guard let bound = await server.listeningAddress.flatMap(Address.init(socketAddress:)) else {
                         throw AgentEndpointError(code: .listenFailed, message: "endpoint \(address): the listening socket has no IP address")
                     }
-                    logger.info("Serving /metrics, /healthz and /readyz", metadata: ["endpoint.address": "\(bound)"])
+                    logger.info("serving /metrics, /healthz and /readyz", metadata: ["http": "http://\(bound)"])
                     await onListening(bound)
                     return true
                 }
