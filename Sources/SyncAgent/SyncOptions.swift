@@ -87,27 +87,13 @@ struct SyncOptions: ParsableArguments {
         try settings().clientConfiguration(transport: nil, logger: logger)
     }
 
-    /// The public key in the file at `path`, checked now so that a wrong file is named with its
-    /// flag: a private key (labelled, or an unlabelled 0600 file with a `.pub` beside it) is
-    /// refused rather than handed to a client.
+    /// The public key in the file at `path`, checked now so that a wrong file is named with its flag.
     static func trustedKey(at path: String) throws -> String {
-        let text: String
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            return try TrustedKeyFile.read(path)
         } catch {
-            throw CLIFailure(code: 6, message: "cannot read --trust-key \(path): \(error.localizedDescription)")
+            throw CLIFailure(code: 6, message: "--trust-key \(error)")
         }
-        do {
-            _ = try StatusSignature.publicKey(base64: text)
-        } catch {
-            throw CLIFailure(code: 6, message: "--trust-key \(path): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE.pub")
-        }
-        var info = stat()
-        if !text.contains("#"), stat(path, &info) == 0, info.st_mode & 0o077 == 0, FileManager.default.fileExists(atPath: path + ".pub") {
-            throw CLIFailure(code: 6, message: "--trust-key \(path) looks like a private key (readable by its owner only, with \(path).pub beside it); "
-                                 + "pass \(path).pub, the public key")
-        }
-        return text
     }
 
     /// A stderr logger at `level`, in `format` (by default journald's when stderr is the

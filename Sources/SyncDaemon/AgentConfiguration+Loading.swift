@@ -1,7 +1,6 @@
 import ContentSync
 import FileKit
 import Foundation
-import StorageFormat
 import Yams
 
 extension AgentConfiguration {
@@ -293,17 +292,12 @@ struct ConfigReader {
     }
 
     private mutating func trustedKey(_ path: String, _ node: Node, _ where_: String) -> String? {
-        guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-            problem(node, "\(where_).trust-key: cannot read \(path); give the publisher's public key file (from `sync-agent keygen`)")
-            return nil
-        }
         do {
-            _ = try StatusSignature.publicKey(base64: text)
+            return try TrustedKeyFile.read(path)
         } catch {
-            problem(node, "\(where_).trust-key \(path): \(error.message); make a pair with `sync-agent keygen --out FILE` and give FILE.pub")
+            problem(node, "\(where_).trust-key \(error)")
             return nil
         }
-        return text
     }
 
     /// `- command: [/usr/bin/x, arg]` with optional `timeout:` and `name:`; a bare list or string is the command.

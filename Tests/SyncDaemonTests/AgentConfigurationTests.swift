@@ -152,6 +152,21 @@ struct AgentConfigurationTests {
         #expect(problems.contains { $0.line == line && $0.message.contains(fragment) }, "\(problems)")
     }
 
+    @Test("trust-key refuses what --trust-key refuses: a private key (owner-only, with a .pub beside it) and a file that is no key")
+    func trustKeyFiles() throws {
+        let folder = NSTemporaryDirectory() + "agent-keys-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try Data((Self.publicKey + "\n").utf8).write(to: URL(fileURLWithPath: folder + "/publisher"))
+        chmod(folder + "/publisher", 0o600)
+        try Data((Self.publicKey + "\n").utf8).write(to: URL(fileURLWithPath: folder + "/publisher.pub"))
+        try Data("not a key\n".utf8).write(to: URL(fileURLWithPath: folder + "/junk"))
+        let file = { (key: String) in "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    trust-key: \(folder)/\(key)\n" }
+        #expect(Self.problems(file("publisher")).contains { $0.line == 5 && $0.message.contains("looks like a private key") })
+        #expect(Self.problems(file("junk")).contains { $0.line == 5 && $0.message.contains("sync-agent keygen") })
+        #expect(Self.problems(file("publisher.pub")).isEmpty)
+    }
+
     @Test("every problem in a file is listed, not only the first")
     func allProblems() {
         let problems = Self.problems("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 3\n    concurrency: 0\n    colour: red\n")
