@@ -340,28 +340,19 @@ struct ConfigReader {
                 problem(commandNode, "\(itemLabel).command is empty")
                 continue
             }
-            guard let executable = Self.executable(program, folder: folder, environment: environment) else {
-                problem(commandNode, "\(itemLabel).command: \(program) is not an executable file\(program.contains("/") ? "" : " on PATH")"
-                    + "; give its absolute path (no shell runs it: write [/bin/sh, -c, '…'] for one)")
+            // Found now as the runner will find it, a relative path taken from the file's folder.
+            let located = program.contains("/") && !program.hasPrefix("/") ? "\(folder)/\(program)" : program
+            let executable: String
+            switch HookRunner.resolve(located, path: environment["PATH"]) {
+            case .success(let path):
+                executable = path
+            case .failure(let failure):
+                problem(commandNode, "\(itemLabel).command: \(failure.text) (no shell runs it: write [/bin/sh, -c, '…'] for one)")
                 continue
             }
             hooks.append(Hook(command: [executable] + command.dropFirst(), timeout: timeout, name: name ?? (program as NSString).lastPathComponent))
         }
         return hooks
-    }
-
-    /// `program`'s path: absolute or relative to the config's folder when it holds a `/`, else found on PATH.
-    static func executable(_ program: String, folder: String, environment: [String: String]) -> String? {
-        let candidates: [String]
-        if program.contains("/") {
-            candidates = [program.hasPrefix("/") ? program : "\(folder)/\(program)"]
-        } else {
-            candidates = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map { "\($0)/\(program)" }
-        }
-        return candidates.first { path in
-            var info = stat()
-            return stat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0
-        }
     }
 
     // MARK: - Whole-file checks

@@ -138,7 +138,7 @@ struct AgentConfigurationTests {
         ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a\n", 5, "also storages.a's folder"),
         ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a/b\n", 5, "nest"),
         ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  a:\n    base-url: http://h/b/\n    dir: /tmp/b\n", 2, "appear twice"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      post-update:\n        - command: [no-such-program-xyz]\n", 7, "not an executable file on PATH"),
+        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      post-update:\n        - command: [no-such-program-xyz]\n", 7, "no executable no-such-program-xyz on PATH"),
         ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      after: []\n", 6, "unknown key 'after'"),
         ("storages:\n  a:\n    base-url: [http://h/a/\n    dir: /tmp/a\n", 4, "not valid YAML"),
         ("storages:\n  'bad name':\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2, "storage name 'bad name'"),
