@@ -64,9 +64,15 @@ struct SyncOptions: ParsableArguments {
             return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
                     String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
         }
+        let checked = { (flag: String, header: StorageSettings.Header) throws -> StorageSettings.Header in
+            if let problem = StorageSettings.Header.problem(name: header.name, value: header.value) {
+                throw CLIFailure(code: 6, message: "\(flag) \(header.name): \(problem)")
+            }
+            return header
+        }
         settings.headers = try header.map { line in
             let (name, value) = try split("--header", line)
-            return StorageSettings.Header(name: name, value: value, source: "--header")
+            return try checked("--header", StorageSettings.Header(name: name, value: value, source: "--header"))
         }
         settings.headers += try headerEnv.map { line in
             let (name, variable) = try split("--header-env", line)
@@ -74,10 +80,7 @@ struct SyncOptions: ParsableArguments {
                 throw CLIFailure(code: 6, message: "--header-env '\(line)': the environment variable \(variable) is not set (or empty); "
                                      + "export it, or under systemd set it in the unit's EnvironmentFile=")
             }
-            guard !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
-                throw CLIFailure(code: 6, message: "--header-env '\(line)': \(variable) holds a line break; a header value must be one line")
-            }
-            return StorageSettings.Header(name: name, value: value, source: "env \(variable)")
+            return try checked("--header-env", StorageSettings.Header(name: name, value: value, source: "env \(variable)"))
         }
         return settings
     }

@@ -242,11 +242,15 @@ struct ConfigReader {
     /// `Name: value`, or `Name: {env: VAR}` / `{file: PATH}` with an optional `prefix:`.
     private mutating func header(_ name: String, _ node: Node, _ where_: String) -> StorageSettings.Header? {
         let label = "\(where_).headers.\(name)"
-        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }) else {
-            problem(node, "\(label): '\(name)' is not a header name")
+        if let problem = StorageSettings.Header.problem(name: name, value: "") {
+            self.problem(node, "\(label): \(problem)")
             return nil
         }
         if case .scalar = node, let value = node.string {
+            if let problem = StorageSettings.Header.problem(name: name, value: value) {
+                self.problem(node, "\(label): \(problem)")
+                return nil
+            }
             return StorageSettings.Header(name: name, value: value)
         }
         guard let fields = mapping(node, label) else { return nil }
@@ -284,8 +288,8 @@ struct ConfigReader {
             if problems.isEmpty || fields.count == 0 { problem(node, "\(label): give a value, or {env: VARIABLE} or {file: PATH} for a secret") }
             return nil
         }
-        guard !(prefix + resolved.value).contains(where: { $0 == "\r" || $0 == "\n" }) else {
-            problem(node, "\(label): the value holds a line break; a header value must be one line")
+        if let problem = StorageSettings.Header.problem(name: name, value: prefix + resolved.value) {
+            self.problem(node, "\(label): \(problem)")
             return nil
         }
         return StorageSettings.Header(name: name, value: prefix + resolved.value, source: resolved.source)

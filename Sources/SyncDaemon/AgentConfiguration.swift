@@ -114,6 +114,21 @@ public struct StorageSettings: Sendable, Equatable {
             self.source = source
         }
 
+        /// What is wrong with a header `name: value`, or nil: the name must be an HTTP token and the
+        /// value one line (a line break would let a value add headers of its own). The flags and
+        /// the config file both check with it.
+        public static func problem(name: String, value: String) -> String? {
+            let token = Set("!#$%&'*+-.^_`|~")
+            if name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || token.contains($0)) }) {
+                return "'\(name)' is not a header name (letters, digits and - are usual)"
+            }
+            // By scalars: "\r\n" is one Character, equal to neither "\r" nor "\n".
+            if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
+                return "the value of \(name) holds a line break or NUL; a header value must be one line"
+            }
+            return nil
+        }
+
         /// `Authorization: <from env GITHUB_TOKEN>`: the value is never shown.
         public var description: String { "\(name): <from \(source)>" }
     }

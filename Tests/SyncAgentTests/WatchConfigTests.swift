@@ -104,6 +104,10 @@ struct WatchConfigTests {
 
                 let unset = try await SyncAgentBinary.run(Array(arguments.dropLast()) , scratch: scratch)
                 #expect(unset.status == 6 && unset.stderr.contains("SYNC_TEST_TOKEN is not set"), "\(unset.stderr)")
+
+                let injected = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/b",
+                                                              "--header", "X-A: one\r\nX-B: two"], scratch: scratch)
+                #expect(injected.status == 6 && injected.stderr.contains("line break"), "\(injected.stderr)")
             }
         }
     }

@@ -167,6 +167,21 @@ struct AgentConfigurationTests {
         #expect(Self.problems(file("publisher.pub")).isEmpty)
     }
 
+    @Test("a header is an HTTP token and one line, whether its value is written or a secret", arguments: [
+        ("Authorization", "token abc", nil), ("X-Fleet_1", "eu", nil), ("", "v", "is not a header name"), ("Bad Name", "v", "is not a header name"),
+        ("X-A", "a\r\nX-Injected: 1", "line break"), ("X-A", "a\nb", "line break"), ("X-A", "a\u{0}b", "NUL"),
+    ] as [(String, String, String?)])
+    func headerChecks(name: String, value: String, expected: String?) {
+        let problem = StorageSettings.Header.problem(name: name, value: value)
+        if let expected { #expect(problem?.contains(expected) == true, "\(String(describing: problem))") } else { #expect(problem == nil) }
+    }
+
+    @Test("a written header value with a line break is refused with its line, as a secret's is")
+    func writtenHeaderLineBreak() {
+        let problems = Self.problems("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      X-A: \"one\\r\\nX-B: two\"\n")
+        #expect(problems.contains { $0.line == 6 && $0.message.contains("line break") }, "\(problems)")
+    }
+
     @Test("every problem in a file is listed, not only the first")
     func allProblems() {
         let problems = Self.problems("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 3\n    concurrency: 0\n    colour: red\n")
