@@ -122,6 +122,14 @@ final class CurlTransfer: @unchecked Sendable {
         } else if method != "GET" {
             try set(ccurl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method), "CURLOPT_CUSTOMREQUEST")
         }
+        // libcurl sends a header line as it is: a line break would add headers (or a request) of
+        // its own, and a NUL would cut the line short. By scalars: "\r\n" is one Character. The
+        // value is not quoted back: it may be a token.
+        if let bad = headers.first(where: { ($0.key + $0.value).unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" } }) {
+            throw TransportError(code: .invalidRequest,
+                                 message: "the header \(bad.key.debugDescription) for \(url.absoluteString) holds a line break or NUL; a header must be one line",
+                                 url: url)
+        }
         for line in headers.sorted(by: { $0.key < $1.key }).map({ "\($0.key): \($0.value)" }) {
             guard let appended = curl_slist_append(headerList, line) else {
                 throw TransportError(code: .invalidRequest, message: "libcurl could not add the header line for \(url.absoluteString)",

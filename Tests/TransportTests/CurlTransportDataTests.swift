@@ -129,6 +129,21 @@ struct CurlTransportDataTests {
         }
     }
 
+    @Test("a header with a line break or NUL is refused before anything is sent: it would add headers of its own",
+          arguments: [("X-A", "s3cr3t\r\nX-Injected: 1"), ("X-A", "s3cr3t\nX-Injected: 1"), ("X-A", "s3cr3t\u{0}two"), ("X-A\r\nX-Injected", "s3cr3t")])
+    func headerWithALineBreakIsAnInvalidRequest(name: String, value: String) async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("a.json", Data("{}".utf8))
+            let error = await #expect(throws: TransportError.self) {
+                try await makeTransport().data(for: HTTPRequest(url: server.url(for: "a.json"), headers: [name: value]))
+            }
+            #expect(error?.code == .invalidRequest)
+            #expect(error?.message.contains("line break or NUL") == true)
+            #expect(error?.message.contains("s3cr3t") == false, "the value is not quoted back")
+            #expect(server.requests().isEmpty, "nothing was sent")
+        }
+    }
+
     @Test(arguments: ["ftp://127.0.0.1/file.bin", "file:///etc/hostname", "gopher://127.0.0.1/x"])
     func nonHTTPURLIsAnInvalidRequest(_ address: String) async throws {
         let url = try #require(URL(string: address))
