@@ -139,7 +139,7 @@ final class CurlMultiLoop: @unchecked Sendable {
                         active[transfer.easy] = transfer
                     } else {
                         transfer.fail(TransportError(code: .invalidRequest,
-                                                     message: "libcurl refused the transfer for \(transfer.url.absoluteString)",
+                                                     message: "libcurl refused the transfer for \(Redaction.url(transfer.url))",
                                                      url: transfer.url))
                     }
                 case .cancel(let transfer):

@@ -59,11 +59,11 @@ final class CurlTransfer: @unchecked Sendable {
         let url = request.resolvedURL
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             throw TransportError(code: .invalidRequest,
-                                 message: "\(url.absoluteString) is not an http(s) URL; only http and https are fetched",
+                                 message: "\(Redaction.url(url)) is not an http(s) URL; only http and https are fetched",
                                  url: url)
         }
         guard let easy = curl_easy_init() else {
-            throw TransportError(code: .invalidRequest, message: "libcurl could not create a handle for \(url.absoluteString)", url: url)
+            throw TransportError(code: .invalidRequest, message: "libcurl could not create a handle for \(Redaction.url(url))", url: url)
         }
         self.easy = easy
         self.url = url
@@ -127,12 +127,12 @@ final class CurlTransfer: @unchecked Sendable {
         // value is not quoted back: it may be a token.
         if let bad = headers.first(where: { ($0.key + $0.value).unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" } }) {
             throw TransportError(code: .invalidRequest,
-                                 message: "the header \(bad.key.debugDescription) for \(url.absoluteString) holds a line break or NUL; a header must be one line",
+                                 message: "the header \(bad.key.debugDescription) for \(Redaction.url(url)) holds a line break or NUL; a header must be one line",
                                  url: url)
         }
         for line in headers.sorted(by: { $0.key < $1.key }).map({ "\($0.key): \($0.value)" }) {
             guard let appended = curl_slist_append(headerList, line) else {
-                throw TransportError(code: .invalidRequest, message: "libcurl could not add the header line for \(url.absoluteString)",
+                throw TransportError(code: .invalidRequest, message: "libcurl could not add the header line for \(Redaction.url(url))",
                                      url: url)
             }
             headerList = appended
@@ -168,7 +168,7 @@ final class CurlTransfer: @unchecked Sendable {
     private func set(_ code: CURLcode, _ option: String) throws(TransportError) {
         guard code != CURLE_OK else { return }
         throw TransportError(code: .invalidRequest,
-                             message: "libcurl refused \(option) for \(url.absoluteString): \(String(cString: curl_easy_strerror(code)))"
+                             message: "libcurl refused \(option) for \(Redaction.url(url)): \(String(cString: curl_easy_strerror(code)))"
                                  + " (curl \(code.rawValue)); this transport needs libcurl 7.85 or later",
                              url: url, curlCode: Int(code.rawValue))
     }
@@ -242,8 +242,8 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func tooLarge(limit: Int64, memory: Bool) -> TransportError {
         TransportError(code: .tooLarge,
-                       message: memory ? "\(url.absoluteString) sent more than \(limit) bytes; refusing the rest"
-                           : "\(url.absoluteString) is larger than its declared \(limit) bytes; refusing it",
+                       message: memory ? "\(Redaction.url(url)) sent more than \(limit) bytes; refusing the rest"
+                           : "\(Redaction.url(url)) is larger than its declared \(limit) bytes; refusing it",
                        url: url)
     }
 
@@ -377,7 +377,8 @@ final class CurlTransfer: @unchecked Sendable {
         }
         guard result == CURLE_OK else {
             let buffered = String(cString: errorBuffer)
-            let detail = buffered.isEmpty ? String(cString: curl_easy_strerror(result)) : buffered
+            // libcurl's words may quote the URL (a redirect's target, a proxy), user info and all.
+            let detail = Redaction.text(buffered.isEmpty ? String(cString: curl_easy_strerror(result)) : buffered)
             if result == CURLE_BAD_CONTENT_ENCODING {
                 let coding = headers["content-encoding"].map { "Content-Encoding: \($0)" } ?? "its content encoding"
                 return .failure(TransportError.invalidResponse(expectation.method, finalURL,
@@ -386,7 +387,7 @@ final class CurlTransfer: @unchecked Sendable {
             }
             let timedOut = result == CURLE_OPERATION_TIMEDOUT
             return .failure(TransportError(code: timedOut ? .timeout : .network,
-                                           message: "\(expectation.method) \(url.absoluteString) failed: \(detail) (curl \(result.rawValue))",
+                                           message: "\(expectation.method) \(Redaction.url(url)) failed: \(detail) (curl \(result.rawValue))",
                                            url: url, curlCode: Int(result.rawValue)))
         }
         var code = 0

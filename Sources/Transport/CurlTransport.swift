@@ -120,7 +120,7 @@ public final class CurlTransport: Transport {
         guard fd >= 0 else {
             let code = errno
             throw TransportError(code: .fileSystem,
-                                 message: "cannot open \(path) for the download of \(request.url.absoluteString): \(String(cString: strerror(code)))",
+                                 message: "cannot open \(path) for the download of \(Redaction.url(request.url)): \(String(cString: strerror(code)))",
                                  url: request.url, errno: code)
         }
         defer { close(fd) }
@@ -225,7 +225,7 @@ public final class CurlTransport: Transport {
                     throw error
                 }
                 configuration.logger.debug("retrying after transient failure", metadata: [
-                    "transport.url": "\(request.url.absoluteString)",
+                    "transport.url": "\(Redaction.url(request.url))",
                     "transport.attempt": "\(number)",
                     "transport.delay_ms": "\(delay.milliseconds)",
                     "transport.error": "\(error.message)",

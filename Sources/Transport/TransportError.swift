@@ -80,16 +80,16 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// A refused answer: `what` says what was asked and what came back.
     static func invalidResponse(_ method: String, _ url: URL, _ what: String, statusCode: Int? = nil) -> TransportError {
         TransportError(code: .invalidResponse,
-                       message: "\(method) \(url.absoluteString) \(what); refusing the body (the server or a proxy in between is misbehaving)",
+                       message: "\(method) \(Redaction.url(url)) \(what); refusing the body (the server or a proxy in between is misbehaving)",
                        url: url, statusCode: statusCode)
     }
 
     static func shutDown(_ url: URL) -> TransportError {
-        TransportError(code: .cancelled, message: "request for \(url.absoluteString) was refused: the transport was shut down", url: url)
+        TransportError(code: .cancelled, message: "request for \(Redaction.url(url)) was refused: the transport was shut down", url: url)
     }
 
     static func cancelled(_ url: URL) -> TransportError {
-        TransportError(code: .cancelled, message: "request for \(url.absoluteString) was cancelled", url: url)
+        TransportError(code: .cancelled, message: "request for \(Redaction.url(url)) was cancelled", url: url)
     }
 
     static func status(_ status: Int, url: URL, retryAfter: Double?) -> TransportError {
@@ -100,7 +100,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         case 429: hint = "the server is rate-limiting; try again later"
         default: hint = status >= 500 ? "the server failed; try again later" : "check the URL"
         }
-        return TransportError(code: .httpStatus, message: "GET \(url.absoluteString) answered HTTP \(status): \(hint)",
+        return TransportError(code: .httpStatus, message: "GET \(Redaction.url(url)) answered HTTP \(status): \(hint)",
                               url: url, statusCode: status, retryAfter: retryAfter)
     }
 }
