@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 #include <spawn.h>
 #include <sys/syscall.h>
@@ -76,4 +77,49 @@ int clinux_ofd_lock(int fd, long long offset, long long length, int kind, int wa
         result = fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &lock);
     } while (result != 0 && errno == EINTR);
     return result;
+}
+
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as iSCSI, ext4 and LevelDB use it. */
+static uint32_t clinux_crc32c_table[256];
+static int clinux_crc32c_table_ready;
+
+static void clinux_crc32c_make_table(void) {
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        clinux_crc32c_table[n] = c;
+    }
+    __atomic_store_n(&clinux_crc32c_table_ready, 1, __ATOMIC_RELEASE);
+}
+
+static uint32_t clinux_crc32c_portable(uint32_t crc, const unsigned char *p, size_t n) {
+    if (!__atomic_load_n(&clinux_crc32c_table_ready, __ATOMIC_ACQUIRE)) clinux_crc32c_make_table();
+    while (n--) crc = clinux_crc32c_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2")))
+static uint32_t clinux_crc32c_sse42(uint32_t crc, const unsigned char *p, size_t n) {
+    uint64_t c = crc;
+    while (n >= 8) {
+        uint64_t word;
+        memcpy(&word, p, 8);
+        c = __builtin_ia32_crc32di(c, word);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+uint32_t clinux_crc32c(uint32_t crc, const void *bytes, size_t count) {
+    const unsigned char *p = bytes;
+    crc = ~crc;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("sse4.2")) return ~clinux_crc32c_sse42(crc, p, count);
+#endif
+    return ~clinux_crc32c_portable(crc, p, count);
 }

@@ -40,7 +40,7 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
     configuration.memory = MemoryLimits(totalBytes: 0)
     let store = try ItemStore(configuration: configuration)
     var report = VerifyReport()
-    (report.orphanFilesReconciled, report.orphanRowsReconciled) = store.openingRepairs
+    (report.orphanFilesReconciled, report.orphanRowsReconciled) = (store.openingRepairs.orphanFiles, store.openingRepairs.orphanRows)
     if report.orphanRowsReconciled > 0 {
         // A kill never leaves a row without its file (files are linked before their row
         // commits); only a power loss or damage does.

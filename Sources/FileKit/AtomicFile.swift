@@ -61,6 +61,23 @@ public struct UnnamedFile: ~Copyable, Sendable {
         self.descriptor = descriptor
     }
 
+    /// Opens an unnamed file with `mode` in the open folder `folder` (a descriptor: no path is
+    /// resolved, so no symlink on the way is followed), or nil where there is no `O_TMPFILE`.
+    public init?(inFolder folder: Int32, mode: mode_t) {
+        let descriptor = clinux_openat_tmpfile(folder, ".", Int32(mode))
+        guard descriptor >= 0 else { return nil }
+        self.descriptor = descriptor
+    }
+
+    /// Gives the file the name `name` in the open folder `folder`. Fails with
+    /// ``FileSystemError/Code/alreadyExists`` when something has that name; `shownAs` is the
+    /// path errors show.
+    public func link(in folder: Int32, as name: String, shownAs: String) throws(FileSystemError) {
+        if clinux_linkat_fd(descriptor, folder, name) != 0 {
+            throw FileSystemError("cannot name the new file", path: shownAs, syscall: "linkat", errno: clinux_errno())
+        }
+    }
+
     /// Gives the file the name `path` (in the folder it was opened in). Fails with
     /// ``FileSystemError/Code/alreadyExists`` when something has that name.
     public func link(as path: String) throws(FileSystemError) {

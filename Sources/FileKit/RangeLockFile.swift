@@ -36,6 +36,23 @@ public final class RangeLockFile: Sendable {
         self.descriptor = descriptor
     }
 
+    /// Opens (creating with `mode`) the lock file `name` in the open folder `folder`, never
+    /// through a symlink; `path` is what errors show.
+    public init(in folder: Int32, name: String, mode: mode_t, path: String) throws(FileSystemError) {
+        let descriptor = openat(folder, name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, mode)
+        guard descriptor >= 0 else {
+            throw FileSystemError("cannot open the lock file", path: path, syscall: "openat", errno: errno)
+        }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            close(descriptor)
+            throw FileSystemError(code: .io, operation: "the lock file is not a regular file:", path: path,
+                                  remedy: "remove it; it is made again")
+        }
+        self.path = path
+        self.descriptor = descriptor
+    }
+
     deinit { close(descriptor) }
 
     /// Takes a hold on `slot` (a byte offset, 0 or more), shared or exclusive. Returns false

@@ -5,9 +5,18 @@ import Logging
 ///
 /// Only ``folder`` has no default; `CacheConfiguration(folder:)` is a complete configuration.
 public struct CacheConfiguration: Sendable {
-    /// The cache folder: the index (`index.sqlite`), the blob files (`blobs/`) and the lock file
-    /// (`cache.lock`). Several processes may share it. Created when missing.
+    /// The cache folder: the index (`index.sqlite`), the blob files (`blobs/`), the lock file
+    /// (`cache.lock`) and the tag (`CACHEDIR.TAG`). Several processes may share it. Created
+    /// when missing (``createsFolder``); an existing folder must be empty or a cache, and
+    /// writable by no one else (``sharing``; docs/security.md).
     public var folder: String
+    /// Who may share the folder: ``FolderSharing/private`` (this user; a new folder is 0700)
+    /// or ``FolderSharing/group``. Default private.
+    public var sharing: FolderSharing = .private
+    /// Whether opening makes the folder when it is missing. Default true; false opens only an
+    /// existing cache (``ItemCacheError/Code/folderRefused`` otherwise), as `sync-agent cache
+    /// ls`, `stats`, `rm` and `purge` do.
+    public var createsFolder = true
     /// The most bytes of item values kept on disk, inline and in files together. When any write
     /// returns, the stored values add up to at most the folder's limit.
     ///

@@ -149,3 +149,26 @@ public struct CacheStatistics: Sendable, Equatable, Codable {
     /// Items past their expiry.
     public var expired: Int
 }
+
+/// What opening a cache found wrong and put right (``ItemStore/openingRepairs``). A cache can
+/// refetch anything, so damage costs items, never a wrong value.
+public struct CacheRepairs: Sendable, Equatable {
+    /// Files no row named (a crash between writing a file and committing its row), removed.
+    public var orphanFiles = 0
+    /// Rows whose value was missing, cut short or not a regular file, or whose file name is not
+    /// one the cache makes, removed.
+    public var orphanRows = 0
+    /// Whether the index's totals were missing or wrong, and were counted again.
+    public var statsRepaired = false
+    /// Whether the index was damaged, set aside as `index.sqlite.damaged`, and begun again
+    /// empty (its files then went as orphans).
+    public var indexSetAside = false
+
+    /// Repairs with these counts.
+    public init(orphanFiles: Int = 0, orphanRows: Int = 0, statsRepaired: Bool = false, indexSetAside: Bool = false) {
+        (self.orphanFiles, self.orphanRows, self.statsRepaired, self.indexSetAside) = (orphanFiles, orphanRows, statsRepaired, indexSetAside)
+    }
+
+    /// Whether anything was repaired.
+    public var isEmpty: Bool { self == CacheRepairs() }
+}

@@ -4,7 +4,7 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed, invalidAction
+            case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed, invalidAction, folderRefused, damagedIndex, cancelled
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -29,6 +29,17 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
         /// A provider's list action that does not apply to the stored list (an index out of
         /// range, removing from an empty list).
         public static let invalidAction = Code(.invalidAction)
+
+        /// The cache folder may not be used: it is not a cache (and not empty), it does not
+        /// exist where only an existing cache may be opened, or others could plant files or
+        /// links in it (another user's, writable by others). The message names the fix.
+        public static let folderRefused = Code(.folderRefused)
+        /// The cache's index is damaged (a page that does not read back, not a database). The
+        /// store sets it aside as `index.sqlite.damaged` and starts again empty: a retry works.
+        public static let damagedIndex = Code(.damagedIndex)
+        /// The load was cancelled (its task was): neither a failure of the network nor of the
+        /// cache. The loader and providers throw it alike.
+        public static let cancelled = Code(.cancelled)
 
         /// The code's name, e.g. `invalidKey`.
         public var description: String { base.rawValue }

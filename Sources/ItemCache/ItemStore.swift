@@ -57,19 +57,33 @@ public final class ItemStore: ItemCaching {
         var closed = false
     }
 
-    /// What opening found: orphan files and rows removed.
-    public let openingRepairs: (orphanFiles: Int, orphanRows: Int)
+    /// What opening found and repaired.
+    public let openingRepairs: CacheRepairs
     /// Providers' running loads, so concurrent gets of one record load it once.
     let providerLoads = FlightTable<CachedItem>()
     /// Empties the memory tier under the cgroup's memory pressure; nil when turned off.
     private let pressureMonitor: MemoryPressureMonitor?
 
-    /// Opens the cache in ``CacheConfiguration/folder``, creating it when needed, and reconciles
-    /// its index with its files. Blocks while it does (a stat per stored file).
+    /// Opens the cache in ``CacheConfiguration/folder``, creating it when needed (unless
+    /// ``CacheConfiguration/createsFolder`` is false), and reconciles its index with its files.
+    /// Blocks while it does (a stat per stored file).
+    ///
+    /// Refuses (``ItemCacheError/Code/folderRefused``) a folder that is neither empty nor a
+    /// cache, or that others could write (docs/security.md). A damaged index is set aside as
+    /// `index.sqlite.damaged` and the cache starts empty (``CacheRepairs/indexSetAside``).
     public init(configuration: CacheConfiguration, io: BlockingIOPool = .shared) throws(ItemCacheError) {
         self.configuration = configuration
         self.io = io
-        disk = try DiskTier(configuration: configuration)
+        let folder = try CacheFolder(path: configuration.folder, sharing: configuration.sharing, create: configuration.createsFolder)
+        var repairs = CacheRepairs()
+        var tier: DiskTier
+        do {
+            tier = try DiskTier(folder: folder, configuration: configuration)
+        } catch where error.code == .damagedIndex {
+            try Self.setAsideIndex(of: folder)
+            repairs.indexSetAside = true
+            tier = try DiskTier(folder: folder, configuration: configuration)
+        }
         memory = MemoryTier(limits: configuration.memory)
         if configuration.purgesMemoryUnderPressure {
             pressureMonitor = MemoryPressureMonitor(root: configuration.cgroupRoot, interval: configuration.pressurePollInterval) { [weak memory, logger = configuration.logger] in
@@ -81,8 +95,41 @@ public final class ItemStore: ItemCaching {
         } else {
             pressureMonitor = nil
         }
-        let repairs = try disk.reconcile()
-        openingRepairs = (repairs.orphanFiles, repairs.orphanRows)
+        let reconciliation: DiskTier.Reconciliation
+        do {
+            reconciliation = try tier.reconcile()
+        } catch where error.code == .damagedIndex && !repairs.indexSetAside {
+            // A damaged page the opening did not read: the scan of every row found it.
+            try Self.setAsideIndex(of: folder)
+            repairs.indexSetAside = true
+            tier = try DiskTier(folder: folder, configuration: configuration)
+            reconciliation = try tier.reconcile()
+        }
+        disk = tier
+        repairs.orphanFiles = reconciliation.orphanFiles
+        repairs.orphanRows = reconciliation.orphanRows
+        repairs.statsRepaired = reconciliation.statsRepaired
+        openingRepairs = repairs
+    }
+
+    /// Moves a damaged index aside (`index.sqlite.damaged`, replacing an older one; its log and
+    /// shared-memory files go), so the cache opens again empty. Under the lock file's repair
+    /// slot: when another process set it aside first, the index opens again and nothing moves.
+    static func setAsideIndex(of folder: CacheFolder) throws(ItemCacheError) {
+        do {
+            let lock = try RangeLockFile(in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
+            try lock.lock(slot: DiskTier.repairSlot, exclusive: true)
+            defer { lock.unlock(slot: DiskTier.repairSlot) }
+            if DiskTier.indexOpens(in: folder) { return }
+            if renameat(folder.descriptor, "index.sqlite", folder.descriptor, "index.sqlite.damaged") != 0 && errno != ENOENT {
+                throw FileSystemError("cannot set the damaged index aside", path: folder.path + "/index.sqlite", syscall: "renameat", errno: errno)
+            }
+            unlinkat(folder.descriptor, "index.sqlite-wal", 0)
+            unlinkat(folder.descriptor, "index.sqlite-shm", 0)
+        } catch {
+            throw ItemCacheError(code: .storage, message: "the cache index \(folder.path)/index.sqlite is damaged and cannot be set aside: \(error); delete the folder to start empty",
+                                 underlying: error)
+        }
     }
 
     /// The folder's `cache.lock`, where processes sharing the folder coalesce their fetches.

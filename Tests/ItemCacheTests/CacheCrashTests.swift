@@ -118,7 +118,7 @@ struct CacheCrashTests {
         let rows = try ItemStoreTests.read(store) { db in try Row.fetchAll(db, sql: "SELECT key, context, url, size, file FROM item") }
         for row in rows {
             if let file: String = row["file"] {
-                #expect(store.disk.blobs.size(of: file) == (row["size"] as Int64?), "\(file)")
+                #expect(store.disk.blobs.size(of: try #require(BlobName(file))) == (row["size"] as Int64?), "\(file)")
             }
         }
         // Every value whole, under its own key.

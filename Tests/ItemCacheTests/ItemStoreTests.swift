@@ -29,7 +29,12 @@ struct ItemStoreTests {
 
     /// The blob files below the folder.
     static func files(_ folder: String) -> [String] {
-        BlobFolder(root: folder + "/blobs", durability: .relaxed).allNames().sorted()
+        let root = folder + "/blobs"
+        var names: [String] = []
+        for shard in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard)) ?? [] { names.append(shard + "/" + file) }
+        }
+        return names.sorted()
     }
 
     static func indexedFiles(_ store: ItemStore) throws -> [String] {
@@ -52,7 +57,7 @@ struct ItemStoreTests {
         try await store.close()
 
         let reopened = try Self.open(folder)
-        #expect(reopened.openingRepairs == (0, 0))
+        #expect(reopened.openingRepairs == CacheRepairs())
         let small = try #require(try reopened.cachedItem(for: Self.key("small")))
         #expect(small.source == .disk)
         #expect(small.item.data == Self.bytes(100))
@@ -139,20 +144,29 @@ struct ItemStoreTests {
         try await store.store(Self.bytes(5000, 2), for: Self.key("cut"))
         try await store.store(Self.bytes(5000, 3), for: Self.key("lost"))
         try await store.close()
-        let blobs = BlobFolder(root: folder + "/blobs", durability: .relaxed)
+        let blobs = folder + "/blobs/"
         let cutFile = try #require(try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:cut'") })
         let lostFile = try #require(try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:lost'") })
-        #expect(truncate(blobs.path(cutFile), 100) == 0)       // a power loss cut it short
-        #expect(unlink(blobs.path(lostFile)) == 0)            // lost altogether
-        try FileManager.default.createDirectory(atPath: folder + "/blobs/zz", withIntermediateDirectories: true)
-        try Data("orphan".utf8).write(to: URL(fileURLWithPath: folder + "/blobs/zz/orphan-1"))  // a crash before the commit
+        #expect(truncate(blobs + cutFile, 100) == 0)       // a power loss cut it short
+        #expect(unlink(blobs + lostFile) == 0)            // lost altogether
+        // A crash before the commit: a file of the cache's own naming that no row names.
+        let orphan = BlobName(newFor: Self.key("never committed")).description
+        try FileManager.default.createDirectory(atPath: blobs + String(orphan.prefix(2)), withIntermediateDirectories: true)
+        try Data("orphan".utf8).write(to: URL(fileURLWithPath: blobs + orphan))
+        // Names of another shape are not the cache's: never removed.
+        try FileManager.default.createDirectory(atPath: blobs + "zz", withIntermediateDirectories: true)
+        try Data("someone's".utf8).write(to: URL(fileURLWithPath: blobs + "zz/notes.txt"))
+        try Data("someone's".utf8).write(to: URL(fileURLWithPath: blobs + String(orphan.prefix(2)) + "/notes.txt"))
 
         let reopened = try Self.open(folder)
-        #expect(reopened.openingRepairs == (1, 2))
+        #expect(reopened.openingRepairs == CacheRepairs(orphanFiles: 1, orphanRows: 2))
         #expect(try reopened.cachedItem(for: Self.key("kept"))?.item.data == Self.bytes(5000, 1))
         #expect(try reopened.cachedItem(for: Self.key("cut")) == nil)
         #expect(try reopened.cachedItem(for: Self.key("lost")) == nil)
-        #expect(Self.files(folder) == (try Self.indexedFiles(reopened)))
+        #expect(FileManager.default.fileExists(atPath: blobs + "zz/notes.txt"))
+        #expect(FileManager.default.fileExists(atPath: blobs + String(orphan.prefix(2)) + "/notes.txt"))
+        #expect(!FileManager.default.fileExists(atPath: blobs + orphan))
+        #expect(Self.files(folder).filter { !$0.hasSuffix("notes.txt") } == (try Self.indexedFiles(reopened)))
         #expect(try reopened.statistics().bytes == 5000)
     }
 
@@ -243,7 +257,7 @@ struct ItemStoreTests {
             default:
                 try await store.close()
                 store = try Self.open(folder, limit: limit)
-                #expect(store.openingRepairs == (0, 0))
+                #expect(store.openingRepairs == CacheRepairs())
             }
             pinnedBytes = try store.statistics().pinnedBytes
             let statistics = try store.statistics()

@@ -1,6 +1,8 @@
 #ifndef CLINUX_H
 #define CLINUX_H
 #include <sys/types.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <spawn.h>
 
 /// renameat2(RENAME_EXCHANGE): atomically swaps two paths. Returns 0 or -1 with errno set.
@@ -41,4 +43,7 @@ int clinux_o_path(void);
 /// descriptors) apart and vanish when the last descriptor closes or the process dies.
 /// Returns 0, or -1 with errno (EAGAIN or EACCES when another holder has it and `wait` is 0).
 int clinux_ofd_lock(int fd, long long offset, long long length, int kind, int wait);
+/// CRC-32C (Castagnoli) of `count` bytes, continuing from `crc` (0 to start): SSE4.2's crc32
+/// instruction where the processor has it, a table otherwise. The item cache's value checksum.
+uint32_t clinux_crc32c(uint32_t crc, const void *bytes, size_t count);
 #endif

@@ -10,11 +10,15 @@ struct IndexRow {
     var info: ItemInfo
     /// The value, when it lives in the index.
     var inlineValue: Data?
-    /// The value's file, when it is not inline.
+    /// The value's file, when it is not inline, as the index has it (check it with ``BlobName``
+    /// before any use).
     var file: String?
+    /// The value's CRC-32C; nil for a row written before checksums.
+    var checksum: UInt32?
 }
 
-/// The disk tier's get path: a read-only SQLite connection of its own, outside GRDB's pool,
+/// The disk tier's get path: a read-only SQLite connection of its own, outside GRDB's pool
+/// (the pool serves every other read and the writes),
 /// with the one statement a get runs prepared once and its columns read with the C API.
 ///
 /// A pool read costs more than the statement (measured: about two thirds of a 4 KiB get): it
@@ -33,7 +37,7 @@ final class IndexReader: Sendable {
     /// then the value or its file.
     static let sql = """
         SELECT id, size, created, accessed, expires, mustRevalidate, pinned, etag, lastModified, contentType, metadata, \
-        \(DiskTier.groupsColumn), inlineValue, file \
+        \(DiskTier.groupsColumn), inlineValue, file, checksum \
         FROM item WHERE key = ?
         """
 
@@ -94,7 +98,9 @@ final class IndexReader: Sendable {
             let count = Int(sqlite3_column_bytes(handle, 12))
             inlineValue = sqlite3_column_blob(handle, 12).map { Data(bytes: $0, count: count) } ?? Data()
         }
-        return IndexRow(id: sqlite3_column_int64(handle, 0), info: info, inlineValue: inlineValue, file: text(13))
+        // The column holds the unsigned 32-bit checksum.
+        let checksum = sqlite3_column_type(handle, 14) == SQLITE_NULL ? nil : UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 14))
+        return IndexRow(id: sqlite3_column_int64(handle, 0), info: info, inlineValue: inlineValue, file: text(13), checksum: checksum)
     }
 
     /// The connection and its statement; closed when the reader goes.

@@ -1,0 +1,244 @@
+import FileKit
+import Foundation
+import Synchronization
+
+/// The files of values too big to sit inline in the index: `blobs/<2 hex>/<key hash>-<generation>`
+/// (``BlobName``).
+///
+/// A file is written whole without a name (`O_TMPFILE`), then linked under a name no other file
+/// ever had (the generation is random), so a name always holds one complete, immutable value. A
+/// replaced or evicted value's file is unlinked after its index row is gone; a reader that opened
+/// it before keeps reading the old bytes, whole.
+///
+/// Everything goes through descriptors: the `blobs` folder is opened once, each shard folder
+/// once (both without following a symlink), and files are opened, linked and unlinked relative
+/// to their shard with `O_NOFOLLOW`. A file is read only if it is a regular file of the size and
+/// checksum the index recorded; anything else (a symlink, a folder, a FIFO, other bytes) is
+/// ``ReadOutcome/damaged(_:)``.
+final class BlobFolder: Sendable {
+    /// The `blobs` folder's path, for messages (and the loader's scratch files).
+    let root: String
+    /// The `blobs` folder.
+    let descriptor: Int32
+    let durability: CacheDurability
+    private let folderMode: mode_t
+    private let fileMode: mode_t
+    /// The shard folders opened so far (-1: not yet), closed with the folder.
+    private let shards = Mutex<[Int32]>(Array(repeating: -1, count: 256))
+
+    /// The blob folder of `folder`, made when missing.
+    init(in folder: CacheFolder, durability: CacheDurability) throws(FileSystemError) {
+        root = folder.path + "/blobs"
+        descriptor = try folder.openSubfolder("blobs")
+        self.durability = durability
+        folderMode = folder.folderMode
+        fileMode = folder.fileMode
+    }
+
+    deinit {
+        close(descriptor)
+        for shard in shards.withLock({ $0 }) where shard >= 0 { close(shard) }
+    }
+
+    func path(_ name: BlobName) -> String { root + "/" + name.description }
+
+    /// The open shard folder `shard`; made when missing if `create`, else nil when missing.
+    private func shardFolder(_ shard: Int, create: Bool) throws(FileSystemError) -> Int32? {
+        if let open = shards.withLock({ $0[shard] >= 0 ? $0[shard] : nil }) { return open }
+        let name = BlobName.shardName(shard)
+        let opened: Int32
+        if create {
+            opened = try CacheFolder.openSubfolder(name, in: descriptor, mode: folderMode, shownAs: root + "/" + name)
+        } else {
+            opened = openat(descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard opened >= 0 else {
+                if errno == ENOENT || errno == ENOTDIR || errno == ELOOP { return nil }
+                throw FileSystemError("cannot open the folder", path: root + "/" + name, syscall: "openat", errno: errno)
+            }
+        }
+        return shards.withLock { shards in
+            if shards[shard] >= 0 {
+                close(opened)
+                return shards[shard]
+            }
+            shards[shard] = opened
+            return opened
+        }
+    }
+
+    /// Writes `data` as the file `name`, complete (and flushed, with ``CacheDurability/full``)
+    /// before it has the name.
+    func write(_ data: Data, as name: BlobName) throws(FileSystemError) {
+        let path = path(name)
+        guard let folder = try shardFolder(name.shard, create: true) else { return }
+        if let file = UnnamedFile(inFolder: folder, mode: fileMode) {
+            try DescriptorIO.write(data, to: file.descriptor, path: path)
+            if durability == .full, fsync(file.descriptor) != 0 {
+                throw FileSystemError("cannot flush", path: path, syscall: "fsync", errno: errno)
+            }
+            try file.link(in: folder, as: name.leaf, shownAs: path)
+            if durability == .full { fsync(folder) }
+            return
+        }
+        // No O_TMPFILE here: a named file beside it (`.tmp-<leaf>`, which reconciliation
+        // removes when a crash leaves one), renamed into place.
+        let temporary = ".tmp-" + name.leaf
+        let file = openat(folder, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fileMode)
+        guard file >= 0 else { throw FileSystemError("cannot create a file beside", path: path, syscall: "openat", errno: errno) }
+        var failure: (syscall: String, errno: Int32)?
+        if let code = data.withUnsafeBytes({ DescriptorIO.writeAll(file, $0) }) { failure = ("write", code) }
+        if failure == nil && durability == .full && fsync(file) != 0 { failure = ("fsync", errno) }
+        close(file)
+        if failure == nil && renameat(folder, temporary, folder, name.leaf) != 0 { failure = ("renameat", errno) }
+        if let failure {
+            unlinkat(folder, temporary, 0)
+            throw FileSystemError("cannot write", path: path, syscall: failure.syscall, errno: failure.errno)
+        }
+        if durability == .full { fsync(folder) }
+    }
+
+    /// What reading a blob found.
+    enum ReadOutcome {
+        /// The value, as recorded.
+        case value(Data)
+        /// No such file (replaced or evicted meanwhile, or lost).
+        case missing
+        /// Something else under the name: why.
+        case damaged(String)
+    }
+
+    /// The file `name` when it is a regular file of `size` bytes whose CRC-32C is `checksum`
+    /// (nil: a row written before checksums, checked by size only).
+    func read(_ name: BlobName, size: Int64, checksum: UInt32?) throws(FileSystemError) -> ReadOutcome {
+        switch try openVerified(name, size: size) {
+        case .unusable(let outcome):
+            return outcome
+        case .file(let file):
+            defer { close(file) }
+            let data = try DescriptorIO.read(file, count: Int(size), path: path(name))
+            guard data.count == Int(size) else { return .damaged("it was cut short while being read") }
+            if let checksum, CRC32C.checksum(data) != checksum {
+                return .damaged("its bytes do not match their checksum")
+            }
+            return .value(data)
+        }
+    }
+
+    /// A blob file opened for reading, or why it cannot be.
+    enum Opened {
+        /// The open descriptor; the caller closes it.
+        case file(Int32)
+        /// ``ReadOutcome/missing`` or ``ReadOutcome/damaged(_:)``.
+        case unusable(ReadOutcome)
+    }
+
+    /// The open file `name` when it is a regular file of `size` bytes (not a symlink, folder or
+    /// FIFO: opened with `O_NOFOLLOW | O_NONBLOCK`, then checked with `fstat`).
+    func openVerified(_ name: BlobName, size: Int64) throws(FileSystemError) -> Opened {
+        guard let folder = try shardFolder(name.shard, create: false) else { return .unusable(.missing) }
+        let file = openat(folder, name.leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard file >= 0 else {
+            switch errno {
+            case ENOENT: return .unusable(.missing)
+            case ELOOP: return .unusable(.damaged("it is a symbolic link"))
+            case ENXIO: return .unusable(.damaged("it is a socket or device"))
+            default: throw FileSystemError("cannot open the cached value", path: path(name), syscall: "openat", errno: errno)
+            }
+        }
+        var status = stat()
+        guard fstat(file, &status) == 0 else {
+            let code = errno
+            close(file)
+            throw FileSystemError("cannot inspect the cached value", path: path(name), syscall: "fstat", errno: code)
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            close(file)
+            return .unusable(.damaged("it is not a regular file"))
+        }
+        guard Int64(status.st_size) == size else {
+            close(file)
+            return .unusable(.damaged("it holds \(status.st_size) bytes, not \(size)"))
+        }
+        return .file(file)
+    }
+
+    /// Unlinks the file `name` (a link, never its target; a folder in its place, when empty).
+    /// A missing one is fine.
+    func remove(_ name: BlobName) {
+        guard let folder = try? shardFolder(name.shard, create: false) else { return }
+        if unlinkat(folder, name.leaf, 0) != 0 && errno == EISDIR {
+            unlinkat(folder, name.leaf, AT_REMOVEDIR)
+        }
+    }
+
+    /// What the folder holds that is the cache's own: the blob files by name, and the names of
+    /// temporary files a crash left behind (`.tmp-<leaf>`). Shard folders are entered without
+    /// following a symlink; a symlink in a shard's place is removed (the link only). Names of
+    /// any other shape are left alone.
+    func listing() throws(FileSystemError) -> (files: [BlobName], temporaries: [(shard: Int, name: String)]) {
+        var files: [BlobName] = []
+        var temporaries: [(shard: Int, name: String)] = []
+        for entry in try Self.entries(of: descriptor, shownAs: root) {
+            guard let shard = BlobName.shard(named: entry.name) else { continue }
+            if entry.type == S_IFLNK {
+                unlinkat(descriptor, entry.name, 0)
+                continue
+            }
+            guard entry.type == S_IFDIR, let folder = try shardFolder(shard, create: false) else { continue }
+            for file in try Self.entries(of: folder, shownAs: root + "/" + entry.name) {
+                if let name = BlobName(leaf: file.name, shard: shard) {
+                    files.append(name)
+                } else if file.name.hasPrefix(".tmp-"), BlobName.isLeaf(String(file.name.dropFirst(5)), inShard: shard) {
+                    temporaries.append((shard, file.name))
+                }
+            }
+        }
+        return (files, temporaries)
+    }
+
+    /// Removes a temporary file ``listing()`` found.
+    func removeTemporary(_ name: String, shard: Int) {
+        guard BlobName.isLeaf(String(name.dropFirst(5)), inShard: shard), name.hasPrefix(".tmp-"),
+              let folder = try? shardFolder(shard, create: false) else { return }
+        unlinkat(folder, name, 0)
+    }
+
+    /// The size of the regular file `name`, or nil when there is none (or it is not one).
+    func size(of name: BlobName) -> Int64? {
+        guard let folder = try? shardFolder(name.shard, create: false) else { return nil }
+        var status = stat()
+        guard fstatat(folder, name.leaf, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+        return Int64(status.st_size)
+    }
+
+    /// The bytes the blob files take on disk (allocated blocks), for the folder's footprint.
+    func allocatedBytes(of names: [BlobName]) -> Int64 {
+        var total: Int64 = 0
+        for name in names {
+            guard let folder = try? shardFolder(name.shard, create: false) else { continue }
+            var status = stat()
+            if fstatat(folder, name.leaf, &status, AT_SYMLINK_NOFOLLOW) == 0 { total += Int64(status.st_blocks) * 512 }
+        }
+        return total
+    }
+
+    /// The names in the open folder `folder` with their types (from `lstat`, never following).
+    private static func entries(of folder: Int32, shownAs: String) throws(FileSystemError) -> [(name: String, type: mode_t)] {
+        let copy = dup(folder)
+        guard copy >= 0, let handle = fdopendir(copy) else {
+            let code = errno
+            if copy >= 0 { close(copy) }
+            throw FileSystemError("cannot list", path: shownAs, syscall: "fdopendir", errno: code)
+        }
+        defer { closedir(handle) }
+        rewinddir(handle)
+        var result: [(name: String, type: mode_t)] = []
+        while let entry = readdir(handle) {
+            if DirectoryEntryName.isDotOrDotDot(entry) { continue }
+            var status = stat()
+            guard fstatat(folder, DirectoryEntryName.pointer(entry), &status, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
+            result.append((String(decoding: DirectoryEntryName.bytes(entry), as: UTF8.self), status.st_mode & S_IFMT))
+        }
+        return result
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import GRDB
+
+extension DiskTier {
+    // MARK: - Queries
+
+    func summaries(_ query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
+        do {
+            return try pool.read { db in
+                let sql = try query.request().select(SQL(sql: Self.columns)).makePreparedRequest(db, forSingleResult: false)
+                return try Row.fetchAll(sql.statement).map { ItemSummary(key: Self.key($0), info: Self.info($0)) }
+            }
+        } catch {
+            throw storageError("cannot query", error)
+        }
+    }
+
+    func count(_ query: ItemQuery) throws(ItemCacheError) -> Int {
+        var unlimited = query
+        unlimited.limit = nil
+        unlimited.offset = 0
+        do {
+            return try pool.read { db in try unlimited.request().fetchCount(db) }
+        } catch {
+            throw storageError("cannot count", error)
+        }
+    }
+
+    // MARK: - Statistics
+
+    /// The index's counts. A missing `stats` row (damage, a hostile edit) is counted from the
+    /// rows themselves; reconciliation puts it back.
+    func statistics(now: Date = Date()) throws(ItemCacheError) -> CacheStatistics {
+        do {
+            return try pool.read { db in
+                let row = try Row.fetchOne(db, sql: """
+                    SELECT coalesce((SELECT count FROM stats WHERE id = 1), (SELECT count(*) FROM item)),
+                           coalesce((SELECT bytes FROM stats WHERE id = 1), (SELECT coalesce(sum(size), 0) FROM item)),
+                           (SELECT diskLimit FROM stats WHERE id = 1),
+                           (SELECT count(*) FROM item WHERE pinned = 1), (SELECT coalesce(sum(size), 0) FROM item WHERE pinned = 1),
+                           (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?)
+                    """, arguments: [now.timeIntervalSince1970])!
+                let limit = max(0, (row[2] as Int64?) ?? CacheConfiguration.defaultDiskLimit)
+                self.knownLimit.store(limit, ordering: .relaxed)
+                return CacheStatistics(count: row[0], bytes: row[1], limit: limit, pinned: row[3], pinnedBytes: row[4], expired: row[5])
+            }
+        } catch {
+            throw storageError("cannot read the statistics of", error)
+        }
+    }
+}

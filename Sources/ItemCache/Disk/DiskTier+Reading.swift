@@ -1,0 +1,129 @@
+import FileKit
+import Foundation
+import GRDB
+import GRDBSQLite
+
+extension DiskTier {
+    /// The columns of a summary (queries, ``info(for:)``): the whole key, then the record.
+    static let columns = """
+        item.id, item.key, item.context, item.url, item.size, item.created, item.accessed, item.expires, \
+        item.mustRevalidate, item.pinned, item.etag, item.lastModified, item.contentType, item.metadata, \
+        \(groupsColumn)
+        """
+
+    /// The item's groups joined by U+001F: the row's copy, or (rows older than the copy) the
+    /// `itemGroup` rows. `coalesce` evaluates the subquery only when the copy is NULL.
+    static let groupsColumn = "coalesce(item.groupNames, (SELECT group_concat(name, char(31)) FROM itemGroup WHERE itemId = item.id))"
+
+    /// The stored item, or nil. A value that is missing, cut short, of other bytes than its
+    /// checksum, or not a regular file drops its row: the item is a miss, never a torn or
+    /// wrong value.
+    func read(_ key: CacheKey) throws(ItemCacheError) -> CachedItem? {
+        for _ in 0..<4 {
+            let found: IndexRow?
+            do {
+                found = try reader.row(for: key.rawValue)
+            } catch {
+                throw storageError("cannot read \(key.rawValue) from", error)
+            }
+            guard let row = found else { return nil }
+            let outcome: BlobFolder.ReadOutcome
+            do {
+                outcome = try value(of: row)
+            } catch {
+                throw storageError("cannot read \(key.rawValue) from", error)
+            }
+            switch outcome {
+            case .value(let data):
+                touch(row)
+                return CachedItem(key: key, data: data, info: row.info)
+            case .missing:
+                // A concurrent replace or eviction (the row changed too: read it again), or a
+                // lost file (the row still names it: drop the row).
+                if drop(row) { return nil }
+            case .damaged:
+                damaged.increment()
+                if drop(row) { return nil }
+            }
+        }
+        return nil
+    }
+
+    /// The value of `row`: inline (checked against its checksum) or its file (a regular file
+    /// of the recorded size and checksum, under a name this cache makes).
+    func value(of row: IndexRow) throws(FileSystemError) -> BlobFolder.ReadOutcome {
+        if let inline = row.inlineValue {
+            guard Int64(inline.count) == row.info.size else { return .damaged("its inline value has another size") }
+            if let checksum = row.checksum, CRC32C.checksum(inline) != checksum { return .damaged("its inline value does not match its checksum") }
+            return .value(inline)
+        }
+        guard let text = row.file else { return .damaged("it has neither a value nor a file") }
+        guard let name = BlobName(text) else { return .damaged("its file name is not one this cache makes") }
+        return try blobs.read(name, size: row.info.size, checksum: row.checksum)
+    }
+
+    /// Deletes `row` if it is unchanged (same file, or still inline); unlinks its file when
+    /// the name is one this cache makes (a damaged value's file is of no use). Returns whether
+    /// the row went (false: another process changed it meanwhile, read it again).
+    func drop(_ row: IndexRow) -> Bool {
+        let dropped = try? transaction { db in
+            try db.execute(sql: "DELETE FROM item WHERE id = ? AND file IS ?", arguments: [row.id, row.file])
+            return db.changesCount
+        }
+        if dropped == 1, let text = row.file, let name = BlobName(text) { blobs.remove(name) }
+        return dropped == 1
+    }
+
+    /// The record of the item, without its value; nil when there is none.
+    func info(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
+        do {
+            return try pool.unsafeRead { db in
+                try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.columns) FROM item WHERE key = ?"), arguments: [key.rawValue]).map(Self.info)
+            }
+        } catch {
+            throw storageError("cannot read \(key.rawValue) from", error)
+        }
+    }
+
+    /// The record from a row that starts with ``columns``.
+    static func info(_ row: Row) -> ItemInfo {
+        let expires: Double? = row[7]
+        let groups: String? = row[14]
+        let metadataText: String? = row[13]
+        var metadata: [String: String] = [:]
+        if let metadataText, let decoded = try? JSONDecoder().decode([String: String].self, from: Data(metadataText.utf8)) {
+            metadata = decoded
+        }
+        var info = ItemInfo(size: row[4], created: Date(timeIntervalSince1970: row[5]), accessed: Date(timeIntervalSince1970: row[6]),
+                            expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: row[8], pinned: row[9],
+                            etag: row[10], lastModified: row[11], contentType: row[12], metadata: metadata)
+        info.groups = groups.map(Self.groups(from:)) ?? []
+        return info
+    }
+
+    /// Group names as ``groupsColumn`` joins them.
+    static func groups(from joined: String) -> [String] {
+        joined.split(separator: "\u{1F}").map(String.init).sorted()
+    }
+
+    /// The key from a row that starts with ``columns``.
+    static func key(_ row: Row) -> CacheKey {
+        CacheKey(rawValue: row[1], context: row[2], url: row[3])
+    }
+
+    /// Records a read of `row`. Keyed by row id (no string hashing); `max(accessed, …)` when
+    /// writing makes a reused id harmless, since a row made after this read has a later
+    /// `accessed` already.
+    func touch(_ row: IndexRow) {
+        let now = Date().timeIntervalSince1970
+        touches.withLock { $0[row.id] = now }
+    }
+
+    /// The item of `key` as the transaction of `db` sees it; nil when there is none or its
+    /// value is missing or damaged.
+    func read(_ key: CacheKey, in db: Database) throws -> CachedItem? {
+        guard let row = try IndexReader.row(for: key.rawValue, db.cachedStatement(sql: IndexReader.sql).sqliteStatement, db.sqliteConnection) else { return nil }
+        guard case .value(let data) = try value(of: row) else { return nil }
+        return CachedItem(key: key, data: data, info: row.info)
+    }
+}

@@ -1,0 +1,74 @@
+import GRDB
+
+extension DiskTier {
+    /// The index's tables. Migrations are never edited once shipped: add a new one instead.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE item (
+                    id INTEGER PRIMARY KEY,
+                    key TEXT NOT NULL UNIQUE,
+                    context TEXT NOT NULL,
+                    url TEXT,
+                    size INTEGER NOT NULL,
+                    created REAL NOT NULL,
+                    accessed REAL NOT NULL,
+                    expires REAL,
+                    mustRevalidate INTEGER NOT NULL DEFAULT 0,
+                    pinned INTEGER NOT NULL DEFAULT 0,
+                    etag TEXT,
+                    lastModified TEXT,
+                    contentType TEXT,
+                    metadata TEXT,
+                    inlineValue BLOB,
+                    file TEXT
+                );
+                CREATE INDEX item_lru ON item(accessed) WHERE pinned = 0;
+                CREATE INDEX item_expiry ON item(expires) WHERE pinned = 0 AND expires IS NOT NULL;
+                CREATE INDEX item_url ON item(url);
+                CREATE INDEX item_context ON item(context);
+                CREATE TABLE itemGroup (
+                    itemId INTEGER NOT NULL REFERENCES item(id) ON DELETE CASCADE,
+                    name TEXT NOT NULL,
+                    PRIMARY KEY (name, itemId)
+                ) WITHOUT ROWID;
+                CREATE INDEX itemGroup_item ON itemGroup(itemId);
+                CREATE TABLE stats (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    bytes INTEGER NOT NULL,
+                    count INTEGER NOT NULL
+                );
+                INSERT INTO stats VALUES (1, 0, 0);
+                CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
+                    UPDATE stats SET bytes = bytes + NEW.size, count = count + 1 WHERE id = 1;
+                END;
+                CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
+                    UPDATE stats SET bytes = bytes - OLD.size, count = count - 1 WHERE id = 1;
+                END;
+                CREATE TRIGGER item_resized AFTER UPDATE OF size ON item BEGIN
+                    UPDATE stats SET bytes = bytes - OLD.size + NEW.size WHERE id = 1;
+                END;
+                """)
+        }
+        // The disk limit belongs to the folder, not to one process's configuration: every
+        // process enforces the one last set (NULL: the default).
+        migrator.registerMigration("v2-disk-limit") { db in
+            try db.execute(sql: "ALTER TABLE stats ADD COLUMN diskLimit INTEGER")
+        }
+        // A copy of the item's groups in its row (names joined by U+001F, '' for none), so a get
+        // reads them without a second B-tree lookup (measured: that subquery cost about a third
+        // of a 4 KiB get). `itemGroup` stays the table queries use. NULL: a row written before
+        // this migration (or by an older version sharing the folder), read through `itemGroup`.
+        migrator.registerMigration("v3-group-names") { db in
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN groupNames TEXT")
+        }
+        // The value's CRC-32C, checked on every read from disk (inline or file): other bytes
+        // than were stored are a miss, never served. NULL: a row written before checksums (or
+        // by an older version sharing the folder), checked by size only.
+        migrator.registerMigration("v4-checksum") { db in
+            try db.execute(sql: "ALTER TABLE item ADD COLUMN checksum INTEGER")
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,50 @@
+import Foundation
+import GRDB
+
+extension DiskTier {
+    /// Runs `body` in an immediate write transaction, with the reads recorded since the last
+    /// write applied first, then `afterCommit` with its result while this process's other
+    /// writes still wait. A busy database (another process writing) is waited for by SQLite's
+    /// busy timeout, and the whole transaction is tried again a few times before it fails.
+    func transaction<T>(_ body: @escaping (Database) throws -> T, afterCommit: ((T) -> Void)? = nil) throws -> T {
+        let pendingTouches = touches.withLock { touches in
+            defer { touches = [:] }
+            return touches
+        }
+        var attempt = 0
+        while true {
+            do {
+                return try pool.writeWithoutTransaction { db in
+                    // BEGIN and COMMIT as cached statements: `inTransaction` compiles both
+                    // anew on every call.
+                    try db.cachedStatement(sql: "BEGIN IMMEDIATE").execute()
+                    evictedInTransaction.store(0, ordering: .relaxed)
+                    let result: T
+                    do {
+                        for (id, accessed) in pendingTouches {
+                            try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE id = ?").execute(arguments: [accessed, id])
+                        }
+                        result = try body(db)
+                        try db.cachedStatement(sql: "COMMIT").execute()
+                    } catch {
+                        if db.isInsideTransaction { try? db.rollback() }
+                        throw error
+                    }
+                    let evicted = evictedInTransaction.exchange(0, ordering: .relaxed)
+                    if evicted > 0 { evictions.increment(by: Int64(evicted)) }
+                    afterCommit?(result)
+                    return result
+                }
+            } catch let error as DatabaseError where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED) && attempt < 5 {
+                attempt += 1
+                usleep(UInt32(20_000 * attempt))
+            }
+        }
+    }
+
+    /// Writes the reads recorded so far to the index.
+    func flushTouches() {
+        guard !touches.withLock({ $0.isEmpty }) else { return }
+        _ = try? transaction { _ in () }
+    }
+}

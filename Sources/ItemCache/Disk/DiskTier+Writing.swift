@@ -1,0 +1,144 @@
+import FileKit
+import Foundation
+import GRDB
+
+extension DiskTier {
+    /// Stores `writes` in one transaction (later ones win over earlier ones of the same key),
+    /// evicting until the total is at most the limit. `afterCommit` runs right after the commit,
+    /// before any other write of this process can commit (so the memory tier follows the disk's
+    /// order). Blocks: call it on the I/O pool.
+    func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
+        for write in writes where write.info.size > limit {
+            throw ItemCacheError(code: .tooLarge,
+                                 message: "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit); raise the limit (diskLimit, --max-size) or store it elsewhere",
+                                 key: write.key)
+        }
+        // Only a write that makes files needs the window: reconciliation must not take a file
+        // between its link and its row's commit for an orphan. Inline values make no file.
+        let makesFiles = writes.contains { $0.data.count > inlineThreshold }
+        if makesFiles {
+            do {
+                try lockFile.lock(slot: Self.writeWindowSlot, exclusive: false)
+            } catch {
+                throw storageError("cannot lock", error)
+            }
+        }
+        var names: [BlobName?] = []
+        var oldFiles: [BlobName] = []
+        do {
+            for write in writes {
+                if write.data.count > inlineThreshold {
+                    let name = BlobName(newFor: write.key)
+                    names.append(name)
+                    try blobs.write(write.data, as: name)
+                } else {
+                    names.append(nil)
+                }
+            }
+            oldFiles = try transaction({ db in try self.insert(writes, files: names, db) }, afterCommit: { _ in afterCommit?() })
+        } catch {
+            if makesFiles { lockFile.unlock(slot: Self.writeWindowSlot) }
+            for case let name? in names { blobs.remove(name) }
+            if let error = error as? ItemCacheError { throw error }
+            throw storageError("cannot store \(writes.map(\.key.rawValue).prefix(3).joined(separator: ", ")) in", error)
+        }
+        if makesFiles { lockFile.unlock(slot: Self.writeWindowSlot) }
+        for file in oldFiles { blobs.remove(file) }
+    }
+
+    /// A new key's row; nothing happens when the key has one (then ``updateSQL`` replaces it).
+    static let insertSQL = """
+        INSERT INTO item (key, context, url, size, created, accessed, expires, mustRevalidate, pinned, etag, lastModified, \
+        contentType, metadata, inlineValue, file, groupNames, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(key) DO NOTHING
+        """
+    /// Replaces a row in place (the key, and so its context and URL, stay). `item_resized`
+    /// keeps the byte total exact; the count does not change.
+    static let updateSQL = """
+        UPDATE item SET size = ?, created = ?, accessed = ?, expires = ?, mustRevalidate = ?, pinned = ?, etag = ?, \
+        lastModified = ?, contentType = ?, metadata = ?, inlineValue = ?, file = ?, groupNames = ?, checksum = ? WHERE id = ?
+        """
+
+    /// Inserts the rows (replacing older ones in place) and evicts; returns the files no row
+    /// names any more. A new key costs one statement; a stored one three (the insert that does
+    /// nothing, the read of its old file and groups, the update), and its groups are replaced.
+    func insert(_ writes: [PendingWrite], files: [BlobName?], _ db: Database) throws -> [BlobName] {
+        var oldFiles: [BlobName] = []
+        for (write, file) in zip(writes, files) {
+            let info = write.info
+            let metadata = info.metadata.isEmpty ? nil : String(decoding: try JSONEncoder().encode(info.metadata), as: UTF8.self)
+            let groupNames = info.groups.joined(separator: "\u{1F}")
+            let value = file == nil ? write.data : nil
+            let times = (created: info.created.timeIntervalSince1970, accessed: info.accessed.timeIntervalSince1970,
+                         expires: info.expires?.timeIntervalSince1970)
+            try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [
+                write.key.rawValue, write.key.context, write.key.url, info.size, times.created, times.accessed, times.expires,
+                info.mustRevalidate, info.pinned, info.etag, info.lastModified, info.contentType, metadata, value, file?.description, groupNames,
+                Int64(write.checksum),
+            ])
+            var id = db.lastInsertedRowID
+            if db.changesCount == 0 {
+                guard let old = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, file, groupNames FROM item WHERE key = ?"),
+                                                 arguments: [write.key.rawValue]) else {
+                    throw ItemCacheError(code: .storage, message: "the index refused a row for \(write.key.rawValue) and has none; reconcile or delete the cache folder")
+                }
+                id = old[0]
+                try db.cachedStatement(sql: Self.updateSQL).execute(arguments: [
+                    info.size, times.created, times.accessed, times.expires, info.mustRevalidate, info.pinned, info.etag,
+                    info.lastModified, info.contentType, metadata, value, file?.description, groupNames, Int64(write.checksum), id,
+                ])
+                // A name that is not the cache's own (damage, a hostile row) is never unlinked.
+                if let oldFile: String = old[1], let name = BlobName(oldFile) { oldFiles.append(name) }
+                if (old[2] as String?) != "" {
+                    try db.cachedStatement(sql: "DELETE FROM itemGroup WHERE itemId = ?").execute(arguments: [id])
+                }
+            }
+            for group in info.groups {
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO itemGroup (itemId, name) VALUES (?, ?)").execute(arguments: [id, group])
+            }
+        }
+        oldFiles += try evict(db, keeping: writes)
+        return oldFiles
+    }
+
+    /// Deletes unpinned items, expired ones first (soonest expired first), then the least
+    /// recently used, until the total is at most the limit. Never deletes the keys of `writes`;
+    /// throws ``ItemCacheError/Code/tooLarge`` when pinned items and those leave too little room.
+    func evict(_ db: Database, keeping writes: [PendingWrite]) throws -> [BlobName] {
+        let usage = try usage(db)
+        var total = usage.bytes
+        let limit = usage.limit
+        guard total > limit else { return [] }
+        let keeping = Set(writes.map(\.key.rawValue))
+        let now = Date().timeIntervalSince1970
+        var files: [BlobName] = []
+        for sql in ["SELECT id, key, size, file FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",
+                    "SELECT id, key, size, file FROM item WHERE pinned = 0 AND ? IS NOT NULL ORDER BY accessed LIMIT 64 OFFSET ?"] {
+            var skipped = 0
+            while total > limit {
+                let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [now, skipped])
+                if rows.isEmpty { break }
+                for row in rows where total > limit {
+                    let key: String = row[1]
+                    if keeping.contains(key) { skipped += 1; continue }
+                    try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [row[0] as Int64])
+                    total -= row[2] as Int64
+                    evictedInTransaction.add(1, ordering: .relaxed)
+                    if let file: String = row[3], let name = BlobName(file) { files.append(name) }
+                }
+            }
+        }
+        if total > limit {
+            var pinned: Int64 = 0, written: Int64 = 0
+            for row in try Row.fetchAll(db, sql: "SELECT key, size, pinned FROM item WHERE pinned = 1 OR key IN (SELECT value FROM json_each(?))",
+                                        arguments: [String(decoding: try JSONEncoder().encode(Array(keeping)), as: UTF8.self)]) {
+                if keeping.contains(row[0]) { written += row[1] as Int64 } else { pinned += row[1] as Int64 }
+            }
+            throw ItemCacheError(code: .tooLarge,
+                                 message: "the cache's disk limit of \(limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (diskLimit, --max-size)")
+        }
+        return files
+    }
+
+    /// Runs `body` in an immediate write transaction, with the reads recorded since the last
+}

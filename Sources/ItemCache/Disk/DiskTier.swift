@@ -1,0 +1,209 @@
+import DatabaseKit
+import FileKit
+import Foundation
+import GRDB
+import GRDBSQLite
+import Metrics
+import Synchronization
+
+/// One value on its way to the disk tier: the bytes and the record the index will hold.
+struct PendingWrite: Sendable {
+    var key: CacheKey
+    var data: Data
+    var info: ItemInfo
+    /// The value's CRC-32C, computed before any lock is taken.
+    let checksum: UInt32
+
+    init(key: CacheKey, data: Data, info: ItemInfo) {
+        self.key = key
+        self.data = data
+        self.info = info
+        checksum = CRC32C.checksum(data)
+    }
+}
+
+/// The disk tier: a SQLite index (GRDB, WAL) and a folder of blob files, shared by every process
+/// that opens the same folder. Its roles live in files of their own:
+///
+/// - `CacheFolder`: the folder as descriptors, and what may be touched (docs/security.md);
+/// - `DiskTier+Schema`: the index's tables and migrations;
+/// - `DiskTier+Reading`: gets (through ``IndexReader``), records, and the reads recorded for LRU;
+/// - `DiskTier+Writing`: stores, and eviction down to the limit;
+/// - `DiskTier+Transaction`: the write transaction every change runs in;
+/// - `DiskTier+Changing`: revalidation, read-modify-write and removal;
+/// - `DiskTier+Queries`: queries and statistics;
+/// - `DiskTier+Reconciliation`: making the index and the files agree, and repairing the index;
+/// - `BlobFolder` and `BlobName`: the value files and their names.
+///
+/// - Each row holds the whole key, its context and URL, groups (table `itemGroup`), size, times,
+///   pin, validators, content type, the caller's metadata, the value's CRC-32C, and the value
+///   itself (`inlineValue`, up to the inline threshold) or the name of its file (`file`).
+/// - Triggers keep the `stats` row's byte and item counts in step with every insert, delete and
+///   resize, in the same transaction, so every process sees one exact total.
+/// - A write links its files before its transaction commits and evicts in that transaction until
+///   the total is at most the limit (expired first, then least recently used, never pinned);
+///   old files are unlinked after the commit.
+/// - Writers hold a shared lock on slot 0 of `cache.lock` from a file's creation to its row's
+///   commit; reconciliation takes it exclusively, so it never mistakes a file being written for
+///   an orphan.
+/// - Reads are recorded in memory (by row id) and written to `accessed` with the next write (or
+///   ``flushTouches()``): a read costs no write transaction.
+final class DiskTier: Sendable {
+    let folder: CacheFolder
+    let pool: DatabasePool
+    let reader: IndexReader
+    let checkpointer: WALCheckpointer
+    let blobs: BlobFolder
+    let lockFile: RangeLockFile
+    let inlineThreshold: Int
+    /// The folder's disk limit as last read from the index (every write reads it again in its
+    /// transaction, so a limit set by another process applies from its next write).
+    let knownLimit = Atomic<Int64>(CacheConfiguration.defaultDiskLimit)
+    /// Reads not yet written to `accessed`: row id → time of the read.
+    let touches = Mutex<[Int64: Double]>([:])
+    /// Items the running transaction evicted (transactions of one process run one at a time),
+    /// counted in `<prefix>_evictions` once it commits.
+    let evictedInTransaction = Atomic<Int>(0)
+    let evictions: Counter
+    /// Values found damaged on a read (other bytes than recorded, a file of the wrong kind):
+    /// `<prefix>_damaged`. The item is dropped and read as a miss.
+    let damaged: Counter
+
+    /// The lock-file slot of the write window (shared) and reconciliation (exclusive).
+    static let writeWindowSlot: Int64 = 0
+    /// The lock-file slot of setting a damaged index aside (keys use 1 … 2^40).
+    static let repairSlot: Int64 = (1 << 40) + 1
+
+    /// Whether the index in `folder` opens and reads (a test before setting it aside).
+    static func indexOpens(in folder: CacheFolder) -> Bool {
+        do {
+            var configuration = Configuration()
+            configuration.readonly = true
+            let queue = try DatabaseQueue(path: folder.path + "/index.sqlite", configuration: configuration)
+            defer { try? queue.close() }
+            return try queue.read { db in
+                _ = try Row.fetchAll(db, sql: "SELECT id, file, size FROM item")
+                return try String.fetchOne(db, sql: "PRAGMA quick_check") == "ok"
+            }
+        } catch {
+            return false
+        }
+    }
+
+    /// Opens the index and the blob folder in `folder` (checked and open already).
+    init(folder: CacheFolder, configuration: CacheConfiguration) throws(ItemCacheError) {
+        self.folder = folder
+        inlineThreshold = configuration.inlineThreshold
+        evictions = Counter(label: configuration.metricsPrefix + "_evictions")
+        damaged = Counter(label: configuration.metricsPrefix + "_damaged")
+        let path = folder.path + "/index.sqlite"
+        do {
+            blobs = try BlobFolder(in: folder, durability: configuration.durability)
+            lockFile = try RangeLockFile(in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
+            // SQLite opens its files by path: none of them may be a planted symlink, and a new
+            // index (and the log and shared memory, which take its mode) is private.
+            try folder.prepareFile("index.sqlite", create: true)
+            try folder.prepareFile("index.sqlite-wal", create: false)
+            try folder.prepareFile("index.sqlite-shm", create: false)
+            var database = Configuration()
+            database.busyMode = .timeout(configuration.busyTimeout.seconds)
+            let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
+            let checkpointer = WALCheckpointer(path: path, synchronous: synchronous)
+            self.checkpointer = checkpointer
+            database.prepareDatabase { db in
+                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+                // URL filters (ItemQuery) compare case-sensitively, as URLs do.
+                try db.execute(sql: "PRAGMA case_sensitive_like = ON")
+                checkpointer.install(on: db)
+            }
+            pool = try SharedDatabase.openPool(path: path, configuration: database, migrator: Self.migrator)
+            reader = try IndexReader(pool: pool, busyTimeout: configuration.busyTimeout.seconds)
+        } catch let error as ItemCacheError {
+            throw error
+        } catch {
+            throw Self.openingError(folder.path, error)
+        }
+        try setUpLimit(configuration.diskLimit)
+    }
+
+    /// The error for a folder that cannot be opened: a damaged index says so (the caller sets
+    /// it aside), anything else names the folder's permissions and space.
+    static func openingError(_ folder: String, _ error: any Error) -> ItemCacheError {
+        if DiskTier.isDamage(error) {
+            return ItemCacheError(code: .damagedIndex,
+                                  message: "the cache index \(folder)/index.sqlite is damaged: \(error); it is set aside and made again empty when the cache opens",
+                                  underlying: error)
+        }
+        return ItemCacheError(code: .storage,
+                              message: "cannot open the cache folder \(folder): \(error); check its permissions and free space, or delete the folder to start empty",
+                              underlying: error)
+    }
+
+    /// Whether `error` says the index file is damaged (not a cache's database, or a page that
+    /// does not read back), as opposed to a full disk or missing permissions.
+    static func isDamage(_ error: any Error) -> Bool {
+        if let error = error as? ItemCacheError {
+            return error.code == .damagedIndex || error.underlying.map(isDamage) ?? false
+        }
+        guard let error = error as? DatabaseError else { return false }
+        return error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+    }
+
+    /// The disk limit every process sharing the folder enforces.
+    var limit: Int64 { knownLimit.load(ordering: .relaxed) }
+
+    /// Stores `limit` in the index when one is given (the folder's limit is the last one set),
+    /// and learns the folder's limit.
+    private func setUpLimit(_ limit: Int64?) throws(ItemCacheError) {
+        do {
+            if let limit {
+                try transaction { db in try db.execute(sql: "UPDATE stats SET diskLimit = ? WHERE id = 1", arguments: [limit]) }
+            }
+            _ = try pool.read { db in try self.usage(db) }
+        } catch {
+            throw storageError("cannot set the disk limit of", error)
+        }
+    }
+
+    /// The bytes stored and the folder's disk limit, as this transaction sees them.
+    ///
+    /// Every write reads them: two integer columns, read with the C API (`Row.fetchOne` would
+    /// copy the row into boxed values first).
+    func usage(_ db: Database) throws -> (bytes: Int64, limit: Int64) {
+        let statement = try db.cachedStatement(sql: "SELECT bytes, diskLimit FROM stats WHERE id = 1").sqliteStatement
+        defer { sqlite3_reset(statement) }
+        var usage = (bytes: Int64(0), limit: CacheConfiguration.defaultDiskLimit)
+        switch sqlite3_step(statement) {
+        case SQLITE_ROW:
+            usage.bytes = sqlite3_column_int64(statement, 0)
+            if sqlite3_column_type(statement, 1) != SQLITE_NULL { usage.limit = max(0, sqlite3_column_int64(statement, 1)) }
+        case SQLITE_DONE:
+            // No stats row (damage, or a hostile edit): the total from the rows themselves;
+            // reconciliation puts the row back.
+            usage.bytes = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM item") ?? 0
+        case let code:
+            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+        }
+        knownLimit.store(usage.limit, ordering: .relaxed)
+        return usage
+    }
+
+    /// A failure of the index or the files, as the caller sees it: a damaged index is
+    /// ``ItemCacheError/Code/damagedIndex`` (the store sets it aside and starts again); anything
+    /// else names the folder with the remedy for permissions and space.
+    func storageError(_ what: String, _ error: any Error) -> ItemCacheError {
+        if let error = error as? ItemCacheError { return error }
+        if Self.isDamage(error) {
+            return ItemCacheError(code: .damagedIndex,
+                                  message: "\(what) the cache at \(folder.path): its index is damaged (\(error)); the cache sets it aside and starts empty",
+                                  underlying: error)
+        }
+        if (error as? FileSystemError)?.code == .noSpace || (error as? DatabaseError)?.resultCode == .SQLITE_FULL {
+            return ItemCacheError(code: .storage, message: "\(what) the cache at \(folder.path): the disk is full (\(error)); free space on it or lower the cache's limit",
+                                  underlying: error)
+        }
+        return ItemCacheError(code: .storage,
+                              message: "\(what) the cache at \(folder.path): \(error); check the folder's permissions and free space",
+                              underlying: error)
+    }
+}
