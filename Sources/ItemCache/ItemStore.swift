@@ -117,6 +117,7 @@ public final class ItemStore: ItemCaching {
     /// slot: when another process set it aside first, the index opens again and nothing moves.
     static func setAsideIndex(of folder: CacheFolder) throws(ItemCacheError) {
         do {
+            try folder.prepareFile("cache.lock", create: false)
             let lock = try RangeLockFile(in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
             try lock.lock(slot: DiskTier.repairSlot, exclusive: true)
             defer { lock.unlock(slot: DiskTier.repairSlot) }

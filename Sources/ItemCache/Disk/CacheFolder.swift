@@ -213,7 +213,14 @@ final class CacheFolder: Sendable {
             if opened >= 0 { return opened }
             switch errno {
             case ENOENT:
-                if mkdirat(parent, name, mode) != 0 && errno != EEXIST {
+                if mkdirat(parent, name, mode) == 0 {
+                    // mkdir's mode passed through the umask: a group-shared cache needs g+w.
+                    let made = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+                    if made >= 0 {
+                        _ = fchmod(made, mode)
+                        return made
+                    }
+                } else if errno != EEXIST {
                     throw FileSystemError("cannot make the folder", path: shownAs, syscall: "mkdirat", errno: errno)
                 }
             case ELOOP, ENOTDIR:

@@ -38,10 +38,14 @@ extension DiskTier {
                            coalesce((SELECT bytes FROM stats WHERE id = 1), (SELECT coalesce(sum(size), 0) FROM item)),
                            (SELECT diskLimit FROM stats WHERE id = 1),
                            (SELECT count(*) FROM item WHERE pinned = 1), (SELECT coalesce(sum(size), 0) FROM item WHERE pinned = 1),
-                           (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?)
+                           (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?),
+                           EXISTS (SELECT 1 FROM stats WHERE id = 1)
                     """, arguments: [now.timeIntervalSince1970])!
-                let limit = max(0, (row[2] as Int64?) ?? CacheConfiguration.defaultDiskLimit)
-                self.knownLimit.store(limit, ordering: .relaxed)
+                var limit = self.knownLimit.load(ordering: .relaxed)
+                if row[6] as Bool {
+                    limit = max(0, (row[2] as Int64?) ?? CacheConfiguration.defaultDiskLimit)
+                    self.knownLimit.store(limit, ordering: .relaxed)
+                }
                 return CacheStatistics(count: row[0], bytes: row[1], limit: limit, pinned: row[3], pinnedBytes: row[4], expired: row[5])
             }
         } catch {

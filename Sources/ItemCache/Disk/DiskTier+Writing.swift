@@ -106,6 +106,7 @@ extension DiskTier {
     /// throws ``ItemCacheError/Code/tooLarge`` when pinned items and those leave too little room.
     func evict(_ db: Database, keeping writes: [PendingWrite]) throws -> [BlobName] {
         let usage = try usage(db)
+        if usage.statsMissing { try restoreStats(db) }
         var total = usage.bytes
         let limit = usage.limit
         guard total > limit else { return [] }

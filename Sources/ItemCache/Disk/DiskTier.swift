@@ -99,6 +99,7 @@ final class DiskTier: Sendable {
         let path = folder.path + "/index.sqlite"
         do {
             blobs = try BlobFolder(in: folder, durability: configuration.durability)
+            try folder.prepareFile("cache.lock", create: false)
             lockFile = try RangeLockFile(in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
             // SQLite opens its files by path: none of them may be a planted symlink, and a new
             // index (and the log and shared memory, which take its mode) is private.
@@ -169,23 +170,36 @@ final class DiskTier: Sendable {
     ///
     /// Every write reads them: two integer columns, read with the C API (`Row.fetchOne` would
     /// copy the row into boxed values first).
-    func usage(_ db: Database) throws -> (bytes: Int64, limit: Int64) {
+    func usage(_ db: Database) throws -> (bytes: Int64, limit: Int64, statsMissing: Bool) {
         let statement = try db.cachedStatement(sql: "SELECT bytes, diskLimit FROM stats WHERE id = 1").sqliteStatement
         defer { sqlite3_reset(statement) }
-        var usage = (bytes: Int64(0), limit: CacheConfiguration.defaultDiskLimit)
+        var usage = (bytes: Int64(0), limit: CacheConfiguration.defaultDiskLimit, statsMissing: false)
         switch sqlite3_step(statement) {
         case SQLITE_ROW:
             usage.bytes = sqlite3_column_int64(statement, 0)
             if sqlite3_column_type(statement, 1) != SQLITE_NULL { usage.limit = max(0, sqlite3_column_int64(statement, 1)) }
         case SQLITE_DONE:
-            // No stats row (damage, or a hostile edit): the total from the rows themselves;
-            // reconciliation puts the row back.
+            // No stats row (damage, or a hostile edit): the total from the rows themselves and
+            // the limit last known; a write (``restoreStats(_:)``) or reconciliation puts the
+            // row back.
             usage.bytes = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM item") ?? 0
+            usage.limit = knownLimit.load(ordering: .relaxed)
+            usage.statsMissing = true
+            return usage
         case let code:
             throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
         }
         knownLimit.store(usage.limit, ordering: .relaxed)
         return usage
+    }
+
+    /// Puts a missing `stats` row back, inside a write transaction, with the rows' totals and
+    /// the limit last known (the triggers keep it exact from then on).
+    func restoreStats(_ db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO stats (id, bytes, count, diskLimit)
+            SELECT 1, coalesce(sum(size), 0), count(*), ? FROM item WHERE NOT EXISTS (SELECT 1 FROM stats WHERE id = 1)
+            """, arguments: [knownLimit.load(ordering: .relaxed)])
     }
 
     /// A failure of the index or the files, as the caller sees it: a damaged index is

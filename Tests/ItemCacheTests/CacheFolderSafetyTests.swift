@@ -1,0 +1,348 @@
+@testable import ItemCache
+import FileKit
+import Foundation
+import GRDB
+import Testing
+
+/// The cache folder attacked the way a hostile neighbour on a shared disk or a damaged disk
+/// would: planted links, hostile index rows, other bytes, files of the wrong kind, folders that
+/// are not caches or not safe. Nothing outside the folder is read, written or deleted, and no
+/// wrong byte is served.
+@Suite("The cache folder: planted links, hostile rows, damaged values, unsafe folders")
+struct CacheFolderSafetyTests {
+    static func key(_ name: String) -> CacheKey { try! CacheKey.custom(name) }
+    static func bytes(_ count: Int, _ seed: UInt8 = 1) -> Data { ItemStoreTests.bytes(count, seed) }
+
+    /// A folder outside the cache holding a secret, as a victim's documents would.
+    struct Victim {
+        let folder: String
+        let secret: Data
+        var file: String { folder + "/id_ed25519" }
+
+        init(size: Int) throws {
+            folder = temporaryCacheFolder("victim")
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            secret = Data((0..<size).map { _ in UInt8.random(in: 0x20...0x7E) })
+            try secret.write(to: URL(fileURLWithPath: file))
+        }
+
+        /// Every file of the folder with its bytes.
+        func contents() throws -> [String: Data] {
+            var result: [String: Data] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+                result[name] = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+            }
+            return result
+        }
+    }
+
+    /// The row of `key`, changed by `sql` (with `?` the key) as a hostile process sharing the
+    /// folder could.
+    static func tamper(_ folder: String, _ sql: String, _ arguments: StatementArguments) throws {
+        let queue = try DatabaseQueue(path: folder + "/index.sqlite")
+        try queue.writeWithoutTransaction { db in try db.execute(sql: sql, arguments: arguments) }
+        try queue.close()
+    }
+
+    static func file(of key: CacheKey, in store: ItemStore) throws -> String? {
+        try ItemStoreTests.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = ?", arguments: [key.rawValue]) }
+    }
+
+    @Test("shard folders planted as symlinks to someone's documents: nothing there is deleted or written, values still work")
+    func plantedShardLinks() async throws {
+        let folder = temporaryCacheFolder()
+        let victim = try Victim(size: 20_000)
+        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        // Files in the victim's folder named as the cache names blobs, so a walk through the
+        // link would take them for orphans.
+        let lookalike = BlobName(newFor: Self.key("x")).leaf
+        try Data("mine".utf8).write(to: URL(fileURLWithPath: victim.folder + "/" + lookalike))
+        let before = try victim.contents()
+        do {
+            let store = try ItemStoreTests.open(folder, inline: 16)
+            try await store.store(Self.bytes(100, 1), for: Self.key("warm"))
+            try await store.close()
+        }
+        // Every shard becomes a link to the victim's folder.
+        for shard in 0..<256 {
+            let path = folder + "/blobs/" + BlobName.shardName(shard)
+            try? FileManager.default.removeItem(atPath: path)
+            try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim.folder)
+        }
+        let store = try ItemStoreTests.open(folder, inline: 16)   // reconciles
+        for index in 0..<20 { try await store.store(Self.bytes(3000, UInt8(index)), for: Self.key("k\(index)")) }
+        for index in 0..<20 {
+            #expect(try store.cachedItem(for: Self.key("k\(index)"))?.item.data == Self.bytes(3000, UInt8(index)))
+        }
+        _ = try await store.removeItems(matching: ItemQuery())
+        try await store.close()
+        _ = try ItemStoreTests.open(folder, inline: 16)
+        #expect(try victim.contents() == before)
+    }
+
+    @Test("an index row naming ../../victim/id_ed25519: never served, never unlinked, by get, remove, open or eviction")
+    func hostileFileNames() async throws {
+        let folder = temporaryCacheFolder()
+        let victim = try Victim(size: 5000)
+        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        let relative = "../../" + (victim.folder as NSString).lastPathComponent + "/id_ed25519"
+        let absolute = victim.file
+        for name in [relative, absolute, "00/../../" + (victim.folder as NSString).lastPathComponent + "/id_ed25519"] {
+            let store = try ItemStoreTests.open(folder, limit: 12_000, inline: 16)
+            try await store.store(Self.bytes(5000, 1), for: Self.key("a"))
+            try await store.store(Self.bytes(5000, 2), for: Self.key("b"))
+            try await store.close()
+            try Self.tamper(folder, "UPDATE item SET file = ?, checksum = NULL WHERE key = 'custom:a'", [name])
+            try Self.tamper(folder, "UPDATE item SET file = ?, checksum = NULL WHERE key = 'custom:b'", [name])
+            // The get path, in a process that had it open before the edit.
+            #expect(try store.cachedItem(for: Self.key("a"))?.item.data != victim.secret)
+            // Remove, and eviction by a write that needs the room.
+            _ = try await store.removeItem(for: Self.key("a"))
+            try await store.store(Self.bytes(9000, 3), for: Self.key("c"))
+            // Opening again (reconciliation).
+            let reopened = try ItemStoreTests.open(folder, limit: 12_000, inline: 16)
+            #expect(try reopened.cachedItem(for: Self.key("b")) == nil)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: victim.file)) == victim.secret, "\(name)")
+            _ = try await reopened.removeItems(matching: ItemQuery())
+        }
+    }
+
+    @Test("a blob replaced by a symlink to a same-size secret is not served; the secret stays")
+    func blobReplacedBySymlink() async throws {
+        let folder = temporaryCacheFolder()
+        let victim = try Victim(size: 5000)
+        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        var store = try ItemStoreTests.open(folder, inline: 16)
+        try await store.store(Self.bytes(5000), for: Self.key("a"))
+        let file = try #require(try Self.file(of: Self.key("a"), in: store))
+        try await store.close()
+        try FileManager.default.removeItem(atPath: folder + "/blobs/" + file)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/blobs/" + file, withDestinationPath: victim.file)
+        for _ in 0..<2 {
+            store = try ItemStoreTests.open(folder, inline: 16)
+            #expect(try store.cachedItem(for: Self.key("a")) == nil)
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: victim.file)) == victim.secret)
+    }
+
+    @Test("other bytes than stored, in a blob or inline, are a miss and counted, never served", arguments: [16, 1 << 20])
+    func damagedValues(inline: Int) async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder, inline: inline)
+        let value = Self.bytes(100_000)
+        try await store.store(value, for: Self.key("a"))
+        try await store.store(Self.bytes(100_000, 9), for: Self.key("b"))
+        if let file = try Self.file(of: Self.key("a"), in: store) {
+            // 4 KiB of zeros in the middle of the file, its size unchanged.
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/blobs/" + file))
+            try handle.seek(toOffset: 40_000)
+            handle.write(Data(count: 4096))
+            try handle.close()
+        } else {
+            var damaged = value
+            damaged.replaceSubrange(40_000..<44_096, with: Data(count: 4096))
+            try Self.tamper(folder, "UPDATE item SET inlineValue = ? WHERE key = 'custom:a'", [damaged])
+        }
+        store.purgeMemory()
+        #expect(try store.cachedItem(for: Self.key("a")) == nil)
+        #expect(try store.cachedItem(for: Self.key("b"))?.item.data == Self.bytes(100_000, 9))
+        #expect(try store.statistics().count == 1)
+        // The key works again: a new value is stored and served.
+        try await store.store(value, for: Self.key("a"))
+        store.purgeMemory()
+        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == value)
+    }
+
+    @Test("a blob replaced by a folder, a FIFO or a socket is a miss (no hang, no wedge), and the key stores again")
+    func blobsOfTheWrongKind() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder, inline: 16)
+        for kind in ["folder", "fifo"] {
+            let key = Self.key(kind)
+            try await store.store(Self.bytes(5000), for: key)
+            let path = folder + "/blobs/" + (try #require(try Self.file(of: key, in: store)))
+            try FileManager.default.removeItem(atPath: path)
+            if kind == "folder" {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+            } else {
+                #expect(mkfifo(path, 0o600) == 0)
+            }
+            store.purgeMemory()
+            #expect(try store.cachedItem(for: key) == nil, "\(kind)")
+            try await store.store(Self.bytes(5000, 7), for: key)
+            store.purgeMemory()
+            #expect(try store.cachedItem(for: key)?.item.data == Self.bytes(5000, 7), "\(kind)")
+        }
+    }
+
+    @Test("a folder that is not a cache is refused and left as it was; an empty one becomes a cache")
+    func foreignFolders() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.createDirectory(atPath: folder + "/blobs/textures", withIntermediateDirectories: true)
+        try Data("wood".utf8).write(to: URL(fileURLWithPath: folder + "/blobs/textures/wood.png"))
+        #expect { try ItemStoreTests.open(folder) } throws: { ($0 as? ItemCacheError)?.code == .folderRefused }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: folder + "/blobs/textures/wood.png")) == Data("wood".utf8))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["blobs"])
+
+        // Another program's cache tag.
+        let tagged = temporaryCacheFolder("tagged")
+        defer { try? FileManager.default.removeItem(atPath: tagged) }
+        try FileManager.default.createDirectory(atPath: tagged, withIntermediateDirectories: true)
+        try Data("Signature: 8a477f597d28d172789f06886806bc55\n# thumbnails of a photo app\n".utf8)
+            .write(to: URL(fileURLWithPath: tagged + "/CACHEDIR.TAG"))
+        #expect { try ItemStoreTests.open(tagged) } throws: { ($0 as? ItemCacheError)?.code == .folderRefused }
+
+        // Missing, where only an existing cache may open.
+        var configuration = CacheConfiguration(folder: temporaryCacheFolder("missing"))
+        configuration.createsFolder = false
+        #expect { try ItemStore(configuration: configuration) } throws: { ($0 as? ItemCacheError)?.code == .folderRefused }
+        #expect(!FileManager.default.fileExists(atPath: configuration.folder))
+
+        // An empty folder becomes a cache, tagged, private.
+        let empty = temporaryCacheFolder("empty")
+        defer { try? FileManager.default.removeItem(atPath: empty) }
+        try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+        chmod(empty, 0o700)
+        let store = try ItemStoreTests.open(empty)
+        try await store.store(Data("v".utf8), for: Self.key("a"))
+        let tag = try String(contentsOfFile: empty + "/CACHEDIR.TAG", encoding: .utf8)
+        #expect(tag.hasPrefix("Signature: 8a477f597d28d172789f06886806bc55"))
+        configuration.folder = empty
+        #expect(try ItemStore(configuration: configuration).cachedItem(for: Self.key("a"))?.item.data == Data("v".utf8))
+    }
+
+    @Test("a new cache folder is 0700 and its files 0600 whatever the umask; group sharing makes 0770 and 0660")
+    func privateModes() async throws {
+        let old = umask(0o022)
+        defer { umask(old) }
+        for sharing in [FolderSharing.private, .group] {
+            let folder = temporaryCacheFolder("\(sharing)")
+            defer { try? FileManager.default.removeItem(atPath: folder) }
+            var configuration = CacheConfiguration(folder: folder)
+            configuration.sharing = sharing
+            configuration.inlineThreshold = 16
+            let store = try ItemStore(configuration: configuration)
+            try await store.store(Self.bytes(5000), for: Self.key("a"))
+            try await store.close()
+            let file = try #require(try Self.file(of: Self.key("a"), in: store))
+            func mode(_ path: String) -> mode_t {
+                var status = stat()
+                stat(path, &status)
+                return status.st_mode & 0o777
+            }
+            let (folderMode, fileMode): (mode_t, mode_t) = sharing == .group ? (0o770, 0o660) : (0o700, 0o600)
+            #expect(mode(folder) == folderMode)
+            #expect(mode(folder + "/blobs") == folderMode)
+            #expect(mode(folder + "/blobs/" + String(file.prefix(2))) == folderMode)
+            // O_TMPFILE's mode passes through the umask: 0600 or tighter, never readable by others.
+            #expect(mode(folder + "/blobs/" + file) & 0o007 == 0)
+            for name in ["index.sqlite", "index.sqlite-wal", "cache.lock"] {
+                #expect(mode(folder + "/" + name) & ~fileMode == 0, "\(name)")
+                #expect(mode(folder + "/" + name) & 0o007 == 0, "\(name)")
+            }
+        }
+    }
+
+    @Test("a folder others can write, or owned by another user, is refused with the fix")
+    func unsafeFolders() throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        _ = try ItemStoreTests.open(folder)
+        for (mode, code) in [(0o777 as mode_t, "o-w"), (0o770, "g-w")] {
+            chmod(folder, mode)
+            #expect { try ItemStoreTests.open(folder) } throws: { error in
+                guard let error = error as? ItemCacheError else { return false }
+                return error.code == .folderRefused && error.message.contains(code)
+            }
+        }
+        var configuration = CacheConfiguration(folder: folder)
+        configuration.sharing = .group
+        #expect(throws: Never.self) { try ItemStore(configuration: configuration) }
+        chmod(folder, 0o700)
+        if geteuid() == 0 {
+            chown(folder, 65534, 65534)
+            #expect { try ItemStoreTests.open(folder) } throws: { error in
+                (error as? ItemCacheError)?.code == .folderRefused && (error as? ItemCacheError)?.message.contains("belongs to user 65534") == true
+            }
+        }
+    }
+
+    @Test("planted links in place of the index, its log and the lock file are removed, never followed")
+    func plantedIndexLinks() async throws {
+        let folder = temporaryCacheFolder()
+        let victim = try Victim(size: 3000)
+        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        chmod(folder, 0o700)
+        try Data(CacheFolder.tagText.utf8).write(to: URL(fileURLWithPath: folder + "/CACHEDIR.TAG"))
+        for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "cache.lock", "blobs"] {
+            try FileManager.default.createSymbolicLink(atPath: folder + "/" + name, withDestinationPath: name == "blobs" ? victim.folder : victim.file)
+        }
+        let before = try victim.contents()
+        let store = try ItemStoreTests.open(folder, inline: 16)
+        try await store.store(Self.bytes(5000), for: Self.key("a"))
+        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == Self.bytes(5000))
+        try await store.close()
+        #expect(try victim.contents() == before)
+    }
+
+    @Test("a missing stats row: statistics count the rows, the limit holds, and opening puts the row back")
+    func missingStatsRow() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var store = try ItemStoreTests.open(folder, limit: 200_000, inline: 16)
+        for index in 0..<3 { try await store.store(Self.bytes(40_000, UInt8(index)), for: Self.key("k\(index)")) }
+        try Self.tamper(folder, "DELETE FROM stats", [])
+        #expect(try store.statistics().bytes == 120_000)
+        for index in 3..<12 { try await store.store(Self.bytes(40_000, UInt8(index)), for: Self.key("k\(index)")) }
+        let total = try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT sum(size) FROM item") ?? 0 }
+        #expect(total <= 200_000)
+        try await store.close()
+        try Self.tamper(folder, "DELETE FROM stats", [])
+        store = try ItemStoreTests.open(folder, limit: 200_000, inline: 16)
+        #expect(store.openingRepairs.statsRepaired)
+        #expect(try store.statistics().bytes == total)
+        // Wrong totals are counted again too.
+        try await store.close()
+        try Self.tamper(folder, "UPDATE stats SET bytes = -5000000, count = 99", [])
+        store = try ItemStoreTests.open(folder, limit: 200_000, inline: 16)
+        #expect(store.openingRepairs.statsRepaired)
+        #expect(try store.statistics().bytes == total)
+    }
+
+    @Test("a damaged index is set aside and the cache starts again empty; the next store works")
+    func damagedIndex() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var store: ItemStore? = try ItemStoreTests.open(folder, inline: 1 << 20)
+        for index in 0..<200 { try await store!.store(Self.bytes(3000, UInt8(index)), for: Self.key("k\(index)")) }
+        try await store!.close()
+        // Checkpoint the log into the file, then overwrite pages in its middle.
+        try Self.tamper(folder, "PRAGMA wal_checkpoint(TRUNCATE)", [])
+        store = nil
+        let size = try #require(FileManager.default.attributesOfItem(atPath: folder + "/index.sqlite")[.size] as? Int)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/index.sqlite"))
+        for page in stride(from: 8192, to: size - 4096, by: 4096 * 8) {
+            try handle.seek(toOffset: UInt64(page))
+            handle.write(Data(repeating: 0xA5, count: 4096))
+        }
+        try handle.close()
+        let reopened = try ItemStoreTests.open(folder, inline: 1 << 20)
+        #expect(reopened.openingRepairs.indexSetAside)
+        #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
+        #expect(try reopened.statistics().count == 0)
+        try await reopened.store(Self.bytes(10), for: Self.key("new"))
+        #expect(try reopened.cachedItem(for: Self.key("new"))?.item.data == Self.bytes(10))
+        // Not a database at all.
+        try await reopened.close()
+        try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: folder + "/index.sqlite"))
+        try? FileManager.default.removeItem(atPath: folder + "/index.sqlite-wal")
+        try? FileManager.default.removeItem(atPath: folder + "/index.sqlite-shm")
+        let again = try ItemStoreTests.open(folder, inline: 1 << 20)
+        #expect(again.openingRepairs.indexSetAside)
+        #expect(try again.statistics().count == 0)
+    }
+}
