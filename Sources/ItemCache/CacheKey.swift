@@ -1,4 +1,5 @@
 import FileKit
+import Transport
 import Foundation
 
 /// What identifies a cached item: a URL with its parameters, normalized so that spellings of one
@@ -7,11 +8,17 @@ import Foundation
 /// Normalization (``init(url:parameters:varyingHeaders:context:)``):
 /// - the scheme and host are lower-cased, a default port (80 for http, 443 for https) and the
 ///   fragment are dropped, and an empty path is `/`;
-/// - the URL's query items and `parameters` are merged and sorted by name, then value, so their
-///   order does not matter;
-/// - percent-encoding is made canonical: unreserved characters (RFC 3986: letters, digits,
-///   `-._~`) are never escaped, every other byte is, as `%` and two upper-case hex digits (so
-///   `%7e`, `%7E` and `~` are one key, and `+` in a query is a literal plus, `%2B`);
+/// - the URL's query items and `parameters` are merged and sorted by name (stable: the values of
+///   one name keep their order, which a server may read as a list), so the order of names does
+///   not matter;
+/// - percent-encoding is made canonical as RFC 3986 §6.2.2 allows: an escaped unreserved
+///   character (letters, digits, `-._~`) is decoded (`%7e`, `%7E` and `~` are one key), other
+///   escapes get upper-case hex, and bytes that may not appear literally (space, non-ASCII) are
+///   escaped; a reserved character written literally (`+`, `;`, `,`…) stays literal and apart
+///   from its escape, since a server may read them differently (`+` is a space to a form
+///   decoder, `%2B` a plus sign). `parameters` are text, escaped byte for byte;
+/// - user info is never kept: `user:password@` becomes `user:***@` and a token alone `***@`
+///   (``Redaction``), so no secret reaches the index or a listing;
 /// - headers that vary the response (`Accept`, say) join the key with lower-cased names and
 ///   trimmed values, sorted by name;
 /// - a context name (ISCache's contexts) keeps otherwise equal keys apart.
@@ -30,35 +37,39 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// The key of `url` fetched with `parameters` (merged into its query), where the response
     /// varies by `varyingHeaders`, in `context`. Throws for a URL without a scheme or host, or a
     /// context name with spaces or control characters.
-    public init(url: URL, parameters: [String: String] = [:], varyingHeaders: [String: String] = [:],
+    public init(url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
                 context: String = "") throws(ItemCacheError) {
         try Self.checkContext(context)
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
               let scheme = components.scheme?.lowercased(), !scheme.isEmpty else {
-            throw ItemCacheError(code: .invalidKey, message: "'\(url.absoluteString)' has no scheme; give an absolute URL such as https://host/path")
+            throw ItemCacheError(code: .invalidKey, message: "'\(Redaction.url(url))' has no scheme; give an absolute URL such as https://host/path")
         }
         var text = scheme + ":"
         let host = components.host.flatMap { $0.isEmpty ? nil : $0 }
         if let host {
             text += "//"
             if let user = components.percentEncodedUser {
-                text += Self.canonical(user) + (components.percentEncodedPassword.map { ":" + Self.canonical($0) } ?? "") + "@"
+                // The secret never enters the key: the index and every listing show this.
+                text += components.percentEncodedPassword != nil ? Self.canonical(user) + ":" + Redaction.mask + "@" : Redaction.mask + "@"
             }
             text += host.lowercased()
             if let port = components.port, port != Self.defaultPort(scheme) { text += ":\(port)" }
         } else if scheme == "http" || scheme == "https" {
-            throw ItemCacheError(code: .invalidKey, message: "'\(url.absoluteString)' has no host; give an absolute URL such as https://host/path")
+            throw ItemCacheError(code: .invalidKey, message: "'\(Redaction.url(url))' has no host; give an absolute URL such as https://host/path")
         }
-        let path = Self.canonical(components.percentEncodedPath, keepSlashes: true)
+        let path = Self.canonical(components.percentEncodedPath)
         text += path.isEmpty && host != nil ? "/" : path
         var items: [(String, String)] = (components.percentEncodedQueryItems ?? []).map {
             (Self.canonical($0.name), Self.canonical($0.value ?? ""))
         }
-        for (name, value) in parameters {
+        for (name, value) in parameters.pairs {
             items.append((Self.encode(Array(name.utf8)), Self.encode(Array(value.utf8))))
         }
         if !items.isEmpty {
-            items.sort { $0.0 != $1.0 ? $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) : $0.1.utf8.lexicographicallyPrecedes($1.1.utf8) }
+            // Stable by name: the values of one name keep their order.
+            items = items.enumerated().sorted { lhs, rhs in
+                lhs.element.0 != rhs.element.0 ? lhs.element.0.utf8.lexicographicallyPrecedes(rhs.element.0.utf8) : lhs.offset < rhs.offset
+            }.map(\.element)
             text += "?" + items.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
         }
         let headers = varyingHeaders
@@ -144,30 +155,42 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// An already percent-encoded component, decoded and escaped again canonically. In a path
-    /// (`keepSlashes`) a literal `/` separates segments and an escaped one (`%2F`) stays escaped,
-    /// so it never becomes a separator. A `+` is a literal byte, escaped as `%2B`.
-    static func canonical(_ encoded: String, keepSlashes: Bool = false) -> String {
-        var out = ""
-        var pending: [UInt8] = []
+    /// An already percent-encoded component made canonical (RFC 3986 §6.2.2): an escaped
+    /// unreserved byte is decoded, any other escape keeps its byte escaped (upper-case hex), a
+    /// literal reserved character (`+`, `/`, `;`, `,`, `:`, `@`, …) stays literal, and any
+    /// other literal byte (space, non-ASCII, a stray `%`) is escaped. So `+` and `%2B`, and a
+    /// path's `/` and `%2F`, stay apart: a server may read them differently.
+    static func canonical(_ encoded: String) -> String {
+        var out: [UInt8] = []
         var input = Array(encoded.utf8)[...]
         while let byte = input.popFirst() {
             if byte == UInt8(ascii: "%"), input.count >= 2,
                let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16) {
                 input = input.dropFirst(2)
-                if keepSlashes && value == UInt8(ascii: "/") {
-                    out += encode(pending) + "%2F"
-                    pending = []
+                if isUnreserved(value) {
+                    out.append(value)
                 } else {
-                    pending.append(value)
+                    out += [UInt8(ascii: "%"), hex[Int(value >> 4)], hex[Int(value & 0x0F)]]
                 }
-            } else if keepSlashes && byte == UInt8(ascii: "/") {
-                out += encode(pending) + "/"
-                pending = []
+            } else if isUnreserved(byte) || isReservedLiteral(byte) {
+                out.append(byte)
             } else {
-                pending.append(byte)
+                out += [UInt8(ascii: "%"), hex[Int(byte >> 4)], hex[Int(byte & 0x0F)]]
             }
         }
-        return out + encode(pending)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// RFC 3986's sub-delims and the `:`, `@`, `/`, `?` a path or query may hold literally.
+    /// (`&` and `=` never reach here inside a query item: they separate items.)
+    private static func isReservedLiteral(_ byte: UInt8) -> Bool {
+        switch byte {
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"),
+             UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"):
+            true
+        default:
+            false
+        }
     }
 }

@@ -97,10 +97,18 @@ public struct HTTPFetcher: ItemFetching {
         var options = DownloadOptions(maxBytes: maxBytes, progress: request.progress)
         options.resumeETag = nil
         let descriptor = file.descriptor
-        let response = try await transport.download(httpRequest, into: descriptor, options: options)
+        let response: HTTPResponse
+        do {
+            response = try await transport.download(httpRequest, into: descriptor, options: options)
+        } catch let error as TransportError where error.code == .fileSystem {
+            // The cache folder's disk, not the network: exit 5's remedy, not exit 3's.
+            throw ItemCacheError(code: .storage,
+                                 message: "cannot keep the download of \(Redaction.url(url)) in the cache folder \(request.scratchFolder): \(error.message)",
+                                 key: request.key, underlying: error)
+        }
         if response.isNotModified { return FetchResponse(body: .notModified, headers: response.headers) }
         let data = try await BlockingIOPool.shared.run { () throws(FileSystemError) -> Data in
-            try DescriptorIO.read(descriptor, count: Int(response.fileSize), path: url.absoluteString)
+            try DescriptorIO.read(descriptor, count: Int(response.fileSize), path: Redaction.url(url))
         }
         // The file (and its descriptor) lives until here; it vanishes when it closes.
         _ = file.descriptor

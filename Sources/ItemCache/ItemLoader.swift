@@ -12,6 +12,9 @@ public struct LoadedItem: Sendable {
     public var source: ItemSource
     /// The fetch failure a stale value stands in for (stale-if-error); nil otherwise.
     public var fetchError: ItemCacheError?
+    /// Why a fetched value was delivered but not kept (``ItemCacheError/Code/tooLarge``: more
+    /// than the disk limit, or than pinned items leave); nil when it was kept or was not to be.
+    public var storeError: ItemCacheError?
 
     /// The value's bytes.
     public var data: Data { item.data }
@@ -134,12 +137,15 @@ public final class ItemLoader: Sendable {
 
     /// The item at `url` with `parameters` (merged into its query), whose response varies by
     /// `varyingHeaders`, in `context`.
-    public func item(for url: URL, parameters: [String: String] = [:], varyingHeaders: [String: String] = [:],
+    public func item(for url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
                      context: String = "", options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
         let key = try CacheKey(url: url, parameters: parameters, varyingHeaders: varyingHeaders, context: context)
         var request = url
         if !parameters.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: true) {
-            components.queryItems = (components.queryItems ?? []) + parameters.sorted { $0.key < $1.key }.map { URLQueryItem(name: $0.key, value: $0.value) }
+            // Escaped byte for byte: Foundation's queryItems would send `+` as it is, which a
+            // server reads as a space.
+            components.percentEncodedQuery = [components.percentEncodedQuery, parameters.percentEncodedQuery]
+                .compactMap { $0?.isEmpty == false ? $0 : nil }.joined(separator: "&")
             request = components.url ?? url
         }
         var options = options
@@ -238,7 +244,7 @@ public final class ItemLoader: Sendable {
         } catch {
             if error is CancellationError || Task.isCancelled { throw error }
             let failure = (error as? ItemCacheError)
-                ?? ItemCacheError(code: .fetch, message: "cannot fetch \(url?.absoluteString ?? key.rawValue): \(error)", key: key, underlying: error)
+                ?? ItemCacheError(code: .fetch, message: "cannot fetch \(url.map(Redaction.url) ?? key.rawValue): \(error)", key: key, underlying: error)
             if configuration.staleIfError, let stale {
                 metrics.staleIfError.increment()
                 return LoadedItem(item: stale, source: .stale, fetchError: failure)
@@ -251,7 +257,7 @@ public final class ItemLoader: Sendable {
         case .notModified:
             metrics.notModified.increment()
             guard let stale else {
-                throw ItemCacheError(code: .fetch, message: "\(url?.absoluteString ?? key.rawValue) answered 304 to a request that had no validators", key: key)
+                throw ItemCacheError(code: .fetch, message: "\(url.map(Redaction.url) ?? key.rawValue) answered 304 to a request that had no validators", key: key)
             }
             var (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
             if options.expiry == nil, configuration.freshness == .server,
@@ -285,7 +291,8 @@ public final class ItemLoader: Sendable {
                 // Too big to keep: the caller still gets it (a pinned load asked to keep it).
                 guard error.code == .tooLarge, !options.pinned else { throw error }
                 configuration.logger.debug("not storing \(key.rawValue): \(error)")
-                return LoadedItem(item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count))), source: .network)
+                return LoadedItem(item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count))), source: .network,
+                                  storeError: error)
             }
         }
     }

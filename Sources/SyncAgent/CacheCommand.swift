@@ -2,6 +2,7 @@ import ArgumentParser
 import FileKit
 import Foundation
 import ItemCache
+import Transport
 
 /// `sync-agent cache`: the item cache from the command line, sharing its folder with apps and
 /// other processes.
@@ -18,51 +19,103 @@ struct CacheCommand: AsyncParsableCommand {
 
 /// The options every `cache` subcommand takes.
 struct CacheFolderOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The cache folder (created when missing).", valueName: "DIR"))
+    @Option(name: .long, help: ArgumentHelp("The cache folder: created (mode 0700) by get when missing; the other commands open only an existing cache. A folder that holds anything but a cache, or that others can write, is refused.", valueName: "DIR"))
     var cache: String
 
-    @Option(name: .long, help: ArgumentHelp("Set the folder's disk limit in bytes; it is kept in the folder for every later use and process (without it: the folder's limit, 536870912 = 512 MiB for a new folder).", valueName: "BYTES"))
-    var maxSize: Int64?
+    @Option(name: .long, help: ArgumentHelp("Set the folder's disk limit in bytes (index, log and files together); kept in the folder for every later use and process, and a lower one evicts at once (without it: the folder's limit, 536870912 = 512 MiB for a new folder).", valueName: "BYTES"))
+    var maxSize: String?
 
-    func validate() throws {
-        if let maxSize, maxSize <= 0 { throw ValidationError("--max-size must be a positive number of bytes, such as 104857600") }
+    @Flag(name: .long, help: "Share the folder with the group: a new one is 0770 (files 0660), and a group-writable one is accepted.")
+    var sharedGroup = false
+
+    /// The largest limit taken: 2^62 bytes (4 EiB), far above any disk.
+    static let largestLimit: Int64 = 1 << 62
+
+    /// `--max-size` as a number, or exit 6 naming the value and the range.
+    func diskLimit() throws -> Int64? {
+        guard let maxSize else { return nil }
+        guard let value = Int64(maxSize.filter { $0 != "_" }), value > 0, value <= Self.largestLimit else {
+            throw CLIFailure(code: 6, message: "--max-size '\(maxSize)' is not a number of bytes from 1 to \(Self.largestLimit); write it as --max-size 104857600")
+        }
+        return value
     }
 
-    var cacheConfiguration: CacheConfiguration {
+    func cacheConfiguration(create: Bool) throws -> CacheConfiguration {
         var configuration = CacheConfiguration(folder: FileSystem.absolutePath(cache))
-        if let maxSize { configuration.diskLimit = maxSize }
+        configuration.diskLimit = try diskLimit()
+        configuration.createsFolder = create
+        configuration.sharing = sharedGroup ? .group : .private
         return configuration
     }
 
-    func openStore() throws -> ItemStore {
+    /// Opens the cache (only an existing one unless `create`), telling on stderr what opening
+    /// repaired.
+    func openStore(create: Bool = false) throws -> ItemStore {
+        let store: ItemStore
         do {
-            return try ItemStore(configuration: cacheConfiguration)
-        } catch {
+            store = try ItemStore(configuration: cacheConfiguration(create: create))
+        } catch let error as ItemCacheError {
             throw CLIFailure(cache: error)
+        }
+        warnAboutRepairs(store.openingRepairs)
+        return store
+    }
+
+    func warnAboutRepairs(_ repairs: CacheRepairs) {
+        if repairs.indexSetAside {
+            Console.standardError("warning: the cache index in \(cache) was damaged; it was set aside as index.sqlite.damaged and the cache started empty (items are fetched again)\n")
         }
     }
 }
 
-/// `--param name=value`, repeatable.
+/// `--param name=value`, repeatable: every value is kept, in order.
 struct CacheParameters: ParsableArguments {
-    @Option(name: .customLong("param"), help: ArgumentHelp("A request parameter, merged into the URL's query and the key (repeatable).", valueName: "k=v"))
+    @Option(name: .customLong("param"), help: ArgumentHelp("A request parameter, merged into the URL's query and the key (repeatable; every value is kept, in order; sent escaped byte for byte, so + is a plus sign).", valueName: "k=v"))
     var parameters: [String] = []
 
-    func dictionary() throws -> [String: String] {
-        var result: [String: String] = [:]
+    func list() throws -> RequestParameters {
+        try refuseUnreadableArguments()
+        var result = RequestParameters()
         for parameter in parameters {
             guard let equals = parameter.firstIndex(of: "="), equals != parameter.startIndex else {
                 throw CLIFailure(code: 6, message: "--param '\(parameter)' is not name=value; write it as --param page=2")
             }
-            result[String(parameter[..<equals])] = String(parameter[parameter.index(after: equals)...])
+            result.pairs.append((name: String(parameter[..<equals]), value: String(parameter[parameter.index(after: equals)...])))
         }
         return result
     }
 }
 
+/// Refuses an argument that is not UTF-8: Swift's strings would replace its bytes with U+FFFD,
+/// and two different byte strings would become one key. Bytes that are not text belong in the
+/// URL, percent-encoded (`q=%FF%FE`), where they are kept byte for byte.
+func refuseUnreadableArguments() throws {
+    for index in 1..<Int(CommandLine.argc) {
+        guard let argument = CommandLine.unsafeArgv[index] else { continue }
+        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+        if String(validating: bytes, as: UTF8.self) == nil {
+            let shown = bytes.map { $0 < 0x80 && $0 >= 0x20 ? String(UnicodeScalar($0)) : "\\x" + String($0, radix: 16, uppercase: true) }.joined()
+            throw CLIFailure(code: 6, message: "argument \(index) ('\(shown)') is not UTF-8 text; put such bytes in the URL percent-encoded, as ?q=%FF%FE")
+        }
+    }
+}
+
+/// What `rm` and `purge` print: `removed N items`, or `{"removed": N}`.
+func removalReport(_ removed: Int, json: Bool) throws -> String {
+    if json { return try cacheJSON(["removed": removed]) }
+    return "removed \(removed) item\(removed == 1 ? "" : "s")\n"
+}
+
+/// JSON for people and scripts: sorted keys, pretty, slashes as they are (`https://`, not `https:\/\/`).
+func cacheJSON(_ object: Any) throws -> String {
+    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+    return String(decoding: data, as: UTF8.self) + "\n"
+}
+
 func parseCacheURL(_ text: String) throws -> URL {
+    try refuseUnreadableArguments()
     guard let url = URL(string: text), url.scheme != nil else {
-        throw CLIFailure(code: 6, message: "'\(text)' is not an absolute URL; give one such as https://host/path")
+        throw CLIFailure(code: 6, message: "'\(Redaction.text(text))' is not an absolute URL; give one such as https://host/path")
     }
     return url
 }
@@ -77,7 +130,9 @@ struct CacheGetCommand: AsyncParsableCommand {
             Last-Modified is revalidated (a 304 moves no body). Without --ttl, --expires or \
             --no-store the server's Cache-Control and Expires decide, else one day. \
             When the fetch fails and a stale copy is stored, that copy is written, one warning \
-            goes to stderr, and the exit code is 0. A failure with nothing stored exits 3; \
+            goes to stderr, and the exit code is 0. A value larger than the cache's limit is \
+            written with a one-line notice and not kept. A failure with nothing stored exits 3; \
+            the cache folder (permissions, a full disk, a refused folder) exits 5; \
             --offline never uses the network and exits 8 when nothing is stored.
             """)
 
@@ -85,8 +140,8 @@ struct CacheGetCommand: AsyncParsableCommand {
     @OptionGroup var folder: CacheFolderOptions
     @OptionGroup var parameters: CacheParameters
 
-    @Option(name: .long, help: ArgumentHelp("Keep the item this many seconds.", valueName: "SECONDS"))
-    var ttl: Double?
+    @Option(name: .long, help: ArgumentHelp("Keep the item this many seconds (0 to 3153600000, a hundred years).", valueName: "SECONDS"))
+    var ttl: String?
 
     @Option(name: .long, help: ArgumentHelp("Keep the item until this date (2026-12-31T23:59:59Z or a UNIX timestamp).", valueName: "DATE"))
     var expires: String?
@@ -100,17 +155,27 @@ struct CacheGetCommand: AsyncParsableCommand {
     @Option(name: [.customShort("o"), .long], help: ArgumentHelp("Write the bytes to FILE instead of stdout.", valueName: "FILE"))
     var output: String?
 
+    @Flag(name: .long, help: "Print a JSON object instead of the bytes (which go to -o FILE when given): url, key, source (network, memory, disk, revalidated, stale), size, stored, expires, contentType, etag, warning.")
+    var json = false
+
+    /// The longest --ttl: a hundred years.
+    static let longestTTL = 3_153_600_000.0
+
     func validate() throws {
         if [ttl != nil, expires != nil, noStore].filter({ $0 }).count > 1 {
             throw ValidationError("give at most one of --ttl, --expires and --no-store")
         }
-        if let ttl, !(ttl >= 0 && ttl.isFinite) { throw ValidationError("--ttl must be a number of seconds, 0 or more, such as 3600") }
     }
 
     func run() async throws {
         let url = try parseCacheURL(url)
         var options = LoadOptions(policy: offline ? .offline : .useCache)
-        if let ttl { options.expiry = .lifetime(.milliseconds(Int64(ttl * 1000))) }
+        if let ttl {
+            guard let seconds = Double(ttl), seconds.isFinite, seconds >= 0, seconds <= Self.longestTTL else {
+                throw CLIFailure(code: 6, message: "--ttl '\(ttl)' is not a number of seconds from 0 to \(Int(Self.longestTTL)) (a hundred years); write it as --ttl 3600")
+            }
+            options.expiry = .lifetime(.milliseconds(Int64(seconds * 1000)))
+        }
         if noStore { options.expiry = .dontStore }
         if let expires {
             do {
@@ -119,13 +184,14 @@ struct CacheGetCommand: AsyncParsableCommand {
                 throw CLIFailure(code: 6, message: "--expires: \(error.message)")
             }
         }
-        let parameters = try parameters.dictionary()
+        let parameters = try parameters.list()
         let loader: ItemLoader
         do {
-            loader = try ItemLoader(configuration: folder.cacheConfiguration)
-        } catch {
+            loader = try ItemLoader(configuration: folder.cacheConfiguration(create: true))
+        } catch let error as ItemCacheError {
             throw CLIFailure(cache: error)
         }
+        if let store = loader.store as? ItemStore { folder.warnAboutRepairs(store.openingRepairs) }
         let result: Result<LoadedItem, ItemCacheError>
         do {
             result = .success(try await loader.item(for: url, parameters: parameters, options: options))
@@ -138,19 +204,39 @@ struct CacheGetCommand: AsyncParsableCommand {
         case .success(let value): loaded = value
         case .failure(let error): throw CLIFailure(cache: error)
         }
+        let shown = Redaction.url(url)
+        var warning: String?
         if loaded.source == .stale {
             let since = loaded.item.info.expires.map { " (expired \(ISO8601DateFormatter().string(from: $0)))" } ?? ""
             let why = loaded.fetchError.map { ": \($0.message)" } ?? (offline ? ": --offline" : "")
-            Console.standardError("warning: \(url.absoluteString): serving stale data\(since)\(why)\n")
+            warning = "serving stale data\(since)\(why)"
+        } else if let storeError = loaded.storeError {
+            warning = "not kept in the cache: \(storeError.message)"
         }
+        if let warning { Console.standardError("warning: \(shown): \(warning)\n") }
         if let output {
             do {
                 try AtomicFile.write(loaded.data, to: FileSystem.absolutePath(output))
             } catch {
                 throw CLIFailure(code: 5, message: "-o: \(error)")
             }
-        } else {
-            FileHandle.standardOutput.write(loaded.data)
+        } else if !json {
+            Console.standardOutput(loaded.data)
+        }
+        if json {
+            let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
+            let info = loaded.item.info
+            let stored = loaded.storeError == nil && options.expiry != .dontStore
+            var object: [String: Any] = [
+                "url": shown, "key": loaded.item.key.rawValue, "source": loaded.source.description, "size": loaded.data.count,
+                "stored": stored, "stale": loaded.source == .stale,
+            ]
+            if stored, let expires = info.expires { object["expires"] = time(expires) }
+            if let contentType = info.contentType { object["contentType"] = contentType }
+            if let etag = info.etag { object["etag"] = etag }
+            if let warning { object["warning"] = warning }
+            if let output { object["output"] = FileSystem.absolutePath(output) }
+            Console.standardOutput(try cacheJSON(object))
         }
     }
 }
@@ -187,21 +273,22 @@ struct CacheListCommand: AsyncParsableCommand {
         if json {
             let objects: [[String: Any]] = items.map { item in
                 [
-                    "key": item.key.rawValue, "url": item.key.url as Any, "context": item.key.context,
+                    "key": Redaction.text(item.key.rawValue), "url": item.key.url.map(Redaction.text) as Any, "context": item.key.context,
                     "size": item.info.size, "created": time(item.info.created), "accessed": time(item.info.accessed),
                     "expires": item.info.expires.map(time) as Any, "expired": item.info.isExpired(), "pinned": item.info.pinned,
                     "groups": item.info.groups, "etag": item.info.etag as Any, "lastModified": item.info.lastModified as Any,
                     "contentType": item.info.contentType as Any,
                 ]
             }
-            let data = try JSONSerialization.data(withJSONObject: objects, options: [.prettyPrinted, .sortedKeys])
-            print(String(decoding: data, as: UTF8.self))
+            Console.standardOutput(try cacheJSON(objects))
             return
         }
+        var text = ""
         for item in items {
             let expiry = item.info.expires.map { (item.info.isExpired() ? "expired " : "") + time($0) } ?? "never"
-            print("\(item.info.size)\t\(expiry)\t\(item.key.url ?? item.key.rawValue)")
+            text += "\(item.info.size)\t\(expiry)\t\(Redaction.text(item.key.url ?? item.key.rawValue))\n"
         }
+        Console.standardOutput(text)
     }
 }
 
@@ -215,28 +302,47 @@ struct CacheRemoveCommand: AsyncParsableCommand {
     @OptionGroup var folder: CacheFolderOptions
     @OptionGroup var parameters: CacheParameters
 
-    @Option(name: .long, help: ArgumentHelp("Remove every item whose URL starts with P.", valueName: "P"))
+    @Option(name: .long, help: ArgumentHelp("Remove every item whose URL starts with P (not empty: `cache purge --all` removes everything).", valueName: "P"))
     var prefix: String?
+
+    @Flag(name: .long, help: "Print a JSON object: removed.")
+    var json = false
 
     func validate() throws {
         if (url == nil) == (prefix == nil) { throw ValidationError("give either a URL or --prefix") }
     }
 
     func run() async throws {
+        if prefix == "" {
+            throw CLIFailure(code: 6, message: "--prefix '' would remove every item; to empty the cache, run `sync-agent cache purge --all`")
+        }
+        var key: CacheKey?
+        if let url { key = try CacheKeyArgument.key(url, parameters.list()) }
         let store = try folder.openStore()
         let removed: Int
         do {
-            if let url {
-                let key = try CacheKey(url: try parseCacheURL(url), parameters: try parameters.dictionary())
+            if let key {
                 removed = try await store.removeItem(for: key) ? 1 : 0
             } else {
                 removed = try await store.removeItems(matching: ItemQuery().urlPrefix(prefix ?? ""))
             }
             try await store.close()
-        } catch let error as ItemCacheError {
+        } catch {
             throw CLIFailure(cache: error)
         }
-        print("removed \(removed) item\(removed == 1 ? "" : "s")")
+        Console.standardOutput(try removalReport(removed, json: json))
+    }
+}
+
+/// A URL argument and `--param`s as the key they name.
+enum CacheKeyArgument {
+    static func key(_ text: String, _ parameters: RequestParameters) throws -> CacheKey {
+        let url = try parseCacheURL(text)
+        do {
+            return try CacheKey(url: url, parameters: parameters)
+        } catch {
+            throw CLIFailure(cache: error)
+        }
     }
 }
 
@@ -250,6 +356,7 @@ struct CachePurgeCommand: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Remove the expired items.") var expired = false
     @Flag(name: .long, help: "Remove every item, pinned ones too.") var all = false
+    @Flag(name: .long, help: "Print a JSON object: removed.") var json = false
 
     func validate() throws {
         if expired == all { throw ValidationError("give either --expired or --all") }
@@ -264,7 +371,7 @@ struct CachePurgeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(cache: error)
         }
-        print("removed \(removed) item\(removed == 1 ? "" : "s")")
+        Console.standardOutput(try removalReport(removed, json: json))
     }
 }
 
@@ -272,11 +379,11 @@ struct CachePurgeCommand: AsyncParsableCommand {
 struct CacheStatsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "stats",
-        abstract: "Show the item count, bytes, limit, pinned and expired items.")
+        abstract: "Show the item count, bytes, limit, pinned and expired items, and what opening repaired.")
 
     @OptionGroup var folder: CacheFolderOptions
 
-    @Flag(name: .long, help: "Print a JSON object: count, bytes, limit, pinned, pinnedBytes, expired.")
+    @Flag(name: .long, help: "Print a JSON object: count, bytes, limit, pinned, pinnedBytes, expired, repairs.")
     var json = false
 
     func run() async throws {
@@ -287,18 +394,30 @@ struct CacheStatsCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(cache: error)
         }
+        let repairs = store.openingRepairs
         if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(statistics), as: UTF8.self))
+            let object: [String: Any] = [
+                "count": statistics.count, "bytes": statistics.bytes, "limit": statistics.limit, "pinned": statistics.pinned,
+                "pinnedBytes": statistics.pinnedBytes, "expired": statistics.expired,
+                "repairs": ["orphanFiles": repairs.orphanFiles, "orphanRows": repairs.orphanRows,
+                            "statsRepaired": repairs.statsRepaired, "indexSetAside": repairs.indexSetAside],
+            ]
+            Console.standardOutput(try cacheJSON(object))
             return
         }
-        print("""
+        var repaired: [String] = []
+        if repairs.indexSetAside { repaired.append("damaged index set aside") }
+        if repairs.statsRepaired { repaired.append("totals counted again") }
+        if repairs.orphanRows > 0 { repaired.append("\(repairs.orphanRows) items without a whole value dropped") }
+        if repairs.orphanFiles > 0 { repaired.append("\(repairs.orphanFiles) stray files removed") }
+        Console.standardOutput("""
             count:   \(statistics.count)
             bytes:   \(statistics.bytes)
             limit:   \(statistics.limit)
             pinned:  \(statistics.pinned) (\(statistics.pinnedBytes) bytes)
             expired: \(statistics.expired)
+            repaired: \(repaired.isEmpty ? "nothing" : repaired.joined(separator: ", "))
+
             """)
     }
 }
@@ -310,8 +429,9 @@ extension CLIFailure {
         let code: Int32 = switch error.code {
         case .fetch: 3
         case .notCached: 8
-        case .storage, .tooLarge: 5
+        case .storage, .tooLarge, .folderRefused, .damagedIndex: 5
         case .invalidKey, .invalidExpiry: 6
+        case .cancelled: 130
         default: 1
         }
         self.init(code: code, message: error.message)

@@ -6,7 +6,7 @@ import Testing
 @Suite("Cache keys are normalized")
 struct CacheKeyTests {
     func key(_ url: String, _ parameters: [String: String] = [:], headers: [String: String] = [:], context: String = "") throws -> String {
-        try CacheKey(url: URL(string: url)!, parameters: parameters, varyingHeaders: headers, context: context).rawValue
+        try CacheKey(url: URL(string: url)!, parameters: RequestParameters(parameters), varyingHeaders: headers, context: context).rawValue
     }
 
     @Test(arguments: [
@@ -20,9 +20,20 @@ struct CacheKeyTests {
         ("https://example.com/%7euser/a%2db", "https://example.com/~user/a-b"),
         ("https://example.com/caf%c3%a9", "https://example.com/caf%C3%A9"),
         ("https://example.com/a%2Fb/c", "https://example.com/a%2Fb/c"),
-        ("https://example.com/q?x=a+b&y=%20", "https://example.com/q?x=a%2Bb&y=%20"),
+        // RFC 3986 §6.2.2.2: only escaped unreserved characters decode; a literal reserved
+        // character stays literal and apart from its escape (`+` is a space to a form decoder).
+        ("https://example.com/q?x=a+b&y=%20", "https://example.com/q?x=a+b&y=%20"),
+        ("https://example.com/q?x=a%2bb", "https://example.com/q?x=a%2Bb"),
+        ("https://example.com/q?x=a,b;c", "https://example.com/q?x=a,b;c"),
         ("https://example.com/q?z=&a", "https://example.com/q?a=&z="),
-        ("https://example.com/q?a=2&a=1", "https://example.com/q?a=1&a=2"),
+        // The values of one name keep their order (a server may read them as a list).
+        ("https://example.com/q?a=2&a=1", "https://example.com/q?a=2&a=1"),
+        ("https://example.com/q?b=1&a=2&b=0", "https://example.com/q?a=2&b=1&b=0"),
+        // Bytes that are not UTF-8 stay byte for byte.
+        ("https://example.com/q?v=%FF%FE", "https://example.com/q?v=%FF%FE"),
+        // User info never enters the key.
+        ("https://alice:S3cretPassw0rd@example.com/p", "https://alice:***@example.com/p"),
+        ("https://ghp_T0ken@example.com/p", "https://***@example.com/p"),
     ])
     func spellingsOfOneRequestShareAKey(url: String, expected: String) throws {
         #expect(try key(url) == expected)
@@ -32,10 +43,19 @@ struct CacheKeyTests {
         #expect(try key("https://example.com/list?page=2", ["sort": "new", "filter": "a b"])
                 == key("https://example.com/list?filter=a%20b", ["page": "2", "sort": "new"]))
         #expect(try key("https://example.com/list", ["q": "é/?"]) == "https://example.com/list?q=%C3%A9%2F%3F")
+        // A parameter is text: its `+` is a plus sign, escaped; repeated names keep every value.
+        #expect(try key("https://example.com/list", ["q": "a+b"]) == "https://example.com/list?q=a%2Bb")
+        let repeated = try CacheKey(url: URL(string: "https://example.com/list")!,
+                                    parameters: RequestParameters([(name: "city", value: "Oslo"), (name: "city", value: "Bergen")]))
+        #expect(repeated.rawValue == "https://example.com/list?city=Oslo&city=Bergen")
+        #expect(RequestParameters([(name: "q", value: "a+b c")]).percentEncodedQuery == "q=a%2Bb%20c")
     }
 
     @Test func differentRequestsNeverShareAKey() throws {
         let keys = try [
+            key("https://example.com/q?q=c++"), key("https://example.com/q?q=c%2B%2B"), key("https://example.com/q?q=c%20%20"),
+            key("https://example.com/q?v=%FF%FE"), key("https://example.com/q?v=%FE%FF"),
+            key("https://example.com/q?a=1&a=2"), key("https://example.com/q?a=2&a=1"),
             key("https://example.com/a"), key("http://example.com/a"), key("https://example.com/a/"),
             key("https://example.com/a?x=1"), key("https://example.com/a", ["x": "2"]),
             key("https://example.com/a", headers: ["Accept": "image/png"]),

@@ -154,11 +154,23 @@ final class DiskTier: Sendable {
     var limit: Int64 { knownLimit.load(ordering: .relaxed) }
 
     /// Stores `limit` in the index when one is given (the folder's limit is the last one set),
-    /// and learns the folder's limit.
+    /// evicting down to it at once, and learns the folder's limit.
     private func setUpLimit(_ limit: Int64?) throws(ItemCacheError) {
         do {
             if let limit {
-                try transaction { db in try db.execute(sql: "UPDATE stats SET diskLimit = ? WHERE id = 1", arguments: [limit]) }
+                // A lower limit holds at once: eviction runs in the same transaction.
+                let evicted = try transaction { db in
+                    try db.execute(sql: "UPDATE stats SET diskLimit = ? WHERE id = 1", arguments: [limit])
+                    self.knownLimit.store(limit, ordering: .relaxed)
+                    do {
+                        return try self.evict(db, keeping: [])
+                    } catch let error as ItemCacheError where error.code == .tooLarge {
+                        // Pinned items hold more than the new limit: they stay (and writes
+                        // fail until some are unpinned); the limit is set all the same.
+                        return []
+                    }
+                }
+                for file in evicted { blobs.remove(file) }
             }
             _ = try pool.read { db in try self.usage(db) }
         } catch {
