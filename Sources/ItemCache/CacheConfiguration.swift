@@ -46,6 +46,11 @@ public struct CacheConfiguration: Sendable {
     /// When a fetch fails and a stale value is stored, return it marked ``ItemSource/stale``
     /// instead of the error (RxCache's "use expired data if the loader fails"). Default true.
     public var staleIfError = true
+    /// How long a load waits for another process's fetch of the same key before it fetches
+    /// itself (nginx's `proxy_cache_lock_timeout`, whose default this is): a fetch that hangs
+    /// delays the others at most this long. A waiter whose wait ends with the other fetch's
+    /// failure shares that failure (and its stale fallback) instead of trying again. Default 5 s.
+    public var coalescingTimeout: Duration = .seconds(5)
     /// At most this many fetches run at once; more wait their turn. Default 6 (RXWebCache).
     public var maxConcurrentFetches = 6
     /// Deferred writes: when set, stores are collected and written together every so many items

@@ -9,10 +9,13 @@ import Metrics
 /// - `<prefix>_evictions` (items a write evicted to stay under the disk limit, counted by the
 ///   disk tier once the write commits), `<prefix>_stored_bytes` (bytes written), `<prefix>_fetched_bytes`;
 /// - `<prefix>_fetch_duration` (a timer, per fetch), `<prefix>_revalidations` by `result`
-///   (`not_modified`, `modified`), `<prefix>_stale_served` by `reason`.
+///   (`not_modified`, `modified`), `<prefix>_stale_served` by `reason`;
+/// - `<prefix>_shared_failures`: loads that waited for another process's fetch of the same key
+///   and shared its failure instead of fetching again; `<prefix>_damaged` (counted by the disk
+///   tier): stored values found damaged on a read and dropped.
 struct CacheMetrics: Sendable {
     let memoryHits, diskHits, misses, storedBytes, fetchedBytes: Counter
-    let notModified, modified, staleWhileRevalidate, staleIfError: Counter
+    let notModified, modified, staleWhileRevalidate, staleIfError, sharedFailures: Counter
     let fetchDuration: Metrics.Timer
 
     init(prefix: String) {
@@ -25,6 +28,7 @@ struct CacheMetrics: Sendable {
         modified = Counter(label: prefix + "_revalidations", dimensions: [("result", "modified")])
         staleWhileRevalidate = Counter(label: prefix + "_stale_served", dimensions: [("reason", "while_revalidate")])
         staleIfError = Counter(label: prefix + "_stale_served", dimensions: [("reason", "if_error")])
+        sharedFailures = Counter(label: prefix + "_shared_failures")
         fetchDuration = Metrics.Timer(label: prefix + "_fetch_duration")
     }
 

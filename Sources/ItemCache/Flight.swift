@@ -32,7 +32,7 @@ final class Flight<Value: Sendable>: Sendable {
     }
 
     /// Runs `body` as the flight's task; `finished` is told whether it stored a value.
-    func start(_ body: @escaping @Sendable () async throws -> Value, finished: @escaping @Sendable (Bool) -> Void) {
+    func start(_ body: @escaping @Sendable () async throws -> Value, finished: @escaping @Sendable (Bool) async -> Void) {
         let task = Task {
             let result: Result<Value, any Error>
             do {
@@ -45,7 +45,7 @@ final class Flight<Value: Sendable>: Sendable {
                 defer { state.waiters = [:] }
                 return (Array(state.waiters.values), state.stored)
             }
-            finished(stored)
+            await finished(stored)
             for waiter in waiters { waiter.resume(with: result) }
         }
         state.withLock { $0.task = task }
@@ -131,7 +131,7 @@ final class FlightTable<Value: Sendable>: Sendable {
 
     /// Starts a flight `claim` made, running `body`; it leaves the table when `body` ends.
     func start(_ flight: Flight<Value>, for key: String, _ body: @escaping @Sendable () async throws -> Value,
-               finished: @escaping @Sendable (Bool) -> Void = { _ in }) {
+               finished: @escaping @Sendable (Bool) async -> Void = { _ in }) {
         flight.start({ [self] in
             defer {
                 flights.withLock { flights in

@@ -1,3 +1,5 @@
+import Transport
+
 /// Why a cache operation failed: a code to branch on, a message that names the key or input at
 /// fault and the remedy, and the key itself when one is known.
 public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
@@ -43,6 +45,12 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
 
         /// The code's name, e.g. `invalidKey`.
         public var description: String { base.rawValue }
+
+        /// The code of a name ``description`` gave (as stored by the index); nil for none.
+        init?(named name: String) {
+            guard let base = Base(rawValue: name) else { return nil }
+            self.base = base
+        }
     }
 
     /// The kind of failure, the words for people, and the item's key when one is known.
@@ -59,5 +67,21 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     public var description: String {
         guard let key, !message.contains(key.rawValue) else { return "\(code): \(message)" }
         return "\(code): \(message) (key \(key.rawValue))"
+    }
+}
+
+extension ItemCacheError {
+    /// The error for a load of `key` that was cancelled.
+    static func cancelled(_ key: CacheKey) -> ItemCacheError {
+        ItemCacheError(code: .cancelled, message: "the load of \(key.rawValue) was cancelled", key: key, underlying: CancellationError())
+    }
+
+    /// Whether `error` is a cancellation: Swift's, the transport's, or this cache's.
+    static func isCancellation(_ error: any Error) -> Bool {
+        if error is CancellationError { return true }
+        if let error = error as? ItemCacheError { return error.code == .cancelled }
+        // The transport's `cancelled` also means "shut down": only the task's own counts.
+        if let error = error as? TransportError { return error.code == .cancelled && Task.isCancelled }
+        return false
     }
 }

@@ -158,7 +158,9 @@ public final class ItemLoader: Sendable {
     public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
         let now = Date()
         var stale: CachedItem?
-        if options.policy != .reload, let stored = try store.cachedItem(for: key) {
+        // Memory answers at once; anything else is looked up on the I/O pool.
+        let found = try await store.storedItem(for: key)
+        if options.policy != .reload, let stored = found {
             if !stored.item.info.isExpired(at: now) {
                 metrics.hit(stored.source)
                 return LoadedItem(item: stored.item, source: stored.source)
@@ -173,7 +175,7 @@ public final class ItemLoader: Sendable {
                 _ = flight(for: key, url: url, stale: stored.item, options: options, background: true)
                 return LoadedItem(item: stored.item, source: .stale)
             }
-        } else if options.policy == .reload, let stored = try store.cachedItem(for: key) {
+        } else if options.policy == .reload, let stored = found {
             stale = stored.item
         }
         if options.policy == .offline {
@@ -186,8 +188,8 @@ public final class ItemLoader: Sendable {
             return try await flight.wait()
         } catch let error as ItemCacheError {
             throw error
-        } catch is CancellationError {
-            throw ItemCacheError(code: .fetch, message: "the load of \(key.rawValue) was cancelled", key: key, underlying: CancellationError())
+        } catch let error where ItemCacheError.isCancellation(error) {
+            throw ItemCacheError.cancelled(key)
         } catch {
             throw ItemCacheError(code: .fetch, message: "cannot load \(key.rawValue): \(error)", key: key, underlying: error)
         }
@@ -202,7 +204,8 @@ public final class ItemLoader: Sendable {
         flights.start(flight, for: key.rawValue) { [self] in
             try await fetch(key, url: url, stale: stale, options: options, flight: flight)
         } finished: { [self] stored in
-            notify(key, stored ? .found : ((try? store.cachedItem(for: key)) != nil ? .found : .notFound))
+            let found = stored ? true : (try? await store.storedItem(for: key)) != nil
+            notify(key, found ? .found : .notFound)
         }
         return flight
     }
@@ -213,21 +216,41 @@ public final class ItemLoader: Sendable {
         defer { limiter.release() }
         let slot = Int64(1 + key.slotHash % (1 << 40))
         let lockFile = store.sharedLockFile
+        // Another process fetching this key holds its slot: wait for it, at most
+        // `coalescingTimeout`, then fetch alongside (a hung fetch delays others boundedly).
+        var (locked, waited) = (false, false)
+        let waitStarted = Date()
         if let lockFile {
+            let deadline = ContinuousClock.now + configuration.coalescingTimeout
             var delay: UInt64 = 2
-            while try !lockFile.tryLock(slot: slot, exclusive: true) {
+            while true {
+                if try lockFile.tryLock(slot: slot, exclusive: true) {
+                    locked = true
+                    break
+                }
+                waited = true
+                if ContinuousClock.now >= deadline { break }
                 try await Task.sleep(for: .milliseconds(delay))
                 delay = min(delay * 2, 50)
             }
         }
-        defer { lockFile?.unlock(slot: slot) }
+        defer { if locked { lockFile?.unlock(slot: slot) } }
         var stale = stale
-        if lockFile != nil, let stored = try store.cachedItem(for: key) {
-            // Another process may have fetched it while this one waited for the lock.
+        if waited, let stored = try await store.storedItem(for: key) {
+            // The other process's fetch may have stored it.
             if !stored.item.info.isExpired(at: Date()), options.policy != .reload || stored.item.info.created > flight.started {
                 return LoadedItem(item: stored.item, source: .disk)
             }
             stale = stored.item
+        }
+        if waited, let failure = await store.fetchFailure(for: key, since: waitStarted) {
+            // It failed while this load waited: share its failure rather than try again in turn.
+            metrics.sharedFailures.increment()
+            if configuration.staleIfError, let stale {
+                metrics.staleIfError.increment()
+                return LoadedItem(item: stale, source: .stale, fetchError: failure)
+            }
+            throw failure
         }
         guard let fetcher = fetcher(for: key, url: url) else {
             throw ItemCacheError(code: .fetch, message: "no fetcher for \(key.rawValue); register one for its context or scheme (ItemLoader.register)", key: key)
@@ -245,6 +268,8 @@ public final class ItemLoader: Sendable {
             if error is CancellationError || Task.isCancelled { throw error }
             let failure = (error as? ItemCacheError)
                 ?? ItemCacheError(code: .fetch, message: "cannot fetch \(url.map(Redaction.url) ?? key.rawValue): \(error)", key: key, underlying: error)
+            // Before the slot is let go: the processes waiting for this fetch read it then.
+            if lockFile != nil { await store.recordFetchFailure(failure, for: key) }
             if configuration.staleIfError, let stale {
                 metrics.staleIfError.increment()
                 return LoadedItem(item: stale, source: .stale, fetchError: failure)

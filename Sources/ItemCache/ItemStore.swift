@@ -20,6 +20,20 @@ public protocol ItemCaching: Sendable {
     /// The folder other processes meet in to coalesce fetches, or nil for a cache of this
     /// process alone.
     var sharedLockFile: RangeLockFile? { get }
+    /// ``cachedItem(for:)`` for async code: disk work runs off the caller's thread.
+    func storedItem(for key: CacheKey) async throws(ItemCacheError) -> StoredItem?
+    /// Records that a fetch of `key` failed, for the processes that waited for it.
+    func recordFetchFailure(_ error: ItemCacheError, for key: CacheKey) async
+    /// The failure of a fetch of `key` recorded at or after `since` by any process sharing the
+    /// cache; nil when there is none.
+    func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError?
+}
+
+extension ItemCaching {
+    /// A cache of one process shares failures through its flights alone: nothing to record.
+    public func recordFetchFailure(_ error: ItemCacheError, for key: CacheKey) async {}
+    /// A cache of one process shares failures through its flights alone: nothing recorded.
+    public func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError? { nil }
 }
 
 /// An item and the tier that held it.
@@ -135,6 +149,17 @@ public final class ItemStore: ItemCaching {
 
     /// The folder's `cache.lock`, where processes sharing the folder coalesce their fetches.
     public var sharedLockFile: RangeLockFile? { disk.lockFile }
+
+    /// Records the failure in the index, where every process sharing the folder sees it. A
+    /// failure to record is dropped: waiters then fetch themselves, as before.
+    public func recordFetchFailure(_ error: ItemCacheError, for key: CacheKey) async {
+        try? await io.run { () throws(ItemCacheError) in try self.disk.recordFailure(error, for: key, at: Date()) }
+    }
+
+    /// The failure recorded for `key` at or after `since`, by this or another process.
+    public func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError? {
+        (try? await io.run { () throws(ItemCacheError) in try self.disk.failure(for: key, since: since) }) ?? nil
+    }
 
     // MARK: - Reading
 

@@ -41,8 +41,9 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
     /// always runs. The result says where the value came from.
     ///
     /// Throws ``ItemCacheError/Code/fetch`` when the loader fails and no stored value can stand
-    /// in (the loader's error is its `underlying`), and `CancellationError` when the caller is
-    /// cancelled (the load goes on for other callers waiting for it, and stops when none is left).
+    /// in (the loader's error is its `underlying`), and ``ItemCacheError/Code/cancelled`` when
+    /// the caller is cancelled, as ``ItemLoader`` does (the load goes on for other callers
+    /// waiting for it, and stops when none is left).
     public func get(_ key: ProviderKey = .none, evict: Bool = false,
                     loader: @escaping @Sendable () async throws -> Value) async throws -> ProviderResult<Value> {
         let cacheKey = try key.cacheKey(provider: name)
@@ -60,8 +61,8 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
         do {
             let item = try await load(cacheKey, key: key, loader: loader)
             return ProviderResult(value: try item.decode(Value.self), source: .network, info: item.info)
-        } catch is CancellationError {
-            throw CancellationError()
+        } catch let error where ItemCacheError.isCancellation(error) {
+            throw ItemCacheError.cancelled(cacheKey)
         } catch {
             if useExpiredDataIfLoaderFails, let stale, let value = decodeIfPossible(stale) {
                 return ProviderResult(value: value, source: .stale, info: stale.info, loaderError: error)

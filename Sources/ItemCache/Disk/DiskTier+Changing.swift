@@ -98,4 +98,34 @@ extension DiskTier {
         try remove(selecting: { db in try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue]) },
                    afterCommit: afterCommit) > 0
     }
+
+    // MARK: - Failed fetches
+
+    /// Records that a fetch of `key` failed now (replacing an older record; records older than
+    /// an hour go).
+    func recordFailure(_ error: ItemCacheError, for key: CacheKey, at now: Date) throws(ItemCacheError) {
+        do {
+            try transaction { db in
+                try db.execute(sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, ?, ?)",
+                               arguments: [key.rawValue, now.timeIntervalSince1970, error.code.description, error.message])
+                try db.execute(sql: "DELETE FROM fetchFailure WHERE at < ?", arguments: [now.timeIntervalSince1970 - 3600])
+            }
+        } catch {
+            throw storageError("cannot record a failed fetch of \(key.rawValue) in", error)
+        }
+    }
+
+    /// The failure of a fetch of `key` recorded at or after `since`, by any process; nil when none.
+    func failure(for key: CacheKey, since: Date) throws(ItemCacheError) -> ItemCacheError? {
+        do {
+            return try pool.read { db -> ItemCacheError? in
+                guard let row = try Row.fetchOne(db, sql: "SELECT code, message FROM fetchFailure WHERE key = ? AND at >= ?",
+                                                 arguments: [key.rawValue, since.timeIntervalSince1970]) else { return nil }
+                let code = ItemCacheError.Code(named: row[0]) ?? .fetch
+                return ItemCacheError(code: code, message: row[1], key: key)
+            }
+        } catch {
+            throw storageError("cannot read the failed fetches of", error)
+        }
+    }
 }

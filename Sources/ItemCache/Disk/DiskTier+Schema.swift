@@ -69,6 +69,18 @@ extension DiskTier {
         migrator.registerMigration("v4-checksum") { db in
             try db.execute(sql: "ALTER TABLE item ADD COLUMN checksum INTEGER")
         }
+        // The last failed fetch of a key, so processes that waited for that fetch share its
+        // failure instead of each trying in turn (ItemLoader's cross-process coalescing).
+        migrator.registerMigration("v5-fetch-failure") { db in
+            try db.execute(sql: """
+                CREATE TABLE fetchFailure (
+                    key TEXT PRIMARY KEY,
+                    at REAL NOT NULL,
+                    code TEXT NOT NULL,
+                    message TEXT NOT NULL
+                ) WITHOUT ROWID
+                """)
+        }
         return migrator
     }
 }

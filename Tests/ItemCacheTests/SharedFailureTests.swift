@@ -1,0 +1,113 @@
+@testable import ItemCache
+import Foundation
+import StorageServer
+import Testing
+import Transport
+
+/// Loads of one key from several processes (here: several stores on one folder, whose lock
+/// files exclude each other as processes' do) against a failing origin: one fetch, and its
+/// failure is everyone's; a hung fetch holds the others back only so long.
+@Suite("Coalescing across processes fails together, and waits boundedly")
+struct SharedFailureTests {
+    /// `count` loaders, each with its own store on `folder` and its own transport.
+    static func loaders(_ count: Int, folder: String, configure: (inout CacheConfiguration) -> Void = { _ in }) throws -> [(ItemLoader, CurlTransport)] {
+        try (0..<count).map { _ in
+            var configuration = CacheConfiguration(folder: folder)
+            configure(&configuration)
+            var transportConfiguration = CurlTransport.Configuration()
+            transportConfiguration.retry = .none
+            let transport = try CurlTransport(configuration: transportConfiguration)
+            return (ItemLoader(store: try ItemStore(configuration: configuration), configuration: configuration, transport: transport), transport)
+        }
+    }
+
+    static func loadAll(_ loaders: [(ItemLoader, CurlTransport)], _ url: URL) async -> [Result<LoadedItem, ItemCacheError>] {
+        await withTaskGroup(of: Result<LoadedItem, ItemCacheError>.self) { group in
+            for (loader, _) in loaders {
+                group.addTask {
+                    do throws(ItemCacheError) { return .success(try await loader.item(for: url)) } catch { return .failure(error) }
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+    }
+
+    static func close(_ loaders: [(ItemLoader, CurlTransport)]) async {
+        for (loader, transport) in loaders {
+            try? await loader.close()
+            await transport.shutdown()
+        }
+    }
+
+    @Test("8 waiters on a failing origin: 1 request, and all 8 get its failure")
+    func waitersShareTheFailure() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        let loaders = try Self.loaders(8, folder: fixture.folder)
+        fixture.server.injectFault(.delay(seconds: 1.0), forPath: "/missing.json")
+        let results = await Self.loadAll(loaders, fixture.url("missing.json"))
+        #expect(fixture.server.requestCount(forPath: "/missing.json") == 1)
+        #expect(results.count == 8)
+        for result in results {
+            guard case .failure(let error) = result else { Issue.record("a load succeeded against a missing file"); continue }
+            #expect(error.code == .fetch, "\(error)")
+        }
+        await Self.close(loaders)
+    }
+
+    @Test("waiters share the stale fallback too: 1 request, every load gets the stale value with the failure")
+    func waitersShareTheStaleFallback() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("a.json", "{\"v\":1}")
+        let loaders = try Self.loaders(6, folder: fixture.folder)
+        _ = try await loaders[0].0.item(for: fixture.url("a.json"), options: LoadOptions(expiry: .lifetime(.milliseconds(1))))
+        try await Task.sleep(for: .milliseconds(20))
+        try FileManager.default.removeItem(at: fixture.content.appendingPathComponent("a.json"))
+        fixture.server.injectFault(.delay(seconds: 1.0), forPath: "/a.json")
+        let before = fixture.server.requestCount(forPath: "/a.json")
+        let results = await Self.loadAll(loaders, fixture.url("a.json"))
+        #expect(fixture.server.requestCount(forPath: "/a.json") == before + 1)
+        for result in results {
+            let loaded = try result.get()
+            #expect(loaded.source == .stale)
+            #expect(loaded.data == Data("{\"v\":1}".utf8))
+            #expect(loaded.fetchError?.code == .fetch)
+        }
+        await Self.close(loaders)
+    }
+
+    @Test("a fetch that hangs holds the others at most coalescingTimeout: then they fetch themselves")
+    func boundedWait() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("slow.json", "{}")
+        let loaders = try Self.loaders(3, folder: fixture.folder) { $0.coalescingTimeout = .milliseconds(200) }
+        fixture.server.injectFault(.delay(seconds: 2.0), forPath: "/slow.json")
+        let results = await Self.loadAll(loaders, fixture.url("slow.json"))
+        // Each waiter gave up waiting long before the 2 s fetch ended, and fetched itself.
+        #expect(fixture.server.requestCount(forPath: "/slow.json") == 3)
+        for result in results { #expect(try result.get().data == Data("{}".utf8)) }
+        await Self.close(loaders)
+    }
+
+    @Test("a cancelled load throws the cancelled code, from the loader and from a provider alike")
+    func cancellationHasItsOwnCode() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("slow.json", "{}")
+        fixture.server.injectFault(.delay(seconds: 5.0), forPath: "/slow.json")
+        let load = Task { try await fixture.loader.item(for: fixture.url("slow.json")) }
+        try await Task.sleep(for: .milliseconds(100))
+        load.cancel()
+        let error = await #expect(throws: ItemCacheError.self) { try await load.value }
+        #expect(error?.code == .cancelled)
+
+        let provider = CacheProvider<String>("slowprovider", store: fixture.store, lifetime: .lifetime(.seconds(60)))
+        let get = Task { try await provider.get { try await Task.sleep(for: .seconds(5)); return "late" } }
+        try await Task.sleep(for: .milliseconds(100))
+        get.cancel()
+        let providerError = await #expect(throws: ItemCacheError.self) { try await get.value }
+        #expect(providerError?.code == .cancelled)
+    }
+}
