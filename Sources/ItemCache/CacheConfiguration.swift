@@ -61,6 +61,9 @@ public struct CacheConfiguration: Sendable {
     /// How long a write waits for another process's write before it retries, then fails.
     /// Default 10 s.
     public var busyTimeout: Duration = .seconds(10)
+    /// Where the cache reads the time (expiries, freshness, record times). Default
+    /// ``SystemCacheClock``; a test injects its own.
+    public var clock: any CacheClock = SystemCacheClock()
     /// Where the cache's debug messages go. Default: nowhere.
     public var logger = Logger(label: "content-sync.item-cache", factory: { _ in SwiftLogNoOpLogHandler() })
     /// The prefix of the swift-metrics names (`<prefix>_hits`, …). Default `item_cache`.

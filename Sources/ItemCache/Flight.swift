@@ -20,6 +20,8 @@ final class Flight<Value: Sendable>: Sendable {
         var progress = TransferProgress(received: 0, expected: nil)
         var progressHandlers: [ProgressHandler] = []
         var stored = false
+        /// Its last waiter left and its task was cancelled: a new caller must not join it.
+        var abandoned = false
     }
 
     private let state = Mutex(State())
@@ -64,6 +66,7 @@ final class Flight<Value: Sendable>: Sendable {
                 let (now, orphaned): (Result<Value, any Error>?, Task<Void, Never>?) = state.withLock { state in
                     if state.cancelled.remove(id) != nil {
                         let last = state.waiters.isEmpty && !keepAlive && state.result == nil
+                        if last { state.abandoned = true }
                         return (.failure(CancellationError()), last ? state.task : nil)
                     }
                     if let result = state.result { return (result, nil) }
@@ -80,12 +83,17 @@ final class Flight<Value: Sendable>: Sendable {
                     return (nil, nil)
                 }
                 let last = state.waiters.isEmpty && !keepAlive
+                if last { state.abandoned = true }
                 return (waiter, last ? state.task : nil)
             }
             waiter?.resume(throwing: CancellationError())
             task?.cancel()
         }
     }
+
+    /// Whether every waiter left and the fetch was cancelled: it ends with a cancellation, so a
+    /// new caller starts a flight of its own instead of joining it.
+    var isAbandoned: Bool { state.withLock { $0.abandoned } }
 
     /// The latest progress.
     var progress: TransferProgress { state.withLock { $0.progress } }
@@ -122,7 +130,7 @@ final class FlightTable<Value: Sendable>: Sendable {
     /// starts it with ``start(_:for:_:finished:)``).
     func claim(_ key: String, keepAlive: Bool = false) -> (flight: Flight<Value>, isNew: Bool) {
         flights.withLock { flights in
-            if let running = flights[key] { return (running, false) }
+            if let running = flights[key], !running.isAbandoned { return (running, false) }
             let flight = Flight<Value>(keepAlive: keepAlive)
             flights[key] = flight
             return (flight, true)

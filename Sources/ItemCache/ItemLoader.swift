@@ -156,31 +156,33 @@ public final class ItemLoader: Sendable {
     /// The item of `key`, fetched from `url` (nil for a custom key, whose context's fetcher
     /// makes it) when the cache cannot answer.
     public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
-        let now = Date()
-        var stale: CachedItem?
+        let now = configuration.clock.now
         // Memory answers at once; anything else is looked up on the I/O pool.
-        let found = try await store.storedItem(for: key)
-        if options.policy != .reload, let stored = found {
-            if !stored.item.info.isExpired(at: now) {
-                metrics.hit(stored.source)
-                return LoadedItem(item: stored.item, source: stored.source)
-            }
-            stale = stored.item
-            if options.policy == .offline {
-                return LoadedItem(item: stored.item, source: .stale)
-            }
-            if let expires = stored.item.info.expires, !stored.item.info.mustRevalidate,
-               now < expires.addingTimeInterval(configuration.staleWhileRevalidate.seconds) {
-                metrics.staleWhileRevalidate.increment()
-                _ = flight(for: key, url: url, stale: stored.item, options: options, background: true)
-                return LoadedItem(item: stored.item, source: .stale)
-            }
-        } else if options.policy == .reload, let stored = found {
-            stale = stored.item
-        }
-        if options.policy == .offline {
+        let stored = try await store.storedItem(for: key)
+        var stale = stored?.item
+        switch LoadDecision.decide(stored: stored?.item.info, policy: options.policy, now: now,
+                                   staleWhileRevalidate: configuration.staleWhileRevalidate) {
+        case .serveFresh:
+            metrics.hit(stored!.source)
+            return LoadedItem(item: stored!.item, source: stored!.source)
+        case .serveOffline:
+            let item = stored!.item
+            if item.info.isExpired(at: now) { return LoadedItem(item: item, source: .stale) }
+            metrics.hit(stored!.source)
+            return LoadedItem(item: item, source: stored!.source)
+        case .serveStaleAndRefresh:
+            metrics.staleWhileRevalidate.increment()
+            _ = flight(for: key, url: url, stale: stored!.item, options: options, background: true)
+            return LoadedItem(item: stored!.item, source: .stale)
+        case .offlineMiss:
             metrics.misses.increment()
             throw ItemCacheError(code: .notCached, message: "\(key.rawValue) is not cached and the load is offline; load it once online first", key: key)
+        case .revalidate:
+            break
+        case .fetch:
+            // A reload asks for the whole value: no validators go out (the stored value still
+            // stands in if the fetch fails).
+            if options.policy == .reload { stale = stale.map { var item = $0; item.info.etag = nil; item.info.lastModified = nil; return item } }
         }
         metrics.misses.increment()
         let flight = flight(for: key, url: url, stale: stale, options: options, background: false)
@@ -238,7 +240,7 @@ public final class ItemLoader: Sendable {
         var stale = stale
         if waited, let stored = try await store.storedItem(for: key) {
             // The other process's fetch may have stored it.
-            if !stored.item.info.isExpired(at: Date()), options.policy != .reload || stored.item.info.created > flight.started {
+            if !stored.item.info.isExpired(at: configuration.clock.now), options.policy != .reload || stored.item.info.created > flight.started {
                 return LoadedItem(item: stored.item, source: .disk)
             }
             stale = stored.item
@@ -277,7 +279,7 @@ public final class ItemLoader: Sendable {
             throw failure
         }
         metrics.fetchDuration.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
-        let now = Date()
+        let now = configuration.clock.now
         switch response.body {
         case .notModified:
             metrics.notModified.increment()

@@ -170,7 +170,7 @@ public final class ItemStore: ItemCaching {
     public func cachedItem(for key: CacheKey) throws(ItemCacheError) -> StoredItem? {
         var expiredInMemory: CachedItem?
         if let item = memory.value(for: key) {
-            if !item.info.isExpired() { return StoredItem(item: item, source: .memory) }
+            if !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
             expiredInMemory = item
         }
         if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {
@@ -194,7 +194,7 @@ public final class ItemStore: ItemCaching {
     /// ``cachedItem(for:)`` for async code: a fresh memory hit returns at once, anything else is
     /// looked up on the I/O pool, off the caller's thread.
     public func storedItem(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
-        if let item = memory.value(for: key), !item.info.isExpired() { return StoredItem(item: item, source: .memory) }
+        if let item = memory.value(for: key), !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
         return try await io.run { () throws(ItemCacheError) in try self.cachedItem(for: key) }
     }
 
@@ -207,7 +207,8 @@ public final class ItemStore: ItemCaching {
     // MARK: - Writing
 
     /// The record a store of `data` with `options` makes now.
-    func record(for data: Data, options: StoreOptions, now: Date = Date()) -> ItemInfo {
+    func record(for data: Data, options: StoreOptions, now: Date? = nil) -> ItemInfo {
+        let now = now ?? configuration.clock.now
         let expiry = options.expiry ?? configuration.defaultExpiry
         return ItemInfo(size: Int64(data.count), created: now, accessed: now, expires: expiry.expirationDate(storedAt: now),
                         mustRevalidate: options.mustRevalidate, pinned: options.pinned, groups: options.groups,
@@ -293,7 +294,7 @@ public final class ItemStore: ItemCaching {
         return try await io.run { () throws(ItemCacheError) -> CachedItem? in
             try self.disk.modify(key, { current in
                 guard let data = try transform(current) else { return nil }
-                let now = Date()
+                let now = self.configuration.clock.now
                 var info = self.record(for: data, options: options, now: now)
                 if let current {
                     info = ItemInfo(size: Int64(data.count), created: now, accessed: now, expires: current.info.expires,

@@ -52,7 +52,7 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
             try await store.removeItem(for: cacheKey)
         } else if let stored = try await store.storedItem(for: cacheKey) {
             if let value = decodeIfPossible(stored.item) {
-                if !stored.item.info.isExpired() {
+                if !stored.item.info.isExpired(at: store.configuration.clock.now) {
                     return ProviderResult(value: value, source: stored.source, info: stored.item.info)
                 }
                 stale = stored.item
@@ -78,7 +78,7 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
     public func cached(_ key: ProviderKey = .none) throws(ItemCacheError) -> ProviderResult<Value>? {
         guard let stored = try store.cachedItem(for: key.cacheKey(provider: name)),
               let value = decodeIfPossible(stored.item) else { return nil }
-        return ProviderResult(value: value, source: stored.item.info.isExpired() ? .stale : stored.source, info: stored.item.info)
+        return ProviderResult(value: value, source: stored.item.info.isExpired(at: store.configuration.clock.now) ? .stale : stored.source, info: stored.item.info)
     }
 
     /// Runs the loader once for all concurrent gets of one record, and stores its value.

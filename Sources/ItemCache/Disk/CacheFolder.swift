@@ -120,9 +120,10 @@ final class CacheFolder: Sendable {
             }
             return
         }
-        let foreign = names.filter { !Self.ownNames.contains($0) }
+        // Another process making the cache at this moment may be writing its tag.
+        let foreign = names.filter { !Self.ownNames.contains($0) && !$0.hasPrefix(".\(Self.tagName).") }
         let earlierCache = names.contains("index.sqlite") && foreign.isEmpty
-        guard names.isEmpty || earlierCache else {
+        guard foreign.isEmpty && (earlierCache || !names.contains { Self.ownNames.contains($0) }) else {
             let shown = (foreign.isEmpty ? names : foreign).sorted().prefix(3).map { "'\(EscapedName.text(Array($0.utf8)))'" }
             throw ItemCacheError(code: .folderRefused,
                                  message: "\(path) is not an item cache (it holds \(shown.joined(separator: ", "))\(names.count > 3 ? ", …" : "")); give an empty or new folder, or the folder of an existing cache")
