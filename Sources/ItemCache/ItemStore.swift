@@ -337,6 +337,13 @@ public final class ItemStore: ItemCaching {
         memory.removeAll()
     }
 
+    /// What the folder takes on disk now, as the file system counts it (allocated blocks of the
+    /// index, log, shared memory, tag, lock file, blob folders and files): the quantity
+    /// ``CacheConfiguration/diskLimit`` bounds. A `stat` per stored file.
+    public func footprint() async -> Int64 {
+        (try? await io.run { () throws(ItemCacheError) in self.disk.measuredFootprint() }) ?? 0
+    }
+
     /// Disk usage as the index counts it (pending group writes not included).
     public func statistics() throws(ItemCacheError) -> CacheStatistics {
         try disk.statistics()

@@ -383,7 +383,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
 
     @OptionGroup var folder: CacheFolderOptions
 
-    @Flag(name: .long, help: "Print a JSON object: count, bytes, limit, pinned, pinnedBytes, expired, repairs.")
+    @Flag(name: .long, help: "Print a JSON object: count, bytes (the values'), limit, footprint (the folder's, which the limit bounds), pinned, pinnedBytes, expired, repairs.")
     var json = false
 
     func run() async throws {
@@ -395,9 +395,10 @@ struct CacheStatsCommand: AsyncParsableCommand {
             throw CLIFailure(cache: error)
         }
         let repairs = store.openingRepairs
+        let footprint = await store.footprint()
         if json {
             let object: [String: Any] = [
-                "count": statistics.count, "bytes": statistics.bytes, "limit": statistics.limit, "pinned": statistics.pinned,
+                "count": statistics.count, "bytes": statistics.bytes, "limit": statistics.limit, "footprint": footprint, "pinned": statistics.pinned,
                 "pinnedBytes": statistics.pinnedBytes, "expired": statistics.expired,
                 "repairs": ["orphanFiles": repairs.orphanFiles, "orphanRows": repairs.orphanRows,
                             "statsRepaired": repairs.statsRepaired, "indexSetAside": repairs.indexSetAside],
@@ -414,6 +415,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
             count:   \(statistics.count)
             bytes:   \(statistics.bytes)
             limit:   \(statistics.limit)
+            disk:    \(footprint) (the folder: values, index, log and folders; at most the limit)
             pinned:  \(statistics.pinned) (\(statistics.pinnedBytes) bytes)
             expired: \(statistics.expired)
             repaired: \(repaired.isEmpty ? "nothing" : repaired.joined(separator: ", "))

@@ -88,7 +88,10 @@ struct CacheFolderSafetyTests {
         let relative = "../../" + (victim.folder as NSString).lastPathComponent + "/id_ed25519"
         let absolute = victim.file
         for name in [relative, absolute, "00/../../" + (victim.folder as NSString).lastPathComponent + "/id_ed25519"] {
-            let store = try ItemStoreTests.open(folder, limit: 12_000, inline: 16)
+            // Room for two 5,000-byte files, not three.
+            let shards = Set(["a", "b", "c"].map { BlobName(newFor: Self.key($0)).shard }).count
+            let limit = DiskTier.limit(forRows: 2 * DiskTier.cost(size: 5000, inline: false) + 4000, shardFolders: shards)
+            let store = try ItemStoreTests.open(folder, limit: limit, inline: 16)
             try await store.store(Self.bytes(5000, 1), for: Self.key("a"))
             try await store.store(Self.bytes(5000, 2), for: Self.key("b"))
             try await store.close()
@@ -98,9 +101,9 @@ struct CacheFolderSafetyTests {
             #expect(try store.cachedItem(for: Self.key("a"))?.item.data != victim.secret)
             // Remove, and eviction by a write that needs the room.
             _ = try await store.removeItem(for: Self.key("a"))
-            try await store.store(Self.bytes(9000, 3), for: Self.key("c"))
+            try await store.store(Self.bytes(9000, 3), for: Self.key("c"))   // evicts a and b
             // Opening again (reconciliation).
-            let reopened = try ItemStoreTests.open(folder, limit: 12_000, inline: 16)
+            let reopened = try ItemStoreTests.open(folder, limit: limit, inline: 16)
             #expect(try reopened.cachedItem(for: Self.key("b")) == nil)
             #expect(try Data(contentsOf: URL(fileURLWithPath: victim.file)) == victim.secret, "\(name)")
             _ = try await reopened.removeItems(matching: ItemQuery())
@@ -293,22 +296,25 @@ struct CacheFolderSafetyTests {
     func missingStatsRow() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        var store = try ItemStoreTests.open(folder, limit: 200_000, inline: 16)
+        let shards = Set((0..<12).map { BlobName(newFor: Self.key("k\($0)")).shard }).count
+        let limit = DiskTier.limit(forRows: 5 * DiskTier.cost(size: 40_000, inline: false), shardFolders: shards)
+        var store = try ItemStoreTests.open(folder, limit: limit, inline: 16)
         for index in 0..<3 { try await store.store(Self.bytes(40_000, UInt8(index)), for: Self.key("k\(index)")) }
         try Self.tamper(folder, "DELETE FROM stats", [])
         #expect(try store.statistics().bytes == 120_000)
         for index in 3..<12 { try await store.store(Self.bytes(40_000, UInt8(index)), for: Self.key("k\(index)")) }
         let total = try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT sum(size) FROM item") ?? 0 }
         #expect(total <= 200_000)
+        #expect(try store.statistics().count == 5)
         try await store.close()
         try Self.tamper(folder, "DELETE FROM stats", [])
-        store = try ItemStoreTests.open(folder, limit: 200_000, inline: 16)   // setting the limit puts the row back
+        store = try ItemStoreTests.open(folder, limit: limit, inline: 16)   // setting the limit puts the row back
         #expect(try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT bytes FROM stats WHERE id = 1") } == total)
         #expect(try store.statistics().bytes == total)
         // Wrong totals are counted again too.
         try await store.close()
         try Self.tamper(folder, "UPDATE stats SET bytes = -5000000, count = 99", [])
-        store = try ItemStoreTests.open(folder, limit: 200_000, inline: 16)
+        store = try ItemStoreTests.open(folder, limit: limit, inline: 16)
         #expect(store.openingRepairs.statsRepaired)
         #expect(try store.statistics().bytes == total)
     }

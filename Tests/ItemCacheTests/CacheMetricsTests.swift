@@ -21,7 +21,11 @@ struct CacheMetricsTests {
         let metrics = testMetrics
         let fixture = try await LoaderFixture { configuration in
             configuration.metricsPrefix = prefix
-            configuration.diskLimit = 3_000
+            // Room for three 1,000-byte files (a block and a row each) beside the index and log.
+            // Their shard folders count too (a block each).
+            let keys = (0..<4).map { try! CacheKey.custom("v\($0)") }
+            let shards = Set(keys.map { BlobName(newFor: $0).shard }).count + 1
+            configuration.diskLimit = DiskTier.limit(forRows: 3 * DiskTier.cost(size: 1_000, inline: false), shardFolders: shards)
             configuration.inlineThreshold = 64
         }
         defer { Task { await fixture.close() } }
@@ -46,7 +50,7 @@ struct CacheMetricsTests {
         #expect(fixture.server.requestCount(forPath: "/a") == 3)
         #expect(try metrics.expectTimer(prefix + "_fetch_duration").values.count == 3)
 
-        // Four more 1,000-byte values under a 3,000-byte limit: two older items must go.
+        // Four more 1,000-byte values where three fit: two older items must go.
         for index in 0..<4 { try await fixture.store.store(Data(count: 1_000), for: CacheKey.custom("v\(index)")) }
         #expect(try metrics.expectCounter(prefix + "_evictions").totalValue == 2)
     }

@@ -19,26 +19,29 @@ struct ItemStoreSharingTests {
     func limitBelongsToTheFolder() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let fresh = try Self.open(folder)
+        let fresh = try Self.open(folder, inline: 4096)
         #expect(try fresh.statistics().limit == CacheConfiguration.defaultDiskLimit, "a new folder starts with the default")
 
-        let setter = try Self.open(folder, limit: 10_000)
-        let keeper = try Self.open(folder)
-        #expect(try keeper.statistics().limit == 10_000, "opening without a limit keeps the folder's")
-        #expect(try fresh.statistics().limit == 10_000, "a store opened before sees the new limit")
+        // Room for five 2,000-byte values beside the index and log (the limit is the footprint).
+        let limit = DiskTier.limit(forRows: 5 * DiskTier.cost(size: 2000, inline: true))
+        let setter = try Self.open(folder, limit: limit, inline: 4096)
+        let keeper = try Self.open(folder, inline: 4096)
+        #expect(try keeper.statistics().limit == limit, "opening without a limit keeps the folder's")
+        #expect(try fresh.statistics().limit == limit, "a store opened before sees the new limit")
 
-        // `fresh` was opened with the default, yet its writes obey the folder's 10,000 bytes.
+        // `fresh` was opened with the default, yet its writes obey the folder's limit.
         for index in 0..<8 { try await fresh.store(Data(repeating: UInt8(index), count: 2000), for: Self.key("v\(index)")) }
         let usage = try fresh.statistics()
         #expect(usage.bytes <= 10_000)
         #expect(usage.count == 5)
-        await #expect(throws: ItemCacheError.self) { try await fresh.store(Data(count: 10_001), for: Self.key("huge")) }
+        await #expect(throws: ItemCacheError.self) { try await fresh.store(Data(count: Int(DiskTier.rowBudget(for: limit, shardFolders: 0)) + 1), for: Self.key("huge")) }
 
-        // A smaller limit set later shrinks the folder at the next write of any store.
-        _ = try Self.open(folder, limit: 4000)
+        // A smaller limit set later shrinks the folder at once.
+        let smaller = DiskTier.limit(forRows: 2 * DiskTier.cost(size: 2000, inline: true))
+        _ = try Self.open(folder, limit: smaller, inline: 4096)
         try await setter.store(Data(count: 10), for: Self.key("tiny"))
-        #expect(try keeper.statistics().bytes <= 4000)
-        #expect(try keeper.statistics().limit == 4000)
+        #expect(try keeper.statistics().bytes <= 4010)
+        #expect(try keeper.statistics().limit == smaller)
     }
 
     @Test("update is one atomic step: 2 stores × 40 concurrent increments lose none, inline and in a file")

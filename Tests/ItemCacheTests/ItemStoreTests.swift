@@ -92,7 +92,9 @@ struct ItemStoreTests {
     func evictionOrder() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let store = try Self.open(folder, limit: 4000)
+        // Room for four 1,000-byte inline values beside the index and log (the limit is the
+        // folder's footprint).
+        let store = try Self.open(folder, limit: DiskTier.limit(forRows: 4 * DiskTier.cost(size: 1000, inline: true)))
         try await store.store(Self.bytes(1000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
         try await store.store(Self.bytes(1000), for: Self.key("old"))
         try await store.store(Self.bytes(1000), for: Self.key("expired"), options: StoreOptions(expiry: .date(Date(timeIntervalSinceNow: -10))))
@@ -121,7 +123,8 @@ struct ItemStoreTests {
     func tooLarge() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let store = try Self.open(folder, limit: 4000)
+        // Room for one 3,000-byte file and a small value, not two files.
+        let store = try Self.open(folder, limit: DiskTier.limit(forRows: DiskTier.cost(size: 3000, inline: false) + 3000, shardFolders: 1))
         try await store.store(Self.bytes(3000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
         try await store.store(Self.bytes(500), for: Self.key("small"))
         await #expect { try await store.store(Self.bytes(5000), for: Self.key("huge")) } throws: { ($0 as? ItemCacheError)?.code == .tooLarge }

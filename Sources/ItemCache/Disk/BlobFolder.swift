@@ -66,6 +66,14 @@ final class BlobFolder: Sendable {
         }
     }
 
+    /// How many shard folders there are: the `blobs` folder's link count less its own two (a
+    /// subfolder's `..` links to it), which counts every process's.
+    func shardFolderCount() -> Int {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return 0 }
+        return max(0, Int(status.st_nlink) - 2)
+    }
+
     /// Writes `data` as the file `name`, complete (and flushed, with ``CacheDurability/full``)
     /// before it has the name.
     func write(_ data: Data, as name: BlobName) throws(FileSystemError) {
@@ -211,13 +219,17 @@ final class BlobFolder: Sendable {
         return Int64(status.st_size)
     }
 
-    /// The bytes the blob files take on disk (allocated blocks), for the folder's footprint.
-    func allocatedBytes(of names: [BlobName]) -> Int64 {
+    /// The blocks the `blobs` folder, its shard folders and their files take on disk.
+    func allocatedBytes() -> Int64 {
         var total: Int64 = 0
-        for name in names {
-            guard let folder = try? shardFolder(name.shard, create: false) else { continue }
-            var status = stat()
-            if fstatat(folder, name.leaf, &status, AT_SYMLINK_NOFOLLOW) == 0 { total += Int64(status.st_blocks) * 512 }
+        var status = stat()
+        if fstat(descriptor, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+        for shard in 0..<256 {
+            guard let folder = try? shardFolder(shard, create: false) else { continue }
+            if fstat(folder, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+            for entry in (try? Self.entries(of: folder, shownAs: root)) ?? [] {
+                if fstatat(folder, entry.name, &status, AT_SYMLINK_NOFOLLOW) == 0 { total += Int64(status.st_blocks) * 512 }
+            }
         }
         return total
     }

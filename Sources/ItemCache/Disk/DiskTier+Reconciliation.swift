@@ -68,14 +68,14 @@ extension DiskTier {
     /// rows (the limit stays). Returns whether anything was wrong.
     private func repairStats() throws -> Bool {
         try transaction { db in
-            let actual = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(size), 0) FROM item")!
-            let (count, bytes): (Int64, Int64) = (actual[0], actual[1])
-            guard let stats = try Row.fetchOne(db, sql: "SELECT count, bytes FROM stats WHERE id = 1") else {
-                try db.execute(sql: "INSERT INTO stats (id, bytes, count) VALUES (1, ?, ?)", arguments: [bytes, count])
+            let actual = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(\(Self.costSQL("item"))), 0) FROM item")!
+            let (count, bytes, cost): (Int64, Int64, Int64) = (actual[0], actual[1], actual[2])
+            guard let stats = try Row.fetchOne(db, sql: "SELECT count, bytes, cost FROM stats WHERE id = 1") else {
+                try db.execute(sql: "INSERT INTO stats (id, bytes, count, cost) VALUES (1, ?, ?, ?)", arguments: [bytes, count, cost])
                 return true
             }
-            guard (stats[0] as Int64?) != count || (stats[1] as Int64?) != bytes else { return false }
-            try db.execute(sql: "UPDATE stats SET count = ?, bytes = ? WHERE id = 1", arguments: [count, bytes])
+            guard (stats[0] as Int64?) != count || (stats[1] as Int64?) != bytes || (stats[2] as Int64?) != cost else { return false }
+            try db.execute(sql: "UPDATE stats SET count = ?, bytes = ?, cost = ? WHERE id = 1", arguments: [count, bytes, cost])
             return true
         }
     }

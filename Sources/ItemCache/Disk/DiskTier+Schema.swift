@@ -81,6 +81,29 @@ extension DiskTier {
                 ) WITHOUT ROWID
                 """)
         }
+        // The folder's footprint, not only its values' bytes (issue 20): `cost` adds up what
+        // each row takes on disk, a file's value rounded up to whole 4 KiB blocks, plus a
+        // row's own overhead in the index (``DiskTier/rowOverhead``). Eviction keeps it under
+        // the limit less the log's and the folder's own reserve.
+        migrator.registerMigration("v6-footprint") { db in
+            let cost = DiskTier.costSQL
+            try db.execute(sql: """
+                ALTER TABLE stats ADD COLUMN cost INTEGER NOT NULL DEFAULT 0;
+                DROP TRIGGER item_inserted;
+                DROP TRIGGER item_deleted;
+                DROP TRIGGER item_resized;
+                CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
+                    UPDATE stats SET bytes = bytes + NEW.size, count = count + 1, cost = cost + \(cost("NEW")) WHERE id = 1;
+                END;
+                CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
+                    UPDATE stats SET bytes = bytes - OLD.size, count = count - 1, cost = cost - \(cost("OLD")) WHERE id = 1;
+                END;
+                CREATE TRIGGER item_resized AFTER UPDATE OF size, file ON item BEGIN
+                    UPDATE stats SET bytes = bytes - OLD.size + NEW.size, cost = cost - \(cost("OLD")) + \(cost("NEW")) WHERE id = 1;
+                END;
+                UPDATE stats SET cost = (SELECT coalesce(sum(\(cost("item"))), 0) FROM item) WHERE id = 1;
+                """)
+        }
         return migrator
     }
 }

@@ -8,9 +8,9 @@ extension DiskTier {
     /// before any other write of this process can commit (so the memory tier follows the disk's
     /// order). Blocks: call it on the I/O pool.
     func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
-        for write in writes where write.info.size > limit {
+        for write in writes where Self.cost(size: write.info.size, inline: write.data.count <= inlineThreshold) > rowBudget(for: limit) {
             throw ItemCacheError(code: .tooLarge,
-                                 message: "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit); raise the limit (diskLimit, --max-size) or store it elsewhere",
+                                 message: "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(rowBudget(for: limit)) bytes for values); raise the limit (diskLimit, --max-size) or store it elsewhere",
                                  key: write.key)
         }
         // Only a write that makes files needs the window: reconciliation must not take a file
@@ -108,7 +108,7 @@ extension DiskTier {
         let usage = try usage(db)
         if usage.statsMissing { try restoreStats(db) }
         var total = usage.bytes
-        let limit = usage.limit
+        let limit = rowBudget(for: usage.limit)
         guard total > limit else { return [] }
         let keeping = Set(writes.map(\.key.rawValue))
         let now = Date().timeIntervalSince1970
@@ -123,12 +123,13 @@ extension DiskTier {
                     let key: String = row[1]
                     if keeping.contains(key) { skipped += 1; continue }
                     try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [row[0] as Int64])
-                    total -= row[2] as Int64
+                    total -= Self.cost(size: row[2], inline: (row[3] as String?) == nil)
                     evictedInTransaction.add(1, ordering: .relaxed)
                     if let file: String = row[3], let name = BlobName(file) { files.append(name) }
                 }
             }
         }
+        if !files.isEmpty || evictedInTransaction.load(ordering: .relaxed) > 0 { try returnFreePages(db) }
         if total > limit {
             var pinned: Int64 = 0, written: Int64 = 0
             for row in try Row.fetchAll(db, sql: "SELECT key, size, pinned FROM item WHERE pinned = 1 OR key IN (SELECT value FROM json_each(?))",
@@ -136,9 +137,18 @@ extension DiskTier {
                 if keeping.contains(row[0]) { written += row[1] as Int64 } else { pinned += row[1] as Int64 }
             }
             throw ItemCacheError(code: .tooLarge,
-                                 message: "the cache's disk limit of \(limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (diskLimit, --max-size)")
+                                 message: "the cache's disk limit of \(usage.limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (diskLimit, --max-size)")
         }
         return files
+    }
+
+    /// Gives the index's free pages back to the file system once they are more than a quarter
+    /// of the log's budget (an index made before v6 has no incremental vacuum: a no-op).
+    func returnFreePages(_ db: Database) throws {
+        let free = try Int64.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+        if free * Self.block > Self.walBudget(for: limit) / 4 {
+            try db.execute(sql: "PRAGMA incremental_vacuum")
+        }
     }
 
     /// Runs `body` in an immediate write transaction, with the reads recorded since the last

@@ -109,9 +109,18 @@ final class DiskTier: Sendable {
             var database = Configuration()
             database.busyMode = .timeout(configuration.busyTimeout.seconds)
             let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
-            let checkpointer = WALCheckpointer(path: path, synchronous: synchronous)
+            // The log's budget follows the limit this process knows (the folder's may differ
+            // until the next open; the log is bounded either way).
+            let walBudget = Self.walBudget(for: configuration.diskLimit ?? CacheConfiguration.defaultDiskLimit)
+            let checkpointer = WALCheckpointer(path: path, synchronous: synchronous, budgetBytes: walBudget)
             self.checkpointer = checkpointer
             database.prepareDatabase { db in
+                // A new index gives freed pages back to the file system (a no-op on an index
+                // made before: that needs a VACUUM, which a cache can do without).
+                if !db.configuration.readonly {
+                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                    try db.execute(sql: "PRAGMA journal_size_limit = \(walBudget)")
+                }
                 try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
                 // URL filters (ItemQuery) compare case-sensitively, as URLs do.
                 try db.execute(sql: "PRAGMA case_sensitive_like = ON")
@@ -178,12 +187,13 @@ final class DiskTier: Sendable {
         }
     }
 
-    /// The bytes stored and the folder's disk limit, as this transaction sees them.
+    /// The rows' footprint (``costSQL(_:)``) and the folder's disk limit, as this transaction
+    /// sees them.
     ///
     /// Every write reads them: two integer columns, read with the C API (`Row.fetchOne` would
     /// copy the row into boxed values first).
     func usage(_ db: Database) throws -> (bytes: Int64, limit: Int64, statsMissing: Bool) {
-        let statement = try db.cachedStatement(sql: "SELECT bytes, diskLimit FROM stats WHERE id = 1").sqliteStatement
+        let statement = try db.cachedStatement(sql: "SELECT cost, diskLimit FROM stats WHERE id = 1").sqliteStatement
         defer { sqlite3_reset(statement) }
         var usage = (bytes: Int64(0), limit: CacheConfiguration.defaultDiskLimit, statsMissing: false)
         switch sqlite3_step(statement) {
@@ -194,7 +204,7 @@ final class DiskTier: Sendable {
             // No stats row (damage, or a hostile edit): the total from the rows themselves and
             // the limit last known; a write (``restoreStats(_:)``) or reconciliation puts the
             // row back.
-            usage.bytes = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM item") ?? 0
+            usage.bytes = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(\(Self.costSQL("item"))), 0) FROM item") ?? 0
             usage.limit = knownLimit.load(ordering: .relaxed)
             usage.statsMissing = true
             return usage
@@ -209,8 +219,9 @@ final class DiskTier: Sendable {
     /// the limit last known (the triggers keep it exact from then on).
     func restoreStats(_ db: Database) throws {
         try db.execute(sql: """
-            INSERT INTO stats (id, bytes, count, diskLimit)
-            SELECT 1, coalesce(sum(size), 0), count(*), ? FROM item WHERE NOT EXISTS (SELECT 1 FROM stats WHERE id = 1)
+            INSERT INTO stats (id, bytes, count, diskLimit, cost)
+            SELECT 1, coalesce(sum(size), 0), count(*), ?, coalesce(sum(\(Self.costSQL("item"))), 0) FROM item
+            WHERE NOT EXISTS (SELECT 1 FROM stats WHERE id = 1)
             """, arguments: [knownLimit.load(ordering: .relaxed)])
     }
 

@@ -20,6 +20,10 @@ import Synchronization
 final class WALCheckpointer: Sendable {
     /// Pages in the log that start a background checkpoint: SQLite's automatic checkpoint size.
     static let threshold: Int32 = 1_000
+    /// This folder's thresholds: SQLite's for a large cache, smaller for a small one so the
+    /// log stays inside the folder's limit (``DiskTier/walBudget(for:)``).
+    let threshold: Int32
+    let hardLimit: Int32
     /// Pages in the log at which the committing writer checkpoints in place.
     static let hardLimit: Int32 = 4 * threshold
 
@@ -38,7 +42,9 @@ final class WALCheckpointer: Sendable {
 
     /// A checkpointer for the database at `path`, whose connection syncs like the writers'
     /// (`synchronous`: NORMAL or FULL).
-    init(path: String, synchronous: String) {
+    init(path: String, synchronous: String, budgetBytes: Int64 = Int64(WALCheckpointer.hardLimit) * 4096) {
+        threshold = Int32(max(1, min(Int64(Self.threshold), budgetBytes / 4096 / 4)))
+        hardLimit = 4 * threshold
         self.path = path
         self.synchronous = synchronous
     }
@@ -56,11 +62,14 @@ final class WALCheckpointer: Sendable {
 
     /// After a commit that left `pages` pages in the log.
     private func committed(pages: Int32, connection: OpaquePointer?) {
-        if pages >= Self.hardLimit {
+        if pages >= hardLimit {
             // The background checkpoints never finished the log: this writer copies the rest
-            // itself. The result is not checked: a busy or partial checkpoint is tried again at
-            // the next commit.
-            _ = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+            // itself and, when no reader needs the log any more, truncates it, so the log stays
+            // inside the folder's limit (a passive checkpoint leaves the file at its largest).
+            // TRUNCATE waits for readers through the busy handler; gets hold the log for
+            // microseconds. The result is not checked: a busy or partial checkpoint is tried
+            // again at the next commit.
+            _ = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
             return
         }
         var last = scheduledAt.load(ordering: .relaxed)
@@ -69,7 +78,7 @@ final class WALCheckpointer: Sendable {
             last = 0
             scheduledAt.store(0, ordering: .relaxed)
         }
-        guard pages - last >= Self.threshold, !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        guard pages - last >= threshold, !scheduled.exchange(true, ordering: .acquiringAndReleasing) else { return }
         scheduledAt.store(pages, ordering: .relaxed)
         queue.async {
             defer { self.scheduled.store(false, ordering: .releasing) }

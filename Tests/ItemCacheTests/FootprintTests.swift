@@ -1,0 +1,61 @@
+@testable import ItemCache
+import Foundation
+import Testing
+import ToolSupport
+
+/// The limit bounds the folder's footprint: value files, index and log together, measured as
+/// the file system counts it (allocated blocks), while open and after.
+@Suite("The disk limit is the folder's footprint")
+struct FootprintTests {
+    /// The allocated bytes of everything below `folder` (as `du` counts them).
+    static func du(_ folder: String) -> Int64 {
+        var total: Int64 = 0
+        var status = stat()
+        if lstat(folder, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+        let enumerator = FileManager.default.enumerator(atPath: folder)
+        while let relative = enumerator?.nextObject() as? String {
+            if lstat(folder + "/" + relative, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+        }
+        return total
+    }
+
+    @Test("1,000,000 bytes: 300 writes of 1 B to 100 KB values from two stores keep the folder under it, open and closed", arguments: [16 << 10, 1 << 20])
+    func folderStaysUnderTheLimit(inline: Int) async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let limit: Int64 = 1_000_000
+        var stores: [ItemStore] = []
+        for _ in 0..<2 { stores.append(try ItemStoreTests.open(folder, limit: limit, inline: inline)) }
+        var random = SplitMix64(seed: UInt64(inline))
+        var worst: Int64 = 0
+        for index in 0..<300 {
+            let size = Int(random.next() % 100_000) + 1
+            try await stores[index % 2].store(Data(repeating: UInt8(index & 0xFF), count: size), for: ItemStoreTests.key("k\(index % 120)"))
+            if index % 25 == 0 { worst = max(worst, Self.du(folder)) }
+        }
+        worst = max(worst, Self.du(folder))
+        #expect(worst <= limit, "the folder held \(worst) bytes under a limit of \(limit)")
+        #expect(stores[0].disk.measuredFootprint() <= limit)
+        let kept = try stores[0].statistics()
+        #expect(kept.count > 3, "a limit that keeps almost nothing is no cache: \(kept)")
+        for store in stores { try await store.close() }
+        stores.removeAll()
+        let breakdown = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map { "\($0)=\(Self.du(folder + "/" + $0))" }
+        #expect(Self.du(folder) <= limit, "\(breakdown)")
+    }
+
+    @Test("a lower limit evicts at once, when the store opens with it")
+    func lowerLimitEvictsAtOnce() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder, limit: 2_000_000, inline: 16)
+        for index in 0..<9 { try await store.store(Data(count: 100_000), for: ItemStoreTests.key("k\(index)")) }
+        #expect(try store.statistics().bytes == 900_000)
+        try await store.close()
+        let lowered = try ItemStoreTests.open(folder, limit: 300_000, inline: 16)
+        let statistics = try lowered.statistics()
+        #expect(statistics.limit == 300_000)
+        #expect(statistics.bytes <= 300_000 && statistics.bytes > 0)
+        #expect(Self.du(folder) <= 300_000, "files of evicted items go at once")
+    }
+}
