@@ -139,6 +139,8 @@ let package = Package(
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "ContentSyncFuzzing", "Transport", "Archive",
                                    "StorageServer", "PercentDecoding", "ToolSupport",
-                                   .product(name: "Crypto", package: "swift-crypto")]),
+                                   .product(name: "Crypto", package: "swift-crypto"),
+                                   // SecretURLTests writes a state database as an older version left it.
+                                   .product(name: "GRDB", package: "GRDB.swift")]),
     ]
 )

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Transport
 
 /// How the agent's log lines look on stderr.
 enum LogFormat: String, CaseIterable, Sendable {
@@ -19,7 +20,8 @@ enum LogFormat: String, CaseIterable, Sendable {
 }
 
 /// A swift-log handler writing one line per message to stderr in a ``LogFormat``. Never logs
-/// secrets: callers pass none (tokens stay in the request adapter).
+/// secrets: callers pass none (tokens stay in the request adapter), and a URL's password or token
+/// is redacted from the message and every metadata value whoever logged it (a hook, a library).
 struct AgentLogHandler: LogHandler {
     var format: LogFormat
     var logLevel: Logger.Level = .info
@@ -53,6 +55,8 @@ struct AgentLogHandler: LogHandler {
 
     /// One formatted line (no newline).
     static func line(format: LogFormat, level: Logger.Level, message: String, metadata: Logger.Metadata, date: Date) -> String {
+        let message = Redaction.text(message)
+        let metadata = metadata.mapValues { Logger.Metadata.Value.string(Redaction.text("\($0)")) }
         let pairs = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         let text = pairs.isEmpty ? message : "\(message) \(pairs)"
         switch format {

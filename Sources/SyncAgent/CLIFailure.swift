@@ -4,6 +4,7 @@ import ContentSync
 import FileKit
 import Foundation
 import StorageFormat
+import Transport
 
 /// A failure the CLI reports as one line on stderr with a specific exit code.
 struct CLIFailure: Error, CustomStringConvertible {
@@ -110,7 +111,8 @@ struct CLIFailure: Error, CustomStringConvertible {
 extension CLIFailure {
     /// Prints the reason as one line and exits with the code.
     func exit() -> Never {
-        let line = message.replacingOccurrences(of: "\n", with: " ")
+        // Redacted here too, whatever built the message: a URL's password or token never shows.
+        let line = Redaction.text(message).replacingOccurrences(of: "\n", with: " ")
         Console.standardError("sync-agent: \(line)\n")
         Foundation.exit(code)
     }

@@ -84,7 +84,7 @@ public final class Agent: Service, Sendable {
 
         func start(_ settings: StorageSettings, in group: inout TaskGroup<Void>) {
             logger.info("starting storage", metadata: ["storage": "\(settings.name)", "dir": "\(settings.directory)",
-                                                       "base-url": "\(settings.baseURL.absoluteString)",
+                                                       "base-url": "\(Redaction.url(settings.baseURL))",
                                                        "interval": "\(DurationText.format(settings.interval))", "jitter": "\(settings.jitter)",
                                                        "headers": "\(settings.headers.map(\.description).joined(separator: ", "))"])
             generation += 1

@@ -88,11 +88,11 @@ struct SyncEngine: Sendable {
                     startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .check,
                     outcome: .upToDate), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
-                upToDate.warnings = [recovered].compactMap { $0 } + context.warnings
+                upToDate.warnings = ([recovered].compactMap { $0 } + context.warnings).map(Redaction.text)
                 return upToDate
             } else if let local = context.local, local > status.actualVersion {
                 var refusal = SyncError(code: .invalidStatus,
-                                        message: "\(layout.statusURL.absoluteString) publishes version \(status.actualVersion), below the local \(local); "
+                                        message: "\(Redaction.url(layout.statusURL)) publishes version \(status.actualVersion), below the local \(local); "
                                             + "refusing to roll back. If the storage really went back, reset the state and sync again")
                 refusal.remedy = .reset
                 throw refusal
@@ -105,6 +105,8 @@ struct SyncEngine: Sendable {
                     ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)", progress: progress)
             }
             report.warnings.insert(contentsOf: [recovered].compactMap { $0 } + context.warnings, at: 0)
+            // An app shows them: a change list's mistake may quote a URL, rebased onto the configured base's user info.
+            report.warnings = report.warnings.map(Redaction.text)
             kind = report.outcome == .restored ? .restore : .replay
             logger.debug("update finished", metadata: [
                 "sync.outcome": "\(report.outcome.rawValue)", "sync.to": "\(report.toVersion)",
