@@ -4,6 +4,7 @@ import ContentSync
 import FileKit
 import Foundation
 import StorageFormat
+import SyncDaemon
 import Transport
 
 /// A failure the CLI reports as one line on stderr with a specific exit code.
@@ -112,7 +113,9 @@ extension CLIFailure {
     /// Prints the reason as one line and exits with the code.
     func exit() -> Never {
         // Redacted here too, whatever built the message: a URL's password or token never shows.
-        let line = Redaction.text(message).replacingOccurrences(of: "\n", with: " ")
+        // One line: a list of problems joins with spaces, and any other control character a
+        // storage or server wrote into the message is escaped.
+        let line = LogText.escaped(Redaction.text(message).replacingOccurrences(of: "\n", with: " "))
         Console.standardError("sync-agent: \(line)\n")
         Foundation.exit(code)
     }
