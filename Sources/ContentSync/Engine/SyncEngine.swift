@@ -29,9 +29,6 @@ struct SyncEngine: Sendable {
     let switcher: VersionSwitch
     var logger: Logger { configuration.logger }
 
-    /// The start of the message when a staged tree cannot be made to match the tree digest.
-    static let unrepairableTree = "the staged version does not match the published tree digest and could not be repaired"
-
     init(configuration: SyncConfiguration, store: StateStore, transport: any Transport) {
         let staging = StagingArea(contentDirectory: configuration.contentDirectory)
         // Fingerprints of files already hashed, so the tree check reads only new or changed files.
@@ -190,37 +187,36 @@ struct SyncEngine: Sendable {
             return report
         }
         let plan = planned.plan
-        do throws(SyncError) {
-            let staged = try await stager.stage(plan, layout: layout, progress: progress)
-            let repaired: Int
-            switch try await stager.checkTree(status.integrity, layout: layout) {
-            case .matches(let count): repaired = count
-            case .unrepairable(let reason):
-                throw SyncError(code: .integrity, message: Self.unrepairableTree + " after replaying to \(plan.to): \(reason)")
-            }
-            var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
-                                    filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
-                                    filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
-            report.repairedFiles = repaired
-            report.changeListsApplied = planned.listsApplied
-            if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
-            var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
-            pending.bytesDownloaded = staged.bytes
-            pending.filesDownloaded = staged.downloaded
-            pending.filesReused = plan.reused.count
-            pending.changeListsApplied = planned.listsApplied
-            try await switcher.switchTo(pending, history: UpdateHistoryEntry(
-                startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
-                outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
-                progress: progress)
-            return report
-        } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
+        let staged = try await stager.stage(plan, layout: layout, progress: progress)
+        let repaired: Int
+        switch try await stager.checkTree(status.integrity, layout: layout) {
+        case .matches(let count):
+            repaired = count
+        case .unrepairable(let reason):
+            // A decision, not a failure: the tree check says why in a value, and the archive is
+            // the way to the version (no error is thrown, so none is recognized by its text).
             logger.debug("the replayed tree cannot be repaired; restoring from the archive")
             var report = try await restore(from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
             report.warnings.insert("the replayed tree did not match the published tree digest and could not be repaired file by file "
-                                   + "(\(error.message.dropFirst(Self.unrepairableTree.count))); restored from the archive", at: 0)
+                                   + "(after replaying to \(plan.to): \(reason)); restored from the archive", at: 0)
             return report
         }
+        var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
+                                filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
+                                filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
+        report.repairedFiles = repaired
+        report.changeListsApplied = planned.listsApplied
+        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
+        var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
+        pending.bytesDownloaded = staged.bytes
+        pending.filesDownloaded = staged.downloaded
+        pending.filesReused = plan.reused.count
+        pending.changeListsApplied = planned.listsApplied
+        try await switcher.switchTo(pending, history: UpdateHistoryEntry(
+            startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
+            outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
+            progress: progress)
+        return report
     }
 
     /// Restores the whole content from the storage's archive, checks it and switches.
