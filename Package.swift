@@ -67,7 +67,7 @@ let package = Package(
                 dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux", "DatabaseKit",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
-        // The item & image cache: memory and disk tiers, fetching with HTTP freshness, providers,
+        // The item cache: memory and disk tiers, fetching with HTTP freshness, providers,
         // queries. It shares Transport, FileKit and DatabaseKit with the client and never depends
         // on ContentSync.
         .target(name: "ItemCache",
