@@ -102,6 +102,31 @@ struct SecretURLCLITests {
         }
     }
 
+    @Test("watch --base-url with a token: the starting line shows ***@")
+    func watchFlags() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let base = Self.url(server, user: Self.token)
+                let process = try ChildProcess(SyncAgentBinary.path, ["watch", "--base-url", base, "--dir", scratch + "/content",
+                                                                      "--state", scratch + "/state.sqlite", "--log-format", "json"],
+                                               stderr: scratch + "/watch.log")
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                let restored = try await WatchConfigTests.waitForLine(scratch, "the restore") { $0["message"]?.hasPrefix("restored 1.2") == true }
+                #expect(restored["storage"] == "content")
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+                let lines = WatchConfigTests.lines(scratch)
+                let starting = try #require(lines.first { $0["message"] == "starting" })
+                #expect(starting["base-url"] == base.replacingOccurrences(of: Self.token, with: "***") && starting["base-url"]?.hasPrefix("http://***@127.0.0.1:") == true,
+                        "\(starting)")
+                Self.expectNoSecret((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "", "watch --base-url's log")
+            }
+        }
+    }
+
     @Test("watch's log lines, in each format, and /metrics never show the secret", arguments: ["text", "journald", "json"])
     func watchLogsAndMetrics(format: String) async throws {
         try await withScratch { scratch in
