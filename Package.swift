@@ -39,6 +39,9 @@ let package = Package(
         .systemLibrary(name: "CZip", path: "Sources/CZip", pkgConfig: "libzip",
                        providers: [.apt(["libzip-dev"])]),
         .target(name: "CLinux", path: "Sources/CLinux"),
+        // Starting programs with posix_spawn (ChildProcess): the daemon's hooks, rclone, the test
+        // server's gzip, the tests. Not Foundation's Process, which can crash on Linux.
+        .target(name: "ProcessKit", dependencies: ["CLinux"]),
 
         .target(name: "Transport",
                 dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]),
@@ -64,7 +67,7 @@ let package = Package(
                 dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux", "DatabaseKit",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
-        // The item & image cache: memory and disk tiers, fetching with HTTP freshness, providers,
+        // The item cache: memory and disk tiers, fetching with HTTP freshness, providers,
         // queries. It shares Transport, FileKit and DatabaseKit with the client and never depends
         // on ContentSync.
         .target(name: "ItemCache",
@@ -79,14 +82,14 @@ let package = Package(
                 dependencies: ["Archive", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
-                dependencies: ["PercentDecoding", "CLinux", "ToolSupport",
+                dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport",
                                .product(name: "FlyingFox", package: "FlyingFox"),
                                .product(name: "FlyingSocks", package: "FlyingFox")]),
         // The daemon's shell around the client: the config file, the per-storage poll loop and its
         // schedule, hooks, metrics and the health endpoint. `sync-agent watch` and the fleet
         // simulation run it; it logs at info (it is the agent, not a library).
         .target(name: "SyncDaemon",
-                dependencies: ["ContentSync", "StorageFormat", "Transport", "FileKit", "StorageServer", "CLinux",
+                dependencies: ["ContentSync", "StorageFormat", "Transport", "FileKit", "ProcessKit", "CLinux",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
@@ -97,7 +100,7 @@ let package = Package(
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle")]),
         .executableTarget(name: "SyncAgent",
-                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "Transport", "ItemCache",
+                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "ProcessKit", "Transport", "ItemCache",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -139,6 +142,8 @@ let package = Package(
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "ContentSyncFuzzing", "Transport", "Archive",
                                    "StorageServer", "PercentDecoding", "ToolSupport",
-                                   .product(name: "Crypto", package: "swift-crypto")]),
+                                   .product(name: "Crypto", package: "swift-crypto"),
+                                   // SecretURLTests writes a state database as an older version left it.
+                                   .product(name: "GRDB", package: "GRDB.swift")]),
     ]
 )

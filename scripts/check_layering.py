@@ -6,7 +6,9 @@
 - The client and the publisher share StorageFormat and import neither each other.
 - Transport speaks of HTTP only: it imports no storage or file-format target.
 - The item cache and the sync client share Transport and FileKit and import neither each other.
-- SyncDaemon (the daemon's shell) builds on the client only: no publisher, cache or archive code.
+- SyncDaemon (the daemon's shell) builds on the client only: no publisher, cache or archive code,
+  and not the test server (its hooks spawn through ProcessKit); its closure holds no StorageServer.
+- ProcessKit (spawning programs) sits on the C shim alone.
 - FileKit is the bottom: it imports none of the package's Swift targets; DatabaseKit (opening a
   shared WAL database) imports only GRDB.
 - Libraries log at debug and trace only (swift-log's guidance): what a caller must know goes
@@ -26,7 +28,9 @@ FORBIDDEN_IMPORTS = {
     "ContentSync": {"ContentPublishing", "ItemCache", "SyncDaemon"},
     "ItemCache": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "SyncDaemon"},
     # The daemon's shell runs the client; the publisher and the item cache are the executable's business.
-    "SyncDaemon": {"ContentPublishing", "ItemCache", "Archive"},
+    "SyncDaemon": {"ContentPublishing", "ItemCache", "Archive", "StorageServer"},
+    "ProcessKit": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport", "Archive", "FileKit", "ItemCache", "StorageServer",
+                   "SyncDaemon", "DatabaseKit", "ToolSupport", "PercentDecoding"},
     "ContentPublishing": {"ContentSync", "Transport"},
     "StorageFormat": {"ContentSync", "ContentPublishing", "Transport", "Archive"},
     "Transport": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "FileKit"},
@@ -59,6 +63,8 @@ def main():
         problems.append("ContentPublishing's closure contains the client")
     if "ChangeDiffer.swift" not in sources(publisher):
         problems.append("ChangeDiffer.swift is not in ContentPublishing (the check would prove nothing)")
+    if "StorageServer" in closure("SyncDaemon", set()):
+        problems.append("SyncDaemon's closure contains the test server (spawn through ProcessKit)")
     for target, forbidden in FORBIDDEN_IMPORTS.items():
         for path in sorted((ROOT / "Sources" / target).rglob("*.swift")):
             for number, line in enumerate(path.read_text().split("\n"), 1):

@@ -87,17 +87,20 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         case reset
     }
 
-    /// An error with every field given.
+    /// An error with every field given. A URL's password or token in `message` is redacted
+    /// (``Redaction``): messages reach logs, the state database and `status`.
     public init(code: Code, message: String, underlying: (any Error)? = nil) {
         self.code = code
-        self.message = message
+        self.message = Redaction.text(message)
         self.underlying = underlying
     }
 
-    /// `code: message (cause)`; the cause is left out when the message already quotes it.
+    /// `code: message (cause)`; the cause is left out when the message already quotes it. URLs
+    /// in it have their user info redacted, the cause's too (a document error quotes its URL).
     public var description: String {
+        let message = Redaction.text(message)
         guard let underlying else { return "\(code): \(message)" }
-        let cause = "\(underlying)"
+        let cause = Redaction.text("\(underlying)")
         return message.contains(cause) ? "\(code): \(message)" : "\(code): \(message) (\(cause))"
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessKit
 
 /// Gzip-compresses bytes with the system's `gzip`, for ``Fault/gzipEncoded``.
 ///

@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import SyncDaemon
+import Transport
 
 /// How the agent's log lines look on stderr.
 enum LogFormat: String, CaseIterable, Sendable {
@@ -19,7 +21,8 @@ enum LogFormat: String, CaseIterable, Sendable {
 }
 
 /// A swift-log handler writing one line per message to stderr in a ``LogFormat``. Never logs
-/// secrets: callers pass none (tokens stay in the request adapter).
+/// secrets: callers pass none (tokens stay in the request adapter), and a URL's password or token
+/// is redacted from the message and every metadata value whoever logged it (a hook, a library).
 struct AgentLogHandler: LogHandler {
     var format: LogFormat
     var logLevel: Logger.Level = .info
@@ -51,22 +54,42 @@ struct AgentLogHandler: LogHandler {
         }
     }
 
-    /// One formatted line (no newline).
+    /// One formatted line (no newline). Storages, servers and hooks put text into messages and
+    /// metadata (a version, an error, a hook's output line), so no field may break the line: text
+    /// and journald escape control characters in the message and in every key and value
+    /// (``LogText``); JSON escapes them inside its strings.
     static func line(format: LogFormat, level: Logger.Level, message: String, metadata: Logger.Metadata, date: Date) -> String {
-        let pairs = metadata.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let text = pairs.isEmpty ? message : "\(message) \(pairs)"
+        let message = Redaction.text(message)
+        let values = metadata.mapValues { Redaction.text("\($0)") }
         switch format {
-        case .text:
-            return "\(ISO8601DateFormatter().string(from: date)) \(level) \(text)"
-        case .journald:
-            // One journal entry per line: a message with newlines would be split, so they go.
-            return "<\(priority(level))>\(text.replacingOccurrences(of: "\n", with: " "))"
+        case .text, .journald:
+            let pairs = values.sorted { $0.key < $1.key }.map { "\(LogText.escaped($0.key))=\(LogText.escaped($0.value))" }
+            let text = ([LogText.escaped(message)] + pairs).joined(separator: " ")
+            // journald: one entry per line, and journald adds the time itself.
+            return format == .text ? "\(ISO8601DateFormatter().string(from: date)) \(level) \(text)" : "<\(priority(level))>\(text)"
         case .json:
             var object: [String: String] = ["time": ISO8601DateFormatter().string(from: date), "level": "\(level)", "message": message]
-            for (key, value) in metadata where object[key] == nil { object[key] = "\(value)" }
+            for (key, value) in values where object[key] == nil { object[key] = value }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-            return (try? String(decoding: encoder.encode(object), as: UTF8.self)) ?? "{\"message\":\"unencodable log line\"}"
+            guard let data = try? encoder.encode(object) else { return "{\"message\":\"unencodable log line\"}" }
+            return escapingJSONLeftovers(String(decoding: data, as: UTF8.self))
         }
+    }
+
+    /// `json` with what JSON leaves raw in its strings written as `\uXXXX`: DEL, the C1 controls
+    /// and U+2028/U+2029 (valid JSON, but a terminal's controls and a line break to JavaScript and
+    /// some shippers). They can only be inside strings: JSON's own syntax is ASCII.
+    static func escapingJSONLeftovers(_ json: String) -> String {
+        guard json.unicodeScalars.contains(where: { $0.value >= 0x7F && LogText.needsEscape($0) }) else { return json }
+        var escaped = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if scalar.value >= 0x7F, LogText.needsEscape(scalar) {
+                escaped.append(contentsOf: String(format: "\\u%04X", scalar.value).unicodeScalars)
+            } else {
+                escaped.append(scalar)
+            }
+        }
+        return String(escaped)
     }
 }

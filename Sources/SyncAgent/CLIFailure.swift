@@ -4,6 +4,8 @@ import ContentSync
 import FileKit
 import Foundation
 import StorageFormat
+import SyncDaemon
+import Transport
 
 /// A failure the CLI reports as one line on stderr with a specific exit code.
 struct CLIFailure: Error, CustomStringConvertible {
@@ -110,7 +112,10 @@ struct CLIFailure: Error, CustomStringConvertible {
 extension CLIFailure {
     /// Prints the reason as one line and exits with the code.
     func exit() -> Never {
-        let line = message.replacingOccurrences(of: "\n", with: " ")
+        // Redacted here too, whatever built the message: a URL's password or token never shows.
+        // One line: a list of problems joins with spaces, and any other control character a
+        // storage or server wrote into the message is escaped.
+        let line = LogText.escaped(Redaction.text(message).replacingOccurrences(of: "\n", with: " "))
         Console.standardError("sync-agent: \(line)\n")
         Foundation.exit(code)
     }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import SyncDaemon
+import Transport
 
 /// `sync-agent check-config FILE`: validates a `watch --config` file without running it.
 struct CheckConfigCommand: ParsableCommand {
@@ -36,7 +37,7 @@ struct CheckConfigCommand: ParsableCommand {
         print("\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"
               + (configuration.endpoint.map { "; http on \($0)" } ?? "; http off"))
         for storage in configuration.storages {
-            var line = "  \(storage.name): \(storage.baseURL.absoluteString) → \(storage.directory) (state \(storage.statePath)); "
+            var line = "  \(storage.name): \(Redaction.url(storage.baseURL)) → \(storage.directory) (state \(storage.statePath)); "
                 + "every \(DurationText.format(storage.interval)) ±\(Int((storage.jitter * 100).rounded()))%"
             if storage.splay > .zero { line += ", splay \(DurationText.format(storage.splay))" }
             if storage.maxFailures > 0 { line += ", stop after \(storage.maxFailures) failures" }

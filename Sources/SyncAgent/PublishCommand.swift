@@ -4,6 +4,7 @@ import ContentSync
 import FileKit
 import Foundation
 import StorageFormat
+import Transport
 
 /// `sync-agent publish`: build a storage's next version from a folder.
 struct PublishCommand: AsyncParsableCommand {
@@ -72,7 +73,7 @@ struct PublishCommand: AsyncParsableCommand {
     var rclone = "rclone"
 
     func run() async throws {
-        guard let url = URL(string: baseURL) else { throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL") }
+        guard let url = URL(string: baseURL) else { throw CLIFailure(code: 6, message: "--base-url '\(Redaction.text(baseURL))' is not a URL") }
         let parsedVersion: CacheVersion
         let parsedMinimal: CacheVersion?
         do {
@@ -126,7 +127,8 @@ struct PublishCommand: AsyncParsableCommand {
     /// Prints the warnings (stderr) and, unless --quiet, what the publish did.
     func show(_ report: PublishReport, baseURL url: URL) {
         for warning in Self.warnings(report, storage: storage, baseURL: url, dryRun: dryRun, minimalGiven: minimal != nil) {
-            Console.standardError("warning: \(warning)\n")
+            // They quote base URLs, which may carry a password.
+            Console.standardError("warning: \(Redaction.text(warning))\n")
         }
         guard !quiet else { return }
         if let recovery = report.recovery {

@@ -1,6 +1,6 @@
 import ContentPublishing
 import Foundation
-import StorageServer
+import ProcessKit
 
 /// `publish --upload REMOTE:PATH`: each upload step is one `rclone` run, which must succeed
 /// before the publisher starts the next.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import StorageServer
+import SyncDaemon
 
 /// `sync-agent serve`: a storage folder on loopback, the way GitHub raw serves it.
 struct ServeCommand: AsyncParsableCommand {
@@ -76,7 +77,7 @@ struct ServeCommand: AsyncParsableCommand {
         var buffer = [CChar](repeating: 0, count: 32)
         let length = strftime(&buffer, buffer.count, "%d/%b/%Y:%H:%M:%S +0000", &parts)
         let stamp = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let quoted = { (value: String?) in "\"" + (value ?? "-").replacingOccurrences(of: "\"", with: "\\\"") + "\"" }
+        let quoted = { (value: String?) in "\"" + LogText.escaped((value ?? "-").replacingOccurrences(of: "\"", with: "\\\"")) + "\"" }
         let path = record.path.unicodeScalars.map { $0.value < 0x21 || $0.value == 0x7F ? String(format: "%%%02X", $0.value) : String($0) }.joined()
         return "127.0.0.1 - - [\(stamp)] \"\(record.method) \(path) HTTP/1.1\" \(record.status) \(record.bodyBytes) "
             + "\(quoted(record.header("referer"))) \(quoted(record.header("user-agent"))) inm=\(quoted(record.ifNoneMatch)) range=\(quoted(record.range))"

@@ -89,7 +89,8 @@ struct StatusCommand: AsyncParsableCommand {
         if status.consecutiveFailures > 0 {
             lines.append("failures:     \(status.consecutiveFailures) in a row")
         }
-        if let error = status.lastError { lines.append("last error:   \(error)") }
+        // One fact a line: the error quotes what the storage wrote, newlines included.
+        if let error = status.lastError { lines.append("last error:   \(LogText.escaped(error))") }
         if !status.trustedKeyIDs.isEmpty { lines.append("trusted keys: \(status.trustedKeyIDs.joined(separator: ", ")) (a sync without them is refused)") }
         if let pending = status.pendingVersion {
             lines.append("pending:      an interrupted update to \(pending); the next sync continues it")

@@ -49,7 +49,7 @@ struct SyncOptions: ParsableArguments {
         guard let baseURL else { throw CLIFailure(code: 6, message: "missing --base-url: give the storage folder's URL (or, for watch, --config FILE)") }
         guard let dir else { throw CLIFailure(code: 6, message: "missing --dir: give the local folder to keep in step") }
         guard let url = URL(string: baseURL) else {
-            throw CLIFailure(code: 6, message: "--base-url '\(baseURL)' is not a URL")
+            throw CLIFailure(code: 6, message: "--base-url '\(Redaction.text(baseURL))' is not a URL")
         }
         var settings = StorageSettings(name: "", baseURL: url, directory: dir, statePath: state)
         let name = (settings.directory as NSString).lastPathComponent

@@ -3,6 +3,7 @@ import ContentSync
 import FileKit
 import Foundation
 import StorageFormat
+import Transport
 
 /// `sync-agent verify`: check a mirror against the published tree digest.
 struct VerifyCommand: AsyncParsableCommand {
@@ -27,6 +28,11 @@ struct VerifyCommand: AsyncParsableCommand {
         let status = try await folder.readStatus()
         guard let text = baseURL ?? status.baseURL, let url = URL(string: text) else {
             throw CLIFailure(code: 6, message: "no storage URL recorded for \(folder.contentDirectory); pass --base-url or sync first")
+        }
+        // The state database keeps a URL's password or token masked: fetching with the mask would fail.
+        if baseURL == nil, url.user == Redaction.mask || url.password == Redaction.mask {
+            throw CLIFailure(code: 6, message: "the storage URL recorded for \(folder.contentDirectory), \(text), had a password or token, "
+                                 + "which the state database does not keep; pass --base-url with it")
         }
         let report: VerifyReport
         do {

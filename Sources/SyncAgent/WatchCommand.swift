@@ -5,6 +5,7 @@ import Foundation
 import SyncDaemon
 import StorageFormat
 import Logging
+import Transport
 import ServiceLifecycle
 import UnixSignals
 
@@ -97,7 +98,7 @@ struct WatchCommand: AsyncParsableCommand {
                                          "config": "\(configuration.path ?? "flags")", "http": "\(configuration.endpoint ?? "off")"]
         if configuration.storages.count == 1, let only = configuration.storages.first {
             metadata["dir"] = "\(only.directory)"
-            metadata["base-url"] = "\(only.baseURL.absoluteString)"
+            metadata["base-url"] = "\(Redaction.url(only.baseURL))"
         }
         logger.info("starting", metadata: metadata)
         // Last, so that a graceful shutdown (last to first) stops the storages while /metrics still serves.

@@ -84,7 +84,7 @@ public final class Agent: Service, Sendable {
 
         func start(_ settings: StorageSettings, in group: inout TaskGroup<Void>) {
             logger.info("starting storage", metadata: ["storage": "\(settings.name)", "dir": "\(settings.directory)",
-                                                       "base-url": "\(settings.baseURL.absoluteString)",
+                                                       "base-url": "\(Redaction.url(settings.baseURL))",
                                                        "interval": "\(DurationText.format(settings.interval))", "jitter": "\(settings.jitter)",
                                                        "headers": "\(settings.headers.map(\.description).joined(separator: ", "))"])
             generation += 1
@@ -179,7 +179,7 @@ public final class Agent: Service, Sendable {
                             next = try reload()
                         } catch {
                             logger.error("SIGHUP: the config file has problems; running on with the previous configuration:\n\(error)")
-                            options.notify?("STATUS=reload failed: \(String(describing: error).prefix(300))")
+                            options.notify?("STATUS=reload failed: " + LogText.escaped(String(String(describing: error).prefix(300))))
                             continue
                         }
                         let change = Self.difference(from: configuration, to: next)
@@ -228,9 +228,11 @@ public final class Agent: Service, Sendable {
     }
 
     /// systemd's STATUS= line: the one storage's status, or each storage's, most recent first.
+    /// One line: the notification is `KEY=value` lines, and an error quoting a storage's newline
+    /// would otherwise send `READY=1` or `STOPPING=1` of its own.
     static func status(_ statuses: [String: String], count: Int) -> String {
-        if count == 1, let only = statuses.values.first { return only }
-        return statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ").prefix(1000).description
+        if count == 1, let only = statuses.values.first { return LogText.escaped(only) }
+        return LogText.escaped(statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ").prefix(1000).description)
     }
 
     /// What a reload changes, by storage name.

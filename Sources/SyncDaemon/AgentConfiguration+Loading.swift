@@ -1,6 +1,7 @@
 import ContentSync
 import FileKit
 import Foundation
+import Transport
 import Yams
 
 extension AgentConfiguration {
@@ -191,7 +192,7 @@ struct ConfigReader {
         guard let baseText = string(baseNode, "\(where_).base-url"), let directory = string(dirNode, "\(where_).dir") else { return nil }
         guard let baseURL = URL(string: baseText), let scheme = baseURL.scheme?.lowercased(), ["http", "https", "file"].contains(scheme),
               scheme == "file" || baseURL.host != nil else {
-            problem(baseNode, "\(where_).base-url '\(baseText)' is not an http(s) URL")
+            problem(baseNode, "\(where_).base-url '\(Redaction.text(baseText))' is not an http(s) URL")
             return nil
         }
         var settings = StorageSettings(name: name, baseURL: baseURL, directory: resolve(directory),

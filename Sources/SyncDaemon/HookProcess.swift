@@ -1,6 +1,6 @@
 import CLinux
 import Foundation
-import StorageServer
+import ProcessKit
 import Synchronization
 
 /// One running hook: its process (leader of its own process group) and the read ends of its

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import StorageServer
 import Synchronization
 
 /// A program the agent runs around an update: before the switch (it may veto it) or after a

@@ -58,12 +58,16 @@ public enum Redaction {
         text(url.absoluteString) != url.absoluteString
     }
 
-    /// Where an authority ends: its path, query or fragment, or the end of the URL in prose
-    /// (white space, quotes, brackets, controls).
+    /// Where an authority ends: its path, query or fragment, or a byte no URL holds (white space,
+    /// controls, a double quote, angle or curly brackets, a backquote, `|`, a backslash, `^`).
+    /// Not `'`, `(`, `)` or `,`: RFC 3986 allows them in the user info (`alice:pa,ss@`), and
+    /// ending there printed the rest of a password. A URL quoted as `'…'` or `(…)` in prose still
+    /// ends at its path; without a path the closing quote stays after the host.
     private static func endsAuthority(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: " "), UInt8(ascii: "'"), UInt8(ascii: "\""),
-             UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "`"), UInt8(ascii: "("), UInt8(ascii: ")"), UInt8(ascii: ","):
+        case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: " "), UInt8(ascii: "\""), UInt8(ascii: "<"),
+             UInt8(ascii: ">"), UInt8(ascii: "`"), UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "|"), UInt8(ascii: "\\"),
+             UInt8(ascii: "^"):
             true
         default:
             byte < 0x20 || byte == 0x7F

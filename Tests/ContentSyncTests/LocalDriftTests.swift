@@ -100,6 +100,26 @@ struct LocalDriftTests {
         }
     }
 
+    @Test func aDriftedFileTheManifestCannotRepairFallsBackToTheArchive() async throws {
+        // README.txt is the same in 1.2 and 1.4, so the replay links the drifted copy; without the
+        // content manifest the tree check cannot repair it, and the update restores instead.
+        try await withClientAt12({ content in
+            try "drifted".write(toFile: content + "/README.txt", atomically: false, encoding: .utf8)
+        }) { harness in
+            let storage = harness.server.root.path
+            try FileManager.default.removeItem(atPath: storage + "/RXCacheConfig/contentManifest.json")
+            let report = try await harness.sync()
+            #expect(report.outcome == .restored)
+            let warning = try #require(report.warnings.first)
+            #expect(warning.hasPrefix("the replayed tree did not match the published tree digest and could not be repaired file by file "
+                                      + "(after replaying to 1.4: its content manifest cannot be read ("), "\(warning)")
+            #expect(warning.hasSuffix("); restored from the archive"), "\(warning)")
+            try harness.expectTree(is: "1.4")
+            let history = try await harness.manager().history()
+            #expect(history.first?.kind == .restore && history.first?.outcome == .succeeded, "one attempt, a successful restore")
+        }
+    }
+
     // MARK: - verify
 
     /// A storage published at 1.1 and a client synced to it.

@@ -23,7 +23,7 @@ struct LogFormatTests {
 
     @Test("journald lines never span lines; the default follows $JOURNAL_STREAM")
     func journaldDetails() {
-        #expect(AgentLogHandler.line(format: .journald, level: .error, message: "a\nb", metadata: [:], date: Self.date) == "<3>a b")
+        #expect(AgentLogHandler.line(format: .journald, level: .error, message: "a\nb", metadata: ["k": "c\rd"], date: Self.date) == #"<3>a\nb k=c\rd"#)
         #expect(LogFormat.automatic(["JOURNAL_STREAM": "8:12345"]) == .journald)
         #expect(LogFormat.automatic([:]) == .text)
     }

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import StorageFormat
 import Synchronization
+import Transport
 
 /// The replay planner: reads the local tree while the storage client fetches the change-list
 /// chain, and composes the chain into one net ``SyncPlan`` (``NetPlanner``) off the
@@ -37,7 +38,7 @@ struct ReplayPlanner: Sendable {
             var readers = lists.take()
             return try NetPlanner.plan(local: tree, from: from, to: to, readers: &readers, fingerprints: fingerprints)
         }
-        for warning in plan.warnings { logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(warning)"]) }
+        for warning in plan.warnings { logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(Redaction.text(warning))"]) }
         return Planned(plan: plan, listsApplied: chain.count)
     }
 }

@@ -29,7 +29,8 @@ struct Restorer: Sendable {
     func restore(from local: CacheVersion?, status: CacheStatus, reason: String,
                  progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> Restored {
         logger.debug("restoring from the archive", metadata: ["sync.reason": "\(reason)", "sync.to": "\(status.actualVersion)"])
-        let identity = "restore:\(status.actualVersion.text):\(status.archiveURL.absoluteString)"
+        // Stored in the state database: the archive's URL without its password or token.
+        let identity = "restore:\(status.actualVersion.text):\(Redaction.url(status.archiveURL))"
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging

@@ -98,7 +98,7 @@ struct StorageClient: Sendable {
         }
         try formatWork { () throws(StorageFormatError) in try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent) }
         if let etag = response.etag, response.body.count <= Self.maxStoredBodyBytes {
-            try await store.saveCachedResource(CachedResourceRecord(url: url.absoluteString, etag: etag, body: response.body,
+            try await store.saveCachedResource(CachedResourceRecord(url: StateStore.key(url), etag: etag, body: response.body,
                                                                     fetchedAt: Date()))
         } else if etag != nil {
             try await store.deleteCachedResources([url])   // the stored copy is stale
@@ -114,7 +114,8 @@ struct StorageClient: Sendable {
         var status = try formatWork { () throws(StorageFormatError) in try CacheStatus.parse(data, from: url, layout: &layout) }
         let signed = try await checkSignature(data, status: status, name: url.lastPathComponent)
         if !configuration.verifyIntegrity && !signed { status.integrity = nil }
-        let base = configuration.baseURL.absoluteString
+        // Shown by `status` and kept on disk: never with its password or token.
+        let base = Redaction.url(configuration.baseURL)
         let actual = status.actualVersion
         try await store.updateSyncState(contentDirectory: configuration.contentDirectory) {
             $0.lastCheck = Date()
@@ -188,7 +189,7 @@ struct StorageClient: Sendable {
                                 let data = try await self.fetchFile(entry.url, expected: integrity?.changeLists[entry.url])
                                 return (index, try ChangeListReader(data, from: entry.url, layout: layout))
                             } catch let error as SyncError where (error.underlying as? TransportError)?.statusCode == 404 {
-                                self.logger.debug("change list is not published", metadata: ["sync.list": "\(entry.url.absoluteString)"])
+                                self.logger.debug("change list is not published", metadata: ["sync.list": "\(Redaction.url(entry.url))"])
                                 return (index, nil)
                             }
                         }

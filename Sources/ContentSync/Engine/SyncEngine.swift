@@ -29,9 +29,6 @@ struct SyncEngine: Sendable {
     let switcher: VersionSwitch
     var logger: Logger { configuration.logger }
 
-    /// The start of the message when a staged tree cannot be made to match the tree digest.
-    static let unrepairableTree = "the staged version does not match the published tree digest and could not be repaired"
-
     init(configuration: SyncConfiguration, store: StateStore, transport: any Transport) {
         let staging = StagingArea(contentDirectory: configuration.contentDirectory)
         // Fingerprints of files already hashed, so the tree check reads only new or changed files.
@@ -88,11 +85,11 @@ struct SyncEngine: Sendable {
                     startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .check,
                     outcome: .upToDate), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
-                upToDate.warnings = [recovered].compactMap { $0 } + context.warnings
+                upToDate.warnings = ([recovered].compactMap { $0 } + context.warnings).map(Redaction.text)
                 return upToDate
             } else if let local = context.local, local > status.actualVersion {
                 var refusal = SyncError(code: .invalidStatus,
-                                        message: "\(layout.statusURL.absoluteString) publishes version \(status.actualVersion), below the local \(local); "
+                                        message: "\(Redaction.url(layout.statusURL)) publishes version \(status.actualVersion), below the local \(local); "
                                             + "refusing to roll back. If the storage really went back, reset the state and sync again")
                 refusal.remedy = .reset
                 throw refusal
@@ -105,6 +102,8 @@ struct SyncEngine: Sendable {
                     ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)", progress: progress)
             }
             report.warnings.insert(contentsOf: [recovered].compactMap { $0 } + context.warnings, at: 0)
+            // An app shows them: a change list's mistake may quote a URL, rebased onto the configured base's user info.
+            report.warnings = report.warnings.map(Redaction.text)
             kind = report.outcome == .restored ? .restore : .replay
             logger.debug("update finished", metadata: [
                 "sync.outcome": "\(report.outcome.rawValue)", "sync.to": "\(report.toVersion)",
@@ -188,37 +187,36 @@ struct SyncEngine: Sendable {
             return report
         }
         let plan = planned.plan
-        do throws(SyncError) {
-            let staged = try await stager.stage(plan, layout: layout, progress: progress)
-            let repaired: Int
-            switch try await stager.checkTree(status.integrity, layout: layout) {
-            case .matches(let count): repaired = count
-            case .unrepairable(let reason):
-                throw SyncError(code: .integrity, message: Self.unrepairableTree + " after replaying to \(plan.to): \(reason)")
-            }
-            var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
-                                    filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
-                                    filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
-            report.repairedFiles = repaired
-            report.changeListsApplied = planned.listsApplied
-            if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
-            var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
-            pending.bytesDownloaded = staged.bytes
-            pending.filesDownloaded = staged.downloaded
-            pending.filesReused = plan.reused.count
-            pending.changeListsApplied = planned.listsApplied
-            try await switcher.switchTo(pending, history: UpdateHistoryEntry(
-                startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
-                outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
-                progress: progress)
-            return report
-        } catch where error.code == .integrity && error.message.hasPrefix(Self.unrepairableTree) {
+        let staged = try await stager.stage(plan, layout: layout, progress: progress)
+        let repaired: Int
+        switch try await stager.checkTree(status.integrity, layout: layout) {
+        case .matches(let count):
+            repaired = count
+        case .unrepairable(let reason):
+            // A decision, not a failure: the tree check says why in a value, and the archive is
+            // the way to the version (no error is thrown, so none is recognized by its text).
             logger.debug("the replayed tree cannot be repaired; restoring from the archive")
             var report = try await restore(from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
             report.warnings.insert("the replayed tree did not match the published tree digest and could not be repaired file by file "
-                                   + "(\(error.message.dropFirst(Self.unrepairableTree.count))); restored from the archive", at: 0)
+                                   + "(after replaying to \(plan.to): \(reason)); restored from the archive", at: 0)
             return report
         }
+        var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
+                                filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
+                                filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
+        report.repairedFiles = repaired
+        report.changeListsApplied = planned.listsApplied
+        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
+        var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
+        pending.bytesDownloaded = staged.bytes
+        pending.filesDownloaded = staged.downloaded
+        pending.filesReused = plan.reused.count
+        pending.changeListsApplied = planned.listsApplied
+        try await switcher.switchTo(pending, history: UpdateHistoryEntry(
+            startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
+            outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
+            progress: progress)
+        return report
     }
 
     /// Restores the whole content from the storage's archive, checks it and switches.

@@ -3,6 +3,7 @@ import FileKit
 import StorageFormat
 import Foundation
 import GRDB
+import Transport
 
 /// Everything content-sync remembers between runs, in one SQLite file outside the content
 /// folder: the local version, the storage's ETags, the last check, the update in progress with
@@ -121,6 +122,26 @@ final class StateStore: Sendable {
                 );
                 """)
         }
+        // Swift, not SQL: SQLite cannot find a URL's user info in prose. Before it, a base URL's
+        // password or token was kept in the base URL, the stored files' keys, a restore's plan
+        // identity and every message that quoted a URL.
+        migrator.registerMigration("v8: no secrets in URLs") { db in
+            // Zeroes the space the old values leave in their pages, rather than leaving it for reuse.
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+            defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+            for url in try String.fetchAll(db, sql: "SELECT url FROM cachedResource") where Redaction.text(url) != url {
+                // A cached copy only: the next fetch is unconditional.
+                try db.execute(sql: "DELETE FROM cachedResource WHERE url = ?", arguments: [url])
+            }
+            for (table, column) in [("syncState", "baseURL"), ("syncState", "lastError"), ("updateHistory", "error"),
+                                    ("pendingPlan", "identity"), ("completedDownload", "planIdentity")] {
+                for value in try String.fetchAll(db, sql: "SELECT DISTINCT \(column) FROM \(table) WHERE \(column) IS NOT NULL")
+                where Redaction.text(value) != value {
+                    try db.execute(sql: "UPDATE OR REPLACE \(table) SET \(column) = ? WHERE \(column) = ?",
+                                   arguments: [Redaction.text(value), value])
+                }
+            }
+        }
         return migrator
     }
 
@@ -182,21 +203,27 @@ final class StateStore: Sendable {
 
     // MARK: - Cached storage files
 
+    /// The key `url`'s stored copy is kept under: the URL with its password or token redacted, so
+    /// that none is written to the database (under another password it is the same file).
+    static func key(_ url: URL) -> String {
+        Redaction.url(url)
+    }
+
     func cachedResource(_ url: URL) async throws(SyncError) -> CachedResourceRecord? {
-        try await read { db in try CachedResourceRecord.fetchOne(db, key: url.absoluteString) }
+        try await read { db in try CachedResourceRecord.fetchOne(db, key: Self.key(url)) }
     }
 
     /// The stored ETag of `url`, without reading its body (a change list's may be 60 MB).
     func cachedETag(_ url: URL) async throws(SyncError) -> String? {
         try await read { db in
-            try String.fetchOne(db, sql: "SELECT etag FROM cachedResource WHERE url = ?", arguments: [url.absoluteString])
+            try String.fetchOne(db, sql: "SELECT etag FROM cachedResource WHERE url = ?", arguments: [Self.key(url)])
         }
     }
 
     /// Forgets the stored copies of `urls`.
     func deleteCachedResources(_ urls: [URL]) async throws(SyncError) {
         guard !urls.isEmpty else { return }
-        let keys = urls.map(\.absoluteString)
+        let keys = urls.map(Self.key)
         try await write { db in _ = try CachedResourceRecord.deleteAll(db, keys: keys) }
     }
 

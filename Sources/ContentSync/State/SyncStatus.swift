@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 /// What the state database says about a synced folder, read without touching the network
 /// (``read(statePath:contentDirectory:historyLimit:)``, ``CacheManager/status(historyLimit:)``,
@@ -22,7 +23,8 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     public var state: CacheManagerState
     /// The update running right now, in this process or another; nil when none is.
     public var runningUpdate: RunningUpdate?
-    /// The readable error of the last failed attempt; nil after a success.
+    /// The readable error of the last failed attempt; nil after a success. A URL in it shows no
+    /// password or token.
     public var lastError: String?
     /// The code of ``lastError`` (`network`, `invalidStatus`, …), for scripts.
     public var lastErrorCode: SyncError.Code?
@@ -36,7 +38,8 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     public var consecutiveFailures: Int
     /// The synced folder.
     public var contentDirectory: String
-    /// The storage URL the last sync used.
+    /// The storage URL the last sync used, with its password or token redacted (`user:***@`,
+    /// `***@`): to fetch from it again, give the URL with its secret.
     public var baseURL: String?
     /// The state database the status was read from.
     public var stateFile: String
@@ -68,12 +71,13 @@ public struct SyncStatus: Sendable, Equatable, Codable {
         let pending = try await store.pendingPlan()
         let history = try await store.history(limit: max(historyLimit, 1))
         let stored = record.flatMap { CacheManagerState(rawValue: $0.state) } ?? .unknown
+        // Redacted again on the way out: a row an older client wrote may still quote a password.
         return SyncStatus(version: record?.localVersion, state: running == nil ? stored : .working, runningUpdate: running,
-                          lastError: record?.lastError, lastErrorCode: record?.lastErrorCode.flatMap(SyncError.Code.init(name:)),
+                          lastError: record?.lastError.map(Redaction.text), lastErrorCode: record?.lastErrorCode.flatMap(SyncError.Code.init(name:)),
                           lastCheck: record?.lastCheck, lastAttempt: history.first?.entry,
                           lastSuccess: try await store.lastSuccess()?.entry,
                           consecutiveFailures: Int(record?.consecutiveFailures ?? 0),
-                          contentDirectory: record?.contentDirectory ?? contentDirectory, baseURL: record?.baseURL,
+                          contentDirectory: record?.contentDirectory ?? contentDirectory, baseURL: record?.baseURL.map(Redaction.text),
                           stateFile: store.path, pendingVersion: pending?.toVersion,
                           history: Array(history.prefix(max(historyLimit, 0)).map(\.entry)),
                           trustedKeyIDs: try await store.trustPins().keys.sorted())

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Transport
 
 /// A row of the `updateHistory` table: one ``UpdateHistoryEntry`` as stored. Internal, so the
 /// public API shows plain values and no GRDB protocol.
@@ -20,10 +21,10 @@ struct UpdateHistoryRecord: Codable, Sendable, Equatable, FetchableRecord, Mutab
     /// The ``SyncError/Code`` name of a failure or cancellation (column added in "v6").
     var errorCode: String?
 
-    /// The row that stores `entry`.
+    /// The row that stores `entry`; a URL's password or token in its message is redacted.
     init(_ entry: UpdateHistoryEntry) {
         (startedAt, finishedAt, fromVersion, toVersion) = (entry.startedAt, entry.finishedAt, entry.fromVersion, entry.toVersion)
-        (kind, outcome, error, errorCode) = (entry.kind, entry.outcome, entry.message, entry.errorCode?.description)
+        (kind, outcome, error, errorCode) = (entry.kind, entry.outcome, entry.message.map(Redaction.text), entry.errorCode?.description)
         (bytesDownloaded, filesDownloaded) = (entry.bytesDownloaded, Int64(entry.filesDownloaded))
     }
 
@@ -34,7 +35,9 @@ struct UpdateHistoryRecord: Codable, Sendable, Equatable, FetchableRecord, Mutab
     /// The public value.
     var entry: UpdateHistoryEntry {
         UpdateHistoryEntry(startedAt: startedAt, finishedAt: finishedAt, fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                           outcome: outcome, errorCode: errorCode.flatMap(SyncError.Code.init(name:)), message: error,
+                           outcome: outcome, errorCode: errorCode.flatMap(SyncError.Code.init(name:)),
+                           // Redacted again: a row written before "v8" or by an older client may quote a password.
+                           message: error.map(Redaction.text),
                            bytesDownloaded: bytesDownloaded, filesDownloaded: Int(filesDownloaded))
     }
 }
