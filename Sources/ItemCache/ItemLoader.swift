@@ -107,6 +107,13 @@ public final class ItemLoader: Sendable {
         ownedTransport = owned
     }
 
+    /// Opens an ``ItemStore`` in the configured folder and fetches through `transport`, which
+    /// the caller shares (with a `CacheManager`, other loaders) and shuts down after
+    /// ``close()``: the configuration is given once.
+    public convenience init(configuration: CacheConfiguration, transport: any Transport) throws(ItemCacheError) {
+        self.init(store: try ItemStore(configuration: configuration), configuration: configuration, transport: transport, owned: nil)
+    }
+
     /// Opens an ``ItemStore`` in the configured folder and a `CurlTransport` of its own (ended
     /// by ``close()``).
     public convenience init(configuration: CacheConfiguration) throws(ItemCacheError) {

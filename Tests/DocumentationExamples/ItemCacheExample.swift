@@ -8,20 +8,33 @@ struct Forecast: Codable, Sendable {
     var celsius: Int
 }
 
-/// Reads a forecast through a cache folder that other processes (the `sync-agent cache` CLI, other
-/// workers) may share: a fresh copy comes from memory or disk, an expired one is revalidated with
-/// its ETag (a 304 moves no body), and a failed fetch falls back to the stale copy.
-func forecast(for city: String, from api: URL, cacheFolder: String) async throws -> Forecast {
-    var configuration = CacheConfiguration(folder: cacheFolder)
-    configuration.diskLimit = 64 << 20          // kept in the folder; every process enforces it
-    configuration.freshness = .server            // honour Cache-Control, Expires and Age
-    let loader = try ItemLoader(configuration: configuration)
+/// The app's forecasts, read through one loader for the app's whole life (its memory tier
+/// answers repeated reads without touching the disk). The cache folder may be shared with other
+/// processes (the `sync-agent cache` CLI, other workers): a fresh copy comes from memory or disk,
+/// an expired one is revalidated with its ETag (a 304 moves no body), a failed fetch falls back to
+/// the stale copy, and processes waiting on one URL share one fetch and its failure.
+final class ForecastService: Sendable {
+    let loader: ItemLoader
+    let api: URL
 
-    let loaded = try await loader.item(for: api, parameters: ["city": city])
-    print(loaded.source)                         // memory, disk, network, revalidated or stale
-    let forecast = try loaded.item.decode(Forecast.self)
-    try await loader.close()                     // writes pending reads, ends its transport
-    return forecast
+    init(api: URL, cacheFolder: String) throws {
+        var configuration = CacheConfiguration(folder: cacheFolder)   // made 0700 when missing
+        configuration.diskLimit = 64 << 20     // the folder's whole footprint; every process enforces it
+        configuration.freshness = .server       // honour Cache-Control, Expires and Age
+        loader = try ItemLoader(configuration: configuration)
+        self.api = api
+    }
+
+    func forecast(for city: String) async throws -> Forecast {
+        let loaded = try await loader.item(for: api, parameters: ["city": city])
+        print(loaded.source)                    // network, then memory; disk, revalidated or stale
+        return try loaded.item.decode(Forecast.self)
+    }
+
+    /// At the app's end: writes the recorded reads and ends the loader's transport.
+    func shutdown() async throws {
+        try await loader.close()
+    }
 }
 // snippet:end item-cache-loader
 

@@ -16,10 +16,17 @@ struct ItemCacheExampleTests {
         server.setCacheControl("max-age=600", forPath: "/forecast")
         defer { Task { await server.stop() } }
 
-        let first = try await forecast(for: "Porto", from: server.url(for: "forecast"), cacheFolder: root + "/cache")
-        let second = try await forecast(for: "Porto", from: server.url(for: "forecast"), cacheFolder: root + "/cache")
+        let service = try ForecastService(api: server.url(for: "forecast"), cacheFolder: root + "/cache")
+        let first = try await service.forecast(for: "Porto")
+        let second = try await service.forecast(for: "Porto")
         #expect(first.celsius == 21 && second.city == "Porto")
-        #expect(server.requestCount(forPath: "/forecast") == 1, "the second call is answered by the cache folder")
+        #expect(server.requestCount(forPath: "/forecast") == 1, "the second call is answered from memory")
+        try await service.shutdown()
+        // Another process (here: a second service) finds it on disk.
+        let other = try ForecastService(api: server.url(for: "forecast"), cacheFolder: root + "/cache")
+        #expect(try await other.forecast(for: "Porto").celsius == 21)
+        #expect(server.requestCount(forPath: "/forecast") == 1, "the second process is answered by the cache folder")
+        try await other.shutdown()
         let store = try ItemStore(configuration: CacheConfiguration(folder: root + "/cache"))
         #expect(try store.statistics().limit == 64 << 20)
     }
