@@ -67,7 +67,7 @@ func measureLoader(_ options: ToolOptions) async throws {
     }
     // The floor under a revalidation: the same conditional GET straight through the transport,
     // with no cache work around it.
-    guard let etag = try store.info(for: CacheKey(url: revalidateURL))?.etag else {
+    guard let etag = try await store.info(for: CacheKey(url: revalidateURL))?.etag else {
         throw ToolFailure("the revalidated item has no ETag")
     }
     var conditional: [UInt64] = []

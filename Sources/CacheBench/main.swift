@@ -140,7 +140,7 @@ func measureGroup(_ options: ToolOptions) async throws {
     }
     try await store.close()
     let elapsed = nowNanoseconds() - start
-    let stored = try store.statistics().count
+    let stored = try await store.statistics().count
     guard stored == count else { throw ToolFailure("group writes left \(stored) items on disk; expected \(count)") }
     emit(["measure": "group", "size": size, "count": count, "max_items": maxItems, "total_ns": elapsed,
           "items_per_s": Double(count) / (Double(elapsed) / 1e9)])

@@ -18,7 +18,7 @@ func runReader(_ options: ToolOptions) async throws {
     while count == 0 || reads < count {
         let name = "w\(random.next() % UInt64(writers))-\(random.next() % UInt64(keys))"
         let key = try CacheKey.custom(name)
-        let item = reads % 2 == 0 ? try store.cachedItem(for: key)?.item : try await store.item(for: key)
+        let item = reads % 2 == 0 ? try store.blockingItem(for: key)?.item : try await store.item(for: key)?.item
         reads += 1
         if let item {
             hits += 1

@@ -100,7 +100,7 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
             }
             present[value.name] = value.generation
             // The library's own read path must agree with the raw bytes.
-            let read = try store.cachedItem(for: CacheKey.custom(value.name))?.item.data
+            let read = try store.blockingItem(for: CacheKey.custom(value.name))?.item.data
             if read != data { report.violation("ItemStore reads \(read?.count ?? 0) other bytes for \(key) than the index holds") }
         }
     }
@@ -110,7 +110,7 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
         report.violation("blobs/\(name) is named by no row")
     }
     report.bytes = sum
-    report.limit = try store.statistics().limit
+    report.limit = try store.blockingStatistics().limit
     if totals?[0] != sum || totals?[1] != rows.count {
         report.violation("the stats row says \(totals?[0] as Int64? ?? -1) bytes in \(totals?[1] as Int? ?? -1) items; the rows add up to \(sum) in \(rows.count)")
     }
@@ -125,7 +125,7 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
         }
         report.expectations = expectations
     }
-    try store.closeNow()
+    try store.blockingClose()
 
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys]

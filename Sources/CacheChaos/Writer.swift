@@ -111,7 +111,7 @@ private func writerTask(_ store: ItemStore, _ plan: WriterPlan, task: Int) async
             }
         } else {
             if random.next() % 3 == 0 {
-                try store.storeNow(data, for: key, options: options)
+                try store.blockingStore(data, for: key, options: options)
             } else {
                 try await store.store(data, for: key, options: options)
             }

@@ -165,7 +165,7 @@ public final class ItemLoader: Sendable {
     public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
         let now = configuration.clock.now
         // Memory answers at once; anything else is looked up on the I/O pool.
-        let stored = try await store.storedItem(for: key)
+        let stored = try await store.item(for: key)
         var stale = stored?.item
         switch LoadDecision.decide(stored: stored?.item.info, policy: options.policy, now: now,
                                    staleWhileRevalidate: configuration.staleWhileRevalidate) {
@@ -213,7 +213,7 @@ public final class ItemLoader: Sendable {
         flights.start(flight, for: key.rawValue) { [self] in
             try await fetch(key, url: url, stale: stale, options: options, flight: flight)
         } finished: { [self] stored in
-            let found = stored ? true : (try? await store.storedItem(for: key)) != nil
+            let found = stored ? true : (try? await store.item(for: key)) != nil
             notify(key, found ? .found : .notFound)
         }
         return flight
@@ -245,7 +245,7 @@ public final class ItemLoader: Sendable {
         }
         defer { if locked { lockFile?.unlock(slot: slot) } }
         var stale = stale
-        if waited, let stored = try await store.storedItem(for: key) {
+        if waited, let stored = try await store.item(for: key) {
             // The other process's fetch may have stored it.
             if !stored.item.info.isExpired(at: configuration.clock.now), options.policy != .reload || stored.item.info.created > flight.started {
                 return LoadedItem(item: stored.item, source: .disk)
@@ -349,17 +349,54 @@ public final class ItemLoader: Sendable {
         }
     }
 
+    // MARK: - Queries and statistics
+
+    /// The store as an ``ItemStore`` (queries and statistics), or the error for one that is not.
+    private func queryableStore() throws(ItemCacheError) -> ItemStore {
+        guard let store = store as? ItemStore else {
+            throw ItemCacheError(code: .storage, message: "this loader's store (\(type(of: store))) answers no queries; open the loader on an ItemStore")
+        }
+        return store
+    }
+
+    /// The items `query` matches in the loader's store, without their bytes.
+    public func items(matching query: ItemQuery) async throws(ItemCacheError) -> [ItemSummary] {
+        try await queryableStore().items(matching: query)
+    }
+
+    /// How many items `query` matches in the loader's store.
+    public func count(matching query: ItemQuery) async throws(ItemCacheError) -> Int {
+        try await queryableStore().count(matching: query)
+    }
+
+    /// Removes the items `query` matches from the loader's store; returns how many went.
+    @discardableResult
+    public func removeItems(matching query: ItemQuery) async throws(ItemCacheError) -> Int {
+        try await queryableStore().removeItems(matching: query)
+    }
+
+    /// Removes every expired item from the loader's store; returns how many went.
+    @discardableResult
+    public func removeExpired() async throws(ItemCacheError) -> Int {
+        try await queryableStore().removeExpired()
+    }
+
+    /// The loader's store's statistics.
+    public func statistics() async throws(ItemCacheError) -> CacheStatistics {
+        try await queryableStore().statistics()
+    }
+
     // MARK: - States
 
     /// The item's state now: being fetched, stored, or neither.
-    public func state(for key: CacheKey) -> ItemState {
+    public func state(for key: CacheKey) async -> ItemState {
         if let flight = flights.running(key.rawValue) { return .inProgress(flight.progress) }
-        return (try? store.cachedItem(for: key)) != nil ? .found : .notFound
+        return (try? await store.item(for: key)) != nil ? .found : .notFound
     }
 
     /// The item's states as they change, starting with the current one. The stream ends when
     /// the caller stops iterating.
-    public func states(for key: CacheKey) -> AsyncStream<ItemState> {
+    public func states(for key: CacheKey) async -> AsyncStream<ItemState> {
         let (stream, continuation) = AsyncStream<ItemState>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let id = observerIDs.add(1, ordering: .relaxed).newValue
         observers.withLock { $0[key.rawValue, default: [:]][id] = continuation }
@@ -369,7 +406,7 @@ public final class ItemLoader: Sendable {
                 if observers[key.rawValue]?.isEmpty == true { observers.removeValue(forKey: key.rawValue) }
             }
         }
-        continuation.yield(state(for: key))
+        continuation.yield(await state(for: key))
         return stream
     }
 

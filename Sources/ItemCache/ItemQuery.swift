@@ -141,12 +141,24 @@ public struct ItemSummary: Sendable, Equatable {
 
 extension ItemStore {
     /// The items `query` matches, in its order, without their bytes.
-    public func items(matching query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
+    public func items(matching query: ItemQuery) async throws(ItemCacheError) -> [ItemSummary] {
+        try await io.run { () throws(ItemCacheError) in try self.disk.summaries(query) }
+    }
+
+    /// ``items(matching:)`` on the calling thread, for code that cannot await.
+    @available(*, noasync, message: "use the async items(matching:); this one blocks the calling thread on disk and SQLite")
+    public func itemsNow(matching query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
         try disk.summaries(query)
     }
 
     /// How many items `query` matches (its limit and offset aside).
-    public func count(matching query: ItemQuery) throws(ItemCacheError) -> Int {
+    public func count(matching query: ItemQuery) async throws(ItemCacheError) -> Int {
+        try await io.run { () throws(ItemCacheError) in try self.disk.count(query) }
+    }
+
+    /// ``count(matching:)`` on the calling thread, for code that cannot await.
+    @available(*, noasync, message: "use the async count(matching:); this one blocks the calling thread on disk and SQLite")
+    public func countNow(matching query: ItemQuery) throws(ItemCacheError) -> Int {
         try disk.count(query)
     }
 

@@ -6,8 +6,11 @@ import Synchronization
 /// directly. ``ItemStore`` is the default; a test or an app can bring its own.
 public protocol ItemCaching: Sendable {
     /// The stored item and the tier it came from, fresh or not; nil when there is none. Touches
-    /// memory and disk only, never the network, and never waits for another task.
-    func cachedItem(for key: CacheKey) throws(ItemCacheError) -> StoredItem?
+    /// memory and disk only, never the network; disk work runs off the caller's thread.
+    func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem?
+    /// ``item(for:)`` on the calling thread, for code that cannot await.
+    @available(*, noasync, message: "use the async item(for:); this one blocks the calling thread on disk and SQLite")
+    func itemNow(for key: CacheKey) throws(ItemCacheError) -> StoredItem?
     /// Stores `data` under `key`; returns the item as stored.
     @discardableResult
     func store(_ data: Data, for key: CacheKey, options: StoreOptions) async throws(ItemCacheError) -> CachedItem
@@ -20,8 +23,6 @@ public protocol ItemCaching: Sendable {
     /// The folder other processes meet in to coalesce fetches, or nil for a cache of this
     /// process alone.
     var sharedLockFile: RangeLockFile? { get }
-    /// ``cachedItem(for:)`` for async code: disk work runs off the caller's thread.
-    func storedItem(for key: CacheKey) async throws(ItemCacheError) -> StoredItem?
     /// Records that a fetch of `key` failed, for the processes that waited for it.
     func recordFetchFailure(_ error: ItemCacheError, for key: CacheKey) async
     /// The failure of a fetch of `key` recorded at or after `since` by any process sharing the
@@ -164,10 +165,36 @@ public final class ItemStore: ItemCaching {
     // MARK: - Reading
 
     /// The item of `key` from memory, the pending group or disk (kept in memory after), fresh
-    /// or not; nil when there is none. Synchronous: for code that cannot `await`.
-    /// An expired value in memory is checked against the disk, where another process may have
-    /// stored a fresh one.
+    /// or not; nil when there is none. A fresh memory hit returns at once; anything else is
+    /// looked up on the I/O pool, off the caller's thread. An expired value in memory is
+    /// checked against the disk, where another process may have stored a fresh one.
+    public func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
+        if let item = memory.value(for: key), !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
+        return try await io.run { () throws(ItemCacheError) in try self.lookUp(key) }
+    }
+
+    /// ``item(for:)`` on the calling thread, for code that cannot await (it blocks on SQLite
+    /// and the disk).
+    @available(*, noasync, message: "use the async item(for:); this one blocks the calling thread on disk and SQLite")
+    public func itemNow(for key: CacheKey) throws(ItemCacheError) -> StoredItem? {
+        try lookUp(key)
+    }
+
+    /// The old name of ``itemNow(for:)``.
+    @available(*, deprecated, renamed: "itemNow(for:)")
+    @available(*, noasync, message: "use the async item(for:); this one blocks the calling thread on disk and SQLite")
     public func cachedItem(for key: CacheKey) throws(ItemCacheError) -> StoredItem? {
+        try lookUp(key)
+    }
+
+    /// The old name of ``item(for:)``.
+    @available(*, deprecated, renamed: "item(for:)")
+    public func storedItem(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
+        try await item(for: key)
+    }
+
+    /// Memory, the pending group, then disk (kept in memory after), on the calling thread.
+    private func lookUp(_ key: CacheKey) throws(ItemCacheError) -> StoredItem? {
         var expiredInMemory: CachedItem?
         if let item = memory.value(for: key) {
             if !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
@@ -184,22 +211,15 @@ public final class ItemStore: ItemCaching {
         return StoredItem(item: item, source: .disk)
     }
 
-    /// The stored item of `key`, fresh or expired (check ``ItemInfo/isExpired(at:)``); nil when
-    /// there is none.
-    public func item(for key: CacheKey) async throws(ItemCacheError) -> CachedItem? {
-        if let item = memory.value(for: key) { return item }
-        return try await io.run { () throws(ItemCacheError) in try self.cachedItem(for: key)?.item }
-    }
-
-    /// ``cachedItem(for:)`` for async code: a fresh memory hit returns at once, anything else is
-    /// looked up on the I/O pool, off the caller's thread.
-    public func storedItem(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
-        if let item = memory.value(for: key), !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
-        return try await io.run { () throws(ItemCacheError) in try self.cachedItem(for: key) }
-    }
-
     /// The record of `key` without its value, nil when there is none.
-    public func info(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
+    public func info(for key: CacheKey) async throws(ItemCacheError) -> ItemInfo? {
+        if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) { return pending.info }
+        return try await io.run { () throws(ItemCacheError) in try self.disk.info(for: key) }
+    }
+
+    /// ``info(for:)`` on the calling thread, for code that cannot await.
+    @available(*, noasync, message: "use the async info(for:); this one blocks the calling thread on disk and SQLite")
+    public func infoNow(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
         if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) { return pending.info }
         return try disk.info(for: key)
     }
@@ -252,6 +272,7 @@ public final class ItemStore: ItemCaching {
     /// ``store(_:for:options:)`` but blocking until the value is on disk, even with group writes
     /// on (a pending write of the same key is superseded).
     @discardableResult
+    @available(*, noasync, message: "use the async store(_:for:options:); this one blocks the calling thread on disk and SQLite")
     public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError) -> CachedItem {
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
@@ -275,7 +296,7 @@ public final class ItemStore: ItemCaching {
             .flatMap { _ in self.memory.value(for: key) }
         }
         if let refreshed { return refreshed }
-        return try await item(for: key)
+        return try await item(for: key)?.item
     }
 
     /// Reads the item of `key`, passes it (or nil) to `transform`, and stores the bytes that
@@ -345,7 +366,13 @@ public final class ItemStore: ItemCaching {
     }
 
     /// Disk usage as the index counts it (pending group writes not included).
-    public func statistics() throws(ItemCacheError) -> CacheStatistics {
+    public func statistics() async throws(ItemCacheError) -> CacheStatistics {
+        try await io.run { () throws(ItemCacheError) in try self.disk.statistics() }
+    }
+
+    /// ``statistics()`` on the calling thread, for code that cannot await.
+    @available(*, noasync, message: "use the async statistics(); this one blocks the calling thread on disk and SQLite")
+    public func statisticsNow() throws(ItemCacheError) -> CacheStatistics {
         try disk.statistics()
     }
 
@@ -402,6 +429,7 @@ public final class ItemStore: ItemCaching {
     }
 
     /// ``close()`` on the calling thread, for code that cannot `await`.
+    @available(*, noasync, message: "use the async close(); this one blocks the calling thread on disk and SQLite")
     public func closeNow() throws(ItemCacheError) {
         group.withLock { $0.closed = true }
         try flushNow()

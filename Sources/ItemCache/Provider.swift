@@ -50,7 +50,7 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
         var stale: CachedItem?
         if evict {
             try await store.removeItem(for: cacheKey)
-        } else if let stored = try await store.storedItem(for: cacheKey) {
+        } else if let stored = try await store.item(for: cacheKey) {
             if let value = decodeIfPossible(stored.item) {
                 if !stored.item.info.isExpired(at: store.configuration.clock.now) {
                     return ProviderResult(value: value, source: stored.source, info: stored.item.info)
@@ -75,8 +75,9 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
 
     /// The stored value of `key`, fresh or not (see ``ProviderResult/info``), without running
     /// any loader; nil when there is none or it is not a `Value`. Synchronous: memory and disk only.
+    @available(*, noasync, message: "use the async get(_:evict:loader:); this one blocks the calling thread on disk and SQLite")
     public func cached(_ key: ProviderKey = .none) throws(ItemCacheError) -> ProviderResult<Value>? {
-        guard let stored = try store.cachedItem(for: key.cacheKey(provider: name)),
+        guard let stored = try store.itemNow(for: key.cacheKey(provider: name)),
               let value = decodeIfPossible(stored.item) else { return nil }
         return ProviderResult(value: value, source: stored.item.info.isExpired(at: store.configuration.clock.now) ? .stale : stored.source, info: stored.item.info)
     }

@@ -265,7 +265,7 @@ struct CacheListCommand: AsyncParsableCommand {
         if expired { query = query.expired() }
         let items: [ItemSummary]
         do {
-            items = try store.items(matching: query)
+            items = try await store.items(matching: query)
         } catch {
             throw CLIFailure(cache: error)
         }
@@ -390,7 +390,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
         let store = try folder.openStore()
         let statistics: CacheStatistics
         do {
-            statistics = try store.statistics()
+            statistics = try await store.statistics()
         } catch {
             throw CLIFailure(cache: error)
         }

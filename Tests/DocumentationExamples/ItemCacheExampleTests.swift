@@ -28,7 +28,7 @@ struct ItemCacheExampleTests {
         #expect(server.requestCount(forPath: "/forecast") == 1, "the second process is answered by the cache folder")
         try await other.shutdown()
         let store = try ItemStore(configuration: CacheConfiguration(folder: root + "/cache"))
-        #expect(try store.statistics().limit == 64 << 20)
+        #expect(try await store.statistics().limit == 64 << 20)
     }
 
     @Test func theProviderExampleLoadsOnceAndEditsAtomically() async throws {

@@ -125,7 +125,7 @@ struct CacheCrashTests {
         var present: [String: UInt64] = [:]
         for row in rows {
             let key = CacheKey(rawValue: row["key"], context: row["context"], url: row["url"])
-            let data = try #require(try store.cachedItem(for: key)?.item.data, "\(key) is indexed but does not read")
+            let data = try #require(try store.blockingItem(for: key)?.item.data, "\(key) is indexed but does not read")
             let value = try #require(Self.check(data), "torn value under \(key)")
             #expect(try CacheKey.custom(value.name) == key)
             present[value.name] = value.generation
@@ -155,7 +155,7 @@ struct CacheCrashTests {
             // slow machine) the whole group had committed.
             #expect(store.openingRepairs.orphanFiles > 0 || survived == replay.pending.count)
         }
-        try store.closeNow()
+        try store.blockingClose()
 
         // The kill loop's checker agrees (scripts/chaos/cache_kill_loop.py relies on it).
         let status = try await ChildProcess.run(Self.chaosBinary, ["verify", "--cache", folder, "--expect", output, "--evictions", "none"],
@@ -285,7 +285,7 @@ struct ReconciliationRaceTests {
 
         #expect(stored.count == names.count)
         store.purgeMemory()
-        let lost = try stored.filter { try store.cachedItem(for: ItemStoreTests.key($0)) == nil }
+        let lost = try stored.filter { try store.blockingItem(for: ItemStoreTests.key($0)) == nil }
         #expect(lost.isEmpty, "\(lost.count) of \(stored.count) stores returned and then read as misses: \(lost.prefix(5))")
         #expect(try ItemStoreTests.open(folder, limit: 1 << 30, inline: 16).openingRepairs.orphanRows == 0)
     }
@@ -311,7 +311,7 @@ struct RemoveDuringGroupWriteTests {
             let removed = try await store.removeItem(for: ItemStoreTests.key(names[39]))
             try await flush.value
             store.purgeMemory()
-            if removed, try store.cachedItem(for: ItemStoreTests.key(names[39])) != nil { comeBack.append(round) }
+            if removed, try store.blockingItem(for: ItemStoreTests.key(names[39])) != nil { comeBack.append(round) }
         }
         #expect(comeBack.isEmpty, "removed items stored again by the group write in rounds \(comeBack)")
     }

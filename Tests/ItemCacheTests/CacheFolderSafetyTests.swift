@@ -72,7 +72,7 @@ struct CacheFolderSafetyTests {
         let store = try ItemStoreTests.open(folder, inline: 16)   // reconciles
         for index in 0..<20 { try await store.store(Self.bytes(3000, UInt8(index)), for: Self.key("k\(index)")) }
         for index in 0..<20 {
-            #expect(try store.cachedItem(for: Self.key("k\(index)"))?.item.data == Self.bytes(3000, UInt8(index)))
+            #expect(try store.blockingItem(for: Self.key("k\(index)"))?.item.data == Self.bytes(3000, UInt8(index)))
         }
         _ = try await store.removeItems(matching: ItemQuery())
         try await store.close()
@@ -98,13 +98,13 @@ struct CacheFolderSafetyTests {
             try Self.tamper(folder, "UPDATE item SET file = ?, checksum = NULL WHERE key = 'custom:a'", [name])
             try Self.tamper(folder, "UPDATE item SET file = ?, checksum = NULL WHERE key = 'custom:b'", [name])
             // The get path, in a process that had it open before the edit.
-            #expect(try store.cachedItem(for: Self.key("a"))?.item.data != victim.secret)
+            #expect(try store.blockingItem(for: Self.key("a"))?.item.data != victim.secret)
             // Remove, and eviction by a write that needs the room.
             _ = try await store.removeItem(for: Self.key("a"))
             try await store.store(Self.bytes(9000, 3), for: Self.key("c"))   // evicts a and b
             // Opening again (reconciliation).
             let reopened = try ItemStoreTests.open(folder, limit: limit, inline: 16)
-            #expect(try reopened.cachedItem(for: Self.key("b")) == nil)
+            #expect(try reopened.blockingItem(for: Self.key("b")) == nil)
             #expect(try Data(contentsOf: URL(fileURLWithPath: victim.file)) == victim.secret, "\(name)")
             _ = try await reopened.removeItems(matching: ItemQuery())
         }
@@ -123,7 +123,7 @@ struct CacheFolderSafetyTests {
         try FileManager.default.createSymbolicLink(atPath: folder + "/blobs/" + file, withDestinationPath: victim.file)
         for _ in 0..<2 {
             store = try ItemStoreTests.open(folder, inline: 16)
-            #expect(try store.cachedItem(for: Self.key("a")) == nil)
+            #expect(try store.blockingItem(for: Self.key("a")) == nil)
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: victim.file)) == victim.secret)
     }
@@ -148,13 +148,13 @@ struct CacheFolderSafetyTests {
             try Self.tamper(folder, "UPDATE item SET inlineValue = ? WHERE key = 'custom:a'", [damaged])
         }
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("a")) == nil)
-        #expect(try store.cachedItem(for: Self.key("b"))?.item.data == Self.bytes(100_000, 9))
-        #expect(try store.statistics().count == 1)
+        #expect(try store.blockingItem(for: Self.key("a")) == nil)
+        #expect(try store.blockingItem(for: Self.key("b"))?.item.data == Self.bytes(100_000, 9))
+        #expect(try store.blockingStatistics().count == 1)
         // The key works again: a new value is stored and served.
         try await store.store(value, for: Self.key("a"))
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == value)
+        #expect(try store.blockingItem(for: Self.key("a"))?.item.data == value)
     }
 
     @Test("a blob replaced by a folder, a FIFO or a socket is a miss (no hang, no wedge), and the key stores again")
@@ -173,10 +173,10 @@ struct CacheFolderSafetyTests {
                 #expect(mkfifo(path, 0o600) == 0)
             }
             store.purgeMemory()
-            #expect(try store.cachedItem(for: key) == nil, "\(kind)")
+            #expect(try store.blockingItem(for: key) == nil, "\(kind)")
             try await store.store(Self.bytes(5000, 7), for: key)
             store.purgeMemory()
-            #expect(try store.cachedItem(for: key)?.item.data == Self.bytes(5000, 7), "\(kind)")
+            #expect(try store.blockingItem(for: key)?.item.data == Self.bytes(5000, 7), "\(kind)")
         }
     }
 
@@ -214,7 +214,7 @@ struct CacheFolderSafetyTests {
         let tag = try String(contentsOfFile: empty + "/CACHEDIR.TAG", encoding: .utf8)
         #expect(tag.hasPrefix("Signature: 8a477f597d28d172789f06886806bc55"))
         configuration.folder = empty
-        #expect(try ItemStore(configuration: configuration).cachedItem(for: Self.key("a"))?.item.data == Data("v".utf8))
+        #expect(try ItemStore(configuration: configuration).blockingItem(for: Self.key("a"))?.item.data == Data("v".utf8))
     }
 
     @Test("a new cache folder is 0700 and its files 0600 whatever the umask; group sharing makes 0770 and 0660")
@@ -287,7 +287,7 @@ struct CacheFolderSafetyTests {
         let before = try victim.contents()
         let store = try ItemStoreTests.open(folder, inline: 16)
         try await store.store(Self.bytes(5000), for: Self.key("a"))
-        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == Self.bytes(5000))
+        #expect(try store.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(5000))
         try await store.close()
         #expect(try victim.contents() == before)
     }
@@ -301,22 +301,22 @@ struct CacheFolderSafetyTests {
         var store = try ItemStoreTests.open(folder, limit: limit, inline: 16)
         for index in 0..<3 { try await store.store(Self.bytes(40_000, UInt8(index)), for: Self.key("k\(index)")) }
         try Self.tamper(folder, "DELETE FROM stats", [])
-        #expect(try store.statistics().bytes == 120_000)
+        #expect(try store.blockingStatistics().bytes == 120_000)
         for index in 3..<12 { try await store.store(Self.bytes(40_000, UInt8(index)), for: Self.key("k\(index)")) }
         let total = try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT sum(size) FROM item") ?? 0 }
         #expect(total <= 200_000)
-        #expect(try store.statistics().count == 5)
+        #expect(try store.blockingStatistics().count == 5)
         try await store.close()
         try Self.tamper(folder, "DELETE FROM stats", [])
         store = try ItemStoreTests.open(folder, limit: limit, inline: 16)   // setting the limit puts the row back
         #expect(try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT bytes FROM stats WHERE id = 1") } == total)
-        #expect(try store.statistics().bytes == total)
+        #expect(try store.blockingStatistics().bytes == total)
         // Wrong totals are counted again too.
         try await store.close()
         try Self.tamper(folder, "UPDATE stats SET bytes = -5000000, count = 99", [])
         store = try ItemStoreTests.open(folder, limit: limit, inline: 16)
         #expect(store.openingRepairs.statsRepaired)
-        #expect(try store.statistics().bytes == total)
+        #expect(try store.blockingStatistics().bytes == total)
     }
 
     @Test("a damaged index is set aside and the cache starts again empty; the next store works")
@@ -339,9 +339,9 @@ struct CacheFolderSafetyTests {
         let reopened = try ItemStoreTests.open(folder, inline: 1 << 20)
         #expect(reopened.openingRepairs.indexSetAside)
         #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
-        #expect(try reopened.statistics().count == 0)
+        #expect(try reopened.blockingStatistics().count == 0)
         try await reopened.store(Self.bytes(10), for: Self.key("new"))
-        #expect(try reopened.cachedItem(for: Self.key("new"))?.item.data == Self.bytes(10))
+        #expect(try reopened.blockingItem(for: Self.key("new"))?.item.data == Self.bytes(10))
         // Not a database at all.
         try await reopened.close()
         try Data(repeating: 0x42, count: 8192).write(to: URL(fileURLWithPath: folder + "/index.sqlite"))
@@ -349,6 +349,6 @@ struct CacheFolderSafetyTests {
         try? FileManager.default.removeItem(atPath: folder + "/index.sqlite-shm")
         let again = try ItemStoreTests.open(folder, inline: 1 << 20)
         #expect(again.openingRepairs.indexSetAside)
-        #expect(try again.statistics().count == 0)
+        #expect(try again.blockingStatistics().count == 0)
     }
 }

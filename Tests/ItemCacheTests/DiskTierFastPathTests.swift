@@ -30,12 +30,12 @@ struct DiskTierFastPathTests {
         try await store.store(Self.bytes(sizes.1, 2), for: Self.key("k"), options: StoreOptions(groups: ["c"], contentType: "text/plain"))
         store.purgeMemory()
 
-        let item = try #require(try store.cachedItem(for: Self.key("k"))?.item)
+        let item = try #require(try store.blockingItem(for: Self.key("k"))?.item)
         #expect(item.data == Self.bytes(sizes.1, 2))
         #expect(item.info.groups == ["c"] && item.info.metadata.isEmpty && item.info.contentType == "text/plain")
         #expect(try Self.groupRows(store, Self.key("k")) == ["c"])
-        #expect(try store.items(matching: ItemQuery().group("a")).map(\.key) == [Self.key("other")])
-        let statistics = try store.statistics()
+        #expect(try store.blockingItems(matching: ItemQuery().group("a")).map(\.key) == [Self.key("other")])
+        let statistics = try store.blockingStatistics()
         #expect(statistics.count == 2 && statistics.bytes == Int64(50 + sizes.1))
         #expect(ItemStoreTests.files(folder) == (try ItemStoreTests.indexedFiles(store)))
     }
@@ -50,9 +50,9 @@ struct DiskTierFastPathTests {
         try await store.disk.pool.write { db in try db.execute(sql: "UPDATE item SET groupNames = NULL") }
         store.purgeMemory()
 
-        #expect(try store.cachedItem(for: Self.key("k"))?.item.info.groups == ["x", "y"])
-        #expect(try store.cachedItem(for: Self.key("none"))?.item.info.groups == [])
-        #expect(try store.info(for: Self.key("k"))?.groups == ["x", "y"])
+        #expect(try store.blockingItem(for: Self.key("k"))?.item.info.groups == ["x", "y"])
+        #expect(try store.blockingItem(for: Self.key("none"))?.item.info.groups == [])
+        #expect(try store.blockingInfo(for: Self.key("k"))?.groups == ["x", "y"])
         // Replacing such a row replaces its groups too.
         try await store.store(Self.bytes(10), for: Self.key("k"), options: StoreOptions(groups: ["z"]))
         #expect(try Self.groupRows(store, Self.key("k")) == ["z"])
@@ -74,7 +74,7 @@ struct DiskTierFastPathTests {
         DispatchQueue.concurrentPerform(iterations: 8) { thread in
             for round in 0..<200 {
                 let index = (thread + round) % sizes.count
-                let found = try? store.cachedItem(for: Self.key("k\(index)"))
+                let found = try? store.blockingItem(for: Self.key("k\(index)"))
                 if found?.source != .disk || found?.item.data != Self.bytes(sizes[index], UInt8(index)) { wrong.add(1, ordering: .relaxed) }
             }
         }
@@ -87,13 +87,13 @@ struct DiskTierFastPathTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let store = try ItemStoreTests.open(folder)
         try await store.store(Self.bytes(10), for: Self.key("k"))
-        let stored = try #require(try store.info(for: Self.key("k"))?.accessed)
+        let stored = try #require(try store.blockingInfo(for: Self.key("k"))?.accessed)
         try await Task.sleep(for: .milliseconds(20))
         store.purgeMemory()
-        _ = try store.cachedItem(for: Self.key("k"))
-        #expect(try store.info(for: Self.key("k"))?.accessed == stored)   // not written yet
+        _ = try store.blockingItem(for: Self.key("k"))
+        #expect(try store.blockingInfo(for: Self.key("k"))?.accessed == stored)   // not written yet
         try await store.flush()
-        let read = try #require(try store.info(for: Self.key("k"))?.accessed)
+        let read = try #require(try store.blockingInfo(for: Self.key("k"))?.accessed)
         #expect(read.timeIntervalSince(stored) >= 0.015)
     }
 
@@ -112,14 +112,14 @@ struct DiskTierFastPathTests {
         let count = 5_000
         var largest: Int64 = 0
         for index in 0..<count {
-            try store.storeNow(Self.bytes(3000, UInt8(index % 251)), for: Self.key("k\(index)"))
+            try store.blockingStore(Self.bytes(3000, UInt8(index % 251)), for: Self.key("k\(index)"))
             if index % 100 == 0 { largest = max(largest, Self.logSize(folder)) }
         }
         let bound = Int64(WALCheckpointer.hardLimit) * 2 * (4096 + 24)
         #expect(largest > 0 && largest <= bound, "largest log \(largest) bytes; bound \(bound)")
-        #expect(try store.statistics().count == count)
+        #expect(try store.blockingStatistics().count == count)
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("k0"))?.item.data == Self.bytes(3000, 0))
+        #expect(try store.blockingItem(for: Self.key("k0"))?.item.data == Self.bytes(3000, 0))
     }
 
     static func logSize(_ folder: String) -> Int64 {

@@ -36,7 +36,7 @@ struct FootprintTests {
         worst = max(worst, Self.du(folder))
         #expect(worst <= limit, "the folder held \(worst) bytes under a limit of \(limit)")
         #expect(stores[0].disk.measuredFootprint() <= limit)
-        let kept = try stores[0].statistics()
+        let kept = try stores[0].blockingStatistics()
         #expect(kept.count > 3, "a limit that keeps almost nothing is no cache: \(kept)")
         for store in stores { try await store.close() }
         stores.removeAll()
@@ -50,10 +50,10 @@ struct FootprintTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let store = try ItemStoreTests.open(folder, limit: 2_000_000, inline: 16)
         for index in 0..<9 { try await store.store(Data(count: 100_000), for: ItemStoreTests.key("k\(index)")) }
-        #expect(try store.statistics().bytes == 900_000)
+        #expect(try store.blockingStatistics().bytes == 900_000)
         try await store.close()
         let lowered = try ItemStoreTests.open(folder, limit: 300_000, inline: 16)
-        let statistics = try lowered.statistics()
+        let statistics = try lowered.blockingStatistics()
         #expect(statistics.limit == 300_000)
         #expect(statistics.bytes <= 300_000 && statistics.bytes > 0)
         #expect(Self.du(folder) <= 300_000, "files of evicted items go at once")

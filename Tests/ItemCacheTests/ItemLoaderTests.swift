@@ -89,7 +89,7 @@ struct ItemLoaderTests {
         only.cancel()
         _ = await only.result
         try await Task.sleep(for: .milliseconds(100))
-        #expect(fixture.loader.state(for: try CacheKey(url: fixture.url("slower.txt"))) == .notFound)
+        #expect(await fixture.loader.state(for: try CacheKey(url: fixture.url("slower.txt"))) == .notFound)
     }
 
     @Test("an expired item with an ETag revalidates: a 304 moves no body and refreshes the expiry")
@@ -135,7 +135,7 @@ struct ItemLoaderTests {
         fixture.server.setResponseHeaders(["Cache-Control": "max-age=100", "Age": "40"], forPath: "/age")
 
         #expect(try await fixture.loader.item(for: fixture.url("nostore")).source == .network)
-        #expect(try fixture.store.cachedItem(for: CacheKey(url: fixture.url("nostore"))) == nil)
+        #expect(try fixture.store.blockingItem(for: CacheKey(url: fixture.url("nostore"))) == nil)
         #expect(try await fixture.loader.item(for: fixture.url("nostore")).source == .network)
 
         #expect(try await fixture.loader.item(for: fixture.url("nocache")).source == .network)
@@ -164,7 +164,7 @@ struct ItemLoaderTests {
         #expect(try await fixture.loader.item(for: fixture.url("c")).source == .memory)
         try fixture.publish("d", "d")
         _ = try await fixture.loader.item(for: fixture.url("d"), options: LoadOptions(expiry: .dontStore))
-        #expect(try fixture.store.cachedItem(for: CacheKey(url: fixture.url("d"))) == nil)
+        #expect(try fixture.store.blockingItem(for: CacheKey(url: fixture.url("d"))) == nil)
     }
 
     @Test("stale-if-error: a failed fetch returns the stale value marked stale, with the failure")
@@ -225,7 +225,7 @@ struct ItemLoaderTests {
         for index in 0..<6 { try fixture.publish("p\(index)", String(repeating: "x", count: 200_000)) }
         fixture.server.injectFault(.delay(seconds: 0.3), times: nil) { $0.hasPrefix("/p") }
         let key = try CacheKey(url: fixture.url("p0"))
-        let states = fixture.loader.states(for: key)
+        let states = await fixture.loader.states(for: key)
         let seen = Task { () -> [ItemState] in
             var seen: [ItemState] = []
             for await state in states {
@@ -252,7 +252,7 @@ struct ItemLoaderTests {
         #expect(observed.first == .notFound)
         #expect(observed.contains { if case .inProgress = $0 { true } else { false } })
         #expect(observed.last == .found)
-        #expect(fixture.loader.state(for: key) == .found)
+        #expect(await fixture.loader.state(for: key) == .found)
     }
 
     @Test("fetchers per context and scheme: file:// and a generating fetcher")

@@ -54,13 +54,13 @@ struct ItemQueryTests {
     func selects(query: ItemQuery, expected: String) async throws {
         let (store, folder, names) = try await Self.populate()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        var found = try store.items(matching: query).map { names[$0.key.rawValue] ?? "?" }.joined()
+        var found = try store.blockingItems(matching: query).map { names[$0.key.rawValue] ?? "?" }.joined()
         if query.order == .key { found = String(found.sorted()) }   // keys sort by their text, not by these names
         #expect(found == expected)
         var unlimited = query
         unlimited.limit = nil
         unlimited.offset = 0
-        #expect(try store.count(matching: query) == store.items(matching: unlimited).count)
+        #expect(try store.blockingCount(matching: query) == store.blockingItems(matching: unlimited).count)
     }
 
     @Test("deleting what a query matches, and removeExpired")
@@ -69,7 +69,7 @@ struct ItemQueryTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         #expect(try await store.removeExpired() == 2)
         #expect(try await store.removeItems(matching: ItemQuery().urlPrefix("https://cdn.example.com/thumbs/")) == 1)
-        #expect(try String(store.items(matching: ItemQuery()).map { names[$0.key.rawValue]! }.joined().sorted()) == "cef")
-        #expect(try store.statistics().bytes == 610)
+        #expect(try String(store.blockingItems(matching: ItemQuery()).map { names[$0.key.rawValue]! }.joined().sorted()) == "cef")
+        #expect(try store.blockingStatistics().bytes == 610)
     }
 }

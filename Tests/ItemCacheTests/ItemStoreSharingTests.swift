@@ -20,18 +20,18 @@ struct ItemStoreSharingTests {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let fresh = try Self.open(folder, inline: 4096)
-        #expect(try fresh.statistics().limit == CacheConfiguration.defaultDiskLimit, "a new folder starts with the default")
+        #expect(try fresh.blockingStatistics().limit == CacheConfiguration.defaultDiskLimit, "a new folder starts with the default")
 
         // Room for five 2,000-byte values beside the index and log (the limit is the footprint).
         let limit = DiskTier.limit(forRows: 5 * DiskTier.cost(size: 2000, inline: true))
         let setter = try Self.open(folder, limit: limit, inline: 4096)
         let keeper = try Self.open(folder, inline: 4096)
-        #expect(try keeper.statistics().limit == limit, "opening without a limit keeps the folder's")
-        #expect(try fresh.statistics().limit == limit, "a store opened before sees the new limit")
+        #expect(try keeper.blockingStatistics().limit == limit, "opening without a limit keeps the folder's")
+        #expect(try fresh.blockingStatistics().limit == limit, "a store opened before sees the new limit")
 
         // `fresh` was opened with the default, yet its writes obey the folder's limit.
         for index in 0..<8 { try await fresh.store(Data(repeating: UInt8(index), count: 2000), for: Self.key("v\(index)")) }
-        let usage = try fresh.statistics()
+        let usage = try fresh.blockingStatistics()
         #expect(usage.bytes <= 10_000)
         #expect(usage.count == 5)
         await #expect(throws: ItemCacheError.self) { try await fresh.store(Data(count: Int(DiskTier.rowBudget(for: limit, shardFolders: 0)) + 1), for: Self.key("huge")) }
@@ -40,8 +40,8 @@ struct ItemStoreSharingTests {
         let smaller = DiskTier.limit(forRows: 2 * DiskTier.cost(size: 2000, inline: true))
         _ = try Self.open(folder, limit: smaller, inline: 4096)
         try await setter.store(Data(count: 10), for: Self.key("tiny"))
-        #expect(try keeper.statistics().bytes <= 4010)
-        #expect(try keeper.statistics().limit == smaller)
+        #expect(try keeper.blockingStatistics().bytes <= 4010)
+        #expect(try keeper.blockingStatistics().limit == smaller)
     }
 
     @Test("update is one atomic step: 2 stores × 40 concurrent increments lose none, inline and in a file")
@@ -65,7 +65,7 @@ struct ItemStoreSharingTests {
             }
             for store in stores {
                 store.purgeMemory()
-                #expect(try store.cachedItem(for: counter)?.item.string() == "80", "inline threshold \(inline)")
+                #expect(try store.blockingItem(for: counter)?.item.string() == "80", "inline threshold \(inline)")
             }
             #expect(ItemStoreTests.files(folder).count == (inline == 0 ? 1 : 0), "one file at most, no leftovers")
         }
@@ -94,7 +94,7 @@ struct ItemStoreSharingTests {
         }
         #expect(created?.info.groups == ["fresh"])
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("new"))?.item.data == Data("n".utf8))
+        #expect(try store.blockingItem(for: Self.key("new"))?.item.data == Data("n".utf8))
     }
 
     @Test("concurrent stores of one key leave memory holding what the disk holds")

@@ -58,17 +58,17 @@ struct ItemStoreTests {
 
         let reopened = try Self.open(folder)
         #expect(reopened.openingRepairs == CacheRepairs())
-        let small = try #require(try reopened.cachedItem(for: Self.key("small")))
+        let small = try #require(try reopened.blockingItem(for: Self.key("small")))
         #expect(small.source == .disk)
         #expect(small.item.data == Self.bytes(100))
         #expect(small.item.info.groups == ["g"])
         #expect(small.item.info.metadata == ["w": "3"])
         #expect(small.item.info.etag == "\"e\"")
         #expect(small.item.info.contentType == "text/plain")
-        #expect(try reopened.cachedItem(for: Self.key("small"))?.source == .memory)
-        #expect(try reopened.cachedItem(for: Self.key("big"))?.item.data == Self.bytes(5000))
-        #expect(try reopened.statistics().bytes == 5100)
-        #expect(try reopened.statistics().count == 2)
+        #expect(try reopened.blockingItem(for: Self.key("small"))?.source == .memory)
+        #expect(try reopened.blockingItem(for: Self.key("big"))?.item.data == Self.bytes(5000))
+        #expect(try reopened.blockingStatistics().bytes == 5100)
+        #expect(try reopened.blockingStatistics().count == 2)
     }
 
     @Test("replacing a file value leaves one file; removing leaves none")
@@ -80,12 +80,12 @@ struct ItemStoreTests {
         try await store.store(Self.bytes(6000, 2), for: Self.key("a"))
         #expect(Self.files(folder).count == 1)
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == Self.bytes(6000, 2))
-        #expect(try store.statistics().bytes == 6000)
+        #expect(try store.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(6000, 2))
+        #expect(try store.blockingStatistics().bytes == 6000)
         #expect(try await store.removeItem(for: Self.key("a")))
         #expect(Self.files(folder).isEmpty)
-        #expect(try store.cachedItem(for: Self.key("a")) == nil)
-        #expect(try store.statistics() == CacheStatistics(count: 0, bytes: 0, limit: 1 << 20, pinned: 0, pinnedBytes: 0, expired: 0))
+        #expect(try store.blockingItem(for: Self.key("a")) == nil)
+        #expect(try store.blockingStatistics() == CacheStatistics(count: 0, bytes: 0, limit: 1 << 20, pinned: 0, pinnedBytes: 0, expired: 0))
     }
 
     @Test("over the limit, expired items go first, then the least recently used; pinned ones never")
@@ -100,23 +100,23 @@ struct ItemStoreTests {
         try await store.store(Self.bytes(1000), for: Self.key("expired"), options: StoreOptions(expiry: .date(Date(timeIntervalSinceNow: -10))))
         try await Task.sleep(for: .milliseconds(5))
         store.purgeMemory()
-        _ = try store.cachedItem(for: Self.key("old"))      // "old" is now more recent than "recent"
+        _ = try store.blockingItem(for: Self.key("old"))      // "old" is now more recent than "recent"
         try await store.store(Self.bytes(1000), for: Self.key("recent"))
         try await Task.sleep(for: .milliseconds(5))
         store.purgeMemory()
-        _ = try store.cachedItem(for: Self.key("old"))
+        _ = try store.blockingItem(for: Self.key("old"))
         // 4000 stored; 1000 more: the expired one goes.
         try await store.store(Self.bytes(1000), for: Self.key("new1"))
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("expired")) == nil)
-        #expect(try store.statistics().bytes == 4000)
+        #expect(try store.blockingItem(for: Self.key("expired")) == nil)
+        #expect(try store.blockingStatistics().bytes == 4000)
         // 1000 more: the least recently used unpinned one, "recent" (read before "old" was).
         try await store.store(Self.bytes(1000), for: Self.key("new2"))
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("recent")) == nil)
-        #expect(try store.cachedItem(for: Self.key("old")) != nil)
-        #expect(try store.cachedItem(for: Self.key("pinned")) != nil)
-        #expect(try store.statistics().bytes <= 4000)
+        #expect(try store.blockingItem(for: Self.key("recent")) == nil)
+        #expect(try store.blockingItem(for: Self.key("old")) != nil)
+        #expect(try store.blockingItem(for: Self.key("pinned")) != nil)
+        #expect(try store.blockingStatistics().bytes <= 4000)
     }
 
     @Test("a value that cannot fit fails with tooLarge and changes nothing")
@@ -133,8 +133,8 @@ struct ItemStoreTests {
             return error.code == .tooLarge && error.message.contains("pinned items hold 3000 bytes")
         }
         store.purgeMemory()
-        #expect(try store.cachedItem(for: Self.key("small"))?.item.data == Self.bytes(500))
-        #expect(try store.statistics().bytes == 3500)
+        #expect(try store.blockingItem(for: Self.key("small"))?.item.data == Self.bytes(500))
+        #expect(try store.blockingStatistics().bytes == 3500)
         #expect(Self.files(folder) == (try Self.indexedFiles(store)))
     }
 
@@ -163,14 +163,14 @@ struct ItemStoreTests {
 
         let reopened = try Self.open(folder)
         #expect(reopened.openingRepairs == CacheRepairs(orphanFiles: 1, orphanRows: 2))
-        #expect(try reopened.cachedItem(for: Self.key("kept"))?.item.data == Self.bytes(5000, 1))
-        #expect(try reopened.cachedItem(for: Self.key("cut")) == nil)
-        #expect(try reopened.cachedItem(for: Self.key("lost")) == nil)
+        #expect(try reopened.blockingItem(for: Self.key("kept"))?.item.data == Self.bytes(5000, 1))
+        #expect(try reopened.blockingItem(for: Self.key("cut")) == nil)
+        #expect(try reopened.blockingItem(for: Self.key("lost")) == nil)
         #expect(FileManager.default.fileExists(atPath: blobs + "zz/notes.txt"))
         #expect(FileManager.default.fileExists(atPath: blobs + String(orphan.prefix(2)) + "/notes.txt"))
         #expect(!FileManager.default.fileExists(atPath: blobs + orphan))
         #expect(Self.files(folder).filter { !$0.hasSuffix("notes.txt") } == (try Self.indexedFiles(reopened)))
-        #expect(try reopened.statistics().bytes == 5000)
+        #expect(try reopened.blockingStatistics().bytes == 5000)
     }
 
     @Test("a read that finds its file cut short is a miss and drops the row, never a torn value")
@@ -182,8 +182,8 @@ struct ItemStoreTests {
         store.purgeMemory()
         let file = try #require(try Self.indexedFiles(store).first)
         #expect(truncate(folder + "/blobs/" + file, 10) == 0)
-        #expect(try store.cachedItem(for: Self.key("a")) == nil)
-        #expect(try store.statistics().count == 0)
+        #expect(try store.blockingItem(for: Self.key("a")) == nil)
+        #expect(try store.blockingStatistics().count == 0)
     }
 
     @Test("group writes: pending values read back at once, land together, and close writes the rest")
@@ -193,15 +193,15 @@ struct ItemStoreTests {
         let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 3, maxDelay: .seconds(3600)))
         try await store.store(Self.bytes(10, 1), for: Self.key("a"))
         try await store.store(Self.bytes(5000, 2), for: Self.key("b"))
-        #expect(try store.cachedItem(for: Self.key("a"))?.item.data == Self.bytes(10, 1))
-        #expect(try store.cachedItem(for: Self.key("b"))?.item.data == Self.bytes(5000, 2))
-        #expect(try store.statistics().count == 0)
+        #expect(try store.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(10, 1))
+        #expect(try store.blockingItem(for: Self.key("b"))?.item.data == Self.bytes(5000, 2))
+        #expect(try store.blockingStatistics().count == 0)
         try await store.store(Self.bytes(20, 3), for: Self.key("c"))    // the third fills the group
-        #expect(try store.statistics().count == 3)
+        #expect(try store.blockingStatistics().count == 3)
         try await store.store(Self.bytes(30, 4), for: Self.key("d"))
-        #expect(try store.statistics().count == 3)
+        #expect(try store.blockingStatistics().count == 3)
         try await store.close()
-        #expect(try store.statistics().count == 4)
+        #expect(try store.blockingStatistics().count == 4)
         await #expect { try await store.store(Self.bytes(1), for: Self.key("e")) } throws: { ($0 as? ItemCacheError)?.code == .closed }
     }
 
@@ -214,7 +214,7 @@ struct ItemStoreTests {
         var count = 0
         for _ in 0..<200 where count == 0 {
             try await Task.sleep(for: .milliseconds(20))
-            count = try store.statistics().count
+            count = try store.blockingStatistics().count
         }
         #expect(count == 1)
     }
@@ -226,7 +226,7 @@ struct ItemStoreTests {
         let store = try Self.open(folder)
         let item = try await store.store(Self.bytes(10), for: Self.key("a"), options: StoreOptions(expiry: .dontStore))
         #expect(item.data == Self.bytes(10))
-        #expect(try store.cachedItem(for: Self.key("a")) == nil)
+        #expect(try store.blockingItem(for: Self.key("a")) == nil)
     }
 
     /// Random stores (inline, file, pinned, expired), reads, removes and reopenings: after each
@@ -254,7 +254,7 @@ struct ItemStoreTests {
                     #expect(error.code == .tooLarge, "step \(step): \(error)")
                 }
             case 6, 7:
-                _ = try store.cachedItem(for: Self.key(name))
+                _ = try store.blockingItem(for: Self.key(name))
             case 8:
                 try await store.removeItem(for: Self.key(name))
             default:
@@ -262,8 +262,8 @@ struct ItemStoreTests {
                 store = try Self.open(folder, limit: limit)
                 #expect(store.openingRepairs == CacheRepairs())
             }
-            pinnedBytes = try store.statistics().pinnedBytes
-            let statistics = try store.statistics()
+            pinnedBytes = try store.blockingStatistics().pinnedBytes
+            let statistics = try store.blockingStatistics()
             let sum = try Self.read(store) { db in try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM item")! }
             #expect(statistics.bytes <= limit, "step \(step)")
             #expect(statistics.bytes == sum, "step \(step)")

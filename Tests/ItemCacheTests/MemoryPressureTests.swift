@@ -51,6 +51,6 @@ struct MemoryPressureTests {
         }
         #expect(store.memory.value(for: key) == nil, "pressure empties the memory tier")
         #expect(unbothered.memory.value(for: key) != nil, "purgesMemoryUnderPressure = false leaves it")
-        #expect(try store.cachedItem(for: key)?.source == .disk, "the disk keeps everything")
+        #expect(try store.blockingItem(for: key)?.source == .disk, "the disk keeps everything")
     }
 }

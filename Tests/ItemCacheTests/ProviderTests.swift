@@ -53,7 +53,7 @@ struct ProviderTests {
         var shortLived = posts
         shortLived.lifetime = Self.expired
         _ = try await shortLived.get(.dynamicKey("old"), loader: loader)
-        #expect(try posts.cached(.dynamicKey("old"))?.source == .stale, "stored expired: cached() marks it stale")
+        #expect(try posts.blockingCached(.dynamicKey("old"))?.source == .stale, "stored expired: cached() marks it stale")
         #expect(try await posts.get(.dynamicKey("old"), loader: loader).source == .network, "an expired record loads again")
         #expect(loads.value == 4)
     }
@@ -123,10 +123,10 @@ struct ProviderTests {
             _ = try await other.get(key) { "other \(key)" }
         }
         func present(_ provider: CacheProvider<String>) throws -> [ProviderKey] {
-            try keys.filter { try provider.cached($0) != nil }
+            try keys.filter { try provider.blockingCached($0) != nil }
         }
         #expect(try present(feed) == keys)
-        #expect(try feed.cached(.dynamicKey("u1", group: "p2"))?.value == "feed u1/p2")
+        #expect(try feed.blockingCached(.dynamicKey("u1", group: "p2"))?.value == "feed u1/p2")
 
         #expect(try await feed.evict(.dynamicKeyGroup("u1", group: "p1")) == 1)
         #expect(try present(feed) == [.none, .dynamicKey("u1", group: "p2"), .dynamicKey("u1"), .dynamicKey("u2", group: "p1")])
@@ -138,7 +138,7 @@ struct ProviderTests {
         #expect(try await feed.evict(.provider) == 1)
         #expect(try present(feed).isEmpty)
         #expect(try present(other) == keys, "a provider named feed/other is not part of feed")
-        #expect(try store.count(matching: ItemQuery().context("provider")) == keys.count)
+        #expect(try store.blockingCount(matching: ItemQuery().context("provider")) == keys.count)
     }
 
     @Test("list actions change the stored array as a table says, and keep its expiry", arguments: [
@@ -162,7 +162,7 @@ struct ProviderTests {
         let loaded = try await numbers.get(.dynamicKey("k")) { [1, 2, 3] }
         #expect(try await numbers.update(action, for: .dynamicKey("k")) == expected)
         store.purgeMemory()
-        let stored = try #require(try numbers.cached(.dynamicKey("k")))
+        let stored = try #require(try numbers.blockingCached(.dynamicKey("k")))
         #expect(stored.value == expected)
         #expect(abs(stored.info.expires!.timeIntervalSince(loaded.info.expires!)) < 0.001, "an edit is not a load: the expiry stays")
         #expect(try await numbers.get(.dynamicKey("k")) { [99] }.value == expected, "still fresh: no reload")
@@ -179,12 +179,12 @@ struct ProviderTests {
             await #expect { try await numbers.update(action) } throws: { ($0 as? ItemCacheError)?.code == .invalidAction }
         }
         await #expect { try await numbers.update(.removeFirst, for: .dynamicKey("empty")) } throws: { ($0 as? ItemCacheError)?.code == .invalidAction }
-        #expect(try numbers.cached()?.value == [5])
-        #expect(try numbers.cached(.dynamicKey("empty")) == nil, "a failed action stores nothing")
+        #expect(try numbers.blockingCached()?.value == [5])
+        #expect(try numbers.blockingCached(.dynamicKey("empty")) == nil, "a failed action stores nothing")
 
         _ = try await CacheProvider<String>("numbers", store: store).get(.dynamicKey("text"), evict: true) { "not a list" }
         await #expect { try await numbers.update(.addLast(1), for: .dynamicKey("text")) } throws: { ($0 as? ItemCacheError)?.code == .decoding }
-        #expect(try store.cachedItem(for: ProviderKey.dynamicKey("text").cacheKey(provider: "numbers"))?.item.string() == "\"not a list\"")
+        #expect(try store.blockingItem(for: ProviderKey.dynamicKey("text").cacheKey(provider: "numbers"))?.item.string() == "\"not a list\"")
     }
 
     @Test("list actions from two stores on one folder, 60 at once, lose no element")
@@ -200,7 +200,7 @@ struct ProviderTests {
         }
         for provider in providers {
             provider.store.purgeMemory()
-            #expect(try provider.cached()?.value.sorted() == Array(0..<60))
+            #expect(try provider.blockingCached()?.value.sorted() == Array(0..<60))
         }
     }
 }

@@ -35,12 +35,14 @@ extension DiskTier {
         min(16 << 20, max(16 << 10, limit / 16))
     }
 
-    /// What the folder takes besides its rows: the log's budget, 64 KiB for the index's schema
+    /// What the folder takes besides its rows: twice the log's budget (a writer truncates the log
+    /// once it reaches the budget, but the commit that reaches it comes first, and a reader
+    /// that still needs the log defers the truncation to the next commit), 64 KiB for the index's schema
     /// pages, the folder, `blobs`, tag and lock file, 32 KiB of shared memory while the cache
     /// is open, and a block for each of the `shardFolders` blob folders there are (they stay
     /// once made).
     static func reserve(for limit: Int64, shardFolders: Int) -> Int64 {
-        walBudget(for: limit) + (96 << 10) + Int64(shardFolders) * block
+        2 * walBudget(for: limit) + (96 << 10) + Int64(shardFolders) * block
     }
 
     /// The bytes left for rows (``cost(size:inline:)``) under `limit`.

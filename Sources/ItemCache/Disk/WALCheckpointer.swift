@@ -1,3 +1,4 @@
+import Foundation
 import Dispatch
 import GRDB
 import GRDBSQLite
@@ -69,9 +70,15 @@ final class WALCheckpointer: Sendable {
             // TRUNCATE waits for readers through the busy handler; gets hold the log for
             // microseconds. The result is not checked: a busy or partial checkpoint is tried
             // again at the next commit.
-            _ = sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
+            for attempt in 0..<3 {
+                if sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) != SQLITE_BUSY { break }
+                usleep(UInt32(500 << attempt))
+            }
             return
         }
+        // A small cache's log is checkpointed by its writers alone: a background checkpoint's
+        // read of the log would keep the writer's truncation from restarting it.
+        guard threshold >= Self.threshold else { return }
         var last = scheduledAt.load(ordering: .relaxed)
         if pages < last {
             // The log was restarted.
