@@ -66,4 +66,26 @@ struct CooperativePoolTests {
             }
         }
     }
+
+    /// The item cache too: a fetch (its body staged on the I/O pool), a revalidation, the
+    /// commands that read and change the index, with one cooperative thread.
+    @Test func theItemCacheCompletesOnOneCooperativeThread() async throws {
+        try await CacheCommandTests.withServer { scratch, server, site in
+            let body = String(repeating: "0123456789", count: 50_000)
+            try body.write(toFile: site + "/big.txt", atomically: true, encoding: .utf8)
+            try "small".write(toFile: site + "/small.txt", atomically: true, encoding: .utf8)
+            let cache = scratch + "/cache"
+            for (url, expected) in [(server.url(for: "big.txt"), body), (server.url(for: "small.txt"), "small")] {
+                let fetched = try await runStrict(["cache", "get", url.absoluteString, "--cache", cache, "--ttl", "0", "-o", scratch + "/out"], scratch: scratch)
+                #expect(fetched.status == 0, "get: \(fetched.stderr)")
+                #expect(try String(contentsOfFile: scratch + "/out", encoding: .utf8) == expected)
+                let revalidated = try await runStrict(["cache", "get", url.absoluteString, "--cache", cache, "--json"], scratch: scratch)
+                #expect(revalidated.status == 0 && revalidated.stdout.contains("\"source\" : \"revalidated\""), "\(revalidated.stdout) \(revalidated.stderr)")
+            }
+            for command in [["ls"], ["stats"], ["rm", server.url(for: "small.txt").absoluteString], ["purge", "--all"]] {
+                let result = try await runStrict(["cache"] + command + ["--cache", cache], scratch: scratch)
+                #expect(result.status == 0, "\(command): \(result.stderr)")
+            }
+        }
+    }
 }
