@@ -28,6 +28,10 @@ public struct FetchRequest: Sendable {
     public var scratchFolder: String
     /// Called with the bytes received against the total, when known.
     public var progress: ProgressHandler?
+    /// The largest value the cache can keep (its limit less what the folder itself takes); nil
+    /// for no limit. A body declared larger is never staged in the cache folder: the fetcher
+    /// reads it into memory instead, and the loader delivers it without keeping it.
+    public var keepLimit: Int64?
 
     /// A request for `key` at `url`.
     public init(key: CacheKey, url: URL?, headers: [String: String] = [:], etag: String? = nil, lastModified: String? = nil,
@@ -94,12 +98,23 @@ public struct HTTPFetcher: ItemFetching {
             request.progress?(TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
             return FetchResponse(body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
         }
-        var options = DownloadOptions(maxBytes: maxBytes, progress: request.progress)
+        // A body the cache cannot keep is not staged in its folder: the transport refuses a
+        // declared length over the limit before writing a byte, and the body is read into
+        // memory instead (a second request), to be delivered but not kept.
+        let stagingLimit = request.keepLimit.map { min($0, maxBytes) } ?? maxBytes
+        var options = DownloadOptions(maxBytes: stagingLimit, progress: request.progress)
         options.resumeETag = nil
         let descriptor = file.descriptor
         let response: HTTPResponse
         do {
             response = try await transport.download(httpRequest, into: descriptor, options: options)
+        } catch let error as TransportError where error.code == .tooLarge && stagingLimit < maxBytes {
+            let response = try await transport.data(for: httpRequest)
+            guard Int64(response.body.count) <= maxBytes else {
+                throw ItemCacheError(code: .fetch, message: "\(Redaction.url(url)) sent more than \(maxBytes) bytes; refusing it (HTTPFetcher.maxBytes)", key: request.key)
+            }
+            request.progress?(TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
+            return FetchResponse(body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
         } catch let error as TransportError where error.code == .fileSystem {
             // The cache folder's disk, not the network: exit 5's remedy, not exit 3's.
             throw ItemCacheError(code: .storage,

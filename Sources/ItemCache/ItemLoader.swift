@@ -264,11 +264,12 @@ public final class ItemLoader: Sendable {
         guard let fetcher = fetcher(for: key, url: url) else {
             throw ItemCacheError(code: .fetch, message: "no fetcher for \(key.rawValue); register one for its context or scheme (ItemLoader.register)", key: key)
         }
-        let request = FetchRequest(key: key, url: url, headers: options.headers, etag: stale?.info.etag, lastModified: stale?.info.lastModified,
+        var request = FetchRequest(key: key, url: url, headers: options.headers, etag: stale?.info.etag, lastModified: stale?.info.lastModified,
                                    scratchFolder: (store as? ItemStore)?.disk.blobs.root ?? configuration.folder) { [self] progress in
             flight.report(progress)
             notify(key, .inProgress(progress))
         }
+        if let disk = (store as? ItemStore)?.disk { request.keepLimit = disk.rowBudget(for: disk.limit) }
         let started = ContinuousClock.now
         let response: FetchResponse
         do {

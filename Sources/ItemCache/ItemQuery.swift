@@ -29,8 +29,14 @@ public struct ItemQuery: Sendable, Equatable {
     public var urlSubstring: String?
     /// The item's context.
     public var context: String?
-    /// A group or tag the item belongs to.
-    public var group: String?
+    /// Groups or tags the item belongs to, every one of them.
+    public var groups: [String] = []
+    /// The first of ``groups``; setting it replaces them all.
+    @available(*, deprecated, message: "use groups: group(_:) now adds a group, it no longer replaces one")
+    public var group: String? {
+        get { groups.first }
+        set { groups = newValue.map { [$0] } ?? [] }
+    }
     /// True: only expired items; false: only fresh ones; nil: both.
     public var isExpired: Bool?
     /// True: only pinned items; false: only unpinned ones; nil: both.
@@ -61,8 +67,9 @@ public struct ItemQuery: Sendable, Equatable {
     public func urlContaining(_ text: String) -> ItemQuery { with { $0.urlSubstring = text } }
     /// Only items in `context`.
     public func context(_ context: String) -> ItemQuery { with { $0.context = context } }
-    /// Only items in `group`.
-    public func group(_ group: String) -> ItemQuery { with { $0.group = group } }
+    /// Only items in `group` (and in every group named before: `.group("a").group("b")` is the
+    /// items in both).
+    public func group(_ group: String) -> ItemQuery { with { $0.groups.append(group) } }
     /// Only expired items (or, with `false`, only fresh ones).
     public func expired(_ expired: Bool = true) -> ItemQuery { with { $0.isExpired = expired } }
     /// Only pinned items (or, with `false`, only unpinned ones).
@@ -92,7 +99,7 @@ public struct ItemQuery: Sendable, Equatable {
         if let urlSuffix { request = request.filter(url.like("%" + Self.escaped(urlSuffix), escape: "\\")) }
         if let urlSubstring { request = request.filter(url.like("%" + Self.escaped(urlSubstring) + "%", escape: "\\")) }
         if let context { request = request.filter(Column("context") == context) }
-        if let group {
+        for group in groups {
             let members = Table("itemGroup").filter(Column("name") == group).select(Column("itemId"))
             request = request.filter(members.contains(Column("id")))
         }

@@ -59,3 +59,22 @@ struct FootprintTests {
         #expect(Self.du(folder) <= 300_000, "files of evicted items go at once")
     }
 }
+
+/// A body the cache cannot keep is delivered, not staged in the cache folder.
+@Suite("Values too big to keep")
+struct TooBigToKeepTests {
+    @Test("a declared length over what the folder can keep is read into memory, delivered with storeError, and not kept")
+    func tooBigIsDeliveredNotKept() async throws {
+        let fixture = try await LoaderFixture { $0.diskLimit = 300_000 }
+        defer { Task { await fixture.close() } }
+        let body = String(repeating: "v", count: 250_000)
+        try fixture.publish("big.txt", body)
+        let loaded = try await fixture.loader.item(for: fixture.url("big.txt"))
+        #expect(loaded.data == Data(body.utf8))
+        #expect(loaded.storeError?.code == .tooLarge)
+        #expect(try fixture.store.blockingStatistics().count == 0)
+        // The staged download was refused at its headers, then the body came into memory.
+        let requests = fixture.server.requests().filter { $0.path == "/big.txt" }
+        #expect(requests.count == 2)
+    }
+}

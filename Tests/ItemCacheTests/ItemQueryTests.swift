@@ -50,6 +50,9 @@ struct ItemQueryTests {
         (ItemQuery().ordered(by: .added).limit(2, offset: 1), "bc"),
         (ItemQuery().ordered(by: .accessed, descending: true).urlPrefix("https://cdn"), "fecba"),
         (ItemQuery().group("thumbs").expired(), "b"),
+        // Groups add up: items in both (none), never the last group alone (it was "d").
+        (ItemQuery().group("thumbs").group("api"), ""),
+        (ItemQuery().group("api").group("api"), "d"),
     ])
     func selects(query: ItemQuery, expected: String) async throws {
         let (store, folder, names) = try await Self.populate()
