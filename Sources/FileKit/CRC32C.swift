@@ -14,6 +14,13 @@ public enum CRC32C {
         return clinux_crc32c(crc, base, bytes.count)
     }
 
+    /// The checksum of `data`, continuing from `crc` (0 to start). A concrete `Data` overload:
+    /// the generic one below, called across modules, looks up its type's metadata on every call
+    /// (measured: 0.8 µs of a 5 µs 4 KiB get, more than the checksum itself).
+    public static func checksum(_ data: Data, continuing crc: UInt32 = 0) -> UInt32 {
+        data.withUnsafeBytes { checksum($0, continuing: crc) }
+    }
+
     /// The checksum of `data`, continuing from `crc` (0 to start).
     public static func checksum(_ data: some DataProtocol, continuing crc: UInt32 = 0) -> UInt32 {
         var crc = crc

@@ -47,10 +47,13 @@ public struct CacheConfiguration: Sendable {
     /// instead of the error (RxCache's "use expired data if the loader fails"). Default true.
     public var staleIfError = true
     /// How long a load waits for another process's fetch of the same key before it fetches
-    /// itself (nginx's `proxy_cache_lock_timeout`, whose default this is): a fetch that hangs
-    /// delays the others at most this long. A waiter whose wait ends with the other fetch's
-    /// failure shares that failure (and its stale fallback) instead of trying again. Default 5 s.
-    public var coalescingTimeout: Duration = .seconds(5)
+    /// itself (nginx's `proxy_cache_lock_timeout`): a fetch that hangs delays the others at most
+    /// this long. A waiter whose wait ends with the other fetch's failure shares that failure
+    /// (and its stale fallback) instead of trying again. Default 30 s: longer than one fetch
+    /// with its retries against a failing origin (measured: four attempts at a 503 after 1.5 s
+    /// take 7.3 s; nginx's 5 s assumes no retries), shorter than a hung one (the transport's
+    /// stall window is 30 s an attempt).
+    public var coalescingTimeout: Duration = .seconds(30)
     /// At most this many fetches run at once; more wait their turn. Default 6 (RXWebCache).
     public var maxConcurrentFetches = 6
     /// Deferred writes: when set, stores are collected and written together every so many items

@@ -34,7 +34,7 @@ struct CheckConfigCommand: ParsableCommand {
         } catch {
             throw CLIFailure(code: 6, message: "\(error)\n\(error.problems.count) problem\(error.problems.count == 1 ? "" : "s") in \(file)")
         }
-        print("\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"
+        Console.print("\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"
               + (configuration.endpoint.map { "; http on \($0)" } ?? "; http off"))
         for storage in configuration.storages {
             var line = "  \(storage.name): \(Redaction.url(storage.baseURL)) → \(storage.directory) (state \(storage.statePath)); "
@@ -45,7 +45,7 @@ struct CheckConfigCommand: ParsableCommand {
             if !storage.trustedKeys.isEmpty { line += "; \(storage.trustedKeys.count) trusted key(s)" }
             let hooks = storage.preSwitchHooks.count + storage.postUpdateHooks.count
             if hooks > 0 { line += "; hooks: \(storage.preSwitchHooks.count) pre-switch, \(storage.postUpdateHooks.count) post-update" }
-            print(line)
+            Console.print(line)
         }
     }
 }

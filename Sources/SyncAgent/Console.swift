@@ -29,6 +29,12 @@ enum Console {
         write(text, to: STDERR_FILENO)
     }
 
+    /// A line on stdout, as `print` would write it, through ``write(_:to:)``: the one way the
+    /// CLI prints, so a closed pipe ends nothing but the output.
+    static func print(_ text: String) {
+        write(text + "\n", to: STDOUT_FILENO)
+    }
+
     static func standardOutput(_ text: String) {
         write(text, to: STDOUT_FILENO)
     }

@@ -21,7 +21,7 @@ struct ForgetKeysCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        print(forgotten.isEmpty ? "\(folder.contentDirectory) had no trusted keys"
+        Console.print(forgotten.isEmpty ? "\(folder.contentDirectory) had no trusted keys"
               : "forgot trusted key(s) \(forgotten.joined(separator: ", ")) for \(folder.contentDirectory); the next sync without --trust-key accepts an unsigned storage")
     }
 }

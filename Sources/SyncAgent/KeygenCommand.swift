@@ -27,6 +27,6 @@ struct KeygenCommand: AsyncParsableCommand {
         close(fd)
         guard written == line.count else { throw CLIFailure(code: 5, message: "cannot write \(out)") }
         try key.publicKeyFileText.write(toFile: out + ".pub", atomically: true, encoding: .utf8)
-        print("private key: \(out)\npublic key:  \(out).pub (key id \(key.keyID))")
+        Console.print("private key: \(out)\npublic key:  \(out).pub (key id \(key.keyID))")
     }
 }

@@ -132,28 +132,28 @@ struct PublishCommand: AsyncParsableCommand {
         }
         guard !quiet else { return }
         if let recovery = report.recovery {
-            print("recovered: \(recovery)")
+            Console.print("recovered: \(recovery)")
         }
         if !report.removedLeftovers.isEmpty {
-            print("recovered: deleted what an older sync-agent's interrupted publish left: " + report.removedLeftovers.joined(separator: ", "))
+            Console.print("recovered: deleted what an older sync-agent's interrupted publish left: " + report.removedLeftovers.joined(separator: ", "))
         }
         let uploaded = report.uploaded ? "; uploaded to \(upload ?? "")" : dryRun && upload != nil ? "; would upload to \(upload ?? "")" : ""
         if report.alreadyPublished {
-            print("\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: "
+            Console.print("\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: "
                   + (report.uploaded ? "nothing to publish" : "nothing to do") + "; "
                   + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes)), archive \(ProgressBar.bytes(report.archiveBytes))"
                   + uploaded)
             return
         }
         let from = report.fromVersion.map { "\($0)" } ?? "nothing"
-        print("\(dryRun ? "would publish" : "published") \(report.toVersion) (minimal \(report.minimalVersion)) over \(from): "
+        Console.print("\(dryRun ? "would publish" : "published") \(report.toVersion) (minimal \(report.minimalVersion)) over \(from): "
               + "\(report.changes.count) change(s), \(ProgressBar.bytes(report.bytesToDownload)) for a client one version behind; "
               + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes))"
               + (dryRun ? "" : ", archive \(ProgressBar.bytes(report.archiveBytes))")
               + (report.reusedArchiveEntries > 0 ? " (\(report.reusedArchiveEntries) entries copied from the previous archive)" : "")
               + uploaded)
         for change in report.changes {
-            print("  " + Change(kind: change, index: 0).description)
+            Console.print("  " + Change(kind: change, index: 0).description)
         }
     }
 

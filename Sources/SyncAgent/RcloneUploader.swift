@@ -101,7 +101,7 @@ struct RcloneUploader: StorageUploading {
         let copied = stats.map { "\($0.transfers) file(s) copied, \(ProgressBar.bytes($0.bytes)), in \(String(format: "%.1f", $0.seconds)) s" }
             ?? "done"
         let how = step.kind == .content ? (remoteHasHashes ? " (unchanged files skipped by hash)" : " (the remote has no hashes: every file sent)") : ""
-        print("uploaded \(step) to \(remote) (\(step.number)/\(StorageUploadStep.order.count)): \(copied)\(how)")
+        Console.print("uploaded \(step) to \(remote) (\(step.number)/\(StorageUploadStep.order.count)): \(copied)\(how)")
     }
 
     /// `remote` and a storage-relative path, as one rclone path.

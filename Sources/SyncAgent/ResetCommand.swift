@@ -24,7 +24,7 @@ struct ResetCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        print(removed ? "removed \(folder.contentDirectory) and its state in \(folder.statePath); the next sync restores it from the archive"
+        Console.print(removed ? "removed \(folder.contentDirectory) and its state in \(folder.statePath); the next sync restores it from the archive"
                       : "\(folder.contentDirectory) has no state in \(folder.statePath); nothing removed")
     }
 }

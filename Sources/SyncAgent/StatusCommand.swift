@@ -38,7 +38,7 @@ struct StatusCommand: AsyncParsableCommand {
             throw CLIFailure(code: 6, message: "--max-age needs --check")
         }
         let status = try await folder.readStatus()
-        print(json ? try Self.json(status) : Self.text(status))
+        Console.print(json ? try Self.json(status) : Self.text(status))
         if check, let failure = Self.checkFailure(status, maxAge: maxAge, now: Date()) {
             throw CLIFailure(code: 9, message: "check failed: " + failure)
         }

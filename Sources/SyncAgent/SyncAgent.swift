@@ -36,7 +36,7 @@ struct SyncAgent: AsyncParsableCommand {
         // take `--version` from anywhere, and `publish --version 1.0` with a missing option
         // would print this version and exit 0 instead of naming the missing option.
         if Array(CommandLine.arguments.dropFirst()) == ["--version"] {
-            print(version)
+            Console.print(version)
             return
         }
         do {

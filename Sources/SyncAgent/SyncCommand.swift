@@ -51,7 +51,7 @@ struct SyncCommand: AsyncParsableCommand {
             let report = try await manager.checkForUpdates()
             bar.finish()
             if !quiet {
-                print(Self.summary(report))
+                Console.print(Self.summary(report))
             }
         } catch {
             bar.finish()

@@ -42,9 +42,9 @@ struct VerifyCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        for difference in report.differences { print(difference) }
+        for difference in report.differences { Console.print(difference) }
         if report.matches {
-            print(report.repaired > 0 ? "repaired \(report.repaired) path(s): \(folder.contentDirectory) now matches \(report.version)"
+            Console.print(report.repaired > 0 ? "repaired \(report.repaired) path(s): \(folder.contentDirectory) now matches \(report.version)"
                                       : "\(folder.contentDirectory) matches \(report.version)")
         } else {
             throw CLIFailure(code: 7, message: "\(report.differences.count) difference(s) from \(report.version); run with --repair to fix them")
