@@ -144,9 +144,11 @@ bench: bench-deps
 	bash bench/restore.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 	bash bench/scenarios.sh "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 
-## Item cache benchmark (issue 11): ItemCache's disk and memory tiers and its fetching API, side by side
-## with python-diskcache (from PyPI, in the venv $(BENCH_VENV)/), alternated, on ext4 and tmpfs; writes
-## the "Item cache (issue 11)" section of docs/benchmarks.md and docs/benchmarks-cache.svg. About 5 minutes.
+## Item cache benchmark (issues 11 and 20): ItemCache's disk and memory tiers and its fetching API, side by
+## side with python-diskcache (from PyPI, in the venv $(BENCH_VENV)/), alternated, on ext4 and tmpfs, checked
+## against issue 20's targets; then 8 `sync-agent cache get` processes on one failing URL (release sync-agent,
+## the same -c release build). Writes the "Item cache (issue 11)" section of docs/benchmarks.md and
+## docs/benchmarks-cache.svg. About 7 minutes after the build.
 BENCH_VENV := .build-bench-venv
 BENCH_CACHE_APT_PACKAGES := python3-venv e2fsprogs
 bench-cache: deps
@@ -158,7 +160,9 @@ bench-cache: deps
 	@[ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV)
 	@$(BENCH_VENV)/bin/python -c 'import diskcache, requests_cache' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'diskcache==5.6.3' 'requests-cache==1.3.3'
 	$(SWIFT) build -c release --product cache-bench
-	$(BENCH_VENV)/bin/python bench/cache_bench.py "$$($(SWIFT) build -c release --show-bin-path)/cache-bench"
+	$(SWIFT) build -c release --product sync-agent
+	SYNC_AGENT="$$($(SWIFT) build -c release --show-bin-path)/sync-agent" \
+	  $(BENCH_VENV)/bin/python bench/cache_bench.py "$$($(SWIFT) build -c release --show-bin-path)/cache-bench"
 
 ## Fleet simulation (issue 12): 1,000 in-process agents (fleet-sim) against one nginx on loopback: restart
 ## herds with and without jitter and splay, a publish mid-run, a no-change period; requests per second and

@@ -15,6 +15,13 @@ ones, on ext4 (BENCH_WORK) and on tmpfs (BENCH_TMPFS). Both tools print per-oper
 tools' medians round by round. The section "## Item cache (issue 11)" of BENCH_DOC is replaced
 (or appended) and the chart docs/benchmarks-cache.svg written.
 
+Issue 20's targets (disk get 4 KiB ≤ 0.8× diskcache, `storeNow` set ≤ 0.85×, async `store` ≤ 1.0×
+diskcache's set, memory hit ≤ 1 µs) get a subsection of their own with each round's ratio and a
+PASS/FAIL. Then bench/cache_origin.py starts 8 `sync-agent cache get` processes on one URL of a
+loopback origin that fails after a delay (404, and 503 with its retries) and records each one's
+wall time and exit code and the origin's request count: the subsection "Failing origin"
+(about 1 minute; SYNC_AGENT, else the sync-agent beside CACHE_BENCH_BINARY).
+
 After the measures, bench/cache_scenario.py replays a scripted HTTP scenario (expiries, changed and
 unchanged resources) through ItemLoader and requests-cache and counts requests and bytes at the
 server: the subsection "HTTP scenario vs requests-cache" (about 25 s).
@@ -23,7 +30,8 @@ Settings (environment): ROUNDS (5), WARMUP (1), SKIP_TMPFS (0), MEASURES (comma 
 all), CACHE_BENCH_ONLY (empty: everything; `measures`; `scenario`: only the HTTP scenario, whose
 subsection alone is then replaced in BENCH_DOC), BENCH_WORK (/tmp/content-sync-bench/cache),
 BENCH_TMPFS (/dev/shm), BENCH_DOC (docs/benchmarks.md; empty to only print), BENCH_CHART
-(docs/benchmarks-cache.svg).
+(docs/benchmarks-cache.svg), SYNC_AGENT, FAILING_ORIGIN (1; 0 skips it), ORIGIN_ROUNDS (3),
+ORIGIN_DELAY (1.5 s), ORIGIN_STATUSES (404,503).
 """
 from __future__ import annotations
 
@@ -42,6 +50,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402  (shared helpers: fs_type, machine_line, replace_section)
 import cache_scenario  # noqa: E402  (the HTTP scenario against requests-cache)
+import cache_origin  # noqa: E402  (issue 20: 8 `sync-agent cache get` processes on one failing URL)
 
 HEADING = "## Item cache (issue 11)"
 OURS, PEER = "ItemCache", "diskcache"
@@ -316,6 +325,9 @@ def run_all(binary: str) -> Path:
                 for folder in runs.iterdir():
                     shutil.rmtree(folder, ignore_errors=True)
             shutil.rmtree(runs, ignore_errors=True)
+        if os.environ.get("CACHE_BENCH_ONLY", "") != "scenario" and os.environ.get("FAILING_ORIGIN", "1") != "0":
+            log(f"failing origin: {cache_origin.__doc__.splitlines()[0]}")
+            out.write(json.dumps(cache_origin.run(sync_agent_binary(binary))) + "\n")
         if os.environ.get("CACHE_BENCH_ONLY", "") != "measures":
             log("HTTP scenario against requests-cache")
             out.write(json.dumps(cache_scenario.run(binary)) + "\n")
@@ -324,8 +336,17 @@ def run_all(binary: str) -> Path:
     return results_path
 
 
+def sync_agent_binary(cache_bench: str) -> str:
+    """SYNC_AGENT, else the `sync-agent` built beside `cache-bench` (`make bench-cache` builds both)."""
+    agent = os.path.abspath(os.environ.get("SYNC_AGENT") or str(Path(cache_bench).with_name("sync-agent")))
+    if not os.access(agent, os.X_OK):
+        die(f"{agent} is not an executable; build it with `swift build -c release --product sync-agent` or set SYNC_AGENT "
+            "(FAILING_ORIGIN=0 skips the failing-origin scenario)")
+    return agent
+
+
 def command_line(binary: str) -> str:
-    keys = ["ROUNDS", "WARMUP", "SKIP_TMPFS", "MEASURES", "BENCH_WORK", "BENCH_TMPFS"]
+    keys = ["ROUNDS", "WARMUP", "SKIP_TMPFS", "MEASURES", "BENCH_WORK", "BENCH_TMPFS", "ORIGIN_ROUNDS", "ORIGIN_DELAY"]
     env = " ".join(f"{k}={os.environ[k]}" for k in keys if os.environ.get(k))
     return f"{env + ' ' if env else ''}{Path(sys.executable).as_posix()} bench/cache_bench.py {binary}"
 
@@ -381,6 +402,8 @@ def load(path: Path) -> tuple[dict, list[dict]]:
             meta.update(obj)
         elif obj.get("kind") == "scenario":
             meta["scenario"] = obj
+        elif obj.get("kind") == "origin":
+            meta["origin"] = obj
         elif obj.get("counted"):
             rows.append(obj)
     return meta, rows
@@ -588,6 +611,9 @@ def write_report(results: Path) -> None:
                   f"Chart: [{chart_path.name}]({chart_path.name}), written by `bench/cache_bench.py` from the same runs "
                   "(bars: pooled medians; whiskers: the lowest and highest round median).", ""]
     lines += [f"Raw results: `{results}` (regenerate this section with `python3 bench/cache_bench.py report FILE`).", ""]
+    lines += acceptance_lines(rows, fss)
+    if "origin" in meta:
+        lines += cache_origin.table_lines(meta["origin"])
     if "scenario" in meta:
         # Last in the section, so that CACHE_BENCH_ONLY=scenario can replace it alone.
         lines += cache_scenario.section_lines(meta["scenario"])
@@ -597,6 +623,55 @@ def write_report(results: Path) -> None:
     if doc:
         report.replace_section(doc, HEADING, text)
         log(f"wrote the section '{HEADING}' of {doc}")
+
+
+# Issue 20's acceptance: (row, our measure, the peer's measure or None, target, kind). A ratio
+# target compares medians with diskcache's; "µs" is an absolute median.
+ACCEPTANCE = [
+    ("disk get 4 KiB", "get4k", "get4k", 0.8, "ratio"),
+    ("disk set 4 KiB, `storeNow`", "set4k", "set4k", 0.85, "ratio"),
+    ("disk set 4 KiB, async `store`, vs diskcache's set", "set4k_async", "set4k", 1.0, "ratio"),
+    ("memory-tier hit, 4 KiB (per hit, batches of 100)", "memhit", None, 1.0, "µs"),
+]
+
+
+def acceptance_lines(rows: list[dict], fss: list[str]) -> list[str]:
+    """Issue 20's targets, per filesystem: the medians, their ratio, every round's ratio and a
+    PASS/FAIL. The verdict is on the ratio of the medians pooled over the counted rounds (the
+    table's "median ÷ diskcache"); the rounds column shows how steady it was."""
+    out = ["### Issue 20 acceptance (integrity checks on)", "",
+           "The same runs as the table above, against issue 20's targets. Integrity checks are on: every value read from "
+           "disk (inline or blob file) is checked against its CRC-32C, which ItemCache always does (there is no switch). "
+           "Ratio = ItemCache median ÷ diskcache median, pooled over the counted rounds; the verdict is on that ratio "
+           "(≤ target is PASS). \"Rounds\" lists each counted round's ratio of the two tools' medians, in round order, "
+           "and how many of them are within the target. The async `store` has no diskcache twin: it is divided by "
+           "diskcache's `set` of the same round.", "",
+           "| target | filesystem | ItemCache median (µs) | diskcache median (µs) | ratio | rounds (ratio per round) | target | result |",
+           "|---|---|---:|---:|---:|---|---:|---|"]
+    for label, ours, peer, target, kind in ACCEPTANCE:
+        for fs in fss:
+            a, ar = pooled(rows, name=ours, fs=fs, tool=OURS)
+            if not a:
+                out.append(f"| {label} | {fs} | not measured | | | | | – |")
+                continue
+            med_a = statistics.median(a)
+            if kind == "µs":
+                per_round = [ar[k] for k in sorted(ar)]
+                within = sum(v <= target * 1000 for v in per_round)
+                out.append(f"| {label} | {fs} | {us(med_a)} | – | – | {', '.join(us(v) for v in per_round)} µs "
+                           f"({within}/{len(per_round)} within) | ≤ {target:g} µs | **{'PASS' if med_a <= target * 1000 else 'FAIL'}** |")
+                continue
+            b, br = pooled(rows, name=peer, fs=fs, tool=PEER)
+            if not b:
+                out.append(f"| {label} | {fs} | {us(med_a)} | not measured | | | ≤ {target:g}× | – |")
+                continue
+            med_b = statistics.median(b)
+            per_round = [ar[k] / br[k] for k in sorted(ar) if k in br and br[k]]
+            within = sum(v <= target for v in per_round)
+            out.append(f"| {label} | {fs} | {us(med_a)} | {us(med_b)} | {med_a / med_b:.2f}× | "
+                       f"{', '.join(f'{v:.2f}' for v in per_round)} ({within}/{len(per_round)} within) | ≤ {target:g}× | "
+                       f"**{'PASS' if med_a / med_b <= target else 'FAIL'}** |")
+    return out + [""]
 
 
 def minmax(rows: list[dict], name: str, fs: str, tool: str) -> tuple[float, float]:
@@ -696,6 +771,8 @@ def main() -> None:
         if not os.access(binary, os.X_OK):
             die(f"{binary} is not an executable; build it with `swift build -c release --product cache-bench`")
         peer_version()
+        if os.environ.get("CACHE_BENCH_ONLY", "") != "scenario" and os.environ.get("FAILING_ORIGIN", "1") != "0":
+            sync_agent_binary(binary)  # before the measures, not after ten minutes of them
         write_report(run_all(binary))
     else:
         print(__doc__, file=sys.stderr)
