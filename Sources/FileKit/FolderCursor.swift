@@ -61,6 +61,13 @@ public struct FolderCursor: ~Copyable {
     /// The current folder's entries, without `.` and `..`. An entry that vanishes between
     /// `readdir` and its `lstat` is left out.
     public func entries() throws(FileSystemError) -> [Entry] {
+        try Self.entries(of: descriptor, shownAs: shownAs)
+    }
+
+    /// The entries of the open folder `descriptor` (which stays open), without `.` and `..`,
+    /// each with its `lstat`; `shownAs` names the folder in errors. An entry that vanishes
+    /// between `readdir` and its `lstat` is left out.
+    public static func entries(of descriptor: Int32, shownAs: String) throws(FileSystemError) -> [Entry] {
         let copy = dup(descriptor)
         guard copy >= 0, let handle = fdopendir(copy) else {
             let code = errno

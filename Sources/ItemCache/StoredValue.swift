@@ -82,13 +82,7 @@ extension DiskTier {
     /// is stored, or it was damaged (then dropped).
     func openValue(_ key: CacheKey) throws(ItemCacheError) -> (content: StoredValue.Content, info: ItemInfo)? {
         for _ in 0..<4 {
-            let found: IndexRow?
-            do {
-                found = try reader.row(for: key.rawValue)
-            } catch {
-                throw storageError("cannot read \(key.rawValue) from", error)
-            }
-            guard let row = found else { return nil }
+            guard let row = try indexRow(for: key) else { return nil }
             if row.inlineValue != nil {
                 guard let item = try read(key) else { return nil }
                 return (.bytes(item.data), item.info)

@@ -236,21 +236,6 @@ final class BlobFolder: Sendable {
 
     /// The names in the open folder `folder` with their types (from `lstat`, never following).
     private static func entries(of folder: Int32, shownAs: String) throws(FileSystemError) -> [(name: String, type: mode_t)] {
-        let copy = dup(folder)
-        guard copy >= 0, let handle = fdopendir(copy) else {
-            let code = errno
-            if copy >= 0 { close(copy) }
-            throw FileSystemError("cannot list", path: shownAs, syscall: "fdopendir", errno: code)
-        }
-        defer { closedir(handle) }
-        rewinddir(handle)
-        var result: [(name: String, type: mode_t)] = []
-        while let entry = readdir(handle) {
-            if DirectoryEntryName.isDotOrDotDot(entry) { continue }
-            var status = stat()
-            guard fstatat(folder, DirectoryEntryName.pointer(entry), &status, AT_SYMLINK_NOFOLLOW) == 0 else { continue }
-            result.append((String(decoding: DirectoryEntryName.bytes(entry), as: UTF8.self), status.st_mode & S_IFMT))
-        }
-        return result
+        try FolderCursor.entries(of: folder, shownAs: shownAs).map { (String(decoding: $0.name, as: UTF8.self), $0.info.st_mode & S_IFMT) }
     }
 }

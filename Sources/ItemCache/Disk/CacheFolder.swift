@@ -133,20 +133,7 @@ final class CacheFolder: Sendable {
 
     /// The names in the folder (not `.` and `..`).
     private func entryNames() throws(FileSystemError) -> [String] {
-        let copy = dup(descriptor)
-        guard copy >= 0, let handle = fdopendir(copy) else {
-            let code = errno
-            if copy >= 0 { close(copy) }
-            throw FileSystemError("cannot list", path: path, syscall: "fdopendir", errno: code)
-        }
-        defer { closedir(handle) }
-        rewinddir(handle)
-        var names: [String] = []
-        while let entry = readdir(handle) {
-            if DirectoryEntryName.isDotOrDotDot(entry) { continue }
-            names.append(String(decoding: DirectoryEntryName.bytes(entry), as: UTF8.self))
-        }
-        return names
+        try FolderCursor.entries(of: descriptor, shownAs: path).map { String(decoding: $0.name, as: UTF8.self) }
     }
 
     private func isOurTag() -> Bool {

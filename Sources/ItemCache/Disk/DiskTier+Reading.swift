@@ -20,13 +20,7 @@ extension DiskTier {
     /// wrong value.
     func read(_ key: CacheKey) throws(ItemCacheError) -> CachedItem? {
         for _ in 0..<4 {
-            let found: IndexRow?
-            do {
-                found = try reader.row(for: key.rawValue)
-            } catch {
-                throw storageError("cannot read \(key.rawValue) from", error)
-            }
-            guard let row = found else { return nil }
+            guard let row = try indexRow(for: key) else { return nil }
             let outcome: BlobFolder.ReadOutcome
             do {
                 outcome = try value(of: row)
@@ -47,6 +41,15 @@ extension DiskTier {
             }
         }
         return nil
+    }
+
+    /// The row of `key` as a get reads it (``IndexReader``); nil when there is none.
+    func indexRow(for key: CacheKey) throws(ItemCacheError) -> IndexRow? {
+        do {
+            return try reader.row(for: key.rawValue)
+        } catch {
+            throw storageError("cannot read \(key.rawValue) from", error)
+        }
     }
 
     /// The value of `row`: inline (checked against its checksum) or its file (a regular file
