@@ -8,7 +8,7 @@ BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps bench-deps build test run bench bench-cache bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
+.PHONY: fmt lint deps bench-deps build test run bench bench-cache bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -26,13 +26,24 @@ build: deps
 ## (loopback servers, curl's low-speed limit) behind the heavy ContentSync suites past their
 ## limits; one run per group is also faster (about 150 s against 175 s). The last run takes
 ## every test module the first two do not name, so a new module is never left out.
-test: deps check-example-storage check-docs
+test: deps check-example-storage check-docs lint
 	$(SWIFT) build --build-tests
 	bash scripts/check_systemd_unit.sh "$$($(SWIFT) build --show-bin-path)/sync-agent"
 	$(SWIFT) test --skip-build --filter 'ContentSyncTests\.'
 	$(SWIFT) test --skip-build --filter 'SyncAgentTests\.|DocumentationExamples\.'
 	$(SWIFT) test --skip-build --skip 'ContentSyncTests\.|SyncAgentTests\.|DocumentationExamples\.'
 	$(MAKE) chaos-short
+
+## Format Sources and Tests with the toolchain's `swift format` and the checked-in .swift-format
+## (4 spaces, 120 columns); after formatting, the documents' examples are rewritten from their
+## regions (check_snippets --write). `make test` runs `make lint`, which fails on any difference.
+fmt:
+	$(SWIFT) format format --in-place --recursive --parallel Sources Tests
+	python3 scripts/docs/check_snippets.py --write
+
+lint:
+	@out="$$($(SWIFT) format lint --strict --recursive --parallel Sources Tests 2>&1)"; \
+	if [ -n "$$out" ]; then echo "$$out" | head -40; echo "lint: run make fmt"; exit 1; fi; echo "lint: Sources and Tests are formatted"
 
 ## The layering (ContentSync links no publisher code, imports follow the layers, libraries log at
 ## debug) and the documents' promises: every Swift example in the README and the DocC catalogs is a region

@@ -1,8 +1,9 @@
 import FileKit
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// What an extraction will write, decided from the central directory alone before any byte is
@@ -37,8 +38,11 @@ struct ExtractionPlan: Equatable {
     /// Checks `entries` against `options` and decides the layout. `archive` is only for messages.
     init(entries: [RawZipEntry], options: ZipExtractionOptions, archive: String) throws(ArchiveError) {
         if entries.count > options.maxEntries {
-            throw ArchiveError(code: .sizeLimitExceeded,
-                               message: "\(archive) has \(entries.count) entries, more than the limit of \(options.maxEntries); refusing the archive")
+            throw ArchiveError(
+                code: .sizeLimitExceeded,
+                message:
+                    "\(archive) has \(entries.count) entries, more than the limit of \(options.maxEntries); refusing the archive"
+            )
         }
         var kept: [Kept] = []
         var skipped = 0
@@ -47,37 +51,48 @@ struct ExtractionPlan: Equatable {
             do {
                 path = try SafeRelativePath(validating: entry.name)
             } catch {
-                throw ArchiveError(code: .unsafeEntryName,
-                                   message: "\(archive): entry \(error); refusing the whole archive", underlying: error)
+                throw ArchiveError(
+                    code: .unsafeEntryName,
+                    message: "\(archive): entry \(error); refusing the whole archive", underlying: error)
             }
             let fileType = (entry.unixMode ?? 0) & UInt32(S_IFMT)
-            let isFolder = entry.name.utf8.last == UInt8(ascii: "/") || fileType == UInt32(S_IFDIR) || entry.hasDOSFolderAttribute
+            let isFolder =
+                entry.name.utf8.last == UInt8(ascii: "/") || fileType == UInt32(S_IFDIR) || entry.hasDOSFolderAttribute
             if path.isRoot {
                 if isFolder { continue }
-                throw ArchiveError(code: .unsafeEntryName,
-                                   message: "\(archive): entry #\(entry.index) has an empty name; refusing the whole archive")
+                throw ArchiveError(
+                    code: .unsafeEntryName,
+                    message: "\(archive): entry #\(entry.index) has an empty name; refusing the whole archive")
             }
             if let top = path.components.first, options.skippedTopLevelFolders.contains(top) {
                 skipped += 1
                 continue
             }
             if fileType != 0 && fileType != UInt32(S_IFREG) && fileType != UInt32(S_IFDIR) {
-                throw ArchiveError(code: .forbiddenEntryType,
-                                   message: "\(archive): entry '\(entry.name)' is a \(Self.typeName(fileType)); only files and folders are allowed, refusing the archive")
+                throw ArchiveError(
+                    code: .forbiddenEntryType,
+                    message:
+                        "\(archive): entry '\(entry.name)' is a \(Self.typeName(fileType)); only files and folders are allowed, refusing the archive"
+                )
             }
             if entry.isEncrypted {
-                throw ArchiveError(code: .encryptedEntry,
-                                   message: "\(archive): entry '\(entry.name)' is encrypted; publish an unencrypted archive")
+                throw ArchiveError(
+                    code: .encryptedEntry,
+                    message: "\(archive): entry '\(entry.name)' is encrypted; publish an unencrypted archive")
             }
             if isFolder && entry.declaredSize > 0 {
-                throw ArchiveError(code: .corrupt,
-                                   message: "\(archive): folder entry '\(entry.name)' declares \(entry.declaredSize) bytes of data; download the archive again")
+                throw ArchiveError(
+                    code: .corrupt,
+                    message:
+                        "\(archive): folder entry '\(entry.name)' declares \(entry.declaredSize) bytes of data; download the archive again"
+                )
             }
             kept.append(Kept(entry: entry, path: path, isFolder: isFolder))
         }
 
         if let top = options.stripTopLevelFolder, !kept.isEmpty,
-           kept.allSatisfy({ $0.path.components.first == top && ($0.isFolder || $0.path.components.count > 1) }) {
+            kept.allSatisfy({ $0.path.components.first == top && ($0.isFolder || $0.path.components.count > 1) })
+        {
             let base = kept[0].path.ancestors.first ?? kept[0].path
             kept = kept.compactMap { item in
                 var item = item
@@ -92,8 +107,11 @@ struct ExtractionPlan: Equatable {
         var declared: Int64 = 0
         for item in kept {
             if let earlier = seen[item.path] {
-                throw ArchiveError(code: .duplicateEntry,
-                                   message: "\(archive): entries '\(earlier)' and '\(item.entry.name)' both extract to '\(item.path)'; refusing the archive")
+                throw ArchiveError(
+                    code: .duplicateEntry,
+                    message:
+                        "\(archive): entries '\(earlier)' and '\(item.entry.name)' both extract to '\(item.path)'; refusing the archive"
+                )
             }
             seen[item.path] = item.entry.name
             folders.insertAncestors(of: item.path)
@@ -102,20 +120,29 @@ struct ExtractionPlan: Equatable {
                 continue
             }
             guard item.entry.declaredSize <= UInt64(Int64.max),
-                  case (let sum, false) = declared.addingReportingOverflow(Int64(item.entry.declaredSize)) else {
+                case (let sum, false) = declared.addingReportingOverflow(Int64(item.entry.declaredSize))
+            else {
                 throw Self.tooLarge(archive: archive, options: options, declared: nil)
             }
             declared = sum
-            files.append(File(index: item.entry.index, archiveName: item.entry.name, path: item.path,
-                              declaredSize: Int64(item.entry.declaredSize)))
+            files.append(
+                File(
+                    index: item.entry.index, archiveName: item.entry.name, path: item.path,
+                    declaredSize: Int64(item.entry.declaredSize)))
         }
         for file in files where folders.contains(file.path) {
-            throw ArchiveError(code: .duplicateEntry,
-                               message: "\(archive): '\(file.path)' is both a file (entry '\(file.archiveName)') and a folder; refusing the archive")
+            throw ArchiveError(
+                code: .duplicateEntry,
+                message:
+                    "\(archive): '\(file.path)' is both a file (entry '\(file.archiveName)') and a folder; refusing the archive"
+            )
         }
         if let (first, second) = SafeRelativePath.caseCollision(in: Array(folders.members) + files.map(\.path)) {
-            throw ArchiveError(code: .duplicateEntry,
-                               message: "\(archive): '\(first)' and '\(second)' differ only in case, so they would be one path on case-insensitive file systems; refusing the archive (the publisher must rename one)")
+            throw ArchiveError(
+                code: .duplicateEntry,
+                message:
+                    "\(archive): '\(first)' and '\(second)' differ only in case, so they would be one path on case-insensitive file systems; refusing the archive (the publisher must rename one)"
+            )
         }
         if declared > options.maxTotalBytes {
             throw Self.tooLarge(archive: archive, options: options, declared: declared)
@@ -129,8 +156,11 @@ struct ExtractionPlan: Equatable {
 
     private static func tooLarge(archive: String, options: ZipExtractionOptions, declared: Int64?) -> ArchiveError {
         let amount = declared.map { "\($0) bytes" } ?? "more bytes than fit in 64 bits"
-        return ArchiveError(code: .sizeLimitExceeded,
-                            message: "\(archive) declares \(amount) of files, more than the limit of \(options.maxTotalBytes); refusing the archive (raise maxTotalBytes if it is genuine)")
+        return ArchiveError(
+            code: .sizeLimitExceeded,
+            message:
+                "\(archive) declares \(amount) of files, more than the limit of \(options.maxTotalBytes); refusing the archive (raise maxTotalBytes if it is genuine)"
+        )
     }
 
     private static func typeName(_ fileType: UInt32) -> String {

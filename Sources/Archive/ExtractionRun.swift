@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import CLinux
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The state the extraction workers share: a queue of files to take from, the running byte total
 /// and the first error. Each worker brings its own ``ZipReader`` because `zip_t` is not thread-safe.
@@ -26,9 +27,11 @@ final class ExtractionRun: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let firstError = Mutex<ArchiveError?>(nil)
 
-    init(files: [ExtractionPlan.File], archivePath: String, destination: String, destinationFD: Int32,
-         maxTotalBytes: Int64, isCancelled: @escaping @Sendable () -> Bool,
-         progress: (@Sendable (Int64) -> Void)?, fileWriting: FileWriting) {
+    init(
+        files: [ExtractionPlan.File], archivePath: String, destination: String, destinationFD: Int32,
+        maxTotalBytes: Int64, isCancelled: @escaping @Sendable () -> Bool,
+        progress: (@Sendable (Int64) -> Void)?, fileWriting: FileWriting
+    ) {
         self.files = files
         self.archivePath = archivePath
         self.destination = destination
@@ -69,8 +72,10 @@ final class ExtractionRun: Sendable {
         }
     }
 
-    private func extract(_ file: ExtractionPlan.File, from reader: ZipReader,
-                         buffer: UnsafeMutableRawBufferPointer) throws(ArchiveError) {
+    private func extract(
+        _ file: ExtractionPlan.File, from reader: ZipReader,
+        buffer: UnsafeMutableRawBufferPointer
+    ) throws(ArchiveError) {
         try checkContinue()
         let fd = openat(destinationFD, file.path.string, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
@@ -88,12 +93,18 @@ final class ExtractionRun: Sendable {
             // Count before writing: the limit holds for bytes really inflated, whatever the headers say.
             let total = inflatedBytes.wrappingAdd(Int64(count), ordering: .relaxed).newValue
             if total > maxTotalBytes {
-                throw ArchiveError(code: .sizeLimitExceeded,
-                                   message: "\(archivePath) inflates past the limit of \(maxTotalBytes) bytes while writing '\(file.path)'; refusing the archive (a zip bomb, or raise maxTotalBytes if it is genuine)")
+                throw ArchiveError(
+                    code: .sizeLimitExceeded,
+                    message:
+                        "\(archivePath) inflates past the limit of \(maxTotalBytes) bytes while writing '\(file.path)'; refusing the archive (a zip bomb, or raise maxTotalBytes if it is genuine)"
+                )
             }
             if produced > file.declaredSize {
-                throw ArchiveError(code: .corrupt,
-                                   message: "\(archivePath): entry '\(file.archiveName)' inflates past its declared \(file.declaredSize) bytes; the header lies, refusing the archive")
+                throw ArchiveError(
+                    code: .corrupt,
+                    message:
+                        "\(archivePath): entry '\(file.archiveName)' inflates past its declared \(file.declaredSize) bytes; the header lies, refusing the archive"
+                )
             }
             if let code = fileWriting.writeAll(fd, UnsafeRawBufferPointer(rebasing: buffer[0..<count])) {
                 throw ArchiveError.io("writing '\(file.path)' into \(destination)", errno: code)
@@ -102,8 +113,11 @@ final class ExtractionRun: Sendable {
             try checkContinue()
         }
         if produced != file.declaredSize {
-            throw ArchiveError(code: .corrupt,
-                               message: "\(archivePath): entry '\(file.archiveName)' inflates to \(produced) bytes but declares \(file.declaredSize); download the archive again")
+            throw ArchiveError(
+                code: .corrupt,
+                message:
+                    "\(archivePath): entry '\(file.archiveName)' inflates to \(produced) bytes but declares \(file.declaredSize); download the archive again"
+            )
         }
         isOpen = false
         if close(fd) != 0 {
@@ -118,8 +132,10 @@ final class ExtractionRun: Sendable {
             throw ArchiveError(code: .cancelled, message: "stopped after another worker failed")
         }
         if isCancelled() {
-            throw ArchiveError(code: .cancelled,
-                               message: "extracting \(archivePath) into \(destination) was cancelled; extract again into a fresh folder")
+            throw ArchiveError(
+                code: .cancelled,
+                message:
+                    "extracting \(archivePath) into \(destination) was cancelled; extract again into a fresh folder")
         }
     }
 }

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import CLinux
 import FileKit
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// The write(2) loop the extractor uses, as a value so tests can inject failures such as
 /// `ENOSPC` that a real disk rarely offers on demand.

@@ -1,10 +1,11 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import CLinux
 internal import CZip
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// An archive this library wrote before, opened read-only so that ``ZipWriter`` can copy the
 /// deflated bytes of entries whose content did not change instead of compressing them again.
@@ -25,7 +26,8 @@ final class PreviousArchive {
         guard let handle = zip_open(path, ZIP_RDONLY, &code) else { return nil }
         var length: Int32 = 0
         guard let comment = zip_get_archive_comment(handle, &length, zip_flags_t(ZIP_FL_ENC_RAW)),
-              String(decoding: UnsafeRawBufferPointer(start: comment, count: Int(length)), as: UTF8.self) == Self.marker else {
+            String(decoding: UnsafeRawBufferPointer(start: comment, count: Int(length)), as: UTF8.self) == Self.marker
+        else {
             zip_discard(handle)
             return nil
         }
@@ -44,8 +46,10 @@ final class PreviousArchive {
         var stat = zip_stat_t()
         zip_stat_init(&stat)
         guard zip_stat_index(handle, UInt64(index), 0, &stat) == 0,
-              stat.valid & UInt64(ZIP_STAT_CRC | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD) == UInt64(ZIP_STAT_CRC | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD),
-              stat.crc == crc, stat.size == UInt64(size), stat.comp_method == UInt16(ZIP_CM_DEFLATE) else { return nil }
+            stat.valid & UInt64(ZIP_STAT_CRC | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD)
+                == UInt64(ZIP_STAT_CRC | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD),
+            stat.crc == crc, stat.size == UInt64(size), stat.comp_method == UInt16(ZIP_CM_DEFLATE)
+        else { return nil }
         return UInt64(index)
     }
 

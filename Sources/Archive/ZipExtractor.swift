@@ -1,13 +1,14 @@
-import FileKit
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import CLinux
 import Dispatch
+import FileKit
 import Foundation
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Extracts zip archives from an untrusted storage into a fresh folder.
 ///
@@ -27,24 +28,30 @@ public enum ZipExtractor {
     ///   - isCancelled: polled between chunks; when it returns true the extraction stops with `.cancelled`.
     ///   - progress: called from worker threads with the total inflated bytes written so far. Pass it
     ///     with its label: a trailing closure would bind to `isCancelled`.
-    public static func extract(archiveAt path: String, into destination: String, options: ZipExtractionOptions,
-                               isCancelled: @escaping @Sendable () -> Bool = { false },
-                               progress: (@Sendable (_ bytesWritten: Int64) -> Void)? = nil) throws(ArchiveError) -> ZipExtractionReport {
-        try extract(archiveAt: path, into: destination, options: options, isCancelled: isCancelled,
-                    progress: progress, fileWriting: .system)
+    public static func extract(
+        archiveAt path: String, into destination: String, options: ZipExtractionOptions,
+        isCancelled: @escaping @Sendable () -> Bool = { false },
+        progress: (@Sendable (_ bytesWritten: Int64) -> Void)? = nil
+    ) throws(ArchiveError) -> ZipExtractionReport {
+        try extract(
+            archiveAt: path, into: destination, options: options, isCancelled: isCancelled,
+            progress: progress, fileWriting: .system)
     }
 
     /// Extracts `path` into `destination` on a dedicated dispatch queue, never blocking Swift's
     /// cooperative thread pool. Cancelling the calling task stops the extraction with `.cancelled`.
-    public static func extract(archiveAt path: String, into destination: String, options: ZipExtractionOptions,
-                               progress: (@Sendable (_ bytesWritten: Int64) -> Void)? = nil) async throws(ArchiveError) -> ZipExtractionReport {
+    public static func extract(
+        archiveAt path: String, into destination: String, options: ZipExtractionOptions,
+        progress: (@Sendable (_ bytesWritten: Int64) -> Void)? = nil
+    ) async throws(ArchiveError) -> ZipExtractionReport {
         let flag = CancellationFlag()
         let result: Result<ZipExtractionReport, ArchiveError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 queue.async {
                     do throws(ArchiveError) {
-                        let report = try extract(archiveAt: path, into: destination, options: options,
-                                                 isCancelled: { flag.isSet }, progress: progress)
+                        let report = try extract(
+                            archiveAt: path, into: destination, options: options,
+                            isCancelled: { flag.isSet }, progress: progress)
                         continuation.resume(returning: .success(report))
                     } catch {
                         continuation.resume(returning: .failure(error))
@@ -58,14 +65,17 @@ public enum ZipExtractor {
     }
 
     /// Blocking libzip work runs here, off the cooperative pool (2 threads on 2 cores).
-    private static let queue = DispatchQueue(label: "content-sync.archive.extract", qos: .utility,
-                                             attributes: .concurrent)
+    private static let queue = DispatchQueue(
+        label: "content-sync.archive.extract", qos: .utility,
+        attributes: .concurrent)
 
     /// The extraction, with the write system call injectable for tests.
-    static func extract(archiveAt path: String, into destination: String, options: ZipExtractionOptions,
-                        isCancelled: @escaping @Sendable () -> Bool,
-                        progress: (@Sendable (Int64) -> Void)?,
-                        fileWriting: FileWriting) throws(ArchiveError) -> ZipExtractionReport {
+    static func extract(
+        archiveAt path: String, into destination: String, options: ZipExtractionOptions,
+        isCancelled: @escaping @Sendable () -> Bool,
+        progress: (@Sendable (Int64) -> Void)?,
+        fileWriting: FileWriting
+    ) throws(ArchiveError) -> ZipExtractionReport {
         if isCancelled() { throw cancelledError(path, destination) }
         let destinationFD = try openEmptyFolder(destination)
         defer { close(destinationFD) }
@@ -73,8 +83,10 @@ public enum ZipExtractor {
         let reader = try ZipReader(path: path)
         let count = reader.entryCount
         if count > options.maxEntries {
-            throw ArchiveError(code: .sizeLimitExceeded,
-                               message: "\(path) has \(count) entries, more than the limit of \(options.maxEntries); refusing the archive")
+            throw ArchiveError(
+                code: .sizeLimitExceeded,
+                message:
+                    "\(path) has \(count) entries, more than the limit of \(options.maxEntries); refusing the archive")
         }
         var entries: [RawZipEntry] = []
         entries.reserveCapacity(count)
@@ -89,9 +101,10 @@ public enum ZipExtractor {
             throw ArchiveError.io("creating folder '\(folder)' in \(destination)", errno: clinux_errno())
         }
 
-        let run = ExtractionRun(files: plan.files, archivePath: path, destination: destination,
-                                destinationFD: destinationFD, maxTotalBytes: options.maxTotalBytes,
-                                isCancelled: isCancelled, progress: progress, fileWriting: fileWriting)
+        let run = ExtractionRun(
+            files: plan.files, archivePath: path, destination: destination,
+            destinationFD: destinationFD, maxTotalBytes: options.maxTotalBytes,
+            isCancelled: isCancelled, progress: progress, fileWriting: fileWriting)
         let workers = max(1, min(options.workers, plan.files.count))
         let group = DispatchGroup()
         for _ in 1..<workers {
@@ -111,13 +124,15 @@ public enum ZipExtractor {
         group.wait()
 
         if let error = run.error { throw error }
-        return ZipExtractionReport(files: plan.files.count, folders: plan.folders.count,
-                                   bytesWritten: run.bytesWritten, skippedEntries: plan.skippedEntries)
+        return ZipExtractionReport(
+            files: plan.files.count, folders: plan.folders.count,
+            bytesWritten: run.bytesWritten, skippedEntries: plan.skippedEntries)
     }
 
     private static func cancelledError(_ path: String, _ destination: String) -> ArchiveError {
-        ArchiveError(code: .cancelled,
-                     message: "extracting \(path) into \(destination) was cancelled; extract again into a fresh folder")
+        ArchiveError(
+            code: .cancelled,
+            message: "extracting \(path) into \(destination) was cancelled; extract again into a fresh folder")
     }
 
     /// Opens `path` as a folder and checks that it is empty, so nothing of the caller's is overwritten.
@@ -125,9 +140,11 @@ public enum ZipExtractor {
         let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
             let code = clinux_errno()
-            throw ArchiveError(code: .invalidDestination,
-                               message: "destination \(path) cannot be opened as a folder: \(ArchiveError.systemMessage(code)); create an empty folder first",
-                               errno: code)
+            throw ArchiveError(
+                code: .invalidDestination,
+                message:
+                    "destination \(path) cannot be opened as a folder: \(ArchiveError.systemMessage(code)); create an empty folder first",
+                errno: code)
         }
         let listingFD = dup(fd)
         guard listingFD >= 0, let listing = fdopendir(listingFD) else {
@@ -141,8 +158,9 @@ public enum ZipExtractor {
             let name = String(decoding: DirectoryEntryName.bytes(entry), as: UTF8.self)
             if name != "." && name != ".." {
                 close(fd)
-                throw ArchiveError(code: .invalidDestination,
-                                   message: "destination \(path) is not empty (it holds '\(name)'); extract into a fresh folder")
+                throw ArchiveError(
+                    code: .invalidDestination,
+                    message: "destination \(path) is not empty (it holds '\(name)'); extract into a fresh folder")
             }
         }
         return fd

@@ -43,8 +43,11 @@ final class ZipReader {
         var code: Int32 = 0
         guard let handle = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code) else {
             if code == ZIP_ER_INCONS || code == ZIP_ER_EXISTS {
-                throw ArchiveError(code: .corrupt,
-                                   message: "\(path) is inconsistent: its entries overlap, or their local headers disagree with the central directory; refusing the archive. Download it again, or rebuild it with a standard zip tool")
+                throw ArchiveError(
+                    code: .corrupt,
+                    message:
+                        "\(path) is inconsistent: its entries overlap, or their local headers disagree with the central directory; refusing the archive. Download it again, or rebuild it with a standard zip tool"
+                )
             }
             throw openError(path: path, zipCode: code)
         }
@@ -61,39 +64,49 @@ final class ZipReader {
         var stat = zip_stat_t()
         zip_stat_init(&stat)
         guard zip_stat_index(handle, index, 0, &stat) == 0, let cName = stat.name else {
-            throw ArchiveError(code: .corrupt,
-                               message: "\(path): entry #\(index) cannot be read (\(lastError)); download the archive again")
+            throw ArchiveError(
+                code: .corrupt,
+                message: "\(path): entry #\(index) cannot be read (\(lastError)); download the archive again")
         }
         // The raw bytes must be UTF-8: guessing CP437, as libzip would, gives names that the
         // storage's change lists and manifest do not use.
         guard let rawName = zip_get_name(handle, index, zip_flags_t(ZIP_FL_ENC_RAW)) else {
-            throw ArchiveError(code: .corrupt,
-                               message: "\(path): entry #\(index) has an unreadable name (\(lastError)); download the archive again")
+            throw ArchiveError(
+                code: .corrupt,
+                message: "\(path): entry #\(index) has an unreadable name (\(lastError)); download the archive again")
         }
         guard String(validatingCString: rawName) != nil else {
-            throw ArchiveError(code: .unsafeEntryName,
-                               message: "\(path): entry #\(index) has a name that is not UTF-8 ('\(String(cString: cName))' if read as CP437); refusing the whole archive. Publish it with UTF-8 names")
+            throw ArchiveError(
+                code: .unsafeEntryName,
+                message:
+                    "\(path): entry #\(index) has a name that is not UTF-8 ('\(String(cString: cName))' if read as CP437); refusing the whole archive. Publish it with UTF-8 names"
+            )
         }
         let name = String(cString: cName)
         var opsys: UInt8 = 0
         var attributes: UInt32 = 0
         guard zip_file_get_external_attributes(handle, index, 0, &opsys, &attributes) == 0 else {
-            throw ArchiveError(code: .corrupt,
-                               message: "\(path): entry '\(name)' has unreadable attributes (\(lastError)); download the archive again")
+            throw ArchiveError(
+                code: .corrupt,
+                message: "\(path): entry '\(name)' has unreadable attributes (\(lastError)); download the archive again"
+            )
         }
         let carriesUnixMode = UInt32(opsys) == ZIP_OPSYS_UNIX || UInt32(opsys) == ZIP_OPSYS_OS_X
         let unixMode = carriesUnixMode && attributes >> 16 != 0 ? attributes >> 16 : nil
-        let encrypted = stat.valid & UInt64(ZIP_STAT_ENCRYPTION_METHOD) != 0 && stat.encryption_method != UInt16(ZIP_EM_NONE)
-        return RawZipEntry(index: index, name: name, declaredSize: stat.size, isEncrypted: encrypted,
-                           unixMode: unixMode, hasDOSFolderAttribute: attributes & 0x10 != 0)
+        let encrypted =
+            stat.valid & UInt64(ZIP_STAT_ENCRYPTION_METHOD) != 0 && stat.encryption_method != UInt16(ZIP_EM_NONE)
+        return RawZipEntry(
+            index: index, name: name, declaredSize: stat.size, isEncrypted: encrypted,
+            unixMode: unixMode, hasDOSFolderAttribute: attributes & 0x10 != 0)
     }
 
     /// Opens entry `index` for inflating. `name` is only for messages.
     func open(index: UInt64, name: String) throws(ArchiveError) -> ZipEntryStream {
         guard let file = zip_fopen_index(handle, index, 0) else {
             let error = zip_get_error(handle)
-            throw Self.readError(path: path, entry: name, zipCode: zip_error_code_zip(error),
-                                 systemCode: zip_error_code_system(error), text: String(cString: zip_error_strerror(error)))
+            throw Self.readError(
+                path: path, entry: name, zipCode: zip_error_code_zip(error),
+                systemCode: zip_error_code_system(error), text: String(cString: zip_error_strerror(error)))
         }
         return ZipEntryStream(file: file, archivePath: path, entryName: name)
     }
@@ -107,29 +120,39 @@ final class ZipReader {
         let text = String(cString: zip_error_strerror(&error))
         switch zipCode {
         case ZIP_ER_NOZIP, ZIP_ER_INCONS:
-            return ArchiveError(code: .corrupt, message: "\(path) is not a readable zip archive (\(text)); download it again")
+            return ArchiveError(
+                code: .corrupt, message: "\(path) is not a readable zip archive (\(text)); download it again")
         default:
             let systemCode = zip_error_code_system(&error)
-            return ArchiveError(code: .cannotOpen, message: "cannot open archive \(path) (\(text)); check that it exists and is readable",
-                                errno: systemCode != 0 ? systemCode : nil)
+            return ArchiveError(
+                code: .cannotOpen,
+                message: "cannot open archive \(path) (\(text)); check that it exists and is readable",
+                errno: systemCode != 0 ? systemCode : nil)
         }
     }
 
     /// Maps a libzip read error: damaged data (CRC, zlib, sizes) is `corrupt`, a failed read `io`.
-    static func readError(path: String, entry: String, zipCode: Int32, systemCode: Int32, text: String) -> ArchiveError {
+    static func readError(path: String, entry: String, zipCode: Int32, systemCode: Int32, text: String) -> ArchiveError
+    {
         switch zipCode {
         case ZIP_ER_NOPASSWD, ZIP_ER_WRONGPASSWD, ZIP_ER_ENCRNOTSUPP:
-            return ArchiveError(code: .encryptedEntry,
-                                message: "\(path): entry '\(entry)' is encrypted; publish an unencrypted archive")
+            return ArchiveError(
+                code: .encryptedEntry,
+                message: "\(path): entry '\(entry)' is encrypted; publish an unencrypted archive")
         case ZIP_ER_COMPNOTSUPP:
-            return ArchiveError(code: .corrupt,
-                                message: "\(path): entry '\(entry)' uses a compression method libzip cannot read; publish the archive with deflate")
+            return ArchiveError(
+                code: .corrupt,
+                message:
+                    "\(path): entry '\(entry)' uses a compression method libzip cannot read; publish the archive with deflate"
+            )
         case ZIP_ER_READ, ZIP_ER_SEEK, ZIP_ER_OPEN, ZIP_ER_TELL, ZIP_ER_MEMORY:
-            return ArchiveError(code: .io, message: "\(path): reading entry '\(entry)' failed (\(text)); check the disk and retry",
-                                errno: systemCode != 0 ? systemCode : nil)
+            return ArchiveError(
+                code: .io, message: "\(path): reading entry '\(entry)' failed (\(text)); check the disk and retry",
+                errno: systemCode != 0 ? systemCode : nil)
         default:
-            return ArchiveError(code: .corrupt,
-                                message: "\(path): entry '\(entry)' is damaged (\(text)); download the archive again")
+            return ArchiveError(
+                code: .corrupt,
+                message: "\(path): entry '\(entry)' is damaged (\(text)); download the archive again")
         }
     }
 }
@@ -156,9 +179,10 @@ final class ZipEntryStream {
         let count = zip_fread(file, buffer.baseAddress!, UInt64(buffer.count))
         if count < 0 {
             let error = zip_file_get_error(file)
-            throw ZipReader.readError(path: archivePath, entry: entryName, zipCode: zip_error_code_zip(error),
-                                      systemCode: zip_error_code_system(error),
-                                      text: String(cString: zip_error_strerror(error)))
+            throw ZipReader.readError(
+                path: archivePath, entry: entryName, zipCode: zip_error_code_zip(error),
+                systemCode: zip_error_code_system(error),
+                text: String(cString: zip_error_strerror(error)))
         }
         return Int(count)
     }

@@ -1,10 +1,11 @@
-import FileKit
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import CLinux
+import FileKit
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 extension ZipWriter {
     /// Zips the tree under `folder` into `zipPath` deterministically: paths sorted, a folder entry
@@ -17,8 +18,10 @@ extension ZipWriter {
     /// only archives carrying this writer's marker (its comment, naming the zlib) are reused.
     /// Returns the number of entries copied from the previous archive.
     @discardableResult
-    public static func archive(folder: String, to zipPath: String, topLevelFolder: String?,
-                               reusing: ArchiveReuse? = nil) throws(ArchiveError) -> Int {
+    public static func archive(
+        folder: String, to zipPath: String, topLevelFolder: String?,
+        reusing: ArchiveReuse? = nil
+    ) throws(ArchiveError) -> Int {
         let base: SafeRelativePath
         do {
             base = try SafeRelativePath(validating: topLevelFolder ?? "")
@@ -42,8 +45,9 @@ extension ZipWriter {
             if item.isFolder {
                 try writer.addDirectory(name)
             } else if let previous, let old = reusing?.sources[item.path],
-                      let facts = PreviousArchive.crc32(ofFile: source),
-                      let index = previous.reusableEntry(named: base.appending(old).string, crc: facts.crc, size: facts.size) {
+                let facts = PreviousArchive.crc32(ofFile: source),
+                let index = previous.reusableEntry(named: base.appending(old).string, crc: facts.crc, size: facts.size)
+            {
                 try writer.addCopiedFile(name, from: previous, index: index)
                 copied += 1
             } else {
@@ -55,21 +59,26 @@ extension ZipWriter {
     }
 
     /// Lists everything under `folder/relative`, depth first, without following symlinks.
-    private static func collect(folder: String, relative: SafeRelativePath,
-                                into tree: inout [(path: SafeRelativePath, isFolder: Bool)]) throws(ArchiveError) {
+    private static func collect(
+        folder: String, relative: SafeRelativePath,
+        into tree: inout [(path: SafeRelativePath, isFolder: Bool)]
+    ) throws(ArchiveError) {
         let directory = relative.absolute(in: folder)
         guard let stream = opendir(directory) else {
             let code = clinux_errno()
-            throw ArchiveError(code: .cannotOpen,
-                               message: "cannot list \(directory): \(ArchiveError.systemMessage(code)); check that the folder exists and is readable",
-                               errno: code)
+            throw ArchiveError(
+                code: .cannotOpen,
+                message:
+                    "cannot list \(directory): \(ArchiveError.systemMessage(code)); check that the folder exists and is readable",
+                errno: code)
         }
         var names: [String] = []
         while let entry = readdir(stream) {
             guard let name = String(validating: DirectoryEntryName.bytes(entry), as: UTF8.self) else {
                 closedir(stream)
-                throw ArchiveError(code: .unsafeEntryName,
-                                   message: "\(directory) holds a name that is not valid UTF-8; rename it")
+                throw ArchiveError(
+                    code: .unsafeEntryName,
+                    message: "\(directory) holds a name that is not valid UTF-8; rename it")
             }
             if name != "." && name != ".." { names.append(name) }
         }
@@ -81,15 +90,17 @@ extension ZipWriter {
             do {
                 child = relative.appending(try SafeRelativePath(validating: name))
             } catch {
-                throw ArchiveError(code: .unsafeEntryName,
-                                   message: "\(directory): \(error); rename it", underlying: error)
+                throw ArchiveError(
+                    code: .unsafeEntryName,
+                    message: "\(directory): \(error); rename it", underlying: error)
             }
             let childPath = child.absolute(in: folder)
             var info = stat()
             guard lstat(childPath, &info) == 0 else {
                 let code = clinux_errno()
-                throw ArchiveError(code: .cannotOpen,
-                                   message: "cannot read \(childPath): \(ArchiveError.systemMessage(code))", errno: code)
+                throw ArchiveError(
+                    code: .cannotOpen,
+                    message: "cannot read \(childPath): \(ArchiveError.systemMessage(code))", errno: code)
             }
             switch info.st_mode & S_IFMT {
             case S_IFDIR:
@@ -98,8 +109,11 @@ extension ZipWriter {
             case S_IFREG:
                 tree.append((child, false))
             default:
-                throw ArchiveError(code: .forbiddenEntryType,
-                                   message: "\(childPath) is not a regular file or folder (a symlink, device, fifo or socket); replace it with a copy or remove it")
+                throw ArchiveError(
+                    code: .forbiddenEntryType,
+                    message:
+                        "\(childPath) is not a regular file or folder (a symlink, device, fifo or socket); replace it with a copy or remove it"
+                )
             }
         }
     }

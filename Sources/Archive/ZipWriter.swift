@@ -1,11 +1,12 @@
-import FileKit
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif
 internal import CLinux
 internal import CZip
+import FileKit
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// Writes zip archives deterministically: entries in call order, every entry dated 1980-01-01 00:00
 /// (the DOS epoch), files `0644` and folders `0755`, whatever the source files' own dates and modes.
@@ -34,9 +35,11 @@ public final class ZipWriter {
             zip_error_init_with_code(&error, code)
             defer { zip_error_fini(&error) }
             let systemCode = zip_error_code_system(&error)
-            throw ArchiveError(code: .cannotOpen,
-                               message: "cannot create archive \(path) (\(String(cString: zip_error_strerror(&error)))); check that its folder exists and is writable",
-                               errno: systemCode != 0 ? systemCode : nil)
+            throw ArchiveError(
+                code: .cannotOpen,
+                message:
+                    "cannot create archive \(path) (\(String(cString: zip_error_strerror(&error)))); check that its folder exists and is writable",
+                errno: systemCode != 0 ? systemCode : nil)
         }
         self.handle = handle
         self.path = path
@@ -54,8 +57,9 @@ public final class ZipWriter {
         let index = try add(handle, name: entryPath.string, source: source)
         files.insert(entryPath)
         folders.insertAncestors(of: entryPath)
-        try setAttributes(handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
-                          attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
+        try setAttributes(
+            handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
+            attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
     }
 
     /// Adds a file read from `fromPath` at ``close()``, streaming it, deflated unless `compress` is false.
@@ -65,23 +69,28 @@ public final class ZipWriter {
         var info = stat()
         guard stat(fromPath, &info) == 0 else {
             let code = clinux_errno()
-            throw ArchiveError(code: .cannotOpen,
-                               message: "cannot add \(fromPath) as '\(name)' to \(path): \(ArchiveError.systemMessage(code)); check that it exists",
-                               errno: code)
+            throw ArchiveError(
+                code: .cannotOpen,
+                message:
+                    "cannot add \(fromPath) as '\(name)' to \(path): \(ArchiveError.systemMessage(code)); check that it exists",
+                errno: code)
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
-            throw ArchiveError(code: .forbiddenEntryType,
-                               message: "cannot add \(fromPath) as '\(name)' to \(path): it is not a regular file")
+            throw ArchiveError(
+                code: .forbiddenEntryType,
+                message: "cannot add \(fromPath) as '\(name)' to \(path): it is not a regular file")
         }
         guard let source = zip_source_file(handle, fromPath, 0, -1) else {
-            throw ArchiveError(code: .cannotOpen,
-                               message: "cannot add \(fromPath) as '\(name)' to \(path) (\(lastError)); check that it is readable")
+            throw ArchiveError(
+                code: .cannotOpen,
+                message: "cannot add \(fromPath) as '\(name)' to \(path) (\(lastError)); check that it is readable")
         }
         let index = try add(handle, name: entryPath.string, source: source)
         files.insert(entryPath)
         folders.insertAncestors(of: entryPath)
-        try setAttributes(handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
-                          attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
+        try setAttributes(
+            handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
+            attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
     }
 
     /// Adds entry `index` of `previous` as file `name`, copying its deflated bytes without
@@ -98,8 +107,9 @@ public final class ZipWriter {
         retained.append(previous)
         files.insert(entryPath)
         folders.insertAncestors(of: entryPath)
-        try setAttributes(handle, index: added, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
-                          attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: true)
+        try setAttributes(
+            handle, index: added, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
+            attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: true)
     }
 
     /// Sets the archive comment.
@@ -118,7 +128,9 @@ public final class ZipWriter {
         guard !folder.isRoot else {
             throw ArchiveError(code: .unsafeEntryName, message: "\(path): a folder entry needs a non-empty name")
         }
-        if folders.contains(folder) || files.contains(folder) || folders.fileAbove(folder, isFile: files.contains) != nil {
+        if folders.contains(folder) || files.contains(folder)
+            || folders.fileAbove(folder, isFile: files.contains) != nil
+        {
             throw duplicate(name)
         }
         let index = zip_dir_add(handle, folder.string, zip_flags_t(ZIP_FL_ENC_UTF_8))
@@ -126,8 +138,9 @@ public final class ZipWriter {
         entryCount += 1
         folders.insert(folder)
         // 0x10 is the MS-DOS folder attribute, for tools that ignore the Unix mode.
-        try setAttributes(handle, index: UInt64(index), name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
-                          attributes: (UInt32(S_IFDIR) | 0o755) << 16 | 0x10, compress: false)
+        try setAttributes(
+            handle, index: UInt64(index), name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
+            attributes: (UInt32(S_IFDIR) | 0o755) << 16 | 0x10, compress: false)
     }
 
     /// Adds an entry with an unchecked name and the given Unix mode (type bits included), stored
@@ -139,11 +152,13 @@ public final class ZipWriter {
         let source = try bufferSource(handle, contents, entry: name)
         let index = try add(handle, name: name, source: source)
         if let unixMode {
-            try setAttributes(handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
-                              attributes: unixMode << 16, compress: false)
+            try setAttributes(
+                handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
+                attributes: unixMode << 16, compress: false)
         } else {
-            try setAttributes(handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_DOS),
-                              attributes: 0, compress: false)
+            try setAttributes(
+                handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_DOS),
+                attributes: 0, compress: false)
         }
     }
 
@@ -188,8 +203,9 @@ public final class ZipWriter {
     private func checkedFileName(_ name: String) throws(ArchiveError) -> SafeRelativePath {
         let file = try checkedName(name)
         if file.isRoot || name.utf8.last == UInt8(ascii: "/") {
-            throw ArchiveError(code: .unsafeEntryName,
-                               message: "\(path): file entry '\(name)' needs a name that does not end in '/'")
+            throw ArchiveError(
+                code: .unsafeEntryName,
+                message: "\(path): file entry '\(name)' needs a name that does not end in '/'")
         }
         if files.contains(file) || folders.contains(file) || folders.fileAbove(file, isFile: files.contains) != nil {
             throw duplicate(name)
@@ -198,12 +214,15 @@ public final class ZipWriter {
     }
 
     private func duplicate(_ name: String) -> ArchiveError {
-        ArchiveError(code: .duplicateEntry,
-                     message: "\(path): '\(name)' collides with an entry already added; add each name once")
+        ArchiveError(
+            code: .duplicateEntry,
+            message: "\(path): '\(name)' collides with an entry already added; add each name once")
     }
 
-    private func bufferSource(_ handle: OpaquePointer, _ contents: [UInt8],
-                              entry: String) throws(ArchiveError) -> OpaquePointer {
+    private func bufferSource(
+        _ handle: OpaquePointer, _ contents: [UInt8],
+        entry: String
+    ) throws(ArchiveError) -> OpaquePointer {
         // libzip reads the bytes at close(), so it gets its own malloc'd copy and frees it (freep = 1).
         let copy = malloc(max(contents.count, 1))!
         contents.withUnsafeBytes { bytes in
@@ -227,12 +246,15 @@ public final class ZipWriter {
         return UInt64(index)
     }
 
-    private func setAttributes(_ handle: OpaquePointer, index: UInt64, name: String, opsys: UInt8,
-                               attributes: UInt32, compress: Bool) throws(ArchiveError) {
+    private func setAttributes(
+        _ handle: OpaquePointer, index: UInt64, name: String, opsys: UInt8,
+        attributes: UInt32, compress: Bool
+    ) throws(ArchiveError) {
         let method = compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE
         guard zip_file_set_dostime(handle, index, 0, Self.dosDate, 0) == 0,
-              zip_file_set_external_attributes(handle, index, 0, opsys, attributes) == 0,
-              zip_set_file_compression(handle, index, method, 0) == 0 else {
+            zip_file_set_external_attributes(handle, index, 0, opsys, attributes) == 0,
+            zip_set_file_compression(handle, index, method, 0) == 0
+        else {
             throw writeError("setting the attributes of '\(name)'")
         }
     }
@@ -246,8 +268,9 @@ public final class ZipWriter {
         let error = zip_get_error(handle)
         let systemCode = zip_error_code_system(error)
         let text = String(cString: zip_error_strerror(error))
-        return ArchiveError(code: .io, message: "\(path): \(action) failed (\(text)); check free space and permissions, then retry",
-                            errno: zip_error_system_type(error) == ZIP_ET_SYS && systemCode != 0 ? systemCode : nil)
+        return ArchiveError(
+            code: .io, message: "\(path): \(action) failed (\(text)); check free space and permissions, then retry",
+            errno: zip_error_system_type(error) == ZIP_ET_SYS && systemCode != 0 ? systemCode : nil)
     }
 }
 

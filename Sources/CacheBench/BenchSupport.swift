@@ -2,8 +2,8 @@ import Foundation
 import ItemCache
 
 #if canImport(Glibc)
-import Glibc
-import ToolSupport
+    import Glibc
+    import ToolSupport
 #endif
 
 /// The monotonic clock in nanoseconds. `clock_gettime` through the vDSO costs about 20–30 ns, a
@@ -26,7 +26,9 @@ struct Values {
         var bytes = [UInt8](repeating: 0, count: size)
         for index in bytes.indices {
             // xorshift64*: cheap and reproducible; the values only need to be incompressible.
-            state ^= state >> 12; state ^= state << 25; state ^= state >> 27
+            state ^= state >> 12
+            state ^= state << 25
+            state ^= state >> 27
             bytes[index] = UInt8(truncatingIfNeeded: (state &* 0x2545_F491_4F6C_DD1D) >> 56)
         }
         base = Data(bytes)
@@ -56,7 +58,7 @@ func randomIndices(count: Int, ops: Int, seed: UInt64) -> [Int] {
 /// get reaches the disk tier without a purge inside the timed loop.
 func configuration(folder: String, inlineThreshold: Int?, memoryTier: Bool) -> CacheConfiguration {
     var configuration = CacheConfiguration(folder: folder)
-    configuration.diskLimit = 1 << 30  // diskcache's default size_limit, so neither evicts here
+    configuration.diskLimit = 1 << 30 // diskcache's default size_limit, so neither evicts here
     if let inlineThreshold { configuration.inlineThreshold = inlineThreshold }
     if !memoryTier { configuration.memory = MemoryLimits(totalBytes: 0) }
     return configuration
@@ -78,6 +80,8 @@ func latencyFields(_ latencies: [UInt64]) -> [String: Any] {
         return Double(sorted[min(sorted.count - 1, Int((Double(sorted.count - 1) * q).rounded()))])
     }
     let total = latencies.reduce(0, +)
-    return ["lat_ns": latencies, "n": latencies.count, "median_us": quantile(0.5) / 1000, "p99_us": quantile(0.99) / 1000,
-            "ops_per_s": total == 0 ? 0 : Double(latencies.count) / (Double(total) / 1e9)]
+    return [
+        "lat_ns": latencies, "n": latencies.count, "median_us": quantile(0.5) / 1000, "p99_us": quantile(0.99) / 1000,
+        "ops_per_s": total == 0 ? 0 : Double(latencies.count) / (Double(total) / 1e9),
+    ]
 }

@@ -1,8 +1,8 @@
 import Foundation
 import ItemCache
 import StorageServer
-import Transport
 import ToolSupport
+import Transport
 
 /// The fetching API on a loopback StorageServer: fresh hits through ``ItemLoader`` (by URL, which
 /// builds the key each time, and by a key built once); loads of a `no-cache` item, each a
@@ -10,7 +10,8 @@ import ToolSupport
 /// off the main actor, as an app's tasks do, so no call pays for a hop between executors.
 func measureLoader(_ options: ToolOptions) async throws {
     let folder = try options.string("folder")
-    let hits = try options.int("hits", 20_000), revalidations = try options.int("revalidations", 500)
+    let hits = try options.int("hits", 20_000)
+    let revalidations = try options.int("revalidations", 500)
     let content = URL(fileURLWithPath: folder + "-content")
     try FileManager.default.createDirectory(at: content, withIntermediateDirectories: true)
     let value = Values(size: 4096, seed: 1).value(0)
@@ -30,7 +31,8 @@ func measureLoader(_ options: ToolOptions) async throws {
     _ = try await loader.item(for: freshURL)
     let freshKey = try CacheKey(url: freshURL)
     for _ in 0..<1000 { _ = try await loader.item(for: freshURL) }
-    var byURL: [UInt64] = [], byKey: [UInt64] = []
+    var byURL: [UInt64] = []
+    var byKey: [UInt64] = []
     byURL.reserveCapacity(hits)
     byKey.reserveCapacity(hits)
     for _ in 0..<hits {
@@ -38,7 +40,9 @@ func measureLoader(_ options: ToolOptions) async throws {
         let loaded = try await loader.item(for: freshURL)
         byURL.append(nowNanoseconds() - start)
         guard loaded.source == .memory, loaded.data.count == value.count else {
-            throw ToolFailure("a fresh hit came from \(loaded.source) with \(loaded.data.count) bytes; expected memory, \(value.count)")
+            throw ToolFailure(
+                "a fresh hit came from \(loaded.source) with \(loaded.data.count) bytes; expected memory, \(value.count)"
+            )
         }
     }
     for _ in 0..<hits {
@@ -75,13 +79,18 @@ func measureLoader(_ options: ToolOptions) async throws {
         let start = nowNanoseconds()
         let response = try await transport.data(for: HTTPRequest(url: revalidateURL, headers: ["If-None-Match": etag]))
         conditional.append(nowNanoseconds() - start)
-        guard response.statusCode == 304 else { throw ToolFailure("a conditional GET got \(response.statusCode); expected 304") }
+        guard response.statusCode == 304 else {
+            throw ToolFailure("a conditional GET got \(response.statusCode); expected 304")
+        }
     }
     try await loader.close()
     await transport.shutdown()
     await server.stop()
     emit(["measure": "loader-hit", "op": "url"].merging(latencyFields(byURL)) { $1 })
     emit(["measure": "loader-hit", "op": "key"].merging(latencyFields(byKey)) { $1 })
-    emit(["measure": "revalidate304", "op": "loader", "status_304": notModified].merging(latencyFields(revalidated)) { $1 })
+    emit(
+        ["measure": "revalidate304", "op": "loader", "status_304": notModified].merging(latencyFields(revalidated)) {
+            $1
+        })
     emit(["measure": "revalidate304", "op": "transport"].merging(latencyFields(conditional)) { $1 })
 }

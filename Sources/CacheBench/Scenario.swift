@@ -1,7 +1,7 @@
 import Foundation
 import ItemCache
-import Transport
 import ToolSupport
+import Transport
 
 /// One step of a scripted HTTP scenario (bench/cache_scenario.py writes the list): at `t`
 /// seconds after the start, either load resource `res` through the cache (`get`) or tell the
@@ -23,8 +23,12 @@ func runScenario(_ options: ToolOptions) async throws {
     let base = try options.string("base")
     let stepsPath = try options.string("steps")
     let startText = try options.string("start")
-    guard let start = Double(startText) else { throw ToolFailure("--start '\(startText)' is not a UNIX time in seconds") }
-    let stepsData = stepsPath == "-" ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: stepsPath))
+    guard let start = Double(startText) else {
+        throw ToolFailure("--start '\(startText)' is not a UNIX time in seconds")
+    }
+    let stepsData =
+        stepsPath == "-"
+        ? FileHandle.standardInput.readDataToEndOfFile() : try Data(contentsOf: URL(fileURLWithPath: stepsPath))
     let steps = try JSONDecoder().decode([ScenarioStep].self, from: stepsData)
 
     var transportConfiguration = CurlTransport.Configuration()
@@ -42,18 +46,26 @@ func runScenario(_ options: ToolOptions) async throws {
         let late = max(0, Date().timeIntervalSince1970 - (start + step.t))
         switch step.op {
         case "get":
-            guard let url = URL(string: "\(base)/r/\(step.res)") else { throw ToolFailure("bad resource name '\(step.res)'") }
+            guard let url = URL(string: "\(base)/r/\(step.res)") else {
+                throw ToolFailure("bad resource name '\(step.res)'")
+            }
             let t0 = Date().timeIntervalSince1970
             let loaded = try await loader.item(for: url, options: LoadOptions(headers: ["X-Scenario-Step": "\(index)"]))
             let t1 = Date().timeIntervalSince1970
             let head = loaded.data.prefix(while: { $0 != UInt8(ascii: "\n") })
-            emit(["step": index, "res": step.res, "t0": t0, "t1": t1, "late": late, "bytes": loaded.data.count,
-                  "head": String(decoding: head, as: UTF8.self), "source": "\(loaded.source)",
-                  "error": loaded.fetchError.map { "\($0)" } ?? ""])
+            emit([
+                "step": index, "res": step.res, "t0": t0, "t1": t1, "late": late, "bytes": loaded.data.count,
+                "head": String(decoding: head, as: UTF8.self), "source": "\(loaded.source)",
+                "error": loaded.fetchError.map { "\($0)" } ?? "",
+            ])
         case "change":
-            guard let url = URL(string: "\(base)/_control/change?res=\(step.res)") else { throw ToolFailure("bad resource name '\(step.res)'") }
+            guard let url = URL(string: "\(base)/_control/change?res=\(step.res)") else {
+                throw ToolFailure("bad resource name '\(step.res)'")
+            }
             let response = try await transport.data(for: HTTPRequest(url: url))
-            guard response.statusCode == 200 else { throw ToolFailure("the control request for \(step.res) got \(response.statusCode)") }
+            guard response.statusCode == 200 else {
+                throw ToolFailure("the control request for \(step.res) got \(response.statusCode)")
+            }
         default:
             throw ToolFailure("step \(index): unknown op '\(step.op)'; expected get or change")
         }

@@ -9,14 +9,19 @@ import ToolSupport
 /// children), which must be 0.
 func runWriters(_ options: ToolOptions) throws {
     let folder = try options.string("folder")
-    let procs = try options.int("procs", 8), ops = try options.int("ops", 250), size = try options.int("size", 4096)
+    let procs = try options.int("procs", 8)
+    let ops = try options.int("ops", 250)
+    let size = try options.int("size", 4096)
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
     var children: [(process: Process, input: Pipe, output: Pipe)] = []
     for index in 0..<procs {
         let process = Process()
         process.executableURL = executable
-        process.arguments = ["writer-child", "--folder", folder, "--index", "\(index)", "--ops", "\(ops)", "--size", "\(size)"]
-        let input = Pipe(), output = Pipe()
+        process.arguments = [
+            "writer-child", "--folder", folder, "--index", "\(index)", "--ops", "\(ops)", "--size", "\(size)",
+        ]
+        let input = Pipe()
+        let output = Pipe()
         process.standardInput = input
         process.standardOutput = output
         try process.run()
@@ -32,7 +37,9 @@ func runWriters(_ options: ToolOptions) throws {
     var messages: [String] = []
     for index in readers.indices {
         while let line = readers[index].next() {
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else { continue }
+            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] else {
+                continue
+            }
             latencies += (object["lat_ns"] as? [NSNumber] ?? []).map(\.uint64Value)
             errors += object["errors"] as? Int ?? 0
             if let message = object["first_error"] as? String { messages.append(message) }
@@ -41,16 +48,21 @@ func runWriters(_ options: ToolOptions) throws {
         if children[index].process.terminationStatus != 0 { failed += 1 }
     }
     let wall = nowNanoseconds() - start
-    var fields: [String: Any] = ["measure": "writers", "procs": procs, "ops": ops, "size": size, "errors": errors + failed,
-                                 "failed_processes": failed, "wall_ns": wall]
+    var fields: [String: Any] = [
+        "measure": "writers", "procs": procs, "ops": ops, "size": size, "errors": errors + failed,
+        "failed_processes": failed, "wall_ns": wall,
+    ]
     if let message = messages.first { fields["first_error"] = message }
     emit(fields.merging(latencyFields(latencies)) { $1 })
 }
 
 /// One writer process: open, say `ready`, wait for `go`, then `ops` timed sets of new keys.
 func runWriterChild(_ options: ToolOptions) throws {
-    let index = try options.int("index", 0), ops = try options.int("ops", 250), size = try options.int("size", 4096)
-    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: false))
+    let index = try options.int("index", 0)
+    let ops = try options.int("ops", 250)
+    let size = try options.int("size", 4096)
+    let store = try ItemStore(
+        configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: false))
     let keys = try itemKeys("writer\(index)", count: ops)
     let values = Values(size: size, seed: UInt64(index + 1))
     FileHandle.standardOutput.write(Data("ready\n".utf8))

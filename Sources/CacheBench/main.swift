@@ -79,7 +79,9 @@ func timedGets(_ store: ItemStore, keys: [CacheKey], size: Int, ops: Int, seed: 
         let found = try store.cachedItem(for: keys[index])
         let elapsed = nowNanoseconds() - start
         guard let found, found.source == .disk, found.item.data.count == size else {
-            throw ToolFailure("get of \(keys[index]) returned \(found.map { "\($0.item.data.count) bytes from \($0.source)" } ?? "nothing"); expected \(size) bytes from disk")
+            throw ToolFailure(
+                "get of \(keys[index]) returned \(found.map { "\($0.item.data.count) bytes from \($0.source)" } ?? "nothing"); expected \(size) bytes from disk"
+            )
         }
         latencies.append(elapsed)
     }
@@ -87,10 +89,14 @@ func timedGets(_ store: ItemStore, keys: [CacheKey], size: Int, ops: Int, seed: 
 }
 
 func measureGet(_ options: ToolOptions) throws {
-    let size = try options.int("size", 4096), count = try options.int("count", 2000), ops = try options.int("ops", 5000)
+    let size = try options.int("size", 4096)
+    let count = try options.int("count", 2000)
+    let ops = try options.int("ops", 5000)
     let seed = UInt64(try options.int("seed", 1))
-    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
-                                                          inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let store = try ItemStore(
+        configuration: configuration(
+            folder: try options.string("folder"),
+            inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
     let keys = try itemKeys("get", count: count)
     _ = try populate(store, keys: keys, values: Values(size: size, seed: seed))
     let latencies = try timedGets(store, keys: keys, size: size, ops: ops, seed: seed)
@@ -99,18 +105,26 @@ func measureGet(_ options: ToolOptions) throws {
 }
 
 func measureSet(_ options: ToolOptions) throws {
-    let size = try options.int("size", 4096), count = try options.int("count", 2000)
-    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
-                                                          inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
-    let latencies = try populate(store, keys: try itemKeys("set", count: count), values: Values(size: size, seed: UInt64(try options.int("seed", 1))))
+    let size = try options.int("size", 4096)
+    let count = try options.int("count", 2000)
+    let store = try ItemStore(
+        configuration: configuration(
+            folder: try options.string("folder"),
+            inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let latencies = try populate(
+        store, keys: try itemKeys("set", count: count),
+        values: Values(size: size, seed: UInt64(try options.int("seed", 1))))
     try store.closeNow()
     emit(["measure": "set", "size": size, "count": count].merging(latencyFields(latencies)) { $1 })
 }
 
 func measureSetAsync(_ options: ToolOptions) async throws {
-    let size = try options.int("size", 4096), count = try options.int("count", 2000)
-    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"),
-                                                          inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let size = try options.int("size", 4096)
+    let count = try options.int("count", 2000)
+    let store = try ItemStore(
+        configuration: configuration(
+            folder: try options.string("folder"),
+            inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
     let keys = try itemKeys("set", count: count)
     let values = Values(size: size, seed: UInt64(try options.int("seed", 1)))
     var latencies: [UInt64] = []
@@ -127,8 +141,11 @@ func measureSetAsync(_ options: ToolOptions) async throws {
 /// Group writes: the wall time from the first store to the end of `close()`, which writes the
 /// last group, so every item is on disk when the clock stops.
 func measureGroup(_ options: ToolOptions) async throws {
-    let size = try options.int("size", 4096), count = try options.int("count", 2000), maxItems = try options.int("max-items", 100)
-    var config = try configuration(folder: options.string("folder"), inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false)
+    let size = try options.int("size", 4096)
+    let count = try options.int("count", 2000)
+    let maxItems = try options.int("max-items", 100)
+    var config = try configuration(
+        folder: options.string("folder"), inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false)
     config.groupWrites = GroupWritePolicy(maxItems: maxItems, maxDelay: .seconds(1))
     let store = try ItemStore(configuration: config)
     let keys = try itemKeys("group", count: count)
@@ -142,8 +159,10 @@ func measureGroup(_ options: ToolOptions) async throws {
     let elapsed = nowNanoseconds() - start
     let stored = try await store.statistics().count
     guard stored == count else { throw ToolFailure("group writes left \(stored) items on disk; expected \(count)") }
-    emit(["measure": "group", "size": size, "count": count, "max_items": maxItems, "total_ns": elapsed,
-          "items_per_s": Double(count) / (Double(elapsed) / 1e9)])
+    emit([
+        "measure": "group", "size": size, "count": count, "max_items": maxItems, "total_ns": elapsed,
+        "items_per_s": Double(count) / (Double(elapsed) / 1e9),
+    ])
 }
 
 // MARK: - Memory tier
@@ -152,8 +171,11 @@ func measureGroup(_ options: ToolOptions) async throws {
 /// main figure times batches of `batch` hits and divides; single-hit samples and the cost of an
 /// empty clock pair are printed too.
 func measureMemoryHit(_ options: ToolOptions) throws {
-    let count = try options.int("count", 1000), batches = try options.int("batches", 2000), batch = try options.int("batch", 100)
-    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: true))
+    let count = try options.int("count", 1000)
+    let batches = try options.int("batches", 2000)
+    let batch = try options.int("batch", 100)
+    let store = try ItemStore(
+        configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: true))
     let keys = try itemKeys("mem", count: count)
     _ = try populate(store, keys: keys, values: Values(size: 4096, seed: UInt64(try options.int("seed", 1))))
     let order = randomIndices(count: count, ops: batches * batch, seed: 7).map { keys[$0] }
@@ -167,7 +189,8 @@ func measureMemoryHit(_ options: ToolOptions) throws {
         for key in slice where try store.cachedItem(for: key)?.source == .memory { hits += 1 }
         perHit.append((nowNanoseconds() - start) / UInt64(batch))
     }
-    var single: [UInt64] = [], clockPair: [UInt64] = []
+    var single: [UInt64] = []
+    var clockPair: [UInt64] = []
     single.reserveCapacity(order.count / 10)
     for key in order.prefix(order.count / 10) {
         let start = nowNanoseconds()
@@ -180,12 +203,18 @@ func measureMemoryHit(_ options: ToolOptions) throws {
         clockPair.append(nowNanoseconds() - start)
     }
     let expected = min(10_000, order.count) + order.count + order.count / 10
-    guard hits == expected else { throw ToolFailure("\(expected - hits) memory gets missed; the memory tier should hold all \(count) items") }
+    guard hits == expected else {
+        throw ToolFailure("\(expected - hits) memory gets missed; the memory tier should hold all \(count) items")
+    }
     try store.closeNow()
-    let singleFields = latencyFields(single), clockFields = latencyFields(clockPair)
-    emit(["measure": "memhit", "count": count, "batch": batch].merging(latencyFields(perHit)) { $1 }
-        .merging(["single_median_us": singleFields["median_us"]!, "single_p99_us": singleFields["p99_us"]!,
-                  "clock_pair_median_us": clockFields["median_us"]!]) { $1 })
+    let singleFields = latencyFields(single)
+    let clockFields = latencyFields(clockPair)
+    emit(
+        ["measure": "memhit", "count": count, "batch": batch].merging(latencyFields(perHit)) { $1 }
+            .merging([
+                "single_median_us": singleFields["median_us"]!, "single_p99_us": singleFields["p99_us"]!,
+                "clock_pair_median_us": clockFields["median_us"]!,
+            ]) { $1 })
 }
 
 // MARK: - Inline threshold sweep
@@ -195,8 +224,12 @@ func measureMemoryHit(_ options: ToolOptions) throws {
 func measureInline(_ options: ToolOptions) throws {
     let threshold = try options.int("inline", 16 << 10)
     let sizes = try options.ints("sizes", [1 << 10, 4 << 10, 16 << 10, 64 << 10, 256 << 10])
-    let count = try options.int("count", 200), ops = try options.int("ops", 500), seed = UInt64(try options.int("seed", 1))
-    let store = try ItemStore(configuration: configuration(folder: try options.string("folder"), inlineThreshold: threshold, memoryTier: false))
+    let count = try options.int("count", 200)
+    let ops = try options.int("ops", 500)
+    let seed = UInt64(try options.int("seed", 1))
+    let store = try ItemStore(
+        configuration: configuration(
+            folder: try options.string("folder"), inlineThreshold: threshold, memoryTier: false))
     for size in sizes {
         let keys = try itemKeys("inline-\(size)", count: count)
         let sets = try populate(store, keys: keys, values: Values(size: size, seed: seed))

@@ -37,18 +37,26 @@ struct ChaosValue: Equatable {
     /// The value `data` holds, or why it is not a whole value.
     static func check(_ data: Data) -> Result<ChaosValue, ToolFailure> {
         guard let newline = data.prefix(512).firstIndex(of: UInt8(ascii: "\n")) else {
-            return .failure(ToolFailure("no header line in \(data.count) bytes (starts \(data.prefix(16).map { String($0, radix: 16) }.joined(separator: " ")))"))
+            return .failure(
+                ToolFailure(
+                    "no header line in \(data.count) bytes (starts \(data.prefix(16).map { String($0, radix: 16) }.joined(separator: " ")))"
+                ))
         }
         let fields = String(decoding: data[data.startIndex..<newline], as: UTF8.self).split(separator: " ")
-        guard fields.count == 5, fields[0] == "cache-chaos", let generation = UInt64(fields[2]), let count = Int(fields[3]) else {
+        guard fields.count == 5, fields[0] == "cache-chaos", let generation = UInt64(fields[2]),
+            let count = Int(fields[3])
+        else {
             return .failure(ToolFailure("not a cache-chaos header: \(fields.prefix(5).joined(separator: " "))"))
         }
         let payload = data[(newline + 1)...]
         guard payload.count == count else {
-            return .failure(ToolFailure("\(fields[1]) generation \(generation): \(payload.count) payload bytes, the header says \(count)"))
+            return .failure(
+                ToolFailure(
+                    "\(fields[1]) generation \(generation): \(payload.count) payload bytes, the header says \(count)"))
         }
         guard FileDigest.sha256(payload) == fields[4] else {
-            return .failure(ToolFailure("\(fields[1]) generation \(generation): the payload's SHA-256 is not the header's"))
+            return .failure(
+                ToolFailure("\(fields[1]) generation \(generation): the payload's SHA-256 is not the header's"))
         }
         return .success(ChaosValue(name: String(fields[1]), generation: generation))
     }

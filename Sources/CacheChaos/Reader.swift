@@ -14,7 +14,8 @@ func runReader(_ options: ToolOptions) async throws {
     configuration.memory = MemoryLimits(totalBytes: 1 << 20)
     let store = try ItemStore(configuration: configuration)
     emit("start reader orphanFiles=\(store.openingRepairs.orphanFiles) orphanRows=\(store.openingRepairs.orphanRows)")
-    var reads = 0, hits = 0
+    var reads = 0
+    var hits = 0
     while count == 0 || reads < count {
         let name = "w\(random.next() % UInt64(writers))-\(random.next() % UInt64(keys))"
         let key = try CacheKey.custom(name)

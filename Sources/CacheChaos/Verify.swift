@@ -40,7 +40,9 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
     configuration.memory = MemoryLimits(totalBytes: 0)
     let store = try ItemStore(configuration: configuration)
     var report = VerifyReport()
-    (report.orphanFilesReconciled, report.orphanRowsReconciled) = (store.openingRepairs.orphanFiles, store.openingRepairs.orphanRows)
+    (report.orphanFilesReconciled, report.orphanRowsReconciled) = (
+        store.openingRepairs.orphanFiles, store.openingRepairs.orphanRows
+    )
     if report.orphanRowsReconciled > 0 {
         // A kill never leaves a row without its file (files are linked before their row
         // commits); only a power loss or damage does.
@@ -51,9 +53,11 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
     readOnly.readonly = true
     let index = try DatabaseQueue(path: folder + "/index.sqlite", configuration: readOnly)
     let (rows, integrity, totals) = try index.read { db in
-        (try Row.fetchAll(db, sql: "SELECT key, size, inlineValue, file FROM item"),
-         try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; "),
-         try Row.fetchOne(db, sql: "SELECT bytes, count FROM stats WHERE id = 1"))
+        (
+            try Row.fetchAll(db, sql: "SELECT key, size, inlineValue, file FROM item"),
+            try String.fetchAll(db, sql: "PRAGMA integrity_check").joined(separator: "; "),
+            try Row.fetchOne(db, sql: "SELECT bytes, count FROM stats WHERE id = 1")
+        )
     }
     report.integrity = integrity
     if integrity != "ok" { report.violation("SQLite integrity check: \(integrity)") }
@@ -81,7 +85,9 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
             named.insert(file)
             guard files[file] == size, let contents = FileManager.default.contents(atPath: blobs + "/" + file) else {
                 report.rowsWithoutTheirFile += 1
-                report.violation("row \(key) names \(file) of \(size) bytes; on disk: \(files[file].map { "\($0) bytes" } ?? "no file")")
+                report.violation(
+                    "row \(key) names \(file) of \(size) bytes; on disk: \(files[file].map { "\($0) bytes" } ?? "no file")"
+                )
                 continue
             }
             data = contents
@@ -101,7 +107,9 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
             present[value.name] = value.generation
             // The library's own read path must agree with the raw bytes.
             let read = try store.blockingItem(for: CacheKey.custom(value.name))?.item.data
-            if read != data { report.violation("ItemStore reads \(read?.count ?? 0) other bytes for \(key) than the index holds") }
+            if read != data {
+                report.violation("ItemStore reads \(read?.count ?? 0) other bytes for \(key) than the index holds")
+            }
         }
     }
     report.rows = rows.count
@@ -112,7 +120,9 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
     report.bytes = sum
     report.limit = try store.blockingStatistics().limit
     if totals?[0] != sum || totals?[1] != rows.count {
-        report.violation("the stats row says \(totals?[0] as Int64? ?? -1) bytes in \(totals?[1] as Int? ?? -1) items; the rows add up to \(sum) in \(rows.count)")
+        report.violation(
+            "the stats row says \(totals?[0] as Int64? ?? -1) bytes in \(totals?[1] as Int? ?? -1) items; the rows add up to \(sum) in \(rows.count)"
+        )
     }
     if sum > report.limit { report.violation("\(sum) bytes stored, over the limit of \(report.limit)") }
 
@@ -121,7 +131,9 @@ func runVerify(_ options: ToolOptions) throws -> Int32 {
         var expectations = ExpectationReport()
         for path in paths.split(separator: ",") {
             let text = try String(contentsOfFile: String(path), encoding: .utf8)
-            Expectations(text).check(against: present, evictions: evictions, into: &expectations) { report.violation("\(path): \($0)") }
+            Expectations(text).check(against: present, evictions: evictions, into: &expectations) {
+                report.violation("\(path): \($0)")
+            }
         }
         report.expectations = expectations
     }
@@ -148,7 +160,10 @@ struct ExpectationReport: Encodable {
 /// What a writer's stdout (several runs appended, each from its `start` line) says must be on
 /// disk: each key's last durable step, and the stores still pending at the end.
 struct Expectations {
-    enum Fate { case committed(UInt64), removed(UInt64) }
+    enum Fate {
+        case committed(UInt64)
+        case removed(UInt64)
+    }
     var fates: [String: Fate] = [:]
     var pending: [String: UInt64] = [:]
 
@@ -169,20 +184,25 @@ struct Expectations {
             case ("removed", let generation?):
                 fates[name] = .removed(generation)
                 pending[name] = nil
-            default: break  // flushing, closed, a line cut by the kill
+            default: break // flushing, closed, a line cut by the kill
             }
         }
     }
 
     /// Compares with the generations on disk, by key name; calls `violation` for each breach.
-    func check(against present: [String: UInt64], evictions: Bool, into report: inout ExpectationReport, violation: (String) -> Void) {
+    func check(
+        against present: [String: UInt64], evictions: Bool, into report: inout ExpectationReport,
+        violation: (String) -> Void
+    ) {
         for (name, fate) in fates {
             switch fate {
             case .committed(let generation):
                 report.committed += 1
                 if let found = present[name] {
                     report.committedPresent += 1
-                    if found < generation { violation("\(name): generation \(generation) was committed, the disk holds the older \(found)") }
+                    if found < generation {
+                        violation("\(name): generation \(generation) was committed, the disk holds the older \(found)")
+                    }
                 } else if evictions {
                     report.evicted += 1
                 } else {

@@ -42,11 +42,14 @@ func runWriter(_ options: ToolOptions) async throws {
     var configuration = CacheConfiguration(folder: try options.string("cache"))
     configuration.diskLimit = try options.limit()
     if plan.groupItems > 0 {
-        configuration.groupWrites = GroupWritePolicy(maxItems: plan.groupItems,
-                                                     maxDelay: .milliseconds(Int(try options.double("group-seconds", 1) * 1000)))
+        configuration.groupWrites = GroupWritePolicy(
+            maxItems: plan.groupItems,
+            maxDelay: .milliseconds(Int(try options.double("group-seconds", 1) * 1000)))
     }
     let store = try ItemStore(configuration: configuration)
-    emit("start writer=\(plan.id) epoch=\(plan.epoch) group=\(plan.groupItems) orphanFiles=\(store.openingRepairs.orphanFiles) orphanRows=\(store.openingRepairs.orphanRows)")
+    emit(
+        "start writer=\(plan.id) epoch=\(plan.epoch) group=\(plan.groupItems) orphanFiles=\(store.openingRepairs.orphanFiles) orphanRows=\(store.openingRepairs.orphanRows)"
+    )
     try await withThrowingTaskGroup(of: Void.self) { group in
         for task in 0..<plan.tasks {
             group.addTask { try await writerTask(store, plan, task: task) }

@@ -53,11 +53,15 @@ public enum ChangeDiffer {
         let oldTree = try DiffTree(old, role: "old")
         let newTree = try DiffTree(new, role: "new")
         let plain: Result<Outcome, ChangeDifferError>
-        do throws(ChangeDifferError) { plain = .success(try diffTrees(oldTree, newTree)) } catch { plain = .failure(error) }
+        do throws(ChangeDifferError) { plain = .success(try diffTrees(oldTree, newTree)) } catch {
+            plain = .failure(error)
+        }
         // A folder that moved and changed inside: move it first, then diff what it became.
         let moves = FolderMoveCandidates.moves(old: oldTree, new: newTree)
         if !moves.isEmpty, let outcome = try? diffAfter(moves, oldTree, newTree) {
-            if case .success(let plainOutcome) = plain, !(outcome.isBetter(than: plainOutcome)) { return plainOutcome.kinds }
+            if case .success(let plainOutcome) = plain, !(outcome.isBetter(than: plainOutcome)) {
+                return plainOutcome.kinds
+            }
             return outcome.kinds
         }
         return try plain.get().kinds
@@ -74,9 +78,12 @@ public enum ChangeDiffer {
     }
 
     /// `moves` first, then the plain diff from the tree they leave to `new`, checked as a whole.
-    static func diffAfter(_ moves: [Change.Kind], _ old: DiffTree, _ new: DiffTree) throws(ChangeDifferError) -> Outcome {
+    static func diffAfter(_ moves: [Change.Kind], _ old: DiffTree, _ new: DiffTree) throws(ChangeDifferError) -> Outcome
+    {
         var tree = VirtualTree(local: LocalTree(folders: old.folders, files: Set(old.files.keys)))
-        for (index, kind) in moves.enumerated() { tree.apply(Change(kind: kind, index: index), listName: "the folder moves") }
+        for (index, kind) in moves.enumerated() {
+            tree.apply(Change(kind: kind, index: index), listName: "the folder moves")
+        }
         var folders = Set<SafeRelativePath>()
         var files: [SafeRelativePath: FileFingerprint] = [:]
         for (path, node) in tree.entries() {
@@ -116,13 +123,17 @@ public enum ChangeDiffer {
             case .cycles(let cycles):
                 for cycle in cycles {
                     guard let step = moveToGiveUp(in: cycle, inventory, match) else {
-                        throw ChangeDifferError(code: .unreplayable,
-                                                message: "cannot order the changes \(cycle.map { "'\($0.kind)'" }.joined(separator: ", ")): they depend on each other in a cycle without a file move to give up. This is a bug in ChangeDiffer; please report it with both trees")
+                        throw ChangeDifferError(
+                            code: .unreplayable,
+                            message:
+                                "cannot order the changes \(cycle.map { "'\($0.kind)'" }.joined(separator: ", ")): they depend on each other in a cycle without a file move to give up. This is a bug in ChangeDiffer; please report it with both trees"
+                        )
                     }
                     switch step {
                     case .moveFile(let from, let to): bans.filePairs.insert(DiffBans.Pair(source: from, target: to))
                     case .moveFolder(let from, let to): bans.folderPairs.insert(DiffBans.Pair(source: from, target: to))
-                    case .refreshMove(let from, let to): bans.refreshPairs.insert(DiffBans.Pair(source: from, target: to))
+                    case .refreshMove(let from, let to):
+                        bans.refreshPairs.insert(DiffBans.Pair(source: from, target: to))
                     default: break
                     }
                 }
@@ -160,8 +171,10 @@ public enum ChangeDiffer {
         // remove: the protocol has the move replace what stands there (and a remove would destroy
         // the move's source when it lies inside the replaced folder).
         let movedOnto = Set(inventory.folderMoves.values).union(match.sourceOf.keys)
-        for folder in inventory.oldOnlyFolders where !inventory.movedOld.contains(folder)
-            && !inventory.oldOnlyFolders.contains(folder.parent) && !movedOnto.contains(folder) {
+        for folder in inventory.oldOnlyFolders
+        where !inventory.movedOld.contains(folder)
+            && !inventory.oldOnlyFolders.contains(folder.parent) && !movedOnto.contains(folder)
+        {
             steps.append(.remove(folder))
         }
         let removedFiles = inventory.departed.filter {
@@ -169,9 +182,10 @@ public enum ChangeDiffer {
         }
         // A file removed on its own and a file of the same name added elsewhere: the file moved
         // and changed. One redownload to the new place replaces a remove and an add.
-        let refreshMoves = pairMovedAndEdited(removed: removedFiles,
-                                              added: inventory.arrived.filter { match.sourceOf[$0] == nil },
-                                              banned: bans.refreshPairs)
+        let refreshMoves = pairMovedAndEdited(
+            removed: removedFiles,
+            added: inventory.arrived.filter { match.sourceOf[$0] == nil },
+            banned: bans.refreshPairs)
         let refreshedSources = Set(refreshMoves.values)
         for file in removedFiles where !refreshedSources.contains(file) { steps.append(.remove(file)) }
         for (to, from) in refreshMoves { steps.append(.refreshMove(from: from, to: to)) }
@@ -184,7 +198,9 @@ public enum ChangeDiffer {
         let refreshedFolders = foldersRefreshedWhole(inventory, inPlace: inPlace)
         for folder in refreshedFolders { steps.append(.refreshFolder(folder)) }
         for file in inPlace where !refreshedFolders.contains(where: file.isWithin) { steps.append(.redownload(file)) }
-        for file in inventory.arrived where match.sourceOf[file] == nil && refreshMoves[file] == nil { steps.append(.addFile(file)) }
+        for file in inventory.arrived where match.sourceOf[file] == nil && refreshMoves[file] == nil {
+            steps.append(.addFile(file))
+        }
         for folder in inventory.emptyNewFolders { steps.append(.addFolder(folder)) }
         return steps
     }
@@ -192,8 +208,10 @@ public enum ChangeDiffer {
     /// Pairs each added file with a removed file of the same name, so that one redownload moves
     /// the old file into place and refreshes it: new path → old path. Among several candidates
     /// the one whose folder shares the longest prefix with the new folder wins, then path order.
-    static func pairMovedAndEdited(removed: [SafeRelativePath], added: [SafeRelativePath],
-                                   banned: Set<DiffBans.Pair>) -> [SafeRelativePath: SafeRelativePath] {
+    static func pairMovedAndEdited(
+        removed: [SafeRelativePath], added: [SafeRelativePath],
+        banned: Set<DiffBans.Pair>
+    ) -> [SafeRelativePath: SafeRelativePath] {
         var byName: [String: [SafeRelativePath]] = [:]
         for path in removed.sorted() { byName[path.lastComponent!, default: []].append(path) }
         guard !byName.isEmpty else { return [:] }
@@ -202,8 +220,10 @@ public enum ChangeDiffer {
         for target in added.sorted() {
             guard let candidates = byName[target.lastComponent!] else { continue }
             var best: (source: SafeRelativePath, shared: Int)?
-            for source in candidates where !used.contains(source) && !target.isWithin(source)
-                && !banned.contains(DiffBans.Pair(source: source, target: target)) {
+            for source in candidates
+            where !used.contains(source) && !target.isWithin(source)
+                && !banned.contains(DiffBans.Pair(source: source, target: target))
+            {
                 let shared = zip(source.parent.components, target.parent.components).prefix { $0 == $1 }.count
                 if best == nil || shared > best!.shared { best = (source, shared) }
             }
@@ -218,9 +238,11 @@ public enum ChangeDiffer {
     /// The topmost folders (the content root included) whose shape is the same in both trees
     /// and whose every file, at least two of them, is redownloaded in place: each becomes one
     /// deep folder redownload that fetches exactly the same files.
-    static func foldersRefreshedWhole(_ inventory: DiffInventory, inPlace: Set<SafeRelativePath>) -> [SafeRelativePath] {
+    static func foldersRefreshedWhole(_ inventory: DiffInventory, inPlace: Set<SafeRelativePath>) -> [SafeRelativePath]
+    {
         guard inPlace.count >= 2 else { return [] }
-        let old = inventory.old, new = inventory.new
+        let old = inventory.old
+        let new = inventory.new
         // Files below each folder that qualifies, or nil when the folder does not.
         var memo: [SafeRelativePath: Int?] = [:]
         func refreshedFiles(_ folder: SafeRelativePath) -> Int? {
@@ -232,10 +254,16 @@ public enum ChangeDiffer {
             } else {
                 for child in children {
                     if old.files[child] != nil {
-                        guard new.files[child] != nil, inPlace.contains(child) else { count = nil; break }
+                        guard new.files[child] != nil, inPlace.contains(child) else {
+                            count = nil
+                            break
+                        }
                         count! += 1
                     } else {
-                        guard new.folders.contains(child), let below = refreshedFiles(child) else { count = nil; break }
+                        guard new.folders.contains(child), let below = refreshedFiles(child) else {
+                            count = nil
+                            break
+                        }
                         count! += below
                     }
                 }
@@ -258,7 +286,8 @@ public enum ChangeDiffer {
         func cost(_ step: DiffStep) -> Int? {
             switch step {
             case .moveFile(_, let to):
-                let downloadable = !Change.namesFolder(to) || (inventory.edited.contains(to) && match.targetOf[to] == nil)
+                let downloadable =
+                    !Change.namesFolder(to) || (inventory.edited.contains(to) && match.targetOf[to] == nil)
                 return downloadable ? 0 : 2
             case .moveFolder:
                 return 1
@@ -281,15 +310,19 @@ public enum ChangeDiffer {
         }
         if !files.isEmpty {
             files.sort()
-            throw ChangeDifferError(code: .fileWithoutExtension,
-                                    message: "cannot publish new file \(DiffTree.list(files)): a name without extension must be added as a folder, and no old file with the same bytes is free to move there. Give the file an extension (e.g. '\(files[0].lastComponent!).txt'), or keep its bytes in a file the old version has",
-                                    paths: files)
+            throw ChangeDifferError(
+                code: .fileWithoutExtension,
+                message:
+                    "cannot publish new file \(DiffTree.list(files)): a name without extension must be added as a folder, and no old file with the same bytes is free to move there. Give the file an extension (e.g. '\(files[0].lastComponent!).txt'), or keep its bytes in a file the old version has",
+                paths: files)
         }
         if !folders.isEmpty {
             folders.sort()
-            throw ChangeDifferError(code: .emptyFolderWithExtension,
-                                    message: "cannot publish new empty folder \(DiffTree.list(folders)): a name with an extension must be added as a file. Rename the folder without the extension, or put a file in it",
-                                    paths: folders)
+            throw ChangeDifferError(
+                code: .emptyFolderWithExtension,
+                message:
+                    "cannot publish new empty folder \(DiffTree.list(folders)): a name with an extension must be added as a file. Rename the folder without the extension, or put a file in it",
+                paths: folders)
         }
     }
 
@@ -318,13 +351,18 @@ public enum ChangeDiffer {
                 break
             }
         }
-        let missing = new.folders.filter { final[$0] != .folder } + new.files.keys.filter {
-            if case .file = final[$0] { return false } else { return true }
-        }
+        let missing =
+            new.folders.filter { final[$0] != .folder }
+            + new.files.keys.filter {
+                if case .file = final[$0] { return false } else { return true }
+            }
         problems += missing.sorted().map { "'\($0)' is missing after replay" }
         if !problems.isEmpty {
-            throw ChangeDifferError(code: .unreplayable,
-                                    message: "the computed change list does not rebuild the new version (\(problems.prefix(3).joined(separator: "; "))); it is withheld. This is a bug in ChangeDiffer; please report it with both trees")
+            throw ChangeDifferError(
+                code: .unreplayable,
+                message:
+                    "the computed change list does not rebuild the new version (\(problems.prefix(3).joined(separator: "; "))); it is withheld. This is a bug in ChangeDiffer; please report it with both trees"
+            )
         }
         return entries.reduce(0) { total, entry in
             if case .file(.download) = entry.1 { return total + (new.files[entry.0]?.size ?? 0) }

@@ -15,17 +15,27 @@ extension ContentTree {
         let shown = directory + "/" + intruder.shownPath
         switch intruder.kind {
         case .symlink, .fifo, .socket, .device:
-            throw PublishError(code: .invalidContent,
-                            message: "\(shown) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it")
+            throw PublishError(
+                code: .invalidContent,
+                message:
+                    "\(shown) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it"
+            )
         case .normalizationTwin:
             // Swift compares names by canonical equivalence: "é" (U+00E9) and "e" + U+0301
             // are one key, though Linux keeps two files. Refuse rather than drop one.
-            throw PublishError(code: .invalidContent,
-                            message: "\(shown) has a sibling whose name differs only in Unicode normalization (for example precomposed 'é' and 'e' + combining accent); a storage cannot carry both: rename one")
+            throw PublishError(
+                code: .invalidContent,
+                message:
+                    "\(shown) has a sibling whose name differs only in Unicode normalization (for example precomposed 'é' and 'e' + combining accent); a storage cannot carry both: rename one"
+            )
         case .undecodableName:
-            throw PublishError(code: .invalidContent, message: "\(shown): the name is not UTF-8, and storages name files in UTF-8; rename it")
+            throw PublishError(
+                code: .invalidContent,
+                message: "\(shown): the name is not UTF-8, and storages name files in UTF-8; rename it")
         case .unsafeName:
-            throw PublishError(code: .invalidContent, message: "\(shown): \(intruder.detail ?? "the path rules refuse the name"); rename it")
+            throw PublishError(
+                code: .invalidContent,
+                message: "\(shown): \(intruder.detail ?? "the path rules refuse the name"); rename it")
         }
     }
 }

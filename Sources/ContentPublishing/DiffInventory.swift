@@ -31,7 +31,8 @@ struct DiffInventory {
         self.new = new
         let folderMoves = Self.matchFolders(old: old, new: new, banned: bans.folderPairs)
         self.folderMoves = folderMoves
-        let movedOld = Set(folderMoves.keys), movedNew = Set(folderMoves.values)
+        let movedOld = Set(folderMoves.keys)
+        let movedNew = Set(folderMoves.values)
         self.movedOld = movedOld
         self.movedNew = movedNew
         oldOnlyFolders = old.folders.subtracting(new.folders)
@@ -58,8 +59,10 @@ struct DiffInventory {
     /// A folder that contains another has a strictly larger subtree, so by the time a pair is
     /// considered every enclosing folder on both sides has already been matched or passed over:
     /// a moved parent covers its children, and no child is matched into a parent that moves later.
-    static func matchFolders(old: DiffTree, new: DiffTree,
-                             banned: Set<DiffBans.Pair>) -> [SafeRelativePath: SafeRelativePath] {
+    static func matchFolders(
+        old: DiffTree, new: DiffTree,
+        banned: Set<DiffBans.Pair>
+    ) -> [SafeRelativePath: SafeRelativePath] {
         var signatures = FolderSignatures()
         let oldSignatures = signatures.signatures(of: old)
         let newSignatures = signatures.signatures(of: new)
@@ -82,8 +85,10 @@ struct DiffInventory {
                 !$0.isWithin(anyOf: targets) && !banned.contains(DiffBans.Pair(source: folder, target: $0))
             }
             // Prefer a plain move (same name), then a rename (same parent), then path order.
-            guard let target = free.first(where: { $0.lastComponent == folder.lastComponent })
-                ?? free.first(where: { $0.parent == folder.parent }) ?? free.first else { continue }
+            guard
+                let target = free.first(where: { $0.lastComponent == folder.lastComponent })
+                    ?? free.first(where: { $0.parent == folder.parent }) ?? free.first
+            else { continue }
             moves[folder] = target
             sources.insert(folder)
             targets.insert(target)

@@ -39,7 +39,7 @@ struct DiffScheduler {
         successors = Array(repeating: [], count: steps.count)
         predecessors = Array(repeating: [], count: steps.count)
 
-        var sources = PathIndex()   // moves and parks, by the old path they take bytes from
+        var sources = PathIndex() // moves and parks, by the old path they take bytes from
         var removes = PathIndex()
         var parkedAt: [SafeRelativePath: Int] = [:]
         for (index, step) in steps.enumerated() {
@@ -150,7 +150,8 @@ private struct MinHeap {
             items[0] = last
             var parent = 0
             while true {
-                let left = 2 * parent + 1, right = left + 1
+                let left = 2 * parent + 1
+                let right = left + 1
                 var smallest = parent
                 if left < items.count && items[left] < items[smallest] { smallest = left }
                 if right < items.count && items[right] < items[smallest] { smallest = right }

@@ -36,7 +36,8 @@ enum DiffStep: Hashable {
     var source: SafeRelativePath? {
         switch self {
         case .moveFolder(let from, _), .moveFile(let from, _), .park(let from, _), .unpark(let from, _),
-             .refreshMove(let from, _): return from
+            .refreshMove(let from, _):
+            return from
         default: return nil
         }
     }
@@ -45,7 +46,9 @@ enum DiffStep: Hashable {
     /// missing parents.
     var written: SafeRelativePath? {
         switch self {
-        case .moveFolder(_, let to), .moveFile(_, let to), .park(_, let to), .unpark(_, let to), .refreshMove(_, let to): return to
+        case .moveFolder(_, let to), .moveFile(_, let to), .park(_, let to), .unpark(_, let to),
+            .refreshMove(_, let to):
+            return to
         case .addFile(let path), .addFolder(let path): return path
         case .remove, .redownload, .refreshFolder: return nil
         }
@@ -60,14 +63,17 @@ enum DiffStep: Hashable {
         switch self {
         case .moveFolder(let from, _): return from
         case .moveFile(_, let to), .park(_, let to), .unpark(_, let to), .refreshMove(_, let to): return to
-        case .remove(let path), .redownload(let path), .addFile(let path), .addFolder(let path), .refreshFolder(let path): return path
+        case .remove(let path), .redownload(let path), .addFile(let path), .addFolder(let path),
+            .refreshFolder(let path):
+            return path
         }
     }
 
     /// The protocol change this step publishes.
     var kind: Change.Kind {
         switch self {
-        case .moveFolder(let from, let to), .moveFile(let from, let to), .park(let from, let to), .unpark(let from, let to):
+        case .moveFolder(let from, let to), .moveFile(let from, let to), .park(let from, let to),
+            .unpark(let from, let to):
             return .move(from: from, to: to, rename: from.parent == to.parent)
         case .remove(let path): return .remove(path)
         case .redownload(let path): return .redownload(from: path, to: path)

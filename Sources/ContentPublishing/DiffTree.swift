@@ -18,16 +18,19 @@ struct DiffTree {
         }
         for file in tree.files.keys {
             if file.isRoot {
-                throw ChangeDifferError(code: .invalidTree,
-                                        message: "the \(role) tree names the content root itself as a file; list only paths inside it")
+                throw ChangeDifferError(
+                    code: .invalidTree,
+                    message: "the \(role) tree names the content root itself as a file; list only paths inside it")
             }
             folders.insertAncestors(of: file)
         }
         let clashes = tree.files.keys.filter(folders.contains).sorted()
         if !clashes.isEmpty {
-            throw ChangeDifferError(code: .invalidTree,
-                                    message: "the \(role) tree names \(Self.list(clashes)) as both a file and a folder; a path can only be one of them",
-                                    paths: clashes)
+            throw ChangeDifferError(
+                code: .invalidTree,
+                message:
+                    "the \(role) tree names \(Self.list(clashes)) as both a file and a folder; a path can only be one of them",
+                paths: clashes)
         }
         var children: [SafeRelativePath: [SafeRelativePath]] = [:]
         for folder in folders.members { children[folder.parent, default: []].append(folder) }

@@ -36,8 +36,11 @@ struct FileMatch {
         var buckets: [(sources: [SafeRelativePath], targets: [SafeRelativePath])] = []
         for (fingerprint, wanted) in targets {
             guard let available = sources[fingerprint] else { continue }
-            buckets.append((available.sorted { (sourceRank($0), $0) < (sourceRank($1), $1) },
-                            wanted.sorted { (targetRank($0), $0) < (targetRank($1), $1) }))
+            buckets.append(
+                (
+                    available.sorted { (sourceRank($0), $0) < (sourceRank($1), $1) },
+                    wanted.sorted { (targetRank($0), $0) < (targetRank($1), $1) }
+                ))
         }
 
         while true {
@@ -61,8 +64,10 @@ struct FileMatch {
             while index < sources.count {
                 let source = sources[index]
                 // The client ignores a move into the moved item itself (a file `x` to `x/y`).
-                if !used[index], !bans.sources.contains(source), !bans.filePairs.contains(DiffBans.Pair(source: source, target: target)),
-                   !(target.isWithin(source) && target != source) {
+                if !used[index], !bans.sources.contains(source),
+                    !bans.filePairs.contains(DiffBans.Pair(source: source, target: target)),
+                    !(target.isWithin(source) && target != source)
+                {
                     used[index] = true
                     sourceOf[target] = source
                     targetOf[source] = target

@@ -25,7 +25,10 @@ enum FolderMoveCandidates {
         let newOnly = new.folders.subtracting(old.folders)
         guard !oldOnly.isEmpty, !newOnly.isEmpty else { return [] }
 
-        struct Key: Hashable { var name: String; var bytes: FileFingerprint }
+        struct Key: Hashable {
+            var name: String
+            var bytes: FileFingerprint
+        }
         var newByKey: [Key: [SafeRelativePath]] = [:]
         for (path, bytes) in new.files where path.components.count > 1 && newOnly.contains(path.parent) {
             newByKey[Key(name: path.lastComponent!, bytes: bytes), default: []].append(path)
@@ -33,15 +36,18 @@ enum FolderMoveCandidates {
         var shared: [Pair: Int] = [:]
         for (path, bytes) in old.files where path.components.count > 1 && oldOnly.contains(path.parent) {
             guard let candidates = newByKey[Key(name: path.lastComponent!, bytes: bytes)],
-                  candidates.count <= maxAmbiguity else { continue }
+                candidates.count <= maxAmbiguity
+            else { continue }
             for candidate in candidates {
-                var from = path.parent, to = candidate.parent
+                var from = path.parent
+                var to = candidate.parent
                 var suffix = 1
                 while oldOnly.contains(from) && newOnly.contains(to) {
                     if !to.isWithin(from) { shared[Pair(from: from, to: to), default: 0] += 1 }
                     suffix += 1
                     guard suffix < path.components.count, suffix < candidate.components.count,
-                          path.components[path.components.count - suffix] == candidate.components[candidate.components.count - suffix]
+                        path.components[path.components.count - suffix]
+                            == candidate.components[candidate.components.count - suffix]
                     else { break }
                     from = from.parent
                     to = to.parent
@@ -55,11 +61,13 @@ enum FolderMoveCandidates {
             }
             return ($0.key.from, $0.key.to) < ($1.key.from, $1.key.to)
         }
-        var sources = Set<SafeRelativePath>(), targets = Set<SafeRelativePath>()
+        var sources = Set<SafeRelativePath>()
+        var targets = Set<SafeRelativePath>()
         var moves: [Change.Kind] = []
         for (pair, _) in ranked {
             guard !pair.from.isWithin(anyOf: sources), !sources.contains(where: { $0.isWithin(pair.from) }),
-                  !pair.to.isWithin(anyOf: targets), !targets.contains(where: { $0.isWithin(pair.to) }) else { continue }
+                !pair.to.isWithin(anyOf: targets), !targets.contains(where: { $0.isWithin(pair.to) })
+            else { continue }
             sources.insert(pair.from)
             targets.insert(pair.to)
             moves.append(.move(from: pair.from, to: pair.to, rename: pair.from.parent == pair.to.parent))

@@ -1,5 +1,6 @@
-import StorageFormat
 import FileKit
+import StorageFormat
+
 /// A moment just before a publish changes something on disk, shown to a test hook
 /// (``PublishOptions/checkpoint``) that may stop the publish there.
 ///

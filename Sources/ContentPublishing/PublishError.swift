@@ -8,7 +8,8 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case configuration, busy, invalidContent, invalidStorage, fileSystem, insufficientSpace, archive, interrupted, upload
+            case configuration, busy, invalidContent, invalidStorage, fileSystem, insufficientSpace, archive,
+                interrupted, upload
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -61,16 +62,19 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
 
     /// A failed file operation, keeping the system's words.
     public init(_ error: FileSystemError) {
-        self.init(code: error.code == .noSpace ? .insufficientSpace : .fileSystem, message: error.description, underlying: error)
+        self.init(
+            code: error.code == .noSpace ? .insufficientSpace : .fileSystem, message: error.description,
+            underlying: error)
     }
 
     /// A storage document that cannot be read or written.
     public init(_ error: StorageFormatError) {
-        let code: Code = switch error.code {
-        case .invalidKey: .configuration
-        case .unsafePath: .invalidContent
-        default: .invalidStorage
-        }
+        let code: Code =
+            switch error.code {
+            case .invalidKey: .configuration
+            case .unsafePath: .invalidContent
+            default: .invalidStorage
+            }
         self.init(code: code, message: error.message, underlying: error)
     }
 

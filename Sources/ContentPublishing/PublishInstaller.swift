@@ -1,7 +1,7 @@
-import StorageFormat
-import FileKit
 import CLinux
+import FileKit
 import Foundation
+import StorageFormat
 
 /// Puts a staged publish in place, step by step in the journal's order, and undoes it.
 ///
@@ -50,16 +50,19 @@ struct PublishInstaller {
             if link(destination, kept) != 0 {
                 let code = errno
                 guard code == EPERM || code == EXDEV || code == EMLINK || code == ENOTSUP else {
-                    throw PublishError.fileSystem("cannot keep the previous \(step.path) as", path: kept, syscall: "link", errno: code)
+                    throw PublishError.fileSystem(
+                        "cannot keep the previous \(step.path) as", path: kept, syscall: "link", errno: code)
                 }
                 // No hard links here: move it aside (readers miss the file for a moment).
                 guard rename(destination, kept) == 0 else {
-                    throw PublishError.fileSystem("cannot keep the previous \(step.path) as", path: kept, syscall: "rename", errno: errno)
+                    throw PublishError.fileSystem(
+                        "cannot keep the previous \(step.path) as", path: kept, syscall: "rename", errno: errno)
                 }
             }
             try run.checkpoint(.install, "put \(step.path) in place")
             guard rename(staged, destination) == 0 else {
-                throw PublishError.fileSystem("cannot put the new \(step.path) in place at", path: destination, syscall: "rename", errno: errno)
+                throw PublishError.fileSystem(
+                    "cannot put the new \(step.path) in place at", path: destination, syscall: "rename", errno: errno)
             }
         } else {
             try run.checkpoint(.install, "put \(step.path) in place")
@@ -78,16 +81,19 @@ struct PublishInstaller {
         if !run.exchangeUnsupported && clinux_rename_exchange(AT_FDCWD, staged, AT_FDCWD, destination) == 0 { return }
         let code = run.exchangeUnsupported ? EINVAL : clinux_errno()
         guard code == EINVAL || code == ENOSYS || code == EOPNOTSUPP else {
-            throw PublishError.fileSystem("cannot swap the new content into place at", path: destination, syscall: "renameat2", errno: code)
+            throw PublishError.fileSystem(
+                "cannot swap the new content into place at", path: destination, syscall: "renameat2", errno: code)
         }
         // Two renames: a moment without a content folder.
         let kept = work.kept(step.path)
         guard rename(destination, kept) == 0 else {
-            throw PublishError.fileSystem("cannot move the previous content aside to", path: kept, syscall: "rename", errno: errno)
+            throw PublishError.fileSystem(
+                "cannot move the previous content aside to", path: kept, syscall: "rename", errno: errno)
         }
         try run.checkpoint(.install, "move the new \(step.path)/ into place")
         guard rename(staged, destination) == 0 else {
-            throw PublishError.fileSystem("cannot move the new content into place at", path: destination, syscall: "rename", errno: errno)
+            throw PublishError.fileSystem(
+                "cannot move the new content into place at", path: destination, syscall: "rename", errno: errno)
         }
     }
 
@@ -107,7 +113,9 @@ struct PublishInstaller {
             try run.checkpoint(.recovery, "remove the created \(folder)/")
             // Only if empty: the publish created it, and put nothing else there.
             if rmdir(work.destination(folder)) != 0 && errno != ENOENT && errno != ENOTEMPTY {
-                throw PublishError.fileSystem("cannot remove the folder the publish created at", path: work.destination(folder), syscall: "rmdir", errno: errno)
+                throw PublishError.fileSystem(
+                    "cannot remove the folder the publish created at", path: work.destination(folder), syscall: "rmdir",
+                    errno: errno)
             }
         }
         for folder in ["RXCacheConfig/HistoryOfVersions", "RXCacheConfig", ""] {
@@ -122,13 +130,15 @@ struct PublishInstaller {
         case .restoreKept:
             try run.checkpoint(.recovery, "put back the previous \(step.path)")
             guard rename(kept, destination) == 0 else {
-                throw PublishError.fileSystem("cannot put back the previous \(step.path) at", path: destination, syscall: "rename", errno: errno)
+                throw PublishError.fileSystem(
+                    "cannot put back the previous \(step.path) at", path: destination, syscall: "rename", errno: errno)
             }
         case .remove:
             guard FileSystem.exists(destination) else { return }
             try run.checkpoint(.recovery, "remove the new \(step.path)")
             guard unlink(destination) == 0 || errno == ENOENT else {
-                throw PublishError.fileSystem("cannot remove the new \(step.path) at", path: destination, syscall: "unlink", errno: errno)
+                throw PublishError.fileSystem(
+                    "cannot remove the new \(step.path) at", path: destination, syscall: "unlink", errno: errno)
             }
         case .nothing:
             return
@@ -140,20 +150,25 @@ struct PublishInstaller {
         let staged = work.staged(step.path)
         let kept = work.kept(step.path)
         let identity = FileSystem.identity(of: destination)
-        let isStaged = identity.map { PublishJournal.Identity(device: $0.device, inode: $0.inode) } == journal.content
+        let isStaged =
+            identity.map { PublishJournal.Identity(device: $0.device, inode: $0.inode) } == journal.content
             && journal.content != nil
-        let decision = PublishJournal.undoFolder(destinationIsStaged: isStaged, stagedPathExists: FileSystem.exists(staged),
-                                                 keptExists: FileSystem.exists(kept), destinationExists: identity != nil)
+        let decision = PublishJournal.undoFolder(
+            destinationIsStaged: isStaged, stagedPathExists: FileSystem.exists(staged),
+            keptExists: FileSystem.exists(kept), destinationExists: identity != nil)
         switch decision {
         case .exchangeBack:
             try run.checkpoint(.recovery, "swap the previous \(step.path)/ back")
             guard clinux_rename_exchange(AT_FDCWD, staged, AT_FDCWD, destination) == 0 else {
-                throw PublishError.fileSystem("cannot swap the previous content back into", path: destination, syscall: "renameat2", errno: clinux_errno())
+                throw PublishError.fileSystem(
+                    "cannot swap the previous content back into", path: destination, syscall: "renameat2",
+                    errno: clinux_errno())
             }
         case .moveOutAndRestoreKept, .moveOut:
             try run.checkpoint(.recovery, "move the new \(step.path)/ out")
             guard rename(destination, staged) == 0 else {
-                throw PublishError.fileSystem("cannot move the new content out of", path: destination, syscall: "rename", errno: errno)
+                throw PublishError.fileSystem(
+                    "cannot move the new content out of", path: destination, syscall: "rename", errno: errno)
             }
             if decision == .moveOutAndRestoreKept { try restoreKeptFolder(step, kept: kept, destination: destination) }
         case .restoreKept:
@@ -163,10 +178,12 @@ struct PublishInstaller {
         }
     }
 
-    private func restoreKeptFolder(_ step: PublishJournal.Step, kept: String, destination: String) throws(PublishError) {
+    private func restoreKeptFolder(_ step: PublishJournal.Step, kept: String, destination: String) throws(PublishError)
+    {
         try run.checkpoint(.recovery, "put back the previous \(step.path)/")
         guard rename(kept, destination) == 0 else {
-            throw PublishError.fileSystem("cannot put back the previous content at", path: destination, syscall: "rename", errno: errno)
+            throw PublishError.fileSystem(
+                "cannot put back the previous content at", path: destination, syscall: "rename", errno: errno)
         }
     }
 
@@ -177,7 +194,8 @@ struct PublishInstaller {
         if clinux_rename_noreplace(AT_FDCWD, source, AT_FDCWD, destination) == 0 { return }
         let code = clinux_errno()
         if code == EINVAL || code == ENOSYS || code == EOPNOTSUPP, rename(source, destination) == 0 { return }
-        throw PublishError.fileSystem("cannot move \(source) into place at", path: destination, syscall: "renameat2",
-                                   errno: code == EINVAL || code == ENOSYS || code == EOPNOTSUPP ? errno : code)
+        throw PublishError.fileSystem(
+            "cannot move \(source) into place at", path: destination, syscall: "renameat2",
+            errno: code == EINVAL || code == ENOSYS || code == EOPNOTSUPP ? errno : code)
     }
 }

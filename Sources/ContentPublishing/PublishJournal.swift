@@ -1,6 +1,6 @@
-import StorageFormat
 import FileKit
 import Foundation
+import StorageFormat
 
 /// What a publish in progress has promised to do, written to its work folder so that the next
 /// publish can finish or undo it after a kill.
@@ -101,8 +101,10 @@ struct PublishJournal: Codable, Equatable, Sendable {
 
     /// Decides from what is on disk: whether the content folder has the staged identity, and
     /// whether something is at the staged path, at the kept path, and at the destination.
-    static func undoFolder(destinationIsStaged: Bool, stagedPathExists: Bool, keptExists: Bool,
-                           destinationExists: Bool) -> FolderUndo {
+    static func undoFolder(
+        destinationIsStaged: Bool, stagedPathExists: Bool, keptExists: Bool,
+        destinationExists: Bool
+    ) -> FolderUndo {
         if destinationIsStaged {
             if stagedPathExists { return .exchangeBack }
             return keptExists ? .moveOutAndRestoreKept : .moveOut

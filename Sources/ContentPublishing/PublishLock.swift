@@ -1,6 +1,6 @@
-import StorageFormat
 import FileKit
 import Foundation
+import StorageFormat
 
 /// Keeps two publishes of one storage apart: an exclusive, non-blocking `flock` on the storage
 /// folder's own descriptor, held for the whole publish (dry runs included).
@@ -23,7 +23,8 @@ final class PublishLock {
     private static func lockedDescriptor(_ storage: String) throws(PublishError) -> Int32 {
         let fd = open(storage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard fd >= 0 else {
-            throw PublishError.fileSystem("cannot open the storage folder to lock it:", path: storage, syscall: "open", errno: errno)
+            throw PublishError.fileSystem(
+                "cannot open the storage folder to lock it:", path: storage, syscall: "open", errno: errno)
         }
         guard flock(fd, LOCK_EX | LOCK_NB) != 0 else { return fd }
         let code = errno
@@ -31,13 +32,17 @@ final class PublishLock {
         close(fd)
         if code == EWOULDBLOCK {
             let who = holder.map { "process \($0)" } ?? "another process"
-            throw PublishError(code: .busy,
-                            message: "another publish of \(storage) is running (\(who)); wait for it to finish, or stop it")
+            throw PublishError(
+                code: .busy,
+                message: "another publish of \(storage) is running (\(who)); wait for it to finish, or stop it")
         }
         if code == EBADF || code == ENOLCK || code == EOPNOTSUPP {
             // NFS emulates flock with POSIX locks, which a folder opened read-only cannot take.
-            throw PublishError(code: .fileSystem,
-                            message: "cannot lock the storage folder \(storage): \(String(cString: strerror(code))); its filesystem cannot flock a folder (NFS?): publish from a local filesystem")
+            throw PublishError(
+                code: .fileSystem,
+                message:
+                    "cannot lock the storage folder \(storage): \(String(cString: strerror(code))); its filesystem cannot flock a folder (NFS?): publish from a local filesystem"
+            )
         }
         throw PublishError.fileSystem("cannot lock the storage folder", path: storage, syscall: "flock", errno: code)
     }

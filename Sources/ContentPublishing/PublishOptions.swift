@@ -1,6 +1,6 @@
-import StorageFormat
 import FileKit
 import Foundation
+import StorageFormat
 
 /// What `sync-agent publish` is asked to do.
 public struct PublishOptions: Sendable {

@@ -1,6 +1,6 @@
-import StorageFormat
 import FileKit
 import Foundation
+import StorageFormat
 
 /// Where a publish reads and writes, by canonical path, and the layouts it refuses.
 ///
@@ -40,16 +40,23 @@ struct PublishPaths: Equatable {
             } else {
                 place = "the storage"
             }
-            let what = canonicalContent == canonicalStorage ? "the storage itself"
-                : ([canonicalStorage + "/" + Self.workFolderName, canonicalStorage + "/RXCacheContent"].contains(canonicalContent) ? place : "inside " + place)
-            throw PublishError(code: .configuration,
-                               message: "the content folder \(content) is \(what) (the storage resolves to \(canonicalStorage)); publishing would rewrite the folder it reads. Pass a folder outside the storage",
-                               option: .content)
+            let what =
+                canonicalContent == canonicalStorage
+                ? "the storage itself"
+                : ([canonicalStorage + "/" + Self.workFolderName, canonicalStorage + "/RXCacheContent"].contains(
+                    canonicalContent) ? place : "inside " + place)
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "the content folder \(content) is \(what) (the storage resolves to \(canonicalStorage)); publishing would rewrite the folder it reads. Pass a folder outside the storage",
+                option: .content)
         }
         if Self.isWithin(canonicalStorage, canonicalContent) {
-            throw PublishError(code: .configuration,
-                               message: "the storage \(storage) is inside the content folder \(content) (which resolves to \(canonicalContent)); the content snapshot would copy the storage into itself. Pass a storage outside the content folder",
-                               option: .storage)
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "the storage \(storage) is inside the content folder \(content) (which resolves to \(canonicalContent)); the content snapshot would copy the storage into itself. Pass a storage outside the content folder",
+                option: .storage)
         }
     }
 

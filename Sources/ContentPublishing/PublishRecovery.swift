@@ -1,5 +1,6 @@
-import StorageFormat
 import FileKit
+import StorageFormat
+
 /// What a publish found of an interrupted earlier publish of the same storage (killed, or
 /// failed in a way it could not undo itself), and what it did about it before its own work.
 public enum PublishRecovery: Sendable, Equatable, CustomStringConvertible {
@@ -17,9 +18,11 @@ public enum PublishRecovery: Sendable, Equatable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .discarded(let version):
-            return "an interrupted publish\(version.map { " of \($0)" } ?? "") had installed nothing; deleted its work folder"
+            return
+                "an interrupted publish\(version.map { " of \($0)" } ?? "") had installed nothing; deleted its work folder"
         case .rolledBack(let version, let restored):
-            return "an interrupted publish of \(version) had installed part of its files; rolled it back, the storage is "
+            return
+                "an interrupted publish of \(version) had installed part of its files; rolled it back, the storage is "
                 + (restored.map { "\($0)" } ?? "empty") + " again"
         case .finished(let version, let from):
             return "an interrupted publish of \(version)" + (from.map { " over \($0)" } ?? "")

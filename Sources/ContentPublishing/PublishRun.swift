@@ -1,5 +1,6 @@
-import StorageFormat
 import FileKit
+import StorageFormat
+
 /// One publish's passage through its checkpoints: the test hook, the running count, and
 /// whether the hook "killed" it (then nothing may roll back or clean up, as after `kill -9`).
 final class PublishRun {

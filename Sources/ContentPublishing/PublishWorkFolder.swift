@@ -1,7 +1,7 @@
-import StorageFormat
 import FileKit
 import Foundation
 import Glibc
+import StorageFormat
 
 /// The folder inside the storage where a publish builds, keeps and journals:
 /// `<storage>/.content-sync-publish/`.
@@ -30,8 +30,10 @@ struct PublishWorkFolder {
 
     /// Creates the folder with `stage/` and `kept/` and their `RXCacheConfig/HistoryOfVersions/`.
     func create() throws(PublishError) {
-        for folder in [root, stage, stage + "/RXCacheConfig", stage + "/RXCacheConfig/HistoryOfVersions",
-                       kept, kept + "/RXCacheConfig", kept + "/RXCacheConfig/HistoryOfVersions"] {
+        for folder in [
+            root, stage, stage + "/RXCacheConfig", stage + "/RXCacheConfig/HistoryOfVersions",
+            kept, kept + "/RXCacheConfig", kept + "/RXCacheConfig/HistoryOfVersions",
+        ] {
             try fileWork { () throws(FileSystemError) in try FileSystem.makeFolder(folder) }
         }
     }
@@ -41,20 +43,24 @@ struct PublishWorkFolder {
     func readJournal() throws(PublishError) -> PublishJournal? {
         guard let data = FileManager.default.contents(atPath: journalPath) else {
             if FileSystem.exists(journalPath) {
-                throw PublishError(code: .fileSystem, message: "cannot read the publish journal \(journalPath); check its permissions")
+                throw PublishError(
+                    code: .fileSystem, message: "cannot read the publish journal \(journalPath); check its permissions")
             }
             return nil
         }
         do {
             let journal = try JSONDecoder().decode(PublishJournal.self, from: data)
             guard journal.format == 1 else {
-                throw PublishError(code: .configuration, message: "format \(journal.format), this publisher reads format 1")
+                throw PublishError(
+                    code: .configuration, message: "format \(journal.format), this publisher reads format 1")
             }
             return journal
         } catch {
-            throw PublishError(code: .configuration,
-                            message: "\(journalPath) is not a publish journal this publisher can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(root)",
-                            underlying: error)
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "\(journalPath) is not a publish journal this publisher can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(root)",
+                underlying: error)
         }
     }
 
@@ -66,7 +72,8 @@ struct PublishWorkFolder {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         let data: Data
         do { data = try encoder.encode(journal) } catch {
-            throw PublishError(code: .fileSystem, message: "cannot encode the publish journal: \(error)", underlying: error)
+            throw PublishError(
+                code: .fileSystem, message: "cannot encode the publish journal: \(error)", underlying: error)
         }
         try fileWork { () throws(FileSystemError) in
             try AtomicFile.write(data, to: journalPath, durability: durable ? .full : .contents)
@@ -79,12 +86,14 @@ struct PublishWorkFolder {
         guard exists else { return }
         // Its own entries have ASCII names; below them (the snapshot) names go by raw bytes, since
         // a name that is not UTF-8 can be there (the scan then refused it).
-        for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: root) }) where name != "journal.json" {
+        for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: root) })
+        where name != "journal.json" {
             try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(root + "/" + name) }
         }
         try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(journalPath) }
         if rmdir(root) != 0 && errno != ENOENT {
-            throw PublishError.fileSystem("cannot delete the publish work folder", path: root, syscall: "rmdir", errno: errno)
+            throw PublishError.fileSystem(
+                "cannot delete the publish work folder", path: root, syscall: "rmdir", errno: errno)
         }
     }
 

@@ -11,7 +11,9 @@ extension Publisher {
     /// `current`), and `current` itself when the storage `moved` from another base. Clients at
     /// or above it replay only lists under `base`: the chain's candidates start at the local
     /// version (§2.1), so no older list is fetched. nil when nothing constrains it.
-    static func minimalFloor(storage: String, base: URL, moved: Bool, current: CacheVersion) throws(PublishError) -> CacheVersion? {
+    static func minimalFloor(storage: String, base: URL, moved: Bool, current: CacheVersion) throws(PublishError)
+        -> CacheVersion?
+    {
         var floor: CacheVersion?
         func raise(to version: CacheVersion) {
             let version = min(version, current)
@@ -21,7 +23,9 @@ extension Publisher {
         let path = storage + "/" + StorageLayout.updateListPath
         guard let data = FileManager.default.contents(atPath: path) else { return floor }
         guard case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] else {
-            throw PublishError(code: .invalidStorage, message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
+            throw PublishError(
+                code: .invalidStorage,
+                message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
         }
         let listURL = URL(string: StorageLayout.updateListPath, relativeTo: base)!.absoluteURL
         let prefix = StorageLayout.normalized(base)

@@ -1,13 +1,15 @@
-import StorageFormat
 import FileKit
 import Foundation
+import StorageFormat
 
 extension Publisher {
     /// Names an older `sync-agent` (before the work folder) wrote while publishing, relative to
     /// the storage. A run of it that was killed left them; nothing else uses these names.
-    static let legacyLeftovers = [".RXCacheContent.incoming", ".RXCacheContent.retired", "RXCacheContent.zip.tmp",
-                                  StorageLayout.statusPath + ".tmp", StorageLayout.updateListPath + ".tmp",
-                                  StorageWriter.contentManifestPath + ".tmp"]
+    static let legacyLeftovers = [
+        ".RXCacheContent.incoming", ".RXCacheContent.retired", "RXCacheContent.zip.tmp",
+        StorageLayout.statusPath + ".tmp", StorageLayout.updateListPath + ".tmp",
+        StorageWriter.contentManifestPath + ".tmp",
+    ]
 
     /// Finishes or undoes an interrupted publish (run with the lock held, before anything else):
     /// - no journal, or one that never reached the install → nothing is visible: delete the work folder;
@@ -44,7 +46,8 @@ extension Publisher {
         var candidates = legacyLeftovers
         let history = paths.storage + "/RXCacheConfig/HistoryOfVersions"
         if FileSystem.exists(history) {
-            for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: history) }).sorted() where name.hasPrefix("changes_") && name.hasSuffix(".json.tmp") {
+            for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: history) }).sorted()
+            where name.hasPrefix("changes_") && name.hasSuffix(".json.tmp") {
                 candidates.append("RXCacheConfig/HistoryOfVersions/" + name)
             }
         }
@@ -64,9 +67,11 @@ extension Publisher {
         guard work.exists, let journal = try work.readJournal() else { return }
         let visible = try PublishWorkFolder.sha256(of: paths.storage + "/" + StorageLayout.statusPath)
         if PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) == .rollBack {
-            throw PublishError(code: .configuration,
-                            message: "a publish of \(journal.toVersion) into \(paths.storage) was interrupted while installing (\(work.journalPath)); a dry run writes nothing, so it cannot roll it back: run the publish for real, which rolls it back first",
-                               option: .dryRun)
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "a publish of \(journal.toVersion) into \(paths.storage) was interrupted while installing (\(work.journalPath)); a dry run writes nothing, so it cannot roll it back: run the publish for real, which rolls it back first",
+                option: .dryRun)
         }
     }
 }

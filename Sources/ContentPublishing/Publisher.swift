@@ -1,8 +1,8 @@
 import Archive
-import FileKit
-import StorageFormat
 import CLinux
+import FileKit
 import Foundation
+import StorageFormat
 
 /// Builds a storage's next version from a folder: the smallest change list, the update list,
 /// a deterministic archive, the status file, and the new content.
@@ -24,13 +24,16 @@ public enum Publisher {
         let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: options.baseURL) }
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: paths.content, isDirectory: &isFolder), isFolder.boolValue else {
-            throw PublishError(code: .configuration, message: "the content folder \(paths.content) is not a folder; pass the folder holding the new version",
-                               option: .content)
+            throw PublishError(
+                code: .configuration,
+                message: "the content folder \(paths.content) is not a folder; pass the folder holding the new version",
+                option: .content)
         }
         try paths.checkLayout()
         let signer = try options.signingKey.map { (key: String) throws(PublishError) -> StorageWriter.Signer in
-            StorageWriter.Signer(key: try SigningKey(fileText: key),
-                                 expires: Date().addingTimeInterval(Double(options.signatureLifetime.components.seconds)))
+            StorageWriter.Signer(
+                key: try SigningKey(fileText: key),
+                expires: Date().addingTimeInterval(Double(options.signatureLifetime.components.seconds)))
         }
         let storageExists = FileSystem.exists(paths.storage)
         if !storageExists {
@@ -39,7 +42,9 @@ public enum Publisher {
                 do {
                     try FileManager.default.createDirectory(atPath: paths.storage, withIntermediateDirectories: true)
                 } catch {
-                    throw PublishError(code: .fileSystem, message: "cannot create the storage folder \(paths.storage): \(error)", underlying: error)
+                    throw PublishError(
+                        code: .fileSystem, message: "cannot create the storage folder \(paths.storage): \(error)",
+                        underlying: error)
                 }
             }
         }
@@ -61,7 +66,9 @@ public enum Publisher {
         } catch {
             // What recovery did stays true when the publish itself is refused: say it.
             guard let recovery, !run.killed else { throw error }
-            throw PublishError(code: error.code, message: "\(error.message) (before that, recovery: \(recovery))", underlying: error.underlying)
+            throw PublishError(
+                code: error.code, message: "\(error.message) (before that, recovery: \(recovery))",
+                underlying: error.underlying)
         }
         report.recovery = recovery
         report.removedLeftovers = leftovers
@@ -80,26 +87,32 @@ public enum Publisher {
 
     /// Hands the storage to `uploader` step by step, still under the lock; a step that fails
     /// stops the upload before the status goes, so the remote keeps showing its previous version.
-    private static func upload(_ version: CacheVersion, of storage: String, with uploader: any StorageUploading) throws(PublishError) {
+    private static func upload(_ version: CacheVersion, of storage: String, with uploader: any StorageUploading)
+        throws(PublishError)
+    {
         let steps = StorageUploadStep.order
         for step in steps {
             do {
                 try uploader.upload(step, from: storage)
             } catch {
-                let remote = step.kind == .status
+                let remote =
+                    step.kind == .status
                     ? "the remote's \(StorageLayout.statusPath) is the previous one unless the failed copy replaced it"
                     : "\(StorageLayout.statusPath) was not uploaded, so clients still see the remote's previous version"
-                throw PublishError(code: .upload,
-                                   message: "uploading \(step) failed (step \(step.number) of \(steps.count)): \(error); \(remote). "
-                                       + "\(storage) holds \(version): run the same publish again to upload it",
-                                   underlying: error)
+                throw PublishError(
+                    code: .upload,
+                    message: "uploading \(step) failed (step \(step.number) of \(steps.count)): \(error); \(remote). "
+                        + "\(storage) holds \(version): run the same publish again to upload it",
+                    underlying: error)
             }
         }
     }
 
     /// Everything after the lock and the recovery.
-    private static func publishLocked(_ options: PublishOptions, paths: PublishPaths, layout: StorageLayout,
-                                      signer: StorageWriter.Signer?, lock: PublishLock?, run: PublishRun) throws(PublishError) -> PublishReport {
+    private static func publishLocked(
+        _ options: PublishOptions, paths: PublishPaths, layout: StorageLayout,
+        signer: StorageWriter.Signer?, lock: PublishLock?, run: PublishRun
+    ) throws(PublishError) -> PublishReport {
         let storage = paths.storage
         let statusPath = storage + "/" + StorageLayout.statusPath
         let statusData = FileManager.default.contents(atPath: statusPath)
@@ -115,27 +128,43 @@ public enum Publisher {
         if options.initialize {
             if let statusData {
                 if let status = try? CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout),
-                   let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, floor: nil, paths: paths) {
+                    let done = try alreadyPublished(
+                        status, layout: layout, readLayout: readLayout, options: options, floor: nil, paths: paths)
+                {
                     return done
                 }
-                throw PublishError(code: .configuration,
-                                message: "\(storage) already holds a storage (\(StorageLayout.statusPath) exists); publish a new version of it instead of creating one",
-                                   option: .initialize)
+                throw PublishError(
+                    code: .configuration,
+                    message:
+                        "\(storage) already holds a storage (\(StorageLayout.statusPath) exists); publish a new version of it instead of creating one",
+                    option: .initialize)
             }
         } else {
             guard let statusData else { throw Self.noStorage(paths) }
-            let status = try formatWork { () throws(StorageFormatError) in try CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout) }
+            let status = try formatWork { () throws(StorageFormatError) in
+                try CacheStatus.parse(statusData, from: layout.statusURL, layout: &readLayout)
+            }
             // A moved storage publishes on under the new base; clients that would replay lists
             // published under another base restore instead (Publisher+BaseURL.swift).
-            previousBase = readLayout.publishedBase.flatMap { StorageLayout.normalized($0) != StorageLayout.normalized(layout.baseURL) ? $0 : nil }
-            let floor = try minimalFloor(storage: storage, base: layout.baseURL, moved: previousBase != nil, current: status.actualVersion)
-            if let done = try alreadyPublished(status, layout: layout, readLayout: readLayout, options: options, floor: floor, paths: paths) { return done }
+            previousBase = readLayout.publishedBase.flatMap {
+                StorageLayout.normalized($0) != StorageLayout.normalized(layout.baseURL) ? $0 : nil
+            }
+            let floor = try minimalFloor(
+                storage: storage, base: layout.baseURL, moved: previousBase != nil, current: status.actualVersion)
+            if let done = try alreadyPublished(
+                status, layout: layout, readLayout: readLayout, options: options, floor: floor, paths: paths)
+            {
+                return done
+            }
             guard options.version > status.actualVersion else {
-                let same = options.version == status.actualVersion
+                let same =
+                    options.version == status.actualVersion
                     ? " (it was published with other content, minimal version or base URL)" : ""
-                throw PublishError(code: .configuration,
-                                message: "version \(options.version) is not greater than the storage's current \(status.actualVersion)\(same); pass a higher version",
-                                   option: .version)
+                throw PublishError(
+                    code: .configuration,
+                    message:
+                        "version \(options.version) is not greater than the storage's current \(status.actualVersion)\(same); pass a higher version",
+                    option: .version)
             }
             fromVersion = status.actualVersion
             let asked = options.minimal ?? status.minimalVersion
@@ -146,7 +175,9 @@ public enum Publisher {
             // URLs under the published base were rebased onto the new one above; what is left
             // outside it comes from a status whose base could not be inferred.
             let newBase = StorageLayout.normalized(layout.baseURL)
-            previousURLsOutsideBase = [status.updateListURL, status.archiveURL].filter { !StorageLayout.normalized($0).hasPrefix(newBase) }
+            previousURLsOutsideBase = [status.updateListURL, status.archiveURL].filter {
+                !StorageLayout.normalized($0).hasPrefix(newBase)
+            }
         }
         func noted(_ report: PublishReport) -> PublishReport {
             var report = report
@@ -158,15 +189,20 @@ public enum Publisher {
             return report
         }
         guard minimal <= options.version else {
-            throw PublishError(code: .configuration,
-                            message: "the minimal version \(minimal) is greater than the new version \(options.version); the minimal version cannot be above the actual one",
-                               option: .minimal)
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "the minimal version \(minimal) is greater than the new version \(options.version); the minimal version cannot be above the actual one",
+                option: .minimal)
         }
         if let fromVersion {
             let relative = StorageWriter.changeListPath(from: fromVersion, to: options.version)
             if FileSystem.exists(storage + "/" + relative) {
-                throw PublishError(code: .configuration,
-                                message: "\(relative) already exists; a published change list is never rewritten. If no status ever published \(options.version) (an older publisher's interrupted publish left it), delete it and run again")
+                throw PublishError(
+                    code: .configuration,
+                    message:
+                        "\(relative) already exists; a published change list is never rewritten. If no status ever published \(options.version) (an older publisher's interrupted publish left it), delete it and run again"
+                )
             }
         }
 
@@ -174,8 +210,11 @@ public enum Publisher {
         if let fromVersion {
             let tree = try ContentTree.scan(storage + "/RXCacheContent")
             if let expectedOldDigest, TreeDigest.digest(of: tree) != expectedOldDigest {
-                throw PublishError(code: .configuration,
-                                message: "\(storage)/RXCacheContent/ does not match the treeDigest that \(StorageLayout.statusPath) publishes for \(fromVersion): it was changed outside publish, or an older publisher's publish was interrupted. A change list from it would not lead clients from \(fromVersion); put \(fromVersion)'s content back in RXCacheContent/ and run again")
+                throw PublishError(
+                    code: .configuration,
+                    message:
+                        "\(storage)/RXCacheContent/ does not match the treeDigest that \(StorageLayout.statusPath) publishes for \(fromVersion): it was changed outside publish, or an older publisher's publish was interrupted. A change list from it would not lead clients from \(fromVersion); put \(fromVersion)'s content back in RXCacheContent/ and run again"
+                )
             }
             oldTree = tree
         }
@@ -190,8 +229,9 @@ public enum Publisher {
         // Stage: nothing in the storage changes until the journal says "installing".
         let work = PublishWorkFolder(storage: storage)
         let writer = StorageWriter(root: storage, stage: work.stage, layout: layout, signer: signer)
-        var journal = PublishJournal(phase: .staging, pid: getpid(), fromVersion: fromVersion?.text,
-                                     toVersion: options.version.text, minimalVersion: minimal.text)
+        var journal = PublishJournal(
+            phase: .staging, pid: getpid(), fromVersion: fromVersion?.text,
+            toVersion: options.version.text, minimalVersion: minimal.text)
         var result: PublishReport
         do throws(PublishError) {
             try run.checkpoint(.staging, "create the work folder")
@@ -205,29 +245,38 @@ public enum Publisher {
             result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
 
             try run.checkpoint(.staging, "build the archive")
-            (result.archiveBytes, result.reusedArchiveEntries) = try writer.writeArchive(from: snapshot, sources: archiveSources(from: oldTree, to: newTree))
+            (result.archiveBytes, result.reusedArchiveEntries) = try writer.writeArchive(
+                from: snapshot, sources: archiveSources(from: oldTree, to: newTree))
             try run.checkpoint(.staging, "write the change list, update list, content manifest and status")
             if let fromVersion {
-                let listPath = try writer.writeChangeList(from: fromVersion, to: options.version, changes: changes, tree: newTree)
+                let listPath = try writer.writeChangeList(
+                    from: fromVersion, to: options.version, changes: changes, tree: newTree)
                 try writer.appendToUpdateList(listPath)
                 result.changeListPath = listPath
             } else {
                 try writer.writeUpdateList([])
             }
             _ = try writer.writeContentManifest(newTree, version: options.version)
-            let status = try writer.writeStatus(version: options.version, minimal: minimal, tree: newTree, unzippedBytes: result.contentBytes)
+            let status = try writer.writeStatus(
+                version: options.version, minimal: minimal, tree: newTree, unzippedBytes: result.contentBytes)
 
             journal.phase = .installing
             journal.treeDigest = TreeDigest.digest(of: newTree)
             journal.statusSHA256 = FileDigest.sha256(status)
-            journal.content = FileSystem.identity(of: snapshot).map { PublishJournal.Identity(device: $0.device, inode: $0.inode) }
-            journal.createdFolders = ["RXCacheConfig", "RXCacheConfig/HistoryOfVersions"].filter { !FileSystem.exists(storage + "/" + $0) }
+            journal.content = FileSystem.identity(of: snapshot).map {
+                PublishJournal.Identity(device: $0.device, inode: $0.inode)
+            }
+            journal.createdFolders = ["RXCacheConfig", "RXCacheConfig/HistoryOfVersions"].filter {
+                !FileSystem.exists(storage + "/" + $0)
+            }
             journal.steps = installSteps(storage: storage, changeList: result.changeListPath)
             try run.checkpoint(.staging, "write the install journal")
             try work.writeJournal(journal, durable: false)
             // One flush for every staged byte and the journal: durability once per version.
             guard clinux_syncfs(lock.descriptor) == 0 else {
-                throw PublishError.fileSystem("cannot flush the staged files to disk (syncfs) for", path: storage, syscall: "syncfs", errno: clinux_errno())
+                throw PublishError.fileSystem(
+                    "cannot flush the staged files to disk (syncfs) for", path: storage, syscall: "syncfs",
+                    errno: clinux_errno())
             }
         } catch {
             if !run.killed { try? work.remove() }
@@ -245,11 +294,15 @@ public enum Publisher {
                 try work.remove()
             } catch let undo {
                 if run.killed { throw undo }
-                throw PublishError(code: error.code,
-                                message: "\(error.message); rolling back failed too (\(undo.message)): run the same publish again to finish the rollback",
-                                underlying: error)
+                throw PublishError(
+                    code: error.code,
+                    message:
+                        "\(error.message); rolling back failed too (\(undo.message)): run the same publish again to finish the rollback",
+                    underlying: error)
             }
-            throw PublishError(code: error.code, message: "\(error.message); rolled back, the storage is \(previous) again", underlying: error.underlying)
+            throw PublishError(
+                code: error.code, message: "\(error.message); rolled back, the storage is \(previous) again",
+                underlying: error.underlying)
         }
         // Committed. A run killed from here on is finished by the next one.
         do {
@@ -257,9 +310,10 @@ public enum Publisher {
             try work.remove()
         } catch {
             if run.killed { throw error }
-            throw PublishError(code: error.code,
-                            message: "published \(options.version), but \(error.message); the next publish deletes the work folder",
-                            underlying: error)
+            throw PublishError(
+                code: error.code,
+                message: "published \(options.version), but \(error.message); the next publish deletes the work folder",
+                underlying: error)
         }
         return result
     }
@@ -272,8 +326,10 @@ public enum Publisher {
         for path in [StorageLayout.updateListPath, StorageWriter.contentManifestPath, StorageWriter.archivePath] {
             steps.append(.init(path: path, existed: FileSystem.exists(storage + "/" + path)))
         }
-        steps.append(.init(path: "RXCacheContent", existed: FileSystem.exists(storage + "/RXCacheContent"), isFolder: true))
-        steps.append(.init(path: StorageLayout.statusPath, existed: FileSystem.exists(storage + "/" + StorageLayout.statusPath)))
+        steps.append(
+            .init(path: "RXCacheContent", existed: FileSystem.exists(storage + "/RXCacheContent"), isFolder: true))
+        steps.append(
+            .init(path: StorageLayout.statusPath, existed: FileSystem.exists(storage + "/" + StorageLayout.statusPath)))
         return steps
     }
 
@@ -285,16 +341,23 @@ public enum Publisher {
             tree = try ContentTree.scan(folder)
         } catch {
             guard folder != content else { throw error }
-            throw PublishError(code: error.code, message: error.message.replacingOccurrences(of: folder, with: content), underlying: error.underlying)
+            throw PublishError(
+                code: error.code, message: error.message.replacingOccurrences(of: folder, with: content),
+                underlying: error.underlying)
         }
         if let (first, second) = SafeRelativePath.caseCollision(in: Array(tree.folders) + Array(tree.files.keys)) {
-            throw PublishError(code: .configuration,
-                            message: "\(content): '\(first)' and '\(second)' differ only in case; clients on case-insensitive file systems would see one of them. Rename one")
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "\(content): '\(first)' and '\(second)' differ only in case; clients on case-insensitive file systems would see one of them. Rename one"
+            )
         }
         return tree
     }
 
-    private static func diff(from oldTree: ContentTree?, to newTree: ContentTree, content: String) throws(PublishError) -> [Change.Kind] {
+    private static func diff(from oldTree: ContentTree?, to newTree: ContentTree, content: String) throws(PublishError)
+        -> [Change.Kind]
+    {
         guard let oldTree else { return [] }
         do {
             return try ChangeDiffer.diff(from: oldTree, to: newTree)
@@ -305,7 +368,9 @@ public enum Publisher {
 
     /// New files whose bytes the old version had (new path → old path): their compressed
     /// archive entries are copied.
-    private static func archiveSources(from oldTree: ContentTree?, to newTree: ContentTree) -> [SafeRelativePath: SafeRelativePath] {
+    private static func archiveSources(from oldTree: ContentTree?, to newTree: ContentTree) -> [SafeRelativePath:
+        SafeRelativePath]
+    {
         guard let oldTree else { return [:] }
         var oldPathOf: [FileFingerprint: SafeRelativePath] = [:]
         for (path, fingerprint) in oldTree.files.sorted(by: { $0.key < $1.key }) where oldPathOf[fingerprint] == nil {
@@ -318,23 +383,28 @@ public enum Publisher {
         return sources
     }
 
-    private static func report(_ options: PublishOptions, from: CacheVersion?, minimal: CacheVersion, changes: [Change.Kind],
-                               tree: ContentTree) -> PublishReport {
-        PublishReport(fromVersion: from, toVersion: options.version, minimalVersion: minimal, changes: changes,
-                      bytesToDownload: downloadBytes(changes, in: tree), files: tree.files.count, folders: tree.folders.count,
-                      contentBytes: tree.files.values.reduce(Int64(0)) { $0 + $1.size }, archiveBytes: 0, changeListPath: nil)
+    private static func report(
+        _ options: PublishOptions, from: CacheVersion?, minimal: CacheVersion, changes: [Change.Kind],
+        tree: ContentTree
+    ) -> PublishReport {
+        PublishReport(
+            fromVersion: from, toVersion: options.version, minimalVersion: minimal, changes: changes,
+            bytesToDownload: downloadBytes(changes, in: tree), files: tree.files.count, folders: tree.folders.count,
+            contentBytes: tree.files.values.reduce(Int64(0)) { $0 + $1.size }, archiveBytes: 0, changeListPath: nil)
     }
 
     /// The storage already publishes `options.version` with the same content (tree digest),
     /// minimal version (raised to `floor`, as the publish raised it) and base URL: a re-run of a
     /// publish that completed, perhaps one that recovery just finished. Returns the report to
     /// give, or nil when this is not that case.
-    private static func alreadyPublished(_ status: CacheStatus, layout: StorageLayout, readLayout: StorageLayout, options: PublishOptions,
-                                         floor: CacheVersion?, paths: PublishPaths) throws(PublishError) -> PublishReport? {
+    private static func alreadyPublished(
+        _ status: CacheStatus, layout: StorageLayout, readLayout: StorageLayout, options: PublishOptions,
+        floor: CacheVersion?, paths: PublishPaths
+    ) throws(PublishError) -> PublishReport? {
         let asked = options.minimal.map { minimal in floor.map { max(minimal, $0) } ?? minimal }
         guard status.actualVersion == options.version, let digest = status.integrity?.treeDigest,
-              asked == nil || asked == status.minimalVersion,
-              readLayout.publishedBase.map(StorageLayout.normalized) == StorageLayout.normalized(layout.baseURL)
+            asked == nil || asked == status.minimalVersion,
+            readLayout.publishedBase.map(StorageLayout.normalized) == StorageLayout.normalized(layout.baseURL)
         else { return nil }
         let tree = try checkedScan(paths.content, shownAs: paths.content)
         guard TreeDigest.digest(of: tree) == digest else { return nil }
@@ -349,15 +419,19 @@ public enum Publisher {
     /// The key id of the signature a status carries (`"unknown"` when it names none); nil when
     /// the status is unsigned.
     static func signatureKeyID(ofStatus data: Data) -> String? {
-        guard case .object(let members)? = try? JSONValue.parse(data), let signature = members["signature"] else { return nil }
+        guard case .object(let members)? = try? JSONValue.parse(data), let signature = members["signature"] else {
+            return nil
+        }
         guard case .object(let fields) = signature, case .string(let keyID)? = fields["keyId"] else { return "unknown" }
         return keyID
     }
 
     private static func noStorage(_ paths: PublishPaths) -> PublishError {
-        PublishError(code: .configuration,
-                  message: "\(paths.storage)/\(StorageLayout.statusPath) not found; create the storage first (its first version, with no change list)",
-                  option: .initialize)
+        PublishError(
+            code: .configuration,
+            message:
+                "\(paths.storage)/\(StorageLayout.statusPath) not found; create the storage first (its first version, with no change list)",
+            option: .initialize)
     }
 
     /// Bytes of the files a client one version behind must fetch.

@@ -18,13 +18,18 @@ public struct SigningKey: Sendable {
     public init(fileText text: String) throws(PublishError) {
         let (kind, line) = StatusSignature.read(text)
         if kind == .publicKey {
-            throw PublishError(code: .configuration,
-                               message: "this is an ed25519 public key, which only verifies; signing needs the private key it was made with",
-                               option: .signingKey)
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "this is an ed25519 public key, which only verifies; signing needs the private key it was made with",
+                option: .signingKey)
         }
-        guard let data = Data(base64Encoded: line), let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: data) else {
-            throw PublishError(code: .configuration, message: "not an ed25519 private key (expected one line of base64 of 32 bytes)",
-                               option: .signingKey)
+        guard let data = Data(base64Encoded: line),
+            let key = try? Curve25519.Signing.PrivateKey(rawRepresentation: data)
+        else {
+            throw PublishError(
+                code: .configuration, message: "not an ed25519 private key (expected one line of base64 of 32 bytes)",
+                option: .signingKey)
         }
         self.key = key
     }

@@ -38,7 +38,10 @@ public struct StorageUploadStep: Sendable, Equatable, CustomStringConvertible {
     /// status names must be on the remote before the status is: the content and archive, then
     /// the change lists, then the update list that names them, and the status last.
     public static let order: [StorageUploadStep] = [
-        StorageUploadStep(kind: .content, paths: [StorageLayout.contentFolder, StorageWriter.archivePath, StorageWriter.contentManifestPath], number: 1),
+        StorageUploadStep(
+            kind: .content,
+            paths: [StorageLayout.contentFolder, StorageWriter.archivePath, StorageWriter.contentManifestPath],
+            number: 1),
         StorageUploadStep(kind: .changeLists, paths: ["RXCacheConfig/HistoryOfVersions/"], number: 2),
         StorageUploadStep(kind: .updateList, paths: [StorageLayout.updateListPath], number: 3),
         StorageUploadStep(kind: .status, paths: [StorageLayout.statusPath], number: 4),

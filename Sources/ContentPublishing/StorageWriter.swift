@@ -1,8 +1,8 @@
 import Archive
-import FileKit
-import StorageFormat
 import Crypto
+import FileKit
 import Foundation
+import StorageFormat
 
 /// Writes a publish's new files into its work folder's `stage/`, at their storage paths: JSON
 /// with sorted keys (the same content gives the same bytes). It reads the storage itself only
@@ -23,22 +23,26 @@ struct StorageWriter {
 
     func staged(_ relative: String) -> String { stage + "/" + relative }
 
-
     /// Archives `content` deterministically under a top-level `RXCacheContent/`, copying from the
     /// current archive the deflated entries of files whose bytes it holds (`sources`: new path →
     /// old path). Returns its size and the number of entries copied.
-    func writeArchive(from content: String, sources: [SafeRelativePath: SafeRelativePath] = [:]) throws(PublishError) -> (bytes: Int64, reused: Int) {
+    func writeArchive(from content: String, sources: [SafeRelativePath: SafeRelativePath] = [:]) throws(PublishError)
+        -> (bytes: Int64, reused: Int)
+    {
         let previous = root + "/" + Self.archivePath
         let path = staged(Self.archivePath)
         let reused: Int
         do {
-            reused = try ZipWriter.archive(folder: content, to: path, topLevelFolder: "RXCacheContent",
-                                           reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
+            reused = try ZipWriter.archive(
+                folder: content, to: path, topLevelFolder: "RXCacheContent",
+                reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
         } catch {
             throw PublishError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)
         }
         var info = stat()
-        guard stat(path, &info) == 0 else { throw PublishError.fileSystem("cannot read", path: path, syscall: "stat", errno: errno) }
+        guard stat(path, &info) == 0 else {
+            throw PublishError.fileSystem("cannot read", path: path, syscall: "stat", errno: errno)
+        }
         return (Int64(info.st_size), reused)
     }
 
@@ -50,7 +54,9 @@ struct StorageWriter {
     }
 
     /// Stages `changes_<from>_<to>.json`; returns its path relative to the storage.
-    func writeChangeList(from: CacheVersion, to: CacheVersion, changes: [Change.Kind], tree: ContentTree) throws(PublishError) -> String {
+    func writeChangeList(from: CacheVersion, to: CacheVersion, changes: [Change.Kind], tree: ContentTree)
+        throws(PublishError) -> String
+    {
         let relative = Self.changeListPath(from: from, to: to)
         let entries: [[String: Any]] = changes.map { change in
             var object = entry(change)
@@ -65,7 +71,9 @@ struct StorageWriter {
                 // Every file the refresh downloads, by path relative to the folder.
                 var files: [String: Any] = [:]
                 for (path, fingerprint) in tree.files where path.isWithin(folder) && path != folder {
-                    files[path.rebased(from: folder, onto: .root).string] = ["sha256": fingerprint.sha256, "size": fingerprint.size]
+                    files[path.rebased(from: folder, onto: .root).string] = [
+                        "sha256": fingerprint.sha256, "size": fingerprint.size,
+                    ]
                 }
                 object["files"] = files
             default:
@@ -84,7 +92,9 @@ struct StorageWriter {
         var urls: [String] = []
         if let data = FileManager.default.contents(atPath: path) {
             guard case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] else {
-                throw PublishError(code: .invalidStorage, message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
+                throw PublishError(
+                    code: .invalidStorage,
+                    message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
             }
             urls = items.compactMap { if case .string(let text) = $0 { return text } else { return nil } }
         }
@@ -99,9 +109,14 @@ struct StorageWriter {
     /// Stages the per-version content manifest the client repairs from. Returns its path.
     func writeContentManifest(_ tree: ContentTree, version: CacheVersion) throws(PublishError) -> String {
         var files: [String: Any] = [:]
-        for (path, fingerprint) in tree.files { files[path.string] = ["sha256": fingerprint.sha256, "size": fingerprint.size] }
-        try writeJSON(["version": version.text, "treeDigest": TreeDigest.digest(of: tree),
-                       "folders": tree.folders.map(\.string).sorted(), "files": files], to: Self.contentManifestPath)
+        for (path, fingerprint) in tree.files {
+            files[path.string] = ["sha256": fingerprint.sha256, "size": fingerprint.size]
+        }
+        try writeJSON(
+            [
+                "version": version.text, "treeDigest": TreeDigest.digest(of: tree),
+                "folders": tree.folders.map(\.string).sorted(), "files": files,
+            ], to: Self.contentManifestPath)
         return Self.contentManifestPath
     }
 
@@ -112,7 +127,9 @@ struct StorageWriter {
     /// (each as the storage will hold it once installed: staged if staged, else the storage's).
     /// Returns the status's bytes.
     @discardableResult
-    func writeStatus(version: CacheVersion, minimal: CacheVersion, tree: ContentTree, unzippedBytes: Int64) throws(PublishError) -> Data {
+    func writeStatus(version: CacheVersion, minimal: CacheVersion, tree: ContentTree, unzippedBytes: Int64)
+        throws(PublishError) -> Data
+    {
         let base = layout.baseURL.absoluteString
         func facts(ofFile path: String) throws(PublishError) -> [String: Any] {
             let fingerprint = try fileWork { () throws(FileSystemError) in try ContentTree.fingerprint(of: path) }
@@ -120,7 +137,8 @@ struct StorageWriter {
         }
         var changeLists: [String: Any] = [:]
         if let data = FileManager.default.contents(atPath: staged(StorageLayout.updateListPath)),
-           case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] {
+            case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"]
+        {
             for case .string(let url) in items where url.hasPrefix(base) {
                 let relative = String(url.dropFirst(base.count))
                 // This publish's change list is staged; the others are the storage's.
@@ -136,7 +154,9 @@ struct StorageWriter {
             "format": 1,
             "treeDigest": TreeDigest.digest(of: tree),
             "archive": archive,
-            "contentManifest": try facts(ofFile: staged(Self.contentManifestPath)).merging(["url": base + Self.contentManifestPath]) { a, _ in a },
+            "contentManifest": try facts(ofFile: staged(Self.contentManifestPath)).merging([
+                "url": base + Self.contentManifestPath
+            ]) { a, _ in a },
             "updateList": try facts(ofFile: staged(StorageLayout.updateListPath)),
             "changeLists": changeLists,
         ]
@@ -188,7 +208,10 @@ struct StorageWriter {
         case .redownload(let from, let to):
             return ["oldPath": url(from), "newPath": url(to), "redownload": true, "rename": false]
         case .deepRedownload(let folder):
-            return ["oldPath": url(folder), "newPath": url(folder), "redownload": true, "rename": false, "isDeepFolderRedownload": true]
+            return [
+                "oldPath": url(folder), "newPath": url(folder), "redownload": true, "rename": false,
+                "isDeepFolderRedownload": true,
+            ]
         }
     }
 
@@ -196,7 +219,8 @@ struct StorageWriter {
     private func writeJSON(_ object: [String: Any], to relative: String) throws(PublishError) -> Data {
         var data: Data
         do {
-            data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+            data = try JSONSerialization.data(
+                withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         } catch {
             throw PublishError(code: .fileSystem, message: "cannot serialize \(relative): \(error)", underlying: error)
         }

@@ -1,5 +1,6 @@
 import FileKit
 import StorageFormat
+
 /// Decides which change lists to fetch, and when the chain of protocol.md §2.1 is known. No I/O:
 /// the engine reports each fetch's outcome and performs the returned ``Action``.
 ///
@@ -58,7 +59,8 @@ struct ChainResolver {
 
     /// A candidate was fetched and its own versions read.
     mutating func fetched(_ index: Int, from: CacheVersion, to: CacheVersion) -> Action {
-        precondition(statuses[index] == .requested, "candidate \(index) reported but not requested (\(statuses[index]))")
+        precondition(
+            statuses[index] == .requested, "candidate \(index) reported but not requested (\(statuses[index]))")
         statuses[index] = .known(from: from, to: to)
         let entry = candidates[index]
         if let namedFrom = entry.namedFrom, let namedTo = entry.namedTo, namedFrom != from || namedTo != to {
@@ -72,7 +74,8 @@ struct ChainResolver {
 
     /// A candidate answered 404.
     mutating func missing(_ index: Int) -> Action {
-        precondition(statuses[index] == .requested, "candidate \(index) reported but not requested (\(statuses[index]))")
+        precondition(
+            statuses[index] == .requested, "candidate \(index) reported but not requested (\(statuses[index]))")
         statuses[index] = .missing
         return next()
     }

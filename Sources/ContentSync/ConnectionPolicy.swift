@@ -1,5 +1,6 @@
 import FileKit
 import StorageFormat
+
 /// Decides whether transfers may run now, e.g. "only on Wi-Fi" or "not on a metered link".
 ///
 /// It is consulted before an update fetches anything (not even the status goes out while it
@@ -28,8 +29,9 @@ extension ConnectionPolicy {
     /// Fails with ``SyncError/Code/connectionNotAllowed`` when the policy forbids transfers now.
     func requireTransfers() async throws(SyncError) {
         if !(await allowsTransfers()) {
-            throw SyncError(code: .connectionNotAllowed,
-                            message: "the connection policy does not allow transfers now; resume when it does, or override it")
+            throw SyncError(
+                code: .connectionNotAllowed,
+                message: "the connection policy does not allow transfers now; resume when it does, or override it")
         }
     }
 }

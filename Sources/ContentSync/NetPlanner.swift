@@ -26,12 +26,16 @@ public enum NetPlanner {
 
     /// Plans straight from the lists' bytes, one change at a time, dropping each list's body
     /// once it is applied: memory holds the tree and the lists not yet applied, never a parsed list.
-    static func plan(local: LocalTree, from: CacheVersion, to: CacheVersion, readers: inout [ChangeListReader],
-                     fingerprints: Bool = true) throws(SyncError) -> SyncPlan {
+    static func plan(
+        local: LocalTree, from: CacheVersion, to: CacheVersion, readers: inout [ChangeListReader],
+        fingerprints: Bool = true
+    ) throws(SyncError) -> SyncPlan {
         var tree = VirtualTree(local: local)
         for index in readers.indices {
             let name = readers[index].name
-            try formatWork { () throws(StorageFormatError) in try readers[index].forEachChange { change in tree.apply(change, listName: name) } }
+            try formatWork { () throws(StorageFormatError) in
+                try readers[index].forEachChange { change in tree.apply(change, listName: name) }
+            }
             readers[index].release()
         }
         return tree.plan(from: from, to: to, fingerprints: fingerprints)

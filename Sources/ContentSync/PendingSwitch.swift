@@ -38,8 +38,11 @@ public struct PendingSwitch: Sendable, Equatable {
     public var changeListsApplied: Int
 
     /// A pending switch with every field given.
-    public init(kind: Kind, fromVersion: CacheVersion?, toVersion: CacheVersion, contentDirectory: String, stagedDirectory: String,
-                bytesDownloaded: Int64 = 0, filesDownloaded: Int = 0, filesReused: Int = 0, changeListsApplied: Int = 0) {
+    public init(
+        kind: Kind, fromVersion: CacheVersion?, toVersion: CacheVersion, contentDirectory: String,
+        stagedDirectory: String,
+        bytesDownloaded: Int64 = 0, filesDownloaded: Int = 0, filesReused: Int = 0, changeListsApplied: Int = 0
+    ) {
         self.kind = kind
         self.fromVersion = fromVersion
         self.toVersion = toVersion

@@ -1,7 +1,7 @@
 import FileKit
-import StorageFormat
 import Foundation
 import Logging
+import StorageFormat
 import Transport
 
 /// Everything a ``CacheManager`` (and the engine under it) needs to know. Every field but the
@@ -84,7 +84,8 @@ public struct SyncConfiguration: Sendable {
         if let serviceState = absolute(environment["STATE_DIRECTORY"]?.split(separator: ":").first.map(String.init)) {
             return "\(serviceState)/\(file)"
         }
-        let stateHome = absolute(environment["XDG_STATE_HOME"])
+        let stateHome =
+            absolute(environment["XDG_STATE_HOME"])
             ?? ((absolute(environment["HOME"]) ?? NSHomeDirectory()) + "/.local/state")
         return "\(stateHome)/content-sync/\(file)"
     }
@@ -128,17 +129,20 @@ extension SyncConfiguration {
         // Replacing these with --force would take everything in them.
         let home = Self.canonicalPath(NSHomeDirectory())
         if content == "/" || Self.path(home, isWithin: content) {
-            throw refuse("\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
-                         .contentDirectory)
+            throw refuse(
+                "\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
+                .contentDirectory)
         }
         if Self.path(state, isWithin: content) {
-            throw refuse("the state database \(stateDatabasePath) is inside the content folder \(contentDirectory), which holds content only and is replaced at every update; "
-                             + "keep the state database outside it (elsewhere, or at the default under $XDG_STATE_HOME), or choose another content folder",
-                         .stateDatabasePath)
+            throw refuse(
+                "the state database \(stateDatabasePath) is inside the content folder \(contentDirectory), which holds content only and is replaced at every update; "
+                    + "keep the state database outside it (elsewhere, or at the default under $XDG_STATE_HOME), or choose another content folder",
+                .stateDatabasePath)
         }
         if Self.path(state, isWithin: staging) {
-            throw refuse("the state database \(stateDatabasePath) is inside \(staging), the staging folder of \(contentDirectory), which is emptied at every update; keep the state database elsewhere",
-                         .stateDatabasePath)
+            throw refuse(
+                "the state database \(stateDatabasePath) is inside \(staging), the staging folder of \(contentDirectory), which is emptied at every update; keep the state database elsewhere",
+                .stateDatabasePath)
         }
     }
 

@@ -11,7 +11,8 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, insufficientSpace
-            case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity, signature
+            case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity,
+                signature
             case busy, decoding, vetoed
         }
         private let base: Base
@@ -109,20 +110,23 @@ extension SyncError {
     /// A failed file operation, keeping the system's words (its `FileSystemError` is the
     /// ``underlying`` error). A full disk is ``Code/insufficientSpace``.
     public init(_ error: FileSystemError) {
-        self.init(code: error.code == .noSpace ? .insufficientSpace : .fileSystem, message: error.description, underlying: error)
+        self.init(
+            code: error.code == .noSpace ? .insufficientSpace : .fileSystem, message: error.description,
+            underlying: error)
     }
 
     /// A storage document refused, with the same code family.
     public init(_ error: StorageFormatError) {
-        let code: Code = switch error.code {
-        case .invalidStatus: .invalidStatus
-        case .invalidUpdateList: .invalidUpdateList
-        case .invalidChangeList: .invalidChangeList
-        case .unsafePath: .unsafePath
-        case .integrity: .integrity
-        case .signature: .signature
-        default: .configuration
-        }
+        let code: Code =
+            switch error.code {
+            case .invalidStatus: .invalidStatus
+            case .invalidUpdateList: .invalidUpdateList
+            case .invalidChangeList: .invalidChangeList
+            case .unsafePath: .unsafePath
+            case .integrity: .integrity
+            case .signature: .signature
+            default: .configuration
+            }
         self.init(code: code, message: error.message, underlying: error)
     }
 
@@ -157,7 +161,9 @@ enum BlockingWork {
     }
 
     /// Runs file work on the pool, turning its ``FileSystemError`` into a ``SyncError``.
-    static func files<T: Sendable>(_ body: @escaping @Sendable () throws(FileSystemError) -> T) async throws(SyncError) -> T {
+    static func files<T: Sendable>(_ body: @escaping @Sendable () throws(FileSystemError) -> T) async throws(SyncError)
+        -> T
+    {
         do {
             return try await BlockingIOPool.shared.run(body)
         } catch {
@@ -176,9 +182,13 @@ extension SyncError {
         if let error = error as? TransportError {
             switch error.code {
             case .cancelled:
-                return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+                return SyncError(
+                    code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped",
+                    underlying: error)
             case .fileSystem:
-                return SyncError(code: error.errno == ENOSPC ? .insufficientSpace : .fileSystem, message: prefix + error.message, underlying: error)
+                return SyncError(
+                    code: error.errno == ENOSPC ? .insufficientSpace : .fileSystem, message: prefix + error.message,
+                    underlying: error)
             case .tooLarge:
                 // A file over its declared size, or a document over the in-memory cap: the
                 // storage's contents are at fault, not the network.
@@ -188,21 +198,29 @@ extension SyncError {
                 // asked; the storage's documents may be fine. The transport's message says what.
                 return SyncError(code: .network, message: prefix + error.message, underlying: error)
             case .httpStatus where error.statusCode == 404:
-                return SyncError(code: .network, message: prefix + error.message + "; is the base URL right, and was the storage uploaded completely?",
-                                 underlying: error)
+                return SyncError(
+                    code: .network,
+                    message: prefix + error.message
+                        + "; is the base URL right, and was the storage uploaded completely?",
+                    underlying: error)
             default:
                 return SyncError(code: .network, message: prefix + error.message, underlying: error)
             }
         }
         if let error = error as? ArchiveError {
             if error.code == .cancelled {
-                return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+                return SyncError(
+                    code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped",
+                    underlying: error)
             }
-            let code: SyncError.Code = error.errno == ENOSPC ? .insufficientSpace : (error.code == .unsafeEntryName ? .unsafePath : .archive)
+            let code: SyncError.Code =
+                error.errno == ENOSPC ? .insufficientSpace : (error.code == .unsafeEntryName ? .unsafePath : .archive)
             return SyncError(code: code, message: prefix + error.message, underlying: error)
         }
         if error is CancellationError {
-            return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+            return SyncError(
+                code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped",
+                underlying: error)
         }
         return SyncError(code: .fileSystem, message: prefix + "\(error)", underlying: error)
     }

@@ -1,5 +1,6 @@
 import FileKit
 import StorageFormat
+
 /// How far the running update is. Delivered through ``CacheManager/events()``.
 public struct SyncProgress: Sendable, Equatable {
     /// The step an update is at, in the order they come.
@@ -32,8 +33,10 @@ public struct SyncProgress: Sendable, Equatable {
     public var currentItem: String?
 
     /// Progress with every field given.
-    public init(phase: Phase, bytesDone: Int64 = 0, bytesTotal: Int64? = nil, filesDone: Int = 0, filesTotal: Int = 0,
-                currentItem: String? = nil) {
+    public init(
+        phase: Phase, bytesDone: Int64 = 0, bytesTotal: Int64? = nil, filesDone: Int = 0, filesTotal: Int = 0,
+        currentItem: String? = nil
+    ) {
         self.phase = phase
         self.bytesDone = bytesDone
         self.bytesTotal = bytesTotal

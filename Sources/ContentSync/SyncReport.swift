@@ -1,5 +1,6 @@
 import FileKit
 import StorageFormat
+
 /// What one update did.
 public struct SyncReport: Sendable, Equatable {
     /// What the update did.
@@ -34,9 +35,11 @@ public struct SyncReport: Sendable, Equatable {
     public var repairedFiles = 0
 
     /// A report with every field given.
-    public init(outcome: Outcome, fromVersion: CacheVersion?, toVersion: CacheVersion, bytesDownloaded: Int64 = 0,
-                filesDownloaded: Int = 0, filesReused: Int = 0, filesAlreadyDownloaded: Int = 0,
-                changeListsApplied: Int = 0, warnings: [String] = []) {
+    public init(
+        outcome: Outcome, fromVersion: CacheVersion?, toVersion: CacheVersion, bytesDownloaded: Int64 = 0,
+        filesDownloaded: Int = 0, filesReused: Int = 0, filesAlreadyDownloaded: Int = 0,
+        changeListsApplied: Int = 0, warnings: [String] = []
+    ) {
         self.outcome = outcome
         self.fromVersion = fromVersion
         self.toVersion = toVersion

@@ -14,13 +14,15 @@ public enum SharedDatabase {
     /// which ones ran outside their transactions, so the loser's migration fails on what the
     /// winner made, and rolls back. Running the migrator again then finds it applied; each
     /// failure means another migration is done, so a few tries always suffice.
-    public static func openPool(path: String, configuration: Configuration, migrator: DatabaseMigrator) throws -> DatabasePool {
+    public static func openPool(path: String, configuration: Configuration, migrator: DatabaseMigrator) throws
+        -> DatabasePool
+    {
         let pool = try open(path, configuration)
         for attempt in 1... {
             do {
                 try migrator.migrate(pool)
                 break
-            } catch where attempt < 10 {
+            } catch  where attempt < 10 {
                 continue
             }
         }

@@ -23,10 +23,14 @@ public enum AtomicFile {
     }
 
     /// Writes `data` to `path` atomically, replacing any file there, flushed as `durability` says.
-    public static func write(_ data: some DataProtocol, to path: String, durability: Durability = .none) throws(FileSystemError) {
+    public static func write(_ data: some DataProtocol, to path: String, durability: Durability = .none)
+        throws(FileSystemError)
+    {
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else { throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno) }
+        guard fd >= 0 else {
+            throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno)
+        }
         var failure: (syscall: String, errno: Int32)?
         for region in data.regions where failure == nil {
             if let code = region.withUnsafeBytes({ DescriptorIO.writeAll(fd, $0) }) { failure = ("write", code) }
@@ -56,8 +60,11 @@ public struct UnnamedFile: ~Copyable, Sendable {
     /// Opens an unnamed file in `folder`, or nil where the filesystem or kernel has no `O_TMPFILE`
     /// (the caller then writes a named temporary file instead).
     public init?(in folder: String) {
-        guard let descriptor = try? LongPath.at(folder, { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
-              descriptor >= 0 else { return nil }
+        guard
+            let descriptor = try? LongPath.at(
+                folder, { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
+            descriptor >= 0
+        else { return nil }
         self.descriptor = descriptor
     }
 

@@ -24,7 +24,9 @@ public enum DirectoryWalker {
 
     /// Calls `visit` for every entry below `directory`, parents before children. A missing
     /// `directory` is an empty walk.
-    public static func walk(_ directory: String, _ visit: (Entry) throws(FileSystemError) -> Void) throws(FileSystemError) {
+    public static func walk(_ directory: String, _ visit: (Entry) throws(FileSystemError) -> Void)
+        throws(FileSystemError)
+    {
         guard var cursor = try FolderCursor(at: directory) else { return }
         /// A folder being walked: its path, that path's length in bytes, and the subfolders still to enter.
         struct Frame {
@@ -32,7 +34,9 @@ public enum DirectoryWalker {
             var length: Int
             var subfolders: [String]
         }
-        var frames = [Frame(path: .root, length: 0, subfolders: try visitEntries(of: cursor, at: .root, length: 0, visit))]
+        var frames = [
+            Frame(path: .root, length: 0, subfolders: try visitEntries(of: cursor, at: .root, length: 0, visit))
+        ]
         while let top = frames.indices.last {
             guard let name = frames[top].subfolders.popLast() else {
                 frames.removeLast()
@@ -42,7 +46,10 @@ public enum DirectoryWalker {
             guard try cursor.descend(into: Array(name.utf8)) else { continue }
             let path = frames[top].path.appending(try! SafeRelativePath(validating: name))
             let length = frames[top].length == 0 ? name.utf8.count : frames[top].length + 1 + name.utf8.count
-            frames.append(Frame(path: path, length: length, subfolders: try visitEntries(of: cursor, at: path, length: length, visit)))
+            frames.append(
+                Frame(
+                    path: path, length: length,
+                    subfolders: try visitEntries(of: cursor, at: path, length: length, visit)))
         }
     }
 
@@ -55,8 +62,10 @@ public enum DirectoryWalker {
 
     /// Visits the entries of the folder at `cursor` (whose path is `folder`, `length` bytes long)
     /// and returns the names of the subfolders to enter.
-    private static func visitEntries(of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int,
-                                     _ visit: (Entry) throws(FileSystemError) -> Void) throws(FileSystemError) -> [String] {
+    private static func visitEntries(
+        of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int,
+        _ visit: (Entry) throws(FileSystemError) -> Void
+    ) throws(FileSystemError) -> [String] {
         var subfolders: [String] = []
         for entry in try cursor.entries() {
             guard let name = String(validating: entry.name, as: UTF8.self) else {

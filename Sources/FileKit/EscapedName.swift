@@ -10,8 +10,9 @@ public enum EscapedName {
             let byte = bytes[index]
             let length = byte < 0x80 ? 1 : byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC0 ? 2 : 0
             if length > 0, index + length <= bytes.count,
-               let scalar = String(validating: bytes[index..<index + length], as: UTF8.self),
-               !(length == 1 && (byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\\"))) {
+                let scalar = String(validating: bytes[index..<index + length], as: UTF8.self),
+                !(length == 1 && (byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\\")))
+            {
                 out += scalar
                 index += length
             } else {
@@ -23,9 +24,9 @@ public enum EscapedName {
     }
 }
 
-private extension String {
+extension String {
     /// `self` with `0`s in front up to `width` characters; unchanged when already that long.
-    func leftPadded(to width: Int) -> String {
+    fileprivate func leftPadded(to width: Int) -> String {
         count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -7,7 +7,9 @@ public enum FileCopy {
     /// Copies all of `input` (from its current offset) to `output`; returns the bytes copied.
     /// `shownFrom` and `shownTo` name the two files in messages.
     @discardableResult
-    public static func copy(from input: Int32, to output: Int32, shownFrom: String, shownTo: String) throws(FileSystemError) -> Int64 {
+    public static func copy(from input: Int32, to output: Int32, shownFrom: String, shownTo: String)
+        throws(FileSystemError) -> Int64
+    {
         var total: Int64 = 0
         while true {
             let count = sendfile(output, input, nil, 1 << 30)

@@ -6,7 +6,9 @@ import Foundation
 public enum FileDigest {
     /// Size and SHA-256 (lower-case hex) of the file at `path`.
     public static func sha256(ofFileAt path: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
-        let fd = try LongPath.at(path) { folder, rest throws(FileSystemError) in openat(folder, rest, O_RDONLY | O_CLOEXEC) }
+        let fd = try LongPath.at(path) { folder, rest throws(FileSystemError) in
+            openat(folder, rest, O_RDONLY | O_CLOEXEC)
+        }
         guard fd >= 0 else { throw FileSystemError("cannot open", path: path, syscall: "openat", errno: errno) }
         defer { close(fd) }
         return try sha256(ofDescriptor: fd, shownAs: path)
@@ -14,7 +16,9 @@ public enum FileDigest {
 
     /// Size and SHA-256 of the open file `descriptor`, from its first byte (`pread`, so the
     /// descriptor's offset and access mode do not matter as long as it can be read).
-    public static func sha256(ofDescriptor descriptor: Int32, shownAs path: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
+    public static func sha256(ofDescriptor descriptor: Int32, shownAs path: String) throws(FileSystemError) -> (
+        size: Int64, sha256: String
+    ) {
         var hasher = SHA256()
         var size: Int64 = 0
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)

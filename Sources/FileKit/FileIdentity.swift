@@ -14,17 +14,22 @@ public struct FileIdentity: Hashable, Sendable {
 
     /// The identity of the regular file at `path`, or nil when it cannot be read.
     public init?(path: String) {
-        guard let info = try? LongPath.at(path, { folder, rest throws(FileSystemError) -> stat? in
-            var info = stat()
-            return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
-        }) ?? nil, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard
+            let info = try? LongPath.at(
+                path,
+                { folder, rest throws(FileSystemError) -> stat? in
+                    var info = stat()
+                    return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+                }) ?? nil, info.st_mode & S_IFMT == S_IFREG
+        else { return nil }
         self.init(info)
     }
 
     /// The identity in a `stat` result.
     public init(_ info: stat) {
-        self.init(device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-                  modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+        self.init(
+            device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
+            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
     }
 
     /// An identity from its parts, e.g. ones stored earlier.

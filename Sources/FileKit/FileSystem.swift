@@ -5,10 +5,14 @@ import Foundation
 public enum FileSystem {
     /// Device and inode of `path` (not following a symlink), or nil when it does not exist.
     public static func identity(of path: String) -> (device: Int64, inode: Int64)? {
-        guard let info = try? LongPath.at(path, { folder, rest throws(FileSystemError) -> stat? in
-            var info = stat()
-            return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
-        }) ?? nil else { return nil }
+        guard
+            let info = try? LongPath.at(
+                path,
+                { folder, rest throws(FileSystemError) -> stat? in
+                    var info = stat()
+                    return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+                }) ?? nil
+        else { return nil }
         return (Int64(bitPattern: UInt64(info.st_dev)), Int64(bitPattern: UInt64(info.st_ino)))
     }
 
@@ -23,7 +27,11 @@ public enum FileSystem {
             if mkdirat(folder, rest, 0o755) != 0 {
                 let code = errno
                 var info = stat()
-                if code == EEXIST, fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0, info.st_mode & S_IFMT == S_IFDIR { return }
+                if code == EEXIST, fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0,
+                    info.st_mode & S_IFMT == S_IFDIR
+                {
+                    return
+                }
                 throw FileSystemError("cannot create folder", path: path, syscall: "mkdirat", errno: code)
             }
         }
@@ -63,10 +71,14 @@ public enum FileSystem {
     }
 
     /// Copies a regular file's bytes (mode 0644), for filesystems without hard links.
-    private static func copy(_ sourceFolder: Int32, _ source: String, to targetFolder: Int32, _ target: String,
-                             shownAs names: (source: String, target: String)) throws(FileSystemError) {
+    private static func copy(
+        _ sourceFolder: Int32, _ source: String, to targetFolder: Int32, _ target: String,
+        shownAs names: (source: String, target: String)
+    ) throws(FileSystemError) {
         let input = openat(sourceFolder, source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
-        guard input >= 0 else { throw FileSystemError("cannot copy", path: names.source, syscall: "openat", errno: errno) }
+        guard input >= 0 else {
+            throw FileSystemError("cannot copy", path: names.source, syscall: "openat", errno: errno)
+        }
         defer { close(input) }
         let output = openat(targetFolder, target, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard output >= 0 else {

@@ -95,7 +95,8 @@ public struct FolderCursor: ~Copyable {
         guard child >= 0 else {
             let code = errno
             if code == ENOENT || code == ENOTDIR || code == ELOOP { return false }
-            throw FileSystemError("cannot read folder '\(EscapedName.text(name))' below", path: shownAs, syscall: "openat", errno: code)
+            throw FileSystemError(
+                "cannot read folder '\(EscapedName.text(name))' below", path: shownAs, syscall: "openat", errno: code)
         }
         var info = stat()
         guard fstat(child, &info) == 0 else {
@@ -113,13 +114,17 @@ public struct FolderCursor: ~Copyable {
     public mutating func ascend() throws(FileSystemError) {
         precondition(depth > 0, "ascend() above the starting folder")
         let parent = openat(descriptor, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard parent >= 0 else { throw FileSystemError("cannot go back up a folder below", path: shownAs, syscall: "openat", errno: errno) }
+        guard parent >= 0 else {
+            throw FileSystemError("cannot go back up a folder below", path: shownAs, syscall: "openat", errno: errno)
+        }
         var info = stat()
         let expected = identities[identities.count - 2]
         guard fstat(parent, &info) == 0, (UInt64(info.st_dev), UInt64(info.st_ino)) == expected else {
             close(parent)
-            throw FileSystemError(code: .changedUnderneath, operation: "a folder was moved while it was being worked in, below", path: shownAs,
-                                  remedy: "make sure nothing else changes the folder meanwhile, and try again")
+            throw FileSystemError(
+                code: .changedUnderneath, operation: "a folder was moved while it was being worked in, below",
+                path: shownAs,
+                remedy: "make sure nothing else changes the folder meanwhile, and try again")
         }
         close(descriptor)
         descriptor = parent

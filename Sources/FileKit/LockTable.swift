@@ -40,8 +40,9 @@ public enum LockTable {
         init(_ info: stat) {
             let device = UInt64(info.st_dev)
             // glibc's gnu_dev_major/minor encoding of dev_t.
-            self.init(major: ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff)),
-                      minor: (device & 0xff) | ((device >> 12) & ~UInt64(0xff)), inode: UInt64(info.st_ino))
+            self.init(
+                major: ((device >> 8) & 0xfff) | ((device >> 32) & ~UInt64(0xfff)),
+                minor: (device & 0xff) | ((device >> 12) & ~UInt64(0xff)), inode: UInt64(info.st_ino))
         }
     }
 
@@ -51,10 +52,12 @@ public enum LockTable {
     package static func holder(in table: String, of files: [FileKey]) -> Int32? {
         for line in table.split(separator: "\n") {
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE", let pid = Int32(fields[4]), pid > 0 else { continue }
+            guard fields.count >= 6, fields[1] == "FLOCK", fields[3] == "WRITE", let pid = Int32(fields[4]), pid > 0
+            else { continue }
             let place = fields[5].split(separator: ":")
             guard place.count == 3, let major = UInt64(place[0], radix: 16), let minor = UInt64(place[1], radix: 16),
-                  let inode = UInt64(place[2]) else { continue }
+                let inode = UInt64(place[2])
+            else { continue }
             if files.contains(FileKey(major: major, minor: minor, inode: inode)) { return pid }
         }
         return nil

@@ -14,7 +14,9 @@ public enum LongPath {
     public static let pieceLimit = 4000
 
     /// Calls `body` with a folder descriptor and a path relative to it that together name `path`.
-    public static func at<T>(_ path: String, _ body: (Int32, String) throws(FileSystemError) -> T) throws(FileSystemError) -> T {
+    public static func at<T>(_ path: String, _ body: (Int32, String) throws(FileSystemError) -> T)
+        throws(FileSystemError) -> T
+    {
         guard path.utf8.count >= pieceLimit else { return try body(AT_FDCWD, path) }
         var folder = AT_FDCWD
         defer { if folder != AT_FDCWD { close(folder) } }
@@ -25,7 +27,9 @@ public enum LongPath {
             }
             let head = String(Substring(rest.utf8[..<cut]))
             let next = openat(folder, head, clinux_o_path() | O_DIRECTORY | O_CLOEXEC)
-            guard next >= 0 else { throw FileSystemError("cannot open a folder of", path: path, syscall: "openat", errno: errno) }
+            guard next >= 0 else {
+                throw FileSystemError("cannot open a folder of", path: path, syscall: "openat", errno: errno)
+            }
             if folder != AT_FDCWD { close(folder) }
             folder = next
             rest = Substring(rest.utf8[rest.utf8.index(after: cut)...])

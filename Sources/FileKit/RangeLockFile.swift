@@ -23,7 +23,10 @@ public final class RangeLockFile: Sendable {
 
     /// This object's holds per slot: a count of shared ones, exclusive, or a thread blocked in
     /// the kernel for the first hold (the others wait for it).
-    private enum Hold { case shared(Int), exclusive, acquiring }
+    private enum Hold {
+        case shared(Int)
+        case exclusive, acquiring
+    }
     private let holds = Mutex<[Int64: Hold]>([:])
 
     /// Opens (creating, mode 0644) the lock file at `path`.
@@ -46,8 +49,9 @@ public final class RangeLockFile: Sendable {
         var status = stat()
         guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
             close(descriptor)
-            throw FileSystemError(code: .io, operation: "the lock file is not a regular file:", path: path,
-                                  remedy: "remove it; it is made again")
+            throw FileSystemError(
+                code: .io, operation: "the lock file is not a regular file:", path: path,
+                remedy: "remove it; it is made again")
         }
         self.path = path
         self.descriptor = descriptor
@@ -73,7 +77,8 @@ public final class RangeLockFile: Sendable {
                 }
                 let code = clinux_errno()
                 if code == EAGAIN || code == EACCES { return false }
-                throw FileSystemError("cannot lock slot \(slot) of", path: path, syscall: "fcntl(F_OFD_SETLK)", errno: code)
+                throw FileSystemError(
+                    "cannot lock slot \(slot) of", path: path, syscall: "fcntl(F_OFD_SETLK)", errno: code)
             }
         }
     }
@@ -111,7 +116,8 @@ public final class RangeLockFile: Sendable {
                 holds.withLock { $0[slot] = granted ? (exclusive ? .exclusive : .shared(1)) : nil }
                 if granted { return }
                 if code == EINTR { continue }
-                throw FileSystemError("cannot lock slot \(slot) of", path: path, syscall: "fcntl(F_OFD_SETLKW)", errno: code)
+                throw FileSystemError(
+                    "cannot lock slot \(slot) of", path: path, syscall: "fcntl(F_OFD_SETLKW)", errno: code)
             }
         }
     }

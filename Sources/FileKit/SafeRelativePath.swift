@@ -46,7 +46,9 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
         var parts: [String] = []
         for bytes in text.split(separator: slash, omittingEmptySubsequences: false) {
             if bytes.isEmpty { throw SafePathError(path: raw, reason: .emptyComponent) }
-            if bytes.elementsEqual(".".utf8) || bytes.elementsEqual("..".utf8) { throw SafePathError(path: raw, reason: .dotComponent) }
+            if bytes.elementsEqual(".".utf8) || bytes.elementsEqual("..".utf8) {
+                throw SafePathError(path: raw, reason: .dotComponent)
+            }
             if bytes.count > Self.maxComponentBytes { throw SafePathError(path: raw, reason: .tooLong) }
             // Cut at ASCII bytes, so each part is whole UTF-8.
             let part = Substring(bytes)
@@ -75,7 +77,8 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
 
     /// True when `self` is `other` or lies inside it.
     public func isWithin(_ other: SafeRelativePath) -> Bool {
-        components.count >= other.components.count && Array(components.prefix(other.components.count)) == other.components
+        components.count >= other.components.count
+            && Array(components.prefix(other.components.count)) == other.components
     }
 
     /// `self` with the prefix `base` swapped for `newBase`. `self` must lie within `base`.
@@ -109,7 +112,9 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
         if name.utf8.contains(0) { throw SafePathError(path: name, reason: .nul) }
         if name.utf8.contains(UInt8(ascii: "\\")) { throw SafePathError(path: name, reason: .backslash) }
         if name.utf8.contains(UInt8(ascii: "/")) { throw SafePathError(path: name, reason: .emptyComponent) }
-        if name.utf8.elementsEqual(".".utf8) || name.utf8.elementsEqual("..".utf8) { throw SafePathError(path: name, reason: .dotComponent) }
+        if name.utf8.elementsEqual(".".utf8) || name.utf8.elementsEqual("..".utf8) {
+            throw SafePathError(path: name, reason: .dotComponent)
+        }
         if name.utf8.count > Self.maxComponentBytes { throw SafePathError(path: name, reason: .tooLong) }
         if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             throw SafePathError(path: name, reason: .controlCharacter)

@@ -57,7 +57,9 @@ public enum TreeRemoval {
                     frames.append(Frame(name: next, subfolders: try unlinkFiles(in: cursor)))
                 } else if next.withCString({ unlinkat(cursor.descriptor, $0, 0) }) != 0 && errno != ENOENT {
                     // It stopped being a folder after it was read (a symlink put in its place).
-                    throw FileSystemError("cannot delete '\(EscapedName.text(next))' below", path: cursor.shownAs, syscall: "unlinkat", errno: errno)
+                    throw FileSystemError(
+                        "cannot delete '\(EscapedName.text(next))' below", path: cursor.shownAs, syscall: "unlinkat",
+                        errno: errno)
                 }
                 continue
             }
@@ -65,7 +67,9 @@ public enum TreeRemoval {
             guard !frames.isEmpty else { return }
             try cursor.ascend()
             if done.name.withCString({ unlinkat(cursor.descriptor, $0, AT_REMOVEDIR) }) != 0 && errno != ENOENT {
-                throw FileSystemError("cannot delete folder '\(EscapedName.text(done.name))' below", path: cursor.shownAs, syscall: "unlinkat", errno: errno)
+                throw FileSystemError(
+                    "cannot delete folder '\(EscapedName.text(done.name))' below", path: cursor.shownAs,
+                    syscall: "unlinkat", errno: errno)
             }
         }
     }
@@ -77,7 +81,9 @@ public enum TreeRemoval {
             if entry.isFolder {
                 subfolders.append(entry.name)
             } else if entry.name.withCString({ unlinkat(cursor.descriptor, $0, 0) }) != 0 && errno != ENOENT {
-                throw FileSystemError("cannot delete '\(EscapedName.text(entry.name))' below", path: cursor.shownAs, syscall: "unlinkat", errno: errno)
+                throw FileSystemError(
+                    "cannot delete '\(EscapedName.text(entry.name))' below", path: cursor.shownAs, syscall: "unlinkat",
+                    errno: errno)
             }
         }
         return subfolders

@@ -37,13 +37,16 @@ struct FleetReport: Codable, Sendable {
     var problems: [String]
     var agents: [AgentOutcome]
 
-    init(settings: FleetSettings, startEpoch: Double, setupSeconds: Double, runSeconds: Double,
-         openFileLimit: UInt64, openFilesPeak: Int, agents: [AgentOutcome]) {
-        self.settings = Settings(agents: settings.agents, interval: settings.interval.seconds, jitter: settings.jitter,
-                                 splay: settings.splay.seconds, maxBackoff: settings.maxBackoff?.seconds,
-                                 duration: settings.duration.seconds, baseURL: settings.baseURL.absoluteString,
-                                 scratch: settings.scratch, seed: settings.seed, connections: settings.connections,
-                                 expectVersion: settings.expectVersion)
+    init(
+        settings: FleetSettings, startEpoch: Double, setupSeconds: Double, runSeconds: Double,
+        openFileLimit: UInt64, openFilesPeak: Int, agents: [AgentOutcome]
+    ) {
+        self.settings = Settings(
+            agents: settings.agents, interval: settings.interval.seconds, jitter: settings.jitter,
+            splay: settings.splay.seconds, maxBackoff: settings.maxBackoff?.seconds,
+            duration: settings.duration.seconds, baseURL: settings.baseURL.absoluteString,
+            scratch: settings.scratch, seed: settings.seed, connections: settings.connections,
+            expectVersion: settings.expectVersion)
         self.startEpoch = startEpoch
         self.setupSeconds = setupSeconds
         self.runSeconds = runSeconds
@@ -62,18 +65,21 @@ struct FleetReport: Codable, Sendable {
             let target = try? CacheVersion(expected)
             let off = agents.filter { $0.finalVersion.flatMap { try? CacheVersion($0) } != target || target == nil }
             if !off.isEmpty {
-                problems.append("\(off.count) agent(s) do not hold the expected version \(expected): agents \(Self.list(off))")
+                problems.append(
+                    "\(off.count) agent(s) do not hold the expected version \(expected): agents \(Self.list(off))")
             }
         } else if versions.count != 1 || versions.first! == nil {
             problems.append("the agents hold different versions (or none): \(Self.histogram(agents))")
         }
         let stopped = agents.filter(\.stoppedOnPermanentError)
         if !stopped.isEmpty {
-            problems.append("\(stopped.count) agent(s) stopped on an error retrying cannot fix: agents \(Self.list(stopped))")
+            problems.append(
+                "\(stopped.count) agent(s) stopped on an error retrying cannot fix: agents \(Self.list(stopped))")
         }
         let failedLast = agents.filter { !$0.lastCheckSucceeded }
         if !failedLast.isEmpty {
-            problems.append("\(failedLast.count) agent(s) failed (or never made) their last check: agents \(Self.list(failedLast))")
+            problems.append(
+                "\(failedLast.count) agent(s) failed (or never made) their last check: agents \(Self.list(failedLast))")
         }
         return problems
     }
@@ -94,18 +100,23 @@ struct FleetReport: Codable, Sendable {
             "failures: \(agents.map(\.failures).reduce(0, +)) (\(withFailures.count) agent(s) had any)",
         ]
         if !updateSeconds.isEmpty {
-            lines.append(String(format: "update checks: %d, median %.2f s, max %.2f s; %d files and %.1f MB downloaded in all",
-                                updates.count, Self.median(updateSeconds), updateSeconds.last!,
-                                updates.map(\.files).reduce(0, +), Double(updates.map(\.bytes).reduce(0, +)) / 1e6))
+            lines.append(
+                String(
+                    format: "update checks: %d, median %.2f s, max %.2f s; %d files and %.1f MB downloaded in all",
+                    updates.count, Self.median(updateSeconds), updateSeconds.last!,
+                    updates.map(\.files).reduce(0, +), Double(updates.map(\.bytes).reduce(0, +)) / 1e6))
         }
         lines.append("final versions: \(Self.histogram(agents))")
-        lines.append(String(format: "open files: peak %d (limit %llu); peak RSS %.0f MiB", openFilesPeak, openFileLimit,
-                            Double(peakResidentBytes) / 1_048_576))
+        lines.append(
+            String(
+                format: "open files: peak %d (limit %llu); peak RSS %.0f MiB", openFilesPeak, openFileLimit,
+                Double(peakResidentBytes) / 1_048_576))
         for agent in withFailures.prefix(5) {
             lines.append("  agent \(agent.agent): \(agent.failures) failure(s), last: \(agent.lastError ?? "?")")
         }
         if converged {
-            lines.append("converged: every agent holds \(agents.first?.finalVersion ?? "?") and its last check succeeded")
+            lines.append(
+                "converged: every agent holds \(agents.first?.finalVersion ?? "?") and its last check succeeded")
         } else {
             lines.append("NOT CONVERGED:")
             lines += problems.map { "  " + $0 }

@@ -17,7 +17,9 @@ struct FleetRun {
         // database and its WAL; a guess, so it only warns.
         let likelyNeed = settings.agents * 16 + settings.connections + 256
         if fileLimit < UInt64(likelyNeed) {
-            log("warning: the open-file limit is \(fileLimit); \(settings.agents) agents may need about \(likelyNeed) (raise the hard limit: ulimit -Hn)")
+            log(
+                "warning: the open-file limit is \(fileLimit); \(settings.agents) agents may need about \(likelyNeed) (raise the hard limit: ulimit -Hn)"
+            )
         }
         var transportConfiguration = CurlTransport.Configuration()
         transportConfiguration.maxConnectionsPerHost = settings.connections
@@ -31,8 +33,9 @@ struct FleetRun {
         for index in 0..<settings.agents {
             let folder = "\(settings.scratch)/agents/\(String(format: "%04d", index))"
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            var storage = StorageSettings(name: "agent-\(index)", baseURL: settings.baseURL, directory: "\(folder)/content",
-                                          statePath: "\(folder)/state.sqlite")
+            var storage = StorageSettings(
+                name: "agent-\(index)", baseURL: settings.baseURL, directory: "\(folder)/content",
+                statePath: "\(folder)/state.sqlite")
             storage.interval = settings.interval
             storage.jitter = settings.jitter
             storage.splay = settings.splay
@@ -42,8 +45,10 @@ struct FleetRun {
         let setupSeconds = (clock.now - setupStart).seconds
         let counters = FleetCounters()
         counters.sampleOpenFiles()
-        log(String(format: "%d agents ready in %.1f s (open files %d, limit %llu); starting them all now",
-                   settings.agents, setupSeconds, ProcessResources.openFiles(), fileLimit))
+        log(
+            String(
+                format: "%d agents ready in %.1f s (open files %d, limit %llu); starting them all now",
+                settings.agents, setupSeconds, ProcessResources.openFiles(), fileLimit))
 
         let start = clock.now
         let startEpoch = Date().timeIntervalSince1970
@@ -77,9 +82,10 @@ struct FleetRun {
         }
         await transport.shutdown()
 
-        let report = FleetReport(settings: settings, startEpoch: startEpoch, setupSeconds: setupSeconds, runSeconds: runSeconds,
-                                 openFileLimit: fileLimit, openFilesPeak: counters.openFilesPeak,
-                                 agents: outcomes.sorted { $0.agent < $1.agent })
+        let report = FleetReport(
+            settings: settings, startEpoch: startEpoch, setupSeconds: setupSeconds, runSeconds: runSeconds,
+            openFileLimit: fileLimit, openFilesPeak: counters.openFilesPeak,
+            agents: outcomes.sorted { $0.agent < $1.agent })
         if let path = settings.report {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
@@ -92,5 +98,6 @@ struct FleetRun {
 
 /// A progress or warning line on stderr, stamped with the wall-clock time.
 func log(_ message: String) {
-    FileHandle.standardError.write(Data("[fleet-sim \(Date().formatted(.iso8601.time(includingFractionalSeconds: false)))] \(message)\n".utf8))
+    FileHandle.standardError.write(
+        Data("[fleet-sim \(Date().formatted(.iso8601.time(includingFractionalSeconds: false)))] \(message)\n".utf8))
 }

@@ -60,7 +60,9 @@ struct FleetSettings: Sendable {
         guard (1...100_000).contains(agents) else { throw ToolFailure("--agents must be between 1 and 100000") }
         interval = try Self.seconds(options, "interval", interval, allowZero: false)
         jitter = try options.double("jitter", jitter)
-        guard (0...0.9).contains(jitter) else { throw ToolFailure("--jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
+        guard (0...0.9).contains(jitter) else {
+            throw ToolFailure("--jitter must be between 0 and 0.9, such as 0.1 for ±10%")
+        }
         splay = try Self.seconds(options, "splay", splay, allowZero: true)
         if options.has("max-backoff") {
             maxBackoff = try Self.seconds(options, "max-backoff", .zero, allowZero: false)
@@ -77,8 +79,10 @@ struct FleetSettings: Sendable {
     }
 
     /// `--name` in seconds (fractions allowed), else `fallback`.
-    private static func seconds(_ options: ToolOptions, _ name: String, _ fallback: Duration,
-                                allowZero: Bool) throws(ToolFailure) -> Duration {
+    private static func seconds(
+        _ options: ToolOptions, _ name: String, _ fallback: Duration,
+        allowZero: Bool
+    ) throws(ToolFailure) -> Duration {
         guard options.has(name) else { return fallback }
         let value = try options.double(name, 0)
         guard value.isFinite, allowZero ? value >= 0 : value > 0 else {

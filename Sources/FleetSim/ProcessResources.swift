@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// The process's own limits and usage: the open-file limit 1,000 agents need, and what the run
@@ -12,7 +13,9 @@ enum ProcessResources {
     static func raiseOpenFileLimit() throws(ProcessFailure) -> UInt64 {
         var limit = rlimit()
         let resource = __rlimit_resource_t(RLIMIT_NOFILE.rawValue)
-        guard getrlimit(resource, &limit) == 0 else { throw ProcessFailure(call: "getrlimit(RLIMIT_NOFILE)", errno: errno) }
+        guard getrlimit(resource, &limit) == 0 else {
+            throw ProcessFailure(call: "getrlimit(RLIMIT_NOFILE)", errno: errno)
+        }
         if limit.rlim_cur < limit.rlim_max {
             limit.rlim_cur = limit.rlim_max
             guard setrlimit(resource, &limit) == 0 else {
@@ -30,8 +33,9 @@ enum ProcessResources {
     /// The peak resident set size so far (`VmHWM`), in bytes; 0 when /proc cannot say.
     static func peakResidentBytes() -> Int64 {
         guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-              let kib = Int64(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") else { return 0 }
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kib = Int64(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "")
+        else { return 0 }
         return kib * 1024
     }
 }

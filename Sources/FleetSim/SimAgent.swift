@@ -1,7 +1,7 @@
 import ContentSync
 import Logging
-import Synchronization
 import SyncDaemon
+import Synchronization
 import ToolSupport
 import Transport
 
@@ -19,8 +19,9 @@ final class SimAgent: Sendable {
         let generator = Mutex(SplitMix64(seed: seed))
         // Silent: 1,000 agents' info lines would cost the simulator more than their checks.
         let quiet = Logger(label: "fleet-sim", factory: { _ in SwiftLogNoOpLogHandler() })
-        self.watcher = try StorageWatcher(settings: settings, transport: transport, logger: quiet,
-                                          random: { generator.withLock { Double.random(in: 0..<1, using: &$0) } })
+        self.watcher = try StorageWatcher(
+            settings: settings, transport: transport, logger: quiet,
+            random: { generator.withLock { Double.random(in: 0..<1, using: &$0) } })
     }
 
     /// Runs the loop from `start` until ``stop()`` (a check running then finishes, so an update
@@ -47,9 +48,11 @@ final class SimAgent: Sendable {
                         outcome.upToDate += 1
                     case .replayed, .restored:
                         if report.outcome == .replayed { outcome.replayed += 1 } else { outcome.restored += 1 }
-                        outcome.updates.append(.init(start: offset, seconds: duration.seconds, outcome: report.outcome.rawValue,
-                                                     from: report.fromVersion?.description, to: report.toVersion.description,
-                                                     files: report.filesDownloaded, bytes: report.bytesDownloaded))
+                        outcome.updates.append(
+                            .init(
+                                start: offset, seconds: duration.seconds, outcome: report.outcome.rawValue,
+                                from: report.fromVersion?.description, to: report.toVersion.description,
+                                files: report.filesDownloaded, bytes: report.bytesDownloaded))
                     }
                 case .failure(let error):
                     outcome.failures += 1

@@ -1,6 +1,6 @@
 import FileKit
-import Transport
 import Foundation
+import Transport
 
 /// What identifies a cached item: a URL with its parameters, normalized so that spellings of one
 /// request share one entry, or a custom name for an item made locally.
@@ -37,12 +37,17 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// The key of `url` fetched with `parameters` (merged into its query), where the response
     /// varies by `varyingHeaders`, in `context`. Throws for a URL without a scheme or host, or a
     /// context name with spaces or control characters.
-    public init(url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
-                context: String = "") throws(ItemCacheError) {
+    public init(
+        url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
+        context: String = ""
+    ) throws(ItemCacheError) {
         try Self.checkContext(context)
         guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
-              let scheme = components.scheme?.lowercased(), !scheme.isEmpty else {
-            throw ItemCacheError(code: .invalidKey, message: "'\(Redaction.url(url))' has no scheme; give an absolute URL such as https://host/path")
+            let scheme = components.scheme?.lowercased(), !scheme.isEmpty
+        else {
+            throw ItemCacheError(
+                code: .invalidKey,
+                message: "'\(Redaction.url(url))' has no scheme; give an absolute URL such as https://host/path")
         }
         var text = scheme + ":"
         let host = components.host.flatMap { $0.isEmpty ? nil : $0 }
@@ -50,12 +55,16 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             text += "//"
             if let user = components.percentEncodedUser {
                 // The secret never enters the key: the index and every listing show this.
-                text += components.percentEncodedPassword != nil ? Self.canonical(user) + ":" + Redaction.mask + "@" : Redaction.mask + "@"
+                text +=
+                    components.percentEncodedPassword != nil
+                    ? Self.canonical(user) + ":" + Redaction.mask + "@" : Redaction.mask + "@"
             }
             text += host.lowercased()
             if let port = components.port, port != Self.defaultPort(scheme) { text += ":\(port)" }
         } else if scheme == "http" || scheme == "https" {
-            throw ItemCacheError(code: .invalidKey, message: "'\(Redaction.url(url))' has no host; give an absolute URL such as https://host/path")
+            throw ItemCacheError(
+                code: .invalidKey,
+                message: "'\(Redaction.url(url))' has no host; give an absolute URL such as https://host/path")
         }
         let path = Self.canonical(components.percentEncodedPath)
         text += path.isEmpty && host != nil ? "/" : path
@@ -68,16 +77,28 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         if !items.isEmpty {
             // Stable by name: the values of one name keep their order.
             items = items.enumerated().sorted { lhs, rhs in
-                lhs.element.0 != rhs.element.0 ? lhs.element.0.utf8.lexicographicallyPrecedes(rhs.element.0.utf8) : lhs.offset < rhs.offset
+                lhs.element.0 != rhs.element.0
+                    ? lhs.element.0.utf8.lexicographicallyPrecedes(rhs.element.0.utf8) : lhs.offset < rhs.offset
             }.map(\.element)
             text += "?" + items.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
         }
-        let headers = varyingHeaders
-            .map { ($0.key.lowercased().trimmingCharacters(in: .whitespaces), $0.value.trimmingCharacters(in: .whitespaces)) }
+        let headers =
+            varyingHeaders
+            .map {
+                (
+                    $0.key.lowercased().trimmingCharacters(in: .whitespaces),
+                    $0.value.trimmingCharacters(in: .whitespaces)
+                )
+            }
             .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         self.context = context
         self.url = text
-        let headerText = headers.isEmpty ? "" : " " + headers.map { "\(Self.encode(Array($0.0.utf8)))=\(Self.encode(Array($0.1.utf8)))" }.joined(separator: "&")
+        let headerText =
+            headers.isEmpty
+            ? ""
+            : " "
+                + headers.map { "\(Self.encode(Array($0.0.utf8)))=\(Self.encode(Array($0.1.utf8)))" }.joined(
+                    separator: "&")
         self.rawValue = (context.isEmpty ? "" : context + " ") + text + headerText
     }
 
@@ -85,7 +106,9 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// name, kept apart from every URL key.
     public static func custom(_ name: String, context: String = "") throws(ItemCacheError) -> CacheKey {
         try checkContext(context)
-        return CacheKey(rawValue: (context.isEmpty ? "" : context + " ") + "custom:" + encode(Array(name.utf8)), context: context, url: nil)
+        return CacheKey(
+            rawValue: (context.isEmpty ? "" : context + " ") + "custom:" + encode(Array(name.utf8)), context: context,
+            url: nil)
     }
 
     /// A key as the index stored it.
@@ -129,14 +152,20 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     }
 
     private static func checkContext(_ context: String) throws(ItemCacheError) {
-        if context.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F }) {
-            throw ItemCacheError(code: .invalidKey, message: "context '\(context)' has spaces or control characters; name contexts with one word such as 'thumbnails'")
+        if context.unicodeScalars.contains(where: { $0.properties.isWhitespace || $0.value < 0x20 || $0.value == 0x7F })
+        {
+            throw ItemCacheError(
+                code: .invalidKey,
+                message:
+                    "context '\(context)' has spaces or control characters; name contexts with one word such as 'thumbnails'"
+            )
         }
     }
 
     private static func isUnreserved(_ byte: UInt8) -> Bool {
         (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x30 && byte <= 0x39)
-            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "~")
+            || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+            || byte == UInt8(ascii: "~")
     }
 
     private static let hex = Array("0123456789ABCDEF".utf8)
@@ -165,7 +194,8 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         var input = Array(encoded.utf8)[...]
         while let byte = input.popFirst() {
             if byte == UInt8(ascii: "%"), input.count >= 2,
-               let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16) {
+                let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16)
+            {
                 input = input.dropFirst(2)
                 if isUnreserved(value) {
                     out.append(value)
@@ -185,9 +215,11 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// (`&` and `=` never reach here inside a query item: they separate items.)
     private static func isReservedLiteral(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
-             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="), UInt8(ascii: ":"),
-             UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"):
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("),
+            UInt8(ascii: ")"),
+            UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="),
+            UInt8(ascii: ":"),
+            UInt8(ascii: "@"), UInt8(ascii: "/"), UInt8(ascii: "?"):
             true
         default:
             false

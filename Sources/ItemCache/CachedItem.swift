@@ -17,18 +17,25 @@ public struct CachedItem: Sendable, Equatable {
     /// The bytes as UTF-8 text; throws ``ItemCacheError/Code/decoding`` when they are not.
     public func string() throws(ItemCacheError) -> String {
         guard let text = String(validating: data, as: UTF8.self) else {
-            throw ItemCacheError(code: .decoding, message: "the value of \(key.rawValue) is not UTF-8 text (\(data.count) bytes); read it as Data", key: key)
+            throw ItemCacheError(
+                code: .decoding,
+                message: "the value of \(key.rawValue) is not UTF-8 text (\(data.count) bytes); read it as Data",
+                key: key)
         }
         return text
     }
 
     /// The bytes decoded as JSON into `type`; throws ``ItemCacheError/Code/decoding`` naming the
     /// key and the decoder's complaint.
-    public func decode<T: Decodable>(_ type: T.Type, using decoder: JSONDecoder = JSONDecoder()) throws(ItemCacheError) -> T {
+    public func decode<T: Decodable>(_ type: T.Type, using decoder: JSONDecoder = JSONDecoder()) throws(ItemCacheError)
+        -> T
+    {
         do {
             return try decoder.decode(type, from: data)
         } catch {
-            throw ItemCacheError(code: .decoding, message: "the value of \(key.rawValue) is not a JSON \(T.self): \(error)", key: key, underlying: error)
+            throw ItemCacheError(
+                code: .decoding, message: "the value of \(key.rawValue) is not a JSON \(T.self): \(error)", key: key,
+                underlying: error)
         }
     }
 }
@@ -60,9 +67,11 @@ public struct ItemInfo: Sendable, Equatable {
     public var metadata: [String: String]
 
     /// A record with these fields; the defaults describe an item stored now that never expires.
-    public init(size: Int64, created: Date = Date(), accessed: Date? = nil, expires: Date? = nil, mustRevalidate: Bool = false,
-                pinned: Bool = false, groups: [String] = [], etag: String? = nil, lastModified: String? = nil,
-                contentType: String? = nil, metadata: [String: String] = [:]) {
+    public init(
+        size: Int64, created: Date = Date(), accessed: Date? = nil, expires: Date? = nil, mustRevalidate: Bool = false,
+        pinned: Bool = false, groups: [String] = [], etag: String? = nil, lastModified: String? = nil,
+        contentType: String? = nil, metadata: [String: String] = [:]
+    ) {
         self.size = size
         self.created = created
         self.accessed = accessed ?? created
@@ -105,8 +114,10 @@ public struct StoreOptions: Sendable, Equatable {
     public var mustRevalidate: Bool
 
     /// Options with these fields; by default the configured expiry, no groups, not pinned.
-    public init(expiry: Expiry? = nil, groups: [String] = [], pinned: Bool = false, metadata: [String: String] = [:],
-                contentType: String? = nil, etag: String? = nil, lastModified: String? = nil, mustRevalidate: Bool = false) {
+    public init(
+        expiry: Expiry? = nil, groups: [String] = [], pinned: Bool = false, metadata: [String: String] = [:],
+        contentType: String? = nil, etag: String? = nil, lastModified: String? = nil, mustRevalidate: Bool = false
+    ) {
         self.expiry = expiry
         self.groups = groups
         self.pinned = pinned
@@ -166,7 +177,9 @@ public struct CacheRepairs: Sendable, Equatable {
 
     /// Repairs with these counts.
     public init(orphanFiles: Int = 0, orphanRows: Int = 0, statsRepaired: Bool = false, indexSetAside: Bool = false) {
-        (self.orphanFiles, self.orphanRows, self.statsRepaired, self.indexSetAside) = (orphanFiles, orphanRows, statsRepaired, indexSetAside)
+        (self.orphanFiles, self.orphanRows, self.statsRepaired, self.indexSetAside) = (
+            orphanFiles, orphanRows, statsRepaired, indexSetAside
+        )
     }
 
     /// Whether anything was repaired.

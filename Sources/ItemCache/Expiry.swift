@@ -38,18 +38,22 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
         }
         if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0 { return .timestamp(seconds) }
         if let unit = word.last, let scale = ["s": 1.0, "m": 60, "h": 3_600, "d": 86_400][String(unit)],
-           let amount = Double(word.dropLast()), amount.isFinite, amount >= 0, amount * scale <= 1e12 {
+            let amount = Double(word.dropLast()), amount.isFinite, amount >= 0, amount * scale <= 1e12
+        {
             return .lifetime(.milliseconds(Int64((amount * scale * 1000).rounded())))
         }
-        for options in [ISO8601DateFormatter.Options.withInternetDateTime,
-                        [.withInternetDateTime, .withFractionalSeconds]] {
+        for options in [
+            ISO8601DateFormatter.Options.withInternetDateTime,
+            [.withInternetDateTime, .withFractionalSeconds],
+        ] {
             let formatter = ISO8601DateFormatter()
             formatter.formatOptions = options
             if let date = formatter.date(from: trimmed) { return .date(date) }
         }
-        throw ItemCacheError(code: .invalidExpiry,
-                             message: "expiry '\(text)' is not a date (2026-12-31T23:59:59Z), a UNIX timestamp (1767225600), "
-                                 + "a lifetime with a unit (90s, 15m, 2h, 7d), 'never' or 'dont-store'")
+        throw ItemCacheError(
+            code: .invalidExpiry,
+            message: "expiry '\(text)' is not a date (2026-12-31T23:59:59Z), a UNIX timestamp (1767225600), "
+                + "a lifetime with a unit (90s, 15m, 2h, 7d), 'never' or 'dont-store'")
     }
 
     /// When an item stored at `storedAt` stops being fresh; nil for ``never``, and `storedAt`

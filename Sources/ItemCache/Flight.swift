@@ -34,7 +34,8 @@ final class Flight<Value: Sendable>: Sendable {
     }
 
     /// Runs `body` as the flight's task; `finished` is told whether it stored a value.
-    func start(_ body: @escaping @Sendable () async throws -> Value, finished: @escaping @Sendable (Bool) async -> Void) {
+    func start(_ body: @escaping @Sendable () async throws -> Value, finished: @escaping @Sendable (Bool) async -> Void)
+    {
         let task = Task {
             let result: Result<Value, any Error>
             do {
@@ -77,7 +78,8 @@ final class Flight<Value: Sendable>: Sendable {
                 orphaned?.cancel()
             }
         } onCancel: {
-            let (waiter, task) = state.withLock { state -> (CheckedContinuation<Value, any Error>?, Task<Void, Never>?) in
+            let (waiter, task) = state.withLock {
+                state -> (CheckedContinuation<Value, any Error>?, Task<Void, Never>?) in
                 guard let waiter = state.waiters.removeValue(forKey: id) else {
                     if state.result == nil { state.cancelled.insert(id) }
                     return (nil, nil)
@@ -138,15 +140,18 @@ final class FlightTable<Value: Sendable>: Sendable {
     }
 
     /// Starts a flight `claim` made, running `body`; it leaves the table when `body` ends.
-    func start(_ flight: Flight<Value>, for key: String, _ body: @escaping @Sendable () async throws -> Value,
-               finished: @escaping @Sendable (Bool) async -> Void = { _ in }) {
-        flight.start({ [self] in
-            defer {
-                flights.withLock { flights in
-                    if flights[key] === flight { flights.removeValue(forKey: key) }
+    func start(
+        _ flight: Flight<Value>, for key: String, _ body: @escaping @Sendable () async throws -> Value,
+        finished: @escaping @Sendable (Bool) async -> Void = { _ in }
+    ) {
+        flight.start(
+            { [self] in
+                defer {
+                    flights.withLock { flights in
+                        if flights[key] === flight { flights.removeValue(forKey: key) }
+                    }
                 }
-            }
-            return try await body()
-        }, finished: finished)
+                return try await body()
+            }, finished: finished)
     }
 }

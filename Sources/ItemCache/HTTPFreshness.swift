@@ -30,9 +30,13 @@ public enum HTTPFreshness: Equatable, Sendable {
             return .fresh(expires: now.addingTimeInterval(Double(maxAge) - max(0, age)), mustRevalidate: mustRevalidate)
         }
         if let expiresText = headers["expires"] {
-            guard let expires = parseDate(expiresText) else { return .fresh(expires: now, mustRevalidate: mustRevalidate) }
+            guard let expires = parseDate(expiresText) else {
+                return .fresh(expires: now, mustRevalidate: mustRevalidate)
+            }
             let lifetime = expires.timeIntervalSince(date ?? now)
-            return .fresh(expires: now.addingTimeInterval(lifetime - max(0, date == nil ? 0 : age)), mustRevalidate: mustRevalidate)
+            return .fresh(
+                expires: now.addingTimeInterval(lifetime - max(0, date == nil ? 0 : age)),
+                mustRevalidate: mustRevalidate)
         }
         return .fresh(expires: nil, mustRevalidate: mustRevalidate)
     }
@@ -45,7 +49,10 @@ public enum HTTPFreshness: Equatable, Sendable {
             let pieces = part.split(separator: "=", maxSplits: 1)
             let name = pieces[0].trimmingCharacters(in: .whitespaces).lowercased()
             guard !name.isEmpty else { continue }
-            let argument = pieces.count > 1 ? pieces[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(in: CharacterSet(charactersIn: "\"")) : nil
+            let argument =
+                pieces.count > 1
+                ? pieces[1].trimmingCharacters(in: .whitespaces).trimmingCharacters(
+                    in: CharacterSet(charactersIn: "\"")) : nil
             if directives[name] == nil { directives[name] = .some(argument) }
         }
         return directives

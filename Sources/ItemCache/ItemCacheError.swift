@@ -6,7 +6,8 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed, invalidAction, folderRefused, damagedIndex, cancelled
+            case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed, invalidAction,
+                folderRefused, damagedIndex, cancelled
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -73,7 +74,9 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
 extension ItemCacheError {
     /// The error for a load of `key` that was cancelled.
     static func cancelled(_ key: CacheKey) -> ItemCacheError {
-        ItemCacheError(code: .cancelled, message: "the load of \(key.rawValue) was cancelled", key: key, underlying: CancellationError())
+        ItemCacheError(
+            code: .cancelled, message: "the load of \(key.rawValue) was cancelled", key: key,
+            underlying: CancellationError())
     }
 
     /// Whether `error` is a cancellation: Swift's, the transport's, or this cache's.

@@ -34,8 +34,10 @@ public struct FetchRequest: Sendable {
     public var keepLimit: Int64?
 
     /// A request for `key` at `url`.
-    public init(key: CacheKey, url: URL?, headers: [String: String] = [:], etag: String? = nil, lastModified: String? = nil,
-                scratchFolder: String, progress: ProgressHandler? = nil) {
+    public init(
+        key: CacheKey, url: URL?, headers: [String: String] = [:], etag: String? = nil, lastModified: String? = nil,
+        scratchFolder: String, progress: ProgressHandler? = nil
+    ) {
         self.key = key
         self.url = url
         self.headers = headers
@@ -87,7 +89,10 @@ public struct HTTPFetcher: ItemFetching {
     /// A GET of the request's URL, conditional when the request has validators.
     public func fetch(_ request: FetchRequest) async throws -> FetchResponse {
         guard let url = request.url else {
-            throw ItemCacheError(code: .fetch, message: "\(request.key.rawValue) has no URL to fetch; register a fetcher for its context", key: request.key)
+            throw ItemCacheError(
+                code: .fetch,
+                message: "\(request.key.rawValue) has no URL to fetch; register a fetcher for its context",
+                key: request.key)
         }
         var headers = request.headers
         if let etag = request.etag { headers["If-None-Match"] = etag }
@@ -95,8 +100,10 @@ public struct HTTPFetcher: ItemFetching {
         let httpRequest = HTTPRequest(url: url, headers: headers)
         guard let file = UnnamedFile(in: request.scratchFolder) else {
             let response = try await transport.data(for: httpRequest)
-            request.progress?(TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
-            return FetchResponse(body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
+            request.progress?(
+                TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
+            return FetchResponse(
+                body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
         }
         // A body the cache cannot keep is not staged in its folder: the transport refuses a
         // declared length over the limit before writing a byte, and the body is read into
@@ -111,15 +118,23 @@ public struct HTTPFetcher: ItemFetching {
         } catch let error as TransportError where error.code == .tooLarge && stagingLimit < maxBytes {
             let response = try await transport.data(for: httpRequest)
             guard Int64(response.body.count) <= maxBytes else {
-                throw ItemCacheError(code: .fetch, message: "\(Redaction.url(url)) sent more than \(maxBytes) bytes; refusing it (HTTPFetcher.maxBytes)", key: request.key)
+                throw ItemCacheError(
+                    code: .fetch,
+                    message:
+                        "\(Redaction.url(url)) sent more than \(maxBytes) bytes; refusing it (HTTPFetcher.maxBytes)",
+                    key: request.key)
             }
-            request.progress?(TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
-            return FetchResponse(body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
+            request.progress?(
+                TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
+            return FetchResponse(
+                body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
         } catch let error as TransportError where error.code == .fileSystem {
             // The cache folder's disk, not the network: exit 5's remedy, not exit 3's.
-            throw ItemCacheError(code: .storage,
-                                 message: "cannot keep the download of \(Redaction.url(url)) in the cache folder \(request.scratchFolder): \(error.message)",
-                                 key: request.key, underlying: error)
+            throw ItemCacheError(
+                code: .storage,
+                message:
+                    "cannot keep the download of \(Redaction.url(url)) in the cache folder \(request.scratchFolder): \(error.message)",
+                key: request.key, underlying: error)
         }
         if response.isNotModified { return FetchResponse(body: .notModified, headers: response.headers) }
         let data = try await BlockingIOPool.shared.run { () throws(FileSystemError) -> Data in
@@ -140,7 +155,8 @@ public struct FileFetcher: ItemFetching {
     /// The file's bytes, or ``FetchResponse/Body/notModified`` when its time matches.
     public func fetch(_ request: FetchRequest) async throws -> FetchResponse {
         guard let url = request.url, url.isFileURL else {
-            throw ItemCacheError(code: .fetch, message: "\(request.key.rawValue) is not a file:// URL", key: request.key)
+            throw ItemCacheError(
+                code: .fetch, message: "\(request.key.rawValue) is not a file:// URL", key: request.key)
         }
         let path = url.path
         return try await BlockingIOPool.shared.run { () throws -> FetchResponse in
@@ -148,10 +164,14 @@ public struct FileFetcher: ItemFetching {
             do {
                 attributes = try FileManager.default.attributesOfItem(atPath: path)
             } catch {
-                throw ItemCacheError(code: .fetch, message: "cannot read \(path): no such file; check the path", key: request.key, underlying: error)
+                throw ItemCacheError(
+                    code: .fetch, message: "cannot read \(path): no such file; check the path", key: request.key,
+                    underlying: error)
             }
             let modified = (attributes[.modificationDate] as? Date).map { "\(Int64($0.timeIntervalSince1970 * 1000))" }
-            if let modified, modified == request.lastModified { return FetchResponse(body: .notModified, headers: ["last-modified": modified]) }
+            if let modified, modified == request.lastModified {
+                return FetchResponse(body: .notModified, headers: ["last-modified": modified])
+            }
             let data = try Data(contentsOf: URL(fileURLWithPath: path))
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
             return FetchResponse(body: .fetched(data), headers: modified.map { ["last-modified": $0] } ?? [:])

@@ -51,8 +51,10 @@ public struct LoadOptions: Sendable {
     public var progress: ProgressHandler?
 
     /// Options with these fields; by default a cached load with the configured expiry.
-    public init(expiry: Expiry? = nil, policy: LoadPolicy = .useCache, groups: [String] = [], pinned: Bool = false,
-                metadata: [String: String] = [:], headers: [String: String] = [:], progress: ProgressHandler? = nil) {
+    public init(
+        expiry: Expiry? = nil, policy: LoadPolicy = .useCache, groups: [String] = [], pinned: Bool = false,
+        metadata: [String: String] = [:], headers: [String: String] = [:], progress: ProgressHandler? = nil
+    ) {
         self.expiry = expiry
         self.policy = policy
         self.groups = groups
@@ -97,7 +99,9 @@ public final class ItemLoader: Sendable {
         self.init(store: store, configuration: configuration, transport: transport, owned: nil)
     }
 
-    private init(store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport, owned: CurlTransport?) {
+    private init(
+        store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport, owned: CurlTransport?
+    ) {
         self.store = store
         self.configuration = configuration
         let http = HTTPFetcher(transport: transport)
@@ -111,7 +115,9 @@ public final class ItemLoader: Sendable {
     /// the caller shares (with a `CacheManager`, other loaders) and shuts down after
     /// ``close()``: the configuration is given once.
     public convenience init(configuration: CacheConfiguration, transport: any Transport) throws(ItemCacheError) {
-        self.init(store: try ItemStore(configuration: configuration), configuration: configuration, transport: transport, owned: nil)
+        self.init(
+            store: try ItemStore(configuration: configuration), configuration: configuration, transport: transport,
+            owned: nil)
     }
 
     /// Opens an ``ItemStore`` in the configured folder and a `CurlTransport` of its own (ended
@@ -144,8 +150,10 @@ public final class ItemLoader: Sendable {
 
     /// The item at `url` with `parameters` (merged into its query), whose response varies by
     /// `varyingHeaders`, in `context`.
-    public func item(for url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
-                     context: String = "", options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
+    public func item(
+        for url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
+        context: String = "", options: LoadOptions = LoadOptions()
+    ) async throws(ItemCacheError) -> LoadedItem {
         let key = try CacheKey(url: url, parameters: parameters, varyingHeaders: varyingHeaders, context: context)
         var request = url
         if !parameters.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: true) {
@@ -162,13 +170,17 @@ public final class ItemLoader: Sendable {
 
     /// The item of `key`, fetched from `url` (nil for a custom key, whose context's fetcher
     /// makes it) when the cache cannot answer.
-    public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError) -> LoadedItem {
+    public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError)
+        -> LoadedItem
+    {
         let now = configuration.clock.now
         // Memory answers at once; anything else is looked up on the I/O pool.
         let stored = try await store.item(for: key)
         var stale = stored?.item
-        switch LoadDecision.decide(stored: stored?.item.info, policy: options.policy, now: now,
-                                   staleWhileRevalidate: configuration.staleWhileRevalidate) {
+        switch LoadDecision.decide(
+            stored: stored?.item.info, policy: options.policy, now: now,
+            staleWhileRevalidate: configuration.staleWhileRevalidate)
+        {
         case .serveFresh:
             metrics.hit(stored!.source)
             return LoadedItem(item: stored!.item, source: stored!.source)
@@ -183,13 +195,22 @@ public final class ItemLoader: Sendable {
             return LoadedItem(item: stored!.item, source: .stale)
         case .offlineMiss:
             metrics.misses.increment()
-            throw ItemCacheError(code: .notCached, message: "\(key.rawValue) is not cached and the load is offline; load it once online first", key: key)
+            throw ItemCacheError(
+                code: .notCached,
+                message: "\(key.rawValue) is not cached and the load is offline; load it once online first", key: key)
         case .revalidate:
             break
         case .fetch:
             // A reload asks for the whole value: no validators go out (the stored value still
             // stands in if the fetch fails).
-            if options.policy == .reload { stale = stale.map { var item = $0; item.info.etag = nil; item.info.lastModified = nil; return item } }
+            if options.policy == .reload {
+                stale = stale.map {
+                    var item = $0
+                    item.info.etag = nil
+                    item.info.lastModified = nil
+                    return item
+                }
+            }
         }
         metrics.misses.increment()
         let flight = flight(for: key, url: url, stale: stale, options: options, background: false)
@@ -200,12 +221,15 @@ public final class ItemLoader: Sendable {
         } catch let error where ItemCacheError.isCancellation(error) {
             throw ItemCacheError.cancelled(key)
         } catch {
-            throw ItemCacheError(code: .fetch, message: "cannot load \(key.rawValue): \(error)", key: key, underlying: error)
+            throw ItemCacheError(
+                code: .fetch, message: "cannot load \(key.rawValue): \(error)", key: key, underlying: error)
         }
     }
 
     /// The running fetch of `key`, or a new one.
-    private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool) -> Flight<LoadedItem> {
+    private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool)
+        -> Flight<LoadedItem>
+    {
         let (flight, isNew) = flights.claim(key.rawValue, keepAlive: background)
         if let progress = options.progress { flight.addProgressHandler(progress) }
         guard isNew else { return flight }
@@ -220,7 +244,9 @@ public final class ItemLoader: Sendable {
     }
 
     /// One fetch: a slot, the key's cross-process lock, then the fetcher; stores what came.
-    private func fetch(_ key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, flight: Flight<LoadedItem>) async throws -> LoadedItem {
+    private func fetch(_ key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, flight: Flight<LoadedItem>)
+        async throws -> LoadedItem
+    {
         try await limiter.acquire()
         defer { limiter.release() }
         let slot = Int64(1 + key.slotHash % (1 << 40))
@@ -247,7 +273,9 @@ public final class ItemLoader: Sendable {
         var stale = stale
         if waited, let stored = try await store.item(for: key) {
             // The other process's fetch may have stored it.
-            if !stored.item.info.isExpired(at: configuration.clock.now), options.policy != .reload || stored.item.info.created > flight.started {
+            if !stored.item.info.isExpired(at: configuration.clock.now),
+                options.policy != .reload || stored.item.info.created > flight.started
+            {
                 return LoadedItem(item: stored.item, source: .disk)
             }
             stale = stored.item
@@ -262,10 +290,16 @@ public final class ItemLoader: Sendable {
             throw failure
         }
         guard let fetcher = fetcher(for: key, url: url) else {
-            throw ItemCacheError(code: .fetch, message: "no fetcher for \(key.rawValue); register one for its context or scheme (ItemLoader.register)", key: key)
+            throw ItemCacheError(
+                code: .fetch,
+                message: "no fetcher for \(key.rawValue); register one for its context or scheme (ItemLoader.register)",
+                key: key)
         }
-        var request = FetchRequest(key: key, url: url, headers: options.headers, etag: stale?.info.etag, lastModified: stale?.info.lastModified,
-                                   scratchFolder: (store as? ItemStore)?.disk.blobs.root ?? configuration.folder) { [self] progress in
+        var request = FetchRequest(
+            key: key, url: url, headers: options.headers, etag: stale?.info.etag,
+            lastModified: stale?.info.lastModified,
+            scratchFolder: (store as? ItemStore)?.disk.blobs.root ?? configuration.folder
+        ) { [self] progress in
             flight.report(progress)
             notify(key, .inProgress(progress))
         }
@@ -276,8 +310,11 @@ public final class ItemLoader: Sendable {
             response = try await fetcher.fetch(request)
         } catch {
             if error is CancellationError || Task.isCancelled { throw error }
-            let failure = (error as? ItemCacheError)
-                ?? ItemCacheError(code: .fetch, message: "cannot fetch \(url.map(Redaction.url) ?? key.rawValue): \(error)", key: key, underlying: error)
+            let failure =
+                (error as? ItemCacheError)
+                ?? ItemCacheError(
+                    code: .fetch, message: "cannot fetch \(url.map(Redaction.url) ?? key.rawValue): \(error)", key: key,
+                    underlying: error)
             // Before the slot is let go: the processes waiting for this fetch read it then.
             if lockFile != nil { await store.recordFetchFailure(failure, for: key) }
             if configuration.staleIfError, let stale {
@@ -292,29 +329,36 @@ public final class ItemLoader: Sendable {
         case .notModified:
             metrics.notModified.increment()
             guard let stale else {
-                throw ItemCacheError(code: .fetch, message: "\(url.map(Redaction.url) ?? key.rawValue) answered 304 to a request that had no validators", key: key)
+                throw ItemCacheError(
+                    code: .fetch,
+                    message:
+                        "\(url.map(Redaction.url) ?? key.rawValue) answered 304 to a request that had no validators",
+                    key: key)
             }
             var (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
             if options.expiry == nil, configuration.freshness == .server,
-               response.headers["cache-control"] == nil, response.headers["expires"] == nil {
+                response.headers["cache-control"] == nil, response.headers["expires"] == nil
+            {
                 // A 304 without freshness headers (RFC 9110 §15.4.5 asks servers to repeat
                 // them; some do not): the stored response's rules stay (RFC 9111 §4.3.4 merges
                 // the 304's headers into it), so a no-cache item keeps revalidating.
                 mustRevalidate = stale.info.mustRevalidate
             }
             let expires = (expiry ?? configuration.defaultExpiry).expirationDate(storedAt: now)
-            let refreshed = try await store.refresh(key, expires: expires, mustRevalidate: mustRevalidate,
-                                                    etag: response.headers["etag"], lastModified: response.headers["last-modified"])
+            let refreshed = try await store.refresh(
+                key, expires: expires, mustRevalidate: mustRevalidate,
+                etag: response.headers["etag"], lastModified: response.headers["last-modified"])
             flight.markStored()
             return LoadedItem(item: refreshed ?? stale, source: .revalidated)
         case .fetched(let data):
             if stale != nil { metrics.modified.increment() }
             metrics.fetchedBytes.increment(by: Int64(data.count))
             let (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
-            let storeOptions = StoreOptions(expiry: expiry ?? .dontStore, groups: options.groups, pinned: options.pinned,
-                                            metadata: options.metadata, contentType: response.headers["content-type"],
-                                            etag: response.headers["etag"], lastModified: response.headers["last-modified"],
-                                            mustRevalidate: mustRevalidate)
+            let storeOptions = StoreOptions(
+                expiry: expiry ?? .dontStore, groups: options.groups, pinned: options.pinned,
+                metadata: options.metadata, contentType: response.headers["content-type"],
+                etag: response.headers["etag"], lastModified: response.headers["last-modified"],
+                mustRevalidate: mustRevalidate)
             do {
                 let item = try await store.store(data, for: key, options: storeOptions)
                 if storeOptions.expiry != .dontStore {
@@ -326,8 +370,9 @@ public final class ItemLoader: Sendable {
                 // Too big to keep: the caller still gets it (a pinned load asked to keep it).
                 guard error.code == .tooLarge, !options.pinned else { throw error }
                 configuration.logger.debug("not storing \(key.rawValue): \(error)")
-                return LoadedItem(item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count))), source: .network,
-                                  storeError: error)
+                return LoadedItem(
+                    item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count))), source: .network,
+                    storeError: error)
             }
         }
     }
@@ -338,7 +383,8 @@ public final class ItemLoader: Sendable {
         guard configuration.freshness == .server else { return (configuration.defaultExpiry, false) }
         switch HTTPFreshness.of(headers: headers, now: now) {
         case .noStore: return (nil, false)
-        case .fresh(let expires, let mustRevalidate): return (expires.map(Expiry.date) ?? configuration.defaultExpiry, mustRevalidate)
+        case .fresh(let expires, let mustRevalidate):
+            return (expires.map(Expiry.date) ?? configuration.defaultExpiry, mustRevalidate)
         }
     }
 
@@ -355,7 +401,9 @@ public final class ItemLoader: Sendable {
     /// The store as an ``ItemStore`` (queries and statistics), or the error for one that is not.
     private func queryableStore() throws(ItemCacheError) -> ItemStore {
         guard let store = store as? ItemStore else {
-            throw ItemCacheError(code: .storage, message: "this loader's store (\(type(of: store))) answers no queries; open the loader on an ItemStore")
+            throw ItemCacheError(
+                code: .storage,
+                message: "this loader's store (\(type(of: store))) answers no queries; open the loader on an ItemStore")
         }
         return store
     }

@@ -81,9 +81,19 @@ public struct ItemQuery: Sendable, Equatable {
     /// Only items whose size in bytes lies in `range`.
     public func size(in range: ClosedRange<Int64>) -> ItemQuery { with { $0.size = range } }
     /// Sorted by `order`.
-    public func ordered(by order: Order, descending: Bool = false) -> ItemQuery { with { $0.order = order; $0.descending = descending } }
+    public func ordered(by order: Order, descending: Bool = false) -> ItemQuery {
+        with {
+            $0.order = order
+            $0.descending = descending
+        }
+    }
     /// At most `count` results, after skipping `offset`.
-    public func limit(_ count: Int, offset: Int = 0) -> ItemQuery { with { $0.limit = count; $0.offset = offset } }
+    public func limit(_ count: Int, offset: Int = 0) -> ItemQuery {
+        with {
+            $0.limit = count
+            $0.offset = offset
+        }
+    }
 
     private func with(_ change: (inout ItemQuery) -> Void) -> ItemQuery {
         var copy = self
@@ -93,7 +103,8 @@ public struct ItemQuery: Sendable, Equatable {
 
     /// The query as a GRDB request on table `item`, evaluated at `now`.
     func request(now: Date = Date()) -> QueryInterfaceRequest<Row> {
-        let url = Column("url"), expires = Column("expires")
+        let url = Column("url")
+        let expires = Column("expires")
         var request = Table("item").all()
         if let urlPrefix { request = request.filter(url.like(Self.escaped(urlPrefix) + "%", escape: "\\")) }
         if let urlSuffix { request = request.filter(url.like("%" + Self.escaped(urlSuffix), escape: "\\")) }
@@ -108,22 +119,35 @@ public struct ItemQuery: Sendable, Equatable {
             request = request.filter(isExpired ? expired : !expired)
         }
         if let isPinned { request = request.filter(Column("pinned") == isPinned) }
-        if let added { request = request.filter((added.lowerBound.timeIntervalSince1970...added.upperBound.timeIntervalSince1970).contains(Column("created"))) }
-        if let accessed { request = request.filter((accessed.lowerBound.timeIntervalSince1970...accessed.upperBound.timeIntervalSince1970).contains(Column("accessed"))) }
-        if let size { request = request.filter(size.contains(Column("size"))) }
-        let column: SQLExpression = switch order {
-        case .added: Column("created").sqlExpression
-        case .accessed: Column("accessed").sqlExpression
-        case .size: Column("size").sqlExpression
-        case .expires: Column("expires").sqlExpression
-        case .key: Column("key").sqlExpression
+        if let added {
+            request = request.filter(
+                (added.lowerBound.timeIntervalSince1970...added.upperBound.timeIntervalSince1970).contains(
+                    Column("created")))
         }
+        if let accessed {
+            request = request.filter(
+                (accessed.lowerBound.timeIntervalSince1970...accessed.upperBound.timeIntervalSince1970).contains(
+                    Column("accessed")))
+        }
+        if let size { request = request.filter(size.contains(Column("size"))) }
+        let column: SQLExpression =
+            switch order {
+            case .added: Column("created").sqlExpression
+            case .accessed: Column("accessed").sqlExpression
+            case .size: Column("size").sqlExpression
+            case .expires: Column("expires").sqlExpression
+            case .key: Column("key").sqlExpression
+            }
         if order == .expires {
             request = request.order(descending ? expires.descNullsFirst : expires.ascNullsLast, Column("key"))
         } else {
             request = request.order(descending ? column.desc : column.asc, Column("key"))
         }
-        if let limit { request = request.limit(limit, offset: offset) } else if offset > 0 { request = request.limit(-1, offset: offset) }
+        if let limit {
+            request = request.limit(limit, offset: offset)
+        } else if offset > 0 {
+            request = request.limit(-1, offset: offset)
+        }
         return request
     }
 
@@ -153,7 +177,9 @@ extension ItemStore {
     }
 
     /// ``items(matching:)`` on the calling thread, for code that cannot await.
-    @available(*, noasync, message: "use the async items(matching:); this one blocks the calling thread on disk and SQLite")
+    @available(
+        *, noasync, message: "use the async items(matching:); this one blocks the calling thread on disk and SQLite"
+    )
     public func itemsNow(matching query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
         try disk.summaries(query)
     }
@@ -164,7 +190,9 @@ extension ItemStore {
     }
 
     /// ``count(matching:)`` on the calling thread, for code that cannot await.
-    @available(*, noasync, message: "use the async count(matching:); this one blocks the calling thread on disk and SQLite")
+    @available(
+        *, noasync, message: "use the async count(matching:); this one blocks the calling thread on disk and SQLite"
+    )
     public func countNow(matching query: ItemQuery) throws(ItemCacheError) -> Int {
         try disk.count(query)
     }

@@ -16,7 +16,8 @@ public protocol ItemCaching: Sendable {
     func store(_ data: Data, for key: CacheKey, options: StoreOptions) async throws(ItemCacheError) -> CachedItem
     /// After a successful revalidation: the new expiry and validators of a stored item. Returns
     /// the updated item, or nil when it is gone.
-    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) async throws(ItemCacheError) -> CachedItem?
+    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?)
+        async throws(ItemCacheError) -> CachedItem?
     /// Removes the item of `key`, from every tier; returns whether there was one.
     @discardableResult
     func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool
@@ -89,19 +90,22 @@ public final class ItemStore: ItemCaching {
     public init(configuration: CacheConfiguration, io: BlockingIOPool = .shared) throws(ItemCacheError) {
         self.configuration = configuration
         self.io = io
-        let folder = try CacheFolder(path: configuration.folder, sharing: configuration.sharing, create: configuration.createsFolder)
+        let folder = try CacheFolder(
+            path: configuration.folder, sharing: configuration.sharing, create: configuration.createsFolder)
         var repairs = CacheRepairs()
         var tier: DiskTier
         do {
             tier = try DiskTier(folder: folder, configuration: configuration)
-        } catch where error.code == .damagedIndex {
+        } catch  where error.code == .damagedIndex {
             try Self.setAsideIndex(of: folder)
             repairs.indexSetAside = true
             tier = try DiskTier(folder: folder, configuration: configuration)
         }
         memory = MemoryTier(limits: configuration.memory)
         if configuration.purgesMemoryUnderPressure {
-            pressureMonitor = MemoryPressureMonitor(root: configuration.cgroupRoot, interval: configuration.pressurePollInterval) { [weak memory, logger = configuration.logger] in
+            pressureMonitor = MemoryPressureMonitor(
+                root: configuration.cgroupRoot, interval: configuration.pressurePollInterval
+            ) { [weak memory, logger = configuration.logger] in
                 guard let memory else { return false }
                 logger.debug("memory pressure on the cgroup: emptying the item cache's memory tier")
                 memory.removeAll()
@@ -113,7 +117,7 @@ public final class ItemStore: ItemCaching {
         let reconciliation: DiskTier.Reconciliation
         do {
             reconciliation = try tier.reconcile()
-        } catch where error.code == .damagedIndex && !repairs.indexSetAside {
+        } catch  where error.code == .damagedIndex && !repairs.indexSetAside {
             // A damaged page the opening did not read: the scan of every row found it.
             try Self.setAsideIndex(of: folder)
             repairs.indexSetAside = true
@@ -133,18 +137,26 @@ public final class ItemStore: ItemCaching {
     static func setAsideIndex(of folder: CacheFolder) throws(ItemCacheError) {
         do {
             try folder.prepareFile("cache.lock", create: false)
-            let lock = try RangeLockFile(in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
+            let lock = try RangeLockFile(
+                in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
             try lock.lock(slot: DiskTier.repairSlot, exclusive: true)
             defer { lock.unlock(slot: DiskTier.repairSlot) }
             if DiskTier.indexOpens(in: folder) { return }
-            if renameat(folder.descriptor, "index.sqlite", folder.descriptor, "index.sqlite.damaged") != 0 && errno != ENOENT {
-                throw FileSystemError("cannot set the damaged index aside", path: folder.path + "/index.sqlite", syscall: "renameat", errno: errno)
+            if renameat(folder.descriptor, "index.sqlite", folder.descriptor, "index.sqlite.damaged") != 0
+                && errno != ENOENT
+            {
+                throw FileSystemError(
+                    "cannot set the damaged index aside", path: folder.path + "/index.sqlite", syscall: "renameat",
+                    errno: errno)
             }
             unlinkat(folder.descriptor, "index.sqlite-wal", 0)
             unlinkat(folder.descriptor, "index.sqlite-shm", 0)
         } catch {
-            throw ItemCacheError(code: .storage, message: "the cache index \(folder.path)/index.sqlite is damaged and cannot be set aside: \(error); delete the folder to start empty",
-                                 underlying: error)
+            throw ItemCacheError(
+                code: .storage,
+                message:
+                    "the cache index \(folder.path)/index.sqlite is damaged and cannot be set aside: \(error); delete the folder to start empty",
+                underlying: error)
         }
     }
 
@@ -169,7 +181,9 @@ public final class ItemStore: ItemCaching {
     /// looked up on the I/O pool, off the caller's thread. An expired value in memory is
     /// checked against the disk, where another process may have stored a fresh one.
     public func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
-        if let item = memory.value(for: key), !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
+        if let item = memory.value(for: key), !item.info.isExpired(at: configuration.clock.now) {
+            return StoredItem(item: item, source: .memory)
+        }
         return try await io.run { () throws(ItemCacheError) in try self.lookUp(key) }
     }
 
@@ -230,22 +244,29 @@ public final class ItemStore: ItemCaching {
     func record(for data: Data, options: StoreOptions, now: Date? = nil) -> ItemInfo {
         let now = now ?? configuration.clock.now
         let expiry = options.expiry ?? configuration.defaultExpiry
-        return ItemInfo(size: Int64(data.count), created: now, accessed: now, expires: expiry.expirationDate(storedAt: now),
-                        mustRevalidate: options.mustRevalidate, pinned: options.pinned, groups: options.groups,
-                        etag: options.etag, lastModified: options.lastModified, contentType: options.contentType,
-                        metadata: options.metadata)
+        return ItemInfo(
+            size: Int64(data.count), created: now, accessed: now, expires: expiry.expirationDate(storedAt: now),
+            mustRevalidate: options.mustRevalidate, pinned: options.pinned, groups: options.groups,
+            etag: options.etag, lastModified: options.lastModified, contentType: options.contentType,
+            metadata: options.metadata)
     }
 
     /// Stores `data` under `key`. With ``Expiry/dontStore`` nothing is kept and the item is
     /// returned as it would have been stored.
     @discardableResult
-    public func store(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) async throws(ItemCacheError) -> CachedItem {
+    public func store(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions())
+        async throws(ItemCacheError) -> CachedItem
+    {
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
         let write = PendingWrite(key: key, data: data, info: item.info)
         if let policy = configuration.groupWrites {
             let full = try group.withLock { group throws(ItemCacheError) -> Bool in
-                if group.closed { throw ItemCacheError(code: .closed, message: "the cache at \(configuration.folder) is closed; open a new ItemStore", key: key) }
+                if group.closed {
+                    throw ItemCacheError(
+                        code: .closed, message: "the cache at \(configuration.folder) is closed; open a new ItemStore",
+                        key: key)
+                }
                 group.sequence += 1
                 group.writes[key.rawValue] = (group.sequence, write)
                 return group.writes.count >= policy.maxItems
@@ -257,7 +278,9 @@ public final class ItemStore: ItemCaching {
                 armTimer(policy.maxDelay)
             }
         } else {
-            try await io.run { () throws(ItemCacheError) in try self.disk.write([write], afterCommit: { self.keep(item) }) }
+            try await io.run { () throws(ItemCacheError) in
+                try self.disk.write([write], afterCommit: { self.keep(item) })
+            }
         }
         return item
     }
@@ -272,8 +295,13 @@ public final class ItemStore: ItemCaching {
     /// ``store(_:for:options:)`` but blocking until the value is on disk, even with group writes
     /// on (a pending write of the same key is superseded).
     @discardableResult
-    @available(*, noasync, message: "use the async store(_:for:options:); this one blocks the calling thread on disk and SQLite")
-    public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError) -> CachedItem {
+    @available(
+        *, noasync,
+        message: "use the async store(_:for:options:); this one blocks the calling thread on disk and SQLite"
+    )
+    public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError)
+        -> CachedItem
+    {
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
         dropFromGroup(key)
@@ -282,17 +310,21 @@ public final class ItemStore: ItemCaching {
     }
 
     /// Sets the expiry and validators of a stored item after a `304`, in memory and on disk.
-    public func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?) async throws(ItemCacheError) -> CachedItem? {
+    public func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?)
+        async throws(ItemCacheError) -> CachedItem?
+    {
         // The row must be on disk before it is updated; without a pending group, no hop.
         if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
         let refreshed = try await io.run { () throws(ItemCacheError) -> CachedItem? in
-            try self.disk.refresh(key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
-                                  afterCommit: { info in
-                guard var item = self.memory.value(for: key) else { return }
-                guard let info else { return self.memory.remove(key) }
-                item.info = info
-                self.keep(item)
-            })
+            try self.disk.refresh(
+                key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
+                afterCommit: { info in
+                    guard var item = self.memory.value(for: key) else { return }
+                    guard let info else { return self.memory.remove(key) }
+                    item.info = info
+                    self.keep(item)
+                }
+            )
             .flatMap { _ in self.memory.value(for: key) }
         }
         if let refreshed { return refreshed }
@@ -309,23 +341,30 @@ public final class ItemStore: ItemCaching {
     /// bytes). With no current item, `options` describe the new one. `transform` runs while
     /// the folder's writers wait: keep it short.
     @discardableResult
-    public func update(_ key: CacheKey, options: StoreOptions = StoreOptions(),
-                       _ transform: @escaping @Sendable (CachedItem?) throws(ItemCacheError) -> Data?) async throws(ItemCacheError) -> CachedItem? {
+    public func update(
+        _ key: CacheKey, options: StoreOptions = StoreOptions(),
+        _ transform: @escaping @Sendable (CachedItem?) throws(ItemCacheError) -> Data?
+    ) async throws(ItemCacheError) -> CachedItem? {
         if group.withLock({ $0.writes[key.rawValue] != nil }) { try await flush() }
         return try await io.run { () throws(ItemCacheError) -> CachedItem? in
-            try self.disk.modify(key, { current in
-                guard let data = try transform(current) else { return nil }
-                let now = self.configuration.clock.now
-                var info = self.record(for: data, options: options, now: now)
-                if let current {
-                    info = ItemInfo(size: Int64(data.count), created: now, accessed: now, expires: current.info.expires,
-                                    mustRevalidate: current.info.mustRevalidate, pinned: current.info.pinned, groups: current.info.groups,
-                                    contentType: current.info.contentType, metadata: current.info.metadata)
-                }
-                return PendingWrite(key: key, data: data, info: info)
-            }, afterCommit: { item in
-                if let item { self.keep(item) } else { self.memory.remove(key) }
-            })
+            try self.disk.modify(
+                key,
+                { current in
+                    guard let data = try transform(current) else { return nil }
+                    let now = self.configuration.clock.now
+                    var info = self.record(for: data, options: options, now: now)
+                    if let current {
+                        info = ItemInfo(
+                            size: Int64(data.count), created: now, accessed: now, expires: current.info.expires,
+                            mustRevalidate: current.info.mustRevalidate, pinned: current.info.pinned,
+                            groups: current.info.groups,
+                            contentType: current.info.contentType, metadata: current.info.metadata)
+                    }
+                    return PendingWrite(key: key, data: data, info: info)
+                },
+                afterCommit: { item in
+                    if let item { self.keep(item) } else { self.memory.remove(key) }
+                })
         }
     }
 

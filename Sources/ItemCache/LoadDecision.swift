@@ -21,7 +21,8 @@ enum LoadDecision: Equatable, Sendable {
 
     /// The decision for a load with `policy` at `now`, when the cache holds `stored` (nil:
     /// nothing), with a stale-while-revalidate window of `staleWhileRevalidate`.
-    static func decide(stored: ItemInfo?, policy: LoadPolicy, now: Date, staleWhileRevalidate: Duration) -> LoadDecision {
+    static func decide(stored: ItemInfo?, policy: LoadPolicy, now: Date, staleWhileRevalidate: Duration) -> LoadDecision
+    {
         switch policy {
         case .offline:
             return stored == nil ? .offlineMiss : .serveOffline
@@ -31,7 +32,8 @@ enum LoadDecision: Equatable, Sendable {
             guard let stored else { return .fetch }
             if !stored.isExpired(at: now) { return .serveFresh }
             if let expires = stored.expires, !stored.mustRevalidate, staleWhileRevalidate > .zero,
-               now < expires.addingTimeInterval(staleWhileRevalidate.seconds) {
+                now < expires.addingTimeInterval(staleWhileRevalidate.seconds)
+            {
                 return .serveStaleAndRefresh
             }
             return .revalidate

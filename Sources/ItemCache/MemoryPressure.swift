@@ -41,7 +41,8 @@ final class MemoryPressureMonitor: Sendable {
     private let task = Mutex<Task<Void, Never>?>(nil)
 
     /// Starts watching `root` every `interval`; `onPressure` returns false to stop watching.
-    init(root: String = "/sys/fs/cgroup", interval: Duration = .seconds(1), onPressure: @escaping @Sendable () -> Bool) {
+    init(root: String = "/sys/fs/cgroup", interval: Duration = .seconds(1), onPressure: @escaping @Sendable () -> Bool)
+    {
         guard let first = CgroupMemory.events(root: root) else { return }
         let watcher = Task.detached(priority: .background) {
             var last = first

@@ -143,7 +143,8 @@ final class MemoryTier<Value: Sendable>: Sendable {
             }
             var dropped: [CacheKey] = []
             while state.totalCost > limits.totalBytes || (limits.count.map { state.nodes.count > $0 } ?? false),
-                  let oldest = state.oldest, oldest !== state.newest {
+                let oldest = state.oldest, oldest !== state.newest
+            {
                 dropped.append(oldest.key)
                 state.drop(oldest)
             }

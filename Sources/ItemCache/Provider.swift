@@ -27,7 +27,8 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
     public var useExpiredDataIfLoaderFails: Bool
 
     /// A provider named `name` (any text) keeping its records in `store`.
-    public init(_ name: String, store: ItemStore, lifetime: Expiry = .oneDay, useExpiredDataIfLoaderFails: Bool = true) {
+    public init(_ name: String, store: ItemStore, lifetime: Expiry = .oneDay, useExpiredDataIfLoaderFails: Bool = true)
+    {
         self.name = name
         self.store = store
         self.lifetime = lifetime
@@ -44,8 +45,10 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
     /// in (the loader's error is its `underlying`), and ``ItemCacheError/Code/cancelled`` when
     /// the caller is cancelled, as ``ItemLoader`` does (the load goes on for other callers
     /// waiting for it, and stops when none is left).
-    public func get(_ key: ProviderKey = .none, evict: Bool = false,
-                    loader: @escaping @Sendable () async throws -> Value) async throws -> ProviderResult<Value> {
+    public func get(
+        _ key: ProviderKey = .none, evict: Bool = false,
+        loader: @escaping @Sendable () async throws -> Value
+    ) async throws -> ProviderResult<Value> {
         let cacheKey = try key.cacheKey(provider: name)
         var stale: CachedItem?
         if evict {
@@ -68,22 +71,32 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
                 return ProviderResult(value: value, source: .stale, info: stale.info, loaderError: error)
             }
             if let error = error as? ItemCacheError { throw error }
-            throw ItemCacheError(code: .fetch, message: "provider \(name): the loader of \(key) failed and no stored value can stand in: \(error)",
-                                 key: cacheKey, underlying: error)
+            throw ItemCacheError(
+                code: .fetch,
+                message: "provider \(name): the loader of \(key) failed and no stored value can stand in: \(error)",
+                key: cacheKey, underlying: error)
         }
     }
 
     /// The stored value of `key`, fresh or not (see ``ProviderResult/info``), without running
     /// any loader; nil when there is none or it is not a `Value`. Synchronous: memory and disk only.
-    @available(*, noasync, message: "use the async get(_:evict:loader:); this one blocks the calling thread on disk and SQLite")
+    @available(
+        *, noasync, message: "use the async get(_:evict:loader:); this one blocks the calling thread on disk and SQLite"
+    )
     public func cached(_ key: ProviderKey = .none) throws(ItemCacheError) -> ProviderResult<Value>? {
         guard let stored = try store.itemNow(for: key.cacheKey(provider: name)),
-              let value = decodeIfPossible(stored.item) else { return nil }
-        return ProviderResult(value: value, source: stored.item.info.isExpired(at: store.configuration.clock.now) ? .stale : stored.source, info: stored.item.info)
+            let value = decodeIfPossible(stored.item)
+        else { return nil }
+        return ProviderResult(
+            value: value,
+            source: stored.item.info.isExpired(at: store.configuration.clock.now) ? .stale : stored.source,
+            info: stored.item.info)
     }
 
     /// Runs the loader once for all concurrent gets of one record, and stores its value.
-    private func load(_ cacheKey: CacheKey, key: ProviderKey, loader: @escaping @Sendable () async throws -> Value) async throws -> CachedItem {
+    private func load(_ cacheKey: CacheKey, key: ProviderKey, loader: @escaping @Sendable () async throws -> Value)
+        async throws -> CachedItem
+    {
         let (flight, isNew) = store.providerLoads.claim(cacheKey.rawValue)
         guard isNew else { return try await flight.wait() }
         store.providerLoads.start(flight, for: cacheKey.rawValue) { [self] in
@@ -100,8 +113,11 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
             encoder.outputFormatting = .sortedKeys
             return try encoder.encode(value)
         } catch {
-            throw ItemCacheError(code: .decoding, message: "provider \(provider): \(type(of: value)) for \(key.rawValue) cannot be encoded as JSON: \(error)",
-                                 key: key, underlying: error)
+            throw ItemCacheError(
+                code: .decoding,
+                message:
+                    "provider \(provider): \(type(of: value)) for \(key.rawValue) cannot be encoded as JSON: \(error)",
+                key: key, underlying: error)
         }
     }
 
@@ -125,7 +141,8 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
         case .provider:
             return try await store.removeItems(matching: ItemQuery().group(ProviderKey.providerGroup(name)))
         case .dynamicKey(let dynamicKey):
-            return try await store.removeItems(matching: ItemQuery().group(ProviderKey.dynamicKeyGroup(name, dynamicKey)))
+            return try await store.removeItems(
+                matching: ItemQuery().group(ProviderKey.dynamicKeyGroup(name, dynamicKey)))
         case .record(let key):
             return try await store.removeItem(for: key.cacheKey(provider: name)) ? 1 : 0
         }
@@ -142,11 +159,13 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
     /// of range, removing from an empty array) and ``ItemCacheError/Code/decoding`` when the
     /// stored value is not a JSON array of `Element`; in both cases nothing changes.
     @discardableResult
-    public func update<Element>(_ action: ListAction<Element>, for key: ProviderKey = .none) async throws(ItemCacheError) -> [Element]
+    public func update<Element>(_ action: ListAction<Element>, for key: ProviderKey = .none)
+        async throws(ItemCacheError) -> [Element]
     where Value == [Element] {
         let cacheKey = try key.cacheKey(provider: name)
         let providerName = name
-        let stored = try await store.update(cacheKey, options: options(for: key)) { current throws(ItemCacheError) -> Data? in
+        let stored = try await store.update(cacheKey, options: options(for: key)) {
+            current throws(ItemCacheError) -> Data? in
             var list = try current.map { item throws(ItemCacheError) in try item.decode([Element].self) } ?? []
             try action.apply(&list, provider: providerName, key: cacheKey)
             return try Self.json(list, provider: providerName, key: cacheKey)
@@ -170,7 +189,9 @@ public struct ProviderKey: Hashable, Sendable, CustomStringConvertible {
     public static func dynamicKey(_ dynamicKey: String) -> ProviderKey { ProviderKey(dynamicKey: dynamicKey) }
 
     /// The record of `group` within `dynamicKey`.
-    public static func dynamicKey(_ dynamicKey: String, group: String) -> ProviderKey { ProviderKey(dynamicKey: dynamicKey, group: group) }
+    public static func dynamicKey(_ dynamicKey: String, group: String) -> ProviderKey {
+        ProviderKey(dynamicKey: dynamicKey, group: group)
+    }
 
     /// A key with these parts.
     public init(dynamicKey: String? = nil, group: String? = nil) {
@@ -190,7 +211,8 @@ public struct ProviderKey: Hashable, Sendable, CustomStringConvertible {
     /// The item's key in the store: the custom key `<provider>/<dynamic key>/<group>` in the
     /// context `provider`, each part with `%` and `/` escaped so no two records share a key.
     public func cacheKey(provider: String) throws(ItemCacheError) -> CacheKey {
-        try CacheKey.custom([provider, dynamicKey ?? "", group ?? ""].map(Self.escape).joined(separator: "/"), context: "provider")
+        try CacheKey.custom(
+            [provider, dynamicKey ?? "", group ?? ""].map(Self.escape).joined(separator: "/"), context: "provider")
     }
 
     /// The groups a record is tagged with: one for its provider, one for its dynamic key.
@@ -224,7 +246,9 @@ public struct EvictionScope: Hashable, Sendable {
     public static let provider = EvictionScope(base: .provider)
 
     /// Every record of one dynamic key, whatever its group.
-    public static func dynamicKey(_ dynamicKey: String) -> EvictionScope { EvictionScope(base: .dynamicKey(dynamicKey)) }
+    public static func dynamicKey(_ dynamicKey: String) -> EvictionScope {
+        EvictionScope(base: .dynamicKey(dynamicKey))
+    }
 
     /// The one record of `group` within `dynamicKey`.
     public static func dynamicKeyGroup(_ dynamicKey: String, group: String) -> EvictionScope {
@@ -266,16 +290,29 @@ public struct ListAction<Element: Sendable>: Sendable {
 
     func apply(_ list: inout [Element], provider: String, key: CacheKey) throws(ItemCacheError) {
         if let reason = body(&list) {
-            throw ItemCacheError(code: .invalidAction, message: "provider \(provider): \(reason) in \(key.rawValue), which holds \(list.count) elements; nothing was changed",
-                                 key: key)
+            throw ItemCacheError(
+                code: .invalidAction,
+                message:
+                    "provider \(provider): \(reason) in \(key.rawValue), which holds \(list.count) elements; nothing was changed",
+                key: key)
         }
     }
 
     /// Inserts `element` at the front.
-    public static func addFirst(_ element: Element) -> ListAction { ListAction { $0.insert(element, at: 0); return nil } }
+    public static func addFirst(_ element: Element) -> ListAction {
+        ListAction {
+            $0.insert(element, at: 0)
+            return nil
+        }
+    }
 
     /// Appends `element`.
-    public static func addLast(_ element: Element) -> ListAction { ListAction { $0.append(element); return nil } }
+    public static func addLast(_ element: Element) -> ListAction {
+        ListAction {
+            $0.append(element)
+            return nil
+        }
+    }
 
     /// Inserts `element` at `index` (0...count).
     public static func insert(_ element: Element, at index: Int) -> ListAction {
@@ -315,11 +352,19 @@ public struct ListAction<Element: Sendable>: Sendable {
 
     /// Removes every element `predicate` accepts (none is fine).
     public static func removeAll(where predicate: @escaping @Sendable (Element) -> Bool) -> ListAction {
-        ListAction { $0.removeAll(where: predicate); return nil }
+        ListAction {
+            $0.removeAll(where: predicate)
+            return nil
+        }
     }
 
     /// Empties the list (the record stays, with its expiry).
-    public static var removeAll: ListAction { ListAction { $0.removeAll(); return nil } }
+    public static var removeAll: ListAction {
+        ListAction {
+            $0.removeAll()
+            return nil
+        }
+    }
 
     /// Replaces the element at `index` with what `transform` makes of it.
     public static func update(at index: Int, _ transform: @escaping @Sendable (Element) -> Element) -> ListAction {
@@ -331,7 +376,9 @@ public struct ListAction<Element: Sendable>: Sendable {
     }
 
     /// Replaces every element `predicate` accepts with what `transform` makes of it.
-    public static func updateAll(where predicate: @escaping @Sendable (Element) -> Bool, _ transform: @escaping @Sendable (Element) -> Element) -> ListAction {
+    public static func updateAll(
+        where predicate: @escaping @Sendable (Element) -> Bool, _ transform: @escaping @Sendable (Element) -> Element
+    ) -> ListAction {
         ListAction { list in
             for index in list.indices where predicate(list[index]) { list[index] = transform(list[index]) }
             return nil

@@ -16,7 +16,9 @@ public struct RequestParameters: Sendable, Equatable, ExpressibleByDictionaryLit
 
     /// The parameters of a dictionary, ordered by name.
     public init(_ dictionary: [String: String]) {
-        pairs = dictionary.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map { (name: $0.key, value: $0.value) }
+        pairs = dictionary.sorted { $0.key.utf8.lexicographicallyPrecedes($1.key.utf8) }.map {
+            (name: $0.key, value: $0.value)
+        }
     }
 
     /// `["name": "value", …]`, in the literal's order.
@@ -29,7 +31,8 @@ public struct RequestParameters: Sendable, Equatable, ExpressibleByDictionaryLit
 
     /// The query text of the parameters, each name and value percent-encoded byte for byte.
     public var percentEncodedQuery: String {
-        pairs.map { CacheKey.encode(Array($0.name.utf8)) + "=" + CacheKey.encode(Array($0.value.utf8)) }.joined(separator: "&")
+        pairs.map { CacheKey.encode(Array($0.name.utf8)) + "=" + CacheKey.encode(Array($0.value.utf8)) }.joined(
+            separator: "&")
     }
 
     /// Parameters are equal when they hold the same pairs in the same order.

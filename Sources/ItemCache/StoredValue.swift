@@ -41,7 +41,9 @@ public struct StoredValue: ~Copyable {
                 let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, wanted, off_t(offset)) }
                 if got < 0 {
                     if errno == EINTR { continue }
-                    throw FileSystemError("cannot read the cached value", path: "descriptor \(descriptor)", syscall: "pread", errno: errno)
+                    throw FileSystemError(
+                        "cannot read the cached value", path: "descriptor \(descriptor)", syscall: "pread", errno: errno
+                    )
                 }
                 if got == 0 { break }
                 try body(buffer.prefix(got))
@@ -57,7 +59,9 @@ extension ItemStore {
     /// it; nil when nothing is stored. The value is checked (kind, size and checksum, read once
     /// in chunks) before `body` sees it; a damaged one is dropped as a miss. Values waiting in
     /// a group write are flushed first.
-    public func withValue<T: Sendable>(for key: CacheKey, _ body: @escaping @Sendable (borrowing StoredValue) throws -> T) async throws -> T? {
+    public func withValue<T: Sendable>(
+        for key: CacheKey, _ body: @escaping @Sendable (borrowing StoredValue) throws -> T
+    ) async throws -> T? {
         if configuration.groupWrites != nil { try await flush() }
         return try await io.run { () throws -> T? in
             guard let opened = try self.disk.openValue(key) else {
@@ -70,7 +74,8 @@ extension ItemStore {
                 return try body(StoredValue(content: .bytes(data), size: opened.info.size, info: opened.info))
             case .file(let descriptor):
                 defer { Glibc.close(descriptor) }
-                return try body(StoredValue(content: .file(descriptor: descriptor), size: opened.info.size, info: opened.info))
+                return try body(
+                    StoredValue(content: .file(descriptor: descriptor), size: opened.info.size, info: opened.info))
             }
         }
     }
@@ -128,7 +133,9 @@ extension DiskTier {
             let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, wanted, off_t(offset)) }
             if got < 0 && errno == EINTR { continue }
             guard got > 0 else { return nil }
-            crc = buffer.withUnsafeBytes { CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(got)), continuing: crc) }
+            crc = buffer.withUnsafeBytes {
+                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(got)), continuing: crc)
+            }
             offset += Int64(got)
         }
         return crc

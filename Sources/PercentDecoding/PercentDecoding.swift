@@ -15,7 +15,9 @@ public enum PercentDecoding {
                 bytes.append(byte)
                 continue
             }
-            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else { return nil }
+            guard let high = iterator.next().flatMap(hexValue), let low = iterator.next().flatMap(hexValue) else {
+                return nil
+            }
             bytes.append(high << 4 | low)
         }
         return String(validating: bytes, as: UTF8.self)

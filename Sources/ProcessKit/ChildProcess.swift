@@ -25,8 +25,10 @@ public final class ChildProcess: Sendable {
 
     /// Starts `executable` (an absolute path) with `arguments`, in this process's environment
     /// with `environment`'s variables added or replaced.
-    public init(_ executable: String, _ arguments: [String], stdout: String? = nil, stderr: String? = nil,
-                environment: [String: String] = [:]) throws {
+    public init(
+        _ executable: String, _ arguments: [String], stdout: String? = nil, stderr: String? = nil,
+        environment: [String: String] = [:]
+    ) throws {
         pid = try Self.spawn(executable, arguments, environment: environment, supervised: false) { actions in
             posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
             posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o644)
@@ -39,8 +41,10 @@ public final class ChildProcess: Sendable {
     /// given, and it leads a process group of its own, so `kill(-pid, signal)` reaches whatever it
     /// starts. Its signal dispositions are the defaults and none is blocked, whatever this process
     /// ignores or blocks (an inherited ignored SIGPIPE would break its shell pipelines).
-    public init(_ executable: String, _ arguments: [String], outputDescriptor: Int32, errorDescriptor: Int32,
-                environment: [String: String] = [:], workingDirectory: String? = nil) throws {
+    public init(
+        _ executable: String, _ arguments: [String], outputDescriptor: Int32, errorDescriptor: Int32,
+        environment: [String: String] = [:], workingDirectory: String? = nil
+    ) throws {
         pid = try Self.spawn(executable, arguments, environment: environment, supervised: true) { actions in
             var code = posix_spawn_file_actions_adddup2(&actions, outputDescriptor, 1)
             if code == 0 { code = posix_spawn_file_actions_adddup2(&actions, errorDescriptor, 2) }
@@ -49,8 +53,10 @@ public final class ChildProcess: Sendable {
         }
     }
 
-    private static func spawn(_ executable: String, _ arguments: [String], environment: [String: String], supervised: Bool,
-                              output: (inout posix_spawn_file_actions_t) throws -> Void) throws -> pid_t {
+    private static func spawn(
+        _ executable: String, _ arguments: [String], environment: [String: String], supervised: Bool,
+        output: (inout posix_spawn_file_actions_t) throws -> Void
+    ) throws -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -70,7 +76,10 @@ public final class ChildProcess: Sendable {
             var code = posix_spawnattr_setsigdefault(&attributes, &all)
             if code == 0 { code = posix_spawnattr_setsigmask(&attributes, &none) }
             if code == 0 { code = posix_spawnattr_setpgroup(&attributes, 0) }
-            if code == 0 { code = posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK)) }
+            if code == 0 {
+                code = posix_spawnattr_setflags(
+                    &attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK))
+            }
             guard code == 0 else { throw SpawnError(executable: executable, errno: code) }
         }
         let argv: [UnsafeMutablePointer<CChar>?] = ([executable] + arguments).map { strdup($0) } + [nil]
@@ -113,8 +122,10 @@ public final class ChildProcess: Sendable {
     }
 
     /// Runs `executable` to its end and returns its exit status.
-    public static func run(_ executable: String, _ arguments: [String], stdout: String? = nil,
-                           stderr: String? = nil) async throws -> Int32 {
+    public static func run(
+        _ executable: String, _ arguments: [String], stdout: String? = nil,
+        stderr: String? = nil
+    ) async throws -> Int32 {
         try await ChildProcess(executable, arguments, stdout: stdout, stderr: stderr).exitStatus()
     }
 }

@@ -31,24 +31,30 @@ public struct CacheStatus: Sendable, Equatable {
     }
 
     /// Parses the status file. `layout` learns the storage's published base from it.
-    public static func parse(_ data: Data, from url: URL, layout: inout StorageLayout) throws(StorageFormatError) -> CacheStatus {
+    public static func parse(_ data: Data, from url: URL, layout: inout StorageLayout) throws(StorageFormatError)
+        -> CacheStatus
+    {
         let name = url.absoluteString
         let root = try JSONValue.parseStorageDocument(data, name: name, code: .invalidStatus)
         func text(_ key: String, aliases: [String] = []) throws(StorageFormatError) -> String {
             for candidate in [key] + aliases {
                 guard let value = root[candidate] else { continue }
                 guard let text = value.scalarText else {
-                    throw StorageFormatError(code: .invalidStatus,
-                                    message: "\(name): \"\(candidate)\" must be a string or number, found \(value.kindName)")
+                    throw StorageFormatError(
+                        code: .invalidStatus,
+                        message: "\(name): \"\(candidate)\" must be a string or number, found \(value.kindName)")
                 }
                 // Said as it is: an empty string is a string, so "must be a string" would mislead.
                 guard !text.trimmingCharacters(in: .whitespaces).isEmpty else {
-                    throw StorageFormatError(code: .invalidStatus,
-                                    message: "\(name): \"\(candidate)\" is empty; the publisher must write \(Self.example(of: key))")
+                    throw StorageFormatError(
+                        code: .invalidStatus,
+                        message: "\(name): \"\(candidate)\" is empty; the publisher must write \(Self.example(of: key))"
+                    )
                 }
                 return text
             }
-            throw StorageFormatError(code: .invalidStatus, message: "\(name): required key \"\(key)\" is missing; the publisher must add it")
+            throw StorageFormatError(
+                code: .invalidStatus, message: "\(name): required key \"\(key)\" is missing; the publisher must add it")
         }
         func version(_ key: String, aliases: [String] = []) throws(StorageFormatError) -> CacheVersion {
             let raw = try text(key, aliases: aliases)
@@ -59,8 +65,10 @@ public struct CacheStatus: Sendable, Equatable {
         func size(_ key: String) throws(StorageFormatError) -> Int64 {
             let raw = try text(key)
             guard let megabytes = Double(raw.trimmingCharacters(in: .whitespaces)), megabytes.isFinite, megabytes >= 0,
-                  megabytes < 1e9 else {
-                throw StorageFormatError(code: .invalidStatus, message: "\(name): \"\(key)\" is '\(raw)', not a size in MB such as \"12.5\"")
+                megabytes < 1e9
+            else {
+                throw StorageFormatError(
+                    code: .invalidStatus, message: "\(name): \"\(key)\" is '\(raw)', not a size in MB such as \"12.5\"")
             }
             return Int64((megabytes * bytesPerMB).rounded(.up))
         }
@@ -70,24 +78,33 @@ public struct CacheStatus: Sendable, Equatable {
         let listText = try text("urlAtListOfURLsToUpdatesByVersion")
         let archiveText = try text("urlAtZipArchiveOfCacheContent")
         guard let rawListURL = URL(string: listText, relativeTo: url)?.absoluteURL else {
-            throw StorageFormatError(code: .invalidStatus, message: "\(name): urlAtListOfURLsToUpdatesByVersion '\(listText)' is not a URL")
+            throw StorageFormatError(
+                code: .invalidStatus, message: "\(name): urlAtListOfURLsToUpdatesByVersion '\(listText)' is not a URL")
         }
         layout.inferPublishedBase(fromUpdateListURL: rawListURL)
         guard let listURL = layout.resolve(listText, relativeTo: url) else {
-            throw StorageFormatError(code: .invalidStatus, message: "\(name): urlAtListOfURLsToUpdatesByVersion '\(listText)' is not an http(s) URL")
+            throw StorageFormatError(
+                code: .invalidStatus,
+                message: "\(name): urlAtListOfURLsToUpdatesByVersion '\(listText)' is not an http(s) URL")
         }
         guard let archiveURL = layout.resolve(archiveText, relativeTo: url) else {
-            throw StorageFormatError(code: .invalidStatus, message: "\(name): urlAtZipArchiveOfCacheContent '\(archiveText)' is not an http(s) URL")
+            throw StorageFormatError(
+                code: .invalidStatus,
+                message: "\(name): urlAtZipArchiveOfCacheContent '\(archiveText)' is not an http(s) URL")
         }
         if minimal > actual {
-            throw StorageFormatError(code: .invalidStatus,
-                            message: "\(name): minimalCacheVersion \(minimal) is above actualCacheVersion \(actual); the publisher must fix the status file")
+            throw StorageFormatError(
+                code: .invalidStatus,
+                message:
+                    "\(name): minimalCacheVersion \(minimal) is above actualCacheVersion \(actual); the publisher must fix the status file"
+            )
         }
         let integrity = try root["integrity"].map { (value: JSONValue) throws(StorageFormatError) -> StorageIntegrity in
             try StorageIntegrity.parse(value, name: name, statusURL: url, layout: layout)
         }
-        return CacheStatus(actualVersion: actual, minimalVersion: minimal, updateListURL: listURL, archiveURL: archiveURL,
-                           zippedBytes: try size("zippedArchiveSizeInMB"), unzippedBytes: try size("unzippedArchiveSizeInMB"),
-                           integrity: integrity)
+        return CacheStatus(
+            actualVersion: actual, minimalVersion: minimal, updateListURL: listURL, archiveURL: archiveURL,
+            zippedBytes: try size("zippedArchiveSizeInMB"), unzippedBytes: try size("unzippedArchiveSizeInMB"),
+            integrity: integrity)
     }
 }

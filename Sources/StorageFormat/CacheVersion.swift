@@ -16,7 +16,8 @@ public struct CacheVersion: Sendable, Hashable, Comparable, CustomStringConverti
         guard !trimmed.isEmpty else { throw CacheVersionError(text: text) }
         var parts: [UInt64] = []
         for part in trimmed.split(separator: ".", omittingEmptySubsequences: false) {
-            guard !part.isEmpty, part.allSatisfy(\.isASCII), part.allSatisfy(\.isNumber), let value = UInt64(part) else {
+            guard !part.isEmpty, part.allSatisfy(\.isASCII), part.allSatisfy(\.isNumber), let value = UInt64(part)
+            else {
                 throw CacheVersionError(text: text)
             }
             parts.append(value)

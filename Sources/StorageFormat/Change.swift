@@ -29,8 +29,10 @@ public struct Change: Sendable, Equatable, CustomStringConvertible {
 
     /// A change of `kind` at `index` in its list, with the integrity data the publisher gave
     /// (default none).
-    public init(kind: Kind, index: Int, fingerprint: FileFingerprint? = nil,
-                folderFingerprints: [SafeRelativePath: FileFingerprint] = [:]) {
+    public init(
+        kind: Kind, index: Int, fingerprint: FileFingerprint? = nil,
+        folderFingerprints: [SafeRelativePath: FileFingerprint] = [:]
+    ) {
         self.kind = kind
         self.index = index
         self.fingerprint = fingerprint

@@ -18,7 +18,9 @@ public struct ChangeList: Sendable, Equatable {
 
     /// Parses the change list read from `url`, checking every path against `layout`; throws a
     /// message naming the file and the entry at fault.
-    public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError) -> ChangeList {
+    public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError)
+        -> ChangeList
+    {
         let reader = try ChangeListReader(data, from: url, layout: layout)
         var changes: [Change] = []
         try reader.forEachChange { record in

@@ -30,24 +30,32 @@ package struct ChangeListReader: Sendable {
             try Header.read(&parser)
         }
         func version(_ key: String, _ value: FieldValue?) throws(StorageFormatError) -> CacheVersion {
-            guard let raw = try Self.withParser(data, name: name, { parser throws(JSONParseError) in try value?.scalarText(parser) }) else {
-                throw StorageFormatError(code: .invalidChangeList, message: "\(name): required key \"\(key)\" is missing or not a version")
+            guard
+                let raw = try Self.withParser(
+                    data, name: name, { parser throws(JSONParseError) in try value?.scalarText(parser) })
+            else {
+                throw StorageFormatError(
+                    code: .invalidChangeList, message: "\(name): required key \"\(key)\" is missing or not a version")
             }
             do { return try CacheVersion(raw) } catch {
                 throw StorageFormatError(code: .invalidChangeList, message: "\(name): \"\(key)\": \(error)")
             }
         }
         guard header.isObject else {
-            throw StorageFormatError(code: .invalidChangeList,
-                            message: "\(name): expected a JSON object, found \(header.rootKind); the storage must publish an object")
+            throw StorageFormatError(
+                code: .invalidChangeList,
+                message: "\(name): expected a JSON object, found \(header.rootKind); the storage must publish an object"
+            )
         }
         let from = try version("from", header.from)
         let to = try version("to", header.to)
         guard from < to else {
-            throw StorageFormatError(code: .invalidChangeList, message: "\(name): \"from\" \(from) is not below \"to\" \(to)")
+            throw StorageFormatError(
+                code: .invalidChangeList, message: "\(name): \"from\" \(from) is not below \"to\" \(to)")
         }
         guard case .array(let start)? = header.changes else {
-            throw StorageFormatError(code: .invalidChangeList, message: "\(name): required key \"changes\" is missing or not an array")
+            throw StorageFormatError(
+                code: .invalidChangeList, message: "\(name): required key \"changes\" is missing or not an array")
         }
         self.url = url
         self.from = from
@@ -77,7 +85,9 @@ package struct ChangeListReader: Sendable {
                 var index = 0
                 try Self.json(name) { () throws(JSONParseError) in try parser.beginArray() }
                 while try Self.json(name, { () throws(JSONParseError) in try parser.nextElement(&first) }) {
-                    if let record = try ChangeRecord.read(&parser, index: index, name: name, document: url, layout: layout) {
+                    if let record = try ChangeRecord.read(
+                        &parser, index: index, name: name, document: url, layout: layout)
+                    {
                         try body(record)
                     }
                     index += 1
@@ -90,8 +100,10 @@ package struct ChangeListReader: Sendable {
     }
 
     /// Runs `body` on a parser over `data`, turning syntax errors into the list's error.
-    package static func withParser<T>(_ data: Data, name: String,
-                              _ body: (inout JSONParser) throws(JSONParseError) -> T) throws(StorageFormatError) -> T {
+    package static func withParser<T>(
+        _ data: Data, name: String,
+        _ body: (inout JSONParser) throws(JSONParseError) -> T
+    ) throws(StorageFormatError) -> T {
         let result = data.withUnsafeBytes { raw in
             Result { () throws(JSONParseError) -> T in
                 var parser = JSONParser(bytes: raw)
@@ -101,12 +113,15 @@ package struct ChangeListReader: Sendable {
         do { return try result.get() } catch { throw syntaxError(error, name: name) }
     }
 
-    package static func json<T>(_ name: String, _ body: () throws(JSONParseError) -> T) throws(StorageFormatError) -> T {
+    package static func json<T>(_ name: String, _ body: () throws(JSONParseError) -> T) throws(StorageFormatError) -> T
+    {
         do { return try body() } catch { throw syntaxError(error, name: name) }
     }
 
     package static func syntaxError(_ error: JSONParseError, name: String) -> StorageFormatError {
-        StorageFormatError(code: .invalidChangeList, message: "\(name): \(error); the storage must publish valid JSON", underlying: error)
+        StorageFormatError(
+            code: .invalidChangeList, message: "\(name): \(error); the storage must publish valid JSON",
+            underlying: error)
     }
 
     /// What the first pass finds at the top level.
@@ -163,9 +178,15 @@ package enum FieldValue: Equatable {
         switch parser.peek() {
         case UInt8(ascii: "\"")?: return .string(try parser.scanString())
         case UInt8(ascii: "-")?, (UInt8(ascii: "0")...UInt8(ascii: "9"))?: return .number(try parser.scanNumber())
-        case UInt8(ascii: "t")?: try parser.expectWord("true"); return .bool(true)
-        case UInt8(ascii: "f")?: try parser.expectWord("false"); return .bool(false)
-        case UInt8(ascii: "n")?: try parser.expectWord("null"); return .null
+        case UInt8(ascii: "t")?:
+            try parser.expectWord("true")
+            return .bool(true)
+        case UInt8(ascii: "f")?:
+            try parser.expectWord("false")
+            return .bool(false)
+        case UInt8(ascii: "n")?:
+            try parser.expectWord("null")
+            return .null
         case UInt8(ascii: "[")?:
             let at = parser.index
             try parser.skipValue()
@@ -176,7 +197,7 @@ package enum FieldValue: Equatable {
             return .object(at)
         default:
             parser.index = start
-            try parser.skipValue()   // throws the parser's own error
+            try parser.skipValue() // throws the parser's own error
             preconditionFailure("skipValue accepted an invalid value")
         }
     }

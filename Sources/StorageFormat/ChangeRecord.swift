@@ -35,14 +35,17 @@ package struct ChangeRecord {
 
     /// The record of a change built in code.
     package init(_ change: Change) {
-        self.init(kind: change.kind, index: change.index, fingerprint: change.fingerprint.map(VirtualTree.Fingerprint.init),
-                  folderFiles: change.folderFingerprints.isEmpty ? .none : .paths(change.folderFingerprints))
+        self.init(
+            kind: change.kind, index: change.index, fingerprint: change.fingerprint.map(VirtualTree.Fingerprint.init),
+            folderFiles: change.folderFingerprints.isEmpty ? .none : .paths(change.folderFingerprints))
     }
 
     /// Each entry of `"files"` that lies below `folder`: its path relative to `folder`, and its
     /// fingerprint. A later entry for the same path wins.
-    package func forEachFolderFile(below folder: SafeRelativePath,
-                           _ body: (SafeRelativePath, VirtualTree.Fingerprint) -> Void) {
+    package func forEachFolderFile(
+        below folder: SafeRelativePath,
+        _ body: (SafeRelativePath, VirtualTree.Fingerprint) -> Void
+    ) {
         switch folderFiles {
         case .none:
             return
@@ -67,7 +70,8 @@ package struct ChangeRecord {
                 folderFingerprints[folder.appending(relative)] = fingerprint.fileFingerprint
             }
         }
-        return Change(kind: kind, index: index, fingerprint: fingerprint?.fileFingerprint, folderFingerprints: folderFingerprints)
+        return Change(
+            kind: kind, index: index, fingerprint: fingerprint?.fileFingerprint, folderFingerprints: folderFingerprints)
     }
 
     /// The folder a change with `"files"` refreshes.
@@ -88,34 +92,47 @@ package struct ChangeRecord {
 
     /// Reads and classifies the change at the cursor. Returns nil for an entry that changes
     /// nothing (both paths empty, or the same path without redownload).
-    package static func read(_ parser: inout JSONParser, index: Int, name: String, document: URL,
-                     layout: StorageLayout) throws(StorageFormatError) -> ChangeRecord? {
+    package static func read(
+        _ parser: inout JSONParser, index: Int, name: String, document: URL,
+        layout: StorageLayout
+    ) throws(StorageFormatError) -> ChangeRecord? {
         let first = parser.peek()
         guard first == UInt8(ascii: "{") else {
-            throw StorageFormatError(code: .invalidChangeList,
-                            message: "\(name): change #\(index) must be an object, found \(FieldValue.kindName(startingWith: first ?? 0))")
+            throw StorageFormatError(
+                code: .invalidChangeList,
+                message:
+                    "\(name): change #\(index) must be an object, found \(FieldValue.kindName(startingWith: first ?? 0))"
+            )
         }
         let fields = try ChangeListReader.json(name) { () throws(JSONParseError) -> Fields in try readFields(&parser) }
         let reader = parser
-        func json<T>(_ body: () throws(JSONParseError) -> T) throws(StorageFormatError) -> T { try ChangeListReader.json(name, body) }
+        func json<T>(_ body: () throws(JSONParseError) -> T) throws(StorageFormatError) -> T {
+            try ChangeListReader.json(name, body)
+        }
         func path(_ key: String, _ value: FieldValue?) throws(StorageFormatError) -> SafeRelativePath? {
             guard let value, value != .null else { return nil }
             guard case .string(let token) = value else {
-                throw StorageFormatError(code: .invalidChangeList, message: "\(name): change #\(index) \"\(key)\" must be a string, found \(value.kindName)")
+                throw StorageFormatError(
+                    code: .invalidChangeList,
+                    message: "\(name): change #\(index) \"\(key)\" must be a string, found \(value.kindName)")
             }
             let text = try json { () throws(JSONParseError) in try reader.decode(token) }
             if text.isEmpty { return nil }
             do {
                 return try layout.contentPath(ofURL: text, in: document)
             } catch {
-                throw StorageFormatError(code: .unsafePath,
-                                message: "\(name): change #\(index) \(key) '\(text)': \(error); refusing the update", underlying: error)
+                throw StorageFormatError(
+                    code: .unsafePath,
+                    message: "\(name): change #\(index) \(key) '\(text)': \(error); refusing the update",
+                    underlying: error)
             }
         }
         func flag(_ key: String, _ value: FieldValue?) throws(StorageFormatError) -> Bool {
             guard let value else { return false }
             guard let flag = try json({ () throws(JSONParseError) in try value.looseBool(reader) }) else {
-                throw StorageFormatError(code: .invalidChangeList, message: "\(name): change #\(index) \"\(key)\" must be true or false, found \(value.kindName)")
+                throw StorageFormatError(
+                    code: .invalidChangeList,
+                    message: "\(name): change #\(index) \"\(key)\" must be true or false, found \(value.kindName)")
             }
             return flag
         }
@@ -126,8 +143,11 @@ package struct ChangeRecord {
         let deep = try flag("isDeepFolderRedownload", fields.deep)
         for candidate in [old, new] {
             if let candidate, candidate.isRoot, !(deep || redownload) {
-                throw StorageFormatError(code: .unsafePath,
-                                message: "\(name): change #\(index) names RXCacheContent/ itself; only a folder redownload may do that. Refusing the update")
+                throw StorageFormatError(
+                    code: .unsafePath,
+                    message:
+                        "\(name): change #\(index) names RXCacheContent/ itself; only a folder redownload may do that. Refusing the update"
+                )
             }
         }
         let kind: Change.Kind
@@ -137,7 +157,8 @@ package struct ChangeRecord {
         case (nil, let target?):
             kind = deep ? .deepRedownload(target) : .add(target)
         case (let source?, nil):
-            kind = deep ? .deepRedownload(source) : (redownload ? .redownload(from: source, to: source) : .remove(source))
+            kind =
+                deep ? .deepRedownload(source) : (redownload ? .redownload(from: source, to: source) : .remove(source))
         case (let source?, let target?):
             if deep {
                 // A folder redownload to a new place is a redownload of a folder: the planner
@@ -149,8 +170,11 @@ package struct ChangeRecord {
                 return nil
             } else {
                 if target.isWithin(source) {
-                    throw StorageFormatError(code: .invalidChangeList,
-                                    message: "\(name): change #\(index) moves '\(source)' into itself ('\(target)'); the publisher must fix it")
+                    throw StorageFormatError(
+                        code: .invalidChangeList,
+                        message:
+                            "\(name): change #\(index) moves '\(source)' into itself ('\(target)'); the publisher must fix it"
+                    )
                 }
                 kind = .move(from: source, to: target, rename: rename)
             }
@@ -160,12 +184,18 @@ package struct ChangeRecord {
             switch kind {
             case .deepRedownload, .redownload: break
             default:
-                throw StorageFormatError(code: .invalidChangeList,
-                                message: "\(name): change #\(index) has \"files\", which only a folder redownload may carry; the publisher must drop it")
+                throw StorageFormatError(
+                    code: .invalidChangeList,
+                    message:
+                        "\(name): change #\(index) has \"files\", which only a folder redownload may carry; the publisher must drop it"
+                )
             }
             guard case .object(let start) = files else {
-                throw StorageFormatError(code: .invalidChangeList,
-                                message: "\(name): change #\(index) \"files\" must be an object of relative path → {\"sha256\", \"size\"}, found \(files.kindName)")
+                throw StorageFormatError(
+                    code: .invalidChangeList,
+                    message:
+                        "\(name): change #\(index) \"files\" must be an object of relative path → {\"sha256\", \"size\"}, found \(files.kindName)"
+                )
             }
             var filesParser = reader
             filesParser.index = start
@@ -173,8 +203,11 @@ package struct ChangeRecord {
             try readFiles(&filesParser, index: index, name: name) { _, _ in }
             folderFiles = .encoded(encoded)
         }
-        let fingerprint = try Self.fingerprint(sha256: fields.sha256, size: fields.size, reader, index: index, name: name)
-        return ChangeRecord(kind: kind, index: index, fingerprint: fingerprint.map(VirtualTree.Fingerprint.packed), folderFiles: folderFiles)
+        let fingerprint = try Self.fingerprint(
+            sha256: fields.sha256, size: fields.size, reader, index: index, name: name)
+        return ChangeRecord(
+            kind: kind, index: index, fingerprint: fingerprint.map(VirtualTree.Fingerprint.packed),
+            folderFiles: folderFiles)
     }
 
     private static func readFields(_ parser: inout JSONParser) throws(JSONParseError) -> Fields {
@@ -206,11 +239,16 @@ package struct ChangeRecord {
     }
 
     /// `sha256` + `size` of the integrity extension; both or neither.
-    private static func fingerprint(sha256: FieldValue?, size: FieldValue?, _ parser: JSONParser, index: Int,
-                                    name: String) throws(StorageFormatError) -> PackedFingerprint? {
+    private static func fingerprint(
+        sha256: FieldValue?, size: FieldValue?, _ parser: JSONParser, index: Int,
+        name: String
+    ) throws(StorageFormatError) -> PackedFingerprint? {
         guard let sha256 else { return nil }
-        let malformed = StorageFormatError(code: .invalidChangeList,
-                                  message: "\(name): change #\(index) has a malformed \"sha256\"/\"size\" pair; the publisher must write 64 hex digits and a byte count")
+        let malformed = StorageFormatError(
+            code: .invalidChangeList,
+            message:
+                "\(name): change #\(index) has a malformed \"sha256\"/\"size\" pair; the publisher must write 64 hex digits and a byte count"
+        )
         guard case .string(let token) = sha256 else { throw malformed }
         let sizeText = try ChangeListReader.json(name) { () throws(JSONParseError) in try size?.scalarText(parser) }
         guard let count = sizeText.flatMap({ Int64($0) }), count >= 0 else { throw malformed }
@@ -227,9 +265,13 @@ package struct ChangeRecord {
 
     /// Walks a `"files"` object (`{"relative/path": {"sha256", "size"}}`), checking each entry
     /// and handing it to `body`.
-    private static func readFiles(_ parser: inout JSONParser, index: Int, name: String,
-                                  _ body: (SafeRelativePath, PackedFingerprint) -> Void) throws(StorageFormatError) {
-        func json<T>(_ step: () throws(JSONParseError) -> T) throws(StorageFormatError) -> T { try ChangeListReader.json(name, step) }
+    private static func readFiles(
+        _ parser: inout JSONParser, index: Int, name: String,
+        _ body: (SafeRelativePath, PackedFingerprint) -> Void
+    ) throws(StorageFormatError) {
+        func json<T>(_ step: () throws(JSONParseError) -> T) throws(StorageFormatError) -> T {
+            try ChangeListReader.json(name, step)
+        }
         try json { () throws(JSONParseError) in try parser.beginObject() }
         var first = true
         while let keyToken = try json({ () throws(JSONParseError) in try parser.nextMember(&first) }) {
@@ -238,8 +280,10 @@ package struct ChangeRecord {
             do {
                 relative = try SafeRelativePath(validating: key)
             } catch {
-                throw StorageFormatError(code: .unsafePath, message: "\(name): change #\(index) \"files\" key '\(key)': \(error); refusing the update",
-                                underlying: error)
+                throw StorageFormatError(
+                    code: .unsafePath,
+                    message: "\(name): change #\(index) \"files\" key '\(key)': \(error); refusing the update",
+                    underlying: error)
             }
             var sha256: FieldValue?
             var size: FieldValue?
@@ -260,9 +304,14 @@ package struct ChangeRecord {
             } else {
                 try json { () throws(JSONParseError) in try parser.skipValue() }
             }
-            guard !relative.isRoot, let fingerprint = try fingerprint(sha256: sha256, size: size, parser, index: index, name: name) else {
-                throw StorageFormatError(code: .invalidChangeList,
-                                message: "\(name): change #\(index) \"files\" entry '\(key)' needs a file path and a \"sha256\"/\"size\" pair")
+            guard !relative.isRoot,
+                let fingerprint = try fingerprint(sha256: sha256, size: size, parser, index: index, name: name)
+            else {
+                throw StorageFormatError(
+                    code: .invalidChangeList,
+                    message:
+                        "\(name): change #\(index) \"files\" entry '\(key)' needs a file path and a \"sha256\"/\"size\" pair"
+                )
             }
             body(relative, fingerprint)
         }

@@ -15,12 +15,17 @@ package enum ContentManifest {
         }
         var tree = ContentTree(folders: [], files: [:])
         do {
-            for case .string(let folder) in folderValues { tree.folders.insert(try SafeRelativePath(validating: folder)) }
+            for case .string(let folder) in folderValues {
+                tree.folders.insert(try SafeRelativePath(validating: folder))
+            }
             for (path, value) in fileValues {
-                guard case .string(let hash)? = value["sha256"], let size = value["size"]?.scalarText.flatMap({ Int64($0) }) else {
+                guard case .string(let hash)? = value["sha256"],
+                    let size = value["size"]?.scalarText.flatMap({ Int64($0) })
+                else {
                     throw StorageFormatError(code: .integrity, message: "\(name): file '\(path)' needs sha256 and size")
                 }
-                tree.files[try SafeRelativePath(validating: path)] = FileFingerprint(size: size, sha256: hash.lowercased())
+                tree.files[try SafeRelativePath(validating: path)] = FileFingerprint(
+                    size: size, sha256: hash.lowercased())
             }
         } catch let error as SafePathError {
             throw StorageFormatError(code: .unsafePath, message: "\(name): \(error)", underlying: error)

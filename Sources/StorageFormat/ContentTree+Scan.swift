@@ -5,14 +5,17 @@ extension ContentTree {
     /// A local folder as it is: its content tree, and everything in it that content cannot be
     /// (``Intruder``s), instead of refusing the folder for them. This is how the client reads a
     /// mirror, where such entries are drift to report and remove.
-    package static func scanLocal(_ directory: String, cache: FingerprintCache? = nil) throws(FileSystemError) -> (tree: ContentTree, intruders: [Intruder]) {
+    package static func scanLocal(_ directory: String, cache: FingerprintCache? = nil) throws(FileSystemError) -> (
+        tree: ContentTree, intruders: [Intruder]
+    ) {
         var tree = ContentTree(folders: [], files: [:])
         var intruders: [Intruder] = []
         try DirectoryWalker.walk(directory) { entry throws(FileSystemError) in
             switch entry {
             case .folder(let path), .file(let path, _):
                 if tree.folders.contains(path) || tree.files[path] != nil {
-                    intruders.append(Intruder(folder: path.parent, name: Array(path.lastComponent!.utf8), kind: .normalizationTwin))
+                    intruders.append(
+                        Intruder(folder: path.parent, name: Array(path.lastComponent!.utf8), kind: .normalizationTwin))
                     return
                 }
             default:
@@ -29,9 +32,12 @@ extension ContentTree {
                     tree.files[path] = try fingerprint(of: absolute)
                 }
             case .special(let path, let mode):
-                intruders.append(Intruder(folder: path.parent, name: Array(path.lastComponent!.utf8), kind: Intruder.kind(ofMode: mode)))
+                intruders.append(
+                    Intruder(
+                        folder: path.parent, name: Array(path.lastComponent!.utf8), kind: Intruder.kind(ofMode: mode)))
             case .unsafeName(let name, let folder, let error):
-                intruders.append(Intruder(folder: folder, name: Array(name.utf8), kind: .unsafeName, detail: "\(error)"))
+                intruders.append(
+                    Intruder(folder: folder, name: Array(name.utf8), kind: .unsafeName, detail: "\(error)"))
             case .undecodableName(let name, let folder):
                 intruders.append(Intruder(folder: folder, name: name, kind: .undecodableName))
             }
@@ -46,7 +52,9 @@ extension ContentTree {
     }
 
     /// Size and SHA-256 of the open file `descriptor`, from its first byte.
-    package static func fingerprint(ofDescriptor descriptor: Int32, shownAs path: String) throws(FileSystemError) -> FileFingerprint {
+    package static func fingerprint(ofDescriptor descriptor: Int32, shownAs path: String) throws(FileSystemError)
+        -> FileFingerprint
+    {
         let digest = try FileDigest.sha256(ofDescriptor: descriptor, shownAs: path)
         return FileFingerprint(size: digest.size, sha256: digest.sha256)
     }

@@ -64,9 +64,15 @@ package struct JSONParser {
         case UInt8(ascii: "\""):
             let token = try scanString()
             return build ? .string(try decode(token)) : nil
-        case UInt8(ascii: "t"): try expectWord("true"); return build ? .bool(true) : nil
-        case UInt8(ascii: "f"): try expectWord("false"); return build ? .bool(false) : nil
-        case UInt8(ascii: "n"): try expectWord("null"); return build ? .null : nil
+        case UInt8(ascii: "t"):
+            try expectWord("true")
+            return build ? .bool(true) : nil
+        case UInt8(ascii: "f"):
+            try expectWord("false")
+            return build ? .bool(false) : nil
+        case UInt8(ascii: "n"):
+            try expectWord("null")
+            return build ? .null : nil
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             let range = try scanNumber()
             return build ? .number(text(range)) : nil
@@ -82,8 +88,9 @@ package struct JSONParser {
     package mutating func expectWord(_ word: StaticString) throws(JSONParseError) {
         let count = word.utf8CodeUnitCount
         guard bytes.count - index >= count,
-              UnsafeRawBufferPointer(rebasing: bytes[index..<index + count]).elementsEqual(
-                  UnsafeRawBufferPointer(start: word.utf8Start, count: count)) else {
+            UnsafeRawBufferPointer(rebasing: bytes[index..<index + count]).elementsEqual(
+                UnsafeRawBufferPointer(start: word.utf8Start, count: count))
+        else {
             throw fail("expected '\(word)'")
         }
         index += count
@@ -126,10 +133,14 @@ package struct JSONParser {
                 throw fail("expected ',' or '}' in an object")
             }
         }
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a member name in quotes") }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else {
+            throw fail("expected a member name in quotes")
+        }
         let key = try scanString()
         skipWhitespace()
-        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':' after member name") }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else {
+            throw fail("expected ':' after member name")
+        }
         index += 1
         return key
     }
@@ -199,7 +210,9 @@ package struct JSONParser {
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         func digits(_ parser: inout JSONParser) -> Int {
             let from = parser.index
-            while parser.index < parser.bytes.count, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(parser.bytes[parser.index]) {
+            while parser.index < parser.bytes.count,
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(parser.bytes[parser.index])
+            {
                 parser.index += 1
             }
             return parser.index - from
@@ -211,7 +224,9 @@ package struct JSONParser {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard digits(&self) > 0 else { throw fail("a number needs digits in its exponent") }
         }
         return start..<index
@@ -257,7 +272,9 @@ package struct JSONParser {
         var run = index
         var highBits: UInt8 = 0
         var escaped = false
-        func flush(_ parser: JSONParser, upTo end: Int, into scalars: inout String.UnicodeScalarView?) throws(JSONParseError) {
+        func flush(_ parser: JSONParser, upTo end: Int, into scalars: inout String.UnicodeScalarView?)
+            throws(JSONParseError)
+        {
             guard run < end else { return }
             let slice = UnsafeRawBufferPointer(rebasing: parser.bytes[run..<end])
             if highBits & 0x80 != 0, !isValidUTF8(slice) {
@@ -299,7 +316,9 @@ package struct JSONParser {
             case UInt8(ascii: "u"):
                 var code = try parseHex4()
                 if (0xD800..<0xDC00).contains(code) {
-                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u") else {
+                    guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                        bytes[index + 1] == UInt8(ascii: "u")
+                    else {
                         throw fail("unpaired surrogate in \\u escape")
                     }
                     index += 2

@@ -60,8 +60,10 @@ public indirect enum JSONValue: Sendable, Equatable {
     public var looseBool: Bool? {
         switch self {
         case .bool(let value): return value
-        case .string(let text): return ["true", "yes", "1"].contains(text.lowercased()) ? true
-            : (["false", "no", "0", ""].contains(text.lowercased()) ? false : nil)
+        case .string(let text):
+            return ["true", "yes", "1"].contains(text.lowercased())
+                ? true
+                : (["false", "no", "0", ""].contains(text.lowercased()) ? false : nil)
         case .number(let literal): return Double(literal).map { $0 != 0 }
         case .null: return false
         default: return nil
@@ -89,4 +91,3 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
     public var reason: String
     public var description: String { "invalid JSON at byte \(offset): \(reason)" }
 }
-

@@ -1,5 +1,5 @@
-import FileKit
 import Crypto
+import FileKit
 import Foundation
 
 /// Ed25519 signatures over `cacheStatus.json` (TUF-style, optional): the client's half, reading
@@ -23,7 +23,8 @@ public enum StatusSignature {
     }
 
     /// The first line of a private key file.
-    package static let privateKeyLabel = "# content-sync ed25519 private key: it signs storages; keep it secret and give clients the public key"
+    package static let privateKeyLabel =
+        "# content-sync ed25519 private key: it signs storages; keep it secret and give clients the public key"
     /// The first line of a public key file, before the key id.
     package static let publicKeyLabel = "# content-sync ed25519 public key"
 
@@ -37,7 +38,8 @@ public enum StatusSignature {
     package static func read(_ text: String) -> (kind: KeyKind?, base64: String) {
         var kind: KeyKind?
         var base64 = ""
-        for line in text.split(whereSeparator: \.isNewline).map({ $0.trimmingCharacters(in: .whitespaces) }) where !line.isEmpty {
+        for line in text.split(whereSeparator: \.isNewline).map({ $0.trimmingCharacters(in: .whitespaces) })
+        where !line.isEmpty {
             if line.hasPrefix("#") {
                 if line.hasPrefix("# content-sync ed25519 private key") { kind = .privateKey }
                 if line.hasPrefix(publicKeyLabel) { kind = .publicKey }
@@ -54,40 +56,59 @@ public enum StatusSignature {
     public static func publicKey(base64 text: String) throws(StorageFormatError) -> Curve25519.Signing.PublicKey {
         let (kind, line) = read(text)
         if kind == .privateKey {
-            throw StorageFormatError(code: .invalidKey,
-                                     message: "this is an ed25519 private key, which signs storages and must stay with the publisher; "
-                                         + "a client trusts the public key, written beside it with the same name plus .pub")
+            throw StorageFormatError(
+                code: .invalidKey,
+                message: "this is an ed25519 private key, which signs storages and must stay with the publisher; "
+                    + "a client trusts the public key, written beside it with the same name plus .pub")
         }
-        guard let data = Data(base64Encoded: line), let key = try? Curve25519.Signing.PublicKey(rawRepresentation: data) else {
-            throw StorageFormatError(code: .invalidKey, message: "not an ed25519 public key (expected one line of base64 of 32 bytes)")
+        guard let data = Data(base64Encoded: line), let key = try? Curve25519.Signing.PublicKey(rawRepresentation: data)
+        else {
+            throw StorageFormatError(
+                code: .invalidKey, message: "not an ed25519 public key (expected one line of base64 of 32 bytes)")
         }
         return key
     }
 
     /// Verifies a status against trusted keys. Throws a message naming what is wrong.
-    package static func verify(_ status: JSONValue, trustedKeys: [Curve25519.Signing.PublicKey], now: Date, name: String) throws(StorageFormatError) {
+    package static func verify(
+        _ status: JSONValue, trustedKeys: [Curve25519.Signing.PublicKey], now: Date, name: String
+    ) throws(StorageFormatError) {
         guard case .object(var members) = status, case .object(var signature)? = members["signature"] else {
-            throw StorageFormatError(code: .signature, message: "\(name) is not signed, but this client requires a signature from a trusted key; refusing it")
+            throw StorageFormatError(
+                code: .signature,
+                message: "\(name) is not signed, but this client requires a signature from a trusted key; refusing it")
         }
         guard case .string("ed25519")? = signature["alg"], case .string(let keyID)? = signature["keyId"],
-              case .string(let expiresText)? = signature["expires"], case .string(let valueText)? = signature["value"],
-              let value = Data(base64Encoded: valueText) else {
-            throw StorageFormatError(code: .signature, message: "\(name): the signature is malformed (needs alg ed25519, keyId, expires, value); refusing it")
+            case .string(let expiresText)? = signature["expires"], case .string(let valueText)? = signature["value"],
+            let value = Data(base64Encoded: valueText)
+        else {
+            throw StorageFormatError(
+                code: .signature,
+                message: "\(name): the signature is malformed (needs alg ed25519, keyId, expires, value); refusing it")
         }
         guard let key = trustedKeys.first(where: { Self.keyID(of: $0) == keyID }) else {
-            throw StorageFormatError(code: .signature, message: "\(name) is signed by key \(keyID), which this client does not trust; refusing it")
+            throw StorageFormatError(
+                code: .signature,
+                message: "\(name) is signed by key \(keyID), which this client does not trust; refusing it")
         }
         signature["value"] = nil
         members["signature"] = .object(signature)
         guard key.isValidSignature(value, for: JSONValue.object(members).canonicalData) else {
-            throw StorageFormatError(code: .signature, message: "\(name) has a wrong signature for key \(keyID): it was altered after signing; refusing it")
+            throw StorageFormatError(
+                code: .signature,
+                message: "\(name) has a wrong signature for key \(keyID): it was altered after signing; refusing it")
         }
         guard let expires = ISO8601DateFormatter().date(from: expiresText) else {
-            throw StorageFormatError(code: .signature, message: "\(name): signature expiry '\(expiresText)' is not an ISO-8601 time; refusing it")
+            throw StorageFormatError(
+                code: .signature,
+                message: "\(name): signature expiry '\(expiresText)' is not an ISO-8601 time; refusing it")
         }
         if expires < now {
-            throw StorageFormatError(code: .signature,
-                            message: "\(name)'s signature expired at \(expiresText); the publisher must re-sign it (a stale or replayed status); refusing it")
+            throw StorageFormatError(
+                code: .signature,
+                message:
+                    "\(name)'s signature expired at \(expiresText); the publisher must re-sign it (a stale or replayed status); refusing it"
+            )
         }
     }
 }

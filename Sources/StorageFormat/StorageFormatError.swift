@@ -5,7 +5,8 @@ public struct StorageFormatError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, integrity, signature, invalidKey, invalidURL
+            case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, integrity, signature, invalidKey,
+                invalidURL
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }

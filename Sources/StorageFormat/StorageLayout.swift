@@ -26,12 +26,17 @@ public struct StorageLayout: Sendable, Equatable {
     /// a missing trailing `/` is added.
     public init(baseURL: URL) throws(StorageFormatError) {
         var text = baseURL.absoluteString
-        guard let scheme = baseURL.scheme?.lowercased(), scheme == "http" || scheme == "https", baseURL.host != nil else {
-            throw StorageFormatError(code: .invalidURL,
-                            message: "base URL '\(text)' is not an http(s) URL; pass the storage folder, e.g. https://raw.githubusercontent.com/OWNER/REPO/BRANCH/")
+        guard let scheme = baseURL.scheme?.lowercased(), scheme == "http" || scheme == "https", baseURL.host != nil
+        else {
+            throw StorageFormatError(
+                code: .invalidURL,
+                message:
+                    "base URL '\(text)' is not an http(s) URL; pass the storage folder, e.g. https://raw.githubusercontent.com/OWNER/REPO/BRANCH/"
+            )
         }
         if baseURL.query != nil || baseURL.fragment != nil {
-            throw StorageFormatError(code: .invalidURL, message: "base URL '\(text)' has a query or fragment; pass the plain folder URL")
+            throw StorageFormatError(
+                code: .invalidURL, message: "base URL '\(text)' has a query or fragment; pass the plain folder URL")
         }
         if !text.hasSuffix("/") { text += "/" }
         self.baseURL = URL(string: text)!
@@ -75,7 +80,8 @@ public struct StorageLayout: Sendable, Equatable {
     /// Resolves a URL written in a storage file (absolute, or relative to `document`) and rebases it.
     public func resolve(_ text: String, relativeTo document: URL) -> URL? {
         guard let url = URL(string: text, relativeTo: document)?.absoluteURL,
-              let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+            let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https"
+        else { return nil }
         return rebase(url)
     }
 
@@ -86,7 +92,9 @@ public struct StorageLayout: Sendable, Equatable {
     }
 
     /// ``contentPath(ofURL:in:)``; `plainFastPath: false` forces the general way (tests compare both).
-    package func contentPath(ofURL text: String, in document: URL, plainFastPath: Bool) throws(SafePathError) -> SafeRelativePath {
+    package func contentPath(ofURL text: String, in document: URL, plainFastPath: Bool) throws(SafePathError)
+        -> SafeRelativePath
+    {
         let remainder: Substring
         if plainFastPath, let plain = plainRemainder(text) {
             remainder = plain
@@ -107,7 +115,9 @@ public struct StorageLayout: Sendable, Equatable {
         var decoded: [String] = []
         let trimmed = remainder.utf8.last == UInt8(ascii: "/") ? Substring(remainder.utf8.dropLast()) : remainder
         if trimmed.isEmpty { return .root }
-        for part in trimmed.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Substring.init) {
+        for part in trimmed.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(
+            Substring.init)
+        {
             guard let component = PercentDecoding.decode(part) else {
                 throw SafePathError(path: text, reason: .badEncoding)
             }
@@ -134,19 +144,22 @@ public struct StorageLayout: Sendable, Equatable {
         let rest = text.utf8.dropFirst(prefix.utf8.count)
         var segmentLength = 0
         var segmentDots = 0
-        var escapeDigits = 0   // hex digits still expected after a `%`
+        var escapeDigits = 0 // hex digits still expected after a `%`
         var lastWasSlash = false
         for byte in rest {
             if escapeDigits > 0 {
-                guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
-                        || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte) else { return nil }
+                guard
+                    (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                        || (UInt8(ascii: "A")...UInt8(ascii: "F")).contains(byte)
+                        || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+                else { return nil }
                 escapeDigits -= 1
                 segmentLength += 1
                 continue
             }
             lastWasSlash = false
             if byte == UInt8(ascii: "/") {
-                if segmentLength == 0 || segmentLength == segmentDots { return nil }   // empty, "." or ".."
+                if segmentLength == 0 || segmentLength == segmentDots { return nil } // empty, "." or ".."
                 segmentLength = 0
                 segmentDots = 0
                 lastWasSlash = true
@@ -179,7 +192,9 @@ public struct StorageLayout: Sendable, Equatable {
         guard var parts = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url.absoluteString }
         parts.scheme = parts.scheme?.lowercased()
         parts.host = parts.host?.lowercased()
-        if (parts.scheme == "http" && parts.port == 80) || (parts.scheme == "https" && parts.port == 443) { parts.port = nil }
+        if (parts.scheme == "http" && parts.port == 80) || (parts.scheme == "https" && parts.port == 443) {
+            parts.port = nil
+        }
         parts.query = nil
         parts.fragment = nil
         return parts.url?.absoluteString ?? url.absoluteString

@@ -1,5 +1,5 @@
-import FileKit
 import Crypto
+import FileKit
 import Foundation
 
 /// A Merkle-style digest of a content tree: equal digests mean equal trees (names, folders,
@@ -13,7 +13,9 @@ public enum TreeDigest {
     /// The digest as lower-case hex.
     public static func digest(of tree: ContentTree) -> String {
         var children: [SafeRelativePath: [(name: String, path: SafeRelativePath, isFolder: Bool)]] = [:]
-        for folder in tree.folders { children[folder.parent, default: []].append((folder.lastComponent!, folder, true)) }
+        for folder in tree.folders {
+            children[folder.parent, default: []].append((folder.lastComponent!, folder, true))
+        }
         for file in tree.files.keys { children[file.parent, default: []].append((file.lastComponent!, file, false)) }
         func digest(_ folder: SafeRelativePath) -> String {
             var hasher = SHA256()

@@ -8,7 +8,9 @@ public enum UpdateChain {
     public static func candidates(_ list: UpdateList, local: CacheVersion, actual: CacheVersion) -> [UpdateList.Entry] {
         var seen = Set<String>()
         return list.entries.filter { entry in
-            if let from = entry.namedFrom, let to = entry.namedTo, !(from >= local && to <= actual && from < to) { return false }
+            if let from = entry.namedFrom, let to = entry.namedTo, !(from >= local && to <= actual && from < to) {
+                return false
+            }
             return seen.insert(StorageLayout.normalized(entry.url)).inserted
         }
     }
@@ -16,7 +18,9 @@ public enum UpdateChain {
     /// The lists to replay, in order: starting with the one whose `from` is `local`, each next
     /// one continuing where the last ended, stopping at `actual` even when later lists exist.
     /// Lists that do not continue the chain are skipped. `nil` when no chain reaches `actual`.
-    public static func resolve(_ lists: [ChangeList], from local: CacheVersion, to actual: CacheVersion) -> [ChangeList]? {
+    public static func resolve(_ lists: [ChangeList], from local: CacheVersion, to actual: CacheVersion)
+        -> [ChangeList]?
+    {
         var chain: [ChangeList] = []
         var current = local
         while current < actual {

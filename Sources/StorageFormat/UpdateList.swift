@@ -19,19 +19,25 @@ public struct UpdateList: Sendable, Equatable {
 
     /// Parses the update list read from `url`, resolving and rebasing each entry with `layout`;
     /// throws a message naming the file and the entry at fault.
-    public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError) -> UpdateList {
+    public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError)
+        -> UpdateList
+    {
         let name = url.absoluteString
         let root = try JSONValue.parseStorageDocument(data, name: name, code: .invalidUpdateList)
         guard let list = root["updatesByVersions"] else {
-            throw StorageFormatError(code: .invalidUpdateList, message: "\(name): required key \"updatesByVersions\" is missing")
+            throw StorageFormatError(
+                code: .invalidUpdateList, message: "\(name): required key \"updatesByVersions\" is missing")
         }
         guard case .array(let items) = list else {
-            throw StorageFormatError(code: .invalidUpdateList, message: "\(name): \"updatesByVersions\" must be an array of URLs, found \(list.kindName)")
+            throw StorageFormatError(
+                code: .invalidUpdateList,
+                message: "\(name): \"updatesByVersions\" must be an array of URLs, found \(list.kindName)")
         }
         var entries: [Entry] = []
         for (index, item) in items.enumerated() {
             guard case .string(let text) = item, let entryURL = layout.resolve(text, relativeTo: url) else {
-                throw StorageFormatError(code: .invalidUpdateList, message: "\(name): entry #\(index) is not an http(s) URL")
+                throw StorageFormatError(
+                    code: .invalidUpdateList, message: "\(name): entry #\(index) is not an http(s) URL")
             }
             let (from, to) = Self.versions(inFileName: entryURL.lastPathComponent)
             entries.append(Entry(url: entryURL, namedFrom: from, namedTo: to))
@@ -44,7 +50,9 @@ public struct UpdateList: Sendable, Equatable {
         guard name.hasPrefix("changes_"), name.hasSuffix(".json") else { return (nil, nil) }
         let middle = name.dropFirst("changes_".count).dropLast(".json".count)
         let parts = middle.split(separator: "_")
-        guard parts.count == 2, let from = try? CacheVersion(String(parts[0])), let to = try? CacheVersion(String(parts[1])) else {
+        guard parts.count == 2, let from = try? CacheVersion(String(parts[0])),
+            let to = try? CacheVersion(String(parts[1]))
+        else {
             return (nil, nil)
         }
         return (from, to)

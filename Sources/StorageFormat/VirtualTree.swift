@@ -78,7 +78,8 @@ package struct VirtualTree: Sendable {
     /// The tolerated mistakes found so far, each naming the list and the change; past
     /// ``maxWarnings`` one line counts the rest.
     package var warnings: [String] {
-        droppedWarnings == 0 ? keptWarnings
+        droppedWarnings == 0
+            ? keptWarnings
             : keptWarnings + ["\(droppedWarnings) more tolerated mistakes in the change lists are not listed"]
     }
 
@@ -146,7 +147,11 @@ package struct VirtualTree: Sendable {
                 // What stands at `to` now: the folder, or (for a move into itself, which does
                 // not happen) whatever was there.
                 if let target = locate(to) {
-                    if kinds[Int(target)] == .folder { refreshFiles(under: target, at: to, change) } else { setDownload(target, nil) }
+                    if kinds[Int(target)] == .folder {
+                        refreshFiles(under: target, at: to, change)
+                    } else {
+                        setDownload(target, nil)
+                    }
                 }
             } else {
                 if from != to { move(source, from: from, to: to) }
@@ -370,7 +375,8 @@ package struct VirtualTree: Sendable {
         let parent = parents[index]
         guard parent != Self.none else { return }
         removeFromIndex(node)
-        let previous = previousSiblings[index], next = nextSiblings[index]
+        let previous = previousSiblings[index]
+        let next = nextSiblings[index]
         if previous == Self.none { firstChildren[Int(parent)] = next } else { nextSiblings[Int(previous)] = next }
         if next != Self.none { previousSiblings[Int(next)] = previous }
         parents[index] = Self.none
@@ -525,8 +531,9 @@ package struct VirtualTree: Sendable {
     /// Every path and what stands there, parents before children, in path order.
     package func entries() -> [(SafeRelativePath, Node)] {
         var result: [(SafeRelativePath, Node)] = []
-        walk(folder: { path, _ in result.append((path, .folder)) },
-             file: { parent, id in result.append((path(of: id, in: parent), node(id))) })
+        walk(
+            folder: { path, _ in result.append((path, .folder)) },
+            file: { parent, id in result.append((path(of: id, in: parent), node(id))) })
         return result
     }
 
@@ -534,8 +541,10 @@ package struct VirtualTree: Sendable {
     /// folder right before what it holds (the order of `SafeRelativePath`'s `<`). A folder is
     /// given its path; a file its folder's, so that a caller who has the file's path already
     /// need not build it again.
-    private func walk(folder visitFolder: (SafeRelativePath, NodeID) -> Void,
-                      file visitFile: (_ parent: SafeRelativePath, NodeID) -> Void) {
+    private func walk(
+        folder visitFolder: (SafeRelativePath, NodeID) -> Void,
+        file visitFile: (_ parent: SafeRelativePath, NodeID) -> Void
+    ) {
         var stack: [(node: NodeID, parent: SafeRelativePath)] = []
         var children: [NodeID] = []
         func push(childrenOf folder: NodeID, at path: SafeRelativePath) {
@@ -581,22 +590,28 @@ package struct VirtualTree: Sendable {
         var downloads: [SafeRelativePath] = []
         downloads.reserveCapacity(counts[Int(Kind.download.rawValue)])
         var expected: [SafeRelativePath: FileFingerprint] = [:]
-        walk(folder: { path, _ in folders.append(path) }, file: { parent, id in
-            switch kinds[Int(id)] {
-            case .localFile:
-                let source = localFiles[Int(payloads[Int(id)])]
-                let unmoved = source.components.count == parent.components.count + 1 && source.lastComponent == names[Int(id)]
-                    && source.components.dropLast().elementsEqual(parent.components)
-                reused.append(SyncPlan.Reuse(target: unmoved ? source : path(of: id, in: parent), source: source))
-            case .download:
-                let path = path(of: id, in: parent)
-                downloads.append(path)
-                if keepFingerprints, let fingerprint = fingerprint(of: id) { expected[path] = fingerprint.fileFingerprint }
-            case .folder, .free:
-                preconditionFailure("node \(id) is not a file")
-            }
-        })
-        return SyncPlan(from: from, to: to, folders: folders, reused: reused, downloads: downloads, warnings: warnings,
-                        expectedFingerprints: expected)
+        walk(
+            folder: { path, _ in folders.append(path) },
+            file: { parent, id in
+                switch kinds[Int(id)] {
+                case .localFile:
+                    let source = localFiles[Int(payloads[Int(id)])]
+                    let unmoved =
+                        source.components.count == parent.components.count + 1 && source.lastComponent == names[Int(id)]
+                        && source.components.dropLast().elementsEqual(parent.components)
+                    reused.append(SyncPlan.Reuse(target: unmoved ? source : path(of: id, in: parent), source: source))
+                case .download:
+                    let path = path(of: id, in: parent)
+                    downloads.append(path)
+                    if keepFingerprints, let fingerprint = fingerprint(of: id) {
+                        expected[path] = fingerprint.fileFingerprint
+                    }
+                case .folder, .free:
+                    preconditionFailure("node \(id) is not a file")
+                }
+            })
+        return SyncPlan(
+            from: from, to: to, folders: folders, reused: reused, downloads: downloads, warnings: warnings,
+            expectedFingerprints: expected)
     }
 }

@@ -23,7 +23,7 @@ enum ByteRange: Hashable, Sendable {
         }
         let spec = value.dropFirst("bytes=".count).trimmingWhitespace()
         guard !spec.contains(","),
-              let dash = spec.firstIndex(of: "-")
+            let dash = spec.firstIndex(of: "-")
         else {
             self = .whole
             return
@@ -32,7 +32,7 @@ enum ByteRange: Hashable, Sendable {
         let last = String(spec[spec.index(after: dash)...])
 
         switch (Self.position(first), Self.position(last)) {
-        case let (start?, end?):
+        case (let start?, let end?):
             guard start <= end else {
                 self = .whole
                 return
@@ -59,7 +59,7 @@ extension StringProtocol {
     func trimmingWhitespace() -> String {
         let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
         guard let start = firstIndex(where: { !isBlank($0) }),
-              let end = lastIndex(where: { !isBlank($0) })
+            let end = lastIndex(where: { !isBlank($0) })
         else { return "" }
         return String(self[start...end])
     }

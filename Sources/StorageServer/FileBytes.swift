@@ -1,5 +1,5 @@
-import Foundation
 internal import FlyingSocks
+import Foundation
 
 /// A byte range of an open file, read in large chunks as the socket drains, optionally cut short
 /// by a fault.
@@ -67,7 +67,9 @@ struct FileBytes: AsyncBufferedSequence {
                 if let pace = bytes.bytesPerSecond {
                     // One small chunk a second: the client sees a live but useless link. Server
                     // shutdown cancels the sleep; a client that hung up fails the next write.
-                    if let last = lastPacedChunk { try await Task.sleep(until: last.advanced(by: .seconds(1)), clock: .continuous) }
+                    if let last = lastPacedChunk {
+                        try await Task.sleep(until: last.advanced(by: .seconds(1)), clock: .continuous)
+                    }
                     lastPacedChunk = ContinuousClock.now
                     count = Swift.min(count, pace)
                 }

@@ -18,7 +18,9 @@ enum GzipEncoding {
         let output = scratch.appendingPathComponent("body.gz")
         try data.write(to: input)
         let status = try await ChildProcess.run("/usr/bin/env", ["gzip", "-c", "-n", input.path], stdout: output.path)
-        guard status == 0 else { throw Failure(message: "gzip -c -n exited with \(status); install gzip to use Fault.gzipEncoded") }
+        guard status == 0 else {
+            throw Failure(message: "gzip -c -n exited with \(status); install gzip to use Fault.gzipEncoded")
+        }
         return try Data(contentsOf: output)
     }
 

@@ -7,7 +7,9 @@ import Foundation
 enum HTTPDate {
     private static let dayNames = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"]
     private static let longDayNames = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
-    private static let monthNames = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+    private static let monthNames = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ]
 
     /// The IMF-fixdate for `seconds`, such as `Sun, 06 Nov 1994 08:49:37 GMT`. Years outside
     /// 0...9999, which the format cannot hold, are clamped to its first or last second.
@@ -29,20 +31,23 @@ enum HTTPDate {
     static func parse(_ text: String, currentYear: Int = currentYear()) -> Int64? {
         let tokens = text.split(separator: " ")
         guard let first = tokens.first else { return nil }
-        let year: Int, month: Int, day: Int, time: Substring
+        let year: Int
+        let month: Int
+        let day: Int
+        let time: Substring
         if first.hasSuffix(","), tokens.count == 6, dayNames.contains(String(first.dropLast())) {
             // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
             guard tokens[5] == "GMT", tokens[1].utf8.count == 2, tokens[3].utf8.count == 4,
-                  let parsedDay = number(tokens[1]), let parsedMonth = monthIndex(tokens[2]),
-                  let parsedYear = number(tokens[3])
+                let parsedDay = number(tokens[1]), let parsedMonth = monthIndex(tokens[2]),
+                let parsedYear = number(tokens[3])
             else { return nil }
             (year, month, day, time) = (parsedYear, parsedMonth, parsedDay, tokens[4])
         } else if first.hasSuffix(","), tokens.count == 4, longDayNames.contains(String(first.dropLast())) {
             // RFC 850: Sunday, 06-Nov-94 08:49:37 GMT
             let parts = tokens[1].split(separator: "-", omittingEmptySubsequences: false)
             guard tokens[3] == "GMT", parts.count == 3, parts[0].utf8.count == 2, parts[2].utf8.count == 2,
-                  let parsedDay = number(parts[0]), let parsedMonth = monthIndex(parts[1]),
-                  let twoDigits = number(parts[2])
+                let parsedDay = number(parts[0]), let parsedMonth = monthIndex(parts[1]),
+                let twoDigits = number(parts[2])
             else { return nil }
             var fullYear = currentYear - currentYear % 100 + twoDigits
             if fullYear > currentYear + 50 { fullYear -= 100 }
@@ -50,8 +55,8 @@ enum HTTPDate {
         } else if tokens.count == 5, dayNames.contains(String(first)) {
             // asctime: Sun Nov  6 08:49:37 1994
             guard (1...2).contains(tokens[2].utf8.count), tokens[4].utf8.count == 4,
-                  let parsedMonth = monthIndex(tokens[1]), let parsedDay = number(tokens[2]),
-                  let parsedYear = number(tokens[4])
+                let parsedMonth = monthIndex(tokens[1]), let parsedDay = number(tokens[2]),
+                let parsedYear = number(tokens[4])
             else { return nil }
             (year, month, day, time) = (parsedYear, parsedMonth, parsedDay, tokens[3])
         } else {
@@ -59,9 +64,9 @@ enum HTTPDate {
         }
         let clock = time.split(separator: ":", omittingEmptySubsequences: false)
         guard clock.count == 3, clock.allSatisfy({ $0.utf8.count == 2 }),
-              let hour = number(clock[0]), let minute = number(clock[1]), let second = number(clock[2]),
-              hour < 24, minute < 60, second <= 60,
-              day >= 1, day <= daysIn(month: month, year: year)
+            let hour = number(clock[0]), let minute = number(clock[1]), let second = number(clock[2]),
+            hour < 24, minute < 60, second <= 60,
+            day >= 1, day <= daysIn(month: month, year: year)
         else { return nil }
         return days(fromCivil: year, month, day) * 86_400 + Int64(hour * 3600 + minute * 60 + second)
     }

@@ -1,8 +1,9 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// A regular file below the served root, open for reading, with the identity it was opened with.
@@ -32,12 +33,12 @@ final class OpenedFile: Sendable {
     /// missing, a folder, a device, or a symlink that resolves outside the root.
     static func open(_ path: RequestPath, under root: URL) -> OpenedFile? {
         guard !path.components.isEmpty,
-              let rootReal = realPath(root.path)
+            let rootReal = realPath(root.path)
         else { return nil }
         let prefix = rootReal.hasSuffix("/") ? rootReal : rootReal + "/"
         guard let real = realPath(prefix + path.components.joined(separator: "/")),
-              // Compare bytes: String.hasPrefix would equate canonically-equivalent names.
-              real.utf8.starts(with: prefix.utf8)
+            // Compare bytes: String.hasPrefix would equate canonically-equivalent names.
+            real.utf8.starts(with: prefix.utf8)
         else { return nil }
 
         // O_NONBLOCK keeps a FIFO from hanging the open; it is refused below anyway.
@@ -49,17 +50,18 @@ final class OpenedFile: Sendable {
             return nil
         }
         #if canImport(Darwin)
-        let modified = info.st_mtimespec
+            let modified = info.st_mtimespec
         #else
-        let modified = info.st_mtim
+            let modified = info.st_mtim
         #endif
         let tag = EntityTag(
             inode: UInt64(info.st_ino),
             size: Int(info.st_size),
             modificationNanoseconds: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec)
         )
-        return OpenedFile(descriptor: descriptor, size: Int(info.st_size), entityTag: tag,
-                          modificationSeconds: Int64(modified.tv_sec))
+        return OpenedFile(
+            descriptor: descriptor, size: Int(info.st_size), entityTag: tag,
+            modificationSeconds: Int64(modified.tv_sec))
     }
 
     /// Reads up to `count` bytes at `offset`; an empty result means the file ended early.

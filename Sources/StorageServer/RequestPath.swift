@@ -22,12 +22,14 @@ struct RequestPath: Hashable, Sendable {
         }
         var parts: [String] = []
         // Split on the "/" byte, not the Character: "/" plus a combining mark is one Character.
-        for encoded in body.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(Substring.init) {
+        for encoded in body.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(
+            Substring.init)
+        {
             // Decoding happens per component so that `%2F` can never act as a separator.
             guard !encoded.isEmpty,
-                  let part = PercentDecoding.decode(encoded),
-                  part != ".", part != "..",
-                  !part.utf8.contains(UInt8(ascii: "/")), !part.utf8.contains(0)
+                let part = PercentDecoding.decode(encoded),
+                part != ".", part != "..",
+                !part.utf8.contains(UInt8(ascii: "/")), !part.utf8.contains(0)
             else { return nil }
             parts.append(part)
         }

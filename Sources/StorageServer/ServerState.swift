@@ -109,7 +109,8 @@ final class ServerState: Sendable {
         values.withLock { values in
             var headers = values.responseHeaders[path] ?? [:]
             if let fallback = values.defaultCacheControl,
-               !headers.keys.contains(where: { $0.lowercased() == "cache-control" }) {
+                !headers.keys.contains(where: { $0.lowercased() == "cache-control" })
+            {
                 headers["Cache-Control"] = fallback
             }
             return headers

@@ -30,7 +30,9 @@ struct StorageHandler: HTTPHandler {
         record: inout RequestRecord
     ) async throws -> (HTTPResponse, Int) {
         guard request.method == .GET || request.method == .HEAD else {
-            return (HTTPResponse(statusCode: .methodNotAllowed, headers: HTTPHeaders([HTTPHeader("Allow"): "GET, HEAD"])), 0)
+            return (
+                HTTPResponse(statusCode: .methodNotAllowed, headers: HTTPHeaders([HTTPHeader("Allow"): "GET, HEAD"])), 0
+            )
         }
         guard let path = RequestPath(percentEncoded: rawPath) else {
             return (HTTPResponse(statusCode: .notFound), 0)
@@ -42,9 +44,9 @@ struct StorageHandler: HTTPHandler {
         var shape = BodyShape()
         var openedForShape: OpenedFile?
         switch fault {
-        case let .status(code, headers, body)?:
+        case .status(let code, let headers, let body)?:
             return statusResponse(code: code, headers: headers, body: body, isHead: request.method == .HEAD)
-        case let .redirect(target, code)?:
+        case .redirect(let target, let code)?:
             return (redirectResponse(to: target, code: code), 0)
         case .delay(let seconds)?:
             try await Task.sleep(for: .seconds(max(0, seconds)))
@@ -60,16 +62,19 @@ struct StorageHandler: HTTPHandler {
             shape.bytesPerSecond = max(1, bytesPerSecond)
         case .wholeBodyAsPartialContent?:
             shape.range = .wholeAsPartial
-        case let .shiftedRange(startShift, endShift)?:
+        case .shiftedRange(let startShift, let endShift)?:
             shape.range = .shifted(start: startShift, end: endShift)
         case .gzipEncoded?:
-            guard let file = OpenedFile.open(path, under: state.root) else { return (HTTPResponse(statusCode: .notFound), 0) }
+            guard let file = OpenedFile.open(path, under: state.root) else {
+                return (HTTPResponse(statusCode: .notFound), 0)
+            }
             openedForShape = file
             do {
                 let compressed = try await GzipEncoding.compress(try file.read(at: 0, count: file.size))
                 shape.representation = .gzip(compressed, entityTag: String(file.entityTag.value.dropLast()) + "-gzip\"")
             } catch {
-                return statusResponse(code: 500, headers: [:], body: Data("StorageServer: \(error)".utf8), isHead: false)
+                return statusResponse(
+                    code: 500, headers: [:], body: Data("StorageServer: \(error)".utf8), isHead: false)
             }
         case .misstatedLength(let claimed)?:
             shape.length = .chunked(claimed: claimed)
@@ -132,13 +137,17 @@ struct StorageHandler: HTTPHandler {
         if descriptor >= 0 { close(descriptor) }
         // write(2), not FileHandle: `sync-agent serve` ignores SIGPIPE, and FileHandle.write
         // traps on the EPIPE a closed stderr then gives.
-        let line = Array("StorageServer: answered 404 for existing file \(full) (open errno \(openErrno), realpath errno \(realpathErrno), root \(root.path))\n".utf8)
+        let line = Array(
+            "StorageServer: answered 404 for existing file \(full) (open errno \(openErrno), realpath errno \(realpathErrno), root \(root.path))\n"
+                .utf8)
         _ = line.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
     }
 
     /// Serves the file at `path` (or `opened`, when the fault already opened it) as `shape` says.
-    private func serveFile(_ path: RequestPath, for request: HTTPRequest, shape: BodyShape,
-                           opened: OpenedFile? = nil) -> (HTTPResponse, Int) {
+    private func serveFile(
+        _ path: RequestPath, for request: HTTPRequest, shape: BodyShape,
+        opened: OpenedFile? = nil
+    ) -> (HTTPResponse, Int) {
         let root = state.root
         guard let file = opened ?? OpenedFile.open(path, under: root) else {
             Self.reportUnexpectedNotFound(path, root: root)
@@ -170,14 +179,15 @@ struct StorageHandler: HTTPHandler {
 
         var byteRange = ByteRange(header: request.headers[.range], size: size)
         if byteRange != .whole,
-           let ifRange = request.headers[HTTPHeader("If-Range")],
-           !EntityTag.matches(entityTag, ifRange: ifRange) {
+            let ifRange = request.headers[HTTPHeader("If-Range")],
+            !EntityTag.matches(entityTag, ifRange: ifRange)
+        {
             byteRange = .whole
         }
         switch (shape.range, byteRange) {
         case (.wholeAsPartial, _) where size > 0:
             byteRange = .partial(0..<size)
-        case let (.shifted(startShift, endShift), .partial(asked)):
+        case (.shifted(let startShift, let endShift), .partial(let asked)):
             let lower = min(max(0, asked.lowerBound + startShift), size - 1)
             let upper = min(max(lower + 1, asked.upperBound + endShift), size)
             byteRange = .partial(lower..<upper)
@@ -243,7 +253,7 @@ struct StorageHandler: HTTPHandler {
             return EntityTag.matches(entityTag, ifNoneMatch: ifNoneMatch)
         }
         guard let ifModifiedSince = request.headers[.ifModifiedSince],
-              let since = HTTPDate.parse(ifModifiedSince)
+            let since = HTTPDate.parse(ifModifiedSince)
         else { return false }
         return modificationSeconds <= since
     }

@@ -34,7 +34,8 @@ extension StorageServer {
         do {
             address = try .inet(ip4: "127.0.0.1", port: port)
         } catch {
-            throw StorageServerError(code: .listenFailed, message: "127.0.0.1:\(port): invalid address", underlying: error)
+            throw StorageServerError(
+                code: .listenFailed, message: "127.0.0.1:\(port): invalid address", underlying: error)
         }
         // FlyingFox's timeout bounds a handler, which includes `.delay` faults; its 15 s default
         // would turn a long delay into a 500.
@@ -74,16 +75,18 @@ extension StorageServer {
             await stop()
             throw StorageServerError(
                 code: .listenFailed,
-                message: "127.0.0.1:\(port): could not listen; if the port is in use, pick another or use 0 for any free port",
+                message:
+                    "127.0.0.1:\(port): could not listen; if the port is in use, pick another or use 0 for any free port",
                 underlying: error
             )
         }
 
         guard case .ip4(_, let boundPort)? = await http.listeningAddress,
-              let url = URL(string: "http://127.0.0.1:\(boundPort)/")
+            let url = URL(string: "http://127.0.0.1:\(boundPort)/")
         else {
             await stop()
-            throw StorageServerError(code: .listenFailed, message: "127.0.0.1:\(port): listening socket has no IPv4 address")
+            throw StorageServerError(
+                code: .listenFailed, message: "127.0.0.1:\(port): listening socket has no IPv4 address")
         }
         let stillOurs = withLifecycle { lifecycle -> Bool in
             guard case .starting(let current, let task) = lifecycle, current === http else { return false }
@@ -91,7 +94,8 @@ extension StorageServer {
             return true
         }
         guard stillOurs else {
-            throw StorageServerError(code: .listenFailed, message: "127.0.0.1:\(port): stop() was called while starting")
+            throw StorageServerError(
+                code: .listenFailed, message: "127.0.0.1:\(port): stop() was called while starting")
         }
         return url
     }

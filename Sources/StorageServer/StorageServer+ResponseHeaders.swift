@@ -46,7 +46,9 @@ extension StorageServer {
     private static func checkNotFraming(_ name: String, caller: String) {
         let lowered = name.lowercased()
         guard lowered != "content-length", lowered != "content-range", lowered != "transfer-encoding" else {
-            preconditionFailure("StorageServer.\(caller): '\(name)' frames the body and cannot be set; use a Fault such as .misstatedLength or .shiftedRange to misstate it")
+            preconditionFailure(
+                "StorageServer.\(caller): '\(name)' frames the body and cannot be set; use a Fault such as .misstatedLength or .shiftedRange to misstate it"
+            )
         }
     }
 }

@@ -55,7 +55,8 @@ public final class StorageServer: Sendable {
     /// - Precondition: The server is running.
     public func url(for path: String) -> URL {
         guard let baseURL else {
-            preconditionFailure("StorageServer.url(for: \"\(path)\") called while the server is not running; call start() first")
+            preconditionFailure(
+                "StorageServer.url(for: \"\(path)\") called while the server is not running; call start() first")
         }
         // baseURL ends with "/"; the encoded path holds no characters URL(string:) rejects.
         let relative = Self.percentEncodedPath(path).dropFirst()
@@ -138,9 +139,12 @@ public final class StorageServer: Sendable {
     /// with `seed`. Replaces any earlier random faults; ``clearFaults()`` removes them.
     ///
     /// `matches` runs under the server's lock: it must be quick and must not call the server.
-    public func injectRandomFaults(rate: Double, seed: UInt64, from faults: [Fault],
-                                  where matches: @escaping @Sendable (String) -> Bool = { _ in true }) {
-        state.setRandomFaults(RandomFaults(rate: min(max(rate, 0), 1), faults: faults, matches: matches, random: SplitMix64(seed: seed)))
+    public func injectRandomFaults(
+        rate: Double, seed: UInt64, from faults: [Fault],
+        where matches: @escaping @Sendable (String) -> Bool = { _ in true }
+    ) {
+        state.setRandomFaults(
+            RandomFaults(rate: min(max(rate, 0), 1), faults: faults, matches: matches, random: SplitMix64(seed: seed)))
     }
 
     /// Removes every fault rule and releases responses currently stalled by ``Fault/stall``.

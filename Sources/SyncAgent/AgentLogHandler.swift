@@ -35,7 +35,8 @@ struct AgentLogHandler: LogHandler {
 
     func log(event: LogEvent) {
         let merged = metadata.merging(event.metadata ?? [:]) { _, event in event }
-        let line = Self.line(format: format, level: event.level, message: "\(event.message)", metadata: merged, date: Date())
+        let line = Self.line(
+            format: format, level: event.level, message: "\(event.message)", metadata: merged, date: Date())
         // Not FileHandle, which traps when stderr is a closed pipe: a log line must never stop
         // the agent.
         Console.standardError(line + "\n")
@@ -58,17 +59,24 @@ struct AgentLogHandler: LogHandler {
     /// metadata (a version, an error, a hook's output line), so no field may break the line: text
     /// and journald escape control characters in the message and in every key and value
     /// (``LogText``); JSON escapes them inside its strings.
-    static func line(format: LogFormat, level: Logger.Level, message: String, metadata: Logger.Metadata, date: Date) -> String {
+    static func line(format: LogFormat, level: Logger.Level, message: String, metadata: Logger.Metadata, date: Date)
+        -> String
+    {
         let message = Redaction.text(message)
         let values = metadata.mapValues { Redaction.text("\($0)") }
         switch format {
         case .text, .journald:
-            let pairs = values.sorted { $0.key < $1.key }.map { "\(LogText.escaped($0.key))=\(LogText.escaped($0.value))" }
+            let pairs = values.sorted { $0.key < $1.key }.map {
+                "\(LogText.escaped($0.key))=\(LogText.escaped($0.value))"
+            }
             let text = ([LogText.escaped(message)] + pairs).joined(separator: " ")
             // journald: one entry per line, and journald adds the time itself.
-            return format == .text ? "\(ISO8601DateFormatter().string(from: date)) \(level) \(text)" : "<\(priority(level))>\(text)"
+            return format == .text
+                ? "\(ISO8601DateFormatter().string(from: date)) \(level) \(text)" : "<\(priority(level))>\(text)"
         case .json:
-            var object: [String: String] = ["time": ISO8601DateFormatter().string(from: date), "level": "\(level)", "message": message]
+            var object: [String: String] = [
+                "time": ISO8601DateFormatter().string(from: date), "level": "\(level)", "message": message,
+            ]
             for (key, value) in values where object[key] == nil { object[key] = value }
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]

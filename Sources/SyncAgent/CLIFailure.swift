@@ -35,7 +35,8 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .network: code = 3
         // The storage is at fault: malformed, unsafe, or not what its own integrity data or
         // signature says (including a file over its declared size, and a missing signature).
-        case .invalidStatus, .invalidUpdateList, .invalidChangeList, .unsafePath, .archive, .integrity, .signature: code = 4
+        case .invalidStatus, .invalidUpdateList, .invalidChangeList, .unsafePath, .archive, .integrity, .signature:
+            code = 4
         case .fileSystem, .insufficientSpace, .stateStore: code = 5
         case .configuration, .busy: code = 6
         case .cancelled, .connectionNotAllowed: code = 130
@@ -72,7 +73,8 @@ struct CLIFailure: Error, CustomStringConvertible {
         case .contentDirectory: "see --dir"
         case .stateDatabasePath: "pass --state elsewhere"
         case .allowReplacingUnknownContent: "--force allows replacing it"
-        case .trustedSigningKeys: "give --trust-key again, or run `sync-agent forget-keys` with the same --dir and --state to accept an unsigned storage"
+        case .trustedSigningKeys:
+            "give --trust-key again, or run `sync-agent forget-keys` with the same --dir and --state to accept an unsigned storage"
         case .verifyIntegrity: "see the integrity options"
         }
     }

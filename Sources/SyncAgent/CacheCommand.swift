@@ -14,18 +14,31 @@ struct CacheCommand: AsyncParsableCommand {
             The folder (--cache) may be shared with apps and other sync-agent processes at the \
             same time: one fetch per URL across all of them, and the size limit holds.
             """,
-        subcommands: [CacheGetCommand.self, CacheListCommand.self, CacheRemoveCommand.self, CachePurgeCommand.self, CacheStatsCommand.self])
+        subcommands: [
+            CacheGetCommand.self, CacheListCommand.self, CacheRemoveCommand.self, CachePurgeCommand.self,
+            CacheStatsCommand.self,
+        ])
 }
 
 /// The options every `cache` subcommand takes.
 struct CacheFolderOptions: ParsableArguments {
-    @Option(name: .long, help: ArgumentHelp("The cache folder: created (mode 0700) by get when missing; the other commands open only an existing cache. A folder that holds anything but a cache, or that others can write, is refused.", valueName: "DIR"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The cache folder: created (mode 0700) by get when missing; the other commands open only an existing cache. A folder that holds anything but a cache, or that others can write, is refused.",
+            valueName: "DIR"))
     var cache: String
 
-    @Option(name: .long, help: ArgumentHelp("Set the folder's disk limit in bytes (index, log and files together); kept in the folder for every later use and process, and a lower one evicts at once (without it: the folder's limit, 536870912 = 512 MiB for a new folder).", valueName: "BYTES"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Set the folder's disk limit in bytes (index, log and files together); kept in the folder for every later use and process, and a lower one evicts at once (without it: the folder's limit, 536870912 = 512 MiB for a new folder).",
+            valueName: "BYTES"))
     var maxSize: String?
 
-    @Flag(name: .long, help: "Share the folder with the group: a new one is 0770 (files 0660), and a group-writable one is accepted.")
+    @Flag(
+        name: .long,
+        help: "Share the folder with the group: a new one is 0770 (files 0660), and a group-writable one is accepted.")
     var sharedGroup = false
 
     /// The largest limit taken: 2^62 bytes (4 EiB), far above any disk.
@@ -35,7 +48,11 @@ struct CacheFolderOptions: ParsableArguments {
     func diskLimit() throws -> Int64? {
         guard let maxSize else { return nil }
         guard let value = Int64(maxSize.filter { $0 != "_" }), value > 0, value <= Self.largestLimit else {
-            throw CLIFailure(code: 6, message: "--max-size '\(maxSize)' is not a number of bytes from 1 to \(Self.largestLimit); write it as --max-size 104857600")
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "--max-size '\(maxSize)' is not a number of bytes from 1 to \(Self.largestLimit); write it as --max-size 104857600"
+            )
         }
         return value
     }
@@ -63,14 +80,20 @@ struct CacheFolderOptions: ParsableArguments {
 
     func warnAboutRepairs(_ repairs: CacheRepairs) {
         if repairs.indexSetAside {
-            Console.standardError("warning: the cache index in \(cache) was damaged; it was set aside as index.sqlite.damaged and the cache started empty (items are fetched again)\n")
+            Console.standardError(
+                "warning: the cache index in \(cache) was damaged; it was set aside as index.sqlite.damaged and the cache started empty (items are fetched again)\n"
+            )
         }
     }
 }
 
 /// `--param name=value`, repeatable: every value is kept, in order.
 struct CacheParameters: ParsableArguments {
-    @Option(name: .customLong("param"), help: ArgumentHelp("A request parameter, merged into the URL's query and the key (repeatable; every value is kept, in order; sent escaped byte for byte, so + is a plus sign).", valueName: "k=v"))
+    @Option(
+        name: .customLong("param"),
+        help: ArgumentHelp(
+            "A request parameter, merged into the URL's query and the key (repeatable; every value is kept, in order; sent escaped byte for byte, so + is a plus sign).",
+            valueName: "k=v"))
     var parameters: [String] = []
 
     func list() throws -> RequestParameters {
@@ -78,9 +101,11 @@ struct CacheParameters: ParsableArguments {
         var result = RequestParameters()
         for parameter in parameters {
             guard let equals = parameter.firstIndex(of: "="), equals != parameter.startIndex else {
-                throw CLIFailure(code: 6, message: "--param '\(parameter)' is not name=value; write it as --param page=2")
+                throw CLIFailure(
+                    code: 6, message: "--param '\(parameter)' is not name=value; write it as --param page=2")
             }
-            result.pairs.append((name: String(parameter[..<equals]), value: String(parameter[parameter.index(after: equals)...])))
+            result.pairs.append(
+                (name: String(parameter[..<equals]), value: String(parameter[parameter.index(after: equals)...])))
         }
         return result
     }
@@ -92,10 +117,17 @@ struct CacheParameters: ParsableArguments {
 func refuseUnreadableArguments() throws {
     for index in 1..<Int(CommandLine.argc) {
         guard let argument = CommandLine.unsafeArgv[index] else { continue }
-        let bytes = UnsafeBufferPointer(start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
+        let bytes = UnsafeBufferPointer(
+            start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
         if String(validating: bytes, as: UTF8.self) == nil {
-            let shown = bytes.map { $0 < 0x80 && $0 >= 0x20 ? String(UnicodeScalar($0)) : "\\x" + String($0, radix: 16, uppercase: true) }.joined()
-            throw CLIFailure(code: 6, message: "argument \(index) ('\(shown)') is not UTF-8 text; put such bytes in the URL percent-encoded, as ?q=%FF%FE")
+            let shown = bytes.map {
+                $0 < 0x80 && $0 >= 0x20 ? String(UnicodeScalar($0)) : "\\x" + String($0, radix: 16, uppercase: true)
+            }.joined()
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "argument \(index) ('\(shown)') is not UTF-8 text; put such bytes in the URL percent-encoded, as ?q=%FF%FE"
+            )
         }
     }
 }
@@ -108,14 +140,16 @@ func removalReport(_ removed: Int, json: Bool) throws -> String {
 
 /// JSON for people and scripts: sorted keys, pretty, slashes as they are (`https://`, not `https:\/\/`).
 func cacheJSON(_ object: Any) throws -> String {
-    let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+    let data = try JSONSerialization.data(
+        withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
     return String(decoding: data, as: UTF8.self) + "\n"
 }
 
 func parseCacheURL(_ text: String) throws -> URL {
     try refuseUnreadableArguments()
     guard let url = URL(string: text), url.scheme != nil else {
-        throw CLIFailure(code: 6, message: "'\(Redaction.text(text))' is not an absolute URL; give one such as https://host/path")
+        throw CLIFailure(
+            code: 6, message: "'\(Redaction.text(text))' is not an absolute URL; give one such as https://host/path")
     }
     return url
 }
@@ -140,10 +174,15 @@ struct CacheGetCommand: AsyncParsableCommand {
     @OptionGroup var folder: CacheFolderOptions
     @OptionGroup var parameters: CacheParameters
 
-    @Option(name: .long, help: ArgumentHelp("Keep the item this many seconds (0 to 3153600000, a hundred years).", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Keep the item this many seconds (0 to 3153600000, a hundred years).", valueName: "SECONDS"))
     var ttl: String?
 
-    @Option(name: .long, help: ArgumentHelp("Keep the item until this date (2026-12-31T23:59:59Z or a UNIX timestamp).", valueName: "DATE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Keep the item until this date (2026-12-31T23:59:59Z or a UNIX timestamp).", valueName: "DATE"))
     var expires: String?
 
     @Flag(name: .long, help: "Fetch and write the item, but keep nothing.")
@@ -152,10 +191,16 @@ struct CacheGetCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Never touch the network: a stored item (even expired) or exit 8.")
     var offline = false
 
-    @Option(name: [.customShort("o"), .long], help: ArgumentHelp("Write the bytes to FILE instead of stdout.", valueName: "FILE"))
+    @Option(
+        name: [.customShort("o"), .long],
+        help: ArgumentHelp("Write the bytes to FILE instead of stdout.", valueName: "FILE"))
     var output: String?
 
-    @Flag(name: .long, help: "Print a JSON object instead of the bytes (which go to -o FILE when given): url, key, source (network, memory, disk, revalidated, stale), size, stored, expires, contentType, etag, warning.")
+    @Flag(
+        name: .long,
+        help:
+            "Print a JSON object instead of the bytes (which go to -o FILE when given): url, key, source (network, memory, disk, revalidated, stale), size, stored, expires, contentType, etag, warning."
+    )
     var json = false
 
     /// The longest --ttl: a hundred years.
@@ -172,7 +217,11 @@ struct CacheGetCommand: AsyncParsableCommand {
         var options = LoadOptions(policy: offline ? .offline : .useCache)
         if let ttl {
             guard let seconds = Double(ttl), seconds.isFinite, seconds >= 0, seconds <= Self.longestTTL else {
-                throw CLIFailure(code: 6, message: "--ttl '\(ttl)' is not a number of seconds from 0 to \(Int(Self.longestTTL)) (a hundred years); write it as --ttl 3600")
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--ttl '\(ttl)' is not a number of seconds from 0 to \(Int(Self.longestTTL)) (a hundred years); write it as --ttl 3600"
+                )
             }
             options.expiry = .lifetime(.milliseconds(Int64(seconds * 1000)))
         }
@@ -228,7 +277,8 @@ struct CacheGetCommand: AsyncParsableCommand {
             let info = loaded.item.info
             let stored = loaded.storeError == nil && options.expiry != .dontStore
             var object: [String: Any] = [
-                "url": shown, "key": loaded.item.key.rawValue, "source": loaded.source.description, "size": loaded.data.count,
+                "url": shown, "key": loaded.item.key.rawValue, "source": loaded.source.description,
+                "size": loaded.data.count,
                 "stored": stored, "stale": loaded.source == .stale,
             ]
             if stored, let expires = info.expires { object["expires"] = time(expires) }
@@ -255,7 +305,11 @@ struct CacheListCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Only expired items.")
     var expired = false
 
-    @Flag(name: .long, help: "Print a JSON array of objects: key, url, context, size, created, accessed, expires, expired, pinned, groups, etag, lastModified, contentType.")
+    @Flag(
+        name: .long,
+        help:
+            "Print a JSON array of objects: key, url, context, size, created, accessed, expires, expired, pinned, groups, etag, lastModified, contentType."
+    )
     var json = false
 
     func run() async throws {
@@ -273,10 +327,13 @@ struct CacheListCommand: AsyncParsableCommand {
         if json {
             let objects: [[String: Any]] = items.map { item in
                 [
-                    "key": Redaction.text(item.key.rawValue), "url": item.key.url.map(Redaction.text) as Any, "context": item.key.context,
+                    "key": Redaction.text(item.key.rawValue), "url": item.key.url.map(Redaction.text) as Any,
+                    "context": item.key.context,
                     "size": item.info.size, "created": time(item.info.created), "accessed": time(item.info.accessed),
-                    "expires": item.info.expires.map(time) as Any, "expired": item.info.isExpired(), "pinned": item.info.pinned,
-                    "groups": item.info.groups, "etag": item.info.etag as Any, "lastModified": item.info.lastModified as Any,
+                    "expires": item.info.expires.map(time) as Any, "expired": item.info.isExpired(),
+                    "pinned": item.info.pinned,
+                    "groups": item.info.groups, "etag": item.info.etag as Any,
+                    "lastModified": item.info.lastModified as Any,
                     "contentType": item.info.contentType as Any,
                 ]
             }
@@ -302,7 +359,11 @@ struct CacheRemoveCommand: AsyncParsableCommand {
     @OptionGroup var folder: CacheFolderOptions
     @OptionGroup var parameters: CacheParameters
 
-    @Option(name: .long, help: ArgumentHelp("Remove every item whose URL starts with P (not empty: `cache purge --all` removes everything).", valueName: "P"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Remove every item whose URL starts with P (not empty: `cache purge --all` removes everything).",
+            valueName: "P"))
     var prefix: String?
 
     @Flag(name: .long, help: "Print a JSON object: removed.")
@@ -314,7 +375,9 @@ struct CacheRemoveCommand: AsyncParsableCommand {
 
     func run() async throws {
         if prefix == "" {
-            throw CLIFailure(code: 6, message: "--prefix '' would remove every item; to empty the cache, run `sync-agent cache purge --all`")
+            throw CLIFailure(
+                code: 6,
+                message: "--prefix '' would remove every item; to empty the cache, run `sync-agent cache purge --all`")
         }
         var key: CacheKey?
         if let url { key = try CacheKeyArgument.key(url, parameters.list()) }
@@ -383,7 +446,11 @@ struct CacheStatsCommand: AsyncParsableCommand {
 
     @OptionGroup var folder: CacheFolderOptions
 
-    @Flag(name: .long, help: "Print a JSON object: count, bytes (the values'), limit, footprint (the folder's, which the limit bounds), pinned, pinnedBytes, expired, repairs.")
+    @Flag(
+        name: .long,
+        help:
+            "Print a JSON object: count, bytes (the values'), limit, footprint (the folder's, which the limit bounds), pinned, pinnedBytes, expired, repairs."
+    )
     var json = false
 
     func run() async throws {
@@ -398,10 +465,13 @@ struct CacheStatsCommand: AsyncParsableCommand {
         let footprint = await store.footprint()
         if json {
             let object: [String: Any] = [
-                "count": statistics.count, "bytes": statistics.bytes, "limit": statistics.limit, "footprint": footprint, "pinned": statistics.pinned,
+                "count": statistics.count, "bytes": statistics.bytes, "limit": statistics.limit, "footprint": footprint,
+                "pinned": statistics.pinned,
                 "pinnedBytes": statistics.pinnedBytes, "expired": statistics.expired,
-                "repairs": ["orphanFiles": repairs.orphanFiles, "orphanRows": repairs.orphanRows,
-                            "statsRepaired": repairs.statsRepaired, "indexSetAside": repairs.indexSetAside],
+                "repairs": [
+                    "orphanFiles": repairs.orphanFiles, "orphanRows": repairs.orphanRows,
+                    "statsRepaired": repairs.statsRepaired, "indexSetAside": repairs.indexSetAside,
+                ],
             ]
             Console.standardOutput(try cacheJSON(object))
             return
@@ -411,7 +481,8 @@ struct CacheStatsCommand: AsyncParsableCommand {
         if repairs.statsRepaired { repaired.append("totals counted again") }
         if repairs.orphanRows > 0 { repaired.append("\(repairs.orphanRows) items without a whole value dropped") }
         if repairs.orphanFiles > 0 { repaired.append("\(repairs.orphanFiles) stray files removed") }
-        Console.standardOutput("""
+        Console.standardOutput(
+            """
             count:   \(statistics.count)
             bytes:   \(statistics.bytes)
             limit:   \(statistics.limit)
@@ -428,14 +499,15 @@ extension CLIFailure {
     /// A cache failure's exit code: 3 network with nothing stored, 8 an offline miss, 5 the
     /// cache folder or its limit, 6 a bad option value.
     init(cache error: ItemCacheError) {
-        let code: Int32 = switch error.code {
-        case .fetch: 3
-        case .notCached: 8
-        case .storage, .tooLarge, .folderRefused, .damagedIndex: 5
-        case .invalidKey, .invalidExpiry: 6
-        case .cancelled: 130
-        default: 1
-        }
+        let code: Int32 =
+            switch error.code {
+            case .fetch: 3
+            case .notCached: 8
+            case .storage, .tooLarge, .folderRefused, .damagedIndex: 5
+            case .invalidKey, .invalidExpiry: 6
+            case .cancelled: 130
+            default: 1
+            }
         self.init(code: code, message: error.message)
     }
 }

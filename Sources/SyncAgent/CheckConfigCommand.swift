@@ -32,19 +32,28 @@ struct CheckConfigCommand: ParsableCommand {
         do {
             configuration = try AgentConfiguration.load(path: file)
         } catch {
-            throw CLIFailure(code: 6, message: "\(error)\n\(error.problems.count) problem\(error.problems.count == 1 ? "" : "s") in \(file)")
+            throw CLIFailure(
+                code: 6,
+                message: "\(error)\n\(error.problems.count) problem\(error.problems.count == 1 ? "" : "s") in \(file)")
         }
-        Console.print("\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"
-              + (configuration.endpoint.map { "; http on \($0)" } ?? "; http off"))
+        Console.print(
+            "\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"
+                + (configuration.endpoint.map { "; http on \($0)" } ?? "; http off"))
         for storage in configuration.storages {
-            var line = "  \(storage.name): \(Redaction.url(storage.baseURL)) → \(storage.directory) (state \(storage.statePath)); "
+            var line =
+                "  \(storage.name): \(Redaction.url(storage.baseURL)) → \(storage.directory) (state \(storage.statePath)); "
                 + "every \(DurationText.format(storage.interval)) ±\(Int((storage.jitter * 100).rounded()))%"
             if storage.splay > .zero { line += ", splay \(DurationText.format(storage.splay))" }
             if storage.maxFailures > 0 { line += ", stop after \(storage.maxFailures) failures" }
-            if !storage.headers.isEmpty { line += "; headers \(storage.headers.map(\.description).joined(separator: ", "))" }
+            if !storage.headers.isEmpty {
+                line += "; headers \(storage.headers.map(\.description).joined(separator: ", "))"
+            }
             if !storage.trustedKeys.isEmpty { line += "; \(storage.trustedKeys.count) trusted key(s)" }
             let hooks = storage.preSwitchHooks.count + storage.postUpdateHooks.count
-            if hooks > 0 { line += "; hooks: \(storage.preSwitchHooks.count) pre-switch, \(storage.postUpdateHooks.count) post-update" }
+            if hooks > 0 {
+                line +=
+                    "; hooks: \(storage.preSwitchHooks.count) pre-switch, \(storage.postUpdateHooks.count) post-update"
+            }
             Console.print(line)
         }
     }

@@ -16,7 +16,8 @@ enum Console {
     /// the next file opened (the state database, say) would get that number, and log lines meant
     /// for stderr would be written into it.
     static func ensureStandardStreamsOpen() {
-        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO] where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
+        for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO]
+        where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
             let opened = open("/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY)
             if opened >= 0 && opened != descriptor {
                 dup2(opened, descriptor)
@@ -48,7 +49,7 @@ enum Console {
                 let written = Glibc.write(STDOUT_FILENO, base + offset, raw.count - offset)
                 if written < 0 {
                     if errno == EINTR { continue }
-                    return   // EPIPE and anything else: nobody to tell
+                    return // EPIPE and anything else: nobody to tell
                 }
                 offset += written
             }
@@ -67,7 +68,7 @@ enum Console {
             let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
             if written < 0 {
                 if errno == EINTR { continue }
-                return   // EPIPE and anything else: nobody to tell
+                return // EPIPE and anything else: nobody to tell
             }
             bytes = bytes.dropFirst(written)
         }

@@ -5,7 +5,8 @@ import ContentSync
 struct ForgetKeysCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "forget-keys",
-        abstract: "Forget the --trust-key keys --dir was synced with, so a sync without them accepts an unsigned storage.",
+        abstract:
+            "Forget the --trust-key keys --dir was synced with, so a sync without them accepts an unsigned storage.",
         discussion: """
             Once --dir has been synced with --trust-key, a later sync without it is refused (exit 4): \
             leaving the flag off would accept an unsigned or differently signed storage. This command \
@@ -21,7 +22,10 @@ struct ForgetKeysCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        Console.print(forgotten.isEmpty ? "\(folder.contentDirectory) had no trusted keys"
-              : "forgot trusted key(s) \(forgotten.joined(separator: ", ")) for \(folder.contentDirectory); the next sync without --trust-key accepts an unsigned storage")
+        Console.print(
+            forgotten.isEmpty
+                ? "\(folder.contentDirectory) had no trusted keys"
+                : "forgot trusted key(s) \(forgotten.joined(separator: ", ")) for \(folder.contentDirectory); the next sync without --trust-key accepts an unsigned storage"
+        )
     }
 }

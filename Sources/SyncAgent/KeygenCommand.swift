@@ -10,7 +10,8 @@ import StorageFormat
 struct KeygenCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keygen",
-        abstract: "Make an ed25519 key pair: FILE (private, mode 0600) and FILE.pub, each a label line and a line of base64.")
+        abstract:
+            "Make an ed25519 key pair: FILE (private, mode 0600) and FILE.pub, each a label line and a line of base64.")
 
     @Option(name: .long, help: "The private key file to create (the public key goes to FILE.pub).")
     var out: String
@@ -21,7 +22,9 @@ struct KeygenCommand: AsyncParsableCommand {
         }
         let key = SigningKey()
         let fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw CLIFailure(code: 5, message: "cannot create \(out): \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else {
+            throw CLIFailure(code: 5, message: "cannot create \(out): \(String(cString: strerror(errno)))")
+        }
         let line = Array(key.fileText.utf8)
         let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         close(fd)

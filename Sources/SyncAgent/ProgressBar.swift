@@ -1,7 +1,7 @@
 import ContentSync
 import Foundation
-import SyncDaemon
 import Glibc
+import SyncDaemon
 import Synchronization
 
 /// A one-line progress bar on stderr, redrawn at most ten times a second. Used only on a TTY.
@@ -35,7 +35,8 @@ final class ProgressBar: Sendable {
             return .some(seconds >= 1 ? Double(progress.bytesDone - frame.start.bytes) / seconds : nil)
         }
         guard case .some(let bytesPerSecond) = rate else { return }
-        Console.standardError("\r\u{1B}[K" + Self.render(progress, columns: Self.terminalColumns(), bytesPerSecond: bytesPerSecond))
+        Console.standardError(
+            "\r\u{1B}[K" + Self.render(progress, columns: Self.terminalColumns(), bytesPerSecond: bytesPerSecond))
     }
 
     func finish() {
@@ -68,7 +69,9 @@ final class ProgressBar: Sendable {
         if let fraction {
             let width = room >= 100 ? 28 : room >= 70 ? 20 : 10
             let filled = Int(fraction * Double(width))
-            parts.append("[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]" + String(format: " %3.0f%%", fraction * 100))
+            parts.append(
+                "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
+                    + String(format: " %3.0f%%", fraction * 100))
         }
         // No "0 B" while nothing has moved, no "files 0/1".
         if progress.bytesDone > 0 || progress.bytesTotal != nil {

@@ -48,7 +48,8 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The new minimalCacheVersion (default: unchanged; with --init, --version).")
     var minimal: String?
 
-    @Option(name: .long, help: "Where the storage is published, e.g. https://raw.githubusercontent.com/OWNER/REPO/main/")
+    @Option(
+        name: .long, help: "Where the storage is published, e.g. https://raw.githubusercontent.com/OWNER/REPO/main/")
     var baseURL: String
 
     @Flag(name: .long, help: "Print the plan and byte counts; write nothing.")
@@ -63,17 +64,28 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Days the signature stays valid; clients refuse an expired status.")
     var signatureDays: Double = 30
 
-    @Flag(name: .long, help: "Print nothing but errors and warnings (by default the summary, the changes and each upload step go to stdout).")
+    @Flag(
+        name: .long,
+        help:
+            "Print nothing but errors and warnings (by default the summary, the changes and each upload step go to stdout)."
+    )
     var quiet = false
 
-    @Option(name: .long, help: ArgumentHelp("Then copy the storage with rclone to this remote, cacheStatus.json last.", valueName: "REMOTE:PATH"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Then copy the storage with rclone to this remote, cacheStatus.json last.", valueName: "REMOTE:PATH"))
     var upload: String?
 
-    @Option(name: .long, help: ArgumentHelp("The rclone program --upload runs: a name looked up on PATH, or a path.", valueName: "PATH"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The rclone program --upload runs: a name looked up on PATH, or a path.", valueName: "PATH"))
     var rclone = "rclone"
 
     func run() async throws {
-        guard let url = URL(string: baseURL) else { throw CLIFailure(code: 6, message: "--base-url '\(Redaction.text(baseURL))' is not a URL") }
+        guard let url = URL(string: baseURL) else {
+            throw CLIFailure(code: 6, message: "--base-url '\(Redaction.text(baseURL))' is not a URL")
+        }
         let parsedVersion: CacheVersion
         let parsedMinimal: CacheVersion?
         do {
@@ -82,7 +94,8 @@ struct PublishCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(code: 6, message: "\(error)")
         }
-        var options = PublishOptions(storage: storage, content: content, version: parsedVersion, minimal: parsedMinimal, baseURL: url)
+        var options = PublishOptions(
+            storage: storage, content: content, version: parsedVersion, minimal: parsedMinimal, baseURL: url)
         options.dryRun = dryRun
         options.initialize = initialize
         if let signKey {
@@ -94,11 +107,19 @@ struct PublishCommand: AsyncParsableCommand {
             do {
                 _ = try SigningKey(fileText: options.signingKey ?? "")
             } catch {
-                throw CLIFailure(code: 6, message: "--sign-key \(signKey): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE")
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--sign-key \(signKey): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE"
+                )
             }
             // An expired (or NaN, or overflowing) lifetime would publish a status every trusting client refuses.
             guard signatureDays.isFinite, signatureDays > 0, signatureDays <= 36_500 else {
-                throw CLIFailure(code: 6, message: "--signature-days \(signatureDays) must be above 0 and at most 36500; clients refuse an expired status")
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--signature-days \(signatureDays) must be above 0 and at most 36500; clients refuse an expired status"
+                )
             }
             options.signatureLifetime = .seconds(Int64(signatureDays * 86_400))
         }
@@ -109,7 +130,9 @@ struct PublishCommand: AsyncParsableCommand {
             report = try await BlockingIOPool.shared.run { [options] () throws -> PublishReport in
                 var options = options
                 // The remote is checked first: a typo in it must not leave a version published here only.
-                options.uploader = try upload.map { try RcloneUploader.prepare(remote: $0, rclone: rclone, quiet: quiet) }
+                options.uploader = try upload.map {
+                    try RcloneUploader.prepare(remote: $0, rclone: rclone, quiet: quiet)
+                }
                 return try Publisher.publish(options)
             }
         } catch let failure as CLIFailure {
@@ -126,7 +149,9 @@ struct PublishCommand: AsyncParsableCommand {
 
     /// Prints the warnings (stderr) and, unless --quiet, what the publish did.
     func show(_ report: PublishReport, baseURL url: URL) {
-        for warning in Self.warnings(report, storage: storage, baseURL: url, dryRun: dryRun, minimalGiven: minimal != nil) {
+        for warning in Self.warnings(
+            report, storage: storage, baseURL: url, dryRun: dryRun, minimalGiven: minimal != nil)
+        {
             // They quote base URLs, which may carry a password.
             Console.standardError("warning: \(Redaction.text(warning))\n")
         }
@@ -135,23 +160,30 @@ struct PublishCommand: AsyncParsableCommand {
             Console.print("recovered: \(recovery)")
         }
         if !report.removedLeftovers.isEmpty {
-            Console.print("recovered: deleted what an older sync-agent's interrupted publish left: " + report.removedLeftovers.joined(separator: ", "))
+            Console.print(
+                "recovered: deleted what an older sync-agent's interrupted publish left: "
+                    + report.removedLeftovers.joined(separator: ", "))
         }
-        let uploaded = report.uploaded ? "; uploaded to \(upload ?? "")" : dryRun && upload != nil ? "; would upload to \(upload ?? "")" : ""
+        let uploaded =
+            report.uploaded
+            ? "; uploaded to \(upload ?? "")" : dryRun && upload != nil ? "; would upload to \(upload ?? "")" : ""
         if report.alreadyPublished {
-            Console.print("\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: "
-                  + (report.uploaded ? "nothing to publish" : "nothing to do") + "; "
-                  + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes)), archive \(ProgressBar.bytes(report.archiveBytes))"
-                  + uploaded)
+            Console.print(
+                "\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: "
+                    + (report.uploaded ? "nothing to publish" : "nothing to do") + "; "
+                    + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes)), archive \(ProgressBar.bytes(report.archiveBytes))"
+                    + uploaded)
             return
         }
         let from = report.fromVersion.map { "\($0)" } ?? "nothing"
-        Console.print("\(dryRun ? "would publish" : "published") \(report.toVersion) (minimal \(report.minimalVersion)) over \(from): "
-              + "\(report.changes.count) change(s), \(ProgressBar.bytes(report.bytesToDownload)) for a client one version behind; "
-              + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes))"
-              + (dryRun ? "" : ", archive \(ProgressBar.bytes(report.archiveBytes))")
-              + (report.reusedArchiveEntries > 0 ? " (\(report.reusedArchiveEntries) entries copied from the previous archive)" : "")
-              + uploaded)
+        Console.print(
+            "\(dryRun ? "would publish" : "published") \(report.toVersion) (minimal \(report.minimalVersion)) over \(from): "
+                + "\(report.changes.count) change(s), \(ProgressBar.bytes(report.bytesToDownload)) for a client one version behind; "
+                + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes))"
+                + (dryRun ? "" : ", archive \(ProgressBar.bytes(report.archiveBytes))")
+                + (report.reusedArchiveEntries > 0
+                    ? " (\(report.reusedArchiveEntries) entries copied from the previous archive)" : "")
+                + uploaded)
         for change in report.changes {
             Console.print("  " + Change(kind: change, index: 0).description)
         }
@@ -160,45 +192,58 @@ struct PublishCommand: AsyncParsableCommand {
     /// What the operator should know about a publish that went through: a signed storage made
     /// unsigned or signed by another key, a storage moved to another base (and the minimal
     /// version raised for it), and a status whose URLs were under another base.
-    static func warnings(_ report: PublishReport, storage: String, baseURL: URL, dryRun: Bool, minimalGiven: Bool) -> [String] {
+    static func warnings(_ report: PublishReport, storage: String, baseURL: URL, dryRun: Bool, minimalGiven: Bool)
+        -> [String]
+    {
         var warnings: [String] = []
         let version = report.toVersion
         let from = report.fromVersion.map { "\($0)" } ?? "their version"
         let status = "\(storage)/RXCacheConfig/cacheStatus.json"
         if let previous = report.previousSignatureKeyID {
             if report.signatureKeyID == nil {
-                warnings.append("the previous \(status) was signed (key id \(previous)) and \(version)'s \(dryRun ? "would not be" : "is not"): "
-                                + "clients that trust a key will refuse \(version) as a trust downgrade and stay at \(from). "
-                                + "Sign with --sign-key FILE, the private key of \(previous) (from `sync-agent keygen`)"
-                                + (dryRun ? "" : "; publish the next version signed to bring those clients along"))
+                warnings.append(
+                    "the previous \(status) was signed (key id \(previous)) and \(version)'s \(dryRun ? "would not be" : "is not"): "
+                        + "clients that trust a key will refuse \(version) as a trust downgrade and stay at \(from). "
+                        + "Sign with --sign-key FILE, the private key of \(previous) (from `sync-agent keygen`)"
+                        + (dryRun ? "" : "; publish the next version signed to bring those clients along"))
             } else if let current = report.signatureKeyID, current != previous {
-                warnings.append("the previous \(status) was signed by key id \(previous) and \(version)'s is signed by \(current): "
-                                + "clients that trust only \(previous) will refuse \(version); give them the new public key (--trust-key) too")
+                warnings.append(
+                    "the previous \(status) was signed by key id \(previous) and \(version)'s is signed by \(current): "
+                        + "clients that trust only \(previous) will refuse \(version); give them the new public key (--trust-key) too"
+                )
             }
         }
         let raised = dryRun ? "would be raised" : "was raised"
         if let previousBase = report.previousBaseURL {
             let old = previousBase.absoluteString
             let minimal = report.minimalVersion
-            let floor = report.requestedMinimalVersion.map { asked in
-                minimalGiven ? "--minimal \(asked) \(raised) to \(minimal)" : "The minimal version \(raised) from \(asked) to \(minimal)"
-            } ?? "The minimal version is \(minimal)"
-            warnings.append("the base URL changed from \(old) to \(baseURL.absoluteString): clients configured with \(old) see \(version) "
-                            + "only if \(old) serves this storage too. \(floor), so clients below \(minimal) restore from the archive: "
-                            + "the change lists up to \(from) name paths under \(old), which clients configured with \(baseURL.absoluteString) refuse. "
-                            + "A mistyped base URL (another scheme, host, branch or folder) is the usual cause of an unintended change; "
-                            + "if the storage did not move, " + (dryRun ? "pass --base-url \(old)" : "publish the next version with --base-url \(old)"))
+            let floor =
+                report.requestedMinimalVersion.map { asked in
+                    minimalGiven
+                        ? "--minimal \(asked) \(raised) to \(minimal)"
+                        : "The minimal version \(raised) from \(asked) to \(minimal)"
+                } ?? "The minimal version is \(minimal)"
+            warnings.append(
+                "the base URL changed from \(old) to \(baseURL.absoluteString): clients configured with \(old) see \(version) "
+                    + "only if \(old) serves this storage too. \(floor), so clients below \(minimal) restore from the archive: "
+                    + "the change lists up to \(from) name paths under \(old), which clients configured with \(baseURL.absoluteString) refuse. "
+                    + "A mistyped base URL (another scheme, host, branch or folder) is the usual cause of an unintended change; "
+                    + "if the storage did not move, "
+                    + (dryRun ? "pass --base-url \(old)" : "publish the next version with --base-url \(old)"))
         } else if let asked = report.requestedMinimalVersion {
             let minimal = report.minimalVersion
-            warnings.append("\(minimalGiven ? "--minimal" : "the minimal version") \(asked) \(raised) to \(minimal): "
-                            + "the change lists up to \(minimal) name paths under another base URL than \(baseURL.absoluteString), "
-                            + "which clients refuse, so clients below \(minimal) restore from the archive")
+            warnings.append(
+                "\(minimalGiven ? "--minimal" : "the minimal version") \(asked) \(raised) to \(minimal): "
+                    + "the change lists up to \(minimal) name paths under another base URL than \(baseURL.absoluteString), "
+                    + "which clients refuse, so clients below \(minimal) restore from the archive")
         }
         if !report.previousURLsOutsideBase.isEmpty {
             let urls = report.previousURLsOutsideBase.map(\.absoluteString).joined(separator: ", ")
-            warnings.append("the previous \(status) named URLs outside --base-url \(baseURL.absoluteString) (\(urls)): "
-                            + "clients will fetch \(version)'s update list and archive under \(baseURL.absoluteString) instead. "
-                            + "If the storage did not move, --base-url is likely mistyped (another scheme, host, branch or folder)")
+            warnings.append(
+                "the previous \(status) named URLs outside --base-url \(baseURL.absoluteString) (\(urls)): "
+                    + "clients will fetch \(version)'s update list and archive under \(baseURL.absoluteString) instead. "
+                    + "If the storage did not move, --base-url is likely mistyped (another scheme, host, branch or folder)"
+            )
         }
         return warnings
     }

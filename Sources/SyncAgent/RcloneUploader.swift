@@ -32,18 +32,26 @@ struct RcloneUploader: StorageUploading {
     /// Finds rclone, and asks it what `remote` supports (`rclone backend features`), which also
     /// proves the remote is configured and reachable before anything is published.
     static func prepare(remote: String, rclone given: String, quiet: Bool) throws -> RcloneUploader {
-        guard !remote.isEmpty else { throw CLIFailure(code: 6, message: "--upload is empty; pass an rclone remote and path, e.g. mybucket:storage") }
+        guard !remote.isEmpty else {
+            throw CLIFailure(
+                code: 6, message: "--upload is empty; pass an rclone remote and path, e.g. mybucket:storage")
+        }
         let program = try locate(given)
         let uploader = RcloneUploader(rclone: program, remote: remote, remoteHasHashes: false, quiet: quiet)
         let run = try uploader.rclone(["backend", "features", remote], capturingOutput: true)
         guard run.status == 0 else {
-            throw CLIFailure(code: 11, message: "--upload \(remote): rclone cannot use this remote (`rclone backend features` exited with \(run.status): "
-                             + run.lastLines + "); configure it (`rclone config`, or RCLONE_CONFIG_<NAME>_TYPE and the remote's other variables) "
-                             + "and run again; nothing was published")
+            throw CLIFailure(
+                code: 11,
+                message:
+                    "--upload \(remote): rclone cannot use this remote (`rclone backend features` exited with \(run.status): "
+                    + run.lastLines
+                    + "); configure it (`rclone config`, or RCLONE_CONFIG_<NAME>_TYPE and the remote's other variables) "
+                    + "and run again; nothing was published")
         }
         var ready = uploader
         if let object = try? JSONSerialization.jsonObject(with: Data(run.output.utf8)) as? [String: Any],
-           let hashes = object["Hashes"] as? [String] {
+            let hashes = object["Hashes"] as? [String]
+        {
             ready.remoteHasHashes = !hashes.isEmpty
         }
         return ready
@@ -54,7 +62,11 @@ struct RcloneUploader: StorageUploading {
     static func locate(_ given: String) throws -> String {
         if given.contains("/") {
             guard access(given, X_OK) == 0 else {
-                throw CLIFailure(code: 6, message: "--rclone \(given): \(String(cString: strerror(errno))); pass the rclone program, or install it with `apt-get install rclone`")
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--rclone \(given): \(String(cString: strerror(errno))); pass the rclone program, or install it with `apt-get install rclone`"
+                )
             }
             return given
         }
@@ -62,10 +74,15 @@ struct RcloneUploader: StorageUploading {
         for folder in path.split(separator: ":") where !folder.isEmpty {
             let candidate = "\(folder)/\(given)"
             var info = stat()
-            if stat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFREG, access(candidate, X_OK) == 0 { return candidate }
+            if stat(candidate, &info) == 0, info.st_mode & S_IFMT == S_IFREG, access(candidate, X_OK) == 0 {
+                return candidate
+            }
         }
-        throw CLIFailure(code: 6, message: "--upload needs rclone, and there is no '\(given)' on PATH; install it with `apt-get install rclone`, "
-                         + "or pass the program with --rclone PATH; nothing was published")
+        throw CLIFailure(
+            code: 6,
+            message:
+                "--upload needs rclone, and there is no '\(given)' on PATH; install it with `apt-get install rclone`, "
+                + "or pass the program with --rclone PATH; nothing was published")
     }
 
     /// How rclone decides, in `step`, that a file on the remote is already the local one.
@@ -94,14 +111,22 @@ struct RcloneUploader: StorageUploading {
         let arguments = arguments(for: step, from: storage)
         let run = try rclone(arguments, capturingOutput: false)
         guard run.status == 0 else {
-            throw RcloneFailure(command: "rclone \(arguments[0]) to \(remote)", status: run.status, lastLines: run.lastLines)
+            throw RcloneFailure(
+                command: "rclone \(arguments[0]) to \(remote)", status: run.status, lastLines: run.lastLines)
         }
         guard !quiet else { return }
         let stats = run.stats
-        let copied = stats.map { "\($0.transfers) file(s) copied, \(ProgressBar.bytes($0.bytes)), in \(String(format: "%.1f", $0.seconds)) s" }
+        let copied =
+            stats.map {
+                "\($0.transfers) file(s) copied, \(ProgressBar.bytes($0.bytes)), in \(String(format: "%.1f", $0.seconds)) s"
+            }
             ?? "done"
-        let how = step.kind == .content ? (remoteHasHashes ? " (unchanged files skipped by hash)" : " (the remote has no hashes: every file sent)") : ""
-        Console.print("uploaded \(step) to \(remote) (\(step.number)/\(StorageUploadStep.order.count)): \(copied)\(how)")
+        let how =
+            step.kind == .content
+            ? (remoteHasHashes ? " (unchanged files skipped by hash)" : " (the remote has no hashes: every file sent)")
+            : ""
+        Console.print(
+            "uploaded \(step) to \(remote) (\(step.number)/\(StorageUploadStep.order.count)): \(copied)\(how)")
     }
 
     /// `remote` and a storage-relative path, as one rclone path.
@@ -142,7 +167,8 @@ struct RcloneUploader: StorageUploading {
         /// rclone's plain log lines start with "2026/11/23 06:03:11 "; the message follows.
         static func withoutTimestamp(_ line: String) -> String {
             let parts = line.split(separator: " ", maxSplits: 2)
-            guard parts.count == 3, parts[0].count == 10, parts[0].filter({ $0 == "/" }).count == 2, parts[1].count == 8 else { return line }
+            guard parts.count == 3, parts[0].count == 10, parts[0].filter({ $0 == "/" }).count == 2, parts[1].count == 8
+            else { return line }
             return String(parts[2])
         }
 
@@ -150,9 +176,12 @@ struct RcloneUploader: StorageUploading {
         var stats: (transfers: Int, bytes: Int64, seconds: Double)? {
             for line in log.split(whereSeparator: \.isNewline).reversed() {
                 guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                      let stats = object["stats"] as? [String: Any] else { continue }
-                return ((stats["transfers"] as? NSNumber)?.intValue ?? 0, (stats["bytes"] as? NSNumber)?.int64Value ?? 0,
-                        (stats["elapsedTime"] as? NSNumber)?.doubleValue ?? 0)
+                    let stats = object["stats"] as? [String: Any]
+                else { continue }
+                return (
+                    (stats["transfers"] as? NSNumber)?.intValue ?? 0, (stats["bytes"] as? NSNumber)?.int64Value ?? 0,
+                    (stats["elapsedTime"] as? NSNumber)?.doubleValue ?? 0
+                )
             }
             return nil
         }
@@ -168,13 +197,15 @@ struct RcloneUploader: StorageUploading {
         }
         let child: ChildProcess
         do {
-            child = try ChildProcess(rclone, arguments, stdout: capturingOutput ? base + ".out" : nil, stderr: base + ".err")
+            child = try ChildProcess(
+                rclone, arguments, stdout: capturingOutput ? base + ".out" : nil, stderr: base + ".err")
         } catch {
             throw CLIFailure(code: 6, message: "--rclone \(rclone): \(error); install it with `apt-get install rclone`")
         }
         let status = child.waitBlocking()
-        return Run(status: status, output: (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? "",
-                   log: (try? String(contentsOfFile: base + ".err", encoding: .utf8)) ?? "")
+        return Run(
+            status: status, output: (try? String(contentsOfFile: base + ".out", encoding: .utf8)) ?? "",
+            log: (try? String(contentsOfFile: base + ".err", encoding: .utf8)) ?? "")
     }
 }
 

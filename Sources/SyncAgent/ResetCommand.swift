@@ -20,11 +20,14 @@ struct ResetCommand: AsyncParsableCommand {
     func run() async throws {
         let removed: Bool
         do {
-            removed = try await CacheManager.reset(contentDirectory: folder.contentDirectory, stateDatabasePath: folder.statePath)
+            removed = try await CacheManager.reset(
+                contentDirectory: folder.contentDirectory, stateDatabasePath: folder.statePath)
         } catch {
             throw CLIFailure(error)
         }
-        Console.print(removed ? "removed \(folder.contentDirectory) and its state in \(folder.statePath); the next sync restores it from the archive"
-                      : "\(folder.contentDirectory) has no state in \(folder.statePath); nothing removed")
+        Console.print(
+            removed
+                ? "removed \(folder.contentDirectory) and its state in \(folder.statePath); the next sync restores it from the archive"
+                : "\(folder.contentDirectory) has no state in \(folder.statePath); nothing removed")
     }
 }

@@ -7,7 +7,8 @@ import SyncDaemon
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Serve a storage folder on 127.0.0.1 the way GitHub raw does (files only, ETag, Range), for demos and tests.",
+        abstract:
+            "Serve a storage folder on 127.0.0.1 the way GitHub raw does (files only, ETag, Range), for demos and tests.",
         discussion: "Prints the base URL, then serves until interrupted (Ctrl-C or SIGTERM).")
 
     @Argument(help: "The storage folder (holding RXCacheConfig/ and RXCacheContent/).")
@@ -16,7 +17,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The port; 0 picks a free one.")
     var port: UInt16 = 0
 
-    @Option(name: .long, help: ArgumentHelp("Append a line per request to FILE (- for stderr), in the common log format plus the If-None-Match and Range headers.", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Append a line per request to FILE (- for stderr), in the common log format plus the If-None-Match and Range headers.",
+            valueName: "FILE"))
     var accessLog: String?
 
     func run() async throws {
@@ -25,8 +30,9 @@ struct ServeCommand: AsyncParsableCommand {
             throw CLIFailure(code: 6, message: "\(directory) is not a folder; pass the storage folder to serve")
         }
         if !FileManager.default.fileExists(atPath: directory + "/RXCacheConfig/cacheStatus.json") {
-            Console.standardError("warning: \(directory) has no RXCacheConfig/cacheStatus.json, so clients will find no storage there; "
-                                  + "serve the folder `sync-agent publish --storage` wrote\n")
+            Console.standardError(
+                "warning: \(directory) has no RXCacheConfig/cacheStatus.json, so clients will find no storage there; "
+                    + "serve the folder `sync-agent publish --storage` wrote\n")
         }
         let server = StorageServer(root: URL(fileURLWithPath: directory), configuration: .init(port: port))
         if let accessLog {
@@ -34,9 +40,14 @@ struct ServeCommand: AsyncParsableCommand {
             if accessLog == "-" {
                 sink = FileHandle.standardError
             } else {
-                guard FileManager.default.createFile(atPath: accessLog, contents: nil) || FileManager.default.isWritableFile(atPath: accessLog),
-                      let handle = FileHandle(forWritingAtPath: accessLog) else {
-                    throw CLIFailure(code: 6, message: "--access-log \(accessLog) cannot be written; pass a writable file or - for stderr")
+                guard
+                    FileManager.default.createFile(atPath: accessLog, contents: nil)
+                        || FileManager.default.isWritableFile(atPath: accessLog),
+                    let handle = FileHandle(forWritingAtPath: accessLog)
+                else {
+                    throw CLIFailure(
+                        code: 6,
+                        message: "--access-log \(accessLog) cannot be written; pass a writable file or - for stderr")
                 }
                 handle.seekToEndOfFile()
                 sink = handle
@@ -77,8 +88,12 @@ struct ServeCommand: AsyncParsableCommand {
         var buffer = [CChar](repeating: 0, count: 32)
         let length = strftime(&buffer, buffer.count, "%d/%b/%Y:%H:%M:%S +0000", &parts)
         let stamp = String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let quoted = { (value: String?) in "\"" + LogText.escaped((value ?? "-").replacingOccurrences(of: "\"", with: "\\\"")) + "\"" }
-        let path = record.path.unicodeScalars.map { $0.value < 0x21 || $0.value == 0x7F ? String(format: "%%%02X", $0.value) : String($0) }.joined()
+        let quoted = { (value: String?) in
+            "\"" + LogText.escaped((value ?? "-").replacingOccurrences(of: "\"", with: "\\\"")) + "\""
+        }
+        let path = record.path.unicodeScalars.map {
+            $0.value < 0x21 || $0.value == 0x7F ? String(format: "%%%02X", $0.value) : String($0)
+        }.joined()
         return "127.0.0.1 - - [\(stamp)] \"\(record.method) \(path) HTTP/1.1\" \(record.status) \(record.bodyBytes) "
             + "\(quoted(record.header("referer"))) \(quoted(record.header("user-agent"))) inm=\(quoted(record.ifNoneMatch)) range=\(quoted(record.range))"
     }

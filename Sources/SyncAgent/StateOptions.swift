@@ -1,6 +1,6 @@
-import FileKit
 import ArgumentParser
 import ContentSync
+import FileKit
 
 /// The options that name a synced folder and its state file.
 struct FolderOptions: ParsableArguments {
@@ -11,7 +11,9 @@ struct FolderOptions: ParsableArguments {
     var state: String?
 
     var contentDirectory: String { FileSystem.absolutePath(dir) }
-    var statePath: String { state.map(FileSystem.absolutePath) ?? SyncConfiguration.defaultStatePath(for: contentDirectory) }
+    var statePath: String {
+        state.map(FileSystem.absolutePath) ?? SyncConfiguration.defaultStatePath(for: contentDirectory)
+    }
 
     /// What the state database says about the folder, or the CLI failure to report.
     func readStatus() async throws -> SyncStatus {

@@ -2,8 +2,8 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
-import SyncDaemon
 import StorageFormat
+import SyncDaemon
 
 /// `sync-agent status`: what the state database says, without touching the network.
 struct StatusCommand: AsyncParsableCommand {
@@ -23,13 +23,23 @@ struct StatusCommand: AsyncParsableCommand {
 
     @OptionGroup var folder: FolderOptions
 
-    @Flag(name: .long, help: "Print a JSON object: version (string or null), state, runningUpdate, lastError, lastErrorCode, lastCheck, lastAttempt, lastSuccess, consecutiveFailures, history, …")
+    @Flag(
+        name: .long,
+        help:
+            "Print a JSON object: version (string or null), state, runningUpdate, lastError, lastErrorCode, lastCheck, lastAttempt, lastSuccess, consecutiveFailures, history, …"
+    )
     var json = false
 
-    @Flag(name: .long, help: "Exit 9 when the last attempt failed, the folder never synced, or the last success is older than --max-age.")
+    @Flag(
+        name: .long,
+        help:
+            "Exit 9 when the last attempt failed, the folder never synced, or the last success is older than --max-age."
+    )
     var check = false
 
-    @Option(name: .long, help: "With --check: the oldest last success that passes, a whole number with s, m, h or d (90s, 15m, 2h, 1d).")
+    @Option(
+        name: .long,
+        help: "With --check: the oldest last success that passes, a whole number with s, m, h or d (90s, 15m, 2h, 1d).")
     var maxAge: String?
 
     func run() async throws {
@@ -47,7 +57,8 @@ struct StatusCommand: AsyncParsableCommand {
     /// Why `status --check` fails for `status` at `now`, or nil when it passes.
     static func checkFailure(_ status: SyncStatus, maxAge: Duration?, now: Date) -> String? {
         if status.state == .failed {
-            return "the last attempt failed" + (status.lastErrorCode.map { " (\($0))" } ?? "") + (status.lastError.map { ": \($0)" } ?? "")
+            return "the last attempt failed" + (status.lastErrorCode.map { " (\($0))" } ?? "")
+                + (status.lastError.map { ": \($0)" } ?? "")
         }
         guard let success = status.lastSuccess else {
             return "\(status.contentDirectory) never synced successfully"
@@ -55,7 +66,8 @@ struct StatusCommand: AsyncParsableCommand {
         if let maxAge {
             let age = now.timeIntervalSince(success.finishedAt)
             if age > Double(maxAge.components.seconds) {
-                return "the last success, \(ISO8601DateFormatter().string(from: success.finishedAt)), is \(Int(age))s old, over --max-age \(maxAge.components.seconds)s"
+                return
+                    "the last success, \(ISO8601DateFormatter().string(from: success.finishedAt)), is \(Int(age))s old, over --max-age \(maxAge.components.seconds)s"
             }
         }
         return nil
@@ -72,8 +84,10 @@ struct StatusCommand: AsyncParsableCommand {
     /// The human-readable status, one fact a line.
     static func text(_ status: SyncStatus) -> String {
         let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
-        var lines = ["folder:       \(status.contentDirectory)",
-                     "version:      \(status.version ?? "none (never synced)")"]
+        var lines = [
+            "folder:       \(status.contentDirectory)",
+            "version:      \(status.version ?? "none (never synced)")",
+        ]
         if let running = status.runningUpdate {
             lines.append("state:        working: process \(running.processID) is updating it now")
         } else {
@@ -91,7 +105,10 @@ struct StatusCommand: AsyncParsableCommand {
         }
         // One fact a line: the error quotes what the storage wrote, newlines included.
         if let error = status.lastError { lines.append("last error:   \(LogText.escaped(error))") }
-        if !status.trustedKeyIDs.isEmpty { lines.append("trusted keys: \(status.trustedKeyIDs.joined(separator: ", ")) (a sync without them is refused)") }
+        if !status.trustedKeyIDs.isEmpty {
+            lines.append(
+                "trusted keys: \(status.trustedKeyIDs.joined(separator: ", ")) (a sync without them is refused)")
+        }
         if let pending = status.pendingVersion {
             lines.append("pending:      an interrupted update to \(pending); the next sync continues it")
         }
@@ -116,11 +133,15 @@ struct StatusCommand: AsyncParsableCommand {
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         // Encode optionals as explicit nulls: consumers test `"version": null`.
         var object = try JSONSerialization.jsonObject(with: encoder.encode(status)) as? [String: Any] ?? [:]
-        for key in ["version", "runningUpdate", "lastError", "lastErrorCode", "lastCheck", "lastAttempt", "lastSuccess", "pendingVersion"]
+        for key in [
+            "version", "runningUpdate", "lastError", "lastErrorCode", "lastCheck", "lastAttempt", "lastSuccess",
+            "pendingVersion",
+        ]
         where object[key] == nil {
             object[key] = NSNull()
         }
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
+        let data = try JSONSerialization.data(
+            withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
         return String(decoding: data, as: UTF8.self)
     }
 }

@@ -15,7 +15,11 @@ struct SyncAgent: AsyncParsableCommand {
             $XDG_STATE_HOME/content-sync/ (or ~/.local/state/content-sync/). \
             `sync-agent --version` prints the version.
             """,
-        subcommands: [SyncCommand.self, WatchCommand.self, CheckConfigCommand.self, StatusCommand.self, ResetCommand.self, ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self, CacheCommand.self])
+        subcommands: [
+            SyncCommand.self, WatchCommand.self, CheckConfigCommand.self, StatusCommand.self, ResetCommand.self,
+            ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self,
+            CacheCommand.self,
+        ])
 
     /// A parent that starts us from a thread with SIGINT/SIGTERM blocked (Swift concurrency threads
     /// do) would leave them blocked here too, and the daemon could not be stopped gracefully.

@@ -2,8 +2,8 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
-import SyncDaemon
 import StorageFormat
+import SyncDaemon
 
 /// `sync-agent sync`: one update, then exit.
 struct SyncCommand: AsyncParsableCommand {
@@ -25,7 +25,8 @@ struct SyncCommand: AsyncParsableCommand {
     var quiet = false
 
     func run() async throws {
-        let configuration = try options.configuration(logger: options.verbose ? SyncOptions.stderrLogger(level: .debug) : nil)
+        let configuration = try options.configuration(
+            logger: options.verbose ? SyncOptions.stderrLogger(level: .debug) : nil)
         let manager: CacheManager
         do {
             manager = try CacheManager(configuration: configuration)
@@ -56,7 +57,8 @@ struct SyncCommand: AsyncParsableCommand {
         } catch {
             bar.finish()
             if interrupt.fired {
-                throw CLIFailure(code: 130, message: "interrupted; finished downloads are kept and the next run continues")
+                throw CLIFailure(
+                    code: 130, message: "interrupted; finished downloads are kept and the next run continues")
             }
             throw CLIFailure(error)
         }

@@ -2,9 +2,9 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
-import SyncDaemon
-import StorageFormat
 import Logging
+import StorageFormat
+import SyncDaemon
 import Transport
 
 /// The options `sync` and `watch` share, and the configuration they make.
@@ -21,12 +21,16 @@ struct SyncOptions: ParsableArguments {
     @Option(name: .long, help: "Downloads at once.")
     var concurrency: Int = 8
 
-    @Option(name: .long, parsing: .singleValue, help: "An extra request header, 'Name: value'. Repeatable. Not for secrets: see --header-env.")
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: "An extra request header, 'Name: value'. Repeatable. Not for secrets: see --header-env.")
     var header: [String] = []
 
-    @Option(name: .long, parsing: .singleValue,
-            help: ArgumentHelp("A header whose value is the environment variable VARIABLE's, such as 'Authorization: GITHUB_AUTH' (a token stays off the command line and out of logs). Repeatable.",
-                               valueName: "Name: VARIABLE"))
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: ArgumentHelp(
+            "A header whose value is the environment variable VARIABLE's, such as 'Authorization: GITHUB_AUTH' (a token stays off the command line and out of logs). Repeatable.",
+            valueName: "Name: VARIABLE"))
     var headerEnv: [String] = []
 
     @Flag(name: .long, help: "Replace a non-empty --dir that no state file knows about.")
@@ -35,19 +39,26 @@ struct SyncOptions: ParsableArguments {
     @Flag(name: .long, help: "Log what happens, to stderr.")
     var verbose = false
 
-    @Option(name: .long, parsing: .singleValue,
-            help: "Require cacheStatus.json signed by this ed25519 public key file (from `sync-agent keygen`). Repeatable.")
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: "Require cacheStatus.json signed by this ed25519 public key file (from `sync-agent keygen`). Repeatable.")
     var trustKey: [String] = []
 
     /// Whether any storage flag was given (`watch --config` refuses them).
     var givesStorage: Bool {
-        baseURL != nil || dir != nil || state != nil || !header.isEmpty || !headerEnv.isEmpty || !trustKey.isEmpty || force || concurrency != 8
+        baseURL != nil || dir != nil || state != nil || !header.isEmpty || !headerEnv.isEmpty || !trustKey.isEmpty
+            || force || concurrency != 8
     }
 
     /// The storage the flags describe, named after its folder, or a one-line failure naming the bad option.
     func settings() throws -> StorageSettings {
-        guard let baseURL else { throw CLIFailure(code: 6, message: "missing --base-url: give the storage folder's URL (or, for watch, --config FILE)") }
-        guard let dir else { throw CLIFailure(code: 6, message: "missing --dir: give the local folder to keep in step") }
+        guard let baseURL else {
+            throw CLIFailure(
+                code: 6, message: "missing --base-url: give the storage folder's URL (or, for watch, --config FILE)")
+        }
+        guard let dir else {
+            throw CLIFailure(code: 6, message: "missing --dir: give the local folder to keep in step")
+        }
         guard let url = URL(string: baseURL) else {
             throw CLIFailure(code: 6, message: "--base-url '\(Redaction.text(baseURL))' is not a URL")
         }
@@ -61,8 +72,10 @@ struct SyncOptions: ParsableArguments {
             guard let colon = line.firstIndex(of: ":") else {
                 throw CLIFailure(code: 6, message: "\(flag) '\(line)' is not 'Name: value'")
             }
-            return (String(line[..<colon]).trimmingCharacters(in: .whitespaces),
-                    String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces))
+            return (
+                String(line[..<colon]).trimmingCharacters(in: .whitespaces),
+                String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+            )
         }
         let checked = { (flag: String, header: StorageSettings.Header) throws -> StorageSettings.Header in
             if let problem = StorageSettings.Header.problem(name: header.name, value: header.value) {
@@ -77,10 +90,13 @@ struct SyncOptions: ParsableArguments {
         settings.headers += try headerEnv.map { line in
             let (name, variable) = try split("--header-env", line)
             guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
-                throw CLIFailure(code: 6, message: "--header-env '\(line)': the environment variable \(variable) is not set (or empty); "
-                                     + "export it, or under systemd set it in the unit's EnvironmentFile=")
+                throw CLIFailure(
+                    code: 6,
+                    message: "--header-env '\(line)': the environment variable \(variable) is not set (or empty); "
+                        + "export it, or under systemd set it in the unit's EnvironmentFile=")
             }
-            return try checked("--header-env", StorageSettings.Header(name: name, value: value, source: "env \(variable)"))
+            return try checked(
+                "--header-env", StorageSettings.Header(name: name, value: value, source: "env \(variable)"))
         }
         return settings
     }

@@ -13,15 +13,20 @@ struct SystemdNotifier: Sendable {
     let socketPath: String
 
     /// The notifier of this process's unit, or nil when systemd is not listening.
-    static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> SystemdNotifier? {
-        guard let path = environment["NOTIFY_SOCKET"], path.hasPrefix("/") || path.hasPrefix("@"), path.utf8.count < 108 else { return nil }
+    static func fromEnvironment(_ environment: [String: String] = ProcessInfo.processInfo.environment)
+        -> SystemdNotifier?
+    {
+        guard let path = environment["NOTIFY_SOCKET"], path.hasPrefix("/") || path.hasPrefix("@"), path.utf8.count < 108
+        else { return nil }
         return SystemdNotifier(socketPath: path)
     }
 
     /// How often to send `WATCHDOG=1`: half of `$WATCHDOG_USEC`, when the watchdog is on and meant
     /// for this process (`$WATCHDOG_PID`, when set, is ours).
     static func watchdogInterval(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> Duration? {
-        guard let text = environment["WATCHDOG_USEC"], let microseconds = UInt64(text), microseconds > 0 else { return nil }
+        guard let text = environment["WATCHDOG_USEC"], let microseconds = UInt64(text), microseconds > 0 else {
+            return nil
+        }
         if let pid = environment["WATCHDOG_PID"], pid != String(getpid()) { return nil }
         return .microseconds(Int64(microseconds / 2))
     }
@@ -36,7 +41,7 @@ struct SystemdNotifier: Sendable {
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         var name = Array(socketPath.utf8)
-        if name.first == UInt8(ascii: "@") { name[0] = 0 }   // the abstract namespace
+        if name.first == UInt8(ascii: "@") { name[0] = 0 } // the abstract namespace
         let pathOffset = MemoryLayout<sockaddr_un>.offset(of: \.sun_path)!
         let length = pathOffset + name.count + (name.first == 0 ? 0 : 1)
         withUnsafeMutableBytes(of: &address.sun_path) { bytes in

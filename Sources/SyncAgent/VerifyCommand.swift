@@ -9,7 +9,8 @@ import Transport
 struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Check --dir against the storage's published tree digest and list every difference; --repair fixes them.",
+        abstract:
+            "Check --dir against the storage's published tree digest and list every difference; --repair fixes them.",
         discussion: """
             Needs a storage published with the integrity extension (sync-agent publish writes it). \
             Exits 0 when the folder matches (after --repair, if given), 7 when differences remain, \
@@ -27,27 +28,38 @@ struct VerifyCommand: AsyncParsableCommand {
     func run() async throws {
         let status = try await folder.readStatus()
         guard let text = baseURL ?? status.baseURL, let url = URL(string: text) else {
-            throw CLIFailure(code: 6, message: "no storage URL recorded for \(folder.contentDirectory); pass --base-url or sync first")
+            throw CLIFailure(
+                code: 6,
+                message: "no storage URL recorded for \(folder.contentDirectory); pass --base-url or sync first")
         }
         // The state database keeps a URL's password or token masked: fetching with the mask would fail.
         if baseURL == nil, url.user == Redaction.mask || url.password == Redaction.mask {
-            throw CLIFailure(code: 6, message: "the storage URL recorded for \(folder.contentDirectory), \(text), had a password or token, "
-                                 + "which the state database does not keep; pass --base-url with it")
+            throw CLIFailure(
+                code: 6,
+                message: "the storage URL recorded for \(folder.contentDirectory), \(text), had a password or token, "
+                    + "which the state database does not keep; pass --base-url with it")
         }
         let report: VerifyReport
         do {
-            let manager = try CacheManager(configuration: SyncConfiguration(baseURL: url, contentDirectory: folder.contentDirectory,
-                                                                            stateDatabasePath: folder.statePath))
+            let manager = try CacheManager(
+                configuration: SyncConfiguration(
+                    baseURL: url, contentDirectory: folder.contentDirectory,
+                    stateDatabasePath: folder.statePath))
             report = try await manager.verify(repair: repair)
         } catch {
             throw CLIFailure(error)
         }
         for difference in report.differences { Console.print(difference) }
         if report.matches {
-            Console.print(report.repaired > 0 ? "repaired \(report.repaired) path(s): \(folder.contentDirectory) now matches \(report.version)"
-                                      : "\(folder.contentDirectory) matches \(report.version)")
+            Console.print(
+                report.repaired > 0
+                    ? "repaired \(report.repaired) path(s): \(folder.contentDirectory) now matches \(report.version)"
+                    : "\(folder.contentDirectory) matches \(report.version)")
         } else {
-            throw CLIFailure(code: 7, message: "\(report.differences.count) difference(s) from \(report.version); run with --repair to fix them")
+            throw CLIFailure(
+                code: 7,
+                message:
+                    "\(report.differences.count) difference(s) from \(report.version); run with --repair to fix them")
         }
     }
 }

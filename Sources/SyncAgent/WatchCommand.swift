@@ -2,11 +2,11 @@ import ArgumentParser
 import ContentSync
 import FileKit
 import Foundation
-import SyncDaemon
-import StorageFormat
 import Logging
-import Transport
 import ServiceLifecycle
+import StorageFormat
+import SyncDaemon
+import Transport
 import UnixSignals
 
 /// `sync-agent watch`: the daemon. Checks every storage until SIGTERM or SIGINT.
@@ -30,31 +30,54 @@ struct WatchCommand: AsyncParsableCommand {
 
     @OptionGroup var options: SyncOptions
 
-    @Option(name: .long, help: ArgumentHelp("A YAML file listing the storages to watch, instead of the storage flags.", valueName: "FILE"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "A YAML file listing the storages to watch, instead of the storage flags.", valueName: "FILE"))
     var config: String?
 
-    @Option(name: .long, help: ArgumentHelp("Seconds (or 90s, 5m, 1h) between checks (default 5m). An up-to-date check costs one conditional request.",
-                                            valueName: "DURATION"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Seconds (or 90s, 5m, 1h) between checks (default 5m). An up-to-date check costs one conditional request.",
+            valueName: "DURATION"))
     var interval: String?
 
-    @Option(name: .long, help: ArgumentHelp("Scale each pause by a random factor in 1 ± this fraction (0 to 0.9; default 0.1).", valueName: "FRACTION"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Scale each pause by a random factor in 1 ± this fraction (0 to 0.9; default 0.1).", valueName: "FRACTION"))
     var jitter: Double?
 
-    @Option(name: .long, help: ArgumentHelp("Delay the first check by a random part of this (default 0: at once).", valueName: "DURATION"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Delay the first check by a random part of this (default 0: at once).", valueName: "DURATION"))
     var splay: String?
 
-    @Option(name: .long, help: ArgumentHelp("The longest pause after failed checks (default: --interval).", valueName: "DURATION"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The longest pause after failed checks (default: --interval).", valueName: "DURATION"))
     var maxBackoff: String?
 
-    @Option(name: .long, help: ArgumentHelp("Exit with the failure's code after this many failed checks in a row (0: never).", valueName: "N"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Exit with the failure's code after this many failed checks in a row (0: never).", valueName: "N"))
     var maxFailures: Int?
 
-    @Option(name: .long, help: ArgumentHelp("Serve /metrics, /healthz and /readyz here (127.0.0.1:9464, or :9464 for loopback). Default: off.",
-                                            valueName: "ADDRESS"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Serve /metrics, /healthz and /readyz here (127.0.0.1:9464, or :9464 for loopback). Default: off.",
+            valueName: "ADDRESS"))
     var http: String?
 
-    @Option(name: .long, help: ArgumentHelp("text, journald (a <N> priority prefix; the default when stderr is the journal) or json (one object a line).",
-                                            valueName: "FORMAT"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "text, journald (a <N> priority prefix; the default when stderr is the journal) or json (one object a line).",
+            valueName: "FORMAT"))
     var logFormat: String?
 
     func run() async throws {
@@ -91,20 +114,28 @@ struct WatchCommand: AsyncParsableCommand {
                 throw CLIFailure(code: 6, message: "--http: \(error)")
             }
             metrics.bootstrapMetricsSystem()
-            services.append(.init(service: AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger),
-                                  failureTerminationBehavior: .gracefullyShutdownGroup))
+            services.append(
+                .init(
+                    service: AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger),
+                    failureTerminationBehavior: .gracefullyShutdownGroup))
         }
-        var metadata: Logger.Metadata = ["version": "\(SyncAgent.version)", "storages": "\(configuration.storages.map(\.name).joined(separator: ","))",
-                                         "config": "\(configuration.path ?? "flags")", "http": "\(configuration.endpoint ?? "off")"]
+        var metadata: Logger.Metadata = [
+            "version": "\(SyncAgent.version)",
+            "storages": "\(configuration.storages.map(\.name).joined(separator: ","))",
+            "config": "\(configuration.path ?? "flags")", "http": "\(configuration.endpoint ?? "off")",
+        ]
         if configuration.storages.count == 1, let only = configuration.storages.first {
             metadata["dir"] = "\(only.directory)"
             metadata["base-url"] = "\(Redaction.url(only.baseURL))"
         }
         logger.info("starting", metadata: metadata)
         // Last, so that a graceful shutdown (last to first) stops the storages while /metrics still serves.
-        services.append(.init(service: Agent(options: agentOptions), successTerminationBehavior: .gracefullyShutdownGroup,
-                              failureTerminationBehavior: .gracefullyShutdownGroup))
-        let group = ServiceGroup(configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        services.append(
+            .init(
+                service: Agent(options: agentOptions), successTerminationBehavior: .gracefullyShutdownGroup,
+                failureTerminationBehavior: .gracefullyShutdownGroup))
+        let group = ServiceGroup(
+            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         do {
             try await group.run()
         } catch let failure as Agent.Failure {
@@ -115,12 +146,18 @@ struct WatchCommand: AsyncParsableCommand {
     /// The storages to run: the config file's, or the one the flags describe.
     func agentConfiguration() throws -> AgentConfiguration {
         if let config {
-            let refused = [options.givesStorage ? "--base-url/--dir/--state/--header/--header-env/--trust-key/--force/--concurrency" : nil,
-                           interval.map { _ in "--interval" }, jitter.map { _ in "--jitter" }, splay.map { _ in "--splay" },
-                           maxBackoff.map { _ in "--max-backoff" }, maxFailures.map { _ in "--max-failures" }].compactMap { $0 }
+            let refused = [
+                options.givesStorage
+                    ? "--base-url/--dir/--state/--header/--header-env/--trust-key/--force/--concurrency" : nil,
+                interval.map { _ in "--interval" }, jitter.map { _ in "--jitter" }, splay.map { _ in "--splay" },
+                maxBackoff.map { _ in "--max-backoff" }, maxFailures.map { _ in "--max-failures" },
+            ].compactMap { $0 }
             guard refused.isEmpty else {
-                throw CLIFailure(code: 6, message: "--config \(config) describes the storages; \(refused.joined(separator: ", ")) belong in the file "
-                                     + "(under the storage, or under defaults:)")
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--config \(config) describes the storages; \(refused.joined(separator: ", ")) belong in the file "
+                        + "(under the storage, or under defaults:)")
             }
             var loaded: AgentConfiguration
             do {
@@ -134,32 +171,41 @@ struct WatchCommand: AsyncParsableCommand {
         var settings = try options.settings()
         if let interval {
             guard let value = DurationText.parse(interval, bareSeconds: true) else {
-                throw CLIFailure(code: 6, message: "--interval '\(interval)' is not a duration: give seconds or \(DurationText.help)")
+                throw CLIFailure(
+                    code: 6, message: "--interval '\(interval)' is not a duration: give seconds or \(DurationText.help)"
+                )
             }
             settings.interval = value
         }
-        guard settings.interval >= .seconds(1) else { throw CLIFailure(code: 6, message: "--interval must be at least 1 second") }
+        guard settings.interval >= .seconds(1) else {
+            throw CLIFailure(code: 6, message: "--interval must be at least 1 second")
+        }
         if let jitter {
-            guard (0...0.9).contains(jitter) else { throw CLIFailure(code: 6, message: "--jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
+            guard (0...0.9).contains(jitter) else {
+                throw CLIFailure(code: 6, message: "--jitter must be between 0 and 0.9, such as 0.1 for ±10%")
+            }
             settings.jitter = jitter
         }
         if let splay {
             guard let value = splay == "0" ? Duration.zero : DurationText.parse(splay, bareSeconds: true) else {
-                throw CLIFailure(code: 6, message: "--splay '\(splay)' is not a duration: give seconds or \(DurationText.help)")
+                throw CLIFailure(
+                    code: 6, message: "--splay '\(splay)' is not a duration: give seconds or \(DurationText.help)")
             }
             settings.splay = value
         }
         if let maxBackoff {
             guard let value = DurationText.parse(maxBackoff, bareSeconds: true), value >= .seconds(1) else {
-                throw CLIFailure(code: 6, message: "--max-backoff must be at least 1 second (seconds, or \(DurationText.help))")
+                throw CLIFailure(
+                    code: 6, message: "--max-backoff must be at least 1 second (seconds, or \(DurationText.help))")
             }
             settings.maxBackoff = value
         }
         if let maxFailures {
-            guard maxFailures >= 0 else { throw CLIFailure(code: 6, message: "--max-failures must be 0 (never) or more") }
+            guard maxFailures >= 0 else {
+                throw CLIFailure(code: 6, message: "--max-failures must be 0 (never) or more")
+            }
             settings.maxFailures = maxFailures
         }
         return AgentConfiguration(storages: [settings], endpoint: http)
     }
 }
-

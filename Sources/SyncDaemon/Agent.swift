@@ -83,19 +83,28 @@ public final class Agent: Service, Sendable {
         var failure: StorageWatcher.Stopped?
 
         func start(_ settings: StorageSettings, in group: inout TaskGroup<Void>) {
-            logger.info("starting storage", metadata: ["storage": "\(settings.name)", "dir": "\(settings.directory)",
-                                                       "base-url": "\(Redaction.url(settings.baseURL))",
-                                                       "interval": "\(DurationText.format(settings.interval))", "jitter": "\(settings.jitter)",
-                                                       "headers": "\(settings.headers.map(\.description).joined(separator: ", "))"])
+            logger.info(
+                "starting storage",
+                metadata: [
+                    "storage": "\(settings.name)", "dir": "\(settings.directory)",
+                    "base-url": "\(Redaction.url(settings.baseURL))",
+                    "interval": "\(DurationText.format(settings.interval))", "jitter": "\(settings.jitter)",
+                    "headers": "\(settings.headers.map(\.description).joined(separator: ", "))",
+                ])
             generation += 1
             let id = generation
             let watcher: StorageWatcher
             do {
-                watcher = try StorageWatcher(settings: settings, transport: transport, logger: logger,
-                                             metrics: options.metrics?.storage(named: settings.name), health: options.health)
+                watcher = try StorageWatcher(
+                    settings: settings, transport: transport, logger: logger,
+                    metrics: options.metrics?.storage(named: settings.name), health: options.health)
             } catch {
-                continuation.yield(.ended(settings.name, id, StorageWatcher.Stopped(storage: settings.name, error: error, permanent: true,
-                                                                                      consecutiveFailures: 1)))
+                continuation.yield(
+                    .ended(
+                        settings.name, id,
+                        StorageWatcher.Stopped(
+                            storage: settings.name, error: error, permanent: true,
+                            consecutiveFailures: 1)))
                 running[settings.name] = nil
                 return
             }
@@ -155,7 +164,9 @@ public final class Agent: Service, Sendable {
                             statuses[name] = "stopped: \(String(describing: stop.error).prefix(200))"
                             if !stop.permanent { failure = stop }
                             if failure == nil, running.isEmpty, replacements.isEmpty { failure = stop }
-                            if awaitingFirstCheck.remove(name) != nil, awaitingFirstCheck.isEmpty { options.notify?("READY=1") }
+                            if awaitingFirstCheck.remove(name) != nil, awaitingFirstCheck.isEmpty {
+                                options.notify?("READY=1")
+                            }
                         }
                         if !shuttingDown, failure == nil, let replacement = replacements.removeValue(forKey: name) {
                             start(replacement, in: &group)
@@ -171,15 +182,21 @@ public final class Agent: Service, Sendable {
                     case .reload:
                         guard !shuttingDown else { continue }
                         guard let reload = options.reload else {
-                            logger.notice("SIGHUP: the configuration comes from the command line only; nothing to reload, running on")
+                            logger.notice(
+                                "SIGHUP: the configuration comes from the command line only; nothing to reload, running on"
+                            )
                             continue
                         }
                         let next: AgentConfiguration
                         do {
                             next = try reload()
                         } catch {
-                            logger.error("SIGHUP: the config file has problems; running on with the previous configuration:\n\(error)")
-                            options.notify?("STATUS=reload failed: " + LogText.escaped(String(String(describing: error).prefix(300))))
+                            logger.error(
+                                "SIGHUP: the config file has problems; running on with the previous configuration:\n\(error)"
+                            )
+                            options.notify?(
+                                "STATUS=reload failed: "
+                                    + LogText.escaped(String(String(describing: error).prefix(300))))
                             continue
                         }
                         let change = Self.difference(from: configuration, to: next)
@@ -205,10 +222,14 @@ public final class Agent: Service, Sendable {
                             }
                         }
                         configuration.storages = next.storages
-                        logger.notice("SIGHUP: reloaded \(next.path ?? "the configuration")",
-                                      metadata: ["added": "\(change.added.joined(separator: ","))", "removed": "\(change.removed.joined(separator: ","))",
-                                                 "changed": "\(change.changed.joined(separator: ","))",
-                                                 "unchanged": "\(change.unchanged.count)"])
+                        logger.notice(
+                            "SIGHUP: reloaded \(next.path ?? "the configuration")",
+                            metadata: [
+                                "added": "\(change.added.joined(separator: ","))",
+                                "removed": "\(change.removed.joined(separator: ","))",
+                                "changed": "\(change.changed.joined(separator: ","))",
+                                "unchanged": "\(change.unchanged.count)",
+                            ])
                         if running.isEmpty, replacements.isEmpty { continuation.finish() }
                     case .shutdown:
                         shuttingDown = true
@@ -232,7 +253,9 @@ public final class Agent: Service, Sendable {
     /// would otherwise send `READY=1` or `STOPPING=1` of its own.
     static func status(_ statuses: [String: String], count: Int) -> String {
         if count == 1, let only = statuses.values.first { return LogText.escaped(only) }
-        return LogText.escaped(statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ").prefix(1000).description)
+        return LogText.escaped(
+            statuses.sorted { $0.key < $1.key }.map { "\($0.key): \($0.value)" }.joined(separator: "; ").prefix(1000)
+                .description)
     }
 
     /// What a reload changes, by storage name.

@@ -23,26 +23,34 @@ extension AgentConfiguration {
     ///       post-update:
     ///         - command: [/usr/bin/systemctl, reload, nginx]
     /// ```
-    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws(ConfigurationError) -> AgentConfiguration {
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(ConfigurationError) -> AgentConfiguration
+    {
         let absolute = FileSystem.absolutePath(path)
         let text: String
         do {
             text = try String(contentsOfFile: absolute, encoding: .utf8)
         } catch {
-            throw ConfigurationError(path: path, problems: [.init(line: nil, message: "cannot read the config file: \(error.localizedDescription)")])
+            throw ConfigurationError(
+                path: path,
+                problems: [.init(line: nil, message: "cannot read the config file: \(error.localizedDescription)")])
         }
         var reader = ConfigReader(folder: (absolute as NSString).deletingLastPathComponent, environment: environment)
         guard var configuration = reader.read(text) else {
             // In the file's order, as a reader fixes them.
-            throw ConfigurationError(path: path, problems: reader.problems.sorted { ($0.line ?? 0, $0.column ?? 0) < ($1.line ?? 0, $1.column ?? 0) })
+            throw ConfigurationError(
+                path: path,
+                problems: reader.problems.sorted { ($0.line ?? 0, $0.column ?? 0) < ($1.line ?? 0, $1.column ?? 0) })
         }
         configuration.path = absolute
         return configuration
     }
 
     /// The keys a storage takes, for the reference and for suggestions.
-    static let storageKeys = ["base-url", "dir", "state", "interval", "jitter", "splay", "max-backoff", "max-failures", "concurrency",
-                              "force", "headers", "trust-key", "hooks"]
+    static let storageKeys = [
+        "base-url", "dir", "state", "interval", "jitter", "splay", "max-backoff", "max-failures", "concurrency",
+        "force", "headers", "trust-key", "hooks",
+    ]
 }
 
 /// Walks the YAML tree by hand, so that every problem names its line, and unknown keys are
@@ -69,7 +77,9 @@ struct ConfigReader {
             return nil
         }
         guard let root, let top = mapping(root, "the file") else {
-            if problems.isEmpty { problems.append(.init(line: 1, message: "the file is empty: it needs a `storages:` mapping")) }
+            if problems.isEmpty {
+                problems.append(.init(line: 1, message: "the file is empty: it needs a `storages:` mapping"))
+            }
             return nil
         }
         var configuration = AgentConfiguration(storages: [])
@@ -103,7 +113,12 @@ struct ConfigReader {
             }
         }
         guard let storagesNode else {
-            problems.append(.init(line: 1, message: "no `storages:` mapping: list each storage under it by name (see `sync-agent check-config --help`)"))
+            problems.append(
+                .init(
+                    line: 1,
+                    message:
+                        "no `storages:` mapping: list each storage under it by name (see `sync-agent check-config --help`)"
+                ))
             return nil
         }
         guard let storages = storageEntries(storagesNode.value) else { return nil }
@@ -116,10 +131,15 @@ struct ConfigReader {
         for (key, value) in storages {
             guard let name = string(key, "a storage name") else { continue }
             if name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0)) }) {
-                problem(key, "storage name '\(name)': use letters, digits, '.', '_' and '-' (it names the storage in logs, metrics and hooks)")
+                problem(
+                    key,
+                    "storage name '\(name)': use letters, digits, '.', '_' and '-' (it names the storage in logs, metrics and hooks)"
+                )
                 continue
             }
-            if let settings = storage(named: name, value, defaults: defaults) { configuration.storages.append(settings) }
+            if let settings = storage(named: name, value, defaults: defaults) {
+                configuration.storages.append(settings)
+            }
         }
         checkOverlaps(configuration.storages, storages)
         return problems.isEmpty ? configuration : nil
@@ -134,8 +154,10 @@ struct ConfigReader {
         }
     }
 
-    static let aliases = ["url": "base-url", "directory": "dir", "folder": "dir", "state-path": "state", "state-database": "state",
-                          "trust-keys": "trust-key", "header": "headers", "hook": "hooks"]
+    static let aliases = [
+        "url": "base-url", "directory": "dir", "folder": "dir", "state-path": "state", "state-database": "state",
+        "trust-keys": "trust-key", "header": "headers", "hook": "hooks",
+    ]
 
     /// `storages:` as a mapping of names to settings, or as a list of settings that each carry
     /// `name:`; either way, (name, settings) pairs.
@@ -148,15 +170,21 @@ struct ConfigReader {
                 continue
             }
             guard let name = fields.first(where: { Self.field($0.key) == "name" }) else {
-                problem(item, "storages[\(index)]: no name: give each storage a name (it names the storage in logs, metrics and hooks)")
+                problem(
+                    item,
+                    "storages[\(index)]: no name: give each storage a name (it names the storage in logs, metrics and hooks)"
+                )
                 continue
             }
-            let rest = Node.Mapping(fields.filter { Self.field($0.key) != "name" }.map { ($0.key, $0.value) }, .implicit, .any, fields.mark)
+            let rest = Node.Mapping(
+                fields.filter { Self.field($0.key) != "name" }.map { ($0.key, $0.value) }, .implicit, .any, fields.mark)
             pairs.append((name.value, .mapping(rest)))
         }
         let names = pairs.compactMap { $0.0.string }
         for (name, count) in Dictionary(names.map { ($0, 1) }, uniquingKeysWith: +) where count > 1 {
-            problem(pairs.last { $0.0.string == name }!.0, "the storage name \(name) appears \(count) times; names must be unique")
+            problem(
+                pairs.last { $0.0.string == name }!.0,
+                "the storage name \(name) appears \(count) times; names must be unique")
         }
         return Node.Mapping(pairs, .implicit, .any, node.mark)
     }
@@ -167,7 +195,9 @@ struct ConfigReader {
         guard let fields = mapping(node, "storages.\(name)") else { return nil }
         let start = problems.count
         var values: [String: (key: Node, value: Node)] = [:]
-        for (key, value) in defaults ?? Node.Mapping([]) { if let name = Self.field(key) { values[name] = (key, value) } }
+        for (key, value) in defaults ?? Node.Mapping([]) {
+            if let name = Self.field(key) { values[name] = (key, value) }
+        }
         for (key, value) in fields {
             guard let field = Self.field(key), AgentConfiguration.storageKeys.contains(field) else {
                 unknown(key, in: "storages.\(name)", known: AgentConfiguration.storageKeys)
@@ -189,29 +219,55 @@ struct ConfigReader {
             problem(node, "\(where_): no dir: give the local folder to keep in step")
             return nil
         }
-        guard let baseText = string(baseNode, "\(where_).base-url"), let directory = string(dirNode, "\(where_).dir") else { return nil }
-        guard let baseURL = URL(string: baseText), let scheme = baseURL.scheme?.lowercased(), ["http", "https", "file"].contains(scheme),
-              scheme == "file" || baseURL.host != nil else {
+        guard let baseText = string(baseNode, "\(where_).base-url"), let directory = string(dirNode, "\(where_).dir")
+        else { return nil }
+        guard let baseURL = URL(string: baseText), let scheme = baseURL.scheme?.lowercased(),
+            ["http", "https", "file"].contains(scheme),
+            scheme == "file" || baseURL.host != nil
+        else {
             problem(baseNode, "\(where_).base-url '\(Redaction.text(baseText))' is not an http(s) URL")
             return nil
         }
-        var settings = StorageSettings(name: name, baseURL: baseURL, directory: resolve(directory),
-                                       statePath: values["state"].flatMap { string($0.value, "\(where_).state") }.map(resolve))
+        var settings = StorageSettings(
+            name: name, baseURL: baseURL, directory: resolve(directory),
+            statePath: values["state"].flatMap { string($0.value, "\(where_).state") }.map(resolve))
         if let (_, value) = values["interval"], let interval = duration(value, "\(where_).interval") {
-            if interval < .seconds(1) { problem(value, "\(where_).interval must be at least 1s") } else { settings.interval = interval }
+            if interval < .seconds(1) {
+                problem(value, "\(where_).interval must be at least 1s")
+            } else {
+                settings.interval = interval
+            }
         }
         if let (_, value) = values["jitter"], let jitter = number(value, "\(where_).jitter") {
-            if (0...0.9).contains(jitter) { settings.jitter = jitter } else { problem(value, "\(where_).jitter must be between 0 and 0.9, such as 0.1 for ±10%") }
+            if (0...0.9).contains(jitter) {
+                settings.jitter = jitter
+            } else {
+                problem(value, "\(where_).jitter must be between 0 and 0.9, such as 0.1 for ±10%")
+            }
         }
         if let (_, value) = values["splay"] {
-            if value.string == "0" { settings.splay = .zero } else if let splay = duration(value, "\(where_).splay") { settings.splay = splay }
+            if value.string == "0" {
+                settings.splay = .zero
+            } else if let splay = duration(value, "\(where_).splay") {
+                settings.splay = splay
+            }
         }
-        if let (_, value) = values["max-backoff"], let backoff = duration(value, "\(where_).max-backoff") { settings.maxBackoff = backoff }
+        if let (_, value) = values["max-backoff"], let backoff = duration(value, "\(where_).max-backoff") {
+            settings.maxBackoff = backoff
+        }
         if let (_, value) = values["max-failures"], let count = integer(value, "\(where_).max-failures") {
-            if count >= 0 { settings.maxFailures = count } else { problem(value, "\(where_).max-failures must be 0 (never) or more") }
+            if count >= 0 {
+                settings.maxFailures = count
+            } else {
+                problem(value, "\(where_).max-failures must be 0 (never) or more")
+            }
         }
         if let (_, value) = values["concurrency"], let count = integer(value, "\(where_).concurrency") {
-            if (1...64).contains(count) { settings.concurrency = count } else { problem(value, "\(where_).concurrency must be between 1 and 64") }
+            if (1...64).contains(count) {
+                settings.concurrency = count
+            } else {
+                problem(value, "\(where_).concurrency must be between 1 and 64")
+            }
         }
         if let (_, value) = values["force"], let force = bool(value, "\(where_).force") { settings.force = force }
         if let (_, value) = values["headers"], let headers = mapping(value, "\(where_).headers") {
@@ -264,15 +320,22 @@ struct ConfigReader {
             case "env":
                 guard let variable = string(value, "\(label).env") else { continue }
                 guard let secret = environment[variable], !secret.isEmpty else {
-                    problem(value, "\(label): the environment variable \(variable) is not set (or empty); set it for the service, "
-                        + "e.g. in its EnvironmentFile=")
+                    problem(
+                        value,
+                        "\(label): the environment variable \(variable) is not set (or empty); set it for the service, "
+                            + "e.g. in its EnvironmentFile=")
                     continue
                 }
                 resolved = (secret, "env \(variable)")
             case "file":
                 guard let path = string(value, "\(label).file").map(resolve) else { continue }
-                guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8) else {
-                    problem(value, "\(label): cannot read the secret file \(path); check that it exists and that the agent's user can read it")
+                guard let data = FileManager.default.contents(atPath: path),
+                    let text = String(data: data, encoding: .utf8)
+                else {
+                    problem(
+                        value,
+                        "\(label): cannot read the secret file \(path); check that it exists and that the agent's user can read it"
+                    )
                     continue
                 }
                 let secret = text.trimmingCharacters(in: .newlines)
@@ -286,7 +349,9 @@ struct ConfigReader {
             }
         }
         guard let resolved else {
-            if problems.isEmpty || fields.count == 0 { problem(node, "\(label): give a value, or {env: VARIABLE} or {file: PATH} for a secret") }
+            if problems.isEmpty || fields.count == 0 {
+                problem(node, "\(label): give a value, or {env: VARIABLE} or {file: PATH} for a secret")
+            }
             return nil
         }
         if let problem = StorageSettings.Header.problem(name: name, value: prefix + resolved.value) {
@@ -352,10 +417,15 @@ struct ConfigReader {
             case .success(let path):
                 executable = path
             case .failure(let failure):
-                problem(commandNode, "\(itemLabel).command: \(failure.text) (no shell runs it: write [/bin/sh, -c, '…'] for one)")
+                problem(
+                    commandNode,
+                    "\(itemLabel).command: \(failure.text) (no shell runs it: write [/bin/sh, -c, '…'] for one)")
                 continue
             }
-            hooks.append(Hook(command: [executable] + command.dropFirst(), timeout: timeout, name: name ?? (program as NSString).lastPathComponent))
+            hooks.append(
+                Hook(
+                    command: [executable] + command.dropFirst(), timeout: timeout,
+                    name: name ?? (program as NSString).lastPathComponent))
         }
         return hooks
     }
@@ -365,17 +435,28 @@ struct ConfigReader {
     /// Two storages may not share a folder or a state database, nor nest one folder in another:
     /// each would undo the other's updates.
     private mutating func checkOverlaps(_ storages: [StorageSettings], _ nodes: Node.Mapping) {
-        let lines = Dictionary(nodes.compactMap { key, _ in key.string.map { ($0, key) } }, uniquingKeysWith: { first, _ in first })
+        let lines = Dictionary(
+            nodes.compactMap { key, _ in key.string.map { ($0, key) } }, uniquingKeysWith: { first, _ in first })
         for (index, storage) in storages.enumerated() {
             for other in storages[..<index] {
                 let key = lines[storage.name] ?? Node("")
                 if storage.directory == other.directory {
-                    problem(key, "storages.\(storage.name).dir \(storage.directory) is also storages.\(other.name)'s folder; give each storage its own")
-                } else if storage.directory.hasPrefix(other.directory + "/") || other.directory.hasPrefix(storage.directory + "/") {
-                    problem(key, "storages.\(storage.name).dir \(storage.directory) and storages.\(other.name)'s \(other.directory) nest; "
-                        + "each update would replace the other's files")
+                    problem(
+                        key,
+                        "storages.\(storage.name).dir \(storage.directory) is also storages.\(other.name)'s folder; give each storage its own"
+                    )
+                } else if storage.directory.hasPrefix(other.directory + "/")
+                    || other.directory.hasPrefix(storage.directory + "/")
+                {
+                    problem(
+                        key,
+                        "storages.\(storage.name).dir \(storage.directory) and storages.\(other.name)'s \(other.directory) nest; "
+                            + "each update would replace the other's files")
                 } else if storage.statePath == other.statePath {
-                    problem(key, "storages.\(storage.name).state \(storage.statePath) is also storages.\(other.name)'s state database; give each its own")
+                    problem(
+                        key,
+                        "storages.\(storage.name).state \(storage.statePath) is also storages.\(other.name)'s state database; give each its own"
+                    )
                 }
             }
         }
@@ -452,11 +533,15 @@ struct ConfigReader {
 
     private static func problem(_ error: YamlError) -> ConfigurationProblem {
         switch error {
-        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _),
+            .composer(_, let problem, let mark, _):
             return ConfigurationProblem(line: mark.line, column: mark.column, message: "not valid YAML: \(problem)")
         case .duplicatedKeysInMapping(let duplicates, let context):
-            return ConfigurationProblem(line: context.mark.line, column: context.mark.column,
-                                        message: "the key\(duplicates.count == 1 ? "" : "s") \(duplicates.joined(separator: ", ")) appear twice in one mapping")
+            return ConfigurationProblem(
+                line: context.mark.line, column: context.mark.column,
+                message:
+                    "the key\(duplicates.count == 1 ? "" : "s") \(duplicates.joined(separator: ", ")) appear twice in one mapping"
+            )
         default:
             return ConfigurationProblem(line: nil, message: "not valid YAML: \(error)")
         }
@@ -464,7 +549,8 @@ struct ConfigReader {
 
     /// Levenshtein distance, for "did you mean".
     static func distance(_ a: String, _ b: String) -> Int {
-        let a = Array(a), b = Array(b)
+        let a = Array(a)
+        let b = Array(b)
         var row = Array(0...b.count)
         for i in 1...max(a.count, 1) where !a.isEmpty {
             var previous = row[0]

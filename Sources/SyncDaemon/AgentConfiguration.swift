@@ -65,7 +65,8 @@ public struct StorageSettings: Sendable, Equatable {
         self.name = name
         self.baseURL = baseURL
         self.directory = FileSystem.absolutePath(directory)
-        self.statePath = statePath.map(FileSystem.absolutePath) ?? SyncConfiguration.defaultStatePath(for: self.directory)
+        self.statePath =
+            statePath.map(FileSystem.absolutePath) ?? SyncConfiguration.defaultStatePath(for: self.directory)
     }
 
     /// The poll schedule these settings ask for.
@@ -78,8 +79,11 @@ public struct StorageSettings: Sendable, Equatable {
     /// The client configuration these settings ask for, fetching through `transport` (nil: the
     /// manager's own), logging the library's debug lines to `logger` when given, and the
     /// pre-switch hooks' lines to `hookLogger`.
-    public func clientConfiguration(transport: (any Transport)?, logger: Logger?, hookLogger: Logger? = nil) -> SyncConfiguration {
-        var configuration = SyncConfiguration(baseURL: baseURL, contentDirectory: directory, stateDatabasePath: statePath)
+    public func clientConfiguration(transport: (any Transport)?, logger: Logger?, hookLogger: Logger? = nil)
+        -> SyncConfiguration
+    {
+        var configuration = SyncConfiguration(
+            baseURL: baseURL, contentDirectory: directory, stateDatabasePath: statePath)
         configuration.transport = transport
         configuration.maxConcurrentDownloads = concurrency
         configuration.allowReplacingUnknownContent = force
@@ -92,8 +96,9 @@ public struct StorageSettings: Sendable, Equatable {
             }
         }
         if !preSwitchHooks.isEmpty {
-            configuration.beforeSwitch = HookRunner.beforeSwitch(preSwitchHooks, storage: name, directory: directory,
-                                                                  logger: hookLogger ?? logger ?? Logger(label: "sync-agent.hooks"))
+            configuration.beforeSwitch = HookRunner.beforeSwitch(
+                preSwitchHooks, storage: name, directory: directory,
+                logger: hookLogger ?? logger ?? Logger(label: "sync-agent.hooks"))
         }
         return configuration
     }
@@ -173,7 +178,8 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     /// One line a problem: `agent.yaml:7:5: storages.docs.interval: …`, as compilers print them.
     public var description: String {
         problems.map { problem in
-            let place = [problem.line.map(String.init), problem.column.map(String.init)].compactMap { $0 }.joined(separator: ":")
+            let place = [problem.line.map(String.init), problem.column.map(String.init)].compactMap { $0 }.joined(
+                separator: ":")
             return place.isEmpty ? "\(path): \(problem.message)" : "\(path):\(place): \(problem.message)"
         }.joined(separator: "\n")
     }

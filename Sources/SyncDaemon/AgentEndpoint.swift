@@ -4,10 +4,11 @@ import Foundation
 import Logging
 import ServiceLifecycle
 import Synchronization
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// The agent's HTTP endpoint: `/metrics` for Prometheus, `/healthz` and `/readyz` for probes.
@@ -36,8 +37,10 @@ public struct AgentEndpoint: Service {
     public var logger: Logger
 
     /// An endpoint for `address`; it listens once run.
-    public init(address: Address, metrics: AgentMetrics, health: AgentHealth,
-                logger: Logger = Logger(label: "sync-agent.endpoint", factory: { _ in SwiftLogNoOpLogHandler() })) {
+    public init(
+        address: Address, metrics: AgentMetrics, health: AgentHealth,
+        logger: Logger = Logger(label: "sync-agent.endpoint", factory: { _ in SwiftLogNoOpLogHandler() })
+    ) {
         self.address = address
         self.metrics = metrics
         self.health = health
@@ -68,7 +71,8 @@ public struct AgentEndpoint: Service {
                 group.addTask { [address, logger] in
                     try await server.waitUntilListening(timeout: 30)
                     guard let bound = await server.listeningAddress.flatMap(Address.init(socketAddress:)) else {
-                        throw AgentEndpointError(code: .listenFailed, message: "endpoint \(address): the listening socket has no IP address")
+                        throw AgentEndpointError(
+                            code: .listenFailed, message: "endpoint \(address): the listening socket has no IP address")
                     }
                     logger.info("serving /metrics, /healthz and /readyz", metadata: ["http": "http://\(bound)"])
                     await onListening(bound)
@@ -91,9 +95,11 @@ public struct AgentEndpoint: Service {
         do {
             switch address.host {
             case .ipv4(let ip):
-                return HTTPServer(address: try sockaddr_in.inet(ip4: ip, port: address.port), logger: .disabled, handler: handler)
+                return HTTPServer(
+                    address: try sockaddr_in.inet(ip4: ip, port: address.port), logger: .disabled, handler: handler)
             case .ipv6(let ip):
-                return HTTPServer(address: try sockaddr_in6.inet6(ip6: ip, port: address.port), logger: .disabled, handler: handler)
+                return HTTPServer(
+                    address: try sockaddr_in6.inet6(ip6: ip, port: address.port), logger: .disabled, handler: handler)
             }
         } catch {
             throw listenFailed(error)
@@ -105,16 +111,19 @@ public struct AgentEndpoint: Service {
         if case SocketError.failed(_, let code, _) = error {
             switch code {
             case EADDRINUSE: remedy = "another process listens on that port; stop it or pick another port"
-            case EADDRNOTAVAIL: remedy = "the address is not one of this machine's; pick one of its addresses, or 0.0.0.0 for all"
+            case EADDRNOTAVAIL:
+                remedy = "the address is not one of this machine's; pick one of its addresses, or 0.0.0.0 for all"
             case EACCES: remedy = "ports below 1024 need privileges; pick a port above 1023"
             default: break
             }
         }
-        return AgentEndpointError(code: .listenFailed, message: "endpoint \(address): could not listen; \(remedy)", underlying: error)
+        return AgentEndpointError(
+            code: .listenFailed, message: "endpoint \(address): could not listen; \(remedy)", underlying: error)
     }
 
     private func serverFailed(_ error: any Error) -> AgentEndpointError {
-        AgentEndpointError(code: .serverFailed, message: "endpoint \(address): stopped serving; restart the agent", underlying: error)
+        AgentEndpointError(
+            code: .serverFailed, message: "endpoint \(address): stopped serving; restart the agent", underlying: error)
     }
 }
 
@@ -179,7 +188,9 @@ extension AgentEndpoint {
                 }
                 let rest = text[text.index(after: close)...]
                 guard rest.first == ":" else {
-                    throw invalid(rest.isEmpty ? "no port; write [::1]:9464" : "expected ':' and a port after ']'; write [::1]:9464")
+                    throw invalid(
+                        rest.isEmpty
+                            ? "no port; write [::1]:9464" : "expected ':' and a port after ']'; write [::1]:9464")
                 }
                 hostText = text[text.index(after: text.startIndex)..<close]
                 portText = rest.dropFirst()
@@ -204,7 +215,9 @@ extension AgentEndpoint {
             } else if let ip = Self.canonical(hostText, family: AF_INET) {
                 self.init(host: .ipv4(ip), port: port)
             } else {
-                throw invalid("'\(hostText)' is not an IP address; write one (127.0.0.1, [::1], or 0.0.0.0 for every interface) or localhost; host names are not looked up")
+                throw invalid(
+                    "'\(hostText)' is not an IP address; write one (127.0.0.1, [::1], or 0.0.0.0 for every interface) or localhost; host names are not looked up"
+                )
             }
         }
 
@@ -232,7 +245,9 @@ extension AgentEndpoint {
             }
         }
 
-        private static func port(_ text: Substring, _ invalid: (String) -> AgentEndpointError) throws(AgentEndpointError) -> UInt16 {
+        private static func port(_ text: Substring, _ invalid: (String) -> AgentEndpointError)
+            throws(AgentEndpointError) -> UInt16
+        {
             guard !text.isEmpty else {
                 throw invalid("no port after ':'; write one, such as 9464")
             }
@@ -364,10 +379,16 @@ struct EndpointHandler: HTTPHandler {
 
     private func answer(path: String, method: HTTPMethod) -> (HTTPStatusCode, String, Data) {
         guard ["/metrics", "/healthz", "/readyz"].contains(path) else {
-            return (.notFound, Self.textContentType, Data("not found: \(path); the endpoint serves /metrics, /healthz and /readyz\n".utf8))
+            return (
+                .notFound, Self.textContentType,
+                Data("not found: \(path); the endpoint serves /metrics, /healthz and /readyz\n".utf8)
+            )
         }
         guard method == .GET || method == .HEAD else {
-            return (.methodNotAllowed, Self.textContentType, Data("\(method.rawValue) not allowed on \(path); use GET or HEAD\n".utf8))
+            return (
+                .methodNotAllowed, Self.textContentType,
+                Data("\(method.rawValue) not allowed on \(path); use GET or HEAD\n".utf8)
+            )
         }
         switch path {
         case "/metrics":

@@ -252,7 +252,8 @@ public struct StorageMetrics: Sendable {
     }
 
     private func versionInfo(_ version: String) -> CoreMetrics.Gauge {
-        CoreMetrics.Gauge(label: AgentMetrics.Name.versionInfo, dimensions: labels(("version", version)), factory: factory)
+        CoreMetrics.Gauge(
+            label: AgentMetrics.Name.versionInfo, dimensions: labels(("version", version)), factory: factory)
     }
 }
 

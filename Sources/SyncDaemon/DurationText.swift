@@ -14,7 +14,8 @@ public enum DurationText {
             return nil
         }
         guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
-              let count = Int64(digits), count > 0, count <= Int64.max / 86400 else { return nil }
+            let count = Int64(digits), count > 0, count <= Int64.max / 86400
+        else { return nil }
         return .seconds(count * unit)
     }
 

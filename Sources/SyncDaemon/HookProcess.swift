@@ -24,11 +24,15 @@ final class HookProcess: Sendable {
     }
 
     /// Spawns the hook with its standard output and error on two pipes of our own.
-    static func start(_ executable: String, _ arguments: [String], environment: [String: String],
-                      workingDirectory: String?) throws(HookRunner.StartFailure) -> HookProcess {
+    static func start(
+        _ executable: String, _ arguments: [String], environment: [String: String],
+        workingDirectory: String?
+    ) throws(HookRunner.StartFailure) -> HookProcess {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
-        guard clinux_pipe_cloexec(&output) == 0 else { throw HookRunner.StartFailure(text: "cannot make a pipe: \(String(cString: strerror(errno)))") }
+        guard clinux_pipe_cloexec(&output) == 0 else {
+            throw HookRunner.StartFailure(text: "cannot make a pipe: \(String(cString: strerror(errno)))")
+        }
         guard clinux_pipe_cloexec(&errors) == 0 else {
             let code = errno
             close(output[0])
@@ -41,8 +45,9 @@ final class HookProcess: Sendable {
             close(errors[1])
         }
         do {
-            let child = try ChildProcess(executable, arguments, outputDescriptor: output[1], errorDescriptor: errors[1],
-                                         environment: environment, workingDirectory: workingDirectory)
+            let child = try ChildProcess(
+                executable, arguments, outputDescriptor: output[1], errorDescriptor: errors[1],
+                environment: environment, workingDirectory: workingDirectory)
             return HookProcess(pid: child.pid, output: output[0], error: errors[0])
         } catch {
             close(output[0])
@@ -72,9 +77,12 @@ final class HookProcess: Sendable {
             if cancelled.load(ordering: .relaxed) { send(machine.cancel(clock.now)) }
             send(machine.tick(clock.now))
             if machine.isFinished { break }
-            var descriptors = streams.indices.filter { streams[$0].isOpen }.map { pollfd(fd: streams[$0].fd, events: Int16(POLLIN), revents: 0) }
+            var descriptors = streams.indices.filter { streams[$0].isOpen }.map {
+                pollfd(fd: streams[$0].fd, events: Int16(POLLIN), revents: 0)
+            }
             let wait = machine.wait(clock.now)
-            let milliseconds = Int32(clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
+            let milliseconds = Int32(
+                clamping: wait.components.seconds * 1000 + wait.components.attoseconds / 1_000_000_000_000_000)
             let ready = poll(&descriptors, nfds_t(descriptors.count), milliseconds)
             if ready > 0 {
                 for descriptor in descriptors where descriptor.revents != 0 {
@@ -109,7 +117,9 @@ final class HookProcess: Sendable {
     private func hasExited() -> Bool {
         var info = siginfo_t()
         while true {
-            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 { return info._sifields._kill.si_pid == pid }
+            if waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 {
+                return info._sifields._kill.si_pid == pid
+            }
             // ECHILD: something else reaped it (SIGCHLD ignored process-wide); it is gone.
             if errno != EINTR { return true }
         }

@@ -56,18 +56,22 @@ extension HookRunner {
     /// A ``SyncConfiguration/beforeSwitch`` closure that runs `hooks` (a storage's pre-switch
     /// hooks) in the staged tree and throws a ``HookVeto`` when one fails. A cancelled update
     /// stops the running hook and throws `CancellationError`.
-    public static func beforeSwitch(_ hooks: [Hook], storage: String, directory: String, logger: Logger,
-                                    runner: HookRunner = HookRunner()) -> @Sendable (PendingSwitch) async throws -> Void {
+    public static func beforeSwitch(
+        _ hooks: [Hook], storage: String, directory: String, logger: Logger,
+        runner: HookRunner = HookRunner()
+    ) -> @Sendable (PendingSwitch) async throws -> Void {
         var logger = logger
         logger[metadataKey: "storage"] = "\(storage)"
         return { [logger] pending in
             let environment = Self.environment(for: pending, storage: storage, directory: directory)
             for hook in hooks {
-                let outcome = await runner.run(hook, environment: environment, workingDirectory: pending.stagedDirectory, logger: logger)
+                let outcome = await runner.run(
+                    hook, environment: environment, workingDirectory: pending.stagedDirectory, logger: logger)
                 if outcome.termination == .cancelled { throw CancellationError() }
                 guard outcome.succeeded else {
                     let veto = HookVeto(hook: hook.displayName, outcome: outcome)
-                    logger.warning("\(veto); not switching to \(pending.toVersion)", metadata: ["hook": "\(hook.displayName)"])
+                    logger.warning(
+                        "\(veto); not switching to \(pending.toVersion)", metadata: ["hook": "\(hook.displayName)"])
                     throw veto
                 }
                 logger.info("pre-switch hook \(outcome)", metadata: ["hook": "\(hook.displayName)"])
@@ -78,8 +82,10 @@ extension HookRunner {
     /// Runs `hooks` (a storage's post-update hooks) in the content folder after `report`'s
     /// update, when it changed the version (an up-to-date check runs none). Failures are logged
     /// at error, never thrown: the update stands.
-    public static func afterUpdate(_ hooks: [Hook], storage: String, directory: String, report: SyncReport, logger: Logger,
-                                   runner: HookRunner = HookRunner()) async {
+    public static func afterUpdate(
+        _ hooks: [Hook], storage: String, directory: String, report: SyncReport, logger: Logger,
+        runner: HookRunner = HookRunner()
+    ) async {
         guard report.outcome != .upToDate else { return }
         var logger = logger
         logger[metadataKey: "storage"] = "\(storage)"
@@ -93,26 +99,29 @@ extension HookRunner {
                 logger.warning("post-update hook \(outcome); the rest do not run", metadata: metadata)
                 return
             } else {
-                logger.error("post-update hook '\(hook.displayName)' \(outcome)\(HookVeto.lastWords(outcome)); the update to \(report.toVersion) stands",
-                             metadata: metadata)
+                logger.error(
+                    "post-update hook '\(hook.displayName)' \(outcome)\(HookVeto.lastWords(outcome)); the update to \(report.toVersion) stands",
+                    metadata: metadata)
             }
         }
     }
 
     /// What a pre-switch hook is told.
     static func environment(for pending: PendingSwitch, storage: String, directory: String) -> [String: String] {
-        let outcome = switch pending.kind {
-        case .replay: SyncReport.Outcome.replayed.rawValue
-        case .restore: SyncReport.Outcome.restored.rawValue
-        case .repair: "repaired"
-        }
+        let outcome =
+            switch pending.kind {
+            case .replay: SyncReport.Outcome.replayed.rawValue
+            case .restore: SyncReport.Outcome.restored.rawValue
+            case .repair: "repaired"
+            }
         return [
             Variable.hook: "pre-switch", Variable.storage: storage, Variable.directory: directory,
             Variable.stagedDirectory: pending.stagedDirectory,
             Variable.oldVersion: pending.fromVersion?.text ?? "", Variable.newVersion: pending.toVersion.text,
             Variable.outcome: outcome,
             Variable.filesDownloaded: "\(pending.filesDownloaded)", Variable.filesReused: "\(pending.filesReused)",
-            Variable.bytesDownloaded: "\(pending.bytesDownloaded)", Variable.changeLists: "\(pending.changeListsApplied)",
+            Variable.bytesDownloaded: "\(pending.bytesDownloaded)",
+            Variable.changeLists: "\(pending.changeListsApplied)",
         ]
     }
 

@@ -64,7 +64,8 @@ public struct HookOutcome: Sendable, Equatable, CustomStringConvertible {
         switch termination {
         case .exited(let status): "exited with status \(status)"
         case .signalled(let signal): "was killed by signal \(signal) (\(String(cString: strsignal(signal))))"
-        case .timedOut(let killed): killed ? "timed out and was killed (it ignored SIGTERM)" : "timed out and was stopped with SIGTERM"
+        case .timedOut(let killed):
+            killed ? "timed out and was killed (it ignored SIGTERM)" : "timed out and was stopped with SIGTERM"
         case .cancelled: "was stopped because the update was cancelled"
         case .couldNotStart(let reason): "could not start: \(reason)"
         }
@@ -100,36 +101,44 @@ public struct HookRunner: Sendable {
     /// plus `environment`, and returns how it ended. Never throws: a hook that cannot start says
     /// so in the outcome. Cancelling the calling task stops the hook (SIGTERM, then SIGKILL) and
     /// returns ``HookOutcome/Termination/cancelled`` once it is reaped.
-    public func run(_ hook: Hook, environment: [String: String], workingDirectory: String?, logger: Logger) async -> HookOutcome {
+    public func run(_ hook: Hook, environment: [String: String], workingDirectory: String?, logger: Logger) async
+        -> HookOutcome
+    {
         var logger = logger
         logger[metadataKey: "hook"] = "\(hook.displayName)"
         guard !Task.isCancelled else { return HookOutcome(termination: .cancelled) }
         let executable: String
-        switch Self.resolve(hook.command.first, path: environment["PATH"] ?? ProcessInfo.processInfo.environment["PATH"]) {
+        switch Self.resolve(
+            hook.command.first, path: environment["PATH"] ?? ProcessInfo.processInfo.environment["PATH"])
+        {
         case .success(let found): executable = found
         case .failure(let reason): return HookOutcome(termination: .couldNotStart(reason.text))
         }
         if let workingDirectory {
             var isFolder: ObjCBool = false
-            guard FileManager.default.fileExists(atPath: workingDirectory, isDirectory: &isFolder), isFolder.boolValue else {
+            guard FileManager.default.fileExists(atPath: workingDirectory, isDirectory: &isFolder), isFolder.boolValue
+            else {
                 return HookOutcome(termination: .couldNotStart("its working folder \(workingDirectory) does not exist"))
             }
         }
         let process: HookProcess
         do {
-            process = try HookProcess.start(executable, Array(hook.command.dropFirst()), environment: environment,
-                                            workingDirectory: workingDirectory)
+            process = try HookProcess.start(
+                executable, Array(hook.command.dropFirst()), environment: environment,
+                workingDirectory: workingDirectory)
         } catch {
             return HookOutcome(termination: .couldNotStart(error.text))
         }
         logger.debug("hook started", metadata: ["pid": "\(process.pid)"])
-        let limits = HookSupervision.Limits(timeout: hook.timeout, terminationGrace: terminationGrace, outputGrace: outputGrace)
+        let limits = HookSupervision.Limits(
+            timeout: hook.timeout, terminationGrace: terminationGrace, outputGrace: outputGrace)
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let thread = Thread { [logger] in
-                    continuation.resume(returning: process.supervise(limits) { stream, line in
-                        logger.info("\(line)", metadata: ["stream": "\(stream.rawValue)"])
-                    })
+                    continuation.resume(
+                        returning: process.supervise(limits) { stream, line in
+                            logger.info("\(line)", metadata: ["stream": "\(stream.rawValue)"])
+                        })
                 }
                 thread.stackSize = 1 << 18
                 thread.start()
@@ -156,7 +165,8 @@ public struct HookRunner: Sendable {
         }
         if program.contains("/") {
             if executableFile(program) { return .success(program) }
-            let problem = FileManager.default.fileExists(atPath: program) ? "is not an executable file" : "does not exist"
+            let problem =
+                FileManager.default.fileExists(atPath: program) ? "is not an executable file" : "does not exist"
             return .failure(StartFailure(text: "\(program) \(problem)"))
         }
         let folders = (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
@@ -164,7 +174,9 @@ public struct HookRunner: Sendable {
             let candidate = folder + "/" + program
             if executableFile(candidate) { return .success(candidate) }
         }
-        return .failure(StartFailure(text: "no executable \(program) on PATH (\(folders.joined(separator: ":"))); give its absolute path"))
+        return .failure(
+            StartFailure(
+                text: "no executable \(program) on PATH (\(folders.joined(separator: ":"))); give its absolute path"))
     }
 }
 

@@ -21,7 +21,9 @@ public struct PollSchedule: Sendable, Equatable {
 
     /// A schedule checking every `interval` (the first retry is at most the interval; the cap
     /// defaults to it).
-    public init(interval: Duration, jitter: Double = 0.1, firstRetry: Duration = .seconds(10), maxBackoff: Duration? = nil) {
+    public init(
+        interval: Duration, jitter: Double = 0.1, firstRetry: Duration = .seconds(10), maxBackoff: Duration? = nil
+    ) {
         self.interval = interval
         self.jitter = jitter
         self.firstRetry = min(firstRetry, interval)

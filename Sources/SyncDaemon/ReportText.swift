@@ -9,11 +9,15 @@ public enum ReportText {
         case .upToDate:
             return "up to date at \(report.toVersion)"
         case .restored:
-            return "restored \(report.toVersion) from the archive (\(report.filesDownloaded) files, \(bytes(report.bytesDownloaded)) downloaded)"
+            return
+                "restored \(report.toVersion) from the archive (\(report.filesDownloaded) files, \(bytes(report.bytesDownloaded)) downloaded)"
         case .replayed:
-            var line = "updated \(report.fromVersion.map { "\($0)" } ?? "?") → \(report.toVersion): \(report.changeListsApplied) change list(s), "
+            var line =
+                "updated \(report.fromVersion.map { "\($0)" } ?? "?") → \(report.toVersion): \(report.changeListsApplied) change list(s), "
                 + "\(report.filesDownloaded) file(s) downloaded (\(bytes(report.bytesDownloaded))), \(report.filesReused) kept"
-            if report.filesAlreadyDownloaded > 0 { line += ", \(report.filesAlreadyDownloaded) already downloaded earlier" }
+            if report.filesAlreadyDownloaded > 0 {
+                line += ", \(report.filesAlreadyDownloaded) already downloaded earlier"
+            }
             if !report.warnings.isEmpty { line += ", \(report.warnings.count) warning(s)" }
             return line
         }

@@ -20,7 +20,8 @@ public final class StorageWatcher: Sendable {
 
         /// "storage docs stopped: …".
         public var description: String {
-            permanent ? "storage \(storage) stopped: retrying cannot fix this: \(error)"
+            permanent
+                ? "storage \(storage) stopped: retrying cannot fix this: \(error)"
                 : "storage \(storage) stopped after \(consecutiveFailures) failed check\(consecutiveFailures == 1 ? "" : "s") in a row: \(error)"
         }
     }
@@ -58,9 +59,11 @@ public final class StorageWatcher: Sendable {
 
     /// A watcher for `settings`, fetching through `transport` (shared by the agent's storages).
     /// `random` draws the schedule's jitter and splay (default: the system's generator).
-    public init(settings: StorageSettings, transport: (any Transport)?, logger: Logger,
-                metrics: StorageMetrics? = nil, health: AgentHealth? = nil,
-                random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }) throws(SyncError) {
+    public init(
+        settings: StorageSettings, transport: (any Transport)?, logger: Logger,
+        metrics: StorageMetrics? = nil, health: AgentHealth? = nil,
+        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) }
+    ) throws(SyncError) {
         var logger = logger
         logger[metadataKey: "storage"] = "\(settings.name)"
         self.settings = settings
@@ -68,8 +71,10 @@ public final class StorageWatcher: Sendable {
         self.metrics = metrics
         self.health = health
         self.random = random
-        self.manager = try CacheManager(configuration: settings.clientConfiguration(transport: transport, logger: logger.logLevel <= .debug ? logger : nil,
-                                                                                    hookLogger: logger))
+        self.manager = try CacheManager(
+            configuration: settings.clientConfiguration(
+                transport: transport, logger: logger.logLevel <= .debug ? logger : nil,
+                hookLogger: logger))
     }
 
     /// Asks the loop to end once the running check (if any) finishes; a pause ends at once.
@@ -102,7 +107,8 @@ public final class StorageWatcher: Sendable {
         let local = try? await manager.localVersion()
         metrics?.setVersion(local?.text)
         if let metrics, let status = try? await manager.status(historyLimit: 1) {
-            metrics.restore(lastSuccess: status.lastSuccess?.finishedAt, consecutiveFailures: status.consecutiveFailures)
+            metrics.restore(
+                lastSuccess: status.lastSuccess?.finishedAt, consecutiveFailures: status.consecutiveFailures)
         }
         health?.setReady(storage: settings.name, local != nil)
         let announcer = announceUpdates()
@@ -133,8 +139,9 @@ public final class StorageWatcher: Sendable {
                 wait = schedule.afterSuccess(random: random())
                 callbacks.status("\(summary); next check in \(ReportText.seconds(wait))")
                 if report.outcome != .upToDate, !settings.postUpdateHooks.isEmpty {
-                    await HookRunner.afterUpdate(settings.postUpdateHooks, storage: settings.name, directory: settings.directory,
-                                                 report: report, logger: logger)
+                    await HookRunner.afterUpdate(
+                        settings.postUpdateHooks, storage: settings.name, directory: settings.directory,
+                        report: report, logger: logger)
                 }
             } catch {
                 callbacks.checkFinished(.failure(error), ContinuousClock.now - started)
@@ -151,11 +158,14 @@ public final class StorageWatcher: Sendable {
                 }
                 wait = schedule.afterFailure(random: random())
                 if settings.maxFailures > 0, failures >= settings.maxFailures {
-                    logger.critical("stopping after \(failures) failed check\(failures == 1 ? "" : "s") in a row: \(error)")
+                    logger.critical(
+                        "stopping after \(failures) failed check\(failures == 1 ? "" : "s") in a row: \(error)")
                     throw Stopped(storage: settings.name, error: error, permanent: false, consecutiveFailures: failures)
                 }
                 logger.error("check failed (\(failures) in a row; next in \(ReportText.seconds(wait))): \(error)")
-                callbacks.status("check failed (\(failures) in a row), next in \(ReportText.seconds(wait)): \(String(describing: error).prefix(200))")
+                callbacks.status(
+                    "check failed (\(failures) in a row), next in \(ReportText.seconds(wait)): \(String(describing: error).prefix(200))"
+                )
             }
             if first {
                 first = false
@@ -181,8 +191,12 @@ public final class StorageWatcher: Sendable {
                     guard !announced else { continue }
                     announced = true
                     let from = (try? await manager.localVersion())?.description ?? "nothing"
-                    logger.info("update started", metadata: ["from": "\(from)", "phase": "\(progress.phase)", "files": "\(progress.filesTotal)",
-                                                            "bytes": "\(progress.bytesTotal.map(String.init) ?? "unknown")"])
+                    logger.info(
+                        "update started",
+                        metadata: [
+                            "from": "\(from)", "phase": "\(progress.phase)", "files": "\(progress.filesTotal)",
+                            "bytes": "\(progress.bytesTotal.map(String.init) ?? "unknown")",
+                        ])
                 default:
                     continue
                 }

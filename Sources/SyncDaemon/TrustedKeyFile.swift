@@ -18,16 +18,26 @@ public enum TrustedKeyFile {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw Problem(description: "cannot read \(path): \(error.localizedDescription); give the publisher's public key file (from `sync-agent keygen`)")
+            throw Problem(
+                description:
+                    "cannot read \(path): \(error.localizedDescription); give the publisher's public key file (from `sync-agent keygen`)"
+            )
         }
         do {
             _ = try StatusSignature.publicKey(base64: text)
         } catch {
-            throw Problem(description: "\(path): \(error.message); make a pair with `sync-agent keygen --out FILE` and give FILE.pub")
+            throw Problem(
+                description:
+                    "\(path): \(error.message); make a pair with `sync-agent keygen --out FILE` and give FILE.pub")
         }
         var info = stat()
-        if !text.contains("#"), stat(path, &info) == 0, info.st_mode & 0o077 == 0, FileManager.default.fileExists(atPath: path + ".pub") {
-            throw Problem(description: "\(path) looks like a private key (readable by its owner only, with \(path).pub beside it); give \(path).pub, the public key")
+        if !text.contains("#"), stat(path, &info) == 0, info.st_mode & 0o077 == 0,
+            FileManager.default.fileExists(atPath: path + ".pub")
+        {
+            throw Problem(
+                description:
+                    "\(path) looks like a private key (readable by its owner only, with \(path).pub beside it); give \(path).pub, the public key"
+            )
         }
         return text
     }

@@ -21,14 +21,17 @@ public struct AdaptingTransport: Transport {
     }
 
     /// Adapts `request` once, then downloads it to `path` through ``base``.
-    public func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
+    public func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse
+    {
         var request = request
         try await adapter.adapt(&request)
         return try await base.download(request, to: path, options: options)
     }
 
     /// Adapts `request` once, then downloads it into `descriptor` through ``base``.
-    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
+    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws
+        -> HTTPResponse
+    {
         var request = request
         try await adapter.adapt(&request)
         return try await base.download(request, into: descriptor, options: options)

@@ -39,7 +39,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     init(maxConnectionsPerHost: Int, name: String) throws(TransportError) {
         CurlMultiLoop.globalInit
         guard let multi = curl_multi_init() else {
-            throw TransportError(code: .invalidRequest, message: "libcurl could not create a multi handle (out of memory?)")
+            throw TransportError(
+                code: .invalidRequest, message: "libcurl could not create a multi handle (out of memory?)")
         }
         let options: [(CURLMoption, Int, String)] = [
             (CURLMOPT_PIPELINING, Int(CURLPIPE_MULTIPLEX), "CURLMOPT_PIPELINING"),
@@ -50,9 +51,11 @@ final class CurlMultiLoop: @unchecked Sendable {
             let code = ccurl_multi_setopt_long(multi, option, value)
             guard code == CURLM_OK else {
                 curl_multi_cleanup(multi)
-                throw TransportError(code: .invalidRequest,
-                                     message: "libcurl refused \(name): \(String(cString: curl_multi_strerror(code))) (curlm \(code.rawValue)); "
-                                         + "this transport needs libcurl 7.85 or later")
+                throw TransportError(
+                    code: .invalidRequest,
+                    message:
+                        "libcurl refused \(name): \(String(cString: curl_multi_strerror(code))) (curlm \(code.rawValue)); "
+                        + "this transport needs libcurl 7.85 or later")
             }
         }
         self.multi = multi
@@ -138,9 +141,11 @@ final class CurlMultiLoop: @unchecked Sendable {
                     } else if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
                         active[transfer.easy] = transfer
                     } else {
-                        transfer.fail(TransportError(code: .invalidRequest,
-                                                     message: "libcurl refused the transfer for \(Redaction.url(transfer.url))",
-                                                     url: transfer.url))
+                        transfer.fail(
+                            TransportError(
+                                code: .invalidRequest,
+                                message: "libcurl refused the transfer for \(Redaction.url(transfer.url))",
+                                url: transfer.url))
                     }
                 case .cancel(let transfer):
                     if active.removeValue(forKey: transfer.easy) != nil {

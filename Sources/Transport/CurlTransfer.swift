@@ -52,18 +52,22 @@ final class CurlTransfer: @unchecked Sendable {
     private var lastProgressReport: UInt64 = 0
     private(set) var resumedFrom: Int64 = 0
 
-    init(request: HTTPRequest, sink: Sink, configuration: CurlTransport.Configuration,
-         maxBytes: Int64?, progress: ProgressHandler?,
-         onResponseStart: (@Sendable (Int, [String: String]) -> Void)? = nil,
-         onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil) throws(TransportError) {
+    init(
+        request: HTTPRequest, sink: Sink, configuration: CurlTransport.Configuration,
+        maxBytes: Int64?, progress: ProgressHandler?,
+        onResponseStart: (@Sendable (Int, [String: String]) -> Void)? = nil,
+        onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil
+    ) throws(TransportError) {
         let url = request.resolvedURL
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw TransportError(code: .invalidRequest,
-                                 message: "\(Redaction.url(url)) is not an http(s) URL; only http and https are fetched",
-                                 url: url)
+            throw TransportError(
+                code: .invalidRequest,
+                message: "\(Redaction.url(url)) is not an http(s) URL; only http and https are fetched",
+                url: url)
         }
         guard let easy = curl_easy_init() else {
-            throw TransportError(code: .invalidRequest, message: "libcurl could not create a handle for \(Redaction.url(url))", url: url)
+            throw TransportError(
+                code: .invalidRequest, message: "libcurl could not create a handle for \(Redaction.url(url))", url: url)
         }
         self.easy = easy
         self.url = url
@@ -84,9 +88,13 @@ final class CurlTransfer: @unchecked Sendable {
 
         try set(ccurl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString), "CURLOPT_URL")
         try set(ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
-        try set(ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, Self.redirectProtocols(from: url)), "CURLOPT_REDIR_PROTOCOLS_STR")
+        try set(
+            ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, Self.redirectProtocols(from: url)),
+            "CURLOPT_REDIR_PROTOCOLS_STR")
         try set(ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent), "CURLOPT_USERAGENT")
-        try set(ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 ? 1 : 0), "CURLOPT_FOLLOWLOCATION")
+        try set(
+            ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 ? 1 : 0),
+            "CURLOPT_FOLLOWLOCATION")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects), "CURLOPT_MAXREDIRS")
         // Preferences, not restrictions: a libcurl built without HTTP/2 refuses HTTP/2 with
         // CURLE_UNSUPPORTED_PROTOCOL and speaks HTTP/1.1, which is correct, only slower. Any other
@@ -96,15 +104,21 @@ final class CurlTransfer: @unchecked Sendable {
         try set(ccurl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1), "CURLOPT_PIPEWAIT")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1), "CURLOPT_NOSIGNAL")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_TCP_NODELAY, 1), "CURLOPT_TCP_NODELAY")
-        try set(ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds),
-                "CURLOPT_CONNECTTIMEOUT_MS")
+        try set(
+            ccurl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, configuration.connectTimeout.milliseconds),
+            "CURLOPT_CONNECTTIMEOUT_MS")
         // Under `minimumRate` bytes/s, averaged by libcurl, for a whole stall window fails the
         // transfer: a stall (0 bytes/s) as before, and a trickle that would take days as well.
-        try set(ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, max(1, configuration.minimumRate)), "CURLOPT_LOW_SPEED_LIMIT")
-        try set(ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_TIME, max(1, configuration.stallTimeout.milliseconds / 1000)),
-                "CURLOPT_LOW_SPEED_TIME")
+        try set(
+            ccurl_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, max(1, configuration.minimumRate)),
+            "CURLOPT_LOW_SPEED_LIMIT")
+        try set(
+            ccurl_easy_setopt_long(
+                easy, CURLOPT_LOW_SPEED_TIME, max(1, configuration.stallTimeout.milliseconds / 1000)),
+            "CURLOPT_LOW_SPEED_TIME")
         if let timeout = request.timeout {
-            try set(ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, timeout.milliseconds)), "CURLOPT_TIMEOUT_MS")
+            try set(
+                ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, timeout.milliseconds)), "CURLOPT_TIMEOUT_MS")
         }
         // Content codings are decoded, for downloads as for in-memory fetches: "" offers every
         // coding this libcurl decodes (gzip and deflate; br and zstd where built in) and decodes
@@ -125,15 +139,20 @@ final class CurlTransfer: @unchecked Sendable {
         // libcurl sends a header line as it is: a line break would add headers (or a request) of
         // its own, and a NUL would cut the line short. By scalars: "\r\n" is one Character. The
         // value is not quoted back: it may be a token.
-        if let bad = headers.first(where: { ($0.key + $0.value).unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" } }) {
-            throw TransportError(code: .invalidRequest,
-                                 message: "the header \(bad.key.debugDescription) for \(Redaction.url(url)) holds a line break or NUL; a header must be one line",
-                                 url: url)
+        if let bad = headers.first(where: {
+            ($0.key + $0.value).unicodeScalars.contains { $0 == "\r" || $0 == "\n" || $0 == "\0" }
+        }) {
+            throw TransportError(
+                code: .invalidRequest,
+                message:
+                    "the header \(bad.key.debugDescription) for \(Redaction.url(url)) holds a line break or NUL; a header must be one line",
+                url: url)
         }
         for line in headers.sorted(by: { $0.key < $1.key }).map({ "\($0.key): \($0.value)" }) {
             guard let appended = curl_slist_append(headerList, line) else {
-                throw TransportError(code: .invalidRequest, message: "libcurl could not add the header line for \(Redaction.url(url))",
-                                     url: url)
+                throw TransportError(
+                    code: .invalidRequest, message: "libcurl could not add the header line for \(Redaction.url(url))",
+                    url: url)
             }
             headerList = appended
         }
@@ -145,32 +164,37 @@ final class CurlTransfer: @unchecked Sendable {
         let userdata = Unmanaged.passUnretained(self).toOpaque()
         try set(ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, userdata), "CURLOPT_PRIVATE")
         try set(ccurl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, userdata), "CURLOPT_WRITEDATA")
-        try set(ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { pointer, size, count, userdata in
-            let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
-            return transfer.receiveBody(UnsafeRawBufferPointer(start: pointer, count: size * count))
-        }, "CURLOPT_WRITEFUNCTION")
+        try set(
+            ccurl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION) { pointer, size, count, userdata in
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+                return transfer.receiveBody(UnsafeRawBufferPointer(start: pointer, count: size * count))
+            }, "CURLOPT_WRITEFUNCTION")
         try set(ccurl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, userdata), "CURLOPT_HEADERDATA")
-        try set(ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { pointer, size, count, userdata in
-            let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
-            // Any other count than the one given aborts the transfer (CURLE_WRITE_ERROR).
-            return transfer.receiveHeader(UnsafeRawBufferPointer(start: pointer, count: size * count)) ? size * count : 0
-        }, "CURLOPT_HEADERFUNCTION")
+        try set(
+            ccurl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION) { pointer, size, count, userdata in
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+                // Any other count than the one given aborts the transfer (CURLE_WRITE_ERROR).
+                return transfer.receiveHeader(UnsafeRawBufferPointer(start: pointer, count: size * count))
+                    ? size * count : 0
+            }, "CURLOPT_HEADERFUNCTION")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0), "CURLOPT_NOPROGRESS")
         try set(ccurl_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, userdata), "CURLOPT_XFERINFODATA")
-        try set(ccurl_easy_setopt_xferinfo_callback(easy) { userdata, total, now, _, _ in
-            let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
-            return transfer.reportProgress(total: Int64(total), now: Int64(now)) ? 0 : 1
-        }, "CURLOPT_XFERINFOFUNCTION")
+        try set(
+            ccurl_easy_setopt_xferinfo_callback(easy) { userdata, total, now, _, _ in
+                let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata!).takeUnretainedValue()
+                return transfer.reportProgress(total: Int64(total), now: Int64(now)) ? 0 : 1
+            }, "CURLOPT_XFERINFOFUNCTION")
     }
 
     /// Turns an option libcurl refused into an error naming it: ignored, the failure would
     /// silently drop a restriction (a protocol limit, a timeout) on an older libcurl.
     private func set(_ code: CURLcode, _ option: String) throws(TransportError) {
         guard code != CURLE_OK else { return }
-        throw TransportError(code: .invalidRequest,
-                             message: "libcurl refused \(option) for \(Redaction.url(url)): \(String(cString: curl_easy_strerror(code)))"
-                                 + " (curl \(code.rawValue)); this transport needs libcurl 7.85 or later",
-                             url: url, curlCode: Int(code.rawValue))
+        throw TransportError(
+            code: .invalidRequest,
+            message: "libcurl refused \(option) for \(Redaction.url(url)): \(String(cString: curl_easy_strerror(code)))"
+                + " (curl \(code.rawValue)); this transport needs libcurl 7.85 or later",
+            url: url, curlCode: Int(code.rawValue))
     }
 
     deinit {
@@ -224,7 +248,8 @@ final class CurlTransfer: @unchecked Sendable {
         // A body announced over its limit is refused now, not after the limit's worth of bytes.
         // Only an unencoded length counts: limits hold decoded bytes.
         if status == 200 || status == 206, ResponseExpectation.nonIdentityEncoding(headers) == nil,
-           let length = ResponseExpectation.contentLength(contentLengths) {
+            let length = ResponseExpectation.contentLength(contentLengths)
+        {
             switch sink {
             case .memory(let limit) where length > limit:
                 writeFailure = tooLarge(limit: limit, memory: true)
@@ -241,10 +266,12 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     private func tooLarge(limit: Int64, memory: Bool) -> TransportError {
-        TransportError(code: .tooLarge,
-                       message: memory ? "\(Redaction.url(url)) sent more than \(limit) bytes; refusing the rest"
-                           : "\(Redaction.url(url)) is larger than its declared \(limit) bytes; refusing it",
-                       url: url)
+        TransportError(
+            code: .tooLarge,
+            message: memory
+                ? "\(Redaction.url(url)) sent more than \(limit) bytes; refusing the rest"
+                : "\(Redaction.url(url)) is larger than its declared \(limit) bytes; refusing it",
+            url: url)
     }
 
     /// The schemes a redirect may go to: never from https down to plain http, where whoever is on
@@ -257,7 +284,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var answeringURL: URL {
         var effective: UnsafeMutablePointer<CChar>?
         if ccurl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK, let effective,
-           let parsed = URL(string: String(cString: effective)) {
+            let parsed = URL(string: String(cString: effective))
+        {
             return parsed
         }
         return url
@@ -267,7 +295,8 @@ final class CurlTransfer: @unchecked Sendable {
     /// only an accepted, unencoded 200 or 206 can be continued, and a weak tag never matches.
     var resumableETag: String? {
         guard headAccepted, status == 200 || status == 206, ResponseExpectation.nonIdentityEncoding(headers) == nil,
-              let etag = headers["etag"], !etag.hasPrefix("W/") else { return nil }
+            let etag = headers["etag"], !etag.hasPrefix("W/")
+        else { return nil }
         return etag
     }
 
@@ -304,10 +333,11 @@ final class CurlTransfer: @unchecked Sendable {
                     let code = Glibc.errno
                     if code == EINTR { continue }
                     let reason = String(cString: strerror(code))
-                    writeFailure = TransportError(code: .fileSystem,
-                                                  message: "writing \(url.lastPathComponent) to \(path): \(reason)"
-                                                      + (code == ENOSPC ? "; free disk space and retry" : ""),
-                                                  url: url, errno: code)
+                    writeFailure = TransportError(
+                        code: .fileSystem,
+                        message: "writing \(url.lastPathComponent) to \(path): \(reason)"
+                            + (code == ENOSPC ? "; free disk space and retry" : ""),
+                        url: url, errno: code)
                     return 0
                 }
                 remaining = UnsafeRawBufferPointer(rebasing: remaining[written...])
@@ -329,9 +359,10 @@ final class CurlTransfer: @unchecked Sendable {
         if offset > 0 {
             if ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) < 0 {
                 let code = Glibc.errno
-                writeFailure = TransportError(code: .fileSystem,
-                                              message: "restarting \(path): \(String(cString: strerror(code)))",
-                                              url: url, errno: code)
+                writeFailure = TransportError(
+                    code: .fileSystem,
+                    message: "restarting \(path): \(String(cString: strerror(code)))",
+                    url: url, errno: code)
                 return false
             }
             sink = .file(fd: fd, path: path, offset: 0)
@@ -372,7 +403,8 @@ final class CurlTransfer: @unchecked Sendable {
         var finalURL = url
         var effective: UnsafeMutablePointer<CChar>?
         if ccurl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK, let effective,
-           let parsed = URL(string: String(cString: effective)) {
+            let parsed = URL(string: String(cString: effective))
+        {
             finalURL = parsed
         }
         guard result == CURLE_OK else {
@@ -381,14 +413,18 @@ final class CurlTransfer: @unchecked Sendable {
             let detail = Redaction.text(buffered.isEmpty ? String(cString: curl_easy_strerror(result)) : buffered)
             if result == CURLE_BAD_CONTENT_ENCODING {
                 let coding = headers["content-encoding"].map { "Content-Encoding: \($0)" } ?? "its content encoding"
-                return .failure(TransportError.invalidResponse(expectation.method, finalURL,
-                                                 "sent a body in \(coding) that libcurl cannot decode (\(detail))",
-                                                 statusCode: status))
+                return .failure(
+                    TransportError.invalidResponse(
+                        expectation.method, finalURL,
+                        "sent a body in \(coding) that libcurl cannot decode (\(detail))",
+                        statusCode: status))
             }
             let timedOut = result == CURLE_OPERATION_TIMEDOUT
-            return .failure(TransportError(code: timedOut ? .timeout : .network,
-                                           message: "\(expectation.method) \(Redaction.url(url)) failed: \(detail) (curl \(result.rawValue))",
-                                           url: url, curlCode: Int(result.rawValue)))
+            return .failure(
+                TransportError(
+                    code: timedOut ? .timeout : .network,
+                    message: "\(expectation.method) \(Redaction.url(url)) failed: \(detail) (curl \(result.rawValue))",
+                    url: url, curlCode: Int(result.rawValue)))
         }
         var code = 0
         ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
@@ -402,8 +438,10 @@ final class CurlTransfer: @unchecked Sendable {
         // Content-Length and Content-Range count.
         var wireBytes: curl_off_t = 0
         if ccurl_easy_getinfo_off_t(easy, CURLINFO_SIZE_DOWNLOAD_T, &wireBytes) == CURLE_OK,
-           let problem = expectation.checkBody(status: code, headers: headers, contentLengths: contentLengths,
-                                               wireBytes: Int64(wireBytes)) {
+            let problem = expectation.checkBody(
+                status: code, headers: headers, contentLengths: contentLengths,
+                wireBytes: Int64(wireBytes))
+        {
             return .failure(TransportError.invalidResponse(expectation.method, finalURL, problem, statusCode: code))
         }
         var fileSize: Int64 = 0
@@ -412,8 +450,10 @@ final class CurlTransfer: @unchecked Sendable {
         }
         let responseBody: Data
         if case .memory = sink { responseBody = body } else { responseBody = Data() }
-        return .success(HTTPResponse(statusCode: code, headers: headers, body: responseBody, url: finalURL,
-                                     bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize))
+        return .success(
+            HTTPResponse(
+                statusCode: code, headers: headers, body: responseBody, url: finalURL,
+                bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize))
     }
 }
 

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import Logging
+import Synchronization
 
 /// The default ``Transport``: libcurl's multi interface with connection reuse, HTTP/2 where the
 /// server offers it, retries with backoff that honour `Retry-After`, conditional requests and
@@ -98,7 +98,8 @@ public final class CurlTransport: Transport {
         probe.headers["X-Probe"] = "1"
         probe.timeout = .seconds(1)
         let received: @Sendable (TransferProgress) -> Void = { _ in }
-        _ = try CurlTransfer(request: probe, sink: .memory(limit: 1), configuration: configuration, maxBytes: 1, progress: received)
+        _ = try CurlTransfer(
+            request: probe, sink: .memory(limit: 1), configuration: configuration, maxBytes: 1, progress: received)
     }
 
     /// Fetches `request` into memory, with ``Configuration/dataTimeout`` when it sets no time limit
@@ -107,21 +108,25 @@ public final class CurlTransport: Transport {
         try await withRetries(request) { request in
             var request = request
             if request.timeout == nil { request.timeout = self.configuration.dataTimeout }
-            let transfer = try CurlTransfer(request: request, sink: .memory(limit: self.configuration.maxDataBytes),
-                                            configuration: self.configuration, maxBytes: nil, progress: nil)
+            let transfer = try CurlTransfer(
+                request: request, sink: .memory(limit: self.configuration.maxDataBytes),
+                configuration: self.configuration, maxBytes: nil, progress: nil)
             return try await self.run(transfer)
         }
     }
 
     /// Downloads to `path`, created (mode 0644) when missing; a file already there is resumed when
     /// ``DownloadOptions/resumeETag`` allows, else emptied first.
-    public func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
+    public func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse
+    {
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             let code = errno
-            throw TransportError(code: .fileSystem,
-                                 message: "cannot open \(path) for the download of \(Redaction.url(request.url)): \(String(cString: strerror(code)))",
-                                 url: request.url, errno: code)
+            throw TransportError(
+                code: .fileSystem,
+                message:
+                    "cannot open \(path) for the download of \(Redaction.url(request.url)): \(String(cString: strerror(code)))",
+                url: request.url, errno: code)
         }
         defer { close(fd) }
         return try await download(request, fd: fd, path: path, options: options)
@@ -129,12 +134,17 @@ public final class CurlTransport: Transport {
 
     /// Downloads into the open file `descriptor`, resuming from what it holds as
     /// ``download(_:to:options:)`` does.
-    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
-        try await download(request, fd: descriptor, path: "an unnamed file (descriptor \(descriptor))", options: options)
+    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws
+        -> HTTPResponse
+    {
+        try await download(
+            request, fd: descriptor, path: "an unnamed file (descriptor \(descriptor))", options: options)
     }
 
     /// Both downloads: `path` names the file in messages.
-    private func download(_ request: HTTPRequest, fd: Int32, path: String, options: DownloadOptions) async throws -> HTTPResponse {
+    private func download(_ request: HTTPRequest, fd: Int32, path: String, options: DownloadOptions) async throws
+        -> HTTPResponse
+    {
         var received: Int64 = 0
         var etag = options.resumeETag
         // Set once the server has answered a resume with other bytes: no more resumes this call.
@@ -153,10 +163,11 @@ public final class CurlTransport: Transport {
                 _ = ftruncate(fd, 0)
             }
             _ = lseek(fd, off_t(offset), SEEK_SET)
-            let transfer = try CurlTransfer(request: request, sink: .file(fd: fd, path: path, offset: offset),
-                                            configuration: self.configuration,
-                                            maxBytes: options.maxBytes, progress: options.progress,
-                                            onResponseStart: options.onResponseStart, onBodyChunk: options.onBodyChunk)
+            let transfer = try CurlTransfer(
+                request: request, sink: .file(fd: fd, path: path, offset: offset),
+                configuration: self.configuration,
+                maxBytes: options.maxBytes, progress: options.progress,
+                onResponseStart: options.onResponseStart, onBodyChunk: options.onBodyChunk)
             do {
                 let response = try await self.run(transfer)
                 received += response.bytesReceived
@@ -167,9 +178,11 @@ public final class CurlTransport: Transport {
                 // that ignores If-Range). Anything else there cannot be trusted.
                 let answeredETag = transfer.headers["etag"]
                 if let range = transfer.headers["content-range"], range.hasPrefix("bytes */"),
-                   Int64(range.dropFirst("bytes */".count)) == offset, answeredETag == nil || answeredETag == etag {
-                    return HTTPResponse(statusCode: 206, headers: transfer.headers, url: error.url ?? request.url,
-                                        resumedFrom: offset, fileSize: offset)
+                    Int64(range.dropFirst("bytes */".count)) == offset, answeredETag == nil || answeredETag == etag
+                {
+                    return HTTPResponse(
+                        statusCode: 206, headers: transfer.headers, url: error.url ?? request.url,
+                        resumedFrom: offset, fileSize: offset)
                 }
                 _ = ftruncate(fd, 0)
                 throw error
@@ -207,8 +220,10 @@ public final class CurlTransport: Transport {
         }
     }
 
-    private func withRetries(_ original: HTTPRequest,
-                             _ attempt: (HTTPRequest) async throws -> HTTPResponse) async throws -> HTTPResponse {
+    private func withRetries(
+        _ original: HTTPRequest,
+        _ attempt: (HTTPRequest) async throws -> HTTPResponse
+    ) async throws -> HTTPResponse {
         var number = 1
         while true {
             if Task.isCancelled { throw TransportError.cancelled(original.url) }
@@ -221,15 +236,20 @@ public final class CurlTransport: Transport {
             } catch let error as TransportError {
                 if error.code == .cancelled { throw error }
                 if Task.isCancelled { throw TransportError.cancelled(request.url) }
-                guard let delay = configuration.retry.delay(after: error, attempt: number, jitter: Double.random(in: 0..<1)) else {
+                guard
+                    let delay = configuration.retry.delay(
+                        after: error, attempt: number, jitter: Double.random(in: 0..<1))
+                else {
                     throw error
                 }
-                configuration.logger.debug("retrying after transient failure", metadata: [
-                    "transport.url": "\(Redaction.url(request.url))",
-                    "transport.attempt": "\(number)",
-                    "transport.delay_ms": "\(delay.milliseconds)",
-                    "transport.error": "\(error.message)",
-                ])
+                configuration.logger.debug(
+                    "retrying after transient failure",
+                    metadata: [
+                        "transport.url": "\(Redaction.url(request.url))",
+                        "transport.attempt": "\(number)",
+                        "transport.delay_ms": "\(delay.milliseconds)",
+                        "transport.error": "\(error.message)",
+                    ])
                 number += 1
                 do {
                     try await Task.sleep(for: delay)

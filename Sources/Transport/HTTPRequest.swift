@@ -17,8 +17,10 @@ public struct HTTPRequest: Sendable, Equatable {
 
     /// A request for `url`: by default a `GET` with no extra headers or query items and the
     /// transport's own time limit.
-    public init(url: URL, method: String = "GET", headers: [String: String] = [:],
-                queryItems: [URLQueryItem] = [], timeout: Duration? = nil) {
+    public init(
+        url: URL, method: String = "GET", headers: [String: String] = [:],
+        queryItems: [URLQueryItem] = [], timeout: Duration? = nil
+    ) {
         self.url = url
         self.method = method
         self.headers = headers
@@ -28,7 +30,9 @@ public struct HTTPRequest: Sendable, Equatable {
 
     /// ``url`` with ``queryItems`` appended: the address actually sent.
     public var resolvedURL: URL {
-        guard !queryItems.isEmpty, var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else { return url }
+        guard !queryItems.isEmpty, var parts = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+            return url
+        }
         parts.queryItems = (parts.queryItems ?? []) + queryItems
         return parts.url ?? url
     }

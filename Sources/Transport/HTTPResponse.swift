@@ -21,8 +21,10 @@ public struct HTTPResponse: Sendable {
 
     /// A response from its parts (default: no headers, an empty body, every count 0), e.g. for an
     /// app's own ``Transport`` to return.
-    public init(statusCode: Int, headers: [String: String] = [:], body: Data = Data(), url: URL,
-                bytesReceived: Int64 = 0, resumedFrom: Int64 = 0, fileSize: Int64 = 0) {
+    public init(
+        statusCode: Int, headers: [String: String] = [:], body: Data = Data(), url: URL,
+        bytesReceived: Int64 = 0, resumedFrom: Int64 = 0, fileSize: Int64 = 0
+    ) {
         self.statusCode = statusCode
         self.headers = headers
         self.body = body

@@ -28,7 +28,9 @@ enum HeaderLine: Equatable, Sendable {
             return
         }
         if end - start >= 5, bytes[start] == UInt8(ascii: "H"), bytes[start + 1] == UInt8(ascii: "T"),
-           bytes[start + 2] == UInt8(ascii: "T"), bytes[start + 3] == UInt8(ascii: "P"), bytes[start + 4] == UInt8(ascii: "/") {
+            bytes[start + 2] == UInt8(ascii: "T"), bytes[start + 3] == UInt8(ascii: "P"),
+            bytes[start + 4] == UInt8(ascii: "/")
+        {
             // The code is the first run of digits after the first space.
             var index = start + 5
             while index < end, bytes[index] != UInt8(ascii: " ") { index += 1 }

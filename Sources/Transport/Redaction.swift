@@ -27,22 +27,23 @@ public enum Redaction {
         while index < bytes.count {
             // "://" starts an authority.
             if index + 2 < bytes.count, bytes[index] == UInt8(ascii: ":"), bytes[index + 1] == UInt8(ascii: "/"),
-               bytes[index + 2] == UInt8(ascii: "/") {
-                out += bytes[index ... index + 2]
+                bytes[index + 2] == UInt8(ascii: "/")
+            {
+                out += bytes[index...index + 2]
                 let start = index + 3
                 var end = start
                 while end < bytes.count, !endsAuthority(bytes[end]) { end += 1 }
-                if let at = bytes[start ..< end].lastIndex(of: UInt8(ascii: "@")) {
-                    let info = bytes[start ..< at]
+                if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) {
+                    let info = bytes[start..<at]
                     if let colon = info.firstIndex(of: UInt8(ascii: ":")) {
-                        out += bytes[start ..< colon]
+                        out += bytes[start..<colon]
                         out += Array(":\(mask)".utf8)
                     } else {
                         out += Array(mask.utf8)
                     }
-                    out += bytes[at ..< end]
+                    out += bytes[at..<end]
                 } else {
-                    out += bytes[start ..< end]
+                    out += bytes[start..<end]
                 }
                 index = end
                 continue
@@ -65,9 +66,11 @@ public enum Redaction {
     /// ends at its path; without a path the closing quote stays after the host.
     private static func endsAuthority(_ byte: UInt8) -> Bool {
         switch byte {
-        case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: " "), UInt8(ascii: "\""), UInt8(ascii: "<"),
-             UInt8(ascii: ">"), UInt8(ascii: "`"), UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "|"), UInt8(ascii: "\\"),
-             UInt8(ascii: "^"):
+        case UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#"), UInt8(ascii: " "), UInt8(ascii: "\""),
+            UInt8(ascii: "<"),
+            UInt8(ascii: ">"), UInt8(ascii: "`"), UInt8(ascii: "{"), UInt8(ascii: "}"), UInt8(ascii: "|"),
+            UInt8(ascii: "\\"),
+            UInt8(ascii: "^"):
             true
         default:
             byte < 0x20 || byte == 0x7F

@@ -88,7 +88,8 @@ struct ResponseExpectation: Sendable, Equatable {
                 + "a range of encoded bytes can neither be decoded alone nor appended to decoded ones"
         }
         guard let asked = range else {
-            return "answered Range: \(rangeHeader) with 206 Partial Content; only a single range from a known start is accepted"
+            return
+                "answered Range: \(rangeHeader) with 206 Partial Content; only a single range from a known start is accepted"
         }
         guard let contentRange = headers["content-range"], let sent = Self.parseContentRange(contentRange) else {
             let shown = headers["content-range"].map { "Content-Range: \($0)" } ?? "no Content-Range"
@@ -120,7 +121,8 @@ struct ResponseExpectation: Sendable, Equatable {
             return "sent \(wireBytes) body bytes under Content-Length: \(length)"
         }
         if status == 206, let contentRange = headers["content-range"], let sent = Self.parseContentRange(contentRange),
-           let last = sent.span.last, last - sent.span.first + 1 != wireBytes {
+            let last = sent.span.last, last - sent.span.first + 1 != wireBytes
+        {
             return "sent \(wireBytes) body bytes under Content-Range: \(contentRange)"
         }
         return nil
@@ -149,8 +151,9 @@ struct ResponseExpectation: Sendable, Equatable {
         guard trimmed.lowercased().hasPrefix("bytes ") else { return nil }
         let spec = trimmed.dropFirst("bytes ".count).trimmingHTTPWhitespace()
         guard let slash = spec.firstIndex(of: "/"), let dash = spec[..<slash].firstIndex(of: "-"),
-              let first = position(spec[..<dash]), let last = position(spec[spec.index(after: dash)..<slash]),
-              first <= last else { return nil }
+            let first = position(spec[..<dash]), let last = position(spec[spec.index(after: dash)..<slash]),
+            first <= last
+        else { return nil }
         let totalText = spec[spec.index(after: slash)...]
         if totalText == "*" { return (ByteSpan(first: first, last: last), nil) }
         guard let total = position(totalText), last < total else { return nil }
@@ -180,7 +183,9 @@ struct ResponseExpectation: Sendable, Equatable {
 
     /// ASCII digits only, so `+5`, ` 5` or `0x5` are not positions; at most 18 digits, so it fits.
     private static func position(_ text: Substring) -> Int64? {
-        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else { return nil }
+        guard !text.isEmpty, text.utf8.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            return nil
+        }
         return Int64(text)
     }
 
@@ -203,7 +208,9 @@ extension StringProtocol {
     /// The text without leading and trailing spaces and tabs (HTTP's optional whitespace).
     func trimmingHTTPWhitespace() -> String {
         let isBlank: (Character) -> Bool = { $0 == " " || $0 == "\t" }
-        guard let start = firstIndex(where: { !isBlank($0) }), let end = lastIndex(where: { !isBlank($0) }) else { return "" }
+        guard let start = firstIndex(where: { !isBlank($0) }), let end = lastIndex(where: { !isBlank($0) }) else {
+            return ""
+        }
         return String(self[start...end])
     }
 }

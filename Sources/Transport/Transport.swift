@@ -27,7 +27,9 @@ public protocol Transport: Sendable {
 extension Transport {
     /// Downloads into `descriptor` through its `/proc/self/fd` path: the default for transports that
     /// implement only ``download(_:to:options:)``.
-    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
+    public func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws
+        -> HTTPResponse
+    {
         try await download(request, to: "/proc/self/fd/\(descriptor)", options: options)
     }
 }

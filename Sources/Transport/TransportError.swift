@@ -50,8 +50,10 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var retryAfter: Double?
 
     /// An error from its parts, e.g. for an app's own ``Transport`` to throw.
-    public init(code: Code, message: String, url: URL? = nil, statusCode: Int? = nil,
-                curlCode: Int? = nil, errno: Int32? = nil, retryAfter: Double? = nil) {
+    public init(
+        code: Code, message: String, url: URL? = nil, statusCode: Int? = nil,
+        curlCode: Int? = nil, errno: Int32? = nil, retryAfter: Double? = nil
+    ) {
         self.code = code
         self.message = message
         self.url = url
@@ -78,14 +80,19 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     }
 
     /// A refused answer: `what` says what was asked and what came back.
-    static func invalidResponse(_ method: String, _ url: URL, _ what: String, statusCode: Int? = nil) -> TransportError {
-        TransportError(code: .invalidResponse,
-                       message: "\(method) \(Redaction.url(url)) \(what); refusing the body (the server or a proxy in between is misbehaving)",
-                       url: url, statusCode: statusCode)
+    static func invalidResponse(_ method: String, _ url: URL, _ what: String, statusCode: Int? = nil) -> TransportError
+    {
+        TransportError(
+            code: .invalidResponse,
+            message:
+                "\(method) \(Redaction.url(url)) \(what); refusing the body (the server or a proxy in between is misbehaving)",
+            url: url, statusCode: statusCode)
     }
 
     static func shutDown(_ url: URL) -> TransportError {
-        TransportError(code: .cancelled, message: "request for \(Redaction.url(url)) was refused: the transport was shut down", url: url)
+        TransportError(
+            code: .cancelled, message: "request for \(Redaction.url(url)) was refused: the transport was shut down",
+            url: url)
     }
 
     static func cancelled(_ url: URL) -> TransportError {
@@ -100,7 +107,8 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         case 429: hint = "the server is rate-limiting; try again later"
         default: hint = status >= 500 ? "the server failed; try again later" : "check the URL"
         }
-        return TransportError(code: .httpStatus, message: "GET \(Redaction.url(url)) answered HTTP \(status): \(hint)",
-                              url: url, statusCode: status, retryAfter: retryAfter)
+        return TransportError(
+            code: .httpStatus, message: "GET \(Redaction.url(url)) answered HTTP \(status): \(hint)",
+            url: url, statusCode: status, retryAfter: retryAfter)
     }
 }

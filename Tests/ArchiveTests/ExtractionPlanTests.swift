@@ -1,22 +1,27 @@
-@testable import FileKit
 import Testing
+
 @testable import Archive
+@testable import FileKit
 
 /// The naming, layout and limit rules, driven from central-directory records without I/O.
 @Suite(.timeLimit(.minutes(1)))
 struct ExtractionPlanTests {
     static func file(_ name: String, size: UInt64 = 1, mode: UInt32? = 0o100644) -> RawZipEntry {
-        RawZipEntry(index: 0, name: name, declaredSize: size, isEncrypted: false, unixMode: mode,
-                    hasDOSFolderAttribute: false)
+        RawZipEntry(
+            index: 0, name: name, declaredSize: size, isEncrypted: false, unixMode: mode,
+            hasDOSFolderAttribute: false)
     }
 
     static func folder(_ name: String) -> RawZipEntry {
-        RawZipEntry(index: 0, name: name, declaredSize: 0, isEncrypted: false, unixMode: 0o40755,
-                    hasDOSFolderAttribute: false)
+        RawZipEntry(
+            index: 0, name: name, declaredSize: 0, isEncrypted: false, unixMode: 0o40755,
+            hasDOSFolderAttribute: false)
     }
 
-    static func plan(_ entries: [RawZipEntry], limit: Int64 = 1 << 30,
-                     configure: (inout ZipExtractionOptions) -> Void = { _ in }) throws(ArchiveError) -> ExtractionPlan {
+    static func plan(
+        _ entries: [RawZipEntry], limit: Int64 = 1 << 30,
+        configure: (inout ZipExtractionOptions) -> Void = { _ in }
+    ) throws(ArchiveError) -> ExtractionPlan {
         var options = ZipExtractionOptions(maxTotalBytes: limit)
         configure(&options)
         let numbered = entries.enumerated().map { offset, entry in
@@ -36,17 +41,22 @@ struct ExtractionPlanTests {
     }
 
     static let layouts: [LayoutCase] = [
-        LayoutCase(entries: [file("RXCacheContent/a"), file("RXCacheContent/b/c")], files: ["a", "b/c"], folders: ["b"]),
-        LayoutCase(entries: [folder("RXCacheContent/"), file("RXCacheContent/a"), folder("RXCacheContent/e/")],
-                   files: ["a"], folders: ["e"]),
-        LayoutCase(entries: [file("RXCacheContent/a"), file("b")], files: ["RXCacheContent/a", "b"],
-                   folders: ["RXCacheContent"]),
+        LayoutCase(
+            entries: [file("RXCacheContent/a"), file("RXCacheContent/b/c")], files: ["a", "b/c"], folders: ["b"]),
+        LayoutCase(
+            entries: [folder("RXCacheContent/"), file("RXCacheContent/a"), folder("RXCacheContent/e/")],
+            files: ["a"], folders: ["e"]),
+        LayoutCase(
+            entries: [file("RXCacheContent/a"), file("b")], files: ["RXCacheContent/a", "b"],
+            folders: ["RXCacheContent"]),
         LayoutCase(entries: [file("RXCacheContent")], files: ["RXCacheContent"], folders: []),
         LayoutCase(entries: [file("Other/a")], files: ["Other/a"], folders: ["Other"]),
-        LayoutCase(entries: [file("RXCacheContent/a"), file("__MACOSX/RXCacheContent/._a"), folder("__MACOSX/")],
-                   files: ["a"], folders: [], skipped: 2),
-        LayoutCase(entries: [file("x/y/z"), folder("x/"), folder("q/r/")], files: ["x/y/z"],
-                   folders: ["q", "q/r", "x", "x/y"]),
+        LayoutCase(
+            entries: [file("RXCacheContent/a"), file("__MACOSX/RXCacheContent/._a"), folder("__MACOSX/")],
+            files: ["a"], folders: [], skipped: 2),
+        LayoutCase(
+            entries: [file("x/y/z"), folder("x/"), folder("q/r/")], files: ["x/y/z"],
+            folders: ["q", "q/r", "x", "x/y"]),
         LayoutCase(entries: [file("dir", mode: 0o40755).with(size: 0)], files: [], folders: ["dir"]),
         LayoutCase(entries: [file("plain", mode: nil)], files: ["plain"], folders: []),
     ]
@@ -97,8 +107,11 @@ struct ExtractionPlanTests {
     }
 
     @Test func declaredBytesAreSummedOverKeptFilesOnly() throws {
-        let plan = try Self.plan([Self.file("a", size: 400), Self.file("b/c", size: 600),
-                                  Self.file("__MACOSX/big", size: 5000)], limit: 1000)
+        let plan = try Self.plan(
+            [
+                Self.file("a", size: 400), Self.file("b/c", size: 600),
+                Self.file("__MACOSX/big", size: 5000),
+            ], limit: 1000)
 
         #expect(plan.declaredBytes == 1000)
     }

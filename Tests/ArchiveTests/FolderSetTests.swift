@@ -1,6 +1,7 @@
-@testable import FileKit
-@testable import Archive
 import Testing
+
+@testable import Archive
+@testable import FileKit
 
 /// The ancestor-closed folder set behind the zip writer's and the extraction plan's checks.
 @Suite("A folder set holds every folder above its members and finds files above a path")
@@ -42,7 +43,13 @@ struct FolderSetTests {
         // Once a/b is a folder, the walk from below it stops there.
         set.insert(Self.path("a/b"))
         var asked: [SafeRelativePath] = []
-        #expect(set.fileAbove(Self.path("a/b/c/d"), isFile: { asked.append($0); return files.contains($0) }) == nil)
+        #expect(
+            set.fileAbove(
+                Self.path("a/b/c/d"),
+                isFile: {
+                    asked.append($0)
+                    return files.contains($0)
+                }) == nil)
         #expect(asked == [Self.path("a/b/c")])
     }
 }

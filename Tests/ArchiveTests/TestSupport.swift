@@ -1,8 +1,9 @@
-@testable import FileKit
 import Foundation
 import StorageServer
 import Testing
+
 @testable import Archive
+@testable import FileKit
 
 /// Runs `body` with a fresh empty folder that is removed afterwards.
 func withTemporaryDirectory<T>(_ body: (String) throws -> T) throws -> T {
@@ -71,8 +72,9 @@ func readFile(_ path: String) throws -> [UInt8] {
 }
 
 func write(_ contents: [UInt8], to path: String) throws {
-    try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
-                                            withIntermediateDirectories: true)
+    try FileManager.default.createDirectory(
+        atPath: (path as NSString).deletingLastPathComponent,
+        withIntermediateDirectories: true)
     try Data(contents).write(to: URL(fileURLWithPath: path))
 }
 
@@ -84,7 +86,7 @@ func makeFolder(_ path: String) throws {
 func noise(_ count: Int, seed: UInt64) -> [UInt8] {
     var state = seed &+ 0x9E37_79B9_7F4A_7C15
     return (0..<count).map { _ in
-        state = state &* 6364136223846793005 &+ 1442695040888963407
+        state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
         return UInt8(truncatingIfNeeded: state >> 33)
     }
 }
@@ -119,9 +121,11 @@ struct ZipPatcher {
 
     /// (central header offset, local header offset, name) for every entry.
     private var entries: [(central: Int, local: Int, name: [UInt8])] {
-        guard let end = stride(from: bytes.count - 22, through: 0, by: -1).first(where: {
-            bytes[$0] == 0x50 && bytes[$0 + 1] == 0x4B && bytes[$0 + 2] == 5 && bytes[$0 + 3] == 6
-        }) else { return [] }
+        guard
+            let end = stride(from: bytes.count - 22, through: 0, by: -1).first(where: {
+                bytes[$0] == 0x50 && bytes[$0 + 1] == 0x4B && bytes[$0 + 2] == 5 && bytes[$0 + 3] == 6
+            })
+        else { return [] }
         var offset = u32(end + 16)
         var result: [(Int, Int, [UInt8])] = []
         for _ in 0..<u16(end + 10) {

@@ -1,8 +1,9 @@
-@testable import FileKit
 import Foundation
 import Synchronization
 import Testing
+
 @testable import Archive
+@testable import FileKit
 
 /// Cancellation, write failures and destination checks.
 @Suite(.timeLimit(.minutes(1)))
@@ -26,11 +27,12 @@ struct ZipExtractionControlTests {
             let cancelled = Atomic<Bool>(false)
 
             let error = #expect(throws: ArchiveError.self) {
-                try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: options,
-                                         isCancelled: { cancelled.load(ordering: .relaxed) },
-                                         progress: { total in
-                                             if total >= 500_000 { cancelled.store(true, ordering: .relaxed) }
-                                         })
+                try ZipExtractor.extract(
+                    archiveAt: dir + "/a.zip", into: dir + "/out", options: options,
+                    isCancelled: { cancelled.load(ordering: .relaxed) },
+                    progress: { total in
+                        if total >= 500_000 { cancelled.store(true, ordering: .relaxed) }
+                    })
             }
 
             #expect(error?.code == .cancelled)
@@ -48,8 +50,9 @@ struct ZipExtractionControlTests {
             try makeFolder(dir + "/out")
 
             let error = #expect(throws: ArchiveError.self) {
-                try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
-                                         isCancelled: { true })
+                try ZipExtractor.extract(
+                    archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
+                    isCancelled: { true })
             }
 
             #expect(error?.code == .cancelled)
@@ -66,12 +69,13 @@ struct ZipExtractionControlTests {
             // however the threads are scheduled (a sleep raced the test's own polling task).
             let gate = DispatchSemaphore(value: 0)
             let task = Task {
-                try await ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
-                                               progress: { _ in
-                                                   started.store(true, ordering: .relaxed)
-                                                   gate.wait()
-                                                   gate.signal()
-                                               })
+                try await ZipExtractor.extract(
+                    archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
+                    progress: { _ in
+                        started.store(true, ordering: .relaxed)
+                        gate.wait()
+                        gate.signal()
+                    })
             }
             while !started.load(ordering: .relaxed) { try await Task.sleep(for: .milliseconds(5)) }
             task.cancel()
@@ -96,8 +100,9 @@ struct ZipExtractionControlTests {
             }
 
             let error = #expect(throws: ArchiveError.self) {
-                try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
-                                         isCancelled: { false }, progress: nil, fileWriting: fullDisk)
+                try ZipExtractor.extract(
+                    archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
+                    isCancelled: { false }, progress: nil, fileWriting: fullDisk)
             }
 
             #expect(error?.code == .io)
@@ -126,7 +131,9 @@ struct ZipExtractionControlTests {
     @Test func errorsDescribeTheirCodeAndMessage() {
         let error = ArchiveError.io("writing 'a/b.bin' into /dest", errno: ENOSPC)
 
-        #expect(error.description == "ArchiveError.io: writing 'a/b.bin' into /dest: No space left on device; free space and retry")
+        #expect(
+            error.description
+                == "ArchiveError.io: writing 'a/b.bin' into /dest: No space left on device; free space and retry")
         #expect(ArchiveError.Code.unsafeEntryName.description == "unsafeEntryName")
         #expect(ArchiveError.Code.io != ArchiveError.Code.corrupt)
     }

@@ -1,7 +1,8 @@
-@testable import FileKit
 import Foundation
 import Testing
+
 @testable import Archive
+@testable import FileKit
 
 /// Archives a hostile storage could serve. Each is refused whole, before anything is written, and
 /// nothing outside the destination changes.
@@ -9,9 +10,11 @@ import Testing
 struct ZipHostileArchiveTests {
     /// Lays out `dir/outside/sentinel.txt` and an empty `dir/out/dest`, runs `extract`, and checks
     /// that the refusal carries `code`, the destination stays empty and nothing else changed.
-    static func expectRefusal(_ code: ArchiveError.Code, in dir: String, archive: String,
-                              options: ZipExtractionOptions = .roomy,
-                              sourceLocation: SourceLocation = #_sourceLocation) throws -> ArchiveError? {
+    static func expectRefusal(
+        _ code: ArchiveError.Code, in dir: String, archive: String,
+        options: ZipExtractionOptions = .roomy,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws -> ArchiveError? {
         try write(Array("keep me".utf8), to: dir + "/outside/sentinel.txt")
         try makeFolder(dir + "/out/dest")
         let before = try snapshot(dir)
@@ -25,8 +28,10 @@ struct ZipHostileArchiveTests {
         return error
     }
 
-    @Test(arguments: ["../evil.txt", "/abs.txt", "a\\..\\b", "a/../../x", "../outside/sentinel.txt",
-                      "ok/./x", "a//b", "tab\there", "../../../../../../tmp/evil"])
+    @Test(arguments: [
+        "../evil.txt", "/abs.txt", "a\\..\\b", "a/../../x", "../outside/sentinel.txt",
+        "ok/./x", "a//b", "tab\there", "../../../../../../tmp/evil",
+    ])
     func zipSlipNamesRefuseTheWholeArchive(name: String) throws {
         try withTemporaryDirectory { dir in
             let writer = try ZipWriter(path: dir + "/evil.zip")
@@ -43,11 +48,13 @@ struct ZipHostileArchiveTests {
         }
     }
 
-    @Test(arguments: [("link", UInt32(S_IFLNK) | 0o777, "symbolic link"),
-                      ("dev/tty0", UInt32(S_IFCHR) | 0o644, "character device"),
-                      ("dev/sda", UInt32(S_IFBLK) | 0o644, "block device"),
-                      ("pipe", UInt32(S_IFIFO) | 0o644, "fifo"),
-                      ("sock", UInt32(S_IFSOCK) | 0o644, "socket")])
+    @Test(arguments: [
+        ("link", UInt32(S_IFLNK) | 0o777, "symbolic link"),
+        ("dev/tty0", UInt32(S_IFCHR) | 0o644, "character device"),
+        ("dev/sda", UInt32(S_IFBLK) | 0o644, "block device"),
+        ("pipe", UInt32(S_IFIFO) | 0o644, "fifo"),
+        ("sock", UInt32(S_IFSOCK) | 0o644, "socket"),
+    ])
     func specialEntryTypesRefuseTheArchive(name: String, mode: UInt32, kind: String) throws {
         try withTemporaryDirectory { dir in
             let writer = try ZipWriter(path: dir + "/evil.zip")
@@ -78,7 +85,8 @@ struct ZipHostileArchiveTests {
     func encryptedEntriesAreRefused() throws {
         try withTemporaryDirectory { dir in
             try write(Array("secret".utf8), to: dir + "/src/secret.txt")
-            #expect(try run("/usr/bin/zip", ["-q", "-P", "pw", dir + "/locked.zip", "secret.txt"], in: dir + "/src") == 0)
+            #expect(
+                try run("/usr/bin/zip", ["-q", "-P", "pw", dir + "/locked.zip", "secret.txt"], in: dir + "/src") == 0)
 
             _ = try Self.expectRefusal(.encryptedEntry, in: dir, archive: dir + "/locked.zip")
         }
@@ -92,8 +100,9 @@ struct ZipHostileArchiveTests {
             try writer.close()
             #expect(try readFile(dir + "/bomb.zip").count < 200_000)
 
-            let error = try Self.expectRefusal(.sizeLimitExceeded, in: dir, archive: dir + "/bomb.zip",
-                                               options: ZipExtractionOptions(maxTotalBytes: 1_000_000))
+            let error = try Self.expectRefusal(
+                .sizeLimitExceeded, in: dir, archive: dir + "/bomb.zip",
+                options: ZipExtractionOptions(maxTotalBytes: 1_000_000))
 
             #expect(error?.message.contains("50000005") == true)
         }
@@ -110,8 +119,9 @@ struct ZipHostileArchiveTests {
             try makeFolder(dir + "/out")
 
             let error = #expect(throws: ArchiveError.self) {
-                try ZipExtractor.extract(archiveAt: dir + "/liar.zip", into: dir + "/out",
-                                         options: ZipExtractionOptions(maxTotalBytes: 100_000))
+                try ZipExtractor.extract(
+                    archiveAt: dir + "/liar.zip", into: dir + "/out",
+                    options: ZipExtractionOptions(maxTotalBytes: 100_000))
             }
 
             #expect(error?.code == .sizeLimitExceeded)
@@ -130,8 +140,9 @@ struct ZipHostileArchiveTests {
             try makeFolder(dir + "/out")
 
             let error = #expect(throws: ArchiveError.self) {
-                try ZipExtractor.extract(archiveAt: dir + "/liar.zip", into: dir + "/out",
-                                         options: ZipExtractionOptions(maxTotalBytes: 1_000_000))
+                try ZipExtractor.extract(
+                    archiveAt: dir + "/liar.zip", into: dir + "/out",
+                    options: ZipExtractionOptions(maxTotalBytes: 1_000_000))
             }
 
             #expect(error?.code == .corrupt)
@@ -216,14 +227,17 @@ struct ZipHostileArchiveTests {
         }
     }
 
-    @Test(arguments: [["a", "a/"], ["a/", "a"], ["a", "a/b.txt"], ["a/b.txt", "a"],
-                      ["RXCacheContent/x", "RXCacheContent/x/"]])
+    @Test(arguments: [
+        ["a", "a/"], ["a/", "a"], ["a", "a/b.txt"], ["a/b.txt", "a"],
+        ["RXCacheContent/x", "RXCacheContent/x/"],
+    ])
     func aNameUsedAsBothFileAndFolderIsRefused(names: [String]) throws {
         try withTemporaryDirectory { dir in
             let writer = try ZipWriter(path: dir + "/a.zip")
             for name in names {
-                try writer.addRawEntry(name: name, contents: name.hasSuffix("/") ? [] : Array("x".utf8),
-                                       unixMode: name.hasSuffix("/") ? 0o40755 : 0o100644)
+                try writer.addRawEntry(
+                    name: name, contents: name.hasSuffix("/") ? [] : Array("x".utf8),
+                    unixMode: name.hasSuffix("/") ? 0o40755 : 0o100644)
             }
             try writer.close()
 

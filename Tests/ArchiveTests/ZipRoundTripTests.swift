@@ -1,8 +1,9 @@
-@testable import FileKit
 import Foundation
 import Synchronization
 import Testing
+
 @testable import Archive
+@testable import FileKit
 
 @Suite(.timeLimit(.minutes(1)))
 struct ZipRoundTripTests {
@@ -57,11 +58,12 @@ struct ZipRoundTripTests {
 
             let report = try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy)
 
-            #expect(try snapshot(dir + "/out") == [
-                "a.txt": .file(Array("A".utf8)),
-                "sub": .folder,
-                "sub/b.txt": .file(Array("B".utf8)),
-            ])
+            #expect(
+                try snapshot(dir + "/out") == [
+                    "a.txt": .file(Array("A".utf8)),
+                    "sub": .folder,
+                    "sub/b.txt": .file(Array("B".utf8)),
+                ])
             #expect(report.skippedEntries == 2)
             #expect(report.files == 2)
             #expect(report.folders == 1)
@@ -78,12 +80,13 @@ struct ZipRoundTripTests {
 
             _ = try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy)
 
-            #expect(try snapshot(dir + "/out") == [
-                "RXCacheContent": .folder,
-                "RXCacheContent/a.txt": .file(Array("A".utf8)),
-                "other": .folder,
-                "other/b.txt": .file(Array("B".utf8)),
-            ])
+            #expect(
+                try snapshot(dir + "/out") == [
+                    "RXCacheContent": .folder,
+                    "RXCacheContent/a.txt": .file(Array("A".utf8)),
+                    "other": .folder,
+                    "other/b.txt": .file(Array("B".utf8)),
+                ])
         }
     }
 
@@ -102,7 +105,9 @@ struct ZipRoundTripTests {
             #expect(try snapshot(dir + "/stripped") == Self.sampleTree)
             let kept = try snapshot(dir + "/kept")
             #expect(kept["RXCacheContent"] == .folder)
-            #expect(kept["RXCacheContent/img/deep/deeper/all-bytes.bin"] == Self.sampleTree["img/deep/deeper/all-bytes.bin"])
+            #expect(
+                kept["RXCacheContent/img/deep/deeper/all-bytes.bin"] == Self.sampleTree["img/deep/deeper/all-bytes.bin"]
+            )
             #expect(kept.count == Self.sampleTree.count + 1)
         }
     }
@@ -111,7 +116,8 @@ struct ZipRoundTripTests {
     func archivesMadeByTheZipCommandLineToolExtract() throws {
         try withTemporaryDirectory { dir in
             try Self.materialize(Self.sampleTree, under: dir + "/src/RXCacheContent")
-            #expect(try run("/usr/bin/zip", ["-q", "-r", "-X", dir + "/tool.zip", "RXCacheContent"], in: dir + "/src") == 0)
+            #expect(
+                try run("/usr/bin/zip", ["-q", "-r", "-X", dir + "/tool.zip", "RXCacheContent"], in: dir + "/src") == 0)
             try makeFolder(dir + "/out")
 
             let report = try ZipExtractor.extract(archiveAt: dir + "/tool.zip", into: dir + "/out", options: .roomy)
@@ -193,7 +199,8 @@ struct ZipRoundTripTests {
                 var options = ZipExtractionOptions.roomy
                 options.workers = workers
                 try makeFolder(dir + "/out\(workers)")
-                reports.append(try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out\(workers)", options: options))
+                reports.append(
+                    try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out\(workers)", options: options))
             }
 
             #expect(try snapshot(dir + "/out1") == tree)
@@ -214,11 +221,12 @@ struct ZipRoundTripTests {
             let highest = Mutex<Int64>(0)
             let calls = Atomic<Int>(0)
 
-            let report = try ZipExtractor.extract(archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
-                                                  progress: { total in
-                calls.add(1, ordering: .relaxed)
-                highest.withLock { $0 = max($0, total) }
-            })
+            let report = try ZipExtractor.extract(
+                archiveAt: dir + "/a.zip", into: dir + "/out", options: .roomy,
+                progress: { total in
+                    calls.add(1, ordering: .relaxed)
+                    highest.withLock { $0 = max($0, total) }
+                })
 
             #expect(report.bytesWritten == 2_800_000)
             #expect(highest.withLock { $0 } == 2_800_000)

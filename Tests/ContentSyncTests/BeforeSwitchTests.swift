@@ -1,9 +1,10 @@
-@testable import ContentSync
 import Foundation
-@testable import StorageFormat
 import StorageServer
 import Synchronization
 import Testing
+
+@testable import ContentSync
+@testable import StorageFormat
 
 /// `SyncConfiguration.beforeSwitch`: asked with the complete staged tree before the switch; a
 /// veto leaves version N exactly as it was, and the next update asks again.
@@ -29,7 +30,9 @@ struct BeforeSwitchTests {
         var description: String { "the smoke test found no index page" }
     }
 
-    func manager(_ harness: SyncHarness, _ hook: (@Sendable (PendingSwitch) async throws -> Void)?) throws -> CacheManager {
+    func manager(_ harness: SyncHarness, _ hook: (@Sendable (PendingSwitch) async throws -> Void)?) throws
+        -> CacheManager
+    {
         var configuration = harness.configuration()
         configuration.beforeSwitch = hook
         return try CacheManager(configuration: configuration)
@@ -38,8 +41,12 @@ struct BeforeSwitchTests {
     func expectVeto(of version: String, _ error: any Error, sourceLocation: SourceLocation = #_sourceLocation) {
         let error = error as? SyncError
         #expect(error?.code == .vetoed, "\(String(describing: error))", sourceLocation: sourceLocation)
-        #expect(error?.message.contains("version \(version)") == true, "\(String(describing: error))", sourceLocation: sourceLocation)
-        #expect(error?.message.contains("the smoke test found no index page") == true, "\(String(describing: error))", sourceLocation: sourceLocation)
+        #expect(
+            error?.message.contains("version \(version)") == true, "\(String(describing: error))",
+            sourceLocation: sourceLocation)
+        #expect(
+            error?.message.contains("the smoke test found no index page") == true, "\(String(describing: error))",
+            sourceLocation: sourceLocation)
     }
 
     @Test func aVetoedReplayLeavesTheFolderAtNAndTheNextUpdateResumesAndAsksAgain() async throws {
@@ -120,7 +127,9 @@ struct BeforeSwitchTests {
             #expect(report.outcome == .restored)
             try harness.expectTree(is: "1.3")
             #expect(approving.trees == [ExampleStorageFixture.manifest("1.3")])
-            #expect(harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0, "the kept archive was downloaded again")
+            #expect(
+                harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0,
+                "the kept archive was downloaded again")
         }
     }
 
@@ -173,7 +182,9 @@ struct BeforeSwitchTests {
                 try await Task.sleep(for: .seconds(600))
             }
             async let outcome: Result<SyncReport, SyncError> = { () async -> Result<SyncReport, SyncError> in
-                do throws(SyncError) { return .success(try await manager.checkForUpdates()) } catch { return .failure(error) }
+                do throws(SyncError) { return .success(try await manager.checkForUpdates()) } catch {
+                    return .failure(error)
+                }
             }()
             var iterator = entered.makeAsyncIterator()
             await iterator.next()
@@ -206,7 +217,8 @@ struct BeforeSwitchTests {
                 return true
             }
             #expect(try harness.tree() == before)
-            #expect(vetoing.switches.first?.kind == .repair && vetoing.trees.first == ExampleStorageFixture.manifest("1.2"))
+            #expect(
+                vetoing.switches.first?.kind == .repair && vetoing.trees.first == ExampleStorageFixture.manifest("1.2"))
             let repaired = try await harness.manager().verify(repair: true)
             #expect(repaired.matches)
             try harness.expectTree(is: "1.2")

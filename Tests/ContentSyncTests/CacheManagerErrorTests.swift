@@ -1,7 +1,8 @@
-@testable import ContentSync
-import Transport
 import Foundation
 import Testing
+import Transport
+
+@testable import ContentSync
 
 /// Each kind of refusal has its own code, so an app branches on codes, never on messages.
 @Suite("The manager's refusals carry their own codes", .timeLimit(.minutes(2)))
@@ -36,7 +37,10 @@ struct CacheManagerErrorTests {
         try await withScriptedManager(serving: "1.0") { fixture in
             let manager = fixture.manager
             try await manager.checkForUpdates()
-            struct Recipe: Decodable { var title: String; var minutes: Int }
+            struct Recipe: Decodable {
+                var title: String
+                var minutes: Int
+            }
             let decoding = #expect(throws: SyncError.self) { try manager.decode(Recipe.self, at: "README.txt") }
             #expect(decoding?.code == .decoding)
             #expect(decoding?.message.contains("README.txt") == true)
@@ -65,8 +69,9 @@ struct CacheManagerShutdownTests {
     @Test func aShutDownManagerRefusesUpdatesAndLeavesAGivenTransportRunning() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             let shared = try CurlTransport()
-            var configuration = SyncConfiguration(baseURL: harness.server.baseURL!, contentDirectory: harness.content,
-                                                  stateDatabasePath: harness.root + "/client/state.sqlite")
+            var configuration = SyncConfiguration(
+                baseURL: harness.server.baseURL!, contentDirectory: harness.content,
+                stateDatabasePath: harness.root + "/client/state.sqlite")
             configuration.transport = shared
             let first = try CacheManager(configuration: configuration)
             try await first.checkForUpdates()
@@ -90,7 +95,7 @@ struct CacheManagerShutdownTests {
             let manager = try harness.manager()
             try await manager.checkForUpdates()
             await manager.shutdown()
-            await manager.shutdown()   // twice is fine
+            await manager.shutdown() // twice is fine
             let refused = await #expect(throws: SyncError.self) { try await manager.resume() }
             #expect(refused?.code == .cancelled)
         }

@@ -1,12 +1,15 @@
-@testable import ContentSync
 import Foundation
 import Testing
+
+@testable import ContentSync
 
 /// What observers are told, and what callers get back.
 @Suite("The manager tells observers everything once, and callers their outcome", .timeLimit(.minutes(2)))
 struct CacheManagerEventsTests {
     /// The events of `stream` up to and including the first that `isLast` accepts.
-    func events(_ stream: AsyncStream<CacheManagerEvent>, through isLast: (CacheManagerEvent) -> Bool) async -> [CacheManagerEvent] {
+    func events(_ stream: AsyncStream<CacheManagerEvent>, through isLast: (CacheManagerEvent) -> Bool) async
+        -> [CacheManagerEvent]
+    {
         var seen: [CacheManagerEvent] = []
         for await event in stream {
             seen.append(event)

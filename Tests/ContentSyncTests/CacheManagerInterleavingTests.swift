@@ -1,8 +1,9 @@
-@testable import ContentSync
 import Foundation
 import Synchronization
 import Testing
 import ToolSupport
+
+@testable import ContentSync
 
 /// Random sequences of the manager's public calls, made from several tasks at once against a
 /// scripted transport that answers after seeded random pauses. Each seed is one test case, so
@@ -85,13 +86,19 @@ struct CacheManagerInterleavingTests {
                 let last = step == steps - 1
                 switch rng.next() % (last ? 5 : 7) {
                 case 0:
-                    let task = await arrive { await Result.of { () async throws(SyncError) in try await manager.checkForUpdates() } }
+                    let task = await arrive {
+                        await Result.of { () async throws(SyncError) in try await manager.checkForUpdates() }
+                    }
                     callers.append(("check #\(step)", task))
                     intent = .run
                     log.append("check")
                 case 1:
                     let overriding = rng.next() % 2 == 0
-                    let task = await arrive { await Result.of { () async throws(SyncError) in try await manager.resume(overridingPolicy: overriding) } }
+                    let task = await arrive {
+                        await Result.of { () async throws(SyncError) in
+                            try await manager.resume(overridingPolicy: overriding)
+                        }
+                    }
                     callers.append(("resume #\(step)", task))
                     intent = .run
                     log.append("resume")
@@ -106,11 +113,12 @@ struct CacheManagerInterleavingTests {
                     intent = .suspend
                 case 3:
                     let state = await manager.togglePlayPause()
-                    intent = switch state {
-                    case .working: .run
-                    case .suspended: .suspend
-                    default: .runOrSuspend
-                    }
+                    intent =
+                        switch state {
+                        case .working: .run
+                        case .suspended: .suspend
+                        default: .runOrSuspend
+                        }
                     log.append("toggle → \(state)")
                 case 4:
                     if rng.next() % 2 == 0 {
@@ -118,7 +126,9 @@ struct CacheManagerInterleavingTests {
                         #expect(throws: Never.self, "seed \(seed): reset after \(log)") { try result.get() }
                         log.append("reset (awaited)")
                     } else {
-                        resets.append(await arrive { await Result.of { () async throws(SyncError) in try await manager.reset() } })
+                        resets.append(
+                            await arrive { await Result.of { () async throws(SyncError) in try await manager.reset() } }
+                        )
                         log.append("reset")
                     }
                     intent = .ready
@@ -142,7 +152,9 @@ struct CacheManagerInterleavingTests {
             await manager.waitUntilIdle()
             for (label, task) in callers {
                 if case .failure(let error) = await task.value {
-                    #expect(error.code == .cancelled, "seed \(seed): \(label) failed with \(error.code): \(error.message); calls: \(log)")
+                    #expect(
+                        error.code == .cancelled,
+                        "seed \(seed): \(label) failed with \(error.code): \(error.message); calls: \(log)")
                 }
             }
             for task in resets {
@@ -154,14 +166,20 @@ struct CacheManagerInterleavingTests {
 
             let final = await manager.state
             #expect(intent.allows(final), "seed \(seed): ended \(final), the last call meant \(intent); calls: \(log)")
-            #expect(transport.unlockedRequests.isEmpty, "seed \(seed): requests outside the update lock: \(transport.unlockedRequests)")
+            #expect(
+                transport.unlockedRequests.isEmpty,
+                "seed \(seed): requests outside the update lock: \(transport.unlockedRequests)")
             switch final {
             case .succeeded:
                 try fixture.expectTree(is: version, "seed \(seed)")
                 let latest = try await manager.history(limit: 1).first
-                #expect(latest?.outcome.isSuccess == true, "seed \(seed): the last attempt is \(String(describing: latest))")
+                #expect(
+                    latest?.outcome.isSuccess == true, "seed \(seed): the last attempt is \(String(describing: latest))"
+                )
             case .ready:
-                #expect(!FileManager.default.fileExists(atPath: fixture.content), "seed \(seed): reset left the content folder")
+                #expect(
+                    !FileManager.default.fileExists(atPath: fixture.content),
+                    "seed \(seed): reset left the content folder")
                 #expect(try await manager.history().isEmpty, "seed \(seed): reset left history")
             default:
                 break
@@ -171,8 +189,11 @@ struct CacheManagerInterleavingTests {
             for _ in 0..<500 where observer.states.last != final { try await Task.sleep(for: .milliseconds(2)) }
             watcher.cancel()
             let states = observer.states
-            #expect(states.first == initialState, "seed \(seed): the stream began with \(String(describing: states.first))")
-            #expect(states.last == final, "seed \(seed): the last state event is \(String(describing: states.last)), not \(final)")
+            #expect(
+                states.first == initialState, "seed \(seed): the stream began with \(String(describing: states.first))")
+            #expect(
+                states.last == final,
+                "seed \(seed): the last state event is \(String(describing: states.last)), not \(final)")
             let repeats = zip(states, states.dropFirst()).filter { $0 == $1 }
             #expect(repeats.isEmpty, "seed \(seed): states sent twice in a row: \(states)")
             let failures = observer.events.compactMap { if case .failed(let error) = $0 { error } else { nil } }

@@ -1,6 +1,7 @@
-@testable import ContentSync
 import Foundation
 import Testing
+
+@testable import ContentSync
 
 /// The two call sequences that broke the manager before its states carried the running task
 /// (issue 10): each is driven deterministically through the scripted transport's gate.

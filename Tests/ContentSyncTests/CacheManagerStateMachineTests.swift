@@ -1,8 +1,9 @@
-@testable import ContentSync
 import Foundation
-@testable import StorageFormat
 import Testing
 import ToolSupport
+
+@testable import ContentSync
+@testable import StorageFormat
 
 /// The manager's decisions, driven without any I/O: the tasks are empty ones the test creates.
 @Suite("The manager's controls do the right thing from every state", .timeLimit(.minutes(1)))
@@ -42,7 +43,10 @@ struct CacheManagerStateMachineTests {
         #expect(machine.runningTask == nil)
         #expect((try? end.outcome?.get()) == Self.report)
         #expect(end.next == .none)
-        guard case .finished(let report) = end.event else { Issue.record("event \(String(describing: end.event))"); return }
+        guard case .finished(let report) = end.event else {
+            Issue.record("event \(String(describing: end.event))")
+            return
+        }
         #expect(report == Self.report)
     }
 
@@ -73,7 +77,10 @@ struct CacheManagerStateMachineTests {
         #expect(machine.suspend() == .none)
         let end = machine.updateEnded(.failure(Self.cancelled))
         #expect(machine.publicState == .suspended)
-        guard case .suspended = end.event else { Issue.record("event \(String(describing: end.event))"); return }
+        guard case .suspended = end.event else {
+            Issue.record("event \(String(describing: end.event))")
+            return
+        }
         #expect(throws: SyncError.self) { try end.outcome?.get() }
     }
 
@@ -83,7 +90,10 @@ struct CacheManagerStateMachineTests {
         _ = machine.suspend()
         let end = machine.updateEnded(.success(Self.report))
         #expect(machine.publicState == .suspended)
-        guard case .finished = end.event else { Issue.record("event \(String(describing: end.event))"); return }
+        guard case .finished = end.event else {
+            Issue.record("event \(String(describing: end.event))")
+            return
+        }
         #expect((try? end.outcome?.get()) == Self.report)
     }
 
@@ -116,7 +126,9 @@ struct CacheManagerStateMachineTests {
         let done = machine.resetEnded()
         #expect(machine.publicState == .ready)
         #expect(done.next == .none)
-        #expect(throws: SyncError.self, "a caller still waiting for an update is told it was stopped") { try done.updateOutcome?.get() }
+        #expect(throws: SyncError.self, "a caller still waiting for an update is told it was stopped") {
+            try done.updateOutcome?.get()
+        }
     }
 
     @Test func aPauseDuringAResetHoldsAfterIt() throws {
@@ -142,7 +154,10 @@ struct CacheManagerStateMachineTests {
         start(machine.checkForUpdates(), &machine)
         let end = machine.updateEnded(.failure(SyncError(code: .connectionNotAllowed, message: "no")))
         #expect(machine.publicState == .suspended)
-        guard case .connectionNotAllowed = end.event else { Issue.record("event \(String(describing: end.event))"); return }
+        guard case .connectionNotAllowed = end.event else {
+            Issue.record("event \(String(describing: end.event))")
+            return
+        }
         #expect(machine.resume(overridingPolicy: true) == .startUpdate(overridingPolicy: true))
     }
 
@@ -151,7 +166,10 @@ struct CacheManagerStateMachineTests {
         start(machine.checkForUpdates(), &machine)
         let end = machine.updateEnded(.failure(SyncError(code: .network, message: "down")))
         #expect(machine.publicState == .failed)
-        guard case .failed(let error) = end.event else { Issue.record("event \(String(describing: end.event))"); return }
+        guard case .failed(let error) = end.event else {
+            Issue.record("event \(String(describing: end.event))")
+            return
+        }
         #expect(error.code == .network)
         #expect(machine.toggle() == .startUpdate(overridingPolicy: false))
     }
@@ -182,7 +200,8 @@ struct CacheManagerStateMachineTests {
                     apply(machine.resetEnded().next)
                 case .update(let task):
                     let stoppedLate = rng.next() % 5 == 0
-                    let result: Result<SyncReport, SyncError> = cancelled.contains(task) && !stoppedLate ? .failure(Self.cancelled) : .success(Self.report)
+                    let result: Result<SyncReport, SyncError> =
+                        cancelled.contains(task) && !stoppedLate ? .failure(Self.cancelled) : .success(Self.report)
                     log.append("update ended \((try? result.get()) == nil ? "cancelled" : "ok")")
                     apply(machine.updateEnded(result).next)
                 }
@@ -190,9 +209,18 @@ struct CacheManagerStateMachineTests {
 
             for _ in 0..<(4 + rng.next() % 12) {
                 switch rng.next() % 7 {
-                case 0: apply(machine.checkForUpdates()); intent = .run; log.append("check")
-                case 1: apply(machine.resume(overridingPolicy: rng.next() % 2 == 0)); intent = .run; log.append("resume")
-                case 2: apply(machine.suspend()); intent = .suspend; log.append("suspend")
+                case 0:
+                    apply(machine.checkForUpdates())
+                    intent = .run
+                    log.append("check")
+                case 1:
+                    apply(machine.resume(overridingPolicy: rng.next() % 2 == 0))
+                    intent = .run
+                    log.append("resume")
+                case 2:
+                    apply(machine.suspend())
+                    intent = .suspend
+                    log.append("suspend")
                 case 3:
                     let before = machine.publicState
                     apply(machine.toggle())
@@ -202,22 +230,30 @@ struct CacheManagerStateMachineTests {
                     default: intent = .run
                     }
                     log.append("toggle")
-                case 4: apply(machine.reset()); intent = .ready; log.append("reset")
+                case 4:
+                    apply(machine.reset())
+                    intent = .ready
+                    log.append("reset")
                 default: endWork()
                 }
                 if machine.publicState == .working || machine.publicState == .resetting {
-                    #expect(machine.runningTask != nil, "seed \(seed): \(machine.publicState) with nothing running after \(log)")
+                    #expect(
+                        machine.runningTask != nil,
+                        "seed \(seed): \(machine.publicState) with nothing running after \(log)")
                 }
             }
             for _ in 0..<20 where machine.runningTask != nil { endWork() }
             #expect(machine.runningTask == nil, "seed \(seed): work never ran out: \(log)")
-            let expected: CacheManagerState = switch intent {
-            case .run: .succeeded
-            case .suspend: .suspended
-            case .ready: .ready
-            }
+            let expected: CacheManagerState =
+                switch intent {
+                case .run: .succeeded
+                case .suspend: .suspended
+                case .ready: .ready
+                }
             // An update asked to run that was already done stays where it ended.
-            #expect(machine.publicState == expected, "seed \(seed): ended \(machine.publicState), the last call meant \(intent): \(log)")
+            #expect(
+                machine.publicState == expected,
+                "seed \(seed): ended \(machine.publicState), the last call meant \(intent): \(log)")
         }
     }
 }

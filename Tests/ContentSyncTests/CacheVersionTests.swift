@@ -1,8 +1,9 @@
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-@testable import ContentSync
-import Testing
 
 @Suite("Versions compare numerically, component by component", .timeLimit(.minutes(1)))
 struct CacheVersionTests {

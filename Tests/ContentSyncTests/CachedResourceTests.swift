@@ -1,9 +1,10 @@
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 /// The stored copies of storage files (status, update list, change lists) behind conditional fetches.
 @Suite("Stored storage files are kept, replaced and forgotten as asked", .timeLimit(.minutes(1)))
@@ -16,11 +17,13 @@ struct CachedResourceTests {
             let store = try StateStore(path: folder + "/state.sqlite")
             #expect(try await store.cachedETag(Self.list) == nil)
             let first = Data((0..<(3 << 20)).map { UInt8(truncatingIfNeeded: $0 &* 31) })
-            try await store.saveCachedResource(CachedResourceRecord(url: Self.list.absoluteString, etag: "\"a\"", body: first, fetchedAt: Date()))
+            try await store.saveCachedResource(
+                CachedResourceRecord(url: Self.list.absoluteString, etag: "\"a\"", body: first, fetchedAt: Date()))
             #expect(try await store.cachedETag(Self.list) == "\"a\"")
             #expect(try await store.cachedResource(Self.list)?.body == first)
             let second = Data("{\"from\": \"1.0\"}".utf8)
-            try await store.saveCachedResource(CachedResourceRecord(url: Self.list.absoluteString, etag: "\"b\"", body: second, fetchedAt: Date()))
+            try await store.saveCachedResource(
+                CachedResourceRecord(url: Self.list.absoluteString, etag: "\"b\"", body: second, fetchedAt: Date()))
             let stored = try #require(try await store.cachedResource(Self.list))
             #expect(stored.etag == "\"b\"" && stored.body == second)
         }
@@ -30,7 +33,8 @@ struct CachedResourceTests {
         try await withTemporaryDirectory { folder in
             let store = try StateStore(path: folder + "/state.sqlite")
             for url in [Self.list, Self.status] {
-                try await store.saveCachedResource(CachedResourceRecord(url: url.absoluteString, etag: "\"e\"", body: Data([1]), fetchedAt: Date()))
+                try await store.saveCachedResource(
+                    CachedResourceRecord(url: url.absoluteString, etag: "\"e\"", body: Data([1]), fetchedAt: Date()))
             }
             try await store.deleteCachedResources([Self.list])
             #expect(try await store.cachedETag(Self.list) == nil)

@@ -1,10 +1,11 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// What a replay fetches: each change list once, only those the chain needs, and a fallback
 /// that still converges when names lie or lists are missing (protocol.md §2.1).
@@ -40,9 +41,11 @@ struct ChainFetchingTests {
         let counts = try await replay(from: "1.0", to: "1.1") { storage in
             // The same file written three ways: as published, with an upper-case host and default
             // port, and relative to the update list.
-            let forms = [Self.history + "changes_1.0_1.1.json",
-                         "HTTPS://CONTENT-SYNC.INVALID:443/ExampleStorage/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json",
-                         "HistoryOfVersions/changes_1.0_1.1.json"]
+            let forms = [
+                Self.history + "changes_1.0_1.1.json",
+                "HTTPS://CONTENT-SYNC.INVALID:443/ExampleStorage/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json",
+                "HistoryOfVersions/changes_1.0_1.1.json",
+            ]
             try StorageEditing.writeUpdateList(storage, (0..<3000).map { forms[$0 % 3] })
         }
         #expect(counts == ["changes_1.0_1.1.json": 1])
@@ -53,10 +56,14 @@ struct ChainFetchingTests {
             // Valid lists the chain never takes: a later 1.2 → 1.4 and a second copy of 1.3 → 1.4.
             let folder = storage + "/RXCacheConfig/HistoryOfVersions/"
             try FileManager.default.createDirectory(atPath: folder + "later", withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: folder + "changes_1.3_1.4.json", toPath: folder + "later/changes_1.3_1.4.json")
-            try #"{"from": "1.2", "to": "1.4", "changes": []}"#.write(toFile: folder + "later/changes_1.2_1.4.json", atomically: true, encoding: .utf8)
-            let names = ["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json", "changes_1.3_1.4.json",
-                         "later/changes_1.2_1.4.json", "later/changes_1.3_1.4.json"]
+            try FileManager.default.copyItem(
+                atPath: folder + "changes_1.3_1.4.json", toPath: folder + "later/changes_1.3_1.4.json")
+            try #"{"from": "1.2", "to": "1.4", "changes": []}"#.write(
+                toFile: folder + "later/changes_1.2_1.4.json", atomically: true, encoding: .utf8)
+            let names = [
+                "changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json", "changes_1.3_1.4.json",
+                "later/changes_1.2_1.4.json", "later/changes_1.3_1.4.json",
+            ]
             try StorageEditing.writeUpdateList(storage, names.map { Self.history + $0 })
         }
         #expect(counts == ["changes_1.2_1.3.json": 1, "changes_1.3_1.4.json": 1])
@@ -67,7 +74,8 @@ struct ChainFetchingTests {
             // Each file holds the other's list.
             let folder = storage + "/RXCacheConfig/HistoryOfVersions/"
             try FileManager.default.moveItem(atPath: folder + "changes_1.0_1.1.json", toPath: folder + "swap.json")
-            try FileManager.default.moveItem(atPath: folder + "changes_1.1_1.2.json", toPath: folder + "changes_1.0_1.1.json")
+            try FileManager.default.moveItem(
+                atPath: folder + "changes_1.1_1.2.json", toPath: folder + "changes_1.0_1.1.json")
             try FileManager.default.moveItem(atPath: folder + "swap.json", toPath: folder + "changes_1.1_1.2.json")
         }
         #expect(counts == ["changes_1.0_1.1.json": 1, "changes_1.1_1.2.json": 1])
@@ -75,8 +83,12 @@ struct ChainFetchingTests {
 
     @Test func aMissingListIsSkippedForALaterCopy() async throws {
         let counts = try await replay(from: "1.0", to: "1.2") { storage in
-            try StorageEditing.writeUpdateList(storage, [Self.history + "gone/changes_1.0_1.1.json", Self.history + "changes_1.0_1.1.json",
-                                                         Self.history + "changes_1.1_1.2.json"])
+            try StorageEditing.writeUpdateList(
+                storage,
+                [
+                    Self.history + "gone/changes_1.0_1.1.json", Self.history + "changes_1.0_1.1.json",
+                    Self.history + "changes_1.1_1.2.json",
+                ])
         }
         #expect(counts == ["gone/changes_1.0_1.1.json": 1, "changes_1.0_1.1.json": 1, "changes_1.1_1.2.json": 1])
     }
@@ -113,9 +125,12 @@ extension ChainFetchingTests {
                 #expect(try await harness.sync().outcome == .replayed)
                 try harness.expectTree(is: "1.1")
                 let store = try StateStore(path: harness.state)
-                let stored = harness.baseURL.appendingPathComponent("RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")
+                let stored = harness.baseURL.appendingPathComponent(
+                    "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")
                 #expect(try await store.cachedResource(stored) == nil)
-                #expect(try await store.cachedResource(harness.baseURL.appendingPathComponent("RXCacheConfig/cacheStatus.json")) != nil)
+                #expect(
+                    try await store.cachedResource(
+                        harness.baseURL.appendingPathComponent("RXCacheConfig/cacheStatus.json")) != nil)
             }
         }
     }

@@ -1,10 +1,11 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import Testing
 import ToolSupport
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// The chain resolver's decisions, driven without I/O (protocol.md §2.1).
 @Suite("Only the change lists the chain needs are fetched", .timeLimit(.minutes(1)))
@@ -12,13 +13,16 @@ struct ChainResolverTests {
     /// An update-list entry named `name` under HistoryOfVersions/ (`folder` tells copies apart).
     static func entry(_ name: String, folder: String = "") -> UpdateList.Entry {
         let (from, to) = UpdateList.versions(inFileName: name)
-        return UpdateList.Entry(url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/\(folder)\(name)")!,
-                                namedFrom: from, namedTo: to)
+        return UpdateList.Entry(
+            url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/\(folder)\(name)")!,
+            namedFrom: from, namedTo: to)
     }
 
     @Test func truthfulNamesFetchOnlyThePredictedChainAtOnce() {
-        let entries = ["changes_1.0_1.1.json", "changes_1.0_1.2.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json",
-                       "changes_1.3_1.4.json"].map { Self.entry($0) }
+        let entries = [
+            "changes_1.0_1.1.json", "changes_1.0_1.2.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json",
+            "changes_1.3_1.4.json",
+        ].map { Self.entry($0) }
         var resolver = ChainResolver(candidates: entries, local: v("1.0"), actual: v("1.3"))
         #expect(resolver.start() == .fetch([0, 2, 3]))
         #expect(resolver.fetched(2, from: v("1.1"), to: v("1.2")) == .wait)
@@ -31,7 +35,9 @@ struct ChainResolverTests {
         let entries = [Self.entry("custom.json"), Self.entry("changes_1.0_1.1.json")]
         var resolver = ChainResolver(candidates: entries, local: v("1.0"), actual: v("1.1"))
         #expect(resolver.start() == .fetch([0, 1]))
-        #expect(resolver.fetched(1, from: v("1.0"), to: v("1.1")) == .wait, "custom.json, earlier in list order, may start at 1.0 too")
+        #expect(
+            resolver.fetched(1, from: v("1.0"), to: v("1.1")) == .wait,
+            "custom.json, earlier in list order, may start at 1.0 too")
         #expect(resolver.fetched(0, from: v("1.0"), to: v("1.1")) == .chain([0]))
         #expect(!resolver.mayBePicked(1))
     }
@@ -39,7 +45,10 @@ struct ChainResolverTests {
     @Test func aLyingNameFallsBackToTheGeneralRule() {
         // The first list's name says 1.1 → 1.2 but it holds 1.0 → 1.1; a list the names never
         // pointed at is then needed.
-        let entries = [Self.entry("changes_1.1_1.2.json"), Self.entry("changes_1.0_1.1.json"), Self.entry("changes_1.1_1.2.json", folder: "copy/")]
+        let entries = [
+            Self.entry("changes_1.1_1.2.json"), Self.entry("changes_1.0_1.1.json"),
+            Self.entry("changes_1.1_1.2.json", folder: "copy/"),
+        ]
         var resolver = ChainResolver(candidates: entries, local: v("1.0"), actual: v("1.2"))
         #expect(resolver.start() == .fetch([1, 0]))
         #expect(resolver.fetched(1, from: v("1.0"), to: v("1.1")) == .wait)
@@ -49,7 +58,10 @@ struct ChainResolverTests {
     }
 
     @Test func aMissingListIsSkippedAndTheNextCandidateFetched() {
-        let entries = [Self.entry("changes_1.0_1.1.json", folder: "gone/"), Self.entry("changes_1.0_1.1.json"), Self.entry("changes_1.1_1.2.json")]
+        let entries = [
+            Self.entry("changes_1.0_1.1.json", folder: "gone/"), Self.entry("changes_1.0_1.1.json"),
+            Self.entry("changes_1.1_1.2.json"),
+        ]
         var resolver = ChainResolver(candidates: entries, local: v("1.0"), actual: v("1.2"))
         #expect(resolver.start() == .fetch([0, 2]))
         #expect(resolver.missing(0) == .fetch([1]))
@@ -58,7 +70,9 @@ struct ChainResolverTests {
     }
 
     @Test func aGapMeansNoChainOnceEverythingThatCouldFillItIsKnown() {
-        var resolver = ChainResolver(candidates: [Self.entry("changes_1.0_1.1.json"), Self.entry("other.json")], local: v("1.0"), actual: v("1.2"))
+        var resolver = ChainResolver(
+            candidates: [Self.entry("changes_1.0_1.1.json"), Self.entry("other.json")], local: v("1.0"),
+            actual: v("1.2"))
         #expect(resolver.start() == .fetch([0, 1]))
         #expect(resolver.fetched(0, from: v("1.0"), to: v("1.1")) == .wait)
         #expect(resolver.fetched(1, from: v("1.2"), to: v("1.3")) == .noChain)
@@ -73,9 +87,10 @@ struct ChainResolverTests {
         let versions = (0..<6).map { v("1.\($0)") }
         let count = Int.random(in: 1...12, using: &random)
         var entries: [UpdateList.Entry] = []
-        var truth: [(CacheVersion, CacheVersion)?] = []   // nil: 404
+        var truth: [(CacheVersion, CacheVersion)?] = [] // nil: 404
         for index in 0..<count {
-            let a = Int.random(in: 0..<5, using: &random), b = Int.random(in: (a + 1)...5, using: &random)
+            let a = Int.random(in: 0..<5, using: &random)
+            let b = Int.random(in: (a + 1)...5, using: &random)
             let actual = (versions[a], versions[b])
             let lies = Int.random(in: 0..<6, using: &random) == 0
             let named = Int.random(in: 0..<5, using: &random) != 0
@@ -120,7 +135,7 @@ struct ChainResolverTests {
             } else if let from = entry.namedFrom, let to = entry.namedTo, resolver.trustsNames {
                 known = (from, to)
             } else {
-                known = nil   // never scanned before a pick: it cannot matter
+                known = nil // never scanned before a pick: it cannot matter
             }
             guard let known else { continue }
             position[entry.url] = index

@@ -1,11 +1,12 @@
 import Archive
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import Testing
 import ToolSupport
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("The change differ publishes the smallest list that replays to the new tree", .timeLimit(.minutes(2)))
 struct ChangeDifferTests {
@@ -36,11 +37,15 @@ struct ChangeDifferTests {
     @Test func aRenamedFolderOfAThousandFilesThatGainedOneIsAMoveAndAnAdd() throws {
         let files: [String] = (0..<1000).map { "photos/\($0 % 10)/img\($0).jpg=P\($0)" } + ["readme.txt=R"]
         let old = differTree(files)
-        let new = differTree(files.map { $0.hasPrefix("photos/") ? "pictures/" + $0.dropFirst("photos/".count) : $0 }
-            + ["pictures/3/new.jpg=N"])
+        let new = differTree(
+            files.map { $0.hasPrefix("photos/") ? "pictures/" + $0.dropFirst("photos/".count) : $0 }
+                + ["pictures/3/new.jpg=N"])
         let result = try DifferReplay(old: old, new: new)
         #expect(result.problems.isEmpty, "\(result.problems.joined(separator: "\n"))")
-        #expect(result.changes == [.move(from: dp("photos"), to: dp("pictures"), rename: true), .add(dp("pictures/3/new.jpg"))])
+        #expect(
+            result.changes == [
+                .move(from: dp("photos"), to: dp("pictures"), rename: true), .add(dp("pictures/3/new.jpg")),
+            ])
         #expect(result.plan.downloads == [dp("pictures/3/new.jpg")])
     }
 
@@ -67,8 +72,11 @@ struct ChangeDifferTests {
         let new = differTree("legal/LICENSE=L", "Makefile=M2")
         let result = try DifferReplay(old: old, new: new)
         #expect(result.problems.isEmpty, "\(result.problems.joined(separator: "\n"))")
-        #expect(result.changes == [.move(from: dp("LICENSE"), to: dp("legal/LICENSE"), rename: false),
-                                   .redownload(from: dp("Makefile"), to: dp("Makefile"))])
+        #expect(
+            result.changes == [
+                .move(from: dp("LICENSE"), to: dp("legal/LICENSE"), rename: false),
+                .redownload(from: dp("Makefile"), to: dp("Makefile")),
+            ])
     }
 
     @Test func aPathThatIsBothAFileAndAFolderIsRefused() {
@@ -89,7 +97,10 @@ struct ChangeDifferTests {
     @Test func randomTreesAndMutationsReplayExactlyWithNoMoreChangesThanANaiveDiff() throws {
         var failures: [String] = []
         // What the 300 lists exercised, so that a generator gone bland fails the test.
-        var totals = (changes: 0, naive: 0, moves: 0, movesOntoOldPaths: 0, refills: 0, redownloads: 0, movedRedownloads: 0, folderRedownloads: 0, shortenedByFolderMoves: 0)
+        var totals = (
+            changes: 0, naive: 0, moves: 0, movesOntoOldPaths: 0, refills: 0, redownloads: 0, movedRedownloads: 0,
+            folderRedownloads: 0, shortenedByFolderMoves: 0
+        )
         for seed in UInt64(1)...300 {
             var generator = RandomTrees(seed: seed)
             let (old, new) = generator.makePair()
@@ -104,9 +115,13 @@ struct ChangeDifferTests {
                 let again = try ChangeDiffer.diff(from: rebuilt(old), to: rebuilt(new))
                 if again != result.changes { problems.append("a second run gave another list: \(again)") }
                 if !problems.isEmpty {
-                    failures.append("seed \(seed): \(problems.joined(separator: "; "))\n  old: \(describe(old))\n  new: \(describe(new))\n  changes: \(result.changes)")
+                    failures.append(
+                        "seed \(seed): \(problems.joined(separator: "; "))\n  old: \(describe(old))\n  new: \(describe(new))\n  changes: \(result.changes)"
+                    )
                 }
-                let withoutFolderMoves = try ChangeDiffer.diffTrees(DiffTree(old, role: "old"), DiffTree(new, role: "new")).kinds
+                let withoutFolderMoves = try ChangeDiffer.diffTrees(
+                    DiffTree(old, role: "old"), DiffTree(new, role: "new")
+                ).kinds
                 if result.changes.count < withoutFolderMoves.count { totals.shortenedByFolderMoves += 1 }
                 totals.changes += result.changes.count
                 totals.naive += naive
@@ -115,7 +130,9 @@ struct ChangeDifferTests {
                     case .move(_, let to, _):
                         totals.moves += 1
                         // A move onto, or under, a path that held something else in the old tree.
-                        if old.folders.contains(to) || old.files[to] != nil || to.ancestors.contains(where: { old.files[$0] != nil }) {
+                        if old.folders.contains(to) || old.files[to] != nil
+                            || to.ancestors.contains(where: { old.files[$0] != nil })
+                        {
                             totals.movesOntoOldPaths += 1
                         }
                     case .add(let path) where old.files[path] != nil:
@@ -134,9 +151,10 @@ struct ChangeDifferTests {
             }
         }
         #expect(failures.isEmpty, "\(failures.count) seeds failed:\n\(failures.prefix(5).joined(separator: "\n"))")
-        #expect(totals.moves > 200 && totals.movesOntoOldPaths > 50 && totals.refills > 20 && totals.redownloads > 50
-                    && totals.movedRedownloads > 20 && totals.folderRedownloads > 5 && totals.shortenedByFolderMoves > 5,
-                "the generator no longer exercises moves, collisions, swaps, edits, moved edits or folder edits: \(totals)")
+        #expect(
+            totals.moves > 200 && totals.movesOntoOldPaths > 50 && totals.refills > 20 && totals.redownloads > 50
+                && totals.movedRedownloads > 20 && totals.folderRedownloads > 5 && totals.shortenedByFolderMoves > 5,
+            "the generator no longer exercises moves, collisions, swaps, edits, moved edits or folder edits: \(totals)")
         print("differ random totals: \(totals)")
         #expect(totals.changes < totals.naive)
     }
@@ -164,157 +182,243 @@ extension ChangeDifferTests {
 
         static let all: [DifferCase] = [
             DifferCase(name: "nothing changed", old: differTree(base), new: differTree(base), changes: []),
-            DifferCase(name: "a new file is one add", old: differTree(base), new: edit([], ["c.txt=C"]),
-                       changes: [.add(dp("c.txt"))], downloads: ["c.txt"]),
-            DifferCase(name: "a new nested file is one add and its folders come with it", old: differTree(base),
-                       new: edit([], ["x/y/z.txt=Z"]), changes: [.add(dp("x/y/z.txt"))]),
-            DifferCase(name: "a new empty folder is one add", old: differTree(base), new: edit([], ["empty/"]),
-                       changes: [.add(dp("empty"))]),
-            DifferCase(name: "a new nested empty folder is one add of the deepest", old: differTree(base),
-                       new: edit([], ["x/y/"]), changes: [.add(dp("x/y"))]),
-            DifferCase(name: "a removed file is one remove", old: differTree(base), new: edit(["readme.txt"]),
-                       changes: [.remove(dp("readme.txt"))]),
-            DifferCase(name: "a removed folder with its contents is one remove", old: differTree(base), new: edit(["docs"]),
-                       changes: [.remove(dp("docs"))]),
-            DifferCase(name: "a renamed file is one rename", old: differTree(base), new: edit(["readme.txt"], ["README.txt=R"]),
-                       changes: [.move(from: dp("readme.txt"), to: dp("README.txt"), rename: true)], downloads: []),
-            DifferCase(name: "a moved file is one move", old: differTree(base), new: edit(["readme.txt"], ["img/readme.txt=R"]),
-                       changes: [.move(from: dp("readme.txt"), to: dp("img/readme.txt"), rename: false)], downloads: []),
-            DifferCase(name: "a folder moved into a new parent is one move", old: differTree(base),
-                       new: edit(["docs/guide"], ["archive/2024/guide/b.md=B"]),
-                       changes: [.move(from: dp("docs/guide"), to: dp("archive/2024/guide"), rename: false)], downloads: []),
-            DifferCase(name: "a renamed folder's subfolders travel with it", old: differTree("p/q/f.txt=F", "p/q/e/"),
-                       new: differTree("r/q/f.txt=F", "r/q/e/"), changes: [.move(from: dp("p"), to: dp("r"), rename: true)]),
-            DifferCase(name: "an edited file is one redownload", old: differTree(base), new: edit(["readme.txt"], ["readme.txt=R2"]),
-                       changes: [.redownload(from: dp("readme.txt"), to: dp("readme.txt"))], downloads: ["readme.txt"]),
-            DifferCase(name: "a rename with an edit is a remove and an add", old: differTree(base),
-                       new: edit(["readme.txt"], ["README.txt=R2"]),
-                       changes: [.remove(dp("readme.txt")), .add(dp("README.txt"))], downloads: ["README.txt"]),
-            DifferCase(name: "two swapped names are a move and an add", old: differTree("a.txt=A", "b.txt=B"),
-                       new: differTree("a.txt=B", "b.txt=A"),
-                       changes: [.move(from: dp("a.txt"), to: dp("b.txt"), rename: true), .add(dp("a.txt"))], downloads: ["a.txt"]),
-            DifferCase(name: "two swapped names without extension are two redownloads",
-                       old: differTree("LICENSE=L", "NOTICE=N", "readme.txt=R"),
-                       new: differTree("LICENSE=N", "NOTICE=L", "readme.txt=R"),
-                       changes: [.redownload(from: dp("LICENSE"), to: dp("LICENSE")), .redownload(from: dp("NOTICE"), to: dp("NOTICE"))]),
-            DifferCase(name: "three rotated names are two moves and an add", old: differTree("a.txt=A", "b.txt=B", "c.txt=C"),
-                       new: differTree("a.txt=C", "b.txt=A", "c.txt=B"),
-                       changes: [.move(from: dp("b.txt"), to: dp("c.txt"), rename: true),
-                                 .move(from: dp("a.txt"), to: dp("b.txt"), rename: true), .add(dp("a.txt"))], downloads: ["a.txt"]),
-            DifferCase(name: "a chain of renames moves the last one first", old: differTree("a.txt=A", "b.txt=B"),
-                       new: differTree("b.txt=A", "c.txt=B"),
-                       changes: [.move(from: dp("b.txt"), to: dp("c.txt"), rename: true),
-                                 .move(from: dp("a.txt"), to: dp("b.txt"), rename: true)], downloads: []),
-            DifferCase(name: "duplicate bytes pair in path order and extra copies are added",
-                       old: differTree("a.txt=X", "b.txt=X"), new: differTree("c.txt=X", "d.txt=X", "e.txt=X"),
-                       changes: [.move(from: dp("a.txt"), to: dp("c.txt"), rename: true),
-                                 .move(from: dp("b.txt"), to: dp("d.txt"), rename: true), .add(dp("e.txt"))], downloads: ["e.txt"]),
-            DifferCase(name: "a copy of a file that stays is downloaded", old: differTree("a.txt=X"),
-                       new: differTree("a.txt=X", "copy/a.txt=X"), changes: [.add(dp("copy/a.txt"))]),
-            DifferCase(name: "an edited file whose old bytes moved away is added again", old: differTree("a.txt=A"),
-                       new: differTree("a.txt=Z", "b.txt=A"),
-                       changes: [.move(from: dp("a.txt"), to: dp("b.txt"), rename: true), .add(dp("a.txt"))], downloads: ["a.txt"]),
-            DifferCase(name: "a folder removed and its name reused for a file is removed first",
-                       old: differTree("data.v1/a.txt=A", "keep.txt=K"), new: differTree("data.v1=N", "keep.txt=K"),
-                       changes: [.remove(dp("data.v1")), .add(dp("data.v1"))]),
-            DifferCase(name: "a folder replaced by a file moved out of it is one move",
-                       old: differTree("notes/keep.md=K", "notes/x.txt=X"), new: differTree("notes=K"),
-                       changes: [.move(from: dp("notes/keep.md"), to: dp("notes"), rename: false)], downloads: []),
-            DifferCase(name: "a folder replaced by a file after another file moved out of it",
-                       old: differTree("notes/keep.md=K", "notes/other.md=O"), new: differTree("notes=K", "other.md=O"),
-                       changes: [.move(from: dp("notes/other.md"), to: dp("other.md"), rename: false),
-                                 .move(from: dp("notes/keep.md"), to: dp("notes"), rename: false)], downloads: []),
-            DifferCase(name: "a folder renamed onto the name of a removed file replaces the file in one move",
-                       old: differTree("docs/a.md=A", "docs/b.md=B", "manual=M"), new: differTree("manual/a.md=A", "manual/b.md=B"),
-                       changes: [.move(from: dp("docs"), to: dp("manual"), rename: true)], downloads: []),
-            DifferCase(name: "a folder renamed onto the name of a file that moves on moves that file first",
-                       old: differTree("docs/a.md=A", "manual=M"), new: differTree("manual/a.md=A", "old/manual=M"),
-                       changes: [.move(from: dp("manual"), to: dp("old/manual"), rename: false),
-                                 .move(from: dp("docs"), to: dp("manual"), rename: true)], downloads: []),
-            DifferCase(name: "a file moved onto a removed folder's name replaces the folder in one move",
-                       old: differTree("notes/x.txt=X", "draft=D"), new: differTree("notes=D"),
-                       changes: [.move(from: dp("draft"), to: dp("notes"), rename: true)], downloads: []),
-            DifferCase(name: "two folders that become files holding each other's bytes go through a temporary name",
-                       old: differTree("docs/a/b=B", "img/c/LICENSE=L"), new: differTree("img=B", "docs=L"),
-                       changes: [.move(from: dp("img/c/LICENSE"), to: dp("~content-sync-1.tmp"), rename: false),
-                                 .move(from: dp("docs/a/b"), to: dp("img"), rename: false),
-                                 .move(from: dp("~content-sync-1.tmp"), to: dp("docs"), rename: true)], downloads: []),
-            DifferCase(name: "a folder and a file that trade places give up the folder move",
-                       old: differTree("a/x/", "b=B"), new: differTree("a=B", "b/"),
-                       changes: [.move(from: dp("b"), to: dp("a"), rename: true), .add(dp("b"))], downloads: []),
-            DifferCase(name: "a file moved out of a folder that is then removed moves first",
-                       old: differTree("old/keep.txt=K", "old/junk.txt=J"), new: differTree("keep.txt=K"),
-                       changes: [.move(from: dp("old/keep.txt"), to: dp("keep.txt"), rename: false), .remove(dp("old"))]),
-            DifferCase(name: "a file moved to where a removed file must become its folder removes the file first",
-                       old: differTree("build=B", "src/out.txt=O"), new: differTree("build/out.txt=O", "src/"),
-                       changes: [.remove(dp("build")), .move(from: dp("src/out.txt"), to: dp("build/out.txt"), rename: false)]),
-            DifferCase(name: "a file whose own name becomes its folder is removed and added, as the client ignores a move into itself",
-                       old: differTree("notes=N"), new: differTree("notes/notes.txt=N"),
-                       changes: [.remove(dp("notes")), .add(dp("notes/notes.txt"))]),
-            DifferCase(name: "a file whose name becomes an empty folder is removed then added",
-                       old: differTree("docs=D"), new: differTree("docs/"), changes: [.remove(dp("docs")), .add(dp("docs"))]),
-            DifferCase(name: "of two equal folders one is moved and the other removed",
-                       old: differTree("a/x.txt=X", "b/x.txt=X"), new: differTree("c/x.txt=X"),
-                       changes: [.move(from: dp("a"), to: dp("c"), rename: true), .remove(dp("b"))]),
-            DifferCase(name: "an empty folder with an extension can still be renamed", old: differTree("x.d/"),
-                       new: differTree("y.d/"), changes: [.move(from: dp("x.d"), to: dp("y.d"), rename: true)]),
-            DifferCase(name: "a folder moved while its old place gets a new file of the same name",
-                       old: differTree("pack.zip/a.txt=A"), new: differTree("pack/a.txt=A", "pack.zip=Z"),
-                       changes: [.move(from: dp("pack.zip"), to: dp("pack"), rename: true), .add(dp("pack.zip"))]),
-            DifferCase(name: "names with spaces and non-ASCII letters are moved like any other",
-                       old: differTree("Ünïcode/日本 語.txt=J", "with space/a b.md=S"),
-                       new: differTree("Ünïcode/résumé.txt=J", "with space/a b.md=S2"),
-                       changes: [.move(from: dp("Ünïcode/日本 語.txt"), to: dp("Ünïcode/résumé.txt"), rename: true),
-                                 .redownload(from: dp("with space/a b.md"), to: dp("with space/a b.md"))]),
-            DifferCase(name: "a folder whose every file changed is one deep folder redownload",
-                       old: differTree(base), new: edit(["docs/"], ["docs/a.md=A2", "docs/guide/b.md=B2"]),
-                       changes: [.deepRedownload(dp("docs"))], downloads: ["docs/a.md", "docs/guide/b.md"]),
-            DifferCase(name: "a deep folder redownload keeps the folder's empty folders",
-                       old: differTree("site/a.css=A", "site/b.css=B", "site/empty/", "keep.txt=K"),
-                       new: differTree("site/a.css=A2", "site/b.css=B2", "site/empty/", "keep.txt=K"),
-                       changes: [.deepRedownload(dp("site"))], downloads: ["site/a.css", "site/b.css"]),
-            DifferCase(name: "every file of the content changed is one deep redownload of the root",
-                       old: differTree("a.txt=A", "b/c.txt=C"), new: differTree("a.txt=A2", "b/c.txt=C2"),
-                       changes: [.deepRedownload(.root)], downloads: ["a.txt", "b/c.txt"]),
-            DifferCase(name: "a folder with one unchanged file keeps one redownload per changed file",
-                       old: differTree("docs/a.md=A", "docs/b.md=B", "docs/c.md=C"),
-                       new: differTree("docs/a.md=A2", "docs/b.md=B2", "docs/c.md=C"),
-                       changes: [.redownload(from: dp("docs/a.md"), to: dp("docs/a.md")),
-                                 .redownload(from: dp("docs/b.md"), to: dp("docs/b.md"))], downloads: ["docs/a.md", "docs/b.md"]),
-            DifferCase(name: "a folder whose files all changed but that gained a file is not refreshed whole",
-                       old: differTree("docs/a.md=A", "docs/b.md=B", "x.txt=X"),
-                       new: differTree("docs/a.md=A2", "docs/b.md=B2", "docs/new.md=N", "x.txt=X"),
-                       changes: [.redownload(from: dp("docs/a.md"), to: dp("docs/a.md")),
-                                 .redownload(from: dp("docs/b.md"), to: dp("docs/b.md")), .add(dp("docs/new.md"))]),
-            DifferCase(name: "a changed file whose bytes moved away is not part of a deep redownload",
-                       old: differTree("docs/a.md=A", "docs/b.md=B", "x.txt=X"),
-                       new: differTree("docs/a.md=A2", "docs/b.md=B2", "old-a.md=A", "x.txt=X"),
-                       changes: [.move(from: dp("docs/a.md"), to: dp("old-a.md"), rename: false),
-                                 .redownload(from: dp("docs/b.md"), to: dp("docs/b.md")), .add(dp("docs/a.md"))]),
-            DifferCase(name: "a file moved and changed is one redownload to its new place",
-                       old: differTree(base), new: edit(["docs/a.md"], ["archive/a.md=A2"]),
-                       changes: [.redownload(from: dp("docs/a.md"), to: dp("archive/a.md"))], downloads: ["archive/a.md"]),
-            DifferCase(name: "moved and changed files pair with the old file in the closest folder",
-                       old: differTree("x/1/index.md=A", "x/1/k.txt=K", "y/index.md=B", "y/k.txt=L"),
-                       new: differTree("x/2/index.md=A2", "x/1/k.txt=K", "z/index.md=B2", "y/k.txt=L"),
-                       changes: [.redownload(from: dp("x/1/index.md"), to: dp("x/2/index.md")),
-                                 .redownload(from: dp("y/index.md"), to: dp("z/index.md"))]),
-            DifferCase(name: "a changed file leaving a folder that is removed is a remove and an add",
-                       old: differTree("old/a.md=A", "keep.txt=K"), new: differTree("new/a.md=A2", "keep.txt=K"),
-                       changes: [.remove(dp("old")), .add(dp("new/a.md"))]),
-            DifferCase(name: "a folder moved to a new parent that gains a file is a move and an add",
-                       old: differTree("images/logo.png=L", "images/icons/star.png=S", "readme.txt=R"),
-                       new: differTree("assets/images/logo.png=L", "assets/images/icons/star.png=S", "assets/images/banner.png=B", "readme.txt=R"),
-                       changes: [.move(from: dp("images"), to: dp("assets/images"), rename: false), .add(dp("assets/images/banner.png"))],
-                       downloads: ["assets/images/banner.png"]),
-            DifferCase(name: "a renamed folder with one file changed and one removed is a move, a remove and a redownload",
-                       old: differTree("photos/a.jpg=A", "photos/b.jpg=B", "photos/c.jpg=C", "photos/d.jpg=D"),
-                       new: differTree("pictures/a.jpg=A", "pictures/b.jpg=B", "pictures/c.jpg=C2"),
-                       changes: [.move(from: dp("photos"), to: dp("pictures"), rename: true), .remove(dp("pictures/d.jpg")),
-                                 .redownload(from: dp("pictures/c.jpg"), to: dp("pictures/c.jpg"))], downloads: ["pictures/c.jpg"]),
-            DifferCase(name: "a file without extension that moved and changed is one redownload",
-                       old: differTree("LICENSE=L", "keep.txt=K"), new: differTree("legal/LICENSE=L2", "keep.txt=K"),
-                       changes: [.redownload(from: dp("LICENSE"), to: dp("legal/LICENSE"))]),
+            DifferCase(
+                name: "a new file is one add", old: differTree(base), new: edit([], ["c.txt=C"]),
+                changes: [.add(dp("c.txt"))], downloads: ["c.txt"]),
+            DifferCase(
+                name: "a new nested file is one add and its folders come with it", old: differTree(base),
+                new: edit([], ["x/y/z.txt=Z"]), changes: [.add(dp("x/y/z.txt"))]),
+            DifferCase(
+                name: "a new empty folder is one add", old: differTree(base), new: edit([], ["empty/"]),
+                changes: [.add(dp("empty"))]),
+            DifferCase(
+                name: "a new nested empty folder is one add of the deepest", old: differTree(base),
+                new: edit([], ["x/y/"]), changes: [.add(dp("x/y"))]),
+            DifferCase(
+                name: "a removed file is one remove", old: differTree(base), new: edit(["readme.txt"]),
+                changes: [.remove(dp("readme.txt"))]),
+            DifferCase(
+                name: "a removed folder with its contents is one remove", old: differTree(base), new: edit(["docs"]),
+                changes: [.remove(dp("docs"))]),
+            DifferCase(
+                name: "a renamed file is one rename", old: differTree(base),
+                new: edit(["readme.txt"], ["README.txt=R"]),
+                changes: [.move(from: dp("readme.txt"), to: dp("README.txt"), rename: true)], downloads: []),
+            DifferCase(
+                name: "a moved file is one move", old: differTree(base),
+                new: edit(["readme.txt"], ["img/readme.txt=R"]),
+                changes: [.move(from: dp("readme.txt"), to: dp("img/readme.txt"), rename: false)], downloads: []),
+            DifferCase(
+                name: "a folder moved into a new parent is one move", old: differTree(base),
+                new: edit(["docs/guide"], ["archive/2024/guide/b.md=B"]),
+                changes: [.move(from: dp("docs/guide"), to: dp("archive/2024/guide"), rename: false)], downloads: []),
+            DifferCase(
+                name: "a renamed folder's subfolders travel with it", old: differTree("p/q/f.txt=F", "p/q/e/"),
+                new: differTree("r/q/f.txt=F", "r/q/e/"), changes: [.move(from: dp("p"), to: dp("r"), rename: true)]),
+            DifferCase(
+                name: "an edited file is one redownload", old: differTree(base),
+                new: edit(["readme.txt"], ["readme.txt=R2"]),
+                changes: [.redownload(from: dp("readme.txt"), to: dp("readme.txt"))], downloads: ["readme.txt"]),
+            DifferCase(
+                name: "a rename with an edit is a remove and an add", old: differTree(base),
+                new: edit(["readme.txt"], ["README.txt=R2"]),
+                changes: [.remove(dp("readme.txt")), .add(dp("README.txt"))], downloads: ["README.txt"]),
+            DifferCase(
+                name: "two swapped names are a move and an add", old: differTree("a.txt=A", "b.txt=B"),
+                new: differTree("a.txt=B", "b.txt=A"),
+                changes: [.move(from: dp("a.txt"), to: dp("b.txt"), rename: true), .add(dp("a.txt"))],
+                downloads: ["a.txt"]),
+            DifferCase(
+                name: "two swapped names without extension are two redownloads",
+                old: differTree("LICENSE=L", "NOTICE=N", "readme.txt=R"),
+                new: differTree("LICENSE=N", "NOTICE=L", "readme.txt=R"),
+                changes: [
+                    .redownload(from: dp("LICENSE"), to: dp("LICENSE")),
+                    .redownload(from: dp("NOTICE"), to: dp("NOTICE")),
+                ]),
+            DifferCase(
+                name: "three rotated names are two moves and an add", old: differTree("a.txt=A", "b.txt=B", "c.txt=C"),
+                new: differTree("a.txt=C", "b.txt=A", "c.txt=B"),
+                changes: [
+                    .move(from: dp("b.txt"), to: dp("c.txt"), rename: true),
+                    .move(from: dp("a.txt"), to: dp("b.txt"), rename: true), .add(dp("a.txt")),
+                ], downloads: ["a.txt"]),
+            DifferCase(
+                name: "a chain of renames moves the last one first", old: differTree("a.txt=A", "b.txt=B"),
+                new: differTree("b.txt=A", "c.txt=B"),
+                changes: [
+                    .move(from: dp("b.txt"), to: dp("c.txt"), rename: true),
+                    .move(from: dp("a.txt"), to: dp("b.txt"), rename: true),
+                ], downloads: []),
+            DifferCase(
+                name: "duplicate bytes pair in path order and extra copies are added",
+                old: differTree("a.txt=X", "b.txt=X"), new: differTree("c.txt=X", "d.txt=X", "e.txt=X"),
+                changes: [
+                    .move(from: dp("a.txt"), to: dp("c.txt"), rename: true),
+                    .move(from: dp("b.txt"), to: dp("d.txt"), rename: true), .add(dp("e.txt")),
+                ], downloads: ["e.txt"]),
+            DifferCase(
+                name: "a copy of a file that stays is downloaded", old: differTree("a.txt=X"),
+                new: differTree("a.txt=X", "copy/a.txt=X"), changes: [.add(dp("copy/a.txt"))]),
+            DifferCase(
+                name: "an edited file whose old bytes moved away is added again", old: differTree("a.txt=A"),
+                new: differTree("a.txt=Z", "b.txt=A"),
+                changes: [.move(from: dp("a.txt"), to: dp("b.txt"), rename: true), .add(dp("a.txt"))],
+                downloads: ["a.txt"]),
+            DifferCase(
+                name: "a folder removed and its name reused for a file is removed first",
+                old: differTree("data.v1/a.txt=A", "keep.txt=K"), new: differTree("data.v1=N", "keep.txt=K"),
+                changes: [.remove(dp("data.v1")), .add(dp("data.v1"))]),
+            DifferCase(
+                name: "a folder replaced by a file moved out of it is one move",
+                old: differTree("notes/keep.md=K", "notes/x.txt=X"), new: differTree("notes=K"),
+                changes: [.move(from: dp("notes/keep.md"), to: dp("notes"), rename: false)], downloads: []),
+            DifferCase(
+                name: "a folder replaced by a file after another file moved out of it",
+                old: differTree("notes/keep.md=K", "notes/other.md=O"), new: differTree("notes=K", "other.md=O"),
+                changes: [
+                    .move(from: dp("notes/other.md"), to: dp("other.md"), rename: false),
+                    .move(from: dp("notes/keep.md"), to: dp("notes"), rename: false),
+                ], downloads: []),
+            DifferCase(
+                name: "a folder renamed onto the name of a removed file replaces the file in one move",
+                old: differTree("docs/a.md=A", "docs/b.md=B", "manual=M"),
+                new: differTree("manual/a.md=A", "manual/b.md=B"),
+                changes: [.move(from: dp("docs"), to: dp("manual"), rename: true)], downloads: []),
+            DifferCase(
+                name: "a folder renamed onto the name of a file that moves on moves that file first",
+                old: differTree("docs/a.md=A", "manual=M"), new: differTree("manual/a.md=A", "old/manual=M"),
+                changes: [
+                    .move(from: dp("manual"), to: dp("old/manual"), rename: false),
+                    .move(from: dp("docs"), to: dp("manual"), rename: true),
+                ], downloads: []),
+            DifferCase(
+                name: "a file moved onto a removed folder's name replaces the folder in one move",
+                old: differTree("notes/x.txt=X", "draft=D"), new: differTree("notes=D"),
+                changes: [.move(from: dp("draft"), to: dp("notes"), rename: true)], downloads: []),
+            DifferCase(
+                name: "two folders that become files holding each other's bytes go through a temporary name",
+                old: differTree("docs/a/b=B", "img/c/LICENSE=L"), new: differTree("img=B", "docs=L"),
+                changes: [
+                    .move(from: dp("img/c/LICENSE"), to: dp("~content-sync-1.tmp"), rename: false),
+                    .move(from: dp("docs/a/b"), to: dp("img"), rename: false),
+                    .move(from: dp("~content-sync-1.tmp"), to: dp("docs"), rename: true),
+                ], downloads: []),
+            DifferCase(
+                name: "a folder and a file that trade places give up the folder move",
+                old: differTree("a/x/", "b=B"), new: differTree("a=B", "b/"),
+                changes: [.move(from: dp("b"), to: dp("a"), rename: true), .add(dp("b"))], downloads: []),
+            DifferCase(
+                name: "a file moved out of a folder that is then removed moves first",
+                old: differTree("old/keep.txt=K", "old/junk.txt=J"), new: differTree("keep.txt=K"),
+                changes: [.move(from: dp("old/keep.txt"), to: dp("keep.txt"), rename: false), .remove(dp("old"))]),
+            DifferCase(
+                name: "a file moved to where a removed file must become its folder removes the file first",
+                old: differTree("build=B", "src/out.txt=O"), new: differTree("build/out.txt=O", "src/"),
+                changes: [.remove(dp("build")), .move(from: dp("src/out.txt"), to: dp("build/out.txt"), rename: false)]),
+            DifferCase(
+                name:
+                    "a file whose own name becomes its folder is removed and added, as the client ignores a move into itself",
+                old: differTree("notes=N"), new: differTree("notes/notes.txt=N"),
+                changes: [.remove(dp("notes")), .add(dp("notes/notes.txt"))]),
+            DifferCase(
+                name: "a file whose name becomes an empty folder is removed then added",
+                old: differTree("docs=D"), new: differTree("docs/"), changes: [.remove(dp("docs")), .add(dp("docs"))]),
+            DifferCase(
+                name: "of two equal folders one is moved and the other removed",
+                old: differTree("a/x.txt=X", "b/x.txt=X"), new: differTree("c/x.txt=X"),
+                changes: [.move(from: dp("a"), to: dp("c"), rename: true), .remove(dp("b"))]),
+            DifferCase(
+                name: "an empty folder with an extension can still be renamed", old: differTree("x.d/"),
+                new: differTree("y.d/"), changes: [.move(from: dp("x.d"), to: dp("y.d"), rename: true)]),
+            DifferCase(
+                name: "a folder moved while its old place gets a new file of the same name",
+                old: differTree("pack.zip/a.txt=A"), new: differTree("pack/a.txt=A", "pack.zip=Z"),
+                changes: [.move(from: dp("pack.zip"), to: dp("pack"), rename: true), .add(dp("pack.zip"))]),
+            DifferCase(
+                name: "names with spaces and non-ASCII letters are moved like any other",
+                old: differTree("Ünïcode/日本 語.txt=J", "with space/a b.md=S"),
+                new: differTree("Ünïcode/résumé.txt=J", "with space/a b.md=S2"),
+                changes: [
+                    .move(from: dp("Ünïcode/日本 語.txt"), to: dp("Ünïcode/résumé.txt"), rename: true),
+                    .redownload(from: dp("with space/a b.md"), to: dp("with space/a b.md")),
+                ]),
+            DifferCase(
+                name: "a folder whose every file changed is one deep folder redownload",
+                old: differTree(base), new: edit(["docs/"], ["docs/a.md=A2", "docs/guide/b.md=B2"]),
+                changes: [.deepRedownload(dp("docs"))], downloads: ["docs/a.md", "docs/guide/b.md"]),
+            DifferCase(
+                name: "a deep folder redownload keeps the folder's empty folders",
+                old: differTree("site/a.css=A", "site/b.css=B", "site/empty/", "keep.txt=K"),
+                new: differTree("site/a.css=A2", "site/b.css=B2", "site/empty/", "keep.txt=K"),
+                changes: [.deepRedownload(dp("site"))], downloads: ["site/a.css", "site/b.css"]),
+            DifferCase(
+                name: "every file of the content changed is one deep redownload of the root",
+                old: differTree("a.txt=A", "b/c.txt=C"), new: differTree("a.txt=A2", "b/c.txt=C2"),
+                changes: [.deepRedownload(.root)], downloads: ["a.txt", "b/c.txt"]),
+            DifferCase(
+                name: "a folder with one unchanged file keeps one redownload per changed file",
+                old: differTree("docs/a.md=A", "docs/b.md=B", "docs/c.md=C"),
+                new: differTree("docs/a.md=A2", "docs/b.md=B2", "docs/c.md=C"),
+                changes: [
+                    .redownload(from: dp("docs/a.md"), to: dp("docs/a.md")),
+                    .redownload(from: dp("docs/b.md"), to: dp("docs/b.md")),
+                ], downloads: ["docs/a.md", "docs/b.md"]),
+            DifferCase(
+                name: "a folder whose files all changed but that gained a file is not refreshed whole",
+                old: differTree("docs/a.md=A", "docs/b.md=B", "x.txt=X"),
+                new: differTree("docs/a.md=A2", "docs/b.md=B2", "docs/new.md=N", "x.txt=X"),
+                changes: [
+                    .redownload(from: dp("docs/a.md"), to: dp("docs/a.md")),
+                    .redownload(from: dp("docs/b.md"), to: dp("docs/b.md")), .add(dp("docs/new.md")),
+                ]),
+            DifferCase(
+                name: "a changed file whose bytes moved away is not part of a deep redownload",
+                old: differTree("docs/a.md=A", "docs/b.md=B", "x.txt=X"),
+                new: differTree("docs/a.md=A2", "docs/b.md=B2", "old-a.md=A", "x.txt=X"),
+                changes: [
+                    .move(from: dp("docs/a.md"), to: dp("old-a.md"), rename: false),
+                    .redownload(from: dp("docs/b.md"), to: dp("docs/b.md")), .add(dp("docs/a.md")),
+                ]),
+            DifferCase(
+                name: "a file moved and changed is one redownload to its new place",
+                old: differTree(base), new: edit(["docs/a.md"], ["archive/a.md=A2"]),
+                changes: [.redownload(from: dp("docs/a.md"), to: dp("archive/a.md"))], downloads: ["archive/a.md"]),
+            DifferCase(
+                name: "moved and changed files pair with the old file in the closest folder",
+                old: differTree("x/1/index.md=A", "x/1/k.txt=K", "y/index.md=B", "y/k.txt=L"),
+                new: differTree("x/2/index.md=A2", "x/1/k.txt=K", "z/index.md=B2", "y/k.txt=L"),
+                changes: [
+                    .redownload(from: dp("x/1/index.md"), to: dp("x/2/index.md")),
+                    .redownload(from: dp("y/index.md"), to: dp("z/index.md")),
+                ]),
+            DifferCase(
+                name: "a changed file leaving a folder that is removed is a remove and an add",
+                old: differTree("old/a.md=A", "keep.txt=K"), new: differTree("new/a.md=A2", "keep.txt=K"),
+                changes: [.remove(dp("old")), .add(dp("new/a.md"))]),
+            DifferCase(
+                name: "a folder moved to a new parent that gains a file is a move and an add",
+                old: differTree("images/logo.png=L", "images/icons/star.png=S", "readme.txt=R"),
+                new: differTree(
+                    "assets/images/logo.png=L", "assets/images/icons/star.png=S", "assets/images/banner.png=B",
+                    "readme.txt=R"),
+                changes: [
+                    .move(from: dp("images"), to: dp("assets/images"), rename: false),
+                    .add(dp("assets/images/banner.png")),
+                ],
+                downloads: ["assets/images/banner.png"]),
+            DifferCase(
+                name: "a renamed folder with one file changed and one removed is a move, a remove and a redownload",
+                old: differTree("photos/a.jpg=A", "photos/b.jpg=B", "photos/c.jpg=C", "photos/d.jpg=D"),
+                new: differTree("pictures/a.jpg=A", "pictures/b.jpg=B", "pictures/c.jpg=C2"),
+                changes: [
+                    .move(from: dp("photos"), to: dp("pictures"), rename: true), .remove(dp("pictures/d.jpg")),
+                    .redownload(from: dp("pictures/c.jpg"), to: dp("pictures/c.jpg")),
+                ], downloads: ["pictures/c.jpg"]),
+            DifferCase(
+                name: "a file without extension that moved and changed is one redownload",
+                old: differTree("LICENSE=L", "keep.txt=K"), new: differTree("legal/LICENSE=L2", "keep.txt=K"),
+                changes: [.redownload(from: dp("LICENSE"), to: dp("legal/LICENSE"))]),
         ]
     }
 
@@ -328,22 +432,29 @@ extension ChangeDifferTests {
 
         init(old: ContentTree, new: ContentTree) throws {
             changes = try ChangeDiffer.diff(from: old, to: new)
-            let list = ChangeList(from: dv("1.0"), to: dv("1.1"),
-                                  changes: changes.enumerated().map { Change(kind: $1, index: $0) },
-                                  url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!)
-            plan = NetPlanner.plan(local: LocalTree(folders: old.folders, files: Set(old.files.keys)),
-                                   from: dv("1.0"), to: dv("1.1"), lists: [list])
+            let list = ChangeList(
+                from: dv("1.0"), to: dv("1.1"),
+                changes: changes.enumerated().map { Change(kind: $1, index: $0) },
+                url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!)
+            plan = NetPlanner.plan(
+                local: LocalTree(folders: old.folders, files: Set(old.files.keys)),
+                from: dv("1.0"), to: dv("1.1"), lists: [list])
             problems += plan.warnings.map { "warning: \($0)" }
             if Set(plan.folders) != new.folders {
-                problems.append("folders differ: extra \(Set(plan.folders).subtracting(new.folders).sorted()), missing \(new.folders.subtracting(plan.folders).sorted())")
+                problems.append(
+                    "folders differ: extra \(Set(plan.folders).subtracting(new.folders).sorted()), missing \(new.folders.subtracting(plan.folders).sorted())"
+                )
             }
             let built = plan.reused.map(\.target) + plan.downloads
             if built.count != Set(built).count || Set(built) != Set(new.files.keys) {
                 problems.append("files differ: built \(built.sorted()), wanted \(new.files.keys.sorted())")
             }
             let sources = plan.reused.map(\.source)
-            if sources.count != Set(sources).count { problems.append("an old file is reused twice: \(sources.sorted())") }
-            for reuse in plan.reused where old.files[reuse.source] == nil || old.files[reuse.source] != new.files[reuse.target] {
+            if sources.count != Set(sources).count {
+                problems.append("an old file is reused twice: \(sources.sorted())")
+            }
+            for reuse in plan.reused
+            where old.files[reuse.source] == nil || old.files[reuse.source] != new.files[reuse.target] {
                 problems.append("'\(reuse.target)' gets the bytes of old '\(reuse.source)', which differ")
             }
             // A download is justified when its bytes are new, when the file changed in place, or when
@@ -363,7 +474,8 @@ extension ChangeDifferTests {
                         && !holder.ancestors.contains { old.folders.contains($0) && new.files[$0] != nil }
                 }
                 if !wasted.isEmpty {
-                    problems.append("'\(download)' is downloaded although old \(wasted.sorted()) has its bytes and is not reused")
+                    problems.append(
+                        "'\(download)' is downloaded although old \(wasted.sorted()) has its bytes and is not reused")
                 }
             }
         }
@@ -483,7 +595,9 @@ extension ChangeDifferTests {
                 model.delete(pick(folders))
             case 4 where !files.isEmpty:
                 let file = pick(files)
-                let name = chance(50) ? file.lastComponent! : pick(Change.namesFolder(file) ? Self.bareFileNames : Self.fileNames)
+                let name =
+                    chance(50)
+                    ? file.lastComponent! : pick(Change.namesFolder(file) ? Self.bareFileNames : Self.fileNames)
                 model.move(file, to: parent(in: model).appending(dp(name)))
             case 5 where !folders.isEmpty:
                 let folder = pick(folders)
@@ -499,7 +613,8 @@ extension ChangeDifferTests {
             case 8:
                 let pool = chance(70) ? typed : bare.filter { old.files[$0] != nil }
                 guard pool.count >= 2 else { return }
-                let first = pick(pool), second = pick(pool)
+                let first = pick(pool)
+                let second = pick(pool)
                 (model.files[first], model.files[second]) = (model.files[second], model.files[first])
             case 9 where !folders.isEmpty:
                 // A folder replaced by a file of the same name.
@@ -559,7 +674,8 @@ extension ChangeDifferTests {
             }
             while let folder = model.folders.sorted().first(where: { folder in
                 !Change.namesFolder(folder) && !old.folders.contains(folder)
-                    && !model.folders.contains { $0.parent == folder } && !model.files.keys.contains { $0.parent == folder }
+                    && !model.folders.contains { $0.parent == folder }
+                    && !model.files.keys.contains { $0.parent == folder }
             }) {
                 model.put(folder.appending(dp("keep.txt")), fresh())
             }
@@ -587,7 +703,9 @@ private func naiveChangeCount(old: ContentTree, new: ContentTree) -> Int {
 
 private func dp(_ text: String) -> SafeRelativePath { try! SafeRelativePath(validating: text) }
 private func dv(_ text: String) -> CacheVersion { try! CacheVersion(text) }
-private func differFingerprint(_ label: String) -> FileFingerprint { FileFingerprint(size: Int64(label.utf8.count), sha256: label) }
+private func differFingerprint(_ label: String) -> FileFingerprint {
+    FileFingerprint(size: Int64(label.utf8.count), sha256: label)
+}
 
 /// A tree from entries: `"path=label"` is a file whose bytes are `label`; `"path/"` is a folder.
 /// Every parent folder is included.
@@ -619,6 +737,8 @@ private func rebuilt(_ tree: ContentTree) -> ContentTree {
 
 private func describe(_ tree: ContentTree) -> String {
     let files = tree.files.map { "\($0.key)=\($0.value.sha256)" }
-    let empty = tree.folders.filter { folder in !tree.folders.contains { $0.parent == folder } && !tree.files.keys.contains { $0.parent == folder } }
+    let empty = tree.folders.filter { folder in
+        !tree.folders.contains { $0.parent == folder } && !tree.files.keys.contains { $0.parent == folder }
+    }
     return (files + empty.map { "\($0)/" }).sorted().joined(separator: ", ")
 }

@@ -1,8 +1,9 @@
-@testable import ContentSync
 import Foundation
 import StorageServer
 import Synchronization
 import Testing
+
+@testable import ContentSync
 
 /// A flag the policy reads and the test flips.
 final class Switch: Sendable {
@@ -37,7 +38,9 @@ struct ConnectionPolicyTests {
             configuration.connectionPolicy = ConnectionPolicy { allowed.isOn }
             let manager = try CacheManager(configuration: configuration)
             let update = Task { try await manager.checkForUpdates() }
-            while !harness.server.requests().contains(where: { $0.path.hasSuffix(".zip") }) { try await Task.sleep(for: .milliseconds(10)) }
+            while !harness.server.requests().contains(where: { $0.path.hasSuffix(".zip") }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             allowed.turnOff()
             let result = await update.result
             guard case .failure(let error as SyncError) = result else {

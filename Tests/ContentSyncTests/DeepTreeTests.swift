@@ -1,11 +1,12 @@
 import Archive
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// Trees as deep as the path rules allow (4,095 bytes below the content folder), below a content
 /// folder whose own path is long, so that absolute paths exceed what the kernel takes in one
@@ -22,7 +23,9 @@ struct DeepTreeTests {
         var folder = open(root, O_RDONLY | O_DIRECTORY)
         #expect(folder >= 0)
         for name in components {
-            if mkdirat(folder, name, 0o755) != 0 && errno != EEXIST { throw POSIXError(POSIXErrorCode(rawValue: errno)!) }
+            if mkdirat(folder, name, 0o755) != 0 && errno != EEXIST {
+                throw POSIXError(POSIXErrorCode(rawValue: errno)!)
+            }
             let next = openat(folder, name, O_RDONLY | O_DIRECTORY)
             close(folder)
             folder = next
@@ -34,7 +37,8 @@ struct DeepTreeTests {
     }
 
     func publish(_ content: String, version: String, storage: String, initialize: Bool) throws {
-        var options = PublishOptions(storage: storage, content: content, version: v(version), baseURL: PublishFixture.base)
+        var options = PublishOptions(
+            storage: storage, content: content, version: v(version), baseURL: PublishFixture.base)
         options.initialize = initialize
         _ = try Publisher.publish(options)
     }
@@ -50,15 +54,17 @@ struct DeepTreeTests {
             try publish(v1, version: "1.0", storage: storage, initialize: true)
 
             // The client's folder is 1,200 bytes deep itself, so paths below it pass PATH_MAX.
-            let parent = scratch + "/" + (0..<5).map { "p\($0)" + String(repeating: "q", count: 238) }.joined(separator: "/")
+            let parent =
+                scratch + "/" + (0..<5).map { "p\($0)" + String(repeating: "q", count: 238) }.joined(separator: "/")
             try FileManager.default.createDirectory(atPath: parent, withIntermediateDirectories: true)
             let content = parent + "/content"
             let deepest = content + "/" + Self.deepFolders.joined(separator: "/") + "/leaf.txt"
             #expect(deepest.utf8.count > 4096, "the test needs absolute paths over PATH_MAX")
 
             try await withStorageServer(root: URL(fileURLWithPath: storage)) { server in
-                var configuration = SyncConfiguration(baseURL: server.baseURL!, contentDirectory: content,
-                                                      stateDatabasePath: scratch + "/state.sqlite")
+                var configuration = SyncConfiguration(
+                    baseURL: server.baseURL!, contentDirectory: content,
+                    stateDatabasePath: scratch + "/state.sqlite")
                 configuration.maxConcurrentDownloads = 4
                 let manager = try CacheManager(configuration: configuration)
                 #expect(try await manager.checkForUpdates().outcome == .restored)
@@ -69,7 +75,8 @@ struct DeepTreeTests {
                 let v2 = scratch + "/v2"
                 try FileManager.default.createDirectory(atPath: v2 + "/moved", withIntermediateDirectories: true)
                 try Self.makeChain(Self.deepFolders, under: v2 + "/moved", leaf: "leaf.txt", contents: "deep two")
-                try Self.makeChain(Array(Self.deepFolders.prefix(20)), under: v2 + "/moved", leaf: "also.txt", contents: "kept bytes")
+                try Self.makeChain(
+                    Array(Self.deepFolders.prefix(20)), under: v2 + "/moved", leaf: "also.txt", contents: "kept bytes")
                 try "top".write(toFile: v2 + "/top.txt", atomically: false, encoding: .utf8)
                 try publish(v2, version: "1.1", storage: storage, initialize: false)
                 #expect(try await manager.checkForUpdates().outcome == .replayed)
@@ -80,7 +87,9 @@ struct DeepTreeTests {
                 // Drift at the bottom, repaired through the same long paths.
                 try TreeRemoval.remove(content + "/moved/" + Self.deepFolders.joined(separator: "/") + "/leaf.txt")
                 let check = try await manager.verify()
-                #expect(check.differences == ["missing file moved/" + Self.deepFolders.joined(separator: "/") + "/leaf.txt"])
+                #expect(
+                    check.differences == ["missing file moved/" + Self.deepFolders.joined(separator: "/") + "/leaf.txt"]
+                )
                 #expect(try await manager.verify(repair: true).matches)
                 #expect(try ContentTree.scanLocal(content).tree == expected)
 

@@ -1,10 +1,11 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("ExampleStorage mirrors exactly, step by step and by jumps", .timeLimit(.minutes(3)))
 struct ExampleStorageSyncTests {
@@ -33,8 +34,10 @@ struct ExampleStorageSyncTests {
         }
     }
 
-    @Test(arguments: [("1.0", "1.1"), ("1.0", "1.2"), ("1.0", "1.3"), ("1.0", "1.4"), ("1.1", "1.3"),
-                      ("1.1", "1.4"), ("1.2", "1.4"), ("1.3", "1.4"), ("1.2", "1.3")])
+    @Test(arguments: [
+        ("1.0", "1.1"), ("1.0", "1.2"), ("1.0", "1.3"), ("1.0", "1.4"), ("1.1", "1.3"),
+        ("1.1", "1.4"), ("1.2", "1.4"), ("1.3", "1.4"), ("1.2", "1.3"),
+    ])
     func aClientSeveralVersionsBehindJumpsToTheLatest(from: String, to: String) async throws {
         try await withSyncHarness(serving: from) { harness in
             try await harness.sync()

@@ -1,11 +1,12 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
 import ToolSupport
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// Regressions found by the crash loop (`scripts/chaos/crash_loop.py`).
 extension FailureAndResumeTests {
@@ -21,12 +22,14 @@ extension FailureAndResumeTests {
             try Data((0..<(2 << 20)).map { _ in UInt8(truncatingIfNeeded: random.next()) })
                 .write(to: URL(fileURLWithPath: content + "/data/big.bin"))
             let storage = scratch + "/storage"
-            var options = PublishOptions(storage: storage, content: content, version: v("1.0"), baseURL: PublishFixture.base)
+            var options = PublishOptions(
+                storage: storage, content: content, version: v("1.0"), baseURL: PublishFixture.base)
             options.initialize = true
             _ = try Publisher.publish(options)
             let staleZip = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
             try "new in 1.1".write(toFile: content + "/extra.txt", atomically: true, encoding: .utf8)
-            _ = try Publisher.publish(PublishOptions(storage: storage, content: content, version: v("1.1"), baseURL: PublishFixture.base))
+            _ = try Publisher.publish(
+                PublishOptions(storage: storage, content: content, version: v("1.1"), baseURL: PublishFixture.base))
             try staleZip.write(to: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
             try StorageEditing.reseal(storage)
 
@@ -40,7 +43,9 @@ extension FailureAndResumeTests {
                 harness.server.resetLog()
                 let report = try await harness.sync()
                 #expect(report.outcome == .restored)
-                #expect(harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0, "the kept archive was downloaded again")
+                #expect(
+                    harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0,
+                    "the kept archive was downloaded again")
                 #expect(try String(contentsOfFile: harness.content + "/extra.txt", encoding: .utf8) == "new in 1.1")
             }
         }
@@ -52,7 +57,8 @@ extension FailureAndResumeTests {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
             let staging = StagingArea(contentDirectory: harness.content)
-            try FileManager.default.createDirectory(atPath: staging.retired + "/docs", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: staging.retired + "/docs", withIntermediateDirectories: true)
             try "old".write(toFile: staging.retired + "/docs/intro.md", atomically: true, encoding: .utf8)
             try FileManager.default.createDirectory(atPath: staging.partial, withIntermediateDirectories: true)
             let report = try await harness.sync()

@@ -1,10 +1,11 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("Failures leave version N intact, and interrupted updates resume", .timeLimit(.minutes(3)))
 struct FailureAndResumeTests {
@@ -42,7 +43,9 @@ struct FailureAndResumeTests {
             let report = try await harness.sync(concurrency: 1)
             try harness.expectTree(is: "1.4")
             let secondRun = Set(harness.contentDownloads())
-            #expect(secondRun.isDisjoint(with: firstRun), "files finished before the failure were fetched again: \(secondRun.intersection(firstRun))")
+            #expect(
+                secondRun.isDisjoint(with: firstRun),
+                "files finished before the failure were fetched again: \(secondRun.intersection(firstRun))")
             #expect(report.filesAlreadyDownloaded == firstRun.count)
             #expect(secondRun.contains("data/blob.bin"))
         }
@@ -53,13 +56,15 @@ struct FailureAndResumeTests {
             let broken = try copySnapshot("1.4", to: scratch + "/broken")
             try await withSyncHarness(serving: "1.2") { harness in
                 try await harness.sync()
-                try "{\"actualCacheVersion\": \"1.4\", ".write(toFile: broken.path + "/RXCacheConfig/cacheStatus.json", atomically: true, encoding: .utf8)
+                try "{\"actualCacheVersion\": \"1.4\", ".write(
+                    toFile: broken.path + "/RXCacheConfig/cacheStatus.json", atomically: true, encoding: .utf8)
                 harness.server.setRoot(broken)
                 await #expect {
                     try await harness.sync()
                 } throws: { error in
                     let error = error as! SyncError
-                    return error.code == .invalidStatus && error.message.contains("cacheStatus.json") && error.message.contains("valid JSON")
+                    return error.code == .invalidStatus && error.message.contains("cacheStatus.json")
+                        && error.message.contains("valid JSON")
                 }
                 try harness.expectTree(is: "1.2")
                 let manager = try harness.manager()
@@ -73,7 +78,9 @@ struct FailureAndResumeTests {
             let broken = try copySnapshot("1.4", to: scratch + "/broken")
             try await withSyncHarness(serving: "1.2") { harness in
                 try await harness.sync()
-                try rewrite(broken.path + "/RXCacheConfig/HistoryOfVersions/changes_1.3_1.4.json") { String($0.prefix(40)) }
+                try rewrite(broken.path + "/RXCacheConfig/HistoryOfVersions/changes_1.3_1.4.json") {
+                    String($0.prefix(40))
+                }
                 // A publisher's mistake, not tampering: the hashes describe the broken list.
                 try StorageEditing.reseal(broken.path)
                 harness.server.setRoot(broken)
@@ -171,7 +178,8 @@ struct FailureAndResumeTests {
             await #expect {
                 try await harness.sync()
             } throws: { error in
-                (error as? SyncError)?.code == .busy && "\(error)".contains("another update of") && "\(error)".contains(harness.state)
+                (error as? SyncError)?.code == .busy && "\(error)".contains("another update of")
+                    && "\(error)".contains(harness.state)
             }
             await first.suspend()
             _ = try? await update.value
@@ -207,14 +215,18 @@ struct FailureAndResumeTests {
             let staging = StagingArea(contentDirectory: harness.content)
             try staging.resetNext(includingDownloads: true)
             let scratch = harness.root + "/v11"
-            try FileManager.default.copyItem(atPath: ExampleStorageFixture.snapshot("1.1").path + "/RXCacheContent", toPath: scratch)
+            try FileManager.default.copyItem(
+                atPath: ExampleStorageFixture.snapshot("1.1").path + "/RXCacheContent", toPath: scratch)
             try FileManager.default.removeItem(atPath: staging.next)
             try FileManager.default.moveItem(atPath: scratch, toPath: staging.next)
             for folder in ExampleStorageFixture.manifest("1.1").folders {
-                try FileManager.default.createDirectory(atPath: staging.next + "/" + folder, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    atPath: staging.next + "/" + folder, withIntermediateDirectories: true)
             }
-            try await store.beginPlan(PendingPlanRecord(identity: "test", kind: "replay", fromVersion: "1.0", toVersion: "1.1",
-                                                        phase: .staging, createdAt: Date()))
+            try await store.beginPlan(
+                PendingPlanRecord(
+                    identity: "test", kind: "replay", fromVersion: "1.0", toVersion: "1.1",
+                    phase: .staging, createdAt: Date()))
             let identity = try #require(FileSystem.identity(of: staging.next))
             try await store.markSwitching(device: identity.device, inode: identity.inode)
             try staging.swapIn()
@@ -233,7 +245,8 @@ extension SyncHarness {
     /// Serves `version` with every file under styles/ stalling, starts `manager`'s update and
     /// returns once a stalled download has begun: the update is then mid-download. The request
     /// log is reset first, so it shows this update only.
-    func startUpdateThatStalls(to version: String, _ manager: CacheManager) async throws -> Task<SyncReport, any Error> {
+    func startUpdateThatStalls(to version: String, _ manager: CacheManager) async throws -> Task<SyncReport, any Error>
+    {
         serve(version)
         server.injectFault(.stall, where: { $0.contains("/styles/") })
         server.resetLog()

@@ -1,12 +1,13 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
-import Transport
 import ToolSupport
+import Transport
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// The chaos suite's fault part. `make test` runs 10 runs; `make chaos` runs 100 (`CHAOS_RUNS`).
 @Suite("Under a 20% fault rate every sync converges to the byte-identical tree", .timeLimit(.minutes(30)))
@@ -16,8 +17,10 @@ struct FaultConvergenceTests {
     /// Every fault the server can play: 5xx, 429 with Retry-After, bodies cut short of their
     /// Content-Length (a connection reset mid-body), a connection closed right after the
     /// headers, stalls and slow answers.
-    static let faults: [Fault] = [.status(500), .status(503), .tooManyRequests(retryAfter: 1), .truncate(afterBytes: 17),
-                                  .truncate(afterBytes: 0), .stall, .delay(seconds: 0.05)]
+    static let faults: [Fault] = [
+        .status(500), .status(503), .tooManyRequests(retryAfter: 1), .truncate(afterBytes: 17),
+        .truncate(afterBytes: 0), .stall, .delay(seconds: 0.05),
+    ]
 
     struct Totals: CustomStringConvertible {
         var runs = 0, attempts = 0, failedAttempts = 0, faults = 0, statusFlips = 0, rangeResumes = 0, restores = 0
@@ -38,12 +41,14 @@ struct FaultConvergenceTests {
         var failures: [String] = []
 
         try await withTemporaryDirectory { root in
-            try await withStorageServer(root: ExampleStorageFixture.snapshot("1.0"), configuration: serverConfiguration) { server in
+            try await withStorageServer(root: ExampleStorageFixture.snapshot("1.0"), configuration: serverConfiguration)
+            { server in
                 for run in 0..<Self.runs {
                     let client = root + "/client-\(run)"
                     try FileManager.default.createDirectory(atPath: client, withIntermediateDirectories: true)
-                    var configuration = SyncConfiguration(baseURL: server.baseURL!, contentDirectory: client + "/content",
-                                                          stateDatabasePath: client + "/state.sqlite")
+                    var configuration = SyncConfiguration(
+                        baseURL: server.baseURL!, contentDirectory: client + "/content",
+                        stateDatabasePath: client + "/state.sqlite")
                     configuration.transport = transport
 
                     // Start from nothing (a restore) or from a version synced without faults.
@@ -93,7 +98,9 @@ struct FaultConvergenceTests {
                     let actual = try TreeSnapshot.read(client + "/content")
                     let expected = ExampleStorageFixture.manifest(Self.versions[target])
                     if !converged || actual != expected {
-                        failures.append("run \(run) (\(start >= 0 ? Self.versions[start] : "nothing") → \(Self.versions[target])): converged \(converged), \(actual.difference(from: expected))")
+                        failures.append(
+                            "run \(run) (\(start >= 0 ? Self.versions[start] : "nothing") → \(Self.versions[target])): converged \(converged), \(actual.difference(from: expected))"
+                        )
                     }
                     try? FileManager.default.removeItem(atPath: client)
                 }
@@ -101,7 +108,8 @@ struct FaultConvergenceTests {
             }
         }
         print("fault convergence: \(totals)")
-        #expect(failures.isEmpty, "\(failures.count) runs did not converge:\n\(failures.prefix(5).joined(separator: "\n"))")
+        #expect(
+            failures.isEmpty, "\(failures.count) runs did not converge:\n\(failures.prefix(5).joined(separator: "\n"))")
         #expect(totals.faults >= totals.runs, "the fault rate did not bite: \(totals)")
         #expect(totals.runs == Self.runs)
     }

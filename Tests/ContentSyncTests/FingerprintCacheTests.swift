@@ -1,9 +1,10 @@
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 @Suite("The tree check hashes only new or changed files; verify hashes everything", .timeLimit(.minutes(2)))
 struct FingerprintCacheTests {
@@ -66,7 +67,9 @@ struct FingerprintCacheTests {
             try handle.close()
             var times = [info.st_atim, info.st_mtim]
             #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
-            #expect(FileIdentity(path: path)?.modifiedNanoseconds == Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec))
+            #expect(
+                FileIdentity(path: path)?.modifiedNanoseconds == Int64(info.st_mtim.tv_sec) * 1_000_000_000
+                    + Int64(info.st_mtim.tv_nsec))
 
             let report = try await harness.manager().verify(repair: true)
             #expect(report.differences.contains { $0.contains("README.txt") })

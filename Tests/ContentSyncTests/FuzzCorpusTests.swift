@@ -1,7 +1,7 @@
-import ContentSyncFuzzing
-import Foundation
 import ContentPublishing
+import ContentSyncFuzzing
 import FileKit
+import Foundation
 import StorageFormat
 import Testing
 
@@ -10,7 +10,8 @@ import Testing
 /// rule stays fixed.
 @Suite("The fuzz corpus replays without a crash")
 struct FuzzCorpusTests {
-    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     @Test func theCommittedCorpusReplays() throws {
         let corpus = Self.repository.appendingPathComponent("Fuzz/corpus").path
@@ -19,7 +20,9 @@ struct FuzzCorpusTests {
     }
 
     @Test func everyExampleStorageDocumentReplays() throws {
-        let count = try FuzzChecks.replay([Self.repository.appendingPathComponent("ExampleStorage/versions/1.4/RXCacheConfig").path])
+        let count = try FuzzChecks.replay([
+            Self.repository.appendingPathComponent("ExampleStorage/versions/1.4/RXCacheConfig").path
+        ])
         #expect(count >= 5)
     }
 }

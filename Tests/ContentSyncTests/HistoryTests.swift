@@ -1,7 +1,8 @@
-@testable import ContentSync
 import Foundation
 import Synchronization
 import Testing
+
+@testable import ContentSync
 
 /// The history records every attempt; the state keeps the last attempt, the last success and
 /// the count of consecutive failures; the status shows an update running now.
@@ -18,7 +19,8 @@ struct HistoryTests {
             try await manager.checkForUpdates()
 
             let broken = try copySnapshot("1.2", to: fixture.root + "/broken")
-            try "{\"actualCacheVersion\": ".write(toFile: broken.path + "/RXCacheConfig/cacheStatus.json", atomically: true, encoding: .utf8)
+            try "{\"actualCacheVersion\": ".write(
+                toFile: broken.path + "/RXCacheConfig/cacheStatus.json", atomically: true, encoding: .utf8)
             fixture.transport.serve(broken)
             for _ in 0..<2 {
                 await #expect(throws: SyncError.self) { try await manager.checkForUpdates() }
@@ -44,13 +46,18 @@ struct HistoryTests {
             #expect(status.consecutiveFailures == 0)
             #expect(status.lastError == nil)
             #expect(status.lastAttempt == status.lastSuccess)
-            #expect(status.lastSuccess?.kind == .replay && status.lastSuccess?.toVersion == "1.2" && status.lastSuccess?.fromVersion == "1.0")
-            #expect(summary(status.history) == [
-                "replay succeeded", "check cancelled cancelled", "check failed invalidStatus", "check failed invalidStatus",
-                "check upToDate", "restore succeeded",
-            ])
+            #expect(
+                status.lastSuccess?.kind == .replay && status.lastSuccess?.toVersion == "1.2"
+                    && status.lastSuccess?.fromVersion == "1.0")
+            #expect(
+                summary(status.history) == [
+                    "replay succeeded", "check cancelled cancelled", "check failed invalidStatus",
+                    "check failed invalidStatus",
+                    "check upToDate", "restore succeeded",
+                ])
             #expect(summary(try await manager.history()) == summary(status.history))
-            let read = try await SyncStatus.read(statePath: fixture.state, contentDirectory: fixture.content, historyLimit: 10)
+            let read = try await SyncStatus.read(
+                statePath: fixture.state, contentDirectory: fixture.content, historyLimit: 10)
             #expect(read.history == status.history && read.state == .succeeded && read.version == "1.2")
         }
     }
@@ -60,9 +67,11 @@ struct HistoryTests {
             let store = try StateStore(path: folder + "/state.sqlite")
             let start = Date(timeIntervalSince1970: 1_800_000_000)
             func attempt(_ index: Int, _ outcome: UpdateHistoryEntry.Outcome) -> UpdateHistoryEntry {
-                UpdateHistoryEntry(startedAt: start + Double(index), finishedAt: start + Double(index), fromVersion: "1.0", toVersion: "1.1",
-                                   kind: .check, outcome: outcome, errorCode: outcome == .failed ? .network : nil,
-                                   message: outcome == .failed ? "failure \(index)" : nil)
+                UpdateHistoryEntry(
+                    startedAt: start + Double(index), finishedAt: start + Double(index), fromVersion: "1.0",
+                    toVersion: "1.1",
+                    kind: .check, outcome: outcome, errorCode: outcome == .failed ? .network : nil,
+                    message: outcome == .failed ? "failure \(index)" : nil)
             }
             try await store.recordAttempt(attempt(0, .upToDate), contentDirectory: folder + "/content")
             let failures = StateStore.historyRetention + 10
@@ -74,7 +83,8 @@ struct HistoryTests {
             #expect(kept.first?.error == "failure \(failures)")
             #expect(kept.last?.outcome == .upToDate, "the last success outlives the retention")
             #expect(kept.dropLast().last?.error == "failure \(failures - StateStore.historyRetention + 1)")
-            let status = try await SyncStatus.read(statePath: folder + "/state.sqlite", contentDirectory: folder + "/content")
+            let status = try await SyncStatus.read(
+                statePath: folder + "/state.sqlite", contentDirectory: folder + "/content")
             #expect(status.consecutiveFailures == failures)
             #expect(status.lastSuccess?.startedAt == start)
             #expect(status.state == .failed)
@@ -91,7 +101,10 @@ struct HistoryTests {
                     let threads = (0..<4).map { _ in
                         Thread {
                             let outcome: String
-                            do { _ = try StateStore(path: path); outcome = "ok" } catch { outcome = "\(error)" }
+                            do {
+                                _ = try StateStore(path: path)
+                                outcome = "ok"
+                            } catch { outcome = "\(error)" }
                             results.withLock { $0.append(outcome) }
                         }
                     }

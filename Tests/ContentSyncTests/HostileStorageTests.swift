@@ -1,11 +1,12 @@
 import Archive
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("Hostile storages are refused and nothing outside the folder is touched", .timeLimit(.minutes(2)))
 struct HostileStorageTests {
@@ -15,8 +16,10 @@ struct HostileStorageTests {
     ///
     /// The damaged storage's integrity data is resealed (see ``StorageEditing/reseal(_:)``):
     /// the publisher itself is hostile, so these defenses must hold without hash mismatches.
-    func expectRefused(from: String?, damaged version: String, code: SyncError.Code, mentioning text: String,
-                       _ damage: (String) throws -> Void) async throws {
+    func expectRefused(
+        from: String?, damaged version: String, code: SyncError.Code, mentioning text: String,
+        _ damage: (String) throws -> Void
+    ) async throws {
         try await withTemporaryDirectory { scratch in
             let storage = try copySnapshot(version, to: scratch + "/storage")
             try damage(storage.path)
@@ -49,9 +52,12 @@ struct HostileStorageTests {
 
     static let contentPrefix = "https://content-sync.invalid/ExampleStorage/RXCacheContent/"
 
-    @Test(arguments: ["../../evil.txt", "%2e%2e/%2e%2e/evil.txt", "docs/..%2f..%2f..%2fevil.txt", "a%5C..%5Cevil.txt", "a%00.txt"])
+    @Test(arguments: [
+        "../../evil.txt", "%2e%2e/%2e%2e/evil.txt", "docs/..%2f..%2f..%2fevil.txt", "a%5C..%5Cevil.txt", "a%00.txt",
+    ])
     func traversalInAChangePathIsRefused(escape: String) async throws {
-        try await expectRefused(from: "1.0", damaged: "1.1", code: .unsafePath, mentioning: "changes_1.0_1.1.json") { storage in
+        try await expectRefused(from: "1.0", damaged: "1.1", code: .unsafePath, mentioning: "changes_1.0_1.1.json") {
+            storage in
             try rewrite(storage + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json") { text in
                 text.replacingOccurrences(of: Self.contentPrefix + "docs/faq.md", with: Self.contentPrefix + escape)
             }
@@ -59,14 +65,19 @@ struct HostileStorageTests {
     }
 
     @Test func aChangeNamingAnotherHostIsRefused() async throws {
-        try await expectRefused(from: "1.0", damaged: "1.1", code: .unsafePath, mentioning: "not under the storage's RXCacheContent/") { storage in
+        try await expectRefused(
+            from: "1.0", damaged: "1.1", code: .unsafePath, mentioning: "not under the storage's RXCacheContent/"
+        ) { storage in
             try rewrite(storage + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json") { text in
-                text.replacingOccurrences(of: Self.contentPrefix + "docs/faq.md", with: "https://evil.invalid/RXCacheContent/evil.txt")
+                text.replacingOccurrences(
+                    of: Self.contentPrefix + "docs/faq.md", with: "https://evil.invalid/RXCacheContent/evil.txt")
             }
         }
     }
 
-    func replaceArchive(in storage: String, declaredUnzippedMB: String? = nil, _ build: (ZipWriter) throws -> Void) throws {
+    func replaceArchive(in storage: String, declaredUnzippedMB: String? = nil, _ build: (ZipWriter) throws -> Void)
+        throws
+    {
         let path = storage + "/RXCacheContent.zip"
         try FileManager.default.removeItem(atPath: path)
         let writer = try ZipWriter(path: path)
@@ -79,7 +90,8 @@ struct HostileStorageTests {
 
     @Test(arguments: ["RXCacheContent/../../evil.txt", "../evil.txt", "/tmp/evil.txt"])
     func aZipSlipEntryIsRefusedBeforeAnythingIsWritten(name: String) async throws {
-        try await expectRefused(from: nil, damaged: "1.0", code: .unsafePath, mentioning: "RXCacheContent.zip") { storage in
+        try await expectRefused(from: nil, damaged: "1.0", code: .unsafePath, mentioning: "RXCacheContent.zip") {
+            storage in
             try replaceArchive(in: storage) { zip in
                 try zip.addFile("RXCacheContent/ok.txt", contents: Array("fine".utf8))
                 try zip.addRawEntry(name: name, contents: Array("gotcha".utf8), unixMode: 0o100644)
@@ -91,13 +103,15 @@ struct HostileStorageTests {
         try await expectRefused(from: nil, damaged: "1.0", code: .archive, mentioning: "link") { storage in
             try replaceArchive(in: storage) { zip in
                 try zip.addFile("RXCacheContent/ok.txt", contents: Array("fine".utf8))
-                try zip.addRawEntry(name: "RXCacheContent/passwd", contents: Array("/etc/passwd".utf8), unixMode: 0o120777)
+                try zip.addRawEntry(
+                    name: "RXCacheContent/passwd", contents: Array("/etc/passwd".utf8), unixMode: 0o120777)
             }
         }
     }
 
     @Test func aZipBombAgainstItsDeclaredSizeIsRefused() async throws {
-        try await expectRefused(from: nil, damaged: "1.0", code: .archive, mentioning: "RXCacheContent.zip") { storage in
+        try await expectRefused(from: nil, damaged: "1.0", code: .archive, mentioning: "RXCacheContent.zip") {
+            storage in
             try replaceArchive(in: storage, declaredUnzippedMB: "0.5") { zip in
                 try zip.addFile("RXCacheContent/zeros.bin", contents: [UInt8](repeating: 0, count: 24 << 20))
             }
@@ -115,7 +129,8 @@ struct HostileStorageTests {
                     let error = error as! SyncError
                     return error.code == .insufficientSpace && error.message.contains("free")
                 }
-                #expect(!harness.server.requests().contains { $0.path == "/RXCacheContent.zip" }, "nothing was downloaded")
+                #expect(
+                    !harness.server.requests().contains { $0.path == "/RXCacheContent.zip" }, "nothing was downloaded")
                 #expect(!FileManager.default.fileExists(atPath: harness.content))
             }
         }

@@ -1,11 +1,12 @@
 import Archive
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("Clients verify what they receive and repair drift", .timeLimit(.minutes(2)))
 struct IntegrityTests {
@@ -60,14 +61,16 @@ struct IntegrityTests {
         // ExampleStorage 1.3 refreshes styles/ with one deep redownload that names each file's bytes.
         try await withTemporaryDirectory { scratch in
             let storage = try copySnapshot("1.3", to: scratch + "/storage")
-            try "tampered".write(toFile: storage.path + "/RXCacheContent/styles/print/print.css", atomically: true, encoding: .utf8)
+            try "tampered".write(
+                toFile: storage.path + "/RXCacheContent/styles/print/print.css", atomically: true, encoding: .utf8)
             try await withSyncHarness(serving: "1.2") { harness in
                 try await harness.sync()
                 harness.server.setRoot(storage)
                 let earlier = harness.server.requests().count
                 try await expectIntegrityFailure(harness, mentioning: "styles/print/print.css", keeping: "1.2")
-                #expect(!harness.server.requests().dropFirst(earlier).contains { $0.path == "/RXCacheContent.zip" },
-                        "refused by the file's own hash, not after a repair")
+                #expect(
+                    !harness.server.requests().dropFirst(earlier).contains { $0.path == "/RXCacheContent.zip" },
+                    "refused by the file's own hash, not after a repair")
             }
         }
     }
@@ -107,7 +110,10 @@ struct IntegrityTests {
             try staleZip.write(to: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
             try rewrite(storage + "/RXCacheConfig/cacheStatus.json") { text in
                 let regex = /"archive" : \{\s*"sha256" : "[0-9a-f]+",\s*"size" : [0-9]+\s*\}/
-                return text.replacing(regex, with: "\"archive\" : {\"sha256\" : \"\(FileDigest.sha256(staleZip))\", \"size\" : \(staleZip.count)}")
+                return text.replacing(
+                    regex,
+                    with:
+                        "\"archive\" : {\"sha256\" : \"\(FileDigest.sha256(staleZip))\", \"size\" : \(staleZip.count)}")
             }
             try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
                 let report = try await harness.sync()
@@ -123,7 +129,8 @@ struct IntegrityTests {
         try await withPublishedPair { harness, _ in
             // Something corrupted a file the replay keeps by hard link.
             try "corrupted locally".write(toFile: harness.content + "/README.txt", atomically: true, encoding: .utf8)
-            try FileManager.default.createDirectory(atPath: harness.content + "/stray", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: harness.content + "/stray", withIntermediateDirectories: true)
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
             #expect(report.repairedFiles >= 2)

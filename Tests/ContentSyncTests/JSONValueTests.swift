@@ -1,8 +1,9 @@
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-@testable import ContentSync
-import Testing
 
 @Suite("JSON reading keeps versions exact and refuses bad input", .timeLimit(.minutes(1)))
 struct JSONValueTests {
@@ -34,9 +35,12 @@ struct JSONValueTests {
     }
 
     @Test func nestingDeeperThanTheLimitIsRefused() throws {
-        let deep = String(repeating: "[", count: JSONValue.maxDepth + 1) + String(repeating: "]", count: JSONValue.maxDepth + 1)
+        let deep =
+            String(repeating: "[", count: JSONValue.maxDepth + 1)
+            + String(repeating: "]", count: JSONValue.maxDepth + 1)
         #expect(throws: JSONParseError.self) { try JSONValue.parse(Array(deep.utf8)) }
-        let allowed = String(repeating: "[", count: JSONValue.maxDepth) + String(repeating: "]", count: JSONValue.maxDepth)
+        let allowed =
+            String(repeating: "[", count: JSONValue.maxDepth) + String(repeating: "]", count: JSONValue.maxDepth)
         #expect(throws: Never.self) { try JSONValue.parse(Array(allowed.utf8)) }
     }
 
@@ -45,7 +49,8 @@ struct JSONValueTests {
     }
 
     @Test(arguments: [
-        (JSONValue.bool(true), true), (.string("false"), false), (.number("1"), true), (.number("0"), false), (.null, false),
+        (JSONValue.bool(true), true), (.string("false"), false), (.number("1"), true), (.number("0"), false),
+        (.null, false),
     ])
     func looseBooleansAcceptCommonSpellings(value: JSONValue, expected: Bool) {
         #expect(value.looseBool == expected)

@@ -1,20 +1,24 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// Layouts that would let an update destroy its own state are refused before anything is
 /// written, and one content folder has one updater, whatever state file each run names.
 @Suite("Bad layouts are refused and one folder has one updater", .timeLimit(.minutes(2)))
 struct LayoutAndLockTests {
     func configuration(_ content: String, state: String) -> SyncConfiguration {
-        SyncConfiguration(baseURL: URL(string: "http://127.0.0.1:9/")!, contentDirectory: content, stateDatabasePath: state)
+        SyncConfiguration(
+            baseURL: URL(string: "http://127.0.0.1:9/")!, contentDirectory: content, stateDatabasePath: state)
     }
 
-    func expectRefused(_ configuration: SyncConfiguration, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectRefused(
+        _ configuration: SyncConfiguration, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(sourceLocation: sourceLocation) {
             _ = try CacheManager(configuration: configuration)
         } throws: { error in
@@ -27,8 +31,11 @@ struct LayoutAndLockTests {
         try await withTemporaryDirectory { root in
             let content = root + "/content"
             try FileManager.default.createDirectory(atPath: content, withIntermediateDirectories: true)
-            expectRefused(configuration(content, state: content + "/state.sqlite"), mentioning: "inside the content folder")
-            expectRefused(configuration(content, state: content + "/deeper/state.sqlite"), mentioning: "inside the content folder")
+            expectRefused(
+                configuration(content, state: content + "/state.sqlite"), mentioning: "inside the content folder")
+            expectRefused(
+                configuration(content, state: content + "/deeper/state.sqlite"), mentioning: "inside the content folder"
+            )
             expectRefused(configuration(content, state: content), mentioning: "inside the content folder")
             #expect(try FileManager.default.contentsOfDirectory(atPath: content).isEmpty, "nothing was created")
         }
@@ -37,7 +44,9 @@ struct LayoutAndLockTests {
     @Test func aStateDatabaseInsideTheStagingFolderIsRefused() async throws {
         try await withTemporaryDirectory { root in
             let content = root + "/content"
-            expectRefused(configuration(content, state: root + "/.content.content-sync/state.sqlite"), mentioning: "staging folder")
+            expectRefused(
+                configuration(content, state: root + "/.content.content-sync/state.sqlite"),
+                mentioning: "staging folder")
             #expect(!FileManager.default.fileExists(atPath: root + "/.content.content-sync"))
         }
     }
@@ -48,8 +57,10 @@ struct LayoutAndLockTests {
             let stateFolder = root + "/state/content-sync"
             try FileManager.default.createDirectory(atPath: stateFolder, withIntermediateDirectories: true)
             try Data("other mirror".utf8).write(to: URL(fileURLWithPath: stateFolder + "/other-1234.sqlite"))
-            var configuration = configuration(stateFolder, state: SyncConfiguration.defaultStatePath(
-                for: stateFolder, environment: ["XDG_STATE_HOME": root + "/state"]))
+            var configuration = configuration(
+                stateFolder,
+                state: SyncConfiguration.defaultStatePath(
+                    for: stateFolder, environment: ["XDG_STATE_HOME": root + "/state"]))
             configuration.allowReplacingUnknownContent = true
             expectRefused(configuration, mentioning: "inside the content folder")
             #expect(FileManager.default.fileExists(atPath: stateFolder + "/other-1234.sqlite"))
@@ -59,8 +70,11 @@ struct LayoutAndLockTests {
     @Test func symlinksDoNotHideAStateDatabaseInsideTheContentFolder() async throws {
         try await withTemporaryDirectory { root in
             try FileManager.default.createDirectory(atPath: root + "/real/content", withIntermediateDirectories: true)
-            try FileManager.default.createSymbolicLink(atPath: root + "/alias", withDestinationPath: root + "/real/content")
-            expectRefused(configuration(root + "/real/content", state: root + "/alias/state.sqlite"), mentioning: "inside the content folder")
+            try FileManager.default.createSymbolicLink(
+                atPath: root + "/alias", withDestinationPath: root + "/real/content")
+            expectRefused(
+                configuration(root + "/real/content", state: root + "/alias/state.sqlite"),
+                mentioning: "inside the content folder")
         }
     }
 
@@ -70,7 +84,9 @@ struct LayoutAndLockTests {
             expectRefused(configuration(NSHomeDirectory(), state: root + "/state.sqlite"), mentioning: "home folder")
             if NSHomeDirectory() != "/" {
                 let parent = (NSHomeDirectory() as NSString).deletingLastPathComponent
-                expectRefused(configuration(parent, state: root + "/state.sqlite"), mentioning: parent == "/" ? "the root folder" : "home folder")
+                expectRefused(
+                    configuration(parent, state: root + "/state.sqlite"),
+                    mentioning: parent == "/" ? "the root folder" : "home folder")
             }
         }
     }
@@ -87,7 +103,10 @@ struct LayoutAndLockTests {
         (["XDG_STATE_HOME": "", "HOME": "/home/u"], "/home/u/.local/state/content-sync/"),
         (["XDG_STATE_HOME": "/var/state", "HOME": "/home/u"], "/var/state/content-sync/"),
         // systemd's StateDirectory= wins (its first entry); a relative one is ignored.
-        (["STATE_DIRECTORY": "/var/lib/sync-agent:/var/lib/other", "XDG_STATE_HOME": "/var/state"], "/var/lib/sync-agent/mirror-"),
+        (
+            ["STATE_DIRECTORY": "/var/lib/sync-agent:/var/lib/other", "XDG_STATE_HOME": "/var/state"],
+            "/var/lib/sync-agent/mirror-"
+        ),
         (["STATE_DIRECTORY": "lib/sync-agent", "XDG_STATE_HOME": "/var/state"], "/var/state/content-sync/"),
     ])
     func aRelativeXDGStateHomeIsIgnored(environment: [String: String], prefix: String) {
@@ -107,8 +126,9 @@ struct LayoutAndLockTests {
         try await withSyncHarness(serving: "1.2") { harness in
             let staging = StagingArea(contentDirectory: harness.content)
             // The first run holds the folder (as a `sync` with its own --state would).
-            var holder: UpdateLock? = try UpdateLock(statePath: harness.root + "/client/other.sqlite",
-                                                     contentDirectory: harness.content, stagingRoot: staging.root)
+            var holder: UpdateLock? = try UpdateLock(
+                statePath: harness.root + "/client/other.sqlite",
+                contentDirectory: harness.content, stagingRoot: staging.root)
             await #expect {
                 try await harness.sync()
             } throws: { error in
@@ -120,7 +140,9 @@ struct LayoutAndLockTests {
             #expect(harness.server.requests().isEmpty, "and asked the storage nothing, so it cannot blame it")
             withExtendedLifetime(holder) {}
             holder = nil
-            #expect(!FileManager.default.fileExists(atPath: staging.root), "released: the empty staging folder goes with the lock")
+            #expect(
+                !FileManager.default.fileExists(atPath: staging.root),
+                "released: the empty staging folder goes with the lock")
             try await harness.sync()
             try harness.expectTree(is: "1.2")
             #expect(!FileManager.default.fileExists(atPath: staging.root))

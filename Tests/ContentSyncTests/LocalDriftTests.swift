@@ -1,11 +1,12 @@
 import Archive
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// Local drift of every kind and name: what a user, a backup tool or a crash leaves in a mirror.
 /// A replay never gets stuck on it; `verify` reports all of it and `--repair` removes it.
@@ -14,7 +15,9 @@ struct LocalDriftTests {
     // MARK: - Replays
 
     /// A client synced to 1.2 whose folder then drifts; the storage moves to 1.4.
-    func withClientAt12(integrity: Bool = true, _ drift: (String) throws -> Void, _ body: (SyncHarness) async throws -> Void) async throws {
+    func withClientAt12(
+        integrity: Bool = true, _ drift: (String) throws -> Void, _ body: (SyncHarness) async throws -> Void
+    ) async throws {
         try await withTemporaryDirectory { scratch in
             let storage12 = try copySnapshot("1.2", to: scratch + "/s12")
             let storage14 = try copySnapshot("1.4", to: scratch + "/s14")
@@ -35,13 +38,19 @@ struct LocalDriftTests {
 
     @Test func aStrayFileWithANonUTF8NameDoesNotStopAReplay() async throws {
         for integrity in [true, false] {
-            try await withClientAt12(integrity: integrity, { content in
-                try createFile(named: Array("docs/caf".utf8) + [0xE9] + Array(".txt".utf8), in: content)
-            }) { harness in
+            try await withClientAt12(
+                integrity: integrity,
+                { content in
+                    try createFile(named: Array("docs/caf".utf8) + [0xE9] + Array(".txt".utf8), in: content)
+                }
+            ) { harness in
                 let report = try await harness.sync()
                 #expect(report.outcome == .replayed)
-                #expect(try rawNames(in: harness.content + "/docs").allSatisfy { String(validating: $0, as: UTF8.self) != nil },
-                        "the stray is left out of the new version")
+                #expect(
+                    try rawNames(in: harness.content + "/docs").allSatisfy {
+                        String(validating: $0, as: UTF8.self) != nil
+                    },
+                    "the stray is left out of the new version")
                 try harness.expectTree(is: "1.4")
                 #expect(!FileManager.default.fileExists(atPath: StagingArea(contentDirectory: harness.content).root))
             }
@@ -50,7 +59,8 @@ struct LocalDriftTests {
 
     @Test func specialFilesAndUnsafeNamesInTheMirrorDoNotStopAReplay() async throws {
         try await withClientAt12({ content in
-            try FileManager.default.createSymbolicLink(atPath: content + "/docs/link", withDestinationPath: "/etc/passwd")
+            try FileManager.default.createSymbolicLink(
+                atPath: content + "/docs/link", withDestinationPath: "/etc/passwd")
             #expect(mkfifo(content + "/docs/pipe", 0o644) == 0)
             try "x".write(toFile: content + "/docs/back\\slash.txt", atomically: false, encoding: .utf8)
             try "x".write(toFile: content + "/docs/control\u{1}.txt", atomically: false, encoding: .utf8)
@@ -68,7 +78,9 @@ struct LocalDriftTests {
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
             #expect(report.repairedFiles > 0)
-            #expect(harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0, "repaired file by file, no fallback to the archive")
+            #expect(
+                harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0,
+                "repaired file by file, no fallback to the archive")
             try harness.expectTree(is: "1.4")
         }
     }
@@ -76,23 +88,30 @@ struct LocalDriftTests {
     @Test func aFileReplacedByAFolderIsRepairedWithoutARestore() async throws {
         try await withClientAt12({ content in
             try FileManager.default.removeItem(atPath: content + "/notes/tasks.txt")
-            try FileManager.default.createDirectory(atPath: content + "/notes/tasks.txt/inner", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: content + "/notes/tasks.txt/inner", withIntermediateDirectories: true)
             try "x".write(toFile: content + "/notes/tasks.txt/inner/x.md", atomically: false, encoding: .utf8)
         }) { harness in
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
-            #expect(harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0, "repaired file by file, no fallback to the archive")
+            #expect(
+                harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0,
+                "repaired file by file, no fallback to the archive")
             try harness.expectTree(is: "1.4")
         }
     }
 
     @Test func withoutIntegrityDataKindSwapsDoNotStopAReplay() async throws {
-        try await withClientAt12(integrity: false, { content in
-            try FileManager.default.removeItem(atPath: content + "/docs/api/v2")
-            try "not a folder".write(toFile: content + "/docs/api/v2", atomically: false, encoding: .utf8)
-            try FileManager.default.removeItem(atPath: content + "/notes/tasks.txt")
-            try FileManager.default.createDirectory(atPath: content + "/notes/tasks.txt", withIntermediateDirectories: true)
-        }) { harness in
+        try await withClientAt12(
+            integrity: false,
+            { content in
+                try FileManager.default.removeItem(atPath: content + "/docs/api/v2")
+                try "not a folder".write(toFile: content + "/docs/api/v2", atomically: false, encoding: .utf8)
+                try FileManager.default.removeItem(atPath: content + "/notes/tasks.txt")
+                try FileManager.default.createDirectory(
+                    atPath: content + "/notes/tasks.txt", withIntermediateDirectories: true)
+            }
+        ) { harness in
             // Nothing tells this client what the folder should hold, but it must not get stuck.
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
@@ -111,12 +130,16 @@ struct LocalDriftTests {
             let report = try await harness.sync()
             #expect(report.outcome == .restored)
             let warning = try #require(report.warnings.first)
-            #expect(warning.hasPrefix("the replayed tree did not match the published tree digest and could not be repaired file by file "
-                                      + "(after replaying to 1.4: its content manifest cannot be read ("), "\(warning)")
+            #expect(
+                warning.hasPrefix(
+                    "the replayed tree did not match the published tree digest and could not be repaired file by file "
+                        + "(after replaying to 1.4: its content manifest cannot be read ("), "\(warning)")
             #expect(warning.hasSuffix("); restored from the archive"), "\(warning)")
             try harness.expectTree(is: "1.4")
             let history = try await harness.manager().history()
-            #expect(history.first?.kind == .restore && history.first?.outcome == .succeeded, "one attempt, a successful restore")
+            #expect(
+                history.first?.kind == .restore && history.first?.outcome == .succeeded,
+                "one attempt, a successful restore")
         }
     }
 
@@ -139,7 +162,8 @@ struct LocalDriftTests {
     @Test func verifyReportsEveryIntruderByItsRealNameAndRepairRemovesIt() async throws {
         try await withVerifiedClient { harness, manager in
             let content = harness.content
-            try FileManager.default.createSymbolicLink(atPath: content + "/docs/link", withDestinationPath: "/etc/passwd")
+            try FileManager.default.createSymbolicLink(
+                atPath: content + "/docs/link", withDestinationPath: "/etc/passwd")
             #expect(mkfifo(content + "/docs/pipe", 0o644) == 0)
             try "x".write(toFile: content + "/back\\slash.txt", atomically: false, encoding: .utf8)
             try "x".write(toFile: content + "/control\u{1}.txt", atomically: false, encoding: .utf8)
@@ -147,13 +171,14 @@ struct LocalDriftTests {
 
             let check = try await manager.verify()
             #expect(!check.matches)
-            #expect(Set(check.differences) == [
-                "extra symlink docs/link",
-                "extra fifo docs/pipe",
-                "extra entry with a name the path rules refuse back\\x5Cslash.txt",
-                "extra entry with a name the path rules refuse control\\x01.txt",
-                "extra entry whose name is not UTF-8 docs/caf\\xE9.txt",
-            ])
+            #expect(
+                Set(check.differences) == [
+                    "extra symlink docs/link",
+                    "extra fifo docs/pipe",
+                    "extra entry with a name the path rules refuse back\\x5Cslash.txt",
+                    "extra entry with a name the path rules refuse control\\x01.txt",
+                    "extra entry whose name is not UTF-8 docs/caf\\xE9.txt",
+                ])
             let repair = try await manager.verify(repair: true)
             #expect(repair.matches)
             #expect(repair.repaired == 5)
@@ -170,7 +195,8 @@ struct LocalDriftTests {
             try FileManager.default.removeItem(atPath: content + "/docs")
             try "a file now".write(toFile: content + "/docs", atomically: false, encoding: .utf8)
             try FileManager.default.removeItem(atPath: content + "/README.txt")
-            try FileManager.default.createDirectory(atPath: content + "/README.txt/deeper", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: content + "/README.txt/deeper", withIntermediateDirectories: true)
 
             let check = try await manager.verify()
             #expect(check.differences.contains("a file where a folder belongs: docs"))
@@ -186,12 +212,18 @@ struct LocalDriftTests {
     @Test func theRepairPlanDeletesEveryWrongKindFirstAndOnlyOutermostPaths() throws {
         let fingerprint = FileFingerprint(size: 1, sha256: String(repeating: "a", count: 64))
         let other = FileFingerprint(size: 2, sha256: String(repeating: "b", count: 64))
-        let staged = ContentTree(folders: [p("docs"), p("docs/old"), p("x.txt"), p("x.txt/in"), p("keep")],
-                                 files: [p("docs/old/a.md"): fingerprint, p("README.txt"): other, p("keep/same.md"): fingerprint,
-                                         p("x.txt/in/b.md"): fingerprint, p("folder"): fingerprint])
-        let manifest = ContentTree(folders: [p("docs"), p("keep"), p("folder"), p("folder/sub")],
-                                   files: [p("README.txt"): fingerprint, p("keep/same.md"): fingerprint, p("x.txt"): other,
-                                           p("folder/sub/c.md"): fingerprint])
+        let staged = ContentTree(
+            folders: [p("docs"), p("docs/old"), p("x.txt"), p("x.txt/in"), p("keep")],
+            files: [
+                p("docs/old/a.md"): fingerprint, p("README.txt"): other, p("keep/same.md"): fingerprint,
+                p("x.txt/in/b.md"): fingerprint, p("folder"): fingerprint,
+            ])
+        let manifest = ContentTree(
+            folders: [p("docs"), p("keep"), p("folder"), p("folder/sub")],
+            files: [
+                p("README.txt"): fingerprint, p("keep/same.md"): fingerprint, p("x.txt"): other,
+                p("folder/sub/c.md"): fingerprint,
+            ])
         let plan = RepairPlan(staged: staged, intruders: [], manifest: manifest)
         #expect(plan.removals == [p("x.txt"), p("folder"), p("docs/old")], "deepest first, nothing inside another")
         #expect(plan.folders == [p("folder"), p("folder/sub")], "parents first")

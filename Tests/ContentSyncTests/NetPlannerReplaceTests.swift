@@ -1,10 +1,11 @@
 import Archive
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 /// protocol.md §1.3: a move, rename or redownload to a new path replaces what stands at the
 /// target; it never merges two folders. Every kind of change that moves something, and the
@@ -12,8 +13,9 @@ import Testing
 @Suite("A change that moves something replaces what stands at its target", .timeLimit(.minutes(1)))
 struct NetPlannerReplaceTests {
     /// docs/{intro.md, guide/{a.md, b.md}}, img/logo.png, readme.txt
-    static let local = LocalTree(folders: [p("docs"), p("docs/guide"), p("img")],
-                                 files: [p("readme.txt"), p("docs/intro.md"), p("docs/guide/a.md"), p("docs/guide/b.md"), p("img/logo.png")])
+    static let local = LocalTree(
+        folders: [p("docs"), p("docs/guide"), p("img")],
+        files: [p("readme.txt"), p("docs/intro.md"), p("docs/guide/a.md"), p("docs/guide/b.md"), p("img/logo.png")])
 
     static let hash = String(repeating: "ab", count: 32)
 
@@ -25,8 +27,9 @@ struct NetPlannerReplaceTests {
     }
 
     func outcome(_ changes: Change...) -> (Outcome, SyncPlan) {
-        let list = ChangeList(from: v("1.0"), to: v("1.1"), changes: changes,
-                              url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!)
+        let list = ChangeList(
+            from: v("1.0"), to: v("1.1"), changes: changes,
+            url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!)
         let plan = NetPlanner.plan(local: Self.local, from: v("1.0"), to: v("1.1"), lists: [list])
         var files: [String: String] = [:]
         for reuse in plan.reused { files[reuse.target.string] = "local " + reuse.source.string }
@@ -43,18 +46,30 @@ struct NetPlannerReplaceTests {
     @Test(arguments: [false, true])
     func aFolderMovedOntoAFolderReplacesIt(rename: Bool) {
         let (result, _) = outcome(change(.move(from: p("img"), to: p("docs/guide"), rename: rename)))
-        #expect(result == Outcome(folders: ["docs", "docs/guide"],
-                                  files: Self.untouched.merging(["docs/intro.md": "local docs/intro.md",
-                                                                 "docs/guide/logo.png": "local img/logo.png"]) { a, _ in a }))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs", "docs/guide"],
+                    files: Self.untouched.merging([
+                        "docs/intro.md": "local docs/intro.md",
+                        "docs/guide/logo.png": "local img/logo.png",
+                    ]) { a, _ in a }))
     }
 
     @Test func aFolderRedownloadedToAFolderReplacesIt() {
         let fingerprint = FileFingerprint(size: 3, sha256: Self.hash)
-        let (result, plan) = outcome(change(.redownload(from: p("img"), to: p("docs/guide")),
-                                            fingerprints: [p("docs/guide/logo.png"): fingerprint]))
-        #expect(result == Outcome(folders: ["docs", "docs/guide"],
-                                  files: Self.untouched.merging(["docs/intro.md": "local docs/intro.md",
-                                                                 "docs/guide/logo.png": "download"]) { a, _ in a }))
+        let (result, plan) = outcome(
+            change(
+                .redownload(from: p("img"), to: p("docs/guide")),
+                fingerprints: [p("docs/guide/logo.png"): fingerprint]))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs", "docs/guide"],
+                    files: Self.untouched.merging([
+                        "docs/intro.md": "local docs/intro.md",
+                        "docs/guide/logo.png": "download",
+                    ]) { a, _ in a }))
         #expect(plan.expectedFingerprints == [p("docs/guide/logo.png"): fingerprint])
     }
 
@@ -62,18 +77,30 @@ struct NetPlannerReplaceTests {
         // As the parser reads `isDeepFolderRedownload` with two different paths.
         let layout = try StorageLayout(baseURL: URL(string: "https://h.example/s/")!)
         let c = "https://h.example/s/RXCacheContent/"
-        let json = #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(c)img", "newPath": "\#(c)docs", "redownload": true, "isDeepFolderRedownload": true, "files": {"logo.png": {"sha256": "\#(Self.hash)", "size": 3}}}]}"#
-        let list = try ChangeList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!,
-                                        layout: layout)
+        let json =
+            #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(c)img", "newPath": "\#(c)docs", "redownload": true, "isDeepFolderRedownload": true, "files": {"logo.png": {"sha256": "\#(Self.hash)", "size": 3}}}]}"#
+        let list = try ChangeList.parse(
+            Data(json.utf8),
+            from: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!,
+            layout: layout)
         let (result, plan) = outcome(list.changes[0])
-        #expect(result == Outcome(folders: ["docs"], files: Self.untouched.merging(["docs/logo.png": "download"]) { a, _ in a }))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs"], files: Self.untouched.merging(["docs/logo.png": "download"]) { a, _ in a }))
         #expect(plan.expectedFingerprints == [p("docs/logo.png"): FileFingerprint(size: 3, sha256: Self.hash)])
     }
 
     @Test func aFileMovedOntoAFolderReplacesTheFolder() {
         let (result, _) = outcome(change(.move(from: p("readme.txt"), to: p("docs/guide"), rename: false)))
-        #expect(result == Outcome(folders: ["docs", "img"],
-                                  files: ["docs/intro.md": "local docs/intro.md", "docs/guide": "local readme.txt", "img/logo.png": "local img/logo.png"]))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs", "img"],
+                    files: [
+                        "docs/intro.md": "local docs/intro.md", "docs/guide": "local readme.txt",
+                        "img/logo.png": "local img/logo.png",
+                    ]))
     }
 
     @Test func aFileRedownloadedOntoAFolderReplacesTheFolder() {
@@ -83,30 +110,51 @@ struct NetPlannerReplaceTests {
 
     @Test func aFolderMovedOntoAFileReplacesTheFile() {
         let (result, _) = outcome(change(.move(from: p("img"), to: p("readme.txt"), rename: false)))
-        #expect(result == Outcome(folders: ["docs", "docs/guide", "readme.txt"],
-                                  files: ["docs/intro.md": "local docs/intro.md", "docs/guide/a.md": "local docs/guide/a.md",
-                                          "docs/guide/b.md": "local docs/guide/b.md", "readme.txt/logo.png": "local img/logo.png"]))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs", "docs/guide", "readme.txt"],
+                    files: [
+                        "docs/intro.md": "local docs/intro.md", "docs/guide/a.md": "local docs/guide/a.md",
+                        "docs/guide/b.md": "local docs/guide/b.md", "readme.txt/logo.png": "local img/logo.png",
+                    ]))
     }
 
     @Test(arguments: [false, true])
     func aFolderMovedOntoItsOwnAncestorBecomesThatAncestor(rename: Bool) {
         let (result, _) = outcome(change(.move(from: p("docs/guide"), to: p("docs"), rename: rename)))
-        #expect(result == Outcome(folders: ["docs", "img"],
-                                  files: Self.untouched.merging(["docs/a.md": "local docs/guide/a.md", "docs/b.md": "local docs/guide/b.md",
-                                                                 "img/logo.png": "local img/logo.png"]) { a, _ in a }))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs", "img"],
+                    files: Self.untouched.merging([
+                        "docs/a.md": "local docs/guide/a.md", "docs/b.md": "local docs/guide/b.md",
+                        "img/logo.png": "local img/logo.png",
+                    ]) { a, _ in a }))
     }
 
     @Test func aFolderRedownloadedOntoItsOwnAncestorBecomesThatAncestor() {
         let (result, _) = outcome(change(.redownload(from: p("docs/guide"), to: p("docs"))))
-        #expect(result == Outcome(folders: ["docs", "img"],
-                                  files: Self.untouched.merging(["docs/a.md": "download", "docs/b.md": "download",
-                                                                 "img/logo.png": "local img/logo.png"]) { a, _ in a }))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs", "img"],
+                    files: Self.untouched.merging([
+                        "docs/a.md": "download", "docs/b.md": "download",
+                        "img/logo.png": "local img/logo.png",
+                    ]) { a, _ in a }))
     }
 
-    @Test(arguments: [Change.Kind.move(from: p("ghost"), to: p("docs"), rename: false), .redownload(from: p("ghost"), to: p("docs"))])
+    @Test(arguments: [
+        Change.Kind.move(from: p("ghost"), to: p("docs"), rename: false), .redownload(from: p("ghost"), to: p("docs")),
+    ])
     func aMissingSourceMovedOntoAFolderLeavesTheTargetEmpty(kind: Change.Kind) {
         let (result, plan) = outcome(change(kind))
-        #expect(result == Outcome(folders: ["docs", "img"], files: Self.untouched.merging(["img/logo.png": "local img/logo.png"]) { a, _ in a }))
+        #expect(
+            result
+                == Outcome(
+                    folders: ["docs", "img"],
+                    files: Self.untouched.merging(["img/logo.png": "local img/logo.png"]) { a, _ in a }))
         #expect(plan.warnings.count == 1 && plan.warnings[0].contains("'ghost', which is not present"))
     }
 

@@ -1,30 +1,36 @@
 import Archive
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 func p(_ text: String) -> SafeRelativePath { try! SafeRelativePath(validating: text) }
 func v(_ text: String) -> CacheVersion { try! CacheVersion(text) }
 
 /// A change list built in code: `list("1.0", "1.1", .add(p("a.txt")), …)`.
 func list(_ from: String, _ to: String, _ kinds: Change.Kind...) -> ChangeList {
-    ChangeList(from: v(from), to: v(to), changes: kinds.enumerated().map { Change(kind: $1, index: $0) },
-               url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_\(from)_\(to).json")!)
+    ChangeList(
+        from: v(from), to: v(to), changes: kinds.enumerated().map { Change(kind: $1, index: $0) },
+        url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_\(from)_\(to).json")!)
 }
 
 @Suite("The net plan composes change lists before anything is downloaded", .timeLimit(.minutes(1)))
 struct NetPlannerTests {
-    static let local = LocalTree(folders: [p("docs"), p("docs/guide"), p("img")],
-                                 files: [p("readme.txt"), p("docs/guide/a.md"), p("docs/guide/b.md"), p("img/logo.png")])
+    static let local = LocalTree(
+        folders: [p("docs"), p("docs/guide"), p("img")],
+        files: [p("readme.txt"), p("docs/guide/a.md"), p("docs/guide/b.md"), p("img/logo.png")])
 
     func plan(_ lists: ChangeList...) -> SyncPlan {
-        NetPlanner.plan(local: Self.local, from: lists.first?.from ?? v("1.0"), to: lists.last?.to ?? v("1.0"), lists: lists)
+        NetPlanner.plan(
+            local: Self.local, from: lists.first?.from ?? v("1.0"), to: lists.last?.to ?? v("1.0"), lists: lists)
     }
 
-    func reuse(_ target: String, _ source: String) -> SyncPlan.Reuse { SyncPlan.Reuse(target: p(target), source: p(source)) }
+    func reuse(_ target: String, _ source: String) -> SyncPlan.Reuse {
+        SyncPlan.Reuse(target: p(target), source: p(source))
+    }
 
     @Test func withNoChangesEveryLocalFileIsReusedInPlace() {
         let result = plan()
@@ -34,8 +40,9 @@ struct NetPlannerTests {
     }
 
     @Test func aFileAddedThenMovedIsDownloadedOnceFromItsFinalPlace() {
-        let result = plan(list("1.0", "1.1", .add(p("new/x.json"))),
-                          list("1.1", "1.2", .move(from: p("new/x.json"), to: p("final/x.json"), rename: false)))
+        let result = plan(
+            list("1.0", "1.1", .add(p("new/x.json"))),
+            list("1.1", "1.2", .move(from: p("new/x.json"), to: p("final/x.json"), rename: false)))
         #expect(result.downloads == [p("final/x.json")])
         #expect(result.folders.contains(p("new")) && result.folders.contains(p("final")))
     }
@@ -47,15 +54,18 @@ struct NetPlannerTests {
     }
 
     @Test func aFileRedownloadedTwiceIsFetchedOnce() {
-        let result = plan(list("1.0", "1.1", .redownload(from: p("readme.txt"), to: p("readme.txt"))),
-                          list("1.1", "1.2", .redownload(from: p("readme.txt"), to: p("readme.txt"))))
+        let result = plan(
+            list("1.0", "1.1", .redownload(from: p("readme.txt"), to: p("readme.txt"))),
+            list("1.1", "1.2", .redownload(from: p("readme.txt"), to: p("readme.txt"))))
         #expect(result.downloads == [p("readme.txt")])
         #expect(!result.reused.contains { $0.target == p("readme.txt") })
     }
 
     @Test func movesAndRenamesReuseLocalBytes() {
-        let result = plan(list("1.0", "1.1", .move(from: p("readme.txt"), to: p("README.txt"), rename: true),
-                               .move(from: p("docs/guide"), to: p("manual"), rename: false)))
+        let result = plan(
+            list(
+                "1.0", "1.1", .move(from: p("readme.txt"), to: p("README.txt"), rename: true),
+                .move(from: p("docs/guide"), to: p("manual"), rename: false)))
         #expect(result.downloads.isEmpty)
         #expect(result.reused.contains(reuse("README.txt", "readme.txt")))
         #expect(result.reused.contains(reuse("manual/a.md", "docs/guide/a.md")))
@@ -64,7 +74,10 @@ struct NetPlannerTests {
     }
 
     @Test func aFileAddedIntoAFolderMovedInTheSameListLandsInTheNewPlace() {
-        let result = plan(list("1.0", "1.1", .move(from: p("img"), to: p("assets/img"), rename: false), .add(p("assets/img/banner.png"))))
+        let result = plan(
+            list(
+                "1.0", "1.1", .move(from: p("img"), to: p("assets/img"), rename: false),
+                .add(p("assets/img/banner.png"))))
         #expect(result.downloads == [p("assets/img/banner.png")])
         #expect(result.reused.contains(reuse("assets/img/logo.png", "img/logo.png")))
         #expect(Set(result.folders) == [p("docs"), p("docs/guide"), p("assets"), p("assets/img")])
@@ -83,8 +96,10 @@ struct NetPlannerTests {
     }
 
     @Test func aMoveOfAMissingFileFetchesTheTargetAndWarns() {
-        let result = plan(list("1.0", "1.1", .move(from: p("ghost.txt"), to: p("found/ghost.txt"), rename: false),
-                               .redownload(from: p("nope.bin"), to: p("nope.bin"))))
+        let result = plan(
+            list(
+                "1.0", "1.1", .move(from: p("ghost.txt"), to: p("found/ghost.txt"), rename: false),
+                .redownload(from: p("nope.bin"), to: p("nope.bin"))))
         #expect(result.downloads == [p("found/ghost.txt"), p("nope.bin")])
         #expect(result.warnings.count == 2)
         #expect(result.warnings[0].contains("change #0") && result.warnings[0].contains("ghost.txt"))
@@ -109,8 +124,9 @@ struct NetPlannerTests {
     }
 
     @Test func aPathFreedByAMoveCanBeAddedAgain() {
-        let result = plan(list("1.0", "1.1", .move(from: p("readme.txt"), to: p("old/readme.txt"), rename: false)),
-                          list("1.1", "1.2", .add(p("readme.txt"))))
+        let result = plan(
+            list("1.0", "1.1", .move(from: p("readme.txt"), to: p("old/readme.txt"), rename: false)),
+            list("1.1", "1.2", .add(p("readme.txt"))))
         #expect(result.reused.contains(reuse("old/readme.txt", "readme.txt")))
         #expect(result.downloads == [p("readme.txt")])
     }
@@ -143,15 +159,20 @@ struct UpdateChainTests {
     }
 
     @Test func versionsCompareNumericallyInTheChain() throws {
-        let chain = try #require(UpdateChain.resolve([list("1.9", "1.10"), list("1.10", "2.0")], from: v("1.9"), to: v("2")))
+        let chain = try #require(
+            UpdateChain.resolve([list("1.9", "1.10"), list("1.10", "2.0")], from: v("1.9"), to: v("2")))
         #expect(chain.count == 2)
     }
 
     @Test func candidatesAreChosenByFileNameWithoutFetching() throws {
         let layout = try StorageLayout(baseURL: URL(string: "https://h.example/s/")!)
         let names = ["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json", "other.json"]
-        let json = "{\"updatesByVersions\": [" + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",") + "]}"
-        let updates = try UpdateList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/l.json")!, layout: layout)
+        let json =
+            "{\"updatesByVersions\": ["
+            + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",")
+            + "]}"
+        let updates = try UpdateList.parse(
+            Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/l.json")!, layout: layout)
         let picked = UpdateChain.candidates(updates, local: v("1.1"), actual: v("1.2")).map(\.url.lastPathComponent)
         #expect(picked == ["changes_1.1_1.2.json", "other.json"])
     }

@@ -1,11 +1,12 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import Synchronization
 import Testing
 import Transport
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// An app's own transport that answers the status file with `status` (`304 Not Modified` by
 /// default) and no body, whether or not the request was conditional, and passes everything else
@@ -47,7 +48,9 @@ final class BodilessDownloadTransport: Transport {
     }
 
     func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
-        guard request.url.path.contains("/RXCacheContent/") else { return try await base.download(request, to: path, options: options) }
+        guard request.url.path.contains("/RXCacheContent/") else {
+            return try await base.download(request, to: path, options: options)
+        }
         _ = FileManager.default.createFile(atPath: path, contents: nil)
         return HTTPResponse(statusCode: status, url: request.url)
     }

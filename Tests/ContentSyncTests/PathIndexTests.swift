@@ -1,16 +1,21 @@
+import Archive
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Archive
-@testable import ContentSync
-import Testing
 
 /// The path-component tree the diff scheduler files its steps in.
 @Suite("Steps filed by path are found at, above and below a path")
 struct PathIndexTests {
-    static func path(_ text: String) -> SafeRelativePath { text.isEmpty ? .root : try! SafeRelativePath(validating: text) }
+    static func path(_ text: String) -> SafeRelativePath {
+        text.isEmpty ? .root : try! SafeRelativePath(validating: text)
+    }
 
-    static let filed: [(Int, String)] = [(0, "a"), (1, "a/b"), (2, "a/b/c.txt"), (3, "a/bb"), (4, "x/y"), (5, "a/b"), (6, "a/b/d/e")]
+    static let filed: [(Int, String)] = [
+        (0, "a"), (1, "a/b"), (2, "a/b/c.txt"), (3, "a/bb"), (4, "x/y"), (5, "a/b"), (6, "a/b/d/e"),
+    ]
 
     static var index: PathIndex {
         var index = PathIndex()
@@ -35,8 +40,10 @@ struct PathIndexTests {
         #expect(index.above(target).flatMap(\.steps).sorted() == above)
         #expect(index.below(target) == below, "below is in step order")
         // The same answers by brute force over the filed paths.
-        let bruteAbove = Self.filed.filter { target.isWithin(Self.path($0.1)) && Self.path($0.1) != target }.map(\.0).sorted()
-        let bruteBelow = Self.filed.filter { Self.path($0.1).isWithin(target) && Self.path($0.1) != target }.map(\.0).sorted()
+        let bruteAbove = Self.filed.filter { target.isWithin(Self.path($0.1)) && Self.path($0.1) != target }.map(\.0)
+            .sorted()
+        let bruteBelow = Self.filed.filter { Self.path($0.1).isWithin(target) && Self.path($0.1) != target }.map(\.0)
+            .sorted()
         #expect(above == bruteAbove && below == bruteBelow)
     }
 

@@ -1,8 +1,8 @@
-import Foundation
 import ContentPublishing
 import FileKit
-import StorageFormat
+import Foundation
 import PercentDecoding
+import StorageFormat
 import Testing
 
 /// The byte-level encoder that replaced Foundation's `addingPercentEncoding` on the download
@@ -17,9 +17,11 @@ struct PercentEncodingTests {
         return set
     }()
 
-    static let samples = ["plain.txt", "a b", "10:30 notes.txt", "100%.txt", "q?.txt", "#1.txt", "semi;colon", "slash/inside",
-                          "日本語.txt", "é.txt", "\u{FEFF}{}", "\u{200B}x", "~tilde-_.", "!$&'()*+,=@", "\"quoted\"", "<>[]{}|\\^`",
-                          "tab\there", "emoji 🎉.png", "", "%", "%41"]
+    static let samples = [
+        "plain.txt", "a b", "10:30 notes.txt", "100%.txt", "q?.txt", "#1.txt", "semi;colon", "slash/inside",
+        "日本語.txt", "é.txt", "\u{FEFF}{}", "\u{200B}x", "~tilde-_.", "!$&'()*+,=@", "\"quoted\"", "<>[]{}|\\^`",
+        "tab\there", "emoji 🎉.png", "", "%", "%41",
+    ]
 
     @Test(arguments: samples)
     func matchesFoundationAndDecodesBack(_ text: String) {
@@ -31,7 +33,8 @@ struct PercentEncodingTests {
 
     @Test func randomUnicodeTextMatchesFoundationAndRoundTrips() {
         var generator = SystemRandomNumberGenerator()
-        let pool: [Unicode.Scalar] = (0x20...0x7E).compactMap(Unicode.Scalar.init)
+        let pool: [Unicode.Scalar] =
+            (0x20...0x7E).compactMap(Unicode.Scalar.init)
             + [0xA0, 0xE9, 0x391, 0x5D0, 0x3042, 0xFEFF, 0x1F600, 0x10FFFD].compactMap(Unicode.Scalar.init)
         for _ in 0..<2000 {
             var text = ""
@@ -39,7 +42,9 @@ struct PercentEncodingTests {
                 text.unicodeScalars.append(pool.randomElement(using: &generator)!)
             }
             let encoded = PercentEncoding.encodeComponent(text)
-            #expect(encoded == text.addingPercentEncoding(withAllowedCharacters: Self.foundationAllowed), "\(text.debugDescription)")
+            #expect(
+                encoded == text.addingPercentEncoding(withAllowedCharacters: Self.foundationAllowed),
+                "\(text.debugDescription)")
             #expect(PercentDecoding.decode(encoded) == text, "\(text.debugDescription)")
         }
     }

@@ -1,10 +1,11 @@
 import Archive
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 /// Work and memory follow what the plan needs, not what the storage says: deep paths cost
 /// linear work per path, repeated changes reuse the tree's nodes, and warnings stay bounded.
@@ -26,7 +27,8 @@ struct PlannerScalingTests {
     static func planDeepChain(_ depth: Int) -> (SyncPlan, Int) {
         let (local, bottom) = chain(depth)
         var tree = VirtualTree(local: local)
-        let renamedBottom = p("b").appending(SafeRelativePath(validatingComponents: Array(bottom.components.dropFirst())))
+        let renamedBottom = p("b").appending(
+            SafeRelativePath(validatingComponents: Array(bottom.components.dropFirst())))
         let half = SafeRelativePath(validatingComponents: Array(renamedBottom.components.prefix(depth / 2)))
         let changes: [Change.Kind] = [
             .move(from: p("a"), to: p("b"), rename: true),
@@ -34,7 +36,9 @@ struct PlannerScalingTests {
             .add(renamedBottom.appending(p("new.txt"))),
             .move(from: half, to: p("c"), rename: false),
         ]
-        for (index, kind) in changes.enumerated() { tree.apply(Change(kind: kind, index: index), listName: "deep.json") }
+        for (index, kind) in changes.enumerated() {
+            tree.apply(Change(kind: kind, index: index), listName: "deep.json")
+        }
         return (tree.plan(from: v("1.0"), to: v("1.1")), tree.componentSteps)
     }
 
@@ -71,13 +75,17 @@ struct PlannerScalingTests {
             tree.apply(Change(kind: .move(from: p("e"), to: p("d"), rename: false), index: 0), listName: "churn.json")
         }
         #expect(tree.allocatedNodes <= before + 3)
-        #expect(tree.plan(from: v("1.0"), to: v("1.1")).reused == [SyncPlan.Reuse(target: p("d/keep.txt"), source: p("d/keep.txt"))])
+        #expect(
+            tree.plan(from: v("1.0"), to: v("1.1")).reused == [
+                SyncPlan.Reuse(target: p("d/keep.txt"), source: p("d/keep.txt"))
+            ])
     }
 
     @Test func warningsBeyondTheLimitAreCountedNotKept() {
         let removes = (0..<5000).map { Change.Kind.remove(p("gone/\($0).txt")) }
-        let plan = NetPlanner.plan(local: LocalTree(), from: v("1.0"), to: v("1.1"),
-                                   lists: [list("1.0", "1.1", removes)])
+        let plan = NetPlanner.plan(
+            local: LocalTree(), from: v("1.0"), to: v("1.1"),
+            lists: [list("1.0", "1.1", removes)])
         #expect(plan.warnings.count == VirtualTree.maxWarnings + 1)
         #expect(plan.warnings.last == "4000 more tolerated mistakes in the change lists are not listed")
         #expect(plan.warnings.first?.contains("change #0: remove of 'gone/0.txt'") == true)
@@ -86,9 +94,12 @@ struct PlannerScalingTests {
     @Test func aFolderRefreshNamingFilesTheClientLacksCreatesNothing() throws {
         let layout = try StorageLayout(baseURL: URL(string: "https://h.example/s/")!)
         let hash = String(repeating: "c", count: 64)
-        let files = (0..<20_000).map { "\"f\($0).txt\": {\"sha256\": \"\(hash)\", \"size\": 1}" }.joined(separator: ", ")
-        let json = #"{"changes": [{"oldPath": "https://h.example/s/RXCacheContent/d", "newPath": "https://h.example/s/RXCacheContent/d", "isDeepFolderRedownload": true, "files": {\#(files), "keep.txt": {"sha256": "\#(hash)", "size": 2}}}], "from": "1.0", "to": "1.1"}"#
-        let reader = try ChangeListReader(Data(json.utf8), from: URL(string: "https://h.example/s/changes_1.0_1.1.json")!, layout: layout)
+        let files = (0..<20_000).map { "\"f\($0).txt\": {\"sha256\": \"\(hash)\", \"size\": 1}" }.joined(
+            separator: ", ")
+        let json =
+            #"{"changes": [{"oldPath": "https://h.example/s/RXCacheContent/d", "newPath": "https://h.example/s/RXCacheContent/d", "isDeepFolderRedownload": true, "files": {\#(files), "keep.txt": {"sha256": "\#(hash)", "size": 2}}}], "from": "1.0", "to": "1.1"}"#
+        let reader = try ChangeListReader(
+            Data(json.utf8), from: URL(string: "https://h.example/s/changes_1.0_1.1.json")!, layout: layout)
         var tree = VirtualTree(local: LocalTree(folders: [p("d")], files: [p("d/keep.txt")]))
         let before = tree.allocatedNodes
         try reader.forEachChange { tree.apply($0, listName: reader.name) }
@@ -101,8 +112,9 @@ struct PlannerScalingTests {
 
 /// A change list of `kinds`, numbered in order.
 func list(_ from: String, _ to: String, _ kinds: [Change.Kind]) -> ChangeList {
-    ChangeList(from: v(from), to: v(to), changes: kinds.enumerated().map { Change(kind: $1, index: $0) },
-               url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_\(from)_\(to).json")!)
+    ChangeList(
+        from: v(from), to: v(to), changes: kinds.enumerated().map { Change(kind: $1, index: $0) },
+        url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_\(from)_\(to).json")!)
 }
 
 extension SafeRelativePath {

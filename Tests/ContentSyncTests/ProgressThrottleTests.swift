@@ -1,8 +1,9 @@
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-@testable import ContentSync
-import Testing
 
 @Suite("Progress reports are throttled", .timeLimit(.minutes(1)))
 struct ProgressThrottleTests {

@@ -1,10 +1,11 @@
 import Archive
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 @Suite("Status, update list and change lists parse as the protocol says", .timeLimit(.minutes(1)))
 struct ProtocolParsingTests {
@@ -42,8 +43,10 @@ struct ProtocolParsingTests {
         ("\"zippedArchiveSizeInMB\": \"0.27\"", "\"zippedArchiveSizeInMB\": \"big\"", "zippedArchiveSizeInMB"),
         ("\"minimalCacheVersion\": 1.9", "\"minimalCacheVersion\": \"2.0\"", "above actualCacheVersion"),
         ("\"minimalCacheVersion\": 1.9,", "", "minimalCacheVersion"),
-        ("\"urlAtZipArchiveOfCacheContent\": \"https://h.example/s/RXCacheContent.zip\"",
-         "\"urlAtZipArchiveOfCacheContent\": \"ftp://x/y.zip\"", "urlAtZipArchiveOfCacheContent"),
+        (
+            "\"urlAtZipArchiveOfCacheContent\": \"https://h.example/s/RXCacheContent.zip\"",
+            "\"urlAtZipArchiveOfCacheContent\": \"ftp://x/y.zip\"", "urlAtZipArchiveOfCacheContent"
+        ),
     ])
     func badStatusFilesNameTheKeyAtFault(find: String, replace: String, mentioned: String) {
         let broken = Self.validStatus.replacingOccurrences(of: find, with: replace)
@@ -51,7 +54,8 @@ struct ProtocolParsingTests {
             try Self.status(broken)
         } throws: { error in
             let error = error as! StorageFormatError
-            return error.code == .invalidStatus && error.message.contains(mentioned) && error.message.contains("cacheStatus.json")
+            return error.code == .invalidStatus && error.message.contains(mentioned)
+                && error.message.contains("cacheStatus.json")
         }
     }
 
@@ -64,14 +68,17 @@ struct ProtocolParsingTests {
     }
 
     @Test func theMisspelledKeyOfTheOriginalDocumentationIsAccepted() throws {
-        let status = try Self.status(Self.validStatus.replacingOccurrences(of: "actualCacheVersion", with: "actucalCacheVersion"))
+        let status = try Self.status(
+            Self.validStatus.replacingOccurrences(of: "actualCacheVersion", with: "actucalCacheVersion"))
         #expect(status.actualVersion.text == "1.10")
     }
 
     @Test func updateListReadsVersionsFromFileNames() throws {
         let layout = try StorageLayout(baseURL: Self.base)
-        let json = #"{"updatesByVersions": ["https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json", "custom.json"]}"#
-        let list = try UpdateList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!, layout: layout)
+        let json =
+            #"{"updatesByVersions": ["https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json", "custom.json"]}"#
+        let list = try UpdateList.parse(
+            Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!, layout: layout)
         #expect(list.entries.count == 2)
         #expect(list.entries[0].namedFrom == v("1.0"))
         #expect(list.entries[0].namedTo == v("1.1"))
@@ -83,8 +90,11 @@ struct ProtocolParsingTests {
     static func change(_ body: String) throws -> Change? {
         let layout = try StorageLayout(baseURL: base)
         let json = #"{"from": "1.0", "to": "1.1", "changes": [\#(body)]}"#
-        return try ChangeList.parse(Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!,
-                                    layout: layout).changes.first
+        return try ChangeList.parse(
+            Data(json.utf8),
+            from: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!,
+            layout: layout
+        ).changes.first
     }
 
     static let c = "https://h.example/s/RXCacheContent/"
@@ -96,9 +106,18 @@ struct ProtocolParsingTests {
         (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)y.txt", "rename": true}"#, "rename x.txt → y.txt"),
         (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)d/x.txt", "rename": false}"#, "move x.txt → d/x.txt"),
         (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)x.txt", "redownload": true}"#, "redownload x.txt"),
-        (#"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)d/y.txt", "redownload": "true", "rename": true}"#, "redownload x.txt → d/y.txt"),
-        (#"{"oldPath": "\#(c)docs", "newPath": "\#(c)docs", "redownload": true, "isDeepFolderRedownload": true}"#, "redownload folder docs"),
-        (#"{"oldPath": "\#(c)a", "newPath": "\#(c)b", "redownload": true, "isDeepFolderRedownload": true}"#, "redownload a → b"),
+        (
+            #"{"oldPath": "\#(c)x.txt", "newPath": "\#(c)d/y.txt", "redownload": "true", "rename": true}"#,
+            "redownload x.txt → d/y.txt"
+        ),
+        (
+            #"{"oldPath": "\#(c)docs", "newPath": "\#(c)docs", "redownload": true, "isDeepFolderRedownload": true}"#,
+            "redownload folder docs"
+        ),
+        (
+            #"{"oldPath": "\#(c)a", "newPath": "\#(c)b", "redownload": true, "isDeepFolderRedownload": true}"#,
+            "redownload a → b"
+        ),
     ])
     func changesAreClassifiedByTheirFields(body: String, expected: String) throws {
         #expect(try Self.change(body)?.description == expected)
@@ -113,17 +132,35 @@ struct ProtocolParsingTests {
     }
 
     @Test(arguments: [
-        (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/../../etc/cron.d/x"}"#, StorageFormatError.Code.unsafePath),
+        (
+            #"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/../../etc/cron.d/x"}"#,
+            StorageFormatError.Code.unsafePath
+        ),
         (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/%2e%2e/x.txt"}"#, .unsafePath),
         (#"{"oldPath": "https://h.example/s/RXCacheContent", "newPath": ""}"#, .unsafePath),
         (#"{"oldPath": "", "newPath": "https://elsewhere.example/RXCacheContent/x.txt"}"#, .unsafePath),
-        (#"{"oldPath": "https://h.example/s/RXCacheContent/a", "newPath": "https://h.example/s/RXCacheContent/a/b"}"#, .invalidChangeList),
+        (
+            #"{"oldPath": "https://h.example/s/RXCacheContent/a", "newPath": "https://h.example/s/RXCacheContent/a/b"}"#,
+            .invalidChangeList
+        ),
         (#"{"oldPath": 5, "newPath": ""}"#, .invalidChangeList),
-        (#"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/x.txt", "redownload": "maybe"}"#, .invalidChangeList),
+        (
+            #"{"oldPath": "", "newPath": "https://h.example/s/RXCacheContent/x.txt", "redownload": "maybe"}"#,
+            .invalidChangeList
+        ),
         (#"["not an object"]"#, .invalidChangeList),
-        (#"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": {"../x.txt": {"sha256": "\#(String(repeating: "a", count: 64))", "size": 1}}}"#, .unsafePath),
-        (#"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": {"x.txt": {"size": 1}}}"#, .invalidChangeList),
-        (#"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": ["x.txt"]}"#, .invalidChangeList),
+        (
+            #"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": {"../x.txt": {"sha256": "\#(String(repeating: "a", count: 64))", "size": 1}}}"#,
+            .unsafePath
+        ),
+        (
+            #"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": {"x.txt": {"size": 1}}}"#,
+            .invalidChangeList
+        ),
+        (
+            #"{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": ["x.txt"]}"#,
+            .invalidChangeList
+        ),
         (#"{"oldPath": "\#(c)a.txt", "newPath": "", "files": {}}"#, .invalidChangeList),
     ])
     func unsafeOrMalformedChangesAreRefused(body: String, code: StorageFormatError.Code) {
@@ -136,12 +173,16 @@ struct ProtocolParsingTests {
 
     @Test func aFolderRedownloadNamesTheBytesOfEachFileItDownloads() throws {
         let hash = String(repeating: "b", count: 64)
-        let change = try #require(try Self.change(#"{"oldPath": "\#(Self.c)site", "newPath": "\#(Self.c)site", "redownload": true, "isDeepFolderRedownload": true, "files": {"a.css": {"sha256": "\#(hash)", "size": 3}, "print/p.css": {"sha256": "\#(hash.uppercased())", "size": "7"}}}"#))
+        let change = try #require(
+            try Self.change(
+                #"{"oldPath": "\#(Self.c)site", "newPath": "\#(Self.c)site", "redownload": true, "isDeepFolderRedownload": true, "files": {"a.css": {"sha256": "\#(hash)", "size": 3}, "print/p.css": {"sha256": "\#(hash.uppercased())", "size": "7"}}}"#
+            ))
         #expect(change.kind == .deepRedownload(try SafeRelativePath(validating: "site")))
-        #expect(change.folderFingerprints == [
-            try SafeRelativePath(validating: "site/a.css"): FileFingerprint(size: 3, sha256: hash),
-            try SafeRelativePath(validating: "site/print/p.css"): FileFingerprint(size: 7, sha256: hash),
-        ])
+        #expect(
+            change.folderFingerprints == [
+                try SafeRelativePath(validating: "site/a.css"): FileFingerprint(size: 3, sha256: hash),
+                try SafeRelativePath(validating: "site/print/p.css"): FileFingerprint(size: 7, sha256: hash),
+            ])
     }
 
     @Test func aChangeListWhoseToIsNotAboveFromIsRefused() throws {
@@ -152,7 +193,10 @@ struct ProtocolParsingTests {
         }
     }
 
-    @Test(arguments: [("a.txt", false), ("folder", true), ("a.b/c", true), ("archive.tar.gz", false), (".hidden", true), ("name.", true)])
+    @Test(arguments: [
+        ("a.txt", false), ("folder", true), ("a.b/c", true), ("archive.tar.gz", false), (".hidden", true),
+        ("name.", true),
+    ])
     func theFolderRuleLooksForAnExtension(path: String, isFolder: Bool) throws {
         #expect(Change.namesFolder(try SafeRelativePath(validating: path)) == isFolder)
     }

@@ -1,11 +1,12 @@
-@testable import ContentSync
-import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import Crypto
+import Foundation
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// A storage moved to another base URL (1.0 and 1.1 published under A, 1.2 under B), served on
 /// loopback and mirrored by real clients (protocol.md §8.5).
@@ -16,8 +17,10 @@ struct PublishBaseChangeTests {
 
     /// Publishes ExampleStorage's `version` into `storage` under `base`, and copies the storage
     /// as it then is to `scratch`/published-`version`.
-    func publish(_ version: String, storage: String, scratch: String, base: URL, initialize: Bool = false,
-                 signed: Bool = false) async throws -> (PublishReport, URL) {
+    func publish(
+        _ version: String, storage: String, scratch: String, base: URL, initialize: Bool = false,
+        signed: Bool = false
+    ) async throws -> (PublishReport, URL) {
         let content = scratch + "/content-\(version)"
         try PublishFixture.materializeContent(version, at: content)
         var options = PublishOptions(storage: storage, content: content, version: v(version), baseURL: base)
@@ -32,10 +35,13 @@ struct PublishBaseChangeTests {
 
     /// A client of `server`; with `trusting`, it trusts the publisher's key, so every list it
     /// fetches must be covered by the signed status.
-    func client(_ name: String, of server: StorageServer, scratch: String, trusting: Bool = false) throws -> CacheManager {
+    func client(_ name: String, of server: StorageServer, scratch: String, trusting: Bool = false) throws
+        -> CacheManager
+    {
         try FileManager.default.createDirectory(atPath: scratch + "/\(name)", withIntermediateDirectories: true)
-        var configuration = SyncConfiguration(baseURL: server.baseURL!, contentDirectory: scratch + "/\(name)/content",
-                                              stateDatabasePath: scratch + "/\(name)/state.sqlite")
+        var configuration = SyncConfiguration(
+            baseURL: server.baseURL!, contentDirectory: scratch + "/\(name)/content",
+            stateDatabasePath: scratch + "/\(name)/state.sqlite")
         if trusting { configuration.trustedSigningKeys = [Self.key.publicKey.rawRepresentation.base64EncodedString()] }
         return try CacheManager(configuration: configuration)
     }
@@ -49,16 +55,23 @@ struct PublishBaseChangeTests {
             try await withStorageServer(root: URL(fileURLWithPath: scratch + "/nothing")) { oldHost in
                 let oldBase = oldHost.baseURL!
                 var snapshots: [String: URL] = [:]
-                snapshots["1.0"] = try await publish("1.0", storage: storage, scratch: scratch, base: oldBase, initialize: true, signed: signed).1
-                snapshots["1.1"] = try await publish("1.1", storage: storage, scratch: scratch, base: oldBase, signed: signed).1
-                let (moved, movedSnapshot) = try await publish("1.2", storage: storage, scratch: scratch, base: Self.movedBase, signed: signed)
+                snapshots["1.0"] = try await publish(
+                    "1.0", storage: storage, scratch: scratch, base: oldBase, initialize: true, signed: signed
+                ).1
+                snapshots["1.1"] = try await publish(
+                    "1.1", storage: storage, scratch: scratch, base: oldBase, signed: signed
+                ).1
+                let (moved, movedSnapshot) = try await publish(
+                    "1.2", storage: storage, scratch: scratch, base: Self.movedBase, signed: signed)
                 snapshots["1.2"] = movedSnapshot
                 #expect(moved.previousBaseURL == oldBase)
                 #expect(moved.minimalVersion == v("1.1") && moved.requestedMinimalVersion == v("1.0"))
                 // The earlier entries stay as published (their lists name paths under A); the new one is under B.
                 let list = try String(contentsOfFile: storage + "/" + StorageLayout.updateListPath, encoding: .utf8)
                 #expect(list.contains(oldBase.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json"))
-                #expect(list.contains(Self.movedBase.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"))
+                #expect(
+                    list.contains(
+                        Self.movedBase.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"))
 
                 try await withStorageServer(root: snapshots["1.0"]!) { server in
                     let stepper = try client("stepper", of: server, scratch: scratch, trusting: signed)
@@ -71,18 +84,25 @@ struct PublishBaseChangeTests {
                     server.resetLog()
                     let replay = try await stepper.checkForUpdates()
                     #expect(replay.outcome == .replayed && replay.toVersion == v("1.2"))
-                    let lists = server.requests().map(\.path).filter { $0.hasPrefix("/RXCacheConfig/HistoryOfVersions/") }
+                    let lists = server.requests().map(\.path).filter {
+                        $0.hasPrefix("/RXCacheConfig/HistoryOfVersions/")
+                    }
                     #expect(lists == ["/RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"])
                     let restore = try await behind.checkForUpdates()
                     #expect(restore.outcome == .restored && restore.toVersion == v("1.2"))
-                    let fresh = try await client("fresh", of: server, scratch: scratch, trusting: signed).checkForUpdates()
+                    let fresh = try await client("fresh", of: server, scratch: scratch, trusting: signed)
+                        .checkForUpdates()
                     #expect(fresh.outcome == .restored && fresh.toVersion == v("1.2"))
                     for name in ["stepper", "behind", "fresh"] {
                         let tree = try TreeSnapshot.read(scratch + "/\(name)/content")
-                        #expect(tree == ExampleStorageFixture.manifest("1.2"), "\(name): \(tree.difference(from: ExampleStorageFixture.manifest("1.2")))")
+                        #expect(
+                            tree == ExampleStorageFixture.manifest("1.2"),
+                            "\(name): \(tree.difference(from: ExampleStorageFixture.manifest("1.2")))")
                     }
                 }
-                #expect(oldHost.requests().isEmpty, "no client configured with the loopback base asked A: \(oldHost.requests().map(\.path))")
+                #expect(
+                    oldHost.requests().isEmpty,
+                    "no client configured with the loopback base asked A: \(oldHost.requests().map(\.path))")
 
                 // A client configured with A still updates when A serves this storage too.
                 oldHost.setRoot(snapshots["1.1"]!)
@@ -103,11 +123,15 @@ struct PublishBaseChangeTests {
             try FileManager.default.createDirectory(atPath: storage, withIntermediateDirectories: true)
             try await withStorageServer(root: URL(fileURLWithPath: storage)) { oldHost in
                 let oldBase = oldHost.baseURL!
-                let (_, first) = try await publish("1.0", storage: storage, scratch: scratch, base: oldBase, initialize: true)
+                let (_, first) = try await publish(
+                    "1.0", storage: storage, scratch: scratch, base: oldBase, initialize: true)
                 _ = try await publish("1.1", storage: storage, scratch: scratch, base: oldBase)
                 let (_, moved) = try await publish("1.2", storage: storage, scratch: scratch, base: Self.movedBase)
-                try rewrite(moved.path + "/" + StorageLayout.statusPath) { $0.replacingOccurrences(of: #""minimalCacheVersion" : "1.1""#,
-                                                                                                 with: #""minimalCacheVersion" : "1.0""#) }
+                try rewrite(moved.path + "/" + StorageLayout.statusPath) {
+                    $0.replacingOccurrences(
+                        of: #""minimalCacheVersion" : "1.1""#,
+                        with: #""minimalCacheVersion" : "1.0""#)
+                }
                 try await withStorageServer(root: first) { server in
                     let behind = try client("behind", of: server, scratch: scratch)
                     #expect(try await behind.checkForUpdates().outcome == .restored)

@@ -1,10 +1,11 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// `kill -9` of a publish, simulated in-process: a checkpoint hook stops the publish just before
 /// one of its changes on disk and nothing runs after it (no rollback, no cleanup), which is all
@@ -34,7 +35,10 @@ struct PublishInterruptionTests {
         let visible = withoutWorkFolder(try storageSnapshot(storage))
         let status = StorageLayout.statusPath
         if !new.files.isEmpty, visible.files[status] == new.files[status] {
-            #expect(visible == new, "\(context): the new status is visible but the storage is not the new version: \(visible.difference(from: new))")
+            #expect(
+                visible == new,
+                "\(context): the new status is visible but the storage is not the new version: \(visible.difference(from: new))"
+            )
             return
         }
         #expect(visible.files[status] == base.files[status], "\(context): the status is neither version's")
@@ -42,15 +46,20 @@ struct PublishInterruptionTests {
             #expect(hash == base.files[path] || hash == new.files[path], "\(context): \(path) is neither version's")
         }
         func content(_ tree: TreeSnapshot) -> TreeSnapshot {
-            TreeSnapshot(folders: tree.folders.filter { $0.hasPrefix("RXCacheContent/") },
-                         files: tree.files.filter { $0.key.hasPrefix("RXCacheContent/") })
+            TreeSnapshot(
+                folders: tree.folders.filter { $0.hasPrefix("RXCacheContent/") },
+                files: tree.files.filter { $0.key.hasPrefix("RXCacheContent/") })
         }
-        #expect(content(visible) == content(base) || content(visible) == content(new), "\(context): RXCacheContent/ is a mix")
+        #expect(
+            content(visible) == content(base) || content(visible) == content(new),
+            "\(context): RXCacheContent/ is a mix")
     }
 
     /// The state right after recovery: a run stopped at its first staging checkpoint (or one
     /// that finds the version already published) has only recovered.
-    func stateAfterRecovery(_ setup: InterruptedPublish, storage: String, version: String? = nil) throws -> (PublishReport?, TreeSnapshot) {
+    func stateAfterRecovery(_ setup: InterruptedPublish, storage: String, version: String? = nil) throws -> (
+        PublishReport?, TreeSnapshot
+    ) {
         let hook = CheckpointHook { $0.phase == .staging ? .kill : .proceed }
         var report: PublishReport?
         do {
@@ -72,14 +81,18 @@ struct PublishInterruptionTests {
                 return (points, new, try storageSnapshot(scratch + "/base"))
             }
             // 5 staging, 10 install (a new change list, then keep + replace for 3 files, the swap, keep + replace the status), 1 cleanup.
-            #expect(points.count == 16 && points.filter { $0.phase == .install }.count == 10 && points.last?.phase == .cleanup, "\(points)")
+            #expect(
+                points.count == 16 && points.filter { $0.phase == .install }.count == 10
+                    && points.last?.phase == .cleanup, "\(points)")
             var rolledBack = 0
             try await withStorageServer(root: URL(fileURLWithPath: scratch + "/base")) { server in
                 for point in points {
                     let storage = scratch + "/storage-\(point.index)"
                     let report = try await offPool { [self] in
                         try setup.makeBase(at: storage)
-                        #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
+                        #expect(throws: PublishError.self) {
+                            try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index))
+                        }
                         try expectConsistent(storage, base: base, new: new, "killed at \(point)")
                         let report = try setup.publish(storage: storage)
                         try expectStorage(storage, is: new, "killed at \(point), then run again")
@@ -87,18 +100,21 @@ struct PublishInterruptionTests {
                     }
                     #expect(report.alreadyPublished == (point.phase == .cleanup))
                     #expect(!FileManager.default.fileExists(atPath: storage + "/" + PublishPaths.workFolderName))
-                    let expected: PublishRecovery? = switch point.phase {
-                    case .staging: point.index == 0 ? nil : .discarded(version: v("1.1"))
-                    case .install: .rolledBack(version: v("1.1"), restored: v("1.0"))
-                    case .cleanup: .finished(version: v("1.1"), from: v("1.0"))
-                    case .recovery: nil
-                    }
+                    let expected: PublishRecovery? =
+                        switch point.phase {
+                        case .staging: point.index == 0 ? nil : .discarded(version: v("1.1"))
+                        case .install: .rolledBack(version: v("1.1"), restored: v("1.0"))
+                        case .cleanup: .finished(version: v("1.1"), from: v("1.0"))
+                        case .recovery: nil
+                        }
                     #expect(report.recovery == expected, "killed at \(point)")
                     if point.phase == .install { rolledBack += 1 }
 
                     // A client at 1.0 replays the published change list to exactly 1.1; a new client restores it.
-                    try await expectClients(server: server, base: scratch + "/base", storage: storage, scratch: scratch + "/clients-\(point.index)",
-                                            version: "1.1", context: "killed at \(point)")
+                    try await expectClients(
+                        server: server, base: scratch + "/base", storage: storage,
+                        scratch: scratch + "/clients-\(point.index)",
+                        version: "1.1", context: "killed at \(point)")
                     try FileManager.default.removeItem(atPath: storage)
                 }
             }
@@ -107,17 +123,22 @@ struct PublishInterruptionTests {
     }
 
     /// The storage is byte-identical to `expected`.
-    func expectStorage(_ storage: String, is expected: TreeSnapshot, _ context: String,
-                       sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func expectStorage(
+        _ storage: String, is expected: TreeSnapshot, _ context: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let actual = try storageSnapshot(storage)
         #expect(actual == expected, "\(context): \(actual.difference(from: expected))", sourceLocation: sourceLocation)
     }
 
     /// A client at the base version replays to `version`; a fresh client restores it.
-    func expectClients(server: StorageServer, base: String, storage: String, scratch: String, version: String, context: String) async throws {
+    func expectClients(
+        server: StorageServer, base: String, storage: String, scratch: String, version: String, context: String
+    ) async throws {
         func configuration(_ name: String) -> SyncConfiguration {
-            SyncConfiguration(baseURL: server.baseURL!, contentDirectory: scratch + "/\(name)/content",
-                              stateDatabasePath: scratch + "/\(name)/state.sqlite")
+            SyncConfiguration(
+                baseURL: server.baseURL!, contentDirectory: scratch + "/\(name)/content",
+                stateDatabasePath: scratch + "/\(name)/state.sqlite")
         }
         try FileManager.default.createDirectory(atPath: scratch + "/replay", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: scratch + "/fresh", withIntermediateDirectories: true)
@@ -126,9 +147,13 @@ struct PublishInterruptionTests {
         server.setRoot(URL(fileURLWithPath: storage))
         let replay = try await CacheManager(configuration: configuration("replay")).checkForUpdates()
         #expect(replay.outcome == .replayed, "\(context)")
-        #expect(try TreeSnapshot.read(scratch + "/replay/content") == ExampleStorageFixture.manifest(version), "\(context): replay")
+        #expect(
+            try TreeSnapshot.read(scratch + "/replay/content") == ExampleStorageFixture.manifest(version),
+            "\(context): replay")
         _ = try await CacheManager(configuration: configuration("fresh")).checkForUpdates()
-        #expect(try TreeSnapshot.read(scratch + "/fresh/content") == ExampleStorageFixture.manifest(version), "\(context): restore")
+        #expect(
+            try TreeSnapshot.read(scratch + "/fresh/content") == ExampleStorageFixture.manifest(version),
+            "\(context): restore")
         try FileManager.default.removeItem(atPath: scratch)
     }
 
@@ -145,7 +170,9 @@ struct PublishInterruptionTests {
                 _ = try? setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index))
                 let (early, recovered) = try stateAfterRecovery(setup, storage: storage)
                 if point.phase == .cleanup {
-                    #expect(early?.alreadyPublished == true && early?.recovery == .finished(version: v("1.1"), from: v("1.0")))
+                    #expect(
+                        early?.alreadyPublished == true
+                            && early?.recovery == .finished(version: v("1.1"), from: v("1.0")))
                     #expect(recovered == new, "killed at \(point): \(recovered.difference(from: new))")
                 } else {
                     #expect(early == nil, "killed at \(point)")
@@ -178,7 +205,9 @@ struct PublishInterruptionTests {
                 #expect(!recoveryPoints.isEmpty, "\(point)")
                 for second in recoveryPoints {
                     try killed()
-                    #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: second.index)) }
+                    #expect(throws: PublishError.self) {
+                        try setup.publish(storage: storage, hook: CheckpointHook(stopAt: second.index))
+                    }
                     killsInRecovery += 1
                     try setup.publish(storage: storage)
                     try expectStorage(storage, is: new, "killed at \(point), then in recovery at \(second)")
@@ -239,7 +268,8 @@ struct PublishInterruptionTests {
                     }
                     var message = ""
                     do { try setup.publish(storage: storage, hook: hook) } catch { message = "\(error)" }
-                    let rolledBackPartly = message.contains("rolling back failed too") && message.contains("run the same publish again")
+                    let rolledBackPartly =
+                        message.contains("rolling back failed too") && message.contains("run the same publish again")
                     #expect(rolledBackPartly || message.contains("rolled back, the storage is 1.0 again"), "\(message)")
                     if rolledBackPartly {
                         failedRollbacks += 1
@@ -249,7 +279,8 @@ struct PublishInterruptionTests {
                     }
                     let report = try setup.publish(storage: storage)
                     #expect(!rolledBackPartly || report.recovery == .rolledBack(version: v("1.1"), restored: v("1.0")))
-                    try expectStorage(storage, is: new, "failed at \(point), then its rollback at step \(undo), then run again")
+                    try expectStorage(
+                        storage, is: new, "failed at \(point), then its rollback at step \(undo), then run again")
                     try FileManager.default.removeItem(atPath: storage)
                 }
             }
@@ -279,11 +310,14 @@ struct PublishInterruptionTests {
                         return report
                     }
                     #expect(report.recovery == .rolledBack(version: v("1.1"), restored: v("1.0")), "\(point)")
-                    #expect(report.fromVersion == v("1.0") && report.changeListPath == "RXCacheConfig/HistoryOfVersions/changes_1.0_1.2.json")
+                    #expect(
+                        report.fromVersion == v("1.0")
+                            && report.changeListPath == "RXCacheConfig/HistoryOfVersions/changes_1.0_1.2.json")
                     let status = try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8)
                     #expect(!status.contains("changes_1.0_1.1"))
-                    try await expectClients(server: server, base: scratch + "/base", storage: storage, scratch: scratch + "/clients",
-                                            version: "1.2", context: "1.1 killed at \(point), then 1.2")
+                    try await expectClients(
+                        server: server, base: scratch + "/base", storage: storage, scratch: scratch + "/clients",
+                        version: "1.2", context: "1.1 killed at \(point), then 1.2")
                     try FileManager.default.removeItem(atPath: storage)
                 }
             }
@@ -301,9 +335,12 @@ struct PublishInterruptionTests {
             for point in points {
                 let storage = scratch + "/storage"
                 try setup.makeBase(at: storage)
-                #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index)) }
+                #expect(throws: PublishError.self) {
+                    try setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index))
+                }
                 let (early, recovered) = try stateAfterRecovery(setup, storage: storage)
-                #expect(recovered == (early?.alreadyPublished == true ? new : empty), "killed at \(point): \(recovered)")
+                #expect(
+                    recovered == (early?.alreadyPublished == true ? new : empty), "killed at \(point): \(recovered)")
                 try setup.publish(storage: storage)
                 try expectStorage(storage, is: new, "killed at \(point)")
                 try FileManager.default.removeItem(atPath: storage)
@@ -345,9 +382,11 @@ struct PublishInterruptionTests {
                 _ = try? setup.publish(storage: storage, hook: CheckpointHook(stopAt: point.index))
                 try setup.publish(storage: storage)
                 #expect(try storageSnapshot(storage) == new, "killed at \(point)")
-                let status = try JSONValue.parse(Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath)))
+                let status = try JSONValue.parse(
+                    Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath)))
                 #expect(throws: Never.self) {
-                    try StatusSignature.verify(status, trustedKeys: [SigningTests.key.publicKey], now: Date(), name: "status")
+                    try StatusSignature.verify(
+                        status, trustedKeys: [SigningTests.key.publicKey], now: Date(), name: "status")
                 }
                 try FileManager.default.removeItem(atPath: storage)
             }
@@ -371,9 +410,14 @@ struct PublishInterruptionTests {
             }
             try setup.publish(storage: storage, hook: hook)
             try expectStorage(storage, is: new, "the published version is the snapshot")
-            let status = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath))) as! [String: Any]
+            let status =
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath)))
+                as! [String: Any]
             let integrity = status["integrity"] as! [String: Any]
-            #expect(integrity["treeDigest"] as? String == TreeDigest.digest(of: try ContentTree.scan(storage + "/RXCacheContent")))
+            #expect(
+                integrity["treeDigest"] as? String
+                    == TreeDigest.digest(of: try ContentTree.scan(storage + "/RXCacheContent")))
         }
     }
 }

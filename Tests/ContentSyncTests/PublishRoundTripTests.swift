@@ -1,11 +1,12 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
 import ToolSupport
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// Random content folders and random edits of them, within the protocol's naming rule (files
 /// have an extension, folders have none).
@@ -25,7 +26,8 @@ struct RandomTreeWriter {
 
     mutating func bytes() -> Data {
         if !pool.isEmpty, Int.random(in: 0..<5, using: &random) == 0 { return pool.randomElement(using: &random)! }
-        let data = Data((0..<Int.random(in: 0..<1500, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
+        let data = Data(
+            (0..<Int.random(in: 0..<1500, using: &random)).map { _ in UInt8.random(in: 0...255, using: &random) })
         if pool.count < 4 { pool.append(data) }
         return data
     }
@@ -35,7 +37,10 @@ struct RandomTreeWriter {
         if let enumerator = FileManager.default.enumerator(atPath: root) {
             while let path = enumerator.nextObject() as? String {
                 var isFolder: ObjCBool = false
-                if FileManager.default.fileExists(atPath: root + "/" + path, isDirectory: &isFolder), isFolder.boolValue { result.append(path) }
+                if FileManager.default.fileExists(atPath: root + "/" + path, isDirectory: &isFolder), isFolder.boolValue
+                {
+                    result.append(path)
+                }
             }
         }
         return result.sorted()
@@ -44,7 +49,8 @@ struct RandomTreeWriter {
     func files() -> [String] {
         ((FileManager.default.enumerator(atPath: root)?.allObjects as? [String]) ?? []).filter { path in
             var isFolder: ObjCBool = false
-            return FileManager.default.fileExists(atPath: root + "/" + path, isDirectory: &isFolder) && !isFolder.boolValue
+            return FileManager.default.fileExists(atPath: root + "/" + path, isDirectory: &isFolder)
+                && !isFolder.boolValue
         }.sorted()
     }
 
@@ -63,7 +69,8 @@ struct RandomTreeWriter {
         try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
         for _ in 0..<Int.random(in: 0...8, using: &random) {
             let parent = folders().filter { $0.split(separator: "/").count < 3 }.randomElement(using: &random)!
-            try FileManager.default.createDirectory(atPath: root + "/" + join(parent, folderName()), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: root + "/" + join(parent, folderName()), withIntermediateDirectories: true)
         }
         for _ in 0..<Int.random(in: 0...40, using: &random) {
             try addFile()
@@ -97,12 +104,18 @@ struct RandomTreeWriter {
                 if free(target) { try manager.moveItem(atPath: root + "/" + file, toPath: root + "/" + target) }
             }
         case 4:
-            if let file = files.randomElement(using: &random) { try bytes().write(to: URL(fileURLWithPath: root + "/" + file)) }
+            if let file = files.randomElement(using: &random) {
+                try bytes().write(to: URL(fileURLWithPath: root + "/" + file))
+            }
         case 5:
             let target = join(folders.randomElement(using: &random)!, folderName())
-            if free(target) { try manager.createDirectory(atPath: root + "/" + target, withIntermediateDirectories: true) }
+            if free(target) {
+                try manager.createDirectory(atPath: root + "/" + target, withIntermediateDirectories: true)
+            }
         case 6:
-            if let folder = folders.dropFirst().randomElement(using: &random) { try manager.removeItem(atPath: root + "/" + folder) }
+            if let folder = folders.dropFirst().randomElement(using: &random) {
+                try manager.removeItem(atPath: root + "/" + folder)
+            }
         case 7:
             if let folder = folders.dropFirst().randomElement(using: &random) {
                 let target = join((folder as NSString).deletingLastPathComponent, folderName())
@@ -120,7 +133,9 @@ struct RandomTreeWriter {
         case 10:
             // Every file of a folder edited: published as one deep folder redownload.
             if let folder = folders.dropFirst().randomElement(using: &random) {
-                for file in files where file.hasPrefix(folder + "/") { try bytes().write(to: URL(fileURLWithPath: root + "/" + file)) }
+                for file in files where file.hasPrefix(folder + "/") {
+                    try bytes().write(to: URL(fileURLWithPath: root + "/" + file))
+                }
             }
         case 11:
             // A folder renamed, then a file added inside: published as a move and an add.
@@ -164,7 +179,8 @@ struct PublishRoundTripTests {
                     group.addTask {
                         try await withStorageServer(root: URL(fileURLWithPath: scratch)) { laneServer in
                             for seed in stride(from: lane, to: Self.seeds, by: 2) {
-                                try await roundTrip(seed: UInt64(seed), scratch: scratch + "/seed\(seed)", server: laneServer)
+                                try await roundTrip(
+                                    seed: UInt64(seed), scratch: scratch + "/seed\(seed)", server: laneServer)
                             }
                         }
                     }
@@ -185,8 +201,9 @@ struct PublishRoundTripTests {
             if index > 0 {
                 for _ in 0..<Int.random(in: 1...6, using: &writer.random) { try writer.mutate() }
             }
-            var options = PublishOptions(storage: scratch + "/storage", content: content, version: v(version),
-                                         baseURL: URL(string: "https://seed\(seed).invalid/s/")!)
+            var options = PublishOptions(
+                storage: scratch + "/storage", content: content, version: v(version),
+                baseURL: URL(string: "https://seed\(seed).invalid/s/")!)
             options.initialize = index == 0
             let publishing = options
             _ = try await offPool { try Publisher.publish(publishing) }
@@ -197,8 +214,9 @@ struct PublishRoundTripTests {
         }
         // Clients: one steps through every version; one jumps from each version to the latest.
         func client(_ name: String) -> SyncConfiguration {
-            var configuration = SyncConfiguration(baseURL: server.baseURL!, contentDirectory: scratch + "/\(name)/content",
-                                                  stateDatabasePath: scratch + "/\(name)/state.sqlite")
+            var configuration = SyncConfiguration(
+                baseURL: server.baseURL!, contentDirectory: scratch + "/\(name)/content",
+                stateDatabasePath: scratch + "/\(name)/state.sqlite")
             configuration.maxConcurrentDownloads = 4
             return configuration
         }
@@ -207,7 +225,10 @@ struct PublishRoundTripTests {
             try FileManager.default.createDirectory(atPath: scratch + "/\(name)", withIntermediateDirectories: true)
             let report = try await CacheManager(configuration: client(name)).checkForUpdates()
             let tree = try TreeSnapshot.read(scratch + "/\(name)/content")
-            #expect(tree == expected[version], "seed \(seed), client \(name) at \(version) (\(report.outcome)): \(tree.difference(from: expected[version]!))")
+            #expect(
+                tree == expected[version],
+                "seed \(seed), client \(name) at \(version) (\(report.outcome)): \(tree.difference(from: expected[version]!))"
+            )
         }
         for version in Self.versions { try await sync("stepper", to: version) }
         try await sync("fresh", to: Self.versions.last!)

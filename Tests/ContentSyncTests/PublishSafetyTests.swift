@@ -1,9 +1,10 @@
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 /// One publish per storage, layouts that would corrupt it, and storages an interrupted or older
 /// publish left in a state that must not be built on.
@@ -37,7 +38,9 @@ struct PublishSafetyTests {
             #expect(held != nil)
             held = nil
             try setup.publish(storage: storage)
-            #expect(try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains("\"1.1\""))
+            #expect(
+                try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains(
+                    "\"1.1\""))
         }
     }
 
@@ -58,7 +61,9 @@ struct PublishSafetyTests {
             }
             try setup.publish(storage: storage, hook: hook)
             #expect(hook.checkpoints.count > 10)
-            #expect(try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains("\"1.1\""))
+            #expect(
+                try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains(
+                    "\"1.1\""))
         }
     }
 
@@ -84,7 +89,8 @@ struct PublishSafetyTests {
             #expect {
                 try Publisher.publish(options)
             } throws: { error in
-                (error as! PublishError).code == .configuration && "\(error)".contains("is \(words)") && "\(error)".contains("outside the storage")
+                (error as! PublishError).code == .configuration && "\(error)".contains("is \(words)")
+                    && "\(error)".contains("outside the storage")
             }
             #expect(try storageSnapshot(storage) == before)
         }
@@ -101,7 +107,9 @@ struct PublishSafetyTests {
                 #expect {
                     try Publisher.publish(options)
                 } throws: { error in
-                    (error as! PublishError).code == .configuration && "\(error)".contains("is inside the content folder") && (error as! PublishError).option == .storage
+                    (error as! PublishError).code == .configuration
+                        && "\(error)".contains("is inside the content folder")
+                        && (error as! PublishError).option == .storage
                 }
                 #expect(!FileManager.default.fileExists(atPath: content + "/store"), "nothing created")
             }
@@ -118,7 +126,8 @@ struct PublishSafetyTests {
             try setup.publish(storage: scratch + "/count", hook: recorder)
             let firstInstall = try #require(recorder.checkpoints.first { $0.phase == .install })
             let archiveStep = try #require(recorder.checkpoints.first { $0.action == "build the archive" })
-            let archiveInPlace = try #require(recorder.checkpoints.first { $0.action.hasPrefix("put RXCacheContent.zip") })
+            let archiveInPlace = try #require(
+                recorder.checkpoints.first { $0.action.hasPrefix("put RXCacheContent.zip") })
             // Killed while staging, nothing is visible; killed once installing, the storage may be neither version.
             for (point, refused) in [(archiveStep, false), (firstInstall, true), (archiveInPlace, true)] {
                 try setup.makeBase(at: storage)
@@ -130,7 +139,9 @@ struct PublishSafetyTests {
                     #expect {
                         try Publisher.publish(options)
                     } throws: { error in
-                        "\(error)".contains("was interrupted while installing") && "\(error)".contains("run the publish for real") && (error as! PublishError).option == .dryRun
+                        "\(error)".contains("was interrupted while installing")
+                            && "\(error)".contains("run the publish for real")
+                            && (error as! PublishError).option == .dryRun
                     }
                 } else {
                     let report = try Publisher.publish(options)
@@ -148,15 +159,22 @@ struct PublishSafetyTests {
             try setup.makeBase(at: storage)
             try setup.makeBase(at: scratch + "/reference")
             try setup.publish(storage: scratch + "/reference")
-            let leftovers = [".RXCacheContent.incoming/a.txt", "RXCacheContent.zip.tmp", "RXCacheConfig/cacheStatus.json.tmp",
-                             "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json.tmp"]
+            let leftovers = [
+                ".RXCacheContent.incoming/a.txt", "RXCacheContent.zip.tmp", "RXCacheConfig/cacheStatus.json.tmp",
+                "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json.tmp",
+            ]
             for path in leftovers {
-                try FileManager.default.createDirectory(atPath: ((storage + "/" + path) as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    atPath: ((storage + "/" + path) as NSString).deletingLastPathComponent,
+                    withIntermediateDirectories: true)
                 try "partial".write(toFile: storage + "/" + path, atomically: false, encoding: .utf8)
             }
             let report = try setup.publish(storage: storage)
-            #expect(report.removedLeftovers.sorted() == [".RXCacheContent.incoming", "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json.tmp",
-                                                         "RXCacheConfig/cacheStatus.json.tmp", "RXCacheContent.zip.tmp"])
+            #expect(
+                report.removedLeftovers.sorted() == [
+                    ".RXCacheContent.incoming", "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json.tmp",
+                    "RXCacheConfig/cacheStatus.json.tmp", "RXCacheContent.zip.tmp",
+                ])
             #expect(try storageSnapshot(storage) == storageSnapshot(scratch + "/reference"))
         }
     }
@@ -229,15 +247,20 @@ struct PublishSafetyTests {
             try setup.makeBase(at: storage)
             let before = try storageSnapshot(storage)
             let content = try setup.content("1.1")
-            let name: [UInt8] = Array((content + "/docs/caf").utf8) + [0xE9, 0x2E, 0x74, 0x78, 0x74, 0]  // "café.txt" in Latin-1
-            let fd = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT, 0o644) } }
+            // "café.txt" in Latin-1
+            let name: [UInt8] = Array((content + "/docs/caf").utf8) + [0xE9, 0x2E, 0x74, 0x78, 0x74, 0]
+            let fd = name.withUnsafeBufferPointer {
+                $0.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT, 0o644) }
+            }
             #expect(fd >= 0)
             close(fd)
             #expect(throws: PublishError.self) { try setup.publish(storage: storage) }
             #expect(try storageSnapshot(storage) == before, "no work folder left, nothing else changed")
             _ = name.withUnsafeBufferPointer { $0.withMemoryRebound(to: CChar.self) { unlink($0.baseAddress!) } }
             try setup.publish(storage: storage)
-            #expect(try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains("\"1.1\""))
+            #expect(
+                try String(contentsOfFile: storage + "/" + StorageLayout.statusPath, encoding: .utf8).contains(
+                    "\"1.1\""))
         }
     }
 
@@ -250,8 +273,10 @@ struct PublishSafetyTests {
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
-            try FileManager.default.createDirectory(atPath: storage + "/.content-sync-publish", withIntermediateDirectories: true)
-            try journal.write(toFile: storage + "/.content-sync-publish/journal.json", atomically: false, encoding: .utf8)
+            try FileManager.default.createDirectory(
+                atPath: storage + "/.content-sync-publish", withIntermediateDirectories: true)
+            try journal.write(
+                toFile: storage + "/.content-sync-publish/journal.json", atomically: false, encoding: .utf8)
             let before = try storageSnapshot(storage)
             #expect {
                 try setup.publish(storage: storage)
@@ -270,7 +295,7 @@ struct PublishSafetyTests {
             let storage = scratch + "/storage"
             try setup.makeBase(at: storage)
             try setup.publish(storage: storage)
-            let moved = URL(string: "http://publish.invalid/store/")!   // another scheme is another base
+            let moved = URL(string: "http://publish.invalid/store/")! // another scheme is another base
             var options = try setup.options(storage: storage, version: "1.2")
             options.baseURL = moved
             options.minimal = v("1.0")
@@ -279,7 +304,9 @@ struct PublishSafetyTests {
             let before = try storageSnapshot(storage)
             options.dryRun = true
             let plan = try Publisher.publish(options)
-            #expect(plan.previousBaseURL == PublishFixture.base && plan.minimalVersion == v("1.1") && plan.requestedMinimalVersion == v("1.0"))
+            #expect(
+                plan.previousBaseURL == PublishFixture.base && plan.minimalVersion == v("1.1")
+                    && plan.requestedMinimalVersion == v("1.0"))
             #expect(try storageSnapshot(storage) == before)
 
             options.dryRun = false
@@ -287,19 +314,27 @@ struct PublishSafetyTests {
             #expect(report.previousBaseURL == PublishFixture.base)
             #expect(report.minimalVersion == v("1.1") && report.requestedMinimalVersion == v("1.0"))
             #expect(report.previousURLsOutsideBase.isEmpty)
-            let status = try #require(try JSONSerialization.jsonObject(
-                with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath))) as? [String: Any])
+            let status = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath)))
+                    as? [String: Any])
             #expect(status["minimalCacheVersion"] as? String == "1.1")
             #expect(status["urlAtZipArchiveOfCacheContent"] as? String == moved.absoluteString + "RXCacheContent.zip")
-            let list = try #require(try JSONSerialization.jsonObject(
-                with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.updateListPath))) as? [String: [String]])
-            #expect(list["updatesByVersions"] == [PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json",
-                                                  moved.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"])
+            let list = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.updateListPath)))
+                    as? [String: [String]])
+            #expect(
+                list["updatesByVersions"] == [
+                    PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json",
+                    moved.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json",
+                ])
 
             // The same command again is a no-op, --minimal 1.0 raised as before.
             let published = try storageSnapshot(storage)
             let again = try Publisher.publish(options)
-            #expect(again.alreadyPublished && again.minimalVersion == v("1.1") && again.requestedMinimalVersion == v("1.0"))
+            #expect(
+                again.alreadyPublished && again.minimalVersion == v("1.1") && again.requestedMinimalVersion == v("1.0"))
             #expect(try storageSnapshot(storage) == published)
 
             // The new base spelled with another letter case of the host is the same base, and a
@@ -308,12 +343,15 @@ struct PublishSafetyTests {
             next.baseURL = URL(string: "http://PUBLISH.invalid/store")!
             next.minimal = v("1.0")
             let later = try Publisher.publish(next)
-            #expect(later.previousBaseURL == nil && later.minimalVersion == v("1.1") && later.requestedMinimalVersion == v("1.0"))
+            #expect(
+                later.previousBaseURL == nil && later.minimalVersion == v("1.1")
+                    && later.requestedMinimalVersion == v("1.0"))
             // Without --minimal the minimal version stays where it is.
             next = try setup.options(storage: storage, version: "1.4")
             next.baseURL = moved
             let last = try Publisher.publish(next)
-            #expect(last.previousBaseURL == nil && last.minimalVersion == v("1.1") && last.requestedMinimalVersion == nil)
+            #expect(
+                last.previousBaseURL == nil && last.minimalVersion == v("1.1") && last.requestedMinimalVersion == nil)
         }
     }
 
@@ -331,7 +369,8 @@ struct PublishSafetyTests {
                 try Publisher.publish(other)
             } throws: { error in
                 "\(error)".contains("not greater than the storage's current 1.1")
-                    && "\(error)".contains("(before that, recovery: an interrupted publish of 1.1 over 1.0 had committed")
+                    && "\(error)".contains(
+                        "(before that, recovery: an interrupted publish of 1.1 over 1.0 had committed")
             }
             #expect(!FileManager.default.fileExists(atPath: storage + "/.content-sync-publish"))
         }
@@ -357,7 +396,9 @@ struct PublishJournalTests {
             (journal(.installing), "abc", .finish),
         ]
         for (journal, visible, expected) in cases {
-            #expect(PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) == expected, "\(String(describing: journal?.phase)) \(String(describing: visible))")
+            #expect(
+                PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) == expected,
+                "\(String(describing: journal?.phase)) \(String(describing: visible))")
         }
     }
 
@@ -376,8 +417,10 @@ struct PublishJournalTests {
             (false, false, true, true, .nothing),
         ]
         for (isStaged, stagedExists, keptExists, destinationExists, expected) in folders {
-            #expect(PublishJournal.undoFolder(destinationIsStaged: isStaged, stagedPathExists: stagedExists,
-                                              keptExists: keptExists, destinationExists: destinationExists) == expected)
+            #expect(
+                PublishJournal.undoFolder(
+                    destinationIsStaged: isStaged, stagedPathExists: stagedExists,
+                    keptExists: keptExists, destinationExists: destinationExists) == expected)
         }
     }
 }

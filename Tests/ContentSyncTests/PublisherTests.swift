@@ -1,11 +1,12 @@
 import Archive
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("publish builds storages that clients mirror exactly", .timeLimit(.minutes(3)))
 struct PublisherTests {
@@ -15,7 +16,8 @@ struct PublisherTests {
             let versions = ExampleStorageFixture.versions
             var snapshots: [String: URL] = [:]
             for (index, version) in versions.enumerated() {
-                let report = try PublishFixture.publish(version, storage: storage, scratch: scratch, initialize: index == 0)
+                let report = try PublishFixture.publish(
+                    version, storage: storage, scratch: scratch, initialize: index == 0)
                 #expect(report.toVersion.text == version)
                 let snapshot = scratch + "/snapshot-\(version)"
                 try FileManager.default.copyItem(atPath: storage, toPath: snapshot)
@@ -43,17 +45,22 @@ struct PublisherTests {
             let storage = scratch + "/storage"
             _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch, initialize: true)
             _ = try PublishFixture.publish("1.2", storage: storage, scratch: scratch)
-            let status = try #require(try JSONSerialization.jsonObject(
-                with: Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))) as? [String: Any])
+            let status = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json")))
+                    as? [String: Any])
             let integrity = try #require(status["integrity"] as? [String: Any])
             let archive = try #require(integrity["archive"] as? [String: Any])
             let zip = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
             #expect(archive["sha256"] as? String == FileDigest.sha256(zip))
             #expect((archive["size"] as? NSNumber)?.intValue == zip.count)
-            #expect(integrity["treeDigest"] as? String == TreeDigest.digest(of: try ContentTree.scan(scratch + "/content-1.2")))
+            #expect(
+                integrity["treeDigest"] as? String
+                    == TreeDigest.digest(of: try ContentTree.scan(scratch + "/content-1.2")))
             let lists = try #require(integrity["changeLists"] as? [String: [String: Any]])
             let listURL = PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"
-            let listData = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"))
+            let listData = try Data(
+                contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/HistoryOfVersions/changes_1.1_1.2.json"))
             #expect(lists[listURL]?["sha256"] as? String == FileDigest.sha256(listData))
             // Every change that downloads names the bytes it downloads.
             let changeList = try #require(try JSONSerialization.jsonObject(with: listData) as? [String: Any])
@@ -61,7 +68,8 @@ struct PublisherTests {
             for change in changeList["changes"] as! [[String: Any]] {
                 guard let hash = change["sha256"] as? String else { continue }
                 let url = change["newPath"] as! String
-                let relative = String(url.dropFirst((PublishFixture.base.absoluteString + "RXCacheContent/").count)).removingPercentEncoding!
+                let relative = String(url.dropFirst((PublishFixture.base.absoluteString + "RXCacheContent/").count))
+                    .removingPercentEncoding!
                 #expect(SHA256Hex.of(file: scratch + "/content-1.2/" + relative) == hash)
                 checked += 1
             }
@@ -86,12 +94,15 @@ struct PublisherTests {
         try await withTemporaryDirectory { scratch in
             var last: PublishReport?
             for (index, version) in ["1.0", "1.1", "1.2", "1.3", "1.4"].enumerated() {
-                last = try PublishFixture.publish(version, storage: scratch + "/incremental", scratch: scratch, initialize: index == 0)
+                last = try PublishFixture.publish(
+                    version, storage: scratch + "/incremental", scratch: scratch, initialize: index == 0)
             }
             _ = try PublishFixture.publish("1.4", storage: scratch + "/fresh", scratch: scratch, initialize: true)
             #expect((last?.reusedArchiveEntries ?? 0) >= 10, "1.3 → 1.4 keeps most files: their entries are copied")
             let incremental = FileManager.default.contents(atPath: scratch + "/incremental/RXCacheContent.zip")
-            #expect(incremental != nil && incremental == FileManager.default.contents(atPath: scratch + "/fresh/RXCacheContent.zip"))
+            #expect(
+                incremental != nil
+                    && incremental == FileManager.default.contents(atPath: scratch + "/fresh/RXCacheContent.zip"))
         }
     }
 
@@ -100,8 +111,12 @@ struct PublisherTests {
             let storage = scratch + "/storage"
             _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch, initialize: true)
             #expect(throws: PublishError.self) { try PublishFixture.publish("1.0", storage: storage, scratch: scratch) }
-            #expect(throws: PublishError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, minimal: "1.3") }
-            #expect(throws: PublishError.self) { try PublishFixture.publish("1.2", storage: storage, scratch: scratch, initialize: true) }
+            #expect(throws: PublishError.self) {
+                try PublishFixture.publish("1.2", storage: storage, scratch: scratch, minimal: "1.3")
+            }
+            #expect(throws: PublishError.self) {
+                try PublishFixture.publish("1.2", storage: storage, scratch: scratch, initialize: true)
+            }
             // Nothing was written by the refusals.
             let status = try String(contentsOfFile: storage + "/RXCacheConfig/cacheStatus.json", encoding: .utf8)
             #expect(status.contains("\"1.1\""))
@@ -115,7 +130,8 @@ struct PublisherTests {
             let before = allPaths(under: storage)
             let zip = FileManager.default.contents(atPath: storage + "/RXCacheContent.zip")
             try PublishFixture.materializeContent("1.1", at: scratch + "/content-1.1")
-            var options = PublishOptions(storage: storage, content: scratch + "/content-1.1", version: v("1.1"), baseURL: PublishFixture.base)
+            var options = PublishOptions(
+                storage: storage, content: scratch + "/content-1.1", version: v("1.1"), baseURL: PublishFixture.base)
             options.dryRun = true
             let report = try Publisher.publish(options)
             #expect(!report.changes.isEmpty)
@@ -129,12 +145,15 @@ struct PublisherTests {
         try await withTemporaryDirectory { scratch in
             try PublishFixture.materializeContent("1.0", at: scratch + "/content")
             try "shouting".write(toFile: scratch + "/content/README.TXT", atomically: true, encoding: .utf8)
-            var options = PublishOptions(storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"), baseURL: PublishFixture.base)
+            var options = PublishOptions(
+                storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"),
+                baseURL: PublishFixture.base)
             options.initialize = true
             #expect {
                 try Publisher.publish(options)
             } throws: { error in
-                "\(error)".contains("'README.TXT'") && "\(error)".contains("'README.txt'") && "\(error)".contains("only in case")
+                "\(error)".contains("'README.TXT'") && "\(error)".contains("'README.txt'")
+                    && "\(error)".contains("only in case")
             }
             #expect(!FileManager.default.fileExists(atPath: scratch + "/storage/RXCacheConfig/cacheStatus.json"))
         }
@@ -143,8 +162,11 @@ struct PublisherTests {
     @Test func symlinksInTheContentAreRefused() async throws {
         try await withTemporaryDirectory { scratch in
             try PublishFixture.materializeContent("1.0", at: scratch + "/content")
-            try FileManager.default.createSymbolicLink(atPath: scratch + "/content/link.txt", withDestinationPath: "/etc/passwd")
-            var options = PublishOptions(storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"), baseURL: PublishFixture.base)
+            try FileManager.default.createSymbolicLink(
+                atPath: scratch + "/content/link.txt", withDestinationPath: "/etc/passwd")
+            var options = PublishOptions(
+                storage: scratch + "/storage", content: scratch + "/content", version: v("1.0"),
+                baseURL: PublishFixture.base)
             options.initialize = true
             #expect {
                 try Publisher.publish(options)

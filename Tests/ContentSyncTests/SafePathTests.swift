@@ -1,10 +1,11 @@
 import Archive
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 @Suite("Paths from storages cannot leave the content folder", .timeLimit(.minutes(1)))
 struct SafePathTests {
@@ -29,7 +30,8 @@ struct SafePathTests {
     }
 
     static let base = URL(string: "https://raw.example.com/owner/repo/main/")!
-    static let document = URL(string: "https://raw.example.com/owner/repo/main/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!
+    static let document = URL(
+        string: "https://raw.example.com/owner/repo/main/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!
 
     @Test(arguments: [
         ("https://raw.example.com/owner/repo/main/RXCacheContent/a/b.txt", "a/b.txt"),
@@ -63,7 +65,10 @@ struct SafePathTests {
     }
 
     /// Found by the fuzzer: a first component with a colon read as a URL scheme and crashed.
-    @Test(arguments: ["10:30 notes.txt", "a:b/c:d.md", "{\"a\":1}", "100%.txt", "q?.txt", "#1.txt", "日本語.txt", "é.txt", "\u{FEFF}{}", "a/\u{FEFF}b.txt", "\u{200B}x.txt", " lead.txt", "trail .txt"])
+    @Test(arguments: [
+        "10:30 notes.txt", "a:b/c:d.md", "{\"a\":1}", "100%.txt", "q?.txt", "#1.txt", "日本語.txt", "é.txt", "\u{FEFF}{}",
+        "a/\u{FEFF}b.txt", "\u{200B}x.txt", " lead.txt", "trail .txt",
+    ])
     func everySafePathHasAContentURLThatMapsBack(name: String) throws {
         let layout = try StorageLayout(baseURL: Self.base)
         let path = try SafeRelativePath(validating: name)
@@ -79,21 +84,34 @@ struct SafePathTests {
     @Test func thePlainFastPathAgreesWithTheGeneralWay() throws {
         var plain = try StorageLayout(baseURL: Self.base)
         var rebased = try StorageLayout(baseURL: URL(string: "http://127.0.0.1:8080/mirror/")!)
-        rebased.inferPublishedBase(fromUpdateListURL: URL(string: "https://raw.example.com/owner/repo/main/RXCacheConfig/listOfURLsToUpdatesByVersion.json")!)
+        rebased.inferPublishedBase(
+            fromUpdateListURL: URL(
+                string: "https://raw.example.com/owner/repo/main/RXCacheConfig/listOfURLsToUpdatesByVersion.json")!)
         plain.publishedBase = nil
-        let pieces = ["a", "B", "7", ".", "..", "/", "//", "%2", "%20", "%2F", "%2e", "%C3%A9", "%zz", "%", "?", "#", ":", ";", " ", "é",
-                      "~", "-", "_", "!", "$", "&", "'", "(", ")", "*", "+", ",", "=", "@", "\\", "\u{FEFF}"]
-        let prefixes = ["https://raw.example.com/owner/repo/main/RXCacheContent/", "HTTPS://Raw.Example.com/owner/repo/main/RXCacheContent/",
-                        "https://raw.example.com:443/owner/repo/main/RXCacheContent/", "https://raw.example.com/owner/repo/main/RXCacheContent",
-                        "https://raw.example.com/owner/repo/main/RXCacheConfig/", "../../RXCacheContent/", ""]
+        let pieces = [
+            "a", "B", "7", ".", "..", "/", "//", "%2", "%20", "%2F", "%2e", "%C3%A9", "%zz", "%", "?", "#", ":", ";",
+            " ", "é",
+            "~", "-", "_", "!", "$", "&", "'", "(", ")", "*", "+", ",", "=", "@", "\\", "\u{FEFF}",
+        ]
+        let prefixes = [
+            "https://raw.example.com/owner/repo/main/RXCacheContent/",
+            "HTTPS://Raw.Example.com/owner/repo/main/RXCacheContent/",
+            "https://raw.example.com:443/owner/repo/main/RXCacheContent/",
+            "https://raw.example.com/owner/repo/main/RXCacheContent",
+            "https://raw.example.com/owner/repo/main/RXCacheConfig/", "../../RXCacheContent/", "",
+        ]
         var generator = SystemRandomNumberGenerator()
         var fast = 0
         for round in 0..<4000 {
             var text = prefixes[round % prefixes.count]
             for _ in 0..<Int.random(in: 0...8, using: &generator) { text += pieces.randomElement(using: &generator)! }
             for layout in [plain, rebased] {
-                let general = Result { () throws(SafePathError) in try layout.contentPath(ofURL: text, in: Self.document, plainFastPath: false) }
-                let quick = Result { () throws(SafePathError) in try layout.contentPath(ofURL: text, in: Self.document, plainFastPath: true) }
+                let general = Result { () throws(SafePathError) in
+                    try layout.contentPath(ofURL: text, in: Self.document, plainFastPath: false)
+                }
+                let quick = Result { () throws(SafePathError) in
+                    try layout.contentPath(ofURL: text, in: Self.document, plainFastPath: true)
+                }
                 switch (general, quick) {
                 case (.success(let a), .success(let b)): #expect(a == b, "\(text)")
                 case (.failure(let a), .failure(let b)): #expect(a.reason == b.reason, "\(text)")
@@ -102,7 +120,7 @@ struct SafePathTests {
                 if case .success = quick { fast += 1 }
             }
         }
-        #expect(fast > 1000)   // the comparison covered many accepted paths, not only refusals
+        #expect(fast > 1000) // the comparison covered many accepted paths, not only refusals
     }
 
     /// Found by the fuzzer: "/" followed by a combining mark is one Character, so splitting on
@@ -128,15 +146,21 @@ struct SafePathTests {
 
     @Test func urlsOfTheStoragesPublishedBaseAreRebasedOntoTheServingBase() throws {
         var layout = try StorageLayout(baseURL: URL(string: "http://127.0.0.1:8080/mirror")!)
-        layout.inferPublishedBase(fromUpdateListURL: URL(string: "https://content-sync.invalid/ExampleStorage/RXCacheConfig/listOfURLsToUpdatesByVersion.json")!)
-        let path = try layout.contentPath(ofURL: "https://content-sync.invalid/ExampleStorage/RXCacheContent/a%20b/c.txt", in: Self.document)
+        layout.inferPublishedBase(
+            fromUpdateListURL: URL(
+                string: "https://content-sync.invalid/ExampleStorage/RXCacheConfig/listOfURLsToUpdatesByVersion.json")!)
+        let path = try layout.contentPath(
+            ofURL: "https://content-sync.invalid/ExampleStorage/RXCacheContent/a%20b/c.txt", in: Self.document)
         #expect(path.string == "a b/c.txt")
-        #expect(layout.contentURL(for: path).absoluteString == "http://127.0.0.1:8080/mirror/RXCacheContent/a%20b/c.txt")
-        #expect(layout.rebase(URL(string: "https://content-sync.invalid/ExampleStorage/RXCacheContent.zip")!).absoluteString
-            == "http://127.0.0.1:8080/mirror/RXCacheContent.zip")
+        #expect(
+            layout.contentURL(for: path).absoluteString == "http://127.0.0.1:8080/mirror/RXCacheContent/a%20b/c.txt")
+        #expect(
+            layout.rebase(URL(string: "https://content-sync.invalid/ExampleStorage/RXCacheContent.zip")!).absoluteString
+                == "http://127.0.0.1:8080/mirror/RXCacheContent.zip")
         // Another host is not rebased, so it stays outside the content folder.
         #expect(throws: SafePathError.self) {
-            try layout.contentPath(ofURL: "https://other.invalid/ExampleStorage/RXCacheContent/a.txt", in: Self.document)
+            try layout.contentPath(
+                ofURL: "https://other.invalid/ExampleStorage/RXCacheContent/a.txt", in: Self.document)
         }
     }
 

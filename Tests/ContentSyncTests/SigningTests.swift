@@ -1,22 +1,28 @@
-@testable import ContentSync
 import Crypto
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("Signed statuses: trusted, unsigned, altered, expired, rolled back", .timeLimit(.minutes(2)))
 struct SigningTests {
     static let key = Curve25519.Signing.PrivateKey()
     static var publicKey: String { key.publicKey.rawRepresentation.base64EncodedString() }
 
-    func publishSigned(_ version: String, storage: String, scratch: String, initialize: Bool = false,
-                       key: Curve25519.Signing.PrivateKey? = SigningTests.key, lifetime: Duration = .seconds(3600)) throws {
+    func publishSigned(
+        _ version: String, storage: String, scratch: String, initialize: Bool = false,
+        key: Curve25519.Signing.PrivateKey? = SigningTests.key, lifetime: Duration = .seconds(3600)
+    ) throws {
         let content = scratch + "/content-\(version)"
-        if !FileManager.default.fileExists(atPath: content) { try PublishFixture.materializeContent(version, at: content) }
-        var options = PublishOptions(storage: storage, content: content, version: v(version), baseURL: PublishFixture.base)
+        if !FileManager.default.fileExists(atPath: content) {
+            try PublishFixture.materializeContent(version, at: content)
+        }
+        var options = PublishOptions(
+            storage: storage, content: content, version: v(version), baseURL: PublishFixture.base)
         options.initialize = initialize
         options.signingKey = key?.rawRepresentation.base64EncodedString()
         options.signatureLifetime = lifetime
@@ -67,11 +73,15 @@ struct SigningTests {
                 try publishSigned("1.1", storage: storage, scratch: scratch, key: nil)
                 let untrusting = try harness.manager()
                 let refused = await #expect(throws: SyncError.self) { try await untrusting.checkForUpdates() }
-                #expect(refused?.code == .signature && refused?.setting == .trustedSigningKeys, "\(String(describing: refused))")
+                #expect(
+                    refused?.code == .signature && refused?.setting == .trustedSigningKeys,
+                    "\(String(describing: refused))")
                 try harness.expectTree(is: "1.0")
 
                 try await untrusting.reset()
-                await #expect(throws: SyncError.self, "a reset forgets content, not trust") { try await untrusting.checkForUpdates() }
+                await #expect(throws: SyncError.self, "a reset forgets content, not trust") {
+                    try await untrusting.checkForUpdates()
+                }
 
                 let forgotten = try await untrusting.forgetTrustedKeys()
                 #expect(forgotten == [StatusSignature.keyID(of: SigningTests.key.publicKey)])
@@ -109,7 +119,8 @@ struct SigningTests {
     @Test func aStatusSignedByAnotherKeyIsRefused() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
-            try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true, key: Curve25519.Signing.PrivateKey())
+            try publishSigned(
+                "1.0", storage: storage, scratch: scratch, initialize: true, key: Curve25519.Signing.PrivateKey())
             try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
                 await expectRefused(try trusting(harness), "does not trust")
             }

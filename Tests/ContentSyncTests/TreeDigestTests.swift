@@ -1,10 +1,11 @@
 import Archive
-@testable import ContentSync
 import Foundation
+import Testing
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Testing
 
 @Suite("The tree digest changes exactly when the tree does", .timeLimit(.minutes(1)))
 struct TreeDigestTests {
@@ -12,18 +13,24 @@ struct TreeDigestTests {
         FileFingerprint(size: Int64(text.utf8.count), sha256: FileDigest.sha256(Data(text.utf8)))
     }
 
-    static let tree = ContentTree(folders: [p("a"), p("a/b"), p("empty")],
-                                  files: [p("a/x.txt"): fingerprint("x"), p("a/b/y.txt"): fingerprint("y"), p("top.txt"): fingerprint("t")])
+    static let tree = ContentTree(
+        folders: [p("a"), p("a/b"), p("empty")],
+        files: [p("a/x.txt"): fingerprint("x"), p("a/b/y.txt"): fingerprint("y"), p("top.txt"): fingerprint("t")])
 
     @Test func equalTreesHaveEqualDigestsWhateverTheirConstructionOrder() {
-        let reordered = ContentTree(folders: [p("empty"), p("a/b"), p("a")],
-                                    files: [p("top.txt"): Self.fingerprint("t"), p("a/b/y.txt"): Self.fingerprint("y"), p("a/x.txt"): Self.fingerprint("x")])
+        let reordered = ContentTree(
+            folders: [p("empty"), p("a/b"), p("a")],
+            files: [
+                p("top.txt"): Self.fingerprint("t"), p("a/b/y.txt"): Self.fingerprint("y"),
+                p("a/x.txt"): Self.fingerprint("x"),
+            ])
         #expect(TreeDigest.digest(of: Self.tree) == TreeDigest.digest(of: reordered))
         #expect(TreeDigest.digest(of: Self.tree).count == 64)
     }
 
     @Test(arguments: [
-        "drop the empty folder", "rename a file", "change a file's bytes", "move a file to another folder", "add an empty folder",
+        "drop the empty folder", "rename a file", "change a file's bytes", "move a file to another folder",
+        "add an empty folder",
     ])
     func anyChangeToTheTreeChangesTheDigest(change: String) {
         var other = Self.tree
@@ -31,7 +38,8 @@ struct TreeDigestTests {
         case "drop the empty folder": other.folders.remove(p("empty"))
         case "rename a file": other.files[p("a/z.txt")] = other.files.removeValue(forKey: p("a/x.txt"))
         case "change a file's bytes": other.files[p("a/x.txt")] = Self.fingerprint("X")
-        case "move a file to another folder": other.files[p("a/b/x.txt")] = other.files.removeValue(forKey: p("a/x.txt"))
+        case "move a file to another folder":
+            other.files[p("a/b/x.txt")] = other.files.removeValue(forKey: p("a/x.txt"))
         default: other.folders.insert(p("new"))
         }
         #expect(TreeDigest.digest(of: other) != TreeDigest.digest(of: Self.tree))
@@ -54,10 +62,14 @@ struct TreeDigestTests {
     /// hashlib, sorting names by their UTF-8 bytes), with names whose byte order differs from
     /// Swift's String order: "Z" < "a" < "z" < "é".
     @Test func theDigestMatchesTheDocumentedFormulaComputedIndependently() {
-        let tree = ContentTree(folders: [p("a"), p("a/b"), p("empty")], files: [
-            p("a/x.txt"): Self.fingerprint("x"), p("a/b/y.txt"): Self.fingerprint("y"), p("top.txt"): Self.fingerprint("t"),
-            p("a/\u{E9}.txt"): Self.fingerprint("e-acute"), p("a/z.txt"): Self.fingerprint("z"), p("a/Z.txt"): Self.fingerprint("Z"),
-        ])
+        let tree = ContentTree(
+            folders: [p("a"), p("a/b"), p("empty")],
+            files: [
+                p("a/x.txt"): Self.fingerprint("x"), p("a/b/y.txt"): Self.fingerprint("y"),
+                p("top.txt"): Self.fingerprint("t"),
+                p("a/\u{E9}.txt"): Self.fingerprint("e-acute"), p("a/z.txt"): Self.fingerprint("z"),
+                p("a/Z.txt"): Self.fingerprint("Z"),
+            ])
         #expect(TreeDigest.digest(of: tree) == "c1ac7aeda08ffc59384060195cd0efbc09953d25951f5ab3fd99a084d469432c")
     }
 }

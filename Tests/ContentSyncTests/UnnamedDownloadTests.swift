@@ -1,11 +1,12 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import Synchronization
 import Testing
 import Transport
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// Forwards to a real ``CurlTransport`` and records which download call each content file took.
 final class RecordingTransport: Transport {
@@ -33,7 +34,8 @@ final class RecordingTransport: Transport {
         return try await base.download(request, to: path, options: options)
     }
 
-    func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
+    func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse
+    {
         calls.withLock { $0.append((request.url.path, true)) }
         if nativeDescriptorDownloads {
             return try await base.download(request, into: descriptor, options: options)
@@ -44,7 +46,9 @@ final class RecordingTransport: Transport {
 
 @Suite("Small declared files download as unnamed files linked into place", .timeLimit(.minutes(1)))
 struct UnnamedDownloadTests {
-    func replay(_ transport: RecordingTransport, storage: URL? = nil, edit: ((String) throws -> Void)? = nil) async throws -> SyncHarness.Outcome {
+    func replay(_ transport: RecordingTransport, storage: URL? = nil, edit: ((String) throws -> Void)? = nil)
+        async throws -> SyncHarness.Outcome
+    {
         try await withTemporaryDirectory { scratch in
             let v10 = try copySnapshot("1.0", to: scratch + "/1.0")
             let v11 = try copySnapshot("1.1", to: scratch + "/1.1")
@@ -57,8 +61,9 @@ struct UnnamedDownloadTests {
                 configuration.transport = transport
                 let report = try await CacheManager(configuration: configuration).checkForUpdates()
                 let staging = StagingArea(contentDirectory: harness.content)
-                return SyncHarness.Outcome(report: report, tree: try harness.tree(),
-                                           stagingLeftovers: allPaths(under: staging.root))
+                return SyncHarness.Outcome(
+                    report: report, tree: try harness.tree(),
+                    stagingLeftovers: allPaths(under: staging.root))
             }
         }
     }
@@ -68,7 +73,9 @@ struct UnnamedDownloadTests {
         let outcome = try await replay(transport)
         #expect(outcome.report.outcome == .replayed)
         #expect(outcome.report.filesDownloaded > 0)
-        #expect(outcome.tree == ExampleStorageFixture.manifest("1.1"), "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
+        #expect(
+            outcome.tree == ExampleStorageFixture.manifest("1.1"),
+            "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
         #expect(transport.contentCalls.count == outcome.report.filesDownloaded)
         let named = transport.contentCalls.filter { !$0.unnamed }.map(\.file)
         #expect(named.isEmpty, "\(named)")
@@ -79,7 +86,9 @@ struct UnnamedDownloadTests {
         let transport = try RecordingTransport(nativeDescriptorDownloads: false)
         let outcome = try await replay(transport)
         #expect(outcome.report.outcome == .replayed)
-        #expect(outcome.tree == ExampleStorageFixture.manifest("1.1"), "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
+        #expect(
+            outcome.tree == ExampleStorageFixture.manifest("1.1"),
+            "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
         #expect(transport.contentCalls.count == outcome.report.filesDownloaded && outcome.report.filesDownloaded > 0)
         let named = transport.contentCalls.filter { !$0.unnamed }.map(\.file)
         #expect(named.isEmpty, "\(named)")
@@ -88,7 +97,9 @@ struct UnnamedDownloadTests {
     @Test func filesOfUndeclaredSizeGoThroughResumablePartialFiles() async throws {
         let transport = try RecordingTransport()
         let outcome = try await replay(transport, edit: { try StorageEditing.stripIntegrity($0) })
-        #expect(outcome.tree == ExampleStorageFixture.manifest("1.1"), "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
+        #expect(
+            outcome.tree == ExampleStorageFixture.manifest("1.1"),
+            "\(outcome.tree.difference(from: ExampleStorageFixture.manifest("1.1")))")
         #expect(transport.contentCalls.count == outcome.report.filesDownloaded && outcome.report.filesDownloaded > 0)
         let unnamed = transport.contentCalls.filter(\.unnamed).map(\.file)
         #expect(unnamed.isEmpty, "\(unnamed)")

@@ -1,10 +1,11 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 @Suite("verify lists every difference from the published version and repairs it", .timeLimit(.minutes(2)))
 struct VerifyTests {
@@ -24,8 +25,11 @@ struct VerifyTests {
 
                 let check = try await manager.verify()
                 #expect(!check.matches)
-                #expect(Set(check.differences) == ["different file README.txt (7 bytes, expected \(try size("README.txt", scratch)))",
-                                                   "missing file docs/faq.md", "extra file extra.txt", "missing folder drafts"])
+                #expect(
+                    Set(check.differences) == [
+                        "different file README.txt (7 bytes, expected \(try size("README.txt", scratch)))",
+                        "missing file docs/faq.md", "extra file extra.txt", "missing folder drafts",
+                    ])
                 let repair = try await manager.verify(repair: true)
                 #expect(repair.matches)
                 #expect(repair.repaired == 4)

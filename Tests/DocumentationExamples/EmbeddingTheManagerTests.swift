@@ -18,8 +18,9 @@ struct EmbeddingTheManagerExamples {
                 case .restored:
                     print("restored \(report.toVersion) from the archive")
                 case .replayed:
-                    print("replayed \(report.changeListsApplied) change lists:",
-                          report.filesDownloaded, "files downloaded,", report.filesReused, "kept")
+                    print(
+                        "replayed \(report.changeListsApplied) change lists:",
+                        report.filesDownloaded, "files downloaded,", report.filesReused, "kept")
                 case .upToDate:
                     print("already at \(report.toVersion)")
                 }
@@ -34,7 +35,7 @@ struct EmbeddingTheManagerExamples {
             #expect(FileManager.default.fileExists(atPath: host.appSupport + "/sync-state.sqlite"))
 
             // snippet:begin shutdown
-            await manager.shutdown()    // stops a running update and ends the transport the manager made
+            await manager.shutdown() // stops a running update and ends the transport the manager made
             // snippet:end shutdown
             let error = await #expect(throws: SyncError.self) { try await manager.checkForUpdates() }
             #expect(error?.code == .cancelled)
@@ -44,8 +45,10 @@ struct EmbeddingTheManagerExamples {
     @Test func aStateDatabaseInsideTheContentFolderIsRefusedBeforeAnythingIsCreated() async throws {
         try await withExampleHost { host in
             let error = #expect(throws: SyncError.self) {
-                try CacheManager(configuration: SyncConfiguration(baseURL: host.storageURL, contentDirectory: host.appSupport + "/content",
-                                                                  stateDatabasePath: host.appSupport + "/content/state.sqlite"))
+                try CacheManager(
+                    configuration: SyncConfiguration(
+                        baseURL: host.storageURL, contentDirectory: host.appSupport + "/content",
+                        stateDatabasePath: host.appSupport + "/content/state.sqlite"))
             }
             #expect(error?.code == .configuration && error?.setting == .stateDatabasePath)
             #expect(!FileManager.default.fileExists(atPath: host.appSupport + "/content"))

@@ -12,21 +12,21 @@ enum Remedy: Equatable {
 func remedy(for error: SyncError) -> Remedy {
     switch error.code {
     case .network:
-        .retryLater                  // offline, host down, timeouts, HTTP errors
+        .retryLater // offline, host down, timeouts, HTTP errors
     case .busy:
-        .waitForTheOtherUpdate       // another update, verify or reset of this folder runs, here or in another process
+        .waitForTheOtherUpdate // another update, verify or reset of this folder runs, here or in another process
     case .connectionNotAllowed:
-        .askTheUser                  // the connection policy said no: resume(overridingPolicy: true) if the user agrees
+        .askTheUser // the connection policy said no: resume(overridingPolicy: true) if the user agrees
     case .cancelled:
-        .nothing                     // suspended, reset or shut down: resume() continues
+        .nothing // suspended, reset or shut down: resume() continues
     case .insufficientSpace:
-        .freeSpace                   // the storage declares more than the disk holds
+        .freeSpace // the storage declares more than the disk holds
     case .integrity, .signature, .archive, .unsafePath, .invalidStatus, .invalidUpdateList, .invalidChangeList:
-        .reportToThePublisher        // the storage is broken or was tampered with: retrying fetches the same bytes
+        .reportToThePublisher // the storage is broken or was tampered with: retrying fetches the same bytes
     case .configuration, .decoding:
-        .fixTheApp                   // a setting is wrong (error.setting names it), or a file is not what the app expects
+        .fixTheApp // a setting is wrong (error.setting names it), or a file is not what the app expects
     default:
-        .retryLater                  // .fileSystem, .stateStore: the message names the path and the system's error
+        .retryLater // .fileSystem, .stateStore: the message names the path and the system's error
     }
 }
 // snippet:end remedy
@@ -36,8 +36,9 @@ func remedy(for error: SyncError) -> Remedy {
 @Suite("The guide's error handling examples work", .timeLimit(.minutes(1)))
 struct HandlingErrorsExamples {
     func configuration(_ host: ExampleHost, _ name: String = "content") -> SyncConfiguration {
-        SyncConfiguration(baseURL: host.storageURL, contentDirectory: host.appSupport + "/" + name,
-                          stateDatabasePath: host.appSupport + "/" + name + ".sqlite")
+        SyncConfiguration(
+            baseURL: host.storageURL, contentDirectory: host.appSupport + "/" + name,
+            stateDatabasePath: host.appSupport + "/" + name + ".sqlite")
     }
 
     /// What the documented handler records for one check.
@@ -48,9 +49,9 @@ struct HandlingErrorsExamples {
         do throws(SyncError) {
             try await manager.checkForUpdates()
         } catch {
-            print(error)                    // "network: …": the code, what went wrong and what to do, the cause
-            advice = remedy(for: error)     // branch on the code, never on error.message: it is for people
-            lastFailure = error             // e.g. for a diagnostics screen
+            print(error) // "network: …": the code, what went wrong and what to do, the cause
+            advice = remedy(for: error) // branch on the code, never on error.message: it is for people
+            lastFailure = error // e.g. for a diagnostics screen
         }
         // snippet:end handle-failure
         return (advice, lastFailure)
@@ -99,7 +100,7 @@ struct HandlingErrorsExamples {
             let log = await EventLog.recording(first)
             let update = Task { try await first.checkForUpdates() }
             try await log.waitForDownloadedFiles(3)
-            let second = try CacheManager(configuration: configuration(host))   // as another process would
+            let second = try CacheManager(configuration: configuration(host)) // as another process would
             let (advice, error) = await check(second)
             #expect(advice == .waitForTheOtherUpdate && error?.code == .busy, "\(String(describing: error))")
             await first.suspend()
@@ -129,11 +130,14 @@ struct HandlingErrorsExamples {
 
     @Test func aFolderThatIsNotTheManagersIsLeftAloneAndTheSettingIsNamed() async throws {
         try await withExampleHost(serving: "1.0") { host in
-            try FileManager.default.createDirectory(atPath: host.appSupport + "/content", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: host.appSupport + "/content", withIntermediateDirectories: true)
             try Data("mine".utf8).write(to: URL(fileURLWithPath: host.appSupport + "/content/notes.txt"))
             let manager = try CacheManager(configuration: configuration(host))
             let (advice, error) = await check(manager)
-            #expect(advice == .fixTheApp && error?.code == .configuration && error?.setting == .allowReplacingUnknownContent)
+            #expect(
+                advice == .fixTheApp && error?.code == .configuration && error?.setting == .allowReplacingUnknownContent
+            )
             #expect(FileManager.default.contents(atPath: host.appSupport + "/content/notes.txt") == Data("mine".utf8))
             #expect(remedy(for: SyncError(code: .decoding, message: "'a.json' does not decode")) == .fixTheApp)
             await manager.shutdown()

@@ -18,16 +18,16 @@ final class ForecastService: Sendable {
     let api: URL
 
     init(api: URL, cacheFolder: String) throws {
-        var configuration = CacheConfiguration(folder: cacheFolder)   // made 0700 when missing
-        configuration.diskLimit = 64 << 20     // the folder's whole footprint; every process enforces it
-        configuration.freshness = .server       // honour Cache-Control, Expires and Age
+        var configuration = CacheConfiguration(folder: cacheFolder) // made 0700 when missing
+        configuration.diskLimit = 64 << 20 // the folder's whole footprint; every process enforces it
+        configuration.freshness = .server // honour Cache-Control, Expires and Age
         loader = try ItemLoader(configuration: configuration)
         self.api = api
     }
 
     func forecast(for city: String) async throws -> Forecast {
         let loaded = try await loader.item(for: api, parameters: ["city": city])
-        print(loaded.source)                    // network, then memory; disk, revalidated or stale
+        print(loaded.source) // network, then memory; disk, revalidated or stale
         return try loaded.item.decode(Forecast.self)
     }
 
@@ -40,14 +40,16 @@ final class ForecastService: Sendable {
 
 // snippet:begin item-cache-provider
 /// Keeps the app's favourite cities in a typed provider: loaded once a day, edited in place.
-func favouriteCities(store: ItemStore, user: String, load: @escaping @Sendable () async throws -> [String]) async throws -> [String] {
+func favouriteCities(store: ItemStore, user: String, load: @escaping @Sendable () async throws -> [String]) async throws
+    -> [String]
+{
     let favourites = CacheProvider<[String]>("favourites", store: store, lifetime: .lifetime(.seconds(86_400)))
     let current = try await favourites.get(.dynamicKey(user), loader: load)
-    print(current.source)                        // network the first time, then memory or disk
+    print(current.source) // network the first time, then memory or disk
 
     // One atomic read-modify-write, even with other processes editing the same list.
     let edited = try await favourites.update(.addFirst("Lisbon"), for: .dynamicKey(user))
-    try await favourites.evict(.dynamicKey("someone-else"))   // or .provider, .record(…)
+    try await favourites.evict(.dynamicKey("someone-else")) // or .provider, .record(…)
     return edited
 }
 // snippet:end item-cache-provider

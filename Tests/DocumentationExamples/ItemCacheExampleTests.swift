@@ -37,7 +37,10 @@ struct ItemCacheExampleTests {
         let store = try ItemStore(configuration: CacheConfiguration(folder: folder))
         let first = try await favouriteCities(store: store, user: "ana") { ["Porto"] }
         #expect(first == ["Lisbon", "Porto"])
-        let second = try await favouriteCities(store: store, user: "ana") { Issue.record("fresh: no reload"); return [] }
+        let second = try await favouriteCities(store: store, user: "ana") {
+            Issue.record("fresh: no reload")
+            return []
+        }
         #expect(second == ["Lisbon", "Lisbon", "Porto"])
     }
 }

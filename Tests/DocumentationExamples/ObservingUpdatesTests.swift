@@ -8,10 +8,12 @@ import Testing
 struct ObservingUpdatesExamples {
     @Test func theObserverSeesEveryStateOfARestoreAndItsProgress() async throws {
         try await withExampleHost(serving: "1.0") { host in
-            let manager = try CacheManager(configuration: SyncConfiguration(
-                baseURL: host.storageURL, contentDirectory: host.appSupport + "/content", stateDatabasePath: host.appSupport + "/state.sqlite"))
+            let manager = try CacheManager(
+                configuration: SyncConfiguration(
+                    baseURL: host.storageURL, contentDirectory: host.appSupport + "/content",
+                    stateDatabasePath: host.appSupport + "/state.sqlite"))
             // snippet:begin observe-events
-            let events = await manager.events()        // starts with the current state: subscribe first, then check
+            let events = await manager.events() // starts with the current state: subscribe first, then check
             let observer = Task {
                 var states: [CacheManagerState] = []
                 var phases: [SyncProgress.Phase] = []
@@ -24,7 +26,9 @@ struct ObservingUpdatesExamples {
                         if let total = progress.bytesTotal {
                             print(progress.phase, "\(progress.bytesDone) of \(total) bytes")
                         } else {
-                            print(progress.phase, "\(progress.filesDone) of \(progress.filesTotal) files", progress.currentItem ?? "")
+                            print(
+                                progress.phase, "\(progress.filesDone) of \(progress.filesTotal) files",
+                                progress.currentItem ?? "")
                         }
                     case .finished(let report):
                         print("now at", report.toVersion)
@@ -51,9 +55,12 @@ struct ObservingUpdatesExamples {
 
     @Test func statusAndHistoryTellTheLastSuccessAndTheFailuresSince() async throws {
         try await withExampleHost(serving: "1.0") { host in
-            let folder = host.appSupport + "/content", stateFile = host.appSupport + "/state.sqlite"
-            let manager = try CacheManager(configuration: SyncConfiguration(baseURL: host.storageURL, contentDirectory: folder,
-                                                                            stateDatabasePath: stateFile))
+            let folder = host.appSupport + "/content"
+            let stateFile = host.appSupport + "/state.sqlite"
+            let manager = try CacheManager(
+                configuration: SyncConfiguration(
+                    baseURL: host.storageURL, contentDirectory: folder,
+                    stateDatabasePath: stateFile))
             try await manager.checkForUpdates()
             host.server.injectFault(.status(404), forPath: "/RXCacheConfig/cacheStatus.json")
             await #expect(throws: SyncError.self) { try await manager.checkForUpdates() }
@@ -67,7 +74,7 @@ struct ObservingUpdatesExamples {
             if status.consecutiveFailures > 0, let error = status.lastError {
                 print(status.consecutiveFailures, "failures since; the last:", error)
             }
-            for entry in try await manager.history(limit: 20) {          // newest first, every attempt
+            for entry in try await manager.history(limit: 20) { // newest first, every attempt
                 print(entry.startedAt, entry.kind, entry.outcome, entry.errorCode.map { "\($0)" } ?? "")
             }
             // snippet:end status-and-history
@@ -80,7 +87,8 @@ struct ObservingUpdatesExamples {
 
             await manager.shutdown()
             // snippet:begin status-without-a-manager
-            let seen = try await SyncStatus.read(statePath: stateFile, contentDirectory: folder)   // reads only; never fetches
+            // reads only; never fetches
+            let seen = try await SyncStatus.read(statePath: stateFile, contentDirectory: folder)
             // snippet:end status-without-a-manager
             #expect(seen.version == "1.0" && seen.consecutiveFailures == 1 && seen.runningUpdate == nil)
         }

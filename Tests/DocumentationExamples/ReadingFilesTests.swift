@@ -23,8 +23,10 @@ func recipe(at path: String, in manager: CacheManager) -> Recipe? {
 @Suite("The guide's reading examples work", .timeLimit(.minutes(1)))
 struct ReadingFilesExamples {
     func syncedManager(_ host: ExampleHost) async throws -> CacheManager {
-        let manager = try CacheManager(configuration: SyncConfiguration(
-            baseURL: host.storageURL, contentDirectory: host.appSupport + "/content", stateDatabasePath: host.appSupport + "/state.sqlite"))
+        let manager = try CacheManager(
+            configuration: SyncConfiguration(
+                baseURL: host.storageURL, contentDirectory: host.appSupport + "/content",
+                stateDatabasePath: host.appSupport + "/state.sqlite"))
         try await manager.checkForUpdates()
         return manager
     }
@@ -33,17 +35,20 @@ struct ReadingFilesExamples {
         try await withExampleHost(serving: "1.0") { host in
             let manager = try await syncedManager(host)
             // snippet:begin read-files
-            let readme = try manager.string(at: "README.txt")                        // UTF-8 text
-            let dessert = try manager.decode(Recipe.self, at: "recipes/crème.json")  // JSON; pass a JSONDecoder to configure it
-            let logo = try manager.data(at: "images/logo.png")                       // bytes
-            let notes = try manager.fileURL(for: "docs/Guide Notes.md")              // a URL for APIs that open files themselves
+            let readme = try manager.string(at: "README.txt") // UTF-8 text
+            // JSON; pass a JSONDecoder to configure it
+            let dessert = try manager.decode(Recipe.self, at: "recipes/crème.json")
+            let logo = try manager.data(at: "images/logo.png") // bytes
+            let notes = try manager.fileURL(for: "docs/Guide Notes.md") // a URL for APIs that open files themselves
             // snippet:end read-files
             let published = ExampleStorage.snapshot("1.0").path + "/RXCacheContent/"
             #expect(readme == (try String(contentsOfFile: published + "README.txt", encoding: .utf8)))
             #expect(dessert.name == "Crème brûlée" && dessert.serves == 4)
             #expect(logo == FileManager.default.contents(atPath: published + "images/logo.png"))
             #expect(notes.path == host.appSupport + "/content/docs/Guide Notes.md")
-            #expect(FileManager.default.contents(atPath: notes.path) == FileManager.default.contents(atPath: published + "docs/Guide Notes.md"))
+            #expect(
+                FileManager.default.contents(atPath: notes.path)
+                    == FileManager.default.contents(atPath: published + "docs/Guide Notes.md"))
             await manager.shutdown()
         }
     }
@@ -71,7 +76,7 @@ struct ReadingFilesExamples {
             let manager = try await syncedManager(host)
             try Data("edited by hand".utf8).write(to: try manager.fileURL(for: "README.txt"))
             // snippet:begin verify
-            let check = try await manager.verify()                 // compares the folder with the published tree
+            let check = try await manager.verify() // compares the folder with the published tree
             if !check.matches {
                 print(check.differences.joined(separator: "\n"))
                 let repair = try await manager.verify(repair: true) // refetches what differs, swapped in atomically

@@ -26,18 +26,24 @@ func updateRecipes(from storage: URL, into folder: String, stateFile: String) as
             switch event {
             case .stateChanged(let state): print("state:", state)
             case .progress(let progress): print(progress.phase, progress.bytesDone, "bytes")
-            case .finished(let report): print("now at", report.toVersion); return
-            case .failed(let error): print("failed:", error); return
-            case .suspended, .connectionNotAllowed: print("paused; finished downloads are kept"); return
+            case .finished(let report):
+                print("now at", report.toVersion)
+                return
+            case .failed(let error):
+                print("failed:", error)
+                return
+            case .suspended, .connectionNotAllowed:
+                print("paused; finished downloads are kept")
+                return
             }
         }
     }
 
-    let report = try await manager.checkForUpdates()   // restore, replay, or nothing to do
+    let report = try await manager.checkForUpdates() // restore, replay, or nothing to do
     print(report.outcome, report.filesDownloaded, "files downloaded,", report.filesReused, "reused")
     await observer.value
     let recipe = try manager.decode(Recipe.self, at: "recipes/bread.json")
-    await manager.shutdown()                           // ends the transport the manager made
+    await manager.shutdown() // ends the transport the manager made
     return recipe
 }
 // snippet:end readme-library

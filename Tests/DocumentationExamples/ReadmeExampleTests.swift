@@ -9,7 +9,8 @@ import Testing
 struct ReadmeExampleTests {
     @Test func theLibraryExampleRestoresThenReplaysAndReadsARecipe() async throws {
         try await withExampleHost(serving: "1.0") { host in
-            let folder = host.appSupport + "/content", stateFile = host.appSupport + "/state.sqlite"
+            let folder = host.appSupport + "/content"
+            let stateFile = host.appSupport + "/state.sqlite"
             let recipe = try await updateRecipes(from: host.storageURL, into: folder, stateFile: stateFile)
             #expect(recipe.name == "Bread" && recipe.serves == 8)
             ExampleStorage.expectTree(folder, is: "1.0")
@@ -25,8 +26,10 @@ struct ReadmeExampleTests {
 
     @Test func pausingWhileAnUpdateDownloadsKeepsFinishedFilesForTheResume() async throws {
         try await withExampleHost(serving: "1.2") { host in
-            let manager = try CacheManager(configuration: SyncConfiguration(
-                baseURL: host.storageURL, contentDirectory: host.appSupport + "/content", stateDatabasePath: host.appSupport + "/state.sqlite"))
+            let manager = try CacheManager(
+                configuration: SyncConfiguration(
+                    baseURL: host.storageURL, contentDirectory: host.appSupport + "/content",
+                    stateDatabasePath: host.appSupport + "/state.sqlite"))
             try await manager.checkForUpdates()
             publishVersionThatStalls(host)
             let log = await EventLog.recording(manager)
@@ -34,10 +37,10 @@ struct ReadmeExampleTests {
             try await log.waitForDownloadedFiles(3)
 
             // snippet:begin readme-pause-resume
-            await manager.suspend()                    // stops the update and returns once it has stopped
+            await manager.suspend() // stops the update and returns once it has stopped
             // The task awaiting checkForUpdates() now throws a SyncError with code .cancelled; the
             // folder still holds the old version, and the files downloaded so far are kept.
-            let report = try await manager.resume()    // runs the update again, skipping finished downloads
+            let report = try await manager.resume() // runs the update again, skipping finished downloads
             print(report.filesAlreadyDownloaded, "files were already downloaded")
             // snippet:end readme-pause-resume
 
@@ -48,11 +51,17 @@ struct ReadmeExampleTests {
             ExampleStorage.expectTree(host.appSupport + "/content", is: "1.4")
             // Each finished file was fetched once; only the stalled ones were asked for again.
             let downloads = host.contentDownloads()
-            #expect(downloads.filter { !$0.hasPrefix("styles/") }.sorted() == ["assets/images/banner.png", "data/blob.bin", "docs/intro.md"])
+            #expect(
+                downloads.filter { !$0.hasPrefix("styles/") }.sorted() == [
+                    "assets/images/banner.png", "data/blob.bin", "docs/intro.md",
+                ])
             #expect(downloads.filter { $0.hasPrefix("styles/") }.count == 6)
             try await log.waitFor("the finished event") { if case .finished = $0 { true } else { false } }
-            #expect(log.outcomes == ["stateChanged(succeeded)", "stateChanged(working)", "stateChanged(suspended)", "suspended",
-                                     "stateChanged(working)", "stateChanged(succeeded)", "finished(1.4)"])
+            #expect(
+                log.outcomes == [
+                    "stateChanged(succeeded)", "stateChanged(working)", "stateChanged(suspended)", "suspended",
+                    "stateChanged(working)", "stateChanged(succeeded)", "finished(1.4)",
+                ])
             await manager.shutdown()
         }
     }

@@ -33,9 +33,9 @@ struct ServingStoragesExamples {
         // snippet:begin publish-versions
         try await withStorageServer(root: v1) { server in
             let index = server.url(for: "index.json")
-            try await client.sync(from: index)          // sees v1
+            try await client.sync(from: index) // sees v1
             server.setRoot(v2)
-            try await client.sync(from: index)          // sees v2, with new ETags
+            try await client.sync(from: index) // sees v2, with new ETags
             #expect(server.requests().map(\.status) == [200, 200])
         }
         // snippet:end publish-versions
@@ -51,22 +51,23 @@ struct ServingStoragesExamples {
         try Data(count: 2_000).write(to: v1.appendingPathComponent("v2/a.zip"))
         try await withStorageServer(root: v1) { server in
             // snippet:begin faults
-            server.injectFault(.status(503), forPath: "/v2/a.zip", times: 2)      // then normal service
+            server.injectFault(.status(503), forPath: "/v2/a.zip", times: 2) // then normal service
             server.injectFault(.tooManyRequests(retryAfter: 1), forPath: "/index.json", times: 1)
             server.injectFault(.truncate(afterBytes: 1_000), forPath: "/v2/a.zip") // curl error 18
-            server.injectFault(.stall, where: { $0.hasSuffix(".zip") })            // headers, a few bytes, silence
+            server.injectFault(.stall, where: { $0.hasSuffix(".zip") }) // headers, a few bytes, silence
             server.injectFault(.delay(seconds: 2), forPath: "/index.json")
             server.injectFault(.redirect(to: "/mirror/a.zip"), forPath: "/v2/a.zip")
             server.clearFaults()
             // snippet:end faults
             // snippet:begin answer-faults
-            server.injectFault(.trickle(bytesPerSecond: 2), forPath: "/v2/a.zip")              // alive but useless
-            server.injectFault(.wholeBodyAsPartialContent, forPath: "/v2/a.zip")               // 206 bytes 0-… to anything
+            server.injectFault(.trickle(bytesPerSecond: 2), forPath: "/v2/a.zip") // alive but useless
+            server.injectFault(.wholeBodyAsPartialContent, forPath: "/v2/a.zip") // 206 bytes 0-… to anything
             server.injectFault(.shiftedRange(startShift: -100, endShift: 0), forPath: "/a.zip") // 206 for other bytes
-            server.injectFault(.gzipEncoded, forPath: "/v2/blob.bin")                          // Content-Encoding: gzip, like S3
-            server.injectFault(.misstatedLength(claimed: 10), forPath: "/v2/a.zip")            // chunked, with a wrong Content-Length
-            server.injectFault(.duplicateContentLength(second: 10), forPath: "/v2/a.zip")      // two Content-Length lines
-            server.injectFault(.status(304), forPath: "/v2/a.zip")                             // 304 to anything
+            server.injectFault(.gzipEncoded, forPath: "/v2/blob.bin") // Content-Encoding: gzip, like S3
+            // chunked, with a wrong Content-Length
+            server.injectFault(.misstatedLength(claimed: 10), forPath: "/v2/a.zip")
+            server.injectFault(.duplicateContentLength(second: 10), forPath: "/v2/a.zip") // two Content-Length lines
+            server.injectFault(.status(304), forPath: "/v2/a.zip") // 304 to anything
             // snippet:end answer-faults
             // Rules apply in the order given (the trickle above would win); alone, a 304 to a
             // plain GET is refused by the transport.
@@ -85,10 +86,11 @@ struct ServingStoragesExamples {
         let scratch = NSTemporaryDirectory() + "docs-examples-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: scratch) }
         let (v1, _) = try versions(in: scratch)
-        let dir = v1.path, port: UInt16 = 0
+        let dir = v1.path
+        let port: UInt16 = 0
         // snippet:begin serve-command
         let server = StorageServer(root: URL(fileURLWithPath: dir), configuration: .init(port: port))
-        let serving = Task { try await server.run { url in print(url.absoluteString) } }   // serves until cancelled
+        let serving = Task { try await server.run { url in print(url.absoluteString) } } // serves until cancelled
         // snippet:end serve-command
         while server.baseURL == nil { try await Task.sleep(for: .milliseconds(10)) }
         let transport = try CurlTransport()

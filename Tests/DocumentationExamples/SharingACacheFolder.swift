@@ -7,8 +7,8 @@ import ItemCache
 /// on the same folder, for the process's whole life.
 func startWorker(cacheFolder: String) throws -> ItemLoader {
     var configuration = CacheConfiguration(folder: cacheFolder)
-    configuration.sharing = .group             // the workers run as different users of one group
-    configuration.coalescingTimeout = .seconds(60)  // slow origins: wait longer for another's fetch
+    configuration.sharing = .group // the workers run as different users of one group
+    configuration.coalescingTimeout = .seconds(60) // slow origins: wait longer for another's fetch
     return try ItemLoader(configuration: configuration)
 }
 // snippet:end cache-folder-workers
@@ -18,14 +18,14 @@ func startWorker(cacheFolder: String) throws -> ItemLoader {
 func openForInspection(_ folder: String, sharing: FolderSharing = .private) -> ItemStore? {
     var configuration = CacheConfiguration(folder: folder)
     configuration.createsFolder = false
-    configuration.sharing = sharing            // as the folder's processes share it
+    configuration.sharing = sharing // as the folder's processes share it
     do {
         return try ItemStore(configuration: configuration)
-    } catch where error.code == .folderRefused {
-        print(error.message)                   // not a cache, missing, or writable by others
+    } catch  where error.code == .folderRefused {
+        print(error.message) // not a cache, missing, or writable by others
         return nil
     } catch {
-        print(error.message)                   // permissions, a full disk
+        print(error.message) // permissions, a full disk
         return nil
     }
 }

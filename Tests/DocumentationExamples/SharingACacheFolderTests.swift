@@ -27,7 +27,9 @@ struct SharingACacheFolderTests {
         for worker in workers { try await worker.close() }
 
         #expect(openForInspection(root + "/cache", sharing: .group) != nil)
-        #expect(openForInspection(root + "/cache") == nil, "group-writable: refused unless shared with the group on purpose")
+        #expect(
+            openForInspection(root + "/cache") == nil, "group-writable: refused unless shared with the group on purpose"
+        )
         #expect(openForInspection(root + "/mistyped") == nil)
         #expect(!FileManager.default.fileExists(atPath: root + "/mistyped"))
         #expect(openForInspection(root + "/site") == nil, "a folder of someone else's files is refused")

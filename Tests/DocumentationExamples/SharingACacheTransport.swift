@@ -5,7 +5,7 @@
 import ContentSync
 import Foundation
 import ItemCache
-import Transport    // CurlTransport
+import Transport // CurlTransport
 
 /// A synced content folder and an item cache over one transport: one set of I/O threads, and
 /// connections to a host reused by both.
@@ -15,9 +15,10 @@ final class AppData: Sendable {
     let cache: ItemLoader
 
     init(storage: URL, appSupport: String) throws {
-        transport = try CurlTransport()           // the app's: the app shuts it down, last
-        var sync = SyncConfiguration(baseURL: storage, contentDirectory: appSupport + "/content",
-                                     stateDatabasePath: appSupport + "/content.sqlite")
+        transport = try CurlTransport() // the app's: the app shuts it down, last
+        var sync = SyncConfiguration(
+            baseURL: storage, contentDirectory: appSupport + "/content",
+            stateDatabasePath: appSupport + "/content.sqlite")
         sync.transport = transport
         content = try CacheManager(configuration: sync)
         cache = try ItemLoader(configuration: CacheConfiguration(folder: appSupport + "/cache"), transport: transport)
@@ -32,7 +33,7 @@ final class AppData: Sendable {
     /// The users of the transport first, then the transport.
     func stop() async throws {
         await content.shutdown()
-        try await cache.close()                   // leaves a given transport running
+        try await cache.close() // leaves a given transport running
         await transport.shutdown()
     }
 }

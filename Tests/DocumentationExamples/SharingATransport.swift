@@ -4,7 +4,7 @@
 // snippet:begin app-content
 import ContentSync
 import Foundation
-import Transport    // CurlTransport
+import Transport // CurlTransport
 
 /// Everything the app syncs, over one transport: one set of I/O threads and connections.
 struct AppContent {
@@ -13,14 +13,16 @@ struct AppContent {
     let images: CacheManager
 
     init(articles articlesStorage: URL, images imagesStorage: URL, appSupport: String) throws {
-        transport = try CurlTransport()          // the app's, so the app shuts it down (in stop())
-        var configuration = SyncConfiguration(baseURL: articlesStorage, contentDirectory: appSupport + "/articles",
-                                              stateDatabasePath: appSupport + "/articles.sqlite")
+        transport = try CurlTransport() // the app's, so the app shuts it down (in stop())
+        var configuration = SyncConfiguration(
+            baseURL: articlesStorage, contentDirectory: appSupport + "/articles",
+            stateDatabasePath: appSupport + "/articles.sqlite")
         configuration.transport = transport
         articles = try CacheManager(configuration: configuration)
 
-        configuration = SyncConfiguration(baseURL: imagesStorage, contentDirectory: appSupport + "/images",
-                                          stateDatabasePath: appSupport + "/images.sqlite")
+        configuration = SyncConfiguration(
+            baseURL: imagesStorage, contentDirectory: appSupport + "/images",
+            stateDatabasePath: appSupport + "/images.sqlite")
         configuration.transport = transport
         images = try CacheManager(configuration: configuration)
     }

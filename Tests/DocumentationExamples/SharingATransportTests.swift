@@ -10,8 +10,9 @@ struct SharingATransportExamples {
     @Test func twoManagersShareOneTransportThatOutlivesThemUntilTheAppStopsIt() async throws {
         try await withExampleHost(serving: "1.0") { articlesHost in
             try await withStorageServer(root: ExampleStorage.snapshot("1.2")) { imagesServer in
-                let content = try AppContent(articles: articlesHost.storageURL, images: imagesServer.baseURL!,
-                                             appSupport: articlesHost.appSupport)
+                let content = try AppContent(
+                    articles: articlesHost.storageURL, images: imagesServer.baseURL!,
+                    appSupport: articlesHost.appSupport)
                 let (articles, images) = try await content.update()
                 #expect(articles.outcome == .restored && articles.toVersion.text == "1.0")
                 #expect(images.outcome == .restored && images.toVersion.text == "1.2")
@@ -28,7 +29,8 @@ struct SharingATransportExamples {
                 let error = await #expect(throws: SyncError.self) { try await content.images.checkForUpdates() }
                 #expect(error?.code == .cancelled)
                 await #expect(throws: (any Error).self) {
-                    try await content.transport.data(for: HTTPRequest(url: imagesServer.url(for: "RXCacheConfig/cacheStatus.json")))
+                    try await content.transport.data(
+                        for: HTTPRequest(url: imagesServer.url(for: "RXCacheConfig/cacheStatus.json")))
                 }
             }
         }

@@ -29,8 +29,9 @@ func playPauseTapped(_ manager: CacheManager) async -> CacheManagerState {
 struct SuspendingAndResumingExamples {
     /// A manager of a fresh folder in `host`'s scratch space, synced to what the host serves.
     func syncedManager(_ host: ExampleHost, policy: ConnectionPolicy = .always) async throws -> CacheManager {
-        var configuration = SyncConfiguration(baseURL: host.storageURL, contentDirectory: host.appSupport + "/content",
-                                              stateDatabasePath: host.appSupport + "/state.sqlite")
+        var configuration = SyncConfiguration(
+            baseURL: host.storageURL, contentDirectory: host.appSupport + "/content",
+            stateDatabasePath: host.appSupport + "/state.sqlite")
         configuration.connectionPolicy = policy
         let manager = try CacheManager(configuration: configuration)
         try await manager.checkForUpdates()
@@ -71,14 +72,17 @@ struct SuspendingAndResumingExamples {
             let manager = try await syncedManager(host)
             publishVersionThatStalls(host)
             let log = await EventLog.recording(manager)
-            #expect(await playPauseTapped(manager) == .working)          // succeeded: starts a check
+            #expect(await playPauseTapped(manager) == .working) // succeeded: starts a check
             try await log.waitForDownloadedFiles(3)
-            #expect(await playPauseTapped(manager) == .suspended)        // working: pauses
+            #expect(await playPauseTapped(manager) == .suspended) // working: pauses
             try await log.waitFor("the suspended event") { if case .suspended = $0 { true } else { false } }
-            #expect(await playPauseTapped(manager) == .working)          // suspended: resumes
+            #expect(await playPauseTapped(manager) == .working) // suspended: resumes
             try await log.waitFor("the finished event") { if case .finished = $0 { true } else { false } }
-            #expect(log.outcomes == ["stateChanged(succeeded)", "stateChanged(working)", "stateChanged(suspended)", "suspended",
-                                     "stateChanged(working)", "stateChanged(succeeded)", "finished(1.4)"])
+            #expect(
+                log.outcomes == [
+                    "stateChanged(succeeded)", "stateChanged(working)", "stateChanged(suspended)", "suspended",
+                    "stateChanged(working)", "stateChanged(succeeded)", "finished(1.4)",
+                ])
             ExampleStorage.expectTree(host.appSupport + "/content", is: "1.4")
             await manager.shutdown()
         }
@@ -86,12 +90,14 @@ struct SuspendingAndResumingExamples {
 
     @Test func aMeteredLinkSuspendsTheUpdateAndTheUserCanOverrideThePolicy() async throws {
         try await withExampleHost(serving: "1.2") { host in
-            let folder = host.appSupport + "/content", stateFile = host.appSupport + "/state.sqlite"
+            let folder = host.appSupport + "/content"
+            let stateFile = host.appSupport + "/state.sqlite"
             let storage = host.storageURL
             // snippet:begin connection-policy
             let network = Network()
-            var configuration = SyncConfiguration(baseURL: storage, contentDirectory: folder, stateDatabasePath: stateFile)
-            configuration.connectionPolicy = ConnectionPolicy { await !network.isMetered }   // asked often: answer fast
+            var configuration = SyncConfiguration(
+                baseURL: storage, contentDirectory: folder, stateDatabasePath: stateFile)
+            configuration.connectionPolicy = ConnectionPolicy { await !network.isMetered } // asked often: answer fast
             let manager = try CacheManager(configuration: configuration)
             // snippet:end connection-policy
             try await manager.checkForUpdates()
@@ -105,7 +111,7 @@ struct SuspendingAndResumingExamples {
                     // The manager is suspended now. resume() waits for the whole update, so this
                     // observer ends here (a long-lived one would resume from another task).
                     if await userAgreesToUseMeteredData() {
-                        let report = try await manager.resume(overridingPolicy: true)   // this update only
+                        let report = try await manager.resume(overridingPolicy: true) // this update only
                         print("now at", report.toVersion)
                     }
                     return
@@ -122,7 +128,9 @@ struct SuspendingAndResumingExamples {
             #expect(log.outcomes.contains("connectionNotAllowed"))
             let history = try await manager.history(limit: 2)
             #expect(history.first?.outcome == .succeeded && history.first?.toVersion == "1.4")
-            #expect(history.first?.filesDownloaded == 3, "the three files finished before the link turned metered are not fetched again")
+            #expect(
+                history.first?.filesDownloaded == 3,
+                "the three files finished before the link turned metered are not fetched again")
             // The stopped attempt is in the history as cancelled. (Its errorCode is the engine's view,
             // `cancelled`, when the policy watcher stopped it mid-update; the caller and the
             // observer were told connectionNotAllowed.)
@@ -136,7 +144,7 @@ struct SuspendingAndResumingExamples {
             let manager = try await syncedManager(host)
             host.publish("1.2")
             // snippet:begin reset
-            try await manager.reset()                        // stops a running update first; deletes the folder and the state
+            try await manager.reset() // stops a running update first; deletes the folder and the state
             let report = try await manager.checkForUpdates() // a restore from the archive
             // snippet:end reset
             #expect(report.outcome == .restored && report.fromVersion == nil && report.toVersion.text == "1.2")

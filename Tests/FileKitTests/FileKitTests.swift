@@ -14,7 +14,8 @@ func withScratchFolder<T>(_ body: (String) async throws -> T) async throws -> T 
 @Suite("FileSystemError keeps the system's words")
 struct FileSystemErrorTests {
     @Test(arguments: [
-        (ENOSPC, FileSystemError.Code.noSpace), (EDQUOT, .noSpace), (EACCES, .permissionDenied), (EPERM, .permissionDenied),
+        (ENOSPC, FileSystemError.Code.noSpace), (EDQUOT, .noSpace), (EACCES, .permissionDenied),
+        (EPERM, .permissionDenied),
         (EROFS, .permissionDenied), (ENOENT, .notFound), (ENOTDIR, .notFound), (EEXIST, .alreadyExists),
         (ENOTEMPTY, .alreadyExists), (ENAMETOOLONG, .nameTooLong), (EIO, .io), (EBADF, .io),
     ])
@@ -31,13 +32,16 @@ struct FileSystemErrorTests {
             #expect(error?.syscall == "mkdirat")
             #expect(error?.errno == ENOTDIR)
             #expect(error?.path == folder + "/file/child")
-            #expect(error?.description == "cannot create folder \(folder)/file/child (mkdirat: Not a directory, errno 20)")
+            #expect(
+                error?.description == "cannot create folder \(folder)/file/child (mkdirat: Not a directory, errno 20)")
         }
     }
 
     @Test func aFullDiskNamesTheRemedy() {
         let error = FileSystemError("cannot write", path: "/data/x", syscall: "write", errno: ENOSPC)
-        #expect(error.description == "cannot write /data/x (write: No space left on device, errno 28); free disk space and try again")
+        #expect(
+            error.description
+                == "cannot write /data/x (write: No space left on device, errno 28); free disk space and try again")
     }
 }
 
@@ -58,7 +62,7 @@ struct BlockingIOPoolTests {
                     try await pool.run { () throws(FileSystemError) -> Int in
                         let now = counters.running.add(1, ordering: .sequentiallyConsistent).newValue
                         counters.most.max(now, ordering: .sequentiallyConsistent)
-                        usleep(20_000)   // blocking work: the point of the pool
+                        usleep(20_000) // blocking work: the point of the pool
                         counters.running.subtract(1, ordering: .sequentiallyConsistent)
                         return index
                     }
@@ -67,7 +71,9 @@ struct BlockingIOPoolTests {
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(results.sorted() == Array(0..<12))
-        #expect(counters.most.load(ordering: .sequentiallyConsistent) == 2, "two threads, so at most two jobs at once, and both used")
+        #expect(
+            counters.most.load(ordering: .sequentiallyConsistent) == 2,
+            "two threads, so at most two jobs at once, and both used")
     }
 
     @Test func aJobsTypedErrorReachesTheCaller() async {
@@ -86,14 +92,19 @@ struct AtomicFileTests {
     @Test func readersSeeTheOldBytesOrTheNewNeverAMix() async throws {
         try await withScratchFolder { folder in
             let path = folder + "/value.bin"
-            let first = Data(repeating: 0xA1, count: 512 << 10), second = Data(repeating: 0xB2, count: 768 << 10)
+            let first = Data(repeating: 0xA1, count: 512 << 10)
+            let second = Data(repeating: 0xB2, count: 768 << 10)
             try AtomicFile.write(first, to: path)
             // `running` is the stop flag, `most` the reads done so far.
             let shared = Counters()
             let reader = Task.detached { () -> (reads: Int, torn: Int) in
-                var reads = 0, torn = 0
+                var reads = 0
+                var torn = 0
                 while shared.running.load(ordering: .relaxed) == 0 {
-                    guard let data = FileManager.default.contents(atPath: path) else { torn += 1; continue }
+                    guard let data = FileManager.default.contents(atPath: path) else {
+                        torn += 1
+                        continue
+                    }
                     reads += 1
                     shared.most.store(reads, ordering: .relaxed)
                     if data != first && data != second { torn += 1 }
@@ -104,7 +115,8 @@ struct AtomicFileTests {
             // machine may start it late); bounded, so a reader that never runs fails the test.
             var round = 0
             while round < 60 || (shared.most.load(ordering: .relaxed) < 200 && round < 200_000) {
-                try AtomicFile.write(round % 2 == 0 ? second : first, to: path, durability: round % 1000 == 0 ? .full : .none)
+                try AtomicFile.write(
+                    round % 2 == 0 ? second : first, to: path, durability: round % 1000 == 0 ? .full : .none)
                 round += 1
                 if round % 100 == 0 { await Task.yield() }
             }
@@ -112,7 +124,9 @@ struct AtomicFileTests {
             let seen = await reader.value
             #expect(seen.torn == 0, "\(seen.torn) of \(seen.reads) reads saw a missing or mixed file")
             #expect(seen.reads >= 200)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["value.bin"], "no temporary file is left")
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: folder) == ["value.bin"],
+                "no temporary file is left")
         }
     }
 
@@ -124,7 +138,9 @@ struct AtomicFileTests {
             }
             let bytes = Array("complete".utf8)
             #expect(write(file.descriptor, bytes, bytes.count) == bytes.count)
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty, "nothing is visible before the link")
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty,
+                "nothing is visible before the link")
             try file.link(as: folder + "/named.txt")
             #expect(FileManager.default.contents(atPath: folder + "/named.txt") == Data(bytes))
 
@@ -134,7 +150,8 @@ struct AtomicFileTests {
             }
             let error = #expect(throws: FileSystemError.self) { try other.link(as: folder + "/named.txt") }
             #expect(error?.code == .alreadyExists)
-            #expect(FileManager.default.contents(atPath: folder + "/named.txt") == Data(bytes), "the existing file is kept")
+            #expect(
+                FileManager.default.contents(atPath: folder + "/named.txt") == Data(bytes), "the existing file is kept")
         }
     }
 }
@@ -157,7 +174,9 @@ struct FileDigestTests {
         Data("c".utf8).withUnsafeBytes { digest.update($0) }
         #expect(digest.sha256(ofFileWithSize: 4, resumedFrom: 0) == nil, "a size that differs is not this body")
         #expect(digest.sha256(ofFileWithSize: 3, resumedFrom: 1) == nil, "a resumed body lacks its start")
-        #expect(digest.sha256(ofFileWithSize: 3, resumedFrom: 0) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(
+            digest.sha256(ofFileWithSize: 3, resumedFrom: 0)
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 }
 
@@ -171,8 +190,12 @@ struct LockTableTests {
             3: FLOCK  ADVISORY  READ 42 00:2e:77 0 EOF
             """
         #expect(LockTable.holder(in: table, of: [.init(major: 0, minor: 0x2e, inode: 5551)]) == 1234)
-        #expect(LockTable.holder(in: table, of: [.init(major: 8, minor: 1, inode: 131)]) == nil, "a POSIX lock is not a flock")
-        #expect(LockTable.holder(in: table, of: [.init(major: 0, minor: 0x2e, inode: 77)]) == nil, "a shared lock is no holder")
+        #expect(
+            LockTable.holder(in: table, of: [.init(major: 8, minor: 1, inode: 131)]) == nil,
+            "a POSIX lock is not a flock")
+        #expect(
+            LockTable.holder(in: table, of: [.init(major: 0, minor: 0x2e, inode: 77)]) == nil,
+            "a shared lock is no holder")
     }
 
     /// With hundreds of locks held, the table is many pages long; the holder's line is read
@@ -183,7 +206,10 @@ struct LockTableTests {
             defer { for fd in descriptors { close(fd) } }
             func lock(_ name: String) -> Int32 {
                 let fd = open(folder + "/" + name, O_RDONLY | O_CREAT | O_CLOEXEC, 0o644)
-                if fd >= 0 { _ = flock(fd, LOCK_EX | LOCK_NB); descriptors.append(fd) }
+                if fd >= 0 {
+                    _ = flock(fd, LOCK_EX | LOCK_NB)
+                    descriptors.append(fd)
+                }
                 return fd
             }
             for index in 0..<300 { _ = lock("before-\(index)") }

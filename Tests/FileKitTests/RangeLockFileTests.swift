@@ -13,7 +13,8 @@ struct RangeLockFileTests {
     func objectsExcludeEachOther() throws {
         let path = Self.lockPath()
         defer { unlink(path) }
-        let first = try RangeLockFile(path: path), second = try RangeLockFile(path: path)
+        let first = try RangeLockFile(path: path)
+        let second = try RangeLockFile(path: path)
         #expect(try first.tryLock(slot: 1, exclusive: true))
         #expect(try !second.tryLock(slot: 1, exclusive: false))
         #expect(try second.tryLock(slot: 2, exclusive: true), "another slot is independent")
@@ -27,10 +28,11 @@ struct RangeLockFileTests {
     func sharedHoldsAreCounted() throws {
         let path = Self.lockPath()
         defer { unlink(path) }
-        let writers = try RangeLockFile(path: path), reconciler = try RangeLockFile(path: path)
-        try writers.lock(slot: 0, exclusive: false)       // thread A
-        try writers.lock(slot: 0, exclusive: false)       // thread B
-        writers.unlock(slot: 0)                           // A is done; B still relies on the lock
+        let writers = try RangeLockFile(path: path)
+        let reconciler = try RangeLockFile(path: path)
+        try writers.lock(slot: 0, exclusive: false) // thread A
+        try writers.lock(slot: 0, exclusive: false) // thread B
+        writers.unlock(slot: 0) // A is done; B still relies on the lock
         #expect(try !reconciler.tryLock(slot: 0, exclusive: true), "B's hold must keep the lock")
         writers.unlock(slot: 0)
         #expect(try reconciler.tryLock(slot: 0, exclusive: true))
@@ -59,8 +61,17 @@ struct RangeLockFileTests {
 final class ThreadResult: @unchecked Sendable {
     private let done = NSCondition()
     private var finished = false
-    var isFinished: Bool { done.lock(); defer { done.unlock() }; return finished }
-    func finish() { done.lock(); finished = true; done.broadcast(); done.unlock() }
+    var isFinished: Bool {
+        done.lock()
+        defer { done.unlock() }
+        return finished
+    }
+    func finish() {
+        done.lock()
+        finished = true
+        done.broadcast()
+        done.unlock()
+    }
     func wait() async throws {
         while !isFinished { try await Task.sleep(for: .milliseconds(5)) }
     }
@@ -69,7 +80,10 @@ final class ThreadResult: @unchecked Sendable {
 extension Thread {
     static func detachNewThreadWithResult(_ body: @escaping @Sendable () -> Void) -> ThreadResult {
         let result = ThreadResult()
-        Thread.detachNewThread { body(); result.finish() }
+        Thread.detachNewThread {
+            body()
+            result.finish()
+        }
         return result
     }
 }

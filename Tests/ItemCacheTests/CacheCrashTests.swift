@@ -1,10 +1,11 @@
-@testable import ItemCache
 import FileKit
 import Foundation
 import GRDB
 import StorageServer
 import Synchronization
 import Testing
+
+@testable import ItemCache
 
 /// A group write killed part-way (issue 11): the built `cache-chaos writer` stores self-verifying
 /// values with group writes of 50 items while a `cache-chaos reader` reads them, and is SIGKILLed
@@ -46,7 +47,8 @@ struct CacheCrashTests {
 
     /// The binary sits beside the test bundle in the build folder.
     static var chaosBinary: String {
-        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("cache-chaos").path
+        URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("cache-chaos")
+            .path
     }
 
     @Test("a group write killed part-way loses at most the pending group and corrupts nothing", arguments: killPoints)
@@ -54,19 +56,29 @@ struct CacheCrashTests {
         let folder = temporaryCacheFolder("crash\(point.seed)")
         let output = folder + ".out"
         defer {
-            for path in [folder, output, output + ".err", output + ".reader", output + ".verify"] { try? FileManager.default.removeItem(atPath: path) }
+            for path in [folder, output, output + ".err", output + ".reader", output + ".verify"] {
+                try? FileManager.default.removeItem(atPath: path)
+            }
         }
         let common = ["--cache", folder, "--keys", String(point.keys)]
-        let writer = try ChildProcess(Self.chaosBinary, ["writer"] + common + [
-            "--seed", String(point.seed), "--sizes", point.sizes, "--limit", String(1 << 30),
-            "--group-items", String(Self.groupItems), "--group-seconds", "3600",
-        ], stdout: output, stderr: output + ".err")
+        let writer = try ChildProcess(
+            Self.chaosBinary,
+            ["writer"] + common + [
+                "--seed", String(point.seed), "--sizes", point.sizes, "--limit", String(1 << 30),
+                "--group-items", String(Self.groupItems), "--group-seconds", "3600",
+            ], stdout: output, stderr: output + ".err")
         var reader: ChildProcess?
         var writerEnded = false
         defer {
             // Whatever happened, neither child outlives the test (by PID).
-            if !writerEnded { writer.send(SIGKILL); _ = writer.waitBlocking() }
-            if let reader { reader.send(SIGKILL); _ = reader.waitBlocking() }
+            if !writerEnded {
+                writer.send(SIGKILL)
+                _ = writer.waitBlocking()
+            }
+            if let reader {
+                reader.send(SIGKILL)
+                _ = reader.waitBlocking()
+            }
         }
 
         var baseline: Int?
@@ -74,7 +86,8 @@ struct CacheCrashTests {
         for _ in 0..<30_000 where !killed {
             let lines = Self.lines(output)
             if reader == nil, lines.contains(where: { $0.hasPrefix("start") }) {
-                reader = try ChildProcess(Self.chaosBinary, ["reader"] + common + ["--seed", String(point.seed)], stdout: output + ".reader")
+                reader = try ChildProcess(
+                    Self.chaosBinary, ["reader"] + common + ["--seed", String(point.seed)], stdout: output + ".reader")
             }
             if lines.filter({ $0 == "flushed" }).count >= point.groups {
                 let after = lines[(Self.index(ofFlushed: point.groups, in: lines) + 1)...]
@@ -93,19 +106,25 @@ struct CacheCrashTests {
                 if killed { writer.send(SIGKILL) }
             }
             if !killed {
-                try #require(!Self.lines(output).contains("closed"), "the writer ended by itself: \(Self.text(output + ".err"))")
+                try #require(
+                    !Self.lines(output).contains("closed"), "the writer ended by itself: \(Self.text(output + ".err"))")
                 try await Task.sleep(for: .milliseconds(1))
             }
         }
-        try #require(killed, "the kill point never came: \(Self.lines(output).suffix(3)), \(Self.text(output + ".err"))")
+        try #require(
+            killed, "the kill point never came: \(Self.lines(output).suffix(3)), \(Self.text(output + ".err"))")
         #expect(await writer.exitStatus() == 128 + SIGKILL)
         writerEnded = true
         if let reader {
             reader.send(SIGKILL)
-            #expect(await reader.exitStatus() == 128 + SIGKILL, "the reader stopped by itself: \(Self.lines(output + ".reader").suffix(2))")
+            #expect(
+                await reader.exitStatus() == 128 + SIGKILL,
+                "the reader stopped by itself: \(Self.lines(output + ".reader").suffix(2))")
         }
         reader = nil
-        #expect(!Self.lines(output + ".reader").contains { $0.hasPrefix("TORN") }, "\(Self.lines(output + ".reader").filter { $0.hasPrefix("TORN") })")
+        #expect(
+            !Self.lines(output + ".reader").contains { $0.hasPrefix("TORN") },
+            "\(Self.lines(output + ".reader").filter { $0.hasPrefix("TORN") })")
 
         // Reopen in this process: reconciliation removes the files of the uncommitted group.
         var configuration = CacheConfiguration(folder: folder)
@@ -115,7 +134,9 @@ struct CacheCrashTests {
 
         // The index and the files agree both ways, each file at its row's size.
         #expect(ItemStoreTests.files(folder) == (try ItemStoreTests.indexedFiles(store)))
-        let rows = try ItemStoreTests.read(store) { db in try Row.fetchAll(db, sql: "SELECT key, context, url, size, file FROM item") }
+        let rows = try ItemStoreTests.read(store) { db in
+            try Row.fetchAll(db, sql: "SELECT key, context, url, size, file FROM item")
+        }
         for row in rows {
             if let file: String = row["file"] {
                 #expect(store.disk.blobs.size(of: try #require(BlobName(file))) == (row["size"] as Int64?), "\(file)")
@@ -139,14 +160,21 @@ struct CacheCrashTests {
         for (name, fate) in replay.durable {
             switch fate {
             case .stored(let generation):
-                #expect((present[name] ?? 0) >= generation, "\(name): generation \(generation) was committed; on disk: \(present[name].map(String.init) ?? "nothing")")
+                #expect(
+                    (present[name] ?? 0) >= generation,
+                    "\(name): generation \(generation) was committed; on disk: \(present[name].map(String.init) ?? "nothing")"
+                )
             case .removed(let generation):
-                #expect(present[name] == nil || present[name]! > generation, "\(name): removed at step \(generation), generation \(present[name]!) from before is back")
+                #expect(
+                    present[name] == nil || present[name]! > generation,
+                    "\(name): removed at step \(generation), generation \(present[name]!) from before is back")
             }
         }
         let survived = replay.pending.filter { (present[$0.key] ?? 0) >= $0.value }.count
         #expect(replay.pending.count <= Self.groupItems)
-        #expect(survived == 0 || survived == replay.pending.count, "\(survived) of the \(replay.pending.count) pending items survived: a group is one transaction")
+        #expect(
+            survived == 0 || survived == replay.pending.count,
+            "\(survived) of the \(replay.pending.count) pending items survived: a group is one transaction")
         if !lines[((lines.lastIndex(of: "flushed") ?? -1) + 1)...].contains(where: { $0.hasPrefix("flushing") }) {
             #expect(survived == 0, "a group the writer never started writing survived")
         }
@@ -158,8 +186,9 @@ struct CacheCrashTests {
         try store.blockingClose()
 
         // The kill loop's checker agrees (scripts/chaos/cache_kill_loop.py relies on it).
-        let status = try await ChildProcess.run(Self.chaosBinary, ["verify", "--cache", folder, "--expect", output, "--evictions", "none"],
-                                                stdout: output + ".verify")
+        let status = try await ChildProcess.run(
+            Self.chaosBinary, ["verify", "--cache", folder, "--expect", output, "--evictions", "none"],
+            stdout: output + ".verify")
         #expect(status == 0, "\(Self.text(output + ".verify"))")
     }
 
@@ -186,7 +215,10 @@ struct CacheCrashTests {
 
     /// What a writer's lines say is durable (each key's last durable step) and still pending.
     struct Replay {
-        enum Fate { case stored(UInt64), removed(UInt64) }
+        enum Fate {
+            case stored(UInt64)
+            case removed(UInt64)
+        }
         var durable: [String: Fate] = [:]
         var pending: [String: UInt64] = [:]
 
@@ -196,8 +228,12 @@ struct CacheCrashTests {
                 let generation = fields.count == 3 ? UInt64(fields[2]) : nil
                 switch (fields.first, generation) {
                 case ("pending", let generation?): pending[fields[1]] = generation
-                case ("committed", let generation?): durable[fields[1]] = .stored(generation); pending[fields[1]] = nil
-                case ("removed", let generation?): durable[fields[1]] = .removed(generation); pending[fields[1]] = nil
+                case ("committed", let generation?):
+                    durable[fields[1]] = .stored(generation)
+                    pending[fields[1]] = nil
+                case ("removed", let generation?):
+                    durable[fields[1]] = .removed(generation)
+                    pending[fields[1]] = nil
                 case ("flushed", _):
                     for (name, generation) in pending { durable[name] = .stored(generation) }
                     pending = [:]
@@ -212,7 +248,9 @@ struct CacheCrashTests {
     static func check(_ data: Data) -> (name: String, generation: UInt64)? {
         guard let newline = data.prefix(512).firstIndex(of: UInt8(ascii: "\n")) else { return nil }
         let fields = String(decoding: data[..<newline], as: UTF8.self).split(separator: " ").map(String.init)
-        guard fields.count == 5, fields[0] == "cache-chaos", let generation = UInt64(fields[2]), let count = Int(fields[3]) else { return nil }
+        guard fields.count == 5, fields[0] == "cache-chaos", let generation = UInt64(fields[2]),
+            let count = Int(fields[3])
+        else { return nil }
         let payload = data[(newline + 1)...]
         guard payload.count == count, FileDigest.sha256(payload) == fields[4] else { return nil }
         return (fields[1], generation)
@@ -235,8 +273,9 @@ struct ReconciliationRaceTests {
     /// first to commit released the window for both, and another process's reconciliation could
     /// take the second write's linked, uncommitted file for an orphan: a store that returned
     /// was lost.
-    @Test("concurrent file writes of one process keep their files while another process reconciles",
-          arguments: [1, 4])
+    @Test(
+        "concurrent file writes of one process keep their files while another process reconciles",
+        arguments: [1, 4])
     func concurrentFileWritesSurviveReconciliation(tasks: Int) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -271,7 +310,9 @@ struct ReconciliationRaceTests {
                 group.addTask {
                     var stored: [String] = []
                     for name in names where name.hasPrefix("t\(task)-") {
-                        if (try? await store.store(ItemStoreTests.bytes(2_000, UInt8(name.count)), for: ItemStoreTests.key(name))) != nil {
+                        if (try? await store.store(
+                            ItemStoreTests.bytes(2_000, UInt8(name.count)), for: ItemStoreTests.key(name))) != nil
+                        {
                             stored.append(name)
                         }
                     }
@@ -286,7 +327,8 @@ struct ReconciliationRaceTests {
         #expect(stored.count == names.count)
         store.purgeMemory()
         let lost = try stored.filter { try store.blockingItem(for: ItemStoreTests.key($0)) == nil }
-        #expect(lost.isEmpty, "\(lost.count) of \(stored.count) stores returned and then read as misses: \(lost.prefix(5))")
+        #expect(
+            lost.isEmpty, "\(lost.count) of \(stored.count) stores returned and then read as misses: \(lost.prefix(5))")
         #expect(try ItemStoreTests.open(folder, limit: 1 << 30, inline: 16).openingRepairs.orphanRows == 0)
     }
 }
@@ -301,11 +343,14 @@ struct RemoveDuringGroupWriteTests {
     func removeDuringGroupWriteStaysRemoved() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let store = try ItemStoreTests.open(folder, limit: 1 << 30, inline: 16, group: GroupWritePolicy(maxItems: 10_000, maxDelay: .seconds(3600)))
+        let store = try ItemStoreTests.open(
+            folder, limit: 1 << 30, inline: 16, group: GroupWritePolicy(maxItems: 10_000, maxDelay: .seconds(3600)))
         var comeBack: [Int] = []
         for round in 0..<3 {
             let names = (0..<40).map { "r\(round)-\($0)" }
-            for name in names { try await store.store(ItemStoreTests.bytes(128 << 10, UInt8(name.count)), for: ItemStoreTests.key(name)) }
+            for name in names {
+                try await store.store(ItemStoreTests.bytes(128 << 10, UInt8(name.count)), for: ItemStoreTests.key(name))
+            }
             let flush = Task { try await store.flush() }
             try await Task.sleep(for: .milliseconds(2))
             let removed = try await store.removeItem(for: ItemStoreTests.key(names[39]))

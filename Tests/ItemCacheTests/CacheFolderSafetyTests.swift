@@ -1,8 +1,9 @@
-@testable import ItemCache
 import FileKit
 import Foundation
 import GRDB
 import Testing
+
+@testable import ItemCache
 
 /// The cache folder attacked the way a hostile neighbour on a shared disk or a damaged disk
 /// would: planted links, hostile index rows, other bytes, files of the wrong kind, folders that
@@ -45,14 +46,21 @@ struct CacheFolderSafetyTests {
     }
 
     static func file(of key: CacheKey, in store: ItemStore) throws -> String? {
-        try ItemStoreTests.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = ?", arguments: [key.rawValue]) }
+        try ItemStoreTests.read(store) { db in
+            try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = ?", arguments: [key.rawValue])
+        }
     }
 
-    @Test("shard folders planted as symlinks to someone's documents: nothing there is deleted or written, values still work")
+    @Test(
+        "shard folders planted as symlinks to someone's documents: nothing there is deleted or written, values still work"
+    )
     func plantedShardLinks() async throws {
         let folder = temporaryCacheFolder()
         let victim = try Victim(size: 20_000)
-        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        defer {
+            try? FileManager.default.removeItem(atPath: folder)
+            try? FileManager.default.removeItem(atPath: victim.folder)
+        }
         // Files in the victim's folder named as the cache names blobs, so a walk through the
         // link would take them for orphans.
         let lookalike = BlobName(newFor: Self.key("x")).leaf
@@ -69,7 +77,7 @@ struct CacheFolderSafetyTests {
             try? FileManager.default.removeItem(atPath: path)
             try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: victim.folder)
         }
-        let store = try ItemStoreTests.open(folder, inline: 16)   // reconciles
+        let store = try ItemStoreTests.open(folder, inline: 16) // reconciles
         for index in 0..<20 { try await store.store(Self.bytes(3000, UInt8(index)), for: Self.key("k\(index)")) }
         for index in 0..<20 {
             #expect(try store.blockingItem(for: Self.key("k\(index)"))?.item.data == Self.bytes(3000, UInt8(index)))
@@ -84,13 +92,17 @@ struct CacheFolderSafetyTests {
     func hostileFileNames() async throws {
         let folder = temporaryCacheFolder()
         let victim = try Victim(size: 5000)
-        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        defer {
+            try? FileManager.default.removeItem(atPath: folder)
+            try? FileManager.default.removeItem(atPath: victim.folder)
+        }
         let relative = "../../" + (victim.folder as NSString).lastPathComponent + "/id_ed25519"
         let absolute = victim.file
         for name in [relative, absolute, "00/../../" + (victim.folder as NSString).lastPathComponent + "/id_ed25519"] {
             // Room for two 5,000-byte files, not three.
             let shards = Set(["a", "b", "c"].map { BlobName(newFor: Self.key($0)).shard }).count
-            let limit = DiskTier.limit(forRows: 2 * DiskTier.cost(size: 5000, inline: false) + 4000, shardFolders: shards)
+            let limit = DiskTier.limit(
+                forRows: 2 * DiskTier.cost(size: 5000, inline: false) + 4000, shardFolders: shards)
             let store = try ItemStoreTests.open(folder, limit: limit, inline: 16)
             try await store.store(Self.bytes(5000, 1), for: Self.key("a"))
             try await store.store(Self.bytes(5000, 2), for: Self.key("b"))
@@ -101,7 +113,7 @@ struct CacheFolderSafetyTests {
             #expect(try store.blockingItem(for: Self.key("a"))?.item.data != victim.secret)
             // Remove, and eviction by a write that needs the room.
             _ = try await store.removeItem(for: Self.key("a"))
-            try await store.store(Self.bytes(9000, 3), for: Self.key("c"))   // evicts a and b
+            try await store.store(Self.bytes(9000, 3), for: Self.key("c")) // evicts a and b
             // Opening again (reconciliation).
             let reopened = try ItemStoreTests.open(folder, limit: limit, inline: 16)
             #expect(try reopened.blockingItem(for: Self.key("b")) == nil)
@@ -114,7 +126,10 @@ struct CacheFolderSafetyTests {
     func blobReplacedBySymlink() async throws {
         let folder = temporaryCacheFolder()
         let victim = try Victim(size: 5000)
-        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        defer {
+            try? FileManager.default.removeItem(atPath: folder)
+            try? FileManager.default.removeItem(atPath: victim.folder)
+        }
         var store = try ItemStoreTests.open(folder, inline: 16)
         try await store.store(Self.bytes(5000), for: Self.key("a"))
         let file = try #require(try Self.file(of: Self.key("a"), in: store))
@@ -128,7 +143,8 @@ struct CacheFolderSafetyTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: victim.file)) == victim.secret)
     }
 
-    @Test("other bytes than stored, in a blob or inline, are a miss and counted, never served", arguments: [16, 1 << 20])
+    @Test(
+        "other bytes than stored, in a blob or inline, are a miss and counted, never served", arguments: [16, 1 << 20])
     func damagedValues(inline: Int) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -201,7 +217,9 @@ struct CacheFolderSafetyTests {
         // Missing, where only an existing cache may open.
         var configuration = CacheConfiguration(folder: temporaryCacheFolder("missing"))
         configuration.createsFolder = false
-        #expect { try ItemStore(configuration: configuration) } throws: { ($0 as? ItemCacheError)?.code == .folderRefused }
+        #expect { try ItemStore(configuration: configuration) } throws: {
+            ($0 as? ItemCacheError)?.code == .folderRefused
+        }
         #expect(!FileManager.default.fileExists(atPath: configuration.folder))
 
         // An empty folder becomes a cache, tagged, private.
@@ -214,7 +232,8 @@ struct CacheFolderSafetyTests {
         let tag = try String(contentsOfFile: empty + "/CACHEDIR.TAG", encoding: .utf8)
         #expect(tag.hasPrefix("Signature: 8a477f597d28d172789f06886806bc55"))
         configuration.folder = empty
-        #expect(try ItemStore(configuration: configuration).blockingItem(for: Self.key("a"))?.item.data == Data("v".utf8))
+        #expect(
+            try ItemStore(configuration: configuration).blockingItem(for: Self.key("a"))?.item.data == Data("v".utf8))
     }
 
     @Test("a new cache folder is 0700 and its files 0600 whatever the umask; group sharing makes 0770 and 0660")
@@ -268,7 +287,8 @@ struct CacheFolderSafetyTests {
         if geteuid() == 0 {
             chown(folder, 65534, 65534)
             #expect { try ItemStoreTests.open(folder) } throws: { error in
-                (error as? ItemCacheError)?.code == .folderRefused && (error as? ItemCacheError)?.message.contains("belongs to user 65534") == true
+                (error as? ItemCacheError)?.code == .folderRefused
+                    && (error as? ItemCacheError)?.message.contains("belongs to user 65534") == true
             }
         }
     }
@@ -277,12 +297,16 @@ struct CacheFolderSafetyTests {
     func plantedIndexLinks() async throws {
         let folder = temporaryCacheFolder()
         let victim = try Victim(size: 3000)
-        defer { try? FileManager.default.removeItem(atPath: folder); try? FileManager.default.removeItem(atPath: victim.folder) }
+        defer {
+            try? FileManager.default.removeItem(atPath: folder)
+            try? FileManager.default.removeItem(atPath: victim.folder)
+        }
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         chmod(folder, 0o700)
         try Data(CacheFolder.tagText.utf8).write(to: URL(fileURLWithPath: folder + "/CACHEDIR.TAG"))
         for name in ["index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "cache.lock", "blobs"] {
-            try FileManager.default.createSymbolicLink(atPath: folder + "/" + name, withDestinationPath: name == "blobs" ? victim.folder : victim.file)
+            try FileManager.default.createSymbolicLink(
+                atPath: folder + "/" + name, withDestinationPath: name == "blobs" ? victim.folder : victim.file)
         }
         let before = try victim.contents()
         let store = try ItemStoreTests.open(folder, inline: 16)
@@ -303,13 +327,17 @@ struct CacheFolderSafetyTests {
         try Self.tamper(folder, "DELETE FROM stats", [])
         #expect(try store.blockingStatistics().bytes == 120_000)
         for index in 3..<12 { try await store.store(Self.bytes(40_000, UInt8(index)), for: Self.key("k\(index)")) }
-        let total = try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT sum(size) FROM item") ?? 0 }
+        let total = try ItemStoreTests.read(store) { db in
+            try Int64.fetchOne(db, sql: "SELECT sum(size) FROM item") ?? 0
+        }
         #expect(total <= 200_000)
         #expect(try store.blockingStatistics().count == 5)
         try await store.close()
         try Self.tamper(folder, "DELETE FROM stats", [])
-        store = try ItemStoreTests.open(folder, limit: limit, inline: 16)   // setting the limit puts the row back
-        #expect(try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT bytes FROM stats WHERE id = 1") } == total)
+        store = try ItemStoreTests.open(folder, limit: limit, inline: 16) // setting the limit puts the row back
+        #expect(
+            try ItemStoreTests.read(store) { db in try Int64.fetchOne(db, sql: "SELECT bytes FROM stats WHERE id = 1") }
+                == total)
         #expect(try store.blockingStatistics().bytes == total)
         // Wrong totals are counted again too.
         try await store.close()

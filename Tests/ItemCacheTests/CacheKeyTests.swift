@@ -5,8 +5,12 @@ import Testing
 /// Spellings of one request share one key; different requests never do.
 @Suite("Cache keys are normalized")
 struct CacheKeyTests {
-    func key(_ url: String, _ parameters: [String: String] = [:], headers: [String: String] = [:], context: String = "") throws -> String {
-        try CacheKey(url: URL(string: url)!, parameters: RequestParameters(parameters), varyingHeaders: headers, context: context).rawValue
+    func key(_ url: String, _ parameters: [String: String] = [:], headers: [String: String] = [:], context: String = "")
+        throws -> String
+    {
+        try CacheKey(
+            url: URL(string: url)!, parameters: RequestParameters(parameters), varyingHeaders: headers, context: context
+        ).rawValue
     }
 
     @Test(arguments: [
@@ -40,20 +44,23 @@ struct CacheKeyTests {
     }
 
     @Test func parametersMergeWithTheQueryInAnyOrder() throws {
-        #expect(try key("https://example.com/list?page=2", ["sort": "new", "filter": "a b"])
+        #expect(
+            try key("https://example.com/list?page=2", ["sort": "new", "filter": "a b"])
                 == key("https://example.com/list?filter=a%20b", ["page": "2", "sort": "new"]))
         #expect(try key("https://example.com/list", ["q": "é/?"]) == "https://example.com/list?q=%C3%A9%2F%3F")
         // A parameter is text: its `+` is a plus sign, escaped; repeated names keep every value.
         #expect(try key("https://example.com/list", ["q": "a+b"]) == "https://example.com/list?q=a%2Bb")
-        let repeated = try CacheKey(url: URL(string: "https://example.com/list")!,
-                                    parameters: RequestParameters([(name: "city", value: "Oslo"), (name: "city", value: "Bergen")]))
+        let repeated = try CacheKey(
+            url: URL(string: "https://example.com/list")!,
+            parameters: RequestParameters([(name: "city", value: "Oslo"), (name: "city", value: "Bergen")]))
         #expect(repeated.rawValue == "https://example.com/list?city=Oslo&city=Bergen")
         #expect(RequestParameters([(name: "q", value: "a+b c")]).percentEncodedQuery == "q=a%2Bb%20c")
     }
 
     @Test func differentRequestsNeverShareAKey() throws {
         let keys = try [
-            key("https://example.com/q?q=c++"), key("https://example.com/q?q=c%2B%2B"), key("https://example.com/q?q=c%20%20"),
+            key("https://example.com/q?q=c++"), key("https://example.com/q?q=c%2B%2B"),
+            key("https://example.com/q?q=c%20%20"),
             key("https://example.com/q?v=%FF%FE"), key("https://example.com/q?v=%FE%FF"),
             key("https://example.com/q?a=1&a=2"), key("https://example.com/q?a=2&a=1"),
             key("https://example.com/a"), key("http://example.com/a"), key("https://example.com/a/"),
@@ -68,7 +75,8 @@ struct CacheKeyTests {
     }
 
     @Test func varyingHeadersAreCaseAndOrderInsensitiveByName() throws {
-        #expect(try key("https://example.com/a", headers: ["Accept": " image/png ", "Accept-Language": "de"])
+        #expect(
+            try key("https://example.com/a", headers: ["Accept": " image/png ", "Accept-Language": "de"])
                 == key("https://example.com/a", headers: ["accept-language": "de", "ACCEPT": "image/png"]))
     }
 

@@ -1,8 +1,9 @@
-@testable import ItemCache
 import Foundation
 import Metrics
 import MetricsTestKit
 import Testing
+
+@testable import ItemCache
 
 /// swift-metrics' test backend, bootstrapped once for the test process (a backend can be set
 /// only once; instruments made before it are no-ops, so each test makes its cache after this).
@@ -25,26 +26,32 @@ struct CacheMetricsTests {
             // Their shard folders count too (a block each).
             let keys = (0..<4).map { try! CacheKey.custom("v\($0)") }
             let shards = Set(keys.map { BlobName(newFor: $0).shard }).count + 1
-            configuration.diskLimit = DiskTier.limit(forRows: 3 * DiskTier.cost(size: 1_000, inline: false), shardFolders: shards)
+            configuration.diskLimit = DiskTier.limit(
+                forRows: 3 * DiskTier.cost(size: 1_000, inline: false), shardFolders: shards)
             configuration.inlineThreshold = 64
         }
         defer { Task { await fixture.close() } }
         try fixture.publish("a", String(repeating: "a", count: 1_000))
         fixture.server.setCacheControl("max-age=600", forPath: "/a")
 
-        _ = try await fixture.loader.item(for: fixture.url("a"))                      // miss: fetched
-        _ = try await fixture.loader.item(for: fixture.url("a"))                      // memory hit
+        _ = try await fixture.loader.item(for: fixture.url("a")) // miss: fetched
+        _ = try await fixture.loader.item(for: fixture.url("a")) // memory hit
         fixture.store.purgeMemory()
-        _ = try await fixture.loader.item(for: fixture.url("a"))                      // disk hit
+        _ = try await fixture.loader.item(for: fixture.url("a")) // disk hit
         // A reload (a miss by choice) fetches the whole value, no validators. Stored expired,
         // so the next get is a miss that revalidates with its ETag: 304.
-        _ = try await fixture.loader.item(for: fixture.url("a"), options: LoadOptions(expiry: .date(Date(timeIntervalSince1970: 1)), policy: .reload))
+        _ = try await fixture.loader.item(
+            for: fixture.url("a"), options: LoadOptions(expiry: .date(Date(timeIntervalSince1970: 1)), policy: .reload))
         _ = try await fixture.loader.item(for: fixture.url("a"))
 
-        #expect(try metrics.expectCounter(prefix + "_misses").totalValue == 3, "every load the cache could not answer fresh")
+        #expect(
+            try metrics.expectCounter(prefix + "_misses").totalValue == 3, "every load the cache could not answer fresh"
+        )
         #expect(try metrics.expectCounter(prefix + "_hits", [("tier", "memory")]).totalValue == 1)
         #expect(try metrics.expectCounter(prefix + "_hits", [("tier", "disk")]).totalValue == 1)
-        #expect(try metrics.expectCounter(prefix + "_fetched_bytes").totalValue == 2_000, "the reload's body; the 304 moves none")
+        #expect(
+            try metrics.expectCounter(prefix + "_fetched_bytes").totalValue == 2_000,
+            "the reload's body; the 304 moves none")
         #expect(try metrics.expectCounter(prefix + "_stored_bytes").totalValue == 2_000)
         #expect(try metrics.expectCounter(prefix + "_revalidations", [("result", "not_modified")]).totalValue == 1)
         #expect(fixture.server.requestCount(forPath: "/a") == 3)

@@ -1,8 +1,9 @@
-@testable import ItemCache
 import Foundation
 import GRDB
 import Synchronization
 import Testing
+
+@testable import ItemCache
 
 /// The disk tier's fast paths (a get on its own connection, replacement in place, the group
 /// names kept in the row, checkpoints in the background) keep every guarantee of the slow ones.
@@ -14,20 +15,24 @@ struct DiskTierFastPathTests {
     /// The `itemGroup` rows of `key`'s item, sorted.
     static func groupRows(_ store: ItemStore, _ key: CacheKey) throws -> [String] {
         try ItemStoreTests.read(store) { db in
-            try String.fetchAll(db, sql: "SELECT name FROM itemGroup JOIN item ON item.id = itemId WHERE key = ? ORDER BY name",
-                                arguments: [key.rawValue])
+            try String.fetchAll(
+                db, sql: "SELECT name FROM itemGroup JOIN item ON item.id = itemId WHERE key = ? ORDER BY name",
+                arguments: [key.rawValue])
         }
     }
 
-    @Test("a replaced item keeps one row, exact totals and only its new groups, inline or in a file either way",
-          arguments: [(100, 300), (100, 5000), (5000, 100), (5000, 6000)])
+    @Test(
+        "a replaced item keeps one row, exact totals and only its new groups, inline or in a file either way",
+        arguments: [(100, 300), (100, 5000), (5000, 100), (5000, 6000)])
     func replacementInPlace(sizes: (Int, Int)) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let store = try ItemStoreTests.open(folder)
         try await store.store(Self.bytes(50), for: Self.key("other"), options: StoreOptions(groups: ["a"]))
-        try await store.store(Self.bytes(sizes.0, 1), for: Self.key("k"), options: StoreOptions(groups: ["a", "b"], metadata: ["m": "1"]))
-        try await store.store(Self.bytes(sizes.1, 2), for: Self.key("k"), options: StoreOptions(groups: ["c"], contentType: "text/plain"))
+        try await store.store(
+            Self.bytes(sizes.0, 1), for: Self.key("k"), options: StoreOptions(groups: ["a", "b"], metadata: ["m": "1"]))
+        try await store.store(
+            Self.bytes(sizes.1, 2), for: Self.key("k"), options: StoreOptions(groups: ["c"], contentType: "text/plain"))
         store.purgeMemory()
 
         let item = try #require(try store.blockingItem(for: Self.key("k"))?.item)
@@ -64,9 +69,9 @@ struct DiskTierFastPathTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         var configuration = CacheConfiguration(folder: folder)
         configuration.inlineThreshold = 1024
-        configuration.memory = MemoryLimits(totalBytes: 0)   // every get reaches the disk tier
+        configuration.memory = MemoryLimits(totalBytes: 0) // every get reaches the disk tier
         let store = try ItemStore(configuration: configuration)
-        let sizes = [10, 900, 3000, 8000]   // inline up to 1,024 bytes, files above
+        let sizes = [10, 900, 3000, 8000] // inline up to 1,024 bytes, files above
         for (index, size) in sizes.enumerated() {
             try await store.store(Self.bytes(size, UInt8(index)), for: Self.key("k\(index)"))
         }
@@ -75,7 +80,9 @@ struct DiskTierFastPathTests {
             for round in 0..<200 {
                 let index = (thread + round) % sizes.count
                 let found = try? store.blockingItem(for: Self.key("k\(index)"))
-                if found?.source != .disk || found?.item.data != Self.bytes(sizes[index], UInt8(index)) { wrong.add(1, ordering: .relaxed) }
+                if found?.source != .disk || found?.item.data != Self.bytes(sizes[index], UInt8(index)) {
+                    wrong.add(1, ordering: .relaxed)
+                }
             }
         }
         #expect(wrong.load(ordering: .relaxed) == 0)
@@ -91,14 +98,15 @@ struct DiskTierFastPathTests {
         try await Task.sleep(for: .milliseconds(20))
         store.purgeMemory()
         _ = try store.blockingItem(for: Self.key("k"))
-        #expect(try store.blockingInfo(for: Self.key("k"))?.accessed == stored)   // not written yet
+        #expect(try store.blockingInfo(for: Self.key("k"))?.accessed == stored) // not written yet
         try await store.flush()
         let read = try #require(try store.blockingInfo(for: Self.key("k"))?.accessed)
         #expect(read.timeIntervalSince(stored) >= 0.015)
     }
 
-    @Test("under continuous writes the write-ahead log stays bounded (checkpoints restart it), with or without background checkpoints",
-          arguments: [false, true])
+    @Test(
+        "under continuous writes the write-ahead log stays bounded (checkpoints restart it), with or without background checkpoints",
+        arguments: [false, true])
     func boundedLog(backgroundHeldUp: Bool) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -123,6 +131,7 @@ struct DiskTierFastPathTests {
     }
 
     static func logSize(_ folder: String) -> Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: folder + "/index.sqlite-wal"))?[.size] as? NSNumber)?.int64Value ?? 0
+        ((try? FileManager.default.attributesOfItem(atPath: folder + "/index.sqlite-wal"))?[.size] as? NSNumber)?
+            .int64Value ?? 0
     }
 }

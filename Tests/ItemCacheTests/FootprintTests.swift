@@ -1,7 +1,8 @@
-@testable import ItemCache
 import Foundation
 import Testing
 import ToolSupport
+
+@testable import ItemCache
 
 /// The limit bounds the folder's footprint: value files, index and log together, measured as
 /// the file system counts it (allocated blocks), while open and after.
@@ -19,7 +20,9 @@ struct FootprintTests {
         return total
     }
 
-    @Test("1,000,000 bytes: 300 writes of 1 B to 100 KB values from two stores keep the folder under it, open and closed", arguments: [16 << 10, 1 << 20])
+    @Test(
+        "1,000,000 bytes: 300 writes of 1 B to 100 KB values from two stores keep the folder under it, open and closed",
+        arguments: [16 << 10, 1 << 20])
     func folderStaysUnderTheLimit(inline: Int) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -30,7 +33,8 @@ struct FootprintTests {
         var worst: Int64 = 0
         for index in 0..<300 {
             let size = Int(random.next() % 100_000) + 1
-            try await stores[index % 2].store(Data(repeating: UInt8(index & 0xFF), count: size), for: ItemStoreTests.key("k\(index % 120)"))
+            try await stores[index % 2].store(
+                Data(repeating: UInt8(index & 0xFF), count: size), for: ItemStoreTests.key("k\(index % 120)"))
             if index % 25 == 0 { worst = max(worst, Self.du(folder)) }
         }
         worst = max(worst, Self.du(folder))
@@ -40,7 +44,9 @@ struct FootprintTests {
         #expect(kept.count > 3, "a limit that keeps almost nothing is no cache: \(kept)")
         for store in stores { try await store.close() }
         stores.removeAll()
-        let breakdown = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map { "\($0)=\(Self.du(folder + "/" + $0))" }
+        let breakdown = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map {
+            "\($0)=\(Self.du(folder + "/" + $0))"
+        }
         #expect(Self.du(folder) <= limit, "\(breakdown)")
     }
 
@@ -63,7 +69,8 @@ struct FootprintTests {
 /// A body the cache cannot keep is delivered, not staged in the cache folder.
 @Suite("Values too big to keep")
 struct TooBigToKeepTests {
-    @Test("a declared length over what the folder can keep is read into memory, delivered with storeError, and not kept")
+    @Test(
+        "a declared length over what the folder can keep is read into memory, delivered with storeError, and not kept")
     func tooBigIsDeliveredNotKept() async throws {
         let fixture = try await LoaderFixture { $0.diskLimit = 300_000 }
         defer { Task { await fixture.close() } }

@@ -1,9 +1,10 @@
-@testable import ItemCache
 import Foundation
 import StorageServer
 import Synchronization
 import Testing
 import Transport
+
+@testable import ItemCache
 
 /// A loader on a real cache folder and a real loopback server, torn down by ``close()``.
 struct LoaderFixture {
@@ -159,7 +160,8 @@ struct ItemLoaderTests {
         defer { Task { await fixture.close() } }
         try fixture.publish("c", "c")
         fixture.server.setCacheControl("no-store", forPath: "/c")
-        let kept = try await fixture.loader.item(for: fixture.url("c"), options: LoadOptions(expiry: .lifetime(.seconds(60))))
+        let kept = try await fixture.loader.item(
+            for: fixture.url("c"), options: LoadOptions(expiry: .lifetime(.seconds(60))))
         #expect(kept.source == .network)
         #expect(try await fixture.loader.item(for: fixture.url("c")).source == .memory)
         try fixture.publish("d", "d")
@@ -180,7 +182,9 @@ struct ItemLoaderTests {
         #expect(stale.data == Data("old".utf8))
         #expect(stale.fetchError?.code == .fetch)
         // Nothing stored, nothing stale: the error itself.
-        await #expect { try await fixture.loader.item(for: fixture.url("missing")) } throws: { ($0 as? ItemCacheError)?.code == .fetch }
+        await #expect { try await fixture.loader.item(for: fixture.url("missing")) } throws: {
+            ($0 as? ItemCacheError)?.code == .fetch
+        }
     }
 
     @Test("stale-while-revalidate: inside the window the stale value comes at once and a background fetch refreshes it")
@@ -209,16 +213,23 @@ struct ItemLoaderTests {
         let fixture = try await LoaderFixture()
         defer { Task { await fixture.close() } }
         try fixture.publish("o", "o")
-        await #expect { try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(policy: .offline)) } throws: {
+        await #expect {
+            try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(policy: .offline))
+        } throws: {
             ($0 as? ItemCacheError)?.code == .notCached
         }
         #expect(fixture.server.requestCount(forPath: "/o") == 0)
-        _ = try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
-        #expect(try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(policy: .offline)).source == .stale)
+        _ = try await fixture.loader.item(
+            for: fixture.url("o"), options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
+        #expect(
+            try await fixture.loader.item(for: fixture.url("o"), options: LoadOptions(policy: .offline)).source
+                == .stale)
         #expect(fixture.server.requestCount(forPath: "/o") == 1)
     }
 
-    @Test("at most maxConcurrentFetches run at once; progress reports bytes against the total; states go inProgress → found")
+    @Test(
+        "at most maxConcurrentFetches run at once; progress reports bytes against the total; states go inProgress → found"
+    )
     func limitsProgressAndStates() async throws {
         let fixture = try await LoaderFixture { $0.maxConcurrentFetches = 2 }
         defer { Task { await fixture.close() } }
@@ -238,7 +249,9 @@ struct ItemLoaderTests {
         let start = ContinuousClock.now
         try await withThrowingTaskGroup(of: Void.self) { group in
             for index in 0..<6 {
-                let options = index == 0 ? LoadOptions(progress: { value in progress.withLock { $0.append(value) } }) : LoadOptions()
+                let options =
+                    index == 0
+                    ? LoadOptions(progress: { value in progress.withLock { $0.append(value) } }) : LoadOptions()
                 group.addTask { _ = try await fixture.loader.item(for: fixture.url("p\(index)"), options: options) }
             }
             try await group.waitForAll()
@@ -261,17 +274,20 @@ struct ItemLoaderTests {
         defer { Task { await fixture.close() } }
         let file = fixture.content.appendingPathComponent("local.txt")
         try Data("local".utf8).write(to: file)
-        let first = try await fixture.loader.item(for: file, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
+        let first = try await fixture.loader.item(
+            for: file, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
         #expect(first.data == Data("local".utf8))
         #expect(try await fixture.loader.item(for: file).source == .revalidated)
 
         let calls = Mutex(0)
-        fixture.loader.register(ClosureFetcher { request in
-            calls.withLock { $0 += 1 }
-            return Data("made for \(request.key.rawValue)".utf8)
-        }, for: "thumbnails")
+        fixture.loader.register(
+            ClosureFetcher { request in
+                calls.withLock { $0 += 1 }
+                return Data("made for \(request.key.rawValue)".utf8)
+            }, for: "thumbnails")
         let key = try CacheKey.custom("photo-1", context: "thumbnails")
-        #expect(try await fixture.loader.item(for: key, url: nil).data == Data("made for thumbnails custom:photo-1".utf8))
+        #expect(
+            try await fixture.loader.item(for: key, url: nil).data == Data("made for thumbnails custom:photo-1".utf8))
         #expect(try await fixture.loader.item(for: key, url: nil).source == .memory)
         #expect(calls.withLock { $0 } == 1)
     }

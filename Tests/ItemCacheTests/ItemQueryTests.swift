@@ -1,19 +1,21 @@
-@testable import ItemCache
 import Foundation
 import Testing
+
+@testable import ItemCache
 
 /// The typed queries select, order, count and delete exactly what they say, on a real index.
 @Suite("Typed queries over the index")
 struct ItemQueryTests {
     /// Six items: a name, its URL, size, group, context, age in seconds, and whether it expired.
-    static let items: [(name: String, url: String, size: Int, group: String?, context: String, age: Double, expired: Bool)] = [
-        ("a", "https://cdn.example.com/thumbs/a.jpg", 100, "thumbs", "", 500, false),
-        ("b", "https://cdn.example.com/thumbs/b.png", 300, "thumbs", "", 400, true),
-        ("c", "https://cdn.example.com/data/c.json", 200, nil, "", 300, false),
-        ("d", "https://api.example.com/v1/d.json?page=2", 50, "api", "", 200, true),
-        ("e", "https://cdn.example.com/Thumbs/e.jpg", 400, nil, "", 100, false),
-        ("f", "https://cdn.example.com/100%_done.txt", 10, nil, "lists", 0, false),
-    ]
+    static let items:
+        [(name: String, url: String, size: Int, group: String?, context: String, age: Double, expired: Bool)] = [
+            ("a", "https://cdn.example.com/thumbs/a.jpg", 100, "thumbs", "", 500, false),
+            ("b", "https://cdn.example.com/thumbs/b.png", 300, "thumbs", "", 400, true),
+            ("c", "https://cdn.example.com/data/c.json", 200, nil, "", 300, false),
+            ("d", "https://api.example.com/v1/d.json?page=2", 50, "api", "", 200, true),
+            ("e", "https://cdn.example.com/Thumbs/e.jpg", 400, nil, "", 100, false),
+            ("f", "https://cdn.example.com/100%_done.txt", 10, nil, "lists", 0, false),
+        ]
 
     static func populate() async throws -> (ItemStore, String, [String: String]) {
         let folder = temporaryCacheFolder("query")
@@ -23,7 +25,9 @@ struct ItemQueryTests {
             let key = try CacheKey(url: URL(string: item.url)!, context: item.context)
             names[key.rawValue] = item.name
             let now = Date().addingTimeInterval(-item.age)
-            var write = PendingWrite(key: key, data: Data(count: item.size), info: ItemInfo(size: Int64(item.size), created: now, accessed: now))
+            var write = PendingWrite(
+                key: key, data: Data(count: item.size),
+                info: ItemInfo(size: Int64(item.size), created: now, accessed: now))
             write.info.expires = item.expired ? Date(timeIntervalSinceNow: -1) : Date(timeIntervalSinceNow: 3600)
             write.info.groups = item.group.map { [$0] } ?? []
             try store.disk.write([write])
@@ -33,11 +37,11 @@ struct ItemQueryTests {
 
     @Test(arguments: [
         (ItemQuery(), "abcdef"),
-        (ItemQuery().urlPrefix("https://cdn.example.com/thumbs/"), "ab"),     // case-sensitive: not e
-        (ItemQuery().urlSuffix(".json"), "c"),                                 // d's URL ends with its query
+        (ItemQuery().urlPrefix("https://cdn.example.com/thumbs/"), "ab"), // case-sensitive: not e
+        (ItemQuery().urlSuffix(".json"), "c"), // d's URL ends with its query
         (ItemQuery().urlContaining(".json"), "cd"),
-        (ItemQuery().urlContaining("0%25_"), "f"),                             // the stored URL is normalized
-        (ItemQuery().urlContaining("1_0"), ""),                                // LIKE's wildcards are literal
+        (ItemQuery().urlContaining("0%25_"), "f"), // the stored URL is normalized
+        (ItemQuery().urlContaining("1_0"), ""), // LIKE's wildcards are literal
         (ItemQuery().urlContaining("%"), "f"),
         (ItemQuery().group("thumbs"), "ab"),
         (ItemQuery().context("lists"), "f"),
@@ -58,7 +62,7 @@ struct ItemQueryTests {
         let (store, folder, names) = try await Self.populate()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         var found = try store.blockingItems(matching: query).map { names[$0.key.rawValue] ?? "?" }.joined()
-        if query.order == .key { found = String(found.sorted()) }   // keys sort by their text, not by these names
+        if query.order == .key { found = String(found.sorted()) } // keys sort by their text, not by these names
         #expect(found == expected)
         var unlimited = query
         unlimited.limit = nil
@@ -72,7 +76,9 @@ struct ItemQueryTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         #expect(try await store.removeExpired() == 2)
         #expect(try await store.removeItems(matching: ItemQuery().urlPrefix("https://cdn.example.com/thumbs/")) == 1)
-        #expect(try String(store.blockingItems(matching: ItemQuery()).map { names[$0.key.rawValue]! }.joined().sorted()) == "cef")
+        #expect(
+            try String(store.blockingItems(matching: ItemQuery()).map { names[$0.key.rawValue]! }.joined().sorted())
+                == "cef")
         #expect(try store.blockingStatistics().bytes == 610)
     }
 }

@@ -1,6 +1,7 @@
-@testable import ItemCache
 import Foundation
 import Testing
+
+@testable import ItemCache
 
 /// What two stores on one folder (two processes, as far as the folder can tell) agree on: one
 /// disk limit, atomic read-modify-write updates, and a memory tier that follows the disk.
@@ -15,12 +16,16 @@ struct ItemStoreSharingTests {
         return try ItemStore(configuration: configuration)
     }
 
-    @Test("the disk limit belongs to the folder: kept when a store opens without one, the last one set wins for every store")
+    @Test(
+        "the disk limit belongs to the folder: kept when a store opens without one, the last one set wins for every store"
+    )
     func limitBelongsToTheFolder() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let fresh = try Self.open(folder, inline: 4096)
-        #expect(try fresh.blockingStatistics().limit == CacheConfiguration.defaultDiskLimit, "a new folder starts with the default")
+        #expect(
+            try fresh.blockingStatistics().limit == CacheConfiguration.defaultDiskLimit,
+            "a new folder starts with the default")
 
         // Room for five 2,000-byte values beside the index and log (the limit is the footprint).
         let limit = DiskTier.limit(forRows: 5 * DiskTier.cost(size: 2000, inline: true))
@@ -30,11 +35,16 @@ struct ItemStoreSharingTests {
         #expect(try fresh.blockingStatistics().limit == limit, "a store opened before sees the new limit")
 
         // `fresh` was opened with the default, yet its writes obey the folder's limit.
-        for index in 0..<8 { try await fresh.store(Data(repeating: UInt8(index), count: 2000), for: Self.key("v\(index)")) }
+        for index in 0..<8 {
+            try await fresh.store(Data(repeating: UInt8(index), count: 2000), for: Self.key("v\(index)"))
+        }
         let usage = try fresh.blockingStatistics()
         #expect(usage.bytes <= 10_000)
         #expect(usage.count == 5)
-        await #expect(throws: ItemCacheError.self) { try await fresh.store(Data(count: Int(DiskTier.rowBudget(for: limit, shardFolders: 0)) + 1), for: Self.key("huge")) }
+        await #expect(throws: ItemCacheError.self) {
+            try await fresh.store(
+                Data(count: Int(DiskTier.rowBudget(for: limit, shardFolders: 0)) + 1), for: Self.key("huge"))
+        }
 
         // A smaller limit set later shrinks the folder at once.
         let smaller = DiskTier.limit(forRows: 2 * DiskTier.cost(size: 2000, inline: true))
@@ -77,8 +87,9 @@ struct ItemStoreSharingTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let store = try Self.open(folder)
         let expires = Date().addingTimeInterval(3600)
-        try await store.store(Data("a".utf8), for: Self.key("k"),
-                              options: StoreOptions(expiry: .date(expires), groups: ["g"], metadata: ["m": "1"], etag: "\"v1\""))
+        try await store.store(
+            Data("a".utf8), for: Self.key("k"),
+            options: StoreOptions(expiry: .date(expires), groups: ["g"], metadata: ["m": "1"], etag: "\"v1\""))
         let updated = try #require(try await store.update(Self.key("k")) { Data(($0!.data) + Data("b".utf8)) })
         #expect(updated.data == Data("ab".utf8))
         #expect(abs(updated.info.expires!.timeIntervalSince(expires)) < 0.001)
@@ -106,14 +117,17 @@ struct ItemStoreSharingTests {
         for round in 0..<20 {
             try await withThrowingTaskGroup(of: Void.self) { tasks in
                 for writer in 0..<8 {
-                    tasks.addTask { try await store.store(Data(repeating: UInt8(writer), count: 100 + round), for: key) }
+                    tasks.addTask {
+                        try await store.store(Data(repeating: UInt8(writer), count: 100 + round), for: key)
+                    }
                 }
                 tasks.addTask { _ = try await store.removeItem(for: key) }
                 try await tasks.waitForAll()
             }
             let inMemory = store.memory.value(for: key)?.data
             let onDisk = try store.disk.read(key)?.data
-            #expect(inMemory == nil || inMemory == onDisk, "round \(round): memory must not hold a value the disk replaced")
+            #expect(
+                inMemory == nil || inMemory == onDisk, "round \(round): memory must not hold a value the disk replaced")
         }
     }
 }

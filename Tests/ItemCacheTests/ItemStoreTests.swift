@@ -1,13 +1,15 @@
-@testable import ItemCache
 import FileKit
 import Foundation
 import GRDB
 import Testing
 import ToolSupport
 
+@testable import ItemCache
+
 /// A fresh cache folder under the system's temporary folder, removed by the caller.
 func temporaryCacheFolder(_ name: String = #function) -> String {
-    let folder = NSTemporaryDirectory() + "item-cache-\(name.filter(\.isLetter).prefix(24))-\(UUID().uuidString.prefix(8))"
+    let folder =
+        NSTemporaryDirectory() + "item-cache-\(name.filter(\.isLetter).prefix(24))-\(UUID().uuidString.prefix(8))"
     try? FileManager.default.removeItem(atPath: folder)
     return folder
 }
@@ -17,9 +19,13 @@ func temporaryCacheFolder(_ name: String = #function) -> String {
 @Suite("The disk tier: inline and file values, a hard size limit, reconciliation, group writes")
 struct ItemStoreTests {
     static func key(_ name: String) -> CacheKey { try! CacheKey.custom(name) }
-    static func bytes(_ count: Int, _ seed: UInt8 = 1) -> Data { Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) }) }
+    static func bytes(_ count: Int, _ seed: UInt8 = 1) -> Data {
+        Data((0..<count).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed)) })
+    }
 
-    static func open(_ folder: String, limit: Int64 = 1 << 20, inline: Int = 1024, group: GroupWritePolicy? = nil) throws -> ItemStore {
+    static func open(_ folder: String, limit: Int64 = 1 << 20, inline: Int = 1024, group: GroupWritePolicy? = nil)
+        throws -> ItemStore
+    {
         var configuration = CacheConfiguration(folder: folder)
         configuration.diskLimit = limit
         configuration.inlineThreshold = inline
@@ -32,13 +38,17 @@ struct ItemStoreTests {
         let root = folder + "/blobs"
         var names: [String] = []
         for shard in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
-            for file in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard)) ?? [] { names.append(shard + "/" + file) }
+            for file in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard)) ?? [] {
+                names.append(shard + "/" + file)
+            }
         }
         return names.sorted()
     }
 
     static func indexedFiles(_ store: ItemStore) throws -> [String] {
-        try read(store) { db in try String.fetchAll(db, sql: "SELECT file FROM item WHERE file IS NOT NULL ORDER BY file") }
+        try read(store) { db in
+            try String.fetchAll(db, sql: "SELECT file FROM item WHERE file IS NOT NULL ORDER BY file")
+        }
     }
 
     /// A synchronous read of the index, to look at its rows.
@@ -51,7 +61,9 @@ struct ItemStoreTests {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let store = try Self.open(folder)
-        try await store.store(Self.bytes(100), for: Self.key("small"), options: StoreOptions(groups: ["g"], metadata: ["w": "3"], contentType: "text/plain", etag: "\"e\""))
+        try await store.store(
+            Self.bytes(100), for: Self.key("small"),
+            options: StoreOptions(groups: ["g"], metadata: ["w": "3"], contentType: "text/plain", etag: "\"e\""))
         try await store.store(Self.bytes(5000), for: Self.key("big"))
         #expect(Self.files(folder).count == 1)
         try await store.close()
@@ -85,7 +97,9 @@ struct ItemStoreTests {
         #expect(try await store.removeItem(for: Self.key("a")))
         #expect(Self.files(folder).isEmpty)
         #expect(try store.blockingItem(for: Self.key("a")) == nil)
-        #expect(try store.blockingStatistics() == CacheStatistics(count: 0, bytes: 0, limit: 1 << 20, pinned: 0, pinnedBytes: 0, expired: 0))
+        #expect(
+            try store.blockingStatistics()
+                == CacheStatistics(count: 0, bytes: 0, limit: 1 << 20, pinned: 0, pinnedBytes: 0, expired: 0))
     }
 
     @Test("over the limit, expired items go first, then the least recently used; pinned ones never")
@@ -97,10 +111,12 @@ struct ItemStoreTests {
         let store = try Self.open(folder, limit: DiskTier.limit(forRows: 4 * DiskTier.cost(size: 1000, inline: true)))
         try await store.store(Self.bytes(1000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
         try await store.store(Self.bytes(1000), for: Self.key("old"))
-        try await store.store(Self.bytes(1000), for: Self.key("expired"), options: StoreOptions(expiry: .date(Date(timeIntervalSinceNow: -10))))
+        try await store.store(
+            Self.bytes(1000), for: Self.key("expired"),
+            options: StoreOptions(expiry: .date(Date(timeIntervalSinceNow: -10))))
         try await Task.sleep(for: .milliseconds(5))
         store.purgeMemory()
-        _ = try store.blockingItem(for: Self.key("old"))      // "old" is now more recent than "recent"
+        _ = try store.blockingItem(for: Self.key("old")) // "old" is now more recent than "recent"
         try await store.store(Self.bytes(1000), for: Self.key("recent"))
         try await Task.sleep(for: .milliseconds(5))
         store.purgeMemory()
@@ -124,11 +140,16 @@ struct ItemStoreTests {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         // Room for one 3,000-byte file and a small value, not two files.
-        let store = try Self.open(folder, limit: DiskTier.limit(forRows: DiskTier.cost(size: 3000, inline: false) + 3000, shardFolders: 1))
+        let store = try Self.open(
+            folder, limit: DiskTier.limit(forRows: DiskTier.cost(size: 3000, inline: false) + 3000, shardFolders: 1))
         try await store.store(Self.bytes(3000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
         try await store.store(Self.bytes(500), for: Self.key("small"))
-        await #expect { try await store.store(Self.bytes(5000), for: Self.key("huge")) } throws: { ($0 as? ItemCacheError)?.code == .tooLarge }
-        await #expect { try await store.store(Self.bytes(2000), for: Self.key("pinned2"), options: StoreOptions(pinned: true)) } throws: {
+        await #expect { try await store.store(Self.bytes(5000), for: Self.key("huge")) } throws: {
+            ($0 as? ItemCacheError)?.code == .tooLarge
+        }
+        await #expect {
+            try await store.store(Self.bytes(2000), for: Self.key("pinned2"), options: StoreOptions(pinned: true))
+        } throws: {
             guard let error = $0 as? ItemCacheError else { return false }
             return error.code == .tooLarge && error.message.contains("pinned items hold 3000 bytes")
         }
@@ -148,13 +169,18 @@ struct ItemStoreTests {
         try await store.store(Self.bytes(5000, 3), for: Self.key("lost"))
         try await store.close()
         let blobs = folder + "/blobs/"
-        let cutFile = try #require(try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:cut'") })
-        let lostFile = try #require(try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:lost'") })
-        #expect(truncate(blobs + cutFile, 100) == 0)       // a power loss cut it short
-        #expect(unlink(blobs + lostFile) == 0)            // lost altogether
+        let cutFile = try #require(
+            try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:cut'")
+            })
+        let lostFile = try #require(
+            try Self.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:lost'")
+            })
+        #expect(truncate(blobs + cutFile, 100) == 0) // a power loss cut it short
+        #expect(unlink(blobs + lostFile) == 0) // lost altogether
         // A crash before the commit: a file of the cache's own naming that no row names.
         let orphan = BlobName(newFor: Self.key("never committed")).description
-        try FileManager.default.createDirectory(atPath: blobs + String(orphan.prefix(2)), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: blobs + String(orphan.prefix(2)), withIntermediateDirectories: true)
         try Data("orphan".utf8).write(to: URL(fileURLWithPath: blobs + orphan))
         // Names of another shape are not the cache's: never removed.
         try FileManager.default.createDirectory(atPath: blobs + "zz", withIntermediateDirectories: true)
@@ -196,13 +222,15 @@ struct ItemStoreTests {
         #expect(try store.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(10, 1))
         #expect(try store.blockingItem(for: Self.key("b"))?.item.data == Self.bytes(5000, 2))
         #expect(try store.blockingStatistics().count == 0)
-        try await store.store(Self.bytes(20, 3), for: Self.key("c"))    // the third fills the group
+        try await store.store(Self.bytes(20, 3), for: Self.key("c")) // the third fills the group
         #expect(try store.blockingStatistics().count == 3)
         try await store.store(Self.bytes(30, 4), for: Self.key("d"))
         #expect(try store.blockingStatistics().count == 3)
         try await store.close()
         #expect(try store.blockingStatistics().count == 4)
-        await #expect { try await store.store(Self.bytes(1), for: Self.key("e")) } throws: { ($0 as? ItemCacheError)?.code == .closed }
+        await #expect { try await store.store(Self.bytes(1), for: Self.key("e")) } throws: {
+            ($0 as? ItemCacheError)?.code == .closed
+        }
     }
 
     @Test("a group write waits at most its delay")
@@ -232,7 +260,8 @@ struct ItemStoreTests {
     /// Random stores (inline, file, pinned, expired), reads, removes and reopenings: after each
     /// step the total is at most the limit, the stats row equals the rows' sum, and the files
     /// are exactly the ones the index names.
-    @Test("property: after every operation usage ≤ limit and the index matches the files", arguments: [1 as UInt64, 2, 3])
+    @Test(
+        "property: after every operation usage ≤ limit and the index matches the files", arguments: [1 as UInt64, 2, 3])
     func sizeLimitProperty(seed: UInt64) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -248,7 +277,9 @@ struct ItemStoreTests {
                 let pin = random.next() % 10 == 0 && pinnedBytes + Int64(size) < limit / 2
                 let expiry: Expiry? = random.next() % 4 == 0 ? .date(Date(timeIntervalSinceNow: -1)) : nil
                 do {
-                    try await store.store(Self.bytes(size, UInt8(step % 256)), for: Self.key(name), options: StoreOptions(expiry: expiry, pinned: pin))
+                    try await store.store(
+                        Self.bytes(size, UInt8(step % 256)), for: Self.key(name),
+                        options: StoreOptions(expiry: expiry, pinned: pin))
                 } catch {
                     // Only when pinned items leave no room.
                     #expect(error.code == .tooLarge, "step \(step): \(error)")
@@ -264,7 +295,9 @@ struct ItemStoreTests {
             }
             pinnedBytes = try store.blockingStatistics().pinnedBytes
             let statistics = try store.blockingStatistics()
-            let sum = try Self.read(store) { db in try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM item")! }
+            let sum = try Self.read(store) { db in
+                try Int64.fetchOne(db, sql: "SELECT coalesce(sum(size), 0) FROM item")!
+            }
             #expect(statistics.bytes <= limit, "step \(step)")
             #expect(statistics.bytes == sum, "step \(step)")
             #expect(Self.files(folder) == (try Self.indexedFiles(store)), "step \(step)")

@@ -1,7 +1,8 @@
-@testable import ItemCache
 import Foundation
 import Synchronization
 import Testing
+
+@testable import ItemCache
 
 /// The load decision, row by row, each row with its source.
 @Suite("The load decision: fresh, stale-while-revalidate, revalidate, fetch, offline")
@@ -9,8 +10,10 @@ struct LoadDecisionTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     static func info(expiresIn seconds: Double?, mustRevalidate: Bool = false) -> ItemInfo {
-        ItemInfo(size: 1, created: now.addingTimeInterval(-100), accessed: now, expires: seconds.map { now.addingTimeInterval($0) },
-                 mustRevalidate: mustRevalidate)
+        ItemInfo(
+            size: 1, created: now.addingTimeInterval(-100), accessed: now,
+            expires: seconds.map { now.addingTimeInterval($0) },
+            mustRevalidate: mustRevalidate)
     }
 
     struct Row: Sendable, CustomTestStringConvertible {
@@ -23,24 +26,49 @@ struct LoadDecisionTests {
     }
 
     static let rows: [Row] = [
-        Row(why: "RFC 9111 §4.2: a fresh value is served without a request", stored: info(expiresIn: 60), policy: .useCache, window: .zero, expected: .serveFresh),
-        Row(why: "no expiry stored: fresh until removed", stored: info(expiresIn: nil), policy: .useCache, window: .zero, expected: .serveFresh),
-        Row(why: "RFC 9111 §4.2: expired at exactly its expiry", stored: info(expiresIn: 0), policy: .useCache, window: .zero, expected: .revalidate),
-        Row(why: "RFC 9111 §4.3: an expired value is revalidated", stored: info(expiresIn: -1), policy: .useCache, window: .zero, expected: .revalidate),
-        Row(why: "RFC 9111 §5.2.2.4 no-cache: revalidate on every use", stored: info(expiresIn: 60, mustRevalidate: true), policy: .useCache, window: .seconds(600), expected: .revalidate),
-        Row(why: "RFC 5861 §3: inside the stale-while-revalidate window", stored: info(expiresIn: -30), policy: .useCache, window: .seconds(60), expected: .serveStaleAndRefresh),
-        Row(why: "RFC 5861 §3: past the window, revalidate first", stored: info(expiresIn: -61), policy: .useCache, window: .seconds(60), expected: .revalidate),
+        Row(
+            why: "RFC 9111 §4.2: a fresh value is served without a request", stored: info(expiresIn: 60),
+            policy: .useCache, window: .zero, expected: .serveFresh),
+        Row(
+            why: "no expiry stored: fresh until removed", stored: info(expiresIn: nil), policy: .useCache,
+            window: .zero, expected: .serveFresh),
+        Row(
+            why: "RFC 9111 §4.2: expired at exactly its expiry", stored: info(expiresIn: 0), policy: .useCache,
+            window: .zero, expected: .revalidate),
+        Row(
+            why: "RFC 9111 §4.3: an expired value is revalidated", stored: info(expiresIn: -1), policy: .useCache,
+            window: .zero, expected: .revalidate),
+        Row(
+            why: "RFC 9111 §5.2.2.4 no-cache: revalidate on every use",
+            stored: info(expiresIn: 60, mustRevalidate: true), policy: .useCache, window: .seconds(600),
+            expected: .revalidate),
+        Row(
+            why: "RFC 5861 §3: inside the stale-while-revalidate window", stored: info(expiresIn: -30),
+            policy: .useCache, window: .seconds(60), expected: .serveStaleAndRefresh),
+        Row(
+            why: "RFC 5861 §3: past the window, revalidate first", stored: info(expiresIn: -61), policy: .useCache,
+            window: .seconds(60), expected: .revalidate),
         Row(why: "nothing stored: fetch", stored: nil, policy: .useCache, window: .seconds(60), expected: .fetch),
-        Row(why: "reload (RxCache evict: true): an unconditional fetch even when fresh", stored: info(expiresIn: 60), policy: .reload, window: .zero, expected: .fetch),
+        Row(
+            why: "reload (RxCache evict: true): an unconditional fetch even when fresh", stored: info(expiresIn: 60),
+            policy: .reload, window: .zero, expected: .fetch),
         Row(why: "reload with nothing stored", stored: nil, policy: .reload, window: .zero, expected: .fetch),
-        Row(why: "offline: a fresh value", stored: info(expiresIn: 60), policy: .offline, window: .zero, expected: .serveOffline),
-        Row(why: "offline: an expired value is served (marked stale)", stored: info(expiresIn: -3600), policy: .offline, window: .zero, expected: .serveOffline),
-        Row(why: "offline with nothing stored: notCached", stored: nil, policy: .offline, window: .zero, expected: .offlineMiss),
+        Row(
+            why: "offline: a fresh value", stored: info(expiresIn: 60), policy: .offline, window: .zero,
+            expected: .serveOffline),
+        Row(
+            why: "offline: an expired value is served (marked stale)", stored: info(expiresIn: -3600), policy: .offline,
+            window: .zero, expected: .serveOffline),
+        Row(
+            why: "offline with nothing stored: notCached", stored: nil, policy: .offline, window: .zero,
+            expected: .offlineMiss),
     ]
 
     @Test(arguments: rows)
     func decision(row: Row) {
-        #expect(LoadDecision.decide(stored: row.stored, policy: row.policy, now: Self.now, staleWhileRevalidate: row.window) == row.expected)
+        #expect(
+            LoadDecision.decide(stored: row.stored, policy: row.policy, now: Self.now, staleWhileRevalidate: row.window)
+                == row.expected)
     }
 
     /// A clock the test moves.

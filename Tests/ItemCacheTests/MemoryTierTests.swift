@@ -1,6 +1,7 @@
-@testable import ItemCache
 import Foundation
 import Testing
+
+@testable import ItemCache
 
 /// The memory tier keeps the most recently used values within its limits.
 @Suite("The memory tier is an LRU bounded by cost, item size and count")
@@ -14,7 +15,10 @@ struct MemoryTierTests {
         for step in script.split(separator: " ") {
             let parts = step.split(separator: ":").map(String.init)
             switch parts[0] {
-            case "s": tier.set(parts[1], cost: Int(parts[2])!, for: key(parts[1])) { evicted.append(String($0.rawValue.dropFirst("custom:".count))) }
+            case "s":
+                tier.set(parts[1], cost: Int(parts[2])!, for: key(parts[1])) {
+                    evicted.append(String($0.rawValue.dropFirst("custom:".count)))
+                }
             case "g": _ = tier.value(for: key(parts[1]))
             case "r": tier.remove(key(parts[1]))
             default: Issue.record("bad step \(step)")
@@ -38,7 +42,8 @@ struct MemoryTierTests {
         // Removal.
         ("s:a:1 s:b:1 r:a s:c:1", 10, nil, ["c", "b"], [], 2),
     ])
-    func scriptsEndInTheirOrder(script: String, total: Int, count: Int?, order: [String], evicted: [String], cost: Int) {
+    func scriptsEndInTheirOrder(script: String, total: Int, count: Int?, order: [String], evicted: [String], cost: Int)
+    {
         let result = Self.run(script, limits: MemoryLimits(totalBytes: total, itemBytes: 8, count: count))
         #expect(result.order == order, "\(script)")
         #expect(result.evicted == evicted, "\(script)")
@@ -68,7 +73,10 @@ struct MemoryTierTests {
             switch Int.random(in: 0..<4, using: &random) {
             case 0, 1:
                 let cost = Int.random(in: 0..<400, using: &random)
-                if tier.set(cost, cost: cost, for: Self.key(name), evicted: { costs[String($0.rawValue.dropFirst("custom:".count))] = nil }) {
+                if tier.set(
+                    cost, cost: cost, for: Self.key(name),
+                    evicted: { costs[String($0.rawValue.dropFirst("custom:".count))] = nil })
+                {
                     costs[name] = cost
                 } else {
                     costs[name] = nil
@@ -86,14 +94,16 @@ struct MemoryTierTests {
     }
 
     @Test(arguments: [
-        ("max\n", nil as Int64?), ("536870912\n", 536_870_912), ("9223372036854771712\n", nil), ("", nil), ("junk", nil),
+        ("max\n", nil as Int64?), ("536870912\n", 536_870_912), ("9223372036854771712\n", nil), ("", nil),
+        ("junk", nil),
     ])
     func cgroupLimitFilesAreRead(text: String, limit: Int64?) {
         #expect(CgroupMemory.parse(text) == limit)
     }
 
     @Test(arguments: [
-        (nil as Int64?, 256 << 20), (Int64(512) << 20, 64 << 20), (Int64(8) << 30, 256 << 20), (Int64(16) << 20, 4 << 20),
+        (nil as Int64?, 256 << 20), (Int64(512) << 20, 64 << 20), (Int64(8) << 30, 256 << 20),
+        (Int64(16) << 20, 4 << 20),
     ])
     func theDefaultTotalShrinksInASmallContainer(cgroup: Int64?, expected: Int) {
         #expect(MemoryLimits.defaultTotalBytes(cgroupLimit: cgroup) == expected)

@@ -1,7 +1,8 @@
-@testable import ItemCache
 import Foundation
 import Synchronization
 import Testing
+
+@testable import ItemCache
 
 /// RxCache's providers on the real store: lifetimes, sources, stale data when the loader
 /// fails, one load for concurrent gets, evict scopes and atomic list actions.
@@ -34,7 +35,10 @@ struct ProviderTests {
         let store = try Self.open(folder)
         let loads = Loads()
         let posts = CacheProvider<[Post]>("posts", store: store, lifetime: .lifetime(.seconds(3600)))
-        let loader: @Sendable () async throws -> [Post] = { loads.record(); return [Post(id: loads.value, title: "t")] }
+        let loader: @Sendable () async throws -> [Post] = {
+            loads.record()
+            return [Post(id: loads.value, title: "t")]
+        }
 
         let first = try await posts.get(loader: loader)
         #expect(first.source == .network)
@@ -53,8 +57,10 @@ struct ProviderTests {
         var shortLived = posts
         shortLived.lifetime = Self.expired
         _ = try await shortLived.get(.dynamicKey("old"), loader: loader)
-        #expect(try posts.blockingCached(.dynamicKey("old"))?.source == .stale, "stored expired: cached() marks it stale")
-        #expect(try await posts.get(.dynamicKey("old"), loader: loader).source == .network, "an expired record loads again")
+        #expect(
+            try posts.blockingCached(.dynamicKey("old"))?.source == .stale, "stored expired: cached() marks it stale")
+        #expect(
+            try await posts.get(.dynamicKey("old"), loader: loader).source == .network, "an expired record loads again")
         #expect(loads.value == 4)
     }
 
@@ -76,7 +82,8 @@ struct ProviderTests {
         await #expect { try await strict.get { throw LoaderFailure() } } throws: { error in
             (error as? ItemCacheError)?.code == .fetch && (error as? ItemCacheError)?.underlying is LoaderFailure
         }
-        await #expect { try await expiring.get(.dynamicKey("never-loaded")) { throw LoaderFailure() } } throws: { error in
+        await #expect { try await expiring.get(.dynamicKey("never-loaded")) { throw LoaderFailure() } } throws: {
+            error in
             (error as? ItemCacheError)?.code == .fetch
         }
     }
@@ -110,14 +117,18 @@ struct ProviderTests {
         #expect(reloaded.value == ["n": 1])
     }
 
-    @Test("evict scopes: one record, one dynamic key with all its groups, the whole provider; other providers untouched")
+    @Test(
+        "evict scopes: one record, one dynamic key with all its groups, the whole provider; other providers untouched")
     func evictScopes() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let store = try Self.open(folder)
         let feed = CacheProvider<String>("feed", store: store)
         let other = CacheProvider<String>("feed/other", store: store)
-        let keys: [ProviderKey] = [.none, .dynamicKey("u1", group: "p1"), .dynamicKey("u1", group: "p2"), .dynamicKey("u1"), .dynamicKey("u2", group: "p1")]
+        let keys: [ProviderKey] = [
+            .none, .dynamicKey("u1", group: "p1"), .dynamicKey("u1", group: "p2"), .dynamicKey("u1"),
+            .dynamicKey("u2", group: "p1"),
+        ]
         for key in keys {
             _ = try await feed.get(key) { "feed \(key)" }
             _ = try await other.get(key) { "other \(key)" }
@@ -129,7 +140,10 @@ struct ProviderTests {
         #expect(try feed.blockingCached(.dynamicKey("u1", group: "p2"))?.value == "feed u1/p2")
 
         #expect(try await feed.evict(.dynamicKeyGroup("u1", group: "p1")) == 1)
-        #expect(try present(feed) == [.none, .dynamicKey("u1", group: "p2"), .dynamicKey("u1"), .dynamicKey("u2", group: "p1")])
+        #expect(
+            try present(feed) == [
+                .none, .dynamicKey("u1", group: "p2"), .dynamicKey("u1"), .dynamicKey("u2", group: "p1"),
+            ])
 
         #expect(try await feed.evict(.dynamicKey("u1")) == 2)
         #expect(try present(feed) == [.none, .dynamicKey("u2", group: "p1")])
@@ -141,19 +155,21 @@ struct ProviderTests {
         #expect(try store.blockingCount(matching: ItemQuery().context("provider")) == keys.count)
     }
 
-    @Test("list actions change the stored array as a table says, and keep its expiry", arguments: [
-        (ListAction<Int>.addFirst(0), [0, 1, 2, 3]),
-        (.addLast(4), [1, 2, 3, 4]),
-        (.insert(9, at: 1), [1, 9, 2, 3]),
-        (.insert(9, at: 3), [1, 2, 3, 9]),
-        (.removeFirst, [2, 3]),
-        (.removeLast, [1, 2]),
-        (.remove(at: 1), [1, 3]),
-        (.removeAll(where: { $0 % 2 == 1 }), [2]),
-        (.removeAll, []),
-        (.update(at: 2) { $0 * 10 }, [1, 2, 30]),
-        (.updateAll(where: { $0 > 1 }) { -$0 }, [1, -2, -3]),
-    ])
+    @Test(
+        "list actions change the stored array as a table says, and keep its expiry",
+        arguments: [
+            (ListAction<Int>.addFirst(0), [0, 1, 2, 3]),
+            (.addLast(4), [1, 2, 3, 4]),
+            (.insert(9, at: 1), [1, 9, 2, 3]),
+            (.insert(9, at: 3), [1, 2, 3, 9]),
+            (.removeFirst, [2, 3]),
+            (.removeLast, [1, 2]),
+            (.remove(at: 1), [1, 3]),
+            (.removeAll(where: { $0 % 2 == 1 }), [2]),
+            (.removeAll, []),
+            (.update(at: 2) { $0 * 10 }, [1, 2, 30]),
+            (.updateAll(where: { $0 > 1 }) { -$0 }, [1, -2, -3]),
+        ])
     func listActions(action: ListAction<Int>, expected: [Int]) async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -164,7 +180,9 @@ struct ProviderTests {
         store.purgeMemory()
         let stored = try #require(try numbers.blockingCached(.dynamicKey("k")))
         #expect(stored.value == expected)
-        #expect(abs(stored.info.expires!.timeIntervalSince(loaded.info.expires!)) < 0.001, "an edit is not a load: the expiry stays")
+        #expect(
+            abs(stored.info.expires!.timeIntervalSince(loaded.info.expires!)) < 0.001,
+            "an edit is not a load: the expiry stays")
         #expect(try await numbers.get(.dynamicKey("k")) { [99] }.value == expected, "still fresh: no reload")
     }
 
@@ -176,15 +194,25 @@ struct ProviderTests {
         let numbers = CacheProvider<[Int]>("numbers", store: store)
         #expect(try await numbers.update(.addLast(5)) == [5], "a missing list is empty")
         for action in [ListAction<Int>.remove(at: 1), .insert(0, at: 3), .update(at: -1) { $0 }] {
-            await #expect { try await numbers.update(action) } throws: { ($0 as? ItemCacheError)?.code == .invalidAction }
+            await #expect { try await numbers.update(action) } throws: {
+                ($0 as? ItemCacheError)?.code == .invalidAction
+            }
         }
-        await #expect { try await numbers.update(.removeFirst, for: .dynamicKey("empty")) } throws: { ($0 as? ItemCacheError)?.code == .invalidAction }
+        await #expect { try await numbers.update(.removeFirst, for: .dynamicKey("empty")) } throws: {
+            ($0 as? ItemCacheError)?.code == .invalidAction
+        }
         #expect(try numbers.blockingCached()?.value == [5])
         #expect(try numbers.blockingCached(.dynamicKey("empty")) == nil, "a failed action stores nothing")
 
-        _ = try await CacheProvider<String>("numbers", store: store).get(.dynamicKey("text"), evict: true) { "not a list" }
-        await #expect { try await numbers.update(.addLast(1), for: .dynamicKey("text")) } throws: { ($0 as? ItemCacheError)?.code == .decoding }
-        #expect(try store.blockingItem(for: ProviderKey.dynamicKey("text").cacheKey(provider: "numbers"))?.item.string() == "\"not a list\"")
+        _ = try await CacheProvider<String>("numbers", store: store).get(.dynamicKey("text"), evict: true) {
+            "not a list"
+        }
+        await #expect { try await numbers.update(.addLast(1), for: .dynamicKey("text")) } throws: {
+            ($0 as? ItemCacheError)?.code == .decoding
+        }
+        #expect(
+            try store.blockingItem(for: ProviderKey.dynamicKey("text").cacheKey(provider: "numbers"))?.item.string()
+                == "\"not a list\"")
     }
 
     @Test("list actions from two stores on one folder, 60 at once, lose no element")
@@ -194,7 +222,9 @@ struct ProviderTests {
         let providers = [try Self.open(folder), try Self.open(folder)].map { CacheProvider<[Int]>("shared", store: $0) }
         try await withThrowingTaskGroup(of: Void.self) { tasks in
             for value in 0..<60 {
-                tasks.addTask { _ = try await providers[value % 2].update(value % 3 == 0 ? .addFirst(value) : .addLast(value)) }
+                tasks.addTask {
+                    _ = try await providers[value % 2].update(value % 3 == 0 ? .addFirst(value) : .addLast(value))
+                }
             }
             try await tasks.waitForAll()
         }

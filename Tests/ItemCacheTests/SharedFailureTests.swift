@@ -1,8 +1,9 @@
-@testable import ItemCache
 import Foundation
 import StorageServer
 import Testing
 import Transport
+
+@testable import ItemCache
 
 /// Loads of one key from several processes (here: several stores on one folder, whose lock
 /// files exclude each other as processes' do) against a failing origin: one fetch, and its
@@ -10,22 +11,32 @@ import Transport
 @Suite("Coalescing across processes fails together, and waits boundedly")
 struct SharedFailureTests {
     /// `count` loaders, each with its own store on `folder` and its own transport.
-    static func loaders(_ count: Int, folder: String, configure: (inout CacheConfiguration) -> Void = { _ in }) throws -> [(ItemLoader, CurlTransport)] {
+    static func loaders(_ count: Int, folder: String, configure: (inout CacheConfiguration) -> Void = { _ in }) throws
+        -> [(ItemLoader, CurlTransport)]
+    {
         try (0..<count).map { _ in
             var configuration = CacheConfiguration(folder: folder)
             configure(&configuration)
             var transportConfiguration = CurlTransport.Configuration()
             transportConfiguration.retry = .none
             let transport = try CurlTransport(configuration: transportConfiguration)
-            return (ItemLoader(store: try ItemStore(configuration: configuration), configuration: configuration, transport: transport), transport)
+            return (
+                ItemLoader(
+                    store: try ItemStore(configuration: configuration), configuration: configuration,
+                    transport: transport), transport
+            )
         }
     }
 
-    static func loadAll(_ loaders: [(ItemLoader, CurlTransport)], _ url: URL) async -> [Result<LoadedItem, ItemCacheError>] {
+    static func loadAll(_ loaders: [(ItemLoader, CurlTransport)], _ url: URL) async -> [Result<
+        LoadedItem, ItemCacheError
+    >] {
         await withTaskGroup(of: Result<LoadedItem, ItemCacheError>.self) { group in
             for (loader, _) in loaders {
                 group.addTask {
-                    do throws(ItemCacheError) { return .success(try await loader.item(for: url)) } catch { return .failure(error) }
+                    do throws(ItemCacheError) { return .success(try await loader.item(for: url)) } catch {
+                        return .failure(error)
+                    }
                 }
             }
             return await group.reduce(into: []) { $0.append($1) }
@@ -49,7 +60,10 @@ struct SharedFailureTests {
         #expect(fixture.server.requestCount(forPath: "/missing.json") == 1)
         #expect(results.count == 8)
         for result in results {
-            guard case .failure(let error) = result else { Issue.record("a load succeeded against a missing file"); continue }
+            guard case .failure(let error) = result else {
+                Issue.record("a load succeeded against a missing file")
+                continue
+            }
             #expect(error.code == .fetch, "\(error)")
         }
         await Self.close(loaders)
@@ -61,7 +75,8 @@ struct SharedFailureTests {
         defer { Task { await fixture.close() } }
         try fixture.publish("a.json", "{\"v\":1}")
         let loaders = try Self.loaders(6, folder: fixture.folder)
-        _ = try await loaders[0].0.item(for: fixture.url("a.json"), options: LoadOptions(expiry: .lifetime(.milliseconds(1))))
+        _ = try await loaders[0].0.item(
+            for: fixture.url("a.json"), options: LoadOptions(expiry: .lifetime(.milliseconds(1))))
         try await Task.sleep(for: .milliseconds(20))
         try FileManager.default.removeItem(at: fixture.content.appendingPathComponent("a.json"))
         fixture.server.injectFault(.delay(seconds: 1.0), forPath: "/a.json")
@@ -104,7 +119,12 @@ struct SharedFailureTests {
         #expect(error?.code == .cancelled)
 
         let provider = CacheProvider<String>("slowprovider", store: fixture.store, lifetime: .lifetime(.seconds(60)))
-        let get = Task { try await provider.get { try await Task.sleep(for: .seconds(5)); return "late" } }
+        let get = Task {
+            try await provider.get {
+                try await Task.sleep(for: .seconds(5))
+                return "late"
+            }
+        }
         try await Task.sleep(for: .milliseconds(100))
         get.cancel()
         let providerError = await #expect(throws: ItemCacheError.self) { try await get.value }

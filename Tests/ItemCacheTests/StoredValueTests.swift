@@ -1,6 +1,7 @@
-@testable import ItemCache
 import Foundation
 import Testing
+
+@testable import ItemCache
 
 /// Big values are read through their file, never as one `Data`; small ones from the index.
 @Suite("Stored values as files and chunks")
@@ -15,7 +16,10 @@ struct StoredValueTests {
         try await store.store(Data("small".utf8), for: ItemStoreTests.key("small"))
 
         let read = try await store.withValue(for: ItemStoreTests.key("big")) { value -> Data in
-            guard case .file(let descriptor) = value.content else { Issue.record("a 3 MiB value should be a file"); return Data() }
+            guard case .file(let descriptor) = value.content else {
+                Issue.record("a 3 MiB value should be a file")
+                return Data()
+            }
             #expect(lseek(descriptor, 0, SEEK_CUR) == 0)
             var chunks = 0
             var collected = Data()
@@ -35,7 +39,10 @@ struct StoredValueTests {
         #expect(try await store.withValue(for: ItemStoreTests.key("none")) { _ in 1 } == nil)
 
         // One byte changed in the file, its size the same: never handed out.
-        let file = try #require(try ItemStoreTests.read(store) { db in try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:big'") })
+        let file = try #require(
+            try ItemStoreTests.read(store) { db in
+                try String.fetchOne(db, sql: "SELECT file FROM item WHERE key = 'custom:big'")
+            })
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/blobs/" + file))
         try handle.seek(toOffset: 2_000_000)
         handle.write(Data([0xFF]))

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import StorageServer
 
 /// Request path decoding, range parsing, tag comparison and HTTP dates, without sockets.
@@ -154,8 +155,10 @@ struct PureLogicTests {
                 [.weekday, .day, .month, .year, .hour, .minute, .second],
                 from: Date(timeIntervalSince1970: TimeInterval(seconds)))
             let two = { (value: Int?) in String(format: "%02d", value ?? -1) }
-            let expected = "\(days[(parts.weekday ?? 1) - 1]), \(two(parts.day)) \(months[(parts.month ?? 1) - 1]) "
-                + String(format: "%04d", parts.year ?? -1) + " \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second)) GMT"
+            let expected =
+                "\(days[(parts.weekday ?? 1) - 1]), \(two(parts.day)) \(months[(parts.month ?? 1) - 1]) "
+                + String(format: "%04d", parts.year ?? -1)
+                + " \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second)) GMT"
             #expect(HTTPDate.format(seconds) == expected)
             #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import StorageServer
 
 /// Faults that answer with a well-formed response that does not answer the request: the client's
@@ -37,7 +38,8 @@ struct StorageServerAnswerFaultTests {
         try await withServedFixture(prepare: { try $0.write("a.bin", contents) }) { server, fixture in
             server.injectFault(.wholeBodyAsPartialContent, forPath: "/a.bin")
             let plain = try await curl(server.url(for: "a.bin"), in: fixture.scratch)
-            let ranged = try await curl(server.url(for: "a.bin"), ["--header", "Range: bytes=60-"], in: fixture.scratch)
+            let ranged = try await curl(
+                server.url(for: "a.bin"), ["--header", "Range: bytes=60-"], in: fixture.scratch)
             for result in [plain, ranged] {
                 #expect(result.exitCode == 0)
                 #expect(result.status == 206)

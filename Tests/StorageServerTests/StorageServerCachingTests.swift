@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import StorageServer
 
 /// What an HTTP cache under test relies on: `Cache-Control` and other caching headers per path,
@@ -43,7 +44,8 @@ struct StorageServerCachingTests {
         let contents = randomBytes(500)
         try await withServedFixture(prepare: { try $0.write("a.bin", contents) }) { server, fixture in
             let expires = "Thu, 01 Dec 2094 16:00:00 GMT"
-            server.setResponseHeaders(["Expires": expires, "Age": "30", "cache-control": "max-age=5"], forPath: "a.bin")
+            server.setResponseHeaders(
+                ["Expires": expires, "Age": "30", "cache-control": "max-age=5"], forPath: "a.bin")
             server.setResponseHeaders(["Age": "1"], forPath: "/missing.bin")
             server.defaultCacheControl = "no-store"
             let url = server.url(for: "a.bin")
@@ -77,7 +79,10 @@ struct StorageServerCachingTests {
 
             // Cache-Control changes on its own; replacing the set drops the rest.
             server.setCacheControl("max-age=9", forPath: "a.bin")
-            #expect(server.responseHeaders(forPath: "/a.bin") == ["Expires": expires, "Age": "30", "Cache-Control": "max-age=9"])
+            #expect(
+                server.responseHeaders(forPath: "/a.bin") == [
+                    "Expires": expires, "Age": "30", "Cache-Control": "max-age=9",
+                ])
             server.setResponseHeaders(["Age": "7"], forPath: "/a.bin")
             let replaced = try await curl(url, in: fixture.scratch)
             #expect(replaced.headers["age"] == "7")
@@ -99,7 +104,9 @@ struct StorageServerCachingTests {
             let head = try await curl(url, ["--head"], in: fixture.scratch)
             let part = try await curl(url, ["--header", "Range: bytes=1-2"], in: fixture.scratch)
             #expect([whole, head, part].map(\.status) == [200, 200, 206])
-            #expect([whole, head, part].map { $0.headers["last-modified"] } == [String?](repeating: Self.modifiedText, count: 3))
+            #expect(
+                [whole, head, part].map { $0.headers["last-modified"] }
+                    == [String?](repeating: Self.modifiedText, count: 3))
 
             try fixture.write("a.txt", "rewritten")
             let after = try await curl(url, in: fixture.scratch)
@@ -158,13 +165,15 @@ struct StorageServerCachingTests {
             let notModifiedDate = "If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT"
             let modifiedDate = "If-Modified-Since: Thu, 01 Jan 1970 00:00:00 GMT"
 
-            let staleTag = try await curl(url, ["--header", "If-None-Match: \"other\"", "--header", notModifiedDate],
-                                          in: fixture.scratch)
+            let staleTag = try await curl(
+                url, ["--header", "If-None-Match: \"other\"", "--header", notModifiedDate],
+                in: fixture.scratch)
             #expect(staleTag.status == 200)
             #expect(staleTag.body == Data("hello".utf8))
 
-            let sameTag = try await curl(url, ["--header", "If-None-Match: \(etag)", "--header", modifiedDate],
-                                         in: fixture.scratch)
+            let sameTag = try await curl(
+                url, ["--header", "If-None-Match: \(etag)", "--header", modifiedDate],
+                in: fixture.scratch)
             #expect(sameTag.status == 304)
             #expect(sameTag.body.isEmpty)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import StorageServer
 
 /// ETags, conditional requests, byte ranges and root switching.
@@ -42,14 +43,17 @@ struct StorageServerConditionalTests {
             let out = { (name: String) in fixture.scratch.appendingPathComponent(name).path }
             // One curl process, four transfers: libcurl reuses the connection when each answer
             // is framed correctly, as the transport under test will.
-            let code = try await runProcess("curl", [
-                "--silent", "--show-error", "--max-time", "20",
-                "--write-out", "%{http_code} %{num_connects}\n",
-                "--header", "If-None-Match: \(etag)", "--output", out("1"), url, "--next",
-                "--head", "--write-out", "%{http_code} %{num_connects}\n", "--output", out("2"), url, "--next",
-                "--header", "Range: bytes=10-19", "--write-out", "%{http_code} %{num_connects}\n", "--output", out("3"), url, "--next",
-                "--write-out", "%{http_code} %{num_connects}\n", "--output", out("4"), url,
-            ], stdout: report, stderr: nil)
+            let code = try await runProcess(
+                "curl",
+                [
+                    "--silent", "--show-error", "--max-time", "20",
+                    "--write-out", "%{http_code} %{num_connects}\n",
+                    "--header", "If-None-Match: \(etag)", "--output", out("1"), url, "--next",
+                    "--head", "--write-out", "%{http_code} %{num_connects}\n", "--output", out("2"), url, "--next",
+                    "--header", "Range: bytes=10-19", "--write-out", "%{http_code} %{num_connects}\n", "--output",
+                    out("3"), url, "--next",
+                    "--write-out", "%{http_code} %{num_connects}\n", "--output", out("4"), url,
+                ], stdout: report, stderr: nil)
             #expect(code == 0)
             let lines = try String(contentsOf: report, encoding: .utf8).split(separator: "\n")
             #expect(lines == ["304 1", "200 0", "206 0", "200 0"])
@@ -62,7 +66,8 @@ struct StorageServerConditionalTests {
     @Test func closedRangeAnswersPartialContentWithExactBytes() async throws {
         let contents = randomBytes(1000)
         try await withServedFixture(prepare: { try $0.write("a.bin", contents) }) { server, fixture in
-            let result = try await curl(server.url(for: "a.bin"), ["--header", "Range: bytes=100-199"], in: fixture.scratch)
+            let result = try await curl(
+                server.url(for: "a.bin"), ["--header", "Range: bytes=100-199"], in: fixture.scratch)
             #expect(result.status == 206)
             #expect(result.body == contents[100..<200])
             #expect(result.headers["content-range"] == "bytes 100-199/1000")
@@ -197,7 +202,10 @@ struct StorageServerConditionalTests {
 
             let log = server.requests()
             #expect(log.map(\.method) == ["GET", "GET", "HEAD", "GET", "GET", "GET"])
-            #expect(log.map(\.path) == ["/v 2/é.bin", "/v 2/é.bin", "/v 2/é.bin", "/v 2/é.bin", "/missing.bin", "/other.bin"])
+            #expect(
+                log.map(\.path) == [
+                    "/v 2/é.bin", "/v 2/é.bin", "/v 2/é.bin", "/v 2/é.bin", "/missing.bin", "/other.bin",
+                ])
             #expect(log.map(\.status) == [200, 206, 200, 304, 404, 200])
             #expect(log.map(\.bodyBytes) == [4000, 1000, 0, 0, 0, 10])
             #expect(log[1].range == "bytes=0-999")

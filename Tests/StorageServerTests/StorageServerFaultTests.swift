@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import StorageServer
 
 @Suite(.timeLimit(.minutes(1)))
@@ -146,7 +147,8 @@ struct StorageServerFaultTests {
         let contents = randomBytes(10_000)
         try await withServedFixture(prepare: { try $0.write("a.bin", contents) }) { server, fixture in
             server.injectFault(.truncate(afterBytes: 10), forPath: "/a.bin")
-            let result = try await curl(server.url(for: "a.bin"), ["--header", "Range: bytes=5000-5999"], in: fixture.scratch)
+            let result = try await curl(
+                server.url(for: "a.bin"), ["--header", "Range: bytes=5000-5999"], in: fixture.scratch)
             #expect(result.exitCode == 18)
             #expect(result.status == 206)
             #expect(result.body == contents[5000..<5010])
@@ -157,7 +159,8 @@ struct StorageServerFaultTests {
         let contents = randomBytes(50_000)
         var configuration = StorageServer.Configuration()
         configuration.stallAfterBytes = 64
-        try await withServedFixture(configuration: configuration, prepare: { try $0.write("a.bin", contents) }) { server, fixture in
+        try await withServedFixture(configuration: configuration, prepare: { try $0.write("a.bin", contents) }) {
+            server, fixture in
             server.injectFault(.stall, forPath: "/a.bin", times: 1)
             // Long enough for curl to start and get the head on a loaded machine, far below the
             // 60 s stall limit.

@@ -1,12 +1,14 @@
 import Foundation
 import Testing
+
 @testable import StorageServer
 
 @Suite(.timeLimit(.minutes(1)))
 struct StorageServerTests {
     @Test func servesFileBytesExactlyUnderNamesWithSpacesAndNonASCII() async throws {
         let contents = randomBytes(200_000)
-        try await withServedFixture(prepare: { try $0.write("a folder/Ünïcødé ☃ file.bin", contents) }) { server, fixture in
+        try await withServedFixture(prepare: { try $0.write("a folder/Ünïcødé ☃ file.bin", contents) }) {
+            server, fixture in
             let url = server.url(for: "/a folder/Ünïcødé ☃ file.bin")
             #expect(url.absoluteString.hasSuffix("/a%20folder/%C3%9Cn%C3%AFc%C3%B8d%C3%A9%20%E2%98%83%20file.bin"))
 

@@ -9,9 +9,11 @@ struct CacheHardeningCLITests {
     @Test("a reader that closes the pipe early ends get quietly, never with a signal")
     func closedPipe() async throws {
         try await CacheCommandTests.withServer { scratch, server, site in
-            try String(repeating: "x", count: 2_000_000).write(toFile: site + "/big.txt", atomically: true, encoding: .utf8)
+            try String(repeating: "x", count: 2_000_000).write(
+                toFile: site + "/big.txt", atomically: true, encoding: .utf8)
             let url = server.url(for: "big.txt").absoluteString
-            let script = "'\(SyncAgentBinary.path)' cache get '\(url)' --cache '\(scratch)/c' | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"
+            let script =
+                "'\(SyncAgentBinary.path)' cache get '\(url)' --cache '\(scratch)/c' | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/bin/bash")
             process.arguments = ["-c", script]
@@ -19,19 +21,23 @@ struct CacheHardeningCLITests {
             process.standardOutput = pipe
             try process.run()
             process.waitUntilExit()
-            let status = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            let status = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
             // 0: it wrote what it could and ended; 128+N would be a signal (SIGILL was 132).
             #expect(status == "0")
         }
     }
 
-    @Test("numbers out of range exit 6 naming the option", arguments: [
-        ["--ttl", "1e16"], ["--ttl=-1"], ["--ttl", "nan"], ["--ttl", "inf"],
-        ["--max-size", "0"], ["--max-size", "99999999999999999999999"], ["--max-size=-5"], ["--max-size", "lots"],
-    ])
+    @Test(
+        "numbers out of range exit 6 naming the option",
+        arguments: [
+            ["--ttl", "1e16"], ["--ttl=-1"], ["--ttl", "nan"], ["--ttl", "inf"],
+            ["--max-size", "0"], ["--max-size", "99999999999999999999999"], ["--max-size=-5"], ["--max-size", "lots"],
+        ])
     func rangeChecks(option: [String]) async throws {
         try await withScratch { scratch in
-            let result = try await SyncAgentBinary.run(["cache", "get", "http://127.0.0.1:9/x", "--cache", scratch + "/c"] + option, scratch: scratch)
+            let result = try await SyncAgentBinary.run(
+                ["cache", "get", "http://127.0.0.1:9/x", "--cache", scratch + "/c"] + option, scratch: scratch)
             #expect(result.status == 6, "\(option): \(result.stderr)")
             #expect(result.stderr.contains(String(option[0].prefix { $0 != "=" })))
         }
@@ -42,19 +48,26 @@ struct CacheHardeningCLITests {
         try await withScratch { scratch in
             let missing = scratch + "/mistyped"
             let foreign = scratch + "/game-project"
-            try FileManager.default.createDirectory(atPath: foreign + "/blobs/textures", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                atPath: foreign + "/blobs/textures", withIntermediateDirectories: true)
             try Data("wood".utf8).write(to: URL(fileURLWithPath: foreign + "/blobs/textures/wood.png"))
             for folder in [missing, foreign] {
-                for command in [["ls"], ["stats"], ["purge", "--all"], ["rm", "--prefix", "http://"], ["rm", "http://example.com/a"]] {
-                    let result = try await SyncAgentBinary.run(["cache"] + command + ["--cache", folder], scratch: scratch)
+                for command in [
+                    ["ls"], ["stats"], ["purge", "--all"], ["rm", "--prefix", "http://"],
+                    ["rm", "http://example.com/a"],
+                ] {
+                    let result = try await SyncAgentBinary.run(
+                        ["cache"] + command + ["--cache", folder], scratch: scratch)
                     #expect(result.status == 5, "\(command) \(folder): \(result.stderr)")
                     #expect(result.stderr.contains(folder))
                 }
-                let get = try await SyncAgentBinary.run(["cache", "get", "http://127.0.0.1:9/x", "--cache", foreign], scratch: scratch)
+                let get = try await SyncAgentBinary.run(
+                    ["cache", "get", "http://127.0.0.1:9/x", "--cache", foreign], scratch: scratch)
                 #expect(get.status == 5, "\(get.stderr)")
             }
             #expect(!FileManager.default.fileExists(atPath: missing))
-            #expect(try Data(contentsOf: URL(fileURLWithPath: foreign + "/blobs/textures/wood.png")) == Data("wood".utf8))
+            #expect(
+                try Data(contentsOf: URL(fileURLWithPath: foreign + "/blobs/textures/wood.png")) == Data("wood".utf8))
         }
     }
 
@@ -63,11 +76,18 @@ struct CacheHardeningCLITests {
         try await CacheCommandTests.withServer { scratch, server, site in
             try "a".write(toFile: site + "/a.txt", atomically: true, encoding: .utf8)
             let cache = scratch + "/c"
-            #expect(try await SyncAgentBinary.run(["cache", "get", server.url(for: "a.txt").absoluteString, "--cache", cache], scratch: scratch).status == 0)
-            let result = try await SyncAgentBinary.run(["cache", "rm", "--prefix", "", "--cache", cache], scratch: scratch)
+            #expect(
+                try await SyncAgentBinary.run(
+                    ["cache", "get", server.url(for: "a.txt").absoluteString, "--cache", cache], scratch: scratch
+                ).status == 0)
+            let result = try await SyncAgentBinary.run(
+                ["cache", "rm", "--prefix", "", "--cache", cache], scratch: scratch)
             #expect(result.status == 6)
             #expect(result.stderr.contains("purge --all"))
-            #expect(try await SyncAgentBinary.run(["cache", "ls", "--cache", cache], scratch: scratch).stdout.split(separator: "\n").count == 1)
+            #expect(
+                try await SyncAgentBinary.run(["cache", "ls", "--cache", cache], scratch: scratch).stdout.split(
+                    separator: "\n"
+                ).count == 1)
         }
     }
 
@@ -81,20 +101,31 @@ struct CacheHardeningCLITests {
             let withToken = "http://ghpT0kenSecret@127.0.0.1:\(port)/private"
             var outputs: [CommandResult] = []
             for url in [withPassword, withToken] {
-                outputs.append(try await SyncAgentBinary.run(["cache", "get", url, "--cache", cache, "--ttl", "0"], scratch: scratch))
+                outputs.append(
+                    try await SyncAgentBinary.run(
+                        ["cache", "get", url, "--cache", cache, "--ttl", "0"], scratch: scratch))
                 // Stale now, and the origin gone for this one: the warning quotes the URL.
-                outputs.append(try await SyncAgentBinary.run(["cache", "get", url.replacingOccurrences(of: "/private", with: "/missing"), "--cache", cache], scratch: scratch))
+                outputs.append(
+                    try await SyncAgentBinary.run(
+                        ["cache", "get", url.replacingOccurrences(of: "/private", with: "/missing"), "--cache", cache],
+                        scratch: scratch))
             }
             outputs.append(try await SyncAgentBinary.run(["cache", "ls", "--cache", cache], scratch: scratch))
-            outputs.append(try await SyncAgentBinary.run(["cache", "ls", "--json", "--cache", cache], scratch: scratch))
-            outputs.append(try await SyncAgentBinary.run(["cache", "get", "--json", withPassword, "--cache", cache, "-o", scratch + "/out"], scratch: scratch))
+            outputs.append(
+                try await SyncAgentBinary.run(["cache", "ls", "--json", "--cache", cache], scratch: scratch))
+            outputs.append(
+                try await SyncAgentBinary.run(
+                    ["cache", "get", "--json", withPassword, "--cache", cache, "-o", scratch + "/out"], scratch: scratch
+                ))
             await server.stop()
-            outputs.append(try await SyncAgentBinary.run(["cache", "get", withPassword, "--cache", cache], scratch: scratch))
+            outputs.append(
+                try await SyncAgentBinary.run(["cache", "get", withPassword, "--cache", cache], scratch: scratch))
             let everything = outputs.map { $0.stdout + $0.stderr }.joined()
             #expect(!everything.contains("S3cretPassw0rd"))
             #expect(!everything.contains("ghpT0kenSecret"))
             #expect(everything.contains("alice:***@"))
-            for name in try FileManager.default.contentsOfDirectory(atPath: cache) where name.hasPrefix("index.sqlite") {
+            for name in try FileManager.default.contentsOfDirectory(atPath: cache) where name.hasPrefix("index.sqlite")
+            {
                 let bytes = try Data(contentsOf: URL(fileURLWithPath: cache + "/" + name))
                 #expect(bytes.range(of: Data("S3cretPassw0rd".utf8)) == nil, "\(name)")
                 #expect(bytes.range(of: Data("ghpT0kenSecret".utf8)) == nil, "\(name)")
@@ -108,11 +139,15 @@ struct CacheHardeningCLITests {
             let body = String(repeating: "z", count: 50_000)
             try body.write(toFile: site + "/big.txt", atomically: true, encoding: .utf8)
             let cache = scratch + "/c"
-            let result = try await SyncAgentBinary.run(["cache", "get", server.url(for: "big.txt").absoluteString, "--cache", cache, "--max-size", "10000"], scratch: scratch)
+            let result = try await SyncAgentBinary.run(
+                ["cache", "get", server.url(for: "big.txt").absoluteString, "--cache", cache, "--max-size", "10000"],
+                scratch: scratch)
             #expect(result.status == 0, "\(result.stderr)")
             #expect(result.stdout == body)
             #expect(result.stderr.contains("not kept") && result.stderr.split(separator: "\n").count == 1)
-            let json = try await SyncAgentBinary.run(["cache", "get", "--json", server.url(for: "big.txt").absoluteString, "--cache", cache], scratch: scratch)
+            let json = try await SyncAgentBinary.run(
+                ["cache", "get", "--json", server.url(for: "big.txt").absoluteString, "--cache", cache],
+                scratch: scratch)
             let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
             #expect(object["stored"] as? Bool == false)
             #expect(object["source"] as? String == "network")
@@ -126,17 +161,33 @@ struct CacheHardeningCLITests {
             try "a".write(toFile: site + "/a.txt", atomically: true, encoding: .utf8)
             let url = server.url(for: "a.txt").absoluteString
             let cache = scratch + "/c"
-            let first = try await SyncAgentBinary.run(["cache", "get", "--json", url, "--cache", cache], scratch: scratch)
+            let first = try await SyncAgentBinary.run(
+                ["cache", "get", "--json", url, "--cache", cache], scratch: scratch)
             #expect(first.stdout.contains("\"url\" : \"http://"), "\(first.stdout)")
             let object = try #require(try JSONSerialization.jsonObject(with: Data(first.stdout.utf8)) as? [String: Any])
-            #expect(object["source"] as? String == "network" && object["size"] as? Int == 1 && object["stored"] as? Bool == true)
-            let second = try #require(try JSONSerialization.jsonObject(with: Data(try await SyncAgentBinary.run(["cache", "get", "--json", url, "--cache", cache], scratch: scratch).stdout.utf8)) as? [String: Any])
+            #expect(
+                object["source"] as? String == "network" && object["size"] as? Int == 1
+                    && object["stored"] as? Bool == true)
+            let second = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(
+                        try await SyncAgentBinary.run(
+                            ["cache", "get", "--json", url, "--cache", cache], scratch: scratch
+                        ).stdout.utf8)) as? [String: Any])
             #expect(second["source"] as? String == "disk")
-            #expect(!(try await SyncAgentBinary.run(["cache", "ls", "--json", "--cache", cache], scratch: scratch).stdout.contains("\\/")))
-            let removed = try await SyncAgentBinary.run(["cache", "rm", "--json", url, "--cache", cache], scratch: scratch)
-            #expect((try JSONSerialization.jsonObject(with: Data(removed.stdout.utf8)) as? [String: Any])?["removed"] as? Int == 1)
-            let purged = try await SyncAgentBinary.run(["cache", "purge", "--all", "--json", "--cache", cache], scratch: scratch)
-            #expect((try JSONSerialization.jsonObject(with: Data(purged.stdout.utf8)) as? [String: Any])?["removed"] as? Int == 0)
+            #expect(
+                !(try await SyncAgentBinary.run(["cache", "ls", "--json", "--cache", cache], scratch: scratch).stdout
+                    .contains("\\/")))
+            let removed = try await SyncAgentBinary.run(
+                ["cache", "rm", "--json", url, "--cache", cache], scratch: scratch)
+            #expect(
+                (try JSONSerialization.jsonObject(with: Data(removed.stdout.utf8)) as? [String: Any])?["removed"]
+                    as? Int == 1)
+            let purged = try await SyncAgentBinary.run(
+                ["cache", "purge", "--all", "--json", "--cache", cache], scratch: scratch)
+            #expect(
+                (try JSONSerialization.jsonObject(with: Data(purged.stdout.utf8)) as? [String: Any])?["removed"] as? Int
+                    == 0)
         }
     }
 
@@ -144,11 +195,13 @@ struct CacheHardeningCLITests {
     func bytesThatAreNotText() async throws {
         try await withScratch { scratch in
             // Through bash: Foundation's Process cannot pass bytes that are not UTF-8.
-            let script = "'\(SyncAgentBinary.path)' cache get http://127.0.0.1:9/x --cache '\(scratch)/c' --param q=$'\\xff\\xfe'; echo \" status=$?\""
+            let script =
+                "'\(SyncAgentBinary.path)' cache get http://127.0.0.1:9/x --cache '\(scratch)/c' --param q=$'\\xff\\xfe'; echo \" status=$?\""
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/bin/bash")
             process.arguments = ["-c", script]
-            let out = Pipe(), err = Pipe()
+            let out = Pipe()
+            let err = Pipe()
             process.standardOutput = out
             process.standardError = err
             try process.run()

@@ -15,36 +15,52 @@ enum SyncAgentBinary {
     /// that a test fails without its fix).
     static var path: String {
         if let other = ProcessInfo.processInfo.environment["SYNC_AGENT_UNDER_TEST"], !other.isEmpty { return other }
-        return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("sync-agent").path
+        return URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent(
+            "sync-agent"
+        ).path
     }
 
     /// Runs the binary with `arguments`, in this process's environment plus `environment`.
-    static func run(_ arguments: [String], scratch: String, environment: [String: String] = [:]) async throws -> CommandResult {
+    static func run(_ arguments: [String], scratch: String, environment: [String: String] = [:]) async throws
+        -> CommandResult
+    {
         let id = UUID().uuidString
         let out = scratch + "/\(id).out"
         let err = scratch + "/\(id).err"
-        let status = try await ChildProcess(path, arguments, stdout: out, stderr: err, environment: environment).exitStatus()
-        return CommandResult(status: status,
-                             stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                             stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+        let status = try await ChildProcess(path, arguments, stdout: out, stderr: err, environment: environment)
+            .exitStatus()
+        return CommandResult(
+            status: status,
+            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
     /// Starts `sync-agent watch` mirroring `server` into `scratch`/content (state in
     /// `scratch`/state.sqlite), its stderr in `scratch`/watch.log, with `arguments` added.
-    static func watch(_ server: StorageServer, scratch: String, _ arguments: [String] = ["--interval", "60"],
-                      environment: [String: String] = [:]) throws -> ChildProcess {
-        try ChildProcess(path, ["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                "--state", scratch + "/state.sqlite"] + arguments,
-                         stderr: scratch + "/watch.log", environment: environment)
+    static func watch(
+        _ server: StorageServer, scratch: String, _ arguments: [String] = ["--interval", "60"],
+        environment: [String: String] = [:]
+    ) throws -> ChildProcess {
+        try ChildProcess(
+            path,
+            [
+                "watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                "--state", scratch + "/state.sqlite",
+            ] + arguments,
+            stderr: scratch + "/watch.log", environment: environment)
     }
 
     /// Starts `sync-agent serve`, returning the process and the URL it printed.
-    static func serve(_ folder: String, scratch: String, arguments: [String] = [], stderr: String? = nil) async throws -> (ChildProcess, URL) {
+    static func serve(_ folder: String, scratch: String, arguments: [String] = [], stderr: String? = nil) async throws
+        -> (ChildProcess, URL)
+    {
         let out = scratch + "/serve.out"
         let process = try ChildProcess(path, ["serve", folder, "--port", "0"] + arguments, stdout: out, stderr: stderr)
         for _ in 0..<500 {
-            if let text = try? String(contentsOfFile: out, encoding: .utf8), let line = text.split(separator: "\n").first,
-               let url = URL(string: String(line)) {
+            if let text = try? String(contentsOfFile: out, encoding: .utf8),
+                let line = text.split(separator: "\n").first,
+                let url = URL(string: String(line))
+            {
                 return (process, url)
             }
             try await Task.sleep(for: .milliseconds(20))

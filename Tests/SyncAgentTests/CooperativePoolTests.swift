@@ -10,19 +10,23 @@ import Testing
 struct CooperativePoolTests {
     /// Runs `sync-agent` with one cooperative thread; a child that does not finish within
     /// `limit` is killed (and so exits non-zero): a hang fails the test instead of stalling it.
-    func runStrict(_ arguments: [String], scratch: String, limit: Duration = .seconds(90)) async throws -> CommandResult {
+    func runStrict(_ arguments: [String], scratch: String, limit: Duration = .seconds(90)) async throws -> CommandResult
+    {
         let id = UUID().uuidString
-        let out = scratch + "/\(id).out", err = scratch + "/\(id).err"
-        let child = try ChildProcess("/usr/bin/env", ["LIBDISPATCH_COOPERATIVE_POOL_STRICT=1", SyncAgentBinary.path] + arguments,
-                                     stdout: out, stderr: err)
+        let out = scratch + "/\(id).out"
+        let err = scratch + "/\(id).err"
+        let child = try ChildProcess(
+            "/usr/bin/env", ["LIBDISPATCH_COOPERATIVE_POOL_STRICT=1", SyncAgentBinary.path] + arguments,
+            stdout: out, stderr: err)
         let watchdog = Task {
             try await Task.sleep(for: limit)
             child.send(SIGKILL)
         }
         let status = await child.exitStatus()
         watchdog.cancel()
-        return CommandResult(status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                             stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+        return CommandResult(
+            status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
     /// Every file under `root`, relative path to bytes.
@@ -32,7 +36,9 @@ struct CooperativePoolTests {
         while let relative = enumerator.nextObject() as? String {
             var isFolder: ObjCBool = false
             _ = FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isFolder)
-            if !isFolder.boolValue { result[relative] = try Data(contentsOf: URL(fileURLWithPath: root + "/" + relative)) }
+            if !isFolder.boolValue {
+                result[relative] = try Data(contentsOf: URL(fileURLWithPath: root + "/" + relative))
+            }
         }
         return result
     }
@@ -41,7 +47,8 @@ struct CooperativePoolTests {
         try await withScratch { scratch in
             let versions = SyncAgentCLITests.exampleStorage
             try await withStorageServer(root: URL(fileURLWithPath: versions + "/1.0")) { server in
-                let dir = scratch + "/content", state = scratch + "/state.sqlite"
+                let dir = scratch + "/content"
+                let state = scratch + "/state.sqlite"
                 let sync = ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state]
 
                 let restored = try await runStrict(sync, scratch: scratch)
@@ -59,8 +66,11 @@ struct CooperativePoolTests {
                 let removed = try #require(published.keys.sorted().last)
                 try Data("damaged".utf8).write(to: URL(fileURLWithPath: dir + "/" + damaged))
                 try FileManager.default.removeItem(atPath: dir + "/" + removed)
-                let repaired = try await runStrict(["verify", "--dir", dir, "--state", state, "--base-url", server.baseURL!.absoluteString,
-                                                    "--repair"], scratch: scratch)
+                let repaired = try await runStrict(
+                    [
+                        "verify", "--dir", dir, "--state", state, "--base-url", server.baseURL!.absoluteString,
+                        "--repair",
+                    ], scratch: scratch)
                 #expect(repaired.status == 0, "verify --repair: exit \(repaired.status), stderr: \(repaired.stderr)")
                 #expect(try files(under: dir) == published)
             }
@@ -76,13 +86,20 @@ struct CooperativePoolTests {
             try "small".write(toFile: site + "/small.txt", atomically: true, encoding: .utf8)
             let cache = scratch + "/cache"
             for (url, expected) in [(server.url(for: "big.txt"), body), (server.url(for: "small.txt"), "small")] {
-                let fetched = try await runStrict(["cache", "get", url.absoluteString, "--cache", cache, "--ttl", "0", "-o", scratch + "/out"], scratch: scratch)
+                let fetched = try await runStrict(
+                    ["cache", "get", url.absoluteString, "--cache", cache, "--ttl", "0", "-o", scratch + "/out"],
+                    scratch: scratch)
                 #expect(fetched.status == 0, "get: \(fetched.stderr)")
                 #expect(try String(contentsOfFile: scratch + "/out", encoding: .utf8) == expected)
-                let revalidated = try await runStrict(["cache", "get", url.absoluteString, "--cache", cache, "--json"], scratch: scratch)
-                #expect(revalidated.status == 0 && revalidated.stdout.contains("\"source\" : \"revalidated\""), "\(revalidated.stdout) \(revalidated.stderr)")
+                let revalidated = try await runStrict(
+                    ["cache", "get", url.absoluteString, "--cache", cache, "--json"], scratch: scratch)
+                #expect(
+                    revalidated.status == 0 && revalidated.stdout.contains("\"source\" : \"revalidated\""),
+                    "\(revalidated.stdout) \(revalidated.stderr)")
             }
-            for command in [["ls"], ["stats"], ["rm", server.url(for: "small.txt").absoluteString], ["purge", "--all"]] {
+            for command in [
+                ["ls"], ["stats"], ["rm", server.url(for: "small.txt").absoluteString], ["purge", "--all"],
+            ] {
                 let result = try await runStrict(["cache"] + command + ["--cache", cache], scratch: scratch)
                 #expect(result.status == 0, "\(command): \(result.stderr)")
             }

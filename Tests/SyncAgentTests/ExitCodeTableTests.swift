@@ -2,8 +2,9 @@ import CLinux
 import ContentSync
 import Foundation
 import StorageServer
-@testable import SyncAgent
 import Testing
+
+@testable import SyncAgent
 
 /// Every row of the README's exit-code table, against the real binary: each code comes from the
 /// kind of failure the table names, so scripts can tell whose fault a failure was.
@@ -12,14 +13,21 @@ struct ExitCodeTableTests {
     static let example = SyncAgentCLITests.exampleStorage
 
     func sync(_ base: URL, _ scratch: String, _ extra: [String] = []) async throws -> CommandResult {
-        try await SyncAgentBinary.run(["sync", "--base-url", base.absoluteString, "--dir", scratch + "/content",
-                                       "--state", scratch + "/state.sqlite"] + extra, scratch: scratch)
+        try await SyncAgentBinary.run(
+            [
+                "sync", "--base-url", base.absoluteString, "--dir", scratch + "/content",
+                "--state", scratch + "/state.sqlite",
+            ] + extra, scratch: scratch)
     }
 
-    func expect(_ result: CommandResult, exits code: Int32, mentioning text: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    func expect(
+        _ result: CommandResult, exits code: Int32, mentioning text: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(result.status == code, "stderr: \(result.stderr)", sourceLocation: sourceLocation)
-        #expect(result.stderr.hasPrefix("sync-agent: ") && result.stderr.split(separator: "\n").count == 1,
-                "one line on stderr: \(result.stderr)", sourceLocation: sourceLocation)
+        #expect(
+            result.stderr.hasPrefix("sync-agent: ") && result.stderr.split(separator: "\n").count == 1,
+            "one line on stderr: \(result.stderr)", sourceLocation: sourceLocation)
         #expect(result.stderr.contains(text), "stderr: \(result.stderr)", sourceLocation: sourceLocation)
     }
 
@@ -27,9 +35,12 @@ struct ExitCodeTableTests {
     /// returns once the archive was asked for: the update is running, holding its locks.
     func startHeldSync(_ server: StorageServer, _ scratch: String) async throws -> ChildProcess {
         server.injectFault(.delay(seconds: 30), forPath: "/RXCacheContent.zip")
-        let process = try ChildProcess(SyncAgentBinary.path,
-                                       ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                        "--state", scratch + "/state.sqlite"], stderr: scratch + "/err")
+        let process = try ChildProcess(
+            SyncAgentBinary.path,
+            [
+                "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                "--state", scratch + "/state.sqlite",
+            ], stderr: scratch + "/err")
         for _ in 0..<200 where !server.requests().contains(where: { $0.path == "/RXCacheContent.zip" }) {
             try await Task.sleep(for: .milliseconds(50))
         }
@@ -55,7 +66,9 @@ struct ExitCodeTableTests {
     @Test func threeForTheNetwork() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server async throws in
-                expect(try await sync(server.baseURL!.appendingPathComponent("nowhere/"), scratch), exits: 3, mentioning: "404")
+                expect(
+                    try await sync(server.baseURL!.appendingPathComponent("nowhere/"), scratch), exits: 3,
+                    mentioning: "404")
             }
         }
     }
@@ -63,7 +76,8 @@ struct ExitCodeTableTests {
     @Test func fourForAMalformedStatus() async throws {
         try await withScratch { scratch in
             let storage = try storageCopy("1.2", scratch)
-            try Data("{\"actualCacheVersion\": \"\"".utf8).write(to: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))
+            try Data("{\"actualCacheVersion\": \"\"".utf8).write(
+                to: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))
             try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
                 expect(try await sync(server.baseURL!, scratch), exits: 4, mentioning: "cacheStatus.json")
             }
@@ -74,7 +88,8 @@ struct ExitCodeTableTests {
         try await withScratch { scratch in
             let storage = try storageCopy("1.2", scratch)
             let path = storage + "/RXCacheConfig/cacheStatus.json"
-            var status = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+            var status =
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
             status["actualCacheVersion"] = ""
             try JSONSerialization.data(withJSONObject: status).write(to: URL(fileURLWithPath: path))
             try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
@@ -91,8 +106,10 @@ struct ExitCodeTableTests {
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.0")) { server async throws in
                 #expect(try await sync(server.baseURL!, scratch).status == 0)
                 // docs/Guide Notes.md is replayed in 1.2 with its hash published; serve other bytes.
-                let tampered = try #require(FileManager.default.enumerator(atPath: storage + "/RXCacheContent")?.allObjects as? [String])
-                    .filter { $0.hasSuffix(".md") }
+                let tampered = try #require(
+                    FileManager.default.enumerator(atPath: storage + "/RXCacheContent")?.allObjects as? [String]
+                )
+                .filter { $0.hasSuffix(".md") }
                 for file in tampered {
                     try Data("tampered".utf8).write(to: URL(fileURLWithPath: storage + "/RXCacheContent/" + file))
                 }
@@ -104,11 +121,13 @@ struct ExitCodeTableTests {
 
     @Test func fourForAMissingSignatureUnderTrustKey() async throws {
         try await withScratch { scratch in
-            let keygen = try await SyncAgentBinary.run(["keygen", "--out", scratch + "/publisher.key"], scratch: scratch)
+            let keygen = try await SyncAgentBinary.run(
+                ["keygen", "--out", scratch + "/publisher.key"], scratch: scratch)
             #expect(keygen.status == 0)
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
-                expect(try await sync(server.baseURL!, scratch, ["--trust-key", scratch + "/publisher.key.pub"]),
-                       exits: 4, mentioning: "signed")
+                expect(
+                    try await sync(server.baseURL!, scratch, ["--trust-key", scratch + "/publisher.key.pub"]),
+                    exits: 4, mentioning: "signed")
             }
         }
     }
@@ -119,9 +138,11 @@ struct ExitCodeTableTests {
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.0")) { server async throws in
                 #expect(try await sync(server.baseURL!, scratch).status == 0)
                 // Every .md the 1.2 lists fetch grows past the size they declare.
-                for file in try #require(FileManager.default.enumerator(atPath: storage + "/RXCacheContent")?.allObjects as? [String])
+                for file in try #require(
+                    FileManager.default.enumerator(atPath: storage + "/RXCacheContent")?.allObjects as? [String])
                 where file.hasSuffix(".md") {
-                    try Data(repeating: 0x41, count: 100_000).write(to: URL(fileURLWithPath: storage + "/RXCacheContent/" + file))
+                    try Data(repeating: 0x41, count: 100_000).write(
+                        to: URL(fileURLWithPath: storage + "/RXCacheContent/" + file))
                 }
                 server.setRoot(URL(fileURLWithPath: storage))
                 expect(try await sync(server.baseURL!, scratch), exits: 4, mentioning: "declared")
@@ -141,9 +162,13 @@ struct ExitCodeTableTests {
 
     @Test func sixForTheConfiguration() async throws {
         try await withScratch { scratch in
-            expect(try await sync(URL(string: "ftp://example.com/storage/")!, scratch), exits: 6, mentioning: "base URL")
-            let inside = try await SyncAgentBinary.run(["sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",
-                                                        "--state", scratch + "/content/state.sqlite"], scratch: scratch)
+            expect(
+                try await sync(URL(string: "ftp://example.com/storage/")!, scratch), exits: 6, mentioning: "base URL")
+            let inside = try await SyncAgentBinary.run(
+                [
+                    "sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",
+                    "--state", scratch + "/content/state.sqlite",
+                ], scratch: scratch)
             expect(inside, exits: 6, mentioning: "inside the content folder")
         }
     }
@@ -154,18 +179,25 @@ struct ExitCodeTableTests {
                 let process = try await startHeldSync(server, scratch)
                 async let status = process.exitStatus()
                 // Another state file, the same folder: refused at once, naming how to find the holder.
-                let second = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                            "--state", scratch + "/other.sqlite"], scratch: scratch)
+                let second = try await SyncAgentBinary.run(
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                        "--state", scratch + "/other.sqlite",
+                    ], scratch: scratch)
                 expect(second, exits: 6, mentioning: "another update of")
                 #expect(second.stderr.contains("sync-agent status"), "the CLI's own hint: \(second.stderr)")
-                let running = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
-                                                            scratch: scratch)
+                let running = try await SyncAgentBinary.run(
+                    ["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
+                    scratch: scratch)
                 #expect(running.stdout.contains("is updating it now"), "status: \(running.stdout)")
-                let json = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
-                                                         scratch: scratch)
+                let json = try await SyncAgentBinary.run(
+                    ["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                    scratch: scratch)
                 let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
                 #expect(object?["state"] as? String == "working", "status --json: \(json.stdout)")
-                #expect((object?["runningUpdate"] as? [String: Any])?["processID"] as? Int != nil, "status --json: \(json.stdout)")
+                #expect(
+                    (object?["runningUpdate"] as? [String: Any])?["processID"] as? Int != nil,
+                    "status --json: \(json.stdout)")
                 process.send(SIGINT)
                 #expect(await status == 130)
                 server.clearFaults()
@@ -178,8 +210,9 @@ struct ExitCodeTableTests {
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
                 let process = try await startHeldSync(server, scratch)
                 async let status = process.exitStatus()
-                let reset = try await SyncAgentBinary.run(["reset", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
-                                                          scratch: scratch)
+                let reset = try await SyncAgentBinary.run(
+                    ["reset", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
+                    scratch: scratch)
                 expect(reset, exits: 6, mentioning: "another update of")
                 #expect(FileManager.default.fileExists(atPath: scratch + "/state.sqlite"), "nothing was reset")
                 process.send(SIGINT)
@@ -193,8 +226,9 @@ struct ExitCodeTableTests {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server async throws in
                 #expect(try await sync(server.baseURL!.appendingPathComponent("nowhere/"), scratch).status == 3)
-                let check = try await SyncAgentBinary.run(["status", "--check", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
-                                                          scratch: scratch)
+                let check = try await SyncAgentBinary.run(
+                    ["status", "--check", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
+                    scratch: scratch)
                 expect(check, exits: 9, mentioning: "check failed")
             }
         }
@@ -203,15 +237,21 @@ struct ExitCodeTableTests {
     /// Only `watch` with a config file's pre-switch hooks meets a veto, and it exits with the
     /// error once `--max-failures` checks in a row failed; the mapping itself is checked here.
     @Test func tenWhenAPreSwitchHookVetoes() {
-        let failure = CLIFailure(SyncError(code: .vetoed, message: "the switch to version 1.4 was vetoed: pre-switch hook 'check' exited with status 3"))
+        let failure = CLIFailure(
+            SyncError(
+                code: .vetoed,
+                message: "the switch to version 1.4 was vetoed: pre-switch hook 'check' exited with status 3"))
         #expect(failure.code == 10)
         #expect(failure.message.contains("pre-switch hook 'check'"))
     }
 
     @Test func sixtyFourForACommandLineThatDoesNotParse() async throws {
         try await withScratch { scratch in
-            let result = try await SyncAgentBinary.run(["sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",
-                                                    "--no-such-option"], scratch: scratch)
+            let result = try await SyncAgentBinary.run(
+                [
+                    "sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",
+                    "--no-such-option",
+                ], scratch: scratch)
             #expect(result.status == 64, "stderr: \(result.stderr)")
             #expect(result.stderr.contains("--no-such-option"), "stderr: \(result.stderr)")
         }
@@ -235,7 +275,8 @@ struct ExitCodeTableTests {
             try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server async throws in
                 let port = server.baseURL!.port!
                 // A real storage, so the one line on stderr is the failure (no "not a storage" warning).
-                let result = try await SyncAgentBinary.run(["serve", Self.example + "/1.2", "--port", "\(port)"], scratch: scratch)
+                let result = try await SyncAgentBinary.run(
+                    ["serve", Self.example + "/1.2", "--port", "\(port)"], scratch: scratch)
                 expect(result, exits: 1, mentioning: "serving")
             }
         }
@@ -245,7 +286,8 @@ struct ExitCodeTableTests {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
                 #expect(try await sync(server.baseURL!, scratch).status == 0)
-                try FileManager.default.createSymbolicLink(atPath: scratch + "/content/link", withDestinationPath: "/etc/passwd")
+                try FileManager.default.createSymbolicLink(
+                    atPath: scratch + "/content/link", withDestinationPath: "/etc/passwd")
                 let verify = ["verify", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
                 let found = try await SyncAgentBinary.run(verify, scratch: scratch)
                 expect(found, exits: 7, mentioning: "difference")

@@ -56,13 +56,17 @@ struct HostileEnvironmentCLITests {
 
     @Test func aClosedStderrPipeDoesNotKillSync() async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server async throws in
-                let process = try Self.spawnWithClosedPipe(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                            "--state", scratch + "/state.sqlite", "--verbose"])
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server async throws in
+                let process = try Self.spawnWithClosedPipe([
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                    "--state", scratch + "/state.sqlite", "--verbose",
+                ])
                 let status = await process.exitStatus()
                 #expect(status == 0, "141 is death by SIGPIPE")
-                let check = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
-                                                          scratch: scratch)
+                let check = try await SyncAgentBinary.run(
+                    ["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                    scratch: scratch)
                 #expect(check.stdout.contains("\"version\" : \"1.2\""))
             }
         }
@@ -70,18 +74,25 @@ struct HostileEnvironmentCLITests {
 
     @Test func aClosedStderrDescriptorDoesNotSendLogLinesIntoTheStateDatabase() async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server async throws in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server async throws in
                 // Descriptor 2 is not open at all: the first file opened would get number 2.
-                let process = try Self.spawnWithClosedPipe(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                            "--state", scratch + "/state.sqlite", "--verbose"], closingStderr: true)
+                let process = try Self.spawnWithClosedPipe(
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                        "--state", scratch + "/state.sqlite", "--verbose",
+                    ], closingStderr: true)
                 #expect(await process.exitStatus() == 0)
-                let check = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
-                                                          scratch: scratch)
+                let check = try await SyncAgentBinary.run(
+                    ["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                    scratch: scratch)
                 #expect(check.status == 0, "the state database is intact: \(check.stderr)")
                 #expect(check.stdout.contains("\"version\" : \"1.2\""))
-                for name in try FileManager.default.contentsOfDirectory(atPath: scratch) where name.hasPrefix("state.sqlite") {
+                for name in try FileManager.default.contentsOfDirectory(atPath: scratch)
+                where name.hasPrefix("state.sqlite") {
                     let bytes = try Data(contentsOf: URL(fileURLWithPath: scratch + "/" + name))
-                    #expect(bytes.range(of: Data("restoring from the archive".utf8)) == nil, "a log line landed in \(name)")
+                    #expect(
+                        bytes.range(of: Data("restoring from the archive".utf8)) == nil, "a log line landed in \(name)")
                 }
             }
         }
@@ -89,21 +100,27 @@ struct HostileEnvironmentCLITests {
 
     @Test func aClosedStderrPipeDoesNotKillWatch() async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server async throws in
-                let process = try Self.spawnWithClosedPipe(["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                            "--state", scratch + "/state.sqlite", "--interval", "1", "--verbose"])
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server async throws in
+                let process = try Self.spawnWithClosedPipe([
+                    "watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                    "--state", scratch + "/state.sqlite", "--interval", "1", "--verbose",
+                ])
                 async let status = process.exitStatus()
                 var synced = false
                 for _ in 0..<300 where !synced {
-                    let check = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
-                                                              scratch: scratch)
+                    let check = try await SyncAgentBinary.run(
+                        ["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+                        scratch: scratch)
                     synced = check.stdout.contains("\"version\" : \"1.2\"")
                     if !synced { try await Task.sleep(for: .milliseconds(100)) }
                 }
                 #expect(synced)
                 // Several checks, each logging to the dead pipe.
                 let requests = server.requests().count
-                for _ in 0..<100 where server.requests().count < requests + 2 { try await Task.sleep(for: .milliseconds(100)) }
+                for _ in 0..<100 where server.requests().count < requests + 2 {
+                    try await Task.sleep(for: .milliseconds(100))
+                }
                 process.send(SIGTERM)
                 #expect(await status == 0, "141 is death by SIGPIPE")
             }
@@ -114,20 +131,25 @@ struct HostileEnvironmentCLITests {
 
     /// Writes a storage by hand (the way the original iOS publisher's users did): no integrity
     /// data, relative URLs, an archive made by Info-ZIP.
-    static func writeStorage(_ storage: String, version: String, changeLists: [(name: String, json: String)]) async throws {
+    static func writeStorage(_ storage: String, version: String, changeLists: [(name: String, json: String)])
+        async throws
+    {
         let config = storage + "/RXCacheConfig"
-        try FileManager.default.createDirectory(atPath: config + "/HistoryOfVersions", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            atPath: config + "/HistoryOfVersions", withIntermediateDirectories: true)
         try? FileManager.default.removeItem(atPath: storage + "/RXCacheContent.zip")
-        let status = try await ChildProcess.run("/bin/sh", ["-c", "cd '\(storage)' && zip -qr RXCacheContent.zip RXCacheContent"])
+        let status = try await ChildProcess.run(
+            "/bin/sh", ["-c", "cd '\(storage)' && zip -qr RXCacheContent.zip RXCacheContent"])
         #expect(status == 0)
         try """
-            {"actualCacheVersion": "\(version)", "minimalCacheVersion": "1.0",
-             "urlAtListOfURLsToUpdatesByVersion": "listOfURLsToUpdatesByVersion.json",
-             "urlAtZipArchiveOfCacheContent": "../RXCacheContent.zip",
-             "zippedArchiveSizeInMB": "20", "unzippedArchiveSizeInMB": "20"}
-            """.write(toFile: config + "/cacheStatus.json", atomically: true, encoding: .utf8)
+        {"actualCacheVersion": "\(version)", "minimalCacheVersion": "1.0",
+         "urlAtListOfURLsToUpdatesByVersion": "listOfURLsToUpdatesByVersion.json",
+         "urlAtZipArchiveOfCacheContent": "../RXCacheContent.zip",
+         "zippedArchiveSizeInMB": "20", "unzippedArchiveSizeInMB": "20"}
+        """.write(toFile: config + "/cacheStatus.json", atomically: true, encoding: .utf8)
         let urls = changeLists.map { "\"HistoryOfVersions/\($0.name)\"" }.joined(separator: ", ")
-        try "{\"updatesByVersions\": [\(urls)]}".write(toFile: config + "/listOfURLsToUpdatesByVersion.json", atomically: true, encoding: .utf8)
+        try "{\"updatesByVersions\": [\(urls)]}".write(
+            toFile: config + "/listOfURLsToUpdatesByVersion.json", atomically: true, encoding: .utf8)
         for list in changeLists {
             try list.json.write(toFile: config + "/HistoryOfVersions/" + list.name, atomically: true, encoding: .utf8)
         }
@@ -137,13 +159,18 @@ struct HostileEnvironmentCLITests {
         try await withScratch { scratch in
             let storage = scratch + "/storage"
             let content = storage + "/RXCacheContent"
-            try FileManager.default.createDirectory(atPath: content + "/" + Array(repeating: "d", count: 1_800).joined(separator: "/"),
-                                                    withIntermediateDirectories: true)
-            try "bottom".write(toFile: content + "/" + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt",
-                               atomically: false, encoding: .utf8)
+            try FileManager.default.createDirectory(
+                atPath: content + "/" + Array(repeating: "d", count: 1_800).joined(separator: "/"),
+                withIntermediateDirectories: true)
+            try "bottom".write(
+                toFile: content + "/" + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt",
+                atomically: false, encoding: .utf8)
             try "top".write(toFile: content + "/top.txt", atomically: false, encoding: .utf8)
             try await Self.writeStorage(storage, version: "1.0", changeLists: [])
-            let arguments = ["sync", "--base-url", "", "--dir", scratch + "/client/content", "--state", scratch + "/client/state.sqlite"]
+            let arguments = [
+                "sync", "--base-url", "", "--dir", scratch + "/client/content", "--state",
+                scratch + "/client/state.sqlite",
+            ]
             try FileManager.default.createDirectory(atPath: scratch + "/client", withIntermediateDirectories: true)
 
             try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
@@ -153,30 +180,49 @@ struct HostileEnvironmentCLITests {
                 let limited = { (scratch: String) async throws -> CommandResult in
                     let out = scratch + "/limited.out"
                     let err = scratch + "/limited.err"
-                    let line = "ulimit -n 128 && exec '\(SyncAgentBinary.path)' " + args.map { "'\($0)'" }.joined(separator: " ")
+                    let line =
+                        "ulimit -n 128 && exec '\(SyncAgentBinary.path)' "
+                        + args.map { "'\($0)'" }.joined(separator: " ")
                     let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
-                    return CommandResult(status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                                         stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+                    return CommandResult(
+                        status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+                        stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
                 }
                 let restore = try await limited(scratch)
                 #expect(restore.status == 0, "stderr: \(restore.stderr)")
-                #expect(FileManager.default.fileExists(atPath: scratch + "/client/content/" + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt"))
+                #expect(
+                    FileManager.default.fileExists(
+                        atPath: scratch + "/client/content/"
+                            + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt"))
 
                 // 2.0 removes the deep tree: the switch retires 1.0 and deletes all 1,800 levels.
                 try FileManager.default.removeItem(atPath: content + "/d")
                 try "new".write(toFile: content + "/new.txt", atomically: false, encoding: .utf8)
-                try await Self.writeStorage(storage, version: "2.0", changeLists: [("changes_1.0_2.0.json", """
-                    {"from": "1.0", "to": "2.0", "changes": [
-                      {"oldPath": "../../RXCacheContent/d", "newPath": "", "redownload": false, "rename": false},
-                      {"oldPath": "", "newPath": "../../RXCacheContent/new.txt", "redownload": false, "rename": false}]}
-                    """)])
+                try await Self.writeStorage(
+                    storage, version: "2.0",
+                    changeLists: [
+                        (
+                            "changes_1.0_2.0.json",
+                            """
+                            {"from": "1.0", "to": "2.0", "changes": [
+                              {"oldPath": "../../RXCacheContent/d", "newPath": "", "redownload": false, "rename": false},
+                              {"oldPath": "", "newPath": "../../RXCacheContent/new.txt", "redownload": false, "rename": false}]}
+                            """
+                        )
+                    ])
                 let replay = try await limited(scratch)
                 #expect(replay.status == 0, "stderr: \(replay.stderr)")
-                #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/client").sorted() == ["content", "state.sqlite", "state.sqlite-shm", "state.sqlite-wal", "state.sqlite.lock"].filter {
-                    FileManager.default.fileExists(atPath: scratch + "/client/" + $0)
-                }, "the staging folder is gone")
+                #expect(
+                    try FileManager.default.contentsOfDirectory(atPath: scratch + "/client").sorted()
+                        == ["content", "state.sqlite", "state.sqlite-shm", "state.sqlite-wal", "state.sqlite.lock"]
+                        .filter {
+                            FileManager.default.fileExists(atPath: scratch + "/client/" + $0)
+                        }, "the staging folder is gone")
                 #expect(!FileManager.default.fileExists(atPath: scratch + "/client/.content.content-sync"))
-                #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/client/content").sorted() == ["new.txt", "top.txt"])
+                #expect(
+                    try FileManager.default.contentsOfDirectory(atPath: scratch + "/client/content").sorted() == [
+                        "new.txt", "top.txt",
+                    ])
                 let again = try await limited(scratch)
                 #expect(again.status == 0, "stderr: \(again.stderr)")
             }

@@ -51,7 +51,9 @@ struct OperatorCommandTests {
 
                 let reset = try await folder.run(["reset"] + folder.options)
                 #expect(reset.status == 0, "stderr: \(reset.stderr)")
-                #expect(reset.stdout.hasPrefix("removed \(folder.dir) ") && reset.stdout.split(separator: "\n").count == 1, "stdout: \(reset.stdout)")
+                #expect(
+                    reset.stdout.hasPrefix("removed \(folder.dir) ") && reset.stdout.split(separator: "\n").count == 1,
+                    "stdout: \(reset.stdout)")
                 #expect(!FileManager.default.fileExists(atPath: folder.dir))
                 let forgotten = try await folder.status()
                 #expect(forgotten["version"] is NSNull)
@@ -61,7 +63,9 @@ struct OperatorCommandTests {
                 #expect(try await folder.sync(server).status == 0)
                 #expect(try await folder.status()["version"] as? String == "1.4")
                 let restored = try await folder.status()["lastAttempt"] as? [String: Any]
-                #expect(restored?["kind"] as? String == "restore", "the next sync restores from the archive: \(String(describing: restored))")
+                #expect(
+                    restored?["kind"] as? String == "restore",
+                    "the next sync restores from the archive: \(String(describing: restored))")
                 #expect(FileManager.default.fileExists(atPath: folder.dir + "/README.txt"))
             }
         }
@@ -75,8 +79,10 @@ struct OperatorCommandTests {
                 server.setRoot(URL(fileURLWithPath: Self.example + "/1.2"))
                 let refused = try await folder.sync(server)
                 #expect(refused.status == 4, "stderr: \(refused.stderr)")
-                #expect(refused.stderr.contains("roll back") && refused.stderr.contains("`sync-agent reset` with the same --dir and --state"),
-                        "stderr: \(refused.stderr)")
+                #expect(
+                    refused.stderr.contains("roll back")
+                        && refused.stderr.contains("`sync-agent reset` with the same --dir and --state"),
+                    "stderr: \(refused.stderr)")
 
                 #expect(try await folder.run(["reset"] + folder.options).status == 0)
                 #expect(try await folder.sync(server).status == 0)
@@ -141,9 +147,12 @@ struct OperatorCommandTests {
                 let result = try await folder.run(["status", "--check", "--max-age", "1h"] + folder.options)
                 #expect(result.status == 9, "stderr: \(result.stderr)")
                 #expect(result.stdout.contains("state:        failed"), "the usual status first: \(result.stdout)")
-                #expect(result.stderr.hasPrefix("sync-agent: check failed: the last attempt failed (network)")
+                #expect(
+                    result.stderr.hasPrefix("sync-agent: check failed: the last attempt failed (network)")
                         && result.stderr.split(separator: "\n").count == 1, "stderr: \(result.stderr)")
-                #expect(try await folder.run(["status"] + folder.options).status == 0, "without --check status still exits 0")
+                #expect(
+                    try await folder.run(["status"] + folder.options).status == 0,
+                    "without --check status still exits 0")
             }
         }
     }
@@ -185,7 +194,8 @@ struct OperatorCommandTests {
 
     @Test func maxAgeWithoutCheckIsRefused() async throws {
         try await withScratch { scratch in
-            let result = try await Folder(scratch: scratch).run(["status", "--max-age", "1h"] + Folder(scratch: scratch).options)
+            let result = try await Folder(scratch: scratch).run(
+                ["status", "--max-age", "1h"] + Folder(scratch: scratch).options)
             #expect(result.status == 6, "stderr: \(result.stderr)")
             #expect(result.stderr.contains("--max-age needs --check"))
         }

@@ -1,12 +1,16 @@
 import ContentSync
 import Foundation
-@testable import SyncAgent
 import Testing
+
+@testable import SyncAgent
 
 /// The progress bar fits the terminal, drops noise, shows rate and time left, and shortens paths.
 @Suite("The progress bar: fits any width, no noise, rate and ETA, ellipsized paths")
 struct ProgressBarTests {
-    static func progress(_ phase: SyncProgress.Phase, done: Int64, total: Int64?, files: Int = 0, of filesTotal: Int = 0, item: String? = nil) -> SyncProgress {
+    static func progress(
+        _ phase: SyncProgress.Phase, done: Int64, total: Int64?, files: Int = 0, of filesTotal: Int = 0,
+        item: String? = nil
+    ) -> SyncProgress {
         var progress = SyncProgress(phase: phase)
         progress.bytesDone = done
         progress.bytesTotal = total
@@ -16,11 +20,15 @@ struct ProgressBarTests {
         return progress
     }
 
-    @Test("every width from 20 to 200 columns gets a line shorter than the terminal", arguments: Array(stride(from: 20, through: 200, by: 7)))
+    @Test(
+        "every width from 20 to 200 columns gets a line shorter than the terminal",
+        arguments: Array(stride(from: 20, through: 200, by: 7)))
     func fits(columns: Int) {
         let long = "assets/" + String(repeating: "very-long-folder-name/", count: 8) + "final-file-name.json"
-        let line = ProgressBar.render(Self.progress(.downloadingFiles, done: 123_456_789, total: 987_654_321, files: 1_234, of: 5_678, item: long),
-                                      columns: columns, bytesPerSecond: 12_345_678)
+        let line = ProgressBar.render(
+            Self.progress(
+                .downloadingFiles, done: 123_456_789, total: 987_654_321, files: 1_234, of: 5_678, item: long),
+            columns: columns, bytesPerSecond: 12_345_678)
         #expect(line.count <= columns - 1, "\(line.count) > \(columns - 1): \(line)")
         #expect(line.hasPrefix("downloadingFiles"))
     }
@@ -28,16 +36,20 @@ struct ProgressBarTests {
     @Test("no '0 B' while nothing moved, no 'files 0/1'; rate and time left once measured")
     func noNoise() {
         #expect(ProgressBar.render(Self.progress(.checking, done: 0, total: nil, files: 0, of: 1)) == "checking")
-        let line = ProgressBar.render(Self.progress(.downloadingArchive, done: 50 << 20, total: 100 << 20), columns: 120, bytesPerSecond: Double(10 << 20))
+        let line = ProgressBar.render(
+            Self.progress(.downloadingArchive, done: 50 << 20, total: 100 << 20), columns: 120,
+            bytesPerSecond: Double(10 << 20))
         #expect(line.contains("50.0 MB/100.0 MB"), "\(line)")
         #expect(line.contains("10.0 MB/s, 5 s left"), "\(line)")
         #expect(line.contains(" 50%"), "\(line)")
     }
 
-    @Test("long paths keep their start and their file name", arguments: [
-        ("short/path.json", 40, "short/path.json"),
-        ("a/very/long/path/to/some/deeply/nested/file.json", 20, "a/very/…ed/file.json"),
-    ])
+    @Test(
+        "long paths keep their start and their file name",
+        arguments: [
+            ("short/path.json", 40, "short/path.json"),
+            ("a/very/long/path/to/some/deeply/nested/file.json", 20, "a/very/…ed/file.json"),
+        ])
     func ellipsis(text: String, width: Int, expected: String) {
         let cut = ProgressBar.ellipsized(text, to: width)
         #expect(cut.count <= width)

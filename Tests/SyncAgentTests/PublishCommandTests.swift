@@ -6,9 +6,14 @@ import Testing
 struct PublishCommandTests {
     static let base = "https://publish.invalid/store/"
 
-    func publish(_ version: String, storage: String, scratch: String, initialize: Bool = false) async throws -> CommandResult {
-        var arguments = ["publish", "--storage", storage, "--content", SyncAgentCLITests.exampleStorage + "/\(version)/RXCacheContent",
-                         "--version", version, "--base-url", Self.base]
+    func publish(_ version: String, storage: String, scratch: String, initialize: Bool = false) async throws
+        -> CommandResult
+    {
+        var arguments = [
+            "publish", "--storage", storage, "--content",
+            SyncAgentCLITests.exampleStorage + "/\(version)/RXCacheContent",
+            "--version", version, "--base-url", Self.base,
+        ]
         if initialize { arguments.append("--init") }
         return try await SyncAgentBinary.run(arguments, scratch: scratch)
     }
@@ -24,14 +29,20 @@ struct PublishCommandTests {
             #expect(fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0)
             let refused = try await publish("1.1", storage: storage, scratch: scratch)
             #expect(refused.status == 6)
-            #expect(refused.stderr == "sync-agent: another publish of \(storage) is running (process \(getpid())); wait for it to finish, or stop it\n")
+            #expect(
+                refused.stderr
+                    == "sync-agent: another publish of \(storage) is running (process \(getpid())); wait for it to finish, or stop it\n"
+            )
             #expect(try String(contentsOfFile: storage + "/RXCacheConfig/cacheStatus.json", encoding: .utf8) == status)
             close(fd)
             let second = try await publish("1.1", storage: storage, scratch: scratch)
             #expect(second.status == 0, "\(second.stderr)")
             #expect(second.stdout.hasPrefix("published 1.1 (minimal 1.0) over 1.0:"))
             let again = try await publish("1.1", storage: storage, scratch: scratch)
-            #expect(again.status == 0 && again.stdout.hasPrefix("1.1 (minimal 1.0) is already published with this content: nothing to do"))
+            #expect(
+                again.status == 0
+                    && again.stdout.hasPrefix("1.1 (minimal 1.0) is already published with this content: nothing to do")
+            )
         }
     }
 
@@ -41,8 +52,12 @@ struct PublishCommandTests {
             let key = scratch + "/key"
             #expect(try await SyncAgentBinary.run(["keygen", "--out", key], scratch: scratch).status == 0)
             let result = try await SyncAgentBinary.run(
-                ["publish", "--storage", scratch + "/storage", "--content", SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent",
-                 "--version", "1.0", "--base-url", Self.base, "--init", "--sign-key", key, "--signature-days=" + days], scratch: scratch)
+                [
+                    "publish", "--storage", scratch + "/storage", "--content",
+                    SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent",
+                    "--version", "1.0", "--base-url", Self.base, "--init", "--sign-key", key,
+                    "--signature-days=" + days,
+                ], scratch: scratch)
             #expect(result.status == 6, "\(result.stderr)")
             #expect(result.stderr.contains("--signature-days"))
             #expect(!FileManager.default.fileExists(atPath: scratch + "/storage"))
@@ -55,12 +70,17 @@ struct PublishCommandTests {
             #expect(try await publish("1.0", storage: storage, scratch: scratch, initialize: true).status == 0)
             // What a publish killed while staging leaves: a work folder with a staging journal.
             let work = storage + "/.content-sync-publish"
-            try FileManager.default.createDirectory(atPath: work + "/stage/RXCacheContent", withIntermediateDirectories: true)
-            let journal = #"{"format": 1, "phase": "staging", "pid": 1, "fromVersion": "1.0", "toVersion": "1.1", "minimalVersion": "1.0", "createdFolders": [], "steps": []}"#
+            try FileManager.default.createDirectory(
+                atPath: work + "/stage/RXCacheContent", withIntermediateDirectories: true)
+            let journal =
+                #"{"format": 1, "phase": "staging", "pid": 1, "fromVersion": "1.0", "toVersion": "1.1", "minimalVersion": "1.0", "createdFolders": [], "steps": []}"#
             try journal.write(toFile: work + "/journal.json", atomically: false, encoding: .utf8)
             let result = try await publish("1.1", storage: storage, scratch: scratch)
             #expect(result.status == 0, "\(result.stderr)")
-            #expect(result.stdout.hasPrefix("recovered: an interrupted publish of 1.1 had installed nothing; deleted its work folder\npublished 1.1"))
+            #expect(
+                result.stdout.hasPrefix(
+                    "recovered: an interrupted publish of 1.1 had installed nothing; deleted its work folder\npublished 1.1"
+                ))
             #expect(!FileManager.default.fileExists(atPath: work))
         }
     }
@@ -68,40 +88,55 @@ struct PublishCommandTests {
     /// A storage moved to another base publishes on, and says so on stderr, --quiet or not.
     @Test func aChangedBaseURLWarnsThatTheMinimalVersionWasRaisedAndARerunChangesNothing() async throws {
         try await withScratch { scratch in
-            let storage = scratch + "/storage", moved = "https://cdn.invalid/storage/", old = Self.base
+            let storage = scratch + "/storage"
+            let moved = "https://cdn.invalid/storage/"
+            let old = Self.base
             #expect(try await publish("1.0", storage: storage, scratch: scratch, initialize: true).status == 0)
             #expect(try await publish("1.1", storage: storage, scratch: scratch).status == 0)
-            let arguments = ["publish", "--storage", storage, "--content", SyncAgentCLITests.exampleStorage + "/1.2/RXCacheContent",
-                             "--version", "1.2", "--base-url", moved]
+            let arguments = [
+                "publish", "--storage", storage, "--content", SyncAgentCLITests.exampleStorage + "/1.2/RXCacheContent",
+                "--version", "1.2", "--base-url", moved,
+            ]
             let statusPath = storage + "/RXCacheConfig/cacheStatus.json"
             let before = try String(contentsOfFile: statusPath, encoding: .utf8)
 
             let dryRun = try await SyncAgentBinary.run(arguments + ["--dry-run"], scratch: scratch)
             #expect(dryRun.status == 0, "\(dryRun.stderr)")
             #expect(dryRun.stdout.hasPrefix("would publish 1.2 (minimal 1.1) over 1.1:"), "\(dryRun.stdout)")
-            #expect(dryRun.stderr == "warning: the base URL changed from \(old) to \(moved): clients configured with \(old) see 1.2 only if \(old) "
+            #expect(
+                dryRun.stderr
+                    == "warning: the base URL changed from \(old) to \(moved): clients configured with \(old) see 1.2 only if \(old) "
                     + "serves this storage too. The minimal version would be raised from 1.0 to 1.1, so clients below 1.1 restore from the archive: "
                     + "the change lists up to 1.1 name paths under \(old), which clients configured with \(moved) refuse. A mistyped base URL "
                     + "(another scheme, host, branch or folder) is the usual cause of an unintended change; if the storage did not move, "
                     + "pass --base-url \(old)\n")
             #expect(try String(contentsOfFile: statusPath, encoding: .utf8) == before)
 
-            let published = try await SyncAgentBinary.run(arguments + ["--minimal", "1.0", "--quiet"], scratch: scratch)
+            let published = try await SyncAgentBinary.run(
+                arguments + ["--minimal", "1.0", "--quiet"], scratch: scratch)
             #expect(published.status == 0, "\(published.stderr)")
             #expect(published.stdout.isEmpty)
-            #expect(published.stderr == "warning: the base URL changed from \(old) to \(moved): clients configured with \(old) see 1.2 only if \(old) "
+            #expect(
+                published.stderr
+                    == "warning: the base URL changed from \(old) to \(moved): clients configured with \(old) see 1.2 only if \(old) "
                     + "serves this storage too. --minimal 1.0 was raised to 1.1, so clients below 1.1 restore from the archive: "
                     + "the change lists up to 1.1 name paths under \(old), which clients configured with \(moved) refuse. A mistyped base URL "
                     + "(another scheme, host, branch or folder) is the usual cause of an unintended change; if the storage did not move, "
                     + "publish the next version with --base-url \(old)\n")
             let status = try String(contentsOfFile: statusPath, encoding: .utf8)
-            #expect(status.contains(#""minimalCacheVersion" : "1.1""#) && status.contains(moved + "RXCacheContent.zip"), "\(status)")
+            #expect(
+                status.contains(#""minimalCacheVersion" : "1.1""#) && status.contains(moved + "RXCacheContent.zip"),
+                "\(status)")
 
             // The same command again: nothing to do, the raise still said.
             let again = try await SyncAgentBinary.run(arguments + ["--minimal", "1.0"], scratch: scratch)
             #expect(again.status == 0, "\(again.stderr)")
-            #expect(again.stdout.hasPrefix("1.2 (minimal 1.1) is already published with this content: nothing to do"), "\(again.stdout)")
-            #expect(again.stderr == "warning: --minimal 1.0 was raised to 1.1: the change lists up to 1.1 name paths under another base URL "
+            #expect(
+                again.stdout.hasPrefix("1.2 (minimal 1.1) is already published with this content: nothing to do"),
+                "\(again.stdout)")
+            #expect(
+                again.stderr
+                    == "warning: --minimal 1.0 was raised to 1.1: the change lists up to 1.1 name paths under another base URL "
                     + "than \(moved), which clients refuse, so clients below 1.1 restore from the archive\n")
             #expect(try String(contentsOfFile: statusPath, encoding: .utf8) == status)
         }
@@ -109,14 +144,24 @@ struct PublishCommandTests {
 
     /// The library names the option at fault; the CLI names its flag.
     @Test(arguments: [
-        (["--content", "/nonexistent-content-folder"], "--content: the content folder /nonexistent-content-folder is not a folder"),
+        (
+            ["--content", "/nonexistent-content-folder"],
+            "--content: the content folder /nonexistent-content-folder is not a folder"
+        ),
         (["--minimal", "9.0"], "--minimal: the minimal version 9.0 is greater than the new version 1.0"),
     ])
     func aFailureBlamingAnOptionNamesItsFlag(override: [String], expected: String) async throws {
         try await withScratch { scratch in
-            var arguments = ["publish", "--storage", scratch + "/storage", "--content", SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent",
-                             "--version", "1.0", "--base-url", Self.base, "--init"]
-            if let index = arguments.firstIndex(of: override[0]) { arguments[index + 1] = override[1] } else { arguments += override }
+            var arguments = [
+                "publish", "--storage", scratch + "/storage", "--content",
+                SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent",
+                "--version", "1.0", "--base-url", Self.base, "--init",
+            ]
+            if let index = arguments.firstIndex(of: override[0]) {
+                arguments[index + 1] = override[1]
+            } else {
+                arguments += override
+            }
             let result = try await SyncAgentBinary.run(arguments, scratch: scratch)
             #expect(result.status == 6, "\(result.stderr)")
             #expect(result.stderr.hasPrefix("sync-agent: " + expected), "\(result.stderr)")

@@ -7,8 +7,9 @@ import Testing
 /// the user info as Basic auth; the server ignores it). The secret never shows on stdout, stderr,
 /// in a log line of any format, in `status`, on `/metrics` or in the state database; the user
 /// name does.
-@Suite("A base URL's password or token never shows: sync, status, verify, check-config, watch's logs, /metrics, the state database",
-       .timeLimit(.minutes(3)))
+@Suite(
+    "A base URL's password or token never shows: sync, status, verify, check-config, watch's logs, /metrics, the state database",
+    .timeLimit(.minutes(3)))
 struct SecretURLCLITests {
     static let password = "S3cretPW-71"
     static let token = "TOKEN-9f3a52"
@@ -25,12 +26,16 @@ struct SecretURLCLITests {
     /// Every state database file (and its WAL) under `scratch`, as text.
     static func stateBytes(_ scratch: String) -> String {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: scratch)) ?? []
-        return names.filter { $0.contains(".sqlite") }.compactMap { FileManager.default.contents(atPath: scratch + "/" + $0) }
-            .map { String(decoding: $0, as: UTF8.self) }.joined()
+        return names.filter { $0.contains(".sqlite") }.compactMap {
+            FileManager.default.contents(atPath: scratch + "/" + $0)
+        }
+        .map { String(decoding: $0, as: UTF8.self) }.joined()
     }
 
     static func expectNoSecret(_ text: String, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(!text.contains(password) && !text.contains(token), "\(what) shows a secret:\n\(text)", sourceLocation: sourceLocation)
+        #expect(
+            !text.contains(password) && !text.contains(token), "\(what) shows a secret:\n\(text)",
+            sourceLocation: sourceLocation)
     }
 
     @Test("sync, status (text and JSON), verify and a failed sync show alice:***@ and ***@, never the secret")
@@ -39,21 +44,28 @@ struct SecretURLCLITests {
             try await withStorageServer(root: Self.storage12) { server in
                 let folder = ["--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
                 let base = Self.url(server, user: "alice", password: Self.password)
-                let sync = try await SyncAgentBinary.run(["sync", "--base-url", base, "--verbose"] + folder, scratch: scratch)
+                let sync = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", base, "--verbose"] + folder, scratch: scratch)
                 #expect(sync.status == 0, "\(sync.stderr)")
                 Self.expectNoSecret(sync.stdout + sync.stderr, "sync --verbose")
-                #expect(server.requests().contains { $0.headers["authorization"]?.hasPrefix("Basic ") == true }, "the password was sent")
+                #expect(
+                    server.requests().contains { $0.headers["authorization"]?.hasPrefix("Basic ") == true },
+                    "the password was sent")
 
                 let text = try await SyncAgentBinary.run(["status"] + folder, scratch: scratch)
                 Self.expectNoSecret(text.stdout + text.stderr, "status")
                 let json = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
                 Self.expectNoSecret(json.stdout + json.stderr, "status --json")
-                let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
-                #expect((object["baseURL"] as? String)?.hasPrefix("http://alice:***@127.0.0.1:") == true, "\(json.stdout)")
+                let object = try #require(
+                    try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+                #expect(
+                    (object["baseURL"] as? String)?.hasPrefix("http://alice:***@127.0.0.1:") == true, "\(json.stdout)")
 
                 // The recorded URL lacks the password: verify asks for it rather than failing to log in.
                 let verify = try await SyncAgentBinary.run(["verify"] + folder, scratch: scratch)
-                #expect(verify.status == 6 && verify.stderr.contains("pass --base-url") && verify.stderr.contains("alice:***@"), "\(verify.stderr)")
+                #expect(
+                    verify.status == 6 && verify.stderr.contains("pass --base-url")
+                        && verify.stderr.contains("alice:***@"), "\(verify.stderr)")
                 Self.expectNoSecret(verify.stderr, "verify")
                 let verified = try await SyncAgentBinary.run(["verify", "--base-url", base] + folder, scratch: scratch)
                 #expect(verified.status == 0, "\(verified.stderr)")
@@ -61,8 +73,9 @@ struct SecretURLCLITests {
 
                 // A failure quotes the URL: 404 on a token URL, then the error in status.
                 let failing = ["--dir", scratch + "/other", "--state", scratch + "/other.sqlite"]
-                let failed = try await SyncAgentBinary.run(["sync", "--base-url", Self.url(server, user: Self.token, path: "missing/")] + failing,
-                                                           scratch: scratch)
+                let failed = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", Self.url(server, user: Self.token, path: "missing/")] + failing,
+                    scratch: scratch)
                 #expect(failed.status == 3 && failed.stderr.contains("***@127.0.0.1"), "\(failed.stderr)")
                 Self.expectNoSecret(failed.stdout + failed.stderr, "a failed sync")
                 let failedStatus = try await SyncAgentBinary.run(["status", "--json"] + failing, scratch: scratch)
@@ -73,8 +86,9 @@ struct SecretURLCLITests {
                 Self.expectNoSecret(failedText.stdout + failedText.stderr, "status --check of a failed sync")
 
                 // A URL the client refuses is quoted redacted too.
-                let ftp = try await SyncAgentBinary.run(["sync", "--base-url", "ftp://alice:\(Self.password)@127.0.0.1/x/", "--dir", scratch + "/ftp"],
-                                                        scratch: scratch)
+                let ftp = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", "ftp://alice:\(Self.password)@127.0.0.1/x/", "--dir", scratch + "/ftp"],
+                    scratch: scratch)
                 #expect(ftp.status == 6 && ftp.stderr.contains("alice:***@"), "\(ftp.stderr)")
                 Self.expectNoSecret(ftp.stderr, "a refused base URL")
                 Self.expectNoSecret(Self.stateBytes(scratch), "the state database")
@@ -85,10 +99,15 @@ struct SecretURLCLITests {
     @Test("check-config prints alice:***@, and a refused base-url is quoted redacted")
     func checkConfig() async throws {
         try await withScratch { scratch in
-            try Data("storages:\n  docs:\n    base-url: https://alice:\(Self.password)@example.com/s/\n    dir: mirror\n".utf8)
-                .write(to: URL(fileURLWithPath: scratch + "/good.yaml"))
+            try Data(
+                "storages:\n  docs:\n    base-url: https://alice:\(Self.password)@example.com/s/\n    dir: mirror\n"
+                    .utf8
+            )
+            .write(to: URL(fileURLWithPath: scratch + "/good.yaml"))
             let good = try await SyncAgentBinary.run(["check-config", scratch + "/good.yaml"], scratch: scratch)
-            #expect(good.status == 0 && good.stdout.contains("docs: https://alice:***@example.com/s/ → "), "\(good.stdout)\(good.stderr)")
+            #expect(
+                good.status == 0 && good.stdout.contains("docs: https://alice:***@example.com/s/ → "),
+                "\(good.stdout)\(good.stderr)")
             Self.expectNoSecret(good.stdout + good.stderr, "check-config")
 
             try Data("storages:\n  docs:\n    base-url: ftp://\(Self.token)@example.com/s/\n    dir: mirror\n".utf8)
@@ -107,27 +126,39 @@ struct SecretURLCLITests {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
                 let base = Self.url(server, user: Self.token)
-                let process = try ChildProcess(SyncAgentBinary.path, ["watch", "--base-url", base, "--dir", scratch + "/content",
-                                                                      "--state", scratch + "/state.sqlite", "--log-format", "json"],
-                                               stderr: scratch + "/watch.log")
+                let process = try ChildProcess(
+                    SyncAgentBinary.path,
+                    [
+                        "watch", "--base-url", base, "--dir", scratch + "/content",
+                        "--state", scratch + "/state.sqlite", "--log-format", "json",
+                    ],
+                    stderr: scratch + "/watch.log")
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
-                let restored = try await WatchConfigTests.waitForLine(scratch, "the restore") { $0["message"]?.hasPrefix("restored 1.2") == true }
+                let restored = try await WatchConfigTests.waitForLine(scratch, "the restore") {
+                    $0["message"]?.hasPrefix("restored 1.2") == true
+                }
                 #expect(restored["storage"] == "content")
                 process.send(SIGTERM)
                 #expect(await exitStatus == 0)
                 stopped = true
                 let lines = WatchConfigTests.lines(scratch)
                 let starting = try #require(lines.first { $0["message"] == "starting" })
-                #expect(starting["base-url"] == base.replacingOccurrences(of: Self.token, with: "***") && starting["base-url"]?.hasPrefix("http://***@127.0.0.1:") == true,
-                        "\(starting)")
-                Self.expectNoSecret((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "", "watch --base-url's log")
+                #expect(
+                    starting["base-url"] == base.replacingOccurrences(of: Self.token, with: "***")
+                        && starting["base-url"]?.hasPrefix("http://***@127.0.0.1:") == true,
+                    "\(starting)")
+                Self.expectNoSecret(
+                    (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "",
+                    "watch --base-url's log")
             }
         }
     }
 
-    @Test("watch's log lines, in each format, and /metrics never show the secret", arguments: ["text", "journald", "json"])
+    @Test(
+        "watch's log lines, in each format, and /metrics never show the secret",
+        arguments: ["text", "journald", "json"])
     func watchLogsAndMetrics(format: String) async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
@@ -148,8 +179,9 @@ struct SecretURLCLITests {
 
                     """
                 try Data(config.utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
-                let process = try ChildProcess(SyncAgentBinary.path, ["watch", "--config", scratch + "/agent.yaml"],
-                                               stderr: scratch + "/watch.log")
+                let process = try ChildProcess(
+                    SyncAgentBinary.path, ["watch", "--config", scratch + "/agent.yaml"],
+                    stderr: scratch + "/watch.log")
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
@@ -159,7 +191,8 @@ struct SecretURLCLITests {
                     try await Task.sleep(for: .milliseconds(50))
                     waited += 1
                 }
-                let serving = try #require(log().split(separator: "\n").first { $0.contains("serving /metrics") }, "\(log())")
+                let serving = try #require(
+                    log().split(separator: "\n").first { $0.contains("serving /metrics") }, "\(log())")
                 let endpoint = try #require(serving.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+/)).output
                 let (code, metrics) = try await WatchConfigTests.get(String(endpoint) + "/metrics", scratch: scratch)
                 #expect(code == 200 && metrics.contains(#"storage="good""#), "\(metrics)")
@@ -170,11 +203,14 @@ struct SecretURLCLITests {
                 stopped = true
                 let text = log()
                 #expect(text.contains("restored 1.2") && text.contains("check failed"), "\(text)")
-                #expect(text.contains("alice:***@127.0.0.1") && text.contains("***@127.0.0.1"), "the user name shows, the secret does not:\n\(text)")
+                #expect(
+                    text.contains("alice:***@127.0.0.1") && text.contains("***@127.0.0.1"),
+                    "the user name shows, the secret does not:\n\(text)")
                 Self.expectNoSecret(text, "the \(format) log")
                 for name in ["good", "bad"] {
-                    let status = try await SyncAgentBinary.run(["status", "--json", "--dir", "\(scratch)/\(name)", "--state", "\(scratch)/\(name).sqlite"],
-                                                               scratch: scratch)
+                    let status = try await SyncAgentBinary.run(
+                        ["status", "--json", "--dir", "\(scratch)/\(name)", "--state", "\(scratch)/\(name).sqlite"],
+                        scratch: scratch)
                     Self.expectNoSecret(status.stdout + status.stderr, "status --json of \(name)")
                 }
                 Self.expectNoSecret(Self.stateBytes(scratch), "the state databases")

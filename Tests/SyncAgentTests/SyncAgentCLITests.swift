@@ -12,7 +12,8 @@ struct SyncAgentCLITests {
     }()
 
     func statusJSON(_ scratch: String, dir: String, state: String) async throws -> [String: Any] {
-        let result = try await SyncAgentBinary.run(["status", "--dir", dir, "--state", state, "--json"], scratch: scratch)
+        let result = try await SyncAgentBinary.run(
+            ["status", "--dir", dir, "--state", state, "--json"], scratch: scratch)
         #expect(result.status == 0)
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
@@ -26,14 +27,18 @@ struct SyncAgentCLITests {
                 #expect(before["version"] is NSNull)
                 #expect(!FileManager.default.fileExists(atPath: state), "status does not create the database")
 
-                let result = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state],
-                                                           scratch: scratch)
+                let result = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state],
+                    scratch: scratch)
                 #expect(result.status == 0, "stderr: \(result.stderr)")
-                #expect(result.stdout.hasPrefix("restored 1.4 from the archive") && result.stdout.split(separator: "\n").count == 1,
-                        "not a TTY: one summary line and no bar: \(result.stdout)")
+                #expect(
+                    result.stdout.hasPrefix("restored 1.4 from the archive")
+                        && result.stdout.split(separator: "\n").count == 1,
+                    "not a TTY: one summary line and no bar: \(result.stdout)")
                 #expect(result.stderr.isEmpty)
-                let quiet = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state, "--quiet"],
-                                                          scratch: scratch)
+                let quiet = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state", state, "--quiet"],
+                    scratch: scratch)
                 #expect(quiet.status == 0 && quiet.stdout.isEmpty && quiet.stderr.isEmpty, "--quiet prints nothing")
                 let after = try await statusJSON(scratch, dir: dir, state: state)
                 #expect(after["version"] as? String == "1.4")
@@ -49,8 +54,11 @@ struct SyncAgentCLITests {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server in
                 let result = try await SyncAgentBinary.run(
-                    ["sync", "--base-url", server.baseURL!.absoluteString + "nowhere/", "--dir", scratch + "/content",
-                     "--state", scratch + "/state.sqlite"], scratch: scratch)
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString + "nowhere/", "--dir",
+                        scratch + "/content",
+                        "--state", scratch + "/state.sqlite",
+                    ], scratch: scratch)
                 #expect(result.status == 3)
                 let lines = result.stderr.split(separator: "\n")
                 #expect(lines.count == 1)
@@ -79,8 +87,11 @@ struct SyncAgentCLITests {
             async let served = process.exitStatus()
             let result: CommandResult
             do {
-                result = try await SyncAgentBinary.run(["sync", "--base-url", url.absoluteString, "--dir", scratch + "/content",
-                                                        "--state", scratch + "/state.sqlite", "--verbose"], scratch: scratch)
+                result = try await SyncAgentBinary.run(
+                    [
+                        "sync", "--base-url", url.absoluteString, "--dir", scratch + "/content",
+                        "--state", scratch + "/state.sqlite", "--verbose",
+                    ], scratch: scratch)
             } catch {
                 process.send(SIGKILL)
                 _ = await served
@@ -99,15 +110,17 @@ struct SyncAgentCLITests {
 @Suite("sync-agent watch runs as a daemon", .timeLimit(.minutes(2)))
 struct SyncAgentWatchTests {
     func version(_ scratch: String) async throws -> String? {
-        let result = try await SyncAgentBinary.run(["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
-                                                   scratch: scratch)
+        let result = try await SyncAgentBinary.run(
+            ["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite", "--json"],
+            scratch: scratch)
         let object = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any]
         return object?["version"] as? String
     }
 
     @Test func watchFollowsNewVersionsAndStopsGracefullyOnSIGTERM() async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
                 let log = scratch + "/watch.log"
                 let process = try SyncAgentBinary.watch(server, scratch: scratch, ["--interval", "1"])
                 async let exitStatus = process.exitStatus()

@@ -1,9 +1,10 @@
 import Foundation
 import Glibc
 import StorageServer
-@testable import SyncAgent
 import Synchronization
 import Testing
+
+@testable import SyncAgent
 
 /// A fake systemd: a Unix datagram socket that collects what `watch` sends to `$NOTIFY_SOCKET`.
 final class FakeNotifySocket: Sendable {
@@ -48,24 +49,29 @@ final class FakeNotifySocket: Sendable {
     }
 }
 
-@Suite("systemd notifications: READY, STATUS, WATCHDOG and STOPPING reach a fake NOTIFY_SOCKET", .timeLimit(.minutes(1)))
+@Suite(
+    "systemd notifications: READY, STATUS, WATCHDOG and STOPPING reach a fake NOTIFY_SOCKET", .timeLimit(.minutes(1)))
 struct SystemdNotifyTests {
-    @Test("watch under Type=notify: READY=1 after the first check, STATUS lines, watchdog pings, STOPPING=1 on SIGTERM",
-          arguments: ["path", "abstract"])
+    @Test(
+        "watch under Type=notify: READY=1 after the first check, STATUS lines, watchdog pings, STOPPING=1 on SIGTERM",
+        arguments: ["path", "abstract"])
     func watchNotifiesSystemd(kind: String) async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
-                let name = kind == "path" ? scratch + "/notify.sock" : "@content-sync-test-\(UUID().uuidString.prefix(8))"
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
+                let name =
+                    kind == "path" ? scratch + "/notify.sock" : "@content-sync-test-\(UUID().uuidString.prefix(8))"
                 let systemd = try FakeNotifySocket(name: name)
                 defer { systemd.close() }
-                let process = try SyncAgentBinary.watch(server, scratch: scratch, environment: ["NOTIFY_SOCKET": name, "WATCHDOG_USEC": "200000"])
+                let process = try SyncAgentBinary.watch(
+                    server, scratch: scratch, environment: ["NOTIFY_SOCKET": name, "WATCHDOG_USEC": "200000"])
                 async let exitStatus = process.exitStatus()
                 var waited = 0
                 while !systemd.messages.contains("READY=1"), waited < 300 {
                     try await Task.sleep(for: .milliseconds(50))
                     waited += 1
                 }
-                try await Task.sleep(for: .milliseconds(350))   // a few watchdog pings
+                try await Task.sleep(for: .milliseconds(350)) // a few watchdog pings
                 process.send(SIGTERM)
                 #expect(await exitStatus == 0)
                 try await Task.sleep(for: .milliseconds(100))
@@ -83,12 +89,16 @@ struct SystemdNotifyTests {
 
     @Test("the environment: a socket path or @name, the watchdog only for this process")
     func environment() {
-        #expect(SystemdNotifier.fromEnvironment(["NOTIFY_SOCKET": "/run/systemd/notify"])?.socketPath == "/run/systemd/notify")
+        #expect(
+            SystemdNotifier.fromEnvironment(["NOTIFY_SOCKET": "/run/systemd/notify"])?.socketPath
+                == "/run/systemd/notify")
         #expect(SystemdNotifier.fromEnvironment(["NOTIFY_SOCKET": "@abstract"])?.socketPath == "@abstract")
         #expect(SystemdNotifier.fromEnvironment(["NOTIFY_SOCKET": "relative"]) == nil)
         #expect(SystemdNotifier.fromEnvironment([:]) == nil)
         #expect(SystemdNotifier.watchdogInterval(["WATCHDOG_USEC": "30000000"]) == .seconds(15))
-        #expect(SystemdNotifier.watchdogInterval(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"]) == nil, "another process's watchdog")
+        #expect(
+            SystemdNotifier.watchdogInterval(["WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"]) == nil,
+            "another process's watchdog")
         #expect(SystemdNotifier.watchdogInterval(["WATCHDOG_USEC": "0"]) == nil)
     }
 }

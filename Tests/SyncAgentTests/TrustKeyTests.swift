@@ -17,8 +17,11 @@ struct TrustKeyTests {
 
     /// `sync` of `scratch/content` from `server`, trusting the key file `key`.
     func sync(_ server: StorageServer, _ scratch: String, trusting key: String) async throws -> CommandResult {
-        try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                       "--state", scratch + "/state.sqlite", "--trust-key", key], scratch: scratch)
+        try await SyncAgentBinary.run(
+            [
+                "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                "--state", scratch + "/state.sqlite", "--trust-key", key,
+            ], scratch: scratch)
     }
 
     @Test func aPrivateKeyPassedAsTheTrustedKeyIsRefusedAndNamed() async throws {
@@ -27,7 +30,9 @@ struct TrustKeyTests {
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
                 let result = try await sync(server, scratch, trusting: key)
                 #expect(result.status == 6, "\(result.stderr)")
-                #expect(result.stderr.contains("--trust-key \(key)") && result.stderr.contains("private key"), "\(result.stderr)")
+                #expect(
+                    result.stderr.contains("--trust-key \(key)") && result.stderr.contains("private key"),
+                    "\(result.stderr)")
                 #expect(result.stderr.contains(".pub"), "the message names the public key file: \(result.stderr)")
                 #expect(server.requests().isEmpty, "nothing is fetched")
             }
@@ -38,12 +43,15 @@ struct TrustKeyTests {
         try await withScratch { scratch in
             let key = try await keygen(scratch)
             // A key file from before the labels: the bare base64 line, mode 0600, with key.pub beside it.
-            let bare = try String(contentsOfFile: key, encoding: .utf8).split(separator: "\n").last.map(String.init) ?? ""
+            let bare =
+                try String(contentsOfFile: key, encoding: .utf8).split(separator: "\n").last.map(String.init) ?? ""
             try (bare + "\n").write(toFile: key, atomically: false, encoding: .utf8)
             try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
                 let result = try await sync(server, scratch, trusting: key)
                 #expect(result.status == 6, "\(result.stderr)")
-                #expect(result.stderr.contains("looks like a private key") && result.stderr.contains("\(key).pub"), "\(result.stderr)")
+                #expect(
+                    result.stderr.contains("looks like a private key") && result.stderr.contains("\(key).pub"),
+                    "\(result.stderr)")
             }
         }
     }
@@ -52,10 +60,15 @@ struct TrustKeyTests {
         try await withScratch { scratch in
             let key = try await keygen(scratch)
             let result = try await SyncAgentBinary.run(
-                ["publish", "--storage", scratch + "/storage", "--content", Self.example + "/1.0/RXCacheContent",
-                 "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", key + ".pub"], scratch: scratch)
+                [
+                    "publish", "--storage", scratch + "/storage", "--content", Self.example + "/1.0/RXCacheContent",
+                    "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key",
+                    key + ".pub",
+                ], scratch: scratch)
             #expect(result.status == 6, "\(result.stderr)")
-            #expect(result.stderr.contains("--sign-key \(key).pub") && result.stderr.contains("public key"), "\(result.stderr)")
+            #expect(
+                result.stderr.contains("--sign-key \(key).pub") && result.stderr.contains("public key"),
+                "\(result.stderr)")
             #expect(!FileManager.default.fileExists(atPath: scratch + "/storage"))
         }
     }
@@ -64,11 +77,15 @@ struct TrustKeyTests {
         try await withScratch { scratch in
             let key = try await keygen(scratch)
             #expect(try String(contentsOfFile: key, encoding: .utf8).hasPrefix("# content-sync ed25519 private key"))
-            #expect(try String(contentsOfFile: key + ".pub", encoding: .utf8).hasPrefix("# content-sync ed25519 public key (key id "))
+            #expect(
+                try String(contentsOfFile: key + ".pub", encoding: .utf8).hasPrefix(
+                    "# content-sync ed25519 public key (key id "))
             let storage = scratch + "/storage"
             let published = try await SyncAgentBinary.run(
-                ["publish", "--storage", storage, "--content", Self.example + "/1.0/RXCacheContent",
-                 "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", key], scratch: scratch)
+                [
+                    "publish", "--storage", storage, "--content", Self.example + "/1.0/RXCacheContent",
+                    "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", key,
+                ], scratch: scratch)
             #expect(published.status == 0, "\(published.stderr)")
             try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
                 let synced = try await sync(server, scratch, trusting: key + ".pub")
@@ -85,8 +102,10 @@ struct TrustKeyTests {
             let key = try await keygen(scratch)
             let storage = scratch + "/storage"
             func publish(_ version: String, signed: Bool, initialize: Bool = false) async throws {
-                var arguments = ["publish", "--storage", storage, "--content", Self.example + "/\(version)/RXCacheContent",
-                                 "--version", version, "--base-url", "https://example.invalid/storage/"]
+                var arguments = [
+                    "publish", "--storage", storage, "--content", Self.example + "/\(version)/RXCacheContent",
+                    "--version", version, "--base-url", "https://example.invalid/storage/",
+                ]
                 if initialize { arguments.append("--init") }
                 if signed { arguments += ["--sign-key", key] }
                 let result = try await SyncAgentBinary.run(arguments, scratch: scratch)
@@ -99,24 +118,30 @@ struct TrustKeyTests {
                 let first = try await SyncAgentBinary.run(sync + ["--trust-key", key + ".pub"], scratch: scratch)
                 #expect(first.status == 0, "\(first.stderr)")
                 let status = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
-                let json = try #require(try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
+                let json = try #require(
+                    try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any])
                 let pinned = try #require(json["trustedKeyIDs"] as? [String])
                 #expect(pinned.count == 1)
 
                 try await publish("1.1", signed: false)
                 let downgrade = try await SyncAgentBinary.run(sync, scratch: scratch)
                 #expect(downgrade.status == 4, "\(downgrade.stderr)")
-                #expect(downgrade.stderr.contains("was synced with trusted signing key(s) \(pinned[0])") && downgrade.stderr.contains("forget-keys"),
-                        "\(downgrade.stderr)")
+                #expect(
+                    downgrade.stderr.contains("was synced with trusted signing key(s) \(pinned[0])")
+                        && downgrade.stderr.contains("forget-keys"),
+                    "\(downgrade.stderr)")
                 let still = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
-                #expect(still.stdout.contains("\"version\" : \"1.0\"") || still.stdout.contains("\"version\":\"1.0\""), "\(still.stdout)")
+                #expect(
+                    still.stdout.contains("\"version\" : \"1.0\"") || still.stdout.contains("\"version\":\"1.0\""),
+                    "\(still.stdout)")
 
                 let forget = try await SyncAgentBinary.run(["forget-keys"] + folder, scratch: scratch)
                 #expect(forget.status == 0 && forget.stdout.contains(pinned[0]), "\(forget.stdout) \(forget.stderr)")
                 let accepted = try await SyncAgentBinary.run(sync, scratch: scratch)
                 #expect(accepted.status == 0, "\(accepted.stderr)")
                 let after = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
-                let afterJSON = try #require(try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [String: Any])
+                let afterJSON = try #require(
+                    try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [String: Any])
                 #expect(afterJSON["version"] as? String == "1.1")
                 #expect((afterJSON["trustedKeyIDs"] as? [String])?.isEmpty == true)
             }

@@ -24,34 +24,45 @@ struct WatchConfigTests {
     /// The daemon's JSON log lines so far.
     static func lines(_ scratch: String) -> [[String: String]] {
         let text = (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? ""
-        return text.split(separator: "\n").compactMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+        return text.split(separator: "\n").compactMap {
+            try? JSONDecoder().decode([String: String].self, from: Data($0.utf8))
+        }
     }
 
-    static func waitForLine(_ scratch: String, _ what: String, _ matches: ([String: String]) -> Bool) async throws -> [String: String] {
+    static func waitForLine(_ scratch: String, _ what: String, _ matches: ([String: String]) -> Bool) async throws
+        -> [String: String]
+    {
         for _ in 0..<600 {
             if let line = lines(scratch).first(where: matches) { return line }
             try await Task.sleep(for: .milliseconds(50))
         }
-        Issue.record("no log line for \(what) within 30 s; log:\n\((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "")")
+        Issue.record(
+            "no log line for \(what) within 30 s; log:\n\((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "")"
+        )
         throw CancellationError()
     }
 
-    static func startWatch(config: String, scratch: String, environment: [String: String] = [:]) throws -> ChildProcess {
+    static func startWatch(config: String, scratch: String, environment: [String: String] = [:]) throws -> ChildProcess
+    {
         try Data(config.utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
-        return try ChildProcess(SyncAgentBinary.path, ["watch", "--config", scratch + "/agent.yaml", "--log-format", "json"],
-                                stderr: scratch + "/watch.log", environment: environment)
+        return try ChildProcess(
+            SyncAgentBinary.path, ["watch", "--config", scratch + "/agent.yaml", "--log-format", "json"],
+            stderr: scratch + "/watch.log", environment: environment)
     }
 
     static func version(_ scratch: String, _ name: String) async throws -> String? {
-        let result = try await SyncAgentBinary.run(["status", "--dir", "\(scratch)/\(name)", "--state", "\(scratch)/\(name).sqlite", "--json"],
-                                                   scratch: scratch)
-        return (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["version"] as? String
+        let result = try await SyncAgentBinary.run(
+            ["status", "--dir", "\(scratch)/\(name)", "--state", "\(scratch)/\(name).sqlite", "--json"],
+            scratch: scratch)
+        return (try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])?["version"]
+            as? String
     }
 
     /// GETs `url` with curl: (status, body).
     static func get(_ url: String, scratch: String) async throws -> (Int, String) {
         let out = scratch + "/curl-\(UUID().uuidString)"
-        _ = try await ChildProcess.run("/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", url], stdout: out + ".code")
+        _ = try await ChildProcess.run(
+            "/usr/bin/curl", ["-s", "-o", out, "-w", "%{http_code}", url], stdout: out + ".code")
         let code = Int((try? String(contentsOfFile: out + ".code", encoding: .utf8)) ?? "") ?? 0
         return (code, (try? String(contentsOfFile: out, encoding: .utf8)) ?? "")
     }
@@ -59,20 +70,26 @@ struct WatchConfigTests {
     @Test("check-config prints what a valid file runs, never a secret; a bad file exits 6 naming file:line:column")
     func checkConfig() async throws {
         try await withScratch { scratch in
-            try Data("""
+            try Data(
+                """
                 storages:
                   docs:
                     base-url: http://127.0.0.1:9/storage/
                     dir: mirror
                     headers:
                       Authorization: {env: TOKEN, prefix: "token "}
-                """.utf8).write(to: URL(fileURLWithPath: scratch + "/good.yaml"))
-            let good = try await ChildProcess(SyncAgentBinary.path, ["check-config", scratch + "/good.yaml"],
-                                              stdout: scratch + "/good.out", stderr: scratch + "/good.err",
-                                              environment: ["TOKEN": "hunter2-secret"]).exitStatus()
+                """.utf8
+            ).write(to: URL(fileURLWithPath: scratch + "/good.yaml"))
+            let good = try await ChildProcess(
+                SyncAgentBinary.path, ["check-config", scratch + "/good.yaml"],
+                stdout: scratch + "/good.out", stderr: scratch + "/good.err",
+                environment: ["TOKEN": "hunter2-secret"]
+            ).exitStatus()
             let out = try String(contentsOfFile: scratch + "/good.out", encoding: .utf8)
             #expect(good == 0, "\(out)")
-            #expect(out.contains("docs: http://127.0.0.1:9/storage/ → \(scratch)/mirror"), "relative dir from the file's folder:\n\(out)")
+            #expect(
+                out.contains("docs: http://127.0.0.1:9/storage/ → \(scratch)/mirror"),
+                "relative dir from the file's folder:\n\(out)")
             #expect(out.contains("Authorization: <from env TOKEN>"))
             #expect(!out.contains("hunter2"), "the secret never shows")
 
@@ -83,51 +100,76 @@ struct WatchConfigTests {
             #expect(bad.stderr.contains("\(scratch)/bad.yaml:5:5: unknown key 'intervall'"), "\(bad.stderr)")
             #expect(bad.stderr.contains("did you mean interval"))
 
-            let refused = try await SyncAgentBinary.run(["watch", "--config", scratch + "/good.yaml", "--interval", "60"], scratch: scratch)
-            #expect(refused.status == 6 && refused.stderr.contains("--interval belong in the file"), "\(refused.stderr)")
+            let refused = try await SyncAgentBinary.run(
+                ["watch", "--config", scratch + "/good.yaml", "--interval", "60"], scratch: scratch)
+            #expect(
+                refused.status == 6 && refused.stderr.contains("--interval belong in the file"), "\(refused.stderr)")
         }
     }
 
-    @Test("--header-env sends the variable's value, which never reaches the command line or the log; an unset variable exits 6 naming it")
+    @Test(
+        "--header-env sends the variable's value, which never reaches the command line or the log; an unset variable exits 6 naming it"
+    )
     func headerFromEnvironment() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
-                let arguments = ["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/a", "--state", scratch + "/a.sqlite",
-                                 "--header-env", "Authorization: SYNC_TEST_TOKEN", "--verbose"]
-                let status = try await ChildProcess(SyncAgentBinary.path, arguments, stdout: scratch + "/out", stderr: scratch + "/err",
-                                                    environment: ["SYNC_TEST_TOKEN": "token s3cr3t-value"]).exitStatus()
+                let arguments = [
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/a", "--state",
+                    scratch + "/a.sqlite",
+                    "--header-env", "Authorization: SYNC_TEST_TOKEN", "--verbose",
+                ]
+                let status = try await ChildProcess(
+                    SyncAgentBinary.path, arguments, stdout: scratch + "/out", stderr: scratch + "/err",
+                    environment: ["SYNC_TEST_TOKEN": "token s3cr3t-value"]
+                ).exitStatus()
                 let log = (try? String(contentsOfFile: scratch + "/err", encoding: .utf8)) ?? ""
                 #expect(status == 0, "\(log)")
                 let sent = server.requests().compactMap { $0.headers["authorization"] }
                 #expect(!sent.isEmpty && sent.allSatisfy { $0 == "token s3cr3t-value" }, "\(sent)")
                 #expect(!log.contains("s3cr3t"), "the --verbose log never shows the value")
 
-                let unset = try await SyncAgentBinary.run(Array(arguments.dropLast()) , scratch: scratch)
+                let unset = try await SyncAgentBinary.run(Array(arguments.dropLast()), scratch: scratch)
                 #expect(unset.status == 6 && unset.stderr.contains("SYNC_TEST_TOKEN is not set"), "\(unset.stderr)")
 
-                let injected = try await SyncAgentBinary.run(["sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/b",
-                                                              "--header", "X-A: one\r\nX-B: two"], scratch: scratch)
+                let injected = try await SyncAgentBinary.run(
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/b",
+                        "--header", "X-A: one\r\nX-B: two",
+                    ], scratch: scratch)
                 #expect(injected.status == 6 && injected.stderr.contains("line break"), "\(injected.stderr)")
             }
         }
     }
 
-    @Test("two storages in one process; /metrics per storage, /healthz, /readyz; SIGHUP adds, removes and changes storages")
+    @Test(
+        "two storages in one process; /metrics per storage, /healthz, /readyz; SIGHUP adds, removes and changes storages"
+    )
     func storagesMetricsAndReload() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server12 in
                 try await withStorageServer(root: Self.storage14) { server14 in
-                    let config = { (storages: [String]) in "http: 127.0.0.1:0\nstorages:\n" + storages.joined(separator: "\n") + "\n" }
-                    let process = try Self.startWatch(config: config([Self.storage("a", server12, scratch: scratch),
-                                                                      Self.storage("b", server14, scratch: scratch)]), scratch: scratch)
+                    let config = { (storages: [String]) in
+                        "http: 127.0.0.1:0\nstorages:\n" + storages.joined(separator: "\n") + "\n"
+                    }
+                    let process = try Self.startWatch(
+                        config: config([
+                            Self.storage("a", server12, scratch: scratch),
+                            Self.storage("b", server14, scratch: scratch),
+                        ]), scratch: scratch)
                     async let exitStatus = process.exitStatus()
                     var stopped = false
                     defer { if !stopped { process.send(SIGKILL) } }
 
-                    let listening = try await Self.waitForLine(scratch, "the endpoint") { $0["message"]?.hasPrefix("serving /metrics") == true }
+                    let listening = try await Self.waitForLine(scratch, "the endpoint") {
+                        $0["message"]?.hasPrefix("serving /metrics") == true
+                    }
                     let base = try #require(listening["http"])
-                    _ = try await Self.waitForLine(scratch, "a restored") { $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true }
-                    _ = try await Self.waitForLine(scratch, "b restored") { $0["storage"] == "b" && $0["message"]?.hasPrefix("restored 1.4") == true }
+                    _ = try await Self.waitForLine(scratch, "a restored") {
+                        $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true
+                    }
+                    _ = try await Self.waitForLine(scratch, "b restored") {
+                        $0["storage"] == "b" && $0["message"]?.hasPrefix("restored 1.4") == true
+                    }
                     #expect(try await Self.version(scratch, "a") == "1.2")
                     #expect(try await Self.version(scratch, "b") == "1.4")
                     #expect(server12.requestCount(forPath: "/RXCacheConfig/cacheStatus.json") >= 1)
@@ -141,13 +183,20 @@ struct WatchConfigTests {
                     #expect(try await Self.get(base + "/readyz", scratch: scratch).0 == 200)
 
                     // Reload: b goes, c comes, a changes (its interval).
-                    let changedA = Self.storage("a", server12, scratch: scratch).replacingOccurrences(of: "interval: 1h", with: "interval: 2h")
+                    let changedA = Self.storage("a", server12, scratch: scratch).replacingOccurrences(
+                        of: "interval: 1h", with: "interval: 2h")
                     try Data(config([changedA, Self.storage("c", server12, scratch: scratch)]).utf8)
                         .write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
                     process.send(SIGHUP)
-                    let reloaded = try await Self.waitForLine(scratch, "the reload") { $0["message"]?.hasPrefix("SIGHUP: reloaded") == true }
-                    #expect(reloaded["added"] == "c" && reloaded["removed"] == "b" && reloaded["changed"] == "a", "\(reloaded)")
-                    _ = try await Self.waitForLine(scratch, "c restored") { $0["storage"] == "c" && $0["message"]?.hasPrefix("restored 1.2") == true }
+                    let reloaded = try await Self.waitForLine(scratch, "the reload") {
+                        $0["message"]?.hasPrefix("SIGHUP: reloaded") == true
+                    }
+                    #expect(
+                        reloaded["added"] == "c" && reloaded["removed"] == "b" && reloaded["changed"] == "a",
+                        "\(reloaded)")
+                    _ = try await Self.waitForLine(scratch, "c restored") {
+                        $0["storage"] == "c" && $0["message"]?.hasPrefix("restored 1.2") == true
+                    }
                     let (_, after) = try await Self.get(base + "/metrics", scratch: scratch)
                     #expect(!after.contains(#"storage="b""#), "a removed storage's series go:\n\(after)")
                     #expect(after.contains(#"sync_agent_checks_total{storage="c"} 1"#))
@@ -155,8 +204,12 @@ struct WatchConfigTests {
                     // A broken file keeps the running configuration.
                     try Data("storages:\n  a: [\n".utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
                     process.send(SIGHUP)
-                    let refused = try await Self.waitForLine(scratch, "the refused reload") { $0["message"]?.contains("running on with the previous") == true }
-                    #expect(refused["level"] == "error" && refused["message"]?.contains("agent.yaml:") == true, "\(refused)")
+                    let refused = try await Self.waitForLine(scratch, "the refused reload") {
+                        $0["message"]?.contains("running on with the previous") == true
+                    }
+                    #expect(
+                        refused["level"] == "error" && refused["message"]?.contains("agent.yaml:") == true, "\(refused)"
+                    )
                     #expect(kill(process.pid, 0) == 0, "still running")
 
                     process.send(SIGTERM)
@@ -169,27 +222,38 @@ struct WatchConfigTests {
         }
     }
 
-    @Test("a permanent error stops only its storage; a SIGHUP after the fix starts it again; when none is left the agent exits with its code")
+    @Test(
+        "a permanent error stops only its storage; a SIGHUP after the fix starts it again; when none is left the agent exits with its code"
+    )
     func permanentErrorStopsOneStorage() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
                 try FileManager.default.createDirectory(atPath: scratch + "/b", withIntermediateDirectories: true)
                 try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/b/notes.txt"))
-                let process = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
-                                                  + Self.storage("b", server, scratch: scratch) + "\n", scratch: scratch)
+                let process = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
+                        + Self.storage("b", server, scratch: scratch) + "\n", scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
-                let stop = try await Self.waitForLine(scratch, "b's stop") { $0["storage"] == "b" && $0["level"] == "critical" }
+                let stop = try await Self.waitForLine(scratch, "b's stop") {
+                    $0["storage"] == "b" && $0["level"] == "critical"
+                }
                 #expect(stop["message"]?.contains("retrying cannot fix this") == true)
-                _ = try await Self.waitForLine(scratch, "a restored") { $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true }
+                _ = try await Self.waitForLine(scratch, "a restored") {
+                    $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true
+                }
                 #expect(kill(process.pid, 0) == 0, "a still runs")
-                #expect(try String(contentsOfFile: scratch + "/b/notes.txt", encoding: .utf8) == "mine", "b's folder is left alone")
+                #expect(
+                    try String(contentsOfFile: scratch + "/b/notes.txt", encoding: .utf8) == "mine",
+                    "b's folder is left alone")
 
                 // The operator moves the folder's files away and reloads: b starts again.
                 try FileManager.default.removeItem(atPath: scratch + "/b")
                 process.send(SIGHUP)
-                _ = try await Self.waitForLine(scratch, "b restored") { $0["storage"] == "b" && $0["message"]?.hasPrefix("restored 1.2") == true }
+                _ = try await Self.waitForLine(scratch, "b restored") {
+                    $0["storage"] == "b" && $0["message"]?.hasPrefix("restored 1.2") == true
+                }
                 process.send(SIGTERM)
                 #expect(await exitStatus == 0)
                 stopped = true
@@ -197,29 +261,41 @@ struct WatchConfigTests {
                 // Alone, the stopped storage ends the agent with its exit code.
                 try FileManager.default.createDirectory(atPath: scratch + "/c", withIntermediateDirectories: true)
                 try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/c/notes.txt"))
-                let alone = try Self.startWatch(config: "storages:\n" + Self.storage("c", server, scratch: scratch) + "\n", scratch: scratch)
+                let alone = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("c", server, scratch: scratch) + "\n", scratch: scratch)
                 #expect(await alone.exitStatus() == 6)
             }
         }
     }
 
-    @Test("SIGHUP during an update lets it finish: the changed storage restarts after its restore, nothing is cancelled")
+    @Test(
+        "SIGHUP during an update lets it finish: the changed storage restarts after its restore, nothing is cancelled")
     func reloadDuringUpdate() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
                 server.injectFault(.delay(seconds: 3), times: 1) { $0.hasSuffix(".zip") }
-                let process = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n", scratch: scratch)
+                let process = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n", scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
                 _ = try await Self.waitForLine(scratch, "the update start") { $0["message"] == "update started" }
-                try Data(("storages:\n" + Self.storage("a", server, scratch: scratch).replacingOccurrences(of: "interval: 1h", with: "interval: 2h") + "\n").utf8)
-                    .write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+                try Data(
+                    ("storages:\n"
+                        + Self.storage("a", server, scratch: scratch).replacingOccurrences(
+                            of: "interval: 1h", with: "interval: 2h") + "\n").utf8
+                )
+                .write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
                 process.send(SIGHUP)
-                _ = try await Self.waitForLine(scratch, "the reload") { $0["message"]?.hasPrefix("SIGHUP: reloaded") == true }
-                _ = try await Self.waitForLine(scratch, "the restart") { $0["message"] == "starting storage" && $0["interval"] == "2h" }
+                _ = try await Self.waitForLine(scratch, "the reload") {
+                    $0["message"]?.hasPrefix("SIGHUP: reloaded") == true
+                }
+                _ = try await Self.waitForLine(scratch, "the restart") {
+                    $0["message"] == "starting storage" && $0["interval"] == "2h"
+                }
                 let lines = Self.lines(scratch).map { $0["message"] ?? "" }
-                let restored = try #require(lines.firstIndex { $0.hasPrefix("restored 1.2") }, "the restore finished:\n\(lines)")
+                let restored = try #require(
+                    lines.firstIndex { $0.hasPrefix("restored 1.2") }, "the restore finished:\n\(lines)")
                 let restarted = try #require(lines.lastIndex { $0 == "starting storage" })
                 #expect(restored < restarted, "the replacement starts after the running update ends:\n\(lines)")
                 #expect(!lines.contains { $0.contains("cancelled") || $0.contains("check failed") }, "\(lines)")
@@ -231,24 +307,36 @@ struct WatchConfigTests {
         }
     }
 
-    @Test("hooks: a post-update hook gets the SYNC_AGENT_ variables; a pre-switch veto leaves N intact and exits 10 at max-failures 1")
+    @Test(
+        "hooks: a post-update hook gets the SYNC_AGENT_ variables; a pre-switch veto leaves N intact and exits 10 at max-failures 1"
+    )
     func hooks() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
-                let hooks = ["    hooks:", "      post-update:",
-                             "        - command: [/bin/sh, -c, 'env | grep ^SYNC_AGENT_ | sort > \(scratch)/post.env; echo hook says hi']"]
-                    .joined(separator: "\n")
-                let process = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: hooks) + "\n",
-                                                  scratch: scratch)
+                let hooks = [
+                    "    hooks:", "      post-update:",
+                    "        - command: [/bin/sh, -c, 'env | grep ^SYNC_AGENT_ | sort > \(scratch)/post.env; echo hook says hi']",
+                ]
+                .joined(separator: "\n")
+                let process = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: hooks) + "\n",
+                    scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
-                let said = try await Self.waitForLine(scratch, "the hook's output") { $0["message"]?.contains("hook says hi") == true }
+                let said = try await Self.waitForLine(scratch, "the hook's output") {
+                    $0["message"]?.contains("hook says hi") == true
+                }
                 #expect(said["storage"] == "a")
                 let environment = try String(contentsOfFile: scratch + "/post.env", encoding: .utf8)
-                for expected in ["SYNC_AGENT_STORAGE=a", "SYNC_AGENT_DIR=\(scratch)/a", "SYNC_AGENT_OLD_VERSION=", "SYNC_AGENT_NEW_VERSION=1.2",
-                                 "SYNC_AGENT_OUTCOME=restored", "SYNC_AGENT_HOOK=post-update"] {
-                    #expect(environment.split(separator: "\n").contains { $0 == expected }, "\(expected) in\n\(environment)")
+                for expected in [
+                    "SYNC_AGENT_STORAGE=a", "SYNC_AGENT_DIR=\(scratch)/a", "SYNC_AGENT_OLD_VERSION=",
+                    "SYNC_AGENT_NEW_VERSION=1.2",
+                    "SYNC_AGENT_OUTCOME=restored", "SYNC_AGENT_HOOK=post-update",
+                ] {
+                    #expect(
+                        environment.split(separator: "\n").contains { $0 == expected }, "\(expected) in\n\(environment)"
+                    )
                 }
                 process.send(SIGTERM)
                 #expect(await exitStatus == 0)
@@ -258,11 +346,14 @@ struct WatchConfigTests {
                 let before = try Data(contentsOf: URL(fileURLWithPath: scratch + "/a.sqlite"))
                 #expect(!before.isEmpty)
                 server.setRoot(Self.storage14)
-                let veto = ["    max-failures: 1", "    hooks:", "      pre-switch:",
-                            "        - command: [/bin/sh, -c, 'test -d \"$SYNC_AGENT_STAGED_DIR\" && echo \"not today: $SYNC_AGENT_NEW_VERSION\"; exit 3']"]
-                    .joined(separator: "\n")
-                let vetoing = try Self.startWatch(config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: veto) + "\n",
-                                                  scratch: scratch)
+                let veto = [
+                    "    max-failures: 1", "    hooks:", "      pre-switch:",
+                    "        - command: [/bin/sh, -c, 'test -d \"$SYNC_AGENT_STAGED_DIR\" && echo \"not today: $SYNC_AGENT_NEW_VERSION\"; exit 3']",
+                ]
+                .joined(separator: "\n")
+                let vetoing = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: veto) + "\n",
+                    scratch: scratch)
                 #expect(await vetoing.exitStatus() == 10, "vetoed's exit code")
                 #expect(try await Self.version(scratch, "a") == "1.2", "N stays")
                 let log = Self.lines(scratch).map { $0["message"] ?? "" }

@@ -1,20 +1,23 @@
 import ContentSync
 import Foundation
-import SyncDaemon
-@testable import SyncAgent
 import StorageServer
+import SyncDaemon
 import Testing
+
+@testable import SyncAgent
 
 /// `watch`'s polling: jittered intervals, jittered exponential backoff, and stopping when
 /// retrying cannot help.
 @Suite("watch's polling policy: jitter, backoff, permanent errors, --max-failures", .timeLimit(.minutes(2)))
 struct WatchPolicyTests {
-    @Test("pauses: interval ± jitter after a success; 10 s doubling up to the cap after failures, jittered too", arguments: [
-        // (random draws, outcomes (true = success), expected pauses in seconds)
-        ([0.5, 0.5, 0.5, 0.5, 0.5, 0.5], [false, false, false, false, false, true], [10.0, 20, 40, 60, 60, 60]),
-        ([0.0, 1.0, 0.0, 1.0], [true, true, false, false], [54.0, 66, 9, 22]),
-        ([0.5, 0.5, 0.5, 0.5], [false, false, true, false], [10.0, 20, 60, 10]),
-    ])
+    @Test(
+        "pauses: interval ± jitter after a success; 10 s doubling up to the cap after failures, jittered too",
+        arguments: [
+            // (random draws, outcomes (true = success), expected pauses in seconds)
+            ([0.5, 0.5, 0.5, 0.5, 0.5, 0.5], [false, false, false, false, false, true], [10.0, 20, 40, 60, 60, 60]),
+            ([0.0, 1.0, 0.0, 1.0], [true, true, false, false], [54.0, 66, 9, 22]),
+            ([0.5, 0.5, 0.5, 0.5], [false, false, true, false], [10.0, 20, 60, 10]),
+        ])
     func pauses(draws: [Double], outcomes: [Bool], expected: [Double]) {
         var schedule = PollSchedule(interval: .seconds(60), jitter: 0.1)
         let pauses = zip(draws, outcomes).map { draw, success in
@@ -48,14 +51,20 @@ struct WatchPolicyTests {
     @Test("an unknown non-empty --dir stops watch at once with exit 6, instead of retrying forever")
     func permanentErrorStops() async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
                 try FileManager.default.createDirectory(atPath: scratch + "/content", withIntermediateDirectories: true)
                 try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/content/notes.txt"))
-                let result = try await SyncAgentBinary.run(["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                            "--state", scratch + "/state.sqlite", "--interval", "1"], scratch: scratch)
+                let result = try await SyncAgentBinary.run(
+                    [
+                        "watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                        "--state", scratch + "/state.sqlite", "--interval", "1",
+                    ], scratch: scratch)
                 #expect(result.status == 6)
                 #expect(result.stderr.contains("retrying cannot fix this"))
-                #expect(try String(contentsOfFile: scratch + "/content/notes.txt", encoding: .utf8) == "mine", "the folder is left alone")
+                #expect(
+                    try String(contentsOfFile: scratch + "/content/notes.txt", encoding: .utf8) == "mine",
+                    "the folder is left alone")
             }
         }
     }
@@ -63,16 +72,21 @@ struct WatchPolicyTests {
     @Test("--max-failures 2 exits with the failure's code after two failed checks; bad values exit 6")
     func maxFailures() async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
                 server.injectFault(.status(503), forPath: "/RXCacheConfig/cacheStatus.json")
-                let result = try await SyncAgentBinary.run(["watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
-                                                            "--state", scratch + "/state.sqlite", "--interval", "1", "--max-failures", "2",
-                                                            "--max-backoff", "1", "--jitter", "0"], scratch: scratch)
+                let result = try await SyncAgentBinary.run(
+                    [
+                        "watch", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                        "--state", scratch + "/state.sqlite", "--interval", "1", "--max-failures", "2",
+                        "--max-backoff", "1", "--jitter", "0",
+                    ], scratch: scratch)
                 #expect(result.status == 3, "network: \(result.stderr)")
                 #expect(result.stderr.contains("stopping after 2 failed checks in a row"))
             }
             for bad in [["--jitter", "1.5"], ["--max-failures=-1"], ["--max-backoff", "0"]] {
-                let result = try await SyncAgentBinary.run(["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/x"] + bad, scratch: scratch)
+                let result = try await SyncAgentBinary.run(
+                    ["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/x"] + bad, scratch: scratch)
                 #expect(result.status == 6, "\(bad): \(result.stderr)")
             }
         }
@@ -84,7 +98,8 @@ struct WatchHangupTests {
     @Test("SIGHUP does not kill watch (it used to exit 129): it logs that there is nothing to reload and runs on")
     func hangupKeepsRunning() async throws {
         try await withScratch { scratch in
-            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) { server in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
                 let log = scratch + "/watch.log"
                 let process = try SyncAgentBinary.watch(server, scratch: scratch)
                 async let exitStatus = process.exitStatus()

@@ -1,13 +1,16 @@
 import Foundation
-@testable import SyncDaemon
 import Testing
+
+@testable import SyncDaemon
 
 /// The config file: what a valid one gives, and every kind of mistake named with its line.
 @Suite("watch --config: the YAML config file")
 struct AgentConfigurationTests {
     /// Writes `text` as agent.yaml in a new folder and loads it.
-    static func load(_ text: String, environment: [String: String] = ["PATH": "/usr/bin:/bin"],
-                     files: [String: String] = [:]) throws(ConfigurationError) -> AgentConfiguration {
+    static func load(
+        _ text: String, environment: [String: String] = ["PATH": "/usr/bin:/bin"],
+        files: [String: String] = [:]
+    ) throws(ConfigurationError) -> AgentConfiguration {
         let folder = NSTemporaryDirectory() + "agent-config-" + UUID().uuidString
         try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -17,7 +20,9 @@ struct AgentConfigurationTests {
     }
 
     /// The problems loading `text` gives.
-    static func problems(_ text: String, environment: [String: String] = ["PATH": "/usr/bin:/bin"]) -> [ConfigurationProblem] {
+    static func problems(_ text: String, environment: [String: String] = ["PATH": "/usr/bin:/bin"])
+        -> [ConfigurationProblem]
+    {
         do {
             _ = try load(text, environment: environment)
             return []
@@ -28,9 +33,12 @@ struct AgentConfigurationTests {
 
     static let publicKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
 
-    @Test("a full file: defaults inherited, per-storage overrides, secrets from env and file, relative paths from the file's folder")
+    @Test(
+        "a full file: defaults inherited, per-storage overrides, secrets from env and file, relative paths from the file's folder"
+    )
     func fullFile() throws {
-        let configuration = try Self.load("""
+        let configuration = try Self.load(
+            """
             # two storages
             http: 127.0.0.1:9464
             log-format: json
@@ -67,7 +75,8 @@ struct AgentConfigurationTests {
         #expect(configuration.endpoint == "127.0.0.1:9464")
         #expect(configuration.logFormat == "json")
         #expect(configuration.storages.map(\.name) == ["docs", "blog"])
-        let docs = configuration.storages[0], blog = configuration.storages[1]
+        let docs = configuration.storages[0]
+        let blog = configuration.storages[1]
         #expect(docs.interval == .seconds(90))
         #expect(blog.interval == .seconds(600), "inherited from defaults")
         #expect(docs.jitter == 0.2 && blog.jitter == 0.2)
@@ -75,21 +84,28 @@ struct AgentConfigurationTests {
         #expect(docs.splay == .seconds(60))
         #expect(docs.directory.hasSuffix("/mirror/docs") && docs.directory.hasPrefix("/"))
         #expect(docs.statePath.hasSuffix("/state/docs.sqlite"))
-        #expect((docs.directory as NSString).deletingLastPathComponent == (docs.statePath as NSString).deletingLastPathComponent
-            .replacingOccurrences(of: "/state", with: "/mirror"), "both relative to the file's folder")
+        #expect(
+            (docs.directory as NSString).deletingLastPathComponent
+                == (docs.statePath as NSString).deletingLastPathComponent
+                .replacingOccurrences(of: "/state", with: "/mirror"), "both relative to the file's folder")
         #expect(docs.headers.map(\.value) == ["token s3cret", "eu-1"])
         #expect(blog.headers.map(\.value) == ["Bearer t0ken"], "a secret file's trailing newline is dropped")
         #expect(docs.trustedKeys.count == 1)
         #expect(docs.postUpdateHooks.count == 1 && docs.preSwitchHooks.count == 1)
-        #expect(docs.preSwitchHooks.first?.command.first == "/usr/bin/sh" || docs.preSwitchHooks.first?.command.first == "/bin/sh",
-                "a bare program name is found on PATH")
+        #expect(
+            docs.preSwitchHooks.first?.command.first == "/usr/bin/sh"
+                || docs.preSwitchHooks.first?.command.first == "/bin/sh",
+            "a bare program name is found on PATH")
         #expect(blog.force && blog.concurrency == 2)
-        #expect(blog.statePath.hasSuffix(".sqlite") && !blog.statePath.hasPrefix("/srv/blog/"), "the default state path lies outside the folder")
+        #expect(
+            blog.statePath.hasSuffix(".sqlite") && !blog.statePath.hasPrefix("/srv/blog/"),
+            "the default state path lies outside the folder")
     }
 
     @Test("storages may be a list of mappings with name:, and keys may be written with _ for -; JSON is YAML too")
     func otherSpellings() throws {
-        let list = try Self.load("""
+        let list = try Self.load(
+            """
             storages:
               - name: docs
                 base_url: http://127.0.0.1/docs/
@@ -100,19 +116,27 @@ struct AgentConfigurationTests {
                 dir: /tmp/blog
             """)
         #expect(list.storages.map(\.name) == ["docs", "blog"])
-        #expect(list.storages[0].maxFailures == 3 && list.storages[0].baseURL.absoluteString == "http://127.0.0.1/docs/")
-        let aliases = try Self.load("storages:\n  docs:\n    url: http://127.0.0.1/docs/\n    folder: /tmp/docs\n    state_path: /tmp/docs.sqlite\n")
-        #expect(aliases.storages.first?.directory == "/tmp/docs" && aliases.storages.first?.statePath == "/tmp/docs.sqlite")
-        let json = try Self.load(#"{"storages": {"docs": {"base-url": "http://127.0.0.1/docs/", "dir": "/tmp/docs", "interval": "90s"}}}"#)
+        #expect(
+            list.storages[0].maxFailures == 3 && list.storages[0].baseURL.absoluteString == "http://127.0.0.1/docs/")
+        let aliases = try Self.load(
+            "storages:\n  docs:\n    url: http://127.0.0.1/docs/\n    folder: /tmp/docs\n    state_path: /tmp/docs.sqlite\n"
+        )
+        #expect(
+            aliases.storages.first?.directory == "/tmp/docs" && aliases.storages.first?.statePath == "/tmp/docs.sqlite")
+        let json = try Self.load(
+            #"{"storages": {"docs": {"base-url": "http://127.0.0.1/docs/", "dir": "/tmp/docs", "interval": "90s"}}}"#)
         #expect(json.storages.first?.interval == .seconds(90))
-        let problems = Self.problems("storages:\n  - name: a\n    base-url: http://h/a/\n    dir: /tmp/a\n  - name: a\n    base-url: http://h/b/\n    dir: /tmp/b\n  - dir: /tmp/c\n")
+        let problems = Self.problems(
+            "storages:\n  - name: a\n    base-url: http://h/a/\n    dir: /tmp/a\n  - name: a\n    base-url: http://h/b/\n    dir: /tmp/b\n  - dir: /tmp/c\n"
+        )
         #expect(problems.contains { $0.line == 5 && $0.message.contains("appears 2 times") }, "\(problems)")
         #expect(problems.contains { $0.line == 8 && $0.message.contains("no name:") }, "\(problems)")
     }
 
     @Test("a header's description never shows its value")
     func secretsStayHidden() throws {
-        let configuration = try Self.load("""
+        let configuration = try Self.load(
+            """
             storages:
               a:
                 base-url: http://127.0.0.1/a/
@@ -126,33 +150,67 @@ struct AgentConfigurationTests {
         #expect(header.description == "Authorization: <from env TOKEN>")
     }
 
-    @Test("each mistake is named with its line", arguments: [
-        // (file, line, a fragment of the message)
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    intreval: 5m\n", 5, "did you mean interval"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    interval: 5 minutes\n", 5, "is not a duration"),
-        ("storages:\n  a:\n    dir: /tmp/a\n", 3, "no base-url"),
-        ("storages:\n  a:\n    base-url: ftp://h/a/\n    dir: /tmp/a\n", 3, "is not an http(s) URL"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 2\n", 5, "between 0 and 0.9"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {env: NOPE_UNSET}\n", 6, "NOPE_UNSET is not set"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {file: /nonexistent/token}\n", 6, "cannot read the secret file"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a\n", 5, "also storages.a's folder"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a/b\n", 5, "nest"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  a:\n    base-url: http://h/b/\n    dir: /tmp/b\n", 2, "appear twice"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      post-update:\n        - command: [no-such-program-xyz]\n", 7, "no executable no-such-program-xyz on PATH"),
-        ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      after: []\n", 6, "unknown key 'after'"),
-        ("storages:\n  a:\n    base-url: [http://h/a/\n    dir: /tmp/a\n", 4, "not valid YAML"),
-        ("storages:\n  'bad name':\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2, "storage name 'bad name'"),
-        ("defaults:\n  dir: /tmp/x\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2, "each storage has its own"),
-        ("storage:\n  a: {}\n", 1, "unknown key 'storage'"),
-        ("storages: {}\n", 1, "is empty"),
-        ("http: 0.0.0.0:99999\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 1, "http:"),
-    ])
+    @Test(
+        "each mistake is named with its line",
+        arguments: [
+            // (file, line, a fragment of the message)
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    intreval: 5m\n", 5,
+                "did you mean interval"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    interval: 5 minutes\n", 5,
+                "is not a duration"
+            ),
+            ("storages:\n  a:\n    dir: /tmp/a\n", 3, "no base-url"),
+            ("storages:\n  a:\n    base-url: ftp://h/a/\n    dir: /tmp/a\n", 3, "is not an http(s) URL"),
+            ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 2\n", 5, "between 0 and 0.9"),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {env: NOPE_UNSET}\n",
+                6, "NOPE_UNSET is not set"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {file: /nonexistent/token}\n",
+                6, "cannot read the secret file"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a\n",
+                5, "also storages.a's folder"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a/b\n",
+                5, "nest"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  a:\n    base-url: http://h/b/\n    dir: /tmp/b\n",
+                2, "appear twice"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      post-update:\n        - command: [no-such-program-xyz]\n",
+                7, "no executable no-such-program-xyz on PATH"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      after: []\n", 6,
+                "unknown key 'after'"
+            ),
+            ("storages:\n  a:\n    base-url: [http://h/a/\n    dir: /tmp/a\n", 4, "not valid YAML"),
+            ("storages:\n  'bad name':\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2, "storage name 'bad name'"),
+            (
+                "defaults:\n  dir: /tmp/x\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2,
+                "each storage has its own"
+            ),
+            ("storage:\n  a: {}\n", 1, "unknown key 'storage'"),
+            ("storages: {}\n", 1, "is empty"),
+            ("http: 0.0.0.0:99999\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 1, "http:"),
+        ])
     func mistakes(file: String, line: Int, fragment: String) {
         let problems = Self.problems(file)
         #expect(problems.contains { $0.line == line && $0.message.contains(fragment) }, "\(problems)")
     }
 
-    @Test("trust-key refuses what --trust-key refuses: a private key (owner-only, with a .pub beside it) and a file that is no key")
+    @Test(
+        "trust-key refuses what --trust-key refuses: a private key (owner-only, with a .pub beside it) and a file that is no key"
+    )
     func trustKeyFiles() throws {
         let folder = NSTemporaryDirectory() + "agent-keys-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
@@ -161,36 +219,54 @@ struct AgentConfigurationTests {
         chmod(folder + "/publisher", 0o600)
         try Data((Self.publicKey + "\n").utf8).write(to: URL(fileURLWithPath: folder + "/publisher.pub"))
         try Data("not a key\n".utf8).write(to: URL(fileURLWithPath: folder + "/junk"))
-        let file = { (key: String) in "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    trust-key: \(folder)/\(key)\n" }
-        #expect(Self.problems(file("publisher")).contains { $0.line == 5 && $0.message.contains("looks like a private key") })
+        let file = { (key: String) in
+            "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    trust-key: \(folder)/\(key)\n"
+        }
+        #expect(
+            Self.problems(file("publisher")).contains {
+                $0.line == 5 && $0.message.contains("looks like a private key")
+            })
         #expect(Self.problems(file("junk")).contains { $0.line == 5 && $0.message.contains("sync-agent keygen") })
         #expect(Self.problems(file("publisher.pub")).isEmpty)
     }
 
-    @Test("a header is an HTTP token and one line, whether its value is written or a secret", arguments: [
-        ("Authorization", "token abc", nil), ("X-Fleet_1", "eu", nil), ("", "v", "is not a header name"), ("Bad Name", "v", "is not a header name"),
-        ("X-A", "a\r\nX-Injected: 1", "line break"), ("X-A", "a\nb", "line break"), ("X-A", "a\u{0}b", "NUL"),
-    ] as [(String, String, String?)])
+    @Test(
+        "a header is an HTTP token and one line, whether its value is written or a secret",
+        arguments: [
+            ("Authorization", "token abc", nil), ("X-Fleet_1", "eu", nil), ("", "v", "is not a header name"),
+            ("Bad Name", "v", "is not a header name"),
+            ("X-A", "a\r\nX-Injected: 1", "line break"), ("X-A", "a\nb", "line break"), ("X-A", "a\u{0}b", "NUL"),
+        ] as [(String, String, String?)])
     func headerChecks(name: String, value: String, expected: String?) {
         let problem = StorageSettings.Header.problem(name: name, value: value)
-        if let expected { #expect(problem?.contains(expected) == true, "\(String(describing: problem))") } else { #expect(problem == nil) }
+        if let expected {
+            #expect(problem?.contains(expected) == true, "\(String(describing: problem))")
+        } else {
+            #expect(problem == nil)
+        }
     }
 
     @Test("a written header value with a line break is refused with its line, as a secret's is")
     func writtenHeaderLineBreak() {
-        let problems = Self.problems("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      X-A: \"one\\r\\nX-B: two\"\n")
+        let problems = Self.problems(
+            "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      X-A: \"one\\r\\nX-B: two\"\n"
+        )
         #expect(problems.contains { $0.line == 6 && $0.message.contains("line break") }, "\(problems)")
     }
 
     @Test("every problem in a file is listed, not only the first")
     func allProblems() {
-        let problems = Self.problems("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 3\n    concurrency: 0\n    colour: red\n")
+        let problems = Self.problems(
+            "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 3\n    concurrency: 0\n    colour: red\n"
+        )
         #expect(problems.map(\.line) == [5, 6, 7], "\(problems)")
     }
 
     @Test("an error prints as file:line:column: message, one problem a line")
     func errorText() {
-        let error = ConfigurationError(path: "agent.yaml", problems: [.init(line: 3, column: 5, message: "bad"), .init(line: nil, message: "worse")])
+        let error = ConfigurationError(
+            path: "agent.yaml",
+            problems: [.init(line: 3, column: 5, message: "bad"), .init(line: nil, message: "worse")])
         #expect(error.description == "agent.yaml:3:5: bad\nagent.yaml: worse")
     }
 
@@ -205,6 +281,8 @@ struct AgentConfigurationTests {
         new.storages.remove(at: 1)
         new.storages[1].interval = .seconds(60)
         new.storages.append(StorageSettings(name: "d", baseURL: URL(string: "http://h/d/")!, directory: "/tmp/d"))
-        #expect(Agent.difference(from: old, to: new) == Agent.Difference(added: ["d"], removed: ["b"], changed: ["c"], unchanged: ["a"]))
+        #expect(
+            Agent.difference(from: old, to: new)
+                == Agent.Difference(added: ["d"], removed: ["b"], changed: ["c"], unchanged: ["a"]))
     }
 }

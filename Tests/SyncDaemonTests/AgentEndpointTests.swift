@@ -2,8 +2,9 @@ import Foundation
 import ServiceLifecycleTestKit
 import SyncDaemon
 import Testing
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 @Suite struct AgentEndpointTests {
@@ -23,7 +24,9 @@ import Glibc
         ("192.0.2.7:65535", .ipv4("192.0.2.7"), 65535, false, "192.0.2.7:65535"),
         ("[2001:DB8::7]:09464", .ipv6("2001:db8::7"), 9464, false, "[2001:db8::7]:9464"),
     ])
-    func parsesAddress(text: String, host: AgentEndpoint.Address.Host, port: UInt16, isLoopback: Bool, description: String) throws {
+    func parsesAddress(
+        text: String, host: AgentEndpoint.Address.Host, port: UInt16, isLoopback: Bool, description: String
+    ) throws {
         let address = try AgentEndpoint.Address(parsing: text)
         #expect(address.host == host)
         #expect(address.port == port)
@@ -75,7 +78,8 @@ import Glibc
 
             // Each scrape is fresh.
             metrics.storage(named: "alpha").checkFailed(code: "network", consecutiveFailures: 3)
-            let again = try Exposition(text: try await RawHTTP.send(method: "GET", path: "/metrics?x=1", to: address).body)
+            let again = try Exposition(
+                text: try await RawHTTP.send(method: "GET", path: "/metrics?x=1", to: address).body)
             #expect(again.value("sync_agent_check_failures_total", ["storage": "alpha", "code": "network"]) == 2)
 
             let head = try await RawHTTP.send(method: "HEAD", path: "/metrics", to: address)
@@ -156,7 +160,8 @@ import Glibc
             } throws: { error in
                 guard let error = error as? AgentEndpointError else { return false }
                 return error.code == .listenFailed
-                    && error.message == "endpoint \(taken): could not listen; another process listens on that port; stop it or pick another port"
+                    && error.message
+                        == "endpoint \(taken): could not listen; another process listens on that port; stop it or pick another port"
             }
         }
     }
@@ -170,7 +175,8 @@ import Glibc
 
     @Test func runAsAServiceEndsOnGracefulShutdown() async throws {
         let port = try await withEndpoint { $0.port }
-        let endpoint = AgentEndpoint(address: AgentEndpoint.Address(port: port), metrics: AgentMetrics(), health: AgentHealth())
+        let endpoint = AgentEndpoint(
+            address: AgentEndpoint.Address(port: port), metrics: AgentMetrics(), health: AgentHealth())
         try await testGracefulShutdown { trigger in
             let service = Task { try await endpoint.run() }
             // Until it answers; a never-answering endpoint fails at the last attempt.
@@ -178,7 +184,7 @@ import Glibc
             for attempt in 1...200 where answered == nil {
                 do {
                     answered = try await RawHTTP.send(method: "GET", path: "/healthz", to: endpoint.address)
-                } catch where attempt < 200 {
+                } catch  where attempt < 200 {
                     try await Task.sleep(for: .milliseconds(25))
                 }
             }
@@ -192,9 +198,12 @@ import Glibc
 
     /// Runs an endpoint at `address` (default: loopback, any free port) while `body` runs with
     /// the bound address, then cancels it and checks that it ended without error.
-    func withEndpoint<T: Sendable>(address: String = "127.0.0.1:0", metrics: AgentMetrics = AgentMetrics(), health: AgentHealth = AgentHealth(),
-                                   _ body: (AgentEndpoint.Address) async throws -> T) async throws -> T {
-        let endpoint = AgentEndpoint(address: try AgentEndpoint.Address(parsing: address), metrics: metrics, health: health)
+    func withEndpoint<T: Sendable>(
+        address: String = "127.0.0.1:0", metrics: AgentMetrics = AgentMetrics(), health: AgentHealth = AgentHealth(),
+        _ body: (AgentEndpoint.Address) async throws -> T
+    ) async throws -> T {
+        let endpoint = AgentEndpoint(
+            address: try AgentEndpoint.Address(parsing: address), metrics: metrics, health: health)
         let (listening, continuation) = AsyncStream<AgentEndpoint.Address>.makeStream()
         let server = Task {
             defer { continuation.finish() }
@@ -256,7 +265,9 @@ enum RawHTTP {
         defer { close(fd) }
         // A server that never answers fails the test instead of hanging it.
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0 else { throw failure("setsockopt") }
+        guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
+            throw failure("setsockopt")
+        }
 
         let connected: Int32
         switch address.host {
@@ -266,7 +277,9 @@ enum RawHTTP {
             socketAddress.sin_port = address.port.bigEndian
             guard inet_pton(AF_INET, ip, &socketAddress.sin_addr) == 1 else { throw failure("inet_pton") }
             connected = withUnsafePointer(to: &socketAddress) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
         case .ipv6(let ip):
             var socketAddress = sockaddr_in6()
@@ -274,14 +287,18 @@ enum RawHTTP {
             socketAddress.sin6_port = address.port.bigEndian
             guard inet_pton(AF_INET6, ip, &socketAddress.sin6_addr) == 1 else { throw failure("inet_pton") }
             connected = withUnsafePointer(to: &socketAddress) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in6>.size))
+                }
             }
         }
         guard connected == 0 else { throw failure("connect") }
 
         var sent = 0
         while sent < request.count {
-            let count = request[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let count = request[sent...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             guard count > 0 else { throw failure("send") }
             sent += count
         }
@@ -306,7 +323,8 @@ enum RawHTTP {
         var headers: [String: String] = [:]
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { throw Failure(message: "not a header line: \(line)") }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                in: .whitespaces)
         }
         return Response(status: status, headers: headers, body: String(text[end.upperBound...]))
     }

@@ -12,8 +12,12 @@ import Testing
         AgentMetrics(now: { Self.fixedNow })
     }
 
-    func report(_ outcome: SyncReport.Outcome, to version: String, bytes: Int64 = 0, files: Int = 0) throws -> SyncReport {
-        SyncReport(outcome: outcome, fromVersion: nil, toVersion: try CacheVersion(version), bytesDownloaded: bytes, filesDownloaded: files)
+    func report(_ outcome: SyncReport.Outcome, to version: String, bytes: Int64 = 0, files: Int = 0) throws
+        -> SyncReport
+    {
+        SyncReport(
+            outcome: outcome, fromVersion: nil, toVersion: try CacheVersion(version), bytesDownloaded: bytes,
+            filesDownloaded: files)
     }
 
     @Test func aNewStorageStartsWithZeroCountersAndNoSuccessOrVersion() throws {
@@ -121,8 +125,9 @@ import Testing
 
         let fresh = metrics.storage(named: "beta")
         fresh.restore(lastSuccess: nil, consecutiveFailures: 0)
-        #expect(try Exposition(metrics).value("sync_agent_last_success_timestamp_seconds", ["storage": "beta"]) == nil,
-                "a folder that never succeeded has no timestamp")
+        #expect(
+            try Exposition(metrics).value("sync_agent_last_success_timestamp_seconds", ["storage": "beta"]) == nil,
+            "a folder that never succeeded has no timestamp")
     }
 
     @Test func aNewVersionRemovesTheOldVersionsSeries() throws {
@@ -130,10 +135,16 @@ import Testing
         let alpha = metrics.storage(named: "alpha")
         let labels = ["storage": "alpha"]
         alpha.setVersion("1.2")
-        #expect(try Exposition(metrics).samples(named: "sync_agent_version_info").map(\.labels) == [labels.with("version", "1.2")])
+        #expect(
+            try Exposition(metrics).samples(named: "sync_agent_version_info").map(\.labels) == [
+                labels.with("version", "1.2")
+            ])
 
         alpha.setVersion("1.3")
-        #expect(try Exposition(metrics).samples(named: "sync_agent_version_info").map(\.labels) == [labels.with("version", "1.3")])
+        #expect(
+            try Exposition(metrics).samples(named: "sync_agent_version_info").map(\.labels) == [
+                labels.with("version", "1.3")
+            ])
 
         alpha.checkSucceeded(try report(.replayed, to: "1.4"), duration: .seconds(1))
         let afterUpdate = try Exposition(metrics).samples(named: "sync_agent_version_info")
@@ -181,7 +192,8 @@ import Testing
 
     @Test func otherLibrariesMetricsMadeWithTheFactoryAreServedToo() throws {
         let metrics = makeMetrics()
-        CoreMetrics.Counter(label: "item_cache_hits", dimensions: [("tier", "memory")], factory: metrics.factory).increment(by: 2)
+        CoreMetrics.Counter(label: "item_cache_hits", dimensions: [("tier", "memory")], factory: metrics.factory)
+            .increment(by: 2)
         let scrape = try Exposition(metrics)
         #expect(scrape.value("item_cache_hits", ["tier": "memory"]) == 2)
         #expect(scrape.types["item_cache_hits"] == "counter")
@@ -221,8 +233,10 @@ import Testing
                         if (task + check) % 2 == 0 {
                             alpha.checkFailed(code: "network", consecutiveFailures: 1)
                         } else {
-                            alpha.checkSucceeded(SyncReport(outcome: .replayed, fromVersion: nil, toVersion: version, bytesDownloaded: 2),
-                                                 duration: .seconds(1))
+                            alpha.checkSucceeded(
+                                SyncReport(
+                                    outcome: .replayed, fromVersion: nil, toVersion: version, bytesDownloaded: 2),
+                                duration: .seconds(1))
                         }
                     }
                 }

@@ -3,7 +3,8 @@ import Testing
 
 @Suite struct DurationTextTests {
     @Test(arguments: [
-        ("90s", false, Duration.seconds(90)), ("15m", false, .seconds(900)), ("2h", false, .seconds(7200)), ("1d", false, .seconds(86400)),
+        ("90s", false, Duration.seconds(90)), ("15m", false, .seconds(900)), ("2h", false, .seconds(7200)),
+        ("1d", false, .seconds(86400)),
         ("300", true, .seconds(300)), ("5m", true, .seconds(300)),
     ])
     func parses(text: String, bare: Bool, expected: Duration) {

@@ -2,8 +2,9 @@ import ContentSync
 import Foundation
 import Logging
 import StorageFormat
-@testable import SyncDaemon
 import Testing
+
+@testable import SyncDaemon
 
 /// The two adapters the poll loop calls: pre-switch hooks as a `beforeSwitch` veto, post-update
 /// hooks after an update. Real processes, fake switches and reports.
@@ -13,9 +14,12 @@ struct HookAdapterTests {
     let runner = HookRunner(terminationGrace: .seconds(3), outputGrace: .milliseconds(300))
 
     /// A hook that writes its SYNC_AGENT_ variables and working folder to `$1/<name>.env`, then runs `then`.
-    func recordingHook(_ folder: String, name: String, then: String = "exit 0", timeout: Duration = .seconds(30)) -> Hook {
-        shellHook("{ env | grep '^SYNC_AGENT_' | sort; echo \"PWD=$(pwd -P)\"; } > \"$1/\(name).env\"; \(then)", folder,
-                  timeout: timeout, name: name)
+    func recordingHook(_ folder: String, name: String, then: String = "exit 0", timeout: Duration = .seconds(30))
+        -> Hook
+    {
+        shellHook(
+            "{ env | grep '^SYNC_AGENT_' | sort; echo \"PWD=$(pwd -P)\"; } > \"$1/\(name).env\"; \(then)", folder,
+            timeout: timeout, name: name)
     }
 
     func recorded(_ folder: String, _ name: String) throws -> [String: String] {
@@ -29,27 +33,35 @@ struct HookAdapterTests {
     }
 
     func pending(_ folder: String, from: String?) throws -> PendingSwitch {
-        try FileManager.default.createDirectory(atPath: folder + "/.content.content-sync/next", withIntermediateDirectories: true)
-        return PendingSwitch(kind: from == nil ? .restore : .replay, fromVersion: try from.map { try CacheVersion($0) },
-                             toVersion: try CacheVersion("1.4"), contentDirectory: folder + "/content",
-                             stagedDirectory: folder + "/.content.content-sync/next",
-                             bytesDownloaded: 1234, filesDownloaded: 5, filesReused: 7, changeListsApplied: 2)
+        try FileManager.default.createDirectory(
+            atPath: folder + "/.content.content-sync/next", withIntermediateDirectories: true)
+        return PendingSwitch(
+            kind: from == nil ? .restore : .replay, fromVersion: try from.map { try CacheVersion($0) },
+            toVersion: try CacheVersion("1.4"), contentDirectory: folder + "/content",
+            stagedDirectory: folder + "/.content.content-sync/next",
+            bytesDownloaded: 1234, filesDownloaded: 5, filesReused: 7, changeListsApplied: 2)
     }
 
     @Test func preSwitchHooksSeeTheStagedTreeAndTheCounts() async throws {
         try await withHookFolder { folder in
             let (logger, _) = CapturingLogHandler.logger()
             let hooks = [recordingHook(folder, name: "first"), recordingHook(folder, name: "second")]
-            let approve = HookRunner.beforeSwitch(hooks, storage: "docs", directory: folder + "/content", logger: logger, runner: runner)
+            let approve = HookRunner.beforeSwitch(
+                hooks, storage: "docs", directory: folder + "/content", logger: logger, runner: runner)
             let switching = try pending(folder, from: "1.2")
             try await approve(switching)
             let seen = try recorded(folder, "first")
-            #expect(seen == [
-                "SYNC_AGENT_HOOK": "pre-switch", "SYNC_AGENT_STORAGE": "docs", "SYNC_AGENT_DIR": folder + "/content",
-                "SYNC_AGENT_STAGED_DIR": switching.stagedDirectory, "SYNC_AGENT_OLD_VERSION": "1.2", "SYNC_AGENT_NEW_VERSION": "1.4",
-                "SYNC_AGENT_OUTCOME": "replayed", "SYNC_AGENT_FILES_DOWNLOADED": "5", "SYNC_AGENT_FILES_REUSED": "7",
-                "SYNC_AGENT_BYTES_DOWNLOADED": "1234", "SYNC_AGENT_CHANGE_LISTS": "2", "PWD": switching.stagedDirectory,
-            ])
+            #expect(
+                seen == [
+                    "SYNC_AGENT_HOOK": "pre-switch", "SYNC_AGENT_STORAGE": "docs",
+                    "SYNC_AGENT_DIR": folder + "/content",
+                    "SYNC_AGENT_STAGED_DIR": switching.stagedDirectory, "SYNC_AGENT_OLD_VERSION": "1.2",
+                    "SYNC_AGENT_NEW_VERSION": "1.4",
+                    "SYNC_AGENT_OUTCOME": "replayed", "SYNC_AGENT_FILES_DOWNLOADED": "5",
+                    "SYNC_AGENT_FILES_REUSED": "7",
+                    "SYNC_AGENT_BYTES_DOWNLOADED": "1234", "SYNC_AGENT_CHANGE_LISTS": "2",
+                    "PWD": switching.stagedDirectory,
+                ])
             #expect(try recorded(folder, "second") == seen, "every hook runs when all succeed")
         }
     }
@@ -57,8 +69,9 @@ struct HookAdapterTests {
     @Test func aFirstRestoreHasAnEmptyOldVersion() async throws {
         try await withHookFolder { folder in
             let (logger, _) = CapturingLogHandler.logger()
-            let approve = HookRunner.beforeSwitch([recordingHook(folder, name: "first")], storage: "docs", directory: folder + "/content",
-                                                  logger: logger, runner: runner)
+            let approve = HookRunner.beforeSwitch(
+                [recordingHook(folder, name: "first")], storage: "docs", directory: folder + "/content",
+                logger: logger, runner: runner)
             try await approve(try pending(folder, from: nil))
             let seen = try recorded(folder, "first")
             #expect(seen["SYNC_AGENT_OLD_VERSION"] == "" && seen["SYNC_AGENT_OUTCOME"] == "restored")
@@ -72,8 +85,12 @@ struct HookAdapterTests {
     func aFailingPreSwitchHookVetoesWithItsLastLineAndStopsTheRest(then: String, reason: String) async throws {
         try await withHookFolder { folder in
             let (logger, _) = CapturingLogHandler.logger()
-            let hooks = [recordingHook(folder, name: "check", then: then, timeout: .seconds(2)), recordingHook(folder, name: "after")]
-            let approve = HookRunner.beforeSwitch(hooks, storage: "docs", directory: folder + "/content", logger: logger, runner: runner)
+            let hooks = [
+                recordingHook(folder, name: "check", then: then, timeout: .seconds(2)),
+                recordingHook(folder, name: "after"),
+            ]
+            let approve = HookRunner.beforeSwitch(
+                hooks, storage: "docs", directory: folder + "/content", logger: logger, runner: runner)
             await #expect {
                 try await approve(try pending(folder, from: "1.2"))
             } throws: { error in
@@ -86,12 +103,14 @@ struct HookAdapterTests {
     @Test func aPreSwitchHookThatCannotStartVetoes() async throws {
         try await withHookFolder { folder in
             let (logger, _) = CapturingLogHandler.logger()
-            let approve = HookRunner.beforeSwitch([Hook(command: [folder + "/missing"], name: "gone")], storage: "docs",
-                                                  directory: folder + "/content", logger: logger, runner: runner)
+            let approve = HookRunner.beforeSwitch(
+                [Hook(command: [folder + "/missing"], name: "gone")], storage: "docs",
+                directory: folder + "/content", logger: logger, runner: runner)
             await #expect {
                 try await approve(try pending(folder, from: "1.2"))
             } throws: { error in
-                (error as? HookVeto)?.description == "pre-switch hook 'gone' could not start: \(folder)/missing does not exist"
+                (error as? HookVeto)?.description
+                    == "pre-switch hook 'gone' could not start: \(folder)/missing does not exist"
             }
         }
     }
@@ -100,20 +119,31 @@ struct HookAdapterTests {
         try await withHookFolder { folder in
             try FileManager.default.createDirectory(atPath: folder + "/content", withIntermediateDirectories: true)
             let (logger, store) = CapturingLogHandler.logger()
-            let hooks = [recordingHook(folder, name: "failing", then: "echo 'cannot reach the CDN' >&2; exit 2"), recordingHook(folder, name: "next")]
-            let report = SyncReport(outcome: .restored, fromVersion: nil, toVersion: try CacheVersion("1.4"), bytesDownloaded: 99,
-                                    filesDownloaded: 12)
-            await HookRunner.afterUpdate(hooks, storage: "docs", directory: folder + "/content", report: report, logger: logger, runner: runner)
+            let hooks = [
+                recordingHook(folder, name: "failing", then: "echo 'cannot reach the CDN' >&2; exit 2"),
+                recordingHook(folder, name: "next"),
+            ]
+            let report = SyncReport(
+                outcome: .restored, fromVersion: nil, toVersion: try CacheVersion("1.4"), bytesDownloaded: 99,
+                filesDownloaded: 12)
+            await HookRunner.afterUpdate(
+                hooks, storage: "docs", directory: folder + "/content", report: report, logger: logger, runner: runner)
             let seen = try recorded(folder, "next")
-            #expect(seen == [
-                "SYNC_AGENT_HOOK": "post-update", "SYNC_AGENT_STORAGE": "docs", "SYNC_AGENT_DIR": folder + "/content",
-                "SYNC_AGENT_OLD_VERSION": "", "SYNC_AGENT_NEW_VERSION": "1.4", "SYNC_AGENT_OUTCOME": "restored",
-                "SYNC_AGENT_FILES_DOWNLOADED": "12", "SYNC_AGENT_FILES_REUSED": "0", "SYNC_AGENT_BYTES_DOWNLOADED": "99",
-                "SYNC_AGENT_CHANGE_LISTS": "0", "PWD": folder + "/content",
-            ])
+            #expect(
+                seen == [
+                    "SYNC_AGENT_HOOK": "post-update", "SYNC_AGENT_STORAGE": "docs",
+                    "SYNC_AGENT_DIR": folder + "/content",
+                    "SYNC_AGENT_OLD_VERSION": "", "SYNC_AGENT_NEW_VERSION": "1.4", "SYNC_AGENT_OUTCOME": "restored",
+                    "SYNC_AGENT_FILES_DOWNLOADED": "12", "SYNC_AGENT_FILES_REUSED": "0",
+                    "SYNC_AGENT_BYTES_DOWNLOADED": "99",
+                    "SYNC_AGENT_CHANGE_LISTS": "0", "PWD": folder + "/content",
+                ])
             let errors = store.all.filter { $0.level == .error }
             #expect(errors.count == 1)
-            #expect(errors.first?.message == "post-update hook 'failing' exited with status 2: cannot reach the CDN; the update to 1.4 stands")
+            #expect(
+                errors.first?.message
+                    == "post-update hook 'failing' exited with status 2: cannot reach the CDN; the update to 1.4 stands"
+            )
             #expect(errors.first?.metadata["storage"] == "docs" && errors.first?.metadata["hook"] == "failing")
         }
     }
@@ -122,9 +152,10 @@ struct HookAdapterTests {
         try await withHookFolder { folder in
             let (logger, _) = CapturingLogHandler.logger()
             let version = try CacheVersion("1.4")
-            await HookRunner.afterUpdate([recordingHook(folder, name: "never")], storage: "docs", directory: folder,
-                                         report: SyncReport(outcome: .upToDate, fromVersion: version, toVersion: version),
-                                         logger: logger, runner: runner)
+            await HookRunner.afterUpdate(
+                [recordingHook(folder, name: "never")], storage: "docs", directory: folder,
+                report: SyncReport(outcome: .upToDate, fromVersion: version, toVersion: version),
+                logger: logger, runner: runner)
             #expect(!FileManager.default.fileExists(atPath: folder + "/never.env"))
         }
     }

@@ -3,8 +3,9 @@ import Foundation
 import Logging
 import StorageFormat
 import Synchronization
-@testable import SyncDaemon
 import Testing
+
+@testable import SyncDaemon
 
 /// A swift-log handler that keeps every record, for assertions on what was logged.
 struct CapturingLogHandler: LogHandler {
@@ -52,7 +53,9 @@ func withHookFolder<T>(_ body: (String) async throws -> T) async throws -> T {
 }
 
 /// A hook running `script` with /bin/sh; `$1` is `argument`.
-func shellHook(_ script: String, _ argument: String = "", timeout: Duration = .seconds(30), name: String = "test-hook") -> Hook {
+func shellHook(_ script: String, _ argument: String = "", timeout: Duration = .seconds(30), name: String = "test-hook")
+    -> Hook
+{
     Hook(command: ["/bin/sh", "-c", script, "sh", argument], timeout: timeout, name: name)
 }
 
@@ -85,8 +88,9 @@ struct HookRunnerTests {
     @Test func theHookGetsTheAgentsEnvironmentPlusTheGivenVariablesInItsFolder() async throws {
         try await withHookFolder { folder in
             let (logger, store) = CapturingLogHandler.logger()
-            let outcome = await runner.run(shellHook(#"printf '%s\n' "$HOOK_TEST_VALUE" "$PATH" "$(pwd -P)""#),
-                                           environment: ["HOOK_TEST_VALUE": "a b=c ü"], workingDirectory: folder, logger: logger)
+            let outcome = await runner.run(
+                shellHook(#"printf '%s\n' "$HOOK_TEST_VALUE" "$PATH" "$(pwd -P)""#),
+                environment: ["HOOK_TEST_VALUE": "a b=c ü"], workingDirectory: folder, logger: logger)
             #expect(outcome.termination == .exited(0))
             #expect(store.lines("stdout") == ["a b=c ü", ProcessInfo.processInfo.environment["PATH"] ?? "", folder])
         }
@@ -95,30 +99,39 @@ struct HookRunnerTests {
     @Test func everyLineOfBothStreamsIsLoggedAtInfoWithTheHooksName() async throws {
         var (logger, store) = CapturingLogHandler.logger()
         logger[metadataKey: "storage"] = "docs"
-        let outcome = await runner.run(shellHook("echo one; printf 'two\r\n'; echo three >&2; printf four", name: "announce"),
-                                       environment: [:], workingDirectory: nil, logger: logger)
+        let outcome = await runner.run(
+            shellHook("echo one; printf 'two\r\n'; echo three >&2; printf four", name: "announce"),
+            environment: [:], workingDirectory: nil, logger: logger)
         #expect(outcome.termination == .exited(0))
         #expect(store.lines("stdout") == ["one", "two", "four"])
         #expect(store.lines("stderr") == ["three"])
         let output = store.all.filter { $0.metadata["stream"] != nil }
         #expect(output.count == 4)
-        #expect(output.allSatisfy { $0.level == .info && $0.metadata["hook"] == "announce" && $0.metadata["storage"] == "docs" })
+        #expect(
+            output.allSatisfy {
+                $0.level == .info && $0.metadata["hook"] == "announce" && $0.metadata["storage"] == "docs"
+            })
         // The unfinished last line comes out when the stream ends, after everything else.
         #expect(outcome.lastOutputLine == "four")
     }
 
     @Test func aLineLongerThanTheLimitIsCutThere() async throws {
         let (logger, store) = CapturingLogHandler.logger()
-        let outcome = await runner.run(shellHook("head -c 40000 /dev/zero | tr '\\0' a; echo; echo end"),
-                                       environment: [:], workingDirectory: nil, logger: logger)
+        let outcome = await runner.run(
+            shellHook("head -c 40000 /dev/zero | tr '\\0' a; echo; echo end"),
+            environment: [:], workingDirectory: nil, logger: logger)
         #expect(outcome.termination == .exited(0))
-        #expect(store.lines("stdout").map(\.count) == [OutputLines.maxLine, OutputLines.maxLine, 40000 - 2 * OutputLines.maxLine, 3])
+        #expect(
+            store.lines("stdout").map(\.count) == [
+                OutputLines.maxLine, OutputLines.maxLine, 40000 - 2 * OutputLines.maxLine, 3,
+            ])
     }
 
     @Test func aNonZeroExitIsReportedWithItsStatusAndLastLine() async throws {
         let (logger, _) = CapturingLogHandler.logger()
-        let outcome = await runner.run(shellHook("echo checking; echo 'index.html is missing' >&2; exit 3"),
-                                       environment: [:], workingDirectory: nil, logger: logger)
+        let outcome = await runner.run(
+            shellHook("echo checking; echo 'index.html is missing' >&2; exit 3"),
+            environment: [:], workingDirectory: nil, logger: logger)
         #expect(outcome.termination == .exited(3))
         #expect(!outcome.succeeded)
         #expect(outcome.lastOutputLine == "index.html is missing")
@@ -127,7 +140,8 @@ struct HookRunnerTests {
 
     @Test func aHookKilledBySomeoneElseReportsTheSignal() async throws {
         let (logger, _) = CapturingLogHandler.logger()
-        let outcome = await runner.run(shellHook("kill -USR1 $$"), environment: [:], workingDirectory: nil, logger: logger)
+        let outcome = await runner.run(
+            shellHook("kill -USR1 $$"), environment: [:], workingDirectory: nil, logger: logger)
         #expect(outcome.termination == .signalled(SIGUSR1))
     }
 
@@ -135,8 +149,9 @@ struct HookRunnerTests {
         try await withHookFolder { folder in
             let (logger, store) = CapturingLogHandler.logger()
             // The trap is inherited by the sleeps, which ignore SIGTERM as well.
-            let hook = shellHook("trap '' TERM; echo $$ > \"$1/pid\"; sleep 60 & echo $! > \"$1/child\"; echo started; while :; do sleep 1; done",
-                                 folder, timeout: .seconds(2))
+            let hook = shellHook(
+                "trap '' TERM; echo $$ > \"$1/pid\"; sleep 60 & echo $! > \"$1/child\"; echo started; while :; do sleep 1; done",
+                folder, timeout: .seconds(2))
             let impatient = HookRunner(terminationGrace: .milliseconds(300), outputGrace: .milliseconds(300))
             let outcome = await impatient.run(hook, environment: [:], workingDirectory: nil, logger: logger)
             #expect(outcome.termination == .timedOut(killed: true))
@@ -201,13 +216,20 @@ struct HookRunnerTests {
             }
             #expect(await reason(Hook(command: [folder + "/missing-hook"])) == "\(folder)/missing-hook does not exist")
             FileManager.default.createFile(atPath: folder + "/plain.txt", contents: Data("echo hi".utf8))
-            #expect(await reason(Hook(command: [folder + "/plain.txt"])) == "\(folder)/plain.txt is not an executable file")
+            #expect(
+                await reason(Hook(command: [folder + "/plain.txt"])) == "\(folder)/plain.txt is not an executable file")
             let unknown = await reason(Hook(command: ["no-such-hook-program-4711"]))
-            #expect(unknown?.hasPrefix("no executable no-such-hook-program-4711 on PATH") == true, "\(String(describing: unknown))")
+            #expect(
+                unknown?.hasPrefix("no executable no-such-hook-program-4711 on PATH") == true,
+                "\(String(describing: unknown))")
             #expect(await reason(Hook(command: [])) == "its command is empty")
-            #expect(await reason(Hook(command: ["/bin/true"]), in: folder + "/gone") == "its working folder \(folder)/gone does not exist")
+            #expect(
+                await reason(Hook(command: ["/bin/true"]), in: folder + "/gone")
+                    == "its working folder \(folder)/gone does not exist")
             // A first word without a slash is found on PATH.
-            #expect(await runner.run(Hook(command: ["true"]), environment: [:], workingDirectory: nil, logger: logger).termination == .exited(0))
+            #expect(
+                await runner.run(Hook(command: ["true"]), environment: [:], workingDirectory: nil, logger: logger)
+                    .termination == .exited(0))
         }
     }
 }

@@ -1,5 +1,6 @@
-@testable import SyncDaemon
 import Testing
+
+@testable import SyncDaemon
 
 /// The hook supervisor's decisions, driven without processes or a real clock.
 @Suite struct HookSupervisionTests {
@@ -8,11 +9,15 @@ import Testing
 
     /// What the supervisor loop can observe.
     enum Event {
-        case tick(Int), cancel(Int), exited(Int), outputClosed
+        case tick(Int)
+        case cancel(Int)
+        case exited(Int)
+        case outputClosed
     }
 
     static let start = ContinuousClock.now
-    static let limits = HookSupervision.Limits(timeout: .seconds(10), terminationGrace: .seconds(2), outputGrace: .seconds(1))
+    static let limits = HookSupervision.Limits(
+        timeout: .seconds(10), terminationGrace: .seconds(2), outputGrace: .seconds(1))
 
     /// Feeds `events` (times in seconds from the start) and returns the actions taken and the ending.
     func drive(_ events: [Event]) -> (actions: [Action], ending: Ending?) {
@@ -66,8 +71,9 @@ import Testing
         let run = drive([.cancel(1), .cancel(2), .tick(3), .exited(3), .outputClosed])
         #expect(run.actions == [.terminate, .kill])
         #expect(run.ending == Ending(stopped: .cancelled, killed: true))
-        #expect(drive([.exited(1), .cancel(1), .outputClosed]).ending == Ending(stopped: nil, killed: false),
-                "a cancellation after the exit changes nothing")
+        #expect(
+            drive([.exited(1), .cancel(1), .outputClosed]).ending == Ending(stopped: nil, killed: false),
+            "a cancellation after the exit changes nothing")
     }
 
     @Test func theLoopNeverWaitsPastADeadline() {

@@ -14,18 +14,22 @@ struct CurlTransportAnswerTests {
             let contents = randomBytes(1_000)
             try fixture.serve("a.bin", contents)
             // The first 100 bytes, labelled as such: installed as the file, it would be truncated.
-            server.injectFault(.status(206, headers: ["Content-Range": "bytes 0-99/1000"], body: contents.prefix(100)),
-                               forPath: "/a.bin")
+            server.injectFault(
+                .status(206, headers: ["Content-Range": "bytes 0-99/1000"], body: contents.prefix(100)),
+                forPath: "/a.bin")
             let url = server.url(for: "a.bin")
             let destination = fixture.outPath("a.bin")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport { $0.retry = .none }.download(HTTPRequest(url: url), to: destination,
-                                                                        options: DownloadOptions())
+                try await makeTransport { $0.retry = .none }.download(
+                    HTTPRequest(url: url), to: destination,
+                    options: DownloadOptions())
             }
 
             #expect(error?.code == .invalidResponse)
-            #expect(error?.message.contains("GET \(url.absoluteString) answered 206 Partial Content to a request without Range") == true)
+            #expect(
+                error?.message.contains(
+                    "GET \(url.absoluteString) answered 206 Partial Content to a request without Range") == true)
             #expect(error?.message.contains("the server or a proxy") == true)
             #expect(error?.isTransient == true)
             #expect(fileContents(destination).isEmpty)
@@ -62,7 +66,9 @@ struct CurlTransportAnswerTests {
             #expect(error?.code == .invalidResponse)
             #expect(error?.statusCode == 304)
             #expect(error?.message.contains(url.absoluteString) == true)
-            #expect(error?.message.contains("304 Not Modified to a request without If-None-Match or If-Modified-Since") == true)
+            #expect(
+                error?.message.contains("304 Not Modified to a request without If-None-Match or If-Modified-Since")
+                    == true)
         }
     }
 
@@ -73,8 +79,9 @@ struct CurlTransportAnswerTests {
             let destination = fixture.outPath("a.bin")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                   options: DownloadOptions())
+                try await makeTransport().download(
+                    HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                    options: DownloadOptions())
             }
 
             #expect(error?.code == .invalidResponse)
@@ -117,7 +124,8 @@ struct CurlTransportAnswerTests {
 
     /// A partial file of the first 400 000 bytes and the entity tag that makes it resumable.
     private func partialDownload(_ server: StorageServer, _ fixture: Fixture, size: Int = 1_000_000)
-        async throws -> (contents: Data, destination: String, etag: String) {
+        async throws -> (contents: Data, destination: String, etag: String)
+    {
         let contents = randomBytes(size)
         try fixture.serve("a.bin", contents)
         let url = server.url(for: "a.bin")
@@ -129,7 +137,8 @@ struct CurlTransportAnswerTests {
     }
 
     @Test(arguments: [Fault.wholeBodyAsPartialContent, .shiftedRange(startShift: -1_000, endShift: 0)])
-    func resumeAnsweredFromAnotherStartLeavesTheFileNoLongerAndTheNextAttemptFetchesItWhole(_ fault: Fault) async throws {
+    func resumeAnsweredFromAnotherStartLeavesTheFileNoLongerAndTheNextAttemptFetchesItWhole(_ fault: Fault) async throws
+    {
         try await withServedFixture { server, fixture in
             let (contents, destination, etag) = try await partialDownload(server, fixture)
             server.injectFault(fault, forPath: "/a.bin", times: 1)
@@ -137,16 +146,20 @@ struct CurlTransportAnswerTests {
             let transport = try makeTransport { $0.retry = .none }
 
             let error = await #expect(throws: TransportError.self) {
-                try await transport.download(HTTPRequest(url: url), to: destination, options: DownloadOptions(resumeETag: etag))
+                try await transport.download(
+                    HTTPRequest(url: url), to: destination, options: DownloadOptions(resumeETag: etag))
             }
             let afterRefusal = fileContents(destination).count
             // The caller still holds the tag (the engine keeps it beside the partial file).
-            let retried = try await transport.download(HTTPRequest(url: url), to: destination,
-                                                       options: DownloadOptions(resumeETag: etag))
+            let retried = try await transport.download(
+                HTTPRequest(url: url), to: destination,
+                options: DownloadOptions(resumeETag: etag))
 
             #expect(error?.code == .invalidResponse)
             #expect(error?.message.contains("Range: bytes=400000-") == true)
-            #expect(error?.message.contains("Content-Range: bytes \(fault == .wholeBodyAsPartialContent ? 0 : 399_000)-") == true)
+            #expect(
+                error?.message.contains("Content-Range: bytes \(fault == .wholeBodyAsPartialContent ? 0 : 399_000)-")
+                    == true)
             #expect(afterRefusal == 0, "the partial bytes the server would not continue are dropped")
             #expect(server.requests().map(\.range) == ["bytes=400000-", nil])
             #expect(retried.statusCode == 200)
@@ -160,8 +173,9 @@ struct CurlTransportAnswerTests {
             let (contents, destination, etag) = try await partialDownload(server, fixture)
             server.injectFault(.shiftedRange(startShift: 0, endShift: -1_000), forPath: "/a.bin", times: 1)
 
-            let response = try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                              options: DownloadOptions(resumeETag: etag))
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                options: DownloadOptions(resumeETag: etag))
 
             let log = server.requests()
             #expect(log.map(\.status) == [206, 200])
@@ -178,8 +192,9 @@ struct CurlTransportAnswerTests {
             let (contents, destination, _) = try await partialDownload(server, fixture)
 
             // A tag the server does not know: If-Range fails and the whole file comes with 200.
-            let response = try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                              options: DownloadOptions(resumeETag: "\"elsewhere\""))
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                options: DownloadOptions(resumeETag: "\"elsewhere\""))
 
             #expect(server.requests().map(\.status) == [200])
             #expect(response.resumedFrom == 0)
@@ -199,13 +214,16 @@ struct CurlTransportAnswerTests {
             // A new version of the same size, behind a server that ignores If-Range.
             let new = randomBytes(300_000)
             try fixture.serve("a.bin", new)
-            server.injectFault(.status(416, headers: ["Content-Range": "bytes */300000", "ETag": "\"new\""]),
-                               forPath: "/a.bin", times: 1)
+            server.injectFault(
+                .status(416, headers: ["Content-Range": "bytes */300000", "ETag": "\"new\""]),
+                forPath: "/a.bin", times: 1)
 
             let error = await #expect(throws: TransportError.self) {
-                try await transport.download(HTTPRequest(url: url), to: destination, options: DownloadOptions(resumeETag: oldETag))
+                try await transport.download(
+                    HTTPRequest(url: url), to: destination, options: DownloadOptions(resumeETag: oldETag))
             }
-            _ = try await transport.download(HTTPRequest(url: url), to: destination, options: DownloadOptions(resumeETag: oldETag))
+            _ = try await transport.download(
+                HTTPRequest(url: url), to: destination, options: DownloadOptions(resumeETag: oldETag))
 
             #expect(error?.statusCode == 416)
             #expect(fileContents(destination) == new)
@@ -217,8 +235,9 @@ struct CurlTransportAnswerTests {
             let (contents, destination, etag) = try await partialDownload(server, fixture)
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                   options: DownloadOptions(resumeETag: etag, maxBytes: 900_000))
+                try await makeTransport().download(
+                    HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                    options: DownloadOptions(resumeETag: etag, maxBytes: 900_000))
             }
 
             #expect(error?.code == .tooLarge)
@@ -238,11 +257,12 @@ struct CurlTransportAnswerTests {
             let destination = fixture.outPath("a.bin")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport { $0.retry = .none }.download(HTTPRequest(url: server.url(for: "a.bin")),
-                                                                        to: destination, options: DownloadOptions())
+                try await makeTransport { $0.retry = .none }.download(
+                    HTTPRequest(url: server.url(for: "a.bin")),
+                    to: destination, options: DownloadOptions())
             }
 
-            #expect(error?.curlCode == 1)  // CURLE_UNSUPPORTED_PROTOCOL: refused by CURLOPT_REDIR_PROTOCOLS_STR
+            #expect(error?.curlCode == 1) // CURLE_UNSUPPORTED_PROTOCOL: refused by CURLOPT_REDIR_PROTOCOLS_STR
             #expect(fileContents(destination).isEmpty)
             #expect(server.requests().map(\.status) == [302])
         }
@@ -258,8 +278,9 @@ struct CurlTransportAnswerTests {
             let destination = fixture.outPath("a.bin")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport { $0.retry = .none }.download(HTTPRequest(url: url), to: destination,
-                                                                        options: DownloadOptions())
+                try await makeTransport { $0.retry = .none }.download(
+                    HTTPRequest(url: url), to: destination,
+                    options: DownloadOptions())
             }
 
             #expect(error?.code == .invalidResponse)
@@ -286,7 +307,8 @@ struct CurlTransportAnswerTests {
 
             for error in [downloadError, dataError] {
                 #expect(error?.code == .invalidResponse)
-                #expect(error?.message.contains("Content-Length \"5000\" and \"1000\", which is not one length") == true)
+                #expect(
+                    error?.message.contains("Content-Length \"5000\" and \"1000\", which is not one length") == true)
             }
             #expect(fileContents(destination).isEmpty)
         }
@@ -298,8 +320,9 @@ struct CurlTransportAnswerTests {
             let destination = fixture.outPath("a.bin")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                   options: DownloadOptions(maxBytes: 100_000))
+                try await makeTransport().download(
+                    HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                    options: DownloadOptions(maxBytes: 100_000))
             }
 
             #expect(error?.code == .tooLarge)
@@ -328,8 +351,9 @@ struct CurlTransportAnswerTests {
 
             let data = try await transport.data(for: HTTPRequest(url: url))
             // The declared size is the decoded one: that is what the limit holds.
-            let download = try await transport.download(HTTPRequest(url: url), to: destination,
-                                                        options: DownloadOptions(maxBytes: Int64(contents.count)))
+            let download = try await transport.download(
+                HTTPRequest(url: url), to: destination,
+                options: DownloadOptions(maxBytes: Int64(contents.count)))
 
             #expect(data.body == contents)
             #expect(data.headers["content-encoding"] == "gzip")
@@ -349,8 +373,9 @@ struct CurlTransportAnswerTests {
             server.injectFault(.gzipEncoded, forPath: "/doc.txt")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport().download(HTTPRequest(url: server.url(for: "doc.txt")), to: fixture.outPath("doc.txt"),
-                                                   options: DownloadOptions(maxBytes: Int64(contents.count - 1)))
+                try await makeTransport().download(
+                    HTTPRequest(url: server.url(for: "doc.txt")), to: fixture.outPath("doc.txt"),
+                    options: DownloadOptions(maxBytes: Int64(contents.count - 1)))
             }
 
             #expect(error?.code == .tooLarge)
@@ -370,8 +395,9 @@ struct CurlTransportAnswerTests {
             // Decoded bytes from an earlier attempt: a range of the gzip bytes cannot follow them.
             try contents.prefix(20).write(to: URL(fileURLWithPath: destination))
 
-            let response = try await transport.download(HTTPRequest(url: url), to: destination,
-                                                        options: DownloadOptions(resumeETag: gzipETag))
+            let response = try await transport.download(
+                HTTPRequest(url: url), to: destination,
+                options: DownloadOptions(resumeETag: gzipETag))
 
             #expect(server.requests().map(\.status) == [206, 200])
             #expect(server.requests().map(\.range) == ["bytes=20-", nil])
@@ -387,22 +413,26 @@ struct CurlTransportAnswerTests {
             let url = server.url(for: "doc.txt")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport { $0.retry = .none }.data(for: HTTPRequest(url: url, headers: ["Range": "bytes=10-"]))
+                try await makeTransport { $0.retry = .none }.data(
+                    for: HTTPRequest(url: url, headers: ["Range": "bytes=10-"]))
             }
 
             #expect(error?.code == .invalidResponse)
-            #expect(error?.message.contains("Range: bytes=10- with 206 Partial Content in Content-Encoding: gzip") == true)
+            #expect(
+                error?.message.contains("Range: bytes=10- with 206 Partial Content in Content-Encoding: gzip") == true)
         }
     }
 
     @Test func anEncodingLibcurlCannotDecodeFailsAsAnInvalidResponseNamingIt() async throws {
         try await withServedFixture { server, fixture in
-            server.injectFault(.status(200, headers: ["Content-Encoding": "xz"], body: randomBytes(500)), forPath: "/a.bin")
+            server.injectFault(
+                .status(200, headers: ["Content-Encoding": "xz"], body: randomBytes(500)), forPath: "/a.bin")
             let destination = fixture.outPath("a.bin")
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport { $0.retry = .none }.download(HTTPRequest(url: server.url(for: "a.bin")),
-                                                                        to: destination, options: DownloadOptions())
+                try await makeTransport { $0.retry = .none }.download(
+                    HTTPRequest(url: server.url(for: "a.bin")),
+                    to: destination, options: DownloadOptions())
             }
 
             #expect(error?.code == .invalidResponse)
@@ -417,7 +447,9 @@ struct CurlTransportAnswerTests {
         try await withServedFixture { server, fixture in
             let contents = randomBytes(1_000)
             try fixture.serve("a.bin", contents)
-            let transport = try makeTransport { $0.adapter = ClosureRequestAdapter { $0.headers["range"] = "bytes=100-199" } }
+            let transport = try makeTransport {
+                $0.adapter = ClosureRequestAdapter { $0.headers["range"] = "bytes=100-199" }
+            }
 
             let response = try await transport.data(for: HTTPRequest(url: server.url(for: "a.bin")))
 

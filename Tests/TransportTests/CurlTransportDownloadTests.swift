@@ -91,11 +91,13 @@ struct CurlTransportDownloadTests {
             let transport = try makeTransport()
 
             let error = await #expect(throws: TransportError.self) {
-                try await transport.download(HTTPRequest(url: url), to: fixture.outPath("a.zip"),
-                                             options: DownloadOptions(maxBytes: 499_999))
+                try await transport.download(
+                    HTTPRequest(url: url), to: fixture.outPath("a.zip"),
+                    options: DownloadOptions(maxBytes: 499_999))
             }
-            let exact = try await transport.download(HTTPRequest(url: url), to: fixture.outPath("b.zip"),
-                                                     options: DownloadOptions(maxBytes: 500_000))
+            let exact = try await transport.download(
+                HTTPRequest(url: url), to: fixture.outPath("b.zip"),
+                options: DownloadOptions(maxBytes: 500_000))
 
             #expect(error?.code == .tooLarge)
             #expect(error?.message.contains("499999") == true)
@@ -110,8 +112,9 @@ struct CurlTransportDownloadTests {
             let destination = fixture.out.appendingPathComponent("no/such/folder/a.bin").path
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                   options: DownloadOptions())
+                try await makeTransport().download(
+                    HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                    options: DownloadOptions())
             }
 
             #expect(error?.code == .fileSystem)
@@ -128,8 +131,9 @@ struct CurlTransportDownloadTests {
             try fixture.serve("a.bin", randomBytes(200_000))
 
             let error = await #expect(throws: TransportError.self) {
-                try await makeTransport().download(HTTPRequest(url: server.url(for: "a.bin")), to: "/dev/full",
-                                                   options: DownloadOptions())
+                try await makeTransport().download(
+                    HTTPRequest(url: server.url(for: "a.bin")), to: "/dev/full",
+                    options: DownloadOptions())
             }
 
             #expect(error?.code == .fileSystem)

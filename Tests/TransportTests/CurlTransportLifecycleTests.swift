@@ -15,8 +15,9 @@ struct CurlTransportLifecycleTests {
             server.injectFault(.stall, forPath: "/stalled.zip")
             let transport = try makeTransport { $0.retry = .none }
             let stalled = Task {
-                try await transport.download(HTTPRequest(url: server.url(for: "stalled.zip")), to: fixture.outPath("stalled.zip"),
-                                             options: DownloadOptions())
+                try await transport.download(
+                    HTTPRequest(url: server.url(for: "stalled.zip")), to: fixture.outPath("stalled.zip"),
+                    options: DownloadOptions())
             }
             try await CurlTransportCancellationTests.waitForFirstRequest(on: server)
             await transport.shutdown()
@@ -31,7 +32,8 @@ struct CurlTransportLifecycleTests {
             }
             #expect(later?.code == .cancelled)
             #expect(later?.message.contains("shut down") == true)
-            #expect(!server.requests().contains { $0.path == "/next.json" }, "nothing reaches the server after shutdown")
+            #expect(
+                !server.requests().contains { $0.path == "/next.json" }, "nothing reaches the server after shutdown")
             // A second shutdown returns at once.
             await transport.shutdown()
         }

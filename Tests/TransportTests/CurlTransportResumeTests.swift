@@ -80,8 +80,9 @@ struct CurlTransportResumeTests {
             server.setRoot(v2)
             server.resetLog()
 
-            let response = try await transport.download(HTTPRequest(url: url), to: destination,
-                                                        options: DownloadOptions(resumeETag: oldETag))
+            let response = try await transport.download(
+                HTTPRequest(url: url), to: destination,
+                options: DownloadOptions(resumeETag: oldETag))
 
             let log = server.requests()
             #expect(log.map(\.status) == [200])
@@ -126,8 +127,9 @@ struct CurlTransportResumeTests {
             let destination = fixture.outPath("archive.zip")
             try contents.write(to: URL(fileURLWithPath: destination))
 
-            let response = try await transport.download(HTTPRequest(url: url), to: destination,
-                                                        options: DownloadOptions(resumeETag: etag))
+            let response = try await transport.download(
+                HTTPRequest(url: url), to: destination,
+                options: DownloadOptions(resumeETag: etag))
 
             #expect(server.requests().map(\.status) == [416])
             #expect(server.requests().first?.range == "bytes=1200000-")
@@ -151,11 +153,13 @@ struct CurlTransportResumeTests {
             try (contents + randomBytes(1_000)).write(to: URL(fileURLWithPath: destination))
 
             let error = await #expect(throws: TransportError.self) {
-                try await transport.download(HTTPRequest(url: url), to: destination,
-                                             options: DownloadOptions(resumeETag: etag))
+                try await transport.download(
+                    HTTPRequest(url: url), to: destination,
+                    options: DownloadOptions(resumeETag: etag))
             }
-            let retried = try await transport.download(HTTPRequest(url: url), to: destination,
-                                                       options: DownloadOptions(resumeETag: etag))
+            let retried = try await transport.download(
+                HTTPRequest(url: url), to: destination,
+                options: DownloadOptions(resumeETag: etag))
 
             #expect(error?.statusCode == 416)
             #expect(server.requests().map(\.status) == [416, 200])

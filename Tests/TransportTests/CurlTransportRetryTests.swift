@@ -117,8 +117,9 @@ struct CurlTransportRetryTests {
             let transport = try makeTransport { $0.stallTimeout = .seconds(10) }
             let destination = fixture.outPath("a.bin")
 
-            let response = try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                        options: DownloadOptions())
+            let response = try await transport.download(
+                HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                options: DownloadOptions())
 
             let log = server.requests()
             #expect(log.map(\.status) == [200, 206])
@@ -141,12 +142,13 @@ struct CurlTransportRetryTests {
             let destination = fixture.outPath("a.bin")
 
             let error = await #expect(throws: TransportError.self) {
-                try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                             options: DownloadOptions())
+                try await transport.download(
+                    HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                    options: DownloadOptions())
             }
 
             #expect(error?.code == .timeout)
-            #expect(error?.curlCode == 28)  // CURLE_OPERATION_TIMEDOUT
+            #expect(error?.curlCode == 28) // CURLE_OPERATION_TIMEDOUT
             #expect(error?.isTransient == true)
             #expect(fileContents(destination).count < 200)
         }
@@ -165,8 +167,9 @@ struct CurlTransportRetryTests {
             }
             let destination = fixture.outPath("a.bin")
 
-            let response = try await transport.download(HTTPRequest(url: server.url(for: "a.bin")), to: destination,
-                                                        options: DownloadOptions())
+            let response = try await transport.download(
+                HTTPRequest(url: server.url(for: "a.bin")), to: destination,
+                options: DownloadOptions())
 
             #expect(response.statusCode == 200)
             #expect(fileContents(destination) == contents)
@@ -185,7 +188,7 @@ struct CurlTransportRetryTests {
             }
 
             #expect(error?.code == .timeout)
-            #expect(error?.curlCode == 28)  // CURLE_OPERATION_TIMEDOUT
+            #expect(error?.curlCode == 28) // CURLE_OPERATION_TIMEDOUT
             #expect(error?.isTransient == true)
             // Not retried. (Under load the time limit may run out before the server logs the request.)
             #expect(server.requests().count <= 1)
@@ -202,7 +205,7 @@ struct CurlTransportRetryTests {
         }
 
         #expect(error?.code == .network)
-        #expect(error?.curlCode == 7)  // CURLE_COULDNT_CONNECT
+        #expect(error?.curlCode == 7) // CURLE_COULDNT_CONNECT
         #expect(error?.isTransient == true)
         #expect(error?.message.contains(url.absoluteString) == true)
     }

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Transport
 
 @Suite
@@ -17,8 +18,8 @@ struct HeaderLineTests {
         ("HTTP/2 304\r\n", 304),
         ("HTTP/1.0 503 Service Unavailable\r\n", 503),
         ("HTTP/1.1 100 Continue\r\n", 100),
-        ("HTTP/1.1 2000 Odd\r\n", 200),   // three digits at most, as before: the first three
-        ("HTTP/1.1 OK\r\n", 0),            // no code: 0, which no success check accepts
+        ("HTTP/1.1 2000 Odd\r\n", 200), // three digits at most, as before: the first three
+        ("HTTP/1.1 OK\r\n", 0), // no code: 0, which no success check accepts
         ("HTTP/1.1\r\n", 0),
     ])
     func statusLines(_ line: String, _ code: Int) {
@@ -33,7 +34,8 @@ struct HeaderLineTests {
         // Only the first colon separates; the value keeps the rest, inner spaces included.
         #expect(Self.parse("Location: http://h:8080/a b\r\n") == .field(name: "location", value: "http://h:8080/a b"))
         // The value keeps its case.
-        #expect(Self.parse("Content-Type: Application/JSON\r\n") == .field(name: "content-type", value: "Application/JSON"))
+        #expect(
+            Self.parse("Content-Type: Application/JSON\r\n") == .field(name: "content-type", value: "Application/JSON"))
     }
 
     @Test func bytesOverSevenBitsReadAsLatin1() {

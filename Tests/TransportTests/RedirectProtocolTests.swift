@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Transport
 
 /// Which schemes libcurl may follow a redirect to (`CURLOPT_REDIR_PROTOCOLS_STR`), by the scheme

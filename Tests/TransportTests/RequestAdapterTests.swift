@@ -13,7 +13,8 @@ struct RequestAdapterTests {
             request.headers["Authorization"] = "token t\(calls.all.count)"
             request.queryItems.append(URLQueryItem(name: "ref", value: "main"))
             if request.url.path.hasPrefix("/private/"),
-               var parts = URLComponents(url: request.url, resolvingAgainstBaseURL: false) {
+                var parts = URLComponents(url: request.url, resolvingAgainstBaseURL: false)
+            {
                 parts.path = String(parts.path.dropFirst("/private".count))
                 request.url = parts.url ?? request.url
             }
@@ -69,8 +70,9 @@ struct RequestAdapterTests {
             let transport = try makeTransport { $0.adapter = Self.privateRepositoryAdapter(calls: calls) }
             let destination = fixture.outPath("archive.zip")
 
-            let response = try await transport.download(HTTPRequest(url: server.url(for: "private/archive.zip")),
-                                                        to: destination, options: DownloadOptions())
+            let response = try await transport.download(
+                HTTPRequest(url: server.url(for: "private/archive.zip")),
+                to: destination, options: DownloadOptions())
 
             #expect(fileContents(destination) == contents)
             #expect(response.bytesReceived == 800_000)
@@ -118,8 +120,9 @@ struct DictionaryTransport: Transport {
         seen.append(request)
         let url = request.resolvedURL
         guard let body = files[url] else {
-            throw TransportError(code: .httpStatus, message: "\(url.absoluteString) is not in the dictionary",
-                                 url: url, statusCode: 404)
+            throw TransportError(
+                code: .httpStatus, message: "\(url.absoluteString) is not in the dictionary",
+                url: url, statusCode: 404)
         }
         return HTTPResponse(statusCode: 200, body: body, url: url, bytesReceived: Int64(body.count))
     }
@@ -145,10 +148,12 @@ struct AdaptingTransportTests {
         let zip = randomBytes(64_000)
         let inner = DictionaryTransport(files: [adapted: index, archive: zip])
         let calls = Recorder<String>()
-        let transport = AdaptingTransport(base: inner, adapter: RequestAdapterTests.privateRepositoryAdapter(calls: calls))
+        let transport = AdaptingTransport(
+            base: inner, adapter: RequestAdapterTests.privateRepositoryAdapter(calls: calls))
 
         let response = try await transport.data(for: HTTPRequest(url: base))
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("TransportTests-\(UUID().uuidString)")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "TransportTests-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: directory) }
         let destination = directory.appendingPathComponent("archive.zip").path

@@ -1,4 +1,5 @@
 import Testing
+
 @testable import Transport
 
 /// The rules that hold a response to its request, without I/O.
@@ -6,11 +7,12 @@ import Testing
 struct ResponseExpectationTests {
     typealias Span = ResponseExpectation.ByteSpan
 
-    @Test(arguments: [
-        ("bytes=400000-", Span(first: 400_000, last: nil)),
-        ("bytes=10-19", Span(first: 10, last: 19)),
-        (" BYTES=0- ", Span(first: 0, last: nil)),
-    ] as [(String, Span)])
+    @Test(
+        arguments: [
+            ("bytes=400000-", Span(first: 400_000, last: nil)),
+            ("bytes=10-19", Span(first: 10, last: 19)),
+            (" BYTES=0- ", Span(first: 0, last: nil)),
+        ] as [(String, Span)])
     func singleRangesFromAKnownStartAreRead(_ header: String, _ span: Span) {
         #expect(ResponseExpectation.parseRange(header) == span)
     }
@@ -63,7 +65,9 @@ struct ResponseExpectationTests {
     ]
 
     @Test(arguments: heads)
-    func headsAreHeldToTheRequest(_ request: [String: String], _ status: Int, _ response: [String: String], _ refused: Bool) {
+    func headsAreHeldToTheRequest(
+        _ request: [String: String], _ status: Int, _ response: [String: String], _ refused: Bool
+    ) {
         let expectation = ResponseExpectation(method: "get", headers: request)
         let problem = expectation.checkHead(status: status, headers: response, contentLengths: [])
         #expect((problem != nil) == refused, "\(problem ?? "accepted")")
@@ -78,9 +82,13 @@ struct ResponseExpectationTests {
         #expect(plain.checkBody(status: 200, headers: [:], contentLengths: ["100"], wireBytes: 99) != nil)
         #expect(plain.checkBody(status: 200, headers: [:], contentLengths: [], wireBytes: 12_345) == nil)
         #expect(head.checkBody(status: 200, headers: [:], contentLengths: ["100"], wireBytes: 0) == nil)
-        #expect(resume.checkBody(status: 206, headers: ["content-range": "bytes 50-99/100"], contentLengths: [],
-                                 wireBytes: 50) == nil)
-        #expect(resume.checkBody(status: 206, headers: ["content-range": "bytes 50-99/100"], contentLengths: [],
-                                 wireBytes: 40) != nil)
+        #expect(
+            resume.checkBody(
+                status: 206, headers: ["content-range": "bytes 50-99/100"], contentLengths: [],
+                wireBytes: 50) == nil)
+        #expect(
+            resume.checkBody(
+                status: 206, headers: ["content-range": "bytes 50-99/100"], contentLengths: [],
+                wireBytes: 40) != nil)
     }
 }

@@ -27,7 +27,9 @@ struct RetryPolicyTests {
         var jitter: Double
         /// Expected delay in milliseconds, or nil for "give up".
         var expected: Double?
-        var testDescription: String { "\(error.code) \(error.statusCode.map(String.init) ?? "") attempt \(attempt) jitter \(jitter)" }
+        var testDescription: String {
+            "\(error.code) \(error.statusCode.map(String.init) ?? "") attempt \(attempt) jitter \(jitter)"
+        }
     }
 
     @Test(arguments: [
@@ -68,7 +70,9 @@ struct RetryPolicyTests {
             #expect(delay == nil)
             return
         }
-        let milliseconds = delay.map { Double($0.components.seconds) * 1_000 + Double($0.components.attoseconds) / 1e15 }
+        let milliseconds = delay.map {
+            Double($0.components.seconds) * 1_000 + Double($0.components.attoseconds) / 1e15
+        }
         #expect(milliseconds.map { abs($0 - expected) < 0.01 } == true, "got \(String(describing: milliseconds)) ms")
     }
 

@@ -1,7 +1,7 @@
-import FileKit
-import StorageFormat
 import CLinux
+import FileKit
 import Foundation
+import StorageFormat
 
 /// Where one verified download is written.
 enum DownloadDestination {
@@ -28,8 +28,11 @@ enum DownloadDestination {
     /// Opens an unnamed file in `folder`, or nil where the filesystem has no `O_TMPFILE` (the
     /// caller then uses a named partial file).
     static func openUnnamed(in folder: String, for target: String) -> DownloadDestination? {
-        guard let descriptor = try? LongPath.at(folder, { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
-              descriptor >= 0 else { return nil }
+        guard
+            let descriptor = try? LongPath.at(
+                folder, { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
+            descriptor >= 0
+        else { return nil }
         return .unnamed(descriptor: descriptor, target: target)
     }
 
@@ -60,7 +63,8 @@ enum DownloadDestination {
         try fileWork { () throws(FileSystemError) in
             try LongPath.at(target) { folder, rest throws(FileSystemError) in
                 if clinux_linkat_fd(descriptor, folder, rest) != 0 {
-                    throw FileSystemError("cannot name the downloaded file", path: target, syscall: "linkat", errno: clinux_errno())
+                    throw FileSystemError(
+                        "cannot name the downloaded file", path: target, syscall: "linkat", errno: clinux_errno())
                 }
             }
         }

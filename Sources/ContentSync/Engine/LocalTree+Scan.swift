@@ -13,9 +13,12 @@ extension LocalTree {
             case .folder(let path): tree.folders.insert(path)
             case .file(let path, _): tree.files.insert(path)
             case .special(let path, let mode):
-                tree.intruders.append(Intruder(folder: path.parent, name: Array(path.lastComponent!.utf8), kind: Intruder.kind(ofMode: mode)))
+                tree.intruders.append(
+                    Intruder(
+                        folder: path.parent, name: Array(path.lastComponent!.utf8), kind: Intruder.kind(ofMode: mode)))
             case .unsafeName(let name, let folder, let error):
-                tree.intruders.append(Intruder(folder: folder, name: Array(name.utf8), kind: .unsafeName, detail: "\(error)"))
+                tree.intruders.append(
+                    Intruder(folder: folder, name: Array(name.utf8), kind: .unsafeName, detail: "\(error)"))
             case .undecodableName(let name, let folder):
                 tree.intruders.append(Intruder(folder: folder, name: name, kind: .undecodableName))
             }

@@ -1,7 +1,7 @@
 import Archive
 import FileKit
-import StorageFormat
 import Foundation
+import StorageFormat
 
 /// What `verify` found.
 public struct VerifyReport: Sendable, Equatable {
@@ -29,32 +29,45 @@ struct MirrorVerifier: Sendable {
     /// `repair`, fixes the differences: the current tree is hard-linked into the staging area,
     /// repaired there, and swapped in atomically, like any update.
     func verify(repair: Bool) async throws(SyncError) -> VerifyReport {
-        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
+        let lock = try UpdateLock(
+            statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         guard let local = try await store.syncState()?.localVersion.flatMap({ try? CacheVersion($0) }) else {
-            throw SyncError(code: .configuration, message: "\(configuration.contentDirectory) has never been synced; run sync first")
+            throw SyncError(
+                code: .configuration, message: "\(configuration.contentDirectory) has never been synced; run sync first"
+            )
         }
-        var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
+        var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL)
+        }
         let status = try await storage.fetchStatus(layout: &layout)
         guard status.actualVersion == local else {
-            throw SyncError(code: .configuration,
-                            message: "the storage publishes \(status.actualVersion) but \(configuration.contentDirectory) holds \(local); "
-                                + "only the published version can be verified: run sync first")
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the storage publishes \(status.actualVersion) but \(configuration.contentDirectory) holds \(local); "
+                    + "only the published version can be verified: run sync first")
         }
         guard let integrity = status.integrity, let digest = integrity.treeDigest,
-              let manifestURL = integrity.contentManifestURL, integrity.contentManifest != nil else {
+            let manifestURL = integrity.contentManifestURL, integrity.contentManifest != nil
+        else {
             // Not the storage's fault (the original format has no such data): this command cannot
             // work with it, so it is a configuration error, not an invalid storage.
-            throw SyncError(code: .configuration,
-                            message: "the storage publishes no integrity data (treeDigest and contentManifest), so there is nothing to verify against; republish it with the content-sync publisher to verify mirrors")
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the storage publishes no integrity data (treeDigest and contentManifest), so there is nothing to verify against; republish it with the content-sync publisher to verify mirrors"
+            )
         }
         let directory = configuration.contentDirectory
-        let (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(directory) }
+        let (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in
+            try ContentTree.scanLocal(directory)
+        }
         if intruders.isEmpty && TreeDigest.digest(of: tree) == digest {
             return VerifyReport(version: local, differences: [], repaired: 0, matches: true)
         }
         guard let manifest = try await storage.fetchManifest(integrity) else {
-            throw SyncError(code: .invalidStatus, message: "\(manifestURL.lastPathComponent) vanished from the integrity data")
+            throw SyncError(
+                code: .invalidStatus, message: "\(manifestURL.lastPathComponent) vanished from the integrity data")
         }
         let differences = Self.differences(local: tree, intruders: intruders, published: manifest)
         guard repair else { return VerifyReport(version: local, differences: differences, repaired: 0, matches: false) }
@@ -64,17 +77,24 @@ struct MirrorVerifier: Sendable {
         try await BlockingWork.files { () throws(FileSystemError) in
             try staging.resetNext(includingDownloads: true)
             for folder in tree.folders.sorted() { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
-            for file in tree.files.keys { try FileSystem.linkOrCopy(file.absolute(in: directory), file.absolute(in: staging.next)) }
+            for file in tree.files.keys {
+                try FileSystem.linkOrCopy(file.absolute(in: directory), file.absolute(in: staging.next))
+            }
         }
-        try await store.beginPlan(PendingPlanRecord(identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
-                                                    toVersion: local.text, phase: .staging, createdAt: started))
+        try await store.beginPlan(
+            PendingPlanRecord(
+                identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
+                toVersion: local.text, phase: .staging, createdAt: started))
         let repaired: Int
         switch try await stager.checkTree(integrity, layout: layout, trustingCache: false) {
         case .matches(let count): repaired = count
         case .unrepairable(let reason):
             try await store.clearPlan()
-            var refusal = SyncError(code: .integrity,
-                                    message: "the local folder cannot be repaired file by file (\(reason)); reset the state and sync again, or republish the storage")
+            var refusal = SyncError(
+                code: .integrity,
+                message:
+                    "the local folder cannot be repaired file by file (\(reason)); reset the state and sync again, or republish the storage"
+            )
             refusal.remedy = .reset
             throw refusal
         }
@@ -82,20 +102,25 @@ struct MirrorVerifier: Sendable {
         let fixed = repaired + intruders.count
         var pending = switcher.pending(.repair, from: local, to: local)
         pending.filesDownloaded = fixed
-        try await switcher.switchTo(pending, history: UpdateHistoryEntry(
-            startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .repair,
-            outcome: .succeeded, filesDownloaded: fixed), progress: { _ in })
+        try await switcher.switchTo(
+            pending,
+            history: UpdateHistoryEntry(
+                startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .repair,
+                outcome: .succeeded, filesDownloaded: fixed), progress: { _ in })
         return VerifyReport(version: local, differences: differences, repaired: fixed, matches: true)
     }
 
     /// Every way the local tree differs from the published one, one readable line each: extra,
     /// missing and different files and folders, a file where a folder belongs and the reverse,
     /// and every entry that cannot be content at all (with its real name, escaped).
-    static func differences(local tree: ContentTree, intruders: [Intruder], published manifest: ContentTree) -> [String] {
+    static func differences(local tree: ContentTree, intruders: [Intruder], published manifest: ContentTree) -> [String]
+    {
         var differences: [String] = []
         for (path, fingerprint) in manifest.files.sorted(by: { $0.key < $1.key }) {
             if let have = tree.files[path] {
-                if have != fingerprint { differences.append("different file \(path) (\(have.size) bytes, expected \(fingerprint.size))") }
+                if have != fingerprint {
+                    differences.append("different file \(path) (\(have.size) bytes, expected \(fingerprint.size))")
+                }
             } else if tree.folders.contains(path) {
                 differences.append("a folder where a file belongs: \(path)")
             } else {
@@ -103,7 +128,8 @@ struct MirrorVerifier: Sendable {
             }
         }
         for path in tree.files.keys.sorted() where manifest.files[path] == nil {
-            differences.append(manifest.folders.contains(path) ? "a file where a folder belongs: \(path)" : "extra file \(path)")
+            differences.append(
+                manifest.folders.contains(path) ? "a file where a folder belongs: \(path)" : "extra file \(path)")
         }
         for folder in manifest.folders.subtracting(tree.folders).sorted() where tree.files[folder] == nil {
             differences.append("missing folder \(folder)")

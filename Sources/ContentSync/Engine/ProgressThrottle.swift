@@ -1,6 +1,6 @@
+import Dispatch
 import FileKit
 import StorageFormat
-import Dispatch
 import Synchronization
 
 /// Passes on at most one progress report per interval (20 a second by default), plus any report
@@ -11,7 +11,9 @@ final class ProgressThrottle: Sendable {
     private let intervalNanoseconds: UInt64
 
     init(interval: Duration = .milliseconds(50)) {
-        intervalNanoseconds = UInt64(interval.components.seconds) * 1_000_000_000 + UInt64(interval.components.attoseconds / 1_000_000_000)
+        intervalNanoseconds =
+            UInt64(interval.components.seconds) * 1_000_000_000
+            + UInt64(interval.components.attoseconds / 1_000_000_000)
     }
 
     /// Whether a report made now should be delivered.

@@ -21,24 +21,29 @@ struct ReplayPlanner: Sendable {
 
     /// The plan from `local` to the status's actual version; nil when the published lists do
     /// not form a chain (the caller restores from the archive instead).
-    func plan(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Planned? {
+    func plan(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Planned?
+    {
         // The local tree is read while the lists are fetched and parsed: neither needs the other.
         let directory = contentDirectory
         async let scanned = BlockingWork.files { () throws(FileSystemError) in try LocalTree.scan(directory) }
         guard let chain = try await storage.fetchChain(from: local, status: status, layout: layout) else {
-            _ = try? await scanned   // finished before the restore replaces the folder it reads
+            _ = try? await scanned // finished before the restore replaces the folder it reads
             return nil
         }
         // Planning a long list is seconds of CPU: it runs off the cooperative pool.
         let tree: LocalTree
         do { tree = try await scanned } catch { throw SyncError.wrap(error) }
-        let from = local, to = status.actualVersion, fingerprints = status.integrity != nil
+        let from = local
+        let to = status.actualVersion
+        let fingerprints = status.integrity != nil
         let lists = chain.lists
         let plan = try await BlockingWork.run { () throws(SyncError) in
             var readers = lists.take()
             return try NetPlanner.plan(local: tree, from: from, to: to, readers: &readers, fingerprints: fingerprints)
         }
-        for warning in plan.warnings { logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(Redaction.text(warning))"]) }
+        for warning in plan.warnings {
+            logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(Redaction.text(warning))"])
+        }
         return Planned(plan: plan, listsApplied: chain.count)
     }
 }

@@ -30,8 +30,10 @@ struct Stager: Sendable {
 
     /// Builds the plan's tree in `next/`: folders, hard links to the current content for the
     /// files it keeps, and downloads for the rest, resuming an interrupted run of the same plan.
-    func stage(_ plan: SyncPlan, layout: StorageLayout,
-               progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> Staged {
+    func stage(
+        _ plan: SyncPlan, layout: StorageLayout,
+        progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> Staged {
         let identity = plan.identity
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
@@ -59,18 +61,22 @@ struct Stager: Sendable {
         let fetched: DownloadTally
         let todo: [SafeRelativePath]
         do {
-            try await store.beginPlan(PendingPlanRecord(identity: identity, kind: "replay", fromVersion: plan.from.text,
-                                                        toVersion: plan.to.text, phase: .staging, createdAt: Date()))
+            try await store.beginPlan(
+                PendingPlanRecord(
+                    identity: identity, kind: "replay", fromVersion: plan.from.text,
+                    toVersion: plan.to.text, phase: .staging, createdAt: Date()))
             todo = try await BlockingWork.run { () -> [SafeRelativePath] in
                 plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
             }
-            fetched = try await downloadFiles(todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
+            fetched = try await downloadFiles(
+                todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
         } catch {
             try? await linked
             throw SyncError.wrap(error)
         }
         do { try await linked } catch { throw SyncError.wrap(error) }
-        return Staged(bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
+        return Staged(
+            bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
     }
 
     private struct DownloadTally: Sendable {
@@ -82,8 +88,10 @@ struct Stager: Sendable {
     /// Fetches `paths` into `next/`, a bounded number at a time. Each file lands in `partial/`
     /// and is renamed into place only when complete, so a file present in `next/` is a finished
     /// download; completions are also recorded in batches for the history.
-    private func downloadFiles(_ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout, unnamedFiles: Bool,
-                               progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> DownloadTally {
+    private func downloadFiles(
+        _ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout, unnamedFiles: Bool,
+        progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> DownloadTally {
         guard !paths.isEmpty else { return DownloadTally() }
         try await configuration.connectionPolicy.requireTransfers()
         let identity = plan.identity
@@ -95,7 +103,11 @@ struct Stager: Sendable {
                 func launch(_ group: inout ThrowingTaskGroup<(SafeRelativePath, Int64), any Error>) {
                     guard let path = iterator.next() else { return }
                     group.addTask {
-                        (path, try await self.downloadFile(path, layout: layout, expected: plan.expectedFingerprints, unnamedFiles: unnamedFiles))
+                        (
+                            path,
+                            try await self.downloadFile(
+                                path, layout: layout, expected: plan.expectedFingerprints, unnamedFiles: unnamedFiles)
+                        )
                     }
                 }
                 for _ in 0..<max(1, configuration.maxConcurrentDownloads) { launch(&group) }
@@ -103,13 +115,16 @@ struct Stager: Sendable {
                     while let (path, bytes) = try await group.next() {
                         tally.bytes += bytes
                         tally.files += 1
-                        tally.unrecorded.append(CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
+                        tally.unrecorded.append(
+                            CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
                         if tally.unrecorded.count >= 64 {
                             try await store.recordCompletedDownloads(tally.unrecorded)
                             tally.unrecorded.removeAll()
                         }
-                        progress(SyncProgress(phase: .downloadingFiles, bytesDone: tally.bytes, filesDone: tally.files,
-                                              filesTotal: total, currentItem: path.string))
+                        progress(
+                            SyncProgress(
+                                phase: .downloadingFiles, bytesDone: tally.bytes, filesDone: tally.files,
+                                filesTotal: total, currentItem: path.string))
                         launch(&group)
                     }
                 } catch {
@@ -130,21 +145,28 @@ struct Stager: Sendable {
     /// A file whose declared size is at most 1 MiB is written as an unnamed file in its own
     /// folder and linked there once verified. Anything else (larger, or of unknown size) goes
     /// to its partial name, where a restart resumes it, and is renamed into place.
-    private func downloadFile(_ path: SafeRelativePath, layout: StorageLayout,
-                              expected: [SafeRelativePath: FileFingerprint], unnamedFiles: Bool) async throws -> Int64 {
+    private func downloadFile(
+        _ path: SafeRelativePath, layout: StorageLayout,
+        expected: [SafeRelativePath: FileFingerprint], unnamedFiles: Bool
+    ) async throws -> Int64 {
         try await configuration.connectionPolicy.requireTransfers()
         let target = path.absolute(in: staging.next)
         let url = layout.contentURL(for: path)
         if unnamedFiles, let size = expected[path]?.size, size <= VerifiedDownloader.unnamedDownloadLimit,
-           let unnamed = DownloadDestination.openUnnamed(in: path.parent.absolute(in: staging.next), for: target) {
+            let unnamed = DownloadDestination.openUnnamed(in: path.parent.absolute(in: staging.next), for: target)
+        {
             defer { unnamed.close() }
-            let response = try await downloader.download(url, into: unnamed, expected: expected[path], what: "'\(path)' for the update")
+            let response = try await downloader.download(
+                url, into: unnamed, expected: expected[path], what: "'\(path)' for the update")
             try unnamed.link()
             return response.bytesReceived
         }
         let partial = staging.partialFile(for: path)
-        let response = try await downloader.download(url, to: partial, expected: expected[path], what: "'\(path)' for the update")
-        try fileWork { () throws(FileSystemError) in try FileSystem.rename(partial, to: target, operation: "cannot move the downloaded '\(path)' into") }
+        let response = try await downloader.download(
+            url, to: partial, expected: expected[path], what: "'\(path)' for the update")
+        try fileWork { () throws(FileSystemError) in
+            try FileSystem.rename(partial, to: target, operation: "cannot move the downloaded '\(path)' into")
+        }
         // Only bodies over 1 MiB leave an entity-tag sidecar (see resumableOptions).
         if response.fileSize > 1 << 20 { unlink(partial + ".etag") }
         return response.bytesReceived
@@ -156,8 +178,10 @@ struct Stager: Sendable {
     ///
     /// Files whose identity the ``FingerprintCache`` knows are not read again, unless
     /// `trustingCache` is false (`verify` hashes every byte).
-    func checkTree(_ integrity: StorageIntegrity?, layout: StorageLayout,
-                   trustingCache: Bool = true) async throws(SyncError) -> TreeCheck {
+    func checkTree(
+        _ integrity: StorageIntegrity?, layout: StorageLayout,
+        trustingCache: Bool = true
+    ) async throws(SyncError) -> TreeCheck {
         guard let integrity, let expectedDigest = integrity.treeDigest else { return .matches(repaired: 0) }
         let staging = self.staging
         let cache: FingerprintCache?
@@ -168,7 +192,9 @@ struct Stager: Sendable {
             cache = nil
         }
         fingerprints.startTracking()
-        var (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
+        var (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in
+            try ContentTree.scanLocal(staging.next, cache: cache)
+        }
         if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest { return .matches(repaired: 0) }
         let manifest: ContentTree
         do {
@@ -197,8 +223,9 @@ struct Stager: Sendable {
             let target = path.absolute(in: staging.next)
             try await BlockingWork.files { () throws(FileSystemError) in try FileSystem.removeTree(target) }
             do {
-                _ = try await downloader.download(layout.contentURL(for: path), to: partial, expected: fingerprint, what: "'\(path)'")
-            } catch where error.code == .integrity || (error.underlying as? TransportError)?.statusCode == 404 {
+                _ = try await downloader.download(
+                    layout.contentURL(for: path), to: partial, expected: fingerprint, what: "'\(path)'")
+            } catch  where error.code == .integrity || (error.underlying as? TransportError)?.statusCode == 404 {
                 return .unrepairable("the storage has no copy of '\(path)' matching its manifest (\(error.message))")
             }
             try await BlockingWork.files { () throws(FileSystemError) in
@@ -206,11 +233,16 @@ struct Stager: Sendable {
             }
         }
         fingerprints.startTracking()
-        (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in try ContentTree.scanLocal(staging.next, cache: cache) }
-        guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else {
-            return .unrepairable("the tree still differs from the published digest after repairing it from the manifest")
+        (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in
+            try ContentTree.scanLocal(staging.next, cache: cache)
         }
-        logger.debug("repaired the staged version to match the published tree digest", metadata: ["sync.repaired": "\(plan.count)"])
+        guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else {
+            return .unrepairable(
+                "the tree still differs from the published digest after repairing it from the manifest")
+        }
+        logger.debug(
+            "repaired the staged version to match the published tree digest",
+            metadata: ["sync.repaired": "\(plan.count)"])
         return .matches(repaired: plan.count)
     }
 

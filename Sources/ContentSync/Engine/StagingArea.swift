@@ -1,7 +1,7 @@
-import StorageFormat
-import FileKit
 import CLinux
+import FileKit
 import Foundation
+import StorageFormat
 
 /// The folder beside the content folder where the next version is built, and the atomic swap
 /// that makes it current.
@@ -83,7 +83,8 @@ struct StagingArea: Sendable {
             // `next` now holds the previous version.
             try FileSystem.removeTree(retired)
             if Glibc.rename(next, retired) != 0 {
-                throw FileSystemError("cannot retire the previous version to", path: retired, syscall: "rename", errno: errno)
+                throw FileSystemError(
+                    "cannot retire the previous version to", path: retired, syscall: "rename", errno: errno)
             }
         } else {
             let code = clinux_errno()
@@ -91,20 +92,27 @@ struct StagingArea: Sendable {
             case ENOENT:
                 // No content folder yet: a plain rename creates it.
                 if Glibc.rename(next, contentDirectory) != 0 {
-                    throw FileSystemError("cannot move the new version into place at", path: contentDirectory, syscall: "rename", errno: errno)
+                    throw FileSystemError(
+                        "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
+                        errno: errno)
                 }
             case EINVAL, ENOSYS, EOPNOTSUPP:
                 try FileSystem.removeTree(retired)
                 if Glibc.rename(contentDirectory, retired) != 0 {
-                    throw FileSystemError("cannot retire the previous version at", path: contentDirectory, syscall: "rename", errno: errno)
+                    throw FileSystemError(
+                        "cannot retire the previous version at", path: contentDirectory, syscall: "rename", errno: errno
+                    )
                 }
                 if Glibc.rename(next, contentDirectory) != 0 {
                     let failure = errno
                     _ = Glibc.rename(retired, contentDirectory)
-                    throw FileSystemError("cannot move the new version into place at", path: contentDirectory, syscall: "rename", errno: failure)
+                    throw FileSystemError(
+                        "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
+                        errno: failure)
                 }
             default:
-                throw FileSystemError("cannot swap in the new version at", path: contentDirectory, syscall: "renameat2", errno: code)
+                throw FileSystemError(
+                    "cannot swap in the new version at", path: contentDirectory, syscall: "renameat2", errno: code)
             }
         }
         FileSystem.syncFolder((contentDirectory as NSString).deletingLastPathComponent)

@@ -27,25 +27,35 @@ struct StorageClient: Sendable {
     /// The update list's entries that may lead from `local` to the status's actual version,
     /// fetched and checked against the signed status when keys are trusted. Lists the client
     /// has moved past are forgotten from the state database.
-    func fetchChain(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Chain? {
+    func fetchChain(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError)
+        -> Chain?
+    {
         let listData = try await fetchFile(status.updateListURL, expected: status.integrity?.updateList)
-        let updateList = try formatWork { () throws(StorageFormatError) in try UpdateList.parse(listData, from: status.updateListURL, layout: layout) }
+        let updateList = try formatWork { () throws(StorageFormatError) in
+            try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
+        }
         let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
         if !configuration.trustedSigningKeys.isEmpty {
             // Mix-and-match: every file fetched must be tied to the signed status by its hash.
             if status.integrity?.updateList == nil {
-                throw SyncError(code: .signature, message: "the signed status does not cover the update list's hash; refusing it")
+                throw SyncError(
+                    code: .signature, message: "the signed status does not cover the update list's hash; refusing it")
             }
             for entry in candidates where status.integrity?.changeLists[entry.url] == nil {
-                throw SyncError(code: .signature,
-                                message: "\(entry.url.lastPathComponent) is not covered by the signed status's integrity data; refusing it")
+                throw SyncError(
+                    code: .signature,
+                    message:
+                        "\(entry.url.lastPathComponent) is not covered by the signed status's integrity data; refusing it"
+                )
             }
         }
         // Lists the client has moved past are never fetched again: forget their stored copies.
         let wanted = Set(candidates.map(\.url))
         try await store.deleteCachedResources(Array(Set(updateList.entries.map(\.url)).subtracting(wanted)))
-        return try await fetchChain(candidates, from: local, to: status.actualVersion, layout: layout, integrity: status.integrity)
-            .map { Chain(lists: PendingLists($0)) }
+        return try await fetchChain(
+            candidates, from: local, to: status.actualVersion, layout: layout, integrity: status.integrity
+        )
+        .map { Chain(lists: PendingLists($0)) }
     }
 
     /// The published tree from the content manifest, checked against its hash; nil when the
@@ -53,7 +63,9 @@ struct StorageClient: Sendable {
     func fetchManifest(_ integrity: StorageIntegrity) async throws(SyncError) -> ContentTree? {
         guard let url = integrity.contentManifestURL, let fingerprint = integrity.contentManifest else { return nil }
         let data = try await fetchFile(url, expected: fingerprint)
-        return try formatWork { () throws(StorageFormatError) in try ContentManifest.parse(data, name: url.lastPathComponent) }
+        return try formatWork { () throws(StorageFormatError) in
+            try ContentManifest.parse(data, name: url.lastPathComponent)
+        }
     }
 
     /// The largest storage file kept in the state database for conditional fetches. SQLite
@@ -83,25 +95,35 @@ struct StorageClient: Sendable {
             // fetches the whole file.
             guard etag != nil, let cached = try await store.cachedResource(url) else {
                 if etag != nil { try await store.deleteCachedResources([url]) }
-                throw SyncError(code: .network,
-                                message: "fetching \(url.lastPathComponent): the server answered 304 Not Modified to a request "
-                                    + (etag == nil ? "that was not conditional" : "whose stored copy is gone")
-                                    + ", so there is no body to use; the next attempt fetches the whole file")
+                throw SyncError(
+                    code: .network,
+                    message: "fetching \(url.lastPathComponent): the server answered 304 Not Modified to a request "
+                        + (etag == nil ? "that was not conditional" : "whose stored copy is gone")
+                        + ", so there is no body to use; the next attempt fetches the whole file")
             }
-            try formatWork { () throws(StorageFormatError) in try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent) }
+            try formatWork { () throws(StorageFormatError) in
+                try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent)
+            }
             return cached.body
         }
         guard response.statusCode == 200 else {
             // Only a 200 carries a whole file to a plain GET (an app's transport may pass a 204 or 206 through).
-            throw SyncError(code: .network,
-                            message: "fetching \(url.lastPathComponent): the server answered HTTP \(response.statusCode) to a plain GET, which is no whole file; try again")
+            throw SyncError(
+                code: .network,
+                message:
+                    "fetching \(url.lastPathComponent): the server answered HTTP \(response.statusCode) to a plain GET, which is no whole file; try again"
+            )
         }
-        try formatWork { () throws(StorageFormatError) in try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent) }
+        try formatWork { () throws(StorageFormatError) in
+            try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent)
+        }
         if let etag = response.etag, response.body.count <= Self.maxStoredBodyBytes {
-            try await store.saveCachedResource(CachedResourceRecord(url: StateStore.key(url), etag: etag, body: response.body,
-                                                                    fetchedAt: Date()))
+            try await store.saveCachedResource(
+                CachedResourceRecord(
+                    url: StateStore.key(url), etag: etag, body: response.body,
+                    fetchedAt: Date()))
         } else if etag != nil {
-            try await store.deleteCachedResources([url])   // the stored copy is stale
+            try await store.deleteCachedResources([url]) // the stored copy is stale
         }
         return response.body
     }
@@ -111,7 +133,9 @@ struct StorageClient: Sendable {
     func fetchStatus(layout: inout StorageLayout) async throws(SyncError) -> CacheStatus {
         let url = layout.statusURL
         let data = try await fetchFile(url)
-        var status = try formatWork { () throws(StorageFormatError) in try CacheStatus.parse(data, from: url, layout: &layout) }
+        var status = try formatWork { () throws(StorageFormatError) in
+            try CacheStatus.parse(data, from: url, layout: &layout)
+        }
         let signed = try await checkSignature(data, status: status, name: url.lastPathComponent)
         if !configuration.verifyIntegrity && !signed { status.integrity = nil }
         // Shown by `status` and kept on disk: never with its password or token.
@@ -135,32 +159,48 @@ struct StorageClient: Sendable {
         guard !configuration.trustedSigningKeys.isEmpty else {
             // Trust is pinned: a folder once synced under trusted keys is not updated without them.
             guard pins.isEmpty else {
-                var refusal = SyncError(code: .signature,
-                                        message: "\(configuration.contentDirectory) was synced with trusted signing key(s) \(pins.keys.sorted().joined(separator: ", ")); "
-                                            + "updating it without them would accept an unsigned or differently signed \(name). Give the same keys again, "
-                                            + "or forget them first (CacheManager.forgetTrustedKeys()) to accept an unsigned storage")
+                var refusal = SyncError(
+                    code: .signature,
+                    message:
+                        "\(configuration.contentDirectory) was synced with trusted signing key(s) \(pins.keys.sorted().joined(separator: ", ")); "
+                        + "updating it without them would accept an unsigned or differently signed \(name). Give the same keys again, "
+                        + "or forget them first (CacheManager.forgetTrustedKeys()) to accept an unsigned storage")
                 refusal.setting = .trustedSigningKeys
                 throw refusal
             }
             return false
         }
-        let keys = try configuration.trustedSigningKeys.map { (text: String) throws(SyncError) in try formatWork { () throws(StorageFormatError) in try StatusSignature.publicKey(base64: text) } }
+        let keys = try configuration.trustedSigningKeys.map { (text: String) throws(SyncError) in
+            try formatWork { () throws(StorageFormatError) in try StatusSignature.publicKey(base64: text) }
+        }
         let root: JSONValue
         do { root = try JSONValue.parse(data) } catch {
             throw SyncError(code: .invalidStatus, message: "\(name): \(error)", underlying: error)
         }
-        try formatWork { () throws(StorageFormatError) in try StatusSignature.verify(root, trustedKeys: keys, now: Date(), name: name) }
-        guard status.integrity?.treeDigest != nil, status.integrity?.archive != nil else {
-            throw SyncError(code: .signature,
-                            message: "\(name) is signed but carries no integrity data, so its lists and archive are not tied to the signature; refusing it")
+        try formatWork { () throws(StorageFormatError) in
+            try StatusSignature.verify(root, trustedKeys: keys, now: Date(), name: name)
         }
-        if let highest = try await store.syncState()?.highestAcceptedVersion.flatMap({ try? CacheVersion($0) }), status.actualVersion < highest {
-            throw SyncError(code: .signature,
-                            message: "\(name) is signed for \(status.actualVersion), below \(highest) which this client already accepted: a rollback; refusing it")
+        guard status.integrity?.treeDigest != nil, status.integrity?.archive != nil else {
+            throw SyncError(
+                code: .signature,
+                message:
+                    "\(name) is signed but carries no integrity data, so its lists and archive are not tied to the signature; refusing it"
+            )
+        }
+        if let highest = try await store.syncState()?.highestAcceptedVersion.flatMap({ try? CacheVersion($0) }),
+            status.actualVersion < highest
+        {
+            throw SyncError(
+                code: .signature,
+                message:
+                    "\(name) is signed for \(status.actualVersion), below \(highest) which this client already accepted: a rollback; refusing it"
+            )
         }
         // The keys that verified it are the folder's from now on (a new set replaces the old:
         // giving other keys is the operator's explicit choice).
-        let configured = Dictionary(keys.map { (StatusSignature.keyID(of: $0), $0.rawRepresentation.base64EncodedString()) }) { first, _ in first }
+        let configured = Dictionary(
+            keys.map { (StatusSignature.keyID(of: $0), $0.rawRepresentation.base64EncodedString()) }
+        ) { first, _ in first }
         if configured != pins { try await store.setTrustPins(configured) }
         return true
     }
@@ -169,8 +209,10 @@ struct StorageClient: Sendable {
     /// six at a time, and returns the chain in replay order, each list read but not parsed; nil
     /// when no chain reaches `actual`. A list the storage no longer has (404) is skipped. Only
     /// the bodies of lists that can still be in the chain are kept while the others arrive.
-    private func fetchChain(_ candidates: [UpdateList.Entry], from local: CacheVersion, to actual: CacheVersion, layout: StorageLayout,
-                    integrity: StorageIntegrity?) async throws(SyncError) -> [ChangeListReader]? {
+    private func fetchChain(
+        _ candidates: [UpdateList.Entry], from local: CacheVersion, to actual: CacheVersion, layout: StorageLayout,
+        integrity: StorageIntegrity?
+    ) async throws(SyncError) -> [ChangeListReader]? {
         var resolver = ChainResolver(candidates: candidates, local: local, actual: actual)
         do {
             return try await withThrowingTaskGroup(of: (Int, ChangeListReader?).self) { group in
@@ -186,10 +228,15 @@ struct StorageClient: Sendable {
                         inFlight += 1
                         group.addTask {
                             do {
-                                let data = try await self.fetchFile(entry.url, expected: integrity?.changeLists[entry.url])
+                                let data = try await self.fetchFile(
+                                    entry.url, expected: integrity?.changeLists[entry.url])
                                 return (index, try ChangeListReader(data, from: entry.url, layout: layout))
-                            } catch let error as SyncError where (error.underlying as? TransportError)?.statusCode == 404 {
-                                self.logger.debug("change list is not published", metadata: ["sync.list": "\(Redaction.url(entry.url))"])
+                            } catch let error as SyncError
+                                where (error.underlying as? TransportError)?.statusCode == 404
+                            {
+                                self.logger.debug(
+                                    "change list is not published",
+                                    metadata: ["sync.list": "\(Redaction.url(entry.url))"])
                                 return (index, nil)
                             }
                         }

@@ -1,8 +1,8 @@
 import Archive
 import FileKit
-import StorageFormat
 import Foundation
 import Logging
+import StorageFormat
 import Synchronization
 import Transport
 
@@ -34,34 +34,42 @@ struct SyncEngine: Sendable {
         // Fingerprints of files already hashed, so the tree check reads only new or changed files.
         let downloader = VerifiedDownloader(transport: transport, fingerprints: FingerprintCache())
         let storage = StorageClient(configuration: configuration, store: store, transport: transport)
-        let stager = Stager(configuration: configuration, store: store, staging: staging, storage: storage, downloader: downloader)
+        let stager = Stager(
+            configuration: configuration, store: store, staging: staging, storage: storage, downloader: downloader)
         self.configuration = configuration
         self.store = store
         self.staging = staging
         self.storage = storage
-        self.planner = ReplayPlanner(contentDirectory: configuration.contentDirectory, storage: storage, logger: configuration.logger)
+        self.planner = ReplayPlanner(
+            contentDirectory: configuration.contentDirectory, storage: storage, logger: configuration.logger)
         self.stager = stager
         self.restorer = Restorer(configuration: configuration, store: store, staging: staging, downloader: downloader)
-        self.switcher = VersionSwitch(contentDirectory: configuration.contentDirectory, store: store, staging: staging,
-                                      fingerprints: downloader.fingerprints, logger: configuration.logger,
-                                      beforeSwitch: configuration.beforeSwitch)
+        self.switcher = VersionSwitch(
+            contentDirectory: configuration.contentDirectory, store: store, staging: staging,
+            fingerprints: downloader.fingerprints, logger: configuration.logger,
+            beforeSwitch: configuration.beforeSwitch)
     }
 
     /// The verifier behind `verify`, sharing this engine's roles.
     var verifier: MirrorVerifier {
-        MirrorVerifier(configuration: configuration, store: store, staging: staging, storage: storage, stager: stager, switcher: switcher)
+        MirrorVerifier(
+            configuration: configuration, store: store, staging: staging, storage: storage, stager: stager,
+            switcher: switcher)
     }
 
     /// Brings the content folder to the storage's actual version, or throws with the folder
     /// left exactly at its last good version.
     /// `stopReason` is why the update's task may be cancelled (the connection policy turned
     /// false, say), so the history records that rather than a bare cancellation.
-    func update(stopReason: StopReason? = nil, progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+    func update(stopReason: StopReason? = nil, progress: @escaping @Sendable (SyncProgress) -> Void)
+        async throws(SyncError) -> SyncReport
+    {
         let started = Date()
         var fromVersion: String?
         var toVersion: String?
         var kind: UpdateHistoryEntry.Kind = .check
-        let lock = try UpdateLock(statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
+        let lock = try UpdateLock(
+            statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         do {
             let recovered = try await switcher.recoverInterrupted()
@@ -70,7 +78,9 @@ struct SyncEngine: Sendable {
             // Not even the status is fetched while the policy forbids transfers.
             try await configuration.connectionPolicy.requireTransfers()
             progress(SyncProgress(phase: .checking, currentItem: StorageLayout.statusPath))
-            var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
+            var layout = try formatWork { () throws(StorageFormatError) in
+                try StorageLayout(baseURL: configuration.baseURL)
+            }
             let status = try await storage.fetchStatus(layout: &layout)
             toVersion = status.actualVersion.text
             var report: SyncReport
@@ -81,16 +91,20 @@ struct SyncEngine: Sendable {
                 if staging.hasContents {
                     try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
                 }
-                try await store.recordAttempt(UpdateHistoryEntry(
-                    startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .check,
-                    outcome: .upToDate), contentDirectory: configuration.contentDirectory)
+                try await store.recordAttempt(
+                    UpdateHistoryEntry(
+                        startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text,
+                        kind: .check,
+                        outcome: .upToDate), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
                 upToDate.warnings = ([recovered].compactMap { $0 } + context.warnings).map(Redaction.text)
                 return upToDate
             } else if let local = context.local, local > status.actualVersion {
-                var refusal = SyncError(code: .invalidStatus,
-                                        message: "\(Redaction.url(layout.statusURL)) publishes version \(status.actualVersion), below the local \(local); "
-                                            + "refusing to roll back. If the storage really went back, reset the state and sync again")
+                var refusal = SyncError(
+                    code: .invalidStatus,
+                    message:
+                        "\(Redaction.url(layout.statusURL)) publishes version \(status.actualVersion), below the local \(local); "
+                        + "refusing to roll back. If the storage really went back, reset the state and sync again")
                 refusal.remedy = .reset
                 throw refusal
             } else if let local = context.local, local >= status.minimalVersion {
@@ -98,26 +112,32 @@ struct SyncEngine: Sendable {
                 report = try await replay(from: local, status: status, layout: layout, progress: progress)
             } else {
                 kind = .restore
-                report = try await restore(from: context.local, status: status, reason: context.local == nil
-                    ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)", progress: progress)
+                report = try await restore(
+                    from: context.local, status: status,
+                    reason: context.local == nil
+                        ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)",
+                    progress: progress)
             }
             report.warnings.insert(contentsOf: [recovered].compactMap { $0 } + context.warnings, at: 0)
             // An app shows them: a change list's mistake may quote a URL, rebased onto the configured base's user info.
             report.warnings = report.warnings.map(Redaction.text)
             kind = report.outcome == .restored ? .restore : .replay
-            logger.debug("update finished", metadata: [
-                "sync.outcome": "\(report.outcome.rawValue)", "sync.to": "\(report.toVersion)",
-                "sync.bytes": "\(report.bytesDownloaded)", "sync.files": "\(report.filesDownloaded)",
-            ])
+            logger.debug(
+                "update finished",
+                metadata: [
+                    "sync.outcome": "\(report.outcome.rawValue)", "sync.to": "\(report.toVersion)",
+                    "sync.bytes": "\(report.bytesDownloaded)", "sync.files": "\(report.filesDownloaded)",
+                ])
             return report
         } catch {
             var failure = SyncError.wrap(error)
             if failure.code == .cancelled, let reason = stopReason?.reason { failure = reason }
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
             // Recorded even though the task may be cancelled: the state, last error and failure count follow.
-            try? await store.recordAttempt(UpdateHistoryEntry(
-                startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                outcome: cancelled ? .cancelled : .failed, errorCode: failure.code, message: failure.message),
+            try? await store.recordAttempt(
+                UpdateHistoryEntry(
+                    startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
+                    outcome: cancelled ? .cancelled : .failed, errorCode: failure.code, message: failure.message),
                 contentDirectory: configuration.contentDirectory)
             throw failure
         }
@@ -137,31 +157,39 @@ struct SyncEngine: Sendable {
         let directory = configuration.contentDirectory
         let state = try await store.syncState()
         if let state, state.contentDirectory != directory {
-            throw SyncError(code: .configuration,
-                            message: "state database \(store.path) belongs to \(state.contentDirectory), not \(directory); give each content folder its own state file")
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "state database \(store.path) belongs to \(state.contentDirectory), not \(directory); give each content folder its own state file"
+            )
         }
         var local = state?.localVersion.flatMap { try? CacheVersion($0) }
         var info = stat()
         let exists = lstat(directory, &info) == 0
         if exists && info.st_mode & S_IFMT != S_IFDIR {
-            throw SyncError(code: .configuration, message: "\(directory) exists and is not a folder; pass a folder path")
+            throw SyncError(
+                code: .configuration, message: "\(directory) exists and is not a folder; pass a folder path")
         }
         let parent = (directory as NSString).deletingLastPathComponent
         var parentInfo = stat()
         guard lstat(parent, &parentInfo) == 0, parentInfo.st_mode & S_IFMT == S_IFDIR else {
-            throw SyncError(code: .configuration, message: "the parent folder \(parent) of \(directory) does not exist; create it first")
+            throw SyncError(
+                code: .configuration,
+                message: "the parent folder \(parent) of \(directory) does not exist; create it first")
         }
         if local != nil && !exists {
             logger.debug("content folder is missing; restoring it", metadata: ["sync.dir": "\(directory)"])
-            warnings.append("\(directory) was missing although version \(local!) was synced there; restored it from the archive")
+            warnings.append(
+                "\(directory) was missing although version \(local!) was synced there; restored it from the archive")
             local = nil
         }
         if local == nil && exists && !configuration.allowReplacingUnknownContent {
             let empty = (try? FileManager.default.contentsOfDirectory(atPath: directory).isEmpty) ?? false
             if !empty {
-                var refusal = SyncError(code: .configuration,
-                                        message: "\(directory) is not empty and no state records a synced version there; "
-                                            + "pass an empty or new folder, or allow replacing its contents")
+                var refusal = SyncError(
+                    code: .configuration,
+                    message: "\(directory) is not empty and no state records a synced version there; "
+                        + "pass an empty or new folder, or allow replacing its contents")
                 refusal.setting = .allowReplacingUnknownContent
                 throw refusal
             }
@@ -174,16 +202,23 @@ struct SyncEngine: Sendable {
     /// Replays the change lists from `local` to the storage's actual version as one net plan.
     /// Falls back to a restore when the published lists do not form a chain, or when the
     /// replayed tree cannot be repaired to match the tree digest.
-    private func replay(from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
-                        progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+    private func replay(
+        from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
+        progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> SyncReport {
         let started = Date()
         progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
         guard let planned = try await planner.plan(from: local, status: status, layout: layout) else {
-            logger.debug("no chain of change lists leads to the actual version; restoring from the archive", metadata: [
-                "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
-            ])
-            var report = try await restore(from: local, status: status, reason: "no change-list chain from \(local)", progress: progress)
-            report.warnings.insert("no chain of change lists leads from \(local) to \(status.actualVersion); restored from the archive", at: 0)
+            logger.debug(
+                "no chain of change lists leads to the actual version; restoring from the archive",
+                metadata: [
+                    "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
+                ])
+            var report = try await restore(
+                from: local, status: status, reason: "no change-list chain from \(local)", progress: progress)
+            report.warnings.insert(
+                "no chain of change lists leads from \(local) to \(status.actualVersion); restored from the archive",
+                at: 0)
             return report
         }
         let plan = planned.plan
@@ -196,53 +231,72 @@ struct SyncEngine: Sendable {
             // A decision, not a failure: the tree check says why in a value, and the archive is
             // the way to the version (no error is thrown, so none is recognized by its text).
             logger.debug("the replayed tree cannot be repaired; restoring from the archive")
-            var report = try await restore(from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
-            report.warnings.insert("the replayed tree did not match the published tree digest and could not be repaired file by file "
-                                   + "(after replaying to \(plan.to): \(reason)); restored from the archive", at: 0)
+            var report = try await restore(
+                from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
+            report.warnings.insert(
+                "the replayed tree did not match the published tree digest and could not be repaired file by file "
+                    + "(after replaying to \(plan.to): \(reason)); restored from the archive", at: 0)
             return report
         }
-        var report = SyncReport(outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
-                                filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
-                                filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
+        var report = SyncReport(
+            outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
+            filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
+            filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
         report.repairedFiles = repaired
         report.changeListsApplied = planned.listsApplied
-        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest") }
+        if repaired > 0 {
+            report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest")
+        }
         var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
         pending.bytesDownloaded = staged.bytes
         pending.filesDownloaded = staged.downloaded
         pending.filesReused = plan.reused.count
         pending.changeListsApplied = planned.listsApplied
-        try await switcher.switchTo(pending, history: UpdateHistoryEntry(
-            startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text, kind: .replay,
-            outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
+        try await switcher.switchTo(
+            pending,
+            history: UpdateHistoryEntry(
+                startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text,
+                kind: .replay,
+                outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
             progress: progress)
         return report
     }
 
     /// Restores the whole content from the storage's archive, checks it and switches.
-    private func restore(from local: CacheVersion?, status: CacheStatus, reason: String,
-                         progress: @escaping @Sendable (SyncProgress) -> Void) async throws(SyncError) -> SyncReport {
+    private func restore(
+        from local: CacheVersion?, status: CacheStatus, reason: String,
+        progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> SyncReport {
         let started = Date()
         let restored = try await restorer.restore(from: local, status: status, reason: reason, progress: progress)
-        let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
+        let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL)
+        }
         let repaired: Int
         switch try await stager.checkTree(status.integrity, layout: layout) {
         case .matches(let count): repaired = count
         case .unrepairable(let reason):
-            throw SyncError(code: .integrity,
-                            message: "the archive's content does not match the published tree digest and could not be repaired (\(reason)); "
-                                + "the storage is inconsistent: republish it")
+            throw SyncError(
+                code: .integrity,
+                message:
+                    "the archive's content does not match the published tree digest and could not be repaired (\(reason)); "
+                    + "the storage is inconsistent: republish it")
         }
-        var report = SyncReport(outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
-                                bytesDownloaded: restored.bytes, filesDownloaded: restored.files)
+        var report = SyncReport(
+            outcome: .restored, fromVersion: local, toVersion: status.actualVersion,
+            bytesDownloaded: restored.bytes, filesDownloaded: restored.files)
         report.repairedFiles = repaired
-        if repaired > 0 { report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest") }
+        if repaired > 0 {
+            report.warnings.append("repaired \(repaired) path(s) of a stale archive from the content manifest")
+        }
         var pending = switcher.pending(.restore, from: local, to: status.actualVersion)
         pending.bytesDownloaded = restored.bytes
         pending.filesDownloaded = restored.files
-        try await switcher.switchTo(pending, history: UpdateHistoryEntry(
-            startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text, kind: .restore,
-            outcome: .succeeded, bytesDownloaded: restored.bytes, filesDownloaded: restored.files),
+        try await switcher.switchTo(
+            pending,
+            history: UpdateHistoryEntry(
+                startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text,
+                kind: .restore,
+                outcome: .succeeded, bytesDownloaded: restored.bytes, filesDownloaded: restored.files),
             progress: progress)
         return report
     }

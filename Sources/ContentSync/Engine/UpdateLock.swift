@@ -1,6 +1,6 @@
 import FileKit
-import StorageFormat
 import Foundation
+import StorageFormat
 
 /// Keeps two updates of one content folder from running at once: a `watch` daemon and a manual
 /// `sync`, or two runs that name different state files for the same `--dir`. Two exclusive
@@ -63,8 +63,11 @@ final class UpdateLock {
         guard flock(descriptor, LOCK_EX | LOCK_NB) != 0 else { return }
         let code = errno
         if code == EWOULDBLOCK {
-            throw SyncError(code: .busy,
-                            message: "another update of \(contentDirectory) is running (it holds \(path)); wait for it to finish or stop it")
+            throw SyncError(
+                code: .busy,
+                message:
+                    "another update of \(contentDirectory) is running (it holds \(path)); wait for it to finish or stop it"
+            )
         }
         throw SyncError.fileSystem("cannot lock", path: path, syscall: "flock", errno: code)
     }
@@ -76,18 +79,25 @@ final class UpdateLock {
                 let code = errno
                 if code == ENOENT {
                     let parent = (contentDirectory as NSString).deletingLastPathComponent
-                    throw SyncError(code: .configuration,
-                                    message: "the parent folder \(parent) of \(contentDirectory) does not exist; create it first")
+                    throw SyncError(
+                        code: .configuration,
+                        message: "the parent folder \(parent) of \(contentDirectory) does not exist; create it first")
                 }
-                if code != EEXIST { throw SyncError.fileSystem("cannot create the staging folder", path: path, syscall: "mkdir", errno: code) }
+                if code != EEXIST {
+                    throw SyncError.fileSystem(
+                        "cannot create the staging folder", path: path, syscall: "mkdir", errno: code)
+                }
             }
             let folder = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard folder >= 0 else {
                 let code = errno
-                if code == ENOENT { continue }   // removed by the previous holder just now
+                if code == ENOENT { continue } // removed by the previous holder just now
                 if code == ENOTDIR || code == ELOOP {
-                    throw SyncError(code: .configuration,
-                                    message: "\(path) is in the way of the staging folder of \(contentDirectory) and is not a folder; move it away")
+                    throw SyncError(
+                        code: .configuration,
+                        message:
+                            "\(path) is in the way of the staging folder of \(contentDirectory) and is not a folder; move it away"
+                    )
                 }
                 throw SyncError.fileSystem("cannot open the staging folder", path: path, syscall: "open", errno: code)
             }
@@ -100,12 +110,18 @@ final class UpdateLock {
             // Locked: but is it still the folder at that path, or one its last holder removed?
             var held = stat()
             var current = stat()
-            if fstat(folder, &held) == 0, lstat(path, &current) == 0, held.st_dev == current.st_dev, held.st_ino == current.st_ino {
+            if fstat(folder, &held) == 0, lstat(path, &current) == 0, held.st_dev == current.st_dev,
+                held.st_ino == current.st_ino
+            {
                 return folder
             }
             flock(folder, LOCK_UN)
             close(folder)
         }
-        throw SyncError(code: .fileSystem, message: "cannot lock the staging folder \(path): it keeps being replaced; stop whatever else is updating \(contentDirectory)")
+        throw SyncError(
+            code: .fileSystem,
+            message:
+                "cannot lock the staging folder \(path): it keeps being replaced; stop whatever else is updating \(contentDirectory)"
+        )
     }
 }

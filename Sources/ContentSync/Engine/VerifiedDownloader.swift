@@ -17,24 +17,30 @@ struct VerifiedDownloader: Sendable {
     ///
     /// Bodies over 1 MiB are kept resumable across runs; `alwaysResumable` (the archive) keeps
     /// any size.
-    func download(_ url: URL, to partial: String, expected: FileFingerprint?, what: String, maxBytes: Int64? = nil,
-                          alwaysResumable: Bool = false, progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
-        try await download(url, into: .partial(partial), expected: expected, what: what, maxBytes: maxBytes,
-                                   alwaysResumable: alwaysResumable, progress: progress)
+    func download(
+        _ url: URL, to partial: String, expected: FileFingerprint?, what: String, maxBytes: Int64? = nil,
+        alwaysResumable: Bool = false, progress: ProgressHandler? = nil
+    ) async throws(SyncError) -> HTTPResponse {
+        try await download(
+            url, into: .partial(partial), expected: expected, what: what, maxBytes: maxBytes,
+            alwaysResumable: alwaysResumable, progress: progress)
     }
 
     /// ``download(_:to:expected:what:maxBytes:alwaysResumable:progress:)`` into any
     /// destination. A refused download is discarded; an unnamed file stays open for the caller
     /// to link (and close) when accepted.
-    func download(_ url: URL, into destination: DownloadDestination, expected: FileFingerprint?, what: String,
-                          maxBytes: Int64? = nil, alwaysResumable: Bool = false,
-                          progress: ProgressHandler? = nil) async throws(SyncError) -> HTTPResponse {
+    func download(
+        _ url: URL, into destination: DownloadDestination, expected: FileFingerprint?, what: String,
+        maxBytes: Int64? = nil, alwaysResumable: Bool = false,
+        progress: ProgressHandler? = nil
+    ) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
         var options: DownloadOptions
         switch destination {
         case .partial(let partial):
-            options = resumableOptions(partialPath: partial, maxBytes: expected?.size ?? maxBytes,
-                                       resumableFrom: alwaysResumable ? 0 : 1 << 20, progress: progress)
+            options = resumableOptions(
+                partialPath: partial, maxBytes: expected?.size ?? maxBytes,
+                resumableFrom: alwaysResumable ? 0 : 1 << 20, progress: progress)
         case .unnamed:
             options = DownloadOptions(maxBytes: expected?.size ?? maxBytes, progress: progress)
         }
@@ -54,26 +60,34 @@ struct VerifiedDownloader: Sendable {
         // over a 304 or 204, whose empty file is no answer to a plain GET.
         guard response.statusCode == 200 || response.statusCode == 206 else {
             destination.discard()
-            throw SyncError(code: .network,
-                            message: "downloading \(what): the server answered HTTP \(response.statusCode) to a plain GET, which carries no file; try again")
+            throw SyncError(
+                code: .network,
+                message:
+                    "downloading \(what): the server answered HTTP \(response.statusCode) to a plain GET, which carries no file; try again"
+            )
         }
         if let expected {
             // The size on disk, not the response's: an app's own transport may not report it.
             let identity = destination.identity
             let actual: FileFingerprint
-            if let size = identity?.size, let whole = streamed.sha256(ofFileWithSize: size, resumedFrom: response.resumedFrom) {
+            if let size = identity?.size,
+                let whole = streamed.sha256(ofFileWithSize: size, resumedFrom: response.resumedFrom)
+            {
                 actual = FileFingerprint(size: size, sha256: whole)
             } else {
                 // A resumed download is read back in full: on the I/O pool, not a cooperative thread.
                 actual = try await BlockingWork.files { [destination] () throws(FileSystemError) in
                     switch destination {
                     case .partial(let partial): try ContentTree.fingerprint(of: partial)
-                    case .unnamed(let descriptor, let target): try ContentTree.fingerprint(ofDescriptor: descriptor, shownAs: target)
+                    case .unnamed(let descriptor, let target):
+                        try ContentTree.fingerprint(ofDescriptor: descriptor, shownAs: target)
                     }
                 }
             }
             do {
-                try formatWork { () throws(StorageFormatError) in try StorageIntegrity.verify(actual, against: expected, what: what) }
+                try formatWork { () throws(StorageFormatError) in
+                    try StorageIntegrity.verify(actual, against: expected, what: what)
+                }
             } catch {
                 destination.discard()
                 throw error
@@ -93,21 +107,29 @@ struct VerifiedDownloader: Sendable {
     ///
     /// A content-encoded body (gzip from S3, say) keeps no tag, and loses any older one: the file
     /// holds decoded bytes, and a range of the encoded representation cannot follow them.
-    func resumableOptions(partialPath: String, maxBytes: Int64? = nil, resumableFrom: Int64 = 1 << 20,
-                          progress: ProgressHandler? = nil) -> DownloadOptions {
+    func resumableOptions(
+        partialPath: String, maxBytes: Int64? = nil, resumableFrom: Int64 = 1 << 20,
+        progress: ProgressHandler? = nil
+    ) -> DownloadOptions {
         let sidecar = partialPath + ".etag"
-        let etag = (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
-        var options = DownloadOptions(resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
+        let etag = (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        var options = DownloadOptions(
+            resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
         options.onResponseStart = { _, headers in
-            let encoded = headers["content-encoding"].map { value in
-                value.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces).lowercased() != "identity" }
-            } ?? false
+            let encoded =
+                headers["content-encoding"].map { value in
+                    value.split(separator: ",").contains {
+                        $0.trimmingCharacters(in: .whitespaces).lowercased() != "identity"
+                    }
+                } ?? false
             guard !encoded else {
                 unlink(sidecar)
                 return
             }
             guard let etag = headers["etag"], let length = headers["content-length"].flatMap(Int64.init),
-                  length > resumableFrom else { return }
+                length > resumableFrom
+            else { return }
             try? etag.write(toFile: sidecar, atomically: false, encoding: .utf8)
         }
         return options

@@ -19,7 +19,9 @@ struct VersionSwitch: Sendable {
     /// A switch of the staged tree to `version`, for ``switchTo(_:history:progress:)``; the caller
     /// adds the counts it knows.
     func pending(_ kind: PendingSwitch.Kind, from: CacheVersion?, to version: CacheVersion) -> PendingSwitch {
-        PendingSwitch(kind: kind, fromVersion: from, toVersion: version, contentDirectory: contentDirectory, stagedDirectory: staging.next)
+        PendingSwitch(
+            kind: kind, fromVersion: from, toVersion: version, contentDirectory: contentDirectory,
+            stagedDirectory: staging.next)
     }
 
     /// Asks ``beforeSwitch``, then makes the staged tree current and records the new version in
@@ -29,8 +31,10 @@ struct VersionSwitch: Sendable {
     /// stay as they were. The staged tree and the pending plan are kept, as after an
     /// interruption: the next update of the same version resumes them (without downloading again),
     /// checks the tree again and asks again; an update to another version starts afresh.
-    func switchTo(_ pending: PendingSwitch, history: UpdateHistoryEntry,
-                  progress: @Sendable (SyncProgress) -> Void) async throws(SyncError) {
+    func switchTo(
+        _ pending: PendingSwitch, history: UpdateHistoryEntry,
+        progress: @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) {
         let version = pending.toVersion
         progress(SyncProgress(phase: .switching, currentItem: version.text))
         if let beforeSwitch {
@@ -41,17 +45,21 @@ struct VersionSwitch: Sendable {
             }
         }
         guard let identity = FileSystem.identity(of: staging.next) else {
-            throw SyncError(code: .fileSystem, message: "the staged version at \(staging.next) vanished before the switch; run the update again")
+            throw SyncError(
+                code: .fileSystem,
+                message: "the staged version at \(staging.next) vanished before the switch; run the update again")
         }
         try await store.markSwitching(device: identity.device, inode: identity.inode)
         try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
         // The previous version goes while the state is written: the swap is done, and a crash
         // before the state lands is finished by recoverInterruptedSwitch from the inode alone.
-        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
+        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear()
+        }
         let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
         do {
-            try await store.finishPlan(contentDirectory: contentDirectory, newVersion: version.text, history: history,
-                                       fingerprints: checked)
+            try await store.finishPlan(
+                contentDirectory: contentDirectory, newVersion: version.text, history: history,
+                fingerprints: checked)
         } catch {
             _ = await cleared
             throw error
@@ -63,13 +71,20 @@ struct VersionSwitch: Sendable {
     /// cancellation, anything else a veto naming the version and the reason.
     static func veto(_ error: any Error, pending: PendingSwitch) -> SyncError {
         if error is CancellationError || Task.isCancelled {
-            return SyncError(code: .cancelled, message: "the update was cancelled while the switch to \(pending.toVersion) waited for approval; "
-                                 + "run it again to continue where it stopped", underlying: error)
+            return SyncError(
+                code: .cancelled,
+                message: "the update was cancelled while the switch to \(pending.toVersion) waited for approval; "
+                    + "run it again to continue where it stopped", underlying: error)
         }
         let reason = (error as? SyncError)?.message ?? "\(error)"
-        let kept = pending.fromVersion.map { "\(pending.contentDirectory) stays at \($0)" } ?? "\(pending.contentDirectory) is left as it was"
-        return SyncError(code: .vetoed, message: "the switch to version \(pending.toVersion) was vetoed: \(reason); \(kept), and the next update asks again",
-                         underlying: error)
+        let kept =
+            pending.fromVersion.map { "\(pending.contentDirectory) stays at \($0)" }
+            ?? "\(pending.contentDirectory) is left as it was"
+        return SyncError(
+            code: .vetoed,
+            message:
+                "the switch to version \(pending.toVersion) was vetoed: \(reason); \(kept), and the next update asks again",
+            underlying: error)
     }
 
     /// Finishes a switch a crash interrupted. The content folder's inode tells whether the swap
@@ -77,14 +92,18 @@ struct VersionSwitch: Sendable {
     @discardableResult
     func recoverInterrupted() async throws(SyncError) -> String? {
         guard let pending = try await store.pendingPlan(), pending.phase == .switching,
-              let device = pending.stagedDevice, let inode = pending.stagedInode else { return nil }
-        let history = UpdateHistoryEntry(startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
-                                         toVersion: pending.toVersion, kind: UpdateHistoryEntry.Kind(rawValue: pending.kind) ?? .replay,
-                                         outcome: .succeeded, message: "switch completed after a restart")
+            let device = pending.stagedDevice, let inode = pending.stagedInode
+        else { return nil }
+        let history = UpdateHistoryEntry(
+            startedAt: pending.createdAt, finishedAt: Date(), fromVersion: pending.fromVersion,
+            toVersion: pending.toVersion, kind: UpdateHistoryEntry.Kind(rawValue: pending.kind) ?? .replay,
+            outcome: .succeeded, message: "switch completed after a restart")
         if let current = FileSystem.identity(of: contentDirectory), current == (device, inode) {
-            logger.debug("finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
+            logger.debug(
+                "finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
         } else if let staged = FileSystem.identity(of: staging.next), staged == (device, inode) {
-            logger.debug("redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
+            logger.debug(
+                "redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
             try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
         } else {
             try await store.clearPlan()

@@ -1,8 +1,8 @@
 import Archive
 import FileKit
-import StorageFormat
 import Foundation
 import Logging
+import StorageFormat
 import Synchronization
 import Transport
 
@@ -52,7 +52,8 @@ public actor CacheManager {
         self.configuration = configuration
         self.store = try StateStore(path: configuration.stateDatabasePath)
         if let transport = configuration.transport {
-            self.transport = configuration.requestAdapter.map { AdaptingTransport(base: transport, adapter: $0) } ?? transport
+            self.transport =
+                configuration.requestAdapter.map { AdaptingTransport(base: transport, adapter: $0) } ?? transport
             self.ownedTransport = nil
         } else {
             var transportConfiguration = CurlTransport.Configuration()
@@ -95,7 +96,8 @@ public actor CacheManager {
     public func lastError() async -> SyncError? {
         if let storedLastError { return storedLastError }
         guard let record = try? await store.syncState(), let message = record.lastError else { return nil }
-        return SyncError(code: record.lastErrorCode.flatMap(SyncError.Code.init(name:)) ?? .fileSystem, message: message)
+        return SyncError(
+            code: record.lastErrorCode.flatMap(SyncError.Code.init(name:)) ?? .fileSystem, message: message)
     }
 
     /// When the storage was last asked for its status.
@@ -141,18 +143,24 @@ public actor CacheManager {
         guard FileManager.default.fileExists(atPath: stateDatabasePath) else { return false }
         // The same refusals as a sync's (the root or home folder, a state database inside the
         // folder); the URL is not used.
-        let layout = SyncConfiguration(baseURL: URL(fileURLWithPath: "/"), contentDirectory: contentDirectory, stateDatabasePath: stateDatabasePath)
+        let layout = SyncConfiguration(
+            baseURL: URL(fileURLWithPath: "/"), contentDirectory: contentDirectory, stateDatabasePath: stateDatabasePath
+        )
         try layout.validateLayout()
         let store = try StateStore(path: layout.stateDatabasePath)
         let staging = StagingArea(contentDirectory: layout.contentDirectory)
         // Not while another process updates the folder.
-        let lock = try UpdateLock(statePath: store.path, contentDirectory: layout.contentDirectory, stagingRoot: staging.root)
+        let lock = try UpdateLock(
+            statePath: store.path, contentDirectory: layout.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         // Checked under the lock: a first update running now has no state row yet.
         guard let owner = try await store.syncState()?.contentDirectory else { return false }
         guard owner == layout.contentDirectory else {
-            throw SyncError(code: .configuration,
-                            message: "the state database \(stateDatabasePath) belongs to \(owner), not \(layout.contentDirectory); refusing to reset it")
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the state database \(stateDatabasePath) belongs to \(owner), not \(layout.contentDirectory); refusing to reset it"
+            )
         }
         try await wipe(layout.contentDirectory, staging: staging, store: store)
         return true
@@ -162,9 +170,11 @@ public actor CacheManager {
     /// failures, pending version, recent history), with this manager's live state.
     public func status(historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {
         let staging = StagingArea(contentDirectory: configuration.contentDirectory)
-        let running = UpdateLockProbe.holder(statePath: store.path, stagingRoot: staging.root).map(SyncStatus.RunningUpdate.init(processID:))
-        var status = try await SyncStatus.read(store, contentDirectory: configuration.contentDirectory, running: running,
-                                               historyLimit: historyLimit)
+        let running = UpdateLockProbe.holder(statePath: store.path, stagingRoot: staging.root).map(
+            SyncStatus.RunningUpdate.init(processID:))
+        var status = try await SyncStatus.read(
+            store, contentDirectory: configuration.contentDirectory, running: running,
+            historyLimit: historyLimit)
         switch machine.publicState {
         case .working, .suspended, .resetting: status.state = machine.publicState
         case .unknown, .ready, .succeeded, .failed: break
@@ -253,9 +263,12 @@ public actor CacheManager {
     public func verify(repair: Bool = false) async throws(SyncError) -> VerifyReport {
         settleCancelledCallers()
         if machine.runningTask != nil {
-            throw SyncError(code: .busy, message: "an update or reset of \(configuration.contentDirectory) is running; verify after it finishes")
+            throw SyncError(
+                code: .busy,
+                message: "an update or reset of \(configuration.contentDirectory) is running; verify after it finishes")
         }
-        return try await SyncEngine(configuration: configuration, store: store, transport: transport).verifier.verify(repair: repair)
+        return try await SyncEngine(configuration: configuration, store: store, transport: transport).verifier.verify(
+            repair: repair)
     }
 
     // MARK: - Reading content
@@ -276,9 +289,11 @@ public actor CacheManager {
         do {
             return try Data(contentsOf: url)
         } catch {
-            throw SyncError(code: .fileSystem,
-                            message: "cannot read '\(relativePath)' from \(configuration.contentDirectory): \(error.localizedDescription); is it part of the synced version?",
-                            underlying: error)
+            throw SyncError(
+                code: .fileSystem,
+                message:
+                    "cannot read '\(relativePath)' from \(configuration.contentDirectory): \(error.localizedDescription); is it part of the synced version?",
+                underlying: error)
         }
     }
 
@@ -292,13 +307,16 @@ public actor CacheManager {
     }
 
     /// A synced JSON file decoded as `T`. Throws ``SyncError/Code/decoding`` when it does not decode.
-    public nonisolated func decode<T: Decodable>(_ type: T.Type, at relativePath: String,
-                                                 using decoder: JSONDecoder = JSONDecoder()) throws(SyncError) -> T {
+    public nonisolated func decode<T: Decodable>(
+        _ type: T.Type, at relativePath: String,
+        using decoder: JSONDecoder = JSONDecoder()
+    ) throws(SyncError) -> T {
         let data = try data(at: relativePath)
         do {
             return try decoder.decode(type, from: data)
         } catch {
-            throw SyncError(code: .decoding, message: "'\(relativePath)' does not decode as \(T.self): \(error)", underlying: error)
+            throw SyncError(
+                code: .decoding, message: "'\(relativePath)' does not decode as \(T.self): \(error)", underlying: error)
         }
     }
 
@@ -312,7 +330,9 @@ public actor CacheManager {
     }
 
     /// Registers the caller, applies `event`, and waits for the outcome of the update it leads to.
-    private func awaitUpdate(_ event: (inout CacheManagerStateMachine) -> CacheManagerStateMachine.Action) async throws(SyncError) -> SyncReport {
+    private func awaitUpdate(_ event: (inout CacheManagerStateMachine) -> CacheManagerStateMachine.Action)
+        async throws(SyncError) -> SyncReport
+    {
         settleCancelledCallers()
         controlCalls += 1
         guard !Task.isCancelled else {
@@ -350,8 +370,9 @@ public actor CacheManager {
         }
     }
 
-    private static let callerCancelled = SyncError(code: .cancelled,
-                                                   message: "the update was suspended because its caller was cancelled; resume to continue")
+    private static let callerCancelled = SyncError(
+        code: .cancelled,
+        message: "the update was suspended because its caller was cancelled; resume to continue")
 
     /// The work running when callers were cancelled has stopped: they return now.
     private func releaseCancelledWaiters() {
@@ -370,19 +391,21 @@ public actor CacheManager {
             let engine = SyncEngine(configuration: engineConfiguration, store: store, transport: transport)
             let hub = self.hub
             let policy = engineConfiguration.connectionPolicy
-            machine.updateStarted(Task {
-                let result = await Self.update(engine, policy: policy, hub: hub)
-                self.updateEnded(result)
-            })
+            machine.updateStarted(
+                Task {
+                    let result = await Self.update(engine, policy: policy, hub: hub)
+                    self.updateEnded(result)
+                })
         case .cancelUpdate(let task):
             task.cancel()
         case .startReset:
             let configuration = configuration
             let store = store
-            machine.resetStarted(Task {
-                let result = await Self.reset(contentDirectory: configuration.contentDirectory, store: store)
-                self.resetEnded(result)
-            })
+            machine.resetStarted(
+                Task {
+                    let result = await Self.reset(contentDirectory: configuration.contentDirectory, store: store)
+                    self.resetEnded(result)
+                })
         }
         publishState()
     }
@@ -433,7 +456,9 @@ public actor CacheManager {
     // MARK: - Work, off the actor
 
     /// One update, with the connection policy watched beside it.
-    private static func update(_ engine: SyncEngine, policy: ConnectionPolicy, hub: EventHub) async -> Result<SyncReport, SyncError> {
+    private static func update(_ engine: SyncEngine, policy: ConnectionPolicy, hub: EventHub) async -> Result<
+        SyncReport, SyncError
+    > {
         let stopReason = StopReason()
         return await withTaskGroup(of: Result<SyncReport, SyncError>?.self) { group in
             group.addTask {
@@ -449,7 +474,9 @@ public actor CacheManager {
                     try? await Task.sleep(for: .milliseconds(250))
                     if Task.isCancelled { return nil }
                     if !(await policy.allowsTransfers()) {
-                        let stop = SyncError(code: .connectionNotAllowed, message: "the connection policy stopped transfers; resume to continue")
+                        let stop = SyncError(
+                            code: .connectionNotAllowed,
+                            message: "the connection policy stopped transfers; resume to continue")
                         stopReason.set(stop)
                         return .failure(stop)
                     }

@@ -175,10 +175,10 @@ struct CacheManagerStateMachine {
     mutating func toggle() -> Action {
         switch state {
         case .updating(_, then: .finish), .updating(_, then: .restart),
-             .updating(_, then: .reset(then: .update)), .resetting(_, then: .update):
+            .updating(_, then: .reset(then: .update)), .resetting(_, then: .update):
             return suspend()
         case .suspended, .updating(_, then: .suspend),
-             .updating(_, then: .reset(then: .suspend)), .resetting(_, then: .suspend):
+            .updating(_, then: .reset(then: .suspend)), .resetting(_, then: .suspend):
             return resume(overridingPolicy: false)
         case .idle, .updating(_, then: .reset(then: .ready)), .resetting(_, then: .ready):
             return checkForUpdates()
@@ -197,7 +197,8 @@ struct CacheManagerStateMachine {
         case .updating(let task, then: .finish):
             state = .updating(task, then: .reset(then: .ready))
             return .cancelUpdate(task)
-        case .updating(let task, then: .restart), .updating(let task, then: .suspend), .updating(let task, then: .reset):
+        case .updating(let task, then: .restart), .updating(let task, then: .suspend),
+            .updating(let task, then: .reset):
             state = .updating(task, then: .reset(then: .ready))
             return .none
         case .resetting(let task, _):
@@ -212,25 +213,32 @@ struct CacheManagerStateMachine {
 
     /// The manager started the update that ``Action/startUpdate(overridingPolicy:)`` asked for.
     mutating func updateStarted(_ task: Task<Void, Never>) {
-        guard case .startingUpdate = state else { preconditionFailure("invalid state \(state): no update was being started") }
+        guard case .startingUpdate = state else {
+            preconditionFailure("invalid state \(state): no update was being started")
+        }
         state = .updating(task, then: .finish)
     }
 
     /// The manager started the reset that ``Action/startReset`` asked for.
     mutating func resetStarted(_ task: Task<Void, Never>) {
-        guard case .startingReset(let after) = state else { preconditionFailure("invalid state \(state): no reset was being started") }
+        guard case .startingReset(let after) = state else {
+            preconditionFailure("invalid state \(state): no reset was being started")
+        }
         state = .resetting(task, then: after)
     }
 
     /// The running update ended with `result`. A success is reported whatever was asked
     /// meanwhile (the content is at the new version); otherwise the calls decide.
     mutating func updateEnded(_ result: Result<SyncReport, SyncError>) -> UpdateEnd {
-        guard case .updating(_, let after) = state else { preconditionFailure("invalid state \(state): an update ended that was never started") }
-        let stopped: SyncError.Code? = switch result {
-        case .success: nil
-        case .failure(let error) where error.code == .cancelled || error.code == .connectionNotAllowed: error.code
-        case .failure: nil
+        guard case .updating(_, let after) = state else {
+            preconditionFailure("invalid state \(state): an update ended that was never started")
         }
+        let stopped: SyncError.Code? =
+            switch result {
+            case .success: nil
+            case .failure(let error) where error.code == .cancelled || error.code == .connectionNotAllowed: error.code
+            case .failure: nil
+            }
         switch after {
         case .finish:
             switch result {
@@ -240,7 +248,9 @@ struct CacheManagerStateMachine {
             case .failure(let error) where stopped != nil:
                 // The policy turned false mid-update (the only stop nobody asked for).
                 state = .suspended
-                return UpdateEnd(outcome: result, event: error.code == .connectionNotAllowed ? .connectionNotAllowed : .suspended, next: .none)
+                return UpdateEnd(
+                    outcome: result, event: error.code == .connectionNotAllowed ? .connectionNotAllowed : .suspended,
+                    next: .none)
             case .failure(let error):
                 state = .idle(.failed)
                 return UpdateEnd(outcome: result, event: .failed(error), next: .none)
@@ -273,9 +283,13 @@ struct CacheManagerStateMachine {
 
     /// The running reset ended (its callers get its own result).
     mutating func resetEnded() -> ResetEnd {
-        guard case .resetting(_, let after) = state else { preconditionFailure("invalid state \(state): a reset ended that was never started") }
+        guard case .resetting(_, let after) = state else {
+            preconditionFailure("invalid state \(state): a reset ended that was never started")
+        }
         let stopped = Result<SyncReport, SyncError>.failure(
-            SyncError(code: .cancelled, message: "the update was stopped by reset(); check for updates again to restore the content"))
+            SyncError(
+                code: .cancelled,
+                message: "the update was stopped by reset(); check for updates again to restore the content"))
         switch after {
         case .ready:
             state = .idle(.ready)

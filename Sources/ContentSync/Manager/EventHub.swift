@@ -8,7 +8,8 @@ final class EventHub: Sendable {
 
     /// A new stream whose first element is `first`; later events follow in the order sent.
     func stream(startingWith first: CacheManagerEvent) -> AsyncStream<CacheManagerEvent> {
-        let (stream, continuation) = AsyncStream.makeStream(of: CacheManagerEvent.self, bufferingPolicy: .bufferingNewest(512))
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: CacheManagerEvent.self, bufferingPolicy: .bufferingNewest(512))
         let id = UUID()
         observers.withLock {
             // Under the lock: no event sent meanwhile can overtake the first one.

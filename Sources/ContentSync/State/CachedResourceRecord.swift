@@ -1,7 +1,7 @@
 import FileKit
-import StorageFormat
 import Foundation
 import GRDB
+import StorageFormat
 
 /// A storage file the client keeps with its ETag, so the next fetch can be conditional
 /// (`If-None-Match`) and a `304` costs no body.

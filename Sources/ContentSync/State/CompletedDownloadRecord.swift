@@ -1,6 +1,6 @@
 import FileKit
-import StorageFormat
 import GRDB
+import StorageFormat
 
 /// A file of the pending plan that is fully downloaded into the staging area.
 struct CompletedDownloadRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {

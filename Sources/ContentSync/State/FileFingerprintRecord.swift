@@ -1,6 +1,6 @@
 import FileKit
-import StorageFormat
 import GRDB
+import StorageFormat
 
 /// One remembered file fingerprint (see ``FingerprintCache``): the quick-check identity of a file
 /// of the current version, and its size and SHA-256.
@@ -22,8 +22,9 @@ struct FileFingerprintRecord: Codable, Sendable, Equatable, FetchableRecord, Per
     }
 
     var identity: FileIdentity {
-        FileIdentity(device: UInt64(bitPattern: device), inode: UInt64(bitPattern: inode), size: size,
-                     modifiedNanoseconds: modifiedNanoseconds)
+        FileIdentity(
+            device: UInt64(bitPattern: device), inode: UInt64(bitPattern: inode), size: size,
+            modifiedNanoseconds: modifiedNanoseconds)
     }
 
     var fingerprint: FileFingerprint {

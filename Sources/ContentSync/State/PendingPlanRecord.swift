@@ -1,7 +1,7 @@
 import FileKit
-import StorageFormat
 import Foundation
 import GRDB
+import StorageFormat
 
 /// The update in progress, so that a restarted process continues it instead of starting over.
 struct PendingPlanRecord: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {

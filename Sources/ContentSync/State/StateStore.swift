@@ -1,8 +1,8 @@
 import DatabaseKit
 import FileKit
-import StorageFormat
 import Foundation
 import GRDB
+import StorageFormat
 import Transport
 
 /// Everything content-sync remembers between runs, in one SQLite file outside the content
@@ -32,9 +32,11 @@ final class StateStore: Sendable {
             configuration.busyMode = .timeout(10)
             pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
         } catch {
-            throw SyncError(code: .stateStore,
-                            message: "cannot open the state database \(path): \(error); delete it to start over (the next run restores from the archive)",
-                            underlying: error)
+            throw SyncError(
+                code: .stateStore,
+                message:
+                    "cannot open the state database \(path): \(error); delete it to start over (the next run restores from the archive)",
+                underlying: error)
         }
     }
 
@@ -42,51 +44,52 @@ final class StateStore: Sendable {
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE syncState (
-                    id INTEGER PRIMARY KEY CHECK (id = 1),
-                    localVersion TEXT,
-                    state TEXT NOT NULL,
-                    lastError TEXT,
-                    lastCheck DATETIME,
-                    contentDirectory TEXT NOT NULL
-                );
-                CREATE TABLE cachedResource (
-                    url TEXT PRIMARY KEY,
-                    etag TEXT NOT NULL,
-                    body BLOB NOT NULL,
-                    fetchedAt DATETIME NOT NULL
-                );
-                CREATE TABLE pendingPlan (
-                    id INTEGER PRIMARY KEY CHECK (id = 1),
-                    identity TEXT NOT NULL,
-                    kind TEXT NOT NULL,
-                    fromVersion TEXT,
-                    toVersion TEXT NOT NULL,
-                    phase TEXT NOT NULL,
-                    stagedDevice INTEGER,
-                    stagedInode INTEGER,
-                    createdAt DATETIME NOT NULL
-                );
-                CREATE TABLE completedDownload (
-                    planIdentity TEXT NOT NULL,
-                    path TEXT NOT NULL,
-                    bytes INTEGER NOT NULL,
-                    PRIMARY KEY (planIdentity, path)
-                );
-                CREATE TABLE updateHistory (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    startedAt DATETIME NOT NULL,
-                    finishedAt DATETIME NOT NULL,
-                    fromVersion TEXT,
-                    toVersion TEXT,
-                    kind TEXT NOT NULL,
-                    outcome TEXT NOT NULL,
-                    error TEXT,
-                    bytesDownloaded INTEGER NOT NULL,
-                    filesDownloaded INTEGER NOT NULL
-                );
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE syncState (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        localVersion TEXT,
+                        state TEXT NOT NULL,
+                        lastError TEXT,
+                        lastCheck DATETIME,
+                        contentDirectory TEXT NOT NULL
+                    );
+                    CREATE TABLE cachedResource (
+                        url TEXT PRIMARY KEY,
+                        etag TEXT NOT NULL,
+                        body BLOB NOT NULL,
+                        fetchedAt DATETIME NOT NULL
+                    );
+                    CREATE TABLE pendingPlan (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        identity TEXT NOT NULL,
+                        kind TEXT NOT NULL,
+                        fromVersion TEXT,
+                        toVersion TEXT NOT NULL,
+                        phase TEXT NOT NULL,
+                        stagedDevice INTEGER,
+                        stagedInode INTEGER,
+                        createdAt DATETIME NOT NULL
+                    );
+                    CREATE TABLE completedDownload (
+                        planIdentity TEXT NOT NULL,
+                        path TEXT NOT NULL,
+                        bytes INTEGER NOT NULL,
+                        PRIMARY KEY (planIdentity, path)
+                    );
+                    CREATE TABLE updateHistory (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        startedAt DATETIME NOT NULL,
+                        finishedAt DATETIME NOT NULL,
+                        fromVersion TEXT,
+                        toVersion TEXT,
+                        kind TEXT NOT NULL,
+                        outcome TEXT NOT NULL,
+                        error TEXT,
+                        bytesDownloaded INTEGER NOT NULL,
+                        filesDownloaded INTEGER NOT NULL
+                    );
+                    """)
         }
         migrator.registerMigration("v2: error codes") { db in
             try db.execute(sql: "ALTER TABLE syncState ADD COLUMN lastErrorCode TEXT")
@@ -108,19 +111,21 @@ final class StateStore: Sendable {
             }
         }
         migrator.registerMigration("v6: attempt bookkeeping") { db in
-            try db.execute(sql: """
-                ALTER TABLE updateHistory ADD COLUMN errorCode TEXT;
-                ALTER TABLE syncState ADD COLUMN consecutiveFailures INTEGER NOT NULL DEFAULT 0;
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE updateHistory ADD COLUMN errorCode TEXT;
+                    ALTER TABLE syncState ADD COLUMN consecutiveFailures INTEGER NOT NULL DEFAULT 0;
+                    """)
         }
         migrator.registerMigration("v7: trust pins") { db in
-            try db.execute(sql: """
-                CREATE TABLE trustPin (
-                    keyID TEXT PRIMARY KEY,
-                    publicKey TEXT NOT NULL,
-                    pinnedAt DATETIME NOT NULL
-                );
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE trustPin (
+                        keyID TEXT PRIMARY KEY,
+                        publicKey TEXT NOT NULL,
+                        pinnedAt DATETIME NOT NULL
+                    );
+                    """)
         }
         // Swift, not SQL: SQLite cannot find a URL's user info in prose. Before it, a base URL's
         // password or token was kept in the base URL, the stored files' keys, a restore's plan
@@ -133,12 +138,16 @@ final class StateStore: Sendable {
                 // A cached copy only: the next fetch is unconditional.
                 try db.execute(sql: "DELETE FROM cachedResource WHERE url = ?", arguments: [url])
             }
-            for (table, column) in [("syncState", "baseURL"), ("syncState", "lastError"), ("updateHistory", "error"),
-                                    ("pendingPlan", "identity"), ("completedDownload", "planIdentity")] {
-                for value in try String.fetchAll(db, sql: "SELECT DISTINCT \(column) FROM \(table) WHERE \(column) IS NOT NULL")
+            for (table, column) in [
+                ("syncState", "baseURL"), ("syncState", "lastError"), ("updateHistory", "error"),
+                ("pendingPlan", "identity"), ("completedDownload", "planIdentity"),
+            ] {
+                for value in try String.fetchAll(
+                    db, sql: "SELECT DISTINCT \(column) FROM \(table) WHERE \(column) IS NOT NULL")
                 where Redaction.text(value) != value {
-                    try db.execute(sql: "UPDATE OR REPLACE \(table) SET \(column) = ? WHERE \(column) = ?",
-                                   arguments: [Redaction.text(value), value])
+                    try db.execute(
+                        sql: "UPDATE OR REPLACE \(table) SET \(column) = ? WHERE \(column) = ?",
+                        arguments: [Redaction.text(value), value])
                 }
             }
         }
@@ -156,7 +165,9 @@ final class StateStore: Sendable {
     /// A write that lands even when the calling task is cancelled: the record of a cancelled
     /// update is written as it winds down (GRDB's async `write` refuses to start in a cancelled
     /// task). It runs on GRDB's writer queue, like any write.
-    private func writeRegardlessOfCancellation<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(SyncError) -> T {
+    private func writeRegardlessOfCancellation<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T)
+        async throws(SyncError) -> T
+    {
         let result: Result<T, any Error> = await withCheckedContinuation { continuation in
             pool.asyncWrite(body) { _, result in continuation.resume(returning: result) }
         }
@@ -164,7 +175,8 @@ final class StateStore: Sendable {
         case .success(let value):
             return value
         case .failure(let error):
-            throw SyncError(code: .stateStore, message: "writing the state database \(path) failed: \(error)", underlying: error)
+            throw SyncError(
+                code: .stateStore, message: "writing the state database \(path) failed: \(error)", underlying: error)
         }
     }
 
@@ -180,9 +192,12 @@ final class StateStore: Sendable {
     /// is the update being cancelled, not a broken database.
     private static func failure(_ error: any Error, _ doing: String, _ path: String) -> SyncError {
         if error is CancellationError {
-            return SyncError(code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped", underlying: error)
+            return SyncError(
+                code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped",
+                underlying: error)
         }
-        return SyncError(code: .stateStore, message: "\(doing) the state database \(path) failed: \(error)", underlying: error)
+        return SyncError(
+            code: .stateStore, message: "\(doing) the state database \(path) failed: \(error)", underlying: error)
     }
 
     // MARK: - Sync state
@@ -192,9 +207,12 @@ final class StateStore: Sendable {
     }
 
     /// Changes the state row, creating it for `contentDirectory` first when absent.
-    func updateSyncState(contentDirectory: String, _ change: @escaping @Sendable (inout SyncStateRecord) -> Void) async throws(SyncError) {
+    func updateSyncState(contentDirectory: String, _ change: @escaping @Sendable (inout SyncStateRecord) -> Void)
+        async throws(SyncError)
+    {
         try await write { db in
-            var record = try SyncStateRecord.fetchOne(db, key: 1)
+            var record =
+                try SyncStateRecord.fetchOne(db, key: 1)
                 ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
             change(&record)
             try record.save(db)
@@ -234,8 +252,9 @@ final class StateStore: Sendable {
     /// own copy of a bound blob, so a 60 MB change list stayed in memory three times over.
     func saveCachedResource(_ record: CachedResourceRecord) async throws(SyncError) {
         try await write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO cachedResource (url, etag, body, fetchedAt) VALUES (?, ?, ?, ?)",
-                           arguments: [record.url, record.etag, record.body, record.fetchedAt])
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO cachedResource (url, etag, body, fetchedAt) VALUES (?, ?, ?, ?)",
+                arguments: [record.url, record.etag, record.body, record.fetchedAt])
         }
     }
 
@@ -267,7 +286,9 @@ final class StateStore: Sendable {
 
     func completedDownloads(planIdentity: String) async throws(SyncError) -> Set<String> {
         try await read { db in
-            Set(try String.fetchAll(db, sql: "SELECT path FROM completedDownload WHERE planIdentity = ?", arguments: [planIdentity]))
+            Set(
+                try String.fetchAll(
+                    db, sql: "SELECT path FROM completedDownload WHERE planIdentity = ?", arguments: [planIdentity]))
         }
     }
 
@@ -276,25 +297,34 @@ final class StateStore: Sendable {
         try await write { db in
             // One cached statement, not a record save per row (an UPDATE then an INSERT through
             // Codable): this runs every 64 downloads.
-            let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO completedDownload (planIdentity, path, bytes) VALUES (?, ?, ?)")
-            for record in records { try statement.execute(arguments: [record.planIdentity, record.path, record.bytes]) }
+            let statement = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO completedDownload (planIdentity, path, bytes) VALUES (?, ?, ?)")
+            for record in records {
+                try statement.execute(arguments: [record.planIdentity, record.path, record.bytes])
+            }
         }
     }
 
     /// The version switch is durable: one transaction sets the new version, clears the plan
     /// and appends the history row.
-    func finishPlan(contentDirectory: String, newVersion: String, history: UpdateHistoryEntry,
-                    fingerprints: [FileFingerprintRecord] = []) async throws(SyncError) {
+    func finishPlan(
+        contentDirectory: String, newVersion: String, history: UpdateHistoryEntry,
+        fingerprints: [FileFingerprintRecord] = []
+    ) async throws(SyncError) {
         try await write { db in
             // The new version's files: what the next update's tree check need not hash again.
             try FileFingerprintRecord.deleteAll(db)
-            let statement = try db.cachedStatement(sql: """
-                INSERT OR REPLACE INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)
-                """)
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT OR REPLACE INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)
+                    """)
             for record in fingerprints {
-                try statement.execute(arguments: [record.device, record.inode, record.size, record.modifiedNanoseconds, record.sha256])
+                try statement.execute(arguments: [
+                    record.device, record.inode, record.size, record.modifiedNanoseconds, record.sha256,
+                ])
             }
-            var record = try SyncStateRecord.fetchOne(db, key: 1)
+            var record =
+                try SyncStateRecord.fetchOne(db, key: 1)
                 ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
             record.localVersion = newVersion
             try record.save(db)
@@ -333,7 +363,8 @@ final class StateStore: Sendable {
     /// Inserts `history`, updates the state row to match its outcome and drops entries past
     /// ``historyRetention`` (never the newest success). Part of the caller's transaction.
     private static func record(_ history: UpdateHistoryEntry, contentDirectory: String, in db: Database) throws {
-        var state = try SyncStateRecord.fetchOne(db, key: 1)
+        var state =
+            try SyncStateRecord.fetchOne(db, key: 1)
             ?? SyncStateRecord(localVersion: nil, state: "unknown", contentDirectory: contentDirectory)
         switch history.outcome {
         case .succeeded, .upToDate:
@@ -352,11 +383,12 @@ final class StateStore: Sendable {
         try state.save(db)
         var row = UpdateHistoryRecord(history)
         try row.insert(db)
-        try db.execute(sql: """
-            DELETE FROM updateHistory
-            WHERE id <= (SELECT id FROM updateHistory ORDER BY id DESC LIMIT 1 OFFSET ?)
-              AND id IS NOT (SELECT MAX(id) FROM updateHistory WHERE outcome IN ('succeeded', 'upToDate'))
-            """, arguments: [historyRetention])
+        try db.execute(
+            sql: """
+                DELETE FROM updateHistory
+                WHERE id <= (SELECT id FROM updateHistory ORDER BY id DESC LIMIT 1 OFFSET ?)
+                  AND id IS NOT (SELECT MAX(id) FROM updateHistory WHERE outcome IN ('succeeded', 'upToDate'))
+                """, arguments: [historyRetention])
     }
 
     /// The most recent attempts, newest first.
@@ -369,8 +401,10 @@ final class StateStore: Sendable {
     /// The newest attempt that succeeded or found the folder up to date.
     func lastSuccess() async throws(SyncError) -> UpdateHistoryRecord? {
         try await read { db in
-            try UpdateHistoryRecord.filter([UpdateHistoryEntry.Outcome.succeeded.rawValue, UpdateHistoryEntry.Outcome.upToDate.rawValue]
-                .contains(Column("outcome"))).order(Column("id").desc).fetchOne(db)
+            try UpdateHistoryRecord.filter(
+                [UpdateHistoryEntry.Outcome.succeeded.rawValue, UpdateHistoryEntry.Outcome.upToDate.rawValue]
+                    .contains(Column("outcome"))
+            ).order(Column("id").desc).fetchOne(db)
         }
     }
 
@@ -382,7 +416,9 @@ final class StateStore: Sendable {
     func trustPins() async throws(SyncError) -> [String: String] {
         try await read { db in
             var pins: [String: String] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT keyID, publicKey FROM trustPin") { pins[row["keyID"]] = row["publicKey"] }
+            for row in try Row.fetchAll(db, sql: "SELECT keyID, publicKey FROM trustPin") {
+                pins[row["keyID"]] = row["publicKey"]
+            }
             return pins
         }
     }
@@ -392,7 +428,9 @@ final class StateStore: Sendable {
         try await write { db in
             try db.execute(sql: "DELETE FROM trustPin")
             for (id, key) in keys {
-                try db.execute(sql: "INSERT INTO trustPin (keyID, publicKey, pinnedAt) VALUES (?, ?, ?)", arguments: [id, key, Date()])
+                try db.execute(
+                    sql: "INSERT INTO trustPin (keyID, publicKey, pinnedAt) VALUES (?, ?, ?)",
+                    arguments: [id, key, Date()])
             }
         }
     }

@@ -26,8 +26,10 @@ struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, Persistab
     /// Attempts that failed since the last one that succeeded (cancelled ones leave it as it is).
     var consecutiveFailures: Int64 = 0
 
-    init(localVersion: String?, state: String, lastError: String? = nil, lastErrorCode: String? = nil,
-         lastCheck: Date? = nil, contentDirectory: String) {
+    init(
+        localVersion: String?, state: String, lastError: String? = nil, lastErrorCode: String? = nil,
+        lastCheck: Date? = nil, contentDirectory: String
+    ) {
         self.localVersion = localVersion
         self.state = state
         self.lastError = lastError

@@ -53,33 +53,43 @@ public struct SyncStatus: Sendable, Equatable, Codable {
 
     /// Reads the status of `contentDirectory` from `statePath`. A missing database is not an
     /// error: it means the folder was never synced, and nothing is created.
-    public static func read(statePath: String, contentDirectory: String, historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {
+    public static func read(statePath: String, contentDirectory: String, historyLimit: Int = 5) async throws(SyncError)
+        -> SyncStatus
+    {
         let staging = StagingArea(contentDirectory: contentDirectory)
-        let running = UpdateLockProbe.holder(statePath: statePath, stagingRoot: staging.root).map(RunningUpdate.init(processID:))
+        let running = UpdateLockProbe.holder(statePath: statePath, stagingRoot: staging.root).map(
+            RunningUpdate.init(processID:))
         guard FileManager.default.fileExists(atPath: statePath) else {
-            return SyncStatus(version: nil, state: running == nil ? .unknown : .working, runningUpdate: running, lastError: nil,
-                              lastErrorCode: nil, lastCheck: nil, lastAttempt: nil, lastSuccess: nil, consecutiveFailures: 0,
-                              contentDirectory: contentDirectory, baseURL: nil, stateFile: statePath, pendingVersion: nil, history: [])
+            return SyncStatus(
+                version: nil, state: running == nil ? .unknown : .working, runningUpdate: running, lastError: nil,
+                lastErrorCode: nil, lastCheck: nil, lastAttempt: nil, lastSuccess: nil, consecutiveFailures: 0,
+                contentDirectory: contentDirectory, baseURL: nil, stateFile: statePath, pendingVersion: nil, history: []
+            )
         }
         let store = try StateStore(path: statePath)
         return try await read(store, contentDirectory: contentDirectory, running: running, historyLimit: historyLimit)
     }
 
     /// The status in `store`, with `running` as the update running now.
-    static func read(_ store: StateStore, contentDirectory: String, running: RunningUpdate?, historyLimit: Int) async throws(SyncError) -> SyncStatus {
+    static func read(_ store: StateStore, contentDirectory: String, running: RunningUpdate?, historyLimit: Int)
+        async throws(SyncError) -> SyncStatus
+    {
         let record = try await store.syncState()
         let pending = try await store.pendingPlan()
         let history = try await store.history(limit: max(historyLimit, 1))
         let stored = record.flatMap { CacheManagerState(rawValue: $0.state) } ?? .unknown
         // Redacted again on the way out: a row an older client wrote may still quote a password.
-        return SyncStatus(version: record?.localVersion, state: running == nil ? stored : .working, runningUpdate: running,
-                          lastError: record?.lastError.map(Redaction.text), lastErrorCode: record?.lastErrorCode.flatMap(SyncError.Code.init(name:)),
-                          lastCheck: record?.lastCheck, lastAttempt: history.first?.entry,
-                          lastSuccess: try await store.lastSuccess()?.entry,
-                          consecutiveFailures: Int(record?.consecutiveFailures ?? 0),
-                          contentDirectory: record?.contentDirectory ?? contentDirectory, baseURL: record?.baseURL.map(Redaction.text),
-                          stateFile: store.path, pendingVersion: pending?.toVersion,
-                          history: Array(history.prefix(max(historyLimit, 0)).map(\.entry)),
-                          trustedKeyIDs: try await store.trustPins().keys.sorted())
+        return SyncStatus(
+            version: record?.localVersion, state: running == nil ? stored : .working, runningUpdate: running,
+            lastError: record?.lastError.map(Redaction.text),
+            lastErrorCode: record?.lastErrorCode.flatMap(SyncError.Code.init(name:)),
+            lastCheck: record?.lastCheck, lastAttempt: history.first?.entry,
+            lastSuccess: try await store.lastSuccess()?.entry,
+            consecutiveFailures: Int(record?.consecutiveFailures ?? 0),
+            contentDirectory: record?.contentDirectory ?? contentDirectory,
+            baseURL: record?.baseURL.map(Redaction.text),
+            stateFile: store.path, pendingVersion: pending?.toVersion,
+            history: Array(history.prefix(max(historyLimit, 0)).map(\.entry)),
+            trustedKeyIDs: try await store.trustPins().keys.sorted())
     }
 }

@@ -60,8 +60,10 @@ public struct UpdateHistoryEntry: Sendable, Equatable, Codable {
     public var filesDownloaded: Int
 
     /// An entry with every field given.
-    public init(startedAt: Date, finishedAt: Date, fromVersion: String?, toVersion: String?, kind: Kind, outcome: Outcome,
-                errorCode: SyncError.Code? = nil, message: String? = nil, bytesDownloaded: Int64 = 0, filesDownloaded: Int = 0) {
+    public init(
+        startedAt: Date, finishedAt: Date, fromVersion: String?, toVersion: String?, kind: Kind, outcome: Outcome,
+        errorCode: SyncError.Code? = nil, message: String? = nil, bytesDownloaded: Int64 = 0, filesDownloaded: Int = 0
+    ) {
         self.startedAt = startedAt
         self.finishedAt = finishedAt
         self.fromVersion = fromVersion

@@ -23,8 +23,12 @@ struct UpdateHistoryRecord: Codable, Sendable, Equatable, FetchableRecord, Mutab
 
     /// The row that stores `entry`; a URL's password or token in its message is redacted.
     init(_ entry: UpdateHistoryEntry) {
-        (startedAt, finishedAt, fromVersion, toVersion) = (entry.startedAt, entry.finishedAt, entry.fromVersion, entry.toVersion)
-        (kind, outcome, error, errorCode) = (entry.kind, entry.outcome, entry.message.map(Redaction.text), entry.errorCode?.description)
+        (startedAt, finishedAt, fromVersion, toVersion) = (
+            entry.startedAt, entry.finishedAt, entry.fromVersion, entry.toVersion
+        )
+        (kind, outcome, error, errorCode) = (
+            entry.kind, entry.outcome, entry.message.map(Redaction.text), entry.errorCode?.description
+        )
         (bytesDownloaded, filesDownloaded) = (entry.bytesDownloaded, Int64(entry.filesDownloaded))
     }
 
@@ -34,10 +38,11 @@ struct UpdateHistoryRecord: Codable, Sendable, Equatable, FetchableRecord, Mutab
 
     /// The public value.
     var entry: UpdateHistoryEntry {
-        UpdateHistoryEntry(startedAt: startedAt, finishedAt: finishedAt, fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                           outcome: outcome, errorCode: errorCode.flatMap(SyncError.Code.init(name:)),
-                           // Redacted again: a row written before "v8" or by an older client may quote a password.
-                           message: error.map(Redaction.text),
-                           bytesDownloaded: bytesDownloaded, filesDownloaded: Int(filesDownloaded))
+        UpdateHistoryEntry(
+            startedAt: startedAt, finishedAt: finishedAt, fromVersion: fromVersion, toVersion: toVersion, kind: kind,
+            outcome: outcome, errorCode: errorCode.flatMap(SyncError.Code.init(name:)),
+            // Redacted again: a row written before "v8" or by an older client may quote a password.
+            message: error.map(Redaction.text),
+            bytesDownloaded: bytesDownloaded, filesDownloaded: Int(filesDownloaded))
     }
 }

@@ -53,7 +53,8 @@ final class BlobFolder: Sendable {
             opened = openat(descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             guard opened >= 0 else {
                 if errno == ENOENT || errno == ENOTDIR || errno == ELOOP { return nil }
-                throw FileSystemError("cannot open the folder", path: root + "/" + name, syscall: "openat", errno: errno)
+                throw FileSystemError(
+                    "cannot open the folder", path: root + "/" + name, syscall: "openat", errno: errno)
             }
         }
         return shards.withLock { shards in
@@ -92,7 +93,9 @@ final class BlobFolder: Sendable {
         // removes when a crash leaves one), renamed into place.
         let temporary = ".tmp-" + name.leaf
         let file = openat(folder, temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, fileMode)
-        guard file >= 0 else { throw FileSystemError("cannot create a file beside", path: path, syscall: "openat", errno: errno) }
+        guard file >= 0 else {
+            throw FileSystemError("cannot create a file beside", path: path, syscall: "openat", errno: errno)
+        }
         var failure: (syscall: String, errno: Int32)?
         if let code = data.withUnsafeBytes({ DescriptorIO.writeAll(file, $0) }) { failure = ("write", code) }
         if failure == nil && durability == .full && fsync(file) != 0 { failure = ("fsync", errno) }
@@ -150,7 +153,8 @@ final class BlobFolder: Sendable {
             case ENOENT: return .unusable(.missing)
             case ELOOP: return .unusable(.damaged("it is a symbolic link"))
             case ENXIO: return .unusable(.damaged("it is a socket or device"))
-            default: throw FileSystemError("cannot open the cached value", path: path(name), syscall: "openat", errno: errno)
+            default:
+                throw FileSystemError("cannot open the cached value", path: path(name), syscall: "openat", errno: errno)
             }
         }
         var status = stat()
@@ -196,7 +200,8 @@ final class BlobFolder: Sendable {
             for file in try Self.entries(of: folder, shownAs: root + "/" + entry.name) {
                 if let name = BlobName(leaf: file.name, shard: shard) {
                     files.append(name)
-                } else if file.name.hasPrefix(".tmp-"), BlobName.isLeaf(String(file.name.dropFirst(5)), inShard: shard) {
+                } else if file.name.hasPrefix(".tmp-"), BlobName.isLeaf(String(file.name.dropFirst(5)), inShard: shard)
+                {
                     temporaries.append((shard, file.name))
                 }
             }
@@ -207,7 +212,8 @@ final class BlobFolder: Sendable {
     /// Removes a temporary file ``listing()`` found.
     func removeTemporary(_ name: String, shard: Int) {
         guard BlobName.isLeaf(String(name.dropFirst(5)), inShard: shard), name.hasPrefix(".tmp-"),
-              let folder = try? shardFolder(shard, create: false) else { return }
+            let folder = try? shardFolder(shard, create: false)
+        else { return }
         unlinkat(folder, name, 0)
     }
 
@@ -215,7 +221,9 @@ final class BlobFolder: Sendable {
     func size(of name: BlobName) -> Int64? {
         guard let folder = try? shardFolder(name.shard, create: false) else { return nil }
         var status = stat()
-        guard fstatat(folder, name.leaf, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard fstatat(folder, name.leaf, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else {
+            return nil
+        }
         return Int64(status.st_size)
     }
 
@@ -228,14 +236,20 @@ final class BlobFolder: Sendable {
             guard let folder = try? shardFolder(shard, create: false) else { continue }
             if fstat(folder, &status) == 0 { total += Int64(status.st_blocks) * 512 }
             for entry in (try? Self.entries(of: folder, shownAs: root)) ?? [] {
-                if fstatat(folder, entry.name, &status, AT_SYMLINK_NOFOLLOW) == 0 { total += Int64(status.st_blocks) * 512 }
+                if fstatat(folder, entry.name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
+                    total += Int64(status.st_blocks) * 512
+                }
             }
         }
         return total
     }
 
     /// The names in the open folder `folder` with their types (from `lstat`, never following).
-    private static func entries(of folder: Int32, shownAs: String) throws(FileSystemError) -> [(name: String, type: mode_t)] {
-        try FolderCursor.entries(of: folder, shownAs: shownAs).map { (String(decoding: $0.name, as: UTF8.self), $0.info.st_mode & S_IFMT) }
+    private static func entries(of folder: Int32, shownAs: String) throws(FileSystemError) -> [(
+        name: String, type: mode_t
+    )] {
+        try FolderCursor.entries(of: folder, shownAs: shownAs).map {
+            (String(decoding: $0.name, as: UTF8.self), $0.info.st_mode & S_IFMT)
+        }
     }
 }

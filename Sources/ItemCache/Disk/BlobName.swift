@@ -30,7 +30,8 @@ struct BlobName: Hashable, Sendable, CustomStringConvertible {
     init?(_ text: String) {
         let bytes = Array(text.utf8)
         guard bytes.count >= 2 + 1 + 64 + 1 + 1, bytes.count <= 2 + 1 + 64 + 1 + 16, bytes[2] == UInt8(ascii: "/"),
-              let shard = Self.hexValue(bytes[0 ..< 2]) else { return nil }
+            let shard = Self.hexValue(bytes[0..<2])
+        else { return nil }
         let leaf = String(decoding: bytes[3...], as: UTF8.self)
         guard Self.isLeaf(leaf, inShard: shard) else { return nil }
         self.shard = shard
@@ -48,8 +49,9 @@ struct BlobName: Hashable, Sendable, CustomStringConvertible {
     static func isLeaf(_ leaf: String, inShard shard: Int) -> Bool {
         let bytes = Array(leaf.utf8)
         guard bytes.count >= 66, bytes.count <= 81, bytes[64] == UInt8(ascii: "-"),
-              bytes[0 ..< 64].allSatisfy(isLowerHex), bytes[65...].allSatisfy(isLowerHex),
-              hexValue(bytes[0 ..< 2]) == shard else { return false }
+            bytes[0..<64].allSatisfy(isLowerHex), bytes[65...].allSatisfy(isLowerHex),
+            hexValue(bytes[0..<2]) == shard
+        else { return false }
         return true
     }
 
@@ -57,11 +59,12 @@ struct BlobName: Hashable, Sendable, CustomStringConvertible {
     static func shard(named name: String) -> Int? {
         let bytes = Array(name.utf8)
         guard bytes.count == 2 else { return nil }
-        return hexValue(bytes[0 ..< 2])
+        return hexValue(bytes[0..<2])
     }
 
     private static func isLowerHex(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
+        (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
     }
 
     private static func hexValue(_ pair: ArraySlice<UInt8>) -> Int? {

@@ -37,7 +37,8 @@ final class CacheFolder: Sendable {
     /// Every name the cache makes in its folder: a folder holding only these (and the index)
     /// is a cache made before the tag.
     static let ownNames: Set<String> = [
-        tagName, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal", "index.sqlite.damaged", "blobs", "cache.lock",
+        tagName, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal", "index.sqlite.damaged",
+        "blobs", "cache.lock",
     ]
 
     /// Opens (or, when `create`, makes) the cache folder at `path` and checks it may be used.
@@ -49,8 +50,11 @@ final class CacheFolder: Sendable {
         var made = false
         if opened < 0 && errno == ENOENT {
             guard create else {
-                throw ItemCacheError(code: .folderRefused,
-                                     message: "there is no item cache at \(path); check the path (sync-agent cache get creates a cache, the other commands only read one)")
+                throw ItemCacheError(
+                    code: .folderRefused,
+                    message:
+                        "there is no item cache at \(path); check the path (sync-agent cache get creates a cache, the other commands only read one)"
+                )
             }
             do {
                 try FileSystem.makeFolder((path as NSString).deletingLastPathComponent)
@@ -58,7 +62,9 @@ final class CacheFolder: Sendable {
                 throw Self.failure("cannot make the folder above", path, error)
             }
             if mkdir(path, folderMode) != 0 && errno != EEXIST {
-                throw Self.failure("cannot make the cache folder", path, FileSystemError("cannot make the cache folder", path: path, syscall: "mkdir", errno: errno))
+                throw Self.failure(
+                    "cannot make the cache folder", path,
+                    FileSystemError("cannot make the cache folder", path: path, syscall: "mkdir", errno: errno))
             }
             made = true
             opened = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -66,13 +72,17 @@ final class CacheFolder: Sendable {
         guard opened >= 0 else {
             let code = errno
             if code == ENOTDIR {
-                throw ItemCacheError(code: .folderRefused, message: "\(path) is a file, not a folder; give the cache a folder of its own")
+                throw ItemCacheError(
+                    code: .folderRefused, message: "\(path) is a file, not a folder; give the cache a folder of its own"
+                )
             }
-            throw Self.failure("cannot open the cache folder", path, FileSystemError("cannot open the cache folder", path: path, syscall: "open", errno: code))
+            throw Self.failure(
+                "cannot open the cache folder", path,
+                FileSystemError("cannot open the cache folder", path: path, syscall: "open", errno: code))
         }
         descriptor = opened
         do {
-            if made { _ = fchmod(descriptor, folderMode) }   // mkdir's mode passed through the umask
+            if made { _ = fchmod(descriptor, folderMode) } // mkdir's mode passed through the umask
             try checkOwnership(sharing: sharing)
             try checkContents()
         } catch {
@@ -87,20 +97,31 @@ final class CacheFolder: Sendable {
     private func checkOwnership(sharing: FolderSharing) throws(ItemCacheError) {
         var status = stat()
         guard fstat(descriptor, &status) == 0 else {
-            throw Self.failure("cannot inspect the cache folder", path, FileSystemError("cannot inspect the cache folder", path: path, syscall: "fstat", errno: errno))
+            throw Self.failure(
+                "cannot inspect the cache folder", path,
+                FileSystemError("cannot inspect the cache folder", path: path, syscall: "fstat", errno: errno))
         }
         let user = geteuid()
         if status.st_uid != user && status.st_uid != 0 {
-            throw ItemCacheError(code: .folderRefused,
-                                 message: "the cache folder \(path) belongs to user \(status.st_uid), not to this user (\(user)); another user could plant files or links in it: use a folder of your own")
+            throw ItemCacheError(
+                code: .folderRefused,
+                message:
+                    "the cache folder \(path) belongs to user \(status.st_uid), not to this user (\(user)); another user could plant files or links in it: use a folder of your own"
+            )
         }
         let writableByOthers = status.st_mode & S_IWOTH != 0
         let writableByGroup = status.st_mode & S_IWGRP != 0
         if writableByOthers || (writableByGroup && sharing != .group) {
             let who = writableByOthers ? "every user" : "its group"
-            let fix = writableByOthers ? "chmod o-w \(path)" : "chmod g-w \(path), or share it with the group on purpose (CacheConfiguration.sharing = .group, --shared-group)"
-            throw ItemCacheError(code: .folderRefused,
-                                 message: "the cache folder \(path) is writable by \(who) (mode \(String(status.st_mode & 0o7777, radix: 8))), who could plant files or links in it; \(fix)")
+            let fix =
+                writableByOthers
+                ? "chmod o-w \(path)"
+                : "chmod g-w \(path), or share it with the group on purpose (CacheConfiguration.sharing = .group, --shared-group)"
+            throw ItemCacheError(
+                code: .folderRefused,
+                message:
+                    "the cache folder \(path) is writable by \(who) (mode \(String(status.st_mode & 0o7777, radix: 8))), who could plant files or links in it; \(fix)"
+            )
         }
     }
 
@@ -115,8 +136,9 @@ final class CacheFolder: Sendable {
         }
         if names.contains(Self.tagName) {
             guard isOurTag() else {
-                throw ItemCacheError(code: .folderRefused,
-                                     message: "\(path) holds another program's CACHEDIR.TAG; give the item cache a folder of its own")
+                throw ItemCacheError(
+                    code: .folderRefused,
+                    message: "\(path) holds another program's CACHEDIR.TAG; give the item cache a folder of its own")
             }
             return
         }
@@ -124,9 +146,14 @@ final class CacheFolder: Sendable {
         let foreign = names.filter { !Self.ownNames.contains($0) && !$0.hasPrefix(".\(Self.tagName).") }
         let earlierCache = names.contains("index.sqlite") && foreign.isEmpty
         guard foreign.isEmpty && (earlierCache || !names.contains { Self.ownNames.contains($0) }) else {
-            let shown = (foreign.isEmpty ? names : foreign).sorted().prefix(3).map { "'\(EscapedName.text(Array($0.utf8)))'" }
-            throw ItemCacheError(code: .folderRefused,
-                                 message: "\(path) is not an item cache (it holds \(shown.joined(separator: ", "))\(names.count > 3 ? ", …" : "")); give an empty or new folder, or the folder of an existing cache")
+            let shown = (foreign.isEmpty ? names : foreign).sorted().prefix(3).map {
+                "'\(EscapedName.text(Array($0.utf8)))'"
+            }
+            throw ItemCacheError(
+                code: .folderRefused,
+                message:
+                    "\(path) is not an item cache (it holds \(shown.joined(separator: ", "))\(names.count > 3 ? ", …" : "")); give an empty or new folder, or the folder of an existing cache"
+            )
         }
         writeTag()
     }
@@ -161,7 +188,9 @@ final class CacheFolder: Sendable {
         guard file >= 0 else { return nil }
         defer { close(file) }
         var status = stat()
-        guard fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG, Int(status.st_size) <= limit else { return nil }
+        guard fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG, Int(status.st_size) <= limit else {
+            return nil
+        }
         return try? DescriptorIO.read(file, count: Int(status.st_size), path: path + "/" + name)
     }
 
@@ -175,15 +204,20 @@ final class CacheFolder: Sendable {
         if fstatat(descriptor, name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
             if status.st_mode & S_IFMT == S_IFREG { return }
             if status.st_mode & S_IFMT == S_IFDIR {
-                throw ItemCacheError(code: .storage,
-                                     message: "\(path)/\(name) is a folder where the cache keeps a file; remove it (the cache makes the file again)")
+                throw ItemCacheError(
+                    code: .storage,
+                    message:
+                        "\(path)/\(name) is a folder where the cache keeps a file; remove it (the cache makes the file again)"
+                )
             }
             unlinkat(descriptor, name, 0)
         }
         guard create else { return }
         let file = openat(descriptor, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, fileMode)
         guard file >= 0 else {
-            throw Self.failure("cannot create", path + "/" + name, FileSystemError("cannot create", path: path + "/" + name, syscall: "openat", errno: errno))
+            throw Self.failure(
+                "cannot create", path + "/" + name,
+                FileSystemError("cannot create", path: path + "/" + name, syscall: "openat", errno: errno))
         }
         close(file)
     }
@@ -195,7 +229,9 @@ final class CacheFolder: Sendable {
     }
 
     /// ``openSubfolder(_:)`` in the open folder `parent`.
-    static func openSubfolder(_ name: String, in parent: Int32, mode: mode_t, shownAs: String) throws(FileSystemError) -> Int32 {
+    static func openSubfolder(_ name: String, in parent: Int32, mode: mode_t, shownAs: String) throws(FileSystemError)
+        -> Int32
+    {
         for _ in 0..<4 {
             let opened = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
             if opened >= 0 { return opened }
@@ -214,14 +250,17 @@ final class CacheFolder: Sendable {
             case ELOOP, ENOTDIR:
                 // A symlink or a file where the folder belongs: remove it, never what it names.
                 if unlinkat(parent, name, 0) != 0 && errno != ENOENT {
-                    throw FileSystemError("cannot remove the link or file in place of the folder", path: shownAs, syscall: "unlinkat", errno: errno)
+                    throw FileSystemError(
+                        "cannot remove the link or file in place of the folder", path: shownAs, syscall: "unlinkat",
+                        errno: errno)
                 }
             default:
                 throw FileSystemError("cannot open the folder", path: shownAs, syscall: "openat", errno: errno)
             }
         }
-        throw FileSystemError(code: .changedUnderneath, operation: "the folder keeps changing:", path: shownAs,
-                              remedy: "make sure nothing else writes in the cache folder")
+        throw FileSystemError(
+            code: .changedUnderneath, operation: "the folder keeps changing:", path: shownAs,
+            remedy: "make sure nothing else writes in the cache folder")
     }
 
     private static func failure(_ what: String, _ path: String, _ error: any Error) -> ItemCacheError {

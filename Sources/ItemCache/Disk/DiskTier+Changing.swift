@@ -6,16 +6,26 @@ import Synchronization
 extension DiskTier {
     /// Updates the record of `key` after a revalidation: expiry and validators. Returns the new
     /// record, or nil when the item is gone.
-    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
-                 afterCommit: ((ItemInfo?) -> Void)? = nil) throws(ItemCacheError) -> ItemInfo? {
+    func refresh(
+        _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
+        afterCommit: ((ItemInfo?) -> Void)? = nil
+    ) throws(ItemCacheError) -> ItemInfo? {
         do {
-            return try transaction({ db in
-                try db.execute(sql: """
-                    UPDATE item SET expires = ?, mustRevalidate = ?, etag = coalesce(?, etag), lastModified = coalesce(?, lastModified), accessed = ?
-                    WHERE key = ?
-                    """, arguments: [expires?.timeIntervalSince1970, mustRevalidate, etag, lastModified, Date().timeIntervalSince1970, key.rawValue])
-                return try Row.fetchOne(db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]).map(Self.info)
-            }, afterCommit: afterCommit)
+            return try transaction(
+                { db in
+                    try db.execute(
+                        sql: """
+                            UPDATE item SET expires = ?, mustRevalidate = ?, etag = coalesce(?, etag), lastModified = coalesce(?, lastModified), accessed = ?
+                            WHERE key = ?
+                            """,
+                        arguments: [
+                            expires?.timeIntervalSince1970, mustRevalidate, etag, lastModified,
+                            Date().timeIntervalSince1970, key.rawValue,
+                        ])
+                    return try Row.fetchOne(
+                        db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]
+                    ).map(Self.info)
+                }, afterCommit: afterCommit)
         } catch {
             throw storageError("cannot update \(key.rawValue) in", error)
         }
@@ -26,8 +36,10 @@ extension DiskTier {
     /// so read-modify-write steps (a provider's list actions) never lose an update. A new
     /// file is linked before the commit, as in ``write(_:afterCommit:)``. Returns the item as
     /// stored (or as found, when `transform` changed nothing).
-    func modify(_ key: CacheKey, _ transform: @escaping (CachedItem?) throws -> PendingWrite?,
-                afterCommit: ((CachedItem?) -> Void)? = nil) throws(ItemCacheError) -> CachedItem? {
+    func modify(
+        _ key: CacheKey, _ transform: @escaping (CachedItem?) throws -> PendingWrite?,
+        afterCommit: ((CachedItem?) -> Void)? = nil
+    ) throws(ItemCacheError) -> CachedItem? {
         // A file may be made: hold the write window, as `write` does.
         do {
             try lockFile.lock(slot: Self.writeWindowSlot, exclusive: false)
@@ -40,24 +52,27 @@ extension DiskTier {
         let made = Mutex<[BlobName]>([])
         let outcome: (item: CachedItem?, file: BlobName?, oldFiles: [BlobName])
         do {
-            outcome = try transaction({ db in
-                let current = try self.read(key, in: db)
-                guard let write = try transform(current) else { return (current, nil, []) }
-                guard write.info.size <= self.limit else {
-                    throw ItemCacheError(code: .tooLarge,
-                                         message: "\(key.rawValue) would have \(write.info.size) bytes, more than the cache's disk limit of \(self.limit); raise the limit (diskLimit, --max-size)",
-                                         key: key)
-                }
-                var file: BlobName?
-                if write.data.count > self.inlineThreshold {
-                    let name = BlobName(newFor: key)
-                    made.withLock { $0.append(name) }
-                    try self.blobs.write(write.data, as: name)
-                    file = name
-                }
-                let oldFiles = try self.insert([write], files: [file], db)
-                return (CachedItem(key: key, data: write.data, info: write.info), file, oldFiles)
-            }, afterCommit: { afterCommit?($0.item) })
+            outcome = try transaction(
+                { db in
+                    let current = try self.read(key, in: db)
+                    guard let write = try transform(current) else { return (current, nil, []) }
+                    guard write.info.size <= self.limit else {
+                        throw ItemCacheError(
+                            code: .tooLarge,
+                            message:
+                                "\(key.rawValue) would have \(write.info.size) bytes, more than the cache's disk limit of \(self.limit); raise the limit (diskLimit, --max-size)",
+                            key: key)
+                    }
+                    var file: BlobName?
+                    if write.data.count > self.inlineThreshold {
+                        let name = BlobName(newFor: key)
+                        made.withLock { $0.append(name) }
+                        try self.blobs.write(write.data, as: name)
+                        file = name
+                    }
+                    let oldFiles = try self.insert([write], files: [file], db)
+                    return (CachedItem(key: key, data: write.data, info: write.info), file, oldFiles)
+                }, afterCommit: { afterCommit?($0.item) })
         } catch {
             for name in made.withLock({ $0 }) { blobs.remove(name) }
             throw storageError("cannot update \(key.rawValue) in", error)
@@ -67,24 +82,28 @@ extension DiskTier {
         return outcome.item
     }
 
-
     /// many went.
-    func remove(selecting select: @escaping (Database) throws -> [Int64], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) -> Int {
+    func remove(selecting select: @escaping (Database) throws -> [Int64], afterCommit: (() -> Void)? = nil)
+        throws(ItemCacheError) -> Int
+    {
         let removed: (count: Int, files: [BlobName])
         do {
-            removed = try transaction({ db in
-                var removed = (count: 0, files: [BlobName]())
-                for id in try select(db) {
-                    if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT file FROM item WHERE id = ?"), arguments: [id]) {
-                        try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [id])
-                        removed.count += 1
-                        // Only names the cache makes are unlinked: a hostile row's
-                        // `../../victim/file` goes with its row, and nothing else does.
-                        if let text: String = row[0], let name = BlobName(text) { removed.files.append(name) }
+            removed = try transaction(
+                { db in
+                    var removed = (count: 0, files: [BlobName]())
+                    for id in try select(db) {
+                        if let row = try Row.fetchOne(
+                            db.cachedStatement(sql: "SELECT file FROM item WHERE id = ?"), arguments: [id])
+                        {
+                            try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [id])
+                            removed.count += 1
+                            // Only names the cache makes are unlinked: a hostile row's
+                            // `../../victim/file` goes with its row, and nothing else does.
+                            if let text: String = row[0], let name = BlobName(text) { removed.files.append(name) }
+                        }
                     }
-                }
-                return removed
-            }, afterCommit: { _ in afterCommit?() })
+                    return removed
+                }, afterCommit: { _ in afterCommit?() })
         } catch {
             throw storageError("cannot remove items from", error)
         }
@@ -95,8 +114,11 @@ extension DiskTier {
     /// Removes the item of `key`; returns whether there was one.
     @discardableResult
     func remove(_ key: CacheKey, afterCommit: (() -> Void)? = nil) throws(ItemCacheError) -> Bool {
-        try remove(selecting: { db in try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue]) },
-                   afterCommit: afterCommit) > 0
+        try remove(
+            selecting: { db in
+                try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue])
+            },
+            afterCommit: afterCommit) > 0
     }
 
     // MARK: - Failed fetches
@@ -106,9 +128,11 @@ extension DiskTier {
     func recordFailure(_ error: ItemCacheError, for key: CacheKey, at now: Date) throws(ItemCacheError) {
         do {
             try transaction { db in
-                try db.execute(sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, ?, ?)",
-                               arguments: [key.rawValue, now.timeIntervalSince1970, error.code.description, error.message])
-                try db.execute(sql: "DELETE FROM fetchFailure WHERE at < ?", arguments: [now.timeIntervalSince1970 - 3600])
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, ?, ?)",
+                    arguments: [key.rawValue, now.timeIntervalSince1970, error.code.description, error.message])
+                try db.execute(
+                    sql: "DELETE FROM fetchFailure WHERE at < ?", arguments: [now.timeIntervalSince1970 - 3600])
             }
         } catch {
             throw storageError("cannot record a failed fetch of \(key.rawValue) in", error)
@@ -119,8 +143,11 @@ extension DiskTier {
     func failure(for key: CacheKey, since: Date) throws(ItemCacheError) -> ItemCacheError? {
         do {
             return try pool.read { db -> ItemCacheError? in
-                guard let row = try Row.fetchOne(db, sql: "SELECT code, message FROM fetchFailure WHERE key = ? AND at >= ?",
-                                                 arguments: [key.rawValue, since.timeIntervalSince1970]) else { return nil }
+                guard
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT code, message FROM fetchFailure WHERE key = ? AND at >= ?",
+                        arguments: [key.rawValue, since.timeIntervalSince1970])
+                else { return nil }
                 let code = ItemCacheError.Code(named: row[0]) ?? .fetch
                 return ItemCacheError(code: code, message: row[1], key: key)
             }

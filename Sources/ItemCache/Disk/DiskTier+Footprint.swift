@@ -75,7 +75,9 @@ extension DiskTier {
         var status = stat()
         if fstat(folder.descriptor, &status) == 0 { total += Int64(status.st_blocks) * 512 }
         for name in CacheFolder.ownNames where name != "blobs" {
-            if fstatat(folder.descriptor, name, &status, AT_SYMLINK_NOFOLLOW) == 0 { total += Int64(status.st_blocks) * 512 }
+            if fstatat(folder.descriptor, name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
+                total += Int64(status.st_blocks) * 512
+            }
         }
         return total + blobs.allocatedBytes()
     }

@@ -7,7 +7,8 @@ extension DiskTier {
     func summaries(_ query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
         do {
             return try pool.read { db in
-                let sql = try query.request().select(SQL(sql: Self.columns)).makePreparedRequest(db, forSingleResult: false)
+                let sql = try query.request().select(SQL(sql: Self.columns)).makePreparedRequest(
+                    db, forSingleResult: false)
                 return try Row.fetchAll(sql.statement).map { ItemSummary(key: Self.key($0), info: Self.info($0)) }
             }
         } catch {
@@ -33,20 +34,23 @@ extension DiskTier {
     func statistics(now: Date = Date()) throws(ItemCacheError) -> CacheStatistics {
         do {
             return try pool.read { db in
-                let row = try Row.fetchOne(db, sql: """
-                    SELECT coalesce((SELECT count FROM stats WHERE id = 1), (SELECT count(*) FROM item)),
-                           coalesce((SELECT bytes FROM stats WHERE id = 1), (SELECT coalesce(sum(size), 0) FROM item)),
-                           (SELECT diskLimit FROM stats WHERE id = 1),
-                           (SELECT count(*) FROM item WHERE pinned = 1), (SELECT coalesce(sum(size), 0) FROM item WHERE pinned = 1),
-                           (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?),
-                           EXISTS (SELECT 1 FROM stats WHERE id = 1)
-                    """, arguments: [now.timeIntervalSince1970])!
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT coalesce((SELECT count FROM stats WHERE id = 1), (SELECT count(*) FROM item)),
+                               coalesce((SELECT bytes FROM stats WHERE id = 1), (SELECT coalesce(sum(size), 0) FROM item)),
+                               (SELECT diskLimit FROM stats WHERE id = 1),
+                               (SELECT count(*) FROM item WHERE pinned = 1), (SELECT coalesce(sum(size), 0) FROM item WHERE pinned = 1),
+                               (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?),
+                               EXISTS (SELECT 1 FROM stats WHERE id = 1)
+                        """, arguments: [now.timeIntervalSince1970])!
                 var limit = self.knownLimit.load(ordering: .relaxed)
                 if row[6] as Bool {
                     limit = max(0, (row[2] as Int64?) ?? CacheConfiguration.defaultDiskLimit)
                     self.knownLimit.store(limit, ordering: .relaxed)
                 }
-                return CacheStatistics(count: row[0], bytes: row[1], limit: limit, pinned: row[3], pinnedBytes: row[4], expired: row[5])
+                return CacheStatistics(
+                    count: row[0], bytes: row[1], limit: limit, pinned: row[3], pinnedBytes: row[4], expired: row[5])
             }
         } catch {
             throw storageError("cannot read the statistics of", error)

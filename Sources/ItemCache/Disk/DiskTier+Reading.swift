@@ -13,7 +13,8 @@ extension DiskTier {
 
     /// The item's groups joined by U+001F: the row's copy, or (rows older than the copy) the
     /// `itemGroup` rows. `coalesce` evaluates the subquery only when the copy is NULL.
-    static let groupsColumn = "coalesce(item.groupNames, (SELECT group_concat(name, char(31)) FROM itemGroup WHERE itemId = item.id))"
+    static let groupsColumn =
+        "coalesce(item.groupNames, (SELECT group_concat(name, char(31)) FROM itemGroup WHERE itemId = item.id))"
 
     /// The stored item, or nil. A value that is missing, cut short, of other bytes than its
     /// checksum, or not a regular file drops its row: the item is a miss, never a torn or
@@ -57,7 +58,9 @@ extension DiskTier {
     func value(of row: IndexRow) throws(FileSystemError) -> BlobFolder.ReadOutcome {
         if let inline = row.inlineValue {
             guard Int64(inline.count) == row.info.size else { return .damaged("its inline value has another size") }
-            if let checksum = row.checksum, CRC32C.checksum(inline) != checksum { return .damaged("its inline value does not match its checksum") }
+            if let checksum = row.checksum, CRC32C.checksum(inline) != checksum {
+                return .damaged("its inline value does not match its checksum")
+            }
             return .value(inline)
         }
         guard let text = row.file else { return .damaged("it has neither a value nor a file") }
@@ -81,7 +84,9 @@ extension DiskTier {
     func info(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
         do {
             return try pool.unsafeRead { db in
-                try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.columns) FROM item WHERE key = ?"), arguments: [key.rawValue]).map(Self.info)
+                try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT \(Self.columns) FROM item WHERE key = ?"), arguments: [key.rawValue]
+                ).map(Self.info)
             }
         } catch {
             throw storageError("cannot read \(key.rawValue) from", error)
@@ -94,12 +99,15 @@ extension DiskTier {
         let groups: String? = row[14]
         let metadataText: String? = row[13]
         var metadata: [String: String] = [:]
-        if let metadataText, let decoded = try? JSONDecoder().decode([String: String].self, from: Data(metadataText.utf8)) {
+        if let metadataText,
+            let decoded = try? JSONDecoder().decode([String: String].self, from: Data(metadataText.utf8))
+        {
             metadata = decoded
         }
-        var info = ItemInfo(size: row[4], created: Date(timeIntervalSince1970: row[5]), accessed: Date(timeIntervalSince1970: row[6]),
-                            expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: row[8], pinned: row[9],
-                            etag: row[10], lastModified: row[11], contentType: row[12], metadata: metadata)
+        var info = ItemInfo(
+            size: row[4], created: Date(timeIntervalSince1970: row[5]), accessed: Date(timeIntervalSince1970: row[6]),
+            expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: row[8], pinned: row[9],
+            etag: row[10], lastModified: row[11], contentType: row[12], metadata: metadata)
         info.groups = groups.map(Self.groups(from:)) ?? []
         return info
     }
@@ -125,7 +133,10 @@ extension DiskTier {
     /// The item of `key` as the transaction of `db` sees it; nil when there is none or its
     /// value is missing or damaged.
     func read(_ key: CacheKey, in db: Database) throws -> CachedItem? {
-        guard let row = try IndexReader.row(for: key.rawValue, db.cachedStatement(sql: IndexReader.sql).sqliteStatement, db.sqliteConnection) else { return nil }
+        guard
+            let row = try IndexReader.row(
+                for: key.rawValue, db.cachedStatement(sql: IndexReader.sql).sqliteStatement, db.sqliteConnection)
+        else { return nil }
         guard case .value(let data) = try value(of: row) else { return nil }
         return CachedItem(key: key, data: data, info: row.info)
     }

@@ -28,7 +28,9 @@ extension DiskTier {
         do {
             try lockFile.lock(slot: Self.writeWindowSlot, exclusive: true)
             let listing = try blobs.listing()
-            let named = try pool.read { db in try Set(String.fetchAll(db, sql: "SELECT file FROM item WHERE file IS NOT NULL")) }
+            let named = try pool.read { db in
+                try Set(String.fetchAll(db, sql: "SELECT file FROM item WHERE file IS NOT NULL"))
+            }
             for name in listing.files where !named.contains(name.description) {
                 blobs.remove(name)
                 result.orphanFiles += 1
@@ -38,7 +40,9 @@ extension DiskTier {
                 result.orphanFiles += 1
             }
             lockFile.unlock(slot: Self.writeWindowSlot)
-            let rows = try pool.read { db in try Row.fetchAll(db, sql: "SELECT id, file, size FROM item WHERE file IS NOT NULL") }
+            let rows = try pool.read { db in
+                try Row.fetchAll(db, sql: "SELECT id, file, size FROM item WHERE file IS NOT NULL")
+            }
             let damaged = rows.filter { row in
                 guard let name = BlobName(row[1]) else { return true }
                 return blobs.size(of: name) != (row[2] as Int64)
@@ -47,7 +51,9 @@ extension DiskTier {
                 result.orphanRows = try transaction { db in
                     var count = 0
                     for row in damaged {
-                        try db.execute(sql: "DELETE FROM item WHERE id = ? AND file = ?", arguments: [row[0] as Int64, row[1] as String])
+                        try db.execute(
+                            sql: "DELETE FROM item WHERE id = ? AND file = ?",
+                            arguments: [row[0] as Int64, row[1] as String])
                         count += db.changesCount
                     }
                     return count
@@ -68,14 +74,20 @@ extension DiskTier {
     /// rows (the limit stays). Returns whether anything was wrong.
     private func repairStats() throws -> Bool {
         try transaction { db in
-            let actual = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(\(Self.costSQL("item"))), 0) FROM item")!
+            let actual = try Row.fetchOne(
+                db, sql: "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(\(Self.costSQL("item"))), 0) FROM item")!
             let (count, bytes, cost): (Int64, Int64, Int64) = (actual[0], actual[1], actual[2])
             guard let stats = try Row.fetchOne(db, sql: "SELECT count, bytes, cost FROM stats WHERE id = 1") else {
-                try db.execute(sql: "INSERT INTO stats (id, bytes, count, cost) VALUES (1, ?, ?, ?)", arguments: [bytes, count, cost])
+                try db.execute(
+                    sql: "INSERT INTO stats (id, bytes, count, cost) VALUES (1, ?, ?, ?)",
+                    arguments: [bytes, count, cost])
                 return true
             }
-            guard (stats[0] as Int64?) != count || (stats[1] as Int64?) != bytes || (stats[2] as Int64?) != cost else { return false }
-            try db.execute(sql: "UPDATE stats SET count = ?, bytes = ?, cost = ? WHERE id = 1", arguments: [count, bytes, cost])
+            guard (stats[0] as Int64?) != count || (stats[1] as Int64?) != bytes || (stats[2] as Int64?) != cost else {
+                return false
+            }
+            try db.execute(
+                sql: "UPDATE stats SET count = ?, bytes = ?, cost = ? WHERE id = 1", arguments: [count, bytes, cost])
             return true
         }
     }

@@ -5,51 +5,52 @@ extension DiskTier {
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE item (
-                    id INTEGER PRIMARY KEY,
-                    key TEXT NOT NULL UNIQUE,
-                    context TEXT NOT NULL,
-                    url TEXT,
-                    size INTEGER NOT NULL,
-                    created REAL NOT NULL,
-                    accessed REAL NOT NULL,
-                    expires REAL,
-                    mustRevalidate INTEGER NOT NULL DEFAULT 0,
-                    pinned INTEGER NOT NULL DEFAULT 0,
-                    etag TEXT,
-                    lastModified TEXT,
-                    contentType TEXT,
-                    metadata TEXT,
-                    inlineValue BLOB,
-                    file TEXT
-                );
-                CREATE INDEX item_lru ON item(accessed) WHERE pinned = 0;
-                CREATE INDEX item_expiry ON item(expires) WHERE pinned = 0 AND expires IS NOT NULL;
-                CREATE INDEX item_url ON item(url);
-                CREATE INDEX item_context ON item(context);
-                CREATE TABLE itemGroup (
-                    itemId INTEGER NOT NULL REFERENCES item(id) ON DELETE CASCADE,
-                    name TEXT NOT NULL,
-                    PRIMARY KEY (name, itemId)
-                ) WITHOUT ROWID;
-                CREATE INDEX itemGroup_item ON itemGroup(itemId);
-                CREATE TABLE stats (
-                    id INTEGER PRIMARY KEY CHECK (id = 1),
-                    bytes INTEGER NOT NULL,
-                    count INTEGER NOT NULL
-                );
-                INSERT INTO stats VALUES (1, 0, 0);
-                CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
-                    UPDATE stats SET bytes = bytes + NEW.size, count = count + 1 WHERE id = 1;
-                END;
-                CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
-                    UPDATE stats SET bytes = bytes - OLD.size, count = count - 1 WHERE id = 1;
-                END;
-                CREATE TRIGGER item_resized AFTER UPDATE OF size ON item BEGIN
-                    UPDATE stats SET bytes = bytes - OLD.size + NEW.size WHERE id = 1;
-                END;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE item (
+                        id INTEGER PRIMARY KEY,
+                        key TEXT NOT NULL UNIQUE,
+                        context TEXT NOT NULL,
+                        url TEXT,
+                        size INTEGER NOT NULL,
+                        created REAL NOT NULL,
+                        accessed REAL NOT NULL,
+                        expires REAL,
+                        mustRevalidate INTEGER NOT NULL DEFAULT 0,
+                        pinned INTEGER NOT NULL DEFAULT 0,
+                        etag TEXT,
+                        lastModified TEXT,
+                        contentType TEXT,
+                        metadata TEXT,
+                        inlineValue BLOB,
+                        file TEXT
+                    );
+                    CREATE INDEX item_lru ON item(accessed) WHERE pinned = 0;
+                    CREATE INDEX item_expiry ON item(expires) WHERE pinned = 0 AND expires IS NOT NULL;
+                    CREATE INDEX item_url ON item(url);
+                    CREATE INDEX item_context ON item(context);
+                    CREATE TABLE itemGroup (
+                        itemId INTEGER NOT NULL REFERENCES item(id) ON DELETE CASCADE,
+                        name TEXT NOT NULL,
+                        PRIMARY KEY (name, itemId)
+                    ) WITHOUT ROWID;
+                    CREATE INDEX itemGroup_item ON itemGroup(itemId);
+                    CREATE TABLE stats (
+                        id INTEGER PRIMARY KEY CHECK (id = 1),
+                        bytes INTEGER NOT NULL,
+                        count INTEGER NOT NULL
+                    );
+                    INSERT INTO stats VALUES (1, 0, 0);
+                    CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
+                        UPDATE stats SET bytes = bytes + NEW.size, count = count + 1 WHERE id = 1;
+                    END;
+                    CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
+                        UPDATE stats SET bytes = bytes - OLD.size, count = count - 1 WHERE id = 1;
+                    END;
+                    CREATE TRIGGER item_resized AFTER UPDATE OF size ON item BEGIN
+                        UPDATE stats SET bytes = bytes - OLD.size + NEW.size WHERE id = 1;
+                    END;
+                    """)
         }
         // The disk limit belongs to the folder, not to one process's configuration: every
         // process enforces the one last set (NULL: the default).
@@ -72,14 +73,15 @@ extension DiskTier {
         // The last failed fetch of a key, so processes that waited for that fetch share its
         // failure instead of each trying in turn (ItemLoader's cross-process coalescing).
         migrator.registerMigration("v5-fetch-failure") { db in
-            try db.execute(sql: """
-                CREATE TABLE fetchFailure (
-                    key TEXT PRIMARY KEY,
-                    at REAL NOT NULL,
-                    code TEXT NOT NULL,
-                    message TEXT NOT NULL
-                ) WITHOUT ROWID
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE fetchFailure (
+                        key TEXT PRIMARY KEY,
+                        at REAL NOT NULL,
+                        code TEXT NOT NULL,
+                        message TEXT NOT NULL
+                    ) WITHOUT ROWID
+                    """)
         }
         // The folder's footprint, not only its values' bytes (issue 20): `cost` adds up what
         // each row takes on disk, a file's value rounded up to whole 4 KiB blocks, plus a
@@ -87,22 +89,23 @@ extension DiskTier {
         // the limit less the log's and the folder's own reserve.
         migrator.registerMigration("v6-footprint") { db in
             let cost = DiskTier.costSQL
-            try db.execute(sql: """
-                ALTER TABLE stats ADD COLUMN cost INTEGER NOT NULL DEFAULT 0;
-                DROP TRIGGER item_inserted;
-                DROP TRIGGER item_deleted;
-                DROP TRIGGER item_resized;
-                CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
-                    UPDATE stats SET bytes = bytes + NEW.size, count = count + 1, cost = cost + \(cost("NEW")) WHERE id = 1;
-                END;
-                CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
-                    UPDATE stats SET bytes = bytes - OLD.size, count = count - 1, cost = cost - \(cost("OLD")) WHERE id = 1;
-                END;
-                CREATE TRIGGER item_resized AFTER UPDATE OF size, file ON item BEGIN
-                    UPDATE stats SET bytes = bytes - OLD.size + NEW.size, cost = cost - \(cost("OLD")) + \(cost("NEW")) WHERE id = 1;
-                END;
-                UPDATE stats SET cost = (SELECT coalesce(sum(\(cost("item"))), 0) FROM item) WHERE id = 1;
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE stats ADD COLUMN cost INTEGER NOT NULL DEFAULT 0;
+                    DROP TRIGGER item_inserted;
+                    DROP TRIGGER item_deleted;
+                    DROP TRIGGER item_resized;
+                    CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
+                        UPDATE stats SET bytes = bytes + NEW.size, count = count + 1, cost = cost + \(cost("NEW")) WHERE id = 1;
+                    END;
+                    CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
+                        UPDATE stats SET bytes = bytes - OLD.size, count = count - 1, cost = cost - \(cost("OLD")) WHERE id = 1;
+                    END;
+                    CREATE TRIGGER item_resized AFTER UPDATE OF size, file ON item BEGIN
+                        UPDATE stats SET bytes = bytes - OLD.size + NEW.size, cost = cost - \(cost("OLD")) + \(cost("NEW")) WHERE id = 1;
+                    END;
+                    UPDATE stats SET cost = (SELECT coalesce(sum(\(cost("item"))), 0) FROM item) WHERE id = 1;
+                    """)
         }
         return migrator
     }

@@ -22,7 +22,8 @@ extension DiskTier {
                     let result: T
                     do {
                         for (id, accessed) in pendingTouches {
-                            try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE id = ?").execute(arguments: [accessed, id])
+                            try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE id = ?")
+                                .execute(arguments: [accessed, id])
                         }
                         result = try body(db)
                         try db.cachedStatement(sql: "COMMIT").execute()
@@ -35,7 +36,9 @@ extension DiskTier {
                     afterCommit?(result)
                     return result
                 }
-            } catch let error as DatabaseError where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED) && attempt < 5 {
+            } catch let error as DatabaseError
+                where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED) && attempt < 5
+            {
                 attempt += 1
                 usleep(UInt32(20_000 * attempt))
             }

@@ -8,10 +8,13 @@ extension DiskTier {
     /// before any other write of this process can commit (so the memory tier follows the disk's
     /// order). Blocks: call it on the I/O pool.
     func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
-        for write in writes where Self.cost(size: write.info.size, inline: write.data.count <= inlineThreshold) > rowBudget(for: limit) {
-            throw ItemCacheError(code: .tooLarge,
-                                 message: "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(rowBudget(for: limit)) bytes for values); raise the limit (diskLimit, --max-size) or store it elsewhere",
-                                 key: write.key)
+        for write in writes
+        where Self.cost(size: write.info.size, inline: write.data.count <= inlineThreshold) > rowBudget(for: limit) {
+            throw ItemCacheError(
+                code: .tooLarge,
+                message:
+                    "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(rowBudget(for: limit)) bytes for values); raise the limit (diskLimit, --max-size) or store it elsewhere",
+                key: write.key)
         }
         // Only a write that makes files needs the window: reconciliation must not take a file
         // between its link and its row's commit for an orphan. Inline values make no file.
@@ -35,7 +38,8 @@ extension DiskTier {
                     names.append(nil)
                 }
             }
-            oldFiles = try transaction({ db in try self.insert(writes, files: names, db) }, afterCommit: { _ in afterCommit?() })
+            oldFiles = try transaction(
+                { db in try self.insert(writes, files: names, db) }, afterCommit: { _ in afterCommit?() })
         } catch {
             if makesFiles { lockFile.unlock(slot: Self.writeWindowSlot) }
             for case let name? in names { blobs.remove(name) }
@@ -66,26 +70,40 @@ extension DiskTier {
         var oldFiles: [BlobName] = []
         for (write, file) in zip(writes, files) {
             let info = write.info
-            let metadata = info.metadata.isEmpty ? nil : String(decoding: try JSONEncoder().encode(info.metadata), as: UTF8.self)
+            let metadata =
+                info.metadata.isEmpty ? nil : String(decoding: try JSONEncoder().encode(info.metadata), as: UTF8.self)
             let groupNames = info.groups.joined(separator: "\u{1F}")
             let value = file == nil ? write.data : nil
-            let times = (created: info.created.timeIntervalSince1970, accessed: info.accessed.timeIntervalSince1970,
-                         expires: info.expires?.timeIntervalSince1970)
+            let times = (
+                created: info.created.timeIntervalSince1970, accessed: info.accessed.timeIntervalSince1970,
+                expires: info.expires?.timeIntervalSince1970
+            )
             try db.cachedStatement(sql: Self.insertSQL).execute(arguments: [
-                write.key.rawValue, write.key.context, write.key.url, info.size, times.created, times.accessed, times.expires,
-                info.mustRevalidate, info.pinned, info.etag, info.lastModified, info.contentType, metadata, value, file?.description, groupNames,
+                write.key.rawValue, write.key.context, write.key.url, info.size, times.created, times.accessed,
+                times.expires,
+                info.mustRevalidate, info.pinned, info.etag, info.lastModified, info.contentType, metadata, value,
+                file?.description, groupNames,
                 Int64(write.checksum),
             ])
             var id = db.lastInsertedRowID
             if db.changesCount == 0 {
-                guard let old = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, file, groupNames FROM item WHERE key = ?"),
-                                                 arguments: [write.key.rawValue]) else {
-                    throw ItemCacheError(code: .storage, message: "the index refused a row for \(write.key.rawValue) and has none; reconcile or delete the cache folder")
+                guard
+                    let old = try Row.fetchOne(
+                        db.cachedStatement(sql: "SELECT id, file, groupNames FROM item WHERE key = ?"),
+                        arguments: [write.key.rawValue])
+                else {
+                    throw ItemCacheError(
+                        code: .storage,
+                        message:
+                            "the index refused a row for \(write.key.rawValue) and has none; reconcile or delete the cache folder"
+                    )
                 }
                 id = old[0]
                 try db.cachedStatement(sql: Self.updateSQL).execute(arguments: [
-                    info.size, times.created, times.accessed, times.expires, info.mustRevalidate, info.pinned, info.etag,
-                    info.lastModified, info.contentType, metadata, value, file?.description, groupNames, Int64(write.checksum), id,
+                    info.size, times.created, times.accessed, times.expires, info.mustRevalidate, info.pinned,
+                    info.etag,
+                    info.lastModified, info.contentType, metadata, value, file?.description, groupNames,
+                    Int64(write.checksum), id,
                 ])
                 // A name that is not the cache's own (damage, a hostile row) is never unlinked.
                 if let oldFile: String = old[1], let name = BlobName(oldFile) { oldFiles.append(name) }
@@ -94,7 +112,8 @@ extension DiskTier {
                 }
             }
             for group in info.groups {
-                try db.cachedStatement(sql: "INSERT OR IGNORE INTO itemGroup (itemId, name) VALUES (?, ?)").execute(arguments: [id, group])
+                try db.cachedStatement(sql: "INSERT OR IGNORE INTO itemGroup (itemId, name) VALUES (?, ?)").execute(
+                    arguments: [id, group])
             }
         }
         oldFiles += try evict(db, keeping: writes)
@@ -113,15 +132,20 @@ extension DiskTier {
         let keeping = Set(writes.map(\.key.rawValue))
         let now = Date().timeIntervalSince1970
         var files: [BlobName] = []
-        for sql in ["SELECT id, key, size, file FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",
-                    "SELECT id, key, size, file FROM item WHERE pinned = 0 AND ? IS NOT NULL ORDER BY accessed LIMIT 64 OFFSET ?"] {
+        for sql in [
+            "SELECT id, key, size, file FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",
+            "SELECT id, key, size, file FROM item WHERE pinned = 0 AND ? IS NOT NULL ORDER BY accessed LIMIT 64 OFFSET ?",
+        ] {
             var skipped = 0
             while total > limit {
                 let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [now, skipped])
                 if rows.isEmpty { break }
                 for row in rows where total > limit {
                     let key: String = row[1]
-                    if keeping.contains(key) { skipped += 1; continue }
+                    if keeping.contains(key) {
+                        skipped += 1
+                        continue
+                    }
                     try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [row[0] as Int64])
                     total -= Self.cost(size: row[2], inline: (row[3] as String?) == nil)
                     evictedInTransaction.add(1, ordering: .relaxed)
@@ -131,13 +155,20 @@ extension DiskTier {
         }
         if !files.isEmpty || evictedInTransaction.load(ordering: .relaxed) > 0 { try returnFreePages(db) }
         if total > limit {
-            var pinned: Int64 = 0, written: Int64 = 0
-            for row in try Row.fetchAll(db, sql: "SELECT key, size, pinned FROM item WHERE pinned = 1 OR key IN (SELECT value FROM json_each(?))",
-                                        arguments: [String(decoding: try JSONEncoder().encode(Array(keeping)), as: UTF8.self)]) {
+            var pinned: Int64 = 0
+            var written: Int64 = 0
+            for row in try Row.fetchAll(
+                db,
+                sql: "SELECT key, size, pinned FROM item WHERE pinned = 1 OR key IN (SELECT value FROM json_each(?))",
+                arguments: [String(decoding: try JSONEncoder().encode(Array(keeping)), as: UTF8.self)])
+            {
                 if keeping.contains(row[0]) { written += row[1] as Int64 } else { pinned += row[1] as Int64 }
             }
-            throw ItemCacheError(code: .tooLarge,
-                                 message: "the cache's disk limit of \(usage.limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (diskLimit, --max-size)")
+            throw ItemCacheError(
+                code: .tooLarge,
+                message:
+                    "the cache's disk limit of \(usage.limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (diskLimit, --max-size)"
+            )
         }
         return files
     }

@@ -100,7 +100,8 @@ final class DiskTier: Sendable {
         do {
             blobs = try BlobFolder(in: folder, durability: configuration.durability)
             try folder.prepareFile("cache.lock", create: false)
-            lockFile = try RangeLockFile(in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
+            lockFile = try RangeLockFile(
+                in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
             // SQLite opens its files by path: none of them may be a planted symlink, and a new
             // index (and the log and shared memory, which take its mode) is private.
             try folder.prepareFile("index.sqlite", create: true)
@@ -140,13 +141,17 @@ final class DiskTier: Sendable {
     /// it aside), anything else names the folder's permissions and space.
     static func openingError(_ folder: String, _ error: any Error) -> ItemCacheError {
         if DiskTier.isDamage(error) {
-            return ItemCacheError(code: .damagedIndex,
-                                  message: "the cache index \(folder)/index.sqlite is damaged: \(error); it is set aside and made again empty when the cache opens",
-                                  underlying: error)
+            return ItemCacheError(
+                code: .damagedIndex,
+                message:
+                    "the cache index \(folder)/index.sqlite is damaged: \(error); it is set aside and made again empty when the cache opens",
+                underlying: error)
         }
-        return ItemCacheError(code: .storage,
-                              message: "cannot open the cache folder \(folder): \(error); check its permissions and free space, or delete the folder to start empty",
-                              underlying: error)
+        return ItemCacheError(
+            code: .storage,
+            message:
+                "cannot open the cache folder \(folder): \(error); check its permissions and free space, or delete the folder to start empty",
+            underlying: error)
     }
 
     /// Whether `error` says the index file is damaged (not a cache's database, or a page that
@@ -199,7 +204,9 @@ final class DiskTier: Sendable {
         switch sqlite3_step(statement) {
         case SQLITE_ROW:
             usage.bytes = sqlite3_column_int64(statement, 0)
-            if sqlite3_column_type(statement, 1) != SQLITE_NULL { usage.limit = max(0, sqlite3_column_int64(statement, 1)) }
+            if sqlite3_column_type(statement, 1) != SQLITE_NULL {
+                usage.limit = max(0, sqlite3_column_int64(statement, 1))
+            }
         case SQLITE_DONE:
             // No stats row (damage, or a hostile edit): the total from the rows themselves and
             // the limit last known; a write (``restoreStats(_:)``) or reconciliation puts the
@@ -209,7 +216,8 @@ final class DiskTier: Sendable {
             usage.statsMissing = true
             return usage
         case let code:
-            throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(db.sqliteConnection)))
         }
         knownLimit.store(usage.limit, ordering: .relaxed)
         return usage
@@ -218,11 +226,12 @@ final class DiskTier: Sendable {
     /// Puts a missing `stats` row back, inside a write transaction, with the rows' totals and
     /// the limit last known (the triggers keep it exact from then on).
     func restoreStats(_ db: Database) throws {
-        try db.execute(sql: """
-            INSERT INTO stats (id, bytes, count, diskLimit, cost)
-            SELECT 1, coalesce(sum(size), 0), count(*), ?, coalesce(sum(\(Self.costSQL("item"))), 0) FROM item
-            WHERE NOT EXISTS (SELECT 1 FROM stats WHERE id = 1)
-            """, arguments: [knownLimit.load(ordering: .relaxed)])
+        try db.execute(
+            sql: """
+                INSERT INTO stats (id, bytes, count, diskLimit, cost)
+                SELECT 1, coalesce(sum(size), 0), count(*), ?, coalesce(sum(\(Self.costSQL("item"))), 0) FROM item
+                WHERE NOT EXISTS (SELECT 1 FROM stats WHERE id = 1)
+                """, arguments: [knownLimit.load(ordering: .relaxed)])
     }
 
     /// A failure of the index or the files, as the caller sees it: a damaged index is
@@ -231,16 +240,22 @@ final class DiskTier: Sendable {
     func storageError(_ what: String, _ error: any Error) -> ItemCacheError {
         if let error = error as? ItemCacheError { return error }
         if Self.isDamage(error) {
-            return ItemCacheError(code: .damagedIndex,
-                                  message: "\(what) the cache at \(folder.path): its index is damaged (\(error)); the cache sets it aside and starts empty",
-                                  underlying: error)
+            return ItemCacheError(
+                code: .damagedIndex,
+                message:
+                    "\(what) the cache at \(folder.path): its index is damaged (\(error)); the cache sets it aside and starts empty",
+                underlying: error)
         }
         if (error as? FileSystemError)?.code == .noSpace || (error as? DatabaseError)?.resultCode == .SQLITE_FULL {
-            return ItemCacheError(code: .storage, message: "\(what) the cache at \(folder.path): the disk is full (\(error)); free space on it or lower the cache's limit",
-                                  underlying: error)
+            return ItemCacheError(
+                code: .storage,
+                message:
+                    "\(what) the cache at \(folder.path): the disk is full (\(error)); free space on it or lower the cache's limit",
+                underlying: error)
         }
-        return ItemCacheError(code: .storage,
-                              message: "\(what) the cache at \(folder.path): \(error); check the folder's permissions and free space",
-                              underlying: error)
+        return ItemCacheError(
+            code: .storage,
+            message: "\(what) the cache at \(folder.path): \(error); check the folder's permissions and free space",
+            underlying: error)
     }
 }

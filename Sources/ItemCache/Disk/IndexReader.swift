@@ -53,7 +53,9 @@ final class IndexReader: Sendable {
             Result { try Self.row(for: key, connection.statement, connection.handle) }
         }
         if let result { return try result.get() }
-        return try pool.unsafeRead { db in try Self.row(for: key, db.cachedStatement(sql: Self.sql).sqliteStatement, db.sqliteConnection) }
+        return try pool.unsafeRead { db in
+            try Self.row(for: key, db.cachedStatement(sql: Self.sql).sqliteStatement, db.sqliteConnection)
+        }
     }
 
     /// The row of `key` read with `statement` (``sql``, prepared on `connection`, the database
@@ -71,7 +73,10 @@ final class IndexReader: Sendable {
             switch code {
             case SQLITE_ROW: return decode(statement)
             case SQLITE_DONE: return nil
-            default: throw DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)), sql: sql)
+            default:
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)),
+                    sql: sql)
             }
         }
     }
@@ -80,17 +85,25 @@ final class IndexReader: Sendable {
     private static func decode(_ handle: OpaquePointer) -> IndexRow {
         func text(_ column: Int32) -> String? {
             guard let bytes = sqlite3_column_text(handle, column) else { return nil }
-            return String(decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))), as: UTF8.self)
+            return String(
+                decoding: UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))),
+                as: UTF8.self)
         }
         var metadata: [String: String] = [:]
-        if let metadataText = text(10), let decoded = try? JSONDecoder().decode([String: String].self, from: Data(metadataText.utf8)) {
+        if let metadataText = text(10),
+            let decoded = try? JSONDecoder().decode([String: String].self, from: Data(metadataText.utf8))
+        {
             metadata = decoded
         }
-        let expires = sqlite3_column_type(handle, 4) == SQLITE_NULL ? nil : Date(timeIntervalSince1970: sqlite3_column_double(handle, 4))
-        var info = ItemInfo(size: sqlite3_column_int64(handle, 1), created: Date(timeIntervalSince1970: sqlite3_column_double(handle, 2)),
-                            accessed: Date(timeIntervalSince1970: sqlite3_column_double(handle, 3)), expires: expires,
-                            mustRevalidate: sqlite3_column_int64(handle, 5) != 0, pinned: sqlite3_column_int64(handle, 6) != 0,
-                            etag: text(7), lastModified: text(8), contentType: text(9), metadata: metadata)
+        let expires =
+            sqlite3_column_type(handle, 4) == SQLITE_NULL
+            ? nil : Date(timeIntervalSince1970: sqlite3_column_double(handle, 4))
+        var info = ItemInfo(
+            size: sqlite3_column_int64(handle, 1),
+            created: Date(timeIntervalSince1970: sqlite3_column_double(handle, 2)),
+            accessed: Date(timeIntervalSince1970: sqlite3_column_double(handle, 3)), expires: expires,
+            mustRevalidate: sqlite3_column_int64(handle, 5) != 0, pinned: sqlite3_column_int64(handle, 6) != 0,
+            etag: text(7), lastModified: text(8), contentType: text(9), metadata: metadata)
         if let groups = text(11) { info.groups = DiskTier.groups(from: groups) }
         var inlineValue: Data?
         if sqlite3_column_type(handle, 12) != SQLITE_NULL {
@@ -99,8 +112,12 @@ final class IndexReader: Sendable {
             inlineValue = sqlite3_column_blob(handle, 12).map { Data(bytes: $0, count: count) } ?? Data()
         }
         // The column holds the unsigned 32-bit checksum.
-        let checksum = sqlite3_column_type(handle, 14) == SQLITE_NULL ? nil : UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 14))
-        return IndexRow(id: sqlite3_column_int64(handle, 0), info: info, inlineValue: inlineValue, file: text(13), checksum: checksum)
+        let checksum =
+            sqlite3_column_type(handle, 14) == SQLITE_NULL
+            ? nil : UInt32(truncatingIfNeeded: sqlite3_column_int64(handle, 14))
+        return IndexRow(
+            id: sqlite3_column_int64(handle, 0), info: info, inlineValue: inlineValue, file: text(13),
+            checksum: checksum)
     }
 
     /// The connection and its statement; closed when the reader goes.
@@ -118,7 +135,9 @@ final class IndexReader: Sendable {
             }
             func check(_ code: Int32, _ sql: String? = nil) throws {
                 guard code == SQLITE_OK else {
-                    let error = DatabaseError(resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(handle)), sql: sql)
+                    let error = DatabaseError(
+                        resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(handle)),
+                        sql: sql)
                     sqlite3_close_v2(handle)
                     throw error
                 }

@@ -1,5 +1,5 @@
-import Foundation
 import Dispatch
+import Foundation
 import GRDB
 import GRDBSQLite
 import Synchronization
@@ -54,11 +54,13 @@ final class WALCheckpointer: Sendable {
     /// outlive this object: the pool's configuration, which prepares its connections, keeps it.
     func install(on db: Database) {
         let context = Unmanaged.passUnretained(self).toOpaque()
-        _ = sqlite3_wal_hook(db.sqliteConnection, { context, connection, _, pages in
-            let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context!).takeUnretainedValue()
-            checkpointer.committed(pages: pages, connection: connection)
-            return SQLITE_OK
-        }, context)
+        _ = sqlite3_wal_hook(
+            db.sqliteConnection,
+            { context, connection, _, pages in
+                let checkpointer = Unmanaged<WALCheckpointer>.fromOpaque(context!).takeUnretainedValue()
+                checkpointer.committed(pages: pages, connection: connection)
+                return SQLITE_OK
+            }, context)
     }
 
     /// After a commit that left `pages` pages in the log.
@@ -71,7 +73,9 @@ final class WALCheckpointer: Sendable {
             // microseconds. The result is not checked: a busy or partial checkpoint is tried
             // again at the next commit.
             for attempt in 0..<3 {
-                if sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) != SQLITE_BUSY { break }
+                if sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) != SQLITE_BUSY {
+                    break
+                }
                 usleep(UInt32(500 << attempt))
             }
             return

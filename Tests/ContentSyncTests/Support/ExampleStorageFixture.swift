@@ -1,6 +1,6 @@
-import Foundation
 import ContentPublishing
 import FileKit
+import Foundation
 import StorageFormat
 
 /// The committed ExampleStorage: one storage snapshot per version, and the expected tree.

@@ -1,9 +1,10 @@
-@testable import ContentSync
 import Foundation
+import Synchronization
+
 @testable import ContentPublishing
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
-import Synchronization
 
 /// Records a publish's checkpoints and stops it at one of them, as a kill or an I/O error would.
 final class CheckpointHook: Sendable {
@@ -53,7 +54,9 @@ struct InterruptedPublish {
         }
         let template = scratch + "/base-\(baseVersion)"
         if !FileManager.default.fileExists(atPath: template) {
-            var options = PublishOptions(storage: template, content: try content(baseVersion), version: v(baseVersion), baseURL: PublishFixture.base)
+            var options = PublishOptions(
+                storage: template, content: try content(baseVersion), version: v(baseVersion),
+                baseURL: PublishFixture.base)
             options.initialize = true
             options.signingKey = signingKey
             _ = try Publisher.publish(options)
@@ -63,7 +66,8 @@ struct InterruptedPublish {
 
     func options(storage: String, version: String? = nil, hook: CheckpointHook? = nil) throws -> PublishOptions {
         let target = version ?? self.version
-        var options = PublishOptions(storage: storage, content: try content(target), version: v(target), baseURL: PublishFixture.base)
+        var options = PublishOptions(
+            storage: storage, content: try content(target), version: v(target), baseURL: PublishFixture.base)
         options.initialize = initialize
         options.signingKey = signingKey
         options.exchangeUnsupported = exchangeUnsupported
@@ -84,9 +88,11 @@ func storageSnapshot(_ storage: String) throws -> TreeSnapshot {
     var snapshot = try TreeSnapshot.read(storage)
     let status = StorageLayout.statusPath
     if let data = FileManager.default.contents(atPath: storage + "/" + status),
-       var object = try JSONSerialization.jsonObject(with: data) as? [String: Any], object["signature"] != nil {
+        var object = try JSONSerialization.jsonObject(with: data) as? [String: Any], object["signature"] != nil
+    {
         object["signature"] = nil
-        snapshot.files[status] = SHA256Hex.of(try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
+        snapshot.files[status] = SHA256Hex.of(
+            try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]))
     }
     return snapshot
 }
@@ -94,6 +100,7 @@ func storageSnapshot(_ storage: String) throws -> TreeSnapshot {
 /// `snapshot` without the publish work folder.
 func withoutWorkFolder(_ snapshot: TreeSnapshot) -> TreeSnapshot {
     let work = PublishPaths.workFolderName
-    return TreeSnapshot(folders: snapshot.folders.filter { $0 != work && !$0.hasPrefix(work + "/") },
-                        files: snapshot.files.filter { !$0.key.hasPrefix(work + "/") })
+    return TreeSnapshot(
+        folders: snapshot.folders.filter { $0 != work && !$0.hasPrefix(work + "/") },
+        files: snapshot.files.filter { !$0.key.hasPrefix(work + "/") })
 }

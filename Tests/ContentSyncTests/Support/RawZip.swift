@@ -1,6 +1,6 @@
-import Foundation
 import ContentPublishing
 import FileKit
+import Foundation
 import StorageFormat
 
 /// Builds zip archives byte by byte (stored entries only), so that tests can write what no
@@ -42,28 +42,52 @@ struct RawZip {
             let crc = Self.crc32(entry.data)
             let size = entry.declaredSize ?? UInt32(entry.data.count)
             offsets.append(UInt32(out.count))
-            out.append(le32: 0x0403_4b50); out.append(le16: 20); out.append(le16: entry.flags); out.append(le16: 0)
-            out.append(le16: 0); out.append(le16: 0x21); out.append(le32: crc)
-            out.append(le32: UInt32(entry.data.count)); out.append(le32: size)
-            out.append(le16: UInt16(entry.name.count)); out.append(le16: 0)
-            out.append(contentsOf: entry.name); out.append(contentsOf: entry.data)
+            out.append(le32: 0x0403_4b50)
+            out.append(le16: 20)
+            out.append(le16: entry.flags)
+            out.append(le16: 0)
+            out.append(le16: 0)
+            out.append(le16: 0x21)
+            out.append(le32: crc)
+            out.append(le32: UInt32(entry.data.count))
+            out.append(le32: size)
+            out.append(le16: UInt16(entry.name.count))
+            out.append(le16: 0)
+            out.append(contentsOf: entry.name)
+            out.append(contentsOf: entry.data)
         }
         for (index, entry) in entries.enumerated() {
             let crc = Self.crc32(entry.data)
             let size = entry.declaredSize ?? UInt32(entry.data.count)
-            central.append(le32: 0x0201_4b50); central.append(le16: 3 << 8 | 20); central.append(le16: 20)
-            central.append(le16: entry.flags); central.append(le16: 0); central.append(le16: 0); central.append(le16: 0x21)
-            central.append(le32: crc); central.append(le32: UInt32(entry.data.count)); central.append(le32: size)
-            central.append(le16: UInt16(entry.name.count)); central.append(le16: 0); central.append(le16: 0)
-            central.append(le16: 0); central.append(le16: 0); central.append(le32: entry.mode << 16)
+            central.append(le32: 0x0201_4b50)
+            central.append(le16: 3 << 8 | 20)
+            central.append(le16: 20)
+            central.append(le16: entry.flags)
+            central.append(le16: 0)
+            central.append(le16: 0)
+            central.append(le16: 0x21)
+            central.append(le32: crc)
+            central.append(le32: UInt32(entry.data.count))
+            central.append(le32: size)
+            central.append(le16: UInt16(entry.name.count))
+            central.append(le16: 0)
+            central.append(le16: 0)
+            central.append(le16: 0)
+            central.append(le16: 0)
+            central.append(le32: entry.mode << 16)
             central.append(le32: offsets[entry.sharesLocalHeaderOf ?? index])
             central.append(contentsOf: entry.name)
         }
         let centralOffset = UInt32(out.count)
         out.append(central)
-        out.append(le32: 0x0605_4b50); out.append(le16: 0); out.append(le16: 0)
-        out.append(le16: UInt16(entries.count)); out.append(le16: UInt16(entries.count))
-        out.append(le32: UInt32(central.count)); out.append(le32: centralOffset); out.append(le16: 0)
+        out.append(le32: 0x0605_4b50)
+        out.append(le16: 0)
+        out.append(le16: 0)
+        out.append(le16: UInt16(entries.count))
+        out.append(le16: UInt16(entries.count))
+        out.append(le32: UInt32(central.count))
+        out.append(le32: centralOffset)
+        out.append(le16: 0)
         return out
     }
 
@@ -77,7 +101,11 @@ struct RawZip {
     }
 }
 
-private extension Data {
-    mutating func append(le16 value: UInt16) { Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) } }
-    mutating func append(le32 value: UInt32) { Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) } }
+extension Data {
+    fileprivate mutating func append(le16 value: UInt16) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
+    fileprivate mutating func append(le32 value: UInt32) {
+        Swift.withUnsafeBytes(of: value.littleEndian) { append(contentsOf: $0) }
+    }
 }

@@ -1,7 +1,7 @@
-import Crypto
-import Foundation
 import ContentPublishing
+import Crypto
 import FileKit
+import Foundation
 import StorageFormat
 
 enum SHA256Hex {

@@ -1,7 +1,8 @@
-@testable import ContentSync
 import Foundation
 import Testing
 import Transport
+
+@testable import ContentSync
 
 /// A ``CacheManager`` whose transport is a ``ScriptedTransport`` serving an ExampleStorage
 /// snapshot, with its content folder and state file in a fresh temporary directory.
@@ -18,8 +19,9 @@ struct ScriptedManagerFixture {
     }
 
     static func configuration(root: String, transport: ScriptedTransport) -> SyncConfiguration {
-        var configuration = SyncConfiguration(baseURL: ScriptedTransport.baseURL, contentDirectory: root + "/client/content",
-                                              stateDatabasePath: root + "/client/state.sqlite")
+        var configuration = SyncConfiguration(
+            baseURL: ScriptedTransport.baseURL, contentDirectory: root + "/client/content",
+            stateDatabasePath: root + "/client/state.sqlite")
         configuration.transport = transport
         configuration.maxConcurrentDownloads = 4
         return configuration
@@ -34,17 +36,23 @@ struct ScriptedManagerFixture {
         transport.serve(ExampleStorageFixture.snapshot(version))
     }
 
-    func expectTree(is version: String, _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) throws {
+    func expectTree(is version: String, _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation)
+        throws
+    {
         let actual = try TreeSnapshot.read(content)
         let expected = ExampleStorageFixture.manifest(version)
-        #expect(actual == expected, "\(comment.map { "\($0): " } ?? "")content differs from \(version): \(actual.difference(from: expected))",
-                sourceLocation: sourceLocation)
+        #expect(
+            actual == expected,
+            "\(comment.map { "\($0): " } ?? "")content differs from \(version): \(actual.difference(from: expected))",
+            sourceLocation: sourceLocation)
     }
 
     /// Waits until `condition` holds for the manager's state, polling; records an issue after 20 s.
     @discardableResult
-    func waitForState(_ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation,
-                      _ condition: (CacheManagerState) -> Bool) async throws -> CacheManagerState {
+    func waitForState(
+        _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: (CacheManagerState) -> Bool
+    ) async throws -> CacheManagerState {
         for _ in 0..<2000 {
             let state = await manager.state
             if condition(state) { return state }
@@ -57,7 +65,9 @@ struct ScriptedManagerFixture {
 
     /// Holds the transport's requests, starts a check of `manager` in a task, and returns it
     /// once the update waits at the gate: an update running, for the controls to act on.
-    func startHeldUpdate(_ manager: CacheManager, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Task<SyncReport, any Error> {
+    func startHeldUpdate(_ manager: CacheManager, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> Task<SyncReport, any Error>
+    {
         transport.hold()
         let update = Task { try await manager.checkForUpdates() }
         try await waitForHeldRequest(sourceLocation: sourceLocation)
@@ -75,11 +85,14 @@ struct ScriptedManagerFixture {
 }
 
 /// Runs `body` with a manager of a fresh folder whose transport serves `version` of ExampleStorage.
-func withScriptedManager<T>(serving version: String = "1.0", _ body: (ScriptedManagerFixture) async throws -> T) async throws -> T {
+func withScriptedManager<T>(serving version: String = "1.0", _ body: (ScriptedManagerFixture) async throws -> T)
+    async throws -> T
+{
     try await withTemporaryDirectory { root in
         try FileManager.default.createDirectory(atPath: root + "/client", withIntermediateDirectories: true)
         let transport = ScriptedTransport(serving: ExampleStorageFixture.snapshot(version))
-        let manager = try CacheManager(configuration: ScriptedManagerFixture.configuration(root: root, transport: transport))
+        let manager = try CacheManager(
+            configuration: ScriptedManagerFixture.configuration(root: root, transport: transport))
         return try await body(ScriptedManagerFixture(root: root, transport: transport, manager: manager))
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import Synchronization
-import Transport
 import ToolSupport
+import Transport
 
 /// An app-side ``Transport`` that serves a storage folder (an ExampleStorage snapshot) straight
 /// from disk, with no sockets: fast enough to run thousands of updates in a test.
@@ -74,38 +74,48 @@ final class ScriptedTransport: Transport {
     func data(for request: HTTPRequest) async throws -> HTTPResponse {
         let (file, relative) = try await admit(request)
         guard let body = FileManager.default.contents(atPath: file) else {
-            throw TransportError(code: .httpStatus, message: "HTTP 404 for \(request.url.absoluteString)", url: request.url, statusCode: 404)
+            throw TransportError(
+                code: .httpStatus, message: "HTTP 404 for \(request.url.absoluteString)", url: request.url,
+                statusCode: 404)
         }
         let etag = "\"\(SHA256Hex.of(body).prefix(16))\""
         record(relative)
         if request.headers["If-None-Match"] == etag {
             return HTTPResponse(statusCode: 304, headers: ["etag": etag], url: request.url)
         }
-        return HTTPResponse(statusCode: 200, headers: ["etag": etag, "content-length": "\(body.count)"], body: body, url: request.url,
-                            bytesReceived: Int64(body.count), fileSize: Int64(body.count))
+        return HTTPResponse(
+            statusCode: 200, headers: ["etag": etag, "content-length": "\(body.count)"], body: body, url: request.url,
+            bytesReceived: Int64(body.count), fileSize: Int64(body.count))
     }
 
     func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else {
-            throw TransportError(code: .fileSystem, message: "cannot open \(path): errno \(errno)", url: request.url, errno: errno)
+            throw TransportError(
+                code: .fileSystem, message: "cannot open \(path): errno \(errno)", url: request.url, errno: errno)
         }
         defer { close(descriptor) }
         return try await download(request, into: descriptor, options: options)
     }
 
-    func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse {
+    func download(_ request: HTTPRequest, into descriptor: Int32, options: DownloadOptions) async throws -> HTTPResponse
+    {
         let (file, relative) = try await admit(request)
         guard let body = FileManager.default.contents(atPath: file) else {
-            throw TransportError(code: .httpStatus, message: "HTTP 404 for \(request.url.absoluteString)", url: request.url, statusCode: 404)
+            throw TransportError(
+                code: .httpStatus, message: "HTTP 404 for \(request.url.absoluteString)", url: request.url,
+                statusCode: 404)
         }
         if let limit = options.maxBytes, body.count > limit {
-            throw TransportError(code: .tooLarge, message: "\(relative) is larger than the declared \(limit) bytes", url: request.url)
+            throw TransportError(
+                code: .tooLarge, message: "\(relative) is larger than the declared \(limit) bytes", url: request.url)
         }
         let headers = ["content-length": "\(body.count)"]
         options.onResponseStart?(200, headers)
         guard ftruncate(descriptor, 0) == 0 else {
-            throw TransportError(code: .fileSystem, message: "cannot truncate the download of \(relative): errno \(errno)", url: request.url, errno: errno)
+            throw TransportError(
+                code: .fileSystem, message: "cannot truncate the download of \(relative): errno \(errno)",
+                url: request.url, errno: errno)
         }
         let written = body.withUnsafeBytes { bytes -> Int in
             var done = 0
@@ -118,10 +128,14 @@ final class ScriptedTransport: Transport {
             return done
         }
         guard written == body.count else {
-            throw TransportError(code: .fileSystem, message: "cannot write the download of \(relative): errno \(errno)", url: request.url, errno: errno)
+            throw TransportError(
+                code: .fileSystem, message: "cannot write the download of \(relative): errno \(errno)",
+                url: request.url, errno: errno)
         }
         record(relative)
-        return HTTPResponse(statusCode: 200, headers: headers, url: request.url, bytesReceived: Int64(body.count), fileSize: Int64(body.count))
+        return HTTPResponse(
+            statusCode: 200, headers: headers, url: request.url, bytesReceived: Int64(body.count),
+            fileSize: Int64(body.count))
     }
 
     /// Waits at the gate and for the scripted delay; returns the file that answers `request`.
@@ -137,7 +151,9 @@ final class ScriptedTransport: Transport {
         try Task.checkCancellation()
         let path = request.url.path
         guard let start = path.range(of: "/RXCacheConfig/") ?? path.range(of: "/RXCacheContent") else {
-            throw TransportError(code: .httpStatus, message: "HTTP 404 for \(request.url.absoluteString)", url: request.url, statusCode: 404)
+            throw TransportError(
+                code: .httpStatus, message: "HTTP 404 for \(request.url.absoluteString)", url: request.url,
+                statusCode: 404)
         }
         let relative = String(path[path.index(after: start.lowerBound)...])
         if let lockFile = state.withLock({ $0.lockFile }), !Self.isLocked(lockFile) {

@@ -1,6 +1,6 @@
-import Foundation
 import ContentPublishing
 import FileKit
+import Foundation
 import StorageFormat
 
 /// Edits a published storage the way a hostile or careless publisher would, keeping its
@@ -9,10 +9,13 @@ enum StorageEditing {
     /// Reads `cacheStatus.json`, lets `edit` change it, and writes it back.
     static func editStatus(_ storage: String, _ edit: (inout [String: Any]) -> Void) throws {
         let path = storage + "/RXCacheConfig/cacheStatus.json"
-        var status = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
+        var status =
+            try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path))) as! [String: Any]
         edit(&status)
-        try JSONSerialization.data(withJSONObject: status, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
-            .write(to: URL(fileURLWithPath: path))
+        try JSONSerialization.data(
+            withJSONObject: status, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        )
+        .write(to: URL(fileURLWithPath: path))
     }
 
     /// Recomputes the SHA-256 and size of the archive, the content manifest, the update list and
@@ -27,8 +30,9 @@ enum StorageEditing {
         // A status damaged past parsing has nothing to reseal.
         let statusPath = storage + "/RXCacheConfig/cacheStatus.json"
         guard let data = FileManager.default.contents(atPath: statusPath),
-              let parsed = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
-              parsed["integrity"] != nil else { return }
+            let parsed = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            parsed["integrity"] != nil
+        else { return }
         try editStatus(storage) { status in
             guard var integrity = status["integrity"] as? [String: Any] else { return }
             integrity["archive"] = facts("RXCacheContent.zip")
@@ -51,8 +55,10 @@ enum StorageEditing {
 
     /// Replaces the update list's URLs.
     static func writeUpdateList(_ storage: String, _ urls: [String]) throws {
-        try JSONSerialization.data(withJSONObject: ["updatesByVersions": urls], options: [.prettyPrinted, .withoutEscapingSlashes])
-            .write(to: URL(fileURLWithPath: storage + "/RXCacheConfig/listOfURLsToUpdatesByVersion.json"))
+        try JSONSerialization.data(
+            withJSONObject: ["updatesByVersions": urls], options: [.prettyPrinted, .withoutEscapingSlashes]
+        )
+        .write(to: URL(fileURLWithPath: storage + "/RXCacheConfig/listOfURLsToUpdatesByVersion.json"))
     }
 
     /// Drops the integrity extension, as a storage published by hand would be.

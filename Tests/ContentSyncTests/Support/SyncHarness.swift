@@ -1,10 +1,11 @@
-@testable import ContentSync
 import Foundation
-@testable import ContentPublishing
-@testable import FileKit
-@testable import StorageFormat
 import StorageServer
 import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
 
 /// A storage server plus a client folder and state file, in one temporary directory.
 struct SyncHarness {
@@ -48,13 +49,17 @@ struct SyncHarness {
     func expectTree(is version: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let actual = try tree()
         let expected = ExampleStorageFixture.manifest(version)
-        #expect(actual == expected, "content differs from \(version): \(actual.difference(from: expected))", sourceLocation: sourceLocation)
+        #expect(
+            actual == expected, "content differs from \(version): \(actual.difference(from: expected))",
+            sourceLocation: sourceLocation)
     }
 }
 
 /// Serves `version` of ExampleStorage (or `storageRoot`) and runs `body` with a harness.
-func withSyncHarness<T>(serving version: String = "1.0", storageRoot: URL? = nil,
-                        _ body: (SyncHarness) async throws -> T) async throws -> T {
+func withSyncHarness<T>(
+    serving version: String = "1.0", storageRoot: URL? = nil,
+    _ body: (SyncHarness) async throws -> T
+) async throws -> T {
     try await withTemporaryDirectory { root in
         try FileManager.default.createDirectory(atPath: root + "/client", withIntermediateDirectories: true)
         return try await withStorageServer(root: storageRoot ?? ExampleStorageFixture.snapshot(version)) { server in

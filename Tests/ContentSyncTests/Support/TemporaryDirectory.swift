@@ -1,6 +1,6 @@
-import Foundation
 import ContentPublishing
 import FileKit
+import Foundation
 import StorageFormat
 
 /// Runs `body` with a fresh empty folder, deleted afterwards.

@@ -1,6 +1,6 @@
-import Foundation
 import ContentPublishing
 import FileKit
+import Foundation
 import StorageFormat
 
 /// A folder's full shape: every folder, and every file with the SHA-256 of its bytes.
@@ -32,7 +32,11 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
         for folder in expected.folders.subtracting(folders).sorted() { lines.append("missing folder \(folder)") }
         for folder in folders.subtracting(expected.folders).sorted() { lines.append("extra folder \(folder)") }
         for (file, hash) in expected.files.sorted(by: { $0.key < $1.key }) {
-            if files[file] == nil { lines.append("missing file \(file)") } else if files[file] != hash { lines.append("different file \(file)") }
+            if files[file] == nil {
+                lines.append("missing file \(file)")
+            } else if files[file] != hash {
+                lines.append("different file \(file)")
+            }
         }
         for file in Set(files.keys).subtracting(expected.files.keys).sorted() { lines.append("extra file \(file)") }
         return lines.isEmpty ? "identical" : lines.joined(separator: "\n")

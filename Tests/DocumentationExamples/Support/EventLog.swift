@@ -42,8 +42,10 @@ final class EventLog: Sendable {
     }
 
     /// Waits until an event satisfies `condition`; records an issue after 20 s.
-    func waitFor(_ what: Comment, sourceLocation: SourceLocation = #_sourceLocation,
-                 _ condition: (CacheManagerEvent) -> Bool) async throws {
+    func waitFor(
+        _ what: Comment, sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: (CacheManagerEvent) -> Bool
+    ) async throws {
         for _ in 0..<1000 {
             if events.withLock({ $0.contains(where: condition) }) { return }
             try await Task.sleep(for: .milliseconds(20))
@@ -54,7 +56,11 @@ final class EventLog: Sendable {
     /// Waits until a replay's progress says `count` files are downloaded.
     func waitForDownloadedFiles(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
         try await waitFor("\(count) files downloaded", sourceLocation: sourceLocation) { event in
-            if case .progress(let progress) = event { progress.phase == .downloadingFiles && progress.filesDone >= count } else { false }
+            if case .progress(let progress) = event {
+                progress.phase == .downloadingFiles && progress.filesDone >= count
+            } else {
+                false
+            }
         }
     }
 }

@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import StorageServer
+import Synchronization
 import Testing
 
 /// The committed ExampleStorage (one published storage per version) and the tree each version
@@ -41,8 +41,10 @@ enum ExampleStorage {
         #expect(files == expected.files, "files differ from \(version)", sourceLocation: sourceLocation)
         for file in files.intersection(expected.files) {
             let published = FileManager.default.contents(atPath: snapshot(version).path + "/RXCacheContent/" + file)
-            #expect(FileManager.default.contents(atPath: folder + "/" + file) == published, "\(file) differs from \(version)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                FileManager.default.contents(atPath: folder + "/" + file) == published,
+                "\(file) differs from \(version)",
+                sourceLocation: sourceLocation)
         }
     }
 }
@@ -70,8 +72,10 @@ struct ExampleHost {
 
 /// Serves `version` of ExampleStorage (or `root`) on loopback and runs `body` with a fresh
 /// scratch folder.
-func withExampleHost<T>(serving version: String = "1.0", root: URL? = nil,
-                        _ body: (ExampleHost) async throws -> T) async throws -> T {
+func withExampleHost<T>(
+    serving version: String = "1.0", root: URL? = nil,
+    _ body: (ExampleHost) async throws -> T
+) async throws -> T {
     let scratch = NSTemporaryDirectory() + "docs-examples-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: scratch) }

@@ -29,8 +29,10 @@ func curl(_ url: String, _ arguments: [String] = [], in workDirectory: URL) asyn
     let stderrFile = workDirectory.appendingPathComponent("curl-\(id).stderr")
     let exitCode = try await runProcess(
         "curl",
-        ["--silent", "--show-error", "--max-time", "30", "--dump-header", headerFile.path,
-         "--output", bodyFile.path] + arguments + [url],
+        [
+            "--silent", "--show-error", "--max-time", "30", "--dump-header", headerFile.path,
+            "--output", bodyFile.path,
+        ] + arguments + [url],
         stdout: nil,
         stderr: stderrFile
     )

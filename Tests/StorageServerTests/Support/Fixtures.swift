@@ -1,6 +1,7 @@
 import Foundation
-@testable import StorageServer
 import ToolSupport
+
+@testable import StorageServer
 
 /// Runs `body` with a fresh, empty folder that is removed afterwards.
 func withTemporaryDirectory<T>(
@@ -23,8 +24,10 @@ struct Fixture {
 
     init(directory: URL) throws {
         self.directory = directory
-        try FileManager.default.createDirectory(at: directory.appendingPathComponent("root"), withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(at: directory.appendingPathComponent("scratch"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("root"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("scratch"), withIntermediateDirectories: true)
     }
 
     /// Writes `contents` at `path` below `base` (the served root by default), creating folders.

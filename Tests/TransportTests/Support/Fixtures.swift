@@ -1,8 +1,8 @@
 import Foundation
 import StorageServer
 import Synchronization
-import Transport
 import ToolSupport
+import Transport
 
 /// A fresh temporary folder holding `root/` (served by the test server) and `out/` (where
 /// downloads land), removed afterwards.
