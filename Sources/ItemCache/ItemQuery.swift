@@ -177,9 +177,7 @@ extension ItemStore {
     }
 
     /// ``items(matching:)`` on the calling thread, for code that cannot await.
-    @available(
-        *, noasync, message: "use the async items(matching:); this one blocks the calling thread on disk and SQLite"
-    )
+    @available(*, noasync, message: "use the async items(matching:); this one blocks on disk")
     public func itemsNow(matching query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
         try disk.summaries(query)
     }
@@ -190,9 +188,7 @@ extension ItemStore {
     }
 
     /// ``count(matching:)`` on the calling thread, for code that cannot await.
-    @available(
-        *, noasync, message: "use the async count(matching:); this one blocks the calling thread on disk and SQLite"
-    )
+    @available(*, noasync, message: "use the async count(matching:); this one blocks on disk")
     public func countNow(matching query: ItemQuery) throws(ItemCacheError) -> Int {
         try disk.count(query)
     }

@@ -9,7 +9,7 @@ public protocol ItemCaching: Sendable {
     /// memory and disk only, never the network; disk work runs off the caller's thread.
     func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem?
     /// ``item(for:)`` on the calling thread, for code that cannot await.
-    @available(*, noasync, message: "use the async item(for:); this one blocks the calling thread on disk and SQLite")
+    @available(*, noasync, message: "use the async item(for:); this one blocks on disk")
     func itemNow(for key: CacheKey) throws(ItemCacheError) -> StoredItem?
     /// Stores `data` under `key`; returns the item as stored.
     @discardableResult
@@ -189,14 +189,14 @@ public final class ItemStore: ItemCaching {
 
     /// ``item(for:)`` on the calling thread, for code that cannot await (it blocks on SQLite
     /// and the disk).
-    @available(*, noasync, message: "use the async item(for:); this one blocks the calling thread on disk and SQLite")
+    @available(*, noasync, message: "use the async item(for:); this one blocks on disk")
     public func itemNow(for key: CacheKey) throws(ItemCacheError) -> StoredItem? {
         try lookUp(key)
     }
 
     /// The old name of ``itemNow(for:)``.
     @available(*, deprecated, renamed: "itemNow(for:)")
-    @available(*, noasync, message: "use the async item(for:); this one blocks the calling thread on disk and SQLite")
+    @available(*, noasync, message: "use the async item(for:); this one blocks on disk")
     public func cachedItem(for key: CacheKey) throws(ItemCacheError) -> StoredItem? {
         try lookUp(key)
     }
@@ -232,7 +232,7 @@ public final class ItemStore: ItemCaching {
     }
 
     /// ``info(for:)`` on the calling thread, for code that cannot await.
-    @available(*, noasync, message: "use the async info(for:); this one blocks the calling thread on disk and SQLite")
+    @available(*, noasync, message: "use the async info(for:); this one blocks on disk")
     public func infoNow(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
         if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) { return pending.info }
         return try disk.info(for: key)
@@ -295,10 +295,7 @@ public final class ItemStore: ItemCaching {
     /// ``store(_:for:options:)`` but blocking until the value is on disk, even with group writes
     /// on (a pending write of the same key is superseded).
     @discardableResult
-    @available(
-        *, noasync,
-        message: "use the async store(_:for:options:); this one blocks the calling thread on disk and SQLite"
-    )
+    @available(*, noasync, message: "use the async store(_:for:options:); this one blocks on disk")
     public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError)
         -> CachedItem
     {
@@ -410,7 +407,7 @@ public final class ItemStore: ItemCaching {
     }
 
     /// ``statistics()`` on the calling thread, for code that cannot await.
-    @available(*, noasync, message: "use the async statistics(); this one blocks the calling thread on disk and SQLite")
+    @available(*, noasync, message: "use the async statistics(); this one blocks on disk")
     public func statisticsNow() throws(ItemCacheError) -> CacheStatistics {
         try disk.statistics()
     }
@@ -468,7 +465,7 @@ public final class ItemStore: ItemCaching {
     }
 
     /// ``close()`` on the calling thread, for code that cannot `await`.
-    @available(*, noasync, message: "use the async close(); this one blocks the calling thread on disk and SQLite")
+    @available(*, noasync, message: "use the async close(); this one blocks on disk")
     public func closeNow() throws(ItemCacheError) {
         group.withLock { $0.closed = true }
         try flushNow()

@@ -80,9 +80,7 @@ public struct CacheProvider<Value: Codable & Sendable>: Sendable {
 
     /// The stored value of `key`, fresh or not (see ``ProviderResult/info``), without running
     /// any loader; nil when there is none or it is not a `Value`. Synchronous: memory and disk only.
-    @available(
-        *, noasync, message: "use the async get(_:evict:loader:); this one blocks the calling thread on disk and SQLite"
-    )
+    @available(*, noasync, message: "use the async get(_:evict:loader:); this one blocks on disk")
     public func cached(_ key: ProviderKey = .none) throws(ItemCacheError) -> ProviderResult<Value>? {
         guard let stored = try store.itemNow(for: key.cacheKey(provider: name)),
             let value = decodeIfPossible(stored.item)
