@@ -6,6 +6,23 @@ import Testing
 /// numbers, mistyped folders, secrets in URLs, values too big to keep, bytes that are not text.
 @Suite("sync-agent cache: pipes, ranges, refused folders, secrets, notices, JSON")
 struct CacheHardeningCLITests {
+    /// Runs `script` with bash (pipes, and arguments that are not UTF-8, which Foundation's
+    /// `Process` cannot pass), returning what it printed.
+    static func bash(_ script: String) throws -> (stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/bash")
+        process.arguments = ["-c", script]
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let stdout = out.fileHandleForReading.readDataToEndOfFile()
+        let stderr = err.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return (String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    }
+
     @Test("a reader that closes the pipe early ends get quietly, never with a signal")
     func closedPipe() async throws {
         try await CacheCommandTests.withServer { scratch, server, site in
@@ -14,15 +31,7 @@ struct CacheHardeningCLITests {
             let url = server.url(for: "big.txt").absoluteString
             let script =
                 "'\(SyncAgentBinary.path)' cache get '\(url)' --cache '\(scratch)/c' | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/bash")
-            process.arguments = ["-c", script]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            process.waitUntilExit()
-            let status = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                .trimmingCharacters(in: .whitespacesAndNewlines)
+            let status = try Self.bash(script).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             // 0: it wrote what it could and ended; 128+N would be a signal (SIGILL was 132).
             #expect(status == "0")
         }
@@ -197,17 +206,7 @@ struct CacheHardeningCLITests {
             // Through bash: Foundation's Process cannot pass bytes that are not UTF-8.
             let script =
                 "'\(SyncAgentBinary.path)' cache get http://127.0.0.1:9/x --cache '\(scratch)/c' --param q=$'\\xff\\xfe'; echo \" status=$?\""
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/bin/bash")
-            process.arguments = ["-c", script]
-            let out = Pipe()
-            let err = Pipe()
-            process.standardOutput = out
-            process.standardError = err
-            try process.run()
-            process.waitUntilExit()
-            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let (stdout, stderr) = try Self.bash(script)
             #expect(stdout.contains("status=6"), "\(stdout) \(stderr)")
             #expect(stderr.contains("not UTF-8"))
         }
