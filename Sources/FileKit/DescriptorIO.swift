@@ -53,4 +53,30 @@ public enum DescriptorIO {
         if got < count { data.count = got }
         return data
     }
+
+    /// Reads `fd` from offset 0 in chunks of at most `chunkSize` bytes (`pread`, so the file
+    /// offset is left alone), up to `limit` bytes or the end of the file, passing each chunk to
+    /// `body`, which returns false to stop; returns how many bytes were read. `path` names the
+    /// file in the error.
+    @discardableResult
+    public static func forEachChunk(
+        of fd: Int32, limit: Int64 = .max, chunkSize: Int = 1 << 20, path: String,
+        _ body: (UnsafeRawBufferPointer) -> Bool
+    ) throws(FileSystemError) -> Int64 {
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: Int64 = 0
+        while offset < limit {
+            let wanted = Int(min(Int64(chunkSize), limit - offset))
+            let got = pread(fd, buffer.baseAddress, wanted, off_t(offset))
+            if got < 0 {
+                if clinux_errno() == EINTR { continue }
+                throw FileSystemError("cannot read", path: path, syscall: "pread", errno: clinux_errno())
+            }
+            if got == 0 { break }
+            offset += Int64(got)
+            if !body(UnsafeRawBufferPointer(rebasing: buffer[0..<got])) { break }
+        }
+        return offset
+    }
 }

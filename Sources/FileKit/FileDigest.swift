@@ -20,18 +20,9 @@ public enum FileDigest {
         size: Int64, sha256: String
     ) {
         var hasher = SHA256()
-        var size: Int64 = 0
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        while true {
-            let count = pread(descriptor, buffer.baseAddress, buffer.count, off_t(size))
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw FileSystemError("cannot read", path: path, syscall: "pread", errno: errno)
-            }
-            if count == 0 { break }
-            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
-            size += Int64(count)
+        let size = try DescriptorIO.forEachChunk(of: descriptor, path: path) { chunk in
+            hasher.update(bufferPointer: chunk)
+            return true
         }
         return (size, HexDigest.string(hasher.finalize()))
     }

@@ -136,9 +136,7 @@ public final class ItemStore: ItemCaching {
     /// slot: when another process set it aside first, the index opens again and nothing moves.
     static func setAsideIndex(of folder: CacheFolder) throws(ItemCacheError) {
         do {
-            try folder.prepareFile("cache.lock", create: false)
-            let lock = try RangeLockFile(
-                in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
+            let lock = try folder.openLockFile()
             try lock.lock(slot: DiskTier.repairSlot, exclusive: true)
             defer { lock.unlock(slot: DiskTier.repairSlot) }
             if DiskTier.indexOpens(in: folder) { return }
@@ -398,7 +396,7 @@ public final class ItemStore: ItemCaching {
     /// index, log, shared memory, tag, lock file, blob folders and files): the quantity
     /// ``CacheConfiguration/diskLimit`` bounds. A `stat` per stored file.
     public func footprint() async -> Int64 {
-        (try? await io.run { () throws(ItemCacheError) in self.disk.measuredFootprint() }) ?? 0
+        await io.run { self.disk.measuredFootprint() }
     }
 
     /// Disk usage as the index counts it (pending group writes not included).

@@ -34,21 +34,18 @@ public struct StoredValue: ~Copyable {
                 offset = end
             }
         case .file(let descriptor):
-            var offset: Int64 = 0
-            var buffer = Data(count: chunkSize)
-            while offset < size {
-                let wanted = Int(min(Int64(chunkSize), size - offset))
-                let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, wanted, off_t(offset)) }
-                if got < 0 {
-                    if errno == EINTR { continue }
-                    throw FileSystemError(
-                        "cannot read the cached value", path: "descriptor \(descriptor)", syscall: "pread", errno: errno
-                    )
+            var failure: (any Error)?
+            try DescriptorIO.forEachChunk(of: descriptor, limit: size, chunkSize: chunkSize, path: "the cached value") {
+                chunk in
+                do {
+                    try body(Data(chunk))
+                    return true
+                } catch {
+                    failure = error
+                    return false
                 }
-                if got == 0 { break }
-                try body(buffer.prefix(got))
-                offset += Int64(got)
             }
+            if let failure { throw failure }
         }
     }
 }
@@ -78,66 +75,5 @@ extension ItemStore {
                     StoredValue(content: .file(descriptor: descriptor), size: opened.info.size, info: opened.info))
             }
         }
-    }
-}
-
-extension DiskTier {
-    /// The value of `key`, opened and checked: its bytes when inline, else its open file
-    /// (checked for kind, size and checksum by one chunked read, then rewound). Nil when none
-    /// is stored, or it was damaged (then dropped).
-    func openValue(_ key: CacheKey) throws(ItemCacheError) -> (content: StoredValue.Content, info: ItemInfo)? {
-        for _ in 0..<4 {
-            guard let row = try indexRow(for: key) else { return nil }
-            if row.inlineValue != nil {
-                guard let item = try read(key) else { return nil }
-                return (.bytes(item.data), item.info)
-            }
-            guard let text = row.file, let name = BlobName(text) else {
-                damaged.increment()
-                if drop(row) { return nil } else { continue }
-            }
-            let opened: BlobFolder.Opened
-            do {
-                opened = try blobs.openVerified(name, size: row.info.size)
-            } catch {
-                throw storageError("cannot read \(key.rawValue) from", error)
-            }
-            switch opened {
-            case .unusable(.missing):
-                if drop(row) { return nil }
-            case .unusable:
-                damaged.increment()
-                if drop(row) { return nil }
-            case .file(let descriptor):
-                if let checksum = row.checksum, Self.checksum(of: descriptor, size: row.info.size) != checksum {
-                    close(descriptor)
-                    damaged.increment()
-                    if drop(row) { return nil }
-                    continue
-                }
-                touch(row)
-                return (.file(descriptor: descriptor), row.info)
-            }
-        }
-        return nil
-    }
-
-    /// The CRC-32C of the first `size` bytes of `descriptor`, read in 1 MiB chunks (`pread`:
-    /// the offset stays at the start); nil when it cannot be read.
-    static func checksum(of descriptor: Int32, size: Int64) -> UInt32? {
-        var crc: UInt32 = 0
-        var offset: Int64 = 0
-        var buffer = [UInt8](repeating: 0, count: 1 << 20)
-        while offset < size {
-            let wanted = Int(min(Int64(buffer.count), size - offset))
-            let got = buffer.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress!, wanted, off_t(offset)) }
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { return nil }
-            crc = buffer.withUnsafeBytes {
-                CRC32C.checksum(UnsafeRawBufferPointer(rebasing: $0.prefix(got)), continuing: crc)
-            }
-            offset += Int64(got)
-        }
-        return crc
     }
 }

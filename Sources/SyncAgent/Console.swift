@@ -1,3 +1,4 @@
+import FileKit
 import Foundation
 
 /// Writes to the standard streams with `write(2)`, for a process that ignores SIGPIPE.
@@ -40,37 +41,16 @@ enum Console {
         write(text, to: STDOUT_FILENO)
     }
 
-    /// Writes `data` to stdout (a value's bytes), as ``write(_:to:)`` does.
+    /// Writes `data` to stdout (a value's bytes, not copied), as ``write(_:to:)`` does.
     static func standardOutput(_ data: Data) {
-        data.withUnsafeBytes { raw in
-            guard let base = raw.baseAddress else { return }
-            var offset = 0
-            while offset < raw.count {
-                let written = Glibc.write(STDOUT_FILENO, base + offset, raw.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return // EPIPE and anything else: nobody to tell
-                }
-                offset += written
-            }
-        }
+        // EPIPE and anything else: nobody to tell.
+        _ = data.withUnsafeBytes { DescriptorIO.writeAll(STDOUT_FILENO, $0) }
     }
 
-    /// Writes all of `text` to `descriptor`, retrying after signals; a closed pipe or any other
-    /// failure drops it (there is nobody left to tell).
+    /// Writes all of `text` to `descriptor` (`DescriptorIO.writeAll`: retried after signals and
+    /// short writes); a closed pipe or any other failure drops it (there is nobody left to tell).
     static func write(_ text: String, to descriptor: Int32) {
-        write(bytes: Array(text.utf8)[...], to: descriptor)
-    }
-
-    private static func write(bytes: ArraySlice<UInt8>, to descriptor: Int32) {
-        var bytes = bytes
-        while !bytes.isEmpty {
-            let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                return // EPIPE and anything else: nobody to tell
-            }
-            bytes = bytes.dropFirst(written)
-        }
+        var text = text
+        _ = text.withUTF8 { DescriptorIO.writeAll(descriptor, UnsafeRawBufferPointer($0)) }
     }
 }

@@ -222,6 +222,12 @@ final class CacheFolder: Sendable {
         close(file)
     }
 
+    /// The folder's `cache.lock` (a link in its place removed first), opened with the cache's mode.
+    func openLockFile() throws -> RangeLockFile {
+        try prepareFile("cache.lock", create: false)
+        return try RangeLockFile(in: descriptor, name: "cache.lock", mode: fileMode, path: path + "/cache.lock")
+    }
+
     /// The subfolder `name`, opened without following a symlink and made when missing; a link
     /// or a file in its place is removed first (the link, never its target).
     func openSubfolder(_ name: String) throws(FileSystemError) -> Int32 {

@@ -140,4 +140,57 @@ extension DiskTier {
         guard case .value(let data) = try value(of: row) else { return nil }
         return CachedItem(key: key, data: data, info: row.info)
     }
+
+    // MARK: - Values as files (ItemStore.withValue)
+
+    /// The value of `key`, opened and checked: its bytes when inline, else its open file
+    /// (checked for kind, size and checksum by one chunked read, then rewound). Nil when none
+    /// is stored, or it was damaged (then dropped).
+    func openValue(_ key: CacheKey) throws(ItemCacheError) -> (content: StoredValue.Content, info: ItemInfo)? {
+        for _ in 0..<4 {
+            guard let row = try indexRow(for: key) else { return nil }
+            if row.inlineValue != nil {
+                guard let item = try read(key) else { return nil }
+                return (.bytes(item.data), item.info)
+            }
+            guard let text = row.file, let name = BlobName(text) else {
+                damaged.increment()
+                if drop(row) { return nil } else { continue }
+            }
+            let opened: BlobFolder.Opened
+            do {
+                opened = try blobs.openVerified(name, size: row.info.size)
+            } catch {
+                throw storageError("cannot read \(key.rawValue) from", error)
+            }
+            switch opened {
+            case .unusable(.missing):
+                if drop(row) { return nil }
+            case .unusable:
+                damaged.increment()
+                if drop(row) { return nil }
+            case .file(let descriptor):
+                if let checksum = row.checksum, Self.checksum(of: descriptor, size: row.info.size) != checksum {
+                    close(descriptor)
+                    damaged.increment()
+                    if drop(row) { return nil }
+                    continue
+                }
+                touch(row)
+                return (.file(descriptor: descriptor), row.info)
+            }
+        }
+        return nil
+    }
+
+    /// The CRC-32C of the first `size` bytes of `descriptor`, read in 1 MiB chunks (`pread`:
+    /// the offset stays at the start); nil when it cannot be read whole.
+    static func checksum(of descriptor: Int32, size: Int64) -> UInt32? {
+        var crc: UInt32 = 0
+        let read = try? DescriptorIO.forEachChunk(of: descriptor, limit: size, path: "the cached value") { chunk in
+            crc = CRC32C.checksum(chunk, continuing: crc)
+            return true
+        }
+        return read == size ? crc : nil
+    }
 }

@@ -8,12 +8,14 @@ extension DiskTier {
     /// before any other write of this process can commit (so the memory tier follows the disk's
     /// order). Blocks: call it on the I/O pool.
     func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
-        for write in writes
-        where Self.cost(size: write.info.size, inline: write.data.count <= inlineThreshold) > rowBudget(for: limit) {
+        // Once per write, not per value: the budget counts the shard folders with an `fstat`.
+        let budget = rowBudget(for: limit)
+        for write in writes where Self.cost(size: write.info.size, inline: write.data.count <= inlineThreshold) > budget
+        {
             throw ItemCacheError(
                 code: .tooLarge,
                 message:
-                    "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(rowBudget(for: limit)) bytes for values); raise the limit (diskLimit, --max-size) or store it elsewhere",
+                    "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(budget) bytes for values); raise the limit (diskLimit, --max-size) or store it elsewhere",
                 key: write.key)
         }
         // Only a write that makes files needs the window: reconciliation must not take a file

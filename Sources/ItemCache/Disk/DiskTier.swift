@@ -99,9 +99,7 @@ final class DiskTier: Sendable {
         let path = folder.path + "/index.sqlite"
         do {
             blobs = try BlobFolder(in: folder, durability: configuration.durability)
-            try folder.prepareFile("cache.lock", create: false)
-            lockFile = try RangeLockFile(
-                in: folder.descriptor, name: "cache.lock", mode: folder.fileMode, path: folder.path + "/cache.lock")
+            lockFile = try folder.openLockFile()
             // SQLite opens its files by path: none of them may be a planted symlink, and a new
             // index (and the log and shared memory, which take its mode) is private.
             try folder.prepareFile("index.sqlite", create: true)
