@@ -81,6 +81,10 @@ MEASURES = [
     Measure("set1m", "disk set, 1 MiB (100 new keys)", ["set", "--size", str(MIB), "--count", "100"], ["set", "--size", str(MIB), "--count", "100"]),
     Measure("set4k_async", "disk set, 4 KiB, `await store(_:for:)` (ItemCache only; vs diskcache's set)",
             ["set-async", "--size", "4096", "--count", "2000"], None),
+    # What an async call adds on top of its job: the hop to BlockingIOPool and back, with an
+    # empty job and with one as long as a 4 KiB set (its threads would otherwise fall asleep).
+    Measure("hop0", "hop to the I/O pool and back, empty job (ItemCache only)", ["hop", "--count", "2000", "--busy", "0"], None),
+    Measure("hop100", "hop to the I/O pool and back, 100 µs job (ItemCache only)", ["hop", "--count", "2000", "--busy", "100"], None),
     Measure("group", "group writes, 2,000 × 4 KiB, groups of 100 (diskcache: `transact()` per 100), until closed",
             ["group", "--size", "4096", "--count", "2000", "--max-items", "100"], ["group", "--size", "4096", "--count", "2000", "--max-items", "100"]),
     Measure("writers8", "8 writer processes, one folder, 250 × 4 KiB sets each",
@@ -483,13 +487,17 @@ def write_report(results: Path) -> None:
     for name, label, peer_name, goal in [("get4k", "disk get 4 KiB", None, 0.3), ("set4k", "disk set 4 KiB", None, 0.5),
                                          ("set4k_async", "disk set 4 KiB, async `store`", "set4k", None),
                                          ("get1m", "disk get 1 MiB", None, None), ("set1m", "disk set 1 MiB", None, None),
-                                         ("writers8", "set 4 KiB, 8 writer processes", None, None)]:
+                                         ("writers8", "set 4 KiB, 8 writer processes", None, None),
+                                         ("hop0", "async hop, empty job (on top of the job)", "-", None),
+                                         ("hop100", "async hop, 100 µs job (on top of the job)", "-", None)]:
         for fs in fss:
             row = lat_row(name, fs, label, peer_name)
             if row is None:
                 continue
             cells, med_a, med_b, _ = row
             lines.append("| " + " | ".join(cells) + " |")
+            if peer_name == "-":
+                continue
             if goal is not None and med_b:
                 goals.append(f"- {label}, {fs}: median {ratio(med_a, med_b)} of diskcache's (goal ≤ {goal}×: "
                              f"{verdict(med_a / med_b <= goal)}).")

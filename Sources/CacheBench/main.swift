@@ -15,6 +15,8 @@ let usage = """
       get        --size 4096 --count 2000 --ops 5000   warm disk gets (memory tier off), random keys
       set        --size 4096 --count 2000              disk sets (storeNow), new keys
       set-async  --size 4096 --count 2000              the same through `await store(_:for:)`
+      hop        --count 2000 --busy 0                 `await BlockingIOPool.shared.run` of a job
+                                                       spinning --busy µs: the hop's own cost
       group      --size 4096 --count 2000 --max-items 100   group writes: items/s including close()
       memhit     --count 1000 --batches 2000 --batch 100    memory-tier hits
       writers    --procs 8 --ops 250 --size 4096       that many processes setting into one folder
@@ -39,6 +41,7 @@ do {
     case "set": try measureSet(options)
     case "set-async": try await measureSetAsync(options)
     case "group": try await measureGroup(options)
+    case "hop": try await measureHop(options)
     case "memhit": try measureMemoryHit(options)
     case "writers": try runWriters(options)
     case "writer-child": try runWriterChild(options)
@@ -136,6 +139,28 @@ func measureSetAsync(_ options: ToolOptions) async throws {
     }
     try await store.close()
     emit(["measure": "set-async", "size": size, "count": count].merging(latencyFields(latencies)) { $1 })
+}
+
+/// What a hop to the I/O pool and back costs: `await BlockingIOPool.shared.run` of a job that
+/// spins for `--busy` µs (0: an empty job), timed around the call, less the job's own time.
+/// A short job finds the threads awake; a longer one lets an idle CPU halt, which the pool's
+/// spinning is there to avoid (see BlockingIOPool).
+func measureHop(_ options: ToolOptions) async throws {
+    let count = try options.int("count", 2000)
+    let busy = UInt64(try options.int("busy", 0)) * 1000
+    var latencies: [UInt64] = []
+    latencies.reserveCapacity(count)
+    for _ in 0..<count {
+        let start = nowNanoseconds()
+        let spent = await BlockingIOPool.shared.run { () -> UInt64 in
+            let start = nowNanoseconds()
+            var now = start
+            while now - start < busy { now = nowNanoseconds() }
+            return now - start
+        }
+        latencies.append(nowNanoseconds() - start - spent)
+    }
+    emit(["measure": "hop", "count": count, "busy_us": busy / 1000].merging(latencyFields(latencies)) { $1 })
 }
 
 /// Group writes: the wall time from the first store to the end of `close()`, which writes the

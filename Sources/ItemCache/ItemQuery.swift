@@ -109,7 +109,13 @@ public struct ItemQuery: Sendable, Equatable {
         if let urlPrefix { request = request.filter(url.like(Self.escaped(urlPrefix) + "%", escape: "\\")) }
         if let urlSuffix { request = request.filter(url.like("%" + Self.escaped(urlSuffix), escape: "\\")) }
         if let urlSubstring { request = request.filter(url.like("%" + Self.escaped(urlSubstring) + "%", escape: "\\")) }
-        if let context { request = request.filter(Column("context") == context) }
+        if let context {
+            // `context <> ''` as the partial index `item_context` states it, so SQLite uses it.
+            request =
+                context.isEmpty
+                ? request.filter(Column("context") == "")
+                : request.filter(sql: "context = ? AND context <> ''", arguments: [context])
+        }
         for group in groups {
             let members = Table("itemGroup").filter(Column("name") == group).select(Column("itemId"))
             request = request.filter(members.contains(Column("id")))

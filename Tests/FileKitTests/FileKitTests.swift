@@ -76,6 +76,58 @@ struct BlockingIOPoolTests {
             "two threads, so at most two jobs at once, and both used")
     }
 
+    /// A worker polling the queue takes one job without being woken; a burst of more jobs
+    /// must still wake the sleeping threads, or the pool runs them one at a time.
+    @Test func aBurstWhileAWorkerPollsUsesEveryThread() async throws {
+        let pool = BlockingIOPool(threadCount: 4, spin: .milliseconds(50))
+        let counters = Counters()
+        // A quick job first: its worker then polls for 50 ms while the other three sleep.
+        #expect(await pool.run { 7 } == 7)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<8 {
+                group.addTask {
+                    await pool.run {
+                        let now = counters.running.add(1, ordering: .sequentiallyConsistent).newValue
+                        counters.most.max(now, ordering: .sequentiallyConsistent)
+                        usleep(20_000)
+                        counters.running.subtract(1, ordering: .sequentiallyConsistent)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(counters.most.load(ordering: .sequentiallyConsistent) == 4, "all four threads ran jobs at once")
+    }
+
+    /// Many short jobs from many tasks, with and without polling: none is lost (a lost wake-up
+    /// would hang the test until its time limit) and each returns its own result.
+    @Test(.timeLimit(.minutes(1)), arguments: [Duration.zero, .microseconds(250), .milliseconds(5)])
+    func manyShortJobsAllComplete(spin: Duration) async throws {
+        let pool = BlockingIOPool(threadCount: 3, spin: spin)
+        let sums = try await withThrowingTaskGroup(of: Int.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    var sum = 0
+                    for index in 0..<500 { sum += await pool.run { task * 1_000 + index } }
+                    return sum
+                }
+            }
+            return try await group.reduce(into: [Int]()) { $0.append($1) }
+        }
+        #expect(sums.sorted() == (0..<8).map { task in (0..<500).reduce(0) { $0 + task * 1_000 + $1 } })
+    }
+
+    /// A job that outlasts the caller's polling hands its result over through a continuation.
+    @Test func aJobLongerThanTheSpinStillReturnsItsResult() async throws {
+        let pool = BlockingIOPool(threadCount: 1, spin: .microseconds(100))
+        let value = await pool.run { () -> String in
+            usleep(30_000)
+            return "done"
+        }
+        #expect(value == "done")
+        #expect(BlockingIOPool(threadCount: 1, spin: .microseconds(-5)).spin == .zero, "a negative spin is none")
+    }
+
     @Test func aJobsTypedErrorReachesTheCaller() async {
         let error = await #expect(throws: FileSystemError.self) {
             try await BlockingIOPool.shared.run { () throws(FileSystemError) in

@@ -50,6 +50,31 @@ struct FootprintTests {
         #expect(Self.du(folder) <= limit, "\(breakdown)")
     }
 
+    /// A large cache's log is restarted, not emptied, when full: it keeps its blocks for the
+    /// next commits, and still never grows past its budget and one commit.
+    @Test func aLargeCachesLogIsReusedAndStaysWithinItsBudget() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let limit: Int64 = 1 << 30
+        let budget = DiskTier.walBudget(for: limit)
+        let store = try ItemStoreTests.open(folder, limit: limit, inline: 16 << 10)
+        var largest: Int64 = 0
+        var smallestAfterFull = Int64.max
+        // About 9 log pages a 4 KiB set: 2,400 sets write five budgets' worth of log.
+        for index in 0..<2_400 {
+            try await store.store(
+                Data(repeating: UInt8(index & 0xFF), count: 4096), for: ItemStoreTests.key("k\(index)"))
+            var status = stat()
+            guard lstat(folder + "/index.sqlite-wal", &status) == 0 else { continue }
+            largest = max(largest, Int64(status.st_size))
+            if largest >= budget * 9 / 10 { smallestAfterFull = min(smallestAfterFull, Int64(status.st_size)) }
+        }
+        #expect(largest >= budget * 9 / 10, "the log reached its budget (\(largest) of \(budget) bytes)")
+        #expect(largest <= budget + (1 << 20), "the log stayed within its budget and a commit: \(largest) bytes")
+        #expect(smallestAfterFull >= budget / 2, "the full log was restarted in place, never emptied")
+        try await store.close()
+    }
+
     @Test("a lower limit evicts at once, when the store opens with it")
     func lowerLimitEvictsAtOnce() async throws {
         let folder = temporaryCacheFolder()

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import ItemCache
@@ -45,6 +46,7 @@ struct ItemQueryTests {
         (ItemQuery().urlContaining("%"), "f"),
         (ItemQuery().group("thumbs"), "ab"),
         (ItemQuery().context("lists"), "f"),
+        (ItemQuery().context(""), "abcde"), // no context: outside the partial index, still found
         (ItemQuery().expired(), "bd"),
         (ItemQuery().expired(false), "acef"),
         (ItemQuery().size(in: 100...300), "abc"),
@@ -68,6 +70,21 @@ struct ItemQueryTests {
         unlimited.limit = nil
         unlimited.offset = 0
         #expect(try store.blockingCount(matching: query) == store.blockingItems(matching: unlimited).count)
+    }
+
+    /// `item_context` leaves out items without a context (one index page fewer a write); a
+    /// query for a context must still be answered from it, not by reading every row.
+    @Test func aContextQueryUsesThePartialIndex() async throws {
+        let (store, folder, _) = try await Self.populate()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let request = ItemQuery().context("lists").request()
+        let plan = try await store.disk.pool.read { db in
+            let statement = try request.makePreparedRequest(db, forSingleResult: false).statement
+            return try Row.fetchAll(
+                db, sql: "EXPLAIN QUERY PLAN " + statement.sql, arguments: statement.arguments
+            ).map { $0["detail"] as String }.joined(separator: "; ")
+        }
+        #expect(plan.contains("USING INDEX item_context"), "plan: \(plan)")
     }
 
     @Test("deleting what a query matches, and removeExpired")

@@ -7,7 +7,9 @@ import Foundation
 ///   allocates them) plus ``rowOverhead`` for its row and index entries; the index keeps the
 ///   total in `stats.cost` (triggers, v6-footprint);
 /// - the write-ahead log is kept within ``walBudget(for:)`` (checkpoints start sooner for a small
-///   limit, and a writer that finds it full checkpoints and truncates it), and the folder's own
+///   limit, and a writer that finds it full checkpoints and truncates it, or for a large
+///   cache restarts it, `journal_size_limit` cutting the file back to the budget), and the
+///   folder's own
 ///   blocks and its shard folders are ``reserve(for:shardFolders:)``;
 /// - eviction keeps `cost ≤ limit − reserve`, and pages freed in the index go back to the file
 ///   system (`auto_vacuum = INCREMENTAL` in a new index).
@@ -35,9 +37,9 @@ extension DiskTier {
         min(16 << 20, max(16 << 10, limit / 16))
     }
 
-    /// What the folder takes besides its rows: twice the log's budget (a writer truncates the log
-    /// once it reaches the budget, but the commit that reaches it comes first, and a reader
-    /// that still needs the log defers the truncation to the next commit), 64 KiB for the index's schema
+    /// What the folder takes besides its rows: twice the log's budget (a writer truncates or
+    /// restarts the log once it reaches the budget, but the commit that reaches it comes first,
+    /// and a reader that still needs the log defers that to the next commit), 64 KiB for the index's schema
     /// pages, the folder, `blobs`, tag and lock file, 32 KiB of shared memory while the cache
     /// is open, and a block for each of the `shardFolders` blob folders there are (they stay
     /// once made).

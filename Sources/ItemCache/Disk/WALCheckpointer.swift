@@ -16,8 +16,9 @@ import Synchronization
 ///
 /// The log is written from its start again only after a checkpoint that copied all of it,
 /// which a background checkpoint racing continuous writes rarely manages; so when the log
-/// reaches ``hardLimit`` pages, the committing writer checkpoints in place, as SQLite would
-/// (the background ones have copied most pages by then), and the log stays bounded.
+/// reaches ``hardLimit`` pages, the committing writer checkpoints in place and restarts the
+/// log, as SQLite would (the background ones have copied most pages by then), and the log
+/// stays bounded.
 final class WALCheckpointer: Sendable {
     /// Pages in the log that start a background checkpoint: SQLite's automatic checkpoint size.
     static let threshold: Int32 = 1_000
@@ -67,13 +68,18 @@ final class WALCheckpointer: Sendable {
     private func committed(pages: Int32, connection: OpaquePointer?) {
         if pages >= hardLimit {
             // The background checkpoints never finished the log: this writer copies the rest
-            // itself and, when no reader needs the log any more, truncates it, so the log stays
-            // inside the folder's limit (a passive checkpoint leaves the file at its largest).
-            // TRUNCATE waits for readers through the busy handler; gets hold the log for
-            // microseconds. The result is not checked: a busy or partial checkpoint is tried
-            // again at the next commit.
+            // itself and restarts it, so the next commit writes the log from its start again.
+            // A large cache's log keeps its blocks (RESTART; `journal_size_limit` cuts the
+            // file back to the budget at the next restart): later commits overwrite them
+            // instead of allocating new ones (measured: a 4 KiB set 15-20% cheaper on tmpfs,
+            // where every new page of the log was zeroed and charged). A small cache's log is
+            // emptied (TRUNCATE): one commit can take it past its budget, and the folder's
+            // limit is tight. Both wait for readers through the busy handler; gets hold the
+            // log for microseconds. The result is not checked: a busy or partial checkpoint is
+            // tried again at the next commit.
+            let mode = threshold >= Self.threshold ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_TRUNCATE
             for attempt in 0..<3 {
-                if sqlite3_wal_checkpoint_v2(connection, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil) != SQLITE_BUSY {
+                if sqlite3_wal_checkpoint_v2(connection, nil, mode, nil, nil) != SQLITE_BUSY {
                     break
                 }
                 usleep(UInt32(500 << attempt))
