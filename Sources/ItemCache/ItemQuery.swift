@@ -179,7 +179,9 @@ public struct ItemSummary: Sendable, Equatable {
 extension ItemStore {
     /// The items `query` matches, in its order, without their bytes.
     public func items(matching query: ItemQuery) async throws(ItemCacheError) -> [ItemSummary] {
-        try await io.run { () throws(ItemCacheError) in try self.disk.summaries(query) }
+        try await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.summaries(query) }
+        }
     }
 
     /// ``items(matching:)`` on the calling thread, for code that cannot await.
@@ -190,7 +192,9 @@ extension ItemStore {
 
     /// How many items `query` matches (its limit and offset aside).
     public func count(matching query: ItemQuery) async throws(ItemCacheError) -> Int {
-        try await io.run { () throws(ItemCacheError) in try self.disk.count(query) }
+        try await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.count(query) }
+        }
     }
 
     /// ``count(matching:)`` on the calling thread, for code that cannot await.
@@ -205,7 +209,9 @@ extension ItemStore {
     public func removeItems(matching query: ItemQuery) async throws(ItemCacheError) -> Int {
         try await flush()
         let removed = try await io.run { () throws(ItemCacheError) in
-            try self.disk.remove { db in try Int64.fetchAll(db, query.request().select(Column("id"))) }
+            try self.onDisk { disk throws(ItemCacheError) in
+                try disk.remove { db in try Int64.fetchAll(db, query.request().select(Column("id"))) }
+            }
         }
         memory.removeAll()
         return removed

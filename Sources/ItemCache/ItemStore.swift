@@ -1,5 +1,6 @@
 import FileKit
 import Foundation
+import Metrics
 import Synchronization
 
 /// A cache of values by key: what ``ItemLoader`` stores fetched items in, and what an app can use
@@ -59,7 +60,20 @@ public struct StoredItem: Sendable, Equatable {
 public final class ItemStore: ItemCaching {
     /// The settings the store was opened with.
     public let configuration: CacheConfiguration
-    let disk: DiskTier
+    /// The disk tier in use. Replaced by a new, empty one when its index turns out damaged
+    /// while the store is open (``onDisk(_:)``).
+    private let tier: Mutex<DiskTier>
+    /// One replacement at a time.
+    private let replacing = Mutex(())
+    /// Counts the indexes set aside while open (`<prefix>_index_set_aside`).
+    private let indexesSetAside: Counter
+    private let setAsideSinceOpening = Atomic<Int>(0)
+    /// How many times a damaged index was set aside and replaced by an empty one since the store
+    /// opened (``onDisk(_:)``; at opening, ``CacheRepairs/indexSetAside`` says it). An app can
+    /// report it; `<prefix>_index_set_aside` counts it too.
+    public var indexesSetAsideSinceOpening: Int { setAsideSinceOpening.load(ordering: .relaxed) }
+    /// The disk tier in use now.
+    var disk: DiskTier { tier.withLock { $0 } }
     let memory: MemoryTier<CachedItem>
     let io: BlockingIOPool
     private let group = Mutex(PendingGroup())
@@ -124,11 +138,44 @@ public final class ItemStore: ItemCaching {
             tier = try DiskTier(folder: folder, configuration: configuration)
             reconciliation = try tier.reconcile()
         }
-        disk = tier
+        self.tier = Mutex(tier)
+        indexesSetAside = Counter(label: configuration.metricsPrefix + "_index_set_aside")
         repairs.orphanFiles = reconciliation.orphanFiles
         repairs.orphanRows = reconciliation.orphanRows
         repairs.statsRepaired = reconciliation.statsRepaired
         openingRepairs = repairs
+    }
+
+    /// Runs `body` on the disk tier. When it finds the index damaged (a page that does not read
+    /// back, met after opening), the index is set aside as at opening, a new empty one takes
+    /// its place (counted in ``indexesSetAsideSinceOpening``), and `body` runs once more on it: a read then misses (the
+    /// loader fetches again) and a write lands in the new index, so the process goes on
+    /// without a restart. Values in memory stay: their bytes were checked when read.
+    func onDisk<T>(_ body: (DiskTier) throws(ItemCacheError) -> T) throws(ItemCacheError) -> T {
+        let current = disk
+        do {
+            return try body(current)
+        } catch  where error.code == .damagedIndex {
+            try replaceDamaged(current, error)
+            return try body(disk)
+        }
+    }
+
+    /// Sets aside the damaged index of `failed` and opens a new one, unless another caller
+    /// already replaced it.
+    private func replaceDamaged(_ failed: DiskTier, _ error: ItemCacheError) throws(ItemCacheError) {
+        try replacing.withLock { _ throws(ItemCacheError) in
+            guard tier.withLock({ $0 === failed }) else { return }
+            try Self.setAsideIndex(of: failed.folder)
+            let fresh = try DiskTier(folder: failed.folder, configuration: configuration)
+            _ = try fresh.reconcile()
+            tier.withLock { $0 = fresh }
+            indexesSetAside.increment()
+            setAsideSinceOpening.add(1, ordering: .relaxed)
+            configuration.logger.debug(
+                "the cache index \(failed.folder.path)/index.sqlite was damaged (\(error.message)); it is set aside as index.sqlite.damaged and the cache goes on empty"
+            )
+        }
     }
 
     /// Moves a damaged index aside (`index.sqlite.damaged`, replacing an older one; its log and
@@ -164,12 +211,16 @@ public final class ItemStore: ItemCaching {
     /// Records the failure in the index, where every process sharing the folder sees it. A
     /// failure to record is dropped: waiters then fetch themselves, as before.
     public func recordFetchFailure(_ error: ItemCacheError, for key: CacheKey) async {
-        try? await io.run { () throws(ItemCacheError) in try self.disk.recordFailure(error, for: key, at: Date()) }
+        try? await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.recordFailure(error, for: key, at: Date()) }
+        }
     }
 
     /// The failure recorded for `key` at or after `since`, by this or another process.
     public func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError? {
-        (try? await io.run { () throws(ItemCacheError) in try self.disk.failure(for: key, since: since) }) ?? nil
+        (try? await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.failure(for: key, since: since) }
+        }) ?? nil
     }
 
     // MARK: - Reading
@@ -215,7 +266,7 @@ public final class ItemStore: ItemCaching {
         if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {
             return StoredItem(item: CachedItem(key: key, data: pending.data, info: pending.info), source: .memory)
         }
-        guard let item = try disk.read(key) else {
+        guard let item = try onDisk({ disk throws(ItemCacheError) in try disk.read(key) }) else {
             if expiredInMemory != nil { memory.remove(key) }
             return nil
         }
@@ -226,14 +277,16 @@ public final class ItemStore: ItemCaching {
     /// The record of `key` without its value, nil when there is none.
     public func info(for key: CacheKey) async throws(ItemCacheError) -> ItemInfo? {
         if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) { return pending.info }
-        return try await io.run { () throws(ItemCacheError) in try self.disk.info(for: key) }
+        return try await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.info(for: key) }
+        }
     }
 
     /// ``info(for:)`` on the calling thread, for code that cannot await.
     @available(*, noasync, message: "use the async info(for:); this one blocks on disk")
     public func infoNow(for key: CacheKey) throws(ItemCacheError) -> ItemInfo? {
         if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) { return pending.info }
-        return try disk.info(for: key)
+        return try onDisk { disk throws(ItemCacheError) in try disk.info(for: key) }
     }
 
     // MARK: - Writing
@@ -277,7 +330,9 @@ public final class ItemStore: ItemCaching {
             }
         } else {
             try await io.run { () throws(ItemCacheError) in
-                try self.disk.write([write], afterCommit: { self.keep(item) })
+                try self.onDisk { disk throws(ItemCacheError) in
+                    try disk.write([write], afterCommit: { self.keep(item) })
+                }
             }
         }
         return item
@@ -300,7 +355,9 @@ public final class ItemStore: ItemCaching {
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
         dropFromGroup(key)
-        try disk.write([PendingWrite(key: key, data: data, info: item.info)], afterCommit: { self.keep(item) })
+        try onDisk { disk throws(ItemCacheError) in
+            try disk.write([PendingWrite(key: key, data: data, info: item.info)], afterCommit: { self.keep(item) })
+        }
         return item
     }
 
@@ -311,15 +368,17 @@ public final class ItemStore: ItemCaching {
         // The row must be on disk before it is updated; without a pending group, no hop.
         if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
         let refreshed = try await io.run { () throws(ItemCacheError) -> CachedItem? in
-            try self.disk.refresh(
-                key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
-                afterCommit: { info in
-                    guard var item = self.memory.value(for: key) else { return }
-                    guard let info else { return self.memory.remove(key) }
-                    item.info = info
-                    self.keep(item)
-                }
-            )
+            try self.onDisk { disk throws(ItemCacheError) in
+                try disk.refresh(
+                    key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
+                    afterCommit: { info in
+                        guard var item = self.memory.value(for: key) else { return }
+                        guard let info else { return self.memory.remove(key) }
+                        item.info = info
+                        self.keep(item)
+                    }
+                )
+            }
             .flatMap { _ in self.memory.value(for: key) }
         }
         if let refreshed { return refreshed }
@@ -342,24 +401,26 @@ public final class ItemStore: ItemCaching {
     ) async throws(ItemCacheError) -> CachedItem? {
         if group.withLock({ $0.writes[key.rawValue] != nil }) { try await flush() }
         return try await io.run { () throws(ItemCacheError) -> CachedItem? in
-            try self.disk.modify(
-                key,
-                { current in
-                    guard let data = try transform(current) else { return nil }
-                    let now = self.configuration.clock.now
-                    var info = self.record(for: data, options: options, now: now)
-                    if let current {
-                        info = ItemInfo(
-                            size: Int64(data.count), created: now, accessed: now, expires: current.info.expires,
-                            mustRevalidate: current.info.mustRevalidate, pinned: current.info.pinned,
-                            groups: current.info.groups,
-                            contentType: current.info.contentType, metadata: current.info.metadata)
-                    }
-                    return PendingWrite(key: key, data: data, info: info)
-                },
-                afterCommit: { item in
-                    if let item { self.keep(item) } else { self.memory.remove(key) }
-                })
+            try self.onDisk { disk throws(ItemCacheError) in
+                try disk.modify(
+                    key,
+                    { current in
+                        guard let data = try transform(current) else { return nil }
+                        let now = self.configuration.clock.now
+                        var info = self.record(for: data, options: options, now: now)
+                        if let current {
+                            info = ItemInfo(
+                                size: Int64(data.count), created: now, accessed: now, expires: current.info.expires,
+                                mustRevalidate: current.info.mustRevalidate, pinned: current.info.pinned,
+                                groups: current.info.groups,
+                                contentType: current.info.contentType, metadata: current.info.metadata)
+                        }
+                        return PendingWrite(key: key, data: data, info: info)
+                    },
+                    afterCommit: { item in
+                        if let item { self.keep(item) } else { self.memory.remove(key) }
+                    })
+            }
         }
     }
 
@@ -369,7 +430,9 @@ public final class ItemStore: ItemCaching {
         memory.remove(key)
         return try await io.run { () throws(ItemCacheError) in
             let pending = self.dropFromGroup(key)
-            let stored = try self.disk.remove(key, afterCommit: { self.memory.remove(key) })
+            let stored = try self.onDisk { disk throws(ItemCacheError) in
+                try disk.remove(key, afterCommit: { self.memory.remove(key) })
+            }
             return pending || stored
         }
     }
@@ -401,13 +464,15 @@ public final class ItemStore: ItemCaching {
 
     /// Disk usage as the index counts it (pending group writes not included).
     public func statistics() async throws(ItemCacheError) -> CacheStatistics {
-        try await io.run { () throws(ItemCacheError) in try self.disk.statistics() }
+        try await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.statistics() }
+        }
     }
 
     /// ``statistics()`` on the calling thread, for code that cannot await.
     @available(*, noasync, message: "use the async statistics(); this one blocks on disk")
     public func statisticsNow() throws(ItemCacheError) -> CacheStatistics {
-        try disk.statistics()
+        try onDisk { disk throws(ItemCacheError) in try disk.statistics() }
     }
 
     // MARK: - Group writes
@@ -427,7 +492,9 @@ public final class ItemStore: ItemCaching {
                 return .success(())
             }
             let ordered = batch.values.sorted { $0.sequence < $1.sequence }
-            let result = Result { () throws(ItemCacheError) in try disk.write(ordered.map(\.write)) }
+            let result = Result { () throws(ItemCacheError) in
+                try onDisk { disk throws(ItemCacheError) in try disk.write(ordered.map(\.write)) }
+            }
             // Written or failed, the group leaves memory (a later store of a key stays).
             group.withLock { group in
                 for (key, entry) in batch where group.writes[key]?.sequence == entry.sequence {

@@ -61,7 +61,7 @@ extension ItemStore {
     ) async throws -> T? {
         if configuration.groupWrites != nil { try await flush() }
         return try await io.run { () throws -> T? in
-            guard let opened = try self.disk.openValue(key) else {
+            guard let opened = try self.onDisk({ disk throws(ItemCacheError) in try disk.openValue(key) }) else {
                 // Gone from disk (or dropped as damaged): memory must not keep answering for it.
                 self.memory.remove(key)
                 return nil

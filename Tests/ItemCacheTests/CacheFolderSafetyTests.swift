@@ -347,6 +347,45 @@ struct CacheFolderSafetyTests {
         #expect(try store.blockingStatistics().bytes == total)
     }
 
+    @Test("an index damaged while the store is open is set aside at the next call; the store goes on, empty")
+    func damagedWhileOpen() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder, inline: 1 << 20)
+        for index in 0..<200 { try await store.store(Self.bytes(3000, UInt8(index)), for: Self.key("k\(index)")) }
+        // The log into the file, so reads come from the pages overwritten below.
+        try await store.disk.pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
+        let size = try #require(FileManager.default.attributesOfItem(atPath: folder + "/index.sqlite")[.size] as? Int)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/index.sqlite"))
+        for page in stride(from: 8192, to: size - 4096, by: 4096 * 4) {
+            try handle.seek(toOffset: UInt64(page))
+            handle.write(Data(repeating: 0xA5, count: 4096))
+        }
+        try handle.close()
+        store.purgeMemory()
+        // No call throws: the first to meet the damage sets the index aside, and misses.
+        var served = 0
+        for index in 0..<200 {
+            if let found = try await store.item(for: Self.key("k\(index)")) {
+                #expect(found.item.data == Self.bytes(3000, UInt8(index)), "never other bytes")
+                served += 1
+            }
+        }
+        #expect(served < 200, "the damage was met")
+        #expect(store.indexesSetAsideSinceOpening == 1, "set aside once, whatever the calls that met it")
+        #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
+        #expect(try await store.statistics().count == 0)
+        try await store.store(Self.bytes(10), for: Self.key("new"))
+        store.purgeMemory()
+        #expect(try await store.item(for: Self.key("new"))?.item.data == Self.bytes(10))
+        try await store.close()
+        // Another store opening the folder finds the new index whole.
+        let reopened = try ItemStoreTests.open(folder, inline: 1 << 20)
+        #expect(!reopened.openingRepairs.indexSetAside)
+        #expect(try reopened.blockingItem(for: Self.key("new"))?.item.data == Self.bytes(10))
+        try await reopened.close()
+    }
+
     @Test("a damaged index is set aside and the cache starts again empty; the next store works")
     func damagedIndex() async throws {
         let folder = temporaryCacheFolder()
