@@ -13,7 +13,7 @@ struct ScenarioStep: Decodable {
 }
 
 /// Replays a scenario against bench/cache_scenario.py's server through ``ItemLoader`` with the
-/// server's freshness rules (`CacheConfiguration.freshness = .server`, every other setting at its
+/// server's freshness rules (`CacheConfiguration.loading.freshness = .server`, every other setting at its
 /// default) in an empty cache folder, and prints one JSON line per get: what came back, from
 /// where, and when. requests-cache replays the same steps; the Python side counts and judges.
 ///
@@ -35,7 +35,7 @@ func runScenario(_ options: ToolOptions) async throws {
     transportConfiguration.retry = .none
     let transport = try CurlTransport(configuration: transportConfiguration)
     var configuration = CacheConfiguration(folder: try options.string("folder"))
-    configuration.freshness = .server
+    configuration.loading.freshness = .server
     let store = try ItemStore(configuration: configuration)
     let loader = ItemLoader(store: store, configuration: configuration, transport: transport)
 

@@ -74,12 +74,12 @@ func populate(_ store: ItemStore, keys: [CacheKey], values: Values) throws -> [U
 func timedGets(_ store: ItemStore, keys: [CacheKey], size: Int, ops: Int, seed: UInt64) throws -> [UInt64] {
     let order = randomIndices(count: keys.count, ops: ops, seed: seed)
     // Untimed warm-up: SQLite's statement cache and the first page faults are not the steady cost.
-    for index in order.prefix(200) { _ = try store.cachedItem(for: keys[index]) }
+    for index in order.prefix(200) { _ = try store.itemNow(for: keys[index]) }
     var latencies: [UInt64] = []
     latencies.reserveCapacity(ops)
     for index in order {
         let start = nowNanoseconds()
-        let found = try store.cachedItem(for: keys[index])
+        let found = try store.itemNow(for: keys[index])
         let elapsed = nowNanoseconds() - start
         guard let found, found.source == .disk, found.item.data.count == size else {
             throw ToolFailure(
@@ -205,13 +205,13 @@ func measureMemoryHit(_ options: ToolOptions) throws {
     _ = try populate(store, keys: keys, values: Values(size: 4096, seed: UInt64(try options.int("seed", 1))))
     let order = randomIndices(count: count, ops: batches * batch, seed: 7).map { keys[$0] }
     var hits = 0
-    for key in order.prefix(10_000) where try store.cachedItem(for: key)?.source == .memory { hits += 1 }
+    for key in order.prefix(10_000) where try store.itemNow(for: key)?.source == .memory { hits += 1 }
     var perHit: [UInt64] = []
     perHit.reserveCapacity(batches)
     for round in 0..<batches {
         let slice = order[(round * batch)..<((round + 1) * batch)]
         let start = nowNanoseconds()
-        for key in slice where try store.cachedItem(for: key)?.source == .memory { hits += 1 }
+        for key in slice where try store.itemNow(for: key)?.source == .memory { hits += 1 }
         perHit.append((nowNanoseconds() - start) / UInt64(batch))
     }
     var single: [UInt64] = []
@@ -219,7 +219,7 @@ func measureMemoryHit(_ options: ToolOptions) throws {
     single.reserveCapacity(order.count / 10)
     for key in order.prefix(order.count / 10) {
         let start = nowNanoseconds()
-        let found = try store.cachedItem(for: key)
+        let found = try store.itemNow(for: key)
         single.append(nowNanoseconds() - start)
         if found?.source == .memory { hits += 1 }
     }

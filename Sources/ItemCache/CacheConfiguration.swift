@@ -1,7 +1,10 @@
 import Foundation
 import Logging
 
-/// Everything an ``ItemStore`` and an ``ItemLoader`` can be told, each field with its default.
+/// What an ``ItemStore`` is told (its folder, limits, tiers, durability, clock, logger and
+/// metrics), each field with its default, and in ``loading`` what an ``ItemLoader`` on it is
+/// told (``LoadingConfiguration``): one configuration per component, as Nuke's `DataCache` and
+/// `ImagePipeline.Configuration` are.
 ///
 /// Only ``folder`` has no default; `CacheConfiguration(folder:)` is a complete configuration.
 public struct CacheConfiguration: Sendable {
@@ -36,26 +39,10 @@ public struct CacheConfiguration: Sendable {
     /// How long an item stays fresh when the caller gives no expiry (and, with
     /// ``FreshnessPolicy/server``, the server gives none either). Default one day.
     public var defaultExpiry: Expiry = .oneDay
-    /// Whether a fetched item's freshness comes from the caller only or from the server's
-    /// `Cache-Control`, `Expires` and `Age` when the caller sets no expiry. Default
-    /// ``FreshnessPolicy/server``.
-    public var freshness: FreshnessPolicy = .server
-    /// For this long after an item expires, a get returns the stale value at once and refreshes
-    /// it in the background (stale-while-revalidate). Default 0: no window.
-    public var staleWhileRevalidate: Duration = .zero
-    /// When a fetch fails and a stale value is stored, return it marked ``ItemSource/stale``
-    /// instead of the error (RxCache's "use expired data if the loader fails"). Default true.
-    public var staleIfError = true
-    /// How long a load waits for another process's fetch of the same key before it fetches
-    /// itself (nginx's `proxy_cache_lock_timeout`): a fetch that hangs delays the others at most
-    /// this long. A waiter whose wait ends with the other fetch's failure shares that failure
-    /// (and its stale fallback) instead of trying again. Default 30 s: longer than one fetch
-    /// with its retries against a failing origin (measured: four attempts at a 503 after 1.5 s
-    /// take 7.3 s; nginx's 5 s assumes no retries), shorter than a hung one (the transport's
-    /// stall window is 30 s an attempt).
-    public var coalescingTimeout: Duration = .seconds(30)
-    /// At most this many fetches run at once; more wait their turn. Default 6 (RXWebCache).
-    public var maxConcurrentFetches = 6
+    /// The loader's settings: freshness, stale serving, coalescing and concurrent fetches.
+    /// An ``ItemStore`` ignores them; ``ItemLoader/init(store:loading:transport:)`` takes them
+    /// on their own.
+    public var loading = LoadingConfiguration()
     /// Deferred writes: when set, stores are collected and written together every so many items
     /// or seconds (RXWebCache's group writes). Default nil: each write is on disk when it returns.
     public var groupWrites: GroupWritePolicy?
@@ -83,6 +70,68 @@ public struct CacheConfiguration: Sendable {
     public init(folder: String) {
         self.folder = folder
     }
+
+    // MARK: - Loader settings at their old place
+
+    /// ``LoadingConfiguration/freshness`` at its old place.
+    @available(*, deprecated, renamed: "loading.freshness")
+    public var freshness: FreshnessPolicy {
+        get { loading.freshness }
+        set { loading.freshness = newValue }
+    }
+    /// ``LoadingConfiguration/staleWhileRevalidate`` at its old place.
+    @available(*, deprecated, renamed: "loading.staleWhileRevalidate")
+    public var staleWhileRevalidate: Duration {
+        get { loading.staleWhileRevalidate }
+        set { loading.staleWhileRevalidate = newValue }
+    }
+    /// ``LoadingConfiguration/staleIfError`` at its old place.
+    @available(*, deprecated, renamed: "loading.staleIfError")
+    public var staleIfError: Bool {
+        get { loading.staleIfError }
+        set { loading.staleIfError = newValue }
+    }
+    /// ``LoadingConfiguration/coalescingTimeout`` at its old place.
+    @available(*, deprecated, renamed: "loading.coalescingTimeout")
+    public var coalescingTimeout: Duration {
+        get { loading.coalescingTimeout }
+        set { loading.coalescingTimeout = newValue }
+    }
+    /// ``LoadingConfiguration/maxConcurrentFetches`` at its old place.
+    @available(*, deprecated, renamed: "loading.maxConcurrentFetches")
+    public var maxConcurrentFetches: Int {
+        get { loading.maxConcurrentFetches }
+        set { loading.maxConcurrentFetches = newValue }
+    }
+}
+
+/// What an ``ItemLoader`` is told beyond its store's configuration: when a stored item is good
+/// enough, how long it waits for another process's fetch, and how many fetches run at once.
+/// Every field has its default.
+public struct LoadingConfiguration: Sendable {
+    /// Whether a fetched item's freshness comes from the caller only or from the server's
+    /// `Cache-Control`, `Expires` and `Age` when the caller sets no expiry. Default
+    /// ``FreshnessPolicy/server``.
+    public var freshness: FreshnessPolicy = .server
+    /// For this long after an item expires, a get returns the stale value at once and refreshes
+    /// it in the background (stale-while-revalidate). Default 0: no window.
+    public var staleWhileRevalidate: Duration = .zero
+    /// When a fetch fails and a stale value is stored, return it marked ``ItemSource/stale``
+    /// instead of the error (RxCache's "use expired data if the loader fails"). Default true.
+    public var staleIfError = true
+    /// How long a load waits for another process's fetch of the same key before it fetches
+    /// itself (nginx's `proxy_cache_lock_timeout`): a fetch that hangs delays the others at most
+    /// this long. A waiter whose wait ends with the other fetch's failure shares that failure
+    /// (and its stale fallback) instead of trying again. Default 30 s: longer than one fetch
+    /// with its retries against a failing origin (measured: four attempts at a 503 after 1.5 s
+    /// take 7.3 s; nginx's 5 s assumes no retries), shorter than a hung one (the transport's
+    /// stall window is 30 s an attempt).
+    public var coalescingTimeout: Duration = .seconds(30)
+    /// At most this many fetches run at once; more wait their turn. Default 6 (RXWebCache).
+    public var maxConcurrentFetches = 6
+
+    /// The defaults.
+    public init() {}
 }
 
 /// Whose freshness rules a fetched item follows when the caller gives no expiry.

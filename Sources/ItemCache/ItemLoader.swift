@@ -34,7 +34,7 @@ public enum LoadPolicy: Sendable, Equatable {
 
 /// How to load one item.
 public struct LoadOptions: Sendable {
-    /// The item's expiry; nil for the server's word or the default (``CacheConfiguration/freshness``).
+    /// The item's expiry; nil for the server's word or the default (``LoadingConfiguration/freshness``).
     public var expiry: Expiry?
     /// Cache or network; default ``LoadPolicy/useCache``.
     public var policy: LoadPolicy
@@ -78,7 +78,7 @@ public enum ItemState: Sendable, Equatable {
 /// Loads items by URL and parameters through the cache: memory, then disk, then the network,
 /// with one fetch per key however many ask (in this process and, through the folder's lock
 /// file, in every process sharing it), HTTP freshness and revalidation, stale-while-revalidate
-/// and stale-if-error, at most ``CacheConfiguration/maxConcurrentFetches`` fetches at once,
+/// and stale-if-error, at most ``LoadingConfiguration/maxConcurrentFetches`` fetches at once,
 /// and states to observe.
 public final class ItemLoader: Sendable {
     /// Where items are kept.
@@ -106,9 +106,21 @@ public final class ItemLoader: Sendable {
         self.configuration = configuration
         let http = HTTPFetcher(transport: transport)
         fetchers = Mutex(["http": http, "https": http, "file": FileFetcher()])
-        limiter = FetchLimiter(limit: configuration.maxConcurrentFetches)
+        limiter = FetchLimiter(limit: configuration.loading.maxConcurrentFetches)
         metrics = CacheMetrics(prefix: configuration.metricsPrefix)
         ownedTransport = owned
+    }
+
+    /// A loader on `store`, with the store's configuration (clock, logger, metrics, default
+    /// expiry) and `loading` for its own settings, fetching through `transport`, which the
+    /// caller shares and shuts down after ``close()``. Several loaders with different settings
+    /// can share one store.
+    public convenience init(
+        store: ItemStore, loading: LoadingConfiguration = LoadingConfiguration(), transport: any Transport
+    ) {
+        var configuration = store.configuration
+        configuration.loading = loading
+        self.init(store: store, configuration: configuration, transport: transport, owned: nil)
     }
 
     /// Opens an ``ItemStore`` in the configured folder and fetches through `transport`, which
@@ -179,7 +191,7 @@ public final class ItemLoader: Sendable {
         var stale = stored?.item
         switch LoadDecision.decide(
             stored: stored?.item.info, policy: options.policy, now: now,
-            staleWhileRevalidate: configuration.staleWhileRevalidate)
+            staleWhileRevalidate: configuration.loading.staleWhileRevalidate)
         {
         case .serveFresh:
             metrics.hit(stored!.source)
@@ -256,7 +268,7 @@ public final class ItemLoader: Sendable {
         var (locked, waited) = (false, false)
         let waitStarted = Date()
         if let lockFile {
-            let deadline = ContinuousClock.now + configuration.coalescingTimeout
+            let deadline = ContinuousClock.now + configuration.loading.coalescingTimeout
             var delay: UInt64 = 2
             while true {
                 if try lockFile.tryLock(slot: slot, exclusive: true) {
@@ -283,7 +295,7 @@ public final class ItemLoader: Sendable {
         if waited, let failure = await store.fetchFailure(for: key, since: waitStarted) {
             // It failed while this load waited: share its failure rather than try again in turn.
             metrics.sharedFailures.increment()
-            if configuration.staleIfError, let stale {
+            if configuration.loading.staleIfError, let stale {
                 metrics.staleIfError.increment()
                 return LoadedItem(item: stale, source: .stale, fetchError: failure)
             }
@@ -317,7 +329,7 @@ public final class ItemLoader: Sendable {
                     underlying: error)
             // Before the slot is let go: the processes waiting for this fetch read it then.
             if lockFile != nil { await store.recordFetchFailure(failure, for: key) }
-            if configuration.staleIfError, let stale {
+            if configuration.loading.staleIfError, let stale {
                 metrics.staleIfError.increment()
                 return LoadedItem(item: stale, source: .stale, fetchError: failure)
             }
@@ -336,7 +348,7 @@ public final class ItemLoader: Sendable {
                     key: key)
             }
             var (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
-            if options.expiry == nil, configuration.freshness == .server,
+            if options.expiry == nil, configuration.loading.freshness == .server,
                 response.headers["cache-control"] == nil, response.headers["expires"] == nil
             {
                 // A 304 without freshness headers (RFC 9110 §15.4.5 asks servers to repeat
@@ -380,7 +392,7 @@ public final class ItemLoader: Sendable {
     /// The expiry to store with (nil: do not store) and whether every use must revalidate.
     private func expiry(_ options: LoadOptions, headers: [String: String], now: Date) -> (Expiry?, Bool) {
         if let expiry = options.expiry { return (expiry == .dontStore ? nil : expiry, false) }
-        guard configuration.freshness == .server else { return (configuration.defaultExpiry, false) }
+        guard configuration.loading.freshness == .server else { return (configuration.defaultExpiry, false) }
         switch HTTPFreshness.of(headers: headers, now: now) {
         case .noStore: return (nil, false)
         case .fresh(let expires, let mustRevalidate):

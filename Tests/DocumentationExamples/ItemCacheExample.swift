@@ -20,7 +20,7 @@ final class ForecastService: Sendable {
     init(api: URL, cacheFolder: String) throws {
         var configuration = CacheConfiguration(folder: cacheFolder) // made 0700 when missing
         configuration.diskLimit = 64 << 20 // the folder's whole footprint; every process enforces it
-        configuration.freshness = .server // honour Cache-Control, Expires and Age
+        configuration.loading.freshness = .server // honour Cache-Control, Expires and Age
         loader = try ItemLoader(configuration: configuration)
         self.api = api
     }

@@ -8,7 +8,7 @@ import ItemCache
 func startWorker(cacheFolder: String) throws -> ItemLoader {
     var configuration = CacheConfiguration(folder: cacheFolder)
     configuration.sharing = .group // the workers run as different users of one group
-    configuration.coalescingTimeout = .seconds(60) // slow origins: wait longer for another's fetch
+    configuration.loading.coalescingTimeout = .seconds(60) // slow origins: wait longer for another's fetch
     return try ItemLoader(configuration: configuration)
 }
 // snippet:end cache-folder-workers

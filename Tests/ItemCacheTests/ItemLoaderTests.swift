@@ -27,7 +27,7 @@ struct LoaderFixture {
         var configuration = CacheConfiguration(folder: folder)
         configure(&configuration)
         store = try ItemStore(configuration: configuration)
-        loader = ItemLoader(store: store, configuration: configuration, transport: transport)
+        loader = ItemLoader(store: store, loading: configuration.loading, transport: transport)
     }
 
     func publish(_ path: String, _ text: String) throws {
@@ -187,9 +187,29 @@ struct ItemLoaderTests {
         }
     }
 
+    /// One configuration per component: two loaders with settings of their own share one store
+    /// (its folder, limits, clock) and what it holds.
+    @Test func twoLoadersWithTheirOwnSettingsShareOneStore() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        var strict = LoadingConfiguration()
+        strict.staleIfError = false
+        let strictLoader = ItemLoader(store: fixture.store, loading: strict, transport: fixture.transport)
+        #expect(strictLoader.configuration.folder == fixture.store.configuration.folder)
+        #expect(!strictLoader.configuration.loading.staleIfError && fixture.loader.configuration.loading.staleIfError)
+        try fixture.publish("s", "old")
+        let url = fixture.url("s")
+        _ = try await fixture.loader.item(for: url, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))
+        fixture.server.injectFault(.status(503), forPath: "/s")
+        // The first loader's stored value is the second one's too, and each follows its own rule.
+        #expect(try await fixture.loader.item(for: url).source == .stale)
+        await #expect { try await strictLoader.item(for: url) } throws: { ($0 as? ItemCacheError)?.code == .fetch }
+        #expect(try await strictLoader.item(for: url, options: LoadOptions(policy: .offline)).data == Data("old".utf8))
+    }
+
     @Test("stale-while-revalidate: inside the window the stale value comes at once and a background fetch refreshes it")
     func staleWhileRevalidate() async throws {
-        let fixture = try await LoaderFixture { $0.staleWhileRevalidate = .seconds(60) }
+        let fixture = try await LoaderFixture { $0.loading.staleWhileRevalidate = .seconds(60) }
         defer { Task { await fixture.close() } }
         try fixture.publish("w", "v1")
         let url = fixture.url("w")
@@ -231,7 +251,7 @@ struct ItemLoaderTests {
         "at most maxConcurrentFetches run at once; progress reports bytes against the total; states go inProgress → found"
     )
     func limitsProgressAndStates() async throws {
-        let fixture = try await LoaderFixture { $0.maxConcurrentFetches = 2 }
+        let fixture = try await LoaderFixture { $0.loading.maxConcurrentFetches = 2 }
         defer { Task { await fixture.close() } }
         for index in 0..<6 { try fixture.publish("p\(index)", String(repeating: "x", count: 200_000)) }
         fixture.server.injectFault(.delay(seconds: 0.3), times: nil) { $0.hasPrefix("/p") }

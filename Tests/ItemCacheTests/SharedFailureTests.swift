@@ -97,7 +97,7 @@ struct SharedFailureTests {
         let fixture = try await LoaderFixture()
         defer { Task { await fixture.close() } }
         try fixture.publish("slow.json", "{}")
-        let loaders = try Self.loaders(3, folder: fixture.folder) { $0.coalescingTimeout = .milliseconds(200) }
+        let loaders = try Self.loaders(3, folder: fixture.folder) { $0.loading.coalescingTimeout = .milliseconds(200) }
         fixture.server.injectFault(.delay(seconds: 2.0), forPath: "/slow.json")
         let results = await Self.loadAll(loaders, fixture.url("slow.json"))
         // Each waiter gave up waiting long before the 2 s fetch ended, and fetched itself.
