@@ -152,16 +152,25 @@ def run(agent: str) -> dict:
     return result
 
 
-def judge(row: dict, procs: int, slack: float) -> tuple[bool, str]:
+def leader_end(row: dict, delay: float) -> float:
+    """When the fetch the herd waited for ended, from the first start: its last request's
+    arrival at the origin plus the origin's delay (its answer)."""
+    return max(row["arrivals_s"], default=0.0) + delay
+
+
+def judge(row: dict, procs: int, slack: float, delay: float) -> tuple[bool, str]:
     solo, herd = row["solo"], row["herd"]
     worst = max(h["wall_s"] for h in herd)
+    # One fetch's time: the solo run's, or the herd's own fetch's when its retries' backoff
+    # (random jitter) took longer than the solo run's did.
+    fetch = max(solo["wall_s"], leader_end(row, delay))
     reasons = []
     if row["herd_requests"] != row["solo_requests"]:
         reasons.append(f"{row['herd_requests']} requests for one fetch of {row['solo_requests']}")
     if len(herd) != procs or any(h["exit"] != solo["exit"] for h in herd):
         reasons.append("exit codes differ")
-    if worst > solo["wall_s"] + slack:
-        reasons.append(f"slowest {worst:.2f} s > solo {solo['wall_s']:.2f} s + {slack} s")
+    if worst > fetch + slack:
+        reasons.append(f"slowest {worst:.2f} s > one fetch {fetch:.2f} s + {slack} s")
     return not reasons, "; ".join(reasons)
 
 
@@ -175,22 +184,24 @@ def table_lines(result: dict) -> list[str]:
              f"one new URL (times from the first one's start). 404 is the acceptance row: CurlTransport does not retry it, so one fetch is one request. 503 "
              f"is retried (`RetryPolicy()`: 4 attempts, backoff from 0.25 s), so its one fetch is the solo run's requests "
              f"and time. Pass: the origin sees the solo run's request count for the {procs} (the leader's failure is "
-             f"shared), all exit with the solo run's code, and the slowest finishes within solo + {slack} s.", "",
+             f"shared), all exit with the solo run's code, and the slowest finishes within one fetch's time + {slack} s: the "
+             f"solo run's, or the herd's own fetch's (its last request's arrival + D) when the random backoff of its "
+             f"retries made it the longer.", "",
              f"| origin answer | round | solo: wall (s), exit, requests | {procs} processes: wall min–max (s) | started within (s) | "
-             "first request at (s) | exit codes | origin requests | max ÷ D | max ÷ solo | result |",
-             "|---|---:|---|---:|---:|---:|---|---:|---:|---:|---|"]
+             "first request at (s) | herd's fetch ends (s) | exit codes | origin requests | max ÷ D | max ÷ solo | result |",
+             "|---|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     summary = []
     for status in dict.fromkeys(r["status"] for r in result["rounds"]):
         rows = [r for r in result["rounds"] if r["status"] == status]
         passed = 0
         for row in rows:
             walls = [h["wall_s"] for h in row["herd"]]
-            ok, why = judge(row, procs, slack)
+            ok, why = judge(row, procs, slack, d)
             passed += ok
             exits = ", ".join(f"{code}×{sum(h['exit'] == code for h in row['herd'])}" for code in sorted({h['exit'] for h in row['herd']}))
             lines.append(f"| {status} | {row['round'] + 1} | {row['solo']['wall_s']:.2f}, {row['solo']['exit']}, {row['solo_requests']} | "
                          f"{min(walls):.2f}–{max(walls):.2f} | {max(h['start_s'] for h in row['herd']):.3f} | "
-                         f"{min(row['arrivals_s'], default=float('nan')):.2f} | {exits} | "
+                         f"{min(row['arrivals_s'], default=float('nan')):.2f} | {leader_end(row, d):.2f} | {exits} | "
                          f"{row['herd_requests']} | {max(walls) / d:.2f} | {max(walls) / row['solo']['wall_s']:.2f} | "
                          f"{'PASS' if ok else 'FAIL: ' + why} |")
         worst = statistics.median(max(h["wall_s"] for h in r["herd"]) for r in rows)

@@ -263,7 +263,7 @@ public final class ItemStore: ItemCaching {
             if !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
             expiredInMemory = item
         }
-        if let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {
+        if configuration.groupWrites != nil, let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {
             return StoredItem(item: CachedItem(key: key, data: pending.data, info: pending.info), source: .memory)
         }
         guard let item = try onDisk({ disk throws(ItemCacheError) in try disk.read(key) }) else {
