@@ -111,7 +111,7 @@ public final class ItemStore: ItemCaching {
         do {
             tier = try DiskTier(folder: folder, configuration: configuration)
         } catch  where error.code == .damagedIndex {
-            try Self.setAsideIndex(of: folder)
+            try Self.setAsideIndex(of: folder, keepingUpTo: Self.damagedCopyLimit(configuration.diskLimit))
             repairs.indexSetAside = true
             tier = try DiskTier(folder: folder, configuration: configuration)
         }
@@ -133,7 +133,7 @@ public final class ItemStore: ItemCaching {
             reconciliation = try tier.reconcile()
         } catch  where error.code == .damagedIndex && !repairs.indexSetAside {
             // A damaged page the opening did not read: the scan of every row found it.
-            try Self.setAsideIndex(of: folder)
+            try Self.setAsideIndex(of: folder, keepingUpTo: Self.damagedCopyLimit(tier.limit))
             repairs.indexSetAside = true
             tier = try DiskTier(folder: folder, configuration: configuration)
             reconciliation = try tier.reconcile()
@@ -166,7 +166,7 @@ public final class ItemStore: ItemCaching {
     private func replaceDamaged(_ failed: DiskTier, _ error: ItemCacheError) throws(ItemCacheError) {
         try replacing.withLock { _ throws(ItemCacheError) in
             guard tier.withLock({ $0 === failed }) else { return }
-            try Self.setAsideIndex(of: failed.folder)
+            try Self.setAsideIndex(of: failed.folder, keepingUpTo: Self.damagedCopyLimit(failed.limit))
             let fresh = try DiskTier(folder: failed.folder, configuration: configuration)
             _ = try fresh.reconcile()
             tier.withLock { $0 = fresh }
@@ -178,16 +178,36 @@ public final class ItemStore: ItemCaching {
         }
     }
 
+    /// The largest damaged index kept beside the new one under `limit` (nil: the default
+    /// limit): the log's budget, a sixteenth of the limit, which the folder's reserve holds
+    /// twice; a bigger one is deleted, so the folder stays within its limit.
+    static func damagedCopyLimit(_ limit: Int64?) -> Int64 {
+        DiskTier.walBudget(for: limit ?? CacheConfiguration.defaultDiskLimit)
+    }
+
     /// Moves a damaged index aside (`index.sqlite.damaged`, replacing an older one; its log and
-    /// shared-memory files go), so the cache opens again empty. Under the lock file's repair
-    /// slot: when another process set it aside first, the index opens again and nothing moves.
-    static func setAsideIndex(of folder: CacheFolder) throws(ItemCacheError) {
+    /// shared-memory files go), so the cache opens again empty. A damaged index of more than
+    /// `keepingUpTo` bytes is deleted instead: the copy is for a post-mortem, and must not take
+    /// the folder past its limit. Under the lock file's repair slot: when another process set it
+    /// aside first, the index opens again and nothing moves.
+    static func setAsideIndex(of folder: CacheFolder, keepingUpTo: Int64) throws(ItemCacheError) {
         do {
             let lock = try folder.openLockFile()
             try lock.lock(slot: DiskTier.repairSlot, exclusive: true)
             defer { lock.unlock(slot: DiskTier.repairSlot) }
             if DiskTier.indexOpens(in: folder) { return }
-            if renameat(folder.descriptor, "index.sqlite", folder.descriptor, "index.sqlite.damaged") != 0
+            var status = stat()
+            let tooBig =
+                fstatat(folder.descriptor, "index.sqlite", &status, AT_SYMLINK_NOFOLLOW) == 0
+                && Int64(status.st_blocks) * 512 > keepingUpTo
+            if tooBig {
+                unlinkat(folder.descriptor, "index.sqlite.damaged", 0)
+                if unlinkat(folder.descriptor, "index.sqlite", 0) != 0 && errno != ENOENT {
+                    throw FileSystemError(
+                        "cannot delete the damaged index", path: folder.path + "/index.sqlite", syscall: "unlinkat",
+                        errno: errno)
+                }
+            } else if renameat(folder.descriptor, "index.sqlite", folder.descriptor, "index.sqlite.damaged") != 0
                 && errno != ENOENT
             {
                 throw FileSystemError(

@@ -373,7 +373,10 @@ struct CacheFolderSafetyTests {
         }
         #expect(served < 200, "the damage was met")
         #expect(store.indexesSetAsideSinceOpening == 1, "set aside once, whatever the calls that met it")
-        #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
+        // 600 KB of damaged index is more than a 1 MiB cache keeps for a post-mortem (its log's
+        // budget, 64 KiB): deleted, and the folder is within its limit.
+        #expect(!FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
+        #expect(store.disk.measuredFootprint() <= 1 << 20)
         #expect(try await store.statistics().count == 0)
         try await store.store(Self.bytes(10), for: Self.key("new"))
         store.purgeMemory()
@@ -386,11 +389,26 @@ struct CacheFolderSafetyTests {
         try await reopened.close()
     }
 
+    /// A folder this user may not write (a read-only cache, another user's files) names the
+    /// remedy once, not the file system's and a generic one after it.
+    @Test func anUnwritableFolderNamesItsRemedyOnce() {
+        let error = DiskTier.openingError(
+            "/srv/cache",
+            FileSystemError(
+                "cannot open the lock file", path: "/srv/cache/cache.lock", syscall: "openat", errno: EACCES))
+        #expect(error.code == .storage)
+        #expect(
+            error.message
+                == "cannot open the cache folder /srv/cache: cannot open the lock file /srv/cache/cache.lock (openat: Permission denied, errno 13); check the folder's permissions"
+        )
+    }
+
     @Test("a damaged index is set aside and the cache starts again empty; the next store works")
     func damagedIndex() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        var store: ItemStore? = try ItemStoreTests.open(folder, inline: 1 << 20)
+        // A 64 MiB limit keeps a damaged index of up to 4 MiB beside the new one.
+        var store: ItemStore? = try ItemStoreTests.open(folder, limit: 64 << 20, inline: 1 << 20)
         for index in 0..<200 { try await store!.store(Self.bytes(3000, UInt8(index)), for: Self.key("k\(index)")) }
         try await store!.close()
         // Checkpoint the log into the file, then overwrite pages in its middle.
@@ -403,7 +421,7 @@ struct CacheFolderSafetyTests {
             handle.write(Data(repeating: 0xA5, count: 4096))
         }
         try handle.close()
-        let reopened = try ItemStoreTests.open(folder, inline: 1 << 20)
+        let reopened = try ItemStoreTests.open(folder, limit: 64 << 20, inline: 1 << 20)
         #expect(reopened.openingRepairs.indexSetAside)
         #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
         #expect(try reopened.blockingStatistics().count == 0)

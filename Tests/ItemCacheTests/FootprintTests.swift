@@ -75,6 +75,63 @@ struct FootprintTests {
         try await store.close()
     }
 
+    /// A shard folder goes with its last file: a small cache of file-sized values does not end
+    /// with 256 folders (1 MiB of its limit), and nothing is lost to a folder removed while
+    /// another store writes into it.
+    @Test func emptiedShardFoldersGo() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let stores = [
+            try ItemStoreTests.open(folder, limit: 1_000_000, inline: 1024),
+            try ItemStoreTests.open(folder, limit: 1_000_000, inline: 1024),
+        ]
+        // Two stores write at once under a limit that keeps about 30 of these, so files and
+        // their folders come and go all the time (600 keys would leave about 230 folders).
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (which, store) in stores.enumerated() {
+                group.addTask {
+                    for index in 0..<300 {
+                        let key = ItemStoreTests.key("k\(which)-\(index)")
+                        try await store.store(Data(repeating: UInt8(index & 0xFF), count: 20_000), for: key)
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let files = ItemStoreTests.files(folder)
+        let shards = try FileManager.default.contentsOfDirectory(atPath: folder + "/blobs")
+        #expect(!files.isEmpty)
+        #expect(shards.count <= files.count, "\(shards.count) shard folders for \(files.count) files")
+        #expect(stores[0].disk.blobs.shardFolderCount() == shards.count)
+        #expect(files == (try ItemStoreTests.indexedFiles(stores[0])), "every file has its row, every row its file")
+        for store in stores { store.purgeMemory() }
+        for which in 0..<2 {
+            for index in 280..<300 {
+                let found = try await stores[1 - which].item(for: ItemStoreTests.key("k\(which)-\(index)"))
+                if let found { #expect(found.item.data == Data(repeating: UInt8(index & 0xFF), count: 20_000)) }
+            }
+        }
+        // Removing everything leaves no shard folder.
+        _ = try await stores[0].removeItems(matching: ItemQuery())
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/blobs").isEmpty)
+        for store in stores { try await store.close() }
+    }
+
+    /// Empty shard folders an earlier version left go when the cache opens; a folder of any
+    /// other name stays.
+    @Test func openingRemovesEmptyShardFolders() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try await ItemStoreTests.open(folder).close()
+        for name in ["00", "ab", "ff", "notashard"] {
+            try FileManager.default.createDirectory(
+                atPath: folder + "/blobs/" + name, withIntermediateDirectories: false)
+        }
+        let store = try ItemStoreTests.open(folder)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder + "/blobs") == ["notashard"])
+        try await store.close()
+    }
+
     @Test("a lower limit evicts at once, when the store opens with it")
     func lowerLimitEvictsAtOnce() async throws {
         let folder = temporaryCacheFolder()

@@ -10,9 +10,10 @@ import Synchronization
 /// replaced or evicted value's file is unlinked after its index row is gone; a reader that opened
 /// it before keeps reading the old bytes, whole.
 ///
-/// Everything goes through descriptors: the `blobs` folder is opened once, each shard folder
-/// once (both without following a symlink), and files are opened, linked and unlinked relative
-/// to their shard with `O_NOFOLLOW`. A file is read only if it is a regular file of the size and
+/// Everything goes through descriptors: the `blobs` folder is opened once, a shard folder for
+/// each call (both without following a symlink; a shard folder is removed when its last file
+/// goes, so one kept open could name a deleted folder), and files are opened, linked and
+/// unlinked relative to their shard with `O_NOFOLLOW`. A file is read only if it is a regular file of the size and
 /// checksum the index recorded; anything else (a symlink, a folder, a FIFO, other bytes) is
 /// ``ReadOutcome/damaged(_:)``.
 final class BlobFolder: Sendable {
@@ -23,8 +24,6 @@ final class BlobFolder: Sendable {
     let durability: CacheDurability
     private let folderMode: mode_t
     private let fileMode: mode_t
-    /// The shard folders opened so far (-1: not yet), closed with the folder.
-    private let shards = Mutex<[Int32]>(Array(repeating: -1, count: 256))
 
     /// The blob folder of `folder`, made when missing.
     init(in folder: CacheFolder, durability: CacheDurability) throws(FileSystemError) {
@@ -37,34 +36,36 @@ final class BlobFolder: Sendable {
 
     deinit {
         close(descriptor)
-        for shard in shards.withLock({ $0 }) where shard >= 0 { close(shard) }
     }
 
     func path(_ name: BlobName) -> String { root + "/" + name.description }
 
-    /// The open shard folder `shard`; made when missing if `create`, else nil when missing.
-    private func shardFolder(_ shard: Int, create: Bool) throws(FileSystemError) -> Int32? {
-        if let open = shards.withLock({ $0[shard] >= 0 ? $0[shard] : nil }) { return open }
+    /// Runs `body` on shard folder `shard`, opened for this call (made when missing if
+    /// `create`); nil when it is missing. Not kept open: a shard folder that empties is removed
+    /// (``remove(_:)``), and a descriptor kept would name a deleted folder.
+    private func withShard<T>(
+        _ shard: Int, create: Bool, _ body: (Int32) throws(FileSystemError) -> T
+    ) throws(FileSystemError) -> T? {
         let name = BlobName.shardName(shard)
-        let opened: Int32
+        let folder: Int32
         if create {
-            opened = try CacheFolder.openSubfolder(name, in: descriptor, mode: folderMode, shownAs: root + "/" + name)
+            folder = try CacheFolder.openSubfolder(name, in: descriptor, mode: folderMode, shownAs: root + "/" + name)
         } else {
-            opened = openat(descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            guard opened >= 0 else {
+            folder = openat(descriptor, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            guard folder >= 0 else {
                 if errno == ENOENT || errno == ENOTDIR || errno == ELOOP { return nil }
                 throw FileSystemError(
                     "cannot open the folder", path: root + "/" + name, syscall: "openat", errno: errno)
             }
         }
-        return shards.withLock { shards in
-            if shards[shard] >= 0 {
-                close(opened)
-                return shards[shard]
-            }
-            shards[shard] = opened
-            return opened
-        }
+        defer { close(folder) }
+        return try body(folder)
+    }
+
+    /// Removes shard folder `shard` when it is empty (a folder that holds files stays: the
+    /// call fails). A writer that opened it just before makes it again (``write(_:as:)``).
+    private func removeIfEmpty(shard: Int) {
+        unlinkat(descriptor, BlobName.shardName(shard), AT_REMOVEDIR)
     }
 
     /// How many shard folders there are: the `blobs` folder's link count less its own two (a
@@ -78,8 +79,23 @@ final class BlobFolder: Sendable {
     /// Writes `data` as the file `name`, complete (and flushed, with ``CacheDurability/full``)
     /// before it has the name.
     func write(_ data: Data, as name: BlobName) throws(FileSystemError) {
+        for attempt in 0..<3 {
+            do {
+                _ = try withShard(name.shard, create: true) { folder throws(FileSystemError) in
+                    try write(data, as: name, in: folder)
+                }
+                return
+            } catch  where error.errno == ENOENT && attempt < 2 {
+                // The shard folder emptied and was removed between its opening and the file's
+                // naming (another writer's eviction): make it again and write again.
+                continue
+            }
+        }
+    }
+
+    /// ``write(_:as:)`` in the open shard folder `folder`.
+    private func write(_ data: Data, as name: BlobName, in folder: Int32) throws(FileSystemError) {
         let path = path(name)
-        guard let folder = try shardFolder(name.shard, create: true) else { return }
         if let file = UnnamedFile(inFolder: folder, mode: fileMode) {
             try DescriptorIO.write(data, to: file.descriptor, path: path)
             if durability == .full, fsync(file.descriptor) != 0 {
@@ -146,9 +162,12 @@ final class BlobFolder: Sendable {
     /// The open file `name` when it is a regular file of `size` bytes (not a symlink, folder or
     /// FIFO: opened with `O_NOFOLLOW | O_NONBLOCK`, then checked with `fstat`).
     func openVerified(_ name: BlobName, size: Int64) throws(FileSystemError) -> Opened {
-        guard let folder = try shardFolder(name.shard, create: false) else { return .unusable(.missing) }
-        let file = openat(folder, name.leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        let opened = try withShard(name.shard, create: false) { folder in
+            (openat(folder, name.leaf, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC), errno)
+        }
+        guard let (file, openError) = opened else { return .unusable(.missing) }
         guard file >= 0 else {
+            errno = openError
             switch errno {
             case ENOENT: return .unusable(.missing)
             case ELOOP: return .unusable(.damaged("it is a symbolic link"))
@@ -177,10 +196,14 @@ final class BlobFolder: Sendable {
     /// Unlinks the file `name` (a link, never its target; a folder in its place, when empty).
     /// A missing one is fine.
     func remove(_ name: BlobName) {
-        guard let folder = try? shardFolder(name.shard, create: false) else { return }
-        if unlinkat(folder, name.leaf, 0) != 0 && errno == EISDIR {
-            unlinkat(folder, name.leaf, AT_REMOVEDIR)
+        _ = try? withShard(name.shard, create: false) { folder in
+            if unlinkat(folder, name.leaf, 0) != 0 && errno == EISDIR {
+                unlinkat(folder, name.leaf, AT_REMOVEDIR)
+            }
         }
+        // An emptied shard folder goes, so the folders cost only while they hold values (a
+        // small cache would otherwise end with 256 of them, 1 MiB of its limit).
+        removeIfEmpty(shard: name.shard)
     }
 
     /// What the folder holds that is the cache's own: the blob files by name, and the names of
@@ -196,8 +219,13 @@ final class BlobFolder: Sendable {
                 unlinkat(descriptor, entry.name, 0)
                 continue
             }
-            guard entry.type == S_IFDIR, let folder = try shardFolder(shard, create: false) else { continue }
-            for file in try Self.entries(of: folder, shownAs: root + "/" + entry.name) {
+            guard entry.type == S_IFDIR else { continue }
+            let entries = try withShard(shard, create: false) { folder throws(FileSystemError) in
+                try Self.entries(of: folder, shownAs: root + "/" + entry.name)
+            }
+            guard let entries else { continue }
+            if entries.isEmpty { removeIfEmpty(shard: shard) }
+            for file in entries {
                 if let name = BlobName(leaf: file.name, shard: shard) {
                     files.append(name)
                 } else if file.name.hasPrefix(".tmp-"), BlobName.isLeaf(String(file.name.dropFirst(5)), inShard: shard)
@@ -211,20 +239,20 @@ final class BlobFolder: Sendable {
 
     /// Removes a temporary file ``listing()`` found.
     func removeTemporary(_ name: String, shard: Int) {
-        guard BlobName.isLeaf(String(name.dropFirst(5)), inShard: shard), name.hasPrefix(".tmp-"),
-            let folder = try? shardFolder(shard, create: false)
-        else { return }
-        unlinkat(folder, name, 0)
+        guard BlobName.isLeaf(String(name.dropFirst(5)), inShard: shard), name.hasPrefix(".tmp-") else { return }
+        _ = try? withShard(shard, create: false) { folder in unlinkat(folder, name, 0) }
+        removeIfEmpty(shard: shard)
     }
 
     /// The size of the regular file `name`, or nil when there is none (or it is not one).
     func size(of name: BlobName) -> Int64? {
-        guard let folder = try? shardFolder(name.shard, create: false) else { return nil }
-        var status = stat()
-        guard fstatat(folder, name.leaf, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG else {
-            return nil
+        let found = try? withShard(name.shard, create: false) { folder -> Int64? in
+            var status = stat()
+            guard fstatat(folder, name.leaf, &status, AT_SYMLINK_NOFOLLOW) == 0, status.st_mode & S_IFMT == S_IFREG
+            else { return nil }
+            return Int64(status.st_size)
         }
-        return Int64(status.st_size)
+        return found ?? nil
     }
 
     /// The blocks the `blobs` folder, its shard folders and their files take on disk.
@@ -233,11 +261,12 @@ final class BlobFolder: Sendable {
         var status = stat()
         if fstat(descriptor, &status) == 0 { total += Int64(status.st_blocks) * 512 }
         for shard in 0..<256 {
-            guard let folder = try? shardFolder(shard, create: false) else { continue }
-            if fstat(folder, &status) == 0 { total += Int64(status.st_blocks) * 512 }
-            for entry in (try? Self.entries(of: folder, shownAs: root)) ?? [] {
-                if fstatat(folder, entry.name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
-                    total += Int64(status.st_blocks) * 512
+            _ = try? withShard(shard, create: false) { folder in
+                if fstat(folder, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+                for entry in (try? Self.entries(of: folder, shownAs: root)) ?? [] {
+                    if fstatat(folder, entry.name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
+                        total += Int64(status.st_blocks) * 512
+                    }
                 }
             }
         }

@@ -41,8 +41,8 @@ extension DiskTier {
     /// restarts the log once it reaches the budget, but the commit that reaches it comes first,
     /// and a reader that still needs the log defers that to the next commit), 64 KiB for the index's schema
     /// pages, the folder, `blobs`, tag and lock file, 32 KiB of shared memory while the cache
-    /// is open, and a block for each of the `shardFolders` blob folders there are (they stay
-    /// once made).
+    /// is open, and a block for each of the `shardFolders` blob folders there are (a folder
+    /// goes with its last file, so they are at most as many as the files).
     static func reserve(for limit: Int64, shardFolders: Int) -> Int64 {
         2 * walBudget(for: limit) + (96 << 10) + Int64(shardFolders) * block
     }

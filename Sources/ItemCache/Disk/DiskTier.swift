@@ -145,6 +145,11 @@ final class DiskTier: Sendable {
                     "the cache index \(folder)/index.sqlite is damaged: \(error); it is set aside and made again empty when the cache opens",
                 underlying: error)
         }
+        // A file system error names its own remedy (permissions, space); say it once.
+        if let error = error as? FileSystemError, error.remedy != nil {
+            return ItemCacheError(
+                code: .storage, message: "cannot open the cache folder \(folder): \(error)", underlying: error)
+        }
         return ItemCacheError(
             code: .storage,
             message:
