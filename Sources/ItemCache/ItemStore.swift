@@ -148,9 +148,10 @@ public final class ItemStore: ItemCaching {
 
     /// Runs `body` on the disk tier. When it finds the index damaged (a page that does not read
     /// back, met after opening), the index is set aside as at opening, a new empty one takes
-    /// its place (counted in ``indexesSetAsideSinceOpening``), and `body` runs once more on it: a read then misses (the
-    /// loader fetches again) and a write lands in the new index, so the process goes on
-    /// without a restart. Values in memory stay: their bytes were checked when read.
+    /// its place (counted in ``indexesSetAsideSinceOpening``), and `body` runs once more on it:
+    /// a read then misses (the loader fetches again) and a write lands in the new index, so the
+    /// process goes on without a restart. Values in memory stay: their bytes were checked when
+    /// read.
     func onDisk<T>(_ body: (DiskTier) throws(ItemCacheError) -> T) throws(ItemCacheError) -> T {
         let current = disk
         do {
@@ -173,7 +174,7 @@ public final class ItemStore: ItemCaching {
             indexesSetAside.increment()
             setAsideSinceOpening.add(1, ordering: .relaxed)
             configuration.logger.debug(
-                "the cache index \(failed.folder.path)/index.sqlite was damaged (\(error.message)); it is set aside as index.sqlite.damaged and the cache goes on empty"
+                "the cache index \(failed.folder.path)/index.sqlite was damaged (\(error.message)); it is set aside and the cache goes on with a new, empty one"
             )
         }
     }
