@@ -70,6 +70,14 @@ func populate(_ store: ItemStore, keys: [CacheKey], values: Values) throws -> [U
     return latencies
 }
 
+/// The store the disk measures use: `--folder`, `--inline` (default the library's), memory tier off.
+func diskStore(_ options: ToolOptions) throws -> ItemStore {
+    try ItemStore(
+        configuration: configuration(
+            folder: options.string("folder"), inlineThreshold: options.int("inline", -1).nonNegative,
+            memoryTier: false))
+}
+
 /// Gets of random stored keys; every one must be a disk hit of the right size.
 func timedGets(_ store: ItemStore, keys: [CacheKey], size: Int, ops: Int, seed: UInt64) throws -> [UInt64] {
     let order = randomIndices(count: keys.count, ops: ops, seed: seed)
@@ -96,10 +104,7 @@ func measureGet(_ options: ToolOptions) throws {
     let count = try options.int("count", 2000)
     let ops = try options.int("ops", 5000)
     let seed = UInt64(try options.int("seed", 1))
-    let store = try ItemStore(
-        configuration: configuration(
-            folder: try options.string("folder"),
-            inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let store = try diskStore(options)
     let keys = try itemKeys("get", count: count)
     _ = try populate(store, keys: keys, values: Values(size: size, seed: seed))
     let latencies = try timedGets(store, keys: keys, size: size, ops: ops, seed: seed)
@@ -110,10 +115,7 @@ func measureGet(_ options: ToolOptions) throws {
 func measureSet(_ options: ToolOptions) throws {
     let size = try options.int("size", 4096)
     let count = try options.int("count", 2000)
-    let store = try ItemStore(
-        configuration: configuration(
-            folder: try options.string("folder"),
-            inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let store = try diskStore(options)
     let latencies = try populate(
         store, keys: try itemKeys("set", count: count),
         values: Values(size: size, seed: UInt64(try options.int("seed", 1))))
@@ -124,10 +126,7 @@ func measureSet(_ options: ToolOptions) throws {
 func measureSetAsync(_ options: ToolOptions) async throws {
     let size = try options.int("size", 4096)
     let count = try options.int("count", 2000)
-    let store = try ItemStore(
-        configuration: configuration(
-            folder: try options.string("folder"),
-            inlineThreshold: options.int("inline", -1).nonNegative, memoryTier: false))
+    let store = try diskStore(options)
     let keys = try itemKeys("set", count: count)
     let values = Values(size: size, seed: UInt64(try options.int("seed", 1)))
     var latencies: [UInt64] = []

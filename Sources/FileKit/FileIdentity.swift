@@ -14,14 +14,7 @@ public struct FileIdentity: Hashable, Sendable {
 
     /// The identity of the regular file at `path`, or nil when it cannot be read.
     public init?(path: String) {
-        guard
-            let info = try? LongPath.at(
-                path,
-                { folder, rest throws(FileSystemError) -> stat? in
-                    var info = stat()
-                    return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
-                }) ?? nil, info.st_mode & S_IFMT == S_IFREG
-        else { return nil }
+        guard let info = FileSystem.status(of: path), info.st_mode & S_IFMT == S_IFREG else { return nil }
         self.init(info)
     }
 

@@ -3,16 +3,17 @@ import Foundation
 /// Path operations that take paths of any length (``LongPath``), never follow a symlink at the
 /// last component, and fail with a ``FileSystemError`` that names the call.
 public enum FileSystem {
+    /// The `lstat` of `path` (a symlink's own, never its target's), or nil when it cannot be read.
+    public static func status(of path: String) -> stat? {
+        (try? LongPath.at(path) { folder, rest throws(FileSystemError) -> stat? in
+            var info = stat()
+            return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+        }) ?? nil
+    }
+
     /// Device and inode of `path` (not following a symlink), or nil when it does not exist.
     public static func identity(of path: String) -> (device: Int64, inode: Int64)? {
-        guard
-            let info = try? LongPath.at(
-                path,
-                { folder, rest throws(FileSystemError) -> stat? in
-                    var info = stat()
-                    return fstatat(folder, rest, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
-                }) ?? nil
-        else { return nil }
+        guard let info = status(of: path) else { return nil }
         return (Int64(bitPattern: UInt64(info.st_dev)), Int64(bitPattern: UInt64(info.st_ino)))
     }
 

@@ -347,6 +347,19 @@ struct CacheFolderSafetyTests {
         #expect(try store.blockingStatistics().bytes == total)
     }
 
+    /// Overwrites every `every`-th page of the index from the third on with 0xA5 bytes, which
+    /// no B-tree page holds: SQLite reads them as damage.
+    static func damagePages(of folder: String, every: Int) throws {
+        let path = folder + "/index.sqlite"
+        let size = try #require(FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        for page in stride(from: 8192, to: size - 4096, by: 4096 * every) {
+            try handle.seek(toOffset: UInt64(page))
+            handle.write(Data(repeating: 0xA5, count: 4096))
+        }
+        try handle.close()
+    }
+
     @Test("an index damaged while the store is open is set aside at the next call; the store goes on, empty")
     func damagedWhileOpen() async throws {
         let folder = temporaryCacheFolder()
@@ -355,13 +368,7 @@ struct CacheFolderSafetyTests {
         for index in 0..<200 { try await store.store(Self.bytes(3000, UInt8(index)), for: Self.key("k\(index)")) }
         // The log into the file, so reads come from the pages overwritten below.
         try await store.disk.pool.writeWithoutTransaction { db in _ = try db.checkpoint(.truncate) }
-        let size = try #require(FileManager.default.attributesOfItem(atPath: folder + "/index.sqlite")[.size] as? Int)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/index.sqlite"))
-        for page in stride(from: 8192, to: size - 4096, by: 4096 * 4) {
-            try handle.seek(toOffset: UInt64(page))
-            handle.write(Data(repeating: 0xA5, count: 4096))
-        }
-        try handle.close()
+        try Self.damagePages(of: folder, every: 4)
         store.purgeMemory()
         // No call throws: the first to meet the damage sets the index aside, and misses.
         var served = 0
@@ -391,7 +398,7 @@ struct CacheFolderSafetyTests {
 
     /// A folder this user may not write (a read-only cache, another user's files) names the
     /// remedy once, not the file system's and a generic one after it.
-    @Test func anUnwritableFolderNamesItsRemedyOnce() {
+    @Test func anUnwritableFolderNamesItsRemedyOnce() async throws {
         let error = DiskTier.openingError(
             "/srv/cache",
             FileSystemError(
@@ -401,6 +408,21 @@ struct CacheFolderSafetyTests {
             error.message
                 == "cannot open the cache folder /srv/cache: cannot open the lock file /srv/cache/cache.lock (openat: Permission denied, errno 13); check the folder's permissions"
         )
+        // The same for a failure once open (a blob folder made read-only), and an error without
+        // a remedy of its own still gets the cache's.
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder)
+        let denied = store.disk.storageError(
+            "cannot store k in",
+            FileSystemError("cannot write", path: folder + "/blobs/00/x", syscall: "linkat", errno: EACCES))
+        #expect(
+            denied.message
+                == "cannot store k in the cache at \(folder): cannot write \(folder)/blobs/00/x (linkat: Permission denied, errno 13); check the folder's permissions"
+        )
+        let other = store.disk.storageError("cannot store k in", CancellationError())
+        #expect(other.message.hasSuffix("; check the folder's permissions and free space"))
+        try await store.close()
     }
 
     @Test("a damaged index is set aside and the cache starts again empty; the next store works")
@@ -414,13 +436,7 @@ struct CacheFolderSafetyTests {
         // Checkpoint the log into the file, then overwrite pages in its middle.
         try Self.tamper(folder, "PRAGMA wal_checkpoint(TRUNCATE)", [])
         store = nil
-        let size = try #require(FileManager.default.attributesOfItem(atPath: folder + "/index.sqlite")[.size] as? Int)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/index.sqlite"))
-        for page in stride(from: 8192, to: size - 4096, by: 4096 * 8) {
-            try handle.seek(toOffset: UInt64(page))
-            handle.write(Data(repeating: 0xA5, count: 4096))
-        }
-        try handle.close()
+        try Self.damagePages(of: folder, every: 8)
         let reopened = try ItemStoreTests.open(folder, limit: 64 << 20, inline: 1 << 20)
         #expect(reopened.openingRepairs.indexSetAside)
         #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))

@@ -145,16 +145,18 @@ final class DiskTier: Sendable {
                     "the cache index \(folder)/index.sqlite is damaged: \(error); it is set aside and made again empty when the cache opens",
                 underlying: error)
         }
-        // A file system error names its own remedy (permissions, space); say it once.
-        if let error = error as? FileSystemError, error.remedy != nil {
-            return ItemCacheError(
-                code: .storage, message: "cannot open the cache folder \(folder): \(error)", underlying: error)
-        }
         return ItemCacheError(
             code: .storage,
             message:
-                "cannot open the cache folder \(folder): \(error); check its permissions and free space, or delete the folder to start empty",
+                "cannot open the cache folder \(folder): \(withRemedy(error, "check its permissions and free space, or delete the folder to start empty"))",
             underlying: error)
+    }
+
+    /// `error` followed by `remedy`, unless the error names a remedy of its own (a
+    /// `FileSystemError` does, for permissions and space): a message says its remedy once.
+    static func withRemedy(_ error: any Error, _ remedy: String) -> String {
+        if let error = error as? FileSystemError, error.remedy != nil { return "\(error)" }
+        return "\(error); \(remedy)"
     }
 
     /// Whether `error` says the index file is damaged (not a cache's database, or a page that
@@ -258,7 +260,8 @@ final class DiskTier: Sendable {
         }
         return ItemCacheError(
             code: .storage,
-            message: "\(what) the cache at \(folder.path): \(error); check the folder's permissions and free space",
+            message:
+                "\(what) the cache at \(folder.path): \(Self.withRemedy(error, "check the folder's permissions and free space"))",
             underlying: error)
     }
 }
