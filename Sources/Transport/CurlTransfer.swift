@@ -30,12 +30,17 @@ final class CurlTransfer: @unchecked Sendable {
     private let onResponseStart: (@Sendable (Int, [String: String]) -> Void)?
     private let onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
     private let maxBytes: Int64?
+    /// The request asked for every final status as a response (``HTTPRequest/returnsEveryStatus``).
+    private let returnsEveryStatus: Bool
     /// What a response must be to answer the request as sent.
     let expectation: ResponseExpectation
 
     // Loop-thread state.
     var continuation: CheckedContinuation<HTTPResponse, any Error>?
+    /// The current response's header lines combined by name (RFC 9110 §5.3).
     private(set) var headers: [String: String] = [:]
+    /// The current response's header lines, in order.
+    private(set) var headerFields: [HTTPHeaderField] = []
     /// Every `Content-Length` value of the current response, a repeated header as a second entry
     /// (the `headers` dictionary keeps only the last, which is what libcurl believes).
     private var contentLengths: [String] = []
@@ -84,7 +89,9 @@ final class CurlTransfer: @unchecked Sendable {
             headers["Range"] = "bytes=\(offset)-"
         }
         let method = request.method.uppercased()
-        self.expectation = ResponseExpectation(method: method, headers: headers)
+        self.returnsEveryStatus = request.returnsEveryStatus
+        self.expectation = ResponseExpectation(
+            method: method, headers: headers, acceptsAnyStatus: request.returnsEveryStatus)
 
         try set(ccurl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString), "CURLOPT_URL")
         try set(ccurl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https"), "CURLOPT_PROTOCOLS_STR")
@@ -211,6 +218,7 @@ final class CurlTransfer: @unchecked Sendable {
         case .status(let code):
             // A new response (after a redirect or a 100 Continue): forget the previous headers.
             headers = [:]
+            headerFields = []
             contentLengths = []
             status = code
             headEnded = false
@@ -219,7 +227,9 @@ final class CurlTransfer: @unchecked Sendable {
         case .field(let name, let value):
             // Trailers after a chunked body: they may not redefine what the head said.
             guard !headEnded else { return true }
-            headers[name] = value
+            let field = HTTPHeaderField(name: name, value: value)
+            headerFields.append(field)
+            HTTPHeaderField.combine(field, into: &headers)
             if name == "content-length" { contentLengths.append(value) }
         case .end:
             guard !headEnded else { return true }
@@ -232,9 +242,17 @@ final class CurlTransfer: @unchecked Sendable {
         return true
     }
 
-    /// The current response ends the exchange as a success, if it answers the request: 2xx or 304.
+    /// The current response ends the exchange as a success, if it answers the request: 2xx or
+    /// 304; for a request that asked for every status, any final answer (a 3xx that is not
+    /// followed, a 4xx, a 5xx) too.
     private var isFinalSuccess: Bool {
-        (200..<300).contains(status) || status == 304
+        (200..<300).contains(status) || status == 304 || (returnsEveryStatus && status >= 300)
+    }
+
+    /// Whether the current response's body is content to keep (not an error page kept for
+    /// the message only).
+    private var keepsBody: Bool {
+        (200..<300).contains(status) || (returnsEveryStatus && status >= 300 && status != 304)
     }
 
     /// Holds the current response's head to the request, and its announced size to the limit.
@@ -306,9 +324,9 @@ final class CurlTransfer: @unchecked Sendable {
             // The head is checked when it ends; this covers a head whose end was not reported.
             if isFinalSuccess && !headChecked && !checkHead() { return 0 }
             if !prepareSink() { return 0 }
-            if (200..<300).contains(status) { onResponseStart?(status, headers) }
+            if keepsBody { onResponseStart?(status, headers) }
         }
-        guard (200..<300).contains(status) else {
+        guard keepsBody else {
             // An error page is not content: keep a little of it for the message, never the file.
             if body.count < 4096 { body.append(contentsOf: bytes.prefix(4096 - body.count)) }
             return bytes.count
@@ -350,7 +368,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// Decides, at the first body byte, whether a resumed file is appended to or started again.
     /// The head has passed ``checkHead()``: a 206 here starts exactly at the asked offset.
     private func prepareSink() -> Bool {
-        guard case .file(let fd, let path, let offset) = sink, (200..<300).contains(status) else { return true }
+        guard case .file(let fd, let path, let offset) = sink, keepsBody else { return true }
         if status == 206 && offset > 0 {
             resumedFrom = offset
             return true
@@ -428,7 +446,7 @@ final class CurlTransfer: @unchecked Sendable {
         }
         var code = 0
         ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
-        guard (200..<300).contains(code) || code == 304 else {
+        guard (200..<300).contains(code) || code == 304 || (returnsEveryStatus && code >= 300) else {
             let retryAfter = headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
             return .failure(TransportError.status(code, url: finalURL, retryAfter: retryAfter))
         }
@@ -452,7 +470,7 @@ final class CurlTransfer: @unchecked Sendable {
         if case .memory = sink { responseBody = body } else { responseBody = Data() }
         return .success(
             HTTPResponse(
-                statusCode: code, headers: headers, body: responseBody, url: finalURL,
+                statusCode: code, headerFields: headerFields, body: responseBody, url: finalURL,
                 bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize))
     }
 }

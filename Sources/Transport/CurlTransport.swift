@@ -231,32 +231,49 @@ public final class CurlTransport: Transport {
             if let adapter = configuration.adapter {
                 try await adapter.adapt(&request)
             }
+            let policy = original.retry ?? configuration.retry
             do {
-                return try await attempt(request)
+                let response = try await attempt(request)
+                // A delivered error status (the caller takes every status) is retried as the
+                // thrown one would be; the last attempt's answer is returned as it came.
+                guard request.returnsEveryStatus, response.statusCode >= 400 else { return response }
+                let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
+                let error = TransportError.status(response.statusCode, url: response.url, retryAfter: retryAfter)
+                guard let delay = policy.delay(after: error, attempt: number, jitter: Double.random(in: 0..<1))
+                else { return response }
+                try await pause(delay, before: number + 1, of: request, after: error)
+                number += 1
             } catch let error as TransportError {
                 if error.code == .cancelled { throw error }
                 if Task.isCancelled { throw TransportError.cancelled(request.url) }
                 guard
-                    let delay = configuration.retry.delay(
+                    let delay = policy.delay(
                         after: error, attempt: number, jitter: Double.random(in: 0..<1))
                 else {
                     throw error
                 }
-                configuration.logger.debug(
-                    "retrying after transient failure",
-                    metadata: [
-                        "transport.url": "\(Redaction.url(request.url))",
-                        "transport.attempt": "\(number)",
-                        "transport.delay_ms": "\(delay.milliseconds)",
-                        "transport.error": "\(error.message)",
-                    ])
+                try await pause(delay, before: number + 1, of: request, after: error)
                 number += 1
-                do {
-                    try await Task.sleep(for: delay)
-                } catch {
-                    throw TransportError.cancelled(request.url)
-                }
             }
+        }
+    }
+
+    /// Logs the retry and sleeps `delay`; cancellation ends the wait as a cancelled request.
+    private func pause(_ delay: Duration, before attempt: Int, of request: HTTPRequest, after error: TransportError)
+        async throws(TransportError)
+    {
+        configuration.logger.debug(
+            "retrying after transient failure",
+            metadata: [
+                "transport.url": "\(Redaction.url(request.url))",
+                "transport.attempt": "\(attempt - 1)",
+                "transport.delay_ms": "\(delay.milliseconds)",
+                "transport.error": "\(error.message)",
+            ])
+        do {
+            try await Task.sleep(for: delay)
+        } catch {
+            throw TransportError.cancelled(request.url)
         }
     }
 }

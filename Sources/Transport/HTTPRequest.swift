@@ -14,6 +14,14 @@ public struct HTTPRequest: Sendable, Equatable {
     /// The longest the whole exchange may take, or `nil` for no limit (large downloads rely on
     /// the stall timeout instead). Default `nil`: the transport's configuration decides.
     public var timeout: Duration?
+    /// Whether a final answer other than 2xx or 304 comes back as a response, body and all,
+    /// instead of ``TransportError/Code/httpStatus``: a cache stores a 404 or serves a 503's
+    /// page. Transient statuses (``TransportError/isTransient``) are still retried first; any
+    /// 2xx is returned (a `204` carries no body). Default false.
+    public var returnsEveryStatus = false
+    /// The retry policy for this request, or `nil` for the transport's. Default `nil`. (Write
+    /// `RetryPolicy.none` for no retries: `.none` alone is the optional's `nil`.)
+    public var retry: RetryPolicy?
 
     /// A request for `url`: by default a `GET` with no extra headers or query items and the
     /// transport's own time limit.

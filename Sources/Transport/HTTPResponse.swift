@@ -3,10 +3,16 @@ import Foundation
 /// What came back for one ``HTTPRequest``, after redirects and retries.
 public struct HTTPResponse: Sendable {
     /// The final status code (after redirects): 200, 206 (to a `Range`) or 304 (to a conditional
-    /// request) for a successful exchange.
+    /// request) for a successful exchange; any status for a request that asked for every one
+    /// (``HTTPRequest/returnsEveryStatus``).
     public var statusCode: Int
-    /// Response headers of the final response, names lower-cased.
+    /// Response headers of the final response, names lower-cased. A name sent on several lines
+    /// holds their RFC 9110 §5.3 combination: the values in order, joined by `", "`
+    /// (``HTTPHeaderField/combined(_:)``; `Set-Cookie` keeps its last line).
     public var headers: [String: String]
+    /// Every header line of the final response, in order, repeated names included. Empty for a
+    /// response built from a dictionary only.
+    public var headerFields: [HTTPHeaderField]
     /// The body, for in-memory fetches; empty for downloads and 304s.
     public var body: Data
     /// The address that finally answered.
@@ -27,11 +33,23 @@ public struct HTTPResponse: Sendable {
     ) {
         self.statusCode = statusCode
         self.headers = headers
+        self.headerFields = []
         self.body = body
         self.url = url
         self.bytesReceived = bytesReceived
         self.resumedFrom = resumedFrom
         self.fileSize = fileSize
+    }
+
+    /// A response whose headers are `fields`, line by line; ``headers`` is their combination.
+    public init(
+        statusCode: Int, headerFields: [HTTPHeaderField], body: Data = Data(), url: URL,
+        bytesReceived: Int64 = 0, resumedFrom: Int64 = 0, fileSize: Int64 = 0
+    ) {
+        self.init(
+            statusCode: statusCode, headers: HTTPHeaderField.combined(headerFields), body: body, url: url,
+            bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize)
+        self.headerFields = headerFields
     }
 
     /// The entity tag the server gave, if any.

@@ -14,6 +14,12 @@ public struct RetryPolicy: Sendable, Equatable {
     /// The longest `Retry-After` honoured; a server asking for more fails the request instead.
     /// Default 60 s.
     public var maxRetryAfter: Duration = .seconds(60)
+    /// Whether a connection that could not be made is tried again: refused (nothing listens,
+    /// libcurl's `CURLE_COULDNT_CONNECT`) or a host name that does not resolve
+    /// (`CURLE_COULDNT_RESOLVE_HOST`). Either fails at once and rarely changes within a backoff
+    /// delay, so a caller with something to fall back on (a cache with a stale copy) turns this
+    /// off. Default true.
+    public var retriesFailedConnections = true
 
     /// The default policy: 4 attempts, backoff from 0.25 s up to 8 s, `Retry-After` honoured up to
     /// 60 s.
@@ -30,6 +36,7 @@ public struct RetryPolicy: Sendable, Equatable {
     /// `attempt` counts from 1. `jitter` is a number in 0..<1.
     public func delay(after error: TransportError, attempt: Int, jitter: Double) -> Duration? {
         guard error.isTransient, attempt < maxAttempts else { return nil }
+        if !retriesFailedConnections, error.failedToConnect { return nil }
         let exponent = min(attempt - 1, 20)
         var backoff = baseDelay * (1 << exponent)
         if backoff > maxDelay { backoff = maxDelay }

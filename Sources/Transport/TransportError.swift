@@ -79,6 +79,12 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Whether the connection itself failed: nothing listens at the address (libcurl's
+    /// `CURLE_COULDNT_CONNECT`, 7), or the host could not be resolved (6).
+    public var failedToConnect: Bool {
+        code == .network && (curlCode == 7 || curlCode == 6)
+    }
+
     /// A refused answer: `what` says what was asked and what came back.
     static func invalidResponse(_ method: String, _ url: URL, _ what: String, statusCode: Int? = nil) -> TransportError
     {
