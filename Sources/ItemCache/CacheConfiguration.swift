@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Transport
 
 /// What an ``ItemStore`` is told (its folder, limits, tiers, durability, clock, logger and
 /// metrics), each field with its default, and in ``loading`` what an ``ItemLoader`` on it is
@@ -85,11 +86,12 @@ public struct CacheConfiguration: Sendable {
         get { loading.staleWhileRevalidate }
         set { loading.staleWhileRevalidate = newValue }
     }
-    /// ``LoadingConfiguration/staleIfError`` at its old place.
-    @available(*, deprecated, renamed: "loading.staleIfError")
+    /// ``LoadingConfiguration/staleIfError`` at its old place: true for
+    /// ``StaleIfErrorPolicy/whenPermitted``, false for ``StaleIfErrorPolicy/never``.
+    @available(*, deprecated, message: "use loading.staleIfError, a StaleIfErrorPolicy")
     public var staleIfError: Bool {
-        get { loading.staleIfError }
-        set { loading.staleIfError = newValue }
+        get { loading.staleIfError != .never }
+        set { loading.staleIfError = newValue ? .whenPermitted : .never }
     }
     /// ``LoadingConfiguration/coalescingTimeout`` at its old place.
     @available(*, deprecated, renamed: "loading.coalescingTimeout")
@@ -113,12 +115,40 @@ public struct LoadingConfiguration: Sendable {
     /// `Cache-Control`, `Expires` and `Age` when the caller sets no expiry. Default
     /// ``FreshnessPolicy/server``.
     public var freshness: FreshnessPolicy = .server
+    /// The lifetime of a response that states none (RFC 9111 §4.2.2's heuristic freshness):
+    /// ``HTTPFreshnessModel/Heuristic/defaultExpiry`` (the store's
+    /// ``CacheConfiguration/defaultExpiry``, one day, as RXWebCache has it) or
+    /// ``HTTPFreshnessModel/Heuristic/lastModifiedFraction(_:)`` (10 % of the time since
+    /// `Last-Modified`, as browsers do). Default ``HTTPFreshnessModel/Heuristic/defaultExpiry``.
+    public var heuristic: HTTPFreshnessModel.Heuristic = .defaultExpiry
     /// For this long after an item expires, a get returns the stale value at once and refreshes
     /// it in the background (stale-while-revalidate). Default 0: no window.
     public var staleWhileRevalidate: Duration = .zero
-    /// When a fetch fails and a stale value is stored, return it marked ``ItemSource/stale``
-    /// instead of the error (RxCache's "use expired data if the loader fails"). Default true.
-    public var staleIfError = true
+    /// When a fetch fails (a 500, 502, 503 or 504, or no answer) and a stale value is stored,
+    /// whether it is returned, marked ``ItemSource/stale``, instead of the failure (RxCache's
+    /// "use expired data if the loader fails"). Default ``StaleIfErrorPolicy/whenPermitted``:
+    /// unless the origin forbade it (`must-revalidate`, `no-cache`) or its `stale-if-error`
+    /// window has passed. A 4xx is the origin's answer, never a failure to stand in for.
+    public var staleIfError: StaleIfErrorPolicy = .whenPermitted
+    /// Retries of one fetch: by default two attempts for a timeout, a dropped connection or a
+    /// 500/502/503/504/408/429 (honouring `Retry-After` up to 60 s), and none for a connection
+    /// that cannot be made (refused, unresolvable), which fails at once.
+    public var retry: RetryPolicy = {
+        var policy = RetryPolicy()
+        policy.maxAttempts = 2
+        policy.baseDelay = .milliseconds(200)
+        policy.retriesFailedConnections = false
+        return policy
+    }()
+    /// The longest one fetch (all its attempts' exchanges each) may take. Default 60 s; nil
+    /// for the transport's own limit.
+    public var timeout: Duration? = .seconds(60)
+    /// After an origin fails (no answer, or a 500/502/503/504/429), later loads that need it
+    /// answer at once (stale data where allowed, else the failure) until its next attempt is
+    /// due; one load then probes it, and a success clears the backoff. The backoff is shared by
+    /// every process using the folder. Default ``OriginBackoff/init(initial:maximum:)`` with
+    /// 1 s doubling to 60 s.
+    public var originBackoff = OriginBackoff()
     /// How long a load waits for another process's fetch of the same key before it fetches
     /// itself (nginx's `proxy_cache_lock_timeout`): a fetch that hangs delays the others at most
     /// this long. A waiter whose wait ends with the other fetch's failure shares that failure
@@ -132,6 +162,34 @@ public struct LoadingConfiguration: Sendable {
 
     /// The defaults.
     public init() {}
+}
+
+/// How long loads leave a failing origin alone: the first failure `initial`, each further one
+/// twice as long, at most `maximum`; a `Retry-After` asking for longer wins.
+public struct OriginBackoff: Sendable, Equatable {
+    /// The first wait. Default 1 s.
+    public var initial: Duration
+    /// The longest wait. Default 60 s.
+    public var maximum: Duration
+
+    /// A backoff from `initial` doubling up to `maximum`.
+    public init(initial: Duration = .seconds(1), maximum: Duration = .seconds(60)) {
+        self.initial = initial
+        self.maximum = maximum
+    }
+
+    /// The longest an origin's `Retry-After` (or a stored backoff) holds loads off: 300 s.
+    static let longestRetryAfter: Double = 300
+
+    /// No backoff: every load asks the origin.
+    public static let none = OriginBackoff(initial: .zero, maximum: .zero)
+
+    /// The wait after `failures` failures in a row (1 for the first).
+    public func delay(afterFailures failures: Int) -> Duration {
+        guard failures > 0, initial > .zero else { return .zero }
+        let doubled = initial * (1 << min(failures - 1, 20))
+        return min(doubled, max(initial, maximum))
+    }
 }
 
 /// Whose freshness rules a fetched item follows when the caller gives no expiry.

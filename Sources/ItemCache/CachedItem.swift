@@ -65,13 +65,17 @@ public struct ItemInfo: Sendable, Equatable {
     public var contentType: String?
     /// The caller's own metadata (NBImageCache keeps it beside each image).
     public var metadata: [String: String]
+    /// The HTTP response the item came from (status, headers, age base); nil for an item
+    /// stored directly or fetched by a fetcher that reports none.
+    public var response: HTTPResponseRecord?
 
     /// A record with these fields; the defaults describe an item stored now that never expires.
     public init(
         size: Int64, created: Date = Date(), accessed: Date? = nil, expires: Date? = nil, mustRevalidate: Bool = false,
         pinned: Bool = false, groups: [String] = [], etag: String? = nil, lastModified: String? = nil,
-        contentType: String? = nil, metadata: [String: String] = [:]
+        contentType: String? = nil, metadata: [String: String] = [:], response: HTTPResponseRecord? = nil
     ) {
+        self.response = response
         self.size = size
         self.created = created
         self.accessed = accessed ?? created
@@ -93,6 +97,15 @@ public struct ItemInfo: Sendable, Equatable {
 
     /// True when a conditional request can revalidate it (it has an ETag or a Last-Modified).
     public var canRevalidate: Bool { etag != nil || lastModified != nil }
+
+    /// The HTTP status it was stored with: 200 for an item with no recorded response.
+    public var status: Int { response?.status ?? 200 }
+
+    /// Its current age in seconds at `now` (RFC 9111 §4.2.3): from the response's age base, or
+    /// from when it was stored.
+    public func age(at now: Date = Date()) -> Double {
+        max(0, now.timeIntervalSince(response?.born ?? created))
+    }
 }
 
 /// How to store one value.
@@ -112,12 +125,16 @@ public struct StoreOptions: Sendable, Equatable {
     public var etag: String?, lastModified: String?
     /// Revalidate on every use (a server's `no-cache`).
     public var mustRevalidate: Bool
+    /// The HTTP response the value came from (status, headers, age base), kept with it.
+    public var response: HTTPResponseRecord?
 
     /// Options with these fields; by default the configured expiry, no groups, not pinned.
     public init(
         expiry: Expiry? = nil, groups: [String] = [], pinned: Bool = false, metadata: [String: String] = [:],
-        contentType: String? = nil, etag: String? = nil, lastModified: String? = nil, mustRevalidate: Bool = false
+        contentType: String? = nil, etag: String? = nil, lastModified: String? = nil, mustRevalidate: Bool = false,
+        response: HTTPResponseRecord? = nil
     ) {
+        self.response = response
         self.expiry = expiry
         self.groups = groups
         self.pinned = pinned

@@ -32,6 +32,10 @@ public struct FetchRequest: Sendable {
     /// for no limit. A body declared larger is never staged in the cache folder: the fetcher
     /// reads it into memory instead, and the loader delivers it without keeping it.
     public var keepLimit: Int64?
+    /// Retries for this fetch (``LoadingConfiguration/retry``); nil for the transport's.
+    public var retry: RetryPolicy?
+    /// The time limit of one exchange (``LoadingConfiguration/timeout``); nil for the transport's.
+    public var timeout: Duration?
 
     /// A request for `key` at `url`.
     public init(
@@ -60,14 +64,44 @@ public struct FetchResponse: Sendable {
 
     /// The body.
     public var body: Body
+    /// The HTTP status: 200 unless the fetcher says otherwise (a 404 page, a 410, a 204; a
+    /// 304 is ``Body/notModified``).
+    public var status: Int
     /// Response headers, names lower-cased (`cache-control`, `etag`, `last-modified`,
-    /// `content-type`, `expires`, `age`, `date`).
+    /// `content-type`, `expires`, `age`, `date`, `vary`), lines of one name combined.
     public var headers: [String: String]
+    /// Every header line, in order; empty when the fetcher gave only ``headers`` (the loader
+    /// then keeps those).
+    public var headerFields: [HTTPHeaderField]
 
     /// A response from its parts.
-    public init(body: Body, headers: [String: String] = [:]) {
+    public init(body: Body, headers: [String: String] = [:], status: Int = 200) {
         self.body = body
         self.headers = headers
+        self.status = status
+        self.headerFields = []
+    }
+
+    /// A response with its status and every header line (``headers`` is their combination).
+    public init(body: Body, status: Int, headerFields: [HTTPHeaderField]) {
+        self.body = body
+        self.status = status
+        self.headerFields = headerFields
+        self.headers = HTTPHeaderField.combined(headerFields)
+    }
+
+    /// The header lines to keep: ``headerFields``, or ``headers`` as one line a name.
+    var fieldsToKeep: [HTTPHeaderField] {
+        headerFields.isEmpty
+            ? headers.sorted { $0.key < $1.key }.map { HTTPHeaderField(name: $0.key, value: $0.value) }
+            : headerFields
+    }
+
+    init(_ response: HTTPResponse, body: Body) {
+        self.body = body
+        self.status = response.statusCode
+        self.headers = response.headers
+        self.headerFields = response.headerFields
     }
 }
 
@@ -97,13 +131,15 @@ public struct HTTPFetcher: ItemFetching {
         var headers = request.headers
         if let etag = request.etag { headers["If-None-Match"] = etag }
         if let lastModified = request.lastModified { headers["If-Modified-Since"] = lastModified }
-        let httpRequest = HTTPRequest(url: url, headers: headers)
+        var httpRequest = HTTPRequest(url: url, headers: headers, timeout: request.timeout)
+        // A 404 or a 503 is an answer to keep or to show, not a transport error.
+        httpRequest.returnsEveryStatus = true
+        httpRequest.retry = request.retry
         guard let file = UnnamedFile(in: request.scratchFolder) else {
             let response = try await transport.data(for: httpRequest)
             request.progress?(
                 TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
-            return FetchResponse(
-                body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
+            return FetchResponse(response, body: response.isNotModified ? .notModified : .fetched(response.body))
         }
         // A body the cache cannot keep is not staged in its folder: the transport refuses a
         // declared length over the limit before writing a byte, and the body is read into
@@ -126,8 +162,7 @@ public struct HTTPFetcher: ItemFetching {
             }
             request.progress?(
                 TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
-            return FetchResponse(
-                body: response.isNotModified ? .notModified : .fetched(response.body), headers: response.headers)
+            return FetchResponse(response, body: response.isNotModified ? .notModified : .fetched(response.body))
         } catch let error as TransportError where error.code == .fileSystem {
             // The cache folder's disk, not the network: exit 5's remedy, not exit 3's.
             throw ItemCacheError(
@@ -136,13 +171,13 @@ public struct HTTPFetcher: ItemFetching {
                     "cannot keep the download of \(Redaction.url(url)) in the cache folder \(request.scratchFolder): \(error.message)",
                 key: request.key, underlying: error)
         }
-        if response.isNotModified { return FetchResponse(body: .notModified, headers: response.headers) }
+        if response.isNotModified { return FetchResponse(response, body: .notModified) }
         let data = try await BlockingIOPool.shared.run { () throws(FileSystemError) -> Data in
             try DescriptorIO.read(descriptor, count: Int(response.fileSize), path: Redaction.url(url))
         }
         // The file (and its descriptor) lives until here; it vanishes when it closes.
         _ = file.descriptor
-        return FetchResponse(body: .fetched(data), headers: response.headers)
+        return FetchResponse(response, body: .fetched(data))
     }
 }
 

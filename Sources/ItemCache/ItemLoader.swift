@@ -18,6 +18,11 @@ public struct LoadedItem: Sendable {
 
     /// The value's bytes.
     public var data: Data { item.data }
+    /// The HTTP status it was served with (200 for an item without a recorded response).
+    public var status: Int { item.info.status }
+    /// Whether the cache holds it: false for a fetched response that was not to be kept
+    /// (`no-store`, a status that may not be cached, ``Expiry/dontStore``) or was too large.
+    public var isStored = true
 }
 
 /// How a load may use the cache and the network.
@@ -92,6 +97,14 @@ public final class ItemLoader: Sendable {
     private let limiter: FetchLimiter
     let metrics: CacheMetrics
     private let ownedTransport: CurlTransport?
+    /// This loader's failing origins (``LoadingConfiguration/originBackoff``).
+    private let backoffs = Mutex<[String: OriginFailure]>([:])
+
+    struct OriginFailure {
+        var failures: Int
+        var retryAt: Date
+        var message: String
+    }
 
     /// A loader on `store`, fetching `http` and `https` through `transport` and `file` URLs from
     /// disk.
@@ -186,16 +199,19 @@ public final class ItemLoader: Sendable {
         -> LoadedItem
     {
         let now = configuration.clock.now
+        let request = CacheDirectives.ofRequest(options.headers)
         // Memory answers at once; anything else is looked up on the I/O pool.
-        let stored = try await store.item(for: key)
+        let stored = try await lookUp(key, requestHeaders: options.headers)
         var stale = stored?.item
         switch LoadDecision.decide(
-            stored: stored?.item.info, policy: options.policy, now: now,
+            stored: stored?.item.info, policy: options.policy, request: request, now: now,
             staleWhileRevalidate: configuration.loading.staleWhileRevalidate)
         {
         case .serveFresh:
             metrics.hit(stored!.source)
             return LoadedItem(item: stored!.item, source: stored!.source)
+        case .serveStale:
+            return LoadedItem(item: stored!.item, source: .stale)
         case .serveOffline:
             let item = stored!.item
             if item.info.isExpired(at: now) { return LoadedItem(item: item, source: .stale) }
@@ -207,22 +223,17 @@ public final class ItemLoader: Sendable {
             return LoadedItem(item: stored!.item, source: .stale)
         case .offlineMiss:
             metrics.misses.increment()
-            throw ItemCacheError(
-                code: .notCached,
-                message: "\(key.rawValue) is not cached and the load is offline; load it once online first", key: key)
+            let why =
+                options.policy == .offline
+                ? "the load is offline; load it once online first"
+                : "the request's Cache-Control has only-if-cached (RFC 9111 §5.2.1.7); load it without it first"
+            throw ItemCacheError(code: .notCached, message: "\(key.rawValue) is not cached and \(why)", key: key)
         case .revalidate:
             break
         case .fetch:
             // A reload asks for the whole value: no validators go out (the stored value still
             // stands in if the fetch fails).
-            if options.policy == .reload {
-                stale = stale.map {
-                    var item = $0
-                    item.info.etag = nil
-                    item.info.lastModified = nil
-                    return item
-                }
-            }
+            if options.policy == .reload { stale = stale.map(Self.withoutValidators) }
         }
         metrics.misses.increment()
         let flight = flight(for: key, url: url, stale: stale, options: options, background: false)
@@ -238,15 +249,41 @@ public final class ItemLoader: Sendable {
         }
     }
 
-    /// The running fetch of `key`, or a new one.
+    /// The stored response for `key` that a request with `requestHeaders` may use: the key's
+    /// own, or the variant its `Vary` headers select (RFC 9111 §4.1).
+    func lookUp(_ key: CacheKey, requestHeaders: [String: String]) async throws(ItemCacheError) -> StoredItem? {
+        if let stored = try await store.item(for: key) { return stored }
+        for variant in try await store.variantKeys(of: key) {
+            guard let names = variant.variantNames, key.variant(names: names, request: requestHeaders) == variant
+            else { continue }
+            return try await store.item(for: variant)
+        }
+        return nil
+    }
+
+    static func withoutValidators(_ item: CachedItem) -> CachedItem {
+        var item = item
+        item.info.etag = nil
+        item.info.lastModified = nil
+        return item
+    }
+
+    /// The running fetch of `key` with these options' headers, or a new one.
     private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool)
         -> Flight<LoadedItem>
     {
-        let (flight, isNew) = flights.claim(key.rawValue, keepAlive: background)
+        // Requests with other headers may select other variants: they share no fetch.
+        let name =
+            options.headers.isEmpty
+            ? key.rawValue
+            : key.rawValue + "\u{1F}"
+                + CacheKey.normalizedHeaders(options.headers).sorted { $0.key < $1.key }
+                .map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
+        let (flight, isNew) = flights.claim(name, keepAlive: background)
         if let progress = options.progress { flight.addProgressHandler(progress) }
         guard isNew else { return flight }
         notify(key, .inProgress(TransferProgress(received: 0, expected: nil)))
-        flights.start(flight, for: key.rawValue) { [self] in
+        flights.start(flight, for: name) { [self] in
             try await fetch(key, url: url, stale: stale, options: options, flight: flight)
         } finished: { [self] stored in
             let found = stored ? true : (try? await store.item(for: key)) != nil
@@ -255,7 +292,8 @@ public final class ItemLoader: Sendable {
         return flight
     }
 
-    /// One fetch: a slot, the key's cross-process lock, then the fetcher; stores what came.
+    /// One fetch: a slot, the key's cross-process lock, the origin's backoff, then the fetcher;
+    /// stores what came.
     private func fetch(_ key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, flight: Flight<LoadedItem>)
         async throws -> LoadedItem
     {
@@ -282,8 +320,9 @@ public final class ItemLoader: Sendable {
             }
         }
         defer { if locked { lockFile?.unlock(slot: slot) } }
+        let request = CacheDirectives.ofRequest(options.headers)
         var stale = stale
-        if waited, let stored = try await store.item(for: key) {
+        if waited, let stored = try await lookUp(key, requestHeaders: options.headers) {
             // The other process's fetch may have stored it.
             if !stored.item.info.isExpired(at: configuration.clock.now),
                 options.policy != .reload || stored.item.info.created > flight.started
@@ -295,11 +334,7 @@ public final class ItemLoader: Sendable {
         if waited, let failure = await store.fetchFailure(for: key, since: waitStarted) {
             // It failed while this load waited: share its failure rather than try again in turn.
             metrics.sharedFailures.increment()
-            if configuration.loading.staleIfError, let stale {
-                metrics.staleIfError.increment()
-                return LoadedItem(item: stale, source: .stale, fetchError: failure)
-            }
-            throw failure
+            return try standIn(for: failure, stale: stale, request: request)
         }
         guard let fetcher = fetcher(for: key, url: url) else {
             throw ItemCacheError(
@@ -307,19 +342,71 @@ public final class ItemLoader: Sendable {
                 message: "no fetcher for \(key.rawValue); register one for its context or scheme (ItemLoader.register)",
                 key: key)
         }
-        var request = FetchRequest(
-            key: key, url: url, headers: options.headers, etag: stale?.info.etag,
-            lastModified: stale?.info.lastModified,
+        // A failing origin (no answer: the whole host) or resource (a failing status: that
+        // URL) is not asked again before its next attempt is due (a reload asks).
+        let origin = url.flatMap(Self.origin(of:))
+        let resource = url.map(Redaction.url)
+        var probing = false
+        if options.policy != .reload {
+            for scope in [origin, resource].compactMap({ $0 }) {
+                switch await gate(scope) {
+                case .closed(let retryAt, let message):
+                    let wait = max(0, retryAt.timeIntervalSince(configuration.clock.now))
+                    let failure = ItemCacheError(
+                        code: .fetch,
+                        message:
+                            "\(scope) is failing (\(message)); it is asked again in \(Int(wait.rounded(.up))) s (LoadingConfiguration.originBackoff)",
+                        key: key)
+                    return try standIn(for: failure, stale: stale, request: request)
+                case .open(let claimed):
+                    probing = probing || claimed
+                }
+            }
+        }
+        return try await exchange(
+            key, url: url, stale: stale, options: options, flight: flight,
+            using: Exchange(
+                fetcher: fetcher, origin: origin, resource: resource, probing: probing, records: lockFile != nil))
+    }
+
+    /// What ``exchange(_:url:stale:options:flight:using:conditional:)`` works with.
+    struct Exchange {
+        var fetcher: any ItemFetching
+        /// The backoff scope of a failure without an answer: the host.
+        var origin: String?
+        /// The backoff scope of a failing status: the URL.
+        var resource: String?
+        var probing: Bool
+        /// Failures are recorded for waiting processes.
+        var records: Bool
+    }
+
+    /// Asks the origin (conditionally when `conditional` and the stale value has validators)
+    /// and carries out what it answered.
+    private func exchange(
+        _ key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, flight: Flight<LoadedItem>,
+        using exchange: Exchange, conditional: Bool = true
+    ) async throws -> LoadedItem {
+        let request = CacheDirectives.ofRequest(options.headers)
+        let validators = conditional ? stale : nil
+        var fetchRequest = FetchRequest(
+            key: key, url: url, headers: options.headers, etag: Self.usableValidator(validators?.info.etag),
+            lastModified: Self.usableValidator(validators?.info.lastModified),
             scratchFolder: (store as? ItemStore)?.disk.blobs.root ?? configuration.folder
         ) { [self] progress in
             flight.report(progress)
             notify(key, .inProgress(progress))
         }
-        if let disk = (store as? ItemStore)?.disk { request.keepLimit = disk.rowBudget(for: disk.limit) }
+        if let disk = (store as? ItemStore)?.disk { fetchRequest.keepLimit = disk.rowBudget(for: disk.limit) }
+        // With a stale value to stand in, a failure is answered at once: no retries.
+        fetchRequest.retry =
+            stale.map { mayServeStale($0, request: request) } == true ? RetryPolicy.none : configuration.loading.retry
+        fetchRequest.timeout = configuration.loading.timeout
+        let requestTime = configuration.clock.now
         let started = ContinuousClock.now
         let response: FetchResponse
         do {
-            response = try await fetcher.fetch(request)
+            response = try await exchange.fetcher.fetch(fetchRequest)
         } catch {
             if error is CancellationError || Task.isCancelled { throw error }
             let failure =
@@ -327,77 +414,286 @@ public final class ItemLoader: Sendable {
                 ?? ItemCacheError(
                     code: .fetch, message: "cannot fetch \(url.map(Redaction.url) ?? key.rawValue): \(error)", key: key,
                     underlying: error)
+            let transportError = error as? TransportError ?? failure.underlying as? TransportError
+            // The origin's own answer (a 404 a custom transport threw), or a request that
+            // could not be sent, is no failure to stand in for.
+            let standsIn = transportError.map(Self.mayStandIn(for:)) ?? true
+            // No answer: the host is failing. A failing status a custom transport threw: the URL.
+            let scope = transportError?.code == .httpStatus ? exchange.resource : exchange.origin
+            if let scope, standsIn {
+                await noteFailure(of: scope, message: failure.message, retryAfter: transportError?.retryAfter)
+            }
             // Before the slot is let go: the processes waiting for this fetch read it then.
-            if lockFile != nil { await store.recordFetchFailure(failure, for: key) }
-            if configuration.loading.staleIfError, let stale {
+            if exchange.records { await store.recordFetchFailure(failure, for: key) }
+            guard standsIn else { throw failure }
+            return try standIn(for: failure, stale: stale, request: request)
+        }
+        metrics.fetchDuration.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
+        let responseTime = configuration.clock.now
+        if Self.failingStatuses.contains(response.status) {
+            let shown = url.map(Redaction.url) ?? key.rawValue
+            let failure = ItemCacheError(
+                code: .fetch, message: "\(shown) answered HTTP \(response.status)", key: key)
+            if let resource = exchange.resource {
+                let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
+                await noteFailure(of: resource, message: failure.message, retryAfter: retryAfter)
+            }
+            if exchange.records { await store.recordFetchFailure(failure, for: key) }
+            // RFC 5861 §4: a 500, 502, 503 or 504 may be answered with the stale value.
+            if response.status != 429, let stale, mayServeStale(stale, request: request) {
                 metrics.staleIfError.increment()
                 return LoadedItem(item: stale, source: .stale, fetchError: failure)
             }
-            throw failure
+        } else {
+            for scope in [exchange.origin, exchange.resource].compactMap({ $0 }) {
+                await clearFailures(of: scope, probing: exchange.probing)
+            }
         }
-        metrics.fetchDuration.recordNanoseconds(Int64((ContinuousClock.now - started).nanoseconds))
-        let now = configuration.clock.now
+        let times = (request: requestTime, response: responseTime)
         switch response.body {
         case .notModified:
             metrics.notModified.increment()
-            guard let stale else {
-                throw ItemCacheError(
-                    code: .fetch,
-                    message:
-                        "\(url.map(Redaction.url) ?? key.rawValue) answered 304 to a request that had no validators",
-                    key: key)
-            }
-            var (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
-            if options.expiry == nil, configuration.loading.freshness == .server,
-                response.headers["cache-control"] == nil, response.headers["expires"] == nil
-            {
-                // A 304 without freshness headers (RFC 9110 §15.4.5 asks servers to repeat
-                // them; some do not): the stored response's rules stay (RFC 9111 §4.3.4 merges
-                // the 304's headers into it), so a no-cache item keeps revalidating.
-                mustRevalidate = stale.info.mustRevalidate
-            }
-            let expires = (expiry ?? configuration.defaultExpiry).expirationDate(storedAt: now)
-            let refreshed = try await store.refresh(
-                key, expires: expires, mustRevalidate: mustRevalidate,
-                etag: response.headers["etag"], lastModified: response.headers["last-modified"])
-            flight.markStored()
-            return LoadedItem(item: refreshed ?? stale, source: .revalidated)
+            return try await revalidated(
+                key, url: url, stale: stale, response: response, options: options, flight: flight, times: times,
+                using: exchange)
         case .fetched(let data):
             if stale != nil { metrics.modified.increment() }
             metrics.fetchedBytes.increment(by: Int64(data.count))
-            let (expiry, mustRevalidate) = expiry(options, headers: response.headers, now: now)
-            let storeOptions = StoreOptions(
-                expiry: expiry ?? .dontStore, groups: options.groups, pinned: options.pinned,
-                metadata: options.metadata, contentType: response.headers["content-type"],
-                etag: response.headers["etag"], lastModified: response.headers["last-modified"],
-                mustRevalidate: mustRevalidate)
-            do {
-                let item = try await store.store(data, for: key, options: storeOptions)
-                if storeOptions.expiry != .dontStore {
-                    metrics.storedBytes.increment(by: Int64(data.count))
-                    flight.markStored()
-                }
-                return LoadedItem(item: item, source: .network)
-            } catch {
-                // Too big to keep: the caller still gets it (a pinned load asked to keep it).
-                guard error.code == .tooLarge, !options.pinned else { throw error }
-                configuration.logger.debug("not storing \(key.rawValue): \(error)")
-                return LoadedItem(
-                    item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count))), source: .network,
-                    storeError: error)
-            }
+            return try await keep(data, key, response: response, options: options, flight: flight, times: times)
         }
     }
 
-    /// The expiry to store with (nil: do not store) and whether every use must revalidate.
-    private func expiry(_ options: LoadOptions, headers: [String: String], now: Date) -> (Expiry?, Bool) {
-        if let expiry = options.expiry { return (expiry == .dontStore ? nil : expiry, false) }
-        guard configuration.loading.freshness == .server else { return (configuration.defaultExpiry, false) }
-        switch HTTPFreshness.of(headers: headers, now: now) {
-        case .noStore: return (nil, false)
-        case .fresh(let expires, let mustRevalidate):
-            return (expires.map(Expiry.date) ?? configuration.defaultExpiry, mustRevalidate)
+    /// A `304`: the stored response it selects is updated with its headers and served
+    /// (RFC 9111 §4.3.4). One that selects none (another entity tag) updates nothing: the
+    /// whole response is fetched instead.
+    private func revalidated(
+        _ key: CacheKey, url: URL?, stale: CachedItem?, response: FetchResponse, options: LoadOptions,
+        flight: Flight<LoadedItem>, times: (request: Date, response: Date), using exchange: Exchange
+    ) async throws -> LoadedItem {
+        let shown = url.map(Redaction.url) ?? key.rawValue
+        guard let stale else {
+            throw ItemCacheError(
+                code: .fetch, message: "\(shown) answered 304 to a request that had no validators", key: key)
         }
+        if let tag = response.headers["etag"], tag != stale.info.etag {
+            configuration.logger.debug("\(shown) answered 304 with another entity tag; fetching it whole")
+            return try await self.exchange(
+                key, url: url, stale: stale, options: options, flight: flight, using: exchange, conditional: false)
+        }
+        let request = CacheDirectives.ofRequest(options.headers)
+        let born = HTTPFreshnessModel.born(
+            headers: response.headers, requestTime: times.request, responseTime: times.response)
+        let previous =
+            stale.info.response
+            ?? HTTPResponseRecord(status: 200, headerFields: Self.validatorFields(stale.info), born: stale.info.created)
+        let record = previous.updated(with: response.fieldsToKeep, born: born)
+        guard
+            let rules = storing(
+                status: record.status, headers: record.headers, options: options, request: request, times: times)
+        else {
+            // The merged response may no longer be stored (a 304 that says no-store).
+            _ = try? await store.removeItem(for: stale.key)
+            var item = stale
+            item.info.response = record
+            return LoadedItem(item: item, source: .revalidated)
+        }
+        let refreshed = try await store.refresh(
+            stale.key, expires: rules.expires, mustRevalidate: rules.revalidatesEveryUse,
+            etag: Self.usableValidator(record.headers["etag"]),
+            lastModified: Self.usableValidator(record.headers["last-modified"]), response: record)
+        flight.markStored()
+        return LoadedItem(item: refreshed ?? stale, source: .revalidated)
+    }
+
+    /// Keeps a fetched response as the model allows: under the key, or under the variant its
+    /// `Vary` selects; returns it whether kept or not.
+    private func keep(
+        _ data: Data, _ key: CacheKey, response: FetchResponse, options: LoadOptions, flight: Flight<LoadedItem>,
+        times: (request: Date, response: Date)
+    ) async throws -> LoadedItem {
+        let request = CacheDirectives.ofRequest(options.headers)
+        let rules = storing(
+            status: response.status, headers: response.headers, options: options, request: request, times: times)
+        let born =
+            rules?.born
+            ?? HTTPFreshnessModel.born(
+                headers: response.headers, requestTime: times.request, responseTime: times.response)
+        let record = HTTPResponseRecord(status: response.status, headerFields: response.fieldsToKeep, born: born)
+        let names = HTTPFreshnessModel.varyNames(response.headers["vary"]) ?? []
+        let storageKey = names.isEmpty ? key : key.variant(names: names, request: options.headers)
+        let storeOptions = StoreOptions(
+            expiry: rules.map { $0.expires.map(Expiry.date) ?? .never } ?? .dontStore, groups: options.groups,
+            pinned: options.pinned, metadata: options.metadata, contentType: response.headers["content-type"],
+            etag: Self.usableValidator(response.headers["etag"]),
+            lastModified: Self.usableValidator(response.headers["last-modified"]),
+            mustRevalidate: rules?.revalidatesEveryUse ?? false, response: record)
+        if rules != nil {
+            // One form per URL: a response without Vary replaces the variants, and a variant
+            // replaces the response without Vary (other variants stay).
+            if names.isEmpty {
+                for variant in try await store.variantKeys(of: key) { _ = try await store.removeItem(for: variant) }
+            } else if let itemStore = store as? ItemStore {
+                _ = try await itemStore.removeItem(for: key, includingVariants: false)
+            }
+        }
+        do {
+            let item = try await store.store(data, for: storageKey, options: storeOptions)
+            if rules != nil {
+                metrics.storedBytes.increment(by: Int64(data.count))
+                flight.markStored()
+            }
+            var loaded = LoadedItem(item: item, source: .network)
+            loaded.isStored = rules != nil
+            return loaded
+        } catch {
+            // Too big to keep: the caller still gets it (a pinned load asked to keep it).
+            guard error.code == .tooLarge, !options.pinned else { throw error }
+            configuration.logger.debug("not storing \(key.rawValue): \(error)")
+            var loaded = LoadedItem(
+                item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count), response: record)),
+                source: .network, storeError: error)
+            loaded.isStored = false
+            return loaded
+        }
+    }
+
+    /// How to store a `status` response with `headers`: its expiry (nil: never), age base and
+    /// whether every use revalidates; nil to keep nothing. The caller's expiry wins over the
+    /// server's freshness, not over what makes a response unusable later (a partial or failing
+    /// status, `Vary: *`, the request's `no-store`).
+    private func storing(
+        status: Int, headers: [String: String], options: LoadOptions, request: CacheDirectives,
+        times: (request: Date, response: Date)
+    ) -> (expires: Date?, born: Date, revalidatesEveryUse: Bool)? {
+        let model = HTTPFreshnessModel(
+            heuristic: configuration.loading.heuristic, defaultExpiry: configuration.defaultExpiry)
+        let born = HTTPFreshnessModel.born(headers: headers, requestTime: times.request, responseTime: times.response)
+        if options.expiry != nil || configuration.loading.freshness == .caller {
+            let expiry = options.expiry ?? configuration.defaultExpiry
+            guard expiry != .dontStore, status >= 200, status < 500, status != 206, status != 304,
+                HTTPFreshnessModel.varyNames(headers["vary"]) != nil, !request.has("no-store"),
+                (200..<300).contains(status) || HTTPFreshnessModel.cacheableByDefault.contains(status)
+            else { return nil }
+            return (expiry.expirationDate(storedAt: times.response), born, false)
+        }
+        switch model.storing(
+            status: status, headers: headers, request: request, requestTime: times.request,
+            responseTime: times.response)
+        {
+        case .store(let expires, let born, let revalidatesEveryUse, _):
+            return (expires, born, revalidatesEveryUse)
+        case .doNotStore(let reason):
+            configuration.logger.debug("not storing a \(status) response: \(reason)")
+            return nil
+        }
+    }
+
+    // MARK: - Failures
+
+    /// The answer to a failed fetch: the stale value where it may stand in, else the failure.
+    private func standIn(for failure: ItemCacheError, stale: CachedItem?, request: CacheDirectives) throws(
+        ItemCacheError
+    ) -> LoadedItem {
+        if let stale, mayServeStale(stale, request: request) {
+            metrics.staleIfError.increment()
+            return LoadedItem(item: stale, source: .stale, fetchError: failure)
+        }
+        throw failure
+    }
+
+    /// Whether `stale` may stand in for a failed fetch now (``LoadingConfiguration/staleIfError``).
+    private func mayServeStale(_ stale: CachedItem, request: CacheDirectives) -> Bool {
+        HTTPFreshnessModel.verdict(
+            for: stale.info.freshnessState, request: request, now: configuration.clock.now,
+            staleWhileRevalidate: 0, staleOnError: configuration.loading.staleIfError
+        ).mayServeStaleOnError
+    }
+
+    /// Statuses that mean the origin is failing: RFC 5861's four, and 429 (backoff only).
+    static let failingStatuses: Set<Int> = [500, 502, 503, 504, 429]
+
+    /// Whether a stale value may stand in for this transport failure: no answer (a refused or
+    /// dropped connection, a timeout, an answer that did not fit), or a failing status; never
+    /// the origin's definite answer (a 404 thrown by a custom transport) nor a request that
+    /// could not be sent.
+    static func mayStandIn(for error: TransportError) -> Bool {
+        switch error.code {
+        case .network, .timeout, .invalidResponse, .fileSystem, .tooLarge: return true
+        case .httpStatus: return [500, 502, 503, 504].contains(error.statusCode ?? 0)
+        default: return false
+        }
+    }
+
+    /// A validator that can go out in a header again; nil for one holding a control character
+    /// (a bare CR or LF would make the conditional request unsendable, wedging the item).
+    static func usableValidator(_ value: String?) -> String? {
+        guard let value, !value.isEmpty,
+            !value.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F })
+        else { return nil }
+        return value
+    }
+
+    /// The validators of an item stored before responses were kept, as header lines.
+    static func validatorFields(_ info: ItemInfo) -> [HTTPHeaderField] {
+        var fields: [HTTPHeaderField] = []
+        if let etag = info.etag { fields.append(HTTPHeaderField(name: "etag", value: etag)) }
+        if let lastModified = info.lastModified {
+            fields.append(HTTPHeaderField(name: "last-modified", value: lastModified))
+        }
+        if let contentType = info.contentType {
+            fields.append(HTTPHeaderField(name: "content-type", value: contentType))
+        }
+        return fields
+    }
+
+    // MARK: - Origin backoff
+
+    /// `scheme://host[:port]` of `url`, lower-cased, without user info; nil for a URL with no host.
+    static func origin(of url: URL) -> String? {
+        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
+            let scheme = components.scheme?.lowercased(), let host = components.host?.lowercased(), !host.isEmpty
+        else { return nil }
+        return scheme + "://" + host + (components.port.map { ":\($0)" } ?? "")
+    }
+
+    /// Whether a load may ask `origin` now: this loader's record first (no disk), then the one
+    /// every process sharing the folder keeps.
+    private func gate(_ origin: String) async -> OriginGate {
+        let backoff = configuration.loading.originBackoff
+        guard backoff.initial > .zero else { return .open(probing: false) }
+        let now = configuration.clock.now
+        let local = backoffs.withLock { table -> OriginGate? in
+            guard var entry = table[origin] else { return nil }
+            if entry.retryAt > now { return .closed(retryAt: entry.retryAt, message: entry.message) }
+            // Due: this load probes; the others wait another period for its outcome.
+            entry.retryAt = now.addingTimeInterval(backoff.delay(afterFailures: entry.failures).seconds)
+            table[origin] = entry
+            return .open(probing: true)
+        }
+        if case .closed = local { return local! }
+        let shared = await store.originGate(origin, now: now, backoff: backoff)
+        if case .closed = shared { return shared }
+        return local ?? shared
+    }
+
+    private func noteFailure(of origin: String, message: String, retryAfter: Double?) async {
+        let backoff = configuration.loading.originBackoff
+        guard backoff.initial > .zero else { return }
+        let now = configuration.clock.now
+        let shared = await store.recordOriginFailure(
+            origin, message: message, now: now, backoff: backoff, retryAfter: retryAfter)
+        backoffs.withLock { table in
+            let failures = (table[origin]?.failures ?? 0) + 1
+            var delay = backoff.delay(afterFailures: failures).seconds
+            if let retryAfter { delay = max(delay, min(retryAfter, OriginBackoff.longestRetryAfter)) }
+            table[origin] = OriginFailure(
+                failures: failures, retryAt: shared ?? now.addingTimeInterval(delay), message: message)
+        }
+    }
+
+    private func clearFailures(of origin: String, probing: Bool) async {
+        let known = backoffs.withLock { $0.removeValue(forKey: origin) } != nil
+        if known || probing { await store.clearOriginFailure(origin) }
     }
 
     private func fetcher(for key: CacheKey, url: URL?) -> (any ItemFetching)? {

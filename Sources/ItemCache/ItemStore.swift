@@ -30,9 +30,45 @@ public protocol ItemCaching: Sendable {
     /// The failure of a fetch of `key` recorded at or after `since` by any process sharing the
     /// cache; nil when there is none.
     func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError?
+    /// After a successful revalidation: the new expiry, validators and stored response (the
+    /// 304's headers merged in, RFC 9111 §4.3.4) of a stored item. Returns the updated item,
+    /// or nil when it is gone.
+    func refresh(
+        _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
+        response: HTTPResponseRecord?
+    ) async throws(ItemCacheError) -> CachedItem?
+    /// The keys of the stored variants of `key` (RFC 9111 §4.1, ``CacheKey``'s secondary keys).
+    func variantKeys(of key: CacheKey) async throws(ItemCacheError) -> [CacheKey]
+    /// Whether a load may ask `origin` now, as the failures recorded by every process sharing
+    /// the cache have it.
+    func originGate(_ origin: String, now: Date, backoff: OriginBackoff) async -> OriginGate
+    /// Records a failure of `origin`; returns when its next attempt is due.
+    func recordOriginFailure(_ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?)
+        async -> Date?
+    /// Forgets the failures of `origin`.
+    func clearOriginFailure(_ origin: String) async
 }
 
 extension ItemCaching {
+    /// A cache without stored responses: the expiry and validators alone.
+    public func refresh(
+        _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
+        response: HTTPResponseRecord?
+    ) async throws(ItemCacheError) -> CachedItem? {
+        try await refresh(key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified)
+    }
+    /// A cache that keeps one response a key: no variants.
+    public func variantKeys(of key: CacheKey) async throws(ItemCacheError) -> [CacheKey] { [] }
+    /// A cache of one process: the loader's own backoff decides.
+    public func originGate(_ origin: String, now: Date, backoff: OriginBackoff) async -> OriginGate {
+        .open(probing: false)
+    }
+    /// A cache of one process: nothing to record.
+    public func recordOriginFailure(
+        _ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?
+    ) async -> Date? { nil }
+    /// A cache of one process: nothing to forget.
+    public func clearOriginFailure(_ origin: String) async {}
     /// A cache of one process shares failures through its flights alone: nothing to record.
     public func recordFetchFailure(_ error: ItemCacheError, for key: CacheKey) async {}
     /// A cache of one process shares failures through its flights alone: nothing recorded.
@@ -244,6 +280,41 @@ public final class ItemStore: ItemCaching {
         }) ?? nil
     }
 
+    /// The keys of the stored variants of `key`.
+    public func variantKeys(of key: CacheKey) async throws(ItemCacheError) -> [CacheKey] {
+        try await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.variantKeys(of: key) }
+        }
+    }
+
+    /// Whether a load may ask `origin` now, as every process sharing the folder recorded its
+    /// failures. An index that cannot be read opens the gate (a cache never blocks on its
+    /// bookkeeping).
+    public func originGate(_ origin: String, now: Date, backoff: OriginBackoff) async -> OriginGate {
+        (try? await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.originGate(origin, now: now, backoff: backoff) }
+        }) ?? .open(probing: false)
+    }
+
+    /// Records a failure of `origin` for every process sharing the folder.
+    public func recordOriginFailure(
+        _ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?
+    ) async -> Date? {
+        try? await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in
+                try disk.recordOriginFailure(
+                    origin, message: message, now: now, backoff: backoff, retryAfter: retryAfter)
+            }
+        }
+    }
+
+    /// Forgets the failures of `origin`.
+    public func clearOriginFailure(_ origin: String) async {
+        try? await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.clearOriginFailure(origin) }
+        }
+    }
+
     // MARK: - Reading
 
     /// The item of `key` from memory, the pending group or disk (kept in memory after), fresh
@@ -320,7 +391,7 @@ public final class ItemStore: ItemCaching {
             size: Int64(data.count), created: now, accessed: now, expires: expiry.expirationDate(storedAt: now),
             mustRevalidate: options.mustRevalidate, pinned: options.pinned, groups: options.groups,
             etag: options.etag, lastModified: options.lastModified, contentType: options.contentType,
-            metadata: options.metadata)
+            metadata: options.metadata, response: options.response)
     }
 
     /// Stores `data` under `key`. With ``Expiry/dontStore`` nothing is kept and the item is
@@ -386,12 +457,23 @@ public final class ItemStore: ItemCaching {
     public func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?)
         async throws(ItemCacheError) -> CachedItem?
     {
+        try await refresh(
+            key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified, response: nil)
+    }
+
+    /// Sets the expiry, validators and (when given) stored response of a stored item after a
+    /// `304`, in memory and on disk.
+    public func refresh(
+        _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
+        response: HTTPResponseRecord?
+    ) async throws(ItemCacheError) -> CachedItem? {
         // The row must be on disk before it is updated; without a pending group, no hop.
         if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
         let refreshed = try await io.run { () throws(ItemCacheError) -> CachedItem? in
             try self.onDisk { disk throws(ItemCacheError) in
                 try disk.refresh(
                     key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
+                    response: response,
                     afterCommit: { info in
                         guard var item = self.memory.value(for: key) else { return }
                         guard let info else { return self.memory.remove(key) }
@@ -445,14 +527,28 @@ public final class ItemStore: ItemCaching {
         }
     }
 
-    /// Removes the item of `key` from memory, the pending group and disk.
+    /// Removes the item of `key` from memory, the pending group and disk, with its variants
+    /// (the responses stored for it under `Vary`).
     @discardableResult
     public func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
+        try await removeItem(for: key, includingVariants: true)
+    }
+
+    /// Removes the item of `key`, and its variants unless `includingVariants` is false.
+    @discardableResult
+    func removeItem(for key: CacheKey, includingVariants: Bool) async throws(ItemCacheError) -> Bool {
         memory.remove(key)
         return try await io.run { () throws(ItemCacheError) in
             let pending = self.dropFromGroup(key)
             let stored = try self.onDisk { disk throws(ItemCacheError) in
-                try disk.remove(key, afterCommit: { self.memory.remove(key) })
+                let variants = includingVariants ? try disk.variantKeys(of: key) : []
+                for variant in variants { self.memory.remove(variant) }
+                return try disk.remove(
+                    key, includingVariants: includingVariants,
+                    afterCommit: {
+                        self.memory.remove(key)
+                        for variant in variants { self.memory.remove(variant) }
+                    })
             }
             return pending || stored
         }

@@ -160,14 +160,21 @@ struct CacheGetCommand: AsyncParsableCommand {
         commandName: "get",
         abstract: "Write an item's bytes to stdout or a file, fetching it when the cache cannot answer.",
         discussion: """
-            A fresh stored item is written without a request; an expired one with an ETag or \
-            Last-Modified is revalidated (a 304 moves no body). Without --ttl, --expires or \
-            --no-store the server's Cache-Control and Expires decide, else one day. \
-            When the fetch fails and a stale copy is stored, that copy is written, one warning \
-            goes to stderr, and the exit code is 0. A value larger than the cache's limit is \
-            written with a one-line notice and not kept. A failure with nothing stored exits 3; \
-            the cache folder (permissions, a full disk, a refused folder) exits 5; \
-            --offline never uses the network and exits 8 when nothing is stored.
+            HTTP caching as RFC 9111 and 5861 define it for a private cache: a fresh stored \
+            response is written without a request; a stale one with an ETag or Last-Modified is \
+            revalidated (a 304 moves no body). Without --ttl, --expires or --no-store the \
+            server's Cache-Control, Expires and Age decide, else one day. Request headers \
+            (--header) go to the server, select among the stored variants of a response that \
+            names them in Vary, and their Cache-Control (no-cache, no-store, max-age, \
+            max-stale, min-fresh, only-if-cached) is honoured. Statuses that may be cached \
+            (404, 410, 301…) are stored and served like a 200. When the origin fails (no \
+            answer, or a 500, 502, 503 or 504) and it allows stale data (no must-revalidate or \
+            no-cache, within any stale-if-error), the stale copy is written with one warning \
+            and the exit code is 0; a failing origin is then left alone for a backoff that \
+            grows from 1 s to 60 s. Exit codes: 0 for a 2xx (or 3xx); 22 for a 4xx and 23 for \
+            a 5xx served, their body still written; 3 for a failure with nothing to serve; 5 \
+            for the cache folder; 6 for a bad option; 8 for --offline or only-if-cached with \
+            nothing usable stored.
             """)
 
     @Argument(help: "The URL.") var url: String
@@ -196,12 +203,64 @@ struct CacheGetCommand: AsyncParsableCommand {
         help: ArgumentHelp("Write the bytes to FILE instead of stdout.", valueName: "FILE"))
     var output: String?
 
+    @Option(
+        name: [.customShort("H"), .long],
+        help: ArgumentHelp(
+            "A request header (repeatable): sent to the server, matched against a stored response's Vary, and its Cache-Control honoured.",
+            valueName: "'Name: value'"))
+    var header: [String] = []
+
+    @Flag(
+        name: [.customShort("i"), .long],
+        help:
+            "Write the status line and the response headers (with the item's current Age) before the body, as curl -i does."
+    )
+    var include = false
+
     @Flag(
         name: .long,
         help:
-            "Print a JSON object instead of the bytes (which go to -o FILE when given): url, key, source (network, memory, disk, revalidated, stale), size, stored, expires, contentType, etag, warning."
+            "Print a JSON object instead of the bytes (which go to -o FILE when given): url, key, status, headers, source (network, memory, disk, revalidated, stale), age, size, stored, expires, contentType, etag, warning."
     )
     var json = false
+
+    /// The exit code of a served 4xx.
+    static let clientErrorExit: Int32 = 22
+    /// The exit code of a served 5xx.
+    static let serverErrorExit: Int32 = 23
+
+    /// `--header` lines as request headers (lines of one name combined), or exit 6 naming the
+    /// bad one.
+    func requestHeaders() throws -> [String: String] {
+        var headers: [String: String] = [:]
+        var spelling: [String: String] = [:]
+        // A value may be a secret (Authorization): messages name the header, never its value.
+        for (index, line) in header.enumerated() {
+            guard let colon = line.firstIndex(of: ":") else {
+                throw CLIFailure(
+                    code: 6,
+                    message: "--header number \(index + 1) has no colon; write it as --header 'Accept: text/html'")
+            }
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+            guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--header number \(index + 1) has no valid header name before its colon; write it as --header 'Accept: text/html'"
+                )
+            }
+            guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+                throw CLIFailure(code: 6, message: "--header \(name) holds a control character; a header must be one line of text")
+            }
+            let lowered = name.lowercased()
+            let key = spelling[lowered] ?? name
+            spelling[lowered] = key
+            headers[key] = headers[key].map { $0 + ", " + value } ?? value
+        }
+        return headers
+    }
 
     /// The longest --ttl: a hundred years.
     static let longestTTL = 3_153_600_000.0
@@ -215,6 +274,7 @@ struct CacheGetCommand: AsyncParsableCommand {
     func run() async throws {
         let url = try parseCacheURL(url)
         var options = LoadOptions(policy: offline ? .offline : .useCache)
+        options.headers = try requestHeaders()
         if let ttl {
             guard let seconds = Double(ttl), seconds.isFinite, seconds >= 0, seconds <= Self.longestTTL else {
                 throw CLIFailure(
@@ -263,22 +323,28 @@ struct CacheGetCommand: AsyncParsableCommand {
             warning = "not kept in the cache: \(storeError.message)"
         }
         if let warning { Console.standardError("warning: \(shown): \(warning)\n") }
+        let info = loaded.item.info
+        let age = Int(info.age(at: Date()).rounded(.down))
+        var bytes = loaded.data
+        if include {
+            bytes = Data(Self.head(status: info.status, fields: info.response?.headerFields ?? [], age: age).utf8) + bytes
+        }
         if let output {
             do {
-                try AtomicFile.write(loaded.data, to: FileSystem.absolutePath(output))
+                try AtomicFile.write(bytes, to: FileSystem.absolutePath(output))
             } catch {
                 throw CLIFailure(code: 5, message: "-o: \(error)")
             }
         } else if !json {
-            Console.standardOutput(loaded.data)
+            Console.standardOutput(bytes)
         }
         if json {
             let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
-            let info = loaded.item.info
-            let stored = loaded.storeError == nil && options.expiry != .dontStore
+            let stored = loaded.isStored
             var object: [String: Any] = [
                 "url": shown, "key": loaded.item.key.rawValue, "source": loaded.source.description,
-                "size": loaded.data.count,
+                "size": loaded.data.count, "status": info.status, "age": age,
+                "headers": HTTPHeaderField.combined(info.response?.headerFields ?? []),
                 "stored": stored, "stale": loaded.source == .stale,
             ]
             if stored, let expires = info.expires { object["expires"] = time(expires) }
@@ -287,6 +353,50 @@ struct CacheGetCommand: AsyncParsableCommand {
             if let warning { object["warning"] = warning }
             if let output { object["output"] = FileSystem.absolutePath(output) }
             Console.standardOutput(try cacheJSON(object))
+        }
+        // A served error status: its body was written; the exit code says what it was.
+        switch info.status {
+        case 400..<500: throw ExitCode(Self.clientErrorExit)
+        case 500...: throw ExitCode(Self.serverErrorExit)
+        default: break
+        }
+    }
+
+    /// The status line and header lines `--include` writes, curl's way: `HTTP/1.1 200 OK`, the
+    /// stored fields (the item's current `Age` in place of the stored one), an empty line.
+    static func head(status: Int, fields: [HTTPHeaderField], age: Int) -> String {
+        var text = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
+        for field in fields where field.name != "age" {
+            text += "\(field.name): \(Redaction.text(field.value))\r\n"
+        }
+        text += "age: \(age)\r\n\r\n"
+        return text
+    }
+
+    static func reasonPhrase(_ status: Int) -> String {
+        switch status {
+        case 200: "OK"
+        case 203: "Non-Authoritative Information"
+        case 204: "No Content"
+        case 300: "Multiple Choices"
+        case 301: "Moved Permanently"
+        case 302: "Found"
+        case 307: "Temporary Redirect"
+        case 308: "Permanent Redirect"
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 410: "Gone"
+        case 414: "URI Too Long"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 501: "Not Implemented"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        default: ""
         }
     }
 }

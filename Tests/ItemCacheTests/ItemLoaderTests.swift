@@ -15,11 +15,14 @@ struct LoaderFixture {
     let store: ItemStore
     let loader: ItemLoader
 
-    init(_ name: String = #function, configure: (inout CacheConfiguration) -> Void = { _ in }) async throws {
+    init(
+        _ name: String = #function, server serverConfiguration: StorageServer.Configuration = .init(),
+        configure: (inout CacheConfiguration) -> Void = { _ in }
+    ) async throws {
         folder = temporaryCacheFolder(name)
         content = URL(fileURLWithPath: folder + "-content")
         try FileManager.default.createDirectory(at: content, withIntermediateDirectories: true)
-        server = StorageServer(root: content)
+        server = StorageServer(root: content, configuration: serverConfiguration)
         _ = try await server.start()
         var transportConfiguration = CurlTransport.Configuration()
         transportConfiguration.retry = .none
@@ -181,10 +184,14 @@ struct ItemLoaderTests {
         #expect(stale.source == .stale)
         #expect(stale.data == Data("old".utf8))
         #expect(stale.fetchError?.code == .fetch)
-        // Nothing stored, nothing stale: the error itself.
-        await #expect { try await fixture.loader.item(for: fixture.url("missing")) } throws: {
-            ($0 as? ItemCacheError)?.code == .fetch
-        }
+        // Nothing stored, nothing stale: the failing status itself.
+        fixture.server.injectFault(.status(503, body: Data("down".utf8)), forPath: "/missing")
+        let failing = try await fixture.loader.item(for: fixture.url("missing"))
+        #expect(failing.status == 503 && failing.source == .network && !failing.isStored)
+        #expect(failing.data == Data("down".utf8))
+        // A 404 is the origin's answer, not a failure: stored and served as one.
+        let missing = try await fixture.loader.item(for: fixture.url("gone"))
+        #expect(missing.status == 404 && missing.isStored)
     }
 
     /// One configuration per component: two loaders with settings of their own share one store
@@ -193,10 +200,10 @@ struct ItemLoaderTests {
         let fixture = try await LoaderFixture()
         defer { Task { await fixture.close() } }
         var strict = LoadingConfiguration()
-        strict.staleIfError = false
+        strict.staleIfError = .never
         let strictLoader = ItemLoader(store: fixture.store, loading: strict, transport: fixture.transport)
         #expect(strictLoader.configuration.folder == fixture.store.configuration.folder)
-        #expect(!strictLoader.configuration.loading.staleIfError && fixture.loader.configuration.loading.staleIfError)
+        #expect(strictLoader.configuration.loading.staleIfError == .never && fixture.loader.configuration.loading.staleIfError == .whenPermitted)
         try fixture.publish("s", "old")
         let url = fixture.url("s")
         _ = try await fixture.loader.item(for: url, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))

@@ -50,18 +50,27 @@ struct SharedFailureTests {
         }
     }
 
+    /// A server that cuts a stalled body off after a second: a failure with no answer.
+    static var cuttingServer: StorageServer.Configuration {
+        var configuration = StorageServer.Configuration()
+        configuration.stallLimit = .seconds(1)
+        return configuration
+    }
+
     @Test("8 waiters on a failing origin: 1 request, and all 8 get its failure")
     func waitersShareTheFailure() async throws {
-        let fixture = try await LoaderFixture()
+        let fixture = try await LoaderFixture(server: Self.cuttingServer)
         defer { Task { await fixture.close() } }
-        let loaders = try Self.loaders(8, folder: fixture.folder)
-        fixture.server.injectFault(.delay(seconds: 1.0), forPath: "/missing.json")
-        let results = await Self.loadAll(loaders, fixture.url("missing.json"))
-        #expect(fixture.server.requestCount(forPath: "/missing.json") == 1)
+        try fixture.publish("cut.json", String(repeating: "x", count: 100_000))
+        // One attempt a fetch, so that the request count is the fetch count.
+        let loaders = try Self.loaders(8, folder: fixture.folder) { $0.loading.retry = RetryPolicy.none }
+        fixture.server.injectFault(.stall, forPath: "/cut.json")
+        let results = await Self.loadAll(loaders, fixture.url("cut.json"))
+        #expect(fixture.server.requestCount(forPath: "/cut.json") == 1)
         #expect(results.count == 8)
         for result in results {
             guard case .failure(let error) = result else {
-                Issue.record("a load succeeded against a missing file")
+                Issue.record("a load succeeded against a body that was cut off")
                 continue
             }
             #expect(error.code == .fetch, "\(error)")
@@ -69,17 +78,30 @@ struct SharedFailureTests {
         await Self.close(loaders)
     }
 
+    @Test("8 waiters on a missing file: 1 request, and all 8 get its 404, stored as a negative answer")
+    func waitersShareANotFound() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        let loaders = try Self.loaders(8, folder: fixture.folder)
+        fixture.server.injectFault(.delay(seconds: 1.0), forPath: "/missing.json")
+        let results = await Self.loadAll(loaders, fixture.url("missing.json"))
+        #expect(fixture.server.requestCount(forPath: "/missing.json") == 1)
+        #expect(results.count == 8)
+        for result in results { #expect(try result.get().status == 404) }
+        await Self.close(loaders)
+    }
+
     @Test("waiters share the stale fallback too: 1 request, every load gets the stale value with the failure")
     func waitersShareTheStaleFallback() async throws {
-        let fixture = try await LoaderFixture()
+        let fixture = try await LoaderFixture(server: Self.cuttingServer)
         defer { Task { await fixture.close() } }
         try fixture.publish("a.json", "{\"v\":1}")
         let loaders = try Self.loaders(6, folder: fixture.folder)
         _ = try await loaders[0].0.item(
             for: fixture.url("a.json"), options: LoadOptions(expiry: .lifetime(.milliseconds(1))))
         try await Task.sleep(for: .milliseconds(20))
-        try FileManager.default.removeItem(at: fixture.content.appendingPathComponent("a.json"))
-        fixture.server.injectFault(.delay(seconds: 1.0), forPath: "/a.json")
+        try fixture.publish("a.json", String(repeating: "y", count: 100_000))
+        fixture.server.injectFault(.stall, forPath: "/a.json")
         let before = fixture.server.requestCount(forPath: "/a.json")
         let results = await Self.loadAll(loaders, fixture.url("a.json"))
         #expect(fixture.server.requestCount(forPath: "/a.json") == before + 1)

@@ -80,11 +80,26 @@ struct CacheCommandTests {
             #expect(stale.stderr.split(separator: "\n").count == 1)
             #expect(stale.stderr.hasPrefix("warning: \(url): serving stale data"))
 
+            // A 404 is the origin's answer: served (and cached, RFC 9110 §15.1) with exit 22.
             let missing = server.url(for: "missing.txt").absoluteString
-            let failed = try await SyncAgentBinary.run(["cache", "get", missing, "--cache", cache], scratch: scratch)
+            let notFound = try await SyncAgentBinary.run(["cache", "get", missing, "--cache", cache], scratch: scratch)
+            #expect(notFound.status == 22)
+            #expect(notFound.stderr.isEmpty)
+            #expect(server.requestCount(forPath: "/missing.txt") == 1)
+            let again = try await SyncAgentBinary.run(
+                ["cache", "get", missing, "--cache", cache, "--json"], scratch: scratch)
+            #expect(again.status == 22)
+            #expect(again.stdout.contains("\"status\" : 404"))
+            #expect(server.requestCount(forPath: "/missing.txt") == 1)
+
+            // No answer at all, and nothing stored: exit 3.
+            let closed = try ScriptedOrigin { _ in ScriptedOrigin.Answer() }
+            let refusedURL = closed.url("/nothing.txt").absoluteString
+            closed.stop()
+            let failed = try await SyncAgentBinary.run(["cache", "get", refusedURL, "--cache", cache], scratch: scratch)
             #expect(failed.status == 3)
             #expect(failed.stdout.isEmpty)
-            #expect(failed.stderr.contains("missing.txt"))
+            #expect(failed.stderr.contains("nothing.txt"))
 
             let badTTL = try await SyncAgentBinary.run(
                 ["cache", "get", url, "--cache", cache, "--ttl", "-5"], scratch: scratch)

@@ -4,23 +4,24 @@ import GRDB
 import Synchronization
 
 extension DiskTier {
-    /// Updates the record of `key` after a revalidation: expiry and validators. Returns the new
-    /// record, or nil when the item is gone.
+    /// Updates the record of `key` after a revalidation: expiry, validators and (when given)
+    /// the stored response. Returns the new record, or nil when the item is gone.
     func refresh(
         _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
-        afterCommit: ((ItemInfo?) -> Void)? = nil
+        response: HTTPResponseRecord? = nil, afterCommit: ((ItemInfo?) -> Void)? = nil
     ) throws(ItemCacheError) -> ItemInfo? {
         do {
             return try transaction(
                 { db in
                     try db.execute(
                         sql: """
-                            UPDATE item SET expires = ?, mustRevalidate = ?, etag = coalesce(?, etag), lastModified = coalesce(?, lastModified), accessed = ?
+                            UPDATE item SET expires = ?, mustRevalidate = ?, etag = coalesce(?, etag), lastModified = coalesce(?, lastModified), accessed = ?,
+                            response = coalesce(?, response)
                             WHERE key = ?
                             """,
                         arguments: [
                             expires?.timeIntervalSince1970, mustRevalidate, etag, lastModified,
-                            Date().timeIntervalSince1970, key.rawValue,
+                            Date().timeIntervalSince1970, response?.encoded, key.rawValue,
                         ])
                     return try Row.fetchOne(
                         db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]
@@ -111,12 +112,21 @@ extension DiskTier {
         return removed.count
     }
 
-    /// Removes the item of `key`; returns whether there was one.
+    /// Removes the item of `key` and, unless `includingVariants` is false, its variants (the
+    /// responses stored under its secondary keys); returns whether there was one.
     @discardableResult
-    func remove(_ key: CacheKey, afterCommit: (() -> Void)? = nil) throws(ItemCacheError) -> Bool {
-        try remove(
+    func remove(_ key: CacheKey, includingVariants: Bool = true, afterCommit: (() -> Void)? = nil)
+        throws(ItemCacheError) -> Bool
+    {
+        let prefix = key.rawValue + CacheKey.variantMarker
+        let variants = includingVariants && key.variantNames == nil
+        return try remove(
             selecting: { db in
-                try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue])
+                variants
+                    ? try Int64.fetchAll(
+                        db, sql: "SELECT id FROM item WHERE key = ? OR (key >= ? AND key < ?)",
+                        arguments: [key.rawValue, prefix, String(prefix.dropLast()) + "!"])
+                    : try Int64.fetchAll(db, sql: "SELECT id FROM item WHERE key = ?", arguments: [key.rawValue])
             },
             afterCommit: afterCommit) > 0
     }

@@ -8,7 +8,7 @@ extension DiskTier {
     static let columns = """
         item.id, item.key, item.context, item.url, item.size, item.created, item.accessed, item.expires, \
         item.mustRevalidate, item.pinned, item.etag, item.lastModified, item.contentType, item.metadata, \
-        \(groupsColumn)
+        \(groupsColumn), item.response
         """
 
     /// The item's groups joined by U+001F: the row's copy, or (rows older than the copy) the
@@ -109,6 +109,7 @@ extension DiskTier {
             expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: row[8], pinned: row[9],
             etag: row[10], lastModified: row[11], contentType: row[12], metadata: metadata)
         info.groups = groups.map(Self.groups(from:)) ?? []
+        info.response = (row[15] as String?).flatMap(HTTPResponseRecord.init(encoded:))
         return info
     }
 

@@ -117,6 +117,23 @@ extension DiskTier {
                     CREATE INDEX item_context ON item(context) WHERE context <> '';
                     """)
         }
+        // The HTTP response an item came from (issue 21): its status, header lines and age
+        // base (`HTTPResponseRecord.encoded`), for freshness, 304 updates and `--include`;
+        // NULL for an item stored directly. And each origin's failures, so that every process
+        // sharing the folder backs off a failing origin together.
+        migrator.registerMigration("v8-http-response") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE item ADD COLUMN response TEXT;
+                    CREATE TABLE originFailure (
+                        origin TEXT PRIMARY KEY,
+                        failures INTEGER NOT NULL,
+                        at REAL NOT NULL,
+                        retryAt REAL NOT NULL,
+                        message TEXT NOT NULL
+                    ) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 }

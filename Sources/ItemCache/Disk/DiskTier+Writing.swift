@@ -55,14 +55,15 @@ extension DiskTier {
     /// A new key's row; nothing happens when the key has one (then ``updateSQL`` replaces it).
     static let insertSQL = """
         INSERT INTO item (key, context, url, size, created, accessed, expires, mustRevalidate, pinned, etag, lastModified, \
-        contentType, metadata, inlineValue, file, groupNames, checksum) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        contentType, metadata, inlineValue, file, groupNames, checksum, response) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
         ON CONFLICT(key) DO NOTHING
         """
     /// Replaces a row in place (the key, and so its context and URL, stay). `item_resized`
     /// keeps the byte total exact; the count does not change.
     static let updateSQL = """
         UPDATE item SET size = ?, created = ?, accessed = ?, expires = ?, mustRevalidate = ?, pinned = ?, etag = ?, \
-        lastModified = ?, contentType = ?, metadata = ?, inlineValue = ?, file = ?, groupNames = ?, checksum = ? WHERE id = ?
+        lastModified = ?, contentType = ?, metadata = ?, inlineValue = ?, file = ?, groupNames = ?, checksum = ?, \
+        response = ? WHERE id = ?
         """
 
     /// Inserts the rows (replacing older ones in place) and evicts; returns the files no row
@@ -85,7 +86,7 @@ extension DiskTier {
                 times.expires,
                 info.mustRevalidate, info.pinned, info.etag, info.lastModified, info.contentType, metadata, value,
                 file?.description, groupNames,
-                Int64(write.checksum),
+                Int64(write.checksum), info.response?.encoded,
             ])
             var id = db.lastInsertedRowID
             if db.changesCount == 0 {
@@ -105,7 +106,7 @@ extension DiskTier {
                     info.size, times.created, times.accessed, times.expires, info.mustRevalidate, info.pinned,
                     info.etag,
                     info.lastModified, info.contentType, metadata, value, file?.description, groupNames,
-                    Int64(write.checksum), id,
+                    Int64(write.checksum), info.response?.encoded, id,
                 ])
                 // A name that is not the cache's own (damage, a hostile row) is never unlinked.
                 if let oldFile: String = old[1], let name = BlobName(oldFile) { oldFiles.append(name) }

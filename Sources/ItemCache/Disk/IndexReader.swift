@@ -37,7 +37,7 @@ final class IndexReader: Sendable {
     /// then the value or its file.
     static let sql = """
         SELECT id, size, created, accessed, expires, mustRevalidate, pinned, etag, lastModified, contentType, metadata, \
-        \(DiskTier.groupsColumn), inlineValue, file, checksum \
+        \(DiskTier.groupsColumn), inlineValue, file, checksum, response \
         FROM item WHERE key = ?
         """
 
@@ -105,6 +105,7 @@ final class IndexReader: Sendable {
             mustRevalidate: sqlite3_column_int64(handle, 5) != 0, pinned: sqlite3_column_int64(handle, 6) != 0,
             etag: text(7), lastModified: text(8), contentType: text(9), metadata: metadata)
         if let groups = text(11) { info.groups = DiskTier.groups(from: groups) }
+        if let response = text(15) { info.response = HTTPResponseRecord(encoded: response) }
         var inlineValue: Data?
         if sqlite3_column_type(handle, 12) != SQLITE_NULL {
             // A zero-length blob has no pointer.

@@ -1,0 +1,97 @@
+import Foundation
+import GRDB
+
+/// Whether a load may ask an origin now (``ItemCaching/originGate(_:now:backoff:)``).
+public enum OriginGate: Sendable, Equatable {
+    /// Ask it. `probing`: it was failing and this load is the one attempt that probes it (a
+    /// success clears the backoff).
+    case open(probing: Bool)
+    /// It failed and its next attempt is due at `retryAt`: answer without it. `message` is its
+    /// last failure.
+    case closed(retryAt: Date, message: String)
+}
+
+extension DiskTier {
+    /// The origin's gate at `now`. A due backoff is claimed for this caller (its next attempt
+    /// moves a period on), so that of all the processes sharing the folder one probes. A row
+    /// whose next attempt lies further off than `backoff` allows (a clock jump, a hostile
+    /// row) is treated as due.
+    func originGate(_ origin: String, now: Date, backoff: OriginBackoff) throws(ItemCacheError) -> OriginGate {
+        do {
+            return try transaction { db -> OriginGate in
+                guard
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT failures, retryAt, message FROM originFailure WHERE origin = ?",
+                        arguments: [origin])
+                else { return .open(probing: false) }
+                let failures: Int = row[0]
+                let retryAt = Date(timeIntervalSince1970: row[1])
+                let longest = max(backoff.maximum.seconds, OriginBackoff.longestRetryAfter)
+                if retryAt > now, retryAt.timeIntervalSince(now) <= longest {
+                    return .closed(retryAt: retryAt, message: row[2])
+                }
+                let next = now.addingTimeInterval(backoff.delay(afterFailures: max(1, failures)).seconds)
+                try db.execute(
+                    sql: "UPDATE originFailure SET retryAt = ? WHERE origin = ?",
+                    arguments: [next.timeIntervalSince1970, origin])
+                return .open(probing: true)
+            }
+        } catch {
+            throw storageError("cannot read the failing origins of", error)
+        }
+    }
+
+    /// Records a failure of `origin` at `now`: its next attempt is due after the backoff for
+    /// one more failure in a row, or after `retryAfter` seconds when the origin asked for longer.
+    func recordOriginFailure(
+        _ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?
+    ) throws(ItemCacheError) -> Date {
+        do {
+            return try transaction { db -> Date in
+                let failures = 1 + (try Int.fetchOne(
+                    db, sql: "SELECT failures FROM originFailure WHERE origin = ?", arguments: [origin]) ?? 0)
+                var delay = backoff.delay(afterFailures: failures).seconds
+                if let retryAfter { delay = max(delay, min(retryAfter, OriginBackoff.longestRetryAfter)) }
+                let retryAt = now.addingTimeInterval(delay)
+                try db.execute(
+                    sql: """
+                        INSERT OR REPLACE INTO originFailure (origin, failures, at, retryAt, message)
+                        VALUES (?, ?, ?, ?, ?)
+                        """,
+                    arguments: [
+                        origin, min(failures, 1_000), now.timeIntervalSince1970, retryAt.timeIntervalSince1970, message,
+                    ])
+                return retryAt
+            }
+        } catch {
+            throw storageError("cannot record a failing origin in", error)
+        }
+    }
+
+    /// Forgets the failures of `origin`: it answered.
+    func clearOriginFailure(_ origin: String) throws(ItemCacheError) {
+        do {
+            try transaction { db in
+                try db.execute(sql: "DELETE FROM originFailure WHERE origin = ?", arguments: [origin])
+            }
+        } catch {
+            throw storageError("cannot clear a failing origin in", error)
+        }
+    }
+
+    /// The keys of the stored variants of `key` (responses that named request headers in
+    /// `Vary`), read by range on the key index.
+    func variantKeys(of key: CacheKey) throws(ItemCacheError) -> [CacheKey] {
+        let prefix = key.rawValue + CacheKey.variantMarker
+        let end = String(prefix.dropLast()) + "!"
+        do {
+            return try pool.read { db in
+                try String.fetchAll(
+                    db, sql: "SELECT key FROM item WHERE key >= ? AND key < ? LIMIT 64", arguments: [prefix, end])
+            }
+            .map { CacheKey(rawValue: $0, context: key.context, url: key.url) }
+        } catch {
+            throw storageError("cannot list the variants of \(key.rawValue) in", error)
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+
+/// RFC 9110 §5.6.7's HTTP-date, parsed exactly: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`),
+/// the obsolete RFC 850 form (`Sunday, 06-Nov-94 08:49:37 GMT`) and asctime
+/// (`Sun Nov  6 08:49:37 1994`). Anything else (`UTC` for `GMT`, no comma, a one-digit hour,
+/// dots in the time, double spaces, trailing text, two dates) is not a date: the caller treats
+/// it as invalid (an invalid `Expires` means already expired, RFC 9111 §5.3).
+///
+/// No Foundation formatter: they accept more than the grammar (and cost microseconds each).
+public enum HTTPDate {
+    private static let days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+    private static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    private static let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+
+    /// The date `text` names, or nil when it is not an HTTP-date. A two-digit RFC 850 year
+    /// that would be more than 50 years after `now` is read as the latest earlier year with
+    /// those digits (§5.6.7).
+    public static func parse(_ text: String, now: Date = Date()) -> Date? {
+        let bytes = Array(text.utf8)
+        return imfFixdate(bytes) ?? rfc850(bytes, now: now) ?? asctime(bytes)
+    }
+
+    /// `date` formatted as an IMF-fixdate, as a server sends `Date`.
+    public static func format(_ date: Date) -> String {
+        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
+        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
+        let secondOfDay = Int(seconds - days * 86_400)
+        let (year, month, day) = civil(fromDays: days)
+        let weekday = Int(((days % 7) + 7 + 3) % 7)  // 1970-01-01 was a Thursday (index 3).
+        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+        return "\(Self.days[weekday]), \(two(day)) \(months[month - 1]) \(year) "
+            + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
+    }
+
+    // MARK: - The three forms
+
+    private static func imfFixdate(_ b: [UInt8]) -> Date? {
+        // "Sun, 06 Nov 1994 08:49:37 GMT": 29 bytes.
+        guard b.count == 29, let _ = dayName(b, 0, 3, days), b[3] == c(","), b[4] == c(" "),
+            let day = digits(b, 5, 2), b[7] == c(" "), let month = month(b, 8), b[11] == c(" "),
+            let year = digits(b, 12, 4), b[16] == c(" "), let time = time(b, 17), b[25] == c(" "),
+            b[26] == c("G"), b[27] == c("M"), b[28] == c("T")
+        else { return nil }
+        return date(year: year, month: month, day: day, time: time)
+    }
+
+    private static func rfc850(_ b: [UInt8], now: Date) -> Date? {
+        // "Sunday, 06-Nov-94 08:49:37 GMT"
+        guard let comma = b.firstIndex(of: c(",")), dayName(b, 0, comma, longDays) != nil else { return nil }
+        let s = comma + 1
+        guard b.count == s + 23, b[s] == c(" "), let day = digits(b, s + 1, 2), b[s + 3] == c("-"),
+            let month = month(b, s + 4), b[s + 7] == c("-"), let shortYear = digits(b, s + 8, 2),
+            b[s + 10] == c(" "), let time = time(b, s + 11), b[s + 19] == c(" "), b[s + 20] == c("G"),
+            b[s + 21] == c("M"), b[s + 22] == c("T")
+        else { return nil }
+        // §5.6.7: more than 50 years in the future is the most recent past year with those digits.
+        let currentYear = civil(fromDays: Int64(now.timeIntervalSince1970 / 86_400)).year
+        var year = currentYear - currentYear % 100 + shortYear
+        if year > currentYear + 50 { year -= 100 }
+        return date(year: year, month: month, day: day, time: time)
+    }
+
+    private static func asctime(_ b: [UInt8]) -> Date? {
+        // "Sun Nov  6 08:49:37 1994": 24 bytes; the day is two digits or a space and one.
+        guard b.count == 24, dayName(b, 0, 3, days) != nil, b[3] == c(" "), let month = month(b, 4),
+            b[7] == c(" "), b[10] == c(" "), let time = time(b, 11), b[19] == c(" "), let year = digits(b, 20, 4)
+        else { return nil }
+        let day: Int
+        if b[8] == c(" ") {
+            guard let one = digits(b, 9, 1) else { return nil }
+            day = one
+        } else {
+            guard let two = digits(b, 8, 2) else { return nil }
+            day = two
+        }
+        return date(year: year, month: month, day: day, time: time)
+    }
+
+    // MARK: - Pieces
+
+    private static func c(_ character: Unicode.Scalar) -> UInt8 { UInt8(character.value) }
+
+    private static func dayName(_ b: [UInt8], _ start: Int, _ end: Int, _ names: [String]) -> Int? {
+        guard end <= b.count else { return nil }
+        let word = b[start..<end]
+        return names.firstIndex { Array($0.utf8)[...] == word }
+    }
+
+    private static func month(_ b: [UInt8], _ start: Int) -> Int? {
+        guard start + 3 <= b.count else { return nil }
+        let word = b[start..<start + 3]
+        return months.firstIndex { Array($0.utf8)[...] == word }.map { $0 + 1 }
+    }
+
+    private static func digits(_ b: [UInt8], _ start: Int, _ count: Int) -> Int? {
+        guard start + count <= b.count else { return nil }
+        var value = 0
+        for byte in b[start..<start + count] {
+            guard byte >= c("0"), byte <= c("9") else { return nil }
+            value = value * 10 + Int(byte - c("0"))
+        }
+        return value
+    }
+
+    /// `HH:MM:SS` at `start`: seconds of the day.
+    private static func time(_ b: [UInt8], _ start: Int) -> Int? {
+        guard let hour = digits(b, start, 2), b[start + 2] == c(":"), let minute = digits(b, start + 3, 2),
+            b[start + 5] == c(":"), let second = digits(b, start + 6, 2), hour < 24, minute < 60, second <= 60
+        else { return nil }
+        // A leap second (60) is read as the last second of its minute.
+        return hour * 3600 + minute * 60 + min(second, 59)
+    }
+
+    private static func date(year: Int, month: Int, day: Int, time: Int) -> Date? {
+        let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard year >= 1, day >= 1, day <= lengths[month - 1] else { return nil }
+        let days = daysFromCivil(year: year, month: month, day: day)
+        return Date(timeIntervalSince1970: Double(days) * 86_400 + Double(time))
+    }
+
+    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
+    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let m = Int64(month)
+        let dayOfYear = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(day) - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        return era * 146_097 + dayOfEra - 719_468
+    }
+
+    private static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
+        let z = days + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let dayOfEra = z - era * 146_097
+        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
+        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
+        let mp = (5 * dayOfYear + 2) / 153
+        let day = dayOfYear - (153 * mp + 2) / 5 + 1
+        let month = mp < 10 ? mp + 3 : mp - 9
+        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
+        return (Int(year), Int(month), Int(day))
+    }
+}

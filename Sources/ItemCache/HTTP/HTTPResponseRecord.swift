@@ -1,0 +1,108 @@
+import Foundation
+import Transport
+
+/// What the cache keeps of the HTTP response an item came from: its status, its header lines
+/// (less those that framed the bytes on the wire) and its age base, so that a later use judges
+/// freshness from the headers (``HTTPFreshnessModel``), a `304` updates them (RFC 9111 §4.3.4),
+/// and `sync-agent cache get --include` shows them.
+public struct HTTPResponseRecord: Sendable, Equatable {
+    /// The status code the item was stored with (200, or a cached 404, 410, 301…).
+    public var status: Int
+    /// The header lines, names lower-cased, in order, repeated names included.
+    public private(set) var headerFields: [HTTPHeaderField]
+    /// The lines combined by name (RFC 9110 §5.3).
+    public private(set) var headers: [String: String]
+    /// The age base: the response time less its corrected initial age (RFC 9111 §4.2.3).
+    public var born: Date
+
+    /// Fields a stored response does not keep: hop-by-hop fields and those that framed the
+    /// body on the wire (the stored value is the decoded body, RFC 9111 §3.1, §3.2).
+    public static let unstoredFields: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
+        "content-length", "content-encoding", "content-range",
+    ]
+
+    /// A record of a `status` response with `fields`, its age counted from `born`.
+    public init(status: Int, headerFields: [HTTPHeaderField], born: Date) {
+        self.status = status
+        self.headerFields = headerFields.filter { !Self.unstoredFields.contains($0.name) }
+        self.headers = HTTPHeaderField.combined(self.headerFields)
+        self.born = born
+    }
+
+    /// The record after a `304` with `fields` (RFC 9111 §4.3.4, §3.2): each name the 304
+    /// carries replaces every stored line of that name; the other stored lines stay.
+    public func updated(with fields: [HTTPHeaderField], born: Date) -> HTTPResponseRecord {
+        let kept = fields.filter { !Self.unstoredFields.contains($0.name) }
+        let replaced = Set(kept.map(\.name))
+        return HTTPResponseRecord(
+            status: status, headerFields: headerFields.filter { !replaced.contains($0.name) } + kept, born: born)
+    }
+
+    // MARK: - Stored form
+
+    /// The record as the index stores it: a version line, the status, the age base, then one
+    /// `name:value` line per field with `\`, CR, LF and NUL escaped.
+    var encoded: String {
+        var text = "1\n\(status)\n\(born.timeIntervalSince1970)\n"
+        for field in headerFields {
+            text += field.name + ":" + Self.escape(field.value) + "\n"
+        }
+        return text
+    }
+
+    /// The record in `text`, or nil when it is not one (a row from a newer version, damage):
+    /// the item is then used without its headers.
+    init?(encoded text: String) {
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        if lines.last == "" { lines.removeLast() }
+        guard lines.count >= 3, lines[0] == "1", let status = Int(lines[1]), (100...999).contains(status),
+            let born = Double(lines[2]), born.isFinite
+        else { return nil }
+        var fields: [HTTPHeaderField] = []
+        for line in lines.dropFirst(3) {
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            fields.append(
+                HTTPHeaderField(name: String(line[..<colon]), value: Self.unescape(line[line.index(after: colon)...])))
+        }
+        self.init(status: status, headerFields: fields, born: Date(timeIntervalSince1970: born))
+    }
+
+    private static func escape(_ value: String) -> String {
+        guard value.unicodeScalars.contains(where: { $0 == "\\" || $0 == "\r" || $0 == "\n" || $0 == "\0" })
+        else { return value }
+        var out = ""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\\": out += "\\\\"
+            case "\r": out += "\\r"
+            case "\n": out += "\\n"
+            case "\0": out += "\\0"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+
+    private static func unescape(_ value: Substring) -> String {
+        guard value.contains("\\") else { return String(value) }
+        var out = ""
+        var escaping = false
+        for scalar in value.unicodeScalars {
+            if escaping {
+                switch scalar {
+                case "r": out += "\r"
+                case "n": out += "\n"
+                case "0": out += "\0"
+                default: out.unicodeScalars.append(scalar)
+                }
+                escaping = false
+            } else if scalar == "\\" {
+                escaping = true
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}
