@@ -218,7 +218,11 @@ public struct HTTPFreshnessModel: Sendable, Equatable {
         var fresh = remaining > 0 && !stored.revalidatesEveryUse
         // The request's limits (§5.2.1).
         if request.has("no-cache") { fresh = false }
-        if case .value(let maxAge) = request.seconds("max-age"), age > Double(maxAge) { fresh = false }
+        // max-age=0 asks for a response validated now, as browsers send it on reload (an age
+        // of a fraction of a second would otherwise still pass as 0).
+        if case .value(let maxAge) = request.seconds("max-age"), maxAge == 0 || age > Double(maxAge) {
+            fresh = false
+        }
         if case .value(let minFresh) = request.seconds("min-fresh"), remaining < Double(minFresh) { fresh = false }
         let onError = mayServeStaleOnError(
             stored: stored, request: request, staleness: staleness, forbidsStale: forbidsStale, policy: staleOnError)

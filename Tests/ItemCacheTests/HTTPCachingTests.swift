@@ -1,0 +1,320 @@
+import Foundation
+import StorageServer
+import Synchronization
+import Testing
+import Transport
+
+@testable import ItemCache
+
+/// A loader on a real cache folder, a scripted loopback origin and a clock the test moves: the
+/// findings of issue 21, each a test that failed before.
+struct ScriptedLoaderFixture {
+    typealias Answer = ScriptedOrigin.Answer
+    let folder: String
+    let origin: ScriptedOrigin
+    let transport: CurlTransport
+    let store: ItemStore
+    let loader: ItemLoader
+    let clock = LoadDecisionTests.ManualClock()
+    private let answers: AnswerBook
+
+    final class AnswerBook: Sendable {
+        let table = Mutex<[String: [Answer]]>([:])
+    }
+
+    init(_ name: String = #function, configure: (inout CacheConfiguration) -> Void = { _ in }) throws {
+        folder = temporaryCacheFolder(name)
+        let answers = AnswerBook()
+        self.answers = answers
+        origin = try ScriptedOrigin { request in
+            answers.table.withLock { table in
+                guard var queue = table[request.path], !queue.isEmpty else {
+                    return Answer(status: 404, body: Data("no answer scripted".utf8))
+                }
+                // The last answer repeats; earlier ones are used once each.
+                let answer = queue.count > 1 ? queue.removeFirst() : queue[0]
+                table[request.path] = queue
+                return answer
+            }
+        }
+        transport = try CurlTransport()
+        var configuration = CacheConfiguration(folder: folder)
+        configuration.clock = clock
+        configure(&configuration)
+        store = try ItemStore(configuration: configuration)
+        loader = ItemLoader(store: store, loading: configuration.loading, transport: transport)
+    }
+
+    /// Answers for `path`, in order; the last one repeats.
+    func script(_ path: String, _ answers: Answer...) {
+        self.answers.table.withLock { $0[path] = answers }
+    }
+
+    func url(_ path: String) -> URL { origin.url(path) }
+
+    func get(_ path: String, headers: [String: String] = [:]) async throws -> LoadedItem {
+        try await loader.item(for: url(path), options: LoadOptions(headers: headers))
+    }
+
+    func requests(_ path: String) -> Int { origin.requestCount(forPath: path) }
+
+    func close() async {
+        try? await loader.close()
+        await transport.shutdown()
+        origin.stop()
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+@Suite("HTTP caching through the loader, against a scripted origin (issue 21's findings)")
+struct HTTPCachingTests {
+    typealias Answer = ScriptedOrigin.Answer
+
+    static func body(_ text: String) -> Data { Data(text.utf8) }
+
+    @Test("finding 1: no-store on one line and max-age on the next is not stored")
+    func repeatedCacheControlLines() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/a", Answer(headers: ["Cache-Control: no-store", "Cache-Control: max-age=3600"], body: Self.body("a")))
+        #expect(try await fixture.get("/a").source == .network)
+        #expect(try await fixture.get("/a").source == .network)
+        #expect(fixture.requests("/a") == 2)
+    }
+
+    @Test("finding 5: must-revalidate and no-cache forbid stale data when revalidation fails")
+    func staleForbidden() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        for (path, directive) in [("/mr", "max-age=1, must-revalidate"), ("/nc", "no-cache")] {
+            fixture.script(
+                path, Answer(headers: ["Cache-Control: \(directive)", "ETag: \"1\""], body: Self.body("v1")),
+                Answer(status: 503, body: Self.body("down")))
+            #expect(try await fixture.get(path).data == Self.body("v1"))
+            fixture.clock.advance(5)
+            let answer = try await fixture.get(path)
+            #expect(answer.status == 503, "\(path) served stale data the origin forbade")
+            #expect(answer.source == .network)
+        }
+        // Without such a directive the stale copy stands in.
+        fixture.script(
+            "/ok", Answer(headers: ["Cache-Control: max-age=1"], body: Self.body("v1")), Answer(status: 503))
+        _ = try await fixture.get("/ok")
+        fixture.clock.advance(5)
+        let stale = try await fixture.get("/ok")
+        #expect(stale.source == .stale && stale.data == Self.body("v1") && stale.fetchError != nil)
+    }
+
+    @Test("finding 6: a 304 keeps the stored max-age instead of the one-day default")
+    func notModifiedKeepsFreshness() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/r", Answer(headers: ["Cache-Control: max-age=2", "ETag: \"x\""], body: Self.body("r")),
+            Answer(status: 304, headers: ["ETag: \"x\""]))
+        _ = try await fixture.get("/r")
+        fixture.clock.advance(3)
+        #expect(try await fixture.get("/r").source == .revalidated)
+        #expect(fixture.requests("/r") == 2)
+        // Fresh for 2 s again, not a day.
+        fixture.clock.advance(3)
+        #expect(try await fixture.get("/r").source == .revalidated)
+        #expect(fixture.requests("/r") == 3)
+    }
+
+    @Test("finding 6: a 304's headers update the stored response (§4.3.4)")
+    func notModifiedUpdatesHeaders() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/u", Answer(headers: ["Cache-Control: max-age=1", "ETag: \"x\"", "X-Version: 1"], body: Self.body("u")),
+            Answer(status: 304, headers: ["ETag: \"x\"", "Cache-Control: max-age=100", "X-Version: 2"]))
+        _ = try await fixture.get("/u")
+        fixture.clock.advance(2)
+        let revalidated = try await fixture.get("/u")
+        #expect(revalidated.item.info.response?.headers["x-version"] == "2")
+        fixture.clock.advance(50)
+        #expect(try await fixture.get("/u").source == .memory)
+        #expect(fixture.requests("/u") == 2)
+    }
+
+    @Test("finding 7: Vary selects a variant per request header; Vary: * is never reused")
+    func vary() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/v", Answer(headers: ["Cache-Control: max-age=60", "Vary: Accept-Language"], body: Self.body("en")),
+            Answer(headers: ["Cache-Control: max-age=60", "Vary: Accept-Language"], body: Self.body("fr")))
+        #expect(try await fixture.get("/v", headers: ["Accept-Language": "en"]).data == Self.body("en"))
+        #expect(try await fixture.get("/v", headers: ["Accept-Language": "fr"]).data == Self.body("fr"))
+        // Each from its own variant, whitespace normalized; no more requests.
+        #expect(try await fixture.get("/v", headers: ["accept-language": " en "]).data == Self.body("en"))
+        #expect(try await fixture.get("/v", headers: ["Accept-Language": "fr"]).data == Self.body("fr"))
+        #expect(fixture.requests("/v") == 2)
+        // Removing the URL removes every variant.
+        #expect(try await fixture.store.variantKeys(of: CacheKey(url: fixture.url("/v"))).count == 2)
+        try await fixture.store.removeItem(for: CacheKey(url: fixture.url("/v")))
+        #expect(try await fixture.store.variantKeys(of: CacheKey(url: fixture.url("/v"))).isEmpty)
+
+        fixture.script("/star", Answer(headers: ["Cache-Control: max-age=60", "Vary: *"], body: Self.body("s")))
+        _ = try await fixture.get("/star")
+        _ = try await fixture.get("/star")
+        #expect(fixture.requests("/star") == 2)
+    }
+
+    @Test("finding 7: the variant's secret header value never enters the index")
+    func varyKeepsNoSecret() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script("/p", Answer(headers: ["Cache-Control: max-age=60", "Vary: Authorization"], body: Self.body("p")))
+        _ = try await fixture.get("/p", headers: ["Authorization": "Bearer s3cr3t-t0ken"])
+        let keys = try await fixture.store.variantKeys(of: CacheKey(url: fixture.url("/p")))
+        #expect(keys.count == 1)
+        #expect(!keys[0].rawValue.contains("s3cr3t"))
+        try await fixture.store.close()
+        let index = try Data(contentsOf: URL(fileURLWithPath: fixture.folder + "/index.sqlite"))
+        #expect(index.range(of: Data("s3cr3t".utf8)) == nil)
+    }
+
+    @Test("finding 8: stale-while-revalidate serves at once and refreshes behind")
+    func staleWhileRevalidate() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/s", Answer(headers: ["Cache-Control: max-age=1, stale-while-revalidate=60"], body: Self.body("old")),
+            Answer(headers: ["Cache-Control: max-age=100"], body: Self.body("new")))
+        _ = try await fixture.get("/s")
+        fixture.clock.advance(5)
+        let served = try await fixture.get("/s")
+        #expect(served.source == .stale && served.data == Self.body("old"))
+        for _ in 0..<200 where fixture.requests("/s") < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        for _ in 0..<200 {
+            if try await fixture.get("/s").data == Self.body("new") { break }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(try await fixture.get("/s").data == Self.body("new"))
+        #expect(fixture.requests("/s") == 2)
+    }
+
+    @Test("finding 9: 203, 204, 301, 308, 404, 410 and 501 are stored and served; a 201 is not")
+    func cacheableStatuses() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        for status in [203, 204, 404, 410, 501, 201] {
+            fixture.script("/\(status)", Answer(status: status, body: status == 204 ? Data() : Self.body("\(status)")))
+            let first = try await fixture.get("/\(status)")
+            #expect(first.status == status)
+            let second = try await fixture.get("/\(status)")
+            #expect(second.status == status)
+            #expect(fixture.requests("/\(status)") == (status == 201 ? 2 : 1), "status \(status)")
+        }
+    }
+
+    @Test("finding 10: a refused origin costs one attempt; later loads answer from stale data at once")
+    func failingOriginFailsFast() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script("/f", Answer(headers: ["Cache-Control: max-age=1"], body: Self.body("f")))
+        _ = try await fixture.get("/f")
+        fixture.clock.advance(5)
+        fixture.origin.stop()
+        for _ in 0..<20 {
+            let answer = try await fixture.get("/f")
+            #expect(answer.source == .stale && answer.data == Self.body("f"))
+        }
+        // The backoff is the origin's: another URL with nothing stored fails at once.
+        await #expect(throws: ItemCacheError.self) { _ = try await fixture.get("/other") }
+        #expect(fixture.requests("/other") == 0)
+    }
+
+    @Test("finding 10: a failing status backs off that URL only; a success clears it")
+    func failingStatusBacksOffItsURL() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/b", Answer(headers: ["Cache-Control: max-age=1"], body: Self.body("b1")), Answer(status: 503))
+        fixture.script("/c", Answer(headers: ["Cache-Control: max-age=100"], body: Self.body("c")))
+        _ = try await fixture.get("/b")
+        fixture.clock.advance(5)
+        for _ in 0..<10 { #expect(try await fixture.get("/b").source == .stale) }
+        #expect(fixture.requests("/b") == 2)
+        #expect(try await fixture.get("/c").source == .network)
+        // Past the backoff one load probes; the origin recovered, so the backoff ends.
+        fixture.script("/b", Answer(headers: ["Cache-Control: max-age=1"], body: Self.body("b2")))
+        fixture.clock.advance(2)
+        #expect(try await fixture.get("/b").data == Self.body("b2"))
+        fixture.clock.advance(2)
+        #expect(try await fixture.get("/b").data == Self.body("b2"))
+        #expect(fixture.requests("/b") == 4)
+    }
+
+    @Test("finding 11: a 304 with another ETag updates nothing; the whole response is fetched")
+    func notModifiedWithAnotherTag() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/e", Answer(headers: ["Cache-Control: max-age=1", "ETag: \"1\""], body: Self.body("one")),
+            Answer(status: 304, headers: ["ETag: \"2\""]),
+            Answer(headers: ["Cache-Control: max-age=1", "ETag: \"2\""], body: Self.body("two")))
+        _ = try await fixture.get("/e")
+        fixture.clock.advance(5)
+        let answer = try await fixture.get("/e")
+        #expect(answer.data == Self.body("two"))
+        #expect(answer.item.info.etag == "\"2\"")
+        #expect(fixture.origin.requests.last?.header("if-none-match") == nil)
+    }
+
+    @Test("finding 13: an ETag holding a bare CR does not wedge its item")
+    func controlCharacterInETag() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/cr", Answer(headers: ["Cache-Control: max-age=1", "ETag: \"a\rb\""], body: Self.body("old")),
+            Answer(headers: ["Cache-Control: max-age=1"], body: Self.body("new")))
+        _ = try await fixture.get("/cr")
+        fixture.clock.advance(5)
+        let answer = try await fixture.get("/cr")
+        #expect(answer.source == .network && answer.data == Self.body("new"))
+    }
+
+    @Test("finding 14: a 404, 410 or 403 after expiry is the answer, not a reason for stale data")
+    func definiteAnswersAreNotFailures() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        for status in [404, 410, 403] {
+            let path = "/gone\(status)"
+            fixture.script(
+                path, Answer(headers: ["Cache-Control: max-age=1"], body: Self.body("was")),
+                Answer(status: status, body: Self.body("gone")))
+            _ = try await fixture.get(path)
+            fixture.clock.advance(5)
+            let answer = try await fixture.get(path)
+            #expect(answer.status == status && answer.data == Self.body("gone") && answer.source == .network)
+        }
+    }
+
+    @Test("request Cache-Control: no-cache revalidates, max-age=0 too, only-if-cached never asks")
+    func requestDirectives() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/q", Answer(headers: ["Cache-Control: max-age=600", "ETag: \"q\""], body: Self.body("q")),
+            Answer(status: 304, headers: ["ETag: \"q\""]))
+        _ = try await fixture.get("/q")
+        #expect(try await fixture.get("/q", headers: ["Cache-Control": "no-cache"]).source == .revalidated)
+        #expect(try await fixture.get("/q", headers: ["Cache-Control": "max-age=0"]).source == .revalidated)
+        #expect(try await fixture.get("/q", headers: ["Pragma": "no-cache"]).source == .revalidated)
+        #expect(fixture.requests("/q") == 4)
+        #expect(try await fixture.get("/q", headers: ["Cache-Control": "only-if-cached"]).source == .memory)
+        await #expect { try await fixture.get("/none", headers: ["Cache-Control": "only-if-cached"]) } throws: {
+            ($0 as? ItemCacheError)?.code == .notCached
+        }
+        #expect(fixture.requests("/none") == 0)
+        // no-store in the request: served, not kept.
+        fixture.script("/ns", Answer(headers: ["Cache-Control: max-age=600"], body: Self.body("n")))
+        let unkept = try await fixture.get("/ns", headers: ["Cache-Control": "no-store"])
+        #expect(!unkept.isStored)
+        #expect(try await fixture.store.item(for: CacheKey(url: fixture.url("/ns"))) == nil)
+    }
+}
