@@ -108,7 +108,7 @@ let package = Package(
                                          .product(name: "Logging", package: "swift-log")]),
 
         // The fuzz checks, shared by the libFuzzer target (`make fuzz`) and the corpus replay test.
-        .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit"]),
+        .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit", "Transport", "ItemCache"]),
         .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
         // Times ItemCache for bench/cache_bench.py (`make bench-cache`).
         .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "ToolSupport"]),

@@ -97,6 +97,11 @@ MEASURES = [
     # revalidations of a `no-cache` item (304s), and the bare conditional GET for comparison.
     Measure("loader", "fetching API: fresh hit (goal p50 ≤ 20 µs) and 304 revalidation on loopback",
             ["loader", "--hits", "20000", "--revalidations", "500"], None),
+    # Issue 21: the origin down (refused, or 503), a stale item, 100 loads 20 ms apart; the peer
+    # is requests-cache with stale_if_error.
+    Measure("down", "origin down: stale answer after the first failure (goal p50 ≤ 5 ms), requests over 100 calls "
+            "(goal: 1 per backoff period)", ["down-origin", "--calls", "100", "--interval-ms", "20"],
+            ["down-origin", "--calls", "100", "--interval-ms", "20"]),
 ]
 
 
@@ -174,6 +179,11 @@ def peer_gets(cache, keys: list[str], size: int, ops: int, seed: int) -> list[in
 
 def peer_main(argv: list[str]) -> None:
     measure, opts = argv[0], dict(zip(argv[1::2], argv[2::2]))
+    if measure == "down-origin":
+        import cache_down  # requests-cache's side of the failing-origin row (issue 21)
+        for line in cache_down.run(opts["--folder"], int(opts.get("--calls", 100)), int(opts.get("--interval-ms", 20))):
+            emit(line)
+        return
     opt = lambda name, default: int(opts.get(f"--{name}", default))  # noqa: E731
     folder, seed, size = opts["--folder"], opt("seed", 1), opt("size", 4096)
     if measure in ("get", "set"):
@@ -601,6 +611,42 @@ def write_report(results: Path) -> None:
             chart.append((f"304 revalidation on loopback — {fs}", "µs",
                           [(f"{OURS} [{fs.split()[0]}]", rev / 1000, 0, 0),
                            (f"conditional GET alone [{fs.split()[0]}]", bare / 1000, 0, 0)], None))
+        lines += [""]
+
+    # A failing origin, in-process (issue 21).
+    if any(r["name"] == "down" for r in rows):
+        lines += ["**Origin down** (issue 21): one 4 KiB item fetched with `Cache-Control: max-age=1` and let go stale, "
+                  "then 100 loads 20 ms apart while the origin refuses connections or answers 503; every load must "
+                  "return the stale value. ItemCache: `ItemLoader` with the default configuration (stale-if-error when "
+                  "the origin permits it, no retry when a stale copy may stand in, a backoff of 1 s doubling to 60 s); "
+                  "requests-cache 1.3.3: `CachedSession(cache_control=True, stale_if_error=True)`, SQLite. Requests: "
+                  "what reached the origin (refused: connection attempts, counted before each send) after the first "
+                  "success; the backoff's schedule allows one per period over the same ~2.5 s.", "",
+                  "| filesystem | origin | tool | first failing load (ms) | later loads: median (ms) | p99 (ms) | "
+                  "requests over 100 loads | one per backoff period allows |",
+                  "|---|---|---|---:|---:|---:|---:|---:|"]
+        for fs in fss:
+            for mode in ("refused", "503"):
+                medians = {}
+                for tool, label in ((OURS, OURS), (PEER, "requests-cache")):
+                    rs = [r for r in rows if r["name"] == "down" and r["fs"] == fs and r.get("op") == mode
+                          and r["tool"] == tool and r.get("counted")]
+                    if not rs:
+                        continue
+                    lat = [x for r in rs for x in r["lat_ns"]]
+                    medians[tool] = statistics.median(lat)
+                    first = statistics.median(r["first_ns"] for r in rs)
+                    requests = statistics.median(r["requests"] for r in rs)
+                    allowed = statistics.median(r["allowed"] for r in rs) if "allowed" in rs[0] else None
+                    lines.append(f"| {fs} | {mode} | {label} | {first / 1e6:.2f} | {medians[tool] / 1e6:.3f} | "
+                                 f"{quantile(lat, 0.99) / 1e6:.3f} | {requests:g} | {'' if allowed is None else f'{allowed:g}'} |")
+                    if tool == OURS:
+                        goals.append(f"- origin down ({mode}), {fs}: later loads p50 {medians[tool] / 1e6:.3f} ms (goal ≤ 5 ms: "
+                                     f"{verdict(medians[tool] <= 5e6)}); {requests:g} requests over 100 loads, the backoff "
+                                     f"allows {allowed:g} (goal: 1 per backoff period: {verdict(requests <= allowed)}).")
+                if OURS in medians and PEER in medians:
+                    goals.append(f"- origin down ({mode}), {fs}: ItemCache's later loads take {ratio(medians[OURS], medians[PEER])} "
+                                 f"requests-cache's.")
         lines += [""]
 
     # Inline threshold sweep.

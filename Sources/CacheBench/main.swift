@@ -23,6 +23,8 @@ let usage = """
       inline     --inline 16384 --sizes 1024,4096,... --count 200 --ops 500   set and get per size
       loader     --hits 20000 --revalidations 500      ItemLoader on a loopback StorageServer: fresh
                                                        hits (memory), then 304 revalidations
+      down-origin --calls 100 --interval-ms 20         a stale item while the origin refuses or
+                                                       answers 503: each load's time, the requests
       scenario   --base URL --steps FILE|- --start EPOCH   replay bench/cache_scenario.py's HTTP
                                                        steps through ItemLoader (.server freshness)
     common: --seed 1 (values and key order), --inline N (inline threshold; default the library's)
@@ -48,6 +50,7 @@ do {
     case "inline": try measureInline(options)
     case "loader": try await measureLoader(options)
     case "scenario": try await runScenario(options)
+    case "down-origin": try await measureDownOrigin(options)
     default: throw ToolFailure("unknown measure '\(arguments[1])'\n\(usage)")
     }
 } catch {

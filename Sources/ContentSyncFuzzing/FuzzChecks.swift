@@ -3,7 +3,8 @@ import Foundation
 import StorageFormat
 
 /// What the fuzzer (and `make test`'s corpus replay) checks for one input: the storage document
-/// parsers never crash, whatever the bytes, and the path rules keep their promises.
+/// parsers and the item cache's HTTP parsers never crash, whatever the bytes, and the path
+/// rules, header combining, directive parsing, dates and cache keys keep their promises.
 ///
 /// A broken promise is a `precondition` failure, which libFuzzer reports as a crash with the
 /// input that caused it.
@@ -16,6 +17,7 @@ public enum FuzzChecks {
     public static func run(_ bytes: [UInt8]) {
         documents(bytes)
         paths(String(decoding: bytes, as: UTF8.self))
+        http(bytes)
     }
 
     /// The JSON reader and every storage document parser on the same bytes.

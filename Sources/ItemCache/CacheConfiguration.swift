@@ -130,9 +130,11 @@ public struct LoadingConfiguration: Sendable {
     /// unless the origin forbade it (`must-revalidate`, `no-cache`) or its `stale-if-error`
     /// window has passed. A 4xx is the origin's answer, never a failure to stand in for.
     public var staleIfError: StaleIfErrorPolicy = .whenPermitted
-    /// Retries of one fetch: by default two attempts for a timeout, a dropped connection or a
-    /// 500/502/503/504/408/429 (honouring `Retry-After` up to 60 s), and none for a connection
-    /// that cannot be made (refused, unresolvable), which fails at once.
+    /// Retries of one fetch with nothing stored to stand in: by default two attempts for a
+    /// timeout, a dropped connection or a 500/502/503/504/408/429 (honouring `Retry-After` up
+    /// to 60 s), and none for a connection that cannot be made (refused, unresolvable), which
+    /// fails at once. A fetch whose stale value may stand in is tried once: the stale value is
+    /// the better answer than a second wait.
     public var retry: RetryPolicy = {
         var policy = RetryPolicy()
         policy.maxAttempts = 2
@@ -140,8 +142,8 @@ public struct LoadingConfiguration: Sendable {
         policy.retriesFailedConnections = false
         return policy
     }()
-    /// The longest one fetch (all its attempts' exchanges each) may take. Default 60 s; nil
-    /// for the transport's own limit.
+    /// The longest one attempt of a fetch may take. Default 60 s; nil for the transport's own
+    /// limit.
     public var timeout: Duration? = .seconds(60)
     /// After an origin fails (no answer, or a 500/502/503/504/429), later loads that need it
     /// answer at once (stale data where allowed, else the failure) until its next attempt is
@@ -197,10 +199,11 @@ public enum FreshnessPolicy: Sendable, Equatable {
     /// The caller's expiry, else ``CacheConfiguration/defaultExpiry``; response headers are
     /// ignored for freshness (ETag and Last-Modified are still kept for revalidation).
     case caller
-    /// The caller's expiry when given; otherwise the server's, as RFC 9111 defines it:
-    /// `no-store` is not stored, `no-cache` is stored but revalidated on every use, `max-age`
-    /// (less `Age`) or `Expires` (against `Date`) set the lifetime; with none of them,
-    /// ``CacheConfiguration/defaultExpiry``.
+    /// The caller's expiry when given; otherwise the server's, as ``HTTPFreshnessModel``
+    /// applies RFC 9111: `no-store` is not stored, `no-cache` is stored but revalidated on every
+    /// use, `max-age` (less the age) or `Expires` (against `Date`) set the lifetime; with none
+    /// of them, a status cacheable by default gets ``LoadingConfiguration/heuristic``'s lifetime
+    /// (``CacheConfiguration/defaultExpiry`` by default) and any other is not stored.
     case server
 }
 

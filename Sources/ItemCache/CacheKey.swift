@@ -50,7 +50,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
                 message: "'\(Redaction.url(url))' has no scheme; give an absolute URL such as https://host/path")
         }
         var text = scheme + ":"
-        let host = components.host.flatMap { $0.isEmpty ? nil : $0 }
+        let host = components.percentEncodedHost.flatMap { $0.isEmpty ? nil : Self.canonicalHost($0) }
         if let host {
             text += "//"
             if let user = components.percentEncodedUser {
@@ -59,7 +59,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
                     components.percentEncodedPassword != nil
                     ? Self.canonical(user) + ":" + Redaction.mask + "@" : Redaction.mask + "@"
             }
-            text += host.lowercased()
+            text += host
             if let port = components.port, port != Self.defaultPort(scheme) { text += ":\(port)" }
         } else if scheme == "http" || scheme == "https" {
             throw ItemCacheError(
@@ -209,6 +209,28 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             }
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// A host as it was written (percent-encoded), made canonical: escapes as ``canonical(_:)``
+    /// makes them, letters lower-cased (RFC 3986 §6.2.2.1), an IP literal (`[::1]`) kept as it is
+    /// but lower-cased. The decoded host would let an escaped `\` or `/` into the key, which then
+    /// reads back as another URL.
+    static func canonicalHost(_ encoded: String) -> String {
+        if encoded.hasPrefix("[") { return encoded.lowercased() }
+        var out = ""
+        var escapeLeft = 0
+        for character in canonical(encoded) {
+            if character == "%" {
+                escapeLeft = 2
+                out.append(character)
+            } else if escapeLeft > 0 {
+                escapeLeft -= 1
+                out.append(character)
+            } else {
+                out += character.lowercased()
+            }
+        }
+        return out
     }
 
     /// RFC 3986's sub-delims and the `:`, `@`, `/`, `?` a path or query may hold literally.

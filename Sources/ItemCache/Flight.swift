@@ -54,6 +54,12 @@ final class Flight<Value: Sendable>: Sendable {
         state.withLock { $0.task = task }
     }
 
+    /// Waits until the flight's body has ended, whatever its outcome (a background refresh
+    /// nobody waits for included).
+    func settled() async {
+        _ = await state.withLock { $0.task }?.result
+    }
+
     /// Waits for the result; a cancelled caller stops waiting at once.
     func wait() async throws -> Value {
         let id = state.withLock { state -> Int in
@@ -122,6 +128,11 @@ final class Flight<Value: Sendable>: Sendable {
 /// fetches and the providers' loads each keep one.
 final class FlightTable<Value: Sendable>: Sendable {
     private let flights = Mutex<[String: Flight<Value>]>([:])
+
+    /// Every flight under way.
+    var all: [Flight<Value>] {
+        flights.withLock { Array($0.values) }
+    }
 
     /// The flight of `key` under way, if any.
     func running(_ key: String) -> Flight<Value>? {

@@ -29,8 +29,8 @@ public struct LoadedItem: Sendable {
 public enum LoadPolicy: Sendable, Equatable {
     /// A fresh stored value if there is one; otherwise fetch (revalidating a stale one).
     case useCache
-    /// Fetch whatever is stored (RxCache's `evict: true`); a stored stale value still serves
-    /// if the fetch fails and stale-if-error is on.
+    /// Fetch whatever is stored (RxCache's `evict: true`), even from an origin in its failure
+    /// backoff; a stored stale value still serves if the fetch fails and stale-if-error allows.
     case reload
     /// Never touch the network: a stored value, fresh or stale (marked ``ItemSource/stale``),
     /// or ``ItemCacheError/Code/notCached``.
@@ -49,8 +49,11 @@ public struct LoadOptions: Sendable {
     public var pinned: Bool
     /// The caller's metadata, stored with it.
     public var metadata: [String: String]
-    /// Extra request headers that do not vary the response (auth, say). Headers that do vary it
-    /// belong in the key (``CacheKey/init(url:parameters:varyingHeaders:context:)``).
+    /// Request headers: sent to the origin, matched against a stored response's `Vary` to select
+    /// its variant (RFC 9111 §4.1), and their `Cache-Control` (or `Pragma: no-cache`) honoured
+    /// (`no-cache`, `no-store`, `max-age`, `max-stale`, `min-fresh`, `only-if-cached`). Headers
+    /// that should key the item whatever the server says belong in the key
+    /// (``CacheKey/init(url:parameters:varyingHeaders:context:)``).
     public var headers: [String: String]
     /// Called with this item's progress, bytes against the total.
     public var progress: ProgressHandler?
@@ -162,6 +165,13 @@ public final class ItemLoader: Sendable {
     /// key's context is tried first, then its URL's scheme; custom keys use their context.
     public func register(_ fetcher: any ItemFetching, for name: String) {
         fetchers.withLock { $0[name] = fetcher }
+    }
+
+    /// Waits for the fetches under way to end, background refreshes (stale-while-revalidate)
+    /// included: a short-lived process (`sync-agent cache get`) calls it before it exits, so
+    /// that the refresh it started is stored.
+    public func finishFetches() async {
+        for flight in flights.all { await flight.settled() }
     }
 
     /// Writes what is pending (an ``ItemStore``'s group and recorded reads) and ends the
@@ -418,10 +428,14 @@ public final class ItemLoader: Sendable {
             // The origin's own answer (a 404 a custom transport threw), or a request that
             // could not be sent, is no failure to stand in for.
             let standsIn = transportError.map(Self.mayStandIn(for:)) ?? true
-            // No answer: the host is failing. A failing status a custom transport threw: the URL.
-            let scope = transportError?.code == .httpStatus ? exchange.resource : exchange.origin
-            if let scope, standsIn {
-                await noteFailure(of: scope, message: failure.message, retryAfter: transportError?.retryAfter)
+            // Only the origin's failures start a backoff, never the cache's own disk (a full
+            // folder, a body over the limit): no answer backs off the host, a failing status a
+            // custom transport threw backs off the URL.
+            if let transportError, Self.isOriginFailure(transportError) {
+                let scope = transportError.code == .httpStatus ? exchange.resource : exchange.origin
+                if let scope {
+                    await noteFailure(of: scope, message: failure.message, retryAfter: transportError.retryAfter)
+                }
             }
             // Before the slot is let go: the processes waiting for this fetch read it then.
             if exchange.records { await store.recordFetchFailure(failure, for: key) }
@@ -532,8 +546,15 @@ public final class ItemLoader: Sendable {
             // replaces the response without Vary (other variants stay).
             if names.isEmpty {
                 for variant in try await store.variantKeys(of: key) { _ = try await store.removeItem(for: variant) }
-            } else if let itemStore = store as? ItemStore {
-                _ = try await itemStore.removeItem(for: key, includingVariants: false)
+            } else {
+                if let itemStore = store as? ItemStore {
+                    _ = try await itemStore.removeItem(for: key, includingVariants: false)
+                }
+                // A lookup reads at most `variantLimit` variants: at the limit, start over.
+                let variants = try await store.variantKeys(of: key)
+                if variants.count >= DiskTier.variantLimit {
+                    for variant in variants { _ = try await store.removeItem(for: variant) }
+                }
             }
         }
         do {
@@ -559,8 +580,9 @@ public final class ItemLoader: Sendable {
 
     /// How to store a `status` response with `headers`: its expiry (nil: never), age base and
     /// whether every use revalidates; nil to keep nothing. The caller's expiry wins over the
-    /// server's freshness, not over what makes a response unusable later (a partial or failing
-    /// status, `Vary: *`, the request's `no-store`).
+    /// server's word (its lifetime, `no-cache`, even `no-store`: the caller asked to keep it,
+    /// as before issue 21), not over what makes a stored response unusable (`Vary: *`), the
+    /// request's own `no-store`, or a status that is no cacheable answer (a 206, a 503).
     private func storing(
         status: Int, headers: [String: String], options: LoadOptions, request: CacheDirectives,
         times: (request: Date, response: Date)
@@ -568,18 +590,18 @@ public final class ItemLoader: Sendable {
         let model = HTTPFreshnessModel(
             heuristic: configuration.loading.heuristic, defaultExpiry: configuration.defaultExpiry)
         let born = HTTPFreshnessModel.born(headers: headers, requestTime: times.request, responseTime: times.response)
+        let verdict = model.storing(
+            status: status, headers: headers, request: request, requestTime: times.request,
+            responseTime: times.response)
         if options.expiry != nil || configuration.loading.freshness == .caller {
             let expiry = options.expiry ?? configuration.defaultExpiry
-            guard expiry != .dontStore, status >= 200, status < 500, status != 206, status != 304,
-                HTTPFreshnessModel.varyNames(headers["vary"]) != nil, !request.has("no-store"),
+            guard expiry != .dontStore, status != 206, !request.has("no-store"),
+                HTTPFreshnessModel.varyNames(headers["vary"]) != nil,
                 (200..<300).contains(status) || HTTPFreshnessModel.cacheableByDefault.contains(status)
             else { return nil }
             return (expiry.expirationDate(storedAt: times.response), born, false)
         }
-        switch model.storing(
-            status: status, headers: headers, request: request, requestTime: times.request,
-            responseTime: times.response)
-        {
+        switch verdict {
         case .store(let expires, let born, let revalidatesEveryUse, _):
             return (expires, born, revalidatesEveryUse)
         case .doNotStore(let reason):
@@ -591,9 +613,9 @@ public final class ItemLoader: Sendable {
     // MARK: - Failures
 
     /// The answer to a failed fetch: the stale value where it may stand in, else the failure.
-    private func standIn(for failure: ItemCacheError, stale: CachedItem?, request: CacheDirectives) throws(
-        ItemCacheError
-    ) -> LoadedItem {
+    private func standIn(for failure: ItemCacheError, stale: CachedItem?, request: CacheDirectives)
+        throws(ItemCacheError) -> LoadedItem
+    {
         if let stale, mayServeStale(stale, request: request) {
             metrics.staleIfError.increment()
             return LoadedItem(item: stale, source: .stale, fetchError: failure)
@@ -620,6 +642,16 @@ public final class ItemLoader: Sendable {
         switch error.code {
         case .network, .timeout, .invalidResponse, .fileSystem, .tooLarge: return true
         case .httpStatus: return [500, 502, 503, 504].contains(error.statusCode ?? 0)
+        default: return false
+        }
+    }
+
+    /// Whether a transport failure is the origin's: no answer, an answer that did not fit, or
+    /// a failing status.
+    static func isOriginFailure(_ error: TransportError) -> Bool {
+        switch error.code {
+        case .network, .timeout, .invalidResponse: return true
+        case .httpStatus: return failingStatuses.contains(error.statusCode ?? 0)
         default: return false
         }
     }

@@ -458,7 +458,8 @@ public final class ItemStore: ItemCaching {
         async throws(ItemCacheError) -> CachedItem?
     {
         try await refresh(
-            key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified, response: nil)
+            key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified, response: nil
+        )
     }
 
     /// Sets the expiry, validators and (when given) stored response of a stored item after a

@@ -5,13 +5,8 @@ import Synchronization
 /// repeated, misspelled or malformed as a real server might send them, which
 /// ``StorageServer`` (a well-behaved file server) never does. Tests of HTTP caching and of
 /// header parsing use it; it serves one request at a time on each connection, with keep-alive.
-///
-/// ```swift
-/// let origin = try ScriptedOrigin { request in
-///     ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: no-store", "Cache-Control: max-age=60"], body: Data("x".utf8))
-/// }
-/// defer { origin.stop() }
-/// ```
+/// The handler returns an ``Answer`` for each ``Request`` (`HTTPCachingTests` script whole
+/// sequences with it); ``stop()`` makes the port refuse connections.
 public final class ScriptedOrigin: Sendable {
     /// One request as the origin read it.
     public struct Request: Sendable, Equatable {

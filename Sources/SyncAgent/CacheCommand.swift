@@ -220,7 +220,7 @@ struct CacheGetCommand: AsyncParsableCommand {
     @Flag(
         name: .long,
         help:
-            "Print a JSON object instead of the bytes (which go to -o FILE when given): url, key, status, headers, source (network, memory, disk, revalidated, stale), age, size, stored, expires, contentType, etag, warning."
+            "Print a JSON object instead of the bytes (which go to -o FILE when given): url, key, status, headers, source (network, memory, disk, revalidated, stale), stale, age, size, stored, expires, contentType, etag, warning, output."
     )
     var json = false
 
@@ -243,7 +243,8 @@ struct CacheGetCommand: AsyncParsableCommand {
             }
             let name = line[..<colon].trimmingCharacters(in: .whitespaces)
             let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+            let token = CharacterSet(
+                charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
             guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
                 throw CLIFailure(
                     code: 6,
@@ -252,7 +253,8 @@ struct CacheGetCommand: AsyncParsableCommand {
                 )
             }
             guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
-                throw CLIFailure(code: 6, message: "--header \(name) holds a control character; a header must be one line of text")
+                throw CLIFailure(
+                    code: 6, message: "--header \(name) holds a control character; a header must be one line of text")
             }
             let lowered = name.lowercased()
             let key = spelling[lowered] ?? name
@@ -307,12 +309,24 @@ struct CacheGetCommand: AsyncParsableCommand {
         } catch {
             result = .failure(error)
         }
-        try? await loader.close()
         let loaded: LoadedItem
         switch result {
         case .success(let value): loaded = value
-        case .failure(let error): throw CLIFailure(cache: error)
+        case .failure(let error):
+            try? await loader.close()
+            throw CLIFailure(cache: error)
         }
+        let delivered = Result { try deliver(loaded, url: url, options: options) }
+        // A stale answer inside stale-while-revalidate started a refresh: with the bytes out,
+        // let it finish and be stored before the process ends.
+        await loader.finishFetches()
+        try? await loader.close()
+        try delivered.get()
+    }
+
+    /// Writes the item (and the warning, the head, the JSON) and throws the exit code of a
+    /// served error status.
+    func deliver(_ loaded: LoadedItem, url: URL, options: LoadOptions) throws {
         let shown = Redaction.url(url)
         var warning: String?
         if loaded.source == .stale {
@@ -327,7 +341,8 @@ struct CacheGetCommand: AsyncParsableCommand {
         let age = Int(info.age(at: Date()).rounded(.down))
         var bytes = loaded.data
         if include {
-            bytes = Data(Self.head(status: info.status, fields: info.response?.headerFields ?? [], age: age).utf8) + bytes
+            bytes =
+                Data(Self.head(status: info.status, fields: info.response?.headerFields ?? [], age: age).utf8) + bytes
         }
         if let output {
             do {

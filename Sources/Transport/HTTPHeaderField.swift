@@ -15,6 +15,15 @@ public struct HTTPHeaderField: Sendable, Equatable, Hashable {
         self.value = value
     }
 
+    /// One header line as it came off the wire (`Name: value` with or without its CR LF), read
+    /// as the transport reads it; nil for a status line, the empty line, or a line with no colon.
+    public static func parse(line bytes: [UInt8]) -> HTTPHeaderField? {
+        bytes.withUnsafeBytes { raw in
+            guard case .field(let name, let value) = HeaderLine(raw) else { return nil }
+            return HTTPHeaderField(name: name, value: value)
+        }
+    }
+
     /// The lines combined by name as RFC 9110 §5.3 says: the values of lines with one name,
     /// in order, joined by `", "` into one list. Empty values add nothing to the list (an empty
     /// list element is ignored, §5.6.1). `Set-Cookie` cannot be combined (RFC 6265 §3): its

@@ -167,7 +167,8 @@ struct HTTPCachingTests {
     func varyKeepsNoSecret() async throws {
         let fixture = try ScriptedLoaderFixture()
         defer { Task { await fixture.close() } }
-        fixture.script("/p", Answer(headers: ["Cache-Control: max-age=60", "Vary: Authorization"], body: Self.body("p")))
+        fixture.script(
+            "/p", Answer(headers: ["Cache-Control: max-age=60", "Vary: Authorization"], body: Self.body("p")))
         _ = try await fixture.get("/p", headers: ["Authorization": "Bearer s3cr3t-t0ken"])
         let keys = try await fixture.store.variantKeys(of: CacheKey(url: fixture.url("/p")))
         #expect(keys.count == 1)

@@ -203,7 +203,9 @@ struct ItemLoaderTests {
         strict.staleIfError = .never
         let strictLoader = ItemLoader(store: fixture.store, loading: strict, transport: fixture.transport)
         #expect(strictLoader.configuration.folder == fixture.store.configuration.folder)
-        #expect(strictLoader.configuration.loading.staleIfError == .never && fixture.loader.configuration.loading.staleIfError == .whenPermitted)
+        #expect(
+            strictLoader.configuration.loading.staleIfError == .never
+                && fixture.loader.configuration.loading.staleIfError == .whenPermitted)
         try fixture.publish("s", "old")
         let url = fixture.url("s")
         _ = try await fixture.loader.item(for: url, options: LoadOptions(expiry: .date(Date(timeIntervalSinceNow: -1))))

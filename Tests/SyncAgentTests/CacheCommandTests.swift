@@ -96,7 +96,8 @@ struct CacheCommandTests {
             let closed = try ScriptedOrigin { _ in ScriptedOrigin.Answer() }
             let refusedURL = closed.url("/nothing.txt").absoluteString
             closed.stop()
-            let failed = try await SyncAgentBinary.run(["cache", "get", refusedURL, "--cache", cache], scratch: scratch)
+            let failed = try await SyncAgentBinary.run(
+                ["cache", "get", refusedURL, "--cache", cache], scratch: scratch)
             #expect(failed.status == 3)
             #expect(failed.stdout.isEmpty)
             #expect(failed.stderr.contains("nothing.txt"))

@@ -9,7 +9,10 @@ import Transport
         "combining field lines (RFC 9110 §5.3)",
         arguments: [
             // (lines, name, combined value)
-            ([("cache-control", "no-store"), ("cache-control", "max-age=3600")], "cache-control", "no-store, max-age=3600"),
+            (
+                [("cache-control", "no-store"), ("cache-control", "max-age=3600")], "cache-control",
+                "no-store, max-age=3600"
+            ),
             ([("age", "7200"), ("age", "0")], "age", "7200, 0"),
             ([("vary", "Accept"), ("vary", "Accept-Language")], "vary", "Accept, Accept-Language"),
             ([("etag", "\"a\""), ("etag", "\"b\"")], "etag", "\"a\", \"b\""),

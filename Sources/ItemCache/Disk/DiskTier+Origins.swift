@@ -48,8 +48,10 @@ extension DiskTier {
     ) throws(ItemCacheError) -> Date {
         do {
             return try transaction { db -> Date in
-                let failures = 1 + (try Int.fetchOne(
-                    db, sql: "SELECT failures FROM originFailure WHERE origin = ?", arguments: [origin]) ?? 0)
+                let failures =
+                    1
+                    + (try Int.fetchOne(
+                        db, sql: "SELECT failures FROM originFailure WHERE origin = ?", arguments: [origin]) ?? 0)
                 var delay = backoff.delay(afterFailures: failures).seconds
                 if let retryAfter { delay = max(delay, min(retryAfter, OriginBackoff.longestRetryAfter)) }
                 let retryAt = now.addingTimeInterval(delay)
@@ -79,15 +81,19 @@ extension DiskTier {
         }
     }
 
+    /// The most variants a lookup reads; the loader starts over when a URL reaches it.
+    static let variantLimit = 64
+
     /// The keys of the stored variants of `key` (responses that named request headers in
-    /// `Vary`), read by range on the key index.
+    /// `Vary`), read by range on the key index, at most ``variantLimit``.
     func variantKeys(of key: CacheKey) throws(ItemCacheError) -> [CacheKey] {
         let prefix = key.rawValue + CacheKey.variantMarker
         let end = String(prefix.dropLast()) + "!"
         do {
             return try pool.read { db in
                 try String.fetchAll(
-                    db, sql: "SELECT key FROM item WHERE key >= ? AND key < ? LIMIT 64", arguments: [prefix, end])
+                    db, sql: "SELECT key FROM item WHERE key >= ? AND key < ? LIMIT ?",
+                    arguments: [prefix, end, Self.variantLimit])
             }
             .map { CacheKey(rawValue: $0, context: key.context, url: key.url) }
         } catch {

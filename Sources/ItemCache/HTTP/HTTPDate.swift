@@ -26,7 +26,7 @@ public enum HTTPDate {
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = Int(seconds - days * 86_400)
         let (year, month, day) = civil(fromDays: days)
-        let weekday = Int(((days % 7) + 7 + 3) % 7)  // 1970-01-01 was a Thursday (index 3).
+        let weekday = Int(((days % 7) + 7 + 3) % 7) // 1970-01-01 was a Thursday (index 3).
         func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
         return "\(Self.days[weekday]), \(two(day)) \(months[month - 1]) \(year) "
             + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
@@ -36,7 +36,7 @@ public enum HTTPDate {
 
     private static func imfFixdate(_ b: [UInt8]) -> Date? {
         // "Sun, 06 Nov 1994 08:49:37 GMT": 29 bytes.
-        guard b.count == 29, let _ = dayName(b, 0, 3, days), b[3] == c(","), b[4] == c(" "),
+        guard b.count == 29, dayName(b, 0, 3, days) != nil, b[3] == c(","), b[4] == c(" "),
             let day = digits(b, 5, 2), b[7] == c(" "), let month = month(b, 8), b[11] == c(" "),
             let year = digits(b, 12, 4), b[16] == c(" "), let time = time(b, 17), b[25] == c(" "),
             b[26] == c("G"), b[27] == c("M"), b[28] == c("T")

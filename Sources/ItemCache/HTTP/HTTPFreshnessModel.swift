@@ -118,7 +118,11 @@ public struct HTTPFreshnessModel: Sendable, Equatable {
     func heuristicExpiry(headers: [String: String], born: Date, responseTime: Date) -> Date? {
         switch heuristic {
         case .defaultExpiry:
-            return defaultExpiry.expirationDate(storedAt: responseTime)
+            // The lifetime counts from the response's age base, as every lifetime does (§4.2.3).
+            guard case .lifetime(let lifetime) = defaultExpiry else {
+                return defaultExpiry.expirationDate(storedAt: responseTime)
+            }
+            return born.addingTimeInterval(lifetime.seconds)
         case .lastModifiedFraction(let fraction):
             let date = headers["date"].flatMap { HTTPDate.parse($0, now: responseTime) } ?? responseTime
             guard let modified = headers["last-modified"].flatMap({ HTTPDate.parse($0, now: responseTime) }),
@@ -213,7 +217,8 @@ public struct HTTPFreshnessModel: Sendable, Equatable {
         let remaining = stored.expires.map { $0.timeIntervalSince(now) } ?? .infinity
         let staleness = -remaining
         // §4.2.4, §5.2.2.2, §5.2.2.4: these forbid serving it stale without validation.
-        let forbidsStale = stored.revalidatesEveryUse || stored.directives.has("no-cache")
+        let forbidsStale =
+            stored.revalidatesEveryUse || stored.directives.has("no-cache")
             || stored.directives.has("must-revalidate")
         var fresh = remaining > 0 && !stored.revalidatesEveryUse
         // The request's limits (§5.2.1).

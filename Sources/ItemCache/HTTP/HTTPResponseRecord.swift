@@ -16,10 +16,12 @@ public struct HTTPResponseRecord: Sendable, Equatable {
     public var born: Date
 
     /// Fields a stored response does not keep: hop-by-hop fields and those that framed the
-    /// body on the wire (the stored value is the decoded body, RFC 9111 §3.1, §3.2).
+    /// body on the wire (the stored value is the decoded body, RFC 9111 §3.1, §3.2), and
+    /// `Set-Cookie`: a session secret meant for the one response, which a cache that replays
+    /// it would hand out again (and `--include` would print).
     public static let unstoredFields: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
-        "content-length", "content-encoding", "content-range",
+        "content-length", "content-encoding", "content-range", "set-cookie", "set-cookie2",
     ]
 
     /// A record of a `status` response with `fields`, its age counted from `born`.

@@ -1,0 +1,131 @@
+import Foundation
+import StorageServer
+import Synchronization
+import Testing
+
+/// `sync-agent cache get` as HTTP's caching rules have it, as the built binary, against an origin
+/// that sends header lines byte for byte: request headers, `--include`, `--json`'s status,
+/// headers and age, and the exit codes of served error statuses.
+@Suite("sync-agent cache get speaks HTTP caching")
+struct CacheHTTPCLITests {
+    typealias Answer = ScriptedOrigin.Answer
+
+    final class Script: Sendable {
+        let answers = Mutex<[String: Answer]>([:])
+        func set(_ path: String, _ answer: Answer) { answers.withLock { $0[path] = answer } }
+    }
+
+    static func withOrigin(_ body: (String, ScriptedOrigin, Script) async throws -> Void) async throws {
+        let script = Script()
+        let origin = try ScriptedOrigin { request in
+            script.answers.withLock { $0[request.path] } ?? Answer(status: 404, body: Data("none".utf8))
+        }
+        defer { origin.stop() }
+        try await withScratch { scratch in try await body(scratch, origin, script) }
+    }
+
+    func get(_ url: URL, _ scratch: String, _ extra: [String] = []) async throws -> CommandResult {
+        try await SyncAgentBinary.run(
+            ["cache", "get", url.absoluteString, "--cache", scratch + "/cache"] + extra, scratch: scratch)
+    }
+
+    @Test("--header goes to the origin and selects the Vary variant; its Cache-Control is honoured")
+    func requestHeaders() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let url = origin.url("/v")
+            script.set(
+                "/v", Answer(headers: ["Cache-Control: max-age=600", "Vary: Accept-Language"], body: Data("en".utf8)))
+            let english = try await get(url, scratch, ["--header", "Accept-Language: en"])
+            #expect(english.status == 0 && english.stdout == "en")
+            #expect(origin.requests.last?.header("accept-language") == "en")
+            script.set(
+                "/v", Answer(headers: ["Cache-Control: max-age=600", "Vary: Accept-Language"], body: Data("fr".utf8)))
+            #expect(try await get(url, scratch, ["-H", "Accept-Language: fr"]).stdout == "fr")
+            #expect(try await get(url, scratch, ["-H", "Accept-Language: en"]).stdout == "en")
+            #expect(origin.requestCount(forPath: "/v") == 2)
+            // The request's no-cache asks again.
+            #expect(
+                try await get(url, scratch, ["-H", "Accept-Language: en", "-H", "Cache-Control: no-cache"]).stdout
+                    == "fr")
+            #expect(origin.requestCount(forPath: "/v") == 3)
+            // only-if-cached with nothing stored: exit 8, no request.
+            let miss = try await get(origin.url("/nothing"), scratch, ["-H", "Cache-Control: only-if-cached"])
+            #expect(miss.status == 8)
+            #expect(origin.requestCount(forPath: "/nothing") == 0)
+            // A header that is not one: exit 6, the value never shown.
+            let bad = try await get(url, scratch, ["-H", "Authorization Bearer s3cr3t"])
+            #expect(bad.status == 6)
+            #expect(!bad.stderr.contains("s3cr3t"))
+        }
+    }
+
+    @Test("--include writes the status line and headers before the body; --json has status, headers, source and age")
+    func includeAndJSON() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let url = origin.url("/i")
+            script.set(
+                "/i",
+                Answer(
+                    headers: ["Cache-Control: max-age=600", "Content-Type: text/plain", "X-Thing: 1", "X-Thing: 2"],
+                    body: Data("body".utf8)))
+            let included = try await get(url, scratch, ["--include"])
+            #expect(included.status == 0)
+            #expect(included.stdout.hasPrefix("HTTP/1.1 200 OK\r\n"))
+            #expect(included.stdout.contains("x-thing: 1\r\nx-thing: 2\r\n"))
+            #expect(included.stdout.contains("\r\nage: 0\r\n"))
+            #expect(included.stdout.hasSuffix("\r\n\r\nbody"))
+            let json = try await get(url, scratch, ["--json"])
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+            #expect(object["status"] as? Int == 200)
+            #expect(object["source"] as? String == "disk")
+            #expect((object["headers"] as? [String: String])?["x-thing"] == "1, 2")
+            #expect((object["age"] as? Int).map { $0 >= 0 && $0 < 60 } == true)
+            #expect(origin.requestCount(forPath: "/i") == 1)
+        }
+    }
+
+    @Test("a served 4xx exits 22 and a served 5xx 23, their body written; a 404 is cached")
+    func errorStatuses() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/gone", Answer(status: 410, body: Data("gone".utf8)))
+            script.set("/broken", Answer(status: 500, body: Data("oops".utf8)))
+            let gone = try await get(origin.url("/gone"), scratch, ["-o", scratch + "/gone.out"])
+            #expect(gone.status == 22)
+            #expect((try? String(contentsOfFile: scratch + "/gone.out", encoding: .utf8)) == "gone")
+            #expect(try await get(origin.url("/gone"), scratch).status == 22)
+            #expect(origin.requestCount(forPath: "/gone") == 1)
+            let broken = try await get(origin.url("/broken"), scratch)
+            #expect(broken.status == 23)
+            #expect(broken.stdout == "oops")
+        }
+    }
+
+    @Test("with the origin down a stale copy comes back at once, and the backoff spares the origin")
+    func downOrigin() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/d", Answer(headers: ["Cache-Control: max-age=1"], body: Data("kept".utf8)))
+            #expect(try await get(origin.url("/d"), scratch).stdout == "kept")
+            try await Task.sleep(for: .milliseconds(1100))
+            script.set("/d", Answer(status: 503))
+            let started = ContinuousClock.now
+            var lastStart = started
+            for _ in 0..<4 {
+                lastStart = ContinuousClock.now
+                let stale = try await get(origin.url("/d"), scratch)
+                #expect(stale.status == 0 && stale.stdout == "kept")
+                #expect(stale.stderr.hasPrefix("warning: "))
+            }
+            // The first call met the 503; the others were answered within the backoff (1 s, then
+            // 2 s): one more request for each period that passed before the last call began
+            // (processes are slow on a busy machine).
+            let elapsed = Double((lastStart - started).components.seconds)
+            var allowed = 1
+            var due = 1.0
+            while due <= elapsed + 1 {
+                allowed += 1
+                due += Double(1 << (allowed - 1))
+            }
+            #expect(origin.requestCount(forPath: "/d") - 1 <= min(allowed, 3))
+        }
+    }
+}
