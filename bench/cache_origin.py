@@ -17,9 +17,11 @@ Per round and per status, in a cache folder of that round's own:
    spread of their starts is recorded); each process's wall time and exit code, and the number of
    requests the origin saw for URL2.
 
-404 is the acceptance row: CurlTransport does not retry it, so one fetch is one request of DELAY.
-503 is transient for RetryPolicy (4 attempts, backoff 0.25 s doubling, jitter), so its one fetch is
-4 requests and the backoff; the solo run measures that time, and the herd is judged against it.
+404 is the acceptance row: it is not retried, so one fetch is one request of DELAY; since issue 21 it
+is the origin's answer, cached and served with exit 22 by every process. 503 is transient for the
+loader's RetryPolicy (`LoadingConfiguration.retry`: 2 attempts, backoff from 0.2 s, jitter), so its
+one fetch is 2 requests and the backoff, served with exit 23 (the waiters share the failure and its
+status); the solo run measures that time, and the herd is judged against it.
 
 Verdict (stated before the runs): pass when the origin saw exactly 1 request per fetch for the
 herd's URL (1 for 404, the solo run's count for 503), all 8 exited with the solo run's exit code,
@@ -181,8 +183,9 @@ def table_lines(result: dict) -> list[str]:
              f"D = {d:g} s with that status. Per round and status, in a fresh cache folder on the work filesystem: one "
              f"`sync-agent cache get URL --cache DIR` alone (\"solo\", which also creates the folder: one fetch's time as a "
              f"process sees it), then {procs} processes of `sync-agent cache get URL2 --cache DIR` started back to back on "
-             f"one new URL (times from the first one's start). 404 is the acceptance row: CurlTransport does not retry it, so one fetch is one request. 503 "
-             f"is retried (`RetryPolicy()`: 4 attempts, backoff from 0.25 s), so its one fetch is the solo run's requests "
+             f"one new URL (times from the first one's start). 404 is the acceptance row: it is not retried, so one fetch is one request, "
+             f"and since issue 21 it is cached and served (exit 22). 503 "
+             f"is retried (`LoadingConfiguration.retry`: 2 attempts, backoff from 0.2 s; exit 23), so its one fetch is the solo run's requests "
              f"and time. Pass: the origin sees the solo run's request count for the {procs} (the leader's failure is "
              f"shared), all exit with the solo run's code, and the slowest finishes within one fetch's time + {slack} s: the "
              f"solo run's, or the herd's own fetch's (its last request's arrival + D) when the random backoff of its "

@@ -65,6 +65,10 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             throw ItemCacheError(
                 code: .invalidKey,
                 message: "'\(Redaction.url(url))' has no host; give an absolute URL such as https://host/path")
+        } else if components.percentEncodedHost != nil {
+            // An empty authority (`file:///p`, `x://` + a path): kept, or a path starting with
+            // `//` would read back as an authority (found by `make fuzz`).
+            text += "//"
         }
         let path = Self.canonical(components.percentEncodedPath)
         text += path.isEmpty && host != nil ? "/" : path

@@ -58,6 +58,10 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     public var code: Code, message: String, key: CacheKey?
     /// The lower-level error, if any (a file system or database error).
     public var underlying: (any Error)?
+    /// For a fetch the origin answered with a failing status (500, 502, 503, 504, 429) and
+    /// nothing could stand in: that status, also when this load shared another's fetch or was
+    /// answered by the origin's backoff. Nil otherwise.
+    public var httpStatus: Int?
 
     /// A failure about `key` (when known), with a message naming the input and the remedy.
     public init(code: Code, message: String, key: CacheKey? = nil, underlying: (any Error)? = nil) {

@@ -107,6 +107,7 @@ public final class ItemLoader: Sendable {
         var failures: Int
         var retryAt: Date
         var message: String
+        var status: Int?
     }
 
     /// A loader on `store`, fetching `http` and `https` through `transport` and `file` URLs from
@@ -360,13 +361,14 @@ public final class ItemLoader: Sendable {
         if options.policy != .reload {
             for scope in [origin, resource].compactMap({ $0 }) {
                 switch await gate(scope) {
-                case .closed(let retryAt, let message):
+                case .closed(let retryAt, let message, let status):
                     let wait = max(0, retryAt.timeIntervalSince(configuration.clock.now))
-                    let failure = ItemCacheError(
+                    var failure = ItemCacheError(
                         code: .fetch,
                         message:
                             "\(scope) is failing (\(message)); it is asked again in \(Int(wait.rounded(.up))) s (LoadingConfiguration.originBackoff)",
                         key: key)
+                    failure.httpStatus = status
                     return try standIn(for: failure, stale: stale, request: request)
                 case .open(let claimed):
                     probing = probing || claimed
@@ -434,7 +436,9 @@ public final class ItemLoader: Sendable {
             if let transportError, Self.isOriginFailure(transportError) {
                 let scope = transportError.code == .httpStatus ? exchange.resource : exchange.origin
                 if let scope {
-                    await noteFailure(of: scope, message: failure.message, retryAfter: transportError.retryAfter)
+                    await noteFailure(
+                        of: scope, message: failure.message, status: transportError.statusCode,
+                        retryAfter: transportError.retryAfter)
                 }
             }
             // Before the slot is let go: the processes waiting for this fetch read it then.
@@ -446,11 +450,13 @@ public final class ItemLoader: Sendable {
         let responseTime = configuration.clock.now
         if Self.failingStatuses.contains(response.status) {
             let shown = url.map(Redaction.url) ?? key.rawValue
-            let failure = ItemCacheError(
+            var failure = ItemCacheError(
                 code: .fetch, message: "\(shown) answered HTTP \(response.status)", key: key)
+            failure.httpStatus = response.status
             if let resource = exchange.resource {
                 let retryAfter = response.headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
-                await noteFailure(of: resource, message: failure.message, retryAfter: retryAfter)
+                await noteFailure(
+                    of: resource, message: failure.message, status: response.status, retryAfter: retryAfter)
             }
             if exchange.records { await store.recordFetchFailure(failure, for: key) }
             // RFC 5861 §4: a 500, 502, 503 or 504 may be answered with the stale value.
@@ -696,7 +702,9 @@ public final class ItemLoader: Sendable {
         let now = configuration.clock.now
         let local = backoffs.withLock { table -> OriginGate? in
             guard var entry = table[origin] else { return nil }
-            if entry.retryAt > now { return .closed(retryAt: entry.retryAt, message: entry.message) }
+            if entry.retryAt > now {
+                return .closed(retryAt: entry.retryAt, message: entry.message, status: entry.status)
+            }
             // Due: this load probes; the others wait another period for its outcome.
             entry.retryAt = now.addingTimeInterval(backoff.delay(afterFailures: entry.failures).seconds)
             table[origin] = entry
@@ -708,18 +716,18 @@ public final class ItemLoader: Sendable {
         return local ?? shared
     }
 
-    private func noteFailure(of origin: String, message: String, retryAfter: Double?) async {
+    private func noteFailure(of origin: String, message: String, status: Int?, retryAfter: Double?) async {
         let backoff = configuration.loading.originBackoff
         guard backoff.initial > .zero else { return }
         let now = configuration.clock.now
         let shared = await store.recordOriginFailure(
-            origin, message: message, now: now, backoff: backoff, retryAfter: retryAfter)
+            origin, message: message, status: status, now: now, backoff: backoff, retryAfter: retryAfter)
         backoffs.withLock { table in
             let failures = (table[origin]?.failures ?? 0) + 1
             var delay = backoff.delay(afterFailures: failures).seconds
             if let retryAfter { delay = max(delay, min(retryAfter, OriginBackoff.longestRetryAfter)) }
             table[origin] = OriginFailure(
-                failures: failures, retryAt: shared ?? now.addingTimeInterval(delay), message: message)
+                failures: failures, retryAt: shared ?? now.addingTimeInterval(delay), message: message, status: status)
         }
     }
 

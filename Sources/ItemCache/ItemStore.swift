@@ -42,9 +42,11 @@ public protocol ItemCaching: Sendable {
     /// Whether a load may ask `origin` now, as the failures recorded by every process sharing
     /// the cache have it.
     func originGate(_ origin: String, now: Date, backoff: OriginBackoff) async -> OriginGate
-    /// Records a failure of `origin`; returns when its next attempt is due.
-    func recordOriginFailure(_ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?)
-        async -> Date?
+    /// Records a failure of `origin` (`status`: the failing status it answered, nil for no
+    /// answer); returns when its next attempt is due.
+    func recordOriginFailure(
+        _ origin: String, message: String, status: Int?, now: Date, backoff: OriginBackoff, retryAfter: Double?
+    ) async -> Date?
     /// Forgets the failures of `origin`.
     func clearOriginFailure(_ origin: String) async
 }
@@ -65,7 +67,7 @@ extension ItemCaching {
     }
     /// A cache of one process: nothing to record.
     public func recordOriginFailure(
-        _ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?
+        _ origin: String, message: String, status: Int?, now: Date, backoff: OriginBackoff, retryAfter: Double?
     ) async -> Date? { nil }
     /// A cache of one process: nothing to forget.
     public func clearOriginFailure(_ origin: String) async {}
@@ -298,12 +300,12 @@ public final class ItemStore: ItemCaching {
 
     /// Records a failure of `origin` for every process sharing the folder.
     public func recordOriginFailure(
-        _ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?
+        _ origin: String, message: String, status: Int?, now: Date, backoff: OriginBackoff, retryAfter: Double?
     ) async -> Date? {
         try? await io.run { () throws(ItemCacheError) in
             try self.onDisk { disk throws(ItemCacheError) in
                 try disk.recordOriginFailure(
-                    origin, message: message, now: now, backoff: backoff, retryAfter: retryAfter)
+                    origin, message: message, status: status, now: now, backoff: backoff, retryAfter: retryAfter)
             }
         }
     }

@@ -40,6 +40,9 @@ struct CacheKeyTests {
         ("http://f%5C/a", "http://f%5C/a"),
         ("http://EX%41mple.com/a", "http://example.com/a"),
         ("http://[::1]:8080/a", "http://[::1]:8080/a"),
+        // An empty authority stays, so a path beginning with // cannot become one.
+        ("x://://s:9/", "x:////s:9/"),
+        ("file:///tmp/a", "file:///tmp/a"),
         // User info never enters the key.
         ("https://alice:S3cretPassw0rd@example.com/p", "https://alice:***@example.com/p"),
         ("https://ghp_T0ken@example.com/p", "https://***@example.com/p"),

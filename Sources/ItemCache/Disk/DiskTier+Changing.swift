@@ -140,7 +140,10 @@ extension DiskTier {
             try transaction { db in
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, ?, ?)",
-                    arguments: [key.rawValue, now.timeIntervalSince1970, error.code.description, error.message])
+                    arguments: [
+                        key.rawValue, now.timeIntervalSince1970,
+                        error.code.description + (error.httpStatus.map { ":\($0)" } ?? ""), error.message,
+                    ])
                 try db.execute(
                     sql: "DELETE FROM fetchFailure WHERE at < ?", arguments: [now.timeIntervalSince1970 - 3600])
             }
@@ -158,8 +161,13 @@ extension DiskTier {
                         db, sql: "SELECT code, message FROM fetchFailure WHERE key = ? AND at >= ?",
                         arguments: [key.rawValue, since.timeIntervalSince1970])
                 else { return nil }
-                let code = ItemCacheError.Code(named: row[0]) ?? .fetch
-                return ItemCacheError(code: code, message: row[1], key: key)
+                // `fetch:503`: the code and the failing status.
+                let stored: String = row[0]
+                let parts = stored.split(separator: ":", maxSplits: 1)
+                var error = ItemCacheError(
+                    code: ItemCacheError.Code(named: String(parts.first ?? "")) ?? .fetch, message: row[1], key: key)
+                error.httpStatus = parts.count > 1 ? Int(parts[1]).flatMap { (100...999).contains($0) ? $0 : nil } : nil
+                return error
             }
         } catch {
             throw storageError("cannot read the failed fetches of", error)

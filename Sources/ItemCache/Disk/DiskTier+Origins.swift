@@ -7,8 +7,8 @@ public enum OriginGate: Sendable, Equatable {
     /// success clears the backoff).
     case open(probing: Bool)
     /// It failed and its next attempt is due at `retryAt`: answer without it. `message` is its
-    /// last failure.
-    case closed(retryAt: Date, message: String)
+    /// last failure, `status` the failing status it answered (nil: no answer).
+    case closed(retryAt: Date, message: String, status: Int?)
 }
 
 extension DiskTier {
@@ -21,14 +21,17 @@ extension DiskTier {
             return try transaction { db -> OriginGate in
                 guard
                     let row = try Row.fetchOne(
-                        db, sql: "SELECT failures, retryAt, message FROM originFailure WHERE origin = ?",
+                        db, sql: "SELECT failures, retryAt, message, status FROM originFailure WHERE origin = ?",
                         arguments: [origin])
                 else { return .open(probing: false) }
                 let failures: Int = row[0]
                 let retryAt = Date(timeIntervalSince1970: row[1])
                 let longest = max(backoff.maximum.seconds, OriginBackoff.longestRetryAfter)
                 if retryAt > now, retryAt.timeIntervalSince(now) <= longest {
-                    return .closed(retryAt: retryAt, message: row[2])
+                    let status: Int? = row[3]
+                    return .closed(
+                        retryAt: retryAt, message: row[2],
+                        status: status.flatMap { (100...999).contains($0) ? $0 : nil })
                 }
                 let next = now.addingTimeInterval(backoff.delay(afterFailures: max(1, failures)).seconds)
                 try db.execute(
@@ -44,7 +47,7 @@ extension DiskTier {
     /// Records a failure of `origin` at `now`: its next attempt is due after the backoff for
     /// one more failure in a row, or after `retryAfter` seconds when the origin asked for longer.
     func recordOriginFailure(
-        _ origin: String, message: String, now: Date, backoff: OriginBackoff, retryAfter: Double?
+        _ origin: String, message: String, status: Int?, now: Date, backoff: OriginBackoff, retryAfter: Double?
     ) throws(ItemCacheError) -> Date {
         do {
             return try transaction { db -> Date in
@@ -57,11 +60,12 @@ extension DiskTier {
                 let retryAt = now.addingTimeInterval(delay)
                 try db.execute(
                     sql: """
-                        INSERT OR REPLACE INTO originFailure (origin, failures, at, retryAt, message)
-                        VALUES (?, ?, ?, ?, ?)
+                        INSERT OR REPLACE INTO originFailure (origin, failures, at, retryAt, message, status)
+                        VALUES (?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
                         origin, min(failures, 1_000), now.timeIntervalSince1970, retryAt.timeIntervalSince1970, message,
+                        status,
                     ])
                 return retryAt
             }

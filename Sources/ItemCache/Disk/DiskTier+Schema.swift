@@ -130,7 +130,8 @@ extension DiskTier {
                         failures INTEGER NOT NULL,
                         at REAL NOT NULL,
                         retryAt REAL NOT NULL,
-                        message TEXT NOT NULL
+                        message TEXT NOT NULL,
+                        status INTEGER
                     ) WITHOUT ROWID;
                     """)
         }
