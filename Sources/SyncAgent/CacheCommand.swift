@@ -2,6 +2,7 @@ import ArgumentParser
 import FileKit
 import Foundation
 import ItemCache
+import SyncDaemon
 import Transport
 
 /// `sync-agent cache`: the item cache from the command line, sharing its folder with apps and
@@ -336,7 +337,8 @@ struct CacheGetCommand: AsyncParsableCommand {
         } else if let storeError = loaded.storeError {
             warning = "not kept in the cache: \(storeError.message)"
         }
-        if let warning { Console.standardError("warning: \(shown): \(warning)\n") }
+        // One line: a failure's words may quote what an origin (or a neighbour's row) wrote.
+        if let warning { Console.standardError("warning: \(shown): \(LogText.escaped(warning))\n") }
         let info = loaded.item.info
         let age = Int(info.age(at: Date()).rounded(.down))
         var bytes = loaded.data
@@ -381,8 +383,10 @@ struct CacheGetCommand: AsyncParsableCommand {
     /// stored fields (the item's current `Age` in place of the stored one), an empty line.
     static func head(status: Int, fields: [HTTPHeaderField], age: Int) -> String {
         var text = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
+        // A stored value holding a line break (a bare CR from the origin, a damaged row) would
+        // forge header lines of its own: control characters are escaped.
         for field in fields where field.name != "age" {
-            text += "\(field.name): \(Redaction.text(field.value))\r\n"
+            text += "\(LogText.escaped(field.name)): \(LogText.escaped(Redaction.text(field.value)))\r\n"
         }
         text += "age: \(age)\r\n\r\n"
         return text

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import StorageServer
 import Synchronization
 import Testing
@@ -317,5 +318,59 @@ struct HTTPCachingTests {
         let unkept = try await fixture.get("/ns", headers: ["Cache-Control": "no-store"])
         #expect(!unkept.isStored)
         #expect(try await fixture.store.item(for: CacheKey(url: fixture.url("/ns"))) == nil)
+    }
+}
+
+@Suite("The origin backoff is shared through the folder, and a hostile row cannot hold it")
+struct SharedBackoffTests {
+    typealias Answer = ScriptedOrigin.Answer
+
+    @Test("a second process (another store on the folder) meets the first one's backoff")
+    func sharedAcrossStores() async throws {
+        let first = try ScriptedLoaderFixture()
+        defer { Task { await first.close() } }
+        first.script("/x", Answer(headers: ["Cache-Control: max-age=1"], body: Data("x".utf8)))
+        _ = try await first.get("/x")
+        first.origin.stop()
+        first.clock.advance(5)
+        #expect(try await first.get("/x").source == .stale)
+
+        let attempts = Atomic<Int>(0)
+        var transportConfiguration = CurlTransport.Configuration()
+        transportConfiguration.adapter = ClosureRequestAdapter { _ in attempts.add(1, ordering: .relaxed) }
+        let transport = try CurlTransport(configuration: transportConfiguration)
+        var configuration = CacheConfiguration(folder: first.folder)
+        configuration.clock = first.clock
+        let second = ItemLoader(
+            store: try ItemStore(configuration: configuration), loading: configuration.loading, transport: transport)
+        await #expect { try await second.item(for: first.url("/y")) } throws: {
+            ($0 as? ItemCacheError)?.message.contains("is failing") == true
+        }
+        #expect(attempts.load(ordering: .relaxed) == 0)
+        // Past the backoff the second process probes.
+        first.clock.advance(2)
+        await #expect(throws: ItemCacheError.self) { try await second.item(for: first.url("/y")) }
+        #expect(attempts.load(ordering: .relaxed) == 1)
+        try await second.close()
+        await transport.shutdown()
+    }
+
+    @Test("a row that puts the next attempt years away is read as due")
+    func hostileRow() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script("/h", Answer(headers: ["Cache-Control: max-age=60"], body: Data("h".utf8)))
+        let origin = "http://127.0.0.1:\(fixture.origin.port)"
+        try await fixture.store.close()
+        try CacheFolderSafetyTests.tamper(
+            fixture.folder,
+            "INSERT INTO originFailure (origin, failures, at, retryAt, message, status) VALUES (?, 999999999, 0, ?, ?, 99999)",
+            [origin, fixture.clock.now.timeIntervalSince1970 + 3e8, "\u{1B}[31mforged"])
+        let reopened = try ItemStore(configuration: fixture.store.configuration)
+        let loader = ItemLoader(
+            store: reopened, loading: fixture.loader.configuration.loading, transport: fixture.transport)
+        #expect(try await loader.item(for: fixture.url("/h")).data == Data("h".utf8))
+        #expect(fixture.requests("/h") == 1)
+        try await loader.close()
     }
 }

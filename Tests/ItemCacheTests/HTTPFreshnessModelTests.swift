@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Transport
 
 @testable import ItemCache
 
@@ -385,5 +386,35 @@ struct HTTPFreshnessModelTests {
         #expect(HTTPFreshnessModel.varyNames("Accept-Language, accept") == ["accept", "accept-language"])
         #expect(HTTPFreshnessModel.varyNames(nil) == [])
         #expect(HTTPFreshnessModel.varyNames("accept, *") == nil)
+    }
+}
+
+/// What a hostile origin cannot do with its headers.
+@Suite("Oversized heads and Vary lists are bounded")
+struct HostileHeadTests {
+    @Test("a head of thousands of lines keeps only the caching fields, within 16 KiB")
+    func oversizedHead() {
+        var fields = (0..<5000).map { HTTPHeaderField(name: "x-junk-\($0)", value: String(repeating: "j", count: 100)) }
+        fields += [
+            .init(name: "cache-control", value: "max-age=60"), .init(name: "etag", value: "\"e\""),
+            .init(name: "content-type", value: String(repeating: "t", count: 10_000)),
+        ]
+        let record = HTTPResponseRecord(status: 200, headerFields: fields, born: Date())
+        #expect(record.headers["cache-control"] == "max-age=60" && record.headers["etag"] == "\"e\"")
+        #expect(record.headers["content-type"] == nil)
+        #expect(record.encoded.utf8.count <= HTTPResponseRecord.largestKeptHeaders + 64)
+    }
+
+    @Test("a Vary of too many names, or of no header names, is not stored")
+    func hostileVary() {
+        let many = (0..<17).map { "x-\($0)" }.joined(separator: ", ")
+        #expect(HTTPFreshnessModel.varyNames(many) == nil)
+        #expect(HTTPFreshnessModel.varyNames("accept, bad name") == nil)
+        #expect(HTTPFreshnessModel.varyNames((0..<16).map { "x-\($0)" }.joined(separator: ","))?.count == 16)
+        guard
+            case .doNotStore = HTTPFreshnessModel().storing(
+                status: 200, headers: ["vary": many], request: CacheDirectives(nil), requestTime: Date(),
+                responseTime: Date())
+        else { return #expect(Bool(false)) }
     }
 }

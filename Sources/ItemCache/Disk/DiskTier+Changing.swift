@@ -164,8 +164,10 @@ extension DiskTier {
                 // `fetch:503`: the code and the failing status.
                 let stored: String = row[0]
                 let parts = stored.split(separator: ":", maxSplits: 1)
+                let message: String = row[1]
                 var error = ItemCacheError(
-                    code: ItemCacheError.Code(named: String(parts.first ?? "")) ?? .fetch, message: row[1], key: key)
+                    code: ItemCacheError.Code(named: String(parts.first ?? "")) ?? .fetch,
+                    message: String(message.prefix(500)), key: key)
                 error.httpStatus = parts.count > 1 ? Int(parts[1]).flatMap { (100...999).contains($0) ? $0 : nil } : nil
                 return error
             }

@@ -29,8 +29,10 @@ extension DiskTier {
                 let longest = max(backoff.maximum.seconds, OriginBackoff.longestRetryAfter)
                 if retryAt > now, retryAt.timeIntervalSince(now) <= longest {
                     let status: Int? = row[3]
+                    // A row is another process's words (or a neighbour's): bounded before use.
+                    let message: String = row[2]
                     return .closed(
-                        retryAt: retryAt, message: row[2],
+                        retryAt: retryAt, message: String(message.prefix(500)),
                         status: status.flatMap { (100...999).contains($0) ? $0 : nil })
                 }
                 let next = now.addingTimeInterval(backoff.delay(afterFailures: max(1, failures)).seconds)

@@ -74,7 +74,10 @@ public struct HTTPFreshnessModel: Sendable, Equatable {
             return .doNotStore(reason: "the request's Cache-Control has no-store (RFC 9111 §5.2.1.5)")
         }
         if Self.varyNames(headers["vary"]) == nil {
-            return .doNotStore(reason: "Vary: * never matches a later request (RFC 9111 §4.1)")
+            return .doNotStore(
+                reason:
+                    "Vary: * never matches a later request (RFC 9111 §4.1); nor is a Vary of more than \(Self.mostVaryNames) names or of no header names kept"
+            )
         }
         let born = Self.born(headers: headers, requestTime: requestTime, responseTime: responseTime)
         let revalidatesEveryUse = directives.has("no-cache")
@@ -150,14 +153,23 @@ public struct HTTPFreshnessModel: Sendable, Equatable {
         return CacheDirectives.deltaSeconds(first.trimmingCharacters(in: .whitespaces)[...])
     }
 
+    /// The most request headers a `Vary` may name for the response to be stored: each adds to
+    /// its variant's key.
+    public static let mostVaryNames = 16
+
     /// The request header names a `Vary` value names, lower-cased and sorted; nil for `Vary: *`
-    /// (which no request matches).
+    /// (which no request matches) and for one that names more than ``mostVaryNames`` headers
+    /// or something that is no header name (not stored either).
     public static func varyNames(_ value: String?) -> [String]? {
         guard let value else { return [] }
         let names = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             .filter { !$0.isEmpty }
         if names.contains("*") { return nil }
-        return Array(Set(names)).sorted()
+        let unique = Array(Set(names)).sorted()
+        let token = Set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz".unicodeScalars)
+        guard unique.count <= mostVaryNames, unique.allSatisfy({ $0.unicodeScalars.allSatisfy(token.contains) })
+        else { return nil }
+        return unique
     }
 
     // MARK: - Using

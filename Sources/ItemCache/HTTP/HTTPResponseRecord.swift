@@ -24,10 +24,30 @@ public struct HTTPResponseRecord: Sendable, Equatable {
         "content-length", "content-encoding", "content-range", "set-cookie", "set-cookie2",
     ]
 
+    /// The most bytes of header text a record keeps (``encoded``): an origin that sends more
+    /// (thousands of lines, huge values) gets only the fields caching reads, each up to
+    /// ``largestKeptValue`` bytes, so no response can grow the index past the folder's budget.
+    public static let largestKeptHeaders = 16 << 10
+    /// The longest value of a field kept from an oversized head.
+    public static let largestKeptValue = 4 << 10
+    /// The fields caching reads, kept from an oversized head.
+    public static let essentialFields: Set<String> = [
+        "cache-control", "expires", "date", "age", "etag", "last-modified", "vary", "content-type", "pragma",
+    ]
+
     /// A record of a `status` response with `fields`, its age counted from `born`.
     public init(status: Int, headerFields: [HTTPHeaderField], born: Date) {
         self.status = status
-        self.headerFields = headerFields.filter { !Self.unstoredFields.contains($0.name) }
+        var kept = headerFields.filter { !Self.unstoredFields.contains($0.name) }
+        if kept.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }) > Self.largestKeptHeaders {
+            kept = kept.filter {
+                Self.essentialFields.contains($0.name) && $0.value.utf8.count <= Self.largestKeptValue
+            }
+            while kept.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }) > Self.largestKeptHeaders {
+                kept.removeLast()
+            }
+        }
+        self.headerFields = kept
         self.headers = HTTPHeaderField.combined(self.headerFields)
         self.born = born
     }
