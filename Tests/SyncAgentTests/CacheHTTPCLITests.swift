@@ -134,3 +134,25 @@ struct CacheHTTPCLITests {
         }
     }
 }
+
+extension CacheHTTPCLITests {
+    @Test("inside stale-while-revalidate the stale copy is written at once and the refresh is stored before exit")
+    func staleWhileRevalidate() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let url = origin.url("/swr")
+            script.set(
+                "/swr", Answer(headers: ["Cache-Control: max-age=1, stale-while-revalidate=60"], body: Data("old".utf8))
+            )
+            #expect(try await get(url, scratch).stdout == "old")
+            try await Task.sleep(for: .milliseconds(1100))
+            script.set("/swr", Answer(headers: ["Cache-Control: max-age=600"], body: Data("new".utf8)))
+            let stale = try await get(url, scratch, ["--json"])
+            #expect(stale.stdout.contains("\"source\" : \"stale\""))
+            #expect(origin.requestCount(forPath: "/swr") == 2)
+            // The refresh the stale answer started was stored: the next get needs no request.
+            let fresh = try await get(url, scratch)
+            #expect(fresh.stdout == "new")
+            #expect(origin.requestCount(forPath: "/swr") == 2)
+        }
+    }
+}
