@@ -6,7 +6,11 @@
 /// Every call returns only responses that answer the request as sent: 200; 206 to a request with
 /// a single `Range`, from exactly the asked start; 304 to a request with `If-None-Match` or
 /// `If-Modified-Since`; bodies content-decoded and as long as their `Content-Length`. They throw
-/// ``TransportError`` for anything else, after whatever retries the implementation makes.
+/// ``TransportError`` for anything else, after whatever retries the implementation makes. A
+/// request with ``HTTPRequest/returnsEveryStatus`` gets every other final status back as a
+/// response too, body included (the item cache stores a 404 and serves a 503's page); a
+/// transport that throws ``TransportError/Code/httpStatus`` for it instead still works, without
+/// those answers.
 public protocol Transport: Sendable {
     /// Fetches a small resource into memory (status files, change lists).
     func data(for request: HTTPRequest) async throws -> HTTPResponse
