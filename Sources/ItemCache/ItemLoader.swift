@@ -344,7 +344,10 @@ public final class ItemLoader: Sendable {
         }
         if waited, let failure = await store.fetchFailure(for: key, since: waitStarted) {
             // It failed while this load waited: share its failure rather than try again in turn.
+            // The origin's definite answer (a 404 it would not let be kept) is the answer here
+            // too: no stale value stands in for it.
             metrics.sharedFailures.increment()
+            if let status = failure.httpStatus, status < 500, status != 429 { throw failure }
             return try standIn(for: failure, stale: stale, request: request)
         }
         guard let fetcher = fetcher(for: key, url: url) else {
@@ -547,6 +550,18 @@ public final class ItemLoader: Sendable {
             etag: Self.usableValidator(response.headers["etag"]),
             lastModified: Self.usableValidator(response.headers["last-modified"]),
             mustRevalidate: rules?.revalidatesEveryUse ?? false, response: record)
+        if rules == nil, response.status >= 400, !Self.failingStatuses.contains(response.status),
+            store.sharedLockFile != nil
+        {
+            // An error answer that may not be kept (a 404 with no-store): the processes that
+            // waited for this fetch share its status rather than each ask in turn.
+            var failure = ItemCacheError(
+                code: .fetch,
+                message: "\(key.url ?? key.rawValue) answered HTTP \(response.status)",
+                key: key)
+            failure.httpStatus = response.status
+            await store.recordFetchFailure(failure, for: key)
+        }
         if rules != nil {
             // One form per URL: a response without Vary replaces the variants, and a variant
             // replaces the response without Vary (other variants stay).

@@ -115,6 +115,13 @@ public final class ItemStore: ItemCaching {
     let memory: MemoryTier<CachedItem>
     let io: BlockingIOPool
     private let group = Mutex(PendingGroup())
+    /// When the index last showed no failing origin at all: until ``originCheckInterval``
+    /// later, a gate opens without a hop to the I/O pool (the common case costs nothing; a
+    /// failure another process records is seen within the interval). `anyFailures` is set at
+    /// once when this process records one.
+    private let originCheck = Mutex<(at: ContinuousClock.Instant?, anyFailures: Bool)>((nil, true))
+    /// How long an empty `originFailure` table is trusted: 0.5 s.
+    static let originCheckInterval: Duration = .milliseconds(500)
     /// One group write at a time, in order.
     private let flushing = Mutex(false)
 
@@ -293,16 +300,31 @@ public final class ItemStore: ItemCaching {
     /// failures. An index that cannot be read opens the gate (a cache never blocks on its
     /// bookkeeping).
     public func originGate(_ origin: String, now: Date, backoff: OriginBackoff) async -> OriginGate {
-        (try? await io.run { () throws(ItemCacheError) in
-            try self.onDisk { disk throws(ItemCacheError) in try disk.originGate(origin, now: now, backoff: backoff) }
-        }) ?? .open(probing: false)
+        let trusted = originCheck.withLock { check in
+            guard let at = check.at, !check.anyFailures else { return false }
+            return ContinuousClock.now - at < Self.originCheckInterval
+        }
+        if trusted { return .open(probing: false) }
+        return
+            (try? await io.run { () throws(ItemCacheError) in
+                try self.onDisk { disk throws(ItemCacheError) in
+                    let checked = ContinuousClock.now
+                    guard try disk.anyOriginFailures() else {
+                        self.originCheck.withLock { $0 = (checked, false) }
+                        return .open(probing: false)
+                    }
+                    self.originCheck.withLock { $0 = (checked, true) }
+                    return try disk.originGate(origin, now: now, backoff: backoff)
+                }
+            }) ?? .open(probing: false)
     }
 
     /// Records a failure of `origin` for every process sharing the folder.
     public func recordOriginFailure(
         _ origin: String, message: String, status: Int?, now: Date, backoff: OriginBackoff, retryAfter: Double?
     ) async -> Date? {
-        try? await io.run { () throws(ItemCacheError) in
+        originCheck.withLock { $0.anyFailures = true }
+        return try? await io.run { () throws(ItemCacheError) in
             try self.onDisk { disk throws(ItemCacheError) in
                 try disk.recordOriginFailure(
                     origin, message: message, status: status, now: now, backoff: backoff, retryAfter: retryAfter)

@@ -78,6 +78,28 @@ struct SharedFailureTests {
         await Self.close(loaders)
     }
 
+    @Test("8 waiters on a 404 that may not be kept: 1 request, and all 8 get the 404")
+    func waitersShareAnUnkeptNotFound() async throws {
+        let origin = try ScriptedOrigin { _ in
+            Thread.sleep(forTimeInterval: 1.0)
+            return ScriptedOrigin.Answer(status: 404, headers: ["Cache-Control: no-store"], body: Data("no".utf8))
+        }
+        defer { origin.stop() }
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let loaders = try Self.loaders(8, folder: folder)
+        let results = await Self.loadAll(loaders, origin.url("/nostore.json"))
+        #expect(origin.requestCount(forPath: "/nostore.json") == 1)
+        for result in results {
+            switch result {
+            case .success(let loaded): #expect(loaded.status == 404 && !loaded.isStored)
+            case .failure(let error): #expect(error.httpStatus == 404, "\(error)")
+            }
+        }
+        #expect(results.filter { if case .success = $0 { true } else { false } }.count == 1)
+        await Self.close(loaders)
+    }
+
     @Test("8 waiters on a missing file: 1 request, and all 8 get its 404, stored as a negative answer")
     func waitersShareANotFound() async throws {
         let fixture = try await LoaderFixture()

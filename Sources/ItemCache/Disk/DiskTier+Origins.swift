@@ -18,6 +18,12 @@ extension DiskTier {
     /// row) is treated as due.
     func originGate(_ origin: String, now: Date, backoff: OriginBackoff) throws(ItemCacheError) -> OriginGate {
         do {
+            // Nearly always no row: a read, not a write transaction, on every fetch.
+            let known = try pool.read { db in
+                try Bool.fetchOne(
+                    db, sql: "SELECT 1 FROM originFailure WHERE origin = ?", arguments: [origin]) ?? false
+            }
+            guard known else { return .open(probing: false) }
             return try transaction { db -> OriginGate in
                 guard
                     let row = try Row.fetchOne(
@@ -40,6 +46,17 @@ extension DiskTier {
                     sql: "UPDATE originFailure SET retryAt = ? WHERE origin = ?",
                     arguments: [next.timeIntervalSince1970, origin])
                 return .open(probing: true)
+            }
+        } catch {
+            throw storageError("cannot read the failing origins of", error)
+        }
+    }
+
+    /// Whether any origin has a recorded failure.
+    func anyOriginFailures() throws(ItemCacheError) -> Bool {
+        do {
+            return try pool.read { db in
+                try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM originFailure)") ?? false
             }
         } catch {
             throw storageError("cannot read the failing origins of", error)
