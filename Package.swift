@@ -79,7 +79,7 @@ let package = Package(
                                .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
         .target(name: "ContentPublishing",
-                dependencies: ["Archive", "FileKit", "StorageFormat",
+                dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
                 dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport",
@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
-        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncDaemon", "StorageServer", "CLinux"]),
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncDaemon", "ContentSync", "StorageServer", "CLinux"]),
         .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
                                                             .product(name: "Logging", package: "swift-log"),
                                                             .product(name: "Metrics", package: "swift-metrics"),

@@ -11,6 +11,9 @@
 - ProcessKit (spawning programs) sits on the C shim alone.
 - FileKit is the bottom: it imports none of the package's Swift targets; DatabaseKit (opening a
   shared WAL database) imports only GRDB.
+- All of it as an allow-list (ALLOWED_DEPENDENCIES): each target's dependencies in Package.swift
+  stay inside its entry, every target has one, and a source imports only the package targets
+  Package.swift declares for its target (so no import slips through a dependency's closure).
 - Libraries log at debug and trace only (swift-log's guidance): what a caller must know goes
   into the report or the events, and only the executable chooses levels.
 
@@ -24,20 +27,40 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-FORBIDDEN_IMPORTS = {
-    "ContentSync": {"ContentPublishing", "ItemCache", "SyncDaemon"},
-    "ItemCache": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "SyncDaemon"},
-    # The daemon's shell runs the client; the publisher and the item cache are the executable's business.
-    "SyncDaemon": {"ContentPublishing", "ItemCache", "Archive", "StorageServer"},
-    "ProcessKit": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport", "Archive", "FileKit", "ItemCache", "StorageServer",
-                   "SyncDaemon", "DatabaseKit", "ToolSupport", "PercentDecoding"},
-    "ContentPublishing": {"ContentSync", "Transport"},
-    "StorageFormat": {"ContentSync", "ContentPublishing", "Transport", "Archive"},
-    "Transport": {"ContentSync", "ContentPublishing", "StorageFormat", "Archive", "FileKit"},
-    "FileKit": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport", "Archive"},
-    "Archive": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport"},
-    "DatabaseKit": {"ContentSync", "ContentPublishing", "StorageFormat", "Transport", "Archive", "FileKit", "ItemCache"},
+LIBRARIES = {"CLinux", "CCurl", "CZip", "PercentDecoding", "ToolSupport", "ProcessKit", "FileKit", "DatabaseKit",
+             "Transport", "Archive", "StorageFormat", "ContentSync", "ContentPublishing", "ItemCache",
+             "StorageServer", "SyncDaemon", "ContentSyncFuzzing"}
+# The layering as an allow-list: the package targets each target may depend on at all. Package.swift
+# declares a target's actual dependencies, which must stay inside this list, and a target's sources
+# may import only what Package.swift declares for it (the list below is the architecture; the
+# manifest is the implementation). A new target needs an entry here before the check passes.
+ALLOWED_DEPENDENCIES = {
+    # C shims and leaves.
+    "CLinux": set(), "CCurl": set(), "CZip": set(), "PercentDecoding": set(), "ToolSupport": set(),
+    "DatabaseKit": set(),
+    # Spawning programs sits on the C shim alone; FileKit is the bottom of the Swift targets.
+    "ProcessKit": {"CLinux"},
+    "FileKit": {"CLinux"},
+    # Transport speaks of HTTP only: no storage, file-format or file code.
+    "Transport": {"CCurl"},
+    "Archive": {"CLinux", "CZip", "FileKit"},
+    "StorageFormat": {"CLinux", "FileKit", "PercentDecoding"},
+    # The client and the publisher share StorageFormat and depend on neither each other.
+    "ContentSync": {"Archive", "CLinux", "DatabaseKit", "FileKit", "StorageFormat", "Transport"},
+    "ContentPublishing": {"Archive", "CLinux", "FileKit", "StorageFormat"},
+    # The item cache and the client share Transport and FileKit and depend on neither each other.
+    "ItemCache": {"DatabaseKit", "FileKit", "Transport"},
+    "StorageServer": {"PercentDecoding", "ProcessKit", "ToolSupport"},
+    # The daemon's shell runs the client: no publisher, cache, archive or test-server code.
+    "SyncDaemon": {"CLinux", "ContentSync", "FileKit", "ProcessKit", "StorageFormat", "Transport"},
+    "ContentSyncFuzzing": {"FileKit", "ItemCache", "StorageFormat", "Transport"},
+    # Executables are the top: any library.
+    "SyncAgent": LIBRARIES, "ContentSyncFuzz": LIBRARIES, "CacheBench": LIBRARIES, "CacheChaos": LIBRARIES,
+    "FleetSim": LIBRARIES,
 }
+IMPORT = re.compile(
+    r"^\s*(?:@\w+\s+)*(?:public\s+|package\s+|internal\s+|private\s+|fileprivate\s+)?import\s+"
+    r"(?:(?:struct|class|enum|protocol|typealias|func|var|let)\s+)?(\w+)")
 
 
 def main():
@@ -65,12 +88,22 @@ def main():
         problems.append("ChangeDiffer.swift is not in ContentPublishing (the check would prove nothing)")
     if "StorageServer" in closure("SyncDaemon", set()):
         problems.append("SyncDaemon's closure contains the test server (spawn through ProcessKit)")
-    for target, forbidden in FORBIDDEN_IMPORTS.items():
-        for path in sorted((ROOT / "Sources" / target).rglob("*.swift")):
+    for name, target in sorted(targets.items()):
+        declared = set(target.get("target_dependencies", []))
+        if target["type"] != "test":
+            allowed = ALLOWED_DEPENDENCIES.get(name)
+            if allowed is None:
+                problems.append(f"{name} is not in the layering; add it to ALLOWED_DEPENDENCIES in scripts/check_layering.py")
+                continue
+            for dependency in sorted(declared - allowed - {name}):
+                problems.append(f"Package.swift: {name} depends on {dependency}, which the layering does not allow")
+        folder = ROOT / target.get("path", ("Tests/" if target["type"] == "test" else "Sources/") + name)
+        for path in sorted(folder.rglob("*.swift")):
             for number, line in enumerate(path.read_text().split("\n"), 1):
-                match = re.match(r"^\s*(?:@testable\s+|@_exported\s+|public\s+|package\s+|internal\s+)?import\s+(\w+)", line)
-                if match and match.group(1) in forbidden:
-                    problems.append(f"{path.relative_to(ROOT)}:{number}: {target} imports {match.group(1)}")
+                match = IMPORT.match(line)
+                if match and match.group(1) in targets and match.group(1) != name and match.group(1) not in declared:
+                    problems.append(
+                        f"{path.relative_to(ROOT)}:{number}: {name} imports {match.group(1)}, which Package.swift does not declare for it")
     for target in ["FileKit", "Archive", "StorageFormat", "Transport", "ContentSync", "ContentPublishing", "ItemCache"]:
         for path in sorted((ROOT / "Sources" / target).rglob("*.swift")):
             for number, line in enumerate(path.read_text().split("\n"), 1):
