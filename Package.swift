@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "FileKit", targets: ["FileKit"]),
         .library(name: "Transport", targets: ["Transport"]),
         .library(name: "ItemCache", targets: ["ItemCache"]),
+        .library(name: "ImageCache", targets: ["ImageCache"]),
         .library(name: "StorageServer", targets: ["StorageServer"]),
         .executable(name: "sync-agent", targets: ["SyncAgent"]),
         .executable(name: "content-sync-fuzz", targets: ["ContentSyncFuzz"]),
@@ -38,6 +39,9 @@ let package = Package(
                        providers: [.apt(["libcurl4-openssl-dev"])]),
         .systemLibrary(name: "CZip", path: "Sources/CZip", pkgConfig: "libzip",
                        providers: [.apt(["libzip-dev"])]),
+        // libvips, for ImageCache alone: an app that only needs items never links it.
+        .systemLibrary(name: "CVips", path: "Sources/CVips", pkgConfig: "vips",
+                       providers: [.apt(["libvips-dev"])]),
         .target(name: "CLinux", path: "Sources/CLinux"),
         // Starting programs with posix_spawn (ChildProcess): the daemon's hooks, rclone, the test
         // server's gzip, the tests. Not Foundation's Process, which can crash on Linux.
@@ -78,6 +82,8 @@ let package = Package(
                                // The C API: the get path's own connection (IndexReader), the WAL hook (WALCheckpointer).
                                .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
+        // Image variants on libvips, on top of the item cache (issue 22).
+        .target(name: "ImageCache", dependencies: ["ItemCache", "CVips"]),
         .target(name: "ContentPublishing",
                 dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
@@ -130,6 +136,7 @@ let package = Package(
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",
                     dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache"]),
+        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "CVips"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.

@@ -1,0 +1,62 @@
+#ifndef CVIPS_SHIM_H
+#define CVIPS_SHIM_H
+// Typed, non-variadic wrappers over libvips' calls that Swift cannot make: libvips' option
+// lists are variadic and NULL-terminated, and a wrong one is undefined behaviour, so each
+// option list is written here once, with its types, and each wrapper has a test
+// (Tests/ImageCacheTests/CVipsWrapperTests.swift). Every symbol is prefixed `cvips_`.
+#include <vips/vips.h>
+
+/// vips_init, once per process (libvips ignores later calls). 0 on success.
+static inline int cvips_init(const char *argv0) { return vips_init(argv0); }
+/// The libvips version: 0 major, 1 minor, 2 micro.
+static inline int cvips_version(int part) { return vips_version(part); }
+/// libvips' operation cache: 0 entries keeps no decoded input alive between calls.
+static inline void cvips_cache_set_max(int max) { vips_cache_set_max(max); }
+/// Worker threads per pipeline (1: the caller's own pool provides the parallelism).
+static inline void cvips_concurrency_set(int concurrency) { vips_concurrency_set(concurrency); }
+/// Blocks every operation libvips marks untrusted (8.13+).
+static inline void cvips_block_untrusted_set(int state) { vips_block_untrusted_set(state ? TRUE : FALSE); }
+/// Blocks or unblocks an operation class and its subclasses by name (`VipsForeignLoad`,
+/// `VipsForeignLoadJpeg`), process-wide (8.13+).
+static inline void cvips_operation_block_set(const char *name, int state) {
+    vips_operation_block_set(name, state ? TRUE : FALSE);
+}
+/// The name of the loader that would open these bytes (`VipsForeignLoadJpegBuffer`), or NULL
+/// when none may (unknown or blocked).
+static inline const char *cvips_find_load_buffer(const void *data, size_t length) {
+    return vips_foreign_find_load_buffer(data, length);
+}
+/// The image in these bytes, header read, pixels not yet decoded; NULL on error (see
+/// cvips_error_buffer). The bytes must outlive the image. Sequential access; `fail` refuses a
+/// truncated or damaged image (`fail_on=error`) instead of filling it grey.
+static inline VipsImage *cvips_image_new_from_buffer(const void *data, size_t length, int fail) {
+    return vips_image_new_from_buffer(
+        data, length, "", "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+        fail ? VIPS_FAIL_ON_ERROR : VIPS_FAIL_ON_NONE, NULL);
+}
+static inline int cvips_image_width(VipsImage *image) { return vips_image_get_width(image); }
+static inline int cvips_image_height(VipsImage *image) { return vips_image_get_height(image); }
+static inline int cvips_image_bands(VipsImage *image) { return vips_image_get_bands(image); }
+/// Pages (or frames) in the file; 1 for a still image.
+static inline int cvips_image_pages(VipsImage *image) { return vips_image_get_n_pages(image); }
+/// A black image (one band, uchar) of this size: test input. 0 on success.
+static inline int cvips_black(VipsImage **out, int width, int height, int bands) {
+    return vips_black(out, width, height, "bands", bands, NULL);
+}
+/// The image as JPEG bytes at quality `q`, metadata stripped; free `*data` with cvips_free.
+static inline int cvips_jpegsave_buffer(VipsImage *image, void **data, size_t *length, int q) {
+    return vips_jpegsave_buffer(image, data, length, "Q", q, "strip", TRUE, NULL);
+}
+/// The image as PNG bytes, metadata stripped; free `*data` with cvips_free.
+static inline int cvips_pngsave_buffer(VipsImage *image, void **data, size_t *length) {
+    return vips_pngsave_buffer(image, data, length, "strip", TRUE, NULL);
+}
+/// Releases an image.
+static inline void cvips_unref(VipsImage *image) { g_object_unref(image); }
+/// Frees a buffer libvips allocated.
+static inline void cvips_free(void *data) { g_free(data); }
+/// libvips' accumulated error text (this thread's); cleared by cvips_error_clear.
+static inline const char *cvips_error_buffer(void) { return vips_error_buffer(); }
+static inline void cvips_error_clear(void) { vips_error_clear(); }
+
+#endif

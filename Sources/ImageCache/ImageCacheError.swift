@@ -1,0 +1,38 @@
+/// Why an image operation failed: a code to branch on and a message that names the input and
+/// the remedy.
+public struct ImageCacheError: Error, Sendable, CustomStringConvertible {
+    /// What kind of failure this is. Compare against the static members.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case refused, processing, configuration
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The input is not an image this cache accepts: not an allowed format (SVG, PDF, HTML,
+        /// empty), damaged or cut short, or larger than the limits. Nothing is cached for it.
+        public static let refused = Code(.refused)
+        /// libvips failed on an accepted image.
+        public static let processing = Code(.processing)
+        /// The image runtime was asked for settings it cannot take (libvips' loader blocking is
+        /// process-wide: it is set once).
+        public static let configuration = Code(.configuration)
+
+        /// The code's name, e.g. `refused`.
+        public var description: String { base.rawValue }
+    }
+
+    /// The kind of failure.
+    public var code: Code
+    /// The words for people: the input at fault and the remedy.
+    public var message: String
+
+    /// A failure with its code and message.
+    public init(code: Code, message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// `code: message`.
+    public var description: String { "\(code): \(message)" }
+}
