@@ -51,6 +51,59 @@ static inline int cvips_jpegsave_buffer(VipsImage *image, void **data, size_t *l
 static inline int cvips_pngsave_buffer(VipsImage *image, void **data, size_t *length) {
     return vips_pngsave_buffer(image, data, length, "strip", TRUE, NULL);
 }
+/// A thumbnail of the image in these bytes: shrink-on-load, EXIF orientation applied, colour
+/// to sRGB. `size`: 0 fit down only, 1 fit up or down, 2 force both sides; `crop`: 0 none
+/// (fit), 1 centre, 2 attention (smart). `height` VIPS_MAX_COORD for a free height.
+static inline int cvips_thumbnail_buffer(const void *data, size_t length, VipsImage **out, int width, int height,
+                                         int size, int crop) {
+    VipsSize sizes[] = {VIPS_SIZE_DOWN, VIPS_SIZE_BOTH, VIPS_SIZE_FORCE};
+    VipsInteresting crops[] = {VIPS_INTERESTING_NONE, VIPS_INTERESTING_CENTRE, VIPS_INTERESTING_ATTENTION};
+    return vips_thumbnail_buffer((void *)data, length, out, width, "height", height, "size",
+                                 sizes[size < 0 || size > 2 ? 0 : size], "crop",
+                                 crops[crop < 0 || crop > 2 ? 0 : crop], "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+}
+/// Whether the image has an alpha band.
+static inline int cvips_image_hasalpha(VipsImage *image) { return vips_image_hasalpha(image) ? 1 : 0; }
+/// The image flattened onto an RGB background (alpha removed). 0 on success.
+static inline int cvips_flatten(VipsImage *image, VipsImage **out, double red, double green, double blue) {
+    VipsArrayDouble *background = vips_array_double_newv(3, red, green, blue);
+    int status = vips_flatten(image, out, "background", background, NULL);
+    vips_area_unref(VIPS_AREA(background));
+    return status;
+}
+/// The image as WebP bytes at quality `q`, metadata stripped; free `*data` with cvips_free.
+static inline int cvips_webpsave_buffer(VipsImage *image, void **data, size_t *length, int q) {
+    return vips_webpsave_buffer(image, data, length, "Q", q, "strip", TRUE, NULL);
+}
+/// The image as JPEG bytes keeping its metadata (EXIF orientation): test input.
+static inline int cvips_jpegsave_buffer_keep(VipsImage *image, void **data, size_t *length, int q) {
+    return vips_jpegsave_buffer(image, data, length, "Q", q, NULL);
+}
+/// Sets an integer metadata field (`orientation`).
+static inline void cvips_image_set_int(VipsImage *image, const char *name, int value) {
+    vips_image_set_int(image, name, value);
+}
+/// The band values of one pixel, up to `capacity`; returns how many, or -1 on error.
+static inline int cvips_getpoint(VipsImage *image, int x, int y, double *values, int capacity) {
+    double *vector = NULL;
+    int count = 0;
+    if (vips_getpoint(image, &vector, &count, x, y, NULL)) return -1;
+    int kept = count < capacity ? count : capacity;
+    for (int i = 0; i < kept; i++) values[i] = vector[i];
+    g_free(vector);
+    return kept;
+}
+/// A constant image: `bands` bands of `value` (RGBA test input with `bands` 4). 0 on success.
+static inline int cvips_constant(VipsImage **out, int width, int height, double red, double green, double blue,
+                                 double alpha, int bands) {
+    VipsImage *black = NULL;
+    if (vips_black(&black, width, height, "bands", bands, NULL)) return -1;
+    double values[] = {red, green, blue, alpha};
+    double ones[] = {0, 0, 0, 0};
+    int status = vips_linear(black, out, ones, values, bands, "uchar", TRUE, NULL);
+    g_object_unref(black);
+    return status;
+}
 /// Releases an image.
 static inline void cvips_unref(VipsImage *image) { g_object_unref(image); }
 /// Frees a buffer libvips allocated.
