@@ -136,7 +136,7 @@ let package = Package(
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",
                     dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache"]),
-        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "CVips"]),
+        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
