@@ -88,7 +88,7 @@ let package = Package(
                 dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
-                dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport",
+                dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport", "Transport",
                                .product(name: "FlyingFox", package: "FlyingFox"),
                                .product(name: "FlyingSocks", package: "FlyingFox")]),
         // The daemon's shell around the client: the config file, the per-storage poll loop and its
@@ -138,7 +138,7 @@ let package = Package(
                     dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache"]),
         .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
-        .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport"]),
+        .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
         .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncDaemon", "ContentSync", "StorageServer", "CLinux"]),
         .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",

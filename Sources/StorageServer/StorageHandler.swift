@@ -1,6 +1,8 @@
 internal import FlyingFox
 import Foundation
 
+import enum Transport.HTTPDate
+
 /// Answers one request the way a static host (GitHub raw, nginx) would, applying any fault that
 /// matches, and logs what it answered.
 struct StorageHandler: HTTPHandler {
@@ -253,7 +255,7 @@ struct StorageHandler: HTTPHandler {
             return EntityTag.matches(entityTag, ifNoneMatch: ifNoneMatch)
         }
         guard let ifModifiedSince = request.headers[.ifModifiedSince],
-            let since = HTTPDate.parse(ifModifiedSince)
+            let since = HTTPDate.parse(ifModifiedSince, currentYear: HTTPDate.currentYear())
         else { return false }
         return modificationSeconds <= since
     }

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+import enum Transport.HTTPDate
+
 @testable import StorageServer
 
 /// Request path decoding, range parsing, tag comparison and HTTP dates, without sockets.
@@ -160,7 +162,7 @@ struct PureLogicTests {
                 + String(format: "%04d", parts.year ?? -1)
                 + " \(two(parts.hour)):\(two(parts.minute)):\(two(parts.second)) GMT"
             #expect(HTTPDate.format(seconds) == expected)
-            #expect(HTTPDate.parse(HTTPDate.format(seconds)) == seconds)
+            #expect(HTTPDate.parse(HTTPDate.format(seconds), currentYear: 2026) == seconds)
         }
     }
 }

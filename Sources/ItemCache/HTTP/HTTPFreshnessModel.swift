@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 /// How a private cache decides, from a response's headers, the request's `Cache-Control` and
 /// the clock, whether a response may be stored, how long it is fresh, and what a later request

@@ -6,7 +6,9 @@ import Foundation
 /// dots in the time, double spaces, trailing text, two dates) is not a date: the caller treats
 /// it as invalid (an invalid `Expires` means already expired, RFC 9111 §5.3).
 ///
-/// No Foundation formatter: they accept more than the grammar (and cost microseconds each).
+/// No Foundation formatter: they accept more than the grammar, depend on the locale, and cost
+/// microseconds each. The one HTTP-date code of the package: the item cache's freshness, the
+/// transport's `Retry-After` and the test server's `Last-Modified` all use it.
 public enum HTTPDate {
     private static let days = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
     private static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
@@ -16,25 +18,49 @@ public enum HTTPDate {
     /// that would be more than 50 years after `now` is read as the latest earlier year with
     /// those digits (§5.6.7).
     public static func parse(_ text: String, now: Date = Date()) -> Date? {
+        parse(text, currentYear: civil(fromDays: Int64((now.timeIntervalSince1970 / 86_400).rounded(.down))).year)
+            .map { Date(timeIntervalSince1970: Double($0)) }
+    }
+
+    /// The whole seconds since 1970 that `text` names, or nil when it is not an HTTP-date; an
+    /// RFC 850 two-digit year is read against `currentYear`.
+    public static func parse(_ text: String, currentYear: Int) -> Int64? {
         let bytes = Array(text.utf8)
-        return imfFixdate(bytes) ?? rfc850(bytes, now: now) ?? asctime(bytes)
+        return imfFixdate(bytes) ?? rfc850(bytes, currentYear: currentYear) ?? asctime(bytes)
     }
 
     /// `date` formatted as an IMF-fixdate, as a server sends `Date`.
     public static func format(_ date: Date) -> String {
-        let seconds = Int64(date.timeIntervalSince1970.rounded(.down))
-        let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
-        let secondOfDay = Int(seconds - days * 86_400)
+        format(Int64(date.timeIntervalSince1970.rounded(.down)))
+    }
+
+    /// The IMF-fixdate of `seconds` since 1970, such as `Sun, 06 Nov 1994 08:49:37 GMT`. Years
+    /// outside 0...9999, which the format cannot hold, are clamped to its first or last second.
+    public static func format(_ seconds: Int64) -> String {
+        let clamped = min(max(seconds, firstFormattable), lastFormattable)
+        let days = clamped >= 0 ? clamped / 86_400 : (clamped - 86_399) / 86_400
+        let secondOfDay = Int(clamped - days * 86_400)
         let (year, month, day) = civil(fromDays: days)
         let weekday = Int(((days % 7) + 7 + 3) % 7) // 1970-01-01 was a Thursday (index 3).
-        func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
-        return "\(Self.days[weekday]), \(two(day)) \(months[month - 1]) \(year) "
-            + "\(two(secondOfDay / 3600)):\(two(secondOfDay / 60 % 60)):\(two(secondOfDay % 60)) GMT"
+        func pad(_ value: Int, _ width: Int) -> String {
+            let digits = String(value)
+            return String(repeating: "0", count: max(0, width - digits.count)) + digits
+        }
+        return "\(Self.days[weekday]), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) "
+            + "\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)) GMT"
     }
+
+    /// The current year in UTC, for reading RFC 850 two-digit years.
+    public static func currentYear() -> Int {
+        civil(fromDays: Int64(Date().timeIntervalSince1970) / 86_400).year
+    }
+
+    private static let firstFormattable = daysFromCivil(year: 0, month: 1, day: 1) * 86_400
+    private static let lastFormattable = daysFromCivil(year: 9999, month: 12, day: 31) * 86_400 + 86_399
 
     // MARK: - The three forms
 
-    private static func imfFixdate(_ b: [UInt8]) -> Date? {
+    private static func imfFixdate(_ b: [UInt8]) -> Int64? {
         // "Sun, 06 Nov 1994 08:49:37 GMT": 29 bytes.
         guard b.count == 29, dayName(b, 0, 3, days) != nil, b[3] == c(","), b[4] == c(" "),
             let day = digits(b, 5, 2), b[7] == c(" "), let month = month(b, 8), b[11] == c(" "),
@@ -44,7 +70,7 @@ public enum HTTPDate {
         return date(year: year, month: month, day: day, time: time)
     }
 
-    private static func rfc850(_ b: [UInt8], now: Date) -> Date? {
+    private static func rfc850(_ b: [UInt8], currentYear: Int) -> Int64? {
         // "Sunday, 06-Nov-94 08:49:37 GMT"
         guard let comma = b.firstIndex(of: c(",")), dayName(b, 0, comma, longDays) != nil else { return nil }
         let s = comma + 1
@@ -54,13 +80,12 @@ public enum HTTPDate {
             b[s + 21] == c("M"), b[s + 22] == c("T")
         else { return nil }
         // §5.6.7: more than 50 years in the future is the most recent past year with those digits.
-        let currentYear = civil(fromDays: Int64(now.timeIntervalSince1970 / 86_400)).year
         var year = currentYear - currentYear % 100 + shortYear
         if year > currentYear + 50 { year -= 100 }
         return date(year: year, month: month, day: day, time: time)
     }
 
-    private static func asctime(_ b: [UInt8]) -> Date? {
+    private static func asctime(_ b: [UInt8]) -> Int64? {
         // "Sun Nov  6 08:49:37 1994": 24 bytes; the day is two digits or a space and one.
         guard b.count == 24, dayName(b, 0, 3, days) != nil, b[3] == c(" "), let month = month(b, 4),
             b[7] == c(" "), b[10] == c(" "), let time = time(b, 11), b[19] == c(" "), let year = digits(b, 20, 4)
@@ -111,12 +136,11 @@ public enum HTTPDate {
         return hour * 3600 + minute * 60 + min(second, 59)
     }
 
-    private static func date(year: Int, month: Int, day: Int, time: Int) -> Date? {
+    private static func date(year: Int, month: Int, day: Int, time: Int) -> Int64? {
         let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
         let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        guard year >= 1, day >= 1, day <= lengths[month - 1] else { return nil }
-        let days = daysFromCivil(year: year, month: month, day: day)
-        return Date(timeIntervalSince1970: Double(days) * 86_400 + Double(time))
+        guard day >= 1, day <= lengths[month - 1] else { return nil }
+        return daysFromCivil(year: year, month: month, day: day) * 86_400 + Int64(time)
     }
 
     /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
