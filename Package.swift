@@ -83,7 +83,7 @@ let package = Package(
                                .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
         // Image variants on libvips, on top of the item cache (issue 22).
-        .target(name: "ImageCache", dependencies: ["ItemCache", "CVips"]),
+        .target(name: "ImageCache", dependencies: ["ItemCache", "CVips", "FileKit", "Transport"]),
         .target(name: "ContentPublishing",
                 dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
@@ -106,7 +106,7 @@ let package = Package(
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle")]),
         .executableTarget(name: "SyncAgent",
-                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "ProcessKit", "Transport", "ItemCache",
+                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCache",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -136,11 +136,11 @@ let package = Package(
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",
                     dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache"]),
-        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips"]),
+        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips", "StorageServer", "Transport"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.
-        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncDaemon", "ContentSync", "StorageServer", "CLinux"]),
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips"]),
         .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
                                                             .product(name: "Logging", package: "swift-log"),
                                                             .product(name: "Metrics", package: "swift-metrics"),

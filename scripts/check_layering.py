@@ -53,7 +53,7 @@ ALLOWED_DEPENDENCIES = {
     # The test server speaks HTTP with Transport's HTTP dates.
     "StorageServer": {"PercentDecoding", "ProcessKit", "ToolSupport", "Transport"},
     # Images on libvips: only ImageCache links CVips, and it builds on the item cache alone.
-    "ImageCache": {"ItemCache", "CVips"},
+    "ImageCache": {"ItemCache", "CVips", "FileKit", "Transport"},
     # The daemon's shell runs the client: no publisher, cache, archive or test-server code.
     "SyncDaemon": {"CLinux", "ContentSync", "FileKit", "ProcessKit", "StorageFormat", "Transport"},
     "ContentSyncFuzzing": {"FileKit", "ItemCache", "StorageFormat", "Transport"},

@@ -104,6 +104,74 @@ static inline int cvips_constant(VipsImage **out, int width, int height, double 
     g_object_unref(black);
     return status;
 }
+/// An integer metadata field (`orientation`, `interlaced`), or `fallback` when the image has
+/// none or it is not an integer.
+static inline int cvips_image_get_int_or(VipsImage *image, const char *name, int fallback) {
+    int value = 0;
+    if (vips_image_get_typeof(image, name) == 0) return fallback;
+    if (vips_image_get_int(image, name, &value)) {
+        vips_error_clear();
+        return fallback;
+    }
+    return value;
+}
+/// The image as AVIF bytes (HEIF with AV1, libheif and libaom) at quality `q` and encoder
+/// effort `effort` (0 fastest – 9 slowest), metadata stripped; free `*data` with cvips_free.
+static inline int cvips_avifsave_buffer(VipsImage *image, void **data, size_t *length, int q, int effort) {
+    return vips_heifsave_buffer(image, data, length, "Q", q, "compression", VIPS_FOREIGN_HEIF_COMPRESSION_AV1,
+                                "effort", effort, "strip", TRUE, NULL);
+}
+/// The image as a progressive (interlaced) JPEG keeping its metadata: test input.
+static inline int cvips_jpegsave_buffer_progressive(VipsImage *image, void **data, size_t *length, int q) {
+    return vips_jpegsave_buffer(image, data, length, "Q", q, "interlace", TRUE, NULL);
+}
+/// An image of `bands` uchar bands over a copy of `data` (width × height × bands bytes): test
+/// input. 0 on success.
+static inline int cvips_image_new_from_memory_copy(const void *data, size_t length, int width, int height, int bands,
+                                                   VipsImage **out) {
+    *out = vips_image_new_from_memory_copy(data, length, width, height, bands, VIPS_FORMAT_UCHAR);
+    return *out ? 0 : -1;
+}
+/// A source reading a copy of the file descriptor `descriptor` (libvips dups it, so the caller
+/// closes its own), from the descriptor's current offset. NULL on error.
+static inline VipsSource *cvips_source_new_from_descriptor(int descriptor) {
+    return vips_source_new_from_descriptor(descriptor);
+}
+/// A source over `length` bytes at `data`, which must outlive it. NULL on error.
+static inline VipsSource *cvips_source_new_from_memory(const void *data, size_t length) {
+    return vips_source_new_from_memory(data, length);
+}
+static inline void cvips_source_unref(VipsSource *source) { g_object_unref(source); }
+/// The name of the loader that would open this source (`VipsForeignLoadJpegSource`), or NULL.
+static inline const char *cvips_find_load_source(VipsSource *source) { return vips_foreign_find_load_source(source); }
+/// The image in this source, header read, pixels not yet decoded; NULL on error. Sequential
+/// access; `fail` refuses a damaged image (`fail_on=error`).
+static inline VipsImage *cvips_image_new_from_source(VipsSource *source, int fail) {
+    return vips_image_new_from_source(source, "", "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                      fail ? VIPS_FAIL_ON_ERROR : VIPS_FAIL_ON_NONE, NULL);
+}
+/// A JPEG decoded at 1/`shrink` of its size by libjpeg's DCT scaling (`shrink` 1, 2, 4 or 8),
+/// sequential, `fail_on=error`. 0 on success.
+static inline int cvips_jpegload_source_shrink(VipsSource *source, VipsImage **out, int shrink) {
+    return vips_jpegload_source(source, out, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
+                                VIPS_FAIL_ON_ERROR, NULL);
+}
+/// As cvips_thumbnail_buffer, from a source.
+static inline int cvips_thumbnail_source(VipsSource *source, VipsImage **out, int width, int height, int size,
+                                         int crop) {
+    VipsSize sizes[] = {VIPS_SIZE_DOWN, VIPS_SIZE_BOTH, VIPS_SIZE_FORCE};
+    VipsInteresting crops[] = {VIPS_INTERESTING_NONE, VIPS_INTERESTING_CENTRE, VIPS_INTERESTING_ATTENTION};
+    return vips_thumbnail_source(source, out, width, "height", height, "size", sizes[size < 0 || size > 2 ? 0 : size],
+                                 "crop", crops[crop < 0 || crop > 2 ? 0 : crop], "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+}
+/// As cvips_thumbnail_buffer, from an image already loaded (no shrink-on-load): EXIF
+/// orientation applied, colour to sRGB.
+static inline int cvips_thumbnail_image(VipsImage *in, VipsImage **out, int width, int height, int size, int crop) {
+    VipsSize sizes[] = {VIPS_SIZE_DOWN, VIPS_SIZE_BOTH, VIPS_SIZE_FORCE};
+    VipsInteresting crops[] = {VIPS_INTERESTING_NONE, VIPS_INTERESTING_CENTRE, VIPS_INTERESTING_ATTENTION};
+    return vips_thumbnail_image(in, out, width, "height", height, "size", sizes[size < 0 || size > 2 ? 0 : size],
+                                "crop", crops[crop < 0 || crop > 2 ? 0 : crop], NULL);
+}
 /// Releases an image.
 static inline void cvips_unref(VipsImage *image) { g_object_unref(image); }
 /// Frees a buffer libvips allocated.

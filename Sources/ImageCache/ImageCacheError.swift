@@ -1,10 +1,12 @@
+import ItemCache
+
 /// Why an image operation failed: a code to branch on and a message that names the input and
 /// the remedy.
 public struct ImageCacheError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case refused, processing, configuration
+            case refused, processing, configuration, cache
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -17,6 +19,9 @@ public struct ImageCacheError: Error, Sendable, CustomStringConvertible {
         /// The image runtime was asked for settings it cannot take (libvips' loader blocking is
         /// process-wide: it is set once).
         public static let configuration = Code(.configuration)
+        /// The item cache under the images failed: the network with nothing stored, an offline
+        /// miss, the cache folder. ``ImageCacheError/cacheError`` says which.
+        public static let cache = Code(.cache)
 
         /// The code's name, e.g. `refused`.
         public var description: String { base.rawValue }
@@ -27,10 +32,21 @@ public struct ImageCacheError: Error, Sendable, CustomStringConvertible {
     /// The words for people: the input at fault and the remedy.
     public var message: String
 
+    /// The item cache's failure, for ``Code/cache``.
+    public var cacheError: ItemCacheError?
+
     /// A failure with its code and message.
     public init(code: Code, message: String) {
         self.code = code
         self.message = message
+    }
+
+    /// The item cache's `error`: ``Code/refused`` for bytes a fetcher's image check rejected
+    /// (``ItemCacheError/Code/rejected``, also when another process fetched them), else
+    /// ``Code/cache``.
+    public init(_ error: ItemCacheError) {
+        self.init(code: error.code == .rejected ? .refused : .cache, message: error.message)
+        cacheError = error
     }
 
     /// `code: message`.

@@ -65,6 +65,13 @@ public enum VipsRuntime {
         }
     }
 
+    /// Whether the loader class `loader` (`VipsForeignLoadSvgBuffer`) may run under the options
+    /// libvips was started with.
+    static func allows(loader: String) -> Bool {
+        guard let options = started.withLock({ $0 }) else { return false }
+        return unblocked(options).contains { loader.hasPrefix($0) }
+    }
+
     /// The libvips version, `major.minor.micro`.
     public static var version: String {
         "\(cvips_version(0)).\(cvips_version(1)).\(cvips_version(2))"

@@ -7,7 +7,7 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed, invalidAction,
-                folderRefused, damagedIndex, cancelled
+                folderRefused, damagedIndex, cancelled, rejected
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -43,6 +43,10 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
         /// The load was cancelled (its task was): neither a failure of the network nor of the
         /// cache. The loader and providers throw it alike.
         public static let cancelled = Code(.cancelled)
+        /// A fetcher's own check refused the bytes it fetched (ImageCache: not an image it
+        /// accepts, or over its limits): nothing was stored, and the processes that waited for
+        /// that fetch get this code too.
+        public static let rejected = Code(.rejected)
 
         /// The code's name, e.g. `invalidKey`.
         public var description: String { base.rawValue }

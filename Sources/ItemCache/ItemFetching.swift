@@ -73,6 +73,9 @@ public struct FetchResponse: Sendable {
     /// Every header line, in order; empty when the fetcher gave only ``headers`` (the loader
     /// then keeps those).
     public var headerFields: [HTTPHeaderField]
+    /// Metadata the fetcher derived from the bytes (ImageCache: an image's size and digest),
+    /// stored with the item over the caller's ``LoadOptions/metadata`` of the same names.
+    public var metadata: [String: String] = [:]
 
     /// A response from its parts.
     public init(body: Body, headers: [String: String] = [:], status: Int = 200) {

@@ -546,7 +546,8 @@ public final class ItemLoader: Sendable {
         let storageKey = names.isEmpty ? key : key.variant(names: names, request: options.headers)
         let storeOptions = StoreOptions(
             expiry: rules.map { $0.expires.map(Expiry.date) ?? .never } ?? .dontStore, groups: options.groups,
-            pinned: options.pinned, metadata: options.metadata, contentType: response.headers["content-type"],
+            pinned: options.pinned, metadata: options.metadata.merging(response.metadata) { $1 },
+            contentType: response.headers["content-type"],
             etag: Self.usableValidator(response.headers["etag"]),
             lastModified: Self.usableValidator(response.headers["last-modified"]),
             mustRevalidate: rules?.revalidatesEveryUse ?? false, response: record)
@@ -749,6 +750,12 @@ public final class ItemLoader: Sendable {
     private func clearFailures(of origin: String, probing: Bool) async {
         let known = backoffs.withLock { $0.removeValue(forKey: origin) } != nil
         if known || probing { await store.clearOriginFailure(origin) }
+    }
+
+    /// The fetcher registered for `name` (a context or a URL scheme), to wrap with a check of
+    /// one's own (ImageCache wraps `http`, `https` and `file`).
+    public func registeredFetcher(for name: String) -> (any ItemFetching)? {
+        fetchers.withLock { $0[name] }
     }
 
     private func fetcher(for key: CacheKey, url: URL?) -> (any ItemFetching)? {

@@ -155,6 +155,41 @@ func parseCacheURL(_ text: String) throws -> URL {
     return url
 }
 
+/// `--header 'Name: value'` lines as request headers (lines of one name combined), or exit 6
+/// naming the bad one by its number (a value may be a secret, such as Authorization).
+func parseRequestHeaders(_ header: [String]) throws -> [String: String] {
+    var headers: [String: String] = [:]
+    var spelling: [String: String] = [:]
+    // A value may be a secret (Authorization): messages name the header, never its value.
+    for (index, line) in header.enumerated() {
+        guard let colon = line.firstIndex(of: ":") else {
+            throw CLIFailure(
+                code: 6,
+                message: "--header number \(index + 1) has no colon; write it as --header 'Accept: text/html'")
+        }
+        let name = line[..<colon].trimmingCharacters(in: .whitespaces)
+        let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        let token = CharacterSet(
+            charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+        guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "--header number \(index + 1) has no valid header name before its colon; write it as --header 'Accept: text/html'"
+            )
+        }
+        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
+            throw CLIFailure(
+                code: 6, message: "--header \(name) holds a control character; a header must be one line of text")
+        }
+        let lowered = name.lowercased()
+        let key = spelling[lowered] ?? name
+        spelling[lowered] = key
+        headers[key] = headers[key].map { $0 + ", " + value } ?? value
+    }
+    return headers
+}
+
 /// `sync-agent cache get`.
 struct CacheGetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -232,38 +267,7 @@ struct CacheGetCommand: AsyncParsableCommand {
 
     /// `--header` lines as request headers (lines of one name combined), or exit 6 naming the
     /// bad one.
-    func requestHeaders() throws -> [String: String] {
-        var headers: [String: String] = [:]
-        var spelling: [String: String] = [:]
-        // A value may be a secret (Authorization): messages name the header, never its value.
-        for (index, line) in header.enumerated() {
-            guard let colon = line.firstIndex(of: ":") else {
-                throw CLIFailure(
-                    code: 6,
-                    message: "--header number \(index + 1) has no colon; write it as --header 'Accept: text/html'")
-            }
-            let name = line[..<colon].trimmingCharacters(in: .whitespaces)
-            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-            let token = CharacterSet(
-                charactersIn: "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-            guard !name.isEmpty, name.unicodeScalars.allSatisfy(token.contains) else {
-                throw CLIFailure(
-                    code: 6,
-                    message:
-                        "--header number \(index + 1) has no valid header name before its colon; write it as --header 'Accept: text/html'"
-                )
-            }
-            guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
-                throw CLIFailure(
-                    code: 6, message: "--header \(name) holds a control character; a header must be one line of text")
-            }
-            let lowered = name.lowercased()
-            let key = spelling[lowered] ?? name
-            spelling[lowered] = key
-            headers[key] = headers[key].map { $0 + ", " + value } ?? value
-        }
-        return headers
-    }
+    func requestHeaders() throws -> [String: String] { try parseRequestHeaders(header) }
 
     /// The longest --ttl: a hundred years.
     static let longestTTL = 3_153_600_000.0
@@ -639,6 +643,7 @@ extension CLIFailure {
             case .storage, .tooLarge, .folderRefused, .damagedIndex: 5
             case .invalidKey, .invalidExpiry: 6
             case .cancelled: 130
+            case .rejected: 4
             default: 1
             }
         self.init(code: code, message: error.message)

@@ -18,7 +18,7 @@ struct SyncAgent: AsyncParsableCommand {
         subcommands: [
             SyncCommand.self, WatchCommand.self, CheckConfigCommand.self, StatusCommand.self, ResetCommand.self,
             ServeCommand.self, PublishCommand.self, VerifyCommand.self, KeygenCommand.self, ForgetKeysCommand.self,
-            CacheCommand.self,
+            CacheCommand.self, ImageCommand.self,
         ])
 
     /// A parent that starts us from a thread with SIGINT/SIGTERM blocked (Swift concurrency threads

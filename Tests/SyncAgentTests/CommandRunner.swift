@@ -7,6 +7,8 @@ struct CommandResult {
     var status: Int32
     var stdout: String
     var stderr: String
+    /// Stdout's bytes (``stdout`` is empty for bytes that are not UTF-8, such as an image).
+    var stdoutData = Data()
 }
 
 enum SyncAgentBinary {
@@ -32,7 +34,8 @@ enum SyncAgentBinary {
         return CommandResult(
             status: status,
             stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
+            stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
     }
 
     /// Starts `sync-agent watch` mirroring `server` into `scratch`/content (state in

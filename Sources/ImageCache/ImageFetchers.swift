@@ -1,0 +1,140 @@
+import FileKit
+import Foundation
+import ItemCache
+import Synchronization
+
+import enum Transport.Redaction
+
+/// Fetches originals through the item cache's own fetchers (`http`, `https`, `file`) and
+/// checks each new body before it is stored: an image this cache accepts, within the limits.
+/// A refused body is never stored (``ItemCacheError/Code/rejected``); an accepted one is stored
+/// with its ``ImageMetadata`` (size, format, orientation, SHA-256), read later without decoding.
+struct OriginalFetcher: ItemFetching {
+    var inner: [String: any ItemFetching]
+    var limits: ImageLimits
+    var pool: BlockingIOPool
+
+    func fetch(_ request: FetchRequest) async throws -> FetchResponse {
+        guard let url = request.url, let scheme = url.scheme?.lowercased(), let fetcher = inner[scheme] else {
+            throw ItemCacheError(
+                code: .fetch,
+                message: "\(request.key.rawValue) has no http, https or file URL to fetch the image from",
+                key: request.key)
+        }
+        var response = try await fetcher.fetch(request)
+        // Only a body meant as the image is checked: an error page (a 404) is the origin's
+        // answer, kept and reported as such.
+        guard case .fetched(let data) = response.body, (200...299).contains(response.status) else { return response }
+        let shown = url.isFileURL ? url.path : Redaction.url(url)
+        let limits = self.limits
+        let facts = await pool.run { () -> Result<ImageMetadata, ImageCacheError> in
+            Result { () throws(ImageCacheError) in try ImageMetadata.ofOriginal(data, source: shown, limits: limits) }
+        }
+        switch facts {
+        case .success(let metadata):
+            response.metadata = metadata.stored
+            return response
+        case .failure(let error):
+            throw ItemCacheError(code: .rejected, message: error.message, key: request.key)
+        }
+    }
+}
+
+extension ImageMetadata {
+    /// The facts of an original's bytes: its header (held to `limits`) and its SHA-256.
+    static func ofOriginal(_ data: Data, source: String, limits: ImageLimits, custom: [String: String] = [:])
+        throws(ImageCacheError) -> ImageMetadata
+    {
+        let header = try ImageProbe.header(of: data, source: source, limits: limits)
+        return ImageMetadata(
+            width: header.width, height: header.height, format: header.format, orientation: header.orientation,
+            bytes: Int64(data.count), sha256: FileDigest.sha256(data), custom: custom)
+    }
+}
+
+/// What a variant is made from: the original's bytes and the resize, held while a load of the
+/// variant's key may need them.
+struct VariantJob: Sendable {
+    var original: Data
+    /// The original's SHA-256, recorded with the variant (``ImageMetadata/originalDigestName``).
+    var digest: String
+    var source: String
+    var request: ResizeRequest
+    var processing: any ImageProcessing
+    var limits: ImageLimits
+    var pool: BlockingIOPool
+    var counters: ImageCounters
+}
+
+/// What a pipeline counted since it started (``ImagePipeline/counts``).
+final class ImageCounters: Sendable {
+    let made = Atomic<Int>(0)
+    let hits = Atomic<Int>(0)
+    let refusals = Atomic<Int>(0)
+}
+
+/// The jobs of the variants being loaded in this process, by variant key. Several loads of one
+/// key each add theirs; the fetch (one, coalesced by the loader) uses any.
+final class VariantJobs: Sendable {
+    private let jobs = Mutex<[String: (job: VariantJob, holders: Int)]>([:])
+
+    /// Holds `job` for `key` until the returned release is called.
+    func hold(_ job: VariantJob, for key: String) {
+        jobs.withLock { jobs in
+            if let held = jobs[key] {
+                jobs[key] = (held.job, held.holders + 1)
+            } else {
+                jobs[key] = (job, 1)
+            }
+        }
+    }
+
+    func release(_ key: String) {
+        jobs.withLock { jobs in
+            guard let held = jobs[key] else { return }
+            jobs[key] = held.holders > 1 ? (held.job, held.holders - 1) : nil
+        }
+    }
+
+    func job(for key: String) -> VariantJob? { jobs.withLock { $0[key]?.job } }
+
+    /// How many keys are held (tests: none after the loads end).
+    var count: Int { jobs.withLock { $0.count } }
+}
+
+/// Makes variants: the item cache's fetcher for the variant context. The loader runs it once
+/// per key across every process sharing the folder; it resizes on the processing pool.
+struct VariantMaker: ItemFetching {
+    let jobs: VariantJobs
+
+    func fetch(_ request: FetchRequest) async throws -> FetchResponse {
+        guard let job = jobs.job(for: request.key.rawValue) else {
+            throw ItemCacheError(
+                code: .fetch,
+                message:
+                    "\(request.key.rawValue) is an image variant, made only through ImagePipeline.image(for:); load it there",
+                key: request.key)
+        }
+        let made = await job.pool.run { () -> Result<ProcessedImage, ImageCacheError> in
+            Result { () throws(ImageCacheError) in
+                try job.processing.process(job.original, source: job.source, request: job.request, limits: job.limits)
+            }
+        }
+        switch made {
+        case .success(let image):
+            job.counters.made.add(1, ordering: .relaxed)
+            var response = FetchResponse(body: .fetched(image.data), headers: ["content-type": image.format.mimeType])
+            response.metadata =
+                ImageMetadata(
+                    width: image.width, height: image.height, format: image.format.rawValue,
+                    bytes: Int64(image.data.count)
+                ).stored
+            response.metadata[ImageMetadata.originalDigestName] = job.digest
+            return response
+        case .failure(let error) where error.code == .refused:
+            throw ItemCacheError(code: .rejected, message: error.message, key: request.key)
+        case .failure(let error):
+            throw ItemCacheError(code: .fetch, message: error.message, key: request.key, underlying: error)
+        }
+    }
+}

@@ -1,0 +1,478 @@
+import FileKit
+import Foundation
+import ItemCache
+import Synchronization
+
+/// A variant as the pipeline returned it: its bytes and facts, and its original's.
+public struct ImageResponse: Sendable {
+    /// The variant's encoded bytes.
+    public var data: Data
+    /// The variant's facts (upright: orientation 1).
+    public var metadata: ImageMetadata
+    /// The original's facts, the caller's own metadata among them.
+    public var original: ImageMetadata
+    /// The variant's key in the item cache.
+    public var key: CacheKey
+    /// Where the variant came from: ``ItemSource/memory`` or ``ItemSource/disk`` for a stored
+    /// one, ``ItemSource/network`` for one made by this load.
+    public var source: ItemSource
+    /// Where the original came from (nil when the stored variant answered without it).
+    public var originalSource: ItemSource?
+
+    /// Whether this load made the variant.
+    public var wasMade: Bool { source == .network }
+}
+
+/// Image variants on the item cache: an original is fetched once (with the item cache's HTTP
+/// freshness, revalidation, limits and cross-process coalescing) and checked as an image
+/// before it is stored; each variant (size, mode, format, quality…) is made once, in this
+/// process and across every process sharing the folder, and stored as an item keyed by the
+/// original's key and SHA-256 and the processing's version.
+///
+/// A new version of an original (other bytes) gets new variant keys and its old variants are
+/// dropped; a `304` keeps them. Removing an original removes its variants.
+public final class ImagePipeline: Sendable {
+    /// The pipeline's settings.
+    public struct Configuration: Sendable {
+        /// The limits an untrusted original is held to before it is decoded or stored.
+        public var limits = ImageLimits()
+        /// The formats libvips may decode (process-wide: every pipeline of a process gives the
+        /// same).
+        public var runtime = VipsRuntime.Options()
+        /// What makes variants; its ``ImageProcessing/identifier`` is part of their keys.
+        public var processing: any ImageProcessing = VipsImageProcessing()
+        /// Where variants are made: a bounded pool off Swift's cooperative threads, one thread
+        /// per core (libvips runs one thread per image).
+        public var processingPool: BlockingIOPool = ImagePipeline.sharedProcessingPool
+        /// How long a variant is kept. Default ``Expiry/never``: its key names its original's
+        /// bytes, so it cannot go stale; it goes with its original, or by the disk limit.
+        public var variantExpiry: Expiry = .never
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// The pool variants are made on unless a configuration names another: a thread per core.
+    public static let sharedProcessingPool = BlockingIOPool(
+        threadCount: max(1, ProcessInfo.processInfo.activeProcessorCount), spin: .zero)
+
+    /// The context of originals' keys.
+    public static let originalContext = "image"
+    /// The context of variants' keys.
+    public static let variantContext = "image-variant"
+
+    /// The loader originals and variants go through.
+    public let loader: ItemLoader
+    /// The settings.
+    public let configuration: Configuration
+    /// The store the loader keeps originals and variants in.
+    public let store: ItemStore
+    private let ownsLoader: Bool
+    /// Variant jobs are per process: the loader's variant fetcher of any pipeline finds them.
+    static let jobs = VariantJobs()
+    let counters = ImageCounters()
+
+    /// What this pipeline counted since it started.
+    public struct Counts: Sendable, Equatable {
+        /// Variants this process made (a load that joined another's making counts none).
+        public var made: Int
+        /// Loads a stored variant answered.
+        public var hits: Int
+        /// Loads refused because the original is not an image this cache accepts.
+        public var refusals: Int
+    }
+
+    /// What this pipeline counted since it started: variants made, hits, refusals.
+    public var counts: Counts {
+        Counts(
+            made: counters.made.load(ordering: .relaxed), hits: counters.hits.load(ordering: .relaxed),
+            refusals: counters.refusals.load(ordering: .relaxed))
+    }
+
+    /// A pipeline on `loader`, whose store must be an ``ItemStore``. It registers the image
+    /// fetchers with the loader (contexts ``originalContext`` and ``variantContext``).
+    public convenience init(loader: ItemLoader, configuration: Configuration = Configuration()) throws(ImageCacheError)
+    {
+        try self.init(loader: loader, configuration: configuration, owns: false)
+    }
+
+    /// A pipeline on its own loader and HTTP transport, on the cache folder `cache` names;
+    /// ``close()`` ends them.
+    public convenience init(cache: CacheConfiguration, configuration: Configuration = Configuration())
+        throws(ImageCacheError)
+    {
+        let loader: ItemLoader
+        do {
+            loader = try ItemLoader(configuration: cache)
+        } catch {
+            throw ImageCacheError(error)
+        }
+        try self.init(loader: loader, configuration: configuration, owns: true)
+    }
+
+    private init(loader: ItemLoader, configuration: Configuration, owns: Bool) throws(ImageCacheError) {
+        guard let store = loader.store as? ItemStore else {
+            throw ImageCacheError(
+                code: .configuration, message: "an ImagePipeline needs a loader on an ItemStore (a cache folder)")
+        }
+        try VipsRuntime.start(configuration.runtime)
+        self.loader = loader
+        self.configuration = configuration
+        self.store = store
+        ownsLoader = owns
+        var inner: [String: any ItemFetching] = [:]
+        for scheme in ["http", "https", "file"] { inner[scheme] = loader.registeredFetcher(for: scheme) }
+        loader.register(
+            OriginalFetcher(inner: inner, limits: configuration.limits, pool: configuration.processingPool),
+            for: Self.originalContext)
+        loader.register(VariantMaker(jobs: Self.jobs), for: Self.variantContext)
+    }
+
+    /// Writes what is pending and, for a pipeline that opened its own loader, closes it.
+    public func close() async throws(ImageCacheError) {
+        guard ownsLoader else { return }
+        do {
+            try await loader.close()
+        } catch {
+            throw ImageCacheError(error)
+        }
+    }
+
+    // MARK: - Loading
+
+    /// The variant `request` asks for: stored, or made from the original (stored, or fetched).
+    public func image(for request: ImageRequest) async throws(ImageCacheError) -> ImageResponse {
+        do {
+            let image = try await load(request)
+            if !image.wasMade { counters.hits.add(1, ordering: .relaxed) }
+            return image
+        } catch {
+            if error.code == .refused { counters.refusals.add(1, ordering: .relaxed) }
+            throw error
+        }
+    }
+
+    private func load(_ request: ImageRequest) async throws(ImageCacheError) -> ImageResponse {
+        try ImageMetadata.checkCustom(request.metadata)
+        try request.resize(forSource: "png").validate()
+        if let answered = try await storedVariant(for: request) { return answered }
+        let original = try await loadOriginal(request)
+        let resize = request.resize(forSource: original.metadata.format)
+        try resize.validate()
+        let key = try variantKey(original: original.key, digest: original.digest, resize: resize)
+        let job = VariantJob(
+            original: original.data, digest: original.digest, source: request.source.shown, request: resize,
+            processing: configuration.processing, limits: configuration.limits, pool: configuration.processingPool,
+            counters: counters)
+        Self.jobs.hold(job, for: key.rawValue)
+        defer { Self.jobs.release(key.rawValue) }
+        let loaded: LoadedItem
+        do {
+            loaded = try await loader.item(
+                for: key, url: nil,
+                options: LoadOptions(expiry: configuration.variantExpiry, groups: [Self.group(of: original.key)]))
+        } catch {
+            if let image = error.underlying as? ImageCacheError { throw image }
+            throw ImageCacheError(error)
+        }
+        return try response(
+            loaded.item, source: loaded.source, original: original.metadata, originalSource: original.source)
+    }
+
+    /// Whether the variant `request` asks for is stored, looked up without the network
+    /// (NBImageCache's "is this image cached at this size?").
+    public func isCached(_ request: ImageRequest) async throws(ImageCacheError) -> Bool {
+        guard let original = try await storedOriginalFacts(request.source) else { return false }
+        let resize = request.resize(forSource: original.metadata.format)
+        guard (try? resize.validate()) != nil else { return false }
+        let key = try variantKey(original: original.key, digest: original.digest, resize: resize)
+        do {
+            return try await store.info(for: key) != nil
+        } catch {
+            throw ImageCacheError(error)
+        }
+    }
+
+    /// The facts of the original of `source` as stored, read without decoding; nil when it is
+    /// not stored.
+    public func originalMetadata(of source: ImageSource) async throws(ImageCacheError) -> ImageMetadata? {
+        try await storedOriginalFacts(source)?.metadata
+    }
+
+    /// Saves an image made locally under `id`, with the caller's `metadata`: checked as an
+    /// original is, kept until removed (or evicted by the disk limit), and its old variants
+    /// dropped when the bytes change.
+    @discardableResult
+    public func save(_ data: Data, id: String, metadata: [String: String] = [:]) async throws(ImageCacheError)
+        -> ImageMetadata
+    {
+        try ImageMetadata.checkCustom(metadata)
+        let key = try originalKey(of: .id(id))
+        let limits = configuration.limits
+        let facts = try await configuration.processingPool.run { () throws(ImageCacheError) -> ImageMetadata in
+            try ImageMetadata.ofOriginal(data, source: "image id '\(id)'", limits: limits, custom: metadata)
+        }
+        do {
+            try await store.store(
+                data, for: key,
+                options: StoreOptions(
+                    expiry: .never, metadata: facts.stored,
+                    contentType: ImageFormat(rawValue: facts.format)?.mimeType))
+        } catch {
+            throw ImageCacheError(error)
+        }
+        if let digest = facts.sha256 { await dropVariants(of: key, except: digest) }
+        return facts
+    }
+
+    /// Removes the original of `source` and its variants; returns how many items went.
+    @discardableResult
+    public func remove(_ source: ImageSource) async throws(ImageCacheError) -> Int {
+        let key = try originalKey(of: source)
+        do {
+            let original = try await store.removeItem(for: key) ? 1 : 0
+            return original + (try await loader.removeItems(matching: ItemQuery().group(Self.group(of: key))))
+        } catch {
+            throw ImageCacheError(error)
+        }
+    }
+
+    // MARK: - Originals
+
+    /// An original as a load found it.
+    struct Original {
+        var key: CacheKey
+        var data: Data
+        var metadata: ImageMetadata
+        var digest: String
+        var source: ItemSource
+    }
+
+    /// The key of the original of `source`.
+    func originalKey(of source: ImageSource) throws(ImageCacheError) -> CacheKey {
+        do {
+            switch source {
+            case .url(let url): return try CacheKey(url: url, context: Self.originalContext)
+            case .id(let id):
+                guard !id.isEmpty else {
+                    throw ImageCacheError(code: .configuration, message: "an image id is empty; name the image")
+                }
+                return try CacheKey.custom(id, context: Self.originalContext)
+            }
+        } catch let error as ImageCacheError {
+            throw error
+        } catch let error as ItemCacheError {
+            throw ImageCacheError(error)
+        } catch {
+            throw ImageCacheError(code: .configuration, message: "\(source.shown): \(error)")
+        }
+    }
+
+    /// The variant answered from the store without the original's bytes: the original's record
+    /// is fresh (or the load is offline) and names its digest, and the variant is stored.
+    private func storedVariant(for request: ImageRequest) async throws(ImageCacheError) -> ImageResponse? {
+        guard request.policy != .reload, !request.headers.keys.contains(where: Self.isCacheControl) else { return nil }
+        if case .url(let url) = request.source, url.isFileURL { return nil }
+        let key = try originalKey(of: request.source)
+        let info: ItemInfo?
+        do {
+            info = try await store.info(for: key)
+        } catch {
+            throw ImageCacheError(error)
+        }
+        guard let info, (200...299).contains(info.status),
+            request.policy == .offline || (!info.isExpired(at: store.configuration.clock.now) && !info.mustRevalidate),
+            let metadata = ImageMetadata(stored: info.metadata, bytes: info.size), let digest = metadata.sha256
+        else { return nil }
+        let resize = request.resize(forSource: metadata.format)
+        let variant = try variantKey(original: key, digest: digest, resize: resize)
+        let stored: StoredItem?
+        do {
+            stored = try await store.item(for: variant)
+        } catch {
+            throw ImageCacheError(error)
+        }
+        guard let stored, !stored.item.info.isExpired(at: store.configuration.clock.now) else { return nil }
+        return try response(stored.item, source: stored.source, original: metadata, originalSource: nil)
+    }
+
+    private static func isCacheControl(_ name: String) -> Bool {
+        ["cache-control", "pragma"].contains(name.lowercased())
+    }
+
+    /// The original of the request: fetched (or read from the store) through the loader, or
+    /// read in place from a `file` URL, or saved under an id.
+    private func loadOriginal(_ request: ImageRequest) async throws(ImageCacheError) -> Original {
+        let key = try originalKey(of: request.source)
+        switch request.source {
+        case .url(let url) where url.isFileURL:
+            return try await readFile(url, key: key)
+        case .url(let url):
+            let loaded: LoadedItem
+            do {
+                loaded = try await loader.item(
+                    for: key, url: url,
+                    options: LoadOptions(policy: request.policy, metadata: request.metadata, headers: request.headers))
+            } catch {
+                throw ImageCacheError(error)
+            }
+            guard (200...299).contains(loaded.status) else {
+                var failure = ItemCacheError(
+                    code: .fetch, message: "\(request.source.shown) answered HTTP \(loaded.status), not an image",
+                    key: key)
+                failure.httpStatus = loaded.status
+                throw ImageCacheError(failure)
+            }
+            let original = try await facts(of: loaded.item, key: key, shown: request.source.shown)
+            // A new body: the variants of the old one can never be asked for again.
+            if loaded.source == .network, loaded.isStored { await dropVariants(of: key, except: original.digest) }
+            return Original(
+                key: key, data: loaded.item.data, metadata: original.metadata, digest: original.digest,
+                source: loaded.source)
+        case .id(let id):
+            let stored: StoredItem?
+            do {
+                stored = try await store.item(for: key)
+            } catch {
+                throw ImageCacheError(error)
+            }
+            guard let stored else {
+                throw ImageCacheError(
+                    ItemCacheError(
+                        code: .notCached,
+                        message: "no image is saved under the id '\(id)'; save it first (ImagePipeline.save)", key: key)
+                )
+            }
+            let original = try await facts(of: stored.item, key: key, shown: request.source.shown)
+            return Original(
+                key: key, data: stored.item.data, metadata: original.metadata, digest: original.digest,
+                source: stored.source)
+        }
+    }
+
+    /// The facts of a stored original: its record's, or (an item stored without them, or with
+    /// damaged ones) read from its bytes now.
+    private func facts(of item: CachedItem, key: CacheKey, shown: String) async throws(ImageCacheError)
+        -> (metadata: ImageMetadata, digest: String)
+    {
+        if let metadata = ImageMetadata(stored: item.info.metadata, bytes: item.info.size),
+            let digest = metadata.sha256,
+            metadata.bytes == Int64(item.data.count)
+        {
+            return (metadata, digest)
+        }
+        let limits = configuration.limits
+        let data = item.data
+        let custom = item.info.metadata.filter { !$0.key.hasPrefix(ImageMetadata.reservedPrefix) }
+        let metadata = try await configuration.processingPool.run { () throws(ImageCacheError) -> ImageMetadata in
+            try ImageMetadata.ofOriginal(data, source: shown, limits: limits, custom: custom)
+        }
+        return (metadata, metadata.sha256 ?? FileDigest.sha256(data))
+    }
+
+    /// The stored original's key, facts and digest, without the network; nil when none.
+    private func storedOriginalFacts(_ source: ImageSource) async throws(ImageCacheError)
+        -> (key: CacheKey, metadata: ImageMetadata, digest: String)?
+    {
+        let key = try originalKey(of: source)
+        if case .url(let url) = source, url.isFileURL {
+            guard let original = try? await readFile(url, key: key) else { return nil }
+            return (key, original.metadata, original.digest)
+        }
+        let info: ItemInfo?
+        do {
+            info = try await store.info(for: key)
+        } catch {
+            throw ImageCacheError(error)
+        }
+        guard let info, let metadata = ImageMetadata(stored: info.metadata, bytes: info.size),
+            let digest = metadata.sha256
+        else { return nil }
+        return (key, metadata, digest)
+    }
+
+    /// An image in a folder ContentSync mirrors, read in place (at most
+    /// ``ImageLimits/maxBytes``) and keyed by its SHA-256: a new version's variants are new,
+    /// and the old version's go.
+    private func readFile(_ url: URL, key: CacheKey) async throws(ImageCacheError) -> Original {
+        let path = url.path
+        let limits = configuration.limits
+        let read = try await configuration.processingPool.run {
+            () throws(ImageCacheError) -> (data: Data, metadata: ImageMetadata) in
+            let data = try Self.readBounded(path, limit: limits.maxBytes)
+            return (data, try ImageMetadata.ofOriginal(data, source: path, limits: limits))
+        }
+        let digest = read.metadata.sha256 ?? FileDigest.sha256(read.data)
+        await dropVariants(of: key, except: digest)
+        return Original(key: key, data: read.data, metadata: read.metadata, digest: digest, source: .disk)
+    }
+
+    /// The bytes of the regular file at `path`, refused past `limit` bytes (read to one past,
+    /// so a file that grows while read is refused too).
+    static func readBounded(_ path: String, limit: Int) throws(ImageCacheError) -> Data {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            let reason = String(cString: strerror(errno))
+            throw ImageCacheError(
+                ItemCacheError(code: .fetch, message: "cannot read the image \(path): \(reason); check the path"))
+        }
+        defer { try? handle.close() }
+        var status = stat()
+        guard fstat(handle.fileDescriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+            throw ImageCacheError(
+                code: .refused, message: "\(path) is not a regular file; give the path of an image file")
+        }
+        guard status.st_size <= limit else {
+            throw ImageCacheError(
+                code: .refused,
+                message: "\(path) is \(status.st_size) bytes, over the \(limit)-byte limit (ImageLimits.maxBytes)")
+        }
+        let data: Data
+        do {
+            data = try handle.read(upToCount: limit + 1) ?? Data()
+        } catch {
+            throw ImageCacheError(ItemCacheError(code: .fetch, message: "cannot read the image \(path): \(error)"))
+        }
+        guard data.count <= limit else {
+            throw ImageCacheError(
+                code: .refused, message: "\(path) grew past the \(limit)-byte limit (ImageLimits.maxBytes) while read")
+        }
+        return data
+    }
+
+    // MARK: - Variants
+
+    /// The group every variant of the original `key` is stored in.
+    static func group(of key: CacheKey) -> String { "image-variants:" + key.fileName }
+
+    func variantKey(original: CacheKey, digest: String, resize: ResizeRequest) throws(ImageCacheError) -> CacheKey {
+        do {
+            return try VariantKey.key(
+                original: original, digest: digest, request: resize, pipeline: configuration.processing.identifier)
+        } catch {
+            throw ImageCacheError(error)
+        }
+    }
+
+    /// Removes the variants of the original `key` made from other bytes than `digest`'s. A
+    /// failure only leaves them to the disk limit: their keys can never be asked for again.
+    private func dropVariants(of key: CacheKey, except digest: String) async {
+        guard let variants = try? await loader.items(matching: ItemQuery().group(Self.group(of: key))) else { return }
+        for variant in variants where variant.info.metadata[ImageMetadata.originalDigestName] != digest {
+            _ = try? await store.removeItem(for: variant.key)
+        }
+    }
+
+    private func response(_ item: CachedItem, source: ItemSource, original: ImageMetadata, originalSource: ItemSource?)
+        throws(ImageCacheError) -> ImageResponse
+    {
+        guard let metadata = ImageMetadata(stored: item.info.metadata, bytes: Int64(item.data.count)) else {
+            throw ImageCacheError(
+                code: .processing,
+                message:
+                    "the stored variant \(item.key.rawValue) has no image record; remove it (cache rm) and ask again")
+        }
+        return ImageResponse(
+            data: item.data, metadata: metadata, original: original, key: item.key, source: source,
+            originalSource: originalSource)
+    }
+}

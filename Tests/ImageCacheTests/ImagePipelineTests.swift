@@ -1,0 +1,391 @@
+import CVips
+import Foundation
+import ItemCache
+import StorageServer
+import Synchronization
+import Testing
+import Transport
+
+@testable import ImageCache
+
+/// A pipeline on a real cache folder and a scripted loopback origin whose answers a test sets
+/// and changes.
+final class PipelineFixture: Sendable {
+    typealias Answer = ScriptedOrigin.Answer
+    let folder: String
+    let origin: ScriptedOrigin
+    let transport: CurlTransport
+    let answers = AnswerTable()
+
+    final class AnswerTable: Sendable {
+        let table = Mutex<[String: Answer]>([:])
+        func withLock<T>(_ body: (inout [String: Answer]) -> T) -> T { table.withLock { body(&$0) } }
+    }
+
+    init(_ name: String = #function) throws {
+        folder =
+            NSTemporaryDirectory() + "image-cache-\(name.filter(\.isLetter).prefix(24))-\(UUID().uuidString.prefix(8))"
+        let answers = self.answers
+        origin = try ScriptedOrigin { request in
+            answers.withLock { $0[request.path] } ?? Answer(status: 404, body: Data("no such image".utf8))
+        }
+        transport = try CurlTransport()
+    }
+
+    /// Serves `body` at `path` (fresh for `maxAge` seconds), with `contentType`.
+    func serve(_ path: String, _ body: Data, contentType: String = "image/jpeg", maxAge: Int = 3600) {
+        answers.withLock {
+            $0[path] = Answer(
+                headers: [
+                    "Content-Type: \(contentType)", "Cache-Control: max-age=\(maxAge)", "ETag: \"\(body.count)\"",
+                ],
+                body: body)
+        }
+    }
+
+    /// A new pipeline (a new process, as far as the folder can tell, but for the memory tier).
+    func pipeline(_ configure: (inout ImagePipeline.Configuration) -> Void = { _ in }) throws -> ImagePipeline {
+        let store = try ItemStore(configuration: CacheConfiguration(folder: folder))
+        let loader = ItemLoader(store: store, loading: LoadingConfiguration(), transport: transport)
+        var configuration = ImagePipeline.Configuration()
+        configure(&configuration)
+        return try ImagePipeline(loader: loader, configuration: configuration)
+    }
+
+    func url(_ path: String) -> URL { origin.url(path) }
+
+    func request(_ path: String, _ width: Int?, _ height: Int?) -> ImageRequest {
+        ImageRequest(source: .url(url(path)), width: width, height: height)
+    }
+
+    deinit {
+        origin.stop()
+        try? FileManager.default.removeItem(atPath: folder)
+    }
+}
+
+/// The size of an encoded image, read back by libvips.
+func dimensions(_ data: Data) throws -> (width: Int, height: Int, format: String) {
+    let header = try ImageProbe.header(of: data, source: "variant")
+    return (header.width, header.height, header.format)
+}
+
+@Suite("ImagePipeline: variants of fetched originals on a real cache folder and loopback origin")
+struct ImagePipelineTests {
+    @Test("an original is fetched once; each variant is made once and served from the store after")
+    func madeOnce() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve("/photo.jpg", try colouredImage(width: 400, height: 300, rgb: (200, 30, 30), format: "jpeg"))
+        let pipeline = try fixture.pipeline()
+        let first = try await pipeline.image(for: fixture.request("/photo.jpg", 100, nil))
+        #expect(first.wasMade)
+        #expect(try dimensions(first.data) == (100, 75, "jpeg"))
+        #expect(first.metadata.width == 100 && first.metadata.height == 75 && first.metadata.format == "jpeg")
+        #expect(first.original.width == 400 && first.original.height == 300 && first.original.sha256 != nil)
+        let again = try await pipeline.image(for: fixture.request("/photo.jpg", 100, nil))
+        #expect(!again.wasMade)
+        #expect(again.data == first.data)
+        // Another size: a new variant, from the stored original.
+        let other = try await pipeline.image(for: fixture.request("/photo.jpg", nil, 60))
+        #expect(other.wasMade)
+        #expect(try dimensions(other.data) == (80, 60, "jpeg"))
+        #expect(fixture.origin.requestCount(forPath: "/photo.jpg") == 1)
+        // A new pipeline on the folder (a restart): the variant and its metadata survive.
+        let restarted = try fixture.pipeline()
+        let stored = try await restarted.image(for: fixture.request("/photo.jpg", 100, nil))
+        #expect(!stored.wasMade && stored.source == .disk)
+        #expect(stored.metadata == first.metadata)
+        #expect(stored.original.sha256 == first.original.sha256)
+        #expect(try await restarted.isCached(fixture.request("/photo.jpg", 100, nil)))
+        #expect(try await !restarted.isCached(fixture.request("/photo.jpg", 33, nil)))
+        #expect(fixture.origin.requestCount(forPath: "/photo.jpg") == 1)
+    }
+
+    @Test("modes by their pixels: fit, fill (the crop box), force; PNG and WebP keep the request's format")
+    func modes() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve(
+            "/wide.png", try colouredImage(width: 600, height: 200, rgb: (0, 0, 255), format: "png"),
+            contentType: "image/png")
+        let pipeline = try fixture.pipeline()
+        var fill = fixture.request("/wide.png", 100, 100)
+        fill.mode = .fill
+        #expect(try dimensions(try await pipeline.image(for: fill).data) == (100, 100, "png"))
+        var fit = fixture.request("/wide.png", 100, 100)
+        fit.format = .webp
+        #expect(try dimensions(try await pipeline.image(for: fit).data) == (100, 33, "webp"))
+        var force = fixture.request("/wide.png", 50, 70)
+        force.mode = .force
+        #expect(try dimensions(try await pipeline.image(for: force).data) == (50, 70, "png"))
+        // Never upscale by default; with upscale the box is reached.
+        var small = fixture.request("/wide.png", 1200, nil)
+        #expect(try dimensions(try await pipeline.image(for: small).data) == (600, 200, "png"))
+        small.upscale = true
+        #expect(try dimensions(try await pipeline.image(for: small).data) == (1200, 400, "png"))
+    }
+
+    @Test("a PNG served as image/jpeg is read as the PNG it is; alpha goes onto white for JPEG")
+    func bytesDecide() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve(
+            "/liar.jpg", try colouredImage(width: 40, height: 40, rgb: (0, 0, 0), alpha: 0, format: "png"),
+            contentType: "image/jpeg")
+        let pipeline = try fixture.pipeline()
+        var request = fixture.request("/liar.jpg", 20, nil)
+        request.format = .jpeg
+        let image = try await pipeline.image(for: request)
+        #expect(image.original.format == "png")
+        let pixel = try firstPixel(image.data)
+        #expect(pixel.count == 3 && pixel.allSatisfy { $0 > 245 })
+    }
+
+    @Test("eight concurrent loads of one variant fetch the original once and make the variant once")
+    func coalesced() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve("/big.jpg", try colouredImage(width: 1600, height: 1200, rgb: (10, 200, 10), format: "jpeg"))
+        let pipeline = try fixture.pipeline()
+        let sizes = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<8 {
+                group.addTask { try await pipeline.image(for: fixture.request("/big.jpg", 320, nil)).metadata.width }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(sizes == Array(repeating: 320, count: 8))
+        #expect(pipeline.counts.made == 1 && pipeline.counts.hits == 0)
+        #expect(fixture.origin.requestCount(forPath: "/big.jpg") == 1)
+        let variants = try await pipeline.loader.count(matching: ItemQuery().context(ImagePipeline.variantContext))
+        #expect(variants == 1)
+    }
+
+    @Test("a new version of an original gets new variants and its old ones go; remove takes them all")
+    func newVersion() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve(
+            "/logo.png", try colouredImage(width: 200, height: 100, rgb: (255, 0, 0), format: "png"),
+            contentType: "image/png", maxAge: 0)
+        let pipeline = try fixture.pipeline()
+        let red = try await pipeline.image(for: fixture.request("/logo.png", 50, nil))
+        _ = try await pipeline.image(for: fixture.request("/logo.png", 20, nil))
+        #expect(try firstPixel(red.data).first ?? 0 > 200)
+        fixture.serve(
+            "/logo.png", try colouredImage(width: 300, height: 100, rgb: (0, 255, 0), format: "png"),
+            contentType: "image/png", maxAge: 0)
+        let green = try await pipeline.image(for: fixture.request("/logo.png", 50, nil))
+        #expect(green.wasMade && green.key != red.key)
+        #expect(try dimensions(green.data) == (50, 17, "png"))
+        #expect(try firstPixel(green.data)[1] > 200)
+        let variants = try await pipeline.loader.items(matching: ItemQuery().context(ImagePipeline.variantContext))
+        #expect(variants.map(\.key) == [green.key])
+        #expect(try await pipeline.remove(.url(fixture.url("/logo.png"))) == 2)
+        #expect(try await pipeline.loader.count(matching: ItemQuery()) == 0)
+    }
+
+    @Test(
+        "hostile or wrong input is refused by name, and nothing is cached for it",
+        arguments: [
+            "svg", "html", "empty", "truncated-jpeg", "truncated-png", "pixel-bomb", "progressive-bomb", "noise",
+        ])
+    func refused(kind: String) async throws {
+        let fixture = try PipelineFixture(kind)
+        let body = try hostileImage(kind)
+        fixture.serve("/bad", body)
+        let pipeline = try fixture.pipeline { $0.limits.maxProgressivePixels = 1_000_000 }
+        let error = await #expect(throws: ImageCacheError.self) {
+            try await pipeline.image(for: fixture.request("/bad", 64, nil))
+        }
+        #expect(error?.code == .refused)
+        #expect(error?.message.contains(fixture.url("/bad").absoluteString) == true)
+        #expect(pipeline.counts.refusals == 1 && pipeline.counts.made == 0)
+        #expect(try await pipeline.loader.count(matching: ItemQuery()) == 0)
+    }
+
+    @Test("a corrupt EXIF block is not fatal: the image is made, unrotated")
+    func corruptEXIF() async throws {
+        let fixture = try PipelineFixture()
+        var jpeg = try colouredImage(width: 120, height: 80, rgb: (90, 90, 90), format: "jpeg", orientation: 6)
+        // Damage the EXIF payload (after its "Exif\0\0" header): the IFD offsets point nowhere.
+        let exif = try #require(jpeg.firstRange(of: Data("Exif\0\0".utf8)))
+        for index in (exif.upperBound + 4)..<(exif.upperBound + 24) { jpeg[index] = 0xEE }
+        fixture.serve("/exif.jpg", jpeg)
+        let pipeline = try fixture.pipeline()
+        let image = try await pipeline.image(for: fixture.request("/exif.jpg", 60, nil))
+        #expect(try dimensions(image.data) == (60, 40, "jpeg"))
+    }
+
+    @Test("an error status is the origin's answer, not an image; offline with nothing stored is notCached")
+    func statusesAndOffline() async throws {
+        let fixture = try PipelineFixture()
+        let pipeline = try fixture.pipeline()
+        let missing = await #expect(throws: ImageCacheError.self) {
+            try await pipeline.image(for: fixture.request("/missing.jpg", 10, nil))
+        }
+        #expect(missing?.code == .cache && missing?.cacheError?.httpStatus == 404)
+        var offline = fixture.request("/other.jpg", 10, nil)
+        offline.policy = .offline
+        let miss = await #expect(throws: ImageCacheError.self) { try await pipeline.image(for: offline) }
+        #expect(miss?.cacheError?.code == .notCached)
+        #expect(fixture.origin.requestCount(forPath: "/other.jpg") == 0)
+    }
+
+    @Test("a saved image: checked, kept with the caller's metadata, its variants made offline")
+    func savedImage() async throws {
+        let fixture = try PipelineFixture()
+        let pipeline = try fixture.pipeline()
+        let png = try colouredImage(width: 64, height: 32, rgb: (1, 2, 3), format: "png")
+        let saved = try await pipeline.save(png, id: "avatar-7", metadata: ["owner": "ann"])
+        #expect(saved.width == 64 && saved.custom == ["owner": "ann"])
+        await #expect(throws: ImageCacheError.self) {
+            try await pipeline.save(Data("<html>".utf8), id: "bad", metadata: [:])
+        }
+        await #expect(throws: ImageCacheError.self) {
+            try await pipeline.save(png, id: "reserved", metadata: ["image.width": "1"])
+        }
+        var request = ImageRequest(source: .id("avatar-7"), width: 16, height: nil)
+        request.policy = .offline
+        let variant = try await pipeline.image(for: request)
+        #expect(try dimensions(variant.data) == (16, 8, "png"))
+        #expect(variant.original.custom == ["owner": "ann"])
+        let restarted = try fixture.pipeline()
+        #expect(try await restarted.originalMetadata(of: .id("avatar-7"))?.custom == ["owner": "ann"])
+        #expect(try await restarted.isCached(request))
+    }
+
+    @Test("a file in a mirrored folder is keyed by its content: a new version's variants are new, the old go")
+    func fileSource() async throws {
+        let fixture = try PipelineFixture()
+        let folder = fixture.folder + "-mirror"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/hero.jpg"
+        try colouredImage(width: 300, height: 300, rgb: (255, 0, 0), format: "jpeg").write(
+            to: URL(fileURLWithPath: path))
+        let pipeline = try fixture.pipeline()
+        let request = ImageRequest(source: .url(URL(fileURLWithPath: path)), width: 30, height: nil)
+        let first = try await pipeline.image(for: request)
+        let firstAgain = try await pipeline.image(for: request)
+        #expect(first.wasMade && !firstAgain.wasMade)
+        // A new version, published by rename as ContentSync does.
+        try colouredImage(width: 300, height: 150, rgb: (0, 0, 255), format: "jpeg")
+            .write(to: URL(fileURLWithPath: path + ".new"))
+        #expect(rename(path + ".new", path) == 0)
+        let second = try await pipeline.image(for: request)
+        #expect(second.wasMade && second.key != first.key)
+        #expect(try dimensions(second.data) == (30, 15, "jpeg"))
+        let variants = try await pipeline.loader.items(matching: ItemQuery().context(ImagePipeline.variantContext))
+        #expect(variants.map(\.key) == [second.key])
+        // Nothing of the file is copied into the cache: only its variants.
+        #expect(try await pipeline.loader.count(matching: ItemQuery()) == 1)
+    }
+
+    @Test("requests that cannot be made are refused before any fetch")
+    func badRequests() async throws {
+        let fixture = try PipelineFixture()
+        let pipeline = try fixture.pipeline()
+        for request in [
+            fixture.request("/a.jpg", nil, nil), fixture.request("/a.jpg", 0, 10),
+            fixture.request("/a.jpg", 99_999, nil),
+        ] {
+            let error = await #expect(throws: ImageCacheError.self) { try await pipeline.image(for: request) }
+            #expect(error?.code == .configuration)
+        }
+        var quality = fixture.request("/a.jpg", 10, nil)
+        quality.quality = 101
+        await #expect(throws: ImageCacheError.self) { try await pipeline.image(for: quality) }
+        #expect(fixture.origin.requestCount(forPath: "/a.jpg") == 0)
+    }
+}
+
+/// Input a hostile or careless origin serves.
+func hostileImage(_ kind: String) throws -> Data {
+    switch kind {
+    case "svg": return Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"></svg>"#.utf8)
+    case "html": return Data("<!doctype html><html><body>Not found</body></html>".utf8)
+    case "empty": return Data()
+    case "noise": return Data((0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 131 &+ 7) })
+    case "truncated-jpeg":
+        let jpeg = try noisyImage(width: 256, height: 256, format: "jpeg")
+        return jpeg.prefix(jpeg.count / 2)
+    case "truncated-png":
+        let png = try noisyImage(width: 256, height: 256, format: "png")
+        return png.prefix(png.count / 2)
+    case "pixel-bomb":
+        // A PNG header claiming 100000×100000 pixels, with no pixel data worth the name.
+        return pngHeaderOnly(width: 100_000, height: 100_000)
+    case "progressive-bomb":
+        // Within the plain limit, over the (lowered) progressive one.
+        return try progressiveJPEG(width: 1200, height: 1000)
+    default: throw ImageCacheError(code: .configuration, message: "no hostile image \(kind)")
+    }
+}
+
+/// An image whose pixels vary (so its encoding is long and a cut falls in the pixel data).
+func noisyImage(width: Int, height: Int, format: String) throws -> Data {
+    try VipsRuntime.start()
+    var rows = Data()
+    for y in 0..<height {
+        for x in 0..<width {
+            rows.append(contentsOf: [
+                UInt8(truncatingIfNeeded: x &* y &+ x), UInt8(truncatingIfNeeded: y &* 7),
+                UInt8(truncatingIfNeeded: x ^ y),
+            ])
+        }
+    }
+    var image: UnsafeMutablePointer<VipsImage>?
+    guard
+        cvips_image_new_from_memory_copy(
+            rows.withUnsafeBytes { $0.baseAddress }, rows.count, Int32(width), Int32(height), 3, &image) == 0, let image
+    else {
+        throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
+    }
+    defer { cvips_unref(image) }
+    var buffer: UnsafeMutableRawPointer?
+    var length = 0
+    let status =
+        format == "jpeg"
+        ? cvips_jpegsave_buffer(image, &buffer, &length, 95) : cvips_pngsave_buffer(image, &buffer, &length)
+    guard status == 0, let buffer else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
+    defer { cvips_free(buffer) }
+    return Data(bytes: buffer, count: length)
+}
+
+/// A progressive JPEG of this size.
+func progressiveJPEG(width: Int, height: Int) throws -> Data {
+    try VipsRuntime.start()
+    var image: UnsafeMutablePointer<VipsImage>?
+    guard cvips_black(&image, Int32(width), Int32(height), 3) == 0, let image else {
+        throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
+    }
+    defer { cvips_unref(image) }
+    var buffer: UnsafeMutableRawPointer?
+    var length = 0
+    guard cvips_jpegsave_buffer_progressive(image, &buffer, &length, 80) == 0, let buffer else {
+        throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
+    }
+    defer { cvips_free(buffer) }
+    return Data(bytes: buffer, count: length)
+}
+
+/// A PNG signature and an IHDR chunk (with its right CRC) claiming this size, then an IEND.
+func pngHeaderOnly(width: Int, height: Int) -> Data {
+    func chunk(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+        let body = Array(type.utf8) + payload
+        let length = UInt32(payload.count)
+        let crc = crc32(body)
+        return withUnsafeBytes(of: length.bigEndian, Array.init) + body + withUnsafeBytes(of: crc.bigEndian, Array.init)
+    }
+    let ihdr =
+        withUnsafeBytes(of: UInt32(width).bigEndian, Array.init)
+        + withUnsafeBytes(of: UInt32(height).bigEndian, Array.init)
+        + [8, 2, 0, 0, 0]
+    return Data([0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + chunk("IHDR", ihdr) + chunk("IEND", []))
+}
+
+/// The CRC-32 PNG chunks carry.
+func crc32(_ bytes: [UInt8]) -> UInt32 {
+    var crc: UInt32 = 0xFFFF_FFFF
+    for byte in bytes {
+        crc ^= UInt32(byte)
+        for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+    }
+    return ~crc
+}

@@ -1,0 +1,186 @@
+import CVips
+import Foundation
+import ImageCache
+import StorageServer
+import Synchronization
+import Testing
+
+/// `sync-agent image get` as the built binary against a loopback origin: the variant, its
+/// `--info`, the exit codes (4 refused with nothing written or cached, 6 bad option, 8 offline
+/// miss, 22 a 404, 3 no origin), and eight processes making one variant from one download.
+@Suite("sync-agent image get")
+struct ImageCLITests {
+    typealias Answer = ScriptedOrigin.Answer
+
+    final class Script: Sendable {
+        let answers = Mutex<[String: Answer]>([:])
+        func set(_ path: String, _ body: Data, type: String = "image/jpeg") {
+            answers.withLock {
+                $0[path] = Answer(headers: ["Content-Type: \(type)", "Cache-Control: max-age=600"], body: body)
+            }
+        }
+    }
+
+    static func withOrigin(_ body: (String, ScriptedOrigin, Script) async throws -> Void) async throws {
+        let script = Script()
+        let origin = try ScriptedOrigin { request in
+            script.answers.withLock { $0[request.path] } ?? Answer(status: 404, body: Data("none".utf8))
+        }
+        defer { origin.stop() }
+        try await withScratch { scratch in try await body(scratch, origin, script) }
+    }
+
+    /// A constant-colour JPEG (or PNG) made by libvips.
+    static func image(width: Int, height: Int, png: Bool = false) throws -> Data {
+        try VipsRuntime.start()
+        var image: UnsafeMutablePointer<VipsImage>?
+        guard cvips_constant(&image, Int32(width), Int32(height), 200, 100, 50, 255, 3) == 0, let image else {
+            throw CocoaError(.fileWriteUnknown)
+        }
+        defer { cvips_unref(image) }
+        var buffer: UnsafeMutableRawPointer?
+        var length = 0
+        let status =
+            png ? cvips_pngsave_buffer(image, &buffer, &length) : cvips_jpegsave_buffer(image, &buffer, &length, 85)
+        guard status == 0, let buffer else { throw CocoaError(.fileWriteUnknown) }
+        defer { cvips_free(buffer) }
+        return Data(bytes: buffer, count: length)
+    }
+
+    func get(_ url: String, _ scratch: String, _ extra: [String]) async throws -> CommandResult {
+        try await SyncAgentBinary.run(["image", "get", url, "--cache", scratch + "/cache"] + extra, scratch: scratch)
+    }
+
+    func info(_ result: CommandResult) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    }
+
+    func cachedCount(_ scratch: String) async throws -> Int {
+        let stats = try await SyncAgentBinary.run(
+            ["cache", "stats", "--cache", scratch + "/cache", "--json"], scratch: scratch)
+        let object = try #require(JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any])
+        return try #require(object["count"] as? Int)
+    }
+
+    @Test("a variant is written and described; the second ask is answered from the cache")
+    func variant() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/photo.jpg", try Self.image(width: 640, height: 480))
+            let url = origin.url("/photo.jpg").absoluteString
+            let first = try await get(url, scratch, ["--size", "160x", "--info"])
+            #expect(first.status == 0, "\(first.stderr)")
+            let facts = try info(first)
+            #expect(facts["width"] as? Int == 160 && facts["height"] as? Int == 120)
+            #expect(facts["format"] as? String == "jpeg" && facts["made"] as? Bool == true)
+            #expect((facts["bytes"] as? Int ?? 0) > 0 && facts["orientation"] as? Int == 1)
+            let original = try #require(facts["original"] as? [String: Any])
+            #expect(original["width"] as? Int == 640 && original["height"] as? Int == 480)
+            let output = scratch + "/thumb.webp"
+            let second = try await get(
+                url, scratch, ["--size", "100x100", "--mode", "fill", "--format", "webp", "-o", output])
+            #expect(second.status == 0 && second.stdout.isEmpty)
+            let written = try ImageProbe.header(of: Data(contentsOf: URL(fileURLWithPath: output)), source: output)
+            #expect(written.format == "webp" && written.width == 100 && written.height == 100)
+            let again = try info(try await get(url, scratch, ["--size", "160x", "--info"]))
+            #expect(again["made"] as? Bool == false && again["source"] as? String == "disk")
+            // To stdout: the bytes themselves.
+            let bytes = try await get(url, scratch, ["--size", "160x"])
+            #expect(bytes.status == 0)
+            #expect(try ImageProbe.header(of: bytes.stdoutData, source: "stdout").width == 160)
+            #expect(origin.requestCount(forPath: "/photo.jpg") == 1)
+        }
+    }
+
+    @Test(
+        "a refused image exits 4, writes nothing to stdout and caches nothing",
+        arguments: ["svg", "html", "empty", "truncated"])
+    func refused(kind: String) async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let body: Data =
+                switch kind {
+                case "svg": Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>"#.utf8)
+                case "html": Data("<html><body>moved</body></html>".utf8)
+                case "empty": Data()
+                default: try Self.image(width: 300, height: 300).prefix(200)
+                }
+            script.set("/bad.jpg", body)
+            let url = origin.url("/bad.jpg").absoluteString
+            let result = try await get(url, scratch, ["--size", "50x"])
+            #expect(result.status == 4, "\(result.stderr)")
+            #expect(result.stdoutData.isEmpty)
+            #expect(result.stderr.contains(url))
+            #expect(try await cachedCount(scratch) == 0)
+        }
+    }
+
+    @Test(
+        "bad options exit 6 before any request",
+        arguments: [
+            ["--size", "0x0"], ["--size", "wide"], ["--size", "99999x"], ["--size", "10x", "--mode", "stretch"],
+            ["--size", "10x", "--format", "gif"], ["--size", "10x", "--quality", "0"],
+            ["--size", "10x", "--background", "mauve-ish"], ["--size", "10x", "--mode", "fit", "--smart-crop"],
+        ])
+    func badOptions(arguments: [String]) async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/a.jpg", try Self.image(width: 20, height: 20))
+            let result = try await get(origin.url("/a.jpg").absoluteString, scratch, arguments)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stdout.isEmpty)
+            #expect(origin.requestCount(forPath: "/a.jpg") == 0)
+        }
+    }
+
+    @Test("offline with nothing stored exits 8; a 404 exits 22; no origin exits 3; not a URL exits 6")
+    func failures() async throws {
+        try await Self.withOrigin { scratch, origin, _ in
+            let offline = try await get(origin.url("/x.jpg").absoluteString, scratch, ["--size", "10x", "--offline"])
+            #expect(offline.status == 8)
+            #expect(origin.requestCount(forPath: "/x.jpg") == 0)
+            let missing = try await get(origin.url("/missing.jpg").absoluteString, scratch, ["--size", "10x"])
+            #expect(missing.status == 22 && missing.stdout.isEmpty)
+            let closed = try await get("http://127.0.0.1:9/x.jpg", scratch, ["--size", "10x"])
+            #expect(closed.status == 3)
+            let notURL = try await get("photo.jpg", scratch, ["--size", "10x"])
+            #expect(notURL.status == 6)
+        }
+    }
+
+    @Test("eight processes asking for one variant download the original once and make the variant once")
+    func eightProcesses() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/big.jpg", try Self.image(width: 2000, height: 1500))
+            let url = origin.url("/big.jpg").absoluteString
+            // The cache folder exists first, so that no process races to create it.
+            _ = try await get(origin.url("/none").absoluteString, scratch, ["--size", "1x"])
+            let results = try await withThrowingTaskGroup(of: CommandResult.self) { group in
+                for _ in 0..<8 { group.addTask { try await get(url, scratch, ["--size", "300x", "--info"]) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results.allSatisfy { $0.status == 0 }, "\(results.map(\.stderr))")
+            let made = try results.filter { try info($0)["made"] as? Bool == true }.count
+            #expect(made == 1)
+            #expect(origin.requestCount(forPath: "/big.jpg") == 1)
+            let listed = try await SyncAgentBinary.run(
+                ["cache", "ls", "--cache", scratch + "/cache"], scratch: scratch)
+            #expect(listed.stdout.split(separator: "\n").filter { $0.contains("image-variant") }.count == 1)
+        }
+    }
+
+    @Test("a file of a mirrored folder: read in place, a new version gets a new variant, the old one goes")
+    func mirroredFile() async throws {
+        try await withScratch { scratch in
+            let path = scratch + "/mirror/hero.jpg"
+            try FileManager.default.createDirectory(atPath: scratch + "/mirror", withIntermediateDirectories: true)
+            try Self.image(width: 400, height: 200).write(to: URL(fileURLWithPath: path))
+            let url = URL(fileURLWithPath: path).absoluteString
+            let first = try info(try await get(url, scratch, ["--size", "100x", "--info"]))
+            #expect(first["height"] as? Int == 50)
+            try Self.image(width: 400, height: 400, png: true).write(to: URL(fileURLWithPath: path + ".new"))
+            #expect(rename(path + ".new", path) == 0)
+            let second = try info(try await get(url, scratch, ["--size", "100x", "--info"]))
+            #expect(second["height"] as? Int == 100 && second["format"] as? String == "png")
+            #expect(second["key"] as? String != first["key"] as? String)
+            #expect(try await cachedCount(scratch) == 1)
+        }
+    }
+}
