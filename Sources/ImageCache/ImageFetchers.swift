@@ -54,8 +54,15 @@ extension ImageMetadata {
 
 /// What a variant is made from: the original's bytes and the resize, held while a load of the
 /// variant's key may need them.
+/// Where a variant's original is: in memory, or stored (opened by the one process that makes
+/// the variant, and read from its file).
+enum OriginalBytes: Sendable {
+    case data(Data)
+    case stored(ItemStore, CacheKey)
+}
+
 struct VariantJob: Sendable {
-    var original: Data
+    var original: OriginalBytes
     /// The original's SHA-256, recorded with the variant (``ImageMetadata/originalDigestName``).
     var digest: String
     var source: String
@@ -102,6 +109,12 @@ final class VariantJobs: Sendable {
     var count: Int { jobs.withLock { $0.count } }
 }
 
+/// A stored original, opened.
+enum OpenedOriginal: Sendable {
+    case descriptor(Int32)
+    case data(Data)
+}
+
 /// Makes variants: the item cache's fetcher for the variant context. The loader runs it once
 /// per key across every process sharing the folder; it resizes on the processing pool.
 struct VariantMaker: ItemFetching {
@@ -115,9 +128,40 @@ struct VariantMaker: ItemFetching {
                     "\(request.key.rawValue) is an image variant, made only through ImagePipeline.image(for:); load it there",
                 key: request.key)
         }
+        let input: ImageInput
+        var opened: Int32?
+        switch job.original {
+        case .data(let data):
+            input = .data(data)
+        case .stored(let store, let key):
+            // The file stays readable through this descriptor even if it is evicted meanwhile.
+            let value = try await store.withValue(for: key) { value -> OpenedOriginal in
+                switch value.content {
+                case .file(let descriptor): OpenedOriginal.descriptor(dup(descriptor))
+                case .bytes(let data): OpenedOriginal.data(data)
+                }
+            }
+            switch value {
+            case nil:
+                throw ItemCacheError(
+                    code: .notCached, message: "the original \(key.rawValue) is no longer stored", key: key)
+            case .data(let data)?:
+                input = .data(data)
+            case .descriptor(let descriptor)?:
+                guard descriptor >= 0 else {
+                    throw ItemCacheError(
+                        code: .storage,
+                        message: "cannot open the stored original \(key.rawValue): \(String(cString: strerror(errno)))",
+                        key: key)
+                }
+                input = .descriptor(descriptor)
+                opened = descriptor
+            }
+        }
+        defer { if let opened { close(opened) } }
         let made = await job.pool.run { () -> Result<ProcessedImage, ImageCacheError> in
             Result { () throws(ImageCacheError) in
-                try job.processing.process(job.original, source: job.source, request: job.request, limits: job.limits)
+                try job.processing.process(input, source: job.source, request: job.request, limits: job.limits)
             }
         }
         switch made {

@@ -155,13 +155,33 @@ public final class ImagePipeline: Sendable {
     private func load(_ request: ImageRequest) async throws(ImageCacheError) -> ImageResponse {
         try ImageMetadata.checkCustom(request.metadata)
         try request.resize(forSource: "png").validate()
-        if let answered = try await storedVariant(for: request) { return answered }
-        let original = try await loadOriginal(request)
+        switch try await lookUpStored(request) {
+        case .variant(let answered):
+            return answered
+        case .original(let original):
+            // The original is stored and fresh: the variant is made from its file, never read
+            // into memory whole. Evicted in between: it is loaded as if it were not stored.
+            do {
+                return try await variant(for: request, of: original)
+            } catch  where error.cacheError?.code == .notCached && request.policy != .offline {
+                break
+            }
+        case .nothing:
+            break
+        }
+        return try await variant(for: request, of: try await loadOriginal(request))
+    }
+
+    /// The variant of `original` that `request` asks for: stored, or made now (once across
+    /// every process sharing the folder).
+    private func variant(for request: ImageRequest, of original: Original) async throws(ImageCacheError)
+        -> ImageResponse
+    {
         let resize = request.resize(forSource: original.metadata.format)
         try resize.validate()
         let key = try variantKey(original: original.key, digest: original.digest, resize: resize)
         let job = VariantJob(
-            original: original.data, digest: original.digest, source: request.source.shown, request: resize,
+            original: original.bytes, digest: original.digest, source: request.source.shown, request: resize,
             processing: configuration.processing, limits: configuration.limits, pool: configuration.processingPool,
             counters: counters)
         Self.jobs.hold(job, for: key.rawValue)
@@ -242,7 +262,7 @@ public final class ImagePipeline: Sendable {
     /// An original as a load found it.
     struct Original {
         var key: CacheKey
-        var data: Data
+        var bytes: OriginalBytes
         var metadata: ImageMetadata
         var digest: String
         var source: ItemSource
@@ -268,11 +288,24 @@ public final class ImagePipeline: Sendable {
         }
     }
 
-    /// The variant answered from the store without the original's bytes: the original's record
-    /// is fresh (or the load is offline) and names its digest, and the variant is stored.
-    private func storedVariant(for request: ImageRequest) async throws(ImageCacheError) -> ImageResponse? {
-        guard request.policy != .reload, !request.headers.keys.contains(where: Self.isCacheControl) else { return nil }
-        if case .url(let url) = request.source, url.isFileURL { return nil }
+    /// What the store answers without the original's bytes.
+    private enum StoredAnswer {
+        /// The variant is stored.
+        case variant(ImageResponse)
+        /// The original is stored, fresh (or the load is offline), and names its digest; the
+        /// variant is not stored.
+        case original(Original)
+        /// The original must be loaded.
+        case nothing
+    }
+
+    /// The variant answered from the store without the original's bytes, or the stored original
+    /// to make it from.
+    private func lookUpStored(_ request: ImageRequest) async throws(ImageCacheError) -> StoredAnswer {
+        guard request.policy != .reload, !request.headers.keys.contains(where: Self.isCacheControl) else {
+            return .nothing
+        }
+        if case .url(let url) = request.source, url.isFileURL { return .nothing }
         let key = try originalKey(of: request.source)
         let info: ItemInfo?
         do {
@@ -283,7 +316,7 @@ public final class ImagePipeline: Sendable {
         guard let info, (200...299).contains(info.status),
             request.policy == .offline || (!info.isExpired(at: store.configuration.clock.now) && !info.mustRevalidate),
             let metadata = ImageMetadata(stored: info.metadata, bytes: info.size), let digest = metadata.sha256
-        else { return nil }
+        else { return .nothing }
         let resize = request.resize(forSource: metadata.format)
         let variant = try variantKey(original: key, digest: digest, resize: resize)
         let stored: StoredItem?
@@ -292,8 +325,11 @@ public final class ImagePipeline: Sendable {
         } catch {
             throw ImageCacheError(error)
         }
-        guard let stored, !stored.item.info.isExpired(at: store.configuration.clock.now) else { return nil }
-        return try response(stored.item, source: stored.source, original: metadata, originalSource: nil)
+        guard let stored, !stored.item.info.isExpired(at: store.configuration.clock.now) else {
+            return .original(
+                Original(key: key, bytes: .stored(store, key), metadata: metadata, digest: digest, source: .disk))
+        }
+        return .variant(try response(stored.item, source: stored.source, original: metadata, originalSource: nil))
     }
 
     private static func isCacheControl(_ name: String) -> Bool {
@@ -327,7 +363,7 @@ public final class ImagePipeline: Sendable {
             // A new body: the variants of the old one can never be asked for again.
             if loaded.source == .network, loaded.isStored { await dropVariants(of: key, except: original.digest) }
             return Original(
-                key: key, data: loaded.item.data, metadata: original.metadata, digest: original.digest,
+                key: key, bytes: .data(loaded.item.data), metadata: original.metadata, digest: original.digest,
                 source: loaded.source)
         case .id(let id):
             let stored: StoredItem?
@@ -345,7 +381,7 @@ public final class ImagePipeline: Sendable {
             }
             let original = try await facts(of: stored.item, key: key, shown: request.source.shown)
             return Original(
-                key: key, data: stored.item.data, metadata: original.metadata, digest: original.digest,
+                key: key, bytes: .data(stored.item.data), metadata: original.metadata, digest: original.digest,
                 source: stored.source)
         }
     }
@@ -404,7 +440,7 @@ public final class ImagePipeline: Sendable {
         }
         let digest = read.metadata.sha256 ?? FileDigest.sha256(read.data)
         await dropVariants(of: key, except: digest)
-        return Original(key: key, data: read.data, metadata: read.metadata, digest: digest, source: .disk)
+        return Original(key: key, bytes: .data(read.data), metadata: read.metadata, digest: digest, source: .disk)
     }
 
     /// The bytes of the regular file at `path`, refused past `limit` bytes (read to one past,

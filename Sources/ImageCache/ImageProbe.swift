@@ -55,10 +55,71 @@ public enum ImageProbe {
         }.get()
     }
 
+    /// The header of the image `input` holds. Bytes in memory get every check of
+    /// ``header(of:source:limits:)``; a descriptor (a stored original, whose bytes were checked
+    /// when they were fetched and whose checksum the item cache verifies on every read) gets
+    /// the format, damage and limit checks of its header.
+    public static func header(of input: ImageInput, source: String, limits: ImageLimits = ImageLimits())
+        throws(ImageCacheError) -> ImageHeader
+    {
+        switch input {
+        case .data(let data):
+            return try header(of: data, source: source, limits: limits)
+        case .descriptor(let descriptor):
+            try VipsRuntime.start()
+            var status = stat()
+            guard fstat(descriptor, &status) == 0 else {
+                throw ImageCacheError(
+                    code: .processing, message: "cannot read \(source): \(String(cString: strerror(errno)))")
+            }
+            guard status.st_size <= limits.maxBytes else {
+                throw ImageCacheError(
+                    code: .refused,
+                    message:
+                        "\(source) is \(status.st_size) bytes, over the \(limits.maxBytes)-byte limit (ImageLimits.maxBytes)"
+                )
+            }
+            return try VipsSources.with(input) {
+                (make: () -> UnsafeMutablePointer<VipsSource>?) throws(ImageCacheError) -> ImageHeader in
+                guard let vipsSource = make() else {
+                    throw ImageCacheError(
+                        code: .processing, message: "cannot read \(source): \(VipsRuntime.takeError())")
+                }
+                defer { cvips_source_unref(vipsSource) }
+                let loader = cvips_find_load_source(vipsSource).map { String(cString: $0) }
+                return try header(
+                    loader: loader, source: source, limits: limits,
+                    open: { cvips_image_new_from_source(vipsSource, 1) })
+            }
+        }
+    }
+
     private static func header(of raw: UnsafeRawBufferPointer, source: String, limits: ImageLimits)
         throws(ImageCacheError) -> ImageHeader
     {
-        guard let loader = cvips_find_load_buffer(raw.baseAddress, raw.count).map({ String(cString: $0) }) else {
+        let loader = cvips_find_load_buffer(raw.baseAddress, raw.count).map { String(cString: $0) }
+        let header = try header(
+            loader: loader, source: source, limits: limits,
+            open: { cvips_image_new_from_buffer(raw.baseAddress, raw.count, 1) })
+        if header.format == "png", let damage = PNGStructure.damage(raw) {
+            throw ImageCacheError(
+                code: .refused, message: "\(source) is a damaged PNG: \(damage); fetch it whole or fix the file")
+        }
+        if header.format == "jpeg", !JPEGStructure.hasEndAfterScan(raw) {
+            throw ImageCacheError(
+                code: .refused,
+                message:
+                    "\(source) is a JPEG cut short: no end-of-image marker follows its scan data (a truncated download or file); fetch it whole"
+            )
+        }
+        return header
+    }
+
+    /// The header through `loader` (nil: none would open the bytes) and `open`, held to `limits`.
+    private static func header(
+        loader: String?, source: String, limits: ImageLimits, open: () -> UnsafeMutablePointer<VipsImage>?
+    ) throws(ImageCacheError) -> ImageHeader {
+        guard let loader else {
             _ = VipsRuntime.takeError()
             throw ImageCacheError(
                 code: .refused,
@@ -73,7 +134,7 @@ public enum ImageProbe {
                     "\(source) is \(Self.format(ofLoader: loader).uppercased()), not an image format this cache accepts (JPEG, PNG, WebP or GIF; SVG and PDF only with VipsRuntime.Options.allowsVectorFormats, HEIF with allowsHEIF)"
             )
         }
-        guard let image = cvips_image_new_from_buffer(raw.baseAddress, raw.count, 1) else {
+        guard let image = open() else {
             throw ImageCacheError(
                 code: .refused, message: "\(source) is a damaged image: \(VipsRuntime.takeError())")
         }
@@ -98,17 +159,6 @@ public enum ImageProbe {
                 code: .refused,
                 message:
                     "\(source) is a progressive or interlaced \(header.format) of \(header.width)×\(header.height) pixels, over the \(limits.maxProgressivePixels)-pixel limit for those (ImageLimits.maxProgressivePixels): decoding one holds all of it in memory"
-            )
-        }
-        if header.format == "png", let damage = PNGStructure.damage(raw) {
-            throw ImageCacheError(
-                code: .refused, message: "\(source) is a damaged PNG: \(damage); fetch it whole or fix the file")
-        }
-        if header.format == "jpeg", !JPEGStructure.hasEndAfterScan(raw) {
-            throw ImageCacheError(
-                code: .refused,
-                message:
-                    "\(source) is a JPEG cut short: no end-of-image marker follows its scan data (a truncated download or file); fetch it whole"
             )
         }
         return header

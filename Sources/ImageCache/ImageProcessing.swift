@@ -10,7 +10,7 @@ public protocol ImageProcessing: Sendable {
     /// The variant of the image in `original` (named `source` in messages) that `request`
     /// asks for. Throws ``ImageCacheError/Code/refused`` for input that is not an allowed,
     /// whole image within `limits`: nothing is cached for it.
-    func process(_ original: Data, source: String, request: ResizeRequest, limits: ImageLimits)
+    func process(_ original: ImageInput, source: String, request: ResizeRequest, limits: ImageLimits)
         throws(ImageCacheError) -> ProcessedImage
 }
 
@@ -22,7 +22,7 @@ public struct VipsImageProcessing: ImageProcessing {
     /// libvips' version and this pipeline's revision.
     public var identifier: String { VariantKey.pipelineVersion }
 
-    public func process(_ original: Data, source: String, request: ResizeRequest, limits: ImageLimits)
+    public func process(_ original: ImageInput, source: String, request: ResizeRequest, limits: ImageLimits)
         throws(ImageCacheError) -> ProcessedImage
     {
         try ImageProcessor.resize(original, source: source, request: request, limits: limits)

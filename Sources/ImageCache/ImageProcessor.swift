@@ -102,16 +102,37 @@ public struct ProcessedImage: Sendable, Equatable {
     public var format: ImageFormat
 }
 
-/// The libvips resize: shrink-on-load from the bytes, EXIF orientation applied, colour to sRGB,
-/// alpha flattened for JPEG, metadata stripped.
+/// Where an original's bytes are.
+public enum ImageInput: Sendable {
+    /// In memory.
+    case data(Data)
+    /// An open, read-only file descriptor (a stored value's: `ItemStore.withValue(for:_:)`),
+    /// read from its start; the caller keeps it open for the call and closes it. Nothing of it is
+    /// copied into memory but what libvips decodes.
+    case descriptor(Int32)
+}
+
+/// The libvips resize: shrink-on-load, EXIF orientation applied, colour to sRGB, alpha
+/// flattened for JPEG, metadata stripped.
+///
+/// A JPEG is decoded by libjpeg at 1/2, 1/4 or 1/8 of its size whenever that is still at least
+/// the output size, then resized; `vips_thumbnail` alone always leaves a final 2× step, so it
+/// decodes a 2725×2225 photo in full for a 720-pixel variant where this decodes a quarter.
 public enum ImageProcessor {
     /// `request` applied to the image in `data` (named `source` in messages); throws
     /// ``ImageCacheError/Code/refused`` for input that is not an allowed, whole image.
     public static func resize(_ data: Data, source: String, request: ResizeRequest, limits: ImageLimits = ImageLimits())
         throws(ImageCacheError) -> ProcessedImage
     {
+        try resize(.data(data), source: source, request: request, limits: limits)
+    }
+
+    /// `request` applied to the image `input` holds (named `source` in messages).
+    public static func resize(
+        _ input: ImageInput, source: String, request: ResizeRequest, limits: ImageLimits = ImageLimits()
+    ) throws(ImageCacheError) -> ProcessedImage {
         try request.validate()
-        let header = try ImageProbe.header(of: data, source: source, limits: limits)
+        let header = try ImageProbe.header(of: input, source: source, limits: limits)
         let pixels = request.outputPixels(sourceWidth: header.width, sourceHeight: header.height)
         guard pixels <= Double(limits.maxPixels) else {
             throw ImageCacheError(
@@ -120,40 +141,59 @@ public enum ImageProcessor {
                     "resizing \(source) (\(header.width)×\(header.height)) to \(request.sizeDescription) would make about \(Int(pixels)) pixels, over the \(limits.maxPixels)-pixel limit (ImageLimits.maxPixels); ask for a smaller size"
             )
         }
-        return try data.withUnsafeBytes { raw in
-            Result { () throws(ImageCacheError) in try resize(raw, source: source, request: request) }
-        }.get()
+        return try VipsSources.with(input) { (make: () -> UnsafeMutablePointer<VipsSource>?) throws(ImageCacheError) in
+            let image = try thumbnail(make, header: header, request: request, source: source)
+            defer { cvips_unref(image) }
+            return try encode(image, request: request, source: source)
+        }
     }
 
-    private static func resize(_ raw: UnsafeRawBufferPointer, source: String, request: ResizeRequest)
-        throws(ImageCacheError) -> ProcessedImage
-    {
-        let free = Int32(10_000_000) // VIPS_MAX_COORD: a free side.
-        let width = request.width.map(Int32.init) ?? free
-        let height = request.height.map(Int32.init) ?? free
-        let size: Int32 = request.mode == .force ? 2 : (request.upscale ? 1 : 0)
-        let crop: Int32 =
-            switch request.mode {
-            case .fill: 1
-            case .smartFill: 2
-            case .fit, .force: 0
+    /// The resized image: for a JPEG, libjpeg's shrink then `vips_thumbnail_image`; else
+    /// `vips_thumbnail_source` (its own shrink-on-load).
+    private static func thumbnail(
+        _ make: () -> UnsafeMutablePointer<VipsSource>?, header: ImageHeader, request: ResizeRequest, source: String
+    ) throws(ImageCacheError) -> UnsafeMutablePointer<VipsImage> {
+        let plan = ResizePlan(header: header, request: request)
+        guard let input = make() else {
+            throw ImageCacheError(code: .processing, message: "cannot read \(source): \(VipsRuntime.takeError())")
+        }
+        defer { cvips_source_unref(input) }
+        var out: UnsafeMutablePointer<VipsImage>?
+        if header.format == "jpeg" {
+            var loaded: UnsafeMutablePointer<VipsImage>?
+            guard cvips_jpegload_source_shrink(input, &loaded, plan.jpegShrink) == 0, let loaded else {
+                throw ImageCacheError(
+                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
             }
-        var thumbnail: UnsafeMutablePointer<VipsImage>?
-        guard cvips_thumbnail_buffer(raw.baseAddress, raw.count, &thumbnail, width, height, size, crop) == 0,
-            var image = thumbnail
-        else {
+            defer { cvips_unref(loaded) }
+            guard cvips_thumbnail_image(loaded, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out
+            else {
+                throw ImageCacheError(
+                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
+            }
+            return out
+        }
+        guard cvips_thumbnail_source(input, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out else {
             throw ImageCacheError(code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
         }
-        defer { cvips_unref(image) }
+        return out
+    }
+
+    /// Flattens alpha for JPEG and encodes.
+    private static func encode(_ resized: UnsafeMutablePointer<VipsImage>, request: ResizeRequest, source: String)
+        throws(ImageCacheError) -> ProcessedImage
+    {
+        var image = resized
+        var flattened: UnsafeMutablePointer<VipsImage>?
+        defer { if let flattened { cvips_unref(flattened) } }
         if request.format == .jpeg, cvips_image_hasalpha(image) != 0 {
-            var flat: UnsafeMutablePointer<VipsImage>?
             let background = request.background
-            guard cvips_flatten(image, &flat, background.red, background.green, background.blue) == 0, let flat
+            guard cvips_flatten(image, &flattened, background.red, background.green, background.blue) == 0,
+                let flat = flattened
             else {
                 throw ImageCacheError(
                     code: .processing, message: "flattening \(source): \(VipsRuntime.takeError())")
             }
-            cvips_unref(image)
             image = flat
         }
         var buffer: UnsafeMutableRawPointer?
@@ -174,6 +214,88 @@ public enum ImageProcessor {
         return ProcessedImage(
             data: Data(bytes: buffer, count: length), width: Int(cvips_image_width(image)),
             height: Int(cvips_image_height(image)), format: request.format)
+    }
+}
+
+/// How one resize is carried out: the box handed to `vips_thumbnail` (exact output sides for
+/// fit and force, so the free side rounds to nearest from the original's own aspect whatever
+/// the shrink-on-load), its size and crop modes, and libjpeg's shrink.
+struct ResizePlan: Equatable {
+    var width: Int32, height: Int32
+    /// 0 down only, 1 both, 2 force (`VipsSize`).
+    var size: Int32
+    /// 0 none, 1 centre, 2 attention (`VipsInteresting`).
+    var crop: Int32
+    /// 1, 2, 4 or 8.
+    var jpegShrink: Int32
+
+    /// VIPS_MAX_COORD: a free side.
+    static let free: Int32 = 10_000_000
+
+    init(header: ImageHeader, request: ResizeRequest) {
+        // The box applies to the upright image.
+        let turned = (5...8).contains(header.orientation)
+        let (sourceW, sourceH) = turned ? (header.height, header.width) : (header.width, header.height)
+        let (w, h) = (Double(max(1, sourceW)), Double(max(1, sourceH)))
+        let mode = (request.width == nil || request.height == nil) && request.mode == .force ? .fit : request.mode
+        let scales = [request.width.map { Double($0) / w }, request.height.map { Double($0) / h }].compactMap { $0 }
+        let needed: (Double, Double)
+        switch mode {
+        case .fit:
+            var scale = scales.min() ?? 1
+            if !request.upscale { scale = min(scale, 1) }
+            let out = (max(1, (w * scale).rounded()), max(1, (h * scale).rounded()))
+            (width, height, size, crop) = (Int32(out.0), Int32(out.1), 2, 0)
+            needed = out
+        case .force:
+            let out = (Double(request.width ?? sourceW), Double(request.height ?? sourceH))
+            (width, height, size, crop) = (Int32(out.0), Int32(out.1), 2, 0)
+            needed = out
+        case .fill, .smartFill:
+            var scale = scales.max() ?? 1
+            if !request.upscale { scale = min(scale, 1) }
+            (width, height) = (request.width.map(Int32.init) ?? Self.free, request.height.map(Int32.init) ?? Self.free)
+            size = request.upscale ? 1 : 0
+            crop = mode == .fill ? 1 : 2
+            needed = (w * scale, h * scale)
+        }
+        // libjpeg's shrink works on the stored (unturned) sides and rounds up.
+        let (neededW, neededH) = turned ? (needed.1, needed.0) : (needed.0, needed.1)
+        var shrink = 1
+        for candidate in [8, 4, 2] {
+            let shrunk = (
+                (Double(header.width) / Double(candidate)).rounded(.up),
+                (Double(header.height) / Double(candidate)).rounded(.up)
+            )
+            if shrunk.0 >= neededW.rounded(.up), shrunk.1 >= neededH.rounded(.up) {
+                shrink = candidate
+                break
+            }
+        }
+        jpegShrink = Int32(shrink)
+    }
+}
+
+/// Makes libvips sources over an input, each one from its start.
+enum VipsSources {
+    static func with<T>(
+        _ input: ImageInput,
+        _ body: (() -> UnsafeMutablePointer<VipsSource>?) throws(ImageCacheError) -> T
+    ) throws(ImageCacheError) -> T {
+        switch input {
+        case .data(let data):
+            return try data.withUnsafeBytes { raw in
+                Result { () throws(ImageCacheError) in
+                    try body { cvips_source_new_from_memory(raw.baseAddress, raw.count) }
+                }
+            }.get()
+        case .descriptor(let descriptor):
+            return try body {
+                // libvips dups the descriptor, and the copy shares its offset: start over.
+                guard lseek(descriptor, 0, SEEK_SET) == 0 else { return nil }
+                return cvips_source_new_from_descriptor(descriptor)
+            }
+        }
     }
 }
 
@@ -216,15 +338,15 @@ extension ResizeRequest {
     /// About how many pixels the output of a `sourceWidth` × `sourceHeight` image has.
     func outputPixels(sourceWidth: Int, sourceHeight: Int) -> Double {
         let (sourceW, sourceH) = (Double(max(1, sourceWidth)), Double(max(1, sourceHeight)))
-        if mode == .force {
-            return Double(width ?? sourceWidth) * Double(height ?? sourceHeight)
-        }
+        if mode == .force, let width, let height { return Double(width) * Double(height) }
+        // Force with a free side has nothing to force: it is a fit.
+        let fits = mode == .fit || mode == .force
         let scales = [width.map { Double($0) / sourceW }, height.map { Double($0) / sourceH }].compactMap { $0 }
-        var scale = (mode == .fit ? scales.min() : scales.max()) ?? 1
+        var scale = (fits ? scales.min() : scales.max()) ?? 1
         if !upscale { scale = min(scale, 1) }
         let (outW, outH) = ((sourceW * scale).rounded(), (sourceH * scale).rounded())
         // Fill crops to the box.
-        return mode == .fit
+        return fits
             ? outW * outH : min(outW, Double(width ?? Int(outW))) * min(outH, Double(height ?? Int(outH)))
     }
 }

@@ -389,3 +389,43 @@ func crc32(_ bytes: [UInt8]) -> UInt32 {
     }
     return ~crc
 }
+
+@Suite("ImagePipeline: variants of a stored original are made from its file")
+struct StoredOriginalTests {
+    @Test("a new size of a stored original is made from its descriptor, with the same pixels as from memory")
+    func fromDescriptor() async throws {
+        let fixture = try PipelineFixture()
+        let jpeg = try noisyImage(width: 900, height: 600, format: "jpeg")
+        #expect(jpeg.count > 64 << 10) // Kept in a file, not inside the index.
+        fixture.serve("/noisy.jpg", jpeg)
+        _ = try await fixture.pipeline().image(for: fixture.request("/noisy.jpg", 300, nil))
+        // A restart: nothing in memory; the original is read from its file.
+        let pipeline = try fixture.pipeline()
+        let made = try await pipeline.image(for: fixture.request("/noisy.jpg", 150, nil))
+        #expect(made.wasMade && made.originalSource == .disk)
+        #expect(try dimensions(made.data) == (150, 100, "jpeg"))
+        var request = ResizeRequest(width: 150, height: nil, format: .jpeg)
+        request.mode = .fit
+        let fromMemory = try ImageProcessor.resize(jpeg, source: "noisy", request: request)
+        #expect(fromMemory.data == made.data)
+        #expect(fixture.origin.requestCount(forPath: "/noisy.jpg") == 1)
+    }
+
+    @Test("the processor reads a descriptor from its start, however far it was read before")
+    func descriptorInput() throws {
+        let png = try noisyImage(width: 120, height: 80, format: "png")
+        let path = NSTemporaryDirectory() + "descriptor-\(UUID().uuidString).png"
+        try png.write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let descriptor = open(path, O_RDONLY)
+        #expect(descriptor >= 0)
+        defer { close(descriptor) }
+        _ = lseek(descriptor, 50, SEEK_SET)
+        let header = try ImageProbe.header(of: .descriptor(descriptor), source: path)
+        #expect(header.width == 120 && header.height == 80 && header.format == "png")
+        let request = ResizeRequest(width: 60, height: nil, format: .png)
+        let fromFile = try ImageProcessor.resize(.descriptor(descriptor), source: path, request: request)
+        let fromMemory = try ImageProcessor.resize(png, source: path, request: request)
+        #expect(fromFile.data == fromMemory.data && fromFile.width == 60 && fromFile.height == 40)
+    }
+}
