@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "cache-bench", targets: ["CacheBench"]),
         .executable(name: "cache-chaos", targets: ["CacheChaos"]),
         .executable(name: "fleet-sim", targets: ["FleetSim"]),
+        .executable(name: "image-bench", targets: ["ImageBench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -118,6 +119,8 @@ let package = Package(
         .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
         // Times ItemCache for bench/cache_bench.py (`make bench-cache`).
         .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "ToolSupport"]),
+        // Times ImagePipeline for bench/images_bench.py (`make bench-images`).
+        .executableTarget(name: "ImageBench", dependencies: ["ImageCache", "ItemCache", "ToolSupport"]),
         // Test support: the writers, readers and checker of the cache's crash tests and kill loop (`make chaos`).
         .executableTarget(name: "CacheChaos", dependencies: ["ItemCache", "FileKit", "ToolSupport", .product(name: "GRDB", package: "GRDB.swift")]),
         // N in-process agents polling one storage on one transport, for bench/fleet/fleet_sim.py (`make bench-fleet`).
@@ -135,7 +138,7 @@ let package = Package(
         // The README's and the DocC catalogs' Swift examples, compiled and run (scripts/docs/check_snippets.py
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",
-                    dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache"]),
+                    dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache", "ImageCache"]),
         .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips", "StorageServer", "Transport"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),

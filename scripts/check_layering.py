@@ -59,7 +59,7 @@ ALLOWED_DEPENDENCIES = {
     "ContentSyncFuzzing": {"FileKit", "ItemCache", "StorageFormat", "Transport"},
     # Executables are the top: any library.
     "SyncAgent": LIBRARIES, "ContentSyncFuzz": LIBRARIES, "CacheBench": LIBRARIES, "CacheChaos": LIBRARIES,
-    "FleetSim": LIBRARIES,
+    "FleetSim": LIBRARIES, "ImageBench": LIBRARIES,
 }
 IMPORT = re.compile(
     r"^\s*(?:@\w+\s+)*(?:public\s+|package\s+|internal\s+|private\s+|fileprivate\s+)?import\s+"

@@ -174,6 +174,7 @@ struct VariantMaker: ItemFetching {
                     bytes: Int64(image.data.count)
                 ).stored
             response.metadata[ImageMetadata.originalDigestName] = job.digest
+            response.metadata[ImageMetadata.variantName] = job.request.identifier
             return response
         case .failure(let error) where error.code == .refused:
             throw ItemCacheError(code: .rejected, message: error.message, key: request.key)

@@ -32,6 +32,9 @@ public struct ImageMetadata: Sendable, Equatable {
     /// The name under which a variant records its original's SHA-256 (to drop the variants of
     /// an original's old bytes).
     static let originalDigestName = "image.original-sha256"
+    /// The name under which a variant records the request that made it
+    /// (``ResizeRequest/identifier``), for listings.
+    public static let variantName = "image.variant"
 
     /// The item metadata that holds these facts: `image.width` and so on, and ``custom``.
     public var stored: [String: String] {

@@ -71,6 +71,16 @@ public final class ImagePipeline: Sendable {
     /// Variant jobs are per process: the loader's variant fetcher of any pipeline finds them.
     static let jobs = VariantJobs()
     let counters = ImageCounters()
+    /// The counts already added to the folder's totals.
+    private let counted = Mutex(Counts(made: 0, hits: 0, refusals: 0))
+    /// Originals' records this process read or wrote lately, so that a warm hit skips the
+    /// index: trusted for ``recordTrust`` at most (another process's new version is seen that
+    /// much later at the latest) and never past the original's own expiry.
+    private let recentOriginals = Mutex<[String: (info: ItemInfo, readAt: ContinuousClock.Instant)]>([:])
+    /// How long a record of ``recentOriginals`` is trusted.
+    static let recordTrust: Duration = .seconds(1)
+    /// The most records ``recentOriginals`` keeps.
+    static let recentLimit = 4096
 
     /// What this pipeline counted since it started.
     public struct Counts: Sendable, Equatable {
@@ -80,6 +90,11 @@ public final class ImagePipeline: Sendable {
         public var hits: Int
         /// Loads refused because the original is not an image this cache accepts.
         public var refusals: Int
+
+        /// Counts with these values.
+        public init(made: Int, hits: Int, refusals: Int) {
+            (self.made, self.hits, self.refusals) = (made, hits, refusals)
+        }
     }
 
     /// What this pipeline counted since it started: variants made, hits, refusals.
@@ -128,8 +143,76 @@ public final class ImagePipeline: Sendable {
         loader.register(VariantMaker(jobs: Self.jobs), for: Self.variantContext)
     }
 
-    /// Writes what is pending and, for a pipeline that opened its own loader, closes it.
+    /// Adds what this pipeline counted since the last call to the folder's totals
+    /// (``storedCounts(in:)``), which every process sharing the folder adds to. ``close()``
+    /// calls it; a long-running process may call it from time to time.
+    public func recordCounts() async throws(ImageCacheError) {
+        let now = counts
+        let added = counted.withLock { counted in
+            defer { counted = now }
+            return Counts(
+                made: now.made - counted.made, hits: now.hits - counted.hits, refusals: now.refusals - counted.refusals)
+        }
+        do {
+            try await store.addToCounters([
+                Self.madeCounter: Int64(added.made), Self.hitsCounter: Int64(added.hits),
+                Self.refusalsCounter: Int64(added.refusals),
+            ])
+        } catch {
+            counted.withLock {
+                $0 = Counts(
+                    made: $0.made - added.made, hits: $0.hits - added.hits, refusals: $0.refusals - added.refusals)
+            }
+            throw ImageCacheError(error)
+        }
+    }
+
+    /// The totals every pipeline on the folder of `store` recorded (``recordCounts()``).
+    public static func storedCounts(in store: ItemStore) async throws(ImageCacheError) -> Counts {
+        do {
+            let counters = try await store.counters()
+            let value = { (name: String) in Int(clamping: max(0, counters[name] ?? 0)) }
+            return Counts(made: value(madeCounter), hits: value(hitsCounter), refusals: value(refusalsCounter))
+        } catch {
+            throw ImageCacheError(error)
+        }
+    }
+
+    /// Removes the variants whose original is no longer stored (removed by a plain item-cache
+    /// call such as `sync-agent cache rm`, or evicted: such a variant's key can only come back
+    /// with the same bytes); returns how many went.
+    @discardableResult
+    public static func removeOrphanVariants(in store: ItemStore) async throws(ImageCacheError) -> Int {
+        do {
+            let originals = Set(
+                try await store.items(matching: ItemQuery().context(originalContext)).map { group(of: $0.key) })
+            var removed = 0
+            for variant in try await store.items(matching: ItemQuery().context(variantContext))
+            where !variant.info.groups.contains(where: originals.contains) {
+                if try await store.removeItem(for: variant.key) { removed += 1 }
+            }
+            return removed
+        } catch {
+            throw ImageCacheError(error)
+        }
+    }
+
+    /// The original's group name of a variant (``group(of:)``), for listings.
+    public static func originalGroup(ofVariant info: ItemInfo) -> String? {
+        info.groups.first { $0.hasPrefix(groupPrefix) }
+    }
+
+    /// The group name of the variants of the original `key`.
+    public static func variantGroup(of key: CacheKey) -> String { group(of: key) }
+
+    static let madeCounter = "image.variants-made"
+    static let hitsCounter = "image.variant-hits"
+    static let refusalsCounter = "image.refusals"
+
+    /// Records the counts (``recordCounts()``) and, for a pipeline that opened its own loader,
+    /// closes it.
     public func close() async throws(ImageCacheError) {
+        try await recordCounts()
         guard ownsLoader else { return }
         do {
             try await loader.close()
@@ -242,6 +325,7 @@ public final class ImagePipeline: Sendable {
             throw ImageCacheError(error)
         }
         if let digest = facts.sha256 { await dropVariants(of: key, except: digest) }
+        remember(nil, for: key)
         return facts
     }
 
@@ -249,6 +333,7 @@ public final class ImagePipeline: Sendable {
     @discardableResult
     public func remove(_ source: ImageSource) async throws(ImageCacheError) -> Int {
         let key = try originalKey(of: source)
+        remember(nil, for: key)
         do {
             let original = try await store.removeItem(for: key) ? 1 : 0
             return original + (try await loader.removeItems(matching: ItemQuery().group(Self.group(of: key))))
@@ -308,10 +393,17 @@ public final class ImagePipeline: Sendable {
         if case .url(let url) = request.source, url.isFileURL { return .nothing }
         let key = try originalKey(of: request.source)
         let info: ItemInfo?
-        do {
-            info = try await store.info(for: key)
-        } catch {
-            throw ImageCacheError(error)
+        if let recent = recentOriginals.withLock({ $0[key.rawValue] }),
+            ContinuousClock.now - recent.readAt < Self.recordTrust
+        {
+            info = recent.info
+        } else {
+            do {
+                info = try await store.info(for: key)
+            } catch {
+                throw ImageCacheError(error)
+            }
+            remember(info, for: key)
         }
         guard let info, (200...299).contains(info.status),
             request.policy == .offline || (!info.isExpired(at: store.configuration.clock.now) && !info.mustRevalidate),
@@ -330,6 +422,18 @@ public final class ImagePipeline: Sendable {
                 Original(key: key, bytes: .stored(store, key), metadata: metadata, digest: digest, source: .disk))
         }
         return .variant(try response(stored.item, source: stored.source, original: metadata, originalSource: nil))
+    }
+
+    /// Keeps (or, for nil, forgets) the record of the original `key`.
+    private func remember(_ info: ItemInfo?, for key: CacheKey) {
+        recentOriginals.withLock { recent in
+            guard let info else {
+                recent[key.rawValue] = nil
+                return
+            }
+            if recent.count >= Self.recentLimit { recent.removeAll(keepingCapacity: true) }
+            recent[key.rawValue] = (info, ContinuousClock.now)
+        }
     }
 
     private static func isCacheControl(_ name: String) -> Bool {
@@ -362,6 +466,7 @@ public final class ImagePipeline: Sendable {
             let original = try await facts(of: loaded.item, key: key, shown: request.source.shown)
             // A new body: the variants of the old one can never be asked for again.
             if loaded.source == .network, loaded.isStored { await dropVariants(of: key, except: original.digest) }
+            remember(loaded.isStored ? loaded.item.info : nil, for: key)
             return Original(
                 key: key, bytes: .data(loaded.item.data), metadata: original.metadata, digest: original.digest,
                 source: loaded.source)
@@ -478,7 +583,8 @@ public final class ImagePipeline: Sendable {
     // MARK: - Variants
 
     /// The group every variant of the original `key` is stored in.
-    static func group(of key: CacheKey) -> String { "image-variants:" + key.fileName }
+    static func group(of key: CacheKey) -> String { groupPrefix + key.fileName }
+    static let groupPrefix = "image-variants:"
 
     func variantKey(original: CacheKey, digest: String, resize: ResizeRequest) throws(ImageCacheError) -> CacheKey {
         do {

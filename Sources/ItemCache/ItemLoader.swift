@@ -333,14 +333,17 @@ public final class ItemLoader: Sendable {
         defer { if locked { lockFile?.unlock(slot: slot) } }
         let request = CacheDirectives.ofRequest(options.headers)
         var stale = stale
-        if waited, let stored = try await lookUp(key, requestHeaders: options.headers) {
-            // The other process's fetch may have stored it.
+        // Another process's fetch may have stored it: while this one waited for the slot, or
+        // between this load's lookup and its taking the slot (that fetch had ended by then).
+        if locked || waited, let stored = try await lookUp(key, requestHeaders: options.headers) {
+            // Not what this load found when it looked: another process's fetch stored it since.
+            let storedMeanwhile = stale.map { $0.info.created != stored.item.info.created } ?? true
             if !stored.item.info.isExpired(at: configuration.clock.now),
-                options.policy != .reload || stored.item.info.created > flight.started
+                storedMeanwhile || (waited && options.policy != .reload)
             {
                 return LoadedItem(item: stored.item, source: .disk)
             }
-            stale = stored.item
+            if waited || storedMeanwhile { stale = stored.item }
         }
         if waited, let failure = await store.fetchFailure(for: key, since: waitStarted) {
             // It failed while this load waited: share its failure rather than try again in turn.

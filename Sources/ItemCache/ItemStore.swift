@@ -289,6 +289,23 @@ public final class ItemStore: ItemCaching {
         }) ?? nil
     }
 
+    /// Adds `amounts` to counters kept in the folder, which every process sharing it adds to
+    /// and reads (``counters()``): totals across processes and restarts, such as ImageCache's
+    /// variants made. A counter starts at 0 and saturates.
+    public func addToCounters(_ amounts: [String: Int64]) async throws(ItemCacheError) {
+        guard amounts.values.contains(where: { $0 != 0 }) else { return }
+        try await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.addToCounters(amounts) }
+        }
+    }
+
+    /// The folder's counters (``addToCounters(_:)``), by name.
+    public func counters() async throws(ItemCacheError) -> [String: Int64] {
+        try await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.counters() }
+        }
+    }
+
     /// The keys of the stored variants of `key`.
     public func variantKeys(of key: CacheKey) async throws(ItemCacheError) -> [CacheKey] {
         try await io.run { () throws(ItemCacheError) in

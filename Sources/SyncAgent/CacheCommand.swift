@@ -1,6 +1,7 @@
 import ArgumentParser
 import FileKit
 import Foundation
+import ImageCache
 import ItemCache
 import SyncDaemon
 import Transport
@@ -351,11 +352,7 @@ struct CacheGetCommand: AsyncParsableCommand {
                 Data(Self.head(status: info.status, fields: info.response?.headerFields ?? [], age: age).utf8) + bytes
         }
         if let output {
-            do {
-                try AtomicFile.write(bytes, to: FileSystem.absolutePath(output))
-            } catch {
-                throw CLIFailure(code: 5, message: "-o: \(error)")
-            }
+            try OutputFile.write(bytes, to: output)
         } else if !json {
             Console.standardOutput(bytes)
         }
@@ -441,7 +438,7 @@ struct CacheListCommand: AsyncParsableCommand {
     @Flag(
         name: .long,
         help:
-            "Print a JSON array of objects: key, url, context, size, created, accessed, expires, expired, pinned, groups, etag, lastModified, contentType."
+            "Print a JSON array of objects: key, url, context, size, created, accessed, expires, expired, pinned, groups, etag, lastModified, contentType; images add image (width, height, format, orientation) and variants the key of their original."
     )
     var json = false
 
@@ -457,9 +454,14 @@ struct CacheListCommand: AsyncParsableCommand {
             throw CLIFailure(cache: error)
         }
         let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
+        // Image originals by their variants' group, to list each variant under its original.
+        let originals = Dictionary(
+            items.filter { $0.key.context == ImagePipeline.originalContext }.map {
+                (ImagePipeline.variantGroup(of: $0.key), $0)
+            }, uniquingKeysWith: { first, _ in first })
         if json {
             let objects: [[String: Any]] = items.map { item in
-                [
+                var object: [String: Any] = [
                     "key": Redaction.text(item.key.rawValue), "url": item.key.url.map(Redaction.text) as Any,
                     "context": item.key.context,
                     "size": item.info.size, "created": time(item.info.created), "accessed": time(item.info.accessed),
@@ -469,14 +471,52 @@ struct CacheListCommand: AsyncParsableCommand {
                     "lastModified": item.info.lastModified as Any,
                     "contentType": item.info.contentType as Any,
                 ]
+                if let image = ImageMetadata(stored: item.info.metadata, bytes: item.info.size) {
+                    object["image"] = [
+                        "width": image.width, "height": image.height, "format": image.format,
+                        "orientation": image.orientation,
+                    ]
+                }
+                if item.key.context == ImagePipeline.variantContext {
+                    let original = ImagePipeline.originalGroup(ofVariant: item.info).flatMap { originals[$0] }
+                    object["original"] = original.map { Redaction.text($0.key.rawValue) } as Any
+                }
+                return object
             }
             Console.standardOutput(try cacheJSON(objects))
             return
         }
-        var text = ""
-        for item in items {
+        func line(_ item: ItemSummary, _ name: String) -> String {
             let expiry = item.info.expires.map { (item.info.isExpired() ? "expired " : "") + time($0) } ?? "never"
-            text += "\(item.info.size)\t\(expiry)\t\(Redaction.text(item.key.url ?? item.key.rawValue))\n"
+            return "\(item.info.size)\t\(expiry)\t\(name)\n"
+        }
+        // A variant shows under its original: `  variant 720x480 jpeg (w=720;h=;mode=fit;…)`.
+        func variantName(_ item: ItemSummary) -> String {
+            let image = ImageMetadata(stored: item.info.metadata, bytes: item.info.size)
+            let made = item.info.metadata[ImageMetadata.variantName].map { " (\(LogText.escaped($0)))" } ?? ""
+            return "  variant \(image.map { "\($0.width)x\($0.height) \($0.format)" } ?? "?")\(made)"
+        }
+        var variants: [String: [ItemSummary]] = [:]
+        var orphans: [ItemSummary] = []
+        for item in items where item.key.context == ImagePipeline.variantContext {
+            if let group = ImagePipeline.originalGroup(ofVariant: item.info), originals[group] != nil {
+                variants[group, default: []].append(item)
+            } else {
+                orphans.append(item)
+            }
+        }
+        var text = ""
+        for item in items where item.key.context != ImagePipeline.variantContext {
+            text += line(item, Redaction.text(item.key.url ?? item.key.rawValue))
+            if item.key.context == ImagePipeline.originalContext {
+                for variant in variants[ImagePipeline.variantGroup(of: item.key)] ?? [] {
+                    text += line(variant, variantName(variant))
+                }
+            }
+        }
+        if !orphans.isEmpty {
+            text += "(variants whose original is gone; cache rm or purge removes them)\n"
+            for variant in orphans { text += line(variant, variantName(variant)) }
         }
         Console.standardOutput(text)
     }
@@ -515,13 +555,22 @@ struct CacheRemoveCommand: AsyncParsableCommand {
         var key: CacheKey?
         if let url { key = try CacheKeyArgument.key(url, parameters.list()) }
         let store = try folder.openStore()
-        let removed: Int
+        var removed: Int
         do {
             if let key {
-                removed = try await store.removeItem(for: key) ? 1 : 0
+                // The URL names an item, or an image original (with its variants).
+                var count = try await store.removeItem(for: key) ? 1 : 0
+                if let url = key.url.flatMap(URL.init(string:)),
+                    let image = try? CacheKey(url: url, context: ImagePipeline.originalContext)
+                {
+                    count += try await store.removeItem(for: image) ? 1 : 0
+                }
+                removed = count
             } else {
                 removed = try await store.removeItems(matching: ItemQuery().urlPrefix(prefix ?? ""))
             }
+            // An image original's variants go with it.
+            removed += (try? await ImagePipeline.removeOrphanVariants(in: store)) ?? 0
             try await store.close()
         } catch {
             throw CLIFailure(cache: error)
@@ -560,9 +609,10 @@ struct CachePurgeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store = try folder.openStore()
-        let removed: Int
+        var removed: Int
         do {
             removed = expired ? try await store.removeExpired() : try await store.removeItems(matching: ItemQuery())
+            removed += (try? await ImagePipeline.removeOrphanVariants(in: store)) ?? 0
             try await store.close()
         } catch {
             throw CLIFailure(cache: error)
@@ -582,7 +632,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
     @Flag(
         name: .long,
         help:
-            "Print a JSON object: count, bytes (the values'), limit, footprint (the folder's, which the limit bounds), pinned, pinnedBytes, expired, repairs."
+            "Print a JSON object: count, bytes (the values'), limit, footprint (the folder's, which the limit bounds), pinned, pinnedBytes, expired, repairs, images (originals, variants, made, hits, refusals)."
     )
     var json = false
 
@@ -596,8 +646,24 @@ struct CacheStatsCommand: AsyncParsableCommand {
         }
         let repairs = store.openingRepairs
         let footprint = await store.footprint()
+        let images: (originals: Int, variants: Int, counts: ImagePipeline.Counts)
+        do {
+            images = (
+                try await store.count(matching: ItemQuery().context(ImagePipeline.originalContext)),
+                try await store.count(matching: ItemQuery().context(ImagePipeline.variantContext)),
+                try await ImagePipeline.storedCounts(in: store)
+            )
+        } catch let error as ItemCacheError {
+            throw CLIFailure(cache: error)
+        } catch let error as ImageCacheError {
+            throw CLIFailure(image: error)
+        }
         if json {
             let object: [String: Any] = [
+                "images": [
+                    "originals": images.originals, "variants": images.variants, "made": images.counts.made,
+                    "hits": images.counts.hits, "refusals": images.counts.refusals,
+                ],
                 "count": statistics.count, "bytes": statistics.bytes, "limit": statistics.limit, "footprint": footprint,
                 "pinned": statistics.pinned,
                 "pinnedBytes": statistics.pinnedBytes, "expired": statistics.expired,
@@ -622,6 +688,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
             disk:    \(footprint) (the folder: values, index, log and folders; at most the limit)
             pinned:  \(statistics.pinned) (\(statistics.pinnedBytes) bytes)
             expired: \(statistics.expired)
+            images:  \(images.originals) originals, \(images.variants) variants; \(images.counts.made) variants made, \(images.counts.hits) hits, \(images.counts.refusals) refused (every process, since the folder was made)
             repaired: \(repaired.isEmpty ? "nothing" : repaired.joined(separator: ", "))
 
             """)

@@ -54,3 +54,40 @@ enum Console {
         _ = text.withUTF8 { DescriptorIO.writeAll(descriptor, UnsafeRawBufferPointer($0)) }
     }
 }
+
+/// `-o FILE`, as `curl -o` and `cp` treat it: a regular file (or none yet) is replaced
+/// atomically, so a reader never sees half of it; a symbolic link is followed and its target
+/// replaced; a device, FIFO or socket that exists (`/dev/null`, `/dev/stdout`, a named pipe) is
+/// written into, never replaced (an atomic rename would put a regular file in its place).
+enum OutputFile {
+    static func write(_ data: Data, to path: String, option: String = "-o") throws {
+        let absolute = FileSystem.absolutePath(path)
+        var status = stat()
+        if stat(absolute, &status) == 0, (status.st_mode & S_IFMT) != S_IFREG {
+            guard (status.st_mode & S_IFMT) != S_IFDIR else {
+                throw CLIFailure(code: 6, message: "\(option) \(absolute) is a folder; name a file")
+            }
+            let descriptor = open(absolute, O_WRONLY | O_CLOEXEC | O_NOCTTY)
+            guard descriptor >= 0 else {
+                throw CLIFailure(
+                    code: 5, message: "\(option): cannot open \(absolute): \(String(cString: strerror(errno)))")
+            }
+            defer { close(descriptor) }
+            if let failure = data.withUnsafeBytes({ DescriptorIO.writeAll(descriptor, $0) }) {
+                throw CLIFailure(
+                    code: 5, message: "\(option): cannot write to \(absolute): \(String(cString: strerror(failure)))")
+            }
+            return
+        }
+        // A link is followed: its target is what gets replaced.
+        let target =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: absolute)).map { link in
+                link.hasPrefix("/") ? link : (absolute as NSString).deletingLastPathComponent + "/" + link
+            } ?? absolute
+        do {
+            try AtomicFile.write(data, to: target)
+        } catch {
+            throw CLIFailure(code: 5, message: "\(option): \(error)")
+        }
+    }
+}

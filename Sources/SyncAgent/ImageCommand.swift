@@ -184,11 +184,7 @@ struct ImageGetCommand: AsyncParsableCommand {
     /// Writes the variant (or its JSON).
     func deliver(_ image: ImageResponse, request: ImageRequest) throws {
         if let output {
-            do {
-                try AtomicFile.write(image.data, to: FileSystem.absolutePath(output))
-            } catch {
-                throw CLIFailure(code: 5, message: "-o: \(error)")
-            }
+            try OutputFile.write(image.data, to: output)
         } else if !info {
             Console.standardOutput(image.data)
         }

@@ -162,7 +162,72 @@ struct ImageCLITests {
             #expect(origin.requestCount(forPath: "/big.jpg") == 1)
             let listed = try await SyncAgentBinary.run(
                 ["cache", "ls", "--cache", scratch + "/cache"], scratch: scratch)
-            #expect(listed.stdout.split(separator: "\n").filter { $0.contains("image-variant") }.count == 1)
+            #expect(listed.stdout.split(separator: "\n").filter { $0.contains("\t  variant ") }.count == 1)
+        }
+    }
+
+    @Test("-o writes into a FIFO or device without replacing it, follows a link, refuses a folder")
+    func outputTargets() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/o.jpg", try Self.image(width: 64, height: 64))
+            let url = origin.url("/o.jpg").absoluteString
+            // A named pipe (as /dev/null or /dev/stdout would be): read while the agent writes.
+            let fifo = scratch + "/pipe"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let received = Task.detached { () -> Data in
+                let handle = FileHandle(forReadingAtPath: fifo)
+                return handle?.readDataToEndOfFile() ?? Data()
+            }
+            let piped = try await get(url, scratch, ["--size", "32x", "-o", fifo])
+            #expect(piped.status == 0, "\(piped.stderr)")
+            let bytes = await received.value
+            #expect(try ImageProbe.header(of: bytes, source: "fifo").width == 32)
+            var status = stat()
+            #expect(lstat(fifo, &status) == 0 && (status.st_mode & S_IFMT) == S_IFIFO)
+            // A link: its target is replaced, the link stays.
+            let target = scratch + "/target.jpg"
+            try Data("old".utf8).write(to: URL(fileURLWithPath: target))
+            #expect(symlink("target.jpg", scratch + "/link.jpg") == 0)
+            #expect(try await get(url, scratch, ["--size", "16x", "-o", scratch + "/link.jpg"]).status == 0)
+            #expect(lstat(scratch + "/link.jpg", &status) == 0 && (status.st_mode & S_IFMT) == S_IFLNK)
+            #expect(try ImageProbe.header(of: Data(contentsOf: URL(fileURLWithPath: target)), source: "t").width == 16)
+            // A folder is no file to write.
+            let folder = try await get(url, scratch, ["--size", "16x", "-o", scratch])
+            #expect(folder.status == 6)
+            // cache get shares the rule.
+            let cached = try await SyncAgentBinary.run(
+                ["cache", "get", url, "--cache", scratch + "/cache", "-o", scratch + "/link.jpg"], scratch: scratch)
+            #expect(cached.status == 0)
+            #expect(lstat(scratch + "/link.jpg", &status) == 0 && (status.st_mode & S_IFMT) == S_IFLNK)
+            #expect(try Data(contentsOf: URL(fileURLWithPath: target)).count > 100)
+        }
+    }
+
+    @Test("cache ls shows variants under their original; cache rm of the original takes them; stats counts")
+    func listing() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/l.jpg", try Self.image(width: 400, height: 200))
+            script.set("/bad.jpg", Data("<html>".utf8))
+            let url = origin.url("/l.jpg").absoluteString
+            for size in ["100x", "40x40"] { #expect(try await get(url, scratch, ["--size", size]).status == 0) }
+            #expect(try await get(url, scratch, ["--size", "100x"]).status == 0)
+            #expect(try await get(origin.url("/bad.jpg").absoluteString, scratch, ["--size", "9x"]).status == 4)
+            let listed = try await SyncAgentBinary.run(
+                ["cache", "ls", "--cache", scratch + "/cache"], scratch: scratch)
+            let lines = listed.stdout.split(separator: "\n").map(String.init)
+            #expect(lines.count == 3)
+            #expect(lines.first?.hasSuffix(url) == true)
+            #expect(lines.dropFirst().allSatisfy { $0.contains("\t  variant ") })
+            #expect(lines.contains { $0.contains("variant 100x50 jpeg") })
+            let stats = try await SyncAgentBinary.run(
+                ["cache", "stats", "--cache", scratch + "/cache", "--json"], scratch: scratch)
+            let object = try #require(JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any])
+            let images = try #require(object["images"] as? [String: Int])
+            #expect(images == ["originals": 1, "variants": 2, "made": 2, "hits": 1, "refusals": 1])
+            let removed = try await SyncAgentBinary.run(
+                ["cache", "rm", url, "--cache", scratch + "/cache", "--json"], scratch: scratch)
+            #expect(removed.stdout.contains("3"))
+            #expect(try await cachedCount(scratch) == 0)
         }
     }
 

@@ -133,6 +133,43 @@ extension DiskTier {
 
     // MARK: - Failed fetches
 
+    /// Adds `amounts` to the folder's counters (a counter starts at 0), saturating.
+    func addToCounters(_ amounts: [String: Int64]) throws(ItemCacheError) {
+        do {
+            try transaction { db in
+                for (name, amount) in amounts where amount != 0 {
+                    let current =
+                        try Int64.fetchOne(db, sql: "SELECT value FROM counter WHERE name = ?", arguments: [name]) ?? 0
+                    let sum = current.addingReportingOverflow(amount)
+                    let value = sum.overflow ? (amount > 0 ? Int64.max : Int64.min) : sum.partialValue
+                    try db.execute(
+                        sql: "INSERT OR REPLACE INTO counter (name, value) VALUES (?, ?)", arguments: [name, value])
+                }
+            }
+        } catch {
+            throw storageError("cannot add to the counters of", error)
+        }
+    }
+
+    /// The folder's counters.
+    func counters() throws(ItemCacheError) -> [String: Int64] {
+        do {
+            return try pool.read { db in
+                var counters: [String: Int64] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT name, value FROM counter") {
+                    // A damaged or hostile row (a text value) reads as nothing, never a crash.
+                    let (name, value): (DatabaseValue, DatabaseValue) = (row[0], row[1])
+                    if case .string(let name) = name.storage, case .int64(let value) = value.storage {
+                        counters[name] = value
+                    }
+                }
+                return counters
+            }
+        } catch {
+            throw storageError("cannot read the counters of", error)
+        }
+    }
+
     /// Records that a fetch of `key` failed now (replacing an older record; records older than
     /// an hour go).
     func recordFailure(_ error: ItemCacheError, for key: CacheKey, at now: Date) throws(ItemCacheError) {

@@ -135,6 +135,12 @@ extension DiskTier {
                     ) WITHOUT ROWID;
                     """)
         }
+        // Counters the folder keeps for every process that shares it (ImageCache: variants
+        // made, hits, refusals), added to by each process when it closes.
+        migrator.registerMigration("v9-counters") { db in
+            try db.execute(
+                sql: "CREATE TABLE counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
+        }
         return migrator
     }
 }
