@@ -8,7 +8,7 @@ BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: fmt lint deps bench-deps build test run bench bench-cache bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
+.PHONY: fmt lint deps bench-deps build test run bench bench-cache bench-images bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -174,6 +174,23 @@ bench-cache: deps
 	$(SWIFT) build -c release --product sync-agent
 	SYNC_AGENT="$$($(SWIFT) build -c release --show-bin-path)/sync-agent" \
 	  $(BENCH_VENV)/bin/python bench/cache_bench.py "$$($(SWIFT) build -c release --show-bin-path)/cache-bench"
+
+## Image cache benchmark (issue 22): ImageCache (release `image-bench`, libvips) against vipsthumbnail (2 processes
+## × 1 thread) and Pillow (2 processes, `draft()`), alternated: 100 camera-like 2725×2225 JPEGs and 4 RGBA PNGs
+## to 720 px (made once with Pillow in .build-bench-images/work/), warm hits, and one 7360×4912 JPEG to 500 px.
+## Writes the "Image cache (issue 22)" section of docs/benchmarks.md and docs/benchmarks-images.svg. Pillow
+## comes from PyPI into $(BENCH_VENV)/. IMAGE_ROUNDS (3) and IMAGE_COUNT (100; 10 for a quick check).
+BENCH_IMAGES_APT_PACKAGES := python3-venv libvips-tools
+bench-images: deps
+	@missing=""; for p in $(BENCH_IMAGES_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+	@[ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV)
+	@$(BENCH_VENV)/bin/python -c 'import PIL' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'Pillow==13.0.0'
+	$(SWIFT) build -c release --product image-bench
+	$(BENCH_VENV)/bin/python bench/images_bench.py "$$($(SWIFT) build -c release --show-bin-path)/image-bench"
 
 ## Fleet simulation (issue 12): 1,000 in-process agents (fleet-sim) against one nginx on loopback: restart
 ## herds with and without jitter and splay, a publish mid-run, a no-change period; requests per second and

@@ -172,6 +172,42 @@ static inline int cvips_thumbnail_image(VipsImage *in, VipsImage **out, int widt
     return vips_thumbnail_image(in, out, width, "height", height, "size", sizes[size < 0 || size > 2 ? 0 : size],
                                 "crop", crops[crop < 0 || crop > 2 ? 0 : crop], NULL);
 }
+/// The image converted to CMYK (libvips' built-in profile): test input. 0 on success.
+static inline int cvips_colourspace_cmyk(VipsImage *image, VipsImage **out) {
+    return vips_colourspace(image, out, VIPS_INTERPRETATION_CMYK, NULL);
+}
+/// The encoded image in these bytes decoded to 8-bit sRGB with alpha (RGBA, not premultiplied),
+/// row by row with no padding: `*data` holds width × height × 4 bytes; free it with cvips_free.
+/// 0 on success.
+static inline int cvips_rgba8_buffer(const void *buffer, size_t length, void **data, size_t *size, int *width,
+                                     int *height) {
+    VipsImage *in = vips_image_new_from_buffer(buffer, length, "", "fail_on", VIPS_FAIL_ON_ERROR, NULL);
+    if (!in) return -1;
+    VipsImage *srgb = NULL, *rgba = NULL, *bytes = NULL;
+    int status = -1;
+    *data = NULL;
+    if (vips_colourspace(in, &srgb, VIPS_INTERPRETATION_sRGB, NULL)) goto done;
+    if (vips_image_get_bands(srgb) == 3) {
+        if (vips_bandjoin_const1(srgb, &rgba, 255, NULL)) goto done;
+    } else if (vips_image_get_bands(srgb) == 4) {
+        rgba = srgb;
+        g_object_ref(rgba);
+    } else {
+        vips_error("cvips", "%d bands after sRGB conversion", vips_image_get_bands(srgb));
+        goto done;
+    }
+    if (vips_cast_uchar(rgba, &bytes, NULL)) goto done;
+    *width = vips_image_get_width(bytes);
+    *height = vips_image_get_height(bytes);
+    *data = vips_image_write_to_memory(bytes, size);
+    status = *data ? 0 : -1;
+done:
+    if (bytes) g_object_unref(bytes);
+    if (rgba) g_object_unref(rgba);
+    if (srgb) g_object_unref(srgb);
+    g_object_unref(in);
+    return status;
+}
 /// Releases an image.
 static inline void cvips_unref(VipsImage *image) { g_object_unref(image); }
 /// Frees a buffer libvips allocated.

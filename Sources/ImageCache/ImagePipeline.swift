@@ -47,6 +47,9 @@ public final class ImagePipeline: Sendable {
         /// How long a variant is kept. Default ``Expiry/never``: its key names its original's
         /// bytes, so it cannot go stale; it goes with its original, or by the disk limit.
         public var variantExpiry: Expiry = .never
+        /// The most bytes of decoded variants (``ImagePipeline/pixels(for:)``) kept in memory.
+        /// Default 64 MiB; 0 keeps none.
+        public var decodedMemoryLimit = 64 << 20
 
         /// The defaults.
         public init() {}
@@ -71,6 +74,8 @@ public final class ImagePipeline: Sendable {
     /// Variant jobs are per process: the loader's variant fetcher of any pipeline finds them.
     static let jobs = VariantJobs()
     let counters = ImageCounters()
+    /// Decoded variants (``pixels(for:)``).
+    let decoded: DecodedTier
     /// The counts already added to the folder's totals.
     private let counted = Mutex(Counts(made: 0, hits: 0, refusals: 0))
     /// Originals' records this process read or wrote lately, so that a warm hit skips the
@@ -135,6 +140,7 @@ public final class ImagePipeline: Sendable {
         self.configuration = configuration
         self.store = store
         ownsLoader = owns
+        decoded = DecodedTier(limit: configuration.decodedMemoryLimit)
         var inner: [String: any ItemFetching] = [:]
         for scheme in ["http", "https", "file"] { inner[scheme] = loader.registeredFetcher(for: scheme) }
         loader.register(
@@ -512,7 +518,7 @@ public final class ImagePipeline: Sendable {
     }
 
     /// The stored original's key, facts and digest, without the network; nil when none.
-    private func storedOriginalFacts(_ source: ImageSource) async throws(ImageCacheError)
+    func storedOriginalFacts(_ source: ImageSource) async throws(ImageCacheError)
         -> (key: CacheKey, metadata: ImageMetadata, digest: String)?
     {
         let key = try originalKey(of: source)

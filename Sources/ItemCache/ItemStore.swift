@@ -147,6 +147,10 @@ public final class ItemStore: ItemCaching {
     /// cache, or that others could write (docs/security.md). A damaged index is set aside as
     /// `index.sqlite.damaged` and the cache starts empty (``CacheRepairs/indexSetAside``).
     public init(configuration: CacheConfiguration, io: BlockingIOPool = .shared) throws(ItemCacheError) {
+        // A relative folder is the working folder's, once: a later change of the working
+        // folder moves nothing (and a bare name has no parent for Foundation to take).
+        var configuration = configuration
+        configuration.folder = FileSystem.absolutePath(configuration.folder)
         self.configuration = configuration
         self.io = io
         let folder = try CacheFolder(

@@ -184,12 +184,16 @@ struct ImagePipelineTests {
         "hostile or wrong input is refused by name, and nothing is cached for it",
         arguments: [
             "svg", "html", "empty", "truncated-jpeg", "truncated-png", "pixel-bomb", "progressive-bomb", "noise",
+            "png-crc", "png-ihdr", "jpeg-marker", "over-bytes", "pdf",
         ])
     func refused(kind: String) async throws {
         let fixture = try PipelineFixture(kind)
         let body = try hostileImage(kind)
         fixture.serve("/bad", body)
-        let pipeline = try fixture.pipeline { $0.limits.maxProgressivePixels = 1_000_000 }
+        let pipeline = try fixture.pipeline {
+            $0.limits.maxProgressivePixels = 1_000_000
+            $0.limits.maxBytes = 256 << 10
+        }
         let error = await #expect(throws: ImageCacheError.self) {
             try await pipeline.image(for: fixture.request("/bad", 64, nil))
         }
@@ -308,6 +312,28 @@ func hostileImage(_ kind: String) throws -> Data {
     case "truncated-png":
         let png = try noisyImage(width: 256, height: 256, format: "png")
         return png.prefix(png.count / 2)
+    case "png-crc":
+        // One bit of the pixel data flipped: every chunk length still right, one CRC wrong.
+        var png = try noisyImage(width: 128, height: 128, format: "png")
+        png[png.count / 2] ^= 0x10
+        return png
+    case "png-ihdr":
+        // A width of 0 in IHDR, its CRC made right: a bad header, not a bad checksum.
+        var bytes = [UInt8](try noisyImage(width: 32, height: 32, format: "png"))
+        bytes.replaceSubrange(16..<20, with: [0, 0, 0, 0])
+        let crc = crc32(Array(bytes[12..<29]))
+        bytes.replaceSubrange(29..<33, with: withUnsafeBytes(of: crc.bigEndian, Array.init))
+        return Data(bytes)
+    case "jpeg-marker":
+        // The first quantization table's marker (FF DB) turned into an undefined one (FF 02).
+        var jpeg = try noisyImage(width: 64, height: 64, format: "jpeg")
+        let index = try #require(jpeg.indices.dropLast().first { jpeg[$0] == 0xFF && jpeg[$0 + 1] == 0xDB })
+        jpeg[index + 1] = 0x02
+        return jpeg
+    case "over-bytes":
+        // A whole, valid PNG of about 400 KiB against a 256 KiB limit.
+        return try noisyImage(width: 400, height: 400, format: "png")
+    case "pdf": return Data("%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n".utf8)
     case "pixel-bomb":
         // A PNG header claiming 100000×100000 pixels, with no pixel data worth the name.
         return pngHeaderOnly(width: 100_000, height: 100_000)
@@ -427,5 +453,71 @@ struct StoredOriginalTests {
         let fromFile = try ImageProcessor.resize(.descriptor(descriptor), source: path, request: request)
         let fromMemory = try ImageProcessor.resize(png, source: path, request: request)
         #expect(fromFile.data == fromMemory.data && fromFile.width == 60 && fromFile.height == 40)
+    }
+}
+
+@Suite("ImagePipeline: pixels for an app's own toolkit, and ISCache's states")
+struct PixelsAndStatesTests {
+    @Test("a variant as RGBA8: its size, stride, opaque alpha and colour; kept decoded in memory")
+    func pixels() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve(
+            "/c.png", try colouredImage(width: 80, height: 40, rgb: (10, 200, 30), format: "png"),
+            contentType: "image/png")
+        let pipeline = try fixture.pipeline { $0.decodedMemoryLimit = 1 << 20 }
+        let request = fixture.request("/c.png", 20, nil)
+        let pixels = try await pipeline.pixels(for: request)
+        #expect(pixels.width == 20 && pixels.height == 10 && pixels.stride == 80)
+        #expect(pixels.bytes.count == 20 * 10 * 4)
+        #expect(Array(pixels.bytes.prefix(4)) == [10, 200, 30, 255])
+        #expect(pipeline.decoded.bytes == 800)
+        #expect(try await pipeline.pixels(for: request) == pixels)
+        // Alpha is kept (PNG out): a transparent source stays transparent.
+        fixture.serve(
+            "/t.png", try colouredImage(width: 8, height: 8, rgb: (0, 0, 0), alpha: 0, format: "png"),
+            contentType: "image/png")
+        let clear = try await pipeline.pixels(for: fixture.request("/t.png", 4, nil))
+        #expect(clear.bytes[3] == 0)
+    }
+
+    @Test("the decoded tier keeps its byte limit, least recently used out")
+    func decodedLimit() {
+        let tier = DecodedTier(limit: 1000)
+        let pixels = { (byte: UInt8) in
+            ImagePixels(width: 10, height: 10, stride: 40, bytes: Data(repeating: byte, count: 400))
+        }
+        tier.insert(pixels(1), for: "a")
+        tier.insert(pixels(2), for: "b")
+        _ = tier.value(for: "a")
+        tier.insert(pixels(3), for: "c")
+        #expect(tier.value(for: "b") == nil && tier.value(for: "a") != nil && tier.value(for: "c") != nil)
+        #expect(tier.bytes == 800)
+        tier.insert(ImagePixels(width: 1, height: 1, stride: 4, bytes: Data(count: 2000)), for: "huge")
+        #expect(tier.value(for: "huge") == nil && tier.bytes == 800)
+    }
+
+    @Test("states: notFound, then found once made; an observer sees the variant found")
+    func states() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve("/s.jpg", try colouredImage(width: 300, height: 200, rgb: (1, 2, 3), format: "jpeg"))
+        let pipeline = try fixture.pipeline()
+        let request = fixture.request("/s.jpg", 30, nil)
+        #expect(await pipeline.state(for: request) == .notFound)
+        let observed = Task { () -> [ItemState] in
+            var seen: [ItemState] = []
+            for await state in pipeline.states(for: request) {
+                seen.append(state)
+                if state == .found { break }
+            }
+            return seen
+        }
+        try await Task.sleep(for: .milliseconds(20))
+        _ = try await pipeline.image(for: request)
+        #expect(await pipeline.state(for: request) == .found)
+        let seen = await observed.value
+        #expect(seen.first == .notFound && seen.last == .found)
+        // Another size of the same original: not made yet.
+        #expect(await pipeline.state(for: fixture.request("/s.jpg", 31, nil)) == .notFound)
+        #expect(fixture.origin.requestCount(forPath: "/s.jpg") == 1)
     }
 }

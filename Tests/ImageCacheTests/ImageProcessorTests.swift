@@ -112,3 +112,112 @@ struct ImageProcessorTests {
         }
     }
 }
+
+/// An RGB image painted by `colour(x, y)`, saved as JPEG (keeping `orientation` when given),
+/// PNG, or a CMYK JPEG (`cmyk`).
+func paintedImage(
+    width: Int, height: Int, format: String, orientation: Int? = nil, colour: (Int, Int) -> (UInt8, UInt8, UInt8)
+) throws -> Data {
+    try VipsRuntime.start()
+    var rows = Data(capacity: width * height * 3)
+    for y in 0..<height {
+        for x in 0..<width {
+            let (r, g, b) = colour(x, y)
+            rows.append(contentsOf: [r, g, b])
+        }
+    }
+    var painted: UnsafeMutablePointer<VipsImage>?
+    guard
+        rows.withUnsafeBytes({
+            cvips_image_new_from_memory_copy($0.baseAddress, $0.count, Int32(width), Int32(height), 3, &painted)
+        }) == 0, var image = painted
+    else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
+    defer { cvips_unref(image) }
+    if format == "cmyk" {
+        var converted: UnsafeMutablePointer<VipsImage>?
+        guard cvips_colourspace_cmyk(image, &converted) == 0, let converted else {
+            throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
+        }
+        cvips_unref(image)
+        image = converted
+    }
+    if let orientation { cvips_image_set_int(image, "orientation", Int32(orientation)) }
+    var buffer: UnsafeMutableRawPointer?
+    var length = 0
+    let status =
+        switch format {
+        case "png": cvips_pngsave_buffer(image, &buffer, &length)
+        case "jpeg" where orientation != nil: cvips_jpegsave_buffer_keep(image, &buffer, &length, 95)
+        default: cvips_jpegsave_buffer_keep(image, &buffer, &length, 95)
+        }
+    guard status == 0, let buffer else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
+    defer { cvips_free(buffer) }
+    return Data(bytes: buffer, count: length)
+}
+
+/// The pixel at (`x`, `y`) of an encoded image, band by band.
+func pixel(_ data: Data, x: Int, y: Int) throws -> [Double] {
+    try data.withUnsafeBytes { raw in
+        guard let image = cvips_image_new_from_buffer(raw.baseAddress, raw.count, 1) else {
+            throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
+        }
+        defer { cvips_unref(image) }
+        var values = [Double](repeating: -1, count: 4)
+        let count = cvips_getpoint(image, Int32(x), Int32(y), &values, 4)
+        guard count > 0 else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
+        return Array(values.prefix(Int(count)))
+    }
+}
+
+/// Whether `pixel` is within `tolerance` of `expected` on every band.
+func near(_ pixel: [Double], _ expected: [Double], tolerance: Double = 40) -> Bool {
+    pixel.count >= expected.count && zip(pixel, expected).allSatisfy { abs($0 - $1) <= tolerance }
+}
+
+@Suite("The libvips resize, by where its colours land")
+struct ResizeGeometryTests {
+    @Test("EXIF orientation 6: the stored top-left red corner lands top-right, upright")
+    func orientedCorner() throws {
+        let jpeg = try paintedImage(width: 400, height: 300, format: "jpeg", orientation: 6) { x, y in
+            x < 100 && y < 100 ? (255, 0, 0) : (255, 255, 255)
+        }
+        for input in [ImageInput.data(jpeg)] {
+            let made = try ImageProcessor.resize(
+                input, source: "corner", request: ResizeRequest(width: 150, height: nil, format: .png))
+            #expect(made.width == 150 && made.height == 200)
+            #expect(near(try pixel(made.data, x: 140, y: 10), [255, 0, 0]))
+            #expect(near(try pixel(made.data, x: 10, y: 10), [255, 255, 255]))
+            #expect(near(try pixel(made.data, x: 140, y: 190), [255, 255, 255]))
+        }
+    }
+
+    @Test("fill crops the centre: a red-left, blue-right strip keeps red at its left edge and blue at its right")
+    func cropBox() throws {
+        let png = try paintedImage(width: 400, height: 100, format: "png") { x, _ in
+            x < 200 ? (255, 0, 0) : (0, 0, 255)
+        }
+        var request = ResizeRequest(width: 100, height: 100, format: .png)
+        request.mode = .fill
+        let made = try ImageProcessor.resize(png, source: "strip", request: request)
+        #expect(made.width == 100 && made.height == 100)
+        #expect(near(try pixel(made.data, x: 2, y: 50), [255, 0, 0]))
+        #expect(near(try pixel(made.data, x: 97, y: 50), [0, 0, 255]))
+        // Fit keeps the whole strip instead: 100×25.
+        request.mode = .fit
+        let fitted = try ImageProcessor.resize(png, source: "strip", request: request)
+        #expect(fitted.width == 100 && fitted.height == 25)
+        #expect(near(try pixel(fitted.data, x: 2, y: 12), [255, 0, 0]))
+    }
+
+    @Test("a CMYK JPEG comes out as sRGB with its colour")
+    func cmyk() throws {
+        let jpeg = try paintedImage(width: 200, height: 100, format: "cmyk") { _, _ in (30, 120, 200) }
+        let header = try ImageProbe.header(of: jpeg, source: "cmyk")
+        #expect(header.bands == 4)
+        let made = try ImageProcessor.resize(
+            jpeg, source: "cmyk", request: ResizeRequest(width: 50, height: nil, format: .jpeg))
+        let colour = try pixel(made.data, x: 25, y: 12)
+        #expect(colour.count == 3)
+        #expect(near(colour, [30, 120, 200], tolerance: 45), "\(colour)")
+    }
+}
