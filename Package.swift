@@ -139,7 +139,7 @@ let package = Package(
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",
                     dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache", "ImageCache"]),
-        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips", "StorageServer", "Transport"]),
+        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips", "StorageServer", "Transport", "FileKit"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
         // Runs the built sync-agent binary; the dependency makes sure it is built first.

@@ -59,6 +59,8 @@ extension ImageMetadata {
 enum OriginalBytes: Sendable {
     case data(Data)
     case stored(ItemStore, CacheKey)
+    /// A file of a mirrored folder, open (kept open while the job is held or used).
+    case file(OpenFile)
 }
 
 struct VariantJob: Sendable {
@@ -130,9 +132,13 @@ struct VariantMaker: ItemFetching {
         }
         let input: ImageInput
         var opened: Int32?
+        var file: OpenFile?
         switch job.original {
         case .data(let data):
             input = .data(data)
+        case .file(let open):
+            input = .descriptor(open.descriptor)
+            file = open
         case .stored(let store, let key):
             // The file stays readable through this descriptor even if it is evicted meanwhile.
             let value = try await store.withValue(for: key) { value -> OpenedOriginal in
@@ -159,9 +165,13 @@ struct VariantMaker: ItemFetching {
             }
         }
         defer { if let opened { close(opened) } }
+        let kept = file
         let made = await job.pool.run { () -> Result<ProcessedImage, ImageCacheError> in
-            Result { () throws(ImageCacheError) in
-                try job.processing.process(input, source: job.source, request: job.request, limits: job.limits)
+            // The file stays open while it is read.
+            withExtendedLifetime(kept) {
+                Result { () throws(ImageCacheError) in
+                    try job.processing.process(input, source: job.source, request: job.request, limits: job.limits)
+                }
             }
         }
         switch made {

@@ -81,6 +81,8 @@ public final class ImagePipeline: Sendable {
     /// Originals' records this process read or wrote lately, so that a warm hit skips the
     /// index: trusted for ``recordTrust`` at most (another process's new version is seen that
     /// much later at the latest) and never past the original's own expiry.
+    /// The facts of `file` sources this process read, by the file's identity.
+    private let fileDigests = Mutex<[FileIdentityKey: (metadata: ImageMetadata, digest: String)]>([:])
     private let recentOriginals = Mutex<[String: (info: ItemInfo, readAt: ContinuousClock.Instant)]>([:])
     /// How long a record of ``recentOriginals`` is trusted.
     static let recordTrust: Duration = .seconds(1)
@@ -538,52 +540,58 @@ public final class ImagePipeline: Sendable {
         return (key, metadata, digest)
     }
 
-    /// An image in a folder ContentSync mirrors, read in place (at most
-    /// ``ImageLimits/maxBytes``) and keyed by its SHA-256: a new version's variants are new,
-    /// and the old version's go.
+    /// An image in a folder ContentSync mirrors, read in place from its descriptor (never
+    /// copied into memory whole: hashed, checked and decoded in pieces), at most
+    /// ``ImageLimits/maxBytes``, and keyed by its SHA-256: a new version's variants are new, and
+    /// the old version's go. The digest of a file this process read is remembered by the file's
+    /// identity (device, inode, size, change times), so a warm request does not hash it again.
     private func readFile(_ url: URL, key: CacheKey) async throws(ImageCacheError) -> Original {
         let path = url.path
         let limits = configuration.limits
-        let read = try await configuration.processingPool.run {
-            () throws(ImageCacheError) -> (data: Data, metadata: ImageMetadata) in
-            let data = try Self.readBounded(path, limit: limits.maxBytes)
-            return (data, try ImageMetadata.ofOriginal(data, source: path, limits: limits))
+        let file = try await configuration.processingPool.run { () throws(ImageCacheError) -> OpenFile in
+            try OpenFile(path: path, limit: limits.maxBytes)
         }
-        let digest = read.metadata.sha256 ?? FileDigest.sha256(read.data)
-        await dropVariants(of: key, except: digest)
-        return Original(key: key, bytes: .data(read.data), metadata: read.metadata, digest: digest, source: .disk)
+        let remembered = fileDigests.withLock { $0[file.identity] }
+        let facts: (metadata: ImageMetadata, digest: String)
+        if let remembered {
+            facts = remembered
+        } else {
+            facts = try await configuration.processingPool.run {
+                () throws(ImageCacheError) -> (metadata: ImageMetadata, digest: String) in
+                try Self.checkedFacts(of: file, path: path, limits: limits)
+            }
+            fileDigests.withLock { digests in
+                if digests.count >= Self.recentLimit { digests.removeAll(keepingCapacity: true) }
+                digests[file.identity] = facts
+            }
+            await dropVariants(of: key, except: facts.digest)
+        }
+        return Original(key: key, bytes: .file(file), metadata: facts.metadata, digest: facts.digest, source: .disk)
     }
 
-    /// The bytes of the regular file at `path`, refused past `limit` bytes (read to one past,
-    /// so a file that grows while read is refused too).
-    static func readBounded(_ path: String, limit: Int) throws(ImageCacheError) -> Data {
-        guard let handle = FileHandle(forReadingAtPath: path) else {
-            let reason = String(cString: strerror(errno))
-            throw ImageCacheError(
-                ItemCacheError(code: .fetch, message: "cannot read the image \(path): \(reason); check the path"))
+    /// The facts of an open original file: its header (held to `limits`), its format's own
+    /// integrity checks, and its SHA-256, each read in pieces.
+    static func checkedFacts(of file: OpenFile, path: String, limits: ImageLimits) throws(ImageCacheError)
+        -> (metadata: ImageMetadata, digest: String)
+    {
+        let header = try ImageProbe.header(of: .descriptor(file.descriptor), source: path, limits: limits)
+        if let damage = try FileStructure.damage(of: file, format: header.format, path: path) {
+            throw ImageCacheError(code: .refused, message: "\(path) \(damage)")
         }
-        defer { try? handle.close() }
-        var status = stat()
-        guard fstat(handle.fileDescriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
-            throw ImageCacheError(
-                code: .refused, message: "\(path) is not a regular file; give the path of an image file")
-        }
-        guard status.st_size <= limit else {
-            throw ImageCacheError(
-                code: .refused,
-                message: "\(path) is \(status.st_size) bytes, over the \(limit)-byte limit (ImageLimits.maxBytes)")
-        }
-        let data: Data
+        let digest: (size: Int64, sha256: String)
         do {
-            data = try handle.read(upToCount: limit + 1) ?? Data()
+            digest = try FileDigest.sha256(ofDescriptor: file.descriptor, shownAs: path)
         } catch {
             throw ImageCacheError(ItemCacheError(code: .fetch, message: "cannot read the image \(path): \(error)"))
         }
-        guard data.count <= limit else {
+        guard digest.size == file.size else {
             throw ImageCacheError(
-                code: .refused, message: "\(path) grew past the \(limit)-byte limit (ImageLimits.maxBytes) while read")
+                code: .refused, message: "\(path) changed size while it was read; ask again once it is written")
         }
-        return data
+        let metadata = ImageMetadata(
+            width: header.width, height: header.height, format: header.format, orientation: header.orientation,
+            bytes: digest.size, sha256: digest.sha256)
+        return (metadata, digest.sha256)
     }
 
     // MARK: - Variants

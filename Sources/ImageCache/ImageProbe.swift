@@ -272,10 +272,18 @@ enum CRC32 {
     }
 
     static func checksum(_ bytes: UnsafeRawBufferPointer) -> UInt32 {
-        var crc: UInt32 = 0xFFFF_FFFF
+        ~update(start, bytes)
+    }
+
+    /// The running value before any byte.
+    static let start: UInt32 = 0xFFFF_FFFF
+
+    /// The running value after `bytes` (the checksum is its complement).
+    static func update(_ running: UInt32, _ bytes: UnsafeRawBufferPointer) -> UInt32 {
+        var crc = running
         table.withUnsafeBufferPointer { table in
             for byte in bytes { crc = table[Int((crc ^ UInt32(byte)) & 0xFF)] ^ (crc >> 8) }
         }
-        return ~crc
+        return crc
     }
 }

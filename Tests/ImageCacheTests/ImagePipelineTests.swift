@@ -1,4 +1,5 @@
 import CVips
+import FileKit
 import Foundation
 import ItemCache
 import StorageServer
@@ -281,6 +282,54 @@ struct ImagePipelineTests {
         #expect(try await pipeline.loader.count(matching: ItemQuery()) == 1)
     }
 
+    @Test(
+        "a mirrored file is checked in pieces as a fetched original is whole; a FIFO is refused without blocking",
+        .timeLimit(.minutes(1)),
+        arguments: [
+            "truncated-jpeg", "truncated-png", "png-crc", "png-ihdr", "pixel-bomb", "over-bytes", "fifo", "missing",
+        ])
+    func hostileFiles(kind: String) async throws {
+        let fixture = try PipelineFixture(kind)
+        let folder = fixture.folder + "-files"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let path = folder + "/image"
+        switch kind {
+        case "fifo": #expect(mkfifo(path, 0o600) == 0)
+        case "missing": break
+        default: try hostileImage(kind).write(to: URL(fileURLWithPath: path))
+        }
+        let pipeline = try fixture.pipeline { $0.limits.maxBytes = 256 << 10 }
+        let error = await #expect(throws: ImageCacheError.self) {
+            try await pipeline.image(
+                for: ImageRequest(source: .url(URL(fileURLWithPath: path)), width: 16, height: nil))
+        }
+        #expect(error?.code == (kind == "missing" ? .cache : .refused))
+        #expect(error?.message.contains(path) == true)
+        #expect(try await pipeline.loader.count(matching: ItemQuery()) == 0)
+    }
+
+    @Test("a whole file with bytes after its end, and a large noisy one, are accepted from a mirrored folder")
+    func wholeFiles() async throws {
+        let fixture = try PipelineFixture()
+        let folder = fixture.folder + "-whole"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let jpeg = try noisyImage(width: 700, height: 500, format: "jpeg") + Data(repeating: 0, count: 4096)
+        try jpeg.write(to: URL(fileURLWithPath: folder + "/a.jpg"))
+        let png = try noisyImage(width: 300, height: 200, format: "png")
+        try png.write(to: URL(fileURLWithPath: folder + "/b.png"))
+        let pipeline = try fixture.pipeline()
+        let a = try await pipeline.image(
+            for: ImageRequest(source: .url(URL(fileURLWithPath: folder + "/a.jpg")), width: 70, height: nil))
+        #expect(a.metadata.width == 70 && a.metadata.height == 50 && a.original.bytes == Int64(jpeg.count))
+        let b = try await pipeline.image(
+            for: ImageRequest(source: .url(URL(fileURLWithPath: folder + "/b.png")), width: 30, height: nil))
+        #expect(b.metadata.height == 20)
+        // The digest is the content's, as if it had been read whole.
+        #expect(a.original.sha256 == FileDigest.sha256(jpeg))
+    }
+
     @Test("requests that cannot be made are refused before any fetch")
     func badRequests() async throws {
         let fixture = try PipelineFixture()
@@ -496,26 +545,24 @@ struct PixelsAndStatesTests {
         #expect(tier.value(for: "huge") == nil && tier.bytes == 800)
     }
 
-    @Test("states: notFound, then found once made; an observer sees the variant found")
+    @Test("states: notFound, then found once made; an observer sees the variant found", .timeLimit(.minutes(1)))
     func states() async throws {
         let fixture = try PipelineFixture()
         fixture.serve("/s.jpg", try colouredImage(width: 300, height: 200, rgb: (1, 2, 3), format: "jpeg"))
         let pipeline = try fixture.pipeline()
         let request = fixture.request("/s.jpg", 30, nil)
         #expect(await pipeline.state(for: request) == .notFound)
-        let observed = Task { () -> [ItemState] in
-            var seen: [ItemState] = []
-            for await state in pipeline.states(for: request) {
-                seen.append(state)
-                if state == .found { break }
-            }
-            return seen
+        var states = pipeline.states(for: request).makeAsyncIterator()
+        #expect(await states.next() == .notFound)
+        let load = Task { try await pipeline.image(for: request) }
+        var seen: [ItemState] = []
+        while let state = await states.next() {
+            seen.append(state)
+            if state == .found { break }
         }
-        try await Task.sleep(for: .milliseconds(20))
-        _ = try await pipeline.image(for: request)
+        _ = try await load.value
+        #expect(seen.last == .found)
         #expect(await pipeline.state(for: request) == .found)
-        let seen = await observed.value
-        #expect(seen.first == .notFound && seen.last == .found)
         // Another size of the same original: not made yet.
         #expect(await pipeline.state(for: fixture.request("/s.jpg", 31, nil)) == .notFound)
         #expect(fixture.origin.requestCount(forPath: "/s.jpg") == 1)
