@@ -4,6 +4,7 @@ import ItemCache
 import Synchronization
 
 import enum Transport.Redaction
+import struct Transport.TransportError
 
 /// Fetches originals through the item cache's own fetchers (`http`, `https`, `file`) and
 /// checks each new body before it is stored: an image this cache accepts, within the limits.
@@ -21,11 +22,20 @@ struct OriginalFetcher: ItemFetching {
                 message: "\(request.key.rawValue) has no http, https or file URL to fetch the image from",
                 key: request.key)
         }
-        var response = try await fetcher.fetch(request)
+        let shown = url.isFileURL ? url.path : Redaction.url(url)
+        var response: FetchResponse
+        do {
+            response = try await fetcher.fetch(request)
+        } catch let error as TransportError where error.code == .tooLarge {
+            throw ItemCacheError(
+                code: .rejected,
+                message:
+                    "\(shown) is over the \(limits.maxBytes)-byte limit (ImageLimits.maxBytes); its download was stopped there",
+                key: request.key)
+        }
         // Only a body meant as the image is checked: an error page (a 404) is the origin's
         // answer, kept and reported as such.
         guard case .fetched(let data) = response.body, (200...299).contains(response.status) else { return response }
-        let shown = url.isFileURL ? url.path : Redaction.url(url)
         let limits = self.limits
         let facts = await pool.run { () -> Result<ImageMetadata, ImageCacheError> in
             Result { () throws(ImageCacheError) in try ImageMetadata.ofOriginal(data, source: shown, limits: limits) }

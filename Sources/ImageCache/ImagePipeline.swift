@@ -144,7 +144,15 @@ public final class ImagePipeline: Sendable {
         ownsLoader = owns
         decoded = DecodedTier(limit: configuration.decodedMemoryLimit)
         var inner: [String: any ItemFetching] = [:]
-        for scheme in ["http", "https", "file"] { inner[scheme] = loader.registeredFetcher(for: scheme) }
+        for scheme in ["http", "https", "file"] {
+            var fetcher = loader.registeredFetcher(for: scheme)
+            // A body over the image limit is cut off as it arrives, not downloaded whole first.
+            if var http = fetcher as? HTTPFetcher {
+                http.maxBytes = min(http.maxBytes, Int64(configuration.limits.maxBytes))
+                fetcher = http
+            }
+            inner[scheme] = fetcher
+        }
         loader.register(
             OriginalFetcher(inner: inner, limits: configuration.limits, pool: configuration.processingPool),
             for: Self.originalContext)

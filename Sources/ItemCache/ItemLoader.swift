@@ -99,7 +99,8 @@ public final class ItemLoader: Sendable {
     private let observerIDs = Atomic<Int>(0)
     private let limiter: FetchLimiter
     let metrics: CacheMetrics
-    private let ownedTransport: CurlTransport?
+    /// The transport this loader opened for itself (started on its first HTTP request).
+    let ownedTransport: LazyCurlTransport?
     /// This loader's failing origins (``LoadingConfiguration/originBackoff``).
     private let backoffs = Mutex<[String: OriginFailure]>([:])
 
@@ -117,7 +118,7 @@ public final class ItemLoader: Sendable {
     }
 
     private init(
-        store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport, owned: CurlTransport?
+        store: any ItemCaching, configuration: CacheConfiguration, transport: any Transport, owned: LazyCurlTransport?
     ) {
         self.store = store
         self.configuration = configuration
@@ -149,16 +150,12 @@ public final class ItemLoader: Sendable {
             owned: nil)
     }
 
-    /// Opens an ``ItemStore`` in the configured folder and a `CurlTransport` of its own (ended
-    /// by ``close()``).
+    /// Opens an ``ItemStore`` in the configured folder and a `CurlTransport` of its own,
+    /// started on the first HTTP request (a loader of `file` URLs or custom fetchers never loads
+    /// libcurl) and ended by ``close()``.
     public convenience init(configuration: CacheConfiguration) throws(ItemCacheError) {
         let store = try ItemStore(configuration: configuration)
-        let transport: CurlTransport
-        do {
-            transport = try CurlTransport()
-        } catch {
-            throw ItemCacheError(code: .fetch, message: "cannot start the HTTP transport: \(error)", underlying: error)
-        }
+        let transport = LazyCurlTransport()
         self.init(store: store, configuration: configuration, transport: transport, owned: transport)
     }
 

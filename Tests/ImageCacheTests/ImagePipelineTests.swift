@@ -200,6 +200,7 @@ struct ImagePipelineTests {
         }
         #expect(error?.code == .refused)
         #expect(error?.message.contains(fixture.url("/bad").absoluteString) == true)
+        if kind == "over-bytes" { #expect(error?.message.contains("ImageLimits.maxBytes") == true) }
         #expect(pipeline.counts.refusals == 1 && pipeline.counts.made == 0)
         #expect(try await pipeline.loader.count(matching: ItemQuery()) == 0)
     }
