@@ -3,7 +3,6 @@ import Foundation
 import ItemCache
 import Synchronization
 
-import enum Transport.Redaction
 import struct Transport.TransportError
 
 /// Fetches originals through the item cache's own fetchers (`http`, `https`, `file`) and
@@ -22,7 +21,7 @@ struct OriginalFetcher: ItemFetching {
                 message: "\(request.key.rawValue) has no http, https or file URL to fetch the image from",
                 key: request.key)
         }
-        let shown = url.isFileURL ? url.path : Redaction.url(url)
+        let shown = ImageSource.url(url).shown
         var response: FetchResponse
         do {
             response = try await fetcher.fetch(request)
@@ -56,9 +55,14 @@ extension ImageMetadata {
         throws(ImageCacheError) -> ImageMetadata
     {
         let header = try ImageProbe.header(of: data, source: source, limits: limits)
-        return ImageMetadata(
+        return ImageMetadata(header: header, bytes: Int64(data.count), sha256: FileDigest.sha256(data), custom: custom)
+    }
+
+    /// The facts of an original whose header is `header`.
+    init(header: ImageHeader, bytes: Int64, sha256: String, custom: [String: String] = [:]) {
+        self.init(
             width: header.width, height: header.height, format: header.format, orientation: header.orientation,
-            bytes: Int64(data.count), sha256: FileDigest.sha256(data), custom: custom)
+            bytes: bytes, sha256: sha256, custom: custom)
     }
 }
 

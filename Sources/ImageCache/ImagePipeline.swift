@@ -583,7 +583,7 @@ public final class ImagePipeline: Sendable {
         -> (metadata: ImageMetadata, digest: String)
     {
         let header = try ImageProbe.header(of: .descriptor(file.descriptor), source: path, limits: limits)
-        if let damage = try FileStructure.damage(of: file, format: header.format, path: path) {
+        if let damage = ImageStructure.damage(of: file, format: header.format) {
             throw ImageCacheError(code: .refused, message: "\(path) \(damage)")
         }
         let digest: (size: Int64, sha256: String)
@@ -596,10 +596,7 @@ public final class ImagePipeline: Sendable {
             throw ImageCacheError(
                 code: .refused, message: "\(path) changed size while it was read; ask again once it is written")
         }
-        let metadata = ImageMetadata(
-            width: header.width, height: header.height, format: header.format, orientation: header.orientation,
-            bytes: digest.size, sha256: digest.sha256)
-        return (metadata, digest.sha256)
+        return (ImageMetadata(header: header, bytes: digest.size, sha256: digest.sha256), digest.sha256)
     }
 
     // MARK: - Variants

@@ -101,16 +101,8 @@ public enum ImageProbe {
         let header = try header(
             loader: loader, source: source, limits: limits,
             open: { cvips_image_new_from_buffer(raw.baseAddress, raw.count, 1) })
-        if header.format == "png", let damage = PNGStructure.damage(raw) {
-            throw ImageCacheError(
-                code: .refused, message: "\(source) is a damaged PNG: \(damage); fetch it whole or fix the file")
-        }
-        if header.format == "jpeg", !JPEGStructure.hasEndAfterScan(raw) {
-            throw ImageCacheError(
-                code: .refused,
-                message:
-                    "\(source) is a JPEG cut short: no end-of-image marker follows its scan data (a truncated download or file); fetch it whole"
-            )
+        if let damage = ImageStructure.damage(of: MemoryBytes(raw: raw), format: header.format) {
+            throw ImageCacheError(code: .refused, message: "\(source) \(damage)")
         }
         return header
     }
@@ -173,50 +165,101 @@ public enum ImageProbe {
     }
 }
 
+/// Bytes an integrity check reads, wherever they are: in memory (a fetched body) or in an open
+/// file (a mirrored folder's), read a piece at a time so a large file is never held whole.
+protocol ImageBytes {
+    /// How many bytes there are.
+    var size: Int64 { get }
+    /// Calls `body` with up to `count` bytes at `offset` (fewer at the end; none past it).
+    func withBytes<T>(at offset: Int64, count: Int, _ body: (UnsafeRawBufferPointer) -> T) -> T
+}
+
+/// Bytes in memory: pieces are slices, never copies.
+struct MemoryBytes: ImageBytes {
+    let raw: UnsafeRawBufferPointer
+    var size: Int64 { Int64(raw.count) }
+
+    func withBytes<T>(at offset: Int64, count: Int, _ body: (UnsafeRawBufferPointer) -> T) -> T {
+        let start = Int(min(max(0, offset), size))
+        let end = start + min(max(0, count), raw.count - start)
+        return body(UnsafeRawBufferPointer(rebasing: raw[start..<end]))
+    }
+}
+
+extension ImageBytes {
+    /// Up to `count` bytes at `offset`, copied.
+    func bytes(at offset: Int64, count: Int) -> [UInt8] { withBytes(at: offset, count: count) { Array($0) } }
+
+    /// The big-endian 32-bit value at `offset`, nil past the end.
+    func uint32(at offset: Int64) -> UInt32? {
+        let bytes = bytes(at: offset, count: 4)
+        return bytes.count == 4 ? bytes.reduce(0) { $0 << 8 | UInt32($1) } : nil
+    }
+}
+
+/// A format's own integrity checks, which libvips does not make every time: what follows
+/// "`<source>` " in a refusal, or nil.
+enum ImageStructure {
+    static func damage(of bytes: some ImageBytes, format: String) -> String? {
+        switch format {
+        case "jpeg":
+            JPEGStructure.hasEndAfterScan(bytes)
+                ? nil
+                : "is a JPEG cut short: no end-of-image marker follows its scan data (a truncated download or file); fetch it whole"
+        case "png": PNGStructure.damage(bytes).map { "is a damaged PNG: \($0); fetch it whole or fix the file" }
+        default: nil
+        }
+    }
+}
+
 /// What libjpeg only warns about: a JPEG whose data stops before its end. libjpeg fills the
 /// rest grey and reports "premature end of data" as a warning, which `fail_on=error` lets
 /// through, while `fail_on=warning` would also refuse a damaged EXIF block, which is harmless.
 enum JPEGStructure {
-    /// Whether an end-of-image marker (`FF D9`) follows the first start-of-scan (`FF DA`). In
-    /// scan data every `FF` byte is stuffed (`FF 00`) or a restart marker (`FF D0`–`FF D7`),
-    /// so the pair cannot occur by chance there; an EXIF thumbnail's own end marker comes
-    /// before the scan and does not count. Bytes after the end (padding, appended data) are
-    /// allowed.
-    static func hasEndAfterScan(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard bytes.count >= 4 else { return false }
-        var index = 2 // After SOI.
-        var sawScan = false
-        while index + 1 < bytes.count {
-            if bytes[index] == 0xFF {
-                let marker = bytes[index + 1]
-                if !sawScan {
-                    if marker == 0xDA {
-                        sawScan = true
-                        index += 2
-                        continue
-                    }
-                    // A segment with a length: skip its payload (an EXIF thumbnail's markers
-                    // inside it are not the image's).
-                    if marker >= 0xC0, marker != 0xD8, marker != 0xFF, !(0xD0...0xD7).contains(marker),
-                        index + 3 < bytes.count
-                    {
-                        let length = Int(bytes[index + 2]) << 8 | Int(bytes[index + 3])
-                        guard length >= 2 else { return false }
-                        index += 2 + length
-                        continue
-                    }
-                } else if marker == 0xD9 {
-                    return true
-                }
+    /// How far from its end a JPEG's end marker is looked for: bytes appended after it (a
+    /// camera's trailer) up to this much are allowed.
+    static let tail = 1 << 20
+
+    /// Whether an end-of-image marker (`FF D9`) follows the first start-of-scan (`FF DA`)
+    /// within the last ``tail`` bytes. The segments before the scan are skipped by their
+    /// lengths (an EXIF thumbnail's own end marker does not count); in scan data every `FF` is
+    /// stuffed (`FF 00`) or a restart marker (`FF D0`–`FF D7`), so the pair cannot occur there
+    /// by chance.
+    static func hasEndAfterScan(_ bytes: some ImageBytes) -> Bool {
+        var offset: Int64 = 2 // After SOI.
+        var scan: Int64?
+        while offset + 4 <= bytes.size {
+            let head = bytes.bytes(at: offset, count: 4)
+            guard head[0] == 0xFF else {
+                // Stray bytes between segments: on to the next FF, a window at a time.
+                let window = 1 << 16
+                offset += Int64(bytes.withBytes(at: offset, count: window) { $0.firstIndex(of: 0xFF) } ?? window)
+                continue
             }
-            index += 1
+            let marker = head[1]
+            if marker == 0xDA {
+                scan = offset + 2
+                break
+            }
+            // A marker without a length (fill, SOI, restart, TEM and reserved ones): step over it.
+            if marker == 0xFF || marker == 0xD8 || (0xD0...0xD7).contains(marker) || marker < 0xC0 {
+                offset += marker == 0xFF ? 1 : 2
+                continue
+            }
+            let length = Int64(head[2]) << 8 | Int64(head[3])
+            guard length >= 2 else { return false }
+            offset += 2 + length
         }
-        return false
+        guard let scan else { return false }
+        let start = max(scan, bytes.size - Int64(tail))
+        return bytes.withBytes(at: start, count: Int(bytes.size - start)) { tail in
+            tail.indices.dropLast().contains { tail[$0] == 0xFF && tail[$0 + 1] == 0xD9 }
+        }
     }
 
     /// ``hasEndAfterScan(_:)`` of `data`.
     static func hasEndAfterScan(_ data: Data) -> Bool {
-        data.withUnsafeBytes { hasEndAfterScan($0) }
+        data.withUnsafeBytes { hasEndAfterScan(MemoryBytes(raw: $0)) }
     }
 }
 
@@ -224,22 +267,21 @@ enum JPEGStructure {
 /// chunk whose CRC is wrong, depending on thread timing) through as a partly grey image.
 enum PNGStructure {
     /// What is wrong with the PNG in `bytes`, or nil when its chunks are whole: the signature,
-    /// each chunk's length within the file and its CRC-32, IHDR first (13 bytes), and an IEND
-    /// (bytes after it are allowed).
-    static func damage(_ bytes: UnsafeRawBufferPointer) -> String? {
+    /// each chunk's length within the file and its CRC-32 (read a megabyte at a time), IHDR
+    /// first (13 bytes), and an IEND (bytes after it are allowed).
+    static func damage(_ bytes: some ImageBytes) -> String? {
         let signature: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]
-        guard bytes.count >= 8, zip(bytes.prefix(8), signature).allSatisfy({ $0 == $1 }) else {
-            return "no PNG signature"
-        }
-        var offset = 8
+        guard bytes.bytes(at: 0, count: 8) == signature else { return "no PNG signature" }
+        var offset: Int64 = 8
         var first = true
         while true {
-            guard offset + 12 <= bytes.count else { return "it ends before its IEND chunk (cut short)" }
-            let length = Int(readUInt32(bytes, offset))
-            guard length <= 0x7FFF_FFFF, length <= bytes.count - offset - 12 else {
+            guard offset + 12 <= bytes.size, let length = bytes.uint32(at: offset).map(Int64.init) else {
+                return "it ends before its IEND chunk (cut short)"
+            }
+            guard length <= 0x7FFF_FFFF, length <= bytes.size - offset - 12 else {
                 return "a chunk at byte \(offset) claims \(length) bytes, past the end (cut short)"
             }
-            let type = (0..<4).map { bytes[offset + 4 + $0] }
+            let type = bytes.bytes(at: offset + 4, count: 4)
             guard type.allSatisfy({ (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) }) else {
                 return "the chunk at byte \(offset) has no valid type"
             }
@@ -248,19 +290,23 @@ enum PNGStructure {
                 guard name == "IHDR", length == 13 else { return "its first chunk is not a 13-byte IHDR" }
                 first = false
             }
-            let stored = readUInt32(bytes, offset + 8 + length)
-            let computed = CRC32.checksum(UnsafeRawBufferPointer(rebasing: bytes[(offset + 4)..<(offset + 8 + length)]))
-            guard stored == computed else { return "the CRC of its \(name) chunk at byte \(offset) is wrong" }
+            // The CRC covers the type and the data.
+            var crc = CRC32.start
+            var covered: Int64 = 0
+            while covered < 4 + length {
+                let piece = Int(min(4 + length - covered, 1 << 20))
+                crc = bytes.withBytes(at: offset + 4 + covered, count: piece) { CRC32.update(crc, $0) }
+                covered += Int64(piece)
+            }
+            guard bytes.uint32(at: offset + 8 + length) == ~crc else {
+                return "the CRC of its \(name) chunk at byte \(offset) is wrong"
+            }
             if name == "IEND" { return nil }
             offset += 12 + length
         }
     }
 
-    static func damage(_ data: Data) -> String? { data.withUnsafeBytes { damage($0) } }
-
-    private static func readUInt32(_ bytes: UnsafeRawBufferPointer, _ offset: Int) -> UInt32 {
-        (0..<4).reduce(0) { $0 << 8 | UInt32(bytes[offset + $1]) }
-    }
+    static func damage(_ data: Data) -> String? { data.withUnsafeBytes { damage(MemoryBytes(raw: $0)) } }
 }
 
 /// CRC-32 (IEEE 802.3, as PNG and zlib use it), table-driven.

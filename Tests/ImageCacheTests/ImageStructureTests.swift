@@ -45,6 +45,38 @@ struct ImageStructureTests {
         #expect(Data("123456789".utf8).withUnsafeBytes { CRC32.checksum($0) } == 0xCBF4_3926)
     }
 
+    @Test("one check for bytes in memory and in a file: the same verdict, word for word, on every input")
+    func memoryAndFileAgree() throws {
+        let jpeg = try noisyImage(width: 96, height: 64, format: "jpeg")
+        let png = try noisyImage(width: 96, height: 64, format: "png")
+        var flipped = png
+        flipped[png.count / 2] ^= 0x04
+        let inputs: [(String, String, Data)] = [
+            ("whole jpeg", "jpeg", jpeg), ("cut jpeg", "jpeg", jpeg.prefix(jpeg.count - 3)),
+            ("jpeg, a short trailer", "jpeg", jpeg + Data(repeating: 7, count: 1000)),
+            ("jpeg, a trailer past the window", "jpeg", jpeg + Data(repeating: 7, count: JPEGStructure.tail + 10)),
+            ("whole png", "png", png), ("cut png", "png", png.prefix(png.count - 20)), ("flipped png", "png", flipped),
+        ]
+        let folder = NSTemporaryDirectory() + "structure-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var verdicts: [String: String] = [:]
+        for (name, format, data) in inputs {
+            let path = folder + "/" + name
+            try data.write(to: URL(fileURLWithPath: path))
+            let file = try OpenFile(path: path, limit: 1 << 30)
+            let inMemory = data.withUnsafeBytes { ImageStructure.damage(of: MemoryBytes(raw: $0), format: format) }
+            #expect(ImageStructure.damage(of: file, format: format) == inMemory, "\(name)")
+            verdicts[name] = inMemory ?? "whole"
+        }
+        #expect(verdicts["whole jpeg"] == "whole" && verdicts["whole png"] == "whole")
+        #expect(verdicts["jpeg, a short trailer"] == "whole")
+        #expect(verdicts["cut jpeg"]?.contains("cut short") == true)
+        #expect(verdicts["jpeg, a trailer past the window"]?.contains("cut short") == true)
+        #expect(verdicts["cut png"]?.contains("cut short") == true)
+        #expect(verdicts["flipped png"]?.contains("CRC") == true)
+    }
+
     struct PlanRow: Sendable, CustomTestStringConvertible {
         var why: String
         var source: (Int, Int)
