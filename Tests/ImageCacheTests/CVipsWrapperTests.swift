@@ -4,26 +4,6 @@ import Testing
 
 @testable import ImageCache
 
-/// Test images made by libvips itself: a black image of the size and bands, saved as `format`.
-func testImage(width: Int, height: Int, bands: Int = 3, format: String) throws -> Data {
-    try VipsRuntime.start()
-    var image: UnsafeMutablePointer<VipsImage>?
-    guard cvips_black(&image, Int32(width), Int32(height), Int32(bands)) == 0, let image else {
-        throw ImageCacheError(code: .processing, message: "vips_black: \(VipsRuntime.takeError())")
-    }
-    defer { cvips_unref(image) }
-    var buffer: UnsafeMutableRawPointer?
-    var length = 0
-    let status =
-        format == "jpeg"
-        ? cvips_jpegsave_buffer(image, &buffer, &length, 80) : cvips_pngsave_buffer(image, &buffer, &length)
-    guard status == 0, let buffer else {
-        throw ImageCacheError(code: .processing, message: "save \(format): \(VipsRuntime.takeError())")
-    }
-    defer { cvips_free(buffer) }
-    return Data(bytes: buffer, count: length)
-}
-
 /// Each wrapper of the CVips shim, on real libvips, and the header probe on top of them.
 @Suite("libvips through CVips: start-up, loaders allowed and refused, headers and limits")
 struct CVipsWrapperTests {

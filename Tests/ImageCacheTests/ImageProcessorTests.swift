@@ -4,47 +4,6 @@ import Testing
 
 @testable import ImageCache
 
-/// A constant-colour image of this size (RGB, or RGBA with `alpha`), saved as `format`;
-/// `orientation` sets EXIF orientation (JPEG only).
-func colouredImage(
-    width: Int, height: Int, rgb: (Double, Double, Double), alpha: Double? = nil, format: String,
-    orientation: Int? = nil
-) throws -> Data {
-    try VipsRuntime.start()
-    var image: UnsafeMutablePointer<VipsImage>?
-    guard
-        cvips_constant(&image, Int32(width), Int32(height), rgb.0, rgb.1, rgb.2, alpha ?? 255, alpha == nil ? 3 : 4)
-            == 0, let image
-    else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
-    defer { cvips_unref(image) }
-    var buffer: UnsafeMutableRawPointer?
-    var length = 0
-    if let orientation { cvips_image_set_int(image, "orientation", Int32(orientation)) }
-    let status =
-        format == "jpeg"
-        ? (orientation != nil
-            ? cvips_jpegsave_buffer_keep(image, &buffer, &length, 90)
-            : cvips_jpegsave_buffer(image, &buffer, &length, 90))
-        : cvips_pngsave_buffer(image, &buffer, &length)
-    guard status == 0, let buffer else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
-    defer { cvips_free(buffer) }
-    return Data(bytes: buffer, count: length)
-}
-
-/// The first pixel of an encoded image, band by band.
-func firstPixel(_ data: Data) throws -> [Double] {
-    try data.withUnsafeBytes { raw in
-        guard let image = cvips_image_new_from_buffer(raw.baseAddress, raw.count, 1) else {
-            throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
-        }
-        defer { cvips_unref(image) }
-        var values = [Double](repeating: -1, count: 4)
-        let count = cvips_getpoint(image, 0, 0, &values, 4)
-        guard count > 0 else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
-        return Array(values.prefix(Int(count)))
-    }
-}
-
 /// Resizes on real images, judged by their pixels: sizes per mode, no upscale by default,
 /// EXIF orientation applied, alpha flattened onto white for JPEG.
 @Suite("The libvips resize, by its pixels")
@@ -111,67 +70,6 @@ struct ImageProcessorTests {
                 source, source: "s.png", request: ResizeRequest(width: nil, height: 0, format: .png))
         }
     }
-}
-
-/// An RGB image painted by `colour(x, y)`, saved as JPEG (keeping `orientation` when given),
-/// PNG, or a CMYK JPEG (`cmyk`).
-func paintedImage(
-    width: Int, height: Int, format: String, orientation: Int? = nil, colour: (Int, Int) -> (UInt8, UInt8, UInt8)
-) throws -> Data {
-    try VipsRuntime.start()
-    var rows = Data(capacity: width * height * 3)
-    for y in 0..<height {
-        for x in 0..<width {
-            let (r, g, b) = colour(x, y)
-            rows.append(contentsOf: [r, g, b])
-        }
-    }
-    var painted: UnsafeMutablePointer<VipsImage>?
-    guard
-        rows.withUnsafeBytes({
-            cvips_image_new_from_memory_copy($0.baseAddress, $0.count, Int32(width), Int32(height), 3, &painted)
-        }) == 0, var image = painted
-    else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
-    defer { cvips_unref(image) }
-    if format == "cmyk" {
-        var converted: UnsafeMutablePointer<VipsImage>?
-        guard cvips_colourspace_cmyk(image, &converted) == 0, let converted else {
-            throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
-        }
-        cvips_unref(image)
-        image = converted
-    }
-    if let orientation { cvips_image_set_int(image, "orientation", Int32(orientation)) }
-    var buffer: UnsafeMutableRawPointer?
-    var length = 0
-    let status =
-        switch format {
-        case "png": cvips_pngsave_buffer(image, &buffer, &length)
-        case "jpeg" where orientation != nil: cvips_jpegsave_buffer_keep(image, &buffer, &length, 95)
-        default: cvips_jpegsave_buffer_keep(image, &buffer, &length, 95)
-        }
-    guard status == 0, let buffer else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
-    defer { cvips_free(buffer) }
-    return Data(bytes: buffer, count: length)
-}
-
-/// The pixel at (`x`, `y`) of an encoded image, band by band.
-func pixel(_ data: Data, x: Int, y: Int) throws -> [Double] {
-    try data.withUnsafeBytes { raw in
-        guard let image = cvips_image_new_from_buffer(raw.baseAddress, raw.count, 1) else {
-            throw ImageCacheError(code: .processing, message: VipsRuntime.takeError())
-        }
-        defer { cvips_unref(image) }
-        var values = [Double](repeating: -1, count: 4)
-        let count = cvips_getpoint(image, Int32(x), Int32(y), &values, 4)
-        guard count > 0 else { throw ImageCacheError(code: .processing, message: VipsRuntime.takeError()) }
-        return Array(values.prefix(Int(count)))
-    }
-}
-
-/// Whether `pixel` is within `tolerance` of `expected` on every band.
-func near(_ pixel: [Double], _ expected: [Double], tolerance: Double = 40) -> Bool {
-    pixel.count >= expected.count && zip(pixel, expected).allSatisfy { abs($0 - $1) <= tolerance }
 }
 
 @Suite("The libvips resize, by where its colours land")

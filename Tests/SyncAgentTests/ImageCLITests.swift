@@ -2,7 +2,6 @@ import CVips
 import Foundation
 import ImageCache
 import StorageServer
-import Synchronization
 import Testing
 
 /// `sync-agent image get` as the built binary against a loopback origin: the variant, its
@@ -10,24 +9,11 @@ import Testing
 /// miss, 22 a 404, 3 no origin), and eight processes making one variant from one download.
 @Suite("sync-agent image get")
 struct ImageCLITests {
-    typealias Answer = ScriptedOrigin.Answer
-
-    final class Script: Sendable {
-        let answers = Mutex<[String: Answer]>([:])
-        func set(_ path: String, _ body: Data, type: String = "image/jpeg") {
-            answers.withLock {
-                $0[path] = Answer(headers: ["Content-Type: \(type)", "Cache-Control: max-age=600"], body: body)
-            }
-        }
-    }
-
-    static func withOrigin(_ body: (String, ScriptedOrigin, Script) async throws -> Void) async throws {
-        let script = Script()
-        let origin = try ScriptedOrigin { request in
-            script.answers.withLock { $0[request.path] } ?? Answer(status: 404, body: Data("none".utf8))
-        }
-        defer { origin.stop() }
-        try await withScratch { scratch in try await body(scratch, origin, script) }
+    /// The cache CLI tests' scripted origin (a 404 for any path not set).
+    static func withOrigin(_ body: (String, ScriptedOrigin, CacheHTTPCLITests.Script) async throws -> Void)
+        async throws
+    {
+        try await CacheHTTPCLITests.withOrigin(body)
     }
 
     /// A constant-colour JPEG (or PNG) made by libvips.
@@ -247,5 +233,12 @@ struct ImageCLITests {
             #expect(second["key"] as? String != first["key"] as? String)
             #expect(try await cachedCount(scratch) == 1)
         }
+    }
+}
+
+extension CacheHTTPCLITests.Script {
+    /// Serves `body` at `path` as `type`, fresh for ten minutes.
+    func set(_ path: String, _ body: Data, type: String = "image/jpeg") {
+        set(path, ScriptedOrigin.Answer(headers: ["Content-Type: \(type)", "Cache-Control: max-age=600"], body: body))
     }
 }
