@@ -307,7 +307,8 @@ def run_all(binary: str) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     results_path = work / f"results-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     meta = {"kind": "meta", "binary": binary, "rounds": rounds, "warmup": warmup, "started": time.time(),
-            "command": command_line(binary), "binary_line": binary_line(binary),
+            "command": report.command_line("bench/cache_bench.py", binary, COMMAND_KEYS),
+            "binary_line": report.tool_binary_line(binary, ["Sources/ItemCache"], "ItemCache"),
             "machine": report.machine_line(str(work), [("python", [sys.executable, "--version"])]),
             "diskcache": peer_version(), "sqlite": sqlite_versions(), "load_before": os.getloadavg()[0]}
     with results_path.open("w") as out:
@@ -357,24 +358,6 @@ def sync_agent_binary(cache_bench: str) -> str:
         die(f"{agent} is not an executable; build it with `swift build -c release --product sync-agent` or set SYNC_AGENT "
             "(FAILING_ORIGIN=0 skips the failing-origin scenario)")
     return agent
-
-
-def command_line(binary: str) -> str:
-    keys = ["ROUNDS", "WARMUP", "SKIP_TMPFS", "MEASURES", "BENCH_WORK", "BENCH_TMPFS", "ORIGIN_ROUNDS", "ORIGIN_DELAY"]
-    env = " ".join(f"{k}={os.environ[k]}" for k in keys if os.environ.get(k))
-    return f"{env + ' ' if env else ''}{Path(sys.executable).as_posix()} bench/cache_bench.py {binary}"
-
-
-def binary_line(binary: str) -> str:
-    """The commit the binary was built from: the git work tree that holds its .build folder."""
-    repo = Path(binary).resolve()
-    while repo != repo.parent and not (repo / ".git").exists():
-        repo = repo.parent
-    commit = report.sh("git", "-C", str(repo), "rev-parse", "--short", "HEAD")
-    dirty = report.sh("git", "-C", str(repo), "status", "--porcelain", "--", "Sources/ItemCache")
-    built = datetime.datetime.fromtimestamp(os.path.getmtime(binary), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"ItemCache at commit {commit}{' with uncommitted changes in Sources/ItemCache' if dirty else ''} "
-            f"(`cache-bench` built in release {built})")
 
 
 def peer_version() -> str:
@@ -660,7 +643,8 @@ def write_report(results: Path) -> None:
     lines += ["**Goals.**", *goals, ""]
     chart_path = Path(os.environ.get("BENCH_CHART", "docs/benchmarks-cache.svg"))
     if chart and os.environ.get("BENCH_DOC", "docs/benchmarks.md"):
-        svg_chart(chart_path, chart)
+        report.bar_chart(chart_path, [(t, u, bars, [goal] if goal else []) for t, u, bars, goal in chart], COLORS,
+                         "bars: pooled median; whiskers: lowest–highest round median (bench/cache_bench.py)")
         lines += [f"![Item cache medians]({chart_path.name})", "",
                   f"Chart: [{chart_path.name}]({chart_path.name}), written by `bench/cache_bench.py` from the same runs "
                   "(bars: pooled medians; whiskers: the lowest and highest round median).", ""]
@@ -772,46 +756,8 @@ def inline_table(inline: list[dict], fss: list[str]) -> list[str]:
     return out
 
 
+COMMAND_KEYS = ["ROUNDS", "WARMUP", "SKIP_TMPFS", "MEASURES", "BENCH_WORK", "BENCH_TMPFS", "ORIGIN_ROUNDS", "ORIGIN_DELAY"]
 COLORS = {OURS: "#1f77b4", PEER: "#ff7f0e"}
-
-
-def svg_chart(path: Path, panels: list[tuple[str, str, list[tuple[str, float, float, float]], tuple[float, str] | None]]) -> None:
-    """Horizontal bars, one panel per measure and filesystem, each panel on its own scale; a red
-    dashed line marks the panel's goal when it has one."""
-    width, label_w, bar_h, gap, right = 860, 200, 18, 6, 110
-    plot_w = width - label_w - right
-    y, parts = 20, []
-    for title, unit, bars, goal in panels:
-        parts.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">{esc(title)}</text>')
-        y += 22
-        top = max([max(med, hi) for _, med, _, hi in bars] + [goal[0] if goal else 0]) * 1.05 or 1
-        goal_marks = []
-        if goal:  # drawn after the bars, so they do not hide it
-            gx, gy2 = label_w + plot_w * goal[0] / top, y + len(bars) * (bar_h + gap)
-            goal_marks = [f'<line x1="{gx:.1f}" y1="{y - 2}" x2="{gx:.1f}" y2="{gy2 + 2}" stroke="#d62728" stroke-width="2" stroke-dasharray="4,3"/>',
-                          f'<text x="{gx + 4:.1f}" y="{gy2 + 11}" font-size="10" fill="#d62728">{esc(goal[1])}</text>']
-        for name, med, lo, hi in bars:
-            w = plot_w * med / top
-            parts.append(f'<text x="{label_w - 8}" y="{y + 13}" font-size="12" text-anchor="end">{esc(name)}</text>')
-            parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{COLORS.get(name.split()[0], "#555")}"/>')
-            if hi > 0:
-                x1, x2, ym = label_w + plot_w * lo / top, label_w + plot_w * hi / top, y + bar_h / 2
-                parts.append(f'<line x1="{x1:.1f}" y1="{ym}" x2="{x2:.1f}" y2="{ym}" stroke="#000"/>')
-                parts.append(f'<line x1="{x1:.1f}" y1="{ym - 5}" x2="{x1:.1f}" y2="{ym + 5}" stroke="#000"/>')
-                parts.append(f'<line x1="{x2:.1f}" y1="{ym - 5}" x2="{x2:.1f}" y2="{ym + 5}" stroke="#000"/>')
-            value = f"{med:,.0f}" if med >= 100 else f"{med:.2f}"
-            parts.append(f'<text x="{max(label_w + w, label_w + plot_w * hi / top) + 6:.1f}" y="{y + 13}" font-size="12">{value} {unit}</text>')
-            y += bar_h + gap
-        parts += goal_marks
-        y += 22 if goal else 12
-    path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 20}" viewBox="0 0 {width} {y + 20}" '
-                    f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n' + "\n".join(parts) +
-                    f'\n<text x="10" y="{y + 8}" font-size="11" fill="#555">bars: pooled median; whiskers: lowest–highest '
-                    f'round median (bench/cache_bench.py)</text>\n</svg>\n')
-
-
-def esc(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def main() -> None:

@@ -351,7 +351,8 @@ def run_all(binary: str) -> Path:
     from PIL import Image, features
     results_path = work / f"results-{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     meta = {"kind": "meta", "binary": binary, "rounds": rounds, "warmup": warmup, "count": count, "hits": hits,
-            "started": started, "generation_s": generated, "command": command_line(binary), "binary_line": binary_line(binary),
+            "started": started, "generation_s": generated, "command": report.command_line("bench/images_bench.py", binary, ["IMAGE_ROUNDS", "IMAGE_WARMUP", "IMAGE_COUNT", "IMAGE_HITS", "IMAGE_WORK"]),
+            "binary_line": report.tool_binary_line(binary, ["Sources/ImageCache", "Sources/ImageBench"], "ImageCache"),
             "machine": report.machine_line(str(work), [("vips", ["vips", "--version"])]),
             "pillow": f"Pillow {Image.__version__} (libjpeg-turbo {features.version('libjpeg_turbo') or '?'})",
             "inputs": describe_inputs(files, large), "load_before": os.getloadavg()[0]}
@@ -392,26 +393,6 @@ def run_all(binary: str) -> Path:
     log(f"results: {results_path}")
     return results_path
 
-
-def command_line(binary: str) -> str:
-    keys = ["IMAGE_ROUNDS", "IMAGE_WARMUP", "IMAGE_COUNT", "IMAGE_HITS", "IMAGE_WORK"]
-    env = " ".join(f"{k}={os.environ[k]}" for k in keys if os.environ.get(k))
-    return f"{env + ' ' if env else ''}{Path(sys.executable).as_posix()} bench/images_bench.py {binary}"
-
-
-def binary_line(binary: str) -> str:
-    repo = Path(binary).resolve()
-    while repo != repo.parent and not (repo / ".git").exists():
-        repo = repo.parent
-    commit = report.sh("git", "-C", str(repo), "rev-parse", "--short", "HEAD")
-    dirty = report.sh("git", "-C", str(repo), "status", "--porcelain", "--", "Sources/ImageCache", "Sources/ImageBench")
-    built = datetime.datetime.fromtimestamp(os.path.getmtime(binary), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"ImageCache at commit {commit}{' with uncommitted changes in Sources/ImageCache or Sources/ImageBench' if dirty else ''} "
-            f"(`image-bench` built in release {built})")
-
-
-# ---------------------------------------------------------------------------------------------
-# The report.
 
 def load(path: Path) -> tuple[dict, list[dict]]:
     meta, rows = {}, []
@@ -617,7 +598,7 @@ def write_report(results: Path) -> None:
                         (f"{VIPS} 1 thread", *stats(one_rss[f'{VIPS}-1']))],
                        [(stats(one_rss[f"{VIPS}-1"])[0] + 32 / 1.048576, "goal vips 1 thread + 32 MB")]))
     if panels and doc:
-        svg_chart(chart_path, panels)
+        report.bar_chart(chart_path, panels, COLORS, "bars: median over the counted rounds; whiskers: lowest–highest round (bench/images_bench.py)")
         lines += [f"![Image cache medians]({chart_path.name})", "",
                   f"Chart: [{chart_path.name}]({chart_path.name}), written by `bench/images_bench.py` from the same runs "
                   "(bars: medians over the counted rounds; whiskers: lowest and highest round; red dashed lines: the goals).", ""]
@@ -635,46 +616,6 @@ def ratio_cell(ours: dict, theirs: dict) -> str:
 
 
 COLORS = {OURS: "#1f77b4", VIPS: "#ff7f0e", PILLOW: "#2ca02c"}
-
-
-def svg_chart(path: Path, panels: list[tuple[str, str, list[tuple[str, float, float, float]], list[tuple[float, str]]]]) -> None:
-    """Horizontal bars, one panel per measure on its own scale, whiskers from the lowest to the
-    highest round; red dashed lines mark the panel's goals (bench/cache_bench.py's chart, with more
-    than one goal a panel)."""
-    width, label_w, bar_h, gap, right = 860, 200, 18, 6, 110
-    plot_w = width - label_w - right
-    y, parts = 20, []
-    for title, unit, bars, goals in panels:
-        parts.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">{esc(title)}</text>')
-        y += 22
-        top = max([max(med, hi) for _, med, _, hi in bars] + [g for g, _ in goals]) * 1.05 or 1
-        marks, gy2 = [], y + len(bars) * (bar_h + gap)
-        for k, (g, label) in enumerate(goals):  # drawn after the bars, so they do not hide them
-            gx = label_w + plot_w * g / top
-            marks += [f'<line x1="{gx:.1f}" y1="{y - 2}" x2="{gx:.1f}" y2="{gy2 + 2 + 12 * k}" stroke="#d62728" stroke-width="2" stroke-dasharray="4,3"/>',
-                      f'<text x="{gx + 4:.1f}" y="{gy2 + 11 + 12 * k}" font-size="10" fill="#d62728">{esc(label)}</text>']
-        for name, med, lo, hi in bars:
-            w = plot_w * med / top
-            parts.append(f'<text x="{label_w - 8}" y="{y + 13}" font-size="12" text-anchor="end">{esc(name)}</text>')
-            parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{COLORS.get(name.split()[0], "#555")}"/>')
-            if hi > 0:
-                x1, x2, ym = label_w + plot_w * lo / top, label_w + plot_w * hi / top, y + bar_h / 2
-                parts.append(f'<line x1="{x1:.1f}" y1="{ym}" x2="{x2:.1f}" y2="{ym}" stroke="#000"/>')
-                parts.append(f'<line x1="{x1:.1f}" y1="{ym - 5}" x2="{x1:.1f}" y2="{ym + 5}" stroke="#000"/>')
-                parts.append(f'<line x1="{x2:.1f}" y1="{ym - 5}" x2="{x2:.1f}" y2="{ym + 5}" stroke="#000"/>')
-            value = f"{med:,.0f}" if med >= 100 else f"{med:.2f}"
-            parts.append(f'<text x="{max(label_w + w, label_w + plot_w * hi / top) + 6:.1f}" y="{y + 13}" font-size="12">{value} {unit}</text>')
-            y += bar_h + gap
-        parts += marks
-        y += 12 + 12 * len(goals) + 8
-    path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 20}" viewBox="0 0 {width} {y + 20}" '
-                    f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n' + "\n".join(parts) +
-                    f'\n<text x="10" y="{y + 8}" font-size="11" fill="#555">bars: median over the counted rounds; whiskers: '
-                    f'lowest–highest round (bench/images_bench.py)</text>\n</svg>\n')
-
-
-def esc(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def main() -> None:

@@ -12,7 +12,8 @@ The section "## S1 full restore (issue 2 measurement)" of DOC is replaced (or ap
 other section of the file is kept as it is.
 
 bench/scenarios.py (S2-S4, ceiling) and bench/fleet/fleet_sim.py import the shared helpers below:
-`sh`, `fs_type`, `summary`, `ratio`, `machine_line`, `binary_line`, `replace_section` and `AccessLog`.
+`sh`, `fs_type`, `summary`, `ratio`, `machine_line`, `binary_line`, `replace_section` and `AccessLog`;
+bench/cache_bench.py and bench/images_bench.py use `tool_binary_line`, `command_line` and `bar_chart`.
 """
 from __future__ import annotations
 
@@ -77,6 +78,65 @@ def binary_line(repo: str, agent_path: str) -> str:
     built = (datetime.datetime.fromtimestamp(os.path.getmtime(agent_path), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
              if agent_path and os.path.exists(agent_path) else "at an unknown time")
     return f"work tree at commit {commit}{dirty}; the sync-agent binary `{agent_path}` was built {built}"
+
+
+def tool_binary_line(binary: str, sources: list[str], what: str) -> str:
+    """The commit a bench tool's binary was built from (the git work tree that holds its .build
+    folder), whether `sources` had uncommitted changes, and when it was built."""
+    repo = Path(binary).resolve()
+    while repo != repo.parent and not (repo / ".git").exists():
+        repo = repo.parent
+    commit = sh("git", "-C", str(repo), "rev-parse", "--short", "HEAD")
+    dirty = sh("git", "-C", str(repo), "status", "--porcelain", "--", *sources)
+    built = datetime.datetime.fromtimestamp(os.path.getmtime(binary), datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return (f"{what} at commit {commit}{' with uncommitted changes in ' + ' or '.join(sources) if dirty else ''} "
+            f"(`{Path(binary).name}` built in release {built})")
+
+
+def command_line(script: str, binary: str, keys: list[str]) -> str:
+    """How a bench script was run: the environment knobs that were set, the interpreter, the binary."""
+    env = " ".join(f"{k}={os.environ[k]}" for k in keys if os.environ.get(k))
+    return f"{env + ' ' if env else ''}{Path(__import__('sys').executable).as_posix()} {script} {binary}"
+
+
+def esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def bar_chart(path: Path, panels: list, colors: dict[str, str], caption: str) -> None:
+    """Horizontal bars, one panel per measure on its own scale, whiskers from the lowest to the
+    highest round; red dashed lines mark the panel's goals. A panel is (title, unit, bars, goals):
+    bars are (name, median, low, high), a bar's colour is `colors` of its name's first word, and
+    goals are (value, label)."""
+    width, label_w, bar_h, gap, right = 860, 200, 18, 6, 110
+    plot_w = width - label_w - right
+    y, parts = 20, []
+    for title, unit, bars, goals in panels:
+        parts.append(f'<text x="10" y="{y + 14}" font-size="13" font-weight="bold">{esc(title)}</text>')
+        y += 22
+        top = max([max(med, hi) for _, med, _, hi in bars] + [g for g, _ in goals]) * 1.05 or 1
+        marks, gy2 = [], y + len(bars) * (bar_h + gap)
+        for k, (g, label) in enumerate(goals):  # drawn after the bars, so they do not hide them
+            gx = label_w + plot_w * g / top
+            marks += [f'<line x1="{gx:.1f}" y1="{y - 2}" x2="{gx:.1f}" y2="{gy2 + 2 + 12 * k}" stroke="#d62728" stroke-width="2" stroke-dasharray="4,3"/>',
+                      f'<text x="{gx + 4:.1f}" y="{gy2 + 11 + 12 * k}" font-size="10" fill="#d62728">{esc(label)}</text>']
+        for name, med, lo, hi in bars:
+            w = plot_w * med / top
+            parts.append(f'<text x="{label_w - 8}" y="{y + 13}" font-size="12" text-anchor="end">{esc(name)}</text>')
+            parts.append(f'<rect x="{label_w}" y="{y}" width="{w:.1f}" height="{bar_h}" fill="{colors.get(name.split()[0], "#555")}"/>')
+            if hi > 0:
+                x1, x2, ym = label_w + plot_w * lo / top, label_w + plot_w * hi / top, y + bar_h / 2
+                parts.append(f'<line x1="{x1:.1f}" y1="{ym}" x2="{x2:.1f}" y2="{ym}" stroke="#000"/>')
+                parts.append(f'<line x1="{x1:.1f}" y1="{ym - 5}" x2="{x1:.1f}" y2="{ym + 5}" stroke="#000"/>')
+                parts.append(f'<line x1="{x2:.1f}" y1="{ym - 5}" x2="{x2:.1f}" y2="{ym + 5}" stroke="#000"/>')
+            value = f"{med:,.0f}" if med >= 100 else f"{med:.2f}"
+            parts.append(f'<text x="{max(label_w + w, label_w + plot_w * hi / top) + 6:.1f}" y="{y + 13}" font-size="12">{value} {unit}</text>')
+            y += bar_h + gap
+        parts += marks
+        y += 12 + (10 + 12 * (len(goals) - 1) if goals else 0)
+    path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 20}" viewBox="0 0 {width} {y + 20}" '
+                    f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n' + "\n".join(parts) +
+                    f'\n<text x="10" y="{y + 8}" font-size="11" fill="#555">{caption}</text>\n</svg>\n')
 
 
 def replace_section(doc: str, heading: str, text: str, after: str | None = None) -> None:

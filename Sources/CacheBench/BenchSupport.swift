@@ -6,15 +6,6 @@ import ItemCache
     import ToolSupport
 #endif
 
-/// The monotonic clock in nanoseconds. `clock_gettime` through the vDSO costs about 20–30 ns, a
-/// fixed offset on every per-operation sample (memhit reports it separately).
-@inline(__always)
-func nowNanoseconds() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-}
-
 /// Deterministic test values: one seeded random buffer per size, each item's first 8 bytes
 /// replaced by its index so no two values are equal (the Python peer does the same with its own
 /// generator: same sizes, equally incompressible).

@@ -24,13 +24,6 @@ let usage = """
                                                    the process's peak RSS
     """
 
-/// The monotonic clock in nanoseconds.
-func nowNanoseconds() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-}
-
 /// The process's peak resident set in bytes.
 func peakRSS() -> Int {
     var usage = rusage()
