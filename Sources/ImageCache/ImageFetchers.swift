@@ -125,12 +125,6 @@ final class VariantJobs: Sendable {
     var count: Int { jobs.withLock { $0.count } }
 }
 
-/// A stored original, opened.
-enum OpenedOriginal: Sendable {
-    case descriptor(Int32)
-    case data(Data)
-}
-
 /// Makes variants: the item cache's fetcher for the variant context. The loader runs it once
 /// per key across every process sharing the folder; it resizes on the processing pool.
 struct VariantMaker: ItemFetching {
@@ -144,45 +138,33 @@ struct VariantMaker: ItemFetching {
                     "\(request.key.rawValue) is an image variant, made only through ImagePipeline.image(for:); load it there",
                 key: request.key)
         }
-        let input: ImageInput
-        var opened: Int32?
-        var file: OpenFile?
-        switch job.original {
-        case .data(let data):
-            input = .data(data)
-        case .file(let open):
-            input = .descriptor(open.descriptor)
-            file = open
-        case .stored(let store, let key):
-            // The file stays readable through this descriptor even if it is evicted meanwhile.
-            let value = try await store.withValue(for: key) { value -> OpenedOriginal in
+        let original: OriginalBytes
+        if case .stored(let store, let key) = job.original {
+            // Opened as a file of its own (a copy of the value's descriptor): readable even if
+            // the value is evicted meanwhile.
+            let opened = try await store.withValue(for: key) { value throws(ImageCacheError) -> OriginalBytes in
                 switch value.content {
-                case .file(let descriptor): OpenedOriginal.descriptor(dup(descriptor))
-                case .bytes(let data): OpenedOriginal.data(data)
+                case .file(let descriptor): .file(try OpenFile(adopting: dup(descriptor), shownAs: key.rawValue))
+                case .bytes(let data): .data(data)
                 }
             }
-            switch value {
-            case nil:
+            guard let opened else {
                 throw ItemCacheError(
                     code: .notCached, message: "the original \(key.rawValue) is no longer stored", key: key)
-            case .data(let data)?:
-                input = .data(data)
-            case .descriptor(let descriptor)?:
-                guard descriptor >= 0 else {
-                    throw ItemCacheError(
-                        code: .storage,
-                        message: "cannot open the stored original \(key.rawValue): \(String(cString: strerror(errno)))",
-                        key: key)
-                }
-                input = .descriptor(descriptor)
-                opened = descriptor
             }
+            original = opened
+        } else {
+            original = job.original
         }
-        defer { if let opened { close(opened) } }
-        let kept = file
+        let input: ImageInput
+        switch original {
+        case .data(let data): input = .data(data)
+        case .file(let file): input = .descriptor(file.descriptor)
+        case .stored: preconditionFailure("opened above")
+        }
         let made = await job.pool.run { () -> Result<ProcessedImage, ImageCacheError> in
-            // The file stays open while it is read.
-            withExtendedLifetime(kept) {
+            // The file (in `original`) stays open while it is read.
+            withExtendedLifetime(original) {
                 Result { () throws(ImageCacheError) in
                     try job.processing.process(input, source: job.source, request: job.request, limits: job.limits)
                 }

@@ -16,6 +16,28 @@ final class OpenFile: Sendable {
     let size: Int64
     let identity: FileIdentityKey
 
+    /// Takes `descriptor` (from `dup`: -1 for a failed one), an open regular file named
+    /// `shownAs` in messages; it is closed with this object.
+    init(adopting descriptor: Int32, shownAs name: String) throws(ImageCacheError) {
+        var status = stat()
+        guard descriptor >= 0, fstat(descriptor, &status) == 0 else {
+            let reason = String(cString: strerror(errno))
+            if descriptor >= 0 { close(descriptor) }
+            throw ImageCacheError(
+                ItemCacheError(code: .storage, message: "cannot open the stored original \(name): \(reason)"))
+        }
+        self.descriptor = descriptor
+        (size, identity) = Self.facts(status)
+    }
+
+    private static func facts(_ status: stat) -> (Int64, FileIdentityKey) {
+        let identity = FileIdentityKey(
+            device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
+            modified: Int64(status.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_mtim.tv_nsec),
+            changed: Int64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_ctim.tv_nsec))
+        return (Int64(status.st_size), identity)
+    }
+
     /// Opens the regular file at `path`, at most `limit` bytes. A FIFO or device is refused
     /// without blocking on it.
     init(path: String, limit: Int) throws(ImageCacheError) {
@@ -40,11 +62,7 @@ final class OpenFile: Sendable {
         // Reads block as usual from here.
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         self.descriptor = descriptor
-        size = Int64(status.st_size)
-        identity = FileIdentityKey(
-            device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
-            modified: Int64(status.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_mtim.tv_nsec),
-            changed: Int64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_ctim.tv_nsec))
+        (size, identity) = Self.facts(status)
     }
 
     deinit { close(descriptor) }

@@ -102,6 +102,10 @@ public final class ImagePipeline: Sendable {
         public init(made: Int, hits: Int, refusals: Int) {
             (self.made, self.hits, self.refusals) = (made, hits, refusals)
         }
+
+        static func - (lhs: Counts, rhs: Counts) -> Counts {
+            Counts(made: lhs.made - rhs.made, hits: lhs.hits - rhs.hits, refusals: lhs.refusals - rhs.refusals)
+        }
     }
 
     /// What this pipeline counted since it started: variants made, hits, refusals.
@@ -166,8 +170,7 @@ public final class ImagePipeline: Sendable {
         let now = counts
         let added = counted.withLock { counted in
             defer { counted = now }
-            return Counts(
-                made: now.made - counted.made, hits: now.hits - counted.hits, refusals: now.refusals - counted.refusals)
+            return now - counted
         }
         do {
             try await store.addToCounters([
@@ -175,10 +178,8 @@ public final class ImagePipeline: Sendable {
                 Self.refusalsCounter: Int64(added.refusals),
             ])
         } catch {
-            counted.withLock {
-                $0 = Counts(
-                    made: $0.made - added.made, hits: $0.hits - added.hits, refusals: $0.refusals - added.refusals)
-            }
+            // Not added: counted again at the next call.
+            counted.withLock { $0 = $0 - added }
             throw ImageCacheError(error)
         }
     }
@@ -201,7 +202,7 @@ public final class ImagePipeline: Sendable {
     public static func removeOrphanVariants(in store: ItemStore) async throws(ImageCacheError) -> Int {
         do {
             let originals = Set(
-                try await store.items(matching: ItemQuery().context(originalContext)).map { group(of: $0.key) })
+                try await store.items(matching: ItemQuery().context(originalContext)).map { variantGroup(of: $0.key) })
             var removed = 0
             for variant in try await store.items(matching: ItemQuery().context(variantContext))
             where !variant.info.groups.contains(where: originals.contains) {
@@ -213,13 +214,10 @@ public final class ImagePipeline: Sendable {
         }
     }
 
-    /// The original's group name of a variant (``group(of:)``), for listings.
+    /// The original's group name of a variant (``variantGroup(of:)``), for listings.
     public static func originalGroup(ofVariant info: ItemInfo) -> String? {
         info.groups.first { $0.hasPrefix(groupPrefix) }
     }
-
-    /// The group name of the variants of the original `key`.
-    public static func variantGroup(of key: CacheKey) -> String { group(of: key) }
 
     static let madeCounter = "image.variants-made"
     static let hitsCounter = "image.variant-hits"
@@ -289,7 +287,8 @@ public final class ImagePipeline: Sendable {
         do {
             loaded = try await loader.item(
                 for: key, url: nil,
-                options: LoadOptions(expiry: configuration.variantExpiry, groups: [Self.group(of: original.key)]))
+                options: LoadOptions(expiry: configuration.variantExpiry, groups: [Self.variantGroup(of: original.key)])
+            )
         } catch {
             if let image = error.underlying as? ImageCacheError { throw image }
             throw ImageCacheError(error)
@@ -301,15 +300,21 @@ public final class ImagePipeline: Sendable {
     /// Whether the variant `request` asks for is stored, looked up without the network
     /// (NBImageCache's "is this image cached at this size?").
     public func isCached(_ request: ImageRequest) async throws(ImageCacheError) -> Bool {
-        guard let original = try await storedOriginalFacts(request.source) else { return false }
-        let resize = request.resize(forSource: original.metadata.format)
-        guard (try? resize.validate()) != nil else { return false }
-        let key = try variantKey(original: original.key, digest: original.digest, resize: resize)
+        guard let key = try await knownVariantKey(for: request) else { return false }
         do {
             return try await store.info(for: key) != nil
         } catch {
             throw ImageCacheError(error)
         }
+    }
+
+    /// The variant's key when its original's record is stored (its digest known), without the
+    /// network; nil when it is not, or the request cannot be made of it.
+    func knownVariantKey(for request: ImageRequest) async throws(ImageCacheError) -> CacheKey? {
+        guard let original = try await storedOriginalFacts(request.source) else { return nil }
+        let resize = request.resize(forSource: original.metadata.format)
+        guard (try? resize.validate()) != nil else { return nil }
+        return try variantKey(original: original.key, digest: original.digest, resize: resize)
     }
 
     /// The facts of the original of `source` as stored, read without decoding; nil when it is
@@ -352,7 +357,7 @@ public final class ImagePipeline: Sendable {
         remember(nil, for: key)
         do {
             let original = try await store.removeItem(for: key) ? 1 : 0
-            return original + (try await loader.removeItems(matching: ItemQuery().group(Self.group(of: key))))
+            return original + (try await loader.removeItems(matching: ItemQuery().group(Self.variantGroup(of: key))))
         } catch {
             throw ImageCacheError(error)
         }
@@ -601,8 +606,9 @@ public final class ImagePipeline: Sendable {
 
     // MARK: - Variants
 
-    /// The group every variant of the original `key` is stored in.
-    static func group(of key: CacheKey) -> String { groupPrefix + key.fileName }
+    /// The group every variant of the original `key` is stored in (`image-variants:` and the
+    /// hash of the key).
+    public static func variantGroup(of key: CacheKey) -> String { groupPrefix + key.fileName }
     static let groupPrefix = "image-variants:"
 
     func variantKey(original: CacheKey, digest: String, resize: ResizeRequest) throws(ImageCacheError) -> CacheKey {
@@ -617,7 +623,9 @@ public final class ImagePipeline: Sendable {
     /// Removes the variants of the original `key` made from other bytes than `digest`'s. A
     /// failure only leaves them to the disk limit: their keys can never be asked for again.
     private func dropVariants(of key: CacheKey, except digest: String) async {
-        guard let variants = try? await loader.items(matching: ItemQuery().group(Self.group(of: key))) else { return }
+        guard let variants = try? await loader.items(matching: ItemQuery().group(Self.variantGroup(of: key))) else {
+            return
+        }
         for variant in variants where variant.info.metadata[ImageMetadata.originalDigestName] != digest {
             _ = try? await store.removeItem(for: variant.key)
         }

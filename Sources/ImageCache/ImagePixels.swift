@@ -98,7 +98,7 @@ extension ImagePipeline {
     /// Never touches the network.
     public func state(for request: ImageRequest) async -> ItemState {
         guard let originalKey = try? originalKey(of: request.source) else { return .notFound }
-        if let key = await knownVariantKey(for: request) {
+        if let key = try? await knownVariantKey(for: request) {
             let state = await loader.state(for: key)
             // Not made yet, but its original is downloading again (a new version).
             if state == .notFound, case .inProgress(let progress) = await loader.state(for: originalKey) {
@@ -115,12 +115,12 @@ extension ImagePipeline {
     public func states(for request: ImageRequest) -> AsyncStream<ItemState> {
         let (stream, continuation) = AsyncStream<ItemState>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let task = Task { [self] in
-            var key = await knownVariantKey(for: request)
+            var key = try? await knownVariantKey(for: request)
             if key == nil, let originalKey = try? originalKey(of: request.source) {
                 continuation.yield(await state(for: request))
                 for await state in await loader.states(for: originalKey) {
                     if case .inProgress = state { continuation.yield(state) }
-                    if state == .found, let known = await knownVariantKey(for: request) {
+                    if state == .found, let known = try? await knownVariantKey(for: request) {
                         key = known
                         break
                     }
@@ -134,12 +134,4 @@ extension ImagePipeline {
         return stream
     }
 
-    /// The variant's key when its original's record is stored (its digest known), without the
-    /// network.
-    func knownVariantKey(for request: ImageRequest) async -> CacheKey? {
-        guard let original = try? await storedOriginalFacts(request.source) else { return nil }
-        return try? variantKey(
-            original: original.key, digest: original.digest, resize: request.resize(forSource: original.metadata.format)
-        )
-    }
 }
