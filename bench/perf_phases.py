@@ -15,12 +15,12 @@ import subprocess
 
 PHASES = [
     ("status", r"fetchStatus"),
-    ("change lists", r"ChangeList\.parse"),
+    ("change lists", r"ChangeList\.parse|ChangeListReader"),
     ("local tree scan", r"LocalTree\.scan"),
     ("plan", r"NetPlanner|VirtualTree"),
     ("hard links", r"linkOrCopy"),
     ("downloads", r"downloadFile\("),
-    ("tree check", r"verifyStagedTree"),
+    ("tree check", r"Stager\.checkTree"),
     ("state written", r"finishPlan"),
     ("swap", r"swapIn"),
     ("previous version deleted", r"removeTree|removeContents"),

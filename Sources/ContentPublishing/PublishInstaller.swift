@@ -36,9 +36,9 @@ struct PublishInstaller {
             }
         }
         // The status rename is the commit; make the renames durable before the work folder goes.
-        for folder in ["RXCacheConfig/HistoryOfVersions", "RXCacheConfig", ""] {
-            FileSystem.syncFolder(folder.isEmpty ? storage : work.destination(folder))
-        }
+        // A flush the disk refuses fails the publish (and rolls it back): a version is published
+        // only when the disk said it holds it.
+        try syncInstalledFolders()
     }
 
     private func installFile(_ step: PublishJournal.Step) throws(PublishError) {
@@ -118,8 +118,15 @@ struct PublishInstaller {
                     errno: errno)
             }
         }
+        try syncInstalledFolders()
+    }
+
+    /// fsyncs the folders whose entries an install or a roll-back renames.
+    private func syncInstalledFolders() throws(PublishError) {
         for folder in ["RXCacheConfig/HistoryOfVersions", "RXCacheConfig", ""] {
-            FileSystem.syncFolder(folder.isEmpty ? storage : work.destination(folder))
+            let path = folder.isEmpty ? storage : work.destination(folder)
+            guard FileSystem.exists(path) else { continue }
+            try fileWork { () throws(FileSystemError) in try DiskFlush.folder(path) }
         }
     }
 

@@ -1,5 +1,4 @@
 import Archive
-import CLinux
 import FileKit
 import Foundation
 import StorageFormat
@@ -273,11 +272,7 @@ public enum Publisher {
             try run.checkpoint(.staging, "write the install journal")
             try work.writeJournal(journal, durable: false)
             // One flush for every staged byte and the journal: durability once per version.
-            guard clinux_syncfs(lock.descriptor) == 0 else {
-                throw PublishError.fileSystem(
-                    "cannot flush the staged files to disk (syncfs) for", path: storage, syscall: "syncfs",
-                    errno: clinux_errno())
-            }
+            try fileWork { () throws(FileSystemError) in try DiskFlush.filesystem(holding: storage) }
         } catch {
             if !run.killed { try? work.remove() }
             throw error

@@ -33,6 +33,8 @@ public struct SyncReport: Sendable, Equatable {
     public var warnings: [String]
     /// Paths fixed after the update because the tree did not match the published digest.
     public var repairedFiles = 0
+    /// How long each phase took, in the order they ran (empty in a report made by hand).
+    public var phases: [PhaseTiming] = []
 
     /// A report with every field given.
     public init(
@@ -49,5 +51,48 @@ public struct SyncReport: Sendable, Equatable {
         self.filesAlreadyDownloaded = filesAlreadyDownloaded
         self.changeListsApplied = changeListsApplied
         self.warnings = warnings
+    }
+}
+
+/// How long one phase of an update took.
+public struct PhaseTiming: Sendable, Equatable {
+    /// The phases of an update, in the order they can run.
+    public enum Phase: String, Sendable, Equatable, CaseIterable {
+        /// Finishing a switch a crash interrupted (usually nothing to do).
+        case recover
+        /// Reading the state and checking the content folder against it.
+        case localCheck = "local check"
+        /// Fetching `cacheStatus.json`.
+        case status
+        /// Fetching the change lists and planning the net change (replay).
+        case plan
+        /// Building the next version: hard links of kept files and downloads (replay).
+        case stage
+        /// Downloading and extracting the archive (restore).
+        case archive
+        /// Checking the staged tree against the published tree digest, and repairing it.
+        case treeCheck = "tree check"
+        /// The pre-switch hook, the flush, the swap, the state written and the previous
+        /// version deleted.
+        case `switch`
+        /// Clearing leftovers and recording a check that found the folder up to date.
+        case upToDate = "up to date"
+    }
+
+    /// The phase.
+    public var phase: Phase
+    /// Its wall-clock time in seconds.
+    public var seconds: Double
+
+    public init(phase: Phase, seconds: Double) {
+        self.phase = phase
+        self.seconds = seconds
+    }
+
+    /// `seconds` with three decimals (`0.012`).
+    public static func format(_ seconds: Double) -> String {
+        let millis = Int((seconds * 1000).rounded())
+        let fraction = String(millis % 1000)
+        return "\(millis / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
     }
 }

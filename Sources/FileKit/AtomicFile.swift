@@ -46,7 +46,7 @@ public enum AtomicFile {
             unlink(temporary)
             throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
         }
-        if durability == .full { FileSystem.syncFolder((path as NSString).deletingLastPathComponent) }
+        if durability == .full { try DiskFlush.folder((path as NSString).deletingLastPathComponent) }
     }
 }
 

@@ -95,16 +95,6 @@ public enum FileSystem {
         }
     }
 
-    /// fsyncs the folder `path`, so that entries created or renamed in it survive a power loss.
-    /// Best effort: a folder that cannot be opened is skipped.
-    public static func syncFolder(_ path: String) {
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if descriptor >= 0 {
-            _ = fsync(descriptor)
-            close(descriptor)
-        }
-    }
-
     /// `path` made absolute against the working folder, with `~` expanded, `.` and `..`
     /// resolved by name (symlinks are not followed) and no trailing slash.
     public static func absolutePath(_ path: String) -> String {

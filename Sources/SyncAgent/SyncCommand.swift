@@ -16,7 +16,9 @@ struct SyncCommand: AsyncParsableCommand {
             5 local filesystem or disk space, 6 configuration, 130 interrupted; 1 anything else. \
             Interrupting (Ctrl-C) keeps finished downloads: the next run continues from there. \
             On success it prints a one-line summary (--quiet: nothing); on a terminal a progress bar \
-            shows the phase, bytes, rate and time left while it works.
+            shows the phase, bytes, rate and time left while it works. --verbose logs each phase as it \
+            ends and, on success, prints where the time went on stderr \
+            (phases: local check 0.001 s, status 0.004 s, plan 0.120 s, …).
             """)
 
     @OptionGroup var options: SyncOptions
@@ -53,6 +55,9 @@ struct SyncCommand: AsyncParsableCommand {
             bar.finish()
             if !quiet {
                 Console.print(Self.summary(report))
+            }
+            if options.verbose {
+                Console.standardError(ReportText.phases(report) + "\n")
             }
         } catch {
             bar.finish()

@@ -18,6 +18,32 @@ struct SyncAgentCLITests {
         return try #require(try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     }
 
+    /// `--verbose` says where the time went: a line per phase as it ends, and one `phases:` line
+    /// on stderr after the summary; without it, stderr stays empty.
+    @Test func syncVerbosePrintsWhereTheTimeWentOnStderr() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.exampleStorage + "/1.2")) { server in
+                let arguments = [
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state",
+                    scratch + "/state.sqlite",
+                ]
+                let verbose = try await SyncAgentBinary.run(arguments + ["--verbose"], scratch: scratch)
+                #expect(verbose.status == 0, "stderr: \(verbose.stderr)")
+                #expect(verbose.stdout.hasPrefix("restored 1.2 from the archive"))
+                let line = try #require(verbose.stderr.split(separator: "\n").last { $0.hasPrefix("phases: ") })
+                for phase in ["recover", "local check", "status", "archive", "tree check", "switch"] {
+                    #expect(line.contains("\(phase) "), "\(line)")
+                }
+                #expect(line.range(of: #"\(total \d+\.\d{3} s\)$"#, options: .regularExpression) != nil, "\(line)")
+                #expect(verbose.stderr.contains("phase finished"), "\(verbose.stderr)")
+
+                let quiet = try await SyncAgentBinary.run(arguments, scratch: scratch)
+                #expect(quiet.status == 0 && quiet.stdout.hasPrefix("up to date at 1.2"))
+                #expect(quiet.stderr.isEmpty, "\(quiet.stderr)")
+            }
+        }
+    }
+
     @Test func syncPrintsOneSummaryLineOrNothingWithQuietAndStatusReportsTheVersion() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: Self.exampleStorage + "/1.4")) { server in

@@ -52,6 +52,33 @@ struct CurlTransportDownloadTests {
         }
     }
 
+    /// A file that holds bytes and cannot be emptied (here: open read-only) fails the download
+    /// at once, naming the file, before any request: its bytes would be taken for the body's start.
+    @Test func aFileThatCannotBeEmptiedFailsTheDownloadBeforeAnyRequest() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("a.bin", randomBytes(10_000))
+            let destination = fixture.outPath("a.bin")
+            let old = randomBytes(50_000)
+            try old.write(to: URL(fileURLWithPath: destination))
+            let descriptor = open(destination, O_RDONLY | O_CLOEXEC)
+            try #require(descriptor >= 0)
+            defer { close(descriptor) }
+
+            await #expect {
+                try await makeTransport().download(
+                    HTTPRequest(url: server.url(for: "a.bin")), into: descriptor, options: DownloadOptions())
+            } throws: { error in
+                let error = error as? TransportError
+                return error?.code == .fileSystem && error?.isTransient == false
+                    && error?.message.hasPrefix(
+                        "emptying an unnamed file (descriptor \(descriptor)) for a fresh download: ")
+                        == true
+            }
+            #expect(server.requests().isEmpty)
+            #expect(fileContents(destination) == old)
+        }
+    }
+
     @Test func errorPageBodyNeverReachesTheFile() async throws {
         try await withServedFixture { server, fixture in
             let contents = randomBytes(20_000)

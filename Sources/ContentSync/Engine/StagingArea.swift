@@ -70,51 +70,72 @@ struct StagingArea: Sendable {
     /// Makes `next/` the content folder in one step, flushing the filesystem first.
     ///
     /// Durability comes here, once per version: `syncfs` of the staging filesystem, then the
-    /// swap, then an fsync of the parent folder. With an existing content folder the swap is
-    /// `renameat2(RENAME_EXCHANGE)`: readers see the old tree or the new one, never a mix. Where
-    /// the filesystem lacks it, two renames leave a window of microseconds with no folder.
+    /// swap, then an fsync of the content folder's parent. With an existing content folder the
+    /// swap is `renameat2(RENAME_EXCHANGE)`: readers see the old tree or the new one, never a mix.
+    /// Where the filesystem lacks it, two renames leave a window of microseconds with no folder.
+    ///
+    /// The disk's answer is checked at each flush. If `syncfs` fails nothing has moved; if the
+    /// fsync after the swap fails, the swap is undone so the previous version is the one in place,
+    /// and the error is thrown: the version is never recorded as switched on a flush the disk
+    /// refused. (The plan stays marked as switching with the staged tree in `next/`, so the next
+    /// update redoes the switch, see ``VersionSwitch/recoverInterrupted()``.)
     func swapIn() throws(FileSystemError) {
-        let fd = open(next, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if fd >= 0 {
-            _ = clinux_syncfs(fd)
-            close(fd)
-        }
+        try DiskFlush.filesystem(holding: next)
+        let parent = (contentDirectory as NSString).deletingLastPathComponent
         if clinux_rename_exchange(AT_FDCWD, next, AT_FDCWD, contentDirectory) == 0 {
             // `next` now holds the previous version.
+            do {
+                try DiskFlush.folder(parent)
+            } catch {
+                // Back to the previous version: the disk did not confirm the new one.
+                _ = clinux_rename_exchange(AT_FDCWD, next, AT_FDCWD, contentDirectory)
+                throw error
+            }
             try FileSystem.removeTree(retired)
             if Glibc.rename(next, retired) != 0 {
                 throw FileSystemError(
                     "cannot retire the previous version to", path: retired, syscall: "rename", errno: errno)
             }
-        } else {
-            let code = clinux_errno()
-            switch code {
-            case ENOENT:
-                // No content folder yet: a plain rename creates it.
-                if Glibc.rename(next, contentDirectory) != 0 {
-                    throw FileSystemError(
-                        "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
-                        errno: errno)
-                }
-            case EINVAL, ENOSYS, EOPNOTSUPP:
-                try FileSystem.removeTree(retired)
-                if Glibc.rename(contentDirectory, retired) != 0 {
-                    throw FileSystemError(
-                        "cannot retire the previous version at", path: contentDirectory, syscall: "rename", errno: errno
-                    )
-                }
-                if Glibc.rename(next, contentDirectory) != 0 {
-                    let failure = errno
-                    _ = Glibc.rename(retired, contentDirectory)
-                    throw FileSystemError(
-                        "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
-                        errno: failure)
-                }
-            default:
-                throw FileSystemError(
-                    "cannot swap in the new version at", path: contentDirectory, syscall: "renameat2", errno: code)
-            }
+            return
         }
-        FileSystem.syncFolder((contentDirectory as NSString).deletingLastPathComponent)
+        let code = clinux_errno()
+        switch code {
+        case ENOENT:
+            // No content folder yet: a plain rename creates it.
+            if Glibc.rename(next, contentDirectory) != 0 {
+                throw FileSystemError(
+                    "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
+                    errno: errno)
+            }
+            do {
+                try DiskFlush.folder(parent)
+            } catch {
+                _ = Glibc.rename(contentDirectory, next)
+                throw error
+            }
+        case EINVAL, ENOSYS, EOPNOTSUPP:
+            try FileSystem.removeTree(retired)
+            if Glibc.rename(contentDirectory, retired) != 0 {
+                throw FileSystemError(
+                    "cannot retire the previous version at", path: contentDirectory, syscall: "rename", errno: errno
+                )
+            }
+            if Glibc.rename(next, contentDirectory) != 0 {
+                let failure = errno
+                _ = Glibc.rename(retired, contentDirectory)
+                throw FileSystemError(
+                    "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
+                    errno: failure)
+            }
+            do {
+                try DiskFlush.folder(parent)
+            } catch {
+                if Glibc.rename(contentDirectory, next) == 0 { _ = Glibc.rename(retired, contentDirectory) }
+                throw error
+            }
+        default:
+            throw FileSystemError(
+                "cannot swap in the new version at", path: contentDirectory, syscall: "renameat2", errno: code)
+        }
     }
 }

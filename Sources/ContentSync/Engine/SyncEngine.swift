@@ -65,6 +65,8 @@ struct SyncEngine: Sendable {
         async throws(SyncError) -> SyncReport
     {
         let started = Date()
+        let clock = PhaseClock(logger: logger)
+        defer { clock.end() }
         var fromVersion: String?
         var toVersion: String?
         var kind: UpdateHistoryEntry.Kind = .check
@@ -72,12 +74,15 @@ struct SyncEngine: Sendable {
             statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         do {
+            clock.begin(.recover)
             let recovered = try await switcher.recoverInterrupted()
+            clock.begin(.localCheck)
             let context = try await checkLocalContent()
             fromVersion = context.local?.text
             // Not even the status is fetched while the policy forbids transfers.
             try await configuration.connectionPolicy.requireTransfers()
             progress(SyncProgress(phase: .checking, currentItem: StorageLayout.statusPath))
+            clock.begin(.status)
             var layout = try formatWork { () throws(StorageFormatError) in
                 try StorageLayout(baseURL: configuration.baseURL)
             }
@@ -87,6 +92,7 @@ struct SyncEngine: Sendable {
             if let local = context.local, local == status.actualVersion {
                 // Leftovers of an abandoned plan, or of a run killed while it deleted the old
                 // version after its switch, go now.
+                clock.begin(.upToDate)
                 if try await store.pendingPlan() != nil { try await store.clearPlan() }
                 if staging.hasContents {
                     try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
@@ -98,6 +104,8 @@ struct SyncEngine: Sendable {
                         outcome: .upToDate), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
                 upToDate.warnings = ([recovered].compactMap { $0 } + context.warnings).map(Redaction.text)
+                clock.end()
+                upToDate.phases = clock.timings
                 return upToDate
             } else if let local = context.local, local > status.actualVersion {
                 var refusal = SyncError(
@@ -109,19 +117,22 @@ struct SyncEngine: Sendable {
                 throw refusal
             } else if let local = context.local, local >= status.minimalVersion {
                 kind = .replay
-                report = try await replay(from: local, status: status, layout: layout, progress: progress)
+                report = try await replay(
+                    from: local, status: status, layout: layout, clock: clock, progress: progress)
             } else {
                 kind = .restore
                 report = try await restore(
                     from: context.local, status: status,
                     reason: context.local == nil
                         ? "no local version" : "local version below minimalCacheVersion \(status.minimalVersion)",
-                    progress: progress)
+                    clock: clock, progress: progress)
             }
             report.warnings.insert(contentsOf: [recovered].compactMap { $0 } + context.warnings, at: 0)
             // An app shows them: a change list's mistake may quote a URL, rebased onto the configured base's user info.
             report.warnings = report.warnings.map(Redaction.text)
             kind = report.outcome == .restored ? .restore : .replay
+            clock.end()
+            report.phases = clock.timings
             logger.debug(
                 "update finished",
                 metadata: [
@@ -203,11 +214,12 @@ struct SyncEngine: Sendable {
     /// Falls back to a restore when the published lists do not form a chain, or when the
     /// replayed tree cannot be repaired to match the tree digest.
     private func replay(
-        from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
+        from local: CacheVersion, status: CacheStatus, layout: StorageLayout, clock: PhaseClock,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> SyncReport {
         let started = Date()
         progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
+        clock.begin(.plan)
         guard let planned = try await planner.plan(from: local, status: status, layout: layout) else {
             logger.debug(
                 "no chain of change lists leads to the actual version; restoring from the archive",
@@ -215,15 +227,18 @@ struct SyncEngine: Sendable {
                     "sync.from": "\(local)", "sync.to": "\(status.actualVersion)",
                 ])
             var report = try await restore(
-                from: local, status: status, reason: "no change-list chain from \(local)", progress: progress)
+                from: local, status: status, reason: "no change-list chain from \(local)", clock: clock,
+                progress: progress)
             report.warnings.insert(
                 "no chain of change lists leads from \(local) to \(status.actualVersion); restored from the archive",
                 at: 0)
             return report
         }
         let plan = planned.plan
+        clock.begin(.stage)
         let staged = try await stager.stage(plan, layout: layout, progress: progress)
         let repaired: Int
+        clock.begin(.treeCheck)
         switch try await stager.checkTree(status.integrity, layout: layout) {
         case .matches(let count):
             repaired = count
@@ -232,7 +247,8 @@ struct SyncEngine: Sendable {
             // the way to the version (no error is thrown, so none is recognized by its text).
             logger.debug("the replayed tree cannot be repaired; restoring from the archive")
             var report = try await restore(
-                from: local, status: status, reason: "replayed tree did not match the tree digest", progress: progress)
+                from: local, status: status, reason: "replayed tree did not match the tree digest", clock: clock,
+                progress: progress)
             report.warnings.insert(
                 "the replayed tree did not match the published tree digest and could not be repaired file by file "
                     + "(after replaying to \(plan.to): \(reason)); restored from the archive", at: 0)
@@ -252,6 +268,7 @@ struct SyncEngine: Sendable {
         pending.filesDownloaded = staged.downloaded
         pending.filesReused = plan.reused.count
         pending.changeListsApplied = planned.listsApplied
+        clock.begin(.switch)
         try await switcher.switchTo(
             pending,
             history: UpdateHistoryEntry(
@@ -264,14 +281,16 @@ struct SyncEngine: Sendable {
 
     /// Restores the whole content from the storage's archive, checks it and switches.
     private func restore(
-        from local: CacheVersion?, status: CacheStatus, reason: String,
+        from local: CacheVersion?, status: CacheStatus, reason: String, clock: PhaseClock,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> SyncReport {
         let started = Date()
+        clock.begin(.archive)
         let restored = try await restorer.restore(from: local, status: status, reason: reason, progress: progress)
         let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL)
         }
         let repaired: Int
+        clock.begin(.treeCheck)
         switch try await stager.checkTree(status.integrity, layout: layout) {
         case .matches(let count): repaired = count
         case .unrepairable(let reason):
@@ -291,6 +310,7 @@ struct SyncEngine: Sendable {
         var pending = switcher.pending(.restore, from: local, to: status.actualVersion)
         pending.bytesDownloaded = restored.bytes
         pending.filesDownloaded = restored.files
+        clock.begin(.switch)
         try await switcher.switchTo(
             pending,
             history: UpdateHistoryEntry(

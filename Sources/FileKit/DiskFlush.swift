@@ -1,0 +1,93 @@
+import CLinux
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Flushing to the disk with the disk's answer checked: `syncfs` of a filesystem and `fsync` of
+/// a folder.
+///
+/// A flush that fails means written data may not be on the disk (a write error the kernel saw
+/// during writeback, a full thin-provisioned volume, a vanished network mount). Callers that make
+/// a version current after a flush must stop there: a version recorded as switched must be one
+/// the disk said it holds.
+public enum DiskFlush {
+    /// The flushing system call.
+    public enum Operation: String, Sendable {
+        case syncfs, fsync
+    }
+
+    /// Flushes the whole filesystem that holds the folder `path` (`syncfs(2)`): one call per
+    /// version instead of an fsync per file.
+    public static func filesystem(holding path: String) throws(FileSystemError) {
+        try flush(path, .syncfs, "cannot flush to the disk the filesystem holding") { clinux_syncfs($0) }
+    }
+
+    /// fsyncs the folder `path`, so that entries created, renamed or removed in it survive a
+    /// power loss.
+    public static func folder(_ path: String) throws(FileSystemError) {
+        try flush(path, .fsync, "cannot flush to the disk the folder") { fsync($0) }
+    }
+
+    /// What the tests inject in place of the disk's answer.
+    package static let faults = DiskFaults()
+
+    private static func flush(
+        _ path: String, _ operation: Operation, _ what: String, _ call: (Int32) -> Int32
+    ) throws(FileSystemError) {
+        if let code = faults.errno(for: operation, at: path) {
+            throw failure(what, path, operation.rawValue, code)
+        }
+        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure(what, path, "open", errno) }
+        defer { close(descriptor) }
+        if call(descriptor) != 0 { throw failure(what, path, operation.rawValue, errno) }
+    }
+
+    private static func failure(_ what: String, _ path: String, _ syscall: String, _ code: Int32)
+        -> FileSystemError
+    {
+        var error = FileSystemError(what, path: path, syscall: syscall, errno: code)
+        if error.remedy == nil {
+            error.remedy = "the disk did not confirm the write: check it (`dmesg`, free space, the mount) and try again"
+        }
+        return error
+    }
+}
+
+/// Flush failures injected by tests, each for one folder (and, if asked, the paths under it), so
+/// that tests running in parallel in one process do not see each other's faults.
+package final class DiskFaults: Sendable {
+    private struct Fault {
+        var operation: DiskFlush.Operation
+        var folder: String
+        var below: Bool
+        var errno: Int32
+    }
+
+    private let faults = Mutex<[Fault]>([])
+
+    package init() {}
+
+    /// From now on, `operation` on `folder` fails with `code`, and with `below` on any path under
+    /// it too.
+    package func inject(_ operation: DiskFlush.Operation, at folder: String, below: Bool = true, errno code: Int32) {
+        faults.withLock { $0.append(Fault(operation: operation, folder: folder, below: below, errno: code)) }
+    }
+
+    /// Removes every fault injected at `folder` or under it.
+    package func clear(under folder: String) {
+        faults.withLock { $0.removeAll { $0.folder == folder || $0.folder.hasPrefix(folder + "/") } }
+    }
+
+    /// The injected `errno` for `operation` on `path`, if any.
+    package func errno(for operation: DiskFlush.Operation, at path: String) -> Int32? {
+        faults.withLock { list in
+            list.last { fault in
+                fault.operation == operation
+                    && (path == fault.folder || (fault.below && path.hasPrefix(fault.folder + "/")))
+            }?.errno
+        }
+    }
+}
