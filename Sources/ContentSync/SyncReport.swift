@@ -84,6 +84,7 @@ public struct PhaseTiming: Sendable, Equatable {
     /// Its wall-clock time in seconds.
     public var seconds: Double
 
+    /// A timing of `phase`: `seconds` of wall time.
     public init(phase: Phase, seconds: Double) {
         self.phase = phase
         self.seconds = seconds
