@@ -108,15 +108,8 @@ struct StorageWriter {
 
     /// Stages the per-version content manifest the client repairs from. Returns its path.
     func writeContentManifest(_ tree: ContentTree, version: CacheVersion) throws(PublishError) -> String {
-        var files: [String: Any] = [:]
-        for (path, fingerprint) in tree.files {
-            files[path.string] = ["sha256": fingerprint.sha256, "size": fingerprint.size]
-        }
-        try writeJSON(
-            [
-                "version": version.text, "treeDigest": TreeDigest.digest(of: tree),
-                "folders": tree.folders.map(\.string).sorted(), "files": files,
-            ], to: Self.contentManifestPath)
+        let data = ContentManifest.encode(tree, version: version.text, treeDigest: TreeDigest.digest(of: tree))
+        try writeData(data, to: Self.contentManifestPath)
         return Self.contentManifestPath
     }
 
