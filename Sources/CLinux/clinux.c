@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <spawn.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -24,6 +25,14 @@ int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, con
 }
 
 int clinux_syncfs(int fd) { return syncfs(fd); }
+
+long clinux_fgetxattr(int fd, const char *name, void *value, size_t size) {
+    return (long)fgetxattr(fd, name, value, size);
+}
+
+int clinux_fsetxattr(int fd, const char *name, const void *value, size_t size) {
+    return fsetxattr(fd, name, value, size, 0);
+}
 
 int clinux_open_tmpfile(const char *dir, int mode) {
     return clinux_openat_tmpfile(AT_FDCWD, dir, mode);

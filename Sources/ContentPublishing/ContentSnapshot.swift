@@ -1,4 +1,5 @@
 import Archive
+import CLinux
 import FileKit
 import Foundation
 import StorageFormat
@@ -12,10 +13,37 @@ import StorageFormat
 /// with a constant number of descriptors and no path longer than one name. Folders are created
 /// 0755 and files 0644 (what static hosting needs; modes are not part of a version). Symlinks and
 /// special files are refused before anything is opened, so a fifo cannot block the copy.
+///
+/// A file the previous version already holds unchanged is hard-linked from it instead of copied
+/// (`previous`, the storage's `RXCacheContent/`), so a publish writes only what changed and the
+/// storage keeps the same inode for an unchanged file across versions. "Unchanged" is decided by
+/// the source file's identity, recorded on each copy as the extended attribute
+/// `user.content-sync.source`: device, inode, size, modification and status-change times. Any
+/// write to the source, even one that keeps its size and restores its modification time (as
+/// reproducible builds and `touch -d` do), moves its status-change time, which no tool can set
+/// back; so a match means the same bytes. A copy of a file changed in the last 2 seconds
+/// records nothing (a change within the clock's granularity could keep its times), and where
+/// the filesystem keeps no user attributes everything is copied, as before.
 enum ContentSnapshot {
-    /// Copies `source` to `destination` (which must not exist). Returns bytes copied.
+    /// The extended attribute that names the source a storage file was copied from.
+    static let sourceAttribute = "user.content-sync.source"
+
+    /// What a snapshot did.
+    struct Result {
+        /// Bytes copied.
+        var copiedBytes: Int64 = 0
+        /// Files hard-linked from the previous version.
+        var linkedFiles = 0
+    }
+
+    /// Copies `source` to `destination` (which must not exist), linking from `previous` what it
+    /// holds unchanged.
     @discardableResult
-    static func copy(_ source: String, to destination: String) throws(PublishError) -> Int64 {
+    /// `settle`: how many seconds old a source's last change must be for its copy to be recorded
+    /// (tests pass a negative value to record every copy).
+    static func copy(_ source: String, to destination: String, previous: String? = nil, settle: Int = 2)
+        throws(PublishError) -> Result
+    {
         guard mkdir(destination, 0o755) == 0 else {
             throw PublishError.fileSystem(
                 "cannot create the content snapshot folder", path: destination, syscall: "mkdir", errno: errno)
@@ -26,14 +54,19 @@ enum ContentSnapshot {
         guard var to = try fileWork({ () throws(FileSystemError) in try FolderCursor(at: destination) }) else {
             throw PublishError.fileSystem("cannot read folder", path: destination, syscall: "openat", errno: ENOENT)
         }
-        var copied: Int64 = 0
+        var result = Result()
+        var started = timespec()
+        clock_gettime(CLOCK_REALTIME, &started)
+        let context = Context(
+            shownFrom: source, previous: PreviousTree.open(previous),
+            trustedBefore: (Int64(started.tv_sec) - Int64(settle)) * 1_000_000_000 + Int64(started.tv_nsec))
         /// A folder being copied: its path (raw, for messages) and its subfolders still to copy.
         struct Frame {
             var path: [UInt8]
             var subfolders: [[UInt8]]
         }
         var frames = [
-            Frame(path: [], subfolders: try copyEntries(from, to, at: [], shownFrom: source, copied: &copied))
+            Frame(path: [], subfolders: try copyEntries(from, to, at: [], context: context, result: &result))
         ]
         while let top = frames.indices.last {
             guard let name = frames[top].subfolders.popLast() else {
@@ -43,6 +76,7 @@ enum ContentSnapshot {
                         try from.ascend()
                         try to.ascend()
                     }
+                    context.previous?.ascend()
                 }
                 continue
             }
@@ -55,18 +89,122 @@ enum ContentSnapshot {
                     "cannot enter the copied folder \(EscapedName.text(path)) in", path: destination, syscall: "openat",
                     errno: ENOENT)
             }
+            context.previous?.descend(into: name)
             frames.append(
-                Frame(path: path, subfolders: try copyEntries(from, to, at: path, shownFrom: source, copied: &copied)))
+                Frame(path: path, subfolders: try copyEntries(from, to, at: path, context: context, result: &result)))
         }
-        return copied
+        return result
+    }
+
+    /// What every folder's copy needs: the source's name for messages, the previous version's
+    /// tree, and the time before which a source's status change is old enough to record.
+    private struct Context {
+        var shownFrom: String
+        var previous: PreviousTree?
+        /// Nanoseconds since the epoch.
+        var trustedBefore: Int64
+    }
+
+    /// The previous version's tree, walked beside the source: the folder of the same path while
+    /// it has one. Anything wrong with it (a folder missing, unreadable or replaced) only means
+    /// nothing below is reused.
+    final class PreviousTree {
+        private var cursor: FolderCursor
+        /// Levels below the last folder the previous tree has.
+        private var lost = 0
+
+        private init(_ cursor: consuming FolderCursor) {
+            self.cursor = cursor
+        }
+
+        /// The tree at `path`; nil without one, or when it cannot be opened.
+        static func open(_ path: String?) -> PreviousTree? {
+            guard let path else { return nil }
+            do {
+                guard let cursor = try FolderCursor(at: path) else { return nil }
+                return PreviousTree(cursor)
+            } catch {
+                return nil
+            }
+        }
+
+        /// The descriptor of the previous version's folder at the copy's current path, if it has one.
+        var descriptor: Int32? { lost == 0 ? cursor.descriptor : nil }
+
+        func descend(into name: [UInt8]) {
+            if lost > 0 || (try? cursor.descend(into: name)) != true { lost += 1 }
+        }
+
+        func ascend() {
+            if lost > 0 {
+                lost -= 1
+            } else if (try? cursor.ascend()) == nil {
+                lost = Int.max / 2 // moved underneath: stop reusing from it
+            }
+        }
+    }
+
+    /// The source identity recorded on the file at `path`, if any.
+    static func recordedSource(at path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let length = clinux_fgetxattr(descriptor, sourceAttribute, &buffer, buffer.count)
+        return length < 0 ? nil : Array(buffer[..<Int(length)])
+    }
+
+    /// Whether the filesystem holding the folder `folder` keeps user extended attributes (a
+    /// probe file is made and removed).
+    static func keepsUserAttributes(in folder: String) -> Bool {
+        let probe = folder + "/.content-sync-xattr-probe-\(getpid())"
+        let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return false }
+        defer {
+            close(descriptor)
+            unlink(probe)
+        }
+        return clinux_fsetxattr(descriptor, "user.content-sync.probe", "1", 1) == 0
+    }
+
+    /// The identity recorded for a source file: device, inode, size, and the modification and
+    /// status-change times to the nanosecond.
+    static func sourceKey(_ info: stat) -> [UInt8] {
+        Array(
+            ("v1 \(info.st_dev) \(info.st_ino) \(info.st_size) \(info.st_mtim.tv_sec).\(info.st_mtim.tv_nsec) "
+                + "\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)").utf8)
+    }
+
+    /// Links `name` from the previous version's folder into `target` when the file there was
+    /// copied from this very source, unchanged since (`info`, from the listing). False when it
+    /// cannot be reused, for whatever reason: the caller copies.
+    private static func linkUnchanged(_ name: [UInt8], info: stat, from previous: Int32, to target: Int32) -> Bool {
+        var old = stat()
+        guard name.withCString({ fstatat(previous, $0, &old, AT_SYMLINK_NOFOLLOW) }) == 0,
+            old.st_mode & S_IFMT == S_IFREG, old.st_size == info.st_size
+        else { return false }
+        let descriptor = name.withCString { openat(previous, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        let key = sourceKey(info)
+        var recorded = [UInt8](repeating: 0, count: 256)
+        let length = clinux_fgetxattr(descriptor, sourceAttribute, &recorded, recorded.count)
+        guard length == key.count, Array(recorded[..<Int(length)]) == key else { return false }
+        // The same inode as the one just checked, still a regular file: link exactly it.
+        var opened = stat()
+        guard fstat(descriptor, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev else {
+            return false
+        }
+        return name.withCString { linkat(previous, $0, target, $0, 0) } == 0
     }
 
     /// Copies the files of the folder at `from` into the one at `to`, creates its subfolders
     /// there, and returns their names.
     private static func copyEntries(
-        _ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], shownFrom source: String,
-        copied: inout Int64
+        _ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], context: Context,
+        result: inout Result
     ) throws(PublishError) -> [[UInt8]] {
+        let source = context.shownFrom
         var subfolders: [[UInt8]] = []
         for entry in try fileWork({ () throws(FileSystemError) in try from.entries() }) {
             let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
@@ -79,8 +217,15 @@ enum ContentSnapshot {
                 }
                 subfolders.append(entry.name)
             case S_IFREG:
-                copied += try copyFile(
-                    entry.name, from: from.descriptor, to: to.descriptor, shown: source + "/" + EscapedName.text(path))
+                if let previous = context.previous?.descriptor,
+                    linkUnchanged(entry.name, info: entry.info, from: previous, to: to.descriptor)
+                {
+                    result.linkedFiles += 1
+                    continue
+                }
+                result.copiedBytes += try copyFile(
+                    entry.name, from: from.descriptor, to: to.descriptor, shown: source + "/" + EscapedName.text(path),
+                    trustedBefore: context.trustedBefore)
             default:
                 throw special(source, path)
             }
@@ -96,9 +241,9 @@ enum ContentSnapshot {
         )
     }
 
-    private static func copyFile(_ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String)
-        throws(PublishError) -> Int64
-    {
+    private static func copyFile(
+        _ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String, trustedBefore: Int64
+    ) throws(PublishError) -> Int64 {
         // O_NOFOLLOW | O_NONBLOCK: a file swapped for a symlink or fifo since the listing is
         // refused or opened without blocking, then refused by the fstat below.
         let input = name.withCString { openat(sourceFolder, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
@@ -122,8 +267,15 @@ enum ContentSnapshot {
             throw PublishError.fileSystem("cannot create the copy of", path: shown, syscall: "openat", errno: errno)
         }
         defer { close(output) }
-        return try fileWork { () throws(FileSystemError) in
+        let bytes = try fileWork { () throws(FileSystemError) in
             try FileCopy.copy(from: input, to: output, shownFrom: shown, shownTo: "its snapshot copy")
         }
+        // The source as it was before the copy read it (`info`); a change during or after the
+        // read moves its status-change time past `trustedBefore`, so the record no longer matches.
+        if Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec) < trustedBefore {
+            let key = sourceKey(info)
+            _ = clinux_fsetxattr(output, sourceAttribute, key, key.count) // none kept: nothing is reused
+        }
+        return bytes
     }
 }

@@ -94,6 +94,9 @@ public struct PublishReport: Sendable {
     public var changeListPath: String?
     /// Archive entries copied still deflated from the previous version's archive.
     public var reusedArchiveEntries = 0
+    /// Content files hard-linked from the previous version instead of copied from `--content`
+    /// (unchanged since the publish that copied them); 0 for `--init` and a dry run.
+    public var linkedContentFiles = 0
     /// What this publish did first about an interrupted one; nil when there was none.
     public var recovery: PublishRecovery?
     /// Files an older `sync-agent`'s interrupted publish left in the storage, deleted first

@@ -238,10 +238,14 @@ public enum Publisher {
             try work.writeJournal(journal, durable: false)
             try run.checkpoint(.staging, "snapshot --content")
             let snapshot = work.staged("RXCacheContent")
-            try ContentSnapshot.copy(paths.content, to: snapshot)
+            // Files unchanged since the previous version are linked from it (its tree was just
+            // checked against its published digest), the rest copied.
+            let snapshotted = try ContentSnapshot.copy(
+                paths.content, to: snapshot, previous: oldTree == nil ? nil : storage + "/RXCacheContent")
             let newTree = try checkedScan(snapshot, shownAs: paths.content)
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
             result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
+            result.linkedContentFiles = snapshotted.linkedFiles
 
             try run.checkpoint(.staging, "build the archive")
             (result.archiveBytes, result.reusedArchiveEntries) = try writer.writeArchive(

@@ -11,6 +11,11 @@ int clinux_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, cons
 int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 /// syncfs(2): flushes the filesystem that holds fd, once per version instead of an fsync per file.
 int clinux_syncfs(int fd);
+/// fgetxattr(2): the value of the extended attribute `name` of fd into value (at most size
+/// bytes). Its length, or -1 with errno (ENODATA when absent, ENOTSUP where unsupported).
+long clinux_fgetxattr(int fd, const char *name, void *value, size_t size);
+/// fsetxattr(2) with no flags: sets the extended attribute `name` of fd. 0, or -1 with errno.
+int clinux_fsetxattr(int fd, const char *name, const void *value, size_t size);
 /// open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, mode): an unnamed regular file on dir's
 /// filesystem that vanishes when closed unless linked. -1 with errno (EOPNOTSUPP, EISDIR or
 /// EINVAL where the filesystem or kernel lacks it).
