@@ -205,9 +205,12 @@ public enum Publisher {
             }
         }
 
+        // What the previous version's scan hashed, by inode: the snapshot's scan reads again only
+        // the files it did not link from there.
+        let fingerprints = FingerprintCache()
         var oldTree: ContentTree?
         if let fromVersion {
-            let tree = try ContentTree.scan(storage + "/RXCacheContent")
+            let tree = try ContentTree.scan(storage + "/RXCacheContent", cache: fingerprints)
             if let expectedOldDigest, TreeDigest.digest(of: tree) != expectedOldDigest {
                 throw PublishError(
                     code: .configuration,
@@ -242,7 +245,7 @@ public enum Publisher {
             // checked against its published digest), the rest copied.
             let snapshotted = try ContentSnapshot.copy(
                 paths.content, to: snapshot, previous: oldTree == nil ? nil : storage + "/RXCacheContent")
-            let newTree = try checkedScan(snapshot, shownAs: paths.content)
+            let newTree = try checkedScan(snapshot, shownAs: paths.content, cache: fingerprints)
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
             result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
             result.linkedContentFiles = snapshotted.linkedFiles
@@ -334,10 +337,12 @@ public enum Publisher {
 
     /// Scans a content folder and refuses names a storage cannot carry. Messages name the
     /// folder as the user gave it (`shownAs`), not the snapshot.
-    private static func checkedScan(_ folder: String, shownAs content: String) throws(PublishError) -> ContentTree {
+    private static func checkedScan(_ folder: String, shownAs content: String, cache: FingerprintCache? = nil)
+        throws(PublishError) -> ContentTree
+    {
         let tree: ContentTree
         do {
-            tree = try ContentTree.scan(folder)
+            tree = try ContentTree.scan(folder, cache: cache)
         } catch {
             guard folder != content else { throw error }
             throw PublishError(
