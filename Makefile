@@ -6,17 +6,12 @@ APT_PACKAGES := libcurl4-openssl-dev libzip-dev libsqlite3-dev libvips-dev pkg-c
 # Only `make bench` installs these (the server and the peer tools it measures against).
 BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: fmt lint deps bench-deps build test run bench bench-cache bench-images bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
+.PHONY: fmt lint deps bench-deps build test run bench bench-cache bench-images bench-scale bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	@bash scripts/apt_install_missing.sh $(APT_PACKAGES)
 
 build: deps
 	$(SWIFT) build
@@ -78,12 +73,7 @@ run: deps
 
 ## The benchmarks' extra packages (nginx, GNU time, the peer tools, wrk); only `make bench` needs them.
 bench-deps: deps
-	@missing=""; for p in $(BENCH_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && { DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing || \
-	    DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $${missing/nginx-light/nginx}; }; \
-	fi
+	@bash scripts/apt_install_missing.sh $(BENCH_APT_PACKAGES)
 
 ## The release build: the Swift runtime linked in statically, so the binary needs only the C
 ## libraries (libcurl, libzip, SQLite) and starts in about 10 ms instead of 17 ms.
@@ -163,11 +153,7 @@ bench: bench-deps
 BENCH_VENV := .build-bench-venv
 BENCH_CACHE_APT_PACKAGES := python3-venv e2fsprogs
 bench-cache: deps
-	@missing=""; for p in $(BENCH_CACHE_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	@bash scripts/apt_install_missing.sh $(BENCH_CACHE_APT_PACKAGES)
 	@[ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV)
 	@$(BENCH_VENV)/bin/python -c 'import diskcache, requests_cache' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'diskcache==5.6.3' 'requests-cache==1.3.3'
 	$(SWIFT) build -c release --product cache-bench
@@ -182,15 +168,24 @@ bench-cache: deps
 ## comes from PyPI into $(BENCH_VENV)/. IMAGE_ROUNDS (3) and IMAGE_COUNT (100; 10 for a quick check).
 BENCH_IMAGES_APT_PACKAGES := python3-venv libvips-tools
 bench-images: deps
-	@missing=""; for p in $(BENCH_IMAGES_APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -n "$$missing" ]; then \
-	  echo "installing:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	@bash scripts/apt_install_missing.sh $(BENCH_IMAGES_APT_PACKAGES)
 	@[ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV)
 	@$(BENCH_VENV)/bin/python -c 'import PIL' 2>/dev/null || $(BENCH_VENV)/bin/pip install -q 'Pillow==13.0.0'
 	$(SWIFT) build -c release --product image-bench
 	$(BENCH_VENV)/bin/python bench/images_bench.py "$$($(SWIFT) build -c release --show-bin-path)/image-bench"
+
+## Scale benchmark (issue 23): trees of 10k and 100k files of 512 B (1M with SCALE_1M=1) published with the release
+## sync-agent and served by nginx on loopback; per tree a restore, a no-change sync, and updates of 1, 100 and 10k
+## changed files by sync-agent, `rsync -a --delete`, `rclone copy --files-from` and `cp -al` + swap on the same trees,
+## alternated, every tree checked. Writes the "Scale (issue 23)" section of docs/benchmarks.md and
+## docs/benchmarks-scale.svg (work folder .build-bench-scale/work/). About 20 minutes with today's code (at 100k:
+## 1 min making the tree, 3.5 publishing 5 versions, 6 of rounds, 3.5 deleting the trees); SCALE_SIZES=2000
+## checks the script in about a minute.
+BENCH_SCALE_APT_PACKAGES := rsync strace time nginx-light rclone e2fsprogs
+bench-scale: deps
+	@bash scripts/apt_install_missing.sh $(BENCH_SCALE_APT_PACKAGES)
+	$(SWIFT) build $(RELEASE) --product sync-agent
+	python3 bench/scale_bench.py "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 
 ## Fleet simulation (issue 12): 1,000 in-process agents (fleet-sim) against one nginx on loopback: restart
 ## herds with and without jitter and splay, a publish mid-run, a no-change period; requests per second and

@@ -272,11 +272,6 @@ def peer_main(argv: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Running both tools, alternated.
 
-def settle(path: Path) -> None:
-    """Flush the filesystem's dirty pages (untimed) so a run does not pay for the one before."""
-    subprocess.run(["sync", "-f", str(path)], check=False)
-    time.sleep(0.1)
-
 
 def run_one(tool: str, args: list[str], folder: Path, binary: str) -> list[dict]:
     cmd = ([binary] + args[:1] if tool == OURS else [sys.executable, __file__, "peer"] + args[:1]) + ["--folder", str(folder)] + args[1:]
@@ -331,7 +326,7 @@ def run_all(binary: str) -> Path:
                         if args is None:
                             continue
                         folder = runs / f"r{r}-{m.name}-{tool}"
-                        settle(runs)
+                        report.settle(runs)
                         for line in run_one(tool, args, folder, binary):
                             out.write(json.dumps({**line, "kind": "result", "fs": fs, "round": r, "counted": counted,
                                                   "name": m.name, "tool": tool}) + "\n")

@@ -234,11 +234,6 @@ def pillow_stages_main(argv: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------
 # Running the tools.
 
-def settle(path: Path) -> None:
-    """Flush the filesystem's dirty pages (untimed) so a run does not pay for the one before."""
-    subprocess.run(["sync", "-f", str(path)], check=False)
-    time.sleep(0.1)
-
 
 def base_env(vips_threads: int | None) -> dict:
     env = dict(os.environ)
@@ -428,7 +423,7 @@ def run_all(binary: str) -> Path:
             for measure, tool in jobs:
                 folder = runs / f"r{r}-{measure}-{tool}"
                 folder.mkdir()
-                settle(runs)
+                report.settle(runs)
                 if measure == "cold":
                     res = run_cold(tool, files, list_file, folder, binary)
                 elif measure == "warm":

@@ -13,12 +13,14 @@ other section of the file is kept as it is.
 
 bench/scenarios.py (S2-S4, ceiling) and bench/fleet/fleet_sim.py import the shared helpers below:
 `sh`, `fs_type`, `summary`, `ratio`, `machine_line`, `binary_line`, `replace_section` and `AccessLog`;
-bench/cache_bench.py and bench/images_bench.py use `tool_binary_line`, `command_line` and `bar_chart`.
+bench/cache_bench.py and bench/images_bench.py use `tool_binary_line`, `command_line` and `bar_chart`;
+bench/scale_bench.py also `line_chart`.
 """
 from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -42,6 +44,24 @@ def sh(*args: str) -> str:
 def fs_type(path: str) -> str:
     out = sh("df", "--output=fstype", path).splitlines()
     return out[-1].strip() if out else "?"
+
+
+def settle(path, pause: float = 0.1) -> None:
+    """Flush the dirty pages of the filesystem holding path (untimed), so a run does not pay for
+    the one before, then pause briefly."""
+    subprocess.run(["sync", "-f", str(path)], check=False)
+    time.sleep(pause)
+
+
+def swap_symlink(link, target) -> None:
+    """Points the symlink `link` at `target` in one step (a new link renamed over it), so a
+    server reading through it sees the old target or the new one."""
+    link = Path(link)
+    tmp = link.with_name(link.name + ".new")
+    if tmp.is_symlink() or tmp.exists():
+        tmp.unlink()
+    os.symlink(target, tmp)
+    os.replace(tmp, link)
 
 
 def summary(values: list[float]) -> tuple[float, float, float]:
@@ -137,6 +157,69 @@ def bar_chart(path: Path, panels: list, colors: dict[str, str], caption: str) ->
     path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 20}" viewBox="0 0 {width} {y + 20}" '
                     f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n' + "\n".join(parts) +
                     f'\n<text x="10" y="{y + 8}" font-size="11" fill="#555">{caption}</text>\n</svg>\n')
+
+
+def line_chart(path: Path, panels: list, colors: dict[str, str], caption: str,
+               x_label=lambda x: f"{x:g}", x_title: str = "") -> None:
+    """Lines over a logarithmic x axis, one panel each, a logarithmic y axis (decades), whiskers
+    from the lowest to the highest round at each point; red dashed lines mark the panel's goals.
+    A panel is (title, unit, series, goals): series are (name, points) with points
+    (x, median, low, high), a line's colour is `colors` of its name (else of its first word),
+    and goals are (value, label). x_label writes an x tick (one at each x of the data)."""
+    width, left, right, top, plot_h, bottom = 900, 70, 250, 26, 200, 44
+    plot_w = width - left - right
+    y, parts = 10, []
+    for title, unit, series, goals in panels:
+        xs = sorted({p[0] for _, points in series for p in points})
+        values = [v for _, points in series for p in points for v in p[1:] if v > 0] + [g for g, _ in goals if g > 0]
+        if not xs or not values:
+            continue
+        lx0, lx1 = math.log10(xs[0]) - 0.15, math.log10(xs[-1]) + 0.15
+        ly0, ly1 = math.floor(math.log10(min(values))), math.ceil(math.log10(max(values)))
+        if ly1 == ly0:
+            ly1 += 1
+        px = lambda x: left + plot_w * (math.log10(x) - lx0) / (lx1 - lx0)  # noqa: E731
+        py = lambda v: y + top + plot_h * (1 - (math.log10(max(v, 10 ** ly0)) - ly0) / (ly1 - ly0))  # noqa: E731
+        parts.append(f'<text x="10" y="{y + 16}" font-size="13" font-weight="bold">{esc(title)}</text>')
+        for d in range(ly0, ly1 + 1):  # decades, with 2 and 5 between them
+            for m in (1, 2, 5):
+                v = m * 10.0 ** d
+                if d == ly1 and m > 1:
+                    break
+                yy = py(v)
+                parts.append(f'<line x1="{left}" y1="{yy:.1f}" x2="{left + plot_w}" y2="{yy:.1f}" stroke="{"#ccc" if m == 1 else "#eee"}"/>')
+                parts.append(f'<text x="{left - 6}" y="{yy + 4:.1f}" font-size="10" text-anchor="end">{v:g} {esc(unit) if m == 1 else ""}</text>')
+        for x in xs:
+            xx = px(x)
+            parts.append(f'<line x1="{xx:.1f}" y1="{y + top}" x2="{xx:.1f}" y2="{y + top + plot_h}" stroke="#eee"/>')
+            parts.append(f'<text x="{xx:.1f}" y="{y + top + plot_h + 14}" font-size="11" text-anchor="middle">{esc(x_label(x))}</text>')
+        if x_title:
+            parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{y + top + plot_h + 30}" font-size="11" text-anchor="middle">{esc(x_title)}</text>')
+        parts.append(f'<rect x="{left}" y="{y + top}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>')
+        for k, (name, points) in enumerate(series):
+            colour = colors.get(name, colors.get(name.split()[0], "#555"))
+            shift = (k - (len(series) - 1) / 2) * 4  # whiskers side by side, not on top of each other
+            pts = sorted(points)
+            if len(pts) > 1:
+                parts.append('<polyline fill="none" stroke-width="2" stroke="' + colour + '" points="' +
+                             " ".join(f"{px(x):.1f},{py(med):.1f}" for x, med, _, _ in pts) + '"/>')
+            for x, med, lo, hi in pts:
+                xx = px(x) + shift
+                parts.append(f'<line x1="{xx:.1f}" y1="{py(lo):.1f}" x2="{xx:.1f}" y2="{py(hi):.1f}" stroke="{colour}"/>')
+                parts.append(f'<circle cx="{px(x):.1f}" cy="{py(med):.1f}" r="3.5" fill="{colour}"/>')
+            last = pts[-1]
+            ly = y + top + 14 + 16 * k
+            parts.append(f'<rect x="{left + plot_w + 12}" y="{ly - 9}" width="12" height="10" fill="{colour}"/>')
+            value = f"{last[1]:,.0f}" if last[1] >= 100 else f"{last[1]:.3g}"
+            parts.append(f'<text x="{left + plot_w + 28}" y="{ly}" font-size="10">{esc(name)}: {value} {esc(unit)} at {esc(x_label(last[0]))}</text>')
+        for g, label in goals:
+            gy = py(g)
+            parts.append(f'<line x1="{left}" y1="{gy:.1f}" x2="{left + plot_w}" y2="{gy:.1f}" stroke="#d62728" stroke-width="1.5" stroke-dasharray="5,3"/>')
+            parts.append(f'<text x="{left + 4}" y="{gy - 4:.1f}" font-size="10" fill="#d62728">{esc(label)}</text>')
+        y += top + plot_h + bottom + 10
+    path.write_text(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{y + 20}" viewBox="0 0 {width} {y + 20}" '
+                    f'font-family="sans-serif">\n<rect width="100%" height="100%" fill="#fff"/>\n' + "\n".join(parts) +
+                    f'\n<text x="10" y="{y + 8}" font-size="11" fill="#555">{esc(caption)}</text>\n</svg>\n')
 
 
 def replace_section(doc: str, heading: str, text: str, after: str | None = None) -> None:

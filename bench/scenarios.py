@@ -54,11 +54,6 @@ def run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     return res
 
 
-def settle(path: Path) -> None:
-    """Flush the dirty pages of the filesystem holding path (untimed), so runs do not pay for each other."""
-    subprocess.run(["sync", "-f", str(path)], check=False)
-    time.sleep(0.2)
-
 
 def fs_label(path: Path) -> str:
     return f"{report.fs_type(str(path))} (/{path.parts[1] if len(path.parts) > 1 else ''})"
@@ -115,14 +110,6 @@ def spread_folders(path: Path) -> None:
     subprocess.run(["chattr", "+T", str(path)], capture_output=True, check=False)
 
 
-def swap_symlink(link: Path, target: Path) -> None:
-    tmp = link.with_name(link.name + ".new")
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    os.symlink(target, tmp)
-    os.replace(tmp, link)
-
-
 # ---------------------------------------------------------------- nginx access log
 
 class AccessLog(report.AccessLog):
@@ -174,7 +161,7 @@ class Bench:
     def timed(self, scenario: str, fs: str, tool: str, run_no: int, workdir: Path, cmd: list[str],
               content_prefix: str = "") -> Result:
         """Run cmd under GNU time (peak RSS); wall from perf_counter; requests from the access log."""
-        settle(workdir)
+        report.settle(workdir, 0.2)
         offset = self.access.mark()
         tfile = workdir / f".time-{tool.replace('/', '_')}-{run_no}.txt"
         start = time.perf_counter()
@@ -235,18 +222,18 @@ class Bench:
         link = self.www / name
         params = {**params, "slot": str(slot)}
         if self.stamp_ok(pristine, params):
-            swap_symlink(link, final)
+            report.swap_symlink(link, final)
             return
         for d in (pristine, slot):
             if d.exists():
                 shutil.rmtree(d)
         slot.mkdir(parents=True)
-        swap_symlink(link, old_snapshot)
+        report.swap_symlink(link, old_snapshot)
         run([self.agent, "sync", "--base-url", self.url(name), "--dir", str(slot / "content"),
              "--state", str(slot / "state.sqlite")])
         if listing(slot / "content") != listing(old_snapshot / "RXCacheContent"):
             die(f"the prepared client {slot} differs from {old_snapshot}")
-        swap_symlink(link, final)
+        report.swap_symlink(link, final)
         clone_client(slot, pristine)
         shutil.rmtree(slot)
         self.write_stamp(pristine, params)
