@@ -226,7 +226,7 @@ public enum Publisher {
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
             return noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
         }
-        guard let lock else { preconditionFailure("a publish that writes holds the lock") }
+        guard lock != nil else { preconditionFailure("a publish that writes holds the lock") }
 
         // Stage: nothing in the storage changes until the journal says "installing".
         let work = PublishWorkFolder(storage: storage)

@@ -13,6 +13,7 @@ import Testing
 @Suite("a flush the disk refuses never records a version as switched", .timeLimit(.minutes(3)))
 struct DiskFlushFaultTests {
     /// Runs `body` with `operation` failing (EIO) at `folder`, and clears the fault after.
+    @discardableResult
     func withFault<T>(
         _ operation: DiskFlush.Operation, at folder: String, below: Bool = true, _ body: () async throws -> T
     ) async rethrows -> T {
@@ -38,7 +39,7 @@ struct DiskFlushFaultTests {
             let before = try harness.tree()
             harness.serve("1.4")
             let staging = StagingArea(contentDirectory: harness.content)
-            try await withFault(.syncfs, at: staging.root) {
+            await withFault(.syncfs, at: staging.root) {
                 await #expect {
                     try await harness.sync()
                 } throws: { error in
@@ -65,7 +66,7 @@ struct DiskFlushFaultTests {
             let beforeInode = try #require(FileSystem.identity(of: harness.content))
             harness.serve("1.4")
             let parent = (harness.content as NSString).deletingLastPathComponent
-            try await withFault(.fsync, at: parent, below: false) {
+            await withFault(.fsync, at: parent, below: false) {
                 await #expect {
                     try await harness.sync()
                 } throws: { error in
@@ -92,7 +93,7 @@ struct DiskFlushFaultTests {
     @Test func aRefusedFsyncAfterAFirstRestoreLeavesNoContentFolderAndTheNextRunRestores() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             let parent = (harness.content as NSString).deletingLastPathComponent
-            try await withFault(.fsync, at: parent, below: false) {
+            await withFault(.fsync, at: parent, below: false) {
                 await #expect {
                     try await harness.sync()
                 } throws: { error in
