@@ -166,7 +166,7 @@ bench-cache: deps
 ## to 720 px (made once with Pillow in .build-bench-images/work/), warm hits, and one 7360×4912 JPEG to 500 px.
 ## Writes the "Image cache (issue 22)" section of docs/benchmarks.md and docs/benchmarks-images.svg. Pillow
 ## comes from PyPI into $(BENCH_VENV)/. IMAGE_ROUNDS (3) and IMAGE_COUNT (100; 10 for a quick check).
-BENCH_IMAGES_APT_PACKAGES := python3-venv libvips-tools
+BENCH_IMAGES_APT_PACKAGES := python3-venv libvips-tools time
 bench-images: deps
 	@bash scripts/apt_install_missing.sh $(BENCH_IMAGES_APT_PACKAGES)
 	@[ -x $(BENCH_VENV)/bin/python ] || python3 -m venv $(BENCH_VENV)

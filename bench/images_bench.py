@@ -20,7 +20,7 @@ Each round runs every tool as fresh processes, in an order that shifts from roun
   then `exif_transpose` and `thumbnail`. Wall clock from Popen to the last child's exit, for all three.
 - warm: `image-bench warm`, IMAGE_HITS hits of one cached variant (p50 and p99 per hit).
 - one: the 7360×4912 JPEG to 500 px: `image-bench one`, and `vipsthumbnail --size 500x` with its
-  default threads and with VIPS_CONCURRENCY=1; wall clock, and peak RSS from `os.wait4`.
+  default threads and with VIPS_CONCURRENCY=1; wall clock, and peak RSS from GNU time.
 Every run gets an empty folder of its own under IMAGE_WORK/runs/ (the inputs' filesystem), deleted
 after it; `sync -f` (untimed) before each run. IMAGE_WARMUP uncounted rounds, then IMAGE_ROUNDS
 counted ones; the report gives medians with the min–max over the counted rounds, and ratios against
@@ -245,17 +245,23 @@ def base_env(vips_threads: int | None) -> dict:
 
 def run_procs(cmds: list[list[str]], folder: Path, env: dict) -> dict:
     """Start the commands at once; wall time from the first Popen to the last exit, and each child's
-    exit code, peak RSS (KiB, from wait4: that child alone) and stdout."""
+    exit code, CPU and peak RSS (KiB; from GNU time, see report.under_gnu_time) and stdout."""
     outs = [open(folder / f".stdout-{i}", "w+") for i in range(len(cmds))]
     errs = [open(folder / f".stderr-{i}", "w+") for i in range(len(cmds))]
+    usages = [folder / f".time-{i}" for i in range(len(cmds))]
     started = time.perf_counter()
-    procs = [subprocess.Popen(c, stdout=o, stderr=e, env=env) for c, o, e in zip(cmds, outs, errs)]
+    procs = [subprocess.Popen(report.under_gnu_time(c, u), stdout=o, stderr=e, env=env)
+             for c, u, o, e in zip(cmds, usages, outs, errs)]
     children = []
     for p in procs:
-        _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
-        children.append({"rc": p.returncode, "maxrss_kib": usage.ru_maxrss, "user_s": usage.ru_utime, "sys_s": usage.ru_stime})
+        p.wait()
+        children.append({"rc": p.returncode})
     wall = time.perf_counter() - started
+    for child, usage_file in zip(children, usages):
+        usage = report.read_gnu_time(usage_file)
+        if usage is None:
+            die(f"GNU time wrote no usage line into {usage_file}")
+        child.update(usage)
     for child, cmd, o, e in zip(children, cmds, outs, errs):
         o.seek(0)
         e.seek(0)
@@ -553,7 +559,8 @@ def write_report(results: Path) -> None:
               f"rounds. The tools alternate, in an order shifted by one each round; {meta.get('warmup')} uncounted warm-up "
               f"round(s), then {meta.get('rounds')} counted rounds. Wall clock: from starting the process(es) to the last "
               "one's exit, taken by the script (`perf_counter`), so process start-up counts for every tool alike. Peak RSS: "
-              "`ru_maxrss` of each child from `os.wait4` (for two processes, the larger one).",
+              "GNU time's for each process (for two processes, the larger one); not `os.wait4` from the script, whose "
+              "children's `ru_maxrss` starts at the script's own RSS.",
               f"- **ImageCache cold**: `image-bench cold --list FILE --width {WIDTH} --quality {QUALITY}` (Sources/ImageBench): "
               f"one process, one `ImagePipeline` over a fresh cache folder, every file a `file://` source, {threads} processing "
               "threads (a thread per core); it also reports its own time from the first request to the last variant "
@@ -632,7 +639,7 @@ def write_report(results: Path) -> None:
                      "above are judged on the wall clock of whole processes, as the peers are timed.")
     jr = stats(one_json_rss)
     if jr:
-        notes.append(f"- Large JPEG: image-bench made {one_dims}; its own peak RSS reading {jr[0]:.0f} MiB (wait4: "
+        notes.append(f"- Large JPEG: image-bench made {one_dims}; its own peak RSS reading {jr[0]:.0f} MiB (GNU time: "
                      f"{stats(one_rss[OURS])[0]:.0f} MiB).")
     for label, c in meta.get("check", {}).items():
         sizes = "; ".join(f"{t} {c[t][0]}×{c[t][1]} ({c['bytes'][t] / 1000:.0f} kB)" for t in (OURS, VIPS, PILLOW))

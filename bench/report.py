@@ -64,6 +64,26 @@ def swap_symlink(link, target) -> None:
     os.replace(tmp, link)
 
 
+GNU_TIME = "/usr/bin/time"
+
+
+def under_gnu_time(cmd: list, usage_file) -> list[str]:
+    """cmd run under GNU time, which writes "%e %U %S %M" (wall, user, system, peak RSS KiB) into
+    usage_file. Peak RSS must come from there, not from os.wait4 on a child of a Python script: a
+    child's ru_maxrss starts at the RSS of the process it was forked from (the kernel keeps the
+    pre-exec high-water mark), where GNU time forks the tool from a 2 MiB process."""
+    return [GNU_TIME, "-f", "%e %U %S %M", "-o", str(usage_file), *[str(c) for c in cmd]]
+
+
+def read_gnu_time(usage_file) -> dict | None:
+    """What GNU time wrote (its last line; a failing command's exit note comes first), or None."""
+    try:
+        _, user, system, rss = Path(usage_file).read_text().split()[-4:]
+        return {"user_s": float(user), "sys_s": float(system), "maxrss_kib": int(rss)}
+    except (OSError, ValueError):
+        return None
+
+
 def summary(values: list[float]) -> tuple[float, float, float]:
     """(median, min, max) of a list of numbers."""
     return statistics.median(values), min(values), max(values)

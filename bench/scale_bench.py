@@ -83,7 +83,7 @@ COLORS = {OURS: "#1f77b4", RSYNC: "#ff7f0e", RCLONE: "#2ca02c", "cp": "#9467bd",
 FILE_BYTES, PER_FOLDER, PER_GROUP = 512, 100, 10_000
 T0 = 1_767_225_600  # 2026-01-01 00:00 UTC: the edited files' mtimes are T0 + one hour per version
 GOAL_SIZE = 100_000
-TIME = "/usr/bin/time"  # GNU time: see timed()
+TIME = report.GNU_TIME  # see report.under_gnu_time
 # The cp -al + swap peer: hard-link the old tree, copy the changed files over it (unlinking the linked
 # copy first, so the old tree never changes), swap with two renames, delete the old tree.
 CPAL_SCRIPT = ('set -e; m=$1; cp -al "$m" "$m.next"; cd "$2"; '
@@ -246,17 +246,16 @@ def timed(cmd: list, logs: Path, name: str, cwd: Path | None = None) -> dict:
     out, err, tfile = logs / f"{name}.out", logs / f"{name}.err", logs / f"{name}.time"
     with open(out, "w") as o, open(err, "w") as e:
         started = time.perf_counter()
-        p = subprocess.Popen([TIME, "-f", "%e %U %S %M", "-o", str(tfile), *[str(c) for c in cmd]], stdout=o, stderr=e, cwd=cwd)
+        p = subprocess.Popen(report.under_gnu_time(cmd, tfile), stdout=o, stderr=e, cwd=cwd)
         p.wait()
         wall = time.perf_counter() - started
     if p.returncode != 0:
         die(f"{' '.join(map(str, cmd[:8]))}{' …' if len(cmd) > 8 else ''} exited {p.returncode}: "
             f"{err.read_text(errors='replace').strip()[-2000:]}")
-    try:
-        _, user, system, rss = tfile.read_text().split()[-4:]
-    except ValueError:
+    usage = report.read_gnu_time(tfile)
+    if usage is None:
         die(f"GNU time wrote no usage line into {tfile}: {tfile.read_text() if tfile.exists() else 'no file'}")
-    return {"wall_s": wall, "user_s": float(user), "sys_s": float(system), "maxrss_kib": int(rss), "rc": p.returncode,
+    return {"wall_s": wall, **usage, "rc": p.returncode,
             "stdout_head": out.read_text(errors="replace")[:400].strip()}
 
 
