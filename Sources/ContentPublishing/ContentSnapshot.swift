@@ -149,6 +149,11 @@ enum ContentSnapshot {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
+        return recordedSource(of: descriptor)
+    }
+
+    /// The source identity recorded on the open file `descriptor`, if any (at most 256 bytes).
+    private static func recordedSource(of descriptor: Int32) -> [UInt8]? {
         var buffer = [UInt8](repeating: 0, count: 256)
         let length = clinux_fgetxattr(descriptor, sourceAttribute, &buffer, buffer.count)
         return length < 0 ? nil : Array(buffer[..<Int(length)])
@@ -186,10 +191,7 @@ enum ContentSnapshot {
         let descriptor = name.withCString { openat(previous, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
-        let key = sourceKey(info)
-        var recorded = [UInt8](repeating: 0, count: 256)
-        let length = clinux_fgetxattr(descriptor, sourceAttribute, &recorded, recorded.count)
-        guard length == key.count, Array(recorded[..<Int(length)]) == key else { return false }
+        guard recordedSource(of: descriptor) == sourceKey(info) else { return false }
         // The same inode as the one just checked, still a regular file: link exactly it.
         var opened = stat()
         guard fstat(descriptor, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev else {

@@ -262,12 +262,13 @@ public enum Publisher {
             } else {
                 try writer.writeUpdateList([])
             }
-            _ = try writer.writeContentManifest(newTree, version: options.version)
+            let newDigest = TreeDigest.digest(of: newTree)
+            _ = try writer.writeContentManifest(newTree, version: options.version, treeDigest: newDigest)
             let status = try writer.writeStatus(
-                version: options.version, minimal: minimal, tree: newTree, unzippedBytes: result.contentBytes)
+                version: options.version, minimal: minimal, treeDigest: newDigest, unzippedBytes: result.contentBytes)
 
             journal.phase = .installing
-            journal.treeDigest = TreeDigest.digest(of: newTree)
+            journal.treeDigest = newDigest
             journal.statusSHA256 = FileDigest.sha256(status)
             journal.content = FileSystem.identity(of: snapshot).map {
                 PublishJournal.Identity(device: $0.device, inode: $0.inode)

@@ -107,8 +107,10 @@ struct StorageWriter {
     }
 
     /// Stages the per-version content manifest the client repairs from. Returns its path.
-    func writeContentManifest(_ tree: ContentTree, version: CacheVersion) throws(PublishError) -> String {
-        let data = ContentManifest.encode(tree, version: version.text, treeDigest: TreeDigest.digest(of: tree))
+    func writeContentManifest(_ tree: ContentTree, version: CacheVersion, treeDigest: String) throws(PublishError)
+        -> String
+    {
+        let data = ContentManifest.encode(tree, version: version.text, treeDigest: treeDigest)
         try writeData(data, to: Self.contentManifestPath)
         return Self.contentManifestPath
     }
@@ -120,7 +122,7 @@ struct StorageWriter {
     /// (each as the storage will hold it once installed: staged if staged, else the storage's).
     /// Returns the status's bytes.
     @discardableResult
-    func writeStatus(version: CacheVersion, minimal: CacheVersion, tree: ContentTree, unzippedBytes: Int64)
+    func writeStatus(version: CacheVersion, minimal: CacheVersion, treeDigest: String, unzippedBytes: Int64)
         throws(PublishError) -> Data
     {
         let base = layout.baseURL.absoluteString
@@ -145,7 +147,7 @@ struct StorageWriter {
         let archive = try facts(ofFile: staged(Self.archivePath))
         let integrity: [String: Any] = [
             "format": 1,
-            "treeDigest": TreeDigest.digest(of: tree),
+            "treeDigest": treeDigest,
             "archive": archive,
             "contentManifest": try facts(ofFile: staged(Self.contentManifestPath)).merging([
                 "url": base + Self.contentManifestPath

@@ -91,9 +91,5 @@ public struct PhaseTiming: Sendable, Equatable {
     }
 
     /// `seconds` with three decimals (`0.012`).
-    public static func format(_ seconds: Double) -> String {
-        let millis = Int((seconds * 1000).rounded())
-        let fraction = String(millis % 1000)
-        return "\(millis / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
-    }
+    public static func format(_ seconds: Double) -> String { String(format: "%.3f", seconds) }
 }

@@ -375,17 +375,23 @@ final class CurlTransfer: @unchecked Sendable {
         }
         // 200: the whole body is coming (If-Range did not match, or no range was asked).
         if offset > 0 {
-            if ftruncate(fd, 0) != 0 || lseek(fd, 0, SEEK_SET) < 0 {
-                let code = Glibc.errno
-                writeFailure = TransportError(
-                    code: .fileSystem,
-                    message: "restarting \(path): \(String(cString: strerror(code)))",
-                    url: url, errno: code)
+            if let failure = Self.emptyFile(fd, path: path, url: url) {
+                writeFailure = failure
                 return false
             }
             sink = .file(fd: fd, path: path, offset: 0)
         }
         return true
+    }
+
+    /// Empties a download's file for a fresh start; the failure when it cannot be emptied, which
+    /// fails the download: its bytes would be taken for the start of the next body.
+    static func emptyFile(_ fd: Int32, path: String, url: URL?) -> TransportError? {
+        if ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) >= 0 { return nil }
+        let code = Glibc.errno
+        return TransportError(
+            code: .fileSystem, message: "emptying \(path) for a fresh download: \(String(cString: strerror(code)))",
+            url: url, errno: code)
     }
 
     private func reportProgress(total: Int64, now: Int64) -> Bool {

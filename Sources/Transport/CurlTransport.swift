@@ -141,17 +141,6 @@ public final class CurlTransport: Transport {
             request, fd: descriptor, path: "an unnamed file (descriptor \(descriptor))", options: options)
     }
 
-    /// Empties a download's file for a fresh start. A file that cannot be emptied fails the
-    /// download: its bytes would be taken for the start of the next body.
-    private static func empty(_ fd: Int32, path: String, url: URL) throws(TransportError) {
-        guard ftruncate(fd, 0) == 0, lseek(fd, 0, SEEK_SET) >= 0 else {
-            let code = Glibc.errno
-            throw TransportError(
-                code: .fileSystem, message: "emptying \(path) for a fresh download: \(String(cString: strerror(code)))",
-                url: url, errno: code)
-        }
-    }
-
     /// Both downloads: `path` names the file in messages.
     private func download(_ request: HTTPRequest, fd: Int32, path: String, options: DownloadOptions) async throws
         -> HTTPResponse
@@ -171,7 +160,7 @@ public final class CurlTransport: Transport {
                 offset = onDisk
                 request.headers["If-Range"] = etag
             } else if onDisk > 0 {
-                try Self.empty(fd, path: path, url: request.url)
+                if let failure = CurlTransfer.emptyFile(fd, path: path, url: request.url) { throw failure }
             }
             _ = lseek(fd, off_t(offset), SEEK_SET)
             let transfer = try CurlTransfer(
@@ -195,14 +184,14 @@ public final class CurlTransport: Transport {
                         statusCode: 206, headers: transfer.headers, url: error.url ?? request.url,
                         resumedFrom: offset, fileSize: offset)
                 }
-                try Self.empty(fd, path: path, url: error.url ?? request.url)
+                if let failure = CurlTransfer.emptyFile(fd, path: path, url: error.url ?? request.url) { throw failure }
                 throw error
             } catch let error as TransportError where error.code == .invalidResponse {
                 // The answer did not fit the request: neither what this attempt wrote nor the bytes
                 // it would have continued can be trusted. Dropping both, and the tag, makes the next
                 // attempt (and the next run, which finds an empty file) a plain GET.
                 received += transfer.bytesReceived
-                try Self.empty(fd, path: path, url: error.url ?? request.url)
+                if let failure = CurlTransfer.emptyFile(fd, path: path, url: error.url ?? request.url) { throw failure }
                 etag = nil
                 resumeRefused = true
                 throw error

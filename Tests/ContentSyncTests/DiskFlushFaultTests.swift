@@ -33,6 +33,21 @@ struct DiskFlushFaultTests {
         #expect(text.contains("check it (`dmesg`"), "\(text)", sourceLocation: sourceLocation)
     }
 
+    /// One sync with the content folder's parent refusing its fsync: it fails, naming the flush.
+    func expectSyncRefusedByTheParentsFsync(
+        _ harness: SyncHarness, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        let parent = (harness.content as NSString).deletingLastPathComponent
+        await withFault(.fsync, at: parent, below: false) {
+            await #expect(sourceLocation: sourceLocation) {
+                try await harness.sync()
+            } throws: { error in
+                expectFlushFailure(error, "fsync", naming: "the folder \(parent)", sourceLocation: sourceLocation)
+                return true
+            }
+        }
+    }
+
     @Test func aRefusedSyncfsBeforeTheSwitchLeavesNInPlaceAndTheNextRunSwitches() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             try await harness.sync()
@@ -65,15 +80,7 @@ struct DiskFlushFaultTests {
             let before = try harness.tree()
             let beforeInode = try #require(FileSystem.identity(of: harness.content))
             harness.serve("1.4")
-            let parent = (harness.content as NSString).deletingLastPathComponent
-            await withFault(.fsync, at: parent, below: false) {
-                await #expect {
-                    try await harness.sync()
-                } throws: { error in
-                    expectFlushFailure(error, "fsync", naming: "the folder \(parent)")
-                    return true
-                }
-            }
+            await expectSyncRefusedByTheParentsFsync(harness)
             // The swap was undone: the same folder (inode) as before, with the same tree.
             #expect(try harness.tree() == before)
             #expect(FileSystem.identity(of: harness.content).map { $0 == beforeInode } == true)
@@ -92,15 +99,7 @@ struct DiskFlushFaultTests {
 
     @Test func aRefusedFsyncAfterAFirstRestoreLeavesNoContentFolderAndTheNextRunRestores() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            let parent = (harness.content as NSString).deletingLastPathComponent
-            await withFault(.fsync, at: parent, below: false) {
-                await #expect {
-                    try await harness.sync()
-                } throws: { error in
-                    expectFlushFailure(error, "fsync", naming: "the folder \(parent)")
-                    return true
-                }
-            }
+            await expectSyncRefusedByTheParentsFsync(harness)
             #expect(!FileManager.default.fileExists(atPath: harness.content))
             let status = try await SyncStatus.read(statePath: harness.state, contentDirectory: harness.content)
             #expect(status.version == nil)

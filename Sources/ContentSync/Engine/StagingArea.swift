@@ -82,15 +82,19 @@ struct StagingArea: Sendable {
     func swapIn() throws(FileSystemError) {
         try DiskFlush.filesystem(holding: next)
         let parent = (contentDirectory as NSString).deletingLastPathComponent
-        if clinux_rename_exchange(AT_FDCWD, next, AT_FDCWD, contentDirectory) == 0 {
-            // `next` now holds the previous version.
+        /// fsyncs the parent after a swap; when the disk refuses, `undo` puts the previous
+        /// version back before the error goes up.
+        func flushParent(orUndo undo: () -> Void) throws(FileSystemError) {
             do {
                 try DiskFlush.folder(parent)
             } catch {
-                // Back to the previous version: the disk did not confirm the new one.
-                _ = clinux_rename_exchange(AT_FDCWD, next, AT_FDCWD, contentDirectory)
+                undo()
                 throw error
             }
+        }
+        if clinux_rename_exchange(AT_FDCWD, next, AT_FDCWD, contentDirectory) == 0 {
+            // `next` now holds the previous version.
+            try flushParent { _ = clinux_rename_exchange(AT_FDCWD, next, AT_FDCWD, contentDirectory) }
             try FileSystem.removeTree(retired)
             if Glibc.rename(next, retired) != 0 {
                 throw FileSystemError(
@@ -107,12 +111,7 @@ struct StagingArea: Sendable {
                     "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
                     errno: errno)
             }
-            do {
-                try DiskFlush.folder(parent)
-            } catch {
-                _ = Glibc.rename(contentDirectory, next)
-                throw error
-            }
+            try flushParent { _ = Glibc.rename(contentDirectory, next) }
         case EINVAL, ENOSYS, EOPNOTSUPP:
             try FileSystem.removeTree(retired)
             if Glibc.rename(contentDirectory, retired) != 0 {
@@ -127,11 +126,8 @@ struct StagingArea: Sendable {
                     "cannot move the new version into place at", path: contentDirectory, syscall: "rename",
                     errno: failure)
             }
-            do {
-                try DiskFlush.folder(parent)
-            } catch {
+            try flushParent {
                 if Glibc.rename(contentDirectory, next) == 0 { _ = Glibc.rename(retired, contentDirectory) }
-                throw error
             }
         default:
             throw FileSystemError(
