@@ -10,6 +10,11 @@ import Transport
 /// the continuation out of the table resumes it, so a late result and a cancellation can never
 /// both resume it. When the last waiter cancels, the fetch is cancelled too, unless it is a
 /// background refresh (stale-while-revalidate), which runs on with no one waiting.
+///
+/// A caller counts as a waiter from the moment it claims the flight (``FlightTable/claim(_:keepAlive:waits:)``),
+/// not only once `wait()` has registered it: otherwise the others' cancellation, landing between
+/// its claim and its wait, would cancel the fetch under it and hand a caller that never cancelled
+/// a cancellation.
 final class Flight<Value: Sendable>: Sendable {
     private struct State {
         var waiters: [Int: CheckedContinuation<Value, any Error>] = [:]
@@ -22,6 +27,11 @@ final class Flight<Value: Sendable>: Sendable {
         var stored = false
         /// Its last waiter left and its task was cancelled: a new caller must not join it.
         var abandoned = false
+        /// Callers that claimed it and will wait, but have not registered yet.
+        var joining = 0
+
+        /// No one waits, and no one who claimed the flight is still on the way to wait.
+        var isLeft: Bool { waiters.isEmpty && joining == 0 }
     }
 
     private let state = Mutex(State())
@@ -31,6 +41,16 @@ final class Flight<Value: Sendable>: Sendable {
 
     init(keepAlive: Bool) {
         self.keepAlive = keepAlive
+    }
+
+    /// Counts one more caller that will wait, unless the flight is abandoned (then it says no,
+    /// and the caller starts a flight of its own).
+    func join() -> Bool {
+        state.withLock { state in
+            if state.abandoned { return false }
+            state.joining += 1
+            return true
+        }
     }
 
     /// Runs `body` as the flight's task; `finished` is told whether it stored a value.
@@ -71,8 +91,9 @@ final class Flight<Value: Sendable>: Sendable {
                 // Cancelled before it could register: it leaves at once, and if no one else
                 // waits, the fetch goes too.
                 let (now, orphaned): (Result<Value, any Error>?, Task<Void, Never>?) = state.withLock { state in
+                    state.joining = max(0, state.joining - 1)
                     if state.cancelled.remove(id) != nil {
-                        let last = state.waiters.isEmpty && !keepAlive && state.result == nil
+                        let last = state.isLeft && !keepAlive && state.result == nil
                         if last { state.abandoned = true }
                         return (.failure(CancellationError()), last ? state.task : nil)
                     }
@@ -90,7 +111,7 @@ final class Flight<Value: Sendable>: Sendable {
                     if state.result == nil { state.cancelled.insert(id) }
                     return (nil, nil)
                 }
-                let last = state.waiters.isEmpty && !keepAlive
+                let last = state.isLeft && !keepAlive
                 if last { state.abandoned = true }
                 return (waiter, last ? state.task : nil)
             }
@@ -140,11 +161,16 @@ final class FlightTable<Value: Sendable>: Sendable {
     }
 
     /// The flight of `key` under way, or a new one (not started yet: `isNew`, and the caller
-    /// starts it with ``start(_:for:_:finished:)``).
-    func claim(_ key: String, keepAlive: Bool = false) -> (flight: Flight<Value>, isNew: Bool) {
+    /// starts it with ``start(_:for:_:finished:)``). A caller that `waits` must call `wait()` on
+    /// it; it counts as a waiter from here on, so no one else's cancellation cancels the fetch
+    /// before it registers.
+    func claim(_ key: String, keepAlive: Bool = false, waits: Bool = true) -> (flight: Flight<Value>, isNew: Bool) {
         flights.withLock { flights in
-            if let running = flights[key], !running.isAbandoned { return (running, false) }
+            if let running = flights[key], !waits ? !running.isAbandoned : running.join() {
+                return (running, false)
+            }
             let flight = Flight<Value>(keepAlive: keepAlive)
+            if waits { _ = flight.join() }
             flights[key] = flight
             return (flight, true)
         }

@@ -287,7 +287,7 @@ public final class ItemLoader: Sendable {
             : key.rawValue + "\u{1F}"
                 + CacheKey.normalizedHeaders(options.headers).sorted { $0.key < $1.key }
                 .map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
-        let (flight, isNew) = flights.claim(name, keepAlive: background)
+        let (flight, isNew) = flights.claim(name, keepAlive: background, waits: !background)
         if let progress = options.progress { flight.addProgressHandler(progress) }
         guard isNew else { return flight }
         notify(key, .inProgress(TransferProgress(received: 0, expected: nil)))
