@@ -195,7 +195,8 @@ struct HostileEnvironmentCLITests {
                         atPath: scratch + "/client/content/"
                             + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt"))
 
-                // 2.0 removes the deep tree: the switch retires 1.0 and deletes all 1,800 levels.
+                // 2.0 removes the deep tree: the switch retires 1.0, kept as the twin 3.0 is caught
+                // up from, and 3.0's catch-up deletes its 1,800 levels.
                 try FileManager.default.removeItem(atPath: content + "/d")
                 try "new".write(toFile: content + "/new.txt", atomically: false, encoding: .utf8)
                 try await Self.writeStorage(
@@ -212,16 +213,46 @@ struct HostileEnvironmentCLITests {
                     ])
                 let replay = try await limited(scratch)
                 #expect(replay.status == 0, "stderr: \(replay.stderr)")
+                let staging = scratch + "/client/.content.content-sync"
                 #expect(
                     try FileManager.default.contentsOfDirectory(atPath: scratch + "/client").sorted()
-                        == ["content", "state.sqlite", "state.sqlite-shm", "state.sqlite-wal", "state.sqlite.lock"]
+                        == [
+                            ".content.content-sync", "content", "state.sqlite", "state.sqlite-shm", "state.sqlite-wal",
+                            "state.sqlite.lock",
+                        ]
                         .filter {
                             FileManager.default.fileExists(atPath: scratch + "/client/" + $0)
-                        }, "the staging folder is gone")
-                #expect(!FileManager.default.fileExists(atPath: scratch + "/client/.content.content-sync"))
+                        }, "only the staging folder, holding the twin, is beside the content")
+                #expect(try FileManager.default.contentsOfDirectory(atPath: staging) == ["retired"])
+                try "third".write(toFile: content + "/third.txt", atomically: false, encoding: .utf8)
+                try await Self.writeStorage(
+                    storage, version: "3.0",
+                    changeLists: [
+                        (
+                            "changes_1.0_2.0.json",
+                            """
+                            {"from": "1.0", "to": "2.0", "changes": [
+                              {"oldPath": "../../RXCacheContent/d", "newPath": "", "redownload": false, "rename": false},
+                              {"oldPath": "", "newPath": "../../RXCacheContent/new.txt", "redownload": false, "rename": false}]}
+                            """
+                        ),
+                        (
+                            "changes_2.0_3.0.json",
+                            """
+                            {"from": "2.0", "to": "3.0", "changes": [
+                              {"oldPath": "", "newPath": "../../RXCacheContent/third.txt", "redownload": false, "rename": false}]}
+                            """
+                        ),
+                    ])
+                let caughtUp = try await limited(scratch)
+                #expect(caughtUp.status == 0, "stderr: \(caughtUp.stderr)")
+                #expect(
+                    try FileManager.default.contentsOfDirectory(atPath: staging + "/retired").sorted() == [
+                        "new.txt", "top.txt",
+                    ], "the twin is 2.0 now: the 1,800 levels are gone")
                 #expect(
                     try FileManager.default.contentsOfDirectory(atPath: scratch + "/client/content").sorted() == [
-                        "new.txt", "top.txt",
+                        "new.txt", "third.txt", "top.txt",
                     ])
                 let again = try await limited(scratch)
                 #expect(again.status == 0, "stderr: \(again.stderr)")

@@ -341,7 +341,11 @@ class Suite:
             problems.append(f"after growing the disk, sync exited {result.returncode}: {result.stderr.strip()}")
         if lib.compare(lib.manifest_of(self.content), self.manifests["replay"]):
             problems.append("after the recovery run the content is not exactly 2.0")
-        if staging.exists():
+        # A replay keeps the previous version as the twin: `retired/` alone, holding exactly 1.0.
+        if staging.exists() and sorted(os.listdir(staging)) == ["retired"]:
+            if lib.compare(lib.manifest_of(staging / "retired"), self.manifests[V1]):
+                problems.append("the twin kept in retired/ after the recovery run is not exactly 1.0")
+        elif staging.exists():
             problems.append(f"staging area left after the recovery run: {os.listdir(staging)}")
         self.nginx.settle()
         again = {r["path"].split("/RXCacheContent/", 1)[1] for r in self.nginx.by_tag(self.t(name + "-after"))

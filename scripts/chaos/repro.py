@@ -12,6 +12,8 @@
   staging area, whose retired/ holds version N. SIGKILL once that deletion has started, run sync
   again (which finds 2.0 current), check that the staging area is gone. Reproduced: it stays, with
   what is left of N, for good (SyncEngine deletes leftover staging only while a plan is pending).
+  Since issue 23 a replay keeps retired/ as the twin (no deletion to kill), so this window exists
+  only where the switch does not keep one (a restore, or a repair).
 
 Exit 0 when fixed, 1 when reproduced, 2 when the window was missed (try again).
 """

@@ -74,6 +74,8 @@ struct MirrorVerifier: Sendable {
 
         let started = Date()
         let staging = self.staging
+        // A repair keeps no twin: it is forgotten before its folder goes.
+        try await store.dropTwin()
         try await BlockingWork.files { () throws(FileSystemError) in
             try staging.resetNext(includingDownloads: true)
             for folder in tree.folders.sorted() { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }

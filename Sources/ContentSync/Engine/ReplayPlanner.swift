@@ -17,6 +17,9 @@ struct ReplayPlanner: Sendable {
     struct Planned: Sendable {
         var plan: SyncPlan
         var listsApplied: Int
+        /// Where the plan's version differs from the current content (the twin's new dirty
+        /// paths, ``SyncPlan/changedPaths(from:)``); nil when the content holds intruders.
+        var changed: [SafeRelativePath]?
     }
 
     /// The plan from `local` to the status's actual version; nil when the published lists do
@@ -37,14 +40,17 @@ struct ReplayPlanner: Sendable {
         let to = status.actualVersion
         let fingerprints = status.integrity != nil
         let lists = chain.lists
-        let plan = try await BlockingWork.run { () throws(SyncError) in
+        let (plan, changed) = try await BlockingWork.run {
+            () throws(SyncError) -> (SyncPlan, [SafeRelativePath]?) in
             var readers = lists.take()
-            return try NetPlanner.plan(local: tree, from: from, to: to, readers: &readers, fingerprints: fingerprints)
+            let plan = try NetPlanner.plan(
+                local: tree, from: from, to: to, readers: &readers, fingerprints: fingerprints)
+            return (plan, plan.changedPaths(from: tree))
         }
         for warning in plan.warnings {
             logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(Redaction.text(warning))"])
         }
-        return Planned(plan: plan, listsApplied: chain.count)
+        return Planned(plan: plan, listsApplied: chain.count, changed: changed)
     }
 }
 

@@ -37,6 +37,8 @@ struct Restorer: Sendable {
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
+        // A restore keeps no twin: it is forgotten before its folder goes.
+        try await store.dropTwin()
         try await BlockingWork.files { () throws(FileSystemError) in
             if resuming { try staging.prepare() } else { try staging.resetNext(includingDownloads: true) }
         }

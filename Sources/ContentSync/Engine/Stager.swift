@@ -26,19 +26,34 @@ struct Stager: Sendable {
         var downloaded: Int
         /// Files an interrupted run had already downloaded.
         var alreadyDownloaded: Int
+        /// The paths a twin's catch-up touched; nil when the tree was built whole.
+        var twinPaths: Int?
     }
 
-    /// Builds the plan's tree in `next/`: folders, hard links to the current content for the
-    /// files it keeps, and downloads for the rest, resuming an interrupted run of the same plan.
+    /// Builds the plan's tree in `next/`, resuming an interrupted run of the same plan.
+    ///
+    /// With a usable twin (the previous version, kept after the last switch, see ``TwinState``)
+    /// the twin becomes `next/` and only its dirty paths are caught up; otherwise the tree is
+    /// built whole: folders, hard links to the current content for the files it keeps, and
+    /// downloads for the rest. `changed` is where the plan's version differs from the current
+    /// content (nil: keep no twin after the switch).
     func stage(
-        _ plan: SyncPlan, layout: StorageLayout,
+        _ plan: SyncPlan, changed: [SafeRelativePath]?, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
+        if let changed, let twin = try await usableTwin(for: plan) {
+            return try await catchUp(twin, plan: plan, changed: changed, layout: layout, progress: progress)
+        }
         let identity = plan.identity
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
         let directory = configuration.contentDirectory
+        // The twin (if any) is forgotten before its folder goes, and the new dirty set recorded.
+        try await store.beginPlan(
+            PendingPlanRecord(
+                identity: identity, kind: "replay", fromVersion: plan.from.text,
+                toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed)
         try await BlockingWork.files { () throws(FileSystemError) in
             if resuming {
                 try staging.prepare()
@@ -61,10 +76,6 @@ struct Stager: Sendable {
         let fetched: DownloadTally
         let todo: [SafeRelativePath]
         do {
-            try await store.beginPlan(
-                PendingPlanRecord(
-                    identity: identity, kind: "replay", fromVersion: plan.from.text,
-                    toVersion: plan.to.text, phase: .staging, createdAt: Date()))
             todo = try await BlockingWork.run { () -> [SafeRelativePath] in
                 plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
             }
@@ -77,6 +88,75 @@ struct Stager: Sendable {
         do { try await linked } catch { throw SyncError.wrap(error) }
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
+    }
+
+    /// The recorded twin, if it is still a folder at `next/` or `retired/` with the recorded
+    /// identity and is caught up against the plan's starting version.
+    private func usableTwin(for plan: SyncPlan) async throws(SyncError) -> TwinState? {
+        guard let twin = try await store.twin(), twin.baseVersion == plan.from.text else { return nil }
+        for folder in [staging.next, staging.retired] {
+            if let info = FileSystem.status(of: folder), info.st_mode & S_IFMT == S_IFDIR,
+                Int64(bitPattern: UInt64(info.st_dev)) == twin.device,
+                Int64(bitPattern: UInt64(info.st_ino)) == twin.inode
+            {
+                return twin
+            }
+        }
+        return nil
+    }
+
+    /// Catches the twin up to the plan's version in `next/`: its dirty set (grown by `changed`
+    /// first, in the database) is removed and placed again from the plan, and nothing else is
+    /// touched. A crash part-way leaves a twin whose dirty set still covers everything it did,
+    /// so the next run (of this plan or another) catches it up again.
+    private func catchUp(
+        _ twin: TwinState, plan: SyncPlan, changed: [SafeRelativePath], layout: StorageLayout,
+        progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> Staged {
+        let identity = plan.identity
+        let pending = try await store.pendingPlan()
+        let resuming = pending?.identity == identity && pending?.phase == .staging
+        try await store.beginPlan(
+            PendingPlanRecord(
+                identity: identity, kind: "replay", fromVersion: plan.from.text,
+                toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed, keepingTwin: true)
+        let kept: Set<SafeRelativePath>
+        if resuming {
+            let done = try await store.completedDownloads(planIdentity: identity)
+            kept = Set(plan.downloads.filter { done.contains($0.string) })
+        } else {
+            kept = []
+        }
+        let patch = plan.twinPatch(dirty: twin.changes + changed, keep: kept)
+        let staging = self.staging
+        let directory = configuration.contentDirectory
+        try await BlockingWork.files { () throws(FileSystemError) in
+            try staging.prepare()
+            if FileSystem.identity(of: staging.next).map({ $0 != (twin.device, twin.inode) }) ?? true {
+                try FileSystem.removeTree(staging.next)
+                try FileSystem.rename(staging.retired, to: staging.next, operation: "cannot move the twin tree to")
+            }
+            for path in patch.removals { try FileSystem.removeTree(path.absolute(in: staging.next)) }
+            for folder in patch.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
+            for reuse in patch.links {
+                try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
+            }
+        }
+        logger.debug(
+            "catching up the twin tree",
+            metadata: [
+                "sync.dirty": "\(twin.changes.count + changed.count)", "sync.removed": "\(patch.removals.count)",
+                "sync.linked": "\(patch.links.count)", "sync.downloads": "\(patch.downloads.count)",
+            ])
+        let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
+        let todo = try await BlockingWork.run { () -> [SafeRelativePath] in
+            patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+        }
+        let fetched = try await downloadFiles(
+            todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
+        return Staged(
+            bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
+            twinPaths: patch.count)
     }
 
     private struct DownloadTally: Sendable {

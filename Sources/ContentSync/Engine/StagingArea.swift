@@ -13,7 +13,8 @@ import StorageFormat
 /// - `partial/`: downloads in progress, named by a hash of their target path so a restarted
 ///   process finds them again (with `.etag` sidecars for large ones, to resume with `If-Range`);
 /// - `archive.zip.part`: the archive of a full restore;
-/// - `retired/`: the previous version right after a swap, deleted next.
+/// - `retired/`: the previous version after a swap: kept as the twin the next replay catches up
+///   (``TwinState``), or deleted next when it cannot serve as one (after a restore, say).
 struct StagingArea: Sendable {
     let contentDirectory: String
     let root: String
@@ -61,10 +62,27 @@ struct StagingArea: Sendable {
         try TreeRemoval.removeContents(of: root)
     }
 
-    /// Whether the staging area holds anything (leftovers of an interrupted or failed update).
-    var hasContents: Bool {
-        guard let names = try? FolderCursor(at: root)?.entries() else { return false }
-        return !names.isEmpty
+    /// Whether the staging area holds anything but the folder `twin` (leftovers of an
+    /// interrupted or failed update).
+    func hasLeftovers(keeping twin: (device: Int64, inode: Int64)?) -> Bool {
+        guard let entries = try? FolderCursor(at: root)?.entries() else { return false }
+        return entries.contains { !Self.isFolder($0.info, twin) }
+    }
+
+    /// Empties the staging area but for the folder `twin` (device and inode, at the top level),
+    /// which stays for the next replay to catch up.
+    func clearLeftovers(keeping twin: (device: Int64, inode: Int64)?) throws(FileSystemError) {
+        guard let twin else { return try clear() }
+        guard let entries = try FolderCursor(at: root)?.entries() else { return }
+        for entry in entries where !Self.isFolder(entry.info, twin) {
+            try FileSystem.removeTree(root + "/" + String(decoding: entry.name, as: UTF8.self))
+        }
+    }
+
+    private static func isFolder(_ info: stat, _ identity: (device: Int64, inode: Int64)?) -> Bool {
+        guard let identity, info.st_mode & S_IFMT == S_IFDIR else { return false }
+        return Int64(bitPattern: UInt64(info.st_dev)) == identity.device
+            && Int64(bitPattern: UInt64(info.st_ino)) == identity.inode
     }
 
     /// Makes `next/` the content folder in one step, flushing the filesystem first.

@@ -93,9 +93,13 @@ struct SyncEngine: Sendable {
                 // Leftovers of an abandoned plan, or of a run killed while it deleted the old
                 // version after its switch, go now.
                 clock.begin(.upToDate)
+                // The twin, if any, stays for the next replay.
                 if try await store.pendingPlan() != nil { try await store.clearPlan() }
-                if staging.hasContents {
-                    try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
+                let twin = try await store.twin().map { (device: $0.device, inode: $0.inode) }
+                if staging.hasLeftovers(keeping: twin) {
+                    try await BlockingWork.files { [staging] () throws(FileSystemError) in
+                        try staging.clearLeftovers(keeping: twin)
+                    }
                 }
                 try await store.recordAttempt(
                     UpdateHistoryEntry(
@@ -236,7 +240,7 @@ struct SyncEngine: Sendable {
         }
         let plan = planned.plan
         clock.begin(.stage)
-        let staged = try await stager.stage(plan, layout: layout, progress: progress)
+        let staged = try await stager.stage(plan, changed: planned.changed, layout: layout, progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
         switch try await stager.checkTree(status.integrity, layout: layout) {
@@ -269,12 +273,14 @@ struct SyncEngine: Sendable {
         pending.filesReused = plan.reused.count
         pending.changeListsApplied = planned.listsApplied
         clock.begin(.switch)
+        // A repair changed paths the plan does not name: the previous version is then no twin.
         try await switcher.switchTo(
             pending,
             history: UpdateHistoryEntry(
                 startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text,
                 kind: .replay,
                 outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
+            twinChanges: repaired == 0 ? planned.changed : nil,
             progress: progress)
         return report
     }

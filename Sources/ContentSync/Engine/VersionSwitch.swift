@@ -27,12 +27,16 @@ struct VersionSwitch: Sendable {
     /// Asks ``beforeSwitch``, then makes the staged tree current and records the new version in
     /// one transaction.
     ///
+    /// With `twinChanges` (where the new version differs from the current one), the previous
+    /// version stays in `retired/` as the twin the next replay catches up, recorded in the same
+    /// transaction; without, it is deleted.
+    ///
     /// A veto comes before anything is marked or swapped, so the folder and its recorded version
     /// stay as they were. The staged tree and the pending plan are kept, as after an
     /// interruption: the next update of the same version resumes them (without downloading again),
     /// checks the tree again and asks again; an update to another version starts afresh.
     func switchTo(
-        _ pending: PendingSwitch, history: UpdateHistoryEntry,
+        _ pending: PendingSwitch, history: UpdateHistoryEntry, twinChanges: [SafeRelativePath]? = nil,
         progress: @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) {
         let version = pending.toVersion
@@ -49,17 +53,20 @@ struct VersionSwitch: Sendable {
                 code: .fileSystem,
                 message: "the staged version at \(staging.next) vanished before the switch; run the update again")
         }
-        try await store.markSwitching(device: identity.device, inode: identity.inode)
+        try await store.markSwitching(device: identity.device, inode: identity.inode, keepsTwin: twinChanges != nil)
         try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
-        // The previous version goes while the state is written: the swap is done, and a crash
-        // before the state lands is finished by recoverInterruptedSwitch from the inode alone.
-        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear()
+        let twin = twinChanges == nil ? nil : FileSystem.identity(of: staging.retired)
+        // The leftovers (the previous version too, when it is not kept) go while the state is
+        // written: the swap is done, and a crash before the state lands is finished by
+        // recoverInterrupted from the inode alone.
+        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in
+            try staging.clearLeftovers(keeping: twin)
         }
         let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }
         do {
             try await store.finishPlan(
                 contentDirectory: contentDirectory, newVersion: version.text, history: history,
-                fingerprints: checked)
+                fingerprints: checked, twin: twin, twinChanges: twinChanges)
         } catch {
             _ = await cleared
             throw error
@@ -101,6 +108,13 @@ struct VersionSwitch: Sendable {
         if let current = FileSystem.identity(of: contentDirectory), current == (device, inode) {
             logger.debug(
                 "finishing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
+            // Killed between the exchange and retiring the previous version: it is in `next/`.
+            if pending.keepsTwin, !FileSystem.exists(staging.retired), FileSystem.exists(staging.next) {
+                try fileWork { [staging] () throws(FileSystemError) in
+                    try FileSystem.rename(
+                        staging.next, to: staging.retired, operation: "cannot retire the previous version to")
+                }
+            }
         } else if let staged = FileSystem.identity(of: staging.next), staged == (device, inode) {
             logger.debug(
                 "redoing a version switch interrupted by a restart", metadata: ["sync.to": "\(pending.toVersion)"])
@@ -109,8 +123,14 @@ struct VersionSwitch: Sendable {
             try await store.clearPlan()
             return nil
         }
-        try await store.finishPlan(contentDirectory: contentDirectory, newVersion: pending.toVersion, history: history)
-        try? await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.clear() }
+        // The previous version stays as the twin if the plan said so; its dirty set already
+        // covers the new version's changes (they were added before staging).
+        let twin = pending.keepsTwin ? FileSystem.identity(of: staging.retired) : nil
+        try await store.finishPlan(
+            contentDirectory: contentDirectory, newVersion: pending.toVersion, history: history, twin: twin)
+        try? await BlockingWork.files { [staging] () throws(FileSystemError) in
+            try staging.clearLeftovers(keeping: twin)
+        }
         return "finished the switch to \(pending.toVersion) that a restart interrupted"
     }
 }

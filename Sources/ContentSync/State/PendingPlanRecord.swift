@@ -26,4 +26,6 @@ struct PendingPlanRecord: Codable, Sendable, Equatable, FetchableRecord, Persist
     var stagedDevice: Int64?
     var stagedInode: Int64?
     var createdAt: Date
+    /// Whether the previous version stays as the twin after the switch (``TwinState``).
+    var keepsTwin = false
 }

@@ -151,6 +151,22 @@ final class StateStore: Sendable {
                 }
             }
         }
+        // The previous version kept in the staging area as the base of the next one (see
+        // ``TwinState``): which folder it is, the version it is caught up against, and where it
+        // may differ from it.
+        migrator.registerMigration("v9: twin tree") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE twin (
+                        id INTEGER PRIMARY KEY,
+                        device INTEGER NOT NULL,
+                        inode INTEGER NOT NULL,
+                        baseVersion TEXT NOT NULL
+                    );
+                    CREATE TABLE twinChange (path TEXT PRIMARY KEY) WITHOUT ROWID;
+                    ALTER TABLE pendingPlan ADD COLUMN keepsTwin BOOLEAN NOT NULL DEFAULT 0;
+                    """)
+        }
         return migrator
     }
 
@@ -265,23 +281,76 @@ final class StateStore: Sendable {
     }
 
     /// Starts tracking `plan`, dropping any other pending plan and its completed downloads.
-    func beginPlan(_ plan: PendingPlanRecord) async throws(SyncError) {
+    ///
+    /// `twinChanges` are the paths where the plan's version differs from the current content:
+    /// they join the twin's dirty set in the same transaction, before the twin is touched (the
+    /// set only grows until a switch, so it covers any half-done patch). With `keepingTwin` false
+    /// the recorded twin is forgotten first, before its folder goes. Nil `twinChanges` (a
+    /// restore, or a tree with intruders) keeps no twin after the switch.
+    func beginPlan(_ plan: PendingPlanRecord, twinChanges: [SafeRelativePath]? = nil, keepingTwin: Bool = false)
+        async throws(SyncError)
+    {
+        let changes = twinChanges?.map(\.string)
         try await write { db in
-            if let existing = try PendingPlanRecord.fetchOne(db, key: 1), existing.identity == plan.identity { return }
+            if !keepingTwin { try Self.dropTwin(db) }
+            if let changes {
+                let statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO twinChange (path) VALUES (?)")
+                for path in changes { try statement.execute(arguments: [path]) }
+            }
+            var plan = plan
+            plan.keepsTwin = changes != nil
+            if var existing = try PendingPlanRecord.fetchOne(db, key: 1), existing.identity == plan.identity {
+                existing.keepsTwin = plan.keepsTwin
+                try existing.update(db)
+                return
+            }
             try CompletedDownloadRecord.deleteAll(db)
             try PendingPlanRecord.deleteAll(db)
             try plan.insert(db)
         }
     }
 
-    func markSwitching(device: Int64, inode: Int64) async throws(SyncError) {
+    /// Marks the pending plan as switching to the staged folder `device`/`inode`; `keepsTwin`
+    /// false says the previous version is not to be kept as a twin after all (a tree check
+    /// repaired paths the dirty set does not name).
+    func markSwitching(device: Int64, inode: Int64, keepsTwin: Bool = true) async throws(SyncError) {
         try await write { db in
             guard var plan = try PendingPlanRecord.fetchOne(db, key: 1) else { return }
             plan.phase = .switching
             plan.stagedDevice = device
             plan.stagedInode = inode
+            plan.keepsTwin = plan.keepsTwin && keepsTwin
             try plan.update(db)
         }
+    }
+
+    // MARK: - Twin
+
+    /// The twin on record, or nil when there is none or a row of its dirty set is not a safe
+    /// path (a damaged or hostile database: the twin is then not trusted, and rebuilt).
+    func twin() async throws(SyncError) -> TwinState? {
+        try await read { db in
+            guard
+                let row = try Row.fetchOne(db, sql: "SELECT device, inode, baseVersion FROM twin WHERE id = 1"),
+                let device = row["device"] as Int64?, let inode = row["inode"] as Int64?,
+                let base = row["baseVersion"] as String?
+            else { return nil }
+            var changes: [SafeRelativePath] = []
+            for text in try String.fetchAll(db, sql: "SELECT path FROM twinChange") {
+                guard let path = try? SafeRelativePath(validating: text), !path.isRoot else { return nil }
+                changes.append(path)
+            }
+            return TwinState(device: device, inode: inode, baseVersion: base, changes: changes)
+        }
+    }
+
+    /// Forgets the twin (call it before its folder is removed: a new folder could get its inode).
+    func dropTwin() async throws(SyncError) {
+        try await write { db in try Self.dropTwin(db) }
+    }
+
+    private static func dropTwin(_ db: Database) throws {
+        try db.execute(sql: "DELETE FROM twin; DELETE FROM twinChange")
     }
 
     func completedDownloads(planIdentity: String) async throws(SyncError) -> Set<String> {
@@ -307,11 +376,29 @@ final class StateStore: Sendable {
 
     /// The version switch is durable: one transaction sets the new version, clears the plan
     /// and appends the history row.
+    ///
+    /// `twin` is the folder now holding the previous version, kept as the next one's base: it
+    /// differs from the new version at `twinChanges` (nil keeps the recorded dirty set, a
+    /// superset after an interrupted switch). A nil `twin` forgets any.
     func finishPlan(
         contentDirectory: String, newVersion: String, history: UpdateHistoryEntry,
-        fingerprints: [FileFingerprintRecord] = []
+        fingerprints: [FileFingerprintRecord] = [], twin: (device: Int64, inode: Int64)? = nil,
+        twinChanges: [SafeRelativePath]? = nil
     ) async throws(SyncError) {
+        let changes = twinChanges?.map(\.string)
         try await write { db in
+            if let twin {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO twin (id, device, inode, baseVersion) VALUES (1, ?, ?, ?)",
+                    arguments: [twin.device, twin.inode, newVersion])
+                if let changes {
+                    try db.execute(sql: "DELETE FROM twinChange")
+                    let statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO twinChange (path) VALUES (?)")
+                    for path in changes { try statement.execute(arguments: [path]) }
+                }
+            } else {
+                try Self.dropTwin(db)
+            }
             // The new version's files: what the next update's tree check need not hash again.
             try FileFingerprintRecord.deleteAll(db)
             let statement = try db.cachedStatement(
@@ -452,6 +539,21 @@ final class StateStore: Sendable {
             try CompletedDownloadRecord.deleteAll(db)
             try UpdateHistoryRecord.deleteAll(db)
             try FileFingerprintRecord.deleteAll(db)
+            try Self.dropTwin(db)
         }
     }
+}
+
+/// The previous version kept in the staging area after a switch, as the base of the next one: a
+/// hard-link twin of the current content that may differ from it only at ``changes`` (a folder
+/// there: its whole subtree). The next replay moves it to `next/` and catches it up path by
+/// path (``SyncPlan/twinPatch(dirty:keep:)``) instead of linking every file again.
+struct TwinState: Sendable, Equatable {
+    /// The twin folder's device and inode: it is trusted only where it is still that folder.
+    var device: Int64
+    var inode: Int64
+    /// The version of the current content the dirty set is relative to.
+    var baseVersion: String
+    /// The dirty set.
+    var changes: [SafeRelativePath]
 }

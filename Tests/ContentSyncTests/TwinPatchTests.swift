@@ -1,0 +1,189 @@
+import Foundation
+import Testing
+
+@testable import FileKit
+@testable import StorageFormat
+
+/// The twin catch-up as pure logic: a twin that equals the current version outside its dirty set,
+/// patched by ``SyncPlan/twinPatch(dirty:keep:)``, equals the plan's version, over random edits
+/// (files added, changed, moved, removed; folders added, removed, turned into files and back).
+@Suite("A twin caught up by its dirty paths equals the new version")
+struct TwinPatchTests {
+    /// A tree in memory: folders, and files with a content id.
+    struct Tree: Equatable {
+        var folders: Set<SafeRelativePath> = []
+        var files: [SafeRelativePath: Int] = [:]
+
+        var local: LocalTree { LocalTree(folders: folders, files: Set(files.keys)) }
+
+        mutating func remove(_ path: SafeRelativePath) {
+            folders = folders.filter { !$0.isWithin(path) }
+            files = files.filter { !$0.key.isWithin(path) }
+        }
+    }
+
+    /// A small repeatable generator (tests name their seed).
+    struct Generator: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    static let names = ["a", "b", "c", "d"]
+
+    /// Version `tree` edited at random: new ids are downloads, kept ids are links.
+    static func edit(_ tree: Tree, nextID: inout Int, using random: inout Generator) -> Tree {
+        var next = tree
+        for _ in 0..<Int.random(in: 1...4, using: &random) {
+            let depth = Int.random(in: 1...3, using: &random)
+            let path = p((0..<depth).map { _ in names.randomElement(using: &random)! }.joined(separator: "/"))
+            switch Int.random(in: 0..<6, using: &random) {
+            case 0, 1: // add or change a file (its folders made, whatever was in the way removed)
+                for ancestor in path.ancestors where !next.folders.contains(ancestor) {
+                    next.remove(ancestor)
+                    next.folders.insert(ancestor)
+                }
+                next.remove(path)
+                nextID += 1
+                next.files[path] = nextID
+            case 2: // add a folder
+                for ancestor in path.ancestors + [path] where !next.folders.contains(ancestor) {
+                    next.remove(ancestor)
+                    next.folders.insert(ancestor)
+                }
+            case 3: // remove whatever is there
+                next.remove(path)
+            case 4: // move a file (its bytes reused at another path)
+                guard let (source, id) = next.files.randomElement(using: &random) else { continue }
+                next.remove(source)
+                for ancestor in path.ancestors where !next.folders.contains(ancestor) {
+                    next.remove(ancestor)
+                    next.folders.insert(ancestor)
+                }
+                next.remove(path)
+                next.files[path] = id
+            default: // copy a file
+                guard let (_, id) = next.files.randomElement(using: &random) else { continue }
+                guard path.ancestors.allSatisfy({ next.folders.contains($0) }) else { continue }
+                next.remove(path)
+                next.files[path] = id
+            }
+        }
+        return next
+    }
+
+    /// The plan from `current` to `next`: a file whose id `current` holds is linked from a path
+    /// holding it, anything else is downloaded.
+    static func plan(from current: Tree, to next: Tree) -> SyncPlan {
+        var holders: [Int: SafeRelativePath] = [:]
+        for (path, id) in current.files.sorted(by: { $0.key < $1.key }) where holders[id] == nil { holders[id] = path }
+        var reused: [SyncPlan.Reuse] = []
+        var downloads: [SafeRelativePath] = []
+        for (path, id) in next.files.sorted(by: { $0.key < $1.key }) {
+            if current.files[path] == id {
+                reused.append(SyncPlan.Reuse(target: path, source: path))
+            } else if let source = holders[id] {
+                reused.append(SyncPlan.Reuse(target: path, source: source))
+            } else {
+                downloads.append(path)
+            }
+        }
+        return SyncPlan(
+            from: v("1.0"), to: v("1.1"), folders: next.folders.sorted(), reused: reused, downloads: downloads,
+            warnings: [])
+    }
+
+    /// `twin` with the patch applied, links taken from `current` and downloads from `next`.
+    static func apply(_ patch: TwinPatch, to twin: Tree, current: Tree, next: Tree) -> Tree {
+        var twin = twin
+        for path in patch.removals { twin.remove(path) }
+        for folder in patch.folders { twin.folders.insert(folder) }
+        for reuse in patch.links { twin.files[reuse.target] = current.files[reuse.source] }
+        for path in patch.downloads { twin.files[path] = next.files[path] }
+        return twin
+    }
+
+    @Test("over 300 random histories of 6 versions, the twin caught up equals each new version", arguments: 0..<3)
+    func randomHistories(batch: Int) {
+        for seed in (batch * 100)..<(batch * 100 + 100) {
+            var random = Generator(state: UInt64(seed))
+            var nextID = 0
+            var current = Tree()
+            for _ in 0..<6 { current = Self.edit(current, nextID: &nextID, using: &random) }
+            // The twin starts as a copy of the current version, clean.
+            var twin = current
+            var dirty: [SafeRelativePath] = []
+            for step in 0..<6 {
+                let next = Self.edit(current, nextID: &nextID, using: &random)
+                let plan = Self.plan(from: current, to: next)
+                guard let changed = plan.changedPaths(from: current.local) else {
+                    Issue.record("a tree without intruders has changed paths")
+                    return
+                }
+                let patch = plan.twinPatch(dirty: dirty + changed)
+                twin = Self.apply(patch, to: twin, current: current, next: next)
+                #expect(twin == next, "seed \(seed), step \(step): patch \(patch)")
+                if twin != next { return }
+                // The switch: the twin is the new version; the previous one becomes the twin.
+                (twin, current, dirty) = (current, next, changed)
+            }
+        }
+    }
+
+    @Test("a patch touches only the dirty paths (and what is rebuilt under a dirty folder)")
+    func patchIsLocal() {
+        var current = Tree()
+        for index in 0..<1_000 {
+            let folder = p("f\(index / 100)")
+            current.folders.insert(folder)
+            current.files[folder.appending(p("file\(index)"))] = index
+        }
+        var next = current
+        next.files[p("f3/file300")] = 5_000
+        next.files[p("f9/new")] = 5_001
+        next.remove(p("f1/file150"))
+        let plan = Self.plan(from: current, to: next)
+        let changed = plan.changedPaths(from: current.local)
+        #expect(changed == [p("f1/file150"), p("f3/file300"), p("f9/new")])
+        let patch = plan.twinPatch(dirty: changed ?? [])
+        #expect(patch.removals == changed)
+        #expect(patch.downloads == [p("f3/file300"), p("f9/new")])
+        #expect(patch.links.isEmpty && patch.folders.isEmpty)
+    }
+
+    @Test("a dirty folder that the new version has is rebuilt whole: the old twin's files under it go")
+    func dirtyFolderIsRebuilt() {
+        let plan = SyncPlan(
+            from: v("1.0"), to: v("1.1"), folders: [p("d")], reused: [SyncPlan.Reuse(target: p("d/x"), source: p("x"))],
+            downloads: [p("d/y")], warnings: [])
+        let patch = plan.twinPatch(dirty: [p("d"), p("d/y")])
+        #expect(patch.removals == [p("d")])
+        #expect(patch.folders == [p("d")])
+        #expect(patch.links == [SyncPlan.Reuse(target: p("d/x"), source: p("x"))])
+        #expect(patch.downloads == [p("d/y")])
+    }
+
+    @Test("a download an interrupted run already placed is kept, not removed and fetched again")
+    func keptDownloadsStay() {
+        let plan = SyncPlan(
+            from: v("1.0"), to: v("1.1"), folders: [], reused: [], downloads: [p("a"), p("b")], warnings: [])
+        let patch = plan.twinPatch(dirty: [p("a"), p("b")], keep: [p("a")])
+        #expect(patch.removals == [p("b")])
+        #expect(patch.downloads == [p("b")])
+    }
+
+    @Test("a tree with intruders has no changed paths: no twin can be kept of it")
+    func intrudersKeepNoTwin() {
+        var local = LocalTree(files: [p("a")])
+        local.intruders = [Intruder(folder: .root, name: Array("link".utf8), kind: .symlink)]
+        let plan = SyncPlan(
+            from: v("1.0"), to: v("1.1"), folders: [], reused: [SyncPlan.Reuse(target: p("a"), source: p("a"))],
+            downloads: [], warnings: [])
+        #expect(plan.changedPaths(from: local) == nil)
+    }
+}

@@ -1,0 +1,143 @@
+import Foundation
+import GRDB
+import StorageServer
+import Testing
+
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
+
+/// The previous version stays in the staging area as a twin, and the next replay catches it up
+/// path by path instead of linking every file again: on the real filesystem, over successive
+/// versions, with drift, planted entries, hostile rows and an abandoned catch-up.
+@Suite("The twin tree: a replay catches the previous version up", .timeLimit(.minutes(3)))
+struct TwinTreeTests {
+    static func staging(_ harness: SyncHarness) -> StagingArea { StagingArea(contentDirectory: harness.content) }
+
+    static func twin(_ harness: SyncHarness) async throws -> TwinState? {
+        try await StateStore(path: harness.state).twin()
+    }
+
+    @Test("1.0 → 1.4 one version at a time: each replay after the first becomes its twin, and nothing is repaired")
+    func successiveReplays() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            #expect(try await Self.twin(harness) == nil, "a restore keeps no twin")
+            var caughtUp = 0
+            for version in ["1.1", "1.2", "1.3", "1.4"] {
+                let retired = FileSystem.identity(of: Self.staging(harness).retired)
+                let twinBefore = try await Self.twin(harness)
+                harness.serve(version)
+                let report = try await harness.sync()
+                #expect(report.outcome == .replayed, "\(version)")
+                #expect(report.repairedFiles == 0, "\(version): \(report.warnings)")
+                try harness.expectTree(is: version)
+                if twinBefore != nil, let retired {
+                    // The twin was caught up and swapped in: the content folder is that folder now.
+                    let current = try #require(FileSystem.identity(of: harness.content))
+                    #expect(current == retired, "\(version): the twin became the content folder")
+                    caughtUp += 1
+                }
+                let twin = try #require(try await Self.twin(harness), "\(version): the previous version is kept")
+                #expect(twin.baseVersion == version)
+                let kept = try #require(FileSystem.identity(of: Self.staging(harness).retired))
+                #expect((twin.device, twin.inode) == kept)
+            }
+            #expect(caughtUp == 3, "1.2, 1.3 and 1.4 were each caught up from the twin")
+            #expect(try await Self.twin(harness)?.changes.isEmpty == false)
+        }
+    }
+
+    @Test("files deleted, added and changed by hand in the content folder between updates: the next version is exact")
+    func driftBetweenUpdates() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            harness.serve("1.1")
+            try await harness.sync()
+            harness.serve("1.2")
+            try await harness.sync()
+            // Drift in the live folder: a kept file deleted, a stray one added, one rewritten
+            // (a new file under the same name: the twin's link stays the old bytes).
+            try FileManager.default.removeItem(atPath: harness.content + "/README.txt")
+            try Data("stray".utf8).write(to: URL(fileURLWithPath: harness.content + "/stray.txt"))
+            try FileManager.default.removeItem(atPath: harness.content + "/styles/main.css")
+            try Data("body{}".utf8).write(to: URL(fileURLWithPath: harness.content + "/styles/main.css"))
+            harness.serve("1.3")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            try harness.expectTree(is: "1.3")
+            harness.serve("1.4")
+            try await harness.sync()
+            try harness.expectTree(is: "1.4")
+        }
+    }
+
+    @Test("entries planted in the twin (a file, a symlink to a secret) never reach the content folder")
+    func plantedEntriesInTheTwin() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            harness.serve("1.1")
+            try await harness.sync()
+            let retired = Self.staging(harness).retired
+            try Data("planted".utf8).write(to: URL(fileURLWithPath: retired + "/planted.txt"))
+            try FileManager.default.createSymbolicLink(atPath: retired + "/docs/secret", withDestinationPath: "/etc")
+            harness.serve("1.2")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            try harness.expectTree(is: "1.2")
+            #expect(!FileManager.default.fileExists(atPath: harness.content + "/planted.txt"))
+            #expect(FileSystem.status(of: harness.content + "/docs/secret") == nil)
+            // A repair changed paths no plan names: that version keeps no twin.
+            #expect(report.repairedFiles > 0)
+            #expect(try await Self.twin(harness) == nil)
+            harness.serve("1.3")
+            try await harness.sync()
+            try harness.expectTree(is: "1.3")
+        }
+    }
+
+    @Test("a dirty-set row that is not a safe path: the twin is not trusted, the tree is built whole")
+    func hostileDirtyRow() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            harness.serve("1.1")
+            try await harness.sync()
+            let retired = try #require(FileSystem.identity(of: Self.staging(harness).retired))
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                try db.execute(sql: "INSERT INTO twinChange (path) VALUES ('../../victim')")
+            }
+            try await database.close()
+            #expect(try await Self.twin(harness) == nil)
+            harness.serve("1.2")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            #expect(report.repairedFiles == 0)
+            try harness.expectTree(is: "1.2")
+            #expect(FileSystem.identity(of: harness.content).map { $0 != retired } == true)
+        }
+    }
+
+    @Test("a catch-up that fails part-way, then a newer version: the twin's dirty set still covers it")
+    func abandonedCatchUp() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            harness.serve("1.1")
+            try await harness.sync()
+            harness.serve("1.2")
+            harness.server.injectFault(.status(404), forPath: "/RXCacheContent/docs/api/v2/errors.md")
+            await #expect(throws: SyncError.self) { try await harness.sync(concurrency: 1) }
+            try harness.expectTree(is: "1.1")
+            harness.server.clearFaults()
+            harness.serve("1.3")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            #expect(report.repairedFiles == 0, "\(report.warnings)")
+            try harness.expectTree(is: "1.3")
+            harness.serve("1.4")
+            let last = try await harness.sync()
+            #expect(last.repairedFiles == 0, "\(last.warnings)")
+            try harness.expectTree(is: "1.4")
+        }
+    }
+}
