@@ -10,32 +10,33 @@ release and runs this script.
 For each tree size (SCALE_SIZES: 10,000 and 100,000 files; 1,000,000 too with SCALE_1M=1), on the
 filesystem of SCALE_WORK (the repository's, ext4 here) and, with SCALE_TMPFS=1, again on tmpfs:
 - Content, made by this script: N files of 512 seeded random bytes in folders of 100
-  (g000/d00000/f0000000.bin …). Version 1.0 is that tree; each next version is a hard-linked copy of the one
-  before with some files edited (new bytes, same size, an mtime of its own): 1.1 edits 1 file, 1.2 100,
+  (g000/d00000/f0000000.bin …). Version 0.9 is that tree; each next version is a hard-linked copy of the one
+  before with some files edited (new bytes, same size, an mtime of its own): 1.0 edits 1 file (so a client
+  at 1.0 got there by a replay and keeps 0.9 as its twin, as every client does after its first replay),
+  1.1 1 file, 1.2 100,
   1.3 10,000 (SCALE_CHANGES; a change larger than the tree edits every file), then 1-file versions until
   there are SCALE_PUBLISH_VERSIONS versions (5: the 5th is a 1-file publish to compare with the 2nd's;
   10 for the issue's "10th version").
-- Publish: `sync-agent publish --init` of 1.0, then `publish` of each version, each timed once (wall, CPU,
+- Publish: `sync-agent publish --init` of 0.9, then `publish` of each version, each timed once (wall, CPU,
   peak RSS). After each, the storage is kept as a hard-linked snapshot; nginx on loopback (bench/nginx.sh,
   access log on, stopped by its PID) serves the snapshot a run needs.
-- Prepared client (untimed): a restore of 1.0, then an update to each version, checked at each and kept at
-  1.0 (content hard-linked, state database copied). The 1.0 → 1.1 update runs with `--verbose` and its log
-  is kept; at the last version, a no-change sync runs under strace, counting the syscalls that name the
+- Prepared client (untimed): a restore of 0.9, then an update to each version, checked at each. The
+  1.0 → 1.1 update runs with `--verbose` and its log is kept; at the last version, a no-change sync runs under strace, counting the syscalls that name the
   mirror and the folders it lists (a tree walk lists them all).
-- Rounds, SCALE_WARMUP uncounted then SCALE_ROUNDS counted: a restore of 1.0 into a fresh folder; then every
-  tool's tree is put at 1.0 (untimed) and taken through the change versions by the tool's own runs, one
+- Rounds, SCALE_WARMUP uncounted then SCALE_ROUNDS counted: a restore of 0.9 into a fresh slot and
+  (untimed) its update to 1.0; then every tool's tree is put at 1.0 (untimed) and taken through the change versions by the tool's own runs, one
   change size after the other (1.0 → 1.1 → 1.2 → 1.3), the tools in an order rotated every round and change;
   then a no-change sync of sync-agent's client, now current (the peak RSS baseline; nginx's log counts its
   requests). The tools:
-  - sync-agent: `sync --dir SLOT/content --state SLOT/state.sqlite`, its slot a copy of the prepared client
-    at the start of each round (its state database records the folder, so the slot's path is fixed);
+  - sync-agent: `sync --dir SLOT/content --state SLOT/state.sqlite`, the slot of the round's restore (its
+    state database records the folder, so the slot's path is fixed);
   - rsync: `rsync -a --delete NEW/ MIRROR/`, from the new version's content folder on the same disk, into
     a `cp -al` copy of 1.0 made once (same mtimes, so its quick check finds exactly the edited files);
   - rclone: `rclone copy --http-url URL :http: MIRROR --files-from LIST`, exactly the changed paths from
     nginx (it knows what changed; it writes in place, no atomic switch);
   - cp -al + swap: `cp -al` of the old mirror, the changed files copied over it from the new version's
-    content folder, two renames to swap it in, and `rm -rf` of the old tree (sync-agent deletes its old
-    version inside its run too).
+    content folder, two renames to swap it in, and `rm -rf` of the old tree (sync-agent keeps its old
+    version as the twin its next update catches up).
   The peers' mirrors are brought back to 1.0 with `rsync -a --delete` (untimed, checked) at the start of
   each later round.
 - Per run: wall clock (perf_counter around Popen), CPU (user + system) and peak RSS (GNU time: the process
@@ -81,6 +82,8 @@ LABEL = {OURS: "sync-agent", RSYNC: "rsync -a --delete", RCLONE: "rclone copy --
 COLORS = {OURS: "#1f77b4", RSYNC: "#ff7f0e", RCLONE: "#2ca02c", "cp": "#9467bd",
           "restore": "#8c564b", "no-change": "#17becf", "1-file": "#1f77b4"}
 FILE_BYTES, PER_FOLDER, PER_GROUP = 512, 100, 10_000
+# The whole first version; 1.0 edits one file of it, and the timed updates start at 1.0.
+BASE = "0.9"
 T0 = 1_767_225_600  # 2026-01-01 00:00 UTC: the edited files' mtimes are T0 + one hour per version
 GOAL_SIZE = 100_000
 TIME = report.GNU_TIME  # see report.under_gnu_time
@@ -269,19 +272,20 @@ class Tree:
         self.content = self.root / "content"
         self.storage = self.root / "storage" / "current"
         self.snaps = self.root / "storage" / "snapshots"
-        self.pristine = self.root / "pristine"
         self.slot = self.root / "agent"
         self.runs = self.root / "runs"
         self.logs = self.root / "logs"
         self.lists = self.root / "lists"
-        # (version, files edited): 1.0 whole, then one version per change size, then 1-file versions.
+        # (version, files edited): 0.9 whole, 1.0 one file (so a client at 1.0 got there by a replay,
+        # and keeps 0.9 as its twin, as every client does after its first replay), then one version
+        # per change size, then 1-file versions.
         changes = list(dict.fromkeys(min(c, n) for c in changes))
-        plan = [("1.0", 0)] + [(f"1.{i + 1}", c) for i, c in enumerate(changes)]
-        while len(plan) < versions:
-            plan.append((f"1.{len(plan)}", 1))
+        plan = [(BASE, 0), ("1.0", 1)] + [(f"1.{i + 1}", c) for i, c in enumerate(changes)]
+        while len(plan) < versions + 1:
+            plan.append((f"1.{len(plan) - 1}", 1))
         self.plan = plan
-        # The timed updates: (from, to, files edited), one per change size.
-        self.steps = [(plan[i - 1][0], plan[i][0], plan[i][1]) for i in range(1, len(changes) + 1)]
+        # The timed updates: (from, to, files edited), one per change size, from 1.0.
+        self.steps = [(plan[i - 1][0], plan[i][0], plan[i][1]) for i in range(2, len(changes) + 2)]
         self.files: dict[str, dict[str, bytes]] = {}
         self.changed: dict[str, list[str]] = {}
         self.dirs: set[str] = set()
@@ -294,12 +298,12 @@ class Tree:
         if self.root.exists():  # left by an interrupted run
             log(f"  {self.label}: deleting {self.root}, left by an earlier run")
             run(["rm", "-rf", self.root])
-        for d in (self.content, self.snaps, self.pristine, self.runs, self.logs, self.lists):
+        for d in (self.content, self.snaps, self.runs, self.logs, self.lists):
             d.mkdir(parents=True)
         spread_folders(self.runs)
         started = time.perf_counter()
         rng = random.Random(f"scale-{self.n}")
-        first = self.version_dir("1.0")
+        first = self.version_dir(BASE)
         files: dict[str, bytes] = {}
         for i in range(self.n):
             rel = rel_path(i)
@@ -313,8 +317,8 @@ class Tree:
             files[rel] = digest(data)
             if i and i % 200_000 == 0:
                 log(f"  {self.label}: {i:,} files written")
-        self.files["1.0"], self.changed["1.0"] = files, []
-        previous = "1.0"
+        self.files[BASE], self.changed[BASE] = files, []
+        previous = BASE
         for index, (v, k) in enumerate(self.plan[1:], 1):
             run(["cp", "-al", self.version_dir(previous), self.version_dir(v)])
             vrng = random.Random(f"scale-{self.n}-{v}")
@@ -340,16 +344,6 @@ def spread_folders(path: Path) -> None:
     """On ext4, `chattr +T`: each folder made in path gets a block group of its own (Orlov), so one
     run's deletions do not slow the next run's file creation (see scenarios.py). No-op elsewhere."""
     subprocess.run(["chattr", "+T", str(path)], capture_output=True, check=False)
-
-
-def clone_client(src: Path, dst: Path) -> None:
-    """A client as a real one persists between runs: content hard-linked (sync-agent never writes a
-    file in place, so the prepared client is never changed), the state database copied."""
-    dst.mkdir(parents=True)
-    run(["cp", "-al", src / "content", dst / "content"])
-    for f in src.iterdir():
-        if f.name.startswith("state.sqlite"):
-            shutil.copy2(f, dst / f.name)
 
 
 def unshare(mirror: Path, paths: list[str]) -> None:
@@ -410,9 +404,11 @@ class Bench:
             os.rename(tree.slot, tree.runs / f"agent-used-{self.used}")
 
     def staging_left(self, tree: Tree) -> None:
+        """After a successful update the staging folder holds nothing but `retired/`, the twin."""
         staging = tree.slot / ".content.content-sync"
-        if staging.exists() and any(staging.iterdir()):
-            die(f"sync-agent left its staging folder {staging} non-empty after a successful update")
+        left = sorted(p.name for p in staging.iterdir()) if staging.exists() else []
+        if left not in ([], ["retired"]):
+            die(f"sync-agent left {left} in its staging folder {staging} after a successful update")
 
     # ---------------------------------------------------------------- one run, measured
 
@@ -467,7 +463,7 @@ class Bench:
         every round's chain of updates starts."""
         for index, (v, _) in enumerate(tree.plan):
             self.serve(tree, v)
-            verbose = index == 1
+            verbose = index == 2  # 1.0 → 1.1, with 0.9 as the twin
             res = self.agent_sync(tree, tree.slot, f"prepare-{v}", verbose=verbose)
             self.check(f"prepared client {v}", tree.slot / "content", tree, v)
             self.staging_left(tree)
@@ -477,8 +473,6 @@ class Bench:
             self.write(row)
             log(f"  {tree.label}: client at {v} ({'restore' if index == 0 else 'update'} {res['wall_s']:.2f} s): "
                 f"{res['stdout_head'].splitlines()[0] if res['stdout_head'] else ''}")
-            if index == 0:
-                clone_client(tree.slot, tree.pristine / v)
 
     def strace_poll(self, tree: Tree) -> None:
         """One no-change sync of the prepared client (at the last version) under strace, untimed: the
@@ -515,26 +509,29 @@ class Bench:
         versions by the tool's own runs (1.0 → 1.1 → 1.2 → 1.3), so no tree is copied between two
         updates; then a no-change sync of sync-agent's client, now current."""
         first = tree.plan[0][0]
+        start = tree.steps[0][0]
         current = tree.steps[-1][1]
         for r in range(self.warmup + self.rounds):
             log(f"{tree.label}: round {r + 1}/{self.warmup + self.rounds}{' (warm-up)' if r < self.warmup else ''}")
-            # Restore of 1.0 into a fresh folder (its own state database).
-            self.serve(tree, first)
-            folder = tree.runs / f"restore-r{r}"
-            folder.mkdir()
-            self.measured(tree, r, "restore", None, OURS, [self.agent, "sync", "--base-url", self.url(tree), "--dir",
-                          folder / "content", "--state", folder / "state.sqlite"])
-            self.check("restore", folder / "content", tree, first)
-            # Every tool's tree at 1.0 (untimed).
+            # Restore of 0.9 into a fresh slot (its own state database), then (untimed) its replay to
+            # 1.0: the slot is a client as every client is after its first replay, with a twin.
             self.retire_slot(tree)
-            clone_client(tree.pristine / first, tree.slot)
+            tree.slot.mkdir()
+            self.serve(tree, first)
+            self.measured(tree, r, "restore", None, OURS, [self.agent, "sync", "--base-url", self.url(tree), "--dir",
+                          tree.slot / "content", "--state", tree.slot / "state.sqlite"])
+            self.check("restore", tree.slot / "content", tree, first)
+            self.serve(tree, start)
+            self.agent_sync(tree, tree.slot, f"r{r}-to-{start}")
+            self.check(f"sync-agent's client brought to {start}", tree.slot / "content", tree, start)
+            # Every peer's tree at 1.0 (untimed).
             for tool in TOOLS[1:]:
                 mirror = self.mirror(tree, tool)
                 if not mirror.exists():
-                    run(["cp", "-al", tree.version_dir(first), mirror])
+                    run(["cp", "-al", tree.version_dir(start), mirror])
                 else:  # back from the last version: rsync replaces the changed files (new inodes)
-                    run(["rsync", "-a", "--delete", f"{tree.version_dir(first)}/", f"{mirror}/"])
-                    self.check(f"{tool}'s mirror brought back to {first}", mirror, tree, first)
+                    run(["rsync", "-a", "--delete", f"{tree.version_dir(start)}/", f"{mirror}/"])
+                    self.check(f"{tool}'s mirror brought back to {start}", mirror, tree, start)
             for ci, (old, new, k) in enumerate(tree.steps):
                 self.serve(tree, new)
                 shift = (r + ci) % len(TOOLS)
@@ -752,22 +749,23 @@ def write_report(results: Path) -> None:
              f"the runs, {meta.get('load_after', float('nan')):.2f} after; the machine is shared, so other work may run "
              "meanwhile.", "",
              f"**Workload** (issue 23). Trees of {', '.join(f'{n:,}' for n in sizes)} files of {FILE_BYTES} seeded random "
-             f"bytes in folders of {PER_FOLDER}, made by the script. Version 1.0 is the tree; each next version edits some "
+             f"bytes in folders of {PER_FOLDER}, made by the script. Version {BASE} is the tree; each next version edits some "
              "files (new bytes, same size) of a hard-linked copy of the one before: "
              + ", ".join(f"{v} {k:,} file(s)" for v, k in (trees[0]["plan"][1:] if trees else []))
              + f" (a change larger than the tree edits every file). Published with `sync-agent publish` "
-             f"(`--init` for 1.0), served by nginx on loopback from a hard-linked snapshot of the storage at the "
+             f"(`--init` for {BASE}), served by nginx on loopback from a hard-linked snapshot of the storage at the "
              "version a run needs.", "",
-             "**Method.** Per tree, untimed: a client is brought through every version (a restore of 1.0, then an "
-             "update to each version, the 1.0 → 1.1 one with `--verbose`), checked at each and kept at 1.0 (content "
-             f"hard-linked, state database copied). Then {meta.get('warmup', 0)} uncounted and {meta.get('rounds')} counted "
-             "rounds, each: a restore of 1.0 into a fresh folder; every tool's tree put at 1.0 (untimed) and taken through "
+             f"**Method.** Per tree, untimed: a client is brought through every version (a restore of {BASE}, then an "
+             "update to each version, the 1.0 → 1.1 one with `--verbose`), checked at each. "
+             f"Then {meta.get('warmup', 0)} uncounted and {meta.get('rounds')} counted "
+             f"rounds, each: a restore of {BASE} into a fresh slot, and (untimed) its update to 1.0, so that the slot is "
+             f"a client as every client is after its first replay, keeping {BASE} as its twin; every tool's tree put at "
+             "1.0 (untimed) and taken through "
              "the change versions by the tool's own runs, one change size after the other (1.0 → 1.1 → 1.2 → 1.3), the "
              "tools in an order rotated every round and change size; then a no-change sync of sync-agent's client, now "
              "current. The tools:",
-             f"- **{LABEL[OURS]}**: `sync-agent sync --base-url URL --dir SLOT/content --state SLOT/state.sqlite`, the slot a "
-             "copy of the prepared client at the start of each round (`syncfs` before its swap, `RENAME_EXCHANGE`, the old "
-             "version deleted in the run);",
+             f"- **{LABEL[OURS]}**: `sync-agent sync --base-url URL --dir SLOT/content --state SLOT/state.sqlite` "
+             "(`syncfs` before its swap, `RENAME_EXCHANGE`; the old version kept as the twin the next update catches up);",
              f"- **{LABEL[RSYNC]}**: `rsync -a --delete NEW/ MIRROR/` from the new version's content folder on the same disk "
              "into its mirror, a `cp -al` copy of 1.0 made once, with the same mtimes (no network; its quick check finds "
              "exactly the edited files, but it walks both trees);",
@@ -776,7 +774,7 @@ def write_report(results: Path) -> None:
              "mirror: it knows what changed, walks nothing, and writes the files in place (no atomic switch);",
              f"- **{LABEL[CPAL]}**: `cp -al` of the old mirror, the changed files copied over it (`cp -p --parents "
              "--remove-destination`) from the new version's content folder, two `mv -T` to swap it in, `rm -rf` of the old "
-             "tree (sync-agent deletes its old version inside its run too).",
+             "tree (sync-agent keeps its old version as the twin its next update catches up).",
              "The peers' mirrors are brought back to 1.0 with `rsync -a --delete` (untimed, checked) at the start of each "
              "later round. Wall clock: `perf_counter` around the process, start-up included; CPU (user + system) and peak RSS from GNU "
              "`time` (the process and the children it waited for; RSS of the largest). Not `os.wait4` of the script's own "
@@ -799,7 +797,7 @@ def write_report(results: Path) -> None:
                       "(min–max); \"÷\" is sync-agent's median over this row's (below 1: sync-agent is faster).", "",
                       "| run | tool | wall s | wall + sync -f s | CPU s | peak RSS MiB | requests | ÷ (wall) | ÷ (CPU) |",
                       "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-            for measure, label in (("restore", f"restore of 1.0 ({n:,} files)"), ("nochange", "no-change sync")):
+            for measure, label in (("restore", f"restore of {BASE} ({n:,} files)"), ("nochange", "no-change sync")):
                 rs = pick(fs, n, measure)
                 lines.append(f"| {label} | {LABEL[OURS]} | {cell(stats(wall(rs)))} | {cell(stats(durable(rs)))} | "
                              f"{cell(stats(cpu(rs)))} | {cell(stats(rss(rs)))} | {count(reqs(rs))} | – | – |")

@@ -35,6 +35,9 @@ public struct SyncReport: Sendable, Equatable {
     public var repairedFiles = 0
     /// How long each phase took, in the order they ran (empty in a report made by hand).
     public var phases: [PhaseTiming] = []
+    /// Whether the tree check before the switch read only the tree index and the changed paths
+    /// (a caught-up twin), rather than the whole staged tree.
+    var checkedIncrementally = false
 
     /// A report with every field given.
     public init(

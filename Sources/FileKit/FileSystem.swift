@@ -11,6 +11,13 @@ public enum FileSystem {
         }) ?? nil
     }
 
+    /// The status-change time (`st_ctim`) of `info` in nanoseconds since the Unix epoch: it moves
+    /// whenever anything changes the inode (for a folder: an entry added, removed or renamed), and
+    /// no call can set it back.
+    public static func changeTime(_ info: stat) -> Int64 {
+        Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec)
+    }
+
     /// Device and inode of `path` (not following a symlink), or nil when it does not exist.
     public static func identity(of path: String) -> (device: Int64, inode: Int64)? {
         guard let info = status(of: path) else { return nil }

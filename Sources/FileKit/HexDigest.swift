@@ -15,4 +15,9 @@ public enum HexDigest {
         }
         return String(decoding: text, as: UTF8.self)
     }
+
+    /// Whether `byte` is one of the digits ``string(_:)`` writes (`0-9`, `a-f`).
+    public static func isLowerHex(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains(byte)
+    }
 }

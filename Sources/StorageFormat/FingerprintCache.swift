@@ -39,6 +39,11 @@ package final class FingerprintCache: Sendable {
         }
     }
 
+    /// Whether `identity` is known (without counting it as used).
+    package func contains(_ identity: FileIdentity) -> Bool {
+        values.withLock { $0.known[identity] != nil }
+    }
+
     package func startTracking() {
         values.withLock { $0.used = [:] }
     }

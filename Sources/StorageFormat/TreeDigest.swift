@@ -10,28 +10,51 @@ import Foundation
 /// where a folder's digest is the SHA-256 of its lines. The tree digest is the root folder's.
 /// Empty folders count, so a tree missing one does not match.
 public enum TreeDigest {
+    /// One entry of a folder, as its digest line names it.
+    public enum Entry: Sendable, Equatable {
+        case file(FileFingerprint)
+        /// A folder, by its own digest.
+        case folder(digest: String)
+    }
+
     /// The digest as lower-case hex.
     public static func digest(of tree: ContentTree) -> String {
+        folderDigests(of: tree)[.root]!
+    }
+
+    /// The digest of every folder of `tree`, the root's included (by ``SafeRelativePath/root``).
+    public static func folderDigests(of tree: ContentTree) -> [SafeRelativePath: String] {
         var children: [SafeRelativePath: [(name: String, path: SafeRelativePath, isFolder: Bool)]] = [:]
         for folder in tree.folders {
             children[folder.parent, default: []].append((folder.lastComponent!, folder, true))
         }
         for file in tree.files.keys { children[file.parent, default: []].append((file.lastComponent!, file, false)) }
+        var digests: [SafeRelativePath: String] = [:]
         func digest(_ folder: SafeRelativePath) -> String {
-            var hasher = SHA256()
-            let entries = (children[folder] ?? []).sorted { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }
-            for entry in entries {
-                var line: String
-                if entry.isFolder {
-                    line = "d\u{0}\(entry.name)\u{0}\(digest(entry.path))\n"
-                } else {
-                    let fingerprint = tree.files[entry.path]!
-                    line = "f\u{0}\(entry.name)\u{0}\(fingerprint.sha256)\u{0}\(fingerprint.size)\n"
-                }
-                line.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+            var entries: [(String, Entry)] = []
+            for entry in children[folder] ?? [] {
+                entries.append(
+                    (entry.name, entry.isFolder ? .folder(digest: digest(entry.path)) : .file(tree.files[entry.path]!)))
             }
-            return HexDigest.string(hasher.finalize())
+            let result = folderDigest(entries)
+            digests[folder] = result
+            return result
         }
-        return digest(.root)
+        _ = digest(.root)
+        return digests
+    }
+
+    /// The digest of one folder holding `entries` (by name, in any order).
+    public static func folderDigest(_ entries: [(name: String, entry: Entry)]) -> String {
+        var hasher = SHA256()
+        for (name, entry) in entries.sorted(by: { $0.name.utf8.lexicographicallyPrecedes($1.name.utf8) }) {
+            var line: String
+            switch entry {
+            case .folder(let digest): line = "d\u{0}\(name)\u{0}\(digest)\n"
+            case .file(let fingerprint): line = "f\u{0}\(name)\u{0}\(fingerprint.sha256)\u{0}\(fingerprint.size)\n"
+            }
+            line.withUTF8 { hasher.update(bufferPointer: UnsafeRawBufferPointer($0)) }
+        }
+        return HexDigest.string(hasher.finalize())
     }
 }

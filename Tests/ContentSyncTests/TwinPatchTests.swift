@@ -135,6 +135,64 @@ struct TwinPatchTests {
         }
     }
 
+    /// `tree` as a content tree, each id's bytes standing for a fingerprint.
+    static func content(_ tree: Tree) -> ContentTree {
+        ContentTree(folders: tree.folders, files: tree.files.mapValues(Self.fingerprint))
+    }
+
+    static func fingerprint(_ id: Int) -> FileFingerprint {
+        FileFingerprint(size: Int64(id), sha256: FileDigest.sha256(Data("\(id)".utf8)))
+    }
+
+    /// The tree index of `tree`: every folder's digest (the root's too) and every file's fingerprint.
+    static func index(_ tree: Tree) -> [SafeRelativePath: TreeDigest.Entry] {
+        let content = Self.content(tree)
+        var index = TreeDigest.folderDigests(of: content).mapValues { TreeDigest.Entry.folder(digest: $0) }
+        for (path, fingerprint) in content.files { index[path] = .file(fingerprint) }
+        return index
+    }
+
+    @Test("over 300 random changes, the index delta gives the new tree's digest and, applied, its whole index")
+    func indexDeltaIsExact() {
+        for seed in 0..<300 {
+            var random = Generator(state: UInt64(seed) &+ 1_000)
+            var nextID = 0
+            var current = Tree()
+            for _ in 0..<6 { current = Self.edit(current, nextID: &nextID, using: &random) }
+            let next = Self.edit(current, nextID: &nextID, using: &random)
+            var plan = Self.plan(from: current, to: next)
+            for path in plan.downloads { plan.expectedFingerprints[path] = Self.fingerprint(next.files[path]!) }
+            let changed = plan.changedPaths(from: current.local) ?? []
+            var index = Self.index(current)
+            let delta = plan.indexDelta(changed: changed) { index[$0] }
+            guard let delta else {
+                Issue.record("seed \(seed): every entry is recorded, yet no delta")
+                return
+            }
+            #expect(delta.rootDigest == TreeDigest.digest(of: Self.content(next)), "seed \(seed)")
+            for path in delta.removed { index = index.filter { !$0.key.isWithin(path) } }
+            index.merge(delta.entries) { _, new in new }
+            #expect(index == Self.index(next), "seed \(seed)")
+            if index != Self.index(next) { return }
+        }
+    }
+
+    @Test("an entry the index lacks, or a download without a fingerprint, gives no delta")
+    func missingEntriesGiveNoDelta() {
+        var current = Tree()
+        current.folders = [p("a")]
+        current.files = [p("a/x"): 1, p("a/y"): 2]
+        var next = current
+        next.files[p("a/z")] = 3
+        var plan = Self.plan(from: current, to: next)
+        let changed = plan.changedPaths(from: current.local) ?? []
+        let index = Self.index(current)
+        #expect(plan.indexDelta(changed: changed) { index[$0] } == nil, "the download has no fingerprint")
+        plan.expectedFingerprints[p("a/z")] = Self.fingerprint(3)
+        #expect(plan.indexDelta(changed: changed) { index[$0] } != nil)
+        #expect(plan.indexDelta(changed: changed) { $0 == p("a/y") ? nil : index[$0] } == nil, "a/y is not recorded")
+    }
+
     @Test("a patch touches only the dirty paths (and what is rebuilt under a dirty folder)")
     func patchIsLocal() {
         var current = Tree()

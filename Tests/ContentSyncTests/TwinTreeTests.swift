@@ -36,10 +36,13 @@ struct TwinTreeTests {
                     // The twin was caught up and swapped in: the content folder is that folder now.
                     let current = try #require(FileSystem.identity(of: harness.content))
                     #expect(current == retired, "\(version): the twin became the content folder")
+                    #expect(report.checkedIncrementally, "\(version): checked from the tree index")
                     caughtUp += 1
                 }
                 let twin = try #require(try await Self.twin(harness), "\(version): the previous version is kept")
                 #expect(twin.baseVersion == version)
+                #expect(try await StateStore(path: harness.state).treeIndex()?.version == version)
+                #expect(try await !StateStore(path: harness.state).twinFolders().isEmpty)
                 let kept = try #require(FileSystem.identity(of: Self.staging(harness).retired))
                 #expect((twin.device, twin.inode) == kept)
             }
@@ -65,10 +68,81 @@ struct TwinTreeTests {
             harness.serve("1.3")
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
+            #expect(!report.checkedIncrementally, "the folder's shape is not the recorded one: the whole tree is read")
             try harness.expectTree(is: "1.3")
             harness.serve("1.4")
             try await harness.sync()
             try harness.expectTree(is: "1.4")
+        }
+    }
+
+    @Test(
+        "a kept file replaced or edited by hand (same shape): the whole tree is checked, and the next version is exact",
+        arguments: ["replaced", "edited in place"])
+    func fileDriftWithTheSameShape(how: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            for version in ["1.1", "1.2"] {
+                harness.serve(version)
+                try await harness.sync()
+            }
+            let path = harness.content + "/styles/main.css"
+            if how == "replaced" {
+                try FileManager.default.removeItem(atPath: path)
+                try Data("body{color:red}".utf8).write(to: URL(fileURLWithPath: path))
+            } else {
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+                try handle.write(contentsOf: Data("/* edited */".utf8))
+                try handle.close()
+            }
+            for version in ["1.3", "1.4"] {
+                harness.serve(version)
+                let report = try await harness.sync()
+                #expect(report.outcome == .replayed)
+                try harness.expectTree(is: version)
+                if version == "1.3" { #expect(!report.checkedIncrementally) }
+            }
+        }
+    }
+
+    @Test("a kept file deleted by hand that the next version still has: not hidden by the twin's older link")
+    func deletedFileStillPublished() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            for version in ["1.1", "1.2"] {
+                harness.serve(version)
+                try await harness.sync()
+            }
+            // README.txt is in every version: deleted here, the plan (built from the folder)
+            // lacks it; the twin still links it; the index still records it.
+            try FileManager.default.removeItem(atPath: harness.content + "/README.txt")
+            for version in ["1.3", "1.4"] {
+                harness.serve(version)
+                let report = try await harness.sync()
+                #expect(report.outcome == .replayed)
+                try harness.expectTree(is: version)
+            }
+        }
+    }
+
+    @Test("a folder of the twin changed while it waited: that subtree is rebuilt, the check stays incremental")
+    func twinFolderChangedWhileWaiting() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            for version in ["1.1", "1.2"] {
+                harness.serve(version)
+                try await harness.sync()
+            }
+            // A file of the twin deleted, and one added in another folder of it.
+            let retired = Self.staging(harness).retired
+            try FileManager.default.removeItem(atPath: retired + "/styles/theme.css")
+            try Data("stray".utf8).write(to: URL(fileURLWithPath: retired + "/images/stray.png"))
+            harness.serve("1.3")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            #expect(report.repairedFiles == 0)
+            #expect(report.checkedIncrementally)
+            try harness.expectTree(is: "1.3")
         }
     }
 
@@ -87,9 +161,11 @@ struct TwinTreeTests {
             try harness.expectTree(is: "1.2")
             #expect(!FileManager.default.fileExists(atPath: harness.content + "/planted.txt"))
             #expect(FileSystem.status(of: harness.content + "/docs/secret") == nil)
-            // A repair changed paths no plan names: that version keeps no twin.
-            #expect(report.repairedFiles > 0)
-            #expect(try await Self.twin(harness) == nil)
+            // The twin's top folder changed since it was recorded: the tree was built whole, so
+            // nothing needed repairing, and the previous version is the twin now.
+            #expect(report.repairedFiles == 0)
+            #expect(!report.checkedIncrementally)
+            #expect(try await Self.twin(harness)?.baseVersion == "1.2")
             harness.serve("1.3")
             try await harness.sync()
             try harness.expectTree(is: "1.3")

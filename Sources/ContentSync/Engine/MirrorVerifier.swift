@@ -89,7 +89,7 @@ struct MirrorVerifier: Sendable {
                 toVersion: local.text, phase: .staging, createdAt: started))
         let repaired: Int
         switch try await stager.checkTree(integrity, layout: layout, trustingCache: false) {
-        case .matches(let count): repaired = count
+        case .matches(let count, _): repaired = count
         case .unrepairable(let reason):
             try await store.clearPlan()
             var refusal = SyncError(

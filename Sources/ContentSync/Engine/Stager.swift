@@ -28,6 +28,9 @@ struct Stager: Sendable {
         var alreadyDownloaded: Int
         /// The paths a twin's catch-up touched; nil when the tree was built whole.
         var twinPaths: Int?
+        /// Whether every folder of the twin was found as recorded (or made dirty where not), so
+        /// `next/` outside the changed paths is known to be the current version's tree.
+        var twinVerified = false
     }
 
     /// Builds the plan's tree in `next/`, resuming an interrupted run of the same plan.
@@ -41,8 +44,10 @@ struct Stager: Sendable {
         _ plan: SyncPlan, changed: [SafeRelativePath]?, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
-        if let changed, let twin = try await usableTwin(for: plan) {
-            return try await catchUp(twin, plan: plan, changed: changed, layout: layout, progress: progress)
+        if let changed, let twin = try await usableTwin(for: plan),
+            let staged = try await catchUp(twin, plan: plan, changed: changed, layout: layout, progress: progress)
+        {
+            return staged
         }
         let identity = plan.identity
         let pending = try await store.pendingPlan()
@@ -109,17 +114,37 @@ struct Stager: Sendable {
     /// first, in the database) is removed and placed again from the plan, and nothing else is
     /// touched. A crash part-way leaves a twin whose dirty set still covers everything it did,
     /// so the next run (of this plan or another) catches it up again.
+    ///
+    /// First, the twin's folders are compared with the `ctime`s recorded when it became the twin:
+    /// a folder where anything was added, removed or renamed since is dirty too (its subtree is
+    /// rebuilt). Nil, with nothing touched, when the root itself changed: the tree is built whole.
     private func catchUp(
         _ twin: TwinState, plan: SyncPlan, changed: [SafeRelativePath], layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
-    ) async throws(SyncError) -> Staged {
+    ) async throws(SyncError) -> Staged? {
         let identity = plan.identity
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
+        let staging = self.staging
+        // Only a twin still in retired/ can be compared: one in next/ is a catch-up's own work.
+        var verified = false
+        var touched: [SafeRelativePath] = []
+        if FileSystem.identity(of: staging.retired).map({ $0 == (twin.device, twin.inode) }) == true {
+            let recorded = try await store.twinFolders()
+            if !recorded.isEmpty {
+                touched = try await BlockingWork.run { Self.changedFolders(recorded, in: staging.retired) }
+                if touched.contains(.root) {
+                    logger.debug("the twin's top folder changed since it was recorded; building the tree whole")
+                    return nil
+                }
+                verified = true
+            }
+        }
         try await store.beginPlan(
             PendingPlanRecord(
                 identity: identity, kind: "replay", fromVersion: plan.from.text,
-                toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed, keepingTwin: true)
+                toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed + touched,
+            keepingTwin: true)
         let kept: Set<SafeRelativePath>
         if resuming {
             let done = try await store.completedDownloads(planIdentity: identity)
@@ -127,8 +152,7 @@ struct Stager: Sendable {
         } else {
             kept = []
         }
-        let patch = plan.twinPatch(dirty: twin.changes + changed, keep: kept)
-        let staging = self.staging
+        let patch = plan.twinPatch(dirty: twin.changes + changed + touched, keep: kept)
         let directory = configuration.contentDirectory
         try await BlockingWork.files { () throws(FileSystemError) in
             try staging.prepare()
@@ -145,7 +169,8 @@ struct Stager: Sendable {
         logger.debug(
             "catching up the twin tree",
             metadata: [
-                "sync.dirty": "\(twin.changes.count + changed.count)", "sync.removed": "\(patch.removals.count)",
+                "sync.dirty": "\(twin.changes.count + changed.count)", "sync.touched": "\(touched.count)",
+                "sync.removed": "\(patch.removals.count)",
                 "sync.linked": "\(patch.links.count)", "sync.downloads": "\(patch.downloads.count)",
             ])
         let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
@@ -156,7 +181,30 @@ struct Stager: Sendable {
             todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
-            twinPaths: patch.count)
+            twinPaths: patch.count, twinVerified: verified)
+    }
+
+    /// The recorded folders (content paths under `twin`, the root as ``SafeRelativePath/root``)
+    /// that are no longer folders with the recorded `ctime`.
+    static func changedFolders(_ recorded: [SafeRelativePath: Int64], in twin: String) -> [SafeRelativePath] {
+        recorded.compactMap { path, ctime in
+            guard let info = FileSystem.status(of: path.absolute(in: twin)), info.st_mode & S_IFMT == S_IFDIR,
+                FileSystem.changeTime(info) == ctime
+            else { return path }
+            return nil
+        }.sorted()
+    }
+
+    /// The `ctime` of each of `folders` (content paths under `twin`) and of `twin` itself, as
+    /// recorded for the next catch-up; a path that is not a folder is left out.
+    static func folderTimes(_ folders: [SafeRelativePath], in twin: String) -> [SafeRelativePath: Int64] {
+        var times: [SafeRelativePath: Int64] = [:]
+        for folder in folders + [.root] {
+            guard let info = FileSystem.status(of: folder.absolute(in: twin)), info.st_mode & S_IFMT == S_IFDIR
+            else { continue }
+            times[folder] = FileSystem.changeTime(info)
+        }
+        return times
     }
 
     private struct DownloadTally: Sendable {
@@ -262,7 +310,7 @@ struct Stager: Sendable {
         _ integrity: StorageIntegrity?, layout: StorageLayout,
         trustingCache: Bool = true
     ) async throws(SyncError) -> TreeCheck {
-        guard let integrity, let expectedDigest = integrity.treeDigest else { return .matches(repaired: 0) }
+        guard let integrity, let expectedDigest = integrity.treeDigest else { return .matches(repaired: 0, tree: nil) }
         let staging = self.staging
         let cache: FingerprintCache?
         if trustingCache {
@@ -275,7 +323,9 @@ struct Stager: Sendable {
         var (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in
             try ContentTree.scanLocal(staging.next, cache: cache)
         }
-        if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest { return .matches(repaired: 0) }
+        if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest {
+            return .matches(repaired: 0, tree: tree)
+        }
         let manifest: ContentTree
         do {
             guard let published = try await storage.fetchManifest(integrity) else {
@@ -323,13 +373,14 @@ struct Stager: Sendable {
         logger.debug(
             "repaired the staged version to match the published tree digest",
             metadata: ["sync.repaired": "\(plan.count)"])
-        return .matches(repaired: plan.count)
+        return .matches(repaired: plan.count, tree: tree)
     }
 
     /// What checking a staged tree found.
     enum TreeCheck: Sendable, Equatable {
-        /// The tree matches the published digest, after repairing this many paths.
-        case matches(repaired: Int)
+        /// The tree matches the published digest, after repairing this many paths; `tree` is the
+        /// tree as read (nil when the storage publishes no digest, and nothing was read).
+        case matches(repaired: Int, tree: ContentTree?)
         /// The tree differs and cannot be repaired file by file; the reason says why.
         case unrepairable(String)
     }

@@ -41,7 +41,8 @@ struct SyncEngine: Sendable {
         self.staging = staging
         self.storage = storage
         self.planner = ReplayPlanner(
-            contentDirectory: configuration.contentDirectory, storage: storage, logger: configuration.logger)
+            contentDirectory: configuration.contentDirectory, storage: storage, store: store,
+            fingerprints: downloader.fingerprints, logger: configuration.logger)
         self.stager = stager
         self.restorer = Restorer(configuration: configuration, store: store, staging: staging, downloader: downloader)
         self.switcher = VersionSwitch(
@@ -243,9 +244,22 @@ struct SyncEngine: Sendable {
         let staged = try await stager.stage(plan, changed: planned.changed, layout: layout, progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
-        switch try await stager.checkTree(status.integrity, layout: layout) {
-        case .matches(let count):
+        var index = IndexUpdate.drop
+        let check: Stager.TreeCheck
+        if let delta = try await incrementalCheck(planned, staged: staged, integrity: status.integrity) {
+            check = .matches(repaired: 0, tree: nil)
+            index = .delta(delta, shape: plan.shape)
+        } else {
+            check = try await stager.checkTree(status.integrity, layout: layout)
+        }
+        switch check {
+        case .matches(let count, let tree):
             repaired = count
+            if let tree {
+                index = .whole(tree, shape: TreeShape(folders: tree.folders, files: tree.files.keys))
+            } else if status.integrity?.treeDigest == nil {
+                index = .shape(plan.shape)
+            }
         case .unrepairable(let reason):
             // A decision, not a failure: the tree check says why in a value, and the archive is
             // the way to the version (no error is thrown, so none is recognized by its text).
@@ -264,6 +278,7 @@ struct SyncEngine: Sendable {
             filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
         report.repairedFiles = repaired
         report.changeListsApplied = planned.listsApplied
+        if case .delta = index { report.checkedIncrementally = true }
         if repaired > 0 {
             report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest")
         }
@@ -273,16 +288,52 @@ struct SyncEngine: Sendable {
         pending.filesReused = plan.reused.count
         pending.changeListsApplied = planned.listsApplied
         clock.begin(.switch)
-        // A repair changed paths the plan does not name: the previous version is then no twin.
+        // The previous version becomes the twin with the plan's changed paths as its dirty set,
+        // which holds only if the staged tree is the plan exactly: nothing repaired, and for a
+        // caught-up twin, nothing in the content folder changed by hand since the last switch
+        // (it would be in the twin's clean paths but not in the folder the plan was made from).
+        // (Without a tree digest no fingerprints are recorded, so a file replaced by hand is not
+        // seen: there the shape alone is compared.)
+        var exact = repaired == 0
+        if exact, staged.twinPaths != nil {
+            exact = planned.drifted == 0 || status.integrity?.treeDigest == nil
+            if exact { exact = try await indexMatches(planned) }
+        }
         try await switcher.switchTo(
             pending,
             history: UpdateHistoryEntry(
                 startedAt: started, finishedAt: Date(), fromVersion: plan.from.text, toVersion: plan.to.text,
                 kind: .replay,
                 outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
-            twinChanges: repaired == 0 ? planned.changed : nil,
+            twinChanges: exact ? planned.changed : nil, twinFolders: planned.localFolders, index: index,
             progress: progress)
         return report
+    }
+
+    /// Whether the tree index records the current version with the shape the planner scanned.
+    private func indexMatches(_ planned: ReplayPlanner.Planned) async throws(SyncError) -> Bool {
+        guard let recorded = try await store.treeIndex() else { return false }
+        return recorded.version == planned.plan.from.text && recorded.shape == planned.localShape.text
+    }
+
+    /// The tree check of a caught-up twin from the tree index alone: the recorded tree of the
+    /// current version plus the plan's changes, hashed again only along the changed paths, must
+    /// give the published tree digest. Nil (check the whole staged tree instead) unless every
+    /// premise holds: the twin's folders were found as recorded, the index records the current
+    /// version, and the content folder's shape as the planner scanned it is the recorded one
+    /// (nothing added, removed or renamed by hand since the switch).
+    private func incrementalCheck(
+        _ planned: ReplayPlanner.Planned, staged: Stager.Staged, integrity: StorageIntegrity?
+    ) async throws(SyncError) -> TreeIndexDelta? {
+        guard staged.twinVerified, planned.drifted == 0, let changed = planned.changed,
+            let expected = integrity?.treeDigest, try await indexMatches(planned)
+        else { return nil }
+        guard let delta = try await store.indexDelta(planned.plan, changed: changed), delta.rootDigest == expected
+        else {
+            logger.debug("the tree index and the plan do not give the published tree digest; checking the whole tree")
+            return nil
+        }
+        return delta
     }
 
     /// Restores the whole content from the storage's archive, checks it and switches.
@@ -296,9 +347,12 @@ struct SyncEngine: Sendable {
         let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL)
         }
         let repaired: Int
+        var index = IndexUpdate.drop
         clock.begin(.treeCheck)
         switch try await stager.checkTree(status.integrity, layout: layout) {
-        case .matches(let count): repaired = count
+        case .matches(let count, let tree):
+            repaired = count
+            if let tree { index = .whole(tree, shape: TreeShape(folders: tree.folders, files: tree.files.keys)) }
         case .unrepairable(let reason):
             throw SyncError(
                 code: .integrity,
@@ -323,7 +377,7 @@ struct SyncEngine: Sendable {
                 startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text,
                 kind: .restore,
                 outcome: .succeeded, bytesDownloaded: restored.bytes, filesDownloaded: restored.files),
-            progress: progress)
+            index: index, progress: progress)
         return report
     }
 }

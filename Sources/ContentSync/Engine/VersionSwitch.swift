@@ -35,8 +35,13 @@ struct VersionSwitch: Sendable {
     /// stay as they were. The staged tree and the pending plan are kept, as after an
     /// interruption: the next update of the same version resumes them (without downloading again),
     /// checks the tree again and asks again; an update to another version starts afresh.
+    ///
+    /// `twinFolders` are the previous version's folders, whose `ctime`s are recorded with the twin;
+    /// `index` is what the tree check learnt of the new version's tree. After a check that read
+    /// only the changed files (an `index` delta) the stored fingerprints of the others stay.
     func switchTo(
         _ pending: PendingSwitch, history: UpdateHistoryEntry, twinChanges: [SafeRelativePath]? = nil,
+        twinFolders: [SafeRelativePath] = [], index: IndexUpdate = .drop,
         progress: @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) {
         let version = pending.toVersion
@@ -56,6 +61,12 @@ struct VersionSwitch: Sendable {
         try await store.markSwitching(device: identity.device, inode: identity.inode, keepsTwin: twinChanges != nil)
         try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
         let twin = twinChanges == nil ? nil : FileSystem.identity(of: staging.retired)
+        let folderTimes =
+            twin == nil
+            ? nil
+            : try await BlockingWork.run { [staging] in Stager.folderTimes(twinFolders, in: staging.retired) }
+        let incremental: Bool
+        if case .delta = index { incremental = true } else { incremental = false }
         // The leftovers (the previous version too, when it is not kept) go while the state is
         // written: the swap is done, and a crash before the state lands is finished by
         // recoverInterrupted from the inode alone.
@@ -66,7 +77,8 @@ struct VersionSwitch: Sendable {
         do {
             try await store.finishPlan(
                 contentDirectory: contentDirectory, newVersion: version.text, history: history,
-                fingerprints: checked, twin: twin, twinChanges: twinChanges)
+                fingerprints: checked, replacingFingerprints: !incremental, twin: twin, twinChanges: twinChanges,
+                twinFolders: folderTimes, index: index)
         } catch {
             _ = await cleared
             throw error

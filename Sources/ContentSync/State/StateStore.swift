@@ -167,6 +167,22 @@ final class StateStore: Sendable {
                     ALTER TABLE pendingPlan ADD COLUMN keepsTwin BOOLEAN NOT NULL DEFAULT 0;
                     """)
         }
+        // The current version's tree as verified at its switch (each file's fingerprint, each
+        // folder's digest, the root's as ''), so a replay checks only the folders it changes;
+        // and the twin's folders' ctimes, so a catch-up sees what changed in the twin meanwhile.
+        migrator.registerMigration("v10: tree index") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE treeEntry (
+                        path TEXT PRIMARY KEY,
+                        isFolder INTEGER NOT NULL,
+                        size INTEGER NOT NULL,
+                        hash TEXT NOT NULL
+                    ) WITHOUT ROWID;
+                    CREATE TABLE treeIndex (id INTEGER PRIMARY KEY, version TEXT NOT NULL, shape TEXT NOT NULL);
+                    CREATE TABLE twinFolder (path TEXT PRIMARY KEY, ctime INTEGER NOT NULL) WITHOUT ROWID;
+                    """)
+        }
         return migrator
     }
 
@@ -350,7 +366,95 @@ final class StateStore: Sendable {
     }
 
     private static func dropTwin(_ db: Database) throws {
-        try db.execute(sql: "DELETE FROM twin; DELETE FROM twinChange")
+        try db.execute(sql: "DELETE FROM twin; DELETE FROM twinChange; DELETE FROM twinFolder")
+    }
+
+    /// The twin's folders (by content path, the root as '') and their `ctime`s as recorded after
+    /// the switch that made it the twin; empty when none are recorded. A row that is not a safe
+    /// path is left out, so its folder reads as changed.
+    func twinFolders() async throws(SyncError) -> [SafeRelativePath: Int64] {
+        try await read { db in
+            var folders: [SafeRelativePath: Int64] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT path, ctime FROM twinFolder") {
+                let text: String = row["path"]
+                guard let path = text.isEmpty ? .root : try? SafeRelativePath(validating: text) else { continue }
+                folders[path] = row["ctime"]
+            }
+            return folders
+        }
+    }
+
+    // MARK: - Tree index
+
+    /// The version the tree index describes and its shape (``TreeShape/text``), if any.
+    func treeIndex() async throws(SyncError) -> (version: String, shape: String)? {
+        try await read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT version, shape FROM treeIndex WHERE id = 1") else {
+                return nil
+            }
+            return (row["version"], row["shape"])
+        }
+    }
+
+    /// ``SyncPlan/indexDelta(changed:recorded:)`` against the recorded tree index. A recorded
+    /// row that does not read as an entry (a damaged or hostile database) reads as missing, and
+    /// the delta is nil.
+    func indexDelta(_ plan: SyncPlan, changed: [SafeRelativePath]) async throws(SyncError) -> TreeIndexDelta? {
+        try await read { db in
+            let statement = try db.cachedStatement(sql: "SELECT isFolder, size, hash FROM treeEntry WHERE path = ?")
+            return plan.indexDelta(changed: changed) { path in
+                guard let row = try? Row.fetchOne(statement, arguments: [path.string]) else { return nil }
+                let hash: String = row["hash"]
+                guard hash.utf8.count == 64, hash.utf8.allSatisfy({ HexDigest.isLowerHex($0) }) else { return nil }
+                if row["isFolder"] as Bool { return .folder(digest: hash) }
+                let size: Int64 = row["size"]
+                return size >= 0 ? .file(FileFingerprint(size: size, sha256: hash)) : nil
+            }
+        }
+    }
+
+    /// Writes the tree index for `version` in `db`.
+    private static func recordIndex(_ update: IndexUpdate, version: String, in db: Database) throws {
+        switch update {
+        case .drop:
+            try db.execute(sql: "DELETE FROM treeIndex")
+            return
+        case .shape(let shape):
+            try db.execute(sql: "DELETE FROM treeEntry")
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO treeIndex (id, version, shape) VALUES (1, ?, ?)",
+                arguments: [version, shape.text])
+        case .whole(let tree, let shape):
+            try db.execute(sql: "DELETE FROM treeEntry")
+            let statement = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO treeEntry (path, isFolder, size, hash) VALUES (?, ?, ?, ?)")
+            for (path, digest) in TreeDigest.folderDigests(of: tree) {
+                try statement.execute(arguments: [path.string, true, 0, digest])
+            }
+            for (path, fingerprint) in tree.files {
+                try statement.execute(arguments: [path.string, false, fingerprint.size, fingerprint.sha256])
+            }
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO treeIndex (id, version, shape) VALUES (1, ?, ?)",
+                arguments: [version, shape.text])
+        case .delta(let delta, let shape):
+            // A path and everything below it: '/' sorts just before '0' in bytes.
+            let remove = try db.cachedStatement(
+                sql: "DELETE FROM treeEntry WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')")
+            for path in delta.removed where !path.isRoot { try remove.execute(arguments: [path.string]) }
+            let insert = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO treeEntry (path, isFolder, size, hash) VALUES (?, ?, ?, ?)")
+            for (path, entry) in delta.entries {
+                switch entry {
+                case .folder(let digest): try insert.execute(arguments: [path.string, true, 0, digest])
+                case .file(let fingerprint):
+                    try insert.execute(arguments: [path.string, false, fingerprint.size, fingerprint.sha256])
+                }
+            }
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO treeIndex (id, version, shape) VALUES (1, ?, ?)",
+                arguments: [version, shape.text])
+        }
     }
 
     func completedDownloads(planIdentity: String) async throws(SyncError) -> Set<String> {
@@ -382,11 +486,20 @@ final class StateStore: Sendable {
     /// superset after an interrupted switch). A nil `twin` forgets any.
     func finishPlan(
         contentDirectory: String, newVersion: String, history: UpdateHistoryEntry,
-        fingerprints: [FileFingerprintRecord] = [], twin: (device: Int64, inode: Int64)? = nil,
-        twinChanges: [SafeRelativePath]? = nil
+        fingerprints: [FileFingerprintRecord] = [], replacingFingerprints: Bool = true,
+        twin: (device: Int64, inode: Int64)? = nil, twinChanges: [SafeRelativePath]? = nil,
+        twinFolders: [SafeRelativePath: Int64]? = nil, index: IndexUpdate = .drop
     ) async throws(SyncError) {
         let changes = twinChanges?.map(\.string)
         try await write { db in
+            try Self.recordIndex(index, version: newVersion, in: db)
+            // The recorded folders are the new twin's, or none (a twin kept after an interrupted
+            // switch is then not verified, and its catch-up is checked whole).
+            try db.execute(sql: "DELETE FROM twinFolder")
+            if let twinFolders, twin != nil {
+                let statement = try db.cachedStatement(sql: "INSERT INTO twinFolder (path, ctime) VALUES (?, ?)")
+                for (path, ctime) in twinFolders { try statement.execute(arguments: [path.string, ctime]) }
+            }
             if let twin {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO twin (id, device, inode, baseVersion) VALUES (1, ?, ?, ?)",
@@ -399,8 +512,9 @@ final class StateStore: Sendable {
             } else {
                 try Self.dropTwin(db)
             }
-            // The new version's files: what the next update's tree check need not hash again.
-            try FileFingerprintRecord.deleteAll(db)
+            // The new version's files: what the next update's tree check need not hash again
+            // (after a check that read only the changed files, the others' rows stay).
+            if replacingFingerprints { try FileFingerprintRecord.deleteAll(db) }
             let statement = try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)
@@ -540,8 +654,22 @@ final class StateStore: Sendable {
             try UpdateHistoryRecord.deleteAll(db)
             try FileFingerprintRecord.deleteAll(db)
             try Self.dropTwin(db)
+            try db.execute(sql: "DELETE FROM treeIndex; DELETE FROM treeEntry")
         }
     }
+}
+
+/// What a switch records of the new version's tree (see ``StateStore/treeIndex()``).
+enum IndexUpdate: Sendable {
+    /// None: the next replay checks the whole staged tree and records it.
+    case drop
+    /// The whole tree, as a full check read it.
+    case whole(ContentTree, shape: TreeShape)
+    /// The changes to the recorded tree, as an incremental check computed them.
+    case delta(TreeIndexDelta, shape: TreeShape)
+    /// The shape alone, and no entries: a storage without a tree digest, whose staged tree is
+    /// the plan's, unchecked.
+    case shape(TreeShape)
 }
 
 /// The previous version kept in the staging area after a switch, as the base of the next one: a
