@@ -66,8 +66,15 @@ struct Stager: Sendable {
             } else {
                 try staging.resetNext(includingDownloads: true)
             }
-            for folder in plan.folders {
-                try FileSystem.makeFolder(folder.absolute(in: staging.next))
+            do throws(FileSystemError) {
+                for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
+            } catch {
+                guard resuming else { throw error }
+                // Something that is not a folder where the kept next/ needs one (a symlink, say):
+                // the resumed tree is not trusted, and is built afresh (the downloads in
+                // partial/ stay).
+                try staging.resetNext(includingDownloads: false)
+                for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
             }
         }
         let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
@@ -154,6 +161,17 @@ struct Stager: Sendable {
         }
         let patch = plan.twinPatch(dirty: twin.changes + changed + touched, keep: kept)
         let directory = configuration.contentDirectory
+        // Every folder the patch works through must be a real folder (not a symlink planted
+        // where the twin's own checks cannot see, as in a twin a crash left in next/): otherwise
+        // the tree is built whole, from a fresh next/.
+        let twinFolder =
+            FileSystem.identity(of: staging.retired).map { $0 == (twin.device, twin.inode) } == true
+            ? staging.retired : staging.next
+        guard try await BlockingWork.run({ Self.foldersAreReal(on: patch, in: twinFolder) }) else {
+            logger.debug("a folder the twin's catch-up works through is not a real folder; building the tree whole")
+            try await store.dropTwin()
+            return nil
+        }
         try await BlockingWork.files { () throws(FileSystemError) in
             try staging.prepare()
             if FileSystem.identity(of: staging.next).map({ $0 != (twin.device, twin.inode) }) ?? true {
@@ -182,6 +200,20 @@ struct Stager: Sendable {
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
             twinPaths: patch.count, twinVerified: verified)
+    }
+
+    /// Whether every existing ancestor of every path the patch touches is a folder (by `lstat`,
+    /// so not a symlink to one) under `twin`.
+    static func foldersAreReal(on patch: TwinPatch, in twin: String) -> Bool {
+        var checked: Set<SafeRelativePath> = []
+        let paths = patch.removals + patch.folders + patch.links.map(\.target) + patch.downloads
+        for path in paths {
+            for ancestor in path.ancestors where checked.insert(ancestor).inserted {
+                guard let info = FileSystem.status(of: ancestor.absolute(in: twin)) else { continue }
+                if info.st_mode & S_IFMT != S_IFDIR { return false }
+            }
+        }
+        return true
     }
 
     /// The recorded folders (content paths under `twin`, the root as ``SafeRelativePath/root``)

@@ -316,6 +316,13 @@ struct SyncEngine: Sendable {
         return recorded.version == planned.plan.from.text && recorded.shape == planned.localShape.text
     }
 
+    /// Whether the stored fingerprints are mostly the current version's: an incremental check
+    /// adds rows and removes none, so once gone files' rows outnumber the tree's files, a whole
+    /// check rewrites them.
+    private func fingerprintsAreLean(_ planned: ReplayPlanner.Planned) async throws(SyncError) -> Bool {
+        try await store.fingerprintCount() <= 2 * planned.localShape.files + 1_000
+    }
+
     /// The tree check of a caught-up twin from the tree index alone: the recorded tree of the
     /// current version plus the plan's changes, hashed again only along the changed paths, must
     /// give the published tree digest. Nil (check the whole staged tree instead) unless every
@@ -326,7 +333,8 @@ struct SyncEngine: Sendable {
         _ planned: ReplayPlanner.Planned, staged: Stager.Staged, integrity: StorageIntegrity?
     ) async throws(SyncError) -> TreeIndexDelta? {
         guard staged.twinVerified, planned.drifted == 0, let changed = planned.changed,
-            let expected = integrity?.treeDigest, try await indexMatches(planned)
+            let expected = integrity?.treeDigest, try await indexMatches(planned),
+            try await fingerprintsAreLean(planned)
         else { return nil }
         guard let delta = try await store.indexDelta(planned.plan, changed: changed), delta.rootDigest == expected
         else {
