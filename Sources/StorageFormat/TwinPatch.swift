@@ -47,9 +47,8 @@ extension SyncPlan {
     }
 
     /// The steps that make a twin equal to the version this plan builds, given the twin equals
-    /// the current content outside `dirty` (see ``TwinPatch``). `keep` names downloads already
-    /// in place from an interrupted run of this patch: they are not removed again.
-    public func twinPatch(dirty: [SafeRelativePath], keep: Set<SafeRelativePath> = []) -> TwinPatch {
+    /// the current content outside `dirty` (see ``TwinPatch``).
+    public func twinPatch(dirty: [SafeRelativePath]) -> TwinPatch {
         var patch = TwinPatch()
         let newFolders = Set(folders)
         var sources: [SafeRelativePath: SafeRelativePath] = [:]
@@ -60,7 +59,6 @@ extension SyncPlan {
         var covered: SafeRelativePath?
         for path in Set(dirty).sorted() {
             if let covered, path.isWithin(covered) { continue }
-            if downloaded.contains(path) && keep.contains(path) { continue }
             patch.removals.append(path)
             if newFolders.contains(path) {
                 rebuilt.insert(path)

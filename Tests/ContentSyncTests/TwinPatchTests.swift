@@ -226,15 +226,6 @@ struct TwinPatchTests {
         #expect(patch.downloads == [p("d/y")])
     }
 
-    @Test("a download an interrupted run already placed is kept, not removed and fetched again")
-    func keptDownloadsStay() {
-        let plan = SyncPlan(
-            from: v("1.0"), to: v("1.1"), folders: [], reused: [], downloads: [p("a"), p("b")], warnings: [])
-        let patch = plan.twinPatch(dirty: [p("a"), p("b")], keep: [p("a")])
-        #expect(patch.removals == [p("b")])
-        #expect(patch.downloads == [p("b")])
-    }
-
     @Test("a tree with intruders has no changed paths: no twin can be kept of it")
     func intrudersKeepNoTwin() {
         var local = LocalTree(files: [p("a")])

@@ -146,6 +146,9 @@ def write_tree(root: Path, folders: list[str], files: dict[str, bytes]) -> None:
         (root / path).write_bytes(data)
 
 
+# The version before 1.0 that a crash loop's clients replay from (see base_of).
+BASE_VERSION = "0.9"
+
 PROFILES = {
     # groups x folders x files per folder, small size range, large file count and range
     "short": dict(groups=3, folders=6, per_folder=25, small=(1 * KIB, 12 * KIB), large=3, large_size=(1200 * KIB, 2 * MIB)),
@@ -241,19 +244,38 @@ def publish(agent: str, storage: Path, content: Path, version: str, init: bool =
         raise SystemExit(f"publish {version} failed ({result.returncode}): {result.stderr.strip()}")
 
 
+def base_of(v1: tuple) -> tuple:
+    """A version before v1: v1 with one file's bytes changed and one file more, so that a client
+    replays 0.9 → 1.0 and keeps 0.9 as its twin, as every client does after its first replay."""
+    folders, files = v1
+    files = dict(files)
+    first = sorted(files)[0]
+    files[first] = files[first] + b"-before"
+    files["before-only.txt"] = b"only in the version before"
+    return list(folders), files
+
+
 def build_pair(agent: str, work: Path, v1: tuple, v2: tuple, names: tuple[str, str] = ("1.0", "2.0"),
-               minimal2: str | None = None) -> dict:
-    """Publishes v1 into work/www/v1 and v1→v2 into work/www/v2. Returns manifests and sizes."""
+               minimal2: str | None = None, base: tuple | None = None) -> dict:
+    """Publishes v1 into work/www/v1 and v1→v2 into work/www/v2. Returns manifests and sizes.
+    With `base` (a version 0.9), work/www/v0 holds it, and v1 and v2 are published after it."""
     content1, content2 = work / "content-v1", work / "content-v2"
     write_tree(content1, *v1)
     write_tree(content2, *v2)
     www = work / "www"
     www.mkdir(parents=True, exist_ok=True)
-    s1, s2 = www / "v1", www / "v2"
-    for s in (s1, s2):
+    s0, s1, s2 = www / "v0", www / "v1", www / "v2"
+    for s in (s0, s1, s2):
         if s.exists():
             shutil.rmtree(s)
-    publish(agent, s1, content1, names[0], init=True)
+    if base is None:
+        publish(agent, s1, content1, names[0], init=True)
+    else:
+        content0 = work / "content-v0"
+        write_tree(content0, *base)
+        publish(agent, s0, content0, BASE_VERSION, init=True)
+        shutil.copytree(s0, s1, symlinks=True)
+        publish(agent, s1, content1, names[0])
     shutil.copytree(s1, s2, symlinks=True)
     publish(agent, s2, content2, names[1], minimal=minimal2)
     m1, m2 = manifest_of(content1), manifest_of(content2)

@@ -7,7 +7,8 @@
 Each iteration picks, with a seeded RNG (the seed is printed; pass it back with --seed to replay
 the same sequence of cases and delays):
 - restore: a fresh client (no folder, no state) and a storage at N+1 = 2.0, or
-- replay:  a client at N = 1.0 (a copy of a client synced from the 1.0 storage) and the 2.0 storage,
+- replay:  a client at N = 1.0 (restored at 0.9 and replayed to 1.0, so it keeps 0.9 as its twin and
+           the replay catches that twin up) and the 2.0 storage,
 starts `sync-agent sync` against nginx on loopback (rate-limited so that an update lasts seconds),
 and SIGKILLs it after a delay drawn uniformly from [0, 1.15 x the clean run's duration], so kills
 land in every phase: status and list fetches, downloads, extraction, hashing, the switch, and
@@ -125,32 +126,28 @@ class Suite:
         self.work.mkdir(parents=True)
         lib.log(f"generating the {self.args.profile} storages under {self.work}")
         v1, v2 = lib.make_versions(self.args.profile)
-        self.info = lib.build_pair(self.agent, self.work, v1, v2, names=(V1, V2))
+        self.info = lib.build_pair(self.agent, self.work, v1, v2, names=(V1, V2), base=lib.base_of(v1))
         self.m = self.info["manifests"]
         rates = RATES[self.args.profile]
         extra = f"""        location /v2/RXCacheContent/ {{ limit_rate {rates['files']}; }}
         location = /v2/RXCacheContent.zip {{ limit_rate {rates['zip']}; }}"""
         self.nginx = lib.Nginx(self.work, self.info["www"], extra).start()
+        self.base0 = self.nginx.url("v0/")
         self.base1 = self.nginx.url("v1/")
         self.base2 = self.nginx.url("v2/")
         lib.log(f"nginx pid {self.nginx.proc.pid} on port {self.nginx.port}; v1 {len(self.m[V1]['files'])} files "
                 f"{lib.tree_bytes(self.work / 'content-v1') / lib.MIB:.1f} MiB, v2 {len(self.m[V2]['files'])} files, "
                 f"archive {self.info['zip'][V2] / lib.MIB:.1f} MiB")
-        # The N template: a client synced from the 1.0 storage, at the path every iteration uses.
+        # A client at N, at the path every iteration uses, made afresh for each replay: restored at
+        # 0.9, then replayed to 1.0, so that it keeps 0.9 as its twin and the replay to 2.0 catches
+        # the twin up (a copied folder would not do: the twin is known by its inode).
         self.client = self.work / "client"
-        self.template = self.work / "template-1.0"
-        result = lib.run_agent(self.agent, sync_args(self.base1, self.client, "setup"), env=client_env(self.client))
-        if result.returncode != 0:
-            raise SystemExit(f"setup sync to 1.0 failed: {result.stderr}")
-        assert not lib.compare(lib.manifest_of(self.client / "content"), self.m[V1]), "setup: content is not 1.0"
-        shutil.copytree(self.client, self.template, symlinks=True)
-        shutil.rmtree(self.client)
-        # The copy must behave as the original: a sync against 1.0 is a no-op.
         self.fresh_client("replay")
+        # It is up to date: a sync against 1.0 is a no-op.
         result = lib.run_agent(self.agent, sync_args(self.base1, self.client, "template-check"), env=client_env(self.client))
         files, archive, _ = content_requests(self.nginx.by_tag("template-check"), "/v1/")
         if result.returncode != 0 or files or archive:
-            raise SystemExit(f"the 1.0 template is not up to date after a copy: exit {result.returncode}, "
+            raise SystemExit(f"a client at 1.0 is not up to date: exit {result.returncode}, "
                              f"{len(files)} files, {archive} archive bytes: {result.stderr}")
         # Clean baselines under the same rate limits.
         self.baseline = {}
@@ -175,11 +172,18 @@ class Suite:
     def fresh_client(self, mode: str) -> None:
         if self.client.exists():
             shutil.rmtree(self.client)
-        if mode == "replay":
-            shutil.copytree(self.template, self.client, symlinks=True)
-        else:
-            self.client.mkdir(parents=True)
-        client_env(self.client)
+        self.client.mkdir(parents=True)
+        env = client_env(self.client)
+        if mode != "replay":
+            return
+        for base, version in ((self.base0, lib.BASE_VERSION), (self.base1, V1)):
+            result = lib.run_agent(self.agent, sync_args(base, self.client, f"to-{version}"), env=env)
+            if result.returncode != 0:
+                raise SystemExit(f"preparing a client: the sync to {version} failed: {result.stderr}")
+        if lib.compare(lib.manifest_of(self.client / "content"), self.m[V1]):
+            raise SystemExit("preparing a client: its content is not 1.0")
+        if sorted(os.listdir(self.client / ".content.content-sync")) != ["retired"]:
+            raise SystemExit("preparing a client: it keeps no twin after its replay to 1.0")
 
     # ------------------------------------------------------------------ one iteration
     def iteration(self, n: int, mode: str, delay: float) -> dict:
@@ -360,7 +364,7 @@ class Suite:
         if args.write_docs:
             lib.write_doc_section("crash", doc_section(rows, header, seed, records, self, elapsed))
         if not args.keep:
-            for name in ("www", "content-v1", "content-v2", "template-1.0", "client"):
+            for name in ("www", "content-v0", "content-v1", "content-v2", "client"):
                 shutil.rmtree(self.work / name, ignore_errors=True)
         return 1 if total_fail else 0
 
@@ -411,13 +415,15 @@ def doc_section(rows, header, seed, records, suite, elapsed) -> str:
         f"(archive {RATES[args.profile]['zip']}/s, content files {RATES[args.profile]['files']}/s per connection) "
         f"so that a clean restore takes {suite.baseline['restore']['seconds']:.1f} s and a clean replay "
         f"{suite.baseline['replay']['seconds']:.1f} s.",
-        "- Each iteration: restore (fresh folder, N = no folder) or replay (client at N = 1.0), storage at "
+        "- Each iteration: restore (fresh folder, N = no folder) or replay (client at N = 1.0, restored at 0.9 and "
+        "replayed to 1.0, so that it keeps 0.9 as its twin and the replay catches it up), storage at "
         "N+1 = 2.0; SIGKILL after a delay uniform in [0, 1.15 × the clean run]; then the checks below; then one "
         "more `sync` to completion.",
         "- After the kill: the content folder is byte-identical to N or N+1 (every folder, every file's sha256, "
         "nothing else); a missing folder counts as N only for a restore (its switch is a plain rename of "
         "`next/`); every file in the staging `next/` is complete; `sync-agent status --json` succeeds.",
-        "- After the next run: exit 0, content exactly N+1, staging area gone, nothing else in the client folder "
+        "- After the next run: exit 0, content exactly N+1, staging area gone (after a replay: holding nothing but "
+        "`retired/`, exactly N, the next twin), nothing else in the client folder "
         "or under `$HOME`/`$XDG_*`, status says 2.0.",
         "- Bytes (nginx `$body_bytes_sent`, attributed per run by an `X-Chaos-Tag` header): no file complete in "
         "`next/` before the kill is fetched again; per URL the next run fetches at most size − the resumable "

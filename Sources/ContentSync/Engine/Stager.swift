@@ -152,14 +152,13 @@ struct Stager: Sendable {
                 identity: identity, kind: "replay", fromVersion: plan.from.text,
                 toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed + touched,
             keepingTwin: true)
-        let kept: Set<SafeRelativePath>
-        if resuming {
-            let done = try await store.completedDownloads(planIdentity: identity)
-            kept = Set(plan.downloads.filter { done.contains($0.string) })
-        } else {
-            kept = []
-        }
-        let patch = plan.twinPatch(dirty: twin.changes + changed + touched, keep: kept)
+        let patch = plan.twinPatch(dirty: twin.changes + changed + touched)
+        // A run of this plan that was stopped after its removals: every file at a download's path
+        // in next/ is then a finished download (only a finished one is given its name), so the
+        // removals are not done again and those downloads are kept.
+        let removed =
+            resuming && pending?.twinCaughtUp == true
+            && FileSystem.identity(of: staging.next).map { $0 == (twin.device, twin.inode) } == true
         let directory = configuration.contentDirectory
         // Every folder the patch works through must be a real folder (not a symlink planted
         // where the twin's own checks cannot see, as in a twin a crash left in next/): otherwise
@@ -178,12 +177,15 @@ struct Stager: Sendable {
                 try FileSystem.removeTree(staging.next)
                 try FileSystem.rename(staging.retired, to: staging.next, operation: "cannot move the twin tree to")
             }
-            for path in patch.removals { try FileSystem.removeTree(path.absolute(in: staging.next)) }
+            if !removed {
+                for path in patch.removals { try FileSystem.removeTree(path.absolute(in: staging.next)) }
+            }
             for folder in patch.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
             for reuse in patch.links {
                 try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
             }
         }
+        try await store.markTwinCaughtUp()
         logger.debug(
             "catching up the twin tree",
             metadata: [

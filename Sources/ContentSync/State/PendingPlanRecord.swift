@@ -28,4 +28,6 @@ struct PendingPlanRecord: Codable, Sendable, Equatable, FetchableRecord, Persist
     var createdAt: Date
     /// Whether the previous version stays as the twin after the switch (``TwinState``).
     var keepsTwin = false
+    /// Whether this plan's catch-up of the twin has done its removals (see ``Stager``).
+    var twinCaughtUp = false
 }

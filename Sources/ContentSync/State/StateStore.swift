@@ -183,6 +183,9 @@ final class StateStore: Sendable {
                     CREATE TABLE twinFolder (path TEXT PRIMARY KEY, ctime INTEGER NOT NULL) WITHOUT ROWID;
                     """)
         }
+        migrator.registerMigration("v11: twin catch-up progress") { db in
+            try db.execute(sql: "ALTER TABLE pendingPlan ADD COLUMN twinCaughtUp BOOLEAN NOT NULL DEFAULT 0")
+        }
         return migrator
     }
 
@@ -336,6 +339,15 @@ final class StateStore: Sendable {
             plan.stagedDevice = device
             plan.stagedInode = inode
             plan.keepsTwin = plan.keepsTwin && keepsTwin
+            try plan.update(db)
+        }
+    }
+
+    /// Records that the pending plan's catch-up of the twin has done its removals.
+    func markTwinCaughtUp() async throws(SyncError) {
+        try await write { db in
+            guard var plan = try PendingPlanRecord.fetchOne(db, key: 1) else { return }
+            plan.twinCaughtUp = true
             try plan.update(db)
         }
     }
