@@ -16,9 +16,20 @@ package final class FingerprintCache: Sendable {
         var known: [FileIdentity: FileFingerprint] = [:]
         /// Entries used or added since the last ``startTracking()``: the files of the tree being checked.
         var used: [FileIdentity: FileFingerprint] = [:]
+        /// Whether the stored entries were asked for (see ``claimLoading()``).
+        var loadClaimed = false
     }
 
     private let values = Mutex(Values())
+
+    /// True the first time only: the caller then loads the stored entries, which every later
+    /// caller (the planner, then the tree check, of one update) shares.
+    package func claimLoading() -> Bool {
+        values.withLock { values in
+            defer { values.loadClaimed = true }
+            return !values.loadClaimed
+        }
+    }
 
     package func load(_ entries: [FileIdentity: FileFingerprint]) {
         values.withLock { $0.known.merge(entries) { _, new in new } }

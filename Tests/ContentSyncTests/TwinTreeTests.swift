@@ -14,6 +14,16 @@ import Testing
 struct TwinTreeTests {
     static func staging(_ harness: SyncHarness) -> StagingArea { StagingArea(contentDirectory: harness.content) }
 
+    /// Restores the served 1.0, then replays each of `versions` in turn: from the second
+    /// version on, the client keeps the previous one as its twin.
+    static func syncThrough(_ harness: SyncHarness, _ versions: String...) async throws {
+        try await harness.sync()
+        for version in versions {
+            harness.serve(version)
+            try await harness.sync()
+        }
+    }
+
     static func twin(_ harness: SyncHarness) async throws -> TwinState? {
         try await StateStore(path: harness.state).twin()
     }
@@ -54,11 +64,7 @@ struct TwinTreeTests {
     @Test("files deleted, added and changed by hand in the content folder between updates: the next version is exact")
     func driftBetweenUpdates() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            harness.serve("1.1")
-            try await harness.sync()
-            harness.serve("1.2")
-            try await harness.sync()
+            try await Self.syncThrough(harness, "1.1", "1.2")
             // Drift in the live folder: a kept file deleted, a stray one added, one rewritten
             // (a new file under the same name: the twin's link stays the old bytes).
             try FileManager.default.removeItem(atPath: harness.content + "/README.txt")
@@ -81,11 +87,7 @@ struct TwinTreeTests {
         arguments: ["replaced", "edited in place"])
     func fileDriftWithTheSameShape(how: String) async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            for version in ["1.1", "1.2"] {
-                harness.serve(version)
-                try await harness.sync()
-            }
+            try await Self.syncThrough(harness, "1.1", "1.2")
             let path = harness.content + "/styles/main.css"
             if how == "replaced" {
                 try FileManager.default.removeItem(atPath: path)
@@ -108,11 +110,7 @@ struct TwinTreeTests {
     @Test("a kept file deleted by hand that the next version still has: not hidden by the twin's older link")
     func deletedFileStillPublished() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            for version in ["1.1", "1.2"] {
-                harness.serve(version)
-                try await harness.sync()
-            }
+            try await Self.syncThrough(harness, "1.1", "1.2")
             // README.txt is in every version: deleted here, the plan (built from the folder)
             // lacks it; the twin still links it; the index still records it.
             try FileManager.default.removeItem(atPath: harness.content + "/README.txt")
@@ -128,11 +126,7 @@ struct TwinTreeTests {
     @Test("a folder of the twin changed while it waited: that subtree is rebuilt, the check stays incremental")
     func twinFolderChangedWhileWaiting() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            for version in ["1.1", "1.2"] {
-                harness.serve(version)
-                try await harness.sync()
-            }
+            try await Self.syncThrough(harness, "1.1", "1.2")
             // A file of the twin deleted, and one added in another folder of it.
             let retired = Self.staging(harness).retired
             try FileManager.default.removeItem(atPath: retired + "/styles/theme.css")
@@ -149,9 +143,7 @@ struct TwinTreeTests {
     @Test("entries planted in the twin (a file, a symlink to a secret) never reach the content folder")
     func plantedEntriesInTheTwin() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            harness.serve("1.1")
-            try await harness.sync()
+            try await Self.syncThrough(harness, "1.1")
             let retired = Self.staging(harness).retired
             try Data("planted".utf8).write(to: URL(fileURLWithPath: retired + "/planted.txt"))
             try FileManager.default.createSymbolicLink(atPath: retired + "/docs/secret", withDestinationPath: "/etc")
@@ -175,9 +167,7 @@ struct TwinTreeTests {
     @Test("a dirty-set row that is not a safe path: the twin is not trusted, the tree is built whole")
     func hostileDirtyRow() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            harness.serve("1.1")
-            try await harness.sync()
+            try await Self.syncThrough(harness, "1.1")
             let database = try DatabaseQueue(path: harness.state)
             try await database.write { db in
                 try db.execute(sql: "INSERT INTO twinChange (path) VALUES ('../../victim')")
@@ -199,9 +189,7 @@ struct TwinTreeTests {
     @Test("a folder of a half caught-up twin swapped for a symlink to someone's files: nothing there is touched")
     func plantedSymlinkInAHalfCaughtUpTwin() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            harness.serve("1.1")
-            try await harness.sync()
+            try await Self.syncThrough(harness, "1.1")
             harness.serve("1.2")
             harness.server.injectFault(.status(404), forPath: "/RXCacheContent/docs/api/v2/errors.md")
             await #expect(throws: SyncError.self) { try await harness.sync(concurrency: 1) }
@@ -233,9 +221,7 @@ struct TwinTreeTests {
     @Test("a catch-up that fails part-way, then a newer version: the twin's dirty set still covers it")
     func abandonedCatchUp() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await harness.sync()
-            harness.serve("1.1")
-            try await harness.sync()
+            try await Self.syncThrough(harness, "1.1")
             harness.serve("1.2")
             harness.server.injectFault(.status(404), forPath: "/RXCacheContent/docs/api/v2/errors.md")
             await #expect(throws: SyncError.self) { try await harness.sync(concurrency: 1) }

@@ -195,22 +195,21 @@ struct HostileEnvironmentCLITests {
                         atPath: scratch + "/client/content/"
                             + Array(repeating: "d", count: 1_800).joined(separator: "/") + "/bottom.txt"))
 
+                let removingTheDeepTree = (
+                    name: "changes_1.0_2.0.json",
+                    json: """
+                    {"from": "1.0", "to": "2.0", "changes": [
+                      {"oldPath": "../../RXCacheContent/d", "newPath": "", "redownload": false, "rename": false},
+                      {"oldPath": "", "newPath": "../../RXCacheContent/new.txt", "redownload": false, "rename": false}]}
+                    """
+                )
                 // 2.0 removes the deep tree: the switch retires 1.0, kept as the twin 3.0 is caught
                 // up from, and 3.0's catch-up deletes its 1,800 levels.
                 try FileManager.default.removeItem(atPath: content + "/d")
                 try "new".write(toFile: content + "/new.txt", atomically: false, encoding: .utf8)
                 try await Self.writeStorage(
                     storage, version: "2.0",
-                    changeLists: [
-                        (
-                            "changes_1.0_2.0.json",
-                            """
-                            {"from": "1.0", "to": "2.0", "changes": [
-                              {"oldPath": "../../RXCacheContent/d", "newPath": "", "redownload": false, "rename": false},
-                              {"oldPath": "", "newPath": "../../RXCacheContent/new.txt", "redownload": false, "rename": false}]}
-                            """
-                        )
-                    ])
+                    changeLists: [removingTheDeepTree])
                 let replay = try await limited(scratch)
                 #expect(replay.status == 0, "stderr: \(replay.stderr)")
                 let staging = scratch + "/client/.content.content-sync"
@@ -228,14 +227,7 @@ struct HostileEnvironmentCLITests {
                 try await Self.writeStorage(
                     storage, version: "3.0",
                     changeLists: [
-                        (
-                            "changes_1.0_2.0.json",
-                            """
-                            {"from": "1.0", "to": "2.0", "changes": [
-                              {"oldPath": "../../RXCacheContent/d", "newPath": "", "redownload": false, "rename": false},
-                              {"oldPath": "", "newPath": "../../RXCacheContent/new.txt", "redownload": false, "rename": false}]}
-                            """
-                        ),
+                        removingTheDeepTree,
                         (
                             "changes_2.0_3.0.json",
                             """

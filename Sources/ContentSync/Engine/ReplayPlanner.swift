@@ -42,7 +42,7 @@ struct ReplayPlanner: Sendable {
         // The local tree is read while the lists are fetched and parsed: neither needs the other.
         let directory = contentDirectory
         let fingerprints = self.fingerprints
-        fingerprints.load(try await store.fileFingerprints())
+        try await fingerprints.loadStored(from: store)
         async let scanned = BlockingWork.files { () throws(FileSystemError) -> (LocalTree, Int) in
             var drifted = 0
             let tree = try LocalTree.scan(directory) { _, identity in

@@ -44,8 +44,9 @@ struct Stager: Sendable {
         _ plan: SyncPlan, changed: [SafeRelativePath]?, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
-        if let changed, let twin = try await usableTwin(for: plan),
-            let staged = try await catchUp(twin, plan: plan, changed: changed, layout: layout, progress: progress)
+        if let changed, let (twin, location) = try await usableTwin(for: plan),
+            let staged = try await catchUp(
+                twin, at: location, plan: plan, changed: changed, layout: layout, progress: progress)
         {
             return staged
         }
@@ -102,19 +103,13 @@ struct Stager: Sendable {
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
     }
 
-    /// The recorded twin, if it is still a folder at `next/` or `retired/` with the recorded
-    /// identity and is caught up against the plan's starting version.
-    private func usableTwin(for plan: SyncPlan) async throws(SyncError) -> TwinState? {
-        guard let twin = try await store.twin(), twin.baseVersion == plan.from.text else { return nil }
-        for folder in [staging.next, staging.retired] {
-            if let info = FileSystem.status(of: folder), info.st_mode & S_IFMT == S_IFDIR,
-                Int64(bitPattern: UInt64(info.st_dev)) == twin.device,
-                Int64(bitPattern: UInt64(info.st_ino)) == twin.inode
-            {
-                return twin
-            }
-        }
-        return nil
+    /// The recorded twin and where it is, if it is still a folder at `retired/` or `next/` with
+    /// the recorded identity and is caught up against the plan's starting version.
+    private func usableTwin(for plan: SyncPlan) async throws(SyncError) -> (TwinState, location: String)? {
+        guard let twin = try await store.twin(), twin.baseVersion == plan.from.text,
+            let location = staging.location(ofTwin: twin.identity)
+        else { return nil }
+        return (twin, location)
     }
 
     /// Catches the twin up to the plan's version in `next/`: its dirty set (grown by `changed`
@@ -126,7 +121,7 @@ struct Stager: Sendable {
     /// a folder where anything was added, removed or renamed since is dirty too (its subtree is
     /// rebuilt). Nil, with nothing touched, when the root itself changed: the tree is built whole.
     private func catchUp(
-        _ twin: TwinState, plan: SyncPlan, changed: [SafeRelativePath], layout: StorageLayout,
+        _ twin: TwinState, at location: String, plan: SyncPlan, changed: [SafeRelativePath], layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged? {
         let identity = plan.identity
@@ -136,7 +131,7 @@ struct Stager: Sendable {
         // Only a twin still in retired/ can be compared: one in next/ is a catch-up's own work.
         var verified = false
         var touched: [SafeRelativePath] = []
-        if FileSystem.identity(of: staging.retired).map({ $0 == (twin.device, twin.inode) }) == true {
+        if location == staging.retired {
             let recorded = try await store.twinFolders()
             if !recorded.isEmpty {
                 touched = try await BlockingWork.run { Self.changedFolders(recorded, in: staging.retired) }
@@ -156,24 +151,19 @@ struct Stager: Sendable {
         // A run of this plan that was stopped after its removals: every file at a download's path
         // in next/ is then a finished download (only a finished one is given its name), so the
         // removals are not done again and those downloads are kept.
-        let removed =
-            resuming && pending?.twinCaughtUp == true
-            && FileSystem.identity(of: staging.next).map { $0 == (twin.device, twin.inode) } == true
+        let removed = resuming && pending?.twinCaughtUp == true && location == staging.next
         let directory = configuration.contentDirectory
         // Every folder the patch works through must be a real folder (not a symlink planted
         // where the twin's own checks cannot see, as in a twin a crash left in next/): otherwise
         // the tree is built whole, from a fresh next/.
-        let twinFolder =
-            FileSystem.identity(of: staging.retired).map { $0 == (twin.device, twin.inode) } == true
-            ? staging.retired : staging.next
-        guard try await BlockingWork.run({ Self.foldersAreReal(on: patch, in: twinFolder) }) else {
+        guard try await BlockingWork.run({ Self.foldersAreReal(on: patch, in: location) }) else {
             logger.debug("a folder the twin's catch-up works through is not a real folder; building the tree whole")
             try await store.dropTwin()
             return nil
         }
         try await BlockingWork.files { () throws(FileSystemError) in
             try staging.prepare()
-            if FileSystem.identity(of: staging.next).map({ $0 != (twin.device, twin.inode) }) ?? true {
+            if location == staging.retired {
                 try FileSystem.removeTree(staging.next)
                 try FileSystem.rename(staging.retired, to: staging.next, operation: "cannot move the twin tree to")
             }
@@ -221,24 +211,21 @@ struct Stager: Sendable {
     /// The recorded folders (content paths under `twin`, the root as ``SafeRelativePath/root``)
     /// that are no longer folders with the recorded `ctime`.
     static func changedFolders(_ recorded: [SafeRelativePath: Int64], in twin: String) -> [SafeRelativePath] {
-        recorded.compactMap { path, ctime in
-            guard let info = FileSystem.status(of: path.absolute(in: twin)), info.st_mode & S_IFMT == S_IFDIR,
-                FileSystem.changeTime(info) == ctime
-            else { return path }
-            return nil
-        }.sorted()
+        recorded.compactMap { path, ctime in folderTime(path.absolute(in: twin)) == ctime ? nil : path }.sorted()
     }
 
     /// The `ctime` of each of `folders` (content paths under `twin`) and of `twin` itself, as
     /// recorded for the next catch-up; a path that is not a folder is left out.
     static func folderTimes(_ folders: [SafeRelativePath], in twin: String) -> [SafeRelativePath: Int64] {
         var times: [SafeRelativePath: Int64] = [:]
-        for folder in folders + [.root] {
-            guard let info = FileSystem.status(of: folder.absolute(in: twin)), info.st_mode & S_IFMT == S_IFDIR
-            else { continue }
-            times[folder] = FileSystem.changeTime(info)
-        }
+        for folder in folders + [.root] { times[folder] = folderTime(folder.absolute(in: twin)) }
         return times
+    }
+
+    /// The `ctime` of the folder at `path`; nil when it is not a folder (a symlink to one neither).
+    private static func folderTime(_ path: String) -> Int64? {
+        guard let info = FileSystem.status(of: path), info.st_mode & S_IFMT == S_IFDIR else { return nil }
+        return FileSystem.changeTime(info)
     }
 
     private struct DownloadTally: Sendable {
@@ -348,7 +335,7 @@ struct Stager: Sendable {
         let staging = self.staging
         let cache: FingerprintCache?
         if trustingCache {
-            fingerprints.load(try await store.fileFingerprints())
+            try await fingerprints.loadStored(from: store)
             cache = fingerprints
         } else {
             cache = nil

@@ -79,7 +79,14 @@ struct StagingArea: Sendable {
         }
     }
 
-    private static func isFolder(_ info: stat, _ identity: (device: Int64, inode: Int64)?) -> Bool {
+    /// Where the twin `identity` (device and inode, see ``TwinState``) is: `retired/`, or `next/`
+    /// where a catch-up was stopped part-way; nil when neither is that folder.
+    func location(ofTwin identity: (device: Int64, inode: Int64)) -> String? {
+        [retired, next].first { path in FileSystem.status(of: path).map { Self.isFolder($0, identity) } ?? false }
+    }
+
+    /// Whether `info` is a folder's (not a symlink's) with the device and inode `identity`.
+    static func isFolder(_ info: stat, _ identity: (device: Int64, inode: Int64)?) -> Bool {
         guard let identity, info.st_mode & S_IFMT == S_IFDIR else { return false }
         return Int64(bitPattern: UInt64(info.st_dev)) == identity.device
             && Int64(bitPattern: UInt64(info.st_ino)) == identity.inode

@@ -244,9 +244,14 @@ struct SyncEngine: Sendable {
         let staged = try await stager.stage(plan, changed: planned.changed, layout: layout, progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
+        // The content folder is as the last switch recorded it: the same shape, and (where a tree
+        // digest makes fingerprints be recorded) every file's identity known. Without a digest no
+        // fingerprints are recorded, so a file replaced by hand is not seen: the shape alone counts.
+        var asRecorded = planned.drifted == 0 || status.integrity?.treeDigest == nil
+        if asRecorded { asRecorded = try await indexMatches(planned) }
         var index = IndexUpdate.drop
         let check: Stager.TreeCheck
-        if let delta = try await incrementalCheck(planned, staged: staged, integrity: status.integrity) {
+        if asRecorded, let delta = try await incrementalCheck(planned, staged: staged, integrity: status.integrity) {
             check = .matches(repaired: 0, tree: nil)
             index = .delta(delta, shape: plan.shape)
         } else {
@@ -256,7 +261,7 @@ struct SyncEngine: Sendable {
         case .matches(let count, let tree):
             repaired = count
             if let tree {
-                index = .whole(tree, shape: TreeShape(folders: tree.folders, files: tree.files.keys))
+                index = .whole(tree)
             } else if status.integrity?.treeDigest == nil {
                 index = .shape(plan.shape)
             }
@@ -290,15 +295,9 @@ struct SyncEngine: Sendable {
         clock.begin(.switch)
         // The previous version becomes the twin with the plan's changed paths as its dirty set,
         // which holds only if the staged tree is the plan exactly: nothing repaired, and for a
-        // caught-up twin, nothing in the content folder changed by hand since the last switch
-        // (it would be in the twin's clean paths but not in the folder the plan was made from).
-        // (Without a tree digest no fingerprints are recorded, so a file replaced by hand is not
-        // seen: there the shape alone is compared.)
-        var exact = repaired == 0
-        if exact, staged.twinPaths != nil {
-            exact = planned.drifted == 0 || status.integrity?.treeDigest == nil
-            if exact { exact = try await indexMatches(planned) }
-        }
+        // caught-up twin, the content folder as recorded (a change by hand would be in the twin's
+        // clean paths but not in the folder the plan was made from).
+        let exact = repaired == 0 && (staged.twinPaths == nil || asRecorded)
         try await switcher.switchTo(
             pending,
             history: UpdateHistoryEntry(
@@ -326,14 +325,12 @@ struct SyncEngine: Sendable {
     /// The tree check of a caught-up twin from the tree index alone: the recorded tree of the
     /// current version plus the plan's changes, hashed again only along the changed paths, must
     /// give the published tree digest. Nil (check the whole staged tree instead) unless every
-    /// premise holds: the twin's folders were found as recorded, the index records the current
-    /// version, and the content folder's shape as the planner scanned it is the recorded one
-    /// (nothing added, removed or renamed by hand since the switch).
+    /// premise holds: the content folder is as recorded (the caller's `asRecorded`), the twin's
+    /// folders were found as recorded, and the stored fingerprints are mostly the tree's.
     private func incrementalCheck(
         _ planned: ReplayPlanner.Planned, staged: Stager.Staged, integrity: StorageIntegrity?
     ) async throws(SyncError) -> TreeIndexDelta? {
-        guard staged.twinVerified, planned.drifted == 0, let changed = planned.changed,
-            let expected = integrity?.treeDigest, try await indexMatches(planned),
+        guard staged.twinVerified, let changed = planned.changed, let expected = integrity?.treeDigest,
             try await fingerprintsAreLean(planned)
         else { return nil }
         guard let delta = try await store.indexDelta(planned.plan, changed: changed), delta.rootDigest == expected
@@ -360,7 +357,7 @@ struct SyncEngine: Sendable {
         switch try await stager.checkTree(status.integrity, layout: layout) {
         case .matches(let count, let tree):
             repaired = count
-            if let tree { index = .whole(tree, shape: TreeShape(folders: tree.folders, files: tree.files.keys)) }
+            if let tree { index = .whole(tree) }
         case .unrepairable(let reason):
             throw SyncError(
                 code: .integrity,

@@ -309,15 +309,11 @@ final class StateStore: Sendable {
     func beginPlan(_ plan: PendingPlanRecord, twinChanges: [SafeRelativePath]? = nil, keepingTwin: Bool = false)
         async throws(SyncError)
     {
-        let changes = twinChanges?.map(\.string)
         try await write { db in
             if !keepingTwin { try Self.dropTwin(db) }
-            if let changes {
-                let statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO twinChange (path) VALUES (?)")
-                for path in changes { try statement.execute(arguments: [path]) }
-            }
+            if let twinChanges { try Self.addTwinChanges(twinChanges, in: db) }
             var plan = plan
-            plan.keepsTwin = changes != nil
+            plan.keepsTwin = twinChanges != nil
             if var existing = try PendingPlanRecord.fetchOne(db, key: 1), existing.identity == plan.identity {
                 existing.keepsTwin = plan.keepsTwin
                 try existing.update(db)
@@ -377,6 +373,12 @@ final class StateStore: Sendable {
         try await write { db in try Self.dropTwin(db) }
     }
 
+    /// Adds `paths` to the twin's dirty set.
+    private static func addTwinChanges(_ paths: [SafeRelativePath], in db: Database) throws {
+        let statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO twinChange (path) VALUES (?)")
+        for path in paths { try statement.execute(arguments: [path.string]) }
+    }
+
     private static func dropTwin(_ db: Database) throws {
         try db.execute(sql: "DELETE FROM twin; DELETE FROM twinChange; DELETE FROM twinFolder")
     }
@@ -432,46 +434,39 @@ final class StateStore: Sendable {
 
     /// Writes the tree index for `version` in `db`.
     private static func recordIndex(_ update: IndexUpdate, version: String, in db: Database) throws {
+        let insert = try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO treeEntry (path, isFolder, size, hash) VALUES (?, ?, ?, ?)")
+        func record(_ path: SafeRelativePath, _ entry: TreeDigest.Entry) throws {
+            switch entry {
+            case .folder(let digest): try insert.execute(arguments: [path.string, true, 0, digest])
+            case .file(let fingerprint):
+                try insert.execute(arguments: [path.string, false, fingerprint.size, fingerprint.sha256])
+            }
+        }
+        let shape: TreeShape
         switch update {
         case .drop:
             try db.execute(sql: "DELETE FROM treeIndex")
             return
-        case .shape(let shape):
+        case .shape(let only):
             try db.execute(sql: "DELETE FROM treeEntry")
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO treeIndex (id, version, shape) VALUES (1, ?, ?)",
-                arguments: [version, shape.text])
-        case .whole(let tree, let shape):
+            shape = only
+        case .whole(let tree):
             try db.execute(sql: "DELETE FROM treeEntry")
-            let statement = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO treeEntry (path, isFolder, size, hash) VALUES (?, ?, ?, ?)")
-            for (path, digest) in TreeDigest.folderDigests(of: tree) {
-                try statement.execute(arguments: [path.string, true, 0, digest])
-            }
-            for (path, fingerprint) in tree.files {
-                try statement.execute(arguments: [path.string, false, fingerprint.size, fingerprint.sha256])
-            }
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO treeIndex (id, version, shape) VALUES (1, ?, ?)",
-                arguments: [version, shape.text])
-        case .delta(let delta, let shape):
+            for (path, digest) in TreeDigest.folderDigests(of: tree) { try record(path, .folder(digest: digest)) }
+            for (path, fingerprint) in tree.files { try record(path, .file(fingerprint)) }
+            shape = TreeShape(folders: tree.folders, files: tree.files.keys)
+        case .delta(let delta, let newShape):
             // A path and everything below it: '/' sorts just before '0' in bytes.
             let remove = try db.cachedStatement(
                 sql: "DELETE FROM treeEntry WHERE path = ?1 OR (path > ?1 || '/' AND path < ?1 || '0')")
             for path in delta.removed where !path.isRoot { try remove.execute(arguments: [path.string]) }
-            let insert = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO treeEntry (path, isFolder, size, hash) VALUES (?, ?, ?, ?)")
-            for (path, entry) in delta.entries {
-                switch entry {
-                case .folder(let digest): try insert.execute(arguments: [path.string, true, 0, digest])
-                case .file(let fingerprint):
-                    try insert.execute(arguments: [path.string, false, fingerprint.size, fingerprint.sha256])
-                }
-            }
-            try db.execute(
-                sql: "INSERT OR REPLACE INTO treeIndex (id, version, shape) VALUES (1, ?, ?)",
-                arguments: [version, shape.text])
+            for (path, entry) in delta.entries { try record(path, entry) }
+            shape = newShape
         }
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO treeIndex (id, version, shape) VALUES (1, ?, ?)",
+            arguments: [version, shape.text])
     }
 
     func completedDownloads(planIdentity: String) async throws(SyncError) -> Set<String> {
@@ -507,7 +502,6 @@ final class StateStore: Sendable {
         twin: (device: Int64, inode: Int64)? = nil, twinChanges: [SafeRelativePath]? = nil,
         twinFolders: [SafeRelativePath: Int64]? = nil, index: IndexUpdate = .drop
     ) async throws(SyncError) {
-        let changes = twinChanges?.map(\.string)
         try await write { db in
             try Self.recordIndex(index, version: newVersion, in: db)
             // The recorded folders are the new twin's, or none (a twin kept after an interrupted
@@ -521,10 +515,9 @@ final class StateStore: Sendable {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO twin (id, device, inode, baseVersion) VALUES (1, ?, ?, ?)",
                     arguments: [twin.device, twin.inode, newVersion])
-                if let changes {
+                if let twinChanges {
                     try db.execute(sql: "DELETE FROM twinChange")
-                    let statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO twinChange (path) VALUES (?)")
-                    for path in changes { try statement.execute(arguments: [path]) }
+                    try Self.addTwinChanges(twinChanges, in: db)
                 }
             } else {
                 try Self.dropTwin(db)
@@ -693,12 +686,20 @@ enum IndexUpdate: Sendable {
     /// None: the next replay checks the whole staged tree and records it.
     case drop
     /// The whole tree, as a full check read it.
-    case whole(ContentTree, shape: TreeShape)
+    case whole(ContentTree)
     /// The changes to the recorded tree, as an incremental check computed them.
     case delta(TreeIndexDelta, shape: TreeShape)
     /// The shape alone, and no entries: a storage without a tree digest, whose staged tree is
     /// the plan's, unchecked.
     case shape(TreeShape)
+}
+
+extension FingerprintCache {
+    /// Loads the fingerprints stored with the current version, once per engine (one update).
+    func loadStored(from store: StateStore) async throws(SyncError) {
+        guard claimLoading() else { return }
+        load(try await store.fileFingerprints())
+    }
 }
 
 /// The previous version kept in the staging area after a switch, as the base of the next one: a
@@ -713,4 +714,7 @@ struct TwinState: Sendable, Equatable {
     var baseVersion: String
     /// The dirty set.
     var changes: [SafeRelativePath]
+
+    /// The twin folder's device and inode.
+    var identity: (device: Int64, inode: Int64) { (device, inode) }
 }
