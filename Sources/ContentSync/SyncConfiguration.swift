@@ -35,6 +35,14 @@ public struct SyncConfiguration: Sendable {
     /// storage publishes it. Default `true`; `false` behaves like a client that ignores the
     /// extension (signatures, when keys are set, are still required).
     public var verifyIntegrity = true
+    /// How often a replay lists the whole content folder and checks every file's identity (the
+    /// *full check*). Between full checks a replay plans from the tree index recorded at the
+    /// last switch, as long as every folder's `ctime` is still the one read right after it: a
+    /// file added, removed or renamed by hand moves its folder's time and brings the full check
+    /// at once, but a file edited in place does not, and is found (and repaired) by the next full
+    /// check. Default 24 hours; `.zero` makes every replay a full check, as before 0.13.
+    /// `verify` always checks everything.
+    public var fullCheckInterval: Duration = .seconds(86_400)
     /// Ed25519 public keys (base64 of 32 raw bytes) the status file must be signed by. Default
     /// none: signatures are not required. With keys, an unsigned, wrongly signed or expired
     /// status is refused, as is a version below the highest ever accepted (rollback), and the

@@ -38,6 +38,9 @@ public struct SyncReport: Sendable, Equatable {
     /// Whether the tree check before the switch read only the tree index and the changed paths
     /// (a caught-up twin), rather than the whole staged tree.
     var checkedIncrementally = false
+    /// Whether the replay planned from the tree index, without listing the content folder
+    /// (no full check was due and no folder had changed).
+    var plannedFromIndex = false
 
     /// A report with every field given.
     public init(

@@ -33,6 +33,13 @@ struct SyncOptions: ParsableArguments {
             valueName: "Name: VARIABLE"))
     var headerEnv: [String] = []
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "How often an update lists the whole --dir and checks every file's identity (default 24h; 0: every update). Between, it trusts each folder's ctime; `verify` checks everything.",
+            valueName: "DURATION"))
+    var fullCheckInterval: String?
+
     @Flag(name: .long, help: "Replace a non-empty --dir that no state file knows about.")
     var force = false
 
@@ -47,7 +54,7 @@ struct SyncOptions: ParsableArguments {
     /// Whether any storage flag was given (`watch --config` refuses them).
     var givesStorage: Bool {
         baseURL != nil || dir != nil || state != nil || !header.isEmpty || !headerEnv.isEmpty || !trustKey.isEmpty
-            || force || concurrency != 8
+            || force || concurrency != 8 || fullCheckInterval != nil
     }
 
     /// The storage the flags describe, named after its folder, or a one-line failure naming the bad option.
@@ -66,6 +73,19 @@ struct SyncOptions: ParsableArguments {
         let name = (settings.directory as NSString).lastPathComponent
         settings.name = name.isEmpty ? "root" : name
         settings.concurrency = max(1, concurrency)
+        if let fullCheckInterval {
+            guard
+                let value = fullCheckInterval == "0"
+                    ? Duration.zero : DurationText.parse(fullCheckInterval, bareSeconds: true)
+            else {
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--full-check-interval '\(fullCheckInterval)' is not a duration: give seconds or \(DurationText.help), or 0 for every update"
+                )
+            }
+            settings.fullCheckInterval = value
+        }
         settings.force = force
         settings.trustedKeys = try trustKey.map(Self.trustedKey(at:))
         let split = { (flag: String, line: String) throws -> (String, String) in

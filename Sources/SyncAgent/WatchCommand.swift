@@ -148,7 +148,8 @@ struct WatchCommand: AsyncParsableCommand {
         if let config {
             let refused = [
                 options.givesStorage
-                    ? "--base-url/--dir/--state/--header/--header-env/--trust-key/--force/--concurrency" : nil,
+                    ? "--base-url/--dir/--state/--header/--header-env/--trust-key/--force/--concurrency/--full-check-interval"
+                    : nil,
                 interval.map { _ in "--interval" }, jitter.map { _ in "--jitter" }, splay.map { _ in "--splay" },
                 maxBackoff.map { _ in "--max-backoff" }, maxFailures.map { _ in "--max-failures" },
             ].compactMap { $0 }

@@ -49,7 +49,7 @@ extension AgentConfiguration {
     /// The keys a storage takes, for the reference and for suggestions.
     static let storageKeys = [
         "base-url", "dir", "state", "interval", "jitter", "splay", "max-backoff", "max-failures", "concurrency",
-        "force", "headers", "trust-key", "hooks",
+        "force", "headers", "trust-key", "hooks", "full-check-interval",
     ]
 }
 
@@ -254,6 +254,13 @@ struct ConfigReader {
         }
         if let (_, value) = values["max-backoff"], let backoff = duration(value, "\(where_).max-backoff") {
             settings.maxBackoff = backoff
+        }
+        if let (_, value) = values["full-check-interval"] {
+            if value.string == "0" {
+                settings.fullCheckInterval = .zero
+            } else if let interval = duration(value, "\(where_).full-check-interval") {
+                settings.fullCheckInterval = interval
+            }
         }
         if let (_, value) = values["max-failures"], let count = integer(value, "\(where_).max-failures") {
             if count >= 0 {

@@ -49,6 +49,9 @@ public struct StorageSettings: Sendable, Equatable {
     public var maxFailures = 0
     /// Downloads at once. Default 8.
     public var concurrency = 8
+    /// How often a replay lists the whole folder and checks every file
+    /// (``SyncConfiguration/fullCheckInterval``). Default 24 hours; zero: every replay.
+    public var fullCheckInterval: Duration = .seconds(86_400)
     /// Replace a non-empty folder no state database knows. Default false.
     public var force = false
     /// Request headers, secrets resolved.
@@ -86,6 +89,7 @@ public struct StorageSettings: Sendable, Equatable {
             baseURL: baseURL, contentDirectory: directory, stateDatabasePath: statePath)
         configuration.transport = transport
         configuration.maxConcurrentDownloads = concurrency
+        configuration.fullCheckInterval = fullCheckInterval
         configuration.allowReplacingUnknownContent = force
         configuration.trustedSigningKeys = trustedKeys
         if let logger { configuration.logger = logger }

@@ -84,7 +84,10 @@ struct WatchPolicyTests {
                 #expect(result.status == 3, "network: \(result.stderr)")
                 #expect(result.stderr.contains("stopping after 2 failed checks in a row"))
             }
-            for bad in [["--jitter", "1.5"], ["--max-failures=-1"], ["--max-backoff", "0"]] {
+            for bad in [
+                ["--jitter", "1.5"], ["--max-failures=-1"], ["--max-backoff", "0"], ["--full-check-interval", "soon"],
+                ["--full-check-interval=-5"],
+            ] {
                 let result = try await SyncAgentBinary.run(
                     ["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/x"] + bad, scratch: scratch)
                 #expect(result.status == 6, "\(bad): \(result.stderr)")

@@ -46,6 +46,7 @@ struct AgentConfigurationTests {
               interval: 10m
               jitter: 0.2
               max-failures: 12
+              full-check-interval: 6h
             storages:
               docs:
                 base-url: https://raw.githubusercontent.com/acme/site/main/storage
@@ -68,6 +69,7 @@ struct AgentConfigurationTests {
                 dir: /srv/blog
                 force: yes
                 concurrency: 2
+                full-check-interval: 0
                 headers:
                   Authorization: {file: token.txt}
             """, environment: ["PATH": "/usr/bin:/bin", "GITHUB_TOKEN": "s3cret"],
@@ -82,6 +84,11 @@ struct AgentConfigurationTests {
         #expect(docs.jitter == 0.2 && blog.jitter == 0.2)
         #expect(docs.maxFailures == 12)
         #expect(docs.splay == .seconds(60))
+        #expect(docs.fullCheckInterval == .seconds(6 * 3600), "inherited from defaults")
+        #expect(blog.fullCheckInterval == .zero, "0: every replay is a full check")
+        #expect(
+            docs.clientConfiguration(transport: nil, logger: nil).fullCheckInterval == .seconds(6 * 3600),
+            "handed to the client")
         #expect(docs.directory.hasSuffix("/mirror/docs") && docs.directory.hasPrefix("/"))
         #expect(docs.statePath.hasSuffix("/state/docs.sqlite"))
         #expect(

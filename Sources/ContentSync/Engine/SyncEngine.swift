@@ -42,7 +42,8 @@ struct SyncEngine: Sendable {
         self.storage = storage
         self.planner = ReplayPlanner(
             contentDirectory: configuration.contentDirectory, storage: storage, store: store,
-            fingerprints: downloader.fingerprints, logger: configuration.logger)
+            fingerprints: downloader.fingerprints, fullCheckInterval: configuration.fullCheckInterval,
+            logger: configuration.logger)
         self.stager = stager
         self.restorer = Restorer(configuration: configuration, store: store, staging: staging, downloader: downloader)
         self.switcher = VersionSwitch(
@@ -284,6 +285,7 @@ struct SyncEngine: Sendable {
         report.repairedFiles = repaired
         report.changeListsApplied = planned.listsApplied
         if case .delta = index { report.checkedIncrementally = true }
+        report.plannedFromIndex = planned.fromIndex
         if repaired > 0 {
             report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest")
         }
@@ -305,7 +307,7 @@ struct SyncEngine: Sendable {
                 kind: .replay,
                 outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
             twinChanges: exact ? planned.changed : nil, twinFolders: planned.localFolders, index: index,
-            progress: progress)
+            liveFolders: plan.folders, fullCheck: !planned.fromIndex, progress: progress)
         return report
     }
 
@@ -382,7 +384,7 @@ struct SyncEngine: Sendable {
                 startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text,
                 kind: .restore,
                 outcome: .succeeded, bytesDownloaded: restored.bytes, filesDownloaded: restored.files),
-            index: index, progress: progress)
+            index: index, liveFolders: index.folders, fullCheck: true, progress: progress)
         return report
     }
 }

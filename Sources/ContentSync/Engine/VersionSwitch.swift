@@ -39,10 +39,13 @@ struct VersionSwitch: Sendable {
     /// `twinFolders` are the previous version's folders, whose `ctime`s are recorded with the twin;
     /// `index` is what the tree check learnt of the new version's tree. After a check that read
     /// only the changed files (an `index` delta) the stored fingerprints of the others stay.
+    /// `liveFolders` are the new version's folders: their `ctime`s, read right after the swap,
+    /// let the next replay plan from the index (recorded only with an index that has entries).
+    /// `fullCheck`: this update listed and checked the whole tree (``SyncConfiguration/fullCheckInterval``).
     func switchTo(
         _ pending: PendingSwitch, history: UpdateHistoryEntry, twinChanges: [SafeRelativePath]? = nil,
-        twinFolders: [SafeRelativePath] = [], index: IndexUpdate = .drop,
-        progress: @Sendable (SyncProgress) -> Void
+        twinFolders: [SafeRelativePath] = [], index: IndexUpdate = .drop, liveFolders: [SafeRelativePath]? = nil,
+        fullCheck: Bool = false, progress: @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) {
         let version = pending.toVersion
         progress(SyncProgress(phase: .switching, currentItem: version.text))
@@ -67,6 +70,14 @@ struct VersionSwitch: Sendable {
             : try await BlockingWork.run { [staging] in Stager.folderTimes(twinFolders, in: staging.retired) }
         let incremental: Bool
         if case .delta = index { incremental = true } else { incremental = false }
+        let liveTimes: [SafeRelativePath: Int64]?
+        if let liveFolders, index.hasEntries {
+            liveTimes = try await BlockingWork.run { [contentDirectory] in
+                Stager.folderTimes(liveFolders, in: contentDirectory)
+            }
+        } else {
+            liveTimes = nil
+        }
         // The leftovers (the previous version too, when it is not kept) go while the state is
         // written: the swap is done, and a crash before the state lands is finished by
         // recoverInterrupted from the inode alone.
@@ -78,7 +89,7 @@ struct VersionSwitch: Sendable {
             try await store.finishPlan(
                 contentDirectory: contentDirectory, newVersion: version.text, history: history,
                 fingerprints: checked, replacingFingerprints: !incremental, twin: twin, twinChanges: twinChanges,
-                twinFolders: folderTimes, index: index)
+                twinFolders: folderTimes, index: index, liveFolders: liveTimes, fullCheckAt: fullCheck ? Date() : nil)
         } catch {
             _ = await cleared
             throw error

@@ -186,6 +186,16 @@ final class StateStore: Sendable {
         migrator.registerMigration("v11: twin catch-up progress") { db in
             try db.execute(sql: "ALTER TABLE pendingPlan ADD COLUMN twinCaughtUp BOOLEAN NOT NULL DEFAULT 0")
         }
+        // The content folder's folders' ctimes as recorded right after the switch, so a replay
+        // plans from the tree index while none changed; and when an update last listed the whole
+        // folder and checked every file's identity (the full check).
+        migrator.registerMigration("v12: live folders") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE liveFolder (path TEXT PRIMARY KEY, ctime INTEGER NOT NULL) WITHOUT ROWID;
+                    CREATE TABLE fullCheck (id INTEGER PRIMARY KEY, checkedAt DOUBLE NOT NULL);
+                    """)
+        }
         return migrator
     }
 
@@ -356,8 +366,8 @@ final class StateStore: Sendable {
         try await read { db in
             guard
                 let row = try Row.fetchOne(db, sql: "SELECT device, inode, baseVersion FROM twin WHERE id = 1"),
-                let device = row["device"] as Int64?, let inode = row["inode"] as Int64?,
-                let base = row["baseVersion"] as String?
+                let device: Int64 = row.lenient(0), let inode: Int64 = row.lenient(1),
+                let base: String = row.lenient(2)
             else { return nil }
             var changes: [SafeRelativePath] = []
             for text in try String.fetchAll(db, sql: "SELECT path FROM twinChange") {
@@ -387,14 +397,55 @@ final class StateStore: Sendable {
     /// the switch that made it the twin; empty when none are recorded, or when a row is not a
     /// safe path (a damaged or hostile database: the twin is then not verified).
     func twinFolders() async throws(SyncError) -> [SafeRelativePath: Int64] {
+        try await read { db in try Self.folderTimes(in: "twinFolder", db) }
+    }
+
+    /// The content folder's folders and their `ctime`s as recorded right after the switch to the
+    /// current version (see ``twinFolders()``; empty the same way).
+    func liveFolders() async throws(SyncError) -> [SafeRelativePath: Int64] {
+        try await read { db in try Self.folderTimes(in: "liveFolder", db) }
+    }
+
+    private static func folderTimes(in table: String, _ db: Database) throws -> [SafeRelativePath: Int64] {
+        var folders: [SafeRelativePath: Int64] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT path, ctime FROM \(table)") {
+            guard let path = safePath(row[0]), let ctime: Int64 = row.lenient(1) else { return [:] }
+            folders[path] = ctime
+        }
+        return folders
+    }
+
+    /// A stored content path ('' for the root), or nil when the row is not one.
+    private static func safePath(_ value: DatabaseValue) -> SafeRelativePath? {
+        guard let text = String.fromDatabaseValue(value) else { return nil }
+        return text.isEmpty ? .root : try? SafeRelativePath(validating: text)
+    }
+
+    /// When an update last listed the whole content folder and checked every file's identity.
+    func lastFullCheck() async throws(SyncError) -> Date? {
         try await read { db in
-            var folders: [SafeRelativePath: Int64] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT path, ctime FROM twinFolder") {
-                let text: String = row["path"]
-                guard let path = text.isEmpty ? .root : try? SafeRelativePath(validating: text) else { return [:] }
-                folders[path] = row["ctime"]
+            try Double.fetchOne(db, sql: "SELECT checkedAt FROM fullCheck WHERE id = 1").map {
+                Date(timeIntervalSince1970: $0)
             }
-            return folders
+        }
+    }
+
+    /// The current version's folders and files as the tree index records them; nil when a row is
+    /// not a safe path (a damaged or hostile database) or a file would stand above another entry.
+    func indexedTree() async throws(SyncError) -> LocalTree? {
+        try await read { db in
+            var tree = LocalTree()
+            let rows = try Row.fetchCursor(db, sql: "SELECT path, isFolder FROM treeEntry WHERE path <> ''")
+            while let row = try rows.next() {
+                guard let path = Self.safePath(row[0]), !path.isRoot, let isFolder: Bool = row.lenient(1) else {
+                    return nil
+                }
+                if isFolder { tree.folders.insert(path) } else { tree.files.insert(path) }
+            }
+            // Every entry's parent is a recorded folder: a file cannot hold entries.
+            for path in tree.folders where !path.parent.isRoot && !tree.folders.contains(path.parent) { return nil }
+            for path in tree.files where !path.parent.isRoot && !tree.folders.contains(path.parent) { return nil }
+            return tree
         }
     }
 
@@ -408,10 +459,10 @@ final class StateStore: Sendable {
     /// The version the tree index describes and its shape (``TreeShape/text``), if any.
     func treeIndex() async throws(SyncError) -> (version: String, shape: String)? {
         try await read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT version, shape FROM treeIndex WHERE id = 1") else {
-                return nil
-            }
-            return (row["version"], row["shape"])
+            guard let row = try Row.fetchOne(db, sql: "SELECT version, shape FROM treeIndex WHERE id = 1"),
+                let version: String = row.lenient(0), let shape: String = row.lenient(1)
+            else { return nil }
+            return (version, shape)
         }
     }
 
@@ -422,11 +473,12 @@ final class StateStore: Sendable {
         try await read { db in
             let statement = try db.cachedStatement(sql: "SELECT isFolder, size, hash FROM treeEntry WHERE path = ?")
             return plan.indexDelta(changed: changed) { path in
-                guard let row = try? Row.fetchOne(statement, arguments: [path.string]) else { return nil }
-                let hash: String = row["hash"]
-                guard hash.utf8.count == 64, hash.utf8.allSatisfy({ HexDigest.isLowerHex($0) }) else { return nil }
-                if row["isFolder"] as Bool { return .folder(digest: hash) }
-                let size: Int64 = row["size"]
+                guard let row = try? Row.fetchOne(statement, arguments: [path.string]),
+                    let isFolder: Bool = row.lenient(0), let size: Int64 = row.lenient(1),
+                    let hash: String = row.lenient(2),
+                    hash.utf8.count == 64, hash.utf8.allSatisfy({ HexDigest.isLowerHex($0) })
+                else { return nil }
+                if isFolder { return .folder(digest: hash) }
                 return size >= 0 ? .file(FileFingerprint(size: size, sha256: hash)) : nil
             }
         }
@@ -500,10 +552,23 @@ final class StateStore: Sendable {
         contentDirectory: String, newVersion: String, history: UpdateHistoryEntry,
         fingerprints: [FileFingerprintRecord] = [], replacingFingerprints: Bool = true,
         twin: (device: Int64, inode: Int64)? = nil, twinChanges: [SafeRelativePath]? = nil,
-        twinFolders: [SafeRelativePath: Int64]? = nil, index: IndexUpdate = .drop
+        twinFolders: [SafeRelativePath: Int64]? = nil, index: IndexUpdate = .drop,
+        liveFolders: [SafeRelativePath: Int64]? = nil, fullCheckAt: Date? = nil
     ) async throws(SyncError) {
         try await write { db in
             try Self.recordIndex(index, version: newVersion, in: db)
+            // The new content's folders, read after the swap: without them the next replay lists
+            // the folder whole.
+            try db.execute(sql: "DELETE FROM liveFolder")
+            if let liveFolders {
+                let statement = try db.cachedStatement(sql: "INSERT INTO liveFolder (path, ctime) VALUES (?, ?)")
+                for (path, ctime) in liveFolders { try statement.execute(arguments: [path.string, ctime]) }
+            }
+            if let fullCheckAt {
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO fullCheck (id, checkedAt) VALUES (1, ?)",
+                    arguments: [fullCheckAt.timeIntervalSince1970])
+            }
             // The recorded folders are the new twin's, or none (a twin kept after an interrupted
             // switch is then not verified, and its catch-up is checked whole).
             try db.execute(sql: "DELETE FROM twinFolder")
@@ -556,11 +621,16 @@ final class StateStore: Sendable {
             result.reserveCapacity(count)
             let rows = try Row.fetchCursor(
                 db, sql: "SELECT device, inode, size, modifiedNanoseconds, sha256 FROM fileFingerprint")
+            // A damaged row is left out: its file is hashed again.
             while let row = try rows.next() {
+                guard let device: Int64 = row.lenient(0), let inode: Int64 = row.lenient(1),
+                    let size: Int64 = row.lenient(2), let modified: Int64 = row.lenient(3),
+                    let sha256: String = row.lenient(4)
+                else { continue }
                 let identity = FileIdentity(
-                    device: UInt64(bitPattern: row[0]), inode: UInt64(bitPattern: row[1]), size: row[2],
-                    modifiedNanoseconds: row[3])
-                result[identity] = FileFingerprint(size: row[2], sha256: row[4])
+                    device: UInt64(bitPattern: device), inode: UInt64(bitPattern: inode), size: size,
+                    modifiedNanoseconds: modified)
+                result[identity] = FileFingerprint(size: size, sha256: sha256)
             }
             return result
         }
@@ -640,7 +710,7 @@ final class StateStore: Sendable {
         try await read { db in
             var pins: [String: String] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT keyID, publicKey FROM trustPin") {
-                pins[row["keyID"]] = row["publicKey"]
+                if let id: String = row.lenient(0), let key: String = row.lenient(1) { pins[id] = key }
             }
             return pins
         }
@@ -676,7 +746,8 @@ final class StateStore: Sendable {
             try UpdateHistoryRecord.deleteAll(db)
             try FileFingerprintRecord.deleteAll(db)
             try Self.dropTwin(db)
-            try db.execute(sql: "DELETE FROM treeIndex; DELETE FROM treeEntry")
+            try db.execute(
+                sql: "DELETE FROM treeIndex; DELETE FROM treeEntry; DELETE FROM liveFolder; DELETE FROM fullCheck")
         }
     }
 }
@@ -692,6 +763,20 @@ enum IndexUpdate: Sendable {
     /// The shape alone, and no entries: a storage without a tree digest, whose staged tree is
     /// the plan's, unchecked.
     case shape(TreeShape)
+
+    /// Whether the index records entries a replay can plan from.
+    var hasEntries: Bool {
+        switch self {
+        case .whole, .delta: return true
+        case .drop, .shape: return false
+        }
+    }
+
+    /// The new version's folders, when this is a whole tree.
+    var folders: [SafeRelativePath]? {
+        if case .whole(let tree) = self { return Array(tree.folders) }
+        return nil
+    }
 }
 
 extension FingerprintCache {

@@ -16,20 +16,22 @@ struct SyncHarness {
     var content: String { root + "/client/content" }
     var state: String { root + "/client/state.sqlite" }
 
-    func configuration(concurrency: Int = 8) -> SyncConfiguration {
+    func configuration(concurrency: Int = 8, fullCheckInterval: Duration? = nil) -> SyncConfiguration {
         var configuration = SyncConfiguration(baseURL: baseURL, contentDirectory: content, stateDatabasePath: state)
         configuration.maxConcurrentDownloads = concurrency
+        if let fullCheckInterval { configuration.fullCheckInterval = fullCheckInterval }
         return configuration
     }
 
-    func manager(concurrency: Int = 8) throws -> CacheManager {
-        try CacheManager(configuration: configuration(concurrency: concurrency))
+    func manager(concurrency: Int = 8, fullCheckInterval: Duration? = nil) throws -> CacheManager {
+        try CacheManager(configuration: configuration(concurrency: concurrency, fullCheckInterval: fullCheckInterval))
     }
 
-    /// One update with a fresh manager, as a new process would run it.
+    /// One update with a fresh manager, as a new process would run it (`fullCheckInterval`:
+    /// nil for the default).
     @discardableResult
-    func sync(concurrency: Int = 8) async throws -> SyncReport {
-        try await manager(concurrency: concurrency).checkForUpdates()
+    func sync(concurrency: Int = 8, fullCheckInterval: Duration? = nil) async throws -> SyncReport {
+        try await manager(concurrency: concurrency, fullCheckInterval: fullCheckInterval).checkForUpdates()
     }
 
     func serve(_ version: String) {

@@ -1,0 +1,170 @@
+import Foundation
+import GRDB
+import StorageServer
+import Testing
+
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
+
+/// Between full checks a replay plans from the tree index recorded at the last switch instead
+/// of listing the content folder, as long as every folder's ctime is the one read right after
+/// the switch: on the real filesystem, with changes by hand, hostile rows and a due full check.
+@Suite("A replay plans from the tree index while no folder changed", .timeLimit(.minutes(3)))
+struct IndexPlanningTests {
+    /// A file that every version from 1.1 to 1.4 has with the same bytes.
+    static func steadyFile() throws -> String {
+        let versions = ["1.1", "1.2", "1.3", "1.4"].map(ExampleStorageFixture.manifest)
+        let steady = versions[0].files.filter { path, hash in versions.allSatisfy { $0.files[path] == hash } }
+        return try #require(steady.keys.sorted().first { $0.contains("/") } ?? steady.keys.sorted().first)
+    }
+
+    static func fullCheckTime(_ harness: SyncHarness) async throws -> Date? {
+        try await StateStore(path: harness.state).lastFullCheck()
+    }
+
+    @Test("after a restore and after each replay, the next replay plans from the index and is exact")
+    func plansFromTheIndex() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let restoredAt = try #require(try await Self.fullCheckTime(harness), "a restore is a full check")
+            #expect(try await !StateStore(path: harness.state).liveFolders().isEmpty)
+            for version in ["1.1", "1.2", "1.3", "1.4"] {
+                harness.serve(version)
+                let report = try await harness.sync()
+                #expect(report.outcome == .replayed, "\(version)")
+                #expect(report.plannedFromIndex, "\(version): no folder changed, so the folder is not listed")
+                #expect(report.repairedFiles == 0, "\(version)")
+                try harness.expectTree(is: version)
+            }
+            #expect(try await Self.fullCheckTime(harness) == restoredAt, "no replay made a full check")
+        }
+    }
+
+    @Test(
+        "a file added, removed or renamed by hand moves its folder's ctime: the replay lists the folder and the version is exact",
+        arguments: ["added", "removed", "renamed", "folder added"])
+    func structuralChangeBringsTheListing(change: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1")
+            let steady = harness.content + "/" + (try Self.steadyFile())
+            let folder = (steady as NSString).deletingLastPathComponent
+            switch change {
+            case "added": try Data("stray".utf8).write(to: URL(fileURLWithPath: folder + "/stray.bin"))
+            case "removed": try FileManager.default.removeItem(atPath: steady)
+            case "renamed": try FileManager.default.moveItem(atPath: steady, toPath: folder + "/renamed.bin")
+            default:
+                try FileManager.default.createDirectory(atPath: folder + "/stray", withIntermediateDirectories: false)
+            }
+            harness.serve("1.2")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            #expect(!report.plannedFromIndex, "a folder changed: the content folder is listed")
+            try harness.expectTree(is: "1.2")
+            // The listing is recorded again: the next replay trusts the index once more.
+            harness.serve("1.3")
+            let next = try await harness.sync()
+            #expect(next.plannedFromIndex)
+            try harness.expectTree(is: "1.3")
+        }
+    }
+
+    @Test("a file edited in place is not seen by a replay between full checks, and is repaired by the next full check")
+    func inPlaceEditWaitsForTheFullCheck() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1")
+            let steadyPath = try Self.steadyFile()
+            let steady = harness.content + "/" + steadyPath
+            let checkedBefore = try #require(try await Self.fullCheckTime(harness))
+            // Same inode, new bytes: the folder's ctime does not move.
+            let handle = try #require(FileHandle(forWritingAtPath: steady))
+            try handle.truncate(atOffset: 0)
+            try handle.write(contentsOf: Data("edited in place".utf8))
+            try handle.close()
+            harness.serve("1.2")
+            let quick = try await harness.sync()
+            #expect(quick.plannedFromIndex)
+            #expect(try harness.tree().files[steadyPath] != ExampleStorageFixture.manifest("1.2").files[steadyPath])
+            #expect(try await Self.fullCheckTime(harness) == checkedBefore)
+            // A due full check (here: every update) lists the folder, finds the file and repairs it.
+            harness.serve("1.3")
+            let full = try await harness.sync(fullCheckInterval: .zero)
+            #expect(!full.plannedFromIndex)
+            #expect(full.repairedFiles == 1, "\(full.warnings)")
+            try harness.expectTree(is: "1.3")
+            #expect(try #require(try await Self.fullCheckTime(harness)) > checkedBefore)
+        }
+    }
+
+    @Test(
+        "hostile or damaged rows of the live folders or the tree index: the folder is listed, the version is exact",
+        arguments: [
+            "INSERT INTO liveFolder (path, ctime) VALUES ('../victim', 1)",
+            "UPDATE liveFolder SET ctime = 'soon' WHERE path = ''",
+            "DELETE FROM liveFolder WHERE path <> ''",
+            "INSERT INTO treeEntry (path, isFolder, size, hash) VALUES ('a/../../victim', 0, 1, '')",
+            "UPDATE treeEntry SET isFolder = 'yes' WHERE path <> ''",
+            "INSERT INTO treeEntry (path, isFolder, size, hash) VALUES ('stray.bin', 0, 1, '')",
+            "UPDATE fullCheck SET checkedAt = 1e300",
+        ])
+    func hostileRows(sql: String) async throws {
+        try await Self.replay(after: sql, plansFromIndex: false)
+    }
+
+    @Test(
+        "values of the wrong type anywhere the engine reads (GRDB's subscripts would stop the process): the version is exact",
+        arguments: [
+            "UPDATE twin SET device = 'x', inode = X'00'",
+            "UPDATE treeIndex SET version = 7, shape = X'01'",
+            "UPDATE treeEntry SET size = 'big', hash = 12",
+            "UPDATE fileFingerprint SET size = 'big', sha256 = 1",
+        ])
+    func wrongTypes(sql: String) async throws {
+        try await Self.replay(after: sql, plansFromIndex: nil)
+    }
+
+    @Test("a trust pin of the wrong types: a clear refusal naming the pinned keys, no crash, 1.1 kept")
+    func wrongTypeTrustPin() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1")
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                try db.execute(sql: "INSERT INTO trustPin (keyID, publicKey, pinnedAt) VALUES (1, X'02', 'x')")
+            }
+            try await database.close()
+            harness.serve("1.2")
+            let error = await #expect(throws: SyncError.self) { try await harness.sync() }
+            #expect(error?.message.contains("trusted signing key(s) 1") == true, "\(String(describing: error))")
+            try harness.expectTree(is: "1.1")
+        }
+    }
+
+    /// Syncs to 1.1, runs `sql` on the state database, then replays to 1.2 and checks the tree
+    /// (and, unless nil, whether the replay planned from the index).
+    static func replay(after sql: String, plansFromIndex: Bool?) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1")
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in try db.execute(sql: sql) }
+            try await database.close()
+            harness.serve("1.2")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            if let plansFromIndex { #expect(report.plannedFromIndex == plansFromIndex, "\(sql)") }
+            try harness.expectTree(is: "1.2")
+        }
+    }
+
+    @Test("a zero interval makes every replay a full check, as before")
+    func zeroIntervalListsEveryTime() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync(fullCheckInterval: .zero)
+            for version in ["1.1", "1.2"] {
+                harness.serve(version)
+                let report = try await harness.sync(fullCheckInterval: .zero)
+                #expect(!report.plannedFromIndex, "\(version)")
+                try harness.expectTree(is: version)
+            }
+        }
+    }
+}
