@@ -31,6 +31,15 @@ public enum NetPlanner {
         fingerprints: Bool = true
     ) throws(SyncError) -> SyncPlan {
         var tree = VirtualTree(local: local)
+        return try plan(&tree, from: from, to: to, readers: &readers, fingerprints: fingerprints)
+    }
+
+    /// Plans on `tree` (eager, or lazy: ``VirtualTree/init(loader:)``), which is left as the
+    /// lists made it, so that a lazy plan can be widened later (``VirtualTree/cover(_:)``).
+    static func plan(
+        _ tree: inout VirtualTree, from: CacheVersion, to: CacheVersion, readers: inout [ChangeListReader],
+        fingerprints: Bool = true
+    ) throws(SyncError) -> SyncPlan {
         for index in readers.indices {
             let name = readers[index].name
             try formatWork { () throws(StorageFormatError) in

@@ -32,8 +32,13 @@ public struct SyncPlan: Sendable, Equatable {
     /// gave them. Downloads are verified against these and stopped at the size.
     public var expectedFingerprints: [SafeRelativePath: FileFingerprint] = [:]
 
+    /// Set on a lazy plan widened to cover more folders (``VirtualTree/cover(_:)``): the identity
+    /// of the plan it widens, whose tree it builds.
+    package var widenedFrom: String?
+
     /// A stable fingerprint of what the plan builds; a resumed update continues only the same plan.
     public var identity: String {
+        if let widenedFrom { return widenedFrom }
         var hasher = FNV1a64()
         hasher.combine("\(from.text)>\(to.text)")
         for folder in folders { hasher.combine("d:\(folder.string)") }

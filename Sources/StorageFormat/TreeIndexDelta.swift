@@ -113,4 +113,23 @@ public struct TreeShape: Sendable, Equatable {
 
     /// The shape as stored: `files:folders:hash`.
     public var text: String { "\(files):\(folders):\(String(hash, radix: 16))" }
+
+    /// The shape stored as `text` (``text``); nil for anything else.
+    public init?(text: String) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, let files = Int(parts[0]), let folders = Int(parts[1]), files >= 0, folders >= 0,
+            let hash = UInt64(parts[2], radix: 16)
+        else { return nil }
+        (self.files, self.folders, self.hash) = (files, folders, hash)
+    }
+
+    /// The shape of a tree with the entries of `removed` taken out and those of `added` put in:
+    /// a shape is a sum, so a tree's shape follows its changes without reading the tree again.
+    public func replacing(_ removed: TreeShape, with added: TreeShape) -> TreeShape {
+        var shape = self
+        shape.files += added.files - removed.files
+        shape.folders += added.folders - removed.folders
+        shape.hash = hash &- removed.hash &+ added.hash
+        return shape
+    }
 }

@@ -8,7 +8,29 @@ import FileKit
 /// whatever the folder holds, and no operation is slower than linear in the length of the
 /// paths it is given. Per node this costs about 50 bytes beyond long names, and a file to
 /// download keeps its SHA-256 as 32 raw bytes.
+///
+/// A *lazy* tree (``init(loader:)``) starts from the root alone and lists a folder of the
+/// current content (through its loader: the tree index) the first time a change reaches into
+/// it; a folder that a change moves, removes or replaces is listed whole first. Its plan then
+/// covers the folders listed (``listed``), each with all its entries; a folder never listed
+/// stands for itself and everything below it, unchanged. So planning costs what the changes
+/// touch, not the size of the tree.
 package struct VirtualTree: Sendable {
+    /// One entry of a folder of the current content, as a lazy tree's loader lists it.
+    package struct ListedEntry: Sendable, Equatable {
+        package var name: String
+        package var isFolder: Bool
+
+        package init(name: String, isFolder: Bool) {
+            self.name = name
+            self.isFolder = isFolder
+        }
+    }
+
+    /// Lists a folder of the current content (by its path there); nil when it cannot (the tree
+    /// is then ``failed``).
+    package typealias Loader = @Sendable (SafeRelativePath) -> [ListedEntry]?
+
     package enum Source: Equatable {
         /// The bytes are the local file at this path of the current version.
         case local(SafeRelativePath)
@@ -66,7 +88,16 @@ package struct VirtualTree: Sendable {
     private var slots: [UInt64] = Array(repeating: 0, count: 16)
     private var usedSlots = 0
     /// The local files, by the index their nodes keep.
-    private let localFiles: [SafeRelativePath]
+    private var localFiles: [SafeRelativePath]
+    /// A lazy tree's loader; nil for a tree of a whole ``LocalTree``.
+    private let loader: Loader?
+    /// Folders of the current content not listed yet, by node, with their path in the current
+    /// content.
+    private var unlisted: [NodeID: SafeRelativePath] = [:]
+    /// What a lazy tree listed of the current content: every entry of each folder it listed.
+    package private(set) var listed = LocalTree()
+    /// Whether a lazy tree's loader failed: its plan is then not to be used.
+    package private(set) var failed = false
 
     private var keptWarnings: [String] = []
     private var droppedWarnings = 0
@@ -87,6 +118,7 @@ package struct VirtualTree: Sendable {
     /// (no folder scan produces that).
     package init(local: LocalTree) {
         localFiles = Array(local.files)
+        loader = nil
         let expected = 1 + local.folders.count + local.files.count
         kinds.reserveCapacity(expected)
         names.reserveCapacity(expected)
@@ -103,6 +135,80 @@ package struct VirtualTree: Sendable {
             let parent = ensureFolder(file.components.dropLast())
             _ = place(parent, file.components.last!, .localFile, payload: Int32(index))
         }
+    }
+
+    /// A lazy tree of the current content, listed folder by folder through `loader` as changes
+    /// reach into it.
+    package init(loader: @escaping Loader) {
+        localFiles = []
+        self.loader = loader
+        unlisted[Self.root] = .root
+    }
+
+    /// Lists `folder` and everything below it, so that a plan covers them (a lazy tree; an
+    /// eager one has every path already). A path the tree does not hold is ignored.
+    package mutating func cover(_ paths: [SafeRelativePath]) {
+        for path in paths {
+            var node = Self.root
+            var found = true
+            for component in path.components {
+                guard let next = lookup(node, component) else {
+                    found = false
+                    break
+                }
+                node = next
+            }
+            if found, kinds[Int(node)] == .folder { listWhole(node) }
+        }
+    }
+
+    // MARK: - Listing (lazy trees)
+
+    /// Lists `folder` if it was not yet: its entries become nodes (folders unlisted themselves).
+    private mutating func list(_ folder: NodeID) {
+        guard let source = unlisted.removeValue(forKey: folder) else { return }
+        guard let entries = loader?(source) else {
+            failed = true
+            return
+        }
+        for entry in entries {
+            guard let path = try? source.appending(component: entry.name), child(of: folder, named: entry.name) == nil
+            else {
+                failed = true
+                continue
+            }
+            if entry.isFolder {
+                let node = allocate(.folder, payload: -1)
+                attach(node, to: folder, name: entry.name)
+                unlisted[node] = path
+                listed.folders.insert(path)
+            } else {
+                localFiles.append(path)
+                let node = allocate(.localFile, payload: Int32(localFiles.count - 1))
+                attach(node, to: folder, name: entry.name)
+                listed.files.insert(path)
+            }
+        }
+    }
+
+    /// Lists `folder` and every folder below it.
+    private mutating func listWhole(_ folder: NodeID) {
+        guard !unlisted.isEmpty else { return }
+        var stack = [folder]
+        while let node = stack.popLast() {
+            list(node)
+            var child = firstChildren[Int(node)]
+            while child != Self.none {
+                if kinds[Int(child)] == .folder { stack.append(child) }
+                child = nextSiblings[Int(child)]
+            }
+        }
+    }
+
+    /// The child of `parent` named `name`, listing `parent` first.
+    private mutating func lookup(_ parent: NodeID, _ name: String) -> NodeID? {
+        if !unlisted.isEmpty { list(parent) }
+        return child(of: parent, named: name)
     }
 
     // MARK: - Changes
@@ -189,6 +295,8 @@ package struct VirtualTree: Sendable {
     /// nothing.
     private mutating func move(_ source: NodeID, from: SafeRelativePath, to: SafeRelativePath) {
         guard from != to, !to.isWithin(from) else { return }
+        // A moved folder's files get new paths: the plan must name each of them.
+        if kinds[Int(source)] == .folder { listWhole(source) }
         detach(source)
         if to.isRoot {
             // Only a folder redownload may name the content root: the folder becomes the whole content.
@@ -208,7 +316,7 @@ package struct VirtualTree: Sendable {
         // `to` may be an ancestor of `from`: the source is detached first, so it survives.
         let parent = ensureFolder(to.components.dropLast())
         let name = to.components.last!
-        if let existing = child(of: parent, named: name) {
+        if let existing = lookup(parent, name) {
             detach(existing)
             release(existing)
         }
@@ -217,6 +325,7 @@ package struct VirtualTree: Sendable {
 
     /// Turns every file below `folder` into a download, with the fingerprint the change gives it.
     private mutating func refreshFiles(under folder: NodeID, at path: SafeRelativePath, _ change: ChangeRecord) {
+        listWhole(folder)
         var stack = [folder]
         while let node = stack.popLast() {
             var child = firstChildren[Int(node)]
@@ -239,7 +348,7 @@ package struct VirtualTree: Sendable {
     // MARK: - Paths
 
     /// What stands at `path`.
-    package func node(at path: SafeRelativePath) -> Node? {
+    package mutating func node(at path: SafeRelativePath) -> Node? {
         find(path.components[...], from: Self.root).map(node)
     }
 
@@ -264,10 +373,10 @@ package struct VirtualTree: Sendable {
         return find(path.components[...], from: Self.root)
     }
 
-    private func find(_ components: ArraySlice<String>, from start: NodeID) -> NodeID? {
+    private mutating func find(_ components: ArraySlice<String>, from start: NodeID) -> NodeID? {
         var node = start
         for component in components {
-            guard let next = child(of: node, named: component) else { return nil }
+            guard let next = lookup(node, component) else { return nil }
             node = next
         }
         return node
@@ -286,7 +395,7 @@ package struct VirtualTree: Sendable {
     /// Puts a node of `kind` named `name` in `parent`. A folder already there stays as it is
     /// when `kind` is a folder; anything else already there is replaced.
     private mutating func place(_ parent: NodeID, _ name: String, _ kind: Kind, payload: Int32) -> NodeID {
-        if let existing = child(of: parent, named: name) {
+        if let existing = lookup(parent, name) {
             let current = kinds[Int(existing)]
             if current == .folder && kind == .folder { return existing }
             if current == .folder {
@@ -342,8 +451,10 @@ package struct VirtualTree: Sendable {
         freeNodes.append(node)
     }
 
-    /// Frees everything below `folder`, keeping `folder`.
+    /// Frees everything below `folder`, keeping `folder`. A lazy tree lists it whole first: the
+    /// plan names everything that goes.
     private mutating func clearChildren(of folder: NodeID) {
+        listWhole(folder)
         var stack: [NodeID] = []
         var child = firstChildren[Int(folder)]
         while child != Self.none {

@@ -102,9 +102,10 @@ struct IndexPlanningTests {
             "INSERT INTO liveFolder (path, ctime) VALUES ('../victim', 1)",
             "UPDATE liveFolder SET ctime = 'soon' WHERE path = ''",
             "DELETE FROM liveFolder WHERE path <> ''",
-            "INSERT INTO treeEntry (path, isFolder, size, hash) VALUES ('a/../../victim', 0, 1, '')",
+            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('a/../../victim', 0, 1, '', '')",
+            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('docs/../../victim', 1, 0, '', 'docs/')",
             "UPDATE treeEntry SET isFolder = 'yes' WHERE path <> ''",
-            "INSERT INTO treeEntry (path, isFolder, size, hash) VALUES ('stray.bin', 0, 1, '')",
+            "UPDATE treeEntry SET isFolder = 1 WHERE path = 'README.txt'",
             "UPDATE fullCheck SET checkedAt = 1e300",
         ])
     func hostileRows(sql: String) async throws {
@@ -118,6 +119,12 @@ struct IndexPlanningTests {
             "UPDATE treeIndex SET version = 7, shape = X'01'",
             "UPDATE treeEntry SET size = 'big', hash = 12",
             "UPDATE fileFingerprint SET size = 'big', sha256 = 1",
+            // Entries the content folder does not have: listed (or, without a parent, never
+            // listed), then caught by the tree check before the switch.
+            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('stray.bin', 0, 1, '', '')",
+            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('stray.bin', 0, 7, '\(String(repeating: "ab", count: 32))', '')",
+            "INSERT INTO treeEntry (path, isFolder, size, hash) VALUES ('stray.bin', 0, 1, '')",
+            "DELETE FROM treeEntry WHERE path = 'README.txt'",
         ])
     func wrongTypes(sql: String) async throws {
         try await Self.replay(after: sql, plansFromIndex: nil)

@@ -236,6 +236,8 @@ struct PublishRoundTripTests {
             try await sync("from-\(start)", to: start)
             try await sync("from-\(start)", to: Self.versions.last!)
         }
-        try FileManager.default.removeItem(atPath: scratch)
+        // Disk space, not an assertion: a state database a manager is still closing may take
+        // its -shm file away while the folder is removed.
+        try? FileManager.default.removeItem(atPath: scratch)
     }
 }

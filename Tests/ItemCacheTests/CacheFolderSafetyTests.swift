@@ -122,6 +122,47 @@ struct CacheFolderSafetyTests {
         }
     }
 
+    @Test(
+        "index values of the wrong type (text for a number, a blob for text): every call answers, none stops the process",
+        arguments: [
+            "UPDATE item SET size = 'big', created = X'00', expires = 'later', mustRevalidate = 'maybe', pinned = 'p', etag = 5 WHERE key = 'custom:a'",
+            "UPDATE item SET file = 7, context = 3, url = X'04', metadata = 9 WHERE key = 'custom:b'",
+            "UPDATE stats SET count = 'many', bytes = X'01', diskLimit = 'huge'",
+            "INSERT INTO originFailure (origin, failures, at, retryAt, message, status) VALUES ('http://x', 'n', 0, 'later', 5, 'teapot')",
+            "INSERT INTO fetchFailure (key, at, code, message) VALUES ('custom:a', 1e18, 5, X'06')",
+        ])
+    func wrongTypesInTheIndex(sql: String) async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Room for four 5,000-byte values: the writes below evict.
+        let names = ["a", "b"] + (0..<12).map { "c\($0)" }
+        let shards = Set(names.map { BlobName(newFor: Self.key($0)).shard }).count
+        let limit = DiskTier.limit(forRows: 4 * DiskTier.cost(size: 5000, inline: false) + 4000, shardFolders: shards)
+        let store = try ItemStoreTests.open(folder, limit: limit, inline: 16)
+        try await store.store(Self.bytes(5000, 1), for: Self.key("a"))
+        try await store.store(Self.bytes(5000, 2), for: Self.key("b"))
+        try await store.close()
+        try Self.tamper(folder, sql, [])
+        // Opening reconciles; then every read, query, count, write and eviction answers.
+        let reopened = try ItemStoreTests.open(folder, limit: limit, inline: 16)
+        for name in ["a", "b"] {
+            if let item = try reopened.blockingItem(for: Self.key(name))?.item {
+                #expect(item.data == Self.bytes(5000, name == "a" ? 1 : 2), "never other bytes")
+            }
+            _ = try await reopened.info(for: Self.key(name))
+        }
+        _ = try await reopened.items(matching: ItemQuery())
+        _ = try await reopened.statistics()
+        _ = await reopened.fetchFailure(for: Self.key("a"), since: Date(timeIntervalSince1970: 0))
+        _ = await reopened.originGate("http://x", now: Date(), backoff: OriginBackoff())
+        for index in 0..<12 { try await reopened.store(Self.bytes(5000, UInt8(index + 3)), for: Self.key("c\(index)")) }
+        try await reopened.store(Self.bytes(5000, 99), for: Self.key("a"))
+        #expect(try reopened.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(5000, 99))
+        _ = try await reopened.removeItems(matching: ItemQuery())
+        #expect(try await reopened.statistics().count == 0)
+        try await reopened.close()
+    }
+
     @Test("a blob replaced by a symlink to a same-size secret is not served; the secret stays")
     func blobReplacedBySymlink() async throws {
         let folder = temporaryCacheFolder()

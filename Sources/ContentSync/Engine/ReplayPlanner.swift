@@ -8,6 +8,10 @@ import Transport
 /// The replay planner: reads the local tree while the storage client fetches the change-list
 /// chain, and composes the chain into one net ``SyncPlan`` (``NetPlanner``) off the
 /// cooperative pool.
+///
+/// Between full checks, with every folder as the last switch recorded it, the local tree is the
+/// tree index, read lazily: only the folders the changes reach into are listed (``IndexBase``),
+/// and the plan covers those (``Planned/widen``).
 struct ReplayPlanner: Sendable {
     let contentDirectory: String
     let storage: StorageClient
@@ -22,12 +26,15 @@ struct ReplayPlanner: Sendable {
 
     /// A plan and the number of change lists it composes.
     struct Planned: Sendable {
+        /// The plan. From the tree index it covers only the folders the changes reach into, each
+        /// with all its entries; a folder it names without its entries is kept as it is.
         var plan: SyncPlan
         var listsApplied: Int
         /// Where the plan's version differs from the current content (the twin's new dirty
         /// paths, ``SyncPlan/changedPaths(from:)``); nil when the content holds intruders.
         var changed: [SafeRelativePath]?
-        /// The current content's shape as scanned: the tree index is trusted only when it matches.
+        /// The current content's shape as scanned (or, from the index, as recorded): the tree
+        /// index is trusted only when it matches.
         var localShape: TreeShape
         /// The current content's folders: after the switch they are the twin's, whose ctimes are
         /// recorded.
@@ -39,21 +46,65 @@ struct ReplayPlanner: Sendable {
         /// Whether the current content was read from the tree index (every folder as the switch
         /// recorded it), not listed; false means this update made a full check.
         var fromIndex = false
+        /// The shape of the version the plan builds.
+        var newShape: TreeShape
+        /// Every folder of the version the plan builds.
+        var newFolders: [SafeRelativePath]
+        /// How many files of the new version are kept from the current content.
+        var filesReused: Int
+        /// The plan widened to cover more paths (whole folders, and each path's folder), for a
+        /// twin's dirty set or a whole build; nil when ``plan`` covers everything already.
+        var widen: (@Sendable ([SafeRelativePath]) async throws(SyncError) -> SyncPlan)?
+    }
+
+    /// What planning from the tree index starts from.
+    struct IndexBase: Sendable {
+        /// The current version's shape, as recorded.
+        var shape: TreeShape
+        /// The current version's folders, as recorded (the root not included).
+        var folders: [SafeRelativePath]
     }
 
     /// The plan from `local` to the status's actual version; nil when the published lists do
     /// not form a chain (the caller restores from the archive instead).
     func plan(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Planned?
     {
+        if let base = try await indexBase(at: local) {
+            guard let chain = try await storage.fetchChain(from: local, status: status, layout: layout) else {
+                return nil
+            }
+            if let planned = try await planFromIndex(base, from: local, chain: chain, status: status) {
+                return planned
+            }
+            // A damaged index row: the folder is listed after all, and the lists (kept by their
+            // ETags) read again.
+            logger.debug("the tree index cannot be read as a tree; listing the content folder")
+        }
+        return try await planFromListing(from: local, status: status, layout: layout)
+    }
+
+    /// Plans from the content folder as listed, every file's identity checked: the full check.
+    private func planFromListing(from local: CacheVersion, status: CacheStatus, layout: StorageLayout)
+        async throws(SyncError) -> Planned?
+    {
         // The local tree is read while the lists are fetched and parsed: neither needs the other.
-        async let scanned = localTree(at: local)
+        let directory = contentDirectory
+        let fingerprints = self.fingerprints
+        try await fingerprints.loadStored(from: store)
+        async let scanned = BlockingWork.files { () throws(FileSystemError) -> (LocalTree, Int) in
+            var drifted = 0
+            let tree = try LocalTree.scan(directory) { _, identity in
+                if !fingerprints.contains(identity) { drifted += 1 }
+            }
+            return (tree, drifted)
+        }
         guard let chain = try await storage.fetchChain(from: local, status: status, layout: layout) else {
             _ = try? await scanned // finished before the restore replaces the folder it reads
             return nil
         }
         // Planning a long list is seconds of CPU: it runs off the cooperative pool.
-        let (tree, drifted, fromIndex): (LocalTree, Int, Bool)
-        do { (tree, drifted, fromIndex) = try await scanned } catch { throw SyncError.wrap(error) }
+        let (tree, drifted): (LocalTree, Int)
+        do { (tree, drifted) = try await scanned } catch { throw SyncError.wrap(error) }
         let from = local
         let to = status.actualVersion
         let withFingerprints = status.integrity != nil
@@ -65,51 +116,81 @@ struct ReplayPlanner: Sendable {
                 local: tree, from: from, to: to, readers: &readers, fingerprints: withFingerprints)
             return (plan, plan.changedPaths(from: tree), TreeShape(folders: tree.folders, files: tree.files))
         }
+        logWarnings(plan)
+        return Planned(
+            plan: plan, listsApplied: chain.count, changed: changed, localShape: shape,
+            localFolders: Array(tree.folders), drifted: drifted, fromIndex: false, newShape: plan.shape,
+            newFolders: plan.folders, filesReused: plan.reused.count)
+    }
+
+    /// Plans on a lazy tree over the tree index; nil when an index row turns out damaged.
+    private func planFromIndex(
+        _ base: IndexBase, from local: CacheVersion, chain: StorageClient.Chain, status: CacheStatus
+    )
+        async throws(SyncError) -> Planned?
+    {
+        let store = self.store
+        let lists = chain.lists
+        let to = status.actualVersion
+        let withFingerprints = status.integrity != nil
+        let result = try await BlockingWork.run {
+            () throws(SyncError) -> (Planned, LazyPlanSource)? in
+            var tree = VirtualTree(loader: { folder in store.indexedEntries(of: folder) })
+            var readers = lists.take()
+            let plan = try NetPlanner.plan(
+                &tree, from: local, to: to, readers: &readers, fingerprints: withFingerprints)
+            guard !tree.failed else { return nil }
+            // The new version: the recorded one with the listed part replaced by the plan's.
+            let listed = tree.listed
+            let newShape = base.shape.replacing(
+                TreeShape(folders: listed.folders, files: listed.files), with: plan.shape)
+            let newFolders = Set(base.folders).subtracting(listed.folders).union(plan.folders).sorted()
+            let planned = Planned(
+                plan: plan, listsApplied: 0, changed: plan.changedPaths(from: listed), localShape: base.shape,
+                localFolders: base.folders, drifted: 0, fromIndex: true, newShape: newShape, newFolders: newFolders,
+                filesReused: newShape.files - plan.downloads.count)
+            let source = LazyPlanSource(
+                tree: tree, from: local, to: to, fingerprints: withFingerprints, identity: plan.identity)
+            return (planned, source)
+        }
+        guard let (first, source) = result else { return nil }
+        var planned = first
+        planned.listsApplied = chain.count
+        logWarnings(planned.plan)
+        planned.widen = { (paths: [SafeRelativePath]) async throws(SyncError) -> SyncPlan in
+            do throws(SyncError) {
+                return try await BlockingWork.run { () throws(SyncError) in try source.widened(covering: paths) }
+            } catch {
+                // The next update lists the folder instead of reading the damaged index again.
+                try? await store.dropLiveFolders()
+                throw error
+            }
+        }
+        return planned
+    }
+
+    private func logWarnings(_ plan: SyncPlan) {
         for warning in plan.warnings {
             logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(Redaction.text(warning))"])
         }
-        return Planned(
-            plan: plan, listsApplied: chain.count, changed: changed, localShape: shape,
-            localFolders: Array(tree.folders), drifted: drifted, fromIndex: fromIndex)
     }
 
-    /// The current content: from the tree index while that is safe (``recordedTree(at:)``),
-    /// else listed whole with every file's identity checked against the stored fingerprints
-    /// (how many are unknown: `drifted`).
-    private func localTree(at local: CacheVersion) async throws(SyncError) -> (LocalTree, drifted: Int, fromIndex: Bool)
-    {
-        if let recorded = try await recordedTree(at: local) { return (recorded, 0, true) }
-        let directory = contentDirectory
-        let fingerprints = self.fingerprints
-        try await fingerprints.loadStored(from: store)
-        do {
-            return try await BlockingWork.files { () throws(FileSystemError) -> (LocalTree, Int, Bool) in
-                var drifted = 0
-                let tree = try LocalTree.scan(directory) { _, identity in
-                    if !fingerprints.contains(identity) { drifted += 1 }
-                }
-                return (tree, drifted, false)
-            }
-        } catch {
-            throw SyncError.wrap(error)
-        }
-    }
-
-    /// The content of `local` as the tree index records it, when every premise holds: a full
-    /// check ran within ``fullCheckInterval``, the index describes `local`, and every folder it
-    /// records (the root too) still has the `ctime` read right after the switch. A folder's
-    /// `ctime` moves whenever an entry in it is added, removed or renamed, and nothing can set it
-    /// back, so equal times mean the same names everywhere: no listing is needed. A file edited
-    /// in place keeps its folder's time: that is what the periodic full check is for.
-    private func recordedTree(at local: CacheVersion) async throws(SyncError) -> LocalTree? {
+    /// Where planning from the tree index starts, when every premise holds: a full check ran
+    /// within ``fullCheckInterval``, the index describes `local`, and every folder it records (the
+    /// root too) still has the `ctime` read right after the switch. A folder's `ctime` moves
+    /// whenever an entry in it is added, removed or renamed, and nothing can set it back, so
+    /// equal times mean the same names everywhere: no listing is needed. A file edited in place
+    /// keeps its folder's time: that is what the periodic full check is for.
+    private func indexBase(at local: CacheVersion) async throws(SyncError) -> IndexBase? {
         guard fullCheckInterval > .zero, let last = try await store.lastFullCheck() else { return nil }
         let age = Date().timeIntervalSince(last)
         guard age >= 0, Duration.seconds(age) < fullCheckInterval else { return nil }
-        guard let index = try await store.treeIndex(), index.version == local.text else { return nil }
+        guard let index = try await store.treeIndex(), index.version == local.text,
+            let shape = TreeShape(text: index.shape)
+        else { return nil }
         let times = try await store.liveFolders()
-        guard !times.isEmpty, let tree = try await store.indexedTree(), times.count == tree.folders.count + 1,
-            tree.folders.allSatisfy({ times[$0] != nil }),
-            TreeShape(folders: tree.folders, files: tree.files).text == index.shape
+        guard times[.root] != nil, let folders = try await store.indexedFolders(), times.count == folders.count + 1,
+            folders.allSatisfy({ times[$0] != nil })
         else { return nil }
         let directory = contentDirectory
         let changed = try await BlockingWork.run { Stager.changedFolders(times, in: directory) }
@@ -119,7 +200,44 @@ struct ReplayPlanner: Sendable {
                 metadata: ["sync.folders": "\(changed.count)"])
             return nil
         }
-        return tree
+        return IndexBase(shape: shape, folders: Array(folders))
+    }
+}
+
+/// A lazy tree after planning, kept so that its plan can be widened (``VirtualTree/cover(_:)``)
+/// when the stager needs more of it.
+final class LazyPlanSource: Sendable {
+    private let tree: Mutex<VirtualTree>
+    private let from: CacheVersion
+    private let to: CacheVersion
+    private let fingerprints: Bool
+    /// The identity of the plan made first, which every widened plan keeps.
+    private let identity: String
+
+    init(tree: VirtualTree, from: CacheVersion, to: CacheVersion, fingerprints: Bool, identity: String) {
+        self.tree = Mutex(tree)
+        self.from = from
+        self.to = to
+        self.fingerprints = fingerprints
+        self.identity = identity
+    }
+
+    /// The plan covering `paths` too: each path's folders, and a folder's whole subtree.
+    func widened(covering paths: [SafeRelativePath]) throws(SyncError) -> SyncPlan {
+        let (from, to, fingerprints, identity) = (self.from, self.to, self.fingerprints, self.identity)
+        return try tree.withLock { tree throws(SyncError) -> SyncPlan in
+            tree.cover(paths)
+            guard !tree.failed else {
+                throw SyncError(
+                    code: .stateStore,
+                    message:
+                        "the tree index in the state database cannot be read as a tree; run the update again (it lists the content folder instead)"
+                )
+            }
+            var plan = tree.plan(from: from, to: to, fingerprints: fingerprints)
+            plan.widenedFrom = identity
+            return plan
+        }
     }
 }
 

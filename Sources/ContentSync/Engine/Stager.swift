@@ -39,17 +39,21 @@ struct Stager: Sendable {
     /// the twin becomes `next/` and only its dirty paths are caught up; otherwise the tree is
     /// built whole: folders, hard links to the current content for the files it keeps, and
     /// downloads for the rest. `changed` is where the plan's version differs from the current
-    /// content (nil: keep no twin after the switch).
+    /// content (nil: keep no twin after the switch). A plan that covers only part of the tree (a
+    /// lazy plan, ``ReplayPlanner/Planned/widen``) is widened through `widen` to what each way of
+    /// building needs: the dirty paths, or everything.
     func stage(
-        _ plan: SyncPlan, changed: [SafeRelativePath]?, layout: StorageLayout,
+        _ plan: SyncPlan, changed: [SafeRelativePath]?,
+        widen: (@Sendable ([SafeRelativePath]) async throws(SyncError) -> SyncPlan)? = nil, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
         if let changed, let (twin, location) = try await usableTwin(for: plan),
             let staged = try await catchUp(
-                twin, at: location, plan: plan, changed: changed, layout: layout, progress: progress)
+                twin, at: location, plan: plan, changed: changed, widen: widen, layout: layout, progress: progress)
         {
             return staged
         }
+        let plan = try await widen?([.root]) ?? plan
         let identity = plan.identity
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
@@ -121,7 +125,8 @@ struct Stager: Sendable {
     /// a folder where anything was added, removed or renamed since is dirty too (its subtree is
     /// rebuilt). Nil, with nothing touched, when the root itself changed: the tree is built whole.
     private func catchUp(
-        _ twin: TwinState, at location: String, plan: SyncPlan, changed: [SafeRelativePath], layout: StorageLayout,
+        _ twin: TwinState, at location: String, plan: SyncPlan, changed: [SafeRelativePath],
+        widen: (@Sendable ([SafeRelativePath]) async throws(SyncError) -> SyncPlan)?, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged? {
         let identity = plan.identity
@@ -147,7 +152,9 @@ struct Stager: Sendable {
                 identity: identity, kind: "replay", fromVersion: plan.from.text,
                 toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed + touched,
             keepingTwin: true)
-        let patch = plan.twinPatch(dirty: twin.changes + changed + touched)
+        let dirty = twin.changes + changed + touched
+        let plan = try await widen?(dirty) ?? plan
+        let patch = plan.twinPatch(dirty: dirty)
         // A run of this plan that was stopped after its removals: every file at a download's path
         // in next/ is then a finished download (only a finished one is given its name), so the
         // removals are not done again and those downloads are kept.

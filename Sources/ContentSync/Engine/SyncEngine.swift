@@ -242,7 +242,8 @@ struct SyncEngine: Sendable {
         }
         let plan = planned.plan
         clock.begin(.stage)
-        let staged = try await stager.stage(plan, changed: planned.changed, layout: layout, progress: progress)
+        let staged = try await stager.stage(
+            plan, changed: planned.changed, widen: planned.widen, layout: layout, progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
         // The content folder is as the last switch recorded it: the same shape, and (where a tree
@@ -254,7 +255,7 @@ struct SyncEngine: Sendable {
         let check: Stager.TreeCheck
         if asRecorded, let delta = try await incrementalCheck(planned, staged: staged, integrity: status.integrity) {
             check = .matches(repaired: 0, tree: nil)
-            index = .delta(delta, shape: plan.shape)
+            index = .delta(delta, shape: planned.newShape)
         } else {
             check = try await stager.checkTree(status.integrity, layout: layout)
         }
@@ -264,7 +265,7 @@ struct SyncEngine: Sendable {
             if let tree {
                 index = .whole(tree)
             } else if status.integrity?.treeDigest == nil {
-                index = .shape(plan.shape)
+                index = .shape(planned.newShape)
             }
         case .unrepairable(let reason):
             // A decision, not a failure: the tree check says why in a value, and the archive is
@@ -280,7 +281,7 @@ struct SyncEngine: Sendable {
         }
         var report = SyncReport(
             outcome: .replayed, fromVersion: plan.from, toVersion: plan.to, bytesDownloaded: staged.bytes,
-            filesDownloaded: staged.downloaded, filesReused: plan.reused.count,
+            filesDownloaded: staged.downloaded, filesReused: planned.filesReused,
             filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
         report.repairedFiles = repaired
         report.changeListsApplied = planned.listsApplied
@@ -292,7 +293,7 @@ struct SyncEngine: Sendable {
         var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
         pending.bytesDownloaded = staged.bytes
         pending.filesDownloaded = staged.downloaded
-        pending.filesReused = plan.reused.count
+        pending.filesReused = planned.filesReused
         pending.changeListsApplied = planned.listsApplied
         clock.begin(.switch)
         // The previous version becomes the twin with the plan's changed paths as its dirty set,
@@ -307,7 +308,7 @@ struct SyncEngine: Sendable {
                 kind: .replay,
                 outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
             twinChanges: exact ? planned.changed : nil, twinFolders: planned.localFolders, index: index,
-            liveFolders: plan.folders, fullCheck: !planned.fromIndex, progress: progress)
+            liveFolders: planned.newFolders, fullCheck: !planned.fromIndex, progress: progress)
         return report
     }
 

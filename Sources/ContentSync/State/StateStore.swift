@@ -196,6 +196,16 @@ final class StateStore: Sendable {
                     CREATE TABLE fullCheck (id INTEGER PRIMARY KEY, checkedAt DOUBLE NOT NULL);
                     """)
         }
+        // Each tree-index entry's folder ('a/b/' for 'a/b/c', '' at the top; NULL for the root
+        // itself), so a replay lists a folder from the index with one indexed lookup.
+        migrator.registerMigration("v13: tree index by folder") { db in
+            try db.execute(
+                sql: """
+                    ALTER TABLE treeEntry ADD COLUMN parent TEXT;
+                    UPDATE treeEntry SET parent = rtrim(path, replace(path, '/', '')) WHERE path <> '';
+                    CREATE INDEX treeEntryByParent ON treeEntry(parent);
+                    """)
+        }
         return migrator
     }
 
@@ -421,6 +431,11 @@ final class StateStore: Sendable {
         return text.isEmpty ? .root : try? SafeRelativePath(validating: text)
     }
 
+    /// Forgets the content folder's recorded folder times: the next replay lists the folder.
+    func dropLiveFolders() async throws(SyncError) {
+        try await write { db in try db.execute(sql: "DELETE FROM liveFolder") }
+    }
+
     /// When an update last listed the whole content folder and checked every file's identity.
     func lastFullCheck() async throws(SyncError) -> Date? {
         try await read { db in
@@ -428,6 +443,42 @@ final class StateStore: Sendable {
                 Date(timeIntervalSince1970: $0)
             }
         }
+    }
+
+    /// The folders the tree index records (the root not included); nil when a row is not a safe
+    /// path.
+    func indexedFolders() async throws(SyncError) -> Set<SafeRelativePath>? {
+        try await read { db in
+            var folders = Set<SafeRelativePath>()
+            for row in try Row.fetchAll(db, sql: "SELECT path FROM treeEntry WHERE isFolder = 1 AND path <> ''") {
+                guard let path = Self.safePath(row[0]), !path.isRoot else { return nil }
+                folders.insert(path)
+            }
+            return folders
+        }
+    }
+
+    /// The entries of `folder` in the tree index, for a lazy plan (``VirtualTree/init(loader:)``).
+    /// Blocking: call it from the planning thread. Nil when the database cannot be read or a row
+    /// is not a safe path directly in `folder` (damaged or hostile).
+    func indexedEntries(of folder: SafeRelativePath) -> [VirtualTree.ListedEntry]? {
+        try? pool.read { db -> [VirtualTree.ListedEntry]? in
+            var entries: [VirtualTree.ListedEntry] = []
+            let statement = try db.cachedStatement(sql: "SELECT path, isFolder FROM treeEntry WHERE parent = ?")
+            let rows = try Row.fetchCursor(statement, arguments: [Self.parentKey(of: folder)])
+            while let row = try rows.next() {
+                guard let path = Self.safePath(row[0]), !path.isRoot, path.parent == folder,
+                    let isFolder: Bool = row.lenient(1)
+                else { return nil }
+                entries.append(VirtualTree.ListedEntry(name: path.lastComponent!, isFolder: isFolder))
+            }
+            return entries
+        }
+    }
+
+    /// The `parent` column of the entries in `folder`: its path and a slash, '' for the root.
+    private static func parentKey(of folder: SafeRelativePath) -> String {
+        folder.isRoot ? "" : folder.string + "/"
     }
 
     /// The current version's folders and files as the tree index records them; nil when a row is
@@ -487,12 +538,13 @@ final class StateStore: Sendable {
     /// Writes the tree index for `version` in `db`.
     private static func recordIndex(_ update: IndexUpdate, version: String, in db: Database) throws {
         let insert = try db.cachedStatement(
-            sql: "INSERT OR REPLACE INTO treeEntry (path, isFolder, size, hash) VALUES (?, ?, ?, ?)")
+            sql: "INSERT OR REPLACE INTO treeEntry (path, isFolder, size, hash, parent) VALUES (?, ?, ?, ?, ?)")
         func record(_ path: SafeRelativePath, _ entry: TreeDigest.Entry) throws {
+            let parent = path.isRoot ? nil : parentKey(of: path.parent)
             switch entry {
-            case .folder(let digest): try insert.execute(arguments: [path.string, true, 0, digest])
+            case .folder(let digest): try insert.execute(arguments: [path.string, true, 0, digest, parent])
             case .file(let fingerprint):
-                try insert.execute(arguments: [path.string, false, fingerprint.size, fingerprint.sha256])
+                try insert.execute(arguments: [path.string, false, fingerprint.size, fingerprint.sha256, parent])
             }
         }
         let shape: TreeShape

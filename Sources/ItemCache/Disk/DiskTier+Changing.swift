@@ -1,3 +1,4 @@
+import DatabaseKit
 import FileKit
 import Foundation
 import GRDB
@@ -25,7 +26,7 @@ extension DiskTier {
                         ])
                     return try Row.fetchOne(
                         db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]
-                    ).map(Self.info)
+                    ).flatMap(Self.info)
                 }, afterCommit: afterCommit)
         } catch {
             throw storageError("cannot update \(key.rawValue) in", error)
@@ -100,7 +101,9 @@ extension DiskTier {
                             removed.count += 1
                             // Only names the cache makes are unlinked: a hostile row's
                             // `../../victim/file` goes with its row, and nothing else does.
-                            if let text: String = row[0], let name = BlobName(text) { removed.files.append(name) }
+                            if let text: String = row.lenient(0), let name = BlobName(text) {
+                                removed.files.append(name)
+                            }
                         }
                     }
                     return removed
@@ -199,9 +202,10 @@ extension DiskTier {
                         arguments: [key.rawValue, since.timeIntervalSince1970])
                 else { return nil }
                 // `fetch:503`: the code and the failing status.
-                let stored: String = row[0]
+                // A damaged row (another type) reads as a plain fetch failure with no message.
+                let stored: String = row.lenient(0) ?? ""
                 let parts = stored.split(separator: ":", maxSplits: 1)
-                let message: String = row[1]
+                let message: String = row.lenient(1) ?? ""
                 var error = ItemCacheError(
                     code: ItemCacheError.Code(named: String(parts.first ?? "")) ?? .fetch,
                     message: String(message.prefix(500)), key: key)

@@ -1,3 +1,4 @@
+import DatabaseKit
 import Foundation
 import GRDB
 
@@ -30,13 +31,14 @@ extension DiskTier {
                         db, sql: "SELECT failures, retryAt, message, status FROM originFailure WHERE origin = ?",
                         arguments: [origin])
                 else { return .open(probing: false) }
-                let failures: Int = row[0]
-                let retryAt = Date(timeIntervalSince1970: row[1])
+                // A damaged row (another type) reads as one failure, due now.
+                let failures: Int = row.lenient(0) ?? 1
+                let retryAt = Date(timeIntervalSince1970: row.lenient(1) ?? 0)
                 let longest = max(backoff.maximum.seconds, OriginBackoff.longestRetryAfter)
                 if retryAt > now, retryAt.timeIntervalSince(now) <= longest {
-                    let status: Int? = row[3]
+                    let status: Int? = row.lenient(3)
                     // A row is another process's words (or a neighbour's): bounded before use.
-                    let message: String = row[2]
+                    let message: String = row.lenient(2) ?? ""
                     return .closed(
                         retryAt: retryAt, message: String(message.prefix(500)),
                         status: status.flatMap { (100...999).contains($0) ? $0 : nil })

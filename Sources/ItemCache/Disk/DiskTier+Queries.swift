@@ -1,3 +1,4 @@
+import DatabaseKit
 import Foundation
 import GRDB
 
@@ -9,7 +10,11 @@ extension DiskTier {
             return try pool.read { db in
                 let sql = try query.request().select(SQL(sql: Self.columns)).makePreparedRequest(
                     db, forSingleResult: false)
-                return try Row.fetchAll(sql.statement).map { ItemSummary(key: Self.key($0), info: Self.info($0)) }
+                // A damaged row is left out of the answer (reconciliation and eviction deal with it).
+                return try Row.fetchAll(sql.statement).compactMap { row in
+                    guard let key = Self.key(row), let info = Self.info(row) else { return nil }
+                    return ItemSummary(key: key, info: info)
+                }
             }
         } catch {
             throw storageError("cannot query", error)
@@ -45,12 +50,14 @@ extension DiskTier {
                                EXISTS (SELECT 1 FROM stats WHERE id = 1)
                         """, arguments: [now.timeIntervalSince1970])!
                 var limit = self.knownLimit.load(ordering: .relaxed)
-                if row[6] as Bool {
-                    limit = max(0, (row[2] as Int64?) ?? CacheConfiguration.defaultDiskLimit)
+                // A damaged `stats` row (text where a count belongs) reads as nothing.
+                if row.lenient(6) == true {
+                    limit = max(0, row.lenient(2) ?? CacheConfiguration.defaultDiskLimit)
                     self.knownLimit.store(limit, ordering: .relaxed)
                 }
                 return CacheStatistics(
-                    count: row[0], bytes: row[1], limit: limit, pinned: row[3], pinnedBytes: row[4], expired: row[5])
+                    count: row.lenient(0) ?? 0, bytes: row.lenient(1) ?? 0, limit: limit, pinned: row.lenient(3) ?? 0,
+                    pinnedBytes: row.lenient(4) ?? 0, expired: row.lenient(5) ?? 0)
             }
         } catch {
             throw storageError("cannot read the statistics of", error)

@@ -1,3 +1,4 @@
+import DatabaseKit
 import FileKit
 import Foundation
 import GRDB
@@ -86,18 +87,24 @@ extension DiskTier {
             return try pool.unsafeRead { db in
                 try Row.fetchOne(
                     db.cachedStatement(sql: "SELECT \(Self.columns) FROM item WHERE key = ?"), arguments: [key.rawValue]
-                ).map(Self.info)
+                ).flatMap(Self.info)
             }
         } catch {
             throw storageError("cannot read \(key.rawValue) from", error)
         }
     }
 
-    /// The record from a row that starts with ``columns``.
-    static func info(_ row: Row) -> ItemInfo {
-        let expires: Double? = row[7]
-        let groups: String? = row[14]
-        let metadataText: String? = row[13]
+    /// The record from a row that starts with ``columns``; nil when a column holds a value of
+    /// the wrong type (a damaged or hostile row: read as no item, never a crash).
+    static func info(_ row: Row) -> ItemInfo? {
+        guard let size: Int64 = row.lenient(4), let created: Double = row.lenient(5),
+            let accessed: Double = row.lenient(6), let mustRevalidate: Bool = row.lenient(8),
+            let pinned: Bool = row.lenient(9)
+        else { return nil }
+        let expires: Double? = row.lenient(7)
+        if expires == nil && !row.hasNull(atIndex: 7) { return nil }
+        let groups: String? = row.lenient(14)
+        let metadataText: String? = row.lenient(13)
         var metadata: [String: String] = [:]
         if let metadataText,
             let decoded = try? JSONDecoder().decode([String: String].self, from: Data(metadataText.utf8))
@@ -105,11 +112,11 @@ extension DiskTier {
             metadata = decoded
         }
         var info = ItemInfo(
-            size: row[4], created: Date(timeIntervalSince1970: row[5]), accessed: Date(timeIntervalSince1970: row[6]),
-            expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: row[8], pinned: row[9],
-            etag: row[10], lastModified: row[11], contentType: row[12], metadata: metadata)
+            size: size, created: Date(timeIntervalSince1970: created), accessed: Date(timeIntervalSince1970: accessed),
+            expires: expires.map(Date.init(timeIntervalSince1970:)), mustRevalidate: mustRevalidate, pinned: pinned,
+            etag: row.lenient(10), lastModified: row.lenient(11), contentType: row.lenient(12), metadata: metadata)
         info.groups = groups.map(Self.groups(from:)) ?? []
-        info.response = (row[15] as String?).flatMap(HTTPResponseRecord.init(encoded:))
+        info.response = (row.lenient(15) as String?).flatMap(HTTPResponseRecord.init(encoded:))
         return info
     }
 
@@ -118,9 +125,12 @@ extension DiskTier {
         joined.split(separator: "\u{1F}").map(String.init).sorted()
     }
 
-    /// The key from a row that starts with ``columns``.
-    static func key(_ row: Row) -> CacheKey {
-        CacheKey(rawValue: row[1], context: row[2], url: row[3])
+    /// The key from a row that starts with ``columns``; nil for a damaged row.
+    static func key(_ row: Row) -> CacheKey? {
+        guard let raw: String = row.lenient(1), let context: String = row.lenient(2) else { return nil }
+        let url: String? = row.lenient(3)
+        if url == nil && !row.hasNull(atIndex: 3) { return nil }
+        return CacheKey(rawValue: raw, context: context, url: url)
     }
 
     /// Records a read of `row`. Keyed by row id (no string hashing); `max(accessed, …)` when

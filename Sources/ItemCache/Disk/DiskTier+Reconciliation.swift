@@ -1,3 +1,4 @@
+import DatabaseKit
 import FileKit
 import Foundation
 import GRDB
@@ -44,22 +45,23 @@ extension DiskTier {
                 try Row.fetchAll(db, sql: "SELECT id, file, size FROM item WHERE file IS NOT NULL")
             }
             let damaged = rows.filter { row in
-                guard let name = BlobName(row[1]) else { return true }
-                return blobs.size(of: name) != (row[2] as Int64)
+                guard let text: String = row.lenient(1), let name = BlobName(text), let size: Int64 = row.lenient(2)
+                else { return true }
+                return blobs.size(of: name) != size
             }
             if !damaged.isEmpty {
                 result.orphanRows = try transaction { db in
                     var count = 0
                     for row in damaged {
                         try db.execute(
-                            sql: "DELETE FROM item WHERE id = ? AND file = ?",
-                            arguments: [row[0] as Int64, row[1] as String])
+                            sql: "DELETE FROM item WHERE id = ? AND file IS ?",
+                            arguments: [row[0] as DatabaseValue, row[1] as DatabaseValue])
                         count += db.changesCount
                     }
                     return count
                 }
                 for row in damaged {
-                    if let name = BlobName(row[1]) { blobs.remove(name) }
+                    if let text: String = row.lenient(1), let name = BlobName(text) { blobs.remove(name) }
                 }
             }
             result.statsRepaired = try repairStats()
@@ -76,14 +78,17 @@ extension DiskTier {
         try transaction { db in
             let actual = try Row.fetchOne(
                 db, sql: "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(\(Self.costSQL("item"))), 0) FROM item")!
-            let (count, bytes, cost): (Int64, Int64, Int64) = (actual[0], actual[1], actual[2])
+            let (count, bytes, cost): (Int64, Int64, Int64) = (
+                actual.lenient(0) ?? 0, actual.lenient(1) ?? 0, actual.lenient(2) ?? 0
+            )
             guard let stats = try Row.fetchOne(db, sql: "SELECT count, bytes, cost FROM stats WHERE id = 1") else {
                 try db.execute(
                     sql: "INSERT INTO stats (id, bytes, count, cost) VALUES (1, ?, ?, ?)",
                     arguments: [bytes, count, cost])
                 return true
             }
-            guard (stats[0] as Int64?) != count || (stats[1] as Int64?) != bytes || (stats[2] as Int64?) != cost else {
+            // A count of another type (damage, a hostile edit) differs, and is written again.
+            guard stats.lenient(0) != count || stats.lenient(1) != bytes || stats.lenient(2) != cost else {
                 return false
             }
             try db.execute(

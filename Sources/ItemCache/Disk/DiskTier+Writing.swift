@@ -1,3 +1,4 @@
+import DatabaseKit
 import FileKit
 import Foundation
 import GRDB
@@ -101,7 +102,7 @@ extension DiskTier {
                             "the index refused a row for \(write.key.rawValue) and has none; reconcile or delete the cache folder"
                     )
                 }
-                id = old[0]
+                id = old.lenient(0) ?? id
                 try db.cachedStatement(sql: Self.updateSQL).execute(arguments: [
                     info.size, times.created, times.accessed, times.expires, info.mustRevalidate, info.pinned,
                     info.etag,
@@ -109,8 +110,8 @@ extension DiskTier {
                     Int64(write.checksum), info.response?.encoded, id,
                 ])
                 // A name that is not the cache's own (damage, a hostile row) is never unlinked.
-                if let oldFile: String = old[1], let name = BlobName(oldFile) { oldFiles.append(name) }
-                if (old[2] as String?) != "" {
+                if let oldFile: String = old.lenient(1), let name = BlobName(oldFile) { oldFiles.append(name) }
+                if (old.lenient(2) as String?) != "" {
                     try db.cachedStatement(sql: "DELETE FROM itemGroup WHERE itemId = ?").execute(arguments: [id])
                 }
             }
@@ -144,15 +145,18 @@ extension DiskTier {
                 let rows = try Row.fetchAll(db.cachedStatement(sql: sql), arguments: [now, skipped])
                 if rows.isEmpty { break }
                 for row in rows where total > limit {
-                    let key: String = row[1]
-                    if keeping.contains(key) {
+                    // A damaged row (a value of another type) is evicted like any other.
+                    let key: String? = row.lenient(1)
+                    if let key, keeping.contains(key) {
                         skipped += 1
                         continue
                     }
-                    try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [row[0] as Int64])
-                    total -= Self.cost(size: row[2], inline: (row[3] as String?) == nil)
+                    guard let id: Int64 = row.lenient(0) else { continue }
+                    try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [id])
+                    let file: String? = row.lenient(3)
+                    total -= Self.cost(size: row.lenient(2) ?? 0, inline: row.hasNull(atIndex: 3))
                     evictedInTransaction.add(1, ordering: .relaxed)
-                    if let file: String = row[3], let name = BlobName(file) { files.append(name) }
+                    if let file, let name = BlobName(file) { files.append(name) }
                 }
             }
         }
@@ -165,7 +169,8 @@ extension DiskTier {
                 sql: "SELECT key, size, pinned FROM item WHERE pinned = 1 OR key IN (SELECT value FROM json_each(?))",
                 arguments: [String(decoding: try JSONEncoder().encode(Array(keeping)), as: UTF8.self)])
             {
-                if keeping.contains(row[0]) { written += row[1] as Int64 } else { pinned += row[1] as Int64 }
+                let size: Int64 = row.lenient(1) ?? 0
+                if let key: String = row.lenient(0), keeping.contains(key) { written += size } else { pinned += size }
             }
             throw ItemCacheError(
                 code: .tooLarge,
