@@ -153,6 +153,8 @@ PROFILES = {
     # groups x folders x files per folder, small size range, large file count and range
     "short": dict(groups=3, folders=6, per_folder=25, small=(1 * KIB, 12 * KIB), large=3, large_size=(1200 * KIB, 2 * MIB)),
     "full": dict(groups=6, folders=10, per_folder=40, small=(2 * KIB, 20 * KIB), large=6, large_size=(1500 * KIB, 3 * MIB)),
+    # Issue 23's scale: 100,000 small files in 1,000 folders (a run takes minutes per iteration).
+    "scale": dict(groups=10, folders=100, per_folder=100, small=(64, 512), large=2, large_size=(1200 * KIB, 2 * MIB)),
 }
 
 

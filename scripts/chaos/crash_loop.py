@@ -62,7 +62,11 @@ KNOWN_ISSUES = {
 }
 REPRO = {"archive-refetch": "archive-deleted", "staging-leftover": "retiring"}
 # nginx lets one second's worth through at once, then holds each connection to the rate.
-RATES = {"full": {"zip": "24m", "files": "768k"}, "short": {"zip": "12m", "files": "512k"}}
+RATES = {
+    "full": {"zip": "24m", "files": "768k"},
+    "short": {"zip": "12m", "files": "512k"},
+    "scale": {"zip": "48m", "files": "768k"},
+}
 
 
 def client_env(client: Path) -> dict:

@@ -522,15 +522,35 @@ final class StateStore: Sendable {
     /// the delta is nil.
     func indexDelta(_ plan: SyncPlan, changed: [SafeRelativePath]) async throws(SyncError) -> TreeIndexDelta? {
         try await read { db in
-            let statement = try db.cachedStatement(sql: "SELECT isFolder, size, hash FROM treeEntry WHERE path = ?")
-            return plan.indexDelta(changed: changed) { path in
-                guard let row = try? Row.fetchOne(statement, arguments: [path.string]),
-                    let isFolder: Bool = row.lenient(0), let size: Int64 = row.lenient(1),
-                    let hash: String = row.lenient(2),
-                    hash.utf8.count == 64, hash.utf8.allSatisfy({ HexDigest.isLowerHex($0) })
+            // The delta asks for every entry of each folder it hashes again: a folder's entries
+            // are read in one query the first time one of them is asked for.
+            let root = try db.cachedStatement(sql: "SELECT path, isFolder, size, hash FROM treeEntry WHERE path = ''")
+            let inFolder = try db.cachedStatement(
+                sql: "SELECT path, isFolder, size, hash FROM treeEntry WHERE parent = ?")
+            var folders: [SafeRelativePath: [String: TreeDigest.Entry]] = [:]
+            func entry(_ row: Row) -> TreeDigest.Entry? {
+                guard let isFolder: Bool = row.lenient(1), let size: Int64 = row.lenient(2),
+                    let hash: String = row.lenient(3), hash.utf8.count == 64,
+                    hash.utf8.allSatisfy({ HexDigest.isLowerHex($0) })
                 else { return nil }
                 if isFolder { return .folder(digest: hash) }
                 return size >= 0 ? .file(FileFingerprint(size: size, sha256: hash)) : nil
+            }
+            return plan.indexDelta(changed: changed) { path in
+                if path.isRoot { return (try? Row.fetchOne(root)).flatMap { $0.flatMap(entry) } }
+                let folder = path.parent
+                if folders[folder] == nil {
+                    var entries: [String: TreeDigest.Entry] = [:]
+                    // A damaged row reads as missing (and the delta is then nil).
+                    for row in (try? Row.fetchAll(inFolder, arguments: [Self.parentKey(of: folder)])) ?? [] {
+                        guard let path = Self.safePath(row[0]), path.parent == folder, let name = path.lastComponent,
+                            let value = entry(row)
+                        else { continue }
+                        entries[name] = value
+                    }
+                    folders[folder] = entries
+                }
+                return folders[folder]?[path.lastComponent!]
             }
         }
     }
