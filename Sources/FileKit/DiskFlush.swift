@@ -30,17 +30,36 @@ public enum DiskFlush {
         try flush(path, .fsync, "cannot flush to the disk the folder") { fsync($0) }
     }
 
+    /// fsyncs each of `paths` (files and folders, never following a symlink): what a small change
+    /// wrote, flushed on its own instead of every dirty page of the filesystem (`syncfs` waits for
+    /// other programs' writes too).
+    /// A path that is not there has nothing to flush.
+    public static func entries(_ paths: some Sequence<String>) throws(FileSystemError) {
+        for path in paths {
+            try flush(
+                path, .fsync, "cannot flush to the disk", flags: O_RDONLY | O_NOFOLLOW | O_CLOEXEC, missingIsFine: true
+            ) {
+                fsync($0)
+            }
+        }
+    }
+
     /// What the tests inject in place of the disk's answer.
     package static let faults = DiskFaults()
 
     private static func flush(
-        _ path: String, _ operation: Operation, _ what: String, _ call: (Int32) -> Int32
+        _ path: String, _ operation: Operation, _ what: String, flags: Int32 = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+        missingIsFine: Bool = false, _ call: (Int32) -> Int32
     ) throws(FileSystemError) {
         if let code = faults.errno(for: operation, at: path) {
             throw failure(what, path, operation.rawValue, code)
         }
-        let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw failure(what, path, "open", errno) }
+        let descriptor = open(path, flags)
+        guard descriptor >= 0 else {
+            let code = errno
+            if missingIsFine && code == ENOENT { return }
+            throw failure(what, path, "open", code)
+        }
         defer { close(descriptor) }
         if call(descriptor) != 0 { throw failure(what, path, operation.rawValue, errno) }
     }

@@ -186,3 +186,57 @@ struct DiskFlushFaultTests {
         }
     }
 }
+
+@Suite("a small catch-up flushes what it wrote, and a refusal stops the switch", .timeLimit(.minutes(3)))
+struct TargetedFlushTests {
+    @Test(
+        "a 1.2 → 1.3 catch-up lists its downloads and changed folders; an fsync refused under next/ leaves 1.2, the next run switches"
+    )
+    func refusedFsyncOfAWrittenFolder() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1", "1.2")
+            harness.serve("1.3")
+            let staging = StagingArea(contentDirectory: harness.content)
+            let before = try harness.tree()
+            DiskFlush.faults.inject(.fsync, at: staging.next, errno: EIO)
+            await #expect {
+                try await harness.sync()
+            } throws: { error in
+                let text = "\(error)"
+                return (error as? SyncError)?.code == .fileSystem
+                    && text.contains("(fsync: Input/output error, errno 5)")
+                    && text.contains(staging.next) && !text.contains("syncfs")
+            }
+            DiskFlush.faults.clear(under: staging.next)
+            #expect(try harness.tree() == before, "1.2 stays in place")
+            let status = try await SyncStatus.read(statePath: harness.state, contentDirectory: harness.content)
+            #expect(status.version == "1.2")
+            // The staged tree is switched in by the next run (the switch it had marked is redone).
+            harness.server.resetLog()
+            let report = try await harness.sync()
+            #expect(report.toVersion.text == "1.3")
+            #expect(harness.contentDownloads().isEmpty, "the staged tree was switched in, not downloaded again")
+            try harness.expectTree(is: "1.3")
+        }
+    }
+
+    @Test(
+        "the written set of a patch: its downloads, the folders it changed and the staging folder; none past the bound")
+    func writtenSet() {
+        let staging = StagingArea(contentDirectory: "/srv/mirror")
+        var patch = TwinPatch()
+        patch.removals = [p("a/old.txt"), p("b")]
+        patch.folders = [p("c"), p("c/d")]
+        patch.links = [SyncPlan.Reuse(target: p("c/d/x.txt"), source: p("a/x.txt"))]
+        patch.downloads = [p("a/new.txt")]
+        let written = Stager.written(by: patch, staging: staging)
+        #expect(
+            written == [
+                staging.next + "/a/new.txt", staging.next, staging.next + "/a", staging.next + "/c",
+                staging.next + "/c/d",
+                staging.root,
+            ])
+        patch.downloads = (0...Stager.maxFlushedOneByOne).map { p("f\($0).bin") }
+        #expect(Stager.written(by: patch, staging: staging) == nil)
+    }
+}

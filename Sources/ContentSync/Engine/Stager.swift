@@ -31,7 +31,15 @@ struct Stager: Sendable {
         /// Whether every folder of the twin was found as recorded (or made dirty where not), so
         /// `next/` outside the changed paths is known to be the current version's tree.
         var twinVerified = false
+        /// What a small catch-up wrote (its downloads, every folder it changed, and the staging
+        /// folder the twin moved in), to flush one by one before the switch; nil: flush the
+        /// whole filesystem.
+        var written: [String]?
     }
+
+    /// A catch-up touching more paths than this flushes the whole filesystem once (`syncfs`)
+    /// rather than each file and folder.
+    static let maxFlushedOneByOne = 512
 
     /// Builds the plan's tree in `next/`, resuming an interrupted run of the same plan.
     ///
@@ -198,7 +206,24 @@ struct Stager: Sendable {
             todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
-            twinPaths: patch.count, twinVerified: verified)
+            twinPaths: patch.count, twinVerified: verified, written: Self.written(by: patch, staging: staging))
+    }
+
+    /// The files and folders `patch` wrote in `next/`, plus the staging folder (the twin was
+    /// renamed in it); nil when the patch is too big to flush one by one.
+    static func written(by patch: TwinPatch, staging: StagingArea) -> [String]? {
+        guard patch.count <= maxFlushedOneByOne else { return nil }
+        var folders: Set<SafeRelativePath> = [.root]
+        for path in patch.removals { folders.insert(path.parent) }
+        for folder in patch.folders {
+            folders.insert(folder)
+            folders.insert(folder.parent)
+        }
+        for link in patch.links { folders.insert(link.target.parent) }
+        for download in patch.downloads { folders.insert(download.parent) }
+        return patch.downloads.map { $0.absolute(in: staging.next) }
+            + folders.sorted().map { $0.absolute(in: staging.next) }
+            + [staging.root]
     }
 
     /// Whether every existing ancestor of every path the patch touches is a folder (by `lstat`,

@@ -104,8 +104,15 @@ struct StagingArea: Sendable {
     /// and the error is thrown: the version is never recorded as switched on a flush the disk
     /// refused. (The plan stays marked as switching with the staged tree in `next/`, so the next
     /// update redoes the switch, see ``VersionSwitch/recoverInterrupted()``.)
-    func swapIn() throws(FileSystemError) {
-        try DiskFlush.filesystem(holding: next)
+    ///
+    /// `flushing` lists what the staging wrote (a small catch-up of the twin): those files and
+    /// folders are fsynced instead of the whole filesystem. Nil: `syncfs`.
+    func swapIn(flushing: [String]? = nil) throws(FileSystemError) {
+        if let flushing {
+            try DiskFlush.entries(flushing)
+        } else {
+            try DiskFlush.filesystem(holding: next)
+        }
         let parent = (contentDirectory as NSString).deletingLastPathComponent
         /// fsyncs the parent after a swap; when the disk refuses, `undo` puts the previous
         /// version back before the error goes up.

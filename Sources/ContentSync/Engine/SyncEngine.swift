@@ -308,7 +308,10 @@ struct SyncEngine: Sendable {
                 kind: .replay,
                 outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
             twinChanges: exact ? planned.changed : nil, twinFolders: planned.localFolders, index: index,
-            liveFolders: planned.newFolders, fullCheck: !planned.fromIndex, progress: progress)
+            liveFolders: planned.newFolders, fullCheck: !planned.fromIndex,
+            // What a small catch-up wrote is all that needs flushing, unless the check repaired
+            // files (a whole check, or repairs, wrote elsewhere too).
+            flushing: index.isDelta ? staged.written : nil, progress: progress)
         return report
     }
 

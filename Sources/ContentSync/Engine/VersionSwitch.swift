@@ -42,10 +42,12 @@ struct VersionSwitch: Sendable {
     /// `liveFolders` are the new version's folders: their `ctime`s, read right after the swap,
     /// let the next replay plan from the index (recorded only with an index that has entries).
     /// `fullCheck`: this update listed and checked the whole tree (``SyncConfiguration/fullCheckInterval``).
+    /// `flushing`: what staging wrote, flushed one by one instead of the whole filesystem
+    /// (``StagingArea/swapIn(flushing:)``).
     func switchTo(
         _ pending: PendingSwitch, history: UpdateHistoryEntry, twinChanges: [SafeRelativePath]? = nil,
         twinFolders: [SafeRelativePath] = [], index: IndexUpdate = .drop, liveFolders: [SafeRelativePath]? = nil,
-        fullCheck: Bool = false, progress: @Sendable (SyncProgress) -> Void
+        fullCheck: Bool = false, flushing: [String]? = nil, progress: @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) {
         let version = pending.toVersion
         progress(SyncProgress(phase: .switching, currentItem: version.text))
@@ -62,7 +64,7 @@ struct VersionSwitch: Sendable {
                 message: "the staged version at \(staging.next) vanished before the switch; run the update again")
         }
         try await store.markSwitching(device: identity.device, inode: identity.inode, keepsTwin: twinChanges != nil)
-        try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn() }
+        try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn(flushing: flushing) }
         let twin = twinChanges == nil ? nil : FileSystem.identity(of: staging.retired)
         let folderTimes =
             twin == nil

@@ -836,6 +836,12 @@ enum IndexUpdate: Sendable {
     /// the plan's, unchecked.
     case shape(TreeShape)
 
+    /// Whether this is a delta: the staged tree was checked from the index, nothing repaired.
+    var isDelta: Bool {
+        if case .delta = self { return true }
+        return false
+    }
+
     /// Whether the index records entries a replay can plan from.
     var hasEntries: Bool {
         switch self {
