@@ -481,25 +481,6 @@ final class StateStore: Sendable {
         folder.isRoot ? "" : folder.string + "/"
     }
 
-    /// The current version's folders and files as the tree index records them; nil when a row is
-    /// not a safe path (a damaged or hostile database) or a file would stand above another entry.
-    func indexedTree() async throws(SyncError) -> LocalTree? {
-        try await read { db in
-            var tree = LocalTree()
-            let rows = try Row.fetchCursor(db, sql: "SELECT path, isFolder FROM treeEntry WHERE path <> ''")
-            while let row = try rows.next() {
-                guard let path = Self.safePath(row[0]), !path.isRoot, let isFolder: Bool = row.lenient(1) else {
-                    return nil
-                }
-                if isFolder { tree.folders.insert(path) } else { tree.files.insert(path) }
-            }
-            // Every entry's parent is a recorded folder: a file cannot hold entries.
-            for path in tree.folders where !path.parent.isRoot && !tree.folders.contains(path.parent) { return nil }
-            for path in tree.files where !path.parent.isRoot && !tree.folders.contains(path.parent) { return nil }
-            return tree
-        }
-    }
-
     /// How many file fingerprints are stored (rows of files gone since a whole check included).
     func fingerprintCount() async throws(SyncError) -> Int {
         try await read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM fileFingerprint") ?? 0 }
