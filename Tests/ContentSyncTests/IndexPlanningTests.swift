@@ -138,7 +138,7 @@ struct IndexPlanningTests {
             try await database.write { db in
                 try db.execute(sql: "INSERT INTO trustPin (keyID, publicKey, pinnedAt) VALUES (1, X'02', 'x')")
             }
-            try await database.close()
+            try database.close()
             harness.serve("1.2")
             let error = await #expect(throws: SyncError.self) { try await harness.sync() }
             #expect(error?.message.contains("trusted signing key(s) 1") == true, "\(String(describing: error))")
@@ -153,7 +153,7 @@ struct IndexPlanningTests {
             try await TwinTreeTests.syncThrough(harness, "1.1")
             let database = try DatabaseQueue(path: harness.state)
             try await database.write { db in try db.execute(sql: sql) }
-            try await database.close()
+            try database.close()
             harness.serve("1.2")
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)

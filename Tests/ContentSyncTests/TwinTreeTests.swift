@@ -174,7 +174,7 @@ struct TwinTreeTests {
             try await database.write { db in
                 try db.execute(sql: "INSERT INTO twinChange (path) VALUES ('../../victim')")
             }
-            try await database.close()
+            try database.close()
             #expect(try await Self.twin(harness) == nil)
             harness.serve("1.2")
             let report = try await harness.sync()
