@@ -73,7 +73,17 @@ public final class BlockingIOPool: Sendable {
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
         let outcome = Outcome<Result<T, Failure>>()
-        enqueue { outcome.complete(Result { () throws(Failure) -> T in try body() }) }
+        let pending = PendingBody(body)
+        enqueue {
+            // The body, and whatever it captured, is released before the caller resumes: an
+            // object the caller dropped (a database, say) is not freed later on a pool thread.
+            let result: Result<T, Failure>
+            do {
+                let body = pending.take()
+                result = Result { () throws(Failure) -> T in try body() }
+            }
+            outcome.complete(result)
+        }
         if spinNanoseconds > 0, shouldPoll(), !callerSpinning.exchange(true, ordering: .acquiring) {
             let deadline = Self.now() &+ spinNanoseconds
             var ready: Result<T, Failure>?
@@ -108,6 +118,9 @@ public final class BlockingIOPool: Sendable {
         return UInt64(time.tv_sec) &* 1_000_000_000 &+ UInt64(time.tv_nsec)
     }
 
+    /// What a consumed queue slot holds.
+    private static let done: @Sendable () -> Void = {}
+
     private func enqueue(_ job: @escaping @Sendable () -> Void) {
         let wake = state.withLock { state -> Bool in
             state.jobs.append(job)
@@ -124,6 +137,8 @@ public final class BlockingIOPool: Sendable {
     private func take(_ state: inout State) -> (@Sendable () -> Void)? {
         guard state.head < state.jobs.count else { return nil }
         let job = state.jobs[state.head]
+        // The slot lets go of the job at once (not when the consumed prefix is dropped).
+        state.jobs[state.head] = Self.done
         state.head += 1
         queued.subtract(1, ordering: .relaxed)
         // Drop the consumed prefix now and then, so the array does not grow forever.
@@ -162,6 +177,21 @@ public final class BlockingIOPool: Sendable {
             } else {
                 waiting.wait()
             }
+        }
+    }
+}
+
+/// A job's body, taken (and so released) by the worker that runs it.
+private final class PendingBody<Body: Sendable>: Sendable {
+    private let body: Mutex<Body?>
+
+    init(_ body: Body) { self.body = Mutex(body) }
+
+    /// The body; the box holds it no longer.
+    func take() -> Body {
+        body.withLock { body in
+            defer { body = nil }
+            return body!
         }
     }
 }

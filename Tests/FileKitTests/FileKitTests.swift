@@ -76,6 +76,24 @@ struct BlockingIOPoolTests {
             "two threads, so at most two jobs at once, and both used")
     }
 
+    /// What a job captured is freed by the time its caller resumes, with polling and without: an
+    /// object the caller let go of (a state database) is never freed later on a pool thread.
+    @Test(arguments: [Duration.zero, .milliseconds(5)])
+    func aJobsCapturesAreReleasedBeforeItsCallerResumes(spin: Duration) async throws {
+        final class Captured: Sendable {}
+        let pool = BlockingIOPool(threadCount: 2, spin: spin)
+        for _ in 0..<20 {
+            weak var gone: Captured?
+            do {
+                let captured = Captured()
+                gone = captured
+                let seen: ObjectIdentifier = await pool.run { ObjectIdentifier(captured) }
+                #expect(seen == ObjectIdentifier(captured))
+            }
+            #expect(gone == nil, "the job and its queue slot let go of what they captured")
+        }
+    }
+
     /// A worker polling the queue takes one job without being woken; a burst of more jobs
     /// must still wake the sleeping threads, or the pool runs them one at a time.
     @Test func aBurstWhileAWorkerPollsUsesEveryThread() async throws {
