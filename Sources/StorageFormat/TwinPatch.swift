@@ -24,6 +24,9 @@ public struct TwinPatch: Sendable, Equatable {
 
     /// Every path the patch touches, for a count in logs and tests.
     public var count: Int { removals.count + folders.count + links.count + downloads.count }
+
+    /// Every path the patch removes, creates, links or downloads.
+    public var paths: [SafeRelativePath] { removals + folders + links.map(\.target) + downloads }
 }
 
 extension SyncPlan {

@@ -149,16 +149,7 @@ package struct VirtualTree: Sendable {
     /// eager one has every path already). A path the tree does not hold is ignored.
     package mutating func cover(_ paths: [SafeRelativePath]) {
         for path in paths {
-            var node = Self.root
-            var found = true
-            for component in path.components {
-                guard let next = lookup(node, component) else {
-                    found = false
-                    break
-                }
-                node = next
-            }
-            if found, kinds[Int(node)] == .folder { listWhole(node) }
+            if let node = find(path.components[...], from: Self.root), kinds[Int(node)] == .folder { listWhole(node) }
         }
     }
 

@@ -74,10 +74,7 @@ struct SyncOptions: ParsableArguments {
         settings.name = name.isEmpty ? "root" : name
         settings.concurrency = max(1, concurrency)
         if let fullCheckInterval {
-            guard
-                let value = fullCheckInterval == "0"
-                    ? Duration.zero : DurationText.parse(fullCheckInterval, bareSeconds: true)
-            else {
+            guard let value = DurationText.parse(fullCheckInterval, bareSeconds: true, allowingZero: true) else {
                 throw CLIFailure(
                     code: 6,
                     message:

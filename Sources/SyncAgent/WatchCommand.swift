@@ -188,7 +188,7 @@ struct WatchCommand: AsyncParsableCommand {
             settings.jitter = jitter
         }
         if let splay {
-            guard let value = splay == "0" ? Duration.zero : DurationText.parse(splay, bareSeconds: true) else {
+            guard let value = DurationText.parse(splay, bareSeconds: true, allowingZero: true) else {
                 throw CLIFailure(
                     code: 6, message: "--splay '\(splay)' is not a duration: give seconds or \(DurationText.help)")
             }

@@ -245,22 +245,16 @@ struct ConfigReader {
                 problem(value, "\(where_).jitter must be between 0 and 0.9, such as 0.1 for ±10%")
             }
         }
-        if let (_, value) = values["splay"] {
-            if value.string == "0" {
-                settings.splay = .zero
-            } else if let splay = duration(value, "\(where_).splay") {
-                settings.splay = splay
-            }
+        if let (_, value) = values["splay"], let splay = duration(value, "\(where_).splay", allowingZero: true) {
+            settings.splay = splay
         }
         if let (_, value) = values["max-backoff"], let backoff = duration(value, "\(where_).max-backoff") {
             settings.maxBackoff = backoff
         }
-        if let (_, value) = values["full-check-interval"] {
-            if value.string == "0" {
-                settings.fullCheckInterval = .zero
-            } else if let interval = duration(value, "\(where_).full-check-interval") {
-                settings.fullCheckInterval = interval
-            }
+        if let (_, value) = values["full-check-interval"],
+            let interval = duration(value, "\(where_).full-check-interval", allowingZero: true)
+        {
+            settings.fullCheckInterval = interval
         }
         if let (_, value) = values["max-failures"], let count = integer(value, "\(where_).max-failures") {
             if count >= 0 {
@@ -489,9 +483,9 @@ struct ConfigReader {
         return nil
     }
 
-    private mutating func duration(_ node: Node, _ label: String) -> Duration? {
+    private mutating func duration(_ node: Node, _ label: String, allowingZero: Bool = false) -> Duration? {
         guard let text = string(node, label) else { return nil }
-        guard let duration = DurationText.parse(text, bareSeconds: true) else {
+        guard let duration = DurationText.parse(text, bareSeconds: true, allowingZero: allowingZero) else {
             problem(node, "\(label) '\(text)' is not a duration: give \(DurationText.help), or seconds")
             return nil
         }

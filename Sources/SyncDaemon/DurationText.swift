@@ -2,8 +2,10 @@
 /// config file and the flags (`status --max-age`) read the same forms.
 public enum DurationText {
     /// The duration `text` names, or nil when it is not one (no unit, zero, a fraction, too big).
-    /// With `bareSeconds`, a plain number counts as seconds (`300`), as `--interval` always took.
-    public static func parse(_ text: String, bareSeconds: Bool = false) -> Duration? {
+    /// With `bareSeconds`, a plain number counts as seconds (`300`), as `--interval` always took;
+    /// with `allowingZero`, `0` is zero (`splay`, `full-check-interval`: "none" and "every time").
+    public static func parse(_ text: String, bareSeconds: Bool = false, allowingZero: Bool = false) -> Duration? {
+        if allowingZero && text == "0" { return .zero }
         let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3600, "d": 86400]
         var digits = Substring(text)
         var unit: Int64 = 1

@@ -24,6 +24,16 @@ struct TwinTreeTests {
         }
     }
 
+    /// Brings the client to 1.1 (1.0 its twin), then fails its catch-up to 1.2 part-way (one file
+    /// refused): the twin is left in next/, half caught up.
+    static func stopCatchUpPartWay(_ harness: SyncHarness) async throws {
+        try await syncThrough(harness, "1.1")
+        harness.serve("1.2")
+        harness.server.injectFault(.status(404), forPath: "/RXCacheContent/docs/api/v2/errors.md")
+        await #expect(throws: SyncError.self) { try await harness.sync(concurrency: 1) }
+        harness.server.clearFaults()
+    }
+
     static func twin(_ harness: SyncHarness) async throws -> TwinState? {
         try await StateStore(path: harness.state).twin()
     }
@@ -191,11 +201,7 @@ struct TwinTreeTests {
     @Test("a folder of a half caught-up twin swapped for a symlink to someone's files: nothing there is touched")
     func plantedSymlinkInAHalfCaughtUpTwin() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await Self.syncThrough(harness, "1.1")
-            harness.serve("1.2")
-            harness.server.injectFault(.status(404), forPath: "/RXCacheContent/docs/api/v2/errors.md")
-            await #expect(throws: SyncError.self) { try await harness.sync(concurrency: 1) }
-            harness.server.clearFaults()
+            try await Self.stopCatchUpPartWay(harness)
             // The twin is in next/ now, caught up part-way. Its docs/ becomes a symlink to a
             // victim folder holding files at the paths the catch-up touches.
             let next = Self.staging(harness).next
@@ -223,12 +229,8 @@ struct TwinTreeTests {
     @Test("a catch-up that fails part-way, then a newer version: the twin's dirty set still covers it")
     func abandonedCatchUp() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
-            try await Self.syncThrough(harness, "1.1")
-            harness.serve("1.2")
-            harness.server.injectFault(.status(404), forPath: "/RXCacheContent/docs/api/v2/errors.md")
-            await #expect(throws: SyncError.self) { try await harness.sync(concurrency: 1) }
+            try await Self.stopCatchUpPartWay(harness)
             try harness.expectTree(is: "1.1")
-            harness.server.clearFaults()
             harness.serve("1.3")
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)

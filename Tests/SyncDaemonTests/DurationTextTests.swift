@@ -16,6 +16,15 @@ import Testing
         #expect(DurationText.parse(text) == nil)
     }
 
+    @Test("0 is zero only where asked (splay, full-check-interval); 0s and 00 never")
+    func zeroWhereAllowed() {
+        #expect(DurationText.parse("0", bareSeconds: true) == nil)
+        #expect(DurationText.parse("0", bareSeconds: true, allowingZero: true) == .zero)
+        #expect(DurationText.parse("0s", allowingZero: true) == nil)
+        #expect(DurationText.parse("00", bareSeconds: true, allowingZero: true) == nil)
+        #expect(DurationText.parse("90s", allowingZero: true) == .seconds(90))
+    }
+
     @Test func formatsWithTheLargestWholeUnit() {
         #expect(DurationText.format(.seconds(90)) == "90s")
         #expect(DurationText.format(.seconds(900)) == "15m")

@@ -213,14 +213,8 @@ struct Stager: Sendable {
     /// renamed in it); nil when the patch is too big to flush one by one.
     static func written(by patch: TwinPatch, staging: StagingArea) -> [String]? {
         guard patch.count <= maxFlushedOneByOne else { return nil }
-        var folders: Set<SafeRelativePath> = [.root]
-        for path in patch.removals { folders.insert(path.parent) }
-        for folder in patch.folders {
-            folders.insert(folder)
-            folders.insert(folder.parent)
-        }
-        for link in patch.links { folders.insert(link.target.parent) }
-        for download in patch.downloads { folders.insert(download.parent) }
+        // Each touched path's folder, and the folders the patch creates.
+        let folders = Set(patch.paths.map(\.parent) + patch.folders + [.root])
         return patch.downloads.map { $0.absolute(in: staging.next) }
             + folders.sorted().map { $0.absolute(in: staging.next) }
             + [staging.root]
@@ -230,8 +224,7 @@ struct Stager: Sendable {
     /// so not a symlink to one) under `twin`.
     static func foldersAreReal(on patch: TwinPatch, in twin: String) -> Bool {
         var checked: Set<SafeRelativePath> = []
-        let paths = patch.removals + patch.folders + patch.links.map(\.target) + patch.downloads
-        for path in paths {
+        for path in patch.paths {
             for ancestor in path.ancestors where checked.insert(ancestor).inserted {
                 guard let info = FileSystem.status(of: ancestor.absolute(in: twin)) else { continue }
                 if info.st_mode & S_IFMT != S_IFDIR { return false }

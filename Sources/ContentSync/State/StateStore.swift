@@ -462,18 +462,37 @@ final class StateStore: Sendable {
     /// Blocking: call it from the planning thread. Nil when the database cannot be read or a row
     /// is not a safe path directly in `folder` (damaged or hostile).
     func indexedEntries(of folder: SafeRelativePath) -> [VirtualTree.ListedEntry]? {
-        try? pool.read { db -> [VirtualTree.ListedEntry]? in
-            var entries: [VirtualTree.ListedEntry] = []
-            let statement = try db.cachedStatement(sql: "SELECT path, isFolder FROM treeEntry WHERE parent = ?")
-            let rows = try Row.fetchCursor(statement, arguments: [Self.parentKey(of: folder)])
-            while let row = try rows.next() {
-                guard let path = Self.safePath(row[0]), !path.isRoot, path.parent == folder,
-                    let isFolder: Bool = row.lenient(1)
-                else { return nil }
-                entries.append(VirtualTree.ListedEntry(name: path.lastComponent!, isFolder: isFolder))
-            }
-            return entries
+        guard let entries = try? pool.read({ db in try Self.indexEntries(in: folder, db) }) else { return nil }
+        return entries.map { name, entry in
+            if case .folder = entry { return VirtualTree.ListedEntry(name: name, isFolder: true) }
+            return VirtualTree.ListedEntry(name: name, isFolder: false)
         }
+    }
+
+    /// The tree index's entries directly in `folder`, by name: one indexed query (`parent`).
+    /// Nil when a row is damaged or hostile (not a safe path in `folder`, or not an entry).
+    private static func indexEntries(in folder: SafeRelativePath, _ db: Database) throws
+        -> [String: TreeDigest.Entry]?
+    {
+        let statement = try db.cachedStatement(sql: "SELECT path, isFolder, size, hash FROM treeEntry WHERE parent = ?")
+        var entries: [String: TreeDigest.Entry] = [:]
+        let rows = try Row.fetchCursor(statement, arguments: [parentKey(of: folder)])
+        while let row = try rows.next() {
+            guard let path = safePath(row[0]), path.parent == folder, let name = path.lastComponent,
+                let entry = indexEntry(row)
+            else { return nil }
+            entries[name] = entry
+        }
+        return entries
+    }
+
+    /// The entry a `treeEntry` row (`path, isFolder, size, hash`) records; nil for a damaged one.
+    private static func indexEntry(_ row: Row) -> TreeDigest.Entry? {
+        guard let isFolder: Bool = row.lenient(1), let size: Int64 = row.lenient(2),
+            let hash: String = row.lenient(3), hash.utf8.count == 64, hash.utf8.allSatisfy({ HexDigest.isLowerHex($0) })
+        else { return nil }
+        if isFolder { return .folder(digest: hash) }
+        return size >= 0 ? .file(FileFingerprint(size: size, sha256: hash)) : nil
     }
 
     /// The `parent` column of the entries in `folder`: its path and a slash, '' for the root.
@@ -504,33 +523,14 @@ final class StateStore: Sendable {
     func indexDelta(_ plan: SyncPlan, changed: [SafeRelativePath]) async throws(SyncError) -> TreeIndexDelta? {
         try await read { db in
             // The delta asks for every entry of each folder it hashes again: a folder's entries
-            // are read in one query the first time one of them is asked for.
+            // are read in one query the first time one of them is asked for (a damaged row makes
+            // the whole folder read as missing, and the delta nil).
             let root = try db.cachedStatement(sql: "SELECT path, isFolder, size, hash FROM treeEntry WHERE path = ''")
-            let inFolder = try db.cachedStatement(
-                sql: "SELECT path, isFolder, size, hash FROM treeEntry WHERE parent = ?")
             var folders: [SafeRelativePath: [String: TreeDigest.Entry]] = [:]
-            func entry(_ row: Row) -> TreeDigest.Entry? {
-                guard let isFolder: Bool = row.lenient(1), let size: Int64 = row.lenient(2),
-                    let hash: String = row.lenient(3), hash.utf8.count == 64,
-                    hash.utf8.allSatisfy({ HexDigest.isLowerHex($0) })
-                else { return nil }
-                if isFolder { return .folder(digest: hash) }
-                return size >= 0 ? .file(FileFingerprint(size: size, sha256: hash)) : nil
-            }
             return plan.indexDelta(changed: changed) { path in
-                if path.isRoot { return (try? Row.fetchOne(root)).flatMap { $0.flatMap(entry) } }
+                if path.isRoot { return (try? Row.fetchOne(root)).flatMap { $0.flatMap(Self.indexEntry) } }
                 let folder = path.parent
-                if folders[folder] == nil {
-                    var entries: [String: TreeDigest.Entry] = [:]
-                    // A damaged row reads as missing (and the delta is then nil).
-                    for row in (try? Row.fetchAll(inFolder, arguments: [Self.parentKey(of: folder)])) ?? [] {
-                        guard let path = Self.safePath(row[0]), path.parent == folder, let name = path.lastComponent,
-                            let value = entry(row)
-                        else { continue }
-                        entries[name] = value
-                    }
-                    folders[folder] = entries
-                }
+                if folders[folder] == nil { folders[folder] = (try? Self.indexEntries(in: folder, db)) ?? [:] }
                 return folders[folder]?[path.lastComponent!]
             }
         }
