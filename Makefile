@@ -69,6 +69,7 @@ roundtrips: deps
 ## Serve ExampleStorage on loopback and mirror it version by version, showing each step.
 run: deps
 	$(SWIFT) build --product sync-agent
+	$(SWIFT) build --product sync-agent-image
 	bash scripts/demo.sh "$$($(SWIFT) build --show-bin-path)/sync-agent"
 
 ## The benchmarks' extra packages (nginx, GNU time, the peer tools, wrk); only `make bench` needs them.
@@ -97,10 +98,10 @@ completions: deps
 MAN_DIR := .build/man
 MAN_DATE ?= $(shell git log -1 --format=%cs 2>/dev/null || date +%F)
 man: deps
-	rm -rf .build/plugins/GenerateManual/outputs/SyncAgent
+	rm -rf .build/plugins/GenerateManual/outputs/SyncAgentMain
 	$(SWIFT) package plugin generate-manual --configuration debug --multi-page --date $(MAN_DATE)
 	rm -rf $(MAN_DIR) && mkdir -p $(MAN_DIR)
-	cp .build/plugins/GenerateManual/outputs/SyncAgent/*.1 $(MAN_DIR)/
+	cp .build/plugins/GenerateManual/outputs/SyncAgentMain/*.1 $(MAN_DIR)/
 	@ls $(MAN_DIR)
 
 ## Install the release binary (stripped), completions, man pages and, when contrib/systemd/ exists,
@@ -109,10 +110,13 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 install: deps completions man
 	$(SWIFT) build $(RELEASE) --product sync-agent
+	$(SWIFT) build $(RELEASE) --product sync-agent-image
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 \
 	  $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/site-functions \
 	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 	install -m 755 -s "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent" $(DESTDIR)$(PREFIX)/bin/sync-agent
+	@# `sync-agent image` execs it from sync-agent's own folder: the one binary that loads libvips.
+	install -m 755 -s "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent-image" $(DESTDIR)$(PREFIX)/bin/sync-agent-image
 	install -m 644 $(COMPLETIONS_DIR)/sync-agent.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/sync-agent
 	install -m 644 $(COMPLETIONS_DIR)/_sync-agent $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_sync-agent
 	install -m 644 $(COMPLETIONS_DIR)/sync-agent.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/sync-agent.fish

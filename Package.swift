@@ -13,7 +13,9 @@ let package = Package(
         .library(name: "ItemCache", targets: ["ItemCache"]),
         .library(name: "ImageCache", targets: ["ImageCache"]),
         .library(name: "StorageServer", targets: ["StorageServer"]),
-        .executable(name: "sync-agent", targets: ["SyncAgent"]),
+        .executable(name: "sync-agent", targets: ["SyncAgentMain"]),
+        // `sync-agent image` runs it (installed beside sync-agent): the one binary that loads libvips.
+        .executable(name: "sync-agent-image", targets: ["SyncAgentImage"]),
         .executable(name: "content-sync-fuzz", targets: ["ContentSyncFuzz"]),
         .executable(name: "cache-bench", targets: ["CacheBench"]),
         .executable(name: "cache-chaos", targets: ["CacheChaos"]),
@@ -84,7 +86,9 @@ let package = Package(
                                .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The publisher: differ, storage writer, journal and signing. Sync-only apps do not link it.
         // Image variants on libvips, on top of the item cache (issue 22).
-        .target(name: "ImageCache", dependencies: ["ItemCache", "CVips", "FileKit", "Transport"]),
+        // What `sync-agent cache` reads of images (contexts, groups, metadata, counts) without libvips.
+        .target(name: "ImageCatalog", dependencies: ["ItemCache"]),
+        .target(name: "ImageCache", dependencies: ["ImageCatalog", "ItemCache", "CVips", "FileKit", "Transport"]),
         .target(name: "ContentPublishing",
                 dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
@@ -106,13 +110,23 @@ let package = Package(
                                .product(name: "Yams", package: "Yams"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle")]),
-        .executableTarget(name: "SyncAgent",
-                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCache",
+        // The commands of sync-agent (and of sync-agent-image, which adds how `image get` makes a
+        // variant): a library so that the two binaries share one command line.
+        .target(name: "SyncAgent",
+                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                          .product(name: "Crypto", package: "swift-crypto"),
                                          .product(name: "Logging", package: "swift-log")]),
+
+        // sync-agent: every command but `image get`'s work, which it execs sync-agent-image for, so
+        // that no other command loads libvips' ~100 shared libraries. Not a dependency of
+        // SyncAgentMain: SwiftPM would link its libraries (ImageCache, libvips) into sync-agent too;
+        // `swift build` builds both, and the Makefile names both products.
+        .executableTarget(name: "SyncAgentMain", dependencies: ["SyncAgent"]),
+        .executableTarget(name: "SyncAgentImage", dependencies: ["SyncAgent", "ImageCache", "ItemCache", "FileKit", "Transport",
+                                                                 .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // The fuzz checks, shared by the libFuzzer target (`make fuzz`) and the corpus replay test.
         .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit", "Transport", "ItemCache"]),
@@ -142,8 +156,8 @@ let package = Package(
         .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips", "StorageServer", "Transport", "FileKit"]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
-        // Runs the built sync-agent binary; the dependency makes sure it is built first.
-        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips"]),
+        // Runs the built sync-agent and sync-agent-image binaries; the dependencies make sure they are built first.
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncAgentMain", "SyncAgentImage", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips"]),
         .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
                                                             .product(name: "Logging", package: "swift-log"),
                                                             .product(name: "Metrics", package: "swift-metrics"),

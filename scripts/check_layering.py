@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LIBRARIES = {"CLinux", "CCurl", "CZip", "CVips", "ImageCache", "PercentDecoding", "ToolSupport", "ProcessKit", "FileKit", "DatabaseKit",
+LIBRARIES = {"CLinux", "CCurl", "CZip", "CVips", "ImageCatalog", "ImageCache", "PercentDecoding", "ToolSupport", "ProcessKit", "FileKit", "DatabaseKit",
              "Transport", "Archive", "StorageFormat", "ContentSync", "ContentPublishing", "ItemCache",
              "StorageServer", "SyncDaemon", "ContentSyncFuzzing"}
 # The layering as an allow-list: the package targets each target may depend on at all. Package.swift
@@ -53,12 +53,18 @@ ALLOWED_DEPENDENCIES = {
     # The test server speaks HTTP with Transport's HTTP dates.
     "StorageServer": {"PercentDecoding", "ProcessKit", "ToolSupport", "Transport"},
     # Images on libvips: only ImageCache links CVips, and it builds on the item cache alone.
-    "ImageCache": {"ItemCache", "CVips", "FileKit", "Transport"},
+    "ImageCache": {"ImageCatalog", "ItemCache", "CVips", "FileKit", "Transport"},
+    # What the cache CLI reads of images, without libvips.
+    "ImageCatalog": {"ItemCache"},
     # The daemon's shell runs the client: no publisher, cache, archive or test-server code.
     "SyncDaemon": {"CLinux", "ContentSync", "FileKit", "ProcessKit", "StorageFormat", "Transport"},
     "ContentSyncFuzzing": {"FileKit", "ItemCache", "StorageFormat", "Transport"},
+    # sync-agent's commands: any library but the ones that load libvips (sync-agent-image adds them).
+    "SyncAgent": LIBRARIES - {"ImageCache", "CVips"},
+    "SyncAgentMain": {"SyncAgent"},
+    "SyncAgentImage": LIBRARIES | {"SyncAgent"},
     # Executables are the top: any library.
-    "SyncAgent": LIBRARIES, "ContentSyncFuzz": LIBRARIES, "CacheBench": LIBRARIES, "CacheChaos": LIBRARIES,
+    "ContentSyncFuzz": LIBRARIES, "CacheBench": LIBRARIES, "CacheChaos": LIBRARIES,
     "FleetSim": LIBRARIES, "ImageBench": LIBRARIES,
 }
 IMPORT = re.compile(
@@ -89,6 +95,8 @@ def main():
         problems.append("ContentPublishing's closure contains the client")
     if "ChangeDiffer.swift" not in sources(publisher):
         problems.append("ChangeDiffer.swift is not in ContentPublishing (the check would prove nothing)")
+    if "CVips" in closure("SyncAgentMain", set()):
+        problems.append("sync-agent's closure contains CVips: every command would load libvips (sync-agent-image makes images)")
     if "StorageServer" in closure("SyncDaemon", set()):
         problems.append("SyncDaemon's closure contains the test server (spawn through ProcessKit)")
     for name, target in sorted(targets.items()):

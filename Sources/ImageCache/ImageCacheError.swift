@@ -52,3 +52,17 @@ public struct ImageCacheError: Error, Sendable, CustomStringConvertible {
     /// `code: message`.
     public var description: String { "\(code): \(message)" }
 }
+
+extension ImageMetadata {
+    /// Throws ``ImageCacheError/Code/configuration`` for caller metadata that uses the
+    /// cache's own names.
+    static func checkCustom(_ custom: [String: String]) throws(ImageCacheError) {
+        if let name = custom.keys.sorted().first(where: { $0.hasPrefix(reservedPrefix) }) {
+            throw ImageCacheError(
+                code: .configuration,
+                message:
+                    "the metadata name '\(name)' begins with '\(reservedPrefix)', which the image cache keeps for its own facts; rename it"
+            )
+        }
+    }
+}

@@ -1,5 +1,6 @@
 import FileKit
 import Foundation
+@_exported import ImageCatalog
 import ItemCache
 import Synchronization
 
@@ -59,10 +60,10 @@ public final class ImagePipeline: Sendable {
     public static let sharedProcessingPool = BlockingIOPool(
         threadCount: max(1, ProcessInfo.processInfo.activeProcessorCount), spin: .zero)
 
-    /// The context of originals' keys.
-    public static let originalContext = "image"
-    /// The context of variants' keys.
-    public static let variantContext = "image-variant"
+    /// The context of originals' keys (``ImageCatalog/originalContext``).
+    public static let originalContext = ImageCatalog.originalContext
+    /// The context of variants' keys (``ImageCatalog/variantContext``).
+    public static let variantContext = ImageCatalog.variantContext
 
     /// The loader originals and variants go through.
     public let loader: ItemLoader
@@ -89,24 +90,8 @@ public final class ImagePipeline: Sendable {
     /// The most records ``recentOriginals`` keeps.
     static let recentLimit = 4096
 
-    /// What this pipeline counted since it started.
-    public struct Counts: Sendable, Equatable {
-        /// Variants this process made (a load that joined another's making counts none).
-        public var made: Int
-        /// Loads a stored variant answered.
-        public var hits: Int
-        /// Loads refused because the original is not an image this cache accepts.
-        public var refusals: Int
-
-        /// Counts with these values.
-        public init(made: Int, hits: Int, refusals: Int) {
-            (self.made, self.hits, self.refusals) = (made, hits, refusals)
-        }
-
-        static func - (lhs: Counts, rhs: Counts) -> Counts {
-            Counts(made: lhs.made - rhs.made, hits: lhs.hits - rhs.hits, refusals: lhs.refusals - rhs.refusals)
-        }
-    }
+    /// Image counts (``ImageCatalog/Counts``): variants made, hits, refusals.
+    public typealias Counts = ImageCatalog.Counts
 
     /// What this pipeline counted since it started: variants made, hits, refusals.
     public var counts: Counts {
@@ -187,9 +172,7 @@ public final class ImagePipeline: Sendable {
     /// The totals every pipeline on the folder of `store` recorded (``recordCounts()``).
     public static func storedCounts(in store: ItemStore) async throws(ImageCacheError) -> Counts {
         do {
-            let counters = try await store.counters()
-            let value = { (name: String) in Int(clamping: max(0, counters[name] ?? 0)) }
-            return Counts(made: value(madeCounter), hits: value(hitsCounter), refusals: value(refusalsCounter))
+            return try await ImageCatalog.storedCounts(in: store)
         } catch {
             throw ImageCacheError(error)
         }
@@ -201,14 +184,7 @@ public final class ImagePipeline: Sendable {
     @discardableResult
     public static func removeOrphanVariants(in store: ItemStore) async throws(ImageCacheError) -> Int {
         do {
-            let originals = Set(
-                try await store.items(matching: ItemQuery().context(originalContext)).map { variantGroup(of: $0.key) })
-            var removed = 0
-            for variant in try await store.items(matching: ItemQuery().context(variantContext))
-            where !variant.info.groups.contains(where: originals.contains) {
-                if try await store.removeItem(for: variant.key) { removed += 1 }
-            }
-            return removed
+            return try await ImageCatalog.removeOrphanVariants(in: store)
         } catch {
             throw ImageCacheError(error)
         }
@@ -216,12 +192,12 @@ public final class ImagePipeline: Sendable {
 
     /// The original's group name of a variant (``variantGroup(of:)``), for listings.
     public static func originalGroup(ofVariant info: ItemInfo) -> String? {
-        info.groups.first { $0.hasPrefix(groupPrefix) }
+        ImageCatalog.originalGroup(ofVariant: info)
     }
 
-    static let madeCounter = "image.variants-made"
-    static let hitsCounter = "image.variant-hits"
-    static let refusalsCounter = "image.refusals"
+    static let madeCounter = ImageCatalog.madeCounter
+    static let hitsCounter = ImageCatalog.hitsCounter
+    static let refusalsCounter = ImageCatalog.refusalsCounter
 
     /// Records the counts (``recordCounts()``) and, for a pipeline that opened its own loader,
     /// closes it.
@@ -608,8 +584,7 @@ public final class ImagePipeline: Sendable {
 
     /// The group every variant of the original `key` is stored in (`image-variants:` and the
     /// hash of the key).
-    public static func variantGroup(of key: CacheKey) -> String { groupPrefix + key.fileName }
-    static let groupPrefix = "image-variants:"
+    public static func variantGroup(of key: CacheKey) -> String { ImageCatalog.variantGroup(of: key) }
 
     func variantKey(original: CacheKey, digest: String, resize: ResizeRequest) throws(ImageCacheError) -> CacheKey {
         do {

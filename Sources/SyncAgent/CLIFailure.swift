@@ -8,11 +8,11 @@ import SyncDaemon
 import Transport
 
 /// A failure the CLI reports as one line on stderr with a specific exit code.
-struct CLIFailure: Error, CustomStringConvertible {
-    var code: Int32
-    var message: String
+package struct CLIFailure: Error, CustomStringConvertible {
+    package var code: Int32
+    package var message: String
 
-    init(code: Int32, message: String) {
+    package init(code: Int32, message: String) {
         self.code = code
         self.message = message
     }
@@ -108,7 +108,7 @@ struct CLIFailure: Error, CustomStringConvertible {
         }
     }
 
-    var description: String { message }
+    package var description: String { message }
 }
 
 extension CLIFailure {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import FileKit
 import Foundation
-import ImageCache
+import ImageCatalog
 import ItemCache
 import SyncDaemon
 import Transport
@@ -23,7 +23,9 @@ struct CacheCommand: AsyncParsableCommand {
 }
 
 /// The options every `cache` subcommand takes.
-struct CacheFolderOptions: ParsableArguments {
+package struct CacheFolderOptions: ParsableArguments {
+    package init() {}
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -59,7 +61,7 @@ struct CacheFolderOptions: ParsableArguments {
         return value
     }
 
-    func cacheConfiguration(create: Bool) throws -> CacheConfiguration {
+    package func cacheConfiguration(create: Bool) throws -> CacheConfiguration {
         var configuration = CacheConfiguration(folder: FileSystem.absolutePath(cache))
         configuration.diskLimit = try diskLimit()
         configuration.createsFolder = create
@@ -80,7 +82,7 @@ struct CacheFolderOptions: ParsableArguments {
         return store
     }
 
-    func warnAboutRepairs(_ repairs: CacheRepairs) {
+    package func warnAboutRepairs(_ repairs: CacheRepairs) {
         if repairs.indexSetAside {
             Console.standardError(
                 "warning: the cache index in \(cache) was damaged; it was set aside as index.sqlite.damaged and the cache started empty (items are fetched again)\n"
@@ -116,7 +118,7 @@ struct CacheParameters: ParsableArguments {
 /// Refuses an argument that is not UTF-8: Swift's strings would replace its bytes with U+FFFD,
 /// and two different byte strings would become one key. Bytes that are not text belong in the
 /// URL, percent-encoded (`q=%FF%FE`), where they are kept byte for byte.
-func refuseUnreadableArguments() throws {
+package func refuseUnreadableArguments() throws {
     for index in 1..<Int(CommandLine.argc) {
         guard let argument = CommandLine.unsafeArgv[index] else { continue }
         let bytes = UnsafeBufferPointer(
@@ -141,7 +143,7 @@ func removalReport(_ removed: Int, json: Bool) throws -> String {
 }
 
 /// JSON for people and scripts: sorted keys, pretty, slashes as they are (`https://`, not `https:\/\/`).
-func cacheJSON(_ object: Any) throws -> String {
+package func cacheJSON(_ object: Any) throws -> String {
     let data = try JSONSerialization.data(
         withJSONObject: object, options: [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes])
     return String(decoding: data, as: UTF8.self) + "\n"
@@ -158,7 +160,7 @@ func parseCacheURL(_ text: String) throws -> URL {
 
 /// `--header 'Name: value'` lines as request headers (lines of one name combined), or exit 6
 /// naming the bad one by its number (a value may be a secret, such as Authorization).
-func parseRequestHeaders(_ header: [String]) throws -> [String: String] {
+package func parseRequestHeaders(_ header: [String]) throws -> [String: String] {
     var headers: [String: String] = [:]
     var spelling: [String: String] = [:]
     // A value may be a secret (Authorization): messages name the header, never its value.
@@ -456,8 +458,8 @@ struct CacheListCommand: AsyncParsableCommand {
         let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
         // Image originals by their variants' group, to list each variant under its original.
         let originals = Dictionary(
-            items.filter { $0.key.context == ImagePipeline.originalContext }.map {
-                (ImagePipeline.variantGroup(of: $0.key), $0)
+            items.filter { $0.key.context == ImageCatalog.originalContext }.map {
+                (ImageCatalog.variantGroup(of: $0.key), $0)
             }, uniquingKeysWith: { first, _ in first })
         if json {
             let objects: [[String: Any]] = items.map { item in
@@ -477,8 +479,8 @@ struct CacheListCommand: AsyncParsableCommand {
                         "orientation": image.orientation,
                     ]
                 }
-                if item.key.context == ImagePipeline.variantContext {
-                    let original = ImagePipeline.originalGroup(ofVariant: item.info).flatMap { originals[$0] }
+                if item.key.context == ImageCatalog.variantContext {
+                    let original = ImageCatalog.originalGroup(ofVariant: item.info).flatMap { originals[$0] }
                     object["original"] = original.map { Redaction.text($0.key.rawValue) } as Any
                 }
                 return object
@@ -498,18 +500,18 @@ struct CacheListCommand: AsyncParsableCommand {
         }
         var variants: [String: [ItemSummary]] = [:]
         var orphans: [ItemSummary] = []
-        for item in items where item.key.context == ImagePipeline.variantContext {
-            if let group = ImagePipeline.originalGroup(ofVariant: item.info), originals[group] != nil {
+        for item in items where item.key.context == ImageCatalog.variantContext {
+            if let group = ImageCatalog.originalGroup(ofVariant: item.info), originals[group] != nil {
                 variants[group, default: []].append(item)
             } else {
                 orphans.append(item)
             }
         }
         var text = ""
-        for item in items where item.key.context != ImagePipeline.variantContext {
+        for item in items where item.key.context != ImageCatalog.variantContext {
             text += line(item, Redaction.text(item.key.url ?? item.key.rawValue))
-            if item.key.context == ImagePipeline.originalContext {
-                for variant in variants[ImagePipeline.variantGroup(of: item.key)] ?? [] {
+            if item.key.context == ImageCatalog.originalContext {
+                for variant in variants[ImageCatalog.variantGroup(of: item.key)] ?? [] {
                     text += line(variant, variantName(variant))
                 }
             }
@@ -561,7 +563,7 @@ struct CacheRemoveCommand: AsyncParsableCommand {
                 // The URL names an item, or an image original (with its variants).
                 var count = try await store.removeItem(for: key) ? 1 : 0
                 if let url = key.url.flatMap(URL.init(string:)),
-                    let image = try? CacheKey(url: url, context: ImagePipeline.originalContext)
+                    let image = try? CacheKey(url: url, context: ImageCatalog.originalContext)
                 {
                     count += try await store.removeItem(for: image) ? 1 : 0
                 }
@@ -570,7 +572,7 @@ struct CacheRemoveCommand: AsyncParsableCommand {
                 removed = try await store.removeItems(matching: ItemQuery().urlPrefix(prefix ?? ""))
             }
             // An image original's variants go with it.
-            removed += (try? await ImagePipeline.removeOrphanVariants(in: store)) ?? 0
+            removed += (try? await ImageCatalog.removeOrphanVariants(in: store)) ?? 0
             try await store.close()
         } catch {
             throw CLIFailure(cache: error)
@@ -612,7 +614,7 @@ struct CachePurgeCommand: AsyncParsableCommand {
         var removed: Int
         do {
             removed = expired ? try await store.removeExpired() : try await store.removeItems(matching: ItemQuery())
-            removed += (try? await ImagePipeline.removeOrphanVariants(in: store)) ?? 0
+            removed += (try? await ImageCatalog.removeOrphanVariants(in: store)) ?? 0
             try await store.close()
         } catch {
             throw CLIFailure(cache: error)
@@ -646,17 +648,15 @@ struct CacheStatsCommand: AsyncParsableCommand {
         }
         let repairs = store.openingRepairs
         let footprint = await store.footprint()
-        let images: (originals: Int, variants: Int, counts: ImagePipeline.Counts)
+        let images: (originals: Int, variants: Int, counts: ImageCatalog.Counts)
         do {
             images = (
-                try await store.count(matching: ItemQuery().context(ImagePipeline.originalContext)),
-                try await store.count(matching: ItemQuery().context(ImagePipeline.variantContext)),
-                try await ImagePipeline.storedCounts(in: store)
+                try await store.count(matching: ItemQuery().context(ImageCatalog.originalContext)),
+                try await store.count(matching: ItemQuery().context(ImageCatalog.variantContext)),
+                try await ImageCatalog.storedCounts(in: store)
             )
-        } catch let error as ItemCacheError {
+        } catch {
             throw CLIFailure(cache: error)
-        } catch let error as ImageCacheError {
-            throw CLIFailure(image: error)
         }
         if json {
             let object: [String: Any] = [
@@ -700,7 +700,7 @@ extension CLIFailure {
     /// failing status (a 503, a 429) is the answer but its body is not at hand (another process
     /// fetched it, or the origin's backoff answered), 8 an offline miss, 5 the cache folder or
     /// its limit, 6 a bad option value.
-    init(cache error: ItemCacheError) {
+    package init(cache error: ItemCacheError) {
         let code: Int32 =
             switch error.code {
             case .fetch where (500...599).contains(error.httpStatus ?? 0): CacheGetCommand.serverErrorExit

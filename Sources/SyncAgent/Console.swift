@@ -7,7 +7,7 @@ import Foundation
 /// SIGPIPE so that a reader that left does not kill an update halfway; a write to a closed pipe
 /// then fails with EPIPE, which Foundation's `FileHandle.write(_:)` turns into a crash. Output
 /// nobody reads is dropped; the update and its exit code are what count.
-enum Console {
+package enum Console {
     /// Ignores SIGPIPE for the whole process: a closed pipe becomes EPIPE on the write.
     static func ignoreBrokenPipes() {
         signal(SIGPIPE, SIG_IGN)
@@ -37,12 +37,12 @@ enum Console {
         write(text + "\n", to: STDOUT_FILENO)
     }
 
-    static func standardOutput(_ text: String) {
+    package static func standardOutput(_ text: String) {
         write(text, to: STDOUT_FILENO)
     }
 
     /// Writes `data` to stdout (a value's bytes, not copied), as ``write(_:to:)`` does.
-    static func standardOutput(_ data: Data) {
+    package static func standardOutput(_ data: Data) {
         // EPIPE and anything else: nobody to tell.
         _ = data.withUnsafeBytes { DescriptorIO.writeAll(STDOUT_FILENO, $0) }
     }
@@ -59,8 +59,8 @@ enum Console {
 /// atomically, so a reader never sees half of it; a symbolic link is followed and its target
 /// replaced; a device, FIFO or socket that exists (`/dev/null`, `/dev/stdout`, a named pipe) is
 /// written into, never replaced (an atomic rename would put a regular file in its place).
-enum OutputFile {
-    static func write(_ data: Data, to path: String, option: String = "-o") throws {
+package enum OutputFile {
+    package static func write(_ data: Data, to path: String, option: String = "-o") throws {
         let absolute = FileSystem.absolutePath(path)
         var status = stat()
         if stat(absolute, &status) == 0, (status.st_mode & S_IFMT) != S_IFREG {

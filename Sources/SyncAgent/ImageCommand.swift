@@ -1,8 +1,8 @@
 import ArgumentParser
 import FileKit
 import Foundation
-import ImageCache
 import ItemCache
+import Synchronization
 import Transport
 
 /// `sync-agent image`: image variants from the command line, in an item cache folder shared
@@ -15,8 +15,10 @@ struct ImageCommand: AsyncParsableCommand {
 }
 
 /// `sync-agent image get`.
-struct ImageGetCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+package struct ImageGetCommand: AsyncParsableCommand {
+    package init() {}
+
+    package static let configuration = CommandConfiguration(
         commandName: "get",
         abstract: "Write a variant of an image (a size, mode and format) to stdout or a file.",
         discussion: """
@@ -34,196 +36,114 @@ struct ImageGetCommand: AsyncParsableCommand {
             """)
 
     @Argument(help: "The image's URL: https://, http:// or file:// (an image in a mirrored folder).")
-    var url: String
-    @OptionGroup var folder: CacheFolderOptions
+    package var url: String
+    @OptionGroup package var folder: CacheFolderOptions
 
     @Option(
         name: .long,
         help: ArgumentHelp(
             "The box: WxH, Wx (free height) or xH (free width), each side 1 to 16384; the free side rounds to nearest.",
             valueName: "WxH"))
-    var size: String
+    package var size: String
 
     @Option(
         name: .long,
         help: ArgumentHelp(
             "fit (within the box, the default), fill (cover the box, cropped from the centre) or force (exactly the box, aspect changed).",
             valueName: "MODE"))
-    var mode: String?
+    package var mode: String?
 
     @Flag(
         name: .long,
         help: "Crop a fill where libvips' attention finds the subject, not the centre (implies --mode fill).")
-    var smartCrop = false
+    package var smartCrop = false
 
     @Option(
         name: .long,
         help: ArgumentHelp(
             "jpeg, png, webp or avif (default: the source's for JPEG, PNG and WebP; else png, which keeps alpha).",
             valueName: "FORMAT"))
-    var format: String?
+    package var format: String?
 
     @Option(name: .long, help: ArgumentHelp("1 to 100 (default: JPEG 80, WebP 80, AVIF 60).", valueName: "Q"))
-    var quality: String?
+    package var quality: String?
 
     @Flag(
         name: .long,
         help: "Enlarge a source smaller than the box (by default a variant is never larger than its source).")
-    var upscale = false
+    package var upscale = false
 
     @Option(
         name: .long,
         help: ArgumentHelp(
             "The colour alpha is flattened onto for JPEG: white (default), black, #rrggbb, #rgb or r,g,b.",
             valueName: "COLOR"))
-    var background: String?
+    package var background: String?
 
     @Flag(name: .long, help: "Never touch the network: a stored original (even expired) or exit 8.")
-    var offline = false
+    package var offline = false
 
     @Flag(
         name: .long,
         help:
             "Print the variant's metadata as JSON instead of its bytes (which go to -o FILE when given): width, height, format, bytes, orientation, source, made, key and the original's."
     )
-    var info = false
+    package var info = false
 
     @Option(
         name: [.customShort("o"), .long],
         help: ArgumentHelp("Write the bytes to FILE (atomically) instead of stdout.", valueName: "FILE"))
-    var output: String?
+    package var output: String?
 
     @Option(
         name: [.customShort("H"), .long],
         help: ArgumentHelp("A request header for the original (repeatable).", valueName: "'Name: value'"))
-    var header: [String] = []
+    package var header: [String] = []
 
     /// The exit code of a refused image.
-    static let refusedExit: Int32 = 4
+    package static let refusedExit: Int32 = 4
 
-    /// The request the options describe, or exit 6 naming the option and a good value.
-    func imageRequest() throws -> ImageRequest {
-        try refuseUnreadableArguments()
-        guard let source = ImageSource.url(parsing: url) else {
-            throw CLIFailure(
-                code: 6,
-                message:
-                    "'\(Redaction.text(url))' is not an http, https or file URL; give one such as https://host/photo.jpg or file:///srv/mirror/photo.jpg"
-            )
+    /// Runs in sync-agent-image, which sets ``ImageHelper/implementation``; sync-agent execs it.
+    package func run() async throws {
+        guard let implementation = ImageHelper.implementation.withLock({ $0 }) else {
+            try ImageHelper.execute()
         }
-        guard let box = ImageRequest.size(parsing: size) else {
-            throw CLIFailure(
-                code: 6,
-                message:
-                    "--size '\(size)' is not WxH, Wx or xH with sides from 1 to \(ResizeRequest.largestSide); write it as --size 720x480 or --size 720x"
-            )
-        }
-        var request = ImageRequest(source: source, width: box.width, height: box.height)
-        switch mode?.lowercased() {
-        case nil: request.mode = smartCrop ? .smartFill : .fit
-        case "fit", "force":
-            if smartCrop {
-                throw CLIFailure(code: 6, message: "--smart-crop chooses what a fill crops; use it with --mode fill")
-            }
-            request.mode = mode?.lowercased() == "fit" ? .fit : .force
-        case "fill": request.mode = smartCrop ? .smartFill : .fill
-        default:
-            throw CLIFailure(
-                code: 6, message: "--mode '\(mode ?? "")' is not fit, fill or force; write it as --mode fill")
-        }
-        if let format {
-            guard let parsed = ImageFormat(rawValue: format.lowercased() == "jpg" ? "jpeg" : format.lowercased()) else {
-                throw CLIFailure(
-                    code: 6, message: "--format '\(format)' is not jpeg, png, webp or avif; write it as --format webp")
-            }
-            request.format = parsed
-        }
-        if let quality {
-            guard let value = Int(quality), (1...100).contains(value) else {
-                throw CLIFailure(
-                    code: 6, message: "--quality '\(quality)' is not from 1 to 100; write it as --quality 80")
-            }
-            request.quality = value
-        }
-        if let background {
-            guard let color = ImageRequest.color(parsing: background) else {
-                throw CLIFailure(
-                    code: 6,
-                    message:
-                        "--background '\(background)' is not a colour; write it as white, black, #ffcc00, #fc0 or 255,204,0"
-                )
-            }
-            request.background = color
-        }
-        request.upscale = upscale
-        request.policy = offline ? .offline : .useCache
-        request.headers = try parseRequestHeaders(header)
-        return request
-    }
-
-    func run() async throws {
-        let request = try imageRequest()
-        let pipeline: ImagePipeline
-        let cache = try folder.cacheConfiguration(create: true)
-        do {
-            pipeline = try ImagePipeline(cache: cache)
-        } catch {
-            throw CLIFailure(image: error)
-        }
-        folder.warnAboutRepairs(pipeline.store.openingRepairs)
-        let result: Result<ImageResponse, ImageCacheError>
-        do {
-            result = .success(try await pipeline.image(for: request))
-        } catch {
-            result = .failure(error)
-        }
-        try? await pipeline.close()
-        try deliver(result.mapError { CLIFailure(image: $0) }.get(), request: request)
-    }
-
-    /// Writes the variant (or its JSON).
-    func deliver(_ image: ImageResponse, request: ImageRequest) throws {
-        if let output {
-            try OutputFile.write(image.data, to: output)
-        } else if !info {
-            Console.standardOutput(image.data)
-        }
-        guard info else { return }
-        func facts(_ metadata: ImageMetadata) -> [String: Any] {
-            var object: [String: Any] = [
-                "width": metadata.width, "height": metadata.height, "format": metadata.format,
-                "bytes": metadata.bytes, "orientation": metadata.orientation,
-            ]
-            if let sha256 = metadata.sha256 { object["sha256"] = sha256 }
-            if !metadata.custom.isEmpty { object["metadata"] = metadata.custom }
-            return object
-        }
-        var object = facts(image.metadata)
-        object["original"] = facts(image.original)
-        object["source"] = image.source.description
-        object["made"] = image.wasMade
-        object["key"] = image.key.rawValue
-        object["url"] = request.source.shown
-        if let output { object["output"] = FileSystem.absolutePath(output) }
-        Console.standardOutput(try cacheJSON(object))
+        try await implementation(self)
     }
 }
 
-extension CLIFailure {
-    /// An image failure's exit code: 4 for a refused image, 6 for a request that cannot be
-    /// made, the cache's codes for the cache's failures (``init(cache:)``), 1 for libvips
-    /// failing on an accepted image.
-    init(image error: ImageCacheError) {
-        if error.code == .cache, let cacheError = error.cacheError {
-            self.init(cache: cacheError)
-            return
-        }
-        let code: Int32 =
-            switch error.code {
-            case .refused: ImageGetCommand.refusedExit
-            case .configuration: 6
-            default: 1
-            }
-        self.init(code: code, message: error.message)
+/// `image get` makes variants with libvips, whose ~100 shared libraries would cost every other
+/// command ~30 ms of start-up: so its work runs in `sync-agent-image`, a binary installed beside
+/// sync-agent with the same command line, which sync-agent execs in its place (same arguments,
+/// streams and exit code).
+package enum ImageHelper {
+    /// The helper's file name.
+    package static let name = "sync-agent-image"
+
+    /// How `image get` runs in process: set by sync-agent-image before it parses the command line.
+    package static let implementation = Mutex<(@Sendable (ImageGetCommand) async throws -> Void)?>(nil)
+
+    /// The helper beside this executable (the binary itself, through any symlink that started it).
+    static var path: String {
+        let executable =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+            ?? CommandLine.arguments[0]
+        return (executable as NSString).deletingLastPathComponent + "/" + name
+    }
+
+    /// Replaces this process with the helper, given this process's arguments; returns only by
+    /// throwing, when the helper cannot be started.
+    static func execute() throws -> Never {
+        let helper = path
+        let arguments = [helper] + CommandLine.arguments.dropFirst()
+        var pointers = arguments.map { strdup($0) }
+        pointers.append(nil)
+        execv(helper, pointers)
+        let reason = String(cString: strerror(errno))
+        throw CLIFailure(
+            code: 1,
+            message:
+                "cannot start \(helper) (\(reason)), which makes images for `sync-agent image`; install it beside sync-agent (`make install` installs both; `swift build --product sync-agent` builds both)"
+        )
     }
 }

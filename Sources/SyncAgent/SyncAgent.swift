@@ -1,12 +1,14 @@
 import ArgumentParser
 import Foundation
 
-@main
-struct SyncAgent: AsyncParsableCommand {
+/// The root command; the `sync-agent` and `sync-agent-image` executables run ``start()``.
+package struct SyncAgent: AsyncParsableCommand {
+    package init() {}
+
     /// What `sync-agent --version` prints: the one place the tool's version is written.
     static let version = "0.12.0"
 
-    static let configuration = CommandConfiguration(
+    package static let configuration = CommandConfiguration(
         commandName: "sync-agent",
         abstract: "Keeps a local folder in step with a storage published on static HTTP hosting.",
         discussion: """
@@ -32,7 +34,7 @@ struct SyncAgent: AsyncParsableCommand {
     }
 
     /// Runs the command, turning a ``CLIFailure`` into its one-line message and exit code.
-    static func main() async {
+    package static func start() async {
         Console.ensureStandardStreamsOpen()
         unblockStopSignals()
         Console.ignoreBrokenPipes()

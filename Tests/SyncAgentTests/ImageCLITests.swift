@@ -234,6 +234,48 @@ struct ImageCLITests {
             #expect(try await cachedCount(scratch) == 1)
         }
     }
+
+    /// The shared libraries `binary` loads, as ldd lists them.
+    static func libraries(of binary: String, scratch: String) async throws -> String {
+        let out = scratch + "/ldd-\(UUID().uuidString).txt"
+        let status = try await ChildProcess.run("/usr/bin/ldd", [binary], stdout: out)
+        #expect(status == 0)
+        return try String(contentsOfFile: out, encoding: .utf8)
+    }
+
+    @Test("sync-agent loads no libvips; image get runs in sync-agent-image beside it, and without it exits 1 naming it")
+    func helperBinary() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let agent = SyncAgentBinary.path
+            let helper = (agent as NSString).deletingLastPathComponent + "/sync-agent-image"
+            #expect(!(try await Self.libraries(of: agent, scratch: scratch)).contains("libvips"))
+            #expect(try await Self.libraries(of: helper, scratch: scratch).contains("libvips"))
+
+            // A copy of sync-agent alone in a folder: image get names the missing helper and the fix.
+            let alone = scratch + "/alone"
+            try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: agent, toPath: alone + "/sync-agent")
+            script.set("/photo.jpg", try Self.image(width: 64, height: 64))
+            let arguments = [
+                "image", "get", origin.url("/photo.jpg").absoluteString, "--cache", scratch + "/cache", "--size", "8x",
+            ]
+            let out = scratch + "/alone.out"
+            let err = scratch + "/alone.err"
+            let status = try await ChildProcess(alone + "/sync-agent", arguments, stdout: out, stderr: err).exitStatus()
+            let stderr = try String(contentsOfFile: err, encoding: .utf8)
+            #expect(status == 1)
+            #expect(
+                stderr.contains(alone + "/sync-agent-image") && stderr.contains("install it beside sync-agent"),
+                "\(stderr)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: out)).isEmpty)
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/cache"))
+
+            // The same arguments through the installed pair: the variant, made by the helper.
+            let made = try await SyncAgentBinary.run(arguments + ["--info"], scratch: scratch)
+            #expect(made.status == 0, "\(made.stderr)")
+            #expect(try info(made)["width"] as? Int == 8)
+        }
+    }
 }
 
 extension CacheHTTPCLITests.Script {

@@ -31,7 +31,7 @@ public struct ImageMetadata: Sendable, Equatable {
     public static let reservedPrefix = "image."
     /// The name under which a variant records its original's SHA-256 (to drop the variants of
     /// an original's old bytes).
-    static let originalDigestName = "image.original-sha256"
+    package static let originalDigestName = "image.original-sha256"
     /// The name under which a variant records the request that made it
     /// (``ResizeRequest/identifier``), for listings.
     public static let variantName = "image.variant"
@@ -64,17 +64,5 @@ public struct ImageMetadata: Sendable, Equatable {
     }
 
     /// The largest side a stored record may claim (libvips' own limit, VIPS_MAX_COORD).
-    static let largestSide = 10_000_000
-
-    /// Throws ``ImageCacheError/Code/configuration`` for caller metadata that uses the
-    /// cache's own names.
-    static func checkCustom(_ custom: [String: String]) throws(ImageCacheError) {
-        if let name = custom.keys.sorted().first(where: { $0.hasPrefix(reservedPrefix) }) {
-            throw ImageCacheError(
-                code: .configuration,
-                message:
-                    "the metadata name '\(name)' begins with '\(reservedPrefix)', which the image cache keeps for its own facts; rename it"
-            )
-        }
-    }
+    package static let largestSide = 10_000_000
 }
