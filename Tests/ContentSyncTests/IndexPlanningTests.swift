@@ -41,6 +41,22 @@ struct IndexPlanningTests {
         }
     }
 
+    @Test("the index's folders are read through their own index, not by scanning every entry")
+    func foldersComeFromTheirIndex() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let folders = try #require(try await StateStore(path: harness.state).indexedFolders())
+            #expect(!folders.isEmpty)
+            let database = try DatabaseQueue(path: harness.state)
+            defer { try? database.close() }
+            let plan = try await database.read { db in
+                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + StateStore.indexedFoldersQuery)
+                    .map { $0["detail"] as String }.joined(separator: "; ")
+            }
+            #expect(plan.contains("INDEX treeEntryFolders"), "plan: \(plan)")
+        }
+    }
+
     @Test(
         "a file added, removed or renamed by hand moves its folder's ctime: the replay lists the folder and the version is exact",
         arguments: ["added", "removed", "renamed", "folder added"])

@@ -206,6 +206,11 @@ final class StateStore: Sendable {
                     CREATE INDEX treeEntryByParent ON treeEntry(parent);
                     """)
         }
+        // The index's folders, read by every replay that plans from the index: without it that
+        // read scanned every entry (100,000 rows for 1,000 folders).
+        migrator.registerMigration("v14: tree index folders") { db in
+            try db.execute(sql: "CREATE INDEX treeEntryFolders ON treeEntry(path) WHERE isFolder = 1")
+        }
         return migrator
     }
 
@@ -445,12 +450,15 @@ final class StateStore: Sendable {
         }
     }
 
+    /// The query of ``indexedFolders()``: answered from the partial index `treeEntryFolders`.
+    static let indexedFoldersQuery = "SELECT path FROM treeEntry WHERE isFolder = 1 AND path <> ''"
+
     /// The folders the tree index records (the root not included); nil when a row is not a safe
     /// path.
     func indexedFolders() async throws(SyncError) -> Set<SafeRelativePath>? {
         try await read { db in
             var folders = Set<SafeRelativePath>()
-            for row in try Row.fetchAll(db, sql: "SELECT path FROM treeEntry WHERE isFolder = 1 AND path <> ''") {
+            for row in try Row.fetchAll(db, sql: Self.indexedFoldersQuery) {
                 guard let path = Self.safePath(row[0]), !path.isRoot else { return nil }
                 folders.insert(path)
             }
