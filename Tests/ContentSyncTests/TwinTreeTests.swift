@@ -71,6 +71,30 @@ struct TwinTreeTests {
         }
     }
 
+    @Test("the folder times recorded at each switch are the folders' own, though the untouched ones are not read again")
+    func recordedFolderTimesAreReal() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            var reused = 0
+            for version in ["1.1", "1.2", "1.3", "1.4"] {
+                harness.serve(version)
+                let report = try await harness.sync()
+                try harness.expectTree(is: version)
+                let store = try StateStore(path: harness.state)
+                let live = try await store.liveFolders()
+                let folders = live.keys.filter { !$0.isRoot }
+                #expect(!folders.isEmpty && live == Stager.folderTimes(folders, in: harness.content), "\(version)")
+                let twin = try await store.twinFolders()
+                let retired = Self.staging(harness).retired
+                #expect(
+                    twin == Stager.folderTimes(twin.keys.filter { !$0.isRoot }, in: retired),
+                    "\(version): the twin's recorded folder times")
+                if report.plannedFromIndex { reused += 1 }
+            }
+            #expect(reused >= 2, "replays planned from the index, so their times were reused")
+        }
+    }
+
     @Test("files deleted, added and changed by hand in the content folder between updates: the next version is exact")
     func driftBetweenUpdates() async throws {
         try await withSyncHarness(serving: "1.0") { harness in

@@ -39,6 +39,9 @@ struct ReplayPlanner: Sendable {
         /// The current content's folders: after the switch they are the twin's, whose ctimes are
         /// recorded.
         var localFolders: [SafeRelativePath]
+        /// Their `ctime`s as verified while planning from the index (empty after a listing): the
+        /// switch renames only the root, so they are the twin's.
+        var localTimes: [SafeRelativePath: Int64] = [:]
         /// Files of the current content whose identity (device, inode, size, mtime) is not the one
         /// recorded at the switch: replaced or edited in place since. Any, and the staged tree is
         /// checked whole, and no twin is kept of this content.
@@ -63,6 +66,8 @@ struct ReplayPlanner: Sendable {
         var shape: TreeShape
         /// The current version's folders, as recorded (the root not included).
         var folders: [SafeRelativePath]
+        /// Every folder's `ctime` (the root's too), as recorded and found again.
+        var times: [SafeRelativePath: Int64]
     }
 
     /// The plan from `local` to the status's actual version; nil when the published lists do
@@ -147,8 +152,8 @@ struct ReplayPlanner: Sendable {
             let newFolders = Set(base.folders).subtracting(listed.folders).union(plan.folders).sorted()
             let planned = Planned(
                 plan: plan, listsApplied: 0, changed: plan.changedPaths(from: listed), localShape: base.shape,
-                localFolders: base.folders, drifted: 0, fromIndex: true, newShape: newShape, newFolders: newFolders,
-                filesReused: newShape.files - plan.downloads.count)
+                localFolders: base.folders, localTimes: base.times, drifted: 0, fromIndex: true, newShape: newShape,
+                newFolders: newFolders, filesReused: newShape.files - plan.downloads.count)
             let source = LazyPlanSource(
                 tree: tree, from: local, to: to, fingerprints: withFingerprints, identity: plan.identity)
             return (planned, source)
@@ -200,7 +205,7 @@ struct ReplayPlanner: Sendable {
                 metadata: ["sync.folders": "\(changed.count)"])
             return nil
         }
-        return IndexBase(shape: shape, folders: Array(folders))
+        return IndexBase(shape: shape, folders: Array(folders), times: times)
     }
 }
 

@@ -35,6 +35,10 @@ struct Stager: Sendable {
         /// folder the twin moved in), to flush one by one before the switch; nil: flush the
         /// whole filesystem.
         var written: [String]?
+        /// The `ctime`s of the twin's folders that the catch-up verified and then left alone:
+        /// after the switch they are the live folders' times (``VersionSwitch`` reads only the
+        /// others). Empty when the twin was not verified or the tree was built whole.
+        var untouchedFolderTimes: [SafeRelativePath: Int64] = [:]
     }
 
     /// A catch-up touching more paths than this flushes the whole filesystem once (`syncfs`)
@@ -144,10 +148,12 @@ struct Stager: Sendable {
         // Only a twin still in retired/ can be compared: one in next/ is a catch-up's own work.
         var verified = false
         var touched: [SafeRelativePath] = []
+        var recorded: [SafeRelativePath: Int64] = [:]
         if location == staging.retired {
-            let recorded = try await store.twinFolders()
+            recorded = try await store.twinFolders()
             if !recorded.isEmpty {
-                touched = try await BlockingWork.run { Self.changedFolders(recorded, in: staging.retired) }
+                touched = try await BlockingWork.run { [recorded] in Self.changedFolders(recorded, in: staging.retired)
+                }
                 if touched.contains(.root) {
                     logger.debug("the twin's top folder changed since it was recorded; building the tree whole")
                     return nil
@@ -206,7 +212,19 @@ struct Stager: Sendable {
             todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
-            twinPaths: patch.count, twinVerified: verified, written: Self.written(by: patch, staging: staging))
+            twinPaths: patch.count, twinVerified: verified, written: Self.written(by: patch, staging: staging),
+            untouchedFolderTimes: verified ? Self.untouched(recorded, by: patch) : [:])
+    }
+
+    /// The folders of `recorded` (verified as recorded) that `patch` leaves with their `ctime`:
+    /// not the root (renamed), not a folder the patch adds to or removes from, creates, or
+    /// removes with an ancestor. Leaving out one too many only costs a `stat` at the switch.
+    static func untouched(_ recorded: [SafeRelativePath: Int64], by patch: TwinPatch) -> [SafeRelativePath: Int64] {
+        let paths = patch.paths
+        let changed = Set(paths.map(\.parent) + paths)
+        return recorded.filter { folder, _ in
+            !folder.isRoot && !changed.contains(folder) && !folder.ancestors.contains(where: changed.contains)
+        }
     }
 
     /// The files and folders `patch` wrote in `next/`, plus the staging folder (the twin was
@@ -240,10 +258,16 @@ struct Stager: Sendable {
     }
 
     /// The `ctime` of each of `folders` (content paths under `twin`) and of `twin` itself, as
-    /// recorded for the next catch-up; a path that is not a folder is left out.
-    static func folderTimes(_ folders: [SafeRelativePath], in twin: String) -> [SafeRelativePath: Int64] {
+    /// recorded for the next catch-up; a path that is not a folder is left out. `known`: times
+    /// verified since and not changed by this update, taken instead of a `stat` (never the
+    /// root's: the swap renames it).
+    static func folderTimes(
+        _ folders: [SafeRelativePath], in twin: String, known: [SafeRelativePath: Int64] = [:]
+    ) -> [SafeRelativePath: Int64] {
         var times: [SafeRelativePath: Int64] = [:]
-        for folder in folders + [.root] { times[folder] = folderTime(folder.absolute(in: twin)) }
+        for folder in folders + [.root] {
+            times[folder] = folder.isRoot ? folderTime(twin) : known[folder] ?? folderTime(folder.absolute(in: twin))
+        }
         return times
     }
 

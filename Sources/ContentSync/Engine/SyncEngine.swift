@@ -308,7 +308,11 @@ struct SyncEngine: Sendable {
                 kind: .replay,
                 outcome: .succeeded, bytesDownloaded: staged.bytes, filesDownloaded: staged.downloaded),
             twinChanges: exact ? planned.changed : nil, twinFolders: planned.localFolders, index: index,
-            liveFolders: planned.newFolders, fullCheck: !planned.fromIndex,
+            liveFolders: planned.newFolders,
+            // Folders verified during this update and not touched since: no stat at the switch.
+            // The caught-up tree's only when nothing was repaired in it (an incremental check).
+            knownTwinTimes: planned.localTimes, knownLiveTimes: index.isDelta ? staged.untouchedFolderTimes : [:],
+            fullCheck: !planned.fromIndex,
             // What a small catch-up wrote is all that needs flushing, unless the check repaired
             // files (a whole check, or repairs, wrote elsewhere too).
             flushing: index.isDelta ? staged.written : nil, progress: progress)

@@ -41,12 +41,15 @@ struct VersionSwitch: Sendable {
     /// only the changed files (an `index` delta) the stored fingerprints of the others stay.
     /// `liveFolders` are the new version's folders: their `ctime`s, read right after the swap,
     /// let the next replay plan from the index (recorded only with an index that has entries).
+    /// `knownTwinTimes` and `knownLiveTimes`: folders' `ctime`s verified during this update and
+    /// left alone since, recorded without a `stat` (``Stager/folderTimes(_:in:known:)``).
     /// `fullCheck`: this update listed and checked the whole tree (``SyncConfiguration/fullCheckInterval``).
     /// `flushing`: what staging wrote, flushed one by one instead of the whole filesystem
     /// (``StagingArea/swapIn(flushing:)``).
     func switchTo(
         _ pending: PendingSwitch, history: UpdateHistoryEntry, twinChanges: [SafeRelativePath]? = nil,
         twinFolders: [SafeRelativePath] = [], index: IndexUpdate = .drop, liveFolders: [SafeRelativePath]? = nil,
+        knownTwinTimes: [SafeRelativePath: Int64] = [:], knownLiveTimes: [SafeRelativePath: Int64] = [:],
         fullCheck: Bool = false, flushing: [String]? = nil, progress: @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) {
         let version = pending.toVersion
@@ -69,13 +72,15 @@ struct VersionSwitch: Sendable {
         let folderTimes =
             twin == nil
             ? nil
-            : try await BlockingWork.run { [staging] in Stager.folderTimes(twinFolders, in: staging.retired) }
+            : try await BlockingWork.run { [staging] in
+                Stager.folderTimes(twinFolders, in: staging.retired, known: knownTwinTimes)
+            }
         let incremental: Bool
         if case .delta = index { incremental = true } else { incremental = false }
         let liveTimes: [SafeRelativePath: Int64]?
         if let liveFolders, index.hasEntries {
             liveTimes = try await BlockingWork.run { [contentDirectory] in
-                Stager.folderTimes(liveFolders, in: contentDirectory)
+                Stager.folderTimes(liveFolders, in: contentDirectory, known: knownLiveTimes)
             }
         } else {
             liveTimes = nil
