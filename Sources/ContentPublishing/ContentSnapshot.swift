@@ -200,6 +200,56 @@ enum ContentSnapshot {
         return name.withCString { linkat(previous, $0, target, $0, 0) } == 0
     }
 
+    /// Links `name` from the previous version's folder into `target` when its bytes are the
+    /// source's, compared byte for byte: a source whose identity moved but whose bytes did not (a
+    /// `cp -al` snapshot or `chmod -R` moves every status-change time; a fresh checkout or an
+    /// rsync makes new inodes). Reading both costs less than a copy, its attribute and, later,
+    /// freeing the old copy. False when the bytes differ or anything cannot be read: the caller
+    /// copies.
+    private static func linkEqual(
+        _ name: [UInt8], info: stat, source: Int32, previous: Int32, to target: Int32
+    ) -> Bool {
+        var old = stat()
+        guard name.withCString({ fstatat(previous, $0, &old, AT_SYMLINK_NOFOLLOW) }) == 0,
+            old.st_mode & S_IFMT == S_IFREG, old.st_size == info.st_size
+        else { return false }
+        let flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
+        let stored = name.withCString { openat(previous, $0, flags) }
+        guard stored >= 0 else { return false }
+        defer { close(stored) }
+        let input = name.withCString { openat(source, $0, flags) }
+        guard input >= 0 else { return false }
+        defer { close(input) }
+        var opened = stat()
+        var read = stat()
+        // Exactly the inode checked, and a source that is still a regular file of that size.
+        guard fstat(stored, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev,
+            fstat(input, &read) == 0, read.st_mode & S_IFMT == S_IFREG, read.st_size == info.st_size,
+            sameBytes(input, stored, size: Int64(info.st_size))
+        else { return false }
+        return name.withCString { linkat(previous, $0, target, $0, 0) } == 0
+    }
+
+    /// Whether the files open at `first` and `second` hold the same `size` bytes (and no more).
+    static func sameBytes(_ first: Int32, _ second: Int32, size: Int64) -> Bool {
+        let chunk = 1 << 16
+        let one = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        let two = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
+        defer {
+            one.deallocate()
+            two.deallocate()
+        }
+        var offset: Int64 = 0
+        while true {
+            let got = pread(first, one.baseAddress, chunk, off_t(offset))
+            guard got >= 0, pread(second, two.baseAddress, got, off_t(offset)) == got else { return false }
+            if got == 0 { return offset == size && pread(second, two.baseAddress, 1, off_t(offset)) == 0 }
+            guard memcmp(one.baseAddress!, two.baseAddress!, got) == 0 else { return false }
+            offset += Int64(got)
+            guard offset <= size else { return false }
+        }
+    }
+
     /// Copies the files of the folder at `from` into the one at `to`, creates its subfolders
     /// there, and returns their names.
     private static func copyEntries(
@@ -221,6 +271,9 @@ enum ContentSnapshot {
             case S_IFREG:
                 if let previous = context.previous?.descriptor,
                     linkUnchanged(entry.name, info: entry.info, from: previous, to: to.descriptor)
+                        || linkEqual(
+                            entry.name, info: entry.info, source: from.descriptor, previous: previous,
+                            to: to.descriptor)
                 {
                     result.linkedFiles += 1
                     continue

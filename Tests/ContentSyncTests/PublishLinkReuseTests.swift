@@ -7,7 +7,7 @@ import Testing
 
 /// A publish links the files the previous version holds unchanged instead of copying them, and
 /// judges "unchanged" by the source's identity (status-change time included), never by size and
-/// modification time alone.
+/// modification time alone; a source whose identity moved is compared byte for byte.
 @Suite("publish links what did not change and copies what did", .timeLimit(.minutes(2)))
 struct PublishLinkReuseTests {
     static func write(_ text: String, to path: String) throws {
@@ -36,10 +36,10 @@ struct PublishLinkReuseTests {
                 #expect(ContentSnapshot.recordedSource(at: scratch + "/v1/a.txt") == ContentSnapshot.sourceKey(info))
             }
             guard Self.keepsUserAttributes(scratch) else {
-                // No attributes kept: nothing can be recognized, so everything is copied again.
+                // No attributes kept: nothing is recognized by identity, so every file is compared.
                 let second = try ContentSnapshot.copy(
                     content, to: scratch + "/v2", previous: scratch + "/v1", settle: -1)
-                #expect(second.linkedFiles == 0)
+                #expect(second.linkedFiles == names.count)
                 return
             }
 
@@ -79,15 +79,66 @@ struct PublishLinkReuseTests {
         }
     }
 
-    @Test func aCopyOfAFileChangedMomentsAgoIsNotRecordedSoItIsCopiedAgain() async throws {
+    @Test func aCopyOfAFileChangedMomentsAgoIsNotRecordedSoItIsComparedAgain() async throws {
         try await withBlockingTemporaryDirectory { scratch in
             guard Self.keepsUserAttributes(scratch) else { return }
             let content = scratch + "/content"
             try Self.write("fresh", to: content + "/fresh.txt")
+            try Self.write("moved", to: content + "/moved.txt")
             _ = try ContentSnapshot.copy(content, to: scratch + "/v1") // the default 2-second settle
             #expect(ContentSnapshot.recordedSource(at: scratch + "/v1/fresh.txt") == nil)
+            // Edited within the same second to the same size: no identity can vouch for it.
+            try Self.write("MOVED", to: content + "/moved.txt")
             let second = try ContentSnapshot.copy(content, to: scratch + "/v2", previous: scratch + "/v1")
-            #expect(second.linkedFiles == 0)
+            #expect(second.linkedFiles == 1, "fresh.txt: the same bytes, compared")
+            #expect(Self.inode(scratch + "/v2/fresh.txt") == Self.inode(scratch + "/v1/fresh.txt"))
+            #expect(Self.inode(scratch + "/v2/moved.txt") != Self.inode(scratch + "/v1/moved.txt"))
+            #expect(try String(contentsOfFile: scratch + "/v2/moved.txt", encoding: .utf8) == "MOVED")
+        }
+    }
+
+    @Test("a source whose every identity moved (cp -al, a fresh copy, chmod) is compared: equal bytes are linked")
+    func movedIdentitiesAreComparedByBytes() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let content = scratch + "/content"
+            let names = (0..<12).map { "f\($0 % 3)/file-\($0).bin" }
+            for (index, name) in names.enumerated() {
+                try Self.write(String(repeating: "\(index)", count: 70_000 + index), to: content + "/" + name)
+            }
+            _ = try ContentSnapshot.copy(content, to: scratch + "/v1", settle: -1)
+            // A hard-linked snapshot moves every source's status-change time; a fresh copy makes
+            // new inodes. Three edits keep the size: one in the first 64 KiB block, one in the
+            // last, one in the last byte.
+            let linked = scratch + "/linked"
+            for name in names {
+                try FileManager.default.createDirectory(
+                    atPath: linked + "/" + (name as NSString).deletingLastPathComponent,
+                    withIntermediateDirectories: true)
+                #expect(link(content + "/" + name, linked + "/" + name) == 0)
+            }
+            let copied = scratch + "/copied"
+            try FileManager.default.copyItem(atPath: content, toPath: copied)
+            for folder in [linked, copied] {
+                for (index, offset) in [(1, 10), (4, 69_000), (7, 70_006)] {
+                    let path = folder + "/" + names[index]
+                    var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+                    bytes[offset] = UInt8(ascii: "x")
+                    try? FileManager.default.removeItem(atPath: path) // never the shared inode
+                    try bytes.write(to: URL(fileURLWithPath: path))
+                }
+            }
+            for (folder, target) in [(linked, "/v2"), (copied, "/v3")] {
+                let snapshot = try ContentSnapshot.copy(folder, to: scratch + target, previous: scratch + "/v1")
+                #expect(snapshot.linkedFiles == names.count - 3, "\(folder)")
+                for (index, name) in names.enumerated() {
+                    let edited = [1, 4, 7].contains(index)
+                    #expect(
+                        (Self.inode(scratch + target + "/" + name) == Self.inode(scratch + "/v1/" + name)) == !edited,
+                        "\(target) \(name)")
+                    let stored = try Data(contentsOf: URL(fileURLWithPath: scratch + target + "/" + name))
+                    #expect(stored == (try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))), "\(name)")
+                }
+            }
         }
     }
 
