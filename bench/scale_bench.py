@@ -744,7 +744,7 @@ def write_report(results: Path) -> None:
     lines = [HEADING, "",
              f"Measured {started} by `{meta.get('command')}` (`make bench-scale` runs it with the defaults; "
              "`SCALE_SIZES=2000 BENCH_DOC= make bench-scale` checks the script in about a minute); "
-             f"{meta.get('binary_line')}. The run took {took:.1f} min.", "",
+             f"{meta.get('binary_line')}. The run took {took:.1f} min.", ""] + kept_notes(os.environ.get("BENCH_DOC", str(ROOT / "docs" / "benchmarks.md"))) + [
              f"**Machine.** {' '.join(str(meta.get('machine')).split())}. Load average (1 min) {meta.get('load_before', float('nan')):.2f} before "
              f"the runs, {meta.get('load_after', float('nan')):.2f} after; the machine is shared, so other work may run "
              "meanwhile.", "",
@@ -986,6 +986,23 @@ def write_report(results: Path) -> None:
     if doc:
         report.replace_section(doc, HEADING, text)
         log(f"wrote the section '{HEADING}' of {doc}" + (f" and {chart_path}" if panels else ""))
+
+
+KEPT_BEGIN = "<!-- scale_bench.py keeps this block: notes written by hand -->"
+KEPT_END = "<!-- end of the notes written by hand -->"
+
+
+def kept_notes(doc) -> list:
+    """The hand-written block (KEPT_BEGIN ... KEPT_END) of the section this script rewrites, kept as it
+    is: the before-and-after history of the numbers, which no single run can write."""
+    if not doc or not Path(doc).exists():
+        return []
+    text = Path(doc).read_text()
+    section = re.search(rf"^{re.escape(HEADING)}\n.*?(?=^## |\Z)", text, re.S | re.M)
+    if not section:
+        return []
+    block = re.search(re.escape(KEPT_BEGIN) + r".*?" + re.escape(KEPT_END), section.group(0), re.S)
+    return block.group(0).splitlines() + [""] if block else []
 
 
 def main() -> None:

@@ -41,6 +41,33 @@ struct IndexPlanningTests {
         }
     }
 
+    /// The local version as the database file alone records it, without its write-ahead log.
+    static func versionInDatabaseFile(_ harness: SyncHarness) throws -> String? {
+        let copy = harness.root + "/main-file-only.sqlite"
+        try? FileManager.default.removeItem(atPath: copy)
+        try FileManager.default.copyItem(atPath: harness.state, toPath: copy)
+        let database = try DatabaseQueue(path: copy)
+        defer { try? database.close() }
+        return try database.read { db in try String.fetchOne(db, sql: "SELECT localVersion FROM syncState") }
+    }
+
+    @Test("an update leaves its writes in the database file, not in the log for the next process to copy")
+    func updatesCheckpointTheirWrites() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            // One manager throughout: its database stays open, as in a process that goes on (or
+            // exits without closing it), so closing cannot be what copies the log.
+            let manager = try harness.manager()
+            try await manager.checkForUpdates()
+            #expect(try Self.versionInDatabaseFile(harness) == "1.0", "after the restore")
+            for version in ["1.1", "1.2"] {
+                harness.serve(version)
+                try await manager.checkForUpdates()
+                #expect(try Self.versionInDatabaseFile(harness) == version, "after the replay to \(version)")
+            }
+            withExtendedLifetime(manager) {}
+        }
+    }
+
     @Test("the index's folders are read through their own index, not by scanning every entry")
     func foldersComeFromTheirIndex() async throws {
         try await withSyncHarness(serving: "1.0") { harness in

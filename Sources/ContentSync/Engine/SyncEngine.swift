@@ -137,6 +137,9 @@ struct SyncEngine: Sendable {
             // An app shows them: a change list's mistake may quote a URL, rebased onto the configured base's user info.
             report.warnings = report.warnings.map(Redaction.text)
             kind = report.outcome == .restored ? .restore : .replay
+            // The update's own writes go into the database file now (within the switch phase),
+            // so the next process's first write, a no-change poll's, does not copy them.
+            await store.checkpoint()
             clock.end()
             report.phases = clock.timings
             logger.debug(

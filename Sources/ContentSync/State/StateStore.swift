@@ -450,6 +450,15 @@ final class StateStore: Sendable {
         }
     }
 
+    /// Copies the write-ahead log into the database file (a passive checkpoint: readers are not
+    /// waited for). After an update, so that the update pays for its own writes: otherwise the
+    /// log stays for the next process, whose first commit past SQLite's 1,000-page mark copies
+    /// it (+50–110 ms on the no-change poll after a 10,000-file update at 100,000 files). Best
+    /// effort: what is not copied now is copied later.
+    func checkpoint() async {
+        _ = try? await pool.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+    }
+
     /// The query of ``indexedFolders()``: answered from the partial index `treeEntryFolders`.
     static let indexedFoldersQuery = "SELECT path FROM treeEntry WHERE isFolder = 1 AND path <> ''"
 
