@@ -180,33 +180,15 @@ enum ContentSnapshot {
                 + "\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)").utf8)
     }
 
-    /// Links `name` from the previous version's folder into `target` when the file there was
-    /// copied from this very source, unchanged since (`info`, from the listing). False when it
-    /// cannot be reused, for whatever reason: the caller copies.
-    private static func linkUnchanged(_ name: [UInt8], info: stat, from previous: Int32, to target: Int32) -> Bool {
-        var old = stat()
-        guard name.withCString({ fstatat(previous, $0, &old, AT_SYMLINK_NOFOLLOW) }) == 0,
-            old.st_mode & S_IFMT == S_IFREG, old.st_size == info.st_size
-        else { return false }
-        let descriptor = name.withCString { openat(previous, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
-        guard descriptor >= 0 else { return false }
-        defer { close(descriptor) }
-        guard recordedSource(of: descriptor) == sourceKey(info) else { return false }
-        // The same inode as the one just checked, still a regular file: link exactly it.
-        var opened = stat()
-        guard fstat(descriptor, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev else {
-            return false
-        }
-        return name.withCString { linkat(previous, $0, target, $0, 0) } == 0
-    }
-
-    /// Links `name` from the previous version's folder into `target` when its bytes are the
-    /// source's, compared byte for byte: a source whose identity moved but whose bytes did not (a
-    /// `cp -al` snapshot or `chmod -R` moves every status-change time; a fresh checkout or an
-    /// rsync makes new inodes). Reading both costs less than a copy, its attribute and, later,
-    /// freeing the old copy. False when the bytes differ or anything cannot be read: the caller
-    /// copies.
-    private static func linkEqual(
+    /// Links `name` from the previous version's folder into `target` when the file there holds
+    /// the source's bytes. Known without reading when it was copied from this very source,
+    /// unchanged since (the recorded identity equals `info`, from the listing); otherwise, for a
+    /// file of the same size, found by comparing the bytes: a source whose identity moved but
+    /// whose bytes did not (`cp -al` or `chmod -R` moves every status-change time; a fresh
+    /// checkout or an rsync makes new inodes). Reading both costs less than a copy, its attribute
+    /// and, later, freeing the old copy. False when it cannot be reused, for whatever reason: the
+    /// caller copies.
+    private static func linkFromPrevious(
         _ name: [UInt8], info: stat, source: Int32, previous: Int32, to target: Int32
     ) -> Bool {
         var old = stat()
@@ -217,22 +199,28 @@ enum ContentSnapshot {
         let stored = name.withCString { openat(previous, $0, flags) }
         guard stored >= 0 else { return false }
         defer { close(stored) }
-        let input = name.withCString { openat(source, $0, flags) }
-        guard input >= 0 else { return false }
-        defer { close(input) }
+        // The same inode as the one just checked, still a regular file: link exactly it.
         var opened = stat()
-        var read = stat()
-        // Exactly the inode checked, and a source that is still a regular file of that size.
-        guard fstat(stored, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev,
-            fstat(input, &read) == 0, read.st_mode & S_IFMT == S_IFREG, read.st_size == info.st_size,
-            sameBytes(input, stored, size: Int64(info.st_size))
-        else { return false }
+        guard fstat(stored, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev else {
+            return false
+        }
+        if recordedSource(of: stored) != sourceKey(info) {
+            let input = name.withCString { openat(source, $0, flags) }
+            guard input >= 0 else { return false }
+            defer { close(input) }
+            // A source that is still a regular file of the listed size, with the same bytes.
+            var read = stat()
+            guard fstat(input, &read) == 0, read.st_mode & S_IFMT == S_IFREG, read.st_size == info.st_size,
+                sameBytes(input, stored, size: Int64(info.st_size))
+            else { return false }
+        }
         return name.withCString { linkat(previous, $0, target, $0, 0) } == 0
     }
 
     /// Whether the files open at `first` and `second` hold the same `size` bytes (and no more).
-    static func sameBytes(_ first: Int32, _ second: Int32, size: Int64) -> Bool {
-        let chunk = 1 << 16
+    private static func sameBytes(_ first: Int32, _ second: Int32, size: Int64) -> Bool {
+        // Buffers no larger than the file needs (one byte more shows where it ends).
+        let chunk = Int(min(max(size, 0) + 1, 1 << 16))
         let one = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         let two = UnsafeMutableRawBufferPointer.allocate(byteCount: chunk, alignment: 16)
         defer {
@@ -270,10 +258,8 @@ enum ContentSnapshot {
                 subfolders.append(entry.name)
             case S_IFREG:
                 if let previous = context.previous?.descriptor,
-                    linkUnchanged(entry.name, info: entry.info, from: previous, to: to.descriptor)
-                        || linkEqual(
-                            entry.name, info: entry.info, source: from.descriptor, previous: previous,
-                            to: to.descriptor)
+                    linkFromPrevious(
+                        entry.name, info: entry.info, source: from.descriptor, previous: previous, to: to.descriptor)
                 {
                     result.linkedFiles += 1
                     continue
