@@ -451,7 +451,9 @@ class Bench:
                         "init": index == 0, **res})
             log(f"  {tree.label}: published {v} in {res['wall_s']:.2f} s ({res['user_s'] + res['sys_s']:.2f} s CPU, "
                 f"{res['maxrss_kib'] / 1024:.0f} MiB) [{self.elapsed()}]")
-            run(["cp", "-al", tree.storage, tree.snaps / v])
+            # Copied, not hard-linked: a link moves every published file's status-change time, so the next
+            # publish could trust none of its index and would hash the whole tree again (untimed either way).
+            run(["rsync", "-a", "--exclude", "/.content-sync-publish-base", f"{tree.storage}/", tree.snaps / v])
         for v, _ in tree.plan:  # untimed: every snapshot still holds its version (no publish wrote in place)
             self.check(f"storage snapshot {v}", tree.snaps / v / "RXCacheContent", tree, v)
             status = json.loads((tree.snaps / v / "RXCacheConfig" / "cacheStatus.json").read_text())

@@ -24,6 +24,16 @@ import StorageFormat
 /// back; so a match means the same bytes. A copy of a file changed in the last 2 seconds
 /// records nothing (a change within the clock's granularity could keep its times), and where
 /// the filesystem keeps no user attributes everything is copied, as before.
+///
+/// With the previous publish's ``PublishIndex`` and the check of the published tree against it
+/// (a ``StampLedger``), a file whose recorded source identity is the source's and whose published
+/// copy is as recorded is known unchanged without opening either.
+///
+/// `reusing`: the destination already holds a tree (``PublishBase``'s retired version, whose
+/// unchanged files are links to the published ones), caught up instead of filled: an entry that
+/// is already the file to link stays, anything else there is replaced (unlinked, never written
+/// in place: its inode may be the published file's) or deleted. Its entries are read with
+/// `lstat` and never followed, so a symlink or hard link planted there is only ever unlinked.
 enum ContentSnapshot {
     /// The extended attribute that names the source a storage file was copied from.
     static let sourceAttribute = "user.content-sync.source"
@@ -32,8 +42,15 @@ enum ContentSnapshot {
     struct Result {
         /// Bytes copied.
         var copiedBytes: Int64 = 0
-        /// Files hard-linked from the previous version.
+        /// Files hard-linked from the previous version (or, when reusing, found already linked).
         var linkedFiles = 0
+        /// Of those, the ones a reused destination already held.
+        var keptFiles = 0
+        /// Entries of a reused destination deleted or replaced.
+        var replacedEntries = 0
+        /// The source identity each file holds the bytes of (``sourceKey(_:)``), by path, for the
+        /// files whose source had settled; what ``PublishIndex`` records.
+        var sources: [String: [UInt8]] = [:]
     }
 
     /// Copies `source` to `destination` (which must not exist), linking from `previous` what it
@@ -41,10 +58,13 @@ enum ContentSnapshot {
     @discardableResult
     /// `settle`: how many seconds old a source's last change must be for its copy to be recorded
     /// (tests pass a negative value to record every copy).
-    static func copy(_ source: String, to destination: String, previous: String? = nil, settle: Int = 2)
-        throws(PublishError) -> Result
-    {
-        guard mkdir(destination, 0o755) == 0 else {
+    /// `reusing`: the destination exists and is caught up (see above); `index` and `ledger`: the
+    /// previous publish's index and what the check of `previous` found of it.
+    static func copy(
+        _ source: String, to destination: String, previous: String? = nil, reusing: Bool = false,
+        index: PublishIndex? = nil, ledger: StampLedger? = nil, settle: Int = 2
+    ) throws(PublishError) -> Result {
+        guard reusing || mkdir(destination, 0o755) == 0 else {
             throw PublishError.fileSystem(
                 "cannot create the content snapshot folder", path: destination, syscall: "mkdir", errno: errno)
         }
@@ -59,7 +79,8 @@ enum ContentSnapshot {
         clock_gettime(CLOCK_REALTIME, &started)
         let context = Context(
             shownFrom: source, previous: PreviousTree.open(previous),
-            trustedBefore: (Int64(started.tv_sec) - Int64(settle)) * 1_000_000_000 + Int64(started.tv_nsec))
+            trustedBefore: (Int64(started.tv_sec) - Int64(settle)) * 1_000_000_000 + Int64(started.tv_nsec),
+            reusing: reusing, index: index ?? PublishIndex(), ledger: ledger)
         /// A folder being copied: its path (raw, for messages) and its subfolders still to copy.
         struct Frame {
             var path: [UInt8]
@@ -103,6 +124,14 @@ enum ContentSnapshot {
         var previous: PreviousTree?
         /// Nanoseconds since the epoch.
         var trustedBefore: Int64
+        var reusing: Bool
+        var index: PublishIndex
+        var ledger: StampLedger?
+
+        /// Whether a source's identity is old enough to record.
+        func settled(_ info: stat) -> Bool {
+            Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec) < trustedBefore
+        }
     }
 
     /// The previous version's tree, walked beside the source: the folder of the same path while
@@ -180,41 +209,64 @@ enum ContentSnapshot {
                 + "\(info.st_ctim.tv_sec).\(info.st_ctim.tv_nsec)").utf8)
     }
 
-    /// Links `name` from the previous version's folder into `target` when the file there holds
-    /// the source's bytes. Known without reading when it was copied from this very source,
-    /// unchanged since (the recorded identity equals `info`, from the listing); otherwise, for a
-    /// file of the same size, found by comparing the bytes: a source whose identity moved but
-    /// whose bytes did not (`cp -al` or `chmod -R` moves every status-change time; a fresh
-    /// checkout or an rsync makes new inodes). Reading both costs less than a copy, its attribute
-    /// and, later, freeing the old copy. False when it cannot be reused, for whatever reason: the
-    /// caller copies.
-    private static func linkFromPrevious(
-        _ name: [UInt8], info: stat, source: Int32, previous: Int32, to target: Int32
-    ) -> Bool {
+    /// The previous version's file `name` when it holds the source's bytes, and whether that is
+    /// known from the source's identity (recordable) rather than from a comparison of a source
+    /// still settling. Known without reading when it was copied from this very source, unchanged
+    /// since (the recorded identity equals `info`, from the listing); otherwise, for a file of the
+    /// same size, found by comparing the bytes: a source whose identity moved but whose bytes did
+    /// not (`cp -al` or `chmod -R` moves every status-change time; a fresh checkout or an rsync
+    /// makes new inodes). Reading both costs less than a copy, its attribute and, later, freeing
+    /// the old copy. Nil when it cannot be reused, for whatever reason: the caller copies.
+    private static func reusable(
+        _ name: [UInt8], info: stat, source: Int32, previous: Int32, context: Context
+    ) -> (file: stat, recordable: Bool)? {
         var old = stat()
         guard name.withCString({ fstatat(previous, $0, &old, AT_SYMLINK_NOFOLLOW) }) == 0,
             old.st_mode & S_IFMT == S_IFREG, old.st_size == info.st_size
-        else { return false }
+        else { return nil }
         let flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC
         let stored = name.withCString { openat(previous, $0, flags) }
-        guard stored >= 0 else { return false }
+        guard stored >= 0 else { return nil }
         defer { close(stored) }
         // The same inode as the one just checked, still a regular file: link exactly it.
         var opened = stat()
         guard fstat(stored, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev else {
-            return false
+            return nil
         }
-        if recordedSource(of: stored) != sourceKey(info) {
-            let input = name.withCString { openat(source, $0, flags) }
-            guard input >= 0 else { return false }
-            defer { close(input) }
-            // A source that is still a regular file of the listed size, with the same bytes.
-            var read = stat()
-            guard fstat(input, &read) == 0, read.st_mode & S_IFMT == S_IFREG, read.st_size == info.st_size,
-                sameBytes(input, stored, size: Int64(info.st_size))
-            else { return false }
-        }
-        return name.withCString { linkat(previous, $0, target, $0, 0) } == 0
+        if recordedSource(of: stored) == sourceKey(info) { return (old, true) }
+        let input = name.withCString { openat(source, $0, flags) }
+        guard input >= 0 else { return nil }
+        defer { close(input) }
+        // A source that is still a regular file of the listed size, with the same bytes.
+        var read = stat()
+        guard fstat(input, &read) == 0, read.st_mode & S_IFMT == S_IFREG, read.st_size == info.st_size,
+            sameBytes(input, stored, size: Int64(info.st_size))
+        else { return nil }
+        // Recordable when the source did not change since the listing, and had settled by then.
+        let unchanged =
+            read.st_ino == info.st_ino && read.st_ctim.tv_sec == info.st_ctim.tv_sec
+            && read.st_ctim.tv_nsec == info.st_ctim.tv_nsec
+        return (old, unchanged && context.settled(info))
+    }
+
+    /// Whether the source file `name` (listed as `info`) holds the bytes `fingerprint` describes;
+    /// nil when it does not or cannot be read, else whether its identity can be recorded (it did
+    /// not change since the listing, and had settled by then).
+    private static func sourceHolds(
+        _ fingerprint: FileFingerprint, _ name: [UInt8], info: stat, in folder: Int32, context: Context
+    ) -> Bool? {
+        let input = name.withCString { openat(folder, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
+        guard input >= 0 else { return nil }
+        defer { close(input) }
+        var read = stat()
+        guard fstat(input, &read) == 0, read.st_mode & S_IFMT == S_IFREG, read.st_size == info.st_size,
+            let digest = try? FileDigest.sha256(ofDescriptor: input, shownAs: ""),
+            digest.size == fingerprint.size, digest.sha256 == fingerprint.sha256
+        else { return nil }
+        let unchanged =
+            read.st_ino == info.st_ino && read.st_ctim.tv_sec == info.st_ctim.tv_sec
+            && read.st_ctim.tv_nsec == info.st_ctim.tv_nsec
+        return unchanged && context.settled(info)
     }
 
     /// Whether the files open at `first` and `second` hold the same `size` bytes (and no more).
@@ -239,17 +291,31 @@ enum ContentSnapshot {
     }
 
     /// Copies the files of the folder at `from` into the one at `to`, creates its subfolders
-    /// there, and returns their names.
+    /// there, and returns their names. When reusing, `to` already holds entries: the ones that
+    /// are what the copy would make stay, the others are replaced or deleted.
     private static func copyEntries(
         _ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], context: Context,
         result: inout Result
     ) throws(PublishError) -> [[UInt8]] {
         let source = context.shownFrom
         var subfolders: [[UInt8]] = []
+        var present: [[UInt8]: stat] = [:]
+        if context.reusing {
+            for entry in try fileWork({ () throws(FileSystemError) in try to.entries() }) {
+                present[entry.name] = entry.info
+            }
+        }
         for entry in try fileWork({ () throws(FileSystemError) in try from.entries() }) {
             let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
+            let there = present.removeValue(forKey: entry.name)
+            var occupied = there != nil
             switch entry.info.st_mode & S_IFMT {
             case S_IFDIR:
+                if let there, there.st_mode & S_IFMT == S_IFDIR {
+                    subfolders.append(entry.name)
+                    continue
+                }
+                if there != nil { try clear(entry.name, in: to, at: path, result: &result) }
                 guard entry.name.withCString({ mkdirat(to.descriptor, $0, 0o755) }) == 0 else {
                     throw PublishError.fileSystem(
                         "cannot create folder \(EscapedName.text(path)) in", path: to.shownAs, syscall: "mkdirat",
@@ -257,21 +323,72 @@ enum ContentSnapshot {
                 }
                 subfolders.append(entry.name)
             case S_IFREG:
-                if let previous = context.previous?.descriptor,
-                    linkFromPrevious(
-                        entry.name, info: entry.info, source: from.descriptor, previous: previous, to: to.descriptor)
-                {
-                    result.linkedFiles += 1
-                    continue
+                let key = sourceKey(entry.info)
+                let text = String(validating: path, as: UTF8.self)
+                var reuse: (file: stat, recordable: Bool)?
+                if let previous = context.previous?.descriptor {
+                    if let text, let record = context.index.entries[text], context.ledger?.matches(text) == true {
+                        // The published file is as recorded: its bytes are known. It holds this
+                        // very source's when the recorded source is this one; otherwise the source
+                        // is hashed and compared with the record (the published file is not read).
+                        var file = stat()
+                        file.st_dev = dev_t(record.stamp.identity.device)
+                        file.st_ino = ino_t(record.stamp.identity.inode)
+                        if record.source == key {
+                            reuse = (file, true)
+                        } else if record.stamp.identity.size == Int64(entry.info.st_size),
+                            let recordable = sourceHolds(
+                                record.fingerprint, entry.name, info: entry.info, in: from.descriptor, context: context)
+                        {
+                            reuse = (file, recordable)
+                        }
+                    } else {
+                        reuse = reusable(
+                            entry.name, info: entry.info, source: from.descriptor, previous: previous, context: context)
+                    }
+                    if let (file, recordable) = reuse {
+                        if let there, there.st_mode & S_IFMT == S_IFREG, there.st_dev == file.st_dev,
+                            there.st_ino == file.st_ino
+                        {
+                            result.keptFiles += 1
+                        } else {
+                            if occupied { try clear(entry.name, in: to, at: path, result: &result) }
+                            occupied = false
+                            if entry.name.withCString({ linkat(previous, $0, to.descriptor, $0, 0) }) != 0 {
+                                reuse = nil
+                            }
+                        }
+                        if reuse != nil {
+                            result.linkedFiles += 1
+                            if recordable, let text { result.sources[text] = key }
+                            continue
+                        }
+                    }
                 }
-                result.copiedBytes += try copyFile(
+                if occupied { try clear(entry.name, in: to, at: path, result: &result) }
+                let (bytes, recorded) = try copyFile(
                     entry.name, from: from.descriptor, to: to.descriptor, shown: source + "/" + EscapedName.text(path),
-                    trustedBefore: context.trustedBefore)
+                    context: context)
+                result.copiedBytes += bytes
+                if let recorded, let text { result.sources[text] = recorded }
             default:
                 throw special(source, path)
             }
         }
+        // What the reused tree has and the source does not.
+        for name in present.keys {
+            try clear(name, in: to, at: folder.isEmpty ? name : folder + [0x2F] + name, result: &result)
+        }
         return subfolders.reversed()
+    }
+
+    /// Deletes the entry `name` of the reused destination folder `to` (a folder with all it holds).
+    private static func clear(
+        _ name: [UInt8], in to: borrowing FolderCursor, at path: [UInt8], result: inout Result
+    ) throws(PublishError) {
+        let shown = to.shownAs + "/" + EscapedName.text(path)
+        try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(name, in: to.descriptor, shownAs: shown) }
+        result.replacedEntries += 1
     }
 
     private static func special(_ source: String, _ path: [UInt8]) -> PublishError {
@@ -282,9 +399,11 @@ enum ContentSnapshot {
         )
     }
 
+    /// Copies one file; returns the bytes copied and the source identity recorded on the copy (nil
+    /// when none was: the source had not settled, or no attribute could be kept).
     private static func copyFile(
-        _ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String, trustedBefore: Int64
-    ) throws(PublishError) -> Int64 {
+        _ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String, context: Context
+    ) throws(PublishError) -> (Int64, [UInt8]?) {
         // O_NOFOLLOW | O_NONBLOCK: a file swapped for a symlink or fifo since the listing is
         // refused or opened without blocking, then refused by the fstat below.
         let input = name.withCString { openat(sourceFolder, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
@@ -313,10 +432,10 @@ enum ContentSnapshot {
         }
         // The source as it was before the copy read it (`info`); a change during or after the
         // read moves its status-change time past `trustedBefore`, so the record no longer matches.
-        if Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec) < trustedBefore {
-            let key = sourceKey(info)
-            _ = clinux_fsetxattr(output, sourceAttribute, key, key.count) // none kept: nothing is reused
-        }
-        return bytes
+        guard context.settled(info) else { return (bytes, nil) }
+        let key = sourceKey(info)
+        // None kept: nothing is reused from the attribute (the index still records the source).
+        _ = clinux_fsetxattr(output, sourceAttribute, key, key.count)
+        return (bytes, key)
     }
 }

@@ -8,9 +8,14 @@ extension ContentTree {
         try scan(directory, cache: nil)
     }
 
-    /// ``scan(_:)``, taking the fingerprints of files whose identity `cache` knows.
-    static func scan(_ directory: String, cache: FingerprintCache?) throws(PublishError) -> ContentTree {
-        let local = try fileWork { () throws(FileSystemError) in try scanLocal(directory, cache: cache) }
+    /// ``scan(_:)``, taking the fingerprints of files whose identity `cache` knows, or whose
+    /// stamp `ledger` has a record of (where the stamps found are noted).
+    static func scan(_ directory: String, cache: FingerprintCache?, ledger: StampLedger? = nil) throws(PublishError)
+        -> ContentTree
+    {
+        let local = try fileWork { () throws(FileSystemError) in
+            try scanLocal(directory, cache: cache, ledger: ledger)
+        }
         guard let intruder = local.intruders.first else { return local.tree }
         let shown = directory + "/" + intruder.shownPath
         switch intruder.kind {

@@ -70,8 +70,24 @@ extension PublishOptions {
     }
 }
 
+/// How long one step of a publish took (`sync-agent publish --verbose` prints them).
+public struct PublishPhaseTiming: Sendable, Equatable {
+    /// What the step did, e.g. "check the published tree".
+    public var name: String
+    /// Its wall-clock duration.
+    public var seconds: Double
+
+    /// A step's timing.
+    public init(name: String, seconds: Double) {
+        self.name = name
+        self.seconds = seconds
+    }
+}
+
 /// What a publish did (or, for a dry run, would do).
 public struct PublishReport: Sendable {
+    /// The steps of the publish with their durations, in order (recovery and upload not included).
+    public var phases: [PublishPhaseTiming] = []
     /// The version the storage published before; nil for `--init`, and when ``alreadyPublished``.
     public var fromVersion: CacheVersion?
     /// The version published.
@@ -97,6 +113,11 @@ public struct PublishReport: Sendable {
     /// Content files hard-linked from the previous version instead of copied from `--content`
     /// (unchanged since the publish that copied them); 0 for `--init` and a dry run.
     public var linkedContentFiles = 0
+    /// Of those, the ones the previous publish's retired version already held (nothing written).
+    public var keptContentFiles = 0
+    /// Files of the previous version taken from the last publish's index instead of hashed
+    /// (recorded there, and unchanged since: same stamp).
+    public var indexedContentFiles = 0
     /// What this publish did first about an interrupted one; nil when there was none.
     public var recovery: PublishRecovery?
     /// Files an older `sync-agent`'s interrupted publish left in the storage, deleted first

@@ -114,12 +114,14 @@ public enum Publisher {
     ) throws(PublishError) -> PublishReport {
         let storage = paths.storage
         let statusPath = storage + "/" + StorageLayout.statusPath
+        var phases = PhaseMarks()
         let statusData = FileManager.default.contents(atPath: statusPath)
         var readLayout = layout
 
         var fromVersion: CacheVersion?
         var minimal = options.minimal ?? options.version
         var expectedOldDigest: String?
+        var previousArchive: FileFingerprint?
         var previousSignatureKeyID: String?
         var previousURLsOutsideBase: [URL] = []
         var previousBase: URL?
@@ -170,6 +172,7 @@ public enum Publisher {
             minimal = floor.map { max(asked, $0) } ?? asked
             if minimal != asked { requestedMinimal = asked }
             expectedOldDigest = status.integrity?.treeDigest
+            previousArchive = status.integrity?.archive
             previousSignatureKeyID = signatureKeyID(ofStatus: statusData)
             // URLs under the published base were rebased onto the new one above; what is left
             // outside it comes from a status whose base could not be inferred.
@@ -206,11 +209,15 @@ public enum Publisher {
         }
 
         // What the previous version's scan hashed, by inode: the snapshot's scan reads again only
-        // the files it did not link from there.
+        // the files it did not link from there. The previous publish's index spares hashing the
+        // published files it recorded, unchanged since (same stamp).
         let fingerprints = FingerprintCache()
+        let base = PublishBase(storage: storage)
+        let index = fromVersion == nil ? PublishIndex() : base.loadIndex()
+        let published = StampLedger(known: index.ledgerRecords)
         var oldTree: ContentTree?
         if let fromVersion {
-            let tree = try ContentTree.scan(storage + "/RXCacheContent", cache: fingerprints)
+            let tree = try ContentTree.scan(storage + "/RXCacheContent", cache: fingerprints, ledger: published)
             if let expectedOldDigest, TreeDigest.digest(of: tree) != expectedOldDigest {
                 throw PublishError(
                     code: .configuration,
@@ -220,11 +227,16 @@ public enum Publisher {
             }
             oldTree = tree
         }
+        phases.mark("check the published tree")
 
         if options.dryRun {
             let newTree = try checkedScan(paths.content, shownAs: paths.content)
+            phases.mark("scan --content")
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
-            return noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
+            phases.mark("diff")
+            var dry = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
+            dry.phases = phases.timings
+            return dry
         }
         guard lock != nil else { preconditionFailure("a publish that writes holds the lock") }
 
@@ -235,6 +247,7 @@ public enum Publisher {
             phase: .staging, pid: getpid(), fromVersion: fromVersion?.text,
             toVersion: options.version.text, minimalVersion: minimal.text)
         var result: PublishReport
+        var nextIndex = PublishIndex()
         do throws(PublishError) {
             try run.checkpoint(.staging, "create the work folder")
             try work.create()
@@ -242,17 +255,32 @@ public enum Publisher {
             try run.checkpoint(.staging, "snapshot --content")
             let snapshot = work.staged("RXCacheContent")
             // Files unchanged since the previous version are linked from it (its tree was just
-            // checked against its published digest), the rest copied.
+            // checked against its published digest), the rest copied; into the retired version
+            // the last publish kept, caught up, when there is one (PublishBase).
+            let reusing = oldTree != nil && base.takeRetired(to: snapshot)
             let snapshotted = try ContentSnapshot.copy(
-                paths.content, to: snapshot, previous: oldTree == nil ? nil : storage + "/RXCacheContent")
-            let newTree = try checkedScan(snapshot, shownAs: paths.content, cache: fingerprints)
+                paths.content, to: snapshot, previous: oldTree == nil ? nil : storage + "/RXCacheContent",
+                reusing: reusing, index: index, ledger: published)
+            phases.mark(reusing ? "snapshot --content (catching up the retired version)" : "snapshot --content")
+            let stamps = StampLedger()
+            let scanned = Date().timeIntervalSince1970
+            let newTree = try checkedScan(snapshot, shownAs: paths.content, cache: fingerprints, ledger: stamps)
+            nextIndex = PublishIndex(
+                newTree, stamps: stamps, sources: snapshotted.sources,
+                settledBefore: Int64((scanned - 2) * 1_000_000_000))
+            phases.mark("scan the snapshot")
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
+            phases.mark("diff")
             result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
             result.linkedContentFiles = snapshotted.linkedFiles
+            result.keptContentFiles = snapshotted.keptFiles
+            result.indexedContentFiles = published.matched
 
             try run.checkpoint(.staging, "build the archive")
             (result.archiveBytes, result.reusedArchiveEntries) = try writer.writeArchive(
-                from: snapshot, sources: archiveSources(from: oldTree, to: newTree))
+                from: snapshot, sources: archiveSources(from: oldTree, to: newTree), tree: newTree,
+                previousArchive: previousArchive)
+            phases.mark("archive")
             try run.checkpoint(.staging, "write the change list, update list, content manifest and status")
             if let fromVersion {
                 let listPath = try writer.writeChangeList(
@@ -279,8 +307,10 @@ public enum Publisher {
             journal.steps = installSteps(storage: storage, changeList: result.changeListPath)
             try run.checkpoint(.staging, "write the install journal")
             try work.writeJournal(journal, durable: false)
+            phases.mark("change list, update list, manifest, status")
             // One flush for every staged byte and the journal: durability once per version.
             try fileWork { () throws(FileSystemError) in try DiskFlush.filesystem(holding: storage) }
+            phases.mark("flush")
         } catch {
             if !run.killed { try? work.remove() }
             throw error
@@ -307,10 +337,15 @@ public enum Publisher {
                 code: error.code, message: "\(error.message); rolled back, the storage is \(previous) again",
                 underlying: error.underlying)
         }
+        phases.mark("install")
         // Committed. A run killed from here on is finished by the next one.
         do {
+            try run.checkpoint(.cleanup, "keep the replaced version and the index for the next publish")
+            base.keep(previous: fromVersion == nil ? nil : work.staged("RXCacheContent"), index: nextIndex)
+            phases.mark("keep the retired version and the index")
             try run.checkpoint(.cleanup, "delete the work folder")
             try work.remove()
+            phases.mark("delete the work folder")
         } catch {
             if run.killed { throw error }
             throw PublishError(
@@ -318,7 +353,24 @@ public enum Publisher {
                 message: "published \(options.version), but \(error.message); the next publish deletes the work folder",
                 underlying: error)
         }
+        result.phases = phases.timings
         return result
+    }
+
+    /// The time since the last mark, by step.
+    private struct PhaseMarks {
+        private var last = ContinuousClock.now
+        private(set) var timings: [PublishPhaseTiming] = []
+
+        mutating func mark(_ name: String) {
+            let now = ContinuousClock.now
+            let elapsed = last.duration(to: now)
+            timings.append(
+                PublishPhaseTiming(
+                    name: name,
+                    seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18))
+            last = now
+        }
     }
 
     /// The install order. Readers keep a valid storage as long as possible: the change list is
@@ -338,12 +390,12 @@ public enum Publisher {
 
     /// Scans a content folder and refuses names a storage cannot carry. Messages name the
     /// folder as the user gave it (`shownAs`), not the snapshot.
-    private static func checkedScan(_ folder: String, shownAs content: String, cache: FingerprintCache? = nil)
-        throws(PublishError) -> ContentTree
-    {
+    private static func checkedScan(
+        _ folder: String, shownAs content: String, cache: FingerprintCache? = nil, ledger: StampLedger? = nil
+    ) throws(PublishError) -> ContentTree {
         let tree: ContentTree
         do {
-            tree = try ContentTree.scan(folder, cache: cache)
+            tree = try ContentTree.scan(folder, cache: cache, ledger: ledger)
         } catch {
             guard folder != content else { throw error }
             throw PublishError(

@@ -26,16 +26,32 @@ struct StorageWriter {
     /// Archives `content` deterministically under a top-level `RXCacheContent/`, copying from the
     /// current archive the deflated entries of files whose bytes it holds (`sources`: new path →
     /// old path). Returns its size and the number of entries copied.
-    func writeArchive(from content: String, sources: [SafeRelativePath: SafeRelativePath] = [:]) throws(PublishError)
-        -> (bytes: Int64, reused: Int)
-    {
+    ///
+    /// With `tree` (the content's) and `previousArchive` (the size and SHA-256 the previous
+    /// status gives its archive), a previous archive that still has them is spliced
+    /// (``ZipWriter/splice(folder:to:topLevelFolder:previous:folders:files:unchanged:moved:)``):
+    /// its entries for files whose bytes did not change are copied as they are, in runs.
+    func writeArchive(
+        from content: String, sources: [SafeRelativePath: SafeRelativePath] = [:], tree: ContentTree? = nil,
+        previousArchive: FileFingerprint? = nil
+    ) throws(PublishError) -> (bytes: Int64, reused: Int) {
         let previous = root + "/" + Self.archivePath
         let path = staged(Self.archivePath)
-        let reused: Int
+        var reused: Int?
         do {
-            reused = try ZipWriter.archive(
-                folder: content, to: path, topLevelFolder: "RXCacheContent",
-                reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
+            if !sources.isEmpty, let tree, let expected = previousArchive,
+                let found = try? ContentTree.fingerprint(of: previous), found == expected
+            {
+                reused = try ZipWriter.splice(
+                    folder: content, to: path, topLevelFolder: "RXCacheContent", previous: previous,
+                    folders: tree.folders, files: tree.files.keys, unchanged: { sources[$0] == $0 },
+                    moved: sources.filter { $0.key != $0.value })
+            }
+            if reused == nil {
+                reused = try ZipWriter.archive(
+                    folder: content, to: path, topLevelFolder: "RXCacheContent",
+                    reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
+            }
         } catch {
             throw PublishError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)
         }
@@ -43,7 +59,7 @@ struct StorageWriter {
         guard stat(path, &info) == 0 else {
             throw PublishError.fileSystem("cannot read", path: path, syscall: "stat", errno: errno)
         }
-        return (Int64(info.st_size), reused)
+        return (Int64(info.st_size), reused ?? 0)
     }
 
     static let archivePath = "RXCacheContent.zip"

@@ -27,6 +27,13 @@ public enum DirectoryWalker {
     public static func walk(_ directory: String, _ visit: (Entry) throws(FileSystemError) -> Void)
         throws(FileSystemError)
     {
+        try walkStamped(directory) { entry, _ throws(FileSystemError) in try visit(entry) }
+    }
+
+    /// ``walk(_:_:)``, giving each regular file's ``FileStamp`` too (nil for other entries).
+    public static func walkStamped(
+        _ directory: String, _ visit: (Entry, FileStamp?) throws(FileSystemError) -> Void
+    ) throws(FileSystemError) {
         guard var cursor = try FolderCursor(at: directory) else { return }
         /// A folder being walked: its path, that path's length in bytes, and the subfolders still to enter.
         struct Frame {
@@ -64,12 +71,12 @@ public enum DirectoryWalker {
     /// and returns the names of the subfolders to enter.
     private static func visitEntries(
         of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int,
-        _ visit: (Entry) throws(FileSystemError) -> Void
+        _ visit: (Entry, FileStamp?) throws(FileSystemError) -> Void
     ) throws(FileSystemError) -> [String] {
         var subfolders: [String] = []
         for entry in try cursor.entries() {
             guard let name = String(validating: entry.name, as: UTF8.self) else {
-                try visit(.undecodableName(entry.name, in: folder))
+                try visit(.undecodableName(entry.name, in: folder), nil)
                 continue
             }
             let child: SafeRelativePath
@@ -80,17 +87,18 @@ public enum DirectoryWalker {
                 }
                 child = folder.appending(try SafeRelativePath(validating: name))
             } catch {
-                try visit(.unsafeName(name, in: folder, error))
+                try visit(.unsafeName(name, in: folder, error), nil)
                 continue
             }
             switch entry.info.st_mode & S_IFMT {
             case S_IFDIR:
-                try visit(.folder(child))
+                try visit(.folder(child), nil)
                 subfolders.append(name)
             case S_IFREG:
-                try visit(.file(child, FileIdentity(entry.info)))
+                let stamp = FileStamp(entry.info)
+                try visit(.file(child, stamp.identity), stamp)
             default:
-                try visit(.special(child, mode: entry.info.st_mode))
+                try visit(.special(child, mode: entry.info.st_mode), nil)
             }
         }
         // Entered last first: reversed, so folders are entered in the order they were read.

@@ -33,3 +33,27 @@ public struct FileIdentity: Hashable, Sendable {
         self.modifiedNanoseconds = modifiedNanoseconds
     }
 }
+
+/// A ``FileIdentity`` with the status-change time (`st_ctim`): what a record of a file's bytes
+/// kept between runs is checked against. Every write moves the status-change time, even one that
+/// keeps the size and sets the modification time back, and no tool can set it back; a change of
+/// the link count, mode or attributes moves it too, which only makes a record stale.
+public struct FileStamp: Hashable, Sendable {
+    /// Device, inode, size and modification time.
+    public var identity: FileIdentity
+    /// The last status change (`st_ctim`) in nanoseconds since the Unix epoch.
+    public var changedNanoseconds: Int64
+
+    /// A stamp from its parts, e.g. ones stored earlier.
+    public init(identity: FileIdentity, changedNanoseconds: Int64) {
+        self.identity = identity
+        self.changedNanoseconds = changedNanoseconds
+    }
+
+    /// The stamp in a `stat` result.
+    public init(_ info: stat) {
+        self.init(
+            identity: FileIdentity(info),
+            changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+    }
+}

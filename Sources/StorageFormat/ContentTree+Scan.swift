@@ -5,12 +5,13 @@ extension ContentTree {
     /// A local folder as it is: its content tree, and everything in it that content cannot be
     /// (``Intruder``s), instead of refusing the folder for them. This is how the client reads a
     /// mirror, where such entries are drift to report and remove.
-    package static func scanLocal(_ directory: String, cache: FingerprintCache? = nil) throws(FileSystemError) -> (
-        tree: ContentTree, intruders: [Intruder]
-    ) {
+    /// `ledger`: records of files to trust by their stamps, and where the stamps found are noted.
+    package static func scanLocal(_ directory: String, cache: FingerprintCache? = nil, ledger: StampLedger? = nil)
+        throws(FileSystemError) -> (tree: ContentTree, intruders: [Intruder])
+    {
         var tree = ContentTree(folders: [], files: [:])
         var intruders: [Intruder] = []
-        try DirectoryWalker.walk(directory) { entry throws(FileSystemError) in
+        try DirectoryWalker.walkStamped(directory) { entry, stamp throws(FileSystemError) in
             switch entry {
             case .folder(let path), .file(let path, _):
                 if tree.folders.contains(path) || tree.files[path] != nil {
@@ -26,7 +27,10 @@ extension ContentTree {
                 tree.folders.insert(path)
             case .file(let path, let identity):
                 let absolute = path.absolute(in: directory)
-                if let cache {
+                if let ledger, let stamp, let recorded = ledger.see(path.string, stamp) {
+                    cache?.insert(recorded, for: identity)
+                    tree.files[path] = recorded
+                } else if let cache {
                     tree.files[path] = try cache.fingerprint(of: absolute, identity: identity)
                 } else {
                     tree.files[path] = try fingerprint(of: absolute)

@@ -71,6 +71,9 @@ struct PublishCommand: AsyncParsableCommand {
     )
     var quiet = false
 
+    @Flag(name: .long, help: "Also print how long each step of the publish took (to stderr).")
+    var verbose = false
+
     @Option(
         name: .long,
         help: ArgumentHelp(
@@ -149,6 +152,16 @@ struct PublishCommand: AsyncParsableCommand {
 
     /// Prints the warnings (stderr) and, unless --quiet, what the publish did.
     func show(_ report: PublishReport, baseURL url: URL) {
+        if verbose {
+            for phase in report.phases {
+                Console.standardError("phase \(phase.name): \(String(format: "%.1f", phase.seconds * 1000)) ms\n")
+            }
+            if report.indexedContentFiles + report.keptContentFiles > 0 {
+                Console.standardError(
+                    "reused: \(report.indexedContentFiles) published files read from the index, "
+                        + "\(report.keptContentFiles) kept from the retired version\n")
+            }
+        }
         for warning in Self.warnings(
             report, storage: storage, baseURL: url, dryRun: dryRun, minimalGiven: minimal != nil)
         {

@@ -80,9 +80,10 @@ struct PublishInterruptionTests {
                 try setup.makeBase(at: scratch + "/base")
                 return (points, new, try storageSnapshot(scratch + "/base"))
             }
-            // 5 staging, 10 install (a new change list, then keep + replace for 3 files, the swap, keep + replace the status), 1 cleanup.
+            // 5 staging, 10 install (a new change list, then keep + replace for 3 files, the swap, keep + replace the
+            // status), 2 cleanup (keep the replaced version and the index, delete the work folder).
             #expect(
-                points.count == 16 && points.filter { $0.phase == .install }.count == 10
+                points.count == 17 && points.filter { $0.phase == .install }.count == 10
                     && points.last?.phase == .cleanup, "\(points)")
             var rolledBack = 0
             try await withStorageServer(root: URL(fileURLWithPath: scratch + "/base")) { server in
@@ -329,7 +330,7 @@ struct PublishInterruptionTests {
             var setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.0")
             setup.initialize = true
             let points = try cleanCheckpoints(setup, storage: scratch + "/count")
-            #expect(points.contains { $0.action.contains("create RXCacheConfig/") } && points.count == 13, "\(points)")
+            #expect(points.contains { $0.action.contains("create RXCacheConfig/") } && points.count == 14, "\(points)")
             let new = try reference(setup, at: scratch + "/reference")
             let empty = TreeSnapshot(folders: [], files: [:])
             for point in points {

@@ -1,0 +1,97 @@
+import FileKit
+import Foundation
+import Glibc
+import StorageFormat
+
+/// What a publish keeps for the next one, so that a publish costs what changed and one stat pass:
+/// `<storage>/.content-sync-publish-base/`, beside the work folder and like it never served.
+/// - `retired/`: the version before the published one, its unchanged files hard links to the
+///   published ones. The next publish moves it into its work folder and catches it up to the
+///   new `--content` (``ContentSnapshot``), instead of linking every file into an empty folder
+///   and deleting the previous tree afterwards.
+/// - `index`: ``PublishIndex`` of the published `RXCacheContent/`.
+///
+/// Both are shortcuts and nothing else: a publish checks everything it takes from them (the
+/// retired tree entry by entry, the index record by stamp), and without them it does what it
+/// always did. A publish killed anywhere loses them at worst.
+struct PublishBase {
+    static let folderName = ".content-sync-publish-base"
+
+    let storage: String
+
+    var root: String { storage + "/" + Self.folderName }
+    var retired: String { root + "/retired" }
+    var indexPath: String { root + "/index" }
+
+    /// The index, or an empty one when there is none or it cannot be trusted whole.
+    func loadIndex() -> PublishIndex {
+        guard isOurFolder(root), let data = Self.regularFileContents(indexPath),
+            let index = PublishIndex.decode(data)
+        else { return PublishIndex() }
+        return index
+    }
+
+    /// Moves the retired tree to `destination` (which must not exist); false when there is no
+    /// retired tree to take (none, or not a plain folder: then it is deleted).
+    func takeRetired(to destination: String) -> Bool {
+        guard isOurFolder(root) else { return false }
+        var info = stat()
+        guard lstat(retired, &info) == 0 else { return false }
+        guard info.st_mode & S_IFMT == S_IFDIR, rename(retired, destination) == 0 else {
+            try? TreeRemoval.remove(retired)
+            return false
+        }
+        return true
+    }
+
+    /// Keeps the tree at `previous` (the version just replaced) as the retired tree, and writes
+    /// `index`. Best effort: what fails is only a shortcut missed by the next publish.
+    func keep(previous: String?, index: PublishIndex) {
+        if !isOurFolder(root) {
+            try? TreeRemoval.remove(root)
+            guard mkdir(root, 0o755) == 0 else { return }
+        }
+        // Nothing else belongs here (a temporary index of a run killed while writing it).
+        for name in (try? DirectoryWalker.names(in: root)) ?? [] where name != "retired" && name != "index" {
+            try? TreeRemoval.remove(root + "/" + name)
+        }
+        // The index first: a retired tree without the index that goes with it is still checked
+        // entry by entry, an index is checked record by record.
+        unlink(indexPath)
+        try? AtomicFile.write(index.encoded(), to: indexPath, durability: .none)
+        try? TreeRemoval.remove(retired)
+        if let previous, FileSystem.exists(previous) { _ = rename(previous, retired) }
+    }
+
+    /// Deletes everything kept (a publish over no previous version).
+    func remove() {
+        try? TreeRemoval.remove(root)
+    }
+
+    /// Whether `path` is a folder itself, not a symlink to one or anything else.
+    private func isOurFolder(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR
+    }
+
+    /// The bytes of the regular file at `path` (never following a symlink), at most 1 GiB.
+    private static func regularFileContents(_ path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size < 1 << 30 else {
+            return nil
+        }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var done = 0
+        while done < bytes.count {
+            let got = bytes.withUnsafeMutableBytes {
+                pread(descriptor, $0.baseAddress! + done, $0.count - done, off_t(done))
+            }
+            guard got > 0 else { return nil }
+            done += got
+        }
+        return bytes
+    }
+}

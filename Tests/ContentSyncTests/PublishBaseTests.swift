@@ -1,0 +1,264 @@
+import Foundation
+import Testing
+
+@testable import ContentPublishing
+@testable import FileKit
+@testable import StorageFormat
+
+/// A publish keeps the version it replaced and an index of the published files
+/// (`.content-sync-publish-base/`), so that the next publish catches that tree up instead of
+/// linking every file again, and reads the published files' fingerprints from the index instead
+/// of hashing them. Both are shortcuts checked before use: a damaged, stale or planted base never
+/// changes what is published, and nothing outside the storage is touched through it.
+@Suite("publish catches up the retired version and trusts its index only by stamp", .timeLimit(.minutes(2)))
+struct PublishBaseTests {
+    static let baseURL = URL(string: "https://example.invalid/storage/")!
+
+    static func write(_ text: String, to path: String) throws {
+        try FileManager.default.createDirectory(
+            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+    }
+
+    static func inode(_ path: String) -> UInt64? {
+        var info = stat()
+        return lstat(path, &info) == 0 ? UInt64(info.st_ino) : nil
+    }
+
+    static func publish(_ storage: String, _ content: String, _ version: String, initialize: Bool = false) throws
+        -> PublishReport
+    {
+        var options = PublishOptions(
+            storage: storage, content: content, version: try CacheVersion(version), baseURL: baseURL)
+        options.initialize = initialize
+        return try Publisher.publish(options)
+    }
+
+    /// Every file below `root` (relative path → bytes) and every folder, the base and work folders left out.
+    static func tree(_ root: String) throws -> [String: Data] {
+        var result: [String: Data] = [:]
+        let enumerator = try #require(FileManager.default.enumerator(atPath: root))
+        while let relative = enumerator.nextObject() as? String {
+            var isFolder: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: root + "/" + relative, isDirectory: &isFolder)
+            result[relative] =
+                isFolder.boolValue
+                ? Data("folder".utf8) : try Data(contentsOf: URL(fileURLWithPath: root + "/" + relative))
+        }
+        return result
+    }
+
+    /// 30 files in 3 folders, old enough for their identities to be recorded.
+    static func makeContent(_ content: String) throws {
+        for index in 0..<30 { try write("file \(index)\n", to: content + "/f\(index % 3)/file-\(index).txt") }
+        Thread.sleep(forTimeInterval: 2.2)
+    }
+
+    @Test func theIndexReadsBackAndAnyDamageReadsAsNoIndex() throws {
+        var index = PublishIndex()
+        for index_ in 0..<50 {
+            index.entries["f\(index_ % 4)/é-\(index_).txt"] = PublishIndex.Entry(
+                stamp: FileStamp(
+                    identity: FileIdentity(
+                        device: 2049, inode: UInt64(1000 + index_), size: Int64(index_ * 7),
+                        modifiedNanoseconds: 1_700_000_000_123_456_789 + Int64(index_)),
+                    changedNanoseconds: -5 + Int64(index_)),
+                sha256: String(repeating: "0123456789abcdef", count: 4),
+                source: index_ % 3 == 0 ? nil : Array("v1 1 2 3 \(index_)".utf8))
+        }
+        let bytes = index.encoded()
+        #expect(PublishIndex.decode(bytes) == index)
+        #expect(PublishIndex.decode(PublishIndex().encoded()) == PublishIndex())
+        // Torn at every length, and every single byte flipped: never a partial or altered index.
+        for length in stride(from: 0, to: bytes.count, by: 37) {
+            #expect(PublishIndex.decode(Array(bytes[..<length])) == nil, "torn at \(length)")
+        }
+        for offset in stride(from: 0, to: bytes.count, by: 11) {
+            var damaged = bytes
+            damaged[offset] ^= 0x20
+            #expect(PublishIndex.decode(damaged) == nil, "byte \(offset) flipped")
+        }
+    }
+
+    @Test func theNextPublishKeepsTheRetiredVersionsLinksAndReadsTheIndex() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let content = scratch + "/content"
+            let storage = scratch + "/storage"
+            let retired = storage + "/" + PublishBase.folderName + "/retired"
+            try Self.makeContent(content)
+            try Self.publish(storage, content, "1.0", initialize: true)
+            try Self.write("file 4, edited\n", to: content + "/f1/file-4.txt")
+            let second = try Self.publish(storage, content, "1.1")
+            // The first publish's copies are seconds old: not recorded.
+            #expect(second.linkedContentFiles == 29 && second.keptContentFiles == 0)
+            #expect(second.indexedContentFiles == 0, "copies made moments ago are not recorded")
+            #expect(Self.inode(retired + "/f1/file-4.txt") != Self.inode(storage + "/RXCacheContent/f1/file-4.txt"))
+            #expect(Self.inode(retired + "/f0/file-0.txt") == Self.inode(storage + "/RXCacheContent/f0/file-0.txt"))
+            let published11 = try Self.tree(storage + "/RXCacheContent")
+
+            Thread.sleep(forTimeInterval: 2.2)
+            try Self.write("file 9, edited\n", to: content + "/f0/file-9.txt")
+            try FileManager.default.removeItem(atPath: content + "/f2/file-2.txt")
+            try Self.write("new\n", to: content + "/f3/new.txt")
+            let third = try Self.publish(storage, content, "1.2")
+            // The retired 1.0 holds the unchanged files as links already; file-4 (changed in 1.1)
+            // is replaced by a link to 1.1's copy.
+            #expect(third.keptContentFiles == 27, "30 files minus 4 and 9 (changed) and 2 (removed)")
+            #expect(third.linkedContentFiles == 28)
+            #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
+            #expect(try Self.tree(retired) == published11, "the version replaced is kept whole")
+
+            Thread.sleep(forTimeInterval: 2.2)
+            try Self.write("file 0, edited\n", to: content + "/f0/file-0.txt")
+            let fourth = try Self.publish(storage, content, "1.3")
+            // Recorded by 1.2: the files it kept (settled); not the ones it linked or copied.
+            #expect(fourth.indexedContentFiles == 27)
+            #expect(fourth.keptContentFiles == 27, "all but file-0 (edited), file-9 and new.txt (1.2's)")
+            #expect(fourth.linkedContentFiles == 29)
+            #expect(fourth.changes.count == 1, "\(fourth.changes)")
+            #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
+        }
+    }
+
+    @Test("a write that keeps size and modification time is seen through the index: the stamp has the status change")
+    func aWriteThatRestoresTheTimesIsNotTrusted() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let content = scratch + "/content"
+            let storage = scratch + "/storage"
+            try Self.makeContent(content)
+            try Self.publish(storage, content, "1.0", initialize: true)
+            Thread.sleep(forTimeInterval: 1.1)
+            // The source: same size, modification time put back (a reproducible build does this).
+            let source = content + "/f2/file-5.txt"
+            var before = stat()
+            #expect(lstat(source, &before) == 0)
+            let fd = open(source, O_WRONLY)
+            #expect(fd >= 0)
+            #expect(pwrite(fd, "FILE", 4, 0) == 4)
+            close(fd)
+            var times = [before.st_atim, before.st_mtim]
+            #expect(utimensat(AT_FDCWD, source, &times, 0) == 0)
+            let second = try Self.publish(storage, content, "1.1")
+            #expect(second.changes.count == 1, "\(second.changes)")
+            #expect(
+                try String(contentsOfFile: storage + "/RXCacheContent/f2/file-5.txt", encoding: .utf8)
+                    == "FILE 5\n")
+
+            // The published copy, the same way, once the index records it: the publish refuses
+            // to build on a tree that no longer holds what it published, index or not.
+            Thread.sleep(forTimeInterval: 2.2)
+            try Self.write("file 8, edited\n", to: content + "/f2/file-8.txt")
+            try Self.publish(storage, content, "1.2")
+            let recorded = PublishBase(storage: storage).loadIndex()
+            #expect(recorded.entries["f0/file-3.txt"] != nil, "the index vouches for the file tampered with next")
+            let published = storage + "/RXCacheContent/f0/file-3.txt"
+            var stored = stat()
+            #expect(lstat(published, &stored) == 0)
+            let target = open(published, O_WRONLY)
+            #expect(target >= 0)
+            #expect(pwrite(target, "FILE", 4, 0) == 4)
+            close(target)
+            var storedTimes = [stored.st_atim, stored.st_mtim]
+            #expect(utimensat(AT_FDCWD, published, &storedTimes, 0) == 0)
+            #expect {
+                try Self.publish(storage, content, "1.3")
+            } throws: { error in
+                (error as? PublishError)?.message.contains("does not match the treeDigest") == true
+            }
+        }
+    }
+
+    @Test("content re-made by hard links every version (cp -al) is compared by hash with the index: edits are seen")
+    func hardLinkedContentIsComparedWithTheIndex() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            try Self.makeContent(scratch + "/v0")
+            try Self.publish(storage, scratch + "/v0", "1.0", initialize: true)
+            var previous = scratch + "/v0"
+            for version in 1...3 {
+                // A hard-linked copy of the previous content: every source's status-change time moves.
+                let content = scratch + "/v\(version)"
+                for index in 0..<30 {
+                    let name = "/f\(index % 3)/file-\(index).txt"
+                    try FileManager.default.createDirectory(
+                        atPath: content + "/f\(index % 3)", withIntermediateDirectories: true)
+                    #expect(link(previous + name, content + name) == 0)
+                }
+                // One edit that keeps the size, written to a new inode (the old one is the previous content's).
+                let edited = content + "/f\(version % 3)/file-\(version).txt"
+                #expect(unlink(edited) == 0)
+                try Self.write("FILE \(version)\n", to: edited)
+                Thread.sleep(forTimeInterval: 2.2)
+                let report = try Self.publish(storage, content, "1.\(version)")
+                #expect(report.changes.count == 1, "\(version): \(report.changes)")
+                #expect(report.linkedContentFiles == 29, "\(version)")
+                #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)), "\(version)")
+                if version == 3 { #expect(report.indexedContentFiles >= 27) }
+                previous = content
+            }
+        }
+    }
+
+    @Test("a planted or damaged base changes nothing published and touches nothing outside the storage")
+    func aHostileBaseIsCaughtUpOrIgnored() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let content = scratch + "/content"
+            let storage = scratch + "/storage"
+            let outside = scratch + "/outside"
+            try Self.write("outside file\n", to: outside + "/victim.txt")
+            try Self.write("outside index\n", to: outside + "/base/index")
+            try Self.write("outside retired\n", to: outside + "/base/retired/f0/file-0.txt")
+            try Self.makeContent(content)
+            try Self.publish(storage, content, "1.0", initialize: true)
+            try Self.write("file 1, edited\n", to: content + "/f1/file-1.txt")
+            try Self.publish(storage, content, "1.1")
+            let outsideBefore = try Self.tree(outside)
+
+            // The retired tree, tampered with every way: a symlink out where a file is, a hard
+            // link to a file outside, a folder where a file is, a file where a folder is, an extra
+            // file and folder, a fifo, and a file edited in place (the published one shares it).
+            let retired = storage + "/" + PublishBase.folderName + "/retired"
+            #expect(unlink(retired + "/f0/file-0.txt") == 0)
+            #expect(symlink(outside + "/victim.txt", retired + "/f0/file-0.txt") == 0)
+            #expect(unlink(retired + "/f0/file-3.txt") == 0)
+            #expect(link(outside + "/victim.txt", retired + "/f0/file-3.txt") == 0)
+            #expect(unlink(retired + "/f0/file-6.txt") == 0)
+            try Self.write("planted\n", to: retired + "/f0/file-6.txt/inner.txt")
+            try FileManager.default.removeItem(atPath: retired + "/f2")
+            try Self.write("planted\n", to: retired + "/f2")
+            try Self.write("planted\n", to: retired + "/extra/deep/x.txt")
+            try Self.write("planted\n", to: retired + "/f1/extra.txt")
+            #expect(mkfifo(retired + "/f1/fifo", 0o644) == 0)
+            try Self.write("edited\n", to: content + "/f1/file-10.txt")
+            let second = try Self.publish(storage, content, "1.2")
+            #expect(second.keptContentFiles > 0)
+            #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
+            #expect(try Self.tree(outside) == outsideBefore)
+            var info = stat()
+            #expect(lstat(outside + "/victim.txt", &info) == 0 && info.st_nlink == 1, "the planted link is gone")
+
+            // The whole base a symlink to a folder outside, then a damaged index.
+            let base = storage + "/" + PublishBase.folderName
+            try FileManager.default.removeItem(atPath: base)
+            #expect(symlink(outside + "/base", base) == 0)
+            try Self.write("edited again\n", to: content + "/f1/file-10.txt")
+            let third = try Self.publish(storage, content, "1.3")
+            #expect(third.indexedContentFiles == 0 && third.keptContentFiles == 0)
+            #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
+            #expect(try Self.tree(outside) == outsideBefore, "nothing read into or written through the symlink")
+            #expect(lstat(base, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR, "replaced by a folder of our own")
+
+            Thread.sleep(forTimeInterval: 2.2)
+            try Self.write("edited once more\n", to: content + "/f1/file-10.txt")
+            try Self.publish(storage, content, "1.4")
+            #expect(!PublishBase(storage: storage).loadIndex().entries.isEmpty, "an index worth damaging")
+            var index = try Data(contentsOf: URL(fileURLWithPath: base + "/index"))
+            index[index.count / 2] ^= 1
+            try index.write(to: URL(fileURLWithPath: base + "/index"))
+            try Self.write("edited a third time\n", to: content + "/f1/file-10.txt")
+            let fourth = try Self.publish(storage, content, "1.5")
+            #expect(fourth.indexedContentFiles == 0, "a damaged index is no index")
+            #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
+        }
+    }
+}
