@@ -38,6 +38,48 @@ enum ContentSnapshot {
     /// The extended attribute that names the source a storage file was copied from.
     static let sourceAttribute = "user.content-sync.source"
 
+    /// The tree a snapshot holds, noted while it is made (names judged as the scan judges them,
+    /// fingerprints from the index, the check of the previous version or the copy's own bytes),
+    /// so the publish need not walk and read the snapshot again. Anything the notes cannot vouch
+    /// for (a name the path rules refuse, two names one path, a file of unknown bytes) leaves them
+    /// incomplete: the caller then scans the snapshot, which names the problem.
+    final class TreeNotes {
+        var tree = ContentTree(folders: [], files: [:])
+        /// The stamps of files a reused destination already held (nothing changed their status).
+        var stamps: [String: FileStamp] = [:]
+        var complete = true
+        /// The previous version's fingerprints by identity (its check filled it).
+        let fingerprints: FingerprintCache
+
+        init(fingerprints: FingerprintCache) {
+            self.fingerprints = fingerprints
+        }
+
+        /// The path of `name` in `folder`, checked as the scan checks it; nil (and the notes
+        /// incomplete) when it is not a path the tree can hold, or is one already noted.
+        func path(of name: [UInt8], in folder: SafeRelativePath?) -> SafeRelativePath? {
+            guard complete, let folder, let text = String(validating: name, as: UTF8.self),
+                let path = try? folder.appending(component: text),
+                (folder.isRoot ? 0 : folder.string.utf8.count + 1) + name.count <= SafeRelativePath.maxPathBytes,
+                tree.files[path] == nil, !tree.folders.contains(path)
+            else {
+                complete = false
+                return nil
+            }
+            return path
+        }
+
+        func file(_ path: SafeRelativePath?, _ fingerprint: FileFingerprint?, stamp: stat? = nil) {
+            guard complete, let path else { return }
+            guard let fingerprint else {
+                complete = false
+                return
+            }
+            tree.files[path] = fingerprint
+            if let stamp { stamps[path.string] = FileStamp(stamp) }
+        }
+    }
+
     /// What a snapshot did.
     struct Result {
         /// Bytes copied.
@@ -62,7 +104,7 @@ enum ContentSnapshot {
     /// previous publish's index and what the check of `previous` found of it.
     static func copy(
         _ source: String, to destination: String, previous: String? = nil, reusing: Bool = false,
-        index: PublishIndex? = nil, ledger: StampLedger? = nil, settle: Int = 2
+        index: PublishIndex? = nil, ledger: StampLedger? = nil, notes: TreeNotes? = nil, settle: Int = 2
     ) throws(PublishError) -> Result {
         guard reusing || mkdir(destination, 0o755) == 0 else {
             throw PublishError.fileSystem(
@@ -80,14 +122,18 @@ enum ContentSnapshot {
         let context = Context(
             shownFrom: source, previous: PreviousTree.open(previous),
             trustedBefore: (Int64(started.tv_sec) - Int64(settle)) * 1_000_000_000 + Int64(started.tv_nsec),
-            reusing: reusing, index: index ?? PublishIndex(), ledger: ledger)
-        /// A folder being copied: its path (raw, for messages) and its subfolders still to copy.
+            reusing: reusing, index: index ?? PublishIndex(), ledger: ledger, notes: notes)
+        /// A folder being copied: its path (raw, for messages; checked, for the notes) and its
+        /// subfolders still to copy.
         struct Frame {
             var path: [UInt8]
+            var checked: SafeRelativePath?
             var subfolders: [[UInt8]]
         }
         var frames = [
-            Frame(path: [], subfolders: try copyEntries(from, to, at: [], context: context, result: &result))
+            Frame(
+                path: [], checked: .root,
+                subfolders: try copyEntries(from, to, at: [], checked: .root, context: context, result: &result))
         ]
         while let top = frames.indices.last {
             guard let name = frames[top].subfolders.popLast() else {
@@ -111,8 +157,14 @@ enum ContentSnapshot {
                     errno: ENOENT)
             }
             context.previous?.descend(into: name)
+            let checked = frames[top].checked.flatMap { folder in
+                String(validating: name, as: UTF8.self).flatMap { try? folder.appending(component: $0) }
+            }
             frames.append(
-                Frame(path: path, subfolders: try copyEntries(from, to, at: path, context: context, result: &result)))
+                Frame(
+                    path: path, checked: checked,
+                    subfolders: try copyEntries(
+                        from, to, at: path, checked: checked, context: context, result: &result)))
         }
         return result
     }
@@ -127,6 +179,7 @@ enum ContentSnapshot {
         var reusing: Bool
         var index: PublishIndex
         var ledger: StampLedger?
+        var notes: TreeNotes?
 
         /// Whether a source's identity is old enough to record.
         func settled(_ info: stat) -> Bool {
@@ -294,9 +347,10 @@ enum ContentSnapshot {
     /// there, and returns their names. When reusing, `to` already holds entries: the ones that
     /// are what the copy would make stay, the others are replaced or deleted.
     private static func copyEntries(
-        _ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], context: Context,
-        result: inout Result
+        _ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], checked: SafeRelativePath?,
+        context: Context, result: inout Result
     ) throws(PublishError) -> [[UInt8]] {
+        let notes = context.notes
         let source = context.shownFrom
         var subfolders: [[UInt8]] = []
         var present: [[UInt8]: stat] = [:]
@@ -309,8 +363,10 @@ enum ContentSnapshot {
             let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
             let there = present.removeValue(forKey: entry.name)
             var occupied = there != nil
+            let noted = notes?.path(of: entry.name, in: checked)
             switch entry.info.st_mode & S_IFMT {
             case S_IFDIR:
+                if let noted { notes?.tree.folders.insert(noted) }
                 if let there, there.st_mode & S_IFMT == S_IFDIR {
                     subfolders.append(entry.name)
                     continue
@@ -326,6 +382,7 @@ enum ContentSnapshot {
                 let key = sourceKey(entry.info)
                 let text = String(validating: path, as: UTF8.self)
                 var reuse: (file: stat, recordable: Bool)?
+                var known: FileFingerprint?
                 if let previous = context.previous?.descriptor {
                     if let text, let record = context.index.entries[text], context.ledger?.matches(text) == true {
                         // The published file is as recorded: its bytes are known. It holds this
@@ -334,6 +391,7 @@ enum ContentSnapshot {
                         var file = stat()
                         file.st_dev = dev_t(record.stamp.identity.device)
                         file.st_ino = ino_t(record.stamp.identity.inode)
+                        known = record.fingerprint
                         if record.source == key {
                             reuse = (file, true)
                         } else if record.stamp.identity.size == Int64(entry.info.st_size),
@@ -347,15 +405,20 @@ enum ContentSnapshot {
                             entry.name, info: entry.info, source: from.descriptor, previous: previous, context: context)
                     }
                     if let (file, recordable) = reuse {
+                        if notes != nil, known == nil { known = notes?.fingerprints.lookup(FileIdentity(file)) }
                         if let there, there.st_mode & S_IFMT == S_IFREG, there.st_dev == file.st_dev,
                             there.st_ino == file.st_ino
                         {
                             result.keptFiles += 1
+                            // Untouched: its stamp is the one just listed.
+                            notes?.file(noted, known, stamp: there)
                         } else {
                             if occupied { try clear(entry.name, in: to, at: path, result: &result) }
                             occupied = false
                             if entry.name.withCString({ linkat(previous, $0, to.descriptor, $0, 0) }) != 0 {
                                 reuse = nil
+                            } else {
+                                notes?.file(noted, known) // linked now: its status just changed
                             }
                         }
                         if reuse != nil {
@@ -366,9 +429,10 @@ enum ContentSnapshot {
                     }
                 }
                 if occupied { try clear(entry.name, in: to, at: path, result: &result) }
-                let (bytes, recorded) = try copyFile(
+                let (bytes, recorded, fingerprint) = try copyFile(
                     entry.name, from: from.descriptor, to: to.descriptor, shown: source + "/" + EscapedName.text(path),
                     context: context)
+                notes?.file(noted, fingerprint)
                 result.copiedBytes += bytes
                 if let recorded, let text { result.sources[text] = recorded }
             default:
@@ -403,7 +467,7 @@ enum ContentSnapshot {
     /// when none was: the source had not settled, or no attribute could be kept).
     private static func copyFile(
         _ name: [UInt8], from sourceFolder: Int32, to targetFolder: Int32, shown: String, context: Context
-    ) throws(PublishError) -> (Int64, [UInt8]?) {
+    ) throws(PublishError) -> (Int64, [UInt8]?, FileFingerprint?) {
         // O_NOFOLLOW | O_NONBLOCK: a file swapped for a symlink or fifo since the listing is
         // refused or opened without blocking, then refused by the fstat below.
         let input = name.withCString { openat(sourceFolder, $0, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC) }
@@ -422,7 +486,7 @@ enum ContentSnapshot {
                     "\(shown) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it"
             )
         }
-        let output = name.withCString { openat(targetFolder, $0, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
+        let output = name.withCString { openat(targetFolder, $0, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o644) }
         guard output >= 0 else {
             throw PublishError.fileSystem("cannot create the copy of", path: shown, syscall: "openat", errno: errno)
         }
@@ -432,10 +496,12 @@ enum ContentSnapshot {
         }
         // The source as it was before the copy read it (`info`); a change during or after the
         // read moves its status-change time past `trustedBefore`, so the record no longer matches.
-        guard context.settled(info) else { return (bytes, nil) }
+        // What was written, for the notes: read back from the copy itself.
+        let written = context.notes.flatMap { _ in try? ContentTree.fingerprint(ofDescriptor: output, shownAs: shown) }
+        guard context.settled(info) else { return (bytes, nil, written) }
         let key = sourceKey(info)
         // None kept: nothing is reused from the attribute (the index still records the source).
         _ = clinux_fsetxattr(output, sourceAttribute, key, key.count)
-        return (bytes, key)
+        return (bytes, key, written)
     }
 }

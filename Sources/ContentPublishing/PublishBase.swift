@@ -9,13 +9,17 @@ import StorageFormat
 ///   published ones. The next publish moves it into its work folder and catches it up to the
 ///   new `--content` (``ContentSnapshot``), instead of linking every file into an empty folder
 ///   and deleting the previous tree afterwards.
-/// - `index`: ``PublishIndex`` of the published `RXCacheContent/`.
+/// - `index`: ``PublishIndex`` of the published `RXCacheContent/`;
+/// - `.gitignore` holding `*`: git leaves the whole folder out of a storage kept in a repository
+///   (a GitHub raw folder) without the operator adding anything.
 ///
 /// Both are shortcuts and nothing else: a publish checks everything it takes from them (the
 /// retired tree entry by entry, the index record by stamp), and without them it does what it
 /// always did. A publish killed anywhere loses them at worst.
 struct PublishBase {
     static let folderName = ".content-sync-publish-base"
+    /// Ignores the folder, itself included.
+    static let gitignore = "# Kept by sync-agent publish for its next run; never published.\n*\n"
 
     let storage: String
 
@@ -52,8 +56,12 @@ struct PublishBase {
             guard mkdir(root, 0o755) == 0 else { return }
         }
         // Nothing else belongs here (a temporary index of a run killed while writing it).
-        for name in (try? DirectoryWalker.names(in: root)) ?? [] where name != "retired" && name != "index" {
+        for name in (try? DirectoryWalker.names(in: root)) ?? []
+        where !["retired", "index", ".gitignore"].contains(name) {
             try? TreeRemoval.remove(root + "/" + name)
+        }
+        if !FileSystem.exists(root + "/.gitignore") {
+            try? AtomicFile.write(Array(Self.gitignore.utf8), to: root + "/.gitignore", durability: .none)
         }
         // The index first: a retired tree without the index that goes with it is still checked
         // entry by entry, an index is checked record by record.

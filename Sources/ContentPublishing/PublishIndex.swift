@@ -26,14 +26,14 @@ struct PublishIndex: Equatable {
 
     private static let magic = Array("content-sync publish index 1\n".utf8)
 
-    /// The index of `tree` as the scan noted in `ledger` found it: each file's stamp and
+    /// The index of `tree` as `stamps` found it (by path): each file's stamp and
     /// fingerprint, and its source from `sources`. A file whose status changed at or after
     /// `settledBefore` (nanoseconds since the epoch) is left out: a write within the clock's
     /// granularity of that change could keep its stamp.
-    init(_ tree: ContentTree, stamps ledger: StampLedger, sources: [String: [UInt8]], settledBefore: Int64) {
+    init(_ tree: ContentTree, stamps: [String: FileStamp], sources: [String: [UInt8]], settledBefore: Int64) {
         for (path, fingerprint) in tree.files {
             let text = path.string
-            guard let stamp = ledger.seen[text], stamp.changedNanoseconds < settledBefore,
+            guard let stamp = stamps[text], stamp.changedNanoseconds < settledBefore,
                 stamp.identity.size == fingerprint.size
             else { continue }
             entries[text] = Entry(stamp: stamp, sha256: fingerprint.sha256, source: sources[text])

@@ -258,17 +258,28 @@ public enum Publisher {
             // checked against its published digest), the rest copied; into the retired version
             // the last publish kept, caught up, when there is one (PublishBase).
             let reusing = oldTree != nil && base.takeRetired(to: snapshot)
+            let started = Date().timeIntervalSince1970
+            // The snapshot's tree is noted as it is made; a scan of it is needed only when the
+            // notes cannot vouch for something (then the scan names the problem).
+            let notes = ContentSnapshot.TreeNotes(fingerprints: fingerprints)
             let snapshotted = try ContentSnapshot.copy(
                 paths.content, to: snapshot, previous: oldTree == nil ? nil : storage + "/RXCacheContent",
-                reusing: reusing, index: index, ledger: published)
+                reusing: reusing, index: index, ledger: published, notes: notes)
             phases.mark(reusing ? "snapshot --content (catching up the retired version)" : "snapshot --content")
-            let stamps = StampLedger()
-            let scanned = Date().timeIntervalSince1970
-            let newTree = try checkedScan(snapshot, shownAs: paths.content, cache: fingerprints, ledger: stamps)
+            let newTree: ContentTree
+            let stamps: [String: FileStamp]
+            if notes.complete {
+                newTree = try checkedTree(notes.tree, shownAs: paths.content)
+                stamps = notes.stamps
+            } else {
+                let ledger = StampLedger()
+                newTree = try checkedScan(snapshot, shownAs: paths.content, cache: fingerprints, ledger: ledger)
+                stamps = ledger.seen
+                phases.mark("scan the snapshot")
+            }
             nextIndex = PublishIndex(
                 newTree, stamps: stamps, sources: snapshotted.sources,
-                settledBefore: Int64((scanned - 2) * 1_000_000_000))
-            phases.mark("scan the snapshot")
+                settledBefore: Int64((started - 2) * 1_000_000_000))
             let changes = try diff(from: oldTree, to: newTree, content: paths.content)
             phases.mark("diff")
             result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
@@ -402,6 +413,11 @@ public enum Publisher {
                 code: error.code, message: error.message.replacingOccurrences(of: folder, with: content),
                 underlying: error.underlying)
         }
+        return try checkedTree(tree, shownAs: content)
+    }
+
+    /// Refuses a tree whose paths differ only in case.
+    private static func checkedTree(_ tree: ContentTree, shownAs content: String) throws(PublishError) -> ContentTree {
         if let (first, second) = SafeRelativePath.caseCollision(in: Array(tree.folders) + Array(tree.files.keys)) {
             throw PublishError(
                 code: .configuration,
@@ -429,13 +445,25 @@ public enum Publisher {
         SafeRelativePath]
     {
         guard let oldTree else { return [:] }
-        var oldPathOf: [FileFingerprint: SafeRelativePath] = [:]
-        for (path, fingerprint) in oldTree.files.sorted(by: { $0.key < $1.key }) where oldPathOf[fingerprint] == nil {
-            oldPathOf[fingerprint] = path
-        }
         var sources: [SafeRelativePath: SafeRelativePath] = [:]
+        sources.reserveCapacity(newTree.files.count)
+        var elsewhere: [FileFingerprint: SafeRelativePath?] = [:]
         for (path, fingerprint) in newTree.files {
-            sources[path] = oldTree.files[path] == fingerprint ? path : oldPathOf[fingerprint]
+            if oldTree.files[path] == fingerprint {
+                sources[path] = path
+            } else {
+                elsewhere[fingerprint] = .some(nil)
+            }
+        }
+        guard !elsewhere.isEmpty else { return sources }
+        // The first old path in path order holding the bytes of a file that is not where it was.
+        for (path, fingerprint) in oldTree.files {
+            guard let found = elsewhere[fingerprint] else { continue }
+            if let found, found < path { continue }
+            elsewhere[fingerprint] = .some(path)
+        }
+        for (path, fingerprint) in newTree.files where sources[path] == nil {
+            if case .some(.some(let old)) = elsewhere[fingerprint] { sources[path] = old }
         }
         return sources
     }

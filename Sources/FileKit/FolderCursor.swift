@@ -133,10 +133,17 @@ public struct FolderCursor: ~Copyable {
 }
 
 extension [UInt8] {
-    /// Calls `body` with the bytes as a NUL-terminated C string.
+    /// Calls `body` with the bytes as a NUL-terminated C string (built on the stack for a name's
+    /// length: this runs for every entry of every walk).
     public func withCString<T>(_ body: (UnsafePointer<CChar>) throws -> T) rethrows -> T {
-        try (self + [0]).withUnsafeBufferPointer { buffer in
-            try buffer.withMemoryRebound(to: CChar.self) { try body($0.baseAddress!) }
+        try withUnsafeTemporaryAllocation(of: CChar.self, capacity: count + 1) { buffer in
+            self.withUnsafeBytes { bytes in
+                if let base = bytes.baseAddress {
+                    UnsafeMutableRawPointer(buffer.baseAddress!).copyMemory(from: base, byteCount: bytes.count)
+                }
+            }
+            buffer[count] = 0
+            return try body(buffer.baseAddress!)
         }
     }
 }

@@ -48,6 +48,15 @@ struct PublishBaseTests {
         return result
     }
 
+    /// Whether the tree digest the storage's status publishes is its content's, read from the disk
+    /// (the publish builds its tree from what it did, not from a scan of it).
+    static func digestIsTheContents(_ storage: String) throws -> Bool {
+        let data = try Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath))
+        let object = try JSONSerialization.jsonObject(with: data) as? [String: Any]
+        let published = (object?["integrity"] as? [String: Any])?["treeDigest"] as? String
+        return published == TreeDigest.digest(of: try ContentTree.scan(storage + "/RXCacheContent"))
+    }
+
     /// 30 files in 3 folders, old enough for their identities to be recorded.
     static func makeContent(_ content: String) throws {
         for index in 0..<30 { try write("file \(index)\n", to: content + "/f\(index % 3)/file-\(index).txt") }
@@ -107,6 +116,29 @@ struct PublishBaseTests {
             #expect(third.linkedContentFiles == 28)
             #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
             #expect(try Self.tree(retired) == published11, "the version replaced is kept whole")
+            #expect(try Self.digestIsTheContents(storage))
+            // git leaves the folder out of a storage kept in a repository.
+            let ignore = try String(
+                contentsOfFile: storage + "/" + PublishBase.folderName + "/.gitignore", encoding: .utf8)
+            #expect(ignore.split(separator: "\n").contains("*"))
+            if FileManager.default.isExecutableFile(atPath: "/usr/bin/git") {
+                let git = Process()
+                git.executableURL = URL(fileURLWithPath: "/usr/bin/git")
+                git.arguments = ["-C", storage, "init", "-q"]
+                try git.run()
+                git.waitUntilExit()
+                let status = Process()
+                status.executableURL = URL(fileURLWithPath: "/usr/bin/git")
+                status.arguments = ["-C", storage, "status", "--porcelain", "--untracked-files=all"]
+                let pipe = Pipe()
+                status.standardOutput = pipe
+                try status.run()
+                let listed = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+                status.waitUntilExit()
+                #expect(
+                    listed.contains("RXCacheContent/") && !listed.contains(PublishBase.folderName),
+                    "\(listed.prefix(300))")
+            }
 
             Thread.sleep(forTimeInterval: 2.2)
             try Self.write("file 0, edited\n", to: content + "/f0/file-0.txt")
@@ -116,6 +148,7 @@ struct PublishBaseTests {
             #expect(fourth.keptContentFiles == 27, "all but file-0 (edited), file-9 and new.txt (1.2's)")
             #expect(fourth.linkedContentFiles == 29)
             #expect(fourth.changes.count == 1, "\(fourth.changes)")
+            #expect(try Self.digestIsTheContents(storage))
             #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
         }
     }
@@ -193,6 +226,7 @@ struct PublishBaseTests {
                 #expect(report.changes.count == 1, "\(version): \(report.changes)")
                 #expect(report.linkedContentFiles == 29, "\(version)")
                 #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)), "\(version)")
+                #expect(try Self.digestIsTheContents(storage), "\(version)")
                 if version == 3 { #expect(report.indexedContentFiles >= 27) }
                 previous = content
             }
