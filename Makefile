@@ -7,7 +7,7 @@ APT_PACKAGES := libcurl4-openssl-dev libzip-dev libsqlite3-dev libvips-dev pkg-c
 BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift
 
-.PHONY: fmt lint deps bench-deps build test run bench bench-cache bench-images bench-scale bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
+.PHONY: fmt lint deps bench-deps build test run bench bench-cache bench-images bench-scale bench-publish bench-fleet roundtrips example-storage check-example-storage check-docs docs chaos chaos-short fuzz completions man install dist clean
 
 ## Install missing Debian packages (apt-get update only when something is missing).
 deps:
@@ -190,6 +190,12 @@ bench-scale: deps
 	@bash scripts/apt_install_missing.sh $(BENCH_SCALE_APT_PACKAGES)
 	$(SWIFT) build $(RELEASE) --product sync-agent
 	python3 bench/scale_bench.py "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
+
+## A 1-file publish over 100,000 files, by step (issue 23): bench/publish_bench.py (PUBLISH_FILES,
+## PUBLISH_VERSIONS), content re-made by cp -al and edited in place, alternating.
+bench-publish: deps
+	$(SWIFT) build $(RELEASE) --product sync-agent
+	python3 bench/publish_bench.py "$$($(SWIFT) build $(RELEASE) --show-bin-path)/sync-agent"
 
 ## Fleet simulation (issue 12): 1,000 in-process agents (fleet-sim) against one nginx on loopback: restart
 ## herds with and without jitter and splay, a publish mid-run, a no-change period; requests per second and

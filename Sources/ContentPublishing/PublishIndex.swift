@@ -54,7 +54,7 @@ struct PublishIndex: Equatable {
             withUnsafeBytes(of: value.littleEndian) { bytes.append(contentsOf: $0) }
         }
         put(UInt32(entries.count))
-        for (path, entry) in entries.sorted(by: { $0.key < $1.key }) {
+        for (path, entry) in entries { // any order: the index is read whole into a dictionary
             let name = Array(path.utf8)
             put(UInt16(name.count))
             bytes += name
