@@ -94,7 +94,7 @@ extension ZipWriter {
         }
         let freshSet = Set(fresh)
 
-        let output = open(zipPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let output = open(zipPath, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard output >= 0 else { throw ArchiveError.io("creating \(zipPath)", errno: clinux_errno()) }
         var finished = false
         defer {

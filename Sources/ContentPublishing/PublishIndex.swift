@@ -80,7 +80,9 @@ struct PublishIndex: Equatable {
         var reader = Reader(bytes: body, offset: magic.count)
         guard let count = reader.integer(UInt32.self) else { return nil }
         var index = PublishIndex()
-        index.entries.reserveCapacity(Int(min(count, 10_000_000)))
+        // No more entries than the bytes can hold (each takes at least 107): a count that lies
+        // cannot make the reader allocate.
+        index.entries.reserveCapacity(min(Int(count), body.count / 107))
         for _ in 0..<count {
             guard let length = reader.integer(UInt16.self), let name = reader.take(Int(length)),
                 let path = String(validating: name, as: UTF8.self), (try? SafeRelativePath(validating: path)) != nil,

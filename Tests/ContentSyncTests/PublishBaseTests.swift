@@ -82,6 +82,11 @@ struct PublishBaseTests {
         for length in stride(from: 0, to: bytes.count, by: 37) {
             #expect(PublishIndex.decode(Array(bytes[..<length])) == nil, "torn at \(length)")
         }
+        // A count that claims far more entries than the bytes hold (with a valid checksum).
+        var lying = Array(bytes[..<(bytes.count - 64)])
+        for shift in 0..<4 { lying[29 + shift] = 0xFF }
+        lying += Array(FileDigest.sha256(lying[...]).utf8)
+        #expect(PublishIndex.decode(lying) == nil)
         for offset in stride(from: 0, to: bytes.count, by: 11) {
             var damaged = bytes
             damaged[offset] ^= 0x20
