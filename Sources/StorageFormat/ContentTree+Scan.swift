@@ -28,7 +28,7 @@ extension ContentTree {
             case .file(let path, let identity):
                 let absolute = path.absolute(in: directory)
                 if let ledger, let stamp, let recorded = ledger.see(path.string, stamp) {
-                    cache?.insert(recorded, for: identity)
+                    // Not put in `cache`: whoever needs this file's bytes asks the ledger's records.
                     tree.files[path] = recorded
                 } else if let cache {
                     tree.files[path] = try cache.fingerprint(of: absolute, identity: identity)

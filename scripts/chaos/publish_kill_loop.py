@@ -7,7 +7,7 @@
 
 Setup: the versions of `chaoslib.make_versions(profile)` (full: 2406 files → 2462 after adds, moves,
 renames, deletes, edits and empty-folder changes; short: about 460), a storage published at N = 1.0
-(`--init`), the storage a clean publish of N+1 = 2.0 over it gives (the reference), the duration of
+over an N-1 (`--init`; so it carries the publisher's base: the retired N-1 and the index), the storage a clean publish of N+1 = 2.0 over it gives (the reference), the duration of
 that clean publish, and a client synced to N. nginx on loopback serves the storage under test.
 
 Each iteration picks, with a seeded RNG (the seed is printed; --seed replays the same fractions), a
@@ -145,7 +145,17 @@ class Suite:
         self.www = self.work / "www"
         self.www.mkdir()
         self.template = self.work / "storage-1.0"
-        lib.publish(self.agent, self.template, self.work / "content-v1", V1, init=True)
+        # N is published over an earlier version (N-1: N's content with one file edited), so the N storage
+        # carries what a publish keeps for the next one (the retired N-1 and the index), and every publish
+        # of N+1 catches that retired tree up (in the copies, every entry of it is replaced).
+        earlier = self.work / "content-v0"
+        shutil.copytree(self.work / "content-v1", earlier)
+        first = sorted(p for p in earlier.rglob("*") if p.is_file())[0]
+        first.write_bytes(first.read_bytes() + b" (N-1)")
+        lib.publish(self.agent, self.template, earlier, "0.9", init=True)
+        lib.publish(self.agent, self.template, self.work / "content-v1", V1, minimal=V1)
+        if not (self.template / BASE_FOLDER / "retired").is_dir():
+            raise SystemExit(f"the publish of {V1} kept no retired version in {self.template / BASE_FOLDER}")
         self.storage_n = storage_manifest(self.template)
         # The clean publish of N+1, timed three times; the delays scale with the median (a shared
         # machine's load makes single runs vary by several times).
@@ -456,7 +466,7 @@ def doc_section(rows, header, seed, records, concurrent, suite, elapsed) -> str:
         f"`python3 scripts/chaos/publish_kill_loop.py --agent BIN --profile {args.profile} --iterations {args.iterations} "
         f"--concurrent {args.concurrent} --seed {seed}` (`--only N` runs one iteration).",
         "",
-        f"- The storage: N = 1.0 published with `--init` from {len(c[V1]['files'])} files, {len(c[V1]['folders'])} folders; "
+        f"- The storage: N = 1.0 published over 0.9 (`--init`; one file differs) from {len(c[V1]['files'])} files, {len(c[V1]['folders'])} folders; "
         f"N+1 = 2.0 from {len(c[V2]['files'])} files (adds, file and folder moves, a folder rename, deletes, small and "
         f"large edits, a deep folder redownload, empty-folder changes); archive {suite.zip_bytes / lib.MIB:.1f} MiB. "
         f"A clean `publish` of 2.0 over 1.0 took {suite.clean_seconds:.2f} s (the median of three).",
