@@ -383,6 +383,8 @@ enum ContentSnapshot {
                 let text = String(validating: path, as: UTF8.self)
                 var reuse: (file: stat, recordable: Bool)?
                 var known: FileFingerprint?
+                // The published file's stamp as checked, to find again before linking it by name.
+                var expected: FileStamp?
                 if let previous = context.previous?.descriptor {
                     if let text, let record = context.index.entries[text], context.ledger?.matches(text) == true {
                         // The published file is as recorded: its bytes are known. It holds this
@@ -391,6 +393,13 @@ enum ContentSnapshot {
                         var file = stat()
                         file.st_dev = dev_t(record.stamp.identity.device)
                         file.st_ino = ino_t(record.stamp.identity.inode)
+                        file.st_size = off_t(record.stamp.identity.size)
+                        var (seconds, nanoseconds) = record.stamp.identity.modifiedNanoseconds.quotientAndRemainder(
+                            dividingBy: 1_000_000_000)
+                        if nanoseconds < 0 { (seconds, nanoseconds) = (seconds - 1, nanoseconds + 1_000_000_000) }
+                        file.st_mtim.tv_sec = Int(seconds)
+                        file.st_mtim.tv_nsec = Int(nanoseconds)
+                        expected = record.stamp
                         known = record.fingerprint
                         if record.source == key {
                             reuse = (file, true)
@@ -415,7 +424,18 @@ enum ContentSnapshot {
                         } else {
                             if occupied { try clear(entry.name, in: to, at: path, result: &result) }
                             occupied = false
-                            if entry.name.withCString({ linkat(previous, $0, to.descriptor, $0, 0) }) != 0 {
+                            var now = stat()
+                            if let expected,
+                                entry.name.withCString({ fstatat(previous, $0, &now, AT_SYMLINK_NOFOLLOW) }) != 0
+                                    || FileStamp(now) != expected
+                            {
+                                reuse = nil // changed since the check: copy from the source
+                            } else if entry.name.withCString({ linkat(previous, $0, to.descriptor, $0, 0) }) != 0 {
+                                reuse = nil
+                            } else if !isLinked(entry.name, in: to.descriptor, as: file) {
+                                // The published name was swapped (for a symlink, another file) since
+                                // it was checked: copy from the source instead.
+                                try clear(entry.name, in: to, at: path, result: &result)
                                 reuse = nil
                             } else {
                                 notes?.file(noted, known) // linked now: its status just changed
@@ -444,6 +464,16 @@ enum ContentSnapshot {
             try clear(name, in: to, at: folder.isEmpty ? name : folder + [0x2F] + name, result: &result)
         }
         return subfolders.reversed()
+    }
+
+    /// Whether the entry `name` of the folder `folder` is a regular file, the inode `file` with
+    /// its size and modification time (its status-change time moved with the link just made).
+    private static func isLinked(_ name: [UInt8], in folder: Int32, as file: stat) -> Bool {
+        var linked = stat()
+        return name.withCString { fstatat(folder, $0, &linked, AT_SYMLINK_NOFOLLOW) } == 0
+            && linked.st_mode & S_IFMT == S_IFREG && linked.st_ino == file.st_ino && linked.st_dev == file.st_dev
+            && linked.st_size == file.st_size && linked.st_mtim.tv_sec == file.st_mtim.tv_sec
+            && linked.st_mtim.tv_nsec == file.st_mtim.tv_nsec
     }
 
     /// Deletes the entry `name` of the reused destination folder `to` (a folder with all it holds).

@@ -238,6 +238,50 @@ struct PublishBaseTests {
         }
     }
 
+    @Test("a published file swapped for a symlink after its check is not linked: the source is copied")
+    func aPublishedFileSwappedAfterItsCheckIsCopiedFromTheSource() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let content = scratch + "/content"
+            let storage = scratch + "/storage"
+            try Self.write("outside\n", to: scratch + "/outside.txt")
+            try Self.makeContent(content)
+            try Self.publish(storage, content, "1.0", initialize: true)
+            try Self.write("file 1, edited\n", to: content + "/f1/file-1.txt")
+            try Self.publish(storage, content, "1.1")
+            Thread.sleep(forTimeInterval: 2.2)
+            try Self.write("file 2, edited\n", to: content + "/f2/file-2.txt")
+            try Self.publish(storage, content, "1.2")
+            try Self.write("file 4, edited\n", to: content + "/f1/file-4.txt")
+            // After the published tree was checked (it matched the index), before the snapshot:
+            // two published files become a symlink out and another file, and the retired tree lacks
+            // them, so the catch-up links them by name from the published tree.
+            var options = PublishOptions(
+                storage: storage, content: content, version: try CacheVersion("1.3"), baseURL: Self.baseURL)
+            let published = storage + "/RXCacheContent"
+            let retired = storage + "/" + PublishBase.folderName + "/retired"
+            options.checkpoint = { point in
+                if point.action == "snapshot --content" {
+                    unlink(retired + "/f0/file-0.txt")
+                    unlink(retired + "/f0/file-3.txt")
+                    unlink(published + "/f0/file-0.txt")
+                    symlink(scratch + "/outside.txt", published + "/f0/file-0.txt")
+                    unlink(published + "/f0/file-3.txt")
+                    try? Data("planted\n".utf8).write(to: URL(fileURLWithPath: published + "/f0/file-3.txt"))
+                }
+                return .proceed
+            }
+            let report = try Publisher.publish(options)
+            #expect(report.changes.count == 1, "\(report.changes)")
+            #expect(report.indexedContentFiles >= 27, "the check trusted the index")
+            let got = try Self.tree(published)
+            let want = try Self.tree(content)
+            let differing = Set(got.keys).symmetricDifference(want.keys).union(want.keys.filter { got[$0] != want[$0] })
+            #expect(got == want, "no symlink, no planted bytes published: \(differing.sorted())")
+            #expect(try Self.digestIsTheContents(storage))
+            #expect(try String(contentsOfFile: scratch + "/outside.txt", encoding: .utf8) == "outside\n")
+        }
+    }
+
     @Test("a planted or damaged base changes nothing published and touches nothing outside the storage")
     func aHostileBaseIsCaughtUpOrIgnored() async throws {
         try await withBlockingTemporaryDirectory { scratch in
