@@ -183,7 +183,7 @@ enum ContentSnapshot {
 
         /// Whether a source's identity is old enough to record.
         func settled(_ info: stat) -> Bool {
-            Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec) < trustedBefore
+            FileSystem.changeTime(info) < trustedBefore
         }
     }
 

@@ -91,15 +91,9 @@ struct PublishBase {
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size < 1 << 30 else {
             return nil
         }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var done = 0
-        while done < bytes.count {
-            let got = bytes.withUnsafeMutableBytes {
-                pread(descriptor, $0.baseAddress! + done, $0.count - done, off_t(done))
-            }
-            guard got > 0 else { return nil }
-            done += got
-        }
-        return bytes
+        guard let data = try? DescriptorIO.read(descriptor, count: Int(info.st_size), path: path),
+            data.count == Int(info.st_size)
+        else { return nil }
+        return Array(data)
     }
 }

@@ -52,8 +52,6 @@ public struct FileStamp: Hashable, Sendable {
 
     /// The stamp in a `stat` result.
     public init(_ info: stat) {
-        self.init(
-            identity: FileIdentity(info),
-            changedNanoseconds: Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec))
+        self.init(identity: FileIdentity(info), changedNanoseconds: FileSystem.changeTime(info))
     }
 }
