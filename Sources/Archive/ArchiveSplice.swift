@@ -68,22 +68,13 @@ extension ZipWriter {
             let reusable = PreviousArchive(path: previous)
             for position in fresh {
                 let entry = plan[position]
-                let name = String(decoding: entry.name, as: UTF8.self)
                 guard let item = entry.item else {
-                    try writer.addDirectory(String(name.dropLast()))
+                    // An ancestor of the top-level folder.
+                    try writer.addDirectory(String(decoding: entry.name.dropLast(), as: UTF8.self))
                     continue
                 }
-                if item.isFolder {
-                    try writer.addDirectory(String(name.dropLast()))
-                } else if let reusable, let from = moved[item.path],
-                    let facts = PreviousArchive.crc32(ofFile: item.path.absolute(in: folder)),
-                    let index = reusable.reusableEntry(
-                        named: base.appending(from).string, crc: facts.crc, size: facts.size)
-                {
-                    try writer.addCopiedFile(name, from: reusable, index: index)
-                } else {
-                    try writer.addFile(name, fromPath: item.path.absolute(in: folder))
-                }
+                try writer.add(
+                    item.path, isFolder: item.isFolder, of: folder, under: base, from: reusable, at: moved[item.path])
             }
             try writer.close()
             guard let mapped = MappedArchive(path: freshPath), mapped.entries.count == fresh.count else {

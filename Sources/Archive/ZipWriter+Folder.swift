@@ -40,22 +40,35 @@ extension ZipWriter {
             try writer.addDirectory(ancestor.string)
         }
         for item in tree {
-            let name = base.appending(item.path).string
-            let source = item.path.absolute(in: folder)
-            if item.isFolder {
-                try writer.addDirectory(name)
-            } else if let previous, let old = reusing?.sources[item.path],
-                let facts = PreviousArchive.crc32(ofFile: source),
-                let index = previous.reusableEntry(named: base.appending(old).string, crc: facts.crc, size: facts.size)
-            {
-                try writer.addCopiedFile(name, from: previous, index: index)
-                copied += 1
-            } else {
-                try writer.addFile(name, fromPath: source)
-            }
+            let reused = try writer.add(
+                item.path, isFolder: item.isFolder, of: folder, under: base, from: previous,
+                at: reusing?.sources[item.path])
+            if reused { copied += 1 }
         }
         try writer.close()
         return copied
+    }
+
+    /// Adds the folder or file `path` of `folder` as the entry `base/path`: a file whose bytes
+    /// `previous` holds at `base/old` (same CRC-32 and size) is copied from it still deflated,
+    /// others are compressed. Returns whether the entry was copied.
+    func add(
+        _ path: SafeRelativePath, isFolder: Bool, of folder: String, under base: SafeRelativePath,
+        from previous: PreviousArchive?, at old: SafeRelativePath?
+    ) throws(ArchiveError) -> Bool {
+        let name = base.appending(path).string
+        let source = path.absolute(in: folder)
+        if isFolder {
+            try addDirectory(name)
+        } else if let previous, let old, let facts = PreviousArchive.crc32(ofFile: source),
+            let index = previous.reusableEntry(named: base.appending(old).string, crc: facts.crc, size: facts.size)
+        {
+            try addCopiedFile(name, from: previous, index: index)
+            return true
+        } else {
+            try addFile(name, fromPath: source)
+        }
+        return false
     }
 
     /// Lists everything under `folder/relative`, depth first, without following symlinks.

@@ -57,10 +57,10 @@ enum ContentSnapshot {
 
         /// The path of `name` in `folder`, checked as the scan checks it; nil (and the notes
         /// incomplete) when it is not a path the tree can hold, or is one already noted.
-        func path(of name: [UInt8], in folder: SafeRelativePath?) -> SafeRelativePath? {
-            guard complete, let folder, let text = String(validating: name, as: UTF8.self),
-                let path = try? folder.appending(component: text),
-                (folder.isRoot ? 0 : folder.string.utf8.count + 1) + name.count <= SafeRelativePath.maxPathBytes,
+        /// `length`: the whole path's length in bytes.
+        func path(of name: [UInt8], in folder: SafeRelativePath?, length: Int) -> SafeRelativePath? {
+            guard complete, let folder, length <= SafeRelativePath.maxPathBytes,
+                let text = String(validating: name, as: UTF8.self), let path = try? folder.appending(component: text),
                 tree.files[path] == nil, !tree.folders.contains(path)
             else {
                 complete = false
@@ -123,20 +123,18 @@ enum ContentSnapshot {
             shownFrom: source, previous: PreviousTree.open(previous),
             trustedBefore: (Int64(started.tv_sec) - Int64(settle)) * 1_000_000_000 + Int64(started.tv_nsec),
             reusing: reusing, index: index ?? PublishIndex(), ledger: ledger, notes: notes)
-        /// A folder being copied: its path (raw, for messages; checked, for the notes) and its
-        /// subfolders still to copy.
+        /// A folder being copied: its path (raw, for messages) and its subfolders still to copy.
         struct Frame {
             var path: [UInt8]
-            var checked: SafeRelativePath?
-            var subfolders: [[UInt8]]
+            var subfolders: [Subfolder]
         }
         var frames = [
             Frame(
-                path: [], checked: .root,
+                path: [],
                 subfolders: try copyEntries(from, to, at: [], checked: .root, context: context, result: &result))
         ]
         while let top = frames.indices.last {
-            guard let name = frames[top].subfolders.popLast() else {
+            guard let (name, checked) = frames[top].subfolders.popLast() else {
                 frames.removeLast()
                 if !frames.isEmpty {
                     try fileWork { () throws(FileSystemError) in
@@ -157,12 +155,9 @@ enum ContentSnapshot {
                     errno: ENOENT)
             }
             context.previous?.descend(into: name)
-            let checked = frames[top].checked.flatMap { folder in
-                String(validating: name, as: UTF8.self).flatMap { try? folder.appending(component: $0) }
-            }
             frames.append(
                 Frame(
-                    path: path, checked: checked,
+                    path: path,
                     subfolders: try copyEntries(
                         from, to, at: path, checked: checked, context: context, result: &result)))
         }
@@ -184,6 +179,12 @@ enum ContentSnapshot {
         /// Whether a source's identity is old enough to record.
         func settled(_ info: stat) -> Bool {
             FileSystem.changeTime(info) < trustedBefore
+        }
+
+        /// Whether the identity of a source read as `read` can be recorded: it did not change
+        /// since the listing (`info`), and had settled by then.
+        func recordable(_ read: stat, listed info: stat) -> Bool {
+            FileStamp(read) == FileStamp(info) && settled(info)
         }
     }
 
@@ -272,7 +273,7 @@ enum ContentSnapshot {
     /// the old copy. Nil when it cannot be reused, for whatever reason: the caller copies.
     private static func reusable(
         _ name: [UInt8], info: stat, source: Int32, previous: Int32, context: Context
-    ) -> (file: stat, recordable: Bool)? {
+    ) -> (file: FileIdentity, recordable: Bool)? {
         var old = stat()
         guard name.withCString({ fstatat(previous, $0, &old, AT_SYMLINK_NOFOLLOW) }) == 0,
             old.st_mode & S_IFMT == S_IFREG, old.st_size == info.st_size
@@ -286,7 +287,7 @@ enum ContentSnapshot {
         guard fstat(stored, &opened) == 0, opened.st_ino == old.st_ino, opened.st_dev == old.st_dev else {
             return nil
         }
-        if recordedSource(of: stored) == sourceKey(info) { return (old, true) }
+        if recordedSource(of: stored) == sourceKey(info) { return (FileIdentity(old), true) }
         let input = name.withCString { openat(source, $0, flags) }
         guard input >= 0 else { return nil }
         defer { close(input) }
@@ -295,11 +296,7 @@ enum ContentSnapshot {
         guard fstat(input, &read) == 0, read.st_mode & S_IFMT == S_IFREG, read.st_size == info.st_size,
             sameBytes(input, stored, size: Int64(info.st_size))
         else { return nil }
-        // Recordable when the source did not change since the listing, and had settled by then.
-        let unchanged =
-            read.st_ino == info.st_ino && read.st_ctim.tv_sec == info.st_ctim.tv_sec
-            && read.st_ctim.tv_nsec == info.st_ctim.tv_nsec
-        return (old, unchanged && context.settled(info))
+        return (FileIdentity(old), context.recordable(read, listed: info))
     }
 
     /// Whether the source file `name` (listed as `info`) holds the bytes `fingerprint` describes;
@@ -316,10 +313,7 @@ enum ContentSnapshot {
             let digest = try? FileDigest.sha256(ofDescriptor: input, shownAs: ""),
             digest.size == fingerprint.size, digest.sha256 == fingerprint.sha256
         else { return nil }
-        let unchanged =
-            read.st_ino == info.st_ino && read.st_ctim.tv_sec == info.st_ctim.tv_sec
-            && read.st_ctim.tv_nsec == info.st_ctim.tv_nsec
-        return unchanged && context.settled(info)
+        return context.recordable(read, listed: info)
     }
 
     /// Whether the files open at `first` and `second` hold the same `size` bytes (and no more).
@@ -343,16 +337,21 @@ enum ContentSnapshot {
         }
     }
 
-    /// Copies the files of the folder at `from` into the one at `to`, creates its subfolders
-    /// there, and returns their names. When reusing, `to` already holds entries: the ones that
-    /// are what the copy would make stay, the others are replaced or deleted.
+    /// A subfolder to copy: its raw name, and its path as the notes checked it (nil without notes,
+    /// or when they gave up).
+    private typealias Subfolder = (name: [UInt8], checked: SafeRelativePath?)
+
+    /// Copies the files of the folder at `from` into the one at `to` (whose path the notes checked
+    /// as `checked`), creates its subfolders there, and returns them. When reusing, `to` already
+    /// holds entries: the ones that are what the copy would make stay, the others are replaced or
+    /// deleted.
     private static func copyEntries(
         _ from: borrowing FolderCursor, _ to: borrowing FolderCursor, at folder: [UInt8], checked: SafeRelativePath?,
         context: Context, result: inout Result
-    ) throws(PublishError) -> [[UInt8]] {
+    ) throws(PublishError) -> [Subfolder] {
         let notes = context.notes
         let source = context.shownFrom
-        var subfolders: [[UInt8]] = []
+        var subfolders: [Subfolder] = []
         var present: [[UInt8]: stat] = [:]
         if context.reusing {
             for entry in try fileWork({ () throws(FileSystemError) in try to.entries() }) {
@@ -363,12 +362,12 @@ enum ContentSnapshot {
             let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
             let there = present.removeValue(forKey: entry.name)
             var occupied = there != nil
-            let noted = notes?.path(of: entry.name, in: checked)
+            let noted = notes?.path(of: entry.name, in: checked, length: path.count)
             switch entry.info.st_mode & S_IFMT {
             case S_IFDIR:
                 if let noted { notes?.tree.folders.insert(noted) }
                 if let there, there.st_mode & S_IFMT == S_IFDIR {
-                    subfolders.append(entry.name)
+                    subfolders.append((entry.name, noted))
                     continue
                 }
                 if there != nil { try clear(entry.name, in: to, at: path, result: &result) }
@@ -377,11 +376,11 @@ enum ContentSnapshot {
                         "cannot create folder \(EscapedName.text(path)) in", path: to.shownAs, syscall: "mkdirat",
                         errno: errno)
                 }
-                subfolders.append(entry.name)
+                subfolders.append((entry.name, noted))
             case S_IFREG:
                 let key = sourceKey(entry.info)
                 let text = String(validating: path, as: UTF8.self)
-                var reuse: (file: stat, recordable: Bool)?
+                var reuse: (file: FileIdentity, recordable: Bool)?
                 var known: FileFingerprint?
                 // The published file's stamp as checked, to find again before linking it by name.
                 var expected: FileStamp?
@@ -390,15 +389,7 @@ enum ContentSnapshot {
                         // The published file is as recorded: its bytes are known. It holds this
                         // very source's when the recorded source is this one; otherwise the source
                         // is hashed and compared with the record (the published file is not read).
-                        var file = stat()
-                        file.st_dev = dev_t(record.stamp.identity.device)
-                        file.st_ino = ino_t(record.stamp.identity.inode)
-                        file.st_size = off_t(record.stamp.identity.size)
-                        var (seconds, nanoseconds) = record.stamp.identity.modifiedNanoseconds.quotientAndRemainder(
-                            dividingBy: 1_000_000_000)
-                        if nanoseconds < 0 { (seconds, nanoseconds) = (seconds - 1, nanoseconds + 1_000_000_000) }
-                        file.st_mtim.tv_sec = Int(seconds)
-                        file.st_mtim.tv_nsec = Int(nanoseconds)
+                        let file = record.stamp.identity
                         expected = record.stamp
                         known = record.fingerprint
                         if record.source == key {
@@ -414,9 +405,9 @@ enum ContentSnapshot {
                             entry.name, info: entry.info, source: from.descriptor, previous: previous, context: context)
                     }
                     if let (file, recordable) = reuse {
-                        if notes != nil, known == nil { known = notes?.fingerprints.lookup(FileIdentity(file)) }
-                        if let there, there.st_mode & S_IFMT == S_IFREG, there.st_dev == file.st_dev,
-                            there.st_ino == file.st_ino
+                        if notes != nil, known == nil { known = notes?.fingerprints.lookup(file) }
+                        if let there, there.st_mode & S_IFMT == S_IFREG, UInt64(there.st_dev) == file.device,
+                            UInt64(there.st_ino) == file.inode
                         {
                             result.keptFiles += 1
                             // Untouched: its stamp is the one just listed.
@@ -466,14 +457,12 @@ enum ContentSnapshot {
         return subfolders.reversed()
     }
 
-    /// Whether the entry `name` of the folder `folder` is a regular file, the inode `file` with
-    /// its size and modification time (its status-change time moved with the link just made).
-    private static func isLinked(_ name: [UInt8], in folder: Int32, as file: stat) -> Bool {
+    /// Whether the entry `name` of the folder `folder` is a regular file with the identity `file`
+    /// (its status-change time moved with the link just made).
+    private static func isLinked(_ name: [UInt8], in folder: Int32, as file: FileIdentity) -> Bool {
         var linked = stat()
         return name.withCString { fstatat(folder, $0, &linked, AT_SYMLINK_NOFOLLOW) } == 0
-            && linked.st_mode & S_IFMT == S_IFREG && linked.st_ino == file.st_ino && linked.st_dev == file.st_dev
-            && linked.st_size == file.st_size && linked.st_mtim.tv_sec == file.st_mtim.tv_sec
-            && linked.st_mtim.tv_nsec == file.st_mtim.tv_nsec
+            && linked.st_mode & S_IFMT == S_IFREG && FileIdentity(linked) == file
     }
 
     /// Deletes the entry `name` of the reused destination folder `to` (a folder with all it holds).

@@ -12,17 +12,9 @@ import StorageFormat
 /// breaks. A stale, missing or damaged index costs reading the files again, nothing else. The
 /// file ends with the SHA-256 (hex) of what precedes it: a torn or edited index reads as none.
 struct PublishIndex: Equatable {
-    struct Entry: Equatable {
-        var stamp: FileStamp
-        var sha256: String
-        /// The identity of the source file whose bytes it holds, when that was settled.
-        var source: [UInt8]?
-
-        var fingerprint: FileFingerprint { FileFingerprint(size: stamp.identity.size, sha256: sha256) }
-    }
-
-    /// By path (``SafeRelativePath/string``).
-    var entries: [String: Entry] = [:]
+    /// By path (``SafeRelativePath/string``): the records a ``StampLedger`` trusts as they are,
+    /// each with the identity of the source file whose bytes it holds, when that was settled.
+    var entries: [String: StampLedger.Record] = [:]
 
     private static let magic = Array("content-sync publish index 1\n".utf8)
 
@@ -36,16 +28,11 @@ struct PublishIndex: Equatable {
             guard let stamp = stamps[text], stamp.changedNanoseconds < settledBefore,
                 stamp.identity.size == fingerprint.size
             else { continue }
-            entries[text] = Entry(stamp: stamp, sha256: fingerprint.sha256, source: sources[text])
+            entries[text] = StampLedger.Record(stamp: stamp, fingerprint: fingerprint, source: sources[text])
         }
     }
 
     init() {}
-
-    /// The records a scan of the published tree can trust.
-    var ledgerRecords: [String: StampLedger.Record] {
-        entries.mapValues { StampLedger.Record(stamp: $0.stamp, fingerprint: $0.fingerprint) }
-    }
 
     func encoded() -> [UInt8] {
         var bytes = Self.magic
@@ -63,7 +50,7 @@ struct PublishIndex: Equatable {
             put(entry.stamp.identity.size)
             put(entry.stamp.identity.modifiedNanoseconds)
             put(entry.stamp.changedNanoseconds)
-            bytes += Array(entry.sha256.utf8)
+            bytes += Array(entry.fingerprint.sha256.utf8)
             let source = entry.source.flatMap { $0.count <= 255 ? $0 : nil } ?? []
             put(UInt8(source.count))
             bytes += source
@@ -92,11 +79,12 @@ struct PublishIndex: Equatable {
                 hex.allSatisfy(HexDigest.isLowerHex), let sourceLength = reader.integer(UInt8.self),
                 let source = reader.take(Int(sourceLength))
             else { return nil }
-            index.entries[path] = Entry(
+            index.entries[path] = StampLedger.Record(
                 stamp: FileStamp(
                     identity: FileIdentity(device: device, inode: inode, size: size, modifiedNanoseconds: modified),
                     changedNanoseconds: changed),
-                sha256: String(decoding: hex, as: UTF8.self), source: source.isEmpty ? nil : Array(source))
+                fingerprint: FileFingerprint(size: size, sha256: String(decoding: hex, as: UTF8.self)),
+                source: source.isEmpty ? nil : Array(source))
         }
         guard reader.offset == body.count else { return nil }
         return index

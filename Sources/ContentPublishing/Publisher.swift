@@ -214,7 +214,7 @@ public enum Publisher {
         let fingerprints = FingerprintCache()
         let base = PublishBase(storage: storage)
         let index = fromVersion == nil ? PublishIndex() : base.loadIndex()
-        let published = StampLedger(known: index.ledgerRecords)
+        let published = StampLedger(known: index.entries)
         var oldTree: ContentTree?
         if let fromVersion {
             let tree = try ContentTree.scan(storage + "/RXCacheContent", cache: fingerprints, ledger: published)

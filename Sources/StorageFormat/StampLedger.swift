@@ -7,10 +7,14 @@ package final class StampLedger {
     package struct Record: Sendable, Equatable {
         package var stamp: FileStamp
         package var fingerprint: FileFingerprint
+        /// The identity of what the file's bytes were copied from, when the recorder knew it (the
+        /// publisher's `--content` source); scans ignore it.
+        package var source: [UInt8]?
 
-        package init(stamp: FileStamp, fingerprint: FileFingerprint) {
+        package init(stamp: FileStamp, fingerprint: FileFingerprint, source: [UInt8]? = nil) {
             self.stamp = stamp
             self.fingerprint = fingerprint
+            self.source = source
         }
     }
 
