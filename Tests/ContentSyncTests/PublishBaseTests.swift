@@ -14,17 +14,6 @@ import Testing
 struct PublishBaseTests {
     static let baseURL = URL(string: "https://example.invalid/storage/")!
 
-    static func write(_ text: String, to path: String) throws {
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-    }
-
-    static func inode(_ path: String) -> UInt64? {
-        var info = stat()
-        return lstat(path, &info) == 0 ? UInt64(info.st_ino) : nil
-    }
-
     static func publish(_ storage: String, _ content: String, _ version: String, initialize: Bool = false) throws
         -> PublishReport
     {
@@ -57,22 +46,38 @@ struct PublishBaseTests {
         return published == TreeDigest.digest(of: try ContentTree.scan(storage + "/RXCacheContent"))
     }
 
+    /// Writes "FILE" over the first bytes of the file at `path`, in place (same inode, same size),
+    /// then sets its access and modification times back.
+    static func overwriteKeepingTimes(_ path: String) {
+        var before = stat()
+        #expect(lstat(path, &before) == 0)
+        let fd = open(path, O_WRONLY)
+        #expect(fd >= 0)
+        #expect(pwrite(fd, "FILE", 4, 0) == 4)
+        close(fd)
+        var times = [before.st_atim, before.st_mtim]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+    }
+
     /// 30 files in 3 folders, old enough for their identities to be recorded.
     static func makeContent(_ content: String) throws {
-        for index in 0..<30 { try write("file \(index)\n", to: content + "/f\(index % 3)/file-\(index).txt") }
+        for index in 0..<30 {
+            try PublishLinkReuseTests.write("file \(index)\n", to: content + "/f\(index % 3)/file-\(index).txt")
+        }
         Thread.sleep(forTimeInterval: 2.2)
     }
 
     @Test func theIndexReadsBackAndAnyDamageReadsAsNoIndex() throws {
         var index = PublishIndex()
         for index_ in 0..<50 {
-            index.entries["f\(index_ % 4)/é-\(index_).txt"] = PublishIndex.Entry(
+            index.entries["f\(index_ % 4)/é-\(index_).txt"] = StampLedger.Record(
                 stamp: FileStamp(
                     identity: FileIdentity(
                         device: 2049, inode: UInt64(1000 + index_), size: Int64(index_ * 7),
                         modifiedNanoseconds: 1_700_000_000_123_456_789 + Int64(index_)),
                     changedNanoseconds: -5 + Int64(index_)),
-                sha256: String(repeating: "0123456789abcdef", count: 4),
+                fingerprint: FileFingerprint(
+                    size: Int64(index_ * 7), sha256: String(repeating: "0123456789abcdef", count: 4)),
                 source: index_ % 3 == 0 ? nil : Array("v1 1 2 3 \(index_)".utf8))
         }
         let bytes = index.encoded()
@@ -101,19 +106,23 @@ struct PublishBaseTests {
             let retired = storage + "/" + PublishBase.folderName + "/retired"
             try Self.makeContent(content)
             try Self.publish(storage, content, "1.0", initialize: true)
-            try Self.write("file 4, edited\n", to: content + "/f1/file-4.txt")
+            try PublishLinkReuseTests.write("file 4, edited\n", to: content + "/f1/file-4.txt")
             let second = try Self.publish(storage, content, "1.1")
             // The first publish's copies are seconds old: not recorded.
             #expect(second.linkedContentFiles == 29 && second.keptContentFiles == 0)
             #expect(second.indexedContentFiles == 0, "copies made moments ago are not recorded")
-            #expect(Self.inode(retired + "/f1/file-4.txt") != Self.inode(storage + "/RXCacheContent/f1/file-4.txt"))
-            #expect(Self.inode(retired + "/f0/file-0.txt") == Self.inode(storage + "/RXCacheContent/f0/file-0.txt"))
+            #expect(
+                PublishLinkReuseTests.inode(retired + "/f1/file-4.txt")
+                    != PublishLinkReuseTests.inode(storage + "/RXCacheContent/f1/file-4.txt"))
+            #expect(
+                PublishLinkReuseTests.inode(retired + "/f0/file-0.txt")
+                    == PublishLinkReuseTests.inode(storage + "/RXCacheContent/f0/file-0.txt"))
             let published11 = try Self.tree(storage + "/RXCacheContent")
 
             Thread.sleep(forTimeInterval: 2.2)
-            try Self.write("file 9, edited\n", to: content + "/f0/file-9.txt")
+            try PublishLinkReuseTests.write("file 9, edited\n", to: content + "/f0/file-9.txt")
             try FileManager.default.removeItem(atPath: content + "/f2/file-2.txt")
-            try Self.write("new\n", to: content + "/f3/new.txt")
+            try PublishLinkReuseTests.write("new\n", to: content + "/f3/new.txt")
             let third = try Self.publish(storage, content, "1.2")
             // The retired 1.0 holds the unchanged files as links already; file-4 (changed in 1.1)
             // is replaced by a link to 1.1's copy.
@@ -146,7 +155,7 @@ struct PublishBaseTests {
             }
 
             Thread.sleep(forTimeInterval: 2.2)
-            try Self.write("file 0, edited\n", to: content + "/f0/file-0.txt")
+            try PublishLinkReuseTests.write("file 0, edited\n", to: content + "/f0/file-0.txt")
             let fourth = try Self.publish(storage, content, "1.3")
             // Recorded by 1.2: the files it kept (settled); not the ones it linked or copied.
             #expect(fourth.indexedContentFiles == 27)
@@ -167,15 +176,7 @@ struct PublishBaseTests {
             try Self.publish(storage, content, "1.0", initialize: true)
             Thread.sleep(forTimeInterval: 1.1)
             // The source: same size, modification time put back (a reproducible build does this).
-            let source = content + "/f2/file-5.txt"
-            var before = stat()
-            #expect(lstat(source, &before) == 0)
-            let fd = open(source, O_WRONLY)
-            #expect(fd >= 0)
-            #expect(pwrite(fd, "FILE", 4, 0) == 4)
-            close(fd)
-            var times = [before.st_atim, before.st_mtim]
-            #expect(utimensat(AT_FDCWD, source, &times, 0) == 0)
+            Self.overwriteKeepingTimes(content + "/f2/file-5.txt")
             let second = try Self.publish(storage, content, "1.1")
             #expect(second.changes.count == 1, "\(second.changes)")
             #expect(
@@ -185,19 +186,11 @@ struct PublishBaseTests {
             // The published copy, the same way, once the index records it: the publish refuses
             // to build on a tree that no longer holds what it published, index or not.
             Thread.sleep(forTimeInterval: 2.2)
-            try Self.write("file 8, edited\n", to: content + "/f2/file-8.txt")
+            try PublishLinkReuseTests.write("file 8, edited\n", to: content + "/f2/file-8.txt")
             try Self.publish(storage, content, "1.2")
             let recorded = PublishBase(storage: storage).loadIndex()
             #expect(recorded.entries["f0/file-3.txt"] != nil, "the index vouches for the file tampered with next")
-            let published = storage + "/RXCacheContent/f0/file-3.txt"
-            var stored = stat()
-            #expect(lstat(published, &stored) == 0)
-            let target = open(published, O_WRONLY)
-            #expect(target >= 0)
-            #expect(pwrite(target, "FILE", 4, 0) == 4)
-            close(target)
-            var storedTimes = [stored.st_atim, stored.st_mtim]
-            #expect(utimensat(AT_FDCWD, published, &storedTimes, 0) == 0)
+            Self.overwriteKeepingTimes(storage + "/RXCacheContent/f0/file-3.txt")
             #expect {
                 try Self.publish(storage, content, "1.3")
             } throws: { error in
@@ -225,7 +218,7 @@ struct PublishBaseTests {
                 // One edit that keeps the size, written to a new inode (the old one is the previous content's).
                 let edited = content + "/f\(version % 3)/file-\(version).txt"
                 #expect(unlink(edited) == 0)
-                try Self.write("FILE \(version)\n", to: edited)
+                try PublishLinkReuseTests.write("FILE \(version)\n", to: edited)
                 Thread.sleep(forTimeInterval: 2.2)
                 let report = try Self.publish(storage, content, "1.\(version)")
                 #expect(report.changes.count == 1, "\(version): \(report.changes)")
@@ -243,15 +236,15 @@ struct PublishBaseTests {
         try await withBlockingTemporaryDirectory { scratch in
             let content = scratch + "/content"
             let storage = scratch + "/storage"
-            try Self.write("outside\n", to: scratch + "/outside.txt")
+            try PublishLinkReuseTests.write("outside\n", to: scratch + "/outside.txt")
             try Self.makeContent(content)
             try Self.publish(storage, content, "1.0", initialize: true)
-            try Self.write("file 1, edited\n", to: content + "/f1/file-1.txt")
+            try PublishLinkReuseTests.write("file 1, edited\n", to: content + "/f1/file-1.txt")
             try Self.publish(storage, content, "1.1")
             Thread.sleep(forTimeInterval: 2.2)
-            try Self.write("file 2, edited\n", to: content + "/f2/file-2.txt")
+            try PublishLinkReuseTests.write("file 2, edited\n", to: content + "/f2/file-2.txt")
             try Self.publish(storage, content, "1.2")
-            try Self.write("file 4, edited\n", to: content + "/f1/file-4.txt")
+            try PublishLinkReuseTests.write("file 4, edited\n", to: content + "/f1/file-4.txt")
             // After the published tree was checked (it matched the index), before the snapshot:
             // two published files become a symlink out and another file, and the retired tree lacks
             // them, so the catch-up links them by name from the published tree.
@@ -288,12 +281,12 @@ struct PublishBaseTests {
             let content = scratch + "/content"
             let storage = scratch + "/storage"
             let outside = scratch + "/outside"
-            try Self.write("outside file\n", to: outside + "/victim.txt")
-            try Self.write("outside index\n", to: outside + "/base/index")
-            try Self.write("outside retired\n", to: outside + "/base/retired/f0/file-0.txt")
+            try PublishLinkReuseTests.write("outside file\n", to: outside + "/victim.txt")
+            try PublishLinkReuseTests.write("outside index\n", to: outside + "/base/index")
+            try PublishLinkReuseTests.write("outside retired\n", to: outside + "/base/retired/f0/file-0.txt")
             try Self.makeContent(content)
             try Self.publish(storage, content, "1.0", initialize: true)
-            try Self.write("file 1, edited\n", to: content + "/f1/file-1.txt")
+            try PublishLinkReuseTests.write("file 1, edited\n", to: content + "/f1/file-1.txt")
             try Self.publish(storage, content, "1.1")
             let outsideBefore = try Self.tree(outside)
 
@@ -306,13 +299,13 @@ struct PublishBaseTests {
             #expect(unlink(retired + "/f0/file-3.txt") == 0)
             #expect(link(outside + "/victim.txt", retired + "/f0/file-3.txt") == 0)
             #expect(unlink(retired + "/f0/file-6.txt") == 0)
-            try Self.write("planted\n", to: retired + "/f0/file-6.txt/inner.txt")
+            try PublishLinkReuseTests.write("planted\n", to: retired + "/f0/file-6.txt/inner.txt")
             try FileManager.default.removeItem(atPath: retired + "/f2")
-            try Self.write("planted\n", to: retired + "/f2")
-            try Self.write("planted\n", to: retired + "/extra/deep/x.txt")
-            try Self.write("planted\n", to: retired + "/f1/extra.txt")
+            try PublishLinkReuseTests.write("planted\n", to: retired + "/f2")
+            try PublishLinkReuseTests.write("planted\n", to: retired + "/extra/deep/x.txt")
+            try PublishLinkReuseTests.write("planted\n", to: retired + "/f1/extra.txt")
             #expect(mkfifo(retired + "/f1/fifo", 0o644) == 0)
-            try Self.write("edited\n", to: content + "/f1/file-10.txt")
+            try PublishLinkReuseTests.write("edited\n", to: content + "/f1/file-10.txt")
             let second = try Self.publish(storage, content, "1.2")
             #expect(second.keptContentFiles > 0)
             #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
@@ -324,7 +317,7 @@ struct PublishBaseTests {
             let base = storage + "/" + PublishBase.folderName
             try FileManager.default.removeItem(atPath: base)
             #expect(symlink(outside + "/base", base) == 0)
-            try Self.write("edited again\n", to: content + "/f1/file-10.txt")
+            try PublishLinkReuseTests.write("edited again\n", to: content + "/f1/file-10.txt")
             let third = try Self.publish(storage, content, "1.3")
             #expect(third.indexedContentFiles == 0 && third.keptContentFiles == 0)
             #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
@@ -332,13 +325,13 @@ struct PublishBaseTests {
             #expect(lstat(base, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR, "replaced by a folder of our own")
 
             Thread.sleep(forTimeInterval: 2.2)
-            try Self.write("edited once more\n", to: content + "/f1/file-10.txt")
+            try PublishLinkReuseTests.write("edited once more\n", to: content + "/f1/file-10.txt")
             try Self.publish(storage, content, "1.4")
             #expect(!PublishBase(storage: storage).loadIndex().entries.isEmpty, "an index worth damaging")
             var index = try Data(contentsOf: URL(fileURLWithPath: base + "/index"))
             index[index.count / 2] ^= 1
             try index.write(to: URL(fileURLWithPath: base + "/index"))
-            try Self.write("edited a third time\n", to: content + "/f1/file-10.txt")
+            try PublishLinkReuseTests.write("edited a third time\n", to: content + "/f1/file-10.txt")
             let fourth = try Self.publish(storage, content, "1.5")
             #expect(fourth.indexedContentFiles == 0, "a damaged index is no index")
             #expect(try Self.tree(storage + "/RXCacheContent") == (try Self.tree(content)))
