@@ -4,7 +4,7 @@ import Testing
 @testable import FileKit
 
 /// The naming, layout and limit rules, driven from central-directory records without I/O.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ExtractionPlanTests {
     static func file(_ name: String, size: UInt64 = 1, mode: UInt32? = 0o100644) -> RawZipEntry {
         RawZipEntry(

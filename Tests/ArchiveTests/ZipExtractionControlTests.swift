@@ -6,7 +6,7 @@ import Testing
 @testable import FileKit
 
 /// Cancellation, write failures and destination checks.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ZipExtractionControlTests {
     /// An archive of `count` incompressible files of `size` bytes each.
     static func makeArchive(at path: String, count: Int, size: Int) throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// Archives a hostile storage could serve. Each is refused whole, before anything is written, and
 /// nothing outside the destination changes.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ZipHostileArchiveTests {
     /// Lays out `dir/outside/sentinel.txt` and an empty `dir/out/dest`, runs `extract`, and checks
     /// that the refusal carries `code`, the destination stays empty and nothing else changed.

@@ -5,7 +5,7 @@ import Testing
 @testable import Archive
 @testable import FileKit
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct ZipRoundTripTests {
     /// A tree with nested files, binary data, an empty file and empty folders.
     static let sampleTree: [String: Node] = [

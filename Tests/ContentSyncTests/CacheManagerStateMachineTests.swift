@@ -6,7 +6,7 @@ import ToolSupport
 @testable import StorageFormat
 
 /// The manager's decisions, driven without any I/O: the tasks are empty ones the test creates.
-@Suite("The manager's controls do the right thing from every state", .timeLimit(.minutes(1)))
+@Suite("The manager's controls do the right thing from every state", .timeLimit(.minutes(3)))
 struct CacheManagerStateMachineTests {
     typealias Machine = CacheManagerStateMachine
 

@@ -5,7 +5,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("Versions compare numerically, component by component", .timeLimit(.minutes(1)))
+@Suite("Versions compare numerically, component by component", .timeLimit(.minutes(3)))
 struct CacheVersionTests {
     @Test(arguments: [
         ("1.10", "1.9", 1), ("2.1", "1.9", 1), ("1.5", "1.5.0", 0), ("1.0", "1", 0), ("1.0.1", "1.0", 1),

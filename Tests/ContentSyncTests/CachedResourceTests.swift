@@ -7,7 +7,7 @@ import Testing
 @testable import StorageFormat
 
 /// The stored copies of storage files (status, update list, change lists) behind conditional fetches.
-@Suite("Stored storage files are kept, replaced and forgotten as asked", .timeLimit(.minutes(1)))
+@Suite("Stored storage files are kept, replaced and forgotten as asked", .timeLimit(.minutes(3)))
 struct CachedResourceTests {
     static let list = URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!
     static let status = URL(string: "https://h.example/s/RXCacheConfig/cacheStatus.json")!

@@ -8,7 +8,7 @@ import ToolSupport
 @testable import StorageFormat
 
 /// The chain resolver's decisions, driven without I/O (protocol.md §2.1).
-@Suite("Only the change lists the chain needs are fetched", .timeLimit(.minutes(1)))
+@Suite("Only the change lists the chain needs are fetched", .timeLimit(.minutes(3)))
 struct ChainResolverTests {
     /// An update-list entry named `name` under HistoryOfVersions/ (`folder` tells copies apart).
     static func entry(_ name: String, folder: String = "") -> UpdateList.Entry {

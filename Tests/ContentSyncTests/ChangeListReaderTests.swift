@@ -8,7 +8,7 @@ import Testing
 @testable import StorageFormat
 
 /// The change-list reader reads what a full parse read, from the bytes, one change at a time.
-@Suite("Change lists are read from their bytes as a full parse read them", .timeLimit(.minutes(1)))
+@Suite("Change lists are read from their bytes as a full parse read them", .timeLimit(.minutes(3)))
 struct ChangeListReaderTests {
     static let url = URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!
     static let c = "https://h.example/s/RXCacheContent/"

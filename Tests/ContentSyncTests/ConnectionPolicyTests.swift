@@ -14,7 +14,7 @@ final class Switch: Sendable {
 
 /// The connection policy is asked before anything goes out, and a stop it causes is recorded
 /// as what it was.
-@Suite("The connection policy is asked first and its stops are recorded as such", .timeLimit(.minutes(1)))
+@Suite("The connection policy is asked first and its stops are recorded as such", .timeLimit(.minutes(3)))
 struct ConnectionPolicyTests {
     @Test func aPolicyThatSaysNoFromTheStartSendsNotEvenTheStatusRequest() async throws {
         try await withSyncHarness(serving: "1.0") { harness in

@@ -5,7 +5,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("JSON reading keeps versions exact and refuses bad input", .timeLimit(.minutes(1)))
+@Suite("JSON reading keeps versions exact and refuses bad input", .timeLimit(.minutes(3)))
 struct JSONValueTests {
     @Test(arguments: [
         ("1.10", "1.10"), ("2", "2"), ("-0.5", "-0.5"), ("1e3", "1e3"), ("1.50", "1.50"),

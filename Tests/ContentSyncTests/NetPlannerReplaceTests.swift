@@ -10,7 +10,7 @@ import Testing
 /// protocol.md §1.3: a move, rename or redownload to a new path replaces what stands at the
 /// target; it never merges two folders. Every kind of change that moves something, and the
 /// tolerated mistakes of §3.1 that fetch the target instead.
-@Suite("A change that moves something replaces what stands at its target", .timeLimit(.minutes(1)))
+@Suite("A change that moves something replaces what stands at its target", .timeLimit(.minutes(3)))
 struct NetPlannerReplaceTests {
     /// docs/{intro.md, guide/{a.md, b.md}}, img/logo.png, readme.txt
     static let local = LocalTree(

@@ -17,7 +17,7 @@ func list(_ from: String, _ to: String, _ kinds: Change.Kind...) -> ChangeList {
         url: URL(string: "https://h.example/s/RXCacheConfig/HistoryOfVersions/changes_\(from)_\(to).json")!)
 }
 
-@Suite("The net plan composes change lists before anything is downloaded", .timeLimit(.minutes(1)))
+@Suite("The net plan composes change lists before anything is downloaded", .timeLimit(.minutes(3)))
 struct NetPlannerTests {
     static let local = LocalTree(
         folders: [p("docs"), p("docs/guide"), p("img")],
@@ -140,7 +140,7 @@ struct NetPlannerTests {
     }
 }
 
-@Suite("The replay chain starts at the local version and stops at the actual one", .timeLimit(.minutes(1)))
+@Suite("The replay chain starts at the local version and stops at the actual one", .timeLimit(.minutes(3)))
 struct UpdateChainTests {
     @Test func theChainFollowsFromAndToAndStopsAtActual() throws {
         let lists = [list("1.0", "1.1"), list("1.1", "1.2"), list("1.2", "1.3"), list("1.3", "1.4")]

@@ -58,7 +58,7 @@ final class BodilessDownloadTransport: Transport {
 
 /// A `304` is an answer only when a stored copy backs the ETag that was sent. libcurl's transport
 /// refuses an unconditional one itself; the engine holds the same line for an app's transport.
-@Suite("A 304 without a stored copy is refused, not read as an empty file", .timeLimit(.minutes(1)))
+@Suite("A 304 without a stored copy is refused, not read as an empty file", .timeLimit(.minutes(3)))
 struct NotModifiedAnswerTests {
     @Test func anUnconditional304IsANetworkFaultThatNamesIt() async throws {
         try await withSyncHarness { harness in

@@ -9,7 +9,7 @@ import Testing
 
 /// Work and memory follow what the plan needs, not what the storage says: deep paths cost
 /// linear work per path, repeated changes reuse the tree's nodes, and warnings stay bounded.
-@Suite("Planning work grows with the paths and the tree, not faster", .timeLimit(.minutes(1)))
+@Suite("Planning work grows with the paths and the tree, not faster", .timeLimit(.minutes(3)))
 struct PlannerScalingTests {
     /// A chain of `depth` folders `a/a/…` with `leaf.txt` at the bottom.
     static func chain(_ depth: Int) -> (LocalTree, SafeRelativePath) {

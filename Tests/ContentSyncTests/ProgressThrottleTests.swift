@@ -5,7 +5,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("Progress reports are throttled", .timeLimit(.minutes(1)))
+@Suite("Progress reports are throttled", .timeLimit(.minutes(3)))
 struct ProgressThrottleTests {
     @Test func aBurstOfReportsIsThinnedButFinalReportsAlwaysPass() {
         let throttle = ProgressThrottle(interval: .milliseconds(50))

@@ -7,7 +7,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("Status, update list and change lists parse as the protocol says", .timeLimit(.minutes(1)))
+@Suite("Status, update list and change lists parse as the protocol says", .timeLimit(.minutes(3)))
 struct ProtocolParsingTests {
     static let base = URL(string: "https://h.example/s/")!
     static let statusURL = URL(string: "https://h.example/s/RXCacheConfig/cacheStatus.json")!

@@ -7,7 +7,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("Paths from storages cannot leave the content folder", .timeLimit(.minutes(1)))
+@Suite("Paths from storages cannot leave the content folder", .timeLimit(.minutes(3)))
 struct SafePathTests {
     @Test(arguments: ["a", "a/b.txt", "a/b/", "crème/Guide Notes.md", "a..b", "...x", ".hidden"])
     func ordinaryRelativePathsAreAccepted(raw: String) throws {

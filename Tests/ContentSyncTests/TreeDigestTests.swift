@@ -7,7 +7,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("The tree digest changes exactly when the tree does", .timeLimit(.minutes(1)))
+@Suite("The tree digest changes exactly when the tree does", .timeLimit(.minutes(3)))
 struct TreeDigestTests {
     static func fingerprint(_ text: String) -> FileFingerprint {
         FileFingerprint(size: Int64(text.utf8.count), sha256: FileDigest.sha256(Data(text.utf8)))

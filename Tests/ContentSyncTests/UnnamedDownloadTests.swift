@@ -44,7 +44,7 @@ final class RecordingTransport: Transport {
     }
 }
 
-@Suite("Small declared files download as unnamed files linked into place", .timeLimit(.minutes(1)))
+@Suite("Small declared files download as unnamed files linked into place", .timeLimit(.minutes(3)))
 struct UnnamedDownloadTests {
     func replay(_ transport: RecordingTransport, storage: URL? = nil, edit: ((String) throws -> Void)? = nil)
         async throws -> SyncHarness.Outcome

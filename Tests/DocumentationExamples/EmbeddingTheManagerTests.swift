@@ -4,7 +4,7 @@ import StorageServer
 import Testing
 
 /// The "Embedding the manager" article (Sources/ContentSync/ContentSync.docc/EmbeddingTheManager.md).
-@Suite("The guide's embedding examples work", .timeLimit(.minutes(1)))
+@Suite("The guide's embedding examples work", .timeLimit(.minutes(3)))
 struct EmbeddingTheManagerExamples {
     @Test func aConfiguredManagerRestoresReplaysAndSignsEveryRequest() async throws {
         try await withExampleHost(serving: "1.0") { host in

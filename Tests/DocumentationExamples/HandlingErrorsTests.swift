@@ -33,7 +33,7 @@ func remedy(for error: SyncError) -> Remedy {
 
 /// The "Handling errors" article (Sources/ContentSync/ContentSync.docc/HandlingErrors.md): each
 /// remedy, reached through a real failure.
-@Suite("The guide's error handling examples work", .timeLimit(.minutes(1)))
+@Suite("The guide's error handling examples work", .timeLimit(.minutes(3)))
 struct HandlingErrorsExamples {
     func configuration(_ host: ExampleHost, _ name: String = "content") -> SyncConfiguration {
         SyncConfiguration(

@@ -5,7 +5,7 @@ import StorageServer
 import Testing
 
 /// The ImageCache catalog's and the README's image examples, run against a loopback server.
-@Suite("The image cache examples compile and do what they say", .timeLimit(.minutes(1)))
+@Suite("The image cache examples compile and do what they say", .timeLimit(.minutes(3)))
 struct ImageCacheExampleTests {
     /// A fixture image (made once with `vips`): `Tests/Fixtures/images/NAME`.
     static func fixture(_ name: String) throws -> Data {

@@ -4,7 +4,7 @@ import StorageServer
 import Testing
 
 /// The ItemCache catalog's and the README's cache examples, run against a loopback server.
-@Suite("The item cache examples compile and do what they say", .timeLimit(.minutes(1)))
+@Suite("The item cache examples compile and do what they say", .timeLimit(.minutes(3)))
 struct ItemCacheExampleTests {
     @Test func theLoaderExampleFetchesOnceThenAnswersFromTheCache() async throws {
         let root = NSTemporaryDirectory() + "item-cache-example-\(UUID().uuidString.prefix(8))"

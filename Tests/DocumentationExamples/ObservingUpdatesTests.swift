@@ -4,7 +4,7 @@ import StorageServer
 import Testing
 
 /// The "Observing updates" article (Sources/ContentSync/ContentSync.docc/ObservingUpdates.md).
-@Suite("The guide's observing examples work", .timeLimit(.minutes(1)))
+@Suite("The guide's observing examples work", .timeLimit(.minutes(3)))
 struct ObservingUpdatesExamples {
     @Test func theObserverSeesEveryStateOfARestoreAndItsProgress() async throws {
         try await withExampleHost(serving: "1.0") { host in

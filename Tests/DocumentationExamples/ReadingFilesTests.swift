@@ -20,7 +20,7 @@ func recipe(at path: String, in manager: CacheManager) -> Recipe? {
 // snippet:end read-errors
 
 /// The "Reading files" article (Sources/ContentSync/ContentSync.docc/ReadingFiles.md).
-@Suite("The guide's reading examples work", .timeLimit(.minutes(1)))
+@Suite("The guide's reading examples work", .timeLimit(.minutes(3)))
 struct ReadingFilesExamples {
     func syncedManager(_ host: ExampleHost) async throws -> CacheManager {
         let manager = try CacheManager(

@@ -5,7 +5,7 @@ import Testing
 
 /// The README's library section (ReadmeExample.swift and the pause/resume lines below), run
 /// against a loopback host serving ExampleStorage.
-@Suite("The README's library example compiles and does what it says", .timeLimit(.minutes(1)))
+@Suite("The README's library example compiles and does what it says", .timeLimit(.minutes(3)))
 struct ReadmeExampleTests {
     @Test func theLibraryExampleRestoresThenReplaysAndReadsARecipe() async throws {
         try await withExampleHost(serving: "1.0") { host in

@@ -4,7 +4,7 @@ import Testing
 import Transport
 
 /// The StorageServer guide's examples (Sources/StorageServer/StorageServer.docc), compiled and run.
-@Suite("StorageServer's documented examples work", .timeLimit(.minutes(1)))
+@Suite("StorageServer's documented examples work", .timeLimit(.minutes(3)))
 struct ServingStoragesExamples {
     /// Two versions of a tiny storage, each in its own folder.
     func versions(in scratch: String) throws -> (v1: URL, v2: URL) {

@@ -5,7 +5,7 @@ import StorageServer
 import Testing
 
 /// The ItemCache guide's sharing articles, run as written.
-@Suite("The item cache's sharing examples work as the guide says", .timeLimit(.minutes(1)))
+@Suite("The item cache's sharing examples work as the guide says", .timeLimit(.minutes(3)))
 struct SharingACacheFolderTests {
     @Test func workersOnOneFolderFetchOnceAndAToolNeverMakesAFolder() async throws {
         let root = NSTemporaryDirectory() + "cache-sharing-example-\(UUID().uuidString.prefix(8))"

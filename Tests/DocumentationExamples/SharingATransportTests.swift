@@ -5,7 +5,7 @@ import Testing
 import Transport
 
 /// The "Sharing a transport" article (Sources/ContentSync/ContentSync.docc/SharingATransport.md).
-@Suite("The guide's shared transport example works", .timeLimit(.minutes(1)))
+@Suite("The guide's shared transport example works", .timeLimit(.minutes(3)))
 struct SharingATransportExamples {
     @Test func twoManagersShareOneTransportThatOutlivesThemUntilTheAppStopsIt() async throws {
         try await withExampleHost(serving: "1.0") { articlesHost in

@@ -25,7 +25,7 @@ func playPauseTapped(_ manager: CacheManager) async -> CacheManagerState {
 // snippet:end play-pause-button
 
 /// The "Suspending and resuming" article (Sources/ContentSync/ContentSync.docc/SuspendingAndResuming.md).
-@Suite("The guide's suspend, resume and connection policy examples work", .timeLimit(.minutes(1)))
+@Suite("The guide's suspend, resume and connection policy examples work", .timeLimit(.minutes(3)))
 struct SuspendingAndResumingExamples {
     /// A manager of a fresh folder in `host`'s scratch space, synced to what the host serves.
     func syncedManager(_ host: ExampleHost, policy: ConnectionPolicy = .always) async throws -> CacheManager {

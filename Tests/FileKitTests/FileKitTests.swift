@@ -119,7 +119,7 @@ struct BlockingIOPoolTests {
 
     /// Many short jobs from many tasks, with and without polling: none is lost (a lost wake-up
     /// would hang the test until its time limit) and each returns its own result.
-    @Test(.timeLimit(.minutes(1)), arguments: [Duration.zero, .microseconds(250), .milliseconds(5)])
+    @Test(.timeLimit(.minutes(3)), arguments: [Duration.zero, .microseconds(250), .milliseconds(5)])
     func manyShortJobsAllComplete(spin: Duration) async throws {
         let pool = BlockingIOPool(threadCount: 3, spin: spin)
         let sums = try await withThrowingTaskGroup(of: Int.self) { group in

@@ -285,7 +285,7 @@ struct ImagePipelineTests {
 
     @Test(
         "a mirrored file is checked in pieces as a fetched original is whole; a FIFO is refused without blocking",
-        .timeLimit(.minutes(1)),
+        .timeLimit(.minutes(3)),
         arguments: [
             "truncated-jpeg", "truncated-png", "png-crc", "png-ihdr", "pixel-bomb", "over-bytes", "fifo", "missing",
         ])
@@ -474,7 +474,7 @@ struct PixelsAndStatesTests {
         #expect(tier.value(for: "huge") == nil && tier.bytes == 800)
     }
 
-    @Test("states: notFound, then found once made; an observer sees the variant found", .timeLimit(.minutes(1)))
+    @Test("states: notFound, then found once made; an observer sees the variant found", .timeLimit(.minutes(3)))
     func states() async throws {
         let fixture = try PipelineFixture()
         fixture.serve("/s.jpg", try colouredImage(width: 300, height: 200, rgb: (1, 2, 3), format: "jpeg"))

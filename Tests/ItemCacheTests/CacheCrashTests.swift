@@ -259,7 +259,7 @@ struct CacheCrashTests {
 
 /// Found by the kill loop (scripts/chaos/cache_kill_loop.py): a process restarted beside a
 /// writer with several tasks reconciled away a file whose row then committed.
-@Suite("Reconciliation beside concurrent writes", .timeLimit(.minutes(1)))
+@Suite("Reconciliation beside concurrent writes", .timeLimit(.minutes(3)))
 struct ReconciliationRaceTests {
     /// Set by the test, read by its helper threads.
     final class Flag: Sendable {
@@ -335,7 +335,7 @@ struct ReconciliationRaceTests {
 
 /// Found while writing the kill loop's checks: a remove must win over a group write already
 /// under way (ItemStore.dropFromGroup waits for it).
-@Suite("A remove during a group write", .timeLimit(.minutes(1)))
+@Suite("A remove during a group write", .timeLimit(.minutes(3)))
 struct RemoveDuringGroupWriteTests {
     /// The group write snapshots its items, writes their files, then commits; a remove that
     /// committed in between used to be undone by the group's commit.

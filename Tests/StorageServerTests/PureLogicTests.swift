@@ -6,7 +6,7 @@ import enum Transport.HTTPDate
 @testable import StorageServer
 
 /// Request path decoding, range parsing, tag comparison and HTTP dates, without sockets.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct PureLogicTests {
     @Test(arguments: [
         ("/a.txt", ["a.txt"]),

@@ -5,7 +5,7 @@ import Testing
 
 /// Faults that answer with a well-formed response that does not answer the request: the client's
 /// checks of what it is sent are tested against these, so each must do exactly what it says.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StorageServerAnswerFaultTests {
     @Test func trickleFaultSendsTheWholeBodyAFewBytesAtATime() async throws {
         try await withServedFixture(prepare: { try $0.write("a.txt", "abcdefg") }) { server, fixture in

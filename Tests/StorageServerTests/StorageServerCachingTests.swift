@@ -7,7 +7,7 @@ import enum Transport.HTTPDate
 
 /// What an HTTP cache under test relies on: `Cache-Control` and other caching headers per path,
 /// `Last-Modified` with `If-Modified-Since`, and how often each path was asked for.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StorageServerCachingTests {
     /// 1994-11-06 08:49:37.75 UTC: the fraction checks that `Last-Modified` rounds down.
     static let modified = Date(timeIntervalSince1970: 784_111_777.75)

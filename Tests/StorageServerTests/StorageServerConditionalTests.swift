@@ -4,7 +4,7 @@ import Testing
 @testable import StorageServer
 
 /// ETags, conditional requests, byte ranges and root switching.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StorageServerConditionalTests {
     @Test func etagIsStrongAndIfNoneMatchAnswersNotModifiedWithoutBody() async throws {
         try await withServedFixture(prepare: { try $0.write("index.json", "{\"v\":1}") }) { server, fixture in

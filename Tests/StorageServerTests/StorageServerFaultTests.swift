@@ -3,7 +3,7 @@ import Testing
 
 @testable import StorageServer
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StorageServerFaultTests {
     @Test func statusFaultsAnswerWithTheirCodeHeadersAndBody() async throws {
         try await withServedFixture(prepare: { try $0.write("v2/index.json", "{}") }) { server, fixture in

@@ -4,7 +4,7 @@ import Testing
 
 @testable import StorageServer
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StorageServerLifecycleTests {
     @Test func startReturnsALoopbackBaseURLWithTrailingSlashAndStopClearsIt() async throws {
         try await withTemporaryDirectory { directory in

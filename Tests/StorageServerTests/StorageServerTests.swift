@@ -3,7 +3,7 @@ import Testing
 
 @testable import StorageServer
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct StorageServerTests {
     @Test func servesFileBytesExactlyUnderNamesWithSpacesAndNonASCII() async throws {
         let contents = randomBytes(200_000)

@@ -3,7 +3,7 @@ import Testing
 
 /// `--help` text is wrapped by the argument parser only, never at the source's line breaks:
 /// hard-wrapped text wrapped again at 80 columns leaves short lines in mid-sentence.
-@Suite("--help is not hard-wrapped mid-sentence", .timeLimit(.minutes(1)))
+@Suite("--help is not hard-wrapped mid-sentence", .timeLimit(.minutes(3)))
 struct HelpTextTests {
     static let commands: [[String]] = [
         [], ["sync"], ["watch"], ["status"], ["serve"], ["publish"], ["verify"], ["keygen"], ["forget-keys"],

@@ -8,7 +8,7 @@ import Testing
 /// The daemon's log lines: journald priorities, JSON objects, and the lines an operator needs.
 @Suite(
     "watch's logs: text, journald priority prefixes, JSON lines; start, update and finish lines",
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(3)))
 struct LogFormatTests {
     static let date = Date(timeIntervalSince1970: 1_795_000_000)
 

@@ -5,7 +5,7 @@ import Testing
 @testable import SyncAgent
 
 /// `serve --access-log` and the warning for a folder that is not a storage.
-@Suite("serve: an access log, and a warning when the folder is not a storage", .timeLimit(.minutes(1)))
+@Suite("serve: an access log, and a warning when the folder is not a storage", .timeLimit(.minutes(3)))
 struct ServeAccessLogTests {
     @Test("a sync through serve --access-log leaves one common-log line per request, revalidations visible")
     func accessLog() async throws {

@@ -50,7 +50,7 @@ final class FakeNotifySocket: Sendable {
 }
 
 @Suite(
-    "systemd notifications: READY, STATUS, WATCHDOG and STOPPING reach a fake NOTIFY_SOCKET", .timeLimit(.minutes(1)))
+    "systemd notifications: READY, STATUS, WATCHDOG and STOPPING reach a fake NOTIFY_SOCKET", .timeLimit(.minutes(3)))
 struct SystemdNotifyTests {
     @Test(
         "watch under Type=notify: READY=1 after the first check, STATUS lines, watchdog pings, STOPPING=1 on SIGTERM",

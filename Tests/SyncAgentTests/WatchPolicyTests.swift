@@ -96,7 +96,7 @@ struct WatchPolicyTests {
     }
 }
 
-@Suite("watch and SIGHUP", .timeLimit(.minutes(1)))
+@Suite("watch and SIGHUP", .timeLimit(.minutes(3)))
 struct WatchHangupTests {
     @Test("SIGHUP does not kill watch (it used to exit 129): it logs that there is nothing to reload and runs on")
     func hangupKeepsRunning() async throws {

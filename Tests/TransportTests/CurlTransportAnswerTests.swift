@@ -5,7 +5,7 @@ import Transport
 
 /// A response is accepted only when it answers the request that was made: these serve well-formed
 /// answers to other requests and check that none of them reaches the caller or the file.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CurlTransportAnswerTests {
     // MARK: - 206 without Range
 

@@ -3,7 +3,7 @@ import StorageServer
 import Testing
 import Transport
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CurlTransportCancellationTests {
     @Test func cancellingAStalledDownloadThrowsCancelledPromptlyAndTheTransportKeepsWorking() async throws {
         try await withServedFixture { server, fixture in

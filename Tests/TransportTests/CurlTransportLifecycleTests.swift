@@ -6,7 +6,7 @@ import Transport
 /// The transport's lifetime is explicit: `shutdown()` is an async call that fails what runs,
 /// refuses what comes after, and returns once libcurl's handles are freed; and a libcurl that
 /// refuses an option fails at start-up, naming it, instead of at the first request.
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CurlTransportLifecycleTests {
     @Test func shutdownFailsARunningTransferAndRefusesLaterOnes() async throws {
         try await withServedFixture { server, fixture in

@@ -4,7 +4,7 @@ import StorageServer
 import Testing
 import Transport
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct CurlTransportRetryTests {
     @Test func twoServiceUnavailableAnswersThenSuccessIsRetriedToSuccess() async throws {
         try await withServedFixture { server, fixture in

@@ -4,7 +4,7 @@ import Synchronization
 import Testing
 import Transport
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct RequestAdapterTests {
     /// Adds a numbered token and a query item, and maps `/private/…` to `/…`, counting its calls.
     static func privateRepositoryAdapter(calls: Recorder<String>) -> ClosureRequestAdapter {
@@ -138,7 +138,7 @@ struct DictionaryTransport: Transport {
     }
 }
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct AdaptingTransportTests {
     @Test func customTransportWrappedInAnAdapterSeesTheAdaptedRequests() async throws {
         let base = try #require(URL(string: "https://storage.example/private/v1/index.json"))

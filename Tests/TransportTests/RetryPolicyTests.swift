@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import Transport
 
-@Suite(.timeLimit(.minutes(1)))
+@Suite(.timeLimit(.minutes(3)))
 struct RetryPolicyTests {
     static let policy: RetryPolicy = {
         var policy = RetryPolicy()

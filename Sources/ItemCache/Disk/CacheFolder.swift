@@ -80,15 +80,13 @@ final class CacheFolder: Sendable {
                 "cannot open the cache folder", path,
                 FileSystemError("cannot open the cache folder", path: path, syscall: "open", errno: code))
         }
+        // Every stored property is set from here on, so a throw below runs `deinit`, which closes
+        // the descriptor: closing it here too closed it twice, the second time as whatever
+        // another thread had opened under the same number meanwhile (a cache write got EBADF).
         descriptor = opened
-        do {
-            if made { _ = fchmod(descriptor, folderMode) } // mkdir's mode passed through the umask
-            try checkOwnership(sharing: sharing)
-            try checkContents()
-        } catch {
-            close(descriptor)
-            throw error
-        }
+        if made { _ = fchmod(descriptor, folderMode) } // mkdir's mode passed through the umask
+        try checkOwnership(sharing: sharing)
+        try checkContents()
     }
 
     deinit { close(descriptor) }
