@@ -1,4 +1,5 @@
 import CLinux
+import Foundation
 import Synchronization
 
 #if canImport(Glibc)
@@ -34,20 +35,59 @@ public enum DiskFlush {
     /// wrote, flushed on its own instead of every dirty page of the filesystem (`syncfs` waits for
     /// other programs' writes too).
     /// A path that is not there has nothing to flush.
+    ///
+    /// Up to ``concurrentFlushes`` run at once: a journaling filesystem (ext4's jbd2, XFS) commits
+    /// the fsyncs that wait together in one journal write, where one after the other each waits
+    /// for a commit of its own. The first failure is thrown, once every flush has returned.
     public static func entries(_ paths: some Sequence<String>) throws(FileSystemError) {
-        for path in paths {
-            try flush(
-                path, .fsync, "cannot flush to the disk", flags: O_RDONLY | O_NOFOLLOW | O_CLOEXEC, missingIsFine: true
-            ) {
-                fsync($0)
+        let paths = Array(paths)
+        let shared = SharedFlush(paths)
+        // Threads of their own (this runs on a blocking-work thread already, and a pool's
+        // threads may all be waiting on it); the calling thread flushes too.
+        let helpers = min(concurrentFlushes, paths.count) - 1
+        let done = DispatchSemaphore(value: 0)
+        for _ in 0..<max(0, helpers) {
+            Thread {
+                shared.work()
+                done.signal()
+            }.start()
+        }
+        shared.work()
+        for _ in 0..<max(0, helpers) { done.wait() }
+        if let error = shared.failure.withLock({ $0 }) { throw error }
+    }
+
+    /// The paths ``entries(_:)`` flushes, taken one at a time by its threads, and the first failure.
+    private final class SharedFlush: Sendable {
+        let paths: [String]
+        let next = Atomic<Int>(0)
+        let failure = Mutex<FileSystemError?>(nil)
+
+        init(_ paths: [String]) { self.paths = paths }
+
+        func work() {
+            while true {
+                let index = next.add(1, ordering: .relaxed).oldValue
+                guard index < paths.count, failure.withLock({ $0 == nil }) else { return }
+                do {
+                    try DiskFlush.flush(
+                        paths[index], .fsync, "cannot flush to the disk", flags: O_RDONLY | O_NOFOLLOW | O_CLOEXEC,
+                        missingIsFine: true
+                    ) { fsync($0) }
+                } catch {
+                    failure.withLock { $0 = $0 ?? error }
+                }
             }
         }
     }
 
+    /// How many fsyncs ``entries(_:)`` runs at once.
+    public static let concurrentFlushes = 8
+
     /// What the tests inject in place of the disk's answer.
     package static let faults = DiskFaults()
 
-    private static func flush(
+    fileprivate static func flush(
         _ path: String, _ operation: Operation, _ what: String, flags: Int32 = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
         missingIsFine: Bool = false, _ call: (Int32) -> Int32
     ) throws(FileSystemError) {

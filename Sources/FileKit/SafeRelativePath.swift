@@ -108,20 +108,37 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
     /// Appends one component, checked by the rules ``init(validating:)`` applies to each
     /// component. As with ``appending(_:)``, the whole path's length is not checked again.
     public func appending(component name: String) throws(SafePathError) -> SafeRelativePath {
-        if name.isEmpty { throw SafePathError(path: name, reason: .emptyComponent) }
-        if name.utf8.contains(0) { throw SafePathError(path: name, reason: .nul) }
-        if name.utf8.contains(UInt8(ascii: "\\")) { throw SafePathError(path: name, reason: .backslash) }
-        if name.utf8.contains(UInt8(ascii: "/")) { throw SafePathError(path: name, reason: .emptyComponent) }
-        if name.utf8.elementsEqual(".".utf8) || name.utf8.elementsEqual("..".utf8) {
-            throw SafePathError(path: name, reason: .dotComponent)
-        }
-        if name.utf8.count > Self.maxComponentBytes { throw SafePathError(path: name, reason: .tooLong) }
-        if name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-            throw SafePathError(path: name, reason: .controlCharacter)
-        }
+        if let reason = Self.componentFault(name) { throw SafePathError(path: name, reason: reason) }
         var extended = components
         extended.append(name)
         return SafeRelativePath(checkedComponents: extended)
+    }
+
+    /// Whether `name` passes the rules ``init(validating:)`` applies to each component: what
+    /// ``appending(component:)`` checks, without building a path or an error.
+    public static func isSafeComponent(_ name: String) -> Bool { componentFault(name) == nil }
+
+    /// Why `name` is not a safe component, or nil when it is.
+    private static func componentFault(_ name: String) -> SafePathError.Reason? {
+        let bytes = name.utf8
+        if bytes.isEmpty { return .emptyComponent }
+        // One pass over the bytes; the faults are then named in the order the checks always had.
+        // A byte below 0x20 or 0x7F in UTF-8 is always that scalar (a C0 control or DEL).
+        var (nul, backslash, slash, control) = (false, false, false, false)
+        for byte in bytes where byte < 0x20 || byte == 0x7F || byte == UInt8(ascii: "\\") || byte == UInt8(ascii: "/") {
+            switch byte {
+            case 0: nul = true
+            case UInt8(ascii: "\\"): backslash = true
+            case UInt8(ascii: "/"): slash = true
+            default: control = true
+            }
+        }
+        if nul { return .nul }
+        if backslash { return .backslash }
+        if slash { return .emptyComponent }
+        if bytes.elementsEqual(".".utf8) || bytes.elementsEqual("..".utf8) { return .dotComponent }
+        if bytes.count > maxComponentBytes { return .tooLong }
+        return control ? .controlCharacter : nil
     }
 
     /// The path under `folder` on the local filesystem.

@@ -29,6 +29,45 @@ struct SafePathTests {
         }
     }
 
+    /// One component is judged as ``SafeRelativePath/init(validating:)`` judges a path of one
+    /// component: the same verdict, and ``SafeRelativePath/appending(component:)`` the same reason.
+    @Test(arguments: [
+        "a", "crème", "a..b", ".hidden", "...", "é\u{301}", String(repeating: "x", count: 255), "", ".", "..", "a\0b",
+        "a\\b", "a\u{7}", "a\u{7F}", "\u{1F}x", String(repeating: "x", count: 256), "\u{85}", "\0..", "..\u{7}",
+        String(repeating: "é", count: 128),
+    ])
+    func aComponentIsJudgedAsAPathOfOneComponent(name: String) {
+        let asPath = Result { () throws(SafePathError) in try SafeRelativePath(validating: name) }
+        let oneComponent = (try? asPath.get())?.components.count == 1
+        #expect(SafeRelativePath.isSafeComponent(name) == oneComponent)
+        let appended = Result { () throws(SafePathError) in try SafeRelativePath.root.appending(component: name) }
+        switch (asPath, appended) {
+        case (.failure(let whole), .failure(let one)): #expect(whole.reason == one.reason)
+        case (.success(let path), .success(let other)): #expect(path == other)
+        case (.success, .failure(let one)): #expect(name.isEmpty && one.reason == .emptyComponent) // "" is the root
+        case (.failure, .success): Issue.record("\(name.debugDescription) appends but is refused as a path")
+        }
+    }
+
+    /// A tree-index row names an entry of the folder it is listed under only as that folder's key
+    /// and one safe component: a hostile database cannot list `../x` or `a/b` as a child.
+    @Test(
+        arguments: [
+            ("a/b.txt", "a/", "b.txt"), ("b.txt", "", "b.txt"), ("a/b/c", "a/b/", "c"), ("a/b/c", "a/", nil),
+            ("a/../x", "a/", nil), ("a/..", "a/", nil), ("a/.", "a/", nil), ("a/", "a/", nil), ("b/x", "a/", nil),
+            ("ab/x", "a/", nil), ("a/x\u{7}", "a/", nil), ("a/x\0", "a/", nil), ("x/y", "", nil), ("/x", "", nil),
+            ("a/" + String(repeating: "x", count: 256), "a/", nil), ("a/x\\y", "a/", nil),
+        ] as [(String, String, String?)])
+    func aRowIsAChildOfItsFolderOnlyByOneSafeComponent(path: String, key: String, name: String?) {
+        #expect(StateStore.childName(path, under: key) == name)
+    }
+
+    @Test func aRowLongerThanAPathIsNoChild() {
+        let folder = Array(repeating: String(repeating: "d", count: 200), count: 20).joined(separator: "/") + "/"
+        #expect(StateStore.childName(folder + "x", under: folder) == "x")
+        #expect(StateStore.childName(folder + String(repeating: "x", count: 100), under: folder) == nil)
+    }
+
     static let base = URL(string: "https://raw.example.com/owner/repo/main/")!
     static let document = URL(
         string: "https://raw.example.com/owner/repo/main/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json")!
