@@ -41,7 +41,7 @@ struct ExtractionPlan: Equatable {
             throw ArchiveError(
                 code: .sizeLimitExceeded,
                 message:
-                    "\(archive) has \(entries.count) entries, more than the limit of \(options.maxEntries); refusing the archive"
+                    "\(archive) has \(entries.count) entries, more than the limit of \(options.maxEntries); refusing the archive (raise ZipExtractionOptions.maxEntries if it is genuine)"
             )
         }
         var kept: [Kept] = []

@@ -4,8 +4,10 @@ public struct ZipExtractionOptions: Sendable {
     /// usually to the unzipped size the storage declares plus some slack. Both the sum of the sizes
     /// the archive declares and the bytes really inflated are held to it, since headers can lie.
     public var maxTotalBytes: Int64
-    /// The most entries the archive may hold. Default 1,000,000.
-    public var maxEntries: Int = 1_000_000
+    /// The most entries the archive may hold (files and folders). Default 10,000,000: a mirror of
+    /// a few million files restores, and what an archive's entries cost in memory stays bounded.
+    /// (It was 1,000,000, which refused a tree of 1,000,000 files in folders of 100.)
+    public var maxEntries: Int = 10_000_000
     /// A top-level folder to strip when every kept entry lies under it, so that
     /// `RXCacheContent/a.txt` lands at `a.txt`. `nil` never strips. Default `"RXCacheContent"`.
     public var stripTopLevelFolder: String? = "RXCacheContent"

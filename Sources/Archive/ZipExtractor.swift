@@ -86,7 +86,8 @@ public enum ZipExtractor {
             throw ArchiveError(
                 code: .sizeLimitExceeded,
                 message:
-                    "\(path) has \(count) entries, more than the limit of \(options.maxEntries); refusing the archive")
+                    "\(path) has \(count) entries, more than the limit of \(options.maxEntries); refusing the archive (raise ZipExtractionOptions.maxEntries if it is genuine)"
+            )
         }
         var entries: [RawZipEntry] = []
         entries.reserveCapacity(count)

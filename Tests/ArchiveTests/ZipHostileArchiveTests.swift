@@ -290,7 +290,16 @@ struct ZipHostileArchiveTests {
             var options = ZipExtractionOptions.roomy
             options.maxEntries = 10
 
-            _ = try Self.expectRefusal(.sizeLimitExceeded, in: dir, archive: dir + "/a.zip", options: options)
+            let error = try Self.expectRefusal(.sizeLimitExceeded, in: dir, archive: dir + "/a.zip", options: options)
+            #expect(error?.message.contains("11 entries, more than the limit of 10") == true)
+            #expect(
+                error?.message.contains("raise ZipExtractionOptions.maxEntries") == true, "the message names the fix")
         }
+    }
+
+    /// Issue 23's largest mirror: 1,000,000 files in folders of 100, with the top-level folder, is
+    /// 1,010,101 entries, which the default limit of 1,000,000 refused.
+    @Test func theDefaultLimitAdmitsAMillionFilesInFoldersOfAHundred() {
+        #expect(ZipExtractionOptions(maxTotalBytes: 1).maxEntries >= 1_000_000 + 10_000 + 100 + 1)
     }
 }
