@@ -9,14 +9,16 @@ out="$repo/.build/close-check"
 mkdir -p "$out"
 shim="$out/close_check.so"
 if [[ ! -f "$shim" || "$here/close_check.c" -nt "$shim" ]]; then
-    # The Swift toolchain ships clang beside swift; cc is the fallback.
+    # The Swift toolchain ships clang beside swift (SwiftPM builds the C targets with it); then
+    # clang, cc or gcc on the PATH.
     compiler="$(dirname "$(readlink -f "$(command -v swift)")")/clang"
-    [[ -x "$compiler" ]] || compiler="$(command -v cc || command -v gcc || true)"
-    if [[ -z "$compiler" ]]; then
-        echo "close_check: no C compiler (clang beside swift, or cc) to build $shim; install clang or gcc" >&2
-        exit 2
+    [[ -x "$compiler" ]] || compiler="$(command -v clang || command -v cc || command -v gcc || true)"
+    if [[ -z "$compiler" ]] || ! "$compiler" -shared -fPIC -O2 -o "$shim.tmp" "$here/close_check.c" -ldl; then
+        # The tests still run: the check is a net under them, not their subject.
+        echo "close_check: WARNING: cannot build $shim (no working C compiler: clang beside swift, clang, cc, gcc);" \
+            "running without the double-close check" >&2
+        exec "$@"
     fi
-    "$compiler" -shared -fPIC -O2 -o "$shim.tmp" "$here/close_check.c" -ldl
     mv "$shim.tmp" "$shim"
 fi
 log="$(mktemp "$out/log.XXXXXX")"
