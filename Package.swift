@@ -113,7 +113,7 @@ let package = Package(
         // The commands of sync-agent (and of sync-agent-image, which adds how `image get` makes a
         // variant): a library so that the two binaries share one command line.
         .target(name: "SyncAgent",
-                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog",
+                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "CLinux", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include "clinux.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -131,4 +132,8 @@ uint32_t clinux_crc32c(uint32_t crc, const void *bytes, size_t count) {
     if (__builtin_cpu_supports("sse4.2")) return ~clinux_crc32c_sse42(crc, p, count);
 #endif
     return ~clinux_crc32c_portable(crc, p, count);
+}
+
+int clinux_limit_malloc_arenas(int count) {
+    return mallopt(M_ARENA_MAX, count);
 }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CLinux
 import Foundation
 
 /// The root command; the `sync-agent` and `sync-agent-image` executables run ``start()``.
@@ -32,6 +33,20 @@ package struct SyncAgent: AsyncParsableCommand {
         sigaddset(&set, SIGTERM)
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }
+
+    /// At most ``mallocArenas`` malloc arenas, unless `MALLOC_ARENA_MAX` says otherwise (glibc
+    /// reads it itself). glibc gives each thread that allocates while another holds an arena one
+    /// of its own, up to 8 per core, and memory freed in one is not reused by the others: a
+    /// restore's phases run on different threads (extraction workers, the blocking-work pool, the
+    /// cooperative pool), so their peaks added up instead of overlapping. A 100,000-file restore
+    /// peaked at 233 MiB of RSS with 88 MiB of heap in use (heaptrack).
+    package static func limitMallocArenas() {
+        guard getenv("MALLOC_ARENA_MAX") == nil else { return }
+        _ = clinux_limit_malloc_arenas(mallocArenas)
+    }
+
+    /// How many malloc arenas ``limitMallocArenas()`` allows.
+    static let mallocArenas: Int32 = 1
 
     /// Runs the command, turning a ``CLIFailure`` into its one-line message and exit code.
     package static func start() async {

@@ -34,6 +34,9 @@ int clinux_spawn_closefrom(posix_spawn_file_actions_t *actions, int from);
 /// posix_spawn_file_actions_addchdir_np (glibc 2.29+): the child changes to `path` before it
 /// runs the program. Returns 0 or an error number.
 int clinux_spawn_chdir(posix_spawn_file_actions_t *actions, const char *path);
+/// mallopt(M_ARENA_MAX, count): glibc makes at most `count` malloc arenas from now on. Returns 1
+/// on success, 0 on error.
+int clinux_limit_malloc_arenas(int count);
 /// pipe2(fds, O_CLOEXEC): a pipe no child started concurrently by another thread inherits.
 /// Returns 0, or -1 with errno.
 int clinux_pipe_cloexec(int fds[2]);
