@@ -62,6 +62,22 @@ struct SafePathTests {
         #expect(StateStore.childName(path, under: key) == name)
     }
 
+    /// Paths equal but for letter case are found, the first pair in path order, whatever their
+    /// order given; a path given twice, or paths that only look alike, are not a pair.
+    @Test(
+        arguments: [
+            (["a/b.txt", "c/d.txt"], nil), (["Docs/Read.md", "docs/read.md"], ("Docs/Read.md", "docs/read.md")),
+            (["docs/read.md", "x", "Docs/Read.md"], ("Docs/Read.md", "docs/read.md")), (["a", "a"], nil),
+            (["é", "É"], ("É", "é")), (["e\u{301}", "É"], ("É", "e\u{301}")),
+            (["a/b", "a/c", "A/B", "A/C"], ("A/B", "a/b")),
+            (["ß", "ss"], nil), (["i", "İ"], nil),
+        ] as [([String], (String, String)?)])
+    func caseCollisionsAreFound(raw: [String], expected: (String, String)?) throws {
+        let paths = try raw.map { try SafeRelativePath(validating: $0) }
+        let found = SafeRelativePath.caseCollision(in: paths)
+        #expect(found.map { [$0.0.string, $0.1.string] } == expected.map { [$0.0, $0.1] })
+    }
+
     @Test func aRowLongerThanAPathIsNoChild() {
         let folder = Array(repeating: String(repeating: "d", count: 200), count: 20).joined(separator: "/") + "/"
         #expect(StateStore.childName(folder + "x", under: folder) == "x")
