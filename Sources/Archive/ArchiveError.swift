@@ -74,6 +74,15 @@ public struct ArchiveError: Error, Sendable, CustomStringConvertible {
 }
 
 extension ArchiveError {
+    /// The archive at `path` holds `count` entries, more than `options` allow.
+    static func tooManyEntries(_ path: String, count: Int, options: ZipExtractionOptions) -> ArchiveError {
+        ArchiveError(
+            code: .sizeLimitExceeded,
+            message:
+                "\(path) has \(count) entries, more than the limit of \(options.maxEntries); refusing the archive (raise ZipExtractionOptions.maxEntries if it is genuine)"
+        )
+    }
+
     /// A failed system call, with `strerror` text and a remedy chosen from the errno.
     static func io(_ what: String, errno code: Int32) -> ArchiveError {
         ArchiveError(code: .io, message: "\(what): \(systemMessage(code)); \(remedy(forErrno: code))", errno: code)

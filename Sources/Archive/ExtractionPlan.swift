@@ -38,11 +38,7 @@ struct ExtractionPlan: Equatable {
     /// Checks `entries` against `options` and decides the layout. `archive` is only for messages.
     init(entries: [RawZipEntry], options: ZipExtractionOptions, archive: String) throws(ArchiveError) {
         if entries.count > options.maxEntries {
-            throw ArchiveError(
-                code: .sizeLimitExceeded,
-                message:
-                    "\(archive) has \(entries.count) entries, more than the limit of \(options.maxEntries); refusing the archive (raise ZipExtractionOptions.maxEntries if it is genuine)"
-            )
+            throw ArchiveError.tooManyEntries(archive, count: entries.count, options: options)
         }
         var kept: [Kept] = []
         var skipped = 0

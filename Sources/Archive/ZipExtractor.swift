@@ -83,11 +83,7 @@ public enum ZipExtractor {
         let reader = try ZipReader(path: path)
         let count = reader.entryCount
         if count > options.maxEntries {
-            throw ArchiveError(
-                code: .sizeLimitExceeded,
-                message:
-                    "\(path) has \(count) entries, more than the limit of \(options.maxEntries); refusing the archive (raise ZipExtractionOptions.maxEntries if it is genuine)"
-            )
+            throw ArchiveError.tooManyEntries(path, count: count, options: options)
         }
         var entries: [RawZipEntry] = []
         entries.reserveCapacity(count)

@@ -45,17 +45,10 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
         }
         var parts: [String] = []
         for bytes in text.split(separator: slash, omittingEmptySubsequences: false) {
-            if bytes.isEmpty { throw SafePathError(path: raw, reason: .emptyComponent) }
-            if bytes.elementsEqual(".".utf8) || bytes.elementsEqual("..".utf8) {
-                throw SafePathError(path: raw, reason: .dotComponent)
-            }
-            if bytes.count > Self.maxComponentBytes { throw SafePathError(path: raw, reason: .tooLong) }
             // Cut at ASCII bytes, so each part is whole UTF-8.
-            let part = Substring(bytes)
-            if part.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-                throw SafePathError(path: raw, reason: .controlCharacter)
-            }
-            parts.append(String(part))
+            let part = String(Substring(bytes))
+            if let reason = Self.componentFault(part) { throw SafePathError(path: raw, reason: reason) }
+            parts.append(part)
         }
         self.components = parts
     }
@@ -126,7 +119,8 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
     /// ``appending(component:)`` checks, without building a path or an error.
     public static func isSafeComponent(_ name: String) -> Bool { componentFault(name) == nil }
 
-    /// Why `name` is not a safe component, or nil when it is.
+    /// Why `name` is not a safe component, or nil when it is: the one set of component rules
+    /// (``init(validating:)`` checks NUL, backslashes and the length of the whole path first).
     private static func componentFault(_ name: String) -> SafePathError.Reason? {
         let bytes = name.utf8
         if bytes.isEmpty { return .emptyComponent }

@@ -25,21 +25,6 @@ func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws 
     return try await body(dir)
 }
 
-/// Runs blocking work (building archives of tens of thousands of files) on a thread of its own.
-///
-/// Swift Testing runs tests on the cooperative pool, which has as many threads as cores (two on
-/// these machines). This module's tests run in one process with the loopback servers of the
-/// transport and cache tests: a test that blocks a cooperative thread for seconds starves them,
-/// and their time limits fail (house style #9). `body` reports by its result, not `#expect`: it
-/// runs outside the test's task.
-func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        let thread = Thread { continuation.resume(with: Result { try body() }) }
-        thread.stackSize = 8 << 20
-        thread.start()
-    }
-}
-
 /// One node of a folder tree as the tests compare it.
 enum Node: Equatable, CustomStringConvertible {
     case folder

@@ -494,41 +494,49 @@ final class StateStore: Sendable {
     /// them (``indexDelta(_:changed:)``) refuses a damaged one itself.
     func indexedEntries(of folder: SafeRelativePath) -> [VirtualTree.ListedEntry]? {
         let listed = try? pool.read { db -> [VirtualTree.ListedEntry]? in
-            let statement = try db.cachedStatement(sql: "SELECT path, isFolder FROM treeEntry WHERE parent = ?")
-            let key = Self.parentKey(of: folder)
             var entries: [VirtualTree.ListedEntry] = []
-            let rows = try Row.fetchCursor(statement, arguments: [key])
-            while let row = try rows.next() {
-                guard let path = String.fromDatabaseValue(row[0]), let name = Self.childName(path, under: key),
-                    let isFolder: Bool = row.lenient(1)
-                else { return nil }
+            let whole = try Self.forEachChild(of: folder, selecting: "isFolder", in: db) { name, row in
+                guard let isFolder: Bool = row.lenient(1) else { return false }
                 entries.append(VirtualTree.ListedEntry(name: name, isFolder: isFolder))
+                return true
             }
-            return entries
+            return whole ? entries : nil
         }
         return listed ?? nil
     }
 
     /// The tree index's entries directly in `folder`, by name: one indexed query (`parent`).
     /// Nil when a row is damaged or hostile (not a safe path in `folder`, or not an entry).
-    ///
-    /// A row's path is checked as `folder`'s key followed by one safe component (and no longer than
-    /// a path may be), which is what validating it whole and comparing its parent found, without
-    /// splitting it into components: 100 changed folders are 10,000 rows, read twice an update.
     private static func indexEntries(in folder: SafeRelativePath, _ db: Database) throws
         -> [String: TreeDigest.Entry]?
     {
-        let statement = try db.cachedStatement(sql: "SELECT path, isFolder, size, hash FROM treeEntry WHERE parent = ?")
         var entries: [String: TreeDigest.Entry] = [:]
+        let whole = try forEachChild(of: folder, selecting: "isFolder, size, hash", in: db) { name, row in
+            guard let entry = indexEntry(row) else { return false }
+            entries[name] = entry
+            return true
+        }
+        return whole ? entries : nil
+    }
+
+    /// Hands `body` the name and row (`path`, then `columns`) of each tree-index entry directly in
+    /// `folder`: one indexed query (`parent`). False as soon as a row's path is not `folder`'s key
+    /// followed by one safe component (``childName(_:under:)``) or `body` refuses the row.
+    ///
+    /// The path is checked that way, not validated whole with its parent compared: the same
+    /// verdict without splitting it into components (100 changed folders are 10,000 rows, read
+    /// twice an update).
+    private static func forEachChild(
+        of folder: SafeRelativePath, selecting columns: String, in db: Database, _ body: (String, Row) -> Bool
+    ) throws -> Bool {
+        let statement = try db.cachedStatement(sql: "SELECT path, \(columns) FROM treeEntry WHERE parent = ?")
         let key = parentKey(of: folder)
         let rows = try Row.fetchCursor(statement, arguments: [key])
         while let row = try rows.next() {
-            guard let path = String.fromDatabaseValue(row[0]), let name = childName(path, under: key),
-                let entry = indexEntry(row)
-            else { return nil }
-            entries[name] = entry
+            guard let path = String.fromDatabaseValue(row[0]), let name = childName(path, under: key), body(name, row)
+            else { return false }
         }
-        return entries
+        return true
     }
 
     /// The name of the entry `path` directly in the folder whose ``parentKey(of:)`` is `key`:
