@@ -50,8 +50,24 @@ public enum ChangeDiffer {
     /// (the client would create a folder), or an empty folder that must be added has one (the
     /// client would download a file).
     public static func diff(from old: ContentTree, to new: ContentTree) throws(ChangeDifferError) -> [Change.Kind] {
-        let oldTree = try DiffTree(old, role: "old")
-        let newTree = try DiffTree(new, role: "new")
+        try diff(from: old, to: new, delta: TreeDelta(from: old, to: new))
+    }
+
+    /// ``diff(from:to:)`` when the caller already has the trees' ``TreeDelta``: only the folders
+    /// it names as differing are diffed (``DiffScope``). `scoped: false` diffs the whole trees,
+    /// for tests that compare both.
+    public static func diff(
+        from old: ContentTree, to new: ContentTree, delta: TreeDelta
+    ) throws(ChangeDifferError) -> [Change.Kind] {
+        try diff(from: old, to: new, delta: delta, scoped: true)
+    }
+
+    static func diff(
+        from old: ContentTree, to new: ContentTree, delta: TreeDelta, scoped: Bool
+    ) throws(ChangeDifferError) -> [Change.Kind] {
+        let scope = scoped ? DiffScope(old: old, new: new, delta: delta) : nil
+        let oldTree = try DiffTree(scope?.old ?? old, role: "old", untouched: scope?.untouched ?? [])
+        let newTree = try DiffTree(scope?.new ?? new, role: "new", untouched: scope?.untouched ?? [])
         let plain: Result<Outcome, ChangeDifferError>
         do throws(ChangeDifferError) { plain = .success(try diffTrees(oldTree, newTree)) } catch {
             plain = .failure(error)
@@ -93,7 +109,8 @@ public enum ChangeDiffer {
             case .file(.download): break
             }
         }
-        let rest = try diffTrees(try DiffTree(ContentTree(folders: folders, files: files), role: "moved"), new)
+        let rest = try diffTrees(
+            try DiffTree(ContentTree(folders: folders, files: files), role: "moved", untouched: old.untouched), new)
         let kinds = moves + rest.kinds
         return Outcome(kinds: kinds, downloadedBytes: try verify(kinds, old: old, new: new))
     }
@@ -249,7 +266,7 @@ public enum ChangeDiffer {
             if let known = memo[folder] { return known }
             var count: Int? = 0
             let children = old.children[folder] ?? []
-            if Set(children) != Set(new.children[folder] ?? []) {
+            if old.untouched.contains(folder) || Set(children) != Set(new.children[folder] ?? []) {
                 count = nil
             } else {
                 for child in children {

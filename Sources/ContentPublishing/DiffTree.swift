@@ -9,9 +9,12 @@ struct DiffTree {
     let files: [SafeRelativePath: FileFingerprint]
     /// Direct children of each folder, files and folders alike. Leaves have no entry.
     let children: [SafeRelativePath: [SafeRelativePath]]
+    /// Folders that stand, empty, for a subtree holding files that both versions share
+    /// (``DiffScope``): nothing in them changes.
+    let untouched: Set<SafeRelativePath>
 
     /// `role` ("old" or "new") only names the tree in error messages.
-    init(_ tree: ContentTree, role: String) throws(ChangeDifferError) {
+    init(_ tree: ContentTree, role: String, untouched: Set<SafeRelativePath> = []) throws(ChangeDifferError) {
         var folders = FolderSet()
         for folder in tree.folders {
             folders.insert(folder)
@@ -38,6 +41,7 @@ struct DiffTree {
         self.folders = folders.members
         self.files = tree.files
         self.children = children
+        self.untouched = untouched
     }
 
     /// True for a folder with nothing inside it.

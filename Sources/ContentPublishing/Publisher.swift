@@ -216,9 +216,13 @@ public enum Publisher {
         let index = fromVersion == nil ? PublishIndex() : base.loadIndex()
         let published = StampLedger(known: index.entries)
         var oldTree: ContentTree?
+        // The published tree's folder digests: the new tree's digest takes those of the folders
+        // the change leaves alone (TreeDelta).
+        var oldDigests: [SafeRelativePath: String] = [:]
         if let fromVersion {
             let tree = try ContentTree.scan(storage + "/RXCacheContent", cache: fingerprints, ledger: published)
-            if let expectedOldDigest, TreeDigest.digest(of: tree) != expectedOldDigest {
+            oldDigests = TreeDigest.folderDigests(of: tree)
+            if let expectedOldDigest, oldDigests[.root] != expectedOldDigest {
                 throw PublishError(
                     code: .configuration,
                     message:
@@ -232,7 +236,8 @@ public enum Publisher {
         if options.dryRun {
             let newTree = try checkedScan(paths.content, shownAs: paths.content)
             phases.mark("scan --content")
-            let changes = try diff(from: oldTree, to: newTree, content: paths.content)
+            let delta = oldTree.map { TreeDelta(from: $0, to: newTree) }
+            let changes = try diff(from: oldTree, to: newTree, delta: delta, content: paths.content)
             phases.mark("diff")
             var dry = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
             dry.phases = phases.timings
@@ -280,7 +285,8 @@ public enum Publisher {
             nextIndex = PublishIndex(
                 newTree, stamps: stamps, sources: snapshotted.sources,
                 settledBefore: Int64((started - 2) * 1_000_000_000))
-            let changes = try diff(from: oldTree, to: newTree, content: paths.content)
+            let delta = oldTree.map { TreeDelta(from: $0, to: newTree) }
+            let changes = try diff(from: oldTree, to: newTree, delta: delta, content: paths.content)
             phases.mark("diff")
             result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
             result.linkedContentFiles = snapshotted.linkedFiles
@@ -301,7 +307,9 @@ public enum Publisher {
             } else {
                 try writer.writeUpdateList([])
             }
-            let newDigest = TreeDigest.digest(of: newTree)
+            let newDigest =
+                delta.map { TreeDigest.digest(of: newTree, reusing: oldDigests, delta: $0) }
+                ?? TreeDigest.digest(of: newTree)
             _ = try writer.writeContentManifest(newTree, version: options.version, treeDigest: newDigest)
             let status = try writer.writeStatus(
                 version: options.version, minimal: minimal, treeDigest: newDigest, unzippedBytes: result.contentBytes)
@@ -428,12 +436,12 @@ public enum Publisher {
         return tree
     }
 
-    private static func diff(from oldTree: ContentTree?, to newTree: ContentTree, content: String) throws(PublishError)
-        -> [Change.Kind]
-    {
-        guard let oldTree else { return [] }
+    private static func diff(
+        from oldTree: ContentTree?, to newTree: ContentTree, delta: TreeDelta?, content: String
+    ) throws(PublishError) -> [Change.Kind] {
+        guard let oldTree, let delta else { return [] }
         do {
-            return try ChangeDiffer.diff(from: oldTree, to: newTree)
+            return try ChangeDiffer.diff(from: oldTree, to: newTree, delta: delta)
         } catch {
             throw PublishError(code: .invalidContent, message: "\(content): \(error)", underlying: error)
         }

@@ -44,6 +44,45 @@ public enum TreeDigest {
         return digests
     }
 
+    /// The digest of `tree`, taking from `previous` (``folderDigests(of:)`` of an earlier tree)
+    /// the digest of every folder that `delta` (from that tree to this one) says is shared: only
+    /// the folders along the changes are hashed again. The result is ``digest(of:)``'s.
+    public static func digest(
+        of tree: ContentTree, reusing previous: [SafeRelativePath: String], delta: TreeDelta
+    ) -> String {
+        if delta.isEmpty, let root = previous[.root] { return root }
+        var children: [SafeRelativePath: [(name: String, path: SafeRelativePath, isFolder: Bool)]] = [:]
+        for folder in tree.folders {
+            let parent = folder.parent
+            if delta.differing.contains(parent) {
+                children[parent, default: []].append((folder.lastComponent!, folder, true))
+            }
+        }
+        for file in tree.files.keys {
+            let parent = file.parent
+            if delta.differing.contains(parent) {
+                children[parent, default: []].append((file.lastComponent!, file, false))
+            }
+        }
+        func digest(_ folder: SafeRelativePath) -> String? {
+            var entries: [(String, Entry)] = []
+            for entry in children[folder] ?? [] {
+                if !entry.isFolder {
+                    entries.append((entry.name, .file(tree.files[entry.path]!)))
+                } else if delta.isShared(entry.path) {
+                    // Shared, so the earlier tree reached it the same way; if not, start over.
+                    guard let known = previous[entry.path] else { return nil }
+                    entries.append((entry.name, .folder(digest: known)))
+                } else {
+                    guard let inner = digest(entry.path) else { return nil }
+                    entries.append((entry.name, .folder(digest: inner)))
+                }
+            }
+            return folderDigest(entries)
+        }
+        return digest(.root) ?? Self.digest(of: tree)
+    }
+
     /// The digest of one folder holding `entries` (by name, in any order).
     public static func folderDigest(_ entries: [(name: String, entry: Entry)]) -> String {
         var hasher = SHA256()

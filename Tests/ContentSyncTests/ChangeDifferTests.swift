@@ -20,6 +20,65 @@ struct ChangeDifferTests {
         if let downloads = example.downloads {
             #expect(result.plan.downloads == downloads.map(dp))
         }
+        try expectScopeChangesNothing(example.old, example.new)
+    }
+
+    // MARK: - Scope
+
+    @Test func theDeltaNamesTheFoldersAlongEachDifferenceAndNothingElse() {
+        let old = differTree("a/x/1.txt=1", "a/x/2.txt=2", "a/y/3.txt=3", "b/4.txt=4", "c/", "d/e/")
+        // Equal trees: nothing differs.
+        #expect(TreeDelta(from: old, to: old).differing.isEmpty)
+        // New bytes deep down: the file's folder and its ancestors.
+        var edited = old
+        edited.files[dp("a/x/2.txt")] = differFingerprint("2b")
+        #expect(TreeDelta(from: old, to: edited).differing == [.root, dp("a"), dp("a/x")])
+        // A removed file, an added empty folder, a file become a folder.
+        var mixed = old
+        mixed.files[dp("b/4.txt")] = nil
+        mixed.folders.insert(dp("d/e/f"))
+        mixed.files[dp("a/y/3.txt")] = nil
+        mixed.folders.insert(dp("a/y/3.txt"))
+        #expect(
+            TreeDelta(from: old, to: mixed).differing
+                == [.root, dp("b"), dp("d"), dp("d/e"), dp("d/e/f"), dp("a"), dp("a/y"), dp("a/y/3.txt")])
+        // A removed empty folder differs itself, like an added one.
+        var removed = old
+        removed.folders.remove(dp("c"))
+        #expect(TreeDelta(from: old, to: removed).differing == [.root, dp("c")])
+        #expect(TreeDelta(from: removed, to: old).differing == [.root, dp("c")])
+    }
+
+    @Test func theScopeKeepsTheDifferingFoldersAndAnEmptyStandInForEachTopmostSharedOne() {
+        let old = differTree("a/x/1.txt=1", "a/x/2.txt=2", "a/y/3.txt=3", "b/4.txt=4", "c/", "top.txt=t")
+        var new = old
+        new.files[dp("a/x/2.txt")] = differFingerprint("2b")
+        let scope = DiffScope(old: old, new: new, delta: TreeDelta(from: old, to: new))
+        #expect(scope.old.files.keys.sorted() == [dp("a/x/1.txt"), dp("a/x/2.txt"), dp("top.txt")])
+        #expect(scope.new.files[dp("a/x/2.txt")] == differFingerprint("2b"))
+        #expect(scope.old.folders == [dp("a"), dp("a/x"), dp("a/y"), dp("b"), dp("c")])
+        #expect(scope.new.folders == scope.old.folders)
+        // `c` is shared but empty: it holds nothing a folder redownload could skip.
+        #expect(scope.untouched == [dp("a/y"), dp("b")])
+    }
+
+    @Test func aFolderWithAnUnchangedEmptySubfolderAndEveryFileEditedIsStillOneFolderRedownload() throws {
+        let old = differTree("g/1.txt=1", "g/2.txt=2", "g/empty/", "h/5.txt=5")
+        let new = differTree("g/1.txt=1b", "g/2.txt=2b", "g/empty/", "h/5.txt=5")
+        let result = try DifferReplay(old: old, new: new)
+        #expect(result.problems.isEmpty, "\(result.problems)")
+        #expect(result.changes == [.deepRedownload(dp("g"))])
+        // A shared subfolder with a file keeps its files from being downloaded again.
+        let withFile = differTree("g/1.txt=1", "g/2.txt=2", "g/kept/3.txt=3")
+        let edited = differTree("g/1.txt=1b", "g/2.txt=2b", "g/kept/3.txt=3")
+        #expect(
+            try ChangeDiffer.diff(from: withFile, to: edited)
+                == [
+                    .redownload(from: dp("g/1.txt"), to: dp("g/1.txt")),
+                    .redownload(from: dp("g/2.txt"), to: dp("g/2.txt")),
+                ])
+        try expectScopeChangesNothing(old, new)
+        try expectScopeChangesNothing(withFile, edited)
     }
 
     @Test func aRenamedFolderOfAThousandFilesIsOneMoveAndNoDownload() throws {
@@ -99,7 +158,7 @@ struct ChangeDifferTests {
         // What the 300 lists exercised, so that a generator gone bland fails the test.
         var totals = (
             changes: 0, naive: 0, moves: 0, movesOntoOldPaths: 0, refills: 0, redownloads: 0, movedRedownloads: 0,
-            folderRedownloads: 0, shortenedByFolderMoves: 0
+            folderRedownloads: 0, shortenedByFolderMoves: 0, scoped: 0
         )
         for seed in UInt64(1)...300 {
             var generator = RandomTrees(seed: seed)
@@ -114,6 +173,19 @@ struct ChangeDifferTests {
                 // The same trees built in another order give the same list.
                 let again = try ChangeDiffer.diff(from: rebuilt(old), to: rebuilt(new))
                 if again != result.changes { problems.append("a second run gave another list: \(again)") }
+                // Diffing only the differing folders gives the list of the whole trees, and the
+                // digest that reuses the old tree's shared folders is the whole tree's.
+                let delta = TreeDelta(from: old, to: new)
+                let whole = try ChangeDiffer.diff(from: old, to: new, delta: delta, scoped: false)
+                if whole != result.changes { problems.append("the whole trees give another list: \(whole)") }
+                if TreeDigest.digest(of: new, reusing: TreeDigest.folderDigests(of: old), delta: delta)
+                    != TreeDigest.digest(of: new)
+                {
+                    problems.append("the digest reusing the old tree's folders differs")
+                }
+                if DiffScope(old: old, new: new, delta: delta).old.files.count < old.files.count {
+                    totals.scoped += 1
+                }
                 if !problems.isEmpty {
                     failures.append(
                         "seed \(seed): \(problems.joined(separator: "; "))\n  old: \(describe(old))\n  new: \(describe(new))\n  changes: \(result.changes)"
@@ -153,7 +225,8 @@ struct ChangeDifferTests {
         #expect(failures.isEmpty, "\(failures.count) seeds failed:\n\(failures.prefix(5).joined(separator: "\n"))")
         #expect(
             totals.moves > 200 && totals.movesOntoOldPaths > 50 && totals.refills > 20 && totals.redownloads > 50
-                && totals.movedRedownloads > 20 && totals.folderRedownloads > 5 && totals.shortenedByFolderMoves > 5,
+                && totals.movedRedownloads > 20 && totals.folderRedownloads > 5 && totals.shortenedByFolderMoves > 5
+                && totals.scoped > 50,
             "the generator no longer exercises moves, collisions, swaps, edits, moved edits or folder edits: \(totals)")
         print("differ random totals: \(totals)")
         #expect(totals.changes < totals.naive)
@@ -700,6 +773,19 @@ private func naiveChangeCount(old: ContentTree, new: ContentTree) -> Int {
 }
 
 // MARK: - Helpers
+
+/// The scoped diff gives the whole trees' list, and the reused digest the whole tree's.
+private func expectScopeChangesNothing(
+    _ old: ContentTree, _ new: ContentTree, sourceLocation: SourceLocation = #_sourceLocation
+) throws {
+    let delta = TreeDelta(from: old, to: new)
+    #expect(
+        try ChangeDiffer.diff(from: old, to: new, delta: delta, scoped: true)
+            == ChangeDiffer.diff(from: old, to: new, delta: delta, scoped: false), sourceLocation: sourceLocation)
+    #expect(
+        TreeDigest.digest(of: new, reusing: TreeDigest.folderDigests(of: old), delta: delta)
+            == TreeDigest.digest(of: new), sourceLocation: sourceLocation)
+}
 
 private func dp(_ text: String) -> SafeRelativePath { try! SafeRelativePath(validating: text) }
 private func dv(_ text: String) -> CacheVersion { try! CacheVersion(text) }
