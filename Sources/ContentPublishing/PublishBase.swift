@@ -6,7 +6,7 @@ import StorageFormat
 /// What a publish keeps for the next one, so that a publish costs what changed and one stat pass:
 /// `<storage>/.content-sync-publish-base/`, beside the work folder and like it never served.
 /// - `retired/`: the version before the published one, its unchanged files hard links to the
-///   published ones. The next publish moves it into its work folder and catches it up to the
+///   published ones (after a publish over nothing, a hard-linked twin of the published tree). The next publish moves it into its work folder and catches it up to the
 ///   new `--content` (``ContentSnapshot``), instead of linking every file into an empty folder
 ///   and deleting the previous tree afterwards.
 /// - `index`: ``PublishIndex`` of the published `RXCacheContent/`;
@@ -69,6 +69,63 @@ struct PublishBase {
         try? AtomicFile.write(index.encoded(), to: indexPath, durability: .none)
         try? TreeRemoval.remove(retired)
         if let previous, FileSystem.exists(previous) { _ = rename(previous, retired) }
+    }
+
+    /// Makes `destination` (which must not exist) a tree of the folders of `source` with a hard
+    /// link to each of its regular files. Names are opened one at a time below open folders,
+    /// never following a symlink; anything else than a folder or a regular file is left out (the
+    /// catch-up that uses the twin checks every entry anyway).
+    static func linkTree(_ source: String, to destination: String) throws(FileSystemError) {
+        guard mkdir(destination, 0o755) == 0 else {
+            throw FileSystemError("cannot create the twin folder", path: destination, syscall: "mkdir", errno: errno)
+        }
+        guard var from = try FolderCursor(at: source), var to = try FolderCursor(at: destination) else {
+            throw FileSystemError("cannot read folder", path: source, syscall: "openat", errno: ENOENT)
+        }
+        func linkEntries(_ from: borrowing FolderCursor, _ to: borrowing FolderCursor) throws(FileSystemError)
+            -> [[UInt8]]
+        {
+            var folders: [[UInt8]] = []
+            for entry in try from.entries() {
+                switch entry.info.st_mode & S_IFMT {
+                case S_IFDIR:
+                    guard entry.name.withCString({ mkdirat(to.descriptor, $0, 0o755) }) == 0 else {
+                        throw FileSystemError(
+                            "cannot create folder '\(EscapedName.text(entry.name))' in", path: to.shownAs,
+                            syscall: "mkdirat", errno: errno)
+                    }
+                    folders.append(entry.name)
+                case S_IFREG:
+                    guard entry.name.withCString({ linkat(from.descriptor, $0, to.descriptor, $0, 0) }) == 0 else {
+                        throw FileSystemError(
+                            "cannot link '\(EscapedName.text(entry.name))' into", path: to.shownAs, syscall: "linkat",
+                            errno: errno)
+                    }
+                default:
+                    continue
+                }
+            }
+            return folders
+        }
+        var levels = [try linkEntries(from, to)]
+        while let top = levels.indices.last {
+            guard let name = levels[top].popLast() else {
+                levels.removeLast()
+                if !levels.isEmpty {
+                    try from.ascend()
+                    try to.ascend()
+                }
+                continue
+            }
+            guard try from.descend(into: name) else { continue } // gone meanwhile: left out
+            guard try to.descend(into: name) else {
+                throw FileSystemError(
+                    "cannot enter the twin's folder '\(EscapedName.text(name))' in", path: destination,
+                    syscall: "openat",
+                    errno: ENOENT)
+            }
+            levels.append(try linkEntries(from, to))
+        }
     }
 
     /// Deletes everything kept (a publish over no previous version).

@@ -11,7 +11,9 @@ import StorageFormat
 /// - `journal.json`: ``PublishJournal``, written by temporary file, `fsync` and rename;
 /// - `stage/`: the new files at their storage paths (`stage/RXCacheContent/` is the snapshot of
 ///   `--content`; after the swap it holds the previous content);
-/// - `kept/`: each file the install replaced, at its storage path, until the publish is over.
+/// - `kept/`: each file the install replaced, at its storage path, until the publish is over;
+/// - `twin/`: in a publish over nothing, hard links to the snapshot's files, kept as the retired
+///   tree (``PublishBase``) once the version is published.
 ///
 /// After a publish, committed or rolled back, the folder is gone.
 struct PublishWorkFolder {
@@ -21,6 +23,7 @@ struct PublishWorkFolder {
     var journalPath: String { root + "/journal.json" }
     var stage: String { root + "/stage" }
     var kept: String { root + "/kept" }
+    var twin: String { root + "/twin" }
 
     func staged(_ relative: String) -> String { stage + "/" + relative }
     func kept(_ relative: String) -> String { kept + "/" + relative }

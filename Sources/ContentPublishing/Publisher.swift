@@ -253,6 +253,9 @@ public enum Publisher {
             toVersion: options.version.text, minimalVersion: minimal.text)
         var result: PublishReport
         var nextIndex = PublishIndex()
+        var twinMade = false
+        var sources: [String: [UInt8]] = [:]
+        var publishedTree = ContentTree(folders: [], files: [:])
         do throws(PublishError) {
             try run.checkpoint(.staging, "create the work folder")
             try work.create()
@@ -285,6 +288,20 @@ public enum Publisher {
             nextIndex = PublishIndex(
                 newTree, stamps: stamps, sources: snapshotted.sources,
                 settledBefore: Int64((started - 2) * 1_000_000_000))
+            sources = snapshotted.sources
+            publishedTree = newTree
+            if oldTree == nil {
+                // A publish over nothing replaces no version to retire: a twin of the snapshot, made
+                // now so that its links have settled when the index is verified at the end, is the
+                // retired tree the next publish catches up (instead of linking every file anew).
+                do throws(FileSystemError) {
+                    try PublishBase.linkTree(snapshot, to: work.twin)
+                    twinMade = true
+                } catch {
+                    try? TreeRemoval.remove(work.twin)
+                }
+                phases.mark("link a twin of the snapshot")
+            }
             let delta = oldTree.map { TreeDelta(from: $0, to: newTree) }
             let changes = try diff(from: oldTree, to: newTree, delta: delta, content: paths.content)
             phases.mark("diff")
@@ -360,7 +377,14 @@ public enum Publisher {
         // Committed. A run killed from here on is finished by the next one.
         do {
             try run.checkpoint(.cleanup, "keep the replaced version and the index for the next publish")
-            base.keep(previous: fromVersion == nil ? nil : work.staged("RXCacheContent"), index: nextIndex)
+            if fromVersion == nil {
+                if twinMade {
+                    nextIndex = verifiedIndex(storage + "/RXCacheContent", of: publishedTree, sources: sources)
+                }
+                base.keep(previous: twinMade ? work.twin : nil, index: nextIndex)
+            } else {
+                base.keep(previous: work.staged("RXCacheContent"), index: nextIndex)
+            }
             phases.mark("keep the retired version and the index")
             try run.checkpoint(.cleanup, "delete the work folder")
             try work.remove()
@@ -445,6 +469,27 @@ public enum Publisher {
         } catch {
             throw PublishError(code: .invalidContent, message: "\(content): \(error)", underlying: error)
         }
+    }
+
+    /// The index of the published tree at `folder`, read back after a publish over nothing, whose
+    /// files this run wrote or linked (so none is recorded as settled): each file whose bytes are
+    /// still `tree`'s, hashed now, is recorded with the stamp read before hashing it when that
+    /// stamp had settled (changed 2 s or more before this reading began; the twin's links were
+    /// made before the archive was built). Without it the next publish would hash every file of
+    /// the tree again. Empty when the tree cannot be read whole: a shortcut missed, nothing else.
+    static func verifiedIndex(_ folder: String, of tree: ContentTree, sources: [String: [UInt8]])
+        -> PublishIndex
+    {
+        let started = Date().timeIntervalSince1970
+        let ledger = StampLedger()
+        // No fingerprint cache: every file is read, after its stamp settled.
+        guard let read = try? ContentTree.scan(folder, cache: nil, ledger: ledger) else { return PublishIndex() }
+        var agreeing = ContentTree(folders: [], files: [:])
+        for (path, fingerprint) in read.files where tree.files[path] == fingerprint {
+            agreeing.files[path] = fingerprint
+        }
+        return PublishIndex(
+            agreeing, stamps: ledger.seen, sources: sources, settledBefore: Int64((started - 2) * 1_000_000_000))
     }
 
     /// New files whose bytes the old version had (new path → old path): their compressed

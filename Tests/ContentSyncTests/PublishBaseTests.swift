@@ -99,6 +99,59 @@ struct PublishBaseTests {
         }
     }
 
+    @Test func theTwinLinksEveryFolderAndRegularFileAndNothingElse() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let source = scratch + "/source"
+            try PublishLinkReuseTests.write("a\n", to: source + "/a.txt")
+            try PublishLinkReuseTests.write("deep\n", to: source + "/x/y/z/deep.txt")
+            try FileManager.default.createDirectory(atPath: source + "/empty", withIntermediateDirectories: true)
+            try PublishLinkReuseTests.write("outside\n", to: scratch + "/outside/secret.txt")
+            #expect(symlink(scratch + "/outside", source + "/x/link") == 0)
+            #expect(mkfifo(source + "/x/y/pipe", 0o600) == 0)
+            try PublishBase.linkTree(source, to: scratch + "/twin")
+            #expect(
+                PublishLinkReuseTests.inode(scratch + "/twin/x/y/z/deep.txt")
+                    == PublishLinkReuseTests.inode(source + "/x/y/z/deep.txt"))
+            #expect(
+                PublishLinkReuseTests.inode(scratch + "/twin/a.txt") == PublishLinkReuseTests.inode(source + "/a.txt"))
+            var info = stat()
+            #expect(lstat(scratch + "/twin/empty", &info) == 0 && info.st_mode & S_IFMT == S_IFDIR)
+            // The symlink and the fifo are not content: left out, and nothing is read through them.
+            #expect(lstat(scratch + "/twin/x/link", &info) != 0)
+            #expect(lstat(scratch + "/twin/x/y/pipe", &info) != 0)
+            #expect(
+                try Self.tree(scratch + "/twin").keys.sorted() == [
+                    "a.txt", "empty", "x", "x/y", "x/y/z", "x/y/z/deep.txt",
+                ])
+            // Never into a folder that exists.
+            #expect(throws: FileSystemError.self) { try PublishBase.linkTree(source, to: scratch + "/twin") }
+        }
+    }
+
+    @Test func theIndexReadBackRecordsOnlySettledFilesThatHoldThePublishedBytes() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let folder = scratch + "/published"
+            for index in 0..<6 {
+                try PublishLinkReuseTests.write("file \(index)\n", to: folder + "/f\(index % 2)/file-\(index).txt")
+            }
+            let tree = try ContentTree.scan(folder)
+            Thread.sleep(forTimeInterval: 2.2)
+            // Other bytes than the published ones, and a status change made just now.
+            try PublishLinkReuseTests.write("FILE 1\n", to: folder + "/f1/file-1.txt")
+            #expect(chmod(folder + "/f0/file-2.txt", 0o600) == 0)
+            let index = Publisher.verifiedIndex(folder, of: tree, sources: ["f0/file-0.txt": Array("v1 source".utf8)])
+            #expect(
+                index.entries.keys.sorted() == ["f0/file-0.txt", "f0/file-4.txt", "f1/file-3.txt", "f1/file-5.txt"])
+            #expect(index.entries["f0/file-0.txt"]?.source == Array("v1 source".utf8))
+            #expect(
+                index.entries["f1/file-3.txt"]?.fingerprint
+                    == tree.files[try SafeRelativePath(validating: "f1/file-3.txt")])
+            // A tree it cannot read whole gives no index at all.
+            #expect(symlink("/etc", folder + "/f0/planted") == 0)
+            #expect(Publisher.verifiedIndex(folder, of: tree, sources: [:]).entries.isEmpty)
+        }
+    }
+
     @Test func theNextPublishKeepsTheRetiredVersionsLinksAndReadsTheIndex() async throws {
         try await withBlockingTemporaryDirectory { scratch in
             let content = scratch + "/content"
@@ -107,10 +160,16 @@ struct PublishBaseTests {
             try Self.makeContent(content)
             try Self.publish(storage, content, "1.0", initialize: true)
             try PublishLinkReuseTests.write("file 4, edited\n", to: content + "/f1/file-4.txt")
+            // The publish over nothing kept a twin of what it published: hard links to its files.
+            #expect(
+                PublishLinkReuseTests.inode(retired + "/f1/file-4.txt")
+                    == PublishLinkReuseTests.inode(storage + "/RXCacheContent/f1/file-4.txt"))
+            #expect(try Self.tree(retired) == (try Self.tree(storage + "/RXCacheContent")))
             let second = try Self.publish(storage, content, "1.1")
-            // The first publish's copies are seconds old: not recorded.
-            #expect(second.linkedContentFiles == 29 && second.keptContentFiles == 0)
-            #expect(second.indexedContentFiles == 0, "copies made moments ago are not recorded")
+            // The second publish catches the twin up instead of linking every file anew. The
+            // first publish's twin links are moments old: its index records none of them.
+            #expect(second.linkedContentFiles == 29 && second.keptContentFiles == 29)
+            #expect(second.indexedContentFiles == 0, "links made moments ago are not recorded")
             #expect(
                 PublishLinkReuseTests.inode(retired + "/f1/file-4.txt")
                     != PublishLinkReuseTests.inode(storage + "/RXCacheContent/f1/file-4.txt"))
