@@ -285,9 +285,6 @@ public enum Publisher {
                 stamps = ledger.seen
                 phases.mark("scan the snapshot")
             }
-            nextIndex = PublishIndex(
-                newTree, stamps: stamps, sources: snapshotted.sources,
-                settledBefore: Int64((started - 2) * 1_000_000_000))
             sources = snapshotted.sources
             publishedTree = newTree
             if oldTree == nil {
@@ -302,32 +299,47 @@ public enum Publisher {
                 }
                 phases.mark("link a twin of the snapshot")
             }
-            let delta = oldTree.map { TreeDelta(from: $0, to: newTree) }
-            let changes = try diff(from: oldTree, to: newTree, delta: delta, content: paths.content)
-            phases.mark("diff")
-            result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
-            result.linkedContentFiles = snapshotted.linkedFiles
-            result.keptContentFiles = snapshotted.keptFiles
-            result.indexedContentFiles = published.matched
-
             try run.checkpoint(.staging, "build the archive")
-            (result.archiveBytes, result.reusedArchiveEntries) = try writer.writeArchive(
-                from: snapshot, sources: archiveSources(from: oldTree, to: newTree), tree: newTree,
-                previousArchive: previousArchive)
-            phases.mark("archive")
-            try run.checkpoint(.staging, "write the change list, update list, content manifest and status")
-            if let fromVersion {
-                let listPath = try writer.writeChangeList(
-                    from: fromVersion, to: options.version, changes: changes, tree: newTree)
-                try writer.appendToUpdateList(listPath)
-                result.changeListPath = listPath
-            } else {
-                try writer.writeUpdateList([])
+            // The archive needs nothing of the diff, change list and manifest, nor they of it: it
+            // is built beside them, and waited for before the status (which names its digest).
+            let archive = BesideJob(name: "content-sync.publish.archive") { () throws(PublishError) in
+                try writer.writeArchive(
+                    from: snapshot, sources: archiveSources(from: oldTree, to: newTree), tree: newTree,
+                    previousArchive: previousArchive)
             }
-            let newDigest =
-                delta.map { TreeDigest.digest(of: newTree, reusing: oldDigests, delta: $0) }
-                ?? TreeDigest.digest(of: newTree)
-            _ = try writer.writeContentManifest(newTree, version: options.version, treeDigest: newDigest)
+            let newDigest: String
+            do throws(PublishError) {
+                nextIndex = PublishIndex(
+                    newTree, stamps: stamps, sources: snapshotted.sources,
+                    settledBefore: Int64((started - 2) * 1_000_000_000))
+                let delta = oldTree.map { TreeDelta(from: $0, to: newTree) }
+                let changes = try diff(from: oldTree, to: newTree, delta: delta, content: paths.content)
+                phases.mark("diff (the archive is built beside it)")
+                result = noted(report(options, from: fromVersion, minimal: minimal, changes: changes, tree: newTree))
+                result.linkedContentFiles = snapshotted.linkedFiles
+                result.keptContentFiles = snapshotted.keptFiles
+                result.indexedContentFiles = published.matched
+
+                try run.checkpoint(.staging, "write the change list, update list, content manifest and status")
+                if let fromVersion {
+                    let listPath = try writer.writeChangeList(
+                        from: fromVersion, to: options.version, changes: changes, tree: newTree)
+                    try writer.appendToUpdateList(listPath)
+                    result.changeListPath = listPath
+                } else {
+                    try writer.writeUpdateList([])
+                }
+                newDigest =
+                    delta.map { TreeDigest.digest(of: newTree, reusing: oldDigests, delta: $0) }
+                    ?? TreeDigest.digest(of: newTree)
+                _ = try writer.writeContentManifest(newTree, version: options.version, treeDigest: newDigest)
+                phases.mark("change list, update list, manifest")
+            } catch {
+                _ = try? archive.value()
+                throw error
+            }
+            (result.archiveBytes, result.reusedArchiveEntries) = try archive.value()
+            phases.mark("archive (what was left of it)")
             let status = try writer.writeStatus(
                 version: options.version, minimal: minimal, treeDigest: newDigest, unzippedBytes: result.contentBytes)
 
@@ -343,7 +355,7 @@ public enum Publisher {
             journal.steps = installSteps(storage: storage, changeList: result.changeListPath)
             try run.checkpoint(.staging, "write the install journal")
             try work.writeJournal(journal, durable: false)
-            phases.mark("change list, update list, manifest, status")
+            phases.mark("status and journal")
             // One flush for every staged byte and the journal: durability once per version.
             try fileWork { () throws(FileSystemError) in try DiskFlush.filesystem(holding: storage) }
             phases.mark("flush")

@@ -1,0 +1,31 @@
+import Foundation
+
+/// Work run on a thread of its own while the caller does something else: a publish builds the
+/// archive beside the diff, the change list and the content manifest, which need none of it, so
+/// two cores do both at once.
+///
+/// ``value()`` waits for the work and returns what it returned or threw. The caller waits on every
+/// path, an error's included, so no thread is left writing in a work folder being deleted.
+final class BesideJob<Value>: @unchecked Sendable {
+    // Written by the job's thread before `finished` is signalled, read only after waiting on it.
+    private let body: () throws(PublishError) -> Value
+    private var outcome: Result<Value, PublishError>?
+    private let finished = DispatchSemaphore(value: 0)
+
+    /// Starts `body` on a new thread named `name`.
+    init(name: String, _ body: @escaping () throws(PublishError) -> Value) {
+        self.body = body
+        let thread = Thread { [self] in
+            outcome = Result { () throws(PublishError) -> Value in try self.body() }
+            finished.signal()
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    /// Waits for the work; its result, or the error it threw. Call it once.
+    func value() throws(PublishError) -> Value {
+        finished.wait()
+        return try outcome!.get()
+    }
+}
