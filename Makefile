@@ -187,7 +187,7 @@ bench-images: deps
 ## changed files by sync-agent, `rsync -a --delete`, `rclone copy --files-from` and `cp -al` + swap on the same trees,
 ## alternated, every tree checked. Writes the "Scale (issue 23)" section of docs/benchmarks.md and
 ## docs/benchmarks-scale.svg (work folder .build-bench-scale/work/). About 20 minutes with today's code (at 100k:
-## 1 min making the tree, 3.5 publishing 5 versions, 6 of rounds, 3.5 deleting the trees); SCALE_SIZES=2000
+## 1 min making the tree, 5 publishing 10 versions, 6 of rounds, 3.5 deleting the trees); SCALE_SIZES=2000
 ## checks the script in about a minute.
 BENCH_SCALE_APT_PACKAGES := rsync strace time nginx-light rclone e2fsprogs
 bench-scale: deps
