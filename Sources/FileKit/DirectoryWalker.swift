@@ -27,12 +27,15 @@ public enum DirectoryWalker {
     public static func walk(_ directory: String, _ visit: (Entry) throws(FileSystemError) -> Void)
         throws(FileSystemError)
     {
-        try walkStamped(directory) { entry, _ throws(FileSystemError) in try visit(entry) }
+        try walkStamped(directory) { entry, _, _ throws(FileSystemError) in try visit(entry) }
     }
 
-    /// ``walk(_:_:)``, giving each regular file's ``FileStamp`` too (nil for other entries).
+    /// ``walk(_:_:)``, giving each regular file's ``FileStamp`` too (nil for other entries), and
+    /// the open descriptor of the entry's folder, valid during the call only: read a file through
+    /// it (``FileDigest/sha256(ofEntry:in:expecting:shownAs:)``), never through a path that a
+    /// folder swapped for a symlink could lead out of the tree.
     public static func walkStamped(
-        _ directory: String, _ visit: (Entry, FileStamp?) throws(FileSystemError) -> Void
+        _ directory: String, _ visit: (Entry, FileStamp?, Int32) throws(FileSystemError) -> Void
     ) throws(FileSystemError) {
         guard var cursor = try FolderCursor(at: directory) else { return }
         /// A folder being walked: its path, that path's length in bytes, and the subfolders still to enter.
@@ -71,8 +74,12 @@ public enum DirectoryWalker {
     /// and returns the names of the subfolders to enter.
     private static func visitEntries(
         of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int,
-        _ visit: (Entry, FileStamp?) throws(FileSystemError) -> Void
+        _ visitInFolder: (Entry, FileStamp?, Int32) throws(FileSystemError) -> Void
     ) throws(FileSystemError) -> [String] {
+        let folderDescriptor = cursor.descriptor
+        func visit(_ entry: Entry, _ stamp: FileStamp?) throws(FileSystemError) {
+            try visitInFolder(entry, stamp, folderDescriptor)
+        }
         var subfolders: [String] = []
         for entry in try cursor.entries() {
             guard let name = String(validating: entry.name, as: UTF8.self) else {

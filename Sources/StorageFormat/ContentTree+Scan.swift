@@ -11,7 +11,7 @@ extension ContentTree {
     {
         var tree = ContentTree(folders: [], files: [:])
         var intruders: [Intruder] = []
-        try DirectoryWalker.walkStamped(directory) { entry, stamp throws(FileSystemError) in
+        try DirectoryWalker.walkStamped(directory) { entry, stamp, folder throws(FileSystemError) in
             switch entry {
             case .folder(let path), .file(let path, _):
                 if tree.folders.contains(path) || tree.files[path] != nil {
@@ -26,14 +26,21 @@ extension ContentTree {
             case .folder(let path):
                 tree.folders.insert(path)
             case .file(let path, let identity):
-                let absolute = path.absolute(in: directory)
                 if let ledger, let stamp, let recorded = ledger.see(path.string, stamp) {
                     // Not put in `cache`: whoever needs this file's bytes asks the ledger's records.
                     tree.files[path] = recorded
-                } else if let cache {
-                    tree.files[path] = try cache.fingerprint(of: absolute, identity: identity)
+                } else if let known = cache?.lookup(identity) {
+                    tree.files[path] = known
                 } else {
-                    tree.files[path] = try fingerprint(of: absolute)
+                    // Through the folder the walk holds open, and only if it is still the file listed.
+                    let digest = try FileDigest.sha256(
+                        ofEntry: path.lastComponent!, in: folder, expecting: identity,
+                        shownAs: path.absolute(in: directory))
+                    let fingerprint = FileFingerprint(size: digest.size, sha256: digest.sha256)
+                    // Remembered under the identity after the reading: a file written meanwhile is
+                    // not remembered under its new identity with bytes of the old.
+                    if digest.identity == identity { cache?.insert(fingerprint, for: identity) }
+                    tree.files[path] = fingerprint
                 }
             case .special(let path, let mode):
                 intruders.append(

@@ -63,17 +63,4 @@ package final class FingerprintCache: Sendable {
     package var used: [FileIdentity: FileFingerprint] {
         values.withLock { $0.used }
     }
-
-    /// The fingerprint of the file at `path`: from the cache when its identity is known, else
-    /// hashed and remembered.
-    package func fingerprint(of path: String, identity: FileIdentity? = nil) throws(FileSystemError) -> FileFingerprint
-    {
-        if let identity = identity ?? FileIdentity(path: path), let known = lookup(identity) { return known }
-        let fingerprint = try ContentTree.fingerprint(of: path)
-        // Stat again: a file that changed while it was read must not be remembered under its new identity.
-        if let identity = FileIdentity(path: path), identity.size == fingerprint.size {
-            insert(fingerprint, for: identity)
-        }
-        return fingerprint
-    }
 }

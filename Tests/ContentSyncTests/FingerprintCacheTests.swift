@@ -41,17 +41,22 @@ struct FingerprintCacheTests {
     @Test func cacheHitsSkipReadingAndChangedIdentitiesAreHashedAgain() async throws {
         try await withTemporaryDirectory { folder in
             let path = folder + "/a.txt"
+            let name = try SafeRelativePath(validating: "a.txt")
             try "first".write(toFile: path, atomically: false, encoding: .utf8)
             let cache = FingerprintCache()
-            let hashed = try cache.fingerprint(of: path)
+            let hashed = try #require(try ContentTree.scanLocal(folder, cache: cache).tree.files[name])
+            #expect(hashed == (try ContentTree.fingerprint(of: path)))
             let identity = try #require(FileIdentity(path: path))
+            #expect(cache.lookup(identity) == hashed, "the scan remembers what it hashed")
             // A planted entry proves a hit does not read the file.
             let planted = FileFingerprint(size: hashed.size, sha256: String(repeating: "0", count: 64))
             cache.insert(planted, for: identity)
-            #expect(try cache.fingerprint(of: path) == planted)
+            #expect(try ContentTree.scanLocal(folder, cache: cache).tree.files[name] == planted)
             // Rewritten (new size and time): hashed again.
             try "second version".write(toFile: path, atomically: false, encoding: .utf8)
-            #expect(try cache.fingerprint(of: path) == (try ContentTree.fingerprint(of: path)))
+            #expect(
+                try ContentTree.scanLocal(folder, cache: cache).tree.files[name]
+                    == (try ContentTree.fingerprint(of: path)))
         }
     }
 

@@ -292,3 +292,60 @@ struct LockTableTests {
         }
     }
 }
+
+/// A walk hashes what it listed: the entry is opened below the folder the walk holds open, never
+/// through a symlink, never waited on when it is a fifo, and only while it is still the file listed.
+@Suite("hashing a listed entry reads that file or nothing")
+struct EntryDigestTests {
+    private static func identity(_ path: String) throws -> FileIdentity {
+        try #require(FileIdentity(path: path))
+    }
+
+    @Test(.timeLimit(.minutes(3))) func onlyTheListedRegularFileIsRead() async throws {
+        try await withScratchFolder { folder in
+            _ = FileManager.default.createFile(atPath: folder + "/a.txt", contents: Data("listed\n".utf8))
+            _ = FileManager.default.createFile(atPath: folder + "/outside.txt", contents: Data("secret\n".utf8))
+            let listed = try Self.identity(folder + "/a.txt")
+            let descriptor = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            #expect(descriptor >= 0)
+            defer { close(descriptor) }
+
+            let read = try FileDigest.sha256(ofEntry: "a.txt", in: descriptor, expecting: listed, shownAs: "a.txt")
+            let whole = try FileDigest.sha256(ofFileAt: folder + "/a.txt")
+            #expect(read.sha256 == whole.sha256 && read.size == 7 && read.identity == listed)
+
+            // Replaced by another file (renamed over it, so surely another inode): refused before a
+            // byte is read.
+            _ = FileManager.default.createFile(atPath: folder + "/b.txt", contents: Data("planted\n".utf8))
+            #expect(rename(folder + "/b.txt", folder + "/a.txt") == 0)
+            var error = #expect(throws: FileSystemError.self) {
+                try FileDigest.sha256(ofEntry: "a.txt", in: descriptor, expecting: listed, shownAs: "a.txt")
+            }
+            #expect(error?.code == .changedUnderneath)
+
+            // A symlink out of the tree: not followed.
+            #expect(unlink(folder + "/a.txt") == 0)
+            #expect(symlink(folder + "/outside.txt", folder + "/a.txt") == 0)
+            let outside = try Self.identity(folder + "/outside.txt")
+            error = #expect(throws: FileSystemError.self) {
+                try FileDigest.sha256(ofEntry: "a.txt", in: descriptor, expecting: outside, shownAs: "a.txt")
+            }
+            #expect(error?.code == .changedUnderneath)
+
+            // A fifo with no writer: refused at once instead of blocking the walk forever.
+            #expect(unlink(folder + "/a.txt") == 0)
+            #expect(mkfifo(folder + "/a.txt", 0o600) == 0)
+            error = #expect(throws: FileSystemError.self) {
+                try FileDigest.sha256(ofEntry: "a.txt", in: descriptor, expecting: listed, shownAs: "a.txt")
+            }
+            #expect(error?.code == .changedUnderneath)
+
+            // Gone: the same answer, naming the path.
+            #expect(unlink(folder + "/a.txt") == 0)
+            error = #expect(throws: FileSystemError.self) {
+                try FileDigest.sha256(ofEntry: "a.txt", in: descriptor, expecting: listed, shownAs: "shown/a.txt")
+            }
+            #expect(error?.code == .changedUnderneath && error?.path == "shown/a.txt")
+        }
+    }
+}
