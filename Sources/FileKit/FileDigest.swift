@@ -4,13 +4,22 @@ import Foundation
 /// SHA-256 of a file on disk, read in 1 MiB chunks: blocking, so call it on a
 /// ``BlockingIOPool``.
 public enum FileDigest {
-    /// Size and SHA-256 (lower-case hex) of the file at `path`.
+    /// Size and SHA-256 (lower-case hex) of the regular file at `path`: a symlink there is not
+    /// followed and a fifo not waited on, both refused (a planted one can lead nowhere).
     public static func sha256(ofFileAt path: String) throws(FileSystemError) -> (size: Int64, sha256: String) {
+        // Never through a symlink at the end, and never waiting on a fifo: only a regular file is read.
         let fd = try LongPath.at(path) { folder, rest throws(FileSystemError) in
-            openat(folder, rest, O_RDONLY | O_CLOEXEC)
+            openat(folder, rest, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         }
         guard fd >= 0 else { throw FileSystemError("cannot open", path: path, syscall: "openat", errno: errno) }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            throw FileSystemError("cannot read the status of", path: path, syscall: "fstat", errno: errno)
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            throw FileSystemError("cannot hash (not a regular file)", path: path, syscall: "fstat", errno: EINVAL)
+        }
         return try sha256(ofDescriptor: fd, shownAs: path)
     }
 

@@ -340,6 +340,14 @@ struct EntryDigestTests {
             }
             #expect(error?.code == .changedUnderneath)
 
+            // Hashing by path refuses a fifo and a symlink at the end too, at once.
+            #expect(throws: FileSystemError.self) { try FileDigest.sha256(ofFileAt: folder + "/a.txt") }
+            #expect(symlink(folder + "/outside.txt", folder + "/link.txt") == 0)
+            let refused = #expect(throws: FileSystemError.self) {
+                try FileDigest.sha256(ofFileAt: folder + "/link.txt")
+            }
+            #expect(refused?.errno == ELOOP)
+
             // Gone: the same answer, naming the path.
             #expect(unlink(folder + "/a.txt") == 0)
             error = #expect(throws: FileSystemError.self) {
