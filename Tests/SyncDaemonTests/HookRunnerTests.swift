@@ -111,7 +111,19 @@ struct HookRunnerTests {
             output.allSatisfy {
                 $0.level == .info && $0.metadata["hook"] == "announce" && $0.metadata["storage"] == "docs"
             })
-        // The unfinished last line comes out when the stream ends, after everything else.
+        // Two pipes have no order between them: the last line is the last of one stream or the other.
+        #expect(["three", "four"].contains(outcome.lastOutputLine))
+    }
+
+    @Test func theUnfinishedLastLineComesOutWhenItsStreamEnds() async throws {
+        let (logger, store) = CapturingLogHandler.logger()
+        // One stream, so the order is the order written (with two, which pipe the runner reads last
+        // is not the order the hook wrote them: the test once saw "three" after "four").
+        let outcome = await runner.run(
+            shellHook("echo one; printf 'two\r\n'; printf four", name: "announce"), environment: [:],
+            workingDirectory: nil, logger: logger)
+        #expect(outcome.termination == .exited(0))
+        #expect(store.lines("stdout") == ["one", "two", "four"])
         #expect(outcome.lastOutputLine == "four")
     }
 
