@@ -24,23 +24,8 @@ public enum TreeDigest {
 
     /// The digest of every folder of `tree`, the root's included (by ``SafeRelativePath/root``).
     public static func folderDigests(of tree: ContentTree) -> [SafeRelativePath: String] {
-        var children: [SafeRelativePath: [(name: String, path: SafeRelativePath, isFolder: Bool)]] = [:]
-        for folder in tree.folders {
-            children[folder.parent, default: []].append((folder.lastComponent!, folder, true))
-        }
-        for file in tree.files.keys { children[file.parent, default: []].append((file.lastComponent!, file, false)) }
         var digests: [SafeRelativePath: String] = [:]
-        func digest(_ folder: SafeRelativePath) -> String {
-            var entries: [(String, Entry)] = []
-            for entry in children[folder] ?? [] {
-                entries.append(
-                    (entry.name, entry.isFolder ? .folder(digest: digest(entry.path)) : .file(tree.files[entry.path]!)))
-            }
-            let result = folderDigest(entries)
-            digests[folder] = result
-            return result
-        }
-        _ = digest(.root)
+        _ = hashFolders(of: tree, differing: nil, reusing: [:]) { digests[$0] = $1 }
         return digests
     }
 
@@ -51,16 +36,28 @@ public enum TreeDigest {
         of tree: ContentTree, reusing previous: [SafeRelativePath: String], delta: TreeDelta
     ) -> String {
         if delta.isEmpty, let root = previous[.root] { return root }
+        // A shared folder the earlier tree did not reach the same way: hash the whole tree.
+        return hashFolders(of: tree, differing: delta.differing, reusing: previous) { _, _ in }
+            ?? digest(of: tree)
+    }
+
+    /// The root's digest, hashing the folders of `tree` from the bottom up and handing each to
+    /// `record`. With `differing`, only those folders are hashed: any other is taken from
+    /// `previous`, and nil is returned when `previous` lacks one.
+    private static func hashFolders(
+        of tree: ContentTree, differing: Set<SafeRelativePath>?, reusing previous: [SafeRelativePath: String],
+        record: (SafeRelativePath, String) -> Void
+    ) -> String? {
         var children: [SafeRelativePath: [(name: String, path: SafeRelativePath, isFolder: Bool)]] = [:]
         for folder in tree.folders {
             let parent = folder.parent
-            if delta.differing.contains(parent) {
+            if differing?.contains(parent) ?? true {
                 children[parent, default: []].append((folder.lastComponent!, folder, true))
             }
         }
         for file in tree.files.keys {
             let parent = file.parent
-            if delta.differing.contains(parent) {
+            if differing?.contains(parent) ?? true {
                 children[parent, default: []].append((file.lastComponent!, file, false))
             }
         }
@@ -69,8 +66,7 @@ public enum TreeDigest {
             for entry in children[folder] ?? [] {
                 if !entry.isFolder {
                     entries.append((entry.name, .file(tree.files[entry.path]!)))
-                } else if delta.isShared(entry.path) {
-                    // Shared, so the earlier tree reached it the same way; if not, start over.
+                } else if let differing, !differing.contains(entry.path) {
                     guard let known = previous[entry.path] else { return nil }
                     entries.append((entry.name, .folder(digest: known)))
                 } else {
@@ -78,9 +74,11 @@ public enum TreeDigest {
                     entries.append((entry.name, .folder(digest: inner)))
                 }
             }
-            return folderDigest(entries)
+            let result = folderDigest(entries)
+            record(folder, result)
+            return result
         }
-        return digest(.root) ?? Self.digest(of: tree)
+        return digest(.root)
     }
 
     /// The digest of one folder holding `entries` (by name, in any order).
