@@ -8,15 +8,33 @@ public enum LockTable {
     /// or nil when none is held or the table cannot be read.
     public static func exclusiveHolder(of paths: [String]) -> Int32? {
         let files = paths.compactMap(FileKey.init(path:))
-        guard !files.isEmpty, let table = readWhole("/proc/locks") else { return nil }
-        return holder(in: table, of: files)
+        guard !files.isEmpty else { return nil }
+        return holder(of: files)
     }
 
     /// The PID of a process holding an exclusive `flock` on the file the open descriptor `fd` names.
     public static func exclusiveHolder(ofDescriptor fd: Int32) -> Int32? {
         var info = stat()
-        guard fstat(fd, &info) == 0, let table = readWhole("/proc/locks") else { return nil }
-        return holder(in: table, of: [FileKey(info)])
+        guard fstat(fd, &info) == 0 else { return nil }
+        return holder(of: [FileKey(info)])
+    }
+
+    /// How many times `/proc/locks` is read before a file counts as held by nobody.
+    ///
+    /// The kernel hands that table out a page at a time and finds where to go on by counting
+    /// entries; when another process drops a lock listed before one already sent, the next page
+    /// starts one entry late and a line is never read. With two threads locking and unlocking 200
+    /// files beside the reader, 3.5% of reads missed a lock held all along (and a read of 4 MiB at
+    /// once did no better); a lock held through the reads shows up in one of them.
+    static let reads = 4
+
+    /// The holder of one of `files`, from up to ``reads`` reads of `/proc/locks`.
+    private static func holder(of files: [FileKey]) -> Int32? {
+        for _ in 0..<reads {
+            guard let table = readWhole("/proc/locks") else { return nil }
+            if let pid = holder(in: table, of: files) { return pid }
+        }
+        return nil
     }
 
     /// A file as `/proc/locks` names it: major and minor device numbers and inode.
