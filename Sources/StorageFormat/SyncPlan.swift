@@ -39,11 +39,27 @@ public struct SyncPlan: Sendable, Equatable {
     /// A stable fingerprint of what the plan builds; a resumed update continues only the same plan.
     public var identity: String {
         if let widenedFrom { return widenedFrom }
+        // Each entry is one combined text ("d:PATH", "l:TARGET<SOURCE", "g:PATH"), fed piece by
+        // piece: the same value as combining the joined text, without building it.
         var hasher = FNV1a64()
         hasher.combine("\(from.text)>\(to.text)")
-        for folder in folders { hasher.combine("d:\(folder.string)") }
-        for reuse in reused { hasher.combine("l:\(reuse.target.string)<\(reuse.source.string)") }
-        for download in downloads { hasher.combine("g:\(download.string)") }
+        for folder in folders {
+            hasher.feed("d:")
+            hasher.feed(folder)
+            hasher.endText()
+        }
+        for reuse in reused {
+            hasher.feed("l:")
+            hasher.feed(reuse.target)
+            hasher.feed("<")
+            hasher.feed(reuse.source)
+            hasher.endText()
+        }
+        for download in downloads {
+            hasher.feed("g:")
+            hasher.feed(download)
+            hasher.endText()
+        }
         return String(hasher.value, radix: 16)
     }
 }
@@ -54,11 +70,31 @@ package struct FNV1a64 {
 
     package init() {}
 
+    /// Adds `text` and ends it (a 0xFF byte, which no UTF-8 text holds).
     package mutating func combine(_ text: String) {
+        feed(text)
+        endText()
+    }
+
+    /// Adds the bytes of `text`, not ended: several feeds and one ``endText()`` hash the same as
+    /// combining the texts joined.
+    package mutating func feed(_ text: String) {
         for byte in text.utf8 {
             value ^= UInt64(byte)
             value = value &* 0x0000_0100_0000_01B3
         }
+    }
+
+    /// Adds `path` as its ``SafeRelativePath/string`` (components joined by `/`), not ended.
+    package mutating func feed(_ path: SafeRelativePath) {
+        for (index, component) in path.components.enumerated() {
+            if index > 0 { feed("/") }
+            feed(component)
+        }
+    }
+
+    /// Ends the text fed so far.
+    package mutating func endText() {
         value ^= 0xFF
         value = value &* 0x0000_0100_0000_01B3
     }

@@ -16,51 +16,103 @@ public struct TreeIndexDelta: Sendable, Equatable {
 
 extension SyncPlan {
     /// The delta from the recorded tree of the current version to the one this plan builds, or
-    /// nil when something it needs is not recorded (or a download has no expected fingerprint).
+    /// nil when something it needs is not recorded (a folder it cannot list, a moved file's
+    /// source) or a download has no expected fingerprint.
     ///
     /// `changed` are the paths where the plan's version differs from the current one
-    /// (``changedPaths(from:)``); `recorded` answers the current version's entry at a path.
+    /// (``changedPaths(from:)``); `recorded` lists the current version's entries directly in a
+    /// folder (nil when it cannot). Only the changed paths and the folders on their way to the
+    /// root are looked at: each such folder's entries are the recorded ones, less its changed
+    /// names, plus what the plan puts at those names. So the work is the changes and the folders
+    /// they reach, not the plan, which lists every entry of each folder it reached.
     public func indexDelta(
-        changed: [SafeRelativePath], recorded: (SafeRelativePath) -> TreeDigest.Entry?
+        changed: [SafeRelativePath], recorded: (SafeRelativePath) -> [(name: String, entry: TreeDigest.Entry)]?
     ) -> TreeIndexDelta? {
+        var listings: [SafeRelativePath: [(name: String, entry: TreeDigest.Entry)]] = [:]
+        func listing(_ folder: SafeRelativePath) -> [(name: String, entry: TreeDigest.Entry)]? {
+            if let known = listings[folder] { return known }
+            let listed = recorded(folder)
+            listings[folder] = listed
+            return listed
+        }
+        var lookups: [SafeRelativePath: [String: TreeDigest.Entry]] = [:]
+        func recordedEntry(_ path: SafeRelativePath) -> TreeDigest.Entry? {
+            guard let name = path.lastComponent else { return nil }
+            let folder = path.parent
+            if let byName = lookups[folder] { return byName[name] }
+            guard let listed = listing(folder) else { return nil }
+            let byName = Dictionary(listed, uniquingKeysWith: { first, _ in first })
+            lookups[folder] = byName
+            return byName[name]
+        }
+
+        // What the plan puts at each changed path it keeps, by folder and name: a file's
+        // fingerprint, or nil for a folder (hashed below, as an affected folder).
         let changedSet = Set(changed)
-        let newFolders = Set(folders)
-        // Every folder on the way from a changed path to the root, and the changed folders the
-        // new version has (everything below one is a changed path too: it is new).
-        var affected: Set<SafeRelativePath> = [.root]
-        for path in changed {
-            var folder = path.parent
-            while affected.insert(folder).inserted, !folder.isRoot { folder = folder.parent }
-            if newFolders.contains(path) { affected.insert(path) }
-        }
-        var children: [SafeRelativePath: [(name: String, path: SafeRelativePath, file: FileFingerprint?)]] = [:]
+        var placed: [SafeRelativePath: [String: TreeDigest.Entry?]] = [:]
+        var changedFolders: Set<SafeRelativePath> = []
         var entries: [SafeRelativePath: TreeDigest.Entry] = [:]
-        for folder in folders where affected.contains(folder.parent) {
-            children[folder.parent, default: []].append((folder.lastComponent!, folder, nil))
+        for folder in folders where changedSet.contains(folder) {
+            placed[folder.parent, default: [:]][folder.lastComponent!] = .some(nil)
+            changedFolders.insert(folder)
         }
-        for reuse in reused where affected.contains(reuse.target.parent) {
-            let source = changedSet.contains(reuse.target) ? reuse.source : reuse.target
-            guard case .file(let fingerprint)? = recorded(source) else { return nil }
-            children[reuse.target.parent, default: []].append((reuse.target.lastComponent!, reuse.target, fingerprint))
-            if changedSet.contains(reuse.target) { entries[reuse.target] = .file(fingerprint) }
+        for reuse in reused where changedSet.contains(reuse.target) {
+            guard case .file(let fingerprint)? = recordedEntry(reuse.source) else { return nil }
+            placed[reuse.target.parent, default: [:]][reuse.target.lastComponent!] = .file(fingerprint)
+            entries[reuse.target] = .file(fingerprint)
         }
-        for download in downloads where affected.contains(download.parent) {
+        for download in downloads {
             guard let fingerprint = expectedFingerprints[download] else { return nil }
-            children[download.parent, default: []].append((download.lastComponent!, download, fingerprint))
+            placed[download.parent, default: [:]][download.lastComponent!] = .file(fingerprint)
             entries[download] = .file(fingerprint)
         }
+        // Every folder on the way from a changed path to the root, and the changed folders the
+        // new version has; by folder, its changed names and its affected subfolders' names.
+        var affected: Set<SafeRelativePath> = [.root]
+        var changedNames: [SafeRelativePath: Set<String>] = [:]
+        var affectedNames: [SafeRelativePath: Set<String>] = [:]
+        for path in changed where !path.isRoot {
+            changedNames[path.parent, default: []].insert(path.lastComponent!)
+            if changedFolders.contains(path) { affected.insert(path) }
+            var folder = path.parent
+            var below = path
+            while true {
+                // `below` is an ancestor of the changed path, so a folder with changes below it.
+                if below != path { affectedNames[folder, default: []].insert(below.lastComponent!) }
+                guard affected.insert(folder).inserted, !folder.isRoot else { break }
+                below = folder
+                folder = folder.parent
+            }
+        }
+        let allFolders = Set(folders)
         var digests: [SafeRelativePath: String] = [:]
         // Deepest first: a folder's affected subfolders are hashed before it.
         for folder in affected.sorted(by: { $0.components.count > $1.components.count }) {
-            guard folder.isRoot || newFolders.contains(folder) else { continue } // gone: nothing to hash
+            guard folder.isRoot || allFolders.contains(folder) else { continue } // gone: nothing to hash
             var lines: [(name: String, entry: TreeDigest.Entry)] = []
-            for child in children[folder] ?? [] {
-                if let file = child.file {
-                    lines.append((child.name, .file(file)))
-                } else if let digest = digests[child.path] {
-                    lines.append((child.name, .folder(digest: digest)))
-                } else if case .folder(let digest)? = recorded(child.path) {
-                    lines.append((child.name, .folder(digest: digest)))
+            // A changed folder is new whole (everything in it is a changed path): nothing recorded counts.
+            if !changedFolders.contains(folder) {
+                guard let listed = listing(folder) else { return nil }
+                let skipped = changedNames[folder] ?? []
+                let reached = affectedNames[folder] ?? []
+                lines.reserveCapacity(listed.count)
+                for (name, entry) in listed where !skipped.contains(name) {
+                    if reached.contains(name) {
+                        // An unchanged subfolder with changes below: hashed already.
+                        guard case .folder = entry, let path = try? folder.appending(component: name),
+                            let digest = digests[path]
+                        else { return nil }
+                        lines.append((name, .folder(digest: digest)))
+                    } else {
+                        lines.append((name, entry))
+                    }
+                }
+            }
+            for (name, entry) in placed[folder] ?? [:] {
+                if let entry {
+                    lines.append((name, entry))
+                } else if let path = try? folder.appending(component: name), let digest = digests[path] {
+                    lines.append((name, .folder(digest: digest)))
                 } else {
                     return nil
                 }

@@ -138,6 +138,34 @@ struct NetPlannerTests {
         #expect(a.identity == same.identity)
         #expect(a.identity != other.identity)
     }
+
+    /// The identity is stored with a pending plan, so a run of a newer binary must compute the
+    /// same value to resume a plan an older one started: each entry's text joined, then hashed.
+    @Test func thePlanIdentityIsTheHashOfEachEntrysText() {
+        let result = plan(
+            list(
+                "1.0", "1.1", .add(p("x/y/z.txt")),
+                .move(from: p("readme.txt"), to: p("docs/read me.txt"), rename: true)
+            ))
+        #expect(!result.folders.isEmpty && !result.reused.isEmpty && !result.downloads.isEmpty)
+        var texts = ["1.0>1.1"]
+        texts += result.folders.map { "d:\($0.string)" }
+        texts += result.reused.map { "l:\($0.target.string)<\($0.source.string)" }
+        texts += result.downloads.map { "g:\($0.string)" }
+        var hasher = FNV1a64()
+        for text in texts { hasher.combine(text) }
+        #expect(result.identity == String(hasher.value, radix: 16))
+        // Fed in pieces, a text hashes as the joined one.
+        var pieces = FNV1a64()
+        pieces.feed("l:")
+        pieces.feed(p("a/b/c"))
+        pieces.feed("<")
+        pieces.feed(p("d"))
+        pieces.endText()
+        var joined = FNV1a64()
+        joined.combine("l:a/b/c<d")
+        #expect(pieces.value == joined.value)
+    }
 }
 
 @Suite("The replay chain starts at the local version and stops at the actual one", .timeLimit(.minutes(3)))

@@ -152,6 +152,17 @@ struct TwinPatchTests {
         return index
     }
 
+    /// `index` as the delta reads it: the entries directly in a folder; nil for a folder in `unreadable`.
+    static func listing(
+        _ index: [SafeRelativePath: TreeDigest.Entry], unreadable: Set<SafeRelativePath> = []
+    ) -> (SafeRelativePath) -> [(name: String, entry: TreeDigest.Entry)]? {
+        var children: [SafeRelativePath: [(name: String, entry: TreeDigest.Entry)]] = [:]
+        for (path, entry) in index where !path.isRoot {
+            children[path.parent, default: []].append((path.lastComponent!, entry))
+        }
+        return { folder in unreadable.contains(folder) ? nil : children[folder] ?? [] }
+    }
+
     @Test("over 300 random changes, the index delta gives the new tree's digest and, applied, its whole index")
     func indexDeltaIsExact() {
         for seed in 0..<300 {
@@ -164,7 +175,7 @@ struct TwinPatchTests {
             for path in plan.downloads { plan.expectedFingerprints[path] = Self.fingerprint(next.files[path]!) }
             let changed = plan.changedPaths(from: current.local) ?? []
             var index = Self.index(current)
-            let delta = plan.indexDelta(changed: changed) { index[$0] }
+            let delta = plan.indexDelta(changed: changed, recorded: Self.listing(index))
             guard let delta else {
                 Issue.record("seed \(seed): every entry is recorded, yet no delta")
                 return
@@ -177,20 +188,37 @@ struct TwinPatchTests {
         }
     }
 
-    @Test("an entry the index lacks, or a download without a fingerprint, gives no delta")
+    @Test(
+        "a folder the index cannot list, a moved file's source it lacks, or a download without a fingerprint, gives no delta"
+    )
     func missingEntriesGiveNoDelta() {
         var current = Tree()
-        current.folders = [p("a")]
-        current.files = [p("a/x"): 1, p("a/y"): 2]
+        current.folders = [p("a"), p("b")]
+        current.files = [p("a/x"): 1, p("a/y"): 2, p("b/w"): 4]
         var next = current
         next.files[p("a/z")] = 3
+        next.files[p("b/v")] = 1 // x's bytes: linked from a/x
         var plan = Self.plan(from: current, to: next)
+        #expect(plan.reused.contains(SyncPlan.Reuse(target: p("b/v"), source: p("a/x"))))
         let changed = plan.changedPaths(from: current.local) ?? []
-        let index = Self.index(current)
-        #expect(plan.indexDelta(changed: changed) { index[$0] } == nil, "the download has no fingerprint")
+        var index = Self.index(current)
+        #expect(
+            plan.indexDelta(changed: changed, recorded: Self.listing(index)) == nil, "the download has no fingerprint")
         plan.expectedFingerprints[p("a/z")] = Self.fingerprint(3)
-        #expect(plan.indexDelta(changed: changed) { index[$0] } != nil)
-        #expect(plan.indexDelta(changed: changed) { $0 == p("a/y") ? nil : index[$0] } == nil, "a/y is not recorded")
+        let delta = plan.indexDelta(changed: changed, recorded: Self.listing(index))
+        #expect(delta?.rootDigest == TreeDigest.digest(of: Self.content(next)))
+        #expect(
+            plan.indexDelta(changed: changed, recorded: Self.listing(index, unreadable: [p("a")])) == nil,
+            "a cannot be listed")
+        #expect(plan.indexDelta(changed: changed, recorded: Self.listing(index, unreadable: [.root])) == nil)
+        // An entry the index lacks in a folder the delta hashes: the digest is not the new tree's, so
+        // the caller checks the whole tree.
+        index[p("a/y")] = nil
+        let short = plan.indexDelta(changed: changed, recorded: Self.listing(index))
+        #expect(short != nil && short?.rootDigest != TreeDigest.digest(of: Self.content(next)))
+        // The moved file's source is not recorded: no fingerprint to give it.
+        index[p("a/x")] = nil
+        #expect(plan.indexDelta(changed: changed, recorded: Self.listing(index)) == nil, "a/x is not recorded")
     }
 
     @Test("a patch touches only the dirty paths (and what is rebuilt under a dirty folder)")

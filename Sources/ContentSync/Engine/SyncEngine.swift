@@ -244,19 +244,21 @@ struct SyncEngine: Sendable {
             return report
         }
         let plan = planned.plan
+        // The tree check from the index needs the plan and the recorded index, not the staged
+        // tree: it is worked out while the stage downloads and links, and used after it only if
+        // the stage found the twin as recorded.
+        async let early = indexCheck(planned, integrity: status.integrity)
         clock.begin(.stage)
         let staged = try await stager.stage(
             plan, changed: planned.changed, widen: planned.widen, layout: layout, progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
-        // The content folder is as the last switch recorded it: the same shape, and (where a tree
-        // digest makes fingerprints be recorded) every file's identity known. Without a digest no
-        // fingerprints are recorded, so a file replaced by hand is not seen: the shape alone counts.
-        var asRecorded = planned.drifted == 0 || status.integrity?.treeDigest == nil
-        if asRecorded { asRecorded = try await indexMatches(planned) }
+        let asRecorded: Bool
+        let delta: TreeIndexDelta?
+        do { (asRecorded, delta) = try await early } catch { throw SyncError.wrap(error) }
         var index = IndexUpdate.drop
         let check: Stager.TreeCheck
-        if asRecorded, let delta = try await incrementalCheck(planned, staged: staged, integrity: status.integrity) {
+        if asRecorded, staged.twinVerified, let delta {
             check = .matches(repaired: 0, tree: nil)
             index = .delta(delta, shape: planned.newShape)
         } else {
@@ -335,23 +337,33 @@ struct SyncEngine: Sendable {
         try await store.fingerprintCount() <= 2 * planned.localShape.files + 1_000
     }
 
-    /// The tree check of a caught-up twin from the tree index alone: the recorded tree of the
-    /// current version plus the plan's changes, hashed again only along the changed paths, must
-    /// give the published tree digest. Nil (check the whole staged tree instead) unless every
-    /// premise holds: the content folder is as recorded (the caller's `asRecorded`), the twin's
-    /// folders were found as recorded, and the stored fingerprints are mostly the tree's.
-    private func incrementalCheck(
-        _ planned: ReplayPlanner.Planned, staged: Stager.Staged, integrity: StorageIntegrity?
-    ) async throws(SyncError) -> TreeIndexDelta? {
-        guard staged.twinVerified, let changed = planned.changed, let expected = integrity?.treeDigest,
+    /// Whether the content folder is as the last switch recorded it, and the tree check of a
+    /// caught-up twin from the tree index alone: the recorded tree of the current version plus
+    /// the plan's changes, hashed again only along the changed paths, must give the published
+    /// tree digest.
+    ///
+    /// As recorded: the same shape, and (where a tree digest makes fingerprints be recorded)
+    /// every file's identity known. Without a digest no fingerprints are recorded, so a file
+    /// replaced by hand is not seen: the shape alone counts.
+    ///
+    /// The delta is nil (check the whole staged tree instead) unless every premise the plan and
+    /// the database can tell holds: the content folder is as recorded, and the stored
+    /// fingerprints are mostly the tree's. The caller adds the stage's: the twin's folders were
+    /// found as recorded (``Stager/Staged/twinVerified``).
+    private func indexCheck(
+        _ planned: ReplayPlanner.Planned, integrity: StorageIntegrity?
+    ) async throws(SyncError) -> (asRecorded: Bool, delta: TreeIndexDelta?) {
+        var asRecorded = planned.drifted == 0 || integrity?.treeDigest == nil
+        if asRecorded { asRecorded = try await indexMatches(planned) }
+        guard asRecorded, let changed = planned.changed, let expected = integrity?.treeDigest,
             try await fingerprintsAreLean(planned)
-        else { return nil }
+        else { return (asRecorded, nil) }
         guard let delta = try await store.indexDelta(planned.plan, changed: changed), delta.rootDigest == expected
         else {
             logger.debug("the tree index and the plan do not give the published tree digest; checking the whole tree")
-            return nil
+            return (asRecorded, nil)
         }
-        return delta
+        return (asRecorded, delta)
     }
 
     /// Restores the whole content from the storage's archive, checks it and switches.

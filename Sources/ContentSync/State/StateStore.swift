@@ -505,15 +505,15 @@ final class StateStore: Sendable {
         return listed ?? nil
     }
 
-    /// The tree index's entries directly in `folder`, by name: one indexed query (`parent`).
-    /// Nil when a row is damaged or hostile (not a safe path in `folder`, or not an entry).
+    /// The tree index's entries directly in `folder`: one indexed query (`parent`). Nil when a
+    /// row is damaged or hostile (not a safe path in `folder`, or not an entry).
     private static func indexEntries(in folder: SafeRelativePath, _ db: Database) throws
-        -> [String: TreeDigest.Entry]?
+        -> [(name: String, entry: TreeDigest.Entry)]?
     {
-        var entries: [String: TreeDigest.Entry] = [:]
+        var entries: [(name: String, entry: TreeDigest.Entry)] = []
         let whole = try forEachChild(of: folder, selecting: "isFolder, size, hash", in: db) { name, row in
             guard let entry = indexEntry(row) else { return false }
-            entries[name] = entry
+            entries.append((name, entry))
             return true
         }
         return whole ? entries : nil
@@ -586,17 +586,9 @@ final class StateStore: Sendable {
     /// the delta is nil.
     func indexDelta(_ plan: SyncPlan, changed: [SafeRelativePath]) async throws(SyncError) -> TreeIndexDelta? {
         try await read { db in
-            // The delta asks for every entry of each folder it hashes again: a folder's entries
-            // are read in one query the first time one of them is asked for (a damaged row makes
-            // the whole folder read as missing, and the delta nil).
-            let root = try db.cachedStatement(sql: "SELECT path, isFolder, size, hash FROM treeEntry WHERE path = ''")
-            var folders: [SafeRelativePath: [String: TreeDigest.Entry]] = [:]
-            return plan.indexDelta(changed: changed) { path in
-                if path.isRoot { return (try? Row.fetchOne(root)).flatMap { $0.flatMap(Self.indexEntry) } }
-                let folder = path.parent
-                if folders[folder] == nil { folders[folder] = (try? Self.indexEntries(in: folder, db)) ?? [:] }
-                return folders[folder]?[path.lastComponent!]
-            }
+            // The delta lists each folder it hashes again, once: one indexed query (a damaged row
+            // makes the whole folder unreadable, and the delta nil).
+            plan.indexDelta(changed: changed) { folder in (try? Self.indexEntries(in: folder, db)) ?? nil }
         }
     }
 
