@@ -155,10 +155,14 @@ struct ExpectationReport: Encodable {
     var removed = 0
     /// Stores still pending when the writer stopped, and how many of them did not survive.
     var pendingAtEnd = 0, pendingLost = 0
+    /// Removes under way at a kill (said "removing", never "removed") whose key is gone: the
+    /// remove had committed.
+    var removedInFlight = 0
 }
 
 /// What a writer's stdout (several runs appended, each from its `start` line) says must be on
-/// disk: each key's last durable step, and the stores still pending at the end.
+/// disk: each key's last durable step, the stores still pending at the end, and the removes a
+/// kill stopped before they said whether they committed.
 struct Expectations {
     enum Fate {
         case committed(UInt64)
@@ -166,6 +170,8 @@ struct Expectations {
     }
     var fates: [String: Fate] = [:]
     var pending: [String: UInt64] = [:]
+    /// Keys whose remove was under way at a kill: gone, or as their fate says.
+    var removing: [String: UInt64] = [:]
 
     init(_ text: String) {
         for line in text.split(separator: "\n") {
@@ -176,14 +182,23 @@ struct Expectations {
             case ("start", _): pending = [:]
             case ("pending", let generation?): pending[name] = generation
             case ("flushed", _):
-                for (name, generation) in pending { fates[name] = .committed(generation) }
+                for (name, generation) in pending {
+                    fates[name] = .committed(generation)
+                    removing[name] = nil
+                }
                 pending = [:]
             case ("committed", let generation?):
                 fates[name] = .committed(generation)
                 pending[name] = nil
+                removing[name] = nil
+            case ("removing", let generation?):
+                // The remove takes the key out of the group at once; "removed" says it committed.
+                removing[name] = generation
+                pending[name] = nil
             case ("removed", let generation?):
                 fates[name] = .removed(generation)
                 pending[name] = nil
+                removing[name] = nil
             default: break // flushing, closed, a line cut by the kill
             }
         }
@@ -195,6 +210,10 @@ struct Expectations {
         violation: (String) -> Void
     ) {
         for (name, fate) in fates {
+            if removing[name] != nil && present[name] == nil {
+                report.removedInFlight += 1
+                continue
+            }
             switch fate {
             case .committed(let generation):
                 report.committed += 1

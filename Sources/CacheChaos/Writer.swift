@@ -14,6 +14,10 @@ struct WriterPlan: Sendable {
     var removePercent: UInt64
     var updatePercent: UInt64
     var count: Int
+    /// `--die-at-step N`: the step at which the writer SIGKILLs itself, once the step's call
+    /// returned and before the line that says so (0: never). The crash tests' kill at the worst
+    /// moment, which a kill from outside reaches only by chance.
+    var dieAtStep: Int
 
     init(_ options: ToolOptions) throws {
         id = try options.int("id", 0)
@@ -29,6 +33,7 @@ struct WriterPlan: Sendable {
         removePercent = UInt64(try options.int("remove-percent", 5))
         updatePercent = UInt64(try options.int("update-percent", 5))
         count = try options.int("count", 0)
+        dieAtStep = try options.int("die-at-step", 0)
         // The group is the process's; its lines only add up with one task filling it.
         guard groupItems == 0 || tasks == 1 else { throw ToolFailure("--group-items needs --tasks 1") }
     }
@@ -66,6 +71,14 @@ private func writerTask(_ store: ItemStore, _ plan: WriterPlan, task: Int) async
     var generation = plan.epoch << 32
     var pending = Set<String>()
     var step = 0
+    /// Says what the step's last call did, once it returned: where `--die-at-step` kills.
+    func done(_ line: String) {
+        if step == plan.dieAtStep {
+            FileHandle.standardError.write(Data("dying at step \(step), before: \(line)\n".utf8))
+            kill(getpid(), SIGKILL)
+        }
+        emit(line)
+    }
     while plan.count == 0 || step < plan.count {
         step += 1
         generation += 1
@@ -73,9 +86,11 @@ private func writerTask(_ store: ItemStore, _ plan: WriterPlan, task: Int) async
         let key = try CacheKey.custom(name)
         let roll = random.next() % 100
         if roll < plan.removePercent {
+            // Said first: a kill between the remove's commit and "removed" leaves the key gone.
+            emit("removing \(name) \(generation)")
             try await store.removeItem(for: key)
             pending.remove(name)
-            emit("removed \(name) \(generation)")
+            done("removed \(name) \(generation)")
             continue
         }
         let data = ChaosValue(name: name, generation: generation).encoded(size: plan.sizes.next(&random))
@@ -95,7 +110,7 @@ private func writerTask(_ store: ItemStore, _ plan: WriterPlan, task: Int) async
                 }
                 return data
             }
-            emit("committed \(name) \(generation)")
+            done("committed \(name) \(generation)")
             continue
         }
         let options = StoreOptions(expiry: random.next() % 10 == 0 ? .date(Date(timeIntervalSinceNow: -60)) : nil)
@@ -105,7 +120,7 @@ private func writerTask(_ store: ItemStore, _ plan: WriterPlan, task: Int) async
             if fills { emit("flushing \(pending.count + 1)") }
             try await store.store(data, for: key, options: options)
             pending.insert(name)
-            emit("pending \(name) \(generation)")
+            done("pending \(name) \(generation)")
             if fills {
                 // A timer flush may have emptied the group already; this one makes "flushed" true.
                 try await store.flush()
@@ -118,7 +133,7 @@ private func writerTask(_ store: ItemStore, _ plan: WriterPlan, task: Int) async
             } else {
                 try await store.store(data, for: key, options: options)
             }
-            emit("committed \(name) \(generation)")
+            done("committed \(name) \(generation)")
         }
     }
 }

@@ -14,11 +14,13 @@ let usage = """
       writer  --id 0 --seed 1 --epoch 0 --keys 300 --tasks 1 --sizes mixed|small|large
               --group-items 0 (0: no group writes) --group-seconds 1 --remove-percent 5
               --update-percent 5 --count 0 (0: until killed) --limit BYTES (the folder's disk limit)
-          stdout, one line per step, written before the next step starts:
+              --die-at-step 0 (N: SIGKILL itself once step N's call returned, before its line)
+          stdout, a step's lines, written before the next step starts:
             committed KEY GEN   the store returned: durable (no group writes; or an update)
             pending KEY GEN     the store returned into the pending group
             flushing N          the next store fills the group and writes it
             flushed             every pending line above is durable
+            removing KEY GEN    the next remove starts: KEY may be gone from now on
             removed KEY GEN     the remove returned: durable
       reader  --seed 1 --writers 1 --keys 300 --count 0
           stdout: "reads N hits H" every 250 reads; "TORN KEY why" and exit 2 on a bad value

@@ -23,6 +23,10 @@ struct CacheCrashTests {
         /// Once this many more files appeared while the next group is written (files are
         /// linked before the group's one transaction commits).
         case linking(Int)
+        /// Inside step N: its call returned (the step is on disk) and the writer has not said so.
+        /// The writer kills itself there (`--die-at-step`), a moment a kill from outside hits
+        /// only by chance (under heavy I/O, once: a remove that committed unsaid).
+        case inStep(Int)
     }
 
     struct KillPoint: Sendable, CustomTestStringConvertible {
@@ -32,7 +36,10 @@ struct CacheCrashTests {
         /// Groups written (the writer said "flushed") before the moment counts.
         var groups: Int
         var moment: Moment
-        var testDescription: String { "seed \(seed), \(sizes) values, after \(groups) groups, \(moment)" }
+        var testDescription: String {
+            if case .inStep(let step) = moment { return "seed \(seed), \(sizes) values, in step \(step)" }
+            return "seed \(seed), \(sizes) values, after \(groups) groups, \(moment)"
+        }
     }
 
     static let groupItems = 50
@@ -43,6 +50,12 @@ struct CacheCrashTests {
         KillPoint(seed: 3, sizes: "mixed", keys: 400, groups: 2, moment: .flushing),
         KillPoint(seed: 4, sizes: "large", keys: 80, groups: 2, moment: .linking(10)),
         KillPoint(seed: 5, sizes: "large", keys: 80, groups: 1, moment: .linking(35)),
+        // Seed 1's step 808 removes w0-276 (generation 726 durable), 822 removes the pending
+        // w0-278 (717 durable), 798 updates w0-156, 714 fills the group and writes it.
+        KillPoint(seed: 1, sizes: "mixed", keys: 400, groups: 0, moment: .inStep(808)),
+        KillPoint(seed: 1, sizes: "mixed", keys: 400, groups: 0, moment: .inStep(822)),
+        KillPoint(seed: 1, sizes: "mixed", keys: 400, groups: 0, moment: .inStep(798)),
+        KillPoint(seed: 1, sizes: "mixed", keys: 400, groups: 0, moment: .inStep(714)),
     ]
 
     /// The binary sits beside the test bundle in the build folder.
@@ -61,12 +74,14 @@ struct CacheCrashTests {
             }
         }
         let common = ["--cache", folder, "--keys", String(point.keys)]
+        var dying: [String] = []
+        if case .inStep(let step) = point.moment { dying = ["--die-at-step", String(step)] }
         let writer = try ChildProcess(
             Self.chaosBinary,
             ["writer"] + common + [
                 "--seed", String(point.seed), "--sizes", point.sizes, "--limit", String(1 << 30),
                 "--group-items", String(Self.groupItems), "--group-seconds", "3600",
-            ], stdout: output, stderr: output + ".err")
+            ] + dying, stdout: output, stderr: output + ".err")
         var reader: ChildProcess?
         var writerEnded = false
         defer {
@@ -89,7 +104,11 @@ struct CacheCrashTests {
                 reader = try ChildProcess(
                     Self.chaosBinary, ["reader"] + common + ["--seed", String(point.seed)], stdout: output + ".reader")
             }
-            if lines.filter({ $0 == "flushed" }).count >= point.groups {
+            if case .inStep = point.moment {
+                // It says so on stderr just before it kills itself; this kill changes nothing.
+                killed = Self.text(output + ".err").contains("dying at step")
+                if killed { writer.send(SIGKILL) }
+            } else if lines.filter({ $0 == "flushed" }).count >= point.groups {
                 let after = lines[(Self.index(ofFlushed: point.groups, in: lines) + 1)...]
                 switch point.moment {
                 case .pending(let count):
@@ -102,6 +121,7 @@ struct CacheCrashTests {
                         baseline = baseline ?? files
                         killed = files >= baseline! + count
                     }
+                case .inStep: break
                 }
                 if killed { writer.send(SIGKILL) }
             }
@@ -157,7 +177,14 @@ struct CacheCrashTests {
         let lines = Self.lines(output)
         let replay = Replay(lines)
         #expect(!replay.durable.isEmpty)
+        if case .inStep = point.moment, let last = lines.last, last.hasPrefix("removing ") {
+            // The kill came after the remove committed: the key the lines must allow to be gone.
+            let name = String(last.split(separator: " ")[1])
+            #expect(present[name] == nil, "\(name): removed before the kill, yet on disk")
+        }
         for (name, fate) in replay.durable {
+            // A remove under way at the kill may have committed: the key may be gone.
+            if replay.removing.contains(name) && present[name] == nil { continue }
             switch fate {
             case .stored(let generation):
                 #expect(
@@ -213,7 +240,8 @@ struct CacheCrashTests {
         return lines.count - 1
     }
 
-    /// What a writer's lines say is durable (each key's last durable step) and still pending.
+    /// What a writer's lines say is durable (each key's last durable step), still pending, and
+    /// being removed when the writer died (said "removing", never "removed").
     struct Replay {
         enum Fate {
             case stored(UInt64)
@@ -221,6 +249,7 @@ struct CacheCrashTests {
         }
         var durable: [String: Fate] = [:]
         var pending: [String: UInt64] = [:]
+        var removing: Set<String> = []
 
         init(_ lines: [String]) {
             for line in lines {
@@ -231,11 +260,20 @@ struct CacheCrashTests {
                 case ("committed", let generation?):
                     durable[fields[1]] = .stored(generation)
                     pending[fields[1]] = nil
+                    removing.remove(fields[1])
+                case ("removing", _?):
+                    // The remove takes the key out of the group at once.
+                    removing.insert(fields[1])
+                    pending[fields[1]] = nil
                 case ("removed", let generation?):
                     durable[fields[1]] = .removed(generation)
                     pending[fields[1]] = nil
+                    removing.remove(fields[1])
                 case ("flushed", _):
-                    for (name, generation) in pending { durable[name] = .stored(generation) }
+                    for (name, generation) in pending {
+                        durable[name] = .stored(generation)
+                        removing.remove(name)
+                    }
                     pending = [:]
                 default: break
                 }
