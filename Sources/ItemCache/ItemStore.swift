@@ -130,6 +130,14 @@ public final class ItemStore: ItemCaching {
         var sequence = 0
         var timerArmed = false
         var closed = false
+        /// The failure of a group write no caller waited for (the timer's), until the next
+        /// flush or close throws it: their stores had returned, and the group is gone.
+        var unreported: ItemCacheError?
+
+        mutating func takeUnreported() -> ItemCacheError? {
+            defer { unreported = nil }
+            return unreported
+        }
     }
 
     /// What opening found and repaired.
@@ -641,13 +649,16 @@ public final class ItemStore: ItemCaching {
     // MARK: - Group writes
 
     /// Writes the pending group now (nothing happens without one), and the reads recorded so far.
+    /// Throws when that write fails, or when a group write started by ``GroupWritePolicy/maxDelay``
+    /// failed since the last flush: either way, stores that returned are not on disk.
     public func flush() async throws(ItemCacheError) {
         try await io.run { () throws(ItemCacheError) in try self.flushNow() }
     }
 
     /// The group write, on the calling thread: one transaction for the whole group. The values
-    /// stay readable in `group` until their rows are committed.
-    private func flushNow() throws(ItemCacheError) {
+    /// stay readable in `group` until their rows are committed. With `unawaited` (the timer's
+    /// write) a failure waits in `group` for the next flush or close, which throws it.
+    private func flushNow(unawaited: Bool = false) throws(ItemCacheError) {
         let result = flushing.withLock { _ -> Result<Void, ItemCacheError> in
             let batch = group.withLock { $0.writes }
             guard !batch.isEmpty else {
@@ -664,8 +675,20 @@ public final class ItemStore: ItemCaching {
                     group.writes.removeValue(forKey: key)
                 }
             }
+            if unawaited, case .failure(let error) = result {
+                let lost = ItemCacheError(
+                    code: error.code,
+                    message:
+                        "the group write due after \(configuration.groupWrites?.maxDelay ?? .zero) failed, and its \(batch.count) stores are not on disk: \(error.message)",
+                    key: error.key, underlying: error)
+                group.withLock { $0.unreported = $0.unreported ?? lost }
+            }
             return result
         }
+        if unawaited { return }
+        // The timer's failure first: its stores were lost first (this write's failure, if any,
+        // says the same to this caller).
+        if let earlier = group.withLock({ $0.takeUnreported() }) { throw earlier }
         try result.get()
     }
 
@@ -680,7 +703,8 @@ public final class ItemStore: ItemCaching {
             try? await Task.sleep(for: delay)
             guard let self else { return }
             self.group.withLock { $0.timerArmed = false }
-            try? await self.flush()
+            // No caller waits here: the next flush or close reports a failure.
+            try? await self.io.run { () throws(ItemCacheError) in try self.flushNow(unawaited: true) }
         }
     }
 

@@ -247,6 +247,33 @@ struct ItemStoreTests {
         #expect(count == 1)
     }
 
+    /// The timer's group write has no caller to throw to. It used to drop the group and its
+    /// error, and the next flush, finding nothing pending, said every store was on disk.
+    @Test("a failed group write started by its delay is thrown by the next flush, once")
+    func failedTimedGroupWriteIsReported() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 1000, maxDelay: .milliseconds(50)))
+        let tooLarge = Data(count: 4 << 20)
+        try await store.store(Self.bytes(2000, 1), for: Self.key("a"))
+        // More than the 1 MiB limit holds: the group's one transaction fails, "a" with it.
+        try await store.store(tooLarge, for: Self.key("b"))
+        var pending = true
+        for _ in 0..<200 where pending {
+            try await Task.sleep(for: .milliseconds(20))
+            pending = try await store.info(for: Self.key("a")) != nil
+        }
+        #expect(!pending, "the timer's group write did not run")
+        await #expect { try await store.flush() } throws: { error in
+            guard let error = error as? ItemCacheError else { return false }
+            return error.code == .tooLarge && error.message.contains("its 2 stores are not on disk")
+        }
+        try await store.flush()
+        store.purgeMemory()
+        #expect(try store.blockingItem(for: Self.key("a")) == nil)
+        #expect(try store.blockingStatistics().count == 0)
+    }
+
     @Test("don't-store returns the value and keeps nothing")
     func dontStore() async throws {
         let folder = temporaryCacheFolder()
