@@ -94,8 +94,15 @@ package struct VirtualTree: Sendable {
     /// Folders of the current content not listed yet, by node, with their path in the current
     /// content.
     private var unlisted: [NodeID: SafeRelativePath] = [:]
+    /// The folders a lazy tree's listings found (its files are ``localFiles``, which only
+    /// listings fill in a lazy tree). Kept as a list and made a ``LocalTree`` when asked for:
+    /// listing more of the tree to widen a plan or patch a twin never builds those sets.
+    private var listedFolders: [SafeRelativePath] = []
+
     /// What a lazy tree listed of the current content: every entry of each folder it listed.
-    package private(set) var listed = LocalTree()
+    package var listed: LocalTree {
+        loader == nil ? LocalTree() : LocalTree(folders: Set(listedFolders), files: Set(localFiles))
+    }
     /// Whether a lazy tree's loader failed: its plan is then not to be used.
     package private(set) var failed = false
 
@@ -172,12 +179,11 @@ package struct VirtualTree: Sendable {
                 let node = allocate(.folder, payload: -1)
                 attach(node, to: folder, name: entry.name)
                 unlisted[node] = path
-                listed.folders.insert(path)
+                listedFolders.append(path)
             } else {
                 localFiles.append(path)
                 let node = allocate(.localFile, payload: Int32(localFiles.count - 1))
                 attach(node, to: folder, name: entry.name)
-                listed.files.insert(path)
             }
         }
     }
@@ -644,6 +650,7 @@ package struct VirtualTree: Sendable {
     /// given its path; a file its folder's, so that a caller who has the file's path already
     /// need not build it again.
     private func walk(
+        from start: NodeID = root, at startPath: SafeRelativePath = .root,
         folder visitFolder: (SafeRelativePath, NodeID) -> Void,
         file visitFile: (_ parent: SafeRelativePath, NodeID) -> Void
     ) {
@@ -660,7 +667,7 @@ package struct VirtualTree: Sendable {
             children.sort { names[Int($0)] > names[Int($1)] }
             for child in children { stack.append((child, path)) }
         }
-        push(childrenOf: Self.root, at: .root)
+        push(childrenOf: start, at: startPath)
         while let (node, parent) = stack.popLast() {
             if kinds[Int(node)] == .folder {
                 let path = path(of: node, in: parent)
@@ -675,6 +682,58 @@ package struct VirtualTree: Sendable {
     private func path(of node: NodeID, in parent: SafeRelativePath) -> SafeRelativePath {
         // Names come from checked paths, so they are always valid components.
         try! parent.appending(component: names[Int(node)])
+    }
+
+    /// ``SyncPlan/twinPatch(dirty:)`` of the plan this tree makes (``plan(from:to:fingerprints:)``),
+    /// worked out from the tree itself: each dirty path is looked up (a lazy tree lists the
+    /// folders on the way), and only a folder rebuilt whole is walked. So it costs the dirty
+    /// paths, not the plan's every entry.
+    package mutating func twinPatch(dirty: [SafeRelativePath]) -> TwinPatch {
+        var patch = TwinPatch()
+        var rebuilt: [(path: SafeRelativePath, node: NodeID)] = []
+        var covered: SafeRelativePath?
+        for path in Set(dirty).sorted() {
+            if let covered, path.isWithin(covered) { continue }
+            patch.removals.append(path)
+            // The root is never one of a plan's folders: removed, not rebuilt.
+            let node = path.isRoot ? nil : find(path.components[...], from: Self.root)
+            switch node.map({ kinds[Int($0)] }) {
+            case .folder?:
+                rebuilt.append((path, node!))
+                covered = path
+            case .localFile?:
+                patch.links.append(SyncPlan.Reuse(target: path, source: localFiles[Int(payloads[Int(node!)])]))
+            case .download?:
+                patch.downloads.append(path)
+            case .free?, nil:
+                covered = path
+            }
+        }
+        guard !rebuilt.isEmpty else { return patch }
+        // Everything of the new version under a rebuilt folder is placed again, the folder too.
+        for (path, node) in rebuilt {
+            listWhole(node)
+            patch.folders.append(path)
+            walk(
+                from: node, at: path,
+                folder: { folder, _ in patch.folders.append(folder) },
+                file: { parent, id in
+                    switch kinds[Int(id)] {
+                    case .localFile:
+                        patch.links.append(
+                            SyncPlan.Reuse(
+                                target: self.path(of: id, in: parent), source: localFiles[Int(payloads[Int(id)])]))
+                    case .download:
+                        patch.downloads.append(self.path(of: id, in: parent))
+                    case .folder, .free:
+                        preconditionFailure("node \(id) is not a file")
+                    }
+                })
+        }
+        patch.folders.sort()
+        patch.links.sort { $0.target < $1.target }
+        patch.downloads.sort()
+        return patch
     }
 
     /// The plan of the tree as it stands.

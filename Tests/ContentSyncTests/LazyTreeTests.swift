@@ -127,6 +127,40 @@ struct LazyTreeTests {
         }
     }
 
+    @Test("300 random trees, change lists and dirty sets: the twin patch from a lazy tree is the eager plan's")
+    func lazyTwinPatchMatchesThePlans() {
+        var random = Generator(state: 29)
+        let (from, to) = (try! CacheVersion("1.0"), try! CacheVersion("2.0"))
+        var rebuilt = 0
+        for round in 0..<300 {
+            let local = Self.randomTree(using: &random)
+            let changes = Self.randomChanges(using: &random)
+            var eager = VirtualTree(local: local)
+            var lazy = VirtualTree(loader: Self.loader(local))
+            for change in changes {
+                eager.apply(change, listName: "changes.json")
+                lazy.apply(change, listName: "changes.json")
+            }
+            let eagerPlan = eager.plan(from: from, to: to)
+            // A dirty set as a twin has: this plan's changes, paths of the current tree (an earlier
+            // version's changes), folders, and paths neither version has; the root once in a while.
+            var dirty = eagerPlan.changedPaths(from: local) ?? []
+            let known = Array(local.files) + Array(local.folders)
+            for _ in 0..<Int.random(in: 0...4, using: &random) where !known.isEmpty {
+                dirty.append(known.randomElement(using: &random)!)
+            }
+            for _ in 0..<Int.random(in: 0...2, using: &random) { dirty.append(Self.randomPath(using: &random)) }
+            if round % 50 == 7 { dirty.append(.root) }
+            dirty.shuffle(using: &random)
+            let expected = eagerPlan.twinPatch(dirty: dirty)
+            if !expected.folders.isEmpty { rebuilt += 1 }
+            #expect(lazy.twinPatch(dirty: dirty) == expected, "round \(round): \(changes), dirty \(dirty)")
+            #expect(!lazy.failed)
+            #expect(eager.twinPatch(dirty: dirty) == expected, "round \(round): the eager tree's own patch")
+        }
+        #expect(rebuilt > 20, "folders rebuilt whole in \(rebuilt) of 300 rounds")
+    }
+
     @Test("a change deep in a big tree lists only the folders on its way")
     func listsOnlyWhatChangesReach() {
         var local = LocalTree()

@@ -55,9 +55,9 @@ struct ReplayPlanner: Sendable {
         var newFolders: [SafeRelativePath]
         /// How many files of the new version are kept from the current content.
         var filesReused: Int
-        /// The plan widened to cover more paths (whole folders, and each path's folder), for a
-        /// twin's dirty set or a whole build; nil when ``plan`` covers everything already.
-        var widen: (@Sendable ([SafeRelativePath]) async throws(SyncError) -> SyncPlan)?
+        /// What the plan becomes when more of the tree is needed (a twin's dirty set, or a whole
+        /// build); nil when ``plan`` covers everything already.
+        var widen: PlanWidening?
     }
 
     /// What planning from the tree index starts from.
@@ -162,15 +162,7 @@ struct ReplayPlanner: Sendable {
         var planned = first
         planned.listsApplied = chain.count
         logWarnings(planned.plan)
-        planned.widen = { (paths: [SafeRelativePath]) async throws(SyncError) -> SyncPlan in
-            do throws(SyncError) {
-                return try await BlockingWork.run { () throws(SyncError) in try source.widened(covering: paths) }
-            } catch {
-                // The next update lists the folder instead of reading the damaged index again.
-                try? await store.dropLiveFolders()
-                throw error
-            }
-        }
+        planned.widen = PlanWidening(source: source, store: store)
         return planned
     }
 
@@ -209,6 +201,33 @@ struct ReplayPlanner: Sendable {
     }
 }
 
+/// A lazy plan's ways to more of the tree, for the stager: the plan widened, or a twin's patch.
+/// A failure to read the tree index drops the recorded folder times on its way up, so the next
+/// update lists the folder instead of reading the damaged index again.
+struct PlanWidening: Sendable {
+    let source: LazyPlanSource
+    let store: StateStore
+
+    /// The plan covering `paths` too (``LazyPlanSource/widened(covering:)``).
+    func plan(covering paths: [SafeRelativePath]) async throws(SyncError) -> SyncPlan {
+        try await run { () throws(SyncError) in try source.widened(covering: paths) }
+    }
+
+    /// The twin's patch for `dirty` (``LazyPlanSource/twinPatch(dirty:)``).
+    func twinPatch(dirty: [SafeRelativePath]) async throws(SyncError) -> TwinPatch {
+        try await run { () throws(SyncError) in try source.twinPatch(dirty: dirty) }
+    }
+
+    private func run<T: Sendable>(_ work: @escaping @Sendable () throws(SyncError) -> T) async throws(SyncError) -> T {
+        do throws(SyncError) {
+            return try await BlockingWork.run(work)
+        } catch {
+            try? await store.dropLiveFolders()
+            throw error
+        }
+    }
+}
+
 /// A lazy tree after planning, kept so that its plan can be widened (``VirtualTree/cover(_:)``)
 /// when the stager needs more of it.
 final class LazyPlanSource: Sendable {
@@ -232,18 +251,29 @@ final class LazyPlanSource: Sendable {
         let (from, to, fingerprints, identity) = (self.from, self.to, self.fingerprints, self.identity)
         return try tree.withLock { tree throws(SyncError) -> SyncPlan in
             tree.cover(paths)
-            guard !tree.failed else {
-                throw SyncError(
-                    code: .stateStore,
-                    message:
-                        "the tree index in the state database cannot be read as a tree; run the update again (it lists the content folder instead)"
-                )
-            }
+            guard !tree.failed else { throw Self.unreadable }
             var plan = tree.plan(from: from, to: to, fingerprints: fingerprints)
             plan.widenedFrom = identity
             return plan
         }
     }
+
+    /// ``VirtualTree/twinPatch(dirty:)``: the steps that catch a twin up, from the tree itself
+    /// rather than from the plan widened to `dirty` (which lists every entry of every folder
+    /// `dirty` reaches).
+    func twinPatch(dirty: [SafeRelativePath]) throws(SyncError) -> TwinPatch {
+        try tree.withLock { tree throws(SyncError) -> TwinPatch in
+            let patch = tree.twinPatch(dirty: dirty)
+            guard !tree.failed else { throw Self.unreadable }
+            return patch
+        }
+    }
+
+    private static let unreadable = SyncError(
+        code: .stateStore,
+        message:
+            "the tree index in the state database cannot be read as a tree; run the update again (it lists the content folder instead)"
+    )
 }
 
 /// The chain's change lists on their way to the planning thread, which drops each body once it

@@ -52,11 +52,10 @@ struct Stager: Sendable {
     /// built whole: folders, hard links to the current content for the files it keeps, and
     /// downloads for the rest. `changed` is where the plan's version differs from the current
     /// content (nil: keep no twin after the switch). A plan that covers only part of the tree (a
-    /// lazy plan, ``ReplayPlanner/Planned/widen``) is widened through `widen` to what each way of
-    /// building needs: the dirty paths, or everything.
+    /// lazy plan, ``ReplayPlanner/Planned/widen``) reaches through `widen` what each way of
+    /// building needs: the twin's patch for the dirty paths, or the plan of everything.
     func stage(
-        _ plan: SyncPlan, changed: [SafeRelativePath]?,
-        widen: (@Sendable ([SafeRelativePath]) async throws(SyncError) -> SyncPlan)? = nil, layout: StorageLayout,
+        _ plan: SyncPlan, changed: [SafeRelativePath]?, widen: PlanWidening? = nil, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
         if let changed, let (twin, location) = try await usableTwin(for: plan),
@@ -65,7 +64,7 @@ struct Stager: Sendable {
         {
             return staged
         }
-        let plan = try await widen?([.root]) ?? plan
+        let plan = try await widen?.plan(covering: [.root]) ?? plan
         let identity = plan.identity
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
@@ -138,7 +137,7 @@ struct Stager: Sendable {
     /// rebuilt). Nil, with nothing touched, when the root itself changed: the tree is built whole.
     private func catchUp(
         _ twin: TwinState, at location: String, plan: SyncPlan, changed: [SafeRelativePath],
-        widen: (@Sendable ([SafeRelativePath]) async throws(SyncError) -> SyncPlan)?, layout: StorageLayout,
+        widen: PlanWidening?, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged? {
         let identity = plan.identity
@@ -167,8 +166,8 @@ struct Stager: Sendable {
                 toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed + touched,
             keepingTwin: true)
         let dirty = twin.changes + changed + touched
-        let plan = try await widen?(dirty) ?? plan
-        let patch = plan.twinPatch(dirty: dirty)
+        // The plan itself is not widened: every download is one of its changes, so it has them all.
+        let patch = try await widen?.twinPatch(dirty: dirty) ?? plan.twinPatch(dirty: dirty)
         // A run of this plan that was stopped after its removals: every file at a download's path
         // in next/ is then a finished download (only a finished one is given its name), so the
         // removals are not done again and those downloads are kept.
