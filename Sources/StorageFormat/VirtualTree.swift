@@ -684,19 +684,85 @@ package struct VirtualTree: Sendable {
         try! parent.appending(component: names[Int(node)])
     }
 
+    /// What the current content holds at paths: true for a folder, false for a file, no key for
+    /// nothing; nil when it cannot tell (the paths' folders are then listed instead).
+    package typealias KindLookup = ([SafeRelativePath]) -> [SafeRelativePath: Bool]?
+
+    /// Where a path leads in the tree as listed so far, without listing anything.
+    private enum Probe {
+        case node(NodeID)
+        case nothing
+        /// Into a folder not listed yet: no change reached it, so the path holds what the current
+        /// content holds at `source`.
+        case unlisted(source: SafeRelativePath)
+    }
+
+    private func probe(_ path: SafeRelativePath) -> Probe {
+        var node = Self.root
+        for (index, component) in path.components.enumerated() {
+            if var source = unlisted[node] {
+                // The rest of a checked path: each component passes again.
+                for rest in path.components[index...] {
+                    guard let longer = try? source.appending(component: rest) else { return .nothing }
+                    source = longer
+                }
+                return .unlisted(source: source)
+            }
+            guard kinds[Int(node)] == .folder, let next = child(of: node, named: component) else { return .nothing }
+            node = next
+        }
+        return .node(node)
+    }
+
     /// ``SyncPlan/twinPatch(dirty:)`` of the plan this tree makes (``plan(from:to:fingerprints:)``),
-    /// worked out from the tree itself: each dirty path is looked up (a lazy tree lists the
-    /// folders on the way), and only a folder rebuilt whole is walked. So it costs the dirty
-    /// paths, not the plan's every entry.
-    package mutating func twinPatch(dirty: [SafeRelativePath]) -> TwinPatch {
+    /// worked out from the tree itself: each dirty path is looked up, and only a folder rebuilt
+    /// whole is walked. So it costs the dirty paths, not the plan's every entry.
+    ///
+    /// A lazy tree lists the folders on the way to a path, unless `kinds` is given: a path inside
+    /// a folder no change reached (not listed) holds what the current content holds there, so it
+    /// is asked about alone (all such paths in one call) rather than its folder listed whole.
+    package mutating func twinPatch(dirty: [SafeRelativePath], kinds lookup: KindLookup? = nil) -> TwinPatch {
+        let paths = Set(dirty).sorted()
+        var probes = paths.map { $0.isRoot || lookup == nil ? Probe.nothing : probe($0) }
+        var known: [SafeRelativePath: Bool] = [:]
+        if let lookup {
+            var asked: [SafeRelativePath] = []
+            for case .unlisted(let source) in probes { asked.append(source) }
+            if !asked.isEmpty {
+                if let answer = lookup(asked) {
+                    known = answer
+                } else {
+                    for index in probes.indices {
+                        if case .unlisted = probes[index] { probes[index] = .nothing }
+                    }
+                }
+            }
+        }
         var patch = TwinPatch()
         var rebuilt: [(path: SafeRelativePath, node: NodeID)] = []
         var covered: SafeRelativePath?
-        for path in Set(dirty).sorted() {
+        for (index, path) in paths.enumerated() {
             if let covered, path.isWithin(covered) { continue }
             patch.removals.append(path)
+            if case .unlisted(let source) = probes[index] {
+                switch known[source] {
+                case false?:
+                    patch.links.append(SyncPlan.Reuse(target: path, source: source))
+                    continue
+                case true?:
+                    probes[index] = .nothing // a folder rebuilt whole: listed through the tree below
+                case nil:
+                    covered = path
+                    continue
+                }
+            }
             // The root is never one of a plan's folders: removed, not rebuilt.
-            let node = path.isRoot ? nil : find(path.components[...], from: Self.root)
+            let node: NodeID?
+            if case .node(let found) = probes[index] {
+                node = found
+            } else {
+                node = path.isRoot ? nil : find(path.components[...], from: Self.root)
+            }
             switch node.map({ kinds[Int($0)] }) {
             case .folder?:
                 rebuilt.append((path, node!))

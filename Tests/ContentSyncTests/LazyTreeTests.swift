@@ -154,11 +154,63 @@ struct LazyTreeTests {
             dirty.shuffle(using: &random)
             let expected = eagerPlan.twinPatch(dirty: dirty)
             if !expected.folders.isEmpty { rebuilt += 1 }
+            // Looking up paths in folders no change reached (as the index answers), or listing them.
+            var pointed = lazy
+            #expect(
+                pointed.twinPatch(dirty: dirty, kinds: Self.kinds(local)) == expected,
+                "round \(round): \(changes), dirty \(dirty)")
+            #expect(!pointed.failed)
             #expect(lazy.twinPatch(dirty: dirty) == expected, "round \(round): \(changes), dirty \(dirty)")
             #expect(!lazy.failed)
             #expect(eager.twinPatch(dirty: dirty) == expected, "round \(round): the eager tree's own patch")
         }
         #expect(rebuilt > 20, "folders rebuilt whole in \(rebuilt) of 300 rounds")
+    }
+
+    /// What `local` holds at paths, as the tree index answers ``VirtualTree/KindLookup``.
+    static func kinds(_ local: LocalTree) -> VirtualTree.KindLookup {
+        { paths in
+            var kinds: [SafeRelativePath: Bool] = [:]
+            for path in paths where local.folders.contains(path) || local.files.contains(path) {
+                kinds[path] = local.folders.contains(path)
+            }
+            return kinds
+        }
+    }
+
+    @Test(
+        "a twin's dirty paths in folders no change reached are looked up alone, not listed; a failed lookup lists them"
+    )
+    func twinPatchLooksUpUnreachedPaths() {
+        var local = LocalTree()
+        for top in 0..<10 {
+            local.folders.insert(p("t\(top)"))
+            for file in 0..<10 { local.files.insert(p("t\(top)/f\(file).bin")) }
+        }
+        local.folders.insert(p("t3/sub"))
+        local.files.insert(p("t3/sub/deep.bin"))
+        let listings = Listings()
+        var lazy = VirtualTree(loader: Self.loader(local, count: listings))
+        lazy.apply(Change(kind: .redownload(from: p("t1/f1.bin"), to: p("t1/f1.bin")), index: 0), listName: "c.json")
+        let planned = listings.count.withLock { $0 }
+        let dirty = [p("t1/f1.bin"), p("t2/f2.bin"), p("t4/f4.bin"), p("t5/missing.bin"), p("t3/sub")]
+        var asked: [SafeRelativePath] = []
+        let patch = lazy.twinPatch(dirty: dirty) { paths in
+            asked += paths
+            return Self.kinds(local)(paths)
+        }
+        #expect(asked.sorted() == [p("t2/f2.bin"), p("t3/sub"), p("t4/f4.bin"), p("t5/missing.bin")])
+        #expect(patch.downloads == [p("t1/f1.bin")])
+        #expect(patch.links.map(\.target) == [p("t2/f2.bin"), p("t3/sub/deep.bin"), p("t4/f4.bin")])
+        #expect(patch.folders == [p("t3/sub")])
+        // Only t3 and its subfolder were listed for the patch (the folder rebuilt whole).
+        #expect(listings.count.withLock { $0 } == planned + 2)
+        var failing = VirtualTree(loader: Self.loader(local))
+        failing.apply(Change(kind: .redownload(from: p("t1/f1.bin"), to: p("t1/f1.bin")), index: 0), listName: "c.json")
+        let listed = failing.twinPatch(dirty: [p("t2/f2.bin"), p("t5/missing.bin")]) { _ in nil }
+        #expect(listed.links == [SyncPlan.Reuse(target: p("t2/f2.bin"), source: p("t2/f2.bin"))])
+        #expect(listed.removals == [p("t2/f2.bin"), p("t5/missing.bin")])
+        #expect(!failing.failed)
     }
 
     @Test("a change deep in a big tree lists only the folders on its way")

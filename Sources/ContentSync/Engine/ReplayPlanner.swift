@@ -155,7 +155,8 @@ struct ReplayPlanner: Sendable {
                 localFolders: base.folders, localTimes: base.times, drifted: 0, fromIndex: true, newShape: newShape,
                 newFolders: newFolders, filesReused: newShape.files - plan.downloads.count)
             let source = LazyPlanSource(
-                tree: tree, from: local, to: to, fingerprints: withFingerprints, identity: plan.identity)
+                tree: tree, from: local, to: to, fingerprints: withFingerprints, identity: plan.identity,
+                kinds: { paths in store.indexedKinds(of: paths) })
             return (planned, source)
         }
         guard let (first, source) = result else { return nil }
@@ -237,13 +238,19 @@ final class LazyPlanSource: Sendable {
     private let fingerprints: Bool
     /// The identity of the plan made first, which every widened plan keeps.
     private let identity: String
+    /// What the current content holds at paths no change reached (``VirtualTree/KindLookup``).
+    private let kinds: @Sendable ([SafeRelativePath]) -> [SafeRelativePath: Bool]?
 
-    init(tree: VirtualTree, from: CacheVersion, to: CacheVersion, fingerprints: Bool, identity: String) {
+    init(
+        tree: VirtualTree, from: CacheVersion, to: CacheVersion, fingerprints: Bool, identity: String,
+        kinds: @escaping @Sendable ([SafeRelativePath]) -> [SafeRelativePath: Bool]?
+    ) {
         self.tree = Mutex(tree)
         self.from = from
         self.to = to
         self.fingerprints = fingerprints
         self.identity = identity
+        self.kinds = kinds
     }
 
     /// The plan covering `paths` too: each path's folders, and a folder's whole subtree.
@@ -258,12 +265,14 @@ final class LazyPlanSource: Sendable {
         }
     }
 
-    /// ``VirtualTree/twinPatch(dirty:)``: the steps that catch a twin up, from the tree itself
-    /// rather than from the plan widened to `dirty` (which lists every entry of every folder
-    /// `dirty` reaches).
+    /// ``VirtualTree/twinPatch(dirty:kinds:)``: the steps that catch a twin up, from the tree
+    /// itself rather than from the plan widened to `dirty` (which lists every entry of every
+    /// folder `dirty` reaches); a path in a folder no change reached is looked up alone in the
+    /// tree index.
     func twinPatch(dirty: [SafeRelativePath]) throws(SyncError) -> TwinPatch {
-        try tree.withLock { tree throws(SyncError) -> TwinPatch in
-            let patch = tree.twinPatch(dirty: dirty)
+        let kinds = self.kinds
+        return try tree.withLock { tree throws(SyncError) -> TwinPatch in
+            let patch = tree.twinPatch(dirty: dirty, kinds: kinds)
             guard !tree.failed else { throw Self.unreadable }
             return patch
         }

@@ -505,6 +505,24 @@ final class StateStore: Sendable {
         return listed ?? nil
     }
 
+    /// Whether the tree index records each of `paths` as a folder (true) or a file (false); a
+    /// path it does not record has no key. One read, one lookup by key each; nil when a row's
+    /// kind is damaged. (As ``indexedEntries(of:)``, only the kind is read: the tree check
+    /// reads the rest, and checks it.)
+    func indexedKinds(of paths: [SafeRelativePath]) -> [SafeRelativePath: Bool]? {
+        let kinds = try? pool.read { db -> [SafeRelativePath: Bool]? in
+            let statement = try db.cachedStatement(sql: "SELECT isFolder FROM treeEntry WHERE path = ?")
+            var kinds: [SafeRelativePath: Bool] = [:]
+            for path in paths {
+                guard let row = try Row.fetchOne(statement, arguments: [path.string]) else { continue }
+                guard let isFolder: Bool = row.lenient(0) else { return nil }
+                kinds[path] = isFolder
+            }
+            return kinds
+        }
+        return kinds ?? nil
+    }
+
     /// The tree index's entries directly in `folder`: one indexed query (`parent`). Nil when a
     /// row is damaged or hostile (not a safe path in `folder`, or not an entry).
     private static func indexEntries(in folder: SafeRelativePath, _ db: Database) throws
