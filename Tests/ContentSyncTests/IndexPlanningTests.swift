@@ -222,3 +222,54 @@ struct IndexPlanningTests {
         }
     }
 }
+
+/// The recorded folder times are written as a difference: the rows that changed, no others.
+@Suite("Folder times are written where they differ", .timeLimit(.minutes(1)))
+struct FolderTimesWriteTests {
+    @Test("the table ends as exactly the new times; unchanged rows are not written; damaged rows make it written whole")
+    func onlyDifferingRowsAreWritten() async throws {
+        try await withTemporaryDirectory { folder in
+            let database = try DatabaseQueue(path: folder + "/t.sqlite")
+            try database.write { db in
+                try db.execute(
+                    sql: "CREATE TABLE liveFolder (path TEXT PRIMARY KEY, ctime INTEGER NOT NULL) WITHOUT ROWID")
+            }
+            func table() throws -> [String: Int64] {
+                try database.read { db in
+                    var rows: [String: Int64] = [:]
+                    for row in try Row.fetchAll(db, sql: "SELECT path, ctime FROM liveFolder") { rows[row[0]] = row[1] }
+                    return rows
+                }
+            }
+            func write(_ times: [SafeRelativePath: Int64]?) throws -> Int {
+                try database.write { db in
+                    let before = db.totalChangesCount
+                    try StateStore.replaceFolderTimes(in: "liveFolder", with: times, db)
+                    return db.totalChangesCount - before
+                }
+            }
+            var times: [SafeRelativePath: Int64] = [.root: 1]
+            for index in 0..<500 { times[p("f\(index)")] = Int64(index) }
+            #expect(try write(times) == 501)
+            #expect(try table() == Dictionary(uniqueKeysWithValues: times.map { ($0.key.string, $0.value) }))
+            // Two times moved, one folder gone, one new: four rows written.
+            times[.root] = 2
+            times[p("f7")] = 70
+            times[p("f8")] = nil
+            times[p("g")] = 5
+            #expect(try write(times) == 4)
+            #expect(try table() == Dictionary(uniqueKeysWithValues: times.map { ($0.key.string, $0.value) }))
+            // A hostile row with a path no version has is removed with the rest of the difference.
+            try database.write { db in try db.execute(sql: "INSERT INTO liveFolder VALUES ('../victim', 9)") }
+            #expect(try write(times) == 1)
+            #expect(try table()["../victim"] == nil)
+            // A row that does not read as a path and a time: written whole.
+            try database.write { db in try db.execute(sql: "INSERT INTO liveFolder VALUES (X'00ff', 'soon')") }
+            // Every row deleted (502) and inserted again (501).
+            #expect(try write(times) == 502 + 501)
+            #expect(try table() == Dictionary(uniqueKeysWithValues: times.map { ($0.key.string, $0.value) }))
+            #expect(try write(nil) == 501)
+            #expect(try table().isEmpty)
+        }
+    }
+}

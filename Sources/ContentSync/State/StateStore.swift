@@ -686,11 +686,7 @@ final class StateStore: Sendable {
             try Self.recordIndex(index, version: newVersion, in: db)
             // The new content's folders, read after the swap: without them the next replay lists
             // the folder whole.
-            try db.execute(sql: "DELETE FROM liveFolder")
-            if let liveFolders {
-                let statement = try db.cachedStatement(sql: "INSERT INTO liveFolder (path, ctime) VALUES (?, ?)")
-                for (path, ctime) in liveFolders { try statement.execute(arguments: [path.string, ctime]) }
-            }
+            try Self.replaceFolderTimes(in: "liveFolder", with: liveFolders, db)
             if let fullCheckAt {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO fullCheck (id, checkedAt) VALUES (1, ?)",
@@ -698,11 +694,7 @@ final class StateStore: Sendable {
             }
             // The recorded folders are the new twin's, or none (a twin kept after an interrupted
             // switch is then not verified, and its catch-up is checked whole).
-            try db.execute(sql: "DELETE FROM twinFolder")
-            if let twinFolders, twin != nil {
-                let statement = try db.cachedStatement(sql: "INSERT INTO twinFolder (path, ctime) VALUES (?, ?)")
-                for (path, ctime) in twinFolders { try statement.execute(arguments: [path.string, ctime]) }
-            }
+            try Self.replaceFolderTimes(in: "twinFolder", with: twin == nil ? nil : twinFolders, db)
             if let twin {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO twin (id, device, inode, baseVersion) VALUES (1, ?, ?, ?)",
@@ -735,6 +727,41 @@ final class StateStore: Sendable {
             try CompletedDownloadRecord.deleteAll(db)
             try Self.record(history, contentDirectory: contentDirectory, in: db)
         }
+    }
+
+    /// Makes `table` (`liveFolder` or `twinFolder`: a path and a `ctime` a row) hold exactly
+    /// `times` (nothing for nil), writing only the rows that differ. An update moves the times of
+    /// the folders it touched, a few of thousands; rewriting every row cost a tenth of a small
+    /// update, in the transaction and again in the checkpoint that copies its pages. A row that
+    /// does not read as a path and a time makes the table be written whole.
+    static func replaceFolderTimes(
+        in table: String, with times: [SafeRelativePath: Int64]?, _ db: Database
+    ) throws {
+        guard let times, !times.isEmpty else {
+            try db.execute(sql: "DELETE FROM \(table)")
+            return
+        }
+        var stored: [String: Int64] = [:]
+        var whole = false
+        let rows = try Row.fetchCursor(db, sql: "SELECT path, ctime FROM \(table)")
+        while let row = try rows.next() {
+            guard let path: String = row.lenient(0), let ctime: Int64 = row.lenient(1) else {
+                whole = true
+                break
+            }
+            stored[path] = ctime
+        }
+        if whole {
+            try db.execute(sql: "DELETE FROM \(table)")
+            stored = [:]
+        }
+        let upsert = try db.cachedStatement(sql: "INSERT OR REPLACE INTO \(table) (path, ctime) VALUES (?, ?)")
+        for (path, ctime) in times {
+            let key = path.string
+            if stored.removeValue(forKey: key) != ctime { try upsert.execute(arguments: [key, ctime]) }
+        }
+        let delete = try db.cachedStatement(sql: "DELETE FROM \(table) WHERE path = ?")
+        for key in stored.keys { try delete.execute(arguments: [key]) }
     }
 
     /// The fingerprints remembered for the current version's files.
