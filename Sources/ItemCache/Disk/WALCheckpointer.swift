@@ -75,14 +75,22 @@ final class WALCheckpointer: Sendable {
             // where every new page of the log was zeroed and charged). A small cache's log is
             // emptied (TRUNCATE): one commit can take it past its budget, and the folder's
             // limit is tight. Both wait for readers through the busy handler; gets hold the
-            // log for microseconds. The result is not checked: a busy or partial checkpoint is
-            // tried again at the next commit.
+            // log for microseconds. A background checkpoint still copying makes this one busy
+            // at once (SQLite runs one at a time, and its busy handler does not wait for that):
+            // the writer waits for it on its queue (it is passive, so it never waits for this
+            // writer), or the log would grow by every commit made while it runs (a clean-clone
+            // test saw 2 MiB past the budget under load). The result is not checked otherwise:
+            // a busy or partial checkpoint is tried again at the next commit.
             let mode = threshold >= Self.threshold ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_TRUNCATE
             for attempt in 0..<3 {
                 if sqlite3_wal_checkpoint_v2(connection, nil, mode, nil, nil) != SQLITE_BUSY {
                     break
                 }
-                usleep(UInt32(500 << attempt))
+                if attempt == 0 && scheduled.load(ordering: .acquiring) {
+                    queue.sync {}
+                } else {
+                    usleep(UInt32(500 << attempt))
+                }
             }
             return
         }
