@@ -27,6 +27,50 @@ public struct TwinPatch: Sendable, Equatable {
 
     /// Every path the patch removes, creates, links or downloads.
     public var paths: [SafeRelativePath] { removals + folders + links.map(\.target) + downloads }
+
+    /// What the new version has at a dirty path.
+    package enum Placement {
+        /// A folder: rebuilt whole, with everything the new version has under it.
+        case folder
+        /// A file with the bytes of this path of the current content.
+        case link(from: SafeRelativePath)
+        case download
+        /// Nothing: the path, and all below it, is only removed.
+        case nothing
+    }
+
+    /// The patch's steps for `dirty` (each path once, in order; a path below one that is rebuilt
+    /// or removed whole is covered by it): every path is removed, then placed again as
+    /// `placement` says. The folders to rebuild come back apart: the caller adds what the new
+    /// version has under each (``folders``, ``links``, ``downloads``, the folder itself
+    /// included), then calls ``sortPlacements()``.
+    package static func removing(
+        _ dirty: [SafeRelativePath], placement: (SafeRelativePath) -> Placement
+    ) -> (patch: TwinPatch, rebuilt: [SafeRelativePath]) {
+        var patch = TwinPatch()
+        var rebuilt: [SafeRelativePath] = []
+        var covered: SafeRelativePath?
+        for path in Set(dirty).sorted() {
+            if let covered, path.isWithin(covered) { continue }
+            patch.removals.append(path)
+            switch placement(path) {
+            case .folder:
+                rebuilt.append(path)
+                covered = path
+            case .link(let source): patch.links.append(SyncPlan.Reuse(target: path, source: source))
+            case .download: patch.downloads.append(path)
+            case .nothing: covered = path
+            }
+        }
+        return (patch, rebuilt)
+    }
+
+    /// Puts the folders (parents first), links and downloads in path order.
+    package mutating func sortPlacements() {
+        folders.sort()
+        links.sort { $0.target < $1.target }
+        downloads.sort()
+    }
 }
 
 extension SyncPlan {
@@ -52,29 +96,18 @@ extension SyncPlan {
     /// The steps that make a twin equal to the version this plan builds, given the twin equals
     /// the current content outside `dirty` (see ``TwinPatch``).
     public func twinPatch(dirty: [SafeRelativePath]) -> TwinPatch {
-        var patch = TwinPatch()
         let newFolders = Set(folders)
         var sources: [SafeRelativePath: SafeRelativePath] = [:]
         for reuse in reused { sources[reuse.target] = reuse.source }
         let downloaded = Set(downloads)
-        // Folders rebuilt whole: everything of the new version under them is placed again.
-        var rebuilt = Set<SafeRelativePath>()
-        var covered: SafeRelativePath?
-        for path in Set(dirty).sorted() {
-            if let covered, path.isWithin(covered) { continue }
-            patch.removals.append(path)
-            if newFolders.contains(path) {
-                rebuilt.insert(path)
-                covered = path
-            } else if let source = sources[path] {
-                patch.links.append(Reuse(target: path, source: source))
-            } else if downloaded.contains(path) {
-                patch.downloads.append(path)
-            } else {
-                covered = path
-            }
+        var (patch, rebuiltFolders) = TwinPatch.removing(dirty) { path in
+            if newFolders.contains(path) { return .folder }
+            if let source = sources[path] { return .link(from: source) }
+            return downloaded.contains(path) ? .download : .nothing
         }
-        guard !rebuilt.isEmpty else { return patch }
+        guard !rebuiltFolders.isEmpty else { return patch }
+        // Folders rebuilt whole: everything of the new version under them is placed again.
+        let rebuilt = Set(rebuiltFolders)
         func underRebuilt(_ path: SafeRelativePath) -> Bool {
             var folder = path
             while !folder.isRoot {
@@ -86,8 +119,7 @@ extension SyncPlan {
         for folder in folders where underRebuilt(folder) { patch.folders.append(folder) }
         for reuse in reused where underRebuilt(reuse.target.parent) { patch.links.append(reuse) }
         for download in downloads where underRebuilt(download.parent) { patch.downloads.append(download) }
-        patch.links.sort { $0.target < $1.target }
-        patch.downloads.sort()
+        patch.sortPlacements()
         return patch
     }
 }

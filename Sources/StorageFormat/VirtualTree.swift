@@ -688,30 +688,24 @@ package struct VirtualTree: Sendable {
     /// nothing; nil when it cannot tell (the paths' folders are then listed instead).
     package typealias KindLookup = ([SafeRelativePath]) -> [SafeRelativePath: Bool]?
 
-    /// Where a path leads in the tree as listed so far, without listing anything.
-    private enum Probe {
-        case node(NodeID)
-        case nothing
-        /// Into a folder not listed yet: no change reached it, so the path holds what the current
-        /// content holds at `source`.
-        case unlisted(source: SafeRelativePath)
-    }
-
-    private func probe(_ path: SafeRelativePath) -> Probe {
+    /// When `path` leads into a folder not listed yet (walking the tree as listed so far, without
+    /// listing anything), the path of the current content it stands for: no change reached that
+    /// folder, so the path holds what the current content holds there. Nil otherwise.
+    private func unlistedSource(of path: SafeRelativePath) -> SafeRelativePath? {
         var node = Self.root
         for (index, component) in path.components.enumerated() {
             if var source = unlisted[node] {
                 // The rest of a checked path: each component passes again.
                 for rest in path.components[index...] {
-                    guard let longer = try? source.appending(component: rest) else { return .nothing }
+                    guard let longer = try? source.appending(component: rest) else { return nil }
                     source = longer
                 }
-                return .unlisted(source: source)
+                return source
             }
-            guard kinds[Int(node)] == .folder, let next = child(of: node, named: component) else { return .nothing }
+            guard kinds[Int(node)] == .folder, let next = child(of: node, named: component) else { return nil }
             node = next
         }
-        return .node(node)
+        return nil
     }
 
     /// ``SyncPlan/twinPatch(dirty:)`` of the plan this tree makes (``plan(from:to:fingerprints:)``),
@@ -722,62 +716,35 @@ package struct VirtualTree: Sendable {
     /// a folder no change reached (not listed) holds what the current content holds there, so it
     /// is asked about alone (all such paths in one call) rather than its folder listed whole.
     package mutating func twinPatch(dirty: [SafeRelativePath], kinds lookup: KindLookup? = nil) -> TwinPatch {
-        let paths = Set(dirty).sorted()
-        var probes = paths.map { $0.isRoot || lookup == nil ? Probe.nothing : probe($0) }
-        var known: [SafeRelativePath: Bool] = [:]
+        // Paths in folders not listed, by the path of the current content they stand for; what
+        // the lookup says is there (nil when it could not tell: they are then listed).
+        var unlistedSources: [SafeRelativePath: SafeRelativePath] = [:]
+        var known: [SafeRelativePath: Bool]?
         if let lookup {
-            var asked: [SafeRelativePath] = []
-            for case .unlisted(let source) in probes { asked.append(source) }
-            if !asked.isEmpty {
-                if let answer = lookup(asked) {
-                    known = answer
-                } else {
-                    for index in probes.indices {
-                        if case .unlisted = probes[index] { probes[index] = .nothing }
-                    }
-                }
-            }
+            for path in Set(dirty) where !path.isRoot { unlistedSources[path] = unlistedSource(of: path) }
+            known = unlistedSources.isEmpty ? [:] : lookup(Array(unlistedSources.values))
         }
-        var patch = TwinPatch()
-        var rebuilt: [(path: SafeRelativePath, node: NodeID)] = []
-        var covered: SafeRelativePath?
-        for (index, path) in paths.enumerated() {
-            if let covered, path.isWithin(covered) { continue }
-            patch.removals.append(path)
-            if case .unlisted(let source) = probes[index] {
+        var (patch, rebuilt) = TwinPatch.removing(dirty) { path in
+            if let source = unlistedSources[path], let known {
                 switch known[source] {
-                case false?:
-                    patch.links.append(SyncPlan.Reuse(target: path, source: source))
-                    continue
-                case true?:
-                    probes[index] = .nothing // a folder rebuilt whole: listed through the tree below
-                case nil:
-                    covered = path
-                    continue
+                case false?: return .link(from: source)
+                case nil: return .nothing
+                case true?: break // a folder rebuilt whole: listed through the tree below
                 }
             }
             // The root is never one of a plan's folders: removed, not rebuilt.
-            let node: NodeID?
-            if case .node(let found) = probes[index] {
-                node = found
-            } else {
-                node = path.isRoot ? nil : find(path.components[...], from: Self.root)
-            }
-            switch node.map({ kinds[Int($0)] }) {
-            case .folder?:
-                rebuilt.append((path, node!))
-                covered = path
-            case .localFile?:
-                patch.links.append(SyncPlan.Reuse(target: path, source: localFiles[Int(payloads[Int(node!)])]))
-            case .download?:
-                patch.downloads.append(path)
-            case .free?, nil:
-                covered = path
+            guard !path.isRoot, let node = find(path.components[...], from: Self.root) else { return .nothing }
+            switch kinds[Int(node)] {
+            case .folder: return .folder
+            case .localFile: return .link(from: localFiles[Int(payloads[Int(node)])])
+            case .download: return .download
+            case .free: return .nothing
             }
         }
         guard !rebuilt.isEmpty else { return patch }
         // Everything of the new version under a rebuilt folder is placed again, the folder too.
-        for (path, node) in rebuilt {
+        for path in rebuilt {
+            guard let node = find(path.components[...], from: Self.root) else { continue }
             listWhole(node)
             patch.folders.append(path)
             walk(
@@ -796,9 +763,7 @@ package struct VirtualTree: Sendable {
                     }
                 })
         }
-        patch.folders.sort()
-        patch.links.sort { $0.target < $1.target }
-        patch.downloads.sort()
+        patch.sortPlacements()
         return patch
     }
 
