@@ -67,6 +67,19 @@ struct LazyTreeTests {
         }
     }
 
+    /// A random local tree and change list, applied to an eager tree of it and to a lazy one.
+    static func randomCase(using random: inout Generator) -> (LocalTree, [Change], VirtualTree, VirtualTree) {
+        let local = randomTree(using: &random)
+        let changes = randomChanges(using: &random)
+        var eager = VirtualTree(local: local)
+        var lazy = VirtualTree(loader: loader(local))
+        for change in changes {
+            eager.apply(change, listName: "changes.json")
+            lazy.apply(change, listName: "changes.json")
+        }
+        return (local, changes, eager, lazy)
+    }
+
     /// Counts a loader's listings.
     final class Listings: Sendable {
         let count = Mutex(0)
@@ -94,14 +107,7 @@ struct LazyTreeTests {
         var random = Generator(state: 23)
         let (from, to) = (try! CacheVersion("1.0"), try! CacheVersion("2.0"))
         for round in 0..<300 {
-            let local = Self.randomTree(using: &random)
-            let changes = Self.randomChanges(using: &random)
-            var eager = VirtualTree(local: local)
-            var lazy = VirtualTree(loader: Self.loader(local))
-            for change in changes {
-                eager.apply(change, listName: "changes.json")
-                lazy.apply(change, listName: "changes.json")
-            }
+            var (local, changes, eager, lazy) = Self.randomCase(using: &random)
             #expect(!lazy.failed)
             let eagerPlan = eager.plan(from: from, to: to)
             let partial = lazy.plan(from: from, to: to)
@@ -133,14 +139,7 @@ struct LazyTreeTests {
         let (from, to) = (try! CacheVersion("1.0"), try! CacheVersion("2.0"))
         var rebuilt = 0
         for round in 0..<300 {
-            let local = Self.randomTree(using: &random)
-            let changes = Self.randomChanges(using: &random)
-            var eager = VirtualTree(local: local)
-            var lazy = VirtualTree(loader: Self.loader(local))
-            for change in changes {
-                eager.apply(change, listName: "changes.json")
-                lazy.apply(change, listName: "changes.json")
-            }
+            var (local, changes, eager, lazy) = Self.randomCase(using: &random)
             let eagerPlan = eager.plan(from: from, to: to)
             // A dirty set as a twin has: this plan's changes, paths of the current tree (an earlier
             // version's changes), folders, and paths neither version has; the root once in a while.
