@@ -13,10 +13,7 @@ public enum FileDigest {
         }
         guard fd >= 0 else { throw FileSystemError("cannot open", path: path, syscall: "openat", errno: errno) }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            throw FileSystemError("cannot read the status of", path: path, syscall: "fstat", errno: errno)
-        }
+        let info = try status(of: fd, shownAs: path)
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw FileSystemError("cannot hash (not a regular file)", path: path, syscall: "fstat", errno: EINVAL)
         }
@@ -38,18 +35,21 @@ public enum FileDigest {
             throw FileSystemError("cannot open", path: path, syscall: "openat", errno: errno)
         }
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            throw FileSystemError("cannot read the status of", path: path, syscall: "fstat", errno: errno)
-        }
+        var info = try status(of: fd, shownAs: path)
         guard info.st_mode & S_IFMT == S_IFREG, UInt64(info.st_dev) == identity.device,
             UInt64(info.st_ino) == identity.inode
         else { throw changed(path) }
         let digest = try sha256(ofDescriptor: fd, shownAs: path)
+        info = try status(of: fd, shownAs: path)
+        return (digest.size, digest.sha256, FileIdentity(info))
+    }
+
+    private static func status(of fd: Int32, shownAs path: String) throws(FileSystemError) -> stat {
+        var info = stat()
         guard fstat(fd, &info) == 0 else {
             throw FileSystemError("cannot read the status of", path: path, syscall: "fstat", errno: errno)
         }
-        return (digest.size, digest.sha256, FileIdentity(info))
+        return info
     }
 
     private static func changed(_ path: String) -> FileSystemError {
