@@ -29,6 +29,9 @@ struct ReplayPlanner: Sendable {
         /// The plan. From the tree index it covers only the folders the changes reach into, each
         /// with all its entries; a folder it names without its entries is kept as it is.
         var plan: SyncPlan
+        /// ``SyncPlan/identity`` of ``plan``, worked out once: every record of the run names the
+        /// plan by it.
+        var identity: String
         var listsApplied: Int
         /// Where the plan's version differs from the current content (the twin's new dirty
         /// paths, ``SyncPlan/changedPaths(from:)``); nil when the content holds intruders.
@@ -74,22 +77,34 @@ struct ReplayPlanner: Sendable {
     /// not form a chain (the caller restores from the archive instead).
     func plan(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Planned?
     {
-        if let base = try await indexBase(at: local) {
-            guard let chain = try await storage.fetchChain(from: local, status: status, layout: layout) else {
-                return nil
-            }
-            if let planned = try await planFromIndex(base, from: local, chain: chain, status: status) {
-                return planned
-            }
-            // A damaged index row: the folder is listed after all, and the lists (kept by their
-            // ETags) read again.
-            logger.debug("the tree index cannot be read as a tree; listing the content folder")
+        guard let shape = try await recordedShape(at: local) else {
+            return try await planFromListing(from: local, status: status, layout: layout)
         }
+        // The change lists are fetched while the index's premises are checked (its folders read,
+        // and a `stat` each): neither needs the other.
+        let storage = self.storage
+        async let fetched = Self.result { () throws(SyncError) in
+            try await storage.fetchChain(from: local, status: status, layout: layout)
+        }
+        let base = try await indexBase(shape: shape)
+        guard let chain = try await fetched.get() else { return nil }
+        guard let base else {
+            return try await planFromListing(from: local, status: status, layout: layout, chain: chain)
+        }
+        if let planned = try await planFromIndex(base, from: local, chain: chain, status: status) {
+            return planned
+        }
+        // A damaged index row: the folder is listed after all, and the lists (planning used
+        // them up; kept by their ETags) read again.
+        logger.debug("the tree index cannot be read as a tree; listing the content folder")
         return try await planFromListing(from: local, status: status, layout: layout)
     }
 
     /// Plans from the content folder as listed, every file's identity checked: the full check.
-    private func planFromListing(from local: CacheVersion, status: CacheStatus, layout: StorageLayout)
+    /// Without `chain`, the change lists are fetched while the folder is listed.
+    private func planFromListing(
+        from local: CacheVersion, status: CacheStatus, layout: StorageLayout, chain known: StorageClient.Chain? = nil
+    )
         async throws(SyncError) -> Planned?
     {
         // The local tree is read while the lists are fetched and parsed: neither needs the other.
@@ -103,7 +118,18 @@ struct ReplayPlanner: Sendable {
             }
             return (tree, drifted)
         }
-        guard let chain = try await storage.fetchChain(from: local, status: status, layout: layout) else {
+        let fetched: StorageClient.Chain?
+        if let known {
+            fetched = known
+        } else {
+            do throws(SyncError) {
+                fetched = try await storage.fetchChain(from: local, status: status, layout: layout)
+            } catch {
+                _ = try? await scanned
+                throw error
+            }
+        }
+        guard let chain = fetched else {
             _ = try? await scanned // finished before the restore replaces the folder it reads
             return nil
         }
@@ -123,7 +149,7 @@ struct ReplayPlanner: Sendable {
         }
         logWarnings(plan)
         return Planned(
-            plan: plan, listsApplied: chain.count, changed: changed, localShape: shape,
+            plan: plan, identity: plan.identity, listsApplied: chain.count, changed: changed, localShape: shape,
             localFolders: Array(tree.folders), drifted: drifted, fromIndex: false, newShape: plan.shape,
             newFolders: plan.folders, filesReused: plan.reused.count)
     }
@@ -150,12 +176,14 @@ struct ReplayPlanner: Sendable {
             let newShape = base.shape.replacing(
                 TreeShape(folders: listed.folders, files: listed.files), with: plan.shape)
             let newFolders = Set(base.folders).subtracting(listed.folders).union(plan.folders).sorted()
+            let identity = plan.identity
             let planned = Planned(
-                plan: plan, listsApplied: 0, changed: plan.changedPaths(from: listed), localShape: base.shape,
+                plan: plan, identity: identity, listsApplied: 0, changed: plan.changedPaths(from: listed),
+                localShape: base.shape,
                 localFolders: base.folders, localTimes: base.times, drifted: 0, fromIndex: true, newShape: newShape,
                 newFolders: newFolders, filesReused: newShape.files - plan.downloads.count)
             let source = LazyPlanSource(
-                tree: tree, from: local, to: to, fingerprints: withFingerprints, identity: plan.identity,
+                tree: tree, from: local, to: to, fingerprints: withFingerprints, identity: identity,
                 kinds: { paths in store.indexedKinds(of: paths) })
             return (planned, source)
         }
@@ -167,25 +195,39 @@ struct ReplayPlanner: Sendable {
         return planned
     }
 
+    /// `work`'s outcome as a value: an `async let` of it keeps the error's type.
+    private static func result<T: Sendable>(_ work: () async throws(SyncError) -> T) async -> Result<T, SyncError> {
+        do throws(SyncError) {
+            return .success(try await work())
+        } catch {
+            return .failure(error)
+        }
+    }
+
     private func logWarnings(_ plan: SyncPlan) {
         for warning in plan.warnings {
             logger.debug("tolerated change-list mistake", metadata: ["sync.warning": "\(Redaction.text(warning))"])
         }
     }
 
-    /// Where planning from the tree index starts, when every premise holds: a full check ran
-    /// within ``fullCheckInterval``, the index describes `local`, and every folder it records (the
-    /// root too) still has the `ctime` read right after the switch. A folder's `ctime` moves
-    /// whenever an entry in it is added, removed or renamed, and nothing can set it back, so
-    /// equal times mean the same names everywhere: no listing is needed. A file edited in place
-    /// keeps its folder's time: that is what the periodic full check is for.
-    private func indexBase(at local: CacheVersion) async throws(SyncError) -> IndexBase? {
+    /// Planning from the tree index needs every premise to hold: a full check ran within
+    /// ``fullCheckInterval`` and the index describes `local` (this function: the recorded shape,
+    /// from the database alone), and every folder the index records (the root too) still has
+    /// the `ctime` read right after the switch (``indexBase(shape:)``).
+    private func recordedShape(at local: CacheVersion) async throws(SyncError) -> TreeShape? {
         guard fullCheckInterval > .zero, let last = try await store.lastFullCheck() else { return nil }
         let age = Date().timeIntervalSince(last)
         guard age >= 0, Duration.seconds(age) < fullCheckInterval else { return nil }
-        guard let index = try await store.treeIndex(), index.version == local.text,
-            let shape = TreeShape(text: index.shape)
-        else { return nil }
+        guard let index = try await store.treeIndex(), index.version == local.text else { return nil }
+        return TreeShape(text: index.shape)
+    }
+
+    /// Where planning from the tree index starts, when the folders are as the last switch
+    /// recorded them. A folder's `ctime` moves whenever an entry in it is added, removed or
+    /// renamed, and nothing can set it back, so equal times mean the same names everywhere: no
+    /// listing is needed. A file edited in place keeps its folder's time: that is what the
+    /// periodic full check is for.
+    private func indexBase(shape: TreeShape) async throws(SyncError) -> IndexBase? {
         let times = try await store.liveFolders()
         guard times[.root] != nil, let folders = try await store.indexedFolders(), times.count == folders.count + 1,
             folders.allSatisfy({ times[$0] != nil })

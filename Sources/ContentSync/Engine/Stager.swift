@@ -54,18 +54,23 @@ struct Stager: Sendable {
     /// content (nil: keep no twin after the switch). A plan that covers only part of the tree (a
     /// lazy plan, ``ReplayPlanner/Planned/widen``) reaches through `widen` what each way of
     /// building needs: the twin's patch for the dirty paths, or the plan of everything.
+    /// `twin` is ``checkTwin(base:)`` of the plan's starting version, done beside the planning.
     func stage(
-        _ plan: SyncPlan, changed: [SafeRelativePath]?, widen: PlanWidening? = nil, layout: StorageLayout,
-        progress: @escaping @Sendable (SyncProgress) -> Void
+        _ plan: SyncPlan, identity: String, changed: [SafeRelativePath]?, twin: TwinCheck?, widen: PlanWidening? = nil,
+        layout: StorageLayout, progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
-        if let changed, let (twin, location) = try await usableTwin(for: plan),
-            let staged = try await catchUp(
-                twin, at: location, plan: plan, changed: changed, widen: widen, layout: layout, progress: progress)
-        {
-            return staged
+        if let changed, let twin, twin.twin.baseVersion == plan.from.text {
+            if twin.rootChanged {
+                logger.debug("the twin's top folder changed since it was recorded; building the tree whole")
+            } else if let staged = try await catchUp(
+                twin, identity: identity, plan: plan, changed: changed, widen: widen, layout: layout,
+                progress: progress)
+            {
+                return staged
+            }
         }
+        // A widened plan keeps the identity of the plan it widens (``SyncPlan/widenedFrom``).
         let plan = try await widen?.plan(covering: [.root]) ?? plan
-        let identity = plan.identity
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
@@ -108,7 +113,7 @@ struct Stager: Sendable {
                 plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
             }
             fetched = try await downloadFiles(
-                todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
+                todo, plan: plan, identity: identity, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
         } catch {
             try? await linked
             throw SyncError.wrap(error)
@@ -118,48 +123,59 @@ struct Stager: Sendable {
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
     }
 
-    /// The recorded twin and where it is, if it is still a folder at `retired/` or `next/` with
-    /// the recorded identity and is caught up against the plan's starting version.
-    private func usableTwin(for plan: SyncPlan) async throws(SyncError) -> (TwinState, location: String)? {
-        guard let twin = try await store.twin(), twin.baseVersion == plan.from.text,
+    /// The twin on record as the stager found it, before a catch-up (``checkTwin(base:)``).
+    struct TwinCheck: Sendable {
+        var twin: TwinState
+        /// Where the twin folder is: `retired/`, or `next/` (a catch-up's own work).
+        var location: String
+        /// The `ctime`s recorded for the twin's folders (read only for a twin in `retired/`).
+        var recorded: [SafeRelativePath: Int64] = [:]
+        /// The recorded folders that are no longer folders with the recorded `ctime`: dirty too.
+        var touched: [SafeRelativePath] = []
+        /// Whether every recorded folder was compared (so `next/` outside the dirty paths is
+        /// known to be the twin's version).
+        var verified = false
+        /// The twin's own top folder changed: the tree is built whole.
+        var rootChanged: Bool { touched.contains(.root) }
+    }
+
+    /// The recorded twin, if it is still a folder at `retired/` or `next/` with the recorded
+    /// identity and is caught up against `base`, with its folders compared to the `ctime`s
+    /// recorded when it became the twin: a folder where anything was added, removed or renamed
+    /// since is dirty too (its subtree is rebuilt). Only a twin still in `retired/` can be
+    /// compared: one in `next/` is a catch-up's own work.
+    ///
+    /// It reads only (the database and `stat`s): the engine runs it beside the planning, which
+    /// needs neither the twin nor the staging area.
+    func checkTwin(base: CacheVersion) async throws(SyncError) -> TwinCheck? {
+        guard let twin = try await store.twin(), twin.baseVersion == base.text,
             let location = staging.location(ofTwin: twin.identity)
         else { return nil }
-        return (twin, location)
+        var check = TwinCheck(twin: twin, location: location)
+        guard location == staging.retired else { return check }
+        let recorded = try await store.twinFolders()
+        guard !recorded.isEmpty else { return check }
+        let retired = staging.retired
+        check.recorded = recorded
+        check.touched = try await BlockingWork.run { Self.changedFolders(recorded, in: retired) }
+        check.verified = true
+        return check
     }
 
     /// Catches the twin up to the plan's version in `next/`: its dirty set (grown by `changed`
-    /// first, in the database) is removed and placed again from the plan, and nothing else is
-    /// touched. A crash part-way leaves a twin whose dirty set still covers everything it did,
-    /// so the next run (of this plan or another) catches it up again.
-    ///
-    /// First, the twin's folders are compared with the `ctime`s recorded when it became the twin:
-    /// a folder where anything was added, removed or renamed since is dirty too (its subtree is
-    /// rebuilt). Nil, with nothing touched, when the root itself changed: the tree is built whole.
+    /// and the folders `check` found changed, first, in the database) is removed and placed
+    /// again from the plan, and nothing else is touched. A crash part-way leaves a twin whose
+    /// dirty set still covers everything it did, so the next run (of this plan or another)
+    /// catches it up again.
     private func catchUp(
-        _ twin: TwinState, at location: String, plan: SyncPlan, changed: [SafeRelativePath],
+        _ check: TwinCheck, identity: String, plan: SyncPlan, changed: [SafeRelativePath],
         widen: PlanWidening?, layout: StorageLayout,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged? {
-        let identity = plan.identity
+        let (twin, location, touched, verified) = (check.twin, check.location, check.touched, check.verified)
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
-        // Only a twin still in retired/ can be compared: one in next/ is a catch-up's own work.
-        var verified = false
-        var touched: [SafeRelativePath] = []
-        var recorded: [SafeRelativePath: Int64] = [:]
-        if location == staging.retired {
-            recorded = try await store.twinFolders()
-            if !recorded.isEmpty {
-                touched = try await BlockingWork.run { [recorded] in Self.changedFolders(recorded, in: staging.retired)
-                }
-                if touched.contains(.root) {
-                    logger.debug("the twin's top folder changed since it was recorded; building the tree whole")
-                    return nil
-                }
-                verified = true
-            }
-        }
         try await store.beginPlan(
             PendingPlanRecord(
                 identity: identity, kind: "replay", fromVersion: plan.from.text,
@@ -191,11 +207,15 @@ struct Stager: Sendable {
                 for path in patch.removals { try FileSystem.removeTree(path.absolute(in: staging.next)) }
             }
             for folder in patch.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
+        }
+        try await store.markTwinCaughtUp()
+        // The links are made while the downloads run: their paths are disjoint (a patch places
+        // each path once), and a link that exists already is kept on a resumed run.
+        async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
             for reuse in patch.links {
                 try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
             }
         }
-        try await store.markTwinCaughtUp()
         logger.debug(
             "catching up the twin tree",
             metadata: [
@@ -203,16 +223,27 @@ struct Stager: Sendable {
                 "sync.removed": "\(patch.removals.count)",
                 "sync.linked": "\(patch.links.count)", "sync.downloads": "\(patch.downloads.count)",
             ])
-        let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
-        let todo = try await BlockingWork.run { () -> [SafeRelativePath] in
-            patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+        let fetched: DownloadTally
+        let todo: [SafeRelativePath]
+        do {
+            let unnamedFiles: Bool
+            (unnamedFiles, todo) = try await BlockingWork.run { () -> (Bool, [SafeRelativePath]) in
+                (
+                    DownloadDestination.namingWorks(in: staging.root),
+                    patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+                )
+            }
+            fetched = try await downloadFiles(
+                todo, plan: plan, identity: identity, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
+        } catch {
+            try? await linked
+            throw SyncError.wrap(error)
         }
-        let fetched = try await downloadFiles(
-            todo, plan: plan, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
+        do { try await linked } catch { throw SyncError.wrap(error) }
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
             twinPaths: patch.count, twinVerified: verified, written: Self.written(by: patch, staging: staging),
-            untouchedFolderTimes: verified ? Self.untouched(recorded, by: patch) : [:])
+            untouchedFolderTimes: verified ? Self.untouched(check.recorded, by: patch) : [:])
     }
 
     /// The folders of `recorded` (verified as recorded) that `patch` leaves with their `ctime`:
@@ -286,12 +317,11 @@ struct Stager: Sendable {
     /// and is renamed into place only when complete, so a file present in `next/` is a finished
     /// download; completions are also recorded in batches for the history.
     private func downloadFiles(
-        _ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout, unnamedFiles: Bool,
+        _ paths: [SafeRelativePath], plan: SyncPlan, identity: String, layout: StorageLayout, unnamedFiles: Bool,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> DownloadTally {
         guard !paths.isEmpty else { return DownloadTally() }
         try await configuration.connectionPolicy.requireTransfers()
-        let identity = plan.identity
         let total = paths.count
         var tally = DownloadTally()
         do {

@@ -229,7 +229,19 @@ struct SyncEngine: Sendable {
         let started = Date()
         progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
         clock.begin(.plan)
-        guard let planned = try await planner.plan(from: local, status: status, layout: layout) else {
+        // The twin's folders are compared with their recorded times while the plan is made: the
+        // planning reads the content folder's index, never the staging area.
+        let stager = self.stager
+        async let twinChecked = stager.checkTwin(base: local)
+        let made: ReplayPlanner.Planned?
+        do throws(SyncError) {
+            made = try await planner.plan(from: local, status: status, layout: layout)
+        } catch {
+            _ = try? await twinChecked
+            throw error
+        }
+        guard let planned = made else {
+            _ = try? await twinChecked // done before the restore replaces the staging area
             logger.debug(
                 "no chain of change lists leads to the actual version; restoring from the archive",
                 metadata: [
@@ -249,8 +261,11 @@ struct SyncEngine: Sendable {
         // the stage found the twin as recorded.
         async let early = indexCheck(planned, integrity: status.integrity)
         clock.begin(.stage)
+        let twin: Stager.TwinCheck?
+        do { twin = try await twinChecked } catch { throw SyncError.wrap(error) }
         let staged = try await stager.stage(
-            plan, changed: planned.changed, widen: planned.widen, layout: layout, progress: progress)
+            plan, identity: planned.identity, changed: planned.changed, twin: twin, widen: planned.widen,
+            layout: layout, progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
         let asRecorded: Bool
