@@ -149,10 +149,11 @@ struct IndexPlanningTests {
             "INSERT INTO liveFolder (path, ctime) VALUES ('../victim', 1)",
             "UPDATE liveFolder SET ctime = 'soon' WHERE path = ''",
             "DELETE FROM liveFolder WHERE path <> ''",
-            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('a/../../victim', 0, 1, '', '')",
-            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('docs/../../victim', 1, 0, '', 'docs/')",
-            "UPDATE treeEntry SET isFolder = 'yes' WHERE path <> ''",
-            "UPDATE treeEntry SET isFolder = 1 WHERE path = 'README.txt'",
+            "INSERT INTO treeEntry (parent, name, isFolder, size, hash) VALUES ('', 'a/../../victim', 0, 1, '')",
+            "INSERT INTO treeEntry (parent, name, isFolder, size, hash) VALUES ('docs/', '../../victim', 1, 0, '')",
+            "INSERT INTO treeEntry (parent, name, isFolder, size, hash) VALUES ('', '..', 1, 0, '')",
+            "UPDATE treeEntry SET isFolder = 'yes' WHERE name <> ''",
+            "UPDATE treeEntry SET isFolder = 1 WHERE parent = '' AND name = 'README.txt'",
             "UPDATE fullCheck SET checkedAt = 1e300",
         ])
     func hostileRows(sql: String) async throws {
@@ -168,10 +169,11 @@ struct IndexPlanningTests {
             "UPDATE fileFingerprint SET size = 'big', sha256 = 1",
             // Entries the content folder does not have: listed (or, without a parent, never
             // listed), then caught by the tree check before the switch.
-            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('stray.bin', 0, 1, '', '')",
-            "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('stray.bin', 0, 7, '\(String(repeating: "ab", count: 32))', '')",
-            "INSERT INTO treeEntry (path, isFolder, size, hash) VALUES ('stray.bin', 0, 1, '')",
-            "DELETE FROM treeEntry WHERE path = 'README.txt'",
+            "INSERT INTO treeEntry (parent, name, isFolder, size, hash) VALUES ('', 'stray.bin', 0, 1, '')",
+            "INSERT INTO treeEntry (parent, name, isFolder, size, hash) VALUES ('', 'stray.bin', 0, 7, '\(String(repeating: "ab", count: 32))')",
+            "INSERT INTO treeEntry (parent, name, isFolder, size, hash) VALUES ('nowhere/', 'stray.bin', 0, 1, '')",
+            "DELETE FROM treeEntry WHERE parent = '' AND name = 'README.txt'",
+            "UPDATE treeEntry SET name = X'41' WHERE parent = '' AND name = 'README.txt'",
         ])
     func wrongTypes(sql: String) async throws {
         try await Self.replay(after: sql, plansFromIndex: nil)
@@ -206,6 +208,57 @@ struct IndexPlanningTests {
             #expect(report.outcome == .replayed)
             if let plansFromIndex { #expect(report.plannedFromIndex == plansFromIndex, "\(sql)") }
             try harness.expectTree(is: "1.2")
+        }
+    }
+
+    /// The tree index as a state database before "v15" held it: rows keyed by path, with their
+    /// folder's key beside (NULL for the root), and one hostile row of each kind that layout allowed.
+    static let treeIndexBeforeV15 = """
+        CREATE TABLE oldEntry (path TEXT PRIMARY KEY, isFolder INTEGER NOT NULL, size INTEGER NOT NULL,
+            hash TEXT NOT NULL, parent TEXT) WITHOUT ROWID;
+        INSERT INTO oldEntry SELECT CASE WHEN name = '' THEN '' ELSE parent || name END, isFolder, size, hash,
+            CASE WHEN name = '' THEN NULL ELSE parent END FROM treeEntry;
+        DROP TABLE treeEntry;
+        ALTER TABLE oldEntry RENAME TO treeEntry;
+        CREATE INDEX treeEntryByParent ON treeEntry(parent);
+        CREATE INDEX treeEntryFolders ON treeEntry(path) WHERE isFolder = 1;
+        DELETE FROM grdb_migrations WHERE identifier LIKE 'v15%';
+        """
+
+    @Test(
+        "a tree index written before it was keyed by folder and name is carried over: the next replay plans from it",
+        arguments: [
+            "", "INSERT INTO treeEntry (path, isFolder, size, hash, parent) VALUES ('orphan.bin', 0, 1, '', NULL)",
+        ])
+    func theOldIndexLayoutIsMigrated(hostile: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1")
+            let before = try await Self.indexRows(harness.state)
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                try db.execute(sql: Self.treeIndexBeforeV15)
+                try db.execute(sql: hostile.isEmpty ? "SELECT 1" : hostile)
+            }
+            try database.close()
+            // Opening the store migrates: the same rows, keyed by folder and name.
+            #expect(try await Self.indexRows(harness.state) == before)
+            harness.serve("1.2")
+            let report = try await harness.sync()
+            #expect(report.plannedFromIndex, "the carried-over index and folder times are trusted")
+            #expect(report.checkedIncrementally)
+            try harness.expectTree(is: "1.2")
+        }
+    }
+
+    /// Every tree-index row, as `parent|name|isFolder|size|hash`, after opening the store.
+    static func indexRows(_ state: String) async throws -> [String] {
+        let store = try StateStore(path: state)
+        return try await store.pool.read { db in
+            try String.fetchAll(
+                db,
+                sql:
+                    "SELECT parent || '|' || name || '|' || isFolder || '|' || size || '|' || hash FROM treeEntry ORDER BY 1"
+            )
         }
     }
 

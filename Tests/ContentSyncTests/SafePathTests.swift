@@ -49,17 +49,17 @@ struct SafePathTests {
         }
     }
 
-    /// A tree-index row names an entry of the folder it is listed under only as that folder's key
-    /// and one safe component: a hostile database cannot list `../x` or `a/b` as a child.
+    /// A tree-index row names an entry of the folder it is listed under only by one safe
+    /// component: a hostile database cannot list `../x` or `a/b` as a child.
     @Test(
         arguments: [
-            ("a/b.txt", "a/", "b.txt"), ("b.txt", "", "b.txt"), ("a/b/c", "a/b/", "c"), ("a/b/c", "a/", nil),
-            ("a/../x", "a/", nil), ("a/..", "a/", nil), ("a/.", "a/", nil), ("a/", "a/", nil), ("b/x", "a/", nil),
-            ("ab/x", "a/", nil), ("a/x\u{7}", "a/", nil), ("a/x\0", "a/", nil), ("x/y", "", nil), ("/x", "", nil),
-            ("a/" + String(repeating: "x", count: 256), "a/", nil), ("a/x\\y", "a/", nil),
+            ("b.txt", "a/", "b.txt"), ("b.txt", "", "b.txt"), ("c", "a/b/", "c"), ("b/c", "a/", nil),
+            ("../x", "a/", nil), ("..", "a/", nil), (".", "a/", nil), ("", "a/", nil), ("", "", nil),
+            ("x\u{7}", "a/", nil), ("x\0", "a/", nil), ("x/y", "", nil), ("/x", "", nil),
+            (String(repeating: "x", count: 256), "a/", nil), ("x\\y", "a/", nil),
         ] as [(String, String, String?)])
-    func aRowIsAChildOfItsFolderOnlyByOneSafeComponent(path: String, key: String, name: String?) {
-        #expect(StateStore.childName(path, under: key) == name)
+    func aRowIsAChildOfItsFolderOnlyByOneSafeComponent(stored: String, key: String, name: String?) {
+        #expect(StateStore.childName(stored, under: key) == name)
     }
 
     /// Paths equal but for letter case are found, the first pair in path order, whatever their
@@ -80,8 +80,8 @@ struct SafePathTests {
 
     @Test func aRowLongerThanAPathIsNoChild() {
         let folder = Array(repeating: String(repeating: "d", count: 200), count: 20).joined(separator: "/") + "/"
-        #expect(StateStore.childName(folder + "x", under: folder) == "x")
-        #expect(StateStore.childName(folder + String(repeating: "x", count: 100), under: folder) == nil)
+        #expect(StateStore.childName("x", under: folder) == "x")
+        #expect(StateStore.childName(String(repeating: "x", count: 100), under: folder) == nil)
     }
 
     static let base = URL(string: "https://raw.example.com/owner/repo/main/")!
