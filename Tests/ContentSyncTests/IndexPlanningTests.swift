@@ -250,6 +250,32 @@ struct IndexPlanningTests {
         }
     }
 
+    @Test("planning keeps the folders it lists, whole, for the tree check; a folder with a damaged entry is not kept")
+    func planningKeepsWholeListings() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1")
+            let store = try StateStore(path: harness.state)
+            let folders = try #require(try await store.indexedFolders()).sorted()
+            let (clean, damaged) = (SafeRelativePath.root, try #require(folders.first))
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                try db.execute(
+                    sql: "UPDATE treeEntry SET hash = 'not hex' WHERE parent = ? AND isFolder = 0",
+                    arguments: [damaged.string + "/"])
+            }
+            try database.close()
+            let listings = IndexListings()
+            let kinds = try #require(store.indexedEntries(of: clean, keeping: listings))
+            #expect(try #require(store.indexedEntries(of: damaged, keeping: listings)).count > 0)
+            // The clean folder's whole entries, as the check would read them; the damaged one's not kept.
+            let kept = try #require(listings.entries(of: clean))
+            #expect(kept.map(\.name) == kinds.map(\.name))
+            #expect(
+                kept.allSatisfy { if case .folder = $0.entry { true } else { false } } == kinds.allSatisfy(\.isFolder))
+            #expect(listings.entries(of: damaged) == nil)
+        }
+    }
+
     /// Every tree-index row, as `parent|name|isFolder|size|hash`, after opening the store.
     static func indexRows(_ state: String) async throws -> [String] {
         let store = try StateStore(path: state)

@@ -61,6 +61,9 @@ struct ReplayPlanner: Sendable {
         /// What the plan becomes when more of the tree is needed (a twin's dirty set, or a whole
         /// build); nil when ``plan`` covers everything already.
         var widen: PlanWidening?
+        /// The folders planning from the index listed, whole, for the tree check
+        /// (``StateStore/indexDelta(_:changed:listed:)``); nil after a listing of the folder.
+        var listings: IndexListings?
     }
 
     /// What planning from the tree index starts from.
@@ -164,9 +167,10 @@ struct ReplayPlanner: Sendable {
         let lists = chain.lists
         let to = status.actualVersion
         let withFingerprints = status.integrity != nil
+        let listings = IndexListings()
         let result = try await BlockingWork.run {
             () throws(SyncError) -> (Planned, LazyPlanSource)? in
-            var tree = VirtualTree(loader: { folder in store.indexedEntries(of: folder) })
+            var tree = VirtualTree(loader: { folder in store.indexedEntries(of: folder, keeping: listings) })
             var readers = lists.take()
             let plan = try NetPlanner.plan(
                 &tree, from: local, to: to, readers: &readers, fingerprints: withFingerprints)
@@ -192,6 +196,7 @@ struct ReplayPlanner: Sendable {
         planned.listsApplied = chain.count
         logWarnings(planned.plan)
         planned.widen = PlanWidening(source: source, store: store)
+        planned.listings = listings
         return planned
     }
 

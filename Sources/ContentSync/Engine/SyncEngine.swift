@@ -373,7 +373,8 @@ struct SyncEngine: Sendable {
         guard asRecorded, let changed = planned.changed, let expected = integrity?.treeDigest,
             try await fingerprintsAreLean(planned)
         else { return (asRecorded, nil) }
-        guard let delta = try await store.indexDelta(planned.plan, changed: changed), delta.rootDigest == expected
+        guard let delta = try await store.indexDelta(planned.plan, changed: changed, listed: planned.listings),
+            delta.rootDigest == expected
         else {
             logger.debug("the tree index and the plan do not give the published tree digest; checking the whole tree")
             return (asRecorded, nil)

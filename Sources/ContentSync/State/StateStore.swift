@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import GRDBSQLite
 import StorageFormat
+import Synchronization
 import Transport
 
 /// Everything content-sync remembers between runs, in one SQLite file outside the content
@@ -517,17 +518,27 @@ final class StateStore: Sendable {
     /// Blocking: call it from the planning thread. Nil when the database cannot be read or a row
     /// is not a safe path directly in `folder` (damaged or hostile).
     ///
-    /// Names and kinds only: a plan needs no fingerprint or digest, and the tree check that reads
-    /// them (``indexDelta(_:changed:)``) refuses a damaged one itself.
-    func indexedEntries(of folder: SafeRelativePath) -> [VirtualTree.ListedEntry]? {
+    /// A plan needs names and kinds only. The whole entries (fingerprints and digests) go into
+    /// `listings` for the tree check of the same update (``indexDelta(_:changed:listed:)``),
+    /// which then does not read the folder again; a folder with a row that does not read as an
+    /// entry is left out of them, so that the check reads it, and refuses it, itself.
+    func indexedEntries(of folder: SafeRelativePath, keeping listings: IndexListings? = nil)
+        -> [VirtualTree.ListedEntry]?
+    {
         let listed = try? pool.read { db -> [VirtualTree.ListedEntry]? in
             var entries: [VirtualTree.ListedEntry] = []
-            let whole = try Self.forEachChild(of: folder, selecting: "isFolder", in: db) { name, row in
+            var whole: [(name: String, entry: TreeDigest.Entry)]? = listings == nil ? nil : []
+            let complete = try Self.forEachChild(of: folder, selecting: "isFolder, size, hash", in: db) { name, row in
                 guard let isFolder: Bool = row.lenient(1) else { return false }
                 entries.append(VirtualTree.ListedEntry(name: name, isFolder: isFolder))
+                if whole != nil {
+                    if let entry = Self.indexEntry(row) { whole!.append((name, entry)) } else { whole = nil }
+                }
                 return true
             }
-            return whole ? entries : nil
+            guard complete else { return nil }
+            if let whole { listings?.keep(whole, of: folder) }
+            return entries
         }
         return listed ?? nil
     }
@@ -633,12 +644,16 @@ final class StateStore: Sendable {
 
     /// ``SyncPlan/indexDelta(changed:recorded:)`` against the recorded tree index. A recorded
     /// row that does not read as an entry (a damaged or hostile database) reads as missing, and
-    /// the delta is nil.
-    func indexDelta(_ plan: SyncPlan, changed: [SafeRelativePath]) async throws(SyncError) -> TreeIndexDelta? {
+    /// the delta is nil. A folder the planning listed already is taken from `listed`.
+    func indexDelta(_ plan: SyncPlan, changed: [SafeRelativePath], listed: IndexListings? = nil)
+        async throws(SyncError) -> TreeIndexDelta?
+    {
         try await read { db in
-            // The delta lists each folder it hashes again, once: one indexed query (a damaged row
-            // makes the whole folder unreadable, and the delta nil).
-            plan.indexDelta(changed: changed) { folder in (try? Self.indexEntries(in: folder, db)) ?? nil }
+            // The delta lists each folder it hashes again, once: one range of the table (a damaged
+            // row makes the whole folder unreadable, and the delta nil).
+            plan.indexDelta(changed: changed) { folder in
+                listed?.entries(of: folder) ?? (try? Self.indexEntries(in: folder, db)) ?? nil
+            }
         }
     }
 
@@ -1000,4 +1015,20 @@ struct TwinState: Sendable, Equatable {
 
     /// The twin folder's device and inode.
     var identity: (device: Int64, inode: Int64) { (device, inode) }
+}
+
+/// The tree index's folders as one update's planning listed them, whole (fingerprints and
+/// digests), for the tree check of the same update (``StateStore/indexDelta(_:changed:listed:)``):
+/// the update holds its lock throughout and writes the index only at its switch, so a folder
+/// listed while planning reads the same when checked.
+final class IndexListings: Sendable {
+    private let folders = Mutex<[SafeRelativePath: [(name: String, entry: TreeDigest.Entry)]]>([:])
+
+    func keep(_ entries: [(name: String, entry: TreeDigest.Entry)], of folder: SafeRelativePath) {
+        folders.withLock { $0[folder] = entries }
+    }
+
+    func entries(of folder: SafeRelativePath) -> [(name: String, entry: TreeDigest.Entry)]? {
+        folders.withLock { $0[folder] }
+    }
 }
