@@ -86,11 +86,11 @@ struct ReplayPlanner: Sendable {
         // The change lists are fetched while the index's premises are checked (its folders read,
         // and a `stat` each): neither needs the other.
         let storage = self.storage
-        async let fetched = Self.result { () throws(SyncError) in
-            try await storage.fetchChain(from: local, status: status, layout: layout)
-        }
+        async let fetched = storage.fetchChain(from: local, status: status, layout: layout)
         let base = try await indexBase(shape: shape)
-        guard let chain = try await fetched.get() else { return nil }
+        let chain: StorageClient.Chain?
+        do { chain = try await fetched } catch { throw SyncError.wrap(error) }
+        guard let chain else { return nil }
         guard let base else {
             return try await planFromListing(from: local, status: status, layout: layout, chain: chain)
         }
@@ -121,16 +121,12 @@ struct ReplayPlanner: Sendable {
             }
             return (tree, drifted)
         }
+        // A failure leaves the scan to be cancelled and awaited as the function exits.
         let fetched: StorageClient.Chain?
         if let known {
             fetched = known
         } else {
-            do throws(SyncError) {
-                fetched = try await storage.fetchChain(from: local, status: status, layout: layout)
-            } catch {
-                _ = try? await scanned
-                throw error
-            }
+            fetched = try await storage.fetchChain(from: local, status: status, layout: layout)
         }
         guard let chain = fetched else {
             _ = try? await scanned // finished before the restore replaces the folder it reads
@@ -198,15 +194,6 @@ struct ReplayPlanner: Sendable {
         planned.widen = PlanWidening(source: source, store: store)
         planned.listings = listings
         return planned
-    }
-
-    /// `work`'s outcome as a value: an `async let` of it keeps the error's type.
-    private static func result<T: Sendable>(_ work: () async throws(SyncError) -> T) async -> Result<T, SyncError> {
-        do throws(SyncError) {
-            return .success(try await work())
-        } catch {
-            return .failure(error)
-        }
     }
 
     private func logWarnings(_ plan: SyncPlan) {

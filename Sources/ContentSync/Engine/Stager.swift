@@ -74,7 +74,6 @@ struct Stager: Sendable {
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
-        let directory = configuration.contentDirectory
         // The twin (if any) is forgotten before its folder goes, and the new dirty set recorded.
         try await store.beginPlan(
             PendingPlanRecord(
@@ -98,19 +97,36 @@ struct Stager: Sendable {
                 for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
             }
         }
-        let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) }
-        // The unchanged files are linked while the downloads run: neither waits for the other
-        // (their paths are disjoint, and a link that exists already is kept on a resumed run).
+        let (fetched, todo) = try await link(
+            plan.reused, downloading: plan.downloads, plan: plan, identity: identity, layout: layout, progress: progress
+        )
+        return Staged(
+            bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
+    }
+
+    /// Hard-links `links` into `next/` while `downloads` are fetched there: neither waits for the
+    /// other (their paths are disjoint, and a link that exists already is kept on a resumed run).
+    /// A download already in `next/` (a resumed run's) is not fetched again. Returns what was
+    /// fetched and the downloads that were still to do.
+    private func link(
+        _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan, identity: String,
+        layout: StorageLayout, progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
+        let (staging, directory) = (self.staging, configuration.contentDirectory)
         async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
-            for reuse in plan.reused {
+            for reuse in links {
                 try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
             }
         }
         let fetched: DownloadTally
         let todo: [SafeRelativePath]
         do {
-            todo = try await BlockingWork.run { () -> [SafeRelativePath] in
-                plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+            let unnamedFiles: Bool
+            (unnamedFiles, todo) = try await BlockingWork.run { () -> (Bool, [SafeRelativePath]) in
+                (
+                    DownloadDestination.namingWorks(in: staging.root),
+                    downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+                )
             }
             fetched = try await downloadFiles(
                 todo, plan: plan, identity: identity, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
@@ -119,8 +135,7 @@ struct Stager: Sendable {
             throw SyncError.wrap(error)
         }
         do { try await linked } catch { throw SyncError.wrap(error) }
-        return Staged(
-            bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
+        return (fetched, todo)
     }
 
     /// The twin on record as the stager found it, before a catch-up (``checkTwin(base:)``).
@@ -188,7 +203,6 @@ struct Stager: Sendable {
         // in next/ is then a finished download (only a finished one is given its name), so the
         // removals are not done again and those downloads are kept.
         let removed = resuming && pending?.twinCaughtUp == true && location == staging.next
-        let directory = configuration.contentDirectory
         // Every folder the patch works through must be a real folder (not a symlink planted
         // where the twin's own checks cannot see, as in a twin a crash left in next/): otherwise
         // the tree is built whole, from a fresh next/.
@@ -209,13 +223,6 @@ struct Stager: Sendable {
             for folder in patch.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
         }
         try await store.markTwinCaughtUp()
-        // The links are made while the downloads run: their paths are disjoint (a patch places
-        // each path once), and a link that exists already is kept on a resumed run.
-        async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
-            for reuse in patch.links {
-                try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
-            }
-        }
         logger.debug(
             "catching up the twin tree",
             metadata: [
@@ -223,23 +230,10 @@ struct Stager: Sendable {
                 "sync.removed": "\(patch.removals.count)",
                 "sync.linked": "\(patch.links.count)", "sync.downloads": "\(patch.downloads.count)",
             ])
-        let fetched: DownloadTally
-        let todo: [SafeRelativePath]
-        do {
-            let unnamedFiles: Bool
-            (unnamedFiles, todo) = try await BlockingWork.run { () -> (Bool, [SafeRelativePath]) in
-                (
-                    DownloadDestination.namingWorks(in: staging.root),
-                    patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
-                )
-            }
-            fetched = try await downloadFiles(
-                todo, plan: plan, identity: identity, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
-        } catch {
-            try? await linked
-            throw SyncError.wrap(error)
-        }
-        do { try await linked } catch { throw SyncError.wrap(error) }
+        // A patch places each path once: its links and downloads are disjoint.
+        let (fetched, todo) = try await link(
+            patch.links, downloading: patch.downloads, plan: plan, identity: identity, layout: layout,
+            progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
             twinPaths: patch.count, twinVerified: verified, written: Self.written(by: patch, staging: staging),

@@ -233,14 +233,8 @@ struct SyncEngine: Sendable {
         // planning reads the content folder's index, never the staging area.
         let stager = self.stager
         async let twinChecked = stager.checkTwin(base: local)
-        let made: ReplayPlanner.Planned?
-        do throws(SyncError) {
-            made = try await planner.plan(from: local, status: status, layout: layout)
-        } catch {
-            _ = try? await twinChecked
-            throw error
-        }
-        guard let planned = made else {
+        // A failure leaves the check to be cancelled and awaited as the function exits.
+        guard let planned = try await planner.plan(from: local, status: status, layout: layout) else {
             _ = try? await twinChecked // done before the restore replaces the staging area
             logger.debug(
                 "no chain of change lists leads to the actual version; restoring from the archive",
