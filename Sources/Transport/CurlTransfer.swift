@@ -384,6 +384,19 @@ final class CurlTransfer: @unchecked Sendable {
         return true
     }
 
+    /// Cuts an overwritten download's file at its position, the end of the body just written
+    /// from its start (see ``DownloadOptions/overwrite``); the failure when it cannot be cut,
+    /// which fails the download: old bytes past the body would be taken for part of it.
+    static func cutAtPosition(_ fd: Int32, path: String, url: URL?) -> TransportError? {
+        let end = lseek(fd, 0, SEEK_CUR)
+        if end >= 0, ftruncate(fd, end) == 0 { return nil }
+        let code = Glibc.errno
+        return TransportError(
+            code: .fileSystem,
+            message: "cutting \(path) at the end of its download: \(String(cString: strerror(code)))",
+            url: url, errno: code)
+    }
+
     /// Empties a download's file for a fresh start; the failure when it cannot be emptied, which
     /// fails the download: its bytes would be taken for the start of the next body.
     static func emptyFile(_ fd: Int32, path: String, url: URL?) -> TransportError? {

@@ -150,8 +150,9 @@ public final class CurlTransport: Transport {
         // Set once the server has answered a resume with other bytes: no more resumes this call.
         var resumeRefused = false
         var response = try await withRetries(request) { request in
-            // Each attempt resumes from what is on disk when the ETag says it is the same entity.
-            let onDisk = Int64(lseek(fd, 0, SEEK_END))
+            // Each attempt resumes from what is on disk when the ETag says it is the same entity;
+            // an overwrite starts over the old bytes, and cuts the file after the body.
+            let onDisk = options.overwrite ? 0 : Int64(lseek(fd, 0, SEEK_END))
             var offset: Int64 = 0
             var request = request
             // A request that names its own range is fetched as asked, never resumed.
@@ -171,6 +172,9 @@ public final class CurlTransport: Transport {
             do {
                 let response = try await self.run(transfer)
                 received += response.bytesReceived
+                if options.overwrite, let failure = CurlTransfer.cutAtPosition(fd, path: path, url: request.url) {
+                    throw failure
+                }
                 return response
             } catch let error as TransportError where error.statusCode == 416 && offset > 0 {
                 // If-Range matched but nothing lies past `offset`: the file on disk is already whole

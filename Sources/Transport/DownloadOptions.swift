@@ -20,6 +20,13 @@ public struct DownloadOptions: Sendable {
     /// file again. Chunks of every attempt are passed, retries included: trust what it saw only
     /// when the response was not resumed and it saw exactly the file's size. Default `nil`.
     public var onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+    /// For a download into a descriptor: write the body over the file's bytes from its start and
+    /// cut the file to the body's length once it is all there, instead of emptying the file
+    /// first. A file being reused keeps its blocks (freeing and allocating them again costs a
+    /// discard on some disks); until the download returns its tail may hold old bytes. Never
+    /// resumes. Transports that do not know it empty the file as for any fresh download, which
+    /// gives the same file. Default `false`.
+    public var overwrite = false
 
     /// Options with these fields; ``onResponseStart`` and ``onBodyChunk`` start `nil`.
     public init(resumeETag: String? = nil, maxBytes: Int64? = nil, progress: ProgressHandler? = nil) {

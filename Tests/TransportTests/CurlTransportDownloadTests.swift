@@ -52,6 +52,39 @@ struct CurlTransportDownloadTests {
         }
     }
 
+    /// An overwrite writes over the file's own bytes (same inode, never emptied first) and cuts
+    /// the file at the body's end, also after an attempt that broke off part-way, and for a
+    /// gzip-encoded body (the file gets the decoded bytes).
+    @Test(arguments: ["plain", "retried", "gzip"])
+    func overwriteReusesTheFileAndCutsItToTheBody(how: String) async throws {
+        try await withServedFixture { server, fixture in
+            let contents = randomBytes(10_000)
+            try fixture.serve("a.bin", contents)
+            if how == "retried" { server.injectFault(.truncate(afterBytes: 4_000), forPath: "/a.bin", times: 1) }
+            if how == "gzip" { server.injectFault(.gzipEncoded, forPath: "/a.bin") }
+            let destination = fixture.outPath("a.bin")
+            try randomBytes(50_000).write(to: URL(fileURLWithPath: destination))
+            let descriptor = open(destination, O_RDWR | O_CLOEXEC)
+            try #require(descriptor >= 0)
+            defer { close(descriptor) }
+            var before = stat()
+            #expect(fstat(descriptor, &before) == 0)
+            var options = DownloadOptions()
+            options.overwrite = true
+
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "a.bin")), into: descriptor, options: options)
+
+            #expect(response.statusCode == 200)
+            #expect(fileContents(destination) == contents)
+            var after = stat()
+            #expect(fstat(descriptor, &after) == 0)
+            #expect(after.st_ino == before.st_ino && after.st_size == 10_000)
+            #expect(server.requests().allSatisfy { $0.range == nil }, "an overwrite never resumes")
+            if how == "retried" { #expect(server.requests().count == 2) }
+        }
+    }
+
     /// A file that holds bytes and cannot be emptied (here: open read-only) fails the download
     /// at once, naming the file, before any request: its bytes would be taken for the body's start.
     @Test func aFileThatCannotBeEmptiedFailsTheDownloadBeforeAnyRequest() async throws {

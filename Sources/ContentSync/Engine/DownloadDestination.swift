@@ -12,13 +12,18 @@ enum DownloadDestination {
     /// (declared sizes up to 1 MiB). No shared folder to contend for, no rename across folders,
     /// and nothing left behind if the process dies: the inode goes with its descriptor.
     case unnamed(descriptor: Int32, target: String)
+    /// A spare file (a file of the twin's that the catch-up took out of the tree, see
+    /// ``SpareFiles``) written over in place and renamed to its name once verified (declared
+    /// sizes up to 1 MiB): its inode and blocks are reused, none freed or allocated. Killed
+    /// part-way, it stays a spare in `partial/`, which is never part of a tree.
+    case recycled(descriptor: Int32, spare: String, target: String)
 
     /// Size and identity of what was written so far.
     var identity: FileIdentity? {
         switch self {
         case .partial(let path):
             return FileIdentity(path: path)
-        case .unnamed(let descriptor, _):
+        case .unnamed(let descriptor, _), .recycled(let descriptor, _, _):
             var info = stat()
             guard fstat(descriptor, &info) == 0 else { return nil }
             return FileIdentity(info)
@@ -56,9 +61,36 @@ enum DownloadDestination {
         }
     }
 
-    /// Gives an unnamed file its name in the staged tree. A file present there is a finished,
-    /// verified download, exactly as after the rename of a partial file.
+    /// Opens the spare file `spare` to be written over for `target`, or nil when it is not a
+    /// plain file of this user's with one link and no execute or special mode bits (then
+    /// nothing else may see its bytes change, and the file is as a fresh download's would be).
+    static func openRecycled(_ spare: String, for target: String) -> DownloadDestination? {
+        let descriptor = open(spare, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, SpareFiles.canRecycle(info) else {
+            _ = Glibc.close(descriptor)
+            return nil
+        }
+        return .recycled(descriptor: descriptor, spare: spare, target: target)
+    }
+
+    /// Gives an unnamed or recycled file its name in the staged tree. A file present there is a
+    /// finished, verified download, exactly as after the rename of a partial file.
     func link() throws(SyncError) {
+        if case .recycled(_, let spare, let target) = self {
+            return try fileWork { () throws(FileSystemError) in
+                try LongPath.at(spare) { spareFolder, spareRest throws(FileSystemError) in
+                    try LongPath.at(target) { folder, rest throws(FileSystemError) in
+                        if clinux_rename_noreplace(spareFolder, spareRest, folder, rest) != 0 {
+                            throw FileSystemError(
+                                "cannot name the downloaded file", path: target, syscall: "renameat2",
+                                errno: clinux_errno())
+                        }
+                    }
+                }
+            }
+        }
         guard case .unnamed(let descriptor, let target) = self else { return }
         try fileWork { () throws(FileSystemError) in
             try LongPath.at(target) { folder, rest throws(FileSystemError) in
@@ -71,7 +103,8 @@ enum DownloadDestination {
     }
 
     /// Deletes a refused partial file. A refused unnamed file needs nothing: it vanishes when
-    /// its owner calls ``close()`` without having linked it.
+    /// its owner calls ``close()`` without having linked it; a refused recycled one stays a
+    /// spare in `partial/`, cleared with the staging area's leftovers.
     func discard() {
         if case .partial(let path) = self {
             unlink(path)
@@ -79,8 +112,11 @@ enum DownloadDestination {
         }
     }
 
-    /// Closes an unnamed file's descriptor, linked or not; a partial file has none open.
+    /// Closes an unnamed or recycled file's descriptor, named or not; a partial file has none open.
     func close() {
-        if case .unnamed(let descriptor, _) = self { _ = Glibc.close(descriptor) }
+        switch self {
+        case .unnamed(let descriptor, _), .recycled(let descriptor, _, _): _ = Glibc.close(descriptor)
+        case .partial: break
+        }
     }
 }

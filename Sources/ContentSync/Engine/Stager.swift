@@ -110,7 +110,7 @@ struct Stager: Sendable {
     /// fetched and the downloads that were still to do.
     private func link(
         _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan, identity: String,
-        layout: StorageLayout, progress: @escaping @Sendable (SyncProgress) -> Void
+        layout: StorageLayout, spares: SpareFiles? = nil, progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
         let (staging, directory) = (self.staging, configuration.contentDirectory)
         async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
@@ -129,7 +129,8 @@ struct Stager: Sendable {
                 )
             }
             fetched = try await downloadFiles(
-                todo, plan: plan, identity: identity, layout: layout, unnamedFiles: unnamedFiles, progress: progress)
+                todo, plan: plan, identity: identity, layout: layout, unnamedFiles: unnamedFiles, spares: spares,
+                progress: progress)
         } catch {
             try? await linked
             throw SyncError.wrap(error)
@@ -203,6 +204,9 @@ struct Stager: Sendable {
         // in next/ is then a finished download (only a finished one is given its name), so the
         // removals are not done again and those downloads are kept.
         let removed = resuming && pending?.twinCaughtUp == true && location == staging.next
+        // The files the removals take out are kept to be written over by the downloads, as
+        // many as there are downloads: no inode or block is freed and allocated again.
+        let spares = SpareFiles(in: staging.partial, limit: removed ? 0 : patch.downloads.count)
         // Every folder the patch works through must be a real folder (not a symlink planted
         // where the twin's own checks cannot see, as in a twin a crash left in next/): otherwise
         // the tree is built whole, from a fresh next/.
@@ -218,7 +222,7 @@ struct Stager: Sendable {
                 try FileSystem.rename(staging.retired, to: staging.next, operation: "cannot move the twin tree to")
             }
             if !removed {
-                for path in patch.removals { try FileSystem.removeTree(path.absolute(in: staging.next)) }
+                for path in patch.removals { try spares.remove(path.absolute(in: staging.next)) }
             }
             for folder in patch.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
         }
@@ -232,7 +236,7 @@ struct Stager: Sendable {
             ])
         // A patch places each path once: its links and downloads are disjoint.
         let (fetched, todo) = try await link(
-            patch.links, downloading: patch.downloads, plan: plan, identity: identity, layout: layout,
+            patch.links, downloading: patch.downloads, plan: plan, identity: identity, layout: layout, spares: spares,
             progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
@@ -312,7 +316,7 @@ struct Stager: Sendable {
     /// download; completions are also recorded in batches for the history.
     private func downloadFiles(
         _ paths: [SafeRelativePath], plan: SyncPlan, identity: String, layout: StorageLayout, unnamedFiles: Bool,
-        progress: @escaping @Sendable (SyncProgress) -> Void
+        spares: SpareFiles?, progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> DownloadTally {
         guard !paths.isEmpty else { return DownloadTally() }
         try await configuration.connectionPolicy.requireTransfers()
@@ -327,7 +331,8 @@ struct Stager: Sendable {
                         (
                             path,
                             try await self.downloadFile(
-                                path, layout: layout, expected: plan.expectedFingerprints, unnamedFiles: unnamedFiles)
+                                path, layout: layout, expected: plan.expectedFingerprints, unnamedFiles: unnamedFiles,
+                                spares: spares)
                         )
                     }
                 }
@@ -363,17 +368,26 @@ struct Stager: Sendable {
 
     /// Downloads one file and puts it in `next/`. Returns the bytes received over the network.
     ///
-    /// A file whose declared size is at most 1 MiB is written as an unnamed file in its own
-    /// folder and linked there once verified. Anything else (larger, or of unknown size) goes
-    /// to its partial name, where a restart resumes it, and is renamed into place.
+    /// A file whose declared size is at most 1 MiB is written over a spare file (``SpareFiles``)
+    /// if there is one, else as an unnamed file in its own folder, and given its name once
+    /// verified. Anything else (larger, or of unknown size) goes to its partial name, where a
+    /// restart resumes it, and is renamed into place.
     private func downloadFile(
         _ path: SafeRelativePath, layout: StorageLayout,
-        expected: [SafeRelativePath: FileFingerprint], unnamedFiles: Bool
+        expected: [SafeRelativePath: FileFingerprint], unnamedFiles: Bool, spares: SpareFiles?
     ) async throws -> Int64 {
         try await configuration.connectionPolicy.requireTransfers()
         let target = path.absolute(in: staging.next)
         let url = layout.contentURL(for: path)
-        if unnamedFiles, let size = expected[path]?.size, size <= VerifiedDownloader.unnamedDownloadLimit,
+        let small = expected[path].map { $0.size <= VerifiedDownloader.unnamedDownloadLimit } ?? false
+        if small, let spare = spares?.take(), let recycled = DownloadDestination.openRecycled(spare, for: target) {
+            defer { recycled.close() }
+            let response = try await downloader.download(
+                url, into: recycled, expected: expected[path], what: "'\(path)' for the update")
+            try recycled.link()
+            return response.bytesReceived
+        }
+        if unnamedFiles, small,
             let unnamed = DownloadDestination.openUnnamed(in: path.parent.absolute(in: staging.next), for: target)
         {
             defer { unnamed.close() }

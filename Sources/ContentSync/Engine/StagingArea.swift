@@ -106,10 +106,11 @@ struct StagingArea: Sendable {
     /// update redoes the switch, see ``VersionSwitch/recoverInterrupted()``.)
     ///
     /// `flushing` lists what the staging wrote (a small catch-up of the twin): those files and
-    /// folders are fsynced instead of the whole filesystem. Nil: `syncfs`.
+    /// folders are flushed the cheaper way, one `syncfs` while the system holds little dirty data
+    /// and else each on its own (``DiskFlush/written(_:holding:)``). Nil: `syncfs`.
     func swapIn(flushing: [String]? = nil) throws(FileSystemError) {
         if let flushing {
-            try DiskFlush.entries(flushing)
+            try DiskFlush.written(flushing, holding: next)
         } else {
             try DiskFlush.filesystem(holding: next)
         }

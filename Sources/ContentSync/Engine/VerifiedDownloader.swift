@@ -43,6 +43,9 @@ struct VerifiedDownloader: Sendable {
                 resumableFrom: alwaysResumable ? 0 : 1 << 20, progress: progress)
         case .unnamed:
             options = DownloadOptions(maxBytes: expected?.size ?? maxBytes, progress: progress)
+        case .recycled:
+            options = DownloadOptions(maxBytes: expected?.size ?? maxBytes, progress: progress)
+            options.overwrite = true
         }
         let streamed = StreamingDigest()
         if expected != nil { options.onBodyChunk = { streamed.update($0) } }
@@ -50,7 +53,7 @@ struct VerifiedDownloader: Sendable {
             switch destination {
             case .partial(let partial):
                 response = try await transport.download(HTTPRequest(url: url), to: partial, options: options)
-            case .unnamed(let descriptor, _):
+            case .unnamed(let descriptor, _), .recycled(let descriptor, _, _):
                 response = try await transport.download(HTTPRequest(url: url), into: descriptor, options: options)
             }
         } catch {
@@ -79,7 +82,7 @@ struct VerifiedDownloader: Sendable {
                 actual = try await BlockingWork.files { [destination] () throws(FileSystemError) in
                     switch destination {
                     case .partial(let partial): try ContentTree.fingerprint(of: partial)
-                    case .unnamed(let descriptor, let target):
+                    case .unnamed(let descriptor, let target), .recycled(let descriptor, _, let target):
                         try ContentTree.fingerprint(ofDescriptor: descriptor, shownAs: target)
                     }
                 }
