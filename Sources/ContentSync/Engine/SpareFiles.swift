@@ -43,11 +43,14 @@ final class SpareFiles: Sendable {
         kept.withLock { $0.ready.popLast() }
     }
 
+    /// The process's effective user, read once (it does not change while files are staged).
+    private static let user = geteuid()
+
     /// Whether a file with status `info` (by `lstat` or `fstat`) may be written over as a
     /// download: a regular file of this user's, one link (nothing else sees its bytes change),
     /// at most 1 MiB, and no execute or special mode bits (a fresh download has none).
     static func canRecycle(_ info: stat) -> Bool {
-        info.st_mode & S_IFMT == S_IFREG && info.st_nlink == 1 && info.st_uid == geteuid()
+        info.st_mode & S_IFMT == S_IFREG && info.st_nlink == 1 && info.st_uid == user
             && info.st_mode & 0o7111 == 0 && Int64(info.st_size) <= VerifiedDownloader.unnamedDownloadLimit
     }
 
