@@ -266,7 +266,7 @@ struct TargetedFlushTests {
             written == [
                 staging.next + "/a/new.txt", staging.next, staging.next + "/a", staging.next + "/c",
                 staging.next + "/c/d",
-                staging.root,
+                staging.root, staging.partial,
             ])
         patch.downloads = (0...Stager.maxFlushedOneByOne).map { p("f\($0).bin") }
         #expect(Stager.written(by: patch, staging: staging) == nil)

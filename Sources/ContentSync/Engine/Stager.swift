@@ -256,14 +256,15 @@ struct Stager: Sendable {
     }
 
     /// The files and folders `patch` wrote in `next/`, plus the staging folder (the twin was
-    /// renamed in it); nil when the patch is too big to flush one by one.
+    /// renamed in it) and `partial/` (spares were renamed out of it); nil when the patch is too
+    /// big to flush one by one.
     static func written(by patch: TwinPatch, staging: StagingArea) -> [String]? {
         guard patch.count <= maxFlushedOneByOne else { return nil }
         // Each touched path's folder, and the folders the patch creates.
         let folders = Set(patch.paths.map(\.parent) + patch.folders + [.root])
         return patch.downloads.map { $0.absolute(in: staging.next) }
             + folders.sorted().map { $0.absolute(in: staging.next) }
-            + [staging.root]
+            + [staging.root, staging.partial]
     }
 
     /// Whether every existing ancestor of every path the patch touches is a folder (by `lstat`,
