@@ -27,6 +27,16 @@ int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, con
 
 int clinux_syncfs(int fd) { return syncfs(fd); }
 
+int clinux_sole_opener(int fd) {
+    if (fcntl(fd, F_SETLEASE, F_WRLCK) != 0) {
+        return errno == EAGAIN || errno == EBUSY ? 0 : -1;
+    }
+    int saved = errno;
+    (void)fcntl(fd, F_SETLEASE, F_UNLCK);
+    errno = saved;
+    return 1;
+}
+
 long clinux_fgetxattr(int fd, const char *name, void *value, size_t size) {
     return (long)fgetxattr(fd, name, value, size);
 }

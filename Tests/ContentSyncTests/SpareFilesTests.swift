@@ -78,13 +78,22 @@ struct SpareFilesTests {
         }
     }
 
-    @Test("a recycled spare of another user's mode or with two links is not opened for writing")
+    @Test("a spare with two links, open elsewhere or mapped is not opened for writing")
     func openRecycledChecksTheOpenedFile() async throws {
         try await withScratch { partial, tree in
             try write("spare", to: partial + "/spare.1")
             #expect(link(partial + "/spare.1", tree + "/shared") == 0)
             #expect(DownloadDestination.openRecycled(partial + "/spare.1", for: tree + "/x") == nil)
             unlink(tree + "/shared")
+            // A reader's descriptor, then a mapping whose descriptor was closed: each keeps it.
+            let reader = open(partial + "/spare.1", O_RDONLY | O_CLOEXEC)
+            #expect(reader >= 0)
+            #expect(DownloadDestination.openRecycled(partial + "/spare.1", for: tree + "/x") == nil)
+            let mapping = mmap(nil, 5, PROT_READ, MAP_SHARED, reader, 0)
+            close(reader)
+            #expect(mapping != MAP_FAILED)
+            #expect(DownloadDestination.openRecycled(partial + "/spare.1", for: tree + "/x") == nil)
+            munmap(mapping, 5)
             let destination = try #require(DownloadDestination.openRecycled(partial + "/spare.1", for: tree + "/x"))
             defer { destination.close() }
             try destination.link()
@@ -104,6 +113,37 @@ struct SpareFilesTests {
             found[UInt64(info.st_ino)] = (full, bytes)
         }
         return found
+    }
+
+    @Test(
+        "a reader holding files of 1.2 open through 1.3 and 1.4 reads 1.2's bytes to the end; nothing it holds is reused"
+    )
+    func readersKeepTheirBytes() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1", "1.2")
+            // Every file of 1.2 that 1.3 changes or drops: in 1.4's catch-up its inode is a stale file of the twin.
+            let (old, new) = (ExampleStorageFixture.manifest("1.2"), ExampleStorageFixture.manifest("1.3"))
+            var held: [(path: String, descriptor: Int32, bytes: Data)] = []
+            defer { for file in held { close(file.descriptor) } }
+            for (path, hash) in old.files where new.files[path] != hash {
+                let full = harness.content + "/" + path
+                guard let bytes = FileManager.default.contents(atPath: full) else { continue }
+                let descriptor = open(full, O_RDONLY | O_CLOEXEC)
+                if descriptor >= 0 { held.append((full, descriptor, bytes)) }
+            }
+            #expect(!held.isEmpty, "1.3 changes files of 1.2")
+            for version in ["1.3", "1.4"] {
+                harness.serve(version)
+                let report = try await harness.sync()
+                #expect(report.outcome == .replayed)
+                try harness.expectTree(is: version)
+            }
+            for file in held {
+                var buffer = [UInt8](repeating: 0, count: file.bytes.count + 1)
+                let count = pread(file.descriptor, &buffer, buffer.count, 0)
+                #expect(count >= 0 && Data(buffer[0..<max(0, count)]) == file.bytes, "\(file.path)")
+            }
+        }
     }
 
     @Test(

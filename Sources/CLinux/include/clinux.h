@@ -11,6 +11,11 @@ int clinux_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, cons
 int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 /// syncfs(2): flushes the filesystem that holds fd, once per version instead of an fsync per file.
 int clinux_syncfs(int fd);
+/// Whether fd (opened for writing, on a file of the caller's) is the file's only open
+/// description: a write lease (fcntl F_SETLEASE F_WRLCK) is taken and given back at once, which
+/// the kernel grants only when no other descriptor or memory mapping has the file open. 1 when
+/// granted; 0 when another opener exists, or -1 with errno where leases are not supported.
+int clinux_sole_opener(int fd);
 /// fgetxattr(2): the value of the extended attribute `name` of fd into value (at most size
 /// bytes). Its length, or -1 with errno (ENODATA when absent, ENOTSUP where unsupported).
 long clinux_fgetxattr(int fd, const char *name, void *value, size_t size);

@@ -62,13 +62,15 @@ enum DownloadDestination {
     }
 
     /// Opens the spare file `spare` to be written over for `target`, or nil when it is not a
-    /// plain file of this user's with one link and no execute or special mode bits (then
-    /// nothing else may see its bytes change, and the file is as a fresh download's would be).
+    /// plain file of this user's with one link and no execute or special mode bits, or when
+    /// anything else has it open (a reader that opened it while its tree was the content
+    /// folder, or maps it: writing over it would change the bytes under that reader). Then
+    /// nothing else may see its bytes change, and the file is as a fresh download's would be.
     static func openRecycled(_ spare: String, for target: String) -> DownloadDestination? {
         let descriptor = open(spare, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, SpareFiles.canRecycle(info) else {
+        guard fstat(descriptor, &info) == 0, SpareFiles.canRecycle(info), clinux_sole_opener(descriptor) == 1 else {
             _ = Glibc.close(descriptor)
             return nil
         }

@@ -12,6 +12,8 @@ import Synchronization
 /// of 512 bytes: 13–27 ms, with stalls to 600 ms, against 4–9 ms written over spares). A spare
 /// is only ever a file outside every tree: it gets a name in `next/` by a rename once its new
 /// bytes are verified, and one left over (unused, or killed part-way) goes with `partial/`.
+/// It is written over only when nothing else has it open
+/// (``DownloadDestination/openRecycled(_:for:)``): a reader of an old version keeps its bytes.
 final class SpareFiles: Sendable {
     private struct Kept {
         var count = 0
