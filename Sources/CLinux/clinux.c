@@ -3,6 +3,7 @@
 #include "clinux.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -27,14 +28,33 @@ int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, con
 
 int clinux_syncfs(int fd) { return syncfs(fd); }
 
-int clinux_sole_opener(int fd) {
+int clinux_take_write_lease(int fd) {
+    // Should another process open the file while the lease is held, its break is signalled with
+    // SIGURG, whose default is to be ignored, not with SIGIO, whose default ends the process.
+    if (fcntl(fd, F_SETSIG, SIGURG) != 0) {
+        return -1;
+    }
     if (fcntl(fd, F_SETLEASE, F_WRLCK) != 0) {
         return errno == EAGAIN || errno == EBUSY ? 0 : -1;
     }
-    int saved = errno;
-    (void)fcntl(fd, F_SETLEASE, F_UNLCK);
-    errno = saved;
     return 1;
+}
+
+int clinux_give_back_lease(int fd) { return fcntl(fd, F_SETLEASE, F_UNLCK); }
+
+int clinux_sole_opener(int fd) {
+    int taken = clinux_take_write_lease(fd);
+    if (taken == 1) {
+        int saved = errno;
+        (void)clinux_give_back_lease(fd);
+        errno = saved;
+    }
+    return taken;
+}
+
+int clinux_lease_state(int fd, int *signal) {
+    *signal = fcntl(fd, F_GETSIG);
+    return fcntl(fd, F_GETLEASE);
 }
 
 long clinux_fgetxattr(int fd, const char *name, void *value, size_t size) {

@@ -1,3 +1,4 @@
+import CLinux
 import Foundation
 import Testing
 
@@ -94,6 +95,21 @@ struct SpareFilesTests {
             #expect(mapping != MAP_FAILED)
             #expect(DownloadDestination.openRecycled(partial + "/spare.1", for: tree + "/x") == nil)
             munmap(mapping, 5)
+            // The check's lease: another open while it is held breaks it with SIGURG (ignored),
+            // not SIGIO (which would end this process); given back, it holds none.
+            do {
+                let probe = open(partial + "/spare.1", O_RDWR | O_CLOEXEC)
+                defer { close(probe) }
+                #expect(clinux_take_write_lease(probe) == 1)
+                var signal: Int32 = -1
+                #expect(clinux_lease_state(probe, &signal) == F_WRLCK && signal == SIGURG)
+                let intruder = open(partial + "/spare.1", O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+                #expect(intruder < 0 && errno == EWOULDBLOCK, "the open waits for the lease, and signals its holder")
+                if intruder >= 0 { close(intruder) }
+                #expect(clinux_give_back_lease(probe) == 0)
+                #expect(clinux_lease_state(probe, &signal) == F_UNLCK)
+                #expect(clinux_sole_opener(probe) == 1)
+            }
             let destination = try #require(DownloadDestination.openRecycled(partial + "/spare.1", for: tree + "/x"))
             defer { destination.close() }
             try destination.link()

@@ -14,8 +14,17 @@ int clinux_syncfs(int fd);
 /// Whether fd (opened for writing, on a file of the caller's) is the file's only open
 /// description: a write lease (fcntl F_SETLEASE F_WRLCK) is taken and given back at once, which
 /// the kernel grants only when no other descriptor or memory mapping has the file open. 1 when
-/// granted; 0 when another opener exists, or -1 with errno where leases are not supported.
+/// granted; 0 when another opener exists, or -1 with errno where leases are not supported. A
+/// break while it is held is signalled with SIGURG (ignored by default), never SIGIO.
 int clinux_sole_opener(int fd);
+/// The first half of clinux_sole_opener: takes the write lease (break signal SIGURG) and keeps
+/// it. 1 when granted, 0 when another opener exists, -1 with errno where unsupported.
+int clinux_take_write_lease(int fd);
+/// Gives back a lease clinux_take_write_lease took (fcntl F_SETLEASE F_UNLCK): 0 or -1.
+int clinux_give_back_lease(int fd);
+/// The lease fd holds now (fcntl F_GETLEASE: F_UNLCK, F_RDLCK or F_WRLCK, or -1) and, in
+/// *signal, the signal a lease break sends (F_GETSIG; 0 means SIGIO): what tests check.
+int clinux_lease_state(int fd, int *signal);
 /// fgetxattr(2): the value of the extended attribute `name` of fd into value (at most size
 /// bytes). Its length, or -1 with errno (ENODATA when absent, ENOTSUP where unsupported).
 long clinux_fgetxattr(int fd, const char *name, void *value, size_t size);
