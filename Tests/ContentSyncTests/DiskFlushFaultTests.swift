@@ -189,50 +189,22 @@ struct DiskFlushFaultTests {
 
 @Suite("a small catch-up flushes what it wrote, and a refusal stops the switch", .timeLimit(.minutes(3)))
 struct TargetedFlushTests {
+    /// How a catch-up's flush goes on a busy system (more dirty data than a `syncfs` may wait
+    /// for) and on a quiet one; both flushes are refused under next/, so the error names the one
+    /// the catch-up took, and never the other.
     @Test(
-        "a 1.2 → 1.3 catch-up on a busy system fsyncs its downloads and changed folders; an fsync refused under next/ leaves 1.2, the next run switches"
-    )
-    func refusedFsyncOfAWrittenFolder() async throws {
+        "a 1.2 → 1.3 catch-up fsyncs what it wrote on a busy system, syncfs once on a quiet one; refused, it leaves 1.2 and the next run switches",
+        arguments: [
+            (DiskFlush.quietDirtyLimit + 1, "fsync", "syncfs"),
+            (Int64(0), "syncfs", "fsync"),
+        ])
+    func refusedFlushOfACatchUp(dirty: Int64, taken: String, notTaken: String) async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await TwinTreeTests.syncThrough(harness, "1.1", "1.2")
             harness.serve("1.3")
             let staging = StagingArea(contentDirectory: harness.content)
             let before = try harness.tree()
-            // Busy: more dirty data than a syncfs may wait for, so each written path is flushed.
-            DiskFlush.faults.pretendDirty(DiskFlush.quietDirtyLimit + 1, at: staging.next)
-            DiskFlush.faults.inject(.fsync, at: staging.next, errno: EIO)
-            await #expect {
-                try await harness.sync()
-            } throws: { error in
-                let text = "\(error)"
-                return (error as? SyncError)?.code == .fileSystem
-                    && text.contains("(fsync: Input/output error, errno 5)")
-                    && text.contains(staging.next) && !text.contains("syncfs")
-            }
-            DiskFlush.faults.clear(under: staging.next)
-            #expect(try harness.tree() == before, "1.2 stays in place")
-            let status = try await SyncStatus.read(statePath: harness.state, contentDirectory: harness.content)
-            #expect(status.version == "1.2")
-            // The staged tree is switched in by the next run (the switch it had marked is redone).
-            harness.server.resetLog()
-            let report = try await harness.sync()
-            #expect(report.toVersion.text == "1.3")
-            #expect(harness.contentDownloads().isEmpty, "the staged tree was switched in, not downloaded again")
-            try harness.expectTree(is: "1.3")
-        }
-    }
-
-    @Test(
-        "a 1.2 → 1.3 catch-up on a quiet system flushes with one syncfs; refused, it leaves 1.2 and the next run switches"
-    )
-    func refusedSyncfsOfAQuietCatchUp() async throws {
-        try await withSyncHarness(serving: "1.0") { harness in
-            try await TwinTreeTests.syncThrough(harness, "1.1", "1.2")
-            harness.serve("1.3")
-            let staging = StagingArea(contentDirectory: harness.content)
-            let before = try harness.tree()
-            DiskFlush.faults.pretendDirty(0, at: staging.next)
-            // An fsync of any written path would fail too: only the syncfs may be taken.
+            DiskFlush.faults.pretendDirty(dirty, at: staging.next)
             DiskFlush.faults.inject(.fsync, at: staging.next, errno: EIO)
             DiskFlush.faults.inject(.syncfs, at: staging.next, below: false, errno: EIO)
             await #expect {
@@ -240,10 +212,14 @@ struct TargetedFlushTests {
             } throws: { error in
                 let text = "\(error)"
                 return (error as? SyncError)?.code == .fileSystem
-                    && text.contains("(syncfs: Input/output error, errno 5)") && text.contains(staging.next)
+                    && text.contains("(\(taken): Input/output error, errno 5)")
+                    && text.contains(staging.next) && !text.contains(notTaken)
             }
             DiskFlush.faults.clear(under: staging.next)
             #expect(try harness.tree() == before, "1.2 stays in place")
+            let status = try await SyncStatus.read(statePath: harness.state, contentDirectory: harness.content)
+            #expect(status.version == "1.2")
+            // The staged tree is switched in by the next run (the switch it had marked is redone).
             harness.server.resetLog()
             let report = try await harness.sync()
             #expect(report.toVersion.text == "1.3")

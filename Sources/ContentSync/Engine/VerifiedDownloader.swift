@@ -41,11 +41,10 @@ struct VerifiedDownloader: Sendable {
             options = resumableOptions(
                 partialPath: partial, maxBytes: expected?.size ?? maxBytes,
                 resumableFrom: alwaysResumable ? 0 : 1 << 20, progress: progress)
-        case .unnamed:
+        case .unnamed, .recycled:
             options = DownloadOptions(maxBytes: expected?.size ?? maxBytes, progress: progress)
-        case .recycled:
-            options = DownloadOptions(maxBytes: expected?.size ?? maxBytes, progress: progress)
-            options.overwrite = true
+            // A spare's old bytes are written over, never emptied first (its blocks are kept).
+            if case .recycled = destination { options.overwrite = true }
         }
         let streamed = StreamingDigest()
         if expected != nil { options.onBodyChunk = { streamed.update($0) } }
