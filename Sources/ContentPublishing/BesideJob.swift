@@ -11,6 +11,7 @@ final class BesideJob<Value>: @unchecked Sendable {
     private let body: () throws(PublishError) -> Value
     private var outcome: Result<Value, PublishError>?
     private let finished = DispatchSemaphore(value: 0)
+    private var waited = false
 
     /// Starts `body` on a new thread named `name`.
     init(name: String, _ body: @escaping () throws(PublishError) -> Value) {
@@ -23,9 +24,13 @@ final class BesideJob<Value>: @unchecked Sendable {
         thread.start()
     }
 
-    /// Waits for the work; its result, or the error it threw. Call it once.
+    /// Waits for the work; its result, or the error it threw. Call it from one thread; a later
+    /// call returns the same without waiting.
     func value() throws(PublishError) -> Value {
-        finished.wait()
+        if !waited {
+            finished.wait()
+            waited = true
+        }
         return try outcome!.get()
     }
 }

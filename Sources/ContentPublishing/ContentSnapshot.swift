@@ -25,9 +25,11 @@ import StorageFormat
 /// records nothing (a change within the clock's granularity could keep its times), and where
 /// the filesystem keeps no user attributes everything is copied, as before.
 ///
-/// With the previous publish's ``PublishIndex`` and the check of the published tree against it
-/// (a ``StampLedger``), a file whose recorded source identity is the source's and whose published
-/// copy is as recorded is known unchanged without opening either.
+/// With the previous publish's ``PublishIndex``, a file whose recorded source identity is the
+/// source's and whose published copy still has its recorded stamp is known unchanged without
+/// opening either. That stamp is read here (from the reused destination's entry when it is the
+/// published file itself, else with one `fstatat`), so the snapshot needs nothing of the check of
+/// the published tree, and the publisher runs that check beside it.
 ///
 /// `reusing`: the destination already holds a tree (``PublishBase``'s retired version, whose
 /// unchanged files are links to the published ones), caught up instead of filled: an entry that
@@ -51,8 +53,12 @@ enum ContentSnapshot {
         /// The previous version's fingerprints by identity (its check filled it).
         let fingerprints: FingerprintCache
 
-        init(fingerprints: FingerprintCache) {
+        /// `expectedFiles`: about how many files the snapshot will hold (the previous version's
+        /// count), room made for at once instead of by repeated growth.
+        init(fingerprints: FingerprintCache, expectedFiles: Int = 0) {
             self.fingerprints = fingerprints
+            tree.files.reserveCapacity(expectedFiles)
+            stamps.reserveCapacity(expectedFiles)
         }
 
         /// The path of `name` in `folder`, checked as the scan checks it; nil (and the notes
@@ -78,6 +84,26 @@ enum ContentSnapshot {
             tree.files[path] = fingerprint
             if let stamp { stamps[path.string] = FileStamp(stamp) }
         }
+
+        /// Notes a file linked or kept from the previous version: `file`, the entry of `path`'s
+        /// name in the snapshot's folder open as `folder`. Its fingerprint is `known` (the index's), else the
+        /// check of the previous version's, else read through the link: that check runs beside the
+        /// snapshot and may not have reached the file yet.
+        func linked(
+            _ path: SafeRelativePath?, _ known: FileFingerprint?, file: FileIdentity, in folder: Int32,
+            stamp: stat? = nil
+        ) {
+            guard complete, let path else { return }
+            var fingerprint = known ?? fingerprints.lookup(file)
+            if fingerprint == nil, let component = path.lastComponent,
+                let digest = try? FileDigest.sha256(
+                    ofEntry: component, in: folder, expecting: file, shownAs: component),
+                digest.identity == file
+            {
+                fingerprint = FileFingerprint(size: digest.size, sha256: digest.sha256)
+            }
+            self.file(path, fingerprint, stamp: stamp)
+        }
     }
 
     /// What a snapshot did.
@@ -100,11 +126,11 @@ enum ContentSnapshot {
     @discardableResult
     /// `settle`: how many seconds old a source's last change must be for its copy to be recorded
     /// (tests pass a negative value to record every copy).
-    /// `reusing`: the destination exists and is caught up (see above); `index` and `ledger`: the
-    /// previous publish's index and what the check of `previous` found of it.
+    /// `reusing`: the destination exists and is caught up (see above); `index`: the previous
+    /// publish's index of `previous`.
     static func copy(
         _ source: String, to destination: String, previous: String? = nil, reusing: Bool = false,
-        index: PublishIndex? = nil, ledger: StampLedger? = nil, notes: TreeNotes? = nil, settle: Int = 2
+        index: PublishIndex? = nil, notes: TreeNotes? = nil, settle: Int = 2
     ) throws(PublishError) -> Result {
         guard reusing || mkdir(destination, 0o755) == 0 else {
             throw PublishError.fileSystem(
@@ -117,12 +143,13 @@ enum ContentSnapshot {
             throw PublishError.fileSystem("cannot read folder", path: destination, syscall: "openat", errno: ENOENT)
         }
         var result = Result()
+        result.sources.reserveCapacity(index?.entries.count ?? 0)
         var started = timespec()
         clock_gettime(CLOCK_REALTIME, &started)
         let context = Context(
             shownFrom: source, previous: PreviousTree.open(previous),
             trustedBefore: (Int64(started.tv_sec) - Int64(settle)) * 1_000_000_000 + Int64(started.tv_nsec),
-            reusing: reusing, index: index ?? PublishIndex(), ledger: ledger, notes: notes)
+            reusing: reusing, index: index ?? PublishIndex(), notes: notes)
         /// A folder being copied: its path (raw, for messages) and its subfolders still to copy.
         struct Frame {
             var path: [UInt8]
@@ -173,7 +200,6 @@ enum ContentSnapshot {
         var trustedBefore: Int64
         var reusing: Bool
         var index: PublishIndex
-        var ledger: StampLedger?
         var notes: TreeNotes?
 
         /// Whether a source's identity is old enough to record.
@@ -385,7 +411,9 @@ enum ContentSnapshot {
                 // The published file's stamp as checked, to find again before linking it by name.
                 var expected: FileStamp?
                 if let previous = context.previous?.descriptor {
-                    if let text, let record = context.index.entries[text], context.ledger?.matches(text) == true {
+                    if let text, let record = context.index.entries[text],
+                        published(entry.name, in: previous, there: there, hasStamp: record.stamp)
+                    {
                         // The published file is as recorded: its bytes are known. It holds this
                         // very source's when the recorded source is this one; otherwise the source
                         // is hashed and compared with the record (the published file is not read).
@@ -405,13 +433,12 @@ enum ContentSnapshot {
                             entry.name, info: entry.info, source: from.descriptor, previous: previous, context: context)
                     }
                     if let (file, recordable) = reuse {
-                        if notes != nil, known == nil { known = notes?.fingerprints.lookup(file) }
                         if let there, there.st_mode & S_IFMT == S_IFREG, UInt64(there.st_dev) == file.device,
                             UInt64(there.st_ino) == file.inode
                         {
                             result.keptFiles += 1
                             // Untouched: its stamp is the one just listed.
-                            notes?.file(noted, known, stamp: there)
+                            notes?.linked(noted, known, file: file, in: to.descriptor, stamp: there)
                         } else {
                             if occupied { try clear(entry.name, in: to, at: path, result: &result) }
                             occupied = false
@@ -429,7 +456,8 @@ enum ContentSnapshot {
                                 try clear(entry.name, in: to, at: path, result: &result)
                                 reuse = nil
                             } else {
-                                notes?.file(noted, known) // linked now: its status just changed
+                                // Linked now: its status just changed.
+                                notes?.linked(noted, known, file: file, in: to.descriptor)
                             }
                         }
                         if reuse != nil {
@@ -455,6 +483,22 @@ enum ContentSnapshot {
             try clear(name, in: to, at: folder.isEmpty ? name : folder + [0x2F] + name, result: &result)
         }
         return subfolders.reversed()
+    }
+
+    /// Whether the previous version's file `name` (in the folder open as `previous`) has the stamp
+    /// `stamp`, so holds the bytes recorded with it. `there`: the reused destination's entry of that
+    /// name, which is the published file itself when it has the stamp's device and inode (a link
+    /// has one stamp), so no second `stat` is needed.
+    private static func published(_ name: [UInt8], in previous: Int32, there: stat?, hasStamp stamp: FileStamp) -> Bool
+    {
+        if let there, there.st_mode & S_IFMT == S_IFREG, UInt64(there.st_dev) == stamp.identity.device,
+            UInt64(there.st_ino) == stamp.identity.inode
+        {
+            return FileStamp(there) == stamp
+        }
+        var now = stat()
+        return name.withCString { fstatat(previous, $0, &now, AT_SYMLINK_NOFOLLOW) } == 0
+            && now.st_mode & S_IFMT == S_IFREG && FileStamp(now) == stamp
     }
 
     /// Whether the entry `name` of the folder `folder` is a regular file with the identity `file`

@@ -71,6 +71,16 @@ struct PublishBase {
         if let previous, FileSystem.exists(previous) { _ = rename(previous, retired) }
     }
 
+    /// Keeps `tree`, the snapshot of a publish that failed, as the retired tree when there is none
+    /// (that publish took it): caught up part of the way or not, the next catch-up checks it entry
+    /// by entry, and it spares that publish linking every file again, which would also move every
+    /// published file's status-change time and so cost it the index. Best effort.
+    func giveBack(_ tree: String) {
+        var info = stat()
+        guard isOurFolder(root), isOurFolder(tree), lstat(retired, &info) != 0, errno == ENOENT else { return }
+        _ = rename(tree, retired)
+    }
+
     /// Makes `destination` (which must not exist) a tree of the folders of `source` with a hard
     /// link to each of its regular files. Names are opened one at a time below open folders,
     /// never following a symlink; anything else than a folder or a regular file is left out (the

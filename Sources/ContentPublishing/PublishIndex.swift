@@ -23,6 +23,7 @@ struct PublishIndex: Equatable {
     /// `settledBefore` (nanoseconds since the epoch) is left out: a write within the clock's
     /// granularity of that change could keep its stamp.
     init(_ tree: ContentTree, stamps: [String: FileStamp], sources: [String: [UInt8]], settledBefore: Int64) {
+        entries.reserveCapacity(tree.files.count)
         for (path, fingerprint) in tree.files {
             let text = path.string
             guard let stamp = stamps[text], stamp.changedNanoseconds < settledBefore,

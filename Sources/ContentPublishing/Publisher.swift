@@ -215,23 +215,42 @@ public enum Publisher {
         let base = PublishBase(storage: storage)
         let index = fromVersion == nil ? PublishIndex() : base.loadIndex()
         let published = StampLedger(known: index.entries)
-        var oldTree: ContentTree?
-        // The published tree's folder digests: the new tree's digest takes those of the folders
-        // the change leaves alone (TreeDelta).
-        var oldDigests: [SafeRelativePath: String] = [:]
-        if let fromVersion {
+        let expectedDigest = expectedOldDigest
+        /// The published tree, checked against the digest its status publishes, and its folder
+        /// digests: the new tree's digest takes those of the folders the change leaves alone
+        /// (TreeDelta).
+        typealias Checked = (tree: ContentTree, digests: [SafeRelativePath: String])
+        func checkPublished(_ fromVersion: CacheVersion) throws(PublishError) -> Checked {
             let tree = try ContentTree.scan(storage + "/RXCacheContent", cache: fingerprints, ledger: published)
-            oldDigests = TreeDigest.folderDigests(of: tree)
-            if let expectedOldDigest, oldDigests[.root] != expectedOldDigest {
+            let digests = TreeDigest.folderDigests(of: tree)
+            if let expectedDigest, digests[.root] != expectedDigest {
                 throw PublishError(
                     code: .configuration,
                     message:
                         "\(storage)/RXCacheContent/ does not match the treeDigest that \(StorageLayout.statusPath) publishes for \(fromVersion): it was changed outside publish, or an older publisher's publish was interrupted. A change list from it would not lead clients from \(fromVersion); put \(fromVersion)'s content back in RXCacheContent/ and run again"
                 )
             }
-            oldTree = tree
+            return (tree, digests)
         }
-        phases.mark("check the published tree")
+        var oldTree: ContentTree?
+        var oldDigests: [SafeRelativePath: String] = [:]
+        // With the previous publish's index, the snapshot needs nothing of this check (it reads
+        // the stamps of the published files it links itself), so the check runs beside it, on the
+        // other core, and is waited for before anything uses the old tree or the storage changes.
+        // Without one (or in a dry run) it comes first: the snapshot takes the fingerprints it
+        // found.
+        var besideCheck: BesideJob<Checked>?
+        if let fromVersion {
+            if options.dryRun || index.entries.isEmpty {
+                let checked = try checkPublished(fromVersion)
+                (oldTree, oldDigests) = (checked.tree, checked.digests)
+                phases.mark("check the published tree")
+            } else {
+                besideCheck = BesideJob(name: "content-sync.publish.check") { () throws(PublishError) in
+                    try checkPublished(fromVersion)
+                }
+            }
+        }
 
         if options.dryRun {
             let newTree = try checkedScan(paths.content, shownAs: paths.content)
@@ -262,18 +281,25 @@ public enum Publisher {
             try work.writeJournal(journal, durable: false)
             try run.checkpoint(.staging, "snapshot --content")
             let snapshot = work.staged("RXCacheContent")
-            // Files unchanged since the previous version are linked from it (its tree was just
-            // checked against its published digest), the rest copied; into the retired version
-            // the last publish kept, caught up, when there is one (PublishBase).
-            let reusing = oldTree != nil && base.takeRetired(to: snapshot)
+            // Files unchanged since the previous version are linked from it (each with the stamp
+            // its index recorded, or compared byte for byte), the rest copied; into the retired
+            // version the last publish kept, caught up, when there is one (PublishBase).
+            let reusing = fromVersion != nil && base.takeRetired(to: snapshot)
             let started = Date().timeIntervalSince1970
             // The snapshot's tree is noted as it is made; a scan of it is needed only when the
             // notes cannot vouch for something (then the scan names the problem).
-            let notes = ContentSnapshot.TreeNotes(fingerprints: fingerprints)
+            let notes = ContentSnapshot.TreeNotes(fingerprints: fingerprints, expectedFiles: index.entries.count)
             let snapshotted = try ContentSnapshot.copy(
-                paths.content, to: snapshot, previous: oldTree == nil ? nil : storage + "/RXCacheContent",
-                reusing: reusing, index: index, ledger: published, notes: notes)
-            phases.mark(reusing ? "snapshot --content (catching up the retired version)" : "snapshot --content")
+                paths.content, to: snapshot, previous: fromVersion == nil ? nil : storage + "/RXCacheContent",
+                reusing: reusing, index: index, notes: notes)
+            phases.mark(
+                (reusing ? "snapshot --content (catching up the retired version)" : "snapshot --content")
+                    + (besideCheck == nil ? "" : ", the published tree checked beside it"))
+            if let besideCheck {
+                let checked = try besideCheck.value()
+                (oldTree, oldDigests) = (checked.tree, checked.digests)
+                phases.mark("check the published tree (what was left of it)")
+            }
             let newTree: ContentTree
             let stamps: [String: FileStamp]
             if notes.complete {
@@ -360,8 +386,19 @@ public enum Publisher {
             try fileWork { () throws(FileSystemError) in try DiskFlush.filesystem(holding: storage) }
             phases.mark("flush")
         } catch {
-            if !run.killed { try? work.remove() }
-            throw error
+            var reported = error
+            // The check beside the snapshot is waited for on every path; when it failed, its
+            // finding is the one to report (alone, it would have come first).
+            do throws(PublishError) {
+                _ = try besideCheck?.value()
+            } catch let found {
+                if !run.killed { reported = found }
+            }
+            if !run.killed {
+                if fromVersion != nil { base.giveBack(work.staged("RXCacheContent")) }
+                try? work.remove()
+            }
+            throw reported
         }
 
         let installer = PublishInstaller(work: work, journal: journal, run: run)

@@ -258,6 +258,56 @@ struct PublishBaseTests {
         }
     }
 
+    @Test("the check of the published tree runs beside the snapshot; a failed publish reports its finding first")
+    func theCheckBesideTheSnapshotIsReportedFirst() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let content = scratch + "/content"
+            let storage = scratch + "/storage"
+            try Self.makeContent(content)
+            try Self.publish(storage, content, "1.0", initialize: true)
+            Thread.sleep(forTimeInterval: 2.2)
+            try PublishLinkReuseTests.write("file 8, edited\n", to: content + "/f2/file-8.txt")
+            try Self.publish(storage, content, "1.1")
+            let published = storage + "/RXCacheContent/f0/file-3.txt"
+            // With an index, the check runs beside the snapshot (without one it runs first).
+            #expect(PublishBase(storage: storage).loadIndex().entries["f0/file-3.txt"] != nil)
+            // Both fail: a published file written in place, and a symlink in --content.
+            Self.overwriteKeepingTimes(published)
+            #expect(symlink("/etc/hostname", content + "/f1/link") == 0)
+            let before = try storageSnapshot(storage)
+            #expect {
+                try Self.publish(storage, content, "1.2")
+            } throws: { error in
+                let message = (error as? PublishError)?.message ?? ""
+                return message.contains("does not match the treeDigest") && !message.contains("symlink")
+            }
+            // Nothing published, no work folder left (the snapshot counts hidden names); the
+            // snapshot, the retired version it was catching up, is given back for the next publish.
+            #expect(try storageSnapshot(storage) == before)
+            #expect(FileManager.default.fileExists(atPath: PublishBase(storage: storage).retired + "/f0"))
+
+            // The published bytes put back: the check passes, and the snapshot's finding is reported.
+            let fd = open(published, O_WRONLY)
+            #expect(fd >= 0 && pwrite(fd, "file", 4, 0) == 4)
+            close(fd)
+            let restored = try storageSnapshot(storage)
+            #expect {
+                try Self.publish(storage, content, "1.2")
+            } throws: { error in
+                (error as? PublishError)?.message.contains("f1/link is a symlink or special file") == true
+            }
+            #expect(try storageSnapshot(storage) == restored)
+            #expect(!FileManager.default.fileExists(atPath: storage + "/" + PublishPaths.workFolderName))
+            unlink(content + "/f1/link")
+            let done = try Self.publish(storage, content, "1.2")
+            // The failed runs cost the index only the files they touched: the one written in place
+            // (and put back), and the ones linked anew.
+            #expect(done.changes.isEmpty && done.indexedContentFiles >= 25, "\(done.indexedContentFiles)")
+            #expect(done.keptContentFiles >= 25, "\(done.keptContentFiles)")
+            #expect(try Self.digestIsTheContents(storage))
+        }
+    }
+
     @Test("content re-made by hard links every version (cp -al) is compared by hash with the index: edits are seen")
     func hardLinkedContentIsComparedWithTheIndex() async throws {
         try await withBlockingTemporaryDirectory { scratch in

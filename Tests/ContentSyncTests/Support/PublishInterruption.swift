@@ -87,10 +87,7 @@ struct InterruptedPublish {
 /// and an index of inode numbers, shortcuts that every publish checks before using) is left out:
 /// two storages never hold the same inodes. `PublishBaseTests` checks it.
 func storageSnapshot(_ storage: String) throws -> TreeSnapshot {
-    var snapshot = try TreeSnapshot.read(storage)
-    let base = PublishBase.folderName
-    snapshot.folders = snapshot.folders.filter { $0 != base && !$0.hasPrefix(base + "/") }
-    snapshot.files = snapshot.files.filter { !$0.key.hasPrefix(base + "/") }
+    var snapshot = try TreeSnapshot.read(storage, skipping: [PublishBase.folderName])
     let status = StorageLayout.statusPath
     if let data = FileManager.default.contents(atPath: storage + "/" + status),
         var object = try JSONSerialization.jsonObject(with: data) as? [String: Any], object["signature"] != nil

@@ -8,11 +8,16 @@ struct TreeSnapshot: Equatable, CustomStringConvertible {
     var folders: Set<String>
     var files: [String: String]
 
-    /// Reads a folder from disk (symlinks are recorded as files named "symlink:…" so they show).
-    static func read(_ root: String) throws -> TreeSnapshot {
+    /// Reads a folder from disk (symlinks are recorded as files named "symlink:…" so they show),
+    /// the top-level entries named in `skipping` left out unread.
+    static func read(_ root: String, skipping: Set<String> = []) throws -> TreeSnapshot {
         var snapshot = TreeSnapshot(folders: [], files: [:])
         guard let enumerator = FileManager.default.enumerator(atPath: root) else { return snapshot }
         while let relative = enumerator.nextObject() as? String {
+            if skipping.contains(relative) {
+                enumerator.skipDescendants()
+                continue
+            }
             let path = root + "/" + relative
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             switch attributes[.type] as? FileAttributeType {
