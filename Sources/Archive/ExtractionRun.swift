@@ -8,13 +8,16 @@ import Synchronization
 #endif
 
 /// The state the extraction workers share: a queue of files to take from, the running byte total
-/// and the first error. Each worker brings its own ``ZipReader`` because `zip_t` is not thread-safe.
+/// and the first error. Each worker opens its own ``ZipReader`` because `zip_t` is not thread-safe:
+/// one on the window of the central directory that holds its next file (files are taken in
+/// archive order, so a worker moves through the windows once).
 final class ExtractionRun: Sendable {
     /// Bytes asked of libzip per read and passed to one write(2).
     static let chunkSize = 256 * 1024
 
     let files: [ExtractionPlan.File]
-    let archivePath: String
+    let opener: ArchiveOpener
+    var archivePath: String { opener.path }
     let destination: String
     let destinationFD: Int32
     let maxTotalBytes: Int64
@@ -28,12 +31,12 @@ final class ExtractionRun: Sendable {
     private let firstError = Mutex<ArchiveError?>(nil)
 
     init(
-        files: [ExtractionPlan.File], archivePath: String, destination: String, destinationFD: Int32,
+        files: [ExtractionPlan.File], opener: ArchiveOpener, destination: String, destinationFD: Int32,
         maxTotalBytes: Int64, isCancelled: @escaping @Sendable () -> Bool,
         progress: (@Sendable (Int64) -> Void)?, fileWriting: FileWriting
     ) {
         self.files = files
-        self.archivePath = archivePath
+        self.opener = opener
         self.destination = destination
         self.destinationFD = destinationFD
         self.maxTotalBytes = maxTotalBytes
@@ -57,14 +60,20 @@ final class ExtractionRun: Sendable {
 
     /// Takes files from the shared queue until it is empty or a worker failed. Taking one file at
     /// a time balances the load however sizes are spread, at the cost of one atomic per file.
-    func work(with reader: ZipReader) {
+    func work() {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 64)
         defer { buffer.deallocate() }
+        var reader: (window: Int, reader: ZipReader)?
         while !stopped.load(ordering: .relaxed) {
             let next = nextFile.wrappingAdd(1, ordering: .relaxed).oldValue
             guard next < files.count else { return }
             do {
-                try extract(files[next], from: reader, buffer: buffer)
+                let window = opener.window(of: files[next].index)
+                if reader?.window != window {
+                    reader = nil // one handle at a time
+                    reader = (window, try opener.reader(window))
+                }
+                try extract(files[next], from: reader!.reader, buffer: buffer)
             } catch {
                 fail(error)
                 return

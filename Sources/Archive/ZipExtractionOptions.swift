@@ -17,6 +17,12 @@ public struct ZipExtractionOptions: Sendable {
     /// Threads inflating at once, each with its own libzip handle. Values below 1 count as 1.
     /// Default 2.
     public var workers: Int = 2
+    /// Central-directory records one libzip handle reads at a time. libzip keeps every record of
+    /// what it opens in memory (about 320 bytes each), so an archive is opened in windows of this
+    /// many entries, each as an archive of its own; 0 or less opens it whole. An archive that is
+    /// not plainly laid out (data before it or after it, two possible end records) is opened
+    /// whole. Default 16,384 (about 5 MiB per handle).
+    public var centralDirectoryWindow: Int = 16_384
 
     /// Options with the given byte limit and the defaults above.
     public init(maxTotalBytes: Int64) {

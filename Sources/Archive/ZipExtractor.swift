@@ -80,18 +80,27 @@ public enum ZipExtractor {
         let destinationFD = try openEmptyFolder(destination)
         defer { close(destinationFD) }
 
-        let reader = try ZipReader(path: path)
-        let count = reader.entryCount
-        if count > options.maxEntries {
-            throw ArchiveError.tooManyEntries(path, count: count, options: options)
-        }
+        // Read in windows of its central directory, libzip holds one window's records per handle
+        // at a time, however many entries the archive has.
+        let opener = try ArchiveOpener(path: path, windowSize: options.centralDirectoryWindow)
+        defer { opener.close() }
         var entries: [RawZipEntry] = []
-        entries.reserveCapacity(count)
-        for index in 0..<UInt64(count) {
-            entries.append(try reader.entry(at: index))
+        var inconsistency: ArchiveError?
+        for window in 0..<opener.windowCount {
+            let (reader, found) = try opener.checkedReader(window)
+            inconsistency = inconsistency ?? found
+            let count = reader.entryCount
+            if entries.count + count > options.maxEntries {
+                throw ArchiveError.tooManyEntries(path, count: entries.count + count, options: options)
+            }
+            if window == 0 { entries.reserveCapacity(count * opener.windowCount) }
+            for local in 0..<UInt64(count) {
+                entries.append(try reader.entry(at: local))
+            }
         }
         let plan = try ExtractionPlan(entries: entries, options: options, archive: path)
-        try ZipReader.checkConsistency(path: path)
+        entries = []
+        if let inconsistency { throw inconsistency }
 
         if isCancelled() { throw cancelledError(path, destination) }
         for folder in plan.folders where mkdirat(destinationFD, folder.string, 0o755) != 0 {
@@ -99,7 +108,7 @@ public enum ZipExtractor {
         }
 
         let run = ExtractionRun(
-            files: plan.files, archivePath: path, destination: destination,
+            files: plan.files, opener: opener, destination: destination,
             destinationFD: destinationFD, maxTotalBytes: options.maxTotalBytes,
             isCancelled: isCancelled, progress: progress, fileWriting: fileWriting)
         let workers = max(1, min(options.workers, plan.files.count))
@@ -108,16 +117,12 @@ public enum ZipExtractor {
             group.enter()
             let thread = Thread {
                 defer { group.leave() }
-                do throws(ArchiveError) {
-                    run.work(with: try ZipReader(path: path))
-                } catch {
-                    run.fail(error)
-                }
+                run.work()
             }
             thread.name = "content-sync.archive.worker"
             thread.start()
         }
-        run.work(with: reader)
+        run.work()
         group.wait()
 
         if let error = run.error { throw error }

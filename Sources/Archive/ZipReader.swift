@@ -16,11 +16,14 @@ struct RawZipEntry: Sendable, Equatable {
     var hasDOSFolderAttribute: Bool
 }
 
-/// A read-only libzip handle. Not thread-safe (nor is `zip_t`): each worker opens its own.
+/// A read-only libzip handle on a whole archive or on one window of its central directory
+/// (``CentralDirectoryWindows``). Not thread-safe (nor is `zip_t`): each worker opens its own.
 final class ZipReader {
     private let handle: OpaquePointer
     /// The archive's path, for messages.
     let path: String
+    /// The index in the whole archive of this handle's first entry (0 unless a window).
+    let firstIndex: UInt64
 
     /// Opens `path` read-only; a missing file is `cannotOpen`, a damaged one `corrupt`.
     init(path: String) throws(ArchiveError) {
@@ -30,6 +33,29 @@ final class ZipReader {
         }
         self.handle = handle
         self.path = path
+        self.firstIndex = 0
+    }
+
+    /// Opens one window of the archive at `path`, whose first entry is the archive's
+    /// `firstIndex`; with `checkConsistency`, under libzip's stricter checks, which
+    /// ``checkConsistency(path:)`` runs on a whole archive.
+    init(window: WindowSource, path: String, firstIndex: UInt64, checkConsistency: Bool = false) throws(ArchiveError) {
+        guard let source = window.makeSource() else {
+            throw ArchiveError(code: .io, message: "cannot read archive \(path) (out of memory); retry")
+        }
+        var error = zip_error_t()
+        zip_error_init(&error)
+        defer { zip_error_fini(&error) }
+        let flags = ZIP_RDONLY | (checkConsistency ? ZIP_CHECKCONS : 0)
+        guard let handle = zip_open_from_source(source, flags, &error) else {
+            zip_source_free(source)
+            let code = zip_error_code_zip(&error)
+            if checkConsistency, code == ZIP_ER_INCONS || code == ZIP_ER_EXISTS { throw Self.inconsistent(path) }
+            throw Self.openError(path: path, zipCode: code)
+        }
+        self.handle = handle
+        self.path = path
+        self.firstIndex = firstIndex
     }
 
     deinit {
@@ -42,16 +68,18 @@ final class ZipReader {
     static func checkConsistency(path: String) throws(ArchiveError) {
         var code: Int32 = 0
         guard let handle = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code) else {
-            if code == ZIP_ER_INCONS || code == ZIP_ER_EXISTS {
-                throw ArchiveError(
-                    code: .corrupt,
-                    message:
-                        "\(path) is inconsistent: its entries overlap, or their local headers disagree with the central directory; refusing the archive. Download it again, or rebuild it with a standard zip tool"
-                )
-            }
+            if code == ZIP_ER_INCONS || code == ZIP_ER_EXISTS { throw inconsistent(path) }
             throw openError(path: path, zipCode: code)
         }
         zip_discard(handle)
+    }
+
+    private static func inconsistent(_ path: String) -> ArchiveError {
+        ArchiveError(
+            code: .corrupt,
+            message:
+                "\(path) is inconsistent: its entries overlap, or their local headers disagree with the central directory; refusing the archive. Download it again, or rebuild it with a standard zip tool"
+        )
     }
 
     /// The number of entries in the central directory.
@@ -59,18 +87,20 @@ final class ZipReader {
         Int(zip_get_num_entries(handle, 0))
     }
 
-    /// Reads the central-directory record of entry `index`.
-    func entry(at index: UInt64) throws(ArchiveError) -> RawZipEntry {
+    /// Reads the central-directory record of this handle's entry `local` (its index in the whole
+    /// archive is `firstIndex + local`, which messages and the result carry).
+    func entry(at local: UInt64) throws(ArchiveError) -> RawZipEntry {
+        let index = firstIndex + local
         var stat = zip_stat_t()
         zip_stat_init(&stat)
-        guard zip_stat_index(handle, index, 0, &stat) == 0, let cName = stat.name else {
+        guard zip_stat_index(handle, local, 0, &stat) == 0, let cName = stat.name else {
             throw ArchiveError(
                 code: .corrupt,
                 message: "\(path): entry #\(index) cannot be read (\(lastError)); download the archive again")
         }
         // The raw bytes must be UTF-8: guessing CP437, as libzip would, gives names that the
         // storage's change lists and manifest do not use.
-        guard let rawName = zip_get_name(handle, index, zip_flags_t(ZIP_FL_ENC_RAW)) else {
+        guard let rawName = zip_get_name(handle, local, zip_flags_t(ZIP_FL_ENC_RAW)) else {
             throw ArchiveError(
                 code: .corrupt,
                 message: "\(path): entry #\(index) has an unreadable name (\(lastError)); download the archive again")
@@ -85,7 +115,7 @@ final class ZipReader {
         let name = String(cString: cName)
         var opsys: UInt8 = 0
         var attributes: UInt32 = 0
-        guard zip_file_get_external_attributes(handle, index, 0, &opsys, &attributes) == 0 else {
+        guard zip_file_get_external_attributes(handle, local, 0, &opsys, &attributes) == 0 else {
             throw ArchiveError(
                 code: .corrupt,
                 message: "\(path): entry '\(name)' has unreadable attributes (\(lastError)); download the archive again"
@@ -100,9 +130,11 @@ final class ZipReader {
             unixMode: unixMode, hasDOSFolderAttribute: attributes & 0x10 != 0)
     }
 
-    /// Opens entry `index` for inflating. `name` is only for messages.
+    /// Opens the archive's entry `index` (this handle's `index - firstIndex`) for inflating.
+    /// `name` is only for messages.
     func open(index: UInt64, name: String) throws(ArchiveError) -> ZipEntryStream {
-        guard let file = zip_fopen_index(handle, index, 0) else {
+        precondition(index >= firstIndex, "entry \(index) is before this window")
+        guard let file = zip_fopen_index(handle, index - firstIndex, 0) else {
             let error = zip_get_error(handle)
             throw Self.readError(
                 path: path, entry: name, zipCode: zip_error_code_zip(error),

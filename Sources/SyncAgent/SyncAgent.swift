@@ -45,6 +45,22 @@ package struct SyncAgent: AsyncParsableCommand {
         _ = clinux_limit_malloc_arenas(mallocArenas)
     }
 
+    /// Sets `TZ` to the system's zone file when it is unset. While it is unset, glibc's `mktime`
+    /// stats `/etc/localtime` on every call, under a lock all threads share, to notice a changed
+    /// zone; libzip converts each entry's time with it whenever it reads a central directory: a
+    /// `stat` and a lock per entry (100,000 of each per handle of a 100,000-file archive, with the
+    /// extraction workers contending). Set, the file is read once. Log times are UTC either way.
+    package static func pinTimeZone() {
+        guard let value = pinnedTimeZone(current: getenv("TZ").map { String(cString: $0) }) else { return }
+        setenv("TZ", value, 0)
+    }
+
+    /// The `TZ` value ``pinTimeZone()`` sets given the current one: the system's zone file when
+    /// there is none, nil (leave it) otherwise.
+    static func pinnedTimeZone(current: String?) -> String? {
+        current == nil ? ":/etc/localtime" : nil
+    }
+
     /// How many malloc arenas ``limitMallocArenas()`` allows.
     static let mallocArenas: Int32 = 1
 

@@ -92,8 +92,13 @@ func noise(_ count: Int, seed: UInt64) -> [UInt8] {
 }
 
 extension ZipExtractionOptions {
-    /// Generous limits for archives the tests trust.
-    static let roomy = ZipExtractionOptions(maxTotalBytes: 1 << 30)
+    /// Generous limits for archives the tests trust; one central-directory record per libzip
+    /// handle, so every test that extracts with them crosses windows (CentralDirectoryWindows).
+    static let roomy: ZipExtractionOptions = {
+        var options = ZipExtractionOptions(maxTotalBytes: 1 << 30)
+        options.centralDirectoryWindow = 1
+        return options
+    }()
 }
 
 /// Runs a command-line tool and returns its exit status.
@@ -157,6 +162,24 @@ struct ZipPatcher {
         precondition(newName.count == found.name.count)
         bytes.replaceSubrange((found.central + 46)..<(found.central + 46 + newName.count), with: newName)
         bytes.replaceSubrange((found.local + 30)..<(found.local + 30 + newName.count), with: newName)
+    }
+
+    /// Renames an entry in its local header only (same length), so the headers disagree.
+    mutating func renameLocally(_ name: String, to newName: [UInt8]) {
+        let found = entry(name)
+        precondition(newName.count == found.name.count)
+        bytes.replaceSubrange((found.local + 30)..<(found.local + 30 + newName.count), with: newName)
+    }
+
+    /// Gives the archive a comment: its length in the end record, its bytes after it.
+    mutating func setComment(_ comment: [UInt8]) {
+        let end = stride(from: bytes.count - 22, through: 0, by: -1).first(where: {
+            bytes[$0] == 0x50 && bytes[$0 + 1] == 0x4B && bytes[$0 + 2] == 5 && bytes[$0 + 3] == 6
+        })!
+        bytes.removeSubrange((end + 22)...)
+        bytes[end + 20] = UInt8(comment.count & 0xFF)
+        bytes[end + 21] = UInt8(comment.count >> 8)
+        bytes += comment
     }
 
     /// Flips the first data byte of a stored entry, so its CRC no longer matches.
