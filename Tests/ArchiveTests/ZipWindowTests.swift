@@ -189,3 +189,92 @@ struct ZipWindowTests {
         }
     }
 }
+
+/// Damaged archives read in windows and whole: the same files, or a refusal with the same code.
+@Suite(.timeLimit(.minutes(3)))
+struct ZipWindowDamageTests {
+    struct Generator {
+        var state: UInt64
+        mutating func next(_ bound: Int) -> Int {
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int((state >> 33) % UInt64(bound))
+        }
+    }
+
+    /// What a seed's damaged archive did: read in windows or whole, and extracted or refused.
+    enum Outcome: Hashable {
+        case windowedExtracted, windowedRefused, wholeExtracted, wholeRefused
+    }
+
+    @Test func damagedCentralDirectoriesReadTheSameInWindowsAsWhole() throws {
+        var outcomes: [Outcome: Int] = [:]
+        for seed in 0..<200 { outcomes[try Self.compare(seed: seed), default: 0] += 1 }
+        // The damage reached both verdicts in windows, and the archives it made not plainly laid
+        // out (opened whole, where libzip's strict checks refuse them all).
+        #expect(outcomes[.windowedExtracted, default: 0] > 0, "\(outcomes)")
+        #expect(outcomes[.windowedRefused, default: 0] > 0, "\(outcomes)")
+        #expect(outcomes[.wholeRefused, default: 0] > 0, "\(outcomes)")
+    }
+
+    static func compare(seed: Int) throws -> Outcome {
+        try withTemporaryDirectory { dir in
+            var random = Generator(state: UInt64(seed) &+ 99)
+            let writer = try ZipWriter(path: dir + "/a.zip")
+            for index in 0..<(2 + random.next(14)) {
+                let name = "d\(random.next(3))/" + String(repeating: "n", count: 1 + random.next(12)) + "\(index)"
+                try writer.addFile(name, contents: noise(random.next(300), seed: UInt64(seed * 31 + index)))
+            }
+            try writer.close()
+            var bytes = try readFile(dir + "/a.zip")
+            // Damage the central directory or the end records: the part the windows are cut from.
+            let directory = ZipWindowDamageTests.directoryStart(bytes)
+            switch random.next(4) {
+            case 0, 1:
+                for _ in 0..<(1 + random.next(3)) {
+                    bytes[directory + random.next(bytes.count - directory)] = UInt8(random.next(256))
+                }
+            case 2:
+                bytes.removeLast(1 + random.next(40))
+            default:
+                let at = directory + random.next(bytes.count - directory)
+                bytes.insert(contentsOf: noise(1 + random.next(8), seed: UInt64(seed)), at: at)
+            }
+            try write(bytes, to: dir + "/damaged.zip")
+            try makeFolder(dir + "/whole")
+            try makeFolder(dir + "/windowed")
+            let whole = Result {
+                try ZipExtractor.extract(
+                    archiveAt: dir + "/damaged.zip", into: dir + "/whole", options: ZipWindowTests.options(window: 0))
+            }
+            let windowed = Result {
+                try ZipExtractor.extract(
+                    archiveAt: dir + "/damaged.zip", into: dir + "/windowed", options: ZipWindowTests.options(window: 3)
+                )
+            }
+            let opener = try ArchiveOpener(path: dir + "/damaged.zip", windowSize: 3)
+            let cut = opener.isWindowed
+            opener.close()
+            switch (whole, windowed) {
+            case (.success(let one), .success(let two)):
+                #expect(one.files == two.files, "seed \(seed)")
+                #expect(try snapshot(dir + "/windowed") == snapshot(dir + "/whole"), "seed \(seed)")
+                return cut ? .windowedExtracted : .wholeExtracted
+            case (.failure(let one), .failure(let two)):
+                #expect((one as? ArchiveError)?.code == (two as? ArchiveError)?.code, "seed \(seed): \(one) / \(two)")
+                return cut ? .windowedRefused : .wholeRefused
+            default:
+                Issue.record("seed \(seed): whole \(whole), in windows \(windowed)")
+                return cut ? .windowedRefused : .wholeRefused
+            }
+        }
+    }
+
+    /// Where the central directory starts, by the end record's field.
+    static func directoryStart(_ bytes: [UInt8]) -> Int {
+        let end = stride(from: bytes.count - 22, through: 0, by: -1).first {
+            bytes[$0] == 0x50 && bytes[$0 + 1] == 0x4B && bytes[$0 + 2] == 5 && bytes[$0 + 3] == 6
+        }!
+        return Int(bytes[end + 16]) | Int(bytes[end + 17]) << 8 | Int(bytes[end + 18]) << 16 | Int(bytes[end + 19])
+            << 24
+    }
+}
