@@ -308,6 +308,51 @@ struct PublishBaseTests {
         }
     }
 
+    /// `giveBack` moves a failed publish's snapshot into the base only as a plain folder into a
+    /// plain base where nothing is at `retired`: planted symlinks are left alone, and nothing
+    /// outside the storage changes.
+    @Test(arguments: ["plain", "retired is a symlink", "retired exists", "base is a symlink", "snapshot is a symlink"])
+    func aSnapshotIsGivenBackOnlyIntoAPlainEmptyPlace(plant: String) async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            let outside = scratch + "/outside"
+            let base = PublishBase(storage: storage)
+            try PublishLinkReuseTests.write("keep\n", to: outside + "/kept.txt")
+            try PublishLinkReuseTests.write("snapshot\n", to: scratch + "/work/snapshot/a.txt")
+            var snapshot = scratch + "/work/snapshot"
+            try FileManager.default.createDirectory(atPath: storage, withIntermediateDirectories: true)
+            switch plant {
+            case "base is a symlink":
+                #expect(symlink(outside, base.root) == 0)
+            default:
+                try FileManager.default.createDirectory(atPath: base.root, withIntermediateDirectories: true)
+            }
+            switch plant {
+            case "retired is a symlink": #expect(symlink(outside, base.retired) == 0)
+            case "retired exists": try PublishLinkReuseTests.write("older\n", to: base.retired + "/b.txt")
+            case "snapshot is a symlink":
+                #expect(symlink(outside, scratch + "/work/link") == 0)
+                snapshot = scratch + "/work/link"
+            default: break
+            }
+            let outsideBefore = try Self.tree(outside)
+
+            base.giveBack(snapshot)
+
+            #expect(try Self.tree(outside) == outsideBefore, "nothing outside the storage changes")
+            var info = stat()
+            if plant == "plain" {
+                #expect(try Self.tree(base.retired) == ["a.txt": Data("snapshot\n".utf8)])
+                #expect(!FileManager.default.fileExists(atPath: snapshot))
+            } else {
+                #expect(lstat(snapshot, &info) == 0, "the snapshot stays where it was")
+                #expect(!FileManager.default.fileExists(atPath: outside + "/a.txt"))
+                #expect(!FileManager.default.fileExists(atPath: outside + "/snapshot"))
+                if plant == "retired exists" { #expect(try Self.tree(base.retired) == ["b.txt": Data("older\n".utf8)]) }
+            }
+        }
+    }
+
     @Test("content re-made by hard links every version (cp -al) is compared by hash with the index: edits are seen")
     func hardLinkedContentIsComparedWithTheIndex() async throws {
         try await withBlockingTemporaryDirectory { scratch in
