@@ -416,6 +416,8 @@ struct ArchiveOpener: Sendable {
     var windowCount: Int { windows?.count ?? 1 }
     /// Whether the archive is read in windows.
     var isWindowed: Bool { windows != nil }
+    /// The entries its central directory declares, when read in windows (known before any opening).
+    var entryCount: UInt64? { windows?.entryCount }
 
     /// The window holding the archive's entry `index`.
     func window(of index: UInt64) -> Int { windows?.locate(index).window ?? 0 }

@@ -29,10 +29,69 @@ struct ExtractionPlan: Equatable {
     /// The sum of the files' declared sizes.
     var declaredBytes: Int64
 
-    private struct Kept {
+    struct Kept {
         var entry: RawZipEntry
         var path: SafeRelativePath
         var isFolder: Bool
+    }
+
+    /// What becomes of one entry: kept (a file or folder to extract), skipped (under a skipped
+    /// top-level folder, or the root folder itself), or refused, by the rules every entry is held to
+    /// on its own. `archive` is only for messages.
+    enum Verdict {
+        case kept(Kept)
+        case skipped
+        case root
+    }
+
+    static func judge(_ entry: RawZipEntry, options: ZipExtractionOptions, archive: String) throws(ArchiveError)
+        -> Verdict
+    {
+        let path: SafeRelativePath
+        do {
+            path = try SafeRelativePath(validating: entry.name)
+        } catch {
+            throw ArchiveError(
+                code: .unsafeEntryName,
+                message: "\(archive): entry \(error); refusing the whole archive", underlying: error)
+        }
+        let fileType = (entry.unixMode ?? 0) & UInt32(S_IFMT)
+        let isFolder =
+            entry.name.utf8.last == UInt8(ascii: "/") || fileType == UInt32(S_IFDIR) || entry.hasDOSFolderAttribute
+        if path.isRoot {
+            if isFolder { return .root }
+            throw ArchiveError(
+                code: .unsafeEntryName,
+                message: "\(archive): entry #\(entry.index) has an empty name; refusing the whole archive")
+        }
+        if let top = path.components.first, options.skippedTopLevelFolders.contains(top) {
+            return .skipped
+        }
+        if fileType != 0 && fileType != UInt32(S_IFREG) && fileType != UInt32(S_IFDIR) {
+            throw ArchiveError(
+                code: .forbiddenEntryType,
+                message:
+                    "\(archive): entry '\(entry.name)' is a \(Self.typeName(fileType)); only files and folders are allowed, refusing the archive"
+            )
+        }
+        if entry.isEncrypted {
+            throw ArchiveError(
+                code: .encryptedEntry,
+                message: "\(archive): entry '\(entry.name)' is encrypted; publish an unencrypted archive")
+        }
+        if isFolder && entry.declaredSize > 0 {
+            throw ArchiveError(
+                code: .corrupt,
+                message:
+                    "\(archive): folder entry '\(entry.name)' declares \(entry.declaredSize) bytes of data; download the archive again"
+            )
+        }
+        return .kept(Kept(entry: entry, path: path, isFolder: isFolder))
+    }
+
+    /// Whether a kept entry lies under `top` as stripping it needs (a folder, or a file below it).
+    static func strippable(_ item: Kept, top: String) -> Bool {
+        item.path.components.first == top && (item.isFolder || item.path.components.count > 1)
     }
 
     /// Checks `entries` against `options` and decides the layout. `archive` is only for messages.
@@ -43,52 +102,14 @@ struct ExtractionPlan: Equatable {
         var kept: [Kept] = []
         var skipped = 0
         for entry in entries {
-            let path: SafeRelativePath
-            do {
-                path = try SafeRelativePath(validating: entry.name)
-            } catch {
-                throw ArchiveError(
-                    code: .unsafeEntryName,
-                    message: "\(archive): entry \(error); refusing the whole archive", underlying: error)
+            switch try Self.judge(entry, options: options, archive: archive) {
+            case .kept(let item): kept.append(item)
+            case .skipped: skipped += 1
+            case .root: continue
             }
-            let fileType = (entry.unixMode ?? 0) & UInt32(S_IFMT)
-            let isFolder =
-                entry.name.utf8.last == UInt8(ascii: "/") || fileType == UInt32(S_IFDIR) || entry.hasDOSFolderAttribute
-            if path.isRoot {
-                if isFolder { continue }
-                throw ArchiveError(
-                    code: .unsafeEntryName,
-                    message: "\(archive): entry #\(entry.index) has an empty name; refusing the whole archive")
-            }
-            if let top = path.components.first, options.skippedTopLevelFolders.contains(top) {
-                skipped += 1
-                continue
-            }
-            if fileType != 0 && fileType != UInt32(S_IFREG) && fileType != UInt32(S_IFDIR) {
-                throw ArchiveError(
-                    code: .forbiddenEntryType,
-                    message:
-                        "\(archive): entry '\(entry.name)' is a \(Self.typeName(fileType)); only files and folders are allowed, refusing the archive"
-                )
-            }
-            if entry.isEncrypted {
-                throw ArchiveError(
-                    code: .encryptedEntry,
-                    message: "\(archive): entry '\(entry.name)' is encrypted; publish an unencrypted archive")
-            }
-            if isFolder && entry.declaredSize > 0 {
-                throw ArchiveError(
-                    code: .corrupt,
-                    message:
-                        "\(archive): folder entry '\(entry.name)' declares \(entry.declaredSize) bytes of data; download the archive again"
-                )
-            }
-            kept.append(Kept(entry: entry, path: path, isFolder: isFolder))
         }
 
-        if let top = options.stripTopLevelFolder, !kept.isEmpty,
-            kept.allSatisfy({ $0.path.components.first == top && ($0.isFolder || $0.path.components.count > 1) })
-        {
+        if let top = options.stripTopLevelFolder, !kept.isEmpty, kept.allSatisfy({ Self.strippable($0, top: top) }) {
             let base = kept[0].path.ancestors.first ?? kept[0].path
             kept = kept.compactMap { item in
                 var item = item
@@ -115,12 +136,7 @@ struct ExtractionPlan: Equatable {
                 folders.insert(item.path)
                 continue
             }
-            guard item.entry.declaredSize <= UInt64(Int64.max),
-                case (let sum, false) = declared.addingReportingOverflow(Int64(item.entry.declaredSize))
-            else {
-                throw Self.tooLarge(archive: archive, options: options, declared: nil)
-            }
-            declared = sum
+            declared = try Self.adding(item.entry.declaredSize, to: declared, options: options, archive: archive)
             files.append(
                 File(
                     index: item.entry.index, archiveName: item.entry.name, path: item.path,
@@ -150,7 +166,17 @@ struct ExtractionPlan: Equatable {
         self.declaredBytes = declared
     }
 
-    private static func tooLarge(archive: String, options: ZipExtractionOptions, declared: Int64?) -> ArchiveError {
+    /// `sum` plus a file's declared `size`; refused when it no longer fits in 64 bits.
+    static func adding(_ size: UInt64, to sum: Int64, options: ZipExtractionOptions, archive: String)
+        throws(ArchiveError) -> Int64
+    {
+        guard size <= UInt64(Int64.max), case (let total, false) = sum.addingReportingOverflow(Int64(size)) else {
+            throw tooLarge(archive: archive, options: options, declared: nil)
+        }
+        return total
+    }
+
+    static func tooLarge(archive: String, options: ZipExtractionOptions, declared: Int64?) -> ArchiveError {
         let amount = declared.map { "\($0) bytes" } ?? "more bytes than fit in 64 bits"
         return ArchiveError(
             code: .sizeLimitExceeded,

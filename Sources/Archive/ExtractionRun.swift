@@ -32,7 +32,7 @@ final class ExtractionRun: Sendable {
 
     init(
         files: [ExtractionPlan.File], opener: ArchiveOpener, destination: String, destinationFD: Int32,
-        maxTotalBytes: Int64, isCancelled: @escaping @Sendable () -> Bool,
+        maxTotalBytes: Int64, alreadyWritten: Int64 = 0, isCancelled: @escaping @Sendable () -> Bool,
         progress: (@Sendable (Int64) -> Void)?, fileWriting: FileWriting
     ) {
         self.files = files
@@ -43,6 +43,7 @@ final class ExtractionRun: Sendable {
         self.isCancelled = isCancelled
         self.progress = progress
         self.fileWriting = fileWriting
+        inflatedBytes.store(alreadyWritten, ordering: .relaxed)
     }
 
     /// The first error any worker hit, if one did.
@@ -60,10 +61,11 @@ final class ExtractionRun: Sendable {
 
     /// Takes files from the shared queue until it is empty or a worker failed. Taking one file at
     /// a time balances the load however sizes are spread, at the cost of one atomic per file.
-    func work() {
+    /// `startingWith`: a handle the caller already holds, and its window.
+    func work(startingWith first: (window: Int, reader: ZipReader)? = nil) {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: Self.chunkSize, alignment: 64)
         defer { buffer.deallocate() }
-        var reader: (window: Int, reader: ZipReader)?
+        var reader = first
         while !stopped.load(ordering: .relaxed) {
             let next = nextFile.wrappingAdd(1, ordering: .relaxed).oldValue
             guard next < files.count else { return }

@@ -81,54 +81,77 @@ public enum ZipExtractor {
         defer { close(destinationFD) }
 
         // Read in windows of its central directory, libzip holds one window's records per handle
-        // at a time, however many entries the archive has.
+        // at a time, however many entries the archive has; the plan holds about 8 bytes of each.
         let opener = try ArchiveOpener(path: path, windowSize: options.centralDirectoryWindow)
         defer { opener.close() }
-        var entries: [RawZipEntry] = []
+        if let total = opener.entryCount, total > UInt64(options.maxEntries) {
+            throw ArchiveError.tooManyEntries(path, count: Int(clamping: total), options: options)
+        }
+        var plan = StreamedPlan(options: options, archive: path)
         var inconsistency: ArchiveError?
+        var read = 0
         for window in 0..<opener.windowCount {
             let (reader, found) = try opener.checkedReader(window)
             inconsistency = inconsistency ?? found
-            let count = reader.entryCount
-            if entries.count + count > options.maxEntries {
-                throw ArchiveError.tooManyEntries(path, count: entries.count + count, options: options)
-            }
-            if window == 0 { entries.reserveCapacity(count * opener.windowCount) }
-            for local in 0..<UInt64(count) {
-                entries.append(try reader.entry(at: local))
+            read += reader.entryCount
+            if read > options.maxEntries { throw ArchiveError.tooManyEntries(path, count: read, options: options) }
+            for local in 0..<UInt64(reader.entryCount) {
+                try plan.add(try reader.entry(at: local))
             }
         }
-        let plan = try ExtractionPlan(entries: entries, options: options, archive: path)
-        entries = []
+        let folders = try plan.finish { wanted throws(ArchiveError) in
+            var involved: [RawZipEntry] = []
+            for window in 0..<opener.windowCount {
+                let reader = try opener.reader(window)
+                for local in 0..<UInt64(reader.entryCount) {
+                    let entry = try reader.entry(at: local)
+                    if wanted(entry) { involved.append(entry) }
+                }
+            }
+            return involved
+        }
         if let inconsistency { throw inconsistency }
 
         if isCancelled() { throw cancelledError(path, destination) }
-        for folder in plan.folders where mkdirat(destinationFD, folder.string, 0o755) != 0 {
+        for folder in folders where mkdirat(destinationFD, folder.string, 0o755) != 0 {
             throw ArchiveError.io("creating folder '\(folder)' in \(destination)", errno: clinux_errno())
         }
 
-        let run = ExtractionRun(
-            files: plan.files, opener: opener, destination: destination,
-            destinationFD: destinationFD, maxTotalBytes: options.maxTotalBytes,
-            isCancelled: isCancelled, progress: progress, fileWriting: fileWriting)
-        let workers = max(1, min(options.workers, plan.files.count))
-        let group = DispatchGroup()
-        for _ in 1..<workers {
-            group.enter()
-            let thread = Thread {
-                defer { group.leave() }
-                run.work()
+        // Window by window: its files, inflated by the workers, each with its own handle.
+        var written: Int64 = 0
+        for window in 0..<opener.windowCount {
+            if isCancelled() { throw cancelledError(path, destination) }
+            let reader = try opener.reader(window)
+            var entries: [RawZipEntry] = []
+            entries.reserveCapacity(reader.entryCount)
+            for local in 0..<UInt64(reader.entryCount) {
+                entries.append(try reader.entry(at: local))
             }
-            thread.name = "content-sync.archive.worker"
-            thread.start()
+            let files = try plan.files(of: entries)
+            entries = []
+            guard !files.isEmpty else { continue }
+            let run = ExtractionRun(
+                files: files, opener: opener, destination: destination,
+                destinationFD: destinationFD, maxTotalBytes: options.maxTotalBytes, alreadyWritten: written,
+                isCancelled: isCancelled, progress: progress, fileWriting: fileWriting)
+            let workers = max(1, min(options.workers, files.count))
+            let group = DispatchGroup()
+            for _ in 1..<workers {
+                group.enter()
+                let thread = Thread {
+                    defer { group.leave() }
+                    run.work()
+                }
+                thread.name = "content-sync.archive.worker"
+                thread.start()
+            }
+            run.work(startingWith: (window, reader))
+            group.wait()
+            if let error = run.error { throw error }
+            written = run.bytesWritten
         }
-        run.work()
-        group.wait()
-
-        if let error = run.error { throw error }
         return ZipExtractionReport(
-            files: plan.files.count, folders: plan.folders.count,
-            bytesWritten: run.bytesWritten, skippedEntries: plan.skippedEntries)
+            files: plan.fileCount, folders: folders.count, bytesWritten: written, skippedEntries: plan.skippedEntries)
     }
 
     private static func cancelledError(_ path: String, _ destination: String) -> ArchiveError {
