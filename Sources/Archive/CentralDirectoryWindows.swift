@@ -1,4 +1,5 @@
 internal import CZip
+import FileKit
 
 #if canImport(Glibc)
     import Glibc
@@ -174,18 +175,10 @@ struct CentralDirectoryWindows {
 
     /// `count` bytes at `offset`, or nil when they cannot all be read.
     static func readExactly(_ fd: Int32, at offset: UInt64, count: Int) -> [UInt8]? {
-        guard offset <= UInt64(Int64.max) else { return nil }
-        var bytes = [UInt8](repeating: 0, count: count)
-        var done = 0
-        while done < count {
-            let got = bytes.withUnsafeMutableBytes { buffer in
-                pread(fd, buffer.baseAddress! + done, count - done, off_t(offset) + off_t(done))
-            }
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { return nil }
-            done += got
-        }
-        return bytes
+        guard offset <= UInt64(Int64.max),
+            let data = try? DescriptorIO.read(fd, at: Int64(offset), count: count, path: ""), data.count == count
+        else { return nil }
+        return [UInt8](data)
     }
 
     /// Reads a range of a file forwards in 1 MiB blocks.

@@ -95,18 +95,12 @@ public enum ZipExtractor {
             inconsistency = inconsistency ?? found
             read += reader.entryCount
             if read > options.maxEntries { throw ArchiveError.tooManyEntries(path, count: read, options: options) }
-            for local in 0..<UInt64(reader.entryCount) {
-                try plan.add(try reader.entry(at: local))
-            }
+            for entry in try reader.entries() { try plan.add(entry) }
         }
         let folders = try plan.finish { wanted throws(ArchiveError) in
             var involved: [RawZipEntry] = []
             for window in 0..<opener.windowCount {
-                let reader = try opener.reader(window)
-                for local in 0..<UInt64(reader.entryCount) {
-                    let entry = try reader.entry(at: local)
-                    if wanted(entry) { involved.append(entry) }
-                }
+                involved += try opener.reader(window).entries().filter(wanted)
             }
             return involved
         }
@@ -122,13 +116,7 @@ public enum ZipExtractor {
         for window in 0..<opener.windowCount {
             if isCancelled() { throw cancelledError(path, destination) }
             let reader = try opener.reader(window)
-            var entries: [RawZipEntry] = []
-            entries.reserveCapacity(reader.entryCount)
-            for local in 0..<UInt64(reader.entryCount) {
-                entries.append(try reader.entry(at: local))
-            }
-            let files = try plan.files(of: entries)
-            entries = []
+            let files = try plan.files(of: try reader.entries())
             guard !files.isEmpty else { continue }
             let run = ExtractionRun(
                 files: files, opener: opener, destination: destination,

@@ -130,6 +130,14 @@ final class ZipReader {
             unixMode: unixMode, hasDOSFolderAttribute: attributes & 0x10 != 0)
     }
 
+    /// Every entry of this handle, in order.
+    func entries() throws(ArchiveError) -> [RawZipEntry] {
+        var entries: [RawZipEntry] = []
+        entries.reserveCapacity(entryCount)
+        for local in 0..<UInt64(entryCount) { entries.append(try entry(at: local)) }
+        return entries
+    }
+
     /// Opens the archive's entry `index` (this handle's `index - firstIndex`) for inflating.
     /// `name` is only for messages.
     func open(index: UInt64, name: String) throws(ArchiveError) -> ZipEntryStream {

@@ -30,15 +30,17 @@ public enum DescriptorIO {
         }
     }
 
-    /// Reads up to `count` bytes of `fd` from offset 0 (`pread`, so the file offset is left
+    /// Reads up to `count` bytes of `fd` from offset `start` (`pread`, so the file offset is left
     /// alone); fewer when the file ends sooner. `path` names the file in the error.
-    public static func read(_ fd: Int32, count: Int, path: String) throws(FileSystemError) -> Data {
+    public static func read(_ fd: Int32, at start: Int64 = 0, count: Int, path: String) throws(FileSystemError) -> Data
+    {
         var data = Data(count: count)
         var failure: Int32?
         let got = data.withUnsafeMutableBytes { buffer -> Int in
             var offset = 0
             while offset < buffer.count {
-                let received = pread(fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(offset))
+                let received = pread(
+                    fd, buffer.baseAddress! + offset, buffer.count - offset, off_t(start) + off_t(offset))
                 if received < 0 {
                     if clinux_errno() == EINTR { continue }
                     failure = clinux_errno()

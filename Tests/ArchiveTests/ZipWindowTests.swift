@@ -35,7 +35,7 @@ struct ZipWindowTests {
         for index in 0..<opener.windowCount {
             let reader = try opener.reader(index)
             #expect(reader.entryCount <= max(window, 1) || !opener.isWindowed)
-            for local in 0..<UInt64(reader.entryCount) { entries.append(try reader.entry(at: local)) }
+            entries += try reader.entries()
         }
         return entries
     }

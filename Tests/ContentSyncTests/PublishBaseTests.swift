@@ -59,6 +59,16 @@ struct PublishBaseTests {
         #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
     }
 
+    /// A storage at 1.1 whose index vouches for its settled files: `content` made and published
+    /// with `--init` as 1.0, then, once its sources settled, file 8 edited and published as 1.1.
+    static func indexedStorage(_ content: String, _ storage: String) throws {
+        try makeContent(content)
+        try publish(storage, content, "1.0", initialize: true)
+        Thread.sleep(forTimeInterval: 2.2)
+        try PublishLinkReuseTests.write("file 8, edited\n", to: content + "/f2/file-8.txt")
+        try publish(storage, content, "1.1")
+    }
+
     /// 30 files in 3 folders, old enough for their identities to be recorded.
     static func makeContent(_ content: String) throws {
         for index in 0..<30 {
@@ -263,11 +273,7 @@ struct PublishBaseTests {
         try await withBlockingTemporaryDirectory { scratch in
             let content = scratch + "/content"
             let storage = scratch + "/storage"
-            try Self.makeContent(content)
-            try Self.publish(storage, content, "1.0", initialize: true)
-            Thread.sleep(forTimeInterval: 2.2)
-            try PublishLinkReuseTests.write("file 8, edited\n", to: content + "/f2/file-8.txt")
-            try Self.publish(storage, content, "1.1")
+            try Self.indexedStorage(content, storage)
             let published = storage + "/RXCacheContent/f0/file-3.txt"
             // With an index, the check runs beside the snapshot (without one it runs first).
             #expect(PublishBase(storage: storage).loadIndex().entries["f0/file-3.txt"] != nil)
@@ -392,11 +398,7 @@ struct PublishBaseTests {
             let storage = scratch + "/storage"
             let published = storage + "/RXCacheContent"
             try PublishLinkReuseTests.write("outside\n", to: scratch + "/outside.txt")
-            try Self.makeContent(content)
-            try Self.publish(storage, content, "1.0", initialize: true)
-            Thread.sleep(forTimeInterval: 2.2)
-            try PublishLinkReuseTests.write("file 1, edited\n", to: content + "/f1/file-1.txt")
-            try Self.publish(storage, content, "1.1")
+            try Self.indexedStorage(content, storage)
             let index = PublishBase(storage: storage).loadIndex()
             #expect(index.entries["f0/file-0.txt"] != nil && index.entries["f0/file-3.txt"] != nil)
             // After the index was written: one published file becomes a symlink out, one other bytes.
