@@ -79,10 +79,24 @@ struct StreamedPlan {
         }
         hashes = []
         if !shared.isEmpty {
+            // Only the entries that can change the verdict, so a hostile archive (a path listed a
+            // million times, or a folder listed twice above a million files) costs no more than a
+            // few: the first two entries of each path whose hash is shared (the whole plan refuses
+            // at the second), and the first entry below each such folder (which makes it one).
+            // Every other path's hash is its own, so it can collide with nothing.
+            var entriesOf: [SafeRelativePath: Int] = [:]
+            var witnessed: Set<SafeRelativePath> = []
             let involved = try rereading { entry in
                 guard let path = try? SafeRelativePath(validating: entry.name), !path.isRoot else { return false }
-                return shared.contains(Self.folded(path))
-                    || path.ancestors.contains { shared.contains(Self.folded($0)) }
+                var wanted = false
+                if shared.contains(Self.folded(path)), entriesOf[path, default: 0] < 2 {
+                    entriesOf[path, default: 0] += 1
+                    wanted = true
+                }
+                for ancestor in path.ancestors where shared.contains(Self.folded(ancestor)) {
+                    if witnessed.insert(ancestor).inserted { wanted = true }
+                }
+                return wanted
             }
             var exact = options
             exact.stripTopLevelFolder = strips ? options.stripTopLevelFolder : nil

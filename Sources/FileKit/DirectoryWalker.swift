@@ -30,12 +30,24 @@ public enum DirectoryWalker {
         try walkStamped(directory) { entry, _, _ throws(FileSystemError) in try visit(entry) }
     }
 
-    /// ``walk(_:_:)``, giving each regular file's ``FileStamp`` too (nil for other entries), and
-    /// the open descriptor of the entry's folder, valid during the call only: read a file through
-    /// it (``FileDigest/sha256(ofEntry:in:expecting:shownAs:)``), never through a path that a
-    /// folder swapped for a symlink could lead out of the tree.
+    /// ``walk(_:_:)``, giving each regular file's and folder's ``FileStamp`` too, as its parent's
+    /// listing read it (nil for other entries), and the open descriptor of the entry's folder,
+    /// valid during the call only: read a file through it
+    /// (``FileDigest/sha256(ofEntry:in:expecting:shownAs:)``), never through a path that a folder
+    /// swapped for a symlink could lead out of the tree.
+    ///
+    /// `leaving` is called for each folder entered (the top one as ``SafeRelativePath/root``)
+    /// once everything below it has been visited: children before parents, as a bottom-up
+    /// digest needs. A folder that vanished or became something else before it was entered is
+    /// visited but never left.
+    ///
+    /// `sorted`: each folder's entries are visited, and its subfolders entered, in the byte order
+    /// of their names rather than as the folder lists them, so what the walk hands on arrives
+    /// nearly in path order (a B-tree written from it is written nearly in key order).
     public static func walkStamped(
-        _ directory: String, _ visit: (Entry, FileStamp?, Int32) throws(FileSystemError) -> Void
+        _ directory: String, sorted: Bool = false,
+        leaving: (SafeRelativePath) throws(FileSystemError) -> Void = { _ in },
+        _ visit: (Entry, FileStamp?, Int32) throws(FileSystemError) -> Void
     ) throws(FileSystemError) {
         guard var cursor = try FolderCursor(at: directory) else { return }
         /// A folder being walked: its path, that path's length in bytes, and the subfolders still to enter.
@@ -45,11 +57,14 @@ public enum DirectoryWalker {
             var subfolders: [String]
         }
         var frames = [
-            Frame(path: .root, length: 0, subfolders: try visitEntries(of: cursor, at: .root, length: 0, visit))
+            Frame(
+                path: .root, length: 0,
+                subfolders: try visitEntries(of: cursor, at: .root, length: 0, sorted: sorted, visit))
         ]
         while let top = frames.indices.last {
             guard let name = frames[top].subfolders.popLast() else {
-                frames.removeLast()
+                let left = frames.removeLast().path
+                try leaving(left)
                 if !frames.isEmpty { try cursor.ascend() }
                 continue
             }
@@ -59,7 +74,7 @@ public enum DirectoryWalker {
             frames.append(
                 Frame(
                     path: path, length: length,
-                    subfolders: try visitEntries(of: cursor, at: path, length: length, visit)))
+                    subfolders: try visitEntries(of: cursor, at: path, length: length, sorted: sorted, visit)))
         }
     }
 
@@ -73,7 +88,7 @@ public enum DirectoryWalker {
     /// Visits the entries of the folder at `cursor` (whose path is `folder`, `length` bytes long)
     /// and returns the names of the subfolders to enter.
     private static func visitEntries(
-        of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int,
+        of cursor: borrowing FolderCursor, at folder: SafeRelativePath, length: Int, sorted: Bool,
         _ visitInFolder: (Entry, FileStamp?, Int32) throws(FileSystemError) -> Void
     ) throws(FileSystemError) -> [String] {
         let folderDescriptor = cursor.descriptor
@@ -81,7 +96,9 @@ public enum DirectoryWalker {
             try visitInFolder(entry, stamp, folderDescriptor)
         }
         var subfolders: [String] = []
-        for entry in try cursor.entries() {
+        var entries = try cursor.entries()
+        if sorted { entries.sort { $0.name.lexicographicallyPrecedes($1.name) } }
+        for entry in entries {
             guard let name = String(validating: entry.name, as: UTF8.self) else {
                 try visit(.undecodableName(entry.name, in: folder), nil)
                 continue
@@ -99,7 +116,7 @@ public enum DirectoryWalker {
             }
             switch entry.info.st_mode & S_IFMT {
             case S_IFDIR:
-                try visit(.folder(child), nil)
+                try visit(.folder(child), FileStamp(entry.info))
                 subfolders.append(name)
             case S_IFREG:
                 let stamp = FileStamp(entry.info)

@@ -144,16 +144,21 @@ public struct TreeShape: Sendable, Equatable {
 
     /// The shape of these folders and files.
     public init(folders: some Sequence<SafeRelativePath>, files: some Sequence<SafeRelativePath>) {
-        var (fileCount, folderCount, sum) = (0, 0, UInt64(0))
-        for folder in folders {
-            folderCount += 1
-            sum &+= Self.hash(folder, kind: "d")
-        }
-        for file in files {
-            fileCount += 1
-            sum &+= Self.hash(file, kind: "f")
-        }
-        (self.files, self.folders, self.hash) = (fileCount, folderCount, sum)
+        (self.files, self.folders, self.hash) = (0, 0, 0)
+        for folder in folders { add(folder: folder) }
+        for file in files { add(file: file) }
+    }
+
+    /// Counts one more folder (not the root), as a streamed walk finds it.
+    public mutating func add(folder: SafeRelativePath) {
+        folders += 1
+        hash &+= Self.hash(folder, kind: "d")
+    }
+
+    /// Counts one more file, as a streamed walk finds it.
+    public mutating func add(file: SafeRelativePath) {
+        files += 1
+        hash &+= Self.hash(file, kind: "f")
     }
 
     private static func hash(_ path: SafeRelativePath, kind: String) -> UInt64 {

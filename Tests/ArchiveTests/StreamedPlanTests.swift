@@ -96,4 +96,54 @@ struct StreamedPlanTests {
         }
         #expect(refused > 200 && accepted > 200, "refused \(refused), accepted \(accepted)")
     }
+
+    /// A hostile archive that lists a path many times, or a folder twice above many files, is
+    /// refused as the whole plan refuses it, reading back only the few entries that decide it.
+    @Test(arguments: [
+        "a path listed many times", "a folder listed twice above many files", "case twins above many files",
+    ])
+    func theSecondReadingHoldsOnlyTheDecidingEntries(kind: String) {
+        var entries: [RawZipEntry] = []
+        func add(_ name: String) {
+            let folder = name.hasSuffix("/")
+            entries.append(
+                RawZipEntry(
+                    index: UInt64(entries.count), name: name, declaredSize: folder ? 0 : 10, isEncrypted: false,
+                    unixMode: folder ? 0o40755 : 0o100644, hasDOSFolderAttribute: false))
+        }
+        switch kind {
+        case "a path listed many times":
+            for _ in 0..<5_000 { add("docs/same.txt") }
+        case "a folder listed twice above many files":
+            add("docs/")
+            for index in 0..<2_500 { add("docs/f\(index).txt") }
+            add("docs/")
+            for index in 2_500..<5_000 { add("docs/sub/f\(index).txt") }
+        default:
+            for index in 0..<2_500 { add("Docs/f\(index).txt") }
+            for index in 0..<2_500 { add("docs/g\(index).txt") }
+        }
+        let options = ZipExtractionOptions(maxTotalBytes: 1 << 30)
+        var reread = 0
+        let streamed = Result { () throws(ArchiveError) -> Void in
+            var plan = StreamedPlan(options: options, archive: "test.zip")
+            for entry in entries { try plan.add(entry) }
+            _ = try plan.finish { wanted in
+                let involved = entries.filter(wanted)
+                reread = involved.count
+                return involved
+            }
+        }
+        guard case .failure(let whole) = Self.whole(entries, options) else {
+            Issue.record("the whole plan accepts it")
+            return
+        }
+        guard case .failure(let error) = streamed else {
+            Issue.record("the streamed plan accepts it")
+            return
+        }
+        #expect(error.message == whole.message)
+        #expect(error.code == .duplicateEntry)
+        #expect(reread > 0 && reread <= 4, "\(reread) entries read back")
+    }
 }

@@ -484,6 +484,39 @@ struct Stager: Sendable {
         return .matches(repaired: plan.count, tree: tree)
     }
 
+    /// How many entries a streamed check hands to the state database at a time.
+    static let stagedBatch = 4_096
+
+    /// A restore's tree check, in one walk that holds only the folders being walked: every file of
+    /// the staged tree is hashed (a restore wrote them all), each folder's digest computed
+    /// bottom-up, and the entries go to the state database's staged index in batches, for the
+    /// switch to adopt (``IndexUpdate/staged(_:)``). Returns the tree's shape when its digest is
+    /// `expectedDigest`; nil when it is not, or the tree holds something content cannot: the
+    /// caller then runs ``checkTree(_:layout:trustingCache:)``, which says what and repairs.
+    func streamTreeCheck(expectedDigest: String) async throws(SyncError) -> TreeShape? {
+        try await store.clearStagedIndex()
+        fingerprints.startTracking()
+        let (staging, store) = (self.staging, self.store)
+        return try await BlockingWork.run { () throws(SyncError) -> TreeShape? in
+            var batch: [TreeDigest.StreamedEntry] = []
+            batch.reserveCapacity(Self.stagedBatch)
+            do {
+                let streamed = try TreeDigest.stream(staging.next) { entry in
+                    batch.append(entry)
+                    if batch.count == Self.stagedBatch {
+                        try store.stage(batch)
+                        batch.removeAll(keepingCapacity: true)
+                    }
+                }
+                guard let streamed, streamed.digest == expectedDigest else { return nil }
+                if !batch.isEmpty { try store.stage(batch) }
+                return streamed.shape
+            } catch {
+                throw SyncError.wrap(error)
+            }
+        }
+    }
+
     /// What checking a staged tree found.
     enum TreeCheck: Sendable, Equatable {
         /// The tree matches the published digest, after repairing this many paths; `tree` is the

@@ -386,19 +386,31 @@ struct SyncEngine: Sendable {
         let restored = try await restorer.restore(from: local, status: status, reason: reason, progress: progress)
         let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL)
         }
-        let repaired: Int
+        var repaired = 0
         var index = IndexUpdate.drop
         clock.begin(.treeCheck)
-        switch try await stager.checkTree(status.integrity, layout: layout) {
-        case .matches(let count, let tree):
-            repaired = count
-            if let tree { index = .whole(tree) }
-        case .unrepairable(let reason):
-            throw SyncError(
-                code: .integrity,
-                message:
-                    "the archive's content does not match the published tree digest and could not be repaired (\(reason)); "
-                    + "the storage is inconsistent: republish it")
+        // Streamed first: a restore's tree is read once, holding no per-file state. The full
+        // check follows only when the streamed one finds the tree differs: it says where, and
+        // repairs.
+        if let expected = status.integrity?.treeDigest,
+            let shape = try await stager.streamTreeCheck(expectedDigest: expected)
+        {
+            index = .staged(shape)
+        } else {
+            if status.integrity?.treeDigest != nil {
+                logger.debug("the restored tree differs from the published tree digest; checking it path by path")
+            }
+            switch try await stager.checkTree(status.integrity, layout: layout) {
+            case .matches(let count, let tree):
+                repaired = count
+                if let tree { index = .whole(tree) }
+            case .unrepairable(let reason):
+                throw SyncError(
+                    code: .integrity,
+                    message:
+                        "the archive's content does not match the published tree digest and could not be repaired (\(reason)); "
+                        + "the storage is inconsistent: republish it")
+            }
         }
         var report = SyncReport(
             outcome: .restored, fromVersion: local, toVersion: status.actualVersion,

@@ -238,6 +238,15 @@ final class StateStore: Sendable {
                     CREATE INDEX treeEntryFolders ON treeEntry(parent, name) WHERE isFolder = 1;
                     """)
         }
+        // A restore's tree check streams its findings here, batch by batch, instead of holding the
+        // tree (``IndexUpdate/staged(_:)``): the switch's transaction copies them into the index,
+        // the fingerprints and the live folders, and empties these tables. Rows left by a run
+        // that stopped before its switch are cleared by the next streamed check.
+        migrator.registerMigration("v16: staged tree index") { db in
+            try db.execute(sql: stagedTreeEntryTable + stagedFingerprintTable)
+            try db.execute(
+                sql: "CREATE TABLE stagedLiveFolder (path TEXT PRIMARY KEY, ctime INTEGER NOT NULL) WITHOUT ROWID")
+        }
         return migrator
     }
 
@@ -657,6 +666,79 @@ final class StateStore: Sendable {
         }
     }
 
+    /// The staged tables that become `treeEntry` and `fileFingerprint` at a switch (renamed, not
+    /// copied: a copy would leave the file twice the index's size, the staged pages free), so
+    /// each has their columns and keys.
+    private static let stagedTreeEntryTable = """
+        CREATE TABLE stagedTreeEntry (
+            parent TEXT NOT NULL,
+            name TEXT NOT NULL,
+            isFolder INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            hash TEXT NOT NULL,
+            PRIMARY KEY (parent, name)
+        ) WITHOUT ROWID;
+        """
+    private static let stagedFingerprintTable = """
+        CREATE TABLE stagedFingerprint (
+            device INTEGER NOT NULL,
+            inode INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            modifiedNanoseconds INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            PRIMARY KEY (device, inode)
+        );
+        """
+
+    /// Empties the staged index (``IndexUpdate/staged(_:)``), before a streamed check fills it.
+    func clearStagedIndex() async throws(SyncError) {
+        try await write { db in try Self.clearStagedIndex(db) }
+    }
+
+    private static func clearStagedIndex(_ db: Database) throws {
+        try db.execute(sql: "DELETE FROM stagedTreeEntry; DELETE FROM stagedFingerprint; DELETE FROM stagedLiveFolder")
+    }
+
+    /// Adds one batch of a streamed tree check's entries to the staged index, in one
+    /// transaction. Synchronous: called from the blocking thread that walks the tree, which
+    /// waits for the writer rather than holding more than a batch.
+    func stage(_ batch: [TreeDigest.StreamedEntry]) throws(SyncError) {
+        do {
+            try pool.write { db in
+                let entry = try db.cachedStatement(
+                    sql:
+                        "INSERT OR REPLACE INTO stagedTreeEntry (parent, name, isFolder, size, hash) VALUES (?, ?, ?, ?, ?)"
+                )
+                let fingerprint = try db.cachedStatement(
+                    sql: """
+                        INSERT OR REPLACE INTO stagedFingerprint (device, inode, size, modifiedNanoseconds, sha256)
+                        VALUES (?, ?, ?, ?, ?)
+                        """)
+                let folder = try db.cachedStatement(
+                    sql: "INSERT OR REPLACE INTO stagedLiveFolder (path, ctime) VALUES (?, ?)")
+                for item in batch {
+                    switch item {
+                    case .file(let path, let found, let identity):
+                        let key = Self.key(of: path)
+                        try entry.execute(arguments: [key.parent, key.name, false, found.size, found.sha256])
+                        if let identity {
+                            let record = FileFingerprintRecord(identity, found)
+                            try fingerprint.execute(arguments: [
+                                record.device, record.inode, record.size, record.modifiedNanoseconds, record.sha256,
+                            ])
+                        }
+                    case .folder(let path, let digest, let changed):
+                        let key = Self.key(of: path)
+                        try entry.execute(arguments: [key.parent, key.name, true, 0, digest])
+                        if let changed { try folder.execute(arguments: [path.string, changed]) }
+                    }
+                }
+            }
+        } catch {
+            throw Self.failure(error, "writing", path)
+        }
+    }
+
     /// Writes the tree index for `version` in `db`.
     private static func recordIndex(_ update: IndexUpdate, version: String, in db: Database) throws {
         let insert = try db.cachedStatement(
@@ -682,6 +764,14 @@ final class StateStore: Sendable {
             for (path, digest) in TreeDigest.folderDigests(of: tree) { try record(path, .folder(digest: digest)) }
             for (path, fingerprint) in tree.files { try record(path, .file(fingerprint)) }
             shape = TreeShape(folders: tree.folders, files: tree.files.keys)
+        case .staged(let streamed):
+            try db.execute(
+                sql: """
+                    DROP TABLE treeEntry;
+                    ALTER TABLE stagedTreeEntry RENAME TO treeEntry;
+                    CREATE INDEX treeEntryFolders ON treeEntry(parent, name) WHERE isFolder = 1;
+                    """ + stagedTreeEntryTable)
+            shape = streamed
         case .delta(let delta, let newShape):
             // A path, and everything below it: the rows whose folder key starts with its path and
             // a slash ('/' sorts just before '0' in bytes).
@@ -761,7 +851,19 @@ final class StateStore: Sendable {
             }
             // The new version's files: what the next update's tree check need not hash again
             // (after a check that read only the changed files, the others' rows stay).
-            if replacingFingerprints { try FileFingerprintRecord.deleteAll(db) }
+            if case .staged = index {
+                // The streamed check's folders (the root's time, read after the swap, is in
+                // `liveFolders`) and files, the latter replacing all others.
+                try db.execute(
+                    sql: """
+                        INSERT OR REPLACE INTO liveFolder (path, ctime) SELECT path, ctime FROM stagedLiveFolder;
+                        DROP TABLE fileFingerprint;
+                        ALTER TABLE stagedFingerprint RENAME TO fileFingerprint;
+                        """ + Self.stagedFingerprintTable)
+            } else if replacingFingerprints {
+                try FileFingerprintRecord.deleteAll(db)
+            }
+            try Self.clearStagedIndex(db)
             let statement = try db.cachedStatement(
                 sql: """
                     INSERT OR REPLACE INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)
@@ -965,6 +1067,9 @@ enum IndexUpdate: Sendable {
     case drop
     /// The whole tree, as a full check read it.
     case whole(ContentTree)
+    /// The whole tree as a streamed check wrote it to the staged tables
+    /// (``StateStore/stage(_:)``), of this shape.
+    case staged(TreeShape)
     /// The changes to the recorded tree, as an incremental check computed them.
     case delta(TreeIndexDelta, shape: TreeShape)
     /// The shape alone, and no entries: a storage without a tree digest, whose staged tree is
@@ -980,15 +1085,20 @@ enum IndexUpdate: Sendable {
     /// Whether the index records entries a replay can plan from.
     var hasEntries: Bool {
         switch self {
-        case .whole, .delta: return true
+        case .whole, .staged, .delta: return true
         case .drop, .shape: return false
         }
     }
 
-    /// The new version's folders, when this is a whole tree.
+    /// The new version's folders whose `ctime`s the switch reads: all of them for a whole tree,
+    /// none but the root for a staged one (the check recorded the others' times as it listed
+    /// them, and the swap moves only the root's).
     var folders: [SafeRelativePath]? {
-        if case .whole(let tree) = self { return Array(tree.folders) }
-        return nil
+        switch self {
+        case .whole(let tree): return Array(tree.folders)
+        case .staged: return []
+        case .drop, .shape, .delta: return nil
+        }
     }
 }
 
