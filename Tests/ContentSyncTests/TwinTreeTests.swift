@@ -222,6 +222,30 @@ struct TwinTreeTests {
         }
     }
 
+    @Test("a no-change poll keeps the twin by its folder alone, without reading its dirty set")
+    func aNoChangePollReadsOnlyTheTwinsFolder() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await Self.syncThrough(harness, "1.1")
+            let retired = harness.root + "/client/.content.content-sync/retired"
+            let before = try #require(FileSystem.identity(of: retired), "the twin is kept after the replay")
+            // A dirty set no replay may trust: a poll with nothing to do does not read it, so the
+            // twin stays where it is (reading it made the twin a leftover to delete).
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                try db.execute(sql: "INSERT INTO twinChange (path) VALUES ('../../victim')")
+            }
+            try database.close()
+            #expect(try await harness.sync().outcome == .upToDate)
+            let after = try #require(FileSystem.identity(of: retired), "the poll kept the twin")
+            #expect(after == before)
+            // The next replay does not trust it, and builds whole.
+            harness.serve("1.2")
+            let report = try await harness.sync()
+            #expect(!report.checkedIncrementally)
+            try harness.expectTree(is: "1.2")
+        }
+    }
+
     @Test("a folder of a half caught-up twin swapped for a symlink to someone's files: nothing there is touched")
     func plantedSymlinkInAHalfCaughtUpTwin() async throws {
         try await withSyncHarness(serving: "1.0") { harness in

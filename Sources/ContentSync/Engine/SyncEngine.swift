@@ -97,7 +97,7 @@ struct SyncEngine: Sendable {
                 clock.begin(.upToDate)
                 // The twin, if any, stays for the next replay.
                 if try await store.pendingPlan() != nil { try await store.clearPlan() }
-                let twin = try await store.twin().map { (device: $0.device, inode: $0.inode) }
+                let twin = try await store.twinIdentity()
                 if staging.hasLeftovers(keeping: twin) {
                     try await BlockingWork.files { [staging] () throws(FileSystemError) in
                         try staging.clearLeftovers(keeping: twin)

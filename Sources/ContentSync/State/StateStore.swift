@@ -429,6 +429,19 @@ final class StateStore: Sendable {
         }
     }
 
+    /// The twin's folder alone, its dirty set unread: what an update that finds nothing to do
+    /// keeps while it clears the staging area's leftovers. After a 10,000-file update the dirty
+    /// set is 10,000 paths, and reading them (``twin()``) was half of the next no-change poll.
+    func twinIdentity() async throws(SyncError) -> (device: Int64, inode: Int64)? {
+        try await read { db in
+            guard
+                let row = try Row.fetchOne(db, sql: "SELECT device, inode FROM twin WHERE id = 1"),
+                let device: Int64 = row.lenient(0), let inode: Int64 = row.lenient(1)
+            else { return nil }
+            return (device, inode)
+        }
+    }
+
     /// Forgets the twin (call it before its folder is removed: a new folder could get its inode).
     func dropTwin() async throws(SyncError) {
         try await write { db in try Self.dropTwin(db) }
