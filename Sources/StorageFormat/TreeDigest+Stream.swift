@@ -58,10 +58,12 @@ extension TreeDigest {
             stopped.unclean = true
             throw stop
         }
-        /// Adds `name` to `folder`'s entries, refusing a second entry of the same name.
+        /// Adds `name` to `folder`'s entries, refusing a second entry of the same name (one lookup
+        /// of the folder and one of the name: this runs for every file).
         func note(_ name: String, _ entry: Entry?, in folder: SafeRelativePath) throws(FileSystemError) {
-            guard open[folder] != nil, open[folder]!.entries[name] == nil else { try refuse() }
-            open[folder]!.entries[name] = .some(entry)
+            guard let slot = open.index(forKey: folder),
+                open.values[slot].entries.updateValue(entry, forKey: name) == nil
+            else { try refuse() }
         }
         // Called for each folder entered, after everything below it: its subfolders are done.
         func leave(_ folder: SafeRelativePath) throws(FileSystemError) {

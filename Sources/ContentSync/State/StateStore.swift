@@ -239,8 +239,9 @@ final class StateStore: Sendable {
                     """)
         }
         // A restore's tree check streams its findings here, batch by batch, instead of holding the
-        // tree (``IndexUpdate/staged(_:)``): the switch's transaction copies them into the index,
-        // the fingerprints and the live folders, and empties these tables. Rows left by a run
+        // tree (``IndexUpdate/staged(_:)``): the switch's transaction renames the first two into
+        // the index and the fingerprints, copies the folder times into the live folders, and
+        // empties what is left. Rows left by a run
         // that stopped before its switch are cleared by the next streamed check.
         migrator.registerMigration("v16: staged tree index") { db in
             try db.execute(sql: stagedTreeEntryTable + stagedFingerprintTable)
@@ -681,7 +682,8 @@ final class StateStore: Sendable {
 
     /// The staged tables that become `treeEntry` and `fileFingerprint` at a switch (renamed, not
     /// copied: a copy would leave the file twice the index's size, the staged pages free), so
-    /// each has their columns and keys.
+    /// each has their columns and keys: the definitions of migrations v15 (`treeNode`) and v5,
+    /// which stay written there as shipped. `StreamedTreeCheckTests` compares the schemas.
     private static let stagedTreeEntryTable = """
         CREATE TABLE stagedTreeEntry (
             parent TEXT NOT NULL,
@@ -732,8 +734,7 @@ final class StateStore: Sendable {
                 for item in batch {
                     switch item {
                     case .file(let path, let found, let identity):
-                        let key = Self.key(of: path)
-                        try entry.execute(arguments: [key.parent, key.name, false, found.size, found.sha256])
+                        try entry.execute(arguments: Self.indexRow(path, .file(found)))
                         if let identity {
                             let record = FileFingerprintRecord(identity, found)
                             try fingerprint.execute(arguments: [
@@ -741,8 +742,7 @@ final class StateStore: Sendable {
                             ])
                         }
                     case .folder(let path, let digest, let changed):
-                        let key = Self.key(of: path)
-                        try entry.execute(arguments: [key.parent, key.name, true, 0, digest])
+                        try entry.execute(arguments: Self.indexRow(path, .folder(digest: digest)))
                         if let changed { try folder.execute(arguments: [path.string, changed]) }
                     }
                 }
@@ -752,17 +752,22 @@ final class StateStore: Sendable {
         }
     }
 
+    /// The values of `treeEntry`'s columns (parent, name, isFolder, size, hash) for one entry: the
+    /// index's rows and the staged ones that become them are written alike.
+    private static func indexRow(_ path: SafeRelativePath, _ entry: TreeDigest.Entry) -> StatementArguments {
+        let key = key(of: path)
+        switch entry {
+        case .folder(let digest): return [key.parent, key.name, true, 0, digest]
+        case .file(let fingerprint): return [key.parent, key.name, false, fingerprint.size, fingerprint.sha256]
+        }
+    }
+
     /// Writes the tree index for `version` in `db`.
     private static func recordIndex(_ update: IndexUpdate, version: String, in db: Database) throws {
         let insert = try db.cachedStatement(
             sql: "INSERT OR REPLACE INTO treeEntry (parent, name, isFolder, size, hash) VALUES (?, ?, ?, ?, ?)")
         func record(_ path: SafeRelativePath, _ entry: TreeDigest.Entry) throws {
-            let key = key(of: path)
-            switch entry {
-            case .folder(let digest): try insert.execute(arguments: [key.parent, key.name, true, 0, digest])
-            case .file(let fingerprint):
-                try insert.execute(arguments: [key.parent, key.name, false, fingerprint.size, fingerprint.sha256])
-            }
+            try insert.execute(arguments: indexRow(path, entry))
         }
         let shape: TreeShape
         switch update {
