@@ -39,6 +39,9 @@ fresh_slot() {
   mkdir -p "$SLOT"
   cp -al "$PRISTINE/content" "$SLOT/content"
   cp -a "$PRISTINE"/state.sqlite* "$SLOT/"
+  # The copy's folders keep the times the client recorded, as a real client's do (see clone_client).
+  python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; import scenarios
+scenarios.keep_folder_times(Path(sys.argv[2]) / "state.sqlite", Path(sys.argv[2]) / "content")' "$REPO/bench" "$SLOT"
 }
 
 case "$FS" in
@@ -51,8 +54,10 @@ case "$FS" in
     fresh_slot
     "$AGENT" sync --base-url "$URL" --dir "$SLOT/content" --state "$SLOT/state.sqlite" >/dev/null
     python3 - "$SLOT/state.sqlite" "$PRISTINE/state.sqlite" <<'PY'
-import sqlite3, sys
-rows = sqlite3.connect(sys.argv[1]).execute("SELECT device, inode, size, modifiedNanoseconds, sha256 FROM fileFingerprint").fetchall()
+import os, sqlite3, sys
+# Only the rows of this tmpfs (the copied ext4 inodes' rows are stale; a real client has none).
+device = os.stat(os.path.dirname(sys.argv[1])).st_dev
+rows = sqlite3.connect(sys.argv[1]).execute("SELECT device, inode, size, modifiedNanoseconds, sha256 FROM fileFingerprint WHERE device = ?", (device,)).fetchall()
 db = sqlite3.connect(sys.argv[2])
 db.execute("DELETE FROM fileFingerprint")
 db.executemany("INSERT INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)", rows)

@@ -23,6 +23,7 @@ import os
 import random
 import re
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -88,11 +89,12 @@ def clone_client(src: Path, dst: Path) -> None:
     """A client folder as a real one persists between runs: its content files keep their inodes
     (hard links; sync-agent never writes a file in place, it swaps whole trees), so the
     fingerprints its state database remembers by inode, size and time still apply. Everything
-    else (the state database) is copied. Its folders are new ones, though, so their status-change
-    times no longer match the ones the client recorded at its switch, and sync-agent lists its
-    content folder instead of planning from its index: S2 measures that path. A client updated
-    in place plans from the index (measured 2026-11-28: 0.52-0.58 s on tmpfs in place against
-    0.58-0.63 s cloned, the same as the 76d38ac binary in place)."""
+    else (the state database) is copied. Its folders are new ones, though: a real client's keep
+    the status-change times it recorded at its switch, so the copy's times are written into the
+    copied database's `liveFolder` rows (the folders are the same names with the same entries).
+    Without that, sync-agent would take every folder for changed by hand and list its content
+    folder instead of planning from its index, a path no client between two updates takes
+    (S2 measured that path until 2026-11-28)."""
     dst.mkdir(parents=True)
     for entry in src.iterdir():
         if entry.name == "content" and entry.is_dir():
@@ -101,6 +103,29 @@ def clone_client(src: Path, dst: Path) -> None:
             run(["cp", "-al", str(entry), str(dst / entry.name)])
         else:
             run(["cp", "-a", str(entry), str(dst / entry.name)])
+    keep_folder_times(dst / "state.sqlite", dst / "content")
+
+
+def keep_folder_times(state: Path, content: Path) -> None:
+    """Writes the status-change times of the cloned content's folders into the cloned state
+    database's `liveFolder` rows, as the client recorded its own folders' at its switch."""
+    if not state.exists() or not content.is_dir():
+        return
+    db = sqlite3.connect(state)
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "liveFolder" not in tables:
+            return
+        rows = []
+        for (path,) in db.execute("SELECT path FROM liveFolder").fetchall():
+            try:
+                rows.append((os.lstat(content / path if path else content).st_ctime_ns, path))
+            except OSError:
+                pass
+        db.executemany("UPDATE liveFolder SET ctime = ? WHERE path = ?", rows)
+        db.commit()
+    finally:
+        db.close()
 
 
 def spread_folders(path: Path) -> None:

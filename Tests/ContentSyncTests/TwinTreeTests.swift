@@ -222,6 +222,43 @@ struct TwinTreeTests {
         }
     }
 
+    @Test("a replay without a twin reads the whole staged tree but writes only the changed index rows")
+    func aReplayWithoutATwinWritesTheChangesToTheIndex() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            #expect(try await Self.twin(harness) == nil, "a restore keeps no twin")
+            // Every row the replay writes into the index, counted by the database itself.
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE indexWrite (n INTEGER);
+                        CREATE TRIGGER countIndexWrites AFTER INSERT ON treeEntry BEGIN INSERT INTO indexWrite VALUES (1); END;
+                        """)
+            }
+            harness.serve("1.1")
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed && report.repairedFiles == 0)
+            #expect(!report.checkedIncrementally, "no twin: the whole staged tree is read")
+            try harness.expectTree(is: "1.1")
+            let written = try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM indexWrite") }
+            try database.close()
+            let rows = try await IndexPlanningTests.indexRows(harness.state)
+            #expect(
+                (written ?? 0) > 0 && (written ?? 0) < rows.count / 2, "\(written ?? 0) of \(rows.count) rows written")
+            // And the index is the one a restore of 1.1 writes from its whole tree.
+            try await withSyncHarness(serving: "1.1") { fresh in
+                try await fresh.sync()
+                #expect(try await IndexPlanningTests.indexRows(fresh.state) == rows)
+            }
+            // The next replay plans from it and is checked from it.
+            harness.serve("1.2")
+            let next = try await harness.sync()
+            #expect(next.plannedFromIndex && next.checkedIncrementally)
+            try harness.expectTree(is: "1.2")
+        }
+    }
+
     @Test("a no-change poll keeps the twin by its folder alone, without reading its dirty set")
     func aNoChangePollReadsOnlyTheTwinsFolder() async throws {
         try await withSyncHarness(serving: "1.0") { harness in

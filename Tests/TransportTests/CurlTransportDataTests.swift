@@ -221,8 +221,15 @@ struct CurlTransportDataTests {
             #expect(server.requests().count == 200)
             #expect(server.requests().allSatisfy { $0.status == 200 })
             // The connections stay open for reuse after the burst (none would mean one connection
-            // per request), and never more than the per-host cap of 8 were opened at once.
-            let open = establishedConnections(toPort: port)
+            // per request), and never more than the per-host cap of 8 were opened at once. A
+            // connection the server is closing can still count for a moment on a loaded machine:
+            // the count is read again for up to a second (kept connections stay, so a broken cap
+            // still fails).
+            var open = establishedConnections(toPort: port)
+            for _ in 0..<40 where open > 8 {
+                try await Task.sleep(for: .milliseconds(25))
+                open = establishedConnections(toPort: port)
+            }
             #expect((1...8).contains(open), "\(open) open connections after 200 requests")
         }
     }

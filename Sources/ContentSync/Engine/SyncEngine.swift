@@ -267,7 +267,8 @@ struct SyncEngine: Sendable {
         do { (asRecorded, delta) = try await early } catch { throw SyncError.wrap(error) }
         var index = IndexUpdate.drop
         let check: Stager.TreeCheck
-        if asRecorded, staged.twinVerified, let delta {
+        let incremental = asRecorded && staged.twinVerified && delta != nil
+        if incremental, let delta {
             check = .matches(repaired: 0, tree: nil)
             index = .delta(delta, shape: planned.newShape)
         } else {
@@ -276,7 +277,13 @@ struct SyncEngine: Sendable {
         switch check {
         case .matches(let count, let tree):
             repaired = count
-            if let tree {
+            if count == 0, let delta {
+                // The staged tree gives the published digest, and so do the recorded index and
+                // the plan's changes: they are one tree, so the index takes the changes alone
+                // (a replay without a twin, which reads its whole staged tree, writes O(changes)
+                // rows, not the tree's).
+                index = .delta(delta, shape: planned.newShape)
+            } else if let tree {
                 index = .whole(tree)
             } else if status.integrity?.treeDigest == nil {
                 index = .shape(planned.newShape)
@@ -299,7 +306,7 @@ struct SyncEngine: Sendable {
             filesAlreadyDownloaded: staged.alreadyDownloaded, warnings: plan.warnings)
         report.repairedFiles = repaired
         report.changeListsApplied = planned.listsApplied
-        if case .delta = index { report.checkedIncrementally = true }
+        report.checkedIncrementally = incremental
         report.plannedFromIndex = planned.fromIndex
         if repaired > 0 {
             report.warnings.append("repaired \(repaired) path(s) that did not match the published tree digest")
@@ -325,11 +332,11 @@ struct SyncEngine: Sendable {
             liveFolders: planned.newFolders,
             // Folders verified during this update and not touched since: no stat at the switch.
             // The caught-up tree's only when nothing was repaired in it (an incremental check).
-            knownTwinTimes: planned.localTimes, knownLiveTimes: index.isDelta ? staged.untouchedFolderTimes : [:],
-            fullCheck: !planned.fromIndex,
+            knownTwinTimes: planned.localTimes, knownLiveTimes: incremental ? staged.untouchedFolderTimes : [:],
+            fullCheck: !planned.fromIndex, treeReadWhole: !incremental,
             // What a small catch-up wrote is all that needs flushing, unless the check repaired
             // files (a whole check, or repairs, wrote elsewhere too).
-            flushing: index.isDelta ? staged.written : nil, progress: progress)
+            flushing: incremental ? staged.written : nil, progress: progress)
         return report
     }
 
@@ -366,7 +373,15 @@ struct SyncEngine: Sendable {
         if asRecorded { asRecorded = try await indexMatches(planned) }
         guard asRecorded, let changed = planned.changed, let expected = integrity?.treeDigest,
             try await fingerprintsAreLean(planned)
-        else { return (asRecorded, nil) }
+        else {
+            logger.debug(
+                "the tree index cannot check this replay; checking the whole tree",
+                metadata: [
+                    "sync.drifted": "\(planned.drifted)", "sync.asRecorded": "\(asRecorded)",
+                    "sync.changedKnown": "\(planned.changed != nil)",
+                ])
+            return (asRecorded, nil)
+        }
         guard let delta = try await store.indexDelta(planned.plan, changed: changed, listed: planned.listings),
             delta.rootDigest == expected
         else {

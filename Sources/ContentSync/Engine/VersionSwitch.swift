@@ -38,7 +38,8 @@ struct VersionSwitch: Sendable {
     ///
     /// `twinFolders` are the previous version's folders, whose `ctime`s are recorded with the twin;
     /// `index` is what the tree check learnt of the new version's tree. After a check that read
-    /// only the changed files (an `index` delta) the stored fingerprints of the others stay.
+    /// only the changed files (an `index` delta, unless `treeReadWhole`: a whole check that found
+    /// the recorded tree plus the changes) the stored fingerprints of the others stay.
     /// `liveFolders` are the new version's folders: their `ctime`s, read right after the swap,
     /// let the next replay plan from the index (recorded only with an index that has entries).
     /// `knownTwinTimes` and `knownLiveTimes`: folders' `ctime`s verified during this update and
@@ -50,7 +51,8 @@ struct VersionSwitch: Sendable {
         _ pending: PendingSwitch, history: UpdateHistoryEntry, twinChanges: [SafeRelativePath]? = nil,
         twinFolders: [SafeRelativePath] = [], index: IndexUpdate = .drop, liveFolders: [SafeRelativePath]? = nil,
         knownTwinTimes: [SafeRelativePath: Int64] = [:], knownLiveTimes: [SafeRelativePath: Int64] = [:],
-        fullCheck: Bool = false, flushing: [String]? = nil, progress: @Sendable (SyncProgress) -> Void
+        fullCheck: Bool = false, treeReadWhole: Bool = false, flushing: [String]? = nil,
+        progress: @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) {
         let version = pending.toVersion
         progress(SyncProgress(phase: .switching, currentItem: version.text))
@@ -76,7 +78,7 @@ struct VersionSwitch: Sendable {
                 Stager.folderTimes(twinFolders, in: staging.retired, known: knownTwinTimes)
             }
         let incremental: Bool
-        if case .delta = index { incremental = true } else { incremental = false }
+        if case .delta = index { incremental = !treeReadWhole } else { incremental = false }
         let liveTimes: [SafeRelativePath: Int64]?
         if let liveFolders, index.hasEntries {
             liveTimes = try await BlockingWork.run { [contentDirectory] in

@@ -1088,17 +1088,12 @@ enum IndexUpdate: Sendable {
     /// The whole tree as a streamed check wrote it to the staged tables
     /// (``StateStore/stage(_:)``), of this shape.
     case staged(TreeShape)
-    /// The changes to the recorded tree, as an incremental check computed them.
+    /// The changes to the recorded tree, as an incremental check computed them (or a whole
+    /// check that found the tree the recorded one plus these changes, nothing repaired).
     case delta(TreeIndexDelta, shape: TreeShape)
     /// The shape alone, and no entries: a storage without a tree digest, whose staged tree is
     /// the plan's, unchecked.
     case shape(TreeShape)
-
-    /// Whether this is a delta: the staged tree was checked from the index, nothing repaired.
-    var isDelta: Bool {
-        if case .delta = self { return true }
-        return false
-    }
 
     /// Whether the index records entries a replay can plan from.
     var hasEntries: Bool {
