@@ -23,7 +23,10 @@ public struct SyncConfiguration: Sendable {
     /// shut it down after the last of them. A custom transport also lets an app hand over bytes
     /// it fetched itself. The adapter is applied to its requests too.
     public var transport: (any Transport)?
-    /// Downloads running at once. Default 8.
+    /// Downloads running at once: the connections to the storage's host. Default 8.
+    ///
+    /// With the manager's own transport, the engine hands it twice as many, which it holds
+    /// queued until a connection is free, so the next download starts the moment one ends.
     public var maxConcurrentDownloads = 8
     /// Consulted before and during transfers. Default: always allowed.
     public var connectionPolicy: ConnectionPolicy = .always

@@ -21,6 +21,9 @@ final class ServerState: Sendable {
         var observer: (@Sendable (RequestRecord) -> Void)?
         /// Whether answered requests are kept in `log` (a long-running `serve` keeps none).
         var keepsLog = true
+        /// Requests being answered now, and the most at once since the log was last reset.
+        var answering = 0
+        var peakAnswering = 0
     }
 
     private let values: Mutex<Values>
@@ -152,6 +155,25 @@ final class ServerState: Sendable {
     }
 
     func resetLog() {
-        values.withLock { $0.log.removeAll() }
+        values.withLock { values in
+            values.log.removeAll()
+            values.peakAnswering = values.answering
+        }
+    }
+
+    /// A request arrived: counted as answered until ``answered()``.
+    func answering() {
+        values.withLock { values in
+            values.answering += 1
+            values.peakAnswering = max(values.peakAnswering, values.answering)
+        }
+    }
+
+    func answered() {
+        values.withLock { $0.answering -= 1 }
+    }
+
+    var peakAnswering: Int {
+        values.withLock { $0.peakAnswering }
     }
 }

@@ -10,6 +10,8 @@ struct StorageHandler: HTTPHandler {
     let configuration: StorageServer.Configuration
 
     func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
+        state.answering()
+        defer { state.answered() }
         let rawPath = request.target.path(percentEncoded: true)
         var record = RequestRecord(
             method: request.method.rawValue,

@@ -85,7 +85,14 @@ public final class StorageServer: Sendable {
         state.log
     }
 
-    /// Forgets the logged requests.
+    /// The most requests this server was answering at once (from a request's arrival to its
+    /// answer's head, a ``Fault/delay(seconds:)`` included), since it started or since
+    /// ``resetLog()``. With delayed answers, that is how many connections a client kept busy at once.
+    public var peakConcurrentRequests: Int {
+        state.peakAnswering
+    }
+
+    /// Forgets the logged requests (and the peak of ``peakConcurrentRequests``).
     public func resetLog() {
         state.resetLog()
     }

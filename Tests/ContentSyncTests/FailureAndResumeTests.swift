@@ -12,14 +12,19 @@ struct FailureAndResumeTests {
     /// 1.2 → 1.4 downloads several files; with one download at a time they come in path order.
     static let failingPath = "/RXCacheContent/data/blob.bin"
 
-    @Test func aMissingFileInTheMiddleLeavesTheOldVersionAndTheNextRunFinishesWithoutRefetching() async throws {
+    /// Every download the failed run had started (those handed to the transport with the one
+    /// that failed included) runs to its end and is kept, at any concurrency.
+    @Test(arguments: [1, 4])
+    func aMissingFileInTheMiddleLeavesTheOldVersionAndTheNextRunFinishesWithoutRefetching(concurrency: Int)
+        async throws
+    {
         try await withSyncHarness(serving: "1.2") { harness in
             try await harness.sync()
             harness.serve("1.4")
             harness.server.injectFault(.status(404), forPath: Self.failingPath)
             harness.server.resetLog()
             await #expect {
-                try await harness.sync(concurrency: 1)
+                try await harness.sync(concurrency: concurrency)
             } throws: { error in
                 let error = error as! SyncError
                 return error.code == .network && error.message.contains("blob.bin") && error.message.contains("404")
@@ -40,7 +45,7 @@ struct FailureAndResumeTests {
 
             harness.server.clearFaults()
             harness.server.resetLog()
-            let report = try await harness.sync(concurrency: 1)
+            let report = try await harness.sync(concurrency: concurrency)
             try harness.expectTree(is: "1.4")
             let secondRun = Set(harness.contentDownloads())
             #expect(

@@ -233,6 +233,36 @@ struct CurlTransportDataTests {
             #expect((1...8).contains(open), "\(open) open connections after 200 requests")
         }
     }
+
+    /// The sync engine hands the transport more downloads than the per-host cap and lets libcurl
+    /// queue them (`Stager.downloadsQueued`): that relies on a queued transfer's connect timeout
+    /// starting when it gets a connection, not when it was queued.
+    @Test func aTransferQueuedBehindTheHostCapLongerThanTheConnectTimeoutStillRuns() async throws {
+        try await withServedFixture { server, fixture in
+            let quick = randomBytes(1_000)
+            try fixture.serve("slow.bin", randomBytes(1_000))
+            try fixture.serve("quick.bin", quick)
+            server.injectFault(.delay(seconds: 2.5), forPath: "/slow.bin")
+            let transport = try makeTransport {
+                $0.maxConnectionsPerHost = 1
+                $0.connectTimeout = .seconds(1)
+                $0.retry = .none
+            }
+            async let slow = transport.data(for: HTTPRequest(url: server.url(for: "slow.bin")))
+            // The slow one holds the only connection (its request has arrived) before the quick one is queued.
+            for _ in 0..<200 where server.requests().isEmpty && server.peakConcurrentRequests == 0 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let start = ContinuousClock.now
+            let response = try await transport.data(for: HTTPRequest(url: server.url(for: "quick.bin")))
+            let waited = ContinuousClock.now - start
+            #expect(response.statusCode == 200 && response.body == quick)
+            #expect(waited > .seconds(1), "queued for \(waited): not longer than the connect timeout")
+            #expect(server.peakConcurrentRequests == 1)
+            _ = try await slow
+            await transport.shutdown()
+        }
+    }
 }
 
 /// Client-side TCP connections to 127.0.0.1:`port` that are established, read from `/proc/net/tcp`.
