@@ -29,7 +29,11 @@ struct FingerprintCacheTests {
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
             let second = try await store.fileFingerprints()
-            #expect(Set(second.keys) == (try identities(under: harness.content)))
+            // Checked from the index, the replay adds its downloads' rows and keeps the others:
+            // every file of 1.1 is known, and the only other rows are 1.0's.
+            let current = try identities(under: harness.content)
+            #expect(Set(second.keys).isSuperset(of: current))
+            #expect(Set(second.keys).subtracting(current).isSubset(of: Set(first.keys)))
             // Kept files are hard links: the same identity, so the check took them from the cache.
             #expect(Set(first.keys).intersection(second.keys).count >= report.filesReused)
             for (identity, fingerprint) in second where first[identity] != nil {

@@ -189,10 +189,11 @@ struct TwinTreeTests {
             try harness.expectTree(is: "1.2")
             #expect(!FileManager.default.fileExists(atPath: harness.content + "/planted.txt"))
             #expect(FileSystem.status(of: harness.content + "/docs/secret") == nil)
-            // The twin's top folder changed since it was recorded: the tree was built whole, so
-            // nothing needed repairing, and the previous version is the twin now.
+            // The twin's top folder changed since it was recorded: the tree was built whole from
+            // the content folder (its folders as recorded, so checked from the index), nothing
+            // needed repairing, and the previous version is the twin now.
             #expect(report.repairedFiles == 0)
-            #expect(!report.checkedIncrementally)
+            #expect(report.checkedIncrementally)
             #expect(try await Self.twin(harness)?.baseVersion == "1.2")
             harness.serve("1.3")
             try await harness.sync()
@@ -215,14 +216,15 @@ struct TwinTreeTests {
             #expect(report.outcome == .replayed)
             #expect(report.repairedFiles == 0)
             try harness.expectTree(is: "1.2")
-            // Built whole (not caught up, so not checked from the index), and a new twin recorded.
-            // (The folder's inode cannot tell: a new next/ may well get the old twin's number.)
-            #expect(!report.checkedIncrementally)
+            // Built whole from the content folder (not caught up; the content's folders were as
+            // recorded, so checked from the index), and a new twin recorded. (The folder's inode
+            // cannot tell: a new next/ may well get the old twin's number.)
+            #expect(report.checkedIncrementally)
             #expect(try await Self.twin(harness)?.baseVersion == "1.2")
         }
     }
 
-    @Test("a replay without a twin reads the whole staged tree but writes only the changed index rows")
+    @Test("a replay without a twin is checked from the index and writes only the changed index rows")
     func aReplayWithoutATwinWritesTheChangesToTheIndex() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
@@ -239,7 +241,7 @@ struct TwinTreeTests {
             harness.serve("1.1")
             let report = try await harness.sync()
             #expect(report.outcome == .replayed && report.repairedFiles == 0)
-            #expect(!report.checkedIncrementally, "no twin: the whole staged tree is read")
+            #expect(report.checkedIncrementally, "no twin, but linked from folders as recorded")
             try harness.expectTree(is: "1.1")
             let written = try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM indexWrite") }
             try database.close()
@@ -259,6 +261,40 @@ struct TwinTreeTests {
         }
     }
 
+    @Test(
+        "an entry of the content replaced while a replay without a twin links from it: the staged tree is read whole",
+        arguments: ["planted", "symlink"])
+    func contentChangedWhileLinking(change: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            harness.serve("1.1")
+            harness.server.resetLog()
+            // The downloads wait; the links are made meanwhile, and the content changes after
+            // the plan checked its folders.
+            harness.server.injectFault(.delay(seconds: 0.6)) { $0.hasPrefix("/RXCacheContent/") }
+            async let report = harness.sync()
+            for _ in 0..<300 where harness.server.peakConcurrentRequests == 0 || harness.server.requests().count < 3 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let (old, new) = (ExampleStorageFixture.manifest("1.0").files, ExampleStorageFixture.manifest("1.1").files)
+            let kept = try #require(new.keys.sorted().first { old[$0] == new[$0] }, "1.1 keeps a file of 1.0")
+            let target = harness.content + "/" + kept
+            if change == "planted" {
+                try Data("planted".utf8).write(to: URL(fileURLWithPath: harness.content + "/planted.txt"))
+            } else {
+                try FileManager.default.removeItem(atPath: target)
+                try FileManager.default.createSymbolicLink(atPath: target, withDestinationPath: "/etc/hostname")
+            }
+            let done = try await report
+            #expect(done.outcome == .replayed)
+            #expect(!done.checkedIncrementally, "a folder changed while linking: the whole tree was read")
+            // Whichever the link took (the file, or the symlink itself, never followed), the
+            // whole check leaves the version exact.
+            try harness.expectTree(is: "1.1")
+            #expect(FileSystem.status(of: target).map { $0.st_mode & S_IFMT == S_IFREG } == true)
+        }
+    }
+
     @Test("a no-change poll keeps the twin by its folder alone, without reading its dirty set")
     func aNoChangePollReadsOnlyTheTwinsFolder() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
@@ -275,10 +311,10 @@ struct TwinTreeTests {
             #expect(try await harness.sync().outcome == .upToDate)
             let after = try #require(FileSystem.identity(of: retired), "the poll kept the twin")
             #expect(after == before)
-            // The next replay does not trust it, and builds whole.
+            // The next replay does not trust it, and builds whole from the content folder.
             harness.serve("1.2")
             let report = try await harness.sync()
-            #expect(!report.checkedIncrementally)
+            #expect(report.repairedFiles == 0 && report.checkedIncrementally)
             try harness.expectTree(is: "1.2")
         }
     }

@@ -28,9 +28,11 @@ struct Stager: Sendable {
         var alreadyDownloaded: Int
         /// The paths a twin's catch-up touched; nil when the tree was built whole.
         var twinPaths: Int?
-        /// Whether every folder of the twin was found as recorded (or made dirty where not), so
-        /// `next/` outside the changed paths is known to be the current version's tree.
-        var twinVerified = false
+        /// Whether `next/` outside the changed paths is known to be the current version's tree:
+        /// every folder of the twin was found as recorded (or made dirty where not), or, built
+        /// whole in a fresh `next/`, every folder of the content its links came from still had
+        /// the `ctime` the plan verified once the links were made (no entry replaced meanwhile).
+        var baseVerified = false
         /// What a small catch-up wrote (its downloads, every folder it changed, and the staging
         /// folder the twin moved in), to flush one by one before the switch; nil: flush the
         /// whole filesystem.
@@ -55,9 +57,12 @@ struct Stager: Sendable {
     /// lazy plan, ``ReplayPlanner/Planned/widen``) reaches through `widen` what each way of
     /// building needs: the twin's patch for the dirty paths, or the plan of everything.
     /// `twin` is ``checkTwin(base:)`` of the plan's starting version, done beside the planning.
+    /// `contentTimes`: the content folders' `ctime`s the plan verified (empty when it listed the
+    /// folder), checked again once a whole build has made its links.
     func stage(
         _ plan: SyncPlan, identity: String, changed: [SafeRelativePath]?, twin: TwinCheck?, widen: PlanWidening? = nil,
-        layout: StorageLayout, progress: @escaping @Sendable (SyncProgress) -> Void
+        contentTimes: [SafeRelativePath: Int64] = [:], layout: StorageLayout,
+        progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
         if let changed, let twin, twin.twin.baseVersion == plan.from.text {
             if twin.rootChanged {
@@ -100,8 +105,26 @@ struct Stager: Sendable {
         let (fetched, todo) = try await link(
             plan.reused, downloading: plan.downloads, plan: plan, identity: identity, layout: layout, progress: progress
         )
-        return Staged(
+        var staged = Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
+        // A fresh next/ holds exactly the plan's folders, its verified downloads and links to the
+        // content's files. Those are the recorded ones if no entry of the content was replaced
+        // from the plan's check to the last link (every folder's time is the same again) and
+        // every linked file is one the fingerprints know (its inode, size and modification
+        // time: a file edited in place is not, as in the whole check, which then runs).
+        if !resuming, !contentTimes.isEmpty {
+            try await fingerprints.loadStored(from: store)
+            let (directory, next, fingerprints, links) = (
+                configuration.contentDirectory, staging.next, self.fingerprints, plan.reused
+            )
+            staged.baseVerified = try await BlockingWork.run {
+                Self.changedFolders(contentTimes, in: directory).isEmpty
+                    && links.allSatisfy { link in
+                        FileIdentity(path: link.target.absolute(in: next)).map(fingerprints.contains) ?? false
+                    }
+            }
+        }
+        return staged
     }
 
     /// Hard-links `links` into `next/` while `downloads` are fetched there: neither waits for the
@@ -240,7 +263,7 @@ struct Stager: Sendable {
             progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
-            twinPaths: patch.count, twinVerified: verified, written: Self.written(by: patch, staging: staging),
+            twinPaths: patch.count, baseVerified: verified, written: Self.written(by: patch, staging: staging),
             untouchedFolderTimes: verified ? Self.untouched(check.recorded, by: patch) : [:])
     }
 

@@ -259,7 +259,7 @@ struct SyncEngine: Sendable {
         do { twin = try await twinChecked } catch { throw SyncError.wrap(error) }
         let staged = try await stager.stage(
             plan, identity: planned.identity, changed: planned.changed, twin: twin, widen: planned.widen,
-            layout: layout, progress: progress)
+            contentTimes: planned.localTimes, layout: layout, progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
         let asRecorded: Bool
@@ -267,7 +267,7 @@ struct SyncEngine: Sendable {
         do { (asRecorded, delta) = try await early } catch { throw SyncError.wrap(error) }
         var index = IndexUpdate.drop
         let check: Stager.TreeCheck
-        let incremental = asRecorded && staged.twinVerified && delta != nil
+        let incremental = asRecorded && staged.baseVerified && delta != nil
         if incremental, let delta {
             check = .matches(repaired: 0, tree: nil)
             index = .delta(delta, shape: planned.newShape)
@@ -364,8 +364,9 @@ struct SyncEngine: Sendable {
     ///
     /// The delta is nil (check the whole staged tree instead) unless every premise the plan and
     /// the database can tell holds: the content folder is as recorded, and the stored
-    /// fingerprints are mostly the tree's. The caller adds the stage's: the twin's folders were
-    /// found as recorded (``Stager/Staged/twinVerified``).
+    /// fingerprints are mostly the tree's. The caller adds the stage's: what `next/` was built
+    /// from was found as recorded (``Stager/Staged/baseVerified``): the twin's folders, or the
+    /// content's that a whole build linked from.
     private func indexCheck(
         _ planned: ReplayPlanner.Planned, integrity: StorageIntegrity?
     ) async throws(SyncError) -> (asRecorded: Bool, delta: TreeIndexDelta?) {
