@@ -31,7 +31,9 @@ struct Stager: Sendable {
         /// Whether `next/` outside the changed paths is known to be the current version's tree:
         /// every folder of the twin was found as recorded (or made dirty where not), or, built
         /// whole in a fresh `next/`, every folder of the content its links came from still had
-        /// the `ctime` the plan verified once the links were made (no entry replaced meanwhile).
+        /// the `ctime` the plan verified once the links were made (no entry replaced meanwhile)
+        /// and every linked file's identity is one the ``FingerprintCache`` knows (none edited in
+        /// place).
         var baseVerified = false
         /// What a small catch-up wrote (its downloads, every folder it changed, and the staging
         /// folder the twin moved in), to flush one by one before the switch; nil: flush the
@@ -357,6 +359,11 @@ struct Stager: Sendable {
         try await configuration.connectionPolicy.requireTransfers()
         let total = paths.count
         var tally = DownloadTally()
+        func record(_ path: SafeRelativePath, _ bytes: Int64) {
+            tally.bytes += bytes
+            tally.files += 1
+            tally.unrecorded.append(CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
+        }
         do {
             try await withThrowingTaskGroup(of: (SafeRelativePath, Int64).self) { group in
                 var iterator = paths.makeIterator()
@@ -374,10 +381,7 @@ struct Stager: Sendable {
                 for _ in 0..<Self.downloadsQueued(configuration) { launch(&group) }
                 do {
                     while let (path, bytes) = try await group.next() {
-                        tally.bytes += bytes
-                        tally.files += 1
-                        tally.unrecorded.append(
-                            CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
+                        record(path, bytes)
                         if tally.unrecorded.count >= 64 {
                             try await store.recordCompletedDownloads(tally.unrecorded)
                             tally.unrecorded.removeAll()
@@ -395,10 +399,7 @@ struct Stager: Sendable {
                     // as the group's tasks inherit it.)
                     while let result = await group.nextResult() {
                         guard case .success(let (path, bytes)) = result else { continue }
-                        tally.bytes += bytes
-                        tally.files += 1
-                        tally.unrecorded.append(
-                            CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
+                        record(path, bytes)
                     }
                     throw error
                 }
