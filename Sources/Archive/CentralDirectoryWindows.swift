@@ -47,18 +47,35 @@ struct CentralDirectoryWindows {
         min(UInt64(size), entryCount - firstIndex(of: window))
     }
 
-    private static let endLength = 22
-    private static let locatorLength = 20
-    private static let end64Length = 56
-    private static let recordLength = 46
+    static let endLength = 22
+    static let locatorLength = 20
+    static let end64Length = 56
+    static let recordLength = 46
 
-    /// Reads the layout of the archive open as `fd` (`fileSize` bytes); nil unless plainly laid out.
-    static func read(fd: Int32, fileSize: UInt64, windowSize: Int) -> CentralDirectoryWindows? {
-        guard windowSize > 0, fileSize >= UInt64(endLength) else { return nil }
+    /// Where an archive's central directory is, as its end records say.
+    struct DirectoryLocation: Equatable {
+        /// Records the directory declares.
+        var entries: UInt64
+        /// Where the directory starts in the archive.
+        var offset: UInt64
+        /// Its length in bytes.
+        var size: UInt64
+    }
+
+    /// The bytes from the archive's end that ``locate(fileSize:read:)`` reads (the end record with
+    /// the longest comment, the ZIP64 locator and the ZIP64 end record before it).
+    static let tailLength = endLength + 0xFFFF + locatorLength + end64Length
+
+    /// Finds the central directory of an archive of `fileSize` bytes whose bytes `read(offset,
+    /// count)` gives (nil when they cannot all be read); nil unless plainly laid out: exactly one
+    /// end record, exactly at the end with its comment, a ZIP64 end record exactly where its
+    /// locator says, and the directory right before the end records.
+    static func locate(fileSize: UInt64, read: (UInt64, Int) -> [UInt8]?) -> DirectoryLocation? {
+        guard fileSize >= UInt64(endLength) else { return nil }
         // The end record and its comment (at most 65,535 bytes), with room for the locator.
         let tailLength = Int(min(fileSize, UInt64(endLength + 0xFFFF + locatorLength)))
         let tailStart = fileSize - UInt64(tailLength)
-        guard let tail = readExactly(fd, at: tailStart, count: tailLength) else { return nil }
+        guard let tail = read(tailStart, tailLength) else { return nil }
         // Exactly one end record whose comment reaches exactly to the end of the file.
         var found: Int?
         var position = tailLength - endLength
@@ -88,7 +105,7 @@ struct CentralDirectoryWindows {
             let end64Offset = le64(tail, locator + 8)
             let locatorOffset = tailStart + UInt64(locator)
             guard end64Offset <= locatorOffset, locatorOffset - end64Offset >= UInt64(end64Length),
-                let record = readExactly(fd, at: end64Offset, count: end64Length),
+                let record = read(end64Offset, end64Length),
                 record[0] == 0x50, record[1] == 0x4B, record[2] == 0x06, record[3] == 0x06,
                 le64(record, 4) &+ 12 &+ end64Offset == locatorOffset,
                 le32(record, 16) == 0, le32(record, 20) == 0, le64(record, 24) == le64(record, 32)
@@ -106,6 +123,16 @@ struct CentralDirectoryWindows {
         guard directoryOffset <= directoryEnd, directoryEnd - directoryOffset == directorySize,
             entries <= directorySize / UInt64(recordLength)
         else { return nil }
+        return DirectoryLocation(entries: entries, offset: directoryOffset, size: directorySize)
+    }
+
+    /// Reads the layout of the archive open as `fd` (`fileSize` bytes); nil unless plainly laid out.
+    static func read(fd: Int32, fileSize: UInt64, windowSize: Int) -> CentralDirectoryWindows? {
+        guard windowSize > 0,
+            let location = locate(fileSize: fileSize, read: { readExactly(fd, at: $0, count: $1) })
+        else { return nil }
+        let (entries, directoryOffset, directorySize) = (location.entries, location.offset, location.size)
+        let directoryEnd = directoryOffset + directorySize
         // Walk the records: each starts with its signature and says how long it is.
         var starts: [UInt64] = []
         starts.reserveCapacity(Int(entries / UInt64(windowSize)) + 2)
@@ -161,15 +188,15 @@ struct CentralDirectoryWindows {
         return bytes
     }
 
-    private static func le16(_ bytes: [UInt8], _ at: Int) -> UInt16 {
+    static func le16(_ bytes: [UInt8], _ at: Int) -> UInt16 {
         UInt16(bytes[at]) | UInt16(bytes[at + 1]) << 8
     }
 
-    private static func le32(_ bytes: [UInt8], _ at: Int) -> UInt32 {
+    static func le32(_ bytes: [UInt8], _ at: Int) -> UInt32 {
         UInt32(le16(bytes, at)) | UInt32(le16(bytes, at + 2)) << 16
     }
 
-    private static func le64(_ bytes: [UInt8], _ at: Int) -> UInt64 {
+    static func le64(_ bytes: [UInt8], _ at: Int) -> UInt64 {
         UInt64(le32(bytes, at)) | UInt64(le32(bytes, at + 4)) << 32
     }
 
@@ -213,9 +240,16 @@ struct CentralDirectoryWindows {
 /// `pread`, so the windows and workers of one extraction share it; small reads (libzip reads
 /// each local header and small entry in pieces) are served from a 64 KiB read-ahead block, as
 /// libzip's own file source serves them from stdio's buffer.
+///
+/// Made with ``init(range:start:length:directoryOffset:tail:)``, it is an archive of which only
+/// one byte range was fetched (``ArchiveRangeReader``): the data part reads from the range's
+/// file where the range lies and as zeros elsewhere, and the records and end records are in
+/// memory.
 final class WindowSource {
     private static let blockSize = 64 * 1024
     private let fd: Int32
+    /// Set for a fetched range: where its bytes (in `fd` from offset 0) lie in the archive.
+    private let range: (start: UInt64, length: UInt64)?
     private let dataLength: UInt64
     private let recordsStart: UInt64
     private let recordsLength: UInt64
@@ -235,6 +269,20 @@ final class WindowSource {
         recordsStart = windows.offset + windows.starts[window]
         recordsLength = windows.starts[window + 1] - windows.starts[window]
         end = windows.endRecords(entries: windows.entries(in: window), length: recordsLength)
+        range = nil
+        zip_error_init(&error)
+    }
+
+    /// An archive whose bytes `start..<start + length` are those of the file `range` (from its
+    /// offset 0), whose other bytes before `directoryOffset` read as zeros, followed by `tail`
+    /// (central directory records and their end records).
+    init(range fd: Int32, start: UInt64, length: UInt64, directoryOffset: UInt64, tail: [UInt8]) {
+        self.fd = fd
+        self.range = (start, length)
+        dataLength = directoryOffset
+        recordsStart = 0
+        recordsLength = 0
+        end = tail
         zip_error_init(&error)
     }
 
@@ -267,7 +315,26 @@ final class WindowSource {
             let want = count - done
             let target = destination + Int(done)
             let got: Int
-            if position < dataLength + recordsLength {
+            if let range, position < dataLength {
+                let rangeEnd = range.start + range.length
+                if position >= range.start, position < rangeEnd {
+                    got = pread(fd, target, Int(min(want, rangeEnd - position, 1 << 30)), off_t(position - range.start))
+                    if got < 0 {
+                        if errno == EINTR { continue }
+                        zip_error_set(&error, ZIP_ER_READ, errno)
+                        return -1
+                    }
+                    if got == 0 {
+                        zip_error_set(&error, ZIP_ER_READ, EIO) // the range's file got shorter
+                        return -1
+                    }
+                } else {
+                    // Not fetched: zeros, which no signature matches.
+                    let limit = position < range.start ? range.start - position : dataLength - position
+                    got = Int(min(want, limit, 1 << 30))
+                    target.initializeMemory(as: UInt8.self, repeating: 0, count: got)
+                }
+            } else if position < dataLength + recordsLength {
                 // The data, then the records: both read from the archive.
                 let inData = position < dataLength
                 let source = inData ? position : recordsStart + (position - dataLength)

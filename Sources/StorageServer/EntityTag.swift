@@ -37,6 +37,15 @@ struct EntityTag: Hashable, Sendable {
         }
     }
 
+    /// Strong comparison against an `If-Match` list (RFC 9110 §13.1.1); `*` matches any file, a
+    /// weak tag never matches.
+    static func matches(_ tag: String, ifMatch header: String) -> Bool {
+        let trimmed = header.trimmingWhitespace()
+        if trimmed == "*" { return true }
+        guard !tag.hasPrefix("W/") else { return false }
+        return trimmed.split(separator: ",").contains { $0.trimmingWhitespace() == tag }
+    }
+
     /// ``matches(ifRange:)`` for a tag given as sent.
     static func matches(_ tag: String, ifRange header: String) -> Bool {
         header.trimmingWhitespace() == tag

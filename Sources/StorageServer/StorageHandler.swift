@@ -181,6 +181,11 @@ struct StorageHandler: HTTPHandler {
             return (HTTPResponse(statusCode: .notModified, headers: headers), 0)
         }
 
+        // A client that pins its requests to one version of the file (ranges of an archive) is
+        // told when the file changed under it, as nginx does.
+        if let ifMatch = request.headers[HTTPHeader("If-Match")], !EntityTag.matches(entityTag, ifMatch: ifMatch) {
+            return (HTTPResponse(statusCode: .preconditionFailed, headers: headers), 0)
+        }
         var byteRange = ByteRange(header: request.headers[.range], size: size)
         if byteRange != .whole,
             let ifRange = request.headers[HTTPHeader("If-Range")],

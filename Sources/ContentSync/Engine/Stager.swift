@@ -3,6 +3,7 @@ import FileKit
 import Foundation
 import Logging
 import StorageFormat
+import Synchronization
 import Transport
 
 /// The stager: builds the next version in the staging area from a ``SyncPlan``, beside the
@@ -63,7 +64,7 @@ struct Stager: Sendable {
     /// folder), checked again once a whole build has made its links.
     func stage(
         _ plan: SyncPlan, identity: String, changed: [SafeRelativePath]?, twin: TwinCheck?, widen: PlanWidening? = nil,
-        contentTimes: [SafeRelativePath: Int64] = [:], layout: StorageLayout,
+        contentTimes: [SafeRelativePath: Int64] = [:], layout: StorageLayout, archive: PublishedArchive? = nil,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
         if let changed, let twin, twin.twin.baseVersion == plan.from.text {
@@ -71,7 +72,7 @@ struct Stager: Sendable {
                 logger.debug("the twin's top folder changed since it was recorded; building the tree whole")
             } else if let staged = try await catchUp(
                 twin, identity: identity, plan: plan, changed: changed, widen: widen, layout: layout,
-                progress: progress)
+                archive: archive, progress: progress)
             {
                 return staged
             }
@@ -105,7 +106,8 @@ struct Stager: Sendable {
             }
         }
         let (fetched, todo) = try await link(
-            plan.reused, downloading: plan.downloads, plan: plan, identity: identity, layout: layout, progress: progress
+            plan.reused, downloading: plan.downloads, plan: plan, identity: identity, layout: layout, archive: archive,
+            progress: progress
         )
         var staged = Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
@@ -135,7 +137,8 @@ struct Stager: Sendable {
     /// fetched and the downloads that were still to do.
     private func link(
         _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan, identity: String,
-        layout: StorageLayout, spares: SpareFiles? = nil, progress: @escaping @Sendable (SyncProgress) -> Void
+        layout: StorageLayout, archive: PublishedArchive?, spares: SpareFiles? = nil,
+        progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
         let (staging, directory) = (self.staging, configuration.contentDirectory)
         async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
@@ -154,8 +157,8 @@ struct Stager: Sendable {
                 )
             }
             fetched = try await downloadFiles(
-                todo, plan: plan, identity: identity, layout: layout, unnamedFiles: unnamedFiles, spares: spares,
-                progress: progress)
+                todo, plan: plan, identity: identity, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
+                spares: spares, progress: progress)
         } catch {
             try? await linked
             throw SyncError.wrap(error)
@@ -210,7 +213,7 @@ struct Stager: Sendable {
     /// catches it up again.
     private func catchUp(
         _ check: TwinCheck, identity: String, plan: SyncPlan, changed: [SafeRelativePath],
-        widen: PlanWidening?, layout: StorageLayout,
+        widen: PlanWidening?, layout: StorageLayout, archive: PublishedArchive?,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged? {
         let (twin, location, touched, verified) = (check.twin, check.location, check.touched, check.verified)
@@ -261,8 +264,8 @@ struct Stager: Sendable {
             ])
         // A patch places each path once: its links and downloads are disjoint.
         let (fetched, todo) = try await link(
-            patch.links, downloading: patch.downloads, plan: plan, identity: identity, layout: layout, spares: spares,
-            progress: progress)
+            patch.links, downloading: patch.downloads, plan: plan, identity: identity, layout: layout, archive: archive,
+            spares: spares, progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
             twinPaths: patch.count, baseVerified: verified, written: Self.written(by: patch, staging: staging),
@@ -352,8 +355,9 @@ struct Stager: Sendable {
     /// and is renamed into place only when complete, so a file present in `next/` is a finished
     /// download; completions are also recorded in batches for the history.
     private func downloadFiles(
-        _ paths: [SafeRelativePath], plan: SyncPlan, identity: String, layout: StorageLayout, unnamedFiles: Bool,
-        spares: SpareFiles?, progress: @escaping @Sendable (SyncProgress) -> Void
+        _ paths: [SafeRelativePath], plan: SyncPlan, identity: String, layout: StorageLayout,
+        archive: PublishedArchive?, unnamedFiles: Bool, spares: SpareFiles?,
+        progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> DownloadTally {
         guard !paths.isEmpty else { return DownloadTally() }
         try await configuration.connectionPolicy.requireTransfers()
@@ -363,6 +367,39 @@ struct Stager: Sendable {
             tally.bytes += bytes
             tally.files += 1
             tally.unrecorded.append(CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
+        }
+        var paths = paths
+        // Many new files come as a few ranges of the published archive when the storage allows
+        // it; whatever that does not deliver is downloaded file by file below.
+        if let archive, unnamedFiles, paths.count >= ArchiveRangeFetcher.minimumFiles {
+            let fetcher = ArchiveRangeFetcher(
+                transport: downloader.transport, archive: archive, staging: staging, fingerprints: fingerprints,
+                connections: max(1, configuration.maxConcurrentDownloads), logger: logger)
+            let counted = Mutex((bytes: Int64(0), files: 0))
+            let outcome = try await fetcher.fetch(paths, expected: plan.expectedFingerprints) { path, bytes in
+                let (bytesDone, filesDone) = counted.withLock { counted in
+                    counted.bytes += bytes
+                    counted.files += 1
+                    return (counted.bytes, counted.files)
+                }
+                progress(
+                    SyncProgress(
+                        phase: .downloadingFiles, bytesDone: bytesDone, filesDone: filesDone, filesTotal: total,
+                        currentItem: path.string))
+            }
+            var spans: Int64 = 0
+            for (path, bytes) in outcome.fetched {
+                record(path, bytes)
+                spans += bytes
+            }
+            tally.bytes += outcome.bytes - spans
+            if !outcome.fetched.isEmpty {
+                let taken = Set(outcome.fetched.map(\.path))
+                paths.removeAll { taken.contains($0) }
+                try await store.recordCompletedDownloads(tally.unrecorded)
+                tally.unrecorded.removeAll()
+            }
+            guard !paths.isEmpty else { return tally }
         }
         do {
             try await withThrowingTaskGroup(of: (SafeRelativePath, Int64).self) { group in

@@ -259,7 +259,8 @@ struct SyncEngine: Sendable {
         do { twin = try await twinChecked } catch { throw SyncError.wrap(error) }
         let staged = try await stager.stage(
             plan, identity: planned.identity, changed: planned.changed, twin: twin, widen: planned.widen,
-            contentTimes: planned.localTimes, layout: layout, progress: progress)
+            contentTimes: planned.localTimes, layout: layout,
+            archive: PublishedArchive(status: status, reaching: plan.to), progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
         let asRecorded: Bool

@@ -1,0 +1,374 @@
+import Archive
+import FileKit
+import Foundation
+import Logging
+import StorageFormat
+import Synchronization
+import Transport
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The storage's archive of the version a replay reaches, from which many new files can be
+/// taken as a few byte ranges instead of a request each (``ArchiveRangeFetcher``).
+struct PublishedArchive: Sendable, Equatable {
+    /// The archive's URL (`urlAtZipArchiveOfCacheContent`).
+    var url: URL
+    /// Its size, from the integrity block: every range answer must be of an archive this long.
+    var size: Int64
+
+    /// The archive of `status`'s version, when a replay to `version` may use it: the integrity
+    /// block gives its size (and every download its hash), and it is the version the plan reaches.
+    init?(status: CacheStatus, reaching version: CacheVersion) {
+        guard version == status.actualVersion, let archive = status.integrity?.archive, archive.size > 0 else {
+            return nil
+        }
+        self.url = status.archiveURL
+        self.size = archive.size
+    }
+
+    init(url: URL, size: Int64) {
+        self.url = url
+        self.size = size
+    }
+}
+
+/// How the entries to fetch are cut into byte ranges of the archive: in archive order, an entry
+/// joins the range before it when the bytes between them are at most `maxGap` (fetched and
+/// thrown away) and the range is still under `target` bytes. Pure, so table-tested.
+struct ArchiveRangePlan: Equatable {
+    struct Piece: Equatable {
+        /// The bytes `start..<end` of the archive.
+        var start: UInt64
+        var end: UInt64
+        /// The entries it holds: indexes into the directory's entries, in order.
+        var entries: [Int]
+        var length: UInt64 { end - start }
+    }
+
+    var pieces: [Piece]
+
+    /// `wanted`: indexes into `entries` (sorted by offset, as ``ArchiveDirectory/entries`` is),
+    /// ascending.
+    init(wanted: [Int], entries: [ArchiveDirectory.Entry], maxGap: UInt64, target: UInt64) {
+        var pieces: [Piece] = []
+        for index in wanted {
+            let entry = entries[index]
+            if var last = pieces.last, entry.start >= last.end, entry.start - last.end <= maxGap,
+                last.length < target
+            {
+                last.end = entry.end
+                last.entries.append(index)
+                pieces[pieces.count - 1] = last
+            } else {
+                pieces.append(Piece(start: entry.start, end: entry.end, entries: [index]))
+            }
+        }
+        self.pieces = pieces
+    }
+
+    /// The size a range aims at: the bytes split in about four ranges per connection, between
+    /// 256 KiB and 8 MiB, so that inflating the first ones overlaps fetching the others.
+    static func target(totalBytes: UInt64, connections: Int) -> UInt64 {
+        let share = totalBytes / UInt64(max(1, connections) * 4)
+        return min(max(share, 256 << 10), 8 << 20)
+    }
+}
+
+/// Fetches many new files of a replay as byte ranges of the storage's archive of the target
+/// version: one request for its end (and directory), then a few large ranges, each inflated by
+/// libzip as soon as it is in and each entry checked against the change list's SHA-256 and size
+/// before it is given its name in `next/`, as a download is. It only ever saves requests: any
+/// file it cannot deliver so (an archive not plainly laid out, a server that ignores ranges, an
+/// archive republished meanwhile, an entry whose bytes differ) is left to the per-file downloads.
+struct ArchiveRangeFetcher: Sendable {
+    let transport: any Transport
+    let archive: PublishedArchive
+    let staging: StagingArea
+    let fingerprints: FingerprintCache
+    let connections: Int
+    let logger: Logger
+
+    /// Fewer new files than this are fetched one by one: a range of the archive costs a round
+    /// trip for its directory first.
+    static let minimumFiles = 64
+    /// The largest directory fetched, and no more than an eighth of the new files' bytes (or
+    /// 256 KiB): a mirror of a million files changing a few thousand fetches them one by one.
+    static let maxDirectoryBytes: UInt64 = 16 << 20
+    /// Bytes between two wanted entries fetched rather than split into two ranges.
+    static let maxGap: UInt64 = 64 << 10
+
+    struct Outcome: Sendable {
+        /// The files now in `next/`, each with the bytes of its span of the archive.
+        var fetched: [(path: SafeRelativePath, bytes: Int64)] = []
+        /// Bytes received over the network in all (the directory and gaps included).
+        var bytes: Int64 = 0
+        /// Ranges fetched.
+        var ranges = 0
+    }
+
+    /// Takes what it can of `paths` (each with its expected fingerprint) from the archive into
+    /// `next/`; the caller downloads the others. Throws only when the update is cancelled.
+    func fetch(
+        _ paths: [SafeRelativePath], expected: [SafeRelativePath: FileFingerprint],
+        progress: @escaping @Sendable (SafeRelativePath, Int64) -> Void
+    ) async throws(SyncError) -> Outcome {
+        var outcome = Outcome()
+        guard paths.count >= Self.minimumFiles else { return outcome }
+        var wantedBytes: UInt64 = 0
+        for path in paths {
+            guard let fingerprint = expected[path] else { return outcome }
+            wantedBytes += UInt64(fingerprint.size)
+        }
+        // 1. The end records, then the directory if the tail does not hold it all.
+        let size = UInt64(archive.size)
+        let tailLength = min(size, UInt64(ArchiveDirectory.tailLength))
+        guard let (tail, etag) = try await fetchBytes(size - tailLength..<size, etag: nil, into: &outcome) else {
+            return outcome
+        }
+        guard let location = ArchiveDirectory.locate(tail: tail, archiveSize: size) else {
+            logger.debug("the archive's end is not plainly laid out; downloading the files one by one")
+            return outcome
+        }
+        guard UInt64(location.bytes.count) <= min(Self.maxDirectoryBytes, max(256 << 10, wantedBytes / 8)) else {
+            logger.debug(
+                "the archive's directory (\(location.bytes.count) bytes) is large beside the new files; downloading them one by one"
+            )
+            return outcome
+        }
+        let tailStart = size - tailLength
+        var records: [UInt8]
+        if location.bytes.lowerBound >= tailStart {
+            records = Array(
+                tail[Int(location.bytes.lowerBound - tailStart)..<Int(location.bytes.upperBound - tailStart)])
+        } else {
+            guard
+                let (head, _) = try await fetchBytes(location.bytes.lowerBound..<tailStart, etag: etag, into: &outcome)
+            else { return outcome }
+            records = head
+            records += tail[0..<Int(location.bytes.upperBound - tailStart)]
+        }
+        guard let directory = ArchiveDirectory(records: records, location: location) else {
+            logger.debug("the archive's directory is damaged; downloading the files one by one")
+            return outcome
+        }
+        records = []
+        // 2. The entries of the wanted files, each no longer than its file could deflate to.
+        var byName: [[UInt8]: Int] = [:]
+        byName.reserveCapacity(directory.entries.count)
+        for (index, entry) in directory.entries.enumerated() where byName[entry.name] == nil {
+            byName[entry.name] = index
+        }
+        var pathOf: [Int: SafeRelativePath] = [:]
+        for path in paths {
+            let name = Array((StorageLayout.contentFolder + path.string).utf8)
+            guard let index = byName[name], let fingerprint = expected[path] else { continue }
+            let entry = directory.entries[index]
+            let size = UInt64(fingerprint.size)
+            guard entry.end - entry.start <= size + size / 64 + 65_536 else { continue }
+            pathOf[index] = path
+        }
+        guard pathOf.count >= Self.minimumFiles else {
+            logger.debug(
+                "the archive holds \(pathOf.count) of the \(paths.count) new files; downloading them one by one")
+            return outcome
+        }
+        let plan = ArchiveRangePlan(
+            wanted: pathOf.keys.sorted(), entries: directory.entries, maxGap: Self.maxGap,
+            target: ArchiveRangePlan.target(totalBytes: wantedBytes, connections: connections))
+        // 3. The ranges, a few at a time; each inflated as soon as it is in.
+        let fetched = try await fetchPieces(
+            plan.pieces, directory: directory, pathOf: pathOf, expected: expected, etag: etag, progress: progress)
+        outcome.fetched = fetched.files
+        outcome.bytes += fetched.bytes
+        outcome.ranges = fetched.ranges
+        logger.debug(
+            "took \(outcome.fetched.count) of \(paths.count) new files from \(outcome.ranges) ranges of the archive (\(outcome.bytes) bytes)"
+        )
+        return outcome
+    }
+
+    private enum Step: Sendable {
+        case fetched(piece: Int, descriptor: Int32, bytes: Int64)
+        case failed(piece: Int)
+        case extracted([(path: SafeRelativePath, bytes: Int64)])
+    }
+
+    private func fetchPieces(
+        _ pieces: [ArchiveRangePlan.Piece], directory: ArchiveDirectory, pathOf: [Int: SafeRelativePath],
+        expected: [SafeRelativePath: FileFingerprint], etag: String?,
+        progress: @escaping @Sendable (SafeRelativePath, Int64) -> Void
+    ) async throws(SyncError) -> (files: [(path: SafeRelativePath, bytes: Int64)], bytes: Int64, ranges: Int) {
+        var files: [(path: SafeRelativePath, bytes: Int64)] = []
+        var bytes: Int64 = 0
+        var ranges = 0
+        do {
+            try await withThrowingTaskGroup(of: Step.self) { group in
+                var next = 0
+                var stopped = false
+                func launch(_ group: inout ThrowingTaskGroup<Step, any Error>) {
+                    guard !stopped, next < pieces.count else { return }
+                    let (index, piece) = (next, pieces[next])
+                    next += 1
+                    group.addTask {
+                        guard let (descriptor, received) = try await self.download(piece, etag: etag) else {
+                            return .failed(piece: index)
+                        }
+                        return .fetched(piece: index, descriptor: descriptor, bytes: received)
+                    }
+                }
+                for _ in 0..<max(1, connections) { launch(&group) }
+                while let step = try await group.next() {
+                    switch step {
+                    case .fetched(let index, let descriptor, let received):
+                        bytes += received
+                        ranges += 1
+                        let piece = pieces[index]
+                        group.addTask {
+                            defer { close(descriptor) }
+                            return .extracted(
+                                try await self.extract(
+                                    piece, from: descriptor, directory: directory, pathOf: pathOf, expected: expected,
+                                    progress: progress))
+                        }
+                        launch(&group)
+                    case .failed:
+                        // One range refused (a republished archive, a server without ranges):
+                        // the others would be too, and every file not yet in is fetched alone.
+                        stopped = true
+                    case .extracted(let done):
+                        files += done
+                    }
+                }
+            }
+        } catch {
+            throw SyncError.wrap(error)
+        }
+        return (files, bytes, ranges)
+    }
+
+    /// Fetches `piece` into an unnamed file of `partial/`; nil (logged) when the answer is not
+    /// exactly those bytes of an archive of the published size.
+    private func download(_ piece: ArchiveRangePlan.Piece, etag: String?) async throws -> (Int32, Int64)? {
+        guard let file = DownloadDestination.openUnnamed(in: staging.partial, for: "a range of the archive"),
+            case .unnamed(let descriptor, _) = file
+        else {
+            logger.debug("cannot make an unnamed file in the staging area for a range of the archive")
+            return nil
+        }
+        do {
+            var options = DownloadOptions(maxBytes: Int64(piece.length))
+            let total = Mutex<String?>(nil)
+            options.onResponseStart = { _, headers in total.withLock { $0 = headers["content-range"] } }
+            let response = try await transport.download(
+                rangeRequest(piece.start..<piece.end, etag: etag), into: descriptor, options: options)
+            guard response.statusCode == 206, response.fileSize == Int64(piece.length),
+                Self.total(of: total.withLock { $0 } ?? response.headers["content-range"]) == archive.size
+            else {
+                logger.debug(
+                    "the storage answered a range of the archive with HTTP \(response.statusCode) and other bytes; downloading the files one by one"
+                )
+                close(descriptor)
+                return nil
+            }
+            return (descriptor, response.bytesReceived)
+        } catch {
+            close(descriptor)
+            if Task.isCancelled { throw CancellationError() }
+            logger.debug("fetching a range of the archive failed (\(error)); downloading its files one by one")
+            return nil
+        }
+    }
+
+    /// Inflates `piece`'s entries into `next/`, each verified against its file's fingerprint
+    /// before it is given its name; returns those placed.
+    private func extract(
+        _ piece: ArchiveRangePlan.Piece, from descriptor: Int32, directory: ArchiveDirectory,
+        pathOf: [Int: SafeRelativePath], expected: [SafeRelativePath: FileFingerprint],
+        progress: @escaping @Sendable (SafeRelativePath, Int64) -> Void
+    ) async throws(SyncError) -> [(path: SafeRelativePath, bytes: Int64)] {
+        let (staging, fingerprints, logger) = (self.staging, self.fingerprints, self.logger)
+        return try await BlockingWork.run { () -> [(path: SafeRelativePath, bytes: Int64)] in
+            let reader: ArchiveRangeReader
+            do {
+                reader = try ArchiveRangeReader(
+                    directory: directory, entries: piece.entries, range: descriptor, start: piece.start,
+                    length: piece.length, shownAs: "the storage's archive")
+            } catch {
+                logger.debug("a range of the archive does not open (\(error)); downloading its files one by one")
+                return []
+            }
+            var placed: [(path: SafeRelativePath, bytes: Int64)] = []
+            for (position, index) in piece.entries.enumerated() {
+                guard !Task.isCancelled, let path = pathOf[index], let fingerprint = expected[path] else { continue }
+                let target = path.absolute(in: staging.next)
+                guard
+                    let destination = DownloadDestination.openUnnamed(
+                        in: path.parent.absolute(in: staging.next), for: target),
+                    case .unnamed(let file, _) = destination
+                else { continue }
+                defer { destination.close() }
+                let digest = StreamingDigest()
+                let inflated = try? reader.inflate(position, limit: fingerprint.size) { chunk in
+                    digest.update(chunk)
+                    return DescriptorIO.writeAll(file, chunk) == nil
+                }
+                guard let inflated, inflated == fingerprint.size,
+                    let sha256 = digest.sha256(ofFileWithSize: inflated, resumedFrom: 0),
+                    case let actual = FileFingerprint(size: inflated, sha256: sha256), actual == fingerprint,
+                    let identity = destination.identity
+                else {
+                    logger.debug("'\(path)' in the archive is not the file the change list describes; downloading it")
+                    destination.discard()
+                    continue
+                }
+                fingerprints.insert(actual, for: identity)
+                do { try destination.link() } catch { continue }
+                let span = Int64(directory.entries[index].end - directory.entries[index].start)
+                placed.append((path, span))
+                progress(path, span)
+            }
+            return placed
+        }
+    }
+
+    private func rangeRequest(_ bytes: Range<UInt64>, etag: String?) -> HTTPRequest {
+        var request = HTTPRequest(
+            url: archive.url, headers: ["Range": "bytes=\(bytes.lowerBound)-\(bytes.upperBound - 1)"])
+        // A strong tag pins every range to the archive the first answer came from; a weak one
+        // never matches If-Match, so it is not sent (each entry's hash still is checked).
+        if let etag, !etag.hasPrefix("W/") { request.headers["If-Match"] = etag }
+        return request
+    }
+
+    /// The bytes `range` of the archive in memory, with the entity tag of the answer; nil
+    /// (logged) when the answer is anything but exactly them.
+    private func fetchBytes(_ range: Range<UInt64>, etag: String?, into outcome: inout Outcome) async throws(SyncError)
+        -> ([UInt8], String?)?
+    {
+        do {
+            let response = try await transport.data(for: rangeRequest(range, etag: etag))
+            outcome.bytes += Int64(response.body.count)
+            guard response.statusCode == 206, response.body.count == range.count,
+                Self.total(of: response.headers["content-range"]) == archive.size
+            else {
+                logger.debug(
+                    "the storage answered a range of the archive with HTTP \(response.statusCode) and other bytes; downloading the files one by one"
+                )
+                return nil
+            }
+            return ([UInt8](response.body), response.etag)
+        } catch {
+            if Task.isCancelled { throw SyncError.wrap(CancellationError()) }
+            logger.debug("fetching the archive's directory failed (\(error)); downloading the files one by one")
+            return nil
+        }
+    }
+
+    /// The complete length a `Content-Range: bytes a-b/total` header states.
+    static func total(of contentRange: String?) -> Int64? {
+        guard let contentRange, let slash = contentRange.lastIndex(of: "/") else { return nil }
+        return Int64(contentRange[contentRange.index(after: slash)...].trimmingCharacters(in: .whitespaces))
+    }
+}

@@ -1,0 +1,242 @@
+import Foundation
+import StorageServer
+import Synchronization
+import Testing
+
+@testable import Archive
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
+
+/// A replay that adds many files takes them from byte ranges of the storage's archive of the
+/// version it reaches, each checked against the change list's hash; anything the archive cannot
+/// give (a server without ranges, an archive republished meanwhile, an entry with other bytes)
+/// is downloaded file by file, and the result is the same tree.
+@Suite("Many new files come as ranges of the published archive", .timeLimit(.minutes(3)))
+struct ArchiveRangeTests {
+    /// Version 1.0: three files. Version 1.1: those plus `count` new files in nested folders,
+    /// half text (deflated in the archive), half random bytes (stored), of 0 bytes to 96 KiB,
+    /// one whose name needs percent-encoding. Returns both folders and the new files' paths.
+    static func makeVersions(scratch: String, count: Int) throws -> (v1: String, v2: String, added: [String]) {
+        let v1 = scratch + "/v1"
+        let v2 = scratch + "/v2"
+        for root in [v1, v2] {
+            try FileManager.default.createDirectory(atPath: root + "/kept", withIntermediateDirectories: true)
+            for name in ["a.txt", "b.txt", "c.bin"] {
+                try Data("kept \(name)\n".utf8).write(to: URL(fileURLWithPath: root + "/kept/" + name))
+            }
+        }
+        var generator = SystemRandomNumberGenerator()
+        var added: [String] = []
+        for index in 0..<count {
+            let folder = "new/\(index % 7)/\(index % 3)"
+            let name = index == 5 ? "a b%\(index).txt" : (index.isMultiple(of: 2) ? "t\(index).txt" : "r\(index).bin")
+            let size = index == 0 ? 0 : (index * 7919) % (96 << 10)
+            let bytes: [UInt8]
+            if index.isMultiple(of: 2) {
+                let line = Array("line \(index): the quick brown fox jumps over the lazy dog\n".utf8)
+                bytes = (0..<size).map { line[$0 % line.count] }
+            } else {
+                bytes = (0..<size).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            }
+            try FileManager.default.createDirectory(atPath: v2 + "/" + folder, withIntermediateDirectories: true)
+            try Data(bytes).write(to: URL(fileURLWithPath: v2 + "/" + folder + "/" + name))
+            added.append(folder + "/" + name)
+        }
+        return (v1, v2, added)
+    }
+
+    static func publish(_ content: String, version: String, storage: String, initialize: Bool = false) throws {
+        var options = PublishOptions(
+            storage: storage, content: content, version: v(version), baseURL: PublishFixture.base)
+        options.initialize = initialize
+        _ = try Publisher.publish(options)
+    }
+
+    struct Replay {
+        var report: SyncReport
+        var requests: [RequestRecord]
+        var added: [String]
+
+        /// The new files fetched one by one (repairs would show here too).
+        var singleDownloads: Set<String> {
+            Set(requests.filter { $0.path.hasPrefix("/RXCacheContent/") }.map { String($0.path.dropFirst(16)) })
+                .intersection(added)
+        }
+        var archiveRequests: [RequestRecord] { requests.filter { $0.path == "/RXCacheContent.zip" } }
+    }
+
+    /// Restores 1.0, publishes 1.1 (then lets `edit` change the storage and the server), replays
+    /// to 1.1 and checks that the tree is 1.1's and that nothing was repaired.
+    static func replay(
+        adding count: Int = 100,
+        edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in }
+    ) async throws -> Replay {
+        try await withTemporaryDirectory { scratch in
+            let (v1, v2, added) = try makeVersions(scratch: scratch, count: count)
+            let storage = scratch + "/storage"
+            try publish(v1, version: "1.0", storage: storage, initialize: true)
+            return try await withStorageServer(root: URL(fileURLWithPath: storage)) { server in
+                var configuration = SyncConfiguration(
+                    baseURL: server.baseURL!, contentDirectory: scratch + "/content",
+                    stateDatabasePath: scratch + "/state.sqlite")
+                configuration.maxConcurrentDownloads = 4
+                #expect(try await CacheManager(configuration: configuration).checkForUpdates().outcome == .restored)
+                try publish(v2, version: "1.1", storage: storage)
+                try edit(storage, server, added)
+                server.resetLog()
+                let report = try await CacheManager(configuration: configuration).checkForUpdates()
+                #expect(report.outcome == .replayed)
+                #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v2))
+                #expect(report.repairedFiles == 0, "\(report.warnings)")
+                #expect(report.filesDownloaded == count)
+                return Replay(report: report, requests: server.requests(), added: added)
+            }
+        }
+    }
+
+    @Test func manyNewFilesComeAsAFewRangesOfTheArchiveEachPinnedToItsEntityTag() async throws {
+        let replay = try await Self.replay()
+        #expect(replay.singleDownloads.isEmpty, "\(replay.singleDownloads.sorted())")
+        let archive = replay.archiveRequests
+        // The end of the archive, then ranges: never the whole archive, all of one entity.
+        #expect(archive.count >= 2 && archive.count < 40, "\(archive.count) requests for the archive")
+        #expect(archive.allSatisfy { $0.headers["range"]?.hasPrefix("bytes=") == true && $0.status == 206 })
+        #expect(archive.dropFirst().allSatisfy { $0.headers["if-match"] != nil })
+        // Less than the files' bytes: the text files travel deflated.
+        #expect(replay.report.bytesDownloaded < Int64(replay.added.count) * (48 << 10))
+    }
+
+    @Test func aFewNewFilesAreDownloadedOneByOne() async throws {
+        let replay = try await Self.replay(adding: ArchiveRangeFetcher.minimumFiles - 1)
+        #expect(replay.archiveRequests.isEmpty)
+        #expect(replay.singleDownloads == Set(replay.added))
+    }
+
+    /// A hostile (or careless) publisher's archive holds other bytes, with a correct CRC-32, for
+    /// some files, and a symlink entry for one: those are downloaded, and only those.
+    @Test func entriesWhoseBytesDifferFromTheChangeListAreDownloadedInstead() async throws {
+        var altered: Set<String> = []
+        let replay = try await Self.replay { storage, _, added in
+            let content = storage + "/RXCacheContent/"
+            altered = [added[1], added[2], added[7], added[40], added[99]]
+            var entries: [RawZip.Entry] = []
+            for path in try FileManager.default.subpathsOfDirectory(atPath: content).sorted() {
+                var isFolder: ObjCBool = false
+                FileManager.default.fileExists(atPath: content + path, isDirectory: &isFolder)
+                var data = isFolder.boolValue ? [] : [UInt8](try Data(contentsOf: URL(fileURLWithPath: content + path)))
+                var entry = RawZip.Entry(
+                    rawName: Array(("RXCacheContent/" + path + (isFolder.boolValue ? "/" : "")).utf8), data: [])
+                if isFolder.boolValue { entry.mode = 0o040755 }
+                if altered.contains(path) {
+                    data = data.map { $0 ^ 0x5A }
+                    if path == added[7] { entry.mode = 0o120777 }
+                }
+                entry.data = data
+                entries.append(entry)
+            }
+            try RawZip(entries: entries).bytes().write(to: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
+            try StorageEditing.reseal(storage)
+        }
+        #expect(replay.singleDownloads == altered)
+        #expect(!replay.archiveRequests.isEmpty)
+    }
+
+    /// Servers that do not answer ranges as asked, and an archive that is not there: every new
+    /// file is downloaded one by one.
+    @Test(arguments: ["whole body as 206", "shifted range", "404", "overlapping entries"])
+    func anArchiveThatCannotGiveItsEntriesLeavesThemToSingleDownloads(_ fault: String) async throws {
+        let replay = try await Self.replay { storage, server, _ in
+            switch fault {
+            case "whole body as 206": server.injectFault(.wholeBodyAsPartialContent, forPath: "/RXCacheContent.zip")
+            case "shifted range":
+                server.injectFault(.shiftedRange(startShift: 1, endShift: 1), forPath: "/RXCacheContent.zip")
+            case "404": server.injectFault(.status(404), forPath: "/RXCacheContent.zip")
+            default:
+                // Two records whose local headers are one: not plainly laid out.
+                var entries = [
+                    RawZip.Entry(rawName: Array("RXCacheContent/kept/a.txt".utf8), data: Array("kept a.txt\n".utf8))
+                ]
+                var shared = RawZip.Entry(rawName: Array("RXCacheContent/kept/b.txt".utf8), data: [])
+                shared.sharesLocalHeaderOf = 0
+                entries.append(shared)
+                try RawZip(entries: entries).bytes().write(to: URL(fileURLWithPath: storage + "/RXCacheContent.zip"))
+                try StorageEditing.reseal(storage)
+            }
+        }
+        #expect(replay.singleDownloads == Set(replay.added))
+    }
+
+    /// The archive is published again between the answer giving its directory and the ranges:
+    /// `If-Match` makes the ranges fail (412), and the files are downloaded one by one.
+    @Test func anArchiveRepublishedDuringTheReplayIsNotMixedIn() async throws {
+        let replay = try await Self.replay { storage, server, _ in
+            let archive = storage + "/RXCacheContent.zip"
+            let replaced = Mutex(false)
+            server.observeRequests { record in
+                guard record.path == "/RXCacheContent.zip",
+                    replaced.withLock({ done in
+                        defer { done = true }
+                        return !done
+                    })
+                else { return }
+                // The same bytes under a new inode: a new entity tag, as a new upload gives.
+                let copy = archive + ".new"
+                try? FileManager.default.copyItem(atPath: archive, toPath: copy)
+                rename(copy, archive)
+            }
+        }
+        #expect(replay.archiveRequests.contains { $0.status == 412 })
+        #expect(replay.singleDownloads == Set(replay.added))
+    }
+
+    @Test func withoutIntegrityTheArchiveIsNotUsed() async throws {
+        let replay = try await Self.replay { storage, _, _ in try StorageEditing.stripIntegrity(storage) }
+        #expect(replay.archiveRequests.isEmpty)
+        #expect(replay.singleDownloads == Set(replay.added))
+    }
+
+    @Test(
+        "ranges: entries join the range before them across small gaps until it reaches its target",
+        arguments: [
+            // (entries as start..<end, wanted, maxGap, target, expected pieces as (start, end, entries))
+            ([0..<10, 10..<20, 20..<30, 30..<40], [0, 1, 2, 3], UInt64(0), UInt64(100), [(0, 40, [0, 1, 2, 3])]),
+            ([0..<10, 10..<20, 20..<30, 30..<40], [0, 2], 0, 100, [(0, 10, [0]), (20, 30, [2])]),
+            ([0..<10, 10..<20, 20..<30, 30..<40], [0, 2], 10, 100, [(0, 30, [0, 2])]),
+            ([0..<10, 10..<20, 20..<30, 30..<40], [0, 1, 2, 3], 0, 20, [(0, 20, [0, 1]), (20, 40, [2, 3])]),
+            (
+                [0..<10, 10..<20, 20..<30, 30..<40], [0, 1, 2, 3], 0, 5,
+                [(0, 10, [0]), (10, 20, [1]), (20, 30, [2]), (30, 40, [3])]
+            ),
+            ([0..<10, 10..<20, 20..<30, 30..<40], [3], 0, 100, [(30, 40, [3])]),
+            ([0..<10], [], 0, 100, []),
+        ] as [([Range<UInt64>], [Int], UInt64, UInt64, [(UInt64, UInt64, [Int])])])
+    func rangePlan(
+        entries: [Range<UInt64>], wanted: [Int], maxGap: UInt64, target: UInt64, expected: [(UInt64, UInt64, [Int])]
+    ) {
+        let directory = entries.map { ArchiveDirectory.Entry(name: [], start: $0.lowerBound, end: $0.upperBound) }
+        let plan = ArchiveRangePlan(wanted: wanted, entries: directory, maxGap: maxGap, target: target)
+        #expect(plan.pieces == expected.map { ArchiveRangePlan.Piece(start: $0.0, end: $0.1, entries: $0.2) })
+    }
+
+    @Test(
+        "the target range size: four ranges a connection, from 256 KiB to 8 MiB",
+        arguments: [
+            (UInt64(108 << 20), 8, UInt64(108 << 20) / 32), (1 << 20, 8, 256 << 10), (1 << 40, 8, 8 << 20),
+            (4 << 20, 0, 1 << 20),
+        ] as [(UInt64, Int, UInt64)])
+    func rangeTarget(total: UInt64, connections: Int, target: UInt64) {
+        #expect(ArchiveRangePlan.target(totalBytes: total, connections: connections) == target)
+    }
+
+    @Test(
+        "Content-Range's complete length",
+        arguments: [
+            ("bytes 0-9/100", Int64(100)), ("bytes 5-9/ 7", 7), ("bytes */100", 100), ("bytes 0-9/*", nil),
+            ("garbage", nil), ("bytes 0-9/99999999999999999999999", nil),
+        ] as [(String, Int64?)])
+    func contentRangeTotal(header: String, total: Int64?) {
+        #expect(ArchiveRangeFetcher.total(of: header) == total)
+    }
+}
