@@ -42,12 +42,16 @@ struct ArchiveRangeReaderTests {
         try withTemporaryDirectory { dir in
             let bytes = try Self.makeArchive(dir + "/a.zip", comment: comment)
             let directory = try #require(Self.directory(of: bytes))
-            #expect(Set(directory.entries.map { String(decoding: $0.name, as: UTF8.self) })
-                == Set(Self.files.map(\.0) + ["RXCacheContent/empty/"]))
+            #expect(
+                Set(directory.entries.map { String(decoding: $0.name, as: UTF8.self) })
+                    == Set(Self.files.map(\.0) + ["RXCacheContent/empty/"]))
             // Each entry starts with a local header and ends where the next starts, the last at the directory.
-            for (entry, next) in zip(directory.entries, directory.entries.dropFirst()) { #expect(entry.end == next.start) }
+            for (entry, next) in zip(directory.entries, directory.entries.dropFirst()) {
+                #expect(entry.end == next.start)
+            }
             #expect(directory.entries.first?.start == 0 && directory.entries.last?.end == directory.offset)
-            #expect(directory.entries.allSatisfy { Array(bytes[Int($0.start)..<Int($0.start) + 4]) == [0x50, 0x4B, 3, 4] })
+            #expect(
+                directory.entries.allSatisfy { Array(bytes[Int($0.start)..<Int($0.start) + 4]) == [0x50, 0x4B, 3, 4] })
         }
     }
 
@@ -66,7 +70,8 @@ struct ArchiveRangeReaderTests {
                 let fd = open(dir + "/range", O_RDONLY)
                 defer { close(fd) }
                 let reader = try ArchiveRangeReader(
-                    directory: directory, entries: indexes, range: fd, start: start, length: end - start, shownAs: "a.zip")
+                    directory: directory, entries: indexes, range: fd, start: start, length: end - start,
+                    shownAs: "a.zip")
                 for (position, index) in indexes.enumerated() {
                     guard let expected = contents[directory.entries[index].name] else { continue }
                     var got: [UInt8] = []
@@ -96,21 +101,26 @@ struct ArchiveRangeReaderTests {
             let fd = open(dir + "/range", O_RDONLY)
             defer { close(fd) }
             let reader = try ArchiveRangeReader(
-                directory: directory, entries: [index], range: fd, start: entry.start, length: entry.end - entry.start - 1000,
+                directory: directory, entries: [index], range: fd, start: entry.start,
+                length: entry.end - entry.start - 1000,
                 shownAs: "a.zip")
             #expect(throws: ArchiveError.self) { _ = try reader.inflate(0, limit: 1 << 30) { _ in true } }
         }
     }
 
-    @Test(arguments: ["trailing bytes", "damaged record", "two entries at one offset", "entry past the directory", "short tail"])
+    @Test(arguments: [
+        "trailing bytes", "damaged record", "two entries at one offset", "entry past the directory", "short tail",
+    ])
     func anArchiveNotPlainlyLaidOutHasNoDirectory(_ damage: String) throws {
         try withTemporaryDirectory { dir in
             var bytes = try Self.makeArchive(dir + "/a.zip")
             let location = try #require(
-                ArchiveDirectory.locate(tail: Array(bytes.suffix(ArchiveDirectory.tailLength)), archiveSize: UInt64(bytes.count)))
+                ArchiveDirectory.locate(
+                    tail: Array(bytes.suffix(ArchiveDirectory.tailLength)), archiveSize: UInt64(bytes.count)))
             let records = Int(location.bytes.lowerBound)
             // The second record's local-header offset field (records are 46 bytes plus name, extra, comment).
-            let first = 46 + Int(bytes[records + 28]) + Int(bytes[records + 29]) << 8 + Int(bytes[records + 30])
+            let first =
+                46 + Int(bytes[records + 28]) + Int(bytes[records + 29]) << 8 + Int(bytes[records + 30])
                 + Int(bytes[records + 31]) << 8 + Int(bytes[records + 32]) + Int(bytes[records + 33]) << 8
             switch damage {
             case "trailing bytes": bytes += [0, 0, 0]
@@ -119,7 +129,9 @@ struct ArchiveRangeReaderTests {
                 for byte in 0..<4 { bytes[records + first + 42 + byte] = bytes[records + 42 + byte] }
             case "entry past the directory":
                 let offset = UInt32(location.bytes.lowerBound)
-                for byte in 0..<4 { bytes[records + first + 42 + byte] = UInt8(truncatingIfNeeded: offset >> (8 * UInt32(byte))) }
+                for byte in 0..<4 {
+                    bytes[records + first + 42 + byte] = UInt8(truncatingIfNeeded: offset >> (8 * UInt32(byte)))
+                }
             default:
                 // The tail given is shorter than the end record.
                 #expect(ArchiveDirectory.locate(tail: Array(bytes.suffix(21)), archiveSize: UInt64(bytes.count)) == nil)

@@ -18,7 +18,9 @@ struct ArchiveRangeTests {
     /// Version 1.0: three files. Version 1.1: those plus `count` new files in nested folders,
     /// half text (deflated in the archive), half random bytes (stored), of 0 bytes to 96 KiB,
     /// one whose name needs percent-encoding. Returns both folders and the new files' paths.
-    static func makeVersions(scratch: String, count: Int) throws -> (v1: String, v2: String, added: [String]) {
+    static func makeVersions(scratch: String, count: Int, big: Bool = false) throws -> (
+        v1: String, v2: String, added: [String]
+    ) {
         let v1 = scratch + "/v1"
         let v2 = scratch + "/v2"
         for root in [v1, v2] {
@@ -43,6 +45,13 @@ struct ArchiveRangeTests {
             try FileManager.default.createDirectory(atPath: v2 + "/" + folder, withIntermediateDirectories: true)
             try Data(bytes).write(to: URL(fileURLWithPath: v2 + "/" + folder + "/" + name))
             added.append(folder + "/" + name)
+        }
+        if big {
+            let bytes = (0..<(Int(ArchiveRangeFetcher.maxEntryBytes) + 4096)).map { _ in
+                UInt8.random(in: 0...255, using: &generator)
+            }
+            try Data(bytes).write(to: URL(fileURLWithPath: v2 + "/new/big.bin"))
+            added.append("new/big.bin")
         }
         return (v1, v2, added)
     }
@@ -70,11 +79,11 @@ struct ArchiveRangeTests {
     /// Restores 1.0, publishes 1.1 (then lets `edit` change the storage and the server), replays
     /// to 1.1 and checks that the tree is 1.1's and that nothing was repaired.
     static func replay(
-        adding count: Int = 100,
+        adding count: Int = 100, big: Bool = false,
         edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in }
     ) async throws -> Replay {
         try await withTemporaryDirectory { scratch in
-            let (v1, v2, added) = try makeVersions(scratch: scratch, count: count)
+            let (v1, v2, added) = try makeVersions(scratch: scratch, count: count, big: big)
             let storage = scratch + "/storage"
             try publish(v1, version: "1.0", storage: storage, initialize: true)
             return try await withStorageServer(root: URL(fileURLWithPath: storage)) { server in
@@ -90,7 +99,7 @@ struct ArchiveRangeTests {
                 #expect(report.outcome == .replayed)
                 #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v2))
                 #expect(report.repairedFiles == 0, "\(report.warnings)")
-                #expect(report.filesDownloaded == count)
+                #expect(report.filesDownloaded == added.count)
                 return Replay(report: report, requests: server.requests(), added: added)
             }
         }
@@ -106,6 +115,14 @@ struct ArchiveRangeTests {
         #expect(archive.dropFirst().allSatisfy { $0.headers["if-match"] != nil })
         // Less than the files' bytes: the text files travel deflated.
         #expect(replay.report.bytesDownloaded < Int64(replay.added.count) * (48 << 10))
+    }
+
+    /// A file larger than ``ArchiveRangeFetcher/maxEntryBytes`` is downloaded as a file: a
+    /// range would hold its bytes twice in the staging area, to save one request.
+    @Test func aLargeFileIsDownloadedAsAFile() async throws {
+        let replay = try await Self.replay(adding: ArchiveRangeFetcher.minimumFiles, big: true)
+        #expect(replay.singleDownloads == ["new/big.bin"])
+        #expect(!replay.archiveRequests.isEmpty)
     }
 
     @Test func aFewNewFilesAreDownloadedOneByOne() async throws {

@@ -98,6 +98,9 @@ struct ArchiveRangeFetcher: Sendable {
     static let maxDirectoryBytes: UInt64 = 16 << 20
     /// Bytes between two wanted entries fetched rather than split into two ranges.
     static let maxGap: UInt64 = 64 << 10
+    /// Larger entries are downloaded as files: a request is nothing beside their bytes, and a
+    /// range would hold them twice in the staging area until inflated.
+    static let maxEntryBytes: UInt64 = 8 << 20
 
     struct Outcome: Sendable {
         /// The files now in `next/`, each with the bytes of its span of the archive.
@@ -116,6 +119,7 @@ struct ArchiveRangeFetcher: Sendable {
     ) async throws(SyncError) -> Outcome {
         var outcome = Outcome()
         guard paths.count >= Self.minimumFiles else { return outcome }
+        let started = ContinuousClock.now
         var wantedBytes: UInt64 = 0
         for path in paths {
             guard let fingerprint = expected[path] else { return outcome }
@@ -154,6 +158,7 @@ struct ArchiveRangeFetcher: Sendable {
             return outcome
         }
         records = []
+        let directoryRead = ContinuousClock.now
         // 2. The entries of the wanted files, each no longer than its file could deflate to.
         var byName: [[UInt8]: Int] = [:]
         byName.reserveCapacity(directory.entries.count)
@@ -166,7 +171,8 @@ struct ArchiveRangeFetcher: Sendable {
             guard let index = byName[name], let fingerprint = expected[path] else { continue }
             let entry = directory.entries[index]
             let size = UInt64(fingerprint.size)
-            guard entry.end - entry.start <= size + size / 64 + 65_536 else { continue }
+            let span = entry.end - entry.start
+            guard span <= Self.maxEntryBytes, span <= size + size / 64 + 65_536 else { continue }
             pathOf[index] = path
         }
         guard pathOf.count >= Self.minimumFiles else {
@@ -183,8 +189,14 @@ struct ArchiveRangeFetcher: Sendable {
         outcome.fetched = fetched.files
         outcome.bytes += fetched.bytes
         outcome.ranges = fetched.ranges
+        func seconds(_ instant: ContinuousClock.Instant?) -> String {
+            guard let instant else { return "-" }
+            let duration = instant - started
+            return String(
+                format: "%.3f s", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+        }
         logger.debug(
-            "took \(outcome.fetched.count) of \(paths.count) new files from \(outcome.ranges) ranges of the archive (\(outcome.bytes) bytes)"
+            "took \(outcome.fetched.count) of \(paths.count) new files from \(outcome.ranges) ranges of the archive (\(outcome.bytes) bytes): directory read at \(seconds(directoryRead)), last range in at \(seconds(fetched.lastIn)), all inflated at \(seconds(ContinuousClock.now))"
         )
         return outcome
     }
@@ -199,18 +211,25 @@ struct ArchiveRangeFetcher: Sendable {
         _ pieces: [ArchiveRangePlan.Piece], directory: ArchiveDirectory, pathOf: [Int: SafeRelativePath],
         expected: [SafeRelativePath: FileFingerprint], etag: String?,
         progress: @escaping @Sendable (SafeRelativePath, Int64) -> Void
-    ) async throws(SyncError) -> (files: [(path: SafeRelativePath, bytes: Int64)], bytes: Int64, ranges: Int) {
+    ) async throws(SyncError) -> (
+        files: [(path: SafeRelativePath, bytes: Int64)], bytes: Int64, ranges: Int, lastIn: ContinuousClock.Instant?
+    ) {
         var files: [(path: SafeRelativePath, bytes: Int64)] = []
         var bytes: Int64 = 0
         var ranges = 0
+        var lastIn: ContinuousClock.Instant?
         do {
             try await withThrowingTaskGroup(of: Step.self) { group in
                 var next = 0
                 var stopped = false
+                // Ranges fetched or being fetched and not yet inflated: their files are all the
+                // staging area holds beyond the tree, so at most two per connection.
+                var held = 0
                 func launch(_ group: inout ThrowingTaskGroup<Step, any Error>) {
-                    guard !stopped, next < pieces.count else { return }
+                    guard !stopped, next < pieces.count, held < 2 * max(1, connections) else { return }
                     let (index, piece) = (next, pieces[next])
                     next += 1
+                    held += 1
                     group.addTask {
                         guard let (descriptor, received) = try await self.download(piece, etag: etag) else {
                             return .failed(piece: index)
@@ -224,6 +243,7 @@ struct ArchiveRangeFetcher: Sendable {
                     case .fetched(let index, let descriptor, let received):
                         bytes += received
                         ranges += 1
+                        lastIn = .now
                         let piece = pieces[index]
                         group.addTask {
                             defer { close(descriptor) }
@@ -237,15 +257,18 @@ struct ArchiveRangeFetcher: Sendable {
                         // One range refused (a republished archive, a server without ranges):
                         // the others would be too, and every file not yet in is fetched alone.
                         stopped = true
+                        held -= 1
                     case .extracted(let done):
                         files += done
+                        held -= 1
+                        launch(&group)
                     }
                 }
             }
         } catch {
             throw SyncError.wrap(error)
         }
-        return (files, bytes, ranges)
+        return (files, bytes, ranges, lastIn)
     }
 
     /// Fetches `piece` into an unnamed file of `partial/`; nil (logged) when the answer is not
