@@ -80,10 +80,11 @@ struct ArchiveRangeTests {
     /// to 1.1 and checks that the tree is 1.1's and that nothing was repaired.
     static func replay(
         adding count: Int = 100, big: Bool = false,
-        edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in }
+        edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in },
+        versions: ((_ scratch: String) throws -> (v1: String, v2: String, added: [String]))? = nil
     ) async throws -> Replay {
         try await withTemporaryDirectory { scratch in
-            let (v1, v2, added) = try makeVersions(scratch: scratch, count: count, big: big)
+            let (v1, v2, added) = try versions?(scratch) ?? makeVersions(scratch: scratch, count: count, big: big)
             let storage = scratch + "/storage"
             try publish(v1, version: "1.0", storage: storage, initialize: true)
             return try await withStorageServer(root: URL(fileURLWithPath: storage)) { server in
@@ -123,6 +124,32 @@ struct ArchiveRangeTests {
         let replay = try await Self.replay(adding: ArchiveRangeFetcher.minimumFiles, big: true)
         #expect(replay.singleDownloads == ["new/big.bin"])
         #expect(!replay.archiveRequests.isEmpty)
+    }
+
+    /// New small files between large files the client keeps: the gaps would weigh far more than
+    /// the files, so only the entries themselves are fetched.
+    @Test func smallFilesBetweenLargeKeptOnesAreFetchedWithoutTheGaps() async throws {
+        let count = ArchiveRangeFetcher.minimumFiles + 6
+        let replay = try await Self.replay(versions: { scratch in
+            let (v1, v2) = (scratch + "/v1", scratch + "/v2")
+            var generator = SystemRandomNumberGenerator()
+            var added: [String] = []
+            for index in 0..<count {
+                let kept = (0..<(60 << 10)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                for root in [v1, v2] {
+                    try FileManager.default.createDirectory(atPath: root + "/g", withIntermediateDirectories: true)
+                    try Data(kept).write(to: URL(fileURLWithPath: root + String(format: "/g/k%03d.bin", index)))
+                }
+                let name = String(format: "g/k%03d_new.txt", index)
+                try Data("small file \(index)\n".utf8).write(to: URL(fileURLWithPath: v2 + "/" + name))
+                added.append(name)
+            }
+            return (v1, v2, added)
+        })
+        #expect(replay.singleDownloads.isEmpty)
+        let fetched = replay.archiveRequests.reduce(0) { $0 + $1.bodyBytes }
+        // The kept files between them are 60 KiB each: fetched, they would be over 4 MiB.
+        #expect(fetched < 1 << 20, "\(fetched) bytes of the archive")
     }
 
     @Test func aFewNewFilesAreDownloadedOneByOne() async throws {

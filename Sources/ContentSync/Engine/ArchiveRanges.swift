@@ -49,6 +49,9 @@ struct ArchiveRangePlan: Equatable {
 
     var pieces: [Piece]
 
+    /// The bytes all the ranges fetch.
+    var bytes: UInt64 { pieces.reduce(0) { $0 + $1.length } }
+
     /// `wanted`: indexes into `entries` (sorted by offset, as ``ArchiveDirectory/entries`` is),
     /// ascending.
     init(wanted: [Int], entries: [ArchiveDirectory.Entry], maxGap: UInt64, target: UInt64) {
@@ -171,8 +174,10 @@ struct ArchiveRangeFetcher: Sendable {
             guard let index = byName[name], let fingerprint = expected[path] else { continue }
             let entry = directory.entries[index]
             let size = UInt64(fingerprint.size)
+            // Its local header (30 bytes, the name, an extra field), the data deflate could not
+            // shrink (a little over the size) and a data descriptor: more is not a file's entry.
             let span = entry.end - entry.start
-            guard span <= Self.maxEntryBytes, span <= size + size / 64 + 65_536 else { continue }
+            guard span <= Self.maxEntryBytes, span <= size + size / 64 + UInt64(name.count) + 1_054 else { continue }
             pathOf[index] = path
         }
         guard pathOf.count >= Self.minimumFiles else {
@@ -180,9 +185,15 @@ struct ArchiveRangeFetcher: Sendable {
                 "the archive holds \(pathOf.count) of the \(paths.count) new files; downloading them one by one")
             return outcome
         }
-        let plan = ArchiveRangePlan(
-            wanted: pathOf.keys.sorted(), entries: directory.entries, maxGap: Self.maxGap,
-            target: ArchiveRangePlan.target(totalBytes: wantedBytes, connections: connections))
+        // Gaps are fetched to save requests, but never so many that the ranges weigh more than
+        // twice the files (plus 1 MiB): then only the entries themselves are fetched.
+        let wanted = pathOf.keys.sorted()
+        let target = ArchiveRangePlan.target(totalBytes: wantedBytes, connections: connections)
+        let limit = 2 * wantedBytes + (1 << 20)
+        var plan = ArchiveRangePlan(wanted: wanted, entries: directory.entries, maxGap: Self.maxGap, target: target)
+        if plan.bytes > limit {
+            plan = ArchiveRangePlan(wanted: wanted, entries: directory.entries, maxGap: 0, target: target)
+        }
         // 3. The ranges, a few at a time; each inflated as soon as it is in.
         let fetched = try await fetchPieces(
             plan.pieces, directory: directory, pathOf: pathOf, expected: expected, etag: etag, progress: progress)
