@@ -7,6 +7,12 @@
 #   bash bench/profile_s2.sh AGENT tmpfs 1 perf record -F 4000 -g -o /tmp/s2.perf.data
 #   perf script -i /tmp/s2.perf.data > /tmp/s2.perf.txt && python3 bench/perf_phases.py /tmp/s2.perf.txt
 #
+# RTT_MS=20: the requests go through bench/latency_proxy.py, which adds that round-trip time (as a
+# real network to the host would). PEER=curl or PEER=rclone: each run is `curl --parallel
+# --parallel-max 8` (or `rclone copy --files-from --transfers 8`) of the version's new files into a
+# fresh folder of the slot instead of the agent (AGENT is still needed for the tmpfs set-up), to
+# compare with the same proxy and filesystem.
+#
 # Prints each run's wall time and nginx's CPU time. tmpfs: a tmpfs is mounted on the slot's folder
 # for the runs (and unmounted on exit); its first, untimed replay teaches the copied client the
 # fingerprints of its new inodes, as a real client has them after its previous update.
@@ -22,7 +28,9 @@ SLOT=$RUNS_DIR/slot-s2   # the path the prepared client's state database records
 . "$REPO/bench/nginx.sh"
 mkdir -p "$WORK/profile-nginx" "$RUNS_DIR"
 MOUNTED=""
+PROXY_PID=""
 cleanup() {
+  if [ -n "$PROXY_PID" ]; then kill "$PROXY_PID" 2>/dev/null || true; fi
   nginx_stop
   rm -rf "$SLOT"
   if [ -n "$MOUNTED" ]; then umount "$RUNS_DIR"; fi
@@ -30,6 +38,12 @@ cleanup() {
 trap cleanup EXIT
 nginx_start "$WORK/profile-nginx" "$WORK/www" >/dev/null 2>&1
 URL=http://127.0.0.1:$NGINX_PORT/s2/
+if [ -n "${RTT_MS:-}" ]; then
+  exec 3< <(python3 "$REPO/bench/latency_proxy.py" "$NGINX_PORT" "$RTT_MS")
+  PROXY_PID=$!
+  read -r PROXY_PORT <&3
+  URL=http://127.0.0.1:$PROXY_PORT/s2/
+fi
 
 fresh_slot() {
   if [ -e "$SLOT" ]; then
@@ -67,13 +81,34 @@ PY
   *) echo "profile_s2.sh: filesystem must be ext4 or tmpfs" >&2; exit 2 ;;
 esac
 
+if [ -n "${PEER:-}" ]; then
+  # The new files of 1.1, from its change list, into the slot (emptied before each run): a curl
+  # config, and the same paths for rclone's --files-from.
+  CURL_CONFIG=$RUNS_DIR/s2-curl.cfg
+  python3 - "$WORK/www/s2/RXCacheConfig/HistoryOfVersions" "$URL" "$SLOT/curl" "$CURL_CONFIG" <<'PY'
+import json, pathlib, sys
+changes = json.loads(next(pathlib.Path(sys.argv[1]).glob("changes_1.0_1.1.json")).read_text())["changes"]
+paths = [change["newPath"].split("RXCacheContent/", 1)[1] for change in changes
+         if not change.get("oldPath") and not change["newPath"].endswith("/")]
+pathlib.Path(sys.argv[4]).write_text("".join(
+    f'url = "{sys.argv[2]}RXCacheContent/{p}"\noutput = "{sys.argv[3]}/{p}"\n' for p in paths))
+pathlib.Path(sys.argv[4] + ".list").write_text("".join(f"RXCacheContent/{p}\n" for p in paths))
+PY
+fi
 WORKER=$(pgrep -P "$NGINX_PID" | head -1)
 cpu() { awk '{print $14 + $15}' "/proc/$WORKER/stat"; }
 for i in $(seq 1 "$RUNS"); do
   fresh_slot
   sync -f "$SLOT"
   before=$(cpu); start=$(date +%s%N)
-  "$@" "$AGENT" sync --base-url "$URL" --dir "$SLOT/content" --state "$SLOT/state.sqlite"
+  if [ "${PEER:-}" = curl ]; then
+    "$@" curl --parallel --parallel-max 8 -s -f --create-dirs -K "$CURL_CONFIG"
+  elif [ "${PEER:-}" = rclone ]; then
+    "$@" rclone copy --config /dev/null --http-url "$URL" :http: "$SLOT/rclone" --files-from "$CURL_CONFIG.list" \
+      --http-no-head --no-traverse --transfers 8 -q
+  else
+    "$@" "$AGENT" sync --base-url "$URL" --dir "$SLOT/content" --state "$SLOT/state.sqlite"
+  fi
   end=$(date +%s%N); after=$(cpu)
   printf 'run %d: %.3f s wall, nginx %d ms CPU\n' "$i" "$(echo "($end - $start) / 1000000000" | bc -l)" "$(( (after - before) * 1000 / $(getconf CLK_TCK) ))"
 done
