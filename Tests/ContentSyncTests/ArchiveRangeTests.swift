@@ -64,7 +64,8 @@ struct ArchiveRangeTests {
     }
 
     struct Replay {
-        var report: SyncReport
+        /// The report, or nil when the update failed as `failing` expected.
+        var report: SyncReport!
         var requests: [RequestRecord]
         var added: [String]
 
@@ -79,7 +80,7 @@ struct ArchiveRangeTests {
     /// Restores 1.0, publishes 1.1 (then lets `edit` change the storage and the server), replays
     /// to 1.1 and checks that the tree is 1.1's and that nothing was repaired.
     static func replay(
-        adding count: Int = 100, big: Bool = false,
+        adding count: Int = 100, big: Bool = false, failing: SyncError.Code? = nil,
         edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in },
         versions: ((_ scratch: String) throws -> (v1: String, v2: String, added: [String]))? = nil
     ) async throws -> Replay {
@@ -96,6 +97,14 @@ struct ArchiveRangeTests {
                 try publish(v2, version: "1.1", storage: storage)
                 try edit(storage, server, added)
                 server.resetLog()
+                if let failing {
+                    // Version 1.0 stays, whole.
+                    await #expect { try await CacheManager(configuration: configuration).checkForUpdates() } throws: {
+                        ($0 as? SyncError)?.code == failing
+                    }
+                    #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v1))
+                    return Replay(report: nil, requests: server.requests(), added: added)
+                }
                 let report = try await CacheManager(configuration: configuration).checkForUpdates()
                 #expect(report.outcome == .replayed)
                 #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v2))
@@ -233,6 +242,24 @@ struct ArchiveRangeTests {
         }
         #expect(replay.archiveRequests.contains { $0.status == 412 })
         #expect(replay.singleDownloads == Set(replay.added))
+    }
+
+    /// A change list declaring sizes whose sum no integer holds: no range is planned (the sum
+    /// would overflow), and the files, longer than nothing the list allows, are refused.
+    @Test func sizesPastAnyFileFailTheUpdateWithoutACrash() async throws {
+        _ = try await Self.replay(failing: .integrity) { storage, _, added in
+            let list = storage + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json"
+            var document = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: list))) as? [String: Any])
+            var changes = try #require(document["changes"] as? [[String: Any]])
+            for index in changes.indices where changes[index]["size"] != nil {
+                changes[index]["size"] = Int64.max / 2
+            }
+            #expect(changes.filter { $0["size"] != nil }.count == added.count)
+            document["changes"] = changes
+            try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: list))
+            try StorageEditing.reseal(storage)
+        }
     }
 
     @Test func withoutIntegrityTheArchiveIsNotUsed() async throws {

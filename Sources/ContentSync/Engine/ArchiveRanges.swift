@@ -125,8 +125,11 @@ struct ArchiveRangeFetcher: Sendable {
         let started = ContinuousClock.now
         var wantedBytes: UInt64 = 0
         for path in paths {
-            guard let fingerprint = expected[path] else { return outcome }
-            wantedBytes += UInt64(fingerprint.size)
+            // Sizes a change list may declare past any real file make the sum overflow: no ranges.
+            guard let fingerprint = expected[path], fingerprint.size >= 0 else { return outcome }
+            let (sum, overflow) = wantedBytes.addingReportingOverflow(UInt64(fingerprint.size))
+            guard !overflow, sum < UInt64(Int64.max) / 4 else { return outcome }
+            wantedBytes = sum
         }
         // 1. The end records, then the directory if the tail does not hold it all.
         let size = UInt64(archive.size)
@@ -145,6 +148,7 @@ struct ArchiveRangeFetcher: Sendable {
             return outcome
         }
         let tailStart = size - tailLength
+        guard location.bytes.upperBound >= tailStart else { return outcome }
         var records: [UInt8]
         if location.bytes.lowerBound >= tailStart {
             records = Array(
