@@ -161,6 +161,30 @@ struct ArchiveRangeTests {
         #expect(fetched < 1 << 20, "\(fetched) bytes of the archive")
     }
 
+    /// 64 tiny new files in a tree of 5,000: its directory (at least 62 bytes an entry) would
+    /// weigh far more than the files, which the plan and the index tell before any request.
+    @Test func aLargeTreeGainingFewBytesAsksNothingOfTheArchive() async throws {
+        let replay = try await Self.replay(versions: { scratch in
+            let (v1, v2) = (scratch + "/v1", scratch + "/v2")
+            for root in [v1, v2] {
+                for folder in 0..<50 {
+                    try FileManager.default.createDirectory(
+                        atPath: root + "/k/\(folder)", withIntermediateDirectories: true)
+                    for file in 0..<100 {
+                        try Data("\(folder)/\(file)".utf8).write(
+                            to: URL(fileURLWithPath: root + "/k/\(folder)/\(file).txt"))
+                    }
+                }
+            }
+            let added = (0..<ArchiveRangeFetcher.minimumFiles).map { "new/\($0).txt" }
+            try FileManager.default.createDirectory(atPath: v2 + "/new", withIntermediateDirectories: true)
+            for path in added { try Data(path.utf8).write(to: URL(fileURLWithPath: v2 + "/" + path)) }
+            return (v1, v2, added)
+        })
+        #expect(replay.archiveRequests.isEmpty)
+        #expect(replay.singleDownloads == Set(replay.added))
+    }
+
     @Test func aFewNewFilesAreDownloadedOneByOne() async throws {
         let replay = try await Self.replay(adding: ArchiveRangeFetcher.minimumFiles - 1)
         #expect(replay.archiveRequests.isEmpty)

@@ -17,6 +17,9 @@ struct PublishedArchive: Sendable, Equatable {
     var url: URL
     /// Its size, from the integrity block: every range answer must be of an archive this long.
     var size: Int64
+    /// Entries the version has at least (files and folders): its directory holds a record of
+    /// at least 62 bytes for each, which tells before any request whether it is too large.
+    var minimumEntries = 0
 
     /// The archive of `status`'s version, when a replay to `version` may use it: the integrity
     /// block gives its size (and every download its hash), and it is the version the plan reaches.
@@ -104,6 +107,8 @@ struct ArchiveRangeFetcher: Sendable {
     /// Larger entries are downloaded as files: a request is nothing beside their bytes, and a
     /// range would hold them twice in the staging area until inflated.
     static let maxEntryBytes: UInt64 = 8 << 20
+    /// The smallest directory record of a content entry: 46 bytes and `RXCacheContent/x`.
+    static let minimumRecordBytes: UInt64 = 46 + 16
 
     struct Outcome: Sendable {
         /// The files now in `next/`, each with the bytes of its span of the archive.
@@ -131,7 +136,15 @@ struct ArchiveRangeFetcher: Sendable {
             guard !overflow, sum < UInt64(Int64.max) / 4 else { return outcome }
             wantedBytes = sum
         }
-        // 1. The end records, then the directory if the tail does not hold it all.
+        // 1. The end records, then the directory if the tail does not hold it all; not even
+        // asked for when the version's entries alone make the directory too large.
+        let directoryLimit = min(Self.maxDirectoryBytes, max(256 << 10, wantedBytes / 8))
+        guard UInt64(max(0, archive.minimumEntries)) * Self.minimumRecordBytes <= directoryLimit else {
+            logger.debug(
+                "the archive's directory lists at least \(archive.minimumEntries) entries, large beside the new files; downloading them one by one"
+            )
+            return outcome
+        }
         let size = UInt64(archive.size)
         let tailLength = min(size, UInt64(ArchiveDirectory.tailLength))
         guard let (tail, etag) = try await fetchBytes(size - tailLength..<size, etag: nil, into: &outcome) else {
@@ -141,7 +154,7 @@ struct ArchiveRangeFetcher: Sendable {
             logger.debug("the archive's end is not plainly laid out; downloading the files one by one")
             return outcome
         }
-        guard UInt64(location.bytes.count) <= min(Self.maxDirectoryBytes, max(256 << 10, wantedBytes / 8)) else {
+        guard UInt64(location.bytes.count) <= directoryLimit else {
             logger.debug(
                 "the archive's directory (\(location.bytes.count) bytes) is large beside the new files; downloading them one by one"
             )

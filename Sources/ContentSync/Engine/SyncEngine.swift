@@ -219,6 +219,23 @@ struct SyncEngine: Sendable {
 
     // MARK: - Replay and restore
 
+    /// The archive a replay may take its new files from, with a floor on the entries its
+    /// directory lists (one record a file and folder of the version): the plan's, or for a plan
+    /// that covers part of the tree, the recorded index's less every path the plan changes.
+    private func publishedArchive(status: CacheStatus, planned: ReplayPlanner.Planned) async throws(SyncError)
+        -> PublishedArchive?
+    {
+        let plan = planned.plan
+        guard var archive = PublishedArchive(status: status, reaching: plan.to) else { return nil }
+        archive.minimumEntries = plan.folders.count + plan.reused.count + plan.downloads.count
+        if let changed = planned.changed, let index = try await store.treeIndex(), index.version == plan.from.text,
+            let shape = TreeShape(text: index.shape)
+        {
+            archive.minimumEntries = max(archive.minimumEntries, shape.files + shape.folders - changed.count)
+        }
+        return archive
+    }
+
     /// Replays the change lists from `local` to the storage's actual version as one net plan.
     /// Falls back to a restore when the published lists do not form a chain, or when the
     /// replayed tree cannot be repaired to match the tree digest.
@@ -260,7 +277,7 @@ struct SyncEngine: Sendable {
         let staged = try await stager.stage(
             plan, identity: planned.identity, changed: planned.changed, twin: twin, widen: planned.widen,
             contentTimes: planned.localTimes, layout: layout,
-            archive: PublishedArchive(status: status, reaching: plan.to), progress: progress)
+            archive: try await publishedArchive(status: status, planned: planned), progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
         let asRecorded: Bool
