@@ -281,7 +281,10 @@ def build_pair(agent: str, work: Path, v1: tuple, v2: tuple, names: tuple[str, s
     shutil.copytree(s1, s2, symlinks=True)
     publish(agent, s2, content2, names[1], minimal=minimal2)
     m1, m2 = manifest_of(content1), manifest_of(content2)
-    return {"www": www, "manifests": {names[0]: m1, names[1]: m2}, "names": names,
+    manifests = {names[0]: m1, names[1]: m2}
+    if base is not None:
+        manifests[BASE_VERSION] = manifest_of(work / "content-v0")
+    return {"www": www, "manifests": manifests, "names": names,
             "zip": {names[0]: (s1 / "RXCacheContent.zip").stat().st_size,
                     names[1]: (s2 / "RXCacheContent.zip").stat().st_size}}
 

@@ -18,7 +18,8 @@ After the kill it checks:
 1. the content folder is exactly N or exactly N+1 (every folder, empty ones included, and every
    file's sha256, nothing else). For a restore N is "no folder": the folder may be absent only
    while the switch has not happened (a restore's switch is a plain rename of next/);
-2. every file in the staging area's next/ is complete (matches N+1 at its path);
+2. every file in the staging area's next/ is complete (matches N+1 at its path), or, in a replay,
+   is the twin's (0.9's) file at a path its catch-up has not removed yet;
 3. `sync-agent status --json` succeeds (the state database opens) and prints JSON;
 then runs `sync-agent sync` again, without a kill, and checks:
 4. it exits 0, the content folder is exactly N+1, the staging area is gone, nothing else was
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import urllib.parse
 import os
 import random
 import shutil
@@ -132,6 +134,16 @@ class Suite:
         v1, v2 = lib.make_versions(self.args.profile)
         self.info = lib.build_pair(self.agent, self.work, v1, v2, names=(V1, V2), base=lib.base_of(v1))
         self.m = self.info["manifests"]
+        # The files a replay 1.0 → 2.0 downloads: the change list's downloads (those it gives a
+        # hash), whether they come one by one or as ranges of the archive.
+        changes = json.loads((self.info["www"] / "v2/RXCacheConfig/HistoryOfVersions/changes_1.0_2.0.json").read_text())
+        self.replay_downloads: set[str] = set()
+        for change in changes["changes"]:
+            path = urllib.parse.unquote(change["newPath"].split("RXCacheContent/", 1)[-1])
+            if "files" in change:
+                self.replay_downloads.update(path.rstrip("/") + "/" + name for name in change["files"])
+            elif "sha256" in change:
+                self.replay_downloads.add(path)
         rates = RATES[self.args.profile]
         extra = f"""        location /v2/RXCacheContent/ {{ limit_rate {rates['files']}; }}
         location = /v2/RXCacheContent.zip {{ limit_rate {rates['zip']}; }}"""
@@ -228,11 +240,16 @@ class Suite:
                           "archive": snap["archive"], "partials": len(snap["partials"])}
         # 2. next/ holds complete files only. (Replays: every download lands in next/ by a rename once
         # complete. A restore extracts straight into next/ and empties it again on the next run.)
+        # A replay's next/ is the twin (0.9) being caught up: until its dirty paths are removed
+        # and placed again, they hold the twin's files.
         completed: set[str] = set()
+        twin = self.m.get(lib.BASE_VERSION, {"files": {}})
         if snap["next"] and mode == "replay":
             for path, fp in snap["next"]["files"].items():
                 if self.m[V2]["files"].get(path) == fp:
                     completed.add(path)
+                elif twin["files"].get(path) == fp:
+                    continue
                 else:
                     problems.append(f"next/ holds an incomplete or foreign file {path}")
             for other in snap["next"]["others"]:
@@ -297,7 +314,7 @@ class Suite:
             if got > size - keep:
                 over.append(p)
                 problems.append(f"fetched {got} B of {p} ({size} B, {keep} B kept resumable)")
-            if mode == "replay" and p not in base["files"]:
+            if mode == "replay" and p not in self.replay_downloads:
                 problems.append(f"fetched {p}, which a clean replay does not download")
         archive_size = self.info["zip"][V2]
         archive_done = snap["archive"] == archive_size or (
@@ -425,16 +442,19 @@ def doc_section(rows, header, seed, records, suite, elapsed) -> str:
         "more `sync` to completion.",
         "- After the kill: the content folder is byte-identical to N or N+1 (every folder, every file's sha256, "
         "nothing else); a missing folder counts as N only for a restore (its switch is a plain rename of "
-        "`next/`); every file in the staging `next/` is complete; `sync-agent status --json` succeeds.",
+        "`next/`); every file in the staging `next/` is complete (or, in a replay, the twin's own file at a path "
+        "its catch-up has not removed yet); `sync-agent status --json` succeeds.",
         "- After the next run: exit 0, content exactly N+1, staging area gone (after a replay: holding nothing but "
         "`retired/`, exactly N, the next twin), nothing else in the client folder "
         "or under `$HOME`/`$XDG_*`, status says 2.0.",
         "- Bytes (nginx `$body_bytes_sent`, attributed per run by an `X-Chaos-Tag` header): no file complete in "
         "`next/` before the kill is fetched again; per URL the next run fetches at most size − the resumable "
         "partial kept (`partial/*.part` + `.etag`, files > 1 MiB); an archive that was complete (fully downloaded, "
-        "or already extracted into a complete `next/`) is not fetched again; no content bytes once the folder is N+1. "
+        "or already extracted into a complete `next/`) is not fetched again; a replay fetches only the change list's "
+        "downloads, one by one or as ranges of the archive; no content bytes once the folder is N+1. "
         "*Excess* is killed-run + next-run content bytes − one clean run's bytes: bytes in flight when the kill "
-        "landed (socket buffers, partial small files that restart from 0).",
+        "landed (socket buffers, partial small files that restart from 0, and in a replay the ranges of the "
+        "archive fetched but not yet inflated: at most two of 2 MiB per connection).",
         "",
         lib.table(rows, header),
         "",
