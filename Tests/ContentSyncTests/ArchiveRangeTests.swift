@@ -2,6 +2,7 @@ import Foundation
 import StorageServer
 import Synchronization
 import Testing
+import Transport
 
 @testable import Archive
 @testable import ContentPublishing
@@ -68,6 +69,8 @@ struct ArchiveRangeTests {
         var report: SyncReport!
         var requests: [RequestRecord]
         var added: [String]
+        /// The most requests the server had at once during the replay.
+        var peak = 0
 
         /// The new files fetched one by one (repairs would show here too).
         var singleDownloads: Set<String> {
@@ -80,7 +83,8 @@ struct ArchiveRangeTests {
     /// Restores 1.0, publishes 1.1 (then lets `edit` change the storage and the server), replays
     /// to 1.1 and checks that the tree is 1.1's and that nothing was repaired.
     static func replay(
-        adding count: Int = 100, big: Bool = false, failing: SyncError.Code? = nil,
+        adding count: Int = 100, big: Bool = false, failing: SyncError.Code? = nil, concurrency: Int = 4,
+        transport: CurlTransport? = nil,
         edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in },
         versions: ((_ scratch: String) throws -> (v1: String, v2: String, added: [String]))? = nil
     ) async throws -> Replay {
@@ -94,6 +98,8 @@ struct ArchiveRangeTests {
                     stateDatabasePath: scratch + "/state.sqlite")
                 configuration.maxConcurrentDownloads = 4
                 #expect(try await CacheManager(configuration: configuration).checkForUpdates().outcome == .restored)
+                configuration.maxConcurrentDownloads = concurrency
+                configuration.transport = transport
                 try publish(v2, version: "1.1", storage: storage)
                 try edit(storage, server, added)
                 server.resetLog()
@@ -110,7 +116,8 @@ struct ArchiveRangeTests {
                 #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v2))
                 #expect(report.repairedFiles == 0, "\(report.warnings)")
                 #expect(report.filesDownloaded == added.count)
-                return Replay(report: report, requests: server.requests(), added: added)
+                return Replay(
+                    report: report, requests: server.requests(), added: added, peak: server.peakConcurrentRequests)
             }
         }
     }
@@ -125,6 +132,21 @@ struct ArchiveRangeTests {
         #expect(archive.dropFirst().allSatisfy { $0.headers["if-match"] != nil })
         // Less than the files' bytes: the text files travel deflated.
         #expect(replay.report.bytesDownloaded < Int64(replay.added.count) * (48 << 10))
+    }
+
+    /// Slow range answers overlap as much as the client lets them: never more requests at once
+    /// than `maxConcurrentDownloads`, with the manager's own transport (which holds the queued
+    /// ranges behind its cap) and with one the app gives (whose own cap is wider).
+    @Test(arguments: [false, true])
+    func rangesNeverKeepMoreConnectionsBusyThanMaxConcurrentDownloads(givenTransport: Bool) async throws {
+        let transport = givenTransport ? try CurlTransport() : nil
+        let replay = try await Self.replay(concurrency: 2, transport: transport) { _, server, _ in
+            server.injectFault(.delay(seconds: 0.1), forPath: "/RXCacheContent.zip")
+        }
+        await transport?.shutdown()
+        #expect(replay.singleDownloads.isEmpty)
+        #expect(replay.archiveRequests.count > 4, "the test needs ranges to overlap")
+        #expect(replay.peak == 2, "\(replay.peak) requests at once")
     }
 
     /// A file larger than ``ArchiveRangeFetcher/maxEntryBytes`` is downloaded as a file: a

@@ -95,7 +95,11 @@ struct ArchiveRangeFetcher: Sendable {
     let archive: PublishedArchive
     let staging: StagingArea
     let fingerprints: FingerprintCache
+    /// Connections the transport may use (``SyncConfiguration/maxConcurrentDownloads``).
     let connections: Int
+    /// Ranges handed to the transport at once (``Stager/downloadsQueued(_:)``): twice the
+    /// connections for the manager's own transport, which queues the rest behind its cap.
+    let queued: Int
     let logger: Logger
 
     /// Fewer new files than this are fetched one by one: a range of the archive costs a round
@@ -233,12 +237,17 @@ struct ArchiveRangeFetcher: Sendable {
         return outcome
     }
 
-    private enum Step: Sendable {
-        case fetched(piece: Int, descriptor: Int32, bytes: Int64)
-        case failed(piece: Int)
-        case extracted([(path: SafeRelativePath, bytes: Int64)])
+    /// What one range gave: the files it placed, the bytes received and when its last byte came
+    /// (nil: the range was refused).
+    private struct RangeResult: Sendable {
+        var placed: [(path: SafeRelativePath, bytes: Int64)] = []
+        var received: (bytes: Int64, at: ContinuousClock.Instant)?
     }
 
+    /// Fetches and inflates `pieces`, each in one task that holds its range's unnamed file from
+    /// the download to the last entry (so a cancelled update leaves no descriptor open), `queued`
+    /// at once: with the manager's own transport twice the connections, the extra downloads
+    /// queued behind its cap, so that a range is inflated while the next one arrives.
     private func fetchPieces(
         _ pieces: [ArchiveRangePlan.Piece], directory: ArchiveDirectory, pathOf: [Int: SafeRelativePath],
         expected: [SafeRelativePath: FileFingerprint], etag: String?,
@@ -251,50 +260,38 @@ struct ArchiveRangeFetcher: Sendable {
         var ranges = 0
         var lastIn: ContinuousClock.Instant?
         do {
-            try await withThrowingTaskGroup(of: Step.self) { group in
+            try await withThrowingTaskGroup(of: RangeResult.self) { group in
                 var next = 0
                 var stopped = false
-                // Ranges fetched or being fetched and not yet inflated: their files are all the
-                // staging area holds beyond the tree, so at most two per connection.
-                var held = 0
-                func launch(_ group: inout ThrowingTaskGroup<Step, any Error>) {
-                    guard !stopped, next < pieces.count, held < 2 * max(1, connections) else { return }
-                    let (index, piece) = (next, pieces[next])
+                func launch(_ group: inout ThrowingTaskGroup<RangeResult, any Error>) {
+                    guard !stopped, next < pieces.count else { return }
+                    let piece = pieces[next]
                     next += 1
-                    held += 1
                     group.addTask {
                         guard let (descriptor, received) = try await self.download(piece, etag: etag) else {
-                            return .failed(piece: index)
+                            return RangeResult()
                         }
-                        return .fetched(piece: index, descriptor: descriptor, bytes: received)
+                        defer { close(descriptor) }
+                        let arrived = ContinuousClock.now
+                        let placed = try await self.extract(
+                            piece, from: descriptor, directory: directory, pathOf: pathOf, expected: expected,
+                            progress: progress)
+                        return RangeResult(placed: placed, received: (received, arrived))
                     }
                 }
-                for _ in 0..<max(1, connections) { launch(&group) }
-                while let step = try await group.next() {
-                    switch step {
-                    case .fetched(let index, let descriptor, let received):
-                        bytes += received
-                        ranges += 1
-                        lastIn = .now
-                        let piece = pieces[index]
-                        group.addTask {
-                            defer { close(descriptor) }
-                            return .extracted(
-                                try await self.extract(
-                                    piece, from: descriptor, directory: directory, pathOf: pathOf, expected: expected,
-                                    progress: progress))
-                        }
-                        launch(&group)
-                    case .failed:
+                for _ in 0..<max(1, queued) { launch(&group) }
+                while let result = try await group.next() {
+                    guard let received = result.received else {
                         // One range refused (a republished archive, a server without ranges):
                         // the others would be too, and every file not yet in is fetched alone.
                         stopped = true
-                        held -= 1
-                    case .extracted(let done):
-                        files += done
-                        held -= 1
-                        launch(&group)
+                        continue
                     }
+                    bytes += received.bytes
+                    ranges += 1
+                    lastIn = max(lastIn ?? received.at, received.at)
+                    files += result.placed
+                    launch(&group)
                 }
             }
         } catch {

@@ -374,7 +374,8 @@ struct Stager: Sendable {
         if let archive, unnamedFiles, paths.count >= ArchiveRangeFetcher.minimumFiles {
             let fetcher = ArchiveRangeFetcher(
                 transport: downloader.transport, archive: archive, staging: staging, fingerprints: fingerprints,
-                connections: max(1, configuration.maxConcurrentDownloads), logger: logger)
+                connections: max(1, configuration.maxConcurrentDownloads), queued: Self.downloadsQueued(configuration),
+                logger: logger)
             let counted = Mutex((bytes: Int64(0), files: 0))
             let outcome = try await fetcher.fetch(paths, expected: plan.expectedFingerprints) { path, bytes in
                 let (bytesDone, filesDone) = counted.withLock { counted in
