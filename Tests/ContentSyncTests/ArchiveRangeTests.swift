@@ -274,6 +274,9 @@ struct ArchiveRangeTests {
     @Test func anArchiveRepublishedDuringTheReplayIsNotMixedIn() async throws {
         let replay = try await Self.replay { storage, server, _ in
             let archive = storage + "/RXCacheContent.zip"
+            // Every answer of the archive waits 0.5 s before the file is opened, so the new upload
+            // below is in place before any range after the first is served.
+            server.injectFault(.delay(seconds: 0.5), forPath: "/RXCacheContent.zip")
             let replaced = Mutex(false)
             server.observeRequests { record in
                 guard record.path == "/RXCacheContent.zip",
