@@ -12,6 +12,11 @@ import Testing
 /// changes what is published, and nothing outside the storage is touched through it.
 @Suite("publish catches up the retired version and trusts its index only by stamp", .timeLimit(.minutes(2)))
 struct PublishBaseTests {
+    /// How long a test waits so that what it wrote (and what a publish linked) is older than the
+    /// 2 s a publish takes for settled: a second of margin, since a loaded machine (the whole
+    /// suite on 2 cores) once left a file linked by the previous publish inside the window.
+    static let settle: TimeInterval = 3.0
+
     static let baseURL = URL(string: "https://example.invalid/storage/")!
 
     static func publish(_ storage: String, _ content: String, _ version: String, initialize: Bool = false) throws
@@ -64,7 +69,7 @@ struct PublishBaseTests {
     static func indexedStorage(_ content: String, _ storage: String) throws {
         try makeContent(content)
         try publish(storage, content, "1.0", initialize: true)
-        Thread.sleep(forTimeInterval: 2.2)
+        Thread.sleep(forTimeInterval: Self.settle)
         try PublishLinkReuseTests.write("file 8, edited\n", to: content + "/f2/file-8.txt")
         try publish(storage, content, "1.1")
     }
@@ -74,7 +79,7 @@ struct PublishBaseTests {
         for index in 0..<30 {
             try PublishLinkReuseTests.write("file \(index)\n", to: content + "/f\(index % 3)/file-\(index).txt")
         }
-        Thread.sleep(forTimeInterval: 2.2)
+        Thread.sleep(forTimeInterval: Self.settle)
     }
 
     @Test func theIndexReadsBackAndAnyDamageReadsAsNoIndex() throws {
@@ -145,7 +150,7 @@ struct PublishBaseTests {
                 try PublishLinkReuseTests.write("file \(index)\n", to: folder + "/f\(index % 2)/file-\(index).txt")
             }
             let tree = try ContentTree.scan(folder)
-            Thread.sleep(forTimeInterval: 2.2)
+            Thread.sleep(forTimeInterval: Self.settle)
             // Other bytes than the published ones, and a status change made just now.
             try PublishLinkReuseTests.write("FILE 1\n", to: folder + "/f1/file-1.txt")
             #expect(chmod(folder + "/f0/file-2.txt", 0o600) == 0)
@@ -188,7 +193,7 @@ struct PublishBaseTests {
                     == PublishLinkReuseTests.inode(storage + "/RXCacheContent/f0/file-0.txt"))
             let published11 = try Self.tree(storage + "/RXCacheContent")
 
-            Thread.sleep(forTimeInterval: 2.2)
+            Thread.sleep(forTimeInterval: Self.settle)
             try PublishLinkReuseTests.write("file 9, edited\n", to: content + "/f0/file-9.txt")
             try FileManager.default.removeItem(atPath: content + "/f2/file-2.txt")
             try PublishLinkReuseTests.write("new\n", to: content + "/f3/new.txt")
@@ -223,7 +228,7 @@ struct PublishBaseTests {
                     "\(listed.prefix(300))")
             }
 
-            Thread.sleep(forTimeInterval: 2.2)
+            Thread.sleep(forTimeInterval: Self.settle)
             try PublishLinkReuseTests.write("file 0, edited\n", to: content + "/f0/file-0.txt")
             let fourth = try Self.publish(storage, content, "1.3")
             // Recorded by 1.2: the files it kept (settled); not the ones it linked or copied.
@@ -254,7 +259,7 @@ struct PublishBaseTests {
 
             // The published copy, the same way, once the index records it: the publish refuses
             // to build on a tree that no longer holds what it published, index or not.
-            Thread.sleep(forTimeInterval: 2.2)
+            Thread.sleep(forTimeInterval: Self.settle)
             try PublishLinkReuseTests.write("file 8, edited\n", to: content + "/f2/file-8.txt")
             try Self.publish(storage, content, "1.2")
             let recorded = PublishBase(storage: storage).loadIndex()
@@ -379,7 +384,7 @@ struct PublishBaseTests {
                 let edited = content + "/f\(version % 3)/file-\(version).txt"
                 #expect(unlink(edited) == 0)
                 try PublishLinkReuseTests.write("FILE \(version)\n", to: edited)
-                Thread.sleep(forTimeInterval: 2.2)
+                Thread.sleep(forTimeInterval: Self.settle)
                 let report = try Self.publish(storage, content, "1.\(version)")
                 #expect(report.changes.count == 1, "\(version): \(report.changes)")
                 #expect(report.linkedContentFiles == 29, "\(version)")
@@ -435,7 +440,7 @@ struct PublishBaseTests {
             try Self.publish(storage, content, "1.0", initialize: true)
             try PublishLinkReuseTests.write("file 1, edited\n", to: content + "/f1/file-1.txt")
             try Self.publish(storage, content, "1.1")
-            Thread.sleep(forTimeInterval: 2.2)
+            Thread.sleep(forTimeInterval: Self.settle)
             try PublishLinkReuseTests.write("file 2, edited\n", to: content + "/f2/file-2.txt")
             try Self.publish(storage, content, "1.2")
             try PublishLinkReuseTests.write("file 4, edited\n", to: content + "/f1/file-4.txt")
@@ -529,7 +534,7 @@ struct PublishBaseTests {
             #expect(try Self.tree(outside) == outsideBefore, "nothing read into or written through the symlink")
             #expect(lstat(base, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR, "replaced by a folder of our own")
 
-            Thread.sleep(forTimeInterval: 2.2)
+            Thread.sleep(forTimeInterval: Self.settle)
             try PublishLinkReuseTests.write("edited once more\n", to: content + "/f1/file-10.txt")
             try Self.publish(storage, content, "1.4")
             #expect(!PublishBase(storage: storage).loadIndex().entries.isEmpty, "an index worth damaging")
