@@ -148,7 +148,7 @@ struct PublishLinkReuseTests {
             let content = scratch + "/content"
             for index in 0..<20 { try Self.write("file \(index)\n", to: content + "/f\(index % 3)/file-\(index).txt") }
             // Old enough to be recorded by the first publish's copy.
-            Thread.sleep(forTimeInterval: 2.2)
+            Thread.sleep(forTimeInterval: PublishBaseTests.settle)
             let storage = scratch + "/storage"
             let base = URL(string: "https://example.invalid/storage/")!
             var options = PublishOptions(
