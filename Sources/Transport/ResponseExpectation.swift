@@ -16,7 +16,7 @@
 /// - Any other 2xx (`204 No Content`, …) carries no file.
 /// - `Content-Length`, when sent, names one length, and the body bytes on the wire (before content
 ///   decoding) match it, and match the `Content-Range` of a `206`.
-struct ResponseExpectation: Sendable, Equatable {
+package struct ResponseExpectation: Sendable, Equatable {
     /// One byte range as a `Range` header or a `Content-Range` states it.
     struct ByteSpan: Sendable, Equatable {
         var first: Int64
@@ -147,6 +147,13 @@ struct ResponseExpectation: Sendable, Equatable {
         if rest.isEmpty { return ByteSpan(first: first, last: nil) }
         guard let last = position(rest), last >= first else { return nil }
         return ByteSpan(first: first, last: last)
+    }
+
+    /// The complete length a `Content-Range: bytes first-last/total` states (nil for `*`, a
+    /// missing header or anything malformed): for a caller that fetches ranges of a file whose
+    /// size it knows.
+    package static func completeLength(ofContentRange value: String?) -> Int64? {
+        value.flatMap(parseContentRange)?.total
     }
 
     /// `bytes first-last/total` or `bytes first-last/*` (RFC 9110 §14.4); `nil` otherwise,

@@ -355,10 +355,10 @@ struct ArchiveRangeTests {
     @Test(
         "Content-Range's complete length",
         arguments: [
-            ("bytes 0-9/100", Int64(100)), ("bytes 5-9/ 7", 7), ("bytes */100", 100), ("bytes 0-9/*", nil),
-            ("garbage", nil), ("bytes 0-9/99999999999999999999999", nil),
+            ("bytes 0-9/100", Int64(100)), ("bytes 5-9/7", nil), ("bytes */100", nil), ("bytes 0-9/*", nil),
+            ("bytes 9-5/100", nil), ("garbage", nil), ("bytes 0-9/99999999999999999999999", nil),
         ] as [(String, Int64?)])
     func contentRangeTotal(header: String, total: Int64?) {
-        #expect(ArchiveRangeFetcher.total(of: header) == total)
+        #expect(ResponseExpectation.completeLength(ofContentRange: header) == total)
     }
 }

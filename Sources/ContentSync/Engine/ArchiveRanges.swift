@@ -30,11 +30,6 @@ struct PublishedArchive: Sendable, Equatable {
         self.url = status.archiveURL
         self.size = archive.size
     }
-
-    init(url: URL, size: Int64) {
-        self.url = url
-        self.size = size
-    }
 }
 
 /// How the entries to fetch are cut into byte ranges of the archive: in archive order, an entry
@@ -316,7 +311,8 @@ struct ArchiveRangeFetcher: Sendable {
             let response = try await transport.download(
                 rangeRequest(piece.start..<piece.end, etag: etag), into: descriptor, options: options)
             guard response.statusCode == 206, response.fileSize == Int64(piece.length),
-                Self.total(of: total.withLock { $0 } ?? response.headers["content-range"]) == archive.size
+                ResponseExpectation.completeLength(
+                    ofContentRange: total.withLock { $0 } ?? response.headers["content-range"]) == archive.size
             else {
                 logger.debug(
                     "the storage answered a range of the archive with HTTP \(response.statusCode) and other bytes; downloading the files one by one"
@@ -403,7 +399,7 @@ struct ArchiveRangeFetcher: Sendable {
             let response = try await transport.data(for: rangeRequest(range, etag: etag))
             outcome.bytes += Int64(response.body.count)
             guard response.statusCode == 206, response.body.count == range.count,
-                Self.total(of: response.headers["content-range"]) == archive.size
+                ResponseExpectation.completeLength(ofContentRange: response.headers["content-range"]) == archive.size
             else {
                 logger.debug(
                     "the storage answered a range of the archive with HTTP \(response.statusCode) and other bytes; downloading the files one by one"
@@ -416,11 +412,5 @@ struct ArchiveRangeFetcher: Sendable {
             logger.debug("fetching the archive's directory failed (\(error)); downloading the files one by one")
             return nil
         }
-    }
-
-    /// The complete length a `Content-Range: bytes a-b/total` header states.
-    static func total(of contentRange: String?) -> Int64? {
-        guard let contentRange, let slash = contentRange.lastIndex(of: "/") else { return nil }
-        return Int64(contentRange[contentRange.index(after: slash)...].trimmingCharacters(in: .whitespaces))
     }
 }
