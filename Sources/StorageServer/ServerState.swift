@@ -24,6 +24,8 @@ final class ServerState: Sendable {
         /// Requests being answered now, and the most at once since the log was last reset.
         var answering = 0
         var peakAnswering = 0
+        /// Requests being answered now, by logged path.
+        var answeringPaths: [String: Int] = [:]
     }
 
     private let values: Mutex<Values>
@@ -161,16 +163,25 @@ final class ServerState: Sendable {
         }
     }
 
-    /// A request arrived: counted as answered until ``answered()``.
-    func answering() {
+    /// A request for `path` (as logged) arrived: counted as being answered until ``answered(_:)``.
+    func answering(_ path: String) {
         values.withLock { values in
             values.answering += 1
             values.peakAnswering = max(values.peakAnswering, values.answering)
+            values.answeringPaths[path, default: 0] += 1
         }
     }
 
-    func answered() {
-        values.withLock { $0.answering -= 1 }
+    func answered(_ path: String) {
+        values.withLock { values in
+            values.answering -= 1
+            values.answeringPaths[path, default: 1] -= 1
+            if values.answeringPaths[path] == 0 { values.answeringPaths[path] = nil }
+        }
+    }
+
+    func answering(path: String) -> Int {
+        values.withLock { $0.answeringPaths[path] ?? 0 }
     }
 
     var peakAnswering: Int {

@@ -10,12 +10,13 @@ struct StorageHandler: HTTPHandler {
     let configuration: StorageServer.Configuration
 
     func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
-        state.answering()
-        defer { state.answered() }
         let rawPath = request.target.path(percentEncoded: true)
+        let path = RequestPath.loggable(rawPath)
+        state.answering(path)
+        defer { state.answered(path) }
         var record = RequestRecord(
             method: request.method.rawValue,
-            path: RequestPath.loggable(rawPath),
+            path: path,
             headers: Self.headerDictionary(request.headers),
             status: 0,
             bodyBytes: 0

@@ -92,6 +92,13 @@ public final class StorageServer: Sendable {
         state.peakAnswering
     }
 
+    /// How many requests for `path` (decoded, with or without a leading `/`) have arrived and are
+    /// not answered yet: a request held by a ``Fault/delay(seconds:)`` shows here at once, while
+    /// ``requests()`` logs it only when it is answered.
+    public func requestsInProgress(forPath path: String) -> Int {
+        state.answering(path: Self.decodedPath(path))
+    }
+
     /// Forgets the logged requests (and the peak of ``peakConcurrentRequests``).
     public func resetLog() {
         state.resetLog()

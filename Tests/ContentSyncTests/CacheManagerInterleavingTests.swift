@@ -186,7 +186,11 @@ struct CacheManagerInterleavingTests {
             }
 
             // Observers: the current state first, no state twice in a row, and the final one last.
-            for _ in 0..<500 where observer.states.last != final { try await Task.sleep(for: .milliseconds(2)) }
+            // (Up to 20 s: the watcher's task may wait long for a thread on a loaded machine.)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while observer.states.last != final, ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(2))
+            }
             watcher.cancel()
             let states = observer.states
             #expect(

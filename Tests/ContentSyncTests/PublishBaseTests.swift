@@ -173,7 +173,9 @@ struct PublishBaseTests {
             let storage = scratch + "/storage"
             let retired = storage + "/" + PublishBase.folderName + "/retired"
             try Self.makeContent(content)
+            let firstStarted = ContinuousClock.now
             try Self.publish(storage, content, "1.0", initialize: true)
+            let firstTook = ContinuousClock.now - firstStarted
             try PublishLinkReuseTests.write("file 4, edited\n", to: content + "/f1/file-4.txt")
             // The publish over nothing kept a twin of what it published: hard links to its files.
             #expect(
@@ -184,7 +186,12 @@ struct PublishBaseTests {
             // The second publish catches the twin up instead of linking every file anew. The
             // first publish's twin links are moments old: its index records none of them.
             #expect(second.linkedContentFiles == 29 && second.keptContentFiles == 29)
-            #expect(second.indexedContentFiles == 0, "links made moments ago are not recorded")
+            // (Moments: the first publish linked them and wrote its index less than the 2 s a
+            // publish takes for settled apart; a machine so loaded that it took longer may
+            // rightly have recorded them.)
+            if firstTook < .milliseconds(1900) {
+                #expect(second.indexedContentFiles == 0, "links made moments ago are not recorded")
+            }
             #expect(
                 PublishLinkReuseTests.inode(retired + "/f1/file-4.txt")
                     != PublishLinkReuseTests.inode(storage + "/RXCacheContent/f1/file-4.txt"))

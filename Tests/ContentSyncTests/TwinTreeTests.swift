@@ -269,16 +269,18 @@ struct TwinTreeTests {
             try await harness.sync()
             harness.serve("1.1")
             harness.server.resetLog()
-            // The downloads wait; the links are made meanwhile, and the content changes after
-            // the plan checked its folders.
-            harness.server.injectFault(.delay(seconds: 0.6)) { $0.hasPrefix("/RXCacheContent/") }
-            async let report = harness.sync()
-            for _ in 0..<300 where harness.server.peakConcurrentRequests == 0 || harness.server.requests().count < 3 {
-                try await Task.sleep(for: .milliseconds(10))
-            }
             let (old, new) = (ExampleStorageFixture.manifest("1.0").files, ExampleStorageFixture.manifest("1.1").files)
             let kept = try #require(new.keys.sorted().first { old[$0] == new[$0] }, "1.1 keeps a file of 1.0")
             let target = harness.content + "/" + kept
+            // The downloads wait (3 s: time for this test to make its change on a loaded
+            // machine); the links are made meanwhile, and the content changes after the plan
+            // checked its folders.
+            harness.server.injectFault(.delay(seconds: 3)) { $0.hasPrefix("/RXCacheContent/") }
+            async let report = harness.sync()
+            for _ in 0..<1_000 where harness.server.peakConcurrentRequests == 0 || harness.server.requests().count < 3 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(harness.server.peakConcurrentRequests > 0, "no download started")
             if change == "planted" {
                 try Data("planted".utf8).write(to: URL(fileURLWithPath: harness.content + "/planted.txt"))
             } else {

@@ -49,6 +49,19 @@ struct FileSystemErrorTests {
 final class Counters: Sendable {
     let running = Atomic<Int>(0)
     let most = Atomic<Int>(0)
+
+    /// A blocking job that counts itself running and, until `threads` jobs have once run at the
+    /// same moment (or 2 s passed), stays: so a pool that runs that many at once shows it however
+    /// slowly its threads wake on a loaded machine, and one that cannot shows less after the wait.
+    func job(until threads: Int) {
+        let now = running.add(1, ordering: .sequentiallyConsistent).newValue
+        most.max(now, ordering: .sequentiallyConsistent)
+        let deadline = ContinuousClock.now + .seconds(2)
+        repeat {
+            usleep(1_000) // blocking work: the point of the pool
+        } while most.load(ordering: .sequentiallyConsistent) < threads && ContinuousClock.now < deadline
+        running.subtract(1, ordering: .sequentiallyConsistent)
+    }
 }
 
 @Suite("BlockingIOPool is bounded")
@@ -60,10 +73,7 @@ struct BlockingIOPoolTests {
             for index in 0..<12 {
                 group.addTask {
                     try await pool.run { () throws(FileSystemError) -> Int in
-                        let now = counters.running.add(1, ordering: .sequentiallyConsistent).newValue
-                        counters.most.max(now, ordering: .sequentiallyConsistent)
-                        usleep(20_000) // blocking work: the point of the pool
-                        counters.running.subtract(1, ordering: .sequentiallyConsistent)
+                        counters.job(until: 2)
                         return index
                     }
                 }
@@ -104,12 +114,7 @@ struct BlockingIOPoolTests {
         try await withThrowingTaskGroup(of: Void.self) { group in
             for _ in 0..<8 {
                 group.addTask {
-                    await pool.run {
-                        let now = counters.running.add(1, ordering: .sequentiallyConsistent).newValue
-                        counters.most.max(now, ordering: .sequentiallyConsistent)
-                        usleep(20_000)
-                        counters.running.subtract(1, ordering: .sequentiallyConsistent)
-                    }
+                    await pool.run { counters.job(until: 4) }
                 }
             }
             try await group.waitForAll()

@@ -253,13 +253,14 @@ struct ItemStoreTests {
     func failedTimedGroupWriteIsReported() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 1000, maxDelay: .milliseconds(50)))
+        // 1 s: "b" joins "a"'s group even if this thread waits a while between the two stores.
+        let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 1000, maxDelay: .seconds(1)))
         let tooLarge = Data(count: 4 << 20)
         try await store.store(Self.bytes(2000, 1), for: Self.key("a"))
         // More than the 1 MiB limit holds: the group's one transaction fails, "a" with it.
         try await store.store(tooLarge, for: Self.key("b"))
         var pending = true
-        for _ in 0..<200 where pending {
+        for _ in 0..<500 where pending {
             try await Task.sleep(for: .milliseconds(20))
             pending = try await store.info(for: Self.key("a")) != nil
         }

@@ -31,18 +31,26 @@ struct ExitCodeTableTests {
         #expect(result.stderr.contains(text), "stderr: \(result.stderr)", sourceLocation: sourceLocation)
     }
 
-    /// Starts a sync of `scratch/content` whose archive download the server holds for 30 s, and
-    /// returns once the archive was asked for: the update is running, holding its locks.
+    /// Starts a sync of `scratch/content` whose archive download the server holds for 10 minutes
+    /// (the tests end it with a signal), and returns once the archive was asked for: the update
+    /// is running, holding its locks.
     func startHeldSync(_ server: StorageServer, _ scratch: String) async throws -> ChildProcess {
-        server.injectFault(.delay(seconds: 30), forPath: "/RXCacheContent.zip")
+        server.injectFault(.delay(seconds: 600), forPath: "/RXCacheContent.zip")
         let process = try ChildProcess(
             SyncAgentBinary.path,
             [
                 "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
                 "--state", scratch + "/state.sqlite",
             ], stderr: scratch + "/err")
-        for _ in 0..<200 where !server.requests().contains(where: { $0.path == "/RXCacheContent.zip" }) {
+        // A held request is logged only when answered: its arrival is what shows the update runs.
+        for _ in 0..<600 where server.requestsInProgress(forPath: "/RXCacheContent.zip") == 0 {
             try await Task.sleep(for: .milliseconds(50))
+        }
+        if server.requestsInProgress(forPath: "/RXCacheContent.zip") != 1 {
+            process.send(SIGKILL)
+            _ = await process.exitStatus()
+            Issue.record("the held sync never asked for the archive: \(server.requests().map(\.path))")
+            throw CancellationError()
         }
         return process
     }

@@ -74,7 +74,10 @@ struct SystemdNotifyTests {
                 try await Task.sleep(for: .milliseconds(350)) // a few watchdog pings
                 process.send(SIGTERM)
                 #expect(await exitStatus == 0)
-                try await Task.sleep(for: .milliseconds(100))
+                // The receiving thread may read the last datagrams a while after the exit.
+                for _ in 0..<200 where !systemd.messages.contains("STOPPING=1") {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
 
                 let messages = systemd.messages
                 let ready = try #require(messages.firstIndex(of: "READY=1"), "no READY=1 in \(messages)")

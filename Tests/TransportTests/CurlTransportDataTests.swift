@@ -242,7 +242,9 @@ struct CurlTransportDataTests {
             let quick = randomBytes(1_000)
             try fixture.serve("slow.bin", randomBytes(1_000))
             try fixture.serve("quick.bin", quick)
-            server.injectFault(.delay(seconds: 2.5), forPath: "/slow.bin")
+            // 4 s: the quick one stays queued past the 1 s connect timeout even if this task runs
+            // late after seeing the slow one arrive.
+            server.injectFault(.delay(seconds: 4), forPath: "/slow.bin")
             let transport = try makeTransport {
                 $0.maxConnectionsPerHost = 1
                 $0.connectTimeout = .seconds(1)
@@ -250,15 +252,17 @@ struct CurlTransportDataTests {
             }
             async let slow = transport.data(for: HTTPRequest(url: server.url(for: "slow.bin")))
             // The slow one holds the only connection (its request has arrived) before the quick one is queued.
-            for _ in 0..<200 where server.requests().isEmpty && server.peakConcurrentRequests == 0 {
+            for _ in 0..<1_000 where server.requestsInProgress(forPath: "/slow.bin") == 0 {
                 try await Task.sleep(for: .milliseconds(10))
             }
+            #expect(server.requestsInProgress(forPath: "/slow.bin") == 1, "the slow request never arrived")
             let start = ContinuousClock.now
             let response = try await transport.data(for: HTTPRequest(url: server.url(for: "quick.bin")))
             let waited = ContinuousClock.now - start
             #expect(response.statusCode == 200 && response.body == quick)
             #expect(waited > .seconds(1), "queued for \(waited): not longer than the connect timeout")
             #expect(server.peakConcurrentRequests == 1)
+            #expect(server.requests().map(\.path) == ["/slow.bin", "/quick.bin"], "the quick one ran after")
             _ = try await slow
             await transport.shutdown()
         }
