@@ -20,6 +20,8 @@ final class PipelineFixture: Sendable {
 
     final class AnswerTable: Sendable {
         let table = Mutex<[String: Answer]>([:])
+        /// Seconds the origin waits before answering a path.
+        let delays = Mutex<[String: Double]>([:])
         func withLock<T>(_ body: (inout [String: Answer]) -> T) -> T { table.withLock { body(&$0) } }
     }
 
@@ -28,7 +30,8 @@ final class PipelineFixture: Sendable {
             NSTemporaryDirectory() + "image-cache-\(name.filter(\.isLetter).prefix(24))-\(UUID().uuidString.prefix(8))"
         let answers = self.answers
         origin = try ScriptedOrigin { request in
-            answers.withLock { $0[request.path] } ?? Answer(status: 404, body: Data("no such image".utf8))
+            if let delay = answers.delays.withLock({ $0[request.path] }) { Thread.sleep(forTimeInterval: delay) }
+            return answers.withLock { $0[request.path] } ?? Answer(status: 404, body: Data("no such image".utf8))
         }
         transport = try CurlTransport()
     }
@@ -144,6 +147,9 @@ struct ImagePipelineTests {
     func coalesced() async throws {
         let fixture = try PipelineFixture()
         fixture.serve("/big.jpg", try colouredImage(width: 1600, height: 1200, rgb: (10, 200, 10), format: "jpeg"))
+        // The original comes after 2 s: every load has joined by then, on a loaded machine too
+        // (a load that started after the variant was stored would count as a hit).
+        fixture.answers.delays.withLock { $0["/big.jpg"] = 2 }
         let pipeline = try fixture.pipeline()
         let sizes = try await withThrowingTaskGroup(of: Int.self) { group in
             for _ in 0..<8 {

@@ -86,7 +86,7 @@ struct HookAdapterTests {
         try await withHookFolder { folder in
             let (logger, _) = CapturingLogHandler.logger()
             let hooks = [
-                recordingHook(folder, name: "check", then: then, timeout: .seconds(2)),
+                recordingHook(folder, name: "check", then: then, timeout: .seconds(5)),
                 recordingHook(folder, name: "after"),
             ]
             let approve = HookRunner.beforeSwitch(

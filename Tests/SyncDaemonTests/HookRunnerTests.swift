@@ -163,7 +163,7 @@ struct HookRunnerTests {
             // The trap is inherited by the sleeps, which ignore SIGTERM as well.
             let hook = shellHook(
                 "trap '' TERM; echo $$ > \"$1/pid\"; sleep 60 & echo $! > \"$1/child\"; echo started; while :; do sleep 1; done",
-                folder, timeout: .seconds(2))
+                folder, timeout: .seconds(5)) // time for a slow fork and exec to set the trap
             let impatient = HookRunner(terminationGrace: .milliseconds(300), outputGrace: .milliseconds(300))
             let outcome = await impatient.run(hook, environment: [:], workingDirectory: nil, logger: logger)
             #expect(outcome.termination == .timedOut(killed: true))
@@ -182,7 +182,7 @@ struct HookRunnerTests {
     @Test func aHookThatEndsOnSIGTERMIsStoppedWithoutSIGKILL() async throws {
         try await withHookFolder { folder in
             let (logger, _) = CapturingLogHandler.logger()
-            let hook = shellHook("echo $$ > \"$1/pid\"; exec sleep 60", folder, timeout: .seconds(2))
+            let hook = shellHook("echo $$ > \"$1/pid\"; exec sleep 60", folder, timeout: .seconds(5))
             let outcome = await runner.run(hook, environment: [:], workingDirectory: nil, logger: logger)
             #expect(outcome.termination == .timedOut(killed: false))
             let pid = try readPID(folder + "/pid")
