@@ -129,25 +129,50 @@ public final class ArchiveRangeReader {
     /// Opens the entries `entries` (indexes into `directory.entries`, each lying in the range) of
     /// the range `start..<start + length`, whose bytes the file `descriptor` holds from its
     /// offset 0. `shownAs` names the archive in messages.
-    public init(
+    public convenience init(
         directory: ArchiveDirectory, entries: [Int], range descriptor: Int32, start: UInt64, length: UInt64,
         shownAs: String
     ) throws(ArchiveError) {
+        let tail = Self.tail(directory, entries)
+        try self.init(
+            entries: entries.count,
+            source: WindowSource(
+                range: descriptor, start: start, length: length, directoryOffset: directory.offset, tail: tail),
+            shownAs: shownAs)
+    }
+
+    /// The same, with the range's bytes in memory: `bytes` are the archive's bytes from `start`,
+    /// and must stay valid as long as the reader is used.
+    public convenience init(
+        directory: ArchiveDirectory, entries: [Int], rangeBytes bytes: UnsafeRawBufferPointer, start: UInt64,
+        shownAs: String
+    ) throws(ArchiveError) {
+        let tail = Self.tail(directory, entries)
+        try self.init(
+            entries: entries.count,
+            source: WindowSource(rangeBytes: bytes, start: start, directoryOffset: directory.offset, tail: tail),
+            shownAs: shownAs)
+    }
+
+    /// The entries' own directory records, then end records for them.
+    private static func tail(_ directory: ArchiveDirectory, _ entries: [Int]) -> [UInt8] {
         var tail: [UInt8] = []
         for index in entries { tail += directory.records[directory.entries[index].record] }
         let layout = CentralDirectoryWindows(
             entryCount: UInt64(entries.count), offset: directory.offset, starts: [0, UInt64(tail.count)],
             size: max(1, entries.count))
         tail += layout.endRecords(entries: UInt64(entries.count), length: UInt64(tail.count))
-        let source = WindowSource(
-            range: descriptor, start: start, length: length, directoryOffset: directory.offset, tail: tail)
+        return tail
+    }
+
+    private init(entries count: Int, source: WindowSource, shownAs: String) throws(ArchiveError) {
         do {
             reader = try ZipReader(window: source, path: shownAs, firstIndex: 0)
         } catch {
             buffer.deallocate()
             throw error
         }
-        count = entries.count
+        self.count = count
         guard reader.entryCount == count else {
             buffer.deallocate()
             throw ArchiveError(

@@ -241,15 +241,18 @@ struct CentralDirectoryWindows {
 /// each local header and small entry in pieces) are served from a 64 KiB read-ahead block, as
 /// libzip's own file source serves them from stdio's buffer.
 ///
-/// Made with ``init(range:start:length:directoryOffset:tail:)``, it is an archive of which only
-/// one byte range was fetched (``ArchiveRangeReader``): the data part reads from the range's
-/// file where the range lies and as zeros elsewhere, and the records and end records are in
-/// memory.
+/// Made with ``init(range:start:length:directoryOffset:tail:)`` (or ``init(rangeBytes:start:directoryOffset:tail:)``),
+/// it is an archive of which only one byte range was fetched (``ArchiveRangeReader``): the data
+/// part reads from the range's file (or memory) where the range lies and as zeros elsewhere, and
+/// the records and end records are in memory.
 final class WindowSource {
     private static let blockSize = 64 * 1024
     private let fd: Int32
-    /// Set for a fetched range: where its bytes (in `fd` from offset 0) lie in the archive.
+    /// Set for a fetched range: where its bytes (in `fd` from offset 0, or in `memory`) lie in
+    /// the archive.
     private let range: (start: UInt64, length: UInt64)?
+    /// A fetched range held in memory (the caller keeps it alive while the source is used).
+    private let memory: UnsafeRawBufferPointer?
     private let dataLength: UInt64
     private let recordsStart: UInt64
     private let recordsLength: UInt64
@@ -270,6 +273,7 @@ final class WindowSource {
         recordsLength = windows.starts[window + 1] - windows.starts[window]
         end = windows.endRecords(entries: windows.entries(in: window), length: recordsLength)
         range = nil
+        memory = nil
         zip_error_init(&error)
     }
 
@@ -279,6 +283,20 @@ final class WindowSource {
     init(range fd: Int32, start: UInt64, length: UInt64, directoryOffset: UInt64, tail: [UInt8]) {
         self.fd = fd
         self.range = (start, length)
+        memory = nil
+        dataLength = directoryOffset
+        recordsStart = 0
+        recordsLength = 0
+        end = tail
+        zip_error_init(&error)
+    }
+
+    /// The same archive with the range's bytes in memory: `bytes` are the archive's bytes
+    /// `start..<start + bytes.count`, and must stay valid while the source is read.
+    init(rangeBytes bytes: UnsafeRawBufferPointer, start: UInt64, directoryOffset: UInt64, tail: [UInt8]) {
+        fd = -1
+        range = (start, UInt64(bytes.count))
+        memory = bytes
         dataLength = directoryOffset
         recordsStart = 0
         recordsLength = 0
@@ -317,7 +335,10 @@ final class WindowSource {
             let got: Int
             if let range, position < dataLength {
                 let rangeEnd = range.start + range.length
-                if position >= range.start, position < rangeEnd {
+                if position >= range.start, position < rangeEnd, let memory {
+                    got = Int(min(want, rangeEnd - position, 1 << 30))
+                    target.copyMemory(from: memory.baseAddress! + Int(position - range.start), byteCount: got)
+                } else if position >= range.start, position < rangeEnd {
                     got = pread(fd, target, Int(min(want, rangeEnd - position, 1 << 30)), off_t(position - range.start))
                     if got < 0 {
                         if errno == EINTR { continue }

@@ -84,7 +84,7 @@ struct ArchiveRangeTests {
     /// to 1.1 and checks that the tree is 1.1's and that nothing was repaired.
     static func replay(
         adding count: Int = 100, big: Bool = false, failing: SyncError.Code? = nil, concurrency: Int = 4,
-        transport: CurlTransport? = nil,
+        transport: (any Transport)? = nil,
         edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in },
         versions: ((_ scratch: String) throws -> (v1: String, v2: String, added: [String]))? = nil
     ) async throws -> Replay {
@@ -150,8 +150,48 @@ struct ArchiveRangeTests {
         #expect(replay.peak >= 1 && replay.peak <= 2, "\(replay.peak) requests at once")
     }
 
+    /// A transport the app gives that never passes bodies to `onBodyChunk` (it may: the option
+    /// is a courtesy) gives the ranges no bytes: every file is downloaded singly, the tree exact.
+    @Test func aTransportThatPassesNoChunksGetsEveryFileSingly() async throws {
+        struct NoChunks: Transport {
+            let inner: CurlTransport
+            func data(for request: HTTPRequest) async throws -> HTTPResponse { try await inner.data(for: request) }
+            func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws
+                -> HTTPResponse
+            {
+                var options = options
+                options.onBodyChunk = nil
+                return try await inner.download(request, to: path, options: options)
+            }
+        }
+        let inner = try CurlTransport()
+        let replay = try await Self.replay(transport: NoChunks(inner: inner))
+        await inner.shutdown()
+        #expect(replay.singleDownloads == Set(replay.added), "\(replay.singleDownloads.count) of \(replay.added.count)")
+        #expect(replay.archiveRequests.count >= 2, "the ranges were asked for (and gave nothing)")
+    }
+
+    /// A range's bytes: a retried attempt starts again from its first byte, more than the range
+    /// is never kept, and only exactly the range counts as complete.
+    @Test func rangeBytesRestartRefuseOverflowAndCountExactly() {
+        let pool = RangeBufferPool(size: 10)
+        let bytes = RangeBytes(count: 6, from: pool)
+        [UInt8]([1, 2, 3, 4]).withUnsafeBytes { bytes.append($0) }
+        #expect(!bytes.isComplete)
+        bytes.restart() // the attempt failed after 4 bytes; the retry's body comes whole
+        [UInt8]([9, 8, 7]).withUnsafeBytes { bytes.append($0) }
+        [UInt8]([6, 5, 4]).withUnsafeBytes { bytes.append($0) }
+        #expect(bytes.isComplete)
+        #expect(Array(bytes.contents) == [9, 8, 7, 6, 5, 4])
+        [UInt8]([3]).withUnsafeBytes { bytes.append($0) }
+        #expect(!bytes.isComplete, "a seventh byte of a six-byte range")
+        let short = RangeBytes(count: 3, from: pool)
+        [UInt8]([1, 2]).withUnsafeBytes { short.append($0) }
+        #expect(!short.isComplete)
+    }
+
     /// A file larger than ``ArchiveRangeFetcher/maxEntryBytes`` is downloaded as a file: a
-    /// range would hold its bytes twice in the staging area, to save one request.
+    /// range would hold its bytes in memory until inflated, to save one request.
     @Test func aLargeFileIsDownloadedAsAFile() async throws {
         let replay = try await Self.replay(adding: ArchiveRangeFetcher.minimumFiles, big: true)
         #expect(replay.singleDownloads == ["new/big.bin"])

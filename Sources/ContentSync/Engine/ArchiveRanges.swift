@@ -71,8 +71,9 @@ struct ArchiveRangePlan: Equatable {
 
     /// The size a range aims at: the bytes split in about four ranges per connection, so that
     /// inflating the first ones overlaps fetching the others, between 256 KiB and 2 MiB. A range
-    /// is held in an unnamed file until inflated, so an update killed meanwhile loses at most
-    /// two of them per connection (32 MiB with 8).
+    /// is held in memory until inflated (at most ``ArchiveRangeFetcher/queued`` at once, each
+    /// under 2 MiB + a gap + one entry of at most ``ArchiveRangeFetcher/maxEntryBytes``), and an
+    /// update killed meanwhile loses them.
     static func target(totalBytes: UInt64, connections: Int) -> UInt64 {
         let share = totalBytes / UInt64(max(1, connections) * 4)
         return min(max(share, 256 << 10), 2 << 20)
@@ -108,8 +109,8 @@ struct ArchiveRangeFetcher: Sendable {
     /// 100 Mbit/s.
     static let maxGap: UInt64 = 16 << 10
     /// Larger entries are downloaded as files: a request is nothing beside their bytes, and a
-    /// range would hold them twice in the staging area until inflated.
-    static let maxEntryBytes: UInt64 = 8 << 20
+    /// range holds its bytes in memory until inflated.
+    static let maxEntryBytes: UInt64 = 2 << 20
     /// The smallest directory record of a content entry: 46 bytes and `RXCacheContent/x`.
     static let minimumRecordBytes: UInt64 = 46 + 16
 
@@ -239,10 +240,10 @@ struct ArchiveRangeFetcher: Sendable {
         var received: (bytes: Int64, at: ContinuousClock.Instant)?
     }
 
-    /// Fetches and inflates `pieces`, each in one task that holds its range's unnamed file from
-    /// the download to the last entry (so a cancelled update leaves no descriptor open), `queued`
-    /// at once: with the manager's own transport twice the connections, the extra downloads
-    /// queued behind its cap, so that a range is inflated while the next one arrives.
+    /// Fetches and inflates `pieces`, each in one task that holds its range's bytes in memory
+    /// from the download to the last entry, `queued` at once: with the manager's own transport
+    /// twice the connections, the extra downloads queued behind its cap, so that a range is
+    /// inflated while the next one arrives.
     private func fetchPieces(
         _ pieces: [ArchiveRangePlan.Piece], directory: ArchiveDirectory, pathOf: [Int: SafeRelativePath],
         expected: [SafeRelativePath: FileFingerprint], etag: String?,
@@ -254,6 +255,7 @@ struct ArchiveRangeFetcher: Sendable {
         var bytes: Int64 = 0
         var ranges = 0
         var lastIn: ContinuousClock.Instant?
+        let buffers = RangeBufferPool(size: Int(pieces.map(\.length).max() ?? 1))
         do {
             try await withThrowingTaskGroup(of: RangeResult.self) { group in
                 var next = 0
@@ -263,13 +265,13 @@ struct ArchiveRangeFetcher: Sendable {
                     let piece = pieces[next]
                     next += 1
                     group.addTask {
-                        guard let (descriptor, received) = try await self.download(piece, etag: etag) else {
+                        let bytes = RangeBytes(count: Int(piece.length), from: buffers)
+                        guard let received = try await self.download(piece, into: bytes, etag: etag) else {
                             return RangeResult()
                         }
-                        defer { close(descriptor) }
                         let arrived = ContinuousClock.now
                         let placed = try await self.extract(
-                            piece, from: descriptor, directory: directory, pathOf: pathOf, expected: expected,
+                            piece, from: bytes, directory: directory, pathOf: pathOf, expected: expected,
                             progress: progress)
                         return RangeResult(placed: placed, received: (received, arrived))
                     }
@@ -295,34 +297,39 @@ struct ArchiveRangeFetcher: Sendable {
         return (files, bytes, ranges, lastIn)
     }
 
-    /// Fetches `piece` into an unnamed file of `partial/`; nil (logged) when the answer is not
-    /// exactly those bytes of an archive of the published size.
-    private func download(_ piece: ArchiveRangePlan.Piece, etag: String?) async throws -> (Int32, Int64)? {
-        guard let file = DownloadDestination.openUnnamed(in: staging.partial, for: "a range of the archive"),
-            case .unnamed(let descriptor, _) = file
-        else {
-            logger.debug("cannot make an unnamed file in the staging area for a range of the archive")
+    /// Fetches `piece` into `bytes` (its body streamed to `/dev/null`, each chunk copied as it
+    /// comes: no file is written and read back); the bytes received, or nil (logged) when the
+    /// answer is not exactly those bytes of an archive of the published size.
+    private func download(_ piece: ArchiveRangePlan.Piece, into bytes: RangeBytes, etag: String?) async throws
+        -> Int64?
+    {
+        let sink = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        guard sink >= 0 else {
+            logger.debug("cannot open /dev/null for a range of the archive; downloading its files one by one")
             return nil
         }
+        defer { close(sink) }
         do {
             var options = DownloadOptions(maxBytes: Int64(piece.length))
             let total = Mutex<String?>(nil)
-            options.onResponseStart = { _, headers in total.withLock { $0 = headers["content-range"] } }
+            options.onResponseStart = { _, headers in
+                total.withLock { $0 = headers["content-range"] }
+                bytes.restart() // a retried attempt's body starts again
+            }
+            options.onBodyChunk = { chunk in bytes.append(chunk) }
             let response = try await transport.download(
-                rangeRequest(piece.start..<piece.end, etag: etag), into: descriptor, options: options)
-            guard response.statusCode == 206, response.fileSize == Int64(piece.length),
+                rangeRequest(piece.start..<piece.end, etag: etag), into: sink, options: options)
+            guard response.statusCode == 206, response.fileSize == Int64(piece.length), bytes.isComplete,
                 ResponseExpectation.completeLength(
                     ofContentRange: total.withLock { $0 } ?? response.headers["content-range"]) == archive.size
             else {
                 logger.debug(
                     "the storage answered a range of the archive with HTTP \(response.statusCode) and other bytes; downloading the files one by one"
                 )
-                close(descriptor)
                 return nil
             }
-            return (descriptor, response.bytesReceived)
+            return response.bytesReceived
         } catch {
-            close(descriptor)
             if Task.isCancelled { throw CancellationError() }
             logger.debug("fetching a range of the archive failed (\(error)); downloading its files one by one")
             return nil
@@ -332,7 +339,7 @@ struct ArchiveRangeFetcher: Sendable {
     /// Inflates `piece`'s entries into `next/`, each verified against its file's fingerprint
     /// before it is given its name; returns those placed.
     private func extract(
-        _ piece: ArchiveRangePlan.Piece, from descriptor: Int32, directory: ArchiveDirectory,
+        _ piece: ArchiveRangePlan.Piece, from bytes: RangeBytes, directory: ArchiveDirectory,
         pathOf: [Int: SafeRelativePath], expected: [SafeRelativePath: FileFingerprint],
         progress: @escaping @Sendable (SafeRelativePath, Int64) -> Void
     ) async throws(SyncError) -> [(path: SafeRelativePath, bytes: Int64)] {
@@ -341,8 +348,8 @@ struct ArchiveRangeFetcher: Sendable {
             let reader: ArchiveRangeReader
             do {
                 reader = try ArchiveRangeReader(
-                    directory: directory, entries: piece.entries, range: descriptor, start: piece.start,
-                    length: piece.length, shownAs: "the storage's archive")
+                    directory: directory, entries: piece.entries, rangeBytes: bytes.contents, start: piece.start,
+                    shownAs: "the storage's archive")
             } catch {
                 logger.debug("a range of the archive does not open (\(error)); downloading its files one by one")
                 return []
@@ -412,5 +419,81 @@ struct ArchiveRangeFetcher: Sendable {
             logger.debug("fetching the archive's directory failed (\(error)); downloading the files one by one")
             return nil
         }
+    }
+}
+
+/// The range buffers of one fetch, each as large as its largest range and reused from range to
+/// range: a fresh allocation of megabytes faults its pages in anew (13 % of S2's CPU time when
+/// every range had its own). At most as many exist as ranges are in flight; all are freed with
+/// the pool, when the fetch ends.
+final class RangeBufferPool: @unchecked Sendable {
+    let size: Int
+    /// Guarded by `lock`.
+    private var free: [UnsafeMutableRawBufferPointer] = []
+    private let lock = NSLock()
+
+    init(size: Int) {
+        self.size = max(1, size)
+    }
+
+    deinit {
+        for buffer in free { buffer.deallocate() }
+    }
+
+    func take() -> UnsafeMutableRawBufferPointer {
+        lock.withLock { free.popLast() } ?? UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+    }
+
+    func give(_ buffer: UnsafeMutableRawBufferPointer) {
+        lock.withLock { free.append(buffer) }
+    }
+}
+
+/// One range's bytes, filled by the transport's body callbacks on its I/O thread and read by the
+/// extraction once the download returned (the task that made it awaits one, then the other).
+/// Never more than its capacity: an answer longer than the range is not kept.
+final class RangeBytes: @unchecked Sendable {
+    private let pool: RangeBufferPool
+    private let storage: UnsafeMutableRawBufferPointer
+    private let filled = Mutex((count: 0, overflowed: false))
+    let capacity: Int
+
+    /// A buffer of `pool` for `count` bytes (at most the pool's size).
+    init(count: Int, from pool: RangeBufferPool) {
+        precondition(count <= pool.size)
+        self.pool = pool
+        storage = pool.take()
+        capacity = count
+    }
+
+    deinit {
+        pool.give(storage)
+    }
+
+    func restart() {
+        filled.withLock { $0 = (0, false) }
+    }
+
+    func append(_ chunk: UnsafeRawBufferPointer) {
+        filled.withLock { filled in
+            guard !filled.overflowed, chunk.count <= capacity - filled.count else {
+                filled.overflowed = true
+                return
+            }
+            if let base = chunk.baseAddress {
+                (storage.baseAddress! + filled.count).copyMemory(from: base, byteCount: chunk.count)
+            }
+            filled.count += chunk.count
+        }
+    }
+
+    /// Whether exactly `capacity` bytes came, and no more.
+    var isComplete: Bool {
+        filled.withLock { !$0.overflowed && $0.count == capacity }
+    }
+
+    /// The bytes received so far (all of them once ``isComplete``).
+    var contents: UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: storage[0..<filled.withLock { $0.count }])
     }
 }
