@@ -451,49 +451,59 @@ final class RangeBufferPool: @unchecked Sendable {
 
 /// One range's bytes, filled by the transport's body callbacks on its I/O thread and read by the
 /// extraction once the download returned (the task that made it awaits one, then the other).
-/// Never more than its capacity: an answer longer than the range is not kept.
+/// Never more than its capacity: an answer longer than the range is not kept. Its buffer is taken
+/// from the pool when the first byte comes, so ranges queued behind the connection cap hold none.
 final class RangeBytes: @unchecked Sendable {
+    private struct State {
+        var storage: UnsafeMutableRawBufferPointer?
+        var count = 0
+        var overflowed = false
+    }
     private let pool: RangeBufferPool
-    private let storage: UnsafeMutableRawBufferPointer
-    private let filled = Mutex((count: 0, overflowed: false))
+    /// Guarded by `lock`.
+    private var state = State()
+    private let lock = NSLock()
     let capacity: Int
 
-    /// A buffer of `pool` for `count` bytes (at most the pool's size).
+    /// `count` bytes (at most the pool's size) to be received into a buffer of `pool`.
     init(count: Int, from pool: RangeBufferPool) {
         precondition(count <= pool.size)
         self.pool = pool
-        storage = pool.take()
         capacity = count
     }
 
     deinit {
-        pool.give(storage)
+        if let storage = state.storage { pool.give(storage) }
     }
 
+    /// A new attempt's body starts: what an earlier one gave is dropped.
     func restart() {
-        filled.withLock { $0 = (0, false) }
+        lock.withLock { (state.count, state.overflowed) = (0, false) }
     }
 
     func append(_ chunk: UnsafeRawBufferPointer) {
-        filled.withLock { filled in
-            guard !filled.overflowed, chunk.count <= capacity - filled.count else {
-                filled.overflowed = true
+        lock.withLock {
+            guard !state.overflowed, chunk.count <= capacity - state.count else {
+                state.overflowed = true
                 return
             }
-            if let base = chunk.baseAddress {
-                (storage.baseAddress! + filled.count).copyMemory(from: base, byteCount: chunk.count)
-            }
-            filled.count += chunk.count
+            guard let base = chunk.baseAddress else { return }
+            if state.storage == nil { state.storage = pool.take() }
+            (state.storage!.baseAddress! + state.count).copyMemory(from: base, byteCount: chunk.count)
+            state.count += chunk.count
         }
     }
 
     /// Whether exactly `capacity` bytes came, and no more.
     var isComplete: Bool {
-        filled.withLock { !$0.overflowed && $0.count == capacity }
+        lock.withLock { !state.overflowed && state.count == capacity }
     }
 
     /// The bytes received so far (all of them once ``isComplete``).
     var contents: UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(rebasing: storage[0..<filled.withLock { $0.count }])
+        lock.withLock {
+            guard let storage = state.storage else { return UnsafeRawBufferPointer(start: nil, count: 0) }
+            return UnsafeRawBufferPointer(rebasing: storage[0..<state.count])
+        }
     }
 }
