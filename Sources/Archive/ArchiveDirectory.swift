@@ -127,45 +127,20 @@ public final class ArchiveRangeReader {
     private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
 
     /// Opens the entries `entries` (indexes into `directory.entries`, each lying in the range) of
-    /// the range `start..<start + length`, whose bytes the file `descriptor` holds from its
-    /// offset 0. `shownAs` names the archive in messages.
-    public convenience init(
-        directory: ArchiveDirectory, entries: [Int], range descriptor: Int32, start: UInt64, length: UInt64,
-        shownAs: String
-    ) throws(ArchiveError) {
-        let tail = Self.tail(directory, entries)
-        try self.init(
-            entries: entries.count,
-            source: WindowSource(
-                range: descriptor, start: start, length: length, directoryOffset: directory.offset, tail: tail),
-            shownAs: shownAs)
-    }
-
-    /// The same, with the range's bytes in memory: `bytes` are the archive's bytes from `start`,
-    /// and must stay valid as long as the reader is used.
-    public convenience init(
+    /// the range whose bytes are `bytes`, the archive's from `start` on; `bytes` must stay valid
+    /// as long as the reader is used. `shownAs` names the archive in messages.
+    public init(
         directory: ArchiveDirectory, entries: [Int], rangeBytes bytes: UnsafeRawBufferPointer, start: UInt64,
         shownAs: String
     ) throws(ArchiveError) {
-        let tail = Self.tail(directory, entries)
-        try self.init(
-            entries: entries.count,
-            source: WindowSource(rangeBytes: bytes, start: start, directoryOffset: directory.offset, tail: tail),
-            shownAs: shownAs)
-    }
-
-    /// The entries' own directory records, then end records for them.
-    private static func tail(_ directory: ArchiveDirectory, _ entries: [Int]) -> [UInt8] {
         var tail: [UInt8] = []
         for index in entries { tail += directory.records[directory.entries[index].record] }
         let layout = CentralDirectoryWindows(
             entryCount: UInt64(entries.count), offset: directory.offset, starts: [0, UInt64(tail.count)],
             size: max(1, entries.count))
         tail += layout.endRecords(entries: UInt64(entries.count), length: UInt64(tail.count))
-        return tail
-    }
-
-    private init(entries count: Int, source: WindowSource, shownAs: String) throws(ArchiveError) {
+        let source = WindowSource(rangeBytes: bytes, start: start, directoryOffset: directory.offset, tail: tail)
+        let count = entries.count
         do {
             reader = try ZipReader(window: source, path: shownAs, firstIndex: 0)
         } catch {

@@ -241,17 +241,16 @@ struct CentralDirectoryWindows {
 /// each local header and small entry in pieces) are served from a 64 KiB read-ahead block, as
 /// libzip's own file source serves them from stdio's buffer.
 ///
-/// Made with ``init(range:start:length:directoryOffset:tail:)`` (or ``init(rangeBytes:start:directoryOffset:tail:)``),
-/// it is an archive of which only one byte range was fetched (``ArchiveRangeReader``): the data
-/// part reads from the range's file (or memory) where the range lies and as zeros elsewhere, and
-/// the records and end records are in memory.
+/// Made with ``init(rangeBytes:start:directoryOffset:tail:)``, it is an archive of which only one
+/// byte range was fetched (``ArchiveRangeReader``): the data part reads from the range's bytes in
+/// memory where the range lies and as zeros elsewhere, and the records and end records are in
+/// memory too.
 final class WindowSource {
     private static let blockSize = 64 * 1024
     private let fd: Int32
-    /// Set for a fetched range: where its bytes (in `fd` from offset 0, or in `memory`) lie in
-    /// the archive.
+    /// Set for a fetched range: where its bytes (`memory`) lie in the archive.
     private let range: (start: UInt64, length: UInt64)?
-    /// A fetched range held in memory (the caller keeps it alive while the source is used).
+    /// A fetched range's bytes (the caller keeps them alive while the source is used).
     private let memory: UnsafeRawBufferPointer?
     private let dataLength: UInt64
     private let recordsStart: UInt64
@@ -277,22 +276,9 @@ final class WindowSource {
         zip_error_init(&error)
     }
 
-    /// An archive whose bytes `start..<start + length` are those of the file `range` (from its
-    /// offset 0), whose other bytes before `directoryOffset` read as zeros, followed by `tail`
-    /// (central directory records and their end records).
-    init(range fd: Int32, start: UInt64, length: UInt64, directoryOffset: UInt64, tail: [UInt8]) {
-        self.fd = fd
-        self.range = (start, length)
-        memory = nil
-        dataLength = directoryOffset
-        recordsStart = 0
-        recordsLength = 0
-        end = tail
-        zip_error_init(&error)
-    }
-
-    /// The same archive with the range's bytes in memory: `bytes` are the archive's bytes
-    /// `start..<start + bytes.count`, and must stay valid while the source is read.
+    /// An archive whose bytes `start..<start + bytes.count` are `bytes` (valid while the source is
+    /// read), whose other bytes before `directoryOffset` read as zeros, followed by `tail` (central
+    /// directory records and their end records).
     init(rangeBytes bytes: UnsafeRawBufferPointer, start: UInt64, directoryOffset: UInt64, tail: [UInt8]) {
         fd = -1
         range = (start, UInt64(bytes.count))
@@ -338,17 +324,6 @@ final class WindowSource {
                 if position >= range.start, position < rangeEnd, let memory {
                     got = Int(min(want, rangeEnd - position, 1 << 30))
                     target.copyMemory(from: memory.baseAddress! + Int(position - range.start), byteCount: got)
-                } else if position >= range.start, position < rangeEnd {
-                    got = pread(fd, target, Int(min(want, rangeEnd - position, 1 << 30)), off_t(position - range.start))
-                    if got < 0 {
-                        if errno == EINTR { continue }
-                        zip_error_set(&error, ZIP_ER_READ, errno)
-                        return -1
-                    }
-                    if got == 0 {
-                        zip_error_set(&error, ZIP_ER_READ, EIO) // the range's file got shorter
-                        return -1
-                    }
                 } else {
                     // Not fetched: zeros, which no signature matches.
                     let limit = position < range.start ? range.start - position : dataLength - position

@@ -66,23 +66,22 @@ struct ArchiveRangeReaderTests {
                 let indexes = Array(first..<min(first + run, directory.entries.count))
                 let start = directory.entries[indexes.first!].start
                 let end = directory.entries[indexes.last!].end
-                try write(Array(bytes[Int(start)..<Int(end)]), to: dir + "/range")
-                let fd = open(dir + "/range", O_RDONLY)
-                defer { close(fd) }
-                let reader = try ArchiveRangeReader(
-                    directory: directory, entries: indexes, range: fd, start: start, length: end - start,
-                    shownAs: "a.zip")
-                for (position, index) in indexes.enumerated() {
-                    guard let expected = contents[directory.entries[index].name] else { continue }
-                    var got: [UInt8] = []
-                    let size = try reader.inflate(position, limit: Int64(expected.count)) { chunk in
-                        got += chunk
-                        return true
-                    }
-                    #expect(size == Int64(expected.count) && got == expected)
-                    // A limit below the size stops the entry there.
-                    if !expected.isEmpty {
-                        #expect(try reader.inflate(position, limit: Int64(expected.count - 1)) { _ in true } == nil)
+                let range = Array(bytes[Int(start)..<Int(end)])
+                try range.withUnsafeBytes { range in
+                    let reader = try ArchiveRangeReader(
+                        directory: directory, entries: indexes, rangeBytes: range, start: start, shownAs: "a.zip")
+                    for (position, index) in indexes.enumerated() {
+                        guard let expected = contents[directory.entries[index].name] else { continue }
+                        var got: [UInt8] = []
+                        let size = try reader.inflate(position, limit: Int64(expected.count)) { chunk in
+                            got += chunk
+                            return true
+                        }
+                        #expect(size == Int64(expected.count) && got == expected)
+                        // A limit below the size stops the entry there.
+                        if !expected.isEmpty {
+                            #expect(try reader.inflate(position, limit: Int64(expected.count - 1)) { _ in true } == nil)
+                        }
                     }
                 }
             }
@@ -107,14 +106,12 @@ struct ArchiveRangeReaderTests {
                 })
             let entry = directory.entries[index]
             let cut = Int(min(1000, (entry.end - entry.start) / 4))
-            try write(Array(bytes[Int(entry.start)..<Int(entry.end) - cut]), to: dir + "/range")
-            let fd = open(dir + "/range", O_RDONLY)
-            defer { close(fd) }
-            let reader = try ArchiveRangeReader(
-                directory: directory, entries: [index], range: fd, start: entry.start,
-                length: entry.end - entry.start - UInt64(cut),
-                shownAs: "a.zip")
-            #expect(throws: ArchiveError.self) { _ = try reader.inflate(0, limit: 1 << 30) { _ in true } }
+            let range = Array(bytes[Int(entry.start)..<Int(entry.end) - cut])
+            try range.withUnsafeBytes { range in
+                let reader = try ArchiveRangeReader(
+                    directory: directory, entries: [index], rangeBytes: range, start: entry.start, shownAs: "a.zip")
+                #expect(throws: ArchiveError.self) { _ = try reader.inflate(0, limit: 1 << 30) { _ in true } }
+            }
         }
     }
 
