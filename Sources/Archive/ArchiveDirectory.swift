@@ -116,58 +116,57 @@ public struct ArchiveDirectory: Sendable {
     }
 }
 
-/// The entries of one byte range fetched from an archive (``ArchiveDirectory``), opened by
-/// libzip as an archive of their own: the range's bytes where they lie in the archive, zeros
-/// elsewhere, then the entries' own directory records (their offsets unchanged) and end records.
-/// libzip reads each local header and inflates each entry, checking its CRC-32, as it would in
-/// the whole archive. Not thread-safe (nor is `zip_t`): one reader per range.
+/// The entries of one byte range fetched from an archive (``ArchiveDirectory``).
+///
+/// A stored entry (no compression, no encryption, sizes as its directory record says) is handed
+/// over as it lies in the range's bytes, with no copy and no CRC-32 pass: the caller checks its
+/// bytes (``ArchiveRangeFetcher`` by SHA-256, a stronger check). Any other entry is inflated by
+/// libzip, which opens the range as an archive of its own, made at the first such entry: the
+/// range's bytes where they lie in the archive, zeros elsewhere, then the entries' own directory
+/// records (their offsets unchanged) and end records. libzip reads each local header and inflates
+/// each entry, checking its CRC-32, as it would in the whole archive. Not thread-safe (nor is
+/// `zip_t`): one reader per range.
 public final class ArchiveRangeReader {
-    private let reader: ZipReader
-    private let count: Int
-    private let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+    private let directory: ArchiveDirectory
+    private let entries: [Int]
+    private let bytes: UnsafeRawBufferPointer
+    private let start: UInt64
+    private let shownAs: String
+    /// libzip's view of the range, made at the first entry that is not stored (or its error).
+    private var opened: Result<(reader: ZipReader, buffer: UnsafeMutableRawBufferPointer), ArchiveError>?
 
-    /// Opens the entries `entries` (indexes into `directory.entries`, each lying in the range) of
-    /// the range whose bytes are `bytes`, the archive's from `start` on; `bytes` must stay valid
-    /// as long as the reader is used. `shownAs` names the archive in messages.
+    /// The entries `entries` (indexes into `directory.entries`, each lying in the range) of the
+    /// range whose bytes are `bytes`, the archive's from `start` on; `bytes` must stay valid as
+    /// long as the reader is used. `shownAs` names the archive in messages.
     public init(
         directory: ArchiveDirectory, entries: [Int], rangeBytes bytes: UnsafeRawBufferPointer, start: UInt64,
         shownAs: String
-    ) throws(ArchiveError) {
-        var tail: [UInt8] = []
-        for index in entries { tail += directory.records[directory.entries[index].record] }
-        let layout = CentralDirectoryWindows(
-            entryCount: UInt64(entries.count), offset: directory.offset, starts: [0, UInt64(tail.count)],
-            size: max(1, entries.count))
-        tail += layout.endRecords(entries: UInt64(entries.count), length: UInt64(tail.count))
-        let source = WindowSource(rangeBytes: bytes, start: start, directoryOffset: directory.offset, tail: tail)
-        let count = entries.count
-        do {
-            reader = try ZipReader(window: source, path: shownAs, firstIndex: 0)
-        } catch {
-            buffer.deallocate()
-            throw error
-        }
-        self.count = count
-        guard reader.entryCount == count else {
-            buffer.deallocate()
-            throw ArchiveError(
-                code: .corrupt,
-                message: "\(shownAs): the fetched range reads as \(reader.entryCount) entries, not \(count)")
-        }
+    ) {
+        self.directory = directory
+        self.entries = entries
+        self.bytes = bytes
+        self.start = start
+        self.shownAs = shownAs
     }
 
     deinit {
-        buffer.deallocate()
+        if case .success(let opened) = opened { opened.buffer.deallocate() }
     }
 
-    /// Inflates the `position`-th entry (in the order given to ``init``) and hands its bytes to
-    /// `chunk` as they come. Returns the inflated size, or nil when `chunk` returned false or
-    /// the entry inflated past `limit` bytes (then it stops there). Throws for an entry libzip
-    /// cannot read: encrypted, damaged, or a CRC-32 that differs.
+    /// Hands the `position`-th entry's bytes (in the order given to ``init``) to `chunk` as they
+    /// come: a stored entry's in one piece from the range, another's as libzip inflates it.
+    /// Returns the size, or nil when `chunk` returned false or the entry is longer than `limit`
+    /// bytes (then it stops there). Throws for an entry libzip cannot read: encrypted, damaged,
+    /// or a CRC-32 that differs (a stored entry's CRC-32 is not checked).
     public func inflate(_ position: Int, limit: Int64, chunk: (UnsafeRawBufferPointer) -> Bool) throws(ArchiveError)
         -> Int64?
     {
-        precondition(position >= 0 && position < count)
+        precondition(position >= 0 && position < entries.count)
+        if let stored = storedBytes(of: directory.entries[entries[position]]) {
+            guard Int64(stored.count) <= limit, stored.isEmpty || chunk(stored) else { return nil }
+            return Int64(stored.count)
+        }
+        let (reader, buffer) = try libzip().get()
         let entry = try reader.entry(at: UInt64(position))
         guard !entry.isEncrypted else {
             throw ArchiveError(code: .encryptedEntry, message: "\(reader.path): entry '\(entry.name)' is encrypted")
@@ -180,5 +179,52 @@ public final class ArchiveRangeReader {
             total += Int64(got)
             guard total <= limit, chunk(UnsafeRawBufferPointer(rebasing: buffer[0..<got])) else { return nil }
         }
+    }
+
+    /// The data of `entry` when its directory record and its local header (in the range) both say
+    /// it is stored and unencrypted, with equal sizes, and the data lies within the entry's span;
+    /// nil otherwise (libzip reads it).
+    func storedBytes(of entry: ArchiveDirectory.Entry) -> UnsafeRawBufferPointer? {
+        typealias Layout = CentralDirectoryWindows
+        let record = directory.records
+        let at = entry.record.lowerBound
+        guard entry.record.count >= Layout.recordLength, Layout.le16(record, at + 8) & 1 == 0,
+            Layout.le16(record, at + 10) == 0, case let size = Layout.le32(record, at + 24),
+            Layout.le32(record, at + 20) == size, size != 0xFFFF_FFFF,
+            entry.start >= start, entry.end - start <= UInt64(bytes.count)
+        else { return nil }
+        let local = Int(entry.start - start)
+        let span = Int(entry.end - entry.start)
+        guard span >= 30, let base = bytes.baseAddress else { return nil }
+        func le16(_ offset: Int) -> Int { Int(bytes[local + offset]) | Int(bytes[local + offset + 1]) << 8 }
+        let signature = le16(0) | le16(2) << 16
+        guard signature == 0x0403_4B50, le16(6) & 1 == 0, le16(8) == 0 else { return nil }
+        let dataStart = 30 + le16(26) + le16(28)
+        guard dataStart <= span, Int(size) <= span - dataStart else { return nil }
+        return UnsafeRawBufferPointer(start: base + local + dataStart, count: Int(size))
+    }
+
+    private func libzip() -> Result<(reader: ZipReader, buffer: UnsafeMutableRawBufferPointer), ArchiveError> {
+        if let opened { return opened }
+        let result = Result { () throws(ArchiveError) in try openLibzip() }
+        opened = result
+        return result
+    }
+
+    private func openLibzip() throws(ArchiveError) -> (reader: ZipReader, buffer: UnsafeMutableRawBufferPointer) {
+        var tail: [UInt8] = []
+        for index in entries { tail += directory.records[directory.entries[index].record] }
+        let layout = CentralDirectoryWindows(
+            entryCount: UInt64(entries.count), offset: directory.offset, starts: [0, UInt64(tail.count)],
+            size: max(1, entries.count))
+        tail += layout.endRecords(entries: UInt64(entries.count), length: UInt64(tail.count))
+        let source = WindowSource(rangeBytes: bytes, start: start, directoryOffset: directory.offset, tail: tail)
+        let reader = try ZipReader(window: source, path: shownAs, firstIndex: 0)
+        guard reader.entryCount == entries.count else {
+            throw ArchiveError(
+                code: .corrupt,
+                message: "\(shownAs): the fetched range reads as \(reader.entryCount) entries, not \(entries.count)")
+        }
+        return (reader, UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16))
     }
 }

@@ -14,10 +14,11 @@ final class PreviousArchive {
     let path: String
 
     /// The comment ``ZipWriter/archive(folder:to:topLevelFolder:reusing:)`` writes: who compressed
-    /// the entries, with which zlib. Entries are copied only between archives with the same marker,
-    /// so a copied entry holds exactly the bytes a fresh compression would.
+    /// the entries, by which rules, with which zlib. Entries are copied only between archives with
+    /// the same marker, so a copied entry holds exactly the bytes a fresh build would. Version 2
+    /// stores files that deflate does not shrink (``DeflateProbe``); version 1 deflated all.
     static var marker: String {
-        "content-sync ZipWriter 1; deflate level default; zlib \(String(cString: zlibVersion()))"
+        "content-sync ZipWriter 2; deflate level default unless a sample shrinks under 1/32; zlib \(String(cString: zlibVersion()))"
     }
 
     /// Opens `path` when it exists and carries ``marker``; nil otherwise (nothing to reuse).
@@ -39,8 +40,9 @@ final class PreviousArchive {
         zip_discard(handle)
     }
 
-    /// The index of entry `name` when it is deflated with exactly `crc` and `size`.
-    func reusableEntry(named name: String, crc: UInt32, size: Int64) -> UInt64? {
+    /// The index of entry `name`, and whether it is deflated (else stored), when it holds exactly
+    /// `crc` and `size` and is deflated or stored.
+    func reusableEntry(named name: String, crc: UInt32, size: Int64) -> (index: UInt64, deflated: Bool)? {
         let index = zip_name_locate(handle, name, zip_flags_t(ZIP_FL_ENC_UTF_8))
         guard index >= 0 else { return nil }
         var stat = zip_stat_t()
@@ -48,9 +50,10 @@ final class PreviousArchive {
         guard zip_stat_index(handle, UInt64(index), 0, &stat) == 0,
             stat.valid & UInt64(ZIP_STAT_CRC | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD)
                 == UInt64(ZIP_STAT_CRC | ZIP_STAT_SIZE | ZIP_STAT_COMP_METHOD),
-            stat.crc == crc, stat.size == UInt64(size), stat.comp_method == UInt16(ZIP_CM_DEFLATE)
+            stat.crc == crc, stat.size == UInt64(size),
+            stat.comp_method == UInt16(ZIP_CM_DEFLATE) || stat.comp_method == UInt16(ZIP_CM_STORE)
         else { return nil }
-        return UInt64(index)
+        return (UInt64(index), stat.comp_method == UInt16(ZIP_CM_DEFLATE))
     }
 
     /// The CRC-32 and size of the file at `path`, or nil when it cannot be read.

@@ -13,7 +13,7 @@ extension ZipWriter {
     /// `"RXCacheContent"`). Symlinks and other special files are refused, not followed.
     ///
     /// With `reusing`, a file whose bytes the previous archive holds (at the same path, or at the
-    /// old path of a move) with the same CRC-32 and size is copied from it still deflated, which
+    /// old path of a move) with the same CRC-32 and size is copied from it still compressed, which
     /// makes publishing a version that changed little nearly as fast as hashing it. The bytes are the same as a fresh build's:
     /// only archives carrying this writer's marker (its comment, naming the zlib) are reused.
     /// Returns the number of entries copied from the previous archive.
@@ -50,8 +50,9 @@ extension ZipWriter {
     }
 
     /// Adds the folder or file `path` of `folder` as the entry `base/path`: a file whose bytes
-    /// `previous` holds at `base/old` (same CRC-32 and size) is copied from it still deflated,
-    /// others are compressed. Returns whether the entry was copied.
+    /// `previous` holds at `base/old` (same CRC-32 and size) is copied from it as it is; others
+    /// are deflated, or stored when ``DeflateProbe`` finds deflate does not shrink them. Returns
+    /// whether the entry was copied.
     func add(
         _ path: SafeRelativePath, isFolder: Bool, of folder: String, under base: SafeRelativePath,
         from previous: PreviousArchive?, at old: SafeRelativePath?
@@ -61,12 +62,12 @@ extension ZipWriter {
         if isFolder {
             try addDirectory(name)
         } else if let previous, let old, let facts = PreviousArchive.crc32(ofFile: source),
-            let index = previous.reusableEntry(named: base.appending(old).string, crc: facts.crc, size: facts.size)
+            let entry = previous.reusableEntry(named: base.appending(old).string, crc: facts.crc, size: facts.size)
         {
-            try addCopiedFile(name, from: previous, index: index)
+            try addCopiedFile(name, from: previous, index: entry.index, deflated: entry.deflated)
             return true
         } else {
-            try addFile(name, fromPath: source)
+            try addProbedFile(name, fromPath: source)
         }
         return false
     }

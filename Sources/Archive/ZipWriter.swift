@@ -23,6 +23,8 @@ public final class ZipWriter {
     private var folders = FolderSet()
     /// Archives whose entries are copied: libzip reads them at `close()`.
     private var retained: [PreviousArchive] = []
+    /// Made at the first file whose compression is decided by its bytes.
+    private lazy var probe = DeflateProbe()
 
     /// The DOS date for 1980-01-01 (day 1, month 1, year 0 since 1980); the DOS time is 00:00:00.
     private static let dosDate: UInt16 = (0 << 9) | (1 << 5) | 1
@@ -64,6 +66,16 @@ public final class ZipWriter {
 
     /// Adds a file read from `fromPath` at ``close()``, streaming it, deflated unless `compress` is false.
     public func addFile(_ name: String, fromPath: String, compress: Bool = true) throws(ArchiveError) {
+        try addFile(name, fromPath: fromPath) { _ in compress }
+    }
+
+    /// Adds a file read from `fromPath` at ``close()``, deflated when ``DeflateProbe`` finds that
+    /// worth it, else stored.
+    func addProbedFile(_ name: String, fromPath: String) throws(ArchiveError) {
+        try addFile(name, fromPath: fromPath) { size in probe.worthDeflating(path: fromPath, size: size) }
+    }
+
+    private func addFile(_ name: String, fromPath: String, compress: (Int64) -> Bool) throws(ArchiveError) {
         let handle = try openHandle()
         let entryPath = try checkedFileName(name)
         var info = stat()
@@ -80,6 +92,7 @@ public final class ZipWriter {
                 code: .forbiddenEntryType,
                 message: "cannot add \(fromPath) as '\(name)' to \(path): it is not a regular file")
         }
+        let deflated = compress(Int64(info.st_size))
         guard let source = zip_source_file(handle, fromPath, 0, -1) else {
             throw ArchiveError(
                 code: .cannotOpen,
@@ -90,14 +103,17 @@ public final class ZipWriter {
         folders.insertAncestors(of: entryPath)
         try setAttributes(
             handle, index: index, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
-            attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: compress)
+            attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: deflated)
     }
 
-    /// Adds entry `index` of `previous` as file `name`, copying its deflated bytes without
-    /// inflating them (libzip's `ZIP_FL_COMPRESSED`). Only for archives this writer made with the
-    /// same zlib (see ``archive(folder:to:topLevelFolder:reusing:)``), so that the result is the
-    /// bytes a fresh compression would give.
-    func addCopiedFile(_ name: String, from previous: PreviousArchive, index: UInt64) throws(ArchiveError) {
+    /// Adds entry `index` of `previous` as file `name`, copying its bytes (deflated or stored, as
+    /// `deflated` says) without inflating them (libzip's `ZIP_FL_COMPRESSED`). Only for archives
+    /// this writer made with the same rules and zlib (see
+    /// ``archive(folder:to:topLevelFolder:reusing:)``), so that the result is the bytes a fresh
+    /// build would give.
+    func addCopiedFile(_ name: String, from previous: PreviousArchive, index: UInt64, deflated: Bool)
+        throws(ArchiveError)
+    {
         let handle = try openHandle()
         let entryPath = try checkedFileName(name)
         guard let source = zip_source_zip(handle, previous.handle, index, zip_flags_t(ZIP_FL_COMPRESSED), 0, -1) else {
@@ -109,7 +125,7 @@ public final class ZipWriter {
         folders.insertAncestors(of: entryPath)
         try setAttributes(
             handle, index: added, name: name, opsys: UInt8(ZIP_OPSYS_UNIX),
-            attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: true)
+            attributes: (UInt32(S_IFREG) | 0o644) << 16, compress: deflated)
     }
 
     /// Sets the archive comment.

@@ -21,7 +21,9 @@ struct ArchiveRangeReaderTests {
     static func makeArchive(_ path: String, comment: String? = nil) throws -> [UInt8] {
         let writer = try ZipWriter(path: path)
         try writer.addDirectory("RXCacheContent/empty")
-        for (name, bytes) in files { try writer.addFile(name, contents: bytes) }
+        for (index, (name, bytes)) in files.enumerated() {
+            try writer.addFile(name, contents: bytes, compress: index.isMultiple(of: 2))
+        }
         try writer.close()
         guard let comment else { return try readFile(path) }
         var archive = try ZipPatcher(path: path)
@@ -68,7 +70,7 @@ struct ArchiveRangeReaderTests {
                 let end = directory.entries[indexes.last!].end
                 let range = Array(bytes[Int(start)..<Int(end)])
                 try range.withUnsafeBytes { range in
-                    let reader = try ArchiveRangeReader(
+                    let reader = ArchiveRangeReader(
                         directory: directory, entries: indexes, rangeBytes: range, start: start, shownAs: "a.zip")
                     for (position, index) in indexes.enumerated() {
                         guard let expected = contents[directory.entries[index].name] else { continue }
@@ -107,10 +109,75 @@ struct ArchiveRangeReaderTests {
             let entry = directory.entries[index]
             let cut = Int(min(1000, (entry.end - entry.start) / 4))
             let range = Array(bytes[Int(entry.start)..<Int(entry.end) - cut])
-            try range.withUnsafeBytes { range in
-                let reader = try ArchiveRangeReader(
+            range.withUnsafeBytes { range in
+                let reader = ArchiveRangeReader(
                     directory: directory, entries: [index], rangeBytes: range, start: entry.start, shownAs: "a.zip")
                 #expect(throws: ArchiveError.self) { _ = try reader.inflate(0, limit: 1 << 30) { _ in true } }
+            }
+        }
+    }
+
+    /// A stored entry is taken from the range as it lies (the caller checks its bytes: no CRC-32
+    /// pass), and only when its record and local header agree on a plain layout inside the
+    /// entry's span; anything else goes to libzip, which refuses what it cannot read.
+    @Test(arguments: [
+        "none", "record says deflated", "record sizes differ", "record says encrypted", "local says deflated",
+        "local signature", "local name past the span", "local extra past the span", "range short",
+    ])
+    func aStoredEntryIsTakenAsItLiesOnlyWhenPlainlyLaidOut(_ damage: String) throws {
+        try withTemporaryDirectory { dir in
+            var bytes = try Self.makeArchive(dir + "/a.zip")
+            let contents = Dictionary(uniqueKeysWithValues: Self.files.map { (Array($0.0.utf8), $0.1) })
+            let original = try #require(Self.directory(of: bytes))
+            // A stored (noise) entry of 70,000 bytes.
+            let index = try #require(
+                original.entries.firstIndex { contents[$0.name]?.count == 5_000 && $0.end - $0.start > 5_000 })
+            let entry = original.entries[index]
+            let record = Int(original.offset) + entry.record.lowerBound
+            let local = Int(entry.start)
+            switch damage {
+            case "record says deflated": bytes[record + 10] = 8
+            case "record sizes differ": bytes[record + 20] ^= 1
+            case "record says encrypted": bytes[record + 8] |= 1
+            case "local says deflated": bytes[local + 8] = 8
+            case "local signature": bytes[local + 3] = 9
+            case "local name past the span": (bytes[local + 26], bytes[local + 27]) = (0xFF, 0xFF)
+            case "local extra past the span": (bytes[local + 28], bytes[local + 29]) = (0xF0, 0xFF)
+            default: break
+            }
+            let directory = try #require(Self.directory(of: bytes))
+            let cut = damage == "range short" ? 1 : 0
+            let range = Array(bytes[local..<Int(entry.end) - cut])
+            try range.withUnsafeBytes { (range: UnsafeRawBufferPointer) throws in
+                let reader = ArchiveRangeReader(
+                    directory: directory, entries: [index], rangeBytes: range, start: entry.start, shownAs: "a.zip")
+                let stored = reader.storedBytes(of: directory.entries[index])
+                #expect((stored != nil) == (damage == "none"))
+                if let stored {
+                    // Straight from the range: the bytes after the local header, not a copy.
+                    #expect(stored.baseAddress == range.baseAddress! + 30 + entry.name.count)
+                    #expect(Array(stored) == contents[entry.name])
+                    var got: [UInt8] = []
+                    #expect(
+                        try reader.inflate(0, limit: 5_000) {
+                            got += $0
+                            return true
+                        } == 5_000)
+                    #expect(got == contents[entry.name])
+                    #expect(try reader.inflate(0, limit: 4_999) { _ in true } == nil)
+                } else {
+                    // libzip reads the rest; whatever it gives is never other bytes than the file's.
+                    var got: [UInt8] = []
+                    if let size = try? reader.inflate(
+                        0, limit: 1 << 20,
+                        chunk: {
+                            got += $0
+                            return true
+                        })
+                    {
+                        #expect(size == 5_000 && got == contents[entry.name])
+                    }
+                }
             }
         }
     }

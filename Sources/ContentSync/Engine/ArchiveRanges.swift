@@ -345,15 +345,11 @@ struct ArchiveRangeFetcher: Sendable {
     ) async throws(SyncError) -> [(path: SafeRelativePath, bytes: Int64)] {
         let (staging, fingerprints, logger) = (self.staging, self.fingerprints, self.logger)
         return try await BlockingWork.run { () -> [(path: SafeRelativePath, bytes: Int64)] in
-            let reader: ArchiveRangeReader
-            do {
-                reader = try ArchiveRangeReader(
-                    directory: directory, entries: piece.entries, rangeBytes: bytes.contents, start: piece.start,
-                    shownAs: "the storage's archive")
-            } catch {
-                logger.debug("a range of the archive does not open (\(error)); downloading its files one by one")
-                return []
-            }
+            // Stored entries are taken from the range as they lie; libzip opens it at the first
+            // deflated one, and an entry it cannot read is downloaded alone.
+            let reader = ArchiveRangeReader(
+                directory: directory, entries: piece.entries, rangeBytes: bytes.contents, start: piece.start,
+                shownAs: "the storage's archive")
             var placed: [(path: SafeRelativePath, bytes: Int64)] = []
             for (position, index) in piece.entries.enumerated() {
                 guard !Task.isCancelled, let path = pathOf[index], let fingerprint = expected[path] else { continue }
@@ -365,9 +361,16 @@ struct ArchiveRangeFetcher: Sendable {
                 else { continue }
                 defer { destination.close() }
                 let digest = StreamingDigest()
-                let inflated = try? reader.inflate(position, limit: fingerprint.size) { chunk in
-                    digest.update(chunk)
-                    return DescriptorIO.writeAll(file, chunk) == nil
+                let inflated: Int64?
+                do {
+                    inflated = try reader.inflate(position, limit: fingerprint.size) { chunk in
+                        digest.update(chunk)
+                        return DescriptorIO.writeAll(file, chunk) == nil
+                    }
+                } catch {
+                    logger.debug("'\(path)' does not inflate from the archive (\(error)); downloading it")
+                    destination.discard()
+                    continue
                 }
                 guard let inflated, inflated == fingerprint.size,
                     let sha256 = digest.sha256(ofFileWithSize: inflated, resumedFrom: 0),
