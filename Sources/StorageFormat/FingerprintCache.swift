@@ -31,8 +31,11 @@ package final class FingerprintCache: Sendable {
         }
     }
 
+    /// Adds the stored entries. An entry already known wins: it was hashed by this process
+    /// (``insert(_:for:)``), perhaps for an inode number a stored row names from a file since
+    /// deleted, so loading while files arrive gives the same cache as loading before.
     package func load(_ entries: [FileIdentity: FileFingerprint]) {
-        values.withLock { $0.known.merge(entries) { _, new in new } }
+        values.withLock { $0.known.merge(entries) { current, _ in current } }
     }
 
     package func insert(_ fingerprint: FileFingerprint, for identity: FileIdentity) {

@@ -105,28 +105,45 @@ struct Stager: Sendable {
                 for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
             }
         }
-        let (fetched, todo) = try await link(
-            plan.reused, downloading: plan.downloads, plan: plan, identity: identity, layout: layout, archive: archive,
-            progress: progress
-        )
+        // The stored fingerprints the check below needs are read while the files come (a file
+        // hashed on arrival keeps its entry: ``FingerprintCache/load(_:)``).
+        let checksBase = !resuming && !contentTimes.isEmpty
+        let (store, fingerprints) = (self.store, self.fingerprints)
+        async let preloaded: Void = checksBase ? fingerprints.loadStored(from: store) : ()
+        let (fetched, todo): (DownloadTally, [SafeRelativePath])
+        do {
+            (fetched, todo) = try await link(
+                plan.reused, downloading: plan.downloads, plan: plan, identity: identity, layout: layout,
+                archive: archive, fresh: !resuming, progress: progress)
+        } catch {
+            try? await preloaded
+            throw error
+        }
+        do { try await preloaded } catch { throw SyncError.wrap(error) }
         var staged = Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
         // A fresh next/ holds exactly the plan's folders, its verified downloads and links to the
         // content's files. Those are the recorded ones if no entry of the content was replaced
         // from the plan's check to the last link (every folder's time is the same again) and
         // every linked file is one the fingerprints know (its inode, size and modification
-        // time: a file edited in place is not, as in the whole check, which then runs).
-        if !resuming, !contentTimes.isEmpty {
-            try await fingerprints.loadStored(from: store)
-            let (directory, next, fingerprints, links) = (
-                configuration.contentDirectory, staging.next, self.fingerprints, plan.reused
-            )
-            staged.baseVerified = try await BlockingWork.run {
-                Self.changedFolders(contentTimes, in: directory).isEmpty
-                    && links.allSatisfy { link in
+        // time: a file edited in place is not, as in the whole check, which then runs). The
+        // links are checked in two halves at once.
+        if checksBase {
+            let (directory, next, links) = (configuration.contentDirectory, staging.next, plan.reused)
+            func known(_ part: ArraySlice<SyncPlan.Reuse>) async throws(SyncError) -> Bool {
+                try await BlockingWork.run {
+                    part.allSatisfy { link in
                         FileIdentity(path: link.target.absolute(in: next)).map(fingerprints.contains) ?? false
                     }
+                }
             }
+            let half = links.count / 2
+            async let first = known(links[..<half])
+            let second = try await known(links[half...])
+            let foldersKept = try await BlockingWork.run { Self.changedFolders(contentTimes, in: directory).isEmpty }
+            let firstKnown: Bool
+            do { firstKnown = try await first } catch { throw SyncError.wrap(error) }
+            staged.baseVerified = firstKnown && second && foldersKept
         }
         return staged
     }
@@ -135,9 +152,10 @@ struct Stager: Sendable {
     /// other (their paths are disjoint, and a link that exists already is kept on a resumed run).
     /// A download already in `next/` (a resumed run's) is not fetched again. Returns what was
     /// fetched and the downloads that were still to do.
+    /// `fresh`: `next/` was made empty for this run, so no download is in it yet.
     private func link(
         _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan, identity: String,
-        layout: StorageLayout, archive: PublishedArchive?, spares: SpareFiles? = nil,
+        layout: StorageLayout, archive: PublishedArchive?, fresh: Bool = false, spares: SpareFiles? = nil,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
         let (staging, directory) = (self.staging, configuration.contentDirectory)
@@ -153,7 +171,7 @@ struct Stager: Sendable {
             (unnamedFiles, todo) = try await BlockingWork.run { () -> (Bool, [SafeRelativePath]) in
                 (
                     DownloadDestination.namingWorks(in: staging.root),
-                    downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+                    fresh ? downloads : downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
                 )
             }
             fetched = try await downloadFiles(
