@@ -17,6 +17,23 @@ struct FingerprintCacheTests {
         return result
     }
 
+    /// The stager loads the stored rows while files arrive: a row naming the inode number of a
+    /// file since deleted must not replace what this process hashed for the new file that got
+    /// the number, whichever comes first.
+    @Test(arguments: [true, false])
+    func aFileHashedByThisProcessOutranksAStoredRowForItsInode(loadFirst: Bool) {
+        let identity = FileIdentity(device: 1, inode: 42, size: 10, modifiedNanoseconds: 7)
+        let stale = FileFingerprint(size: 10, sha256: String(repeating: "a", count: 64))
+        let fresh = FileFingerprint(size: 10, sha256: String(repeating: "b", count: 64))
+        let other = FileIdentity(device: 1, inode: 43, size: 10, modifiedNanoseconds: 7)
+        let cache = FingerprintCache()
+        if loadFirst { cache.load([identity: stale, other: stale]) }
+        cache.insert(fresh, for: identity)
+        if !loadFirst { cache.load([identity: stale, other: stale]) }
+        #expect(cache.lookup(identity) == fresh)
+        #expect(cache.lookup(other) == stale)
+    }
+
     @Test func eachVersionRemembersItsFilesAndAReplayReusesTheKeptOnes() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
