@@ -67,15 +67,24 @@ public enum FileSystem {
     public static func linkOrCopy(_ source: String, _ target: String) throws(FileSystemError) {
         try LongPath.at(source) { sourceFolder, sourceRest throws(FileSystemError) in
             try LongPath.at(target) { targetFolder, targetRest throws(FileSystemError) in
-                if linkat(sourceFolder, sourceRest, targetFolder, targetRest, 0) == 0 { return }
-                let code = errno
-                if code == EEXIST { return }
-                guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
-                    throw FileSystemError("cannot link \(source) to", path: target, syscall: "linkat", errno: code)
-                }
-                try copy(sourceFolder, sourceRest, to: targetFolder, targetRest, shownAs: (source, target))
+                try linkOrCopy(sourceFolder, sourceRest, targetFolder, targetRest, shownAs: (source, target))
             }
         }
+    }
+
+    /// ``linkOrCopy(_:_:)`` of `sourceName` in the open folder `sourceFolder` (or `AT_FDCWD`) to
+    /// `targetName` in `targetFolder`; `names` are the whole paths, for messages.
+    static func linkOrCopy(
+        _ sourceFolder: Int32, _ sourceName: String, _ targetFolder: Int32, _ targetName: String,
+        shownAs names: (source: String, target: String)
+    ) throws(FileSystemError) {
+        if linkat(sourceFolder, sourceName, targetFolder, targetName, 0) == 0 { return }
+        let code = errno
+        if code == EEXIST { return }
+        guard code == EXDEV || code == EPERM || code == EMLINK || code == ENOTSUP else {
+            throw FileSystemError("cannot link \(names.source) to", path: names.target, syscall: "linkat", errno: code)
+        }
+        try copy(sourceFolder, sourceName, to: targetFolder, targetName, shownAs: names)
     }
 
     /// Copies a regular file's bytes (mode 0644), for filesystems without hard links.

@@ -132,9 +132,13 @@ struct Stager: Sendable {
             let (directory, next, links) = (configuration.contentDirectory, staging.next, plan.reused)
             func known(_ part: ArraySlice<SyncPlan.Reuse>) async throws(SyncError) -> Bool {
                 try await BlockingWork.run {
-                    part.allSatisfy { link in
-                        FileIdentity(path: link.target.absolute(in: next)).map(fingerprints.contains) ?? false
+                    var folders = FolderHandles()
+                    for link in part {
+                        guard let identity = folders.identity(of: link.target.absolute(in: next)),
+                            fingerprints.contains(identity)
+                        else { return false }
                     }
+                    return true
                 }
             }
             let half = links.count / 2
@@ -160,9 +164,8 @@ struct Stager: Sendable {
     ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
         let (staging, directory) = (self.staging, configuration.contentDirectory)
         async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
-            for reuse in links {
-                try FileSystem.linkOrCopy(reuse.source.absolute(in: directory), reuse.target.absolute(in: staging.next))
-            }
+            try FileSystem.linkOrCopy(
+                links.lazy.map { ($0.source.absolute(in: directory), $0.target.absolute(in: staging.next)) })
         }
         let fetched: DownloadTally
         let todo: [SafeRelativePath]
