@@ -450,8 +450,9 @@ final class StateStore: Sendable {
 
     /// Adds `paths` to the twin's dirty set.
     private static func addTwinChanges(_ paths: [SafeRelativePath], in db: Database) throws {
-        let statement = try db.cachedStatement(sql: "INSERT OR IGNORE INTO twinChange (path) VALUES (?)")
-        for path in paths { try statement.execute(arguments: [path.string]) }
+        try BulkInsert.run(db, sql: "INSERT OR IGNORE INTO twinChange (path) VALUES (?)", paths) { path, row in
+            row.text(path.string)
+        }
     }
 
     private static func dropTwin(_ db: Database) throws {
@@ -762,12 +763,28 @@ final class StateStore: Sendable {
         }
     }
 
+    /// Binds the tree index row of `path` (``indexRow(_:_:)``'s values) to `row`.
+    private static func bindIndexRow(_ path: SafeRelativePath, _ entry: TreeDigest.Entry, _ row: inout BulkInsert.Row) {
+        let key = key(of: path)
+        row.text(key.parent)
+        row.text(key.name)
+        switch entry {
+        case .folder(let digest):
+            row.integer(1)
+            row.integer(0)
+            row.text(digest)
+        case .file(let fingerprint):
+            row.integer(0)
+            row.integer(fingerprint.size)
+            row.text(fingerprint.sha256)
+        }
+    }
+
     /// Writes the tree index for `version` in `db`.
     private static func recordIndex(_ update: IndexUpdate, version: String, in db: Database) throws {
-        let insert = try db.cachedStatement(
-            sql: "INSERT OR REPLACE INTO treeEntry (parent, name, isFolder, size, hash) VALUES (?, ?, ?, ?, ?)")
-        func record(_ path: SafeRelativePath, _ entry: TreeDigest.Entry) throws {
-            try insert.execute(arguments: indexRow(path, entry))
+        let insertSQL = "INSERT OR REPLACE INTO treeEntry (parent, name, isFolder, size, hash) VALUES (?, ?, ?, ?, ?)"
+        func record(_ entries: some Sequence<(SafeRelativePath, TreeDigest.Entry)>) throws {
+            try BulkInsert.run(db, sql: insertSQL, entries) { entry, row in bindIndexRow(entry.0, entry.1, &row) }
         }
         let shape: TreeShape
         switch update {
@@ -779,8 +796,8 @@ final class StateStore: Sendable {
             shape = only
         case .whole(let tree):
             try db.execute(sql: "DELETE FROM treeEntry")
-            for (path, digest) in TreeDigest.folderDigests(of: tree) { try record(path, .folder(digest: digest)) }
-            for (path, fingerprint) in tree.files { try record(path, .file(fingerprint)) }
+            try record(TreeDigest.folderDigests(of: tree).lazy.map { ($0.0, .folder(digest: $0.1)) })
+            try record(tree.files.lazy.map { ($0.key, .file($0.value)) })
             shape = TreeShape(folders: tree.folders, files: tree.files.keys)
         case .staged(let streamed):
             try db.execute(
@@ -801,7 +818,7 @@ final class StateStore: Sendable {
                 try remove.execute(arguments: [key.parent, key.name])
                 try removeBelow.execute(arguments: [path.string])
             }
-            for (path, entry) in delta.entries { try record(path, entry) }
+            try record(delta.entries.lazy.map { ($0.key, $0.value) })
             shape = newShape
         }
         try db.execute(
@@ -822,10 +839,13 @@ final class StateStore: Sendable {
         try await write { db in
             // One cached statement, not a record save per row (an UPDATE then an INSERT through
             // Codable): this runs every 64 downloads.
-            let statement = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO completedDownload (planIdentity, path, bytes) VALUES (?, ?, ?)")
-            for record in records {
-                try statement.execute(arguments: [record.planIdentity, record.path, record.bytes])
+            try BulkInsert.run(
+                db, sql: "INSERT OR REPLACE INTO completedDownload (planIdentity, path, bytes) VALUES (?, ?, ?)",
+                records
+            ) { record, row in
+                row.text(record.planIdentity)
+                row.text(record.path)
+                row.integer(record.bytes)
             }
         }
     }
@@ -882,14 +902,17 @@ final class StateStore: Sendable {
                 try FileFingerprintRecord.deleteAll(db)
             }
             try Self.clearStagedIndex(db)
-            let statement = try db.cachedStatement(
-                sql: """
-                    INSERT OR REPLACE INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)
-                    """)
-            for record in fingerprints {
-                try statement.execute(arguments: [
-                    record.device, record.inode, record.size, record.modifiedNanoseconds, record.sha256,
-                ])
+            try BulkInsert.run(
+                db,
+                sql:
+                    "INSERT OR REPLACE INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)",
+                fingerprints
+            ) { record, row in
+                row.integer(record.device)
+                row.integer(record.inode)
+                row.integer(record.size)
+                row.integer(record.modifiedNanoseconds)
+                row.text(record.sha256)
             }
             var record =
                 try SyncStateRecord.fetchOne(db, key: 1)

@@ -1,0 +1,64 @@
+import GRDB
+import GRDBSQLite
+
+/// Runs one statement (an `INSERT` of a few values) for each of many rows, binding the values
+/// through SQLite's C API. GRDB's `execute(arguments:)` boxes every value in an array of
+/// existentials per row, which cost as much as SQLite's own insert for the thousands of rows a
+/// version switch writes (the tree index's changes, the twin's dirty paths, the new files'
+/// fingerprints), all on the update's critical path.
+struct BulkInsert {
+    /// Binds one row's values: ``text(_:)`` and ``integer(_:)`` take the statement's parameters
+    /// in order.
+    struct Row: ~Copyable {
+        fileprivate let statement: OpaquePointer
+        fileprivate var index: Int32 = 1
+        fileprivate var code = SQLITE_OK
+
+        mutating func text(_ value: String) {
+            // A C string even when empty (a nil pointer would bind NULL); SQLITE_TRANSIENT: SQLite
+            // copies the bytes before this call returns.
+            let bound = value.withCString { text in
+                sqlite3_bind_text(
+                    statement, index, text, Int32(value.utf8.count), unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+                )
+            }
+            next(bound)
+        }
+
+        mutating func integer(_ value: Int64) {
+            next(sqlite3_bind_int64(statement, index, value))
+        }
+
+        private mutating func next(_ bound: Int32) {
+            if code == SQLITE_OK { code = bound }
+            index += 1
+        }
+    }
+
+    /// Runs `sql` once for each element of `rows`, its values bound by `bind`; throws SQLite's
+    /// error for the first row that fails (the rows before it stay written in the transaction,
+    /// which the caller's failure rolls back).
+    static func run<Rows: Sequence>(
+        _ db: Database, sql: String, _ rows: Rows, bind: (Rows.Element, inout Row) -> Void
+    ) throws {
+        let statement = try db.cachedStatement(sql: sql)
+        let handle = statement.sqliteStatement
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        for element in rows {
+            var row = Row(statement: handle)
+            bind(element, &row)
+            var code = row.code
+            if code == SQLITE_OK { code = sqlite3_step(handle) }
+            guard code == SQLITE_DONE else {
+                throw DatabaseError(
+                    resultCode: ResultCode(rawValue: code),
+                    message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
+                    sql: sql)
+            }
+            sqlite3_reset(handle)
+        }
+    }
+}
