@@ -15,10 +15,15 @@ public struct StorageLayout: Sendable, Equatable {
     /// The base the storage's own URLs use, inferred from the status file; `nil` when it could
     /// not be inferred, in which case URLs are taken as they are.
     public var publishedBase: URL? {
-        didSet { normalizedPublishedBase = publishedBase.map(Self.normalized) }
+        didSet {
+            normalizedPublishedBase = publishedBase.map(Self.normalized)
+            plainPrefix = normalizedPublishedBase.map { $0 + Self.contentFolder } ?? normalizedContentRoot
+        }
     }
     /// ``normalized(_:)`` of the bases, computed once: every change path is compared with them.
     private var normalizedPublishedBase: String?
+    /// What a change path the publisher wrote starts with (``plainRemainder(_:)``).
+    private var plainPrefix: String
     private let normalizedBase: String
     private let normalizedContentRoot: String
 
@@ -44,6 +49,7 @@ public struct StorageLayout: Sendable, Equatable {
         self.contentRootURL = URL(string: Self.contentFolder, relativeTo: self.baseURL)!.absoluteURL
         self.contentRootText = contentRootURL.absoluteString
         self.normalizedContentRoot = Self.normalized(contentRootURL)
+        self.plainPrefix = normalizedContentRoot
     }
 
     /// Where `cacheStatus.json` is, relative to the base URL.
@@ -115,6 +121,14 @@ public struct StorageLayout: Sendable, Equatable {
         var decoded: [String] = []
         let trimmed = remainder.utf8.last == UInt8(ascii: "/") ? Substring(remainder.utf8.dropLast()) : remainder
         if trimmed.isEmpty { return .root }
+        // Nothing escaped: the path is the text itself (most of a change list's thousands).
+        if !trimmed.utf8.contains(UInt8(ascii: "%")) {
+            do {
+                return try SafeRelativePath(validating: String(trimmed))
+            } catch {
+                throw SafePathError(path: text, reason: error.reason)
+            }
+        }
         for part in trimmed.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false).map(
             Substring.init)
         {
@@ -139,7 +153,7 @@ public struct StorageLayout: Sendable, Equatable {
     /// `..` segments (a trailing `/` aside). That is every URL a publisher writes, read without
     /// parsing a URL; anything else returns nil and goes the general way.
     private func plainRemainder(_ text: String) -> Substring? {
-        let prefix = (normalizedPublishedBase.map { $0 + Self.contentFolder }) ?? normalizedContentRoot
+        let prefix = plainPrefix
         guard text.hasPrefix(prefix) else { return nil }
         let rest = text.utf8.dropFirst(prefix.utf8.count)
         var segmentLength = 0
