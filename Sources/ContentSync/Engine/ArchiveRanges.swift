@@ -427,8 +427,10 @@ struct ArchiveRangeFetcher: Sendable {
 
 /// The range buffers of one fetch, each as large as its largest range and reused from range to
 /// range: a fresh allocation of megabytes faults its pages in anew (13 % of S2's CPU time when
-/// every range had its own). At most as many exist as ranges are in flight; all are freed with
-/// the pool, when the fetch ends.
+/// every range had its own). A new buffer's pages are populated at once
+/// (`MADV_POPULATE_WRITE`, Linux 5.14; ignored before), which costs a third of faulting them
+/// in one by one as the body fills it (S2: −14 to −28 ms of 410–430 ms CPU). At most as many exist as ranges
+/// are in flight; all are freed with the pool, when the fetch ends.
 final class RangeBufferPool: @unchecked Sendable {
     let size: Int
     /// Guarded by `lock`.
@@ -444,8 +446,15 @@ final class RangeBufferPool: @unchecked Sendable {
     }
 
     func take() -> UnsafeMutableRawBufferPointer {
-        lock.withLock { free.popLast() } ?? UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+        if let buffer = lock.withLock({ free.popLast() }) { return buffer }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: Self.page)
+        _ = madvise(buffer.baseAddress, size / Self.page * Self.page, Self.populateWrite)
+        return buffer
     }
+
+    private static let page = 4096
+    /// `MADV_POPULATE_WRITE` from `<sys/mman.h>`, which Glibc's module does not export.
+    private static let populateWrite: Int32 = 23
 
     func give(_ buffer: UnsafeMutableRawBufferPointer) {
         lock.withLock { free.append(buffer) }
