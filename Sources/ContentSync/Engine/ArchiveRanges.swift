@@ -428,9 +428,9 @@ struct ArchiveRangeFetcher: Sendable {
 /// The range buffers of one fetch, each as large as its largest range and reused from range to
 /// range: a fresh allocation of megabytes faults its pages in anew (13 % of S2's CPU time when
 /// every range had its own). A new buffer's pages are populated at once
-/// (`MADV_POPULATE_WRITE`, Linux 5.14; ignored before), which costs a third of faulting them
-/// in one by one as the body fills it (S2: −14 to −28 ms of 410–430 ms CPU). At most as many exist as ranges
-/// are in flight; all are freed with the pool, when the fetch ends.
+/// (`MADV_POPULATE_WRITE`, Linux 5.14; ignored before), cheaper than faulting them in one by
+/// one as the body fills it (S2: −14 to −28 ms of 410–430 ms CPU). At most as many exist as
+/// ranges are in flight; all are freed with the pool, when the fetch ends.
 final class RangeBufferPool: @unchecked Sendable {
     let size: Int
     /// Guarded by `lock`.
