@@ -351,12 +351,15 @@ struct ArchiveRangeFetcher: Sendable {
                 directory: directory, entries: piece.entries, rangeBytes: bytes.contents, start: piece.start,
                 shownAs: "the storage's archive")
             var placed: [(path: SafeRelativePath, bytes: Int64)] = []
+            // Each folder of the range opened once: the files are made and named in it by
+            // descriptor, with no path walked per file.
+            var folders = FolderHandles()
             for (position, index) in piece.entries.enumerated() {
                 guard !Task.isCancelled, let path = pathOf[index], let fingerprint = expected[path] else { continue }
                 let target = path.absolute(in: staging.next)
-                guard
-                    let destination = DownloadDestination.openUnnamed(
-                        in: path.parent.absolute(in: staging.next), for: target),
+                let (folder, name) = folders.resolve(target)
+                guard folder != AT_FDCWD,
+                    let destination = DownloadDestination.openUnnamed(inFolder: folder, for: target),
                     case .unnamed(let file, _) = destination
                 else { continue }
                 defer { destination.close() }
@@ -382,7 +385,7 @@ struct ArchiveRangeFetcher: Sendable {
                     continue
                 }
                 fingerprints.insert(actual, for: identity)
-                do { try destination.link() } catch { continue }
+                do { try destination.link(in: folder, name: name) } catch { continue }
                 let span = Int64(directory.entries[index].end - directory.entries[index].start)
                 placed.append((path, span))
                 progress(path, span)

@@ -41,6 +41,14 @@ enum DownloadDestination {
         return .unnamed(descriptor: descriptor, target: target)
     }
 
+    /// Opens an unnamed file in the open folder `folder` (a ``FolderHandles`` descriptor) for
+    /// `target`, its path; nil where that fails (the caller then uses the path).
+    static func openUnnamed(inFolder folder: Int32, for target: String) -> DownloadDestination? {
+        let descriptor = clinux_openat_tmpfile(folder, ".", 0o644)
+        guard descriptor >= 0 else { return nil }
+        return .unnamed(descriptor: descriptor, target: target)
+    }
+
     /// Whether unnamed files made in `folder` can be given names there: `O_TMPFILE` works and so
     /// does `linkat` (through /proc, or `AT_EMPTY_PATH`, which old kernels allow only with
     /// `CAP_DAC_READ_SEARCH`). Probed once per update, with a throwaway file; where it fails,
@@ -101,6 +109,17 @@ enum DownloadDestination {
                         "cannot name the downloaded file", path: target, syscall: "linkat", errno: clinux_errno())
                 }
             }
+        }
+    }
+
+    /// ``link()`` of an unnamed file as `name` in the open folder `folder` (where
+    /// ``openUnnamed(inFolder:for:)`` made it): no path is walked again.
+    func link(in folder: Int32, name: String) throws(SyncError) {
+        guard case .unnamed(let descriptor, let target) = self else { return try link() }
+        if clinux_linkat_fd(descriptor, folder, name) != 0 {
+            throw SyncError.wrap(
+                FileSystemError(
+                    "cannot name the downloaded file", path: target, syscall: "linkat", errno: clinux_errno()))
         }
     }
 
