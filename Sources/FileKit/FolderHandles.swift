@@ -11,6 +11,7 @@ public struct FolderHandles: ~Copyable {
     private var folder: String?
     private var descriptor: Int32 = -1
 
+    /// Handles holding no folder yet: the first path opens one.
     public init() {}
 
     deinit {
