@@ -38,12 +38,16 @@ final class DeflateProbe {
     }
 
     /// Whether the file at `path` (of `size` bytes) shrinks by at least 1/32 when deflated; true
-    /// when it cannot be read (libzip then reports the error as it adds the file) or is empty.
+    /// when it cannot be read or is no longer a regular file (libzip then reports the error as it
+    /// adds the file) or is empty. A fifo or a symlink put in the file's place is never waited on
+    /// nor followed (`O_NONBLOCK | O_NOFOLLOW`).
     func worthDeflating(path: String, size: Int64) -> Bool {
         guard ready, size > 0 else { return true }
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
         guard fd >= 0 else { return true }
         defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return true }
         var read: Int64 = 0
         var deflated: Int64 = 0
         for offset in Self.sampleOffsets(size: size) {

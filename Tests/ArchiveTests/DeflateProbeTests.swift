@@ -44,6 +44,12 @@ import Testing
             }
             // A file that cannot be read is deflated: libzip reports the error when it adds it.
             #expect(probe.worthDeflating(path: dir + "/missing", size: 10))
+            // A fifo or a symlink in a file's place (swapped in after the listing) is neither
+            // waited on nor followed: the probe answers at once.
+            #expect(mkfifo(dir + "/fifo", 0o644) == 0)
+            #expect(probe.worthDeflating(path: dir + "/fifo", size: 10))
+            #expect(symlink(dir + "/noise", dir + "/link") == 0)
+            #expect(probe.worthDeflating(path: dir + "/link", size: 300_000))
         }
     }
 
