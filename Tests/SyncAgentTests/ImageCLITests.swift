@@ -243,6 +243,41 @@ struct ImageCLITests {
         return try String(contentsOfFile: out, encoding: .utf8)
     }
 
+    /// Copies the executable `source` to `destination` through a descriptor no child can inherit
+    /// (`O_CLOEXEC`): Foundation's `copyItem` opens it inheritable, and a process another test
+    /// started meanwhile (with Foundation's `Process`) kept it open for writing, so starting the
+    /// copy failed with ETXTBSY ("Text file busy"; CI, stop 41).
+    static func copyExecutable(_ source: String, to destination: String) throws {
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: source))
+        let fd = open(destination, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o755)
+        guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(fd) }
+        try bytes.withUnsafeBytes { raw in
+            var done = 0
+            while done < raw.count {
+                let written = write(fd, raw.baseAddress! + done, raw.count - done)
+                guard written > 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+                done += written
+            }
+        }
+    }
+
+    /// Starts a just-written executable, retrying while it is "busy": a child another thread
+    /// forked while the copy was open holds the descriptor until it execs (microseconds), as Go's
+    /// os/exec tests retry for the same reason.
+    static func spawnFresh(_ path: String, _ arguments: [String], stdout: String, stderr: String) async throws
+        -> ChildProcess
+    {
+        for attempt in 0..<50 {
+            do {
+                return try ChildProcess(path, arguments, stdout: stdout, stderr: stderr)
+            } catch let error as ChildProcess.SpawnError where error.errno == ETXTBSY && attempt < 49 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        preconditionFailure("unreachable: the last attempt throws")
+    }
+
     @Test("sync-agent loads no libvips; image get runs in sync-agent-image beside it, and without it exits 1 naming it")
     func helperBinary() async throws {
         try await Self.withOrigin { scratch, origin, script in
@@ -254,14 +289,15 @@ struct ImageCLITests {
             // A copy of sync-agent alone in a folder: image get names the missing helper and the fix.
             let alone = scratch + "/alone"
             try FileManager.default.createDirectory(atPath: alone, withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: agent, toPath: alone + "/sync-agent")
+            try Self.copyExecutable(agent, to: alone + "/sync-agent")
             script.set("/photo.jpg", try Self.image(width: 64, height: 64))
             let arguments = [
                 "image", "get", origin.url("/photo.jpg").absoluteString, "--cache", scratch + "/cache", "--size", "8x",
             ]
             let out = scratch + "/alone.out"
             let err = scratch + "/alone.err"
-            let status = try await ChildProcess(alone + "/sync-agent", arguments, stdout: out, stderr: err).exitStatus()
+            let status = try await Self.spawnFresh(alone + "/sync-agent", arguments, stdout: out, stderr: err)
+                .exitStatus()
             let stderr = try String(contentsOfFile: err, encoding: .utf8)
             #expect(status == 1)
             #expect(
