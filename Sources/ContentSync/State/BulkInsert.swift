@@ -1,11 +1,11 @@
 import GRDB
 import GRDBSQLite
 
-/// Runs one statement (an `INSERT` of a few values) for each of many rows, binding the values
+/// One statement (an `INSERT` of a few values) run for each of many rows, the values bound
 /// through SQLite's C API. GRDB's `execute(arguments:)` boxes every value in an array of
 /// existentials per row, which cost as much as SQLite's own insert for the thousands of rows a
 /// version switch writes (the tree index's changes, the twin's dirty paths, the new files'
-/// fingerprints), all on the update's critical path.
+/// fingerprints) and the streamed tree check stages, all on an update's critical path.
 struct BulkInsert {
     /// Binds one row's values: ``text(_:)`` and ``integer(_:)`` take the statement's parameters
     /// in order.
@@ -35,30 +35,43 @@ struct BulkInsert {
         }
     }
 
+    private let handle: OpaquePointer
+    private let connection: OpaquePointer?
+    private let sql: String
+
+    /// `sql` prepared (and cached) on `db`, valid within the current access to `db`.
+    init(_ db: Database, sql: String) throws {
+        handle = try db.cachedStatement(sql: sql).sqliteStatement
+        connection = db.sqliteConnection
+        self.sql = sql
+    }
+
+    /// Runs the statement once with the values `bind` gives; throws SQLite's error. The statement
+    /// is reset afterwards either way, so GRDB may use it again.
+    func insert(_ bind: (inout Row) -> Void) throws {
+        defer {
+            sqlite3_reset(handle)
+            sqlite3_clear_bindings(handle)
+        }
+        var row = Row(statement: handle)
+        bind(&row)
+        var code = row.code
+        if code == SQLITE_OK { code = sqlite3_step(handle) }
+        guard code == SQLITE_DONE else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)), sql: sql)
+        }
+    }
+
     /// Runs `sql` once for each element of `rows`, its values bound by `bind`; throws SQLite's
     /// error for the first row that fails (the rows before it stay written in the transaction,
     /// which the caller's failure rolls back).
     static func run<Rows: Sequence>(
         _ db: Database, sql: String, _ rows: Rows, bind: (Rows.Element, inout Row) -> Void
     ) throws {
-        let statement = try db.cachedStatement(sql: sql)
-        let handle = statement.sqliteStatement
-        defer {
-            sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
-        }
+        let statement = try BulkInsert(db, sql: sql)
         for element in rows {
-            var row = Row(statement: handle)
-            bind(element, &row)
-            var code = row.code
-            if code == SQLITE_OK { code = sqlite3_step(handle) }
-            guard code == SQLITE_DONE else {
-                throw DatabaseError(
-                    resultCode: ResultCode(rawValue: code),
-                    message: String(cString: sqlite3_errmsg(db.sqliteConnection)),
-                    sql: sql)
-            }
-            sqlite3_reset(handle)
+            try statement.insert { row in bind(element, &row) }
         }
     }
 }

@@ -721,30 +721,26 @@ final class StateStore: Sendable {
     func stage(_ batch: [TreeDigest.StreamedEntry]) throws(SyncError) {
         do {
             try pool.write { db in
-                let entry = try db.cachedStatement(
-                    sql:
-                        "INSERT OR REPLACE INTO stagedTreeEntry (parent, name, isFolder, size, hash) VALUES (?, ?, ?, ?, ?)"
-                )
-                let fingerprint = try db.cachedStatement(
-                    sql: """
-                        INSERT OR REPLACE INTO stagedFingerprint (device, inode, size, modifiedNanoseconds, sha256)
-                        VALUES (?, ?, ?, ?, ?)
-                        """)
-                let folder = try db.cachedStatement(
-                    sql: "INSERT OR REPLACE INTO stagedLiveFolder (path, ctime) VALUES (?, ?)")
+                let entry = try BulkInsert(db, sql: Self.indexInsert(into: "stagedTreeEntry"))
+                let fingerprint = try BulkInsert(db, sql: Self.fingerprintInsert(into: "stagedFingerprint"))
+                let folder = try BulkInsert(
+                    db, sql: "INSERT OR REPLACE INTO stagedLiveFolder (path, ctime) VALUES (?, ?)")
                 for item in batch {
                     switch item {
                     case .file(let path, let found, let identity):
-                        try entry.execute(arguments: Self.indexRow(path, .file(found)))
+                        try entry.insert { Self.bindIndexRow(path, .file(found), &$0) }
                         if let identity {
                             let record = FileFingerprintRecord(identity, found)
-                            try fingerprint.execute(arguments: [
-                                record.device, record.inode, record.size, record.modifiedNanoseconds, record.sha256,
-                            ])
+                            try fingerprint.insert { Self.bindFingerprint(record, &$0) }
                         }
                     case .folder(let path, let digest, let changed):
-                        try entry.execute(arguments: Self.indexRow(path, .folder(digest: digest)))
-                        if let changed { try folder.execute(arguments: [path.string, changed]) }
+                        try entry.insert { Self.bindIndexRow(path, .folder(digest: digest), &$0) }
+                        if let changed {
+                            try folder.insert { row in
+                                row.text(path.string)
+                                row.integer(changed)
+                            }
+                        }
                     }
                 }
             }
@@ -753,17 +749,27 @@ final class StateStore: Sendable {
         }
     }
 
-    /// The values of `treeEntry`'s columns (parent, name, isFolder, size, hash) for one entry: the
+    /// The insert of one tree index row into `table` (`treeEntry` or `stagedTreeEntry`): the
     /// index's rows and the staged ones that become them are written alike.
-    private static func indexRow(_ path: SafeRelativePath, _ entry: TreeDigest.Entry) -> StatementArguments {
-        let key = key(of: path)
-        switch entry {
-        case .folder(let digest): return [key.parent, key.name, true, 0, digest]
-        case .file(let fingerprint): return [key.parent, key.name, false, fingerprint.size, fingerprint.sha256]
-        }
+    private static func indexInsert(into table: String) -> String {
+        "INSERT OR REPLACE INTO \(table) (parent, name, isFolder, size, hash) VALUES (?, ?, ?, ?, ?)"
     }
 
-    /// Binds the tree index row of `path` (``indexRow(_:_:)``'s values) to `row`.
+    /// The insert of one fingerprint row into `table` (`fileFingerprint` or `stagedFingerprint`).
+    private static func fingerprintInsert(into table: String) -> String {
+        "INSERT OR REPLACE INTO \(table) (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)"
+    }
+
+    /// Binds `record` in ``fingerprintInsert(into:)``'s order.
+    private static func bindFingerprint(_ record: FileFingerprintRecord, _ row: inout BulkInsert.Row) {
+        row.integer(record.device)
+        row.integer(record.inode)
+        row.integer(record.size)
+        row.integer(record.modifiedNanoseconds)
+        row.text(record.sha256)
+    }
+
+    /// Binds the tree index row of `path` (parent, name, isFolder, size, hash) to `row`.
     private static func bindIndexRow(_ path: SafeRelativePath, _ entry: TreeDigest.Entry, _ row: inout BulkInsert.Row) {
         let key = key(of: path)
         row.text(key.parent)
@@ -782,7 +788,7 @@ final class StateStore: Sendable {
 
     /// Writes the tree index for `version` in `db`.
     private static func recordIndex(_ update: IndexUpdate, version: String, in db: Database) throws {
-        let insertSQL = "INSERT OR REPLACE INTO treeEntry (parent, name, isFolder, size, hash) VALUES (?, ?, ?, ?, ?)"
+        let insertSQL = indexInsert(into: "treeEntry")
         func record(_ entries: some Sequence<(SafeRelativePath, TreeDigest.Entry)>) throws {
             try BulkInsert.run(db, sql: insertSQL, entries) { entry, row in bindIndexRow(entry.0, entry.1, &row) }
         }
@@ -902,17 +908,8 @@ final class StateStore: Sendable {
                 try FileFingerprintRecord.deleteAll(db)
             }
             try Self.clearStagedIndex(db)
-            try BulkInsert.run(
-                db,
-                sql:
-                    "INSERT OR REPLACE INTO fileFingerprint (device, inode, size, modifiedNanoseconds, sha256) VALUES (?, ?, ?, ?, ?)",
-                fingerprints
-            ) { record, row in
-                row.integer(record.device)
-                row.integer(record.inode)
-                row.integer(record.size)
-                row.integer(record.modifiedNanoseconds)
-                row.text(record.sha256)
+            try BulkInsert.run(db, sql: Self.fingerprintInsert(into: "fileFingerprint"), fingerprints) { record, row in
+                Self.bindFingerprint(record, &row)
             }
             var record =
                 try SyncStateRecord.fetchOne(db, key: 1)
