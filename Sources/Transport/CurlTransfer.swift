@@ -18,6 +18,8 @@ final class CurlTransfer: @unchecked Sendable {
 
     let easy: UnsafeMutableRawPointer
     let url: URL
+    /// libcurl's receive buffer (`CURLOPT_BUFFERSIZE`), at most `CURL_MAX_READ_SIZE`.
+    static let receiveBufferBytes = 256 << 10
     let cancelled = Atomic<Bool>(false)
     private(set) var sink: Sink
     private var headerList: UnsafeMutablePointer<curl_slist>?
@@ -167,6 +169,11 @@ final class CurlTransfer: @unchecked Sendable {
             try set(ccurl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList), "CURLOPT_HTTPHEADER")
         }
         try set(ccurl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer), "CURLOPT_ERRORBUFFER")
+        // libcurl reads the socket into a buffer of 16 KiB by default: a read, a callback and a
+        // trip through the multi loop for every 16 KiB. S2's 108 MiB took 64 ms less CPU with
+        // 256 KiB (438 → 374 ms median, `perf stat`); the buffer is allocated once per handle,
+        // and only the pages a read fills are touched.
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, Self.receiveBufferBytes), "CURLOPT_BUFFERSIZE")
 
         let userdata = Unmanaged.passUnretained(self).toOpaque()
         try set(ccurl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, userdata), "CURLOPT_PRIVATE")

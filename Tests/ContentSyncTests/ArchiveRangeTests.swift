@@ -134,6 +134,39 @@ struct ArchiveRangeTests {
         #expect(replay.report.bytesDownloaded < Int64(replay.added.count) * (48 << 10))
     }
 
+    /// A fresh build asks for the ranges before `next/` is ready: they come while the plan is
+    /// widened and an abandoned plan's `next/` is replaced, and none writes before. That stale
+    /// `next/` holds a wrong file where a new one goes, 5,000 stray files (so that deleting it
+    /// takes longer than the ranges take to come), and a symlink where a new folder goes,
+    /// pointing outside: the tree comes out exact, every new file from the ranges, and nothing is
+    /// written through the symlink.
+    @Test func rangesFetchedEarlyWriteOnlyIntoTheFreshNext() async throws {
+        try await withTemporaryDirectory { outside in
+            let replay = try await Self.replay { storage, _, added in
+                let scratch = (storage as NSString).deletingLastPathComponent
+                let next = StagingArea(contentDirectory: scratch + "/content").next
+                let wrong = added.first { $0.hasPrefix("new/0/") }!
+                try FileManager.default.createDirectory(
+                    atPath: next + "/" + (wrong as NSString).deletingLastPathComponent,
+                    withIntermediateDirectories: true)
+                try Data("not the published bytes".utf8).write(to: URL(fileURLWithPath: next + "/" + wrong))
+                for group in 0..<5 {
+                    let folder = next + "/new/stray\(group)"
+                    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+                    for index in 0..<1_000 {
+                        let file = open(folder + "/\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+                        guard file >= 0 else { throw CocoaError(.fileWriteUnknown) }
+                        close(file)
+                    }
+                }
+                try FileManager.default.createSymbolicLink(atPath: next + "/new/1", withDestinationPath: outside)
+            }
+            #expect(replay.singleDownloads.isEmpty, "\(replay.singleDownloads.sorted())")
+            #expect(replay.archiveRequests.count >= 2)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == [])
+        }
+    }
+
     /// Slow range answers (0.3 s) overlap as much as the client lets them: never more requests
     /// at once than `maxConcurrentDownloads`, with the manager's own transport (which holds the queued
     /// ranges behind its cap) and with one the app gives (whose own cap is wider).

@@ -117,11 +117,20 @@ struct UnnamedDownloadTests {
         try await withTemporaryDirectory { folder in
             #expect(DownloadDestination.namingWorks(in: folder))
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
-            // A stale probe from a killed run does not make it fail.
-            try "stale".write(toFile: folder + "/unnamed-file-probe", atomically: false, encoding: .utf8)
+            // A stale probe from a killed run does not make it fail (the staging area's leftovers
+            // go after the next switch, as any other).
+            try "stale".write(toFile: folder + "/unnamed-file-probe.1.0", atomically: false, encoding: .utf8)
             #expect(DownloadDestination.namingWorks(in: folder))
-            #expect(try FileManager.default.contentsOfDirectory(atPath: folder).isEmpty)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["unnamed-file-probe.1.0"])
             #expect(!DownloadDestination.namingWorks(in: folder + "/missing"))
+            // Probes at once (a fresh build probes beside its early ranges) never take each
+            // other's file: every one says yes.
+            let answers = await withTaskGroup(of: Bool.self) { group in
+                for _ in 0..<32 { group.addTask { DownloadDestination.namingWorks(in: folder) } }
+                return await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(answers == Array(repeating: true, count: 32))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["unnamed-file-probe.1.0"])
         }
     }
 

@@ -97,6 +97,9 @@ struct ArchiveRangeFetcher: Sendable {
     /// connections for the manager's own transport, which queues the rest behind its cap.
     let queued: Int
     let logger: Logger
+    /// Where each range, once in memory, waits before it writes into `next/` (nil: it does not
+    /// wait); a range the gate turns away places nothing, and no range starts after it.
+    var gate: StartGate?
 
     /// Fewer new files than this are fetched one by one: a range of the archive costs a round
     /// trip for its directory first.
@@ -270,6 +273,7 @@ struct ArchiveRangeFetcher: Sendable {
                             return RangeResult()
                         }
                         let arrived = ContinuousClock.now
+                        if let gate = self.gate, !(await gate.wait()) { return RangeResult() }
                         let placed = try await self.extract(
                             piece, from: bytes, directory: directory, pathOf: pathOf, expected: expected,
                             progress: progress)

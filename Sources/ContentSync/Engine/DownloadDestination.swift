@@ -2,6 +2,7 @@ import CLinux
 import FileKit
 import Foundation
 import StorageFormat
+import Synchronization
 
 /// Where one verified download is written.
 enum DownloadDestination {
@@ -51,10 +52,11 @@ enum DownloadDestination {
 
     /// Whether unnamed files made in `folder` can be given names there: `O_TMPFILE` works and so
     /// does `linkat` (through /proc, or `AT_EMPTY_PATH`, which old kernels allow only with
-    /// `CAP_DAC_READ_SEARCH`). Probed once per update, with a throwaway file; where it fails,
+    /// `CAP_DAC_READ_SEARCH`). Probed once or twice per update, with a throwaway file named for
+    /// this probe alone (two probes at once must not take each other's name); where it fails,
     /// every download uses a named partial file instead.
     static func namingWorks(in folder: String) -> Bool {
-        let probe = folder + "/unnamed-file-probe"
+        let probe = folder + "/unnamed-file-probe.\(getpid()).\(probes.add(1, ordering: .relaxed).oldValue)"
         unlink(probe)
         guard let unnamed = openUnnamed(in: folder, for: probe) else { return false }
         defer {
@@ -74,6 +76,9 @@ enum DownloadDestination {
     /// anything else has it open (a reader that opened it while its tree was the content
     /// folder, or maps it: writing over it would change the bytes under that reader). Then
     /// nothing else may see its bytes change, and the file is as a fresh download's would be.
+    /// Probes made by this process, to name each one's file.
+    private static let probes = Atomic<Int>(0)
+
     static func openRecycled(_ spare: String, for target: String) -> DownloadDestination? {
         let descriptor = open(spare, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }

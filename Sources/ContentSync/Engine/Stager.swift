@@ -77,10 +77,71 @@ struct Stager: Sendable {
                 return staged
             }
         }
-        // A widened plan keeps the identity of the plan it widens (``SyncPlan/widenedFrom``).
-        let plan = try await widen?.plan(covering: [.root]) ?? plan
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
+        // A fresh build fetches the new files' ranges of the archive while next/ is prepared
+        // (the plan widened and recorded, the folders made); each range waits at the gate before
+        // it writes, and the gate opens only once next/ is ready for the plan those files are in.
+        let gate = StartGate()
+        let lazy = plan
+        async let early = resuming ? nil : earlyRanges(lazy, archive: archive, gate: gate, progress: progress)
+        let plan: SyncPlan
+        let unnamedFiles: Bool
+        do {
+            (plan, unnamedFiles) = try await prepareNext(
+                lazy, identity: identity, changed: changed, widen: widen, resuming: resuming)
+            // A widened plan downloads the lazy plan's files, with the same fingerprints; were it
+            // ever otherwise, the early ranges would place files the plan does not have.
+            let wanted = Set(plan.downloads)
+            gate.open(
+                unnamedFiles
+                    && lazy.downloads.allSatisfy {
+                        wanted.contains($0) && plan.expectedFingerprints[$0] == lazy.expectedFingerprints[$0]
+                    })
+        } catch {
+            gate.open(false)
+            _ = try? await early
+            throw error
+        }
+        // The links, and for a fresh next/ their check, are made while the files come (a file
+        // hashed on arrival keeps its fingerprint when the stored ones load:
+        // ``FingerprintCache/load(_:)``).
+        let checksBase = !resuming && !contentTimes.isEmpty
+        async let linked = linkAll(plan.reused, verifying: checksBase ? contentTimes : nil)
+        let fetched: DownloadTally
+        let todo: [SafeRelativePath]
+        do {
+            let prefetched = try await early
+            let staging = self.staging
+            todo = try await BlockingWork.run {
+                resuming ? plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) } : plan.downloads
+            }
+            fetched = try await downloadFiles(
+                todo, plan: plan, identity: identity, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
+                prefetched: prefetched, spares: nil, progress: progress)
+        } catch {
+            _ = try? await linked
+            throw SyncError.wrap(error)
+        }
+        var staged = Staged(
+            bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
+        // A fresh next/ holds exactly the plan's folders, its verified downloads and links to the
+        // content's files. Those are the recorded ones if no entry of the content was replaced
+        // from the plan's check to the last link (every folder's time is the same again) and
+        // every linked file is one the fingerprints know (its inode, size and modification
+        // time: a file edited in place is not, as in the whole check, which then runs).
+        do { staged.baseVerified = try await linked } catch { throw SyncError.wrap(error) }
+        return staged
+    }
+
+    /// Widens the plan to the whole tree (a widened plan keeps the identity of the plan it
+    /// widens, ``SyncPlan/widenedFrom``), records it as pending, and makes `next/` hold its
+    /// folders: afresh, or kept when `resuming` the same plan. Returns the plan and whether new
+    /// files may be made unnamed in the staging area (``DownloadDestination/namingWorks(in:)``).
+    private func prepareNext(
+        _ plan: SyncPlan, identity: String, changed: [SafeRelativePath]?, widen: PlanWidening?, resuming: Bool
+    ) async throws(SyncError) -> (SyncPlan, unnamedFiles: Bool) {
+        let plan = try await widen?.plan(covering: [.root]) ?? plan
         let staging = self.staging
         // The twin (if any) is forgotten before its folder goes, and the new dirty set recorded.
         try await store.beginPlan(
@@ -105,68 +166,66 @@ struct Stager: Sendable {
                 for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
             }
         }
-        // The stored fingerprints the check below needs are read while the files come (a file
-        // hashed on arrival keeps its entry: ``FingerprintCache/load(_:)``).
-        let checksBase = !resuming && !contentTimes.isEmpty
-        let (store, fingerprints) = (self.store, self.fingerprints)
-        async let preloaded: Void = checksBase ? fingerprints.loadStored(from: store) : ()
-        let (fetched, todo): (DownloadTally, [SafeRelativePath])
+        return (plan, try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) })
+    }
+
+    /// Hard-links `links` into `next/`, a link that exists already kept (a resumed run's).
+    /// `verifying`: the content folders' `ctime`s the plan verified; then, once the links are
+    /// made, whether they are the recorded files: every folder has that time again (no entry of
+    /// the content was replaced from the plan's check to the last link) and every linked file's
+    /// identity is one the stored fingerprints know (its inode, size and modification time: a
+    /// file edited in place is not). The fingerprints are read while the links are made, and
+    /// the links checked in two halves at once. Returns false when not verifying.
+    private func linkAll(
+        _ links: [SyncPlan.Reuse], verifying contentTimes: [SafeRelativePath: Int64]?
+    ) async throws(SyncError) -> Bool {
+        let (staging, directory, store, fingerprints) = (
+            self.staging, configuration.contentDirectory, self.store, self.fingerprints
+        )
+        async let preloaded: Void = contentTimes == nil ? () : fingerprints.loadStored(from: store)
         do {
-            (fetched, todo) = try await link(
-                plan.reused, downloading: plan.downloads, plan: plan, identity: identity, layout: layout,
-                archive: archive, fresh: !resuming, progress: progress)
+            try await BlockingWork.files { () throws(FileSystemError) in
+                try FileSystem.linkOrCopy(
+                    links.lazy.map { ($0.source.absolute(in: directory), $0.target.absolute(in: staging.next)) })
+            }
         } catch {
             try? await preloaded
-            throw error
+            throw SyncError.wrap(error)
         }
         do { try await preloaded } catch { throw SyncError.wrap(error) }
-        var staged = Staged(
-            bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count)
-        // A fresh next/ holds exactly the plan's folders, its verified downloads and links to the
-        // content's files. Those are the recorded ones if no entry of the content was replaced
-        // from the plan's check to the last link (every folder's time is the same again) and
-        // every linked file is one the fingerprints know (its inode, size and modification
-        // time: a file edited in place is not, as in the whole check, which then runs). The
-        // links are checked in two halves at once.
-        if checksBase {
-            let (directory, next, links) = (configuration.contentDirectory, staging.next, plan.reused)
-            func known(_ part: ArraySlice<SyncPlan.Reuse>) async throws(SyncError) -> Bool {
-                try await BlockingWork.run {
-                    var folders = FolderHandles()
-                    for link in part {
-                        guard let identity = folders.identity(of: link.target.absolute(in: next)),
-                            fingerprints.contains(identity)
-                        else { return false }
-                    }
-                    return true
+        guard let contentTimes else { return false }
+        let next = staging.next
+        func known(_ part: ArraySlice<SyncPlan.Reuse>) async throws(SyncError) -> Bool {
+            try await BlockingWork.run {
+                var folders = FolderHandles()
+                for link in part {
+                    guard let identity = folders.identity(of: link.target.absolute(in: next)),
+                        fingerprints.contains(identity)
+                    else { return false }
                 }
+                return true
             }
-            let half = links.count / 2
-            async let first = known(links[..<half])
-            let second = try await known(links[half...])
-            let foldersKept = try await BlockingWork.run { Self.changedFolders(contentTimes, in: directory).isEmpty }
-            let firstKnown: Bool
-            do { firstKnown = try await first } catch { throw SyncError.wrap(error) }
-            staged.baseVerified = firstKnown && second && foldersKept
         }
-        return staged
+        let half = links.count / 2
+        async let first = known(links[..<half])
+        let second = try await known(links[half...])
+        let foldersKept = try await BlockingWork.run { Self.changedFolders(contentTimes, in: directory).isEmpty }
+        let firstKnown: Bool
+        do { firstKnown = try await first } catch { throw SyncError.wrap(error) }
+        return firstKnown && second && foldersKept
     }
 
     /// Hard-links `links` into `next/` while `downloads` are fetched there: neither waits for the
     /// other (their paths are disjoint, and a link that exists already is kept on a resumed run).
     /// A download already in `next/` (a resumed run's) is not fetched again. Returns what was
     /// fetched and the downloads that were still to do.
-    /// `fresh`: `next/` was made empty for this run, so no download is in it yet.
     private func link(
         _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan, identity: String,
-        layout: StorageLayout, archive: PublishedArchive?, fresh: Bool = false, spares: SpareFiles? = nil,
+        layout: StorageLayout, archive: PublishedArchive?, spares: SpareFiles? = nil,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
-        let (staging, directory) = (self.staging, configuration.contentDirectory)
-        async let linked: Void = BlockingWork.files { () throws(FileSystemError) in
-            try FileSystem.linkOrCopy(
-                links.lazy.map { ($0.source.absolute(in: directory), $0.target.absolute(in: staging.next)) })
-        }
+        let staging = self.staging
+        async let linked = linkAll(links, verifying: nil)
         let fetched: DownloadTally
         let todo: [SafeRelativePath]
         do {
@@ -174,18 +233,63 @@ struct Stager: Sendable {
             (unnamedFiles, todo) = try await BlockingWork.run { () -> (Bool, [SafeRelativePath]) in
                 (
                     DownloadDestination.namingWorks(in: staging.root),
-                    fresh ? downloads : downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+                    downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
                 )
             }
             fetched = try await downloadFiles(
                 todo, plan: plan, identity: identity, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
                 spares: spares, progress: progress)
         } catch {
-            try? await linked
+            _ = try? await linked
             throw SyncError.wrap(error)
         }
-        do { try await linked } catch { throw SyncError.wrap(error) }
+        do { _ = try await linked } catch { throw SyncError.wrap(error) }
         return (fetched, todo)
+    }
+
+    /// The archive ranges of a fresh build's new files, fetched while `next/` is prepared: each
+    /// range downloads into memory, then waits at `gate` before it writes (``StartGate``), and
+    /// writes nothing if the gate says no. Nil when the plan's files do not come from the archive
+    /// (too few, no archive, or no unnamed files in the staging area as it is).
+    private func earlyRanges(
+        _ plan: SyncPlan, archive: PublishedArchive?, gate: StartGate,
+        progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> ArchiveRangeFetcher.Outcome? {
+        let root = staging.root
+        guard let archive, plan.downloads.count >= ArchiveRangeFetcher.minimumFiles,
+            try await BlockingWork.run({ DownloadDestination.namingWorks(in: root) })
+        else { return nil }
+        try await configuration.connectionPolicy.requireTransfers()
+        var fetcher = rangeFetcher(archive)
+        fetcher.gate = gate
+        return try await fetcher.fetch(
+            plan.downloads, expected: plan.expectedFingerprints,
+            progress: Self.rangeProgress(total: plan.downloads.count, progress))
+    }
+
+    private func rangeFetcher(_ archive: PublishedArchive) -> ArchiveRangeFetcher {
+        ArchiveRangeFetcher(
+            transport: downloader.transport, archive: archive, staging: staging, fingerprints: fingerprints,
+            connections: max(1, configuration.maxConcurrentDownloads), queued: Self.downloadsQueued(configuration),
+            logger: logger)
+    }
+
+    /// Progress of files placed from archive ranges, `total` new files in all.
+    private static func rangeProgress(
+        total: Int, _ progress: @escaping @Sendable (SyncProgress) -> Void
+    ) -> @Sendable (SafeRelativePath, Int64) -> Void {
+        let counted = Mutex((bytes: Int64(0), files: 0))
+        return { path, bytes in
+            let (bytesDone, filesDone) = counted.withLock { counted in
+                counted.bytes += bytes
+                counted.files += 1
+                return (counted.bytes, counted.files)
+            }
+            progress(
+                SyncProgress(
+                    phase: .downloadingFiles, bytesDone: bytesDone, filesDone: filesDone, filesTotal: total,
+                    currentItem: path.string))
+        }
     }
 
     /// The twin on record as the stager found it, before a catch-up (``checkTwin(base:)``).
@@ -377,8 +481,8 @@ struct Stager: Sendable {
     /// download; completions are also recorded in batches for the history.
     private func downloadFiles(
         _ paths: [SafeRelativePath], plan: SyncPlan, identity: String, layout: StorageLayout,
-        archive: PublishedArchive?, unnamedFiles: Bool, spares: SpareFiles?,
-        progress: @escaping @Sendable (SyncProgress) -> Void
+        archive: PublishedArchive?, unnamedFiles: Bool, prefetched: ArchiveRangeFetcher.Outcome? = nil,
+        spares: SpareFiles?, progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> DownloadTally {
         guard !paths.isEmpty else { return DownloadTally() }
         try await configuration.connectionPolicy.requireTransfers()
@@ -391,24 +495,14 @@ struct Stager: Sendable {
         }
         var paths = paths
         // Many new files come as a few ranges of the published archive when the storage allows
-        // it; whatever that does not deliver is downloaded file by file below.
-        if let archive, unnamedFiles, paths.count >= ArchiveRangeFetcher.minimumFiles {
-            let fetcher = ArchiveRangeFetcher(
-                transport: downloader.transport, archive: archive, staging: staging, fingerprints: fingerprints,
-                connections: max(1, configuration.maxConcurrentDownloads), queued: Self.downloadsQueued(configuration),
-                logger: logger)
-            let counted = Mutex((bytes: Int64(0), files: 0))
-            let outcome = try await fetcher.fetch(paths, expected: plan.expectedFingerprints) { path, bytes in
-                let (bytesDone, filesDone) = counted.withLock { counted in
-                    counted.bytes += bytes
-                    counted.files += 1
-                    return (counted.bytes, counted.files)
-                }
-                progress(
-                    SyncProgress(
-                        phase: .downloadingFiles, bytesDone: bytesDone, filesDone: filesDone, filesTotal: total,
-                        currentItem: path.string))
-            }
+        // it (fetched already when `prefetched`); whatever that does not deliver is downloaded
+        // file by file below.
+        var ranges = prefetched
+        if ranges == nil, let archive, unnamedFiles, paths.count >= ArchiveRangeFetcher.minimumFiles {
+            ranges = try await rangeFetcher(archive).fetch(
+                paths, expected: plan.expectedFingerprints, progress: Self.rangeProgress(total: total, progress))
+        }
+        if let outcome = ranges {
             var spans: Int64 = 0
             for (path, bytes) in outcome.fetched {
                 record(path, bytes)
