@@ -30,6 +30,8 @@ final class CurlMultiLoop: @unchecked Sendable {
     /// Owned by the loop thread after `init` returns.
     private let multi: UnsafeMutableRawPointer
     private var active: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// The multi handle's sockets, for each transfer to find its own. Owned by the loop thread.
+    let sockets = LoopSockets()
     /// Transfers handed to this loop and not yet finished, for ``CurlTransport`` to pick the least busy loop.
     let inFlight = Atomic<Int>(0)
     /// Senders between queueing a command (under the lock, before any shutdown) and waking the
@@ -138,7 +140,13 @@ final class CurlMultiLoop: @unchecked Sendable {
                 case .add(let transfer):
                     if transfer.cancelled.load(ordering: .relaxed) {
                         transfer.fail(.cancelled(transfer.url))
-                    } else if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
+                        continue
+                    }
+                    transfer.socket = -1
+                    transfer.sockets =
+                        sockets.attach(transfer.easy, transfer: Unmanaged.passUnretained(transfer).toOpaque())
+                        ? sockets : nil
+                    if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
                         active[transfer.easy] = transfer
                     } else {
                         transfer.fail(

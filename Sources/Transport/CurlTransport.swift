@@ -52,7 +52,7 @@ public final class CurlTransport: Transport {
 
     /// The settings the transport was started with.
     public let configuration: Configuration
-    private let loops: [CurlMultiLoop]
+    let loops: [CurlMultiLoop]
 
     /// Starts the transport's I/O threads. Throws when the installed libcurl refuses an option
     /// the transfers rely on (a protocol restriction, a timeout, a callback): at start-up, not
