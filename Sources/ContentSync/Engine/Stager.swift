@@ -117,7 +117,7 @@ struct Stager: Sendable {
                 resuming ? plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) } : plan.downloads
             }
             fetched = try await downloadFiles(
-                todo, plan: plan, identity: identity, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
+                todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
                 prefetched: prefetched, spares: nil, progress: progress)
         } catch {
             _ = try? await linked
@@ -220,7 +220,7 @@ struct Stager: Sendable {
     /// A download already in `next/` (a resumed run's) is not fetched again. Returns what was
     /// fetched and the downloads that were still to do.
     private func link(
-        _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan, identity: String,
+        _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan,
         layout: StorageLayout, archive: PublishedArchive?, spares: SpareFiles? = nil,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
@@ -237,7 +237,7 @@ struct Stager: Sendable {
                 )
             }
             fetched = try await downloadFiles(
-                todo, plan: plan, identity: identity, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
+                todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
                 spares: spares, progress: progress)
         } catch {
             _ = try? await linked
@@ -389,7 +389,7 @@ struct Stager: Sendable {
             ])
         // A patch places each path once: its links and downloads are disjoint.
         let (fetched, todo) = try await link(
-            patch.links, downloading: patch.downloads, plan: plan, identity: identity, layout: layout, archive: archive,
+            patch.links, downloading: patch.downloads, plan: plan, layout: layout, archive: archive,
             spares: spares, progress: progress)
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
@@ -473,14 +473,13 @@ struct Stager: Sendable {
     private struct DownloadTally: Sendable {
         var bytes: Int64 = 0
         var files = 0
-        var unrecorded: [CompletedDownloadRecord] = []
     }
 
-    /// Fetches `paths` into `next/`, a bounded number at a time. Each file lands in `partial/`
-    /// and is renamed into place only when complete, so a file present in `next/` is a finished
-    /// download; completions are also recorded in batches for the history.
+    /// Fetches `paths` into `next/`, a bounded number at a time. Each file is given its name in
+    /// `next/` only when complete and verified, so a file present there is a finished download
+    /// (a resumed run looks for them there, not in the database).
     private func downloadFiles(
-        _ paths: [SafeRelativePath], plan: SyncPlan, identity: String, layout: StorageLayout,
+        _ paths: [SafeRelativePath], plan: SyncPlan, layout: StorageLayout,
         archive: PublishedArchive?, unnamedFiles: Bool, prefetched: ArchiveRangeFetcher.Outcome? = nil,
         spares: SpareFiles?, progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> DownloadTally {
@@ -491,7 +490,6 @@ struct Stager: Sendable {
         func record(_ path: SafeRelativePath, _ bytes: Int64) {
             tally.bytes += bytes
             tally.files += 1
-            tally.unrecorded.append(CompletedDownloadRecord(planIdentity: identity, path: path.string, bytes: bytes))
         }
         var paths = paths
         // Many new files come as a few ranges of the published archive when the storage allows
@@ -512,8 +510,6 @@ struct Stager: Sendable {
             if !outcome.fetched.isEmpty {
                 let taken = Set(outcome.fetched.map(\.path))
                 paths.removeAll { taken.contains($0) }
-                try await store.recordCompletedDownloads(tally.unrecorded)
-                tally.unrecorded.removeAll()
             }
             guard !paths.isEmpty else { return tally }
         }
@@ -535,10 +531,6 @@ struct Stager: Sendable {
                 do {
                     while let (path, bytes) = try await group.next() {
                         record(path, bytes)
-                        if tally.unrecorded.count >= 64 {
-                            try await store.recordCompletedDownloads(tally.unrecorded)
-                            tally.unrecorded.removeAll()
-                        }
                         progress(
                             SyncProgress(
                                 phase: .downloadingFiles, bytesDone: tally.bytes, filesDone: tally.files,
@@ -547,7 +539,7 @@ struct Stager: Sendable {
                     }
                 } catch {
                     // The first failure ends the update, but no new download starts, and those
-                    // already handed to the transport run to their end and are recorded: the
+                    // already handed to the transport run to their end and stay in next/: the
                     // next run does not fetch them again. (Cancelling the update cancels them,
                     // as the group's tasks inherit it.)
                     while let result = await group.nextResult() {
@@ -558,10 +550,8 @@ struct Stager: Sendable {
                 }
             }
         } catch {
-            try? await store.recordCompletedDownloads(tally.unrecorded)
             throw SyncError.wrap(error)
         }
-        try await store.recordCompletedDownloads(tally.unrecorded)
         return tally
     }
 

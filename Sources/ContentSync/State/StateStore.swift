@@ -832,27 +832,13 @@ final class StateStore: Sendable {
             arguments: [version, shape.text])
     }
 
+    /// The downloads an older client recorded for a plan (the table is no longer written: a
+    /// finished download is one present in `next/`; its rows are cleared at every switch).
     func completedDownloads(planIdentity: String) async throws(SyncError) -> Set<String> {
         try await read { db in
             Set(
                 try String.fetchAll(
                     db, sql: "SELECT path FROM completedDownload WHERE planIdentity = ?", arguments: [planIdentity]))
-        }
-    }
-
-    func recordCompletedDownloads(_ records: [CompletedDownloadRecord]) async throws(SyncError) {
-        guard !records.isEmpty else { return }
-        try await write { db in
-            // One cached statement, not a record save per row (an UPDATE then an INSERT through
-            // Codable): this runs every 64 downloads.
-            try BulkInsert.run(
-                db, sql: "INSERT OR REPLACE INTO completedDownload (planIdentity, path, bytes) VALUES (?, ?, ?)",
-                records
-            ) { record, row in
-                row.text(record.planIdentity)
-                row.text(record.path)
-                row.integer(record.bytes)
-            }
         }
     }
 
