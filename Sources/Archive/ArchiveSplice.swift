@@ -56,7 +56,7 @@ extension ZipWriter {
 
         // The entries to build: new, changed, moved, or missing from the previous archive.
         var fresh: [Int] = []
-        for (position, entry) in plan.enumerated() where !entry.reuse || old.entries[entry.name] == nil {
+        for (position, entry) in plan.enumerated() where !entry.reuse || old.entries[BytesKey(entry.name)] == nil {
             fresh.append(position)
         }
         var built: MappedArchive?
@@ -105,7 +105,7 @@ extension ZipWriter {
                 archive = old
                 copied += 1
             }
-            guard let found = archive.entries[entry.name] else {
+            guard let found = archive.entries[BytesKey(entry.name)] else {
                 throw ArchiveError(code: .io, message: "\(zipPath): entry '\(entry.name)' went missing while splicing")
             }
             guard sink.offset < 0xFFFF_FFFF else { return nil } // would need ZIP64 offsets
@@ -181,7 +181,7 @@ final class MappedArchive {
 
     let bytes: UnsafeRawBufferPointer
     /// By name, as stored.
-    private(set) var entries: [[UInt8]: Entry] = [:]
+    private(set) var entries: [BytesKey: Entry] = [:]
     private(set) var comment: [UInt8] = []
     private(set) var isZIP64 = false
     /// Where the central directory ends and the end records start.
@@ -259,13 +259,13 @@ final class MappedArchive {
                 at + length <= tailStart
             else { return false }
             let name = Array(bytes[(at + 46)..<(at + 46 + nameLength)])
-            guard entries[name] == nil else { return false }
+            guard entries[BytesKey(name)] == nil else { return false }
             // The local block: its header, name, extra field and data; no data descriptor.
             guard local + 30 <= start, u32(local) == 0x0403_4B50, u16(local + 6) & 0x0008 == 0 else {
                 return false
             }
             let blockEnd = local + 30 + u16(local + 26) + u16(local + 28) + compressed
-            entries[name] = Entry(block: local..<blockEnd, record: at..<(at + length))
+            entries[BytesKey(name)] = Entry(block: local..<blockEnd, record: at..<(at + length))
             blocks.append((local, name))
             at += length
         }
@@ -274,7 +274,7 @@ final class MappedArchive {
         blocks.sort { $0.offset < $1.offset }
         var expected = 0
         for block in blocks {
-            guard let entry = entries[block.name], entry.block.lowerBound == expected else { return false }
+            guard let entry = entries[BytesKey(block.name)], entry.block.lowerBound == expected else { return false }
             expected = entry.block.upperBound
         }
         return expected == start

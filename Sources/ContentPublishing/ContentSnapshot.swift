@@ -378,15 +378,15 @@ enum ContentSnapshot {
         let notes = context.notes
         let source = context.shownFrom
         var subfolders: [Subfolder] = []
-        var present: [[UInt8]: stat] = [:]
+        var present: [BytesKey: stat] = [:]
         if context.reusing {
             for entry in try fileWork({ () throws(FileSystemError) in try to.entries() }) {
-                present[entry.name] = entry.info
+                present[BytesKey(entry.name)] = entry.info
             }
         }
         for entry in try fileWork({ () throws(FileSystemError) in try from.entries() }) {
             let path = folder.isEmpty ? entry.name : folder + [0x2F] + entry.name
-            let there = present.removeValue(forKey: entry.name)
+            let there = present.removeValue(forKey: BytesKey(entry.name))
             var occupied = there != nil
             let noted = notes?.path(of: entry.name, in: checked, length: path.count)
             switch entry.info.st_mode & S_IFMT {
@@ -479,7 +479,7 @@ enum ContentSnapshot {
             }
         }
         // What the reused tree has and the source does not.
-        for name in present.keys {
+        for name in present.keys.map(\.bytes) {
             try clear(name, in: to, at: folder.isEmpty ? name : folder + [0x2F] + name, result: &result)
         }
         return subfolders.reversed()

@@ -303,7 +303,7 @@ struct IndexPlanningTests {
 }
 
 /// The recorded folder times are written as a difference: the rows that changed, no others.
-@Suite("Folder times are written where they differ", .timeLimit(.minutes(1)))
+@Suite("Folder times are written where they differ", .timeLimit(.minutes(3)))
 struct FolderTimesWriteTests {
     @Test("the table ends as exactly the new times; unchanged rows are not written; damaged rows make it written whole")
     func onlyDifferingRowsAreWritten() async throws {

@@ -187,15 +187,15 @@ struct ArchiveRangeFetcher: Sendable {
         records = []
         let directoryRead = ContinuousClock.now
         // 2. The entries of the wanted files, each no longer than its file could deflate to.
-        var byName: [[UInt8]: Int] = [:]
+        var byName: [BytesKey: Int] = [:]
         byName.reserveCapacity(directory.entries.count)
-        for (index, entry) in directory.entries.enumerated() where byName[entry.name] == nil {
-            byName[entry.name] = index
+        for (index, entry) in directory.entries.enumerated() where byName[BytesKey(entry.name)] == nil {
+            byName[BytesKey(entry.name)] = index
         }
         var pathOf: [Int: SafeRelativePath] = [:]
         for path in paths {
             let name = Array((StorageLayout.contentFolder + path.string).utf8)
-            guard let index = byName[name], let fingerprint = expected[path] else { continue }
+            guard let index = byName[BytesKey(name)], let fingerprint = expected[path] else { continue }
             let entry = directory.entries[index]
             let size = UInt64(fingerprint.size)
             // Its local header (30 bytes, the name, an extra field), the data deflate could not
