@@ -167,6 +167,55 @@ struct ArchiveRangeTests {
         }
     }
 
+    /// A twin's catch-up asks for its new files' ranges at once too, and they are written once the
+    /// twin is in next/ and its dirty paths are gone: 1.0 (3 files) is restored, 1.1 adds one file
+    /// (the client keeps 1.0 as its twin), 1.2 adds 100 more, which the catch-up of that twin
+    /// takes from the archive. 5,000 stray files planted in one of the twin's folders make it
+    /// dirty, so the catch-up removes them first (longer than the ranges take to come). The tree
+    /// comes out exact, every new file from the ranges, and the twin is what became the folder.
+    @Test func aTwinsCatchUpTakesItsNewFilesFromTheRanges() async throws {
+        try await withTemporaryDirectory { scratch in
+            let (v1, v3, added) = try Self.makeVersions(scratch: scratch + "/made", count: 100)
+            let v2 = scratch + "/v2"
+            try FileManager.default.copyItem(atPath: v1, toPath: v2)
+            for folder in [v2, v3] {
+                try Data("extra\n".utf8).write(to: URL(fileURLWithPath: folder + "/kept/extra.txt"))
+            }
+            let storage = scratch + "/storage"
+            try Self.publish(v1, version: "1.0", storage: storage, initialize: true)
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server in
+                var configuration = SyncConfiguration(
+                    baseURL: server.baseURL!, contentDirectory: scratch + "/content",
+                    stateDatabasePath: scratch + "/state.sqlite")
+                configuration.maxConcurrentDownloads = 4
+                #expect(try await CacheManager(configuration: configuration).checkForUpdates().outcome == .restored)
+                try Self.publish(v2, version: "1.1", storage: storage)
+                #expect(try await CacheManager(configuration: configuration).checkForUpdates().outcome == .replayed)
+                let staging = StagingArea(contentDirectory: scratch + "/content")
+                let twin = try #require(FileSystem.identity(of: staging.retired), "1.0 is kept as the twin")
+                try FileManager.default.createDirectory(
+                    atPath: staging.retired + "/kept/stray", withIntermediateDirectories: true)
+                for index in 0..<5_000 {
+                    let file = open(staging.retired + "/kept/stray/\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+                    try #require(file >= 0)
+                    close(file)
+                }
+                try Self.publish(v3, version: "1.2", storage: storage)
+                server.resetLog()
+                let report = try await CacheManager(configuration: configuration).checkForUpdates()
+                #expect(report.outcome == .replayed)
+                #expect(report.repairedFiles == 0, "\(report.warnings)")
+                #expect(report.filesDownloaded == added.count)
+                #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v3))
+                let current = try #require(FileSystem.identity(of: scratch + "/content"))
+                #expect(current == twin, "the twin was caught up and became the content folder")
+                let replay = Replay(report: report, requests: server.requests(), added: added)
+                #expect(replay.singleDownloads.isEmpty, "\(replay.singleDownloads.sorted())")
+                #expect(replay.archiveRequests.count >= 2)
+            }
+        }
+    }
+
     /// Slow range answers (0.3 s) overlap as much as the client lets them: never more requests
     /// at once than `maxConcurrentDownloads`, with the manager's own transport (which holds the queued
     /// ranges behind its cap) and with one the app gives (whose own cap is wider).

@@ -215,39 +215,8 @@ struct Stager: Sendable {
         return firstKnown && second && foldersKept
     }
 
-    /// Hard-links `links` into `next/` while `downloads` are fetched there: neither waits for the
-    /// other (their paths are disjoint, and a link that exists already is kept on a resumed run).
-    /// A download already in `next/` (a resumed run's) is not fetched again. Returns what was
-    /// fetched and the downloads that were still to do.
-    private func link(
-        _ links: [SyncPlan.Reuse], downloading downloads: [SafeRelativePath], plan: SyncPlan,
-        layout: StorageLayout, archive: PublishedArchive?, spares: SpareFiles? = nil,
-        progress: @escaping @Sendable (SyncProgress) -> Void
-    ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
-        let staging = self.staging
-        async let linked = linkAll(links, verifying: nil)
-        let fetched: DownloadTally
-        let todo: [SafeRelativePath]
-        do {
-            let unnamedFiles: Bool
-            (unnamedFiles, todo) = try await BlockingWork.run { () -> (Bool, [SafeRelativePath]) in
-                (
-                    DownloadDestination.namingWorks(in: staging.root),
-                    downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
-                )
-            }
-            fetched = try await downloadFiles(
-                todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
-                spares: spares, progress: progress)
-        } catch {
-            _ = try? await linked
-            throw SyncError.wrap(error)
-        }
-        do { _ = try await linked } catch { throw SyncError.wrap(error) }
-        return (fetched, todo)
-    }
-
-    /// The archive ranges of a fresh build's new files, fetched while `next/` is prepared: each
+    /// The archive ranges of a fresh build's (or catch-up's) new files, fetched while `next/` is
+    /// prepared: each
     /// range downloads into memory, then waits at `gate` before it writes (``StartGate``), and
     /// writes nothing if the gate says no. Nil when the plan's files do not come from the archive
     /// (too few, no archive, or no unnamed files in the staging area as it is).
@@ -345,41 +314,61 @@ struct Stager: Sendable {
         let pending = try await store.pendingPlan()
         let resuming = pending?.identity == identity && pending?.phase == .staging
         let staging = self.staging
-        try await store.beginPlan(
-            PendingPlanRecord(
-                identity: identity, kind: "replay", fromVersion: plan.from.text,
-                toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed + touched,
-            keepingTwin: true)
-        let dirty = twin.changes + changed + touched
-        // The plan itself is not widened: every download is one of its changes, so it has them all.
-        let patch = try await widen?.twinPatch(dirty: dirty) ?? plan.twinPatch(dirty: dirty)
-        // A run of this plan that was stopped after its removals: every file at a download's path
-        // in next/ is then a finished download (only a finished one is given its name), so the
-        // removals are not done again and those downloads are kept.
-        let removed = resuming && pending?.twinCaughtUp == true && location == staging.next
-        // The files the removals take out are kept to be written over by the downloads, as
-        // many as there are downloads: no inode or block is freed and allocated again.
-        let spares = SpareFiles(in: staging.partial, limit: removed ? 0 : patch.downloads.count)
-        // Every folder the patch works through must be a real folder (not a symlink planted
-        // where the twin's own checks cannot see, as in a twin a crash left in next/): otherwise
-        // the tree is built whole, from a fresh next/.
-        guard try await BlockingWork.run({ Self.foldersAreReal(on: patch, in: location) }) else {
-            logger.debug("a folder the twin's catch-up works through is not a real folder; building the tree whole")
-            try await store.dropTwin()
-            return nil
-        }
-        try await BlockingWork.files { () throws(FileSystemError) in
-            try staging.prepare()
-            if location == staging.retired {
-                try FileSystem.removeTree(staging.next)
-                try FileSystem.rename(staging.retired, to: staging.next, operation: "cannot move the twin tree to")
+        // As in a whole build, a fresh catch-up fetches the new files' ranges while the twin is
+        // moved to next/ and its dirty paths removed; each range waits at the gate before it
+        // writes, and the gate opens once those paths are free.
+        let gate = StartGate()
+        async let early = resuming ? nil : earlyRanges(plan, archive: archive, gate: gate, progress: progress)
+        let patch: TwinPatch
+        let spares: SpareFiles
+        do {
+            try await store.beginPlan(
+                PendingPlanRecord(
+                    identity: identity, kind: "replay", fromVersion: plan.from.text,
+                    toVersion: plan.to.text, phase: .staging, createdAt: Date()), twinChanges: changed + touched,
+                keepingTwin: true)
+            let dirty = twin.changes + changed + touched
+            // The plan itself is not widened: every download is one of its changes, so it has them all.
+            patch = try await widen?.twinPatch(dirty: dirty) ?? plan.twinPatch(dirty: dirty)
+            // A run of this plan that was stopped after its removals: every file at a download's
+            // path in next/ is then a finished download (only a finished one is given its name), so
+            // the removals are not done again and those downloads are kept.
+            let removed = resuming && pending?.twinCaughtUp == true && location == staging.next
+            // The files the removals take out are kept to be written over by the downloads, as
+            // many as there are downloads: no inode or block is freed and allocated again.
+            spares = SpareFiles(in: staging.partial, limit: removed ? 0 : patch.downloads.count)
+            // Every folder the patch works through must be a real folder (not a symlink planted
+            // where the twin's own checks cannot see, as in a twin a crash left in next/):
+            // otherwise the tree is built whole, from a fresh next/.
+            guard try await BlockingWork.run({ [patch] in Self.foldersAreReal(on: patch, in: location) }) else {
+                logger.debug(
+                    "a folder the twin's catch-up works through is not a real folder; building the tree whole")
+                gate.open(false)
+                _ = try? await early
+                try await store.dropTwin()
+                return nil
             }
-            if !removed {
-                for path in patch.removals { try spares.remove(path.absolute(in: staging.next)) }
+            try await BlockingWork.files { [patch, spares] () throws(FileSystemError) in
+                try staging.prepare()
+                if location == staging.retired {
+                    try FileSystem.removeTree(staging.next)
+                    try FileSystem.rename(
+                        staging.retired, to: staging.next, operation: "cannot move the twin tree to")
+                }
+                if !removed {
+                    for path in patch.removals { try spares.remove(path.absolute(in: staging.next)) }
+                }
+                for folder in patch.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
             }
-            for folder in patch.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
+            try await store.markTwinCaughtUp()
+            // Every file the ranges were asked for is one the patch downloads: its path is free.
+            let downloads = Set(patch.downloads)
+            gate.open(plan.downloads.allSatisfy(downloads.contains))
+        } catch {
+            gate.open(false)
+            _ = try? await early
+            throw error
         }
-        try await store.markTwinCaughtUp()
         logger.debug(
             "catching up the twin tree",
             metadata: [
@@ -387,10 +376,31 @@ struct Stager: Sendable {
                 "sync.removed": "\(patch.removals.count)",
                 "sync.linked": "\(patch.links.count)", "sync.downloads": "\(patch.downloads.count)",
             ])
-        // A patch places each path once: its links and downloads are disjoint.
-        let (fetched, todo) = try await link(
-            patch.links, downloading: patch.downloads, plan: plan, layout: layout, archive: archive,
-            spares: spares, progress: progress)
+        // A patch places each path once: its links and downloads are disjoint, and the links are
+        // made while the files come.
+        async let linked = linkAll(patch.links, verifying: nil)
+        let fetched: DownloadTally
+        let todo: [SafeRelativePath]
+        do {
+            let prefetched = try await early
+            let unnamedFiles: Bool
+            // A resumed run keeps the downloads it finished (the removals were not done again).
+            (unnamedFiles, todo) = try await BlockingWork.run { [patch] () -> (Bool, [SafeRelativePath]) in
+                (
+                    DownloadDestination.namingWorks(in: staging.root),
+                    resuming
+                        ? patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
+                        : patch.downloads
+                )
+            }
+            fetched = try await downloadFiles(
+                todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
+                prefetched: prefetched, spares: spares, progress: progress)
+        } catch {
+            _ = try? await linked
+            throw SyncError.wrap(error)
+        }
+        do { _ = try await linked } catch { throw SyncError.wrap(error) }
         return Staged(
             bytes: fetched.bytes, downloaded: todo.count, alreadyDownloaded: plan.downloads.count - todo.count,
             twinPaths: patch.count, baseVerified: verified, written: Self.written(by: patch, staging: staging),
