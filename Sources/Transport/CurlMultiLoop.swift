@@ -179,6 +179,17 @@ final class CurlMultiLoop: @unchecked Sendable {
                 for waiter in waiters { waiter.resume() }
                 return
             }
+            // A transfer whose task was cancelled goes before libcurl runs again, even if its own
+            // cancel command has not come yet: an update cancels its transfers one by one, and
+            // removing the first frees a connection that libcurl would give the next queued one,
+            // which then sent its request after the cancellation.
+            if active.values.contains(where: { $0.cancelled.load(ordering: .relaxed) }) {
+                for (easy, transfer) in active where transfer.cancelled.load(ordering: .relaxed) {
+                    curl_multi_remove_handle(multi, easy)
+                    active.removeValue(forKey: easy)
+                    transfer.fail(.cancelled(transfer.url))
+                }
+            }
             curl_multi_perform(multi, &running)
             var queued: Int32 = 0
             while let message = curl_multi_info_read(multi, &queued) {
