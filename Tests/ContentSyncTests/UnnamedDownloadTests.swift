@@ -123,8 +123,8 @@ struct UnnamedDownloadTests {
             #expect(DownloadDestination.namingWorks(in: folder))
             #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["unnamed-file-probe.1.0"])
             #expect(!DownloadDestination.namingWorks(in: folder + "/missing"))
-            // Probes at once (a fresh build probes beside its early ranges) never take each
-            // other's file: every one says yes.
+            // Probes at once in one folder never take each other's file: every one says yes (an
+            // update probes once, under its lock; any other caller is safe too).
             let answers = await withTaskGroup(of: Bool.self) { group in
                 for _ in 0..<32 { group.addTask { DownloadDestination.namingWorks(in: folder) } }
                 return await group.reduce(into: [Bool]()) { $0.append($1) }

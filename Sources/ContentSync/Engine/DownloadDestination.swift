@@ -52,8 +52,8 @@ enum DownloadDestination {
 
     /// Whether unnamed files made in `folder` can be given names there: `O_TMPFILE` works and so
     /// does `linkat` (through /proc, or `AT_EMPTY_PATH`, which old kernels allow only with
-    /// `CAP_DAC_READ_SEARCH`). Probed once or twice per update, with a throwaway file named for
-    /// this probe alone (two probes at once must not take each other's name); where it fails,
+    /// `CAP_DAC_READ_SEARCH`). Probed once per update, with a throwaway file named for this
+    /// probe alone (two updates' probes at once must not take each other's file); where it fails,
     /// every download uses a named partial file instead.
     static func namingWorks(in folder: String) -> Bool {
         let probe = folder + "/unnamed-file-probe.\(getpid()).\(probes.add(1, ordering: .relaxed).oldValue)"
@@ -71,14 +71,14 @@ enum DownloadDestination {
         }
     }
 
+    /// Probes made by this process, to name each one's file.
+    private static let probes = Atomic<Int>(0)
+
     /// Opens the spare file `spare` to be written over for `target`, or nil when it is not a
     /// plain file of this user's with one link and no execute or special mode bits, or when
     /// anything else has it open (a reader that opened it while its tree was the content
     /// folder, or maps it: writing over it would change the bytes under that reader). Then
     /// nothing else may see its bytes change, and the file is as a fresh download's would be.
-    /// Probes made by this process, to name each one's file.
-    private static let probes = Atomic<Int>(0)
-
     static func openRecycled(_ spare: String, for target: String) -> DownloadDestination? {
         let descriptor = open(spare, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }

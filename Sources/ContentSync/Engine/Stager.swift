@@ -67,12 +67,16 @@ struct Stager: Sendable {
         contentTimes: [SafeRelativePath: Int64] = [:], layout: StorageLayout, archive: PublishedArchive? = nil,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged {
+        // Probed once: the staging folder exists for as long as the update holds its lock
+        // (``UpdateLock``), and every way of building writes on its filesystem.
+        let root = staging.root
+        let unnamedFiles = try await BlockingWork.run { DownloadDestination.namingWorks(in: root) }
         if let changed, let twin, twin.twin.baseVersion == plan.from.text {
             if twin.rootChanged {
                 logger.debug("the twin's top folder changed since it was recorded; building the tree whole")
             } else if let staged = try await catchUp(
                 twin, identity: identity, plan: plan, changed: changed, widen: widen, layout: layout,
-                archive: archive, progress: progress)
+                archive: archive, unnamedFiles: unnamedFiles, progress: progress)
             {
                 return staged
             }
@@ -84,20 +88,19 @@ struct Stager: Sendable {
         // it writes, and the gate opens only once next/ is ready for the plan those files are in.
         let gate = StartGate()
         let lazy = plan
-        async let early = resuming ? nil : earlyRanges(lazy, archive: archive, gate: gate, progress: progress)
+        async let early =
+            resuming
+            ? nil : earlyRanges(lazy, archive: archive, unnamedFiles: unnamedFiles, gate: gate, progress: progress)
         let plan: SyncPlan
-        let unnamedFiles: Bool
         do {
-            (plan, unnamedFiles) = try await prepareNext(
-                lazy, identity: identity, changed: changed, widen: widen, resuming: resuming)
+            plan = try await prepareNext(lazy, identity: identity, changed: changed, widen: widen, resuming: resuming)
             // A widened plan downloads the lazy plan's files, with the same fingerprints; were it
             // ever otherwise, the early ranges would place files the plan does not have.
             let wanted = Set(plan.downloads)
             gate.open(
-                unnamedFiles
-                    && lazy.downloads.allSatisfy {
-                        wanted.contains($0) && plan.expectedFingerprints[$0] == lazy.expectedFingerprints[$0]
-                    })
+                lazy.downloads.allSatisfy {
+                    wanted.contains($0) && plan.expectedFingerprints[$0] == lazy.expectedFingerprints[$0]
+                })
         } catch {
             gate.open(false)
             _ = try? await early
@@ -136,11 +139,10 @@ struct Stager: Sendable {
 
     /// Widens the plan to the whole tree (a widened plan keeps the identity of the plan it
     /// widens, ``SyncPlan/widenedFrom``), records it as pending, and makes `next/` hold its
-    /// folders: afresh, or kept when `resuming` the same plan. Returns the plan and whether new
-    /// files may be made unnamed in the staging area (``DownloadDestination/namingWorks(in:)``).
+    /// folders: afresh, or kept when `resuming` the same plan. Returns the plan.
     private func prepareNext(
         _ plan: SyncPlan, identity: String, changed: [SafeRelativePath]?, widen: PlanWidening?, resuming: Bool
-    ) async throws(SyncError) -> (SyncPlan, unnamedFiles: Bool) {
+    ) async throws(SyncError) -> SyncPlan {
         let plan = try await widen?.plan(covering: [.root]) ?? plan
         let staging = self.staging
         // The twin (if any) is forgotten before its folder goes, and the new dirty set recorded.
@@ -166,7 +168,7 @@ struct Stager: Sendable {
                 for folder in plan.folders { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
             }
         }
-        return (plan, try await BlockingWork.run { DownloadDestination.namingWorks(in: staging.root) })
+        return plan
     }
 
     /// Hard-links `links` into `next/`, a link that exists already kept (a resumed run's).
@@ -216,18 +218,14 @@ struct Stager: Sendable {
     }
 
     /// The archive ranges of a fresh build's (or catch-up's) new files, fetched while `next/` is
-    /// prepared: each
-    /// range downloads into memory, then waits at `gate` before it writes (``StartGate``), and
-    /// writes nothing if the gate says no. Nil when the plan's files do not come from the archive
-    /// (too few, no archive, or no unnamed files in the staging area as it is).
+    /// prepared: each range downloads into memory, then waits at `gate` before it writes
+    /// (``StartGate``), and writes nothing if the gate says no. Nil when the plan's files do not
+    /// come from the archive (too few, no archive, or no `unnamedFiles` in the staging area).
     private func earlyRanges(
-        _ plan: SyncPlan, archive: PublishedArchive?, gate: StartGate,
+        _ plan: SyncPlan, archive: PublishedArchive?, unnamedFiles: Bool, gate: StartGate,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> ArchiveRangeFetcher.Outcome? {
-        let root = staging.root
-        guard let archive, plan.downloads.count >= ArchiveRangeFetcher.minimumFiles,
-            try await BlockingWork.run({ DownloadDestination.namingWorks(in: root) })
-        else { return nil }
+        guard let archive, unnamedFiles, plan.downloads.count >= ArchiveRangeFetcher.minimumFiles else { return nil }
         try await configuration.connectionPolicy.requireTransfers()
         var fetcher = rangeFetcher(archive)
         fetcher.gate = gate
@@ -307,7 +305,7 @@ struct Stager: Sendable {
     /// catches it up again.
     private func catchUp(
         _ check: TwinCheck, identity: String, plan: SyncPlan, changed: [SafeRelativePath],
-        widen: PlanWidening?, layout: StorageLayout, archive: PublishedArchive?,
+        widen: PlanWidening?, layout: StorageLayout, archive: PublishedArchive?, unnamedFiles: Bool,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> Staged? {
         let (twin, location, touched, verified) = (check.twin, check.location, check.touched, check.verified)
@@ -318,7 +316,9 @@ struct Stager: Sendable {
         // moved to next/ and its dirty paths removed; each range waits at the gate before it
         // writes, and the gate opens once those paths are free.
         let gate = StartGate()
-        async let early = resuming ? nil : earlyRanges(plan, archive: archive, gate: gate, progress: progress)
+        async let early =
+            resuming
+            ? nil : earlyRanges(plan, archive: archive, unnamedFiles: unnamedFiles, gate: gate, progress: progress)
         let patch: TwinPatch
         let spares: SpareFiles
         do {
@@ -383,15 +383,10 @@ struct Stager: Sendable {
         let todo: [SafeRelativePath]
         do {
             let prefetched = try await early
-            let unnamedFiles: Bool
             // A resumed run keeps the downloads it finished (the removals were not done again).
-            (unnamedFiles, todo) = try await BlockingWork.run { [patch] () -> (Bool, [SafeRelativePath]) in
-                (
-                    DownloadDestination.namingWorks(in: staging.root),
-                    resuming
-                        ? patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) }
-                        : patch.downloads
-                )
+            todo = try await BlockingWork.run { [patch] in
+                resuming
+                    ? patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) } : patch.downloads
             }
             fetched = try await downloadFiles(
                 todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
