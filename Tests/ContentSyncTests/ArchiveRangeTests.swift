@@ -57,6 +57,17 @@ struct ArchiveRangeTests {
         return (v1, v2, added)
     }
 
+    /// `count` empty files named `0`, `1`, … in `folder` (made if missing): a tree that takes a
+    /// while to delete.
+    static func plantEmptyFiles(_ count: Int, in folder: String) throws {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        for index in 0..<count {
+            let file = open(folder + "/\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
+            guard file >= 0 else { throw POSIXError(.EIO) }
+            close(file)
+        }
+    }
+
     static func publish(_ content: String, version: String, storage: String, initialize: Bool = false) throws {
         var options = PublishOptions(
             storage: storage, content: content, version: v(version), baseURL: PublishFixture.base)
@@ -150,15 +161,7 @@ struct ArchiveRangeTests {
                     atPath: next + "/" + (wrong as NSString).deletingLastPathComponent,
                     withIntermediateDirectories: true)
                 try Data("not the published bytes".utf8).write(to: URL(fileURLWithPath: next + "/" + wrong))
-                for group in 0..<5 {
-                    let folder = next + "/new/stray\(group)"
-                    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-                    for index in 0..<1_000 {
-                        let file = open(folder + "/\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
-                        guard file >= 0 else { throw CocoaError(.fileWriteUnknown) }
-                        close(file)
-                    }
-                }
+                for group in 0..<5 { try Self.plantEmptyFiles(1_000, in: next + "/new/stray\(group)") }
                 try FileManager.default.createSymbolicLink(atPath: next + "/new/1", withDestinationPath: outside)
             }
             #expect(replay.singleDownloads.isEmpty, "\(replay.singleDownloads.sorted())")
@@ -193,13 +196,7 @@ struct ArchiveRangeTests {
                 #expect(try await CacheManager(configuration: configuration).checkForUpdates().outcome == .replayed)
                 let staging = StagingArea(contentDirectory: scratch + "/content")
                 let twin = try #require(FileSystem.identity(of: staging.retired), "1.0 is kept as the twin")
-                try FileManager.default.createDirectory(
-                    atPath: staging.retired + "/kept/stray", withIntermediateDirectories: true)
-                for index in 0..<5_000 {
-                    let file = open(staging.retired + "/kept/stray/\(index)", O_CREAT | O_WRONLY | O_CLOEXEC, 0o644)
-                    try #require(file >= 0)
-                    close(file)
-                }
+                try Self.plantEmptyFiles(5_000, in: staging.retired + "/kept/stray")
                 try Self.publish(v3, version: "1.2", storage: storage)
                 server.resetLog()
                 let report = try await CacheManager(configuration: configuration).checkForUpdates()

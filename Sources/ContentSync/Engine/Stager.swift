@@ -114,14 +114,9 @@ struct Stager: Sendable {
         let fetched: DownloadTally
         let todo: [SafeRelativePath]
         do {
-            let prefetched = try await early
-            let staging = self.staging
-            todo = try await BlockingWork.run {
-                resuming ? plan.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) } : plan.downloads
-            }
-            fetched = try await downloadFiles(
-                todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
-                prefetched: prefetched, spares: nil, progress: progress)
+            (fetched, todo) = try await downloadRest(
+                plan.downloads, resuming: resuming, plan: plan, layout: layout, archive: archive,
+                unnamedFiles: unnamedFiles, prefetched: try await early, spares: nil, progress: progress)
         } catch {
             _ = try? await linked
             throw SyncError.wrap(error)
@@ -382,15 +377,10 @@ struct Stager: Sendable {
         let fetched: DownloadTally
         let todo: [SafeRelativePath]
         do {
-            let prefetched = try await early
             // A resumed run keeps the downloads it finished (the removals were not done again).
-            todo = try await BlockingWork.run { [patch] in
-                resuming
-                    ? patch.downloads.filter { !FileSystem.exists($0.absolute(in: staging.next)) } : patch.downloads
-            }
-            fetched = try await downloadFiles(
-                todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles,
-                prefetched: prefetched, spares: spares, progress: progress)
+            (fetched, todo) = try await downloadRest(
+                patch.downloads, resuming: resuming, plan: plan, layout: layout, archive: archive,
+                unnamedFiles: unnamedFiles, prefetched: try await early, spares: spares, progress: progress)
         } catch {
             _ = try? await linked
             throw SyncError.wrap(error)
@@ -478,6 +468,24 @@ struct Stager: Sendable {
     private struct DownloadTally: Sendable {
         var bytes: Int64 = 0
         var files = 0
+    }
+
+    /// Fetches `downloads` into `next/` but those the early ranges placed (`prefetched`) and, when
+    /// `resuming`, those a stopped run finished (present in `next/`). Returns what was fetched
+    /// and the downloads that were still to do.
+    private func downloadRest(
+        _ downloads: [SafeRelativePath], resuming: Bool, plan: SyncPlan, layout: StorageLayout,
+        archive: PublishedArchive?, unnamedFiles: Bool, prefetched: ArchiveRangeFetcher.Outcome?, spares: SpareFiles?,
+        progress: @escaping @Sendable (SyncProgress) -> Void
+    ) async throws(SyncError) -> (DownloadTally, todo: [SafeRelativePath]) {
+        let next = staging.next
+        let todo =
+            resuming
+            ? try await BlockingWork.run { downloads.filter { !FileSystem.exists($0.absolute(in: next)) } } : downloads
+        let fetched = try await downloadFiles(
+            todo, plan: plan, layout: layout, archive: archive, unnamedFiles: unnamedFiles, prefetched: prefetched,
+            spares: spares, progress: progress)
+        return (fetched, todo)
     }
 
     /// Fetches `paths` into `next/`, a bounded number at a time. Each file is given its name in
