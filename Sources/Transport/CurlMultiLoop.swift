@@ -138,7 +138,7 @@ final class CurlMultiLoop: @unchecked Sendable {
             for command in commands {
                 switch command {
                 case .add(let transfer):
-                    if transfer.cancelled.load(ordering: .relaxed) {
+                    if transfer.isCancelled {
                         transfer.fail(.cancelled(transfer.url))
                         continue
                     }
@@ -179,12 +179,13 @@ final class CurlMultiLoop: @unchecked Sendable {
                 for waiter in waiters { waiter.resume() }
                 return
             }
-            // A transfer whose task was cancelled goes before libcurl runs again, even if its own
-            // cancel command has not come yet: an update cancels its transfers one by one, and
-            // removing the first frees a connection that libcurl would give the next queued one,
-            // which then sent its request after the cancellation.
-            if active.values.contains(where: { $0.cancelled.load(ordering: .relaxed) }) {
-                for (easy, transfer) in active where transfer.cancelled.load(ordering: .relaxed) {
+            // A transfer whose task or group was cancelled goes before libcurl runs again, even if
+            // its own cancel command has not come yet: an update cancels its transfers one by one,
+            // and removing the first frees a connection that libcurl would give the next queued
+            // one, which then sent its request after the cancellation. Its ``TransferGroup``,
+            // cancelled first, marks them all at once.
+            if active.values.contains(where: { $0.isCancelled }) {
+                for (easy, transfer) in active where transfer.isCancelled {
                     curl_multi_remove_handle(multi, easy)
                     active.removeValue(forKey: easy)
                     transfer.fail(.cancelled(transfer.url))

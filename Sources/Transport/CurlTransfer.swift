@@ -6,7 +6,8 @@ import Synchronization
 ///
 /// Thread rules: it is configured on the caller's task, then handed to ``CurlMultiLoop``; from
 /// then on only the loop thread touches its mutable fields (callbacks run there too). The one
-/// field other threads touch is `cancelled`, an atomic. That handoff is what makes the
+/// field other threads touch is `cancelled`, an atomic (and the ``TransferGroup``'s flag, which
+/// `group` names: set before the handoff, never changed). That handoff is what makes the
 /// `@unchecked Sendable` safe.
 final class CurlTransfer: @unchecked Sendable {
     enum Sink {
@@ -25,6 +26,12 @@ final class CurlTransfer: @unchecked Sendable {
     var sockets: LoopSockets?
     var socket: curl_socket_t = -1
     let cancelled = Atomic<Bool>(false)
+    /// The group the transfer joined when its task handed it over (``TransferGroup/current``).
+    var group: TransferGroup?
+    /// The transfer, or its group, was cancelled: it must not start, and it stops at its next callback.
+    var isCancelled: Bool {
+        cancelled.load(ordering: .relaxed) || group?.isCancelled == true
+    }
     private(set) var sink: Sink
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let errorBuffer: UnsafeMutablePointer<CChar> = {
@@ -438,7 +445,7 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     private func reportProgress(total: Int64, now: Int64) -> Bool {
-        if cancelled.load(ordering: .relaxed) { return false }
+        if isCancelled { return false }
         guard let progress, now > 0 else { return true }
         let tick = DispatchTime.now().uptimeNanoseconds
         if tick - lastProgressReport < 50_000_000 && now < total { return true }
@@ -466,7 +473,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func outcome(result: CURLcode) -> Result<HTTPResponse, any Error> {
         if let writeFailure { return .failure(writeFailure) }
-        if cancelled.load(ordering: .relaxed) { return .failure(TransportError.cancelled(url)) }
+        if isCancelled { return .failure(TransportError.cancelled(url)) }
         var finalURL = url
         var effective: UnsafeMutablePointer<CChar>?
         if ccurl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK, let effective,

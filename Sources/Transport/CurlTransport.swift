@@ -214,6 +214,7 @@ public final class CurlTransport: Transport {
         let loop = loops.min { $0.inFlight.load(ordering: .relaxed) < $1.inFlight.load(ordering: .relaxed) }!
         loop.inFlight.add(1, ordering: .relaxed)
         defer { loop.inFlight.subtract(1, ordering: .relaxed) }
+        transfer.group = TransferGroup.current
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 transfer.continuation = continuation
@@ -230,7 +231,9 @@ public final class CurlTransport: Transport {
     ) async throws -> HTTPResponse {
         var number = 1
         while true {
-            if Task.isCancelled { throw TransportError.cancelled(original.url) }
+            if Task.isCancelled || TransferGroup.current?.isCancelled == true {
+                throw TransportError.cancelled(original.url)
+            }
             var request = original
             if let adapter = configuration.adapter {
                 try await adapter.adapt(&request)

@@ -118,6 +118,108 @@ struct CurlTransportCancellationTests {
             #expect(server.requests().isEmpty)
         }
     }
+
+    /// The race a group closes: with one connection, removing the cancelled stalled transfer
+    /// frees it, and libcurl would start the next queued one. Only the stalled transfer's task is
+    /// cancelled here, so without its group every queued transfer would be served.
+    @Test func aCancelledGroupsQueuedTransfersNeverStartWhenTheConnectionFrees() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("stalled.bin", randomBytes(200_000))
+            for index in 0..<4 { try fixture.serve("queued-\(index).json", Data("\(index)".utf8)) }
+            try fixture.serve("other.json", Data("other".utf8))
+            server.injectFault(.stall, forPath: "/stalled.bin")
+            let transport = try makeTransport {
+                $0.maxConnectionsPerHost = 1
+                $0.ioThreads = 1
+            }
+            let group = TransferGroup()
+            let stalled = Task {
+                try await TransferGroup.$current.withValue(group) {
+                    try await transport.download(
+                        HTTPRequest(url: server.url(for: "stalled.bin")), to: fixture.outPath("stalled.bin"),
+                        options: DownloadOptions())
+                }
+            }
+            try await Self.waitForFirstRequest(on: server)
+            let queued = (0..<4).map { index in
+                Task {
+                    try await TransferGroup.$current.withValue(group) {
+                        try await transport.data(for: HTTPRequest(url: server.url(for: "queued-\(index).json")))
+                    }
+                }
+            }
+            // A transfer of no group, queued behind the same connection, is not the group's to stop.
+            let other = Task { try await transport.data(for: HTTPRequest(url: server.url(for: "other.json"))) }
+            try await Task.sleep(for: .milliseconds(200))
+
+            group.cancel()
+            stalled.cancel()
+            var results = [await stalled.result.map { _ in () }]
+            for task in queued { results.append(await task.result.map { _ in () }) }
+            for result in results {
+                guard case .failure(let error as TransportError) = result else {
+                    Issue.record("expected a cancelled transfer, got \(result)")
+                    continue
+                }
+                #expect(error.code == .cancelled)
+            }
+            #expect(try await other.value.body == Data("other".utf8))
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(server.requests().map(\.path) == ["/stalled.bin", "/other.json"])
+        }
+    }
+
+    @Test func cancellingAGroupAloneStopsItsRunningAndQueuedTransfersAndItsNextRequests() async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("stalled.bin", randomBytes(200_000))
+            try fixture.serve("queued.json", Data("queued".utf8))
+            server.injectFault(.stall, forPath: "/stalled.bin")
+            let transport = try makeTransport {
+                $0.maxConnectionsPerHost = 1
+                $0.ioThreads = 1
+            }
+            let group = TransferGroup()
+            let job = Task {
+                try await TransferGroup.$current.withValue(group) {
+                    try await withThrowingTaskGroup(of: Void.self) { tasks in
+                        tasks.addTask {
+                            _ = try await transport.download(
+                                HTTPRequest(url: server.url(for: "stalled.bin")), to: fixture.outPath("stalled.bin"),
+                                options: DownloadOptions())
+                        }
+                        tasks.addTask {
+                            try await Self.waitForFirstRequest(on: server)
+                            _ = try await transport.data(for: HTTPRequest(url: server.url(for: "queued.json")))
+                        }
+                        try await tasks.waitForAll()
+                    }
+                }
+            }
+            try await Self.waitForFirstRequest(on: server)
+            try await Task.sleep(for: .milliseconds(200))
+            // No task is cancelled: the group's flag alone ends the stalled transfer (its next
+            // progress callback) and the queued one (the loop's next turn), well before the stall.
+            group.cancel()
+            let result = await job.result
+            guard case .failure(let error as TransportError) = result else {
+                Issue.record("expected a cancelled transfer, got \(result)")
+                return
+            }
+            #expect(error.code == .cancelled)
+            // A request made in the cancelled group later fails without reaching the server.
+            let late = await Result {
+                try await TransferGroup.$current.withValue(group) {
+                    try await transport.data(for: HTTPRequest(url: server.url(for: "queued.json")))
+                }
+            }
+            guard case .failure(let lateError as TransportError) = late else {
+                Issue.record("expected a cancelled request, got \(late)")
+                return
+            }
+            #expect(lateError.code == .cancelled)
+            #expect(server.requests().map(\.path) == ["/stalled.bin"])
+        }
+    }
 }
 
 extension CurlTransportCancellationTests {

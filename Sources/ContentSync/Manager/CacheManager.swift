@@ -42,6 +42,9 @@ public actor CacheManager {
     /// this to grow, so its calls arrive in the order it made them.
     private(set) var controlCalls = 0
     private var logger: Logger { configuration.logger }
+    /// The running update's task and the group its transfers join: a stop cancels the group
+    /// first, so no queued request of the update starts while its tasks are being cancelled.
+    private var runningTransfers: (task: Task<Void, Never>, group: TransferGroup)?
 
     /// Opens the state database. Nothing is fetched until ``checkForUpdates()``.
     ///
@@ -391,12 +394,17 @@ public actor CacheManager {
             let engine = SyncEngine(configuration: engineConfiguration, store: store, transport: transport)
             let hub = self.hub
             let policy = engineConfiguration.connectionPolicy
-            machine.updateStarted(
-                Task {
-                    let result = await Self.update(engine, policy: policy, hub: hub)
-                    self.updateEnded(result)
-                })
+            let transfers = TransferGroup()
+            let task = Task {
+                let result = await TransferGroup.$current.withValue(transfers) {
+                    await Self.update(engine, policy: policy, hub: hub, transfers: transfers)
+                }
+                self.updateEnded(result)
+            }
+            runningTransfers = (task, transfers)
+            machine.updateStarted(task)
         case .cancelUpdate(let task):
+            if let running = runningTransfers, running.task == task { running.group.cancel() }
             task.cancel()
         case .startReset:
             let configuration = configuration
@@ -420,6 +428,7 @@ public actor CacheManager {
     }
 
     private func updateEnded(_ result: Result<SyncReport, SyncError>) {
+        runningTransfers = nil
         let end = machine.updateEnded(result)
         publishState()
         if let event = end.event {
@@ -455,10 +464,11 @@ public actor CacheManager {
 
     // MARK: - Work, off the actor
 
-    /// One update, with the connection policy watched beside it.
-    private static func update(_ engine: SyncEngine, policy: ConnectionPolicy, hub: EventHub) async -> Result<
-        SyncReport, SyncError
-    > {
+    /// One update, with the connection policy watched beside it; `transfers` is the update's
+    /// ``TransferGroup``, cancelled first when the policy stops it.
+    private static func update(
+        _ engine: SyncEngine, policy: ConnectionPolicy, hub: EventHub, transfers: TransferGroup
+    ) async -> Result<SyncReport, SyncError> {
         let stopReason = StopReason()
         return await withTaskGroup(of: Result<SyncReport, SyncError>?.self) { group in
             group.addTask {
@@ -484,6 +494,7 @@ public actor CacheManager {
                 return nil
             }
             let first = await group.next() ?? nil
+            if case .failure(let error) = first, error.code == .connectionNotAllowed { transfers.cancel() }
             group.cancelAll()
             if case .failure(let error) = first, error.code == .connectionNotAllowed {
                 // Wait for the update to wind down before reporting.
