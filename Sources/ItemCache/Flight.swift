@@ -54,12 +54,16 @@ final class Flight<Value: Sendable>: Sendable {
     }
 
     /// Runs `body` as the flight's task; `finished` is told whether it stored a value.
+    ///
+    /// The task joins no ``TransferGroup``: it serves every waiter, so the group of the caller
+    /// that happened to start it must not stop it for the others (the waiters' own cancellation
+    /// does, when the last one leaves).
     func start(_ body: @escaping @Sendable () async throws -> Value, finished: @escaping @Sendable (Bool) async -> Void)
     {
         let task = Task {
             let result: Result<Value, any Error>
             do {
-                result = .success(try await body())
+                result = .success(try await TransferGroup.$current.withValue(nil) { try await body() })
             } catch {
                 result = .failure(error)
             }

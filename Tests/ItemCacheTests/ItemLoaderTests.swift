@@ -104,6 +104,33 @@ struct ItemLoaderTests {
         #expect(await fixture.loader.state(for: key) == .notFound)
     }
 
+    @Test(
+        "a shared fetch joins no caller's TransferGroup: the group of the caller that started it stops only that caller"
+    )
+    func sharedFetchOutlivesTheStartersGroup() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("shared.txt", "shared")
+        fixture.server.injectFault(.delay(seconds: 3), forPath: "/shared.txt", times: 1)
+        let url = fixture.url("shared.txt")
+        let group = TransferGroup()
+        let starter = Task {
+            try await TransferGroup.$current.withValue(group) { try await fixture.loader.item(for: url) }
+        }
+        while fixture.server.requestsInProgress(forPath: "/shared.txt") == 0 {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let other = Task { try await fixture.loader.item(for: url) }
+        try await Task.sleep(for: .milliseconds(200))
+        // The starter's job stops as a job with a group stops: the group first, then its task.
+        group.cancel()
+        starter.cancel()
+        let starterResult = await starter.result
+        #expect(throws: ItemCacheError.self) { try starterResult.get() }
+        #expect(try await other.value.data == Data("shared".utf8))
+        #expect(fixture.server.requestCount(forPath: "/shared.txt") == 1)
+    }
+
     @Test("an expired item with an ETag revalidates: a 304 moves no body and refreshes the expiry")
     func revalidation() async throws {
         let fixture = try await LoaderFixture()
