@@ -494,13 +494,15 @@ public actor CacheManager {
                 return nil
             }
             let first = await group.next() ?? nil
-            if case .failure(let error) = first, error.code == .connectionNotAllowed { transfers.cancel() }
-            group.cancelAll()
             if case .failure(let error) = first, error.code == .connectionNotAllowed {
-                // Wait for the update to wind down before reporting.
+                // The policy stopped the update: its transfers first, then its tasks; the report
+                // waits for the update to wind down.
+                transfers.cancel()
+                group.cancelAll()
                 while await group.next() != nil {}
                 return .failure(error)
             }
+            group.cancelAll()
             return first ?? .failure(SyncError(code: .cancelled, message: "the update was cancelled"))
         }
     }
