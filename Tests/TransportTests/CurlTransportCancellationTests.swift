@@ -58,11 +58,7 @@ struct CurlTransportCancellationTests {
             let result = await request.result
 
             #expect(start.duration(to: .now) < .seconds(20)) // well under the 30 s stall timeout
-            guard case .failure(let error as TransportError) = result else {
-                Issue.record("expected a TransportError, got \(result)")
-                return
-            }
-            #expect(error.code == .cancelled)
+            Self.expectCancelled(result)
             #expect(server.requests().count == 1)
         }
     }
@@ -83,11 +79,7 @@ struct CurlTransportCancellationTests {
             let result = await request.result
 
             #expect(start.duration(to: .now) < .seconds(20)) // well under the 30 s stall timeout
-            guard case .failure(let error as TransportError) = result else {
-                Issue.record("expected a TransportError, got \(result)")
-                return
-            }
-            #expect(error.code == .cancelled)
+            Self.expectCancelled(result)
             #expect(server.requests().map(\.status) == [429])
         }
     }
@@ -108,13 +100,7 @@ struct CurlTransportCancellationTests {
                 return [data, download]
             }.value
 
-            for result in results {
-                guard case .failure(let error as TransportError) = result else {
-                    Issue.record("expected a TransportError, got \(result)")
-                    continue
-                }
-                #expect(error.code == .cancelled)
-            }
+            for result in results { Self.expectCancelled(result) }
             #expect(server.requests().isEmpty)
         }
     }
@@ -124,20 +110,13 @@ struct CurlTransportCancellationTests {
     /// cancelled here, so without its group every queued transfer would be served.
     @Test func aCancelledGroupsQueuedTransfersNeverStartWhenTheConnectionFrees() async throws {
         try await withServedFixture { server, fixture in
-            try fixture.serve("stalled.bin", randomBytes(200_000))
             for index in 0..<4 { try fixture.serve("queued-\(index).json", Data("\(index)".utf8)) }
             try fixture.serve("other.json", Data("other".utf8))
-            server.injectFault(.stall, forPath: "/stalled.bin")
-            let transport = try makeTransport {
-                $0.maxConnectionsPerHost = 1
-                $0.ioThreads = 1
-            }
+            let transport = try Self.oneStalledConnection(server, fixture)
             let group = TransferGroup()
             let stalled = Task {
                 try await TransferGroup.$current.withValue(group) {
-                    try await transport.download(
-                        HTTPRequest(url: server.url(for: "stalled.bin")), to: fixture.outPath("stalled.bin"),
-                        options: DownloadOptions())
+                    try await Self.downloadStalled(transport, server, fixture)
                 }
             }
             try await Self.waitForFirstRequest(on: server)
@@ -154,15 +133,8 @@ struct CurlTransportCancellationTests {
 
             group.cancel()
             stalled.cancel()
-            var results = [await stalled.result.map { _ in () }]
-            for task in queued { results.append(await task.result.map { _ in () }) }
-            for result in results {
-                guard case .failure(let error as TransportError) = result else {
-                    Issue.record("expected a cancelled transfer, got \(result)")
-                    continue
-                }
-                #expect(error.code == .cancelled)
-            }
+            Self.expectCancelled(await stalled.result)
+            for task in queued { Self.expectCancelled(await task.result) }
             #expect(try await other.value.body == Data("other".utf8))
             try await Task.sleep(for: .milliseconds(300))
             #expect(server.requests().map(\.path) == ["/stalled.bin", "/other.json"])
@@ -171,22 +143,13 @@ struct CurlTransportCancellationTests {
 
     @Test func cancellingAGroupAloneStopsItsRunningAndQueuedTransfersAndItsNextRequests() async throws {
         try await withServedFixture { server, fixture in
-            try fixture.serve("stalled.bin", randomBytes(200_000))
             try fixture.serve("queued.json", Data("queued".utf8))
-            server.injectFault(.stall, forPath: "/stalled.bin")
-            let transport = try makeTransport {
-                $0.maxConnectionsPerHost = 1
-                $0.ioThreads = 1
-            }
+            let transport = try Self.oneStalledConnection(server, fixture)
             let group = TransferGroup()
             let job = Task {
                 try await TransferGroup.$current.withValue(group) {
                     try await withThrowingTaskGroup(of: Void.self) { tasks in
-                        tasks.addTask {
-                            _ = try await transport.download(
-                                HTTPRequest(url: server.url(for: "stalled.bin")), to: fixture.outPath("stalled.bin"),
-                                options: DownloadOptions())
-                        }
+                        tasks.addTask { _ = try await Self.downloadStalled(transport, server, fixture) }
                         tasks.addTask {
                             try await Self.waitForFirstRequest(on: server)
                             _ = try await transport.data(for: HTTPRequest(url: server.url(for: "queued.json")))
@@ -200,29 +163,51 @@ struct CurlTransportCancellationTests {
             // No task is cancelled: the group's flag alone ends the stalled transfer (its next
             // progress callback) and the queued one (the loop's next turn), well before the stall.
             group.cancel()
-            let result = await job.result
-            guard case .failure(let error as TransportError) = result else {
-                Issue.record("expected a cancelled transfer, got \(result)")
-                return
-            }
-            #expect(error.code == .cancelled)
+            Self.expectCancelled(await job.result)
             // A request made in the cancelled group later fails without reaching the server.
-            let late = await Result {
-                try await TransferGroup.$current.withValue(group) {
-                    try await transport.data(for: HTTPRequest(url: server.url(for: "queued.json")))
-                }
-            }
-            guard case .failure(let lateError as TransportError) = late else {
-                Issue.record("expected a cancelled request, got \(late)")
-                return
-            }
-            #expect(lateError.code == .cancelled)
+            Self.expectCancelled(
+                await Result {
+                    try await TransferGroup.$current.withValue(group) {
+                        try await transport.data(for: HTTPRequest(url: server.url(for: "queued.json")))
+                    }
+                })
             #expect(server.requests().map(\.path) == ["/stalled.bin"])
         }
     }
 }
 
 extension CurlTransportCancellationTests {
+    /// A transport with one connection (one loop), which a download of `stalled.bin` will hold:
+    /// the server stalls it, so whatever is asked after it waits in libcurl's queue.
+    static func oneStalledConnection(_ server: StorageServer, _ fixture: Fixture) throws -> CurlTransport {
+        try fixture.serve("stalled.bin", randomBytes(200_000))
+        server.injectFault(.stall, forPath: "/stalled.bin")
+        return try makeTransport {
+            $0.maxConnectionsPerHost = 1
+            $0.ioThreads = 1
+        }
+    }
+
+    /// The download that holds ``oneStalledConnection(_:_:)``'s connection.
+    static func downloadStalled(_ transport: CurlTransport, _ server: StorageServer, _ fixture: Fixture)
+        async throws -> HTTPResponse
+    {
+        try await transport.download(
+            HTTPRequest(url: server.url(for: "stalled.bin")), to: fixture.outPath("stalled.bin"),
+            options: DownloadOptions())
+    }
+
+    /// Records an issue unless `result` is a ``TransportError`` with the code `cancelled`.
+    static func expectCancelled<Success>(
+        _ result: Result<Success, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        guard case .failure(let error as TransportError) = result else {
+            Issue.record("expected a cancelled transfer, got \(result)", sourceLocation: sourceLocation)
+            return
+        }
+        #expect(error.code == .cancelled, sourceLocation: sourceLocation)
+    }
+
     /// Returns once the server has answered a request, so a cancellation lands mid-transfer.
     static func waitForFirstRequest(on server: StorageServer) async throws {
         while server.requests().isEmpty {
