@@ -52,10 +52,14 @@ fresh_slot() {
   fi
   mkdir -p "$SLOT"
   cp -al "$PRISTINE/content" "$SLOT/content"
+  # The twin the client keeps (a restore's, or a replay's), linked the same way.
+  if [ -d "$PRISTINE/.content.content-sync/retired" ]; then cp -al "$PRISTINE/.content.content-sync" "$SLOT/"; fi
   cp -a "$PRISTINE"/state.sqlite* "$SLOT/"
   # The copy's folders keep the times the client recorded, as a real client's do (see clone_client).
   python3 -c 'import sys; sys.path.insert(0, sys.argv[1]); from pathlib import Path; import scenarios
-scenarios.keep_folder_times(Path(sys.argv[2]) / "state.sqlite", Path(sys.argv[2]) / "content")' "$REPO/bench" "$SLOT"
+slot = Path(sys.argv[2])
+scenarios.keep_folder_times(slot / "state.sqlite", slot / "content")
+scenarios.keep_twin(slot / "state.sqlite", slot / scenarios.STAGING / "retired")' "$REPO/bench" "$SLOT"
 }
 
 case "$FS" in
@@ -63,7 +67,9 @@ case "$FS" in
   tmpfs)
     mountpoint -q "$RUNS_DIR" && { echo "profile_s2.sh: $RUNS_DIR is already a mount point" >&2; exit 2; }
     mount -t tmpfs -o size=4g tmpfs "$RUNS_DIR"; MOUNTED=1
-    mkdir -p "$RUNS_DIR/pristine"; cp -a "$PRISTINE/content" "$PRISTINE"/state.sqlite* "$RUNS_DIR/pristine/"
+    # One cp keeps the twin's files linked to the content's (`-a` preserves hard links).
+    mkdir -p "$RUNS_DIR/pristine"
+    cp -a "$PRISTINE/content" $(ls -d "$PRISTINE/.content.content-sync" 2>/dev/null) "$PRISTINE"/state.sqlite* "$RUNS_DIR/pristine/"
     PRISTINE=$RUNS_DIR/pristine
     fresh_slot
     "$AGENT" sync --base-url "$URL" --dir "$SLOT/content" --state "$SLOT/state.sqlite" >/dev/null

@@ -94,16 +94,49 @@ def clone_client(src: Path, dst: Path) -> None:
     copied database's `liveFolder` rows (the folders are the same names with the same entries).
     Without that, sync-agent would take every folder for changed by hand and list its content
     folder instead of planning from its index, a path no client between two updates takes
-    (S2 measured that path until 2026-11-28)."""
+    (S2 measured that path until 2026-11-28). The twin in the staging folder (`retired/`, hard
+    links to the content's files and to the files the versions before changed) is linked the same
+    way, and the copied database is pointed at the copy (see keep_twin)."""
     dst.mkdir(parents=True)
     for entry in src.iterdir():
-        if entry.name == "content" and entry.is_dir():
+        if entry.name in ("content", STAGING) and entry.is_dir():
             if os.stat(src).st_dev != os.stat(dst).st_dev:
                 die(f"clone_client: {src} and {dst} are on different filesystems; hard links need one")
             run(["cp", "-al", str(entry), str(dst / entry.name)])
         else:
             run(["cp", "-a", str(entry), str(dst / entry.name)])
     keep_folder_times(dst / "state.sqlite", dst / "content")
+    keep_twin(dst / "state.sqlite", dst / STAGING / "retired")
+
+
+# The staging folder of a client whose content folder is `content` (StagingArea).
+STAGING = ".content.content-sync"
+
+
+def keep_twin(state: Path, twin: Path) -> None:
+    """Points the cloned state database's twin at the cloned twin folder (its device and inode)
+    and writes the clone's folders' status-change times into its `twinFolder` rows, as a real
+    client's twin keeps the folder and the times it recorded at its switch. Without it the clone's
+    twin is another folder to sync-agent, which then builds its next tree whole."""
+    if not state.exists() or not twin.is_dir():
+        return
+    db = sqlite3.connect(state)
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if "twin" not in tables:
+            return
+        info = os.lstat(twin)
+        db.execute("UPDATE twin SET device = ?, inode = ? WHERE id = 1", (info.st_dev, info.st_ino))
+        rows = []
+        for (path,) in db.execute("SELECT path FROM twinFolder").fetchall():
+            try:
+                rows.append((os.lstat(twin / path if path else twin).st_ctime_ns, path))
+            except OSError:
+                pass
+        db.executemany("UPDATE twinFolder SET ctime = ? WHERE path = ?", rows)
+        db.commit()
+    finally:
+        db.close()
 
 
 def keep_folder_times(state: Path, content: Path) -> None:

@@ -17,8 +17,15 @@ struct ExampleStorageSyncTests {
             try harness.expectTree(is: "1.4")
             #expect(harness.contentDownloads().isEmpty, "a restore fetches the archive, not single files")
             #expect(harness.server.requests().contains { $0.path == "/RXCacheContent.zip" && $0.status == 200 })
-            // The staging area is gone and the content folder holds content only.
-            #expect(!FileManager.default.fileExists(atPath: harness.root + "/client/.content.content-sync"))
+            // The content folder holds content only; the staging area, the twin the restore left
+            // (the next replay's base): the same files, linked, not copied.
+            #expect(harness.stagingEntries() == ["retired"])
+            let twin = StagingArea(contentDirectory: harness.content).retired
+            #expect(try TreeSnapshot.read(twin) == harness.tree())
+            for path in ExampleStorageFixture.manifest("1.4").files.keys {
+                let linked = try #require(FileIdentity(path: twin + "/" + path))
+                #expect(linked == FileIdentity(path: harness.content + "/" + path), "\(path)")
+            }
             #expect(try await harness.manager().localVersion()?.text == "1.4")
         }
     }
@@ -49,6 +56,14 @@ struct ExampleStorageSyncTests {
             let minimal = try CacheVersion(ExampleStorageFixture.minimalVersion(of: to))
             let expected: SyncReport.Outcome = try CacheVersion(from) >= minimal ? .replayed : .restored
             #expect(report.outcome == expected)
+            // Either way one twin is left: a replay's is the previous version, a restore's the new
+            // one (the previous version is not kept).
+            #expect(harness.stagingEntries() == ["retired"])
+            let twin = try #require(try await StateStore(path: harness.state).twin())
+            #expect(twin.baseVersion == to)
+            if expected == .restored {
+                #expect(try TreeSnapshot.read(StagingArea(contentDirectory: harness.content).retired) == harness.tree())
+            }
             if expected == .replayed {
                 let downloads = harness.contentDownloads()
                 #expect(Set(downloads).count == downloads.count, "a file was fetched twice: \(downloads)")

@@ -52,18 +52,21 @@ extension FailureAndResumeTests {
     }
 
     /// A run killed while it deleted the previous version after its switch leaves the staging
-    /// area behind with no plan pending; the next run removes it.
+    /// area behind with no plan pending; the next run removes it, but for the twin.
     @Test func stagingLeftAfterAFinishedSwitchIsRemovedByTheNextRun() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
             let staging = StagingArea(contentDirectory: harness.content)
-            try FileManager.default.createDirectory(
-                atPath: staging.retired + "/docs", withIntermediateDirectories: true)
-            try "old".write(toFile: staging.retired + "/docs/intro.md", atomically: true, encoding: .utf8)
+            for leftover in [staging.discarded, staging.next, staging.seed] {
+                try FileManager.default.createDirectory(atPath: leftover + "/docs", withIntermediateDirectories: true)
+                try "old".write(toFile: leftover + "/docs/intro.md", atomically: true, encoding: .utf8)
+            }
             try FileManager.default.createDirectory(atPath: staging.partial, withIntermediateDirectories: true)
+            let twin = try #require(FileSystem.identity(of: staging.retired))
             let report = try await harness.sync()
             #expect(report.outcome == .upToDate)
-            #expect(!FileManager.default.fileExists(atPath: staging.root))
+            #expect(harness.stagingEntries() == ["retired"])
+            #expect(FileSystem.identity(of: staging.retired).map { $0 == twin } == true)
             try harness.expectTree(is: "1.0")
         }
     }

@@ -125,15 +125,24 @@ struct IntegrityTests {
         }
     }
 
-    @Test func localDriftIsRepairedDuringAReplay() async throws {
+    /// With the restore's twin, the replay builds from the twin, which the drift never reached;
+    /// without it (the staging area cleared), from links to the content folder, and the tree
+    /// check repairs what they carried.
+    @Test(arguments: [true, false])
+    func localDriftIsRepairedDuringAReplay(keepingTwin: Bool) async throws {
         try await withPublishedPair { harness, _ in
-            // Something corrupted a file the replay keeps by hard link.
+            if !keepingTwin { try harness.removeTwinFolder() }
+            // Something corrupted a file the replay keeps, and planted a folder.
             try "corrupted locally".write(toFile: harness.content + "/README.txt", atomically: true, encoding: .utf8)
             try FileManager.default.createDirectory(
                 atPath: harness.content + "/stray", withIntermediateDirectories: true)
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
-            #expect(report.repairedFiles >= 2)
+            if keepingTwin {
+                #expect(report.repairedFiles == 0, "the twin holds 1.0 as restored")
+            } else {
+                #expect(report.repairedFiles >= 2)
+            }
             try harness.expectTree(is: "1.1")
         }
     }

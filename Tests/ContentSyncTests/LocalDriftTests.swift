@@ -70,14 +70,18 @@ struct LocalDriftTests {
         }
     }
 
-    @Test func aFolderReplacedByAFileIsRepairedWithoutARestore() async throws {
+    /// Without the restore's twin the replay links from the drifted folder and repairs it; with
+    /// it, the twin never saw the drift.
+    @Test(arguments: [true, false])
+    func aFolderReplacedByAFileIsRepairedWithoutARestore(keepingTwin: Bool) async throws {
         try await withClientAt12({ content in
             try FileManager.default.removeItem(atPath: content + "/docs/api/v2")
             try "not a folder".write(toFile: content + "/docs/api/v2", atomically: false, encoding: .utf8)
         }) { harness in
+            if !keepingTwin { try harness.removeTwinFolder() }
             let report = try await harness.sync()
             #expect(report.outcome == .replayed)
-            #expect(report.repairedFiles > 0)
+            #expect(keepingTwin ? report.repairedFiles == 0 : report.repairedFiles > 0)
             #expect(
                 harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0,
                 "repaired file by file, no fallback to the archive")
@@ -119,15 +123,19 @@ struct LocalDriftTests {
         }
     }
 
-    @Test func aDriftedFileTheManifestCannotRepairFallsBackToTheArchive() async throws {
-        // README.txt is the same in 1.2 and 1.4, so the replay links the drifted copy; without the
-        // content manifest the tree check cannot repair it, and the update restores instead.
+    /// README.txt is the same in 1.2 and 1.4, so the replay keeps the drifted copy: linked from
+    /// the content folder (no twin), or the twin's link to the same file (an edit in place
+    /// reaches both; the full check due finds it). Without the content manifest the tree check
+    /// cannot repair it, and the update restores instead.
+    @Test(arguments: [true, false])
+    func aDriftedFileTheManifestCannotRepairFallsBackToTheArchive(keepingTwin: Bool) async throws {
         try await withClientAt12({ content in
             try "drifted".write(toFile: content + "/README.txt", atomically: false, encoding: .utf8)
         }) { harness in
+            if !keepingTwin { try harness.removeTwinFolder() }
             let storage = harness.server.root.path
             try FileManager.default.removeItem(atPath: storage + "/RXCacheConfig/contentManifest.json")
-            let report = try await harness.sync()
+            let report = try await harness.sync(fullCheckInterval: keepingTwin ? .zero : nil)
             #expect(report.outcome == .restored)
             let warning = try #require(report.warnings.first)
             #expect(

@@ -1,4 +1,5 @@
 import Foundation
+import StorageServer
 import Testing
 
 @testable import ContentPublishing
@@ -217,19 +218,13 @@ struct PublishBaseTests {
                 contentsOfFile: storage + "/" + PublishBase.folderName + "/.gitignore", encoding: .utf8)
             #expect(ignore.split(separator: "\n").contains("*"))
             if FileManager.default.isExecutableFile(atPath: "/usr/bin/git") {
-                let git = Process()
-                git.executableURL = URL(fileURLWithPath: "/usr/bin/git")
-                git.arguments = ["-C", storage, "init", "-q"]
-                try git.run()
-                git.waitUntilExit()
-                let status = Process()
-                status.executableURL = URL(fileURLWithPath: "/usr/bin/git")
-                status.arguments = ["-C", storage, "status", "--porcelain", "--untracked-files=all"]
-                let pipe = Pipe()
-                status.standardOutput = pipe
-                try status.run()
-                let listed = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-                status.waitUntilExit()
+                // ChildProcess, not Foundation's Process (its run() can crash on Linux, #5472).
+                #expect(try ChildProcess("/usr/bin/git", ["-C", storage, "init", "-q"]).waitBlocking() == 0)
+                let out = scratch + "/git-status.out"
+                let git = try ChildProcess(
+                    "/usr/bin/git", ["-C", storage, "status", "--porcelain", "--untracked-files=all"], stdout: out)
+                #expect(git.waitBlocking() == 0)
+                let listed = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
                 #expect(
                     listed.contains("RXCacheContent/") && !listed.contains(PublishBase.folderName),
                     "\(listed.prefix(300))")

@@ -38,11 +38,16 @@ struct TwinTreeTests {
         try await StateStore(path: harness.state).twin()
     }
 
-    @Test("1.0 → 1.4 one version at a time: each replay after the first becomes its twin, and nothing is repaired")
+    @Test("1.0 → 1.4 one version at a time: the restore and each replay leave a twin, and nothing is repaired")
     func successiveReplays() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
-            #expect(try await Self.twin(harness) == nil, "a restore keeps no twin")
+            // The restore's twin: 1.0 itself, linked, with nothing dirty and its folders' times.
+            let seeded = try #require(try await Self.twin(harness), "a restore leaves a twin")
+            #expect(seeded.baseVersion == "1.0" && seeded.changes.isEmpty)
+            #expect(
+                try await StateStore(path: harness.state).twinFolders().count == 1
+                    + ExampleStorageFixture.manifest("1.0").folders.count)
             var caughtUp = 0
             for version in ["1.1", "1.2", "1.3", "1.4"] {
                 let retired = FileSystem.identity(of: Self.staging(harness).retired)
@@ -66,8 +71,36 @@ struct TwinTreeTests {
                 let kept = try #require(FileSystem.identity(of: Self.staging(harness).retired))
                 #expect((twin.device, twin.inode) == kept)
             }
-            #expect(caughtUp == 3, "1.2, 1.3 and 1.4 were each caught up from the twin")
+            #expect(caughtUp == 4, "1.1 (from the restore's twin), 1.2, 1.3 and 1.4 were each caught up from the twin")
             #expect(try await Self.twin(harness)?.changes.isEmpty == false)
+        }
+    }
+
+    @Test(
+        "a restore vetoed at its switch, then run again: its twin is linked afresh, and the next replay catches it up")
+    func restoreResumedAfterAVeto() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            var vetoing = harness.configuration()
+            vetoing.beforeSwitch = { _ in throw CancellationError() }
+            await #expect(throws: SyncError.self) { try await CacheManager(configuration: vetoing).checkForUpdates() }
+            let staging = Self.staging(harness)
+            #expect(harness.stagingEntries().contains("seed"), "linked before the switch was asked")
+            #expect(try await Self.twin(harness) == nil, "and not recorded")
+            // Something changes the unrecorded seed meanwhile: the next run links it afresh.
+            try Data("planted".utf8).write(to: URL(fileURLWithPath: staging.seed + "/planted.txt"))
+            let report = try await harness.sync()
+            #expect(report.outcome == .restored)
+            #expect(harness.stagingEntries() == ["retired"])
+            #expect(try TreeSnapshot.read(staging.retired) == harness.tree())
+            let twin = try #require(try await Self.twin(harness))
+            #expect(twin.baseVersion == "1.0" && twin.changes.isEmpty)
+            let retired = try #require(FileSystem.identity(of: staging.retired))
+            harness.serve("1.1")
+            let next = try await harness.sync()
+            #expect(next.outcome == .replayed && next.repairedFiles == 0 && next.checkedIncrementally)
+            try harness.expectTree(is: "1.1")
+            let current = try #require(FileSystem.identity(of: harness.content))
+            #expect(current == retired, "the restore's twin became the content folder")
         }
     }
 
@@ -228,7 +261,7 @@ struct TwinTreeTests {
     func aReplayWithoutATwinWritesTheChangesToTheIndex() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
-            #expect(try await Self.twin(harness) == nil, "a restore keeps no twin")
+            try harness.removeTwinFolder()
             // Every row the replay writes into the index, counted by the database itself.
             let database = try DatabaseQueue(path: harness.state)
             try await database.write { db in
@@ -267,6 +300,7 @@ struct TwinTreeTests {
     func contentChangedWhileLinking(change: String) async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
+            try harness.removeTwinFolder()
             harness.serve("1.1")
             harness.server.resetLog()
             let (old, new) = (ExampleStorageFixture.manifest("1.0").files, ExampleStorageFixture.manifest("1.1").files)

@@ -6,21 +6,18 @@ import Testing
 /// numbers, mistyped folders, secrets in URLs, values too big to keep, bytes that are not text.
 @Suite("sync-agent cache: pipes, ranges, refused folders, secrets, notices, JSON")
 struct CacheHardeningCLITests {
-    /// Runs `script` with bash (pipes, and arguments that are not UTF-8, which Foundation's
-    /// `Process` cannot pass), returning what it printed.
-    static func bash(_ script: String) throws -> (stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/bin/bash")
-        process.arguments = ["-c", script]
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (String(decoding: stdout, as: UTF8.self), String(decoding: stderr, as: UTF8.self))
+    /// Runs `script` with bash (pipes, and arguments that are not UTF-8, which a Swift string
+    /// cannot pass), returning what it printed. Spawned as ``ChildProcess`` (not Foundation's
+    /// `Process`, whose `run()` can crash on Linux: swift-corelibs-foundation #5472).
+    static func bash(_ script: String) async throws -> (stdout: String, stderr: String) {
+        try await withScratch { scratch in
+            let (out, err) = (scratch + "/bash.out", scratch + "/bash.err")
+            _ = try await ChildProcess("/bin/bash", ["-c", script], stdout: out, stderr: err).exitStatus()
+            return (
+                String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data(), as: UTF8.self),
+                String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: err))) ?? Data(), as: UTF8.self)
+            )
+        }
     }
 
     @Test("a reader that closes the pipe early ends get quietly, never with a signal")
@@ -31,7 +28,7 @@ struct CacheHardeningCLITests {
             let url = server.url(for: "big.txt").absoluteString
             let script =
                 "'\(SyncAgentBinary.path)' cache get '\(url)' --cache '\(scratch)/c' | head -c 10 >/dev/null; echo ${PIPESTATUS[0]}"
-            let status = try Self.bash(script).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let status = try await Self.bash(script).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
             // 0: it wrote what it could and ended; 128+N would be a signal (SIGILL was 132).
             #expect(status == "0")
         }
@@ -206,7 +203,7 @@ struct CacheHardeningCLITests {
             // Through bash: Foundation's Process cannot pass bytes that are not UTF-8.
             let script =
                 "'\(SyncAgentBinary.path)' cache get http://127.0.0.1:9/x --cache '\(scratch)/c' --param q=$'\\xff\\xfe'; echo \" status=$?\""
-            let (stdout, stderr) = try Self.bash(script)
+            let (stdout, stderr) = try await Self.bash(script)
             #expect(stdout.contains("status=6"), "\(stdout) \(stderr)")
             #expect(stderr.contains("not UTF-8"))
         }

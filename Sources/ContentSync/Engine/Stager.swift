@@ -694,15 +694,21 @@ struct Stager: Sendable {
     /// switch to adopt (``IndexUpdate/staged(_:)``). Returns the tree's shape when its digest is
     /// `expectedDigest`; nil when it is not, or the tree holds something content cannot: the
     /// caller then runs ``checkTree(_:layout:trustingCache:)``, which says what and repairs.
-    func streamTreeCheck(expectedDigest: String) async throws(SyncError) -> TreeShape? {
+    ///
+    /// With `seedingTwin`, the same walk links every file it hashed into `seed/` (``TwinSeed``):
+    /// the twin the restore leaves, returned as its folders' `ctime`s when it is whole (nil
+    /// when it is not; the tree check's answer does not depend on it).
+    func streamTreeCheck(expectedDigest: String, seedingTwin: Bool = false) async throws(SyncError) -> StreamedCheck? {
         try await store.clearStagedIndex()
         fingerprints.startTracking()
         let (staging, store) = (self.staging, self.store)
-        return try await BlockingWork.run { () throws(SyncError) -> TreeShape? in
+        return try await BlockingWork.run { () throws(SyncError) -> StreamedCheck? in
             var batch: [TreeDigest.StreamedEntry] = []
             batch.reserveCapacity(Self.stagedBatch)
+            let seed = seedingTwin ? TwinSeed(from: staging.next, into: staging.seed) : nil
             do {
                 let streamed = try TreeDigest.stream(staging.next) { entry in
+                    seed?.add(entry)
                     batch.append(entry)
                     if batch.count == Self.stagedBatch {
                         try store.stage(batch)
@@ -711,11 +717,21 @@ struct Stager: Sendable {
                 }
                 guard let streamed, streamed.digest == expectedDigest else { return nil }
                 if !batch.isEmpty { try store.stage(batch) }
-                return streamed.shape
+                return StreamedCheck(
+                    shape: streamed.shape, seededTwin: seed.flatMap { $0.isComplete ? $0.folderTimes : nil })
             } catch {
                 throw SyncError.wrap(error)
             }
         }
+    }
+
+    /// What a streamed tree check found when the tree gives the published digest.
+    struct StreamedCheck: Sendable {
+        /// The tree's shape.
+        var shape: TreeShape
+        /// The twin linked in `seed/` beside the check, as its folders' `ctime`s (the root not
+        /// included); nil when none was asked for or it is not whole.
+        var seededTwin: [SafeRelativePath: Int64]?
     }
 
     /// What checking a staged tree found.

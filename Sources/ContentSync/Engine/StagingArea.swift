@@ -29,6 +29,10 @@ struct StagingArea: Sendable {
     var next: String { root + "/next" }
     var partial: String { root + "/partial" }
     var retired: String { root + "/retired" }
+    /// The twin a restore links beside its tree check (``TwinSeed``), `retired/` after the swap.
+    var seed: String { root + "/seed" }
+    /// Where the previous version goes when a seed takes `retired/`: cleared with the leftovers.
+    var discarded: String { root + "/discarded" }
     var archive: String { root + "/archive.zip.part" }
 
     /// The partial-download file for `path`, stable across restarts.
@@ -83,6 +87,19 @@ struct StagingArea: Sendable {
     /// where a catch-up was stopped part-way; nil when neither is that folder.
     func location(ofTwin identity: (device: Int64, inode: Int64)) -> String? {
         [retired, next].first { path in FileSystem.status(of: path).map { Self.isFolder($0, identity) } ?? false }
+    }
+
+    /// After a restore's swap, makes the seed `retired/`, the twin (the previous version, if any,
+    /// moved to `discarded/` to be cleared with the leftovers); returns its identity, or nil
+    /// when there is no seed folder to adopt.
+    func adoptSeed() throws(FileSystemError) -> (device: Int64, inode: Int64)? {
+        guard FileSystem.status(of: seed).map({ $0.st_mode & S_IFMT == S_IFDIR }) ?? false else { return nil }
+        if FileSystem.status(of: retired) != nil {
+            try FileSystem.removeTree(discarded)
+            try FileSystem.rename(retired, to: discarded, operation: "cannot move the previous version to")
+        }
+        try FileSystem.rename(seed, to: retired, operation: "cannot move the restore's twin to")
+        return FileSystem.identity(of: retired)
     }
 
     /// Whether `info` is a folder's (not a symlink's) with the device and inode `identity`.

@@ -422,14 +422,17 @@ struct SyncEngine: Sendable {
         }
         var repaired = 0
         var index = IndexUpdate.drop
+        var seededTwin: [SafeRelativePath: Int64]?
         clock.begin(.treeCheck)
         // Streamed first: a restore's tree is read once, holding no per-file state. The full
         // check follows only when the streamed one finds the tree differs: it says where, and
-        // repairs.
+        // repairs. The same walk links the twin the next replay catches up (``TwinSeed``), so
+        // that the first replay after a restore costs what changed, as every later one does.
         if let expected = status.integrity?.treeDigest,
-            let shape = try await stager.streamTreeCheck(expectedDigest: expected)
+            let streamed = try await stager.streamTreeCheck(expectedDigest: expected, seedingTwin: true)
         {
-            index = .staged(shape)
+            index = .staged(streamed.shape)
+            seededTwin = streamed.seededTwin
         } else {
             if status.integrity?.treeDigest != nil {
                 logger.debug("the restored tree differs from the published tree digest; checking it path by path")
@@ -463,7 +466,7 @@ struct SyncEngine: Sendable {
                 startedAt: started, finishedAt: Date(), fromVersion: local?.text, toVersion: status.actualVersion.text,
                 kind: .restore,
                 outcome: .succeeded, bytesDownloaded: restored.bytes, filesDownloaded: restored.files),
-            index: index, liveFolders: index.folders, fullCheck: true, progress: progress)
+            index: index, liveFolders: index.folders, fullCheck: true, seededTwin: seededTwin, progress: progress)
         return report
     }
 }

@@ -47,11 +47,15 @@ struct VersionSwitch: Sendable {
     /// `fullCheck`: this update listed and checked the whole tree (``SyncConfiguration/fullCheckInterval``).
     /// `flushing`: what staging wrote, flushed one by one instead of the whole filesystem
     /// (``StagingArea/swapIn(flushing:)``).
+    /// `seededTwin`: a restore's twin in `seed/` (``TwinSeed``), by its folders' `ctime`s; it
+    /// becomes `retired/` after the swap, the twin of the new version with nothing dirty. It is
+    /// recorded only in the final transaction: a switch a crash interrupts keeps no twin.
     func switchTo(
         _ pending: PendingSwitch, history: UpdateHistoryEntry, twinChanges: [SafeRelativePath]? = nil,
         twinFolders: [SafeRelativePath] = [], index: IndexUpdate = .drop, liveFolders: [SafeRelativePath]? = nil,
         knownTwinTimes: [SafeRelativePath: Int64] = [:], knownLiveTimes: [SafeRelativePath: Int64] = [:],
         fullCheck: Bool = false, treeReadWhole: Bool = false, flushing: [String]? = nil,
+        seededTwin: [SafeRelativePath: Int64]? = nil,
         progress: @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) {
         let version = pending.toVersion
@@ -70,11 +74,22 @@ struct VersionSwitch: Sendable {
         }
         try await store.markSwitching(device: identity.device, inode: identity.inode, keepsTwin: twinChanges != nil)
         try await BlockingWork.files { [staging] () throws(FileSystemError) in try staging.swapIn(flushing: flushing) }
-        let twin = twinChanges == nil ? nil : FileSystem.identity(of: staging.retired)
+        var (twinChanges, twinFolders, knownTwinTimes) = (twinChanges, twinFolders, knownTwinTimes)
+        var twin = twinChanges == nil ? nil : FileSystem.identity(of: staging.retired)
+        if let seededTwin, twinChanges == nil {
+            // Best effort: a seed that cannot take `retired/` is cleared with the leftovers.
+            let adopted = try? await BlockingWork.files { [staging] () throws(FileSystemError) in
+                try staging.adoptSeed()
+            }
+            if let adopted = adopted ?? nil {
+                twin = adopted
+                (twinChanges, twinFolders, knownTwinTimes) = ([], Array(seededTwin.keys), seededTwin)
+            }
+        }
         let folderTimes =
             twin == nil
             ? nil
-            : try await BlockingWork.run { [staging] in
+            : try await BlockingWork.run { [staging, twinFolders, knownTwinTimes] in
                 Stager.folderTimes(twinFolders, in: staging.retired, known: knownTwinTimes)
             }
         let incremental: Bool
@@ -90,7 +105,7 @@ struct VersionSwitch: Sendable {
         // The leftovers (the previous version too, when it is not kept) go while the state is
         // written: the swap is done, and a crash before the state lands is finished by
         // recoverInterrupted from the inode alone.
-        async let cleared: Void? = try? BlockingWork.files { [staging] () throws(FileSystemError) in
+        async let cleared: Void? = try? BlockingWork.files { [staging, twin] () throws(FileSystemError) in
             try staging.clearLeftovers(keeping: twin)
         }
         let checked = fingerprints.used.map { FileFingerprintRecord($0.key, $0.value) }

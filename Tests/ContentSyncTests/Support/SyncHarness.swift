@@ -48,6 +48,20 @@ struct SyncHarness {
             .map { String($0.path.dropFirst("/RXCacheContent/".count)) }
     }
 
+    /// The staging area's top-level entries, sorted; empty when it does not exist.
+    func stagingEntries() -> [String] {
+        let root = StagingArea(contentDirectory: content).root
+        return ((try? FileManager.default.contentsOfDirectory(atPath: root)) ?? []).sorted()
+    }
+
+    /// Removes the twin's folder, as an operator who clears the staging area would: the next
+    /// replay builds its tree whole, linking the content folder's files.
+    func removeTwinFolder() throws {
+        let retired = StagingArea(contentDirectory: content).retired
+        #expect(FileManager.default.fileExists(atPath: retired), "there was a twin to remove")
+        try FileManager.default.removeItem(atPath: retired)
+    }
+
     func expectTree(is version: String, sourceLocation: SourceLocation = #_sourceLocation) throws {
         let actual = try tree()
         let expected = ExampleStorageFixture.manifest(version)

@@ -1,0 +1,89 @@
+import FileKit
+import Foundation
+import StorageFormat
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The twin a restore leaves: a hard-link copy of the restored tree, made in the staging area's
+/// `seed/` while the streamed tree check reads `next/` (``Stager/streamTreeCheck(expectedDigest:seeding:)``),
+/// so that the first replay after a restore catches a twin up, as every later one does, instead
+/// of linking the whole tree again (``TwinState``).
+///
+/// Each file is linked once the check has hashed it, and the link must be the very file the
+/// check read (its device, inode, size and modification time): a file replaced in `next/`
+/// between the hash and the link gives no seed. So does anything that fails (a filesystem
+/// without hard links, a full disk): the seed only ever saves work, and the restore goes on
+/// without it. Folders are made as the walk first needs them, and each one's `ctime` is taken
+/// when the walk leaves it, once everything below it is linked: the times the twin is recorded
+/// with, as a replay's switch records them.
+///
+/// It holds the made folders and their times (one entry a folder, none a file). Used from the
+/// one thread that walks the tree.
+final class TwinSeed {
+    /// The tree it links from (`next/`) and the folder it builds (`seed/`).
+    let source: String
+    let target: String
+    /// Whether every entry so far was linked and found to be the file the check read.
+    private(set) var isComplete = true
+    /// The seed's folders (the root not included) and their `ctime`s, as the walk left them.
+    private(set) var folderTimes: [SafeRelativePath: Int64] = [:]
+    private var made: Set<SafeRelativePath> = [.root]
+    private var sources = FolderHandles()
+    private var targets = FolderHandles()
+
+    /// A seed of `source` built at `target`, which is emptied first; nil when it cannot be made.
+    init?(from source: String, into target: String) {
+        self.source = source
+        self.target = target
+        do {
+            try FileSystem.removeTree(target)
+            try FileSystem.makeFolder(target)
+        } catch {
+            return nil
+        }
+    }
+
+    /// Takes one entry of the streamed check: links a file, or records a folder's time.
+    func add(_ entry: TreeDigest.StreamedEntry) {
+        guard isComplete else { return }
+        switch entry {
+        case .file(let path, _, let identity):
+            // Without an identity the file was written while it was read: not one to keep.
+            guard let identity, makeFolder(path.parent) else { return abandon() }
+            let (sourceFolder, sourceName) = sources.resolve(path.absolute(in: source))
+            let (targetFolder, targetName) = targets.resolve(path.absolute(in: target))
+            var info = stat()
+            guard linkat(sourceFolder, sourceName, targetFolder, targetName, 0) == 0,
+                fstatat(targetFolder, targetName, &info, AT_SYMLINK_NOFOLLOW) == 0,
+                info.st_mode & S_IFMT == S_IFREG, FileIdentity(info) == identity
+            else { return abandon() }
+        case .folder(let path, _, _):
+            guard !path.isRoot else { return }
+            guard makeFolder(path), let info = FileSystem.status(of: path.absolute(in: target)),
+                info.st_mode & S_IFMT == S_IFDIR
+            else { return abandon() }
+            folderTimes[path] = FileSystem.changeTime(info)
+        }
+    }
+
+    /// Makes `folder` and its missing ancestors in the seed; false when one cannot be made.
+    private func makeFolder(_ folder: SafeRelativePath) -> Bool {
+        if made.contains(folder) { return true }
+        guard makeFolder(folder.parent) else { return false }
+        do {
+            try FileSystem.makeFolder(folder.absolute(in: target))
+        } catch {
+            return false
+        }
+        made.insert(folder)
+        return true
+    }
+
+    private func abandon() {
+        isComplete = false
+        folderTimes = [:]
+        made = []
+    }
+}
