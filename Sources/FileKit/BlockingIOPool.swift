@@ -164,7 +164,9 @@ public final class BlockingIOPool: Sendable {
                 }
             if spins {
                 let deadline = Self.now() &+ spinNanoseconds
-                while queued.load(ordering: .acquiring) == 0 && Self.now() < deadline {}
+                // Each turn gives the core to any other thread ready to run on it: on a machine
+                // whose cores are all busy, polling would otherwise take their time.
+                while queued.load(ordering: .acquiring) == 0 && Self.now() < deadline { sched_yield() }
             }
             let job = state.withLock { state -> (@Sendable () -> Void)? in
                 if spins { state.spinning = false }

@@ -7,7 +7,9 @@ import Foundation
 public struct TreeIndexDelta: Sendable, Equatable {
     /// The new version's tree digest.
     public var rootDigest: String
-    /// Paths whose recorded entries, and everything recorded below them, go first.
+    /// Paths whose recorded entries, and everything recorded below them, go first: the changed
+    /// paths but those a removal above already covers (below another changed path) and files written
+    /// where the index records a file or nothing (the entry written over them is enough).
     public var removed: [SafeRelativePath]
     /// Entries recorded after that: the changed paths the new version has, and the new digest
     /// of every folder on the way to the root (the root's included, as ``SafeRelativePath/root``).
@@ -121,7 +123,22 @@ extension SyncPlan {
             digests[folder] = digest
             entries[folder] = .folder(digest: digest)
         }
-        return TreeIndexDelta(rootDigest: digests[.root]!, removed: changed, entries: entries)
+        // What goes before the entries are written. A replay adding 2,000 files in new folders
+        // removes one path (the top new folder, whose subtree may hold stale rows), not 2,000.
+        var removed: [SafeRelativePath] = []
+        for path in changed {
+            // Below a changed path: the top changed path above it is removed, subtree and all.
+            if !path.isRoot, changedSet.contains(path.parent) { continue }
+            if case .file? = entries[path] {
+                // The parent is an affected folder the index listed above: its entry is known.
+                switch recordedEntry(path) {
+                case nil, .file?: continue
+                case .folder?: break
+                }
+            }
+            removed.append(path)
+        }
+        return TreeIndexDelta(rootDigest: digests[.root]!, removed: removed, entries: entries)
     }
 
     /// ``TreeShape`` of the version this plan builds.

@@ -221,6 +221,29 @@ struct TwinPatchTests {
         #expect(plan.indexDelta(changed: changed, recorded: Self.listing(index)) == nil, "a/x is not recorded")
     }
 
+    @Test(
+        "the delta removes a folder a file replaces (and a file a folder replaces), and nothing for files it writes over or adds in new folders"
+    )
+    func deltaRemovesOnlyWhatItMust() throws {
+        var current = Tree()
+        current.folders = [p("a"), p("a/b"), p("c")]
+        current.files = [p("a/b/x"): 1, p("a/y"): 2, p("c/z"): 3, p("top"): 4]
+        var next = Tree()
+        next.folders = [p("a"), p("top"), p("new"), p("new/deep"), p("c")]
+        // a/b: a folder become a file; top: a file become a folder; a/y written over; new/…: added.
+        next.files = [p("a/b"): 5, p("a/y"): 6, p("c/z"): 3, p("top/t"): 7, p("new/deep/n1"): 8, p("new/n2"): 9]
+        var plan = Self.plan(from: current, to: next)
+        for path in plan.downloads { plan.expectedFingerprints[path] = Self.fingerprint(next.files[path]!) }
+        let changed = plan.changedPaths(from: current.local) ?? []
+        var index = Self.index(current)
+        let delta = try #require(plan.indexDelta(changed: changed, recorded: Self.listing(index)))
+        #expect(Set(delta.removed) == [p("a/b"), p("top"), p("new")], "\(delta.removed)")
+        for path in delta.removed { index = index.filter { !$0.key.isWithin(path) } }
+        index.merge(delta.entries) { _, new in new }
+        #expect(index == Self.index(next))
+        #expect(delta.rootDigest == TreeDigest.digest(of: Self.content(next)))
+    }
+
     @Test("a patch touches only the dirty paths (and what is rebuilt under a dirty folder)")
     func patchIsLocal() {
         var current = Tree()

@@ -816,13 +816,18 @@ final class StateStore: Sendable {
         case .delta(let delta, let newShape):
             // A path, and everything below it: the rows whose folder key starts with its path and
             // a slash ('/' sorts just before '0' in bytes).
-            let remove = try db.cachedStatement(sql: "DELETE FROM treeEntry WHERE parent = ? AND name = ?")
-            let removeBelow = try db.cachedStatement(
-                sql: "DELETE FROM treeEntry WHERE parent >= ?1 || '/' AND parent < ?1 || '0'")
+            // Bound through the C API (``BulkInsert``): a replay's delta removes every changed path
+            // first, thousands of rows on the switch's critical path.
+            let remove = try BulkInsert(db, sql: "DELETE FROM treeEntry WHERE parent = ? AND name = ?")
+            let removeBelow = try BulkInsert(
+                db, sql: "DELETE FROM treeEntry WHERE parent >= ?1 || '/' AND parent < ?1 || '0'")
             for path in delta.removed where !path.isRoot {
                 let key = key(of: path)
-                try remove.execute(arguments: [key.parent, key.name])
-                try removeBelow.execute(arguments: [path.string])
+                try remove.insert { row in
+                    row.text(key.parent)
+                    row.text(key.name)
+                }
+                try removeBelow.insert { row in row.text(path.string) }
             }
             try record(delta.entries.lazy.map { ($0.key, $0.value) })
             shape = newShape
