@@ -82,6 +82,19 @@ struct TwinSeedTests {
             }
             #expect(done)
             #expect(!seed.isComplete && seed.folderTimes.isEmpty, "\(how)")
+            #expect(!FileManager.default.fileExists(atPath: target), "\(how): what it linked is removed at once")
         }
+    }
+
+    @Test("a filesystem without room to spare gets no seed; the default reserve is 64 MiB or 1 %")
+    func noSeedWithoutRoom() async throws {
+        try await withTemporaryDirectory { scratch in
+            try FileManager.default.createDirectory(atPath: scratch + "/next", withIntermediateDirectories: true)
+            #expect(TwinSeed(from: scratch + "/next", into: scratch + "/seed", reserve: .max) == nil)
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/seed"))
+            #expect(TwinSeed(from: scratch + "/next", into: scratch + "/seed", reserve: 0) != nil)
+        }
+        #expect(TwinSeed.defaultReserve(capacity: 1 << 30) == 64 << 20)
+        #expect(TwinSeed.defaultReserve(capacity: 1 << 40) == (1 << 40) / 100)
     }
 }

@@ -273,12 +273,14 @@ class Suite:
         leftovers = sorted(set(os.listdir(self.client)) - {"content", "state.sqlite", "state.sqlite-wal",
                                                            "state.sqlite-shm", "state.sqlite.lock", "home"})
         # After a replay the previous version stays as the twin the next replay catches up:
-        # `retired/` alone, holding exactly N.
+        # `retired/` alone, holding exactly N. After a restore, its seed: exactly N+1 (the
+        # version restored, linked beside its tree check).
         twin = self.client / ".content.content-sync"
         if leftovers == [".content.content-sync"] and sorted(os.listdir(twin)) == ["retired"]:
-            differences = lib.compare(lib.manifest_of(twin / "retired"), self.m[V1])
+            kept, label = (V2, "N+1") if mode == "restore" else (V1, "N")
+            differences = lib.compare(lib.manifest_of(twin / "retired"), self.m[kept])
             if differences:
-                problems.append("the twin kept in retired/ is not exactly N: " + "; ".join(differences[:4]))
+                problems.append(f"the twin kept in retired/ is not exactly {label}: " + "; ".join(differences[:4]))
             leftovers = []
         if leftovers:
             problems.append(("[staging-leftover] " if leftovers == [".content.content-sync"] else "")

@@ -15,7 +15,10 @@ import StorageFormat
 /// check read (its device, inode, size and modification time): a file replaced in `next/`
 /// between the hash and the link gives no seed. So does anything that fails (a filesystem
 /// without hard links, a full disk): the seed only ever saves work, and the restore goes on
-/// without it. Folders are made as the walk first needs them, and each one's `ctime` is taken
+/// without it. Nor does it take the disk's last space: before each folder it makes, the
+/// filesystem must keep ``reserve`` bytes and 1 % of its inodes free, or the seed stops. A seed
+/// that stops is removed at once, before the switch needs the space it held. Folders are made as
+/// the walk first needs them, and each one's `ctime` is taken
 /// when the walk leaves it, once everything below it is linked: the times the twin is recorded
 /// with, as a replay's switch records them.
 ///
@@ -32,17 +35,42 @@ final class TwinSeed {
     private var made: Set<SafeRelativePath> = [.root]
     private var sources = FolderHandles()
     private var targets = FolderHandles()
+    /// Free bytes the filesystem must keep (nil: ``defaultReserve(capacity:)``).
+    private let reserve: UInt64?
 
-    /// A seed of `source` built at `target`, which is emptied first; nil when it cannot be made.
-    init?(from source: String, into target: String) {
+    /// A seed of `source` built at `target`, which is emptied first; nil when it cannot be made
+    /// or the filesystem has no room to spare (`reserve`: the free bytes it must keep, by
+    /// default ``defaultReserve(capacity:)``).
+    init?(from source: String, into target: String, reserve: UInt64? = nil) {
         self.source = source
         self.target = target
+        self.reserve = reserve
         do {
             try FileSystem.removeTree(target)
+            guard Self.hasRoom(at: (target as NSString).deletingLastPathComponent, reserve: reserve) else { return nil }
             try FileSystem.makeFolder(target)
         } catch {
             return nil
         }
+    }
+
+    /// The free space a seed leaves by default: 64 MiB, or 1 % of a larger filesystem.
+    static func defaultReserve(capacity: UInt64) -> UInt64 {
+        max(64 << 20, capacity / 100)
+    }
+
+    /// Whether the filesystem holding `path` has more than `reserve` bytes free (nil: the
+    /// default) and 1 % of its inodes (where it counts them).
+    static func hasRoom(at path: String, reserve: UInt64?) -> Bool {
+        var info = statvfs()
+        guard statvfs(path, &info) == 0 else { return false }
+        let unit = UInt64(info.f_frsize)
+        let (capacity, free) = (
+            UInt64(info.f_blocks).multipliedReportingOverflow(by: unit), UInt64(info.f_bavail) * unit
+        )
+        let needed = reserve ?? defaultReserve(capacity: capacity.overflow ? .max : capacity.partialValue)
+        let inodes = UInt64(info.f_files)
+        return free > needed && (inodes == 0 || UInt64(info.f_favail) > inodes / 100)
     }
 
     /// Takes one entry of the streamed check: links a file, or records a folder's time.
@@ -71,7 +99,7 @@ final class TwinSeed {
     /// Makes `folder` and its missing ancestors in the seed; false when one cannot be made.
     private func makeFolder(_ folder: SafeRelativePath) -> Bool {
         if made.contains(folder) { return true }
-        guard makeFolder(folder.parent) else { return false }
+        guard makeFolder(folder.parent), Self.hasRoom(at: target, reserve: reserve) else { return false }
         do {
             try FileSystem.makeFolder(folder.absolute(in: target))
         } catch {
@@ -81,9 +109,11 @@ final class TwinSeed {
         return true
     }
 
+    /// Stops the seed and removes what it linked (its space goes back before the switch).
     private func abandon() {
         isComplete = false
         folderTimes = [:]
         made = []
+        try? FileSystem.removeTree(target)
     }
 }
