@@ -21,8 +21,10 @@ struct TwinSeedTests {
         return seed
     }
 
-    @Test("random trees (empty and deep folders): the seed holds the very files, and its folders' own times")
-    func seedIsTheCheckedTree() async throws {
+    @Test(
+        "random trees (empty and deep folders): the seed holds the very files, and its folders' own times",
+        arguments: [false, true])
+    func seedIsTheCheckedTree(threaded: Bool) async throws {
         for treeSeed: UInt64 in 1...12 {
             try await withTemporaryDirectory { scratch in
                 let (source, target) = (scratch + "/next", scratch + "/seed")
@@ -30,7 +32,17 @@ struct TwinSeedTests {
                 try StreamedTreeCheckTests.writeRandomTree(source, seed: treeSeed)
                 // Something left by an earlier run goes first.
                 try FileManager.default.createDirectory(atPath: target + "/stale", withIntermediateDirectories: true)
-                let seed = try Self.seed(source, into: target)
+                let seed: TwinSeed
+                if threaded {
+                    // As the restore's check runs it: on its own thread, behind a bounded queue.
+                    seed = try #require(TwinSeed(from: source, into: target))
+                    let thread = TwinSeedThread(seed)
+                    _ = try TreeDigest.stream(source) { entry in thread.add(entry) }
+                    let times = thread.finish()
+                    #expect(times == seed.folderTimes && thread.finish() == times, "the same, however often asked")
+                } else {
+                    seed = try Self.seed(source, into: target)
+                }
                 #expect(seed.isComplete, "tree \(treeSeed)")
                 #expect(try TreeSnapshot.read(target) == TreeSnapshot.read(source), "tree \(treeSeed)")
                 let (tree, _) = try ContentTree.scanLocal(source)
@@ -83,6 +95,33 @@ struct TwinSeedTests {
             #expect(done)
             #expect(!seed.isComplete && seed.folderTimes.isEmpty, "\(how)")
             #expect(!FileManager.default.fileExists(atPath: target), "\(how): what it linked is removed at once")
+        }
+    }
+
+    @Test("more entries than the seed's queue holds: the walk waits for the seed's thread, and the seed is whole")
+    func aFullQueueMakesTheWalkWait() async throws {
+        try await withTemporaryDirectory { scratch in
+            let (source, target) = (scratch + "/next", scratch + "/seed")
+            let files = 3 * TwinSeedThread.bound / 2
+            for index in 0..<files {
+                let folder = source + "/f\(index % 40)"
+                if index < 40 {
+                    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+                }
+                #expect(FileManager.default.createFile(atPath: folder + "/\(index)", contents: Data("\(index)".utf8)))
+            }
+            let seed = try #require(TwinSeed(from: source, into: target))
+            let thread = TwinSeedThread(seed)
+            _ = try TreeDigest.stream(source) { entry in thread.add(entry) }
+            let times = try #require(thread.finish())
+            #expect(times.count == 40)
+            let (tree, _) = try ContentTree.scanLocal(target)
+            #expect(tree.files.count == files)
+            for index in [0, files / 2, files - 1] {
+                let sample = try SafeRelativePath(validating: "f\(index % 40)/\(index)")
+                let linked = try #require(FileIdentity(path: sample.absolute(in: target)))
+                #expect(linked == FileIdentity(path: sample.absolute(in: source)), "\(sample)")
+            }
         }
     }
 

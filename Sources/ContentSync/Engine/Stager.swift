@@ -695,7 +695,8 @@ struct Stager: Sendable {
     /// `expectedDigest`; nil when it is not, or the tree holds something content cannot: the
     /// caller then runs ``checkTree(_:layout:trustingCache:)``, which says what and repairs.
     ///
-    /// With `seedingTwin`, the same walk links every file it hashed into `seed/` (``TwinSeed``):
+    /// With `seedingTwin`, every file the walk hashed is linked into `seed/` (``TwinSeed``, on a
+    /// thread of its own, ``TwinSeedThread``):
     /// the twin the restore leaves, returned as its folders' `ctime`s when it is whole (nil
     /// when it is not; the tree check's answer does not depend on it).
     func streamTreeCheck(expectedDigest: String, seedingTwin: Bool = false) async throws(SyncError) -> StreamedCheck? {
@@ -705,7 +706,8 @@ struct Stager: Sendable {
         return try await BlockingWork.run { () throws(SyncError) -> StreamedCheck? in
             var batch: [TreeDigest.StreamedEntry] = []
             batch.reserveCapacity(Self.stagedBatch)
-            let seed = seedingTwin ? TwinSeed(from: staging.next, into: staging.seed) : nil
+            // The seed links on a thread of its own, beside the walk; every way out waits for it.
+            let seed = seedingTwin ? TwinSeed(from: staging.next, into: staging.seed).map(TwinSeedThread.init) : nil
             do {
                 let streamed = try TreeDigest.stream(staging.next) { entry in
                     seed?.add(entry)
@@ -715,11 +717,12 @@ struct Stager: Sendable {
                         batch.removeAll(keepingCapacity: true)
                     }
                 }
+                let seeded = seed?.finish()
                 guard let streamed, streamed.digest == expectedDigest else { return nil }
                 if !batch.isEmpty { try store.stage(batch) }
-                return StreamedCheck(
-                    shape: streamed.shape, seededTwin: seed.flatMap { $0.isComplete ? $0.folderTimes : nil })
+                return StreamedCheck(shape: streamed.shape, seededTwin: seeded)
             } catch {
+                _ = seed?.finish()
                 throw SyncError.wrap(error)
             }
         }

@@ -7,7 +7,7 @@ import StorageFormat
 #endif
 
 /// The twin a restore leaves: a hard-link copy of the restored tree, made in the staging area's
-/// `seed/` while the streamed tree check reads `next/` (``Stager/streamTreeCheck(expectedDigest:seeding:)``),
+/// `seed/` while the streamed tree check reads `next/` (``Stager/streamTreeCheck(expectedDigest:seedingTwin:)``),
 /// so that the first replay after a restore catches a twin up, as every later one does, instead
 /// of linking the whole tree again (``TwinState``).
 ///
@@ -22,8 +22,8 @@ import StorageFormat
 /// when the walk leaves it, once everything below it is linked: the times the twin is recorded
 /// with, as a replay's switch records them.
 ///
-/// It holds the made folders and their times (one entry a folder, none a file). Used from the
-/// one thread that walks the tree.
+/// It holds the made folders and their times (one entry a folder, none a file). Used from one
+/// thread at a time: the walk's, or its own (``TwinSeedThread``).
 final class TwinSeed {
     /// The tree it links from (`next/`) and the folder it builds (`seed/`).
     let source: String
@@ -115,5 +115,74 @@ final class TwinSeed {
         folderTimes = [:]
         made = []
         try? FileSystem.removeTree(target)
+    }
+}
+
+/// A ``TwinSeed`` run on a thread of its own, beside the walk that hands it the entries: the
+/// links then take a core the check leaves free instead of the check's own time (100,000 files
+/// on ext4: 1.2 s of links in a 6 s restore). The entries wait in a bounded queue (the walk waits
+/// when it is full) and are linked in the order given, so a folder's time is still taken after
+/// everything below it is linked.
+final class TwinSeedThread: @unchecked Sendable {
+    private let seed: TwinSeed
+    /// Guards `pending`, `closed` and `outcome`.
+    private let condition = NSCondition()
+    private var pending: [TreeDigest.StreamedEntry] = []
+    private var closed = false
+    private var outcome: [SafeRelativePath: Int64]??
+    private let done = DispatchSemaphore(value: 0)
+    /// Entries waiting at most.
+    static let bound = 4_096
+
+    /// Starts the thread that links `seed`'s entries.
+    init(_ seed: TwinSeed) {
+        self.seed = seed
+        let thread = Thread { [self] in self.run() }
+        thread.name = "content-sync.seed"
+        thread.start()
+    }
+
+    /// Hands one entry of the walk over (waiting while the queue is full).
+    func add(_ entry: TreeDigest.StreamedEntry) {
+        condition.lock()
+        while pending.count >= Self.bound && !closed { condition.wait() }
+        if !closed { pending.append(entry) }
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Waits until every entry handed over is linked, and ends the thread; the seed's folder
+    /// times when it is whole, nil when not. Later calls return the same.
+    func finish() -> [SafeRelativePath: Int64]? {
+        condition.lock()
+        if let outcome {
+            condition.unlock()
+            return outcome
+        }
+        closed = true
+        condition.broadcast()
+        condition.unlock()
+        done.wait()
+        let result = seed.isComplete ? seed.folderTimes : nil
+        condition.lock()
+        outcome = .some(result)
+        condition.unlock()
+        return result
+    }
+
+    private func run() {
+        var batch: [TreeDigest.StreamedEntry] = []
+        while true {
+            condition.lock()
+            while pending.isEmpty && !closed { condition.wait() }
+            swap(&batch, &pending)
+            let last = closed && batch.isEmpty
+            condition.broadcast()
+            condition.unlock()
+            if last { break }
+            for entry in batch { seed.add(entry) }
+            batch.removeAll(keepingCapacity: true)
+        }
+        done.signal()
     }
 }
