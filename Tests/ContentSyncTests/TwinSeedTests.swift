@@ -125,6 +125,23 @@ struct TwinSeedTests {
         }
     }
 
+    @Test("a tree 1,000 folders deep, on the seed's own thread: every folder made, the file linked")
+    func aDeepTree() async throws {
+        try await withTemporaryDirectory { scratch in
+            let (source, target) = (scratch + "/next", scratch + "/seed")
+            let deep = Array(repeating: "d", count: 1_000).joined(separator: "/")
+            try FileManager.default.createDirectory(atPath: source + "/" + deep, withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: source + "/" + deep + "/f", contents: Data("f".utf8)))
+            let seed = try #require(TwinSeed(from: source, into: target))
+            let thread = TwinSeedThread(seed)
+            _ = try TreeDigest.stream(source) { entry in thread.add(entry) }
+            #expect(thread.finish()?.count == 1_000)
+            let file = try SafeRelativePath(validating: deep + "/f")
+            let linked = try #require(FileIdentity(path: file.absolute(in: target)))
+            #expect(linked == FileIdentity(path: file.absolute(in: source)))
+        }
+    }
+
     @Test("a filesystem without room to spare gets no seed; the default reserve is 64 MiB or 1 %")
     func noSeedWithoutRoom() async throws {
         try await withTemporaryDirectory { scratch in

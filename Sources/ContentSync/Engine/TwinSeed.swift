@@ -65,10 +65,12 @@ final class TwinSeed {
         var info = statvfs()
         guard statvfs(path, &info) == 0 else { return false }
         let unit = UInt64(info.f_frsize)
-        let (capacity, free) = (
-            UInt64(info.f_blocks).multipliedReportingOverflow(by: unit), UInt64(info.f_bavail) * unit
-        )
-        let needed = reserve ?? defaultReserve(capacity: capacity.overflow ? .max : capacity.partialValue)
+        func bytes(_ blocks: UInt64) -> UInt64 {
+            let (product, overflow) = blocks.multipliedReportingOverflow(by: unit)
+            return overflow ? .max : product
+        }
+        let (capacity, free) = (bytes(UInt64(info.f_blocks)), bytes(UInt64(info.f_bavail)))
+        let needed = reserve ?? defaultReserve(capacity: capacity)
         let inodes = UInt64(info.f_files)
         return free > needed && (inodes == 0 || UInt64(info.f_favail) > inodes / 100)
     }
@@ -96,16 +98,24 @@ final class TwinSeed {
         }
     }
 
-    /// Makes `folder` and its missing ancestors in the seed; false when one cannot be made.
+    /// Makes `folder` and its missing ancestors in the seed, outermost first (a loop, not
+    /// recursion: a tree may be thousands of folders deep); false when one cannot be made.
     private func makeFolder(_ folder: SafeRelativePath) -> Bool {
-        if made.contains(folder) { return true }
-        guard makeFolder(folder.parent), Self.hasRoom(at: target, reserve: reserve) else { return false }
-        do {
-            try FileSystem.makeFolder(folder.absolute(in: target))
-        } catch {
-            return false
+        var missing: [SafeRelativePath] = []
+        var next = folder
+        while !made.contains(next) {
+            missing.append(next)
+            next = next.parent
         }
-        made.insert(folder)
+        for folder in missing.reversed() {
+            guard Self.hasRoom(at: target, reserve: reserve) else { return false }
+            do {
+                try FileSystem.makeFolder(folder.absolute(in: target))
+            } catch {
+                return false
+            }
+            made.insert(folder)
+        }
         return true
     }
 
@@ -113,7 +123,7 @@ final class TwinSeed {
     private func abandon() {
         isComplete = false
         folderTimes = [:]
-        made = []
+        made = [.root]
         try? FileSystem.removeTree(target)
     }
 }
