@@ -16,18 +16,12 @@ mkdir -p $W
 if [ ! -d "$W/snaps/1.1" ]; then
   rm -rf $W/content $W/storage $W/snaps
   python3 - "$REPO/bench" "$W/content" "$N" <<'PY'
-import os, random, sys
+import sys
+from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from scale_bench import rel_path, FILE_BYTES
-root, n = sys.argv[2], int(sys.argv[3])
-rng, made = random.Random(f"scale-{n}"), set()
-for i in range(n):
-    rel = rel_path(i)
-    folder = os.path.join(root, rel.rsplit("/", 1)[0])
-    if folder not in made:
-        os.makedirs(folder, exist_ok=True); made.add(folder)
-    with open(os.path.join(root, rel), "wb", buffering=0) as f:
-        f.write(rng.randbytes(FILE_BYTES))
+from scale_bench import write_tree
+for _ in write_tree(Path(sys.argv[2]), int(sys.argv[3])):
+    pass
 PY
   A=$(realpath "$1")
   $A publish --init --storage $W/storage --content $W/content --version 1.0 --base-url https://bench.invalid/r/ > $W/pub1.out 2>&1

@@ -18,20 +18,14 @@ mkdir -p "$W"
 if [ ! -d "$W/storage" ]; then
   rm -rf "$W/content"
   /usr/bin/time -f "made the content in %e s" python3 - "$REPO/bench" "$W/content" "$N" <<'PY'
-import os, random, sys
+import sys
+from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from scale_bench import rel_path, FILE_BYTES
-root, n = sys.argv[2], int(sys.argv[3])
-rng, made = random.Random(f"scale-{n}"), set()
-for i in range(n):
-    rel = rel_path(i)
-    folder = os.path.join(root, rel.rsplit("/", 1)[0])
-    if folder not in made:
-        os.makedirs(folder, exist_ok=True)
-        made.add(folder)
-    with open(os.path.join(root, rel), "wb", buffering=0) as f:
-        f.write(rng.randbytes(FILE_BYTES))
-print(f"{n:,} files in {len(made):,} folders")
+from scale_bench import write_tree, PER_FOLDER
+n = int(sys.argv[3])
+for _ in write_tree(Path(sys.argv[2]), n):
+    pass
+print(f"{n:,} files in {-(-n // PER_FOLDER):,} folders")
 PY
   /usr/bin/time -f "publish --init: %e s wall, %U+%S s CPU, %M KiB peak" "$AGENT" publish --init --storage "$W/storage" \
     --content "$W/content" --version 1.0 --base-url https://bench.invalid/r1m/ > "$W/publish.out" 2>&1 \

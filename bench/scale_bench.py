@@ -127,6 +127,21 @@ def rel_path(i: int) -> str:
     return f"g{i // PER_GROUP:03d}/d{i // PER_FOLDER:05d}/f{i:07d}.bin"
 
 
+def write_tree(root: Path, n: int):
+    """Writes the base tree of n files (FILE_BYTES seeded bytes each, PER_FOLDER a folder) under
+    root, the same bytes for the same n, and yields (index, relative path, bytes) per file written.
+    The scale benchmark's 1.0, and bench/restore_rss.sh's and bench/first_replay.sh's content."""
+    rng = random.Random(f"scale-{n}")
+    for i in range(n):
+        rel = rel_path(i)
+        if i % PER_FOLDER == 0:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        data = rng.randbytes(FILE_BYTES)
+        with open(root / rel, "wb", buffering=0) as f:
+            f.write(data)
+        yield i, rel, data
+
+
 def digest(data: bytes) -> bytes:
     return hashlib.blake2b(data, digest_size=16).digest()
 
@@ -303,18 +318,11 @@ class Tree:
             d.mkdir(parents=True)
         spread_folders(self.runs)
         started = time.perf_counter()
-        rng = random.Random(f"scale-{self.n}")
-        first = self.version_dir(BASE)
         files: dict[str, bytes] = {}
-        for i in range(self.n):
-            rel = rel_path(i)
+        for i, rel, data in write_tree(self.version_dir(BASE), self.n):
             if i % PER_FOLDER == 0:
-                (first / rel).parent.mkdir(parents=True, exist_ok=True)
                 self.dirs.add(rel.rsplit("/", 2)[0])
                 self.dirs.add(rel.rsplit("/", 1)[0])
-            data = rng.randbytes(FILE_BYTES)
-            with open(first / rel, "wb", buffering=0) as f:
-                f.write(data)
             files[rel] = digest(data)
             if i and i % 200_000 == 0:
                 log(f"  {self.label}: {i:,} files written")

@@ -118,44 +118,39 @@ def keep_twin(state: Path, twin: Path) -> None:
     and writes the clone's folders' status-change times into its `twinFolder` rows, as a real
     client's twin keeps the folder and the times it recorded at its switch. Without it the clone's
     twin is another folder to sync-agent, which then builds its next tree whole."""
-    if not state.exists() or not twin.is_dir():
-        return
-    db = sqlite3.connect(state)
-    try:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "twin" not in tables:
-            return
+    if twin.is_dir():
         info = os.lstat(twin)
-        db.execute("UPDATE twin SET device = ?, inode = ? WHERE id = 1", (info.st_dev, info.st_ino))
-        rows = []
-        for (path,) in db.execute("SELECT path FROM twinFolder").fetchall():
-            try:
-                rows.append((os.lstat(twin / path if path else twin).st_ctime_ns, path))
-            except OSError:
-                pass
-        db.executemany("UPDATE twinFolder SET ctime = ? WHERE path = ?", rows)
-        db.commit()
-    finally:
-        db.close()
+        rewrite_folder_times(state, "twinFolder", twin, ("UPDATE twin SET device = ?, inode = ? WHERE id = 1",
+                                                         (info.st_dev, info.st_ino)))
 
 
 def keep_folder_times(state: Path, content: Path) -> None:
     """Writes the status-change times of the cloned content's folders into the cloned state
     database's `liveFolder` rows, as the client recorded its own folders' at its switch."""
-    if not state.exists() or not content.is_dir():
+    if content.is_dir():
+        rewrite_folder_times(state, "liveFolder", content)
+
+
+def rewrite_folder_times(state: Path, table: str, root: Path, also: tuple[str, tuple] | None = None) -> None:
+    """Sets each row of `table` (a folder path under `root`, '' for root itself, and a ctime) to
+    the folder's status-change time now, and runs the statement `also` in the same transaction;
+    nothing when the database or the table does not exist (a client older than the table)."""
+    if not state.exists():
         return
     db = sqlite3.connect(state)
     try:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        if "liveFolder" not in tables:
+        if table not in tables:
             return
+        if also:
+            db.execute(*also)
         rows = []
-        for (path,) in db.execute("SELECT path FROM liveFolder").fetchall():
+        for (path,) in db.execute(f"SELECT path FROM {table}").fetchall():
             try:
-                rows.append((os.lstat(content / path if path else content).st_ctime_ns, path))
+                rows.append((os.lstat(root / path if path else root).st_ctime_ns, path))
             except OSError:
                 pass
-        db.executemany("UPDATE liveFolder SET ctime = ? WHERE path = ?", rows)
+        db.executemany(f"UPDATE {table} SET ctime = ? WHERE path = ?", rows)
         db.commit()
     finally:
         db.close()

@@ -816,8 +816,9 @@ final class StateStore: Sendable {
         case .delta(let delta, let newShape):
             // A path, and everything below it: the rows whose folder key starts with its path and
             // a slash ('/' sorts just before '0' in bytes).
-            // Bound through the C API (``BulkInsert``): a replay's delta removes every changed path
-            // first, thousands of rows on the switch's critical path.
+            // Bound through the C API (``BulkInsert``), as the entries are: a delta can remove
+            // thousands of paths (a replay that deletes or replaces many), on the switch's
+            // critical path.
             let remove = try BulkInsert(db, sql: "DELETE FROM treeEntry WHERE parent = ? AND name = ?")
             let removeBelow = try BulkInsert(
                 db, sql: "DELETE FROM treeEntry WHERE parent >= ?1 || '/' AND parent < ?1 || '0'")
