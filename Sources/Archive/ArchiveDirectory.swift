@@ -22,6 +22,32 @@ public struct ArchiveDirectory: Sendable {
         var record: Range<Int> = 0..<0
     }
 
+    /// The fixed part of a local header: the name and extra field follow.
+    public static let localHeaderLength = 30
+
+    /// The size of `entry`'s data when its directory record says it is stored (no compression)
+    /// and unencrypted, with equal sizes and no ZIP64 marker; nil otherwise. Its local header
+    /// must say so too (``storedDataOffset(localHeader:)``).
+    public func storedSize(of entry: Entry) -> UInt64? {
+        typealias Layout = CentralDirectoryWindows
+        let at = entry.record.lowerBound
+        guard entry.record.count >= Layout.recordLength, Layout.le16(records, at + 8) & 1 == 0,
+            Layout.le16(records, at + 10) == 0, case let size = Layout.le32(records, at + 24),
+            Layout.le32(records, at + 20) == size, size != 0xFFFF_FFFF
+        else { return nil }
+        return UInt64(size)
+    }
+
+    /// Where a stored entry's data starts, counted from its local header, whose first
+    /// ``localHeaderLength`` bytes are `localHeader`: nil unless the header has the local
+    /// header's signature and says the entry is stored and unencrypted.
+    public static func storedDataOffset(localHeader bytes: UnsafeRawBufferPointer) -> Int? {
+        guard bytes.count >= localHeaderLength else { return nil }
+        func le16(_ offset: Int) -> Int { Int(bytes[offset]) | Int(bytes[offset + 1]) << 8 }
+        guard le16(0) | le16(2) << 16 == 0x0403_4B50, le16(6) & 1 == 0, le16(8) == 0 else { return nil }
+        return localHeaderLength + le16(26) + le16(28)
+    }
+
     /// Where an archive's central directory lies, as its end records say.
     public struct Location: Sendable, Equatable {
         /// Records the directory declares.
@@ -185,22 +211,16 @@ public final class ArchiveRangeReader {
     /// it is stored and unencrypted, with equal sizes, and the data lies within the entry's span;
     /// nil otherwise (libzip reads it).
     func storedBytes(of entry: ArchiveDirectory.Entry) -> UnsafeRawBufferPointer? {
-        typealias Layout = CentralDirectoryWindows
-        let record = directory.records
-        let at = entry.record.lowerBound
-        guard entry.record.count >= Layout.recordLength, Layout.le16(record, at + 8) & 1 == 0,
-            Layout.le16(record, at + 10) == 0, case let size = Layout.le32(record, at + 24),
-            Layout.le32(record, at + 20) == size, size != 0xFFFF_FFFF,
-            entry.start >= start, entry.end - start <= UInt64(bytes.count)
+        guard let size = directory.storedSize(of: entry), entry.start >= start,
+            entry.end - start <= UInt64(bytes.count)
         else { return nil }
         let local = Int(entry.start - start)
         let span = Int(entry.end - entry.start)
-        guard span >= 30, let base = bytes.baseAddress else { return nil }
-        func le16(_ offset: Int) -> Int { Int(bytes[local + offset]) | Int(bytes[local + offset + 1]) << 8 }
-        let signature = le16(0) | le16(2) << 16
-        guard signature == 0x0403_4B50, le16(6) & 1 == 0, le16(8) == 0 else { return nil }
-        let dataStart = 30 + le16(26) + le16(28)
-        guard dataStart <= span, Int(size) <= span - dataStart else { return nil }
+        guard span >= ArchiveDirectory.localHeaderLength, let base = bytes.baseAddress,
+            let dataStart = ArchiveDirectory.storedDataOffset(
+                localHeader: UnsafeRawBufferPointer(start: base + local, count: ArchiveDirectory.localHeaderLength)),
+            dataStart <= span, Int(size) <= span - dataStart
+        else { return nil }
         return UnsafeRawBufferPointer(start: base + local + dataStart, count: Int(size))
     }
 

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -82,12 +83,26 @@ int clinux_openat_tmpfile(int dirfd, const char *dir, int mode) {
 #endif
 }
 
+/* Set once AT_EMPTY_PATH was refused: later links go through /proc first. */
+static atomic_int clinux_empty_path_refused;
+
 int clinux_linkat_fd(int fd, int dirfd, const char *target) {
+    /* AT_EMPTY_PATH names the descriptor's file with no path walked (a /proc link costs a
+       lookup through procfs: a third of each link's time). Kernels before 6.10 allow it only
+       with CAP_DAC_READ_SEARCH and answer ENOENT otherwise; then /proc, as any other
+       process would. EEXIST and the like are the target's, and /proc would say the same. */
+    if (!atomic_load_explicit(&clinux_empty_path_refused, memory_order_relaxed)) {
+        if (linkat(fd, "", dirfd, target, AT_EMPTY_PATH) == 0) return 0;
+        if (errno != ENOENT && errno != EPERM && errno != EINVAL) return -1;
+    }
     char path[64];
     snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-    if (linkat(AT_FDCWD, path, dirfd, target, AT_SYMLINK_FOLLOW) == 0) return 0;
+    if (linkat(AT_FDCWD, path, dirfd, target, AT_SYMLINK_FOLLOW) == 0) {
+        atomic_store_explicit(&clinux_empty_path_refused, 1, memory_order_relaxed);
+        return 0;
+    }
     if (errno != ENOENT) return -1;
-    /* No /proc: AT_EMPTY_PATH (needs CAP_DAC_READ_SEARCH on older kernels). */
+    /* No /proc either: AT_EMPTY_PATH's answer stands. */
     return linkat(fd, "", dirfd, target, AT_EMPTY_PATH);
 }
 

@@ -156,6 +156,14 @@ package struct ResponseExpectation: Sendable, Equatable {
         value.flatMap(parseContentRange)?.total
     }
 
+    /// The first and last byte and the complete length a `Content-Range: bytes first-last/total`
+    /// states (nil for a missing header or anything malformed; `total` nil for `*`): for a caller
+    /// that must know an answer is exactly the range it asked before it takes any of its bytes.
+    package static func span(ofContentRange value: String?) -> (first: Int64, last: Int64, total: Int64?)? {
+        guard let (span, total) = value.flatMap(parseContentRange), let last = span.last else { return nil }
+        return (span.first, last, total)
+    }
+
     /// `bytes first-last/total` or `bytes first-last/*` (RFC 9110 §14.4); `nil` otherwise,
     /// including the `bytes */total` of a 416.
     static func parseContentRange(_ value: String) -> (span: ByteSpan, total: Int64?)? {

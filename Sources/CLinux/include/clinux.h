@@ -34,8 +34,9 @@ int clinux_fsetxattr(int fd, const char *name, const void *value, size_t size);
 /// filesystem that vanishes when closed unless linked. -1 with errno (EOPNOTSUPP, EISDIR or
 /// EINVAL where the filesystem or kernel lacks it).
 int clinux_open_tmpfile(const char *dir, int mode);
-/// Gives the unnamed file fd (from clinux_open_tmpfile) the name target: linkat through
-/// /proc/self/fd, else AT_EMPTY_PATH. Fails with EEXIST when target exists.
+/// Gives the unnamed file fd (from clinux_open_tmpfile) the name target: linkat with
+/// AT_EMPTY_PATH, else (a kernel that refuses it, remembered) through /proc/self/fd. Fails
+/// with EEXIST when target exists.
 int clinux_link_fd(int fd, const char *target);
 /// clinux_open_tmpfile relative to the open folder dirfd (or AT_FDCWD): for paths longer than
 /// the kernel takes in one piece.

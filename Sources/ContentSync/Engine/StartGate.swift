@@ -27,6 +27,12 @@ final class StartGate: Sendable {
         for waiter in waiting { waiter.resume(returning: go) }
     }
 
+    /// The decision, or nil while the gate is closed: for a caller that does something else
+    /// rather than wait.
+    var decision: Bool? {
+        state.withLock { $0.decision }
+    }
+
     /// The gate's decision once it opens; `false` at once if the task is (or gets) cancelled.
     func wait() async -> Bool {
         let id = state.withLock { state in
