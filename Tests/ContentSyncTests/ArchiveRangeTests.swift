@@ -472,6 +472,26 @@ struct ArchiveRangeTests {
     }
 
     @Test(
+        "ranges go out with the most entries first, ties in archive order",
+        arguments: [
+            // entries per piece, in archive order → the order the pieces are fetched in
+            ([1, 3, 3, 2], [1, 2, 3, 0]),
+            ([5, 1, 1, 1], [0, 1, 2, 3]),
+            ([1, 1, 1], [0, 1, 2]),
+            ([2], [0]),
+            ([], []),
+        ] as [([Int], [Int])])
+    func rangeLaunchOrder(counts: [Int], expected: [Int]) {
+        var start: UInt64 = 0
+        let pieces = counts.map { count -> ArchiveRangePlan.Piece in
+            defer { start += 100 }
+            return ArchiveRangePlan.Piece(start: start, end: start + 100, entries: Array(repeating: 0, count: count))
+        }
+        let plan = ArchiveRangePlan(pieces: pieces)
+        #expect(plan.launchOrder == expected.map { pieces[$0] })
+    }
+
+    @Test(
         "the target range size: four ranges a connection, from 256 KiB to 2 MiB",
         arguments: [
             (UInt64(48 << 20), 8, UInt64(48 << 20) / 32), (1 << 20, 8, 256 << 10), (1 << 40, 8, 2 << 20),
