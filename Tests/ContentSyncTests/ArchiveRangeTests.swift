@@ -397,6 +397,24 @@ struct ArchiveRangeTests {
         #expect(replay.singleDownloads == Set(replay.added))
     }
 
+    /// Range answers that break off mid-body (the connection closed after a few KiB), answer
+    /// 503, or stall at random: the transport retries each from its first byte, a streamed range
+    /// keeps the files it placed and skips them on the retry, and the tree comes out exact with
+    /// nothing repaired, whichever files ended up downloaded alone.
+    @Test(arguments: [false, true])
+    func rangesThatBreakOffAreRetriedAndTheTreeIsExact(stored: Bool) async throws {
+        let replay = try await Self.replay(adding: 160, stored: stored) { _, server, _ in
+            server.injectFault(.truncate(afterBytes: 150_000), forPath: "/RXCacheContent.zip", times: 2)
+            server.injectRandomFaults(
+                rate: 0.3, seed: stored ? 7 : 8, from: [.truncate(afterBytes: 200_000), .status(503)]
+            ) { $0 == "/RXCacheContent.zip" }
+        }
+        let archive = replay.archiveRequests
+        #expect(archive.contains { $0.status == 206 }, "some ranges came whole")
+        #expect(archive.count >= 4, "\(archive.count) requests for the archive")
+        #expect(replay.singleDownloads.count < replay.added.count, "the ranges placed files")
+    }
+
     /// The archive is published again between the answer giving its directory and the ranges:
     /// `If-Match` makes the ranges fail (412), and the files are downloaded one by one.
     @Test(arguments: [false, true])
