@@ -80,6 +80,13 @@ struct RangeStreamTests {
                     fingerprints: FingerprintCache(), progress: progress))
         }
 
+        /// An attempt of an exact answer: its start, then the range's bytes up to `to` (all of
+        /// them by default) in pieces of random sizes (``feed(_:from:to:random:)``).
+        func answer(_ stream: RangeStream, to: Int? = nil, random: inout TwinPatchTests.Generator) {
+            stream.start(status: 206, contentRange: contentRange)
+            feed(stream, to: to, random: &random)
+        }
+
         /// Feeds the range's bytes from `from` to `to` in pieces of random sizes (some of one byte).
         func feed(_ stream: RangeStream, from: Int = 0, to: Int? = nil, random: inout TwinPatchTests.Generator) {
             let bytes = archive[Int(piece.start)..<Int(piece.end)]
@@ -118,8 +125,7 @@ struct RangeStreamTests {
             let reported = Mutex<[SafeRelativePath]>([])
             let stream = try fixture.stream { path, _ in reported.withLock { $0.append(path) } }
             var random = TwinPatchTests.Generator(state: seed &* 31)
-            stream.start(status: 206, contentRange: fixture.contentRange)
-            fixture.feed(stream, random: &random)
+            fixture.answer(stream, random: &random)
             #expect(stream.isComplete)
             #expect(try fixture.placed() == fixture.contents)
             #expect(Set(stream.placed.map(\.path)) == Set(fixture.contents.keys))
@@ -140,13 +146,11 @@ struct RangeStreamTests {
             let fixture = try Fixture(scratch: scratch, count: 30, seed: 11)
             let stream = try fixture.stream()
             var random = TwinPatchTests.Generator(state: 12)
-            stream.start(status: 206, contentRange: fixture.contentRange)
-            fixture.feed(stream, to: Int(fixture.piece.length) / 2 + 7, random: &random)
+            fixture.answer(stream, to: Int(fixture.piece.length) / 2 + 7, random: &random)
             #expect(!stream.isComplete)
             let early = stream.placed.count
             #expect(early > 0 && early < fixture.contents.count)
-            stream.start(status: 206, contentRange: fixture.contentRange)
-            fixture.feed(stream, random: &random)
+            fixture.answer(stream, random: &random)
             #expect(stream.isComplete)
             #expect(stream.placed.count == fixture.contents.count)
             #expect(try fixture.placed() == fixture.contents)
@@ -181,8 +185,7 @@ struct RangeStreamTests {
             let fixture = try Fixture(scratch: scratch, count: 10, seed: 31)
             let stream = try fixture.stream()
             var random = TwinPatchTests.Generator(state: 32)
-            stream.start(status: 206, contentRange: fixture.contentRange)
-            fixture.feed(stream, random: &random)
+            fixture.answer(stream, random: &random)
             [UInt8](repeating: 0, count: 5).withUnsafeBytes { stream.append($0) }
             #expect(!stream.isComplete)
         }
@@ -197,9 +200,8 @@ struct RangeStreamTests {
             let gate = StartGate()
             let stream = try fixture.stream(gate: gate)
             var random = TwinPatchTests.Generator(state: 42)
-            stream.start(status: 206, contentRange: fixture.contentRange)
             let half = Int(fixture.piece.length) / 2
-            fixture.feed(stream, to: half, random: &random)
+            fixture.answer(stream, to: half, random: &random)
             #expect(try fixture.placed().isEmpty, "nothing is written before next/ is ready")
             gate.open(opens)
             fixture.feed(stream, from: half, random: &random)
@@ -216,8 +218,7 @@ struct RangeStreamTests {
             let gate = StartGate()
             let stream = try fixture.stream(gate: gate)
             var random = TwinPatchTests.Generator(state: 52)
-            stream.start(status: 206, contentRange: fixture.contentRange)
-            fixture.feed(stream, random: &random)
+            fixture.answer(stream, random: &random)
             #expect(stream.isComplete)
             #expect(try fixture.placed().isEmpty)
             async let drained: Void = stream.drain()
@@ -246,8 +247,7 @@ struct RangeStreamTests {
             fixture.archive[Int(fixture.directory.entries[files[9]].start)] = 0x51
             let stream = try fixture.stream(expected: expected)
             var random = TwinPatchTests.Generator(state: 62)
-            stream.start(status: 206, contentRange: fixture.contentRange)
-            fixture.feed(stream, random: &random)
+            fixture.answer(stream, random: &random)
             var wanted = fixture.contents
             for skipped in [otherBytes, deflated, notAHeader] { wanted[skipped] = nil }
             #expect(try fixture.placed() == wanted)

@@ -408,17 +408,16 @@ struct ArchiveRangeFetcher: Sendable {
                     destination.discard()
                     continue
                 }
-                guard let inflated, inflated == fingerprint.size,
-                    let sha256 = digest.sha256(ofFileWithSize: inflated, resumedFrom: 0),
-                    case let actual = FileFingerprint(size: inflated, sha256: sha256), actual == fingerprint,
-                    let identity = destination.identity
+                guard inflated != nil,
+                    destination.nameIfVerified(
+                        fingerprint, digest: digest, in: folder, name: name, recordingIn: fingerprints)
                 else {
-                    logger.debug("'\(path)' in the archive is not the file the change list describes; downloading it")
+                    logger.debug(
+                        "'\(path)' in the archive is not the file the change list describes, or cannot be named; downloading it"
+                    )
                     destination.discard()
                     continue
                 }
-                fingerprints.insert(actual, for: identity)
-                do { try destination.link(in: folder, name: name) } catch { continue }
                 let span = Int64(directory.entries[index].end - directory.entries[index].start)
                 placed.append((path, span))
                 progress(path, span)

@@ -128,6 +128,23 @@ enum DownloadDestination {
         }
     }
 
+    /// Names this unnamed file `name` in `folder` (``link(in:name:)``) when the bytes `digest`
+    /// saw are exactly `fingerprint` (its size and SHA-256) and the file holds that many, and
+    /// records the fingerprint for the file's inode, as a verified download is; false, naming
+    /// nothing, otherwise. For files taken from the archive, whole or as they stream in.
+    func nameIfVerified(
+        _ fingerprint: FileFingerprint, digest: StreamingDigest, in folder: Int32, name: String,
+        recordingIn fingerprints: FingerprintCache
+    ) -> Bool {
+        guard let sha256 = digest.sha256(ofFileWithSize: fingerprint.size, resumedFrom: 0),
+            FileFingerprint(size: fingerprint.size, sha256: sha256) == fingerprint,
+            let identity, identity.size == fingerprint.size
+        else { return false }
+        fingerprints.insert(fingerprint, for: identity)
+        do { try link(in: folder, name: name) } catch { return false }
+        return true
+    }
+
     /// Deletes a refused partial file. A refused unnamed file needs nothing: it vanishes when
     /// its owner calls ``close()`` without having linked it; a refused recycled one stays a
     /// spare in `partial/`, cleared with the staging area's leftovers.

@@ -60,8 +60,9 @@ final class RangeStream: RangeReceiver, @unchecked Sendable {
         var accepted = false
         /// The gate opened: bytes are placed as they come.
         var live = false
-        /// The bytes `0..<received` of this attempt while the gate is closed.
-        var held: UnsafeMutableRawBufferPointer?
+        /// The bytes `0..<received` of this attempt while the gate is closed; nil once it opened
+        /// (or when there is no gate).
+        var held: RangeBytes?
         var received = 0
         var next = 0
         var phase = Phase.seeking
@@ -78,7 +79,6 @@ final class RangeStream: RangeReceiver, @unchecked Sendable {
     private let fingerprints: FingerprintCache
     private let progress: @Sendable (SafeRelativePath, Int64) -> Void
     private let gate: StartGate?
-    private let buffers: RangeBufferPool
     /// Guarded by `lock`, as are `state` and `folders`: the I/O thread writes, the task reads once
     /// the download returned.
     private let lock = NSLock()
@@ -114,18 +114,18 @@ final class RangeStream: RangeReceiver, @unchecked Sendable {
         self.fingerprints = fingerprints
         self.progress = progress
         self.gate = gate
-        self.buffers = buffers
         state.live = gate == nil
+        if gate != nil { state.held = RangeBytes(count: Int(piece.length), from: buffers) }
     }
 
     deinit {
         if case .data(_, let file, _, _, _) = state.phase { file.close() }
-        if let held = state.held { buffers.give(held) }
     }
 
     func start(status: Int, contentRange: String?) {
         lock.withLock {
             dropPartialEntry()
+            state.held?.start(status: status, contentRange: contentRange)
             state.received = 0
             state.next = 0
             state.phase = .seeking
@@ -174,19 +174,17 @@ final class RangeStream: RangeReceiver, @unchecked Sendable {
     }
 
     private func hold(_ chunk: UnsafeRawBufferPointer) {
-        guard let base = chunk.baseAddress else { return }
-        if state.held == nil { state.held = buffers.take() }
-        (state.held!.baseAddress! + state.received).copyMemory(from: base, byteCount: chunk.count)
+        state.held?.append(chunk)
         state.received += chunk.count
     }
 
-    /// The gate is open: the bytes held so far are placed, and the rest as they come.
+    /// The gate is open: the bytes held so far are placed, and the rest as they come; the
+    /// buffer goes back to the pool.
     private func goLive() {
         state.live = true
         guard let held = state.held else { return }
-        if state.accepted { consume(UnsafeRawBufferPointer(rebasing: held[0..<state.received]), from: 0) }
-        buffers.give(held)
         state.held = nil
+        if state.accepted { consume(held.contents, from: 0) }
     }
 
     var isComplete: Bool {
@@ -275,12 +273,10 @@ final class RangeStream: RangeReceiver, @unchecked Sendable {
             state.phase = .seeking
             state.next += 1
         }
-        guard let sha256 = digest.sha256(ofFileWithSize: target.fingerprint.size, resumedFrom: 0),
-            FileFingerprint(size: target.fingerprint.size, sha256: sha256) == target.fingerprint,
-            let identity = file.identity, identity.size == target.fingerprint.size
+        guard
+            file.nameIfVerified(
+                target.fingerprint, digest: digest, in: folder, name: name, recordingIn: fingerprints)
         else { return }
-        fingerprints.insert(target.fingerprint, for: identity)
-        do { try file.link(in: folder, name: name) } catch { return }
         state.done.insert(state.next)
         state.placed.append((target.path, target.span))
         progress(target.path, target.span)
