@@ -11,7 +11,9 @@
 # real network to the host would). PEER=curl or PEER=rclone: each run is `curl --parallel
 # --parallel-max 8` (or `rclone copy --files-from --transfers 8`) of the version's new files into a
 # fresh folder of the slot instead of the agent (AGENT is still needed for the tmpfs set-up), to
-# compare with the same proxy and filesystem.
+# compare with the same proxy and filesystem. PEER=floor: each run is bench/s2_floor.c (built here), an
+# ideal client doing only the work our design cannot avoid (the same ranges of the archive, each
+# file hashed, written unnamed and linked; no plan, no state, no switch), into a fresh folder.
 #
 # Prints each run's wall time and nginx's CPU time. tmpfs: a tmpfs is mounted on the slot's folder
 # for the runs (and unmounted on exit); its first, untimed replay teaches the copied client the
@@ -87,7 +89,12 @@ PY
   *) echo "profile_s2.sh: filesystem must be ext4 or tmpfs" >&2; exit 2 ;;
 esac
 
-if [ -n "${PEER:-}" ]; then
+if [ "${PEER:-}" = floor ]; then
+  FLOOR_DIR=$WORK/s2floor
+  mkdir -p "$FLOOR_DIR"
+  cc -O2 -Wall -Wextra -o "$FLOOR_DIR/s2_floor" "$REPO/bench/s2_floor.c" -lcurl -lcrypto -lpthread
+  python3 "$REPO/bench/s2_floor_manifest.py" "$WORK/www/s2" "$FLOOR_DIR/manifest" >/dev/null
+elif [ -n "${PEER:-}" ]; then
   # The new files of 1.1, from its change list, into the slot (emptied before each run): a curl
   # config, and the same paths for rclone's --files-from.
   CURL_CONFIG=$RUNS_DIR/s2-curl.cfg
@@ -107,7 +114,9 @@ for i in $(seq 1 "$RUNS"); do
   fresh_slot
   sync -f "$SLOT"
   before=$(cpu); start=$(date +%s%N)
-  if [ "${PEER:-}" = curl ]; then
+  if [ "${PEER:-}" = floor ]; then
+    "$@" "$FLOOR_DIR/s2_floor" "$FLOOR_DIR/manifest" "${URL}RXCacheContent.zip" "$SLOT/floor" 2>/dev/null
+  elif [ "${PEER:-}" = curl ]; then
     "$@" curl --parallel --parallel-max 8 -s -f --create-dirs -K "$CURL_CONFIG"
   elif [ "${PEER:-}" = rclone ]; then
     "$@" rclone copy --config /dev/null --http-url "$URL" :http: "$SLOT/rclone" --files-from "$CURL_CONFIG.list" \
