@@ -188,10 +188,16 @@ public struct TreeShape: Sendable, Equatable {
     /// The shape as stored: `files:folders:hash`.
     public var text: String { "\(files):\(folders):\(String(hash, radix: 16))" }
 
-    /// The shape stored as `text` (``text``); nil for anything else.
+    /// More entries of one kind than any tree has (2⁴⁰): a stored shape counting more is not
+    /// one, and sums and differences of real counts stay far from `Int`'s limits.
+    public static let maxCount = 1 << 40
+
+    /// The shape stored as `text` (``text``); nil for anything else, counts over ``maxCount``
+    /// included.
     public init?(text: String) {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, let files = Int(parts[0]), let folders = Int(parts[1]), files >= 0, folders >= 0,
+        guard parts.count == 3, let files = Int(parts[0]), let folders = Int(parts[1]),
+            (0...Self.maxCount).contains(files), (0...Self.maxCount).contains(folders),
             let hash = UInt64(parts[2], radix: 16)
         else { return nil }
         (self.files, self.folders, self.hash) = (files, folders, hash)

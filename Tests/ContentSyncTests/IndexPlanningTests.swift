@@ -165,6 +165,9 @@ struct IndexPlanningTests {
         arguments: [
             "UPDATE twin SET device = 'x', inode = X'00'",
             "UPDATE treeIndex SET version = 7, shape = X'01'",
+            // Counts no tree has, which sums of them would overflow.
+            "UPDATE treeIndex SET shape = '9223372036854775807:9223372036854775807:0'",
+            "UPDATE treeIndex SET shape = '4611686018427387904:4611686018427387904:ff'",
             "UPDATE treeEntry SET size = 'big', hash = 12",
             "UPDATE fileFingerprint SET size = 'big', sha256 = 1",
             // Entries the content folder does not have: listed (or, without a parent, never
