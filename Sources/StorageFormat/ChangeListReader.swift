@@ -19,11 +19,6 @@ package struct ChangeListReader: Sendable {
     private let layout: StorageLayout
     /// The offset of the `[` of `"changes"`.
     private let changesStart: Int
-    /// The elements of `"changes"`, counted by the first pass: an upper bound on the files the
-    /// list downloads, known before it is planned.
-    package let changeCount: Int
-    /// The list's size in bytes, as fetched.
-    package let byteCount: Int
 
     /// The name used in messages.
     package var name: String { url.lastPathComponent }
@@ -68,8 +63,6 @@ package struct ChangeListReader: Sendable {
         self.data = data
         self.layout = layout
         self.changesStart = start
-        self.changeCount = header.changeCount
-        self.byteCount = data.count
     }
 
     /// Drops the body once the list has been used.
@@ -138,8 +131,6 @@ package struct ChangeListReader: Sendable {
         var from: FieldValue?
         var to: FieldValue?
         var changes: FieldValue?
-        /// The elements of `changes` when it is an array (the last `"changes"`, as `changes`).
-        var changeCount = 0
 
         static func read(_ parser: inout JSONParser) throws(JSONParseError) -> Header {
             var header = Header()
@@ -155,22 +146,7 @@ package struct ChangeListReader: Sendable {
             var firstMember = true
             while let key = try parser.nextMember(&firstMember) {
                 if try parser.token(key, is: "changes") {
-                    if parser.peek() == UInt8(ascii: "[") {
-                        // Skipped element by element, to count them.
-                        let at = parser.index
-                        try parser.beginArray()
-                        var first = true
-                        var count = 0
-                        while try parser.nextElement(&first) {
-                            try parser.skipValue()
-                            count += 1
-                        }
-                        header.changes = .array(at)
-                        header.changeCount = count
-                    } else {
-                        header.changes = try FieldValue.read(&parser)
-                        header.changeCount = 0
-                    }
+                    header.changes = try FieldValue.read(&parser)
                 } else if try parser.token(key, is: "from") {
                     header.from = try FieldValue.read(&parser)
                 } else if try parser.token(key, is: "to") {

@@ -1,5 +1,4 @@
 import Foundation
-import Logging
 import StorageServer
 import Synchronization
 import Testing
@@ -101,8 +100,7 @@ struct ArchiveRangeTests {
         concurrency: Int = 4,
         transport: (any Transport)? = nil,
         edit: (_ storage: String, _ server: StorageServer, _ added: [String]) throws -> Void = { _, _, _ in },
-        versions: ((_ scratch: String) throws -> (v1: String, v2: String, added: [String]))? = nil,
-        configure: (inout SyncConfiguration) -> Void = { _ in }, settle: Duration = .zero
+        versions: ((_ scratch: String) throws -> (v1: String, v2: String, added: [String]))? = nil
     ) async throws -> Replay {
         try await withTemporaryDirectory { scratch in
             let (v1, v2, added) =
@@ -117,7 +115,6 @@ struct ArchiveRangeTests {
                 #expect(try await CacheManager(configuration: configuration).checkForUpdates().outcome == .restored)
                 configuration.maxConcurrentDownloads = concurrency
                 configuration.transport = transport
-                configure(&configuration)
                 try publish(v2, version: "1.1", storage: storage)
                 try edit(storage, server, added)
                 server.resetLog()
@@ -127,8 +124,6 @@ struct ArchiveRangeTests {
                         ($0 as? SyncError)?.code == failing
                     }
                     #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v1))
-                    // The server logs a request once it has answered it: late answers are in.
-                    try await Task.sleep(for: settle)
                     return Replay(report: nil, requests: server.requests(), added: added)
                 }
                 let report = try await CacheManager(configuration: configuration).checkForUpdates()
@@ -136,7 +131,6 @@ struct ArchiveRangeTests {
                 #expect(try ContentTree.scanLocal(scratch + "/content").tree == ContentTree.scan(v2))
                 #expect(report.repairedFiles == 0, "\(report.warnings)")
                 #expect(report.filesDownloaded == added.count)
-                try await Task.sleep(for: settle)
                 return Replay(
                     report: report, requests: server.requests(), added: added, peak: server.peakConcurrentRequests)
             }
@@ -156,124 +150,6 @@ struct ArchiveRangeTests {
             // Less than the files' bytes: the text files travel deflated.
             #expect(replay.report.bytesDownloaded < Int64(replay.added.count) * (48 << 10))
         }
-    }
-
-    /// The archive's directory is read while the replay is planned (once the change list, of at
-    /// least as many changes as the fewest files taken from the archive, is in), and the fetch
-    /// takes it from there: the archive's end is asked for once, and every range after it.
-    @Test(arguments: [false, true])
-    func theDirectoryIsReadWhileThePlanIsMadeAndNotAskedForAgain(stored: Bool) async throws {
-        let lines = LogLines()
-        let replay = try await Self.replay(
-            stored: stored, configure: { $0.logger = lines.logger }, settle: .milliseconds(300))
-        #expect(replay.singleDownloads.isEmpty, "\(replay.singleDownloads.sorted())")
-        #expect(lines.contains("directory read while the plan was made"), "\(lines.all)")
-        let ends = replay.archiveRequests.compactMap { $0.range.flatMap { Int($0.split(separator: "-").last ?? "") } }
-        #expect(ends.count == replay.archiveRequests.count)
-        #expect(ends.filter { $0 == ends.max() }.count == 1, "\(replay.archiveRequests.map { $0.range ?? "-" })")
-    }
-
-    /// A chain of many changes that downloads nothing (70 files removed) may have read the
-    /// archive's end, and its directory when that is small, and nothing else. An archive that
-    /// answers slowly does not hold the update up: the prefetch is cancelled as the update ends
-    /// (its one request is logged when the server's delayed answer ends).
-    @Test(arguments: [false, true])
-    func manyChangesWithoutDownloadsAskAtMostTheDirectory(slowArchive: Bool) async throws {
-        let replay = try await Self.replay(
-            edit: { _, server, _ in
-                if slowArchive { server.injectFault(.delay(seconds: 1), forPath: "/RXCacheContent.zip") }
-            },
-            versions: { scratch in
-                let (v1, v2) = (scratch + "/v1", scratch + "/v2")
-                for root in [v1, v2] {
-                    try FileManager.default.createDirectory(atPath: root + "/f", withIntermediateDirectories: true)
-                }
-                for index in 0..<80 {
-                    try Data("\(index)".utf8).write(to: URL(fileURLWithPath: v1 + "/f/\(index).txt"))
-                    if index >= 70 {
-                        try Data("\(index)".utf8).write(to: URL(fileURLWithPath: v2 + "/f/\(index).txt"))
-                    }
-                }
-                return (v1, v2, [])
-            }, settle: .milliseconds(slowArchive ? 1_500 : 300))
-        #expect(replay.report.changeListsApplied == 1)
-        // The end was read while the plan was made (it could not know that nothing downloads);
-        // the directory is small enough to be in it.
-        #expect(replay.archiveRequests.count == 1, "\(replay.archiveRequests.map { $0.range ?? "-" })")
-        if !slowArchive {
-            // What the prefetch received counts in the bytes downloaded, though no file came of it.
-            #expect(replay.report.bytesDownloaded == Int64(replay.archiveRequests.map(\.bodyBytes).reduce(0, +)))
-        }
-        #expect(replay.archiveRequests.allSatisfy { $0.range != nil })
-    }
-
-    /// A connection policy that says no once the update has begun: the directory is not read
-    /// early (nor late), and the update stops as the policy's.
-    @Test func aPolicyThatSaysNoReadsNoDirectoryEarly() async throws {
-        let asked = Atomic<Int>(0)
-        let replay = try await Self.replay(
-            failing: .connectionNotAllowed,
-            configure: {
-                $0.connectionPolicy = ConnectionPolicy {
-                    asked.wrappingAdd(1, ordering: .sequentiallyConsistent).oldValue == 0
-                }
-            }, settle: .milliseconds(300))
-        #expect(replay.archiveRequests.isEmpty, "\(replay.archiveRequests.map { $0.range ?? "-" })")
-        #expect(asked.load(ordering: .sequentiallyConsistent) > 1)
-    }
-
-    /// A directory over the prefetch's limit (many kept files, a short change list) but within
-    /// the fetch's (the new files weigh over eight times it): the prefetch reads the archive's
-    /// end, the fetch the rest of the directory, and the end is asked for once.
-    @Test func aDirectoryLargerThanThePrefetchTakesIsReadOnByTheFetch() async throws {
-        let lines = LogLines()
-        let replay = try await Self.replay(
-            versions: { scratch in
-                let (v1, v2) = (scratch + "/v1", scratch + "/v2")
-                for root in [v1, v2] {
-                    for folder in 0..<40 {
-                        try FileManager.default.createDirectory(
-                            atPath: root + "/kept-with-a-long-folder-name-\(folder)", withIntermediateDirectories: true)
-                        for file in 0..<100 {
-                            try Data().write(
-                                to: URL(
-                                    fileURLWithPath: root
-                                        + "/kept-with-a-long-folder-name-\(folder)/a-kept-file-with-a-long-name-\(file).txt"
-                                ))
-                        }
-                    }
-                }
-                try FileManager.default.createDirectory(atPath: v2 + "/new", withIntermediateDirectories: true)
-                var generator = SystemRandomNumberGenerator()
-                let added = (0..<ArchiveRangeFetcher.minimumFiles).map { "new/\($0).bin" }
-                for path in added {
-                    let bytes = (0..<(72 << 10)).map { _ in UInt8.random(in: 0...255, using: &generator) }
-                    try Data(bytes).write(to: URL(fileURLWithPath: v2 + "/" + path))
-                }
-                return (v1, v2, added)
-            }, configure: { $0.logger = lines.logger })
-        #expect(replay.singleDownloads.isEmpty, "\(replay.singleDownloads.sorted())")
-        #expect(lines.contains("the archive's end read while the plan was made"), "\(lines.all)")
-        let ends = replay.archiveRequests.compactMap { $0.range.flatMap { Int($0.split(separator: "-").last ?? "") } }
-        #expect(ends.filter { $0 == ends.max() }.count == 1, "\(replay.archiveRequests.map { $0.range ?? "-" })")
-    }
-
-    @Test(
-        "how much directory a chain may read before it is planned",
-        arguments: [
-            (63, 1 << 20, 0, nil), // too few changes to take any file from the archive
-            (64, 0, 0, 256 << 10), // at least 256 KiB
-            (64, 1 << 20, 64, 2 << 20), // twice the lists
-            (64, 100 << 20, 0, 16 << 20), // never over the fetch's own ceiling
-            (100, 0, 100 + (256 << 10) / 62, 256 << 10), // the entries kept just fit
-            (100, 0, 101 + (256 << 10) / 62, nil), // one more does not
-            (64, Int.max, Int.max, nil), // no overflow
-            (64, -5, -7, 256 << 10),
-        ] as [(Int, Int, Int, UInt64?)])
-    func prefetchLimit(changes: Int, listBytes: Int, recordedEntries: Int, limit: UInt64?) {
-        #expect(
-            ArchiveDirectoryPrefetch.limit(changes: changes, listBytes: listBytes, recordedEntries: recordedEntries)
-                == limit)
     }
 
     /// A fresh build asks for the ranges before `next/` is ready: they come while the plan is
@@ -651,36 +527,5 @@ struct ArchiveRangeTests {
         ] as [(String, Int64?)])
     func contentRangeTotal(header: String, total: Int64?) {
         #expect(ResponseExpectation.completeLength(ofContentRange: header) == total)
-    }
-}
-
-/// The messages a logger was given, at every level.
-final class LogLines: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var all: [String] { lines.withLock { $0 } }
-
-    func contains(_ text: String) -> Bool { all.contains { $0.contains(text) } }
-
-    var logger: Logger {
-        Logger(label: "test") { _ in Handler(lines: self) }
-    }
-
-    private struct Handler: LogHandler {
-        let lines: LogLines
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-
-        func log(
-            level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-            file: String, function: String, line: UInt
-        ) {
-            lines.lines.withLock { $0.append(message.description) }
-        }
     }
 }

@@ -36,23 +36,6 @@ struct ChangeListReaderTests {
         #expect(list.changes.map(\.index) == [0, 1])
     }
 
-    /// The first pass counts the elements of `"changes"` (the last key of that name), however
-    /// deep they nest, without judging them: an upper bound on the list's downloads before it
-    /// is planned (``ArchiveDirectoryPrefetch``).
-    @Test(arguments: [
-        (#"{"changes": [], "from": "1.0", "to": "1.1"}"#, 0),
-        (#"{"changes": \#(changes), "from": "1.0", "to": "1.1"}"#, 2),
-        (#"{"changes": [{"files": [[1, [2]], {"a": [3, 4]}]}, 5, "x", null, []], "from": "1.0", "to": "1.1"}"#, 5),
-        (#"{"changes": [1, 2, 3], "from": "1.0", "to": "1.1", "changes": [{"a": 1}]}"#, 1),
-        (#"{"changes": [{"a": [1, 2]}], "from": "1.0", "to": "1.1", "other": [1, 2, 3, 4]}"#, 1),
-    ])
-    func changesAreCountedByTheFirstPass(json: String, count: Int) throws {
-        let reader = try ChangeListReader(
-            Data(json.utf8), from: Self.url, layout: StorageLayout(baseURL: URL(string: "https://h.example/s/")!))
-        #expect(reader.changeCount == count)
-        #expect(reader.byteCount == json.utf8.count)
-    }
-
     @Test func escapedKeysAndValuesReadAsTheirText() throws {
         let list = try Self.parse(
             #"{"from": "1.0", "to": "1.1", "changes": [{"old\u0050ath": "", "newPath": "\#(Self.c)d\u00e9j\u00e0.txt", "newPath": "\#(Self.c)sub\/caf\u0065.txt", "sha256": "\#(Self.hash.uppercased())", "size": "4"}]}"#

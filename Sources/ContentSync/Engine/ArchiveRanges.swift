@@ -20,9 +20,6 @@ struct PublishedArchive: Sendable, Equatable {
     /// Entries the version has at least (files and folders): its directory holds a record of
     /// at least 62 bytes for each, which tells before any request whether it is too large.
     var minimumEntries = 0
-    /// Its directory, being read while the replay is planned (``ArchiveDirectoryPrefetch``);
-    /// nil: ``ArchiveRangeFetcher/fetch`` reads it when it needs it.
-    var prefetched: ArchiveDirectoryPrefetch?
 
     /// The archive of `status`'s version, when a replay to `version` may use it: the integrity
     /// block gives its size (and every download its hash), and it is the version the plan reaches.
@@ -163,42 +160,54 @@ struct ArchiveRangeFetcher: Sendable {
             wantedBytes = sum
         }
         // 1. The end records, then the directory if the tail does not hold it all; not even
-        // asked for when the version's entries alone make the directory too large. A directory
-        // read while the replay was planned is used whole, whatever its size: it is paid for.
+        // asked for when the version's entries alone make the directory too large.
         let directoryLimit = min(Self.maxDirectoryBytes, max(256 << 10, wantedBytes / 8))
-        let read: DirectoryRead
-        var early = ""
-        switch await archive.prefetched?.value() {
-        case .directory(let prefetched, let received)?:
-            outcome.bytes += received
-            read = prefetched
-            early = " (directory read while the plan was made)"
-        case .tail(let tail, let received)?:
-            outcome.bytes += received
-            early = " (the archive's end read while the plan was made)"
-            guard let whole = try await readDirectory(from: tail, limit: directoryLimit, into: &outcome) else {
-                return outcome
-            }
-            read = whole
-        case .failed(let received)?:
-            // The requests the fetch would make were answered so already (logged).
-            outcome.bytes += received
+        guard UInt64(max(0, archive.minimumEntries)) * Self.minimumRecordBytes <= directoryLimit else {
+            logger.debug(
+                "the archive's directory lists at least \(archive.minimumEntries) entries, large beside the new files; downloading them one by one"
+            )
             return outcome
-        case nil:
-            guard UInt64(max(0, archive.minimumEntries)) * Self.minimumRecordBytes <= directoryLimit else {
-                logger.debug(
-                    "the archive's directory lists at least \(archive.minimumEntries) entries, large beside the new files; downloading them one by one"
-                )
-                return outcome
-            }
-            guard let tail = try await readTail(into: &outcome),
-                let whole = try await readDirectory(from: tail, limit: directoryLimit, into: &outcome)
-            else { return outcome }
-            read = whole
         }
-        let (directory, etag, byName) = (read.directory, read.etag, read.byName)
+        let size = UInt64(archive.size)
+        let tailLength = min(size, UInt64(ArchiveDirectory.tailLength))
+        guard let (tail, etag) = try await fetchBytes(size - tailLength..<size, etag: nil, into: &outcome) else {
+            return outcome
+        }
+        guard let location = ArchiveDirectory.locate(tail: tail, archiveSize: size) else {
+            logger.debug("the archive's end is not plainly laid out; downloading the files one by one")
+            return outcome
+        }
+        guard UInt64(location.bytes.count) <= directoryLimit else {
+            logger.debug(
+                "the archive's directory (\(location.bytes.count) bytes) is large beside the new files; downloading them one by one"
+            )
+            return outcome
+        }
+        let tailStart = size - tailLength
+        guard location.bytes.upperBound >= tailStart else { return outcome }
+        var records: [UInt8]
+        if location.bytes.lowerBound >= tailStart {
+            records = Array(
+                tail[Int(location.bytes.lowerBound - tailStart)..<Int(location.bytes.upperBound - tailStart)])
+        } else {
+            guard
+                let (head, _) = try await fetchBytes(location.bytes.lowerBound..<tailStart, etag: etag, into: &outcome)
+            else { return outcome }
+            records = head
+            records += tail[0..<Int(location.bytes.upperBound - tailStart)]
+        }
+        guard let directory = ArchiveDirectory(records: records, location: location) else {
+            logger.debug("the archive's directory is damaged; downloading the files one by one")
+            return outcome
+        }
+        records = []
         let directoryRead = ContinuousClock.now
         // 2. The entries of the wanted files, each no longer than its file could deflate to.
+        var byName: [BytesKey: Int] = [:]
+        byName.reserveCapacity(directory.entries.count)
+        for (index, entry) in directory.entries.enumerated() where byName[BytesKey(entry.name)] == nil {
+            byName[BytesKey(entry.name)] = index
+        }
         var pathOf: [Int: SafeRelativePath] = [:]
         for path in paths {
             let name = Array((StorageLayout.contentFolder + path.string).utf8)
@@ -238,78 +247,9 @@ struct ArchiveRangeFetcher: Sendable {
                 format: "%.3f s", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
         }
         logger.debug(
-            "took \(outcome.fetched.count) of \(paths.count) new files from \(outcome.ranges) ranges of the archive (\(outcome.bytes) bytes): directory read at \(seconds(directoryRead)), last range in at \(seconds(fetched.lastIn)), all inflated at \(seconds(ContinuousClock.now))\(early)"
+            "took \(outcome.fetched.count) of \(paths.count) new files from \(outcome.ranges) ranges of the archive (\(outcome.bytes) bytes): directory read at \(seconds(directoryRead)), last range in at \(seconds(fetched.lastIn)), all inflated at \(seconds(ContinuousClock.now))"
         )
         return outcome
-    }
-
-    /// The archive's end (``ArchiveDirectory/tailLength`` bytes) and where its directory lies.
-    struct DirectoryTail: Sendable {
-        var bytes: [UInt8]
-        /// The answer's entity tag, which every later range of this archive must match.
-        var etag: String?
-        var location: ArchiveDirectory.Location
-        /// Where `bytes` start in the archive.
-        var start: UInt64
-    }
-
-    /// The archive's directory, with the index of each name's first entry.
-    struct DirectoryRead: Sendable {
-        var directory: ArchiveDirectory
-        var etag: String?
-        var byName: [BytesKey: Int]
-    }
-
-    /// The archive's end; nil (logged) when the storage does not answer with exactly those bytes
-    /// or they do not end a plainly laid out archive.
-    func readTail(into outcome: inout Outcome) async throws(SyncError) -> DirectoryTail? {
-        let size = UInt64(archive.size)
-        let start = size - min(size, UInt64(ArchiveDirectory.tailLength))
-        guard let (tail, etag) = try await fetchBytes(start..<size, etag: nil, into: &outcome) else { return nil }
-        guard let location = ArchiveDirectory.locate(tail: tail, archiveSize: size),
-            location.bytes.upperBound >= start
-        else {
-            logger.debug("the archive's end is not plainly laid out; downloading the files one by one")
-            return nil
-        }
-        return DirectoryTail(bytes: tail, etag: etag, location: location, start: start)
-    }
-
-    /// The directory `tail` locates, its part before the tail fetched if it is at most `limit`
-    /// bytes in all; nil (logged) otherwise, or when it is damaged.
-    func readDirectory(from tail: DirectoryTail, limit: UInt64, into outcome: inout Outcome) async throws(SyncError)
-        -> DirectoryRead?
-    {
-        let location = tail.location
-        guard UInt64(location.bytes.count) <= limit else {
-            logger.debug(
-                "the archive's directory (\(location.bytes.count) bytes) is large beside the new files; downloading them one by one"
-            )
-            return nil
-        }
-        var records: [UInt8]
-        if location.bytes.lowerBound >= tail.start {
-            records = Array(
-                tail.bytes[Int(location.bytes.lowerBound - tail.start)..<Int(location.bytes.upperBound - tail.start)])
-        } else {
-            guard
-                let (head, _) = try await fetchBytes(
-                    location.bytes.lowerBound..<tail.start, etag: tail.etag, into: &outcome)
-            else { return nil }
-            records = head
-            records += tail.bytes[0..<Int(location.bytes.upperBound - tail.start)]
-        }
-        guard let directory = ArchiveDirectory(records: records, location: location) else {
-            logger.debug("the archive's directory is damaged; downloading the files one by one")
-            return nil
-        }
-        records = []
-        var byName: [BytesKey: Int] = [:]
-        byName.reserveCapacity(directory.entries.count)
-        for (index, entry) in directory.entries.enumerated() where byName[BytesKey(entry.name)] == nil {
-            byName[BytesKey(entry.name)] = index
-        }
-        return DirectoryRead(directory: directory, etag: tail.etag, byName: byName)
     }
 
     /// What one range gave: the files it placed, the bytes received and when its last byte came

@@ -77,15 +77,11 @@ struct ReplayPlanner: Sendable {
     }
 
     /// The plan from `local` to the status's actual version; nil when the published lists do
-    /// not form a chain (the caller restores from the archive instead). `fetched` is told of the
-    /// chain as soon as its lists are in, before they are planned, with the recorded shape of
-    /// `local`'s tree (nil when the plan lists the content folder instead).
-    func plan(
-        from local: CacheVersion, status: CacheStatus, layout: StorageLayout,
-        fetched chainFetched: @escaping @Sendable (StorageClient.Chain, TreeShape?) -> Void = { _, _ in }
-    ) async throws(SyncError) -> Planned? {
+    /// not form a chain (the caller restores from the archive instead).
+    func plan(from local: CacheVersion, status: CacheStatus, layout: StorageLayout) async throws(SyncError) -> Planned?
+    {
         guard let shape = try await recordedShape(at: local) else {
-            return try await planFromListing(from: local, status: status, layout: layout, fetched: chainFetched)
+            return try await planFromListing(from: local, status: status, layout: layout)
         }
         // The change lists are fetched while the index's premises are checked (its folders read,
         // and a `stat` each): neither needs the other.
@@ -95,7 +91,6 @@ struct ReplayPlanner: Sendable {
         let chain: StorageClient.Chain?
         do { chain = try await fetched } catch { throw SyncError.wrap(error) }
         guard let chain else { return nil }
-        chainFetched(chain, shape)
         guard let base else {
             return try await planFromListing(from: local, status: status, layout: layout, chain: chain)
         }
@@ -109,11 +104,9 @@ struct ReplayPlanner: Sendable {
     }
 
     /// Plans from the content folder as listed, every file's identity checked: the full check.
-    /// Without `chain`, the change lists are fetched while the folder is listed (and `fetched`
-    /// told of them).
+    /// Without `chain`, the change lists are fetched while the folder is listed.
     private func planFromListing(
-        from local: CacheVersion, status: CacheStatus, layout: StorageLayout, chain known: StorageClient.Chain? = nil,
-        fetched chainFetched: @Sendable (StorageClient.Chain, TreeShape?) -> Void = { _, _ in }
+        from local: CacheVersion, status: CacheStatus, layout: StorageLayout, chain known: StorageClient.Chain? = nil
     )
         async throws(SyncError) -> Planned?
     {
@@ -134,7 +127,6 @@ struct ReplayPlanner: Sendable {
             fetched = known
         } else {
             fetched = try await storage.fetchChain(from: local, status: status, layout: layout)
-            if let fetched { chainFetched(fetched, nil) }
         }
         guard let chain = fetched else {
             _ = try? await scanned // finished before the restore replaces the folder it reads
@@ -332,15 +324,9 @@ final class LazyPlanSource: Sendable {
 final class PendingLists: Sendable {
     private let lists: Mutex<[ChangeListReader]>
     let count: Int
-    /// The changes the lists hold in all (``ChangeListReader/changeCount``).
-    let changes: Int
-    /// The lists' bytes in all.
-    let bytes: Int
 
     init(_ lists: [ChangeListReader]) {
         count = lists.count
-        changes = lists.reduce(0) { $0 + $1.changeCount }
-        bytes = lists.reduce(0) { $0 + $1.byteCount }
         self.lists = Mutex(lists)
     }
 

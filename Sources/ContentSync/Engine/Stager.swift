@@ -229,13 +229,6 @@ struct Stager: Sendable {
             progress: Self.rangeProgress(total: plan.downloads.count, progress))
     }
 
-    /// Starts reading `archive`'s directory (at most `limit` bytes of it) while the replay is
-    /// planned (``ArchiveDirectoryPrefetch``).
-    func prefetchDirectory(of archive: PublishedArchive, limit: UInt64) -> ArchiveDirectoryPrefetch {
-        ArchiveDirectoryPrefetch(
-            fetcher: rangeFetcher(archive), limit: limit, policy: configuration.connectionPolicy)
-    }
-
     private func rangeFetcher(_ archive: PublishedArchive) -> ArchiveRangeFetcher {
         ArchiveRangeFetcher(
             transport: downloader.transport, archive: archive, staging: staging, fingerprints: fingerprints,

@@ -22,10 +22,6 @@ struct StorageClient: Sendable {
         var lists: PendingLists
         /// How many lists the chain has.
         var count: Int { lists.count }
-        /// The changes its lists hold in all (some may change nothing, or cancel each other).
-        var changes: Int { lists.changes }
-        /// Its lists' bytes in all.
-        var bytes: Int { lists.bytes }
     }
 
     /// The update list's entries that may lead from `local` to the status's actual version,

@@ -222,13 +222,11 @@ struct SyncEngine: Sendable {
     /// The archive a replay may take its new files from, with a floor on the entries its
     /// directory lists (one record a file and folder of the version): the plan's, or for a plan
     /// that covers part of the tree, the recorded index's less every path the plan changes.
-    /// `prefetched`: its directory, being read since the plan's lists came in.
-    private func publishedArchive(
-        status: CacheStatus, planned: ReplayPlanner.Planned, prefetched: ArchiveDirectoryPrefetch?
-    ) async throws(SyncError) -> PublishedArchive? {
+    private func publishedArchive(status: CacheStatus, planned: ReplayPlanner.Planned) async throws(SyncError)
+        -> PublishedArchive?
+    {
         let plan = planned.plan
         guard var archive = PublishedArchive(status: status, reaching: plan.to) else { return nil }
-        archive.prefetched = prefetched
         archive.minimumEntries = plan.folders.count + plan.reused.count + plan.downloads.count
         if let changed = planned.changed, let index = try await store.treeIndex(), index.version == plan.from.text,
             let shape = TreeShape(text: index.shape)
@@ -245,25 +243,6 @@ struct SyncEngine: Sendable {
         from local: CacheVersion, status: CacheStatus, layout: StorageLayout, clock: PhaseClock,
         progress: @escaping @Sendable (SyncProgress) -> Void
     ) async throws(SyncError) -> SyncReport {
-        // The archive's directory is read while the plan is made (``ArchiveDirectoryPrefetch``);
-        // however the replay ends, no request of it outlives the replay.
-        let prefetch = ArchiveDirectoryPrefetch.Slot()
-        var report: SyncReport
-        do {
-            report = try await replay(
-                from: local, status: status, layout: layout, clock: clock, prefetch: prefetch, progress: progress)
-        } catch {
-            _ = await prefetch.finish()
-            throw error
-        }
-        report.bytesDownloaded += await prefetch.finish()
-        return report
-    }
-
-    private func replay(
-        from local: CacheVersion, status: CacheStatus, layout: StorageLayout, clock: PhaseClock,
-        prefetch: ArchiveDirectoryPrefetch.Slot, progress: @escaping @Sendable (SyncProgress) -> Void
-    ) async throws(SyncError) -> SyncReport {
         let started = Date()
         progress(SyncProgress(phase: .planning, currentItem: StorageLayout.updateListPath))
         clock.begin(.plan)
@@ -272,15 +251,7 @@ struct SyncEngine: Sendable {
         let stager = self.stager
         async let twinChecked = stager.checkTwin(base: local)
         // A failure leaves the check to be cancelled and awaited as the function exits.
-        let archive = PublishedArchive(status: status, reaching: status.actualVersion)
-        let planned = try await planner.plan(from: local, status: status, layout: layout) { chain, shape in
-            guard let archive, let shape,
-                let limit = ArchiveDirectoryPrefetch.limit(
-                    changes: chain.changes, listBytes: chain.bytes, recordedEntries: shape.files + shape.folders)
-            else { return }
-            prefetch.start { stager.prefetchDirectory(of: archive, limit: limit) }
-        }
-        guard let planned else {
+        guard let planned = try await planner.plan(from: local, status: status, layout: layout) else {
             _ = try? await twinChecked // done before the restore replaces the staging area
             logger.debug(
                 "no chain of change lists leads to the actual version; restoring from the archive",
@@ -306,8 +277,7 @@ struct SyncEngine: Sendable {
         let staged = try await stager.stage(
             plan, identity: planned.identity, changed: planned.changed, twin: twin, widen: planned.widen,
             contentTimes: planned.localTimes, layout: layout,
-            archive: try await publishedArchive(status: status, planned: planned, prefetched: prefetch.current),
-            progress: progress)
+            archive: try await publishedArchive(status: status, planned: planned), progress: progress)
         let repaired: Int
         clock.begin(.treeCheck)
         let asRecorded: Bool
