@@ -206,7 +206,7 @@ public struct FileFetcher: ItemFetching {
                     code: .fetch, message: "cannot read \(path): no such file; check the path", key: request.key,
                     underlying: error)
             }
-            let modified = (attributes[.modificationDate] as? Date).map { "\(Int64($0.timeIntervalSince1970 * 1000))" }
+            let modified = (attributes[.modificationDate] as? Date).map { Self.milliseconds($0) }
             if let modified, modified == request.lastModified {
                 return FetchResponse(body: .notModified, headers: ["last-modified": modified])
             }
@@ -214,6 +214,15 @@ public struct FileFetcher: ItemFetching {
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
             return FetchResponse(body: .fetched(data), headers: modified.map { ["last-modified": $0] } ?? [:])
         }
+    }
+
+    /// A modification time as the validator's text: whole milliseconds since the epoch, or the
+    /// number as it is for a time no `Int64` of milliseconds holds (tmpfs keeps times to 2⁶³
+    /// seconds).
+    static func milliseconds(_ date: Date) -> String {
+        let milliseconds = (date.timeIntervalSince1970 * 1000).rounded(.towardZero)
+        if let whole = Int64(exactly: milliseconds) { return "\(whole)" }
+        return "\(milliseconds)"
     }
 }
 

@@ -57,7 +57,7 @@ final class OpenedFile: Sendable {
         let tag = EntityTag(
             inode: UInt64(info.st_ino),
             size: Int(info.st_size),
-            modificationNanoseconds: Int64(modified.tv_sec) * 1_000_000_000 + Int64(modified.tv_nsec)
+            modificationNanoseconds: Int64(modified.tv_sec) &* 1_000_000_000 &+ Int64(modified.tv_nsec)
         )
         return OpenedFile(
             descriptor: descriptor, size: Int(info.st_size), entityTag: tag,

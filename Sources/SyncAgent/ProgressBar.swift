@@ -68,7 +68,7 @@ final class ProgressBar: Sendable {
         var parts: [String] = [progress.phase.rawValue]
         if let fraction {
             let width = room >= 100 ? 28 : room >= 70 ? 20 : 10
-            let filled = Int(fraction * Double(width))
+            let filled = Int(min(1, max(0, fraction)) * Double(width))
             parts.append(
                 "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
                     + String(format: " %3.0f%%", fraction * 100))
@@ -108,9 +108,11 @@ final class ProgressBar: Sendable {
         return String(text.prefix(head)) + "…" + String(text.suffix(tail))
     }
 
-    /// "42 s", "3 min 05 s", "1 h 02 min".
+    /// "42 s", "3 min 05 s", "1 h 02 min"; "over 100 h" past that (a rate of a byte a second
+    /// against a declared size of exabytes makes estimates no `Int` holds).
     static func duration(_ seconds: Double) -> String {
-        let whole = Int(seconds.rounded(.up))
+        guard seconds < 360_000 else { return "over 100 h" }
+        let whole = Int(max(0, seconds).rounded(.up))
         if whole < 60 { return "\(whole) s" }
         if whole < 3600 { return String(format: "%d min %02d s", whole / 60, whole % 60) }
         return String(format: "%d h %02d min", whole / 3600, whole % 3600 / 60)

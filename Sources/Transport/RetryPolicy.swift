@@ -42,9 +42,11 @@ public struct RetryPolicy: Sendable, Equatable {
         if backoff > maxDelay { backoff = maxDelay }
         backoff = backoff * (0.5 + jitter / 2)
         if let asked = error.retryAfter {
-            let askedDuration = Duration.milliseconds(Int64(asked * 1000))
-            if askedDuration > maxRetryAfter { return nil }
-            return max(askedDuration, backoff)
+            // Compared as seconds before any conversion: a server may ask for 1e300 s (or a
+            // caller pass infinity), which no `Duration` holds.
+            let limit = Double(maxRetryAfter.components.seconds) + Double(maxRetryAfter.components.attoseconds) / 1e18
+            guard asked.isFinite, asked <= limit else { return nil }
+            return max(Duration.milliseconds(Int64((max(0, asked) * 1000).rounded())), backoff)
         }
         return backoff
     }
@@ -52,7 +54,8 @@ public struct RetryPolicy: Sendable, Equatable {
     /// Parses a `Retry-After` value: delta-seconds or an HTTP date. Returns seconds from `now`.
     public static func parseRetryAfter(_ value: String, now: Date = Date()) -> Double? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Double(trimmed), seconds >= 0 { return seconds }
+        // A number of seconds: finite ("inf" reads as a Double, and waits for nothing).
+        if let seconds = Double(trimmed) { return seconds.isFinite && seconds >= 0 ? seconds : nil }
         guard let date = HTTPDate.parse(trimmed, now: now) else { return nil }
         return max(0, date.timeIntervalSince(now))
     }

@@ -155,6 +155,9 @@ struct IndexPlanningTests {
             "UPDATE treeEntry SET isFolder = 'yes' WHERE name <> ''",
             "UPDATE treeEntry SET isFolder = 1 WHERE parent = '' AND name = 'README.txt'",
             "UPDATE fullCheck SET checkedAt = 1e300",
+            // Ages past any `Duration`: a full check, not a trap.
+            "UPDATE fullCheck SET checkedAt = -1e300",
+            "UPDATE fullCheck SET checkedAt = -9e999",
         ])
     func hostileRows(sql: String) async throws {
         try await Self.replay(after: sql, plansFromIndex: false)
@@ -180,6 +183,31 @@ struct IndexPlanningTests {
         ])
     func wrongTypes(sql: String) async throws {
         try await Self.replay(after: sql, plansFromIndex: nil)
+    }
+
+    /// A file of the mirror given a modification time past 2262 (`touch -d 2400-01-01`: its
+    /// nanoseconds do not fit an `Int64`) and another past what ext4 keeps: a replay that checks
+    /// every file (a full check, as `fullCheckInterval` zero makes every replay) reads their
+    /// identities (new ones: not the recorded files) without a trap, and the version is exact.
+    @Test(arguments: [true, false])
+    func filesWithTimesFarInTheFutureAreReadAsChangedFiles(fullCheck: Bool) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await TwinTreeTests.syncThrough(harness, "1.1")
+            let files = try FileManager.default.subpathsOfDirectory(atPath: harness.content).filter {
+                var isFolder: ObjCBool = false
+                return FileManager.default.fileExists(atPath: harness.content + "/" + $0, isDirectory: &isFolder)
+                    && !isFolder.boolValue
+            }.sorted()
+            try #require(files.count >= 2)
+            for (file, seconds) in zip(files, [13_569_465_600, 9_000_000_000_000_000_000]) {
+                var times = [timespec(tv_sec: seconds, tv_nsec: 7), timespec(tv_sec: seconds, tv_nsec: 7)]
+                #expect(utimensat(AT_FDCWD, harness.content + "/" + file, &times, 0) == 0)
+            }
+            harness.serve("1.2")
+            let report = try await harness.sync(fullCheckInterval: fullCheck ? .zero : nil)
+            #expect(report.outcome == .replayed)
+            try harness.expectTree(is: "1.2")
+        }
     }
 
     @Test("a trust pin of the wrong types: a clear refusal naming the pinned keys, no crash, 1.1 kept")

@@ -364,3 +364,39 @@ struct ItemLoaderTests {
         #expect(calls.withLock { $0 } == 1)
     }
 }
+
+/// A `file://` item's validator is its modification time in milliseconds; a time no `Int64` of
+/// milliseconds holds (tmpfs keeps times to 2⁶³ seconds) is written as the number it is.
+@Suite("File items far in the future")
+struct FileItemFarFutureTests {
+    @Test func aFileItemsTimeBeyondInt64MillisecondsIsAValidatorNotATrap() async throws {
+        #expect(FileFetcher.milliseconds(Date(timeIntervalSince1970: 1.5)) == "1500")
+        #expect(FileFetcher.milliseconds(Date(timeIntervalSince1970: -2.25)) == "-2250")
+        #expect(FileFetcher.milliseconds(Date(timeIntervalSince1970: 9e18)) == "9e+21")
+        let folder = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
+        let path = folder + "/content-sync-far-item-\(getpid())"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data("far".utf8)))
+        defer { unlink(path) }
+        var times = [
+            timespec(tv_sec: 9_000_000_000_000_000_000, tv_nsec: 0),
+            timespec(tv_sec: 9_000_000_000_000_000_000, tv_nsec: 0),
+        ]
+        _ = utimensat(AT_FDCWD, path, &times, 0)
+        let request = FetchRequest(
+            key: try CacheKey(url: URL(fileURLWithPath: path)), url: URL(fileURLWithPath: path),
+            scratchFolder: NSTemporaryDirectory())
+        let response = try await FileFetcher().fetch(request)
+        guard case .fetched(let data) = response.body else {
+            Issue.record("no body: \(response.body)")
+            return
+        }
+        #expect(data == Data("far".utf8))
+        let validator = try #require(response.headers["last-modified"])
+        var again = request
+        again.lastModified = validator
+        guard case .notModified = try await FileFetcher().fetch(again).body else {
+            Issue.record("the same time did not validate")
+            return
+        }
+    }
+}

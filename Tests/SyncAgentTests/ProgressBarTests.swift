@@ -33,6 +33,16 @@ struct ProgressBarTests {
         #expect(line.hasPrefix("downloadingFiles"))
     }
 
+    /// A storage that declares exabytes and trickles a byte a second, or counts more files done
+    /// than it announced: a line, never a trap.
+    @Test func absurdTotalsAndRatesStillMakeALine() {
+        let slow = ProgressBar.render(
+            Self.progress(.downloadingArchive, done: 1, total: .max), columns: 120, bytesPerSecond: 0.5)
+        #expect(slow.contains("over 100 h left"), "\(slow)")
+        let over = ProgressBar.render(Self.progress(.downloadingFiles, done: 0, total: nil, files: 9, of: 3))
+        #expect(over.contains("[" + String(repeating: "#", count: 10)), "\(over)")
+    }
+
     @Test("no '0 B' while nothing moved, no 'files 0/1'; rate and time left once measured")
     func noNoise() {
         #expect(ProgressBar.render(Self.progress(.checking, done: 0, total: nil, files: 0, of: 1)) == "checking")
@@ -56,7 +66,13 @@ struct ProgressBarTests {
         #expect(cut == expected, "\(cut)")
     }
 
-    @Test("durations", arguments: [(0.2, "1 s"), (59, "59 s"), (61, "1 min 01 s"), (3_725, "1 h 02 min")])
+    @Test(
+        "durations",
+        arguments: [
+            (0.2, "1 s"), (59, "59 s"), (61, "1 min 01 s"), (3_725, "1 h 02 min"), (359_999, "99 h 59 min"),
+            (360_000, "over 100 h"), (1.8e19, "over 100 h"), (.infinity, "over 100 h"), (.nan, "over 100 h"),
+            (-3, "0 s"),
+        ])
     func durations(seconds: Double, expected: String) {
         #expect(ProgressBar.duration(seconds) == expected)
     }

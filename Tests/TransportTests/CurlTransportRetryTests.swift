@@ -87,6 +87,24 @@ struct CurlTransportRetryTests {
         }
     }
 
+    /// A `Retry-After` past any duration a process can hold (`1e300`, `1e16` seconds, a date
+    /// thousands of years ahead) is a wait past `maxRetryAfter`: the request fails with the
+    /// server's status, and the process does not trap converting it.
+    @Test(arguments: ["1e300", "10000000000000000", "Fri, 31 Dec 9999 23:59:59 GMT"])
+    func aRetryAfterPastAnyDurationFailsWithoutATrap(_ value: String) async throws {
+        try await withServedFixture { server, fixture in
+            try fixture.serve("index.json", Data("{}".utf8))
+            server.injectFault(
+                .status(503, headers: ["Retry-After": value]), forPath: "/index.json", times: 1)
+            let transport = try makeTransport { _ in }
+            let error = await #expect(throws: TransportError.self) {
+                try await transport.data(for: HTTPRequest(url: server.url(for: "index.json")))
+            }
+            #expect(error?.statusCode == 503)
+            #expect(server.requests().map(\.status) == [503])
+        }
+    }
+
     @Test func clientErrorsAreNotRetried() async throws {
         try await withServedFixture { server, fixture in
             try fixture.serve("index.json", Data("{}".utf8))

@@ -63,6 +63,12 @@ struct RetryPolicyTests {
         // Retry-After past maxRetryAfter: give up rather than wait.
         Case(error: status(429, retryAfter: 11), attempt: 1, jitter: 0, expected: nil),
         Case(error: status(503, retryAfter: 3_600), attempt: 1, jitter: 0, expected: nil),
+        // Past any duration (a hostile server's number, or a caller's infinity): give up, never trap.
+        Case(error: status(503, retryAfter: 1e300), attempt: 1, jitter: 0, expected: nil),
+        Case(error: status(503, retryAfter: 1e16), attempt: 1, jitter: 0, expected: nil),
+        Case(error: status(503, retryAfter: .infinity), attempt: 1, jitter: 0, expected: nil),
+        Case(error: status(503, retryAfter: .nan), attempt: 1, jitter: 0, expected: nil),
+        Case(error: status(503, retryAfter: -1), attempt: 1, jitter: 0, expected: 50),
     ])
     func delayFollowsBackoffCapAndRetryAfter(_ row: Case) {
         let delay = Self.policy.delay(after: row.error, attempt: row.attempt, jitter: row.jitter)
@@ -113,7 +119,9 @@ struct RetryPolicyTests {
         #expect(RetryPolicy.parseRetryAfter(header, now: date.addingTimeInterval(3_600)) == 0)
     }
 
-    @Test(arguments: ["", "soon", "-5", "21 Oct 2015", "Wed, 32 Oct 2015 07:28:00 GMT"])
+    @Test(arguments: [
+        "", "soon", "-5", "21 Oct 2015", "Wed, 32 Oct 2015 07:28:00 GMT", "inf", "-inf", "infinity", "nan",
+    ])
     func parseRetryAfterRejectsNonsense(_ value: String) {
         #expect(RetryPolicy.parseRetryAfter(value) == nil)
     }

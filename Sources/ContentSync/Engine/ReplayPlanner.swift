@@ -208,8 +208,12 @@ struct ReplayPlanner: Sendable {
     /// the `ctime` read right after the switch (``indexBase(shape:)``).
     private func recordedShape(at local: CacheVersion) async throws(SyncError) -> TreeShape? {
         guard fullCheckInterval > .zero, let last = try await store.lastFullCheck() else { return nil }
+        // Compared as seconds: a stored time far from now (a damaged row) makes an age that no
+        // `Duration` holds.
         let age = Date().timeIntervalSince(last)
-        guard age >= 0, Duration.seconds(age) < fullCheckInterval else { return nil }
+        let interval =
+            Double(fullCheckInterval.components.seconds) + Double(fullCheckInterval.components.attoseconds) / 1e18
+        guard age >= 0, age < interval else { return nil }
         guard let index = try await store.treeIndex(), index.version == local.text else { return nil }
         return TreeShape(text: index.shape)
     }
