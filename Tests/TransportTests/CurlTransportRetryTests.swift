@@ -2,7 +2,8 @@ import Foundation
 import Logging
 import StorageServer
 import Testing
-import Transport
+
+@testable import Transport
 
 @Suite(.timeLimit(.minutes(3)))
 struct CurlTransportRetryTests {
@@ -102,6 +103,24 @@ struct CurlTransportRetryTests {
             }
             #expect(error?.statusCode == 503)
             #expect(server.requests().map(\.status) == [503])
+        }
+    }
+
+    /// Timeouts configured as long as a `Duration` goes ("never"): the transport sets them to
+    /// libcurl's largest, and a request works.
+    @Test func timeoutsAsLongAsADurationGoesAreTheLargestLibcurlTakes() async throws {
+        #expect(Duration.seconds(Int64.max).milliseconds == .max)
+        #expect(Duration.seconds(Int64.min).milliseconds == .min)
+        #expect(Duration.milliseconds(1_500).milliseconds == 1_500)
+        try await withServedFixture { server, fixture in
+            try fixture.serve("index.json", Data("{}".utf8))
+            let transport = try makeTransport {
+                $0.connectTimeout = .seconds(Int64.max)
+                $0.stallTimeout = .seconds(Int64.max)
+                $0.dataTimeout = .seconds(Int64.max)
+            }
+            let response = try await transport.data(for: HTTPRequest(url: server.url(for: "index.json")))
+            #expect(response.statusCode == 200)
         }
     }
 
