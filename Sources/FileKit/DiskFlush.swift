@@ -126,11 +126,22 @@ public enum DiskFlush {
         if let code = faults.errno(for: operation, at: path) {
             throw failure(what, path, operation.rawValue, code)
         }
-        let descriptor = open(path, flags)
+        // Opened below its folders as a deep path must be (``LongPath``): a mirror's paths may
+        // be longer than `PATH_MAX`, and a busy system flushes them one by one.
+        let opened: (descriptor: Int32, code: Int32)
+        do {
+            opened = try LongPath.at(path) { folder, rest throws(FileSystemError) in
+                let descriptor = openat(folder, rest, flags)
+                return (descriptor, descriptor >= 0 ? 0 : errno)
+            }
+        } catch {
+            if missingIsFine && error.errno == ENOENT { return }
+            throw error
+        }
+        let descriptor = opened.descriptor
         guard descriptor >= 0 else {
-            let code = errno
-            if missingIsFine && code == ENOENT { return }
-            throw failure(what, path, "open", code)
+            if missingIsFine && opened.code == ENOENT { return }
+            throw failure(what, path, "open", opened.code)
         }
         defer { close(descriptor) }
         if call(descriptor) != 0 { throw failure(what, path, operation.rawValue, errno) }

@@ -43,8 +43,13 @@ struct DeepTreeTests {
         _ = try Publisher.publish(options)
     }
 
-    @Test func aMirrorWhosePathsExceedPATHMAXSyncsReplaysVerifiesRepairsAndResets() async throws {
+    /// `quiet`: the system holds little dirty data, and a switch flushes with one `syncfs`;
+    /// otherwise it flushes what it wrote one path at a time, each opened below its folders.
+    @Test(arguments: [true, false])
+    func aMirrorWhosePathsExceedPATHMAXSyncsReplaysVerifiesRepairsAndResets(quiet: Bool) async throws {
         try await withTemporaryDirectory { scratch in
+            DiskFlush.faults.pretendDirty(quiet ? 0 : DiskFlush.quietDirtyLimit + 1, at: scratch)
+            defer { DiskFlush.faults.clear(under: scratch) }
             // Version 1.0: the deep chain with a file at the bottom, and a file on top.
             let v1 = scratch + "/v1"
             try FileManager.default.createDirectory(atPath: v1, withIntermediateDirectories: true)

@@ -72,4 +72,29 @@ struct DiskFlushWayTests {
             "\(error)".contains(files[1]) && "\(error)".contains("fsync")
         }
     }
+
+    /// Paths longer than `PATH_MAX` (a deep mirror below a deep folder) are flushed one by one
+    /// like any other, each opened below its folders; a missing one is fine, as before.
+    @Test func pathsLongerThanPATHMAXAreFlushedOneByOne() throws {
+        let root = NSTemporaryDirectory() + "flush-long-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        var folder = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        var path = root
+        for level in 0..<45 {
+            let name = String(format: "%02d", level) + String(repeating: "d", count: 98)
+            #expect(mkdirat(folder, name, 0o755) == 0)
+            let next = openat(folder, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            close(folder)
+            folder = next
+            path += "/" + name
+        }
+        let file = openat(folder, "leaf", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        #expect(file >= 0)
+        close(file)
+        close(folder)
+        try #require(path.utf8.count > Int(PATH_MAX))
+        try DiskFlush.entries([path + "/leaf", path, path + "/missing"])
+        #expect(throws: FileSystemError.self) { try DiskFlush.entries([path + "/leaf/not-a-folder"]) }
+    }
 }
