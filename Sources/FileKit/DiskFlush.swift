@@ -135,8 +135,10 @@ public enum DiskFlush {
                 return (descriptor, descriptor >= 0 ? 0 : errno)
             }
         } catch {
-            if missingIsFine && error.errno == ENOENT { return }
-            throw error
+            // A folder on the way could not be opened: the flush's failure, as a failed open is.
+            let code = error.errno ?? EIO
+            if missingIsFine && code == ENOENT { return }
+            throw failure(what, path, "openat", code)
         }
         let descriptor = opened.descriptor
         guard descriptor >= 0 else {

@@ -91,11 +91,3 @@ struct FleetSettings: Sendable {
         return .milliseconds(Int64((value * 1000).rounded()))
     }
 }
-
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        let (whole, attoseconds) = components
-        return Double(whole) + Double(attoseconds) / 1e18
-    }
-}

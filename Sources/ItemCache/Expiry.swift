@@ -79,8 +79,6 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Duration {
-    /// The duration in seconds, fractions included.
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
     /// The duration in nanoseconds.
     var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }

@@ -42,7 +42,6 @@ public enum ReportText {
 
     /// "12.3 s".
     public static func seconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        return String(format: "%.1f s", Double(seconds) + Double(attoseconds) / 1e18)
+        String(format: "%.1f s", duration.seconds)
     }
 }

@@ -530,15 +530,3 @@ final class CurlTransfer: @unchecked Sendable {
                 bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize))
     }
 }
-
-extension Duration {
-    /// Whole milliseconds, for libcurl's `_MS` options; `Int.max` (or `.min`) for a duration
-    /// longer than that (an app may configure `.seconds(.max)` for "never").
-    var milliseconds: Int {
-        let (seconds, attoseconds) = components
-        let (whole, overflow) = Int(seconds).multipliedReportingOverflow(by: 1000)
-        guard !overflow else { return seconds < 0 ? .min : .max }
-        let (total, past) = whole.addingReportingOverflow(Int(attoseconds / 1_000_000_000_000_000))
-        return past ? (seconds < 0 ? .min : .max) : total
-    }
-}

@@ -43,10 +43,10 @@ public struct RetryPolicy: Sendable, Equatable {
         backoff = backoff * (0.5 + jitter / 2)
         if let asked = error.retryAfter {
             // Compared as seconds before any conversion: a server may ask for 1e300 s (or a
-            // caller pass infinity), which no `Duration` holds.
-            let limit = Double(maxRetryAfter.components.seconds) + Double(maxRetryAfter.components.attoseconds) / 1e18
-            guard asked.isFinite, asked <= limit else { return nil }
-            return max(Duration.milliseconds(Int64((max(0, asked) * 1000).rounded())), backoff)
+            // caller pass infinity), which no `Duration` holds. Any `maxRetryAfter` is under
+            // 2⁶³ s, which `Duration.seconds(_:)` takes.
+            guard asked.isFinite, asked <= maxRetryAfter.seconds else { return nil }
+            return max(Duration.seconds(max(0, asked)), backoff)
         }
         return backoff
     }

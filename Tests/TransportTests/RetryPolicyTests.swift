@@ -92,6 +92,15 @@ struct RetryPolicyTests {
         }
     }
 
+    /// A policy that waits for any `Retry-After` (`maxRetryAfter` as long as a `Duration` goes)
+    /// takes one past `Int64` milliseconds as the wait it is, without a trap.
+    @Test func aLimitlessPolicyWaitsAsLongAsAsked() {
+        var policy = Self.policy
+        policy.maxRetryAfter = .seconds(Int64.max)
+        #expect(policy.delay(after: Self.status(503, retryAfter: 1e17), attempt: 1, jitter: 0) == .seconds(1e17))
+        #expect(policy.delay(after: Self.status(503, retryAfter: 1e300), attempt: 1, jitter: 0) == nil)
+    }
+
     @Test func noneAllowsASingleAttempt() {
         #expect(RetryPolicy.none.maxAttempts == 1)
         #expect(RetryPolicy.none.delay(after: Self.status(503), attempt: 1, jitter: 0) == nil)

@@ -243,8 +243,7 @@ struct ArchiveRangeFetcher: Sendable {
         func seconds(_ instant: ContinuousClock.Instant?) -> String {
             guard let instant else { return "-" }
             let duration = instant - started
-            return String(
-                format: "%.3f s", Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18)
+            return String(format: "%.3f s", duration.seconds)
         }
         logger.debug(
             "took \(outcome.fetched.count) of \(paths.count) new files from \(outcome.ranges) ranges of the archive (\(outcome.bytes) bytes): directory read at \(seconds(directoryRead)), last range in at \(seconds(fetched.lastIn)), all inflated at \(seconds(ContinuousClock.now))"

@@ -29,8 +29,7 @@ final class PhaseClock: Sendable {
             guard let current = running.current else { return nil }
             running.current = nil
             let elapsed = ContinuousClock.now - current.started
-            let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-            let timing = PhaseTiming(phase: current.phase, seconds: seconds)
+            let timing = PhaseTiming(phase: current.phase, seconds: elapsed.seconds)
             running.timings.append(timing)
             return timing
         }

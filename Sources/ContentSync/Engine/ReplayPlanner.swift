@@ -211,9 +211,7 @@ struct ReplayPlanner: Sendable {
         // Compared as seconds: a stored time far from now (a damaged row) makes an age that no
         // `Duration` holds.
         let age = Date().timeIntervalSince(last)
-        let interval =
-            Double(fullCheckInterval.components.seconds) + Double(fullCheckInterval.components.attoseconds) / 1e18
-        guard age >= 0, age < interval else { return nil }
+        guard age >= 0, age < fullCheckInterval.seconds else { return nil }
         guard let index = try await store.treeIndex(), index.version == local.text else { return nil }
         return TreeShape(text: index.shape)
     }
