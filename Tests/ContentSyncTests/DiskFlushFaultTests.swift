@@ -48,17 +48,27 @@ struct DiskFlushFaultTests {
         }
     }
 
-    @Test func aRefusedSyncfsBeforeTheSwitchLeavesNInPlaceAndTheNextRunSwitches() async throws {
+    /// The replay flushes what it staged one of two ways, chosen by the system's dirty data
+    /// (``DiskFlush/written(_:holding:)``): the test pins each, so that its outcome never depends
+    /// on how busy the machine running it is (a busy CI machine once took the other way).
+    @Test(
+        "a refused flush of the staged tree, quiet (syncfs) or busy (an fsync per path), leaves N in place and the next run switches",
+        arguments: [(Int64(0), DiskFlush.Operation.syncfs), (DiskFlush.quietDirtyLimit + 1, .fsync)])
+    func aRefusedFlushBeforeTheSwitchLeavesNInPlaceAndTheNextRunSwitches(
+        dirty: Int64, taken: DiskFlush.Operation
+    ) async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             try await harness.sync()
             let before = try harness.tree()
             harness.serve("1.4")
             let staging = StagingArea(contentDirectory: harness.content)
-            await withFault(.syncfs, at: staging.root) {
+            DiskFlush.faults.pretendDirty(dirty, at: staging.root)
+            defer { DiskFlush.faults.clear(under: staging.root) }
+            await withFault(taken, at: staging.root) {
                 await #expect {
                     try await harness.sync()
                 } throws: { error in
-                    expectFlushFailure(error, "syncfs", naming: staging.next)
+                    expectFlushFailure(error, taken.rawValue, naming: staging.next)
                     return true
                 }
             }

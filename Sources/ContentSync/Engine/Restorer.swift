@@ -100,9 +100,8 @@ struct Restorer: Sendable {
     /// Refuses a restore the filesystem cannot hold: the archive and its content side by side,
     /// less whatever part of the archive is already on disk.
     private func checkFreeSpace(for status: CacheStatus) throws(SyncError) {
-        var info = statvfs()
-        guard statvfs(staging.root, &info) == 0 else { return }
-        let available = Int64(info.f_bavail) * Int64(info.f_frsize)
+        guard let space = FilesystemSpace(holding: staging.root) else { return }
+        let available = Int64(clamping: space.available)
         var partial = stat()
         let alreadyHave = stat(staging.archive, &partial) == 0 ? Int64(partial.st_size) : 0
         let needed = max(0, status.zippedBytes - alreadyHave) + status.unzippedBytes

@@ -62,17 +62,9 @@ final class TwinSeed {
     /// Whether the filesystem holding `path` has more than `reserve` bytes free (nil: the
     /// default) and 1 % of its inodes (where it counts them).
     static func hasRoom(at path: String, reserve: UInt64?) -> Bool {
-        var info = statvfs()
-        guard statvfs(path, &info) == 0 else { return false }
-        let unit = UInt64(info.f_frsize)
-        func bytes(_ blocks: UInt64) -> UInt64 {
-            let (product, overflow) = blocks.multipliedReportingOverflow(by: unit)
-            return overflow ? .max : product
-        }
-        let (capacity, free) = (bytes(UInt64(info.f_blocks)), bytes(UInt64(info.f_bavail)))
-        let needed = reserve ?? defaultReserve(capacity: capacity)
-        let inodes = UInt64(info.f_files)
-        return free > needed && (inodes == 0 || UInt64(info.f_favail) > inodes / 100)
+        guard let space = FilesystemSpace(holding: path) else { return false }
+        let needed = reserve ?? defaultReserve(capacity: space.capacity)
+        return space.available > needed && (space.inodes == 0 || space.availableInodes > space.inodes / 100)
     }
 
     /// Takes one entry of the streamed check: links a file, or records a folder's time.
