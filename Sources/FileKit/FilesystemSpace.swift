@@ -36,3 +36,20 @@ public struct FilesystemSpace: Equatable, Sendable {
             inodes: UInt64(info.f_files), availableInodes: UInt64(info.f_favail))
     }
 }
+
+extension FileSystem {
+    /// The bytes a file's blocks take on disk (`st_blocks` × 512), saturating at `Int64.max`
+    /// and never negative: a FUSE or network filesystem may report any block count.
+    public static func allocatedBytes(_ status: stat) -> Int64 {
+        let blocks = max(0, Int64(status.st_blocks))
+        let (bytes, overflow) = blocks.multipliedReportingOverflow(by: 512)
+        return overflow ? .max : bytes
+    }
+
+    /// `total + bytes` saturating at `Int64.max`: a sum of footprints that reads as "a great
+    /// deal" past any integer, never traps.
+    public static func adding(_ bytes: Int64, to total: Int64) -> Int64 {
+        let (sum, overflow) = total.addingReportingOverflow(bytes)
+        return overflow ? .max : sum
+    }
+}

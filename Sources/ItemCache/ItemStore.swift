@@ -257,7 +257,7 @@ public final class ItemStore: ItemCaching {
             var status = stat()
             let tooBig =
                 fstatat(folder.descriptor, "index.sqlite", &status, AT_SYMLINK_NOFOLLOW) == 0
-                && Int64(status.st_blocks) * 512 > keepingUpTo
+                && FileSystem.allocatedBytes(status) > keepingUpTo
             if tooBig {
                 unlinkat(folder.descriptor, "index.sqlite.damaged", 0)
                 if unlinkat(folder.descriptor, "index.sqlite", 0) != 0 && errno != ENOENT {

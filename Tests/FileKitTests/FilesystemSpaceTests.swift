@@ -31,3 +31,36 @@ struct FilesystemSpaceTests {
         #expect(FilesystemSpace(holding: "/nonexistent-\(UUID().uuidString)/x") == nil)
     }
 }
+
+/// A file's allocated bytes and a sum of them, saturating instead of trapping on block counts a
+/// FUSE or network filesystem may report.
+@Suite("st_blocks multiply out and add up to bytes without a trap")
+struct AllocatedBytesTests {
+    @Test(
+        "st_blocks × 512, saturating at Int64.max, 0 for a negative count",
+        arguments: [
+            (Int64(8), Int64(4096)), (0, 0), (-1, 0), (.max, .max), (Int64.max / 512 + 1, .max),
+            (Int64.max / 512, Int64.max / 512 * 512),
+        ])
+    func allocated(blocks: Int64, bytes: Int64) {
+        var status = stat()
+        status.st_blocks = Int(blocks)
+        #expect(FileSystem.allocatedBytes(status) == bytes)
+    }
+
+    @Test(
+        "sums saturate at Int64.max",
+        arguments: [(Int64(1), Int64(2), Int64(3)), (.max, 1, .max), (.max - 1, 1, .max), (.max, .max, .max)])
+    func sums(total: Int64, bytes: Int64, expected: Int64) {
+        #expect(FileSystem.adding(bytes, to: total) == expected)
+    }
+
+    @Test func aRealFileReportsItsBlocks() throws {
+        let path = NSTemporaryDirectory() + "allocated-\(UUID().uuidString)"
+        defer { unlink(path) }
+        try Data(repeating: 7, count: 10_000).write(to: URL(fileURLWithPath: path))
+        var status = stat()
+        #expect(stat(path, &status) == 0)
+        #expect(FileSystem.allocatedBytes(status) >= 10_000 || FileSystem.allocatedBytes(status) == 0)
+    }
+}

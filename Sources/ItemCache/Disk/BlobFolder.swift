@@ -259,13 +259,15 @@ final class BlobFolder: Sendable {
     func allocatedBytes() -> Int64 {
         var total: Int64 = 0
         var status = stat()
-        if fstat(descriptor, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+        if fstat(descriptor, &status) == 0 { total = FileSystem.adding(FileSystem.allocatedBytes(status), to: total) }
         for shard in 0..<256 {
             _ = try? withShard(shard, create: false) { folder in
-                if fstat(folder, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+                if fstat(folder, &status) == 0 {
+                    total = FileSystem.adding(FileSystem.allocatedBytes(status), to: total)
+                }
                 for entry in (try? Self.entries(of: folder, shownAs: root)) ?? [] {
                     if fstatat(folder, entry.name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
-                        total += Int64(status.st_blocks) * 512
+                        total = FileSystem.adding(FileSystem.allocatedBytes(status), to: total)
                     }
                 }
             }

@@ -1,3 +1,4 @@
+import FileKit
 import Foundation
 
 /// The folder's footprint: what the limit bounds is everything the cache keeps on disk, not only
@@ -75,12 +76,14 @@ extension DiskTier {
     func measuredFootprint() -> Int64 {
         var total: Int64 = 0
         var status = stat()
-        if fstat(folder.descriptor, &status) == 0 { total += Int64(status.st_blocks) * 512 }
+        if fstat(folder.descriptor, &status) == 0 {
+            total = FileSystem.adding(FileSystem.allocatedBytes(status), to: total)
+        }
         for name in CacheFolder.ownNames where name != "blobs" {
             if fstatat(folder.descriptor, name, &status, AT_SYMLINK_NOFOLLOW) == 0 {
-                total += Int64(status.st_blocks) * 512
+                total = FileSystem.adding(FileSystem.allocatedBytes(status), to: total)
             }
         }
-        return total + blobs.allocatedBytes()
+        return FileSystem.adding(blobs.allocatedBytes(), to: total)
     }
 }
