@@ -31,9 +31,14 @@ public enum DescriptorIO {
     }
 
     /// Reads up to `count` bytes of `fd` from offset `start` (`pread`, so the file offset is left
-    /// alone); fewer when the file ends sooner. `path` names the file in the error.
+    /// alone); fewer when the file ends sooner. `path` names the file in the error. A negative
+    /// `count` or `start` (a size a FUSE or network filesystem reported) is refused, not trapped on.
     public static func read(_ fd: Int32, at start: Int64 = 0, count: Int, path: String) throws(FileSystemError) -> Data
     {
+        guard count >= 0, start >= 0 else {
+            throw FileSystemError(
+                "cannot read \(count) bytes at offset \(start) of", path: path, syscall: "pread", errno: EINVAL)
+        }
         var data = Data(count: count)
         var failure: Int32?
         let got = data.withUnsafeMutableBytes { buffer -> Int in

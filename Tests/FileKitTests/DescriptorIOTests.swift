@@ -23,6 +23,20 @@ struct DescriptorIOTests {
         #expect(try DescriptorIO.read(fd, count: size + 100, path: path) == bytes)
     }
 
+    @Test(
+        "a negative count or offset (a size a filesystem misreported) is refused naming the file, not trapped on",
+        arguments: [(Int64(0), -1), (-1, 10), (Int64.min, Int.min)])
+    func negativeReadsAreRefused(start: Int64, count: Int) throws {
+        let fd = open("/dev/null", O_RDONLY)
+        defer { close(fd) }
+        #expect {
+            try DescriptorIO.read(fd, at: start, count: count, path: "/srv/odd-size")
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("/srv/odd-size") && text.contains("pread")
+        }
+    }
+
     @Test("a failed write names the file and the call")
     func failureNamesTheFile() throws {
         let fd = open("/dev/null", O_RDONLY)
