@@ -9,7 +9,7 @@ import FileKit
 #endif
 
 /// The next version's archive made from the previous one's bytes: the entries that did not change
-/// are copied as they are (local header and deflated data, in runs, from a memory map), the others
+/// are copied as they are (local header and deflated data, in runs, read with `pread`), the others
 /// are built by libzip into a small archive of their own and copied from there, and the central
 /// directory is the two archives' records with their offsets moved. An entry's local header and
 /// data do not depend on where it sits, so the result is byte for byte the archive
@@ -128,7 +128,7 @@ extension ZipWriter {
     }
 }
 
-/// Writes an archive being spliced, copying runs of neighbouring blocks from one map at once.
+/// Writes an archive being spliced, copying runs of neighbouring blocks of one archive at once.
 private struct SpliceSink {
     let descriptor: Int32
     let path: String
@@ -153,10 +153,7 @@ private struct SpliceSink {
     mutating func flush() throws(ArchiveError) {
         guard let run = pending else { return }
         pending = nil
-        let bytes = UnsafeRawBufferPointer(rebasing: run.archive.bytes[run.range])
-        if let code = FileWriting.system.writeAll(descriptor, bytes) {
-            throw ArchiveError.io("writing \(path)", errno: code)
-        }
+        try run.archive.copy(run.range, to: descriptor, outputPath: path, writing: .system)
     }
 
     mutating func write(_ bytes: [UInt8]) throws(ArchiveError) {
@@ -168,9 +165,14 @@ private struct SpliceSink {
     }
 }
 
-/// A zip archive mapped read-only, its central directory read: each entry's local block (header and
-/// data) and central record. Nil for anything this splice does not handle: ZIP64 fields in an
-/// entry, data descriptors, gaps or overlaps between blocks, more than one disk.
+/// A zip archive opened for splicing, its central directory read: each entry's local block
+/// (header and data) and central record. Nil for anything this splice does not handle: ZIP64
+/// fields in an entry, data descriptors, gaps or overlaps between blocks, more than one disk.
+///
+/// Read with `pread`, never mapped: another program may truncate the file meanwhile (a `cp` over
+/// the storage's archive during a publish), and a read of a mapping past the new end kills the
+/// process with `SIGBUS`. A read that comes up short is a failure with a message instead: the
+/// parse says the archive cannot be spliced, and a copy throws.
 final class MappedArchive {
     struct Entry {
         /// The local header and data, in the file.
@@ -179,7 +181,10 @@ final class MappedArchive {
         var record: Range<Int>
     }
 
-    let bytes: UnsafeRawBufferPointer
+    private let descriptor: Int32
+    private let path: String
+    /// The file's size when it was opened.
+    let size: Int
     /// By name, as stored.
     private(set) var entries: [BytesKey: Entry] = [:]
     private(set) var comment: [UInt8] = []
@@ -188,29 +193,115 @@ final class MappedArchive {
     private var tailStart = 0
     private var endRecord = 0
     private var directoryStart = 0
+    /// The bytes from `directoryStart` to the end, read once the end records give it.
+    private var suffix: [UInt8] = []
+    /// A window of the file for the reads before the directory (the end record's search, the
+    /// local headers, which come in file order): `windowBytes` at `windowStart`.
+    private var window: [UInt8] = []
+    private var windowStart = 0
+    /// A read came up short or failed: nothing read is trusted.
+    private var failed = false
+
+    static let windowBytes = 64 << 10
 
     var directoryBytes: Int { tailStart - directoryStart }
 
     init?(path: String) {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size >= 22,
-            let address = mmap(nil, Int(info.st_size), PROT_READ, MAP_PRIVATE, descriptor, 0),
-            address != MAP_FAILED
-        else { return nil }
-        bytes = UnsafeRawBufferPointer(start: address, count: Int(info.st_size))
-        guard read() else { return nil }
+        guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_size >= 22 else {
+            close(descriptor)
+            return nil
+        }
+        self.descriptor = descriptor
+        self.path = path
+        self.size = Int(info.st_size)
+        guard read(), !failed else { return nil }
     }
 
     deinit {
-        munmap(UnsafeMutableRawPointer(mutating: bytes.baseAddress), bytes.count)
+        close(descriptor)
     }
 
-    func record(_ entry: Entry) -> [UInt8] { Array(bytes[entry.record]) }
+    func record(_ entry: Entry) -> [UInt8] {
+        Array(suffix[(entry.record.lowerBound - directoryStart)..<(entry.record.upperBound - directoryStart)])
+    }
 
-    private func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
+    /// Writes the bytes `range` of the archive to `output` (through `writing`), read with `pread`
+    /// in blocks of 1 MiB. Throws when the file ends sooner: it changed while the splice read it.
+    func copy(_ range: Range<Int>, to output: Int32, outputPath: String, writing: FileWriting) throws(ArchiveError) {
+        var at = range.lowerBound
+        let block = min(range.count, 1 << 20)
+        guard block > 0 else { return }
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: block, alignment: 16)
+        defer { buffer.deallocate() }
+        while at < range.upperBound {
+            let want = min(block, range.upperBound - at)
+            let got = pread(descriptor, buffer.baseAddress, want, off_t(at))
+            if got < 0 {
+                if clinux_errno() == EINTR { continue }
+                throw ArchiveError.io("reading \(path)", errno: clinux_errno())
+            }
+            guard got > 0 else { throw changed() }
+            if let code = writing.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[..<got])) {
+                throw ArchiveError.io("writing \(outputPath)", errno: code)
+            }
+            at += got
+        }
+    }
+
+    private func changed() -> ArchiveError {
+        ArchiveError(
+            code: .io,
+            message:
+                "\(path) became shorter while it was copied (another program wrote it); nothing was published: run the command again"
+        )
+    }
+
+    /// The byte at `at`: from the suffix once read, else from the window (read again around
+    /// `at` when it is outside). 0, with `failed` set, where the file cannot be read.
+    private func byte(_ at: Int) -> UInt8 {
+        if !suffix.isEmpty, at >= directoryStart {
+            let index = at - directoryStart
+            if index < suffix.count { return suffix[index] }
+            failed = true
+            return 0
+        }
+        if at < windowStart || at >= windowStart + window.count {
+            guard at >= 0, at < size else {
+                failed = true
+                return 0
+            }
+            // Half behind `at`: the end record's search reads backwards, the local headers
+            // forwards; either way a read serves half a window.
+            let start = max(0, min(at - Self.windowBytes / 2, size - Self.windowBytes))
+            let count = min(Self.windowBytes, size - start)
+            guard let bytes = readExactly(at: start, count: count) else {
+                failed = true
+                return 0
+            }
+            (window, windowStart) = (bytes, start)
+        }
+        return window[at - windowStart]
+    }
+
+    private func bytes(_ range: Range<Int>) -> [UInt8] {
+        if !suffix.isEmpty, range.lowerBound >= directoryStart, range.upperBound - directoryStart <= suffix.count {
+            return Array(suffix[(range.lowerBound - directoryStart)..<(range.upperBound - directoryStart)])
+        }
+        return range.map { byte($0) }
+    }
+
+    private func readExactly(at offset: Int, count: Int) -> [UInt8]? {
+        guard offset >= 0, count >= 0, offset + count <= size,
+            let data = try? DescriptorIO.read(descriptor, at: Int64(offset), count: count, path: path),
+            data.count == count
+        else { return nil }
+        return [UInt8](data)
+    }
+
+    private func u16(_ at: Int) -> Int { Int(byte(at)) | Int(byte(at + 1)) << 8 }
     private func u32(_ at: Int) -> Int { u16(at) | u16(at + 2) << 16 }
     private func u64(_ at: Int) -> Int? {
         let high = u32(at + 4)
@@ -219,31 +310,36 @@ final class MappedArchive {
 
     private func read() -> Bool {
         // The end record: the last signature whose comment reaches the end of the file.
-        var end = bytes.count - 22
-        let lowest = max(0, bytes.count - 22 - 0xFFFF)
-        while end >= lowest {
-            if u32(end) == 0x0605_4B50, end + 22 + u16(end + 20) == bytes.count { break }
+        var end = size - 22
+        let lowest = max(0, size - 22 - 0xFFFF)
+        while end >= lowest, !failed {
+            if u32(end) == 0x0605_4B50, end + 22 + u16(end + 20) == size { break }
             end -= 1
         }
-        guard end >= lowest, u16(end + 4) == 0, u16(end + 6) == 0 else { return false }
+        guard !failed, end >= lowest, u16(end + 4) == 0, u16(end + 6) == 0 else { return false }
         endRecord = end
-        comment = Array(bytes[(end + 22)...])
+        comment = bytes((end + 22)..<size)
         var count = u16(end + 10)
-        var size = u32(end + 12)
+        var directorySize = u32(end + 12)
         var start = u32(end + 16)
         tailStart = end
-        if count == 0xFFFF || size == 0xFFFF_FFFF || start == 0xFFFF_FFFF {
+        if count == 0xFFFF || directorySize == 0xFFFF_FFFF || start == 0xFFFF_FFFF {
             let locator = end - 20
             guard locator >= 0, u32(locator) == 0x0706_4B50, let record = u64(locator + 8), record >= 0,
                 record + 56 <= locator, u32(record) == 0x0606_4B50, let total = u64(record + 32),
-                let directorySize = u64(record + 40), let directoryStart = u64(record + 48)
+                let size64 = u64(record + 40), let start64 = u64(record + 48)
             else { return false }
             isZIP64 = true
             tailStart = record
-            (count, size, start) = (total, directorySize, directoryStart)
+            (count, directorySize, start) = (total, size64, start64)
         }
-        guard start >= 0, size >= 0, start + size == tailStart else { return false }
+        guard !failed, start >= 0, directorySize >= 0, start + directorySize == tailStart, count >= 0,
+            count <= directorySize / 46
+        else { return false }
         directoryStart = start
+        // The directory and the end records, read at once: the records are copied from here.
+        guard let suffix = readExactly(at: start, count: size - start) else { return false }
+        self.suffix = suffix
         var at = start
         var blocks: [(offset: Int, name: [UInt8])] = []
         blocks.reserveCapacity(count)
@@ -258,7 +354,7 @@ final class MappedArchive {
             guard compressed != 0xFFFF_FFFF, plain != 0xFFFF_FFFF, local != 0xFFFF_FFFF, u16(at + 34) == 0,
                 at + length <= tailStart
             else { return false }
-            let name = Array(bytes[(at + 46)..<(at + 46 + nameLength)])
+            let name = bytes((at + 46)..<(at + 46 + nameLength))
             guard entries[BytesKey(name)] == nil else { return false }
             // The local block: its header, name, extra field and data; no data descriptor.
             guard local + 30 <= start, u32(local) == 0x0403_4B50, u16(local + 6) & 0x0008 == 0 else {
@@ -268,6 +364,7 @@ final class MappedArchive {
             entries[BytesKey(name)] = Entry(block: local..<blockEnd, record: at..<(at + length))
             blocks.append((local, name))
             at += length
+            if failed { return false }
         }
         guard at == tailStart else { return false }
         // Blocks follow one another from the start of the file to the central directory.
@@ -284,7 +381,7 @@ final class MappedArchive {
     /// directory: this one's, with the counts, size and offset changed. Nil when a value does not
     /// fit where this archive keeps it.
     func tail(count: Int, directorySize: Int, directoryOffset: Int) -> [UInt8]? {
-        var tail = Array(bytes[tailStart...])
+        var tail = Array(suffix[(tailStart - directoryStart)...])
         func put(_ value: Int, at: Int, width: Int) {
             for shift in 0..<width { tail[at + shift] = UInt8(truncatingIfNeeded: value >> (8 * shift)) }
         }

@@ -170,4 +170,38 @@ import Testing
             #expect(!FileManager.default.fileExists(atPath: dir + "/out.zip.fresh-\(getpid())"))
         }
     }
+
+    /// Another program cuts the previous archive short while the splice copies from it (a `cp`
+    /// over the storage's archive during a publish): the splice fails naming the file, where a
+    /// read of a memory map past the new end killed the process with `SIGBUS`.
+    @Test func aPreviousArchiveCutShortMidSpliceFailsWithAMessageNotACrash() throws {
+        try withTemporaryDirectory { dir in
+            var files: [SafeRelativePath] = []
+            for index in 0..<40 {
+                let path = "f\(index % 4)/file-\(index).bin"
+                try write(noise(30_000, seed: UInt64(index)), to: dir + "/new/" + path)
+                files.append(try SafeRelativePath(validating: path))
+            }
+            let folders = (0..<4).map { try! SafeRelativePath(validating: "f\($0)") }
+            try ZipWriter.archive(folder: dir + "/new", to: dir + "/old.zip", topLevelFolder: "RXCacheContent")
+            let previous = dir + "/old.zip"
+            var cut = false
+            #expect {
+                try ZipWriter.splice(
+                    folder: dir + "/new", to: dir + "/out.zip", topLevelFolder: "RXCacheContent",
+                    previous: previous, folders: folders, files: files,
+                    unchanged: { _ in
+                        // The directory was read; the copying has not started.
+                        if !cut { cut = truncate(previous, 5_000) == 0 }
+                        return true
+                    }, moved: [:])
+            } throws: { error in
+                let text = "\(error)"
+                return text.contains(previous) && text.contains("became shorter")
+                    && text.contains("run the command again")
+            }
+            #expect(cut)
+            #expect(!FileManager.default.fileExists(atPath: dir + "/out.zip"), "a failed splice leaves no archive")
+        }
+    }
 }
