@@ -69,8 +69,37 @@ public struct FileSystemError: Error, Sendable, CustomStringConvertible {
         switch self.code {
         case .noSpace: remedy = "free disk space and try again"
         case .permissionDenied: remedy = "check the folder's permissions"
-        default: remedy = nil
+        default: remedy = Self.descriptorRemedy(errno: code)
         }
+    }
+
+    /// The remedy when `code` says the process (`EMFILE`) or the system (`ENFILE`) has no
+    /// descriptor left, else nil.
+    public static func descriptorRemedy(errno code: Int32) -> String? {
+        switch code {
+        case EMFILE:
+            "this process may open no more files: raise its open-file limit (`ulimit -n`, systemd's `LimitNOFILE=`) and try again"
+        case ENFILE: "the system's table of open files is full: close programs or raise `fs.file-max`, and try again"
+        default: nil
+        }
+    }
+
+    /// `EMFILE` or `ENFILE` when fewer than `wanted` new descriptors can be had now (a probe
+    /// opens `/dev/null` that many times), else nil: for a library that reports a failed open
+    /// without its `errno` (SQLite's "unable to open database file", after a database, its log
+    /// and its shared memory each took one).
+    public static func descriptorShortage(wanted: Int = 16) -> Int32? {
+        var opened: [Int32] = []
+        defer { for descriptor in opened { close(descriptor) } }
+        while opened.count < wanted {
+            let probe = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            guard probe >= 0 else {
+                let code = Glibc.errno
+                return code == EMFILE || code == ENFILE ? code : nil
+            }
+            opened.append(probe)
+        }
+        return nil
     }
 
     /// A failure no single system call reports (a folder swapped mid-walk, say).

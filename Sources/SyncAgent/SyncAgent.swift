@@ -1,5 +1,6 @@
 import ArgumentParser
 import CLinux
+import FileKit
 import Foundation
 
 /// The root command; the `sync-agent` and `sync-agent-image` executables run ``start()``.
@@ -60,6 +61,35 @@ package struct SyncAgent: AsyncParsableCommand {
     static func pinnedTimeZone(current: String?) -> String? {
         current == nil ? ":/etc/localtime" : nil
     }
+
+    /// Exits with a message (code 5) when fewer than ``minimumDescriptors`` files may be opened.
+    /// Call first, before the first `await`. libdispatch, which runs Swift's concurrency here,
+    /// stops the process with `SIGILL` when it cannot open a descriptor of its own: its event
+    /// descriptors as it starts (`ulimit -n 4`), or a worker's `/proc/self/task/…/stat`, which
+    /// its pool monitor reads while the process is at its limit (`ulimit -n 20`: 1 run in 6,
+    /// the state database's open having taken the last ones). A process that starts with room
+    /// fails on a file it names instead, with the remedy.
+    package static func ensureDescriptors() {
+        guard let code = FileSystemError.descriptorShortage(wanted: minimumDescriptors) else { return }
+        let message: String
+        if code == ENFILE, let remedy = FileSystemError.descriptorRemedy(errno: code) {
+            message = "sync-agent: cannot open \(minimumDescriptors) files: \(remedy)"
+        } else {
+            var limit = rlimit()
+            let soft =
+                getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0
+                ? " (ulimit -n \(limit.rlim_cur))" : ""
+            message =
+                "sync-agent: the open-file limit\(soft) leaves fewer than the \(minimumDescriptors) files it needs: "
+                + "raise it (`ulimit -n`, systemd's `LimitNOFILE=`) and try again"
+        }
+        Console.standardError(message + "\n")
+        Glibc.exit(5)
+    }
+
+    /// The descriptors ``ensureDescriptors()`` asks for: what starting takes, with room to fail
+    /// later with a message naming the file.
+    static let minimumDescriptors = 64
 
     /// How many malloc arenas ``limitMallocArenas()`` allows.
     static let mallocArenas: Int32 = 1

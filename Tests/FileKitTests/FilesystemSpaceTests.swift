@@ -64,3 +64,27 @@ struct AllocatedBytesTests {
         #expect(FileSystem.allocatedBytes(status) >= 10_000 || FileSystem.allocatedBytes(status) == 0)
     }
 }
+
+/// Out of descriptors, an error says so and how to raise the limit; nothing suggests deleting.
+@Suite("a failure for want of descriptors names the limit to raise")
+struct DescriptorShortageTests {
+    @Test(
+        "EMFILE and ENFILE carry the remedy; other errors keep theirs",
+        arguments: [
+            (EMFILE, "open-file limit"), (ENFILE, "fs.file-max"), (ENOSPC, "free disk space"),
+            (EACCES, "permissions"), (EIO, ""),
+        ])
+    func remedies(code: Int32, mentions: String) {
+        let error = FileSystemError("cannot open", path: "/srv/x", syscall: "openat", errno: code)
+        if mentions.isEmpty {
+            #expect(error.remedy == nil)
+        } else {
+            #expect(error.remedy?.contains(mentions) == true, "\(error)")
+        }
+        #expect((FileSystemError.descriptorRemedy(errno: code) != nil) == (code == EMFILE || code == ENFILE))
+    }
+
+    @Test func aProcessWithRoomHasNoShortage() {
+        #expect(FileSystemError.descriptorShortage(wanted: 16) == nil)
+    }
+}

@@ -251,4 +251,47 @@ struct HostileEnvironmentCLITests {
             }
         }
     }
+
+    // MARK: - An open-file limit too low to run
+
+    /// Under `ulimit -n 20` libdispatch killed the process with `SIGILL` (1 run in 6: its pool
+    /// monitor could not open a worker's `/proc` file once the state database had taken the
+    /// last descriptors), or SQLite's "unable to open" ended in advice to delete the state
+    /// database. Now the limit is refused at start, naming it and the fix, and nothing is touched.
+    @Test func anOpenFileLimitTooLowToRunIsRefusedAtStartNamingItAndNothingIsTouched() async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage"
+            try FileManager.default.createDirectory(
+                atPath: storage + "/RXCacheContent", withIntermediateDirectories: true)
+            try "one".write(toFile: storage + "/RXCacheContent/one.txt", atomically: false, encoding: .utf8)
+            try await Self.writeStorage(storage, version: "1.0", changeLists: [])
+            try FileManager.default.createDirectory(atPath: scratch + "/client", withIntermediateDirectories: true)
+            let state = scratch + "/client/state.sqlite"
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                let args = [
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/client/content",
+                    "--state", state,
+                ]
+                let first = try await SyncAgentBinary.run(args, scratch: scratch)
+                #expect(first.status == 0, "stderr: \(first.stderr)")
+                let before = try FileManager.default.attributesOfItem(atPath: state)[.modificationDate] as? Date
+                for limit in [4, 20, 40] {
+                    let out = scratch + "/limited.out"
+                    let err = scratch + "/limited.err"
+                    let line =
+                        "ulimit -n \(limit) && exec '\(SyncAgentBinary.path)' "
+                        + args.map { "'\($0)'" }.joined(separator: " ")
+                    let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
+                    let stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+                    #expect(status == 5, "ulimit -n \(limit): exit \(status), stderr: \(stderr)")
+                    #expect(stderr.contains("ulimit -n \(limit)") && stderr.contains("LimitNOFILE"), "\(stderr)")
+                    #expect(!stderr.contains("delete"), "\(stderr)")
+                }
+                let after = try FileManager.default.attributesOfItem(atPath: state)[.modificationDate] as? Date
+                #expect(before == after, "the state database was not touched")
+                let again = try await SyncAgentBinary.run(args, scratch: scratch)
+                #expect(again.status == 0 && again.stdout.contains("up to date"), "\(again.stdout) \(again.stderr)")
+            }
+        }
+    }
 }

@@ -34,6 +34,16 @@ final class StateStore: Sendable {
             configuration.busyMode = .timeout(Self.busyTimeout)
             pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
         } catch {
+            // Out of descriptors, SQLite says only "unable to open": the file is fine, and
+            // deleting it would cost a whole restore for nothing.
+            if let code = FileSystemError.descriptorShortage(),
+                let remedy = FileSystemError.descriptorRemedy(errno: code)
+            {
+                throw SyncError(
+                    code: .stateStore,
+                    message: "cannot open the state database \(path): \(String(cString: strerror(code))); \(remedy)",
+                    underlying: error)
+            }
             throw SyncError(
                 code: .stateStore,
                 message:

@@ -145,6 +145,13 @@ final class DiskTier: Sendable {
                     "the cache index \(folder)/index.sqlite is damaged: \(error); it is set aside and made again empty when the cache opens",
                 underlying: error)
         }
+        // Out of descriptors, SQLite says only "unable to open": the folder is fine.
+        if let code = FileSystemError.descriptorShortage(), let remedy = FileSystemError.descriptorRemedy(errno: code) {
+            return ItemCacheError(
+                code: .storage,
+                message: "cannot open the cache folder \(folder): \(String(cString: strerror(code))); \(remedy)",
+                underlying: error)
+        }
         return ItemCacheError(
             code: .storage,
             message:
