@@ -18,13 +18,11 @@ public struct FileIdentity: Hashable, Sendable {
         self.init(info)
     }
 
-    /// The identity in a `stat` result. The nanoseconds wrap, as ``FileSystem/changeTime(_:)``'s
-    /// do, past 2262: ext4 keeps times to 2446 and tmpfs to 2⁶³ seconds, and anyone who can
-    /// write a file can set its time there (`touch -d 2400-01-01`).
+    /// The identity in a `stat` result (its time in wrapping nanoseconds, `timespec.nanoseconds`).
     public init(_ info: stat) {
         self.init(
             device: UInt64(info.st_dev), inode: UInt64(info.st_ino), size: Int64(info.st_size),
-            modifiedNanoseconds: Int64(info.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_mtim.tv_nsec))
+            modifiedNanoseconds: info.st_mtim.nanoseconds)
     }
 
     /// An identity from its parts, e.g. ones stored earlier.

@@ -15,7 +15,7 @@ public enum FileSystem {
     /// whenever anything changes the inode (for a folder: an entry added, removed or renamed), and
     /// no call can set it back.
     public static func changeTime(_ info: stat) -> Int64 {
-        Int64(info.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(info.st_ctim.tv_nsec)
+        info.st_ctim.nanoseconds
     }
 
     /// Device and inode of `path` (not following a symlink), or nil when it does not exist.
@@ -119,5 +119,15 @@ public enum FileSystem {
         var standardized = (absolute as NSString).standardizingPath
         while standardized.count > 1 && standardized.hasSuffix("/") { standardized.removeLast() }
         return standardized
+    }
+}
+
+extension timespec {
+    /// The time in nanoseconds since the Unix epoch, wrapping past 2262: ext4 keeps times to 2446
+    /// and tmpfs to 2⁶³ seconds, and anyone who can write a file can set its time there
+    /// (`touch -d 2400-01-01`). Identities only compare these for equality, so a wrapped value
+    /// serves as well, and never traps.
+    package var nanoseconds: Int64 {
+        Int64(tv_sec) &* 1_000_000_000 &+ Int64(tv_nsec)
     }
 }

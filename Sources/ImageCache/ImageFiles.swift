@@ -33,8 +33,7 @@ final class OpenFile: Sendable {
     private static func facts(_ status: stat) -> (Int64, FileIdentityKey) {
         let identity = FileIdentityKey(
             device: UInt64(status.st_dev), inode: UInt64(status.st_ino), size: Int64(status.st_size),
-            modified: Int64(status.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_mtim.tv_nsec),
-            changed: Int64(status.st_ctim.tv_sec) &* 1_000_000_000 &+ Int64(status.st_ctim.tv_nsec))
+            modified: status.st_mtim.nanoseconds, changed: status.st_ctim.nanoseconds)
         return (Int64(status.st_size), identity)
     }
 
