@@ -84,6 +84,16 @@ public struct FileSystemError: Error, Sendable, CustomStringConvertible {
         }
     }
 
+    /// "Too many open files; <remedy>" when fewer than `wanted` descriptors can be had now
+    /// (``descriptorShortage(wanted:)``), else nil: what an open that a library reports without
+    /// its `errno` failed of, said in place of advice that assumes a damaged file.
+    public static func descriptorShortageReason(wanted: Int = 16) -> String? {
+        guard let code = descriptorShortage(wanted: wanted), let remedy = descriptorRemedy(errno: code) else {
+            return nil
+        }
+        return "\(String(cString: strerror(code))); \(remedy)"
+    }
+
     /// `EMFILE` or `ENFILE` when fewer than `wanted` new descriptors can be had now (a probe
     /// opens `/dev/null` that many times), else nil: for a library that reports a failed open
     /// without its `errno` (SQLite's "unable to open database file", after a database, its log

@@ -86,5 +86,6 @@ struct DescriptorShortageTests {
 
     @Test func aProcessWithRoomHasNoShortage() {
         #expect(FileSystemError.descriptorShortage(wanted: 16) == nil)
+        #expect(FileSystemError.descriptorShortageReason() == nil)
     }
 }

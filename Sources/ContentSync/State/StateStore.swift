@@ -36,13 +36,9 @@ final class StateStore: Sendable {
         } catch {
             // Out of descriptors, SQLite says only "unable to open": the file is fine, and
             // deleting it would cost a whole restore for nothing.
-            if let code = FileSystemError.descriptorShortage(),
-                let remedy = FileSystemError.descriptorRemedy(errno: code)
-            {
+            if let reason = FileSystemError.descriptorShortageReason() {
                 throw SyncError(
-                    code: .stateStore,
-                    message: "cannot open the state database \(path): \(String(cString: strerror(code))); \(remedy)",
-                    underlying: error)
+                    code: .stateStore, message: "cannot open the state database \(path): \(reason)", underlying: error)
             }
             throw SyncError(
                 code: .stateStore,

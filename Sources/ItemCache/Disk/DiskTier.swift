@@ -146,11 +146,9 @@ final class DiskTier: Sendable {
                 underlying: error)
         }
         // Out of descriptors, SQLite says only "unable to open": the folder is fine.
-        if let code = FileSystemError.descriptorShortage(), let remedy = FileSystemError.descriptorRemedy(errno: code) {
+        if let reason = FileSystemError.descriptorShortageReason() {
             return ItemCacheError(
-                code: .storage,
-                message: "cannot open the cache folder \(folder): \(String(cString: strerror(code))); \(remedy)",
-                underlying: error)
+                code: .storage, message: "cannot open the cache folder \(folder): \(reason)", underlying: error)
         }
         return ItemCacheError(
             code: .storage,
