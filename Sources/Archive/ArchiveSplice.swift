@@ -37,7 +37,7 @@ extension ZipWriter {
         } catch {
             throw ArchiveError(code: .unsafeEntryName, message: "top-level folder \(error)", underlying: error)
         }
-        guard let old = MappedArchive(path: previous), old.comment == Array(PreviousArchive.marker.utf8) else {
+        guard let old = SourceArchive(path: previous), old.comment == Array(PreviousArchive.marker.utf8) else {
             return nil
         }
         // The entries in the order archive(folder:...) adds them, with the names libzip gives them.
@@ -59,7 +59,7 @@ extension ZipWriter {
         for (position, entry) in plan.enumerated() where !entry.reuse || old.entries[BytesKey(entry.name)] == nil {
             fresh.append(position)
         }
-        var built: MappedArchive?
+        var built: SourceArchive?
         let freshPath = zipPath + ".fresh-\(getpid())"
         defer { unlink(freshPath) }
         if !fresh.isEmpty {
@@ -77,11 +77,11 @@ extension ZipWriter {
                     item.path, isFolder: item.isFolder, of: folder, under: base, from: reusable, at: moved[item.path])
             }
             try writer.close()
-            guard let mapped = MappedArchive(path: freshPath), mapped.entries.count == fresh.count else {
+            guard let opened = SourceArchive(path: freshPath), opened.entries.count == fresh.count else {
                 throw ArchiveError(
                     code: .io, message: "\(freshPath): the archive of the changed entries reads back wrong")
             }
-            built = mapped
+            built = opened
         }
         let freshSet = Set(fresh)
 
@@ -97,7 +97,7 @@ extension ZipWriter {
         directory.reserveCapacity(old.directoryBytes + 64 * fresh.count)
         var copied = 0
         for (position, entry) in plan.enumerated() {
-            let archive: MappedArchive
+            let archive: SourceArchive
             if freshSet.contains(position) {
                 guard let built else { preconditionFailure("fresh entries were built") }
                 archive = built
@@ -133,14 +133,14 @@ private struct SpliceSink {
     let descriptor: Int32
     let path: String
     private(set) var offset = 0
-    private var pending: (archive: MappedArchive, range: Range<Int>)?
+    private var pending: (archive: SourceArchive, range: Range<Int>)?
 
     init(descriptor: Int32, path: String) {
         self.descriptor = descriptor
         self.path = path
     }
 
-    mutating func copy(_ archive: MappedArchive, range: Range<Int>) throws(ArchiveError) {
+    mutating func copy(_ archive: SourceArchive, range: Range<Int>) throws(ArchiveError) {
         if let run = pending, run.archive === archive, run.range.upperBound == range.lowerBound {
             pending = (archive, run.range.lowerBound..<range.upperBound)
         } else {
@@ -173,7 +173,7 @@ private struct SpliceSink {
 /// the storage's archive during a publish), and a read of a mapping past the new end kills the
 /// process with `SIGBUS`. A read that comes up short is a failure with a message instead: the
 /// parse says the archive cannot be spliced, and a copy throws.
-final class MappedArchive {
+final class SourceArchive {
     struct Entry {
         /// The local header and data, in the file.
         var block: Range<Int>
@@ -294,11 +294,8 @@ final class MappedArchive {
     }
 
     private func readExactly(at offset: Int, count: Int) -> [UInt8]? {
-        guard offset >= 0, count >= 0, offset + count <= size,
-            let data = try? DescriptorIO.read(descriptor, at: Int64(offset), count: count, path: path),
-            data.count == count
-        else { return nil }
-        return [UInt8](data)
+        guard offset >= 0, count >= 0, offset + count <= size else { return nil }
+        return CentralDirectoryWindows.readExactly(descriptor, at: UInt64(offset), count: count)
     }
 
     private func u16(_ at: Int) -> Int { Int(byte(at)) | Int(byte(at + 1)) << 8 }

@@ -126,7 +126,7 @@ import Testing
                 }
             }
             try ZipWriter.archive(folder: dir + "/old", to: dir + "/old.zip", topLevelFolder: "RXCacheContent")
-            let isZIP64 = MappedArchive(path: dir + "/old.zip")?.isZIP64 == true
+            let isZIP64 = SourceArchive(path: dir + "/old.zip")?.isZIP64 == true
             guard rename(dir + "/old", dir + "/new") == 0 else { throw POSIXError(.EIO) }
             try write(Array("changed".utf8), to: dir + "/new/d10/f5")
             guard unlink(dir + "/new/d20/f7") == 0 else { throw POSIXError(.EIO) }
