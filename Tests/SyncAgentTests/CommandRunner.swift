@@ -38,6 +38,21 @@ enum SyncAgentBinary {
             stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
     }
 
+    /// Runs the binary with `arguments` under `ulimit -n openFiles` (bash sets the soft and the
+    /// hard limit, so the binary cannot raise it).
+    static func run(_ arguments: [String], scratch: String, openFiles: Int) async throws -> CommandResult {
+        let id = UUID().uuidString
+        let out = scratch + "/\(id).out"
+        let err = scratch + "/\(id).err"
+        let line = "ulimit -n \(openFiles) && exec '\(path)' " + arguments.map { "'\($0)'" }.joined(separator: " ")
+        let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
+        return CommandResult(
+            status: status,
+            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
+            stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
+    }
+
     /// Starts `sync-agent watch` mirroring `server` into `scratch`/content (state in
     /// `scratch`/state.sqlite), its stderr in `scratch`/watch.log, with `arguments` added.
     static func watch(

@@ -178,15 +178,7 @@ struct HostileEnvironmentCLITests {
                 args[2] = server.baseURL!.absoluteString
                 // Each run with at most 128 descriptors: the old tree deletion kept one per level.
                 let limited = { (scratch: String) async throws -> CommandResult in
-                    let out = scratch + "/limited.out"
-                    let err = scratch + "/limited.err"
-                    let line =
-                        "ulimit -n 128 && exec '\(SyncAgentBinary.path)' "
-                        + args.map { "'\($0)'" }.joined(separator: " ")
-                    let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
-                    return CommandResult(
-                        status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                        stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+                    try await SyncAgentBinary.run(args, scratch: scratch, openFiles: 128)
                 }
                 let restore = try await limited(scratch)
                 #expect(restore.status == 0, "stderr: \(restore.stderr)")
@@ -276,13 +268,8 @@ struct HostileEnvironmentCLITests {
                 #expect(first.status == 0, "stderr: \(first.stderr)")
                 let before = try FileManager.default.attributesOfItem(atPath: state)[.modificationDate] as? Date
                 for limit in [4, 20, 40] {
-                    let out = scratch + "/limited.out"
-                    let err = scratch + "/limited.err"
-                    let line =
-                        "ulimit -n \(limit) && exec '\(SyncAgentBinary.path)' "
-                        + args.map { "'\($0)'" }.joined(separator: " ")
-                    let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
-                    let stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+                    let run = try await SyncAgentBinary.run(args, scratch: scratch, openFiles: limit)
+                    let (status, stderr) = (run.status, run.stderr)
                     #expect(status == 5, "ulimit -n \(limit): exit \(status), stderr: \(stderr)")
                     #expect(stderr.contains("ulimit -n \(limit)") && stderr.contains("LimitNOFILE"), "\(stderr)")
                     #expect(!stderr.contains("delete"), "\(stderr)")
