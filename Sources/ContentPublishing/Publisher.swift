@@ -20,7 +20,11 @@ public enum Publisher {
     /// Publishes (blocking: it copies, hashes and archives the whole content).
     public static func publish(_ options: PublishOptions) throws(PublishError) -> PublishReport {
         let paths = PublishPaths(storage: options.storage, content: options.content)
-        let layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: options.baseURL) }
+        // A base URL the layout refuses is a bad option value (the same exit as a sync's), not a bad storage.
+        let layout: StorageLayout
+        do { layout = try StorageLayout(baseURL: options.baseURL) } catch {
+            throw PublishError(code: .configuration, message: error.message, underlying: error, option: .baseURL)
+        }
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: paths.content, isDirectory: &isFolder), isFolder.boolValue else {
             throw PublishError(

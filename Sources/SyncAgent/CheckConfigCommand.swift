@@ -3,6 +3,18 @@ import Foundation
 import SyncDaemon
 import Transport
 
+extension ConfigurationError {
+    /// Prints every problem on its own line of stderr (`FILE:LINE:COLUMN: message`, redacted and
+    /// escaped as a ``CLIFailure`` line is) and returns the failure that ends the command: exit 6
+    /// with their count.
+    func printedProblems() -> CLIFailure {
+        for line in description.split(separator: "\n", omittingEmptySubsequences: false) {
+            Console.standardError(LogText.escaped(Redaction.text(String(line))) + "\n")
+        }
+        return CLIFailure(code: 6, message: "\(problems.count) problem\(problems.count == 1 ? "" : "s") in \(path)")
+    }
+}
+
 /// `sync-agent check-config FILE`: validates a `watch --config` file without running it.
 struct CheckConfigCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -32,9 +44,7 @@ struct CheckConfigCommand: ParsableCommand {
         do {
             configuration = try AgentConfiguration.load(path: file)
         } catch {
-            throw CLIFailure(
-                code: 6,
-                message: "\(error)\n\(error.problems.count) problem\(error.problems.count == 1 ? "" : "s") in \(file)")
+            throw error.printedProblems()
         }
         Console.print(
             "\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"

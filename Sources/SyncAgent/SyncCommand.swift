@@ -26,6 +26,11 @@ struct SyncCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Print nothing on success (by default a one-line summary goes to stdout).")
     var quiet = false
 
+    /// A missing --dir does not parse (exit 64, usage follows), as the README's exit codes say.
+    func validate() throws {
+        if options.dir == nil { throw ValidationError("missing --dir: give the local folder to keep in step") }
+    }
+
     func run() async throws {
         let configuration = try options.configuration(
             logger: options.verbose ? SyncOptions.stderrLogger(level: .debug) : nil)

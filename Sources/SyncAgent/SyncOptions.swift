@@ -72,7 +72,12 @@ struct SyncOptions: ParsableArguments {
         var settings = StorageSettings(name: "", baseURL: url, directory: dir, statePath: state)
         let name = (settings.directory as NSString).lastPathComponent
         settings.name = name.isEmpty ? "root" : name
-        settings.concurrency = max(1, concurrency)
+        // The same range a config file's `concurrency` takes.
+        guard (1...64).contains(concurrency) else {
+            throw CLIFailure(
+                code: 6, message: "--concurrency \(concurrency) is out of range: give 1 to 64 downloads at once")
+        }
+        settings.concurrency = concurrency
         if let fullCheckInterval {
             guard let value = DurationText.parse(fullCheckInterval, bareSeconds: true, allowingZero: true) else {
                 throw CLIFailure(
@@ -85,9 +90,15 @@ struct SyncOptions: ParsableArguments {
         }
         settings.force = force
         settings.trustedKeys = try trustKey.map(Self.trustedKey(at:))
-        let split = { (flag: String, line: String) throws -> (String, String) in
+        let split = { (flag: String, line: String, number: Int) throws -> (String, String) in
             guard let colon = line.firstIndex(of: ":") else {
-                throw CLIFailure(code: 6, message: "\(flag) '\(line)' is not 'Name: value'")
+                // A --header line is never quoted back: without its colon, all of it may be the secret.
+                let shown = flag == "--header" ? "number \(number + 1)" : "'\(line)'"
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "\(flag) \(shown) has no ':': give it as '\(flag == "--header" ? "Name: value" : "Name: VARIABLE")'"
+                )
             }
             return (
                 String(line[..<colon]).trimmingCharacters(in: .whitespaces),
@@ -100,12 +111,12 @@ struct SyncOptions: ParsableArguments {
             }
             return header
         }
-        settings.headers = try header.map { line in
-            let (name, value) = try split("--header", line)
+        settings.headers = try header.enumerated().map { number, line in
+            let (name, value) = try split("--header", line, number)
             return try checked("--header", StorageSettings.Header(name: name, value: value, source: "--header"))
         }
-        settings.headers += try headerEnv.map { line in
-            let (name, variable) = try split("--header-env", line)
+        settings.headers += try headerEnv.enumerated().map { number, line in
+            let (name, variable) = try split("--header-env", line, number)
             guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
                 throw CLIFailure(
                     code: 6,

@@ -80,6 +80,13 @@ struct WatchCommand: AsyncParsableCommand {
             valueName: "FORMAT"))
     var logFormat: String?
 
+    /// Without --config, a missing --dir does not parse (exit 64, usage follows), as for `sync`.
+    func validate() throws {
+        if config == nil, options.dir == nil {
+            throw ValidationError("missing --dir: give the local folder to keep in step, or --config FILE")
+        }
+    }
+
     func run() async throws {
         let configuration = try agentConfiguration()
         let format: LogFormat
@@ -164,7 +171,7 @@ struct WatchCommand: AsyncParsableCommand {
             do {
                 loaded = try AgentConfiguration.load(path: config)
             } catch {
-                throw CLIFailure(code: 6, message: "\(error)")
+                throw error.printedProblems()
             }
             if let http { loaded.endpoint = http }
             return loaded

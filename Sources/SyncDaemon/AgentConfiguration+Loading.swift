@@ -31,9 +31,15 @@ extension AgentConfiguration {
         do {
             text = try String(contentsOfFile: absolute, encoding: .utf8)
         } catch {
+            var isFolder: ObjCBool = false
+            let reason =
+                !FileManager.default.fileExists(atPath: absolute, isDirectory: &isFolder)
+                ? "there is no such file: check the path"
+                : isFolder.boolValue
+                    ? "it is a folder: give the config file's path"
+                    : "it cannot be read as UTF-8 text: check its permissions (the agent's user must read it) and its encoding"
             throw ConfigurationError(
-                path: path,
-                problems: [.init(line: nil, message: "cannot read the config file: \(error.localizedDescription)")])
+                path: path, problems: [.init(line: nil, message: "cannot read the config file: \(reason)")])
         }
         var reader = ConfigReader(folder: (absolute as NSString).deletingLastPathComponent, environment: environment)
         guard var configuration = reader.read(text) else {
@@ -127,6 +133,10 @@ struct ConfigReader {
             for (key, _) in defaults where ["base-url", "dir", "state"].contains(Self.field(key) ?? "") {
                 problem(key, "defaults.\(Self.field(key) ?? ""): each storage has its own; move it under the storage")
             }
+            // Once, not once a storage.
+            for (key, _) in defaults where !AgentConfiguration.storageKeys.contains(Self.field(key) ?? "") {
+                unknown(key, in: "defaults", known: AgentConfiguration.storageKeys)
+            }
         }
         for (key, value) in storages {
             guard let name = string(key, "a storage name") else { continue }
@@ -204,11 +214,6 @@ struct ConfigReader {
                 continue
             }
             values[field] = (key, value)
-        }
-        if let defaults {
-            for (key, _) in defaults where !AgentConfiguration.storageKeys.contains(Self.field(key) ?? "") {
-                unknown(key, in: "defaults", known: AgentConfiguration.storageKeys)
-            }
         }
         let where_ = "storages.\(name)"
         guard let baseNode = values["base-url"]?.value else {
@@ -293,6 +298,20 @@ struct ConfigReader {
                 default: unknown(key, in: "\(where_).hooks", known: ["pre-switch", "post-update"])
                 }
             }
+        }
+        // What the agent would refuse when it starts the storage, found here, with its line:
+        // check-config then refuses what watch would.
+        if baseURL.query != nil || baseURL.fragment != nil {
+            problem(
+                baseNode,
+                "\(where_).base-url '\(Redaction.text(baseText))' has a query or fragment: give the plain folder URL, and a token as a header (headers: {Authorization: {env: VARIABLE}})"
+            )
+        }
+        do {
+            try settings.clientConfiguration(transport: nil, logger: nil).validateLayout()
+        } catch {
+            let node = error.setting == .stateDatabasePath ? values["state"]?.value ?? dirNode : dirNode
+            problem(node, "\(where_): \(error.message)")
         }
         return problems.count == start ? settings : nil
     }

@@ -119,4 +119,39 @@ struct SecretURLTests {
             #expect(!Self.stateBytes(path).contains(Self.password))
         }
     }
+
+    /// v17: a `?token=` query kept by a version before it (in an error, the history and a cached
+    /// file's key) is redacted the same way.
+    @Test func migrationRedactsSecretQueriesOlderVersionsStored() async throws {
+        try await withTemporaryDirectory { root in
+            let path = root + "/state.sqlite"
+            let list = "https://raw.example/o/r/main/RXCacheConfig/changes_1_2.json?token=Q-\(Self.password)"
+            do {
+                let store = try StateStore(path: path)
+                try await store.pool.write { db in
+                    try db.execute(
+                        sql: "DELETE FROM grdb_migrations WHERE identifier = 'v17: no secrets in URL queries'")
+                    try db.execute(
+                        sql: """
+                            INSERT INTO syncState (id, localVersion, state, lastError, contentDirectory, baseURL) VALUES (1, '1.0', 'failed', ?, ?, 'https://raw.example/o/r/main/');
+                            INSERT INTO cachedResource (url, etag, body, fetchedAt) VALUES (?, '"e"', x'7B7D', '2026-01-01 00:00:00');
+                            INSERT INTO updateHistory (startedAt, finishedAt, kind, outcome, error, bytesDownloaded, filesDownloaded)
+                                VALUES ('2026-01-01 00:00:00', '2026-01-01 00:00:00', 'check', 'failed', ?, 0, 0);
+                            """,
+                        arguments: ["GET \(list) answered HTTP 404", root + "/content", list, "GET \(list) failed"])
+                }
+            }
+            let store = try StateStore(path: path)
+            let status = try await SyncStatus.read(
+                store, contentDirectory: root + "/content", running: nil, historyLimit: 5)
+            let shown = "https://raw.example/o/r/main/RXCacheConfig/changes_1_2.json?token=***"
+            #expect(status.lastError == "GET \(shown) answered HTTP 404")
+            #expect(status.history.first?.message == "GET \(shown) failed")
+            let keys = try await store.pool.read { db in try String.fetchAll(db, sql: "SELECT url FROM cachedResource")
+            }
+            #expect(keys.isEmpty, "a stored file keyed by a URL with a secret query is dropped")
+            _ = try await store.pool.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+            #expect(!Self.stateBytes(path).contains(Self.password))
+        }
+    }
 }

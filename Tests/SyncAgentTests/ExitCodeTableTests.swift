@@ -178,6 +178,20 @@ struct ExitCodeTableTests {
                     "--state", scratch + "/content/state.sqlite",
                 ], scratch: scratch)
             expect(inside, exits: 6, mentioning: "inside the content folder")
+            // Out-of-range --concurrency, as a config file's `concurrency` is refused.
+            for value in ["0", "-1", "65", "9223372036854775807"] {
+                expect(
+                    try await sync(URL(string: "http://127.0.0.1:9/")!, scratch, ["--concurrency=\(value)"]), exits: 6,
+                    mentioning: "--concurrency \(value) is out of range: give 1 to 64")
+            }
+            // publish's bad --base-url is a bad option value too, not a bad storage.
+            try FileManager.default.createDirectory(atPath: scratch + "/new", withIntermediateDirectories: true)
+            let publish = try await SyncAgentBinary.run(
+                [
+                    "publish", "--storage", scratch + "/storage", "--content", scratch + "/new", "--version", "1.0",
+                    "--base-url", "ftp://example.com/storage/", "--dry-run",
+                ], scratch: scratch)
+            expect(publish, exits: 6, mentioning: "--base-url")
         }
     }
 
@@ -262,6 +276,14 @@ struct ExitCodeTableTests {
                 ], scratch: scratch)
             #expect(result.status == 64, "stderr: \(result.stderr)")
             #expect(result.stderr.contains("--no-such-option"), "stderr: \(result.stderr)")
+            // A missing --dir, for sync and for watch without --config: 64, with the usage.
+            for command in ["sync", "watch"] {
+                let missing = try await SyncAgentBinary.run(
+                    [command, "--base-url", "http://127.0.0.1:9/"], scratch: scratch)
+                #expect(missing.status == 64, "\(command) stderr: \(missing.stderr)")
+                #expect(missing.stderr.contains("missing --dir"), "\(command) stderr: \(missing.stderr)")
+                #expect(missing.stderr.contains("Usage: sync-agent \(command)"), "\(command) stderr: \(missing.stderr)")
+            }
         }
     }
 

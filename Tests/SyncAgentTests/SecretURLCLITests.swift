@@ -96,6 +96,30 @@ struct SecretURLCLITests {
         }
     }
 
+    /// A token in the query (GitHub raw's `?token=`) and a --header line without its colon are
+    /// never printed: the refusals name the flag, not the secret.
+    @Test func aQueryTokenAndAMalformedHeaderAreNeverQuotedBack() async throws {
+        try await withScratch { scratch in
+            let folder = ["--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
+            let query = try await SyncAgentBinary.run(
+                ["sync", "--base-url", "http://127.0.0.1:9/s/?token=\(Self.token)"] + folder, scratch: scratch)
+            #expect(query.status == 6 && query.stderr.contains("?token=***"), "\(query.stderr)")
+            Self.expectNoSecret(query.stdout + query.stderr, "a base URL with ?token=")
+            let status = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
+            Self.expectNoSecret(status.stdout + status.stderr, "status after it")
+            Self.expectNoSecret(Self.stateBytes(scratch), "the state database")
+
+            let header = try await SyncAgentBinary.run(
+                [
+                    "sync", "--base-url", "http://127.0.0.1:9/s/", "--header", "Accept: */*", "--header",
+                    "Authorization token \(Self.password)",
+                ] + folder, scratch: scratch)
+            #expect(
+                header.status == 6 && header.stderr.contains("--header number 2 has no ':'"), "\(header.stderr)")
+            Self.expectNoSecret(header.stdout + header.stderr, "a --header without ':'")
+        }
+    }
+
     @Test("check-config prints alice:***@, and a refused base-url is quoted redacted")
     func checkConfig() async throws {
         try await withScratch { scratch in

@@ -107,6 +107,48 @@ struct WatchConfigTests {
         }
     }
 
+    /// check-config refuses what watch would refuse when it starts a storage, each problem on its
+    /// own line with its place, and an unknown key under defaults once, not once a storage.
+    @Test func checkConfigRefusesWhatWatchWouldEachProblemOnItsLine() async throws {
+        try await withScratch { scratch in
+            let yaml = """
+                defaults:
+                  intervall: 5m
+                storages:
+                  root:
+                    base-url: http://h/s/
+                    dir: /
+                  inside:
+                    base-url: http://h/t/
+                    dir: \(scratch)/inside
+                    state: \(scratch)/inside/state.sqlite
+                  token:
+                    base-url: http://h/u/?token=SECRET-4711
+                    dir: \(scratch)/token
+
+                """
+            try Data(yaml.utf8).write(to: URL(fileURLWithPath: scratch + "/bad.yaml"))
+            for command in [["check-config"], ["watch", "--config"]] {
+                let result = try await SyncAgentBinary.run(command + [scratch + "/bad.yaml"], scratch: scratch)
+                let lines = result.stderr.split(separator: "\n").map(String.init)
+                #expect(result.status == 6, "\(command): \(result.stderr)")
+                #expect(!result.stderr.contains("SECRET-4711"), "\(result.stderr)")
+                #expect(lines.filter { $0.contains("unknown key 'intervall'") }.count == 1, "\(result.stderr)")
+                #expect(lines.contains { $0.hasPrefix("\(scratch)/bad.yaml:6:") && $0.contains("the root folder") })
+                #expect(
+                    lines.contains {
+                        $0.hasPrefix("\(scratch)/bad.yaml:10:") && $0.contains("inside the content folder")
+                    })
+                #expect(
+                    lines.contains { $0.hasPrefix("\(scratch)/bad.yaml:12:") && $0.contains("?token=***' has a query") }
+                )
+                #expect(lines.last == "sync-agent: 4 problems in \(scratch)/bad.yaml", "\(result.stderr)")
+            }
+            let folder = try await SyncAgentBinary.run(["check-config", scratch], scratch: scratch)
+            #expect(folder.status == 6 && folder.stderr.contains("it is a folder: give the config file's path"))
+        }
+    }
+
     @Test(
         "--header-env sends the variable's value, which never reaches the command line or the log; an unset variable exits 6 naming it"
     )

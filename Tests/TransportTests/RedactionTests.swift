@@ -28,9 +28,55 @@ struct RedactionTests {
             ("mail a@b.c, see https://host/x/", "mail a@b.c, see https://host/x/"),
             ("(https://host) by a@b", "(https://host) by a@b"),
             ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+            // Secret query parameters: their values go, the others stay.
+            (
+                "https://raw.githubusercontent.com/o/r/main/x.json?token=GHSAT0AAA",
+                "https://raw.githubusercontent.com/o/r/main/x.json?token=***"
+            ),
+            (
+                "base URL 'http://127.0.0.1:36637/?token=TOKSECRET' has a query",
+                "base URL 'http://127.0.0.1:36637/?token=***' has a query"
+            ),
+            (
+                "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4&X-Amz-Credential=AKIA%2F1&X-Amz-Signature=ab12&X-Amz-Security-Token=zz",
+                "https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4&X-Amz-Credential=***&X-Amz-Signature=***&X-Amz-Security-Token=***"
+            ),
+            (
+                "https://a.blob.core.windows.net/c/b?sv=2020&sig=ab%3D&se=2026",
+                "https://a.blob.core.windows.net/c/b?sv=2020&sig=***&se=2026"
+            ),
+            ("https://u:p@host/x?api_key=K#frag", "https://u:***@host/x?api_key=***#frag"),
+            (
+                "GET https://h/a?token=T1 and https://h/b?sig=S2 failed",
+                "GET https://h/a?token=*** and https://h/b?sig=*** failed"
+            ),
+            ("https://h/x?code=abc;session=def&Password=x", "https://h/x?code=***;session=***&Password=***"),
+            ("'https://h/?token=it's'", "'https://h/?token=***'"),
+            ("https://h/?access_token=a b", "https://h/?access_token=*** b"),
+            ("https://host/img.jpg?w=200&h=100", "https://host/img.jpg?w=200&h=100"),
+            ("https://host/x?token=&a=1", "https://host/x?token=&a=1"),
+            ("https://host/x?token", "https://host/x?token"),
+            ("a?token=b, no URL", "a?token=b, no URL"),
         ])
     func text(input: String, expected: String) {
         #expect(Redaction.text(input) == expected)
+    }
+
+    /// A hostile message cannot make the redaction deep or slow: a long run of quotes after a
+    /// secret value, and a query of many parameters.
+    @Test func longQuotesAndLongQueriesAreRedactedWhole() {
+        let quotes = String(repeating: "'", count: 200_000)
+        #expect(Redaction.text("https://h/?token=secret" + quotes) == "https://h/?token=***" + quotes)
+        let query = (0..<20_000).map { "token\($0)=s\($0)" }.joined(separator: "&")
+        let redacted = Redaction.text("https://h/?" + query)
+        #expect(!redacted.contains("=s"))
+        #expect(redacted.hasPrefix("https://h/?token0=***&token1=***"))
+    }
+
+    @Test func urlHidesASecretQueryValue() throws {
+        let url = try #require(URL(string: "https://h/s/?token=ABC&path=x"))
+        #expect(Redaction.url(url) == "https://h/s/?token=***&path=x")
+        #expect(!Redaction.hasUserInfo(url))
     }
 
     @Test func urlKeepsTheUserNameAndHidesThePassword() throws {

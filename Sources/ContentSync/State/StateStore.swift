@@ -138,27 +138,7 @@ final class StateStore: Sendable {
         // Swift, not SQL: SQLite cannot find a URL's user info in prose. Before it, a base URL's
         // password or token was kept in the base URL, the stored files' keys, a restore's plan
         // identity and every message that quoted a URL.
-        migrator.registerMigration("v8: no secrets in URLs") { db in
-            // Zeroes the space the old values leave in their pages, rather than leaving it for reuse.
-            try db.execute(sql: "PRAGMA secure_delete = ON")
-            defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
-            for url in try String.fetchAll(db, sql: "SELECT url FROM cachedResource") where Redaction.text(url) != url {
-                // A cached copy only: the next fetch is unconditional.
-                try db.execute(sql: "DELETE FROM cachedResource WHERE url = ?", arguments: [url])
-            }
-            for (table, column) in [
-                ("syncState", "baseURL"), ("syncState", "lastError"), ("updateHistory", "error"),
-                ("pendingPlan", "identity"), ("completedDownload", "planIdentity"),
-            ] {
-                for value in try String.fetchAll(
-                    db, sql: "SELECT DISTINCT \(column) FROM \(table) WHERE \(column) IS NOT NULL")
-                where Redaction.text(value) != value {
-                    try db.execute(
-                        sql: "UPDATE OR REPLACE \(table) SET \(column) = ? WHERE \(column) = ?",
-                        arguments: [Redaction.text(value), value])
-                }
-            }
-        }
+        migrator.registerMigration("v8: no secrets in URLs", migrate: redactStoredURLs)
         // The previous version kept in the staging area as the base of the next one (see
         // ``TwinState``): which folder it is, the version it is caught up against, and where it
         // may differ from it.
@@ -254,7 +234,32 @@ final class StateStore: Sendable {
             try db.execute(
                 sql: "CREATE TABLE stagedLiveFolder (path TEXT PRIMARY KEY, ctime INTEGER NOT NULL) WITHOUT ROWID")
         }
+        // Before it, the value of a secret query parameter (`?token=`) was kept as v8 kept user info.
+        migrator.registerMigration("v17: no secrets in URL queries", migrate: redactStoredURLs)
         return migrator
+    }
+
+    /// Rewrites every stored URL and message with ``Redaction/text(_:)`` (a cached copy whose key
+    /// changes is deleted: the next fetch is unconditional), zeroing the space the old values
+    /// leave in their pages.
+    private static func redactStoredURLs(_ db: Database) throws {
+        try db.execute(sql: "PRAGMA secure_delete = ON")
+        defer { try? db.execute(sql: "PRAGMA secure_delete = OFF") }
+        for url in try String.fetchAll(db, sql: "SELECT url FROM cachedResource") where Redaction.text(url) != url {
+            try db.execute(sql: "DELETE FROM cachedResource WHERE url = ?", arguments: [url])
+        }
+        for (table, column) in [
+            ("syncState", "baseURL"), ("syncState", "lastError"), ("updateHistory", "error"),
+            ("pendingPlan", "identity"), ("completedDownload", "planIdentity"),
+        ] {
+            for value in try String.fetchAll(
+                db, sql: "SELECT DISTINCT \(column) FROM \(table) WHERE \(column) IS NOT NULL")
+            where Redaction.text(value) != value {
+                try db.execute(
+                    sql: "UPDATE OR REPLACE \(table) SET \(column) = ? WHERE \(column) = ?",
+                    arguments: [Redaction.text(value), value])
+            }
+        }
     }
 
     private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws(SyncError) -> T {
