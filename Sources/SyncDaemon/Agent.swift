@@ -99,6 +99,11 @@ public final class Agent: Service, Sendable {
                     settings: settings, transport: transport, logger: logger,
                     metrics: options.metrics?.storage(named: settings.name), health: options.health)
             } catch {
+                // As a watcher's own permanent failure: a clear line, and /readyz names the storage.
+                var storageLogger = logger
+                storageLogger[metadataKey: "storage"] = "\(settings.name)"
+                storageLogger.critical("stopping this storage: retrying cannot fix this: \(error)")
+                options.health?.setReady(storage: settings.name, false)
                 continuation.yield(
                     .ended(
                         settings.name, id,

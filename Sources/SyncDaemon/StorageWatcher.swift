@@ -92,11 +92,12 @@ public final class StorageWatcher: Sendable {
         await manager.suspend()
     }
 
-    /// Ends the manager; call after ``run(callbacks:)`` returned.
+    /// Ends the manager; call after ``run(callbacks:)`` returned. Its readiness stays as it was:
+    /// a storage an error stopped is still named by `/readyz` while it holds no version (the
+    /// agent forgets it when a reload drops it).
     public func shutdown() async {
         await manager.shutdown()
         metrics?.remove()
-        health?.remove(storage: settings.name)
     }
 
     private var stopRequested: Bool { control.withLock { $0.stopRequested } }

@@ -273,11 +273,15 @@ struct WatchConfigTests {
                 try FileManager.default.createDirectory(atPath: scratch + "/b", withIntermediateDirectories: true)
                 try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/b/notes.txt"))
                 let process = try Self.startWatch(
-                    config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
+                    config: "http: 127.0.0.1:0\nstorages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
                         + Self.storage("b", server, scratch: scratch) + "\n", scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
+                let listening = try await Self.waitForLine(scratch, "the endpoint") {
+                    $0["message"]?.hasPrefix("serving /metrics") == true
+                }
+                let base = try #require(listening["http"])
                 let stop = try await Self.waitForLine(scratch, "b's stop") {
                     $0["storage"] == "b" && $0["level"] == "critical"
                 }
@@ -289,6 +293,9 @@ struct WatchConfigTests {
                 #expect(
                     try String(contentsOfFile: scratch + "/b/notes.txt", encoding: .utf8) == "mine",
                     "b's folder is left alone")
+                // b, stopped, holds no version: not ready, and named.
+                let (notReady, body) = try await Self.get(base + "/readyz", scratch: scratch)
+                #expect(notReady == 503 && body.contains("b"), "\(notReady) \(body)")
 
                 // The operator moves the folder's files away and reloads: b starts again.
                 try FileManager.default.removeItem(atPath: scratch + "/b")
@@ -296,6 +303,14 @@ struct WatchConfigTests {
                 _ = try await Self.waitForLine(scratch, "b restored") {
                     $0["storage"] == "b" && $0["message"]?.hasPrefix("restored 1.2") == true
                 }
+                // Ready is recorded just after the line is logged: asked again until then (at most 10 s).
+                var ready = 0
+                for _ in 0..<100 {
+                    ready = try await Self.get(base + "/readyz", scratch: scratch).0
+                    if ready == 200 { break }
+                    try await Task.sleep(for: .milliseconds(100))
+                }
+                #expect(ready == 200)
                 process.send(SIGTERM)
                 #expect(await exitStatus == 0)
                 stopped = true
