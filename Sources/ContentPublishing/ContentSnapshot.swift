@@ -520,7 +520,7 @@ enum ContentSnapshot {
 
     private static func special(_ source: String, _ path: [UInt8]) -> PublishError {
         PublishError(
-            code: .invalidContent,
+            code: .configuration,
             message:
                 "\(source)/\(EscapedName.text(path)) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it"
         )
@@ -544,7 +544,7 @@ enum ContentSnapshot {
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw PublishError(
-                code: .invalidContent,
+                code: .configuration,
                 message:
                     "\(shown) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it"
             )

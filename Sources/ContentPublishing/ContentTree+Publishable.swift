@@ -19,9 +19,10 @@ extension ContentTree {
         guard let intruder = local.intruders.first else { return local.tree }
         let shown = directory + "/" + intruder.shownPath
         switch intruder.kind {
+        // Exit 6, as docs/protocol.md §8.5 lists them: --content names something a storage cannot carry.
         case .symlink, .fifo, .socket, .device:
             throw PublishError(
-                code: .invalidContent,
+                code: .configuration,
                 message:
                     "\(shown) is a symlink or special file; a storage carries regular files and folders only: replace it with a copy or remove it"
             )
@@ -29,7 +30,7 @@ extension ContentTree {
             // Swift compares names by canonical equivalence: "é" (U+00E9) and "e" + U+0301
             // are one key, though Linux keeps two files. Refuse rather than drop one.
             throw PublishError(
-                code: .invalidContent,
+                code: .configuration,
                 message:
                     "\(shown) has a sibling whose name differs only in Unicode normalization (for example precomposed 'é' and 'e' + combining accent); a storage cannot carry both: rename one"
             )

@@ -15,13 +15,14 @@ public struct PublishError: Error, Sendable, CustomStringConvertible {
         private init(_ base: Base) { self.base = base }
 
         /// The options contradict each other or the storage (a version not above the current
-        /// one, `--init` over an existing storage, a bad signing key).
+        /// one, `--init` over an existing storage, a bad signing key), or the content folder
+        /// holds what a storage cannot carry: a symlink or special file, or names that differ
+        /// only in case or Unicode normalization (docs/protocol.md §8.5: exit 6).
         public static let configuration = Code(.configuration)
         /// Another publish of the same storage holds its lock.
         public static let busy = Code(.busy)
-        /// The content folder holds something a storage cannot carry (a symlink, an unsafe or
-        /// non-UTF-8 name, names differing only in case or normalization), or a change the
-        /// protocol cannot express.
+        /// The content folder holds a name the path rules refuse (unsafe, or not UTF-8), or a
+        /// change the protocol cannot express.
         public static let invalidContent = Code(.invalidContent)
         /// The storage's own documents are malformed, so the next version cannot follow them.
         public static let invalidStorage = Code(.invalidStorage)

@@ -144,6 +144,21 @@ public enum Publisher {
                         "\(storage) already holds a storage (\(StorageLayout.statusPath) exists); publish a new version of it instead of creating one",
                     option: .initialize)
             }
+            // Without a status, entries a storage would hold are someone's files (a killed --init
+            // was rolled back when the lock was taken): --init would replace them. Other files (a
+            // README, .git) stay, as in any storage.
+            let found =
+                ["RXCacheContent", "RXCacheContent.zip"].filter { FileSystem.exists(storage + "/" + $0) }
+                + ((try? FileManager.default.contentsOfDirectory(atPath: storage + "/RXCacheConfig")) ?? []).map {
+                    "RXCacheConfig/" + $0
+                }
+            if !found.isEmpty {
+                throw PublishError(
+                    code: .configuration,
+                    message:
+                        "\(storage) holds \(found.sorted().joined(separator: ", ")) but no \(StorageLayout.statusPath): --init would replace them; move them aside (or delete them) and run it again",
+                    option: .initialize)
+            }
         } else {
             guard let statusData else { throw Self.noStorage(paths) }
             let status = try formatWork { () throws(StorageFormatError) in

@@ -84,7 +84,7 @@ struct NormalizationCollisionTests {
             try "decomposed".write(toFile: root + "/cafe\u{301}.txt", atomically: false, encoding: .utf8)
             #expect(try FileManager.default.contentsOfDirectory(atPath: root).count == 2)
             let error = #expect(throws: PublishError.self) { try ContentTree.scan(root) }
-            #expect(error?.code == .invalidContent)
+            #expect(error?.code == .configuration, "exit 6, as docs/protocol.md §8.5 says")
             #expect(error?.message.contains("Unicode normalization") == true)
         }
     }

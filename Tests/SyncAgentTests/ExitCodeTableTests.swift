@@ -192,6 +192,15 @@ struct ExitCodeTableTests {
                     "--base-url", "ftp://example.com/storage/", "--dry-run",
                 ], scratch: scratch)
             expect(publish, exits: 6, mentioning: "--base-url")
+            // A symlink in the content: exit 6, writing nothing (docs/protocol.md §8.5).
+            #expect(symlink("/etc/passwd", scratch + "/new/pw.txt") == 0)
+            let linked = try await SyncAgentBinary.run(
+                [
+                    "publish", "--init", "--storage", scratch + "/storage", "--content", scratch + "/new", "--version",
+                    "1.0", "--base-url", "http://127.0.0.1:9/s/",
+                ], scratch: scratch)
+            expect(linked, exits: 6, mentioning: "is a symlink or special file")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/storage/RXCacheConfig"))
         }
     }
 

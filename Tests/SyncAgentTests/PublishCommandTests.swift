@@ -46,6 +46,35 @@ struct PublishCommandTests {
         }
     }
 
+    /// --init over a folder holding a storage's entries but no status (someone's files, or a
+    /// storage whose status was lost) is refused and touches nothing; other files (a README) are
+    /// no obstacle.
+    @Test(arguments: [
+        "RXCacheContent/mine.txt", "RXCacheContent.zip", "RXCacheConfig/listOfURLsToUpdatesByVersion.json",
+    ])
+    func initOverAStoragesEntriesWithoutAStatusIsRefused(_ entry: String) async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage"
+            let path = storage + "/" + entry
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data("precious".utf8).write(to: URL(fileURLWithPath: path))
+            let refused = try await publish("1.0", storage: storage, scratch: scratch, initialize: true)
+            #expect(refused.status == 6, "\(refused.stderr)")
+            let shown = entry.hasPrefix("RXCacheContent/") ? "RXCacheContent" : entry
+            #expect(refused.stderr.contains(shown) && refused.stderr.contains("move them aside"), "\(refused.stderr)")
+            #expect(try String(contentsOfFile: path, encoding: .utf8) == "precious")
+            #expect(!FileManager.default.fileExists(atPath: storage + "/RXCacheConfig/cacheStatus.json"))
+
+            let other = scratch + "/other"
+            try FileManager.default.createDirectory(atPath: other, withIntermediateDirectories: true)
+            try Data("# storage".utf8).write(to: URL(fileURLWithPath: other + "/README.md"))
+            let fine = try await publish("1.0", storage: other, scratch: scratch, initialize: true)
+            #expect(fine.status == 0, "\(fine.stderr)")
+            #expect(try String(contentsOfFile: other + "/README.md", encoding: .utf8) == "# storage")
+        }
+    }
+
     @Test(arguments: ["0", "-1", "nan", "inf", "1e300"])
     func aSignatureLifetimeThatWouldExpireOrOverflowIsRefused(days: String) async throws {
         try await withScratch { scratch in
