@@ -39,18 +39,24 @@ struct StorageWriter {
         let path = staged(Self.archivePath)
         var reused: Int?
         do {
-            if !sources.isEmpty, let tree, let expected = previousArchive,
-                let found = try? ContentTree.fingerprint(of: previous), found == expected
-            {
-                reused = try ZipWriter.splice(
-                    folder: content, to: path, topLevelFolder: "RXCacheContent", previous: previous,
-                    folders: tree.folders, files: tree.files.keys, unchanged: { sources[$0] == $0 },
-                    moved: sources.filter { $0.key != $0.value })
+            // Entries are copied from the previous archive only while it is the one its status
+            // published: a damaged one (a flipped byte keeps every recorded CRC and size) would
+            // otherwise be carried into every later version, and no client could restore.
+            var trusted = true
+            if !sources.isEmpty, let expected = previousArchive {
+                trusted = (try? ContentTree.fingerprint(of: previous)) == expected
+                if trusted, let tree {
+                    reused = try ZipWriter.splice(
+                        folder: content, to: path, topLevelFolder: "RXCacheContent", previous: previous,
+                        folders: tree.folders, files: tree.files.keys, unchanged: { sources[$0] == $0 },
+                        moved: sources.filter { $0.key != $0.value })
+                }
             }
             if reused == nil {
                 reused = try ZipWriter.archive(
                     folder: content, to: path, topLevelFolder: "RXCacheContent",
-                    reusing: sources.isEmpty ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
+                    reusing: sources.isEmpty || !trusted
+                        ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
             }
         } catch {
             throw PublishError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)

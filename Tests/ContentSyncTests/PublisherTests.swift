@@ -106,6 +106,35 @@ struct PublisherTests {
         }
     }
 
+    /// A previous archive that is not the one its status published (a byte flipped in an entry's
+    /// data keeps every recorded CRC and size) gives nothing to the next one: it is built fresh,
+    /// byte for byte a fresh build's, instead of carrying the damage into every later version.
+    @Test func aDamagedPreviousArchiveIsNotCopiedFrom() async throws {
+        try await withTemporaryDirectory { scratch in
+            for (index, version) in ["1.0", "1.1", "1.2", "1.3"].enumerated() {
+                _ = try PublishFixture.publish(
+                    version, storage: scratch + "/incremental", scratch: scratch, initialize: index == 0)
+            }
+            let archive = scratch + "/incremental/RXCacheContent.zip"
+            let fd = open(archive, O_RDWR)
+            var info = stat()
+            #expect(fd >= 0 && fstat(fd, &info) == 0)
+            var byte: UInt8 = 0
+            let at = off_t(info.st_size / 3)
+            #expect(pread(fd, &byte, 1, at) == 1)
+            byte ^= 0x5A
+            #expect(pwrite(fd, &byte, 1, at) == 1)
+            close(fd)
+            let last = try PublishFixture.publish("1.4", storage: scratch + "/incremental", scratch: scratch)
+            _ = try PublishFixture.publish("1.4", storage: scratch + "/fresh", scratch: scratch, initialize: true)
+            #expect(last.reusedArchiveEntries == 0, "nothing is copied from an archive that is not the published one")
+            let incremental = FileManager.default.contents(atPath: archive)
+            #expect(
+                incremental != nil
+                    && incremental == FileManager.default.contents(atPath: scratch + "/fresh/RXCacheContent.zip"))
+        }
+    }
+
     @Test func aVersionNotAboveTheCurrentOneAndAMinimalAboveTheVersionAreRefused() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
