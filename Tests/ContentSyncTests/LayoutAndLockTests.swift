@@ -67,6 +67,29 @@ struct LayoutAndLockTests {
         }
     }
 
+    /// A symlink planted where the state database goes (the default path under
+    /// $XDG_STATE_HOME, say), to a file or dangling, is refused: SQLite would follow it and
+    /// create or write the database and its -wal elsewhere.
+    @Test func aSymlinkAtTheStateDatabasePathIsRefusedAndNothingIsWrittenThrough() async throws {
+        try await withTemporaryDirectory { root in
+            let victim = root + "/victim"
+            try FileManager.default.createDirectory(atPath: victim, withIntermediateDirectories: true)
+            try Data("precious".utf8).write(to: URL(fileURLWithPath: victim + "/precious.db"))
+            let state = SyncConfiguration.defaultStatePath(
+                for: root + "/content", environment: ["XDG_STATE_HOME": root + "/state"])
+            try FileManager.default.createDirectory(
+                atPath: (state as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            for target in [victim + "/precious.db", victim + "/none.db"] {
+                unlink(state)
+                #expect(symlink(target, state) == 0)
+                let error = #expect(throws: SyncError.self) { try StateStore(path: state) }
+                #expect(error?.code == .configuration && error?.message.contains("is a symlink") == true)
+                #expect(try FileManager.default.contentsOfDirectory(atPath: victim) == ["precious.db"])
+            }
+            #expect(try String(contentsOfFile: victim + "/precious.db", encoding: .utf8) == "precious")
+        }
+    }
+
     @Test func symlinksDoNotHideAStateDatabaseInsideTheContentFolder() async throws {
         try await withTemporaryDirectory { root in
             try FileManager.default.createDirectory(atPath: root + "/real/content", withIntermediateDirectories: true)

@@ -250,6 +250,22 @@ struct HostileEnvironmentCLITests {
     /// monitor could not open a worker's `/proc` file once the state database had taken the
     /// last descriptors), or SQLite's "unable to open" ended in advice to delete the state
     /// database. Now the limit is refused at start, naming it and the fix, and nothing is touched.
+    /// A --state path that is a folder is refused, exit 6, saying so: never "delete it".
+    @Test func aStatePathThatIsAFolderIsRefusedAndNeverToBeDeleted() async throws {
+        try await withScratch { scratch in
+            try FileManager.default.createDirectory(atPath: scratch + "/folder", withIntermediateDirectories: true)
+            try Data("x".utf8).write(to: URL(fileURLWithPath: scratch + "/folder/a"))
+            let result = try await SyncAgentBinary.run(
+                [
+                    "sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content", "--state",
+                    scratch + "/folder",
+                ], scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("is a folder") && !result.stderr.contains("delete"), "\(result.stderr)")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/folder") == ["a"])
+        }
+    }
+
     @Test func anOpenFileLimitTooLowToRunIsRefusedAtStartNamingItAndNothingIsTouched() async throws {
         try await withScratch { scratch in
             let storage = scratch + "/storage"

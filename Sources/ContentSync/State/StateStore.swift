@@ -28,6 +28,30 @@ final class StateStore: Sendable {
     init(path: String) throws(SyncError) {
         self.path = path
         let folder = (path as NSString).deletingLastPathComponent
+        // SQLite follows a symlink at the database's own path (to keep its -wal beside the real
+        // file): one planted there, even dangling, would have it create and write files elsewhere.
+        var info = stat()
+        if lstat(path, &info) == 0 {
+            switch info.st_mode & S_IFMT {
+            case S_IFREG: break
+            case S_IFLNK:
+                throw SyncError(
+                    code: .configuration,
+                    message:
+                        "the state database \(path) is a symlink; give the real file's path (through a symlink an update could write elsewhere)"
+                )
+            case S_IFDIR:
+                throw SyncError(
+                    code: .configuration,
+                    message:
+                        "the state database \(path) is a folder, not a file: give a file's path (or leave the option out for the default under $XDG_STATE_HOME)"
+                )
+            default:
+                throw SyncError(
+                    code: .configuration,
+                    message: "the state database \(path) is not a regular file: give a file's path")
+            }
+        }
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             var configuration = Configuration()
@@ -43,7 +67,7 @@ final class StateStore: Sendable {
             throw SyncError(
                 code: .stateStore,
                 message:
-                    "cannot open the state database \(path): \(error); delete it to start over (the next run restores from the archive)",
+                    "cannot open the state database \(path): \(error); if it is this agent's state, delete it to start over (the next run restores from the archive); if not, give the state database's path",
                 underlying: error)
         }
     }
