@@ -31,6 +31,8 @@ public struct SyncProgress: Sendable, Equatable {
     public var filesTotal: Int
     /// What is being worked on: a change description or a path.
     public var currentItem: String?
+    /// The version being installed, once the storage's status is read (nil while checking).
+    public var toVersion: CacheVersion?
 
     /// Progress with every field given.
     public init(

@@ -21,18 +21,18 @@ struct CheckConfigCommand: ParsableCommand {
         commandName: "check-config",
         abstract: "Validate a watch --config file: print what it runs, or each problem with its line (exit 6).",
         discussion: """
-            The file is YAML. Top-level keys: storages (required: a mapping of storage names to their \\
-            settings), defaults (settings every storage inherits), http (the /metrics, /healthz and \\
-            /readyz address, off when absent) and log-format (text, journald or json). A storage \\
-            takes base-url and dir (required), state, interval, jitter, splay, max-backoff, \\
-            max-failures, concurrency, force, headers, trust-key and hooks. A header's value is a \\
-            string, or {env: VARIABLE} or {file: PATH} for a secret, with an optional prefix (such as \\
-            "token "); secrets are read when the file is loaded and never printed. hooks has \\
-            pre-switch and post-update lists of {command: [/path/to/program, arg, …], timeout: 60s}. \\
+            The file is YAML. Top-level keys: storages (required: a mapping of storage names to their \
+            settings), defaults (settings every storage inherits), http (the /metrics, /healthz and \
+            /readyz address, off when absent) and log-format (text, journald or json). A storage \
+            takes base-url and dir (required), state, interval, jitter, splay, max-backoff, \
+            max-failures, concurrency, force, headers, trust-key and hooks. A header's value is a \
+            string, or {env: VARIABLE} or {file: PATH} for a secret, with an optional prefix (such as \
+            "token "); secrets are read when the file is loaded and never printed. hooks has \
+            pre-switch and post-update lists of {command: [/path/to/program, arg, …], timeout: 60s}. \
             Keys may be written with - or _ (base-url, base_url), storages may also be a list of \
             mappings that each carry name:, and JSON, being YAML, works too. Relative paths are taken \
-            from the file's folder. Secrets and hook programs are checked \\
-            here as the agent would (run it as the service's user, with its environment). \\
+            from the file's folder. Secrets and hook programs are checked \
+            here as the agent would (run it as the service's user, with its environment). \
             docs/operations.md has the full reference.
             """)
 

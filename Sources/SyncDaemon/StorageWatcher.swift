@@ -195,7 +195,8 @@ public final class StorageWatcher: Sendable {
                     logger.info(
                         "update started",
                         metadata: [
-                            "from": "\(from)", "phase": "\(progress.phase)", "files": "\(progress.filesTotal)",
+                            "from": "\(from)", "to": "\(progress.toVersion?.description ?? "unknown")",
+                            "phase": "\(progress.phase)", "files": "\(progress.filesTotal)",
                             "bytes": "\(progress.bytesTotal.map(String.init) ?? "unknown")",
                         ])
                 default:

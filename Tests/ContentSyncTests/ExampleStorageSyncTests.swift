@@ -100,6 +100,34 @@ struct ExampleStorageSyncTests {
         }
     }
 
+    /// A replay's progress names the version being installed and, the change list giving every
+    /// file's size, the bytes in all (so a progress bar shows the time left).
+    @Test func aReplaysProgressNamesItsTargetAndItsBytesInAll() async throws {
+        try await withSyncHarness(serving: "1.3") { harness in
+            try await harness.sync()
+            harness.serve("1.4")
+            let manager = try harness.manager()
+            let events = await manager.events()
+            let collector = Task {
+                var seen: [SyncProgress] = []
+                for await event in events {
+                    switch event {
+                    case .progress(let progress): seen.append(progress)
+                    case .finished, .failed: return seen
+                    default: break
+                    }
+                }
+                return seen
+            }
+            try await manager.checkForUpdates()
+            let seen = await collector.value
+            let downloads = seen.filter { $0.phase == .downloadingFiles }
+            #expect(!downloads.isEmpty, "\(seen)")
+            #expect(downloads.allSatisfy { $0.bytesTotal != nil && $0.bytesTotal! > 0 }, "\(downloads)")
+            #expect(seen.filter { $0.phase != .checking }.allSatisfy { $0.toVersion?.text == "1.4" }, "\(seen)")
+        }
+    }
+
     @Test func theManagerReportsStatesAndProgressToObservers() async throws {
         try await withSyncHarness(serving: "1.4") { harness in
             let manager = try harness.manager()

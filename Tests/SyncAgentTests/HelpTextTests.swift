@@ -6,10 +6,28 @@ import Testing
 @Suite("--help is not hard-wrapped mid-sentence", .timeLimit(.minutes(3)))
 struct HelpTextTests {
     static let commands: [[String]] = [
-        [], ["sync"], ["watch"], ["status"], ["serve"], ["publish"], ["verify"], ["keygen"], ["forget-keys"],
-        ["reset"], ["cache"], ["cache", "get"], ["cache", "ls"], ["cache", "rm"], ["cache", "purge"],
-        ["cache", "stats"],
+        [], ["sync"], ["watch"], ["check-config"], ["status"], ["serve"], ["publish"], ["verify"], ["keygen"],
+        ["forget-keys"], ["reset"], ["cache"], ["cache", "get"], ["cache", "ls"], ["cache", "rm"], ["cache", "purge"],
+        ["cache", "stats"], ["image"],
     ]
+
+    /// The list above covers every subcommand `sync-agent --help` names: a new one is checked too.
+    @Test func everySubcommandIsChecked() async throws {
+        try await withScratch { scratch in
+            let help = try await SyncAgentBinary.run(["--help"], scratch: scratch)
+            let lines = help.stdout.components(separatedBy: "\n")
+            guard let start = lines.firstIndex(of: "SUBCOMMANDS:") else {
+                Issue.record("no SUBCOMMANDS in: \(help.stdout)")
+                return
+            }
+            let names = lines[(start + 1)...].compactMap { line -> String? in
+                guard line.hasPrefix("  "), !line.hasPrefix("   ") else { return nil }
+                return line.split(separator: " ").first.map(String.init)
+            }.filter { $0 != "See" }
+            #expect(names.count >= 10, "\(names)")
+            for name in names { #expect(Self.commands.contains([name]), "\(name) --help is not checked") }
+        }
+    }
 
     @Test("every discussion paragraph's lines run to the wrap width, except each paragraph's last", arguments: commands)
     func paragraphsAreWrappedOnce(command: [String]) async throws {
@@ -30,6 +48,7 @@ struct HelpTextTests {
                         line.count + 1 + nextWord.count >= 80 || line.hasPrefix(" ") || next.hasPrefix(" ")
                             || next.hasPrefix("-"),
                         "\(command.joined(separator: " ")) --help breaks early: \"\(line)\" / \"\(next)\"")
+                    #expect(!line.hasSuffix("\\"), "a source line continuation shows: \"\(line)\"")
                 }
             }
         }

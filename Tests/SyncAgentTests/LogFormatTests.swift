@@ -69,6 +69,7 @@ struct LogFormatTests {
                     start["message"] == "starting" && start["level"] == "info" && start["dir"] == scratch + "/content")
                 let update = try #require(lines.first { $0["message"] == "update started" }, "\(lines)")
                 #expect(update["from"] == "nothing" && Int(update["files"] ?? "") != nil)
+                #expect(update["to"] == "1.2", "the start line names the version being installed: \(update)")
                 #expect(
                     lines.contains { $0["message"]?.contains("1.2") == true }, "the finish summary names the version")
             }

@@ -226,7 +226,8 @@ struct Stager: Sendable {
         fetcher.gate = gate
         return try await fetcher.fetch(
             plan.downloads, expected: plan.expectedFingerprints,
-            progress: Self.rangeProgress(total: plan.downloads.count, progress))
+            progress: Self.rangeProgress(
+                total: plan.downloads.count, bytes: Self.expectedBytes(plan.downloads, plan), progress))
     }
 
     private func rangeFetcher(_ archive: PublishedArchive) -> ArchiveRangeFetcher {
@@ -237,8 +238,20 @@ struct Stager: Sendable {
     }
 
     /// Progress of files placed from archive ranges, `total` new files in all.
+    /// The bytes `paths` download in all, when the change lists give every one's size (the
+    /// integrity extension), for the progress's time left; nil otherwise. Saturating: sizes come
+    /// from the storage.
+    static func expectedBytes(_ paths: [SafeRelativePath], _ plan: SyncPlan) -> Int64? {
+        var total: Int64 = 0
+        for path in paths {
+            guard let size = plan.expectedFingerprints[path]?.size, size >= 0 else { return nil }
+            total = FileSystem.adding(size, to: total)
+        }
+        return total
+    }
+
     private static func rangeProgress(
-        total: Int, _ progress: @escaping @Sendable (SyncProgress) -> Void
+        total: Int, bytes bytesTotal: Int64?, _ progress: @escaping @Sendable (SyncProgress) -> Void
     ) -> @Sendable (SafeRelativePath, Int64) -> Void {
         let counted = Mutex((bytes: Int64(0), files: 0))
         return { path, bytes in
@@ -249,8 +262,8 @@ struct Stager: Sendable {
             }
             progress(
                 SyncProgress(
-                    phase: .downloadingFiles, bytesDone: bytesDone, filesDone: filesDone, filesTotal: total,
-                    currentItem: path.string))
+                    phase: .downloadingFiles, bytesDone: bytesDone, bytesTotal: bytesTotal, filesDone: filesDone,
+                    filesTotal: total, currentItem: path.string))
         }
     }
 
@@ -499,6 +512,7 @@ struct Stager: Sendable {
         guard !paths.isEmpty else { return DownloadTally() }
         try await configuration.connectionPolicy.requireTransfers()
         let total = paths.count
+        let bytesTotal = Self.expectedBytes(paths, plan)
         var tally = DownloadTally()
         func record(_ path: SafeRelativePath, _ bytes: Int64) {
             tally.bytes += bytes
@@ -511,7 +525,8 @@ struct Stager: Sendable {
         var ranges = prefetched
         if ranges == nil, let archive, unnamedFiles, paths.count >= ArchiveRangeFetcher.minimumFiles {
             ranges = try await rangeFetcher(archive).fetch(
-                paths, expected: plan.expectedFingerprints, progress: Self.rangeProgress(total: total, progress))
+                paths, expected: plan.expectedFingerprints,
+                progress: Self.rangeProgress(total: total, bytes: bytesTotal, progress))
         }
         if let outcome = ranges {
             var spans: Int64 = 0
@@ -546,8 +561,8 @@ struct Stager: Sendable {
                         record(path, bytes)
                         progress(
                             SyncProgress(
-                                phase: .downloadingFiles, bytesDone: tally.bytes, filesDone: tally.files,
-                                filesTotal: total, currentItem: path.string))
+                                phase: .downloadingFiles, bytesDone: tally.bytes, bytesTotal: bytesTotal,
+                                filesDone: tally.files, filesTotal: total, currentItem: path.string))
                         launch(&group)
                     }
                 } catch {

@@ -90,6 +90,14 @@ struct SyncEngine: Sendable {
             }
             let status = try await storage.fetchStatus(layout: &layout)
             toVersion = status.actualVersion.text
+            // From here on every progress event names the version being installed.
+            let target = status.actualVersion
+            let reported = progress
+            let progress: @Sendable (SyncProgress) -> Void = { event in
+                var event = event
+                event.toVersion = target
+                reported(event)
+            }
             var report: SyncReport
             if let local = context.local, local == status.actualVersion {
                 // Leftovers of an abandoned plan, or of a run killed while it deleted the old
