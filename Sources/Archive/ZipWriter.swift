@@ -81,10 +81,15 @@ public final class ZipWriter {
         var info = stat()
         guard stat(fromPath, &info) == 0 else {
             let code = clinux_errno()
+            // libzip reads the file by its path, which the system limits to PATH_MAX in all.
+            let remedy =
+                code == ENAMETOOLONG
+                ? "its path is \(fromPath.utf8.count) bytes, over the system's \(PATH_MAX - 1): move the storage (its work folder holds the copy) to a shorter path, or shorten the content's deepest paths"
+                : "check that it exists"
             throw ArchiveError(
                 code: .cannotOpen,
                 message:
-                    "cannot add \(fromPath) as '\(name)' to \(path): \(ArchiveError.systemMessage(code)); check that it exists",
+                    "cannot add \(fromPath) as '\(name)' to \(path): \(ArchiveError.systemMessage(code)); \(remedy)",
                 errno: code)
         }
         guard info.st_mode & S_IFMT == S_IFREG else {

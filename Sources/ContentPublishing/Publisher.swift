@@ -636,8 +636,8 @@ public enum Publisher {
         PublishError(
             code: .configuration,
             message:
-                "\(paths.storage)/\(StorageLayout.statusPath) not found; create the storage first (its first version, with no change list)",
-            option: .initialize)
+                "\(paths.storage) is not a storage yet (no \(StorageLayout.statusPath)): publish its first version with --init, or give --storage the folder that holds one",
+            option: nil)
     }
 
     /// Bytes of the files a client one version behind must fetch.

@@ -87,7 +87,11 @@ struct PublishCommand: AsyncParsableCommand {
 
     func run() async throws {
         guard let url = URL(string: baseURL) else {
-            throw CLIFailure(code: 6, message: "--base-url '\(Redaction.text(baseURL))' is not a URL")
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "--base-url '\(Redaction.text(baseURL))' is not a URL: give the storage folder's, such as https://raw.githubusercontent.com/OWNER/REPO/BRANCH/"
+            )
         }
         let parsedVersion: CacheVersion
         let parsedMinimal: CacheVersion?

@@ -67,7 +67,11 @@ struct SyncOptions: ParsableArguments {
             throw CLIFailure(code: 6, message: "missing --dir: give the local folder to keep in step")
         }
         guard let url = URL(string: baseURL) else {
-            throw CLIFailure(code: 6, message: "--base-url '\(Redaction.text(baseURL))' is not a URL")
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "--base-url '\(Redaction.text(baseURL))' is not a URL: give the storage folder's, such as https://raw.githubusercontent.com/OWNER/REPO/BRANCH/"
+            )
         }
         var settings = StorageSettings(name: "", baseURL: url, directory: dir, statePath: state)
         let name = (settings.directory as NSString).lastPathComponent

@@ -137,4 +137,32 @@ struct ZipExtractionControlTests {
         #expect(ArchiveError.Code.unsafeEntryName.description == "unsafeEntryName")
         #expect(ArchiveError.Code.io != ArchiveError.Code.corrupt)
     }
+
+    /// A file whose path is longer than the system allows is refused with a message that names
+    /// the limit and what to do, not "check that it exists".
+    @Test func aFileBeyondThePathLimitIsNamedWithTheLimitAndTheFix() throws {
+        try withTemporaryDirectory { dir in
+            var folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            var path = dir
+            let name = String(repeating: "d", count: 200)
+            while path.utf8.count < 4_200 {
+                #expect(mkdirat(folder, name, 0o755) == 0)
+                let next = openat(folder, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                close(folder)
+                folder = next
+                path += "/" + name
+            }
+            let file = openat(folder, "f.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            #expect(file >= 0)
+            close(file)
+            close(folder)
+            let writer = try ZipWriter(path: dir + "/a.zip")
+            let error = #expect(throws: ArchiveError.self) { try writer.addFile("f.txt", fromPath: path + "/f.txt") }
+            #expect(error?.message.contains("over the system's 4095") == true, "\(error?.message ?? "")")
+            #expect(error?.message.contains("shorter path") == true)
+            // Foundation cannot remove a tree past the limit; FileKit walks it by descriptors.
+            try FileSystem.removeTree(dir + "/" + name)
+            #expect(!FileManager.default.fileExists(atPath: dir + "/" + name))
+        }
+    }
 }
