@@ -7,7 +7,7 @@ import Testing
 /// An archive read from its last bytes and a few byte ranges, as a client that does not download
 /// it whole reads it: ``ArchiveDirectory`` finds each entry's bytes, ``ArchiveRangeReader``
 /// inflates the entries of one range with libzip.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(3)))
 struct ArchiveRangeReaderTests {
     /// Name → contents of the archive's files: text (deflated) and noise (stored), 0 bytes to 200 KiB.
     static let files: [(String, [UInt8])] = (0..<12).map { index in

@@ -5,7 +5,7 @@ import Transport
 @testable import ContentSync
 
 /// Each kind of refusal has its own code, so an app branches on codes, never on messages.
-@Suite("The manager's refusals carry their own codes", .timeLimit(.minutes(2)))
+@Suite("The manager's refusals carry their own codes", .timeLimit(.minutes(3)))
 struct CacheManagerErrorTests {
     /// Another process (here: a second manager) updates the folder: a check and a reset are
     /// refused as `busy`, and the reset deletes nothing.

@@ -4,7 +4,7 @@ import Testing
 @testable import ContentSync
 
 /// What observers are told, and what callers get back.
-@Suite("The manager tells observers everything once, and callers their outcome", .timeLimit(.minutes(2)))
+@Suite("The manager tells observers everything once, and callers their outcome", .timeLimit(.minutes(3)))
 struct CacheManagerEventsTests {
     /// The events of `stream` up to and including the first that `isLast` accepts.
     func events(_ stream: AsyncStream<CacheManagerEvent>, through isLast: (CacheManagerEvent) -> Bool) async

@@ -5,7 +5,7 @@ import Testing
 
 /// The two call sequences that broke the manager before its states carried the running task
 /// (issue 10): each is driven deterministically through the scripted transport's gate.
-@Suite("Quick play/pause and a reset racing a resume keep the manager's promises", .timeLimit(.minutes(2)))
+@Suite("Quick play/pause and a reset racing a resume keep the manager's promises", .timeLimit(.minutes(3)))
 struct CacheManagerRegressionTests {
     /// Pause cancels the update; play before it has wound down must start it again once it has.
     /// It used to end `suspended`, with nothing running.

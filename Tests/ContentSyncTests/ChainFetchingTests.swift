@@ -9,7 +9,7 @@ import Testing
 
 /// What a replay fetches: each change list once, only those the chain needs, and a fallback
 /// that still converges when names lie or lists are missing (protocol.md §2.1).
-@Suite("A replay fetches each change list it needs once, and no other", .timeLimit(.minutes(2)))
+@Suite("A replay fetches each change list it needs once, and no other", .timeLimit(.minutes(3)))
 struct ChainFetchingTests {
     static let history = "https://content-sync.invalid/ExampleStorage/RXCacheConfig/HistoryOfVersions/"
     static let historyPath = "/RXCacheConfig/HistoryOfVersions/"

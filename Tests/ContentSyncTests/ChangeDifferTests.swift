@@ -8,7 +8,7 @@ import ToolSupport
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("The change differ publishes the smallest list that replays to the new tree", .timeLimit(.minutes(2)))
+@Suite("The change differ publishes the smallest list that replays to the new tree", .timeLimit(.minutes(3)))
 struct ChangeDifferTests {
     // MARK: - Table
 

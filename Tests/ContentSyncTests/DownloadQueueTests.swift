@@ -8,7 +8,7 @@ import Transport
 /// The engine hands the transport more downloads than it may run, so that a finished download's
 /// connection starts the next at once; the connections at once stay
 /// ``SyncConfiguration/maxConcurrentDownloads``.
-@Suite("Downloads queued ahead, connections capped", .timeLimit(.minutes(2)))
+@Suite("Downloads queued ahead, connections capped", .timeLimit(.minutes(3)))
 struct DownloadQueueTests {
     @Test(
         "queued downloads: twice the cap with the manager's own transport, exactly the cap with a given one",

@@ -6,7 +6,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("The tree check hashes only new or changed files; verify hashes everything", .timeLimit(.minutes(2)))
+@Suite("The tree check hashes only new or changed files; verify hashes everything", .timeLimit(.minutes(3)))
 struct FingerprintCacheTests {
     /// The identities of every file under `folder`.
     func identities(under folder: String) throws -> Set<FileIdentity> {

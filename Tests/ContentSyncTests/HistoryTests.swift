@@ -6,7 +6,7 @@ import Testing
 
 /// The history records every attempt; the state keeps the last attempt, the last success and
 /// the count of consecutive failures; the status shows an update running now.
-@Suite("History records every attempt, and the status shows what runs now", .timeLimit(.minutes(2)))
+@Suite("History records every attempt, and the status shows what runs now", .timeLimit(.minutes(5)))
 struct HistoryTests {
     func summary(_ history: [UpdateHistoryEntry]) -> [String] {
         history.map { "\($0.kind.rawValue) \($0.outcome.rawValue)\($0.errorCode.map { " \($0)" } ?? "")" }

@@ -8,7 +8,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("Hostile storages are refused and nothing outside the folder is touched", .timeLimit(.minutes(2)))
+@Suite("Hostile storages are refused and nothing outside the folder is touched", .timeLimit(.minutes(3)))
 struct HostileStorageTests {
     /// Runs a sync from `from` against a copy of `version` damaged by `damage`, and checks that
     /// it fails with `code`, that the content is still `from` (or absent), and that nothing but

@@ -8,7 +8,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("Clients verify what they receive and repair drift", .timeLimit(.minutes(2)))
+@Suite("Clients verify what they receive and repair drift", .timeLimit(.minutes(3)))
 struct IntegrityTests {
     /// A published storage at 1.0 (snapshot kept) then 1.1, and a client synced to 1.0.
     func withPublishedPair(_ body: (SyncHarness, String) async throws -> Void) async throws {

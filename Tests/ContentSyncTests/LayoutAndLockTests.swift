@@ -9,7 +9,7 @@ import Testing
 
 /// Layouts that would let an update destroy its own state are refused before anything is
 /// written, and one content folder has one updater, whatever state file each run names.
-@Suite("Bad layouts are refused and one folder has one updater", .timeLimit(.minutes(2)))
+@Suite("Bad layouts are refused and one folder has one updater", .timeLimit(.minutes(3)))
 struct LayoutAndLockTests {
     func configuration(_ content: String, state: String) -> SyncConfiguration {
         SyncConfiguration(

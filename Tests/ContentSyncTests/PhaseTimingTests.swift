@@ -4,7 +4,7 @@ import Testing
 @testable import ContentSync
 
 /// `SyncReport.phases`: where an update's time went, phase by phase, in the order they ran.
-@Suite("an update reports how long each phase took", .timeLimit(.minutes(2)))
+@Suite("an update reports how long each phase took", .timeLimit(.minutes(3)))
 struct PhaseTimingTests {
     @Test(arguments: [
         (0.0, "0.000"), (0.0004, "0.000"), (0.0005, "0.001"), (0.0124, "0.012"), (0.25, "0.250"), (1.5, "1.500"),

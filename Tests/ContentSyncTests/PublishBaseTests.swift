@@ -11,7 +11,7 @@ import Testing
 /// linking every file again, and reads the published files' fingerprints from the index instead
 /// of hashing them. Both are shortcuts checked before use: a damaged, stale or planted base never
 /// changes what is published, and nothing outside the storage is touched through it.
-@Suite("publish catches up the retired version and trusts its index only by stamp", .timeLimit(.minutes(2)))
+@Suite("publish catches up the retired version and trusts its index only by stamp", .timeLimit(.minutes(3)))
 struct PublishBaseTests {
     /// How long a test waits so that what it wrote (and what a publish linked) is older than the
     /// 2 s a publish takes for settled: a second of margin, since a loaded machine (the whole

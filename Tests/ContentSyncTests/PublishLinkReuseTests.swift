@@ -8,7 +8,7 @@ import Testing
 /// A publish links the files the previous version holds unchanged instead of copying them, and
 /// judges "unchanged" by the source's identity (status-change time included), never by size and
 /// modification time alone; a source whose identity moved is compared byte for byte.
-@Suite("publish links what did not change and copies what did", .timeLimit(.minutes(2)))
+@Suite("publish links what did not change and copies what did", .timeLimit(.minutes(3)))
 struct PublishLinkReuseTests {
     static func write(_ text: String, to path: String) throws {
         try FileManager.default.createDirectory(

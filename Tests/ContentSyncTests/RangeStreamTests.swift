@@ -10,7 +10,7 @@ import Testing
 /// A range of stored entries is placed as its bytes arrive, in whatever pieces they come: each
 /// entry verified against its fingerprint and named in `next/`, nothing taken from an answer that
 /// is not exactly the range, and nothing written before `next/` is ready.
-@Suite("A range of stored entries is placed as it streams in", .timeLimit(.minutes(2)))
+@Suite("A range of stored entries is placed as it streams in", .timeLimit(.minutes(3)))
 struct RangeStreamTests {
     /// An archive (``RawZip``: every entry stored) of a folder and `count` random files of 0 to
     /// 40,000 bytes in two folders, with its directory, the wanted entries and their fingerprints,

@@ -8,7 +8,7 @@ import Transport
 
 /// A base URL may carry a password or a token (`https://alice:S3cret@host/`, `https://TOKEN@host/`):
 /// the client fetches with it, and no message, status or state database row shows it.
-@Suite("A base URL's password or token is used, never shown or stored", .timeLimit(.minutes(2)))
+@Suite("A base URL's password or token is used, never shown or stored", .timeLimit(.minutes(3)))
 struct SecretURLTests {
     static let password = "S3cretPW-71"
 

@@ -12,7 +12,7 @@ import Transport
 /// content folder) replays 1.2 → 1.4 while the host answers one content file with a response
 /// that does not answer the request. The update either refuses, leaving 1.2 byte-identical, or
 /// installs exactly 1.4: never a truncated, empty, overlong or still-compressed file.
-@Suite("Answers that do not fit the request never reach the content folder", .timeLimit(.minutes(2)))
+@Suite("Answers that do not fit the request never reach the content folder", .timeLimit(.minutes(3)))
 struct ServerAnswerTests {
     static let blob = "/RXCacheContent/data/blob.bin"
 

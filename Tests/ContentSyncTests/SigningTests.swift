@@ -8,7 +8,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("Signed statuses: trusted, unsigned, altered, expired, rolled back", .timeLimit(.minutes(2)))
+@Suite("Signed statuses: trusted, unsigned, altered, expired, rolled back", .timeLimit(.minutes(3)))
 struct SigningTests {
     static let key = Curve25519.Signing.PrivateKey()
     static var publicKey: String { key.publicKey.rawRepresentation.base64EncodedString() }

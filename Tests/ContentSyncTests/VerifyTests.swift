@@ -7,7 +7,7 @@ import Testing
 @testable import FileKit
 @testable import StorageFormat
 
-@Suite("verify lists every difference from the published version and repairs it", .timeLimit(.minutes(2)))
+@Suite("verify lists every difference from the published version and repairs it", .timeLimit(.minutes(3)))
 struct VerifyTests {
     @Test func differencesAreListedAndRepairedAtomically() async throws {
         try await withTemporaryDirectory { scratch in

@@ -12,7 +12,7 @@ import Testing
 /// at a chosen moment. Reopened in this process, the folder must hold no torn value, its index
 /// and files must agree, every committed item must be there, and what was lost must be at most
 /// the pending group, written whole or not at all.
-@Suite("A group write killed part-way", .serialized, .timeLimit(.minutes(2)))
+@Suite("A group write killed part-way", .serialized, .timeLimit(.minutes(3)))
 struct CacheCrashTests {
     /// When the writer dies, counted from its stdout (see `cache-chaos --help`).
     enum Moment: Sendable {

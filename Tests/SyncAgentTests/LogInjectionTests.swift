@@ -9,7 +9,7 @@ import Testing
 /// Text a storage, a server or a hook controls reaches log lines, systemd's STATUS= and the CLI's
 /// one-line errors; a newline in it must not forge a line of its own, nor an escape sequence
 /// reach a terminal.
-@Suite("Control characters from a storage cannot forge a log line, a STATUS= or a CLI line", .timeLimit(.minutes(2)))
+@Suite("Control characters from a storage cannot forge a log line, a STATUS= or a CLI line", .timeLimit(.minutes(3)))
 struct LogInjectionTests {
     static let date = Date(timeIntervalSince1970: 1_795_000_000)
     /// A version a hostile storage publishes: a newline forging a critical line, a carriage

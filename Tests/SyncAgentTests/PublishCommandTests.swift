@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `sync-agent publish` between processes: the storage lock and what recovery prints.
-@Suite("sync-agent publish keeps one publish per storage and says what it recovered", .timeLimit(.minutes(2)))
+@Suite("sync-agent publish keeps one publish per storage and says what it recovered", .timeLimit(.minutes(3)))
 struct PublishCommandTests {
     static let base = "https://publish.invalid/store/"
 

@@ -3,7 +3,7 @@ import StorageServer
 import Testing
 
 /// The CLI contract that acceptance checks rely on.
-@Suite("sync-agent keeps its command-line contract", .timeLimit(.minutes(2)))
+@Suite("sync-agent keeps its command-line contract", .timeLimit(.minutes(3)))
 struct SyncAgentCLITests {
     static let exampleStorage: String = {
         var url = URL(fileURLWithPath: #filePath)
@@ -133,7 +133,7 @@ struct SyncAgentCLITests {
     }
 }
 
-@Suite("sync-agent watch runs as a daemon", .timeLimit(.minutes(2)))
+@Suite("sync-agent watch runs as a daemon", .timeLimit(.minutes(3)))
 struct SyncAgentWatchTests {
     func version(_ scratch: String) async throws -> String? {
         let result = try await SyncAgentBinary.run(

@@ -4,7 +4,7 @@ import Testing
 
 /// Keys are told apart: a private key where a public one is expected (or the reverse) is refused
 /// with an error that names the file and the right one, before anything is fetched or written.
-@Suite("sync-agent tells private and public keys apart", .timeLimit(.minutes(2)))
+@Suite("sync-agent tells private and public keys apart", .timeLimit(.minutes(3)))
 struct TrustKeyTests {
     static let example = SyncAgentCLITests.exampleStorage
 

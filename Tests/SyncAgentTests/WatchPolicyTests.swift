@@ -8,7 +8,7 @@ import Testing
 
 /// `watch`'s polling: jittered intervals, jittered exponential backoff, and stopping when
 /// retrying cannot help.
-@Suite("watch's polling policy: jitter, backoff, permanent errors, --max-failures", .timeLimit(.minutes(2)))
+@Suite("watch's polling policy: jitter, backoff, permanent errors, --max-failures", .timeLimit(.minutes(3)))
 struct WatchPolicyTests {
     @Test(
         "pauses: interval ± jitter after a success; 10 s doubling up to the cap after failures, jittered too",

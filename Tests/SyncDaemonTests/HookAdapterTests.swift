@@ -8,7 +8,7 @@ import Testing
 
 /// The two adapters the poll loop calls: pre-switch hooks as a `beforeSwitch` veto, post-update
 /// hooks after an update. Real processes, fake switches and reports.
-@Suite("Pre-switch and post-update hooks", .timeLimit(.minutes(2)))
+@Suite("Pre-switch and post-update hooks", .timeLimit(.minutes(3)))
 struct HookAdapterTests {
     /// A grace long enough that a hook ending on SIGTERM does so before SIGKILL on a loaded machine.
     let runner = HookRunner(terminationGrace: .seconds(3), outputGrace: .milliseconds(300))

@@ -80,7 +80,7 @@ func waitForFile(_ path: String) async throws {
     try #require(FileManager.default.fileExists(atPath: path), "\(path) never appeared")
 }
 
-@Suite("HookRunner runs real processes", .timeLimit(.minutes(2)))
+@Suite("HookRunner runs real processes", .timeLimit(.minutes(3)))
 struct HookRunnerTests {
     /// A grace long enough that a hook ending on SIGTERM does so before SIGKILL on a loaded machine.
     let runner = HookRunner(terminationGrace: .seconds(3), outputGrace: .milliseconds(300))
