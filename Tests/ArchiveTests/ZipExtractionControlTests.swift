@@ -142,20 +142,18 @@ struct ZipExtractionControlTests {
     /// the limit and what to do, not "check that it exists".
     @Test func aFileBeyondThePathLimitIsNamedWithTheLimitAndTheFix() throws {
         try withTemporaryDirectory { dir in
-            var folder = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            // FileKit makes each level below the one before, past PATH_MAX.
             var path = dir
             let name = String(repeating: "d", count: 200)
             while path.utf8.count < 4_200 {
-                #expect(mkdirat(folder, name, 0o755) == 0)
-                let next = openat(folder, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                close(folder)
-                folder = next
                 path += "/" + name
+                try FileSystem.makeFolder(path)
             }
-            let file = openat(folder, "f.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            let file = try LongPath.at(path + "/f.txt") { folder, rest throws(FileSystemError) in
+                openat(folder, rest, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            }
             #expect(file >= 0)
             close(file)
-            close(folder)
             let writer = try ZipWriter(path: dir + "/a.zip")
             let error = #expect(throws: ArchiveError.self) { try writer.addFile("f.txt", fromPath: path + "/f.txt") }
             #expect(error?.message.contains("over the system's 4095") == true, "\(error?.message ?? "")")
