@@ -102,7 +102,7 @@ public final class Agent: Service, Sendable {
                 // As a watcher's own permanent failure: a clear line, and /readyz names the storage.
                 var storageLogger = logger
                 storageLogger[metadataKey: "storage"] = "\(settings.name)"
-                storageLogger.critical("stopping this storage: retrying cannot fix this: \(error)")
+                StorageWatcher.logPermanentStop(error, to: storageLogger)
                 options.health?.setReady(storage: settings.name, false)
                 continuation.yield(
                     .ended(

@@ -102,6 +102,12 @@ public final class StorageWatcher: Sendable {
 
     private var stopRequested: Bool { control.withLock { $0.stopRequested } }
 
+    /// The critical line of a storage that an error retrying cannot fix stops: from its own loop,
+    /// or from the agent when the watcher cannot even be made. `logger` carries the storage's name.
+    static func logPermanentStop(_ error: any Error, to logger: Logger) {
+        logger.critical("stopping this storage: retrying cannot fix this: \(error)")
+    }
+
     /// Checks until ``stop()``; throws ``Stopped`` when an error stops the storage.
     public func run(callbacks: Callbacks = Callbacks()) async throws(Stopped) {
         var schedule = settings.schedule
@@ -154,7 +160,7 @@ public final class StorageWatcher: Sendable {
                     metrics.checkFailed(code: "\(error.code)", consecutiveFailures: max(recorded, failures))
                 }
                 if PollSchedule.isPermanent(error) {
-                    logger.critical("stopping this storage: retrying cannot fix this: \(error)")
+                    Self.logPermanentStop(error, to: logger)
                     throw Stopped(storage: settings.name, error: error, permanent: true, consecutiveFailures: failures)
                 }
                 wait = schedule.afterFailure(random: random())

@@ -237,7 +237,6 @@ struct Stager: Sendable {
             logger: logger)
     }
 
-    /// Progress of files placed from archive ranges, `total` new files in all.
     /// The bytes `paths` download in all, when the change lists give every one's size (the
     /// integrity extension), for the progress's time left; nil otherwise. Saturating: sizes come
     /// from the storage.
@@ -250,6 +249,7 @@ struct Stager: Sendable {
         return total
     }
 
+    /// Progress of files placed from archive ranges, `total` new files (`bytesTotal` bytes) in all.
     private static func rangeProgress(
         total: Int, bytes bytesTotal: Int64?, _ progress: @escaping @Sendable (SyncProgress) -> Void
     ) -> @Sendable (SafeRelativePath, Int64) -> Void {
