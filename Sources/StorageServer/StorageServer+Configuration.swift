@@ -9,8 +9,10 @@ extension StorageServer {
         public var stallAfterBytes = 100
         /// Longest a ``Fault/stall`` response holds its connection before closing it. Default 60 s.
         public var stallLimit: Duration = .seconds(60)
-        /// Longest ``StorageServer/start()`` waits for the socket to listen. Default 10 s.
-        public var startTimeout: Duration = .seconds(10)
+        /// Longest ``StorageServer/start()`` waits for the socket to listen. Default 3 minutes: a
+        /// hang detector only, since a socket that cannot bind (a port in use) fails `start()` at
+        /// once; a shorter one failed starts that only waited for a thread on a loaded machine.
+        public var startTimeout: Duration = .seconds(180)
 
         /// A configuration with every default, listening on `port`.
         public init(port: UInt16 = 0) {

@@ -186,8 +186,9 @@ struct CacheManagerInterleavingTests {
             }
 
             // Observers: the current state first, no state twice in a row, and the final one last.
-            // (Up to 20 s: the watcher's task may wait long for a thread on a loaded machine.)
-            let deadline = ContinuousClock.now + .seconds(20)
+            // (Up to 3 minutes, a hang detector: the watcher's task may wait long for a thread on a
+            // loaded machine.)
+            let deadline = ContinuousClock.now + .seconds(180)
             while observer.states.last != final, ContinuousClock.now < deadline {
                 try await Task.sleep(for: .milliseconds(2))
             }

@@ -271,11 +271,15 @@ final class AllowFlag: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` every 20 ms for up to 20 s.
+/// Polls `condition` every 20 ms for up to 3 minutes: a hang detector, like the suites' time
+/// limits, never a speed check (a task may wait long for a thread on a loaded 2-core machine).
 func waitUntil(_ condition: () -> Bool) async throws {
-    for _ in 0..<1000 {
-        if condition() { return }
+    let deadline = ContinuousClock.now + .seconds(180)
+    while !condition() {
+        guard ContinuousClock.now < deadline else {
+            Issue.record("condition not met within 3 minutes")
+            return
+        }
         try await Task.sleep(for: .milliseconds(20))
     }
-    Issue.record("condition not met within 20 s")
 }

@@ -89,15 +89,16 @@ struct ItemLoaderTests {
 
         // The last waiter cancels: the fetch is cancelled, nothing is stored.
         try fixture.publish("slower.txt", "slower")
-        fixture.server.injectFault(.delay(seconds: 5), forPath: "/slower.txt", times: 1)
+        fixture.server.injectFault(.delay(seconds: 600), forPath: "/slower.txt", times: 1)
         let only = Task { try await fixture.loader.item(for: fixture.url("slower.txt")) }
         try await Task.sleep(for: .milliseconds(100))
         only.cancel()
         _ = await only.result
         // The waiter is released at once; the flight leaves when its transfer has stopped, which
-        // a busy machine may take a while to do (a fetch not cancelled would end .found at 5 s).
+        // a busy machine may take a while to do (a fetch not cancelled would still be in progress
+        // at this 3-minute hang detector, and end .found at 600 s).
         let key = try CacheKey(url: fixture.url("slower.txt"))
-        let deadline = ContinuousClock.now + .seconds(4)
+        let deadline = ContinuousClock.now + .seconds(180)
         while case .inProgress = await fixture.loader.state(for: key), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }

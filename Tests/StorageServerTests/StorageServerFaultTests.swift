@@ -222,7 +222,7 @@ struct StorageServerFaultTests {
 
 /// Polls `condition` every 20 ms until it holds, failing after `seconds` (generous: tests share
 /// two cooperative threads with the rest of the suite, and this bounds a hang, not a speed).
-func waitUntil(seconds: Double = 60, _ condition: () -> Bool) async throws {
+func waitUntil(seconds: Double = 180, _ condition: () -> Bool) async throws {
     let deadline = ContinuousClock.now.advanced(by: .seconds(seconds))
     while !condition() {
         guard ContinuousClock.now < deadline else {

@@ -80,11 +80,19 @@ struct StorageServerLifecycleTests {
             try fixture.write("a.txt", "served")
             let server = StorageServer(root: fixture.root)
             let announced = AnnouncedURL()
+            let ended = Mutex(false)
             let running = Task {
+                defer { ended.withLock { $0 = true } }
                 try await server.run { url in announced.set(url) }
             }
-            try await waitUntil { announced.get() != nil }
-            let url = try #require(announced.get())
+            // A run that ends before it announces (say, it could not listen) stops the wait and
+            // shows its error below, instead of waiting out the hang detector.
+            try await waitUntil { announced.get() != nil || ended.withLock { $0 } }
+            guard let url = announced.get() else {
+                _ = try await running.value
+                Issue.record("run() ended without announcing a URL")
+                return
+            }
             let result = try await curl(url.appendingPathComponent("a.txt"), in: fixture.scratch)
             #expect(result.body == Data("served".utf8))
 

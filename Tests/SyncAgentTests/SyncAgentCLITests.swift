@@ -167,10 +167,11 @@ struct SyncAgentWatchTests {
     }
 
     func waitFor(_ what: @autoclosure () -> String, _ condition: () async throws -> Bool) async throws {
-        for _ in 0..<300 {
+        let deadline = ContinuousClock.now + .seconds(180)
+        while ContinuousClock.now < deadline {
             if try await condition() { return }
             try await Task.sleep(for: .milliseconds(100))
         }
-        Issue.record("not reached within 30 s: \(what())")
+        Issue.record("not reached within 3 minutes: \(what())")
     }
 }

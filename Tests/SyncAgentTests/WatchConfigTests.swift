@@ -32,12 +32,13 @@ struct WatchConfigTests {
     static func waitForLine(_ scratch: String, _ what: String, _ matches: ([String: String]) -> Bool) async throws
         -> [String: String]
     {
-        for _ in 0..<600 {
+        let deadline = ContinuousClock.now + .seconds(180)
+        while ContinuousClock.now < deadline {
             if let line = lines(scratch).first(where: matches) { return line }
             try await Task.sleep(for: .milliseconds(50))
         }
         Issue.record(
-            "no log line for \(what) within 30 s; log:\n\((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "")"
+            "no log line for \(what) within 3 minutes; log:\n\((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "")"
         )
         throw CancellationError()
     }

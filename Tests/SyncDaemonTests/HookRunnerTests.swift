@@ -162,7 +162,7 @@ struct HookRunnerTests {
             let (logger, store) = CapturingLogHandler.logger()
             // The trap is inherited by the sleeps, which ignore SIGTERM as well.
             let hook = shellHook(
-                "trap '' TERM; echo $$ > \"$1/pid\"; sleep 60 & echo $! > \"$1/child\"; echo started; while :; do sleep 1; done",
+                "trap '' TERM; echo $$ > \"$1/pid\"; sleep 3600 & echo $! > \"$1/child\"; echo started; while :; do sleep 1; done",
                 folder, timeout: .seconds(5)) // time for a slow fork and exec to set the trap
             let impatient = HookRunner(terminationGrace: .milliseconds(300), outputGrace: .milliseconds(300))
             let outcome = await impatient.run(hook, environment: [:], workingDirectory: nil, logger: logger)
@@ -174,6 +174,7 @@ struct HookRunnerTests {
             #expect(kill(pid, 0) == -1 && errno == ESRCH, "the hook still exists")
             // Its background child was in its process group and went with it.
             let child = try readPID(folder + "/child")
+            defer { if !isGone(child) { kill(child, SIGKILL) } }
             for _ in 0..<100 where !isGone(child) { try await Task.sleep(for: .milliseconds(20)) }
             #expect(isGone(child), "the hook's background child survived")
         }
@@ -208,7 +209,9 @@ struct HookRunnerTests {
     @Test func aBackgroundChildHoldingTheOutputDoesNotHoldTheRun() async throws {
         try await withHookFolder { folder in
             let (logger, store) = CapturingLogHandler.logger()
-            let hook = shellHook("sleep 60 & echo $! > \"$1/background\"; echo done", folder)
+            // The background child lives until this test kills it: a fixed life (it was 60 s) ends
+            // by itself when the run's return waits long for a thread on a loaded machine.
+            let hook = shellHook("sleep 3600 & echo $! > \"$1/background\"; echo done", folder)
             let outcome = await runner.run(hook, environment: [:], workingDirectory: nil, logger: logger)
             let background = try readPID(folder + "/background")
             defer { kill(background, SIGKILL) }
