@@ -9,7 +9,8 @@ public enum ResizeMode: String, Sendable, Equatable, CaseIterable {
     case fill
     /// Covers the box, the overflow cropped where libvips' attention finds the subject.
     case smartFill
-    /// Exactly the box, aspect changed.
+    /// Exactly the box, aspect changed; without `upscale`, a side of the box past the
+    /// original's side keeps the original's.
     case force
 }
 
@@ -248,7 +249,10 @@ struct ResizePlan: Equatable {
             (width, height, size, crop) = (Int32(out.0), Int32(out.1), 2, 0)
             needed = out
         case .force:
-            let out = (Double(request.width ?? sourceW), Double(request.height ?? sourceH))
+            // Exactly the box, the aspect given up; without `upscale` no side grows past the
+            // original's, so a box larger than the image shrinks only the sides it must.
+            var out = (Double(request.width ?? sourceW), Double(request.height ?? sourceH))
+            if !request.upscale { out = (min(out.0, w), min(out.1, h)) }
             (width, height, size, crop) = (Int32(out.0), Int32(out.1), 2, 0)
             needed = out
         case .fill, .smartFill:

@@ -17,9 +17,10 @@ public struct CacheConfiguration: Sendable {
     /// Who may share the folder: ``FolderSharing/private`` (this user; a new folder is 0700)
     /// or ``FolderSharing/group``. Default private.
     public var sharing: FolderSharing = .private
-    /// Whether opening makes the folder when it is missing. Default true; false opens only an
-    /// existing cache (``ItemCacheError/Code/folderRefused`` otherwise), as `sync-agent cache
-    /// ls`, `stats`, `rm` and `purge` do.
+    /// Whether opening makes the cache when there is none. Default true; false opens only an
+    /// existing cache and refuses (``ItemCacheError/Code/folderRefused``) a missing folder and
+    /// an existing one that holds no cache (an empty one included), leaving it untouched, as
+    /// `sync-agent cache ls`, `stats`, `rm` and `purge` do.
     public var createsFolder = true
     /// The most bytes of item values kept on disk, inline and in files together. When any write
     /// returns, the stored values add up to at most the folder's limit.

@@ -376,6 +376,7 @@ public final class ItemStore: ItemCaching {
     /// checked against the disk, where another process may have stored a fresh one.
     public func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
         if let item = memory.value(for: key), !item.info.isExpired(at: configuration.clock.now) {
+            disk.touch(key)
             return StoredItem(item: item, source: .memory)
         }
         return try await io.run { () throws(ItemCacheError) in try self.lookUp(key) }
@@ -405,7 +406,10 @@ public final class ItemStore: ItemCaching {
     private func lookUp(_ key: CacheKey) throws(ItemCacheError) -> StoredItem? {
         var expiredInMemory: CachedItem?
         if let item = memory.value(for: key) {
-            if !item.info.isExpired(at: configuration.clock.now) { return StoredItem(item: item, source: .memory) }
+            if !item.info.isExpired(at: configuration.clock.now) {
+                disk.touch(key)
+                return StoredItem(item: item, source: .memory)
+            }
             expiredInMemory = item
         }
         if configuration.groupWrites != nil, let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {

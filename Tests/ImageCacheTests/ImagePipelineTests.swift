@@ -126,6 +126,12 @@ struct ImagePipelineTests {
         #expect(try dimensions(try await pipeline.image(for: small).data) == (600, 200, "png"))
         small.upscale = true
         #expect(try dimensions(try await pipeline.image(for: small).data) == (1200, 400, "png"))
+        // Force does not upscale either: the wide side shrinks, the short one keeps its 200.
+        var forceBig = fixture.request("/wide.png", 300, 900)
+        forceBig.mode = .force
+        #expect(try dimensions(try await pipeline.image(for: forceBig).data) == (300, 200, "png"))
+        forceBig.upscale = true
+        #expect(try dimensions(try await pipeline.image(for: forceBig).data) == (300, 900, "png"))
     }
 
     @Test("a PNG served as image/jpeg is read as the PNG it is; alpha goes onto white for JPEG")

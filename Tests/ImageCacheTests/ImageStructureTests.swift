@@ -109,6 +109,15 @@ struct ImageStructureTests {
         PlanRow(
             why: "force with a free side is a fit", source: (1600, 800), box: (400, nil), mode: .force,
             expected: (400, 200, 4)),
+        PlanRow(
+            why: "force never upscales: a box past the image keeps its sides", source: (400, 300), box: (2000, 2000),
+            mode: .force, expected: (400, 300, 1)),
+        PlanRow(
+            why: "force never upscales one side: the other still shrinks", source: (400, 300), box: (200, 900),
+            mode: .force, expected: (200, 300, 1)),
+        PlanRow(
+            why: "force upscales when asked", source: (400, 300), box: (2000, 2000), mode: .force, upscale: true,
+            expected: (2000, 2000, 1)),
     ]
 
     @Test("resize plans", arguments: plans)

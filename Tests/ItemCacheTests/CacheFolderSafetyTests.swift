@@ -263,16 +263,22 @@ struct CacheFolderSafetyTests {
         }
         #expect(!FileManager.default.fileExists(atPath: configuration.folder))
 
-        // An empty folder becomes a cache, tagged, private.
+        // An empty folder is no cache where only an existing cache may open; it stays empty.
         let empty = temporaryCacheFolder("empty")
         defer { try? FileManager.default.removeItem(atPath: empty) }
         try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
         chmod(empty, 0o700)
+        configuration.folder = empty
+        #expect { try ItemStore(configuration: configuration) } throws: {
+            ($0 as? ItemCacheError)?.code == .folderRefused
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: empty) == [])
+
+        // Where a cache may be made, an empty folder becomes one, tagged, private.
         let store = try ItemStoreTests.open(empty)
         try await store.store(Data("v".utf8), for: Self.key("a"))
         let tag = try String(contentsOfFile: empty + "/CACHEDIR.TAG", encoding: .utf8)
         #expect(tag.hasPrefix("Signature: 8a477f597d28d172789f06886806bc55"))
-        configuration.folder = empty
         #expect(
             try ItemStore(configuration: configuration).blockingItem(for: Self.key("a"))?.item.data == Data("v".utf8))
     }

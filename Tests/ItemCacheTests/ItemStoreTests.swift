@@ -135,6 +135,27 @@ struct ItemStoreTests {
         #expect(try store.blockingStatistics().bytes <= 4000)
     }
 
+    @Test("a read that memory answers counts for the disk's least recently used, as a disk read does")
+    func memoryReadsCountForEviction() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder, limit: DiskTier.limit(forRows: 3 * DiskTier.cost(size: 1000, inline: true)))
+        for name in ["a", "b", "c"] {
+            try await store.store(Self.bytes(1000), for: Self.key(name))
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        // "a", the oldest write, is read from memory (both ways in), so "b" is now the least recent.
+        #expect(try await store.item(for: Self.key("a"))?.source == .memory)
+        try await Task.sleep(for: .milliseconds(5))
+        #expect(try store.blockingItem(for: Self.key("a"))?.source == .memory)
+        try await store.store(Self.bytes(1000), for: Self.key("d"))
+        store.purgeMemory()
+        #expect(try store.blockingItem(for: Self.key("b")) == nil, "the least recently used goes")
+        #expect(try store.blockingItem(for: Self.key("a")) != nil, "a read item stays")
+        #expect(try store.blockingItem(for: Self.key("c")) != nil)
+        #expect(try store.blockingItem(for: Self.key("d")) != nil)
+    }
+
     @Test("a value that cannot fit fails with tooLarge and changes nothing")
     func tooLarge() async throws {
         let folder = temporaryCacheFolder()

@@ -49,15 +49,18 @@ struct CacheHardeningCLITests {
         }
     }
 
-    @Test("ls, stats, rm and purge refuse a missing or foreign folder with exit 5 and create or delete nothing")
+    @Test("ls, stats, rm and purge refuse a missing, empty or foreign folder with exit 5 and create or delete nothing")
     func refusedFolders() async throws {
         try await withScratch { scratch in
             let missing = scratch + "/mistyped"
             let foreign = scratch + "/game-project"
+            let empty = scratch + "/empty"
+            try FileManager.default.createDirectory(atPath: empty, withIntermediateDirectories: true)
+            chmod(empty, 0o700)
             try FileManager.default.createDirectory(
                 atPath: foreign + "/blobs/textures", withIntermediateDirectories: true)
             try Data("wood".utf8).write(to: URL(fileURLWithPath: foreign + "/blobs/textures/wood.png"))
-            for folder in [missing, foreign] {
+            for folder in [missing, foreign, empty] {
                 for command in [
                     ["ls"], ["stats"], ["purge", "--all"], ["rm", "--prefix", "http://"],
                     ["rm", "http://example.com/a"],
@@ -67,11 +70,15 @@ struct CacheHardeningCLITests {
                     #expect(result.status == 5, "\(command) \(folder): \(result.stderr)")
                     #expect(result.stderr.contains(folder))
                 }
-                let get = try await SyncAgentBinary.run(
-                    ["cache", "get", "http://127.0.0.1:9/x", "--cache", foreign], scratch: scratch)
-                #expect(get.status == 5, "\(get.stderr)")
+                if folder == foreign {
+                    let get = try await SyncAgentBinary.run(
+                        ["cache", "get", "http://127.0.0.1:9/x", "--cache", foreign], scratch: scratch)
+                    #expect(get.status == 5, "\(get.stderr)")
+                }
             }
             #expect(!FileManager.default.fileExists(atPath: missing))
+            #expect(
+                try FileManager.default.contentsOfDirectory(atPath: empty) == [], "ls, stats, rm, purge made a cache")
             #expect(
                 try Data(contentsOf: URL(fileURLWithPath: foreign + "/blobs/textures/wood.png")) == Data("wood".utf8))
         }

@@ -86,7 +86,7 @@ final class CacheFolder: Sendable {
         descriptor = opened
         if made { _ = fchmod(descriptor, folderMode) } // mkdir's mode passed through the umask
         try checkOwnership(sharing: sharing)
-        try checkContents()
+        try checkContents(create: create)
     }
 
     deinit { close(descriptor) }
@@ -123,9 +123,10 @@ final class CacheFolder: Sendable {
         }
     }
 
-    /// The folder is empty (it becomes a cache), tagged as this cache, or an untagged cache
-    /// of an earlier version (tagged now); anything else is refused.
-    private func checkContents() throws(ItemCacheError) {
+    /// The folder is empty (it becomes a cache, when `create`), tagged as this cache, or an
+    /// untagged cache of an earlier version (tagged now); anything else is refused. Without
+    /// `create`, a folder with neither a tag nor an index is no cache, and is left untouched.
+    private func checkContents(create: Bool) throws(ItemCacheError) {
         let names: [String]
         do {
             names = try entryNames()
@@ -143,6 +144,13 @@ final class CacheFolder: Sendable {
         // Another process making the cache at this moment may be writing its tag.
         let foreign = names.filter { !Self.ownNames.contains($0) && !$0.hasPrefix(".\(Self.tagName).") }
         let earlierCache = names.contains("index.sqlite") && foreign.isEmpty
+        if !create && foreign.isEmpty && !earlierCache {
+            throw ItemCacheError(
+                code: .folderRefused,
+                message:
+                    "there is no item cache at \(path) (the folder holds no cache index); check the path (sync-agent cache get creates a cache, the other commands only read one)"
+            )
+        }
         guard foreign.isEmpty && (earlierCache || !names.contains { Self.ownNames.contains($0) }) else {
             let shown = (foreign.isEmpty ? names : foreign).sorted().prefix(3).map {
                 "'\(EscapedName.text(Array($0.utf8)))'"

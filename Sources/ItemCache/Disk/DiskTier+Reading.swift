@@ -138,7 +138,19 @@ extension DiskTier {
     /// `accessed` already.
     func touch(_ row: IndexRow) {
         let now = Date().timeIntervalSince1970
-        touches.withLock { $0[row.id] = now }
+        touches.withLock { $0.rows[row.id] = now }
+    }
+
+    /// Records a read of `key` that memory answered, so eviction's "least recently used"
+    /// counts every read, not only those that reach the disk. Keyed by the key's text (memory
+    /// holds no row id); at most ``Touches/maxKeys`` keys wait for the next write, and a hit
+    /// past that is not recorded.
+    func touch(_ key: CacheKey) {
+        let now = Date().timeIntervalSince1970
+        touches.withLock { touches in
+            guard touches.keys.count < Touches.maxKeys || touches.keys[key.rawValue] != nil else { return }
+            touches.keys[key.rawValue] = now
+        }
     }
 
     /// The item of `key` as the transaction of `db` sees it; nil when there is none or its

@@ -8,7 +8,7 @@ extension DiskTier {
     /// busy timeout, and the whole transaction is tried again a few times before it fails.
     func transaction<T>(_ body: @escaping (Database) throws -> T, afterCommit: ((T) -> Void)? = nil) throws -> T {
         let pendingTouches = touches.withLock { touches in
-            defer { touches = [:] }
+            defer { touches = Touches() }
             return touches
         }
         var attempt = 0
@@ -21,9 +21,13 @@ extension DiskTier {
                     evictedInTransaction.store(0, ordering: .relaxed)
                     let result: T
                     do {
-                        for (id, accessed) in pendingTouches {
+                        for (id, accessed) in pendingTouches.rows {
                             try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE id = ?")
                                 .execute(arguments: [accessed, id])
+                        }
+                        for (key, accessed) in pendingTouches.keys {
+                            try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE key = ?")
+                                .execute(arguments: [accessed, key])
                         }
                         result = try body(db)
                         try db.cachedStatement(sql: "COMMIT").execute()
@@ -47,7 +51,17 @@ extension DiskTier {
 
     /// Writes the reads recorded so far to the index.
     func flushTouches() {
-        guard !touches.withLock({ $0.isEmpty }) else { return }
+        guard !touches.withLock({ $0.rows.isEmpty && $0.keys.isEmpty }) else { return }
         _ = try? transaction { _ in () }
     }
+}
+
+/// Reads recorded in memory until the next write transaction writes them to `accessed`: by row
+/// id for a disk read, by key for a read memory answered. A later time wins (`max`), so a row
+/// made after the read, under a reused id or the same key, keeps its own.
+struct Touches {
+    /// The most keys of memory reads that wait at once.
+    static let maxKeys = 65_536
+    var rows: [Int64: Double] = [:]
+    var keys: [String: Double] = [:]
 }

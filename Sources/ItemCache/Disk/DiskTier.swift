@@ -46,8 +46,9 @@ struct PendingWrite: Sendable {
 /// - Writers hold a shared lock on slot 0 of `cache.lock` from a file's creation to its row's
 ///   commit; reconciliation takes it exclusively, so it never mistakes a file being written for
 ///   an orphan.
-/// - Reads are recorded in memory (by row id) and written to `accessed` with the next write (or
-///   ``flushTouches()``): a read costs no write transaction.
+/// - Reads are recorded in memory (by row id, or by key when memory answered them) and written
+///   to `accessed` with the next write (or ``flushTouches()``): a read costs no write
+///   transaction.
 final class DiskTier: Sendable {
     let folder: CacheFolder
     let pool: DatabasePool
@@ -59,8 +60,8 @@ final class DiskTier: Sendable {
     /// The folder's disk limit as last read from the index (every write reads it again in its
     /// transaction, so a limit set by another process applies from its next write).
     let knownLimit = Atomic<Int64>(CacheConfiguration.defaultDiskLimit)
-    /// Reads not yet written to `accessed`: row id → time of the read.
-    let touches = Mutex<[Int64: Double]>([:])
+    /// Reads not yet written to `accessed`.
+    let touches = Mutex(Touches())
     /// Items the running transaction evicted (transactions of one process run one at a time),
     /// counted in `<prefix>_evictions` once it commits.
     let evictedInTransaction = Atomic<Int>(0)
