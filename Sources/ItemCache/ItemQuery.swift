@@ -102,7 +102,7 @@ public struct ItemQuery: Sendable, Equatable {
     }
 
     /// The query as a GRDB request on table `item`, evaluated at `now`.
-    func request(now: Date = Date()) -> QueryInterfaceRequest<Row> {
+    func request(now: Date) -> QueryInterfaceRequest<Row> {
         let url = Column("url")
         let expires = Column("expires")
         var request = Table("item").all()
@@ -210,7 +210,8 @@ extension ItemStore {
         try await flush()
         let removed = try await io.run { () throws(ItemCacheError) in
             try self.onDisk { disk throws(ItemCacheError) in
-                try disk.remove { db in try Int64.fetchAll(db, query.request().select(Column("id"))) }
+                try disk.remove { db in try Int64.fetchAll(db, query.request(now: disk.clock.now).select(Column("id")))
+                }
             }
         }
         memory.removeAll()

@@ -77,7 +77,7 @@ struct ItemQueryTests {
     @Test func aContextQueryUsesThePartialIndex() async throws {
         let (store, folder, _) = try await Self.populate()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let request = ItemQuery().context("lists").request()
+        let request = ItemQuery().context("lists").request(now: Date())
         let plan = try await store.disk.pool.read { db in
             let statement = try request.makePreparedRequest(db, forSingleResult: false).statement
             return try Row.fetchAll(
@@ -85,6 +85,32 @@ struct ItemQueryTests {
             ).map { $0["detail"] as String }.joined(separator: "; ")
         }
         #expect(plan.contains("USING INDEX item_context"), "plan: \(plan)")
+    }
+
+    @Test("the injected clock decides expiry for queries, statistics, removeExpired and recorded reads, as for loads")
+    func injectedClockDecidesExpiry() async throws {
+        let folder = temporaryCacheFolder("clock")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let clock = LoadDecisionTests.ManualClock()
+        var configuration = CacheConfiguration(folder: folder)
+        configuration.clock = clock
+        let store = try ItemStore(configuration: configuration)
+        let key = try CacheKey(url: URL(string: "https://cdn.example.com/a.json")!)
+        try await store.store(Data("a".utf8), for: key, options: StoreOptions(expiry: .lifetime(.seconds(60))))
+        #expect(try store.blockingCount(matching: ItemQuery().expired()) == 0)
+        #expect(try store.blockingStatistics().expired == 0)
+        clock.advance(61) // the wall clock has not moved a minute; the cache's clock has
+        #expect(try store.blockingCount(matching: ItemQuery().expired()) == 1)
+        #expect(try store.blockingStatistics().expired == 1)
+        #expect(try store.blockingItem(for: key)?.item.info.isExpired(at: clock.now) == true)
+        // A read records the cache's time: accessed is the clock's, not the wall's.
+        store.purgeMemory()
+        _ = try store.blockingItem(for: key)
+        store.disk.flushTouches()
+        let accessed = try #require(try store.blockingInfo(for: key)?.accessed)
+        #expect(abs(accessed.timeIntervalSince(clock.now)) < 1, "accessed \(accessed), clock \(clock.now)")
+        #expect(try await store.removeExpired() == 1)
+        #expect(try store.blockingItem(for: key) == nil)
     }
 
     @Test("deleting what a query matches, and removeExpired")

@@ -22,7 +22,7 @@ extension DiskTier {
                             """,
                         arguments: [
                             expires?.timeIntervalSince1970, mustRevalidate, etag, lastModified,
-                            Date().timeIntervalSince1970, response?.encoded, key.rawValue,
+                            self.clock.now.timeIntervalSince1970, response?.encoded, key.rawValue,
                         ])
                     return try Row.fetchOne(
                         db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]

@@ -8,7 +8,7 @@ extension DiskTier {
     func summaries(_ query: ItemQuery) throws(ItemCacheError) -> [ItemSummary] {
         do {
             return try pool.read { db in
-                let sql = try query.request().select(SQL(sql: Self.columns)).makePreparedRequest(
+                let sql = try query.request(now: clock.now).select(SQL(sql: Self.columns)).makePreparedRequest(
                     db, forSingleResult: false)
                 // A damaged row is left out of the answer (reconciliation and eviction deal with it).
                 return try Row.fetchAll(sql.statement).compactMap { row in
@@ -26,7 +26,7 @@ extension DiskTier {
         unlimited.limit = nil
         unlimited.offset = 0
         do {
-            return try pool.read { db in try unlimited.request().fetchCount(db) }
+            return try pool.read { db in try unlimited.request(now: clock.now).fetchCount(db) }
         } catch {
             throw storageError("cannot count", error)
         }
@@ -36,7 +36,8 @@ extension DiskTier {
 
     /// The index's counts. A missing `stats` row (damage, a hostile edit) is counted from the
     /// rows themselves; reconciliation puts it back.
-    func statistics(now: Date = Date()) throws(ItemCacheError) -> CacheStatistics {
+    func statistics() throws(ItemCacheError) -> CacheStatistics {
+        let now = clock.now
         do {
             return try pool.read { db in
                 let row = try Row.fetchOne(

@@ -137,7 +137,7 @@ extension DiskTier {
     /// writing makes a reused id harmless, since a row made after this read has a later
     /// `accessed` already.
     func touch(_ row: IndexRow) {
-        let now = Date().timeIntervalSince1970
+        let now = clock.now.timeIntervalSince1970
         touches.withLock { $0.rows[row.id] = now }
     }
 
@@ -146,7 +146,7 @@ extension DiskTier {
     /// holds no row id); at most ``Touches/maxKeys`` keys wait for the next write, and a hit
     /// past that is not recorded.
     func touch(_ key: CacheKey) {
-        let now = Date().timeIntervalSince1970
+        let now = clock.now.timeIntervalSince1970
         touches.withLock { touches in
             guard touches.keys.count < Touches.maxKeys || touches.keys[key.rawValue] != nil else { return }
             touches.keys[key.rawValue] = now

@@ -134,7 +134,7 @@ extension DiskTier {
         let limit = rowBudget(for: usage.limit)
         guard total > limit else { return [] }
         let keeping = Set(writes.map(\.key.rawValue))
-        let now = Date().timeIntervalSince1970
+        let now = clock.now.timeIntervalSince1970
         var files: [BlobName] = []
         for sql in [
             "SELECT id, key, size, file FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",

@@ -60,6 +60,9 @@ final class DiskTier: Sendable {
     /// The folder's disk limit as last read from the index (every write reads it again in its
     /// transaction, so a limit set by another process applies from its next write).
     let knownLimit = Atomic<Int64>(CacheConfiguration.defaultDiskLimit)
+    /// The configuration's clock: every time the index records or compares (reads, expiry,
+    /// eviction's "expired first") is its `now`.
+    let clock: any CacheClock
     /// Reads not yet written to `accessed`.
     let touches = Mutex(Touches())
     /// Items the running transaction evicted (transactions of one process run one at a time),
@@ -94,6 +97,7 @@ final class DiskTier: Sendable {
     /// Opens the index and the blob folder in `folder` (checked and open already).
     init(folder: CacheFolder, configuration: CacheConfiguration) throws(ItemCacheError) {
         self.folder = folder
+        clock = configuration.clock
         inlineThreshold = configuration.inlineThreshold
         evictions = Counter(label: configuration.metricsPrefix + "_evictions")
         damaged = Counter(label: configuration.metricsPrefix + "_damaged")
