@@ -22,8 +22,10 @@ public struct CacheConfiguration: Sendable {
     /// an existing one that holds no cache (an empty one included), leaving it untouched, as
     /// `sync-agent cache ls`, `stats`, `rm` and `purge` do.
     public var createsFolder = true
-    /// The most bytes of item values kept on disk, inline and in files together. When any write
-    /// returns, the stored values add up to at most the folder's limit.
+    /// The most bytes the cache folder takes on disk: its values, inline and in files, their
+    /// rows, the index and its log, and the folders (the folder's footprint; the values get
+    /// somewhat less than the limit). When any write returns, the footprint is within the
+    /// folder's limit.
     ///
     /// The limit belongs to the folder: a value set here is stored in its index when the cache
     /// opens, and every process sharing the folder enforces it from its next write (the last
@@ -227,10 +229,9 @@ public struct GroupWritePolicy: Sendable, Equatable {
 public enum CacheDurability: Sendable, Equatable {
     /// No flush per write (a cache can refetch). SQLite runs in WAL mode with
     /// `synchronous=NORMAL`: a power loss can roll back the last writes, never corrupt the
-    /// index. A blob file written just before it may be short or empty: every read checks a
-    /// file's size against the index, and a short file is dropped as a miss, never served.
-    /// A file system that could leave a full-size file of zeros (none of Linux's journaling file
-    /// systems in their default modes) needs ``full``.
+    /// index. A blob file written just before it may be short, empty or full of zeros: every
+    /// read checks a value's size and CRC-32C against the index, and a value that does not match
+    /// is dropped as a miss, never served. ``full`` keeps what such a loss would take.
     case relaxed
     /// Each blob file is flushed before its index row commits, and each commit is flushed
     /// (`synchronous=FULL`): what a write returned survives a power loss. Costs an `fsync` or
