@@ -1,6 +1,8 @@
 import Foundation
+import GRDB
 import Testing
 import ToolSupport
+import Transport
 
 @testable import ItemCache
 
@@ -48,6 +50,140 @@ struct FootprintTests {
             "\($0)=\(Self.du(folder + "/" + $0))"
         }
         #expect(Self.du(folder) <= limit, "\(breakdown)")
+    }
+
+    /// Fetched items keep more than their value: an HTTP response record, validators, metadata,
+    /// long keys. Many small ones count all of it: a row counted as its value plus a flat 256
+    /// bytes let 3,000 of these take the folder to 13.7 MB under its 1 MB limit (0.88 MB now,
+    /// 161 kept).
+    @Test("3,000 small items with response records, validators and long URLs keep the folder under 1,000,000 bytes")
+    func rowsCountWhatTheyKeep() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let limit: Int64 = 1_000_000
+        let store = try ItemStoreTests.open(folder, limit: limit, inline: 16 << 10)
+        let headers = (0..<20).map { HTTPHeaderField(name: "X-Header-\($0)", value: String(repeating: "v", count: 90)) }
+        var worst: Int64 = 0
+        let path = String(repeating: "p", count: 180)
+        for index in 0..<3_000 {
+            let url = URL(string: "https://cdn.example.com/\(path)/\(index).json")!
+            let options = StoreOptions(
+                metadata: ["source": String(repeating: "m", count: 200)], contentType: "application/json",
+                etag: "\"\(String(repeating: "e", count: 60))\"", lastModified: "Mon, 30 Nov 2026 00:00:00 GMT",
+                response: HTTPResponseRecord(status: 200, headerFields: headers, born: Date()))
+            try await store.store(Data("{\"i\":\(index)}".utf8), for: try CacheKey(url: url), options: options)
+            if index % 250 == 0 { worst = max(worst, Self.du(folder)) }
+        }
+        worst = max(worst, Self.du(folder))
+        #expect(worst <= limit, "the folder held \(worst) bytes under a limit of \(limit)")
+        let kept = try store.blockingStatistics()
+        #expect(kept.count > 50, "a limit that keeps almost nothing is no cache: \(kept)")
+        let breakdown = ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).map {
+            "\($0)=\(Self.du(folder + "/" + $0))"
+        }
+        try await store.close()
+        #expect(Self.du(folder) <= limit, "\(kept) \(breakdown)")
+    }
+
+    /// The cost a write is checked against and the cost the index's triggers count are one
+    /// formula, in Swift and in SQL; a refresh that changes the response record keeps the total.
+    @Test("a row's footprint is the same in Swift, in its SQL and in the stats total, through a refresh")
+    func costIsOneFormula() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder, limit: 1 << 30, inline: 16 << 10)
+        let longURL = URL(string: "https://cdn.example.com/" + String(repeating: "u", count: 300))!
+        let record = HTTPResponseRecord(
+            status: 200, headerFields: [HTTPHeaderField(name: "Cache-Control", value: "max-age=60")], born: Date())
+        let cases: [(String, CacheKey, Int, StoreOptions)] = [
+            ("tiny inline", ItemStoreTests.key("t"), 10, StoreOptions()),
+            ("a third of a page", ItemStoreTests.key("third"), 1_100, StoreOptions()),
+            ("a whole page", ItemStoreTests.key("page"), 2_500, StoreOptions()),
+            ("over a page, inline", ItemStoreTests.key("big-inline"), 9_000, StoreOptions()),
+            ("a file", ItemStoreTests.key("file"), 70_000, StoreOptions(groups: ["g1", "thumbs"])),
+            (
+                "everything kept", try CacheKey(url: longURL), 500,
+                StoreOptions(
+                    groups: ["a"], metadata: ["k": "v", "long": String(repeating: "m", count: 900)],
+                    contentType: "text/plain", etag: "\"e\"", lastModified: "Mon, 30 Nov 2026 00:00:00 GMT",
+                    response: record)
+            ),
+        ]
+        for (why, key, size, options) in cases {
+            let stored = try await store.store(Data(count: size), for: key, options: options)
+            let write = PendingWrite(key: key, data: Data(count: size), info: stored.info)
+            let inSwift = DiskTier.cost(of: write, inline: size <= 16 << 10)
+            let inSQL = try await store.disk.pool.read { db in
+                try Int64.fetchOne(
+                    db, sql: "SELECT \(DiskTier.costSQL("item")) FROM item WHERE key = ?", arguments: [key.rawValue])
+            }
+            #expect(inSwift == inSQL, "\(why)")
+            #expect(inSwift >= Int64(size), "\(why)")
+        }
+        func totals() throws -> (Int64?, Int64?) {
+            try store.disk.pool.read { db in
+                (
+                    try Int64.fetchOne(db, sql: "SELECT cost FROM stats WHERE id = 1"),
+                    try Int64.fetchOne(db, sql: "SELECT sum(\(DiskTier.costSQL("item"))) FROM item")
+                )
+            }
+        }
+        var (counted, summed) = try totals()
+        #expect(counted != nil && counted == summed)
+        let bigger = HTTPResponseRecord(
+            status: 200,
+            headerFields: (0..<30).map { HTTPHeaderField(name: "X-\($0)", value: String(repeating: "r", count: 100)) },
+            born: Date())
+        _ = try store.disk.refresh(
+            ItemStoreTests.key("t"), expires: nil, mustRevalidate: false, etag: nil, lastModified: nil, response: bigger
+        )
+        (counted, summed) = try totals()
+        #expect(counted == summed, "a refresh that grew the response record left the total behind")
+    }
+
+    /// An index of the previous version (v9, rows counted as value + 256 bytes) is counted
+    /// again when it opens, and its triggers count the new way from then on.
+    @Test("an index made before v10-row-footprint is counted again when it opens")
+    func olderIndexIsCountedAgain() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        chmod(folder, 0o700)
+        let response = String(repeating: "h", count: 3_000)
+        do {
+            let queue = try DatabaseQueue(path: folder + "/index.sqlite")
+            try DiskTier.migrator.migrate(queue, upTo: "v9-counters")
+            try await queue.write { db in
+                for index in 0..<5 {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO item (key, context, url, size, created, accessed, inlineValue, response)
+                            VALUES (?, '', ?, 10, 0, 0, zeroblob(10), ?)
+                            """,
+                        arguments: ["https://a.example/\(index)", "https://a.example/\(index)", response])
+                }
+            }
+            let old = try await queue.read { db in try Int64.fetchOne(db, sql: "SELECT cost FROM stats") }
+            #expect(old == Int64(5 * (10 + 256)), "v9 counted value + 256")
+            try queue.close()
+        }
+        let store = try ItemStoreTests.open(folder, limit: 1 << 30)
+        let (counted, summed) = try await store.disk.pool.read { db in
+            (
+                try Int64.fetchOne(db, sql: "SELECT cost FROM stats WHERE id = 1"),
+                try Int64.fetchOne(db, sql: "SELECT sum(\(DiskTier.costSQL("item"))) FROM item")
+            )
+        }
+        #expect(counted == summed)
+        #expect((counted ?? 0) >= 5 * 3_000, "each row's 3,000-byte response record is counted")
+        try await store.store(Data(count: 10), for: ItemStoreTests.key("new"))
+        let after = try await store.disk.pool.read { db in
+            (
+                try Int64.fetchOne(db, sql: "SELECT cost FROM stats WHERE id = 1"),
+                try Int64.fetchOne(db, sql: "SELECT sum(\(DiskTier.costSQL("item"))) FROM item")
+            )
+        }
+        #expect(after.0 == after.1, "the new triggers count a new row the same way")
     }
 
     /// A large cache's log is restarted, not emptied, when full: it keeps its blocks for the

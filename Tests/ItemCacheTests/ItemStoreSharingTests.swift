@@ -28,7 +28,7 @@ struct ItemStoreSharingTests {
             "a new folder starts with the default")
 
         // Room for five 2,000-byte values beside the index and log (the limit is the footprint).
-        let limit = DiskTier.limit(forRows: 5 * DiskTier.cost(size: 2000, inline: true))
+        let limit = DiskTier.limit(forRows: 5 * DiskTier.cost(size: 2000, inline: true, keyBytes: 9))
         let setter = try Self.open(folder, limit: limit, inline: 4096)
         let keeper = try Self.open(folder, inline: 4096)
         #expect(try keeper.blockingStatistics().limit == limit, "opening without a limit keeps the folder's")
@@ -47,7 +47,7 @@ struct ItemStoreSharingTests {
         }
 
         // A smaller limit set later shrinks the folder at once.
-        let smaller = DiskTier.limit(forRows: 2 * DiskTier.cost(size: 2000, inline: true))
+        let smaller = DiskTier.limit(forRows: 2 * DiskTier.cost(size: 2000, inline: true, keyBytes: 9))
         _ = try Self.open(folder, limit: smaller, inline: 4096)
         try await setter.store(Data(count: 10), for: Self.key("tiny"))
         #expect(try keeper.blockingStatistics().bytes <= 4010)

@@ -108,7 +108,8 @@ struct ItemStoreTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         // Room for four 1,000-byte inline values beside the index and log (the limit is the
         // folder's footprint).
-        let store = try Self.open(folder, limit: DiskTier.limit(forRows: 4 * DiskTier.cost(size: 1000, inline: true)))
+        let store = try Self.open(
+            folder, limit: DiskTier.limit(forRows: 4 * DiskTier.cost(size: 1000, inline: true, keyBytes: 14)))
         try await store.store(Self.bytes(1000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
         try await store.store(Self.bytes(1000), for: Self.key("old"))
         try await store.store(
@@ -139,7 +140,8 @@ struct ItemStoreTests {
     func memoryReadsCountForEviction() async throws {
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
-        let store = try Self.open(folder, limit: DiskTier.limit(forRows: 3 * DiskTier.cost(size: 1000, inline: true)))
+        let store = try Self.open(
+            folder, limit: DiskTier.limit(forRows: 3 * DiskTier.cost(size: 1000, inline: true, keyBytes: 8)))
         for name in ["a", "b", "c"] {
             try await store.store(Self.bytes(1000), for: Self.key(name))
             try await Task.sleep(for: .milliseconds(5))

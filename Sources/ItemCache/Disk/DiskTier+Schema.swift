@@ -88,24 +88,9 @@ extension DiskTier {
         // row's own overhead in the index (``DiskTier/rowOverhead``). Eviction keeps it under
         // the limit less the log's and the folder's own reserve.
         migrator.registerMigration("v6-footprint") { db in
-            let cost = DiskTier.costSQL
             try db.execute(
-                sql: """
-                    ALTER TABLE stats ADD COLUMN cost INTEGER NOT NULL DEFAULT 0;
-                    DROP TRIGGER item_inserted;
-                    DROP TRIGGER item_deleted;
-                    DROP TRIGGER item_resized;
-                    CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
-                        UPDATE stats SET bytes = bytes + NEW.size, count = count + 1, cost = cost + \(cost("NEW")) WHERE id = 1;
-                    END;
-                    CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
-                        UPDATE stats SET bytes = bytes - OLD.size, count = count - 1, cost = cost - \(cost("OLD")) WHERE id = 1;
-                    END;
-                    CREATE TRIGGER item_resized AFTER UPDATE OF size, file ON item BEGIN
-                        UPDATE stats SET bytes = bytes - OLD.size + NEW.size, cost = cost - \(cost("OLD")) + \(cost("NEW")) WHERE id = 1;
-                    END;
-                    UPDATE stats SET cost = (SELECT coalesce(sum(\(cost("item"))), 0) FROM item) WHERE id = 1;
-                    """)
+                sql: "ALTER TABLE stats ADD COLUMN cost INTEGER NOT NULL DEFAULT 0;"
+                    + DiskTier.footprintTriggers(cost: DiskTier.valueCostSQL, resizedOn: "size, file"))
         }
         // Most items have no context: a partial index leaves them out, so storing one writes
         // one index page fewer (measured: 10 log frames a 4 KiB set, now 9). A query for a
@@ -141,6 +126,33 @@ extension DiskTier {
             try db.execute(
                 sql: "CREATE TABLE counter (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID")
         }
+        // A row's footprint counts what else it keeps besides its value (``DiskTier/costSQL(_:)``:
+        // the response record, metadata, validators, long keys and URLs); the triggers count it
+        // from now on, and the total is counted again.
+        migrator.registerMigration("v10-row-footprint") { db in
+            try db.execute(sql: DiskTier.footprintTriggers(cost: DiskTier.costSQL, resizedOn: DiskTier.costColumns))
+        }
         return migrator
+    }
+
+    /// The triggers that keep `stats` (bytes, count and the footprint `cost`, by `cost`) in step
+    /// with every insert, delete and change of the `resizedOn` columns, made anew, and the
+    /// footprint counted again from the rows.
+    static func footprintTriggers(cost: (String) -> String, resizedOn columns: String) -> String {
+        """
+        DROP TRIGGER item_inserted;
+        DROP TRIGGER item_deleted;
+        DROP TRIGGER item_resized;
+        CREATE TRIGGER item_inserted AFTER INSERT ON item BEGIN
+            UPDATE stats SET bytes = bytes + NEW.size, count = count + 1, cost = cost + \(cost("NEW")) WHERE id = 1;
+        END;
+        CREATE TRIGGER item_deleted AFTER DELETE ON item BEGIN
+            UPDATE stats SET bytes = bytes - OLD.size, count = count - 1, cost = cost - \(cost("OLD")) WHERE id = 1;
+        END;
+        CREATE TRIGGER item_resized AFTER UPDATE OF \(columns) ON item BEGIN
+            UPDATE stats SET bytes = bytes - OLD.size + NEW.size, cost = cost - \(cost("OLD")) + \(cost("NEW")) WHERE id = 1;
+        END;
+        UPDATE stats SET cost = (SELECT coalesce(sum(\(cost("item"))), 0) FROM item) WHERE id = 1;
+        """
     }
 }

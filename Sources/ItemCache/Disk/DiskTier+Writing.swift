@@ -11,8 +11,7 @@ extension DiskTier {
     func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
         // Once per write, not per value: the budget counts the shard folders with an `fstat`.
         let budget = rowBudget(for: limit)
-        for write in writes where Self.cost(size: write.info.size, inline: write.data.count <= inlineThreshold) > budget
-        {
+        for write in writes where Self.cost(of: write, inline: write.data.count <= inlineThreshold) > budget {
             throw ItemCacheError(
                 code: .tooLarge,
                 message:
@@ -137,8 +136,8 @@ extension DiskTier {
         let now = clock.now.timeIntervalSince1970
         var files: [BlobName] = []
         for sql in [
-            "SELECT id, key, size, file FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",
-            "SELECT id, key, size, file FROM item WHERE pinned = 0 AND ? IS NOT NULL ORDER BY accessed LIMIT 64 OFFSET ?",
+            "SELECT id, key, size, file, \(Self.costSQL("item")) FROM item WHERE pinned = 0 AND expires IS NOT NULL AND expires <= ? ORDER BY expires LIMIT 64 OFFSET ?",
+            "SELECT id, key, size, file, \(Self.costSQL("item")) FROM item WHERE pinned = 0 AND ? IS NOT NULL ORDER BY accessed LIMIT 64 OFFSET ?",
         ] {
             var skipped = 0
             while total > limit {
@@ -154,7 +153,7 @@ extension DiskTier {
                     guard let id: Int64 = row.lenient(0) else { continue }
                     try db.cachedStatement(sql: "DELETE FROM item WHERE id = ?").execute(arguments: [id])
                     let file: String? = row.lenient(3)
-                    total -= Self.cost(size: row.lenient(2) ?? 0, inline: row.hasNull(atIndex: 3))
+                    total -= row.lenient(4) ?? Self.cost(size: row.lenient(2) ?? 0, inline: row.hasNull(atIndex: 3))
                     evictedInTransaction.add(1, ordering: .relaxed)
                     if let file, let name = BlobName(file) { files.append(name) }
                 }
