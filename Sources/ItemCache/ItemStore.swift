@@ -461,6 +461,9 @@ public final class ItemStore: ItemCaching {
         if options.expiry == .dontStore { return item }
         let write = PendingWrite(key: key, data: data, info: item.info)
         if let policy = configuration.groupWrites {
+            // A value the limit cannot hold fails here, alone, as without group writes: in the
+            // group it failed the group's one transaction, and every other pending store with it.
+            try disk.checkFits([write])
             let full = try group.withLock { group throws(ItemCacheError) -> Bool in
                 if group.closed {
                     throw ItemCacheError(

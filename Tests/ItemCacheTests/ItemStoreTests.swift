@@ -278,10 +278,12 @@ struct ItemStoreTests {
         defer { try? FileManager.default.removeItem(atPath: folder) }
         // 1 s: "b" joins "a"'s group even if this thread waits a while between the two stores.
         let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 1000, maxDelay: .seconds(1)))
-        let tooLarge = Data(count: 4 << 20)
+        // A pinned value takes most of the 1 MiB limit; "b" fits alone, not beside it: the
+        // group's one transaction fails, "a" with it.
+        try await store.store(Data(count: 600_000), for: Self.key("pinned"), options: StoreOptions(pinned: true))
+        try await store.flush()
         try await store.store(Self.bytes(2000, 1), for: Self.key("a"))
-        // More than the 1 MiB limit holds: the group's one transaction fails, "a" with it.
-        try await store.store(tooLarge, for: Self.key("b"))
+        try await store.store(Data(count: 400_000), for: Self.key("b"))
         var pending = true
         for _ in 0..<500 where pending {
             try await Task.sleep(for: .milliseconds(20))
@@ -295,7 +297,27 @@ struct ItemStoreTests {
         try await store.flush()
         store.purgeMemory()
         #expect(try store.blockingItem(for: Self.key("a")) == nil)
-        #expect(try store.blockingStatistics().count == 0)
+        #expect(try store.blockingStatistics().count == 1, "only the pinned value")
+    }
+
+    /// A value the limit cannot hold even when empty fails its own store at once, with group
+    /// writes as without: queued, it failed the group's transaction at the flush and took every
+    /// other pending store with it, while its own store had returned as if kept.
+    @Test("with group writes, a value too big to keep fails its own store and the others land")
+    func tooLargeInAGroupFailsAlone() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try Self.open(folder, group: GroupWritePolicy(maxItems: 1000, maxDelay: .seconds(60)))
+        try await store.store(Self.bytes(2000, 1), for: Self.key("a"))
+        await #expect { try await store.store(Data(count: 4 << 20), for: Self.key("huge")) } throws: {
+            ($0 as? ItemCacheError)?.code == .tooLarge
+        }
+        try await store.store(Self.bytes(3000, 2), for: Self.key("c"))
+        try await store.flush()
+        store.purgeMemory()
+        #expect(try store.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(2000, 1))
+        #expect(try store.blockingItem(for: Self.key("c"))?.item.data == Self.bytes(3000, 2))
+        #expect(try store.blockingItem(for: Self.key("huge")) == nil)
     }
 
     @Test("don't-store returns the value and keeps nothing")

@@ -179,11 +179,12 @@ struct CacheCommandTests {
             #expect(stats.stdout.contains("count:   1"))
             #expect(stats.stdout.contains("bytes:   1000"))
 
-            // A smaller limit: evicts down to it. The limit is the folder's footprint: 133,152
-            // bytes leave 2,080 for rows beside the index, log, shared memory and folder
-            // (131,072 at this size), room for one 1,000-byte value (1,256 with its row), not two.
+            // A smaller limit: evicts down to it. The limit is the folder's footprint: 134,656
+            // bytes leave 3,584 for rows beside the index, log, shared memory and folder
+            // (131,072 at this size), room for one fetched 1,000-byte value (about 2,300 with
+            // its row, response record and index entries), not two.
             _ = try await SyncAgentBinary.run(
-                ["cache", "get", server.url(for: "a.txt").absoluteString, "--cache", cache, "--max-size", "133152"],
+                ["cache", "get", server.url(for: "a.txt").absoluteString, "--cache", cache, "--max-size", "134656"],
                 scratch: scratch)
             // The folder keeps the limit: stats without --max-size shows it.
             let limited = try await SyncAgentBinary.run(
@@ -191,7 +192,7 @@ struct CacheCommandTests {
             let limits = try #require(
                 try JSONSerialization.jsonObject(with: Data(limited.stdout.utf8)) as? [String: Any])
             #expect(limits["bytes"] as? Int == 1000)
-            #expect(limits["limit"] as? Int == 133_152)
+            #expect(limits["limit"] as? Int == 134_656)
             #expect(
                 try await SyncAgentBinary.run(["cache", "purge", "--cache", cache, "--all"], scratch: scratch).stdout
                     == "removed 1 item\n")

@@ -4,12 +4,10 @@ import Foundation
 import GRDB
 
 extension DiskTier {
-    /// Stores `writes` in one transaction (later ones win over earlier ones of the same key),
-    /// evicting until the total is at most the limit. `afterCommit` runs right after the commit,
-    /// before any other write of this process can commit (so the memory tier follows the disk's
-    /// order). Blocks: call it on the I/O pool.
-    func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
-        // Once per write, not per value: the budget counts the shard folders with an `fstat`.
+    /// Throws ``ItemCacheError/Code/tooLarge`` for the first of `writes` that the folder's limit
+    /// cannot hold even when empty, beside its index and log. Once per call, not per value:
+    /// the budget counts the shard folders with an `fstat`.
+    func checkFits(_ writes: [PendingWrite]) throws(ItemCacheError) {
         let budget = rowBudget(for: limit)
         for write in writes where Self.cost(of: write, inline: write.data.count <= inlineThreshold) > budget {
             throw ItemCacheError(
@@ -18,6 +16,14 @@ extension DiskTier {
                     "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(budget) bytes for values); raise the limit (diskLimit, --max-size) or store it elsewhere",
                 key: write.key)
         }
+    }
+
+    /// Stores `writes` in one transaction (later ones win over earlier ones of the same key),
+    /// evicting until the total is at most the limit. `afterCommit` runs right after the commit,
+    /// before any other write of this process can commit (so the memory tier follows the disk's
+    /// order). Blocks: call it on the I/O pool.
+    func write(_ writes: [PendingWrite], afterCommit: (() -> Void)? = nil) throws(ItemCacheError) {
+        try checkFits(writes)
         // Only a write that makes files needs the window: reconciliation must not take a file
         // between its link and its row's commit for an orphan. Inline values make no file.
         let makesFiles = writes.contains { $0.data.count > inlineThreshold }
