@@ -33,7 +33,8 @@ public enum LoadPolicy: Sendable, Equatable {
     /// backoff; a stored stale value still serves if the fetch fails and stale-if-error allows.
     case reload
     /// Never touch the network: a stored value, fresh or stale (marked ``ItemSource/stale``),
-    /// or ``ItemCacheError/Code/notCached``.
+    /// or ``ItemCacheError/Code/notCached``, also for a stale value its origin forbade serving
+    /// without validation (`must-revalidate`, `no-cache`: RFC 9111 §4.2.4).
     case offline
 }
 

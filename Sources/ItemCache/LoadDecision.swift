@@ -13,7 +13,9 @@ enum LoadDecision: Equatable, Sendable {
     /// staleness (`max-stale`, RFC 9111 §5.2.1.2), or only-if-cached finds it in its
     /// stale-while-revalidate window.
     case serveStale
-    /// Offline: serve the stored value, fresh or not, marked stale when expired.
+    /// Offline: serve the stored value, fresh or not, marked stale when expired; never an
+    /// expired one whose origin forbids stale use (`no-cache`, `must-revalidate`: a
+    /// disconnected cache answers with an error instead, RFC 9111 §4.2.4, §5.2.2.2).
     case serveOffline
     /// Offline (or `only-if-cached`, RFC 9111 §5.2.1.7) with nothing usable stored:
     /// ``ItemCacheError/Code/notCached``.
@@ -34,7 +36,10 @@ enum LoadDecision: Equatable, Sendable {
     ) -> LoadDecision {
         switch policy {
         case .offline:
-            return stored == nil ? .offlineMiss : .serveOffline
+            guard let stored else { return .offlineMiss }
+            let rules = stored.freshnessState
+            if rules.revalidatesEveryUse || (stored.isExpired(at: now) && rules.forbidsStale) { return .offlineMiss }
+            return .serveOffline
         case .reload:
             return .fetch
         case .useCache:

@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import Transport
 
 @testable import ItemCache
 
@@ -9,11 +10,19 @@ import Testing
 struct LoadDecisionTests {
     static let now = Date(timeIntervalSince1970: 1_800_000_000)
 
-    static func info(expiresIn seconds: Double?, mustRevalidate: Bool = false) -> ItemInfo {
-        ItemInfo(
+    static func info(expiresIn seconds: Double?, mustRevalidate: Bool = false, cacheControl: String? = nil)
+        -> ItemInfo
+    {
+        var info = ItemInfo(
             size: 1, created: now.addingTimeInterval(-100), accessed: now,
             expires: seconds.map { now.addingTimeInterval($0) },
             mustRevalidate: mustRevalidate)
+        if let cacheControl {
+            info.response = HTTPResponseRecord(
+                status: 200, headerFields: [HTTPHeaderField(name: "Cache-Control", value: cacheControl)],
+                born: now.addingTimeInterval(-100))
+        }
+        return info
     }
 
     struct Row: Sendable, CustomTestStringConvertible {
@@ -62,6 +71,22 @@ struct LoadDecisionTests {
         Row(
             why: "offline with nothing stored: notCached", stored: nil, policy: .offline, window: .zero,
             expected: .offlineMiss),
+        Row(
+            why: "RFC 9111 §4.2.4, §5.2.2.2: offline, an expired must-revalidate value is an error, not served",
+            stored: info(expiresIn: -10, cacheControl: "max-age=90, must-revalidate"), policy: .offline,
+            window: .zero, expected: .offlineMiss),
+        Row(
+            why: "offline: a must-revalidate value still fresh is served",
+            stored: info(expiresIn: 60, cacheControl: "max-age=160, must-revalidate"), policy: .offline,
+            window: .zero, expected: .serveOffline),
+        Row(
+            why: "RFC 9111 §5.2.2.4: offline, a no-cache value is never used without validation",
+            stored: info(expiresIn: 60, mustRevalidate: true, cacheControl: "no-cache"), policy: .offline,
+            window: .zero, expected: .offlineMiss),
+        Row(
+            why: "offline: an expired value whose origin allows stale use is served",
+            stored: info(expiresIn: -10, cacheControl: "max-age=90"), policy: .offline, window: .zero,
+            expected: .serveOffline),
     ]
 
     @Test(arguments: rows)

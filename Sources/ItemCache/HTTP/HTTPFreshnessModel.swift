@@ -217,6 +217,12 @@ public struct HTTPFreshnessModel: Sendable, Equatable {
             self.revalidatesEveryUse = revalidatesEveryUse
             self.directives = directives
         }
+
+        /// Whether the origin forbids serving it stale without validation, offline or on an
+        /// error alike (`no-cache`, `must-revalidate`: §4.2.4, §5.2.2.2, §5.2.2.4).
+        public var forbidsStale: Bool {
+            revalidatesEveryUse || directives.has("no-cache") || directives.has("must-revalidate")
+        }
     }
 
     /// The verdict on `stored` for a request whose `Cache-Control` is `request`, at `now`.
@@ -229,10 +235,7 @@ public struct HTTPFreshnessModel: Sendable, Equatable {
         let age = now.timeIntervalSince(stored.born)
         let remaining = stored.expires.map { $0.timeIntervalSince(now) } ?? .infinity
         let staleness = -remaining
-        // §4.2.4, §5.2.2.2, §5.2.2.4: these forbid serving it stale without validation.
-        let forbidsStale =
-            stored.revalidatesEveryUse || stored.directives.has("no-cache")
-            || stored.directives.has("must-revalidate")
+        let forbidsStale = stored.forbidsStale
         var fresh = remaining > 0 && !stored.revalidatesEveryUse
         // The request's limits (§5.2.1).
         if request.has("no-cache") { fresh = false }
