@@ -164,6 +164,16 @@ final class FlightTable<Value: Sendable>: Sendable {
         flights.withLock { $0[key] }
     }
 
+    /// The flight of `key` under way, or else one of a variant of it: a name that is `key`,
+    /// `separator`, then more (the loader names a fetch with request headers so).
+    func running(_ key: String, orVariantAfter separator: Character) -> Flight<Value>? {
+        flights.withLock { flights in
+            if let exact = flights[key] { return exact }
+            let prefix = key + String(separator)
+            return flights.first { $0.key.hasPrefix(prefix) }?.value
+        }
+    }
+
     /// The flight of `key` under way, or a new one (not started yet: `isNew`, and the caller
     /// starts it with ``start(_:for:_:finished:)``). A caller that `waits` must call `wait()` on
     /// it; it counts as a waiter from here on, so no one else's cancellation cancels the fetch

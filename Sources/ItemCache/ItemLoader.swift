@@ -810,7 +810,8 @@ public final class ItemLoader: Sendable {
 
     /// The item's state now: being fetched, stored, or neither.
     public func state(for key: CacheKey) async -> ItemState {
-        if let flight = flights.running(key.rawValue) { return .inProgress(flight.progress) }
+        // A fetch with request headers is named by them too (``flight(for:url:stale:options:background:)``).
+        if let flight = flights.running(key.rawValue, orVariantAfter: "\u{1F}") { return .inProgress(flight.progress) }
         return (try? await store.item(for: key)) != nil ? .found : .notFound
     }
 

@@ -105,6 +105,33 @@ struct ItemLoaderTests {
         #expect(await fixture.loader.state(for: key) == .notFound)
     }
 
+    /// A fetch with request headers is named by them too; `state(for:)` looked up the bare key
+    /// and said `.notFound` while it ran.
+    @Test("state(for:) says inProgress while a fetch with request headers runs")
+    func stateOfAFetchWithHeaders() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("h.txt", "with headers")
+        fixture.server.injectFault(.delay(seconds: 600), forPath: "/h.txt", times: 1)
+        let load = Task {
+            try await fixture.loader.item(
+                for: fixture.url("h.txt"), options: LoadOptions(headers: ["Accept": "text/plain"]))
+        }
+        // Once the request reached the origin, its flight is under way (a 3-minute hang detector).
+        let deadline = ContinuousClock.now + .seconds(180)
+        while fixture.server.requestsInProgress(forPath: "/h.txt") == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let state = await fixture.loader.state(for: try CacheKey(url: fixture.url("h.txt")))
+        guard case .inProgress = state else {
+            Issue.record("a fetch with headers under way shows as \(state)")
+            load.cancel()
+            return
+        }
+        load.cancel()
+        _ = await load.result
+    }
+
     @Test(
         "a shared fetch joins no caller's TransferGroup: the group of the caller that started it stops only that caller"
     )
