@@ -13,10 +13,20 @@ extension CgroupMemory {
         public var oomKill: Int
     }
 
-    /// The group's `memory.events` counters; nil without cgroup v2 or when they cannot be read.
-    public static func events(root: String = "/sys/fs/cgroup") -> Events? {
-        guard let text = try? String(contentsOfFile: root + "/memory.events", encoding: .utf8) else { return nil }
-        return parseEvents(text)
+    /// The `memory.events` counters of the process's group and the groups above it, added up
+    /// (a limit on a slice above the group presses on it too); nil without cgroup v2 or when
+    /// none can be read.
+    public static func events(root: String = "/sys/fs/cgroup", selfCgroup: String? = ownCgroupText()) -> Events? {
+        var total: Events?
+        for folder in folders(root, Groups(selfCgroup).unified) {
+            guard let text = try? String(contentsOfFile: folder + "/memory.events", encoding: .utf8),
+                let events = parseEvents(text)
+            else { continue }
+            total = Events(
+                high: (total?.high ?? 0) + events.high, max: (total?.max ?? 0) + events.max,
+                oomKill: (total?.oomKill ?? 0) + events.oomKill)
+        }
+        return total
     }
 
     /// A `memory.events` file's counters (lines of `name value`); nil when it names none of them.
@@ -43,12 +53,13 @@ final class MemoryPressureMonitor: Sendable {
     /// Starts watching `root` every `interval`; `onPressure` returns false to stop watching.
     init(root: String = "/sys/fs/cgroup", interval: Duration = .seconds(1), onPressure: @escaping @Sendable () -> Bool)
     {
-        guard let first = CgroupMemory.events(root: root) else { return }
+        let own = CgroupMemory.ownCgroupText()
+        guard let first = CgroupMemory.events(root: root, selfCgroup: own) else { return }
         let watcher = Task.detached(priority: .background) {
             var last = first
             while !Task.isCancelled {
                 try? await Task.sleep(for: interval)
-                guard let now = CgroupMemory.events(root: root) else { continue }
+                guard let now = CgroupMemory.events(root: root, selfCgroup: own) else { continue }
                 defer { last = now }
                 if now.high > last.high || now.max > last.max || now.oomKill > last.oomKill {
                     if !onPressure() { return }

@@ -29,14 +29,74 @@ public struct MemoryLimits: Sendable, Equatable {
 
 /// The process's memory limit as its cgroup sets it (v2 `memory.max`, or v1
 /// `memory.limit_in_bytes`); nil when there is none or it cannot be read.
+///
+/// The process's own group is the one `/proc/self/cgroup` names (a systemd service's is
+/// `/system.slice/NAME.service`, not the hierarchy's root, where no limit is set), and a limit
+/// set on a group above it (a slice) bounds it too: the smallest limit from the group up to the
+/// root counts. A container whose cgroup namespace makes its group the root reads the root.
 public enum CgroupMemory {
     /// The limit in bytes, or nil for "unlimited" or unknown.
-    public static func limit(root: String = "/sys/fs/cgroup") -> Int64? {
-        for path in [root + "/memory.max", root + "/memory/memory.limit_in_bytes"] {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { continue }
-            return parse(text)
+    public static func limit(root: String = "/sys/fs/cgroup", selfCgroup: String? = ownCgroupText()) -> Int64? {
+        let groups = Groups(selfCgroup)
+        let v2 = smallest(in: folders(root, groups.unified), file: "memory.max")
+        if v2.found { return v2.limit }
+        return smallest(in: folders(root + "/memory", groups.memory), file: "memory.limit_in_bytes").limit
+    }
+
+    /// `/proc/self/cgroup`, or nil when it cannot be read.
+    public static func ownCgroupText() -> String? {
+        try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8)
+    }
+
+    /// The process's groups as `/proc/self/cgroup` names them: the v2 (unified) one, on the
+    /// `0::` line, and the v1 memory controller's. Nil for one it does not name, or names by a
+    /// path that is not plainly below the root (`..`, as outside a cgroup namespace).
+    struct Groups: Equatable {
+        var unified: String?
+        var memory: String?
+
+        init(unified: String? = nil, memory: String? = nil) {
+            self.unified = unified
+            self.memory = memory
         }
-        return nil
+
+        init(_ text: String?) {
+            for line in (text ?? "").split(separator: "\n") {
+                let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+                guard fields.count == 3, fields[2].hasPrefix("/") else { continue }
+                let path = String(fields[2])
+                guard !path.split(separator: "/").contains(where: { $0 == ".." || $0 == "." }) else { continue }
+                if fields[0] == "0" && fields[1].isEmpty {
+                    unified = path
+                } else if fields[1].split(separator: ",").contains("memory") {
+                    memory = path
+                }
+            }
+        }
+    }
+
+    /// The folders from `base` + `group` up to `base` itself, nearest first (just `base` when
+    /// the group is unknown).
+    static func folders(_ base: String, _ group: String?) -> [String] {
+        var parts = (group ?? "/").split(separator: "/").map(String.init)
+        var folders: [String] = []
+        while true {
+            folders.append(([base] + parts).joined(separator: "/"))
+            if parts.isEmpty { return folders }
+            parts.removeLast()
+        }
+    }
+
+    /// The smallest limit that `file` sets in `folders`; `found` when any of them has the file.
+    static func smallest(in folders: [String], file: String) -> (found: Bool, limit: Int64?) {
+        var found = false
+        var smallest: Int64?
+        for folder in folders {
+            guard let text = try? String(contentsOfFile: folder + "/" + file, encoding: .utf8) else { continue }
+            found = true
+            if let limit = parse(text) { smallest = min(smallest ?? limit, limit) }
+        }
+        return (found, smallest)
     }
 
     /// A cgroup limit file's value: bytes, or nil for `max` and for v1's "no limit" (a number

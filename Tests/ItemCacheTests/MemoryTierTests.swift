@@ -113,10 +113,65 @@ struct MemoryTierTests {
         let root = NSTemporaryDirectory() + "cgroup-" + UUID().uuidString
         defer { try? FileManager.default.removeItem(atPath: root) }
         try FileManager.default.createDirectory(atPath: root + "/memory", withIntermediateDirectories: true)
-        #expect(CgroupMemory.limit(root: root) == nil, "no limit file")
+        let atRoot = "0::/\n"
+        #expect(CgroupMemory.limit(root: root, selfCgroup: atRoot) == nil, "no limit file")
         try "268435456\n".write(toFile: root + "/memory/memory.limit_in_bytes", atomically: true, encoding: .utf8)
-        #expect(CgroupMemory.limit(root: root) == 268_435_456, "v1")
+        #expect(CgroupMemory.limit(root: root, selfCgroup: atRoot) == 268_435_456, "v1")
         try "max\n".write(toFile: root + "/memory.max", atomically: true, encoding: .utf8)
-        #expect(CgroupMemory.limit(root: root) == nil, "v2 wins, and max is no limit")
+        #expect(CgroupMemory.limit(root: root, selfCgroup: atRoot) == nil, "v2 wins, and max is no limit")
+    }
+
+    /// A systemd service's group is below the root, where no limit is set: its own limit, or
+    /// its slice's when smaller, is the one. (Only the root's was read: a service with
+    /// `MemoryMax=512M` got the 256 MiB default.)
+    @Test func theProcesssOwnGroupAndTheGroupsAboveItSetTheLimit() throws {
+        let root = NSTemporaryDirectory() + "cgroup-" + UUID().uuidString
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let service = root + "/system.slice/sync-agent.service"
+        try FileManager.default.createDirectory(atPath: service, withIntermediateDirectories: true)
+        func write(_ text: String, _ path: String) throws {
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        }
+        let inService = "0::/system.slice/sync-agent.service\n"
+        try write("max\n", service + "/memory.max")
+        #expect(CgroupMemory.limit(root: root, selfCgroup: inService) == nil, "no limit anywhere")
+        try write("536870912\n", service + "/memory.max")
+        #expect(CgroupMemory.limit(root: root, selfCgroup: inService) == 536_870_912, "the service's own")
+        #expect(
+            MemoryLimits.defaultTotalBytes(cgroupLimit: CgroupMemory.limit(root: root, selfCgroup: inService)) == 64
+                << 20)
+        try write("268435456\n", root + "/system.slice/memory.max")
+        #expect(CgroupMemory.limit(root: root, selfCgroup: inService) == 268_435_456, "the slice's, smaller")
+        #expect(CgroupMemory.limit(root: root, selfCgroup: "0::/\n") == nil, "the root sets none")
+        // Outside a cgroup namespace a path may climb: it is not followed; the root is read.
+        #expect(CgroupMemory.limit(root: root, selfCgroup: "0::/../../etc\n") == nil)
+        // v1: the memory controller's line names the group.
+        try FileManager.default.createDirectory(
+            atPath: root + "/memory/process_api/abc", withIntermediateDirectories: true)
+        try? FileManager.default.removeItem(atPath: service + "/memory.max")
+        try? FileManager.default.removeItem(atPath: root + "/system.slice/memory.max")
+        try write("9223372036854771712\n", root + "/memory/memory.limit_in_bytes")
+        try write("1073741824\n", root + "/memory/process_api/abc/memory.limit_in_bytes")
+        #expect(
+            CgroupMemory.limit(root: root, selfCgroup: "4:memory:/process_api/abc\n1:cpu:/\n") == 1_073_741_824, "v1")
+        // memory.events of the group and the groups above it add up.
+        try write("low 0\nhigh 2\nmax 1\noom 0\noom_kill 0\n", service + "/memory.events")
+        try write("low 0\nhigh 0\nmax 3\noom 0\noom_kill 1\n", root + "/system.slice/memory.events")
+        #expect(
+            CgroupMemory.events(root: root, selfCgroup: inService)
+                == CgroupMemory.Events(high: 2, max: 4, oomKill: 1))
+    }
+
+    @Test(arguments: [
+        ("0::/\n", CgroupMemory.Groups(unified: "/")),
+        ("0::/system.slice/a.service\n", CgroupMemory.Groups(unified: "/system.slice/a.service")),
+        ("12:memory:/docker/abc\n0::/\n", CgroupMemory.Groups(unified: "/", memory: "/docker/abc")),
+        ("4:cpu,memory:/x\n", CgroupMemory.Groups(memory: "/x")),
+        ("0::/../..\n", CgroupMemory.Groups()),
+        ("garbage\n1:name=systemd:/\n", CgroupMemory.Groups()),
+        ("", CgroupMemory.Groups()),
+    ])
+    func procSelfCgroupLinesNameTheGroups(text: String, groups: CgroupMemory.Groups) {
+        #expect(CgroupMemory.Groups(text) == groups)
     }
 }
