@@ -105,6 +105,27 @@ struct ImagePipelineTests {
         #expect(fixture.origin.requestCount(forPath: "/photo.jpg") == 1)
     }
 
+    /// A 304 says the original did not change: its variants stay, and none is made again.
+    @Test("a stale original revalidated by a 304 keeps its variants: none is made again")
+    func aNotModifiedOriginalKeepsItsVariants() async throws {
+        let fixture = try PipelineFixture()
+        let body = try colouredImage(width: 400, height: 300, rgb: (0, 128, 0), format: "png")
+        fixture.serve("/kept.png", body, contentType: "image/png", maxAge: 0)
+        let pipeline = try fixture.pipeline()
+        let first = try await pipeline.image(for: fixture.request("/kept.png", 100, nil))
+        #expect(first.wasMade)
+        // From now on the origin answers 304 (the same ETag): the original is unchanged.
+        fixture.answers.withLock {
+            $0["/kept.png"] = PipelineFixture.Answer(
+                status: 304, headers: ["Cache-Control: max-age=0", "ETag: \"\(body.count)\""])
+        }
+        let second = try await pipeline.image(for: fixture.request("/kept.png", 100, nil))
+        #expect(fixture.origin.requestCount(forPath: "/kept.png") == 2, "the stale original was revalidated")
+        #expect(!second.wasMade, "the variant was made again after a 304")
+        #expect(second.data == first.data)
+        #expect(pipeline.counts.made == 1)
+    }
+
     @Test("modes by their pixels: fit, fill (the crop box), force; PNG and WebP keep the request's format")
     func modes() async throws {
         let fixture = try PipelineFixture()
