@@ -375,8 +375,9 @@ public final class ItemStore: ItemCaching {
     /// looked up on the I/O pool, off the caller's thread. An expired value in memory is
     /// checked against the disk, where another process may have stored a fresh one.
     public func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
-        if let item = memory.value(for: key), !item.info.isExpired(at: configuration.clock.now) {
-            disk.touch(key)
+        let now = configuration.clock.now
+        if let item = memory.value(for: key), !item.info.isExpired(at: now) {
+            disk.touch(key, at: now)
             return StoredItem(item: item, source: .memory)
         }
         return try await io.run { () throws(ItemCacheError) in try self.lookUp(key) }
@@ -406,8 +407,9 @@ public final class ItemStore: ItemCaching {
     private func lookUp(_ key: CacheKey) throws(ItemCacheError) -> StoredItem? {
         var expiredInMemory: CachedItem?
         if let item = memory.value(for: key) {
-            if !item.info.isExpired(at: configuration.clock.now) {
-                disk.touch(key)
+            let now = configuration.clock.now
+            if !item.info.isExpired(at: now) {
+                disk.touch(key, at: now)
                 return StoredItem(item: item, source: .memory)
             }
             expiredInMemory = item

@@ -141,15 +141,15 @@ extension DiskTier {
         touches.withLock { $0.rows[row.id] = now }
     }
 
-    /// Records a read of `key` that memory answered, so eviction's "least recently used"
-    /// counts every read, not only those that reach the disk. Keyed by the key's text (memory
-    /// holds no row id); at most ``Touches/maxKeys`` keys wait for the next write, and a hit
-    /// past that is not recorded.
-    func touch(_ key: CacheKey) {
-        let now = clock.now.timeIntervalSince1970
+    /// Records a read of `key` that memory answered at `now` (the clock the caller read for the
+    /// expiry check), so eviction's "least recently used" counts every read, not only those
+    /// that reach the disk. Keyed by the key's text (memory holds no row id); at most
+    /// ``Touches/maxKeys`` keys wait for the next write, and a hit past that is not recorded.
+    func touch(_ key: CacheKey, at now: Date) {
+        let time = now.timeIntervalSince1970
         touches.withLock { touches in
             guard touches.keys.count < Touches.maxKeys || touches.keys[key.rawValue] != nil else { return }
-            touches.keys[key.rawValue] = now
+            touches.keys[key.rawValue] = time
         }
     }
 
