@@ -231,7 +231,7 @@ public final class ItemLoader: Sendable {
             _ = flight(for: key, url: url, stale: stored!.item, options: options, background: true)
             return LoadedItem(item: stored!.item, source: .stale)
         case .offlineMiss:
-            metrics.misses.increment()
+            metrics.miss()
             let why =
                 options.policy == .offline
                 ? "the load is offline; load it once online first"
@@ -244,7 +244,7 @@ public final class ItemLoader: Sendable {
             // stands in if the fetch fails).
             if options.policy == .reload { stale = stale.map(Self.withoutValidators) }
         }
-        metrics.misses.increment()
+        metrics.miss()
         let flight = flight(for: key, url: url, stale: stale, options: options, background: false)
         do {
             return try await flight.wait()
