@@ -88,7 +88,8 @@ let package = Package(
         // Image variants on libvips, on top of the item cache (issue 22).
         // What `sync-agent cache` reads of images (contexts, groups, metadata, counts) without libvips.
         .target(name: "ImageCatalog", dependencies: ["ItemCache"]),
-        .target(name: "ImageCache", dependencies: ["ImageCatalog", "ItemCache", "CVips", "FileKit", "Transport"]),
+        .target(name: "ImageCache", dependencies: ["ImageCatalog", "ItemCache", "CVips", "FileKit", "Transport",
+                                                   .product(name: "Metrics", package: "swift-metrics")]),
         .target(name: "ContentPublishing",
                 dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat",
                                .product(name: "Crypto", package: "swift-crypto")]),
@@ -153,7 +154,9 @@ let package = Package(
         // checks that the documents show exactly these regions).
         .testTarget(name: "DocumentationExamples",
                     dependencies: ["ContentSync", "StorageFormat", "Transport", "StorageServer", "ItemCache", "ImageCache"]),
-        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips", "StorageServer", "Transport", "FileKit"]),
+        .testTarget(name: "ImageCacheTests", dependencies: ["ImageCache", "ItemCache", "CVips", "StorageServer", "Transport", "FileKit",
+                                                            .product(name: "Metrics", package: "swift-metrics"),
+                                                            .product(name: "MetricsTestKit", package: "swift-metrics")]),
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
         // Runs the built sync-agent and sync-agent-image binaries; the dependencies make sure they are built first.

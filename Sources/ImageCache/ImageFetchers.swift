@@ -1,6 +1,7 @@
 import FileKit
 import Foundation
 import ItemCache
+import Metrics
 import Synchronization
 
 import struct Transport.TransportError
@@ -89,11 +90,57 @@ struct VariantJob: Sendable {
     var counters: ImageCounters
 }
 
-/// What a pipeline counted since it started (``ImagePipeline/counts``).
+/// What a pipeline counted since it started (``ImagePipeline/counts``), and its swift-metrics
+/// instruments (``ImagePipeline/Configuration/metricsPrefix``).
 final class ImageCounters: Sendable {
     let made = Atomic<Int>(0)
     let hits = Atomic<Int>(0)
     let refusals = Atomic<Int>(0)
+    let metrics: ImageMetrics
+
+    init(metrics: ImageMetrics) {
+        self.metrics = metrics
+    }
+
+    /// A variant made: counted, with the time its processing took.
+    func countMade(processing: Duration) {
+        made.add(1, ordering: .relaxed)
+        metrics.made.increment()
+        metrics.processing.recordNanoseconds(
+            processing.components.seconds * 1_000_000_000 + processing.components.attoseconds / 1_000_000_000)
+    }
+
+    /// A stored variant answered, from `tier`.
+    func countHit(_ tier: ItemSource) {
+        hits.add(1, ordering: .relaxed)
+        (tier == .memory ? metrics.memoryHits : metrics.diskHits).increment()
+    }
+
+    /// An original or a request refused (too large, not an image, a format that is off).
+    func countRefusal() {
+        refusals.add(1, ordering: .relaxed)
+        metrics.refusals.increment()
+    }
+}
+
+/// The pipeline's swift-metrics instruments. Names, with the configured prefix (`image_cache`
+/// by default): `<prefix>_variants_made` and `<prefix>_processing_duration` (a timer, per
+/// variant made), `<prefix>_variant_hits` by `tier` (`memory`, `disk`: stored variants that
+/// answered), `<prefix>_refusals` (originals or requests refused). The item cache's own
+/// instruments count the originals' and variants' loads beneath (``CacheConfiguration``'s
+/// `metricsPrefix`).
+struct ImageMetrics: Sendable {
+    let made, memoryHits, diskHits, refusals: Counter
+    let processing: Metrics.Timer
+
+    init(prefix: String, factory: (any MetricsFactory)?) {
+        let factory = factory ?? MetricsSystem.factory
+        made = Counter(label: prefix + "_variants_made", factory: factory)
+        memoryHits = Counter(label: prefix + "_variant_hits", dimensions: [("tier", "memory")], factory: factory)
+        diskHits = Counter(label: prefix + "_variant_hits", dimensions: [("tier", "disk")], factory: factory)
+        refusals = Counter(label: prefix + "_refusals", factory: factory)
+        processing = Metrics.Timer(label: prefix + "_processing_duration", factory: factory)
+    }
 }
 
 /// The jobs of the variants being loaded in this process, by variant key. Several loads of one
@@ -162,6 +209,7 @@ struct VariantMaker: ItemFetching {
         case .file(let file): input = .descriptor(file.descriptor)
         case .stored: preconditionFailure("opened above")
         }
+        let started = ContinuousClock.now
         let made = await job.pool.run { () -> Result<ProcessedImage, ImageCacheError> in
             // The file (in `original`) stays open while it is read.
             withExtendedLifetime(original) {
@@ -172,7 +220,7 @@ struct VariantMaker: ItemFetching {
         }
         switch made {
         case .success(let image):
-            job.counters.made.add(1, ordering: .relaxed)
+            job.counters.countMade(processing: ContinuousClock.now - started)
             var response = FetchResponse(body: .fetched(image.data), headers: ["content-type": image.format.mimeType])
             response.metadata =
                 ImageMetadata(

@@ -2,6 +2,7 @@ import FileKit
 import Foundation
 @_exported import ImageCatalog
 import ItemCache
+import Metrics
 import Synchronization
 
 /// A variant as the pipeline returned it: its bytes and facts, and its original's.
@@ -51,6 +52,14 @@ public final class ImagePipeline: Sendable {
         /// The most bytes of decoded variants (``ImagePipeline/pixels(for:)``) kept in memory.
         /// Default 64 MiB; 0 keeps none.
         public var decodedMemoryLimit = 64 << 20
+        /// The prefix of the pipeline's swift-metrics instruments (`<prefix>_variants_made`,
+        /// `<prefix>_variant_hits` by `tier`, `<prefix>_refusals`,
+        /// `<prefix>_processing_duration`). The library picks no backend: an app bootstraps one
+        /// with `MetricsSystem.bootstrap`, or names one in ``metricsFactory``.
+        public var metricsPrefix = "image_cache"
+        /// The backend the instruments record into; nil (the default) for the process's
+        /// (`MetricsSystem.factory`).
+        public var metricsFactory: (any MetricsFactory)?
 
         /// The defaults.
         public init() {}
@@ -74,7 +83,7 @@ public final class ImagePipeline: Sendable {
     private let ownsLoader: Bool
     /// Variant jobs are per process: the loader's variant fetcher of any pipeline finds them.
     static let jobs = VariantJobs()
-    let counters = ImageCounters()
+    let counters: ImageCounters
     /// Decoded variants (``pixels(for:)``).
     let decoded: DecodedTier
     /// The counts already added to the folder's totals.
@@ -131,6 +140,8 @@ public final class ImagePipeline: Sendable {
         self.configuration = configuration
         self.store = store
         ownsLoader = owns
+        counters = ImageCounters(
+            metrics: ImageMetrics(prefix: configuration.metricsPrefix, factory: configuration.metricsFactory))
         decoded = DecodedTier(limit: configuration.decodedMemoryLimit)
         var inner: [String: any ItemFetching] = [:]
         for scheme in ["http", "https", "file"] {
@@ -217,10 +228,10 @@ public final class ImagePipeline: Sendable {
     public func image(for request: ImageRequest) async throws(ImageCacheError) -> ImageResponse {
         do {
             let image = try await load(request)
-            if !image.wasMade { counters.hits.add(1, ordering: .relaxed) }
+            if !image.wasMade { counters.countHit(image.source) }
             return image
         } catch {
-            if error.code == .refused { counters.refusals.add(1, ordering: .relaxed) }
+            if error.code == .refused { counters.countRefusal() }
             throw error
         }
     }

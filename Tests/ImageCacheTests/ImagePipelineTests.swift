@@ -2,6 +2,8 @@ import CVips
 import FileKit
 import Foundation
 import ItemCache
+import Metrics
+import MetricsTestKit
 import StorageServer
 import Synchronization
 import Testing
@@ -124,6 +126,35 @@ struct ImagePipelineTests {
         #expect(!second.wasMade, "the variant was made again after a 304")
         #expect(second.data == first.data)
         #expect(pipeline.counts.made == 1)
+    }
+
+    /// The instruments record into the factory the configuration names (no process-wide
+    /// bootstrap: the item cache's tests own that one), under its prefix.
+    @Test("swift-metrics: variants made with their processing time, hits by tier, refusals")
+    func metricsCountWhatHappened() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve("/m.jpg", try colouredImage(width: 300, height: 200, rgb: (10, 20, 30), format: "jpeg"))
+        fixture.serve("/not-an-image", Data("plain text, not an image".utf8), contentType: "image/jpeg")
+        let metrics = TestMetrics()
+        let configure: (inout ImagePipeline.Configuration) -> Void = {
+            $0.metricsPrefix = "images_test"
+            $0.metricsFactory = metrics
+        }
+        let pipeline = try fixture.pipeline(configure)
+        _ = try await pipeline.image(for: fixture.request("/m.jpg", 100, nil)) // made
+        _ = try await pipeline.image(for: fixture.request("/m.jpg", 50, nil)) // made
+        _ = try await pipeline.image(for: fixture.request("/m.jpg", 100, nil)) // memory
+        _ = try await fixture.pipeline(configure).image(for: fixture.request("/m.jpg", 50, nil)) // disk
+        await #expect(throws: ImageCacheError.self) {
+            try await pipeline.image(for: fixture.request("/not-an-image", 10, nil))
+        }
+        #expect(try metrics.expectCounter("images_test_variants_made").totalValue == 2)
+        #expect(try metrics.expectTimer("images_test_processing_duration").values.count == 2)
+        #expect(try metrics.expectTimer("images_test_processing_duration").values.allSatisfy { $0 > 0 })
+        #expect(try metrics.expectCounter("images_test_variant_hits", [("tier", "memory")]).totalValue == 1)
+        #expect(try metrics.expectCounter("images_test_variant_hits", [("tier", "disk")]).totalValue == 1)
+        #expect(try metrics.expectCounter("images_test_refusals").totalValue == 1)
+        #expect(pipeline.counts.made == 2 && pipeline.counts.hits == 1 && pipeline.counts.refusals == 1)
     }
 
     @Test("modes by their pixels: fit, fill (the crop box), force; PNG and WebP keep the request's format")
