@@ -129,6 +129,11 @@ extension SyncConfiguration {
     /// state databases is the same mistake, and with `--force` it would replace every other
     /// mirror's state. Paths are compared after resolving symlinks.
     public func validateLayout() throws(SyncError) {
+        try validateLayout(environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// ``validateLayout()`` with the environment that names the default state folder.
+    func validateLayout(environment: [String: String]) throws(SyncError) {
         func refuse(_ message: String, _ setting: Setting) -> SyncError {
             var error = SyncError(code: .configuration, message: message)
             error.setting = setting
@@ -142,6 +147,16 @@ extension SyncConfiguration {
         if content == "/" || Self.path(home, isWithin: content) {
             throw refuse(
                 "\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
+                .contentDirectory)
+        }
+        // The folder of the default state databases, whichever database this run uses: with
+        // --force, a content folder that is or holds it would replace every mirror's state.
+        let stateFolder = Self.canonicalPath(
+            (Self.defaultStatePath(for: contentDirectory, environment: environment) as NSString)
+                .deletingLastPathComponent)
+        if Self.path(stateFolder, isWithin: content) {
+            throw refuse(
+                "\(contentDirectory) is or holds \(stateFolder), the folder of content-sync's state databases (one per mirror); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
                 .contentDirectory)
         }
         if Self.path(state, isWithin: content) {

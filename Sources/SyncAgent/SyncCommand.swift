@@ -15,7 +15,9 @@ struct SyncCommand: AsyncParsableCommand {
             one-line reason on stderr: 3 network, 4 the storage's files are invalid or unsafe, \
             5 local filesystem or disk space, 6 configuration, 130 interrupted; 1 anything else. \
             Interrupting (Ctrl-C) keeps finished downloads: the next run continues from there. \
-            On success it prints a one-line summary (--quiet: nothing); on a terminal a progress bar \
+            On success it prints a one-line summary (--quiet: nothing), and each warning \
+            (files repaired, a change list's tolerated mistake, a recovered interruption) on stderr \
+            as 'warning: …', --quiet or not; on a terminal a progress bar \
             shows the phase, bytes, rate and time left while it works. --verbose logs each phase as it \
             ends and, on success, prints where the time went on stderr \
             (phases: local check 0.001 s, status 0.004 s, plan 0.120 s, …).
@@ -60,6 +62,9 @@ struct SyncCommand: AsyncParsableCommand {
             bar.finish()
             if !quiet {
                 Console.print(Self.summary(report))
+            }
+            for warning in report.warnings {
+                Console.standardError("warning: \(warning)\n")
             }
             if options.verbose {
                 Console.standardError(ReportText.phases(report) + "\n")

@@ -7,10 +7,11 @@ public enum ReportText {
     public static func summary(_ report: SyncReport) -> String {
         switch report.outcome {
         case .upToDate:
-            return "up to date at \(report.toVersion)"
+            return "up to date at \(report.toVersion)" + notes(report)
         case .restored:
             return
                 "restored \(report.toVersion) from the archive (\(report.filesDownloaded) files, \(bytes(report.bytesDownloaded)) downloaded)"
+                + notes(report)
         case .replayed:
             var line =
                 "updated \(report.fromVersion.map { "\($0)" } ?? "?") → \(report.toVersion): \(report.changeListsApplied) change list(s), "
@@ -18,9 +19,17 @@ public enum ReportText {
             if report.filesAlreadyDownloaded > 0 {
                 line += ", \(report.filesAlreadyDownloaded) already downloaded earlier"
             }
-            if !report.warnings.isEmpty { line += ", \(report.warnings.count) warning(s)" }
-            return line
+            return line + notes(report)
         }
+    }
+
+    /// ", 3 file(s) repaired, 2 warning(s)": what the summary adds when the update repaired
+    /// files or warned (each warning is shown on its own line by the caller).
+    static func notes(_ report: SyncReport) -> String {
+        var notes = ""
+        if report.repairedFiles > 0 { notes += ", \(report.repairedFiles) file(s) repaired" }
+        if !report.warnings.isEmpty { notes += ", \(report.warnings.count) warning(s)" }
+        return notes
     }
 
     /// "phases: recover 0.000 s, local check 0.001 s, status 0.004 s, plan 0.120 s, stage 0.310 s,

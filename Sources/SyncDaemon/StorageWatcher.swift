@@ -141,6 +141,7 @@ public final class StorageWatcher: Sendable {
                 callbacks.checkFinished(.success(report), ContinuousClock.now - started)
                 let summary = ReportText.summary(report)
                 logger.info("\(summary)")
+                for warning in report.warnings { logger.warning("\(warning)") }
                 metrics?.checkSucceeded(report, duration: ContinuousClock.now - started)
                 health?.setReady(storage: settings.name, true)
                 wait = schedule.afterSuccess(random: random())

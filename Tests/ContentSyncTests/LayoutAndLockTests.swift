@@ -67,6 +67,35 @@ struct LayoutAndLockTests {
         }
     }
 
+    /// The state folder is refused as a content folder even when this run's own database is
+    /// elsewhere (`--state /tmp/x.sqlite --dir ~/.local/state/content-sync --force`), and so is
+    /// a folder that holds it; systemd's `STATE_DIRECTORY` counts as the state folder too.
+    @Test func theStateFolderIsNoContentFolderWhateverTheStateDatabase() async throws {
+        try await withTemporaryDirectory { root in
+            let stateHome = root + "/state"
+            let stateFolder = stateHome + "/content-sync"
+            try FileManager.default.createDirectory(atPath: stateFolder, withIntermediateDirectories: true)
+            for (content, environment) in [
+                (stateFolder, ["XDG_STATE_HOME": stateHome]),
+                (stateHome, ["XDG_STATE_HOME": stateHome]),
+                (root + "/service", ["STATE_DIRECTORY": root + "/service/state"]),
+            ] {
+                var configuration = configuration(content, state: root + "/elsewhere.sqlite")
+                configuration.allowReplacingUnknownContent = true
+                let error = #expect(throws: SyncError.self) {
+                    try configuration.validateLayout(environment: environment)
+                }
+                #expect(error?.code == .configuration)
+                #expect(error?.setting == .contentDirectory)
+                #expect(error?.message.contains("state databases") == true, "\(String(describing: error))")
+            }
+            // A content folder beside the state folder is fine.
+            var fine = configuration(root + "/mirror", state: root + "/elsewhere.sqlite")
+            fine.allowReplacingUnknownContent = true
+            try fine.validateLayout(environment: ["XDG_STATE_HOME": stateHome])
+        }
+    }
+
     /// A symlink planted where the state database goes (the default path under
     /// $XDG_STATE_HOME, say), to a file or dangling, is refused: SQLite would follow it and
     /// create or write the database and its -wal elsewhere.

@@ -76,6 +76,36 @@ struct SyncAgentCLITests {
         }
     }
 
+    /// A repair is reported: the summary counts the repaired files and each warning goes to
+    /// stderr on its own line, with --quiet too.
+    @Test func aRepairIsReportedOnStdoutAndEachWarningOnStderr() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: Self.exampleStorage + "/1.2")) { server in
+                let dir = scratch + "/content"
+                let arguments = [
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", dir, "--state",
+                    scratch + "/state.sqlite",
+                ]
+                let first = try await SyncAgentBinary.run(arguments, scratch: scratch)
+                #expect(first.status == 0, "stderr: \(first.stderr)")
+                #expect(first.stderr.isEmpty, "no warning for a clean restore: \(first.stderr)")
+                // Drift the twin never saw: a folder of 1.2 replaced by a file. Without the twin,
+                // the replay links from the drifted folder and must repair it.
+                try FileManager.default.removeItem(atPath: dir + "/docs/api/v2")
+                try "not a folder".write(toFile: dir + "/docs/api/v2", atomically: false, encoding: .utf8)
+                try FileManager.default.removeItem(atPath: scratch + "/.content.content-sync/retired")
+                server.setRoot(URL(fileURLWithPath: Self.exampleStorage + "/1.4"))
+                let second = try await SyncAgentBinary.run(arguments + ["--quiet"], scratch: scratch)
+                #expect(second.status == 0, "stderr: \(second.stderr)")
+                #expect(second.stdout.isEmpty, "--quiet: no summary")
+                let warnings = second.stderr.split(separator: "\n").filter { $0.hasPrefix("warning: ") }
+                #expect(warnings.contains { $0.contains("repaired") }, "\(second.stderr)")
+                let status = try await statusJSON(scratch, dir: dir, state: scratch + "/state.sqlite")
+                #expect(status["version"] as? String == "1.4")
+            }
+        }
+    }
+
     @Test func aFailedSyncExitsNonZeroWithOneLineOnStderr() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: URL(fileURLWithPath: scratch)) { server in
