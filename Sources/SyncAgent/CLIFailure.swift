@@ -75,7 +75,8 @@ package struct CLIFailure: Error, CustomStringConvertible {
         case .allowReplacingUnknownContent: "--force allows replacing it"
         case .trustedSigningKeys:
             "give --trust-key again, or run `sync-agent forget-keys` with the same --dir and --state to accept an unsigned storage"
-        case .verifyIntegrity: "see the integrity options"
+        case .verifyIntegrity:
+            "the CLI always checks integrity data; only the library's SyncConfiguration.verifyIntegrity turns it off"
         }
     }
 

@@ -97,9 +97,13 @@ struct PublishCommand: AsyncParsableCommand {
         let parsedMinimal: CacheVersion?
         do {
             parsedVersion = try CacheVersion(version)
+        } catch {
+            throw CLIFailure(code: 6, message: "--version: \(error)")
+        }
+        do {
             parsedMinimal = try minimal.map { try CacheVersion($0) }
         } catch {
-            throw CLIFailure(code: 6, message: "\(error)")
+            throw CLIFailure(code: 6, message: "--minimal: \(error)")
         }
         var options = PublishOptions(
             storage: storage, content: content, version: parsedVersion, minimal: parsedMinimal, baseURL: url)

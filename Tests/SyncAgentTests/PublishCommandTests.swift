@@ -75,6 +75,23 @@ struct PublishCommandTests {
         }
     }
 
+    /// A bad version names the flag it came from: `--version abc` and `--minimal ""` alike.
+    @Test(arguments: [(["--version", "abc"], "--version: "), (["--version", "2.0", "--minimal", ""], "--minimal: ")])
+    func aBadVersionNamesItsFlag(_ flags: [String], prefix: String) async throws {
+        try await withScratch { scratch in
+            var arguments = [
+                "publish", "--storage", scratch + "/storage", "--content",
+                SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent", "--base-url", Self.base, "--init",
+            ]
+            arguments += flags
+            if !flags.contains("--version") { arguments += ["--version", "1.0"] }
+            let result = try await SyncAgentBinary.run(arguments, scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains(prefix), "\(result.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/storage"))
+        }
+    }
+
     @Test(arguments: ["0", "-1", "nan", "inf", "1e300"])
     func aSignatureLifetimeThatWouldExpireOrOverflowIsRefused(days: String) async throws {
         try await withScratch { scratch in
