@@ -42,7 +42,7 @@ extension ZipWriter {
         }
         // The entries in the order archive(folder:...) adds them, with the names libzip gives them.
         var items: [(path: SafeRelativePath, isFolder: Bool)] = folders.map { ($0, true) } + files.map { ($0, false) }
-        items.sort { $0.path < $1.path }
+        ZipWriter.sortByEntryName(&items)
         let ancestors = base.ancestors + (base.isRoot ? [] : [base])
         var plan: [(name: [UInt8], reuse: Bool, item: (path: SafeRelativePath, isFolder: Bool)?)] = []
         plan.reserveCapacity(ancestors.count + items.count)

@@ -8,6 +8,16 @@ import FileKit
 #endif
 
 extension ZipWriter {
+    /// Sorts entries the way an archive lists them: by the UTF-8 bytes of their names, a
+    /// folder's name ending in `/` (so `docs.md` comes before `docs/`, as `sorted()` of the
+    /// names gives, and a folder still comes before what it holds). ``archive(folder:to:topLevelFolder:reusing:)``
+    /// and the splice share it, so a spliced archive is the one a fresh build writes.
+    static func sortByEntryName(_ items: inout [(path: SafeRelativePath, isFolder: Bool)]) {
+        let keys = items.map { Array(($0.path.string + ($0.isFolder ? "/" : "")).utf8) }
+        let order = keys.indices.sorted { keys[$0].lexicographicallyPrecedes(keys[$1]) }
+        items = order.map { items[$0] }
+    }
+
     /// Zips the tree under `folder` into `zipPath` deterministically: paths sorted, a folder entry
     /// for every folder (so empty folders survive), all under `topLevelFolder/` when given (e.g.
     /// `"RXCacheContent"`). Symlinks and other special files are refused, not followed.
@@ -30,7 +40,7 @@ extension ZipWriter {
         }
         var tree: [(path: SafeRelativePath, isFolder: Bool)] = []
         try collect(folder: folder, relative: .root, into: &tree)
-        tree.sort { $0.path < $1.path }
+        ZipWriter.sortByEntryName(&tree)
 
         let previous = reusing.flatMap { PreviousArchive(path: $0.previousArchive) }
         let writer = try ZipWriter(path: zipPath)

@@ -48,6 +48,35 @@ import Testing
         return copied
     }
 
+    /// Entries are sorted by the bytes of their names (a folder's with its `/`), as `sorted()` of
+    /// the names gives: siblings whose names go on with a byte below `/` (`docs.md`, `docs-old`,
+    /// `a b`) come before the folder they extend. Fresh and spliced archives agree, and a folder
+    /// still comes before what it holds.
+    @Test func entriesAreSortedByTheBytesOfTheirNames() throws {
+        try withTemporaryDirectory { dir in
+            let files = [
+                "docs/a.md", "docs.md", "docs-old/b.md", "a b/c.txt", "a/d.txt", "a/e f.txt", "a/e/g.txt", "z.txt",
+                "é/x.txt", "e/y.txt",
+            ]
+            for (index, path) in files.enumerated() {
+                try write(noise(100 + index, seed: UInt64(index)), to: dir + "/old/" + path)
+            }
+            try ZipWriter.archive(folder: dir + "/old", to: dir + "/old.zip", topLevelFolder: "RXCacheContent")
+            for (index, path) in files.enumerated() {
+                try write(
+                    noise(100 + index, seed: UInt64(index) + (path == "docs.md" ? 50 : 0)), to: dir + "/new/" + path)
+            }
+            try spliceMatchesAFreshBuild(dir)
+            let names = try ZipReader(path: dir + "/fresh.zip").entries().map(\.name)
+            #expect(names.count == files.count + 8, "the files, their 7 folders and RXCacheContent/: \(names)")
+            #expect(names == names.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) }, "\(names)")
+            #expect(names.firstIndex(of: "RXCacheContent/docs.md")! < names.firstIndex(of: "RXCacheContent/docs/")!)
+            for (position, name) in names.enumerated() where name.hasSuffix("/") {
+                #expect(!names[..<position].contains { $0.hasPrefix(name) }, "\(name) comes before what it holds")
+            }
+        }
+    }
+
     @Test func everyKindOfChangeSplicesToTheFreshArchive() throws {
         try withTemporaryDirectory { dir in
             var old: [String: [UInt8]] = [:]
