@@ -130,7 +130,14 @@ public enum ChangeDiffer {
                 } catch {
                     // A move given up for a cycle may have left a target that cannot be
                     // downloaded; a detour through a temporary name keeps every move.
-                    guard !bans.filePairs.isEmpty else { throw error }
+                    guard !bans.filePairs.isEmpty else {
+                        if let kinds = throughRemovedFiles(ordered, old: oldTree),
+                            let bytes = try? verify(kinds, old: oldTree, new: newTree)
+                        {
+                            return Outcome(kinds: kinds, downloadedBytes: bytes)
+                        }
+                        throw error
+                    }
                     bans.staged.formUnion(bans.filePairs)
                     bans.filePairs = []
                     continue
@@ -317,6 +324,35 @@ public enum ChangeDiffer {
         return cycle.filter { cost($0) != nil }.min { (cost($0)!, $0.written!) < (cost($1)!, $1.written!) }
     }
 
+    /// The list with each new file whose name has no extension (which an add would make a
+    /// folder) brought by a redownload from an old file the new version removes: the client
+    /// moves that file to the new name and downloads the new bytes over it (§1.3), so its
+    /// removal goes. Nil when a file has no such old file to come from, or an empty folder's
+    /// name has an extension; the caller verifies the result like any list.
+    static func throughRemovedFiles(_ ordered: [DiffStep], old: DiffTree) -> [Change.Kind]? {
+        var removals: [Int] = []
+        var adds: [Int] = []
+        for (index, step) in ordered.enumerated() {
+            switch step {
+            case .remove(let path) where old.files[path] != nil: removals.append(index)
+            case .addFile(let path) where Change.namesFolder(path): adds.append(index)
+            case .addFolder(let path) where !Change.namesFolder(path): return nil
+            default: break
+            }
+        }
+        guard !adds.isEmpty, removals.count >= adds.count else { return nil }
+        var kinds = ordered.map(\.kind)
+        var dropped = Set<Int>()
+        for (add, removal) in zip(adds, removals) {
+            guard case .addFile(let path) = ordered[add], case .remove(let source) = ordered[removal] else {
+                return nil
+            }
+            kinds[add] = .redownload(from: source, to: path)
+            dropped.insert(removal)
+        }
+        return kinds.indices.filter { !dropped.contains($0) }.map { kinds[$0] }
+    }
+
     /// Refuses adds the protocol's folder rule would misread.
     static func refuseInexpressible(_ steps: [DiffStep]) throws(ChangeDifferError) {
         var files: [SafeRelativePath] = []
@@ -330,7 +366,7 @@ public enum ChangeDiffer {
             throw ChangeDifferError(
                 code: .fileWithoutExtension,
                 message:
-                    "cannot publish new file \(DiffTree.list(files)): a name without extension must be added as a folder, and no old file with the same bytes is free to move there. Give the file an extension (e.g. '\(files[0].lastComponent!).txt'), or keep its bytes in a file the old version has",
+                    "cannot publish new file \(DiffTree.list(files)): a name without extension must be added as a folder, and no old file is free to move there (one with the same bytes, or one this version removes, which a redownload would bring). Give the file an extension (e.g. '\(files[0].lastComponent!).txt'), or keep its bytes in a file the old version has",
                 paths: files)
         }
         if !folders.isEmpty {

@@ -117,6 +117,33 @@ struct ChangeDifferTests {
         #expect(error?.message.contains("'docs/LICENSE'") == true && error?.message.contains("extension") == true)
     }
 
+    /// A new file without extension comes by a redownload from an old file this version
+    /// removes: the client moves that file to the new name and downloads the new bytes over it.
+    /// Two such files need two removed files; with one, the list is refused as before.
+    @Test func aNewFileWithoutExtensionComesFromARemovedFile() throws {
+        let old = differTree("readme.txt=R", "old.txt=O", "notes/draft.md=D", "notes/keep.md=K")
+        let new = differTree("readme.txt=R", "notes/keep.md=K", "docs/LICENSE=L", "Makefile=M")
+        let result = try DifferReplay(old: old, new: new)
+        #expect(result.problems.isEmpty, "\(result.problems.joined(separator: "\n"))")
+        var sources: Set<SafeRelativePath> = []
+        var targets: Set<SafeRelativePath> = []
+        for change in result.changes {
+            guard case .redownload(let from, let to) = change else {
+                Issue.record("only the two redownloads: \(result.changes)")
+                continue
+            }
+            sources.insert(from)
+            targets.insert(to)
+        }
+        #expect(sources == [dp("old.txt"), dp("notes/draft.md")])
+        #expect(targets == [dp("docs/LICENSE"), dp("Makefile")])
+        #expect(Set(result.plan.downloads) == [dp("docs/LICENSE"), dp("Makefile")])
+
+        let one = differTree("readme.txt=R", "old.txt=O")
+        let error = #expect(throws: ChangeDifferError.self) { try ChangeDiffer.diff(from: one, to: new) }
+        #expect(error?.code == .fileWithoutExtension)
+    }
+
     @Test func aNewEmptyFolderWithAnExtensionIsRefusedWithItsName() {
         let old = differTree("readme.txt=R")
         let new = differTree("readme.txt=R", "assets/bundle.app/")

@@ -191,6 +191,61 @@ struct PublishRoundTripTests {
         }
     }
 
+    /// A new file without extension (`LICENSE`), which an add would make a folder, is published
+    /// as a redownload from a file the version removes; a client replays it and ends with the
+    /// new tree, and the removed file is gone.
+    @Test func aNewFileWithoutExtensionReachesAReplayingClient() async throws {
+        try await withTemporaryDirectory { scratch in
+            let content = scratch + "/content"
+            try FileManager.default.createDirectory(atPath: content + "/docs", withIntermediateDirectories: true)
+            try Data("read me".utf8).write(to: URL(fileURLWithPath: content + "/readme.txt"))
+            try Data("old notes".utf8).write(to: URL(fileURLWithPath: content + "/docs/old.txt"))
+            var snapshots: [String: URL] = [:]
+            var expected: [String: TreeSnapshot] = [:]
+            for version in ["1.0", "1.1"] {
+                if version == "1.1" {
+                    try FileManager.default.removeItem(atPath: content + "/docs/old.txt")
+                    try Data("the licence".utf8).write(to: URL(fileURLWithPath: content + "/docs/LICENSE"))
+                }
+                var options = PublishOptions(
+                    storage: scratch + "/storage", content: content, version: v(version),
+                    baseURL: URL(string: "https://license.invalid/s/")!)
+                options.initialize = version == "1.0"
+                let publishing = options
+                _ = try await offPool { try Publisher.publish(publishing) }
+                try FileManager.default.copyItem(
+                    atPath: scratch + "/storage", toPath: scratch + "/published-\(version)")
+                snapshots[version] = URL(fileURLWithPath: scratch + "/published-\(version)")
+                expected[version] = try TreeSnapshot.read(content)
+            }
+            let listData = try Data(
+                contentsOf: URL(
+                    fileURLWithPath: scratch + "/storage/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json"))
+            let list = try #require(try JSONSerialization.jsonObject(with: listData) as? [String: Any])
+            let changes = try #require(list["changes"] as? [[String: Any]])
+            #expect(changes.count == 1, "one redownload, no remove: \(changes)")
+            #expect((changes.first?["newPath"] as? String)?.hasSuffix("RXCacheContent/docs/LICENSE") == true)
+            #expect((changes.first?["oldPath"] as? String)?.hasSuffix("RXCacheContent/docs/old.txt") == true)
+            #expect(changes.first?["redownload"] as? Bool == true, "\(changes)")
+            try await withStorageServer(root: snapshots["1.0"]!) { server in
+                let configuration = SyncConfiguration(
+                    baseURL: server.baseURL!, contentDirectory: scratch + "/client/content",
+                    stateDatabasePath: scratch + "/client/state.sqlite")
+                try FileManager.default.createDirectory(atPath: scratch + "/client", withIntermediateDirectories: true)
+                #expect(try await CacheManager(configuration: configuration).checkForUpdates().outcome == .restored)
+                server.setRoot(snapshots["1.1"]!)
+                let report = try await CacheManager(configuration: configuration).checkForUpdates()
+                #expect(report.outcome == .replayed)
+                #expect(try TreeSnapshot.read(scratch + "/client/content") == expected["1.1"])
+                var isFolder: ObjCBool = true
+                #expect(
+                    FileManager.default.fileExists(
+                        atPath: scratch + "/client/content/docs/LICENSE", isDirectory: &isFolder)
+                        && !isFolder.boolValue)
+            }
+        }
+    }
+
     func roundTrip(seed: UInt64, scratch: String, server: StorageServer) async throws {
         let content = scratch + "/content"
         var writer = RandomTreeWriter(seed: seed &* 7919 &+ 1, root: content)
