@@ -13,8 +13,8 @@ extension ZipWriter {
     /// names gives, and a folder still comes before what it holds). ``archive(folder:to:topLevelFolder:reusing:)``
     /// and the splice share it, so a spliced archive is the one a fresh build writes.
     static func sortByEntryName(_ items: inout [(path: SafeRelativePath, isFolder: Bool)]) {
-        let keys = items.map { Array(($0.path.string + ($0.isFolder ? "/" : "")).utf8) }
-        let order = keys.indices.sorted { keys[$0].lexicographicallyPrecedes(keys[$1]) }
+        let keys = items.map { $0.path.string + ($0.isFolder ? "/" : "") }
+        let order = keys.indices.sorted { keys[$0].utf8.lexicographicallyPrecedes(keys[$1].utf8) }
         items = order.map { items[$0] }
     }
 

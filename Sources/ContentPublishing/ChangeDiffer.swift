@@ -330,12 +330,12 @@ public enum ChangeDiffer {
     /// removal goes. Nil when a file has no such old file to come from, or an empty folder's
     /// name has an extension; the caller verifies the result like any list.
     static func throughRemovedFiles(_ ordered: [DiffStep], old: DiffTree) -> [Change.Kind]? {
-        var removals: [Int] = []
-        var adds: [Int] = []
+        var removals: [(index: Int, path: SafeRelativePath)] = []
+        var adds: [(index: Int, path: SafeRelativePath)] = []
         for (index, step) in ordered.enumerated() {
             switch step {
-            case .remove(let path) where old.files[path] != nil: removals.append(index)
-            case .addFile(let path) where Change.namesFolder(path): adds.append(index)
+            case .remove(let path) where old.files[path] != nil: removals.append((index, path))
+            case .addFile(let path) where Change.namesFolder(path): adds.append((index, path))
             case .addFolder(let path) where !Change.namesFolder(path): return nil
             default: break
             }
@@ -344,11 +344,8 @@ public enum ChangeDiffer {
         var kinds = ordered.map(\.kind)
         var dropped = Set<Int>()
         for (add, removal) in zip(adds, removals) {
-            guard case .addFile(let path) = ordered[add], case .remove(let source) = ordered[removal] else {
-                return nil
-            }
-            kinds[add] = .redownload(from: source, to: path)
-            dropped.insert(removal)
+            kinds[add.index] = .redownload(from: removal.path, to: add.path)
+            dropped.insert(removal.index)
         }
         return kinds.indices.filter { !dropped.contains($0) }.map { kinds[$0] }
     }

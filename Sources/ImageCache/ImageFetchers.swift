@@ -106,8 +106,7 @@ final class ImageCounters: Sendable {
     func countMade(processing: Duration) {
         made.add(1, ordering: .relaxed)
         metrics.made.increment()
-        metrics.processing.recordNanoseconds(
-            processing.components.seconds * 1_000_000_000 + processing.components.attoseconds / 1_000_000_000)
+        metrics.processing.recordNanoseconds(processing.nanoseconds)
     }
 
     /// A stored variant answered, from `tier`.

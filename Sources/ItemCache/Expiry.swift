@@ -79,6 +79,6 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
 }
 
 extension Duration {
-    /// The duration in nanoseconds.
-    var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
+    /// The duration in nanoseconds (ImageCache's timers use it too).
+    package var nanoseconds: Int64 { components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000 }
 }
