@@ -66,7 +66,7 @@ check-docs:
 	python3 scripts/docs/check_public_docs.py
 
 ## The DocC catalogs as static sites in .build/docs/<Target>/ (swift-docc-plugin); warnings fail.
-DOC_TARGETS := ContentSync ContentPublishing StorageFormat FileKit Transport StorageServer ItemCache
+DOC_TARGETS := ContentSync ContentPublishing StorageFormat FileKit Transport StorageServer ItemCache ImageCache
 docs: deps
 	@# The plugin moves each archive into .build/docs/<Target>, and fails when .build/docs is missing.
 	@mkdir -p .build/docs

@@ -877,10 +877,14 @@ def write_report(b: Bench, s2info: dict | None, s3info: dict | None, ceil: dict 
             report.replace_section(doc, heading, out, after="## Publish (issue 3 measurement)")
 
 
-def chart_panels(results: list[Result]) -> list:
-    panels = []
-    for scenario, title in (("S2", "S2 replay: +2,000 × 4 KiB + 100 × 1 MiB"), ("S3", "S3 jump: 20 versions behind"),
-                            ("S4", "S4 no-change poll")):
+CHART_SCENARIOS = (("S2", "S2 replay: +2,000 × 4 KiB + 100 × 1 MiB"), ("S3", "S3 jump: 20 versions behind"),
+                   ("S4", "S4 no-change poll"))
+
+
+def chart_panels(results: list[Result]) -> dict:
+    """The panels this run measured, by scenario."""
+    panels = {}
+    for scenario, title in CHART_SCENARIOS:
         g = group(results, scenario)
         for fs in dict.fromkeys(fs for fs, _ in g):
             bars = []
@@ -889,8 +893,23 @@ def chart_panels(results: list[Result]) -> list:
                     med, lo, hi = report.summary([r.wall for r in rs])
                     bars.append((tool, med, lo, hi))
             if bars:
-                panels.append((f"{title} — {fs} (seconds)", "s", bars))
+                panels.setdefault(scenario, []).append((f"{title} — {fs} (seconds)", "s", bars))
     return panels
+
+
+def merged_panels(store: Path, fresh: dict) -> list:
+    """Every scenario's panels: this run's, and the last run's of each scenario it skipped (kept in
+    `store`, a JSON file beside the chart), so a run of one scenario (SCENARIOS=s2) redraws the
+    others as they were instead of dropping them."""
+    kept = {}
+    if store.exists():
+        try:
+            kept = {k: [tuple(p[:2]) + ([tuple(b) for b in p[2]],) for p in v] for k, v in json.loads(store.read_text()).items()}
+        except (ValueError, TypeError, IndexError):
+            kept = {}
+    kept.update(fresh)
+    store.write_text(json.dumps(kept, indent=1, ensure_ascii=False) + "\n")
+    return [panel for scenario, _ in CHART_SCENARIOS for panel in kept.get(scenario, [])]
 
 
 def main() -> None:
@@ -944,9 +963,10 @@ def main() -> None:
             for root in b.run_roots:
                 shutil.rmtree(root, ignore_errors=True)
     chart = None
-    panels = chart_panels(b.results)
-    if panels and doc:
+    fresh = chart_panels(b.results)
+    if fresh and doc:
         chart = Path(doc).parent / "benchmarks-scenarios.svg"
+        panels = merged_panels(Path(doc).parent / "benchmarks-scenarios.json", fresh)
         svg_chart(chart, panels)
         log(f"chart written to {chart}")
     write_report(b, s2info, s3info, ceil, doc, args.command, chart)

@@ -156,7 +156,7 @@ public enum Publisher {
                 throw PublishError(
                     code: .configuration,
                     message:
-                        "\(storage) holds \(found.sorted().joined(separator: ", ")) but no \(StorageLayout.statusPath): --init would replace them; move them aside (or delete them) and run it again",
+                        "\(storage) holds \(found.sorted().joined(separator: ", ")) but no \(StorageLayout.statusPath): initializing would replace them; move them aside (or delete them) and run it again",
                     option: .initialize)
             }
         } else {
@@ -273,7 +273,7 @@ public enum Publisher {
 
         if options.dryRun {
             let newTree = try checkedScan(paths.content, shownAs: paths.content)
-            phases.mark("scan --content")
+            phases.mark("scan the content folder")
             let delta = oldTree.map { TreeDelta(from: $0, to: newTree) }
             let changes = try diff(from: oldTree, to: newTree, delta: delta, content: paths.content)
             phases.mark("diff")
@@ -298,7 +298,7 @@ public enum Publisher {
             try run.checkpoint(.staging, "create the work folder")
             try work.create()
             try work.writeJournal(journal, durable: false)
-            try run.checkpoint(.staging, "snapshot --content")
+            try run.checkpoint(.staging, "snapshot the content folder")
             let snapshot = work.staged("RXCacheContent")
             // Files unchanged since the previous version are linked from it (each with the stamp
             // its index recorded, or compared byte for byte), the rest copied; into the retired
@@ -312,7 +312,8 @@ public enum Publisher {
                 paths.content, to: snapshot, previous: fromVersion == nil ? nil : storage + "/RXCacheContent",
                 reusing: reusing, index: index, notes: notes)
             phases.mark(
-                (reusing ? "snapshot --content (catching up the retired version)" : "snapshot --content")
+                (reusing
+                    ? "snapshot the content folder (catching up the retired version)" : "snapshot the content folder")
                     + (besideCheck == nil ? "" : ", the published tree checked beside it"))
             if let besideCheck {
                 let checked = try besideCheck.value()
@@ -636,8 +637,8 @@ public enum Publisher {
         PublishError(
             code: .configuration,
             message:
-                "\(paths.storage) is not a storage yet (no \(StorageLayout.statusPath)): publish its first version with --init, or give --storage the folder that holds one",
-            option: nil)
+                "\(paths.storage) is not a storage yet (no \(StorageLayout.statusPath)): publish its first version with PublishOptions.initialize, or name the folder that holds one",
+            option: .storage)
     }
 
     /// Bytes of the files a client one version behind must fetch.

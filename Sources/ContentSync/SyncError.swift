@@ -9,7 +9,7 @@ import Transport
 public struct SyncError: Error, Sendable, CustomStringConvertible {
     /// What kind of failure this is. Compare against the static members.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Base: String, Hashable, Sendable {
+        private enum Base: String, Hashable, Sendable, CaseIterable {
             case invalidStatus, invalidUpdateList, invalidChangeList, unsafePath, insufficientSpace
             case network, archive, fileSystem, stateStore, cancelled, connectionNotAllowed, configuration, integrity,
                 signature
@@ -17,6 +17,9 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
+
+        /// Every code, in a stable order (a monitor that starts each failure series at 0).
+        public static var allCases: [Code] { Base.allCases.map(Code.init) }
 
         /// The code whose ``description`` is `name`, e.g. when read back from the state database.
         public init?(name: String) {

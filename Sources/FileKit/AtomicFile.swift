@@ -48,6 +48,41 @@ public enum AtomicFile {
         }
         if durability == .full { try DiskFlush.folder((path as NSString).deletingLastPathComponent) }
     }
+
+    /// ``write(_:to:durability:)`` for bytes that come in pieces: `produce` passes each to the
+    /// `write` it is given, in order. When `produce` throws (a source that turned out damaged),
+    /// nothing is put in place and its error is thrown.
+    public static func write(
+        to path: String, durability: Durability = .none,
+        _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
+        let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard fd >= 0 else {
+            throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno)
+        }
+        do {
+            try produce { bytes in
+                if let code = DescriptorIO.writeAll(fd, bytes) {
+                    throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
+                }
+            }
+            if durability != .none && fsync(fd) != 0 {
+                throw FileSystemError("cannot write", path: path, syscall: "fsync", errno: errno)
+            }
+        } catch {
+            close(fd)
+            unlink(temporary)
+            throw error
+        }
+        close(fd)
+        guard rename(temporary, path) == 0 else {
+            let code = errno
+            unlink(temporary)
+            throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
+        }
+        if durability == .full { try DiskFlush.folder((path as NSString).deletingLastPathComponent) }
+    }
 }
 
 /// A file with no name yet (`O_TMPFILE`), in the folder where it will be named: written in full,

@@ -35,7 +35,20 @@ struct OriginalFetcher: ItemFetching {
         }
         // Only a body meant as the image is checked: an error page (a 404) is the origin's
         // answer, kept and reported as such.
-        guard case .fetched(let data) = response.body, (200...299).contains(response.status) else { return response }
+        guard (200...299).contains(response.status) else { return response }
+        let data: Data
+        switch response.body {
+        case .notModified: return response
+        case .fetched(let bytes): data = bytes
+        case .file(let file):
+            // A large original stays the file the cache keeps; its facts are read from it (an
+            // image is decoded whole anyway, and ImageLimits.maxBytes bounds it).
+            do {
+                data = try await pool.run { () throws(ItemCacheError) -> Data in try file.data() }
+            } catch {
+                throw ItemCacheError(code: .fetch, message: error.message, key: request.key, underlying: error)
+            }
+        }
         let limits = self.limits
         let facts = await pool.run { () -> Result<ImageMetadata, ImageCacheError> in
             Result { () throws(ImageCacheError) in try ImageMetadata.ofOriginal(data, source: shown, limits: limits) }

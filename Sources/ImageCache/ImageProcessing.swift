@@ -22,6 +22,7 @@ public struct VipsImageProcessing: ImageProcessing {
     /// libvips' version and this pipeline's revision.
     public var identifier: String { VariantKey.pipelineVersion }
 
+    /// Resizes `original` with libvips (``ImageProcessor``).
     public func process(_ original: ImageInput, source: String, request: ResizeRequest, limits: ImageLimits)
         throws(ImageCacheError) -> ProcessedImage
     {

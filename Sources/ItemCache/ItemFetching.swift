@@ -36,6 +36,10 @@ public struct FetchRequest: Sendable {
     public var retry: RetryPolicy?
     /// The time limit of one exchange (``LoadingConfiguration/timeout``); nil for the transport's.
     public var timeout: Duration?
+    /// A body larger than this may come back as its staged file (``FetchResponse/Body/file(_:)``)
+    /// rather than as one `Data`; nil: always `Data`. The loader sets it to the memory tier's
+    /// item limit when its store can keep a file as it is.
+    public var fileThreshold: Int64?
 
     /// A request for `key` at `url`.
     public init(
@@ -58,6 +62,10 @@ public struct FetchResponse: Sendable {
     public enum Body: Sendable {
         /// New bytes.
         case fetched(Data)
+        /// New bytes larger than ``FetchRequest/fileThreshold``, in the file they were
+        /// downloaded into (in ``FetchRequest/scratchFolder``, checked as it was written): the
+        /// cache names it as the stored value without copying it.
+        case file(ValueFile)
         /// `304 Not Modified`: the stored value stands; no body moved.
         case notModified
     }
@@ -175,6 +183,16 @@ public struct HTTPFetcher: ItemFetching {
                 key: request.key, underlying: error)
         }
         if response.isNotModified { return FetchResponse(response, body: .notModified) }
+        if let threshold = request.fileThreshold, response.fileSize > threshold {
+            // Large: the file is the value (checked once here), never one Data.
+            let size = response.fileSize
+            let shown = "the body of \(Redaction.url(url))"
+            let checksum = try await BlockingIOPool.shared.run { () throws(FileSystemError) -> UInt32 in
+                try ValueFile.checksum(of: descriptor, size: size, shownAs: shown)
+            }
+            return FetchResponse(
+                response, body: .file(ValueFile(staged: file, size: size, checksum: checksum, shownAs: shown)))
+        }
         let data = try await BlockingIOPool.shared.run { () throws(FileSystemError) -> Data in
             try DescriptorIO.read(descriptor, count: Int(response.fileSize), path: Redaction.url(url))
         }

@@ -188,6 +188,45 @@ public final class ItemLoader: Sendable {
         for url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
         context: String = "", options: LoadOptions = LoadOptions()
     ) async throws(ItemCacheError) -> LoadedItem {
+        try await load(
+            url: url, parameters: parameters, varyingHeaders: varyingHeaders, context: context, options: options
+        ).materialized()
+    }
+
+    /// The item of `key`, fetched from `url` (nil for a custom key, whose context's fetcher
+    /// makes it) when the cache cannot answer.
+    public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError)
+        -> LoadedItem
+    {
+        try await load(key, url: url, options: options).materialized()
+    }
+
+    /// The value at `url`, loaded as ``item(for:parameters:varyingHeaders:context:options:)``
+    /// loads it, but handed over without reading it into memory when it is larger than the
+    /// memory tier's item limit (``MemoryLimits/itemBytes``): then its open, checked file
+    /// (``LoadedValue/Content/file(_:)``; a fetched body is the very file the cache keeps).
+    /// For values too big to hold whole: write them out, or hand the descriptor to a decoder.
+    public func value(
+        for url: URL, parameters: RequestParameters = [:], varyingHeaders: [String: String] = [:],
+        context: String = "", options: LoadOptions = LoadOptions()
+    ) async throws(ItemCacheError) -> LoadedValue {
+        LoadedValue(
+            try await load(
+                url: url, parameters: parameters, varyingHeaders: varyingHeaders, context: context, options: options))
+    }
+
+    /// ``value(for:parameters:varyingHeaders:context:options:)`` for `key`, fetched from `url`.
+    public func value(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError)
+        -> LoadedValue
+    {
+        LoadedValue(try await load(key, url: url, options: options))
+    }
+
+    /// A load by URL: its key and request, then ``load(_:url:options:)``.
+    private func load(
+        url: URL, parameters: RequestParameters, varyingHeaders: [String: String], context: String,
+        options: LoadOptions
+    ) async throws(ItemCacheError) -> LoadedItem {
         let key = try CacheKey(url: url, parameters: parameters, varyingHeaders: varyingHeaders, context: context)
         var request = url
         if !parameters.isEmpty, var components = URLComponents(url: url, resolvingAgainstBaseURL: true) {
@@ -199,14 +238,12 @@ public final class ItemLoader: Sendable {
         }
         var options = options
         options.headers.merge(varyingHeaders) { mine, _ in mine }
-        return try await item(for: key, url: request, options: options)
+        return try await load(key, url: request, options: options)
     }
 
-    /// The item of `key`, fetched from `url` (nil for a custom key, whose context's fetcher
-    /// makes it) when the cache cannot answer.
-    public func item(for key: CacheKey, url: URL?, options: LoadOptions = LoadOptions()) async throws(ItemCacheError)
-        -> LoadedItem
-    {
+    /// A load of `key`: its value may be a file (``CachedItem/file``), which the public
+    /// ``item(for:url:options:)`` reads and ``value(for:url:options:)`` hands over.
+    private func load(_ key: CacheKey, url: URL?, options: LoadOptions) async throws(ItemCacheError) -> LoadedItem {
         let now = configuration.clock.now
         let request = CacheDirectives.ofRequest(options.headers)
         // Memory answers at once; anything else is looked up on the I/O pool.
@@ -261,13 +298,22 @@ public final class ItemLoader: Sendable {
     /// The stored response for `key` that a request with `requestHeaders` may use: the key's
     /// own, or the variant its `Vary` headers select (RFC 9111 §4.1).
     func lookUp(_ key: CacheKey, requestHeaders: [String: String]) async throws(ItemCacheError) -> StoredItem? {
-        if let stored = try await store.item(for: key) { return stored }
+        if let stored = try await stored(key) { return stored }
         for variant in try await store.variantKeys(of: key) {
             guard let names = variant.variantNames, key.variant(names: names, request: requestHeaders) == variant
             else { continue }
-            return try await store.item(for: variant)
+            return try await stored(variant)
         }
         return nil
+    }
+
+    /// The stored item of `key`; from an ``ItemStore``, a value over the memory tier's item
+    /// limit as its open file (``CachedItem/file``), not read.
+    private func stored(_ key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
+        if let itemStore = store as? ItemStore {
+            return try await itemStore.item(for: key, filesOver: Int64(configuration.memory.itemBytes))
+        }
+        return try await store.item(for: key)
     }
 
     static func withoutValidators(_ item: CachedItem) -> CachedItem {
@@ -413,7 +459,11 @@ public final class ItemLoader: Sendable {
             flight.report(progress)
             notify(key, .inProgress(progress))
         }
-        if let disk = (store as? ItemStore)?.disk { fetchRequest.keepLimit = disk.rowBudget(for: disk.limit) }
+        if let disk = (store as? ItemStore)?.disk {
+            fetchRequest.keepLimit = disk.rowBudget(for: disk.limit)
+            // A large body stays the file it was downloaded into: the store names it.
+            fetchRequest.fileThreshold = Int64(configuration.memory.itemBytes)
+        }
         // With a stale value to stand in, a failure is answered at once: no retries.
         fetchRequest.retry =
             stale.map { mayServeStale($0, request: request) } == true ? RetryPolicy.none : configuration.loading.retry
@@ -483,7 +533,11 @@ public final class ItemLoader: Sendable {
         case .fetched(let data):
             if stale != nil { metrics.modified.increment() }
             metrics.fetchedBytes.increment(by: Int64(data.count))
-            return try await keep(data, key, response: response, options: options, flight: flight, times: times)
+            return try await keep(.bytes(data), key, response: response, options: options, flight: flight, times: times)
+        case .file(let file):
+            if stale != nil { metrics.modified.increment() }
+            metrics.fetchedBytes.increment(by: file.size)
+            return try await keep(.file(file), key, response: response, options: options, flight: flight, times: times)
         }
     }
 
@@ -521,10 +575,21 @@ public final class ItemLoader: Sendable {
             item.info.response = record
             return LoadedItem(item: item, source: .revalidated)
         }
+        let etag = Self.usableValidator(record.headers["etag"])
+        let lastModified = Self.usableValidator(record.headers["last-modified"])
+        if stale.file != nil, let itemStore = store as? ItemStore {
+            // A value kept as a file: its record changes, its bytes are not read.
+            let info = try await itemStore.refreshInfo(
+                stale.key, expires: rules.expires, mustRevalidate: rules.revalidatesEveryUse, etag: etag,
+                lastModified: lastModified, response: record)
+            flight.markStored()
+            var item = stale
+            if let info { item.info = info }
+            return LoadedItem(item: item, source: .revalidated)
+        }
         let refreshed = try await store.refresh(
-            stale.key, expires: rules.expires, mustRevalidate: rules.revalidatesEveryUse,
-            etag: Self.usableValidator(record.headers["etag"]),
-            lastModified: Self.usableValidator(record.headers["last-modified"]), response: record)
+            stale.key, expires: rules.expires, mustRevalidate: rules.revalidatesEveryUse, etag: etag,
+            lastModified: lastModified, response: record)
         flight.markStored()
         return LoadedItem(item: refreshed ?? stale, source: .revalidated)
     }
@@ -532,8 +597,8 @@ public final class ItemLoader: Sendable {
     /// Keeps a fetched response as the model allows: under the key, or under the variant its
     /// `Vary` selects; returns it whether kept or not.
     private func keep(
-        _ data: Data, _ key: CacheKey, response: FetchResponse, options: LoadOptions, flight: Flight<LoadedItem>,
-        times: (request: Date, response: Date)
+        _ value: FetchedValue, _ key: CacheKey, response: FetchResponse, options: LoadOptions,
+        flight: Flight<LoadedItem>, times: (request: Date, response: Date)
     ) async throws -> LoadedItem {
         let request = CacheDirectives.ofRequest(options.headers)
         let rules = storing(
@@ -581,9 +646,19 @@ public final class ItemLoader: Sendable {
             }
         }
         do {
-            let item = try await store.store(data, for: storageKey, options: storeOptions)
+            let item: CachedItem
+            switch value {
+            case .bytes(let data):
+                item = try await store.store(data, for: storageKey, options: storeOptions)
+            case .file(let file):
+                if let itemStore = store as? ItemStore {
+                    item = try await itemStore.store(file: file, for: storageKey, options: storeOptions)
+                } else {
+                    item = try await store.store(try file.data(), for: storageKey, options: storeOptions)
+                }
+            }
             if rules != nil {
-                metrics.storedBytes.increment(by: Int64(data.count))
+                metrics.storedBytes.increment(by: value.size)
                 flight.markStored()
             }
             var loaded = LoadedItem(item: item, source: .network)
@@ -593,9 +668,13 @@ public final class ItemLoader: Sendable {
             // Too big to keep: the caller still gets it (a pinned load asked to keep it).
             guard error.code == .tooLarge, !options.pinned else { throw error }
             configuration.logger.debug("not storing \(key.rawValue): \(error)")
-            var loaded = LoadedItem(
-                item: CachedItem(key: key, data: data, info: ItemInfo(size: Int64(data.count), response: record)),
-                source: .network, storeError: error)
+            let info = ItemInfo(size: value.size, response: record)
+            let item: CachedItem
+            switch value {
+            case .bytes(let data): item = CachedItem(key: key, data: data, info: info)
+            case .file(let file): item = CachedItem(key: key, file: file, info: info)
+            }
+            var loaded = LoadedItem(item: item, source: .network, storeError: error)
             loaded.isStored = false
             return loaded
         }

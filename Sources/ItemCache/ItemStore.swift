@@ -403,8 +403,19 @@ public final class ItemStore: ItemCaching {
         try await item(for: key)
     }
 
+    /// ``item(for:)``, except that a value kept in a file and larger than `filesOver` is not
+    /// read: the item holds its open, checked file (``ValueFile``). The loader's lookup.
+    func item(for key: CacheKey, filesOver: Int64) async throws(ItemCacheError) -> StoredItem? {
+        let now = configuration.clock.now
+        if let item = memory.value(for: key), !item.info.isExpired(at: now) {
+            disk.touch(key, at: now)
+            return StoredItem(item: item, source: .memory)
+        }
+        return try await io.run { () throws(ItemCacheError) in try self.lookUp(key, filesOver: filesOver) }
+    }
+
     /// Memory, the pending group, then disk (kept in memory after), on the calling thread.
-    private func lookUp(_ key: CacheKey) throws(ItemCacheError) -> StoredItem? {
+    private func lookUp(_ key: CacheKey, filesOver: Int64? = nil) throws(ItemCacheError) -> StoredItem? {
         var expiredInMemory: CachedItem?
         if let item = memory.value(for: key) {
             let now = configuration.clock.now
@@ -417,11 +428,15 @@ public final class ItemStore: ItemCaching {
         if configuration.groupWrites != nil, let pending = group.withLock({ $0.writes[key.rawValue]?.write }) {
             return StoredItem(item: CachedItem(key: key, data: pending.data, info: pending.info), source: .memory)
         }
-        guard let item = try onDisk({ disk throws(ItemCacheError) in try disk.read(key) }) else {
+        guard let item = try onDisk({ disk throws(ItemCacheError) in try disk.read(key, filesOver: filesOver) }) else {
             if expiredInMemory != nil { memory.remove(key) }
             return nil
         }
-        _ = memory.set(item, cost: item.data.count, for: key)
+        if item.file == nil {
+            _ = memory.set(item, cost: item.data.count, for: key)
+        } else {
+            memory.remove(key)
+        }
         return StoredItem(item: item, source: .disk)
     }
 
@@ -444,10 +459,15 @@ public final class ItemStore: ItemCaching {
 
     /// The record a store of `data` with `options` makes now.
     func record(for data: Data, options: StoreOptions, now: Date? = nil) -> ItemInfo {
+        record(size: Int64(data.count), options: options, now: now)
+    }
+
+    /// The record a store of a `size`-byte value with `options` makes now.
+    func record(size: Int64, options: StoreOptions, now: Date? = nil) -> ItemInfo {
         let now = now ?? configuration.clock.now
         let expiry = options.expiry ?? configuration.defaultExpiry
         return ItemInfo(
-            size: Int64(data.count), created: now, accessed: now, expires: expiry.expirationDate(storedAt: now),
+            size: size, created: now, accessed: now, expires: expiry.expirationDate(storedAt: now),
             mustRevalidate: options.mustRevalidate, pinned: options.pinned, groups: options.groups,
             etag: options.etag, lastModified: options.lastModified, contentType: options.contentType,
             metadata: options.metadata, response: options.response)
@@ -487,6 +507,30 @@ public final class ItemStore: ItemCaching {
                 try self.onDisk { disk throws(ItemCacheError) in
                     try disk.write([write], afterCommit: { self.keep(item) })
                 }
+            }
+        }
+        return item
+    }
+
+    /// Stores the value `file` (a fetch's staged body) under `key`: the file itself becomes the
+    /// value's blob, never copied, and the memory tier is passed by (the item returned holds the
+    /// open file). A value small enough for the index is read and stored as bytes. Pending
+    /// group writes of the key are dropped, as ``storeNow(_:for:options:)`` does.
+    func store(file: ValueFile, for key: CacheKey, options: StoreOptions = StoreOptions())
+        async throws(ItemCacheError) -> CachedItem
+    {
+        if file.size <= Int64(disk.inlineThreshold) || !file.isStaged {
+            return try await store(try file.data(), for: key, options: options)
+        }
+        let item = CachedItem(key: key, file: file, info: record(size: file.size, options: options))
+        if options.expiry == .dontStore { return item }
+        let write = PendingWrite(key: key, file: file, info: item.info)
+        try disk.checkFits([write])
+        try await io.run { () throws(ItemCacheError) in
+            _ = self.dropFromGroup(key)
+            try self.onDisk { disk throws(ItemCacheError) in
+                // An older, smaller value of the key in memory must not answer for this one.
+                try disk.write([write], afterCommit: { self.memory.remove(key) })
             }
         }
         return item
@@ -549,6 +593,28 @@ public final class ItemStore: ItemCaching {
         }
         if let refreshed { return refreshed }
         return try await item(for: key)?.item
+    }
+
+    /// Sets the expiry, validators and stored response of `key` after a `304`, in memory and on
+    /// disk, and returns its record; its value is not read. Nil when no item is stored.
+    func refreshInfo(
+        _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
+        response: HTTPResponseRecord?
+    ) async throws(ItemCacheError) -> ItemInfo? {
+        if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
+        return try await io.run { () throws(ItemCacheError) -> ItemInfo? in
+            try self.onDisk { disk throws(ItemCacheError) in
+                try disk.refresh(
+                    key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
+                    response: response,
+                    afterCommit: { info in
+                        guard var item = self.memory.value(for: key) else { return }
+                        guard let info else { return self.memory.remove(key) }
+                        item.info = info
+                        self.keep(item)
+                    })
+            }
+        }
     }
 
     /// Reads the item of `key`, passes it (or nil) to `transform`, and stores the bytes that

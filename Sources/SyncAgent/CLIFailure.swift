@@ -92,7 +92,22 @@ package struct CLIFailure: Error, CustomStringConvertible {
         case .upload: code = 11
         default: code = 1
         }
-        self.init(code: code, message: error.option.map { "\(Self.flag(for: $0)): " + error.message } ?? error.message)
+        let message = Self.namingFlags(error.message)
+        self.init(code: code, message: error.option.map { "\(Self.flag(for: $0)): " + message } ?? message)
+    }
+
+    /// The library settings its messages name, and the flags that set them here.
+    static let settingFlags = [
+        ("PublishOptions.initialize", "--init"), ("CacheConfiguration.diskLimit", "--max-size"),
+        ("CacheConfiguration.sharing = .group", "--shared-group"),
+    ]
+
+    /// `message` with each library setting it names followed by its flag: the library's
+    /// messages name no CLI flag, so the CLI adds them (`diskLimit` → `diskLimit, --max-size`).
+    static func namingFlags(_ message: String) -> String {
+        settingFlags.reduce(message) { text, pair in
+            text.replacingOccurrences(of: pair.0, with: "\(pair.0), \(pair.1)")
+        }
     }
 
     /// The `publish` flag that sets a library option.

@@ -311,13 +311,14 @@ struct CacheGetCommand: AsyncParsableCommand {
             throw CLIFailure(cache: error)
         }
         if let store = loader.store as? ItemStore { folder.warnAboutRepairs(store.openingRepairs) }
-        let result: Result<LoadedItem, ItemCacheError>
+        // As a value, not an item: a large one is written from its file, never held whole.
+        let result: Result<LoadedValue, ItemCacheError>
         do {
-            result = .success(try await loader.item(for: url, parameters: parameters, options: options))
+            result = .success(try await loader.value(for: url, parameters: parameters, options: options))
         } catch {
             result = .failure(error)
         }
-        let loaded: LoadedItem
+        let loaded: LoadedValue
         switch result {
         case .success(let value): loaded = value
         case .failure(let error):
@@ -334,11 +335,11 @@ struct CacheGetCommand: AsyncParsableCommand {
 
     /// Writes the item (and the warning, the head, the JSON) and throws the exit code of a
     /// served error status.
-    func deliver(_ loaded: LoadedItem, url: URL, options: LoadOptions) throws {
+    func deliver(_ loaded: LoadedValue, url: URL, options: LoadOptions) throws {
         let shown = Redaction.url(url)
         var warning: String?
         if loaded.source == .stale {
-            let since = loaded.item.info.expires.map { " (expired \(ISO8601DateFormatter().string(from: $0)))" } ?? ""
+            let since = loaded.info.expires.map { " (expired \(ISO8601DateFormatter().string(from: $0)))" } ?? ""
             let why = loaded.fetchError.map { ": \($0.message)" } ?? (offline ? ": --offline" : "")
             warning = "serving stale data\(since)\(why)"
         } else if let storeError = loaded.storeError {
@@ -346,24 +347,29 @@ struct CacheGetCommand: AsyncParsableCommand {
         }
         // One line: a failure's words may quote what an origin (or a neighbour's row) wrote.
         if let warning { Console.standardError("warning: \(shown): \(LogText.escaped(warning))\n") }
-        let info = loaded.item.info
+        let info = loaded.info
         let age = Int(info.age(at: Date()).rounded(.down))
-        var bytes = loaded.data
-        if include {
-            bytes =
-                Data(Self.head(status: info.status, fields: info.response?.headerFields ?? [], age: age).utf8) + bytes
+        let head = include ? Self.head(status: info.status, fields: info.response?.headerFields ?? [], age: age) : nil
+        // The head, then the value chunk by chunk (a value in a file is checked as it is read).
+        let produce = { (write: (UnsafeRawBufferPointer) throws -> Void) throws in
+            if var head { try head.withUTF8 { try write(UnsafeRawBufferPointer($0)) } }
+            try loaded.forEachChunk { try write($0) }
         }
-        if let output {
-            try OutputFile.write(bytes, to: output)
-        } else if !json {
-            Console.standardOutput(bytes)
+        do {
+            if let output {
+                try OutputFile.write(to: output, produce)
+            } else if !json {
+                try produce { Console.standardOutput($0) }
+            }
+        } catch let error as ItemCacheError {
+            throw CLIFailure(cache: error)
         }
         if json {
             let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
             let stored = loaded.isStored
             var object: [String: Any] = [
-                "url": shown, "key": loaded.item.key.rawValue, "source": loaded.source.description,
-                "size": loaded.data.count, "status": info.status, "age": age,
+                "url": shown, "key": loaded.key.rawValue, "source": loaded.source.description,
+                "size": loaded.size, "status": info.status, "age": age,
                 "headers": HTTPHeaderField.combined(info.response?.headerFields ?? []),
                 "stored": stored, "stale": loaded.source == .stale,
             ]
@@ -713,6 +719,6 @@ extension CLIFailure {
             case .rejected: 4
             default: 1
             }
-        self.init(code: code, message: error.message)
+        self.init(code: code, message: Self.namingFlags(error.message))
     }
 }

@@ -47,6 +47,11 @@ package enum Console {
         _ = data.withUnsafeBytes { DescriptorIO.writeAll(STDOUT_FILENO, $0) }
     }
 
+    /// Writes `bytes` to stdout, as the `Data` one does.
+    package static func standardOutput(_ bytes: UnsafeRawBufferPointer) {
+        _ = DescriptorIO.writeAll(STDOUT_FILENO, bytes)
+    }
+
     /// Writes all of `text` to `descriptor` (`DescriptorIO.writeAll`: retried after signals and
     /// short writes); a closed pipe or any other failure drops it (there is nobody left to tell).
     static func write(_ text: String, to descriptor: Int32) {
@@ -61,6 +66,16 @@ package enum Console {
 /// written into, never replaced (an atomic rename would put a regular file in its place).
 package enum OutputFile {
     package static func write(_ data: Data, to path: String, option: String = "-o") throws {
+        try write(to: path, option: option) { write in try data.withUnsafeBytes { try write($0) } }
+    }
+
+    /// ``write(_:to:option:)`` for bytes that come in pieces (a value read from its file):
+    /// `produce` passes each to the `write` it gets. When it throws, a regular file is left as
+    /// it was and its error is thrown.
+    package static func write(
+        to path: String, option: String = "-o",
+        _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void
+    ) throws {
         let absolute = FileSystem.absolutePath(path)
         var status = stat()
         if stat(absolute, &status) == 0, (status.st_mode & S_IFMT) != S_IFREG {
@@ -73,9 +88,12 @@ package enum OutputFile {
                     code: 5, message: "\(option): cannot open \(absolute): \(String(cString: strerror(errno)))")
             }
             defer { close(descriptor) }
-            if let failure = data.withUnsafeBytes({ DescriptorIO.writeAll(descriptor, $0) }) {
-                throw CLIFailure(
-                    code: 5, message: "\(option): cannot write to \(absolute): \(String(cString: strerror(failure)))")
+            try produce { bytes in
+                if let failure = DescriptorIO.writeAll(descriptor, bytes) {
+                    throw CLIFailure(
+                        code: 5,
+                        message: "\(option): cannot write to \(absolute): \(String(cString: strerror(failure)))")
+                }
             }
             return
         }
@@ -85,8 +103,8 @@ package enum OutputFile {
                 link.hasPrefix("/") ? link : (absolute as NSString).deletingLastPathComponent + "/" + link
             } ?? absolute
         do {
-            try AtomicFile.write(data, to: target)
-        } catch {
+            try AtomicFile.write(to: target, produce)
+        } catch let error as FileSystemError {
             throw CLIFailure(code: 5, message: "\(option): \(error)")
         }
     }

@@ -65,32 +65,45 @@ final class ProgressBar: Sendable {
         } else {
             fraction = nil
         }
-        var parts: [String] = [progress.phase.rawValue]
-        if let fraction {
-            let width = room >= 100 ? 28 : room >= 70 ? 20 : 10
-            let filled = Int(min(1, max(0, fraction)) * Double(width))
-            parts.append(
-                "[" + String(repeating: "#", count: filled) + String(repeating: " ", count: width - filled) + "]"
-                    + String(format: " %3.0f%%", fraction * 100))
-        }
-        // No "0 B" while nothing has moved, no "files 0/1".
-        if progress.bytesDone > 0 || progress.bytesTotal != nil {
-            parts.append(bytes(progress.bytesDone) + (progress.bytesTotal.map { "/" + bytes($0) } ?? ""))
-        }
+        // The facts, most wanted first: the rate and the time left, the bytes, the files. What
+        // does not fit goes from the end; the bar takes the room left (at most 28 wide, gone
+        // under 5), and the current item what is left after it.
+        // `place` is where a fact stands on the line: bytes, rate, files.
+        var facts: [(place: Int, text: String)] = []
         if let bytesPerSecond, bytesPerSecond > 0 {
             var speed = bytes(Int64(bytesPerSecond)) + "/s"
             if let total = progress.bytesTotal, total > progress.bytesDone {
                 speed += ", " + duration(Double(total - progress.bytesDone) / bytesPerSecond) + " left"
             }
-            parts.append(speed)
+            facts.append((1, speed))
         }
-        if progress.filesTotal > 1 { parts.append("files \(progress.filesDone)/\(progress.filesTotal)") }
-        var line = ""
-        for part in parts {
-            let candidate = line.isEmpty ? part : line + "  " + part
-            guard candidate.count <= room else { break }
-            line = candidate
+        // No "0 B" while nothing has moved, no "files 0/1".
+        if progress.bytesDone > 0 || progress.bytesTotal != nil {
+            facts.append((0, bytes(progress.bytesDone) + (progress.bytesTotal.map { "/" + bytes($0) } ?? "")))
         }
+        if progress.filesTotal > 1 { facts.append((2, "files \(progress.filesDone)/\(progress.filesTotal)")) }
+        let percent = fraction.map { String(format: " %3.0f%%", $0 * 100) } ?? ""
+        let shown = { (kept: [(place: Int, text: String)]) in kept.sorted { $0.place < $1.place }.map(\.text) }
+        var kept = facts
+        // The line without a bar: the phase, the percent (" 50%"), the facts.
+        let bare = { (kept: [(place: Int, text: String)]) in
+            progress.phase.rawValue.count + percent.count
+                + shown(kept).map { 2 + $0.count }.reduce(0, +)
+        }
+        while !kept.isEmpty && bare(kept) > room { kept.removeLast() }
+        // A bar costs its width and "  [", "]".
+        let bar = fraction == nil ? 0 : min(28, room - bare(kept) - 4)
+        var line = progress.phase.rawValue
+        if let fraction {
+            if bar >= 5 {
+                let filled = Int(min(1, max(0, fraction)) * Double(bar))
+                line +=
+                    "  [" + String(repeating: "#", count: filled) + String(repeating: " ", count: bar - filled) + "]"
+            }
+            line += percent
+        }
+        for fact in shown(kept) where line.count + 2 + fact.count <= room { line += "  " + fact }
+        if line.count > room { line = String(line.prefix(room)) }
         if let item = progress.currentItem, !item.isEmpty {
             let left = room - line.count - 2
             if left >= 8 { line += "  " + ellipsized(item, to: left) }

@@ -39,7 +39,9 @@ struct StatusCommand: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: "With --check: the oldest last success that passes, a whole number with s, m, h or d (90s, 15m, 2h, 1d).")
+        help:
+            "With --check: the oldest last success that passes, in seconds or with s, m, h or d (3600, 90s, 15m, 2h, 1d)."
+    )
     var maxAge: String?
 
     func run() async throws {
@@ -73,10 +75,12 @@ struct StatusCommand: AsyncParsableCommand {
         return nil
     }
 
-    /// `90s`, `15m`, `2h`, `1d` as a duration; anything else is a one-line failure (exit 6).
+    /// `3600`, `90s`, `15m`, `2h`, `1d` as a duration (bare seconds, as every other duration
+    /// flag takes them); anything else is a one-line failure (exit 6).
     static func duration(_ text: String) throws -> Duration {
-        guard let duration = DurationText.parse(text) else {
-            throw CLIFailure(code: 6, message: "--max-age '\(text)' is not a duration: give \(DurationText.help)")
+        guard let duration = DurationText.parse(text, bareSeconds: true) else {
+            throw CLIFailure(
+                code: 6, message: "--max-age '\(text)' is not a duration: give seconds or \(DurationText.help)")
         }
         return duration
     }

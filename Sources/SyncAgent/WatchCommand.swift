@@ -120,11 +120,15 @@ struct WatchCommand: AsyncParsableCommand {
             } catch {
                 throw CLIFailure(code: 6, message: "--http: \(error)")
             }
+            let endpoint = AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger)
+            // A port in use is a configuration problem, found before any storage starts.
+            do {
+                try endpoint.checkCanListen()
+            } catch {
+                throw CLIFailure(code: 6, message: "--http \(address): \(error.message)")
+            }
             metrics.bootstrapMetricsSystem()
-            services.append(
-                .init(
-                    service: AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger),
-                    failureTerminationBehavior: .gracefullyShutdownGroup))
+            services.append(.init(service: endpoint, failureTerminationBehavior: .gracefullyShutdownGroup))
         }
         var metadata: Logger.Metadata = [
             "version": "\(SyncAgent.version)",
@@ -147,6 +151,9 @@ struct WatchCommand: AsyncParsableCommand {
             try await group.run()
         } catch let failure as Agent.Failure {
             throw CLIFailure(failure.stopped.error)
+        } catch let error as AgentEndpointError {
+            // Taken between the check and the start, or failing later: still one line.
+            throw CLIFailure(code: error.code == .listenFailed ? 6 : 1, message: "--http: \(error.message)")
         }
     }
 

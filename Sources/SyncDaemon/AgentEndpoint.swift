@@ -106,6 +106,30 @@ public struct AgentEndpoint: Service {
         }
     }
 
+    /// Binds and listens on the address once, then lets go: a port in use (or an address not
+    /// this machine's) is found before any storage starts, as a one-line configuration problem.
+    ///
+    /// - Throws: ``AgentEndpointError`` with code `listenFailed`, naming the address and the fix.
+    public func checkCanListen() throws(AgentEndpointError) {
+        do {
+            let socket: Socket
+            switch address.host {
+            case .ipv4(let ip):
+                socket = try Socket(domain: AF_INET)
+                try socket.setValue(true, for: .localAddressReuse)
+                try socket.bind(to: try sockaddr_in.inet(ip4: ip, port: address.port))
+            case .ipv6(let ip):
+                socket = try Socket(domain: AF_INET6)
+                try socket.setValue(true, for: .localAddressReuse)
+                try socket.bind(to: try sockaddr_in6.inet6(ip6: ip, port: address.port))
+            }
+            defer { try? socket.close() }
+            try socket.listen()
+        } catch {
+            throw listenFailed(error)
+        }
+    }
+
     private func listenFailed(_ error: any Error) -> AgentEndpointError {
         var remedy = "check that the address is one of this machine's and the port is free"
         if case SocketError.failed(_, let code, _) = error {

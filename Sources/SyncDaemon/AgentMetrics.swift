@@ -227,6 +227,13 @@ public struct StorageMetrics: Sendable {
         }
         _ = counter(AgentMetrics.Name.downloadedBytes)
         _ = counter(AgentMetrics.Name.downloadedFiles)
+        // Every failure code from 0, so that an alert on increase() sees the first failure.
+        metrics.withSeries(name) { series in
+            for code in SyncError.Code.allCases.map(\.description) {
+                series.failureCodes.insert(code)
+                _ = counter(AgentMetrics.Name.failures, ("code", code))
+            }
+        }
         _ = CoreMetrics.Timer(label: AgentMetrics.Name.updateDuration, dimensions: labels(), factory: factory)
         _ = consecutiveFailures
     }

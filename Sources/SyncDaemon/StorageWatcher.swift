@@ -183,8 +183,9 @@ public final class StorageWatcher: Sendable {
         logger.info("stopped")
     }
 
-    /// An info line when an update starts downloading (a first restore can take long, and was
-    /// silent): where from, and the plan's size.
+    /// An info line when an update starts (a first restore can take long, and was silent): where
+    /// from, and the plan's size. Said at its first download, or at its switch for an update that
+    /// downloads nothing (a list of renames, a staged tree resumed).
     private func announceUpdates() -> Task<Void, Never> {
         Task { [manager, logger] in
             var announced = false
@@ -195,7 +196,7 @@ public final class StorageWatcher: Sendable {
                     continue
                 }
                 switch progress.phase {
-                case .downloadingArchive, .downloadingFiles, .extracting:
+                case .downloadingArchive, .downloadingFiles, .extracting, .switching:
                     guard !announced else { continue }
                     announced = true
                     let from = (try? await manager.localVersion())?.description ?? "nothing"

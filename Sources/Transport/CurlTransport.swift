@@ -98,6 +98,21 @@ public final class CurlTransport: Transport {
         probe.headers["X-Probe"] = "1"
         probe.timeout = .seconds(1)
         let received: @Sendable (TransferProgress) -> Void = { _ in }
+        let transfer = try CurlTransfer(
+            request: probe, sink: .memory(limit: 1), configuration: configuration, maxBytes: 1, progress: received)
+        // The socket callbacks every transfer gets on its loop (LoopSockets), refused by a libcurl
+        // before 7.80 (CURLOPT_PREREQFUNCTION): loudly here, not silently per transfer.
+        let sockets = LoopSockets()
+        defer { withExtendedLifetime(sockets) {} }
+        guard sockets.attach(transfer.easy, transfer: Unmanaged.passUnretained(transfer).toOpaque()) else {
+            throw TransportError(
+                code: .invalidRequest,
+                message:
+                    "libcurl refused the socket callbacks (CURLOPT_SOCKOPTFUNCTION, CURLOPT_CLOSESOCKETFUNCTION, CURLOPT_PREREQFUNCTION); this transport needs libcurl 7.85 or later"
+            )
+        }
+        // A method other than GET and HEAD (CURLOPT_CUSTOMREQUEST: a publish's uploads).
+        probe.method = "PUT"
         _ = try CurlTransfer(
             request: probe, sink: .memory(limit: 1), configuration: configuration, maxBytes: 1, progress: received)
     }

@@ -78,6 +78,13 @@ struct CacheManagerShutdownTests {
             await first.shutdown()
             let refused = await #expect(throws: SyncError.self) { try await first.checkForUpdates() }
             #expect(refused?.code == .cancelled && refused?.message.contains("shut down") == true)
+            // The play button starts nothing either, though the transport it would use still runs.
+            let asked = harness.server.requests().count
+            let state = await first.togglePlayPause()
+            #expect(state == .suspended)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(harness.server.requests().count == asked)
+            #expect(await first.state == .suspended)
 
             // The shared transport still serves a second manager of the same folder.
             harness.serve("1.2")

@@ -458,7 +458,7 @@ struct PublishBaseTests {
             let published = storage + "/RXCacheContent"
             let retired = storage + "/" + PublishBase.folderName + "/retired"
             options.checkpoint = { point in
-                if point.action == "snapshot --content" {
+                if point.action == "snapshot the content folder" {
                     unlink(retired + "/f0/file-0.txt")
                     unlink(retired + "/f0/file-3.txt")
                     unlink(published + "/f0/file-0.txt")

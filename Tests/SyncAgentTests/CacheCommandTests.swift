@@ -108,6 +108,77 @@ struct CacheCommandTests {
         }
     }
 
+    /// Runs the binary under a small `python3` that reports its peak resident memory (the
+    /// children's `ru_maxrss`). Measured from a small parent: at `exec` the kernel starts a
+    /// process's peak at the peak of the memory it replaced, so a child of this test process
+    /// would inherit the test runner's.
+    static func runMeasured(_ arguments: [String], stdout: String, scratch: String) async throws -> (Int32, Int64) {
+        let script = """
+            import resource, subprocess, sys
+            with open(sys.argv[1], "wb") as out:
+                code = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.DEVNULL).returncode
+            print(code, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+            """
+        let report = scratch + "/measured-\(UUID().uuidString)"
+        let status = try await ChildProcess.run(
+            "/usr/bin/python3", ["-c", script, stdout, SyncAgentBinary.path] + arguments, stdout: report)
+        let words = try String(contentsOfFile: report, encoding: .utf8).split(separator: " ")
+        guard status == 0, words.count == 2, let code = Int32(words[0]),
+            let peak = Int64(words[1].trimmingCharacters(in: .whitespacesAndNewlines))
+        else { throw CocoaError(.fileReadCorruptFile) }
+        return (code, peak)
+    }
+
+    @Test("a large value is written from its file: `cache get`'s peak memory stays well under the value's size")
+    func largeValueNeverHeldWhole() async throws {
+        try await Self.withServer { scratch, server, site in
+            let size = 32 << 20
+            var bytes = [UInt8](repeating: 0, count: size)
+            var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
+            for index in stride(from: 0, to: size, by: 4096) {
+                seed = seed &* 6_364_136_223_846_793_005 &+ 1
+                bytes[index] = UInt8(truncatingIfNeeded: seed >> 33)
+            }
+            let body = Data(bytes)
+            bytes = []
+            try body.write(to: URL(fileURLWithPath: site + "/big.bin"))
+            try "small".write(toFile: site + "/small.txt", atomically: true, encoding: .utf8)
+            let cache = scratch + "/cache"
+            let url = server.url(for: "big.bin").absoluteString
+            // What the binary takes for a small value: the base the large one is held to.
+            let (smallStatus, base) = try await Self.runMeasured(
+                ["cache", "get", server.url(for: "small.txt").absoluteString, "--cache", cache],
+                stdout: scratch + "/small.out", scratch: scratch)
+            #expect(smallStatus == 0)
+            // Fetched, then a disk hit, then to stdout with the head: each within half the value's
+            // size of the base (a copy of it in memory would be all of it).
+            for (round, arguments) in [
+                ["-o", scratch + "/out-1"], ["-o", scratch + "/out-2"], ["--include"],
+            ].enumerated() {
+                let out = scratch + "/stdout-\(round)"
+                let (status, peak) = try await Self.runMeasured(
+                    ["cache", "get", url, "--cache", cache] + arguments, stdout: out, scratch: scratch)
+                #expect(status == 0)
+                #expect(peak > 0)
+                #expect(
+                    peak < base + Int64(size) / 2,
+                    "round \(round): peak RSS \(peak >> 20) MiB for a 32 MiB value, \(base >> 20) MiB for a small one")
+                let written =
+                    round < 2
+                    ? try Data(contentsOf: URL(fileURLWithPath: scratch + "/out-\(round + 1)"))
+                    : try Data(contentsOf: URL(fileURLWithPath: out))
+                if round < 2 {
+                    #expect(written == body)
+                } else {
+                    let head = try #require(written.range(of: Data("\r\n\r\n".utf8)))
+                    #expect(String(decoding: written[..<head.lowerBound], as: UTF8.self).hasPrefix("HTTP/1.1 200 OK"))
+                    #expect(written[head.upperBound...] == body[...])
+                }
+            }
+            #expect(server.requestCount(forPath: "/big.bin") == 1)
+        }
+    }
+
     @Test("--no-store writes the bytes and keeps nothing; --param joins the key and the query")
     func noStoreAndParameters() async throws {
         try await Self.withServer { scratch, server, site in

@@ -39,6 +39,65 @@ struct LogFormatTests {
         #expect(LogFormat.automatic([:]) == .text)
     }
 
+    @Test("an update that downloads nothing (renames only) has its update-started line too")
+    func anUpdateOfRenamesIsAnnounced() async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage"
+            try FileManager.default.createDirectory(atPath: storage, withIntermediateDirectories: true)
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server in
+                func publish(_ version: String, _ files: [String: String], initialize: Bool = false) async throws {
+                    let content = scratch + "/content-\(version)"
+                    for (path, text) in files {
+                        let url = URL(fileURLWithPath: content + "/" + path)
+                        try FileManager.default.createDirectory(
+                            at: url.deletingLastPathComponent(), withIntermediateDirectories: true)
+                        try Data(text.utf8).write(to: url)
+                    }
+                    let result = try await SyncAgentBinary.run(
+                        [
+                            "publish", "--storage", storage, "--content", content, "--version", version,
+                            "--base-url", server.baseURL!.absoluteString,
+                        ] + (initialize ? ["--init"] : []), scratch: scratch)
+                    #expect(result.status == 0, "\(result.stderr)")
+                }
+                let text = String(repeating: "same bytes, another name\n", count: 40)
+                try await publish("1.0", ["docs/a.txt": text, "keep.txt": "kept"], initialize: true)
+                let process = try SyncAgentBinary.watch(
+                    server, scratch: scratch, ["--interval", "1", "--log-format", "json"])
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                func lines() -> [[String: String]] {
+                    ((try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "").split(
+                        separator: "\n"
+                    ).compactMap { try? JSONDecoder().decode([String: String].self, from: Data($0.utf8)) }
+                }
+                func waitFor(_ what: String, _ found: ([String: String]) -> Bool) async throws {
+                    for _ in 0..<400 where !lines().contains(where: found) {
+                        try await Task.sleep(for: .milliseconds(50))
+                    }
+                    let seen = lines().contains(where: found)
+                    #expect(seen, "\(what):\n\(lines())")
+                }
+                try await waitFor("the restore") { $0["message"]?.hasPrefix("restored 1.0") == true }
+                try await publish("1.1", ["docs/b.txt": text, "keep.txt": "kept"])
+                try await waitFor("the replay") { $0["message"]?.hasPrefix("updated 1.0 → 1.1") == true }
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+                let all = lines()
+                let replay = try #require(all.firstIndex { $0["message"]?.hasPrefix("updated 1.0 → 1.1") == true })
+                let started = try #require(
+                    all.lastIndex { $0["message"] == "update started" && $0["to"] == "1.1" },
+                    "the replay of renames is announced:\n\(all)")
+                #expect(started < replay)
+                #expect(all[started]["from"] == "1.0", "\(all[started])")
+                #expect(all[replay]["message"]?.contains("0 file(s) downloaded") == true, "\(all[replay])")
+                #expect(FileManager.default.fileExists(atPath: scratch + "/content/docs/b.txt"))
+            }
+        }
+    }
+
     @Test(
         "--log-format json: a start line, an update-started line with the plan, the finish summary, each a JSON object")
     func daemonLines() async throws {

@@ -29,6 +29,27 @@ struct OperatorCommandTests {
         }
     }
 
+    @Test func anHTTPPortInUseIsAOneLineConfigurationErrorBeforeAnyStorageStarts() async throws {
+        try await withScratch { scratch in
+            let folder = Folder(scratch: scratch)
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                // The storage server's own port is taken.
+                let taken = try #require(server.baseURL?.port)
+                let result = try await folder.run(
+                    ["watch", "--base-url", server.baseURL!.absoluteString, "--http", "127.0.0.1:\(taken)"]
+                        + folder.options)
+                #expect(result.status == 6, "stderr: \(result.stderr)")
+                let lines = result.stderr.split(separator: "\n")
+                #expect(lines.count == 1, "stderr: \(result.stderr)")
+                #expect(
+                    result.stderr.hasPrefix("sync-agent: --http 127.0.0.1:\(taken): "), "stderr: \(result.stderr)")
+                #expect(result.stderr.contains("another process listens on that port"), "stderr: \(result.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: folder.dir), "no storage started")
+                #expect(server.requests().isEmpty, "no storage asked")
+            }
+        }
+    }
+
     @Test func versionPrintsASemanticVersionAndExitsZero() async throws {
         try await withScratch { scratch in
             let result = try await SyncAgentBinary.run(["--version"], scratch: scratch)
@@ -167,6 +188,9 @@ struct OperatorCommandTests {
                 #expect(old.status == 9, "stderr: \(old.stderr)")
                 #expect(old.stderr.contains("over --max-age 1s"), "stderr: \(old.stderr)")
                 #expect(try await folder.run(["status", "--check", "--max-age", "15m"] + folder.options).status == 0)
+                // Bare seconds, as --interval and --full-check-interval take them.
+                #expect(try await folder.run(["status", "--check", "--max-age", "3600"] + folder.options).status == 0)
+                #expect(try await folder.run(["status", "--check", "--max-age", "1"] + folder.options).status == 9)
             }
         }
     }
@@ -181,7 +205,7 @@ struct OperatorCommandTests {
         }
     }
 
-    @Test(arguments: ["15", "m", "0s", "-5m", "1.5h", "2w", "1 d", "15M", "99999999999999999d"])
+    @Test(arguments: ["m", "0", "0s", "-5m", "1.5h", "2w", "1 d", "15M", "99999999999999999d", "99999999999999999999"])
     func aMaxAgeThatIsNotADurationIsRefused(_ value: String) async throws {
         try await withScratch { scratch in
             let folder = Folder(scratch: scratch)

@@ -55,6 +55,23 @@ struct ProgressBarTests {
     }
 
     @Test(
+        "in an 80-column pane (and down to 50) the rate and the time left stay; the bar gives way",
+        arguments: [80, 72, 60, 50])
+    func rateFitsNarrowPanes(_ columns: Int) {
+        let line = ProgressBar.render(
+            Self.progress(.downloadingArchive, done: 1 << 20, total: 2 << 20, item: "RXCacheContent.zip"),
+            columns: columns, bytesPerSecond: 322_048)
+        #expect(line.count <= columns - 1, "\(line.count) > \(columns - 1): \(line)")
+        #expect(line.hasPrefix("downloadingArchive"), "\(line)")
+        #expect(line.contains("314.5 KB/s, 4 s left"), "\(line)")
+        #expect(line.contains(" 50%"), "\(line)")
+        if columns >= 72 {
+            #expect(line.contains("1.0 MB/2.0 MB"), "\(line)")
+            #expect(line.contains("[#"), "\(line)")
+        }
+    }
+
+    @Test(
         "long paths keep their start and their file name",
         arguments: [
             ("short/path.json", 40, "short/path.json"),

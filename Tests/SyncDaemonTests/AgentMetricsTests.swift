@@ -34,7 +34,11 @@ import Testing
         #expect(scrape.value("sync_agent_update_duration_seconds_count", alpha) == 0)
         #expect(scrape.value("sync_agent_last_success_timestamp_seconds", alpha) == nil)
         #expect(scrape.samples(named: "sync_agent_version_info").isEmpty)
-        #expect(scrape.samples(named: "sync_agent_check_failures_total").isEmpty)
+        // Every failure code starts at 0, so increase() in an alert sees the first failure.
+        for code in ["network", "integrity", "signature", "invalidStatus", "vetoed"] {
+            #expect(scrape.value("sync_agent_check_failures_total", alpha.with("code", code)) == 0, "\(code)")
+        }
+        #expect(scrape.samples(named: "sync_agent_check_failures_total").count == SyncError.Code.allCases.count)
     }
 
     @Test func aReplayedUpdateCountsItsDownloadsDurationAndVersion() throws {
@@ -176,7 +180,11 @@ import Testing
         _ = metrics.storage(named: "alpha")
         let again = try Exposition(metrics)
         #expect(again.value("sync_agent_checks_total", ["storage": "alpha"]) == 0)
-        #expect(again.samples(named: "sync_agent_check_failures_total").allSatisfy { $0.labels["storage"] == "beta" })
+        #expect(
+            again.samples(named: "sync_agent_check_failures_total").allSatisfy {
+                $0.labels["storage"] == "beta" || $0.value == 0
+            })
+        #expect(again.value("sync_agent_check_failures_total", ["storage": "alpha", "code": "network"]) == 0)
     }
 
     @Test func eachAgentMetricsHasItsOwnRegistry() throws {

@@ -12,7 +12,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LIBRARIES = ["FileKit", "Archive", "StorageFormat", "Transport", "ContentSync", "ContentPublishing", "StorageServer", "ItemCache", "SyncDaemon", "ProcessKit"]
+LIBRARIES = ["FileKit", "Archive", "StorageFormat", "Transport", "ContentSync", "ContentPublishing", "StorageServer", "ItemCache", "ImageCache", "ImageCatalog", "SyncDaemon", "ProcessKit"]
 DECLARATION = re.compile(r"^\s*(?:@[\w.]+(?:\([^)]*\))?\s+)*(?:public|open)\s+(?!import\b)(?:(?:static|final|class|override|mutating|nonisolated|indirect|convenience|required|private\(set\)|internal\(set\)|fileprivate\(set\))\s+)*(struct|class|enum|actor|protocol|func|init\??|var|let|typealias|subscript|case|extension)\b")
 
 

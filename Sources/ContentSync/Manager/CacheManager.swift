@@ -103,14 +103,17 @@ public actor CacheManager {
             code: record.lastErrorCode.flatMap(SyncError.Code.init(name:)) ?? .fileSystem, message: message)
     }
 
-    /// When the storage was last asked for its status.
+    /// When the storage last answered a status request (``SyncStatus/lastCheck``; an attempt
+    /// that got no answer leaves it).
     public func lastCheck() async throws(SyncError) -> Date? {
         try await store.syncState()?.lastCheck
     }
 
     /// The most recent update attempts and their outcomes, newest first: checks that found
     /// nothing to do, and cancelled and failed attempts, too. The state database keeps the last
-    /// 1,000 (and always the last success).
+    /// 1,000 (and always the last success). An attempt refused before it began because another
+    /// update of the folder held it (``SyncError/Code/busy``) is not recorded: it changed
+    /// nothing, and the update that held the folder records its own outcome.
     public func history(limit: Int = 50) async throws(SyncError) -> [UpdateHistoryEntry] {
         try await store.history(limit: limit).map(\.entry)
     }
@@ -223,10 +226,12 @@ public actor CacheManager {
 
     /// The play/pause button: pauses a running update, resumes a suspended one, and starts a
     /// check from any other state. Returns the new state at once; ``events()`` tells the outcome.
+    /// After ``shutdown()`` it starts nothing and returns the state as it is.
     @discardableResult
     public func togglePlayPause() -> CacheManagerState {
         settleCancelledCallers()
         controlCalls += 1
+        guard !isShutDown else { return machine.publicState }
         perform(machine.toggle())
         return machine.publicState
     }

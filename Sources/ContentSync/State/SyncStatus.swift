@@ -28,7 +28,8 @@ public struct SyncStatus: Sendable, Equatable, Codable {
     public var lastError: String?
     /// The code of ``lastError`` (`network`, `invalidStatus`, …), for scripts.
     public var lastErrorCode: SyncError.Code?
-    /// When the storage was last asked for its status.
+    /// When the storage last answered a status request. An attempt that got no answer (a
+    /// network failure) leaves it: ``lastAttempt`` and ``consecutiveFailures`` tell those.
     public var lastCheck: Date?
     /// The newest attempt, whatever its outcome.
     public var lastAttempt: UpdateHistoryEntry?

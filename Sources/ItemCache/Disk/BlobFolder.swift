@@ -93,6 +93,53 @@ final class BlobFolder: Sendable {
         }
     }
 
+    /// Names the staged file `file` (a fetch's body, written in this folder) `name`, flushed first
+    /// with ``CacheDurability/full``: the bytes are never copied. Where it cannot be linked there
+    /// (another file system under the shard), it is copied, checked, as ``write(_:as:)`` writes.
+    func link(_ file: ValueFile, as name: BlobName) throws(FileSystemError) {
+        for attempt in 0..<3 {
+            do throws(FileSystemError) {
+                _ = try withShard(name.shard, create: true) { folder throws(FileSystemError) in
+                    do throws(FileSystemError) {
+                        try file.link(
+                            in: folder, as: name.leaf, mode: fileMode, flush: durability == .full,
+                            shownAs: path(name))
+                    } catch  where error.errno == EXDEV || error.errno == EINVAL {
+                        try copy(file, as: name, in: folder)
+                    }
+                    if durability == .full { fsync(folder) }
+                }
+                return
+            } catch  where error.errno == ENOENT && attempt < 2 {
+                continue
+            }
+        }
+    }
+
+    /// Copies `file` into a new unnamed file in `folder`, named `name` once whole and checked.
+    private func copy(_ file: ValueFile, as name: BlobName, in folder: Int32) throws(FileSystemError) {
+        let path = path(name)
+        guard let copy = UnnamedFile(inFolder: folder, mode: fileMode) else {
+            throw FileSystemError("cannot create a file in the folder of", path: path, syscall: "openat", errno: errno)
+        }
+        var failure: Int32?
+        do {
+            try file.forEachChunk { chunk in
+                if let code = DescriptorIO.writeAll(copy.descriptor, chunk) {
+                    failure = code
+                    throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
+                }
+            }
+        } catch {
+            throw FileSystemError(
+                "cannot copy the staged value to", path: path, syscall: "write", errno: failure ?? EIO)
+        }
+        if durability == .full, fsync(copy.descriptor) != 0 {
+            throw FileSystemError("cannot flush", path: path, syscall: "fsync", errno: errno)
+        }
+        try copy.link(in: folder, as: name.leaf, shownAs: path)
+    }
+
     /// ``write(_:as:)`` in the open shard folder `folder`.
     private func write(_ data: Data, as name: BlobName, in folder: Int32) throws(FileSystemError) {
         let path = path(name)

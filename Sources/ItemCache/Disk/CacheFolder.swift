@@ -114,7 +114,7 @@ final class CacheFolder: Sendable {
             let fix =
                 writableByOthers
                 ? "chmod o-w \(path)"
-                : "chmod g-w \(path), or share it with the group on purpose (CacheConfiguration.sharing = .group, --shared-group)"
+                : "chmod g-w \(path), or share it with the group on purpose (CacheConfiguration.sharing = .group)"
             throw ItemCacheError(
                 code: .folderRefused,
                 message:

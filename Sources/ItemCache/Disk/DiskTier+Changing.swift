@@ -62,7 +62,7 @@ extension DiskTier {
                         throw ItemCacheError(
                             code: .tooLarge,
                             message:
-                                "\(key.rawValue) would have \(write.info.size) bytes, more than the cache's disk limit of \(self.limit); raise the limit (diskLimit, --max-size)",
+                                "\(key.rawValue) would have \(write.info.size) bytes, more than the cache's disk limit of \(self.limit); raise the limit (CacheConfiguration.diskLimit)",
                             key: key)
                     }
                     var file: BlobName?

@@ -20,7 +20,22 @@ extension DiskTier {
     /// The stored item, or nil. A value that is missing, cut short, of other bytes than its
     /// checksum, or not a regular file drops its row: the item is a miss, never a torn or
     /// wrong value.
-    func read(_ key: CacheKey) throws(ItemCacheError) -> CachedItem? {
+    ///
+    /// With `filesOver`, a value kept in a file and larger than that is not read: the item
+    /// holds its file, opened and checked (``openValue(_:)``).
+    func read(_ key: CacheKey, filesOver: Int64? = nil) throws(ItemCacheError) -> CachedItem? {
+        if let filesOver, let row = try indexRow(for: key), row.inlineValue == nil, row.info.size > filesOver {
+            guard let opened = try openValue(key) else { return nil }
+            switch opened.content {
+            case .bytes(let data):
+                return CachedItem(key: key, data: data, info: opened.info)
+            case .file(let descriptor):
+                let file = ValueFile(
+                    descriptor: descriptor, size: opened.info.size, checksum: opened.checksum,
+                    shownAs: "the cached value of \(key.rawValue)")
+                return CachedItem(key: key, file: file, info: opened.info)
+            }
+        }
         for _ in 0..<4 {
             guard let row = try indexRow(for: key) else { return nil }
             let outcome: BlobFolder.ReadOutcome
@@ -169,12 +184,15 @@ extension DiskTier {
     /// The value of `key`, opened and checked: its bytes when inline, else its open file
     /// (checked for kind, size and checksum by one chunked read, then rewound). Nil when none
     /// is stored, or it was damaged (then dropped).
-    func openValue(_ key: CacheKey) throws(ItemCacheError) -> (content: StoredValue.Content, info: ItemInfo)? {
+    /// `checksum` is the CRC-32C of the bytes as read.
+    func openValue(_ key: CacheKey) throws(ItemCacheError) -> (
+        content: StoredValue.Content, info: ItemInfo, checksum: UInt32
+    )? {
         for _ in 0..<4 {
             guard let row = try indexRow(for: key) else { return nil }
             if row.inlineValue != nil {
                 guard let item = try read(key) else { return nil }
-                return (.bytes(item.data), item.info)
+                return (.bytes(item.data), item.info, CRC32C.checksum(item.data))
             }
             guard let text = row.file, let name = BlobName(text) else {
                 damaged.increment()
@@ -193,14 +211,15 @@ extension DiskTier {
                 damaged.increment()
                 if drop(row) { return nil }
             case .file(let descriptor):
-                if let checksum = row.checksum, Self.checksum(of: descriptor, size: row.info.size) != checksum {
+                let read = Self.checksum(of: descriptor, size: row.info.size)
+                guard let read, row.checksum.map({ $0 == read }) ?? true else {
                     close(descriptor)
                     damaged.increment()
                     if drop(row) { return nil }
                     continue
                 }
                 touch(row)
-                return (.file(descriptor: descriptor), row.info)
+                return (.file(descriptor: descriptor), row.info, read)
             }
         }
         return nil

@@ -9,11 +9,12 @@ extension DiskTier {
     /// the budget counts the shard folders with an `fstat`.
     func checkFits(_ writes: [PendingWrite]) throws(ItemCacheError) {
         let budget = rowBudget(for: limit)
-        for write in writes where Self.cost(of: write, inline: write.data.count <= inlineThreshold) > budget {
+        for write in writes
+        where Self.cost(of: write, inline: !write.makesFile(inlineThreshold: inlineThreshold)) > budget {
             throw ItemCacheError(
                 code: .tooLarge,
                 message:
-                    "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(budget) bytes for values); raise the limit (diskLimit, --max-size) or store it elsewhere",
+                    "\(write.key.rawValue) has \(write.info.size) bytes, more than the cache's disk limit of \(limit) bytes can hold beside its index and log (\(budget) bytes for values); raise the limit (CacheConfiguration.diskLimit) or store it elsewhere",
                 key: write.key)
         }
     }
@@ -26,7 +27,7 @@ extension DiskTier {
         try checkFits(writes)
         // Only a write that makes files needs the window: reconciliation must not take a file
         // between its link and its row's commit for an orphan. Inline values make no file.
-        let makesFiles = writes.contains { $0.data.count > inlineThreshold }
+        let makesFiles = writes.contains { $0.makesFile(inlineThreshold: inlineThreshold) }
         if makesFiles {
             do {
                 try lockFile.lock(slot: Self.writeWindowSlot, exclusive: false)
@@ -38,10 +39,14 @@ extension DiskTier {
         var oldFiles: [BlobName] = []
         do {
             for write in writes {
-                if write.data.count > inlineThreshold {
+                if write.makesFile(inlineThreshold: inlineThreshold) {
                     let name = BlobName(newFor: write.key)
                     names.append(name)
-                    try blobs.write(write.data, as: name)
+                    if let file = write.file {
+                        try blobs.link(file, as: name)
+                    } else {
+                        try blobs.write(write.data, as: name)
+                    }
                 } else {
                     names.append(nil)
                 }
@@ -180,7 +185,7 @@ extension DiskTier {
             throw ItemCacheError(
                 code: .tooLarge,
                 message:
-                    "the cache's disk limit of \(usage.limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (diskLimit, --max-size)"
+                    "the cache's disk limit of \(usage.limit) bytes cannot hold this write of \(written) bytes: pinned items hold \(pinned) bytes; unpin items, remove some, or raise the limit (CacheConfiguration.diskLimit)"
             )
         }
         return files

@@ -13,13 +13,29 @@ struct PendingWrite: Sendable {
     var info: ItemInfo
     /// The value's CRC-32C, computed before any lock is taken.
     let checksum: UInt32
+    /// A value that came as a staged file (``data`` is then empty): the file is named as the
+    /// blob, never copied.
+    let file: ValueFile?
 
     init(key: CacheKey, data: Data, info: ItemInfo) {
         self.key = key
         self.data = data
         self.info = info
         checksum = CRC32C.checksum(data)
+        file = nil
     }
+
+    /// A write of the staged file `file`.
+    init(key: CacheKey, file: ValueFile, info: ItemInfo) {
+        (self.key, self.data, self.info, self.checksum, self.file) = (key, Data(), info, file.checksum, file)
+    }
+
+    /// The value's size.
+    var size: Int64 { file?.size ?? Int64(data.count) }
+
+    /// Whether the value goes to a file of its own rather than inside the index: over
+    /// `inlineThreshold`, or staged as a file already.
+    func makesFile(inlineThreshold: Int) -> Bool { file != nil || data.count > inlineThreshold }
 }
 
 /// The disk tier: a SQLite index (GRDB, WAL) and a folder of blob files, shared by every process

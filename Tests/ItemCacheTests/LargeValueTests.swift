@@ -1,0 +1,206 @@
+import FileKit
+import Foundation
+import Testing
+
+@testable import ItemCache
+
+/// A value larger than the memory tier's item limit moves as a file: the fetched body is the
+/// very file the cache keeps, a hit hands over the open file, and neither is held whole.
+@Suite("Large values as files through the loader")
+struct LargeValueTests {
+    static func random(_ count: Int, seed: UInt64) -> Data {
+        var generator = seed
+        var bytes = [UInt8](repeating: 0, count: count)
+        for index in 0..<count {
+            if index % 8 == 0 { generator = generator &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407 }
+            bytes[index] = UInt8(truncatingIfNeeded: generator >> (8 * UInt64(index % 8)))
+        }
+        return Data(bytes)
+    }
+
+    static func inode(_ descriptor: Int32) -> ino_t {
+        var status = stat()
+        return fstat(descriptor, &status) == 0 ? status.st_ino : 0
+    }
+
+    /// The regular files under the cache's `blobs` folder, by inode.
+    static func blobs(_ folder: String) -> [ino_t: String] {
+        var found: [ino_t: String] = [:]
+        let root = folder + "/blobs"
+        for shard in (try? FileManager.default.contentsOfDirectory(atPath: root)) ?? [] {
+            for name in (try? FileManager.default.contentsOfDirectory(atPath: root + "/" + shard)) ?? [] {
+                var status = stat()
+                if lstat(root + "/" + shard + "/" + name, &status) == 0 { found[status.st_ino] = shard + "/" + name }
+            }
+        }
+        return found
+    }
+
+    @Test("a large body is kept as the file it was downloaded into; hits hand over its open file, never memory")
+    func largeValuesMoveAsFiles() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(3 << 20 + 17, seed: 9)
+        try big.write(to: fixture.content.appendingPathComponent("big.bin"))
+        try fixture.publish("small.txt", String(repeating: "s", count: 100_000))
+        let url = fixture.url("big.bin")
+
+        let fetched = try await fixture.loader.value(for: url)
+        #expect(fetched.source == .network)
+        #expect(fetched.isStored)
+        #expect(fetched.size == Int64(big.count))
+        guard case .file(let file) = fetched.content else {
+            Issue.record("a 3 MiB value over a 1 MiB item limit should come as a file")
+            return
+        }
+        #expect(try file.data() == big)
+        // Linked, not copied: the only blob is the very file the body was downloaded into.
+        let blobs = Self.blobs(fixture.folder)
+        #expect(blobs.count == 1)
+        #expect(blobs[Self.inode(file.descriptor)] != nil)
+        #expect(fixture.store.memory.value(for: fetched.key) == nil)
+
+        // A hit: the stored file, opened and checked, not read into memory.
+        let hit = try await fixture.loader.value(for: url)
+        #expect(hit.source == .disk)
+        guard case .file(let stored) = hit.content else {
+            Issue.record("a hit of a large value should come as its file")
+            return
+        }
+        #expect(Self.inode(stored.descriptor) == Self.inode(file.descriptor))
+        var chunks = 0
+        var collected = Data()
+        try hit.forEachChunk(size: 1 << 20) { chunk in
+            chunks += 1
+            collected.append(contentsOf: chunk)
+        }
+        #expect(chunks == 4)
+        #expect(collected == big)
+        #expect(fixture.store.memory.value(for: hit.key) == nil)
+        // The Data API still gives the bytes, read from the file.
+        let item = try await fixture.loader.item(for: url)
+        #expect(item.source == .disk)
+        #expect(item.data == big)
+        #expect(item.item.file == nil)
+        #expect(fixture.server.requestCount(forPath: "/big.bin") == 1)
+
+        // A small value stays Data and memory answers it next.
+        let small = try await fixture.loader.value(for: fixture.url("small.txt"))
+        guard case .bytes(let bytes) = small.content else {
+            Issue.record("a 100 kB value under the item limit should come as bytes")
+            return
+        }
+        #expect(bytes.count == 100_000)
+        #expect(try await fixture.loader.value(for: fixture.url("small.txt")).source == .memory)
+    }
+
+    @Test("callers that share one fetch of a large value through item(for:) share one copy of its bytes")
+    func sharedFetchSharesOneCopy() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(2 << 20, seed: 8)
+        try big.write(to: fixture.content.appendingPathComponent("s.bin"))
+        fixture.server.injectFault(.delay(seconds: 0.3), forPath: "/s.bin", times: 1)
+        let url = fixture.url("s.bin")
+        let loader = fixture.loader
+        let addresses = try await withThrowingTaskGroup(of: Int.self) { group in
+            for _ in 0..<12 {
+                group.addTask {
+                    let loaded = try await loader.item(for: url)
+                    #expect(loaded.data == big)
+                    return loaded.data.withUnsafeBytes { Int(bitPattern: $0.baseAddress) }
+                }
+            }
+            var all: Set<Int> = []
+            for try await address in group { all.insert(address) }
+            return all
+        }
+        #expect(fixture.server.requestCount(forPath: "/s.bin") == 1)
+        #expect(addresses.count == 1, "12 callers of one fetch hold \(addresses.count) copies of its 2 MiB")
+    }
+
+    @Test("a large value revalidates without being read, and a replaced one is fetched whole again")
+    func largeValuesRevalidate() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(2 << 20, seed: 3)
+        try big.write(to: fixture.content.appendingPathComponent("r.bin"))
+        fixture.server.setCacheControl("max-age=0", forPath: "/r.bin")
+        let url = fixture.url("r.bin")
+        let first = try await fixture.loader.value(for: url)
+        #expect(first.source == .network)
+        #expect(first.info.etag != nil)
+
+        fixture.server.setCacheControl("max-age=600", forPath: "/r.bin")
+        let second = try await fixture.loader.value(for: url)
+        #expect(second.source == .revalidated)
+        guard case .file = second.content else {
+            Issue.record("a revalidated large value should stay a file")
+            return
+        }
+        #expect(try second.data() == big)
+        let expires = try #require(second.info.expires)
+        #expect(expires > Date().addingTimeInterval(500))
+        #expect(fixture.server.requests().filter { $0.path == "/r.bin" }.last?.status == 304)
+        #expect(try await fixture.loader.value(for: url).source == .disk)
+
+        // Replaced on the server: the new bytes, in a new file; the old blob goes.
+        let changed = Self.random(2 << 20, seed: 4)
+        try changed.write(to: fixture.content.appendingPathComponent("r.bin"))
+        let reloaded = try await fixture.loader.value(for: url, options: LoadOptions(policy: .reload))
+        #expect(reloaded.source == .network)
+        #expect(try reloaded.data() == changed)
+        #expect(Self.blobs(fixture.folder).count == 1)
+        #expect(try await fixture.loader.item(for: url).data == changed)
+    }
+
+    @Test("a value file changed on disk after its check fails to read, never hands over other bytes")
+    func aChangedFileIsAnError() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(2 << 20, seed: 5)
+        try big.write(to: fixture.content.appendingPathComponent("d.bin"))
+        let url = fixture.url("d.bin")
+        _ = try await fixture.loader.value(for: url)
+        let hit = try await fixture.loader.value(for: url)
+        guard case .file(let file) = hit.content else {
+            Issue.record("a large hit should come as a file")
+            return
+        }
+        // A neighbour writes into the stored file after the check (same size).
+        let path = fixture.folder + "/blobs/" + (Self.blobs(fixture.folder)[Self.inode(file.descriptor)] ?? "")
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seek(toOffset: 1_500_000)
+        handle.write(Data([0x55, 0xAA]))
+        try handle.close()
+        #expect(throws: ItemCacheError.self) { try file.data() }
+        var delivered = 0
+        #expect(throws: ItemCacheError.self) { try hit.forEachChunk { delivered += $0.count } }
+        // The next load finds the damage at its check: a miss, fetched again, the right bytes.
+        let again = try await fixture.loader.value(for: url)
+        #expect(again.source == .network)
+        #expect(try again.data() == big)
+    }
+
+    @Test("a staged file keeps the checksum of its bytes and reads back whole")
+    func aStagedFileReadsBack() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let path = folder + "/v.bin"
+        let big = Self.random(1 << 20, seed: 6)
+        try big.write(to: URL(fileURLWithPath: path))
+        guard let unnamed = UnnamedFile(in: folder) else {
+            Issue.record("no O_TMPFILE in \(folder)")
+            return
+        }
+        big.withUnsafeBytes { bytes in
+            #expect(DescriptorIO.writeAll(unnamed.descriptor, bytes) == nil)
+        }
+        let checksum = try ValueFile.checksum(of: unnamed.descriptor, size: Int64(big.count), shownAs: "v")
+        let file = ValueFile(staged: unnamed, size: Int64(big.count), checksum: checksum, shownAs: "v")
+        #expect(file.isStaged)
+        #expect(try file.data() == big)
+        #expect(checksum == CRC32C.checksum(big))
+    }
+}
