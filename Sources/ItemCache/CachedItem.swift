@@ -10,7 +10,7 @@ public struct CachedItem: Sendable, Equatable {
     public var info: ItemInfo
     /// Inside the loader, a value larger than the memory tier's item limit: its open file
     /// (``data`` is then empty). Never set on an item a public API returns
-    /// (``materialized()`` reads it first).
+    /// (``LoadedItem/materialized()`` reads it first).
     var file: ValueFile?
 
     /// An item from its parts.
@@ -21,18 +21,6 @@ public struct CachedItem: Sendable, Equatable {
     /// An item whose value is the open file `file`.
     init(key: CacheKey, file: ValueFile, info: ItemInfo) {
         (self.key, self.data, self.info, self.file) = (key, Data(), info, file)
-    }
-
-    /// The value's size: its bytes', or its file's.
-    var valueSize: Int64 { file?.size ?? Int64(data.count) }
-
-    /// The item with its value in ``data``: a file is read (and checked) into memory.
-    func materialized() throws(ItemCacheError) -> CachedItem {
-        guard let file else { return self }
-        var item = self
-        item.data = try file.data()
-        item.file = nil
-        return item
     }
 
     /// The bytes as UTF-8 text; throws ``ItemCacheError/Code/decoding`` when they are not.

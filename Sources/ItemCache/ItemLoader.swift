@@ -654,7 +654,8 @@ public final class ItemLoader: Sendable {
                 if let itemStore = store as? ItemStore {
                     item = try await itemStore.store(file: file, for: storageKey, options: storeOptions)
                 } else {
-                    item = try await store.store(try file.data(), for: storageKey, options: storeOptions)
+                    let data = try await BlockingIOPool.shared.run { () throws(ItemCacheError) in try file.data() }
+                    item = try await store.store(data, for: storageKey, options: storeOptions)
                 }
             }
             if rules != nil {

@@ -1,3 +1,4 @@
+import FileKit
 import Foundation
 
 /// A load's answer with its value as it is kept: bytes, or for a value larger than the memory
@@ -75,11 +76,12 @@ public struct LoadedValue: Sendable {
 }
 
 extension LoadedItem {
-    /// The load with its value in memory (``CachedItem/materialized()``).
-    func materialized() throws(ItemCacheError) -> LoadedItem {
-        guard item.file != nil else { return self }
+    /// The load with its value in memory (``CachedItem/materialized()``), read on the I/O pool.
+    func materialized() async throws(ItemCacheError) -> LoadedItem {
+        guard let file = item.file else { return self }
         var loaded = self
-        loaded.item = try item.materialized()
+        loaded.item.data = try await BlockingIOPool.shared.run { () throws(ItemCacheError) in try file.data() }
+        loaded.item.file = nil
         return loaded
     }
 }

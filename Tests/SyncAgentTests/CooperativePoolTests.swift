@@ -84,8 +84,14 @@ struct CooperativePoolTests {
             let body = String(repeating: "0123456789", count: 50_000)
             try body.write(toFile: site + "/big.txt", atomically: true, encoding: .utf8)
             try "small".write(toFile: site + "/small.txt", atomically: true, encoding: .utf8)
+            // Over the memory tier's 10 MiB item limit: it moves as its file (checked on the pool).
+            let large = String(repeating: "large value ", count: 1_000_000)
+            try large.write(toFile: site + "/large.txt", atomically: true, encoding: .utf8)
             let cache = scratch + "/cache"
-            for (url, expected) in [(server.url(for: "big.txt"), body), (server.url(for: "small.txt"), "small")] {
+            for (url, expected) in [
+                (server.url(for: "big.txt"), body), (server.url(for: "small.txt"), "small"),
+                (server.url(for: "large.txt"), large),
+            ] {
                 let fetched = try await runStrict(
                     ["cache", "get", url.absoluteString, "--cache", cache, "--ttl", "0", "-o", scratch + "/out"],
                     scratch: scratch)
