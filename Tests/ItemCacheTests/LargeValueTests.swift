@@ -182,6 +182,39 @@ struct LargeValueTests {
         #expect(try again.data() == big)
     }
 
+    @Test(
+        "a large value's blob swapped for a symlink, a fifo or a shorter file is a miss, refetched; nothing outside is read"
+    )
+    func aHostileBlobIsAMiss() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(2 << 20, seed: 11)
+        try big.write(to: fixture.content.appendingPathComponent("h.bin"))
+        let url = fixture.url("h.bin")
+        let outside = fixture.folder + "-outside"
+        let outsideBytes = Self.random(2 << 20, seed: 12)
+        try outsideBytes.write(to: URL(fileURLWithPath: outside))
+        defer { try? FileManager.default.removeItem(atPath: outside) }
+        let plants: [(String) -> Void] = [
+            { path in _ = symlink(outside, path) },
+            { path in _ = mkfifo(path, 0o600) },
+            { path in try? Data(count: 1000).write(to: URL(fileURLWithPath: path)) },
+        ]
+        for (round, plant) in plants.enumerated() {
+            _ = try await fixture.loader.value(for: url, options: LoadOptions(policy: .reload))
+            let blobs = Self.blobs(fixture.folder)
+            #expect(blobs.count == 1)
+            let path = fixture.folder + "/blobs/" + (blobs.values.first ?? "")
+            #expect(unlink(path) == 0)
+            plant(path)
+            let again = try await fixture.loader.value(for: url)
+            #expect(again.source == .network, "round \(round): the planted file is no hit")
+            #expect(try again.data() == big, "round \(round)")
+        }
+        #expect(fixture.server.requestCount(forPath: "/h.bin") == 6)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: outside)) == outsideBytes, "the link's target is untouched")
+    }
+
     @Test("a staged file keeps the checksum of its bytes and reads back whole")
     func aStagedFileReadsBack() async throws {
         let folder = temporaryCacheFolder()

@@ -266,7 +266,8 @@ struct ExitCodeTableTests {
     }
 
     /// Only `watch` with a config file's pre-switch hooks meets a veto, and it exits with the
-    /// error once `--max-failures` checks in a row failed; the mapping itself is checked here.
+    /// error once `--max-failures` checks in a row failed: the built binary's exit 10 is checked
+    /// by `WatchConfigTests`' hook test (`max-failures: 1`); the mapping itself is checked here.
     @Test func tenWhenAPreSwitchHookVetoes() {
         let failure = CLIFailure(
             SyncError(
