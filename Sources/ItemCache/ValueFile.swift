@@ -17,7 +17,8 @@ public final class ValueFile: Sendable {
     /// The CRC-32C the bytes had when the file was checked.
     let checksum: UInt32
     /// An open, read-only descriptor (read it with `pread`: its offset is shared). Valid while
-    /// this object lives; it is closed when it goes.
+    /// this object lives; it is closed when it goes, so never close it yourself (the number could
+    /// then name another file when this object closes it, or reads it).
     public let descriptor: Int32
     /// What messages call it.
     let shownAs: String
