@@ -1,5 +1,6 @@
 import FileKit
 import Foundation
+import ImageCatalog
 import ItemCache
 import Metrics
 import Synchronization
@@ -86,7 +87,7 @@ extension ImageMetadata {
 /// the variant, and read from its file).
 enum OriginalBytes: Sendable {
     case data(Data)
-    case stored(ItemStore, CacheKey)
+    case stored(any ImageStorage, CacheKey)
     /// A file of a mirrored folder, open (kept open while the job is held or used).
     case file(OpenFile)
 }

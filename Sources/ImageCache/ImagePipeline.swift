@@ -78,8 +78,10 @@ public final class ImagePipeline: Sendable {
     public let loader: ItemLoader
     /// The settings.
     public let configuration: Configuration
-    /// The store the loader keeps originals and variants in.
-    public let store: ItemStore
+    /// Where the loader keeps originals and variants (its store).
+    public let storage: any ImageStorage
+    /// ``storage`` when it is an ``ItemStore`` (a cache folder); nil for a storage of the app's own.
+    public var store: ItemStore? { storage as? ItemStore }
     private let ownsLoader: Bool
     /// Variant jobs are per process: the loader's variant fetcher of any pipeline finds them.
     static let jobs = VariantJobs()
@@ -109,7 +111,8 @@ public final class ImagePipeline: Sendable {
             refusals: counters.refusals.load(ordering: .relaxed))
     }
 
-    /// A pipeline on `loader`, whose store must be an ``ItemStore``. It registers the image
+    /// A pipeline on `loader`, whose store must be an ``ImageStorage`` (an ``ItemStore``, or the
+    /// app's own). It registers the image
     /// fetchers with the loader (contexts ``originalContext`` and ``variantContext``).
     public convenience init(loader: ItemLoader, configuration: Configuration = Configuration()) throws(ImageCacheError)
     {
@@ -131,14 +134,17 @@ public final class ImagePipeline: Sendable {
     }
 
     private init(loader: ItemLoader, configuration: Configuration, owns: Bool) throws(ImageCacheError) {
-        guard let store = loader.store as? ItemStore else {
+        guard let storage = loader.store as? any ImageStorage else {
             throw ImageCacheError(
-                code: .configuration, message: "an ImagePipeline needs a loader on an ItemStore (a cache folder)")
+                code: .configuration,
+                message:
+                    "an ImagePipeline needs a loader on an ImageStorage (an ItemStore on a cache folder, or one of the app's own); \(type(of: loader.store)) is none"
+            )
         }
         try VipsRuntime.start(configuration.runtime)
         self.loader = loader
         self.configuration = configuration
-        self.store = store
+        self.storage = storage
         ownsLoader = owns
         counters = ImageCounters(
             metrics: ImageMetrics(prefix: configuration.metricsPrefix, factory: configuration.metricsFactory))
@@ -169,7 +175,7 @@ public final class ImagePipeline: Sendable {
             return now - counted
         }
         do {
-            try await store.addToCounters([
+            try await storage.addToCounters([
                 Self.madeCounter: Int64(added.made), Self.hitsCounter: Int64(added.hits),
                 Self.refusalsCounter: Int64(added.refusals),
             ])
@@ -181,7 +187,7 @@ public final class ImagePipeline: Sendable {
     }
 
     /// The totals every pipeline on the folder of `store` recorded (``recordCounts()``).
-    public static func storedCounts(in store: ItemStore) async throws(ImageCacheError) -> Counts {
+    public static func storedCounts(in store: some ImageStorage) async throws(ImageCacheError) -> Counts {
         do {
             return try await ImageCatalog.storedCounts(in: store)
         } catch {
@@ -193,7 +199,7 @@ public final class ImagePipeline: Sendable {
     /// call such as `sync-agent cache rm`, or evicted: such a variant's key can only come back
     /// with the same bytes); returns how many went.
     @discardableResult
-    public static func removeOrphanVariants(in store: ItemStore) async throws(ImageCacheError) -> Int {
+    public static func removeOrphanVariants(in store: some ImageStorage) async throws(ImageCacheError) -> Int {
         do {
             return try await ImageCatalog.removeOrphanVariants(in: store)
         } catch {
@@ -289,7 +295,7 @@ public final class ImagePipeline: Sendable {
     public func isCached(_ request: ImageRequest) async throws(ImageCacheError) -> Bool {
         guard let key = try await knownVariantKey(for: request) else { return false }
         do {
-            return try await store.info(for: key) != nil
+            return try await storage.info(for: key) != nil
         } catch {
             throw ImageCacheError(error)
         }
@@ -324,7 +330,7 @@ public final class ImagePipeline: Sendable {
             try ImageMetadata.ofOriginal(data, source: "image id '\(id)'", limits: limits, custom: metadata)
         }
         do {
-            try await store.store(
+            try await storage.store(
                 data, for: key,
                 options: StoreOptions(
                     expiry: .never, metadata: facts.stored,
@@ -343,7 +349,7 @@ public final class ImagePipeline: Sendable {
         let key = try originalKey(of: source)
         remember(nil, for: key)
         do {
-            let original = try await store.removeItem(for: key) ? 1 : 0
+            let original = try await storage.removeItem(for: key) ? 1 : 0
             return original + (try await loader.removeItems(matching: ItemQuery().group(Self.variantGroup(of: key))))
         } catch {
             throw ImageCacheError(error)
@@ -407,27 +413,27 @@ public final class ImagePipeline: Sendable {
             info = recent.info
         } else {
             do {
-                info = try await store.info(for: key)
+                info = try await storage.info(for: key)
             } catch {
                 throw ImageCacheError(error)
             }
             remember(info, for: key)
         }
         guard let info, (200...299).contains(info.status),
-            request.policy == .offline || (!info.isExpired(at: store.configuration.clock.now) && !info.mustRevalidate),
+            request.policy == .offline || (!info.isExpired(at: storage.clock.now) && !info.mustRevalidate),
             let metadata = ImageMetadata(stored: info.metadata, bytes: info.size), let digest = metadata.sha256
         else { return .nothing }
         let resize = request.resize(forSource: metadata.format)
         let variant = try variantKey(original: key, digest: digest, resize: resize)
         let stored: StoredItem?
         do {
-            stored = try await store.item(for: variant)
+            stored = try await storage.item(for: variant)
         } catch {
             throw ImageCacheError(error)
         }
-        guard let stored, !stored.item.info.isExpired(at: store.configuration.clock.now) else {
+        guard let stored, !stored.item.info.isExpired(at: storage.clock.now) else {
             return .original(
-                Original(key: key, bytes: .stored(store, key), metadata: metadata, digest: digest, source: .disk))
+                Original(key: key, bytes: .stored(storage, key), metadata: metadata, digest: digest, source: .disk))
         }
         return .variant(try response(stored.item, source: stored.source, original: metadata, originalSource: nil))
     }
@@ -481,7 +487,7 @@ public final class ImagePipeline: Sendable {
         case .id(let id):
             let stored: StoredItem?
             do {
-                stored = try await store.item(for: key)
+                stored = try await storage.item(for: key)
             } catch {
                 throw ImageCacheError(error)
             }
@@ -530,7 +536,7 @@ public final class ImagePipeline: Sendable {
         }
         let info: ItemInfo?
         do {
-            info = try await store.info(for: key)
+            info = try await storage.info(for: key)
         } catch {
             throw ImageCacheError(error)
         }
@@ -609,11 +615,11 @@ public final class ImagePipeline: Sendable {
     /// Removes the variants of the original `key` made from other bytes than `digest`'s. A
     /// failure only leaves them to the disk limit: their keys can never be asked for again.
     private func dropVariants(of key: CacheKey, except digest: String) async {
-        guard let variants = try? await loader.items(matching: ItemQuery().group(Self.variantGroup(of: key))) else {
+        guard let variants = try? await storage.items(matching: ItemQuery().group(Self.variantGroup(of: key))) else {
             return
         }
         for variant in variants where variant.info.metadata[ImageMetadata.originalDigestName] != digest {
-            _ = try? await store.removeItem(for: variant.key)
+            _ = try? await storage.removeItem(for: variant.key)
         }
     }
 

@@ -44,7 +44,7 @@ public enum ImageCatalog {
     }
 
     /// The totals every pipeline on the folder of `store` recorded.
-    public static func storedCounts(in store: ItemStore) async throws(ItemCacheError) -> Counts {
+    public static func storedCounts(in store: some ImageStorage) async throws(ItemCacheError) -> Counts {
         let counters = try await store.counters()
         let value = { (name: String) in Int(clamping: max(0, counters[name] ?? 0)) }
         return Counts(made: value(madeCounter), hits: value(hitsCounter), refusals: value(refusalsCounter))
@@ -54,7 +54,7 @@ public enum ImageCatalog {
     /// call such as `sync-agent cache rm`, or evicted: such a variant's key can only come back
     /// with the same bytes); returns how many went.
     @discardableResult
-    public static func removeOrphanVariants(in store: ItemStore) async throws(ItemCacheError) -> Int {
+    public static func removeOrphanVariants(in store: some ImageStorage) async throws(ItemCacheError) -> Int {
         let originals = Set(
             try await store.items(matching: ItemQuery().context(originalContext)).map { variantGroup(of: $0.key) })
         var removed = 0

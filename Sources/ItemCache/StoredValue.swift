@@ -22,6 +22,12 @@ public struct StoredValue: ~Copyable {
     /// Its record.
     public let info: ItemInfo
 
+    /// A value from its parts: for a storage of the app's own (``ItemCaching``) that hands values
+    /// over as ``ItemStore/withValue(for:_:)`` does. A descriptor stays the caller's to close.
+    public init(content: Content, size: Int64, info: ItemInfo) {
+        (self.content, self.size, self.info) = (content, size, info)
+    }
+
     /// Reads the bytes in chunks of at most `chunkSize`, passing each to `body`, without holding
     /// the whole value in memory.
     public func forEachChunk(size chunkSize: Int = 1 << 20, _ body: (Data) throws -> Void) throws {

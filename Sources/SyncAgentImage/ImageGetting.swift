@@ -78,7 +78,7 @@ extension ImageGetCommand {
         } catch {
             throw CLIFailure(image: error)
         }
-        folder.warnAboutRepairs(pipeline.store.openingRepairs)
+        if let store = pipeline.store { folder.warnAboutRepairs(store.openingRepairs) }
         let result: Result<ImageResponse, ImageCacheError>
         do {
             result = .success(try await pipeline.image(for: request))

@@ -561,3 +561,82 @@ struct PixelsAndStatesTests {
         #expect(fixture.origin.requestCount(forPath: "/s.jpg") == 1)
     }
 }
+
+/// An app's own storage: every call counted, then passed to an ``ItemStore`` (the kind of
+/// wrapper an app writes to trace or to share a cache); not an ``ItemStore`` itself.
+final class CountingStorage: ImageStorage {
+    let inner: ItemStore
+    let calls = Mutex<[String: Int]>([:])
+
+    init(_ inner: ItemStore) { self.inner = inner }
+
+    func count(_ name: String) { calls.withLock { $0[name, default: 0] += 1 } }
+    func seen(_ name: String) -> Int { calls.withLock { $0[name] ?? 0 } }
+
+    var clock: any CacheClock { inner.configuration.clock }
+    var sharedLockFile: RangeLockFile? { inner.sharedLockFile }
+    func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
+        count("item")
+        return try await inner.item(for: key)
+    }
+    @available(*, noasync)
+    func itemNow(for key: CacheKey) throws(ItemCacheError) -> StoredItem? { try inner.itemNow(for: key) }
+    func store(_ data: Data, for key: CacheKey, options: StoreOptions) async throws(ItemCacheError) -> CachedItem {
+        count("store")
+        return try await inner.store(data, for: key, options: options)
+    }
+    func refresh(_ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?)
+        async throws(ItemCacheError) -> CachedItem?
+    {
+        try await inner.refresh(
+            key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified)
+    }
+    func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
+        count("remove")
+        return try await inner.removeItem(for: key)
+    }
+    func info(for key: CacheKey) async throws(ItemCacheError) -> ItemInfo? {
+        count("info")
+        return try await inner.info(for: key)
+    }
+    func withValue<T: Sendable>(for key: CacheKey, _ body: @escaping @Sendable (borrowing StoredValue) throws -> T)
+        async throws -> T?
+    {
+        count("withValue")
+        return try await inner.withValue(for: key, body)
+    }
+    func items(matching query: ItemQuery) async throws(ItemCacheError) -> [ItemSummary] {
+        count("items")
+        return try await inner.items(matching: query)
+    }
+    func addToCounters(_ amounts: [String: Int64]) async throws(ItemCacheError) {
+        count("addToCounters")
+        try await inner.addToCounters(amounts)
+    }
+    func counters() async throws(ItemCacheError) -> [String: Int64] { try await inner.counters() }
+}
+
+@Suite("ImagePipeline on an app's own ImageStorage")
+struct ImageStorageTests {
+    @Test("a pipeline works through the ImageStorage protocol: originals and variants go through the app's storage")
+    func aStorageOfTheAppsOwn() async throws {
+        let fixture = try PipelineFixture()
+        fixture.serve("/own.jpg", try colouredImage(width: 320, height: 200, rgb: (20, 120, 220), format: "jpeg"))
+        let storage = CountingStorage(try ItemStore(configuration: CacheConfiguration(folder: fixture.folder)))
+        let loader = ItemLoader(
+            store: storage, configuration: CacheConfiguration(folder: fixture.folder), transport: fixture.transport)
+        let pipeline = try ImagePipeline(loader: loader)
+        #expect(pipeline.store == nil, "not an ItemStore")
+        let made = try await pipeline.image(for: fixture.request("/own.jpg", 80, nil))
+        #expect(try dimensions(made.data).width == 80)
+        #expect(storage.seen("store") >= 2, "the original and the variant were stored through it")
+        // A second pipeline on the same storage: the variant comes back from it, with no request.
+        let again = try await ImagePipeline(loader: loader).image(for: fixture.request("/own.jpg", 80, nil))
+        #expect(again.data == made.data)
+        #expect(storage.seen("info") + storage.seen("item") >= 2)
+        #expect(fixture.origin.requestCount(forPath: "/own.jpg") == 1)
+        try await pipeline.recordCounts()
+        #expect(storage.seen("addToCounters") == 1)
+        #expect(try await ImagePipeline.storedCounts(in: storage).made == 1)
+    }
+}
