@@ -54,7 +54,8 @@ final class ProgressBar: Sendable {
 
     /// The bar for `progress`, at most `columns - 1` characters (the last column would wrap on
     /// some terminals): phase, bar and percentage, bytes, rate and time left, files, and the
-    /// current item, dropped from the right as room runs out (the item is shortened first).
+    /// current item. As room runs out the item is shortened, then goes; the bar narrows, then
+    /// goes; then the files, the bytes, and last the rate and time left.
     static func render(_ progress: SyncProgress, columns: Int = 80, bytesPerSecond: Double? = nil) -> String {
         let room = max(columns - 1, 10)
         let fraction: Double?
@@ -67,8 +68,8 @@ final class ProgressBar: Sendable {
         }
         // The facts, most wanted first: the rate and the time left, the bytes, the files. What
         // does not fit goes from the end; the bar takes the room left (at most 28 wide, gone
-        // under 5), and the current item what is left after it.
-        // `place` is where a fact stands on the line: bytes, rate, files.
+        // under 5), and the current item what is left after it. `place` is where a fact stands
+        // on the line: bytes, rate, files.
         var facts: [(place: Int, text: String)] = []
         if let bytesPerSecond, bytesPerSecond > 0 {
             var speed = bytes(Int64(bytesPerSecond)) + "/s"
