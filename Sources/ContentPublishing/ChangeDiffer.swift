@@ -53,8 +53,8 @@ public enum ChangeDiffer {
         try diff(from: old, to: new, delta: TreeDelta(from: old, to: new))
     }
 
-    /// ``diff(from:to:)`` when the caller already has the trees' ``TreeDelta``: only the folders
-    /// it names as differing are diffed (``DiffScope``). `scoped: false` diffs the whole trees,
+    /// ``diff(from:to:)`` when the caller already has the trees' `TreeDelta`: only the folders
+    /// it names as differing are diffed (`DiffScope`). `scoped: false` diffs the whole trees,
     /// for tests that compare both.
     public static func diff(
         from old: ContentTree, to new: ContentTree, delta: TreeDelta

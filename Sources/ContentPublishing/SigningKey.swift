@@ -39,7 +39,7 @@ public struct SigningKey: Sendable {
         StatusSignature.privateKeyLabel + "\n" + key.rawRepresentation.base64EncodedString() + "\n"
     }
 
-    /// The public key file's text, what clients trust (``StatusSignature/fileText(of:)``).
+    /// The public key file's text, what clients trust (`StatusSignature.fileText(of:)`).
     public var publicKeyFileText: String { StatusSignature.fileText(of: key.publicKey) }
 
     /// The key id clients see in signatures.

@@ -92,7 +92,7 @@ public struct SyncError: Error, Sendable, CustomStringConvertible {
     }
 
     /// An error with every field given. A URL's password or token in `message` is redacted
-    /// (``Redaction``): messages reach logs, the state database and `status`.
+    /// (`Redaction`): messages reach logs, the state database and `status`.
     public init(code: Code, message: String, underlying: (any Error)? = nil) {
         self.code = code
         self.message = Redaction.text(message)

@@ -4,7 +4,7 @@ import Foundation
 /// Publishing a file so that readers see the old bytes or the new ones, never a torn mix.
 ///
 /// Two ways, for two needs:
-/// - ``write(_:to:durable:)`` replaces whatever is at the path: the bytes go to a new file beside
+/// - ``write(_:to:durability:)`` replaces whatever is at the path: the bytes go to a new file beside
 ///   it (`O_EXCL`, a name no one else uses), then `rename(2)` puts it in place.
 /// - ``UnnamedFile`` adds a file only where none is: an `O_TMPFILE` file in the target folder,
 ///   named by `linkat(2)` once complete, so a crash leaves nothing behind.

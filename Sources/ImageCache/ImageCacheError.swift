@@ -42,7 +42,7 @@ public struct ImageCacheError: Error, Sendable, CustomStringConvertible {
     }
 
     /// The item cache's `error`: ``Code/refused`` for bytes a fetcher's image check rejected
-    /// (``ItemCacheError/Code/rejected``, also when another process fetched them), else
+    /// (`ItemCacheError/Code/rejected`, also when another process fetched them), else
     /// ``Code/cache``.
     public init(_ error: ItemCacheError) {
         self.init(code: error.code == .rejected ? .refused : .cache, message: error.message)

@@ -9,8 +9,8 @@ import struct Transport.TransportError
 
 /// Fetches originals through the item cache's own fetchers (`http`, `https`, `file`) and
 /// checks each new body before it is stored: an image this cache accepts, within the limits.
-/// A refused body is never stored (``ItemCacheError/Code/rejected``); an accepted one is stored
-/// with its ``ImageMetadata`` (size, format, orientation, SHA-256), read later without decoding.
+/// A refused body is never stored (`ItemCacheError/Code/rejected`); an accepted one is stored
+/// with its `ImageMetadata` (size, format, orientation, SHA-256), read later without decoding.
 struct OriginalFetcher: ItemFetching {
     var inner: [String: any ItemFetching]
     var limits: ImageLimits
@@ -94,7 +94,7 @@ enum OriginalBytes: Sendable {
 
 struct VariantJob: Sendable {
     var original: OriginalBytes
-    /// The original's SHA-256, recorded with the variant (``ImageMetadata/originalDigestName``).
+    /// The original's SHA-256, recorded with the variant (`ImageMetadata/originalDigestName`).
     var digest: String
     var source: String
     var request: ResizeRequest
@@ -140,7 +140,7 @@ final class ImageCounters: Sendable {
 /// by default): `<prefix>_variants_made` and `<prefix>_processing_duration` (a timer, per
 /// variant made), `<prefix>_variant_hits` by `tier` (`memory`, `disk`: stored variants that
 /// answered), `<prefix>_refusals` (originals or requests refused). The item cache's own
-/// instruments count the originals' and variants' loads beneath (``CacheConfiguration``'s
+/// instruments count the originals' and variants' loads beneath (`CacheConfiguration`'s
 /// `metricsPrefix`).
 struct ImageMetrics: Sendable {
     let made, memoryHits, diskHits, refusals: Counter

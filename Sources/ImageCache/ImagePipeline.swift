@@ -15,8 +15,8 @@ public struct ImageResponse: Sendable {
     public var original: ImageMetadata
     /// The variant's key in the item cache.
     public var key: CacheKey
-    /// Where the variant came from: ``ItemSource/memory`` or ``ItemSource/disk`` for a stored
-    /// one, ``ItemSource/network`` for one made by this load.
+    /// Where the variant came from: `ItemSource/memory` or `ItemSource/disk` for a stored
+    /// one, `ItemSource/network` for one made by this load.
     public var source: ItemSource
     /// Where the original came from (nil when the stored variant answered without it).
     public var originalSource: ItemSource?
@@ -46,7 +46,7 @@ public final class ImagePipeline: Sendable {
         /// Where variants are made: a bounded pool off Swift's cooperative threads, one thread
         /// per core (libvips runs one thread per image).
         public var processingPool: BlockingIOPool = ImagePipeline.sharedProcessingPool
-        /// How long a variant is kept. Default ``Expiry/never``: its key names its original's
+        /// How long a variant is kept. Default `Expiry/never`: its key names its original's
         /// bytes, so it cannot go stale; it goes with its original, or by the disk limit.
         public var variantExpiry: Expiry = .never
         /// The most bytes of decoded variants (``ImagePipeline/pixels(for:)``) kept in memory.
@@ -69,9 +69,9 @@ public final class ImagePipeline: Sendable {
     public static let sharedProcessingPool = BlockingIOPool(
         threadCount: max(1, ProcessInfo.processInfo.activeProcessorCount), spin: .zero)
 
-    /// The context of originals' keys (``ImageCatalog/originalContext``).
+    /// The context of originals' keys (`ImageCatalog/originalContext`).
     public static let originalContext = ImageCatalog.originalContext
-    /// The context of variants' keys (``ImageCatalog/variantContext``).
+    /// The context of variants' keys (`ImageCatalog/variantContext`).
     public static let variantContext = ImageCatalog.variantContext
 
     /// The loader originals and variants go through.
@@ -80,7 +80,7 @@ public final class ImagePipeline: Sendable {
     public let configuration: Configuration
     /// Where the loader keeps originals and variants (its store).
     public let storage: any ImageStorage
-    /// ``storage`` when it is an ``ItemStore`` (a cache folder); nil for a storage of the app's own.
+    /// ``storage`` when it is an `ItemStore` (a cache folder); nil for a storage of the app's own.
     public var store: ItemStore? { storage as? ItemStore }
     private let ownsLoader: Bool
     /// Variant jobs are per process: the loader's variant fetcher of any pipeline finds them.
@@ -101,7 +101,7 @@ public final class ImagePipeline: Sendable {
     /// The most records ``recentOriginals`` keeps.
     static let recentLimit = 4096
 
-    /// Image counts (``ImageCatalog/Counts``): variants made, hits, refusals.
+    /// Image counts (`ImageCatalog/Counts`): variants made, hits, refusals.
     public typealias Counts = ImageCatalog.Counts
 
     /// What this pipeline counted since it started: variants made, hits, refusals.
@@ -111,7 +111,7 @@ public final class ImagePipeline: Sendable {
             refusals: counters.refusals.load(ordering: .relaxed))
     }
 
-    /// A pipeline on `loader`, whose store must be an ``ImageStorage`` (an ``ItemStore``, or the
+    /// A pipeline on `loader`, whose store must be an `ImageStorage` (an `ItemStore`, or the
     /// app's own). It registers the image
     /// fetchers with the loader (contexts ``originalContext`` and ``variantContext``).
     public convenience init(loader: ItemLoader, configuration: Configuration = Configuration()) throws(ImageCacheError)

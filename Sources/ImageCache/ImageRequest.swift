@@ -49,8 +49,8 @@ public struct ImageRequest: Sendable {
     public var upscale = false
     /// The colour alpha is flattened onto for JPEG, 0–255 a channel. Default white.
     public var background: (red: Double, green: Double, blue: Double) = (255, 255, 255)
-    /// Cache or network for the original: ``LoadPolicy/offline`` never touches the network (a
-    /// variant of a stored original is still made). Default ``LoadPolicy/useCache``.
+    /// Cache or network for the original: `LoadPolicy/offline` never touches the network (a
+    /// variant of a stored original is still made). Default `LoadPolicy/useCache`.
     public var policy: LoadPolicy = .useCache
     /// Request headers sent for the original (authorization, accept…).
     public var headers: [String: String] = [:]

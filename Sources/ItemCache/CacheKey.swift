@@ -18,7 +18,7 @@ import Transport
 ///   from its escape, since a server may read them differently (`+` is a space to a form
 ///   decoder, `%2B` a plus sign). `parameters` are text, escaped byte for byte;
 /// - user info is never kept: `user:password@` becomes `user:***@` and a token alone `***@`
-///   (``Redaction``), so no secret reaches the index or a listing;
+///   (`Redaction`), so no secret reaches the index or a listing;
 /// - headers that vary the response (`Accept`, say) join the key with lower-cased names and
 ///   trimmed values, sorted by name;
 /// - a context name (ISCache's contexts) keeps otherwise equal keys apart.

@@ -99,7 +99,7 @@ public final class ItemStore: ItemCaching {
     /// The settings the store was opened with.
     public let configuration: CacheConfiguration
     /// The disk tier in use. Replaced by a new, empty one when its index turns out damaged
-    /// while the store is open (``onDisk(_:)``).
+    /// while the store is open (`onDisk(_:)`).
     private let tier: Mutex<DiskTier>
     /// One replacement at a time.
     private let replacing = Mutex(())
@@ -107,7 +107,7 @@ public final class ItemStore: ItemCaching {
     private let indexesSetAside: Counter
     private let setAsideSinceOpening = Atomic<Int>(0)
     /// How many times a damaged index was set aside and replaced by an empty one since the store
-    /// opened (``onDisk(_:)``; at opening, ``CacheRepairs/indexSetAside`` says it). An app can
+    /// opened (`onDisk(_:)`; at opening, ``CacheRepairs/indexSetAside`` says it). An app can
     /// report it; `<prefix>_index_set_aside` counts it too.
     public var indexesSetAsideSinceOpening: Int { setAsideSinceOpening.load(ordering: .relaxed) }
     /// The disk tier in use now.

@@ -39,7 +39,8 @@ public struct LoadedValue: Sendable {
     public var status: Int { info.status }
 
     /// Passes the bytes to `body` in order, in chunks of at most `chunkSize` (a file is read
-    /// chunk by chunk and checked: see ``ValueFile/forEachChunk(size:_:)``).
+    /// chunk by chunk and checked: see ``ValueFile/forEachChunk(size:_:)``). A chunk is valid
+    /// only during its call: copy what you keep.
     public func forEachChunk(size chunkSize: Int = 1 << 20, _ body: (UnsafeRawBufferPointer) throws -> Void) throws {
         switch content {
         case .bytes(let data):

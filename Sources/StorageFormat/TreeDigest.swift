@@ -22,7 +22,7 @@ public enum TreeDigest {
         folderDigests(of: tree)[.root]!
     }
 
-    /// The digest of every folder of `tree`, the root's included (by ``SafeRelativePath/root``).
+    /// The digest of every folder of `tree`, the root's included (by `SafeRelativePath.root`).
     public static func folderDigests(of tree: ContentTree) -> [SafeRelativePath: String] {
         var digests: [SafeRelativePath: String] = [:]
         _ = hashFolders(of: tree, differing: nil, reusing: [:]) { digests[$0] = $1 }

@@ -12,7 +12,7 @@ public struct TreeIndexDelta: Sendable, Equatable {
     /// where the index records a file or nothing (the entry written over them is enough).
     public var removed: [SafeRelativePath]
     /// Entries recorded after that: the changed paths the new version has, and the new digest
-    /// of every folder on the way to the root (the root's included, as ``SafeRelativePath/root``).
+    /// of every folder on the way to the root (the root's included, as `SafeRelativePath.root`).
     public var entries: [SafeRelativePath: TreeDigest.Entry]
 }
 

@@ -263,7 +263,7 @@ final class StateStore: Sendable {
         return migrator
     }
 
-    /// Rewrites every stored URL and message with ``Redaction/text(_:)`` (a cached copy whose key
+    /// Rewrites every stored URL and message with `Redaction/text(_:)` (a cached copy whose key
     /// changes is deleted: the next fetch is unconditional), zeroing the space the old values
     /// leave in their pages.
     private static func redactStoredURLs(_ db: Database) throws {

@@ -18,7 +18,7 @@ struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, Persistab
     var lastCheck: Date?
     /// The content folder this state belongs to; a state file is never shared between folders.
     var contentDirectory: String
-    /// The storage the folder mirrors, as last configured, its user info redacted (``Redaction``):
+    /// The storage the folder mirrors, as last configured, its user info redacted (`Redaction`):
     /// `sync-agent verify` uses it when it holds no password or token.
     var baseURL: String?
     /// The highest version a signed status was ever accepted at: a lower one is a rollback.

@@ -24,7 +24,7 @@ public struct HTTPResponseRecord: Sendable, Equatable {
         "content-length", "content-encoding", "content-range", "set-cookie", "set-cookie2",
     ]
 
-    /// The most bytes of header text a record keeps (``encoded``): an origin that sends more
+    /// The most bytes of header text a record keeps (`encoded`): an origin that sends more
     /// (thousands of lines, huge values) gets only the fields caching reads, each up to
     /// ``largestKeptValue`` bytes, so no response can grow the index past the folder's budget.
     public static let largestKeptHeaders = 16 << 10
