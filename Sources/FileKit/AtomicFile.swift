@@ -26,27 +26,16 @@ public enum AtomicFile {
     public static func write(_ data: some DataProtocol, to path: String, durability: Durability = .none)
         throws(FileSystemError)
     {
-        let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno)
+        do {
+            try write(to: path, durability: durability) { write in
+                for region in data.regions { try region.withUnsafeBytes { try write($0) } }
+            }
+        } catch let error as FileSystemError {
+            throw error
+        } catch {
+            // Only the writes throw here, and they throw FileSystemError.
+            throw FileSystemError("cannot write", path: path, syscall: "write", errno: EIO)
         }
-        var failure: (syscall: String, errno: Int32)?
-        for region in data.regions where failure == nil {
-            if let code = region.withUnsafeBytes({ DescriptorIO.writeAll(fd, $0) }) { failure = ("write", code) }
-        }
-        if failure == nil && durability != .none && fsync(fd) != 0 { failure = ("fsync", errno) }
-        close(fd)
-        if let failure {
-            unlink(temporary)
-            throw FileSystemError("cannot write", path: path, syscall: failure.syscall, errno: failure.errno)
-        }
-        guard rename(temporary, path) == 0 else {
-            let code = errno
-            unlink(temporary)
-            throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
-        }
-        if durability == .full { try DiskFlush.folder((path as NSString).deletingLastPathComponent) }
     }
 
     /// ``write(_:to:durability:)`` for bytes that come in pieces: `produce` passes each to the

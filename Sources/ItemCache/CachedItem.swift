@@ -23,6 +23,17 @@ public struct CachedItem: Sendable, Equatable {
         (self.key, self.data, self.info, self.file) = (key, Data(), info, file)
     }
 
+    /// An item whose value is `content`: bytes, or an open file.
+    init(key: CacheKey, content: LoadedValue.Content, info: ItemInfo) {
+        switch content {
+        case .bytes(let data): self.init(key: key, data: data, info: info)
+        case .file(let file): self.init(key: key, file: file, info: info)
+        }
+    }
+
+    /// The value as it is held: its file, or its bytes.
+    var content: LoadedValue.Content { file.map(LoadedValue.Content.file) ?? .bytes(data) }
+
     /// The bytes as UTF-8 text; throws ``ItemCacheError/Code/decoding`` when they are not.
     public func string() throws(ItemCacheError) -> String {
         guard let text = String(validating: data, as: UTF8.self) else {

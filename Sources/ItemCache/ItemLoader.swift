@@ -524,21 +524,19 @@ public final class ItemLoader: Sendable {
             }
         }
         let times = (request: requestTime, response: responseTime)
+        let value: LoadedValue.Content
         switch response.body {
         case .notModified:
             metrics.notModified.increment()
             return try await revalidated(
                 key, url: url, stale: stale, response: response, options: options, flight: flight, times: times,
                 using: exchange)
-        case .fetched(let data):
-            if stale != nil { metrics.modified.increment() }
-            metrics.fetchedBytes.increment(by: Int64(data.count))
-            return try await keep(.bytes(data), key, response: response, options: options, flight: flight, times: times)
-        case .file(let file):
-            if stale != nil { metrics.modified.increment() }
-            metrics.fetchedBytes.increment(by: file.size)
-            return try await keep(.file(file), key, response: response, options: options, flight: flight, times: times)
+        case .fetched(let data): value = .bytes(data)
+        case .file(let file): value = .file(file)
         }
+        if stale != nil { metrics.modified.increment() }
+        metrics.fetchedBytes.increment(by: value.size)
+        return try await keep(value, key, response: response, options: options, flight: flight, times: times)
     }
 
     /// A `304`: the stored response it selects is updated with its headers and served
@@ -597,7 +595,7 @@ public final class ItemLoader: Sendable {
     /// Keeps a fetched response as the model allows: under the key, or under the variant its
     /// `Vary` selects; returns it whether kept or not.
     private func keep(
-        _ value: FetchedValue, _ key: CacheKey, response: FetchResponse, options: LoadOptions,
+        _ value: LoadedValue.Content, _ key: CacheKey, response: FetchResponse, options: LoadOptions,
         flight: Flight<LoadedItem>, times: (request: Date, response: Date)
     ) async throws -> LoadedItem {
         let request = CacheDirectives.ofRequest(options.headers)
@@ -669,13 +667,9 @@ public final class ItemLoader: Sendable {
             // Too big to keep: the caller still gets it (a pinned load asked to keep it).
             guard error.code == .tooLarge, !options.pinned else { throw error }
             configuration.logger.debug("not storing \(key.rawValue): \(error)")
-            let info = ItemInfo(size: value.size, response: record)
-            let item: CachedItem
-            switch value {
-            case .bytes(let data): item = CachedItem(key: key, data: data, info: info)
-            case .file(let file): item = CachedItem(key: key, file: file, info: info)
-            }
-            var loaded = LoadedItem(item: item, source: .network, storeError: error)
+            var loaded = LoadedItem(
+                item: CachedItem(key: key, content: value, info: ItemInfo(size: value.size, response: record)),
+                source: .network, storeError: error)
             loaded.isStored = false
             return loaded
         }

@@ -375,12 +375,7 @@ public final class ItemStore: ItemCaching {
     /// looked up on the I/O pool, off the caller's thread. An expired value in memory is
     /// checked against the disk, where another process may have stored a fresh one.
     public func item(for key: CacheKey) async throws(ItemCacheError) -> StoredItem? {
-        let now = configuration.clock.now
-        if let item = memory.value(for: key), !item.info.isExpired(at: now) {
-            disk.touch(key, at: now)
-            return StoredItem(item: item, source: .memory)
-        }
-        return try await io.run { () throws(ItemCacheError) in try self.lookUp(key) }
+        try await item(for: key, filesOver: nil)
     }
 
     /// ``item(for:)`` on the calling thread, for code that cannot await (it blocks on SQLite
@@ -403,9 +398,9 @@ public final class ItemStore: ItemCaching {
         try await item(for: key)
     }
 
-    /// ``item(for:)``, except that a value kept in a file and larger than `filesOver` is not
-    /// read: the item holds its open, checked file (``ValueFile``). The loader's lookup.
-    func item(for key: CacheKey, filesOver: Int64) async throws(ItemCacheError) -> StoredItem? {
+    /// ``item(for:)``; with `filesOver`, a value kept in a file and larger than that is not read:
+    /// the item holds its open, checked file (``ValueFile``). The loader's lookup.
+    func item(for key: CacheKey, filesOver: Int64?) async throws(ItemCacheError) -> StoredItem? {
         let now = configuration.clock.now
         if let item = memory.value(for: key), !item.info.isExpired(at: now) {
             disk.touch(key, at: now)
@@ -574,24 +569,10 @@ public final class ItemStore: ItemCaching {
         _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
         response: HTTPResponseRecord?
     ) async throws(ItemCacheError) -> CachedItem? {
-        // The row must be on disk before it is updated; without a pending group, no hop.
-        if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
-        let refreshed = try await io.run { () throws(ItemCacheError) -> CachedItem? in
-            try self.onDisk { disk throws(ItemCacheError) in
-                try disk.refresh(
-                    key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
-                    response: response,
-                    afterCommit: { info in
-                        guard var item = self.memory.value(for: key) else { return }
-                        guard let info else { return self.memory.remove(key) }
-                        item.info = info
-                        self.keep(item)
-                    }
-                )
-            }
-            .flatMap { _ in self.memory.value(for: key) }
-        }
-        if let refreshed { return refreshed }
+        let info = try await refreshInfo(
+            key, expires: expires, mustRevalidate: mustRevalidate, etag: etag, lastModified: lastModified,
+            response: response)
+        if info != nil, let refreshed = memory.value(for: key) { return refreshed }
         return try await item(for: key)?.item
     }
 
@@ -601,6 +582,7 @@ public final class ItemStore: ItemCaching {
         _ key: CacheKey, expires: Date?, mustRevalidate: Bool, etag: String?, lastModified: String?,
         response: HTTPResponseRecord?
     ) async throws(ItemCacheError) -> ItemInfo? {
+        // The row must be on disk before it is updated; without a pending group, no hop.
         if group.withLock({ !$0.writes.isEmpty }) { try await flush() }
         return try await io.run { () throws(ItemCacheError) -> ItemInfo? in
             try self.onDisk { disk throws(ItemCacheError) in

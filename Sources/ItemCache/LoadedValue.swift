@@ -10,6 +10,14 @@ public struct LoadedValue: Sendable {
         case bytes(Data)
         /// In an open, checked file, readable while the ``ValueFile`` lives.
         case file(ValueFile)
+
+        /// The value's size in bytes.
+        public var size: Int64 {
+            switch self {
+            case .bytes(let data): Int64(data.count)
+            case .file(let file): file.size
+            }
+        }
     }
 
     /// The item's key (a variant's, for a response chosen by `Vary`).
@@ -28,12 +36,7 @@ public struct LoadedValue: Sendable {
     public var isStored: Bool
 
     /// The value's size in bytes.
-    public var size: Int64 {
-        switch content {
-        case .bytes(let data): Int64(data.count)
-        case .file(let file): file.size
-        }
-    }
+    public var size: Int64 { content.size }
 
     /// The HTTP status it was served with (200 for an item without a recorded response).
     public var status: Int { info.status }
@@ -67,7 +70,7 @@ public struct LoadedValue: Sendable {
 
     init(_ loaded: LoadedItem) {
         key = loaded.item.key
-        content = loaded.item.file.map(Content.file) ?? .bytes(loaded.item.data)
+        content = loaded.item.content
         info = loaded.item.info
         source = loaded.source
         fetchError = loaded.fetchError
@@ -77,25 +80,12 @@ public struct LoadedValue: Sendable {
 }
 
 extension LoadedItem {
-    /// The load with its value in memory (``CachedItem/materialized()``), read on the I/O pool.
+    /// The load with its value in memory, its file (if any) read on the I/O pool.
     func materialized() async throws(ItemCacheError) -> LoadedItem {
         guard let file = item.file else { return self }
         var loaded = self
         loaded.item.data = try await BlockingIOPool.shared.run { () throws(ItemCacheError) in try file.data() }
         loaded.item.file = nil
         return loaded
-    }
-}
-
-/// A fetched value as the loader keeps it.
-enum FetchedValue {
-    case bytes(Data)
-    case file(ValueFile)
-
-    var size: Int64 {
-        switch self {
-        case .bytes(let data): Int64(data.count)
-        case .file(let file): file.size
-        }
     }
 }

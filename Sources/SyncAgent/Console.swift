@@ -44,7 +44,7 @@ package enum Console {
     /// Writes `data` to stdout (a value's bytes, not copied), as ``write(_:to:)`` does.
     package static func standardOutput(_ data: Data) {
         // EPIPE and anything else: nobody to tell.
-        _ = data.withUnsafeBytes { DescriptorIO.writeAll(STDOUT_FILENO, $0) }
+        data.withUnsafeBytes { standardOutput($0) }
     }
 
     /// Writes `bytes` to stdout, as the `Data` one does.

@@ -49,10 +49,7 @@ struct LargeValueTests {
         #expect(fetched.source == .network)
         #expect(fetched.isStored)
         #expect(fetched.size == Int64(big.count))
-        guard case .file(let file) = fetched.content else {
-            Issue.record("a 3 MiB value over a 1 MiB item limit should come as a file")
-            return
-        }
+        let file = try #require(fetched.file, "a 3 MiB value over a 1 MiB item limit should come as a file")
         #expect(try file.data() == big)
         // Linked, not copied: the only blob is the very file the body was downloaded into.
         let blobs = Self.blobs(fixture.folder)
@@ -63,10 +60,7 @@ struct LargeValueTests {
         // A hit: the stored file, opened and checked, not read into memory.
         let hit = try await fixture.loader.value(for: url)
         #expect(hit.source == .disk)
-        guard case .file(let stored) = hit.content else {
-            Issue.record("a hit of a large value should come as its file")
-            return
-        }
+        let stored = try #require(hit.file, "a hit of a large value should come as its file")
         #expect(Self.inode(stored.descriptor) == Self.inode(file.descriptor))
         var chunks = 0
         var collected = Data()
@@ -86,11 +80,8 @@ struct LargeValueTests {
 
         // A small value stays Data and memory answers it next.
         let small = try await fixture.loader.value(for: fixture.url("small.txt"))
-        guard case .bytes(let bytes) = small.content else {
-            Issue.record("a 100 kB value under the item limit should come as bytes")
-            return
-        }
-        #expect(bytes.count == 100_000)
+        #expect(small.file == nil, "a 100 kB value under the item limit should come as bytes")
+        #expect(try small.data().count == 100_000)
         #expect(try await fixture.loader.value(for: fixture.url("small.txt")).source == .memory)
     }
 
@@ -134,10 +125,7 @@ struct LargeValueTests {
         fixture.server.setCacheControl("max-age=600", forPath: "/r.bin")
         let second = try await fixture.loader.value(for: url)
         #expect(second.source == .revalidated)
-        guard case .file = second.content else {
-            Issue.record("a revalidated large value should stay a file")
-            return
-        }
+        #expect(second.file != nil, "a revalidated large value should stay a file")
         #expect(try second.data() == big)
         let expires = try #require(second.info.expires)
         #expect(expires > Date().addingTimeInterval(500))
@@ -163,10 +151,7 @@ struct LargeValueTests {
         let url = fixture.url("d.bin")
         _ = try await fixture.loader.value(for: url)
         let hit = try await fixture.loader.value(for: url)
-        guard case .file(let file) = hit.content else {
-            Issue.record("a large hit should come as a file")
-            return
-        }
+        let file = try #require(hit.file, "a large hit should come as a file")
         // A neighbour writes into the stored file after the check (same size).
         let path = fixture.folder + "/blobs/" + (Self.blobs(fixture.folder)[Self.inode(file.descriptor)] ?? "")
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
@@ -235,5 +220,12 @@ struct LargeValueTests {
         #expect(file.isStaged)
         #expect(try file.data() == big)
         #expect(checksum == CRC32C.checksum(big))
+    }
+}
+
+extension LoadedValue {
+    /// The value's file, nil for bytes.
+    var file: ValueFile? {
+        if case .file(let file) = content { file } else { nil }
     }
 }

@@ -43,87 +43,58 @@ def missing(path):
 DECL = re.compile(r"^\s*(?:@[\w.]+(?:\([^)]*\))?\s+)*((?:public|open|package|internal|private|fileprivate)\s+)?(?:(?:static|final|class|override|mutating|nonisolated|indirect|convenience|required|private\(set\)|internal\(set\)|fileprivate\(set\)|package\(set\))\s+)*(struct|class|enum|actor|protocol|func|init\??|var|let|typealias|subscript|case|extension)\b\s*([A-Za-z_][A-Za-z0-9_]*)?")
 LINK = re.compile(r"``([^`]+)``")
 
-def public_names(target):
-    """The names a link in `target`'s reference can start with: its public declarations, its
-    public protocols' members and its public enums' cases."""
-    names = set()
-    for path in (ROOT / "Sources" / target).rglob("*.swift"):
-        stack = []  # public-scope flags per open brace: True if members are public by default (protocol) or the decl is public
-        for line in path.read_text().split("\n"):
-            code = line.split("//")[0]
-            m = DECL.match(code)
-            in_public_protocol = any(kind == "protocol-public" for kind in stack)
-            in_public_enum = any(kind == "enum-public" for kind in stack)
-            opened = None
-            if m:
-                access, kind, name = m.group(1), m.group(2), m.group(3)
-                public = bool(access) and access.strip() in ("public", "open")
-                if kind == "case" and in_public_enum:
-                    for c in re.findall(r"(?:case|,)\s*([A-Za-z_]\w*)", code):
-                        names.add(c)
-                elif public or (in_public_protocol and kind not in ("extension",)):
-                    if kind.startswith("init"): names.add("init")
-                    elif kind == "subscript": names.add("subscript")
-                    elif name: names.add(name)
-                if kind == "protocol" and public: opened = "protocol-public"
-                elif kind == "enum" and public: opened = "enum-public"
-                elif kind == "extension": opened = "extension"
-                else: opened = "other"
-            for ch in code:
-                if ch == "{":
-                    stack.append(opened or "other"); opened = None
-                elif ch == "}" and stack:
-                    stack.pop()
-    return names
-
-def documented_lines(path):
-    """The `///` lines whose declaration DocC shows: public or open, a public protocol's member,
-    a public enum's case."""
-    lines = path.read_text().split("\n")
-    stack, shown, block = [], [], []
-    for number, line in enumerate(lines, 1):
+def shown_declarations(path):
+    """Each declaration of `path` that DocC shows (public or open, a member of a public protocol,
+    a case of a public enum): the names it declares and the `///` lines above it, numbered."""
+    stack, block = [], []
+    for number, line in enumerate(path.read_text().split("\n"), 1):
         stripped = line.strip()
-        code = line.split("//")[0]
         if stripped.startswith("///"):
-            block.append((number, line)); continue
-        if stripped.startswith("@") and block:
+            block.append((number, line))
             continue
-        m = DECL.match(code)
-        if m and block:
-            access, kind = m.group(1), m.group(2)
-            public = bool(access) and access.strip() in ("public", "open")
-            in_protocol = bool(stack) and stack[-1] == "protocol-public"
-            in_enum = bool(stack) and stack[-1] == "enum-public"
-            in_ext = bool(stack) and stack[-1] == "extension-public"
-            if public or (in_protocol and not access) or (in_enum and kind == "case"):
-                shown.extend(block)
-        block = []
+        code = line.split("//")[0]
+        match = DECL.match(code)
+        if stripped.startswith("@") and block and not match:
+            continue  # an attribute on a line of its own: the declaration follows
         opened = None
-        if m:
-            access, kind = m.group(1), m.group(2)
+        if match:
+            access, kind, name = match.group(1), match.group(2), match.group(3)
             public = bool(access) and access.strip() in ("public", "open")
-            opened = {"protocol": "protocol-public", "enum": "enum-public"}.get(kind) if public else None
-        for ch in code:
-            if ch == "{":
-                stack.append(opened or "other"); opened = None
-            elif ch == "}" and stack:
+            parent = stack[-1] if stack else None
+            if kind != "extension" and (public or (parent == "protocol" and not access) or (parent == "enum" and kind == "case")):
+                if kind == "case":
+                    names = re.findall(r"(?:case|,)\s*([A-Za-z_]\w*)", code)
+                elif kind.startswith("init"):
+                    names = ["init"]
+                elif kind == "subscript":
+                    names = ["subscript"]
+                else:
+                    names = [name] if name else []
+                yield names, block
+            if public and kind in ("protocol", "enum"):
+                opened = kind
+        block = []
+        for character in code:
+            if character == "{":
+                stack.append(opened or "other")
+                opened = None
+            elif character == "}" and stack:
                 stack.pop()
-    return shown
-
 
 
 def broken_links(target):
     """The ``links`` in `target`'s shown doc comments whose first name is no public symbol of it."""
-    names = public_names(target)
+    paths = sorted((ROOT / "Sources" / target).rglob("*.swift"))
+    # The names a link may start with: what the module's reference shows.
+    names = {name for path in paths for declared, _ in shown_declarations(path) for name in declared}
     found = []
-    for path in sorted((ROOT / "Sources" / target).rglob("*.swift")):
-        for number, line in documented_lines(path):
-            for link in LINK.findall(line):
-                if link.startswith("doc:"):
-                    continue
-                first = re.split(r"[/(.<\-]", link, 1)[0].strip()
-                if first and first not in names:
-                    found.append((path, number, link, first))
+    for path in paths:
+        for _, block in shown_declarations(path):
+            for number, line in block:
+                for link in LINK.findall(line):
+                    first = re.split(r"[/(.<\-]", link, 1)[0].strip()
+                    if not link.startswith("doc:") and first and first not in names:
+                        found.append((path, number, link, first))
     return found
 
 

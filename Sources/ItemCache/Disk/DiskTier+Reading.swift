@@ -211,7 +211,7 @@ extension DiskTier {
                 damaged.increment()
                 if drop(row) { return nil }
             case .file(let descriptor):
-                let read = Self.checksum(of: descriptor, size: row.info.size)
+                let read = try? ValueFile.checksum(of: descriptor, size: row.info.size, shownAs: blobs.path(name))
                 guard let read, row.checksum.map({ $0 == read }) ?? true else {
                     close(descriptor)
                     damaged.increment()
@@ -223,16 +223,5 @@ extension DiskTier {
             }
         }
         return nil
-    }
-
-    /// The CRC-32C of the first `size` bytes of `descriptor`, read in 1 MiB chunks (`pread`:
-    /// the offset stays at the start); nil when it cannot be read whole.
-    static func checksum(of descriptor: Int32, size: Int64) -> UInt32? {
-        var crc: UInt32 = 0
-        let read = try? DescriptorIO.forEachChunk(of: descriptor, limit: size, path: "the cached value") { chunk in
-            crc = CRC32C.checksum(chunk, continuing: crc)
-            return true
-        }
-        return read == size ? crc : nil
     }
 }
