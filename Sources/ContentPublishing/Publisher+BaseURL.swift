@@ -28,6 +28,15 @@ extension Publisher {
                 message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
         }
         let listURL = URL(string: StorageLayout.updateListPath, relativeTo: base)!.absoluteURL
+        // A list clients would refuse (its versions go back, protocol.md §1.3) is not published on.
+        do {
+            _ = try UpdateList.parse(data, from: listURL, layout: try StorageLayout(baseURL: base))
+        } catch {
+            let reason = error.message.range(of: listURL.absoluteString + ": ").map { error.message[$0.upperBound...] }
+            throw PublishError(
+                code: .invalidStorage,
+                message: "\(path): \(reason ?? Substring(error.message)); fix it before publishing")
+        }
         let prefix = StorageLayout.normalized(base)
         for case .string(let text) in items {
             guard let url = URL(string: text, relativeTo: listURL)?.absoluteURL else {

@@ -113,26 +113,58 @@ extension HostileStorageTests {
         }
     }
 
-    // MARK: - Tolerated: odd but harmless lists converge
+    // MARK: - Update lists whose versions go back (issue 4: "list cycles, change lists out of order")
 
-    @Test func aCycleAndOutOfOrderListsInTheUpdateListStillConverge() async throws {
+    /// Each list is published on 1.2's storage in place of its real update list; the client at
+    /// 1.0 refuses it before fetching any change list, and keeps 1.0.
+    @Test(arguments: [
+        // A cycle: a list going back, even one no chain from 1.0 to 1.2 would take.
+        (
+            ["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.0.json"],
+            "changes_1.2_1.0.json, goes from 1.2 back to 1.0"
+        ),
+        // A list from a version to itself.
+        (
+            ["changes_1.0_1.1.json", "changes_1.1_1.1.json", "changes_1.1_1.2.json"],
+            "changes_1.1_1.1.json, goes from 1.1 back to 1.1"
+        ),
+        // The real lists, newest first.
+        (
+            ["changes_1.1_1.2.json", "changes_1.0_1.1.json"],
+            "changes_1.0_1.1.json, comes after entry #0, changes_1.1_1.2.json"
+        ),
+    ])
+    func anUpdateListWhoseVersionsGoBackIsRefused(names: [String], reason: String) async throws {
         try await withTemporaryDirectory { scratch in
             let storage = try copySnapshot("1.2", to: scratch + "/storage")
-            // A list going back (1.2 → 1.0, which no chain can use), and the real lists reversed.
             let history = storage.path + "/RXCacheConfig/HistoryOfVersions/"
-            try #"{"from": "1.2", "to": "1.0", "changes": []}"#.write(
-                toFile: history + "changes_1.2_1.0.json", atomically: true, encoding: .utf8)
+            for name in names where !FileManager.default.fileExists(atPath: history + name) {
+                let (from, to) = UpdateList.versions(inFileName: name)
+                try #"{"from": "\#(from!.text)", "to": "\#(to!.text)", "changes": []}"#.write(
+                    toFile: history + name, atomically: true, encoding: .utf8)
+            }
             let base = "https://content-sync.invalid/ExampleStorage/RXCacheConfig/HistoryOfVersions/"
-            try StorageEditing.writeUpdateList(
-                storage.path,
-                [base + "changes_1.2_1.0.json", base + "changes_1.1_1.2.json", base + "changes_1.0_1.1.json"])
+            try StorageEditing.writeUpdateList(storage.path, names.map { base + $0 })
             try StorageEditing.reseal(storage.path)
             try await withSyncHarness(serving: "1.0") { harness in
                 try await harness.sync()
                 harness.server.setRoot(storage)
-                let report = try await harness.sync()
-                #expect(report.outcome == .replayed)
-                #expect(report.changeListsApplied == 2)
+                harness.server.resetLog()
+                await #expect {
+                    try await harness.sync()
+                } throws: { error in
+                    let error = error as! SyncError
+                    return error.code == .invalidUpdateList && error.message.contains(reason)
+                        && error.message.contains("listOfURLsToUpdatesByVersion.json")
+                        && error.message.contains("the publisher must")
+                }
+                #expect(harness.server.requests().filter { $0.path.contains("HistoryOfVersions") }.isEmpty)
+                try harness.expectTree(is: "1.0")
+                // The publisher's fix heals it: the lists in order, the cycle gone.
+                try StorageEditing.writeUpdateList(
+                    storage.path, ["changes_1.0_1.1.json", "changes_1.1_1.2.json"].map { base + $0 })
+                try StorageEditing.reseal(storage.path)
+                #expect(try await harness.sync().outcome == .replayed)
                 try harness.expectTree(is: "1.2")
             }
         }

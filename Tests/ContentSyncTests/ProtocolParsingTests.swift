@@ -86,6 +86,51 @@ struct ProtocolParsingTests {
         #expect(list.entries[1].url.absoluteString == "https://h.example/s/RXCacheConfig/custom.json")
     }
 
+    /// Which update lists are in publication order: names whose versions never go back. `nil`:
+    /// accepted; otherwise a part of the refusal.
+    @Test(
+        arguments: [
+            (["changes_1.0_1.1.json", "changes_1.1_1.2.json"], nil),
+            // Jump lists published with their version, unnamed lists anywhere, a second mention.
+            (["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.0_1.2.json", "custom.json"], nil),
+            (["custom.json", "changes_1.0_1.1.json", "changes_1.0_1.1.json?x=1", "changes_1.1_1.2.json"], nil),
+            (["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.0_1.1.json"], nil),
+            (
+                ["changes_1.0_1.1.json", "changes_1.1_1.0.json"],
+                "entry #1, changes_1.1_1.0.json, goes from 1.1 back to 1.0"
+            ),
+            (["changes_1.1_1.1.json"], "entry #0, changes_1.1_1.1.json, goes from 1.1 back to 1.1"),
+            (
+                ["changes_1.1_1.2.json", "custom.json", "changes_1.0_1.1.json"],
+                "entry #2, changes_1.0_1.1.json, comes after entry #0, changes_1.1_1.2.json, which reaches the later version 1.2"
+            ),
+            // Versions compare as versions, not text: 1.10 comes after 1.9.
+            (["changes_1.8_1.9.json", "changes_1.9_1.10.json"], nil),
+            (["changes_1.9_1.10.json", "changes_1.8_1.9.json"], "out of order"),
+        ] as [([String], String?)])
+    func updateListVersionsNeverGoBack(names: [String], refusal: String?) throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        let json =
+            "{\"updatesByVersions\": ["
+            + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",")
+            + "]}"
+        let parse = {
+            try UpdateList.parse(
+                Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!, layout: layout)
+        }
+        if let refusal {
+            #expect {
+                try parse()
+            } throws: { error in
+                let error = error as! StorageFormatError
+                return error.code == .invalidUpdateList && error.message.contains(refusal)
+                    && error.message.hasPrefix("https://h.example/s/RXCacheConfig/list.json: ")
+            }
+        } else {
+            #expect(try parse().entries.count == names.count)
+        }
+    }
+
     /// The one change of a list holding `body`; nil when it changes nothing.
     static func change(_ body: String) throws -> Change? {
         let layout = try StorageLayout(baseURL: base)

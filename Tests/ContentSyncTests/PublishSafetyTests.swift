@@ -287,6 +287,36 @@ struct PublishSafetyTests {
         }
     }
 
+    /// An update list clients would refuse (its versions go back) is not published on: the
+    /// publish names the entry and changes nothing.
+    @Test func anUpdateListWhoseVersionsGoBackIsNotPublishedOn() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            try setup.publish(storage: storage)
+            let history = PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/"
+            try #"{"updatesByVersions": ["\#(history)changes_1.0_1.1.json", "\#(history)changes_1.1_1.0.json"]}"#
+                .write(toFile: storage + "/" + StorageLayout.updateListPath, atomically: true, encoding: .utf8)
+            let before = try storageSnapshot(storage)
+            for dryRun in [true, false] {
+                var options = try setup.options(storage: storage, version: "1.2")
+                options.dryRun = dryRun
+                #expect {
+                    try Publisher.publish(options)
+                } throws: { error in
+                    let error = error as! PublishError
+                    return error.code == .invalidStorage
+                        && error.message.contains(
+                            "listOfURLsToUpdatesByVersion.json: entry #1, changes_1.1_1.0.json, goes from 1.1 back to 1.0"
+                        )
+                        && error.message.hasSuffix("fix it before publishing")
+                }
+            }
+            #expect(try storageSnapshot(storage) == before)
+        }
+    }
+
     /// A storage published under another --base-url goes on, with the minimal version raised to
     /// the previous one: the earlier lists name paths under the old base, which clients refuse.
     @Test func aBaseURLOtherThanTheOneTheStorageWasPublishedWithRaisesTheMinimalVersion() async throws {
