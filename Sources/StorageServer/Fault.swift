@@ -13,6 +13,12 @@ public enum Fault: Sendable, Hashable {
     /// Sends the normal headers, including the full `Content-Length`, then only this many body
     /// bytes, then closes the connection. A value at or past the body's length has no effect.
     case truncate(afterBytes: Int)
+    /// Sends the normal headers, including the full `Content-Length`, then at most this many body
+    /// bytes, then resets the connection: a TCP `RST`, which discards what the server has not
+    /// sent yet, as a crashed proxy or a load balancer dropping the flow does. The client reads
+    /// `ECONNRESET` (curl: exit 56), never an end of file. A value at or past the body's length
+    /// has no effect.
+    case reset(afterBytes: Int)
     /// Sends the normal headers and ``StorageServer/Configuration/stallAfterBytes`` body bytes
     /// (always fewer than the whole body), then sends nothing until
     /// ``StorageServer/Configuration/stallLimit`` passes, the faults are cleared or the server

@@ -14,6 +14,9 @@ struct FileBytes: AsyncBufferedSequence {
         case complete
         /// Throw, so that FlyingFox closes the connection mid-body.
         case truncate
+        /// Arm a reset of the connection (``ConnectionReset``), then throw, so that FlyingFox's
+        /// close sends `RST`.
+        case reset(ConnectionReset.Ends)
         /// Send nothing until `limit` passes or `isReleased()` turns true, then throw.
         case stall(limit: Duration, isReleased: @Sendable () -> Bool)
     }
@@ -84,6 +87,9 @@ struct FileBytes: AsyncBufferedSequence {
                 return nil
             case .truncate:
                 throw FaultEnded.truncated
+            case .reset(let ends):
+                ConnectionReset.arm(ends)
+                throw FaultEnded.reset
             case .stall(let limit, let isReleased):
                 let deadline = ContinuousClock.now.advanced(by: limit)
                 // Polling keeps the stall cancellable by clearFaults() without extra plumbing;
@@ -99,6 +105,7 @@ struct FileBytes: AsyncBufferedSequence {
     /// Why a body stopped early; FlyingFox closes the connection on any error from the body.
     enum FaultEnded: Error {
         case truncated
+        case reset
         case stalled
         case fileShrank
     }

@@ -15,19 +15,22 @@ struct FaultConvergenceTests {
     static let runs = Int(ProcessInfo.processInfo.environment["CHAOS_RUNS"] ?? "") ?? 10
     static let versions = ["1.0", "1.1", "1.2", "1.3", "1.4"]
     /// The faults: 5xx, 429 with Retry-After, bodies cut short of their Content-Length
-    /// (a connection reset mid-body), a connection closed right after the headers, a wrong
+    /// (the connection closed mid-body, or right after the headers), connection resets (a TCP
+    /// `RST` mid-body or right after the headers), a wrong
     /// Content-Length (one that disagrees with the chunked body, and two that disagree with each
     /// other), stalls and slow answers; the status file changing mid-run is the flip below.
     static let faults: [Fault] = [
         .status(500), .status(503), .tooManyRequests(retryAfter: 1), .truncate(afterBytes: 17),
-        .truncate(afterBytes: 0), .misstatedLength(claimed: 100), .duplicateContentLength(second: 7), .stall,
+        .truncate(afterBytes: 0), .reset(afterBytes: 17), .reset(afterBytes: 0), .misstatedLength(claimed: 100),
+        .duplicateContentLength(second: 7), .stall,
         .delay(seconds: 0.05),
     ]
 
     struct Totals: CustomStringConvertible {
-        var runs = 0, attempts = 0, failedAttempts = 0, faults = 0, statusFlips = 0, rangeResumes = 0, restores = 0
+        var runs = 0, attempts = 0, failedAttempts = 0, faults = 0, resets = 0, statusFlips = 0, rangeResumes = 0
+        var restores = 0
         var description: String {
-            "\(runs) runs, \(attempts) sync attempts (\(failedAttempts) failed and were retried), \(faults) faults, \(statusFlips) status changes mid-run, \(rangeResumes) Range resumes, \(restores) restores"
+            "\(runs) runs, \(attempts) sync attempts (\(failedAttempts) failed and were retried), \(faults) faults (\(resets) connection resets), \(statusFlips) status changes mid-run, \(rangeResumes) Range resumes, \(restores) restores"
         }
     }
 
@@ -95,6 +98,7 @@ struct FaultConvergenceTests {
                     }
                     let log = server.requests()
                     totals.faults += log.filter { $0.fault != nil }.count
+                    totals.resets += log.filter { if case .reset? = $0.fault { true } else { false } }.count
                     totals.rangeResumes += log.filter { $0.range != nil && $0.status == 206 }.count
                     totals.runs += 1
                     let actual = try TreeSnapshot.read(client + "/content")
@@ -112,10 +116,15 @@ struct FaultConvergenceTests {
         print("fault convergence: \(totals)")
         #expect(
             failures.isEmpty, "\(failures.count) runs did not converge:\n\(failures.prefix(5).joined(separator: "\n"))")
-        #expect(totals.faults >= totals.runs, "the fault rate did not bite: \(totals)")
-        // Over the full suite's runs, interrupted downloads resumed with Range at least once
-        // (10 runs may restore no archive to cut short).
-        if Self.runs >= 100 { #expect(totals.rangeResumes > 0, "no download resumed with Range: \(totals)") }
+        // About one request in five of some five a run is faulted; half that still shows the
+        // faults are drawn (the exact count follows the seed and the requests' order).
+        #expect(totals.faults * 2 >= totals.runs, "the fault rate did not bite: \(totals)")
+        // Over the full suite's runs, interrupted downloads resumed with Range at least once, and
+        // connections were reset (10 runs may restore no archive to cut short).
+        if Self.runs >= 100 {
+            #expect(totals.rangeResumes > 0, "no download resumed with Range: \(totals)")
+            #expect(totals.resets > 0, "no connection was reset: \(totals)")
+        }
         #expect(totals.runs == Self.runs)
     }
 }

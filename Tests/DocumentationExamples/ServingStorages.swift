@@ -54,6 +54,7 @@ struct ServingStoragesExamples {
             server.injectFault(.status(503), forPath: "/v2/a.zip", times: 2) // then normal service
             server.injectFault(.tooManyRequests(retryAfter: 1), forPath: "/index.json", times: 1)
             server.injectFault(.truncate(afterBytes: 1_000), forPath: "/v2/a.zip") // curl error 18
+            server.injectFault(.reset(afterBytes: 1_000), forPath: "/v2/a.zip") // a TCP reset: curl error 56
             server.injectFault(.stall, where: { $0.hasSuffix(".zip") }) // headers, a few bytes, silence
             server.injectFault(.delay(seconds: 2), forPath: "/index.json")
             server.injectFault(.redirect(to: "/mirror/a.zip"), forPath: "/v2/a.zip")

@@ -143,6 +143,28 @@ struct StorageServerFaultTests {
         }
     }
 
+    /// A reset is not an end of file: curl says the peer reset the connection (exit 56), where a
+    /// truncation is a short body (exit 18). No more than the cut arrives, and the next request
+    /// (on a new connection) is served whole.
+    @Test(arguments: [0, 70_000])
+    func resetFaultResetsTheConnectionMidBody(afterBytes: Int) async throws {
+        let contents = randomBytes(3_000_000)
+        try await withServedFixture(prepare: { try $0.write("a.bin", contents) }) { server, fixture in
+            server.injectFault(.reset(afterBytes: afterBytes), forPath: "/a.bin", times: 1)
+            let reset = try await curl(server.url(for: "a.bin"), in: fixture.scratch)
+            #expect(reset.exitCode == 56)
+            #expect(reset.stderr.contains("reset by peer"))
+            #expect(reset.body.count <= afterBytes)
+            #expect(reset.body == contents.prefix(reset.body.count))
+            #expect(server.requests().last?.fault == .reset(afterBytes: afterBytes))
+            #expect(server.requests().last?.bodyBytes == afterBytes)
+
+            let whole = try await curl(server.url(for: "a.bin"), in: fixture.scratch)
+            #expect(whole.exitCode == 0)
+            #expect(whole.body == contents)
+        }
+    }
+
     @Test func truncateFaultAppliesToPartialAnswersToo() async throws {
         let contents = randomBytes(10_000)
         try await withServedFixture(prepare: { try $0.write("a.bin", contents) }) { server, fixture in

@@ -30,6 +30,30 @@ struct CurlTransportResumeTests {
         }
     }
 
+    /// A connection reset mid-body (`ECONNRESET`, not an end of file) is retried from what
+    /// arrived, the way a cut body is.
+    @Test func aResetMidBodyIsResumedWithRangeAndEndsByteIdentical() async throws {
+        try await withServedFixture { server, fixture in
+            let contents = randomBytes(2 * 1024 * 1024)
+            try fixture.serve("archive.zip", contents)
+            server.injectFault(.reset(afterBytes: 700_000), forPath: "/archive.zip", times: 1)
+            let destination = fixture.outPath("archive.zip")
+
+            let response = try await makeTransport().download(
+                HTTPRequest(url: server.url(for: "archive.zip")), to: destination, options: DownloadOptions())
+
+            let log = server.requests()
+            #expect(log.map(\.status) == [200, 206])
+            #expect(log.first?.fault == .reset(afterBytes: 700_000))
+            // The reset discards what the server had not sent: the resume starts where the
+            // client's bytes end, at or before the cut.
+            let resumedFrom = try #require(response.resumedFrom)
+            #expect(resumedFrom > 0 && resumedFrom <= 700_000)
+            #expect(log.last?.range == "bytes=\(resumedFrom)-")
+            #expect(fileContents(destination) == contents)
+        }
+    }
+
     @Test func partialFileWithMatchingResumeETagFetchesOnlyTheTail() async throws {
         try await withServedFixture { server, fixture in
             let contents = randomBytes(1_500_000)
