@@ -19,6 +19,7 @@ other half text-like (lines of words from a seeded vocabulary, `.txt`, deflates 
 Usage:
     python3 bench/make_storage.py --out /tmp/storage            # 5,000 files, 200 MiB
     python3 bench/make_storage.py --out /tmp/big --files 5000 --mb 1000
+    python3 bench/make_storage.py --out /tmp/s1 --archive-mb 200   # content sized for a 200 MiB zip
     python3 bench/make_storage.py --out DIR --if-changed        # reuse DIR if generated alike
 """
 from __future__ import annotations
@@ -219,13 +220,20 @@ def main() -> int:
     parser.add_argument("--out", required=True, type=Path, help="the storage folder to create (replaced)")
     parser.add_argument("--files", type=int, default=5000, help="number of files (default 5000)")
     parser.add_argument("--mb", type=float, default=200, help="total content size in MiB (default 200)")
+    parser.add_argument("--archive-mb", type=float,
+                        help="size the content so that the archive is at least this many MiB (and within 5%% "
+                             "above it); replaces --mb")
     parser.add_argument("--seed", type=int, default=20261, help="random seed (default 20261)")
     parser.add_argument("--if-changed", action="store_true",
                         help="keep OUT as it is when it was generated with the same parameters")
     args = parser.parse_args()
-    if args.files < 1 or args.mb <= 0:
-        parser.error("--files and --mb must be positive")
-    wanted = {"generator": GENERATOR_VERSION, "files": args.files, "mb": args.mb, "seed": args.seed}
+    if args.files < 1 or args.mb <= 0 or (args.archive_mb is not None and args.archive_mb <= 0):
+        parser.error("--files, --mb and --archive-mb must be positive")
+    wanted = {"generator": GENERATOR_VERSION, "files": args.files, "seed": args.seed}
+    if args.archive_mb is None:
+        wanted["mb"] = args.mb
+    else:
+        wanted["archive_mb"] = args.archive_mb
     if args.if_changed:
         try:
             have = json.loads((args.out / PARAMS).read_text())
@@ -234,7 +242,24 @@ def main() -> int:
                 return 0
         except (OSError, ValueError):
             pass
-    params = generate(args.out, args.files, args.mb, args.seed)
+    if args.archive_mb is None:
+        params = generate(args.out, args.files, args.mb, args.seed)
+    else:
+        # Half the bytes are random and half deflate about 3x, so the archive is about 0.7 of the
+        # content; the content is then scaled by what the archive came to, until it lands.
+        megabytes = args.archive_mb / 0.7
+        for _ in range(4):
+            params = generate(args.out, args.files, megabytes, args.seed)
+            zipped_mib = params["zipped_bytes"] / MIB
+            if args.archive_mb <= zipped_mib <= args.archive_mb * 1.05:
+                break
+            megabytes = round(megabytes * args.archive_mb * 1.01 / zipped_mib, 1)
+        else:
+            print(f"make_storage.py: the archive is {zipped_mib:.1f} MiB, not within 5% above {args.archive_mb} MiB",
+                  file=sys.stderr)
+            return 1
+        params["archive_mb"] = args.archive_mb
+        (args.out / PARAMS).write_bytes((json.dumps(params, indent=2) + "\n").encode())
     print(f"generated {args.out}: {json.dumps(params)}", file=sys.stderr)
     return 0
 
