@@ -286,10 +286,11 @@ struct ArchiveRangeTests {
         #expect(!replay.archiveRequests.isEmpty)
     }
 
-    /// New small files between large files the client keeps: the gaps would weigh far more than
-    /// the files, so only the entries themselves are fetched.
-    @Test func smallFilesBetweenLargeKeptOnesAreFetchedWithoutTheGaps() async throws {
+    /// New files between files the client keeps: the gaps would add far more than the archive's
+    /// share of the new bytes (1 %), so only the entries themselves are fetched.
+    @Test func newFilesBetweenKeptOnesAreFetchedWithoutTheGaps() async throws {
         let count = 100
+        let newBytes = 24 << 10
         let replay = try await Self.replay(versions: { scratch in
             let (v1, v2) = (scratch + "/v1", scratch + "/v2")
             var generator = SystemRandomNumberGenerator()
@@ -300,8 +301,9 @@ struct ArchiveRangeTests {
                     try FileManager.default.createDirectory(atPath: root + "/g", withIntermediateDirectories: true)
                     try Data(kept).write(to: URL(fileURLWithPath: root + String(format: "/g/k%03d.bin", index)))
                 }
-                let name = String(format: "g/k%03d_new.txt", index)
-                try Data("small file \(index)\n".utf8).write(to: URL(fileURLWithPath: v2 + "/" + name))
+                let name = String(format: "g/k%03d_new.bin", index)
+                let bytes = (0..<newBytes).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                try Data(bytes).write(to: URL(fileURLWithPath: v2 + "/" + name))
                 added.append(name)
             }
             return (v1, v2, added)
@@ -309,8 +311,34 @@ struct ArchiveRangeTests {
         #expect(replay.singleDownloads.isEmpty)
         let fetched = replay.archiveRequests.reduce(0) { $0 + $1.bodyBytes }
         // The kept files between them are 15 KiB each, under the gap a range spans: fetched,
-        // they would be 1.5 MiB.
-        #expect(fetched < 256 << 10, "\(fetched) bytes of the archive")
+        // they would add 1.5 MiB. Without them: the new bytes, their local headers, and the
+        // archive's end read to find its directory.
+        #expect(fetched < count * newBytes + 100 << 10, "\(fetched) bytes of the archive")
+    }
+
+    /// The archive's own bytes may add at most 1 % to the new files': 100 new files of 4 KiB
+    /// (400 KiB) beside a directory of some 200 records (over 4 KiB) are downloaded one by one,
+    /// which fetches exactly their bytes, and nothing is asked of the archive.
+    @Test func newFilesTheDirectoryWouldAddOverOnePercentToAreDownloadedOneByOne() async throws {
+        let replay = try await Self.replay(versions: { scratch in
+            let (v1, v2) = (scratch + "/v1", scratch + "/v2")
+            var generator = SystemRandomNumberGenerator()
+            var added: [String] = []
+            for index in 0..<100 {
+                for root in [v1, v2] {
+                    try FileManager.default.createDirectory(atPath: root + "/k", withIntermediateDirectories: true)
+                    try Data("kept \(index)".utf8).write(to: URL(fileURLWithPath: root + "/k/\(index).txt"))
+                }
+                let name = "g/\(index).bin"
+                try FileManager.default.createDirectory(atPath: v2 + "/g", withIntermediateDirectories: true)
+                let bytes = (0..<(4 << 10)).map { _ in UInt8.random(in: 0...255, using: &generator) }
+                try Data(bytes).write(to: URL(fileURLWithPath: v2 + "/" + name))
+                added.append(name)
+            }
+            return (v1, v2, added)
+        })
+        #expect(replay.archiveRequests.isEmpty)
+        #expect(replay.singleDownloads == Set(replay.added))
     }
 
     /// 64 tiny new files in a tree of 5,000: its directory (at least 62 bytes an entry) would

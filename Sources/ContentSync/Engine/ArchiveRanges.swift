@@ -120,9 +120,16 @@ struct ArchiveRangeFetcher: Sendable {
     /// Fewer new files than this are fetched one by one: a range of the archive costs a round
     /// trip for its directory first.
     static let minimumFiles = 64
-    /// The largest directory fetched, and no more than an eighth of the new files' bytes (or
-    /// 256 KiB): a mirror of a million files changing a few thousand fetches them one by one.
+    /// The largest directory fetched: a mirror of a million files changing a few thousand
+    /// fetches them one by one.
     static let maxDirectoryBytes: UInt64 = 16 << 20
+    /// What the archive may add to the new files' bytes, as a divisor (1/100: 1 %): its
+    /// directory must be no larger, and the gaps between entries are fetched only while the
+    /// directory, the ranges and the gaps stay within it. Past it the files are downloaded one by
+    /// one, which fetches exactly their bytes (issue 4's S3 goal: bytes downloaded = net new
+    /// bytes). A jump over many versions of small files (S3: a directory 3.4 % of the new bytes)
+    /// therefore downloads file by file, and a version adding 100 MiB (S2: 0.5 %) takes ranges.
+    static let overheadDivisor: UInt64 = 100
     /// Bytes between two wanted entries fetched rather than split into two ranges: about what
     /// one more request costs in bandwidth over 8 connections with a 10 ms round trip at
     /// 100 Mbit/s.
@@ -161,7 +168,7 @@ struct ArchiveRangeFetcher: Sendable {
         }
         // 1. The end records, then the directory if the tail does not hold it all; not even
         // asked for when the version's entries alone make the directory too large.
-        let directoryLimit = min(Self.maxDirectoryBytes, max(256 << 10, wantedBytes / 8))
+        let directoryLimit = min(Self.maxDirectoryBytes, wantedBytes / Self.overheadDivisor)
         guard UInt64(max(0, archive.minimumEntries)) * Self.minimumRecordBytes <= directoryLimit else {
             logger.debug(
                 "the archive's directory lists at least \(archive.minimumEntries) entries, large beside the new files; downloading them one by one"
@@ -225,13 +232,14 @@ struct ArchiveRangeFetcher: Sendable {
                 "the archive holds \(pathOf.count) of the \(paths.count) new files; downloading them one by one")
             return outcome
         }
-        // Gaps are fetched to save requests, but never so many that the ranges weigh more than
-        // twice the files (plus 1 MiB): then only the entries themselves are fetched.
+        // Gaps are fetched to save requests, but only while everything read of the archive (its
+        // end and directory so far, then the ranges) stays within the new files' bytes plus
+        // their share (``overheadDivisor``): past it, only the entries themselves are fetched.
         let wanted = pathOf.keys.sorted()
         let target = ArchiveRangePlan.target(totalBytes: wantedBytes, connections: connections)
-        let limit = 2 * wantedBytes + (1 << 20)
+        let limit = wantedBytes + wantedBytes / Self.overheadDivisor
         var plan = ArchiveRangePlan(wanted: wanted, entries: directory.entries, maxGap: Self.maxGap, target: target)
-        if plan.bytes > limit {
+        if UInt64(outcome.bytes) + plan.bytes > limit {
             plan = ArchiveRangePlan(wanted: wanted, entries: directory.entries, maxGap: 0, target: target)
         }
         // 3. The ranges, a few at a time; each inflated as soon as it is in.
