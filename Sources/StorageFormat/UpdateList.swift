@@ -20,12 +20,11 @@ public struct UpdateList: Sendable, Equatable {
     /// Parses the update list read from `url`, resolving and rebasing each entry with `layout`;
     /// throws a message naming the file and the entry at fault.
     ///
-    /// The list is in publication order, so the versions its file names give never go back
-    /// (protocol.md §1.3). A name `changes_A_B.json` with `A` not below `B` closes a cycle, and
-    /// a name whose `B` is below an earlier name's `B` is out of order: either refuses the whole
-    /// list (``StorageFormatError/Code/invalidUpdateList``), since the chain read from such a
-    /// list is not the one its publisher meant. A second mention of one file (the same URL,
-    /// normalized) is not checked: only the first counts (``UpdateChain/candidates(_:local:actual:)``).
+    /// A name `changes_A_B.json` with `A` not below `B` closes a cycle of versions and refuses
+    /// the whole list (``StorageFormatError/Code/invalidUpdateList``; protocol.md §1.3). A second
+    /// mention of one file (the same URL, normalized) is not checked: only the first counts
+    /// (``UpdateChain/candidates(_:local:actual:)``). Lists out of order are refused only where a
+    /// replay needs them (``UpdateChain/firstOutOfOrder(_:)``).
     public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError)
         -> UpdateList
     {
@@ -42,8 +41,6 @@ public struct UpdateList: Sendable, Equatable {
         }
         var entries: [Entry] = []
         var mentioned = Set<String>()
-        /// The entry with the highest `B` so far: a later name must not go below it.
-        var highest: (index: Int, file: String, to: CacheVersion)?
         for (index, item) in items.enumerated() {
             guard case .string(let text) = item, let entryURL = layout.resolve(text, relativeTo: url) else {
                 throw StorageFormatError(
@@ -59,14 +56,6 @@ public struct UpdateList: Sendable, Equatable {
                             + "a cycle of versions; the publisher must remove that entry (a list's versions only go up)"
                     )
                 }
-                if let earlier = highest, to < earlier.to {
-                    throw StorageFormatError(
-                        code: .invalidUpdateList,
-                        message: "\(name): entry #\(index), \(file), comes after entry #\(earlier.index), "
-                            + "\(earlier.file), which reaches the later version \(earlier.to): the lists are out of order; "
-                            + "the publisher must list them in publication order (oldest first)")
-                }
-                if highest.map({ to > $0.to }) ?? true { highest = (index, file, to) }
             }
             entries.append(Entry(url: entryURL, namedFrom: from, namedTo: to))
         }

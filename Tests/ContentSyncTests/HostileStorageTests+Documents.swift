@@ -131,7 +131,7 @@ extension HostileStorageTests {
         // The real lists, newest first.
         (
             ["changes_1.1_1.2.json", "changes_1.0_1.1.json"],
-            "changes_1.0_1.1.json, comes after entry #0, changes_1.1_1.2.json"
+            "changes_1.0_1.1.json comes after changes_1.1_1.2.json, which reaches the later version 1.2"
         ),
     ])
     func anUpdateListWhoseVersionsGoBackIsRefused(names: [String], reason: String) async throws {
@@ -165,6 +165,29 @@ extension HostileStorageTests {
                     storage.path, ["changes_1.0_1.1.json", "changes_1.1_1.2.json"].map { base + $0 })
                 try StorageEditing.reseal(storage.path)
                 #expect(try await harness.sync().outcome == .replayed)
+                try harness.expectTree(is: "1.2")
+            }
+        }
+    }
+
+    /// Entries that cannot continue the chain (issue 2: "skip entries that do not continue the
+    /// chain") are skipped wherever they stand, even out of order with the others: only the
+    /// lists a replay may take must come oldest first.
+    @Test func entriesThatCannotContinueTheChainAreSkippedWhereverTheyStand() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = try copySnapshot("1.2", to: scratch + "/storage")
+            let base = "https://content-sync.invalid/ExampleStorage/RXCacheConfig/HistoryOfVersions/"
+            let names = [
+                "changes_1.0_1.1.json", "changes_1.5_1.6.json", "changes_0.9_1.0.json", "changes_1.1_1.2.json",
+            ]
+            try StorageEditing.writeUpdateList(storage.path, names.map { base + $0 })
+            try StorageEditing.reseal(storage.path)
+            try await withSyncHarness(serving: "1.0") { harness in
+                try await harness.sync()
+                harness.server.setRoot(storage)
+                let report = try await harness.sync()
+                #expect(report.outcome == .replayed)
+                #expect(report.changeListsApplied == 2)
                 try harness.expectTree(is: "1.2")
             }
         }

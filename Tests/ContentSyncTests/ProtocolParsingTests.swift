@@ -86,27 +86,27 @@ struct ProtocolParsingTests {
         #expect(list.entries[1].url.absoluteString == "https://h.example/s/RXCacheConfig/custom.json")
     }
 
-    /// Which update lists are in publication order: names whose versions never go back. `nil`:
-    /// accepted; otherwise a part of the refusal.
+    /// Which update lists close a cycle: a name whose versions go back. `nil`: accepted;
+    /// otherwise a part of the refusal.
     @Test(
         arguments: [
             (["changes_1.0_1.1.json", "changes_1.1_1.2.json"], nil),
-            // Jump lists published with their version, unnamed lists anywhere, a second mention.
+            // Jump lists, unnamed lists anywhere, a second mention, lists out of order (judged on a
+            // replay's candidates, below).
             (["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.0_1.2.json", "custom.json"], nil),
             (["custom.json", "changes_1.0_1.1.json", "changes_1.0_1.1.json?x=1", "changes_1.1_1.2.json"], nil),
-            (["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.0_1.1.json"], nil),
+            (["changes_1.1_1.2.json", "changes_1.0_1.1.json"], nil),
             (
                 ["changes_1.0_1.1.json", "changes_1.1_1.0.json"],
                 "entry #1, changes_1.1_1.0.json, goes from 1.1 back to 1.0"
             ),
             (["changes_1.1_1.1.json"], "entry #0, changes_1.1_1.1.json, goes from 1.1 back to 1.1"),
+            // A backward list counts even where no chain would take it.
             (
-                ["changes_1.1_1.2.json", "custom.json", "changes_1.0_1.1.json"],
-                "entry #2, changes_1.0_1.1.json, comes after entry #0, changes_1.1_1.2.json, which reaches the later version 1.2"
+                ["changes_1.0_1.1.json", "changes_0.5_0.4.json"],
+                "entry #1, changes_0.5_0.4.json, goes from 0.5 back to 0.4"
             ),
-            // Versions compare as versions, not text: 1.10 comes after 1.9.
-            (["changes_1.8_1.9.json", "changes_1.9_1.10.json"], nil),
-            (["changes_1.9_1.10.json", "changes_1.8_1.9.json"], "out of order"),
+            (["changes_1.2_1.0.json", "changes_1.2_1.0.json"], "entry #0"),
         ] as [([String], String?)])
     func updateListVersionsNeverGoBack(names: [String], refusal: String?) throws {
         let layout = try StorageLayout(baseURL: Self.base)
@@ -129,6 +129,50 @@ struct ProtocolParsingTests {
         } else {
             #expect(try parse().entries.count == names.count)
         }
+    }
+
+    /// Lists a replay from 1.0 to 1.3 may take must be in publication order; an entry that
+    /// cannot continue the chain is skipped wherever it stands. `nil`: in order; otherwise the
+    /// later and the earlier list of the first pair out of order.
+    @Test(
+        arguments: [
+            (["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json"], nil),
+            // Entries that do not continue the chain (older than 1.0, or past 1.3), anywhere.
+            (
+                [
+                    "changes_1.0_1.1.json", "changes_1.5_1.6.json", "changes_1.1_1.2.json", "changes_0.9_1.0.json",
+                    "changes_1.2_1.3.json",
+                ], nil
+            ),
+            // Jump lists published with their version, and unnamed lists.
+            (
+                [
+                    "changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.0_1.2.json", "x.json",
+                    "changes_1.2_1.3.json",
+                ], nil
+            ),
+            (
+                ["changes_1.1_1.2.json", "changes_1.0_1.1.json", "changes_1.2_1.3.json"],
+                ["changes_1.0_1.1.json", "changes_1.1_1.2.json"]
+            ),
+            (
+                ["changes_1.0_1.1.json", "changes_1.2_1.3.json", "x.json", "changes_1.1_1.2.json"],
+                ["changes_1.1_1.2.json", "changes_1.2_1.3.json"]
+            ),
+            // Versions compare as versions, not text.
+            (["changes_1.0_1.10.json", "changes_1.0_1.9.json"], ["changes_1.0_1.9.json", "changes_1.0_1.10.json"]),
+        ] as [([String], [String]?)])
+    func listsAReplayMayTakeMustBeInPublicationOrder(names: [String], outOfOrder: [String]?) throws {
+        let layout = try StorageLayout(baseURL: Self.base)
+        let json =
+            "{\"updatesByVersions\": ["
+            + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",")
+            + "]}"
+        let list = try UpdateList.parse(
+            Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!, layout: layout)
+        let actual = names.contains("changes_1.0_1.10.json") ? v("1.10") : v("1.3")
+        let pair = UpdateChain.firstOutOfOrder(UpdateChain.candidates(list, local: v("1.0"), actual: actual))
+        #expect(pair.map { [$0.later.url.lastPathComponent, $0.earlier.url.lastPathComponent] } == outOfOrder)
     }
 
     /// The one change of a list holding `body`; nil when it changes nothing.

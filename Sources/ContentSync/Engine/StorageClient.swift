@@ -35,6 +35,14 @@ struct StorageClient: Sendable {
             try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
         }
         let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
+        if let (earlier, later) = UpdateChain.firstOutOfOrder(candidates) {
+            throw SyncError(
+                code: .invalidUpdateList,
+                message: "\(Redaction.url(status.updateListURL)): \(later.url.lastPathComponent) comes after "
+                    + "\(earlier.url.lastPathComponent), which reaches the later version \(earlier.namedTo.map(\.text) ?? "?"): the lists "
+                    + "from \(local) to \(status.actualVersion) are out of order; the publisher must list them in "
+                    + "publication order (oldest first)")
+        }
         if !configuration.trustedSigningKeys.isEmpty {
             // Mix-and-match: every file fetched must be tied to the signed status by its hash.
             if status.integrity?.updateList == nil {
