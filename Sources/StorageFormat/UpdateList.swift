@@ -21,10 +21,9 @@ public struct UpdateList: Sendable, Equatable {
     /// throws a message naming the file and the entry at fault.
     ///
     /// A name `changes_A_B.json` with `A` not below `B` closes a cycle of versions and refuses
-    /// the whole list (``StorageFormatError/Code/invalidUpdateList``; protocol.md §1.3). A second
-    /// mention of one file (the same URL, normalized) is not checked: only the first counts
-    /// (``UpdateChain/candidates(_:local:actual:)``). Lists out of order are refused only where a
-    /// replay needs them (``UpdateChain/firstOutOfOrder(_:)``).
+    /// the whole list (``StorageFormatError/Code/invalidUpdateList``; protocol.md §1.3), wherever
+    /// it stands. Lists out of order are refused only where a replay needs them
+    /// (``UpdateChain/firstOutOfOrder(_:)``).
     public static func parse(_ data: Data, from url: URL, layout: StorageLayout) throws(StorageFormatError)
         -> UpdateList
     {
@@ -40,7 +39,6 @@ public struct UpdateList: Sendable, Equatable {
                 message: "\(name): \"updatesByVersions\" must be an array of URLs, found \(list.kindName)")
         }
         var entries: [Entry] = []
-        var mentioned = Set<String>()
         for (index, item) in items.enumerated() {
             guard case .string(let text) = item, let entryURL = layout.resolve(text, relativeTo: url) else {
                 throw StorageFormatError(
@@ -48,14 +46,11 @@ public struct UpdateList: Sendable, Equatable {
             }
             let file = entryURL.lastPathComponent
             let (from, to) = Self.versions(inFileName: file)
-            if let from, let to, mentioned.insert(StorageLayout.normalized(entryURL)).inserted {
-                guard from < to else {
-                    throw StorageFormatError(
-                        code: .invalidUpdateList,
-                        message: "\(name): entry #\(index), \(file), goes from \(from) back to \(to), which makes "
-                            + "a cycle of versions; the publisher must remove that entry (a list's versions only go up)"
-                    )
-                }
+            if let from, let to, from >= to {
+                throw StorageFormatError(
+                    code: .invalidUpdateList,
+                    message: "\(name): entry #\(index), \(file), goes from \(from) back to \(to), which makes "
+                        + "a cycle of versions; the publisher must remove that entry (a list's versions only go up)")
             }
             entries.append(Entry(url: entryURL, namedFrom: from, namedTo: to))
         }
