@@ -44,13 +44,22 @@ public final class ScriptedOrigin: Sendable {
         public var body: Data
         /// Close the connection after this answer.
         public var closes: Bool
+        /// When set, the body goes out at this many bytes a second (at least 1): the head at
+        /// once, then a chunk of that many bytes each second. The origin paces it on its own
+        /// thread, so no busy task pool can hold it back (``StorageServer``'s
+        /// ``Fault/trickle(bytesPerSecond:)`` runs on the pool its tests share).
+        public var bytesPerSecond: Int?
 
         /// An answer from its parts.
-        public init(status: Int = 200, headers: [String] = [], body: Data = Data(), closes: Bool = false) {
+        public init(
+            status: Int = 200, headers: [String] = [], body: Data = Data(), closes: Bool = false,
+            bytesPerSecond: Int? = nil
+        ) {
             self.status = status
             self.headers = headers
             self.body = body
             self.closes = closes
+            self.bytesPerSecond = bytesPerSecond.map { max(1, $0) }
         }
     }
 
@@ -160,18 +169,33 @@ public final class ScriptedOrigin: Sendable {
             if !bodyless, !setsLength { text += "Content-Length: \(answer.body.count)\r\n" }
             if answer.closes { text += "Connection: close\r\n" }
             text += "\r\n"
-            var bytes = Data(text.utf8)
-            if !bodyless, request.method != "HEAD" { bytes.append(answer.body) }
-            let sent = bytes.withUnsafeBytes { raw -> Bool in
+            let body = !bodyless && request.method != "HEAD" ? answer.body : Data()
+            var sent = Self.send(Data(text.utf8), on: connection)
+            if let pace = answer.bytesPerSecond {
                 var offset = 0
-                while offset < raw.count {
-                    let written = send(connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
-                    if written <= 0 { return false }
-                    offset += written
+                while sent, offset < body.count, !stopped.load(ordering: .acquiring) {
+                    if offset > 0 { Thread.sleep(forTimeInterval: 1) }
+                    let end = min(body.count, offset + pace)
+                    sent = Self.send(body[body.startIndex + offset..<body.startIndex + end], on: connection)
+                    offset = end
                 }
-                return true
+            } else {
+                sent = sent && Self.send(body, on: connection)
             }
             if !sent || answer.closes { return }
+        }
+    }
+
+    /// Writes all of `bytes`; false when the client is gone.
+    private static func send(_ bytes: Data, on connection: Int32) -> Bool {
+        bytes.withUnsafeBytes { raw -> Bool in
+            var offset = 0
+            while offset < raw.count {
+                let written = Glibc.send(connection, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                if written <= 0 { return false }
+                offset += written
+            }
+            return true
         }
     }
 
