@@ -6,14 +6,16 @@ import StorageFormat
 /// base name their paths under it, and a client configured with the new base refuses those
 /// paths (§1.2, §3.3). Clients that would need such a list must restore instead.
 extension Publisher {
-    /// The lowest `minimalCacheVersion` the storage can publish under `base`: the `to` of every
-    /// change list the update list names outside `base` (a list whose name does not say gives
+    /// The lowest `minimalCacheVersion` the storage can publish under `layout`'s base: the `to`
+    /// of every change list the update list names outside it (a list whose name does not say gives
     /// `current`), and `current` itself when the storage `moved` from another base. Clients at
     /// or above it replay only lists under `base`: the chain's candidates start at the local
     /// version (§2.1), so no older list is fetched. nil when nothing constrains it.
-    static func minimalFloor(storage: String, base: URL, moved: Bool, current: CacheVersion) throws(PublishError)
-        -> CacheVersion?
+    /// An update list clients would refuse (a cycle, protocol.md §1.3) is refused here too.
+    static func minimalFloor(storage: String, layout: StorageLayout, moved: Bool, current: CacheVersion)
+        throws(PublishError) -> CacheVersion?
     {
+        let base = layout.baseURL
         var floor: CacheVersion?
         func raise(to version: CacheVersion) {
             let version = min(version, current)
@@ -28,9 +30,8 @@ extension Publisher {
                 message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
         }
         let listURL = URL(string: StorageLayout.updateListPath, relativeTo: base)!.absoluteURL
-        // A list clients would refuse (its versions go back, protocol.md §1.3) is not published on.
         do {
-            _ = try UpdateList.parse(data, from: listURL, layout: try StorageLayout(baseURL: base))
+            _ = try UpdateList.parse(data, from: listURL, layout: layout)
         } catch {
             let reason = error.message.range(of: listURL.absoluteString + ": ").map { error.message[$0.upperBound...] }
             throw PublishError(

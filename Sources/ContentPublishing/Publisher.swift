@@ -170,7 +170,7 @@ public enum Publisher {
                 StorageLayout.normalized($0) != StorageLayout.normalized(layout.baseURL) ? $0 : nil
             }
             let floor = try minimalFloor(
-                storage: storage, base: layout.baseURL, moved: previousBase != nil, current: status.actualVersion)
+                storage: storage, layout: layout, moved: previousBase != nil, current: status.actualVersion)
             if let done = try alreadyPublished(
                 status, layout: layout, readLayout: readLayout, options: options, floor: floor, paths: paths)
             {

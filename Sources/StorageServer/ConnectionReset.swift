@@ -1,3 +1,5 @@
+internal import FlyingFox
+internal import FlyingSocks
 import Foundation
 
 #if canImport(Glibc)
@@ -7,17 +9,44 @@ import Foundation
 /// Turns the close of one accepted connection into a TCP reset, for ``Fault/reset(afterBytes:)``.
 ///
 /// FlyingFox hides its sockets, so the connection's socket is found among the process's open
-/// descriptors by its two ends: the peer the request came from and the local port it reached.
-/// `SO_LINGER` with a zero timeout makes the next `close` discard unsent bytes and send `RST`
-/// instead of `FIN`, which the client reads as `ECONNRESET` (a crashed proxy, a load balancer
-/// dropping the flow), not as the end of the body.
+/// descriptors by its two ends: the peer the request came from and the local port it reached,
+/// both read with FlyingSocks' own `remotePeer()` and `sockname()`, which made the request's
+/// address. `SO_LINGER` with a zero timeout makes the next `close` discard unsent bytes and send
+/// `RST` instead of `FIN`, which the client reads as `ECONNRESET` (a crashed proxy, a load
+/// balancer dropping the flow), not as the end of the body.
 enum ConnectionReset {
     /// One connection's two ends, as the request saw them.
     struct Ends: Sendable, Equatable {
-        var peerIP: String
-        var peerPort: UInt16
+        var peer: Endpoint
         /// The port the client connected to (from `Host`), when it says; checked when known.
         var localPort: UInt16?
+
+        /// The ends of the connection `request` came on; nil without an IP peer.
+        init?(of request: HTTPRequest) {
+            switch request.remoteAddress {
+            case .ip4(let ip, let port)?, .ip6(let ip, let port)?: peer = Endpoint(ip: ip, port: port)
+            default: return nil
+            }
+            // `Host: 127.0.0.1:PORT` names the local port; without one, the peer alone decides.
+            localPort = request.headers[.host].flatMap { $0.split(separator: ":").last.flatMap { UInt16($0) } }
+        }
+    }
+
+    struct Endpoint: Sendable, Equatable {
+        var ip: String
+        var port: UInt16
+
+        init(ip: String, port: UInt16) {
+            self.ip = ip
+            self.port = port
+        }
+
+        init?(_ address: Socket.Address?) {
+            switch address {
+            case .ip4(let ip, let port)?, .ip6(let ip, let port)?: self.init(ip: ip, port: port)
+            default: return nil
+            }
+        }
     }
 
     /// Arms the reset of the connection with `ends`; false when no open socket has them (the
@@ -28,48 +57,13 @@ enum ConnectionReset {
         for case let descriptor? in names.map({ Int32($0) }) {
             // A descriptor listed here may be closed or reused by now: the ends are read from
             // the descriptor as it is when the option is set, never from the listing.
-            guard let peer = address(descriptor, getpeername), peer.ip == ends.peerIP, peer.port == ends.peerPort
-            else { continue }
-            if let localPort = ends.localPort {
-                guard let local = address(descriptor, getsockname), local.port == localPort else { continue }
-            }
+            let socket = Socket(file: Socket.FileDescriptor(rawValue: descriptor))
+            guard Endpoint(try? socket.remotePeer()) == ends.peer else { continue }
+            if let localPort = ends.localPort, Endpoint(try? socket.sockname())?.port != localPort { continue }
             var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
             return setsockopt(descriptor, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
                 == 0
         }
         return false
-    }
-
-    /// The IPv4 or IPv6 address `read` (`getpeername` or `getsockname`) gives for `descriptor`.
-    private static func address(
-        _ descriptor: Int32, _ read: (Int32, UnsafeMutablePointer<sockaddr>?, UnsafeMutablePointer<socklen_t>?) -> Int32
-    ) -> (ip: String, port: UInt16)? {
-        var storage = sockaddr_storage()
-        var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let read = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { read(descriptor, $0, &length) }
-        }
-        guard read == 0 else { return nil }
-        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
-        switch Int32(storage.ss_family) {
-        case AF_INET:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { address in
-                    var ip = address.pointee.sin_addr
-                    guard inet_ntop(AF_INET, &ip, &text, socklen_t(text.count)) != nil else { return nil }
-                    return (String(cString: text), UInt16(bigEndian: address.pointee.sin_port))
-                }
-            }
-        case AF_INET6:
-            return withUnsafePointer(to: &storage) {
-                $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { address in
-                    var ip = address.pointee.sin6_addr
-                    guard inet_ntop(AF_INET6, &ip, &text, socklen_t(text.count)) != nil else { return nil }
-                    return (String(cString: text), UInt16(bigEndian: address.pointee.sin6_port))
-                }
-            }
-        default:
-            return nil
-        }
     }
 }

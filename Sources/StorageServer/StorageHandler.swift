@@ -59,7 +59,7 @@ struct StorageHandler: HTTPHandler {
             shape.cut = max(0, afterBytes)
             shape.ending = .truncate
         case .reset(let afterBytes)?:
-            guard let ends = Self.ends(of: request) else {
+            guard let ends = ConnectionReset.Ends(of: request) else {
                 return statusResponse(
                     code: 500, headers: [:], body: Data("StorageServer: no peer address to reset".utf8), isHead: false)
             }
@@ -96,20 +96,6 @@ struct StorageHandler: HTTPHandler {
             break
         }
         return serveFile(path, for: request, shape: shape, opened: openedForShape)
-    }
-
-    /// The two ends of the connection `request` came on, for a reset.
-    static func ends(of request: HTTPRequest) -> ConnectionReset.Ends? {
-        let peer: (String, UInt16)
-        switch request.remoteAddress {
-        case .ip4(let ip, let port)?, .ip6(let ip, let port)?: peer = (ip, port)
-        default: return nil
-        }
-        // `Host: 127.0.0.1:PORT` names the local port; without one, the peer alone decides.
-        let localPort = request.headers[.host].flatMap { host in
-            host.split(separator: ":").last.flatMap { UInt16($0) }
-        }
-        return ConnectionReset.Ends(peerIP: peer.0, peerPort: peer.1, localPort: localPort)
     }
 
     /// How a served file departs from a faithful answer, as set by the fault.

@@ -193,14 +193,8 @@ struct UpdateChainTests {
     }
 
     @Test func candidatesAreChosenByFileNameWithoutFetching() throws {
-        let layout = try StorageLayout(baseURL: URL(string: "https://h.example/s/")!)
-        let names = ["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json", "other.json"]
-        let json =
-            "{\"updatesByVersions\": ["
-            + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",")
-            + "]}"
-        let updates = try UpdateList.parse(
-            Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/l.json")!, layout: layout)
+        let updates = try ProtocolParsingTests.updateList(
+            ["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json", "other.json"])
         let picked = UpdateChain.candidates(updates, local: v("1.1"), actual: v("1.2")).map(\.url.lastPathComponent)
         #expect(picked == ["changes_1.1_1.2.json", "other.json"])
     }

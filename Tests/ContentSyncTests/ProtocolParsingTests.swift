@@ -109,38 +109,41 @@ struct ProtocolParsingTests {
             (["changes_1.2_1.0.json", "changes_1.2_1.0.json"], "entry #0"),
         ] as [([String], String?)])
     func updateListVersionsNeverGoBack(names: [String], refusal: String?) throws {
-        let layout = try StorageLayout(baseURL: Self.base)
-        let json =
-            "{\"updatesByVersions\": ["
-            + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",")
-            + "]}"
-        let parse = {
-            try UpdateList.parse(
-                Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!, layout: layout)
-        }
         if let refusal {
             #expect {
-                try parse()
+                try Self.updateList(names)
             } throws: { error in
                 let error = error as! StorageFormatError
                 return error.code == .invalidUpdateList && error.message.contains(refusal)
                     && error.message.hasPrefix("https://h.example/s/RXCacheConfig/list.json: ")
             }
         } else {
-            #expect(try parse().entries.count == names.count)
+            #expect(try Self.updateList(names).entries.count == names.count)
         }
     }
 
-    /// Lists a replay from 1.0 to 1.3 may take must be in publication order; an entry that
+    /// The update list `https://h.example/s/RXCacheConfig/list.json` naming the change lists
+    /// `names` (file names under `HistoryOfVersions/`), in that order.
+    static func updateList(_ names: [String]) throws -> UpdateList {
+        let json =
+            "{\"updatesByVersions\": ["
+            + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",")
+            + "]}"
+        return try UpdateList.parse(
+            Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!,
+            layout: try StorageLayout(baseURL: base))
+    }
+
+    /// Lists a replay from 1.0 to 1.10 may take must be in publication order; an entry that
     /// cannot continue the chain is skipped wherever it stands. `nil`: in order; otherwise the
     /// later and the earlier list of the first pair out of order.
     @Test(
         arguments: [
             (["changes_1.0_1.1.json", "changes_1.1_1.2.json", "changes_1.2_1.3.json"], nil),
-            // Entries that do not continue the chain (older than 1.0, or past 1.3), anywhere.
+            // Entries that do not continue the chain (older than 1.0, or past 1.10), anywhere.
             (
                 [
-                    "changes_1.0_1.1.json", "changes_1.5_1.6.json", "changes_1.1_1.2.json", "changes_0.9_1.0.json",
+                    "changes_1.0_1.1.json", "changes_2.5_2.6.json", "changes_1.1_1.2.json", "changes_0.9_1.0.json",
                     "changes_1.2_1.3.json",
                 ], nil
             ),
@@ -163,15 +166,8 @@ struct ProtocolParsingTests {
             (["changes_1.0_1.10.json", "changes_1.0_1.9.json"], ["changes_1.0_1.9.json", "changes_1.0_1.10.json"]),
         ] as [([String], [String]?)])
     func listsAReplayMayTakeMustBeInPublicationOrder(names: [String], outOfOrder: [String]?) throws {
-        let layout = try StorageLayout(baseURL: Self.base)
-        let json =
-            "{\"updatesByVersions\": ["
-            + names.map { "\"https://h.example/s/RXCacheConfig/HistoryOfVersions/\($0)\"" }.joined(separator: ",")
-            + "]}"
-        let list = try UpdateList.parse(
-            Data(json.utf8), from: URL(string: "https://h.example/s/RXCacheConfig/list.json")!, layout: layout)
-        let actual = names.contains("changes_1.0_1.10.json") ? v("1.10") : v("1.3")
-        let pair = UpdateChain.firstOutOfOrder(UpdateChain.candidates(list, local: v("1.0"), actual: actual))
+        let candidates = UpdateChain.candidates(try Self.updateList(names), local: v("1.0"), actual: v("1.10"))
+        let pair = UpdateChain.firstOutOfOrder(candidates)
         #expect(pair.map { [$0.later.url.lastPathComponent, $0.earlier.url.lastPathComponent] } == outOfOrder)
     }
 
