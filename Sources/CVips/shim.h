@@ -151,10 +151,30 @@ static inline VipsImage *cvips_image_new_from_source(VipsSource *source, int fai
                                       fail ? VIPS_FAIL_ON_ERROR : VIPS_FAIL_ON_NONE, NULL);
 }
 /// A JPEG decoded at 1/`shrink` of its size by libjpeg's DCT scaling (`shrink` 1, 2, 4 or 8),
-/// sequential, `fail_on=error`. 0 on success.
+/// sequential, `fail_on=warning`: libjpeg reports damaged scan data (a file cut short with an
+/// end marker after the cut, a bad Huffman code) only as a warning and fills the rest grey, so
+/// any warning of libjpeg's refuses the image, as sharp's default `failOn` does. (EXIF is parsed
+/// by libexif, not libjpeg: a damaged EXIF block gives no warning here.) 0 on success.
 static inline int cvips_jpegload_source_shrink(VipsSource *source, VipsImage **out, int shrink) {
     return vips_jpegload_source(source, out, "shrink", shrink, "access", VIPS_ACCESS_SEQUENTIAL, "fail_on",
-                                VIPS_FAIL_ON_ERROR, NULL);
+                                VIPS_FAIL_ON_WARNING, NULL);
+}
+/// The image computed into memory (every pixel decoded now, so a damaged input fails here, not
+/// halfway through an encoder). 0 on success.
+static inline int cvips_copy_memory(VipsImage *image, VipsImage **out) {
+    *out = vips_image_copy_memory(image);
+    return *out ? 0 : -1;
+}
+/// A copy of the image without any of its metadata (EXIF, XMP, IPTC, ICC profile, comments,
+/// orientation, page layout): every field in its metadata table is removed, the pixels and
+/// their size, bands and format stay. libvips 8.14's `strip` does not strip WebP's EXIF and
+/// XMP; this does, for every encoder alike. 0 on success.
+static inline int cvips_strip_metadata(VipsImage *image, VipsImage **out) {
+    if (vips_copy(image, out, NULL)) return -1;
+    gchar **fields = vips_image_get_fields(*out);
+    for (int i = 0; fields && fields[i]; i++) (void)vips_image_remove(*out, fields[i]);
+    g_strfreev(fields);
+    return 0;
 }
 /// As cvips_thumbnail_buffer, from a source.
 static inline int cvips_thumbnail_source(VipsSource *source, VipsImage **out, int width, int height, int size,

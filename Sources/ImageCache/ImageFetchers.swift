@@ -242,6 +242,9 @@ struct VariantMaker: ItemFetching {
                 ).stored
             response.metadata[ImageMetadata.originalDigestName] = job.digest
             response.metadata[ImageMetadata.variantName] = job.request.identifier
+            if case .file = job.original {
+                response.metadata[ImageMetadata.originalFileName] = URL(fileURLWithPath: job.source).absoluteString
+            }
             return response
         case .failure(let error) where error.code == .refused:
             throw ItemCacheError(code: .rejected, message: error.message, key: request.key)

@@ -127,8 +127,13 @@ public enum ImageProbe {
             )
         }
         guard let image = open() else {
+            // libvips gives no text for some headers it refuses (a PNG 0 or 2^31 pixels wide).
+            let reason = VipsRuntime.takeError()
             throw ImageCacheError(
-                code: .refused, message: "\(source) is a damaged image: \(VipsRuntime.takeError())")
+                code: .refused,
+                message:
+                    "\(source) is a damaged image: \(reason.isEmpty ? "its \(Self.format(ofLoader: loader).uppercased()) header cannot be read (a size of 0, or past libvips' limits)" : reason)"
+            )
         }
         defer { cvips_unref(image) }
         let orientation = Int(cvips_image_get_int_or(image, "orientation", 1))

@@ -143,14 +143,29 @@ public enum ImageProcessor {
             )
         }
         return try VipsSources.with(input) { (make: () -> UnsafeMutablePointer<VipsSource>?) throws(ImageCacheError) in
-            let image = try thumbnail(make, header: header, request: request, source: source)
-            defer { cvips_unref(image) }
-            return try encode(image, request: request, source: source)
+            let resized = try thumbnail(make, header: header, request: request, source: source)
+            defer { cvips_unref(resized) }
+            // Decoded whole before any encoder runs: a damaged input is refused here, and what
+            // fails in the encoder is the encoder's.
+            var decoded: UnsafeMutablePointer<VipsImage>?
+            guard cvips_copy_memory(resized, &decoded) == 0, let decoded else {
+                throw ImageCacheError(
+                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
+            }
+            defer { cvips_unref(decoded) }
+            return try encode(decoded, request: request, source: source)
         }
     }
 
-    /// The resized image: for a JPEG, libjpeg's shrink then `vips_thumbnail_image`; else
-    /// `vips_thumbnail_source` (its own shrink-on-load).
+    /// Formats whose loader `vips_thumbnail_source` may use (their own shrink-on-load: WebP's
+    /// scale, HEIF's thumbnail, SVG's and PDF's scale). A PNG or GIF has none, and
+    /// `vips_thumbnail_source` lets a PNG whose image data stops short through as a partly black
+    /// image whatever its `fail_on`; those are loaded here with `fail_on=error`.
+    static let formatsWithShrinkOnLoad: Set<String> = ["webp", "heif", "svg", "pdf"]
+
+    /// The resized image: for a JPEG, libjpeg's shrink then `vips_thumbnail_image`; for a format
+    /// with its own shrink-on-load, `vips_thumbnail_source`; else loaded whole (refusing a damaged
+    /// one), then `vips_thumbnail_image`.
     private static func thumbnail(
         _ make: () -> UnsafeMutablePointer<VipsSource>?, header: ImageHeader, request: ResizeRequest, source: String
     ) throws(ImageCacheError) -> UnsafeMutablePointer<VipsImage> {
@@ -174,6 +189,19 @@ public enum ImageProcessor {
             }
             return out
         }
+        if !formatsWithShrinkOnLoad.contains(header.format) {
+            guard let loaded = cvips_image_new_from_source(input, 1) else {
+                throw ImageCacheError(
+                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
+            }
+            defer { cvips_unref(loaded) }
+            guard cvips_thumbnail_image(loaded, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out
+            else {
+                throw ImageCacheError(
+                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
+            }
+            return out
+        }
         guard cvips_thumbnail_source(input, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out else {
             throw ImageCacheError(code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
         }
@@ -184,7 +212,12 @@ public enum ImageProcessor {
     private static func encode(_ resized: UnsafeMutablePointer<VipsImage>, request: ResizeRequest, source: String)
         throws(ImageCacheError) -> ProcessedImage
     {
-        var image = resized
+        var stripped: UnsafeMutablePointer<VipsImage>?
+        guard cvips_strip_metadata(resized, &stripped) == 0, let stripped else {
+            throw ImageCacheError(code: .processing, message: "copying \(source): \(VipsRuntime.takeError())")
+        }
+        defer { cvips_unref(stripped) }
+        var image = stripped
         var flattened: UnsafeMutablePointer<VipsImage>?
         defer { if let flattened { cvips_unref(flattened) } }
         if request.format == .jpeg, cvips_image_hasalpha(image) != 0 {
@@ -212,9 +245,50 @@ public enum ImageProcessor {
                 code: .processing, message: "encoding \(source) as \(request.format): \(VipsRuntime.takeError())")
         }
         defer { cvips_free(buffer) }
+        var data = Data(bytes: buffer, count: length)
+        // libvips 8.14's WebP saver ignores `strip` and writes an EXIF block of its own.
+        if request.format == .webp { data = WebPContainer.withoutMetadata(data) }
         return ProcessedImage(
-            data: Data(bytes: buffer, count: length), width: Int(cvips_image_width(image)),
-            height: Int(cvips_image_height(image)), format: request.format)
+            data: data, width: Int(cvips_image_width(image)), height: Int(cvips_image_height(image)),
+            format: request.format)
+    }
+}
+
+/// A WebP file's RIFF container (RFC 9649): chunks of a four-character type, a little-endian
+/// 32-bit size and the payload, padded to an even length; `VP8X` flags what the file carries.
+enum WebPContainer {
+    /// The chunks that carry metadata rather than the image: EXIF, XMP and the ICC profile (the
+    /// variant is sRGB without one).
+    static let metadataChunks: Set<String> = ["EXIF", "XMP ", "ICCP"]
+
+    /// `data` without its metadata chunks, and `VP8X` flagging none; `data` itself when it is not
+    /// a WebP container this reads whole (nothing is guessed at).
+    static func withoutMetadata(_ data: Data) -> Data {
+        let bytes = [UInt8](data)
+        guard bytes.count >= 12, bytes[0..<4].elementsEqual("RIFF".utf8), bytes[8..<12].elementsEqual("WEBP".utf8)
+        else { return data }
+        var out: [UInt8] = Array(bytes[0..<12])
+        var offset = 12
+        var dropped = false
+        while offset + 8 <= bytes.count {
+            let type = String(decoding: bytes[offset..<offset + 4], as: UTF8.self)
+            let size = bytes[offset + 4..<offset + 8].reversed().reduce(0) { $0 << 8 | Int($1) }
+            let end = offset + 8 + size + (size & 1)
+            guard end <= bytes.count || (end == bytes.count + 1 && size & 1 == 1) else { return data }
+            if metadataChunks.contains(type) {
+                dropped = true
+            } else {
+                var chunk = Array(bytes[offset..<min(end, bytes.count)])
+                // VP8X's first payload byte: ICC 0x20, alpha 0x10, EXIF 0x08, XMP 0x04, animation 0x02.
+                if type == "VP8X", chunk.count > 8 { chunk[8] &= ~UInt8(0x20 | 0x08 | 0x04) }
+                out += chunk
+            }
+            offset = end
+        }
+        guard offset >= bytes.count, dropped else { return data }
+        let riffSize = UInt32(out.count - 8)
+        withUnsafeBytes(of: riffSize.littleEndian) { out.replaceSubrange(4..<8, with: $0) }
+        return Data(out)
     }
 }
 

@@ -32,6 +32,10 @@ public struct ImageMetadata: Sendable, Equatable {
     /// The name under which a variant records its original's SHA-256 (to drop the variants of
     /// an original's old bytes).
     package static let originalDigestName = "image.original-sha256"
+    /// The name under which a variant of a mirrored folder's file records that file's URL
+    /// (`file:///srv/mirror/photo.jpg`): such an original is read in place, never stored, so a
+    /// listing shows the variant under it by this.
+    public static let originalFileName = "image.original-file"
     /// The name under which a variant records the request that made it
     /// (``ResizeRequest/identifier``), for listings.
     public static let variantName = "image.variant"

@@ -36,7 +36,10 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
         case "dont-store", "don't store", "dont store", "don't-store", "no-store": return .dontStore
         default: break
         }
-        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0 { return .timestamp(seconds) }
+        // A timestamp up to the last second of 9999, as far as a date is written (HTTPDate, ISO 8601).
+        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0, seconds <= 253_402_300_799 {
+            return .timestamp(seconds)
+        }
         if let unit = word.last, let scale = ["s": 1.0, "m": 60, "h": 3_600, "d": 86_400][String(unit)],
             let amount = Double(word.dropLast()), amount.isFinite, amount >= 0, amount * scale <= 1e12
         {

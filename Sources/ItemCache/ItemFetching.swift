@@ -84,6 +84,9 @@ public struct FetchResponse: Sendable {
     /// Metadata the fetcher derived from the bytes (ImageCache: an image's size and digest),
     /// stored with the item over the caller's ``LoadOptions/metadata`` of the same names.
     public var metadata: [String: String] = [:]
+    /// The redirects followed to this response, oldest first: the loader reuses it under the
+    /// URL asked for only while each of them may be reused (RFC 9111 §4).
+    public var redirects: [HTTPRedirect] = []
 
     /// A response from its parts.
     public init(body: Body, headers: [String: String] = [:], status: Int = 200) {
@@ -113,6 +116,7 @@ public struct FetchResponse: Sendable {
         self.status = response.statusCode
         self.headers = response.headers
         self.headerFields = response.headerFields
+        self.redirects = response.redirects
     }
 }
 

@@ -413,10 +413,12 @@ public final class ItemLoader: Sendable {
                 switch await gate(scope) {
                 case .closed(let retryAt, let message, let status):
                     let wait = max(0, retryAt.timeIntervalSince(configuration.clock.now))
+                    // The failure may have been another URL's of this origin: say whose.
+                    let asked = resource.map { $0 == scope ? "" : "\($0) was not asked: its origin " } ?? ""
                     var failure = ItemCacheError(
                         code: .fetch,
                         message:
-                            "\(scope) is failing (\(message)); it is asked again in \(Int(wait.rounded(.up))) s (LoadingConfiguration.originBackoff)",
+                            "\(asked)\(scope) is failing (\(message)); it is asked again in \(Int(wait.rounded(.up))) s (LoadingConfiguration.originBackoff)",
                         key: key)
                     failure.httpStatus = status
                     return try standIn(for: failure, stale: stale, request: request)
@@ -548,8 +550,15 @@ public final class ItemLoader: Sendable {
     ) async throws -> LoadedItem {
         let shown = url.map(Redaction.url) ?? key.rawValue
         guard let stale else {
+            let own = options.headers.keys.contains {
+                ["if-none-match", "if-modified-since"].contains($0.lowercased())
+            }
             throw ItemCacheError(
-                code: .fetch, message: "\(shown) answered 304 to a request that had no validators", key: key)
+                code: .fetch,
+                message: own
+                    ? "\(shown) answered 304 Not Modified to the request's own If-None-Match or If-Modified-Since, and nothing is stored to serve; send the request without them to get the item"
+                    : "\(shown) answered 304 to a request that had no validators",
+                key: key)
         }
         if let tag = response.headers["etag"], tag != stale.info.etag {
             configuration.logger.debug("\(shown) answered 304 with another entity tag; fetching it whole")
@@ -565,7 +574,8 @@ public final class ItemLoader: Sendable {
         let record = previous.updated(with: response.fieldsToKeep, born: born)
         guard
             let rules = storing(
-                status: record.status, headers: record.headers, options: options, request: request, times: times)
+                status: record.status, headers: record.headers, options: options, request: request, times: times,
+                redirects: response.redirects)
         else {
             // The merged response may no longer be stored (a 304 that says no-store).
             _ = try? await store.removeItem(for: stale.key)
@@ -600,12 +610,19 @@ public final class ItemLoader: Sendable {
     ) async throws -> LoadedItem {
         let request = CacheDirectives.ofRequest(options.headers)
         let rules = storing(
-            status: response.status, headers: response.headers, options: options, request: request, times: times)
+            status: response.status, headers: response.headers, options: options, request: request, times: times,
+            redirects: response.redirects)
         let born =
             rules?.born
             ?? HTTPFreshnessModel.born(
                 headers: response.headers, requestTime: times.request, responseTime: times.response)
-        let record = HTTPResponseRecord(status: response.status, headerFields: response.fieldsToKeep, born: born)
+        // A response without Date gets the time it came (RFC 9110 §6.6.1: a cache with a clock
+        // appends one), so its stored head says when it was made.
+        let dated =
+            response.headers["date"] == nil
+            ? response.fieldsToKeep + [HTTPHeaderField(name: "date", value: HTTPDate.format(times.response))]
+            : response.fieldsToKeep
+        let record = HTTPResponseRecord(status: response.status, headerFields: dated, born: born)
         let names = HTTPFreshnessModel.varyNames(response.headers["vary"]) ?? []
         let storageKey = names.isEmpty ? key : key.variant(names: names, request: options.headers)
         let storeOptions = StoreOptions(
@@ -680,6 +697,38 @@ public final class ItemLoader: Sendable {
     /// server's word (its lifetime, `no-cache`, even `no-store`: the caller asked to keep it,
     /// as before issue 21), not over what makes a stored response unusable (`Vary: *`), the
     /// request's own `no-store`, or a status that is no cacheable answer (a 206, a 503).
+    /// How a response is stored, or nil when it may not be. One that came through redirects is
+    /// the answer to the URL asked for only while each redirect is (RFC 9111 §4): a redirect
+    /// with `no-store` keeps it from being stored, its expiry is the earliest of theirs, and a
+    /// redirect that may not be reused (a 302 or 307 without freshness, `no-cache`) makes every
+    /// use ask the origin again (a conditional request, which follows the redirects anew).
+    private func storing(
+        status: Int, headers: [String: String], options: LoadOptions, request: CacheDirectives,
+        times: (request: Date, response: Date), redirects: [HTTPRedirect]
+    ) -> (expires: Date?, born: Date, revalidatesEveryUse: Bool)? {
+        guard
+            var rules = storing(status: status, headers: headers, options: options, request: request, times: times)
+        else { return nil }
+        // The caller's expiry overrides the server's, the redirects' included.
+        guard options.expiry == nil, configuration.loading.freshness != .caller else { return rules }
+        for redirect in redirects {
+            let fields = redirect.headers
+            if CacheDirectives(fields["cache-control"]).has("no-store") {
+                configuration.logger.debug("not storing: a \(redirect.status) redirect on the way said no-store")
+                return nil
+            }
+            switch storing(status: redirect.status, headers: fields, options: options, request: request, times: times)
+            {
+            case .some(let hop):
+                if let expires = hop.expires { rules.expires = min(rules.expires ?? expires, expires) }
+                rules.revalidatesEveryUse = rules.revalidatesEveryUse || hop.revalidatesEveryUse
+            case .none:
+                rules.revalidatesEveryUse = true
+            }
+        }
+        return rules
+    }
+
     private func storing(
         status: Int, headers: [String: String], options: LoadOptions, request: CacheDirectives,
         times: (request: Date, response: Date)

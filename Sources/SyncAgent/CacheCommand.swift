@@ -34,7 +34,7 @@ package struct CacheFolderOptions: ParsableArguments {
     var cache: String
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "Set the folder's disk limit in bytes (index, log and files together); kept in the folder for every later use and process, and a lower one evicts at once (without it: the folder's limit, 536870912 = 512 MiB for a new folder).",
             valueName: "BYTES"))
@@ -94,7 +94,7 @@ package struct CacheFolderOptions: ParsableArguments {
 /// `--param name=value`, repeatable: every value is kept, in order.
 struct CacheParameters: ParsableArguments {
     @Option(
-        name: .customLong("param"),
+        name: .customLong("param"), parsing: .unconditionalSingleValue,
         help: ArgumentHelp(
             "A request parameter, merged into the URL's query and the key (repeatable; every value is kept, in order; sent escaped byte for byte, so + is a plus sign).",
             valueName: "k=v"))
@@ -221,12 +221,12 @@ struct CacheGetCommand: AsyncParsableCommand {
     @OptionGroup var parameters: CacheParameters
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp("Keep the item this many seconds (0 to 3153600000, a hundred years).", valueName: "SECONDS"))
     var ttl: String?
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "Keep the item until this date (2026-12-31T23:59:59Z or a UNIX timestamp).", valueName: "DATE"))
     var expires: String?
@@ -359,7 +359,7 @@ struct CacheGetCommand: AsyncParsableCommand {
             if let output {
                 try OutputFile.write(to: output, produce)
             } else if !json {
-                try produce { Console.standardOutput($0) }
+                try produce { try Console.output($0) }
             }
         } catch let error as ItemCacheError {
             throw CLIFailure(cache: error)
@@ -368,7 +368,7 @@ struct CacheGetCommand: AsyncParsableCommand {
             let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
             let stored = loaded.isStored
             var object: [String: Any] = [
-                "url": shown, "key": loaded.key.rawValue, "source": loaded.source.description,
+                "url": shown, "key": Redaction.text(loaded.key.rawValue), "source": loaded.source.description,
                 "size": loaded.size, "status": info.status, "age": age,
                 "headers": HTTPHeaderField.combined(info.response?.headerFields ?? []),
                 "stored": stored, "stale": loaded.source == .stale,
@@ -378,7 +378,7 @@ struct CacheGetCommand: AsyncParsableCommand {
             if let etag = info.etag { object["etag"] = etag }
             if let warning { object["warning"] = warning }
             if let output { object["output"] = FileSystem.absolutePath(output) }
-            Console.standardOutput(try cacheJSON(object))
+            try Console.output(try cacheJSON(object))
         }
         // A served error status: its body was written; the exit code says what it was.
         switch info.status {
@@ -487,11 +487,13 @@ struct CacheListCommand: AsyncParsableCommand {
                 }
                 if item.key.context == ImageCatalog.variantContext {
                     let original = ImageCatalog.originalGroup(ofVariant: item.info).flatMap { originals[$0] }
-                    object["original"] = original.map { Redaction.text($0.key.rawValue) } as Any
+                    object["original"] =
+                        original.map { Redaction.text($0.key.rawValue) }
+                        ?? item.info.metadata[ImageMetadata.originalFileName] as Any
                 }
                 return object
             }
-            Console.standardOutput(try cacheJSON(objects))
+            try Console.output(try cacheJSON(objects))
             return
         }
         func line(_ item: ItemSummary, _ name: String) -> String {
@@ -505,10 +507,14 @@ struct CacheListCommand: AsyncParsableCommand {
             return "  variant \(image.map { "\($0.width)x\($0.height) \($0.format)" } ?? "?")\(made)"
         }
         var variants: [String: [ItemSummary]] = [:]
+        // Variants of a mirrored folder's files, whose originals are read in place, by file.
+        var ofFiles: [String: [ItemSummary]] = [:]
         var orphans: [ItemSummary] = []
         for item in items where item.key.context == ImageCatalog.variantContext {
             if let group = ImageCatalog.originalGroup(ofVariant: item.info), originals[group] != nil {
                 variants[group, default: []].append(item)
+            } else if let file = item.info.metadata[ImageMetadata.originalFileName] {
+                ofFiles[file, default: []].append(item)
             } else {
                 orphans.append(item)
             }
@@ -522,11 +528,15 @@ struct CacheListCommand: AsyncParsableCommand {
                 }
             }
         }
+        for (file, fileVariants) in ofFiles.sorted(by: { $0.key < $1.key }) {
+            text += "-\t-\t\(LogText.escaped(file)) (a mirrored file, read in place)\n"
+            for variant in fileVariants { text += line(variant, variantName(variant)) }
+        }
         if !orphans.isEmpty {
             text += "(variants whose original is gone; cache rm or purge removes them)\n"
             for variant in orphans { text += line(variant, variantName(variant)) }
         }
-        Console.standardOutput(text)
+        try Console.output(text)
     }
 }
 
@@ -678,7 +688,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
                     "statsRepaired": repairs.statsRepaired, "indexSetAside": repairs.indexSetAside,
                 ],
             ]
-            Console.standardOutput(try cacheJSON(object))
+            try Console.output(try cacheJSON(object))
             return
         }
         var repaired: [String] = []
@@ -686,7 +696,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
         if repairs.statsRepaired { repaired.append("totals counted again") }
         if repairs.orphanRows > 0 { repaired.append("\(repairs.orphanRows) items without a whole value dropped") }
         if repairs.orphanFiles > 0 { repaired.append("\(repairs.orphanFiles) stray files removed") }
-        Console.standardOutput(
+        try Console.output(
             """
             count:   \(statistics.count)
             bytes:   \(statistics.bytes)

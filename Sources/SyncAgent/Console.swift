@@ -52,6 +52,28 @@ package enum Console {
         _ = DescriptorIO.writeAll(STDOUT_FILENO, bytes)
     }
 
+    /// Writes the output a command was asked for (an item's bytes, an image, a listing, a
+    /// status): unlike ``standardOutput(_:)-(Data)``, a failed write (a full disk, an I/O error)
+    /// fails the command with exit 5, as `-o FILE` does, so a script never takes a cut output
+    /// for a whole one. A reader that left (`| head -c 10`, EPIPE) took what it wanted: the
+    /// rest is dropped and the command ends as it would have.
+    package static func output(_ bytes: UnsafeRawBufferPointer) throws {
+        if let failure = DescriptorIO.writeAll(STDOUT_FILENO, bytes), failure != EPIPE {
+            throw CLIFailure(code: 5, message: "cannot write to stdout: \(String(cString: strerror(failure)))")
+        }
+    }
+
+    /// ``output(_:)-(UnsafeRawBufferPointer)`` of `data`.
+    package static func output(_ data: Data) throws {
+        try data.withUnsafeBytes { try output($0) }
+    }
+
+    /// ``output(_:)-(UnsafeRawBufferPointer)`` of `text`.
+    package static func output(_ text: String) throws {
+        var text = text
+        try text.withUTF8 { try output(UnsafeRawBufferPointer($0)) }
+    }
+
     /// Writes all of `text` to `descriptor` (`DescriptorIO.writeAll`: retried after signals and
     /// short writes); a closed pipe or any other failure drops it (there is nobody left to tell).
     static func write(_ text: String, to descriptor: Int32) {

@@ -40,7 +40,7 @@ package struct ImageGetCommand: AsyncParsableCommand {
     @OptionGroup package var folder: CacheFolderOptions
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "The box: WxH, Wx (free height) or xH (free width), each side 1 to 16384; the free side rounds to nearest.",
             valueName: "WxH"))
@@ -65,7 +65,9 @@ package struct ImageGetCommand: AsyncParsableCommand {
             valueName: "FORMAT"))
     package var format: String?
 
-    @Option(name: .long, help: ArgumentHelp("1 to 100 (default: JPEG 80, WebP 80, AVIF 60).", valueName: "Q"))
+    @Option(
+        name: .long, parsing: .unconditional,
+        help: ArgumentHelp("1 to 100 (default: JPEG 80, WebP 80, AVIF 60).", valueName: "Q"))
     package var quality: String?
 
     @Flag(
@@ -74,7 +76,7 @@ package struct ImageGetCommand: AsyncParsableCommand {
     package var upscale = false
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "The colour alpha is flattened onto for JPEG: white (default), black, #rrggbb, #rgb or r,g,b.",
             valueName: "COLOR"))

@@ -42,10 +42,12 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(name: .long, help: "The folder holding the new version's content.")
     var content: String
 
-    @Option(name: .long, help: "The new version (greater than the current one).")
+    @Option(name: .long, parsing: .unconditional, help: "The new version (greater than the current one).")
     var version: String
 
-    @Option(name: .long, help: "The new minimalCacheVersion (default: unchanged; with --init, --version).")
+    @Option(
+        name: .long, parsing: .unconditional,
+        help: "The new minimalCacheVersion (default: unchanged; with --init, --version).")
     var minimal: String?
 
     @Option(
@@ -61,7 +63,8 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(name: .long, help: "Sign cacheStatus.json with this ed25519 private key (from `sync-agent keygen`).")
     var signKey: String?
 
-    @Option(name: .long, help: "Days the signature stays valid; clients refuse an expired status.")
+    @Option(
+        name: .long, parsing: .unconditional, help: "Days the signature stays valid; clients refuse an expired status.")
     var signatureDays: Double = 30
 
     @Flag(

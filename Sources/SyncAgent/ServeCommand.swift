@@ -14,7 +14,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Argument(help: "The storage folder (holding RXCacheConfig/ and RXCacheContent/).")
     var directory: String
 
-    @Option(name: .long, help: "The port; 0 picks a free one.")
+    @Option(name: .long, parsing: .unconditional, help: "The port; 0 picks a free one.")
     var port: UInt16 = 0
 
     @Option(

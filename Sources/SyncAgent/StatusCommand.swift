@@ -38,7 +38,7 @@ struct StatusCommand: AsyncParsableCommand {
     var check = false
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help:
             "With --check: the oldest last success that passes, in seconds or with s, m, h or d (3600, 90s, 15m, 2h, 1d)."
     )
@@ -50,7 +50,7 @@ struct StatusCommand: AsyncParsableCommand {
             throw CLIFailure(code: 6, message: "--max-age needs --check")
         }
         let status = try await folder.readStatus()
-        Console.print(json ? try Self.json(status) : Self.text(status))
+        try Console.output((json ? try Self.json(status) : Self.text(status)) + "\n")
         if check, let failure = Self.checkFailure(status, maxAge: maxAge, now: Date()) {
             throw CLIFailure(code: 9, message: "check failed: " + failure)
         }

@@ -18,7 +18,7 @@ struct SyncOptions: ParsableArguments {
     @Option(name: .long, help: "The state database (default: under $XDG_STATE_HOME/content-sync/, outside --dir).")
     var state: String?
 
-    @Option(name: .long, help: "Downloads at once.")
+    @Option(name: .long, parsing: .unconditional, help: "Downloads at once.")
     var concurrency: Int = 8
 
     @Option(
@@ -34,7 +34,7 @@ struct SyncOptions: ParsableArguments {
     var headerEnv: [String] = []
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "How often an update lists the whole --dir and checks every file's identity (default 24h; 0: every update). Between, it trusts each folder's ctime; `verify` checks everything.",
             valueName: "DURATION"))

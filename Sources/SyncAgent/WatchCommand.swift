@@ -37,31 +37,31 @@ struct WatchCommand: AsyncParsableCommand {
     var config: String?
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "Seconds (or 90s, 5m, 1h) between checks (default 5m). An up-to-date check costs one conditional request.",
             valueName: "DURATION"))
     var interval: String?
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "Scale each pause by a random factor in 1 ± this fraction (0 to 0.9; default 0.1).", valueName: "FRACTION"))
     var jitter: Double?
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "Delay the first check by a random part of this (default 0: at once).", valueName: "DURATION"))
     var splay: String?
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp("The longest pause after failed checks (default: --interval).", valueName: "DURATION"))
     var maxBackoff: String?
 
     @Option(
-        name: .long,
+        name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "Exit with the failure's code after this many failed checks in a row (0: never).", valueName: "N"))
     var maxFailures: Int?

@@ -94,7 +94,7 @@ extension ImageGetCommand {
         if let output {
             try OutputFile.write(image.data, to: output)
         } else if !info {
-            Console.standardOutput(image.data)
+            try Console.output(image.data)
         }
         guard info else { return }
         func facts(_ metadata: ImageMetadata) -> [String: Any] {
@@ -110,10 +110,10 @@ extension ImageGetCommand {
         object["original"] = facts(image.original)
         object["source"] = image.source.description
         object["made"] = image.wasMade
-        object["key"] = image.key.rawValue
+        object["key"] = Redaction.text(image.key.rawValue)
         object["url"] = request.source.shown
         if let output { object["output"] = FileSystem.absolutePath(output) }
-        Console.standardOutput(try cacheJSON(object))
+        try Console.output(try cacheJSON(object))
     }
 }
 

@@ -54,6 +54,8 @@ final class CurlTransfer: @unchecked Sendable {
     private(set) var headers: [String: String] = [:]
     /// The current response's header lines, in order.
     private(set) var headerFields: [HTTPHeaderField] = []
+    /// The redirects followed before the current response, oldest first.
+    private var redirects: [HTTPRedirect] = []
     /// Every `Content-Length` value of the current response, a repeated header as a second entry
     /// (the `headers` dictionary keeps only the last, which is what libcurl believes).
     private var contentLengths: [String] = []
@@ -234,7 +236,11 @@ final class CurlTransfer: @unchecked Sendable {
     private func receiveHeader(_ bytes: UnsafeRawBufferPointer) -> Bool {
         switch HeaderLine(bytes) {
         case .status(let code):
-            // A new response (after a redirect or a 100 Continue): forget the previous headers.
+            // A new response (after a redirect or a 100 Continue): forget the previous headers,
+            // keeping a followed redirect's (a cache needs them: RFC 9111 §4).
+            if (300..<400).contains(status), headEnded {
+                redirects.append(HTTPRedirect(status: status, headerFields: headerFields))
+            }
             headers = [:]
             headerFields = []
             contentLengths = []
@@ -249,6 +255,15 @@ final class CurlTransfer: @unchecked Sendable {
             headerFields.append(field)
             HTTPHeaderField.combine(field, into: &headers)
             if name == "content-length" { contentLengths.append(value) }
+        case .continuation(let text):
+            // Obsolete line folding: the previous field goes on after one space (RFC 9112 §5.2).
+            guard !headEnded, var last = headerFields.popLast() else { return true }
+            last.value = last.value.isEmpty ? text : last.value + " " + text
+            headerFields.append(last)
+            headers = HTTPHeaderField.combined(headerFields)
+            if last.name == "content-length", !contentLengths.isEmpty {
+                contentLengths[contentLengths.count - 1] = last.value
+            }
         case .end:
             guard !headEnded else { return true }
             headEnded = true
@@ -527,6 +542,6 @@ final class CurlTransfer: @unchecked Sendable {
         return .success(
             HTTPResponse(
                 statusCode: code, headerFields: headerFields, body: responseBody, url: finalURL,
-                bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize))
+                bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize, redirects: redirects))
     }
 }

@@ -24,6 +24,10 @@ public struct HTTPResponse: Sendable {
     public var resumedFrom: Int64
     /// For downloads: the size of the file on disk when the call returned.
     public var fileSize: Int64
+    /// The redirects followed to get here, oldest first (empty when none was): a cache reuses
+    /// the final response under the URL asked for only as long as each of them may be reused
+    /// (RFC 9111 §4).
+    public var redirects: [HTTPRedirect]
 
     /// A response from its parts (default: no headers, an empty body, every count 0), e.g. for an
     /// app's own ``Transport`` to return.
@@ -39,21 +43,39 @@ public struct HTTPResponse: Sendable {
         self.bytesReceived = bytesReceived
         self.resumedFrom = resumedFrom
         self.fileSize = fileSize
+        self.redirects = []
     }
 
     /// A response whose headers are `fields`, line by line; ``headers`` is their combination.
     public init(
         statusCode: Int, headerFields: [HTTPHeaderField], body: Data = Data(), url: URL,
-        bytesReceived: Int64 = 0, resumedFrom: Int64 = 0, fileSize: Int64 = 0
+        bytesReceived: Int64 = 0, resumedFrom: Int64 = 0, fileSize: Int64 = 0, redirects: [HTTPRedirect] = []
     ) {
         self.init(
             statusCode: statusCode, headers: HTTPHeaderField.combined(headerFields), body: body, url: url,
             bytesReceived: bytesReceived, resumedFrom: resumedFrom, fileSize: fileSize)
         self.headerFields = headerFields
+        self.redirects = redirects
     }
 
     /// The entity tag the server gave, if any.
     public var etag: String? { headers["etag"] }
     /// True for `304 Not Modified`: the conditional request found the resource unchanged.
     public var isNotModified: Bool { statusCode == 304 }
+}
+
+/// A redirect the transport followed: its status (301, 302, 303, 307, 308) and header lines.
+public struct HTTPRedirect: Sendable, Equatable {
+    /// The redirect's status code.
+    public var status: Int
+    /// Its header lines, in order (`Location`, `Cache-Control`…).
+    public var headerFields: [HTTPHeaderField]
+    /// The lines combined by name (RFC 9110 §5.3).
+    public var headers: [String: String] { HTTPHeaderField.combined(headerFields) }
+
+    /// A redirect from its status and header lines.
+    public init(status: Int, headerFields: [HTTPHeaderField]) {
+        self.status = status
+        self.headerFields = headerFields
+    }
 }

@@ -3,7 +3,8 @@
 /// header of every transfer.
 ///
 /// Whitespace is HTTP's optional whitespace (space and tab) plus the line's CR LF; bytes are
-/// ISO-8859-1, as RFC 9110 reads field values.
+/// ISO-8859-1, as RFC 9110 reads field values. A bare CR inside a value reads as a space (RFC
+/// 9112 §2.2), so no part of a value is hidden behind it from what interprets the value.
 enum HeaderLine: Equatable, Sendable {
     /// `HTTP/1.1 200 OK`: the start of a new response (after a redirect or `100 Continue` too).
     case status(Int)
@@ -11,7 +12,11 @@ enum HeaderLine: Equatable, Sendable {
     case field(name: String, value: String)
     /// The empty line (`CR LF`) that ends a response's head; the body, if any, follows.
     case end
-    /// A folded continuation line or anything unreadable.
+    /// A line starting with a space or tab: obsolete line folding (RFC 9112 §5.2), the rest of
+    /// the field before it, its text trimmed. A user agent reads it as that field's value
+    /// continued after one space.
+    case continuation(String)
+    /// A blank line that is not the end, or a line with no colon.
     case other
 
     init(_ bytes: UnsafeRawBufferPointer) {
@@ -25,6 +30,10 @@ enum HeaderLine: Equatable, Sendable {
         while end > start, Self.isWhitespace(bytes[end - 1]) { end -= 1 }
         guard start < end else {
             self = .other
+            return
+        }
+        if bytes[0] == 0x20 || bytes[0] == 0x09 {
+            self = .continuation(Self.latin1String(bytes[start..<end], lowercased: false))
             return
         }
         if end - start >= 5, bytes[start] == UInt8(ascii: "H"), bytes[start + 1] == UInt8(ascii: "T"),
@@ -67,6 +76,7 @@ enum HeaderLine: Equatable, Sendable {
             var out = 0
             for var byte in bytes {
                 if lowercased, byte >= UInt8(ascii: "A"), byte <= UInt8(ascii: "Z") { byte += 0x20 }
+                if byte == 0x0D { byte = 0x20 }
                 if byte < 0x80 {
                     buffer[out] = byte
                     out += 1

@@ -7,8 +7,10 @@ import Foundation
 ///
 /// - `user:password@` becomes `user:***@` (the user name helps tell accounts apart);
 /// - a user part alone becomes `***@` (alone, it is usually a token);
-/// - the value of a query parameter whose name says it holds a secret (``isSecretName(_:)``)
-///   becomes `***`: `?token=***&path=a.txt`.
+/// - the value of a query or fragment parameter whose name says it holds a secret
+///   (``isSecretName(_:)``) becomes `***`: `?token=***&path=a.txt`, `#access_token=***`;
+/// - the same holds for a URL percent-encoded once, as a cache key or another URL's query
+///   carries one (`https%3A%2F%2Fhost%2Fx%3Ftoken%3D***`).
 public enum Redaction {
     /// What replaces a secret.
     public static let mask = "***"
@@ -19,43 +21,97 @@ public enum Redaction {
     }
 
     /// `text` with the user info of every `scheme://user:password@host` in it redacted, and the
-    /// values of its secret query parameters; the rest is unchanged. Used on URLs typed by
-    /// people and on messages that quote one.
+    /// values of its secret query (and fragment) parameters; the rest is unchanged. Used on URLs
+    /// typed by people, on messages that quote one and on cache keys. A URL percent-encoded once
+    /// (`https%3A%2F%2Fhost%2Fx%3Ftoken%3DT`, inside a cache key or another URL's query) is
+    /// redacted too: its escaped delimiters read as the delimiters.
     public static func text(_ text: String) -> String {
-        // Fast path: no authority with user info, and no query, anywhere.
-        guard text.contains("@") || text.contains("?"), text.contains("://") else { return text }
-        let bytes = Array(text.utf8)
+        // Fast path: no authority, plain or escaped, or nothing after one that can hold a secret.
+        let escapedAuthority = text.contains("%") && text.range(of: "%3A%2F%2F", options: .caseInsensitive) != nil
+        guard
+            escapedAuthority
+                || ((text.contains("@") || text.contains("?") || text.contains("#")) && text.contains("://"))
+        else { return text }
+        let scan = Scan(text)
         var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
+        out.reserveCapacity(scan.raw.count)
+        let bytes = scan.bytes
         var index = 0
         while index < bytes.count {
             // "://" starts an authority.
             if index + 2 < bytes.count, bytes[index] == UInt8(ascii: ":"), bytes[index + 1] == UInt8(ascii: "/"),
                 bytes[index + 2] == UInt8(ascii: "/")
             {
-                out += bytes[index...index + 2]
+                scan.copy(index..<index + 3, into: &out)
                 let start = index + 3
                 var end = start
                 while end < bytes.count, !endsAuthority(bytes[end]) { end += 1 }
                 if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) {
                     let info = bytes[start..<at]
                     if let colon = info.firstIndex(of: UInt8(ascii: ":")) {
-                        out += bytes[start..<colon]
-                        out += Array(":\(mask)".utf8)
+                        scan.copy(start..<colon + 1, into: &out)
+                        out += Array(mask.utf8)
                     } else {
                         out += Array(mask.utf8)
                     }
-                    out += bytes[at..<end]
+                    scan.copy(at..<end, into: &out)
                 } else {
-                    out += bytes[start..<end]
+                    scan.copy(start..<end, into: &out)
                 }
-                index = redactQuery(bytes, from: end, into: &out)
+                index = redactQuery(scan, from: end, into: &out)
                 continue
             }
-            out.append(bytes[index])
+            scan.copy(index..<index + 1, into: &out)
             index += 1
         }
         return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The text as the redaction reads it: `bytes`, where an escaped delimiter (`%3A`, `%2F`,
+    /// `%3F`, `%23`, `%40`, `%26`, `%3D`, `%3B`, in either case) is the one byte it stands for,
+    /// and for each of them where it starts in `raw`, the text's own bytes, which are what is
+    /// copied out.
+    private struct Scan {
+        let raw: [UInt8]
+        private(set) var bytes: [UInt8] = []
+        private var starts: [Int] = []
+
+        init(_ text: String) {
+            raw = Array(text.utf8)
+            bytes.reserveCapacity(raw.count)
+            starts.reserveCapacity(raw.count + 1)
+            var index = 0
+            while index < raw.count {
+                starts.append(index)
+                if raw[index] == UInt8(ascii: "%"), index + 2 < raw.count,
+                    let high = Self.hexValue(raw[index + 1]), let low = Self.hexValue(raw[index + 2]),
+                    Self.delimiters.contains(high << 4 | low)
+                {
+                    bytes.append(high << 4 | low)
+                    index += 3
+                } else {
+                    bytes.append(raw[index])
+                    index += 1
+                }
+            }
+            starts.append(raw.count)
+        }
+
+        /// The text's own bytes behind `range` of ``bytes``, appended to `out`.
+        func copy(_ range: Range<Int>, into out: inout [UInt8]) {
+            out += raw[starts[range.lowerBound]..<starts[range.upperBound]]
+        }
+
+        private static let delimiters: Set<UInt8> = Set(":/?#@&=;".utf8)
+
+        private static func hexValue(_ byte: UInt8) -> UInt8? {
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
     }
 
     /// Whether the URL has user info (a name, a password or a token) that ``url(_:)`` hides.
@@ -77,46 +133,70 @@ public enum Redaction {
     ]
 
     /// Copies the rest of a URL whose authority ends at `start` (its path, query and fragment)
-    /// into `out`, with the value of each secret query parameter masked; returns where the URL
-    /// ends.
-    private static func redactQuery(_ bytes: [UInt8], from start: Int, into out: inout [UInt8]) -> Int {
+    /// into `out`, with the value of each secret parameter masked, in the query and in the
+    /// fragment (OAuth's implicit grant puts `#access_token=` there); returns where the URL ends.
+    private static func redactQuery(_ scan: Scan, from start: Int, into out: inout [UInt8]) -> Int {
+        let bytes = scan.bytes
         var index = start
         func at(_ position: Int, is ascii: Unicode.Scalar) -> Bool {
             position < bytes.count && bytes[position] == UInt8(ascii: ascii)
         }
         // The path.
         while index < bytes.count, !endsURL(bytes, at: index), !at(index, is: "?"), !at(index, is: "#") {
-            out.append(bytes[index])
+            scan.copy(index..<index + 1, into: &out)
             index += 1
         }
-        guard at(index, is: "?") else { return index }
-        out.append(bytes[index])
-        index += 1
-        // The query: `name=value` pairs, split by `&` or `;`, up to the fragment or the URL's end.
-        func endsPart(_ position: Int) -> Bool {
-            endsURL(bytes, at: position) || at(position, is: "&") || at(position, is: ";") || at(position, is: "#")
-        }
-        while index < bytes.count, !endsURL(bytes, at: index), !at(index, is: "#") {
-            let nameStart = index
-            while index < bytes.count, !endsPart(index), !at(index, is: "=") { index += 1 }
-            out += bytes[nameStart..<index]
-            if at(index, is: "=") {
-                out.append(bytes[index])
-                index += 1
-                let valueStart = index
-                while index < bytes.count, !endsPart(index) { index += 1 }
-                if index > valueStart, isSecretName(bytes[nameStart..<valueStart - 1]) {
-                    out += Array(mask.utf8)
-                } else {
-                    out += bytes[valueStart..<index]
+        // The query, then the fragment: `name=value` pairs, split by `&` or `;`, up to the next
+        // part or the URL's end.
+        while at(index, is: "?") || at(index, is: "#") {
+            let fragment = at(index, is: "#")
+            scan.copy(index..<index + 1, into: &out)
+            index += 1
+            func endsPart(_ position: Int) -> Bool {
+                endsURL(bytes, at: position) || at(position, is: "&") || at(position, is: ";")
+                    || (!fragment && at(position, is: "#"))
+            }
+            while index < bytes.count, !endsURL(bytes, at: index), fragment || !at(index, is: "#") {
+                let nameStart = index
+                while index < bytes.count, !endsPart(index), !at(index, is: "=") { index += 1 }
+                scan.copy(nameStart..<index, into: &out)
+                if at(index, is: "=") {
+                    scan.copy(index..<index + 1, into: &out)
+                    index += 1
+                    let valueStart = index
+                    while index < bytes.count, !endsPart(index) { index += 1 }
+                    if index > valueStart, isSecretName(bytes[nameStart..<valueStart - 1]) {
+                        out += Array(mask.utf8)
+                    } else if holdsAuthority(bytes[valueStart..<index]) {
+                        // Another URL as the value (`?next=https://…`, plain or escaped): the
+                        // caller's scan goes on from it, so it is redacted as a URL of its own.
+                        return valueStart
+                    } else {
+                        scan.copy(valueStart..<index, into: &out)
+                    }
+                }
+                if at(index, is: "&") || at(index, is: ";") {
+                    scan.copy(index..<index + 1, into: &out)
+                    index += 1
                 }
             }
-            if at(index, is: "&") || at(index, is: ";") {
-                out.append(bytes[index])
-                index += 1
-            }
+            if fragment { break }
         }
         return index
+    }
+
+    /// Whether `bytes` hold `://`.
+    private static func holdsAuthority(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var index = bytes.startIndex
+        while index + 2 < bytes.endIndex {
+            if bytes[index] == UInt8(ascii: ":"), bytes[index + 1] == UInt8(ascii: "/"),
+                bytes[index + 2] == UInt8(ascii: "/")
+            {
+                return true
+            }
+            index += 1
+        }
+        return false
     }
 
     /// Where a URL's path or query ends in prose: a byte no URL holds (``endsAuthority(_:)``

@@ -119,3 +119,85 @@ struct ResizeGeometryTests {
         #expect(near(colour, [30, 120, 200], tolerance: 45), "\(colour)")
     }
 }
+
+/// Inputs whose framing is whole but whose pixel data is not: libvips decodes them with only a
+/// warning (a JPEG's rest filled grey, a PNG's black) unless asked to fail; and metadata that
+/// one encoder's own `strip` keeps.
+@Suite("Damaged pixel data is refused, and no encoder keeps the source's metadata")
+struct ResizeIntegrityTests {
+    /// A JPEG cut halfway through its scan data, with the end-of-image marker appended after
+    /// the cut: the structure check passes, libjpeg warns "premature end of data segment".
+    static func cutJPEG() throws -> Data {
+        let whole = try noisyImage(width: 400, height: 300, format: "jpeg")
+        let bytes = [UInt8](whole)
+        let scan = try #require((0..<bytes.count - 1).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xDA })
+        return Data(bytes[..<(scan + (bytes.count - scan) / 2)] + [0xFF, 0xD9])
+    }
+
+    /// A PNG whose IHDR claims twice the rows its image data holds (its CRC made right): every
+    /// chunk is whole, the pixels stop halfway.
+    static func shortPNG() throws -> Data {
+        var bytes = [UInt8](try noisyImage(width: 96, height: 64, format: "png"))
+        // IHDR: length at 8, type at 12, width at 16, height at 20, its CRC at 29.
+        withUnsafeBytes(of: UInt32(128).bigEndian) { bytes.replaceSubrange(20..<24, with: $0) }
+        withUnsafeBytes(of: crc32(Array(bytes[12..<29])).bigEndian) { bytes.replaceSubrange(29..<33, with: $0) }
+        return Data(bytes)
+    }
+
+    @Test(
+        "a JPEG cut mid-scan with an end marker after the cut, and a PNG whose rows stop short, are refused from memory and from a file",
+        arguments: ["jpeg", "png"])
+    func damagedPixelsAreRefused(format: String) throws {
+        let damaged = format == "jpeg" ? try Self.cutJPEG() : try Self.shortPNG()
+        // The framing is whole: only decoding finds the damage.
+        let header = try ImageProbe.header(of: damaged, source: "framed")
+        #expect(header.format == format)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("damaged-\(UUID().uuidString)").path
+        try damaged.write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let descriptor = open(path, O_RDONLY)
+        try #require(descriptor >= 0)
+        defer { close(descriptor) }
+        for input in [ImageInput.data(damaged), .descriptor(descriptor)] {
+            for size in [(1000, 1000), (50, 50)] {
+                #expect {
+                    _ = try ImageProcessor.resize(
+                        input, source: "cut.\(format)",
+                        request: ResizeRequest(width: size.0, height: size.1, format: .png))
+                } throws: { error in
+                    guard let error = error as? ImageCacheError else { return false }
+                    return error.code == .refused && error.message.contains("cut.\(format)")
+                }
+            }
+        }
+        // The whole images they were made from are not refused.
+        let whole = try noisyImage(width: 96, height: 64, format: format)
+        _ = try ImageProcessor.resize(
+            whole, source: "whole", request: ResizeRequest(width: 50, height: 50, format: .png))
+    }
+
+    @Test("no output format keeps the source's EXIF (libvips' WebP strip keeps it)", arguments: ImageFormat.allCases)
+    func metadataIsStripped(format: ImageFormat) throws {
+        // A libheif without an AV1 encoder has no AVIF to check (ImageFormat.isAVIFAvailable).
+        guard format != .avif || ImageFormat.isAVIFAvailable else { return }
+        let source = try colouredImage(width: 64, height: 48, rgb: (10, 200, 10), format: "jpeg", orientation: 3)
+        // The source carries an EXIF block (its orientation).
+        #expect(Self.holdsEXIF(source))
+        let made = try ImageProcessor.resize(
+            source, source: "exif.jpg", request: ResizeRequest(width: 32, height: nil, format: format))
+        #expect(made.format == format)
+        #expect(!Self.holdsEXIF(made.data), "\(format) output keeps an EXIF block")
+        // What is left is still a whole image of that format and size (HEIF input is not
+        // accepted by default, so AVIF is not read back).
+        guard format != .avif else { return }
+        let header = try ImageProbe.header(of: made.data, source: "out")
+        #expect(header.format == format.rawValue && header.width == 32)
+        #expect(try firstPixel(made.data).count >= 3)
+    }
+
+    /// Whether `data` holds an EXIF block as any of the formats carries one: JPEG's APP1
+    /// `Exif\0\0`, WebP's `EXIF` chunk, PNG's `eXIf`, HEIF's `Exif` item.
+    static func holdsEXIF(_ data: Data) -> Bool {
+        ["Exif", "EXIF", "eXIf"].contains { data.range(of: Data($0.utf8)) != nil }
+    }
+}

@@ -374,3 +374,102 @@ struct SharedBackoffTests {
         try await loader.close()
     }
 }
+
+/// What an outside conformance run (modelled on the http-tests cache-tests suite) found after
+/// issue 21: each a MUST of RFC 9110, 9111 or 9112, each a test that failed before.
+@Suite("HTTP caching: the MUSTs an outside conformance run found")
+struct HTTPCachingConformanceTests {
+    typealias Answer = ScriptedOrigin.Answer
+
+    static func body(_ text: String) -> Data { Data(text.utf8) }
+
+    @Test("obsolete line folding continues the field before it (RFC 9112 §5.2); a bare CR is a space (§2.2)")
+    func foldedLinesAndBareCarriageReturns() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        // A folded no-store, after a space and after a tab: the response is not stored.
+        fixture.script("/fold", Answer(headers: ["Cache-Control: max-age=3600,\r\n no-store"], body: Self.body("f")))
+        fixture.script("/tab", Answer(headers: ["Cache-Control: max-age=3600,\r\n\tno-cache"], body: Self.body("t")))
+        // A bare CR between list members.
+        fixture.script("/cr", Answer(headers: ["Cache-Control: max-age=3600,\rno-store"], body: Self.body("c")))
+        for path in ["/fold", "/cr"] {
+            #expect(try await fixture.get(path).source == .network)
+            #expect(try await fixture.get(path).source == .network, "\(path) was stored")
+            #expect(fixture.requests(path) == 2)
+        }
+        _ = try await fixture.get("/tab")
+        #expect(try await fixture.get("/tab").source != .memory && fixture.requests("/tab") == 2)
+        // A folded line holding a colon names no field of its own: the expired response stays
+        // expired, and no Cache-Control the origin never sent is kept.
+        fixture.script(
+            "/smuggle",
+            Answer(headers: ["Expires: 0", "X-Note: x\r\n Cache-Control: max-age=3600"], body: Self.body("s")))
+        let first = try await fixture.get("/smuggle")
+        #expect(first.item.info.response?.headers["cache-control"] == nil)
+        #expect(first.item.info.response?.headers["x-note"] == "x Cache-Control: max-age=3600")
+        #expect(try await fixture.get("/smuggle").source == .network)
+        #expect(fixture.requests("/smuggle") == 2)
+    }
+
+    @Test("fields the Connection header names and the proxy's fields are not stored; a response without Date gets one")
+    func hopByHopFieldsAndDate() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/h",
+            Answer(
+                headers: [
+                    "Cache-Control: max-age=3600", "Connection: a, B", "a: 1", "b: 2", "c: 3",
+                    "Proxy-Authenticate: Basic realm=x", "Proxy-Authentication-Info: nextnonce=y",
+                ], body: Self.body("h")))
+        _ = try await fixture.get("/h")
+        let cached = try await fixture.get("/h")
+        #expect(cached.source != .network)
+        let stored = try #require(cached.item.info.response?.headers)
+        #expect(stored["a"] == nil && stored["b"] == nil && stored["connection"] == nil)
+        #expect(stored["proxy-authenticate"] == nil && stored["proxy-authentication-info"] == nil)
+        #expect(stored["c"] == "3")
+        // RFC 9110 §6.6.1: the origin sent no Date; the cache appends the time it came.
+        let date = try #require(stored["date"])
+        let parsed = try #require(HTTPDate.parse(date))
+        #expect(abs(parsed.timeIntervalSince(fixture.clock.now)) < 5, "\(date)")
+    }
+
+    @Test(
+        "a response that came through redirects is reused under the URL asked for only while each redirect may be (RFC 9111 §4)"
+    )
+    func redirectsConstrainReuse() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        let target = { (body: String) in
+            Answer(headers: ["Cache-Control: max-age=3600", "ETag: \"\(body)\""], body: Self.body(body))
+        }
+        // A redirect with no-store: nothing is stored; the origin is asked every time.
+        fixture.script("/r-nostore", Answer(status: 302, headers: ["Location: /t1", "Cache-Control: no-store"]))
+        fixture.script("/t1", target("t1"))
+        // A fresh 301: the final response is reused without a request.
+        fixture.script("/r-fresh", Answer(status: 301, headers: ["Location: /t2", "Cache-Control: max-age=3600"]))
+        fixture.script("/t2", target("t2"))
+        // A 307 without freshness may not be reused: every use asks again, conditionally.
+        fixture.script("/r-temp", Answer(status: 307, headers: ["Location: /t3"]))
+        fixture.script("/t3", target("t3"), Answer(status: 304, headers: ["ETag: \"t3\""]))
+        // A 301 fresh for 1 s: after it, the redirect is asked again though the target is fresh.
+        fixture.script("/r-short", Answer(status: 301, headers: ["Location: /t4", "Cache-Control: max-age=1"]))
+        fixture.script("/t4", target("t4"), Answer(status: 304, headers: ["ETag: \"t4\""]))
+
+        for path in ["/r-nostore", "/r-fresh", "/r-temp", "/r-short"] { _ = try await fixture.get(path) }
+        #expect(try await fixture.get("/r-nostore").data == Self.body("t1"))
+        #expect(fixture.requests("/r-nostore") == 2)
+        let fresh = try await fixture.get("/r-fresh")
+        #expect(fresh.source != .network && fresh.data == Self.body("t2"))
+        #expect(fixture.requests("/r-fresh") == 1)
+        let temporary = try await fixture.get("/r-temp")
+        #expect(temporary.data == Self.body("t3"))
+        #expect(fixture.requests("/r-temp") == 2)
+        #expect(fixture.origin.requests.last { $0.path == "/t3" }?.header("if-none-match") == "\"t3\"")
+        #expect(try await fixture.get("/r-short").source != .network)
+        fixture.clock.advance(5)
+        #expect(try await fixture.get("/r-short").data == Self.body("t4"))
+        #expect(fixture.requests("/r-short") == 2)
+    }
+}

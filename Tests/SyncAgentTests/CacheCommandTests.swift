@@ -102,9 +102,11 @@ struct CacheCommandTests {
             #expect(failed.stdout.isEmpty)
             #expect(failed.stderr.contains("nothing.txt"))
 
+            // A negative number is the option's value, not an option: out of range, exit 6.
             let badTTL = try await SyncAgentBinary.run(
                 ["cache", "get", url, "--cache", cache, "--ttl", "-5"], scratch: scratch)
-            #expect(badTTL.status == 64)
+            #expect(badTTL.status == 6)
+            #expect(badTTL.stderr.contains("--ttl"))
         }
     }
 

@@ -20,6 +20,22 @@ struct CacheHardeningCLITests {
         }
     }
 
+    @Test("a full disk under stdout fails get, ls and stats with exit 5 naming stdout; nothing claims success")
+    func stdoutWriteFailure() async throws {
+        try await CacheCommandTests.withServer { scratch, server, site in
+            try String(repeating: "y", count: 100_000).write(toFile: site + "/f.txt", atomically: true, encoding: .utf8)
+            let url = server.url(for: "f.txt").absoluteString
+            for command in [
+                "cache get '\(url)' --cache '\(scratch)/c'", "cache get '\(url)' --cache '\(scratch)/c' --json",
+                "cache ls --cache '\(scratch)/c'", "cache stats --cache '\(scratch)/c'",
+            ] {
+                let result = try await Self.bash("'\(SyncAgentBinary.path)' \(command) > /dev/full; echo $?")
+                #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5", "\(command)")
+                #expect(result.stderr.contains("cannot write to stdout"), "\(command): \(result.stderr)")
+            }
+        }
+    }
+
     @Test("a reader that closes the pipe early ends get quietly, never with a signal")
     func closedPipe() async throws {
         try await CacheCommandTests.withServer { scratch, server, site in
@@ -39,6 +55,8 @@ struct CacheHardeningCLITests {
         arguments: [
             ["--ttl", "1e16"], ["--ttl=-1"], ["--ttl", "nan"], ["--ttl", "inf"],
             ["--max-size", "0"], ["--max-size", "99999999999999999999999"], ["--max-size=-5"], ["--max-size", "lots"],
+            // A negative number after a space is the option's value too, not an option (exit 64).
+            ["--ttl", "-1"], ["--max-size", "-5"], ["--expires", "-9223372036854775808"],
         ])
     func rangeChecks(option: [String]) async throws {
         try await withScratch { scratch in

@@ -105,6 +105,8 @@ struct ImageCLITests {
             ["--size", "0x0"], ["--size", "wide"], ["--size", "99999x"], ["--size", "10x", "--mode", "stretch"],
             ["--size", "10x", "--format", "gif"], ["--size", "10x", "--quality", "0"],
             ["--size", "10x", "--background", "mauve-ish"], ["--size", "10x", "--mode", "fit", "--smart-crop"],
+            // A value that starts with '-' is the option's value, not an option.
+            ["--size", "-5x10"], ["--size", "10x", "--quality", "-1"], ["--size", "10x", "--background", "-1,0,0"],
         ])
     func badOptions(arguments: [String]) async throws {
         try await Self.withOrigin { scratch, origin, script in
@@ -232,6 +234,12 @@ struct ImageCLITests {
             #expect(second["height"] as? Int == 100 && second["format"] as? String == "png")
             #expect(second["key"] as? String != first["key"] as? String)
             #expect(try await cachedCount(scratch) == 1)
+            // `cache ls` lists the variant under its file, not among the orphans.
+            let listed = try await SyncAgentBinary.run(
+                ["cache", "ls", "--cache", scratch + "/cache"], scratch: scratch)
+            #expect(listed.status == 0)
+            #expect(listed.stdout.contains("\(url) (a mirrored file, read in place)\n"), "\(listed.stdout)")
+            #expect(!listed.stdout.contains("original is gone"), "\(listed.stdout)")
         }
     }
 

@@ -54,4 +54,15 @@ struct HeaderLineTests {
     func blankAndUnreadableLinesAreOther(_ line: String) {
         #expect(Self.parse(line) == .other)
     }
+
+    /// RFC 9112 §5.2: a line that starts with a space or tab continues the field before it (a
+    /// colon in it names no new field); §2.2: a bare CR in a value is a space.
+    @Test func foldedLinesContinueAndBareCarriageReturnsAreSpaces() {
+        #expect(Self.parse(" no-store\r\n") == .continuation("no-store"))
+        #expect(Self.parse("\t no-cache \r\n") == .continuation("no-cache"))
+        #expect(Self.parse(" Cache-Control: max-age=3600\r\n") == .continuation("Cache-Control: max-age=3600"))
+        #expect(
+            Self.parse("Cache-Control: max-age=3600,\rno-store\r\n")
+                == .field(name: "cache-control", value: "max-age=3600, no-store"))
+    }
 }

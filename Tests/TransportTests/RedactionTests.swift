@@ -57,6 +57,23 @@ struct RedactionTests {
             ("https://host/x?token=&a=1", "https://host/x?token=&a=1"),
             ("https://host/x?token", "https://host/x?token"),
             ("a?token=b, no URL", "a?token=b, no URL"),
+            // The fragment's parameters (OAuth's implicit grant), as the query's.
+            ("https://app/cb#access_token=AT1&expires_in=3600", "https://app/cb#access_token=***&expires_in=3600"),
+            ("https://h/x?a=1#state=s&code=C2", "https://h/x?a=1#state=s&code=***"),
+            // A URL percent-encoded once (a cache key holds its original's so; so may another URL's
+            // query): its escaped delimiters read as delimiters, and the text stays as it was.
+            (
+                "image-variant custom:image%20http%3A%2F%2Fu%3Apw%40h%2Fp.jpg%3Ftoken%3DTOK%26w%3D2 fit",
+                "image-variant custom:image%20http%3A%2F%2Fu%3A***%40h%2Fp.jpg%3Ftoken%3D***%26w%3D2 fit"
+            ),
+            ("x https%3a%2f%2fh%2fa%3fsig%3dS%3bq%3d1", "x https%3a%2f%2fh%2fa%3fsig%3d***%3bq%3d1"),
+            (
+                "https://h/login?next=https%3A%2F%2Fo%2Fcb%3Faccess_token%3DAT2&lang=en",
+                "https://h/login?next=https%3A%2F%2Fo%2Fcb%3Faccess_token%3D***&lang=en"
+            ),
+            ("https://h/a%2Fb?w=1%26h%3D2", "https://h/a%2Fb?w=1%26h%3D2"),
+            ("https://h/?next=https://o/cb?token=T3", "https://h/?next=https://o/cb?token=***"),
+            ("100%25 of https://h/x", "100%25 of https://h/x"),
         ])
     func text(input: String, expected: String) {
         #expect(Redaction.text(input) == expected)

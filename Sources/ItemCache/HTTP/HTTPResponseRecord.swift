@@ -18,11 +18,25 @@ public struct HTTPResponseRecord: Sendable, Equatable {
     /// Fields a stored response does not keep: hop-by-hop fields and those that framed the
     /// body on the wire (the stored value is the decoded body, RFC 9111 §3.1, §3.2), and
     /// `Set-Cookie`: a session secret meant for the one response, which a cache that replays
-    /// it would hand out again (and `--include` would print).
+    /// it would hand out again (and `--include` would print). The proxy's own fields go too
+    /// (RFC 9111 §3.1), and so does every field a response's `Connection` names (hop-by-hop by
+    /// its say, RFC 9110 §7.6.1; ``keptFields(_:)``).
     public static let unstoredFields: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade",
         "content-length", "content-encoding", "content-range", "set-cookie", "set-cookie2",
+        "proxy-authenticate", "proxy-authentication-info", "proxy-authorization",
     ]
+
+    /// `fields` less ``unstoredFields`` and the fields their `Connection` lines name.
+    public static func keptFields(_ fields: [HTTPHeaderField]) -> [HTTPHeaderField] {
+        var dropped = unstoredFields
+        for field in fields where field.name == "connection" {
+            for option in field.value.split(separator: ",") {
+                dropped.insert(option.trimmingCharacters(in: .whitespaces).lowercased())
+            }
+        }
+        return fields.filter { !dropped.contains($0.name) }
+    }
 
     /// The most bytes of header text a record keeps (`encoded`): an origin that sends more
     /// (thousands of lines, huge values) gets only the fields caching reads, each up to
@@ -38,7 +52,7 @@ public struct HTTPResponseRecord: Sendable, Equatable {
     /// A record of a `status` response with `fields`, its age counted from `born`.
     public init(status: Int, headerFields: [HTTPHeaderField], born: Date) {
         self.status = status
-        var kept = headerFields.filter { !Self.unstoredFields.contains($0.name) }
+        var kept = Self.keptFields(headerFields)
         if kept.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }) > Self.largestKeptHeaders {
             kept = kept.filter {
                 Self.essentialFields.contains($0.name) && $0.value.utf8.count <= Self.largestKeptValue
@@ -55,7 +69,7 @@ public struct HTTPResponseRecord: Sendable, Equatable {
     /// The record after a `304` with `fields` (RFC 9111 §4.3.4, §3.2): each name the 304
     /// carries replaces every stored line of that name; the other stored lines stay.
     public func updated(with fields: [HTTPHeaderField], born: Date) -> HTTPResponseRecord {
-        let kept = fields.filter { !Self.unstoredFields.contains($0.name) }
+        let kept = Self.keptFields(fields)
         let replaced = Set(kept.map(\.name))
         return HTTPResponseRecord(
             status: status, headerFields: headerFields.filter { !replaced.contains($0.name) } + kept, born: born)
