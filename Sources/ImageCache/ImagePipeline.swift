@@ -283,8 +283,14 @@ public final class ImagePipeline: Sendable {
                 options: LoadOptions(expiry: configuration.variantExpiry, groups: [Self.variantGroup(of: original.key)])
             )
         } catch {
-            if let image = error.underlying as? ImageCacheError { throw image }
-            throw ImageCacheError(error)
+            let failure = (error.underlying as? ImageCacheError) ?? ImageCacheError(error)
+            if failure.code == .refused {
+                // Damage only decoding finds (pixel data cut short inside a whole frame): the
+                // original passed its header checks and was stored. Nothing of a refused input
+                // stays cached.
+                _ = try? await storage.removeItem(for: original.key)
+            }
+            throw failure
         }
         return try response(
             loaded.item, source: loaded.source, original: original.metadata, originalSource: original.source)

@@ -560,8 +560,16 @@ public final class ItemLoader: Sendable {
                     : "\(shown) answered 304 to a request that had no validators",
                 key: key)
         }
-        if let tag = response.headers["etag"], tag != stale.info.etag {
-            configuration.logger.debug("\(shown) answered 304 with another entity tag; fetching it whole")
+        // A validator that names another representation than the stored one selects nothing
+        // (RFC 9111 §4.3.4): an entity tag, or, without one, a Last-Modified date.
+        let otherTag = response.headers["etag"].map { $0 != stale.info.etag } ?? false
+        let otherDate =
+            response.headers["etag"] == nil
+            && response.headers["last-modified"].map { modified in
+                stale.info.lastModified.map { HTTPDate.parse($0) != HTTPDate.parse(modified) } ?? false
+            } ?? false
+        if otherTag || otherDate {
+            configuration.logger.debug("\(shown) answered 304 for another representation; fetching it whole")
             return try await self.exchange(
                 key, url: url, stale: stale, options: options, flight: flight, using: exchange, conditional: false)
         }

@@ -411,6 +411,25 @@ struct HTTPCachingConformanceTests {
         #expect(fixture.requests("/smuggle") == 2)
     }
 
+    @Test("a 304 whose Last-Modified names another date (and no entity tag) updates nothing: the item is fetched whole")
+    func notModifiedWithAnotherDate() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        let old = "Mon, 02 Nov 2026 10:00:00 GMT"
+        let new = "Tue, 03 Nov 2026 10:00:00 GMT"
+        fixture.script(
+            "/lm", Answer(headers: ["Cache-Control: max-age=1", "Last-Modified: \(old)"], body: Self.body("v1")),
+            Answer(status: 304, headers: ["Last-Modified: \(new)"]),
+            Answer(headers: ["Cache-Control: max-age=1", "Last-Modified: \(new)"], body: Self.body("v2")))
+        _ = try await fixture.get("/lm")
+        fixture.clock.advance(5)
+        let answer = try await fixture.get("/lm")
+        #expect(answer.data == Self.body("v2"))
+        #expect(fixture.requests("/lm") == 3)
+        // The refetch was not conditional.
+        #expect(fixture.origin.requests.last?.header("if-modified-since") == nil)
+    }
+
     @Test("fields the Connection header names and the proxy's fields are not stored; a response without Date gets one")
     func hopByHopFieldsAndDate() async throws {
         let fixture = try ScriptedLoaderFixture()

@@ -17,6 +17,20 @@ struct ImageCLITests {
     }
 
     /// A constant-colour JPEG (or PNG) made by libvips.
+    /// `png` with its IHDR's height doubled and the chunk's CRC-32 made right.
+    static func doubledHeight(_ png: Data) -> Data {
+        var bytes = [UInt8](png)
+        let height = bytes[20..<24].reduce(0) { $0 << 8 | UInt32($1) } * 2
+        withUnsafeBytes(of: height.bigEndian) { bytes.replaceSubrange(20..<24, with: $0) }
+        var crc: UInt32 = 0xFFFF_FFFF
+        for byte in bytes[12..<29] {
+            crc ^= UInt32(byte)
+            for _ in 0..<8 { crc = crc & 1 != 0 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+        }
+        withUnsafeBytes(of: (~crc).bigEndian) { bytes.replaceSubrange(29..<33, with: $0) }
+        return Data(bytes)
+    }
+
     static func image(width: Int, height: Int, png: Bool = false) throws -> Data {
         try VipsRuntime.start()
         var image: UnsafeMutablePointer<VipsImage>?
@@ -79,7 +93,7 @@ struct ImageCLITests {
 
     @Test(
         "a refused image exits 4, writes nothing to stdout and caches nothing",
-        arguments: ["svg", "html", "empty", "truncated"])
+        arguments: ["svg", "html", "empty", "truncated", "rows cut short"])
     func refused(kind: String) async throws {
         try await Self.withOrigin { scratch, origin, script in
             let body: Data =
@@ -87,6 +101,9 @@ struct ImageCLITests {
                 case "svg": Data(#"<svg xmlns="http://www.w3.org/2000/svg" width="9" height="9"/>"#.utf8)
                 case "html": Data("<html><body>moved</body></html>".utf8)
                 case "empty": Data()
+                // Every chunk whole, the IHDR claiming twice the rows the image data holds: only
+                // decoding finds it, after the original was stored.
+                case "rows cut short": try Self.doubledHeight(Self.image(width: 300, height: 300, png: true))
                 default: try Self.image(width: 300, height: 300).prefix(200)
                 }
             script.set("/bad.jpg", body)
