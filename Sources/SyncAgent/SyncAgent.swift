@@ -94,6 +94,28 @@ package struct SyncAgent: AsyncParsableCommand {
     /// How many malloc arenas ``limitMallocArenas()`` allows.
     static let mallocArenas: Int32 = 1
 
+    /// The options whose value is a path. An empty one would resolve to the current folder
+    /// (`sync --dir ''` mirrored into it, `cache get --cache ''` made a cache of it), so it is
+    /// refused before parsing (exit 6), naming the option.
+    static let pathOptions: Set<String> = [
+        "--dir", "--state", "--cache", "--storage", "--content", "--output", "-o", "--config", "--out",
+        "--sign-key", "--trust-key", "--access-log",
+    ]
+
+    /// The first path option in `arguments` given an empty value (`--dir ''` or `--dir=`), or nil.
+    static func emptyPathOption(in arguments: [String]) -> String? {
+        for (index, argument) in arguments.enumerated() {
+            if argument == "--" { return nil }
+            if argument.hasPrefix("--"), let equals = argument.firstIndex(of: "=") {
+                let name = String(argument[..<equals])
+                if pathOptions.contains(name), argument[argument.index(after: equals)...].isEmpty { return name }
+            } else if pathOptions.contains(argument), index + 1 < arguments.count, arguments[index + 1].isEmpty {
+                return argument
+            }
+        }
+        return nil
+    }
+
     /// Runs the command, turning a ``CLIFailure`` into its one-line message and exit code.
     package static func start() async {
         Console.ensureStandardStreamsOpen()
@@ -105,6 +127,11 @@ package struct SyncAgent: AsyncParsableCommand {
         if Array(CommandLine.arguments.dropFirst()) == ["--version"] {
             Console.print(version)
             return
+        }
+        if let option = emptyPathOption(in: Array(CommandLine.arguments.dropFirst())) {
+            CLIFailure(
+                code: 6, message: "\(option) is empty; give a path (an empty one would mean the current folder)"
+            ).exit()
         }
         do {
             var command = try parseAsRoot()

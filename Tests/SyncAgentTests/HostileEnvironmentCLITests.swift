@@ -298,3 +298,39 @@ struct HostileEnvironmentCLITests {
         }
     }
 }
+
+/// An empty path resolves to the current folder: `sync --dir ''` mirrored into it and recorded a
+/// state for it, `cache get --cache ''` made a cache of it. Every path option refuses one.
+@Suite("an empty path option is refused before anything is opened")
+struct EmptyPathOptionTests {
+    @Test(
+        "exit 6 naming the option, nothing created",
+        arguments: [
+            ["sync", "--dir", "", "--base-url", "http://127.0.0.1:9/"],
+            ["sync", "--dir=", "--base-url", "http://127.0.0.1:9/"],
+            ["sync", "--dir", "content", "--state", "", "--base-url", "http://127.0.0.1:9/"],
+            ["status", "--dir", ""],
+            ["cache", "get", "http://127.0.0.1:9/x", "--cache", ""],
+            ["cache", "ls", "--cache="],
+            ["cache", "get", "http://127.0.0.1:9/x", "--cache", "c", "-o", ""],
+            ["publish", "--storage", "", "--content", "content", "--version", "1.0", "--base-url", "http://h/"],
+            ["keygen", "--out", ""],
+        ])
+    func refused(arguments: [String]) async throws {
+        try await withScratch { scratch in
+            // Relative paths, as given, would land in the scratch folder only by accident: the
+            // child's working folder is the test's.
+            let absolute = arguments.map { $0 == "content" || $0 == "c" ? scratch + "/" + $0 : $0 }
+            let result = try await SyncAgentBinary.run(absolute, scratch: scratch)
+            let option =
+                arguments.first { $0 == "--dir=" || $0 == "--cache=" }.map { String($0.dropLast()) }
+                ?? arguments[arguments.firstIndex(of: "")! - 1]
+            #expect(result.status == 6, "\(arguments): \(result.stderr)")
+            #expect(result.stderr.contains("\(option) is empty"), "\(result.stderr)")
+            let made = try FileManager.default.contentsOfDirectory(atPath: scratch).filter {
+                !$0.hasSuffix(".out") && !$0.hasSuffix(".err")
+            }
+            #expect(made.isEmpty, "\(made)")
+        }
+    }
+}
