@@ -49,17 +49,21 @@ public final class ScriptedOrigin: Sendable {
         /// thread, so no busy task pool can hold it back (``StorageServer``'s
         /// ``Fault/trickle(bytesPerSecond:)`` runs on the pool its tests share).
         public var bytesPerSecond: Int?
+        /// With ``bytesPerSecond``, the seconds between chunks (default 1): a chunk of
+        /// `bytesPerSecond` bytes every this many seconds, so bursts with silences between them.
+        public var chunkInterval: Double
 
         /// An answer from its parts.
         public init(
             status: Int = 200, headers: [String] = [], body: Data = Data(), closes: Bool = false,
-            bytesPerSecond: Int? = nil
+            bytesPerSecond: Int? = nil, chunkInterval: Double = 1
         ) {
             self.status = status
             self.headers = headers
             self.body = body
             self.closes = closes
             self.bytesPerSecond = bytesPerSecond.map { max(1, $0) }
+            self.chunkInterval = max(0.01, chunkInterval)
         }
     }
 
@@ -174,7 +178,7 @@ public final class ScriptedOrigin: Sendable {
             if let pace = answer.bytesPerSecond {
                 var offset = 0
                 while sent, offset < body.count, !stopped.load(ordering: .acquiring) {
-                    if offset > 0 { Thread.sleep(forTimeInterval: 1) }
+                    if offset > 0 { Thread.sleep(forTimeInterval: answer.chunkInterval) }
                     let end = min(body.count, offset + pace)
                     sent = Self.send(body[body.startIndex + offset..<body.startIndex + end], on: connection)
                     offset = end

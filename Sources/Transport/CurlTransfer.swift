@@ -71,6 +71,12 @@ final class CurlTransfer: @unchecked Sendable {
     private var writeFailure: TransportError?
     private var lastProgressReport: UInt64 = 0
     private(set) var resumedFrom: Int64 = 0
+    /// The rate rule over whole windows (``CurlTransport/Configuration/minimumRate`` over
+    /// ``CurlTransport/Configuration/stallTimeout``): libcurl's own check looks at its recent
+    /// speed, so a burst every few seconds resets it, and a body sent as 3 KB every 28 s (100
+    /// bytes/s) never failed. Each window that ends with fewer than its share fails the transfer.
+    private let rateWindow: (nanoseconds: UInt64, bytes: Int64)
+    private var rateWindowStart: (tick: UInt64, received: Int64)?
 
     init(
         request: HTTPRequest, sink: Sink, configuration: CurlTransport.Configuration,
@@ -96,6 +102,13 @@ final class CurlTransfer: @unchecked Sendable {
         self.onResponseStart = onResponseStart
         self.onBodyChunk = onBodyChunk
         self.maxBytes = maxBytes
+        // Saturating: a configuration may ask for a window or a rate no product holds.
+        let window = Int64(clamping: max(1, configuration.stallTimeout.milliseconds / 1000))
+        let nanoseconds = UInt64(window).multipliedReportingOverflow(by: 1_000_000_000)
+        let bytes = window.multipliedReportingOverflow(by: Int64(clamping: max(1, configuration.minimumRate)))
+        self.rateWindow = (
+            nanoseconds.overflow ? .max : nanoseconds.partialValue, bytes.overflow ? .max : bytes.partialValue
+        )
         var headers = request.headers
         if case .file(_, _, let offset) = sink, offset > 0 {
             // A manual Range header instead of CURLOPT_RESUME_FROM: libcurl fails a resume that the
@@ -461,8 +474,24 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func reportProgress(total: Int64, now: Int64) -> Bool {
         if isCancelled { return false }
-        guard let progress, now > 0 else { return true }
         let tick = DispatchTime.now().uptimeNanoseconds
+        if let start = rateWindowStart {
+            if tick - start.tick >= rateWindow.nanoseconds {
+                guard now - start.received >= rateWindow.bytes else {
+                    let seconds = rateWindow.nanoseconds / 1_000_000_000
+                    writeFailure = TransportError(
+                        code: .timeout,
+                        message:
+                            "\(expectation.method) \(Redaction.url(url)) failed: \(now - start.received) bytes came in the last \(seconds) s, under the minimum of \(rateWindow.bytes / Int64(seconds)) bytes/s (CurlTransport.Configuration.minimumRate)",
+                        url: url, curlCode: Int(CURLE_OPERATION_TIMEDOUT.rawValue))
+                    return false
+                }
+                rateWindowStart = (tick, now)
+            }
+        } else {
+            rateWindowStart = (tick, now)
+        }
+        guard let progress, now > 0 else { return true }
         if tick - lastProgressReport < 50_000_000 && now < total { return true }
         lastProgressReport = tick
         var base: Int64 = 0

@@ -11,7 +11,9 @@
 /// - `206` answers only a request with a single `Range`, with a `Content-Range` that starts where
 ///   the request asked and, for an open-ended `bytes=N-`, runs to the end of the representation;
 ///   and it must be `identity`-encoded: a range of compressed bytes can neither be decoded on its
-///   own nor appended to decoded bytes.
+///   own nor appended to decoded bytes. To a request with `If-Range: <entity tag>`, a 206 that
+///   names another entity tag is a range of another representation (§13.1.5): its bytes cannot
+///   continue the ones held.
 /// - `304` answers only a request with `If-None-Match` or `If-Modified-Since`.
 /// - Any other 2xx (`204 No Content`, …) carries no file.
 /// - `Content-Length`, when sent, names one length, and the body bytes on the wire (before content
@@ -32,6 +34,8 @@ package struct ResponseExpectation: Sendable, Equatable {
     var range: ByteSpan?
     /// The request carried `If-None-Match` or `If-Modified-Since`.
     var isConditional: Bool
+    /// The entity tag the request's `If-Range` holds (a resume's); nil without one, or for a date.
+    var ifRangeTag: String?
     /// The caller takes any status (``HTTPRequest/returnsEveryStatus``): a 2xx other than 200
     /// or 206 (a `204`, a `203`) is an answer too.
     var acceptsAnyStatus = false
@@ -42,13 +46,17 @@ package struct ResponseExpectation: Sendable, Equatable {
         self.method = method.uppercased()
         var rangeHeader: String?
         var isConditional = false
+        var ifRange: String?
         for (name, value) in headers {
             switch name.lowercased() {
             case "range": rangeHeader = value
             case "if-none-match", "if-modified-since": isConditional = true
+            case "if-range": ifRange = value
             default: break
             }
         }
+        // An entity tag (quoted, or weak), not a date.
+        self.ifRangeTag = ifRange.flatMap { $0.hasPrefix("\"") || $0.hasPrefix("W/") ? $0 : nil }
         self.rangeHeader = rangeHeader
         self.range = rangeHeader.flatMap(Self.parseRange)
         self.isConditional = isConditional
@@ -100,6 +108,9 @@ package struct ResponseExpectation: Sendable, Equatable {
             return "answered Range: \(rangeHeader) with 206 Partial Content and \(shown)"
         }
         let mismatch = "answered Range: \(rangeHeader) with 206 Partial Content for Content-Range: \(contentRange)"
+        if let ifRangeTag, let tag = headers["etag"], tag != ifRangeTag {
+            return mismatch + " of ETag \(tag), not the If-Range \(ifRangeTag) the bytes held belong to"
+        }
         guard sent.span.first == asked.first else { return mismatch + ", which starts elsewhere" }
         if let last = asked.last {
             // A closed range may come back shorter only where the representation ends.

@@ -105,6 +105,26 @@ struct LocalDriftTests {
         }
     }
 
+    /// The file the next versions redownload (`docs/intro.md`, changed in 1.3) replaced by a
+    /// folder holding files: the redownload must fetch the file, not refresh what the folder
+    /// holds (files no storage publishes, a 404 on every run).
+    @Test func aFileTheReplayRedownloadsReplacedByAFolderIsFetched() async throws {
+        try await withClientAt12({ content in
+            try FileManager.default.removeItem(atPath: content + "/docs/intro.md")
+            try FileManager.default.createDirectory(
+                atPath: content + "/docs/intro.md/sub", withIntermediateDirectories: true)
+            try "z".write(toFile: content + "/docs/intro.md/sub/z.txt", atomically: false, encoding: .utf8)
+        }) { harness in
+            let report = try await harness.sync()
+            #expect(report.outcome == .replayed)
+            #expect(harness.server.requests().allSatisfy { !$0.path.contains("intro.md/") })
+            #expect(
+                harness.server.bytesServed(forPathSuffix: "RXCacheContent.zip") == 0,
+                "repaired file by file, no fallback to the archive")
+            try harness.expectTree(is: "1.4")
+        }
+    }
+
     @Test func withoutIntegrityDataKindSwapsDoNotStopAReplay() async throws {
         try await withClientAt12(
             integrity: false,

@@ -217,6 +217,29 @@ struct CurlTransportRetryTests {
         }
     }
 
+    /// A burst every few seconds keeps libcurl's own speed check (its last few seconds) above
+    /// the minimum, while each whole window gets less than its share: 6,000 bytes every 7.5 s is
+    /// 800 bytes/s, under a 1,000 bytes/s minimum over 8 s windows. The window rule ends it.
+    @Test func burstsThatAverageUnderTheMinimumOverAWindowAreCutOff() async throws {
+        try await withServedFixture { _, fixture in
+            let contents = randomBytes(120_000)
+            let origin = try ScriptedOrigin { _ in .init(body: contents, bytesPerSecond: 6_000, chunkInterval: 7.5) }
+            defer { origin.stop() }
+            let transport = try makeTransport {
+                $0.retry = .none
+                $0.stallTimeout = .seconds(8)
+                $0.minimumRate = 1_000
+            }
+            let error = await #expect(throws: TransportError.self) {
+                try await transport.download(
+                    HTTPRequest(url: origin.url("/bursts.bin")), to: fixture.outPath("b.bin"),
+                    options: DownloadOptions())
+            }
+            #expect(error?.code == .timeout)
+            #expect(error?.message.contains("under the minimum of 1000 bytes/s") == true, "\(error?.message ?? "")")
+        }
+    }
+
     @Test func requestTimeoutEndsAStalledRequestAsATimeout() async throws {
         try await withServedFixture { server, fixture in
             try fixture.serve("a.json", randomBytes(10_000))

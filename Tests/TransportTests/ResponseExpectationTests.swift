@@ -62,6 +62,18 @@ struct ResponseExpectationTests {
         (["Range": "bytes=10-19"], 206, ["content-range": "bytes 10-14/15"], false),
         (["Range": "bytes=10-19"], 206, ["content-range": "bytes 10-14/100"], true),
         (["Range": "bytes=0-9,20-29"], 206, ["content-type": "multipart/byteranges; boundary=x"], true),
+        // A resume's If-Range: a 206 of another entity tag is another representation's range
+        // (RFC 9110 §13.1.5); the same tag, or none named, continues the bytes held.
+        (
+            ["Range": "bytes=50-", "If-Range": "\"v1\""], 206, ["content-range": "bytes 50-99/100", "etag": "\"v2\""],
+            true
+        ),
+        (
+            ["Range": "bytes=50-", "If-Range": "\"v1\""], 206, ["content-range": "bytes 50-99/100", "etag": "\"v1\""],
+            false
+        ),
+        (["Range": "bytes=50-", "If-Range": "\"v1\""], 206, ["content-range": "bytes 50-99/100"], false),
+        (["Range": "bytes=50-", "If-Range": "\"v1\""], 200, ["etag": "\"v2\""], false),
     ]
 
     @Test(arguments: heads)

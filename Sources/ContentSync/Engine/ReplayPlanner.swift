@@ -133,8 +133,10 @@ struct ReplayPlanner: Sendable {
             return nil
         }
         // Planning a long list is seconds of CPU: it runs off the cooperative pool.
-        let (tree, drifted): (LocalTree, Int)
-        do { (tree, drifted) = try await scanned } catch { throw SyncError.wrap(error) }
+        var (listed, drifted): (LocalTree, Int)
+        do { (listed, drifted) = try await scanned } catch { throw SyncError.wrap(error) }
+        drifted += try await leaveOutFoldersRecordedAsFiles(&listed, at: local)
+        let tree = listed
         let from = local
         let to = status.actualVersion
         let withFingerprints = status.integrity != nil
@@ -151,6 +153,45 @@ struct ReplayPlanner: Sendable {
             plan: plan, identity: plan.identity, listsApplied: chain.count, changed: changed, localShape: shape,
             localFolders: Array(tree.folders), drifted: drifted, fromIndex: false, newShape: plan.shape,
             newFolders: plan.folders, filesReused: plan.reused.count)
+    }
+
+    /// Leaves out of `tree` every folder the listing found where the recorded version (the tree
+    /// index of `local`) has a file, with everything it holds, and returns how many entries that
+    /// left out. A file replaced locally by a folder is drift, as intruders are: a change that
+    /// names the file (a redownload) would otherwise refresh what the folder holds, files no
+    /// storage publishes, and fail on every run. Left out, the path reads as absent, so the file
+    /// is fetched, and the next version does not carry the folder. No index, or one of another
+    /// version: nothing is left out.
+    private func leaveOutFoldersRecordedAsFiles(_ tree: inout LocalTree, at local: CacheVersion)
+        async throws(SyncError) -> Int
+    {
+        guard !tree.folders.isEmpty, let index = try await store.treeIndex(), index.version == local.text else {
+            return 0
+        }
+        let store = self.store
+        let folders = Array(tree.folders)
+        let kinds = try await BlockingWork.run { store.indexedKinds(of: folders) } ?? [:]
+        // The outermost of them, in path order: what lies within one sorts right after it.
+        let strays = kinds.filter { !$0.value }.map(\.key).sorted(by: <).reduce(into: [SafeRelativePath]()) {
+            outermost, path in
+            if let last = outermost.last, path.isWithin(last) { return }
+            outermost.append(path)
+        }
+        guard !strays.isEmpty else { return 0 }
+        logger.debug("folders where the recorded version has files", metadata: ["sync.folders": "\(strays.count)"])
+        let before = tree.folders.count + tree.files.count
+        let isStray = { (path: SafeRelativePath) -> Bool in
+            // The last stray not after `path` is the only one it can lie within.
+            var (low, high) = (0, strays.count)
+            while low < high {
+                let middle = (low + high) / 2
+                if path < strays[middle] { high = middle } else { low = middle + 1 }
+            }
+            return low > 0 && path.isWithin(strays[low - 1])
+        }
+        tree.folders = tree.folders.filter { !isStray($0) }
+        tree.files = tree.files.filter { !isStray($0) }
+        return before - tree.folders.count - tree.files.count
     }
 
     /// Plans on a lazy tree over the tree index; nil when an index row turns out damaged.
