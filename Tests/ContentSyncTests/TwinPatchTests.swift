@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 
+@testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
 
@@ -285,5 +286,43 @@ struct TwinPatchTests {
             from: v("1.0"), to: v("1.1"), folders: [], reused: [SyncPlan.Reuse(target: p("a"), source: p("a"))],
             downloads: [], warnings: [])
         #expect(plan.changedPaths(from: local) == nil)
+    }
+}
+
+/// The folders a patch leaves with their `ctime`, as one rule: not the root, not a folder the
+/// patch touches or any folder inside one (its ancestors' verdicts are reused, so a deep chain
+/// is judged in linear passes, not by listing each folder's ancestors).
+@Suite("Folders a twin patch leaves untouched")
+struct UntouchedFoldersTests {
+    static func path(_ text: String) -> SafeRelativePath { try! SafeRelativePath(validating: text) }
+
+    @Test func foldersInsideATouchedOneAreTouchedAndTheRestKeepTheirTimes() {
+        var patch = TwinPatch()
+        patch.downloads = [Self.path("a/b/f.txt")]
+        patch.removals = [Self.path("x/y")]
+        let recorded: [SafeRelativePath: Int64] = Dictionary(
+            uniqueKeysWithValues: ["", "a", "a/b", "a/b/c", "a/b/c/d", "a/e", "x", "x/y", "x/y/z", "q", "q/r"].map {
+                ($0.isEmpty ? .root : Self.path($0), 1)
+            })
+        let kept = Set(Stager.untouched(recorded, by: patch).keys)
+        // The root, "a/b" (the download's folder) and all within it, "x" (the removal's folder),
+        // "x/y" and all within it go; "a", "a/e" and "q", "q/r" keep their times.
+        #expect(kept == Set(["a", "a/e", "q", "q/r"].map(Self.path)))
+    }
+
+    @Test func aChainOfEighteenHundredFoldersIsJudgedWhole() {
+        var components: [String] = []
+        var recorded: [SafeRelativePath: Int64] = [:]
+        // 1,800 one-letter levels: 3,599 bytes, within Linux's 4,095.
+        for level in 0..<1_800 {
+            components.append(String(UnicodeScalar(UInt8(ascii: "a") + UInt8(level % 26))))
+            recorded[Self.path(components.joined(separator: "/"))] = Int64(level)
+        }
+        var patch = TwinPatch()
+        // A file in the folder at level 900: it and the 900 below it are touched.
+        patch.downloads = [Self.path(components.prefix(900).joined(separator: "/") + "/f.txt")]
+        let kept = Stager.untouched(recorded, by: patch)
+        #expect(kept.count == 899)
+        #expect(kept.keys.allSatisfy { $0.components.count < 900 })
     }
 }
