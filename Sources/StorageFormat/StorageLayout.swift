@@ -43,6 +43,11 @@ public struct StorageLayout: Sendable, Equatable {
             throw StorageFormatError(
                 code: .invalidURL, message: "base URL '\(text)' has a query or fragment; pass the plain folder URL")
         }
+        if let port = baseURL.port, !(1...65_535).contains(port) {
+            throw StorageFormatError(
+                code: .invalidURL,
+                message: "base URL '\(text)' names port \(port), outside 1–65535; pass the storage's real port")
+        }
         if !text.hasSuffix("/") { text += "/" }
         self.baseURL = URL(string: text)!
         self.normalizedBase = Self.normalized(self.baseURL)

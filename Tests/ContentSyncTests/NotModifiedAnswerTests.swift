@@ -34,6 +34,30 @@ final class NotModifiedStatusTransport: Transport {
     }
 }
 
+/// A transport that answers a conditional request for the status file with a `304` naming
+/// another entity tag than the one sent, and passes everything else (the unconditional
+/// request too) to libcurl.
+final class OtherTagNotModifiedTransport: Transport {
+    let base: CurlTransport
+    private let requests = Mutex<[Bool]>([])
+    init() throws { self.base = try CurlTransport() }
+
+    /// For each status request so far: whether it carried `If-None-Match`.
+    var statusRequestsWereConditional: [Bool] { requests.withLock { $0 } }
+
+    func data(for request: HTTPRequest) async throws -> HTTPResponse {
+        guard request.url.lastPathComponent == "cacheStatus.json" else { return try await base.data(for: request) }
+        let conditional = request.headers["If-None-Match"] != nil
+        requests.withLock { $0.append(conditional) }
+        guard conditional else { return try await base.data(for: request) }
+        return HTTPResponse(statusCode: 304, headers: ["etag": "\"another-representation\""], url: request.url)
+    }
+
+    func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
+        try await base.download(request, to: path, options: options)
+    }
+}
+
 /// An app's own transport that answers every content download with `status` and an empty file.
 final class BodilessDownloadTransport: Transport {
     let base: CurlTransport
@@ -60,6 +84,23 @@ final class BodilessDownloadTransport: Transport {
 /// refuses an unconditional one itself; the engine holds the same line for an app's transport.
 @Suite("A 304 without a stored copy is refused, not read as an empty file", .timeLimit(.minutes(3)))
 struct NotModifiedAnswerTests {
+    /// RFC 9111 §4.3.4: a 304 whose entity tag is not the stored one's updates nothing. The
+    /// engine took it as "up to date" and stayed on 1.0 while the storage published 1.2.
+    @Test func a304NamingAnotherEntityTagFetchesTheStatusWhole() async throws {
+        try await withSyncHarness { harness in
+            try await harness.sync()
+            try harness.expectTree(is: "1.0")
+            harness.server.setRoot(ExampleStorageFixture.snapshot("1.2"))
+            var configuration = harness.configuration()
+            let transport = try OtherTagNotModifiedTransport()
+            configuration.transport = transport
+            let report = try await CacheManager(configuration: configuration).checkForUpdates()
+            #expect(report.toVersion.text == "1.2")
+            #expect(transport.statusRequestsWereConditional == [true, false])
+            try harness.expectTree(is: "1.2")
+        }
+    }
+
     @Test func anUnconditional304IsANetworkFaultThatNamesIt() async throws {
         try await withSyncHarness { harness in
             var configuration = harness.configuration()

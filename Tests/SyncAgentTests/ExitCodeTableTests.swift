@@ -172,6 +172,10 @@ struct ExitCodeTableTests {
         try await withScratch { scratch in
             expect(
                 try await sync(URL(string: "ftp://example.com/storage/")!, scratch), exits: 6, mentioning: "base URL")
+            // A port no TCP connection can have is the option's fault, not the network's (3).
+            expect(
+                try await sync(URL(string: "http://127.0.0.1:199010/storage/")!, scratch), exits: 6,
+                mentioning: "outside 1–65535")
             let inside = try await SyncAgentBinary.run(
                 [
                     "sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/content",

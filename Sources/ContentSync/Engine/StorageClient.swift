@@ -95,6 +95,13 @@ struct StorageClient: Sendable {
         } catch {
             throw SyncError.wrap(error, context: "fetching \(url.lastPathComponent)")
         }
+        if response.isNotModified, let etag, let answered = response.etag, answered != etag {
+            // "Not modified", naming another entity tag than the one sent: the stored copy is not
+            // the one it means (RFC 9111 §4.3.4: such a 304 updates nothing). It is forgotten, and
+            // the file fetched whole, unconditionally (so this happens once).
+            try await store.deleteCachedResources([url])
+            return try await fetchFile(url, expected: expected)
+        }
         if response.isNotModified {
             // A 304 carries no body: it is an answer only when a stored copy backs the ETag we
             // sent. An app's own transport may pass one through for an unconditional request, or
