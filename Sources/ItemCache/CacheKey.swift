@@ -72,8 +72,10 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         }
         let path = Self.canonical(components.percentEncodedPath)
         text += path.isEmpty && host != nil ? "/" : path
-        var items: [(String, String)] = (components.percentEncodedQueryItems ?? []).map {
-            (Self.canonical($0.name), Self.canonical($0.value ?? ""))
+        // A name without `=` stays so (`?x` and `?x=` are two URIs a server may tell apart,
+        // RFC 3986 §6.2.3), and so does an empty query (`/?` is not `/`).
+        var items: [(String, String?)] = (components.percentEncodedQueryItems ?? []).map {
+            (Self.canonical($0.name), $0.value.map(Self.canonical))
         }
         for (name, value) in parameters.pairs {
             items.append((Self.encode(Array(name.utf8)), Self.encode(Array(value.utf8))))
@@ -84,7 +86,9 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
                 lhs.element.0 != rhs.element.0
                     ? lhs.element.0.utf8.lexicographicallyPrecedes(rhs.element.0.utf8) : lhs.offset < rhs.offset
             }.map(\.element)
-            text += "?" + items.map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+            text += "?" + items.map { name, value in value.map { "\(name)=\($0)" } ?? name }.joined(separator: "&")
+        } else if components.percentEncodedQuery != nil {
+            text += "?"
         }
         let headers =
             varyingHeaders
