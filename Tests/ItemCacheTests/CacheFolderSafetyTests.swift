@@ -247,6 +247,32 @@ struct CacheFolderSafetyTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: folder + "/blobs/textures/wood.png")) == Data("wood".utf8))
         #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["blobs"])
 
+        // Someone's own database named index.sqlite, alone in the folder: no earlier cache. It is
+        // refused and left byte for byte (opening it would have added the cache's tables).
+        let notes = temporaryCacheFolder("notes")
+        defer { try? FileManager.default.removeItem(atPath: notes) }
+        try FileManager.default.createDirectory(atPath: notes, withIntermediateDirectories: true)
+        chmod(notes, 0o700)
+        try await DatabaseQueue(path: notes + "/index.sqlite").write { db in
+            try db.execute(sql: "CREATE TABLE notes (x); INSERT INTO notes VALUES ('my data')")
+        }
+        try? FileManager.default.removeItem(atPath: notes + "/index.sqlite-wal")
+        try? FileManager.default.removeItem(atPath: notes + "/index.sqlite-shm")
+        let before = try Data(contentsOf: URL(fileURLWithPath: notes + "/index.sqlite"))
+        #expect { try ItemStoreTests.open(notes) } throws: { ($0 as? ItemCacheError)?.code == .folderRefused }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: notes + "/index.sqlite")) == before)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: notes) == ["index.sqlite"])
+
+        // A cache of an earlier version (no tag yet) still opens, and is tagged.
+        let untagged = temporaryCacheFolder("untagged")
+        defer { try? FileManager.default.removeItem(atPath: untagged) }
+        let earlier = try ItemStoreTests.open(untagged)
+        try await earlier.store(Data("kept".utf8), for: Self.key("k"))
+        try await earlier.close()
+        try FileManager.default.removeItem(atPath: untagged + "/CACHEDIR.TAG")
+        #expect(try ItemStoreTests.open(untagged).blockingItem(for: Self.key("k"))?.item.data == Data("kept".utf8))
+        #expect(FileManager.default.fileExists(atPath: untagged + "/CACHEDIR.TAG"))
+
         // Another program's cache tag.
         let tagged = temporaryCacheFolder("tagged")
         defer { try? FileManager.default.removeItem(atPath: tagged) }
@@ -361,6 +387,16 @@ struct CacheFolderSafetyTests {
         #expect(try store.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(5000))
         try await store.close()
         #expect(try victim.contents() == before)
+
+        // A link at the rollback journal's name beside an existing index (SQLite would read it
+        // as a hot journal; every command exited 5): removed, the cache opens with its item.
+        try FileManager.default.createSymbolicLink(
+            atPath: folder + "/index.sqlite-journal", withDestinationPath: victim.file)
+        let reopened = try ItemStoreTests.open(folder, inline: 16)
+        #expect(try reopened.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(5000))
+        try await reopened.close()
+        #expect(try victim.contents() == before)
+        #expect((try? FileManager.default.destinationOfSymbolicLink(atPath: folder + "/index.sqlite-journal")) == nil)
     }
 
     @Test("a missing stats row: statistics count the rows, the limit holds, and opening puts the row back")
@@ -498,5 +534,34 @@ struct CacheFolderSafetyTests {
         let again = try ItemStoreTests.open(folder, inline: 1 << 20)
         #expect(again.openingRepairs.indexSetAside)
         #expect(try again.blockingStatistics().count == 0)
+    }
+}
+
+/// An index whose schema is not the one its migrations made (a table dropped, the migrations'
+/// record emptied): every command exited 5 naming permissions and free space, for good. It is
+/// damage, set aside as a damaged page is.
+@Suite("An index with a broken schema is set aside, not a wedge")
+struct BrokenSchemaTests {
+    @Test(
+        "a dropped table or an emptied migration record: the store starts again empty and works",
+        arguments: ["DROP TABLE stats", "DROP TABLE item", "DELETE FROM grdb_migrations"])
+    func brokenSchema(sql: String) async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder)
+        try await store.store(Data("v".utf8), for: CacheFolderSafetyTests.key("a"))
+        try await store.close()
+        try CacheFolderSafetyTests.tamper(folder, sql, [])
+        // The damage is found at the open or at the first use; either way the next store works.
+        var reopened = try? ItemStoreTests.open(folder)
+        if let opened = reopened { _ = try? opened.blockingStatistics() }
+        if reopened == nil || !(reopened!.openingRepairs.indexSetAside) {
+            try? await reopened?.close()
+            reopened = try ItemStoreTests.open(folder)
+        }
+        let working = try #require(reopened)
+        try await working.store(Data("w".utf8), for: CacheFolderSafetyTests.key("b"))
+        #expect(try working.blockingItem(for: CacheFolderSafetyTests.key("b"))?.item.data == Data("w".utf8))
+        #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
     }
 }

@@ -143,7 +143,7 @@ final class CacheFolder: Sendable {
         }
         // Another process making the cache at this moment may be writing its tag.
         let foreign = names.filter { !Self.ownNames.contains($0) && !$0.hasPrefix(".\(Self.tagName).") }
-        let earlierCache = names.contains("index.sqlite") && foreign.isEmpty
+        let earlierCache = names.contains("index.sqlite") && foreign.isEmpty && holdsOurIndex()
         if !create && foreign.isEmpty && !earlierCache {
             throw ItemCacheError(
                 code: .folderRefused,
@@ -167,6 +167,26 @@ final class CacheFolder: Sendable {
     /// The names in the folder (not `.` and `..`).
     private func entryNames() throws(FileSystemError) -> [String] {
         try FolderCursor.entries(of: descriptor, shownAs: path).map { String(decoding: $0.name, as: UTF8.self) }
+    }
+
+    /// Whether `index.sqlite` is this cache's index (or empty): an SQLite file whose schema,
+    /// in its first MiB, creates the `item` table and GRDB's migration table. Someone's own
+    /// `index.sqlite` in a folder given as the cache is no earlier cache: opening it would add
+    /// the cache's tables to it.
+    private func holdsOurIndex() -> Bool {
+        let file = openat(descriptor, "index.sqlite", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard file >= 0 else { return false }
+        defer { close(file) }
+        var status = stat()
+        guard fstat(file, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return false }
+        if status.st_size == 0 { return true }
+        guard
+            let head = try? DescriptorIO.read(
+                file, count: Int(min(status.st_size, 1 << 20)), path: path + "/index.sqlite")
+        else { return false }
+        return head.starts(with: Data("SQLite format 3\0".utf8))
+            && head.range(of: Data("CREATE TABLE item (".utf8)) != nil
+            && head.range(of: Data("grdb_migrations".utf8)) != nil
     }
 
     private func isOurTag() -> Bool {

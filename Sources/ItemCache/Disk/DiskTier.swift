@@ -103,6 +103,10 @@ final class DiskTier: Sendable {
             defer { try? queue.close() }
             return try queue.read { db in
                 _ = try Row.fetchAll(db, sql: "SELECT id, file, size FROM item")
+                _ = try Row.fetchOne(db, sql: "SELECT * FROM stats WHERE id = 1")
+                // A schema whose migrations' record is not whole (emptied, or rows removed) is
+                // damage too: opening it runs them again over tables that exist.
+                guard try migrator.hasCompletedMigrations(db) else { return false }
                 return try String.fetchOne(db, sql: "PRAGMA quick_check") == "ok"
             }
         } catch {
@@ -126,6 +130,9 @@ final class DiskTier: Sendable {
             try folder.prepareFile("index.sqlite", create: true)
             try folder.prepareFile("index.sqlite-wal", create: false)
             try folder.prepareFile("index.sqlite-shm", create: false)
+            // A rollback journal SQLite would read as a hot journal at opening (a link to
+            // someone's file, or a folder, wedged every command).
+            try folder.prepareFile("index.sqlite-journal", create: false)
             var database = Configuration()
             database.busyMode = .timeout(configuration.busyTimeout.seconds)
             let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
@@ -185,14 +192,18 @@ final class DiskTier: Sendable {
         return "\(error); \(remedy)"
     }
 
-    /// Whether `error` says the index file is damaged (not a cache's database, or a page that
-    /// does not read back), as opposed to a full disk or missing permissions.
+    /// Whether `error` says the index file is damaged (not a cache's database, a page that
+    /// does not read back, or a schema that is not the one its migrations made: a table
+    /// dropped, or the migrations' record emptied so that they run again over tables that
+    /// exist), as opposed to a full disk or missing permissions.
     static func isDamage(_ error: any Error) -> Bool {
         if let error = error as? ItemCacheError {
             return error.code == .damagedIndex || error.underlying.map(isDamage) ?? false
         }
         guard let error = error as? DatabaseError else { return false }
-        return error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB
+        if error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB { return true }
+        guard error.resultCode == .SQLITE_ERROR, let message = error.message else { return false }
+        return ["no such table", "no such column", "already exists"].contains { message.contains($0) }
     }
 
     /// The disk limit every process sharing the folder enforces.
