@@ -475,7 +475,10 @@ final class CurlTransfer: @unchecked Sendable {
     private func reportProgress(total: Int64, now: Int64) -> Bool {
         if isCancelled { return false }
         let tick = DispatchTime.now().uptimeNanoseconds
-        if let start = rateWindowStart {
+        if let start = rateWindowStart, now < start.received {
+            // libcurl counts each response of a redirect from 0: a new window starts with it.
+            rateWindowStart = (tick, now)
+        } else if let start = rateWindowStart {
             if tick - start.tick >= rateWindow.nanoseconds {
                 guard now - start.received >= rateWindow.bytes else {
                     let seconds = rateWindow.nanoseconds / 1_000_000_000
