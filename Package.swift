@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "ProcessKit", dependencies: ["CLinux"]),
 
         .target(name: "Transport",
-                dependencies: ["CCurl", .product(name: "Logging", package: "swift-log")]),
+                dependencies: ["CCurl", "PercentDecoding", .product(name: "Logging", package: "swift-log")]),
         // Generic file primitives for both products: the bounded I/O pool, tree walks and removal,
         // atomic publication, hashing, safe relative paths. Errors keep syscall, errno and path.
         .target(name: "FileKit",

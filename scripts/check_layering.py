@@ -41,8 +41,8 @@ ALLOWED_DEPENDENCIES = {
     # Spawning programs sits on the C shim alone; FileKit is the bottom of the Swift targets.
     "ProcessKit": {"CLinux"},
     "FileKit": {"CLinux"},
-    # Transport speaks of HTTP only: no storage, file-format or file code.
-    "Transport": {"CCurl"},
+    # Transport speaks of HTTP only: no storage, file-format or file code (URL escapes are HTTP's).
+    "Transport": {"CCurl", "PercentDecoding"},
     "Archive": {"CLinux", "CZip", "FileKit"},
     "StorageFormat": {"CLinux", "FileKit", "PercentDecoding"},
     # The client and the publisher share StorageFormat and depend on neither each other.

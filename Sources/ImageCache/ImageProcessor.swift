@@ -174,36 +174,27 @@ public enum ImageProcessor {
             throw ImageCacheError(code: .processing, message: "cannot read \(source): \(VipsRuntime.takeError())")
         }
         defer { cvips_source_unref(input) }
+        let undecodable = {
+            ImageCacheError(code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
+        }
         var out: UnsafeMutablePointer<VipsImage>?
+        if formatsWithShrinkOnLoad.contains(header.format) {
+            guard cvips_thumbnail_source(input, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out
+            else { throw undecodable() }
+            return out
+        }
+        // A JPEG through libjpeg's shrink (its warnings fatal); a PNG or GIF whole, `fail_on=error`.
+        let loaded: UnsafeMutablePointer<VipsImage>?
         if header.format == "jpeg" {
-            var loaded: UnsafeMutablePointer<VipsImage>?
-            guard cvips_jpegload_source_shrink(input, &loaded, plan.jpegShrink) == 0, let loaded else {
-                throw ImageCacheError(
-                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
-            }
-            defer { cvips_unref(loaded) }
-            guard cvips_thumbnail_image(loaded, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out
-            else {
-                throw ImageCacheError(
-                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
-            }
-            return out
+            var shrunk: UnsafeMutablePointer<VipsImage>?
+            loaded = cvips_jpegload_source_shrink(input, &shrunk, plan.jpegShrink) == 0 ? shrunk : nil
+        } else {
+            loaded = cvips_image_new_from_source(input, 1)
         }
-        if !formatsWithShrinkOnLoad.contains(header.format) {
-            guard let loaded = cvips_image_new_from_source(input, 1) else {
-                throw ImageCacheError(
-                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
-            }
-            defer { cvips_unref(loaded) }
-            guard cvips_thumbnail_image(loaded, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out
-            else {
-                throw ImageCacheError(
-                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
-            }
-            return out
-        }
-        guard cvips_thumbnail_source(input, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out else {
-            throw ImageCacheError(code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
+        guard let loaded else { throw undecodable() }
+        defer { cvips_unref(loaded) }
+        guard cvips_thumbnail_image(loaded, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out else {
+            throw undecodable()
         }
         return out
     }

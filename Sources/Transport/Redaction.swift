@@ -1,4 +1,5 @@
 import Foundation
+import PercentDecoding
 
 /// Secrets out of what people and logs see: a URL's user info is a password or a token
 /// (`https://TOKEN@host/`, `https://alice:S3cret@host/`), and so is a query parameter such as
@@ -84,7 +85,8 @@ public enum Redaction {
             while index < raw.count {
                 starts.append(index)
                 if raw[index] == UInt8(ascii: "%"), index + 2 < raw.count,
-                    let high = Self.hexValue(raw[index + 1]), let low = Self.hexValue(raw[index + 2]),
+                    let high = PercentDecoding.hexValue(raw[index + 1]),
+                    let low = PercentDecoding.hexValue(raw[index + 2]),
                     Self.delimiters.contains(high << 4 | low)
                 {
                     bytes.append(high << 4 | low)
@@ -103,15 +105,6 @@ public enum Redaction {
         }
 
         private static let delimiters: Set<UInt8> = Set(":/?#@&=;".utf8)
-
-        private static func hexValue(_ byte: UInt8) -> UInt8? {
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-            default: nil
-            }
-        }
     }
 
     /// Whether the URL has user info (a name, a password or a token) that ``url(_:)`` hides.
