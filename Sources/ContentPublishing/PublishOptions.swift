@@ -126,6 +126,11 @@ public struct PublishReport: Sendable {
     /// The storage already published this version with this content (an earlier run, perhaps
     /// one that recovery just completed): nothing was written.
     public var alreadyPublished = false
+    /// The expiry of the signature written on an ``alreadyPublished`` version's status: with a
+    /// signing key, publishing the same version again re-signs its status (a new expiry, or a
+    /// signature for an unsigned one; nothing else changes). nil otherwise; set by a dry run
+    /// too, which writes nothing.
+    public var resignedUntil: Date?
     /// The key id of the signature on the previous status, when it had one (`"unknown"` when the
     /// signature names none); nil when it was unsigned, for `--init` and when ``alreadyPublished``.
     /// Compared with ``signatureKeyID``, it tells a front end that clients trusting the old key

@@ -25,6 +25,16 @@ public enum Publisher {
         do { layout = try StorageLayout(baseURL: options.baseURL) } catch {
             throw PublishError(code: .configuration, message: error.message, underlying: error, option: .baseURL)
         }
+        // The base URL is written into the storage's files, which every client reads.
+        if options.baseURL.user != nil || options.baseURL.password != nil {
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "the base URL has a user or password (not shown here), which would be written into the "
+                    + "storage's public files (\(StorageLayout.statusPath), the lists); pass the URL without it (clients "
+                    + "give their credentials themselves)",
+                option: .baseURL)
+        }
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: paths.content, isDirectory: &isFolder), isFolder.boolValue else {
             throw PublishError(
@@ -34,14 +44,29 @@ public enum Publisher {
         }
         try paths.checkLayout()
         let signer = try options.signingKey.map { (key: String) throws(PublishError) -> StorageWriter.Signer in
-            StorageWriter.Signer(
-                key: try SigningKey(fileText: key),
-                expires: Date().addingTimeInterval(Double(options.signatureLifetime.components.seconds)))
+            // Fractions of a second count (the expiry is written rounded up to a whole one). A
+            // lifetime of zero or less is the caller's to choose (tests make expired statuses).
+            let (seconds, fraction) = options.signatureLifetime.components
+            let lifetime = Double(seconds) + Double(fraction) / 1e18
+            return StorageWriter.Signer(
+                key: try SigningKey(fileText: key), expires: Date().addingTimeInterval(lifetime))
         }
         let storageExists = FileSystem.exists(paths.storage)
+        // The folders --init creates, outermost first: removed again (when still empty) if the
+        // publish is refused, so a refusal writes nothing.
+        var created: [String] = []
+        var finished = false
+        defer {
+            if !finished { for folder in created.reversed() { rmdir(folder) } }
+        }
         if !storageExists {
             guard options.initialize else { throw Self.noStorage(paths) }
             if !options.dryRun {
+                var folder = paths.storage
+                while !folder.isEmpty, folder != "/", !FileSystem.exists(folder) {
+                    created.insert(folder, at: 0)
+                    folder = (folder as NSString).deletingLastPathComponent
+                }
                 do {
                     try FileManager.default.createDirectory(atPath: paths.storage, withIntermediateDirectories: true)
                 } catch {
@@ -85,6 +110,7 @@ public enum Publisher {
             }
             report.uploaded = true
         }
+        finished = true
         return report
     }
 
@@ -171,9 +197,12 @@ public enum Publisher {
             }
             let floor = try minimalFloor(
                 storage: storage, layout: layout, moved: previousBase != nil, current: status.actualVersion)
-            if let done = try alreadyPublished(
+            if var done = try alreadyPublished(
                 status, layout: layout, readLayout: readLayout, options: options, floor: floor, paths: paths)
             {
+                if let signer {
+                    try resign(statusData, at: statusPath, with: signer, dryRun: options.dryRun, in: &done)
+                }
                 return done
             }
             guard options.version > status.actualVersion else {
@@ -621,6 +650,27 @@ public enum Publisher {
         done.alreadyPublished = true
         if let minimal = options.minimal, minimal != status.minimalVersion { done.requestedMinimalVersion = minimal }
         return done
+    }
+
+    /// Signs the published status `data` (at `path`) again with `signer`, replacing any
+    /// signature it has, so a version whose signature expires (or never had one) is served
+    /// signed without a new version: the bytes clients verify are the same status's, with a new
+    /// expiry. Written atomically and flushed; a dry run writes nothing.
+    private static func resign(
+        _ data: Data, at path: String, with signer: StorageWriter.Signer, dryRun: Bool, in report: inout PublishReport
+    ) throws(PublishError) {
+        let parsed: JSONValue
+        do { parsed = try JSONValue.parse(data) } catch {
+            throw PublishError(
+                code: .invalidStorage, message: "\(path): \(error); cannot sign it again", underlying: error)
+        }
+        var signed = try signer.key.sign(parsed, expires: signer.expires).canonicalData
+        signed.append(0x0A)
+        report.previousSignatureKeyID = signatureKeyID(ofStatus: data)
+        report.signatureKeyID = signer.key.keyID
+        report.resignedUntil = Date(timeIntervalSince1970: signer.expires.timeIntervalSince1970.rounded(.up))
+        guard !dryRun else { return }
+        try fileWork { () throws(FileSystemError) in try AtomicFile.write(signed, to: path, durability: .full) }
     }
 
     /// The key id of the signature a status carries (`"unknown"` when it names none); nil when

@@ -53,7 +53,10 @@ public struct SigningKey: Sendable {
         var signature: [String: JSONValue] = [
             "alg": .string("ed25519"),
             "keyId": .string(keyID),
-            "expires": .string(ISO8601DateFormatter().string(from: expires)),
+            // Whole seconds, rounded up: never earlier than asked, so no lifetime ends before it is written.
+            "expires": .string(
+                ISO8601DateFormatter().string(
+                    from: Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.up)))),
         ]
         members["signature"] = .object(signature)
         let payload = JSONValue.object(members).canonicalData

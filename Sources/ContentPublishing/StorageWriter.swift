@@ -40,23 +40,32 @@ struct StorageWriter {
         var reused: Int?
         do {
             // Entries are copied from the previous archive only while it is the one its status
-            // published: a damaged one (a flipped byte keeps every recorded CRC and size) would
-            // otherwise be carried into every later version, and no client could restore.
-            var trusted = true
+            // published (the size and SHA-256 its integrity data gives): a damaged one (a flipped
+            // byte keeps every recorded CRC and size) or a forged one (bytes made to keep the
+            // CRC-32) would otherwise be carried into every later version and sealed with it. A
+            // status without integrity data vouches for nothing: the archive is built fresh.
+            var trusted = false
             if !sources.isEmpty, let expected = previousArchive {
                 trusted = (try? ContentTree.fingerprint(of: previous)) == expected
+            }
+            do {
                 if trusted, let tree {
                     reused = try ZipWriter.splice(
                         folder: content, to: path, topLevelFolder: "RXCacheContent", previous: previous,
                         folders: tree.folders, files: tree.files.keys, unchanged: { sources[$0] == $0 },
                         moved: sources.filter { $0.key != $0.value })
                 }
-            }
-            if reused == nil {
+                if reused == nil {
+                    reused = try ZipWriter.archive(
+                        folder: content, to: path, topLevelFolder: "RXCacheContent",
+                        reusing: trusted ? ArchiveReuse(previousArchive: previous, sources: sources) : nil)
+                }
+            } catch  where trusted {
+                // Reuse only saves work: whatever failed while reading the previous archive, the
+                // archive is built from the content alone (a failure that is not the previous
+                // archive's fails again, and is reported).
                 reused = try ZipWriter.archive(
-                    folder: content, to: path, topLevelFolder: "RXCacheContent",
-                    reusing: sources.isEmpty || !trusted
-                        ? nil : ArchiveReuse(previousArchive: previous, sources: sources))
+                    folder: content, to: path, topLevelFolder: "RXCacheContent", reusing: nil)
             }
         } catch {
             throw PublishError(code: .archive, message: "cannot build \(path): \(error)", underlying: error)

@@ -90,15 +90,30 @@ public struct SafeRelativePath: Hashable, Sendable, Comparable, CustomStringConv
     /// folded paths compared.
     public static func caseCollision(in paths: [SafeRelativePath]) -> (SafeRelativePath, SafeRelativePath)? {
         var hashes = Set<Int>(minimumCapacity: paths.count)
-        guard paths.contains(where: { !hashes.insert($0.string.lowercased().hashValue).inserted }) else { return nil }
+        guard paths.contains(where: { !hashes.insert(caseFolded($0.string).hashValue).inserted }) else { return nil }
         hashes = []
         var byFolded: [String: SafeRelativePath] = [:]
         for path in paths.sorted() {
-            let folded = path.string.lowercased()
+            let folded = caseFolded(path.string)
             if let earlier = byFolded[folded], earlier != path { return (earlier, path) }
             byFolded[folded] = path
         }
         return nil
+    }
+
+    /// `text` folded as case-insensitive file systems compare names (NTFS's and exFAT's upcase
+    /// tables): each character by its simple uppercase mapping, then lowercased, so `ς`, `σ`
+    /// and `Σ` meet, where lowercasing alone keeps `ς` apart. A character whose uppercase is
+    /// several (`ß` → `SS`) keeps its own, as those tables do. Swift's string equality and
+    /// hashing then also match Unicode normalization forms.
+    static func caseFolded(_ text: String) -> String {
+        guard text.utf8.contains(where: { $0 >= 0x80 }) else { return text.lowercased() }
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            let upper = scalar.properties.uppercaseMapping.unicodeScalars
+            scalars.append(upper.count == 1 ? upper.first! : scalar)
+        }
+        return String(scalars).lowercased()
     }
 
     /// Appends one already-safe path.

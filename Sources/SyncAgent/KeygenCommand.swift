@@ -17,19 +17,42 @@ struct KeygenCommand: AsyncParsableCommand {
     var out: String
 
     func run() async throws {
-        if FileManager.default.fileExists(atPath: out) {
-            throw CLIFailure(code: 6, message: "\(out) exists; refusing to overwrite a key")
+        // Neither file is ever replaced: clients may trust the public one, and the private one
+        // may be the only copy. A link at either name counts as taken (it is not followed).
+        for path in [out, out + ".pub"] {
+            var info = stat()
+            if lstat(path, &info) == 0 {
+                throw CLIFailure(
+                    code: 6, message: "\(path) exists; refusing to overwrite a key: give --out another name")
+            }
         }
         let key = SigningKey()
-        let fd = open(out, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard fd >= 0 else {
-            throw CLIFailure(code: 5, message: "cannot create \(out): \(String(cString: strerror(errno)))")
+        try Self.create(out, text: key.fileText, mode: 0o600)
+        do {
+            try Self.create(out + ".pub", text: key.publicKeyFileText, mode: 0o644)
+        } catch {
+            // No private key without its public one.
+            unlink(out)
+            throw error
         }
-        let line = Array(key.fileText.utf8)
-        let written = line.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        close(fd)
-        guard written == line.count else { throw CLIFailure(code: 5, message: "cannot write \(out)") }
-        try key.publicKeyFileText.write(toFile: out + ".pub", atomically: true, encoding: .utf8)
         Console.print("private key: \(out)\npublic key:  \(out).pub (key id \(key.keyID))")
+    }
+
+    /// Creates `path` (never an existing file or link) with `text` and `mode`, flushed; a file
+    /// that could not be written whole is removed.
+    private static func create(_ path: String, text: String, mode: mode_t) throws {
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else {
+            let code: Int32 = errno == EEXIST ? 6 : 5
+            throw CLIFailure(code: code, message: "cannot create \(path): \(String(cString: strerror(errno)))")
+        }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        close(fd)
+        guard written == bytes.count, synced else {
+            unlink(path)
+            throw CLIFailure(code: 5, message: "cannot write \(path): check the free space of its folder")
+        }
     }
 }

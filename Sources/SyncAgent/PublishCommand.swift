@@ -135,7 +135,8 @@ struct PublishCommand: AsyncParsableCommand {
                         "--signature-days \(signatureDays) must be above 0 and at most 36500; clients refuse an expired status"
                 )
             }
-            options.signatureLifetime = .seconds(Int64(signatureDays * 86_400))
+            // Rounded up to a whole second: a lifetime under one is still a second, never none.
+            options.signatureLifetime = .seconds(Int64((signatureDays * 86_400).rounded(.up)))
         }
         let report: PublishReport
         do {
@@ -192,9 +193,18 @@ struct PublishCommand: AsyncParsableCommand {
             report.uploaded
             ? "; uploaded to \(upload ?? "")" : dryRun && upload != nil ? "; would upload to \(upload ?? "")" : ""
         if report.alreadyPublished {
+            let done: String
+            if let until = report.resignedUntil {
+                let key = report.signatureKeyID.map { " (key id \($0))" } ?? ""
+                done =
+                    "\(dryRun ? "would re-sign" : "re-signed") its status\(key), valid until "
+                    + ISO8601DateFormatter().string(from: until)
+            } else {
+                done = report.uploaded ? "nothing to publish" : "nothing to do"
+            }
             Console.print(
                 "\(report.toVersion) (minimal \(report.minimalVersion)) is already published with this content: "
-                    + (report.uploaded ? "nothing to publish" : "nothing to do") + "; "
+                    + done + "; "
                     + "\(report.files) files, \(report.folders) folders, \(ProgressBar.bytes(report.contentBytes)), archive \(ProgressBar.bytes(report.archiveBytes))"
                     + uploaded)
             return

@@ -21,17 +21,7 @@ struct SyncOptions: ParsableArguments {
     @Option(name: .long, parsing: .unconditional, help: "Downloads at once.")
     var concurrency: Int = 8
 
-    @Option(
-        name: .long, parsing: .singleValue,
-        help: "An extra request header, 'Name: value'. Repeatable. Not for secrets: see --header-env.")
-    var header: [String] = []
-
-    @Option(
-        name: .long, parsing: .singleValue,
-        help: ArgumentHelp(
-            "A header whose value is the environment variable VARIABLE's, such as 'Authorization: GITHUB_AUTH' (a token stays off the command line and out of logs). Repeatable.",
-            valueName: "Name: VARIABLE"))
-    var headerEnv: [String] = []
+    @OptionGroup var request: StorageRequestOptions
 
     @Option(
         name: .long, parsing: .unconditional,
@@ -46,14 +36,9 @@ struct SyncOptions: ParsableArguments {
     @Flag(name: .long, help: "Log what happens, to stderr.")
     var verbose = false
 
-    @Option(
-        name: .long, parsing: .singleValue,
-        help: "Require cacheStatus.json signed by this ed25519 public key file (from `sync-agent keygen`). Repeatable.")
-    var trustKey: [String] = []
-
     /// Whether any storage flag was given (`watch --config` refuses them).
     var givesStorage: Bool {
-        baseURL != nil || dir != nil || state != nil || !header.isEmpty || !headerEnv.isEmpty || !trustKey.isEmpty
+        baseURL != nil || dir != nil || state != nil || request.givesAny
             || force || concurrency != 8 || fullCheckInterval != nil
     }
 
@@ -93,7 +78,55 @@ struct SyncOptions: ParsableArguments {
             settings.fullCheckInterval = value
         }
         settings.force = force
-        settings.trustedKeys = try trustKey.map(Self.trustedKey(at:))
+        settings.trustedKeys = try request.trustedKeys()
+        settings.headers = try request.headers()
+        return settings
+    }
+
+    /// A client configuration for `logger`, or a one-line failure naming the bad option.
+    func configuration(logger: Logger?) throws -> SyncConfiguration {
+        try settings().clientConfiguration(transport: nil, logger: logger)
+    }
+
+    /// A stderr logger at `level`, in `format` (by default journald's when stderr is the
+    /// journal, text otherwise).
+    static func stderrLogger(level: Logger.Level, format: LogFormat = .automatic()) -> Logger {
+        var logger = Logger(label: "sync-agent", factory: { _ in AgentLogHandler(format: format) })
+        logger.logLevel = level
+        return logger
+    }
+}
+
+/// What a command that talks to a storage sends with its requests and requires of its status:
+/// the options `sync`, `watch` and `verify` share.
+struct StorageRequestOptions: ParsableArguments {
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: "An extra request header, 'Name: value'. Repeatable. Not for secrets: see --header-env.")
+    var header: [String] = []
+
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: ArgumentHelp(
+            "A header whose value is the environment variable VARIABLE's, such as 'Authorization: GITHUB_AUTH' (a token stays off the command line and out of logs). Repeatable.",
+            valueName: "Name: VARIABLE"))
+    var headerEnv: [String] = []
+
+    @Option(
+        name: .long, parsing: .singleValue,
+        help: "Require cacheStatus.json signed by this ed25519 public key file (from `sync-agent keygen`). Repeatable.")
+    var trustKey: [String] = []
+
+    /// Whether any of these options was given.
+    var givesAny: Bool { !header.isEmpty || !headerEnv.isEmpty || !trustKey.isEmpty }
+
+    /// The public keys of the --trust-key files, each checked now so that a wrong file is named.
+    func trustedKeys() throws -> [String] {
+        try trustKey.map(Self.trustedKey(at:))
+    }
+
+    /// The --header and --header-env headers, in that order, or a one-line failure naming the bad one.
+    func headers() throws -> [StorageSettings.Header] {
         let split = { (flag: String, line: String, number: Int) throws -> (String, String) in
             guard let colon = line.firstIndex(of: ":") else {
                 // A --header line is never quoted back: without its colon, all of it may be the secret.
@@ -115,11 +148,11 @@ struct SyncOptions: ParsableArguments {
             }
             return header
         }
-        settings.headers = try header.enumerated().map { number, line in
+        var headers = try header.enumerated().map { number, line in
             let (name, value) = try split("--header", line, number)
             return try checked("--header", StorageSettings.Header(name: name, value: value, source: "--header"))
         }
-        settings.headers += try headerEnv.enumerated().map { number, line in
+        headers += try headerEnv.enumerated().map { number, line in
             let (name, variable) = try split("--header-env", line, number)
             guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
                 throw CLIFailure(
@@ -130,12 +163,7 @@ struct SyncOptions: ParsableArguments {
             return try checked(
                 "--header-env", StorageSettings.Header(name: name, value: value, source: "env \(variable)"))
         }
-        return settings
-    }
-
-    /// A client configuration for `logger`, or a one-line failure naming the bad option.
-    func configuration(logger: Logger?) throws -> SyncConfiguration {
-        try settings().clientConfiguration(transport: nil, logger: logger)
+        return headers
     }
 
     /// The public key in the file at `path`, checked now so that a wrong file is named with its flag.
@@ -145,13 +173,5 @@ struct SyncOptions: ParsableArguments {
         } catch {
             throw CLIFailure(code: 6, message: "--trust-key \(error)")
         }
-    }
-
-    /// A stderr logger at `level`, in `format` (by default journald's when stderr is the
-    /// journal, text otherwise).
-    static func stderrLogger(level: Logger.Level, format: LogFormat = .automatic()) -> Logger {
-        var logger = Logger(label: "sync-agent", factory: { _ in AgentLogHandler(format: format) })
-        logger.logLevel = level
-        return logger
     }
 }

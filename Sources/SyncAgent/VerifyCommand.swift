@@ -3,6 +3,7 @@ import ContentSync
 import FileKit
 import Foundation
 import StorageFormat
+import SyncDaemon
 import Transport
 
 /// `sync-agent verify`: check a mirror against the published tree digest.
@@ -14,7 +15,9 @@ struct VerifyCommand: AsyncParsableCommand {
         discussion: """
             Needs a storage published with the integrity extension (sync-agent publish writes it). \
             Exits 0 when the folder matches (after --repair, if given), 7 when differences remain, \
-            and like sync for other failures. The storage URL is the one the last sync used, or --base-url.
+            and like sync for other failures. The storage URL is the one the last sync used, or --base-url. \
+            A storage that needs headers, or that --dir was synced from with --trust-key, takes the same \
+            --header, --header-env and --trust-key options as sync.
             """)
 
     @OptionGroup var folder: FolderOptions
@@ -24,6 +27,8 @@ struct VerifyCommand: AsyncParsableCommand {
 
     @Flag(name: .long, help: "Fix the differences: re-fetch what differs, delete what is extra, switch atomically.")
     var repair = false
+
+    @OptionGroup var request: StorageRequestOptions
 
     func run() async throws {
         let status = try await folder.readStatus()
@@ -39,12 +44,13 @@ struct VerifyCommand: AsyncParsableCommand {
                 message: "the storage URL recorded for \(folder.contentDirectory), \(text), had a password or token, "
                     + "which the state database does not keep; pass --base-url with it")
         }
+        var settings = StorageSettings(
+            name: "", baseURL: url, directory: folder.contentDirectory, statePath: folder.statePath)
+        settings.trustedKeys = try request.trustedKeys()
+        settings.headers = try request.headers()
         let report: VerifyReport
         do {
-            let manager = try CacheManager(
-                configuration: SyncConfiguration(
-                    baseURL: url, contentDirectory: folder.contentDirectory,
-                    stateDatabasePath: folder.statePath))
+            let manager = try CacheManager(configuration: settings.clientConfiguration(transport: nil, logger: nil))
             report = try await manager.verify(repair: repair)
         } catch {
             throw CLIFailure(error)

@@ -317,6 +317,43 @@ struct PublishSafetyTests {
         }
     }
 
+    /// A list that names a version above the status's (a hand-made entry, a list copied from
+    /// elsewhere), or whose lists come out of order, is not published on: appending the next
+    /// version's list after it would leave every client behind refusing the list for good.
+    @Test(
+        arguments: [
+            (["changes_1.0_1.1.json", "changes_1.1_1.3.json"], "entry #1, changes_1.1_1.3.json, reaches 1.3, above"),
+            (
+                ["changes_1.0_1.1.json", "changes_0.9_1.0.json"],
+                "changes_0.9_1.0.json comes after changes_1.0_1.1.json"
+            ),
+        ])
+    func anUpdateListRunningAheadOrOutOfOrderIsNotPublishedOn(names: [String], reason: String) async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            try setup.publish(storage: storage)
+            let history = PublishFixture.base.absoluteString + "RXCacheConfig/HistoryOfVersions/"
+            let list = names.map { "\"\(history)\($0)\"" }.joined(separator: ", ")
+            try #"{"updatesByVersions": [\#(list)]}"#
+                .write(toFile: storage + "/" + StorageLayout.updateListPath, atomically: true, encoding: .utf8)
+            let before = try storageSnapshot(storage)
+            for dryRun in [true, false] {
+                var options = try setup.options(storage: storage, version: "1.2")
+                options.dryRun = dryRun
+                #expect {
+                    try Publisher.publish(options)
+                } throws: { error in
+                    let error = error as! PublishError
+                    return error.code == .invalidStorage && error.message.contains(reason)
+                        && error.message.contains("listOfURLsToUpdatesByVersion.json")
+                }
+            }
+            #expect(try storageSnapshot(storage) == before)
+        }
+    }
+
     /// A storage published under another --base-url goes on, with the minimal version raised to
     /// the previous one: the earlier lists name paths under the old base, which clients refuse.
     @Test func aBaseURLOtherThanTheOneTheStorageWasPublishedWithRaisesTheMinimalVersion() async throws {

@@ -109,11 +109,22 @@ struct PublisherTests {
     /// A previous archive that is not the one its status published (a byte flipped in an entry's
     /// data keeps every recorded CRC and size) gives nothing to the next one: it is built fresh,
     /// byte for byte a fresh build's, instead of carrying the damage into every later version.
-    @Test func aDamagedPreviousArchiveIsNotCopiedFrom() async throws {
+    /// A status without integrity data (a storage taken over from another tool) vouches for no
+    /// archive: a damaged one neither fails every publish nor is copied from.
+    @Test(arguments: [true, false])
+    func aDamagedPreviousArchiveIsNotCopiedFrom(statusHasIntegrity: Bool) async throws {
         try await withTemporaryDirectory { scratch in
             for (index, version) in ["1.0", "1.1", "1.2", "1.3"].enumerated() {
                 _ = try PublishFixture.publish(
                     version, storage: scratch + "/incremental", scratch: scratch, initialize: index == 0)
+            }
+            if !statusHasIntegrity {
+                let path = scratch + "/incremental/RXCacheConfig/cacheStatus.json"
+                var status = try #require(
+                    try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: path)))
+                        as? [String: Any])
+                #expect(status.removeValue(forKey: "integrity") != nil)
+                try JSONSerialization.data(withJSONObject: status).write(to: URL(fileURLWithPath: path))
             }
             let archive = scratch + "/incremental/RXCacheContent.zip"
             let fd = open(archive, O_RDWR)

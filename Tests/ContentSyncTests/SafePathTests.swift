@@ -71,6 +71,9 @@ struct SafePathTests {
             (["é", "É"], ("É", "é")), (["e\u{301}", "É"], ("É", "e\u{301}")),
             (["a/b", "a/c", "A/B", "A/C"], ("A/B", "a/b")),
             (["ß", "ss"], nil), (["i", "İ"], nil),
+            // Final sigma: lowercasing alone keeps it apart; NTFS's upcase table does not.
+            (["Σ.txt", "ς.txt"], ("Σ.txt", "ς.txt")), (["σ/a", "ς/a"], ("ς/a", "σ/a")),
+            (["\u{212A}.md", "k.md"], ("\u{212A}.md", "k.md")),
         ] as [([String], (String, String)?)])
     func caseCollisionsAreFound(raw: [String], expected: (String, String)?) throws {
         let paths = try raw.map { try SafeRelativePath(validating: $0) }

@@ -1,4 +1,5 @@
 import Foundation
+import StorageServer
 import Testing
 
 /// `sync-agent publish` between processes: the storage lock and what recovery prints.
@@ -211,6 +212,92 @@ struct PublishCommandTests {
             let result = try await SyncAgentBinary.run(arguments, scratch: scratch)
             #expect(result.status == 6, "\(result.stderr)")
             #expect(result.stderr.hasPrefix("sync-agent: " + expected), "\(result.stderr)")
+        }
+    }
+
+    /// Publishing the same version again with --sign-key re-signs its status (an expired
+    /// signature renewed, an unsigned status signed), the rest of the storage untouched, and the
+    /// expiry is never before the time the status was written, however short the lifetime.
+    @Test func theSameVersionIsReSignedAndNoSignatureIsBornExpired() async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/storage"
+            let key = scratch + "/key"
+            #expect(try await SyncAgentBinary.run(["keygen", "--out", key], scratch: scratch).status == 0)
+            #expect(try await publish("1.0", storage: storage, scratch: scratch, initialize: true).status == 0)
+            let statusPath = storage + "/RXCacheConfig/cacheStatus.json"
+            let archive = FileManager.default.contents(atPath: storage + "/RXCacheContent.zip")
+            let list = FileManager.default.contents(
+                atPath: storage + "/RXCacheConfig/listOfURLsToUpdatesByVersion.json")
+            func expiry() throws -> Date? {
+                let status = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: statusPath)))
+                let text = ((status as? [String: Any])?["signature"] as? [String: Any])?["expires"] as? String
+                return text.flatMap { ISO8601DateFormatter().date(from: $0) }
+            }
+            #expect(try expiry() == nil)
+            func resign(days: String, dryRun: Bool = false) async throws -> CommandResult {
+                try await SyncAgentBinary.run(
+                    [
+                        "publish", "--storage", storage, "--content",
+                        SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent", "--version", "1.0",
+                        "--base-url", Self.base, "--sign-key", key, "--signature-days", days,
+                    ] + (dryRun ? ["--dry-run"] : []), scratch: scratch)
+            }
+            let dry = try await resign(days: "30", dryRun: true)
+            #expect(dry.status == 0 && dry.stdout.contains("would re-sign its status"), "\(dry.stdout) \(dry.stderr)")
+            #expect(try expiry() == nil, "a dry run writes nothing")
+
+            let before = Date()
+            let short = try await resign(days: "0.000001")
+            #expect(short.status == 0, "\(short.stderr)")
+            #expect(short.stdout.contains("re-signed its status (key id "), "\(short.stdout)")
+            let first = try #require(try expiry())
+            #expect(first > before, "the expiry is after the publish started, never rounded down into the past")
+
+            let renewed = try await resign(days: "30")
+            #expect(renewed.status == 0, "\(renewed.stderr)")
+            let second = try #require(try expiry())
+            #expect(second.timeIntervalSince(before) > 29 * 86_400)
+            #expect(FileManager.default.contents(atPath: storage + "/RXCacheContent.zip") == archive)
+            #expect(
+                FileManager.default.contents(atPath: storage + "/RXCacheConfig/listOfURLsToUpdatesByVersion.json")
+                    == list)
+            // The re-signed status is what a trusting client accepts.
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                let synced = try await SyncAgentBinary.run(
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content",
+                        "--state", scratch + "/state.sqlite", "--trust-key", key + ".pub",
+                    ], scratch: scratch)
+                #expect(synced.status == 0, "\(synced.stderr)")
+            }
+        }
+    }
+
+    /// A user or password in --base-url would be written into the storage's public files: it is
+    /// refused (exit 6, the secret not shown), and a refused --init leaves no folder behind.
+    @Test(arguments: ["https://ghp_TOKEN123@publish.invalid/store/", "https://u:ghp_TOKEN123@publish.invalid/store/"])
+    func credentialsInTheBaseURLAreRefusedAndARefusedInitLeavesNothing(base: String) async throws {
+        try await withScratch { scratch in
+            let storage = scratch + "/new/deeper/storage"
+            let result = try await SyncAgentBinary.run(
+                [
+                    "publish", "--storage", storage, "--content",
+                    SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent", "--version", "1.0", "--base-url", base,
+                    "--init",
+                ], scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("--base-url") && result.stderr.contains("user or password"))
+            #expect(!(result.stdout + result.stderr).contains("ghp_TOKEN123"))
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/new"))
+            // Another refusal after the folders were made (the minimal above the version): none stay.
+            let minimal = try await SyncAgentBinary.run(
+                [
+                    "publish", "--storage", storage, "--content",
+                    SyncAgentCLITests.exampleStorage + "/1.0/RXCacheContent", "--version", "1.0", "--base-url",
+                    Self.base, "--init", "--minimal", "1.1",
+                ], scratch: scratch)
+            #expect(minimal.status == 6, "\(minimal.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/new"))
         }
     }
 }

@@ -147,4 +147,69 @@ struct TrustKeyTests {
             }
         }
     }
+
+    /// `verify` takes the keys and headers `sync` took: a folder synced under --trust-key is
+    /// checked with the same key (a signed storage's status verified), refused without it as a
+    /// sync is, and a header reaches the storage.
+    @Test func verifyTakesTheKeysAndHeadersSyncTook() async throws {
+        try await withScratch { scratch in
+            let key = try await keygen(scratch)
+            let storage = scratch + "/storage"
+            let published = try await SyncAgentBinary.run(
+                [
+                    "publish", "--storage", storage, "--content", Self.example + "/1.0/RXCacheContent",
+                    "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", key,
+                ], scratch: scratch)
+            #expect(published.status == 0, "\(published.stderr)")
+            try await withStorageServer(root: URL(fileURLWithPath: storage)) { server async throws in
+                let folder = ["--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
+                let synced = try await sync(server, scratch, trusting: key + ".pub")
+                #expect(synced.status == 0, "\(synced.stderr)")
+
+                let without = try await SyncAgentBinary.run(["verify"] + folder, scratch: scratch)
+                #expect(without.status == 4, "\(without.stderr)")
+                #expect(without.stderr.contains("--trust-key") && without.stderr.contains("forget-keys"))
+                #expect(!without.stderr.contains("CacheManager"), "CLI advice only: \(without.stderr)")
+
+                let with = try await SyncAgentBinary.run(
+                    ["verify"] + folder + ["--trust-key", key + ".pub", "--header", "X-Audit: verify-1"],
+                    scratch: scratch)
+                #expect(with.status == 0, "\(with.stderr)")
+                #expect(with.stdout.contains("matches 1.0"), "\(with.stdout)")
+                #expect(server.requests().contains { $0.header("x-audit") == "verify-1" })
+
+                // A wrong key is a signature failure, not a pass.
+                let other = scratch + "/other.key"
+                #expect(try await SyncAgentBinary.run(["keygen", "--out", other], scratch: scratch).status == 0)
+                let wrong = try await SyncAgentBinary.run(
+                    ["verify"] + folder + ["--trust-key", other + ".pub"], scratch: scratch)
+                #expect(wrong.status == 4, "\(wrong.stderr)")
+            }
+        }
+    }
+
+    /// `keygen` never replaces either file of a pair, nor follows a link at either name, and
+    /// leaves no private key without its public one.
+    @Test func keygenReplacesNeitherFileOfAPair() async throws {
+        try await withScratch { scratch in
+            let key = scratch + "/k"
+            try "precious\n".write(toFile: key + ".pub", atomically: false, encoding: .utf8)
+            let refused = try await SyncAgentBinary.run(["keygen", "--out", key], scratch: scratch)
+            #expect(refused.status == 6, "\(refused.stderr)")
+            #expect(refused.stderr.contains("\(key).pub exists"), "\(refused.stderr)")
+            #expect(try String(contentsOfFile: key + ".pub", encoding: .utf8) == "precious\n")
+            #expect(!FileManager.default.fileExists(atPath: key), "no private key without its public one")
+
+            let linked = scratch + "/l"
+            try FileManager.default.createSymbolicLink(atPath: linked, withDestinationPath: scratch + "/elsewhere")
+            let throughLink = try await SyncAgentBinary.run(["keygen", "--out", linked], scratch: scratch)
+            #expect(throughLink.status == 6, "\(throughLink.stderr)")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/elsewhere"), "the link is not followed")
+
+            let made = try await SyncAgentBinary.run(["keygen", "--out", scratch + "/fresh"], scratch: scratch)
+            #expect(made.status == 0, "\(made.stderr)")
+            let again = try await SyncAgentBinary.run(["keygen", "--out", scratch + "/fresh"], scratch: scratch)
+            #expect(again.status == 6, "\(again.stderr)")
+        }
+    }
 }

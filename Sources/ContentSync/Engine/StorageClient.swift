@@ -178,8 +178,7 @@ struct StorageClient: Sendable {
                     code: .signature,
                     message:
                         "\(configuration.contentDirectory) was synced with trusted signing key(s) \(pins.keys.sorted().joined(separator: ", ")); "
-                        + "updating it without them would accept an unsigned or differently signed \(name). Give the same keys again, "
-                        + "or forget them first (CacheManager.forgetTrustedKeys()) to accept an unsigned storage")
+                        + "updating it without them would accept an unsigned or differently signed \(name)")
                 refusal.setting = .trustedSigningKeys
                 throw refusal
             }
