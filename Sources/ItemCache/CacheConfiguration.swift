@@ -192,8 +192,9 @@ public struct OriginBackoff: Sendable, Equatable {
     /// The wait after `failures` failures in a row (1 for the first).
     public func delay(afterFailures failures: Int) -> Duration {
         guard failures > 0, initial > .zero else { return .zero }
-        let doubled = initial * (1 << min(failures - 1, 20))
-        return min(doubled, max(initial, maximum))
+        // Clamped first: `.seconds(.max)` ("never again") doubled would overflow.
+        let doubled = initial.clampedWait * (1 << min(failures - 1, 20))
+        return min(doubled, max(initial, maximum).clampedWait)
     }
 }
 

@@ -20,7 +20,8 @@ import Transport
 /// - user info is never kept: `user:password@` becomes `user:***@` and a token alone `***@`
 ///   (`Redaction`), so no secret reaches the index or a listing;
 /// - headers that vary the response (`Accept`, say) join the key with lower-cased names and
-///   trimmed values, sorted by name;
+///   trimmed values, sorted by name; a credential's value (`Authorization`, `Cookie`, a name
+///   holding `token`, `key`, `auth`…) as a digest (`sha256-…`), so no secret reaches the index;
 /// - a context name (ISCache's contexts) keeps otherwise equal keys apart.
 ///
 /// The index stores the whole key (``rawValue``); only the blob file is named by a hash of it
@@ -101,14 +102,30 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             .sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) }
         self.context = context
         self.url = text
+        // A credential's value (`Authorization`, `Cookie`, `X-Api-Key`…) joins the key as a
+        // digest, as a server's `Vary` values do (CacheKey+Variant.swift): never in the index,
+        // a listing or an error.
         let headerText =
             headers.isEmpty
             ? ""
             : " "
-                + headers.map { "\(Self.encode(Array($0.0.utf8)))=\(Self.encode(Array($0.1.utf8)))" }.joined(
-                    separator: "&")
+                + headers.map { name, value in
+                    let shown =
+                        Self.isCredentialHeader(name)
+                        ? Self.digestMark + FileDigest.sha256(Data(value.utf8)).prefix(24) : value
+                    return "\(Self.encode(Array(name.utf8)))=\(Self.encode(Array(shown.utf8)))"
+                }.joined(separator: "&")
         self.rawValue = (context.isEmpty ? "" : context + " ") + text + headerText
     }
+
+    /// Whether a varying header named `name` (lower-cased) carries a credential: `cookie`, or a
+    /// name `Redaction` takes for a secret's (`authorization`, `x-api-key`, `x-auth-token`).
+    static func isCredentialHeader(_ name: String) -> Bool {
+        name == "cookie" || Redaction.isSecretName(name.utf8)
+    }
+
+    /// What starts a credential's digest in a key.
+    static let digestMark = "sha256-"
 
     /// The key of an item made locally (RXWebCache's wrapper items, NBImageCache's ids): any
     /// name, kept apart from every URL key.

@@ -7,7 +7,7 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case invalidKey, invalidExpiry, tooLarge, storage, fetch, notCached, decoding, closed, invalidAction,
-                folderRefused, damagedIndex, cancelled, rejected
+                folderRefused, damagedIndex, cancelled, rejected, nestedWrite
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -47,6 +47,11 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
         /// accepts, or over its limits): nothing was stored, and the processes that waited for
         /// that fetch get this code too.
         public static let rejected = Code(.rejected)
+        /// A write started inside another write's closure (``ItemStore/update(_:options:_:)``'s
+        /// transform, a provider's list action), which holds the folder's write lock it would
+        /// wait for: nothing was written by the inner call. Return the value from the closure,
+        /// or write after it returns.
+        public static let nestedWrite = Code(.nestedWrite)
 
         /// The code's name, e.g. `invalidKey`.
         public var description: String { base.rawValue }
@@ -67,15 +72,20 @@ public struct ItemCacheError: Error, Sendable, CustomStringConvertible {
     /// answered by the origin's backoff. Nil otherwise.
     public var httpStatus: Int?
 
-    /// A failure about `key` (when known), with a message naming the input and the remedy.
+    /// A failure about `key` (when known), with a message naming the input and the remedy. The
+    /// message is kept with every secret in a URL it quotes masked (`Redaction`: a password, a
+    /// `token=` parameter), since apps print and log it; ``key`` keeps the key whole.
     public init(code: Code, message: String, key: CacheKey? = nil, underlying: (any Error)? = nil) {
-        (self.code, self.message, self.key, self.underlying) = (code, message, key, underlying)
+        (self.code, self.message, self.key, self.underlying) = (code, Redaction.text(message), key, underlying)
     }
 
-    /// `code: message`, with the key when the message does not already name it.
+    /// `code: message`, with the key (its secrets masked) when the message does not already
+    /// name it.
     public var description: String {
-        guard let key, !message.contains(key.rawValue) else { return "\(code): \(message)" }
-        return "\(code): \(message) (key \(key.rawValue))"
+        guard let key else { return "\(code): \(message)" }
+        let shown = Redaction.text(key.rawValue)
+        guard !message.contains(shown) else { return "\(code): \(message)" }
+        return "\(code): \(message) (key \(shown))"
     }
 }
 

@@ -2,6 +2,7 @@ import FileKit
 import Foundation
 import Metrics
 import Synchronization
+import Transport
 
 /// A cache of values by key: what ``ItemLoader`` stores fetched items in, and what an app can use
 /// directly. ``ItemStore`` is the default; a test or an app can bring its own.
@@ -757,7 +758,7 @@ public final class ItemStore: ItemCaching {
         }
         guard arm else { return }
         Task { [weak self] in
-            try? await Task.sleep(for: delay)
+            try? await Task.sleep(for: delay.clampedWait)
             guard let self else { return }
             self.group.withLock { $0.timerArmed = false }
             // No caller waits here: the next flush or close reports a failure.

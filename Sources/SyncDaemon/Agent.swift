@@ -142,7 +142,7 @@ public final class Agent: Service, Sendable {
                     group.addTask {
                         while !Task.isCancelled {
                             notify("WATCHDOG=1")
-                            try? await Task.sleep(for: interval)
+                            try? await Task.sleep(for: interval.clampedWait)
                         }
                     }
                 }

@@ -124,7 +124,7 @@ public final class StorageWatcher: Sendable {
         var wait = schedule.initialDelay(random: random())
         while true {
             if wait > .zero {
-                let sleeper = Task { [wait] in try await Task.sleep(for: wait) }
+                let sleeper = Task { [wait] in try await Task.sleep(for: wait.clampedWait) }
                 let stopping = control.withLock { control in
                     control.sleeper = sleeper
                     return control.stopRequested

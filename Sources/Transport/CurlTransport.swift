@@ -293,7 +293,7 @@ public final class CurlTransport: Transport {
                 "transport.error": "\(error.message)",
             ])
         do {
-            try await Task.sleep(for: delay)
+            try await Task.sleep(for: delay.clampedWait)
         } catch {
             throw TransportError.cancelled(request.url)
         }

@@ -6,7 +6,18 @@ extension DiskTier {
     /// write applied first, then `afterCommit` with its result while this process's other
     /// writes still wait. A busy database (another process writing) is waited for by SQLite's
     /// busy timeout, and the whole transaction is tried again a few times before it fails.
+    ///
+    /// A transaction started while this thread runs another's `body` (a write from inside
+    /// `ItemStore.update`'s transform) throws ``ItemCacheError/Code/nestedWrite``: it would wait
+    /// for the lock its caller holds (GRDB stops the process on such a call).
     func transaction<T>(_ body: @escaping (Database) throws -> T, afterCommit: ((T) -> Void)? = nil) throws -> T {
+        if WriteNesting.isWriting {
+            throw ItemCacheError(
+                code: .nestedWrite,
+                message:
+                    "a cache write was started inside another write's closure (ItemStore.update's transform or a provider's list action) on the cache at \(folder.path); return the value from the closure instead"
+            )
+        }
         let pendingTouches = touches.withLock { touches in
             defer { touches = Touches() }
             return touches
@@ -29,7 +40,7 @@ extension DiskTier {
                             try db.cachedStatement(sql: "UPDATE item SET accessed = max(accessed, ?) WHERE key = ?")
                                 .execute(arguments: [accessed, key])
                         }
-                        result = try body(db)
+                        result = try WriteNesting.marking { try body(db) }
                         try db.cachedStatement(sql: "COMMIT").execute()
                     } catch {
                         if db.isInsideTransaction { try? db.rollback() }
@@ -46,6 +57,27 @@ extension DiskTier {
                 attempt += 1
                 usleep(UInt32(20_000 * attempt))
             }
+        }
+    }
+
+    /// Which threads are running a write transaction's body: a thread-specific mark, set for
+    /// the body's length.
+    enum WriteNesting {
+        private static let key: pthread_key_t = {
+            var key = pthread_key_t()
+            pthread_key_create(&key, nil)
+            return key
+        }()
+
+        /// Whether this thread is inside a write transaction's body.
+        static var isWriting: Bool { pthread_getspecific(key) != nil }
+
+        /// Runs `body` marked as a write's.
+        static func marking<T>(_ body: () throws -> T) rethrows -> T {
+            let outer = pthread_getspecific(key)
+            pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+            defer { pthread_setspecific(key, outer) }
+            return try body()
         }
     }
 

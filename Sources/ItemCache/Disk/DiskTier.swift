@@ -5,6 +5,7 @@ import GRDB
 import GRDBSQLite
 import Metrics
 import Synchronization
+import Transport
 
 /// One value on its way to the disk tier: the bytes and the record the index will hold.
 struct PendingWrite: Sendable {
@@ -134,7 +135,8 @@ final class DiskTier: Sendable {
             // someone's file, or a folder, wedged every command).
             try folder.prepareFile("index.sqlite-journal", create: false)
             var database = Configuration()
-            database.busyMode = .timeout(configuration.busyTimeout.seconds)
+            // GRDB and SQLite take whole milliseconds in an Int32: a longer timeout is their longest.
+            database.busyMode = .timeout(configuration.busyTimeout.secondsForInt32Milliseconds)
             let synchronous = configuration.durability == .full ? "FULL" : "NORMAL"
             // The log's budget follows the limit this process knows (the folder's may differ
             // until the next open; the log is bounded either way).
@@ -154,7 +156,7 @@ final class DiskTier: Sendable {
                 checkpointer.install(on: db)
             }
             pool = try SharedDatabase.openPool(path: path, configuration: database, migrator: Self.migrator)
-            reader = try IndexReader(pool: pool, busyTimeout: configuration.busyTimeout.seconds)
+            reader = try IndexReader(pool: pool, busyTimeout: configuration.busyTimeout.secondsForInt32Milliseconds)
         } catch let error as ItemCacheError {
             throw error
         } catch {
