@@ -105,9 +105,6 @@ let package = Package(
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
-                               .product(name: "FlyingFox", package: "FlyingFox"),
-                               // The endpoint binds the address the config names (sockaddr_in/_in6).
-                               .product(name: "FlyingSocks", package: "FlyingFox"),
                                .product(name: "Yams", package: "Yams"),
                                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                .product(name: "UnixSignals", package: "swift-service-lifecycle")]),

@@ -26,7 +26,7 @@ struct SyncOptions: ParsableArguments {
     @Option(
         name: .long, parsing: .unconditional,
         help: ArgumentHelp(
-            "How often an update lists the whole --dir and checks every file's identity (default 24h; 0: every update). Between, it trusts each folder's ctime; `verify` checks everything.",
+            "How often a sync lists the whole --dir and checks every file's identity, repairing what differs, even when the storage has nothing new (default 24h; 0: every sync). Between, it trusts each folder's ctime; `verify` checks everything.",
             valueName: "DURATION"))
     var fullCheckInterval: String?
 

@@ -104,6 +104,9 @@ public final class Agent: Service, Sendable {
                 storageLogger[metadataKey: "storage"] = "\(settings.name)"
                 StorageWatcher.logPermanentStop(error, to: storageLogger)
                 options.health?.setReady(storage: settings.name, false)
+                // Counted, so /metrics shows the storage and its failure (the alerts fire).
+                options.metrics?.storage(named: settings.name).checkFailed(
+                    code: (error as? SyncError).map { "\($0.code)" } ?? "configuration", consecutiveFailures: 1)
                 continuation.yield(
                     .ended(
                         settings.name, id,
@@ -162,7 +165,10 @@ public final class Agent: Service, Sendable {
                         if let current = running[name] {
                             guard current.generation == id else { continue }
                             running[name] = nil
-                            await current.watcher.shutdown()
+                            // A storage an error stopped keeps its series: its Failing and Stale
+                            // alerts must still fire. A reload's replacement starts them afresh.
+                            await current.watcher.shutdown(
+                                keepingMetrics: stop?.permanent == true && replacements[name] == nil)
                         }
                         if let stop {
                             stopped[name] = stop

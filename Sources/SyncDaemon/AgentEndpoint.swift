@@ -1,5 +1,3 @@
-internal import FlyingFox
-internal import FlyingSocks
 import Foundation
 import Logging
 import ServiceLifecycle
@@ -58,51 +56,22 @@ public struct AgentEndpoint: Service {
     /// then serves until the task is cancelled, and returns normally then.
     ///
     /// - Throws: ``AgentEndpointError`` with code `listenFailed` when the address cannot be
-    ///   bound (the port is in use, say), `serverFailed` when serving stops on its own.
+    ///   bound (the port is in use, say).
     public func run(onListening: @escaping @Sendable (Address) async -> Void) async throws {
-        let server = try makeServer()
-        var listened = false
-        do {
-            try await withThrowingTaskGroup(of: Bool.self) { group in
-                group.addTask {
-                    try await server.run()
-                    return false
-                }
-                group.addTask { [address, logger] in
-                    try await server.waitUntilListening(timeout: 30)
-                    guard let bound = await server.listeningAddress.flatMap(Address.init(socketAddress:)) else {
-                        throw AgentEndpointError(
-                            code: .listenFailed, message: "endpoint \(address): the listening socket has no IP address")
-                    }
-                    logger.info("serving /metrics, /healthz and /readyz", metadata: ["http": "http://\(bound)"])
-                    await onListening(bound)
-                    return true
-                }
-                for try await isListening in group where isListening {
-                    listened = true
-                }
-            }
-        } catch {
-            // Cancellation ends serving; whatever the server threw on the way out is not a failure.
-            if Task.isCancelled { return }
-            if let error = error as? AgentEndpointError { throw error }
-            throw listened ? serverFailed(error) : listenFailed(error)
-        }
-    }
-
-    private func makeServer() throws(AgentEndpointError) -> HTTPServer {
         let handler = EndpointHandler(metrics: metrics, health: health)
+        let server: EndpointServer
         do {
-            switch address.host {
-            case .ipv4(let ip):
-                return HTTPServer(
-                    address: try sockaddr_in.inet(ip4: ip, port: address.port), logger: .disabled, handler: handler)
-            case .ipv6(let ip):
-                return HTTPServer(
-                    address: try sockaddr_in6.inet6(ip6: ip, port: address.port), logger: .disabled, handler: handler)
-            }
+            server = try EndpointServer(address: address, handler: { handler.answer($0) })
         } catch {
-            throw listenFailed(error)
+            throw listenFailed(errno: error.code)
+        }
+        server.start()
+        await withTaskCancellationHandler {
+            logger.info("serving /metrics, /healthz and /readyz", metadata: ["http": "http://\(server.bound)"])
+            await onListening(server.bound)
+            await server.finished()
+        } onCancel: {
+            server.stop()
         }
     }
 
@@ -112,42 +81,25 @@ public struct AgentEndpoint: Service {
     /// - Throws: ``AgentEndpointError`` with code `listenFailed`, naming the address and the fix.
     public func checkCanListen() throws(AgentEndpointError) {
         do {
-            let socket: Socket
-            switch address.host {
-            case .ipv4(let ip):
-                socket = try Socket(domain: AF_INET)
-                try socket.setValue(true, for: .localAddressReuse)
-                try socket.bind(to: try sockaddr_in.inet(ip4: ip, port: address.port))
-            case .ipv6(let ip):
-                socket = try Socket(domain: AF_INET6)
-                try socket.setValue(true, for: .localAddressReuse)
-                try socket.bind(to: try sockaddr_in6.inet6(ip6: ip, port: address.port))
-            }
-            defer { try? socket.close() }
-            try socket.listen()
+            let (fd, _) = try EndpointServer.listen(on: address)
+            close(fd)
         } catch {
-            throw listenFailed(error)
+            throw listenFailed(errno: error.code)
         }
     }
 
-    private func listenFailed(_ error: any Error) -> AgentEndpointError {
-        var remedy = "check that the address is one of this machine's and the port is free"
-        if case SocketError.failed(_, let code, _) = error {
-            switch code {
-            case EADDRINUSE: remedy = "another process listens on that port; stop it or pick another port"
-            case EADDRNOTAVAIL:
-                remedy = "the address is not one of this machine's; pick one of its addresses, or 0.0.0.0 for all"
-            case EACCES: remedy = "ports below 1024 need privileges; pick a port above 1023"
-            default: break
-            }
+    private func listenFailed(errno code: Int32) -> AgentEndpointError {
+        let remedy: String
+        switch code {
+        case EADDRINUSE: remedy = "another process listens on that port; stop it or pick another port"
+        case EADDRNOTAVAIL:
+            remedy = "the address is not one of this machine's; pick one of its addresses, or 0.0.0.0 for all"
+        case EACCES: remedy = "ports below 1024 need privileges; pick a port above 1023"
+        default: remedy = "check that the address is one of this machine's and the port is free"
         }
         return AgentEndpointError(
-            code: .listenFailed, message: "endpoint \(address): could not listen; \(remedy)", underlying: error)
-    }
-
-    private func serverFailed(_ error: any Error) -> AgentEndpointError {
-        AgentEndpointError(
-            code: .serverFailed, message: "endpoint \(address): stopped serving; restart the agent", underlying: error)
+            code: .listenFailed, message: "endpoint \(address): could not listen; \(remedy)",
+            underlying: POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
     }
 }
 
@@ -261,12 +213,10 @@ extension AgentEndpoint {
             }
         }
 
-        init?(socketAddress: Socket.Address) {
-            switch socketAddress {
-            case .ip4(let ip, let port): self.init(host: .ipv4(ip), port: port)
-            case .ip6(let ip, let port): self.init(host: .ipv6(ip), port: port)
-            case .unix: return nil
-            }
+        /// Whether the host is an IPv6 address.
+        var isIPv6: Bool {
+            if case .ipv6 = host { return true }
+            return false
         }
 
         private static func port(_ text: Substring, _ invalid: (String) -> AgentEndpointError)
@@ -323,7 +273,7 @@ public struct AgentEndpointError: Error, Sendable, CustomStringConvertible {
     public var code: Code
     /// What went wrong, naming the address, and how to fix it.
     public var message: String
-    /// The error underneath, such as FlyingSocks' socket error with its errno.
+    /// The error underneath, such as the `POSIXError` of the call that failed.
     public var underlying: (any Error)?
 
     /// An error of `code` with `message`, wrapping `underlying` when there is one.
@@ -381,51 +331,46 @@ public final class AgentHealth: Sendable {
 // MARK: - Routes
 
 /// Answers the endpoint's three routes.
-struct EndpointHandler: HTTPHandler {
+struct EndpointHandler: Sendable {
     let metrics: AgentMetrics
     let health: AgentHealth
 
     static let metricsContentType = "text/plain; version=0.0.4; charset=utf-8"
     static let textContentType = "text/plain; charset=utf-8"
 
-    func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
+    /// The answer to `request`: a `HEAD` gets the `GET` answer's headers and length, no body.
+    func answer(_ request: EndpointServer.Request) -> EndpointServer.Response {
         let (status, contentType, body) = answer(path: request.path, method: request.method)
-        var headers: HTTPHeaders = [.contentType: contentType]
-        if status == .methodNotAllowed {
-            headers[HTTPHeader("Allow")] = "GET, HEAD"
+        var headers = [("Content-Type", contentType)]
+        if status == 405 { headers.append(("Allow", "GET, HEAD")) }
+        guard request.method != "HEAD" else {
+            return EndpointServer.Response(status: status, headers: headers, body: [], length: body.count)
         }
-        guard request.method != .HEAD else {
-            headers[.contentLength] = String(body.count)
-            return HTTPResponse(statusCode: status, headers: headers)
-        }
-        return HTTPResponse(statusCode: status, headers: headers, body: body)
+        return EndpointServer.Response(status: status, headers: headers, body: body)
     }
 
-    private func answer(path: String, method: HTTPMethod) -> (HTTPStatusCode, String, Data) {
+    private func answer(path: String, method: String) -> (Int, String, [UInt8]) {
         guard ["/metrics", "/healthz", "/readyz"].contains(path) else {
             return (
-                .notFound, Self.textContentType,
-                Data("not found: \(path); the endpoint serves /metrics, /healthz and /readyz\n".utf8)
+                404, Self.textContentType,
+                Array("not found: \(path); the endpoint serves /metrics, /healthz and /readyz\n".utf8)
             )
         }
-        guard method == .GET || method == .HEAD else {
-            return (
-                .methodNotAllowed, Self.textContentType,
-                Data("\(method.rawValue) not allowed on \(path); use GET or HEAD\n".utf8)
-            )
+        guard method == "GET" || method == "HEAD" else {
+            return (405, Self.textContentType, Array("\(method) not allowed on \(path); use GET or HEAD\n".utf8))
         }
         switch path {
         case "/metrics":
-            return (.ok, Self.metricsContentType, Data(metrics.exposition()))
+            return (200, Self.metricsContentType, metrics.exposition())
         case "/readyz":
             let (isReady, notReady) = health.snapshot()
             if isReady {
-                return (.ok, Self.textContentType, Data("ok\n".utf8))
+                return (200, Self.textContentType, Array("ok\n".utf8))
             }
             let why = notReady.isEmpty ? "not ready: no storages yet" : "not ready: " + notReady.joined(separator: ", ")
-            return (.serviceUnavailable, Self.textContentType, Data("\(why)\n".utf8))
+            return (503, Self.textContentType, Array("\(why)\n".utf8))
         default:
-            return (.ok, Self.textContentType, Data("ok\n".utf8))
+            return (200, Self.textContentType, Array("ok\n".utf8))
         }
     }
 }

@@ -16,7 +16,7 @@ public enum DurationText {
             return nil
         }
         guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }),
-            let count = Int64(digits), count > 0, count <= Int64.max / 86400
+            let count = Int64(digits), count > 0, count <= Self.longestSeconds / unit
         else { return nil }
         return .seconds(count * unit)
     }
@@ -30,6 +30,9 @@ public enum DurationText {
         return "\(seconds)s"
     }
 
+    /// The longest duration read: 36,500 days (100 years), the longest wait the agent schedules.
+    static let longestSeconds: Int64 = 36_500 * 86_400
+
     /// What a duration looks like, for error messages.
-    public static let help = "a whole number above 0 with s, m, h or d (90s, 15m, 2h, 1d)"
+    public static let help = "a whole number above 0 with s, m, h or d (90s, 15m, 2h, 1d), at most 36500d"
 }

@@ -1,4 +1,5 @@
 import ContentSync
+import Transport
 
 /// When `watch` checks next: every interval with random jitter, and after failures an
 /// exponential backoff, also jittered, up to a cap. Pure arithmetic: the caller draws the random
@@ -32,7 +33,7 @@ public struct PollSchedule: Sendable, Equatable {
 
     /// The wait before the first check; `random` is uniform in [0, 1).
     public func initialDelay(random: Double) -> Duration {
-        splay * random
+        splay.clampedWait * random
     }
 
     /// The pause after a successful check; `random` is uniform in [0, 1).
@@ -45,12 +46,15 @@ public struct PollSchedule: Sendable, Equatable {
     public mutating func afterFailure(random: Double) -> Duration {
         consecutiveFailures += 1
         var backoff = firstRetry
-        for _ in 1..<consecutiveFailures where backoff < maxBackoff { backoff = backoff * 2 }
-        return jittered(min(backoff, maxBackoff), random)
+        // Waits are clamped to 100 years (`Duration.longestWait`): a longer one, doubled or
+        // jittered, would overflow.
+        let cap = maxBackoff.clampedWait
+        for _ in 1..<consecutiveFailures where backoff < cap { backoff = backoff * 2 }
+        return jittered(min(backoff, cap), random)
     }
 
     private func jittered(_ pause: Duration, _ random: Double) -> Duration {
-        pause * (1 + jitter * (2 * random - 1))
+        pause.clampedWait * (1 + jitter * (2 * random - 1))
     }
 
     /// Whether retrying cannot help: the configuration is wrong, or the library refuses until

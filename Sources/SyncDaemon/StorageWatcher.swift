@@ -94,10 +94,12 @@ public final class StorageWatcher: Sendable {
 
     /// Ends the manager; call after ``run(callbacks:)`` returned. Its readiness stays as it was:
     /// a storage an error stopped is still named by `/readyz` while it holds no version (the
-    /// agent forgets it when a reload drops it).
-    public func shutdown() async {
+    /// agent forgets it when a reload drops it). With `keepingMetrics` (a storage an error
+    /// stopped), its series stay in `/metrics`, so the failure and the last success stay seen
+    /// and the alerts on them fire; otherwise (a reload drops or replaces it) they go.
+    public func shutdown(keepingMetrics: Bool = false) async {
         await manager.shutdown()
-        metrics?.remove()
+        if !keepingMetrics { metrics?.remove() }
     }
 
     private var stopRequested: Bool { control.withLock { $0.stopRequested } }

@@ -33,7 +33,17 @@ public enum Redaction {
             escapedAuthority
                 || ((text.contains("@") || text.contains("?") || text.contains("#")) && text.contains("://"))
         else { return text }
-        let scan = Scan(text)
+        // Twice: first the URLs as written, whose escapes are their own (a password's `%2F` is
+        // part of the password, not where its authority ends), then the URLs written escaped
+        // once, whose escaped delimiters are their delimiters.
+        let plain = redact(text, decodingDelimiters: false)
+        return escapedAuthority ? redact(plain, decodingDelimiters: true) : plain
+    }
+
+    /// One pass of ``text(_:)``: with `decodingDelimiters`, escaped delimiters read as the
+    /// delimiters they stand for.
+    private static func redact(_ text: String, decodingDelimiters: Bool) -> String {
+        let scan = Scan(text, decodingDelimiters: decodingDelimiters)
         var out: [UInt8] = []
         out.reserveCapacity(scan.raw.count)
         let bytes = scan.bytes
@@ -77,14 +87,14 @@ public enum Redaction {
         private(set) var bytes: [UInt8] = []
         private var starts: [Int] = []
 
-        init(_ text: String) {
+        init(_ text: String, decodingDelimiters: Bool) {
             raw = Array(text.utf8)
             bytes.reserveCapacity(raw.count)
             starts.reserveCapacity(raw.count + 1)
             var index = 0
             while index < raw.count {
                 starts.append(index)
-                if raw[index] == UInt8(ascii: "%"), index + 2 < raw.count,
+                if decodingDelimiters, raw[index] == UInt8(ascii: "%"), index + 2 < raw.count,
                     let high = PercentDecoding.hexValue(raw[index + 1]),
                     let low = PercentDecoding.hexValue(raw[index + 2]),
                     Self.delimiters.contains(high << 4 | low)

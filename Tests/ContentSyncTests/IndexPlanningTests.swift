@@ -116,6 +116,34 @@ struct IndexPlanningTests {
         }
     }
 
+    /// A storage that publishes nothing new still gets its full check when one is due: the
+    /// check piggybacked on replays only, so a damaged mirror of a quiet storage stayed damaged
+    /// ("up to date") for good. Between checks a no-change update walks nothing.
+    @Test func aNoChangeUpdateRunsTheDueFullCheckAndRepairs() async throws {
+        try await withSyncHarness(serving: "1.2") { harness in
+            try await harness.sync()
+            let checked = try #require(try await Self.fullCheckTime(harness))
+            let steadyPath = try Self.steadyFile()
+            try FileManager.default.removeItem(atPath: harness.content + "/" + steadyPath)
+            try Data("stray".utf8).write(to: URL(fileURLWithPath: harness.content + "/stray.bin"))
+
+            let quiet = try await harness.sync()
+            #expect(quiet.outcome == .upToDate && quiet.repairedFiles == 0)
+            #expect(try await Self.fullCheckTime(harness) == checked, "not due: nothing is listed")
+            #expect(!FileManager.default.fileExists(atPath: harness.content + "/" + steadyPath))
+
+            let full = try await harness.sync(fullCheckInterval: .zero)
+            #expect(full.outcome == .upToDate)
+            #expect(full.repairedFiles == 2, "\(full.warnings)")
+            #expect(full.warnings.contains { $0.contains("full check found 2 difference(s)") }, "\(full.warnings)")
+            try harness.expectTree(is: "1.2")
+            #expect(try #require(try await Self.fullCheckTime(harness)) > checked)
+
+            let clean = try await harness.sync(fullCheckInterval: .zero)
+            #expect(clean.outcome == .upToDate && clean.repairedFiles == 0 && clean.warnings.isEmpty)
+        }
+    }
+
     @Test("a file edited in place is not seen by a replay between full checks, and is repaired by the next full check")
     func inPlaceEditWaitsForTheFullCheck() async throws {
         try await withSyncHarness(serving: "1.0") { harness in

@@ -142,6 +142,27 @@ struct OperatorCommandTests {
         }
     }
 
+    /// A sync pointed at another folder's --state is refused (exit 6) and recorded nowhere: the
+    /// other folder's healthy mirror does not turn failing (`status --check` stays 0).
+    @Test func aSyncRefusedForAnotherFoldersStateMarksNothingFailed() async throws {
+        try await withScratch { scratch in
+            let folder = Folder(scratch: scratch)
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                #expect(try await folder.sync(server).status == 0)
+                #expect(try await folder.run(["status", "--check"] + folder.options).status == 0)
+                let refused = try await folder.run([
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/other", "--state",
+                    folder.state,
+                ])
+                #expect(refused.status == 6, "stderr: \(refused.stderr)")
+                #expect(refused.stderr.contains("belongs to \(folder.dir)"), "stderr: \(refused.stderr)")
+                let check = try await folder.run(["status", "--check"] + folder.options)
+                #expect(check.status == 0, "stdout: \(check.stdout) stderr: \(check.stderr)")
+                #expect(try await folder.status()["consecutiveFailures"] as? Int ?? 0 == 0)
+            }
+        }
+    }
+
     @Test func checkPassesForARecentSuccess() async throws {
         try await withScratch { scratch in
             let folder = Folder(scratch: scratch)

@@ -117,4 +117,58 @@ struct WatchHangupTests {
             }
         }
     }
+
+    /// A storage an error stops keeps its series in /metrics (its failure counted), beside one
+    /// that runs: the documented Failing and Stale alerts need them.
+    @Test func aStorageAnErrorStoppedStaysInTheMetrics() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
+                // Someone's folder that no state knows: refused for good without force.
+                try FileManager.default.createDirectory(atPath: scratch + "/theirs", withIntermediateDirectories: true)
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/theirs/notes.txt"))
+                let config = """
+                    http: 127.0.0.1:0
+                    storages:
+                      good:
+                        base-url: \(server.baseURL!.absoluteString)
+                        dir: \(scratch)/good
+                        state: \(scratch)/good.sqlite
+                        interval: 1h
+                      stopped:
+                        base-url: \(server.baseURL!.absoluteString)
+                        dir: \(scratch)/theirs
+                        state: \(scratch)/theirs.sqlite
+                        interval: 1h
+
+                    """
+                try Data(config.utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+                let process = try ChildProcess(
+                    SyncAgentBinary.path, ["watch", "--config", scratch + "/agent.yaml"],
+                    stderr: scratch + "/watch.log")
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                let log = { (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "" }
+                var waited = 0
+                while !(log().contains("restored 1.2") && log().contains("stopping this storage")), waited < 600 {
+                    try await Task.sleep(for: .milliseconds(50))
+                    waited += 1
+                }
+                let serving = try #require(
+                    log().split(separator: "\n").first { $0.contains("serving /metrics") }, "\(log())")
+                let endpoint = try #require(serving.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+/)).output
+                let (code, metrics) = try await WatchConfigTests.get(String(endpoint) + "/metrics", scratch: scratch)
+                #expect(code == 200 && metrics.contains(#"storage="good""#), "\(metrics)")
+                #expect(
+                    metrics.split(separator: "\n").contains {
+                        $0.hasPrefix("sync_agent_check_failures_total{") && $0.contains(#"storage="stopped""#)
+                    }, "\(metrics)")
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+                #expect(try String(contentsOfFile: scratch + "/theirs/notes.txt", encoding: .utf8) == "mine")
+            }
+        }
+    }
 }

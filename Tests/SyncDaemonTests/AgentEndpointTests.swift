@@ -150,6 +150,63 @@ import Testing
         }
     }
 
+    // MARK: Hostile clients
+
+    /// Clients that send request lines of a megabyte, while others hold 100 idle connections:
+    /// neither keeps /healthz from answering at once, and each huge line's connection is ended
+    /// after 8 KiB. (FlyingFox spent minutes of CPU on two such lines and ran out of descriptors
+    /// at a thousand idle ones, stopping the agent.)
+    @Test func hugeRequestsAndIdleConnectionsDoNotStopTheEndpoint() async throws {
+        try await withEndpoint { address in
+            let idle = try (0..<100).map { _ in try RawHTTP.connected(to: address) }
+            defer { for fd in idle { close(fd) } }
+            let huge = Array("GET /".utf8) + [UInt8](repeating: UInt8(ascii: "a"), count: 1 << 20)
+            let ended = try await withThrowingTaskGroup(of: Bool.self) { group in
+                for _ in 0..<4 {
+                    group.addTask {
+                        try await withCheckedThrowingContinuation { continuation in
+                            Thread {
+                                continuation.resume(
+                                    with: Result {
+                                        let fd = try RawHTTP.connected(to: address)
+                                        defer { close(fd) }
+                                        var sent = 0
+                                        while sent < huge.count {
+                                            let count = huge[sent...].withUnsafeBytes {
+                                                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+                                            }
+                                            // The server closed it: what this test wants.
+                                            if count <= 0 { return true }
+                                            sent += count
+                                        }
+                                        var byte: UInt8 = 0
+                                        return recv(fd, &byte, 1, 0) >= 0
+                                    })
+                            }.start()
+                        }
+                    }
+                }
+                let health = try await RawHTTP.send(method: "GET", path: "/healthz", to: address)
+                #expect(health.status == 200 && health.body == "ok\n")
+                return try await group.reduce(into: [Bool]()) { $0.append($1) }
+            }
+            #expect(ended == [true, true, true, true], "each huge line's connection was ended")
+            let after = try await RawHTTP.send(method: "GET", path: "/metrics", to: address)
+            #expect(after.status == 200)
+        }
+    }
+
+    /// A request head past 8 KiB, ended in time, is answered 431; a malformed request line 400.
+    @Test func anOverlongHeadIs431AndAMalformedLine400() async throws {
+        try await withEndpoint { address in
+            let long = try await RawHTTP.send(
+                method: "GET", path: "/healthz?" + String(repeating: "q", count: 9000), to: address)
+            #expect(long.status == 431)
+            let bad = try await RawHTTP.send(method: "get", path: "/healthz", to: address)
+            #expect(bad.status == 400)
+        }
+    }
+
     // MARK: Lifecycle
 
     @Test func aPortInUseFailsNamingTheAddress() async throws {
@@ -255,6 +312,31 @@ enum RawHTTP {
         func failure(_ call: String) -> Failure {
             Failure(message: "\(call) \(address): \(String(cString: strerror(errno)))")
         }
+        let fd = try connected(to: address)
+        defer { close(fd) }
+        var sent = 0
+        while sent < request.count {
+            let count = request[sent...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            guard count > 0 else { throw failure("send") }
+            sent += count
+        }
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 16384)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count >= 0 else { throw failure("recv") }
+            if count == 0 { return received }
+            received += buffer[..<count]
+        }
+    }
+
+    /// A blocking socket connected to `address`, reads timing out after 10 s; the caller closes it.
+    static func connected(to address: AgentEndpoint.Address) throws -> Int32 {
+        func failure(_ call: String) -> Failure {
+            Failure(message: "\(call) \(address): \(String(cString: strerror(errno)))")
+        }
         let family: Int32
         switch address.host {
         case .ipv4: family = AF_INET
@@ -262,7 +344,8 @@ enum RawHTTP {
         }
         let fd = socket(family, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw failure("socket") }
-        defer { close(fd) }
+        var keep = false
+        defer { if !keep { close(fd) } }
         // A server that never answers fails the test instead of hanging it.
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
         guard setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) == 0 else {
@@ -293,23 +376,8 @@ enum RawHTTP {
             }
         }
         guard connected == 0 else { throw failure("connect") }
-
-        var sent = 0
-        while sent < request.count {
-            let count = request[sent...].withUnsafeBytes {
-                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
-            }
-            guard count > 0 else { throw failure("send") }
-            sent += count
-        }
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 16384)
-        while true {
-            let count = recv(fd, &buffer, buffer.count, 0)
-            guard count >= 0 else { throw failure("recv") }
-            if count == 0 { return received }
-            received += buffer[..<count]
-        }
+        keep = true
+        return fd
     }
 
     private static func parse(_ bytes: [UInt8]) throws -> Response {

@@ -13,6 +13,14 @@ struct RedactionTests {
             // RFC 3986 allows sub-delims in the user info: the whole password goes, not the part before ','.
             ("https://alice:pa,ss(1)'!$&*+;=@host/x/", "https://alice:***@host/x/"),
             ("https://tok,en@host", "https://***@host"),
+            // A password's own escapes are part of it: `%2F`, `%3F`, `%23` do not end the authority.
+            ("http://alice:AB%2FSEC@127.0.0.1:1/", "http://alice:***@127.0.0.1:1/"),
+            ("http://alice:AB%3FSEC%23x@h/s/", "http://alice:***@h/s/"),
+            ("http://AB%2FTOKEN@h/", "http://***@h/"),
+            (
+                "see http://alice:AB%2FSEC@h/ and ?next=https%3A%2F%2Fh%2Fx%3Ftoken%3DT",
+                "see http://alice:***@h/ and ?next=https%3A%2F%2Fh%2Fx%3Ftoken%3D***"
+            ),
             ("base URL 'https://alice:S3cret@host' is bad", "base URL 'https://alice:***@host' is bad"),
             ("base URL 'https://alice:S3cret@host/x/' is bad", "base URL 'https://alice:***@host/x/' is bad"),
             (

@@ -47,6 +47,16 @@ struct MirrorVerifier: Sendable {
                     "the storage publishes \(status.actualVersion) but \(configuration.contentDirectory) holds \(local); "
                     + "only the published version can be verified: run sync first")
         }
+        return try await check(local: local, status: status, layout: layout, repair: repair, cache: nil)
+    }
+
+    /// ``verify(repair:)`` with the update lock held and the status fetched: `local` is the
+    /// version the status publishes. With `cache` (the fingerprints recorded at the switch),
+    /// a file whose identity it knows is taken as recorded instead of read: the periodic full
+    /// check of a no-change update (protocol.md §4.5). Without, every file is read.
+    func check(local: CacheVersion, status: CacheStatus, layout: StorageLayout, repair: Bool, cache: FingerprintCache?)
+        async throws(SyncError) -> VerifyReport
+    {
         guard let integrity = status.integrity, let digest = integrity.treeDigest,
             let manifestURL = integrity.contentManifestURL, integrity.contentManifest != nil
         else {
@@ -60,7 +70,7 @@ struct MirrorVerifier: Sendable {
         }
         let directory = configuration.contentDirectory
         let (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in
-            try ContentTree.scanLocal(directory)
+            try ContentTree.scanLocal(directory, cache: cache)
         }
         if intruders.isEmpty && TreeDigest.digest(of: tree) == digest {
             return VerifyReport(version: local, differences: [], repaired: 0, matches: true)

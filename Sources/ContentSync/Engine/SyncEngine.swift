@@ -111,13 +111,15 @@ struct SyncEngine: Sendable {
                         try staging.clearLeftovers(keeping: twin)
                     }
                 }
+                let (repaired, warning) = try await periodicFullCheck(local: local, status: status, layout: layout)
                 try await store.recordAttempt(
                     UpdateHistoryEntry(
                         startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text,
                         kind: .check,
                         outcome: .upToDate), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
-                upToDate.warnings = ([recovered].compactMap { $0 } + context.warnings).map(Redaction.text)
+                upToDate.warnings = ([recovered, warning].compactMap { $0 } + context.warnings).map(Redaction.text)
+                upToDate.repairedFiles = repaired
                 clock.end()
                 upToDate.phases = clock.timings
                 return upToDate
@@ -161,6 +163,8 @@ struct SyncEngine: Sendable {
             var failure = SyncError.wrap(error)
             if failure.code == .cancelled, let reason = stopReason?.reason { failure = reason }
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
+            // A database that is another folder's records nothing of this one.
+            if failure.setting == .stateDatabasePath { throw failure }
             // Recorded even though the task may be cancelled: the state, last error and failure count follow.
             try? await store.recordAttempt(
                 UpdateHistoryEntry(
@@ -169,6 +173,40 @@ struct SyncEngine: Sendable {
                 contentDirectory: configuration.contentDirectory)
             throw failure
         }
+    }
+
+    /// The full check a no-change update owes (protocol.md §4.5): when none ran within
+    /// ``SyncConfiguration/fullCheckInterval`` (or it is zero), the content folder is listed and
+    /// every file's identity checked against the fingerprints recorded at the switch (a file
+    /// they do not know is read), and the tree compared with the published tree digest. A
+    /// difference is repaired as `verify --repair` does, through the staging area and a switch.
+    /// Returns how many paths were repaired and a warning that lists them; nothing without
+    /// integrity data, which a check needs.
+    private func periodicFullCheck(local: CacheVersion, status: CacheStatus, layout: StorageLayout)
+        async throws(SyncError) -> (repaired: Int, warning: String?)
+    {
+        guard status.integrity?.treeDigest != nil, status.integrity?.contentManifest != nil else { return (0, nil) }
+        let interval = configuration.fullCheckInterval
+        if interval > .zero, let last = try await store.lastFullCheck() {
+            let age = Date().timeIntervalSince(last)
+            if age >= 0, age < interval.seconds { return (0, nil) }
+        }
+        let fingerprints = planner.fingerprints
+        try await fingerprints.loadStored(from: store)
+        let report = try await verifier.check(
+            local: local, status: status, layout: layout, repair: true, cache: fingerprints)
+        try await store.recordFullCheck(at: Date())
+        guard report.repaired > 0 || !report.differences.isEmpty else { return (0, nil) }
+        logger.debug(
+            "the periodic full check repaired local drift",
+            metadata: ["sync.repaired": "\(report.repaired)", "sync.version": "\(local)"])
+        let shown = report.differences.prefix(20).joined(separator: "; ")
+        let more = report.differences.count > 20 ? "; and \(report.differences.count - 20) more" : ""
+        return (
+            report.repaired,
+            "the full check found \(report.differences.count) difference(s) between \(configuration.contentDirectory) and \(local) "
+                + "and repaired them: \(shown)\(more)"
+        )
     }
 
     // MARK: - Local content
@@ -185,11 +223,15 @@ struct SyncEngine: Sendable {
         let directory = configuration.contentDirectory
         let state = try await store.syncState()
         if let state, state.contentDirectory != directory {
-            throw SyncError(
+            var refusal = SyncError(
                 code: .configuration,
                 message:
                     "state database \(store.path) belongs to \(state.contentDirectory), not \(directory); give each content folder its own state file"
             )
+            // Not this folder's database: the refusal is recorded in none (it would mark the
+            // other folder's healthy mirror as failing).
+            refusal.setting = .stateDatabasePath
+            throw refusal
         }
         var local = state?.localVersion.flatMap { try? CacheVersion($0) }
         var info = stat()

@@ -536,6 +536,16 @@ final class StateStore: Sendable {
         }
     }
 
+    /// Records that a full check of the current version found it whole at `date` (a no-change
+    /// update's periodic check; a switch records its own in ``finishPlan``).
+    func recordFullCheck(at date: Date) async throws(SyncError) {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO fullCheck (id, checkedAt) VALUES (1, ?)",
+                arguments: [date.timeIntervalSince1970])
+        }
+    }
+
     /// How long a statement waits for another connection's lock.
     static let busyTimeout: TimeInterval = 10
 
