@@ -562,11 +562,41 @@ public enum Publisher {
         from oldTree: ContentTree?, to newTree: ContentTree, delta: TreeDelta?, content: String
     ) throws(PublishError) -> [Change.Kind] {
         guard let oldTree, let delta else { return [] }
+        if let (old, new) = respelling(from: oldTree, to: newTree) {
+            throw PublishError(
+                code: .configuration,
+                message:
+                    "\(content): '\(new)' is the published '\(old)' in another Unicode normalization (NFC and NFD spell "
+                    + "it with other bytes); clients compare names canonically, so they would keep the old spelling "
+                    + "while the storage serves the new one, and a later change of it would fail for them. Rename it "
+                    + "back, or to another name")
+        }
         do {
             return try ChangeDiffer.diff(from: oldTree, to: newTree, delta: delta)
         } catch {
             throw PublishError(code: .invalidContent, message: "\(content): \(error)", underlying: error)
         }
+    }
+
+    /// A path of `new` that `old` holds spelled with other bytes (canonically equal: another
+    /// Unicode normalization), with the old spelling first; nil when every kept path keeps its
+    /// bytes. One hashed lookup a path.
+    static func respelling(from old: ContentTree, to new: ContentTree) -> (SafeRelativePath, SafeRelativePath)? {
+        for path in new.files.keys {
+            if let index = old.files.index(forKey: path),
+                !old.files[index].key.string.utf8.elementsEqual(path.string.utf8)
+            {
+                return (old.files[index].key, path)
+            }
+        }
+        for folder in new.folders {
+            if let index = old.folders.firstIndex(of: folder),
+                !old.folders[index].string.utf8.elementsEqual(folder.string.utf8)
+            {
+                return (old.folders[index], folder)
+            }
+        }
+        return nil
     }
 
     /// The index of the published tree at `folder`, read back after a publish over nothing, whose

@@ -114,7 +114,9 @@ package struct ChangeRecord {
             guard case .string(let token) = value else {
                 throw StorageFormatError(
                     code: .invalidChangeList,
-                    message: "\(name): change #\(index) \"\(key)\" must be a string, found \(value.kindName)")
+                    message:
+                        "\(name): change #\(index) \"\(key)\" must be a string (\"\" for none), found \(value.kindName)"
+                )
             }
             let text = try json { () throws(JSONParseError) in try reader.decode(token) }
             if text.isEmpty { return nil }
@@ -141,6 +143,15 @@ package struct ChangeRecord {
         let redownload = try flag("redownload", fields.redownload)
         let rename = try flag("rename", fields.rename)
         let deep = try flag("isDeepFolderRedownload", fields.deep)
+        // A remove is written with "newPath": "". A missing (or mistyped, or null) newPath
+        // beside an oldPath would otherwise read as one, and delete content without a word.
+        if old != nil, !(redownload || deep), fields.newPath == nil || fields.newPath == .null {
+            throw StorageFormatError(
+                code: .invalidChangeList,
+                message:
+                    "\(name): change #\(index) has an oldPath but no \"newPath\" string; a remove writes \"newPath\": \"\" (a mistyped key is not read as one). The publisher must fix the list"
+            )
+        }
         for candidate in [old, new] {
             if let candidate, candidate.isRoot, !(deep || redownload) {
                 throw StorageFormatError(

@@ -64,6 +64,15 @@ struct ChangeListReaderTests {
         (#"{"from": "1.1", "to": "1.1", "changes": []}"#, #""from" 1.1 is not below "to" 1.1"#),
         (#"{"from": "1.0", "to": "1.1", "changes": {}}"#, #"required key "changes" is missing or not an array"#),
         (#"{"from": "1.0", "to": "1.1", "changes": [{}, 7]}"#, "change #1 must be an object, found a number"),
+        // A remove says so: a missing, mistyped or null newPath beside an oldPath is no remove.
+        (
+            #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(c)a.txt", "NewPath": "\#(c)b.txt"}]}"#,
+            #"change #0 has an oldPath but no "newPath" string"#
+        ),
+        (
+            #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(c)a.txt", "newPath": null, "rename": true}]}"#,
+            #"change #0 has an oldPath but no "newPath" string"#
+        ),
         (
             #"{"from": "1.0", "to": "1.1", "changes": [{"newPath": "\#(c)a.txt", "sha256": "\#(String(repeating: "\u{FF10}", count: 64))", "size": 1}]}"#,
             "change #0 has a malformed \"sha256\"/\"size\" pair"

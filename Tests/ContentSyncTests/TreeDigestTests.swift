@@ -96,4 +96,32 @@ struct NormalizationCollisionTests {
             #expect(try ContentTree.scan(root).files.count == 2)
         }
     }
+
+    /// A published name respelled in another normalization (NFC → NFD) is refused, writing
+    /// nothing: the differ saw no change (the names are equal to Swift), published an empty list
+    /// and a tree digest of the new bytes, and every later publish was refused for good.
+    @Test func aPublishedNameRespelledInAnotherNormalizationIsRefused() async throws {
+        try await withTemporaryDirectory { root in
+            for folder in ["c1/d\u{E9}j\u{E0}", "c2/de\u{301}j\u{E0}", "c3/d\u{E9}j\u{E0}"] {
+                try FileManager.default.createDirectory(atPath: root + "/" + folder, withIntermediateDirectories: true)
+            }
+            try "hello".write(toFile: root + "/c1/caf\u{E9}.txt", atomically: false, encoding: .utf8)
+            try "hello".write(toFile: root + "/c2/caf\u{E9}.txt", atomically: false, encoding: .utf8)
+            try "hello".write(toFile: root + "/c3/cafe\u{301}.txt", atomically: false, encoding: .utf8)
+            let base = URL(string: "https://publish.invalid/store/")!
+            var first = PublishOptions(storage: root + "/st", content: root + "/c1", version: v("1.0"), baseURL: base)
+            first.initialize = true
+            _ = try Publisher.publish(first)
+            let before = try storageSnapshot(root + "/st")
+            for (content, version) in [("c2", "1.1"), ("c3", "1.1")] {
+                let options = PublishOptions(
+                    storage: root + "/st", content: root + "/" + content, version: v(version), baseURL: base)
+                let error = #expect(throws: PublishError.self) { try Publisher.publish(options) }
+                #expect(
+                    error?.code == .configuration && error?.message.contains("another Unicode normalization") == true,
+                    "\(String(describing: error))")
+                #expect(try storageSnapshot(root + "/st") == before, "nothing is written")
+            }
+        }
+    }
 }
