@@ -118,13 +118,15 @@ public final class CurlTransport: Transport {
     }
 
     /// Fetches `request` into memory, with ``Configuration/dataTimeout`` when it sets no time limit
-    /// and at most ``Configuration/maxDataBytes`` bytes, retrying transient failures.
+    /// and at most ``Configuration/maxDataBytes`` bytes (or the request's
+    /// ``HTTPRequest/maxBodyBytes``, when lower), retrying transient failures.
     public func data(for request: HTTPRequest) async throws -> HTTPResponse {
         try await withRetries(request) { request in
             var request = request
             if request.timeout == nil { request.timeout = self.configuration.dataTimeout }
+            let limit = min(max(request.maxBodyBytes ?? .max, 0), self.configuration.maxDataBytes)
             let transfer = try CurlTransfer(
-                request: request, sink: .memory(limit: self.configuration.maxDataBytes),
+                request: request, sink: .memory(limit: limit),
                 configuration: self.configuration, maxBytes: nil, progress: nil)
             return try await self.run(transfer)
         }

@@ -22,6 +22,10 @@ public struct HTTPRequest: Sendable, Equatable {
     /// The retry policy for this request, or `nil` for the transport's. Default `nil`. (Write
     /// `RetryPolicy.none` for no retries: `.none` alone is the optional's `nil`.)
     public var retry: RetryPolicy?
+    /// The most body bytes ``Transport/data(for:)`` takes for this request (a file's declared
+    /// size), below the transport's own limit; a longer body fails as
+    /// ``TransportError/Code/tooLarge`` as soon as it passes it. Default `nil`: the transport's.
+    public var maxBodyBytes: Int64?
 
     /// A request for `url`: by default a `GET` with no extra headers or query items and the
     /// transport's own time limit.

@@ -89,6 +89,9 @@ struct StorageClient: Sendable {
         let etag = try await store.cachedETag(url)
         var request = HTTPRequest(url: url)
         if let etag { request.headers["If-None-Match"] = etag }
+        // A file whose size the integrity data declares is cut off past it, not read to the
+        // transport's general limit (an endless body cost 64 MiB of memory and of traffic).
+        request.maxBodyBytes = expected?.size
         let response: HTTPResponse
         do {
             response = try await transport.data(for: request)
