@@ -55,6 +55,8 @@ public final class StorageWatcher: Sendable {
     private struct Control {
         var stopRequested = false
         var sleeper: Task<Void, any Error>?
+        /// The post-update hooks running, stopped (SIGTERM, then SIGKILL) by ``stop()``.
+        var hooks: Task<Void, Never>?
     }
 
     /// A watcher for `settings`, fetching through `transport` (shared by the agent's storages).
@@ -79,11 +81,14 @@ public final class StorageWatcher: Sendable {
 
     /// Asks the loop to end once the running check (if any) finishes; a pause ends at once.
     public func stop() {
-        let sleeper = control.withLock { control in
+        let (sleeper, hooks) = control.withLock { control in
             control.stopRequested = true
-            return control.sleeper
+            return (control.sleeper, control.hooks)
         }
         sleeper?.cancel()
+        // A post-update hook stops with the agent, as a pre-switch hook does: a stop waits for
+        // no hook's whole timeout (beyond systemd's TimeoutStopSec).
+        hooks?.cancel()
     }
 
     /// Suspends the running update (finished downloads are kept) and stops: for SIGTERM.
@@ -149,9 +154,18 @@ public final class StorageWatcher: Sendable {
                 wait = schedule.afterSuccess(random: random())
                 callbacks.status("\(summary); next check in \(ReportText.seconds(wait))")
                 if report.outcome != .upToDate, !settings.postUpdateHooks.isEmpty {
-                    await HookRunner.afterUpdate(
-                        settings.postUpdateHooks, storage: settings.name, directory: settings.directory,
-                        report: report, logger: logger)
+                    let (hooks, name, directory) = (settings.postUpdateHooks, settings.name, settings.directory)
+                    let running = Task { [logger] in
+                        await HookRunner.afterUpdate(
+                            hooks, storage: name, directory: directory, report: report, logger: logger)
+                    }
+                    let stopping = control.withLock { control in
+                        control.hooks = running
+                        return control.stopRequested
+                    }
+                    if stopping { running.cancel() }
+                    await running.value
+                    control.withLock { $0.hooks = nil }
                 }
             } catch {
                 callbacks.checkFinished(.failure(error), ContinuousClock.now - started)

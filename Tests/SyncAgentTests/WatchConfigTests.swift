@@ -419,4 +419,34 @@ struct WatchConfigTests {
             }
         }
     }
+
+    /// SIGTERM during a post-update hook stops the hook (TERM, then KILL after the grace) and
+    /// the agent exits 0 at once: it waited for the hook's whole run, past systemd's
+    /// TimeoutStopSec, while a pre-switch hook was already stopped.
+    @Test func sigtermStopsARunningPostUpdateHook() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let hooks = [
+                    "    hooks:", "      post-update:",
+                    "        - command: [/bin/sh, -c, 'echo hook started; sleep 60; echo hook ended']",
+                    "          timeout: 2m",
+                ]
+                .joined(separator: "\n")
+                let process = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: hooks) + "\n",
+                    scratch: scratch)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                _ = try await Self.waitForLine(scratch, "the hook's first line") {
+                    $0["message"]?.contains("hook started") == true
+                }
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+                // Waiting for the hook would have let it finish its line.
+                #expect(!Self.lines(scratch).contains { $0["message"]?.contains("hook ended") == true })
+            }
+        }
+    }
 }
