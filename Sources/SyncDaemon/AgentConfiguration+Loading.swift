@@ -41,7 +41,8 @@ extension AgentConfiguration {
             throw ConfigurationError(
                 path: path, problems: [.init(line: nil, message: "cannot read the config file: \(reason)")])
         }
-        var reader = ConfigReader(folder: (absolute as NSString).deletingLastPathComponent, environment: environment)
+        var reader = ConfigReader(
+            folder: (absolute as NSString).deletingLastPathComponent, environment: environment, configFile: absolute)
         guard var configuration = reader.read(text) else {
             // In the file's order, as a reader fixes them.
             throw ConfigurationError(
@@ -64,11 +65,14 @@ extension AgentConfiguration {
 struct ConfigReader {
     let folder: String
     let environment: [String: String]
+    /// The config file's absolute path, when it is read from one (not kept inside any storage's folder).
+    let configFile: String?
     private(set) var problems: [ConfigurationProblem] = []
 
-    init(folder: String, environment: [String: String]) {
+    init(folder: String, environment: [String: String], configFile: String? = nil) {
         self.folder = folder
         self.environment = environment
+        self.configFile = configFile
     }
 
     mutating func read(_ text: String) -> AgentConfiguration? {
@@ -226,9 +230,9 @@ struct ConfigReader {
         }
         guard let baseText = string(baseNode, "\(where_).base-url"), let directory = string(dirNode, "\(where_).dir")
         else { return nil }
+        // What the client takes (StorageLayout): http or https with a host.
         guard let baseURL = URL(string: baseText), let scheme = baseURL.scheme?.lowercased(),
-            ["http", "https", "file"].contains(scheme),
-            scheme == "file" || baseURL.host != nil
+            ["http", "https"].contains(scheme), baseURL.host != nil
         else {
             problem(baseNode, "\(where_).base-url '\(Redaction.text(baseText))' is not an http(s) URL")
             return nil
@@ -236,6 +240,17 @@ struct ConfigReader {
         var settings = StorageSettings(
             name: name, baseURL: baseURL, directory: resolve(directory),
             statePath: values["state"].flatMap { string($0.value, "\(where_).state") }.map(resolve))
+        // What the agent would refuse when it starts the storage, found now (check-config, and
+        // a reload, which runs it first): a dir that is a file, a state that is a folder.
+        var info = stat()
+        if stat(settings.directory, &info) == 0, info.st_mode & S_IFMT != S_IFDIR {
+            problem(dirNode, "\(where_).dir \(settings.directory) exists and is not a folder; give a folder's path")
+        }
+        if stat(settings.statePath, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
+            problem(
+                values["state"]?.value ?? dirNode,
+                "\(where_).state \(settings.statePath) exists and is not a file; give the state database's file path")
+        }
         if let (_, value) = values["interval"], let interval = duration(value, "\(where_).interval") {
             if interval < .seconds(1) {
                 problem(value, "\(where_).interval must be at least 1s")
@@ -457,6 +472,26 @@ struct ConfigReader {
     private mutating func checkOverlaps(_ storages: [StorageSettings], _ nodes: Node.Mapping) {
         let lines = Dictionary(
             nodes.compactMap { key, _ in key.string.map { ($0, key) } }, uniquingKeysWith: { first, _ in first })
+        for storage in storages {
+            let key = lines[storage.name] ?? Node("")
+            // A state database inside a storage's folder is deleted by its next switch, and a
+            // config file there is content the update replaces (or `force` deletes).
+            for other in storages {
+                if storage.statePath.hasPrefix(other.directory + "/") {
+                    problem(
+                        key,
+                        "storages.\(storage.name).state \(storage.statePath) lies inside storages.\(other.name)'s folder "
+                            + "\(other.directory), where an update would delete it; keep state databases outside every dir"
+                    )
+                }
+                if let file = configFile, file.hasPrefix(other.directory + "/") {
+                    problem(
+                        key,
+                        "the config file \(file) lies inside storages.\(other.name)'s folder \(other.directory), where an "
+                            + "update would replace or delete it; keep it outside every dir")
+                }
+            }
+        }
         for (index, storage) in storages.enumerated() {
             for other in storages[..<index] {
                 let key = lines[storage.name] ?? Node("")

@@ -209,6 +209,14 @@ struct AgentConfigurationTests {
             ("storage:\n  a: {}\n", 1, "unknown key 'storage'"),
             ("storages: {}\n", 1, "is empty"),
             ("http: 0.0.0.0:99999\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 1, "http:"),
+            // What the agent refuses when it starts a storage is refused here too.
+            ("storages:\n  a:\n    base-url: file:///srv/a/\n    dir: /tmp/a\n", 3, "is not an http(s) URL"),
+            ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /etc/hostname\n", 4, "exists and is not a folder"),
+            ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    state: /tmp\n", 5, "is not a file"),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/cc/m\n  b:\n    base-url: http://h/b/\n    dir: /tmp/cc/n\n    state: /tmp/cc/m/b.sqlite\n",
+                5, "lies inside storages.a's folder"
+            ),
         ])
     func mistakes(file: String, line: Int, fragment: String) {
         let problems = Self.problems(file)
