@@ -37,11 +37,15 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
         default: break
         }
         // A timestamp up to the last second of 9999, as far as a date is written (HTTPDate, ISO 8601).
-        if let seconds = Double(trimmed), seconds.isFinite, seconds >= 0, seconds <= 253_402_300_799 {
+        // Decimal only: `Double` also reads `0x10`, `1e9`, `nan` and `inf`.
+        if Self.isDecimal(trimmed), let seconds = Double(trimmed), seconds.isFinite, seconds >= 0,
+            seconds <= 253_402_300_799
+        {
             return .timestamp(seconds)
         }
         if let unit = word.last, let scale = ["s": 1.0, "m": 60, "h": 3_600, "d": 86_400][String(unit)],
-            let amount = Double(word.dropLast()), amount.isFinite, amount >= 0, amount * scale <= 1e12
+            Self.isDecimal(word.dropLast()), let amount = Double(word.dropLast()), amount.isFinite, amount >= 0,
+            amount * scale <= 1e12
         {
             return .lifetime(.milliseconds(Int64((amount * scale * 1000).rounded())))
         }
@@ -60,24 +64,48 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
     }
 
     /// When an item stored at `storedAt` stops being fresh; nil for ``never``, and `storedAt`
-    /// itself for ``dontStore`` (it is never fresh in the cache).
+    /// itself for ``dontStore`` (it is never fresh in the cache). A date that is no time (NaN,
+    /// -infinity) or a lifetime of zero or less is `storedAt` (stale at once, never "never");
+    /// +infinity is nil.
     public func expirationDate(storedAt: Date) -> Date? {
         switch self {
-        case .date(let date): date
-        case .lifetime(let duration): storedAt.addingTimeInterval(duration.seconds)
-        case .never: nil
-        case .dontStore: storedAt
+        case .date(let date):
+            let seconds = date.timeIntervalSince1970
+            if seconds == .infinity { return nil }
+            return seconds.isFinite ? date : storedAt
+        case .lifetime(let duration):
+            let seconds = duration.seconds
+            return seconds > 0 ? storedAt.addingTimeInterval(seconds) : storedAt
+        case .never: return nil
+        case .dontStore: return storedAt
         }
     }
 
-    /// The expiry as ``parse(_:)`` reads it back.
+    /// The expiry as ``parse(_:)`` reads it back: a date before 1970 (or no time) as `0`, one
+    /// past 9999 (or +infinity) as `never`; a lifetime of zero or less as `0s`, one past what
+    /// `parse` reads (10¹² s, some 31,700 years) as `never`.
     public var description: String {
         switch self {
-        case .date(let date): ISO8601DateFormatter().string(from: date)
-        case .lifetime(let duration): "\(duration.seconds)s"
-        case .never: "never"
-        case .dontStore: "dont-store"
+        case .date(let date):
+            let seconds = date.timeIntervalSince1970
+            if seconds.isNaN || seconds < 0 { return "0" }
+            if seconds > 253_402_300_799 { return "never" }
+            return ISO8601DateFormatter().string(from: date)
+        case .lifetime(let duration):
+            let seconds = duration.seconds
+            if seconds <= 0 { return "0s" }
+            if seconds > 1e12 { return "never" }
+            return "\(seconds)s"
+        case .never: return "never"
+        case .dontStore: return "dont-store"
         }
+    }
+
+    /// Whether `text` is digits with at most one `.` between them (`12`, `1.5`).
+    private static func isDecimal(_ text: some StringProtocol) -> Bool {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        return (1...2).contains(parts.count)
+            && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }
     }
 }
 

@@ -475,6 +475,7 @@ public final class ItemStore: ItemCaching {
     public func store(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions())
         async throws(ItemCacheError) -> CachedItem
     {
+        try refuseIfClosed(key)
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
         let write = PendingWrite(key: key, data: data, info: item.info)
@@ -546,6 +547,7 @@ public final class ItemStore: ItemCaching {
     public func storeNow(_ data: Data, for key: CacheKey, options: StoreOptions = StoreOptions()) throws(ItemCacheError)
         -> CachedItem
     {
+        try refuseIfClosed(key)
         let item = CachedItem(key: key, data: data, info: record(for: data, options: options))
         if options.expiry == .dontStore { return item }
         dropFromGroup(key)
@@ -614,6 +616,7 @@ public final class ItemStore: ItemCaching {
         _ key: CacheKey, options: StoreOptions = StoreOptions(),
         _ transform: @escaping @Sendable (CachedItem?) throws(ItemCacheError) -> Data?
     ) async throws(ItemCacheError) -> CachedItem? {
+        try refuseIfClosed(key)
         if group.withLock({ $0.writes[key.rawValue] != nil }) { try await flush() }
         return try await io.run { () throws(ItemCacheError) -> CachedItem? in
             try self.onDisk { disk throws(ItemCacheError) in
@@ -766,8 +769,18 @@ public final class ItemStore: ItemCaching {
         }
     }
 
-    /// Writes the pending group and the recorded reads; later stores fail with
-    /// ``ItemCacheError/Code/closed`` when group writes are on.
+    /// Throws ``ItemCacheError/Code/closed`` once ``close()`` ran, with group writes on: then
+    /// every write call fails alike (`storeNow` and `update` wrote to disk while `store` was
+    /// refused). Without group writes `close()` is a flush point and writes go on, as before.
+    private func refuseIfClosed(_ key: CacheKey) throws(ItemCacheError) {
+        guard configuration.groupWrites != nil, group.withLock({ $0.closed }) else { return }
+        throw ItemCacheError(
+            code: .closed, message: "the cache at \(configuration.folder) is closed; open a new ItemStore", key: key)
+    }
+
+    /// Writes the pending group and the recorded reads; with group writes on, later writes
+    /// (`store`, `storeNow`, `update`) fail with ``ItemCacheError/Code/closed``. Reads and
+    /// removals still work.
     public func close() async throws(ItemCacheError) {
         group.withLock { $0.closed = true }
         try await flush()

@@ -143,7 +143,10 @@ struct ExpiryTests {
         #expect(Expiry.dontStore.expirationDate(storedAt: Self.stored) == Self.stored, "never fresh in the cache")
     }
 
-    @Test(arguments: ["", "soon", "-5", "5w", "12:00", "2026-13-01T00:00:00Z", "nan", "inf", "1e300", "253402300800"])
+    @Test(arguments: [
+        "", "soon", "-5", "5w", "12:00", "2026-13-01T00:00:00Z", "nan", "inf", "1e300", "253402300800", "0x10", "1e3",
+        "0x10s", ".5h", "5.h",
+    ])
     func anythingElseIsRefusedNamingTheForms(text: String) {
         let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(text) }
         #expect(error?.code == .invalidExpiry && error?.message.contains("7d") == true)
@@ -155,5 +158,22 @@ struct ExpiryTests {
         for expiry in [Expiry.never, .dontStore, .lifetime(.seconds(90)), .timestamp(1_767_225_600)] {
             #expect(try Expiry.parse(expiry.description) == expiry, "\(expiry) reads back")
         }
+    }
+
+    /// Values no text can write still mean what they must, and describe themselves as text
+    /// `parse` reads with the same meaning: a date that is no time is stale at once (it was
+    /// "never" on disk), +infinity is never, a lifetime of zero or less is stale at once.
+    @Test(arguments: [
+        (Expiry.timestamp(.nan), Self.stored.timeIntervalSince1970 as Double?, "0"),
+        (.timestamp(-.infinity), Self.stored.timeIntervalSince1970, "0"),
+        (.timestamp(.infinity), nil, "never"),
+        (.timestamp(1e15), 1e15, "never"),
+        (.lifetime(.seconds(-5)), Self.stored.timeIntervalSince1970, "0s"),
+        (.lifetime(.seconds(Int64(2e12))), Self.stored.timeIntervalSince1970 + 2e12, "never"),
+    ])
+    func edgeValuesKeepTheirMeaningAndReadBack(expiry: Expiry, expected: Double?, text: String) throws {
+        #expect(expiry.expirationDate(storedAt: Self.stored)?.timeIntervalSince1970 == expected)
+        #expect(expiry.description == text)
+        #expect(throws: Never.self) { try Expiry.parse(expiry.description) }
     }
 }

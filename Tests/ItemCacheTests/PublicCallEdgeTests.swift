@@ -126,4 +126,36 @@ struct PublicCallEdgeTests {
         #expect(
             accept.rawValue.hasSuffix("accept=image%2Fwebp") || accept.rawValue.contains("image"), "\(accept.rawValue)")
     }
+
+    /// `storeNow`'s error code, from a synchronous caller (it is unavailable where one can await).
+    static func storeNowError(_ store: ItemStore, _ key: CacheKey) -> ItemCacheError.Code? {
+        do throws(ItemCacheError) {
+            _ = try store.storeNow(Data("c".utf8), for: key)
+        } catch {
+            return error.code
+        }
+        return nil
+    }
+
+    /// With group writes on, every write call after `close()` fails alike with `closed`
+    /// (`storeNow` and `update` wrote to disk while `store` was refused), and writes nothing.
+    @Test func afterCloseEveryWriteCallIsRefusedAlike() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        var configuration = CacheConfiguration(folder: folder)
+        configuration.groupWrites = GroupWritePolicy(maxItems: 10, maxDelay: .seconds(60))
+        let store = try ItemStore(configuration: configuration)
+        try await store.close()
+        let key = try CacheKey.custom("late")
+        await #expect { try await store.store(Data("a".utf8), for: key) } throws: {
+            ($0 as? ItemCacheError)?.code == .closed
+        }
+        await #expect { try await store.update(key) { _ in Data("b".utf8) } } throws: {
+            ($0 as? ItemCacheError)?.code == .closed
+        }
+        #expect(Self.storeNowError(store, key) == .closed)
+        let reopened = try ItemStore(configuration: CacheConfiguration(folder: folder))
+        #expect(try await reopened.item(for: key) == nil, "nothing was written")
+        try await reopened.close()
+    }
 }
