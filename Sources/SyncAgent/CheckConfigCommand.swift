@@ -46,9 +46,10 @@ struct CheckConfigCommand: ParsableCommand {
         } catch {
             throw error.printedProblems()
         }
-        Console.print(
+        // Through `output`: a verdict that could not be written fails (exit 5), as `status` does.
+        try Console.output(
             "\(file): OK, \(configuration.storages.count) storage\(configuration.storages.count == 1 ? "" : "s")"
-                + (configuration.endpoint.map { "; http on \($0)" } ?? "; http off"))
+                + (configuration.endpoint.map { "; http on \($0)" } ?? "; http off") + "\n")
         for storage in configuration.storages {
             var line =
                 "  \(storage.name): \(Redaction.url(storage.baseURL)) → \(storage.directory) (state \(storage.statePath)); "
@@ -64,7 +65,7 @@ struct CheckConfigCommand: ParsableCommand {
                 line +=
                     "; hooks: \(storage.preSwitchHooks.count) pre-switch, \(storage.postUpdateHooks.count) post-update"
             }
-            Console.print(line)
+            try Console.output(line + "\n")
         }
     }
 }

@@ -25,9 +25,14 @@ struct CacheHardeningCLITests {
         try await CacheCommandTests.withServer { scratch, server, site in
             try String(repeating: "y", count: 100_000).write(toFile: site + "/f.txt", atomically: true, encoding: .utf8)
             let url = server.url(for: "f.txt").absoluteString
+            let config = scratch + "/agent.yaml"
+            try "storages:\n  a:\n    base-url: http://h.invalid/a/\n    dir: \(scratch)/a\n".write(
+                toFile: config, atomically: true, encoding: .utf8)
             for command in [
                 "cache get '\(url)' --cache '\(scratch)/c'", "cache get '\(url)' --cache '\(scratch)/c' --json",
                 "cache ls --cache '\(scratch)/c'", "cache stats --cache '\(scratch)/c'",
+                // check-config's verdict too: an OK that could not be written is no OK.
+                "check-config '\(config)'",
             ] {
                 let result = try await Self.bash("'\(SyncAgentBinary.path)' \(command) > /dev/full; echo $?")
                 #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5", "\(command)")
