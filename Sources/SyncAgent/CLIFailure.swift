@@ -3,8 +3,10 @@ import ContentPublishing
 import ContentSync
 import FileKit
 import Foundation
+import Logging
 import StorageFormat
 import SyncDaemon
+import Synchronization
 import Transport
 
 /// A failure the CLI reports as one line on stderr with a specific exit code.
@@ -134,7 +136,17 @@ extension CLIFailure {
         // One line: a list of problems joins with spaces, and any other control character a
         // storage or server wrote into the message is escaped.
         let line = LogText.escaped(Redaction.text(message).replacingOccurrences(of: "\n", with: " "))
-        Console.standardError("sync-agent: \(line)\n")
+        if let logger = Self.fatalLogger.withLock({ $0 }) {
+            // In the log format the command chose (`watch`): journald gets its priority, a JSON
+            // reader an object, not a bare text line at info priority.
+            logger.critical("sync-agent: \(line)")
+        } else {
+            Console.standardError("sync-agent: \(line)\n")
+        }
         Foundation.exit(code)
     }
+
+    /// The logger ``exit()`` writes its line through, once a command chose a log format
+    /// (`watch`); nil: a plain line on stderr.
+    static let fatalLogger = Mutex<Logger?>(nil)
 }

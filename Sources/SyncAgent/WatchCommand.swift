@@ -99,6 +99,8 @@ struct WatchCommand: AsyncParsableCommand {
             format = .automatic()
         }
         let logger = SyncOptions.stderrLogger(level: options.verbose ? .debug : .info, format: format)
+        // The last line (the failure `watch` exits with) in the same format; text stays the plain line.
+        if format != .text { CLIFailure.fatalLogger.withLock { $0 = logger } }
         var agentOptions = Agent.Options(configuration: configuration, logger: logger)
         if let path = configuration.path {
             agentOptions.reload = { () throws(ConfigurationError) in try AgentConfiguration.load(path: path) }

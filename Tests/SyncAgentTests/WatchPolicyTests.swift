@@ -171,4 +171,36 @@ struct WatchHangupTests {
             }
         }
     }
+
+    /// The line `watch` exits with is in its log format too: a JSON object under json, the
+    /// critical priority under journald (it was a bare text line, read at info priority).
+    @Test(arguments: ["json", "journald"])
+    func theExitLineIsInTheLogFormat(format: String) async throws {
+        try await withScratch { scratch in
+            let config = """
+                log-format: \(format)
+                storages:
+                  a:
+                    base-url: http://127.0.0.1:1/a/
+                    dir: \(scratch)/a
+                    state: \(scratch)/a.sqlite
+                    max-failures: 1
+
+                """
+            try Data(config.utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+            let result = try await SyncAgentBinary.run(
+                ["watch", "--config", scratch + "/agent.yaml"], scratch: scratch)
+            #expect(result.status == 3, "\(result.stderr)")
+            let lines = result.stderr.split(separator: "\n").map(String.init)
+            let last = try #require(lines.last)
+            #expect(last.contains("sync-agent: "), "\(lines)")
+            if format == "json" {
+                for line in lines {
+                    #expect((try? JSONSerialization.jsonObject(with: Data(line.utf8))) != nil, "not JSON: \(line)")
+                }
+            } else {
+                #expect(last.hasPrefix("<2>"), "\(last)")
+            }
+        }
+    }
 }
