@@ -102,9 +102,14 @@ public struct StorageSettings: Sendable, Equatable {
         if !preSwitchHooks.isEmpty {
             configuration.beforeSwitch = HookRunner.beforeSwitch(
                 preSwitchHooks, storage: name, directory: directory,
-                logger: hookLogger ?? logger ?? Logger(label: "sync-agent.hooks"))
+                logger: hookLogger ?? logger ?? Logger(label: "sync-agent.hooks"), runner: hookRunner)
         }
         return configuration
+    }
+
+    /// The runner of this storage's hooks: their output never shows a header's value.
+    public var hookRunner: HookRunner {
+        HookRunner(secrets: headers.map(\.value))
     }
 
     /// A request header. Its value may be a secret: ``description`` never shows it.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import Transport
 
 /// A program the agent runs around an update: before the switch (it may veto it) or after a
 /// successful update.
@@ -90,11 +91,25 @@ public struct HookRunner: Sendable {
     /// After the hook exits, how long its output is still read while something it started in
     /// the background keeps the pipe open. Default 1 s.
     public var outputGrace: Duration = .seconds(1)
+    /// Values that are never logged: each occurrence in a hook's output is shown as `***` (the
+    /// storage's header values, which a hook that prints its environment would show). Values
+    /// under 4 bytes are not looked for. Default none.
+    public var secrets: [String] = []
 
     /// A runner with the default graces.
-    public init(terminationGrace: Duration = .seconds(5), outputGrace: Duration = .seconds(1)) {
+    public init(
+        terminationGrace: Duration = .seconds(5), outputGrace: Duration = .seconds(1), secrets: [String] = []
+    ) {
         self.terminationGrace = terminationGrace
         self.outputGrace = outputGrace
+        self.secrets = secrets
+    }
+
+    /// `line` with every ``secrets`` value in it masked.
+    func masked(_ line: String) -> String {
+        secrets.reduce(line) { text, secret in
+            secret.utf8.count < 4 ? text : text.replacingOccurrences(of: secret, with: Redaction.mask)
+        }
     }
 
     /// Runs `hook` in `workingDirectory` (nil: the agent's own) with this process's environment
@@ -137,7 +152,7 @@ public struct HookRunner: Sendable {
                 let thread = Thread { [logger] in
                     continuation.resume(
                         returning: process.supervise(limits) { stream, line in
-                            logger.info("\(line)", metadata: ["stream": "\(stream.rawValue)"])
+                            logger.info("\(masked(line))", metadata: ["stream": "\(stream.rawValue)"])
                         })
                 }
                 thread.stackSize = 1 << 18
@@ -146,8 +161,10 @@ public struct HookRunner: Sendable {
         } onCancel: {
             process.cancel()
         }
-        logger.debug("hook ended", metadata: ["outcome": "\(outcome)"])
-        return outcome
+        var shown = outcome
+        shown.lastOutputLine = outcome.lastOutputLine.map(masked)
+        logger.debug("hook ended", metadata: ["outcome": "\(shown)"])
+        return shown
     }
 
     /// Why a hook could not start, in words.

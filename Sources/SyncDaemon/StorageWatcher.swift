@@ -155,9 +155,10 @@ public final class StorageWatcher: Sendable {
                 callbacks.status("\(summary); next check in \(ReportText.seconds(wait))")
                 if report.outcome != .upToDate, !settings.postUpdateHooks.isEmpty {
                     let (hooks, name, directory) = (settings.postUpdateHooks, settings.name, settings.directory)
+                    let runner = settings.hookRunner
                     let running = Task { [logger] in
                         await HookRunner.afterUpdate(
-                            hooks, storage: name, directory: directory, report: report, logger: logger)
+                            hooks, storage: name, directory: directory, report: report, logger: logger, runner: runner)
                     }
                     let stopping = control.withLock { control in
                         control.hooks = running

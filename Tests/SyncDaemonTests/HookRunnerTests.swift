@@ -115,6 +115,22 @@ struct HookRunnerTests {
         #expect(["three", "four"].contains(outcome.lastOutputLine))
     }
 
+    /// A storage's header values never reach the log through a hook's output: a hook that
+    /// prints its environment (or the token itself) is logged with `***` in their place, and so
+    /// is its last line.
+    @Test func headerValuesInAHooksOutputAreMasked() async throws {
+        let (logger, store) = CapturingLogHandler.logger()
+        let masking = HookRunner(
+            terminationGrace: .seconds(3), outputGrace: .milliseconds(300),
+            secrets: ["Bearer ghp_SUPERSECRET123", "abc"])
+        let outcome = await masking.run(
+            shellHook(
+                "echo 'auth: Bearer ghp_SUPERSECRET123 ok'; echo abc; echo 'again Bearer ghp_SUPERSECRET123'; exit 1"),
+            environment: [:], workingDirectory: nil, logger: logger)
+        #expect(store.lines("stdout") == ["auth: *** ok", "abc", "again ***"], "values under 4 bytes are left")
+        #expect(outcome.lastOutputLine == "again ***")
+    }
+
     @Test func theUnfinishedLastLineComesOutWhenItsStreamEnds() async throws {
         let (logger, store) = CapturingLogHandler.logger()
         // One stream, so the order is the order written (with two, which pipe the runner reads last
