@@ -121,6 +121,10 @@ package struct SyncAgent: AsyncParsableCommand {
         Console.ensureStandardStreamsOpen()
         unblockStopSignals()
         Console.ignoreBrokenPipes()
+        // `watch` reloads on SIGHUP once its loop traps it; until then (loading the config, the
+        // first 60 ms) the default action would end the agent (exit 129). A HUP that early is
+        // ignored: the configuration is being read then anyway.
+        if CommandLine.arguments.dropFirst().first == "watch" { signal(SIGHUP, SIG_IGN) }
         // Handled here rather than with CommandConfiguration(version:): the parser would then
         // take `--version` from anywhere, and `publish --version 1.0` with a missing option
         // would print this version and exit 0 instead of naming the missing option.
