@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import StorageServer
 import SyncDaemon
+import Synchronization
 
 /// `sync-agent serve`: a storage folder on loopback, the way GitHub raw serves it.
 struct ServeCommand: AsyncParsableCommand {
@@ -60,14 +61,19 @@ struct ServeCommand: AsyncParsableCommand {
         } else {
             server.observeRequests(keepingLog: false) { _ in }
         }
+        // The handler is in place before the URL is printed: a script that stops the server as
+        // soon as it reads the URL is heard.
+        let task = Mutex<Task<Void, any Error>?>(nil)
+        let interrupt = InterruptHandler { task.withLock { $0 }?.cancel() }
+        defer { interrupt.cancel() }
         let serving = Task {
             try await server.run { url in
                 // Unbuffered, so a script reading the URL from a pipe sees it at once.
                 Console.standardOutput(url.absoluteString + "\n")
             }
         }
-        let interrupt = InterruptHandler { serving.cancel() }
-        defer { interrupt.cancel() }
+        task.withLock { $0 = serving }
+        if interrupt.fired { serving.cancel() }
         do {
             try await serving.value
         } catch is CancellationError {

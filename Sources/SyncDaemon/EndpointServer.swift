@@ -57,6 +57,7 @@ final class EndpointServer: Sendable {
 
     private struct State {
         var started = false
+        var stopping = false
         var finished = false
         var waiters: [CheckedContinuation<Void, Never>] = []
     }
@@ -93,10 +94,16 @@ final class EndpointServer: Sendable {
         thread.start()
     }
 
-    /// Asks the thread to stop; it closes every socket as it ends.
+    /// Asks the thread to stop; it closes every socket as it ends. Only the first call writes
+    /// to the wake pipe, and only while the thread runs (a pipe end it closed may be another
+    /// file's descriptor by then).
     func stop() {
-        var byte: UInt8 = 1
-        _ = write(wake.write, &byte, 1)
+        state.withLock { state in
+            guard state.started, !state.stopping, !state.finished else { return }
+            state.stopping = true
+            var byte: UInt8 = 1
+            _ = write(wake.write, &byte, 1)
+        }
     }
 
     /// Returns once the thread ended (at once when it never started).
