@@ -210,15 +210,8 @@ struct SecretURLCLITests {
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
                 let log = { (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "" }
-                var waited = 0
-                while !(log().contains("restored 1.2") && log().contains("check failed")), waited < 600 {
-                    try await Task.sleep(for: .milliseconds(50))
-                    waited += 1
-                }
-                let serving = try #require(
-                    log().split(separator: "\n").first { $0.contains("serving /metrics") }, "\(log())")
-                let endpoint = try #require(serving.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+/)).output
-                let (code, metrics) = try await WatchConfigTests.get(String(endpoint) + "/metrics", scratch: scratch)
+                let endpoint = try await WatchConfigTests.endpoint(scratch, once: ["restored 1.2", "check failed"])
+                let (code, metrics) = try await WatchConfigTests.get(endpoint + "/metrics", scratch: scratch)
                 #expect(code == 200 && metrics.contains(#"storage="good""#), "\(metrics)")
                 Self.expectNoSecret(metrics, "/metrics")
 

@@ -60,6 +60,18 @@ struct WatchConfigTests {
     }
 
     /// GETs `url` with curl: (status, body).
+    /// Waits (up to 30 s) until `scratch/watch.log` holds every one of `lines`, then returns the
+    /// base URL its "serving /metrics" line names.
+    static func endpoint(_ scratch: String, once lines: [String]) async throws -> String {
+        let log = { (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? "" }
+        for _ in 0..<600 where !lines.allSatisfy({ log().contains($0) }) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let serving = try #require(
+            log().split(separator: "\n").first { $0.contains("serving /metrics") }, "\(log())")
+        return String(try #require(serving.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+/)).output)
+    }
+
     static func get(_ url: String, scratch: String) async throws -> (Int, String) {
         let out = scratch + "/curl-\(UUID().uuidString)"
         _ = try await ChildProcess.run(
