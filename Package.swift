@@ -106,15 +106,13 @@ let package = Package(
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
                                .product(name: "Yams", package: "Yams"),
-                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                               .product(name: "UnixSignals", package: "swift-service-lifecycle")]),
+                               .product(name: "ServiceLifecycle", package: "swift-service-lifecycle")]),
         // The commands of sync-agent (and of sync-agent-image, which adds how `image get` makes a
         // variant): a library so that the two binaries share one command line.
         .target(name: "SyncAgent",
                           dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "CLinux", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                                         .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                                          .product(name: "Crypto", package: "swift-crypto"),
                                          .product(name: "Logging", package: "swift-log")]),
 
@@ -157,8 +155,8 @@ let package = Package(
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
         // Runs the built sync-agent and sync-agent-image binaries; the dependencies make sure they are built first.
-        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "SyncAgentMain", "SyncAgentImage", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips"]),
-        .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "ProcessKit", "SyncAgentMain", "SyncAgentImage", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips"]),
+        .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ProcessKit", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
                                                             .product(name: "Logging", package: "swift-log"),
                                                             .product(name: "Metrics", package: "swift-metrics"),
                                                             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),

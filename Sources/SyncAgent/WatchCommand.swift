@@ -7,7 +7,6 @@ import ServiceLifecycle
 import StorageFormat
 import SyncDaemon
 import Transport
-import UnixSignals
 
 /// `sync-agent watch`: the daemon. Checks every storage until SIGTERM or SIGINT.
 struct WatchCommand: AsyncParsableCommand {
@@ -147,8 +146,11 @@ struct WatchCommand: AsyncParsableCommand {
             .init(
                 service: Agent(options: agentOptions), successTerminationBehavior: .gracefullyShutdownGroup,
                 failureTerminationBehavior: .gracefullyShutdownGroup))
-        let group = ServiceGroup(
-            configuration: .init(services: services, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        // SIGTERM and SIGINT through the relay, not the group's Dispatch signal sources (see
+        // `InterruptHandler`); a signal before `run()` still shuts the group down once it runs.
+        let group = ServiceGroup(configuration: .init(services: services, logger: logger))
+        let interrupt = InterruptHandler { Task { await group.triggerGracefulShutdown() } }
+        defer { interrupt.cancel() }
         do {
             try await group.run()
         } catch let failure as Agent.Failure {

@@ -1,9 +1,9 @@
 import ContentSync
 import Foundation
 import Logging
+import ProcessKit
 import ServiceLifecycle
 import Transport
-import UnixSignals
 
 /// The daemon: one ``StorageWatcher`` per configured storage, all fetching through one shared
 /// transport, in one process. SIGHUP reloads the config file; SIGTERM (a graceful shutdown)
@@ -136,8 +136,12 @@ public final class Agent: Service, Sendable {
                 for settings in configuration.storages {
                     start(settings, in: &group)
                 }
-                group.addTask {
-                    for await _ in await UnixSignalsSequence(trapping: .sighup) { continuation.yield(.reload) }
+                if let relay = SignalRelay.shared {
+                    // Through the relay (a handler and a pipe): a Dispatch signal source can lose it.
+                    let hangups = relay.arrivals(of: SIGHUP)
+                    group.addTask {
+                        for await _ in hangups { continuation.yield(.reload) }
+                    }
                 }
                 if let notify = options.notify, let interval = options.watchdogInterval {
                     // Proves the process is alive and its scheduler runs; it pings beside the
