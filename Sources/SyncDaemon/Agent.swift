@@ -74,6 +74,9 @@ public final class Agent: Service, Sendable {
         let (events, continuation) = AsyncStream<Event>.makeStream()
         var configuration = options.configuration
         var running: [String: Running] = [:]
+        /// Storages waiting to start until the running one they share a name, a dir or a state
+        /// with has ended: a changed storage's new settings, or one a reload added or renamed
+        /// while its predecessor finishes its check (each holds its state's watch lock).
         var replacements: [String: StorageSettings] = [:]
         var stopped: [String: StorageWatcher.Stopped] = [:]
         var awaitingFirstCheck = Set(configuration.storages.map(\.name))
@@ -81,6 +84,17 @@ public final class Agent: Service, Sendable {
         var generation = 0
         var shuttingDown = false
         var failure: StorageWatcher.Stopped?
+
+        /// The running storage that `settings` must wait for: the same name, dir or state.
+        func blocker(of settings: StorageSettings) -> String? {
+            func same(_ one: String, _ other: String) -> Bool {
+                (one as NSString).standardizingPath == (other as NSString).standardizingPath
+            }
+            return running.first { name, current in
+                name == settings.name || same(current.watcher.settings.directory, settings.directory)
+                    || same(current.watcher.settings.statePath, settings.statePath)
+            }?.key
+        }
 
         func start(_ settings: StorageSettings, in group: inout TaskGroup<Void>) {
             logger.info(
@@ -183,8 +197,12 @@ public final class Agent: Service, Sendable {
                                 options.notify?("READY=1")
                             }
                         }
-                        if !shuttingDown, failure == nil, let replacement = replacements.removeValue(forKey: name) {
-                            start(replacement, in: &group)
+                        if !shuttingDown, failure == nil {
+                            for waiting in replacements.values.sorted(by: { $0.name < $1.name })
+                            where blocker(of: waiting) == nil {
+                                replacements[waiting.name] = nil
+                                start(waiting, in: &group)
+                            }
                         }
                         if failure != nil, !shuttingDown {
                             // max-failures ran out, or nothing runs any more: stop the rest, exit non-zero.
@@ -231,9 +249,21 @@ public final class Agent: Service, Sendable {
                                 // The running check finishes first; the replacement starts when it ends.
                                 replacements[settings.name] = settings
                                 running[settings.name]?.watcher.stop()
-                            } else if running[settings.name] == nil, replacements[settings.name] == nil {
-                                // New, or stopped earlier: a reload is how an operator retries after a fix.
-                                start(settings, in: &group)
+                            } else if replacements[settings.name] != nil {
+                                // Still waiting: it starts with its newest settings.
+                                replacements[settings.name] = settings
+                            } else if running[settings.name] == nil {
+                                if let other = blocker(of: settings) {
+                                    // Renamed, or given a removed storage's dir or state: it starts
+                                    // when that one's running check has ended.
+                                    logger.info(
+                                        "storage waits for \(other) to stop: they share a dir or state",
+                                        metadata: ["storage": "\(settings.name)"])
+                                    replacements[settings.name] = settings
+                                } else {
+                                    // New, or stopped earlier: a reload is how an operator retries after a fix.
+                                    start(settings, in: &group)
+                                }
                             }
                         }
                         configuration.storages = next.storages

@@ -95,6 +95,7 @@ struct ConfigReader {
         var configuration = AgentConfiguration(storages: [])
         var defaults: Node.Mapping?
         var storagesNode: (key: Node, value: Node)?
+        respellings(in: top, at: "the top level")
         for (key, value) in top {
             switch Self.field(key) {
             case "http":
@@ -134,6 +135,7 @@ struct ConfigReader {
         guard let storages = storageEntries(storagesNode.value) else { return nil }
         if storages.count == 0 { problem(storagesNode.key, "`storages:` is empty: name at least one storage under it") }
         if let defaults {
+            respellings(in: defaults, at: "defaults")
             for (key, _) in defaults where ["base-url", "dir", "state"].contains(Self.field(key) ?? "") {
                 problem(key, "defaults.\(Self.field(key) ?? ""): each storage has its own; move it under the storage")
             }
@@ -157,6 +159,28 @@ struct ConfigReader {
         }
         checkOverlaps(configuration.storages, storages)
         return problems.isEmpty ? configuration : nil
+    }
+
+    /// Finds two spellings of one key in `mapping` (`dir:` and `folder:`, `base_url:` and
+    /// `base-url:`), a problem each: which one counted depended on their order, silently. YAML
+    /// itself refuses the same spelling twice. Returns the later spellings, to be skipped.
+    @discardableResult
+    private mutating func respellings(in mapping: Node.Mapping, at place: String) -> [Node] {
+        var first: [String: Node] = [:]
+        var later: [Node] = []
+        for (key, _) in mapping {
+            guard let field = Self.field(key) else { continue }
+            guard let earlier = first[field] else {
+                first[field] = key
+                continue
+            }
+            later.append(key)
+            problem(
+                key,
+                "\(place): '\(key.string ?? field)' gives \(field) again ('\(earlier.string ?? field)' on line \(earlier.mark.map { "\($0.line)" } ?? "?") gives it); keep one"
+            )
+        }
+        return later
     }
 
     /// A key of the file's own schema: `base_url` reads as `base-url`, and the other names people
@@ -212,7 +236,8 @@ struct ConfigReader {
         for (key, value) in defaults ?? Node.Mapping([]) {
             if let name = Self.field(key) { values[name] = (key, value) }
         }
-        for (key, value) in fields {
+        let respelled = respellings(in: fields, at: "storages.\(name)")
+        for (key, value) in fields where !respelled.contains(where: { $0 == key }) {
             guard let field = Self.field(key), AgentConfiguration.storageKeys.contains(field) else {
                 unknown(key, in: "storages.\(name)", known: AgentConfiguration.storageKeys)
                 continue
@@ -595,7 +620,7 @@ struct ConfigReader {
             return ConfigurationProblem(
                 line: context.mark.line, column: context.mark.column,
                 message:
-                    "the key\(duplicates.count == 1 ? "" : "s") \(duplicates.joined(separator: ", ")) appear twice in one mapping"
+                    "the key\(duplicates.count == 1 ? " \(duplicates[0]) appears" : "s \(duplicates.joined(separator: ", ")) appear") twice in one mapping"
             )
         default:
             return ConfigurationProblem(line: nil, message: "not valid YAML: \(error)")

@@ -1,3 +1,5 @@
+import Transport
+
 /// Durations as operators write them: a whole number with a unit, `90s`, `15m`, `2h`, `1d`. The
 /// config file and the flags (`status --max-age`) read the same forms.
 public enum DurationText {
@@ -30,8 +32,9 @@ public enum DurationText {
         return "\(seconds)s"
     }
 
-    /// The longest duration read: 36,500 days (100 years), the longest wait the agent schedules.
-    static let longestSeconds: Int64 = 36_500 * 86_400
+    /// The longest duration read: 36,500 days (100 years), the longest wait the agent schedules
+    /// (`Duration.longestWait`, which every sleep clamps to).
+    static let longestSeconds: Int64 = Duration.longestWait.components.seconds
 
     /// What a duration looks like, for error messages.
     public static let help = "a whole number above 0 with s, m, h or d (90s, 15m, 2h, 1d), at most 36500d"

@@ -1,4 +1,5 @@
 import ContentSync
+import FileKit
 import Foundation
 import Logging
 import Synchronization
@@ -51,6 +52,8 @@ public final class StorageWatcher: Sendable {
     let metrics: StorageMetrics?
     let health: AgentHealth?
     private let control = Mutex(Control())
+    /// Held from the watcher's making to its ``shutdown(keepingMetrics:)``: one watcher per state.
+    private let watchLock: RangeLockFile
 
     private struct Control {
         var stopRequested = false
@@ -77,6 +80,49 @@ public final class StorageWatcher: Sendable {
             configuration: settings.clientConfiguration(
                 transport: transport, logger: logger.logLevel <= .debug ? logger : nil,
                 hookLogger: logger))
+        self.watchLock = try Self.takeWatchLock(settings)
+    }
+
+    /// The byte of the update lock file (`<state>.lock`) a watcher holds, as an open file
+    /// description lock: independent of the update's own `flock` on that file, and released by
+    /// the kernel when the process dies.
+    static let watchLockSlot: Int64 = 0
+
+    /// Takes the watch lock of `settings`' state, or says which watcher holds it.
+    ///
+    /// Two `watch` processes on one folder and state both ran: each update waited for the
+    /// other's, every change was checked twice and every hook ran twice. A manual `sync` beside
+    /// a watcher still works (it takes only the update lock).
+    static func takeWatchLock(_ settings: StorageSettings) throws(SyncError) -> RangeLockFile {
+        let path = settings.statePath + ".lock"
+        let parent = (settings.statePath as NSString).deletingLastPathComponent
+        let folder = open(parent.isEmpty ? "." : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard folder >= 0 else {
+            throw SyncError(
+                FileSystemError("cannot open the state database's folder", path: parent, syscall: "open", errno: errno))
+        }
+        defer { close(folder) }
+        let lock: RangeLockFile
+        do {
+            lock = try RangeLockFile(
+                in: folder, name: (settings.statePath as NSString).lastPathComponent + ".lock", mode: 0o644, path: path)
+        } catch {
+            throw SyncError(error)
+        }
+        let taken: Bool
+        do {
+            taken = try lock.tryLock(slot: watchLockSlot, exclusive: true)
+        } catch {
+            throw SyncError(error)
+        }
+        guard taken else {
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "another sync-agent watch already keeps \(settings.directory) in step with the state \(settings.statePath) (it holds the watch lock on \(path)); stop that one first, or give this storage its own dir and state"
+            )
+        }
+        return lock
     }
 
     /// Asks the loop to end once the running check (if any) finishes; a pause ends at once.
@@ -104,6 +150,7 @@ public final class StorageWatcher: Sendable {
     /// and the alerts on them fire; otherwise (a reload drops or replaces it) they go.
     public func shutdown(keepingMetrics: Bool = false) async {
         await manager.shutdown()
+        watchLock.unlock(slot: Self.watchLockSlot)
         if !keepingMetrics { metrics?.remove() }
     }
 

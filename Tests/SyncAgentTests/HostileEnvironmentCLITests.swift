@@ -297,6 +297,56 @@ struct HostileEnvironmentCLITests {
             }
         }
     }
+
+    /// A symlink planted at one of the state database's own files: SQLite and the update lock
+    /// would open (and create) the target. `sync`, `status` and `watch` refuse with exit 6,
+    /// naming the file and the fix; nothing appears at the target.
+    @Test(
+        "a symlink at the state's -wal, -shm, -journal or .lock is refused with exit 6; nothing is created through it",
+        arguments: ["-wal", "-shm", "-journal", ".lock"])
+    func aSymlinkAtAStateDatabasesFileIsRefused(suffix: String) async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server async throws in
+                try FileManager.default.createDirectory(
+                    atPath: scratch + "/elsewhere", withIntermediateDirectories: true)
+                let state = scratch + "/state.sqlite"
+                let first = try await SyncAgentBinary.run(
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state",
+                        state,
+                    ],
+                    scratch: scratch)
+                #expect(first.status == 0, "\(first.stderr)")
+                try? FileManager.default.removeItem(atPath: state + suffix)
+                try FileManager.default.createSymbolicLink(
+                    atPath: state + suffix, withDestinationPath: scratch + "/elsewhere/target")
+                let arguments = [
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state",
+                        state,
+                    ],
+                    ["status", "--dir", scratch + "/content", "--state", state],
+                ]
+                for command in arguments {
+                    let result = try await SyncAgentBinary.run(command, scratch: scratch)
+                    #expect(result.status == 6, "\(command[0]): \(result.stderr)")
+                    #expect(result.stderr.contains(state + suffix), "\(command[0]) names the file: \(result.stderr)")
+                    #expect(result.stderr.contains("remove it"), "\(command[0]) says the fix: \(result.stderr)")
+                }
+                #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/elsewhere").isEmpty)
+                // Once removed, the next sync works.
+                try FileManager.default.removeItem(atPath: state + suffix)
+                let again = try await SyncAgentBinary.run(
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state",
+                        state,
+                    ],
+                    scratch: scratch)
+                #expect(again.status == 0, "\(again.stderr)")
+            }
+        }
+    }
 }
 
 /// An empty path resolves to the current folder: `sync --dir ''` mirrored into it and recorded a

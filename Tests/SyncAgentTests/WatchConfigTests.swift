@@ -377,6 +377,96 @@ struct WatchConfigTests {
         }
     }
 
+    /// A storage renamed by a reload while its update runs: the new name shares the old one's dir
+    /// and state, so it waits for the old one's check to end (it used to start at once and log
+    /// "another update is running" failures until the restore ended).
+    @Test("a storage renamed during its update starts under its new name when the update ends, with no busy failure")
+    func renameDuringUpdate() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                server.injectFault(.delay(seconds: 3), times: 1) { $0.hasSuffix(".zip") }
+                let process = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n", scratch: scratch)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                _ = try await Self.waitForLine(scratch, "the update start") { $0["message"] == "update started" }
+                let renamed = Self.storage("a", server, scratch: scratch).replacingOccurrences(of: "  a:", with: "  b:")
+                try Data(("storages:\n" + renamed + "\n").utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+                process.send(SIGHUP)
+                _ = try await Self.waitForLine(scratch, "the start of b") {
+                    $0["message"] == "starting storage" && $0["storage"] == "b"
+                }
+                _ = try await Self.waitForLine(scratch, "b's first check") {
+                    $0["storage"] == "b" && $0["message"]?.hasPrefix("up to date at 1.2") == true
+                }
+                let lines = Self.lines(scratch)
+                let messages = lines.map { $0["message"] ?? "" }
+                let restored = try #require(messages.firstIndex { $0.hasPrefix("restored 1.2") }, "\(messages)")
+                let started = try #require(
+                    lines.firstIndex { $0["message"] == "starting storage" && $0["storage"] == "b" })
+                #expect(restored < started, "b starts after a's update ends:\n\(messages)")
+                #expect(messages.contains { $0.hasPrefix("storage waits for a") }, "\(messages)")
+                #expect(!messages.contains { $0.contains("check failed") || $0.contains("another") }, "\(messages)")
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+            }
+        }
+    }
+
+    /// Two `watch` processes on one dir and state both ran, each checking and running hooks:
+    /// the second stops at once with exit 6, naming the lock; the first runs on. A `sync` beside
+    /// the running watch still works.
+    @Test("a second watch of the same dir and state exits 6 naming the watch lock; the first runs on")
+    func aSecondWatchOfOneStateIsRefused() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let config = "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
+                let first = try Self.startWatch(config: config, scratch: scratch)
+                async let firstExit = first.exitStatus()
+                var stopped = false
+                defer { if !stopped { first.send(SIGKILL) } }
+                _ = try await Self.waitForLine(scratch, "the first's restore") {
+                    $0["message"]?.hasPrefix("restored 1.2") == true
+                }
+                // The same storage under another name, from another config file.
+                try FileManager.default.createDirectory(atPath: scratch + "/second", withIntermediateDirectories: true)
+                let other = config.replacingOccurrences(of: "  a:", with: "  copy:")
+                try Data(other.utf8).write(to: URL(fileURLWithPath: scratch + "/second/agent.yaml"))
+                let second = try ChildProcess(
+                    SyncAgentBinary.path, ["watch", "--config", scratch + "/second/agent.yaml"],
+                    stderr: scratch + "/second/watch.log")
+                #expect(await second.exitStatus() == 6)
+                let said = (try? String(contentsOfFile: scratch + "/second/watch.log", encoding: .utf8)) ?? ""
+                #expect(said.contains("another sync-agent watch already keeps \(scratch)/a"), "\(said)")
+                #expect(said.contains("\(scratch)/a.sqlite.lock"), "\(said)")
+                #expect(kill(first.pid, 0) == 0, "the first watch runs on")
+                let sync = try await SyncAgentBinary.run(
+                    [
+                        "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/a", "--state",
+                        scratch + "/a.sqlite",
+                    ], scratch: scratch)
+                #expect(sync.status == 0, "\(sync.stderr)")
+                first.send(SIGTERM)
+                #expect(await firstExit == 0)
+                stopped = true
+                // Once the first has stopped, a new watch takes the lock.
+                let third = try ChildProcess(
+                    SyncAgentBinary.path, ["watch", "--config", scratch + "/second/agent.yaml"],
+                    stderr: scratch + "/second/third.log")
+                async let thirdExit = third.exitStatus()
+                let thirdLog = { (try? String(contentsOfFile: scratch + "/second/third.log", encoding: .utf8)) ?? "" }
+                for _ in 0..<400 where !thirdLog().contains("up to date at 1.2") {
+                    try await Task.sleep(for: .milliseconds(25))
+                }
+                #expect(thirdLog().contains("up to date at 1.2"), "\(thirdLog())")
+                third.send(SIGTERM)
+                #expect(await thirdExit == 0)
+            }
+        }
+    }
+
     @Test(
         "hooks: a post-update hook gets the SYNC_AGENT_ variables; a pre-switch veto leaves N intact and exits 10 at max-failures 1"
     )

@@ -190,7 +190,24 @@ struct AgentConfigurationTests {
             ),
             (
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  a:\n    base-url: http://h/b/\n    dir: /tmp/b\n",
-                2, "appear twice"
+                2, "appears twice"
+            ),
+            // Two spellings of one key: which counted depended on their order, silently.
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    folder: /tmp/b\n", 5,
+                "storages.a: 'folder' gives dir again ('dir' on line 4 gives it); keep one"
+            ),
+            (
+                "storages:\n  a:\n    url: http://h/a/\n    base_url: http://h/b/\n    dir: /tmp/a\n", 4,
+                "'base_url' gives base-url again"
+            ),
+            (
+                "defaults:\n  interval: 5m\n  trust_keys: []\n  trust-key: []\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n",
+                4, "defaults: 'trust-key' gives trust-key again"
+            ),
+            (
+                "log-format: json\nlog_format: text\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 2,
+                "the top level: 'log_format' gives log-format again"
             ),
             (
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    hooks:\n      post-update:\n        - command: [no-such-program-xyz]\n",

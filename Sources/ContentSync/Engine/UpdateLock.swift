@@ -27,9 +27,26 @@ final class UpdateLock {
     /// Takes both locks or fails at once, naming what holds them.
     init(statePath: String, contentDirectory: String, stagingRoot: String) throws(SyncError) {
         let lockPath = statePath + ".lock"
-        stateLock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        // Never through a symlink (planted, it would create the file elsewhere), never a FIFO
+        // or device (O_NONBLOCK keeps one from blocking the open; the check below refuses it).
+        stateLock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644)
         guard stateLock >= 0 else {
-            throw SyncError.fileSystem("cannot open the update lock", path: lockPath, syscall: "open", errno: errno)
+            let code = errno
+            if code == ELOOP {
+                throw SyncError(
+                    code: .configuration,
+                    message:
+                        "the update lock \(lockPath) is a symlink, so an update could create a file elsewhere through it; remove it (it is made again)"
+                )
+            }
+            throw SyncError.fileSystem("cannot open the update lock", path: lockPath, syscall: "open", errno: code)
+        }
+        var info = stat()
+        guard fstat(stateLock, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+            close(stateLock)
+            throw SyncError(
+                code: .configuration,
+                message: "the update lock \(lockPath) is not a regular file; remove it (it is made again)")
         }
         do {
             try Self.lockExclusively(stateLock, path: lockPath, contentDirectory: contentDirectory)

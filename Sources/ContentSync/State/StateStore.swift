@@ -28,8 +28,35 @@ final class StateStore: Sendable {
     init(path: String) throws(SyncError) {
         self.path = path
         let folder = (path as NSString).deletingLastPathComponent
-        // SQLite follows a symlink at the database's own path (to keep its -wal beside the real
-        // file): one planted there, even dangling, would have it create and write files elsewhere.
+        try Self.checkOwnedFiles(of: path)
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(Self.busyTimeout)
+            pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
+        } catch {
+            // Out of descriptors, SQLite says only "unable to open": the file is fine, and
+            // deleting it would cost a whole restore for nothing.
+            if let reason = FileSystemError.descriptorShortageReason() {
+                throw SyncError(
+                    code: .stateStore, message: "cannot open the state database \(path): \(reason)", underlying: error)
+            }
+            throw SyncError(
+                code: .stateStore,
+                message:
+                    "cannot open the state database \(path): \(error); if it is this agent's state, delete it to start over (the next run restores from the archive); if not, give the state database's path",
+                underlying: error)
+        }
+    }
+
+    /// Refuses a state database whose files are not plain files where they are expected.
+    ///
+    /// SQLite follows a symlink at the database's own path (to keep its -wal beside the real
+    /// file), and opens its `-wal`, `-shm` and `-journal` files and the update lock
+    /// (`<database>.lock`) through one: a symlink planted at any of them, even dangling, would
+    /// have an update create or write a file elsewhere. Each one that exists must be a regular
+    /// file; the error names it and the fix.
+    static func checkOwnedFiles(of path: String) throws(SyncError) {
         var info = stat()
         if lstat(path, &info) == 0 {
             switch info.st_mode & S_IFMT {
@@ -52,23 +79,18 @@ final class StateStore: Sendable {
                     message: "the state database \(path) is not a regular file: give a file's path")
             }
         }
-        do {
-            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            var configuration = Configuration()
-            configuration.busyMode = .timeout(Self.busyTimeout)
-            pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
-        } catch {
-            // Out of descriptors, SQLite says only "unable to open": the file is fine, and
-            // deleting it would cost a whole restore for nothing.
-            if let reason = FileSystemError.descriptorShortageReason() {
-                throw SyncError(
-                    code: .stateStore, message: "cannot open the state database \(path): \(reason)", underlying: error)
-            }
+        for (suffix, role) in [
+            ("-wal", "write-ahead log"), ("-shm", "shared memory index"), ("-journal", "journal"),
+            (".lock", "update lock"),
+        ] {
+            let owned = path + suffix
+            guard lstat(owned, &info) == 0, info.st_mode & S_IFMT != S_IFREG else { continue }
+            let kind = info.st_mode & S_IFMT == S_IFLNK ? "a symlink" : "not a regular file"
             throw SyncError(
-                code: .stateStore,
+                code: .configuration,
                 message:
-                    "cannot open the state database \(path): \(error); if it is this agent's state, delete it to start over (the next run restores from the archive); if not, give the state database's path",
-                underlying: error)
+                    "the state database's \(role) \(owned) is \(kind), so an update could write elsewhere through it; remove it (it is made again; the database's other files are kept)"
+            )
         }
     }
 
