@@ -24,6 +24,17 @@ public enum FileSystem {
         return (Int64(bitPattern: UInt64(info.st_dev)), Int64(bitPattern: UInt64(info.st_ino)))
     }
 
+    /// Removes what is at `path` unless it is a plain file: a symlink, a special file, a folder
+    /// or a file with other hard links (the name only, never a link's target or the other names'
+    /// file). For a file the program writes again by name (a partial download, its sidecar):
+    /// opened as it is, a link planted there would have the write land outside. Nothing there,
+    /// or a regular file with one link, is left alone.
+    public static func removeUnlessPlainFile(_ path: String) throws(FileSystemError) {
+        guard let info = status(of: path) else { return }
+        guard info.st_mode & S_IFMT != S_IFREG || info.st_nlink > 1 else { return }
+        try removeTree(path)
+    }
+
     /// Whether anything (a symlink included) is at `path`.
     public static func exists(_ path: String) -> Bool {
         identity(of: path) != nil

@@ -418,7 +418,9 @@ struct ConfigReader {
             self.problem(node, "\(label): \(problem)")
             return nil
         }
-        return StorageSettings.Header(name: name, value: prefix + resolved.value, source: resolved.source)
+        return StorageSettings.Header(
+            name: name, value: prefix + resolved.value, source: resolved.source,
+            secret: prefix.isEmpty ? nil : resolved.value)
     }
 
     private mutating func trustedKey(_ path: String, _ node: Node, _ where_: String) -> String? {

@@ -109,7 +109,8 @@ public struct StorageSettings: Sendable, Equatable {
 
     /// The runner of this storage's hooks: their output never shows a header's value.
     public var hookRunner: HookRunner {
-        HookRunner(secrets: headers.map(\.value))
+        // Longest first: a whole value is masked before the token inside it.
+        HookRunner(secrets: Array(Set(headers.flatMap(\.secretParts))).sorted { $0.count > $1.count })
     }
 
     /// A request header. Its value may be a secret: ``description`` never shows it.
@@ -120,12 +121,28 @@ public struct StorageSettings: Sendable, Equatable {
         public var value: String
         /// Where the value came from, for logs: `env GITHUB_TOKEN`, `file /etc/…`, or `literal`.
         public var source: String
+        /// The part of ``value`` read from the environment or a file, without its `prefix:`
+        /// (`ghp_…` of `token ghp_…`): what a hook's environment holds. Nil: all of ``value``.
+        public var secret: String?
 
-        /// A header `name: value` read from `source`.
-        public init(name: String, value: String, source: String = "literal") {
+        /// A header `name: value` read from `source`; `secret` is the part a prefix was put before.
+        public init(name: String, value: String, source: String = "literal", secret: String? = nil) {
             self.name = name
             self.value = value
             self.source = source
+            self.secret = secret
+        }
+
+        /// What a log must never show of this header: the value, the part read from the
+        /// environment or a file, and the last word of a value with a scheme (`Bearer abc…`,
+        /// `token ghp_…`), which a hook's own variable may hold alone.
+        var secretParts: [String] {
+            var parts = [value]
+            if let secret { parts.append(secret) }
+            if let last = value.split(whereSeparator: \.isWhitespace).last, last.count >= 8, last.count < value.count {
+                parts.append(String(last))
+            }
+            return parts
         }
 
         /// What is wrong with a header `name: value`, or nil: the name must be an HTTP token and the

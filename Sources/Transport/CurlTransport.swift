@@ -136,16 +136,30 @@ public final class CurlTransport: Transport {
     /// ``DownloadOptions/resumeETag`` allows, else emptied first.
     public func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse
     {
-        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        // Never through a symlink, into a FIFO, or into a file with other names: each would put
+        // the body somewhere else than `path`. (`/proc/self/fd/N`, a descriptor's own name for a
+        // transport that downloads only to paths, is a link by design.)
+        let descriptorName = path.hasPrefix("/proc/self/fd/")
+        let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (descriptorName ? 0 : O_NOFOLLOW), 0o644)
         guard fd >= 0 else {
             let code = errno
             throw TransportError(
                 code: .fileSystem,
-                message:
-                    "cannot open \(path) for the download of \(Redaction.url(request.url)): \(String(cString: strerror(code)))",
+                message: code == ELOOP
+                    ? "cannot download \(Redaction.url(request.url)) to \(path): it is a symlink; remove it"
+                    : "cannot open \(path) for the download of \(Redaction.url(request.url)): \(String(cString: strerror(code)))",
                 url: request.url, errno: code)
         }
         defer { close(fd) }
+        var info = stat()
+        let kind = fstat(fd, &info) == 0 ? info.st_mode & S_IFMT : 0
+        guard kind == S_IFCHR || (kind == S_IFREG && (info.st_nlink <= 1 || descriptorName)) else {
+            throw TransportError(
+                code: .fileSystem,
+                message:
+                    "cannot download \(Redaction.url(request.url)) to \(path): it is not a regular file with one name (a FIFO, a folder, or a file with other hard links); remove it",
+                url: request.url, errno: EEXIST)
+        }
         return try await download(request, fd: fd, path: path, options: options)
     }
 

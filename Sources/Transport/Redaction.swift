@@ -32,12 +32,34 @@ public enum Redaction {
         guard
             escapedAuthority
                 || ((text.contains("@") || text.contains("?") || text.contains("#")) && text.contains("://"))
+                || (text.contains("@") && text.contains(":")) || (text.contains(",") && text.contains("="))
         else { return text }
         // Twice: first the URLs as written, whose escapes are their own (a password's `%2F` is
         // part of the password, not where its authority ends), then the URLs written escaped
         // once, whose escaped delimiters are their delimiters.
-        let plain = redact(text, decodingDelimiters: false)
+        var plain = redact(text, decodingDelimiters: false)
+        if plain.contains(","), plain.contains("=") { plain = maskSecretOptions(plain) }
         return escapedAuthority ? redact(plain, decodingDelimiters: true) : plain
+    }
+
+    /// `text` with the value of each `,name=value` whose name says it holds a secret masked: an
+    /// rclone connection string's `pass=`, `client_secret=`, `key=` (`:webdav,url=…,pass=…:path`).
+    private static func maskSecretOptions(_ text: String) -> String {
+        let bytes = Array(text.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: ","), let (value, end) = secretOption(bytes, at: index) {
+                out += bytes[index..<value]
+                out += Array(mask.utf8)
+                index = end
+                continue
+            }
+            out.append(bytes[index])
+            index += 1
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// One pass of ``text(_:)``: with `decodingDelimiters`, escaped delimiters read as the
@@ -49,6 +71,15 @@ public enum Redaction {
         let bytes = scan.bytes
         var index = 0
         while index < bytes.count {
+            // `user:password@host` with no scheme (a base URL typed without `https://`).
+            if !decodingDelimiters, index == 0 || startsToken(after: bytes[index - 1]),
+                let (secret, at) = schemelessUserInfo(bytes, from: index)
+            {
+                scan.copy(index..<secret, into: &out)
+                out += Array(mask.utf8)
+                index = at
+                continue
+            }
             // "://" starts an authority.
             if index + 2 < bytes.count, bytes[index] == UInt8(ascii: ":"), bytes[index + 1] == UInt8(ascii: "/"),
                 bytes[index + 2] == UInt8(ascii: "/")
@@ -57,6 +88,12 @@ public enum Redaction {
                 let start = index + 3
                 var end = start
                 while end < bytes.count, !endsAuthority(bytes[end]) { end += 1 }
+                // A password typed with a raw `/`, `?` or `#` (`alice:pa#ss@host`): the
+                // authority runs on to the `@` after it.
+                if !bytes[start..<end].contains(UInt8(ascii: "@")), let at = rawDelimiterInPassword(bytes, start, end) {
+                    end = at + 1
+                    while end < bytes.count, !endsAuthority(bytes[end]) { end += 1 }
+                }
                 if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) {
                     let info = bytes[start..<at]
                     if let colon = info.firstIndex(of: UInt8(ascii: ":")) {
@@ -186,6 +223,106 @@ public enum Redaction {
             if fragment { break }
         }
         return index
+    }
+
+    /// The `@` ending a user info whose password holds a raw `/`, `?` or `#`, for an authority
+    /// that starts at `start` and seems to end at `end` (at that byte): when what comes before
+    /// `end` is `user:` and something that is not a port (digits), and an `@` follows before the
+    /// URL ends. `https://host/img@2x.png` and `https://host:8080/x?mail=a@b` keep their hosts.
+    private static func rawDelimiterInPassword(_ bytes: [UInt8], _ start: Int, _ end: Int) -> Int? {
+        guard end < bytes.count, [UInt8(ascii: "/"), UInt8(ascii: "?"), UInt8(ascii: "#")].contains(bytes[end]),
+            start < end, bytes[start] != UInt8(ascii: "["),
+            let colon = bytes[start..<end].firstIndex(of: UInt8(ascii: ":")), colon > start
+        else { return nil }
+        let password = bytes[(colon + 1)..<end]
+        guard !password.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }) else { return nil }
+        var index = end
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "@") { return index }
+            if endsAuthority(byte), byte != UInt8(ascii: "/"), byte != UInt8(ascii: "?"), byte != UInt8(ascii: "#") {
+                return nil
+            }
+            index += 1
+        }
+        return nil
+    }
+
+    /// After the `,` at `comma`: `name=value` whose name says it holds a secret (rclone's
+    /// `pass=`, `client_secret=`, `key=`, `token=`), as (where the value starts, where it
+    /// ends). A quoted value (`'…'` or `"…"`, a doubled quote inside) ends after its closing
+    /// quote, and is masked whole with its quotes; a bare one at the next `,`, `:` or white space.
+    private static func secretOption(_ bytes: [UInt8], at comma: Int) -> (Int, Int)? {
+        var index = comma + 1
+        while index < bytes.count,
+            bytes[index] == UInt8(ascii: "_") || bytes[index] == UInt8(ascii: "-")
+                || (bytes[index] | 0x20 >= UInt8(ascii: "a") && bytes[index] | 0x20 <= UInt8(ascii: "z"))
+                || (bytes[index] >= UInt8(ascii: "0") && bytes[index] <= UInt8(ascii: "9"))
+        {
+            index += 1
+        }
+        guard index > comma + 1, index < bytes.count, bytes[index] == UInt8(ascii: "="),
+            isSecretName(bytes[(comma + 1)..<index])
+        else { return nil }
+        let value = index + 1
+        guard value < bytes.count else { return nil }
+        var end = value
+        let quote = bytes[value]
+        if quote == UInt8(ascii: "'") || quote == UInt8(ascii: "\"") {
+            end = value + 1
+            while end < bytes.count {
+                if bytes[end] == quote {
+                    if end + 1 < bytes.count, bytes[end + 1] == quote {
+                        end += 2
+                        continue
+                    }
+                    end += 1
+                    break
+                }
+                end += 1
+            }
+        } else {
+            while end < bytes.count, bytes[end] > 0x20, bytes[end] != UInt8(ascii: ","), bytes[end] != UInt8(ascii: ":")
+            {
+                end += 1
+            }
+        }
+        return end > value ? (value, end) : nil
+    }
+
+    /// Whether a word may start after `byte`: white space, a quote, a bracket or `=`.
+    private static func startsToken(after byte: UInt8) -> Bool {
+        byte <= 0x20 || "'\"(<[{=,".utf8.contains(byte)
+    }
+
+    /// In a word starting at `start`: `name:password@` with no `//` after the colon (a name of
+    /// letters, digits and `-._~%`), as (where the password starts, where its last `@` is).
+    private static func schemelessUserInfo(_ bytes: [UInt8], from start: Int) -> (Int, Int)? {
+        var index = start
+        while index < bytes.count {
+            let byte = bytes[index]
+            let isNameByte =
+                (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+                || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || "-._~%".utf8.contains(byte)
+            if !isNameByte { break }
+            index += 1
+        }
+        guard index > start, index < bytes.count, bytes[index] == UInt8(ascii: ":") else { return nil }
+        let secret = index + 1
+        // Not `scheme://`: the authority pass handles it.
+        if secret < bytes.count, bytes[secret] == UInt8(ascii: "/") { return nil }
+        // Up to the host's path or the word's end; the last `@` there ends the password.
+        index = secret
+        var at: Int?
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte <= 0x20 || byte == 0x7F || "\"'<>`{}|\\^/".utf8.contains(byte) { break }
+            if byte == UInt8(ascii: "@") { at = index }
+            index += 1
+        }
+        guard let at, at > secret else { return nil }
+        return (secret, at)
     }
 
     /// Whether `bytes` hold `://`.

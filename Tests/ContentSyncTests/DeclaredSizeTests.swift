@@ -1,5 +1,6 @@
 import Foundation
 import StorageServer
+import Synchronization
 import Testing
 
 @testable import ContentSync
@@ -37,4 +38,88 @@ struct DeclaredSizeTests {
             try harness.expectTree(is: "1.0")
         }
     }
+
+    /// A storage without integrity data declares no file's size, but its status declares the
+    /// whole content's: an endless content file (or a gzip bomb) is cut off there, and the
+    /// update refused, instead of filling the disk and being installed.
+    @Test func aContentFileLargerThanTheWholeDeclaredContentIsRefused() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let root = ExampleStorageFixture.snapshot("1.2").path
+            // 4 MiB more than any file: the status declares 0.065 MB of content.
+            let padding = Data(repeating: UInt8(ascii: "x"), count: 4 << 20)
+            let served = ContentCounter()
+            let origin = try ScriptedOrigin { request in
+                let path = String(request.path.dropFirst()).removingPercentEncoding ?? ""
+                guard let data = FileManager.default.contents(atPath: root + "/" + path) else {
+                    return ScriptedOrigin.Answer(status: 404)
+                }
+                guard path.hasPrefix("RXCacheContent/") else { return ScriptedOrigin.Answer(body: data) }
+                served.add(data.count + padding.count)
+                return ScriptedOrigin.Answer(body: data + padding)
+            }
+            defer { origin.stop() }
+            var configuration = harness.configuration(concurrency: 1)
+            configuration.baseURL = origin.url("/")
+            configuration.verifyIntegrity = false
+            let manager = try CacheManager(configuration: configuration)
+            await #expect {
+                try await manager.checkForUpdates()
+            } throws: { error in
+                guard let error = error as? SyncError else { return false }
+                return error.code == .integrity
+                    && error.message.contains("larger than what is left of the content size")
+                    && error.message.contains("status declares")
+            }
+            try harness.expectTree(is: "1.0")
+            // Nothing that large is left in the staging area.
+            let staging = StagingArea(contentDirectory: harness.content).root
+            let sizes = (FileManager.default.enumerator(atPath: staging)?.allObjects as? [String] ?? []).compactMap {
+                (try? FileManager.default.attributesOfItem(atPath: staging + "/" + $0)[.size] as? Int) ?? nil
+            }
+            #expect(sizes.allSatisfy { $0 < 2 << 20 }, "\(sizes)")
+        }
+    }
+
+    /// The archive's integrity size must agree with the status's own `zippedArchiveSizeInMB`:
+    /// a restore trusted the larger one and streamed gigabytes before the hash refused them.
+    @Test func anArchiveSizeTheStatusContradictsIsRefusedBeforeItIsFetched() async throws {
+        try await withSyncHarness(serving: "1.2") { harness in
+            let root = ExampleStorageFixture.snapshot("1.2").path
+            let archiveRequests = ContentCounter()
+            let origin = try ScriptedOrigin { request in
+                let path = String(request.path.dropFirst()).removingPercentEncoding ?? ""
+                guard var data = FileManager.default.contents(atPath: root + "/" + path) else {
+                    return ScriptedOrigin.Answer(status: 404)
+                }
+                if path.hasSuffix(".zip") { archiveRequests.add(1) }
+                if path.hasSuffix("cacheStatus.json") {
+                    let text = String(decoding: data, as: UTF8.self).replacingOccurrences(
+                        of: "\"size\" : 71776", with: "\"size\" : 5000000000")
+                    data = Data(text.utf8)
+                }
+                return ScriptedOrigin.Answer(body: data)
+            }
+            defer { origin.stop() }
+            var configuration = harness.configuration()
+            configuration.baseURL = origin.url("/")
+            let manager = try CacheManager(configuration: configuration)
+            await #expect {
+                try await manager.checkForUpdates()
+            } throws: { error in
+                guard let error = error as? SyncError else { return false }
+                return error.code == .invalidStatus && error.message.contains("5000000000 bytes")
+                    && error.message.contains("contradicts itself")
+            }
+            #expect(archiveRequests.value == 0)
+            #expect(!FileManager.default.fileExists(atPath: harness.content))
+        }
+    }
+}
+
+/// A count the origin's handler adds to.
+final class ContentCounter: Sendable {
+    private let count = Mutex(0)
+    func add(_ amount: Int) { count.withLock { $0 += amount } }
+    var value: Int { count.withLock { $0 } }
 }

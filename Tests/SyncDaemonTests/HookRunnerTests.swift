@@ -131,6 +131,23 @@ struct HookRunnerTests {
         #expect(outcome.lastOutputLine == "again ***")
     }
 
+    /// The documented `Authorization: {env: GITHUB_TOKEN, prefix: "token "}`: the variable a
+    /// hook inherits holds the bare token, which masking only the whole value let through.
+    @Test func aPrefixedHeadersBareSecretIsMaskedToo() async throws {
+        let configuration = try AgentConfigurationTests.load(
+            "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {env: GH_TOKEN_T, prefix: \"token \"}\n      X-Other: Bearer literalSECRET99\n",
+            environment: ["PATH": "/usr/bin:/bin", "GH_TOKEN_T": "ghp_LEAKEDTOKEN123"])
+        let settings = try #require(configuration.storages.first)
+        var runner = settings.hookRunner
+        runner.outputGrace = .milliseconds(300)
+        let (logger, store) = CapturingLogHandler.logger()
+        _ = await runner.run(
+            shellHook(
+                "echo GH_TOKEN_T=ghp_LEAKEDTOKEN123; echo 'sent token ghp_LEAKEDTOKEN123'; echo only literalSECRET99"),
+            environment: [:], workingDirectory: nil, logger: logger)
+        #expect(store.lines("stdout") == ["GH_TOKEN_T=***", "sent ***", "only ***"])
+    }
+
     @Test func theUnfinishedLastLineComesOutWhenItsStreamEnds() async throws {
         let (logger, store) = CapturingLogHandler.logger()
         // One stream, so the order is the order written (with two, which pipe the runner reads last

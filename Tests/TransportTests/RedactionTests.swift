@@ -28,7 +28,33 @@ struct RedactionTests {
                 "GET https://a:***@one/x and https://***@two/y failed"
             ),
             ("http://u:p@[::1]:8080/s/", "http://u:***@[::1]:8080/s/"),
-            ("a:p@b@host/", "a:p@b@host/"),
+            // rclone connection strings: secret options go, quoted or not.
+            (
+                "uploaded status to :webdav,url='http://127.0.0.1:1/',user=u,pass=OBSCURED42:dst (1/4)",
+                "uploaded status to :webdav,url='http://127.0.0.1:1/',user=u,pass=***:dst (1/4)"
+            ),
+            (
+                ":s3,access_key_id=AK,secret_access_key=\"a,b\":bucket",
+                ":s3,access_key_id=***,secret_access_key=***:bucket"
+            ),
+            ("remote,key=value,x=1", "remote,key=***,x=1"),
+            ("sizes 1,2,3 and w=200,h=100", "sizes 1,2,3 and w=200,h=100"),
+            // No scheme: `user:password@host` as typed (a base URL without `https://`).
+            ("a:p@b@host/", "a:***@host/"),
+            ("base URL 'alice:SEKRETB@127.0.0.1/x/' is bad", "base URL 'alice:***@127.0.0.1/x/' is bad"),
+            ("--base-url=alice:S3@h", "--base-url=alice:***@h"),
+            // A password typed with a raw `#`, `?` or `/`: all of it goes.
+            (
+                "--base-url 'http://alice:SEKRETB#x@127.0.0.1:1/s/' is bad",
+                "--base-url 'http://alice:***@127.0.0.1:1/s/' is bad"
+            ),
+            ("http://alice:SEKRETB?x@127.0.0.1:1/s/", "http://alice:***@127.0.0.1:1/s/"),
+            ("http://alice:SEKRETB/x@127.0.0.1:1/s/", "http://alice:***@127.0.0.1:1/s/"),
+            // …but a port, a path or a query with an `@` keeps its host.
+            ("https://cdn.example/img@2x.png", "https://cdn.example/img@2x.png"),
+            ("https://cdn.example:8443/img@2x.png", "https://cdn.example:8443/img@2x.png"),
+            ("http://[::1]:8080/x@y", "http://[::1]:8080/x@y"),
+            ("at 10:30 mail a@b.c", "at 10:30 mail a@b.c"),
             ("https://a:p@b@host/", "https://a:***@host/"),
             ("line one https://u:p@h\nnext", "line one https://u:***@h\nnext"),
             // No user info: unchanged.

@@ -55,7 +55,7 @@ struct Restorer: Sendable {
         let response = try await downloader.download(
             status.archiveURL, to: staging.archive, expected: status.integrity?.archive,
             what: "the archive \(status.archiveURL.lastPathComponent)",
-            maxBytes: archiveLimit, alwaysResumable: true
+            maxBytes: archiveLimit, alwaysResumable: true, budgeted: false
         ) { transfer in
             progress(
                 SyncProgress(

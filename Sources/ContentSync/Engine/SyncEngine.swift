@@ -27,6 +27,8 @@ struct SyncEngine: Sendable {
     let stager: Stager
     let restorer: Restorer
     let switcher: VersionSwitch
+    /// The running update's download limit (``ContentBudget``), shared with every downloader user.
+    let budget: ContentBudgetSlot
     var logger: Logger { configuration.logger }
 
     init(configuration: SyncConfiguration, store: StateStore, transport: any Transport) {
@@ -45,6 +47,7 @@ struct SyncEngine: Sendable {
             fingerprints: downloader.fingerprints, fullCheckInterval: configuration.fullCheckInterval,
             logger: configuration.logger)
         self.stager = stager
+        self.budget = downloader.budget
         self.restorer = Restorer(configuration: configuration, store: store, staging: staging, downloader: downloader)
         self.switcher = VersionSwitch(
             contentDirectory: configuration.contentDirectory, store: store, staging: staging,
@@ -90,6 +93,9 @@ struct SyncEngine: Sendable {
             }
             let status = try await storage.fetchStatus(layout: &layout)
             toVersion = status.actualVersion.text
+            // Every content download of this update stays within the content size it declares.
+            budget.set(ContentBudget(status: status))
+            defer { budget.set(nil) }
             // From here on every progress event names the version being installed.
             let target = status.actualVersion
             let reported = progress

@@ -130,6 +130,21 @@ final class UpdateLock {
             if fstat(folder, &held) == 0, lstat(path, &current) == 0, held.st_dev == current.st_dev,
                 held.st_ino == current.st_ino
             {
+                // Made by someone else (anyone who can write the mirror's parent folder), its
+                // entries would be theirs to plant: refused. Ours but writable by others (an
+                // older run under umask 002): made private.
+                if held.st_uid != geteuid() {
+                    flock(folder, LOCK_UN)
+                    close(folder)
+                    throw SyncError(
+                        code: .configuration,
+                        message:
+                            "the staging folder \(path) of \(contentDirectory) belongs to another user (uid \(held.st_uid)); remove it (each update makes it again), or run sync-agent as that user"
+                    )
+                }
+                if held.st_mode & (S_IWGRP | S_IWOTH) != 0 {
+                    fchmod(folder, held.st_mode & 0o7755 & ~(S_IWGRP | S_IWOTH))
+                }
                 return folder
             }
             flock(folder, LOCK_UN)

@@ -11,6 +11,8 @@ import Transport
 struct VerifiedDownloader: Sendable {
     let transport: any Transport
     let fingerprints: FingerprintCache
+    /// The running update's limit on what it downloads (``ContentBudget``); empty outside one.
+    let budget = ContentBudgetSlot()
 
     /// Downloads `url` to `partial` and checks it against `expected` before anyone uses it: the
     /// transfer stops at the declared size, and a file whose hash differs is deleted and refused.
@@ -19,11 +21,11 @@ struct VerifiedDownloader: Sendable {
     /// any size.
     func download(
         _ url: URL, to partial: String, expected: FileFingerprint?, what: String, maxBytes: Int64? = nil,
-        alwaysResumable: Bool = false, progress: ProgressHandler? = nil
+        alwaysResumable: Bool = false, budgeted: Bool = true, progress: ProgressHandler? = nil
     ) async throws(SyncError) -> HTTPResponse {
         try await download(
             url, into: .partial(partial), expected: expected, what: what, maxBytes: maxBytes,
-            alwaysResumable: alwaysResumable, progress: progress)
+            alwaysResumable: alwaysResumable, budgeted: budgeted, progress: progress)
     }
 
     /// ``download(_:to:expected:what:maxBytes:alwaysResumable:progress:)`` into any
@@ -31,18 +33,48 @@ struct VerifiedDownloader: Sendable {
     /// to link (and close) when accepted.
     func download(
         _ url: URL, into destination: DownloadDestination, expected: FileFingerprint?, what: String,
-        maxBytes: Int64? = nil, alwaysResumable: Bool = false,
+        maxBytes: Int64? = nil, alwaysResumable: Bool = false, budgeted: Bool = true,
         progress: ProgressHandler? = nil
     ) async throws(SyncError) -> HTTPResponse {
         let response: HTTPResponse
         var options: DownloadOptions
+        var limit = expected?.size ?? maxBytes
+        if let declared = expected?.size, let maxBytes, declared > maxBytes {
+            destination.discard()
+            throw SyncError(
+                code: .invalidStatus,
+                message:
+                    "\(what): the integrity data declares \(declared) bytes, more than the \(maxBytes) bytes the status allows it; the status contradicts itself, so its publisher must publish it again"
+            )
+        }
+        // Within what the status declares for the whole content (`budget`): a reservation for a
+        // file of declared size, what is left for one of unknown size.
+        let budget = budgeted ? self.budget.current : nil
+        var reserved: Int64 = 0
+        var kept = false
+        defer { if !kept, reserved > 0 { budget?.release(reserved) } }
+        if let budget {
+            if let declared = expected?.size {
+                guard budget.reserve(declared) else {
+                    destination.discard()
+                    throw SyncError(
+                        code: .integrity,
+                        message:
+                            "\(what): its declared \(declared) bytes do not fit in what is left of the content size (\(budget.remaining) of \(budget.limit) bytes: \(budget.declared)); the storage contradicts itself, so its publisher must publish it again"
+                    )
+                }
+                reserved = declared
+            } else {
+                limit = min(limit ?? budget.remaining, budget.remaining)
+            }
+        }
         switch destination {
         case .partial(let partial):
             options = resumableOptions(
-                partialPath: partial, maxBytes: expected?.size ?? maxBytes,
+                partialPath: partial, maxBytes: limit,
                 resumableFrom: alwaysResumable ? 0 : 1 << 20, progress: progress)
         case .unnamed, .recycled:
-            options = DownloadOptions(maxBytes: expected?.size ?? maxBytes, progress: progress)
+            options = DownloadOptions(maxBytes: limit, progress: progress)
             // A spare's old bytes are written over, never emptied first (its blocks are kept).
             if case .recycled = destination { options.overwrite = true }
         }
@@ -56,6 +88,13 @@ struct VerifiedDownloader: Sendable {
                 response = try await transport.download(HTTPRequest(url: url), into: descriptor, options: options)
             }
         } catch {
+            if let budget, expected == nil, (error as? TransportError)?.code == .tooLarge {
+                throw SyncError(
+                    code: .integrity,
+                    message:
+                        "downloading \(what): it is larger than what is left of the content size (\(budget.declared)); the storage contradicts itself, so its publisher must publish it again",
+                    underlying: error)
+            }
             throw SyncError.wrap(error, context: "downloading \(what)")
         }
         // libcurl's transport refuses any other answer itself; an app's own transport may hand
@@ -97,6 +136,8 @@ struct VerifiedDownloader: Sendable {
             // Renaming or linking into the staged tree keeps the identity: the tree check need not read it again.
             if let identity { fingerprints.insert(actual, for: identity) }
         }
+        kept = true
+        if reserved == 0 { budget?.spend(destination.identity?.size ?? response.fileSize) }
         return response
     }
 
@@ -114,8 +155,15 @@ struct VerifiedDownloader: Sendable {
         progress: ProgressHandler? = nil
     ) -> DownloadOptions {
         let sidecar = partialPath + ".etag"
-        let etag = (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(
-            in: .whitespacesAndNewlines)
+        // Both are written again by name: a link planted at either would take the writes
+        // elsewhere. Such a one goes (the download then starts over); the download's own open
+        // refuses a link made after this (O_NOFOLLOW).
+        try? FileSystem.removeUnlessPlainFile(partialPath)
+        try? FileSystem.removeUnlessPlainFile(sidecar)
+        let etag =
+            FileSystem.status(of: sidecar) == nil
+            ? nil
+            : (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
         var options = DownloadOptions(
             resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
         options.onResponseStart = { _, headers in
@@ -132,7 +180,8 @@ struct VerifiedDownloader: Sendable {
             guard let etag = headers["etag"], let length = headers["content-length"].flatMap(Int64.init),
                 length > resumableFrom
             else { return }
-            try? etag.write(toFile: sidecar, atomically: false, encoding: .utf8)
+            // A new file renamed into place: never written through whatever is at the name.
+            try? AtomicFile.write(Data(etag.utf8), to: sidecar)
         }
         return options
     }
