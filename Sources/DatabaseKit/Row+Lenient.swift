@@ -7,4 +7,16 @@ extension Row {
     package func lenient<T: DatabaseValueConvertible>(_ index: Int) -> T? {
         T.fromDatabaseValue(self[index] as DatabaseValue)
     }
+
+    /// The value of `column` as `T`; nil when the column is missing, NULL or cannot be `T`.
+    package func lenient<T: DatabaseValueConvertible>(_ column: String) -> T? {
+        (self[column] as DatabaseValue?).flatMap { T.fromDatabaseValue($0) }
+    }
+}
+
+/// A row a damaged or hostile database holds that cannot be read as its record: callers take
+/// it as missing.
+package struct DamagedRow: Error {
+    package let table: String
+    package init(table: String) { self.table = table }
 }

@@ -415,7 +415,7 @@ final class StateStore: Sendable {
     // MARK: - Pending plan
 
     func pendingPlan() async throws(SyncError) -> PendingPlanRecord? {
-        try await read { db in try PendingPlanRecord.fetchOne(db, key: 1) }
+        try await read { db in try PendingPlanRecord.fetchLenient(db) }
     }
 
     /// Starts tracking `plan`, dropping any other pending plan and its completed downloads.
@@ -433,7 +433,7 @@ final class StateStore: Sendable {
             if let twinChanges { try Self.addTwinChanges(twinChanges, in: db) }
             var plan = plan
             plan.keepsTwin = twinChanges != nil
-            if var existing = try PendingPlanRecord.fetchOne(db, key: 1), existing.identity == plan.identity {
+            if var existing = try PendingPlanRecord.fetchLenient(db), existing.identity == plan.identity {
                 existing.keepsTwin = plan.keepsTwin
                 try existing.update(db)
                 return
@@ -449,7 +449,7 @@ final class StateStore: Sendable {
     /// repaired paths the dirty set does not name).
     func markSwitching(device: Int64, inode: Int64, keepsTwin: Bool = true) async throws(SyncError) {
         try await write { db in
-            guard var plan = try PendingPlanRecord.fetchOne(db, key: 1) else { return }
+            guard var plan = try PendingPlanRecord.fetchLenient(db) else { return }
             plan.phase = .switching
             plan.stagedDevice = device
             plan.stagedInode = inode
@@ -461,7 +461,7 @@ final class StateStore: Sendable {
     /// Records that the pending plan's catch-up of the twin has done its removals.
     func markTwinCaughtUp() async throws(SyncError) {
         try await write { db in
-            guard var plan = try PendingPlanRecord.fetchOne(db, key: 1) else { return }
+            guard var plan = try PendingPlanRecord.fetchLenient(db) else { return }
             plan.twinCaughtUp = true
             try plan.update(db)
         }
@@ -1093,17 +1093,20 @@ final class StateStore: Sendable {
     /// The most recent attempts, newest first.
     func history(limit: Int = 50) async throws(SyncError) -> [UpdateHistoryRecord] {
         try await read { db in
-            try UpdateHistoryRecord.order(Column("id").desc).limit(limit).fetchAll(db)
+            try UpdateHistoryRecord.fetchLenient(db, UpdateHistoryRecord.order(Column("id").desc).limit(limit))
         }
     }
 
     /// The newest attempt that succeeded or found the folder up to date.
     func lastSuccess() async throws(SyncError) -> UpdateHistoryRecord? {
         try await read { db in
-            try UpdateHistoryRecord.filter(
-                [UpdateHistoryEntry.Outcome.succeeded.rawValue, UpdateHistoryEntry.Outcome.upToDate.rawValue]
-                    .contains(Column("outcome"))
-            ).order(Column("id").desc).fetchOne(db)
+            try UpdateHistoryRecord.fetchLenient(
+                db,
+                UpdateHistoryRecord.filter(
+                    [UpdateHistoryEntry.Outcome.succeeded.rawValue, UpdateHistoryEntry.Outcome.upToDate.rawValue]
+                        .contains(Column("outcome"))
+                ).order(Column("id").desc).limit(20)
+            ).first
         }
     }
 

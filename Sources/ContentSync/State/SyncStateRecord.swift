@@ -1,3 +1,4 @@
+import DatabaseKit
 import Foundation
 import GRDB
 
@@ -36,5 +37,21 @@ struct SyncStateRecord: Codable, Sendable, Equatable, FetchableRecord, Persistab
         self.lastErrorCode = lastErrorCode
         self.lastCheck = lastCheck
         self.contentDirectory = contentDirectory
+    }
+
+    /// Read leniently (protocol.md §6): a value of the wrong type (a date that is no date, text
+    /// for a count) reads as missing, never as an error that stops every command, `reset` too.
+    init(row: Row) throws {
+        id = row.lenient("id") ?? 1
+        localVersion = row.lenient("localVersion")
+        state = row.lenient("state") ?? "failed"
+        lastError = row.lenient("lastError")
+        lastErrorCode = row.lenient("lastErrorCode")
+        lastCheck = row.lenient("lastCheck")
+        // Another folder's, for all this run can tell: the checks that compare it refuse.
+        contentDirectory = row.lenient("contentDirectory") ?? ""
+        baseURL = row.lenient("baseURL")
+        highestAcceptedVersion = row.lenient("highestAcceptedVersion")
+        consecutiveFailures = max(0, row.lenient("consecutiveFailures") ?? 0)
     }
 }

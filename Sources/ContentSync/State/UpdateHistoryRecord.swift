@@ -1,3 +1,4 @@
+import DatabaseKit
 import Foundation
 import GRDB
 import Transport
@@ -30,6 +31,29 @@ struct UpdateHistoryRecord: Codable, Sendable, Equatable, FetchableRecord, Mutab
             entry.kind, entry.outcome, entry.message.map(Redaction.text), entry.errorCode?.description
         )
         (bytesDownloaded, filesDownloaded) = (entry.bytesDownloaded, Int64(entry.filesDownloaded))
+    }
+
+    /// Read leniently (protocol.md §6): a row missing a part or holding a value of the wrong
+    /// type is ``DamagedRow``, and history reads skip it.
+    init(row: Row) throws {
+        guard let startedAt: Date = row.lenient("startedAt"), let finishedAt: Date = row.lenient("finishedAt"),
+            let kind = (row.lenient("kind") as String?).flatMap(UpdateHistoryEntry.Kind.init(rawValue:)),
+            let outcome = (row.lenient("outcome") as String?).flatMap(UpdateHistoryEntry.Outcome.init(rawValue:))
+        else { throw DamagedRow(table: Self.databaseTableName) }
+        (id, self.startedAt, self.finishedAt, self.kind, self.outcome) = (
+            row.lenient("id"), startedAt, finishedAt, kind, outcome
+        )
+        (fromVersion, toVersion, error, errorCode) = (
+            row.lenient("fromVersion"), row.lenient("toVersion"), row.lenient("error"), row.lenient("errorCode")
+        )
+        (bytesDownloaded, filesDownloaded) = (
+            max(0, row.lenient("bytesDownloaded") ?? 0), max(0, row.lenient("filesDownloaded") ?? 0)
+        )
+    }
+
+    /// Each row of `request` that reads, newest first as asked; damaged ones are skipped.
+    static func fetchLenient(_ db: Database, _ request: QueryInterfaceRequest<Self>) throws -> [Self] {
+        try Row.fetchAll(db, request).compactMap { try? Self(row: $0) }
     }
 
     mutating func didInsert(_ inserted: InsertionSuccess) {

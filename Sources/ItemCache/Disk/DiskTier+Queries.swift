@@ -44,9 +44,9 @@ extension DiskTier {
                     db,
                     sql: """
                         SELECT coalesce((SELECT count FROM stats WHERE id = 1), (SELECT count(*) FROM item)),
-                               coalesce((SELECT bytes FROM stats WHERE id = 1), (SELECT coalesce(sum(size), 0) FROM item)),
+                               coalesce((SELECT bytes FROM stats WHERE id = 1), (SELECT CAST(total(size) AS INTEGER) FROM item)),
                                (SELECT diskLimit FROM stats WHERE id = 1),
-                               (SELECT count(*) FROM item WHERE pinned = 1), (SELECT coalesce(sum(size), 0) FROM item WHERE pinned = 1),
+                               (SELECT count(*) FROM item WHERE pinned = 1), (SELECT CAST(total(size) AS INTEGER) FROM item WHERE pinned = 1),
                                (SELECT count(*) FROM item WHERE mustRevalidate = 1 OR expires <= ?),
                                EXISTS (SELECT 1 FROM stats WHERE id = 1)
                         """, arguments: [now.timeIntervalSince1970])!

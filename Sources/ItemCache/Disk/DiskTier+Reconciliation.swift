@@ -77,7 +77,10 @@ extension DiskTier {
     private func repairStats() throws -> Bool {
         try transaction { db in
             let actual = try Row.fetchOne(
-                db, sql: "SELECT count(*), coalesce(sum(size), 0), coalesce(sum(\(Self.costSQL("item"))), 0) FROM item")!
+                db,
+                sql:
+                    "SELECT count(*), CAST(total(size) AS INTEGER), CAST(total(\(Self.costSQL("item"))) AS INTEGER) FROM item"
+            )!
             let (count, bytes, cost): (Int64, Int64, Int64) = (
                 actual.lenient(0) ?? 0, actual.lenient(1) ?? 0, actual.lenient(2) ?? 0
             )

@@ -255,7 +255,8 @@ final class DiskTier: Sendable {
             // No stats row (damage, or a hostile edit): the total from the rows themselves and
             // the limit last known; a write (``restoreStats(_:)``) or reconciliation puts the
             // row back.
-            usage.bytes = try Int64.fetchOne(db, sql: "SELECT coalesce(sum(\(Self.costSQL("item"))), 0) FROM item") ?? 0
+            usage.bytes =
+                try Int64.fetchOne(db, sql: "SELECT CAST(total(\(Self.costSQL("item"))) AS INTEGER) FROM item") ?? 0
             usage.limit = knownLimit.load(ordering: .relaxed)
             usage.statsMissing = true
             return usage
@@ -273,7 +274,7 @@ final class DiskTier: Sendable {
         try db.execute(
             sql: """
                 INSERT INTO stats (id, bytes, count, diskLimit, cost)
-                SELECT 1, coalesce(sum(size), 0), count(*), ?, coalesce(sum(\(Self.costSQL("item"))), 0) FROM item
+                SELECT 1, CAST(total(size) AS INTEGER), count(*), ?, CAST(total(\(Self.costSQL("item"))) AS INTEGER) FROM item
                 WHERE NOT EXISTS (SELECT 1 FROM stats WHERE id = 1)
                 """, arguments: [knownLimit.load(ordering: .relaxed)])
     }

@@ -1,0 +1,45 @@
+import Foundation
+import GRDB
+import StorageServer
+import Testing
+
+@testable import ContentSync
+@testable import StorageFormat
+
+/// protocol.md §6: a row a damaged or hostile state database holds is read as missing, never
+/// trusted and never an error that stops every command. One bad date in `syncState` made
+/// `sync`, `verify`, `status` and even `reset` fail for good.
+@Suite("Damaged rows of the state database are read as missing")
+struct StateRowLeniencyTests {
+    @Test(
+        arguments: [
+            "UPDATE syncState SET lastCheck = 'notadate'",
+            "UPDATE syncState SET consecutiveFailures = 'many', state = X'00', highestAcceptedVersion = 7",
+            "UPDATE updateHistory SET startedAt = 'garbage'",
+            "UPDATE updateHistory SET kind = 'weird', outcome = 5",
+            """
+            INSERT OR REPLACE INTO pendingPlan (id, identity, kind, fromVersion, toVersion, phase, createdAt)
+            VALUES (1, 'x', 'restore', NULL, '1.1', 'weird', 'garbage')
+            """,
+        ])
+    func aDamagedRowStopsNoCommand(sql: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                // Some rows are refused by the schema's own checks: what gets in is what counts.
+                try? db.execute(sql: sql)
+            }
+            try database.close()
+            let manager = try harness.manager()
+            let status = try await manager.status()
+            #expect(status.version == "1.0")
+            harness.serve("1.2")
+            let report = try await manager.checkForUpdates()
+            #expect(report.toVersion.text == "1.2")
+            try harness.expectTree(is: "1.2")
+            _ = try await manager.status(historyLimit: 50)
+            try await manager.shutdown()
+        }
+    }
+}
