@@ -511,6 +511,23 @@ struct ConfigReader {
                             + "\(other.directory), where an update would delete it; keep state databases outside every dir"
                     )
                 }
+                // Files the agent reads again on each reload or run: a secret file, a hook's
+                // program. In a dir, the first full check or restore deletes them as extra files.
+                let read =
+                    storage.headers.compactMap { header in
+                        header.source.hasPrefix("file ")
+                            ? ("the secret file of \(header.name)", String(header.source.dropFirst(5))) : nil
+                    }
+                    + (storage.preSwitchHooks + storage.postUpdateHooks).compactMap { hook in
+                        hook.command.first.map { ("the hook program", $0) }
+                    }
+                for (what, path) in read where path.hasPrefix(other.directory + "/") {
+                    problem(
+                        key,
+                        "storages.\(storage.name): \(what) \(path) lies inside storages.\(other.name)'s folder \(other.directory), "
+                            + "where an update would delete it as a file the storage does not have; keep it outside every dir"
+                    )
+                }
                 if let file = configFile, file.hasPrefix(other.directory + "/") {
                     problem(
                         key,

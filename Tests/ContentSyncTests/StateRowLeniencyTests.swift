@@ -42,4 +42,25 @@ struct StateRowLeniencyTests {
             try await manager.shutdown()
         }
     }
+
+    /// A reset killed after its first step (the version forgotten, the files still there): a
+    /// second reset still owns the folder and removes it, and a sync instead restores over it.
+    /// It used to empty the state first, leaving files no state knew: `reset` said "nothing
+    /// removed" and `sync` refused them without `--force`.
+    @Test(arguments: [true, false])
+    func aResetKilledAfterItsFirstStepCanBeFinished(resetAgain: Bool) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            try await StateStore(path: harness.state).forgetVersion()
+            if resetAgain {
+                #expect(
+                    try await CacheManager.reset(contentDirectory: harness.content, stateDatabasePath: harness.state))
+                #expect(!FileManager.default.fileExists(atPath: harness.content))
+            } else {
+                harness.serve("1.2")
+                #expect(try await harness.sync().toVersion.text == "1.2")
+                try harness.expectTree(is: "1.2")
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Transport
 
 @testable import SyncDaemon
 
@@ -140,6 +141,48 @@ struct AgentConfigurationTests {
         #expect(problems.contains { $0.line == 8 && $0.message.contains("no name:") }, "\(problems)")
     }
 
+    /// The status may name the archive or the update list on another host: the storage's
+    /// headers (its token) go only to the base URL's own origin.
+    @Test(
+        "headers go only to the storage's origin",
+        arguments: [
+            ("https://raw.example/o/r/main/RXCacheConfig/cacheStatus.json", true),
+            ("https://RAW.example:443/o/r/main/RXCacheContent.zip", true),
+            ("https://other.example/o/r/main/RXCacheContent.zip", false),
+            ("http://raw.example/o/r/main/RXCacheContent.zip", false),
+            ("https://raw.example:8443/x", false),
+            ("https://raw.example.evil/x", false),
+        ])
+    func headersGoOnlyToTheStoragesOrigin(url: String, sent: Bool) async throws {
+        var settings = StorageSettings(
+            name: "a", baseURL: URL(string: "https://raw.example/o/r/main/")!, directory: "/tmp/a", statePath: nil)
+        settings.headers = [.init(name: "X-Api-Key", value: "SECRET-VALUE", source: "env K")]
+        let adapter = try #require(settings.clientConfiguration(transport: nil, logger: nil).requestAdapter)
+        var request = HTTPRequest(url: URL(string: url)!)
+        try await adapter.adapt(&request)
+        #expect((request.headers["X-Api-Key"] == "SECRET-VALUE") == sent)
+    }
+
+    /// A secret file or a hook program inside a storage's dir: the first full check deleted
+    /// them as files the storage does not have, and every reload then failed.
+    @Test("a secret file inside a storage's dir is refused")
+    func aSecretFileInsideADirIsRefused() {
+        // dir `.`: the config file's own folder, where the secret file is.
+        let text =
+            "storages:\n  a:\n    base-url: http://h/a/\n    dir: .\n    headers:\n      Authorization: {file: token.txt}\n"
+        do {
+            _ = try Self.load(text, files: ["token.txt": "x"])
+        } catch {
+            #expect(
+                error.problems.contains {
+                    $0.message.contains("the secret file of Authorization")
+                        && $0.message.contains("lies inside storages.a's folder")
+                }, "\(error.problems)")
+            return
+        }
+        Issue.record("loaded")
+    }
+
     @Test("a header's description never shows its value")
     func secretsStayHidden() throws {
         let configuration = try Self.load(
@@ -234,6 +277,7 @@ struct AgentConfigurationTests {
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/cc/m\n  b:\n    base-url: http://h/b/\n    dir: /tmp/cc/n\n    state: /tmp/cc/m/b.sqlite\n",
                 5, "lies inside storages.a's folder"
             ),
+
         ])
     func mistakes(file: String, line: Int, fragment: String) {
         let problems = Self.problems(file)

@@ -259,7 +259,9 @@ struct SyncEngine: Sendable {
                 "\(directory) was missing although version \(local!) was synced there; restored it from the archive")
             local = nil
         }
-        if local == nil && exists && !configuration.allowReplacingUnknownContent {
+        // A reset that did not finish leaves files this state synced: not someone else's.
+        let resetUnfinished = state?.state == StateStore.resettingState
+        if local == nil && exists && !configuration.allowReplacingUnknownContent && !resetUnfinished {
             let empty = (try? FileManager.default.contentsOfDirectory(atPath: directory).isEmpty) ?? false
             if !empty {
                 var refusal = SyncError(

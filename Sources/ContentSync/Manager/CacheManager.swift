@@ -513,12 +513,17 @@ public actor CacheManager {
     }
 
     /// Forgets the state and deletes the content and staging folders; the caller holds the update lock.
+    /// Forgets the version, deletes the files, then forgets the rest: a reset killed at any
+    /// point leaves a state that still owns the folder, so `reset` runs again, and a sync
+    /// restores (the state emptied first left files no state knew, which `reset` would not
+    /// touch and `sync` refused without `--force`).
     private static func wipe(_ directory: String, staging: StagingArea, store: StateStore) async throws(SyncError) {
-        try await store.reset()
+        try await store.forgetVersion()
         try await BlockingWork.files { () throws(FileSystemError) in
             try staging.clear()
             try FileSystem.removeTree(directory)
         }
+        try await store.reset()
     }
 
     /// Forgets the state and deletes the content and staging folders, holding the update lock.

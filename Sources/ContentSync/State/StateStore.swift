@@ -1146,6 +1146,21 @@ final class StateStore: Sendable {
         }
     }
 
+    /// ``SyncStateRecord/state`` while a reset runs: what the folder still holds was synced
+    /// here, and the next update may replace it.
+    static let resettingState = "resetting"
+
+    /// The first step of a reset: the folder is still this state's, but holds no version (its
+    /// next update restores, and replaces whatever is left), and nothing of its plan or twin is
+    /// used again. A reset killed after this and before ``reset()`` can be run again.
+    func forgetVersion() async throws(SyncError) {
+        try await write { db in
+            try db.execute(sql: "UPDATE syncState SET localVersion = NULL, state = ?", arguments: [Self.resettingState])
+            try PendingPlanRecord.deleteAll(db)
+            try Self.dropTwin(db)
+        }
+    }
+
     func reset() async throws(SyncError) {
         try await write { db in
             try SyncStateRecord.deleteAll(db)
