@@ -487,10 +487,15 @@ public final class ItemLoader: Sendable {
             // could not be sent, is no failure to stand in for.
             let standsIn = transportError.map(Self.mayStandIn(for:)) ?? true
             // Only the origin's failures start a backoff, never the cache's own disk (a full
-            // folder, a body over the limit): no answer backs off the host, a failing status a
-            // custom transport threw backs off the URL.
+            // folder, a body over the limit): no answer backs off the host; an answer that
+            // failed (a failing status, one that does not fit the request, a body cut short
+            // after its head) backs off that URL only: one broken resource does not silence
+            // its origin.
             if let transportError, Self.isOriginFailure(transportError) {
-                let scope = transportError.code == .httpStatus ? exchange.resource : exchange.origin
+                let answered =
+                    transportError.code == .httpStatus || transportError.code == .invalidResponse
+                    || transportError.statusCode != nil
+                let scope = answered ? exchange.resource : exchange.origin
                 if let scope {
                     await noteFailure(
                         of: scope, message: failure.message, status: transportError.statusCode,

@@ -153,7 +153,10 @@ package struct ChangeRecord {
             )
         }
         for candidate in [old, new] {
-            if let candidate, candidate.isRoot, !(deep || redownload) {
+            // The root only as the one folder a redownload names: a file "redownloaded" onto
+            // it (or the root onto a file) was read as a redownload that deleted the file.
+            let oneFolder = old == nil || new == nil || old == new
+            if let candidate, candidate.isRoot, !(deep || redownload) || !oneFolder {
                 throw StorageFormatError(
                     code: .unsafePath,
                     message:

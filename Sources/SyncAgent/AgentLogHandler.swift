@@ -13,10 +13,25 @@ enum LogFormat: String, CaseIterable, Sendable {
     /// One JSON object a line: `time`, `level`, `message` and the metadata, for log shippers.
     case json
 
-    /// The format to use when none is asked for: journald's when stderr is the journal
-    /// (`$JOURNAL_STREAM` is set by systemd), text otherwise.
-    static func automatic(_ environment: [String: String] = ProcessInfo.processInfo.environment) -> LogFormat {
-        environment["JOURNAL_STREAM"].map { !$0.isEmpty } == true ? .journald : .text
+    /// The format to use when none is asked for: journald's when stderr is the journal, text
+    /// otherwise. systemd sets `$JOURNAL_STREAM` to the journal stream's `device:inode`; a
+    /// process started from a service inherits the variable with stderr sent elsewhere (a pipe,
+    /// a file), so it counts only when stderr is that stream (`stderr`: its `fstat`, nil to
+    /// read descriptor 2's).
+    static func automatic(
+        _ environment: [String: String] = ProcessInfo.processInfo.environment,
+        stderr: (device: UInt64, inode: UInt64)? = nil
+    ) -> LogFormat {
+        guard let value = environment["JOURNAL_STREAM"], !value.isEmpty else { return .text }
+        let parts = value.split(separator: ":")
+        guard parts.count == 2, let device = UInt64(parts[0]), let inode = UInt64(parts[1]) else { return .text }
+        let actual =
+            stderr
+            ?? {
+                var info = stat()
+                return fstat(2, &info) == 0 ? (UInt64(info.st_dev), UInt64(info.st_ino)) : nil
+            }()
+        return actual.map { $0.device == device && $0.inode == inode } == true ? .journald : .text
     }
 }
 

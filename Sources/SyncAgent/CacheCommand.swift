@@ -701,7 +701,7 @@ struct CacheStatsCommand: AsyncParsableCommand {
             count:   \(statistics.count)
             bytes:   \(statistics.bytes)
             limit:   \(statistics.limit)
-            disk:    \(footprint) (the folder: values, index, log and folders; at most the limit)
+            disk:    \(footprint) (the folder: values, index, log and folders; \(footprint <= statistics.limit ? "at most the limit" : "above the limit: the index, its log and the folder alone take about 130 KiB, or writers are still committing"))
             pinned:  \(statistics.pinned) (\(statistics.pinnedBytes) bytes)
             expired: \(statistics.expired)
             images:  \(images.originals) originals, \(images.variants) variants; \(images.counts.made) variants made, \(images.counts.hits) hits, \(images.counts.refusals) refused (every process, since the folder was made)

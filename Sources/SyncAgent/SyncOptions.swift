@@ -18,15 +18,17 @@ struct SyncOptions: ParsableArguments {
     @Option(name: .long, help: "The state database (default: under $XDG_STATE_HOME/content-sync/, outside --dir).")
     var state: String?
 
-    @Option(name: .long, parsing: .unconditional, help: "Downloads at once.")
-    var concurrency: Int = 8
+    /// Text, read here: a value that is no number (`1e3`, past Int's range) exits 6 naming the
+    /// option, as one out of range does, not ArgumentParser's usage error (64).
+    @Option(name: .long, parsing: .unconditional, help: "Downloads at once, 1 to 64 (default 8).")
+    var concurrency: String?
 
     @OptionGroup var request: StorageRequestOptions
 
     @Option(
         name: .long, parsing: .unconditional,
         help: ArgumentHelp(
-            "How often a sync lists the whole --dir and checks every file's identity, repairing what differs, even when the storage has nothing new (default 24h; 0: every sync). Between, it trusts each folder's ctime; `verify` checks everything.",
+            "How often a sync lists the whole --dir and checks every file's identity (inode, size, modification time), repairing what differs, even when the storage has nothing new (default 24h; 0: every sync). Between, it trusts each folder's ctime; `verify` reads every byte, and so finds an edit that kept a file's size and time.",
             valueName: "DURATION"))
     var fullCheckInterval: String?
 
@@ -39,7 +41,7 @@ struct SyncOptions: ParsableArguments {
     /// Whether any storage flag was given (`watch --config` refuses them).
     var givesStorage: Bool {
         baseURL != nil || dir != nil || state != nil || request.givesAny
-            || force || concurrency != 8 || fullCheckInterval != nil
+            || force || concurrency != nil || fullCheckInterval != nil
     }
 
     /// The storage the flags describe, named after its folder, or a one-line failure naming the bad option.
@@ -62,11 +64,13 @@ struct SyncOptions: ParsableArguments {
         let name = (settings.directory as NSString).lastPathComponent
         settings.name = name.isEmpty ? "root" : name
         // The same range a config file's `concurrency` takes.
-        guard (1...64).contains(concurrency) else {
+        let given = concurrency ?? "8"
+        guard let count = Int(given.trimmingCharacters(in: .whitespaces)), (1...64).contains(count) else {
             throw CLIFailure(
-                code: 6, message: "--concurrency \(concurrency) is out of range: give 1 to 64 downloads at once")
+                code: 6,
+                message: "--concurrency '\(given)' is out of range: give a whole number of downloads at once, 1 to 64")
         }
-        settings.concurrency = concurrency
+        settings.concurrency = count
         if let fullCheckInterval {
             guard let value = DurationText.parse(fullCheckInterval, bareSeconds: true, allowingZero: true) else {
                 throw CLIFailure(

@@ -96,7 +96,8 @@ public final class Agent: Service, Sendable {
             }?.key
         }
 
-        func start(_ settings: StorageSettings, in group: inout TaskGroup<Void>) {
+        /// `continuing`: a reload's restart of a running storage, whose failures in a row count on.
+        func start(_ settings: StorageSettings, continuing: Bool = false, in group: inout TaskGroup<Void>) {
             logger.info(
                 "starting storage",
                 metadata: [
@@ -137,7 +138,7 @@ public final class Agent: Service, Sendable {
             callbacks.status = { continuation.yield(.status(settings.name, id, $0)) }
             group.addTask {
                 do throws(StorageWatcher.Stopped) {
-                    try await watcher.run(callbacks: callbacks)
+                    try await watcher.run(callbacks: callbacks, continuingFailures: continuing)
                     continuation.yield(.ended(settings.name, id, nil))
                 } catch {
                     continuation.yield(.ended(settings.name, id, error))
@@ -201,7 +202,7 @@ public final class Agent: Service, Sendable {
                             for waiting in replacements.values.sorted(by: { $0.name < $1.name })
                             where blocker(of: waiting) == nil {
                                 replacements[waiting.name] = nil
-                                start(waiting, in: &group)
+                                start(waiting, continuing: true, in: &group)
                             }
                         }
                         if failure != nil, !shuttingDown {

@@ -36,6 +36,12 @@ public struct PollSchedule: Sendable, Equatable {
         splay.clampedWait * random
     }
 
+    /// Continues a run of `failures` failed checks (a storage a reload restarted): the next
+    /// failure counts on from them, for the backoff and for `max-failures`.
+    public mutating func continuing(failures: Int) {
+        consecutiveFailures = max(0, failures)
+    }
+
     /// The pause after a successful check; `random` is uniform in [0, 1).
     public mutating func afterSuccess(random: Double) -> Duration {
         consecutiveFailures = 0

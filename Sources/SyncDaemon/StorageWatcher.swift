@@ -163,14 +163,20 @@ public final class StorageWatcher: Sendable {
     }
 
     /// Checks until ``stop()``; throws ``Stopped`` when an error stops the storage.
-    public func run(callbacks: Callbacks = Callbacks()) async throws(Stopped) {
+    ///
+    /// `continuingFailures`: a storage a reload restarted with new settings counts its failures
+    /// in a row on from the state database's count, so a reload does not reset `max-failures`
+    /// (8 failures in a row with `max-failures: 3` ran on while reloads kept coming).
+    public func run(callbacks: Callbacks = Callbacks(), continuingFailures: Bool = false) async throws(Stopped) {
         var schedule = settings.schedule
         let local = try? await manager.localVersion()
         metrics?.setVersion(local?.text)
-        if let metrics, let status = try? await manager.status(historyLimit: 1) {
+        let recorded = try? await manager.status(historyLimit: 1)
+        if let metrics, let recorded {
             metrics.restore(
-                lastSuccess: status.lastSuccess?.finishedAt, consecutiveFailures: status.consecutiveFailures)
+                lastSuccess: recorded.lastSuccess?.finishedAt, consecutiveFailures: recorded.consecutiveFailures)
         }
+        if continuingFailures, let recorded { schedule.continuing(failures: recorded.consecutiveFailures) }
         health?.setReady(storage: settings.name, local != nil)
         let announcer = announceUpdates()
         defer { announcer.cancel() }

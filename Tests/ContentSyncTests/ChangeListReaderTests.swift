@@ -89,6 +89,15 @@ struct ChangeListReaderTests {
             #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(c)d", "newPath": "\#(c)d", "isDeepFolderRedownload": true, "files": null}]}"#,
             #"change #0 "files" must be an object of relative path → {"sha256", "size"}, found null"#
         ),
+        // A file redownloaded onto the content root (or the root onto a file): it deleted the file.
+        (
+            #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(c)docs/a.txt", "newPath": "\#(c)", "redownload": true}]}"#,
+            "change #0 names RXCacheContent/ itself"
+        ),
+        (
+            #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(c)", "newPath": "\#(c)x", "isDeepFolderRedownload": true}]}"#,
+            "change #0 names RXCacheContent/ itself"
+        ),
     ])
     func errorsNameTheListTheChangeAndTheFix(json: String, message: String) {
         #expect {

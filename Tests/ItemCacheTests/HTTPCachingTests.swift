@@ -251,6 +251,23 @@ struct HTTPCachingTests {
         #expect(fixture.requests("/b") == 4)
     }
 
+    /// An answer that does not fit its request (a 304 nobody asked for) is that URL's failure:
+    /// it used to back off the whole origin, so every other URL there failed unasked.
+    @Test("an answer that does not fit its request backs off that URL only, not its origin")
+    func aMisfitAnswerBacksOffItsURLOnly() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script("/bad", Answer(status: 304))
+        fixture.script("/good", Answer(headers: ["Cache-Control: max-age=100"], body: Self.body("good")))
+        await #expect(throws: ItemCacheError.self) { _ = try await fixture.get("/bad") }
+        let asked = fixture.requests("/bad")
+        #expect(try await fixture.get("/good").data == Self.body("good"))
+        #expect(fixture.requests("/good") == 1)
+        // The URL itself waits out its backoff.
+        await #expect(throws: ItemCacheError.self) { _ = try await fixture.get("/bad") }
+        #expect(fixture.requests("/bad") == asked)
+    }
+
     @Test("finding 11: a 304 with another ETag updates nothing; the whole response is fetched")
     func notModifiedWithAnotherTag() async throws {
         let fixture = try ScriptedLoaderFixture()

@@ -35,7 +35,12 @@ struct LogFormatTests {
             AgentLogHandler.line(
                 format: .journald, level: .error, message: "a\nb", metadata: ["k": "c\rd"], date: Self.date)
                 == #"<3>a\nb k=c\rd"#)
-        #expect(LogFormat.automatic(["JOURNAL_STREAM": "8:12345"]) == .journald)
+        // Only when stderr is the stream the variable names (systemd's device:inode): a process
+        // a service started inherits the variable with stderr sent to a pipe or a file.
+        #expect(LogFormat.automatic(["JOURNAL_STREAM": "8:12345"], stderr: (8, 12345)) == .journald)
+        #expect(LogFormat.automatic(["JOURNAL_STREAM": "8:12345"], stderr: (8, 99)) == .text)
+        #expect(LogFormat.automatic(["JOURNAL_STREAM": "8:12345"], stderr: (9, 12345)) == .text)
+        #expect(LogFormat.automatic(["JOURNAL_STREAM": "junk"], stderr: (8, 12345)) == .text)
         #expect(LogFormat.automatic([:]) == .text)
     }
 

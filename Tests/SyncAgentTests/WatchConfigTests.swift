@@ -415,6 +415,37 @@ struct WatchConfigTests {
         }
     }
 
+    /// A reload that changes a failing storage restarts it: its failures in a row count on, so
+    /// `max-failures` still stops the agent (reloads every 1.5 s used to keep it running for good,
+    /// each restart logging "1 in a row").
+    @Test("reloads that change a failing storage do not reset max-failures")
+    func reloadsDoNotResetMaxFailures() async throws {
+        try await withScratch { scratch in
+            func config(_ interval: String) -> String {
+                "storages:\n  f:\n    base-url: http://127.0.0.1:1/\n    dir: \(scratch)/f\n    state: \(scratch)/f.sqlite\n    interval: \(interval)\n    max-backoff: 1s\n    max-failures: 3\n"
+            }
+            let process = try Self.startWatch(config: config("1s"), scratch: scratch)
+            async let exitStatus = process.exitStatus()
+            var ended = false
+            defer { if !ended { process.send(SIGKILL) } }
+            let flips = Task {
+                for round in 0..<40 {
+                    try await Task.sleep(for: .milliseconds(700))
+                    try Data(config(round % 2 == 0 ? "2s" : "1s").utf8).write(
+                        to: URL(fileURLWithPath: scratch + "/agent.yaml"))
+                    process.send(SIGHUP)
+                }
+            }
+            let status = await exitStatus
+            ended = true
+            flips.cancel()
+            #expect(
+                status == 3,
+                "max-failures ends the agent with the failure's code:\n\(Self.lines(scratch).map { $0["message"] ?? "" })"
+            )
+        }
+    }
+
     /// Two `watch` processes on one dir and state both ran, each checking and running hooks:
     /// the second stops at once with exit 6, naming the lock; the first runs on. A `sync` beside
     /// the running watch still works.
