@@ -27,7 +27,7 @@ package enum Console {
         }
     }
 
-    static func standardError(_ text: String) {
+    package static func standardError(_ text: String) {
         write(text, to: STDERR_FILENO)
     }
 

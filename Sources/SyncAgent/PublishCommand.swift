@@ -114,9 +114,12 @@ struct PublishCommand: AsyncParsableCommand {
         options.initialize = initialize
         if let signKey {
             do {
-                options.signingKey = try String(contentsOfFile: signKey, encoding: .utf8)
+                options.signingKey = try SmallTextFile.read(signKey)
             } catch {
-                throw CLIFailure(code: 6, message: "cannot read --sign-key \(signKey): \(error.localizedDescription)")
+                throw CLIFailure(
+                    code: 6,
+                    message:
+                        "--sign-key \(signKey) \(error); give the private key file from `sync-agent keygen --out FILE`")
             }
             do {
                 _ = try SigningKey(fileText: options.signingKey ?? "")

@@ -91,6 +91,11 @@ extension ImageGetCommand {
 
     /// Writes the variant (or its JSON).
     func deliver(_ image: ImageResponse, request: ImageRequest) throws {
+        // As `cache get` says it of a value: one line when the original stood in stale.
+        if image.originalSource == .stale {
+            Console.standardError(
+                "warning: \(request.source.shown): made from a stale original (its origin could not be asked)\n")
+        }
         if let output {
             try OutputFile.write(image.data, to: output)
         } else if !info {
@@ -109,6 +114,7 @@ extension ImageGetCommand {
         var object = facts(image.metadata)
         object["original"] = facts(image.original)
         object["source"] = image.source.description
+        if let originalSource = image.originalSource { object["originalSource"] = originalSource.description }
         object["made"] = image.wasMade
         object["key"] = Redaction.text(image.key.rawValue)
         object["url"] = request.source.shown

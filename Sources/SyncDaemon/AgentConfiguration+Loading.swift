@@ -268,7 +268,14 @@ struct ConfigReader {
         // What the agent would refuse when it starts the storage, found now (check-config, and
         // a reload, which runs it first): a dir that is a file, a state that is a folder.
         var info = stat()
-        if stat(settings.directory, &info) == 0, info.st_mode & S_IFMT != S_IFDIR {
+        if lstat(settings.directory, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
+            // The agent swaps the folder itself at each update, so it refuses a link there
+            // (even one whose target is not made yet).
+            problem(
+                dirNode,
+                "\(where_).dir \(settings.directory) is a symlink; give the real folder's path (an update replaces the folder itself)"
+            )
+        } else if stat(settings.directory, &info) == 0, info.st_mode & S_IFMT != S_IFDIR {
             problem(dirNode, "\(where_).dir \(settings.directory) exists and is not a folder; give a folder's path")
         }
         if stat(settings.statePath, &info) == 0, info.st_mode & S_IFMT != S_IFREG {

@@ -1,3 +1,4 @@
+import FileKit
 import Foundation
 import StorageFormat
 
@@ -16,11 +17,11 @@ public enum TrustedKeyFile {
     public static func read(_ path: String) throws(Problem) -> String {
         let text: String
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            text = try SmallTextFile.read(path)
         } catch {
             throw Problem(
                 description:
-                    "cannot read \(path): \(error.localizedDescription); give the publisher's public key file (from `sync-agent keygen`)"
+                    "\(path) \(error); give the publisher's public key file (FILE.pub from `sync-agent keygen --out FILE`)"
             )
         }
         do {

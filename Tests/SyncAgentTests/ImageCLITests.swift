@@ -135,6 +135,29 @@ struct ImageCLITests {
         }
     }
 
+    /// A new variant made from an expired original the origin could not refresh: one warning
+    /// line, as `cache get` gives for a stale value, and `--info` says where the original came from.
+    @Test("a variant made from a stale original says so on stderr and in --info")
+    func aStaleOriginalIsAnnounced() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set(
+                "/s.jpg",
+                ScriptedOrigin.Answer(
+                    headers: ["Content-Type: image/jpeg", "Cache-Control: max-age=1"],
+                    body: try Self.image(width: 60, height: 40)))
+            let url = origin.url("/s.jpg").absoluteString
+            let first = try await get(url, scratch, ["--size", "10x10", "--info"])
+            #expect(first.status == 0, "\(first.stderr)")
+            #expect(!first.stderr.contains("stale"))
+            try await Task.sleep(for: .milliseconds(1_500))
+            script.set("/s.jpg", ScriptedOrigin.Answer(status: 503, body: Data("down".utf8)))
+            let second = try await get(url, scratch, ["--size", "20x20", "--info"])
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stderr.contains("made from a stale original"), "\(second.stderr)")
+            #expect(try info(second)["originalSource"] as? String == "stale")
+        }
+    }
+
     @Test("offline with nothing stored exits 8; a 404 exits 22; no origin exits 3; not a URL exits 6")
     func failures() async throws {
         try await Self.withOrigin { scratch, origin, _ in

@@ -73,6 +73,37 @@ struct TrustKeyTests {
         }
     }
 
+    /// A key file that is a folder, a FIFO, binary or huge: exit 6 saying which, never a hang on
+    /// the FIFO, a whole read of the huge one, or Foundation's "You don't have permission".
+    @Test(arguments: [
+        ("folder", "is a folder"), ("fifo", "is not a regular file"), ("binary", "is not text"),
+        ("huge", "more than a file of this kind holds"),
+    ])
+    func keyFilesThatAreNoKeysSayWhy(kind: String, phrase: String) async throws {
+        try await withScratch { scratch in
+            let path = scratch + "/key-" + kind
+            switch kind {
+            case "folder": try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            case "fifo": #expect(mkfifo(path, 0o600) == 0)
+            case "binary": try Data([0xFF, 0xFE, 0x00, 0x81]).write(to: URL(fileURLWithPath: path))
+            default: try Data(repeating: 0x41, count: 1 << 20).write(to: URL(fileURLWithPath: path))
+            }
+            let publish = try await SyncAgentBinary.run(
+                [
+                    "publish", "--storage", scratch + "/storage", "--content", Self.example + "/1.0/RXCacheContent",
+                    "--version", "1.0", "--base-url", "https://example.invalid/storage/", "--init", "--sign-key", path,
+                ], scratch: scratch)
+            #expect(publish.status == 6, "\(publish.stderr)")
+            #expect(
+                publish.stderr.contains("--sign-key \(path) ") && publish.stderr.contains(phrase), "\(publish.stderr)")
+            let sync = try await SyncAgentBinary.run(
+                ["sync", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/d", "--trust-key", path],
+                scratch: scratch)
+            #expect(sync.status == 6, "\(sync.stderr)")
+            #expect(sync.stderr.contains("\(path) ") && sync.stderr.contains(phrase), "\(sync.stderr)")
+        }
+    }
+
     @Test func keyFilesAreLabelledAndTheLabelledPairStillSignsAndVerifies() async throws {
         try await withScratch { scratch in
             let key = try await keygen(scratch)

@@ -163,6 +163,20 @@ struct AgentConfigurationTests {
         #expect((request.headers["X-Api-Key"] == "SECRET-VALUE") == sent)
     }
 
+    /// A dangling link as `dir` passed, then the agent refused it as "not a folder".
+    @Test("a dir that is a symlink (even a dangling one) is refused, naming it")
+    func aDirThatIsASymlinkIsRefused() throws {
+        let folder = NSTemporaryDirectory() + "agent-link-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try FileManager.default.createSymbolicLink(atPath: folder + "/mirror", withDestinationPath: folder + "/not-yet")
+        let problems = Self.problems("storages:\n  a:\n    base-url: http://h/a/\n    dir: \(folder)/mirror\n")
+        #expect(
+            problems.contains {
+                $0.line == 4 && $0.message.contains("\(folder)/mirror is a symlink; give the real folder's path")
+            }, "\(problems)")
+    }
+
     /// A secret file or a hook program inside a storage's dir: the first full check deleted
     /// them as files the storage does not have, and every reload then failed.
     @Test("a secret file inside a storage's dir is refused")

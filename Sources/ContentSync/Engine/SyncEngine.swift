@@ -242,6 +242,12 @@ struct SyncEngine: Sendable {
         var local = state?.localVersion.flatMap { try? CacheVersion($0) }
         var info = stat()
         let exists = lstat(directory, &info) == 0
+        if exists && info.st_mode & S_IFMT == S_IFLNK {
+            throw SyncError(
+                code: .configuration,
+                message: "\(directory) is a symlink; pass the real folder's path (an update replaces the folder itself)"
+            )
+        }
         if exists && info.st_mode & S_IFMT != S_IFDIR {
             throw SyncError(
                 code: .configuration, message: "\(directory) exists and is not a folder; pass a folder path")
