@@ -593,7 +593,7 @@ struct CacheRemoveCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(cache: error)
         }
-        Console.standardOutput(try removalReport(removed, json: json))
+        try Console.output(try removalReport(removed, json: json))
     }
 }
 
@@ -635,7 +635,7 @@ struct CachePurgeCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(cache: error)
         }
-        Console.standardOutput(try removalReport(removed, json: json))
+        try Console.output(try removalReport(removed, json: json))
     }
 }
 

@@ -55,12 +55,14 @@ struct VerifyCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        for difference in report.differences { Console.print(difference) }
+        // The differences are the answer: a failed write (a full disk) exits 5, as `status` does,
+        // never 0 with the result lost.
+        for difference in report.differences { try Console.output(difference + "\n") }
         if report.matches {
-            Console.print(
-                report.repaired > 0
+            try Console.output(
+                (report.repaired > 0
                     ? "repaired \(report.repaired) path(s): \(folder.contentDirectory) now matches \(report.version)"
-                    : "\(folder.contentDirectory) matches \(report.version)")
+                    : "\(folder.contentDirectory) matches \(report.version)") + "\n")
         } else {
             throw CLIFailure(
                 code: 7,

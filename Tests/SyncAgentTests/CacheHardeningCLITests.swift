@@ -33,10 +33,31 @@ struct CacheHardeningCLITests {
                 "cache ls --cache '\(scratch)/c'", "cache stats --cache '\(scratch)/c'",
                 // check-config's verdict too: an OK that could not be written is no OK.
                 "check-config '\(config)'",
+                // And the removal reports (last: they empty the cache).
+                "cache rm '\(url)' --cache '\(scratch)/c'", "cache purge --all --cache '\(scratch)/c'",
             ] {
                 let result = try await Self.bash("'\(SyncAgentBinary.path)' \(command) > /dev/full; echo $?")
                 #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5", "\(command)")
                 #expect(result.stderr.contains("cannot write to stdout"), "\(command): \(result.stderr)")
+            }
+        }
+    }
+
+    /// `verify`'s differences are its answer: with stdout on a full disk it exited 0.
+    @Test("verify with stdout on a full disk exits 5 naming stdout")
+    func verifyStdoutWriteFailure() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
+                let folder = ["--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
+                let sync = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString] + folder, scratch: scratch)
+                #expect(sync.status == 0, "\(sync.stderr)")
+                let result = try await Self.bash(
+                    "'\(SyncAgentBinary.path)' verify --dir '\(scratch)/content' --state '\(scratch)/state.sqlite' > /dev/full; echo $?"
+                )
+                #expect(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "5")
+                #expect(result.stderr.contains("cannot write to stdout"), "\(result.stderr)")
             }
         }
     }
