@@ -405,7 +405,7 @@ public final class ItemLoader: Sendable {
         }
         // A failing origin (no answer: the whole host) or resource (a failing status: that
         // URL) is not asked again before its next attempt is due (a reload asks).
-        let origin = url.flatMap(Self.origin(of:))
+        let origin = url.flatMap(\.httpOrigin)
         let resource = url.map(Redaction.url)
         var probing = false
         if options.policy != .reload {
@@ -838,14 +838,6 @@ public final class ItemLoader: Sendable {
     }
 
     // MARK: - Origin backoff
-
-    /// `scheme://host[:port]` of `url`, lower-cased, without user info; nil for a URL with no host.
-    static func origin(of url: URL) -> String? {
-        guard let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
-            let scheme = components.scheme?.lowercased(), let host = components.host?.lowercased(), !host.isEmpty
-        else { return nil }
-        return scheme + "://" + host + (components.port.map { ":\($0)" } ?? "")
-    }
 
     /// Whether a load may ask `origin` now: this loader's record first (no disk), then the one
     /// every process sharing the folder keeps.

@@ -97,9 +97,9 @@ public struct StorageSettings: Sendable, Equatable {
         if !headers.isEmpty {
             // Only to the storage's own origin: the status may name the archive or the update
             // list on another host, which must not get the storage's token.
-            let origin = Self.origin(of: baseURL)
+            let origin = baseURL.httpOrigin
             configuration.requestAdapter = ClosureRequestAdapter { request in
-                guard Self.origin(of: request.url) == origin else { return }
+                guard request.url.httpOrigin == origin else { return }
                 for header in headers { request.headers[header.name] = header.value }
             }
         }
@@ -109,13 +109,6 @@ public struct StorageSettings: Sendable, Equatable {
                 logger: hookLogger ?? logger ?? Logger(label: "sync-agent.hooks"), runner: hookRunner)
         }
         return configuration
-    }
-
-    /// A URL's origin: scheme, host and port (the scheme's default when none is given), lowercased.
-    static func origin(of url: URL) -> String {
-        let scheme = url.scheme?.lowercased() ?? ""
-        let port = url.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1)
-        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
     }
 
     /// The runner of this storage's hooks: their output never shows a header's value.

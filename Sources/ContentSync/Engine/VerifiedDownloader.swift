@@ -160,10 +160,7 @@ struct VerifiedDownloader: Sendable {
         // refuses a link made after this (O_NOFOLLOW).
         try? FileSystem.removeUnlessPlainFile(partialPath)
         try? FileSystem.removeUnlessPlainFile(sidecar)
-        let etag =
-            FileSystem.status(of: sidecar) == nil
-            ? nil
-            : (try? String(contentsOfFile: sidecar, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let etag = (try? SmallTextFile.read(sidecar, limit: 4096))?.trimmingCharacters(in: .whitespacesAndNewlines)
         var options = DownloadOptions(
             resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
         options.onResponseStart = { _, headers in
