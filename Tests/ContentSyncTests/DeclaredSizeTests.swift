@@ -1,6 +1,5 @@
 import Foundation
 import StorageServer
-import Synchronization
 import Testing
 
 @testable import ContentSync
@@ -11,29 +10,42 @@ import Testing
 /// memory and traffic, before its hash refused it.
 @Suite("Storage files are read only up to their declared sizes", .timeLimit(.minutes(3)))
 struct DeclaredSizeTests {
+    /// A manager of `harness`'s folder fetching ExampleStorage 1.2 from an origin that sends
+    /// each file as `rewrite` makes it (its path below the storage, its bytes); a 404 for a file
+    /// 1.2 does not have.
+    static func withRewritingOrigin(
+        _ harness: SyncHarness, verifyIntegrity: Bool = true, rewrite: @escaping @Sendable (String, Data) -> Data,
+        _ body: (CacheManager, ScriptedOrigin) async throws -> Void
+    ) async throws {
+        let root = ExampleStorageFixture.snapshot("1.2").path
+        let origin = try ScriptedOrigin { request in
+            let path = String(request.path.dropFirst()).removingPercentEncoding ?? ""
+            guard let data = FileManager.default.contents(atPath: root + "/" + path) else {
+                return ScriptedOrigin.Answer(status: 404)
+            }
+            return ScriptedOrigin.Answer(body: rewrite(path, data))
+        }
+        defer { origin.stop() }
+        var configuration = harness.configuration(concurrency: 1)
+        configuration.baseURL = origin.url("/")
+        configuration.verifyIntegrity = verifyIntegrity
+        try await body(try CacheManager(configuration: configuration), origin)
+    }
+
     @Test(arguments: ["RXCacheConfig/listOfURLsToUpdatesByVersion.json", "changes_1.0_1.1.json"])
     func aFileLongerThanItsDeclaredSizeIsCutOffThere(padded suffix: String) async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
-            let root = ExampleStorageFixture.snapshot("1.2").path
             // 8 MiB of trailing spaces: still JSON, but not the bytes the status declares.
             let padding = Data(repeating: UInt8(ascii: " "), count: 8 << 20)
-            let origin = try ScriptedOrigin { request in
-                let path = String(request.path.dropFirst()).removingPercentEncoding ?? ""
-                guard let data = FileManager.default.contents(atPath: root + "/" + path) else {
-                    return ScriptedOrigin.Answer(status: 404)
+            try await Self.withRewritingOrigin(harness, rewrite: { $0.hasSuffix(suffix) ? $1 + padding : $1 }) {
+                manager, _ in
+                await #expect {
+                    try await manager.checkForUpdates()
+                } throws: { error in
+                    guard let error = error as? SyncError else { return false }
+                    return error.code == .integrity && error.message.contains("sent more than")
                 }
-                return ScriptedOrigin.Answer(body: path.hasSuffix(suffix) ? data + padding : data)
-            }
-            defer { origin.stop() }
-            var configuration = harness.configuration()
-            configuration.baseURL = origin.url("/")
-            let manager = try CacheManager(configuration: configuration)
-            await #expect {
-                try await manager.checkForUpdates()
-            } throws: { error in
-                guard let error = error as? SyncError else { return false }
-                return error.code == .integrity && error.message.contains("sent more than")
             }
             try harness.expectTree(is: "1.0")
         }
@@ -45,31 +57,19 @@ struct DeclaredSizeTests {
     @Test func aContentFileLargerThanTheWholeDeclaredContentIsRefused() async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
-            let root = ExampleStorageFixture.snapshot("1.2").path
             // 4 MiB more than any file: the status declares 0.065 MB of content.
             let padding = Data(repeating: UInt8(ascii: "x"), count: 4 << 20)
-            let served = ContentCounter()
-            let origin = try ScriptedOrigin { request in
-                let path = String(request.path.dropFirst()).removingPercentEncoding ?? ""
-                guard let data = FileManager.default.contents(atPath: root + "/" + path) else {
-                    return ScriptedOrigin.Answer(status: 404)
+            try await Self.withRewritingOrigin(
+                harness, verifyIntegrity: false, rewrite: { $0.hasPrefix("RXCacheContent/") ? $1 + padding : $1 }
+            ) { manager, _ in
+                await #expect {
+                    try await manager.checkForUpdates()
+                } throws: { error in
+                    guard let error = error as? SyncError else { return false }
+                    return error.code == .integrity
+                        && error.message.contains("larger than what is left of the content size")
+                        && error.message.contains("status declares")
                 }
-                guard path.hasPrefix("RXCacheContent/") else { return ScriptedOrigin.Answer(body: data) }
-                served.add(data.count + padding.count)
-                return ScriptedOrigin.Answer(body: data + padding)
-            }
-            defer { origin.stop() }
-            var configuration = harness.configuration(concurrency: 1)
-            configuration.baseURL = origin.url("/")
-            configuration.verifyIntegrity = false
-            let manager = try CacheManager(configuration: configuration)
-            await #expect {
-                try await manager.checkForUpdates()
-            } throws: { error in
-                guard let error = error as? SyncError else { return false }
-                return error.code == .integrity
-                    && error.message.contains("larger than what is left of the content size")
-                    && error.message.contains("status declares")
             }
             try harness.expectTree(is: "1.0")
             // Nothing that large is left in the staging area.
@@ -85,41 +85,25 @@ struct DeclaredSizeTests {
     /// a restore trusted the larger one and streamed gigabytes before the hash refused them.
     @Test func anArchiveSizeTheStatusContradictsIsRefusedBeforeItIsFetched() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
-            let root = ExampleStorageFixture.snapshot("1.2").path
-            let archiveRequests = ContentCounter()
-            let origin = try ScriptedOrigin { request in
-                let path = String(request.path.dropFirst()).removingPercentEncoding ?? ""
-                guard var data = FileManager.default.contents(atPath: root + "/" + path) else {
-                    return ScriptedOrigin.Answer(status: 404)
-                }
-                if path.hasSuffix(".zip") { archiveRequests.add(1) }
-                if path.hasSuffix("cacheStatus.json") {
-                    let text = String(decoding: data, as: UTF8.self).replacingOccurrences(
-                        of: "\"size\" : 71776", with: "\"size\" : 5000000000")
-                    data = Data(text.utf8)
-                }
-                return ScriptedOrigin.Answer(body: data)
+            let inflated: @Sendable (String, Data) -> Data = { path, data in
+                guard path.hasSuffix("cacheStatus.json") else { return data }
+                return Data(
+                    String(decoding: data, as: UTF8.self).replacingOccurrences(
+                        of: "\"size\" : 71776", with: "\"size\" : 5000000000"
+                    ).utf8)
             }
-            defer { origin.stop() }
-            var configuration = harness.configuration()
-            configuration.baseURL = origin.url("/")
-            let manager = try CacheManager(configuration: configuration)
-            await #expect {
-                try await manager.checkForUpdates()
-            } throws: { error in
-                guard let error = error as? SyncError else { return false }
-                return error.code == .invalidStatus && error.message.contains("5000000000 bytes")
-                    && error.message.contains("contradicts itself")
+            try await Self.withRewritingOrigin(harness, rewrite: inflated) { manager, origin in
+                await #expect {
+                    try await manager.checkForUpdates()
+                } throws: { error in
+                    guard let error = error as? SyncError else { return false }
+                    return error.code == .invalidStatus && error.message.contains("5000000000 bytes")
+                        && error.message.contains("contradicts itself")
+                }
+                #expect(origin.requestCount(forPath: "/RXCacheConfig/cacheStatus.json") > 0)
+                #expect(!origin.requests.contains { $0.path.hasSuffix(".zip") })
             }
-            #expect(archiveRequests.value == 0)
             #expect(!FileManager.default.fileExists(atPath: harness.content))
         }
     }
-}
-
-/// A count the origin's handler adds to.
-final class ContentCounter: Sendable {
-    private let count = Mutex(0)
-    func add(_ amount: Int) { count.withLock { $0 += amount } }
-    var value: Int { count.withLock { $0 } }
 }

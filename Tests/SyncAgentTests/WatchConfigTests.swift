@@ -338,18 +338,31 @@ struct WatchConfigTests {
         }
     }
 
+    /// `watch` of storage `a` whose restore's archive is 3 s slow, started and waited for until
+    /// its update starts: a reload then lands while the update runs.
+    static func startWatchUpdating(_ server: StorageServer, scratch: String) async throws -> ChildProcess {
+        server.injectFault(.delay(seconds: 3), times: 1) { $0.hasSuffix(".zip") }
+        let process = try startWatch(
+            config: "storages:\n" + storage("a", server, scratch: scratch) + "\n", scratch: scratch)
+        do {
+            _ = try await waitForLine(scratch, "the update start") { $0["message"] == "update started" }
+        } catch {
+            process.send(SIGKILL)
+            _ = await process.exitStatus()
+            throw error
+        }
+        return process
+    }
+
     @Test(
         "SIGHUP during an update lets it finish: the changed storage restarts after its restore, nothing is cancelled")
     func reloadDuringUpdate() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
-                server.injectFault(.delay(seconds: 3), times: 1) { $0.hasSuffix(".zip") }
-                let process = try Self.startWatch(
-                    config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n", scratch: scratch)
+                let process = try await Self.startWatchUpdating(server, scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
-                _ = try await Self.waitForLine(scratch, "the update start") { $0["message"] == "update started" }
                 try Data(
                     ("storages:\n"
                         + Self.storage("a", server, scratch: scratch).replacingOccurrences(
@@ -384,13 +397,10 @@ struct WatchConfigTests {
     func renameDuringUpdate() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
-                server.injectFault(.delay(seconds: 3), times: 1) { $0.hasSuffix(".zip") }
-                let process = try Self.startWatch(
-                    config: "storages:\n" + Self.storage("a", server, scratch: scratch) + "\n", scratch: scratch)
+                let process = try await Self.startWatchUpdating(server, scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
-                _ = try await Self.waitForLine(scratch, "the update start") { $0["message"] == "update started" }
                 let renamed = Self.storage("a", server, scratch: scratch).replacingOccurrences(of: "  a:", with: "  b:")
                 try Data(("storages:\n" + renamed + "\n").utf8).write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
                 process.send(SIGHUP)
