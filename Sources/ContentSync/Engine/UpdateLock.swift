@@ -143,7 +143,7 @@ final class UpdateLock {
                     )
                 }
                 if held.st_mode & (S_IWGRP | S_IWOTH) != 0 {
-                    fchmod(folder, held.st_mode & 0o7755 & ~(S_IWGRP | S_IWOTH))
+                    fchmod(folder, held.st_mode & 0o7755)
                 }
                 return folder
             }
