@@ -2,7 +2,7 @@
 # Debian 12 + Swift 6.3 machine (apt packages included).
 SHELL := /bin/bash
 # rclone: `publish --upload` runs it, and its tests upload to a local and a WebDAV remote.
-APT_PACKAGES := libcurl4-openssl-dev libzip-dev libsqlite3-dev libvips-dev pkg-config python3 curl unzip zip rclone
+APT_PACKAGES := libcurl4-openssl-dev libzip-dev zlib1g-dev libsqlite3-dev libvips-dev pkg-config python3 curl unzip zip rclone
 # Only `make bench` installs these (the server and the peer tools it measures against).
 BENCH_APT_PACKAGES := nginx-light time rclone aria2 wrk wget
 SWIFT ?= swift

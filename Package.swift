@@ -45,13 +45,16 @@ let package = Package(
         // libvips, for ImageCache alone: an app that only needs items never links it.
         .systemLibrary(name: "CVips", path: "Sources/CVips", pkgConfig: "vips",
                        providers: [.apt(["libvips-dev"])]),
+        // zlib, for Transport's own content decoding (libcurl's takes a stream cut short as whole).
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib",
+                       providers: [.apt(["zlib1g-dev"])]),
         .target(name: "CLinux", path: "Sources/CLinux"),
         // Starting programs with posix_spawn (ChildProcess): the daemon's hooks, rclone, the test
         // server's gzip, the tests. Not Foundation's Process, which can crash on Linux.
         .target(name: "ProcessKit", dependencies: ["CLinux"]),
 
         .target(name: "Transport",
-                dependencies: ["CCurl", "PercentDecoding", .product(name: "Logging", package: "swift-log")]),
+                dependencies: ["CCurl", "CZlib", "PercentDecoding", .product(name: "Logging", package: "swift-log")]),
         // Generic file primitives for both products: the bounded I/O pool, tree walks and removal,
         // atomic publication, hashing, safe relative paths. Errors keep syscall, errno and path.
         .target(name: "FileKit",

@@ -20,6 +20,10 @@ public struct ImageResponse: Sendable {
     public var source: ItemSource
     /// Where the original came from (nil when the stored variant answered without it).
     public var originalSource: ItemSource?
+    /// Why the original, fetched by this load, was not kept (`ItemCacheError.Code.tooLarge`:
+    /// more than the disk limit, or than pinned items leave); nil otherwise. The variant of an
+    /// original that is not kept is not kept either: no later load could find it.
+    public var originalStoreError: ItemCacheError?
 
     /// Whether this load made the variant.
     public var wasMade: Bool { source == .network }
@@ -280,7 +284,9 @@ public final class ImagePipeline: Sendable {
         do {
             loaded = try await loader.item(
                 for: key, url: nil,
-                options: LoadOptions(expiry: configuration.variantExpiry, groups: [Self.variantGroup(of: original.key)])
+                options: LoadOptions(
+                    expiry: original.isKept ? configuration.variantExpiry : .dontStore,
+                    groups: [Self.variantGroup(of: original.key)])
             )
         } catch {
             let failure = (error.underlying as? ImageCacheError) ?? ImageCacheError(error)
@@ -292,8 +298,10 @@ public final class ImagePipeline: Sendable {
             }
             throw failure
         }
-        return try response(
+        var answer = try response(
             loaded.item, source: loaded.source, original: original.metadata, originalSource: original.source)
+        answer.originalStoreError = original.storeError
+        return answer
     }
 
     /// Whether the variant `request` asks for is stored, looked up without the network
@@ -371,6 +379,10 @@ public final class ImagePipeline: Sendable {
         var metadata: ImageMetadata
         var digest: String
         var source: ItemSource
+        /// False for a fetched original the cache did not keep (too large, `no-store`): its
+        /// variant is not kept either, since a later load finds a variant through its original.
+        var isKept = true
+        var storeError: ItemCacheError?
     }
 
     /// The key of the original of `source`.
@@ -489,7 +501,7 @@ public final class ImagePipeline: Sendable {
             remember(loaded.isStored ? loaded.item.info : nil, for: key)
             return Original(
                 key: key, bytes: .data(loaded.item.data), metadata: original.metadata, digest: original.digest,
-                source: loaded.source)
+                source: loaded.source, isKept: loaded.isStored, storeError: loaded.storeError)
         case .id(let id):
             let stored: StoredItem?
             do {

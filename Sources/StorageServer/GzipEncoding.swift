@@ -6,10 +6,10 @@ import ProcessKit
 /// A child process rather than a linked zlib: the server has no zlib dependency, every test
 /// machine has `gzip`, and what the client decodes is then a real gzip stream, not one written
 /// by the code under test's own assumptions.
-enum GzipEncoding {
+public enum GzipEncoding {
     /// `data` compressed by `gzip -c -n` (`-n`: no name or time stamp, so equal input gives
     /// equal output and a stable `ETag`).
-    static func compress(_ data: Data) async throws -> Data {
+    public static func compress(_ data: Data) async throws -> Data {
         let scratch = FileManager.default.temporaryDirectory
             .appendingPathComponent("StorageServer-gzip-\(UUID().uuidString)", isDirectory: true)
         try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)

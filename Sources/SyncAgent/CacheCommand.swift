@@ -89,6 +89,16 @@ package struct CacheFolderOptions: ParsableArguments {
             )
         }
     }
+
+    /// Tells on stderr that the index turned out damaged after opening (a page read only now):
+    /// it was set aside and the command went on with an empty one, so a miss or a small count
+    /// has that cause.
+    package func warnAboutDamageFoundWhileRunning(_ store: ItemStore) {
+        guard store.indexesSetAsideSinceOpening > 0 else { return }
+        Console.standardError(
+            "warning: the cache index in \(cache) turned out damaged while it was read; it was set aside as index.sqlite.damaged and the cache went on empty (items are fetched again)\n"
+        )
+    }
 }
 
 /// `--param name=value`, repeatable: every value is kept, in order.
@@ -311,6 +321,7 @@ struct CacheGetCommand: AsyncParsableCommand {
             throw CLIFailure(cache: error)
         }
         if let store = loader.store as? ItemStore { folder.warnAboutRepairs(store.openingRepairs) }
+        defer { if let store = loader.store as? ItemStore { folder.warnAboutDamageFoundWhileRunning(store) } }
         // As a value, not an item: a large one is written from its file, never held whole.
         let result: Result<LoadedValue, ItemCacheError>
         do {
@@ -452,6 +463,7 @@ struct CacheListCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store = try folder.openStore()
+        defer { folder.warnAboutDamageFoundWhileRunning(store) }
         var query = ItemQuery()
         if let prefix { query = query.urlPrefix(prefix) }
         if expired { query = query.expired() }
@@ -573,6 +585,7 @@ struct CacheRemoveCommand: AsyncParsableCommand {
         var key: CacheKey?
         if let url { key = try CacheKeyArgument.key(url, parameters.list()) }
         let store = try folder.openStore()
+        defer { folder.warnAboutDamageFoundWhileRunning(store) }
         var removed: Int
         do {
             if let key {
@@ -627,6 +640,7 @@ struct CachePurgeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store = try folder.openStore()
+        defer { folder.warnAboutDamageFoundWhileRunning(store) }
         var removed: Int
         do {
             removed = expired ? try await store.removeExpired() : try await store.removeItems(matching: ItemQuery())
@@ -656,13 +670,16 @@ struct CacheStatsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let store = try folder.openStore()
+        defer { folder.warnAboutDamageFoundWhileRunning(store) }
         let statistics: CacheStatistics
         do {
             statistics = try await store.statistics()
         } catch {
             throw CLIFailure(cache: error)
         }
-        let repairs = store.openingRepairs
+        var repairs = store.openingRepairs
+        // Damage met by this command's own reads counts as well: the numbers above are the new index's.
+        if store.indexesSetAsideSinceOpening > 0 { repairs.indexSetAside = true }
         let footprint = await store.footprint()
         let images: (originals: Int, variants: Int, counts: ImageCatalog.Counts)
         do {

@@ -79,6 +79,7 @@ extension ImageGetCommand {
             throw CLIFailure(image: error)
         }
         if let store = pipeline.store { folder.warnAboutRepairs(store.openingRepairs) }
+        defer { if let store = pipeline.store { folder.warnAboutDamageFoundWhileRunning(store) } }
         let result: Result<ImageResponse, ImageCacheError>
         do {
             result = .success(try await pipeline.image(for: request))
@@ -95,6 +96,12 @@ extension ImageGetCommand {
         if image.originalSource == .stale {
             Console.standardError(
                 "warning: \(request.source.shown): made from a stale original (its origin could not be asked)\n")
+        }
+        // As `cache get` says it of a value too large to keep.
+        if let storeError = image.originalStoreError {
+            Console.standardError(
+                "warning: \(request.source.shown): the original was not kept in the cache (\(storeError.message)); its variant was not kept either\n"
+            )
         }
         if let output {
             try OutputFile.write(image.data, to: output)

@@ -67,6 +67,8 @@ final class CurlTransfer: @unchecked Sendable {
     private(set) var body = Data()
     private(set) var bytesReceived: Int64 = 0
     private var sawFirstBodyByte = false
+    /// The current response's content decoder, from its first body byte; nil for an unencoded body.
+    private var decoder: ContentDecoder?
     private var status = 0
     private var writeFailure: TransportError?
     private var lastProgressReport: UInt64 = 0
@@ -155,17 +157,21 @@ final class CurlTransfer: @unchecked Sendable {
             try set(
                 ccurl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, timeout.milliseconds)), "CURLOPT_TIMEOUT_MS")
         }
-        // Content codings are decoded, for downloads as for in-memory fetches: "" offers every
-        // coding this libcurl decodes (gzip and deflate; br and zstd where built in) and decodes
-        // what comes. Not `Accept-Encoding: identity`: S3 and CloudFront serve an object stored
+        // Content codings are decoded, for downloads as for in-memory fetches, by
+        // ``ContentDecoder`` (libcurl's own decoding is off: it takes a compressed stream cut
+        // short as whole), which reads gzip and deflate; so those are what is offered. Not
+        // `Accept-Encoding: identity`: S3 and CloudFront serve an object stored
         // gzipped with `Content-Encoding: gzip` whatever the client asks, so asking for identity
         // would leave such a resource unreadable; and sending no Accept-Encoding at all (as
         // downloads once did) means "any coding is fine" (RFC 9110 §12.5.3), which installed
         // compressed bytes. What follows from decoding: every callback, `maxBytes` and the file
         // see decoded bytes; an encoded body is never resumed (a range of compressed bytes cannot
         // follow decoded ones, so a 206 in a non-identity coding is refused and no entity tag is
-        // kept for it); a coding libcurl cannot decode fails as `.invalidResponse`.
-        try set(ccurl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ""), "CURLOPT_ACCEPT_ENCODING")
+        // kept for it); another coding, or a stream that stops before its end, fails as
+        // `.invalidResponse`.
+        try set(
+            ccurl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, ContentDecoder.offered), "CURLOPT_ACCEPT_ENCODING")
+        try set(ccurl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0), "CURLOPT_HTTP_CONTENT_DECODING")
         if method == "HEAD" {
             try set(ccurl_easy_setopt_long(easy, CURLOPT_NOBODY, 1), "CURLOPT_NOBODY")
         } else if method != "GET" {
@@ -261,6 +267,7 @@ final class CurlTransfer: @unchecked Sendable {
             headEnded = false
             headChecked = false
             headAccepted = false
+            decoder = nil
         case .field(let name, let value):
             // Trailers after a chunked body: they may not redefine what the head said.
             guard !headEnded else { return true }
@@ -370,25 +377,54 @@ final class CurlTransfer: @unchecked Sendable {
             // The head is checked when it ends; this covers a head whose end was not reported.
             if isFinalSuccess && !headChecked && !checkHead() { return 0 }
             if !prepareSink() { return 0 }
+            switch ContentDecoder.coding(of: headers["content-encoding"]) {
+            case .success(let coding):
+                decoder = coding.map(ContentDecoder.init(coding:))
+            case .failure(let refusal):
+                // An error page in a coding we cannot read is still kept, as it came, for the message.
+                if keepsBody {
+                    writeFailure = .invalidResponse(
+                        expectation.method, answeringURL, refusal.problem, statusCode: status)
+                    return 0
+                }
+            }
             if keepsBody { onResponseStart?(status, headers) }
         }
+        if bytes.count < Self.largestChunk { acknowledgeNow() }
+        guard let decoder else { return deliver(bytes) ? bytes.count : 0 }
+        switch decoder.decode(bytes, output: deliver) {
+        case .decoded:
+            return bytes.count
+        case .stopped:
+            return 0
+        case .failed(let problem):
+            // An error page that does not decode is kept no further; the status says enough.
+            guard keepsBody else { return bytes.count }
+            writeFailure = .invalidResponse(expectation.method, answeringURL, problem, statusCode: status)
+            return 0
+        }
+    }
+
+    /// Takes decoded body bytes: the error page's first 4 KiB, or the content into its sink.
+    /// Returns false, with `writeFailure` set, to stop the transfer.
+    private func deliver(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard keepsBody else {
             // An error page is not content: keep a little of it for the message, never the file.
             if body.count < 4096 { body.append(contentsOf: bytes.prefix(4096 - body.count)) }
-            return bytes.count
+            return true
         }
         bytesReceived += Int64(bytes.count)
         switch sink {
         case .memory(let limit):
             if Int64(body.count + bytes.count) > limit {
                 writeFailure = tooLarge(limit: limit, memory: true)
-                return 0
+                return false
             }
             body.append(contentsOf: bytes)
         case .file(let fd, let path, let offset):
             if let maxBytes, offset + bytesReceived > maxBytes {
                 writeFailure = tooLarge(limit: maxBytes, memory: false)
-                return 0
+                return false
             }
             var remaining = bytes
             while !remaining.isEmpty {
@@ -402,14 +438,13 @@ final class CurlTransfer: @unchecked Sendable {
                         message: "writing \(url.lastPathComponent) to \(path): \(reason)"
                             + (code == ENOSPC ? "; free disk space and retry" : ""),
                         url: url, errno: code)
-                    return 0
+                    return false
                 }
                 remaining = UnsafeRawBufferPointer(rebasing: remaining[written...])
             }
             onBodyChunk?(bytes)
         }
-        if bytes.count < Self.largestChunk { acknowledgeNow() }
-        return bytes.count
+        return true
     }
 
     /// The most libcurl hands the write callback at once (`CURL_MAX_WRITE_SIZE`): a shorter
@@ -532,14 +567,6 @@ final class CurlTransfer: @unchecked Sendable {
             let buffered = String(cString: errorBuffer)
             // libcurl's words may quote the URL (a redirect's target, a proxy), user info and all.
             let detail = Redaction.text(buffered.isEmpty ? String(cString: curl_easy_strerror(result)) : buffered)
-            if result == CURLE_BAD_CONTENT_ENCODING {
-                let coding = headers["content-encoding"].map { "Content-Encoding: \($0)" } ?? "its content encoding"
-                return .failure(
-                    TransportError.invalidResponse(
-                        expectation.method, finalURL,
-                        "sent a body in \(coding) that libcurl cannot decode (\(detail))",
-                        statusCode: status))
-            }
             let timedOut = result == CURLE_OPERATION_TIMEDOUT
             return .failure(
                 TransportError(
@@ -563,6 +590,10 @@ final class CurlTransfer: @unchecked Sendable {
                 status: code, headers: headers, contentLengths: contentLengths,
                 wireBytes: Int64(wireBytes))
         {
+            return .failure(TransportError.invalidResponse(expectation.method, finalURL, problem, statusCode: code))
+        }
+        // A compressed body counts only when its stream came to its end.
+        if keepsBody, let problem = decoder?.finish() {
             return .failure(TransportError.invalidResponse(expectation.method, finalURL, problem, statusCode: code))
         }
         var fileSize: Int64 = 0

@@ -131,6 +131,9 @@ struct ExpiryTests {
         ("2026-12-31T23:59:59Z", 1_798_761_599),
         ("2026-12-31T23:59:59.250Z", 1_798_761_599.25),
         ("2027-01-01T01:59:59+02:00", 1_798_761_599),
+        ("2028-02-29T00:00:00Z", 1_835_395_200),
+        ("2000-02-29T12:00:00Z", 951_825_600),
+        ("2026-12-31T18:29:59-05:30", 1_798_761_599),
     ])
     func writtenFormsReadAsTheirExpirationDates(text: String, expected: Double?) throws {
         let expiry = try Expiry.parse(text)
@@ -146,6 +149,10 @@ struct ExpiryTests {
     @Test(arguments: [
         "", "soon", "-5", "5w", "12:00", "2026-13-01T00:00:00Z", "nan", "inf", "1e300", "253402300800", "0x10", "1e3",
         "0x10s", ".5h", "5.h",
+        // The date formatter alone rolls these over into other days.
+        "2026-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2026-04-31T00:00:00Z",
+        "2026-01-00T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T23:60:00Z", "2026-01-01T23:59:60Z",
+        "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+01:60",
     ])
     func anythingElseIsRefusedNamingTheForms(text: String) {
         let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(text) }

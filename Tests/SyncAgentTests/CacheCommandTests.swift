@@ -181,6 +181,83 @@ struct CacheCommandTests {
         }
     }
 
+    @Test("a gzip body whose stream stops early is neither printed nor stored: exit 3; the whole one is")
+    func aCompressedBodyCutShortIsNotStored() async throws {
+        try await Self.withServer { scratch, server, site in
+            var text = ""
+            for line in 0..<3_000 { text += "line \(line) \(UInt32.random(in: 0...999_999))\n" }
+            try text.write(toFile: site + "/doc.txt", atomically: true, encoding: .utf8)
+            let gzip = try await GzipEncoding.compress(Data(text.utf8))
+            let cache = scratch + "/cache"
+            let url = server.url(for: "doc.txt").absoluteString
+            // Whole HTTP framing (the Content-Length counts the short body) around half a stream.
+            server.injectFault(
+                .status(200, headers: ["Content-Encoding": "gzip"], body: gzip.prefix(gzip.count / 2)),
+                forPath: "/doc.txt")
+
+            let cut = try await SyncAgentBinary.run(["cache", "get", url, "--cache", cache], scratch: scratch)
+            let offline = try await SyncAgentBinary.run(
+                ["cache", "get", url, "--cache", cache, "--offline"], scratch: scratch)
+            server.clearFaults()
+            server.injectFault(.gzipEncoded, forPath: "/doc.txt")
+            // The misfit body backed off this URL (README, "Backoff"): the first wait is 1 s.
+            try await Task.sleep(for: .seconds(2.5))
+            let whole = try await SyncAgentBinary.run(["cache", "get", url, "--cache", cache], scratch: scratch)
+
+            #expect(cut.status == 3)
+            #expect(cut.stdout.isEmpty)
+            #expect(cut.stderr.contains("stops before its end"), "\(cut.stderr)")
+            #expect(offline.status == 8, "nothing was stored")
+            #expect(whole.status == 0, "\(whole.stderr)")
+            #expect(whole.stdout == text)
+        }
+    }
+
+    @Test("an index found damaged after opening is set aside with a warning, and stats says so")
+    func damageFoundWhileRunningIsTold() async throws {
+        try await Self.withServer { scratch, server, site in
+            let cache = scratch + "/cache"
+            var urls: [String] = []
+            for index in 0..<12 {
+                try String(repeating: "value \(index) ", count: 300).write(
+                    toFile: site + "/v\(index).txt", atomically: true, encoding: .utf8)
+                urls.append(server.url(for: "v\(index).txt").absoluteString)
+                #expect(
+                    try await SyncAgentBinary.run(["cache", "get", urls[index], "--cache", cache], scratch: scratch)
+                        .status == 0)
+            }
+            // The key index's root page, which only a lookup by key reads: opening does not meet it.
+            let root = try await Self.rootPage(
+                of: "sqlite_autoindex_item_1", in: cache + "/index.sqlite", scratch: scratch)
+            let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: cache + "/index.sqlite"))
+            try handle.seek(toOffset: UInt64((root - 1) * 4096))
+            handle.write(Data(repeating: 0xA5, count: 4096))
+            try handle.close()
+
+            let offline = try await SyncAgentBinary.run(
+                ["cache", "get", urls[3], "--cache", cache, "--offline"], scratch: scratch)
+            let stats = try await SyncAgentBinary.run(["cache", "stats", "--cache", cache], scratch: scratch)
+
+            #expect(offline.status == 8, "the damage hid the item: a miss")
+            #expect(offline.stderr.contains("turned out damaged while it was read"), "\(offline.stderr)")
+            #expect(!offline.stderr.contains("was damaged; it was set aside"), "opening did not meet it")
+            #expect(FileManager.default.fileExists(atPath: cache + "/index.sqlite.damaged"))
+            #expect(stats.status == 0)
+            #expect(stats.stdout.contains("count:   0"))
+        }
+    }
+
+    /// The root page of the index `name` in the SQLite file at `path`, read by Python's sqlite3.
+    static func rootPage(of name: String, in path: String, scratch: String) async throws -> Int {
+        let out = scratch + "/rootpage-\(UUID().uuidString)"
+        let script =
+            "import sqlite3, sys; c = sqlite3.connect('file:' + sys.argv[1] + '?mode=ro', uri=True); "
+            + "print(c.execute(\"SELECT rootpage FROM sqlite_master WHERE name = ?\", (sys.argv[2],)).fetchone()[0])"
+        let status = try await ChildProcess.run("/usr/bin/python3", ["-c", script, path, name], stdout: out)
+        let text = try String(contentsOfFile: out, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        return try #require(status == 0 ? Int(text) : nil, "python3 read no root page for \(name): \(text)")
+    }
+
     @Test("--no-store writes the bytes and keeps nothing; --param joins the key and the query")
     func noStoreAndParameters() async throws {
         try await Self.withServer { scratch, server, site in

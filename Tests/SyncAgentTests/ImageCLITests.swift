@@ -158,6 +158,26 @@ struct ImageCLITests {
         }
     }
 
+    /// An original larger than the cache may hold is used and not kept, as `cache get` does with
+    /// a value: one warning line, and no variant left behind that no later load could find.
+    @Test("an original too large to keep is announced, and its variant is not kept either")
+    func anOriginalTooLargeToKeepIsAnnounced() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let original = try Self.image(width: 1600, height: 1200)
+            script.set("/big.jpg", original)
+            let url = origin.url("/big.jpg").absoluteString
+            let limit = original.count / 2
+
+            let made = try await get(url, scratch, ["--size", "10x10", "--info", "--max-size", "\(limit)"])
+
+            #expect(made.status == 0, "\(made.stderr)")
+            #expect(made.stderr.contains("the original was not kept in the cache"), "\(made.stderr)")
+            #expect(made.stderr.split(separator: "\n").count == 1, "\(made.stderr)")
+            #expect(try info(made)["width"] as? Int == 10)
+            #expect(try await cachedCount(scratch) == 0, "neither the original nor an unreachable variant")
+        }
+    }
+
     @Test("offline with nothing stored exits 8; a 404 exits 22; no origin exits 3; not a URL exits 6")
     func failures() async throws {
         try await Self.withOrigin { scratch, origin, _ in

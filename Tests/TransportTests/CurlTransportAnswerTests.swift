@@ -423,7 +423,7 @@ struct CurlTransportAnswerTests {
         }
     }
 
-    @Test func anEncodingLibcurlCannotDecodeFailsAsAnInvalidResponseNamingIt() async throws {
+    @Test func anEncodingThisClientCannotDecodeFailsAsAnInvalidResponseNamingIt() async throws {
         try await withServedFixture { server, fixture in
             server.injectFault(
                 .status(200, headers: ["Content-Encoding": "xz"], body: randomBytes(500)), forPath: "/a.bin")
