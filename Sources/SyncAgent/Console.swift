@@ -1,5 +1,6 @@
 import FileKit
 import Foundation
+import SyncDaemon
 
 /// Writes to the standard streams with `write(2)`, for a process that ignores SIGPIPE.
 ///
@@ -29,6 +30,12 @@ package enum Console {
 
     package static func standardError(_ text: String) {
         write(text, to: STDERR_FILENO)
+    }
+
+    /// One `warning: …` line on stderr, its text kept on the line: what an origin or a stored
+    /// record wrote is quoted with its control characters escaped (``LogText``).
+    package static func warning(_ text: String) {
+        standardError("warning: \(LogText.escaped(text))\n")
     }
 
     /// A line on stdout, as `print` would write it, through ``write(_:to:)``: the one way the

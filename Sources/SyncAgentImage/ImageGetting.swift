@@ -99,8 +99,8 @@ extension ImageGetCommand {
         }
         // As `cache get` says it of a value too large to keep.
         if let storeError = image.originalStoreError {
-            Console.standardError(
-                "warning: \(request.source.shown): the original was not kept in the cache (\(storeError.message)); its variant was not kept either\n"
+            Console.warning(
+                "\(request.source.shown): the original was not kept in the cache (\(storeError.message)); its variant was not kept either"
             )
         }
         if let output {
