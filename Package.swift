@@ -53,8 +53,10 @@ let package = Package(
         // server's gzip, the tests. Not Foundation's Process, which can crash on Linux.
         .target(name: "ProcessKit", dependencies: ["CLinux"]),
 
+        // Exact readers of dates (no field rolls over): HTTPDate's pieces and RFC 3339's date-time.
+        .target(name: "DateText"),
         .target(name: "Transport",
-                dependencies: ["CCurl", "CZlib", "PercentDecoding", .product(name: "Logging", package: "swift-log")]),
+                dependencies: ["CCurl", "CZlib", "DateText", "PercentDecoding", .product(name: "Logging", package: "swift-log")]),
         // Generic file primitives for both products: the bounded I/O pool, tree walks and removal,
         // atomic publication, hashing, safe relative paths. Errors keep syscall, errno and path.
         .target(name: "FileKit",
@@ -67,7 +69,7 @@ let package = Package(
         .target(name: "ToolSupport"),
         // The protocol's documents and their meaning: what the client reads and the publisher writes.
         .target(name: "StorageFormat",
-                dependencies: ["FileKit", "PercentDecoding", "CLinux",
+                dependencies: ["FileKit", "PercentDecoding", "DateText", "CLinux",
                                .product(name: "Crypto", package: "swift-crypto")]),
         // Opening a WAL database that several processes create and migrate at once: the client's
         // state database and the item cache's index.
@@ -81,7 +83,7 @@ let package = Package(
         // queries. It shares Transport, FileKit and DatabaseKit with the client and never depends
         // on ContentSync.
         .target(name: "ItemCache",
-                dependencies: ["Transport", "FileKit", "DatabaseKit",
+                dependencies: ["Transport", "FileKit", "DatabaseKit", "DateText",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "GRDB", package: "GRDB.swift"),
@@ -128,7 +130,7 @@ let package = Package(
                                                                  .product(name: "ArgumentParser", package: "swift-argument-parser")]),
 
         // The fuzz checks, shared by the libFuzzer target (`make fuzz`) and the corpus replay test.
-        .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit", "Transport", "ItemCache"]),
+        .target(name: "ContentSyncFuzzing", dependencies: ["StorageFormat", "FileKit", "Transport", "ItemCache", "DateText"]),
         .executableTarget(name: "ContentSyncFuzz", dependencies: ["ContentSyncFuzzing"]),
         // Times ItemCache for bench/cache_bench.py (`make bench-cache`).
         .executableTarget(name: "CacheBench", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "ToolSupport"]),
@@ -140,7 +142,7 @@ let package = Package(
         .executableTarget(name: "FleetSim", dependencies: ["ContentSync", "SyncDaemon", "StorageFormat", "Transport", "ToolSupport",
                                                           .product(name: "Logging", package: "swift-log")]),
 
-        .testTarget(name: "TransportTests", dependencies: ["Transport", "StorageServer", "ToolSupport",
+        .testTarget(name: "TransportTests", dependencies: ["Transport", "DateText", "StorageServer", "ToolSupport",
                                                            .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
         // CacheChaos: CacheCrashTests run the built cache-chaos binary; the dependency builds it first.

@@ -1,3 +1,4 @@
+internal import DateText
 import Foundation
 import ItemCache
 import Transport
@@ -12,6 +13,7 @@ extension FuzzChecks {
         let text = String(decoding: bytes, as: UTF8.self)
         cacheControl(text)
         httpDate(text)
+        internetDateTime(text)
         cacheKey(text)
     }
 
@@ -71,6 +73,20 @@ extension FuzzChecks {
         guard let date = HTTPDate.parse(text, now: now) else { return }
         let formatted = HTTPDate.format(date)
         precondition(HTTPDate.parse(formatted, now: now) == date, "'\(text)' → '\(formatted)' does not read back")
+    }
+
+    /// An RFC 3339 date-time that parses (an `--expires`, a signature's expiry) formats as one
+    /// that parses to the same instant, to the microsecond the format keeps.
+    static func internetDateTime(_ text: String) {
+        guard let date = InternetDateTime.parse(text) else { return }
+        let seconds = date.timeIntervalSince1970
+        // An offset can carry a date of year 0 or 9999 out of the range the format clamps to.
+        guard seconds >= -62_167_219_200, seconds < 253_402_300_800 else { return }
+        let formatted = InternetDateTime.format(date)
+        guard let again = InternetDateTime.parse(formatted) else {
+            preconditionFailure("'\(text)' → '\(formatted)' does not parse")
+        }
+        precondition(abs(again.timeIntervalSince1970 - seconds) < 1e-6, "'\(text)' → '\(formatted)' moves")
     }
 
     /// A URL's key is a fixed point (its URL makes the same key again) and keeps no password.

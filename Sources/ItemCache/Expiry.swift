@@ -1,3 +1,4 @@
+internal import DateText
 import Foundation
 
 /// How long a stored item stays fresh.
@@ -27,7 +28,8 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
     /// - `never`; `dont-store`, `don't store` or `no-store`;
     /// - a lifetime: a number with a unit, `90s`, `15m`, `2h`, `7d` (or `1.5h`);
     /// - a UNIX timestamp: a bare number, `1767225600` or `1767225600.5`;
-    /// - an ISO-8601 date: `2026-12-31T23:59:59Z` (fractional seconds and offsets allowed).
+    /// - an RFC 3339 date: `2026-12-31T23:59:59Z` (fractional seconds and offsets allowed; every
+    ///   field in range, so `2026-02-30` is refused rather than read as March 2).
     public static func parse(_ text: String) throws(ItemCacheError) -> Expiry {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         let word = trimmed.lowercased()
@@ -49,50 +51,11 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
         {
             return .lifetime(.milliseconds(Int64((amount * scale * 1000).rounded())))
         }
-        for options in [
-            ISO8601DateFormatter.Options.withInternetDateTime,
-            [.withInternetDateTime, .withFractionalSeconds],
-        ] {
-            let formatter = ISO8601DateFormatter()
-            formatter.formatOptions = options
-            // The formatter rolls a day past the month's end over (2026-02-30 reads as March 2):
-            // the fields must name a real time.
-            if let date = formatter.date(from: trimmed), Self.fieldsNameARealTime(trimmed) { return .date(date) }
-        }
+        if let date = InternetDateTime.parse(trimmed) { return .date(date) }
         throw ItemCacheError(
             code: .invalidExpiry,
             message: "expiry '\(text)' is not a date (2026-12-31T23:59:59Z), a UNIX timestamp (1767225600), "
                 + "a lifetime with a unit (90s, 15m, 2h, 7d), 'never' or 'dont-store'")
-    }
-
-    /// Whether the fields of an internet date-time (`YYYY-MM-DDTHH:MM:SS`, then a fraction and
-    /// `Z` or `±HH:MM`) are in range: a month of 1–12, a day the month has (leap years counted),
-    /// an hour of 0–23, minutes and seconds of 0–59, an offset under 24 hours.
-    static func fieldsNameARealTime(_ text: String) -> Bool {
-        let bytes = Array(text.utf8)
-        func number(_ start: Int, _ count: Int) -> Int? {
-            guard start + count <= bytes.count else { return nil }
-            var value = 0
-            for byte in bytes[start..<(start + count)] {
-                guard byte >= 0x30 && byte <= 0x39 else { return nil }
-                value = value * 10 + Int(byte - 0x30)
-            }
-            return value
-        }
-        guard let year = number(0, 4), let month = number(5, 2), let day = number(8, 2), let hour = number(11, 2),
-            let minute = number(14, 2), let second = number(17, 2), (1...12).contains(month)
-        else { return false }
-        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-        let days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]
-        guard (1...days).contains(day), hour <= 23, minute <= 59, second <= 59 else { return false }
-        // The offset: the last six bytes when they are ±HH:MM.
-        if bytes.count >= 25, bytes[bytes.count - 6] == UInt8(ascii: "+") || bytes[bytes.count - 6] == UInt8(ascii: "-")
-        {
-            guard let hours = number(bytes.count - 5, 2), let minutes = number(bytes.count - 2, 2), hours <= 23,
-                minutes <= 59
-            else { return false }
-        }
-        return true
     }
 
     /// When an item stored at `storedAt` stops being fresh; nil for ``never``, and `storedAt`
@@ -122,7 +85,7 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
             let seconds = date.timeIntervalSince1970
             if seconds.isNaN || seconds < 0 { return "0" }
             if seconds > 253_402_300_799 { return "never" }
-            return ISO8601DateFormatter().string(from: date)
+            return InternetDateTime.format(date)
         case .lifetime(let duration):
             let seconds = duration.seconds
             if seconds <= 0 { return "0s" }

@@ -1,11 +1,12 @@
 import Crypto
+internal import DateText
 import FileKit
 import Foundation
 
 /// Ed25519 signatures over `cacheStatus.json` (TUF-style, optional): the client's half, reading
 /// public keys and verifying. Signing is the publisher's (`SigningKey` in ContentPublishing).
 ///
-/// The status carries `"signature": {"alg": "ed25519", "keyId": …, "expires": ISO-8601, "value": base64}`.
+/// The status carries `"signature": {"alg": "ed25519", "keyId": …, "expires": RFC 3339, "value": base64}`.
 /// The signed bytes are ``JSONValue/canonicalData`` of the whole status with only
 /// `signature.value` removed, so the expiry and key id are covered too.
 public enum StatusSignature {
@@ -98,10 +99,12 @@ public enum StatusSignature {
                 code: .signature,
                 message: "\(name) has a wrong signature for key \(keyID): it was altered after signing; refusing it")
         }
-        guard let expires = ISO8601DateFormatter().date(from: expiresText) else {
+        guard let expires = InternetDateTime.parse(expiresText) else {
             throw StorageFormatError(
                 code: .signature,
-                message: "\(name): signature expiry '\(expiresText)' is not an ISO-8601 time; refusing it")
+                message:
+                    "\(name): signature expiry '\(expiresText)' is not an RFC 3339 time (2026-12-31T23:59:59Z); refusing it"
+            )
         }
         if expires < now {
             throw StorageFormatError(

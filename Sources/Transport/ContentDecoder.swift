@@ -25,9 +25,7 @@ final class ContentDecoder {
     /// names one this decoder does not read, or more than one.
     static func coding(of contentEncoding: String?) -> Result<Coding?, Refusal> {
         guard let contentEncoding else { return .success(nil) }
-        let codings = contentEncoding.split(separator: ",").map { $0.trimmingHTTPWhitespace().lowercased() }
-            .filter { !$0.isEmpty && $0 != "identity" }
-        switch codings {
+        switch HTTPHeaderField.contentCodings(contentEncoding) {
         case []: return .success(nil)
         case ["gzip"], ["x-gzip"]: return .success(.gzip)
         case ["deflate"]: return .success(.deflate)

@@ -1,3 +1,4 @@
+internal import DateText
 import Foundation
 
 /// RFC 9110 §5.6.7's HTTP-date, parsed exactly: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`),
@@ -18,8 +19,11 @@ public enum HTTPDate {
     /// that would be more than 50 years after `now` is read as the latest earlier year with
     /// those digits (§5.6.7).
     public static func parse(_ text: String, now: Date = Date()) -> Date? {
-        parse(text, currentYear: civil(fromDays: Int64((now.timeIntervalSince1970 / 86_400).rounded(.down))).year)
-            .map { Date(timeIntervalSince1970: Double($0)) }
+        parse(
+            text,
+            currentYear: CivilTime.civil(fromDays: Int64((now.timeIntervalSince1970 / 86_400).rounded(.down))).year
+        )
+        .map { Date(timeIntervalSince1970: Double($0)) }
     }
 
     /// The whole seconds since 1970 that `text` names, or nil when it is not an HTTP-date; an
@@ -40,65 +44,64 @@ public enum HTTPDate {
         let clamped = min(max(seconds, firstFormattable), lastFormattable)
         let days = clamped >= 0 ? clamped / 86_400 : (clamped - 86_399) / 86_400
         let secondOfDay = Int(clamped - days * 86_400)
-        let (year, month, day) = civil(fromDays: days)
+        let (year, month, day) = CivilTime.civil(fromDays: days)
         let weekday = Int(((days % 7) + 7 + 3) % 7) // 1970-01-01 was a Thursday (index 3).
-        func pad(_ value: Int, _ width: Int) -> String {
-            let digits = String(value)
-            return String(repeating: "0", count: max(0, width - digits.count)) + digits
-        }
-        return "\(Self.days[weekday]), \(pad(day, 2)) \(months[month - 1]) \(pad(year, 4)) "
-            + "\(pad(secondOfDay / 3600, 2)):\(pad(secondOfDay / 60 % 60, 2)):\(pad(secondOfDay % 60, 2)) GMT"
+        return "\(Self.days[weekday]), \(CivilTime.padded(day, 2)) \(months[month - 1]) \(CivilTime.padded(year, 4)) "
+            + "\(CivilTime.padded(secondOfDay / 3600, 2)):\(CivilTime.padded(secondOfDay / 60 % 60, 2)):\(CivilTime.padded(secondOfDay % 60, 2)) GMT"
     }
 
     /// The current year in UTC, for reading RFC 850 two-digit years.
     public static func currentYear() -> Int {
-        civil(fromDays: Int64(Date().timeIntervalSince1970) / 86_400).year
+        CivilTime.civil(fromDays: Int64(Date().timeIntervalSince1970) / 86_400).year
     }
 
-    private static let firstFormattable = daysFromCivil(year: 0, month: 1, day: 1) * 86_400
-    private static let lastFormattable = daysFromCivil(year: 9999, month: 12, day: 31) * 86_400 + 86_399
+    private static let firstFormattable = CivilTime.daysFromCivil(year: 0, month: 1, day: 1) * 86_400
+    private static let lastFormattable = CivilTime.daysFromCivil(year: 9999, month: 12, day: 31) * 86_400 + 86_399
 
     // MARK: - The three forms
 
     private static func imfFixdate(_ b: [UInt8]) -> Int64? {
         // "Sun, 06 Nov 1994 08:49:37 GMT": 29 bytes.
         guard b.count == 29, dayName(b, 0, 3, days) != nil, b[3] == c(","), b[4] == c(" "),
-            let day = digits(b, 5, 2), b[7] == c(" "), let month = month(b, 8), b[11] == c(" "),
-            let year = digits(b, 12, 4), b[16] == c(" "), let time = time(b, 17), b[25] == c(" "),
+            let day = CivilTime.digits(b, 5, 2), b[7] == c(" "), let month = month(b, 8), b[11] == c(" "),
+            let year = CivilTime.digits(b, 12, 4), b[16] == c(" "), let time = CivilTime.secondOfDay(b, at: 17),
+            b[25] == c(" "),
             b[26] == c("G"), b[27] == c("M"), b[28] == c("T")
         else { return nil }
-        return date(year: year, month: month, day: day, time: time)
+        return CivilTime.seconds(year: year, month: month, day: day, secondOfDay: time)
     }
 
     private static func rfc850(_ b: [UInt8], currentYear: Int) -> Int64? {
         // "Sunday, 06-Nov-94 08:49:37 GMT"
         guard let comma = b.firstIndex(of: c(",")), dayName(b, 0, comma, longDays) != nil else { return nil }
         let s = comma + 1
-        guard b.count == s + 23, b[s] == c(" "), let day = digits(b, s + 1, 2), b[s + 3] == c("-"),
-            let month = month(b, s + 4), b[s + 7] == c("-"), let shortYear = digits(b, s + 8, 2),
-            b[s + 10] == c(" "), let time = time(b, s + 11), b[s + 19] == c(" "), b[s + 20] == c("G"),
+        guard b.count == s + 23, b[s] == c(" "), let day = CivilTime.digits(b, s + 1, 2), b[s + 3] == c("-"),
+            let month = month(b, s + 4), b[s + 7] == c("-"), let shortYear = CivilTime.digits(b, s + 8, 2),
+            b[s + 10] == c(" "), let time = CivilTime.secondOfDay(b, at: s + 11), b[s + 19] == c(" "),
+            b[s + 20] == c("G"),
             b[s + 21] == c("M"), b[s + 22] == c("T")
         else { return nil }
         // §5.6.7: more than 50 years in the future is the most recent past year with those digits.
         var year = currentYear - currentYear % 100 + shortYear
         if year > currentYear + 50 { year -= 100 }
-        return date(year: year, month: month, day: day, time: time)
+        return CivilTime.seconds(year: year, month: month, day: day, secondOfDay: time)
     }
 
     private static func asctime(_ b: [UInt8]) -> Int64? {
         // "Sun Nov  6 08:49:37 1994": 24 bytes; the day is two digits or a space and one.
         guard b.count == 24, dayName(b, 0, 3, days) != nil, b[3] == c(" "), let month = month(b, 4),
-            b[7] == c(" "), b[10] == c(" "), let time = time(b, 11), b[19] == c(" "), let year = digits(b, 20, 4)
+            b[7] == c(" "), b[10] == c(" "), let time = CivilTime.secondOfDay(b, at: 11), b[19] == c(" "),
+            let year = CivilTime.digits(b, 20, 4)
         else { return nil }
         let day: Int
         if b[8] == c(" ") {
-            guard let one = digits(b, 9, 1) else { return nil }
+            guard let one = CivilTime.digits(b, 9, 1) else { return nil }
             day = one
         } else {
-            guard let two = digits(b, 8, 2) else { return nil }
+            guard let two = CivilTime.digits(b, 8, 2) else { return nil }
             day = two
         }
-        return date(year: year, month: month, day: day, time: time)
+        return CivilTime.seconds(year: year, month: month, day: day, secondOfDay: time)
     }
 
     // MARK: - Pieces
@@ -115,55 +118,5 @@ public enum HTTPDate {
         guard start + 3 <= b.count else { return nil }
         let word = b[start..<start + 3]
         return months.firstIndex { Array($0.utf8)[...] == word }.map { $0 + 1 }
-    }
-
-    private static func digits(_ b: [UInt8], _ start: Int, _ count: Int) -> Int? {
-        guard start + count <= b.count else { return nil }
-        var value = 0
-        for byte in b[start..<start + count] {
-            guard byte >= c("0"), byte <= c("9") else { return nil }
-            value = value * 10 + Int(byte - c("0"))
-        }
-        return value
-    }
-
-    /// `HH:MM:SS` at `start`: seconds of the day.
-    private static func time(_ b: [UInt8], _ start: Int) -> Int? {
-        guard let hour = digits(b, start, 2), b[start + 2] == c(":"), let minute = digits(b, start + 3, 2),
-            b[start + 5] == c(":"), let second = digits(b, start + 6, 2), hour < 24, minute < 60, second <= 60
-        else { return nil }
-        // A leap second (60) is read as the last second of its minute.
-        return hour * 3600 + minute * 60 + min(second, 59)
-    }
-
-    private static func date(year: Int, month: Int, day: Int, time: Int) -> Int64? {
-        let leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
-        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-        guard day >= 1, day <= lengths[month - 1] else { return nil }
-        return daysFromCivil(year: year, month: month, day: day) * 86_400 + Int64(time)
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-    private static func daysFromCivil(year: Int, month: Int, day: Int) -> Int64 {
-        let y = Int64(month <= 2 ? year - 1 : year)
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let m = Int64(month)
-        let dayOfYear = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + Int64(day) - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
-    }
-
-    private static func civil(fromDays days: Int64) -> (year: Int, month: Int, day: Int) {
-        let z = days + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let dayOfEra = z - era * 146_097
-        let yearOfEra = (dayOfEra - dayOfEra / 1460 + dayOfEra / 36_524 - dayOfEra / 146_096) / 365
-        let dayOfYear = dayOfEra - (365 * yearOfEra + yearOfEra / 4 - yearOfEra / 100)
-        let mp = (5 * dayOfYear + 2) / 153
-        let day = dayOfYear - (153 * mp + 2) / 5 + 1
-        let month = mp < 10 ? mp + 3 : mp - 9
-        let year = yearOfEra + era * 400 + (month <= 2 ? 1 : 0)
-        return (Int(year), Int(month), Int(day))
     }
 }

@@ -34,6 +34,15 @@ public struct HTTPHeaderField: Sendable, Equatable, Hashable {
         return headers
     }
 
+    /// The content codings a `Content-Encoding` value lists (RFC 9110 §8.4), in the order they
+    /// were applied, lower-cased and trimmed, without `identity` and empty members: empty for an
+    /// unencoded body (or no value).
+    public static func contentCodings(_ value: String?) -> [String] {
+        guard let value else { return [] }
+        return value.split(separator: ",").map { $0.trimmingHTTPWhitespace().lowercased() }
+            .filter { !$0.isEmpty && $0 != "identity" }
+    }
+
     /// Adds one line to `headers`, combined with the lines of its name already there.
     static func combine(_ field: HTTPHeaderField, into headers: inout [String: String]) {
         guard let existing = headers[field.name], field.name != "set-cookie" else {

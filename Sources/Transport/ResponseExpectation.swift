@@ -207,9 +207,7 @@ package struct ResponseExpectation: Sendable, Equatable {
 
     /// The first content coding other than `identity`, lower-cased, or `nil` for an unencoded body.
     static func nonIdentityEncoding(_ headers: [String: String]) -> String? {
-        guard let value = headers["content-encoding"] else { return nil }
-        return value.split(separator: ",").map { $0.trimmingHTTPWhitespace().lowercased() }
-            .first { !$0.isEmpty && $0 != "identity" }
+        HTTPHeaderField.contentCodings(headers["content-encoding"]).first
     }
 
     /// ASCII digits only, so `+5`, ` 5` or `0x5` are not positions; at most 18 digits, so it fits.

@@ -83,6 +83,29 @@ struct StagingLinkTests {
         }
     }
 
+    /// The entity-tag sidecar of a resumable download: kept for an unencoded body, dropped (an
+    /// older one too) for a content-encoded one, whose tag names bytes the file does not hold.
+    @Test(
+        "a resumable download keeps its entity tag only for an unencoded body",
+        arguments: [
+            (nil as String?, true), ("identity", true), (" , identity", true), ("gzip", false),
+            ("GZIP, identity", false), ("identity, br", false),
+        ])
+    func theEntityTagSidecarIsKeptOnlyForAnUnencodedBody(encoding: String?, kept: Bool) async throws {
+        try await withTemporaryDirectory { root in
+            let partial = root + "/big.part"
+            try Data("\"older\"".utf8).write(to: URL(fileURLWithPath: partial + ".etag"))
+            let downloader = VerifiedDownloader(transport: try CurlTransport(), fingerprints: FingerprintCache())
+            let options = downloader.resumableOptions(partialPath: partial, resumableFrom: 0)
+            var headers = ["etag": "\"new\"", "content-length": "10"]
+            headers["content-encoding"] = encoding
+            let responseStarts = try #require(options.onResponseStart)
+            responseStarts(200, headers)
+            let sidecar = try? String(contentsOfFile: partial + ".etag", encoding: .utf8)
+            #expect(sidecar == (kept ? "\"new\"" : nil), "\(encoding ?? "no Content-Encoding")")
+        }
+    }
+
     @Test("a staging folder that another user made is refused, naming it and the fix")
     func aStagingFolderOfAnotherUserIsRefused() async throws {
         guard geteuid() == 0 else { return } // only root can give a folder away

@@ -134,6 +134,10 @@ struct ExpiryTests {
         ("2028-02-29T00:00:00Z", 1_835_395_200),
         ("2000-02-29T12:00:00Z", 951_825_600),
         ("2026-12-31T18:29:59-05:30", 1_798_761_599),
+        ("2026-12-31t23:59:59z", 1_798_761_599),
+        ("2026-12-31 23:59:59Z", 1_798_761_599),
+        // A leap second reads as the last second of its minute, as HTTP dates do.
+        ("2026-01-01T23:59:60Z", 1_767_311_999),
     ])
     func writtenFormsReadAsTheirExpirationDates(text: String, expected: Double?) throws {
         let expiry = try Expiry.parse(text)
@@ -149,10 +153,10 @@ struct ExpiryTests {
     @Test(arguments: [
         "", "soon", "-5", "5w", "12:00", "2026-13-01T00:00:00Z", "nan", "inf", "1e300", "253402300800", "0x10", "1e3",
         "0x10s", ".5h", "5.h",
-        // The date formatter alone rolls these over into other days.
+        // Foundation's date formatter rolls these over into other days.
         "2026-02-30T00:00:00Z", "2026-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2026-04-31T00:00:00Z",
-        "2026-01-00T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T23:60:00Z", "2026-01-01T23:59:60Z",
-        "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+01:60",
+        "2026-01-00T00:00:00Z", "2026-01-01T24:00:00Z", "2026-01-01T23:60:00Z", "2026-01-01T23:59:61Z",
+        "2026-01-01T00:00:00+24:00", "2026-01-01T00:00:00+01:60", "2026-12-31T23:59:59",
     ])
     func anythingElseIsRefusedNamingTheForms(text: String) {
         let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(text) }
@@ -162,7 +166,9 @@ struct ExpiryTests {
     @Test func aTimestampNumberAndItsTextAgreeAndTheDefaultIsOneDay() throws {
         #expect(try Expiry.parse("1767225600") == Expiry.timestamp(1_767_225_600))
         #expect(Expiry.oneDay.expirationDate(storedAt: Self.stored)?.timeIntervalSince(Self.stored) == 86_400)
-        for expiry in [Expiry.never, .dontStore, .lifetime(.seconds(90)), .timestamp(1_767_225_600)] {
+        for expiry in [
+            Expiry.never, .dontStore, .lifetime(.seconds(90)), .timestamp(1_767_225_600), .timestamp(1_767_225_600.5),
+        ] {
             #expect(try Expiry.parse(expiry.description) == expiry, "\(expiry) reads back")
         }
     }

@@ -27,6 +27,25 @@ import Transport
         #expect(HTTPHeaderField.combined(fields)[name] == combined)
     }
 
+    @Test(
+        "a Content-Encoding value's codings (RFC 9110 §8.4): in order, lower-cased, without identity",
+        arguments: [
+            (nil, []),
+            ("", []),
+            (" \t", []),
+            ("identity", []),
+            ("gzip", ["gzip"]),
+            ("GZip", ["gzip"]),
+            (" x-gzip\t", ["x-gzip"]),
+            ("identity, gzip", ["gzip"]),
+            ("deflate, gzip", ["deflate", "gzip"]),
+            ("gzip,,br", ["gzip", "br"]),
+            (", IDENTITY ,", []),
+        ] as [(String?, [String])])
+    func contentCodings(value: String?, codings: [String]) {
+        #expect(HTTPHeaderField.contentCodings(value) == codings)
+    }
+
     @Test("a name is lower-cased")
     func lowerCased() {
         #expect(HTTPHeaderField(name: "Cache-Control", value: "x").name == "cache-control")

@@ -164,13 +164,7 @@ struct VerifiedDownloader: Sendable {
         var options = DownloadOptions(
             resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
         options.onResponseStart = { _, headers in
-            let encoded =
-                headers["content-encoding"].map { value in
-                    value.split(separator: ",").contains {
-                        $0.trimmingCharacters(in: .whitespaces).lowercased() != "identity"
-                    }
-                } ?? false
-            guard !encoded else {
+            guard HTTPHeaderField.contentCodings(headers["content-encoding"]).isEmpty else {
                 unlink(sidecar)
                 return
             }
