@@ -14,23 +14,8 @@ public enum SmallTextFile {
 
     /// The text of the file at `path` (symlinks followed: a person named it).
     public static func read(_ path: String, limit: Int = 64 << 10) throws(Refusal) -> String {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else {
-            let code = errno
-            throw Refusal(
-                description: code == ENOENT
-                    ? "does not exist" : "cannot be opened (\(String(cString: strerror(code))))")
-        }
+        let (fd, info) = try openRegularFile(path)
         defer { close(fd) }
-        var info = stat()
-        guard fstat(fd, &info) == 0 else {
-            throw Refusal(description: "cannot be read (\(String(cString: strerror(errno))))")
-        }
-        switch info.st_mode & S_IFMT {
-        case S_IFREG: break
-        case S_IFDIR: throw Refusal(description: "is a folder, not a file")
-        default: throw Refusal(description: "is not a regular file (a FIFO, a socket or a device)")
-        }
         guard info.st_size <= limit else {
             throw Refusal(
                 description: "is \(info.st_size) bytes, more than a file of this kind holds (\(limit) at most)")
@@ -45,5 +30,33 @@ public enum SmallTextFile {
             throw Refusal(description: "is not text (not UTF-8)")
         }
         return text
+    }
+
+    /// Opens the file at `path` for reading (symlinks followed: a person named it) when it is a
+    /// regular file, with its status; the caller closes the descriptor. Never blocks on a FIFO,
+    /// and says what the file is when it is not one ("is a folder, not a file").
+    public static func openRegularFile(_ path: String) throws(Refusal) -> (descriptor: Int32, status: stat) {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            throw Refusal(
+                description: code == ENOENT
+                    ? "does not exist" : "cannot be opened (\(String(cString: strerror(code))))")
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0 else {
+            let code = errno
+            close(fd)
+            throw Refusal(description: "cannot be read (\(String(cString: strerror(code))))")
+        }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG: return (fd, info)
+        case S_IFDIR:
+            close(fd)
+            throw Refusal(description: "is a folder, not a file")
+        default:
+            close(fd)
+            throw Refusal(description: "is not a regular file (a FIFO, a socket or a device)")
+        }
     }
 }

@@ -17,6 +17,9 @@ import Transport
 ///   escaped; a reserved character written literally (`+`, `;`, `,`…) stays literal and apart
 ///   from its escape, since a server may read them differently (`+` is a space to a form
 ///   decoder, `%2B` a plus sign). `parameters` are text, escaped byte for byte;
+/// - literal `.` and `..` path segments are removed (RFC 3986 §5.2.4) as libcurl removes them
+///   from what it sends, so `/a/./b/../c` and `/a/c` are one key; an escaped dot segment
+///   (`%2E%2E`), which libcurl sends as it is, keeps a key of its own;
 /// - user info is never kept: `user:password@` becomes `user:***@` and a token alone `***@`
 ///   (`Redaction`), so no secret reaches the index or a listing;
 /// - headers that vary the response (`Accept`, say) join the key with lower-cased names and
@@ -71,7 +74,18 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             // `//` would read back as an authority (found by `make fuzz`).
             text += "//"
         }
-        let path = Self.canonical(components.percentEncodedPath)
+        // libcurl sends `/a/./../b` as `/b` (RFC 3986 §5.2.4) but `/a/%2E%2E/b` as it is, and a
+        // server may answer that spelling otherwise (a 404, say), so the key follows libcurl: the
+        // literal dot segments go, and an escaped one stays escaped (a fixed point).
+        let path =
+            host == nil
+            ? Self.canonical(components.percentEncodedPath)
+            : Self.removingDotSegments(components.percentEncodedPath)
+                .split(separator: "/", omittingEmptySubsequences: false)
+                .map { segment -> String in
+                    let canonical = Self.canonical(String(segment))
+                    return canonical == "." ? "%2E" : canonical == ".." ? "%2E%2E" : canonical
+                }.joined(separator: "/")
         text += path.isEmpty && host != nil ? "/" : path
         // A name without `=` stays so (`?x` and `?x=` are two URIs a server may tell apart,
         // RFC 3986 §6.2.3), and so does an empty query (`/?` is not `/`).
@@ -122,6 +136,27 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// name `Redaction` takes for a secret's (`authorization`, `x-api-key`, `x-auth-token`).
     static func isCredentialHeader(_ name: String) -> Bool {
         name == "cookie" || Redaction.isSecretName(name.utf8)
+    }
+
+    /// An absolute path without its literal `.` and `..` segments (RFC 3986 §5.2.4), as
+    /// libcurl sends it: `/a/./b/../c` is `/a/c`, a `..` above the root stays at the root, and a
+    /// path ending in a dot segment keeps its final `/`. Escapes are not read (`%2E%2E` and
+    /// `..%2F` are segments of their own); a path that is empty or relative is returned as it is.
+    static func removingDotSegments(_ path: String) -> String {
+        guard path.hasPrefix("/"), path.contains(".") else { return path }
+        var output: [Substring] = []
+        let segments = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+        for (index, segment) in segments.enumerated() {
+            let last = index == segments.count - 1
+            switch segment {
+            case ".": if last { output.append("") }
+            case "..":
+                _ = output.popLast()
+                if last { output.append("") }
+            default: output.append(segment)
+            }
+        }
+        return "/" + output.joined(separator: "/")
     }
 
     /// What starts a credential's digest in a key.

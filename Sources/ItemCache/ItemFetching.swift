@@ -220,22 +220,41 @@ public struct FileFetcher: ItemFetching {
         }
         let path = url.path
         return try await BlockingIOPool.shared.run { () throws -> FetchResponse in
-            let attributes: [FileAttributeKey: Any]
-            do {
-                attributes = try FileManager.default.attributesOfItem(atPath: path)
-            } catch {
-                throw ItemCacheError(
-                    code: .fetch, message: "cannot read \(path): no such file; check the path", key: request.key,
-                    underlying: error)
+            func failure(_ problem: String, _ remedy: String) -> ItemCacheError {
+                ItemCacheError(code: .fetch, message: "cannot read \(path): it \(problem); \(remedy)", key: request.key)
             }
-            let modified = (attributes[.modificationDate] as? Date).map { Self.milliseconds($0) }
-            if let modified, modified == request.lastModified {
+            let fd: Int32
+            let before: stat
+            do throws(SmallTextFile.Refusal) {
+                (fd, before) = try SmallTextFile.openRegularFile(path)
+            } catch {
+                throw failure(error.description, "give the path of a file")
+            }
+            defer { close(fd) }
+            let modified = Self.milliseconds(Self.modificationDate(before))
+            if modified == request.lastModified {
                 return FetchResponse(body: .notModified, headers: ["last-modified": modified])
             }
-            let data = try Data(contentsOf: URL(fileURLWithPath: path))
+            let data: Data
+            do {
+                data = try DescriptorIO.read(fd, count: Int(before.st_size), path: path)
+            } catch {
+                throw failure("cannot be read (\(error))", "check the file")
+            }
+            // A file written in place while it was read would be a torn value: refused, never kept.
+            var after = stat()
+            guard fstat(fd, &after) == 0, after.st_size == before.st_size, Int64(data.count) == before.st_size,
+                Self.modificationDate(after) == Self.modificationDate(before)
+            else {
+                throw failure("changed while it was read", "try again once it is written")
+            }
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
-            return FetchResponse(body: .fetched(data), headers: modified.map { ["last-modified": $0] } ?? [:])
+            return FetchResponse(body: .fetched(data), headers: ["last-modified": modified])
         }
+    }
+
+    private static func modificationDate(_ status: stat) -> Date {
+        Date(timeIntervalSince1970: Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)
     }
 
     /// A modification time as the validator's text: whole milliseconds since the epoch, or the

@@ -293,6 +293,14 @@ struct CacheGetCommand: AsyncParsableCommand {
 
     func run() async throws {
         let url = try parseCacheURL(url)
+        // The fetchers sync-agent has (the library's apps register more: `cache rm` takes any key).
+        guard let scheme = url.scheme?.lowercased(), ["http", "https", "file"].contains(scheme) else {
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "'\(Redaction.url(url))' is not an http, https or file URL; give one such as https://host/path or file:///srv/mirror/data.json"
+            )
+        }
         var options = LoadOptions(policy: offline ? .offline : .useCache)
         options.headers = try requestHeaders()
         if let ttl {

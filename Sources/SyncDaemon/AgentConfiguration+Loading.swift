@@ -5,6 +5,9 @@ import Transport
 import Yams
 
 extension AgentConfiguration {
+    /// The largest config file read: 4 MiB.
+    static let largestFile = 4 << 20
+
     /// Reads the YAML config file at `path`, resolving secrets from `environment` and files, and
     /// relative paths against the file's folder. Throws a ``ConfigurationError`` listing every
     /// problem with its line.
@@ -29,17 +32,22 @@ extension AgentConfiguration {
         let absolute = FileSystem.absolutePath(path)
         let text: String
         do {
-            text = try String(contentsOfFile: absolute, encoding: .utf8)
+            // Bounded, and never blocked on a FIFO: a config of thousands of folders is well under.
+            text = try SmallTextFile.read(absolute, limit: Self.largestFile)
         } catch {
-            var isFolder: ObjCBool = false
-            let reason =
-                !FileManager.default.fileExists(atPath: absolute, isDirectory: &isFolder)
-                ? "there is no such file: check the path"
-                : isFolder.boolValue
-                    ? "it is a folder: give the config file's path"
-                    : "it cannot be read as UTF-8 text: check its permissions (the agent's user must read it) and its encoding"
+            let remedy =
+                switch error.description {
+                case "does not exist": "check the path"
+                case "is a folder, not a file": "give the config file's path"
+                case "is not text (not UTF-8)": "save it as UTF-8"
+                case let other where other.hasPrefix("cannot"): "check its permissions (the agent's user must read it)"
+                case let other where other.hasSuffix("at most)"): "check that it is the config file"
+                default: "give a config file's path"
+                }
             throw ConfigurationError(
-                path: path, problems: [.init(line: nil, message: "cannot read the config file: \(reason)")])
+                path: path,
+                problems: [.init(line: nil, message: "cannot read the config file: it \(error.description): \(remedy)")]
+            )
         }
         var reader = ConfigReader(
             folder: (absolute as NSString).deletingLastPathComponent, environment: environment, configFile: absolute)

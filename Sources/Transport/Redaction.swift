@@ -160,17 +160,25 @@ public enum Redaction {
     }
 
     /// Whether a query parameter named `name` holds a secret: its name, in any case, holds
-    /// `token`, `secret`, `pass`, `pwd`, `sig`, `key`, `auth`, `credential`, `session`, `jwt`,
-    /// `code` or `ticket` (`access_token`, `X-Amz-Signature`, `api_key`, `sig`, `code`). A
-    /// parameter named otherwise is shown: it tells requests apart (`?w=200`).
+    /// `token`, `secret`, `pass`, `pwd`, `sig`, `key`, `auth`, `credential`, `session`, `sessid`,
+    /// `jwt`, `code`, `ticket`, `bearer`, `hmac`, `cookie`, `saml`, `assertion`, or Akamai's
+    /// `hdnts` or `hdnea` (`access_token`, `X-Amz-Signature`, `api_key`, `PHPSESSID`), or one
+    /// of its words (split at anything but a letter or digit) is `sid`, `otp` or `pin`
+    /// (`sid`, `user_sid`), short words that inside longer ones (`side`, `footprint`, `spin`)
+    /// name no secret. A parameter named otherwise is shown: it tells requests apart (`?w=200`).
     public static func isSecretName(_ name: some Collection<UInt8>) -> Bool {
         let lowered = String(decoding: name, as: UTF8.self).lowercased()
         return secretNameParts.contains { lowered.contains($0) }
+            || lowered.split { !($0.isASCII && ($0.isLetter || $0.isNumber)) }.contains {
+                secretNameWords.contains(String($0))
+            }
     }
 
     private static let secretNameParts = [
-        "token", "secret", "pass", "pwd", "sig", "key", "auth", "credential", "session", "jwt", "code", "ticket",
+        "token", "secret", "pass", "pwd", "sig", "key", "auth", "credential", "session", "sessid", "jwt", "code",
+        "ticket", "bearer", "hmac", "cookie", "saml", "assertion", "hdnts", "hdnea",
     ]
+    private static let secretNameWords: Set<String> = ["sid", "otp", "pin"]
 
     /// Copies the rest of a URL whose authority ends at `start` (its path, query and fragment)
     /// into `out`, with the value of each secret parameter masked, in the query and in the

@@ -52,6 +52,36 @@ struct CacheManagerErrorTests {
         }
     }
 
+    /// A neighbour plants links in the synced folder: `data(at:)` reads nothing through them
+    /// (at the end or on the way), nor waits on a FIFO; it still reads the real files.
+    @Test func readingRefusesPlantedLinksFIFOsAndFolders() async throws {
+        try await withScriptedManager(serving: "1.0") { fixture in
+            let manager = fixture.manager
+            try await manager.checkForUpdates()
+            let outside = fixture.content + "-outside"
+            try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: outside) }
+            try Data("SECRET-OUTSIDE".utf8).write(to: URL(fileURLWithPath: outside + "/secret.txt"))
+            try FileManager.default.createSymbolicLink(
+                atPath: fixture.content + "/leak.txt", withDestinationPath: outside + "/secret.txt")
+            try FileManager.default.createSymbolicLink(atPath: fixture.content + "/away", withDestinationPath: outside)
+            try FileManager.default.createDirectory(
+                atPath: fixture.content + "/real/sub", withIntermediateDirectories: true)
+            try Data("inside".utf8).write(to: URL(fileURLWithPath: fixture.content + "/real/sub/file.txt"))
+            #expect(mkfifo(fixture.content + "/pipe", 0o600) == 0)
+            for (path, words) in [
+                ("leak.txt", "through a symlink"), ("away/secret.txt", "through a symlink"),
+                ("pipe", "not a regular file"), ("real/sub", "a folder, not a file"),
+            ] {
+                let error = #expect(throws: SyncError.self, "\(path)") { try manager.data(at: path) }
+                #expect(error?.code == .fileSystem, "\(path)")
+                #expect(error?.message.contains(words) == true, "\(path): \(String(describing: error?.message))")
+                #expect(error?.message.contains("SECRET-OUTSIDE") == false)
+            }
+            #expect(try manager.data(at: "real/sub/file.txt") == Data("inside".utf8))
+        }
+    }
+
     @Test func codesRoundTripThroughTheirNames() throws {
         for code: SyncError.Code in [.busy, .decoding, .integrity, .signature, .configuration, .cancelled] {
             #expect(SyncError.Code(name: code.description) == code)

@@ -48,6 +48,22 @@ struct CacheKeyTests {
         // An empty authority stays, so a path beginning with // cannot become one.
         ("x://://s:9/", "x:////s:9/"),
         ("file:///tmp/a", "file:///tmp/a"),
+        // Literal dot segments go, as libcurl removes them from what it sends (RFC 3986 §5.2.4).
+        // libcurl sends an escaped one as it is, and a server may answer it otherwise, so it
+        // stays, escaped; an escaped slash is no separator.
+        ("https://example.com/a/b/c/./../../g", "https://example.com/a/g"),
+        ("https://example.com/a/./b/", "https://example.com/a/b/"),
+        ("https://example.com/a/b/.", "https://example.com/a/b/"),
+        ("https://example.com/a/b/..", "https://example.com/a/"),
+        ("https://example.com/../../x", "https://example.com/x"),
+        ("https://example.com/a//../b", "https://example.com/a/b"),
+        ("https://example.com/a/%2E%2e/b", "https://example.com/a/%2E%2E/b"),
+        ("https://example.com/a/%2e./b/.%2E/c", "https://example.com/a/%2E%2E/b/%2E%2E/c"),
+        ("https://example.com/a/%2E/b", "https://example.com/a/%2E/b"),
+        ("https://example.com/a/%2E%2E/../b", "https://example.com/a/b"),
+        ("https://example.com/a/..%2Fb", "https://example.com/a/..%2Fb"),
+        ("https://example.com/a/..b/.c/", "https://example.com/a/..b/.c/"),
+        ("https://example.com/x?p=../y#./z", "https://example.com/x?p=../y"),
         // User info never enters the key.
         ("https://alice:S3cretPassw0rd@example.com/p", "https://alice:***@example.com/p"),
         ("https://ghp_T0ken@example.com/p", "https://***@example.com/p"),

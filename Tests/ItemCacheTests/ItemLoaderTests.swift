@@ -159,6 +159,22 @@ struct ItemLoaderTests {
         #expect(fixture.server.requestCount(forPath: "/shared.txt") == 1)
     }
 
+    @Test("a URL with dot segments is the item of the path libcurl sends: one request, one entry")
+    func dotSegmentsShareTheItemOfThePathSent() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        try fixture.publish("d.txt", "dots")
+        fixture.server.setCacheControl("max-age=600", forPath: "/d.txt")
+        let plain = fixture.url("d.txt")
+        let dotted = try #require(
+            URL(string: plain.absoluteString.replacingOccurrences(of: "/d.txt", with: "/x/./y/../../d.txt")))
+        let first = try await fixture.loader.item(for: dotted)
+        #expect(first.source == .network && first.data == Data("dots".utf8))
+        #expect(fixture.server.requests().map(\.path) == ["/d.txt"], "libcurl sends the path without dot segments")
+        #expect(try await fixture.loader.item(for: plain).source == .memory)
+        #expect(fixture.server.requestCount(forPath: "/d.txt") == 1)
+    }
+
     @Test("an expired item with an ETag revalidates: a 304 moves no body and refreshes the expiry")
     func revalidation() async throws {
         let fixture = try await LoaderFixture()

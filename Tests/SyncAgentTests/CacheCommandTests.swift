@@ -181,6 +181,34 @@ struct CacheCommandTests {
         }
     }
 
+    @Test(
+        "a URL no fetcher reads exits 6 naming the schemes; a file:// that is not a regular file exits 3 saying what it is"
+    )
+    func unreadableSourcesAreNamed() async throws {
+        try await withScratch { scratch in
+            let cache = scratch + "/cache"
+            for url in ["ftp://127.0.0.1:1/x", "gopher://u:Pw0rd@h/x", "mailto:a@b.c"] {
+                let run = try await SyncAgentBinary.run(["cache", "get", url, "--cache", cache], scratch: scratch)
+                #expect(run.status == 6, "\(url)")
+                #expect(run.stderr.contains("is not an http, https or file URL"), "\(url): \(run.stderr)")
+                #expect(!run.stderr.contains("Pw0rd") && !run.stderr.contains("ItemLoader"), "\(run.stderr)")
+            }
+            #expect(mkfifo(scratch + "/fifo", 0o600) == 0)
+            try FileManager.default.createDirectory(atPath: scratch + "/folder", withIntermediateDirectories: false)
+            for (path, words) in [
+                (scratch + "/fifo", "is not a regular file"), (scratch + "/folder", "is a folder, not a file"),
+                ("/dev/zero", "is not a regular file"), (scratch + "/missing", "does not exist"),
+            ] {
+                let run = try await SyncAgentBinary.run(
+                    ["cache", "get", "file://" + path, "--cache", cache], scratch: scratch)
+                #expect(run.status == 3, "\(path)")
+                #expect(run.stdout.isEmpty)
+                #expect(run.stderr.contains("cannot read \(path): it \(words)"), "\(path): \(run.stderr)")
+                #expect(!run.stderr.contains("NSCocoaErrorDomain"), "\(run.stderr)")
+            }
+        }
+    }
+
     @Test("a gzip body whose stream stops early is neither printed nor stored: exit 3; the whole one is")
     func aCompressedBodyCutShortIsNotStored() async throws {
         try await Self.withServer { scratch, server, site in

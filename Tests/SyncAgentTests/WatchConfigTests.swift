@@ -158,7 +158,17 @@ struct WatchConfigTests {
                 #expect(lines.last == "sync-agent: 4 problems in \(scratch)/bad.yaml", "\(result.stderr)")
             }
             let folder = try await SyncAgentBinary.run(["check-config", scratch], scratch: scratch)
-            #expect(folder.status == 6 && folder.stderr.contains("it is a folder: give the config file's path"))
+            #expect(
+                folder.status == 6 && folder.stderr.contains("it is a folder, not a file: give the config file's path"))
+            // Neither a FIFO (which would block a plain read) nor a device is read as a config.
+            #expect(mkfifo(scratch + "/fifo", 0o600) == 0)
+            for path in [scratch + "/fifo", "/dev/zero"] {
+                let special = try await SyncAgentBinary.run(["check-config", path], scratch: scratch)
+                #expect(special.status == 6, "\(path)")
+                #expect(
+                    special.stderr.contains("it is not a regular file (a FIFO, a socket or a device)"),
+                    "\(special.stderr)")
+            }
         }
     }
 

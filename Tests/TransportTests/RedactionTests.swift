@@ -88,6 +88,15 @@ struct RedactionTests {
             ("'https://h/?token=it's'", "'https://h/?token=***'"),
             ("https://h/?access_token=a b", "https://h/?access_token=*** b"),
             ("https://host/img.jpg?w=200&h=100", "https://host/img.jpg?w=200&h=100"),
+            // Names of the secrets of CDNs and session schemes, and short secret words.
+            (
+                "https://cdn/v.m3u8?hdnts=exp=1~acl=/*~hmac=ab&__hdnea__=x&Bearer=b&PHPSESSID=p&JSESSIONID=j",
+                "https://cdn/v.m3u8?hdnts=***&__hdnea__=***&Bearer=***&PHPSESSID=***&JSESSIONID=***"
+            ),
+            (
+                "https://h/x?sid=1&user_sid=2&otp=3&PIN=4&SAMLResponse=5&side=left&footprint=9&spin=1",
+                "https://h/x?sid=***&user_sid=***&otp=***&PIN=***&SAMLResponse=***&side=left&footprint=9&spin=1"
+            ),
             ("https://host/x?token=&a=1", "https://host/x?token=&a=1"),
             ("https://host/x?token", "https://host/x?token"),
             ("a?token=b, no URL", "a?token=b, no URL"),

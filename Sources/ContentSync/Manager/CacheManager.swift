@@ -281,26 +281,36 @@ public actor CacheManager {
 
     // MARK: - Reading content
 
-    /// The path of a synced file, after checking `relativePath` cannot leave the content folder.
-    public nonisolated func fileURL(for relativePath: String) throws(SyncError) -> URL {
+    /// `relativePath` checked: it cannot leave the content folder (``SyncError/Code/unsafePath``).
+    private static func safePath(_ relativePath: String) throws(SyncError) -> SafeRelativePath {
         do {
-            let path = try SafeRelativePath(validating: relativePath)
-            return URL(fileURLWithPath: path.absolute(in: configuration.contentDirectory))
+            return try SafeRelativePath(validating: relativePath)
         } catch {
             throw SyncError(code: .unsafePath, message: "\(error)", underlying: error)
         }
     }
 
-    /// The bytes of a synced file.
+    /// The path of a synced file, after checking `relativePath` cannot leave the content folder.
+    public nonisolated func fileURL(for relativePath: String) throws(SyncError) -> URL {
+        URL(fileURLWithPath: try Self.safePath(relativePath).absolute(in: configuration.contentDirectory))
+    }
+
+    /// The bytes of a synced file. It is opened name by name below the content folder without
+    /// following a symlink, so one planted in the folder is refused rather than read through, as
+    /// are a folder, a FIFO and a device (``SyncError/Code/fileSystem``).
     public nonisolated func data(at relativePath: String) throws(SyncError) -> Data {
-        let url = try fileURL(for: relativePath)
+        let path = try Self.safePath(relativePath)
         do {
-            return try Data(contentsOf: url)
+            // Opened name by name, no symlink followed: a link planted in the folder reads nothing outside it.
+            let (fd, info) = try path.openRegularFile(beneath: configuration.contentDirectory)
+            defer { close(fd) }
+            return try DescriptorIO.read(
+                fd, count: Int(info.st_size), path: path.absolute(in: configuration.contentDirectory))
         } catch {
             throw SyncError(
                 code: .fileSystem,
                 message:
-                    "cannot read '\(relativePath)' from \(configuration.contentDirectory): \(error.localizedDescription); is it part of the synced version?",
+                    "cannot read '\(relativePath)' from \(configuration.contentDirectory): \(error); is it part of the synced version?",
                 underlying: error)
         }
     }
