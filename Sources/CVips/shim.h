@@ -8,6 +8,19 @@
 
 /// vips_init, once per process (libvips ignores later calls). 0 on success.
 static inline int cvips_init(const char *argv0) { return vips_init(argv0); }
+static void cvips_drop_log(const gchar *domain, GLogLevelFlags level, const gchar *message, gpointer data) {
+    (void)domain;
+    (void)level;
+    (void)message;
+    (void)data;
+}
+/// libvips' warnings (`g_warning` in its "VIPS" log domain: libpng's and libjpeg's complaints
+/// about a damaged file) are dropped rather than printed raw to the process's stderr: a
+/// refused image's error carries libvips' error buffer, and a library prints nothing itself.
+static inline void cvips_drop_warnings(void) {
+    g_log_set_handler("VIPS", G_LOG_LEVEL_WARNING | G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG,
+                      cvips_drop_log, NULL);
+}
 /// The libvips version: 0 major, 1 minor, 2 micro.
 static inline int cvips_version(int part) { return vips_version(part); }
 /// libvips' operation cache: 0 entries keeps no decoded input alive between calls.

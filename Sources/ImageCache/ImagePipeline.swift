@@ -438,7 +438,9 @@ public final class ImagePipeline: Sendable {
             remember(info, for: key)
         }
         guard let info, (200...299).contains(info.status),
-            request.policy == .offline || (!info.isExpired(at: storage.clock.now) && !info.mustRevalidate),
+            request.policy == .offline
+                ? info.isUsableOffline(at: storage.clock.now)
+                : !info.isExpired(at: storage.clock.now) && !info.mustRevalidate,
             let metadata = ImageMetadata(stored: info.metadata, bytes: info.size), let digest = metadata.sha256
         else { return .nothing }
         let resize = request.resize(forSource: metadata.format)

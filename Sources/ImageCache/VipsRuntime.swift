@@ -56,6 +56,7 @@ public enum VipsRuntime {
                 throw ImageCacheError(
                     code: .configuration, message: "libvips failed to start: \(VipsRuntime.takeError())")
             }
+            cvips_drop_warnings()
             cvips_cache_set_max(0)
             cvips_concurrency_set(1)
             cvips_block_untrusted_set(1)

@@ -61,6 +61,13 @@ enum LoadDecision: Equatable, Sendable {
 }
 
 extension ItemInfo {
+    /// Whether an offline load may serve this item at `now`: fresh, or expired with an origin
+    /// that allows stale use (``LoadDecision/serveOffline``). The image pipeline asks it of an
+    /// original before it serves a variant of it offline.
+    package func isUsableOffline(at now: Date) -> Bool {
+        LoadDecision.decide(stored: self, policy: .offline, now: now, staleWhileRevalidate: .zero) == .serveOffline
+    }
+
     /// The rules the freshness model judges this item by: its expiry (the server's or the
     /// caller's), its age base, and its response's `Cache-Control`.
     var freshnessState: HTTPFreshnessModel.StoredResponse {

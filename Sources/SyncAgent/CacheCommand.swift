@@ -244,7 +244,11 @@ struct CacheGetCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Fetch and write the item, but keep nothing.")
     var noStore = false
 
-    @Flag(name: .long, help: "Never touch the network: a stored item (even expired) or exit 8.")
+    @Flag(
+        name: .long,
+        help:
+            "Never touch the network: a stored item (even expired, unless its origin said must-revalidate or no-cache) or exit 8."
+    )
     var offline = false
 
     @Option(

@@ -82,7 +82,11 @@ package struct ImageGetCommand: AsyncParsableCommand {
             valueName: "COLOR"))
     package var background: String?
 
-    @Flag(name: .long, help: "Never touch the network: a stored original (even expired) or exit 8.")
+    @Flag(
+        name: .long,
+        help:
+            "Never touch the network: a stored original (even expired, unless its origin said must-revalidate or no-cache) or exit 8."
+    )
     package var offline = false
 
     @Flag(

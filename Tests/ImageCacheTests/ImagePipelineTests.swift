@@ -297,6 +297,39 @@ struct ImagePipelineTests {
         #expect(fixture.origin.requestCount(forPath: "/other.jpg") == 0)
     }
 
+    /// Offline, an expired original whose origin forbade stale use (`must-revalidate`), or one
+    /// that must be revalidated on every use (`no-cache`), serves no variant, as `cache get
+    /// --offline` serves no such item (RFC 9111 §4.2.4); an expired one that allows it does.
+    @Test(
+        "offline serves no variant of an original its origin forbade serving stale",
+        arguments: [
+            ("max-age=0, must-revalidate", false), ("no-cache", false), ("max-age=0", true), ("max-age=3600", true),
+        ])
+    func offlineKeepsTheOriginsStaleRules(cacheControl: String, served: Bool) async throws {
+        let fixture = try PipelineFixture()
+        let jpeg = try colouredImage(width: 120, height: 80, rgb: (10, 200, 30), format: "jpeg")
+        fixture.answers.withLock {
+            $0["/rules.jpg"] = PipelineFixture.Answer(
+                headers: ["Content-Type: image/jpeg", "Cache-Control: \(cacheControl)", "ETag: \"r\""], body: jpeg)
+        }
+        let pipeline = try fixture.pipeline()
+        _ = try await pipeline.image(for: fixture.request("/rules.jpg", 30, nil))
+        // max-age=0 is expired from the moment it is stored (an expiry at or before now).
+        for width in [30, 40] { // the variant made online, and one to make from the stored original
+            var offline = fixture.request("/rules.jpg", width, nil)
+            offline.policy = .offline
+            if served {
+                #expect(try dimensions(try await pipeline.image(for: offline).data).width == width, "\(cacheControl)")
+            } else {
+                let miss = await #expect(throws: ImageCacheError.self, "\(cacheControl) \(width)") {
+                    try await pipeline.image(for: offline)
+                }
+                #expect(miss?.cacheError?.code == .notCached, "\(cacheControl) \(width)")
+            }
+        }
+        #expect(fixture.origin.requestCount(forPath: "/rules.jpg") == 1)
+    }
+
     @Test("a saved image: checked, kept with the caller's metadata, its variants made offline")
     func savedImage() async throws {
         let fixture = try PipelineFixture()
