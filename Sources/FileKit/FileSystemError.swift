@@ -68,7 +68,11 @@ public struct FileSystemError: Error, Sendable, CustomStringConvertible {
         self.errno = code
         switch self.code {
         case .noSpace: remedy = "free disk space and try again"
-        case .permissionDenied: remedy = "check the folder's permissions"
+        case .permissionDenied:
+            remedy =
+                code == EROFS
+                ? "the filesystem is mounted read-only: remount it read-write or choose a folder on a writable one"
+                : "check the folder's permissions"
         default: remedy = Self.descriptorRemedy(errno: code)
         }
     }

@@ -198,8 +198,12 @@ public struct SafePathError: Error, Sendable, Equatable, CustomStringConvertible
         case tooLong = "is longer than Linux allows"
         /// A storage URL that is not an http(s) URL under the storage's `RXCacheContent/` folder.
         case notUnderContentRoot = "is not under the storage's RXCacheContent/ folder"
-        /// A storage URL with a malformed `%XX` escape, or one that decodes to `/`.
+        /// A storage URL with a malformed `%XX` escape.
         case badEncoding = "has invalid percent-encoding"
+        /// A storage URL whose component escapes a `/` (`%2F`): no file name can hold one, and
+        /// hosts disagree on whether it separates folders.
+        case encodedSlash =
+            "escapes a '/' (%2F) inside a name, which no file name can hold; the publisher must write folders with a plain '/'"
     }
 
     /// The refused path (or component), as given.

@@ -51,7 +51,10 @@ package struct ChangeListReader: Sendable {
         let to = try version("to", header.to)
         guard from < to else {
             throw StorageFormatError(
-                code: .invalidChangeList, message: "\(name): \"from\" \(from) is not below \"to\" \(to)")
+                code: .invalidChangeList,
+                message:
+                    "\(name): \"from\" \(from) is not below \"to\" \(to), but a change list leads from an older version to a newer one; the publisher must publish this storage again"
+            )
         }
         guard case .array(let start)? = header.changes else {
             throw StorageFormatError(

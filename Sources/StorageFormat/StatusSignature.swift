@@ -70,6 +70,16 @@ public enum StatusSignature {
         return key
     }
 
+    /// Whether `status` is unsigned, or signed with a key id none of `trustedKeys` has: a refusal
+    /// the client's choice of keys decides (an altered or expired signature it does not).
+    package static func isSignedByNone(of trustedKeys: [Curve25519.Signing.PublicKey], _ status: JSONValue) -> Bool {
+        guard case .object(let members) = status, case .object(let signature)? = members["signature"] else {
+            return true
+        }
+        guard case .string(let keyID)? = signature["keyId"] else { return false } // malformed: the publisher's
+        return !trustedKeys.contains { Self.keyID(of: $0) == keyID }
+    }
+
     /// Verifies a status against trusted keys. Throws a message naming what is wrong.
     package static func verify(
         _ status: JSONValue, trustedKeys: [Curve25519.Signing.PublicKey], now: Date, name: String
@@ -85,7 +95,9 @@ public enum StatusSignature {
         else {
             throw StorageFormatError(
                 code: .signature,
-                message: "\(name): the signature is malformed (needs alg ed25519, keyId, expires, value); refusing it")
+                message:
+                    "\(name): the signature is malformed (needs alg ed25519, keyId, expires, value); the publisher must sign it again; refusing it"
+            )
         }
         guard let key = trustedKeys.first(where: { Self.keyID(of: $0) == keyID }) else {
             throw StorageFormatError(
@@ -97,7 +109,9 @@ public enum StatusSignature {
         guard key.isValidSignature(value, for: JSONValue.object(members).canonicalData) else {
             throw StorageFormatError(
                 code: .signature,
-                message: "\(name) has a wrong signature for key \(keyID): it was altered after signing; refusing it")
+                message:
+                    "\(name) has a wrong signature for key \(keyID): it was altered after signing (by its host, a proxy or an attacker); the publisher must publish it again; refusing it"
+            )
         }
         guard let expires = InternetDateTime.parse(expiresText) else {
             throw StorageFormatError(

@@ -141,7 +141,7 @@ public struct StorageLayout: Sendable, Equatable {
                 throw SafePathError(path: text, reason: .badEncoding)
             }
             if component.utf8.contains(UInt8(ascii: "/")) {
-                throw SafePathError(path: text, reason: .badEncoding)
+                throw SafePathError(path: text, reason: .encodedSlash)
             }
             decoded.append(component)
         }

@@ -55,7 +55,6 @@ package struct CLIFailure: Error, CustomStringConvertible {
     static func hint(for code: SyncError.Code) -> String? {
         switch code {
         case .busy: "`sync-agent status` with the same --dir names the process"
-        case .signature: "check the keys given with --trust-key"
         case .stateStore: "--state names another state file"
         default: nil
         }
@@ -76,7 +75,7 @@ package struct CLIFailure: Error, CustomStringConvertible {
         case .stateDatabasePath: "pass --state elsewhere"
         case .allowReplacingUnknownContent: "--force allows replacing it"
         case .trustedSigningKeys:
-            "give --trust-key again, or run `sync-agent forget-keys` with the same --dir and --state to accept an unsigned storage"
+            "give the storage's public key with --trust-key, or run `sync-agent forget-keys` with the same --dir and --state to accept an unsigned storage"
         case .verifyIntegrity:
             "the CLI always checks integrity data; only the library's SyncConfiguration.verifyIntegrity turns it off"
         }

@@ -35,11 +35,16 @@ struct SigningTests {
         return try CacheManager(configuration: configuration)
     }
 
-    func expectRefused(_ manager: CacheManager, _ text: String, code: SyncError.Code = .signature) async {
+    /// `setting`: the setting at fault, the trusted keys only when they decide the refusal (an
+    /// unsigned status or another key's), never for an altered or expired one.
+    func expectRefused(
+        _ manager: CacheManager, _ text: String, code: SyncError.Code = .signature,
+        setting: SyncConfiguration.Setting? = nil
+    ) async {
         await #expect {
             try await manager.checkForUpdates()
         } throws: { error in
-            (error as! SyncError).code == code && "\(error)".contains(text)
+            (error as! SyncError).code == code && "\(error)".contains(text) && (error as! SyncError).setting == setting
         }
     }
 
@@ -97,7 +102,7 @@ struct SigningTests {
             let storage = scratch + "/storage"
             try publishSigned("1.0", storage: storage, scratch: scratch, initialize: true, key: nil)
             try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
-                await expectRefused(try trusting(harness), "not signed")
+                await expectRefused(try trusting(harness), "not signed", setting: .trustedSigningKeys)
                 #expect(!FileManager.default.fileExists(atPath: harness.content))
             }
         }
@@ -111,7 +116,8 @@ struct SigningTests {
                 $0.replacingOccurrences(of: "\"minimalCacheVersion\":\"1.0\"", with: "\"minimalCacheVersion\":\"0.9\"")
             }
             try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
-                await expectRefused(try trusting(harness), "wrong signature")
+                await expectRefused(
+                    try trusting(harness), "altered after signing (by its host, a proxy or an attacker)")
             }
         }
     }
@@ -122,7 +128,7 @@ struct SigningTests {
             try publishSigned(
                 "1.0", storage: storage, scratch: scratch, initialize: true, key: Curve25519.Signing.PrivateKey())
             try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
-                await expectRefused(try trusting(harness), "does not trust")
+                await expectRefused(try trusting(harness), "does not trust", setting: .trustedSigningKeys)
             }
         }
     }

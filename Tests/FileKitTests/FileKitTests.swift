@@ -43,6 +43,18 @@ struct FileSystemErrorTests {
             error.description
                 == "cannot write /data/x (write: No space left on device, errno 28); free disk space and try again")
     }
+
+    /// EACCES and EROFS are both "permission denied" to a caller branching on codes, but the
+    /// remedies differ: permissions cannot make a read-only mount writable.
+    @Test(arguments: [
+        (EACCES, "check the folder's permissions"),
+        (EROFS, "the filesystem is mounted read-only: remount it read-write or choose a folder on a writable one"),
+    ])
+    func permissionFailuresNameTheirOwnRemedy(code: Int32, remedy: String) {
+        let error = FileSystemError("cannot write", path: "/data/x", syscall: "openat", errno: code)
+        #expect(error.code == .permissionDenied)
+        #expect(error.remedy == remedy)
+    }
 }
 
 /// Jobs running now and the most seen at once.

@@ -194,8 +194,16 @@ struct StorageClient: Sendable {
         do { root = try JSONValue.parse(data) } catch {
             throw SyncError(code: .invalidStatus, message: "\(name): \(error)", underlying: error)
         }
-        try formatWork { () throws(StorageFormatError) in
-            try StatusSignature.verify(root, trustedKeys: keys, now: Date(), name: name)
+        do throws(SyncError) {
+            try formatWork { () throws(StorageFormatError) in
+                try StatusSignature.verify(root, trustedKeys: keys, now: Date(), name: name)
+            }
+        } catch {
+            // The client's keys decide only an unsigned status or another key's; an altered,
+            // expired or malformed one is the storage's fault whatever keys are given.
+            var refusal = error
+            if StatusSignature.isSignedByNone(of: keys, root) { refusal.setting = .trustedSigningKeys }
+            throw refusal
         }
         guard status.integrity?.treeDigest != nil, status.integrity?.archive != nil else {
             throw SyncError(
