@@ -97,7 +97,9 @@ struct StatusCommand: AsyncParsableCommand {
         } else {
             lines.append("state:        \(status.state.rawValue)")
         }
-        lines.append("last check:   \(status.lastCheck.map(time) ?? "never")")
+        // When the storage last answered; attempts it did not answer are the last attempt's line.
+        let unanswered = status.lastAttempt == nil ? "never" : "never answered (see the last attempt)"
+        lines.append("last check:   \(status.lastCheck.map(time) ?? unanswered)")
         if let attempt = status.lastAttempt {
             lines.append("last attempt: \(time(attempt.finishedAt)) \(describe(attempt))")
         }

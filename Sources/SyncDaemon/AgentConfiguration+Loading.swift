@@ -94,7 +94,7 @@ struct ConfigReader {
             problems.append(.init(line: nil, message: "\(error)"))
             return nil
         }
-        guard let root, let top = mapping(root, "the file") else {
+        guard let root = root.map({ expandingMerges($0) }), let top = mapping(root, "the file") else {
             if problems.isEmpty {
                 problems.append(.init(line: 1, message: "the file is empty: it needs a `storages:` mapping"))
             }
@@ -639,6 +639,41 @@ struct ConfigReader {
         let close = known.min { Self.distance($0, name) < Self.distance($1, name) }
         let hint = close.flatMap { Self.distance($0, name) <= 2 ? " (did you mean \($0)?)" : nil } ?? ""
         problem(key, "unknown key '\(name)' in \(place)\(hint); known: \(known.joined(separator: ", "))")
+    }
+
+    /// `node` with YAML's merge keys (`<<: *defaults`, YAML 1.1's merge type, as docker-compose
+    /// files use them) expanded at every level: a mapping's own keys win over merged ones, and an
+    /// earlier merged mapping over a later one. A merge of anything but a mapping or a list of
+    /// mappings is a problem.
+    private mutating func expandingMerges(_ node: Node) -> Node {
+        switch node {
+        case .mapping(let mapping):
+            var own: [(Node, Node)] = []
+            var merged: [(Node, Node)] = []
+            for (key, value) in mapping {
+                guard key.tag.rawValue == Tag.Name.merge.rawValue else {
+                    own.append((key, expandingMerges(value)))
+                    continue
+                }
+                let sources: [Node]
+                if case .sequence(let list) = value { sources = Array(list) } else { sources = [value] }
+                for source in sources {
+                    guard case .mapping(let pairs) = expandingMerges(source) else {
+                        problem(source, "a merge key (<<) takes a mapping or a list of mappings (<<: *defaults)")
+                        continue
+                    }
+                    for (mergedKey, mergedValue) in pairs where !merged.contains(where: { $0.0 == mergedKey }) {
+                        merged.append((mergedKey, mergedValue))
+                    }
+                }
+            }
+            let pairs = own + merged.filter { pair in !own.contains { $0.0 == pair.0 } }
+            return .mapping(Node.Mapping(pairs, mapping.tag, mapping.style, mapping.mark))
+        case .sequence(let list):
+            return .sequence(Node.Sequence(list.map { expandingMerges($0) }, list.tag, list.style, list.mark))
+        default:
+            return node
+        }
     }
 
     private mutating func problem(_ node: Node, _ message: String) {

@@ -266,6 +266,11 @@ struct ExitCodeTableTests {
                     ["status", "--check", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"],
                     scratch: scratch)
                 expect(check, exits: 9, mentioning: "check failed")
+                // An attempt was made, but the storage never answered: not "never" checked.
+                let text = try await SyncAgentBinary.run(
+                    ["status", "--dir", scratch + "/content", "--state", scratch + "/state.sqlite"], scratch: scratch)
+                #expect(text.stdout.contains("last check:   never answered (see the last attempt)"), "\(text.stdout)")
+                #expect(text.stdout.contains("last attempt: "), "\(text.stdout)")
             }
         }
     }

@@ -34,6 +34,46 @@ struct AgentConfigurationTests {
 
     static let publicKey = Data((0..<32).map { UInt8($0) }).base64EncodedString()
 
+    /// YAML merge keys (`<<: *anchor`, as docker-compose files use them) at any level: the
+    /// mapping's own keys win, earlier merged mappings over later ones; a merge of a scalar is
+    /// a problem on its line, and `<<` is never an unknown key.
+    @Test func mergeKeysExpandWithOwnKeysWinning() throws {
+        let configuration = try Self.load(
+            """
+            defaults: &common
+              interval: 2m
+              concurrency: 3
+            storages:
+              docs:
+                <<: *common
+                base-url: http://127.0.0.1:8080/docs/
+                dir: /srv/docs
+                concurrency: 4
+              blog:
+                <<: [{interval: 1h, max-failures: 5}, *common]
+                base-url: http://127.0.0.1:8080/blog/
+                dir: /srv/blog
+            """)
+        #expect(configuration.storages.map(\.name) == ["docs", "blog"])
+        let docs = configuration.storages[0]
+        let blog = configuration.storages[1]
+        #expect(docs.interval == .seconds(120) && docs.concurrency == 4, "own keys win over merged ones")
+        #expect(blog.interval == .seconds(3600) && blog.maxFailures == 5, "the earlier merged mapping wins")
+        #expect(blog.concurrency == 3, "merged from the later mapping")
+
+        let problems = Self.problems(
+            """
+            storages:
+              docs:
+                <<: 5
+                base-url: http://127.0.0.1:8080/docs/
+                dir: /srv/docs
+            """)
+        #expect(problems.map(\.line) == [3], "the line of the merged value: \(problems)")
+        #expect(problems.first?.message.contains("a merge key (<<) takes a mapping") == true, "\(problems)")
+        #expect(!problems.contains { $0.message.contains("unknown key") }, "\(problems)")
+    }
+
     @Test(
         "a full file: defaults inherited, per-storage overrides, secrets from env and file, relative paths from the file's folder"
     )
