@@ -20,7 +20,7 @@ import Synchronization
 /// | `sync_agent_checks_total` | counter | `storage` | Checks made, successful or not. |
 /// | `sync_agent_updates_total` | counter | `storage`, `outcome` | Checks that changed the folder; `outcome` is `replayed` (change lists) or `restored` (archive). |
 /// | `sync_agent_check_failures_total` | counter | `storage`, `code` | Failed checks by error code (`network`, `integrity`, …). |
-/// | `sync_agent_downloaded_bytes_total` | counter | `storage` | Content bytes downloaded by updates (archives and files, not the JSON documents). |
+/// | `sync_agent_downloaded_bytes_total` | counter | `storage` | Content bytes downloaded by updates (archives and files, not the JSON documents), including an update whose switch was then vetoed or failed. |
 /// | `sync_agent_downloaded_files_total` | counter | `storage` | Files downloaded by updates (for a restore: extracted from the archive). |
 /// | `sync_agent_update_duration_seconds` | histogram | `storage` | How long checks that changed the folder took. |
 /// | `sync_agent_last_success_timestamp_seconds` | gauge | `storage` | Unix time of the last successful check (at start: the state database's); absent for a folder that never synced. |
@@ -172,9 +172,16 @@ public struct StorageMetrics: Sendable {
     }
 
     /// Records a check that failed with the error code `code` (`SyncError.Code`'s name, such as
-    /// `network`), the `consecutiveFailures`-th failure in a row.
-    public func checkFailed(code: String, consecutiveFailures count: Int) {
+    /// `network`), the `consecutiveFailures`-th failure in a row, after downloading
+    /// `bytesDownloaded` bytes in `filesDownloaded` files (a switch vetoed after its downloads:
+    /// the next attempt reuses them and counts nothing).
+    public func checkFailed(
+        code: String, consecutiveFailures count: Int, bytesDownloaded: Int64 = 0, filesDownloaded: Int = 0
+    ) {
         counter(AgentMetrics.Name.checks).increment()
+        // A failure after the downloads (a vetoed switch) still moved them over the network.
+        if bytesDownloaded > 0 { counter(AgentMetrics.Name.downloadedBytes).increment(by: bytesDownloaded) }
+        if filesDownloaded > 0 { counter(AgentMetrics.Name.downloadedFiles).increment(by: filesDownloaded) }
         metrics.withSeries(name) { series in
             // Under the lock, so that remove() cannot miss a code recorded at the same time.
             series.failureCodes.insert(code)

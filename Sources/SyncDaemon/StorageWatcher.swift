@@ -195,6 +195,7 @@ public final class StorageWatcher: Sendable {
             }
             if stopRequested || Task.isCancelled { break }
             let started = ContinuousClock.now
+            let startedAt = Date()
             callbacks.checkStarting()
             do {
                 let report = try await manager.checkForUpdates()
@@ -227,8 +228,14 @@ public final class StorageWatcher: Sendable {
                 let failures = schedule.consecutiveFailures + 1
                 if let metrics {
                     // The state database counts across restarts; the schedule only since this start.
-                    let recorded = (try? await manager.status(historyLimit: 1))?.consecutiveFailures ?? 0
-                    metrics.checkFailed(code: "\(error.code)", consecutiveFailures: max(recorded, failures))
+                    let recorded = try? await manager.status(historyLimit: 1)
+                    // The attempt this failure ended: what it downloaded before it failed, if it got that far.
+                    let attempt = recorded?.lastAttempt.flatMap {
+                        $0.outcome != .succeeded && $0.finishedAt >= startedAt.addingTimeInterval(-1) ? $0 : nil
+                    }
+                    metrics.checkFailed(
+                        code: "\(error.code)", consecutiveFailures: max(recorded?.consecutiveFailures ?? 0, failures),
+                        bytesDownloaded: attempt?.bytesDownloaded ?? 0, filesDownloaded: attempt?.filesDownloaded ?? 0)
                 }
                 if PollSchedule.isPermanent(error) {
                     Self.logPermanentStop(error, to: logger)

@@ -81,6 +81,9 @@ struct BeforeSwitchTests {
             #expect(shown.filesDownloaded == harness.contentDownloads().count && shown.filesDownloaded > 0)
             #expect(shown.filesReused > 0)
             #expect(shown.changeListsApplied == 2)
+            // The vetoed attempt's downloads are in its history (the next attempt reuses them).
+            #expect(status.history.first?.bytesDownloaded == shown.bytesDownloaded && shown.bytesDownloaded > 0)
+            #expect(status.history.first?.filesDownloaded == shown.filesDownloaded)
 
             // The next update resumes the kept staged tree (nothing is downloaded again), asks
             // again, and switches when allowed.
@@ -88,6 +91,7 @@ struct BeforeSwitchTests {
             let approving = Recorder()
             let report = try await manager(harness, approving.hook(vetoingWith: nil)).checkForUpdates()
             #expect(report.outcome == .replayed && report.toVersion.text == "1.4")
+            #expect(report.bytesDownloaded == 0 && report.filesDownloaded == 0, "counted once, by the vetoed attempt")
             try harness.expectTree(is: "1.4")
             #expect(approving.trees == [ExampleStorageFixture.manifest("1.4")])
             #expect(harness.contentDownloads().isEmpty, "downloaded again: \(harness.contentDownloads())")
@@ -120,11 +124,14 @@ struct BeforeSwitchTests {
             #expect(vetoing.trees.first == ExampleStorageFixture.manifest("1.3"))
             let history = try await harness.manager().history()
             #expect(history.first?.kind == .restore && history.first?.errorCode == .vetoed)
+            #expect(history.first?.bytesDownloaded == shown.bytesDownloaded)
+            #expect(history.first?.filesDownloaded == shown.filesDownloaded)
 
             harness.server.resetLog()
             let approving = Recorder()
             let report = try await manager(harness, approving.hook(vetoingWith: nil)).checkForUpdates()
             #expect(report.outcome == .restored)
+            #expect(report.bytesDownloaded == 0, "counted once, by the vetoed attempt")
             try harness.expectTree(is: "1.3")
             #expect(approving.trees == [ExampleStorageFixture.manifest("1.3")])
             #expect(

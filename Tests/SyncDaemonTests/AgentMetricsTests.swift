@@ -117,6 +117,20 @@ import Testing
         #expect(scrape.value("sync_agent_check_failures_total", labels.with("code", "network")) == 2)
     }
 
+    /// A switch vetoed after its downloads moved them over the network: they count, once (the
+    /// next attempt reuses them and reports none).
+    @Test func aFailureAfterItsDownloadsCountsThem() throws {
+        let metrics = makeMetrics()
+        let alpha = metrics.storage(named: "alpha")
+        alpha.checkFailed(code: "vetoed", consecutiveFailures: 1, bytesDownloaded: 5000, filesDownloaded: 3)
+        alpha.checkFailed(code: "network", consecutiveFailures: 2)
+        let scrape = try Exposition(metrics)
+        let labels = ["storage": "alpha"]
+        #expect(scrape.value("sync_agent_downloaded_bytes_total", labels) == 5000)
+        #expect(scrape.value("sync_agent_downloaded_files_total", labels) == 3)
+        #expect(scrape.value("sync_agent_check_failures_total", labels.with("code", "vetoed")) == 1)
+    }
+
     @Test func aRestartRestoresTheLastSuccessAndTheStreakFromTheState() throws {
         let metrics = makeMetrics()
         let alpha = metrics.storage(named: "alpha")

@@ -29,6 +29,10 @@ struct SyncEngine: Sendable {
     let switcher: VersionSwitch
     /// The running update's download limit (``ContentBudget``), shared with every downloader user.
     let budget: ContentBudgetSlot
+    /// What this engine's update downloaded once its staging finished, for the history of an
+    /// attempt that fails after that (a vetoed switch, a failed switch): its bytes crossed the
+    /// network all the same, and the next attempt reuses the staged files without counting them.
+    let staged = StagedDownloads()
     var logger: Logger { configuration.logger }
 
     init(configuration: SyncConfiguration, store: StateStore, transport: any Transport) {
@@ -172,10 +176,12 @@ struct SyncEngine: Sendable {
             // A database that is another folder's records nothing of this one.
             if failure.setting == .stateDatabasePath { throw failure }
             // Recorded even though the task may be cancelled: the state, last error and failure count follow.
+            let downloaded = staged.current
             try? await store.recordAttempt(
                 UpdateHistoryEntry(
                     startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                    outcome: cancelled ? .cancelled : .failed, errorCode: failure.code, message: failure.message),
+                    outcome: cancelled ? .cancelled : .failed, errorCode: failure.code, message: failure.message,
+                    bytesDownloaded: downloaded.bytes, filesDownloaded: downloaded.files),
                 contentDirectory: configuration.contentDirectory)
             throw failure
         }
@@ -396,6 +402,7 @@ struct SyncEngine: Sendable {
         var pending = switcher.pending(.replay, from: plan.from, to: plan.to)
         pending.bytesDownloaded = staged.bytes
         pending.filesDownloaded = staged.downloaded
+        self.staged.record(bytes: staged.bytes, files: staged.downloaded)
         pending.filesReused = planned.filesReused
         pending.changeListsApplied = planned.listsApplied
         clock.begin(.switch)
@@ -523,6 +530,7 @@ struct SyncEngine: Sendable {
         var pending = switcher.pending(.restore, from: local, to: status.actualVersion)
         pending.bytesDownloaded = restored.bytes
         pending.filesDownloaded = restored.files
+        staged.record(bytes: restored.bytes, files: restored.files)
         clock.begin(.switch)
         try await switcher.switchTo(
             pending,
@@ -546,4 +554,14 @@ final class StopReason: Sendable {
     func set(_ error: SyncError) {
         value.withLock { if $0 == nil { $0 = error } }
     }
+}
+
+/// What an update downloaded by the time its staging finished (``SyncEngine/staged``).
+final class StagedDownloads: Sendable {
+    private let value = Mutex<(bytes: Int64, files: Int)>((0, 0))
+
+    /// The bytes and files downloaded; zero before staging finished.
+    var current: (bytes: Int64, files: Int) { value.withLock { $0 } }
+
+    func record(bytes: Int64, files: Int) { value.withLock { $0 = (bytes, files) } }
 }
