@@ -235,15 +235,33 @@ public struct FileFetcher: ItemFetching {
             if modified == request.lastModified {
                 return FetchResponse(body: .notModified, headers: ["last-modified": modified])
             }
-            let data: Data
+            var data = Data()
             do {
-                data = try DescriptorIO.read(fd, count: Int(before.st_size), path: path)
+                if before.st_size > 0 {
+                    data = try DescriptorIO.read(fd, count: Int(before.st_size), path: path)
+                } else {
+                    // A file that states no size (/proc's, /sys's) is read to its end, within a bound.
+                    try DescriptorIO.forEachChunk(
+                        of: fd, limit: Int64(Self.largestUnsizedFile) + 1, chunkSize: 64 << 10, path: path
+                    ) {
+                        data.append(contentsOf: $0)
+                        return true
+                    }
+                    if data.count > Self.largestUnsizedFile {
+                        throw failure(
+                            "states no size and holds more than \(Self.largestUnsizedFile) bytes",
+                            "copy it to a file first")
+                    }
+                }
+            } catch let error as ItemCacheError {
+                throw error
             } catch {
                 throw failure("cannot be read (\(error))", "check the file")
             }
             // A file written in place while it was read would be a torn value: refused, never kept.
             var after = stat()
-            guard fstat(fd, &after) == 0, after.st_size == before.st_size, Int64(data.count) == before.st_size,
+            guard fstat(fd, &after) == 0, after.st_size == before.st_size,
+                before.st_size == 0 || Int64(data.count) == before.st_size,
                 Self.modificationDate(after) == Self.modificationDate(before)
             else {
                 throw failure("changed while it was read", "try again once it is written")
@@ -252,6 +270,9 @@ public struct FileFetcher: ItemFetching {
             return FetchResponse(body: .fetched(data), headers: ["last-modified": modified])
         }
     }
+
+    /// The most a file that states no size (a `/proc` file) is read to: 16 MiB.
+    static let largestUnsizedFile = 16 << 20
 
     private static func modificationDate(_ status: stat) -> Date {
         Date(timeIntervalSince1970: Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9)

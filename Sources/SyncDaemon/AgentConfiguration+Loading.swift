@@ -76,6 +76,11 @@ struct ConfigReader {
     /// The config file's absolute path, when it is read from one (not kept inside any storage's folder).
     let configFile: String?
     private(set) var problems: [ConfigurationProblem] = []
+    /// The nodes ``expandingMerges(_:)`` may still visit: aliases of aliases make a short file
+    /// an exponential tree (a "billion laughs"), which is refused, not walked.
+    private var nodesLeft = ConfigReader.largestTree
+    /// The most YAML nodes a config expands to, its aliases followed: far above any real fleet's.
+    static let largestTree = 200_000
 
     init(folder: String, environment: [String: String], configFile: String? = nil) {
         self.folder = folder
@@ -646,6 +651,15 @@ struct ConfigReader {
     /// earlier merged mapping over a later one. A merge of anything but a mapping or a list of
     /// mappings is a problem.
     private mutating func expandingMerges(_ node: Node) -> Node {
+        guard nodesLeft > 0 else { return node }
+        nodesLeft -= 1
+        if nodesLeft == 0 {
+            problem(
+                node,
+                "the file expands to more than \(Self.largestTree) YAML nodes through its aliases (*name); write the settings out, or use fewer aliases of aliases"
+            )
+            return node
+        }
         switch node {
         case .mapping(let mapping):
             var own: [(Node, Node)] = []

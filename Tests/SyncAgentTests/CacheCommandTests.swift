@@ -206,6 +206,12 @@ struct CacheCommandTests {
                 #expect(run.stderr.contains("cannot read \(path): it \(words)"), "\(path): \(run.stderr)")
                 #expect(!run.stderr.contains("NSCocoaErrorDomain"), "\(run.stderr)")
             }
+            // A file that states no size (/proc's) is read to its end, not served empty.
+            let proc = try await SyncAgentBinary.run(
+                ["cache", "get", "file:///proc/version", "--cache", cache], scratch: scratch)
+            #expect(proc.status == 0, "\(proc.stderr)")
+            #expect(
+                proc.stdout == (try String(contentsOfFile: "/proc/version", encoding: .utf8)) && !proc.stdout.isEmpty)
         }
     }
 

@@ -72,6 +72,17 @@ struct AgentConfigurationTests {
         #expect(problems.map(\.line) == [3], "the line of the merged value: \(problems)")
         #expect(problems.first?.message.contains("a merge key (<<) takes a mapping") == true, "\(problems)")
         #expect(!problems.contains { $0.message.contains("unknown key") }, "\(problems)")
+
+        // Aliases of aliases: a few lines that expand to 10⁹ nodes are refused, not walked.
+        var laughs = ["defaults:", "  x-0: &l0 [a, a, a, a, a, a, a, a, a, a]"]
+        for level in 1...8 {
+            laughs.append(
+                "  x-\(level): &l\(level) [" + Array(repeating: "*l\(level - 1)", count: 10).joined(separator: ", ")
+                    + "]")
+        }
+        laughs += ["storages:", "  docs:", "    base-url: http://127.0.0.1:8080/docs/", "    dir: /srv/docs"]
+        let bomb = Self.problems(laughs.joined(separator: "\n"))
+        #expect(bomb.contains { $0.message.contains("expands to more than 200000 YAML nodes") }, "\(bomb)")
     }
 
     @Test(
