@@ -10,6 +10,18 @@ public enum SmallTextFile {
     /// Why a file was not read: a phrase to follow its path ("is a folder, not a file").
     public struct Refusal: Error, Sendable, CustomStringConvertible {
         public var description: String
+
+        /// What usually helps, to follow the refusal in a message ("check the path").
+        public var remedy: String {
+            switch description {
+            case "does not exist": "check the path"
+            case "is a folder, not a file": "give a file's path"
+            case "is not text (not UTF-8)": "save it as UTF-8"
+            case let other where other.hasPrefix("cannot"): "check its permissions"
+            case let other where other.hasSuffix("at most)"): "check that it is the right file"
+            default: "give a regular file's path"
+            }
+        }
     }
 
     /// The text of the file at `path` (symlinks followed: a person named it).

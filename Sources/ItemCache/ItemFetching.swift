@@ -228,7 +228,7 @@ public struct FileFetcher: ItemFetching {
             do throws(SmallTextFile.Refusal) {
                 (fd, before) = try SmallTextFile.openRegularFile(path)
             } catch {
-                throw failure(error.description, "give the path of a file")
+                throw failure(error.description, error.remedy)
             }
             defer { close(fd) }
             let modified = Self.milliseconds(Self.modificationDate(before))

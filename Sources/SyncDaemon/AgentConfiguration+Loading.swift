@@ -37,12 +37,9 @@ extension AgentConfiguration {
         } catch {
             let remedy =
                 switch error.description {
-                case "does not exist": "check the path"
                 case "is a folder, not a file": "give the config file's path"
-                case "is not text (not UTF-8)": "save it as UTF-8"
                 case let other where other.hasPrefix("cannot"): "check its permissions (the agent's user must read it)"
-                case let other where other.hasSuffix("at most)"): "check that it is the config file"
-                default: "give a config file's path"
+                default: error.remedy
                 }
             throw ConfigurationError(
                 path: path,
