@@ -96,7 +96,7 @@ let package = Package(
         .target(name: "ImageCache", dependencies: ["ImageCatalog", "ItemCache", "CVips", "FileKit", "Transport",
                                                    .product(name: "Metrics", package: "swift-metrics")]),
         .target(name: "ContentPublishing",
-                dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat",
+                dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat", "DateText",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
                 dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport", "Transport",
@@ -115,7 +115,7 @@ let package = Package(
         // The commands of sync-agent (and of sync-agent-image, which adds how `image get` makes a
         // variant): a library so that the two binaries share one command line.
         .target(name: "SyncAgent",
-                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "CLinux", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog",
+                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "CLinux", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog", "DateText",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "Crypto", package: "swift-crypto"),

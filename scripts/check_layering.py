@@ -47,7 +47,7 @@ ALLOWED_DEPENDENCIES = {
     "StorageFormat": {"CLinux", "DateText", "FileKit", "PercentDecoding"},
     # The client and the publisher share StorageFormat and depend on neither each other.
     "ContentSync": {"Archive", "CLinux", "DatabaseKit", "FileKit", "StorageFormat", "Transport"},
-    "ContentPublishing": {"Archive", "CLinux", "FileKit", "StorageFormat"},
+    "ContentPublishing": {"Archive", "CLinux", "DateText", "FileKit", "StorageFormat"},
     # The item cache and the client share Transport and FileKit and depend on neither each other.
     "ItemCache": {"DatabaseKit", "DateText", "FileKit", "Transport"},
     # The test server speaks HTTP with Transport's HTTP dates.

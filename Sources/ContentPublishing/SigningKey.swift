@@ -1,4 +1,5 @@
 import Crypto
+internal import DateText
 import Foundation
 import StorageFormat
 
@@ -55,8 +56,7 @@ public struct SigningKey: Sendable {
             "keyId": .string(keyID),
             // Whole seconds, rounded up: never earlier than asked, so no lifetime ends before it is written.
             "expires": .string(
-                ISO8601DateFormatter().string(
-                    from: Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.up)))),
+                InternetDateTime.format(Date(timeIntervalSince1970: expires.timeIntervalSince1970.rounded(.up)))),
         ]
         members["signature"] = .object(signature)
         let payload = JSONValue.object(members).canonicalData

@@ -68,6 +68,13 @@ package enum InternetDateTime {
         return text + "Z"
     }
 
+    /// `date` in UTC to the whole second, the fraction dropped (`2026-12-31T23:59:59Z`), as
+    /// messages, listings and logs show times: never a second later than the time itself.
+    package static func formatWholeSeconds(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        return format(Date(timeIntervalSince1970: seconds.isFinite ? seconds.rounded(.down) : seconds))
+    }
+
     private static let first = CivilTime.daysFromCivil(year: 0, month: 1, day: 1) * 86_400
     private static let last = CivilTime.daysFromCivil(year: 9999, month: 12, day: 31) * 86_400 + 86_399
 }

@@ -46,6 +46,28 @@ public enum AtomicFile {
         _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
+        // Unnamed while it is written (O_TMPFILE), named only for the rename: a process killed
+        // mid-write (SIGTERM, SIGKILL) leaves no partial file beside the target.
+        let folder = (path as NSString).deletingLastPathComponent
+        if let unnamed = UnnamedFile(in: folder.isEmpty ? "." : folder) {
+            let fd = unnamed.descriptor
+            try produce { bytes in
+                if let code = DescriptorIO.writeAll(fd, bytes) {
+                    throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
+                }
+            }
+            if durability != .none && fsync(fd) != 0 {
+                throw FileSystemError("cannot write", path: path, syscall: "fsync", errno: errno)
+            }
+            try unnamed.link(as: temporary)
+            guard rename(temporary, path) == 0 else {
+                let code = errno
+                unlink(temporary)
+                throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
+            }
+            if durability == .full { try DiskFlush.folder(folder.isEmpty ? "." : folder) }
+            return
+        }
         let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else {
             throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno)

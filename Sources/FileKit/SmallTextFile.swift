@@ -51,6 +51,11 @@ public enum SmallTextFile {
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else {
             let code = errno
+            // A socket cannot be opened at all (ENXIO): say what it is.
+            var info = stat()
+            if code == ENXIO, stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {
+                throw Refusal(description: "is not a regular file (a FIFO, a socket or a device)")
+            }
             throw Refusal(
                 description: code == ENOENT
                     ? "does not exist" : "cannot be opened (\(String(cString: strerror(code))))")

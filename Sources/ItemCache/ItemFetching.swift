@@ -218,7 +218,16 @@ public struct FileFetcher: ItemFetching {
             throw ItemCacheError(
                 code: .fetch, message: "\(request.key.rawValue) is not a file:// URL", key: request.key)
         }
+        // Another machine's file is not this one's (libcurl refuses such a URL too).
+        if let host = url.host, !host.isEmpty, host.lowercased() != "localhost" {
+            throw ItemCacheError(
+                code: .fetch,
+                message:
+                    "\(Redaction.url(url)) names the host \(host), but a file URL reads this machine's files only; give file:///path",
+                key: request.key)
+        }
         let path = url.path
+        let namesFolder = url.hasDirectoryPath && path != "/"
         return try await BlockingIOPool.shared.run { () throws -> FetchResponse in
             func failure(_ problem: String, _ remedy: String) -> ItemCacheError {
                 ItemCacheError(code: .fetch, message: "cannot read \(path): it \(problem); \(remedy)", key: request.key)
@@ -231,6 +240,8 @@ public struct FileFetcher: ItemFetching {
                 throw failure(error.description, error.remedy)
             }
             defer { close(fd) }
+            // `file.txt/` names a folder, which a file is not (open(2) answers ENOTDIR).
+            if namesFolder { throw failure("is a file, but the URL ends in '/'", "drop the final '/'") }
             let modified = Self.milliseconds(Self.modificationDate(before))
             if modified == request.lastModified {
                 return FetchResponse(body: .notModified, headers: ["last-modified": modified])
@@ -259,9 +270,10 @@ public struct FileFetcher: ItemFetching {
                 throw failure("cannot be read (\(error))", "check the file")
             }
             // A file written in place while it was read would be a torn value: refused, never kept.
+            // (A shorter read with the size and time unchanged is a file that states a size it
+            // does not hold, as /sys's do: its bytes are whole.)
             var after = stat()
             guard fstat(fd, &after) == 0, after.st_size == before.st_size,
-                before.st_size == 0 || Int64(data.count) == before.st_size,
                 Self.modificationDate(after) == Self.modificationDate(before)
             else {
                 throw failure("changed while it was read", "try again once it is written")

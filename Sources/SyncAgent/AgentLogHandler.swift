@@ -1,3 +1,4 @@
+internal import DateText
 import Foundation
 import Logging
 import SyncDaemon
@@ -87,10 +88,10 @@ struct AgentLogHandler: LogHandler {
             let text = ([LogText.escaped(message)] + pairs).joined(separator: " ")
             // journald: one entry per line, and journald adds the time itself.
             return format == .text
-                ? "\(ISO8601DateFormatter().string(from: date)) \(level) \(text)" : "<\(priority(level))>\(text)"
+                ? "\(InternetDateTime.formatWholeSeconds(date)) \(level) \(text)" : "<\(priority(level))>\(text)"
         case .json:
             var object: [String: String] = [
-                "time": ISO8601DateFormatter().string(from: date), "level": "\(level)", "message": message,
+                "time": InternetDateTime.formatWholeSeconds(date), "level": "\(level)", "message": message,
             ]
             for (key, value) in values where object[key] == nil { object[key] = value }
             let encoder = JSONEncoder()

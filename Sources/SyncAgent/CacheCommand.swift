@@ -1,4 +1,5 @@
 import ArgumentParser
+internal import DateText
 import FileKit
 import Foundation
 import ImageCatalog
@@ -362,7 +363,7 @@ struct CacheGetCommand: AsyncParsableCommand {
         let shown = Redaction.url(url)
         var warning: String?
         if loaded.source == .stale {
-            let since = loaded.info.expires.map { " (expired \(ISO8601DateFormatter().string(from: $0)))" } ?? ""
+            let since = loaded.info.expires.map { " (expired \(InternetDateTime.formatWholeSeconds($0)))" } ?? ""
             let why = loaded.fetchError.map { ": \($0.message)" } ?? (offline ? ": --offline" : "")
             warning = "serving stale data\(since)\(why)"
         } else if let storeError = loaded.storeError {
@@ -388,7 +389,7 @@ struct CacheGetCommand: AsyncParsableCommand {
             throw CLIFailure(cache: error)
         }
         if json {
-            let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
+            let time = { (date: Date) in InternetDateTime.formatWholeSeconds(date) }
             let stored = loaded.isStored
             var object: [String: Any] = [
                 "url": shown, "key": Redaction.text(loaded.key.rawValue), "source": loaded.source.description,
@@ -485,7 +486,7 @@ struct CacheListCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(cache: error)
         }
-        let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
+        let time = { (date: Date) in InternetDateTime.formatWholeSeconds(date) }
         // Image originals by their variants' group, to list each variant under its original.
         let originals = Dictionary(
             items.filter { $0.key.context == ImageCatalog.originalContext }.map {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import ContentPublishing
 import ContentSync
+internal import DateText
 import FileKit
 import Foundation
 import StorageFormat
@@ -201,7 +202,7 @@ struct PublishCommand: AsyncParsableCommand {
                 let key = report.signatureKeyID.map { " (key id \($0))" } ?? ""
                 done =
                     "\(dryRun ? "would re-sign" : "re-signed") its status\(key), valid until "
-                    + ISO8601DateFormatter().string(from: until)
+                    + InternetDateTime.formatWholeSeconds(until)
             } else {
                 done = report.uploaded ? "nothing to publish" : "nothing to do"
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ContentSync
+internal import DateText
 import FileKit
 import Foundation
 import StorageFormat
@@ -69,7 +70,7 @@ struct StatusCommand: AsyncParsableCommand {
             let age = now.timeIntervalSince(success.finishedAt)
             if age > Double(maxAge.components.seconds) {
                 return
-                    "the last success, \(ISO8601DateFormatter().string(from: success.finishedAt)), is \(Int(age))s old, over --max-age \(maxAge.components.seconds)s"
+                    "the last success, \(InternetDateTime.formatWholeSeconds(success.finishedAt)), is \(Int(age))s old, over --max-age \(maxAge.components.seconds)s"
             }
         }
         return nil
@@ -87,7 +88,7 @@ struct StatusCommand: AsyncParsableCommand {
 
     /// The human-readable status, one fact a line.
     static func text(_ status: SyncStatus) -> String {
-        let time = { (date: Date) in ISO8601DateFormatter().string(from: date) }
+        let time = { (date: Date) in InternetDateTime.formatWholeSeconds(date) }
         var lines = [
             "folder:       \(status.contentDirectory)",
             "version:      \(status.version ?? "none (never synced)")",

@@ -33,6 +33,7 @@ public enum Redaction {
             escapedAuthority
                 || ((text.contains("@") || text.contains("?") || text.contains("#")) && text.contains("://"))
                 || (text.contains("@") && text.contains(":")) || (text.contains(",") && text.contains("="))
+                || ((text.contains("?") || text.contains("#")) && text.contains("="))
         else { return text }
         // Twice: first the URLs as written, whose escapes are their own (a password's `%2F` is
         // part of the password, not where its authority ends), then the URLs written escaped
@@ -109,6 +110,14 @@ public enum Redaction {
                 index = redactQuery(scan, from: end, into: &out)
                 continue
             }
+            // A query or fragment of a URL without an authority (`mailto:a@b?password=…`, a
+            // relative reference): its secret parameters, as after one.
+            if !decodingDelimiters, index > 0, bytes[index - 1] > 0x20,
+                bytes[index] == UInt8(ascii: "?") || bytes[index] == UInt8(ascii: "#")
+            {
+                index = redactQuery(scan, from: index, into: &out)
+                continue
+            }
             scan.copy(index..<index + 1, into: &out)
             index += 1
         }
@@ -166,8 +175,9 @@ public enum Redaction {
     /// of its words (split at anything but a letter or digit) is `sid`, `otp` or `pin`
     /// (`sid`, `user_sid`), short words that inside longer ones (`side`, `footprint`, `spin`)
     /// name no secret. A parameter named otherwise is shown: it tells requests apart (`?w=200`).
+    /// The name is read with its escapes decoded (`%74oken` is `token`), as the server reads it.
     public static func isSecretName(_ name: some Collection<UInt8>) -> Bool {
-        let lowered = String(decoding: name, as: UTF8.self).lowercased()
+        let lowered = String(decoding: percentDecoded(Array(name)), as: UTF8.self).lowercased()
         return secretNameParts.contains { lowered.contains($0) }
             || lowered.split { !($0.isASCII && ($0.isLetter || $0.isNumber)) }.contains {
                 secretNameWords.contains(String($0))
@@ -179,6 +189,27 @@ public enum Redaction {
         "ticket", "bearer", "hmac", "cookie", "saml", "assertion", "hdnts", "hdnea",
     ]
     private static let secretNameWords: Set<String> = ["sid", "otp", "pin"]
+
+    /// `bytes` with each well-formed `%XX` escape decoded (a stray `%` stays as it is).
+    private static func percentDecoded(_ bytes: [UInt8]) -> [UInt8] {
+        guard bytes.contains(UInt8(ascii: "%")) else { return bytes }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var index = 0
+        while index < bytes.count {
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+                let high = PercentDecoding.hexValue(bytes[index + 1]),
+                let low = PercentDecoding.hexValue(bytes[index + 2])
+            {
+                out.append(high << 4 | low)
+                index += 3
+            } else {
+                out.append(bytes[index])
+                index += 1
+            }
+        }
+        return out
+    }
 
     /// Copies the rest of a URL whose authority ends at `start` (its path, query and fragment)
     /// into `out`, with the value of each secret parameter masked, in the query and in the
@@ -300,7 +331,9 @@ public enum Redaction {
 
     /// Whether a word may start after `byte`: white space, a quote, a bracket or `=`.
     private static func startsToken(after byte: UInt8) -> Bool {
-        byte <= 0x20 || "'\"(<[{=,".utf8.contains(byte)
+        // `/` too: `//alice:pw@host` (no scheme) and `http:/alice:pw@host` (one slash) are refused
+        // as URLs, and their messages quote them.
+        byte <= 0x20 || "'\"(<[{=,/".utf8.contains(byte)
     }
 
     /// In a word starting at `start`: `name:password@` with no `//` after the colon (a name of

@@ -217,6 +217,33 @@ struct AtomicFileTests {
         }
     }
 
+    /// While the bytes are written the folder holds no new name: a process killed then
+    /// (`cache get -o` stopped by SIGTERM) leaves no partial file beside the target. A failed
+    /// write leaves the old file.
+    @Test func nothingIsNamedWhileTheBytesAreWritten() async throws {
+        try await withScratchFolder { folder in
+            let path = folder + "/out.bin"
+            try AtomicFile.write(Data("old".utf8), to: path)
+            var seenWhileWriting: [String] = []
+            try AtomicFile.write(to: path) { write in
+                try Data(repeating: 7, count: 1 << 20).withUnsafeBytes { try write($0) }
+                seenWhileWriting = try FileManager.default.contentsOfDirectory(atPath: folder)
+                try Data(repeating: 8, count: 1 << 20).withUnsafeBytes { try write($0) }
+            }
+            #expect(seenWhileWriting == ["out.bin"], "named while written: \(seenWhileWriting)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)).count == 2 << 20)
+            struct Damaged: Error {}
+            #expect(throws: Damaged.self) {
+                try AtomicFile.write(to: path) { write in
+                    try Data(repeating: 9, count: 4096).withUnsafeBytes { try write($0) }
+                    throw Damaged()
+                }
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["out.bin"])
+            #expect(try Data(contentsOf: URL(fileURLWithPath: path)).count == 2 << 20, "the old file stays")
+        }
+    }
+
     @Test func anUnnamedFileIsInvisibleUntilLinkedAndNeverReplacesAnother() async throws {
         try await withScratchFolder { folder in
             guard let file = UnnamedFile(in: folder) else {

@@ -1,4 +1,5 @@
 import Foundation
+import ProcessKit
 import StorageServer
 import Testing
 
@@ -195,16 +196,40 @@ struct CacheCommandTests {
             }
             #expect(mkfifo(scratch + "/fifo", 0o600) == 0)
             try FileManager.default.createDirectory(atPath: scratch + "/folder", withIntermediateDirectories: false)
+            try "plain".write(toFile: scratch + "/plain.txt", atomically: true, encoding: .utf8)
+            let socket = scratch + "/socket"
+            let bound = try await ChildProcess.run(
+                "/usr/bin/python3",
+                ["-c", "import socket,sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])", socket])
+            #expect(bound == 0)
             for (path, words) in [
                 (scratch + "/fifo", "is not a regular file"), (scratch + "/folder", "is a folder, not a file"),
                 ("/dev/zero", "is not a regular file"), (scratch + "/missing", "does not exist"),
+                (socket, "is not a regular file"), (scratch + "/plain.txt/", "is a file, but the URL ends in '/'"),
             ] {
                 let run = try await SyncAgentBinary.run(
                     ["cache", "get", "file://" + path, "--cache", cache], scratch: scratch)
                 #expect(run.status == 3, "\(path)")
                 #expect(run.stdout.isEmpty)
-                #expect(run.stderr.contains("cannot read \(path): it \(words)"), "\(path): \(run.stderr)")
+                let shown = path.hasSuffix("/") ? String(path.dropLast()) : path
+                #expect(run.stderr.contains("cannot read \(shown): it \(words)"), "\(path): \(run.stderr)")
                 #expect(!run.stderr.contains("NSCocoaErrorDomain"), "\(run.stderr)")
+            }
+            // Another machine's file is not read as this one's.
+            let remote = try await SyncAgentBinary.run(
+                ["cache", "get", "file://remotehost" + scratch + "/plain.txt", "--cache", cache], scratch: scratch)
+            #expect(remote.status == 3 && remote.stdout.isEmpty)
+            #expect(remote.stderr.contains("names the host remotehost"), "\(remote.stderr)")
+            #expect(
+                try await SyncAgentBinary.run(
+                    ["cache", "get", "file://localhost" + scratch + "/plain.txt", "--cache", cache], scratch: scratch
+                ).stdout == "plain")
+            // A /sys file states 4096 bytes and holds fewer: its bytes, not "changed while read".
+            let sys = "/sys/kernel/mm/transparent_hugepage/enabled"
+            if let expected = try? String(contentsOfFile: sys, encoding: .utf8) {
+                let read = try await SyncAgentBinary.run(
+                    ["cache", "get", "file://" + sys, "--cache", cache], scratch: scratch)
+                #expect(read.status == 0 && read.stdout == expected, "\(read.stderr)")
             }
             // A file that states no size (/proc's) is read to its end, not served empty.
             let proc = try await SyncAgentBinary.run(

@@ -65,6 +65,20 @@ struct InternetDateTimeTests {
         #expect(InternetDateTime.format(Date(timeIntervalSince1970: seconds)) == text)
     }
 
+    /// How listings, messages and logs show a time: the second it falls in, never the next one
+    /// (Foundation's formatter showed 23:59:59.99999 as the next day), and proleptic Gregorian
+    /// before 1582 (Foundation's showed 1500-01-01 as 1499-12-23).
+    @Test(arguments: [
+        (1_798_761_599.99999, "2026-12-31T23:59:59Z"),
+        (1_798_761_599.0, "2026-12-31T23:59:59Z"),
+        (-14_831_769_600.0, "1500-01-01T00:00:00Z"),
+        (-62_167_219_200.0, "0000-01-01T00:00:00Z"),
+        (-0.25, "1969-12-31T23:59:59Z"),
+    ])
+    func wholeSecondsAreTheSecondATimeFallsIn(seconds: Double, text: String) {
+        #expect(InternetDateTime.formatWholeSeconds(Date(timeIntervalSince1970: seconds)) == text)
+    }
+
     @Test func aFormattedDateReadsBackAndAgreesWithHTTPDate() throws {
         var seed: UInt64 = 0x9E37_79B9_7F4A_7C15
         for _ in 0..<2_000 {
