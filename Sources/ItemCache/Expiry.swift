@@ -31,7 +31,7 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
     /// - an RFC 3339 date: `2026-12-31T23:59:59Z` (fractional seconds and offsets allowed; every
     ///   field in range, so `2026-02-30` is refused rather than read as March 2).
     public static func parse(_ text: String) throws(ItemCacheError) -> Expiry {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
         let word = trimmed.lowercased()
         switch word {
         case "never": return .never
@@ -54,7 +54,8 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
         if let date = InternetDateTime.parse(trimmed) { return .date(date) }
         throw ItemCacheError(
             code: .invalidExpiry,
-            message: "expiry '\(text)' is not a date (2026-12-31T23:59:59Z), a UNIX timestamp (1767225600), "
+            message:
+                "expiry '\(text.count > 80 ? text.prefix(80) + "…" : text)' is not a date (2026-12-31T23:59:59Z), a UNIX timestamp (1767225600), "
                 + "a lifetime with a unit (90s, 15m, 2h, 7d), 'never' or 'dont-store'")
     }
 

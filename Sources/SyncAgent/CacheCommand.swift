@@ -239,7 +239,8 @@ struct CacheGetCommand: AsyncParsableCommand {
     @Option(
         name: .long, parsing: .unconditional,
         help: ArgumentHelp(
-            "Keep the item until this date (2026-12-31T23:59:59Z or a UNIX timestamp).", valueName: "DATE"))
+            "Keep the item until this date (2026-12-31T23:59:59Z, RFC 3339, or a UNIX timestamp), or for a lifetime (90s, 15m, 2h, 7d).",
+            valueName: "DATE"))
     var expires: String?
 
     @Flag(name: .long, help: "Fetch and write the item, but keep nothing.")

@@ -144,6 +144,7 @@ struct ExpiryTests {
         ("1767225600", 1_767_225_600),
         ("1767225600.5", 1_767_225_600.5),
         (" 1767225600 ", 1_767_225_600),
+        ("2026-12-31T23:59:59Z\n", 1_798_761_599),
         ("2026-12-31T23:59:59Z", 1_798_761_599),
         ("2026-12-31T23:59:59.250Z", 1_798_761_599.25),
         ("2027-01-01T01:59:59+02:00", 1_798_761_599),
@@ -177,6 +178,11 @@ struct ExpiryTests {
     func anythingElseIsRefusedNamingTheForms(text: String) {
         let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(text) }
         #expect(error?.code == .invalidExpiry && error?.message.contains("7d") == true)
+    }
+
+    @Test func aHugeRefusedInputIsQuotedShort() {
+        let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(String(repeating: "x", count: 120_000)) }
+        #expect((error?.message.count ?? .max) < 400, "\(error?.message.count ?? -1) characters")
     }
 
     @Test func aTimestampNumberAndItsTextAgreeAndTheDefaultIsOneDay() throws {
