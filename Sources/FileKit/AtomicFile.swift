@@ -46,53 +46,43 @@ public enum AtomicFile {
         _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
-        // Unnamed while it is written (O_TMPFILE), named only for the rename: a process killed
-        // mid-write (SIGTERM, SIGKILL) leaves no partial file beside the target.
         let folder = (path as NSString).deletingLastPathComponent
+        // The bytes, flushed as `durability` says, into the open file `fd`.
+        func fill(_ fd: Int32) throws {
+            try produce { bytes in
+                if let code = DescriptorIO.writeAll(fd, bytes) {
+                    throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
+                }
+            }
+            if durability != .none && fsync(fd) != 0 {
+                throw FileSystemError("cannot write", path: path, syscall: "fsync", errno: errno)
+            }
+        }
+        // Unnamed while it is written (O_TMPFILE), named only for the rename: a process killed
+        // mid-write (SIGTERM, SIGKILL) leaves no partial file beside the target. Where there is
+        // no O_TMPFILE, a new file beside the target, named from the start.
         if let unnamed = UnnamedFile(in: folder.isEmpty ? "." : folder) {
-            let fd = unnamed.descriptor
-            try produce { bytes in
-                if let code = DescriptorIO.writeAll(fd, bytes) {
-                    throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
-                }
-            }
-            if durability != .none && fsync(fd) != 0 {
-                throw FileSystemError("cannot write", path: path, syscall: "fsync", errno: errno)
-            }
+            try fill(unnamed.descriptor)
             try unnamed.link(as: temporary)
-            guard rename(temporary, path) == 0 else {
-                let code = errno
+        } else {
+            let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard fd >= 0 else {
+                throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno)
+            }
+            defer { close(fd) }
+            do {
+                try fill(fd)
+            } catch {
                 unlink(temporary)
-                throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
+                throw error
             }
-            if durability == .full { try DiskFlush.folder(folder.isEmpty ? "." : folder) }
-            return
         }
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard fd >= 0 else {
-            throw FileSystemError("cannot create a file beside", path: path, syscall: "open", errno: errno)
-        }
-        do {
-            try produce { bytes in
-                if let code = DescriptorIO.writeAll(fd, bytes) {
-                    throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
-                }
-            }
-            if durability != .none && fsync(fd) != 0 {
-                throw FileSystemError("cannot write", path: path, syscall: "fsync", errno: errno)
-            }
-        } catch {
-            close(fd)
-            unlink(temporary)
-            throw error
-        }
-        close(fd)
         guard rename(temporary, path) == 0 else {
             let code = errno
             unlink(temporary)
             throw FileSystemError("cannot put the new file in place at", path: path, syscall: "rename", errno: code)
         }
-        if durability == .full { try DiskFlush.folder((path as NSString).deletingLastPathComponent) }
+        if durability == .full { try DiskFlush.folder(folder.isEmpty ? "." : folder) }
     }
 }
 

@@ -76,16 +76,14 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         }
         // libcurl sends `/a/./../b` as `/b` (RFC 3986 §5.2.4) but `/a/%2E%2E/b` as it is, and a
         // server may answer that spelling otherwise (a 404, say), so the key follows libcurl: the
-        // literal dot segments go, and an escaped one stays escaped (a fixed point).
-        let path =
-            host == nil
-            ? Self.canonical(components.percentEncodedPath)
-            : Self.removingDotSegments(components.percentEncodedPath)
-                .split(separator: "/", omittingEmptySubsequences: false)
-                .map { segment -> String in
-                    let canonical = Self.canonical(String(segment))
-                    return canonical == "." ? "%2E" : canonical == ".." ? "%2E%2E" : canonical
-                }.joined(separator: "/")
+        // literal dot segments go, and an escaped one stays escaped (a fixed point). A path with
+        // no segment starting with a dot (nearly all) takes neither step.
+        var path = Self.canonical(
+            host == nil ? components.percentEncodedPath : Self.removingDotSegments(components.percentEncodedPath))
+        if host != nil, path.contains("/.") {
+            path = path.split(separator: "/", omittingEmptySubsequences: false)
+                .map { $0 == "." ? "%2E" : $0 == ".." ? "%2E%2E" : String($0) }.joined(separator: "/")
+        }
         text += path.isEmpty && host != nil ? "/" : path
         // A name without `=` stays so (`?x` and `?x=` are two URIs a server may tell apart,
         // RFC 3986 §6.2.3), and so does an empty query (`/?` is not `/`).
@@ -143,7 +141,8 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// path ending in a dot segment keeps its final `/`. Escapes are not read (`%2E%2E` and
     /// `..%2F` are segments of their own); a path that is empty or relative is returned as it is.
     static func removingDotSegments(_ path: String) -> String {
-        guard path.hasPrefix("/"), path.contains(".") else { return path }
+        // A dot segment starts after a `/`: a path without `/.` has none.
+        guard path.hasPrefix("/"), path.contains("/.") else { return path }
         var output: [Substring] = []
         let segments = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
         for (index, segment) in segments.enumerated() {
