@@ -246,6 +246,11 @@ public struct FileFetcher: ItemFetching {
             if modified == request.lastModified {
                 return FetchResponse(body: .notModified, headers: ["last-modified": modified])
             }
+            if let threshold = request.fileThreshold, Int64(before.st_size) > threshold {
+                // Large: a file, never one Data (a 3 GB file once took 3 GB of memory).
+                let file = try Self.fileValue(fd, before: before, path: path, request: request, failure: failure)
+                return FetchResponse(body: .file(file), headers: ["last-modified": modified])
+            }
             var data = Data()
             do {
                 if before.st_size > 0 {
@@ -281,6 +286,68 @@ public struct FileFetcher: ItemFetching {
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
             return FetchResponse(body: .fetched(data), headers: ["last-modified": modified])
         }
+    }
+
+    /// A file over the request's ``FetchRequest/fileThreshold`` as a ``ValueFile``, read in
+    /// chunks: copied into an unnamed file in the cache folder when the cache can keep it (the
+    /// store then names the copy), else checked where it is (delivered, not kept: the copy would
+    /// only pass the cache's limit). Either way a change while it is read is refused.
+    private static func fileValue(
+        _ fd: Int32, before: stat, path: String, request: FetchRequest,
+        failure: (String, String) -> ItemCacheError
+    ) throws(ItemCacheError) -> ValueFile {
+        let size = Int64(before.st_size)
+        func checkUnchanged(read: Int64) throws(ItemCacheError) {
+            var after = stat()
+            guard read == size, fstat(fd, &after) == 0, after.st_size == before.st_size,
+                modificationDate(after) == modificationDate(before)
+            else { throw failure("changed while it was read", "try again once it is written") }
+        }
+        func unreadable(_ error: FileSystemError) -> ItemCacheError {
+            failure("cannot be read (\(error))", "check the file")
+        }
+        let fits = request.keepLimit.map { size <= $0 } ?? true
+        if fits, let staged = UnnamedFile(in: request.scratchFolder) {
+            var crc: UInt32 = 0
+            var writeFailure: Int32?
+            let read: Int64
+            do {
+                read = try DescriptorIO.forEachChunk(of: fd, limit: size, path: path) { chunk in
+                    if let code = DescriptorIO.writeAll(staged.descriptor, chunk) {
+                        writeFailure = code
+                        return false
+                    }
+                    crc = CRC32C.checksum(chunk, continuing: crc)
+                    return true
+                }
+            } catch {
+                throw unreadable(error)
+            }
+            if let writeFailure {
+                let error = FileSystemError(
+                    "cannot write", path: request.scratchFolder, syscall: "write", errno: writeFailure)
+                throw ItemCacheError(
+                    code: .storage,
+                    message: "cannot keep the copy of \(path) in the cache folder \(request.scratchFolder): \(error)",
+                    key: request.key, underlying: error)
+            }
+            try checkUnchanged(read: read)
+            request.progress?(TransferProgress(received: size, expected: size))
+            return ValueFile(staged: staged, size: size, checksum: crc, shownAs: path)
+        }
+        let checksum: UInt32
+        do {
+            checksum = try ValueFile.checksum(of: fd, size: size, shownAs: path)
+        } catch {
+            // A short read is a file that shrank while it was read.
+            if error.errno == EIO { try checkUnchanged(read: -1) }
+            throw unreadable(error)
+        }
+        try checkUnchanged(read: size)
+        let own = dup(fd)
+        guard own >= 0 else { throw failure("cannot be kept open (dup: errno \(errno))", "raise the open-file limit") }
+        request.progress?(TransferProgress(received: size, expected: size))
+        return ValueFile(descriptor: own, size: size, checksum: checksum, shownAs: path)
     }
 
     /// The most a file that states no size (a `/proc` file) is read to: 16 MiB.

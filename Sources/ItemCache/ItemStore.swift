@@ -516,13 +516,14 @@ public final class ItemStore: ItemCaching {
     func store(file: ValueFile, for key: CacheKey, options: StoreOptions = StoreOptions())
         async throws(ItemCacheError) -> CachedItem
     {
-        if file.size <= Int64(disk.inlineThreshold) || !file.isStaged {
-            return try await store(try file.data(), for: key, options: options)
-        }
         let item = CachedItem(key: key, file: file, info: record(size: file.size, options: options))
         if options.expiry == .dontStore { return item }
         let write = PendingWrite(key: key, file: file, info: item.info)
+        // Refused before it is read: a file the cache cannot keep never enters memory whole.
         try disk.checkFits([write])
+        if file.size <= Int64(disk.inlineThreshold) || !file.isStaged {
+            return try await store(try file.data(), for: key, options: options)
+        }
         try await io.run { () throws(ItemCacheError) in
             _ = self.dropFromGroup(key)
             try self.onDisk { disk throws(ItemCacheError) in

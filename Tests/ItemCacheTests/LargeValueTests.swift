@@ -200,6 +200,58 @@ struct LargeValueTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: outside)) == outsideBytes, "the link's target is untouched")
     }
 
+    @Test(
+        "a large file:// item is copied into the cache in chunks; one past the disk limit is checked in place, not kept"
+    )
+    func largeFileItemsMoveAsFiles() async throws {
+        let fixture = try await LoaderFixture {
+            $0.memory.itemBytes = 1 << 20
+            $0.diskLimit = 12 << 20
+        }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(3 << 20 + 5, seed: 21)
+        let source = fixture.content.appendingPathComponent("local.bin")
+        try big.write(to: source)
+        var sourceStatus = stat()
+        #expect(stat(source.path, &sourceStatus) == 0)
+
+        let fetched = try await fixture.loader.value(for: source)
+        #expect(fetched.source == .network)
+        #expect(fetched.isStored)
+        let file = try #require(fetched.file, "a 3 MiB file over a 1 MiB item limit should come as a file")
+        #expect(try file.data() == big)
+        // The cache keeps its own copy (the source may change), made as one file and linked.
+        let blobs = Self.blobs(fixture.folder)
+        #expect(blobs.count == 1)
+        #expect(blobs[Self.inode(file.descriptor)] != nil)
+        #expect(Self.inode(file.descriptor) != sourceStatus.st_ino)
+        #expect(fixture.store.memory.value(for: fetched.key) == nil)
+        let hit = try await fixture.loader.value(for: source)
+        #expect(hit.source == .revalidated || hit.source == .disk)
+        #expect(try hit.data() == big)
+
+        // Past what the cache can hold: delivered as the source itself, checked, kept nowhere.
+        let huge = Self.random(16 << 20, seed: 22)
+        let hugeSource = fixture.content.appendingPathComponent("huge.bin")
+        try huge.write(to: hugeSource)
+        var hugeStatus = stat()
+        #expect(stat(hugeSource.path, &hugeStatus) == 0)
+        let delivered = try await fixture.loader.value(for: hugeSource)
+        #expect(!delivered.isStored)
+        #expect(delivered.storeError?.code == .tooLarge)
+        let inPlace = try #require(delivered.file, "a 16 MiB file past a 12 MiB cache should come as a file")
+        #expect(Self.inode(inPlace.descriptor) == hugeStatus.st_ino)
+        #expect(try inPlace.data() == huge)
+        #expect(Self.blobs(fixture.folder).count == 1)
+
+        // Changed after its check: a read fails, never hands over other bytes.
+        let handle = try FileHandle(forWritingTo: hugeSource)
+        try handle.seek(toOffset: 9_000_000)
+        handle.write(Data([0x55, 0xAA]))
+        try handle.close()
+        #expect(throws: ItemCacheError.self) { try inPlace.forEachChunk { _ in } }
+    }
+
     @Test("a staged file keeps the checksum of its bytes and reads back whole")
     func aStagedFileReadsBack() async throws {
         let folder = temporaryCacheFolder()
