@@ -14,11 +14,13 @@ import Metrics
 /// - `<prefix>_fetch_duration` (a timer, per fetch), `<prefix>_revalidations` by `result`
 ///   (`not_modified`, `modified`), `<prefix>_stale_served` by `reason`;
 /// - `<prefix>_shared_failures`: loads that waited for another process's fetch of the same key
-///   and shared its failure instead of fetching again; `<prefix>_damaged` (counted by the disk
+///   and shared its failure instead of fetching again; `<prefix>_unstorable_alongside`: loads
+///   that found another process's fetch of a key whose answers may not be kept, and fetched
+///   alongside it instead of waiting; `<prefix>_damaged` (counted by the disk
 ///   tier): stored values found damaged on a read and dropped.
 struct CacheMetrics: Sendable {
     let memoryHits, diskHits, memoryMisses, diskMisses, storedBytes, fetchedBytes: Counter
-    let notModified, modified, staleWhileRevalidate, staleIfError, sharedFailures: Counter
+    let notModified, modified, staleWhileRevalidate, staleIfError, sharedFailures, unstorableAlongside: Counter
     let fetchDuration: Metrics.Timer
 
     init(prefix: String) {
@@ -33,6 +35,7 @@ struct CacheMetrics: Sendable {
         staleWhileRevalidate = Counter(label: prefix + "_stale_served", dimensions: [("reason", "while_revalidate")])
         staleIfError = Counter(label: prefix + "_stale_served", dimensions: [("reason", "if_error")])
         sharedFailures = Counter(label: prefix + "_shared_failures")
+        unstorableAlongside = Counter(label: prefix + "_unstorable_alongside")
         fetchDuration = Metrics.Timer(label: prefix + "_fetch_duration")
     }
 

@@ -368,6 +368,15 @@ public final class ItemLoader: Sendable {
                     locked = true
                     break
                 }
+                // The key's answers may not be kept: the fetch under way will leave nothing to
+                // share, so fetch alongside it rather than after it (N processes: about one
+                // fetch's time, not N).
+                if let mark = await store.unstorableMark(for: key),
+                    mark >= waitStarted.addingTimeInterval(-Self.unstorableWindow)
+                {
+                    metrics.unstorableAlongside.increment()
+                    break
+                }
                 waited = true
                 if ContinuousClock.now >= deadline { break }
                 try await Task.sleep(for: .milliseconds(delay))
@@ -430,7 +439,8 @@ public final class ItemLoader: Sendable {
         return try await exchange(
             key, url: url, stale: stale, options: options, flight: flight,
             using: Exchange(
-                fetcher: fetcher, origin: origin, resource: resource, probing: probing, records: lockFile != nil))
+                fetcher: fetcher, origin: origin, resource: resource, probing: probing, records: lockFile != nil,
+                contended: waited))
     }
 
     /// What ``exchange(_:url:stale:options:flight:using:conditional:)`` works with.
@@ -443,6 +453,10 @@ public final class ItemLoader: Sendable {
         var probing: Bool
         /// Failures are recorded for waiting processes.
         var records: Bool
+        /// This load waited for another process's fetch of the key: an answer that may not be
+        /// kept is then recorded, so that the others waiting stop waiting (an uncontended
+        /// fetch records nothing, and costs no write).
+        var contended = false
     }
 
     /// Asks the origin (conditionally when `conditional` and the stale value has validators)
@@ -543,7 +557,9 @@ public final class ItemLoader: Sendable {
         }
         if stale != nil { metrics.modified.increment() }
         metrics.fetchedBytes.increment(by: value.size)
-        return try await keep(value, key, response: response, options: options, flight: flight, times: times)
+        return try await keep(
+            value, key, response: response, options: options, flight: flight, times: times,
+            contended: exchange.records && exchange.contended)
     }
 
     /// A `304`: the stored response it selects is updated with its headers and served
@@ -619,7 +635,7 @@ public final class ItemLoader: Sendable {
     /// `Vary` selects; returns it whether kept or not.
     private func keep(
         _ value: LoadedValue.Content, _ key: CacheKey, response: FetchResponse, options: LoadOptions,
-        flight: Flight<LoadedItem>, times: (request: Date, response: Date)
+        flight: Flight<LoadedItem>, times: (request: Date, response: Date), contended: Bool = false
     ) async throws -> LoadedItem {
         let request = CacheDirectives.ofRequest(options.headers)
         let rules = storing(
@@ -656,6 +672,13 @@ public final class ItemLoader: Sendable {
                 key: key)
             failure.httpStatus = response.status
             await store.recordFetchFailure(failure, for: key)
+        } else if rules == nil, contended, response.status < 400, !request.has("no-store"),
+            options.expiry != .dontStore
+        {
+            // The origin's answer may not be kept (no-store, Vary: *), and other processes
+            // wait for this key: they, and those that find its fetch under way from now on,
+            // fetch alongside it.
+            await store.recordUnstorable(key)
         }
         if rules != nil {
             // One form per URL: a response without Vary replaces the variants, and a variant
@@ -792,6 +815,11 @@ public final class ItemLoader: Sendable {
 
     /// Statuses that mean the origin is failing: RFC 5861's four, and 429 (backoff only).
     static let failingStatuses: Set<Int> = [500, 502, 503, 504, 429]
+
+    /// How long after an answer that may not be kept the key's fetches go alongside each other
+    /// rather than in turn: 30 s. A key whose answers became storable since is fetched alongside
+    /// by its waiters for at most this long (each stores what it got), then coalesced again.
+    static let unstorableWindow: TimeInterval = 30
 
     /// Whether a stale value may stand in for this transport failure: no answer (a refused or
     /// dropped connection, a timeout, an answer that did not fit), or a failing status; never

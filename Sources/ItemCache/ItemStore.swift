@@ -31,6 +31,12 @@ public protocol ItemCaching: Sendable {
     /// The failure of a fetch of `key` recorded at or after `since` by any process sharing the
     /// cache; nil when there is none.
     func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError?
+    /// Records that a fetch of `key` got an answer that may not be kept (`no-store`), so that
+    /// processes that find its fetch under way fetch alongside instead of waiting in turn.
+    func recordUnstorable(_ key: CacheKey) async
+    /// When a fetch of `key` last got an answer that may not be kept, by any process sharing the
+    /// cache; nil when none is recorded.
+    func unstorableMark(for key: CacheKey) async -> Date?
     /// After a successful revalidation: the new expiry, validators and stored response (the
     /// 304's headers merged in, RFC 9111 §4.3.4) of a stored item. Returns the updated item,
     /// or nil when it is gone.
@@ -76,6 +82,10 @@ extension ItemCaching {
     public func recordFetchFailure(_ error: ItemCacheError, for key: CacheKey) async {}
     /// A cache of one process shares failures through its flights alone: nothing recorded.
     public func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError? { nil }
+    /// A cache of one process shares fetches through its flights alone: nothing to record.
+    public func recordUnstorable(_ key: CacheKey) async {}
+    /// A cache of one process shares fetches through its flights alone: nothing recorded.
+    public func unstorableMark(for key: CacheKey) async -> Date? { nil }
 }
 
 /// An item and the tier that held it.
@@ -299,6 +309,21 @@ public final class ItemStore: ItemCaching {
     public func fetchFailure(for key: CacheKey, since: Date) async -> ItemCacheError? {
         (try? await io.run { () throws(ItemCacheError) in
             try self.onDisk { disk throws(ItemCacheError) in try disk.failure(for: key, since: since) }
+        }) ?? nil
+    }
+
+    /// Records the unstorable answer in the index, where every process sharing the folder sees
+    /// it. A failure to record is dropped: waiters then wait in turn, as before.
+    public func recordUnstorable(_ key: CacheKey) async {
+        try? await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.recordUnstorable(key, at: Date()) }
+        }
+    }
+
+    /// When a fetch of `key` last got an answer that may not be kept, by this or another process.
+    public func unstorableMark(for key: CacheKey) async -> Date? {
+        (try? await io.run { () throws(ItemCacheError) in
+            try self.onDisk { disk throws(ItemCacheError) in try disk.unstorable(for: key) }
         }) ?? nil
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import StorageServer
+import Synchronization
 import Testing
 import Transport
 
@@ -98,6 +99,56 @@ struct SharedFailureTests {
             }
         }
         #expect(results.filter { if case .success = $0 { true } else { false } }.count == 1)
+        await Self.close(loaders)
+    }
+
+    @Test("8 loads of an answer that may not be kept: after the first, the rest fetch side by side, not in turn")
+    func unstorableAnswersAreFetchedAlongside() async throws {
+        let inFlight = Mutex((now: 0, most: 0))
+        let origin = try ScriptedOrigin { request in
+            inFlight.withLock {
+                $0.now += 1
+                $0.most = max($0.most, $0.now)
+            }
+            defer { inFlight.withLock { $0.now -= 1 } }
+            if request.path == "/kept.json" {
+                Thread.sleep(forTimeInterval: 0.5)
+                return ScriptedOrigin.Answer(
+                    status: 200, headers: ["Cache-Control: max-age=60"], body: Data("kept".utf8))
+            }
+            Thread.sleep(forTimeInterval: 1.0)
+            return ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: no-store"], body: Data("live".utf8))
+        }
+        defer { origin.stop() }
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // Waiting is bounded by a minute here: one fetch after another would never overlap.
+        let loaders = try Self.loaders(8, folder: folder) { $0.loading.coalescingTimeout = .seconds(60) }
+        func check(_ results: [Result<LoadedItem, ItemCacheError>], wave: String) {
+            for result in results {
+                let loaded = try? result.get()
+                #expect(loaded?.data == Data("live".utf8) && loaded?.isStored == false, "\(wave): \(result)")
+            }
+        }
+        check(await Self.loadAll(loaders, origin.url("/live.json")), wave: "first wave")
+        // Nothing could be shared: each load asked once. The first waiter to fetch in turn
+        // found the answer unstorable and said so; the others then went together (waiting in
+        // turn, at most one is ever in flight).
+        #expect(origin.requestCount(forPath: "/live.json") == 8)
+        let firstWave = inFlight.withLock { $0.most }
+        #expect(firstWave >= 3, "at most \(firstWave) fetches of the unstorable key were in flight at once")
+
+        // A later wave does not wait at all: the key's last answer may not be kept.
+        inFlight.withLock { $0.most = 0 }
+        check(await Self.loadAll(Array(loaders.prefix(4)), origin.url("/live.json")), wave: "second wave")
+        #expect(origin.requestCount(forPath: "/live.json") == 12)
+        let secondWave = inFlight.withLock { $0.most }
+        #expect(secondWave >= 3, "at most \(secondWave) of 4 fetches were in flight at once")
+
+        // Another key whose answer is kept still coalesces: one request, shared by all 8.
+        let kept = await Self.loadAll(loaders, origin.url("/kept.json"))
+        #expect(kept.allSatisfy { (try? $0.get().data) == Data("kept".utf8) })
+        #expect(origin.requestCount(forPath: "/kept.json") == 1)
         await Self.close(loaders)
     }
 

@@ -192,6 +192,44 @@ extension DiskTier {
         }
     }
 
+    /// The `fetchFailure` row that says a fetch of `key` got an answer that may not be kept: the
+    /// key behind a byte no key holds, so a reader of failures (this version's or an older
+    /// one's) never takes it for one, and no new table (a schema page) is needed.
+    static func unstorableRow(_ key: CacheKey) -> String { "\u{1}unstorable " + key.rawValue }
+
+    /// Records that a fetch of `key` got an answer that may not be kept, now (records older
+    /// than an hour go, with the failures).
+    func recordUnstorable(_ key: CacheKey, at now: Date) throws(ItemCacheError) {
+        do {
+            try transaction { db in
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, 'unstorable', '')",
+                    arguments: [Self.unstorableRow(key), now.timeIntervalSince1970])
+                try db.execute(
+                    sql: "DELETE FROM fetchFailure WHERE at < ?", arguments: [now.timeIntervalSince1970 - 3600])
+            }
+        } catch {
+            throw storageError("cannot record an unstorable answer for \(key.rawValue) in", error)
+        }
+    }
+
+    /// When a fetch of `key` last got an answer that may not be kept, by any process; nil when
+    /// none is recorded (a damaged row reads as none).
+    func unstorable(for key: CacheKey) throws(ItemCacheError) -> Date? {
+        do {
+            return try pool.read { db -> Date? in
+                guard
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT at FROM fetchFailure WHERE key = ?", arguments: [Self.unstorableRow(key)]),
+                    let at: Double = row.lenient(0), at.isFinite
+                else { return nil }
+                return Date(timeIntervalSince1970: at)
+            }
+        } catch {
+            throw storageError("cannot read the unstorable answers of", error)
+        }
+    }
+
     /// The failure of a fetch of `key` recorded at or after `since`, by any process; nil when none.
     func failure(for key: CacheKey, since: Date) throws(ItemCacheError) -> ItemCacheError? {
         do {
