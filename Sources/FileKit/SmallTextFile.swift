@@ -17,6 +17,8 @@ public enum SmallTextFile {
             case "does not exist": "check the path"
             case "is a folder, not a file": "give a file's path"
             case "is not text (not UTF-8)": "save it as UTF-8"
+            case let other where other.hasPrefix("is UTF-16") || other.hasPrefix("is UTF-32"):
+                "save it as UTF-8 (iconv -f \(other.dropFirst(3).prefix(6)) -t UTF-8)"
             case let other where other.hasPrefix("cannot"): "check its permissions"
             case let other where other.hasSuffix("at most)"): "check that it is the right file"
             default: "give a regular file's path"
@@ -39,9 +41,19 @@ public enum SmallTextFile {
             throw Refusal(description: "cannot be read (\(error))")
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            throw Refusal(description: "is not text (not UTF-8)")
+            throw Refusal(
+                description: wideEncoding(of: data).map { "is \($0) text, not UTF-8" } ?? "is not text (not UTF-8)")
         }
         return text
+    }
+
+    /// `UTF-16` or `UTF-32` when `data` starts with that encoding's byte order mark (as Windows
+    /// editors save "Unicode" text), else nil.
+    static func wideEncoding(of data: Data) -> String? {
+        let head = [UInt8](data.prefix(4))
+        if head.starts(with: [0xFF, 0xFE, 0, 0]) || head.starts(with: [0, 0, 0xFE, 0xFF]) { return "UTF-32" }
+        if head.starts(with: [0xFF, 0xFE]) || head.starts(with: [0xFE, 0xFF]) { return "UTF-16" }
+        return nil
     }
 
     /// Opens the file at `path` for reading (symlinks followed: a person named it) when it is a

@@ -46,9 +46,15 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
             return .timestamp(seconds)
         }
         if let unit = word.last, let scale = ["s": 1.0, "m": 60, "h": 3_600, "d": 86_400][String(unit)],
-            Self.isDecimal(word.dropLast()), let amount = Double(word.dropLast()), amount.isFinite, amount >= 0,
-            amount * scale <= 1e12
+            Self.isDecimal(word.dropLast()), let amount = Double(word.dropLast()), amount.isFinite, amount >= 0
         {
+            guard amount * scale <= longestLifetime else {
+                throw ItemCacheError(
+                    code: .invalidExpiry,
+                    message:
+                        "expiry '\(trimmed.count > 80 ? trimmed.prefix(80) + "…" : trimmed)' is longer than a lifetime may be (36500d, a hundred years); give 'never' to keep the item for good"
+                )
+            }
             return .lifetime(.milliseconds(Int64((amount * scale * 1000).rounded())))
         }
         if let date = InternetDateTime.parse(trimmed) { return .date(date) }
@@ -90,12 +96,16 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
         case .lifetime(let duration):
             let seconds = duration.seconds
             if seconds <= 0 { return "0s" }
-            if seconds > 1e12 { return "never" }
+            if seconds > Self.longestLifetime { return "never" }
             return "\(seconds)s"
         case .never: return "never"
         case .dontStore: return "dont-store"
         }
     }
+
+    /// The longest lifetime ``parse(_:)`` reads, and `sync-agent cache get --ttl`: a hundred years
+    /// (3,153,600,000 s, as the agent's longest wait). A longer one describes itself as `never`.
+    package static let longestLifetime = 3_153_600_000.0
 
     /// Whether `text` is digits with at most one `.` between them (`12`, `1.5`).
     private static func isDecimal(_ text: some StringProtocol) -> Bool {

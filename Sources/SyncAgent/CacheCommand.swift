@@ -289,7 +289,7 @@ struct CacheGetCommand: AsyncParsableCommand {
     func requestHeaders() throws -> [String: String] { try parseRequestHeaders(header) }
 
     /// The longest --ttl: a hundred years.
-    static let longestTTL = 3_153_600_000.0
+    static let longestTTL = Expiry.longestLifetime
 
     func validate() throws {
         if [ttl != nil, expires != nil, noStore].filter({ $0 }).count > 1 {

@@ -670,7 +670,8 @@ struct ConfigReader {
                 if case .sequence(let list) = value { sources = Array(list) } else { sources = [value] }
                 for source in sources {
                     guard case .mapping(let pairs) = expandingMerges(source) else {
-                        problem(source, "a merge key (<<) takes a mapping or a list of mappings (<<: *defaults)")
+                        // At the merge key: an alias's node has its anchor's place, lines away.
+                        problem(key, "a merge key (<<) takes a mapping or a list of mappings (<<: *defaults)")
                         continue
                     }
                     for (mergedKey, mergedValue) in pairs where !merged.contains(where: { $0.0 == mergedKey }) {
@@ -695,7 +696,22 @@ struct ConfigReader {
         switch error {
         case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _),
             .composer(_, let problem, let mark, _):
-            return ConfigurationProblem(line: mark.line, column: mark.column, message: "not valid YAML: \(problem)")
+            // libyaml's words name its own API: say what the file does instead.
+            let said =
+                problem.hasPrefix("Maximum nesting level reached")
+                ? "it nests more than 1,000 levels deep (a config needs a few); flatten it" : problem
+            return ConfigurationProblem(line: mark.line, column: mark.column, message: "not valid YAML: \(said)")
+        case .reader(let problem, let offset, let value, let yaml):
+            // A character YAML refuses (a NUL, a control character): its place, on one line.
+            let before = offset.map { yaml.prefix($0) } ?? ""
+            let line = offset.map { _ in before.reduce(1) { $1 == "\n" ? $0 + 1 : $0 } }
+            let column = offset.map { _ in
+                before.count
+                    - (before.lastIndex(of: "\n").map { before.distance(from: before.startIndex, to: $0) + 1 } ?? 0) + 1
+            }
+            let character = value >= 0 ? String(format: " (U+%04X)", value) : ""
+            return ConfigurationProblem(
+                line: line, column: column, message: "not valid YAML: \(problem)\(character); remove it")
         case .duplicatedKeysInMapping(let duplicates, let context):
             return ConfigurationProblem(
                 line: context.mark.line, column: context.mark.column,
@@ -703,7 +719,8 @@ struct ConfigReader {
                     "the key\(duplicates.count == 1 ? " \(duplicates[0]) appears" : "s \(duplicates.joined(separator: ", ")) appear") twice in one mapping"
             )
         default:
-            return ConfigurationProblem(line: nil, message: "not valid YAML: \(error)")
+            let first = "\(error)".split(separator: "\n", omittingEmptySubsequences: true).first ?? ""
+            return ConfigurationProblem(line: nil, message: "not valid YAML: \(first)")
         }
     }
 

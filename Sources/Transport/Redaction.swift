@@ -246,6 +246,13 @@ public enum Redaction {
                     while index < bytes.count, !endsPart(index) { index += 1 }
                     if index > valueStart, isSecretName(bytes[nameStart..<valueStart - 1]) {
                         out += Array(mask.utf8)
+                        // A `:`, `,`, `.` or `)` that ends the value before white space or the
+                        // text's end is the prose's ("…?token=T: refused"), shown after the mask.
+                        if index - valueStart > 1, Self.prosePunctuation.contains(bytes[index - 1]),
+                            index == bytes.count || bytes[index] <= 0x20
+                        {
+                            scan.copy(index - 1..<index, into: &out)
+                        }
                     } else if holdsAuthority(bytes[valueStart..<index]) {
                         // Another URL as the value (`?next=https://…`, plain or escaped): the
                         // caller's scan goes on from it, so it is redacted as a URL of its own.
@@ -263,6 +270,9 @@ public enum Redaction {
         }
         return index
     }
+
+    /// The punctuation a sentence puts right after a URL.
+    private static let prosePunctuation: Set<UInt8> = Set(":,.)".utf8)
 
     /// The `@` ending a user info whose password holds a raw `/`, `?` or `#`, for an authority
     /// that starts at `start` and seems to end at `end` (at that byte): when what comes before

@@ -180,6 +180,17 @@ struct ExpiryTests {
         #expect(error?.code == .invalidExpiry && error?.message.contains("7d") == true)
     }
 
+    /// One longest lifetime for `--expires` and `--ttl`: a hundred years.
+    @Test func aLifetimePastAHundredYearsIsRefusedNamingNever() throws {
+        #expect(try Expiry.parse("36500d") == .lifetime(.seconds(3_153_600_000)))
+        #expect(try Expiry.parse("3153600000s") == .lifetime(.seconds(3_153_600_000)))
+        for text in ["36501d", "3153600001s", "876001h", "99999999999999999999d"] {
+            let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(text) }
+            #expect(error?.code == .invalidExpiry && error?.message.contains("give 'never'") == true, "\(text)")
+        }
+        #expect(Expiry.lifetime(.seconds(3_153_600_001)).description == "never")
+    }
+
     @Test func aHugeRefusedInputIsQuotedShort() {
         let error = #expect(throws: ItemCacheError.self) { try Expiry.parse(String(repeating: "x", count: 120_000)) }
         #expect((error?.message.count ?? .max) < 400, "\(error?.message.count ?? -1) characters")

@@ -85,6 +85,44 @@ struct AgentConfigurationTests {
         #expect(bomb.contains { $0.message.contains("expands to more than 200000 YAML nodes") }, "\(bomb)")
     }
 
+    @Test("libyaml's refusals on one line with their place and a fix; a UTF-16 file is named as such")
+    func yamlRefusalsAreOneLineWithAPlace() throws {
+        let storage = "storages:\n  a:\n    base-url: http://127.0.0.1:8080/a/\n    dir: /srv/a\n"
+        // A NUL byte: Yams' description is three lines (the line and a caret).
+        let nul = Self.problems(storage.replacingOccurrences(of: "8080/a/", with: "8080/a/\u{0}b"))
+        #expect(nul.count == 1)
+        #expect(nul.first?.line == 3 && nul.first?.column == 39, "\(nul)")
+        #expect(nul.first?.message.contains("(U+0000); remove it") == true, "\(nul)")
+        #expect(nul.allSatisfy { !$0.message.contains("\n") }, "\(nul)")
+
+        // Deep nesting: libyaml's words name its API (yaml_set_max_nest_level).
+        let deep = Self.problems(storage + "    headers: " + String(repeating: "[", count: 1500) + "\n")
+        #expect(deep.first?.message.contains("nests more than 1,000 levels deep") == true, "\(deep)")
+        #expect(deep.allSatisfy { !$0.message.contains("yaml_set") }, "\(deep)")
+
+        // A merge of a scalar alias: named at the merge key, not at the anchor 3 lines up.
+        let scalar = Self.problems("x-name: &n hello\n" + storage + "    <<: *n\n")
+        #expect(scalar.filter { $0.message.contains("merge key") }.map(\.line) == [6], "\(scalar)")
+
+        // Windows' "Unicode" is UTF-16 with a byte order mark.
+        let folder = NSTemporaryDirectory() + "agent-config-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        for (name, encoding) in [("utf16", String.Encoding.utf16), ("utf32", .utf32)] {
+            let path = folder + "/\(name).yaml"
+            try #require(storage.data(using: encoding)).write(to: URL(fileURLWithPath: path))
+            do {
+                _ = try AgentConfiguration.load(path: path)
+                Issue.record("\(name): loaded")
+            } catch {
+                let message = error.problems.first?.message ?? ""
+                let label = name == "utf16" ? "UTF-16" : "UTF-32"
+                #expect(message.contains("is \(label) text, not UTF-8"), "\(message)")
+                #expect(message.contains("iconv -f \(label) -t UTF-8"), "\(message)")
+            }
+        }
+    }
+
     @Test(
         "a full file: defaults inherited, per-storage overrides, secrets from env and file, relative paths from the file's folder"
     )

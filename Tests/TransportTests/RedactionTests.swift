@@ -115,7 +115,13 @@ struct RedactionTests {
             ("https://host/x?token", "https://host/x?token"),
             // A query without an authority is still a query: its secret value goes (`,` may be
             // part of a value).
-            ("a?token=b, no URL", "a?token=*** no URL"),
+            ("a?token=b, no URL", "a?token=***, no URL"),
+            // Punctuation that ends a sentence's URL is the sentence's, shown after the mask.
+            ("cannot fetch https://h/x?token=abc: refused", "cannot fetch https://h/x?token=***: refused"),
+            ("see https://h/x?sig=abc.", "see https://h/x?sig=***."),
+            ("(at https://h/x?sig=abc) failed", "(at https://h/x?sig=***) failed"),
+            ("https://h/x?token=a:b:c", "https://h/x?token=***"),
+            ("https://h/x?token=:", "https://h/x?token=***"),
             // The fragment's parameters (OAuth's implicit grant), as the query's.
             ("https://app/cb#access_token=AT1&expires_in=3600", "https://app/cb#access_token=***&expires_in=3600"),
             ("https://h/x?a=1#state=s&code=C2", "https://h/x?a=1#state=s&code=***"),
