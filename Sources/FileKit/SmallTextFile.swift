@@ -48,12 +48,22 @@ public enum SmallTextFile {
     }
 
     /// `UTF-16` or `UTF-32` when `data` starts with that encoding's byte order mark (as Windows
-    /// editors save "Unicode" text), else nil.
+    /// editors save "Unicode" text) and reads as text in it (no control characters but tabs and
+    /// line ends), else nil: a binary file that happens to start so is no text.
     static func wideEncoding(of data: Data) -> String? {
         let head = [UInt8](data.prefix(4))
-        if head.starts(with: [0xFF, 0xFE, 0, 0]) || head.starts(with: [0, 0, 0xFE, 0xFF]) { return "UTF-32" }
-        if head.starts(with: [0xFF, 0xFE]) || head.starts(with: [0xFE, 0xFF]) { return "UTF-16" }
-        return nil
+        let (name, encoding): (String, String.Encoding)
+        if head.starts(with: [0xFF, 0xFE, 0, 0]) || head.starts(with: [0, 0, 0xFE, 0xFF]) {
+            (name, encoding) = ("UTF-32", .utf32)
+        } else if head.starts(with: [0xFF, 0xFE]) || head.starts(with: [0xFE, 0xFF]) {
+            (name, encoding) = ("UTF-16", .utf16)
+        } else {
+            return nil
+        }
+        guard let text = String(data: data, encoding: encoding),
+            text.unicodeScalars.allSatisfy({ $0.value >= 0x20 || [0x09, 0x0A, 0x0D].contains($0.value) })
+        else { return nil }
+        return name
     }
 
     /// Opens the file at `path` for reading (symlinks followed: a person named it) when it is a

@@ -85,7 +85,8 @@ struct TrustKeyTests {
             switch kind {
             case "folder": try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
             case "fifo": #expect(mkfifo(path, 0o600) == 0)
-            case "binary": try Data([0xFF, 0xFE, 0x00, 0x81]).write(to: URL(fileURLWithPath: path))
+            // Not FF FE: that starts UTF-16 text, named as such (SmallTextFileTests).
+            case "binary": try Data([0x00, 0xFF, 0x81, 0xFE, 0x01]).write(to: URL(fileURLWithPath: path))
             default: try Data(repeating: 0x41, count: 1 << 20).write(to: URL(fileURLWithPath: path))
             }
             let publish = try await SyncAgentBinary.run(
