@@ -17,8 +17,8 @@ public enum SmallTextFile {
             case "does not exist": "check the path"
             case "is a folder, not a file": "give a file's path"
             case "is not text (not UTF-8)": "save it as UTF-8"
-            case let other where other.hasPrefix("is UTF-16") || other.hasPrefix("is UTF-32"):
-                "save it as UTF-8 (iconv -f \(other.dropFirst(3).prefix(6)) -t UTF-8)"
+            case let other where other.hasPrefix("is UTF-"):
+                "save it as UTF-8 (iconv -f \(other.dropFirst(3).prefix { $0 != " " }) -t UTF-8)"
             case let other where other.hasPrefix("cannot"): "check its permissions"
             case let other where other.hasSuffix("at most)"): "check that it is the right file"
             default: "give a regular file's path"
@@ -44,7 +44,35 @@ public enum SmallTextFile {
             throw Refusal(
                 description: wideEncoding(of: data).map { "is \($0) text, not UTF-8" } ?? "is not text (not UTF-8)")
         }
+        // ASCII in UTF-16 without a mark is valid UTF-8 too, a NUL every other byte.
+        if let wide = unmarkedUTF16(data) {
+            throw Refusal(description: "is \(wide) text without a byte order mark, not UTF-8")
+        }
         return text
+    }
+
+    /// `UTF-16LE` or `UTF-16BE` when `data` has no byte order mark but reads as text in that
+    /// encoding, with a NUL in every other byte of its first 64 (the high half of ASCII text).
+    static func unmarkedUTF16(_ data: Data) -> String? {
+        let head = [UInt8](data.prefix(64))
+        guard head.count >= 4, head.count % 2 == 0 else { return nil }
+        let evens = stride(from: 0, to: head.count, by: 2).map { head[$0] }
+        let odds = stride(from: 1, to: head.count, by: 2).map { head[$0] }
+        let (name, encoding): (String, String.Encoding)
+        if odds.allSatisfy({ $0 == 0 }), !evens.contains(0) {
+            (name, encoding) = ("UTF-16LE", .utf16LittleEndian)
+        } else if evens.allSatisfy({ $0 == 0 }), !odds.contains(0) {
+            (name, encoding) = ("UTF-16BE", .utf16BigEndian)
+        } else {
+            return nil
+        }
+        return isText(data, encoding) ? name : nil
+    }
+
+    /// Whether `data` reads as `encoding` holding no control characters but tabs and line ends.
+    private static func isText(_ data: Data, _ encoding: String.Encoding) -> Bool {
+        guard let text = String(data: data, encoding: encoding) else { return false }
+        return text.unicodeScalars.allSatisfy { $0.value >= 0x20 || [0x09, 0x0A, 0x0D].contains($0.value) }
     }
 
     /// `UTF-16` or `UTF-32` when `data` starts with that encoding's byte order mark (as Windows
@@ -52,18 +80,16 @@ public enum SmallTextFile {
     /// line ends), else nil: a binary file that happens to start so is no text.
     static func wideEncoding(of data: Data) -> String? {
         let head = [UInt8](data.prefix(4))
-        let (name, encoding): (String, String.Encoding)
+        // FF FE 00 00 starts UTF-32LE, or UTF-16LE whose first character is U+0000: the one
+        // that reads as text.
+        var candidates: [(String, String.Encoding)] = []
         if head.starts(with: [0xFF, 0xFE, 0, 0]) || head.starts(with: [0, 0, 0xFE, 0xFF]) {
-            (name, encoding) = ("UTF-32", .utf32)
-        } else if head.starts(with: [0xFF, 0xFE]) || head.starts(with: [0xFE, 0xFF]) {
-            (name, encoding) = ("UTF-16", .utf16)
-        } else {
-            return nil
+            candidates.append(("UTF-32", .utf32))
         }
-        guard let text = String(data: data, encoding: encoding),
-            text.unicodeScalars.allSatisfy({ $0.value >= 0x20 || [0x09, 0x0A, 0x0D].contains($0.value) })
-        else { return nil }
-        return name
+        if head.starts(with: [0xFF, 0xFE]) || head.starts(with: [0xFE, 0xFF]) {
+            candidates.append(("UTF-16", .utf16))
+        }
+        return candidates.first { isText(data, $0.1) }?.0
     }
 
     /// Opens the file at `path` for reading (symlinks followed: a person named it) when it is a

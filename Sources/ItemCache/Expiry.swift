@@ -108,7 +108,7 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
     package static let longestLifetime = 3_153_600_000.0
 
     /// Whether `text` is digits with at most one `.` between them (`12`, `1.5`).
-    private static func isDecimal(_ text: some StringProtocol) -> Bool {
+    package static func isDecimal(_ text: some StringProtocol) -> Bool {
         let parts = text.split(separator: ".", omittingEmptySubsequences: false)
         return (1...2).contains(parts.count)
             && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }

@@ -40,6 +40,9 @@ public struct FetchRequest: Sendable {
     /// rather than as one `Data`; nil: always `Data`. The loader sets it to the memory tier's
     /// item limit when its store can keep a file as it is.
     public var fileThreshold: Int64?
+    /// False when the loader keeps nothing of the answer, whatever it is (the caller's
+    /// `no-store`): a fetcher then makes no copy in the cache folder that would only be dropped.
+    public var mayKeep = true
 
     /// A request for `key` at `url`.
     public init(
@@ -206,8 +209,10 @@ public struct HTTPFetcher: ItemFetching {
     }
 }
 
-/// Reads `file://` URLs. Its validator is the file's modification time, as `Last-Modified`,
-/// so an unchanged file revalidates without being read.
+/// Reads `file://` URLs. Its validator is an entity tag of the file's device, inode, size and
+/// modification and change times (with the time as `Last-Modified`, to show), so an unchanged
+/// file revalidates without being read, and another file with the same time never passes for
+/// it.
 public struct FileFetcher: ItemFetching {
     /// A file fetcher.
     public init() {}
@@ -243,13 +248,14 @@ public struct FileFetcher: ItemFetching {
             // `file.txt/` names a folder, which a file is not (open(2) answers ENOTDIR).
             if namesFolder { throw failure("is a file, but the URL ends in '/'", "drop the final '/'") }
             let modified = Self.milliseconds(Self.modificationDate(before))
-            if modified == request.lastModified {
-                return FetchResponse(body: .notModified, headers: ["last-modified": modified])
-            }
+            let headers = ["last-modified": modified, "etag": Self.entityTag(before)]
+            // The entity tag, not the time alone: `cp -p`, `rsync -t` and reproducible builds
+            // give another file the same time. An item kept before file tags is read once more.
+            if request.etag == headers["etag"] { return FetchResponse(body: .notModified, headers: headers) }
             if let threshold = request.fileThreshold, Int64(before.st_size) > threshold {
                 // Large: a file, never one Data (a 3 GB file once took 3 GB of memory).
                 let file = try Self.fileValue(fd, before: before, path: path, request: request, failure: failure)
-                return FetchResponse(body: .file(file), headers: ["last-modified": modified])
+                return FetchResponse(body: .file(file), headers: headers)
             }
             var data = Data()
             do {
@@ -278,13 +284,11 @@ public struct FileFetcher: ItemFetching {
             // (A shorter read with the size and time unchanged is a file that states a size it
             // does not hold, as /sys's do: its bytes are whole.)
             var after = stat()
-            guard fstat(fd, &after) == 0, after.st_size == before.st_size,
-                Self.modificationDate(after) == Self.modificationDate(before)
-            else {
+            guard fstat(fd, &after) == 0, Self.entityTag(after) == headers["etag"] else {
                 throw failure("changed while it was read", "try again once it is written")
             }
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
-            return FetchResponse(body: .fetched(data), headers: ["last-modified": modified])
+            return FetchResponse(body: .fetched(data), headers: headers)
         }
     }
 
@@ -299,14 +303,15 @@ public struct FileFetcher: ItemFetching {
         let size = Int64(before.st_size)
         func checkUnchanged(read: Int64) throws(ItemCacheError) {
             var after = stat()
-            guard read == size, fstat(fd, &after) == 0, after.st_size == before.st_size,
-                modificationDate(after) == modificationDate(before)
-            else { throw failure("changed while it was read", "try again once it is written") }
+            guard read == size, fstat(fd, &after) == 0, entityTag(after) == entityTag(before) else {
+                throw failure("changed while it was read", "try again once it is written")
+            }
         }
         func unreadable(_ error: FileSystemError) -> ItemCacheError {
             failure("cannot be read (\(error))", "check the file")
         }
-        let fits = request.keepLimit.map { size <= $0 } ?? true
+        // A copy the cache would not keep (too large, or the caller's no-store) is not made.
+        let fits = request.mayKeep && request.keepLimit.map { size <= $0 } ?? true
         if fits, let staged = UnnamedFile(in: request.scratchFolder) {
             var crc: UInt32 = 0
             var writeFailure: Int32?
@@ -348,6 +353,16 @@ public struct FileFetcher: ItemFetching {
         guard own >= 0 else { throw failure("cannot be kept open (dup: errno \(errno))", "raise the open-file limit") }
         request.progress?(TransferProgress(received: size, expected: size))
         return ValueFile(descriptor: own, size: size, checksum: checksum, shownAs: path)
+    }
+
+    /// A file's entity tag: its device, inode, size, modification and change times. The change
+    /// time is the kernel's (no `utimensat` sets it back), so a file written while it was read is
+    /// caught even when the writer then restores the modification time, and a file put in its
+    /// place (another inode) never passes for it.
+    static func entityTag(_ status: stat) -> String {
+        func nanoseconds(_ time: timespec) -> String { "\(time.tv_sec).\(time.tv_nsec)" }
+        return "\"\(status.st_dev)-\(status.st_ino)-\(status.st_size)-\(nanoseconds(status.st_mtim))-"
+            + "\(nanoseconds(status.st_ctim))\""
     }
 
     /// The most a file that states no size (a `/proc` file) is read to: 16 MiB.

@@ -355,7 +355,10 @@ public final class ItemLoader: Sendable {
         try await limiter.acquire()
         defer { limiter.release() }
         let slot = Int64(1 + key.slotHash % (1 << 40))
-        let lockFile = store.sharedLockFile
+        let request = CacheDirectives.ofRequest(options.headers)
+        // A load that keeps nothing (the caller's no-store) has nothing to share: it neither
+        // holds others back nor waits for them.
+        let lockFile = keepsNothing(options, request) ? nil : store.sharedLockFile
         // Another process fetching this key holds its slot: wait for it, at most
         // `coalescingTimeout`, then fetch alongside (a hung fetch delays others boundedly).
         var (locked, waited) = (false, false)
@@ -372,7 +375,8 @@ public final class ItemLoader: Sendable {
                 // share, so fetch alongside it rather than after it (N processes: about one
                 // fetch's time, not N).
                 if let mark = await store.unstorableMark(for: key),
-                    mark >= waitStarted.addingTimeInterval(-Self.unstorableWindow)
+                    mark >= waitStarted.addingTimeInterval(-Self.unstorableWindow),
+                    mark <= Date().addingTimeInterval(DiskTier.clockAllowance)
                 {
                     metrics.unstorableAlongside.increment()
                     break
@@ -384,7 +388,6 @@ public final class ItemLoader: Sendable {
             }
         }
         defer { if locked { lockFile?.unlock(slot: slot) } }
-        let request = CacheDirectives.ofRequest(options.headers)
         var stale = stale
         // Another process's fetch may have stored it: while this one waited for the slot, or
         // between this load's lookup and its taking the slot (that fetch had ended by then).
@@ -475,8 +478,9 @@ public final class ItemLoader: Sendable {
             flight.report(progress)
             notify(key, .inProgress(progress))
         }
+        fetchRequest.mayKeep = !keepsNothing(options, request)
         if let disk = (store as? ItemStore)?.disk {
-            fetchRequest.keepLimit = disk.rowBudget(for: disk.limit)
+            fetchRequest.keepLimit = DiskTier.largestFileValue(budget: disk.rowBudget(for: disk.limit), key: key)
             // A large body stays the file it was downloaded into: the store names it.
             fetchRequest.fileThreshold = Int64(configuration.memory.itemBytes)
         }
@@ -815,6 +819,14 @@ public final class ItemLoader: Sendable {
 
     /// Statuses that mean the origin is failing: RFC 5861's four, and 429 (backoff only).
     static let failingStatuses: Set<Int> = [500, 502, 503, 504, 429]
+
+    /// Whether a load keeps nothing of any answer: the request's own `no-store`, or the caller's
+    /// expiry (or, where the caller decides freshness, the default one) ``Expiry/dontStore``.
+    private func keepsNothing(_ options: LoadOptions, _ request: CacheDirectives) -> Bool {
+        if request.has("no-store") || options.expiry == .dontStore { return true }
+        return options.expiry == nil && configuration.loading.freshness == .caller
+            && configuration.defaultExpiry == .dontStore
+    }
 
     /// How long after an answer that may not be kept the key's fetches go alongside each other
     /// rather than in turn: 30 s. A key whose answers became storable since is fetched alongside

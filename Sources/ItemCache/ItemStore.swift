@@ -546,7 +546,9 @@ public final class ItemStore: ItemCaching {
         let write = PendingWrite(key: key, file: file, info: item.info)
         // Refused before it is read: a file the cache cannot keep never enters memory whole.
         try disk.checkFits([write])
-        if file.size <= Int64(disk.inlineThreshold) || !file.isStaged {
+        // A small one is kept in the index. A large one that is no staged file (a `file://`
+        // item where the folder has no O_TMPFILE) is copied in chunks (BlobFolder.link).
+        if file.size <= Int64(disk.inlineThreshold) {
             return try await store(try file.data(), for: key, options: options)
         }
         try await io.run { () throws(ItemCacheError) in

@@ -310,7 +310,9 @@ struct CacheGetCommand: AsyncParsableCommand {
         var options = LoadOptions(policy: offline ? .offline : .useCache)
         options.headers = try requestHeaders()
         if let ttl {
-            guard let seconds = Double(ttl), seconds.isFinite, seconds >= 0, seconds <= Self.longestTTL else {
+            // Decimal only, as --expires reads it: `Double` also reads `0x10`, `1e9` and `-0`.
+            guard Expiry.isDecimal(ttl), let seconds = Double(ttl), seconds.isFinite, seconds <= Self.longestTTL
+            else {
                 throw CLIFailure(
                     code: 6,
                     message:

@@ -689,7 +689,12 @@ struct ConfigReader {
     }
 
     private mutating func problem(_ node: Node, _ message: String) {
-        problems.append(ConfigurationProblem(line: node.mark?.line, column: node.mark?.column, message: message))
+        let (line, column) = (node.mark?.line, node.mark?.column)
+        // Once: an alias's node is met at each use, and a merge of a list at each member.
+        guard !problems.contains(where: { $0.line == line && $0.column == column && $0.message == message }) else {
+            return
+        }
+        problems.append(ConfigurationProblem(line: line, column: column, message: message))
     }
 
     private static func problem(_ error: YamlError) -> ConfigurationProblem {
@@ -703,12 +708,8 @@ struct ConfigReader {
             return ConfigurationProblem(line: mark.line, column: mark.column, message: "not valid YAML: \(said)")
         case .reader(let problem, let offset, let value, let yaml):
             // A character YAML refuses (a NUL, a control character): its place, on one line.
-            let before = offset.map { yaml.prefix($0) } ?? ""
-            let line = offset.map { _ in before.reduce(1) { $1 == "\n" ? $0 + 1 : $0 } }
-            let column = offset.map { _ in
-                before.count
-                    - (before.lastIndex(of: "\n").map { before.distance(from: before.startIndex, to: $0) + 1 } ?? 0) + 1
-            }
+            let place = offset.map { Self.place(in: yaml.prefix($0)) }
+            let (line, column) = (place?.line, place?.column)
             let character = value >= 0 ? String(format: " (U+%04X)", value) : ""
             return ConfigurationProblem(
                 line: line, column: column, message: "not valid YAML: \(problem)\(character); remove it")
@@ -722,6 +723,27 @@ struct ConfigReader {
             let first = "\(error)".split(separator: "\n", omittingEmptySubsequences: true).first ?? ""
             return ConfigurationProblem(line: nil, message: "not valid YAML: \(first)")
         }
+    }
+
+    /// The line and column just after `text`, as libyaml counts them: a line break is CR LF,
+    /// CR, LF, NEL, or U+2028 or U+2029, and a column is a code point (Swift's `Character`
+    /// counts CR LF, and a letter with its accents, as one).
+    static func place(in text: Substring) -> (line: Int, column: Int) {
+        var (line, column) = (1, 1)
+        var afterCR = false
+        for scalar in text.unicodeScalars {
+            switch scalar.value {
+            case 0x0A where afterCR:
+                break
+            case 0x0A, 0x0D, 0x85, 0x2028, 0x2029:
+                line += 1
+                column = 1
+            default:
+                column += 1
+            }
+            afterCR = scalar.value == 0x0D
+        }
+        return (line, column)
     }
 
     /// Levenshtein distance, for "did you mean".

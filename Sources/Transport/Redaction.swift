@@ -34,6 +34,7 @@ public enum Redaction {
                 || ((text.contains("@") || text.contains("?") || text.contains("#")) && text.contains("://"))
                 || (text.contains("@") && text.contains(":")) || (text.contains(",") && text.contains("="))
                 || ((text.contains("?") || text.contains("#")) && text.contains("="))
+                || (text.contains(";") && text.contains("=") && text.contains("://"))
         else { return text }
         // Twice: first the URLs as written, whose escapes are their own (a password's `%2F` is
         // part of the password, not where its authority ends), then the URLs written escaped
@@ -220,10 +221,25 @@ public enum Redaction {
         func at(_ position: Int, is ascii: Unicode.Scalar) -> Bool {
             position < bytes.count && bytes[position] == UInt8(ascii: ascii)
         }
-        // The path.
+        // The path, whose segments may carry parameters (`/app;jsessionid=…`): a secret one's
+        // value is masked up to the next `/`, `;`, query or fragment.
+        func endsPathParameter(_ position: Int) -> Bool {
+            endsURL(bytes, at: position) || at(position, is: "/") || at(position, is: ";") || at(position, is: "?")
+                || at(position, is: "#")
+        }
         while index < bytes.count, !endsURL(bytes, at: index), !at(index, is: "?"), !at(index, is: "#") {
             scan.copy(index..<index + 1, into: &out)
             index += 1
+            guard at(index - 1, is: ";") else { continue }
+            var equals = index
+            while equals < bytes.count, !endsPathParameter(equals), !at(equals, is: "=") { equals += 1 }
+            guard at(equals, is: "="), equals > index, isSecretName(bytes[index..<equals]) else { continue }
+            scan.copy(index..<equals + 1, into: &out)
+            index = equals + 1
+            let valueStart = index
+            while index < bytes.count, !endsPathParameter(index) { index += 1 }
+            if index > valueStart { out += Array(mask.utf8) }
+            if endsWithProsePunctuation(bytes, valueStart..<index) { scan.copy(index - 1..<index, into: &out) }
         }
         // The query, then the fragment: `name=value` pairs, split by `&` or `;`, up to the next
         // part or the URL's end.
@@ -246,11 +262,7 @@ public enum Redaction {
                     while index < bytes.count, !endsPart(index) { index += 1 }
                     if index > valueStart, isSecretName(bytes[nameStart..<valueStart - 1]) {
                         out += Array(mask.utf8)
-                        // A `:`, `,`, `.` or `)` that ends the value before white space or the
-                        // text's end is the prose's ("…?token=T: refused"), shown after the mask.
-                        if index - valueStart > 1, Self.prosePunctuation.contains(bytes[index - 1]),
-                            index == bytes.count || bytes[index] <= 0x20
-                        {
+                        if endsWithProsePunctuation(bytes, valueStart..<index) {
                             scan.copy(index - 1..<index, into: &out)
                         }
                     } else if holdsAuthority(bytes[valueStart..<index]) {
@@ -273,6 +285,21 @@ public enum Redaction {
 
     /// The punctuation a sentence puts right after a URL.
     private static let prosePunctuation: Set<UInt8> = Set(":,.)".utf8)
+
+    /// Whether the masked value `value` of `bytes` ends in the prose's punctuation: a `:`, `,`,
+    /// `.` or `)` right before white space, after a letter or digit ("…?token=T: refused"),
+    /// shown after the mask. Not at the text's end: a key or a URL alone ends there.
+    private static func endsWithProsePunctuation(_ bytes: [UInt8], _ value: Range<Int>) -> Bool {
+        let end = value.upperBound
+        return value.count > 1 && prosePunctuation.contains(bytes[end - 1]) && isLetterOrDigit(bytes[end - 2])
+            && end < bytes.count && bytes[end] <= 0x20
+    }
+
+    /// Whether `byte` is an ASCII letter or digit.
+    private static func isLetterOrDigit(_ byte: UInt8) -> Bool {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+            || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+    }
 
     /// The `@` ending a user info whose password holds a raw `/`, `?` or `#`, for an authority
     /// that starts at `start` and seems to end at `end` (at that byte): when what comes before

@@ -24,6 +24,19 @@ struct SmallTextFileTests {
                 [0xFF, 0xFE, 0, 0] + Array("k\n".unicodeScalars).flatMap { [UInt8($0.value & 0xFF), 0, 0, 0] },
                 "is UTF-32 text, not UTF-8"
             ),
+            (
+                "UTF-16 LE without a mark", Array("key: v\n".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] },
+                "is UTF-16LE text without a byte order mark, not UTF-8"
+            ),
+            (
+                "UTF-16 BE without a mark", Array("key: v\n".utf16).flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] },
+                "is UTF-16BE text without a byte order mark, not UTF-8"
+            ),
+            (
+                "UTF-16 LE whose first character is U+0000 is no UTF-32",
+                [0xFF, 0xFE, 0, 0] + Array("key\n".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] },
+                "is not text (not UTF-8)"
+            ),
             ("binary behind a UTF-16 mark", [0xFF, 0xFE, 0x01, 0x00, 0x02, 0x00], "is not text (not UTF-8)"),
             ("binary", [0x00, 0xFF, 0x81, 0xFE], "is not text (not UTF-8)"),
         ] as [(String, [UInt8], String)])
@@ -37,8 +50,8 @@ struct SmallTextFileTests {
         } catch {
             #expect(error.description == phrase, "\(name)")
             if phrase.hasPrefix("is UTF") {
-                #expect(
-                    error.remedy == "save it as UTF-8 (iconv -f \(phrase.dropFirst(3).prefix(6)) -t UTF-8)", "\(name)")
+                let encoding = phrase.dropFirst(3).prefix { $0 != " " }
+                #expect(error.remedy == "save it as UTF-8 (iconv -f \(encoding) -t UTF-8)", "\(name)")
             } else {
                 #expect(error.remedy == "save it as UTF-8", "\(name)")
             }

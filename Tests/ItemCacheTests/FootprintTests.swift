@@ -56,6 +56,28 @@ struct FootprintTests {
     /// long keys. Many small ones count all of it: a row counted as its value plus a flat 256
     /// bytes let 3,000 of these take the folder to 13.7 MB under its 1 MB limit (0.88 MB now,
     /// 161 kept).
+    /// What a fetcher may stage is what a row can then keep: a file that passes the raw limit
+    /// but not the row's cost was copied, then refused.
+    @Test(arguments: [0, 4096, 100_000, 17_401_695, 503_218_176] as [Int64])
+    func theLargestFileValueFitsItsRow(budget: Int64) throws {
+        for key in [
+            try CacheKey.custom("k"),
+            try CacheKey(url: URL(string: "https://h/" + String(repeating: "p", count: 3000))!),
+        ] {
+            let largest = DiskTier.largestFileValue(budget: budget, key: key)
+            #expect(largest >= 0 && largest % DiskTier.block == 0)
+            let cost = DiskTier.cost(
+                size: largest, inline: false, keptBytes: 1000, keyBytes: Int64(key.rawValue.utf8.count),
+                urlBytes: Int64(key.url?.utf8.count ?? 0))
+            if largest > 0 { #expect(cost <= budget, "\(budget): \(largest) costs \(cost)") }
+            // Within two blocks of the budget: not much is refused that would fit.
+            let bigger = DiskTier.cost(
+                size: largest + 3 * DiskTier.block, inline: false, keyBytes: Int64(key.rawValue.utf8.count),
+                urlBytes: Int64(key.url?.utf8.count ?? 0))
+            #expect(bigger > budget, "\(budget): \(largest) leaves more than two blocks unused")
+        }
+    }
+
     @Test("3,000 small items with response records, validators and long URLs keep the folder under 1,000,000 bytes")
     func rowsCountWhatTheyKeep() async throws {
         let folder = temporaryCacheFolder()

@@ -252,6 +252,83 @@ struct LargeValueTests {
         #expect(throws: ItemCacheError.self) { try inPlace.forEachChunk { _ in } }
     }
 
+    @Test("a file:// item replaced by another with the same time, or written with its time put back, is read again")
+    func fileItemsAreValidatedByMoreThanTheirTime() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let path = fixture.content.appendingPathComponent("same-time.bin")
+        let first = Self.random(2 << 20, seed: 31)
+        try first.write(to: path)
+        var status = stat()
+        #expect(stat(path.path, &status) == 0)
+        let time = [status.st_atim, status.st_mtim]
+        let stale = LoadOptions(expiry: .lifetime(.zero))
+        #expect(try await fixture.loader.value(for: path, options: stale).data() == first)
+        #expect(try await fixture.loader.value(for: path, options: stale).source == .revalidated)
+
+        // Another file put in its place (`cp -p b a.tmp && mv a.tmp a`): same time, other inode.
+        let second = Self.random(3 << 20, seed: 32)
+        let temporary = fixture.content.appendingPathComponent("same-time.tmp")
+        try second.write(to: temporary)
+        #expect(utimensat(AT_FDCWD, temporary.path, time, 0) == 0)
+        #expect(rename(temporary.path, path.path) == 0)
+        let replaced = try await fixture.loader.value(for: path, options: stale)
+        #expect(replaced.source == .network)
+        #expect(try replaced.data() == second)
+
+        // Written in place, same size, its time put back (`rsync --inplace -t`): the change
+        // time, which no one sets, tells.
+        var third = second
+        third[100] ^= 0xFF
+        let handle = try FileHandle(forWritingTo: path)
+        try handle.seek(toOffset: 100)
+        handle.write(third[100..<101])
+        try handle.close()
+        #expect(utimensat(AT_FDCWD, path.path, time, 0) == 0)
+        let rewritten = try await fixture.loader.value(for: path, options: stale)
+        #expect(rewritten.source == .network)
+        #expect(try rewritten.data() == third)
+    }
+
+    @Test("a large file:// item loaded with no-store is handed over in place: no copy in the cache folder")
+    func aNoStoreFileItemMakesNoCopy() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(3 << 20, seed: 33)
+        let path = fixture.content.appendingPathComponent("no-store.bin")
+        try big.write(to: path)
+        var status = stat()
+        #expect(stat(path.path, &status) == 0)
+        for options in [LoadOptions(expiry: .dontStore), LoadOptions(headers: ["Cache-Control": "no-store"])] {
+            let loaded = try await fixture.loader.value(for: path, options: options)
+            #expect(!loaded.isStored)
+            let file = try #require(loaded.file)
+            #expect(Self.inode(file.descriptor) == status.st_ino, "the source itself, checked")
+            #expect(try file.data() == big)
+            #expect(Self.blobs(fixture.folder).isEmpty)
+        }
+    }
+
+    @Test("a large value that is no staged file (a file:// item where there is no O_TMPFILE) is copied in chunks, kept")
+    func aFileThatIsNoStagedOneIsCopied() async throws {
+        let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
+        defer { Task { await fixture.close() } }
+        let big = Self.random(3 << 20 + 3, seed: 34)
+        let path = fixture.content.appendingPathComponent("in-place.bin").path
+        try big.write(to: URL(fileURLWithPath: path))
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        #expect(descriptor >= 0)
+        let file = ValueFile(
+            descriptor: descriptor, size: Int64(big.count), checksum: CRC32C.checksum(big), shownAs: path)
+        #expect(!file.isStaged)
+        let key = try CacheKey.custom("in-place")
+        _ = try await fixture.store.store(file: file, for: key)
+        let blobs = Self.blobs(fixture.folder)
+        #expect(blobs.count == 1)
+        #expect(blobs[Self.inode(descriptor)] == nil, "a copy, not the source")
+        #expect(try fixture.store.blockingItem(for: key)?.item.data == big)
+    }
+
     @Test("a staged file keeps the checksum of its bytes and reads back whole")
     func aStagedFileReadsBack() async throws {
         let folder = temporaryCacheFolder()

@@ -152,6 +152,62 @@ struct SharedFailureTests {
         await Self.close(loaders)
     }
 
+    @Test("loads that keep nothing (the caller's no-store) neither wait for each other nor hold others back")
+    func loadsThatKeepNothingGoAlongside() async throws {
+        let inFlight = Mutex((now: 0, most: 0))
+        let origin = try ScriptedOrigin { _ in
+            inFlight.withLock {
+                $0.now += 1
+                $0.most = max($0.most, $0.now)
+            }
+            defer { inFlight.withLock { $0.now -= 1 } }
+            Thread.sleep(forTimeInterval: 1.0)
+            return ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: max-age=60"], body: Data("v".utf8))
+        }
+        defer { origin.stop() }
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let loaders = try Self.loaders(6, folder: folder) { $0.loading.coalescingTimeout = .seconds(60) }
+        for options in [LoadOptions(expiry: .dontStore), LoadOptions(headers: ["Cache-Control": "no-store"])] {
+            inFlight.withLock { $0.most = 0 }
+            let before = origin.requestCount(forPath: "/v.json")
+            let results = await withTaskGroup(of: Bool.self) { group in
+                for (loader, _) in loaders {
+                    group.addTask {
+                        (try? await loader.item(for: origin.url("/v.json"), options: options))?.data == Data("v".utf8)
+                    }
+                }
+                return await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(results == Array(repeating: true, count: 6), "\(options.headers)")
+            #expect(origin.requestCount(forPath: "/v.json") == before + 6, "each load asks: nothing is kept to share")
+            let most = inFlight.withLock { $0.most }
+            #expect(most >= 3, "at most \(most) of 6 loads that keep nothing were in flight at once")
+        }
+        await Self.close(loaders)
+    }
+
+    @Test("a failure or an unstorable mark dated ahead of the clock is no answer to the fetch waited for")
+    func futureRowsAreIgnored() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder)
+        let key = try CacheKey.custom("future")
+        let now = Date().timeIntervalSince1970
+        try await store.close()
+        try CacheFolderSafetyTests.tamper(
+            folder,
+            "INSERT INTO fetchFailure (key, at, code, message) VALUES (?, ?, 'fetch:503', 'down'), (?, ?, 'unstorable', '')",
+            [key.rawValue, now + 86_400, DiskTier.unstorableRow(key), now + 86_400])
+        let reopened = try ItemStoreTests.open(folder)
+        #expect(await reopened.fetchFailure(for: key, since: Date(timeIntervalSince1970: now - 10)) == nil)
+        // A failure recorded now is one, and recording drops the rows dated an hour ahead.
+        await reopened.recordFetchFailure(ItemCacheError(code: .fetch, message: "now"), for: key)
+        #expect(await reopened.fetchFailure(for: key, since: Date(timeIntervalSince1970: now - 10))?.message == "now")
+        #expect(await reopened.unstorableMark(for: key) == nil, "the mark a day ahead was dropped")
+        try await reopened.close()
+    }
+
     @Test("8 waiters on a missing file: 1 request, and all 8 get its 404, stored as a negative answer")
     func waitersShareANotFound() async throws {
         let fixture = try await LoaderFixture()

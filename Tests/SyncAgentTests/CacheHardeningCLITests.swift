@@ -80,6 +80,8 @@ struct CacheHardeningCLITests {
         "numbers out of range exit 6 naming the option",
         arguments: [
             ["--ttl", "1e16"], ["--ttl=-1"], ["--ttl", "nan"], ["--ttl", "inf"],
+            // Decimal only, as --expires: Double also reads these.
+            ["--ttl", "0x10"], ["--ttl", "1e9"], ["--ttl", "-0"], ["--expires", "36501d"],
             ["--max-size", "0"], ["--max-size", "99999999999999999999999"], ["--max-size=-5"], ["--max-size", "lots"],
             // A negative number after a space is the option's value too, not an option (exit 64).
             ["--ttl", "-1"], ["--max-size", "-5"], ["--expires", "-9223372036854775808"],

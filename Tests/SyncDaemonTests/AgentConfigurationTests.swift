@@ -104,6 +104,24 @@ struct AgentConfigurationTests {
         let scalar = Self.problems("x-name: &n hello\n" + storage + "    <<: *n\n")
         #expect(scalar.filter { $0.message.contains("merge key") }.map(\.line) == [6], "\(scalar)")
 
+        // A list of scalars merged: one problem, not one per member.
+        let list = Self.problems("x-list: &l [1, 2]\n" + storage + "    <<: *l\n")
+        #expect(list.filter { $0.message.contains("merge key") }.count == 1, "\(list)")
+
+        // libyaml's lines and columns: CR LF, CR and NEL each end a line; a column is a code point.
+        let places: [(String, Int, Int)] = [
+            ("a\r\nb\r\ncd", 3, 3), ("a\rb\rcd", 3, 3), ("a\u{85}b\u{2028}c", 3, 2), ("e\u{301}e\u{301}", 1, 5),
+            ("", 1, 1),
+        ]
+        for (text, line, column) in places {
+            let place = ConfigReader.place(in: Substring(text))
+            #expect(place.line == line && place.column == column, "\(text.debugDescription): \(place)")
+        }
+        let crlf = Self.problems(
+            storage.replacingOccurrences(of: "\n", with: "\r\n").replacingOccurrences(
+                of: "8080/a/", with: "8080/a/\u{0}"))
+        #expect(crlf.first?.line == 3 && crlf.first?.column == 39, "\(crlf)")
+
         // Windows' "Unicode" is UTF-16 with a byte order mark.
         let folder = NSTemporaryDirectory() + "agent-config-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)

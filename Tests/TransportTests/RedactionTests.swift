@@ -118,7 +118,18 @@ struct RedactionTests {
             ("a?token=b, no URL", "a?token=***, no URL"),
             // Punctuation that ends a sentence's URL is the sentence's, shown after the mask.
             ("cannot fetch https://h/x?token=abc: refused", "cannot fetch https://h/x?token=***: refused"),
-            ("see https://h/x?sig=abc.", "see https://h/x?sig=***."),
+            ("see https://h/x?sig=abc. Then", "see https://h/x?sig=***. Then"),
+            // At the end (a key or a URL alone), or after punctuation, the value keeps it masked.
+            ("https://h/x?sig=abc.", "https://h/x?sig=***"),
+            ("https://h/x?token=::: x", "https://h/x?token=*** x"),
+            // Path parameters (`;jsessionid=`), as Java servlets put sessions in the path.
+            ("http://h/app;jsessionid=TOPSECRET?x=1", "http://h/app;jsessionid=***?x=1"),
+            ("http://h/a;token=T1;v=2/b;sig=S2", "http://h/a;token=***;v=2/b;sig=***"),
+            (
+                "cannot fetch http://127.0.0.1:1/app;jsessionid=TOPSECRETzq: refused",
+                "cannot fetch http://127.0.0.1:1/app;jsessionid=***: refused"
+            ),
+            ("http://h/a;v=2;w=3/x.json", "http://h/a;v=2;w=3/x.json"),
             ("(at https://h/x?sig=abc) failed", "(at https://h/x?sig=***) failed"),
             ("https://h/x?token=a:b:c", "https://h/x?token=***"),
             ("https://h/x?token=:", "https://h/x?token=***"),

@@ -116,35 +116,49 @@ final class BlobFolder: Sendable {
         }
     }
 
-    /// Copies `file` into a new unnamed file in `folder`, named `name` once whole and checked.
+    /// Copies `file` (one staged elsewhere, or a file that is no staged one: a `file://` item
+    /// where the folder has no `O_TMPFILE`) into `folder` as `name`, in chunks, checked.
     private func copy(_ file: ValueFile, as name: BlobName, in folder: Int32) throws(FileSystemError) {
-        let path = path(name)
-        guard let copy = UnnamedFile(inFolder: folder, mode: fileMode) else {
-            throw FileSystemError("cannot create a file in the folder of", path: path, syscall: "openat", errno: errno)
-        }
-        var failure: Int32?
-        do {
-            try file.forEachChunk { chunk in
-                if let code = DescriptorIO.writeAll(copy.descriptor, chunk) {
-                    failure = code
-                    throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
+        try write(.file(file), as: name, in: folder)
+    }
+
+    /// What a blob is written from: bytes in memory, or a value's file, read in chunks.
+    private enum Source {
+        case bytes(Data)
+        case file(ValueFile)
+    }
+
+    /// Writes all of `source` to `descriptor`; `path` names the blob in the error.
+    private func fill(_ descriptor: Int32, from source: Source, path: String) throws(FileSystemError) {
+        switch source {
+        case .bytes(let data):
+            try DescriptorIO.write(data, to: descriptor, path: path)
+        case .file(let file):
+            var failure: Int32?
+            do {
+                try file.forEachChunk { chunk in
+                    if let code = DescriptorIO.writeAll(descriptor, chunk) {
+                        failure = code
+                        throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
+                    }
                 }
+            } catch {
+                throw FileSystemError("cannot copy the value to", path: path, syscall: "write", errno: failure ?? EIO)
             }
-        } catch {
-            throw FileSystemError(
-                "cannot copy the staged value to", path: path, syscall: "write", errno: failure ?? EIO)
         }
-        if durability == .full, fsync(copy.descriptor) != 0 {
-            throw FileSystemError("cannot flush", path: path, syscall: "fsync", errno: errno)
-        }
-        try copy.link(in: folder, as: name.leaf, shownAs: path)
     }
 
     /// ``write(_:as:)`` in the open shard folder `folder`.
     private func write(_ data: Data, as name: BlobName, in folder: Int32) throws(FileSystemError) {
+        try write(.bytes(data), as: name, in: folder)
+    }
+
+    /// Writes `source` as `name` in the open shard folder `folder`: into an unnamed file named
+    /// once whole, or where there is no `O_TMPFILE`, a named one beside it renamed into place.
+    private func write(_ source: Source, as name: BlobName, in folder: Int32) throws(FileSystemError) {
         let path = path(name)
         if let file = UnnamedFile(inFolder: folder, mode: fileMode) {
-            try DescriptorIO.write(data, to: file.descriptor, path: path)
+            try fill(file.descriptor, from: source, path: path)
             if durability == .full, fsync(file.descriptor) != 0 {
                 throw FileSystemError("cannot flush", path: path, syscall: "fsync", errno: errno)
             }
@@ -160,7 +174,11 @@ final class BlobFolder: Sendable {
             throw FileSystemError("cannot create a file beside", path: path, syscall: "openat", errno: errno)
         }
         var failure: (syscall: String, errno: Int32)?
-        if let code = data.withUnsafeBytes({ DescriptorIO.writeAll(file, $0) }) { failure = ("write", code) }
+        do {
+            try fill(file, from: source, path: path)
+        } catch {
+            failure = ("write", error.errno ?? EIO)
+        }
         if failure == nil && durability == .full && fsync(file) != 0 { failure = ("fsync", errno) }
         close(file)
         if failure == nil && renameat(folder, temporary, folder, name.leaf) != 0 { failure = ("renameat", errno) }

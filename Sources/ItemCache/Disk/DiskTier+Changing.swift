@@ -173,6 +173,10 @@ extension DiskTier {
         }
     }
 
+    /// How far ahead of this process's clock a failure or mark recorded by another process may
+    /// be dated and still count: 30 s of skew between hosts sharing a folder.
+    static let clockAllowance: TimeInterval = 30
+
     /// Records that a fetch of `key` failed now (replacing an older record; records older than
     /// an hour go).
     func recordFailure(_ error: ItemCacheError, for key: CacheKey, at now: Date) throws(ItemCacheError) {
@@ -184,8 +188,11 @@ extension DiskTier {
                         key.rawValue, now.timeIntervalSince1970,
                         error.code.description + (error.httpStatus.map { ":\($0)" } ?? ""), error.message,
                     ])
+                // Rows an hour old go, and rows dated an hour ahead (a clock that was ahead, a
+                // hostile row), which reads ignore anyway.
                 try db.execute(
-                    sql: "DELETE FROM fetchFailure WHERE at < ?", arguments: [now.timeIntervalSince1970 - 3600])
+                    sql: "DELETE FROM fetchFailure WHERE at < ? OR at > ?",
+                    arguments: [now.timeIntervalSince1970 - 3600, now.timeIntervalSince1970 + 3600])
             }
         } catch {
             throw storageError("cannot record a failed fetch of \(key.rawValue) in", error)
@@ -205,8 +212,11 @@ extension DiskTier {
                 try db.execute(
                     sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, 'unstorable', '')",
                     arguments: [Self.unstorableRow(key), now.timeIntervalSince1970])
+                // Rows an hour old go, and rows dated an hour ahead (a clock that was ahead, a
+                // hostile row), which reads ignore anyway.
                 try db.execute(
-                    sql: "DELETE FROM fetchFailure WHERE at < ?", arguments: [now.timeIntervalSince1970 - 3600])
+                    sql: "DELETE FROM fetchFailure WHERE at < ? OR at > ?",
+                    arguments: [now.timeIntervalSince1970 - 3600, now.timeIntervalSince1970 + 3600])
             }
         } catch {
             throw storageError("cannot record an unstorable answer for \(key.rawValue) in", error)
@@ -236,8 +246,13 @@ extension DiskTier {
             return try pool.read { db -> ItemCacheError? in
                 guard
                     let row = try Row.fetchOne(
-                        db, sql: "SELECT code, message FROM fetchFailure WHERE key = ? AND at >= ?",
-                        arguments: [key.rawValue, since.timeIntervalSince1970])
+                        db, sql: "SELECT code, message FROM fetchFailure WHERE key = ? AND at >= ? AND at <= ?",
+                        // A failure dated ahead of now (another host's clock, a hostile row) is
+                        // no failure of the fetch just waited for: one would be shared for good.
+                        arguments: [
+                            key.rawValue, since.timeIntervalSince1970,
+                            Date().timeIntervalSince1970 + Self.clockAllowance,
+                        ])
                 else { return nil }
                 // `fetch:503`: the code and the failing status.
                 // A damaged row (another type) reads as a plain fetch failure with no message.
