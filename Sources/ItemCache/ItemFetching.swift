@@ -352,7 +352,7 @@ public struct FileFetcher: ItemFetching {
         let own = dup(fd)
         guard own >= 0 else { throw failure("cannot be kept open (dup: errno \(errno))", "raise the open-file limit") }
         request.progress?(TransferProgress(received: size, expected: size))
-        return ValueFile(descriptor: own, size: size, checksum: checksum, shownAs: path)
+        return ValueFile(descriptor: own, size: size, checksum: checksum, shownAs: path, changedCode: .fetch)
     }
 
     /// A file's entity tag: its device, inode, size, modification and change times. The change

@@ -27,11 +27,19 @@ public final class ValueFile: Sendable {
     /// The bytes once ``data()`` read them: the callers one fetch served share one copy.
     private let read = Mutex<Data?>(nil)
 
+    /// The code of a read that finds other bytes: ``ItemCacheError/Code/storage`` for a value
+    /// in the cache folder, ``ItemCacheError/Code/fetch`` for a source read where it is (a
+    /// `file://` item the cache could not keep).
+    let changedCode: ItemCacheError.Code
+
     /// An open file the caller hands over (it is closed with this object), of `size` bytes whose
-    /// CRC-32C is `checksum`.
-    init(descriptor: Int32, size: Int64, checksum: UInt32, shownAs: String) {
-        (self.descriptor, self.size, self.checksum, self.shownAs, self.unnamed) = (
-            descriptor, size, checksum, shownAs, nil
+    /// CRC-32C is `checksum`; `changedCode` is the code of a read that finds other bytes.
+    init(
+        descriptor: Int32, size: Int64, checksum: UInt32, shownAs: String,
+        changedCode: ItemCacheError.Code = .storage
+    ) {
+        (self.descriptor, self.size, self.checksum, self.shownAs, self.unnamed, self.changedCode) = (
+            descriptor, size, checksum, shownAs, nil, changedCode
         )
     }
 
@@ -40,6 +48,7 @@ public final class ValueFile: Sendable {
     init(staged file: consuming UnnamedFile, size: Int64, checksum: UInt32, shownAs: String) {
         (self.descriptor, self.size, self.checksum, self.shownAs) = (file.descriptor, size, checksum, shownAs)
         unnamed = UnnamedFileBox(file)
+        changedCode = .storage
     }
 
     /// The CRC-32C of the first `size` bytes of `descriptor`, read in chunks (blocks: call it on
@@ -102,12 +111,12 @@ public final class ValueFile: Sendable {
                 }
             }
         } catch {
-            throw ItemCacheError(code: .storage, message: "cannot read \(shownAs): \(error)", underlying: error)
+            throw ItemCacheError(code: changedCode, message: "cannot read \(shownAs): \(error)", underlying: error)
         }
         if let failure { throw failure }
         guard read == size, crc == checksum else {
             throw ItemCacheError(
-                code: .storage,
+                code: changedCode,
                 message:
                     "\(shownAs) changed on disk after it was checked (\(read) of \(size) bytes read, another checksum); load it again"
             )
