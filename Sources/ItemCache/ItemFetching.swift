@@ -153,12 +153,28 @@ public struct HTTPFetcher: ItemFetching {
         // A 404 or a 503 is an answer to keep or to show, not a transport error.
         httpRequest.returnsEveryStatus = true
         httpRequest.retry = request.retry
-        guard let file = UnnamedFile(in: request.scratchFolder) else {
-            let response = try await transport.data(for: httpRequest)
+        /// The body in memory, within `maxBytes`: one the loader keeps nothing of, or one the
+        /// cache cannot keep, or where the folder has no O_TMPFILE.
+        func inMemory() async throws -> FetchResponse {
+            var memoryRequest = httpRequest
+            memoryRequest.maxBodyBytes = maxBytes
+            let response: HTTPResponse
+            do {
+                response = try await transport.data(for: memoryRequest)
+            } catch let error as TransportError where error.code == .tooLarge {
+                throw ItemCacheError(
+                    code: .fetch,
+                    message:
+                        "\(Redaction.url(url)) sent more than \(maxBytes) bytes; refusing it (HTTPFetcher.maxBytes)",
+                    key: request.key, underlying: error)
+            }
             request.progress?(
                 TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
             return FetchResponse(response, body: response.isNotModified ? .notModified : .fetched(response.body))
         }
+        // A body the loader keeps nothing of (the caller's no-store) is not staged in the cache
+        // folder: a copy only to be dropped could fill a small disk.
+        guard request.mayKeep, let file = UnnamedFile(in: request.scratchFolder) else { return try await inMemory() }
         // A body the cache cannot keep is not staged in its folder: the transport refuses a
         // declared length over the limit before writing a byte, and the body is read into
         // memory instead (a second request), to be delivered but not kept.
@@ -170,17 +186,7 @@ public struct HTTPFetcher: ItemFetching {
         do {
             response = try await transport.download(httpRequest, into: descriptor, options: options)
         } catch let error as TransportError where error.code == .tooLarge && stagingLimit < maxBytes {
-            let response = try await transport.data(for: httpRequest)
-            guard Int64(response.body.count) <= maxBytes else {
-                throw ItemCacheError(
-                    code: .fetch,
-                    message:
-                        "\(Redaction.url(url)) sent more than \(maxBytes) bytes; refusing it (HTTPFetcher.maxBytes)",
-                    key: request.key)
-            }
-            request.progress?(
-                TransferProgress(received: Int64(response.body.count), expected: Int64(response.body.count)))
-            return FetchResponse(response, body: response.isNotModified ? .notModified : .fetched(response.body))
+            return try await inMemory()
         } catch let error as TransportError where error.code == .fileSystem {
             // The cache folder's disk, not the network: exit 5's remedy, not exit 3's.
             throw ItemCacheError(
@@ -237,6 +243,8 @@ public struct FileFetcher: ItemFetching {
             func failure(_ problem: String, _ remedy: String) -> ItemCacheError {
                 ItemCacheError(code: .fetch, message: "cannot read \(path): it \(problem); \(remedy)", key: request.key)
             }
+            var started = timespec()
+            clock_gettime(CLOCK_REALTIME, &started)
             let fd: Int32
             let before: stat
             do throws(SmallTextFile.Refusal) {
@@ -248,13 +256,21 @@ public struct FileFetcher: ItemFetching {
             // `file.txt/` names a folder, which a file is not (open(2) answers ENOTDIR).
             if namesFolder { throw failure("is a file, but the URL ends in '/'", "drop the final '/'") }
             let modified = Self.milliseconds(Self.modificationDate(before))
-            let headers = ["last-modified": modified, "etag": Self.entityTag(before)]
+            // A file changed in the last seconds may still be being written through a shared
+            // mapping, whose writes to pages already dirty move neither time: it gets no
+            // entity tag (the next load reads it again), and it is read twice, the two reads
+            // compared (git's "racily clean" files, the same way).
+            func seconds(_ time: timespec) -> Double { Double(time.tv_sec) + Double(time.tv_nsec) / 1e9 }
+            let recent = seconds(before.st_ctim) >= seconds(started) - Self.recentSeconds
+            var headers = ["last-modified": modified]
+            if !recent { headers["etag"] = Self.entityTag(before) }
             // The entity tag, not the time alone: `cp -p`, `rsync -t` and reproducible builds
             // give another file the same time. An item kept before file tags is read once more.
-            if request.etag == headers["etag"] { return FetchResponse(body: .notModified, headers: headers) }
+            if !recent, request.etag == headers["etag"] { return FetchResponse(body: .notModified, headers: headers) }
             if let threshold = request.fileThreshold, Int64(before.st_size) > threshold {
                 // Large: a file, never one Data (a 3 GB file once took 3 GB of memory).
-                let file = try Self.fileValue(fd, before: before, path: path, request: request, failure: failure)
+                let file = try Self.fileValue(
+                    fd, before: before, recent: recent, path: path, request: request, failure: failure)
                 return FetchResponse(body: .file(file), headers: headers)
             }
             var data = Data()
@@ -284,8 +300,14 @@ public struct FileFetcher: ItemFetching {
             // (A shorter read with the size and time unchanged is a file that states a size it
             // does not hold, as /sys's do: its bytes are whole.)
             var after = stat()
-            guard fstat(fd, &after) == 0, Self.entityTag(after) == headers["etag"] else {
+            guard fstat(fd, &after) == 0, Self.entityTag(after) == Self.entityTag(before) else {
                 throw failure("changed while it was read", "try again once it is written")
+            }
+            if recent, before.st_size > 0 {
+                let again = try? ValueFile.checksum(of: fd, size: Int64(data.count), shownAs: path)
+                guard again == CRC32C.checksum(data) else {
+                    throw failure("changed while it was read", "try again once it is written")
+                }
             }
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
             return FetchResponse(body: .fetched(data), headers: headers)
@@ -297,13 +319,17 @@ public struct FileFetcher: ItemFetching {
     /// store then names the copy), else checked where it is (delivered, not kept: the copy would
     /// only pass the cache's limit). Either way a change while it is read is refused.
     private static func fileValue(
-        _ fd: Int32, before: stat, path: String, request: FetchRequest,
+        _ fd: Int32, before: stat, recent: Bool, path: String, request: FetchRequest,
         failure: (String, String) -> ItemCacheError
     ) throws(ItemCacheError) -> ValueFile {
         let size = Int64(before.st_size)
-        func checkUnchanged(read: Int64) throws(ItemCacheError) {
+        /// `crc`: the bytes' checksum, which a second read must give for a recent file.
+        func checkUnchanged(read: Int64, crc: UInt32? = nil) throws(ItemCacheError) {
             var after = stat()
             guard read == size, fstat(fd, &after) == 0, entityTag(after) == entityTag(before) else {
+                throw failure("changed while it was read", "try again once it is written")
+            }
+            if recent, let crc, (try? ValueFile.checksum(of: fd, size: size, shownAs: path)) != crc {
                 throw failure("changed while it was read", "try again once it is written")
             }
         }
@@ -336,7 +362,7 @@ public struct FileFetcher: ItemFetching {
                     message: "cannot keep the copy of \(path) in the cache folder \(request.scratchFolder): \(error)",
                     key: request.key, underlying: error)
             }
-            try checkUnchanged(read: read)
+            try checkUnchanged(read: read, crc: crc)
             request.progress?(TransferProgress(received: size, expected: size))
             return ValueFile(staged: staged, size: size, checksum: crc, shownAs: path)
         }
@@ -348,7 +374,7 @@ public struct FileFetcher: ItemFetching {
             if error.errno == EIO { try checkUnchanged(read: -1) }
             throw unreadable(error)
         }
-        try checkUnchanged(read: size)
+        try checkUnchanged(read: size, crc: checksum)
         let own = dup(fd)
         guard own >= 0 else { throw failure("cannot be kept open (dup: errno \(errno))", "raise the open-file limit") }
         request.progress?(TransferProgress(received: size, expected: size))
@@ -364,6 +390,9 @@ public struct FileFetcher: ItemFetching {
         return "\"\(status.st_dev)-\(status.st_ino)-\(status.st_size)-\(nanoseconds(status.st_mtim))-"
             + "\(nanoseconds(status.st_ctim))\""
     }
+
+    /// How recent a change makes a file "racily clean": within 2 s of the read.
+    static let recentSeconds = 2.0
 
     /// The most a file that states no size (a `/proc` file) is read to: 16 MiB.
     static let largestUnsizedFile = 16 << 20

@@ -131,6 +131,10 @@ struct CacheFolderSafetyTests {
             "INSERT INTO originFailure (origin, failures, at, retryAt, message, status) VALUES ('http://x', 'n', 0, 'later', 5, 'teapot')",
             "INSERT INTO fetchFailure (key, at, code, message) VALUES ('custom:a', 1e18, 5, X'06')",
             "INSERT INTO fetchFailure (key, at, code, message) VALUES (char(1) || 'unstorable custom:a', 'soon', 5, 6)",
+            // Counts no version writes: `1 + Int.max` stopped the process at the next failure.
+            "INSERT INTO originFailure (origin, failures, at, retryAt, message, status) VALUES ('http://x', 9223372036854775807, 0, 0, 'm', 503)",
+            "INSERT INTO originFailure (origin, failures, at, retryAt, message, status) VALUES ('http://x', 1e300, 0, 0, 'm', 503)",
+            "INSERT INTO counter (name, value) VALUES ('made', 'many'), ('hits', 1e300)",
             // Two sizes whose sum overflows a 64-bit integer: SQLite's sum() refused every count.
             "UPDATE item SET size = 4611686018427387904",
         ])
@@ -159,6 +163,9 @@ struct CacheFolderSafetyTests {
         _ = await reopened.fetchFailure(for: Self.key("a"), since: Date(timeIntervalSince1970: 0))
         if sql.contains("unstorable") { #expect(await reopened.unstorableMark(for: Self.key("a")) == nil) }
         _ = await reopened.originGate("http://x", now: Date(), backoff: OriginBackoff())
+        _ = await reopened.recordOriginFailure(
+            "http://x", message: "down", status: 503, now: Date(), backoff: OriginBackoff(), retryAfter: nil)
+        try await reopened.addToCounters(["made": 1, "hits": 1])
         for index in 0..<12 { try await reopened.store(Self.bytes(5000, UInt8(index + 3)), for: Self.key("c\(index)")) }
         try await reopened.store(Self.bytes(5000, 99), for: Self.key("a"))
         #expect(try reopened.blockingItem(for: Self.key("a"))?.item.data == Self.bytes(5000, 99))

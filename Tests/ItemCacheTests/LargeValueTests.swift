@@ -265,6 +265,8 @@ struct LargeValueTests {
         #expect(stat(path.path, &status) == 0)
         let time = [status.st_atim, status.st_mtim]
         let stale = LoadOptions(expiry: .lifetime(.zero))
+        // A file changed in the last 2 s gets no validator (FileFetcher.recentSeconds).
+        try await Task.sleep(for: .milliseconds(2_100))
         #expect(try await fixture.loader.value(for: path, options: stale).data() == first)
         #expect(try await fixture.loader.value(for: path, options: stale).source == .revalidated)
 
@@ -311,6 +313,34 @@ struct LargeValueTests {
         }
     }
 
+    @Test("HTTPFetcher stages a large body in the cache folder only when the loader may keep it")
+    func aBodyTheLoaderKeepsNothingOfIsNotStaged() async throws {
+        let fixture = try await LoaderFixture()
+        defer { Task { await fixture.close() } }
+        let big = Self.random(3 << 20, seed: 35)
+        try big.write(to: fixture.content.appendingPathComponent("h.bin"))
+        let fetcher = HTTPFetcher(transport: fixture.transport)
+        var request = FetchRequest(
+            key: try CacheKey(url: fixture.url("h.bin")), url: fixture.url("h.bin"), scratchFolder: fixture.folder)
+        request.fileThreshold = 1 << 20
+        guard case .file(let staged) = try await fetcher.fetch(request).body else {
+            Issue.record("a 3 MiB body the loader may keep should be staged as a file")
+            return
+        }
+        #expect(try staged.data() == big)
+        request.mayKeep = false
+        guard case .fetched(let data) = try await fetcher.fetch(request).body else {
+            Issue.record("a body the loader keeps nothing of should not be staged")
+            return
+        }
+        #expect(data == big)
+        // Within HTTPFetcher.maxBytes, as a staged body is.
+        let small = HTTPFetcher(transport: fixture.transport, maxBytes: 1 << 20)
+        let refused = await #expect(throws: ItemCacheError.self) { try await small.fetch(request) }
+        #expect(refused?.message.contains("sent more than 1048576 bytes") == true, "\(String(describing: refused))")
+        #expect(fixture.server.requestCount(forPath: "/h.bin") == 3)
+    }
+
     @Test("a large value that is no staged file (a file:// item where there is no O_TMPFILE) is copied in chunks, kept")
     func aFileThatIsNoStagedOneIsCopied() async throws {
         let fixture = try await LoaderFixture { $0.memory.itemBytes = 1 << 20 }
@@ -329,6 +359,21 @@ struct LargeValueTests {
         #expect(blobs.count == 1)
         #expect(blobs[Self.inode(descriptor)] == nil, "a copy, not the source")
         #expect(try fixture.store.blockingItem(for: key)?.item.data == big)
+
+        // The source changes before it is copied: its own failure (a fetch's), nothing kept.
+        let other = open(path, O_RDONLY | O_CLOEXEC)
+        let changing = ValueFile(
+            descriptor: other, size: Int64(big.count), checksum: CRC32C.checksum(big), shownAs: path,
+            changedCode: .fetch)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seek(toOffset: 2_000_000)
+        handle.write(Data([0x55]))
+        try handle.close()
+        let changed = await #expect(throws: ItemCacheError.self) {
+            _ = try await fixture.store.store(file: changing, for: try CacheKey.custom("changing"))
+        }
+        #expect(changed?.code == .fetch, "\(String(describing: changed))")
+        #expect(Self.blobs(fixture.folder).count == 1)
     }
 
     @Test("a staged file keeps the checksum of its bytes and reads back whole")

@@ -552,9 +552,9 @@ final class StateStore: Sendable {
     /// When an update last listed the whole content folder and checked every file's identity.
     func lastFullCheck() async throws(SyncError) -> Date? {
         try await read { db in
-            try Double.fetchOne(db, sql: "SELECT checkedAt FROM fullCheck WHERE id = 1").map {
-                Date(timeIntervalSince1970: $0)
-            }
+            // Read leniently: a damaged value (text, a blob) is no full check, never a crash.
+            let row = try Row.fetchOne(db, sql: "SELECT checkedAt FROM fullCheck WHERE id = 1")
+            return (row?.lenient(0) as Double?).flatMap { $0.isFinite ? Date(timeIntervalSince1970: $0) : nil }
         }
     }
 

@@ -96,36 +96,44 @@ final class BlobFolder: Sendable {
     /// Names the staged file `file` (a fetch's body, written in this folder) `name`, flushed first
     /// with ``CacheDurability/full``: the bytes are never copied. Where it cannot be linked there
     /// (another file system under the shard), it is copied, checked, as ``write(_:as:)`` writes.
-    func link(_ file: ValueFile, as name: BlobName) throws(FileSystemError) {
-        for attempt in 0..<3 {
-            do throws(FileSystemError) {
-                _ = try withShard(name.shard, create: true) { folder throws(FileSystemError) in
-                    do throws(FileSystemError) {
-                        try file.link(
-                            in: folder, as: name.leaf, mode: fileMode, flush: durability == .full,
-                            shownAs: path(name))
-                    } catch  where error.errno == EXDEV || error.errno == EINVAL {
-                        try copy(file, as: name, in: folder)
+    /// Throws the value's own ``ItemCacheError`` when its file changed while it was copied (a
+    /// `file://` source, whose change is the fetch's failure, not the folder's).
+    func link(_ file: ValueFile, as name: BlobName) throws {
+        let source = SourceFailure()
+        do throws(FileSystemError) {
+            for attempt in 0..<3 {
+                do throws(FileSystemError) {
+                    _ = try withShard(name.shard, create: true) { folder throws(FileSystemError) in
+                        do throws(FileSystemError) {
+                            try file.link(
+                                in: folder, as: name.leaf, mode: fileMode, flush: durability == .full,
+                                shownAs: path(name))
+                        } catch  where error.errno == EXDEV || error.errno == EINVAL {
+                            try write(.file(file, source), as: name, in: folder)
+                        }
+                        if durability == .full { fsync(folder) }
                     }
-                    if durability == .full { fsync(folder) }
+                    return
+                } catch  where error.errno == ENOENT && attempt < 2 {
+                    continue
                 }
-                return
-            } catch  where error.errno == ENOENT && attempt < 2 {
-                continue
             }
+        } catch {
+            if let failure = source.error { throw failure }
+            throw error
         }
     }
 
-    /// Copies `file` (one staged elsewhere, or a file that is no staged one: a `file://` item
-    /// where the folder has no `O_TMPFILE`) into `folder` as `name`, in chunks, checked.
-    private func copy(_ file: ValueFile, as name: BlobName, in folder: Int32) throws(FileSystemError) {
-        try write(.file(file), as: name, in: folder)
-    }
-
-    /// What a blob is written from: bytes in memory, or a value's file, read in chunks.
+    /// What a blob is written from: bytes in memory, or a value's file, read in chunks (the
+    /// value's own failure kept in the box).
     private enum Source {
         case bytes(Data)
-        case file(ValueFile)
+        case file(ValueFile, SourceFailure)
+    }
+
+    /// The failure of a value's file read during one copy.
+    private final class SourceFailure {
+        var error: ItemCacheError?
     }
 
     /// Writes all of `source` to `descriptor`; `path` names the blob in the error.
@@ -133,7 +141,7 @@ final class BlobFolder: Sendable {
         switch source {
         case .bytes(let data):
             try DescriptorIO.write(data, to: descriptor, path: path)
-        case .file(let file):
+        case .file(let file, let source):
             var failure: Int32?
             do {
                 try file.forEachChunk { chunk in
@@ -143,6 +151,7 @@ final class BlobFolder: Sendable {
                     }
                 }
             } catch {
+                if failure == nil, let error = error as? ItemCacheError { source.error = error }
                 throw FileSystemError("cannot copy the value to", path: path, syscall: "write", errno: failure ?? EIO)
             }
         }

@@ -141,8 +141,10 @@ extension DiskTier {
         do {
             try transaction { db in
                 for (name, amount) in amounts where amount != 0 {
-                    let current =
-                        try Int64.fetchOne(db, sql: "SELECT value FROM counter WHERE name = ?", arguments: [name]) ?? 0
+                    // Read leniently: a damaged or hostile value (text, 1e300) counts as 0.
+                    let current: Int64 =
+                        try Row.fetchOne(db, sql: "SELECT value FROM counter WHERE name = ?", arguments: [name])?
+                        .lenient(0) ?? 0
                     let sum = current.addingReportingOverflow(amount)
                     let value = sum.overflow ? (amount > 0 ? Int64.max : Int64.min) : sum.partialValue
                     try db.execute(

@@ -47,12 +47,13 @@ extension DiskTier {
 
     /// The largest value, in bytes, that a row for `key` kept as a file fits in `budget` of
     /// ``cost(size:inline:keptBytes:keyBytes:urlBytes:groupBytes:)`` with, less a block for the
-    /// response and metadata the row keeps too: what a fetcher may stage (a larger one would be
-    /// written, then refused).
+    /// response and metadata the row keeps too and one for a new shard folder (as
+    /// ``checkFits(_:)`` counts it): what a fetcher may stage (a larger one would be written,
+    /// then refused).
     static func largestFileValue(budget: Int64, key: CacheKey) -> Int64 {
         let fixed = cost(
             size: 0, inline: false, keyBytes: Int64(key.rawValue.utf8.count), urlBytes: Int64(key.url?.utf8.count ?? 0))
-        return max(0, (budget - fixed - block) / block * block)
+        return max(0, (budget - fixed - 2 * block) / block * block)
     }
 
     /// ``cost(size:inline:keptBytes:keyBytes:urlBytes:groupBytes:)`` of a write, as its row

@@ -72,10 +72,13 @@ extension DiskTier {
     ) throws(ItemCacheError) -> Date {
         do {
             return try transaction { db -> Date in
-                let failures =
-                    1
-                    + (try Int.fetchOne(
-                        db, sql: "SELECT failures FROM originFailure WHERE origin = ?", arguments: [origin]) ?? 0)
+                // A damaged or hostile count (Int.max, 1e300, text) is read leniently and capped
+                // as it is written: `1 + Int.max` stopped every process whose fetch failed.
+                let previous: Int =
+                    try Row.fetchOne(
+                        db, sql: "SELECT failures FROM originFailure WHERE origin = ?", arguments: [origin])?
+                    .lenient(0) ?? 0
+                let failures = 1 + min(max(previous, 0), 1_000)
                 var delay = backoff.delay(afterFailures: failures).seconds
                 if let retryAfter { delay = max(delay, min(retryAfter, OriginBackoff.longestRetryAfter)) }
                 let retryAt = now.addingTimeInterval(delay)

@@ -8,9 +8,14 @@ extension DiskTier {
     /// cannot hold even when empty, beside its index and log. Once per call, not per value:
     /// the budget counts the shard folders with an `fstat`.
     func checkFits(_ writes: [PendingWrite]) throws(ItemCacheError) {
-        let budget = rowBudget(for: limit)
-        for write in writes
-        where Self.cost(of: write, inline: !write.makesFile(inlineThreshold: inlineThreshold)) > budget {
+        let folders = blobs.shardFolderCount()
+        let budget = Self.rowBudget(for: limit, shardFolders: folders)
+        // A value file has a shard folder, even in an empty cache: one that fitted only
+        // without it (a fresh cache) was written, linked, then refused by eviction.
+        let fileBudget = Self.rowBudget(for: limit, shardFolders: max(1, folders))
+        for write in writes {
+            let makesFile = write.makesFile(inlineThreshold: inlineThreshold)
+            guard Self.cost(of: write, inline: !makesFile) > (makesFile ? fileBudget : budget) else { continue }
             throw ItemCacheError(
                 code: .tooLarge,
                 message:
