@@ -34,7 +34,7 @@ public enum Redaction {
                 || ((text.contains("@") || text.contains("?") || text.contains("#")) && text.contains("://"))
                 || (text.contains("@") && text.contains(":")) || (text.contains(",") && text.contains("="))
                 || ((text.contains("?") || text.contains("#")) && text.contains("="))
-                || (text.contains(";") && text.contains("=") && text.contains("://"))
+                || ((text.contains(";") || text.contains("%3")) && text.contains("://"))
         else { return text }
         // Twice: first the URLs as written, whose escapes are their own (a password's `%2F` is
         // part of the password, not where its authority ends), then the URLs written escaped
@@ -221,21 +221,35 @@ public enum Redaction {
         func at(_ position: Int, is ascii: Unicode.Scalar) -> Bool {
             position < bytes.count && bytes[position] == UInt8(ascii: ascii)
         }
-        // The path, whose segments may carry parameters (`/app;jsessionid=…`): a secret one's
-        // value is masked up to the next `/`, `;`, query or fragment.
+        // The path, whose segments may carry parameters (`/app;jsessionid=…`, its `;` or `=`
+        // written escaped too): a secret one's value is masked up to the next `/`, `;`, query
+        // or fragment.
+        /// The length of `;` (or `=`, for `equals`) at `position`, plain (1) or escaped (3).
+        func separator(at position: Int, equals: Bool) -> Int? {
+            if at(position, is: equals ? "=" : ";") { return 1 }
+            guard position + 2 < bytes.count, bytes[position] == UInt8(ascii: "%"),
+                bytes[position + 1] == UInt8(ascii: "3")
+            else { return nil }
+            return bytes[position + 2] | 0x20 == UInt8(ascii: equals ? "d" : "b") ? 3 : nil
+        }
         func endsPathParameter(_ position: Int) -> Bool {
-            endsURL(bytes, at: position) || at(position, is: "/") || at(position, is: ";") || at(position, is: "?")
-                || at(position, is: "#")
+            endsURL(bytes, at: position) || at(position, is: "/") || at(position, is: "?") || at(position, is: "#")
+                || separator(at: position, equals: false) != nil
         }
         while index < bytes.count, !endsURL(bytes, at: index), !at(index, is: "?"), !at(index, is: "#") {
-            scan.copy(index..<index + 1, into: &out)
-            index += 1
-            guard at(index - 1, is: ";") else { continue }
+            let opening = separator(at: index, equals: false) ?? 1
+            scan.copy(index..<index + opening, into: &out)
+            index += opening
+            guard opening == 3 || at(index - 1, is: ";") else { continue }
             var equals = index
-            while equals < bytes.count, !endsPathParameter(equals), !at(equals, is: "=") { equals += 1 }
-            guard at(equals, is: "="), equals > index, isSecretName(bytes[index..<equals]) else { continue }
-            scan.copy(index..<equals + 1, into: &out)
-            index = equals + 1
+            while equals < bytes.count, !endsPathParameter(equals), separator(at: equals, equals: true) == nil {
+                equals += 1
+            }
+            guard let equalsLength = separator(at: equals, equals: true), equals > index,
+                isSecretName(bytes[index..<equals])
+            else { continue }
+            scan.copy(index..<equals + equalsLength, into: &out)
+            index = equals + equalsLength
             let valueStart = index
             while index < bytes.count, !endsPathParameter(index) { index += 1 }
             if index > valueStart { out += Array(mask.utf8) }

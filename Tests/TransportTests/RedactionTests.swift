@@ -130,6 +130,11 @@ struct RedactionTests {
                 "cannot fetch http://127.0.0.1:1/app;jsessionid=***: refused"
             ),
             ("http://h/a;v=2;w=3/x.json", "http://h/a;v=2;w=3/x.json"),
+            // Written escaped: `%3B` for `;`, `%3D` for `=`.
+            ("http://h/a%3Bjsessionid=SEKA9", "http://h/a%3Bjsessionid=***"),
+            ("http://h/a%3btoken%3DSEKB1/b", "http://h/a%3btoken%3D***/b"),
+            ("http://h/a;token%3DSEKC9", "http://h/a;token%3D***"),
+            ("http://h/a%3Bv%3D2/x%3B", "http://h/a%3Bv%3D2/x%3B"),
             ("(at https://h/x?sig=abc) failed", "(at https://h/x?sig=***) failed"),
             ("https://h/x?token=a:b:c", "https://h/x?token=***"),
             ("https://h/x?token=:", "https://h/x?token=***"),
