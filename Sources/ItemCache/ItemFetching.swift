@@ -223,7 +223,8 @@ public struct FileFetcher: ItemFetching {
     /// A file fetcher.
     public init() {}
 
-    /// The file's bytes, or ``FetchResponse/Body/notModified`` when its time matches.
+    /// The file's bytes, or ``FetchResponse/Body/notModified`` when its entity tag matches the
+    /// request's.
     public func fetch(_ request: FetchRequest) async throws -> FetchResponse {
         guard let url = request.url, url.isFileURL else {
             throw ItemCacheError(
