@@ -300,15 +300,9 @@ public struct FileFetcher: ItemFetching {
             // A file written in place while it was read would be a torn value: refused, never kept.
             // (A shorter read with the size and time unchanged is a file that states a size it
             // does not hold, as /sys's do: its bytes are whole.)
-            var after = stat()
-            guard fstat(fd, &after) == 0, Self.entityTag(after) == Self.entityTag(before) else {
+            let crc = recent && before.st_size > 0 ? CRC32C.checksum(data) : nil
+            guard Self.isUnchanged(fd, since: before, bytes: Int64(data.count), crc: crc, path: path) else {
                 throw failure("changed while it was read", "try again once it is written")
-            }
-            if recent, before.st_size > 0 {
-                let again = try? ValueFile.checksum(of: fd, size: Int64(data.count), shownAs: path)
-                guard again == CRC32C.checksum(data) else {
-                    throw failure("changed while it was read", "try again once it is written")
-                }
             }
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))
             return FetchResponse(body: .fetched(data), headers: headers)
@@ -326,13 +320,8 @@ public struct FileFetcher: ItemFetching {
         let size = Int64(before.st_size)
         /// `crc`: the bytes' checksum, which a second read must give for a recent file.
         func checkUnchanged(read: Int64, crc: UInt32? = nil) throws(ItemCacheError) {
-            var after = stat()
-            guard read == size, fstat(fd, &after) == 0, entityTag(after) == entityTag(before) else {
-                throw failure("changed while it was read", "try again once it is written")
-            }
-            if recent, let crc, (try? ValueFile.checksum(of: fd, size: size, shownAs: path)) != crc {
-                throw failure("changed while it was read", "try again once it is written")
-            }
+            guard read == size, isUnchanged(fd, since: before, bytes: size, crc: recent ? crc : nil, path: path)
+            else { throw failure("changed while it was read", "try again once it is written") }
         }
         func unreadable(_ error: FileSystemError) -> ItemCacheError {
             failure("cannot be read (\(error))", "check the file")
@@ -380,6 +369,16 @@ public struct FileFetcher: ItemFetching {
         guard own >= 0 else { throw failure("cannot be kept open (dup: errno \(errno))", "raise the open-file limit") }
         request.progress?(TransferProgress(received: size, expected: size))
         return ValueFile(descriptor: own, size: size, checksum: checksum, shownAs: path, changedCode: .fetch)
+    }
+
+    /// Whether the file open as `fd` is still the one `before` describes (its entity tag), and,
+    /// given the `crc` of its first `bytes` bytes, a second read of them gives it (a recent
+    /// file, which a shared mapping may write without moving its times).
+    private static func isUnchanged(_ fd: Int32, since before: stat, bytes: Int64, crc: UInt32?, path: String) -> Bool {
+        var after = stat()
+        guard fstat(fd, &after) == 0, entityTag(after) == entityTag(before) else { return false }
+        guard let crc else { return true }
+        return (try? ValueFile.checksum(of: fd, size: bytes, shownAs: path)) == crc
     }
 
     /// A file's entity tag: its device, inode, size, modification and change times. The change

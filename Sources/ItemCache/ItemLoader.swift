@@ -358,7 +358,8 @@ public final class ItemLoader: Sendable {
         let request = CacheDirectives.ofRequest(options.headers)
         // A load that keeps nothing (the caller's no-store) has nothing to share: it neither
         // holds others back nor waits for them.
-        let lockFile = keepsNothing(options, request) ? nil : store.sharedLockFile
+        let keeps = !keepsNothing(options, request)
+        let lockFile = keeps ? store.sharedLockFile : nil
         // Another process fetching this key holds its slot: wait for it, at most
         // `coalescingTimeout`, then fetch alongside (a hung fetch delays others boundedly).
         var (locked, waited) = (false, false)
@@ -443,7 +444,7 @@ public final class ItemLoader: Sendable {
             key, url: url, stale: stale, options: options, flight: flight,
             using: Exchange(
                 fetcher: fetcher, origin: origin, resource: resource, probing: probing, records: lockFile != nil,
-                contended: waited))
+                contended: waited, keeps: keeps))
     }
 
     /// What ``exchange(_:url:stale:options:flight:using:conditional:)`` works with.
@@ -460,6 +461,8 @@ public final class ItemLoader: Sendable {
         /// kept is then recorded, so that the others waiting stop waiting (an uncontended
         /// fetch records nothing, and costs no write).
         var contended = false
+        /// The load may keep the answer (no caller's `no-store`): ``FetchRequest/mayKeep``.
+        var keeps = true
     }
 
     /// Asks the origin (conditionally when `conditional` and the stale value has validators)
@@ -478,7 +481,7 @@ public final class ItemLoader: Sendable {
             flight.report(progress)
             notify(key, .inProgress(progress))
         }
-        fetchRequest.mayKeep = !keepsNothing(options, request)
+        fetchRequest.mayKeep = exchange.keeps
         if let disk = (store as? ItemStore)?.disk {
             fetchRequest.keepLimit = DiskTier.largestFileValue(budget: disk.rowBudget(for: disk.limit), key: key)
             // A large body stays the file it was downloaded into: the store names it.

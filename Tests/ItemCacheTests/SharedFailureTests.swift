@@ -102,22 +102,44 @@ struct SharedFailureTests {
         await Self.close(loaders)
     }
 
+    /// An origin that counts the requests it answers at once: the most since the last reset.
+    final class InFlight: Sendable {
+        private let counts = Mutex((now: 0, most: 0))
+
+        /// The most requests in flight at once since the origin started or the last reset.
+        var most: Int { counts.withLock { $0.most } }
+        func reset() { counts.withLock { $0.most = 0 } }
+
+        /// An origin that answers each request with `answer`'s after its delay, counted.
+        func origin(_ answer: @escaping @Sendable (ScriptedOrigin.Request) -> (delay: Double, ScriptedOrigin.Answer))
+            throws -> ScriptedOrigin
+        {
+            try ScriptedOrigin { [self] request in
+                counts.withLock {
+                    $0.now += 1
+                    $0.most = max($0.most, $0.now)
+                }
+                defer { counts.withLock { $0.now -= 1 } }
+                let (delay, reply) = answer(request)
+                Thread.sleep(forTimeInterval: delay)
+                return reply
+            }
+        }
+    }
+
     @Test("8 loads of an answer that may not be kept: after the first, the rest fetch side by side, not in turn")
     func unstorableAnswersAreFetchedAlongside() async throws {
-        let inFlight = Mutex((now: 0, most: 0))
-        let origin = try ScriptedOrigin { request in
-            inFlight.withLock {
-                $0.now += 1
-                $0.most = max($0.most, $0.now)
-            }
-            defer { inFlight.withLock { $0.now -= 1 } }
-            if request.path == "/kept.json" {
-                Thread.sleep(forTimeInterval: 0.5)
-                return ScriptedOrigin.Answer(
-                    status: 200, headers: ["Cache-Control: max-age=60"], body: Data("kept".utf8))
-            }
-            Thread.sleep(forTimeInterval: 1.0)
-            return ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: no-store"], body: Data("live".utf8))
+        let inFlight = InFlight()
+        let origin = try inFlight.origin { request in
+            request.path == "/kept.json"
+                ? (
+                    0.5,
+                    ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: max-age=60"], body: Data("kept".utf8))
+                )
+                : (
+                    1.0,
+                    ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: no-store"], body: Data("live".utf8))
+                )
         }
         defer { origin.stop() }
         let folder = temporaryCacheFolder()
@@ -135,14 +157,14 @@ struct SharedFailureTests {
         // found the answer unstorable and said so; the others then went together (waiting in
         // turn, at most one is ever in flight).
         #expect(origin.requestCount(forPath: "/live.json") == 8)
-        let firstWave = inFlight.withLock { $0.most }
+        let firstWave = inFlight.most
         #expect(firstWave >= 3, "at most \(firstWave) fetches of the unstorable key were in flight at once")
 
         // A later wave does not wait at all: the key's last answer may not be kept.
-        inFlight.withLock { $0.most = 0 }
+        inFlight.reset()
         check(await Self.loadAll(Array(loaders.prefix(4)), origin.url("/live.json")), wave: "second wave")
         #expect(origin.requestCount(forPath: "/live.json") == 12)
-        let secondWave = inFlight.withLock { $0.most }
+        let secondWave = inFlight.most
         #expect(secondWave >= 3, "at most \(secondWave) of 4 fetches were in flight at once")
 
         // Another key whose answer is kept still coalesces: one request, shared by all 8.
@@ -154,22 +176,16 @@ struct SharedFailureTests {
 
     @Test("loads that keep nothing (the caller's no-store) neither wait for each other nor hold others back")
     func loadsThatKeepNothingGoAlongside() async throws {
-        let inFlight = Mutex((now: 0, most: 0))
-        let origin = try ScriptedOrigin { _ in
-            inFlight.withLock {
-                $0.now += 1
-                $0.most = max($0.most, $0.now)
-            }
-            defer { inFlight.withLock { $0.now -= 1 } }
-            Thread.sleep(forTimeInterval: 1.0)
-            return ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: max-age=60"], body: Data("v".utf8))
+        let inFlight = InFlight()
+        let origin = try inFlight.origin { _ in
+            (1.0, ScriptedOrigin.Answer(status: 200, headers: ["Cache-Control: max-age=60"], body: Data("v".utf8)))
         }
         defer { origin.stop() }
         let folder = temporaryCacheFolder()
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let loaders = try Self.loaders(6, folder: folder) { $0.loading.coalescingTimeout = .seconds(60) }
         for options in [LoadOptions(expiry: .dontStore), LoadOptions(headers: ["Cache-Control": "no-store"])] {
-            inFlight.withLock { $0.most = 0 }
+            inFlight.reset()
             let before = origin.requestCount(forPath: "/v.json")
             let results = await withTaskGroup(of: Bool.self) { group in
                 for (loader, _) in loaders {
@@ -181,7 +197,7 @@ struct SharedFailureTests {
             }
             #expect(results == Array(repeating: true, count: 6), "\(options.headers)")
             #expect(origin.requestCount(forPath: "/v.json") == before + 6, "each load asks: nothing is kept to share")
-            let most = inFlight.withLock { $0.most }
+            let most = inFlight.most
             #expect(most >= 3, "at most \(most) of 6 loads that keep nothing were in flight at once")
         }
         await Self.close(loaders)

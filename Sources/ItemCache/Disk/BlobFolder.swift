@@ -82,7 +82,7 @@ final class BlobFolder: Sendable {
         for attempt in 0..<3 {
             do {
                 _ = try withShard(name.shard, create: true) { folder throws(FileSystemError) in
-                    try write(data, as: name, in: folder)
+                    try write(.bytes(data), as: name, in: folder)
                 }
                 return
             } catch  where error.errno == ENOENT && attempt < 2 {
@@ -155,11 +155,6 @@ final class BlobFolder: Sendable {
                 throw FileSystemError("cannot copy the value to", path: path, syscall: "write", errno: failure ?? EIO)
             }
         }
-    }
-
-    /// ``write(_:as:)`` in the open shard folder `folder`.
-    private func write(_ data: Data, as name: BlobName, in folder: Int32) throws(FileSystemError) {
-        try write(.bytes(data), as: name, in: folder)
     }
 
     /// Writes `source` as `name` in the open shard folder `folder`: into an unnamed file named

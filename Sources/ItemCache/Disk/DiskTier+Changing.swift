@@ -183,21 +183,25 @@ extension DiskTier {
     /// an hour go).
     func recordFailure(_ error: ItemCacheError, for key: CacheKey, at now: Date) throws(ItemCacheError) {
         do {
-            try transaction { db in
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, ?, ?)",
-                    arguments: [
-                        key.rawValue, now.timeIntervalSince1970,
-                        error.code.description + (error.httpStatus.map { ":\($0)" } ?? ""), error.message,
-                    ])
-                // Rows an hour old go, and rows dated an hour ahead (a clock that was ahead, a
-                // hostile row), which reads ignore anyway.
-                try db.execute(
-                    sql: "DELETE FROM fetchFailure WHERE at < ? OR at > ?",
-                    arguments: [now.timeIntervalSince1970 - 3600, now.timeIntervalSince1970 + 3600])
-            }
+            try recordFetchRow(
+                key.rawValue, code: error.code.description + (error.httpStatus.map { ":\($0)" } ?? ""),
+                message: error.message, at: now)
         } catch {
             throw storageError("cannot record a failed fetch of \(key.rawValue) in", error)
+        }
+    }
+
+    /// Writes the `fetchFailure` row `key` (replacing an older one) and drops the rows an hour
+    /// old, and those dated an hour ahead (a clock that was ahead, a hostile row), which reads
+    /// ignore anyway.
+    private func recordFetchRow(_ key: String, code: String, message: String, at now: Date) throws {
+        try transaction { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, ?, ?)",
+                arguments: [key, now.timeIntervalSince1970, code, message])
+            try db.execute(
+                sql: "DELETE FROM fetchFailure WHERE at < ? OR at > ?",
+                arguments: [now.timeIntervalSince1970 - 3600, now.timeIntervalSince1970 + 3600])
         }
     }
 
@@ -210,16 +214,7 @@ extension DiskTier {
     /// than an hour go, with the failures).
     func recordUnstorable(_ key: CacheKey, at now: Date) throws(ItemCacheError) {
         do {
-            try transaction { db in
-                try db.execute(
-                    sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, 'unstorable', '')",
-                    arguments: [Self.unstorableRow(key), now.timeIntervalSince1970])
-                // Rows an hour old go, and rows dated an hour ahead (a clock that was ahead, a
-                // hostile row), which reads ignore anyway.
-                try db.execute(
-                    sql: "DELETE FROM fetchFailure WHERE at < ? OR at > ?",
-                    arguments: [now.timeIntervalSince1970 - 3600, now.timeIntervalSince1970 + 3600])
-            }
+            try recordFetchRow(Self.unstorableRow(key), code: "unstorable", message: "", at: now)
         } catch {
             throw storageError("cannot record an unstorable answer for \(key.rawValue) in", error)
         }
