@@ -40,33 +40,45 @@ public enum SmallTextFile {
         } catch {
             throw Refusal(description: "cannot be read (\(error))")
         }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw Refusal(
-                description: wideEncoding(of: data).map { "is \($0) text, not UTF-8" } ?? "is not text (not UTF-8)")
+        if let wide = wideEncoding(of: data) {
+            throw Refusal(description: "is \(wide) text, not UTF-8")
         }
-        // ASCII in UTF-16 without a mark is valid UTF-8 too, a NUL every other byte.
-        if let wide = unmarkedUTF16(data) {
+        // Without a mark: UTF-16 or UTF-32 (ASCII in them is valid UTF-8 too, with NULs).
+        if let wide = unmarkedWideEncoding(of: data) {
             throw Refusal(description: "is \(wide) text without a byte order mark, not UTF-8")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw Refusal(description: "is not text (not UTF-8)")
         }
         return text
     }
 
-    /// `UTF-16LE` or `UTF-16BE` when `data` has no byte order mark but reads as text in that
-    /// encoding, with a NUL in every other byte of its first 64 (the high half of ASCII text).
-    static func unmarkedUTF16(_ data: Data) -> String? {
-        let head = [UInt8](data.prefix(64))
-        guard head.count >= 4, head.count % 2 == 0 else { return nil }
-        let evens = stride(from: 0, to: head.count, by: 2).map { head[$0] }
-        let odds = stride(from: 1, to: head.count, by: 2).map { head[$0] }
-        let (name, encoding): (String, String.Encoding)
-        if odds.allSatisfy({ $0 == 0 }), !evens.contains(0) {
-            (name, encoding) = ("UTF-16LE", .utf16LittleEndian)
-        } else if evens.allSatisfy({ $0 == 0 }), !odds.contains(0) {
-            (name, encoding) = ("UTF-16BE", .utf16BigEndian)
-        } else {
-            return nil
+    /// `UTF-16LE`, `UTF-16BE`, `UTF-32LE` or `UTF-32BE` when `data` has no byte order mark but
+    /// reads as text in that encoding and its first 4 KiB have the NULs such text has (which no
+    /// UTF-8 text has): UTF-32's top byte is NUL in every character; UTF-16's high byte is NUL
+    /// in ASCII characters (the keys and spaces of a config or key file), which must be at least
+    /// two and a tenth of them, so that UTF-8 with a stray NUL is not taken for UTF-16. The byte
+    /// order is the one with those NULs: `a b` in UTF-16BE also reads as CJK in UTF-16LE.
+    static func unmarkedWideEncoding(of data: Data) -> String? {
+        guard data.count >= 4, data.contains(0) else { return nil }
+        let head = [UInt8](data.prefix(4_096))
+        /// How many of `head`'s bytes at `offset` of each `width` are NUL.
+        func nuls(_ width: Int, at offset: Int) -> Int {
+            stride(from: offset, to: head.count, by: width).count { head[$0] == 0 }
         }
-        return isText(data, encoding) ? name : nil
+        var candidates: [(String, String.Encoding)] = []
+        if data.count % 4 == 0, head.count >= 8 {
+            let units = head.count / 4
+            if nuls(4, at: 3) == units { candidates.append(("UTF-32LE", .utf32LittleEndian)) }
+            if nuls(4, at: 0) == units { candidates.append(("UTF-32BE", .utf32BigEndian)) }
+        }
+        if data.count % 2 == 0 {
+            let (units, low, high) = (head.count / 2, nuls(2, at: 1), nuls(2, at: 0))
+            if max(low, high) >= 2, max(low, high) * 10 >= units {
+                candidates.append(low >= high ? ("UTF-16LE", .utf16LittleEndian) : ("UTF-16BE", .utf16BigEndian))
+            }
+        }
+        return candidates.first { isText(data, $0.1) }?.0
     }
 
     /// Whether `data` reads as `encoding` holding no control characters but tabs and line ends.

@@ -239,10 +239,14 @@ public struct FileFetcher: ItemFetching {
                 key: request.key)
         }
         let path = url.path
+        // As messages show it: a path parameter that holds a secret (`;token=…`) is masked, as
+        // it is in the key.
+        let shown = String(Redaction.text("file://" + path).dropFirst("file://".count))
         let namesFolder = url.hasDirectoryPath && path != "/"
         return try await BlockingIOPool.shared.run { () throws -> FetchResponse in
             func failure(_ problem: String, _ remedy: String) -> ItemCacheError {
-                ItemCacheError(code: .fetch, message: "cannot read \(path): it \(problem); \(remedy)", key: request.key)
+                ItemCacheError(
+                    code: .fetch, message: "cannot read \(shown): it \(problem); \(remedy)", key: request.key)
             }
             var started = timespec()
             clock_gettime(CLOCK_REALTIME, &started)
@@ -271,17 +275,17 @@ public struct FileFetcher: ItemFetching {
             if let threshold = request.fileThreshold, Int64(before.st_size) > threshold {
                 // Large: a file, never one Data (a 3 GB file once took 3 GB of memory).
                 let file = try Self.fileValue(
-                    fd, before: before, recent: recent, path: path, request: request, failure: failure)
+                    fd, before: before, recent: recent, path: shown, request: request, failure: failure)
                 return FetchResponse(body: .file(file), headers: headers)
             }
             var data = Data()
             do {
                 if before.st_size > 0 {
-                    data = try DescriptorIO.read(fd, count: Int(before.st_size), path: path)
+                    data = try DescriptorIO.read(fd, count: Int(before.st_size), path: shown)
                 } else {
                     // A file that states no size (/proc's, /sys's) is read to its end, within a bound.
                     try DescriptorIO.forEachChunk(
-                        of: fd, limit: Int64(Self.largestUnsizedFile) + 1, chunkSize: 64 << 10, path: path
+                        of: fd, limit: Int64(Self.largestUnsizedFile) + 1, chunkSize: 64 << 10, path: shown
                     ) {
                         data.append(contentsOf: $0)
                         return true
@@ -301,7 +305,7 @@ public struct FileFetcher: ItemFetching {
             // (A shorter read with the size and time unchanged is a file that states a size it
             // does not hold, as /sys's do: its bytes are whole.)
             let crc = recent && before.st_size > 0 ? CRC32C.checksum(data) : nil
-            guard Self.isUnchanged(fd, since: before, bytes: Int64(data.count), crc: crc, path: path) else {
+            guard Self.isUnchanged(fd, since: before, bytes: Int64(data.count), crc: crc, path: shown) else {
                 throw failure("changed while it was read", "try again once it is written")
             }
             request.progress?(TransferProgress(received: Int64(data.count), expected: Int64(data.count)))

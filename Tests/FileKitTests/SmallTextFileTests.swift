@@ -33,6 +33,26 @@ struct SmallTextFileTests {
                 "is UTF-16BE text without a byte order mark, not UTF-8"
             ),
             (
+                "UTF-16 LE without a mark, not ASCII",
+                Array("ключ: значение\n".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] },
+                "is UTF-16LE text without a byte order mark, not UTF-8"
+            ),
+            (
+                "UTF-16 BE without a mark, not ASCII",
+                Array("ключ: значение\n".utf16).flatMap { [UInt8($0 >> 8), UInt8($0 & 0xFF)] },
+                "is UTF-16BE text without a byte order mark, not UTF-8"
+            ),
+            (
+                "UTF-32 LE without a mark",
+                Array("key: é\n".unicodeScalars).flatMap { [UInt8($0.value & 0xFF), UInt8($0.value >> 8), 0, 0] },
+                "is UTF-32LE text without a byte order mark, not UTF-8"
+            ),
+            (
+                "UTF-32 BE without a mark",
+                Array("key: é\n".unicodeScalars).flatMap { [0, 0, UInt8($0.value >> 8), UInt8($0.value & 0xFF)] },
+                "is UTF-32BE text without a byte order mark, not UTF-8"
+            ),
+            (
                 "UTF-16 LE whose first character is U+0000 is no UTF-32",
                 [0xFF, 0xFE, 0, 0] + Array("key\n".utf16).flatMap { [UInt8($0 & 0xFF), UInt8($0 >> 8)] },
                 "is not text (not UTF-8)"
@@ -59,5 +79,17 @@ struct SmallTextFileTests {
         // UTF-8 (with or without its mark) reads.
         try Data("key: v\n".utf8).write(to: URL(fileURLWithPath: path))
         #expect(try SmallTextFile.read(path) == "key: v\n")
+    }
+
+    /// UTF-8 with a stray NUL is UTF-8 (its reader then names the NUL's place), not text in
+    /// another encoding that happens to decode: `ab\0c` also reads as two CJK characters in
+    /// UTF-16LE.
+    @Test func utf8WithAStrayNulIsNotNamedWide() throws {
+        let path = NSTemporaryDirectory() + "small-text-\(getpid())-\(UUID().uuidString)"
+        defer { unlink(path) }
+        for text in ["ab\0c", "key: value\0 and then some more words\n", "k\0\0\0"] {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+            #expect(try SmallTextFile.read(path) == text, "\(Array(text.utf8))")
+        }
     }
 }

@@ -459,3 +459,30 @@ struct FileItemFarFutureTests {
         }
     }
 }
+
+/// A `file://` item's messages show its path as its key shows it: a path parameter that holds a
+/// secret (`;token=…`) is masked.
+@Suite("File item messages")
+struct FileItemMessageTests {
+    @Test func aSecretPathParameterIsMaskedInAFileItemsMessages() async throws {
+        let folder = NSTemporaryDirectory() + "content-sync-file-secret-\(getpid())/a;token=SEKF1"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer {
+            try? FileManager.default.removeItem(atPath: NSTemporaryDirectory() + "content-sync-file-secret-\(getpid())")
+        }
+        let present = folder + "/x.txt"
+        #expect(FileManager.default.createFile(atPath: present, contents: Data("x".utf8)))
+        for (path, problem) in [(folder + "/missing.txt", "does not exist"), (present + "/", "drop the final '/'")] {
+            let url = URL(fileURLWithPath: path)
+            let request = FetchRequest(key: try CacheKey(url: url), url: url, scratchFolder: NSTemporaryDirectory())
+            do {
+                _ = try await FileFetcher().fetch(request)
+                Issue.record("\(path) was read")
+            } catch let error as ItemCacheError {
+                #expect(error.message.contains("a;token=***/"), "\(error.message)")
+                #expect(error.message.contains(problem), "\(error.message)")
+                #expect(!error.message.contains("SEKF1"), "\(error.message)")
+            }
+        }
+    }
+}

@@ -135,6 +135,16 @@ struct RedactionTests {
             ("http://h/a%3btoken%3DSEKB1/b", "http://h/a%3btoken%3D***/b"),
             ("http://h/a;token%3DSEKC9", "http://h/a;token%3D***"),
             ("http://h/a%3Bv%3D2/x%3B", "http://h/a%3Bv%3D2/x%3B"),
+            // A path parameter of a URL nested in another's query, plain or escaped, before prose.
+            (
+                "cannot fetch https://h/?next=https://o/a;token=T4: refused",
+                "cannot fetch https://h/?next=https://o/a;token=***: refused"
+            ),
+            (
+                "cannot fetch https://h/?next=https%3A%2F%2Fo%2Fa%3Btoken%3DT5: refused",
+                "cannot fetch https://h/?next=https%3A%2F%2Fo%2Fa%3Btoken%3D***: refused"
+            ),
+            ("see file:///d/a;token=T6, then", "see file:///d/a;token=***, then"),
             ("(at https://h/x?sig=abc) failed", "(at https://h/x?sig=***) failed"),
             ("https://h/x?token=a:b:c", "https://h/x?token=***"),
             ("https://h/x?token=:", "https://h/x?token=***"),
