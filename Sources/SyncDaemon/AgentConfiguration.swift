@@ -111,10 +111,30 @@ public struct StorageSettings: Sendable, Equatable {
         return configuration
     }
 
-    /// The runner of this storage's hooks: their output never shows a header's value.
+    /// The runner of this storage's hooks: their output never shows a header's value, nor the
+    /// password (or token) of the base URL's user info.
     public var hookRunner: HookRunner {
         // Longest first: a whole value is masked before the token inside it.
-        HookRunner(secrets: Array(Set(headers.flatMap(\.secretParts))).sorted { $0.count > $1.count })
+        let secrets = headers.flatMap(\.secretParts) + Self.userInfoSecrets(of: baseURL)
+        return HookRunner(secrets: Array(Set(secrets)).sorted { $0.count > $1.count })
+    }
+
+    /// What `url`'s user info holds that is secret, as written and percent-decoded: its
+    /// password, and its user name when that is the token (`TOKEN:x-oauth-basic@`, `TOKEN@`).
+    static func userInfoSecrets(of url: URL) -> [String] {
+        guard let parts = URLComponents(url: url, resolvingAgainstBaseURL: false),
+            let user = parts.percentEncodedUser
+        else { return [] }
+        let password = parts.percentEncodedPassword
+        var secrets: [String] = []
+        if password == nil || Redaction.userIsSecret(ArraySlice(user.utf8), password: ArraySlice((password ?? "").utf8))
+        {
+            secrets += [user, user.removingPercentEncoding ?? user]
+        }
+        if let password, password.lowercased() != "x-oauth-basic", password.lowercased() != "x-oauth-token" {
+            secrets += [password, password.removingPercentEncoding ?? password]
+        }
+        return secrets.filter { !$0.isEmpty }
     }
 
     /// A request header. Its value may be a secret: ``description`` never shows it.

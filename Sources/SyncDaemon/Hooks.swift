@@ -95,6 +95,11 @@ public struct HookRunner: Sendable {
     /// storage's header values, which a hook that prints its environment would show). Values
     /// under 4 bytes are not looked for. Default none.
     public var secrets: [String] = []
+    /// How many of a run's output lines are logged, and how many bytes of them: past either, one
+    /// warning says so and the rest is read but not logged (a hook running `yes` logged 160 MB
+    /// in a minute, and journald's rate limit then dropped the agent's own errors). The last
+    /// line is still reported with the outcome. Default 1,000 lines, 1 MiB.
+    public var loggedOutput = (lines: 1_000, bytes: 1 << 20)
 
     /// A runner with the default graces.
     public init(
@@ -149,10 +154,19 @@ public struct HookRunner: Sendable {
             timeout: hook.timeout, terminationGrace: terminationGrace, outputGrace: outputGrace)
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let thread = Thread { [logger] in
+                let thread = Thread { [logger, loggedOutput] in
+                    var (lines, bytes) = (0, 0)
                     continuation.resume(
                         returning: process.supervise(limits) { stream, line in
-                            logger.info("\(masked(line))", metadata: ["stream": "\(stream.rawValue)"])
+                            lines += 1
+                            bytes += line.utf8.count
+                            if lines <= loggedOutput.lines, bytes <= loggedOutput.bytes {
+                                logger.info("\(masked(line))", metadata: ["stream": "\(stream.rawValue)"])
+                            } else if lines - 1 <= loggedOutput.lines, bytes - line.utf8.count <= loggedOutput.bytes {
+                                logger.warning(
+                                    "the hook's output passed \(loggedOutput.lines) lines or \(loggedOutput.bytes) bytes: the rest of this run's output is read but not logged"
+                                )
+                            }
                         })
                 }
                 thread.stackSize = 1 << 18

@@ -6,7 +6,8 @@ import PercentDecoding
 /// GitHub raw's `?token=`, S3's `X-Amz-Signature` or Azure's `sig`; every URL shown in a
 /// message, a listing or a log line goes through here first.
 ///
-/// - `user:password@` becomes `user:***@` (the user name helps tell accounts apart);
+/// - `user:password@` becomes `user:***@` (the user name helps tell accounts apart), and
+///   `***:***@` when the user name is the token (``userIsSecret(_:password:)``);
 /// - a user part alone becomes `***@` (alone, it is usually a token);
 /// - the value of a query or fragment parameter whose name says it holds a secret
 ///   (``isSecretName(_:)``) becomes `***`: `?token=***&path=a.txt`, `#access_token=***`;
@@ -77,7 +78,11 @@ public enum Redaction {
             if !decodingDelimiters, index == 0 || startsToken(after: bytes[index - 1]),
                 let (secret, at) = schemelessUserInfo(bytes, from: index)
             {
-                scan.copy(index..<secret, into: &out)
+                if userIsSecret(bytes[index..<secret - 1], password: bytes[secret..<at]) {
+                    out += Array((mask + ":").utf8)
+                } else {
+                    scan.copy(index..<secret, into: &out)
+                }
                 out += Array(mask.utf8)
                 index = at
                 continue
@@ -99,7 +104,11 @@ public enum Redaction {
                 if let at = bytes[start..<end].lastIndex(of: UInt8(ascii: "@")) {
                     let info = bytes[start..<at]
                     if let colon = info.firstIndex(of: UInt8(ascii: ":")) {
-                        scan.copy(start..<colon + 1, into: &out)
+                        if userIsSecret(bytes[start..<colon], password: bytes[colon + 1..<at]) {
+                            out += Array((mask + ":").utf8)
+                        } else {
+                            scan.copy(start..<colon + 1, into: &out)
+                        }
                         out += Array(mask.utf8)
                     } else {
                         out += Array(mask.utf8)
@@ -416,6 +425,22 @@ public enum Redaction {
         guard let at, at > secret else { return nil }
         return (secret, at)
     }
+
+    /// Whether the user name of `user:password@` is itself the secret, so that it is masked
+    /// too: GitHub's `TOKEN:x-oauth-basic@` (and `TOKEN:x-oauth-token@`), a name with an empty
+    /// password (`TOKEN:@`), a name that starts as a known token does (`ghp_`, `github_pat_`,
+    /// `glpat-`, …), or one as long as a token (32 bytes or more; account names are shorter).
+    public static func userIsSecret(_ user: ArraySlice<UInt8>, password: ArraySlice<UInt8>) -> Bool {
+        if password.isEmpty || user.count >= 32 { return true }
+        let lowered = String(decoding: password, as: UTF8.self).lowercased()
+        if lowered == "x-oauth-basic" || lowered == "x-oauth-token" { return true }
+        let name = String(decoding: user, as: UTF8.self)
+        return tokenPrefixes.contains { name.hasPrefix($0) }
+    }
+
+    /// How the tokens of the common forges start: GitHub's personal, OAuth, user-to-server,
+    /// server-to-server and refresh tokens and its fine-grained ones, GitLab's personal tokens.
+    private static let tokenPrefixes = ["ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-"]
 
     /// Whether `bytes` hold `://`.
     private static func holdsAuthority(_ bytes: ArraySlice<UInt8>) -> Bool {

@@ -148,6 +148,42 @@ struct HookRunnerTests {
         #expect(store.lines("stdout") == ["GH_TOKEN_T=***", "sent ***", "only ***"])
     }
 
+    /// The base URL's password, and a user name that is the token (GitHub's
+    /// `TOKEN:x-oauth-basic@`), are masked in a hook's output as a header's value is.
+    @Test(arguments: [
+        ("http://bob:UrlPassword99@h/a/", "echo url password: UrlPassword99; echo bob", ["url password: ***", "bob"]),
+        ("http://bob:Url%2FPass99@h/a/", "echo Url/Pass99 Url%2FPass99", ["*** ***"]),
+        ("http://TOKEN7TOKEN7:x-oauth-basic@h/a/", "echo t=TOKEN7TOKEN7 x-oauth-basic", ["t=*** x-oauth-basic"]),
+    ])
+    func theBaseURLsSecretsAreMasked(url: String, script: String, expected: [String]) async throws {
+        let configuration = try AgentConfigurationTests.load(
+            "storages:\n  a:\n    base-url: \(url)\n    dir: /tmp/a\n", environment: ["PATH": "/usr/bin:/bin"])
+        var runner = try #require(configuration.storages.first).hookRunner
+        runner.outputGrace = .milliseconds(300)
+        let (logger, store) = CapturingLogHandler.logger()
+        _ = await runner.run(shellHook(script), environment: [:], workingDirectory: nil, logger: logger)
+        #expect(store.lines("stdout") == expected)
+    }
+
+    /// A hook that prints without end is logged up to a bound, then one warning; its last line
+    /// is still its outcome's.
+    @Test func aHooksLoggedOutputIsBounded() async throws {
+        var bounded = runner
+        bounded.loggedOutput = (lines: 100, bytes: 1 << 20)
+        let (logger, store) = CapturingLogHandler.logger()
+        let outcome = await bounded.run(
+            shellHook("seq 1 5000"), environment: [:], workingDirectory: nil, logger: logger)
+        #expect(store.lines("stdout") == (1...100).map(String.init))
+        #expect(store.all.filter { $0.message.contains("passed 100 lines") }.count == 1)
+        #expect(outcome.lastOutputLine == "5000")
+        bounded.loggedOutput = (lines: 1_000, bytes: 50)
+        let (bytesLogger, bytesStore) = CapturingLogHandler.logger()
+        _ = await bounded.run(
+            shellHook("seq 1 5000"), environment: [:], workingDirectory: nil, logger: bytesLogger)
+        #expect(bytesStore.lines("stdout").joined().utf8.count <= 50)
+        #expect(bytesStore.all.filter { $0.message.contains("50 bytes") }.count == 1)
+    }
+
     @Test func theUnfinishedLastLineComesOutWhenItsStreamEnds() async throws {
         let (logger, store) = CapturingLogHandler.logger()
         // One stream, so the order is the order written (with two, which pipe the runner reads last

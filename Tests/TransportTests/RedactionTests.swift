@@ -10,6 +10,14 @@ struct RedactionTests {
         arguments: [
             ("https://TOKEN@host/x/", "https://***@host/x/"),
             ("https://alice:S3cret@host/x/", "https://alice:***@host/x/"),
+            // A user name that is the token itself: GitHub's documented form, an empty password,
+            // a known token's prefix, a token's length.
+            ("https://TOKEN1:x-oauth-basic@host/x/", "https://***:***@host/x/"),
+            ("https://TOKEN2:@host/x/", "https://***:***@host/x/"),
+            ("https://ghp_TOKEN3:x@host/", "https://***:***@host/"),
+            ("https://0123456789abcdef0123456789abcdef:x@host/", "https://***:***@host/"),
+            ("cannot reach TOKEN4:x-oauth-basic@host/x: refused", "cannot reach ***:***@host/x: refused"),
+            ("https://oauth2:glpat-T5@host/", "https://oauth2:***@host/"),
             // RFC 3986 allows sub-delims in the user info: the whole password goes, not the part before ','.
             ("https://alice:pa,ss(1)'!$&*+;=@host/x/", "https://alice:***@host/x/"),
             ("https://tok,en@host", "https://***@host"),
