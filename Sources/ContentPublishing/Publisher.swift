@@ -79,6 +79,7 @@ public enum Publisher {
         // A dry run of --init on a folder that does not exist yet reads nothing and locks nothing.
         let lock = storageExists || !options.dryRun ? try PublishLock(storage: paths.storage) : nil
         defer { withExtendedLifetime(lock) {} }
+        if storageExists { try refuseLinkedOwnFolders(paths) }
         let run = PublishRun(hook: options.checkpoint, exchangeUnsupported: options.exchangeUnsupported)
 
         var recovery: PublishRecovery?
@@ -711,6 +712,35 @@ public enum Publisher {
         }
         guard case .object(let fields) = signature, case .string(let keyID)? = fields["keyId"] else { return "unknown" }
         return keyID
+    }
+
+    /// The storage's own folders, which a publish writes into and deletes in, must be folders
+    /// where they are: a symlink at `.content-sync-publish` (git commits one, though the
+    /// `.gitignore` line names the folder) had the publish empty the folder it pointed to, and
+    /// one at `RXCacheConfig/` had the status written outside the storage. `RXCacheContent` may
+    /// be a link to a folder: a publish exchanges the entry itself and never writes through it.
+    static func refuseLinkedOwnFolders(_ paths: PublishPaths) throws(PublishError) {
+        let own: [(relative: String, linkAllowed: Bool, remedy: String)] = [
+            (PublishPaths.workFolderName, false, "delete it: a publish creates its work folder itself"),
+            (PublishBase.folderName, false, "delete it: a publish creates the folder of its base itself"),
+            ("RXCacheConfig", false, "put the folder it points to in its place"),
+            ("RXCacheConfig/HistoryOfVersions", false, "put the folder it points to in its place"),
+            ("RXCacheContent", true, "put the storage's content folder in its place"),
+        ]
+        for entry in own {
+            let path = paths.storage + "/" + entry.relative
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            var kind = info.st_mode & S_IFMT
+            if kind == S_IFLNK, entry.linkAllowed, stat(path, &info) == 0 { kind = info.st_mode & S_IFMT }
+            guard kind != S_IFDIR else { continue }
+            let what = kind == S_IFLNK ? "a symlink" : kind == S_IFREG ? "a file" : "not a folder"
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(path) is \(what), but the storage's own folder must be a folder there (a publish never writes through a link or outside the storage): \(entry.remedy), then publish again"
+            )
+        }
     }
 
     private static func noStorage(_ paths: PublishPaths) -> PublishError {

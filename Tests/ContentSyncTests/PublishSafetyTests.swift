@@ -222,6 +222,46 @@ struct PublishSafetyTests {
         }
     }
 
+    /// The storage's own folders are never written or emptied through a link (an outside audit:
+    /// a committed `.content-sync-publish` symlink had its target emptied; a linked
+    /// `RXCacheConfig/` got the status written outside). A file in their place is named too.
+    @Test(arguments: [
+        (".content-sync-publish", true), (".content-sync-publish-base", true), ("RXCacheConfig", true),
+        ("RXCacheConfig/HistoryOfVersions", true), ("RXCacheConfig/HistoryOfVersions", false),
+        ("RXCacheContent", false),
+    ])
+    func aLinkOrFileInPlaceOfTheStoragesOwnFolderIsRefused(relative: String, link: Bool) async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let outside = scratch + "/outside"
+            let place = storage + "/" + relative
+            if FileManager.default.fileExists(atPath: place) {
+                try FileManager.default.moveItem(atPath: place, toPath: outside)
+            } else {
+                try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+            }
+            try Data("keep me".utf8).write(to: URL(fileURLWithPath: outside + "/precious.txt"))
+            if link {
+                try FileManager.default.createSymbolicLink(atPath: place, withDestinationPath: outside)
+            } else {
+                try Data("a file".utf8).write(to: URL(fileURLWithPath: place))
+            }
+            let before = try storageSnapshot(storage)
+            let outsideBefore = try storageSnapshot(outside)
+            #expect {
+                try setup.publish(storage: storage)
+            } throws: { error in
+                (error as? PublishError)?.code == .invalidStorage && "\(error)".contains(place)
+                    && "\(error)".contains(link ? "is a symlink" : "is a file")
+                    && "\(error)".contains("then publish again")
+            }
+            #expect(try storageSnapshot(storage) == before)
+            #expect(try storageSnapshot(outside) == outsideBefore)
+        }
+    }
+
     @Test func aFifoOrSymlinkInTheContentIsRefusedBeforeItBlocksAndNothingIsLeft() async throws {
         try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
