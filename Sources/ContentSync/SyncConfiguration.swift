@@ -132,6 +132,13 @@ extension SyncConfiguration {
         try validateLayout(environment: ProcessInfo.processInfo.environment)
     }
 
+    /// The staging folder beside `contentDirectory` (`/data/.app.content-sync` for `/data/app`),
+    /// where an update builds the next version and keeps the previous one: emptied and
+    /// replaced by updates as the content folder is, so no other folder may lie in it.
+    public static func stagingFolder(for contentDirectory: String) -> String {
+        StagingArea(contentDirectory: contentDirectory).root
+    }
+
     /// ``validateLayout()`` with the environment that names the default state folder.
     func validateLayout(environment: [String: String]) throws(SyncError) {
         func refuse(_ message: String, _ setting: Setting) -> SyncError {
@@ -142,9 +149,11 @@ extension SyncConfiguration {
         let content = Self.canonicalPath(contentDirectory)
         let state = Self.canonicalPath(stateDatabasePath)
         let staging = Self.canonicalPath(StagingArea(contentDirectory: contentDirectory).root)
-        // Replacing these with --force would take everything in them.
-        let home = Self.canonicalPath(NSHomeDirectory())
-        if content == "/" || Self.path(home, isWithin: content) {
+        // Replacing these with --force would take everything in them. The home folder is the
+        // account's and `$HOME`, which `~` and the shell use (sudo keeping HOME, a container's
+        // HOME=/app): either one.
+        let homes = [NSHomeDirectory(), environment["HOME"]].compactMap { $0 }.filter { $0.hasPrefix("/") }
+        if content == "/" || homes.contains(where: { Self.path(Self.canonicalPath($0), isWithin: content) }) {
             throw refuse(
                 "\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
                 .contentDirectory)

@@ -512,44 +512,56 @@ struct ConfigReader {
     // MARK: - Whole-file checks
 
     /// Two storages may not share a folder or a state database, nor nest one folder in another:
-    /// each would undo the other's updates.
+    /// each would undo the other's updates. A storage's folders are its `dir` and the staging
+    /// folder beside it (`.NAME.content-sync`), which its updates empty and replace too: a state
+    /// database or another storage's `dir` there was deleted by the first update.
     private mutating func checkOverlaps(_ storages: [StorageSettings], _ nodes: Node.Mapping) {
         let lines = Dictionary(
             nodes.compactMap { key, _ in key.string.map { ($0, key) } }, uniquingKeysWith: { first, _ in first })
+        /// The folders `storage`'s updates replace, each with how a message names it.
+        func folders(_ storage: StorageSettings) -> [(path: String, shown: String)] {
+            [
+                (storage.directory, "storages.\(storage.name)'s folder \(storage.directory)"),
+                (
+                    SyncConfiguration.stagingFolder(for: storage.directory),
+                    "storages.\(storage.name)'s staging folder \(SyncConfiguration.stagingFolder(for: storage.directory))"
+                ),
+            ]
+        }
         for storage in storages {
             let key = lines[storage.name] ?? Node("")
             // A state database inside a storage's folder is deleted by its next switch, and a
             // config file there is content the update replaces (or `force` deletes).
             for other in storages {
-                if storage.statePath.hasPrefix(other.directory + "/") {
-                    problem(
-                        key,
-                        "storages.\(storage.name).state \(storage.statePath) lies inside storages.\(other.name)'s folder "
-                            + "\(other.directory), where an update would delete it; keep state databases outside every dir"
-                    )
-                }
-                // Files the agent reads again on each reload or run: a secret file, a hook's
-                // program. In a dir, the first full check or restore deletes them as extra files.
-                let read =
-                    storage.headers.compactMap { header in
-                        header.source.hasPrefix("file ")
-                            ? ("the secret file of \(header.name)", String(header.source.dropFirst(5))) : nil
+                for folder in folders(other) {
+                    if storage.statePath.hasPrefix(folder.path + "/") {
+                        problem(
+                            key,
+                            "storages.\(storage.name).state \(storage.statePath) lies inside \(folder.shown), where an update "
+                                + "would delete it; keep state databases outside every dir and its staging folder")
                     }
-                    + (storage.preSwitchHooks + storage.postUpdateHooks).compactMap { hook in
-                        hook.command.first.map { ("the hook program", $0) }
+                    // Files the agent reads again on each reload or run: a secret file, a hook's
+                    // program. In a dir, the first full check or restore deletes them as extra files.
+                    let read =
+                        storage.headers.compactMap { header in
+                            header.source.hasPrefix("file ")
+                                ? ("the secret file of \(header.name)", String(header.source.dropFirst(5))) : nil
+                        }
+                        + (storage.preSwitchHooks + storage.postUpdateHooks).compactMap { hook in
+                            hook.command.first.map { ("the hook program", $0) }
+                        }
+                    for (what, path) in read where path.hasPrefix(folder.path + "/") {
+                        problem(
+                            key,
+                            "storages.\(storage.name): \(what) \(path) lies inside \(folder.shown), where an update would "
+                                + "delete it as a file the storage does not have; keep it outside every dir")
                     }
-                for (what, path) in read where path.hasPrefix(other.directory + "/") {
-                    problem(
-                        key,
-                        "storages.\(storage.name): \(what) \(path) lies inside storages.\(other.name)'s folder \(other.directory), "
-                            + "where an update would delete it as a file the storage does not have; keep it outside every dir"
-                    )
-                }
-                if let file = configFile, file.hasPrefix(other.directory + "/") {
-                    problem(
-                        key,
-                        "the config file \(file) lies inside storages.\(other.name)'s folder \(other.directory), where an "
-                            + "update would replace or delete it; keep it outside every dir")
+                    if let file = configFile, file.hasPrefix(folder.path + "/") {
+                        problem(
+                            key,
+                            "the config file \(file) lies inside \(folder.shown), where an update would replace or delete it; "
+                                + "keep it outside every dir")
+                    }
                 }
             }
         }
@@ -561,18 +573,24 @@ struct ConfigReader {
                         key,
                         "storages.\(storage.name).dir \(storage.directory) is also storages.\(other.name)'s folder; give each storage its own"
                     )
-                } else if storage.directory.hasPrefix(other.directory + "/")
-                    || other.directory.hasPrefix(storage.directory + "/")
-                {
-                    problem(
-                        key,
-                        "storages.\(storage.name).dir \(storage.directory) and storages.\(other.name)'s \(other.directory) nest; "
-                            + "each update would replace the other's files")
-                } else if storage.statePath == other.statePath {
+                    continue
+                }
+                if storage.statePath == other.statePath {
                     problem(
                         key,
                         "storages.\(storage.name).state \(storage.statePath) is also storages.\(other.name)'s state database; give each its own"
                     )
+                }
+                // Either storage's folders in, at or around the other's.
+                let pairs = folders(storage).flatMap { mine in folders(other).map { (mine, $0) } }
+                if let (mine, theirs) = pairs.first(where: { mine, theirs in
+                    mine.path == theirs.path || mine.path.hasPrefix(theirs.path + "/")
+                        || theirs.path.hasPrefix(mine.path + "/")
+                }) {
+                    problem(
+                        key,
+                        "\(mine.shown) and \(theirs.shown) \(mine.path == theirs.path ? "are one folder" : "nest"); "
+                            + "each update would replace the other's files")
                 }
             }
         }

@@ -143,6 +143,25 @@ struct LayoutAndLockTests {
         }
     }
 
+    /// `$HOME` is a home folder too (`~` and the shell use it): with HOME=/app in a container,
+    /// or sudo keeping HOME, `--dir ~ --force` must not replace it.
+    @Test func theHomeFolderOfTheEnvironmentIsNeverAContentFolder() async throws {
+        try await withTemporaryDirectory { root in
+            let home = root + "/fakehome"
+            try FileManager.default.createDirectory(atPath: home + "/.ssh", withIntermediateDirectories: true)
+            for content in [home, root] {
+                let error = #expect(throws: SyncError.self) {
+                    try configuration(content, state: root + "/elsewhere/state.sqlite")
+                        .validateLayout(environment: ["HOME": home])
+                }
+                #expect(error?.message.contains("home folder") == true, "\(content)")
+            }
+            try configuration(home + "/mirror", state: root + "/state.sqlite").validateLayout(environment: [
+                "HOME": home
+            ])
+        }
+    }
+
     @Test func aStateDatabaseBesideTheContentFolderIsFine() async throws {
         try await withTemporaryDirectory { root in
             _ = try CacheManager(configuration: configuration(root + "/content", state: root + "/content.sqlite"))

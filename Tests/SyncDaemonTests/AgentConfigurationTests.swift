@@ -398,7 +398,20 @@ struct AgentConfigurationTests {
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/cc/m\n  b:\n    base-url: http://h/b/\n    dir: /tmp/cc/n\n    state: /tmp/cc/m/b.sqlite\n",
                 5, "lies inside storages.a's folder"
             ),
-
+            // Another storage's staging folder is emptied by its updates too (an outside audit).
+            (
+                "storages:\n  d:\n    base-url: http://h/a/\n    dir: /tmp/cc/n\n  h:\n    base-url: http://h/b/\n    dir: /tmp/cc/h\n    state: /tmp/cc/.n.content-sync/h.sqlite\n",
+                5, "lies inside storages.d's staging folder /tmp/cc/.n.content-sync"
+            ),
+            (
+                "storages:\n  d:\n    base-url: http://h/a/\n    dir: /tmp/cc/n\n  f:\n    base-url: http://h/b/\n    dir: /tmp/cc/.n.content-sync\n",
+                5,
+                "storages.f's folder /tmp/cc/.n.content-sync and storages.d's staging folder /tmp/cc/.n.content-sync are one folder"
+            ),
+            (
+                "storages:\n  d:\n    base-url: http://h/a/\n    dir: /tmp/cc/n\n  f:\n    base-url: http://h/b/\n    dir: /tmp/cc/.n.content-sync/x\n",
+                5, "nest"
+            ),
         ])
     func mistakes(file: String, line: Int, fragment: String) {
         let problems = Self.problems(file)
