@@ -185,9 +185,11 @@ public final class Agent: Service, Sendable {
                             guard current.generation == id else { continue }
                             running[name] = nil
                             // A storage an error stopped keeps its series: its Failing and Stale
-                            // alerts must still fire. A reload's replacement starts them afresh.
+                            // alerts must still fire. So does one a reload replaces: its
+                            // replacement counts on (they once restarted at 0, losing the update
+                            // the replaced one had just made).
                             await current.watcher.shutdown(
-                                keepingMetrics: stop?.permanent == true && replacements[name] == nil)
+                                keepingMetrics: stop?.permanent == true || replacements[name] != nil)
                         }
                         if let stop {
                             stopped[name] = stop
@@ -239,7 +241,7 @@ public final class Agent: Service, Sendable {
                         }
                         for name in change.removed {
                             replacements[name] = nil
-                            running[name]?.watcher.stop()
+                            running[name]?.watcher.stop(stoppingHooks: false)
                             stopped[name] = nil
                             statuses[name] = nil
                             options.metrics?.storage(named: name).remove()
@@ -249,7 +251,7 @@ public final class Agent: Service, Sendable {
                             if change.changed.contains(settings.name), running[settings.name] != nil {
                                 // The running check finishes first; the replacement starts when it ends.
                                 replacements[settings.name] = settings
-                                running[settings.name]?.watcher.stop()
+                                running[settings.name]?.watcher.stop(stoppingHooks: false)
                             } else if replacements[settings.name] != nil {
                                 // Still waiting: it starts with its newest settings.
                                 replacements[settings.name] = settings

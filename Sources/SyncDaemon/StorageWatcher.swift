@@ -60,6 +60,8 @@ public final class StorageWatcher: Sendable {
         var sleeper: Task<Void, any Error>?
         /// The post-update hooks running, stopped (SIGTERM, then SIGKILL) by ``stop()``.
         var hooks: Task<Void, Never>?
+        /// A reload's stop: the running check ends whole, its post-update hooks included.
+        var hooksFinish = false
     }
 
     /// A watcher for `settings`, fetching through `transport` (shared by the agent's storages).
@@ -126,14 +128,18 @@ public final class StorageWatcher: Sendable {
     }
 
     /// Asks the loop to end once the running check (if any) finishes; a pause ends at once.
-    public func stop() {
+    ///
+    /// `stoppingHooks`: the running post-update hooks are stopped too (the agent's shutdown:
+    /// a stop waits for no hook's whole timeout, beyond systemd's TimeoutStopSec). A reload
+    /// passes false: the check it restarts a storage after is finished whole, hooks included
+    /// (a reload during an update once cancelled them, and the version's hooks never ran).
+    public func stop(stoppingHooks: Bool = true) {
         let (sleeper, hooks) = control.withLock { control in
             control.stopRequested = true
-            return (control.sleeper, control.hooks)
+            control.hooksFinish = !stoppingHooks
+            return (control.sleeper, stoppingHooks ? control.hooks : nil)
         }
         sleeper?.cancel()
-        // A post-update hook stops with the agent, as a pre-switch hook does: a stop waits for
-        // no hook's whole timeout (beyond systemd's TimeoutStopSec).
         hooks?.cancel()
     }
 
@@ -216,7 +222,7 @@ public final class StorageWatcher: Sendable {
                     }
                     let stopping = control.withLock { control in
                         control.hooks = running
-                        return control.stopRequested
+                        return control.stopRequested && !control.hooksFinish
                     }
                     if stopping { running.cancel() }
                     await running.value

@@ -350,10 +350,12 @@ struct WatchConfigTests {
 
     /// `watch` of storage `a` whose restore's archive is 3 s slow, started and waited for until
     /// its update starts: a reload then lands while the update runs.
-    static func startWatchUpdating(_ server: StorageServer, scratch: String) async throws -> ChildProcess {
+    static func startWatchUpdating(_ server: StorageServer, scratch: String, extra: String = "") async throws
+        -> ChildProcess
+    {
         server.injectFault(.delay(seconds: 3), times: 1) { $0.hasSuffix(".zip") }
         let process = try startWatch(
-            config: "storages:\n" + storage("a", server, scratch: scratch) + "\n", scratch: scratch)
+            config: "storages:\n" + storage("a", server, scratch: scratch, extra: extra) + "\n", scratch: scratch)
         do {
             _ = try await waitForLine(scratch, "the update start") { $0["message"] == "update started" }
         } catch {
@@ -369,13 +371,19 @@ struct WatchConfigTests {
     func reloadDuringUpdate() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
-                let process = try await Self.startWatchUpdating(server, scratch: scratch)
+                // The update's post-update hook runs whole (a reload once cancelled it).
+                let hooks = [
+                    "    hooks:", "      post-update:",
+                    "        - command: [/bin/sh, -c, 'sleep 0.3; echo post-update hook ran']",
+                ]
+                .joined(separator: "\n")
+                let process = try await Self.startWatchUpdating(server, scratch: scratch, extra: hooks)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
                 try Data(
                     ("storages:\n"
-                        + Self.storage("a", server, scratch: scratch).replacingOccurrences(
+                        + Self.storage("a", server, scratch: scratch, extra: hooks).replacingOccurrences(
                             of: "interval: 1h", with: "interval: 2h") + "\n").utf8
                 )
                 .write(to: URL(fileURLWithPath: scratch + "/agent.yaml"))
@@ -391,7 +399,14 @@ struct WatchConfigTests {
                     lines.firstIndex { $0.hasPrefix("restored 1.2") }, "the restore finished:\n\(lines)")
                 let restarted = try #require(lines.lastIndex { $0 == "starting storage" })
                 #expect(restored < restarted, "the replacement starts after the running update ends:\n\(lines)")
-                #expect(!lines.contains { $0.contains("cancelled") || $0.contains("check failed") }, "\(lines)")
+                let hookRan = try #require(
+                    lines.firstIndex { $0 == "post-update hook ran" }, "the post-update hook ran:\n\(lines)")
+                #expect(hookRan < restarted, "\(lines)")
+                #expect(
+                    !lines.contains {
+                        $0.contains("cancelled") || $0.contains("check failed")
+                    },
+                    "\(lines)")
                 process.send(SIGTERM)
                 #expect(await exitStatus == 0)
                 stopped = true
