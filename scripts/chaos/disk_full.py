@@ -219,9 +219,11 @@ class Suite:
             problems.append(f"status --json fails after the failure: {status}")
         else:
             rec["status_state"] = status.get("state")
+            # The failure is recorded even when the state database shares the full disk: a
+            # replay that filled it once left `status --check` saying "succeeded" (exit 0).
             if status.get("state") != "failed" or not status.get("lastError"):
-                rec["notes"].append(f"status says state {status.get('state')!r}, lastError {status.get('lastError')!r}: "
-                                    "the failure was not recorded")
+                problems.append(f"status says state {status.get('state')!r}, lastError {status.get('lastError')!r}: "
+                                "the failure was not recorded")
             last = json.dumps(status.get("lastError"))
             rec["status_last_error"] = last[:200]
             if expect_n and str(status.get("version")) != V1:
@@ -317,16 +319,16 @@ class Suite:
         self.mnt.umount()
         return rec
 
-    def case_replay(self, name: str) -> dict:
+    def case_replay(self, name: str, state_on_tmpfs: bool = False) -> dict:
         problems: list[str] = []
         rec = {"case": name, "problems": problems, "notes": []}
-        state = self.fresh(name, True)
+        state = self.fresh(name, True, state_on_tmpfs)
         rec["free_before"] = self.mnt.free()
         result = self.sync("replay", name, state)
         self.check_failure(result, problems, True, rec, state)
         _, _, file_bytes = self.requests(name, "replay")
         rec["file_bytes"] = file_bytes
-        self.check_outside(problems, False)
+        self.check_outside(problems, state_on_tmpfs)
         staging = self.client / ".content.content-sync"
         completed = set()
         if (staging / "next").is_dir():
@@ -386,7 +388,10 @@ class Suite:
                              ("lie-within-tolerance", lambda: self.case_lying("lie-within-tolerance", "lying-near", 5, False)),
                              ("lie-within-tolerance-state-on-tmpfs",
                               lambda: self.case_lying("lie-within-tolerance-state-on-tmpfs", "lying-near", 5, True)),
-                             ("replay-larger-than-disk", lambda: self.case_replay("replay-larger-than-disk"))):
+                             ("replay-larger-than-disk", lambda: self.case_replay("replay-larger-than-disk")),
+                             # The state database on the full disk too: the failure is still recorded.
+                             ("replay-larger-than-disk-state-on-tmpfs",
+                              lambda: self.case_replay("replay-larger-than-disk-state-on-tmpfs", True))):
                 try:
                     rec = fn()
                 except Exception as error:  # a crash of the harness is a failure of the case, not of the run

@@ -60,6 +60,13 @@ struct StagingArea: Sendable {
         try FileSystem.makeFolder(next)
     }
 
+    /// Deletes the downloads kept to resume (`partial/`, the archive's part): for a full disk,
+    /// so that the state database can record the failure. The next attempt downloads them again.
+    func dropResumableDownloads() throws(FileSystemError) {
+        try FileSystem.removeTree(partial)
+        try FileSystem.removeTree(archive)
+    }
+
     /// Empties the staging area. The folder itself stays while an update holds it: its lock
     /// (``UpdateLock``) lives on it, and the lock removes it when released.
     func clear() throws(FileSystemError) {

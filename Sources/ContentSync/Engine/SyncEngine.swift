@@ -177,12 +177,23 @@ struct SyncEngine: Sendable {
             if failure.setting == .stateDatabasePath { throw failure }
             // Recorded even though the task may be cancelled: the state, last error and failure count follow.
             let downloaded = staged.current
-            try? await store.recordAttempt(
-                UpdateHistoryEntry(
-                    startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
-                    outcome: cancelled ? .cancelled : .failed, errorCode: failure.code, message: failure.message,
-                    bytesDownloaded: downloaded.bytes, filesDownloaded: downloaded.files),
-                contentDirectory: configuration.contentDirectory)
+            let attempt = UpdateHistoryEntry(
+                startedAt: started, finishedAt: Date(), fromVersion: fromVersion, toVersion: toVersion, kind: kind,
+                outcome: cancelled ? .cancelled : .failed, errorCode: failure.code, message: failure.message,
+                bytesDownloaded: downloaded.bytes, filesDownloaded: downloaded.files)
+            do {
+                try await store.recordAttempt(attempt, contentDirectory: configuration.contentDirectory)
+            } catch {
+                // A full disk is often the database's too: the downloads kept to resume (which
+                // filled it) go, so that the failure is recorded and `status --check` tells it.
+                // It once said "succeeded", and exited 0, after a replay ran out of space.
+                if failure.code == .insufficientSpace {
+                    try? await BlockingWork.files { [staging] () throws(FileSystemError) in
+                        try staging.dropResumableDownloads()
+                    }
+                    try? await store.recordAttempt(attempt, contentDirectory: configuration.contentDirectory)
+                }
+            }
             throw failure
         }
     }
