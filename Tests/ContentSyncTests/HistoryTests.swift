@@ -135,6 +135,13 @@ struct HistoryTests {
             #expect(stopped.runningUpdate == nil)
             #expect(stopped.state == .suspended)
             #expect(stopped.lastAttempt?.outcome == .cancelled)
+            // Read for another folder, the database is refused, not shown as that folder's.
+            let other = fixture.content + "-other"
+            let error = await #expect(throws: SyncError.self) {
+                try await SyncStatus.read(statePath: fixture.state, contentDirectory: other)
+            }
+            #expect(error?.code == .configuration)
+            #expect(error?.message.contains("belongs to \(fixture.content), not \(other)") == true)
         }
     }
 }

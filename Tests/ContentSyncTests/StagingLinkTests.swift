@@ -106,6 +106,29 @@ struct StagingLinkTests {
         }
     }
 
+    /// A link, a file or a FIFO at `partial/` is the engine's to remove, never to follow: it
+    /// once failed every replay with "File exists" until a reset (an outside audit).
+    @Test(arguments: ["symlink", "file", "fifo"])
+    func aWrongKindAtPartialIsReplacedByTheFolder(kind: String) throws {
+        let root = NSTemporaryDirectory() + "staging-partial-\(getpid())-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: root) }
+        let outside = root + "/outside"
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        try Data("precious".utf8).write(to: URL(fileURLWithPath: outside + "/victim"))
+        let staging = StagingArea(contentDirectory: root + "/mirror")
+        try FileManager.default.createDirectory(atPath: staging.root, withIntermediateDirectories: true)
+        switch kind {
+        case "symlink":
+            try FileManager.default.createSymbolicLink(atPath: staging.partial, withDestinationPath: outside)
+        case "file": try Data("x".utf8).write(to: URL(fileURLWithPath: staging.partial))
+        default: #expect(mkfifo(staging.partial, 0o644) == 0)
+        }
+        try staging.prepare()
+        #expect(FileSystem.status(of: staging.partial).map { $0.st_mode & S_IFMT == S_IFDIR } == true)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: outside) == ["victim"])
+        #expect(try String(contentsOfFile: outside + "/victim", encoding: .utf8) == "precious")
+    }
+
     @Test("a staging folder that another user made is refused, naming it and the fix")
     func aStagingFolderOfAnotherUserIsRefused() async throws {
         guard geteuid() == 0 else { return } // only root can give a folder away

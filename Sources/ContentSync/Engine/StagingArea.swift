@@ -42,9 +42,14 @@ struct StagingArea: Sendable {
         return partial + "/" + String(hash.value, radix: 16) + ".part"
     }
 
-    /// Creates the staging root and its `partial/` folder.
+    /// Creates the staging root and its `partial/` folder. Anything else at `partial` (a link,
+    /// a file, a FIFO: the staging area is the engine's) is removed first, never followed: it
+    /// once failed every replay with "File exists" until a reset.
     func prepare() throws(FileSystemError) {
         try FileSystem.makeFolder(root)
+        if let info = FileSystem.status(of: partial), info.st_mode & S_IFMT != S_IFDIR {
+            try FileSystem.removeTree(partial)
+        }
         try FileSystem.makeFolder(partial)
     }
 

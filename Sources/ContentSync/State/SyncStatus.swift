@@ -68,6 +68,16 @@ public struct SyncStatus: Sendable, Equatable, Codable {
             )
         }
         let store = try StateStore(path: statePath)
+        // Another folder's database says nothing of this one (`status --check` once exited 0
+        // for a folder never synced, reading another mirror's state); sync, verify and reset
+        // refuse it the same way.
+        if let owner = try await store.syncState()?.contentDirectory, owner != contentDirectory {
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the state database \(statePath) belongs to \(owner), not \(contentDirectory); use the state database of \(contentDirectory) (by default, the one its path names)"
+            )
+        }
         return try await read(store, contentDirectory: contentDirectory, running: running, historyLimit: historyLimit)
     }
 
