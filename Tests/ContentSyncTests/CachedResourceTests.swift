@@ -41,4 +41,17 @@ struct CachedResourceTests {
             #expect(try await store.cachedETag(Self.status) == "\"e\"")
         }
     }
+
+    /// An entity tag is kept and sent back only when it is short and has no control characters:
+    /// a 100 KB one (a hostile origin or database row) went with every request, and a line break
+    /// would end the header.
+    @Test(arguments: [
+        ("\"abc-123\"", true), ("W/\"x\"", true), ("\"é\"", true),
+        ("\"" + String(repeating: "a", count: 1_022) + "\"", true),
+        ("\"" + String(repeating: "a", count: 1_023) + "\"", false),
+        ("\"a\"\r\nHost: evil", false), ("\"a\u{7F}\"", false), ("\"a\tb\"", false),
+    ])
+    func onlyAShortPrintableEntityTagIsUsed(tag: String, usable: Bool) {
+        #expect(StorageClient.isUsableEntityTag(tag) == usable)
+    }
 }
