@@ -446,6 +446,11 @@ struct AgentConfigurationTests {
             ("Authorization", "token abc", nil), ("X-Fleet_1", "eu", nil), ("", "v", "is not a header name"),
             ("Bad Name", "v", "is not a header name"),
             ("X-A", "a\r\nX-Injected: 1", "line break"), ("X-A", "a\nb", "line break"), ("X-A", "a\u{0}b", "NUL"),
+            // The engine's own: framing, ranges, conditional requests (an outside audit).
+            ("Content-Length", "5", "is set by sync-agent itself"),
+            ("if-none-match", "*", "is set by sync-agent itself"),
+            ("Range", "bytes=0-1", "is set by sync-agent itself"), ("Host", "h", "is set by sync-agent itself"),
+            ("Accept", "application/json", nil), ("Cookie", "a=b", nil),
         ] as [(String, String, String?)])
     func headerChecks(name: String, value: String, expected: String?) {
         let problem = StorageSettings.Header.problem(name: name, value: value)
