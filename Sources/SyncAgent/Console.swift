@@ -1,6 +1,7 @@
 import FileKit
 import Foundation
 import SyncDaemon
+import Synchronization
 
 /// Writes to the standard streams with `write(2)`, for a process that ignores SIGPIPE.
 ///
@@ -9,6 +10,12 @@ import SyncDaemon
 /// then fails with EPIPE, which Foundation's `FileHandle.write(_:)` turns into a crash. Output
 /// nobody reads is dropped; the update and its exit code are what count.
 package enum Console {
+    /// Whether stdout was no writable stream at start (closed by the parent): what a command
+    /// writes there is dropped, and its exit code is the command's.
+    static let standardOutputDiscarded = Atomic(false)
+    /// The same for stderr.
+    static let standardErrorDiscarded = Atomic(false)
+
     /// Ignores SIGPIPE for the whole process: a closed pipe becomes EPIPE on the write.
     static func ignoreBrokenPipes() {
         signal(SIGPIPE, SIG_IGN)
@@ -18,6 +25,17 @@ package enum Console {
     /// the next file opened (the state database, say) would get that number, and log lines meant
     /// for stderr would be written into it.
     static func ensureStandardStreamsOpen() {
+        // A stream the parent closed may already hold a descriptor the runtime opened since
+        // `exec` (libdispatch's eventfd took 1 for `status >&-`, which then failed with exit 5,
+        // "cannot write to stdout: Invalid argument"). Such a descriptor has close-on-exec set,
+        // which one inherited as a stream never has: what would go there is dropped, as it is
+        // for a reader that left, and never written into the runtime's descriptor.
+        func openedSinceExec(_ descriptor: Int32) -> Bool {
+            let flags = fcntl(descriptor, F_GETFD)
+            return flags >= 0 && flags & FD_CLOEXEC != 0
+        }
+        if openedSinceExec(STDOUT_FILENO) { standardOutputDiscarded.store(true, ordering: .relaxed) }
+        if openedSinceExec(STDERR_FILENO) { standardErrorDiscarded.store(true, ordering: .relaxed) }
         for descriptor in [STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO]
         where fcntl(descriptor, F_GETFD) < 0 && errno == EBADF {
             let opened = open("/dev/null", descriptor == STDIN_FILENO ? O_RDONLY : O_WRONLY)
@@ -56,6 +74,7 @@ package enum Console {
 
     /// Writes `bytes` to stdout, as the `Data` one does.
     package static func standardOutput(_ bytes: UnsafeRawBufferPointer) {
+        guard !standardOutputDiscarded.load(ordering: .relaxed) else { return }
         _ = DescriptorIO.writeAll(STDOUT_FILENO, bytes)
     }
 
@@ -65,6 +84,7 @@ package enum Console {
     /// for a whole one. A reader that left (`| head -c 10`, EPIPE) took what it wanted: the
     /// rest is dropped and the command ends as it would have.
     package static func output(_ bytes: UnsafeRawBufferPointer) throws {
+        guard !standardOutputDiscarded.load(ordering: .relaxed) else { return }
         if let failure = DescriptorIO.writeAll(STDOUT_FILENO, bytes), failure != EPIPE {
             throw CLIFailure(code: 5, message: "cannot write to stdout: \(String(cString: strerror(failure)))")
         }
@@ -84,6 +104,8 @@ package enum Console {
     /// Writes all of `text` to `descriptor` (`DescriptorIO.writeAll`: retried after signals and
     /// short writes); a closed pipe or any other failure drops it (there is nobody left to tell).
     static func write(_ text: String, to descriptor: Int32) {
+        if descriptor == STDOUT_FILENO, standardOutputDiscarded.load(ordering: .relaxed) { return }
+        if descriptor == STDERR_FILENO, standardErrorDiscarded.load(ordering: .relaxed) { return }
         var text = text
         _ = text.withUTF8 { DescriptorIO.writeAll(descriptor, UnsafeRawBufferPointer($0)) }
     }

@@ -245,4 +245,18 @@ struct OperatorCommandTests {
             #expect(result.stderr.contains("--max-age needs --check"))
         }
     }
+
+    /// With stdout closed by the parent (`>&-`), the runtime may have opened a read-only file on
+    /// descriptor 1 before `main`: what a command prints is dropped and its exit code is its own
+    /// (`status` exited 5, "cannot write to stdout: Invalid argument").
+    @Test func aClosedStdoutDropsTheOutputAndKeepsTheExitCode() async throws {
+        try await withScratch { scratch in
+            let err = scratch + "/closed.err"
+            let line = "exec '\(SyncAgentBinary.path)' status --dir '\(scratch)/m' --state '\(scratch)/s.db' >&-"
+            let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: scratch + "/out", stderr: err)
+            let stderr = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+            #expect(status == 0, "\(stderr)")
+            #expect(!stderr.contains("cannot write to stdout"), "\(stderr)")
+        }
+    }
 }
