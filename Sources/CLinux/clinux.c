@@ -11,6 +11,7 @@
 #include <spawn.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
+#include <sys/stat.h>
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -181,4 +182,11 @@ uint32_t clinux_crc32c(uint32_t crc, const void *bytes, size_t count) {
 
 int clinux_limit_malloc_arenas(int count) {
     return mallopt(M_ARENA_MAX, count);
+}
+
+int clinux_is_mount_root(const char *path) {
+    struct statx info;
+    if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &info) != 0) return -1;
+    if (!(info.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) return -1;
+    return (info.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0;
 }

@@ -158,6 +158,13 @@ extension SyncConfiguration {
                 "\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
                 .contentDirectory)
         }
+        // A mount point (a container's volume, a tmpfs) cannot be renamed: every update failed
+        // at its very end, at the swap, with EBUSY.
+        if content != "/", FileSystem.isMountPoint(content) {
+            throw refuse(
+                "\(contentDirectory) is a mount point, which an update cannot replace (it swaps a new version in by renaming the folder, and the staging folder beside it is on another filesystem); mirror into a folder inside it, such as \(contentDirectory)/mirror",
+                .contentDirectory)
+        }
         // The folder of the default state databases, whichever database this run uses: with
         // --force, a content folder that is or holds it would replace every mirror's state.
         let stateFolder = Self.canonicalPath(

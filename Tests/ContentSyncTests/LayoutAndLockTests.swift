@@ -162,6 +162,20 @@ struct LayoutAndLockTests {
         }
     }
 
+    /// A mount point (a container's volume) cannot be swapped by rename: every update failed at
+    /// its end with EBUSY. It is refused up front, naming a folder inside it.
+    @Test func aMountPointIsNeverAContentFolder() async throws {
+        try await withTemporaryDirectory { root in
+            #expect(FileSystem.isMountPoint("/proc"))
+            #expect(!FileSystem.isMountPoint(root))
+            let error = #expect(throws: SyncError.self) {
+                try configuration("/proc", state: root + "/state.sqlite").validateLayout(environment: [:])
+            }
+            #expect(
+                error?.message.contains("is a mount point") == true && error?.message.contains("/proc/mirror") == true)
+        }
+    }
+
     @Test func aStateDatabaseBesideTheContentFolderIsFine() async throws {
         try await withTemporaryDirectory { root in
             _ = try CacheManager(configuration: configuration(root + "/content", state: root + "/content.sqlite"))

@@ -11,6 +11,10 @@ int clinux_rename_exchange(int olddirfd, const char *oldpath, int newdirfd, cons
 int clinux_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
 /// syncfs(2): flushes the filesystem that holds fd, once per version instead of an fsync per file.
 int clinux_syncfs(int fd);
+
+/// 1 when the folder at `path` is the root of a mount (statx's STATX_ATTR_MOUNT_ROOT), 0 when it
+/// is not, -1 when the kernel does not say (before 5.8) or statx fails.
+int clinux_is_mount_root(const char *path);
 /// Whether fd (opened for writing, on a file of the caller's) is the file's only open
 /// description: a write lease (fcntl F_SETLEASE F_WRLCK) is taken and given back at once, which
 /// the kernel grants only when no other descriptor or memory mapping has the file open. 1 when
