@@ -406,13 +406,16 @@ struct ConfigReader {
                 resolved = (secret, "env \(variable)")
             case "file":
                 guard let path = string(value, "\(label).file").map(resolve) else { continue }
-                guard let data = FileManager.default.contents(atPath: path),
-                    let text = String(data: data, encoding: .utf8)
-                else {
-                    problem(
-                        value,
-                        "\(label): cannot read the secret file \(path); check that it exists and that the agent's user can read it"
-                    )
+                // Each refusal says what the file is (a FIFO, a folder, not UTF-8, too large), as
+                // the config file's own do; a FIFO is never waited on.
+                let text: String
+                do throws(SmallTextFile.Refusal) {
+                    text = try SmallTextFile.read(path)
+                } catch {
+                    let remedy =
+                        error.description.hasPrefix("cannot")
+                        ? "check that the agent's user can read it" : error.remedy
+                    problem(value, "\(label): the secret file \(path) \(error.description); \(remedy)")
                     continue
                 }
                 let secret = text.trimmingCharacters(in: .newlines)

@@ -194,8 +194,26 @@ public struct HookRunner: Sendable {
             var info = stat()
             return stat(candidate, &info) == 0 && info.st_mode & S_IFMT == S_IFREG && access(candidate, X_OK) == 0
         }
+        /// An executable file exec takes: a binary (ELF), or a script with its `#!` line; a script
+        /// without one was accepted, then failed at every run with "Exec format error".
+        func startable(_ found: String) -> Result<String, StartFailure> {
+            let fd = open(found, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+            guard fd >= 0 else { return .success(found) }
+            defer { close(fd) }
+            var head = [UInt8](repeating: 0, count: 4)
+            let count = read(fd, &head, 4)
+            if count >= 2, head[0] == UInt8(ascii: "#"), head[1] == UInt8(ascii: "!") { return .success(found) }
+            if count == 4, head == [0x7F, UInt8(ascii: "E"), UInt8(ascii: "L"), UInt8(ascii: "F")] {
+                return .success(found)
+            }
+            return .failure(
+                StartFailure(
+                    text:
+                        "\(found) is neither a program nor a script with a '#!' line, so it cannot be run (Exec format error); make its first line '#!/bin/sh' (or its interpreter's)"
+                ))
+        }
         if program.contains("/") {
-            if executableFile(program) { return .success(program) }
+            if executableFile(program) { return startable(program) }
             let problem =
                 FileManager.default.fileExists(atPath: program) ? "is not an executable file" : "does not exist"
             return .failure(StartFailure(text: "\(program) \(problem)"))
@@ -203,7 +221,7 @@ public struct HookRunner: Sendable {
         let folders = (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
         for folder in folders where folder.hasPrefix("/") {
             let candidate = folder + "/" + program
-            if executableFile(candidate) { return .success(candidate) }
+            if executableFile(candidate) { return startable(candidate) }
         }
         return .failure(
             StartFailure(

@@ -342,7 +342,16 @@ struct AgentConfigurationTests {
             ),
             (
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {file: /nonexistent/token}\n",
-                6, "cannot read the secret file"
+                6, "the secret file /nonexistent/token does not exist; check the path"
+            ),
+            // What a secret file is when it is none, as the config file's own refusals say.
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {file: /tmp}\n",
+                6, "the secret file /tmp is a folder, not a file; give a file's path"
+            ),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {file: /dev/zero}\n",
+                6, "the secret file /dev/zero is"
             ),
             (
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  b:\n    base-url: http://h/b/\n    dir: /tmp/a\n",

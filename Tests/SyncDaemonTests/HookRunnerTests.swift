@@ -184,6 +184,28 @@ struct HookRunnerTests {
         #expect(bytesStore.all.filter { $0.message.contains("50 bytes") }.count == 1)
     }
 
+    /// An executable script without its `#!` line is named as such when the hook is resolved
+    /// (`check-config` too), not left to fail at every run with "Exec format error".
+    @Test func aScriptWithoutItsInterpreterLineIsRefusedByName() async throws {
+        try await withHookFolder { folder in
+            for (name, text, startable) in [
+                ("bare", "echo hi\n", false), ("shebang", "#!/bin/sh\necho hi\n", true), ("empty", "", false),
+            ] {
+                let path = folder + "/" + name
+                try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+                #expect(chmod(path, 0o755) == 0)
+                switch HookRunner.resolve(path, path: nil) {
+                case .success(let found): #expect(startable && found == path, "\(name)")
+                case .failure(let reason):
+                    #expect(!startable && reason.text.contains("'#!' line"), "\(name): \(reason.text)")
+                }
+            }
+            if case .failure(let reason) = HookRunner.resolve("sh", path: "/bin:/usr/bin") {
+                Issue.record("/bin/sh is a program: \(reason.text)")
+            }
+        }
+    }
+
     @Test func theUnfinishedLastLineComesOutWhenItsStreamEnds() async throws {
         let (logger, store) = CapturingLogHandler.logger()
         // One stream, so the order is the order written (with two, which pipe the runner reads last
