@@ -719,10 +719,11 @@ public enum Publisher {
     /// `.gitignore` line names the folder) had the publish empty the folder it pointed to, and
     /// one at `RXCacheConfig/` had the status written outside the storage. `RXCacheContent` may
     /// be a link to a folder: a publish exchanges the entry itself and never writes through it.
+    /// (`.content-sync-publish-base` is the publisher's cache: anything planted there is deleted,
+    /// never followed, and the base made again.)
     static func refuseLinkedOwnFolders(_ paths: PublishPaths) throws(PublishError) {
         let own: [(relative: String, linkAllowed: Bool, remedy: String)] = [
             (PublishPaths.workFolderName, false, "delete it: a publish creates its work folder itself"),
-            (PublishBase.folderName, false, "delete it: a publish creates the folder of its base itself"),
             ("RXCacheConfig", false, "put the folder it points to in its place"),
             ("RXCacheConfig/HistoryOfVersions", false, "put the folder it points to in its place"),
             ("RXCacheContent", true, "put the storage's content folder in its place"),

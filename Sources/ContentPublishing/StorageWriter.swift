@@ -120,15 +120,24 @@ struct StorageWriter {
     func appendToUpdateList(_ changeListPath: String) throws(PublishError) {
         let path = root + "/" + StorageLayout.updateListPath
         let url = layout.baseURL.absoluteString + changeListPath
-        var urls: [String] = []
-        if let data = FileManager.default.contents(atPath: path) {
-            guard case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] else {
-                throw PublishError(
-                    code: .invalidStorage,
-                    message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
-            }
-            urls = items.compactMap { if case .string(let text) = $0 { return text } else { return nil } }
+        // The storage's history: clients behind replay through it. A missing one (or a folder,
+        // a FIFO in its place) was silently started again, and every client behind restored
+        // from the archive.
+        let kind = FileSystem.status(of: path).map { $0.st_mode & S_IFMT }
+        guard kind == S_IFREG, let data = FileManager.default.contents(atPath: path) else {
+            let problem = kind == nil ? "is missing" : kind == S_IFREG ? "cannot be read" : "is not a file"
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(path) \(problem), but a storage with versions has one (clients behind replay through it); restore it (from the storage's copy, e.g. git checkout), or, to start the history over (clients behind then restore from the archive), write {\"updatesByVersions\": []} there"
+            )
         }
+        guard case .array(let items)? = try? JSONValue.parse(data)["updatesByVersions"] else {
+            throw PublishError(
+                code: .invalidStorage,
+                message: "\(path) is not {\"updatesByVersions\": [URL, …]}; fix it before publishing")
+        }
+        var urls = items.compactMap { if case .string(let text) = $0 { return text } else { return nil } }
         if !urls.contains(url) { urls.append(url) }
         try writeUpdateList(urls)
     }

@@ -226,7 +226,7 @@ struct PublishSafetyTests {
     /// a committed `.content-sync-publish` symlink had its target emptied; a linked
     /// `RXCacheConfig/` got the status written outside). A file in their place is named too.
     @Test(arguments: [
-        (".content-sync-publish", true), (".content-sync-publish-base", true), ("RXCacheConfig", true),
+        (".content-sync-publish", true), ("RXCacheConfig", true),
         ("RXCacheConfig/HistoryOfVersions", true), ("RXCacheConfig/HistoryOfVersions", false),
         ("RXCacheContent", false),
     ])
@@ -259,6 +259,30 @@ struct PublishSafetyTests {
             }
             #expect(try storageSnapshot(storage) == before)
             #expect(try storageSnapshot(outside) == outsideBefore)
+        }
+    }
+
+    /// A storage with versions whose update list is gone (or a folder in its place) is not
+    /// published on: its history was silently started again, and every client behind restored
+    /// from the archive.
+    @Test(arguments: [false, true])
+    func aMissingUpdateListIsNotStartedAgainSilently(folder: Bool) async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let list = storage + "/" + StorageLayout.updateListPath
+            try FileManager.default.removeItem(atPath: list)
+            if folder { try FileManager.default.createDirectory(atPath: list, withIntermediateDirectories: false) }
+            let before = try storageSnapshot(storage)
+            #expect {
+                try setup.publish(storage: storage)
+            } throws: { error in
+                (error as? PublishError)?.code == .invalidStorage
+                    && "\(error)".contains(folder ? "is not a file" : "is missing")
+                    && "\(error)".contains("{\"updatesByVersions\": []}")
+            }
+            #expect(try storageSnapshot(storage) == before)
         }
     }
 
