@@ -248,6 +248,16 @@ public enum Publisher {
         }
         if let fromVersion {
             let relative = StorageWriter.changeListPath(from: fromVersion, to: options.version)
+            // A file name holds 255 bytes, its temporary name (`.tmp-PID-N`) up to 32 more: a
+            // long version passed every check, then failed at the very end with exit 5.
+            let name = (relative as NSString).lastPathComponent
+            if name.utf8.count + 32 > 255 {
+                throw PublishError(
+                    code: .configuration,
+                    message:
+                        "version \(options.version) is too long: its change list's file name \(name.prefix(40))… would be \(name.utf8.count) bytes, and a file name holds 255 with room for a temporary name; use a shorter version",
+                    option: .version)
+            }
             if FileSystem.exists(storage + "/" + relative) {
                 throw PublishError(
                     code: .configuration,

@@ -286,6 +286,26 @@ struct PublishSafetyTests {
         }
     }
 
+    /// A version whose change list's file name cannot be made is refused with the options, not
+    /// at the very end with a file-system error (exit 5, "File name too long").
+    @Test func aVersionTooLongForItsChangeListsNameIsRefusedUpFront() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let before = try storageSnapshot(storage)
+            var options = try setup.options(storage: storage)
+            options.version = v("1." + Array(repeating: "1", count: 110).joined(separator: "."))
+            options.minimal = nil
+            #expect {
+                try Publisher.publish(options)
+            } throws: { error in
+                (error as? PublishError)?.code == .configuration && "\(error)".contains("is too long")
+            }
+            #expect(try storageSnapshot(storage) == before)
+        }
+    }
+
     @Test func aFifoOrSymlinkInTheContentIsRefusedBeforeItBlocksAndNothingIsLeft() async throws {
         try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
