@@ -146,6 +146,15 @@ public enum Publisher {
         let storage = paths.storage
         let statusPath = storage + "/" + StorageLayout.statusPath
         var phases = PhaseMarks()
+        // A folder, FIFO or device in the status's place is a damaged storage, not "no storage
+        // yet" (which suggested --init), and is never read.
+        if let kind = FileSystem.status(of: statusPath).map({ $0.st_mode & S_IFMT }), kind != S_IFREG {
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(statusPath) is \(kind == S_IFDIR ? "a folder" : kind == S_IFLNK ? "a symlink" : "not a regular file"), not the storage's status; put its cacheStatus.json back (from the storage's copy, e.g. git checkout), then publish again"
+            )
+        }
         let statusData = FileManager.default.contents(atPath: statusPath)
         var readLayout = layout
 

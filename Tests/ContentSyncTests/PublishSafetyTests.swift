@@ -306,6 +306,32 @@ struct PublishSafetyTests {
         }
     }
 
+    /// A folder, FIFO or link in the status's place is a damaged storage, named as such (it was
+    /// "not a storage yet … use --init"), and never read or waited on.
+    @Test(arguments: ["folder", "fifo", "symlink"])
+    func somethingElseInTheStatusPlaceIsNamed(kind: String) async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+            let storage = scratch + "/storage"
+            try setup.makeBase(at: storage)
+            let status = storage + "/" + StorageLayout.statusPath
+            try FileManager.default.moveItem(atPath: status, toPath: scratch + "/status.json")
+            switch kind {
+            case "folder": try FileManager.default.createDirectory(atPath: status, withIntermediateDirectories: false)
+            case "fifo": #expect(mkfifo(status, 0o644) == 0)
+            default:
+                try FileManager.default.createSymbolicLink(
+                    atPath: status, withDestinationPath: scratch + "/status.json")
+            }
+            #expect {
+                try setup.publish(storage: storage)
+            } throws: { error in
+                (error as? PublishError)?.code == .invalidStorage && "\(error)".contains("not the storage's status")
+                    && !"\(error)".contains("--init")
+            }
+        }
+    }
+
     @Test func aFifoOrSymlinkInTheContentIsRefusedBeforeItBlocksAndNothingIsLeft() async throws {
         try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
