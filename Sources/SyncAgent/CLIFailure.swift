@@ -55,7 +55,7 @@ package struct CLIFailure: Error, CustomStringConvertible {
     static func hint(for code: SyncError.Code) -> String? {
         switch code {
         case .busy: "`sync-agent status` with the same --dir names the process"
-        case .stateStore: "--state names another state file"
+        case .stateStore: "the state database is the file --state names (by default one per --dir)"
         default: nil
         }
     }
