@@ -67,12 +67,15 @@ public enum Publisher {
                     created.insert(folder, at: 0)
                     folder = (folder as NSString).deletingLastPathComponent
                 }
-                do {
-                    try FileManager.default.createDirectory(atPath: paths.storage, withIntermediateDirectories: true)
-                } catch {
-                    throw PublishError(
-                        code: .fileSystem, message: "cannot create the storage folder \(paths.storage): \(error)",
-                        underlying: error)
+                // Folder by folder, with the system's words ("Permission denied"), not Foundation's.
+                for folder in created {
+                    do throws(FileSystemError) {
+                        try FileSystem.makeFolder(folder)
+                    } catch {
+                        throw PublishError(
+                            code: .fileSystem,
+                            message: "cannot create the storage folder \(paths.storage): \(error)", underlying: error)
+                    }
                 }
             }
         }

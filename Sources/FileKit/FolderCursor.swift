@@ -24,6 +24,8 @@ public struct FolderCursor: ~Copyable {
     public private(set) var descriptor: Int32
     /// Device and inode of every folder from the start down to the current one.
     private var identities: [(UInt64, UInt64)]
+    /// The names descended through, for messages: the folder a failure is in.
+    private var names: [[UInt8]] = []
     /// The starting folder's path, for messages.
     public let shownAs: String
 
@@ -107,6 +109,7 @@ public struct FolderCursor: ~Copyable {
         close(descriptor)
         descriptor = child
         identities.append((UInt64(info.st_dev), UInt64(info.st_ino)))
+        names.append(name)
         return true
     }
 
@@ -115,7 +118,15 @@ public struct FolderCursor: ~Copyable {
         precondition(depth > 0, "ascend() above the starting folder")
         let parent = openat(descriptor, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard parent >= 0 else {
-            throw FileSystemError("cannot go back up a folder below", path: shownAs, syscall: "openat", errno: errno)
+            let code = errno
+            // A folder that can be read but not searched (mode 644) is entered, and only then
+            // fails: it is named, which "a folder below" did not.
+            let folder = names.map { EscapedName.text($0) }.joined(separator: "/")
+            throw FileSystemError(
+                code == EACCES
+                    ? "cannot search the folder '\(folder)' (it needs its x permission, chmod +x) below"
+                    : "cannot go back up from the folder '\(folder)' below", path: shownAs, syscall: "openat",
+                errno: code)
         }
         var info = stat()
         let expected = identities[identities.count - 2]
@@ -129,6 +140,7 @@ public struct FolderCursor: ~Copyable {
         close(descriptor)
         descriptor = parent
         identities.removeLast()
+        names.removeLast()
     }
 }
 

@@ -332,6 +332,24 @@ struct PublishSafetyTests {
         }
     }
 
+    /// A storage folder that cannot be made is named with the system's words, not Foundation's
+    /// ("NSCocoaErrorDomain Code=513"), and the folders made on the way are removed again.
+    @Test func aStorageFolderThatCannotBeMadeIsNamedPlainly() async throws {
+        try await withBlockingTemporaryDirectory { scratch in
+            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.0")
+            var options = try setup.options(storage: scratch + "/new/plain/storage")
+            options.initialize = true
+            try FileManager.default.createDirectory(atPath: scratch + "/new", withIntermediateDirectories: false)
+            try Data("a file".utf8).write(to: URL(fileURLWithPath: scratch + "/new/plain"))
+            #expect {
+                try Publisher.publish(options)
+            } throws: { error in
+                "\(error)".contains("cannot create the storage folder \(scratch)/new/plain/storage")
+                    && "\(error)".contains("Not a directory") && !"\(error)".contains("NSCocoaErrorDomain")
+            }
+        }
+    }
+
     @Test func aFifoOrSymlinkInTheContentIsRefusedBeforeItBlocksAndNothingIsLeft() async throws {
         try await withBlockingTemporaryDirectory { scratch in
             let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
