@@ -83,6 +83,23 @@ public final class StorageWatcher: Sendable {
                 transport: transport, logger: logger.logLevel <= .debug ? logger : nil,
                 hookLogger: logger))
         self.watchLock = try Self.takeWatchLock(settings)
+        self.stateIdentity = FileSystem.identity(of: settings.statePath)
+    }
+
+    /// The state database's device and inode when the watcher opened it.
+    private let stateIdentity: (device: Int64, inode: Int64)?
+
+    /// A failure when the state database at the configured path is no longer the one this
+    /// watcher holds open (deleted or replaced while the agent ran): its checks went on into the
+    /// deleted file, while `status` said "never synced" and a new agent refused the folder.
+    private func stateDatabaseGone() -> SyncError? {
+        guard let opened = stateIdentity else { return nil }
+        if let now = FileSystem.identity(of: settings.statePath), now == opened { return nil }
+        return SyncError(
+            code: .configuration,
+            message:
+                "the state database \(settings.statePath) was deleted or replaced while the agent ran; this storage stops, since its records would go into a file nobody reads. Put the database back and restart the agent; or, to start over, reset the folder (sync-agent reset) before restarting"
+        )
     }
 
     /// The byte of the update lock file (`<state>.lock`) a watcher holds, as an open file
@@ -200,6 +217,12 @@ public final class StorageWatcher: Sendable {
                 control.withLock { $0.sleeper = nil }
             }
             if stopRequested || Task.isCancelled { break }
+            if let gone = stateDatabaseGone() {
+                Self.logPermanentStop(gone, to: logger)
+                throw Stopped(
+                    storage: settings.name, error: gone, permanent: true,
+                    consecutiveFailures: schedule.consecutiveFailures + 1)
+            }
             let started = ContinuousClock.now
             let startedAt = Date()
             callbacks.checkStarting()

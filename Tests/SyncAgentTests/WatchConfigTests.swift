@@ -617,4 +617,32 @@ struct WatchConfigTests {
             }
         }
     }
+
+    /// A state database deleted under a running agent stops its storage with the reason, rather
+    /// than checks going on into the deleted file while `status` says "never synced".
+    @Test func aStateDatabaseDeletedWhileWatchedStopsItsStorage() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let process = try Self.startWatch(
+                    config: "storages:\n"
+                        + Self.storage("a", server, scratch: scratch).replacingOccurrences(
+                            of: "interval: 1h", with: "interval: 1s") + "\n",
+                    scratch: scratch)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                _ = try await Self.waitForLine(scratch, "the first restore") {
+                    $0["message"]?.hasPrefix("restored 1.2") == true
+                }
+                #expect(unlink(scratch + "/a.sqlite") == 0)
+                let status = await exitStatus
+                stopped = true
+                #expect(status == 6)
+                #expect(
+                    Self.lines(scratch).contains {
+                        $0["message"]?.contains("a.sqlite was deleted or replaced while the agent ran") == true
+                    })
+            }
+        }
+    }
 }
