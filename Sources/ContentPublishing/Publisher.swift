@@ -82,7 +82,7 @@ public enum Publisher {
         // A dry run of --init on a folder that does not exist yet reads nothing and locks nothing.
         let lock = storageExists || !options.dryRun ? try PublishLock(storage: paths.storage) : nil
         defer { withExtendedLifetime(lock) {} }
-        if storageExists { try refuseLinkedOwnFolders(paths) }
+        if storageExists { try refuseWrongKindsAtOwnPaths(paths) }
         let run = PublishRun(hook: options.checkpoint, exchangeUnsupported: options.exchangeUnsupported)
 
         var recovery: PublishRecovery?
@@ -149,15 +149,6 @@ public enum Publisher {
         let storage = paths.storage
         let statusPath = storage + "/" + StorageLayout.statusPath
         var phases = PhaseMarks()
-        // A folder, FIFO or device in the status's place is a damaged storage, not "no storage
-        // yet" (which suggested --init), and is never read.
-        if let kind = FileSystem.status(of: statusPath).map({ $0.st_mode & S_IFMT }), kind != S_IFREG {
-            throw PublishError(
-                code: .invalidStorage,
-                message:
-                    "\(statusPath) is \(kind == S_IFDIR ? "a folder" : kind == S_IFLNK ? "a symlink" : "not a regular file"), not the storage's status; put its cacheStatus.json back (from the storage's copy, e.g. git checkout), then publish again"
-            )
-        }
         let statusData = FileManager.default.contents(atPath: statusPath)
         var readLayout = layout
 
@@ -743,12 +734,18 @@ public enum Publisher {
     /// be a link to a folder: a publish exchanges the entry itself and never writes through it.
     /// (`.content-sync-publish-base` is the publisher's cache: anything planted there is deleted,
     /// never followed, and the base made again.)
-    static func refuseLinkedOwnFolders(_ paths: PublishPaths) throws(PublishError) {
-        let own: [(relative: String, linkAllowed: Bool, remedy: String)] = [
-            (PublishPaths.workFolderName, false, "delete it: a publish creates its work folder itself"),
-            ("RXCacheConfig", false, "put the folder it points to in its place"),
-            ("RXCacheConfig/HistoryOfVersions", false, "put the folder it points to in its place"),
-            ("RXCacheContent", true, "put the storage's content folder in its place"),
+    /// So must its status be a regular file: a folder, FIFO or device there was "not a storage
+    /// yet" (which suggested --init), and a FIFO would have blocked the read.
+    static func refuseWrongKindsAtOwnPaths(_ paths: PublishPaths) throws(PublishError) {
+        let own: [(relative: String, kind: mode_t, linkAllowed: Bool, remedy: String)] = [
+            (PublishPaths.workFolderName, S_IFDIR, false, "delete it: a publish creates its work folder itself"),
+            ("RXCacheConfig", S_IFDIR, false, "put the folder it points to in its place"),
+            ("RXCacheConfig/HistoryOfVersions", S_IFDIR, false, "put the folder it points to in its place"),
+            ("RXCacheContent", S_IFDIR, true, "put the storage's content folder in its place"),
+            (
+                StorageLayout.statusPath, S_IFREG, false,
+                "put its cacheStatus.json back (from the storage's copy, e.g. git checkout)"
+            ),
         ]
         for entry in own {
             let path = paths.storage + "/" + entry.relative
@@ -756,12 +753,21 @@ public enum Publisher {
             guard lstat(path, &info) == 0 else { continue }
             var kind = info.st_mode & S_IFMT
             if kind == S_IFLNK, entry.linkAllowed, stat(path, &info) == 0 { kind = info.st_mode & S_IFMT }
-            guard kind != S_IFDIR else { continue }
-            let what = kind == S_IFLNK ? "a symlink" : kind == S_IFREG ? "a file" : "not a folder"
+            guard kind != entry.kind else { continue }
+            let what =
+                switch kind {
+                case S_IFLNK: "a symlink"
+                case S_IFREG: "a file"
+                case S_IFDIR: "a folder"
+                default: "a FIFO, socket or device"
+                }
+            let wanted =
+                entry.kind == S_IFDIR
+                ? "the storage's own folder must be a folder" : "the storage's status must be a regular file"
             throw PublishError(
                 code: .invalidStorage,
                 message:
-                    "\(path) is \(what), but the storage's own folder must be a folder there (a publish never writes through a link or outside the storage): \(entry.remedy), then publish again"
+                    "\(path) is \(what), but \(wanted) there (a publish never writes through a link or outside the storage): \(entry.remedy), then publish again"
             )
         }
     }

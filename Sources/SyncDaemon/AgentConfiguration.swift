@@ -131,7 +131,7 @@ public struct StorageSettings: Sendable, Equatable {
         {
             secrets += [user, user.removingPercentEncoding ?? user]
         }
-        if let password, password.lowercased() != "x-oauth-basic", password.lowercased() != "x-oauth-token" {
+        if let password, !Redaction.isPlaceholderPassword(password) {
             secrets += [password, password.removingPercentEncoding ?? password]
         }
         return secrets.filter { !$0.isEmpty }

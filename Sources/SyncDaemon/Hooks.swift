@@ -155,14 +155,16 @@ public struct HookRunner: Sendable {
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let thread = Thread { [logger, loggedOutput] in
-                    var (lines, bytes) = (0, 0)
+                    var (lines, bytes, cut) = (0, 0, false)
                     continuation.resume(
                         returning: process.supervise(limits) { stream, line in
+                            guard !cut else { return }
                             lines += 1
                             bytes += line.utf8.count
                             if lines <= loggedOutput.lines, bytes <= loggedOutput.bytes {
                                 logger.info("\(masked(line))", metadata: ["stream": "\(stream.rawValue)"])
-                            } else if lines - 1 <= loggedOutput.lines, bytes - line.utf8.count <= loggedOutput.bytes {
+                            } else {
+                                cut = true
                                 logger.warning(
                                     "the hook's output passed \(loggedOutput.lines) lines or \(loggedOutput.bytes) bytes: the rest of this run's output is read but not logged"
                                 )

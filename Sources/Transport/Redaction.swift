@@ -431,11 +431,17 @@ public enum Redaction {
     /// password (`TOKEN:@`), a name that starts as a known token does (`ghp_`, `github_pat_`,
     /// `glpat-`, …), or one as long as a token (32 bytes or more; account names are shorter).
     public static func userIsSecret(_ user: ArraySlice<UInt8>, password: ArraySlice<UInt8>) -> Bool {
-        if password.isEmpty || user.count >= 32 { return true }
-        let lowered = String(decoding: password, as: UTF8.self).lowercased()
-        if lowered == "x-oauth-basic" || lowered == "x-oauth-token" { return true }
+        if password.isEmpty || user.count >= 32 || isPlaceholderPassword(String(decoding: password, as: UTF8.self)) {
+            return true
+        }
         let name = String(decoding: user, as: UTF8.self)
         return tokenPrefixes.contains { name.hasPrefix($0) }
+    }
+
+    /// Whether `password` is the placeholder GitHub documents beside a token in the user name
+    /// (`TOKEN:x-oauth-basic@`): no secret itself.
+    public static func isPlaceholderPassword(_ password: String) -> Bool {
+        ["x-oauth-basic", "x-oauth-token"].contains(password.lowercased())
     }
 
     /// How the tokens of the common forges start: GitHub's personal, OAuth, user-to-server,

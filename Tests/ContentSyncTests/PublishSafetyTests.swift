@@ -181,20 +181,38 @@ struct PublishSafetyTests {
 
     /// What the previous publisher left when killed after swapping the content in (defect 5):
     /// 1.1's content under 1.0's status. Diffing it would publish an empty change list.
+    /// Publishes 1.1 over a storage at 1.0 that `damage` changed first (given the storage's path
+    /// and the fixture), with `adjust`'s options: the publish must be refused with an error that
+    /// `matches`, and with `unchanged` the storage must be byte for byte what the damage left.
+    func expectRefused(
+        in scratch: String, unchanged: Bool = true,
+        damage: (_ storage: String, _ setup: InterruptedPublish) throws -> Void = { _, _ in },
+        adjusting adjust: (inout PublishOptions) -> Void = { _ in },
+        sourceLocation: SourceLocation = #_sourceLocation, _ matches: @escaping (any Error) -> Bool
+    ) throws {
+        let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+        let storage = scratch + "/storage"
+        try setup.makeBase(at: storage)
+        try damage(storage, setup)
+        let before = unchanged ? try storageSnapshot(storage) : nil
+        var options = try setup.options(storage: storage)
+        adjust(&options)
+        #expect(sourceLocation: sourceLocation) {
+            try Publisher.publish(options)
+        } throws: { error in
+            matches(error)
+        }
+        if let before { #expect(try storageSnapshot(storage) == before, sourceLocation: sourceLocation) }
+    }
+
     @Test func contentThatDoesNotMatchTheStatusTreeDigestIsNotBuiltOn() async throws {
         try await withBlockingTemporaryDirectory { scratch in
-            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let storage = scratch + "/storage"
-            try setup.makeBase(at: storage)
-            try FileManager.default.removeItem(atPath: storage + "/RXCacheContent")
-            try FileManager.default.copyItem(atPath: try setup.content("1.1"), toPath: storage + "/RXCacheContent")
-            let before = try storageSnapshot(storage)
-            #expect {
-                try setup.publish(storage: storage)
-            } throws: { error in
+            try expectRefused(in: scratch) { storage, setup in
+                try FileManager.default.removeItem(atPath: storage + "/RXCacheContent")
+                try FileManager.default.copyItem(atPath: try setup.content("1.1"), toPath: storage + "/RXCacheContent")
+            } _: { error in
                 "\(error)".contains("does not match the treeDigest") && "\(error)".contains("put 1.0's content back")
             }
-            #expect(try storageSnapshot(storage) == before)
         }
     }
 
@@ -232,32 +250,27 @@ struct PublishSafetyTests {
     ])
     func aLinkOrFileInPlaceOfTheStoragesOwnFolderIsRefused(relative: String, link: Bool) async throws {
         try await withBlockingTemporaryDirectory { scratch in
-            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let storage = scratch + "/storage"
-            try setup.makeBase(at: storage)
             let outside = scratch + "/outside"
-            let place = storage + "/" + relative
-            if FileManager.default.fileExists(atPath: place) {
-                try FileManager.default.moveItem(atPath: place, toPath: outside)
-            } else {
-                try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
-            }
-            try Data("keep me".utf8).write(to: URL(fileURLWithPath: outside + "/precious.txt"))
-            if link {
-                try FileManager.default.createSymbolicLink(atPath: place, withDestinationPath: outside)
-            } else {
-                try Data("a file".utf8).write(to: URL(fileURLWithPath: place))
-            }
-            let before = try storageSnapshot(storage)
-            let outsideBefore = try storageSnapshot(outside)
-            #expect {
-                try setup.publish(storage: storage)
-            } throws: { error in
+            let place = scratch + "/storage/" + relative
+            var outsideBefore: TreeSnapshot?
+            try expectRefused(in: scratch) { _, _ in
+                if FileManager.default.fileExists(atPath: place) {
+                    try FileManager.default.moveItem(atPath: place, toPath: outside)
+                } else {
+                    try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+                }
+                try Data("keep me".utf8).write(to: URL(fileURLWithPath: outside + "/precious.txt"))
+                if link {
+                    try FileManager.default.createSymbolicLink(atPath: place, withDestinationPath: outside)
+                } else {
+                    try Data("a file".utf8).write(to: URL(fileURLWithPath: place))
+                }
+                outsideBefore = try storageSnapshot(outside)
+            } _: { error in
                 (error as? PublishError)?.code == .invalidStorage && "\(error)".contains(place)
                     && "\(error)".contains(link ? "is a symlink" : "is a file")
                     && "\(error)".contains("then publish again")
             }
-            #expect(try storageSnapshot(storage) == before)
             #expect(try storageSnapshot(outside) == outsideBefore)
         }
     }
@@ -268,21 +281,15 @@ struct PublishSafetyTests {
     @Test(arguments: [false, true])
     func aMissingUpdateListIsNotStartedAgainSilently(folder: Bool) async throws {
         try await withBlockingTemporaryDirectory { scratch in
-            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let storage = scratch + "/storage"
-            try setup.makeBase(at: storage)
-            let list = storage + "/" + StorageLayout.updateListPath
-            try FileManager.default.removeItem(atPath: list)
-            if folder { try FileManager.default.createDirectory(atPath: list, withIntermediateDirectories: false) }
-            let before = try storageSnapshot(storage)
-            #expect {
-                try setup.publish(storage: storage)
-            } throws: { error in
+            try expectRefused(in: scratch) { storage, _ in
+                let list = storage + "/" + StorageLayout.updateListPath
+                try FileManager.default.removeItem(atPath: list)
+                if folder { try FileManager.default.createDirectory(atPath: list, withIntermediateDirectories: false) }
+            } _: { error in
                 (error as? PublishError)?.code == .invalidStorage
                     && "\(error)".contains(folder ? "is not a file" : "is missing")
                     && "\(error)".contains("{\"updatesByVersions\": []}")
             }
-            #expect(try storageSnapshot(storage) == before)
         }
     }
 
@@ -290,43 +297,36 @@ struct PublishSafetyTests {
     /// at the very end with a file-system error (exit 5, "File name too long").
     @Test func aVersionTooLongForItsChangeListsNameIsRefusedUpFront() async throws {
         try await withBlockingTemporaryDirectory { scratch in
-            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let storage = scratch + "/storage"
-            try setup.makeBase(at: storage)
-            let before = try storageSnapshot(storage)
-            var options = try setup.options(storage: storage)
-            options.version = v("1." + Array(repeating: "1", count: 110).joined(separator: "."))
-            options.minimal = nil
-            #expect {
-                try Publisher.publish(options)
-            } throws: { error in
+            try expectRefused(in: scratch) { _, _ in
+            } adjusting: { options in
+                options.version = v("1." + Array(repeating: "1", count: 110).joined(separator: "."))
+                options.minimal = nil
+            } _: { error in
                 (error as? PublishError)?.code == .configuration && "\(error)".contains("is too long")
             }
-            #expect(try storageSnapshot(storage) == before)
         }
     }
 
     /// A folder, FIFO or link in the status's place is a damaged storage, named as such (it was
-    /// "not a storage yet … use --init"), and never read or waited on.
+    /// "not a storage yet … use --init"), and never read or waited on. (No snapshot: it would
+    /// read the FIFO.)
     @Test(arguments: ["folder", "fifo", "symlink"])
     func somethingElseInTheStatusPlaceIsNamed(kind: String) async throws {
         try await withBlockingTemporaryDirectory { scratch in
-            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let storage = scratch + "/storage"
-            try setup.makeBase(at: storage)
-            let status = storage + "/" + StorageLayout.statusPath
-            try FileManager.default.moveItem(atPath: status, toPath: scratch + "/status.json")
-            switch kind {
-            case "folder": try FileManager.default.createDirectory(atPath: status, withIntermediateDirectories: false)
-            case "fifo": #expect(mkfifo(status, 0o644) == 0)
-            default:
-                try FileManager.default.createSymbolicLink(
-                    atPath: status, withDestinationPath: scratch + "/status.json")
-            }
-            #expect {
-                try setup.publish(storage: storage)
-            } throws: { error in
-                (error as? PublishError)?.code == .invalidStorage && "\(error)".contains("not the storage's status")
+            try expectRefused(in: scratch, unchanged: false) { storage, _ in
+                let status = storage + "/" + StorageLayout.statusPath
+                try FileManager.default.moveItem(atPath: status, toPath: scratch + "/status.json")
+                switch kind {
+                case "folder":
+                    try FileManager.default.createDirectory(atPath: status, withIntermediateDirectories: false)
+                case "fifo": #expect(mkfifo(status, 0o644) == 0)
+                default:
+                    try FileManager.default.createSymbolicLink(
+                        atPath: status, withDestinationPath: scratch + "/status.json")
+                }
+            } _: { error in
+                (error as? PublishError)?.code == .invalidStorage
+                    && "\(error)".contains("but the storage's status must be a regular file there")
                     && !"\(error)".contains("--init")
             }
         }
@@ -347,23 +347,20 @@ struct PublishSafetyTests {
                 "\(error)".contains("cannot create the storage folder \(scratch)/new/plain/storage")
                     && "\(error)".contains("Not a directory") && !"\(error)".contains("NSCocoaErrorDomain")
             }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/new") == ["plain"])
         }
     }
 
     @Test func aFifoOrSymlinkInTheContentIsRefusedBeforeItBlocksAndNothingIsLeft() async throws {
         try await withBlockingTemporaryDirectory { scratch in
-            let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
-            let storage = scratch + "/storage"
-            try setup.makeBase(at: storage)
-            let before = try storageSnapshot(storage)
-            let content = try setup.content("1.1")
-            #expect(mkfifo(content + "/docs/pipe.txt", 0o644) == 0)
-            #expect {
-                try setup.publish(storage: storage)
-            } throws: { error in
-                "\(error)".contains(content + "/docs/pipe.txt") && "\(error)".contains("special file")
+            var pipe = ""
+            // The storage as it was: no work folder, nothing else.
+            try expectRefused(in: scratch) { _, setup in
+                pipe = try setup.content("1.1") + "/docs/pipe.txt"
+                #expect(mkfifo(pipe, 0o644) == 0)
+            } _: { error in
+                "\(error)".contains(pipe) && "\(error)".contains("special file")
             }
-            #expect(try storageSnapshot(storage) == before, "no work folder, nothing else")
         }
     }
 
