@@ -98,6 +98,32 @@ public struct FileSystemError: Error, Sendable, CustomStringConvertible {
         return "\(String(cString: strerror(code))); \(remedy)"
     }
 
+    /// Why this process cannot write the SQLite database at `path`, when that is so: its file
+    /// system is mounted read-only, or this user may not write the file, its `-wal` or `-shm`
+    /// file, or its folder (where SQLite makes them). Nil when none of these holds. Said in place
+    /// of advice that assumes a damaged file (SQLite reports only "attempt to write a readonly
+    /// database" or "unable to open database file").
+    public static func databaseAccessReason(path: String) -> String? {
+        let folder = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+        var system = statvfs()
+        if statvfs(folder, &system) == 0, system.f_flag & UInt(ST_RDONLY) != 0 {
+            return
+                "its file system is mounted read-only; keep the database on a writable disk, or remount that one read-write"
+        }
+        let user = "this user (uid \(getuid()))"
+        // Denied, not missing: a folder that does not exist is another error's to name.
+        func denied(_ file: String, _ mode: Int32) -> Bool { access(file, mode) != 0 && Glibc.errno == EACCES }
+        for file in [path, path + "-wal", path + "-shm"] where denied(file, R_OK | W_OK) {
+            return
+                "\(user) may not read and write \(file); give it to this user (`chown`, `chmod u+rw`), or run as the user that owns it"
+        }
+        if denied(folder, W_OK | X_OK) {
+            return
+                "\(user) may not create files in \(folder), where SQLite keeps the database's -wal and -shm files; give the folder to this user (`chown`, `chmod u+rwx`), or run as the user that owns it"
+        }
+        return nil
+    }
+
     /// `EMFILE` or `ENFILE` when fewer than `wanted` new descriptors can be had now (a probe
     /// opens `/dev/null` that many times), else nil: for a library that reports a failed open
     /// without its `errno` (SQLite's "unable to open database file", after a database, its log

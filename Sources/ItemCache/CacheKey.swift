@@ -57,11 +57,15 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         let host = components.percentEncodedHost.flatMap { $0.isEmpty ? nil : Self.canonicalHost($0) }
         if let host {
             text += "//"
-            if let user = components.percentEncodedUser {
-                // The secret never enters the key: the index and every listing show this.
-                text +=
-                    components.percentEncodedPassword != nil
-                    ? Self.canonical(user) + ":" + Redaction.mask + "@" : Redaction.mask + "@"
+            if let user = components.percentEncodedUser.map(Self.canonical) {
+                // The secret never enters the key: the index and every listing show this. A
+                // user name that is itself a token (`TOKEN:x-oauth-basic@`) joins as its digest.
+                if let password = components.percentEncodedPassword {
+                    let secret = Redaction.userIsSecret(ArraySlice(user.utf8), password: ArraySlice(password.utf8))
+                    text += (secret ? Self.digest(user) : user) + ":" + Redaction.mask + "@"
+                } else {
+                    text += Redaction.mask + "@"
+                }
             }
             text += host
             if let port = components.port, port != Self.defaultPort(scheme) { text += ":\(port)" }
@@ -84,6 +88,11 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             path = path.split(separator: "/", omittingEmptySubsequences: false)
                 .map { $0 == "." ? "%2E" : $0 == ".." ? "%2E%2E" : String($0) }.joined(separator: "/")
         }
+        if Self.redacts(path) {
+            // A path parameter holding a secret (`/a;jsessionid=…/b`): its segment joins as a digest.
+            path = path.split(separator: "/", omittingEmptySubsequences: false)
+                .map { Self.redacts("/" + $0) ? Self.digest(String($0)) : String($0) }.joined(separator: "/")
+        }
         text += path.isEmpty && host != nil ? "/" : path
         // A name without `=` stays so (`?x` and `?x=` are two URIs a server may tell apart,
         // RFC 3986 §6.2.3), and so does an empty query (`/?` is not `/`).
@@ -99,7 +108,13 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
                 lhs.element.0 != rhs.element.0
                     ? lhs.element.0.utf8.lexicographicallyPrecedes(rhs.element.0.utf8) : lhs.offset < rhs.offset
             }.map(\.element)
-            text += "?" + items.map { name, value in value.map { "\(name)=\($0)" } ?? name }.joined(separator: "&")
+            // A secret's value (`?access_token=…`, a nested URL's password) joins as a digest, as
+            // a credential header's does.
+            text +=
+                "?"
+                + items.map { name, value in
+                    value.map { "\(name)=\(Self.redacts("/?\(name)=\($0)") ? Self.digest($0) : $0)" } ?? name
+                }.joined(separator: "&")
         } else if components.percentEncodedQuery != nil {
             text += "?"
         }
@@ -122,9 +137,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             ? ""
             : " "
                 + headers.map { name, value in
-                    let shown =
-                        Self.isCredentialHeader(name)
-                        ? Self.digestMark + FileDigest.sha256(Data(value.utf8)).prefix(24) : value
+                    let shown = Self.isCredentialHeader(name) ? Self.digest(value) : value
                     return "\(Self.encode(Array(name.utf8)))=\(Self.encode(Array(shown.utf8)))"
                 }.joined(separator: "&")
         self.rawValue = (context.isEmpty ? "" : context + " ") + text + headerText
@@ -160,6 +173,21 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
 
     /// What starts a credential's digest in a key.
     static let digestMark = "sha256-"
+
+    /// How a secret joins a key: `sha256-` and the first 96 bits of its SHA-256, in hex. Keys
+    /// with different secrets stay apart (a token may pick what the server answers), and the
+    /// index never holds the secret itself. A short secret (a PIN) can be guessed back from its
+    /// digest: the cache folder is the app's own (docs/cache.md).
+    static func digest(_ secret: String) -> String {
+        digestMark + FileDigest.sha256(Data(secret.utf8)).prefix(24)
+    }
+
+    /// Whether `Redaction` would mask any of `pathAndQuery` (a secret parameter's value, a
+    /// nested URL's password): such a part joins the key as its ``digest(_:)``.
+    static func redacts(_ pathAndQuery: String) -> Bool {
+        let probe = "http://h" + pathAndQuery
+        return Redaction.text(probe) != probe
+    }
 
     /// The key of an item made locally (RXWebCache's wrapper items, NBImageCache's ids): any
     /// name, kept apart from every URL key.

@@ -565,7 +565,7 @@ public final class ItemLoader: Sendable {
         if stale != nil { metrics.modified.increment() }
         metrics.fetchedBytes.increment(by: value.size)
         return try await keep(
-            value, key, response: response, options: options, flight: flight, times: times,
+            value, key, url: url, response: response, options: options, flight: flight, times: times,
             contended: exchange.records && exchange.contended)
     }
 
@@ -590,13 +590,18 @@ public final class ItemLoader: Sendable {
         }
         // A validator that names another representation than the stored one selects nothing
         // (RFC 9111 §4.3.4): an entity tag, or, without one, a Last-Modified date.
+        // Nor does a 304 reached elsewhere than the stored body came from (a redirect that now
+        // leads to another URL, whose validators may match by chance: an nginx tag is its
+        // file's time and size).
+        let elsewhere =
+            HTTPResponseRecord.target(of: url, through: response.redirects) != stale.info.response?.target
         let otherTag = response.headers["etag"].map { $0 != stale.info.etag } ?? false
         let otherDate =
             response.headers["etag"] == nil
             && response.headers["last-modified"].map { modified in
                 stale.info.lastModified.map { HTTPDate.parse($0) != HTTPDate.parse(modified) } ?? false
             } ?? false
-        if otherTag || otherDate {
+        if otherTag || otherDate || elsewhere {
             configuration.logger.debug("\(shown) answered 304 for another representation; fetching it whole")
             return try await self.exchange(
                 key, url: url, stale: stale, options: options, flight: flight, using: exchange, conditional: false)
@@ -641,7 +646,7 @@ public final class ItemLoader: Sendable {
     /// Keeps a fetched response as the model allows: under the key, or under the variant its
     /// `Vary` selects; returns it whether kept or not.
     private func keep(
-        _ value: LoadedValue.Content, _ key: CacheKey, response: FetchResponse, options: LoadOptions,
+        _ value: LoadedValue.Content, _ key: CacheKey, url: URL?, response: FetchResponse, options: LoadOptions,
         flight: Flight<LoadedItem>, times: (request: Date, response: Date), contended: Bool = false
     ) async throws -> LoadedItem {
         let request = CacheDirectives.ofRequest(options.headers)
@@ -658,7 +663,9 @@ public final class ItemLoader: Sendable {
             response.headers["date"] == nil
             ? response.fieldsToKeep + [HTTPHeaderField(name: "date", value: HTTPDate.format(times.response))]
             : response.fieldsToKeep
-        let record = HTTPResponseRecord(status: response.status, headerFields: dated, born: born)
+        let record = HTTPResponseRecord(
+            status: response.status, headerFields: dated, born: born,
+            target: HTTPResponseRecord.target(of: url, through: response.redirects))
         let names = HTTPFreshnessModel.varyNames(response.headers["vary"]) ?? []
         let storageKey = names.isEmpty ? key : key.variant(names: names, request: options.headers)
         let storeOptions = StoreOptions(

@@ -131,12 +131,14 @@ struct PublishCommand: AsyncParsableCommand {
                         "--sign-key \(signKey): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE"
                 )
             }
-            // An expired (or NaN, or overflowing) lifetime would publish a status every trusting client refuses.
-            guard signatureDays.isFinite, signatureDays > 0, signatureDays <= 36_500 else {
+            // An expired (or NaN, or overflowing) lifetime would publish a status every trusting
+            // client refuses, and so would one shorter than an hour: hosting caches (GitHub raw
+            // keeps a file 5 minutes), uploads and clients' clocks need that margin.
+            guard signatureDays.isFinite, signatureDays >= 1.0 / 24, signatureDays <= 36_500 else {
                 throw CLIFailure(
                     code: 6,
                     message:
-                        "--signature-days \(signatureDays) must be above 0 and at most 36500; clients refuse an expired status"
+                        "--signature-days \(signatureDays) must be at least 0.0417 (one hour: hosting caches, uploads and clients' clocks need that margin) and at most 36500; clients refuse an expired status"
                 )
             }
             // Rounded up to a whole second: a lifetime under one is still a second, never none.

@@ -61,6 +61,9 @@ final class CurlTransfer: @unchecked Sendable {
     private var contentLengths: [String] = []
     /// The current response's head has ended: later fields are trailers, not head fields.
     private var headEnded = false
+    /// Whether a folded line (obsolete line folding) changed a field since `headers` was
+    /// combined: it is combined again when the head ends.
+    private var foldedHead = false
     /// The current response's head was held to ``expectation``, and passed.
     private(set) var headAccepted = false
     private var headChecked = false
@@ -69,6 +72,11 @@ final class CurlTransfer: @unchecked Sendable {
     private var sawFirstBodyByte = false
     /// The current response's content decoder, from its first body byte; nil for an unencoded body.
     private var decoder: ContentDecoder?
+    /// The current response's encoded bytes so far, and what they decoded to: a body whose
+    /// encoded bytes keep coming without decoding to anything (empty deflate blocks, forever)
+    /// passes every limit on decoded bytes, so the two are compared (``endlessEncoding``).
+    private var encodedBytes: Int64 = 0
+    private var decodedBytes: Int64 = 0
     private var status = 0
     private var writeFailure: TransportError?
     private var lastProgressReport: UInt64 = 0
@@ -263,6 +271,9 @@ final class CurlTransfer: @unchecked Sendable {
             headers = [:]
             headerFields = []
             contentLengths = []
+            foldedHead = false
+            encodedBytes = 0
+            decodedBytes = 0
             status = code
             headEnded = false
             headChecked = false
@@ -273,20 +284,27 @@ final class CurlTransfer: @unchecked Sendable {
             guard !headEnded else { return true }
             let field = HTTPHeaderField(name: name, value: value)
             headerFields.append(field)
-            HTTPHeaderField.combine(field, into: &headers)
+            if !foldedHead { HTTPHeaderField.combine(field, into: &headers) }
             if name == "content-length" { contentLengths.append(value) }
         case .continuation(let text):
             // Obsolete line folding: the previous field goes on after one space (RFC 9112 §5.2).
+            // The lines are combined again once, when the head ends: each fold once combined
+            // them all, so a hostile head of folds cost minutes of CPU (an outside audit).
             guard !headEnded, var last = headerFields.popLast() else { return true }
-            last.value = last.value.isEmpty ? text : last.value + " " + text
+            if !last.value.isEmpty { last.value += " " }
+            last.value += text
             headerFields.append(last)
-            headers = HTTPHeaderField.combined(headerFields)
+            foldedHead = true
             if last.name == "content-length", !contentLengths.isEmpty {
                 contentLengths[contentLengths.count - 1] = last.value
             }
         case .end:
             guard !headEnded else { return true }
             headEnded = true
+            if foldedHead {
+                headers = HTTPHeaderField.combined(headerFields)
+                foldedHead = false
+            }
             // Before a single body byte is written: a refused body never touches the file.
             if isFinalSuccess { return checkHead() }
         case .other:
@@ -392,8 +410,17 @@ final class CurlTransfer: @unchecked Sendable {
         }
         if bytes.count < Self.largestChunk { acknowledgeNow() }
         guard let decoder else { return deliver(bytes) ? bytes.count : 0 }
-        switch decoder.decode(bytes, output: deliver) {
+        encodedBytes += Int64(bytes.count)
+        let outcome = decoder.decode(bytes) { chunk in
+            self.decodedBytes += Int64(chunk.count)
+            return self.deliver(chunk)
+        }
+        switch outcome {
         case .decoded:
+            if let problem = endlessEncoding() {
+                writeFailure = .invalidResponse(expectation.method, answeringURL, problem, statusCode: status)
+                return 0
+            }
             return bytes.count
         case .stopped:
             return 0
@@ -403,6 +430,15 @@ final class CurlTransfer: @unchecked Sendable {
             writeFailure = .invalidResponse(expectation.method, answeringURL, problem, statusCode: status)
             return 0
         }
+    }
+
+    /// Why the current body is refused when its encoded bytes outgrow what they decoded to by
+    /// far (twice, and 1 MiB): no encoder makes that (deflate, brotli and zstd add a few bytes a
+    /// block to data they cannot shrink), but a hostile one can send empty blocks forever.
+    private func endlessEncoding() -> String? {
+        guard encodedBytes > 2 * decodedBytes + (1 << 20) else { return nil }
+        return
+            "its \(headers["content-encoding"] ?? "encoded") body sent \(encodedBytes) bytes that decoded to \(decodedBytes): an encoder that sends blocks of nothing, so the body would never end; fix the server's compression"
     }
 
     /// Takes decoded body bytes: the error page's first 4 KiB, or the content into its sink.

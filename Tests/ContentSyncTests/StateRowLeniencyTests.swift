@@ -63,4 +63,69 @@ struct StateRowLeniencyTests {
             }
         }
     }
+
+    /// A damaged schema (a table dropped or renamed, a column added, the
+    /// migrations' record emptied) or a file that is no database is named as damaged, with the
+    /// way out, and a reset of the folder gets past it: it deletes the database, the folder and
+    /// its staging area, and the next sync restores.
+    @Test(arguments: [
+        "DROP TABLE syncState", "ALTER TABLE treeEntry RENAME TO other", "ALTER TABLE syncState ADD COLUMN extra",
+        "DROP INDEX treeEntryFolders",
+        "DELETE FROM grdb_migrations", "not a database",
+    ])
+    func aDamagedSchemaIsNamedAndAResetStartsOver(damage: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            if damage == "not a database" {
+                for suffix in ["-wal", "-shm"] { unlink(harness.state + suffix) }
+                try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: harness.state))
+            } else {
+                let database = try DatabaseQueue(path: harness.state)
+                try await database.write { db in try db.execute(sql: damage) }
+                try database.close()
+            }
+            #expect {
+                _ = try harness.manager()
+            } throws: { error in
+                let message = (error as? SyncError)?.message ?? ""
+                return (error as? SyncError)?.code == .stateStore && message.contains("is damaged")
+                    && message.contains("reset the folder")
+            }
+            #expect(try await CacheManager.reset(contentDirectory: harness.content, stateDatabasePath: harness.state))
+            #expect(!FileManager.default.fileExists(atPath: harness.content))
+            let manager = try harness.manager()
+            let report = try await manager.checkForUpdates()
+            #expect(report.outcome == .restored)
+            try harness.expectTree(is: "1.0")
+            try await manager.shutdown()
+        }
+    }
+
+    /// A damaged database that cannot name its folder deletes no folder without a staging area
+    /// beside it (one the user made), and one that names another folder deletes nothing.
+    @Test func aResetOfADamagedDatabaseDeletesOnlyItsOwnFolder() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            let mine = harness.root + "/mine"
+            try FileManager.default.createDirectory(atPath: mine, withIntermediateDirectories: true)
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: mine + "/notes.txt"))
+            let garbage = harness.root + "/garbage.sqlite"
+            try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: garbage))
+            await #expect(throws: SyncError.self) {
+                try await CacheManager.reset(contentDirectory: mine, stateDatabasePath: garbage)
+            }
+            #expect(FileManager.default.fileExists(atPath: mine + "/notes.txt"))
+            #expect(!FileManager.default.fileExists(atPath: harness.root + "/.mine.content-sync"), "no staging made")
+
+            // The synced folder's database, damaged but still naming its folder: not `mine`'s.
+            try await harness.sync()
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in try db.execute(sql: "DROP TABLE treeEntry") }
+            try database.close()
+            await #expect(throws: SyncError.self) {
+                try await CacheManager.reset(contentDirectory: mine, stateDatabasePath: harness.state)
+            }
+            #expect(FileManager.default.fileExists(atPath: mine + "/notes.txt"))
+            try harness.expectTree(is: "1.0")
+        }
+    }
 }

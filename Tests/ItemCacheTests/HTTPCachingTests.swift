@@ -471,6 +471,33 @@ struct HTTPCachingConformanceTests {
         #expect(abs(parsed.timeIntervalSince(fixture.clock.now)) < 5, "\(date)")
     }
 
+    /// The stored body came from `/v1`; the redirect now leads to `/v2`, whose file has the same
+    /// tag (nginx's is the time and size) and answers 304 to it. That 304 confirms nothing: the
+    /// body is fetched whole, and kept with its new place. A 304 from the same place confirms.
+    @Test("a 304 reached through a redirect that now leads elsewhere confirms nothing: the item is fetched whole")
+    func aRedirectThatMovedConfirmsNothing() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/app.js", Answer(status: 302, headers: ["Location: /v1/app.js"]),
+            Answer(status: 302, headers: ["Location: /v2/app.js"]))
+        fixture.script(
+            "/v1/app.js", Answer(headers: ["Cache-Control: max-age=1", "ETag: \"same\""], body: Self.body("v1")))
+        fixture.script(
+            "/v2/app.js", Answer(status: 304, headers: ["ETag: \"same\""]),
+            Answer(headers: ["Cache-Control: max-age=1", "ETag: \"same\""], body: Self.body("v2")),
+            Answer(status: 304, headers: ["ETag: \"same\""]))
+        #expect(try await fixture.get("/app.js").data == Self.body("v1"))
+        fixture.clock.advance(5)
+        let moved = try await fixture.get("/app.js")
+        #expect(moved.data == Self.body("v2"), "the old target's body was confirmed by the new target's 304")
+        #expect(fixture.origin.requests.last { $0.path == "/v2/app.js" }?.header("if-none-match") == nil)
+        fixture.clock.advance(5)
+        let again = try await fixture.get("/app.js")
+        #expect(again.data == Self.body("v2") && again.source == .revalidated)
+        #expect(fixture.requests("/v2/app.js") == 3)
+    }
+
     @Test(
         "a response that came through redirects is reused under the URL asked for only while each redirect may be (RFC 9111 §4)"
     )

@@ -1,3 +1,4 @@
+import FileKit
 import Foundation
 import Testing
 import Transport
@@ -360,7 +361,20 @@ struct HTTPFreshnessModelTests {
         // Framing fields and Set-Cookie (a secret for one response) are not kept.
         #expect(record.headerFields.map(\.name) == ["etag", "x-list", "x-list"])
         #expect(HTTPResponseRecord(encoded: record.encoded) == record)
+        #expect(record.encoded.hasPrefix("1\n"), "a response not redirected stays version 1")
+        // A redirected one keeps the digest of where it came from (version 2), never the URL.
+        let redirects = [
+            HTTPRedirect(status: 302, headerFields: [.init(name: "location", value: "/v1/a?token=SECRET")])
+        ]
+        let target = HTTPResponseRecord.target(of: URL(string: "https://h.example/a"), through: redirects)
+        #expect(target == "sha256-" + FileDigest.sha256(Data("https://h.example/v1/a?token=SECRET".utf8)).prefix(24))
+        let redirected = HTTPResponseRecord(
+            status: 200, headerFields: record.headerFields, born: Self.now, target: target)
+        #expect(redirected.encoded.hasPrefix("2\n") && !redirected.encoded.contains("SECRET"))
+        #expect(HTTPResponseRecord(encoded: redirected.encoded) == redirected)
+        #expect(HTTPResponseRecord.target(of: URL(string: "https://h.example/a"), through: []) == nil)
         #expect(HTTPResponseRecord(encoded: "2\n200\n0\n") == nil)
+        #expect(HTTPResponseRecord(encoded: "3\n200\n0\n") == nil)
         #expect(HTTPResponseRecord(encoded: "garbage") == nil)
     }
 

@@ -261,4 +261,34 @@ struct CacheHardeningCLITests {
             #expect(stderr.contains("not UTF-8"))
         }
     }
+
+    /// A cache folder of another user's (root's, here) is named as such, not as "another
+    /// program's": its tag and index are this cache's, only this user may not read them. The
+    /// index this user may read but not write names the file and the fix, never "delete".
+    @Test(.enabled(if: getuid() == 0, "another user's files need two users: run as root"))
+    func aCacheOfAnotherUsersIsNamedAsSuch() async throws {
+        try await withScratch { scratch in
+            try "hi\n".write(toFile: scratch + "/f.txt", atomically: true, encoding: .utf8)
+            let cache = scratch + "/c"
+            let get = try await SyncAgentBinary.run(
+                ["cache", "get", "file://\(scratch)/f.txt", "--cache", cache], scratch: scratch)
+            #expect(get.status == 0, "\(get.stderr)")
+            for path in [scratch, cache] { chmod(path, 0o755) }
+            let unreadable = try await SyncAgentBinary.runUnprivileged(
+                ["cache", "ls", "--cache", cache], scratch: scratch)
+            #expect(unreadable.status == 5, "\(unreadable.stderr)")
+            #expect(unreadable.stderr.contains("may not read \(cache)/CACHEDIR.TAG"), "\(unreadable.stderr)")
+            #expect(!unreadable.stderr.contains("another program"), "\(unreadable.stderr)")
+
+            chmod(cache + "/CACHEDIR.TAG", 0o644)
+            chmod(cache + "/blobs", 0o755)
+            chmod(cache + "/cache.lock", 0o666)
+            chmod(cache + "/index.sqlite", 0o644)
+            let unwritable = try await SyncAgentBinary.runUnprivileged(
+                ["cache", "ls", "--cache", cache], scratch: scratch)
+            #expect(unwritable.status == 5, "\(unwritable.stderr)")
+            #expect(unwritable.stderr.contains("may not read and write \(cache)/index.sqlite"), "\(unwritable.stderr)")
+            #expect(!unwritable.stderr.contains("delete"), "\(unwritable.stderr)")
+        }
+    }
 }

@@ -38,6 +38,24 @@ enum SyncAgentBinary {
             stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
     }
 
+    /// Runs the binary with `arguments` as a user without privileges: as `nobody` through
+    /// `setpriv` when this process is root (who may write any file), else as this user.
+    static func runUnprivileged(_ arguments: [String], scratch: String) async throws -> CommandResult {
+        guard getuid() == 0 else { return try await run(arguments, scratch: scratch) }
+        let id = UUID().uuidString
+        let out = scratch + "/\(id).out"
+        let err = scratch + "/\(id).err"
+        let status = try await ChildProcess(
+            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", path] + arguments, stdout: out,
+            stderr: err
+        ).exitStatus()
+        return CommandResult(
+            status: status,
+            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
+            stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
+    }
+
     /// Runs the binary with `arguments` under `ulimit -n openFiles` (bash sets the soft and the
     /// hard limit, so the binary cannot raise it).
     static func run(_ arguments: [String], scratch: String, openFiles: Int) async throws -> CommandResult {

@@ -383,4 +383,38 @@ struct EmptyPathOptionTests {
             #expect(made.isEmpty, "\(made)")
         }
     }
+
+    /// A state database this user may not write (a file or folder of another user's) is not
+    /// called damaged: the error names the file or folder and the owner or mode to fix, never
+    /// "delete it", and the database is left as it was.
+    @Test func aStateDatabaseThisUserMayNotWriteIsNamedNotCalledDamaged() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
+                let folder = scratch + "/state"
+                let state = folder + "/state.sqlite"
+                let arguments = [
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/content", "--state",
+                    state,
+                ]
+                #expect(try await SyncAgentBinary.run(arguments, scratch: scratch).status == 0)
+                let before = FileManager.default.contents(atPath: state)
+                // Readable by all (the unprivileged run reads its output files and the storage).
+                for path in [scratch, folder] { chmod(path, 0o755) }
+                chmod(state, 0o644)
+                let unwritableFile = try await SyncAgentBinary.runUnprivileged(arguments, scratch: scratch)
+                #expect(unwritableFile.status == 5, "\(unwritableFile.stderr)")
+                #expect(unwritableFile.stderr.contains("may not read and write \(state)"), "\(unwritableFile.stderr)")
+                chmod(state, 0o666)
+                let unwritableFolder = try await SyncAgentBinary.runUnprivileged(arguments, scratch: scratch)
+                #expect(unwritableFolder.status == 5, "\(unwritableFolder.stderr)")
+                #expect(
+                    unwritableFolder.stderr.contains("may not create files in \(folder)"), "\(unwritableFolder.stderr)")
+                for result in [unwritableFile, unwritableFolder] {
+                    #expect(!result.stderr.contains("delete it"), "\(result.stderr)")
+                }
+                #expect(FileManager.default.contents(atPath: state) == before)
+            }
+        }
+    }
 }

@@ -93,7 +93,7 @@ struct PublishCommandTests {
         }
     }
 
-    @Test(arguments: ["0", "-1", "nan", "inf", "1e300"])
+    @Test(arguments: ["0", "-1", "nan", "inf", "1e300", "1e-9", "0.0416"])
     func aSignatureLifetimeThatWouldExpireOrOverflowIsRefused(days: String) async throws {
         try await withScratch { scratch in
             let key = scratch + "/key"
@@ -247,11 +247,14 @@ struct PublishCommandTests {
             #expect(try expiry() == nil, "a dry run writes nothing")
 
             let before = Date()
-            let short = try await resign(days: "0.000001")
+            // One hour and a fraction of a second: the shortest lifetime taken, rounded up.
+            let short = try await resign(days: "0.0416667")
             #expect(short.status == 0, "\(short.stderr)")
             #expect(short.stdout.contains("re-signed its status (key id "), "\(short.stdout)")
             let first = try #require(try expiry())
-            #expect(first > before, "the expiry is after the publish started, never rounded down into the past")
+            #expect(
+                first >= before.addingTimeInterval(3_600), "the expiry is after the publish started, never rounded down"
+            )
 
             let renewed = try await resign(days: "30")
             #expect(renewed.status == 0, "\(renewed.stderr)")

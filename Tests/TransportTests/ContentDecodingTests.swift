@@ -206,4 +206,41 @@ struct ContentDecodingTests {
         #expect(decoder.finish() == nil)
         #expect(decoded == (form == "gzip" ? coded.plain + coded.plain : coded.plain))
     }
+
+    /// A gzip stream of empty blocks (`00 00 00 ff ff`, forever from a hostile origin) decodes to
+    /// nothing, so no limit on decoded bytes stops it: it is refused once its encoded bytes pass
+    /// twice what they decoded to and 1 MiB, named as such, for data and downloads alike.
+    @Test func aBodyOfEmptyBlocksIsRefusedWhileItStillComes() async throws {
+        var body = Data([0x1F, 0x8B, 8, 0, 0, 0, 0, 0, 0, 0xFF])
+        let block = Data([0, 0, 0, 0xFF, 0xFF])
+        for _ in 0..<(3 << 20) / block.count { body += block }
+        let (data, download, file) = try await fetch(body, coding: "gzip")
+        for result in [data, download] {
+            guard case .failure(let error) = result else {
+                Issue.record("a body of empty blocks was taken")
+                continue
+            }
+            #expect(error.code == .invalidResponse, "\(error)")
+            #expect(error.message.contains("decoded to 0"), "\(error.message)")
+        }
+        #expect(file.isEmpty)
+    }
+
+    /// Folded header lines (obsolete line folding) join their field, and the fields of one name
+    /// combine as usual, however many folds the head has (each fold once combined them all
+    /// again: minutes of CPU for a hostile head).
+    @Test func foldedLinesJoinTheirFieldOnce() async throws {
+        let folds = (0..<2_000).map { " f\($0)" }
+        let origin = try ScriptedOrigin { _ in
+            ScriptedOrigin.Answer(
+                headers: ["X-A: 1\r\n 2", "X-A: 3", "X-Many: start\r\n" + folds.joined(separator: "\r\n"), "X-B: b"],
+                body: Data("ok".utf8))
+        }
+        let transport = try makeTransport { $0.retry = .none }
+        let response = try await transport.data(for: HTTPRequest(url: origin.url("/h")))
+        #expect(response.headers["x-a"] == "1 2, 3")
+        #expect(response.headers["x-b"] == "b")
+        #expect(response.headers["x-many"] == "start " + folds.map { String($0.dropFirst()) }.joined(separator: " "))
+        origin.stop()
+    }
 }

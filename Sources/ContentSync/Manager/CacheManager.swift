@@ -153,7 +153,13 @@ public actor CacheManager {
             baseURL: URL(fileURLWithPath: "/"), contentDirectory: contentDirectory, stateDatabasePath: stateDatabasePath
         )
         try layout.validateLayout()
-        let store = try StateStore(path: layout.stateDatabasePath)
+        let store: StateStore
+        do {
+            store = try StateStore(path: layout.stateDatabasePath)
+        } catch  where StateStore.isDamage(error) {
+            // A damaged database cannot be read to start over, which is what a reset is for.
+            return try await resetDamaged(layout, error)
+        }
         let staging = StagingArea(contentDirectory: layout.contentDirectory)
         // Not while another process updates the folder.
         let lock = try UpdateLock(
@@ -169,6 +175,46 @@ public actor CacheManager {
             )
         }
         try await wipe(layout.contentDirectory, staging: staging, store: store)
+        return true
+    }
+
+    /// ``reset(contentDirectory:stateDatabasePath:)`` when the state database is damaged
+    /// (`damage`): under the update lock, its files are deleted and made again, then the
+    /// folder and its staging area are wiped as usual. The folder is deleted only when the
+    /// database names it (its `syncState` row still reads) or, when that cannot be read, when
+    /// the folder has a staging area beside it (it was synced, not a folder of the user's);
+    /// otherwise the reset refuses and deletes nothing.
+    private static func resetDamaged(_ layout: SyncConfiguration, _ damage: SyncError) async throws(SyncError) -> Bool {
+        let path = layout.stateDatabasePath
+        let directory = layout.contentDirectory
+        let staging = StagingArea(contentDirectory: directory)
+        let owner = StateStore.recordedFolder(damagedDatabase: path)
+        if let owner, owner != directory {
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the state database \(path) belongs to \(owner), not \(directory); refusing to reset it (it is damaged: \(damage.message))"
+            )
+        }
+        // Looked for before the lock, which makes the staging area for its file.
+        var status = stat()
+        let synced = owner != nil || lstat(staging.root, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
+        guard synced || !FileSystem.exists(directory) else {
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the state database \(path) is damaged and cannot say whether \(directory) is its folder, which has no staging area beside it; refusing to delete the folder: delete the database by hand to start over, and the next sync asks before replacing the folder"
+            )
+        }
+        let lock = try UpdateLock(statePath: path, contentDirectory: directory, stagingRoot: staging.root)
+        defer { withExtendedLifetime(lock) {} }
+        for file in [path, path + "-wal", path + "-shm"] where unlink(file) != 0 && errno != ENOENT {
+            throw SyncError(
+                code: .stateStore,
+                message: "cannot delete the damaged state database \(file): \(String(cString: strerror(errno)))")
+        }
+        let store = try StateStore(path: path)
+        try await wipe(directory, staging: staging, store: store)
         return true
     }
 

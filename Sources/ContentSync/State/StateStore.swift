@@ -34,19 +34,59 @@ final class StateStore: Sendable {
             var configuration = Configuration()
             configuration.busyMode = .timeout(Self.busyTimeout)
             pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
+            // Tables gone, renamed or altered: damaged, whoever did it.
+            if let expected = Self.expectedSchema,
+                let damage = try pool.read({ db in try SharedDatabase.schemaDamage(in: db, expected: expected) })
+            {
+                throw damage
+            }
         } catch {
             // Out of descriptors, SQLite says only "unable to open": the file is fine, and
             // deleting it would cost a whole restore for nothing.
-            if let reason = FileSystemError.descriptorShortageReason() {
+            // Nor is a database this user may not write (or on a read-only disk) damaged.
+            if let reason = FileSystemError.descriptorShortageReason()
+                ?? FileSystemError.databaseAccessReason(path: path)
+            {
                 throw SyncError(
                     code: .stateStore, message: "cannot open the state database \(path): \(reason)", underlying: error)
+            }
+            if SharedDatabase.isDamage(error) {
+                throw SyncError(
+                    code: .stateStore,
+                    message:
+                        "the state database \(path) is damaged (\(SharedDatabase.shortDescription(error))); \(Self.damageRemedy)",
+                    underlying: error)
             }
             throw SyncError(
                 code: .stateStore,
                 message:
-                    "cannot open the state database \(path): \(error); if it is this agent's state, delete it to start over (the next run restores from the archive); if not, give the state database's path",
+                    "cannot open the state database \(path): \(SharedDatabase.shortDescription(error)); if it is this agent's state, delete it to start over (the next run restores from the archive); if not, give the state database's path",
                 underlying: error)
         }
+    }
+
+    /// What to do about a damaged state database.
+    static let damageRemedy =
+        "reset the folder, or delete the database, to start over (the next sync restores from the archive)"
+
+    /// The schema the migrations make, read once per process (nil if an in-memory database
+    /// could not be made: the check is then skipped, never a refusal).
+    private static let expectedSchema: [String: String]? = try? SharedDatabase.schema(madeBy: migrator)
+
+    /// The folder a damaged database at `path` records, read without migrating or checking
+    /// anything; nil when that cannot be read.
+    static func recordedFolder(damagedDatabase path: String) -> String? {
+        var configuration = Configuration()
+        configuration.readonly = true
+        return try? DatabaseQueue(path: path, configuration: configuration).read { db in
+            try String.fetchOne(db, sql: "SELECT contentDirectory FROM syncState WHERE id = 1")
+        }
+    }
+
+    /// Whether `error` (thrown by ``init(path:)``) says the database is damaged, as opposed to a
+    /// lock, a permission or the disk.
+    static func isDamage(_ error: SyncError) -> Bool {
+        error.code == .stateStore && error.underlying.map(SharedDatabase.isDamage) == true
     }
 
     /// Refuses a state database whose files are not plain files where they are expected.
@@ -350,8 +390,14 @@ final class StateStore: Sendable {
                 code: .cancelled, message: "the update was cancelled; run it again to continue where it stopped",
                 underlying: error)
         }
+        let reason =
+            SharedDatabase.isDamage(error)
+            ? "; it is damaged: \(damageRemedy)"
+            : FileSystemError.databaseAccessReason(path: path).map { "; \($0)" } ?? ""
         return SyncError(
-            code: .stateStore, message: "\(doing) the state database \(path) failed: \(error)", underlying: error)
+            code: .stateStore,
+            message: "\(doing) the state database \(path) failed: \(SharedDatabase.shortDescription(error))\(reason)",
+            underlying: error)
     }
 
     // MARK: - Sync state

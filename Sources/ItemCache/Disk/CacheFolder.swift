@@ -135,6 +135,15 @@ final class CacheFolder: Sendable {
         }
         if names.contains(Self.tagName) {
             guard isOurTag() else {
+                // A tag this user may not read is a cache of another user's (a root-owned
+                // folder), not another program's.
+                if faccessat(descriptor, Self.tagName, R_OK, AT_EACCESS) != 0, errno == EACCES {
+                    throw ItemCacheError(
+                        code: .storage,
+                        message:
+                            "this user (uid \(geteuid())) may not read \(path)/\(Self.tagName): the cache's files belong to another user; run as that user, or give this user a cache folder of its own"
+                    )
+                }
                 throw ItemCacheError(
                     code: .folderRefused,
                     message: "\(path) holds another program's CACHEDIR.TAG; give the item cache a folder of its own")

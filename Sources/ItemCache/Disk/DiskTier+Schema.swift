@@ -1,4 +1,5 @@
 import GRDB
+import Transport
 
 extension DiskTier {
     /// The index's tables. Migrations are never edited once shipped: add a new one instead.
@@ -131,6 +132,25 @@ extension DiskTier {
         // from now on, and the total is counted again.
         migrator.registerMigration("v10-row-footprint") { db in
             try db.execute(sql: DiskTier.footprintTriggers(cost: DiskTier.costSQL, resizedOn: DiskTier.costColumns))
+        }
+        // Keys once kept a secret query value (`?access_token=…`) or a token as the user name
+        // in the clear; they now join as digests (``CacheKey/digest(_:)``). The rows keeping one
+        // go, erased in place (`secure_delete`), and their files with the opening's
+        // reconciliation: a later fetch stores them under the new key.
+        migrator.registerMigration("v11-secret-free-keys") { db in
+            let items = try Row.fetchAll(db, sql: "SELECT id, url FROM item WHERE url IS NOT NULL").compactMap {
+                row -> Int64? in
+                guard let url = row["url"] as String? else { return nil }
+                return Redaction.text(url) == url ? nil : row["id"]
+            }
+            let failures = try String.fetchAll(db, sql: "SELECT key FROM fetchFailure").filter {
+                Redaction.text($0) != $0
+            }
+            guard !items.isEmpty || !failures.isEmpty else { return }
+            try db.execute(sql: "PRAGMA secure_delete = ON")
+            for id in items { try db.execute(sql: "DELETE FROM item WHERE id = ?", arguments: [id]) }
+            for key in failures { try db.execute(sql: "DELETE FROM fetchFailure WHERE key = ?", arguments: [key]) }
+            try db.execute(sql: "PRAGMA secure_delete = OFF")
         }
         return migrator
     }

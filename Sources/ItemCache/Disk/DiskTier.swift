@@ -176,7 +176,11 @@ final class DiskTier: Sendable {
                 underlying: error)
         }
         // Out of descriptors, SQLite says only "unable to open": the folder is fine.
-        if let reason = FileSystemError.descriptorShortageReason() {
+        // Nor is an index this user may not write, unless the error already says so.
+        if let reason = FileSystemError.descriptorShortageReason()
+            ?? ((error as? FileSystemError)?.remedy == nil
+                ? FileSystemError.databaseAccessReason(path: folder + "/index.sqlite") : nil)
+        {
             return ItemCacheError(
                 code: .storage, message: "cannot open the cache folder \(folder): \(reason)", underlying: error)
         }
@@ -194,18 +198,13 @@ final class DiskTier: Sendable {
         return "\(error); \(remedy)"
     }
 
-    /// Whether `error` says the index file is damaged (not a cache's database, a page that
-    /// does not read back, or a schema that is not the one its migrations made: a table
-    /// dropped, or the migrations' record emptied so that they run again over tables that
-    /// exist), as opposed to a full disk or missing permissions.
+    /// Whether `error` says the index file is damaged (`SharedDatabase/isDamage(_:)`), as
+    /// opposed to a full disk or missing permissions.
     static func isDamage(_ error: any Error) -> Bool {
         if let error = error as? ItemCacheError {
             return error.code == .damagedIndex || error.underlying.map(isDamage) ?? false
         }
-        guard let error = error as? DatabaseError else { return false }
-        if error.resultCode == .SQLITE_CORRUPT || error.resultCode == .SQLITE_NOTADB { return true }
-        guard error.resultCode == .SQLITE_ERROR, let message = error.message else { return false }
-        return ["no such table", "no such column", "already exists"].contains { message.contains($0) }
+        return SharedDatabase.isDamage(error)
     }
 
     /// The disk limit every process sharing the folder enforces.

@@ -1,3 +1,4 @@
+import FileKit
 import Foundation
 import Transport
 
@@ -14,6 +15,11 @@ public struct HTTPResponseRecord: Sendable, Equatable {
     public private(set) var headers: [String: String]
     /// The age base: the response time less its corrected initial age (RFC 9111 §4.2.3).
     public var born: Date
+    /// Where the response came from when redirects led there: a digest of the URL the last
+    /// redirect named (``target(of:through:)``), never the URL itself (it may hold a token).
+    /// Nil when the URL asked answered. A `304` reached elsewhere does not confirm the stored
+    /// body: its validators were another resource's.
+    public var target: String?
 
     /// Fields a stored response does not keep: hop-by-hop fields and those that framed the
     /// body on the wire (the stored value is the decoded body, RFC 9111 §3.1, §3.2), and
@@ -49,9 +55,11 @@ public struct HTTPResponseRecord: Sendable, Equatable {
         "cache-control", "expires", "date", "age", "etag", "last-modified", "vary", "content-type", "pragma",
     ]
 
-    /// A record of a `status` response with `fields`, its age counted from `born`.
-    public init(status: Int, headerFields: [HTTPHeaderField], born: Date) {
+    /// A record of a `status` response with `fields`, its age counted from `born`, reached
+    /// through redirects to `target` (``target(of:through:)``) when not nil.
+    public init(status: Int, headerFields: [HTTPHeaderField], born: Date, target: String? = nil) {
         self.status = status
+        self.target = target
         var kept = Self.keptFields(headerFields)
         if kept.reduce(0, { $0 + $1.name.utf8.count + $1.value.utf8.count + 2 }) > Self.largestKeptHeaders {
             kept = kept.filter {
@@ -72,15 +80,33 @@ public struct HTTPResponseRecord: Sendable, Equatable {
         let kept = Self.keptFields(fields)
         let replaced = Set(kept.map(\.name))
         return HTTPResponseRecord(
-            status: status, headerFields: headerFields.filter { !replaced.contains($0.name) } + kept, born: born)
+            status: status, headerFields: headerFields.filter { !replaced.contains($0.name) } + kept, born: born,
+            target: target)
+    }
+
+    /// Where `url` led through `redirects` (each `Location` resolved against the URL before
+    /// it), as a digest (`sha256-` and 24 hex digits); nil without redirects, or when the last
+    /// names no URL.
+    public static func target(of url: URL?, through redirects: [HTTPRedirect]) -> String? {
+        guard !redirects.isEmpty else { return nil }
+        var current = url
+        for redirect in redirects {
+            guard let location = redirect.headers["location"] else { return nil }
+            current = URL(string: location.trimmingCharacters(in: .whitespaces), relativeTo: current)?.absoluteURL
+        }
+        return current.map { "sha256-" + FileDigest.sha256(Data($0.absoluteString.utf8)).prefix(24) }
     }
 
     // MARK: - Stored form
 
     /// The record as the index stores it: a version line, the status, the age base, then one
-    /// `name:value` line per field with `\`, CR, LF and NUL escaped.
+    /// `name:value` line per field with `\`, CR, LF and NUL escaped. A redirected response's
+    /// record is version 2, whose fourth line is its ``target``: an older version sharing the
+    /// folder uses such an item without its headers, and every other record stays version 1.
     var encoded: String {
-        var text = "1\n\(status)\n\(born.timeIntervalSince1970)\n"
+        var text =
+            target.map { "2\n\(status)\n\(born.timeIntervalSince1970)\n\($0)\n" }
+            ?? "1\n\(status)\n\(born.timeIntervalSince1970)\n"
         for field in headerFields {
             text += field.name + ":" + Self.escape(field.value) + "\n"
         }
@@ -92,16 +118,18 @@ public struct HTTPResponseRecord: Sendable, Equatable {
     init?(encoded text: String) {
         var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
         if lines.last == "" { lines.removeLast() }
-        guard lines.count >= 3, lines[0] == "1", let status = Int(lines[1]), (100...999).contains(status),
-            let born = Double(lines[2]), born.isFinite
+        guard lines.count >= 3, lines[0] == "1" || lines[0] == "2", let status = Int(lines[1]),
+            (100...999).contains(status), let born = Double(lines[2]), born.isFinite
         else { return nil }
+        let target = lines[0] == "2" ? lines.count > 3 ? String(lines[3]) : nil : nil
+        if lines[0] == "2" && target?.hasPrefix("sha256-") != true { return nil }
         var fields: [HTTPHeaderField] = []
-        for line in lines.dropFirst(3) {
+        for line in lines.dropFirst(target == nil ? 3 : 4) {
             guard let colon = line.firstIndex(of: ":") else { return nil }
             fields.append(
                 HTTPHeaderField(name: String(line[..<colon]), value: Self.unescape(line[line.index(after: colon)...])))
         }
-        self.init(status: status, headerFields: fields, born: Date(timeIntervalSince1970: born))
+        self.init(status: status, headerFields: fields, born: Date(timeIntervalSince1970: born), target: target)
     }
 
     private static func escape(_ value: String) -> String {
