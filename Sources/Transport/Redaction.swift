@@ -28,6 +28,43 @@ public enum Redaction {
     /// (`https%3A%2F%2Fhost%2Fx%3Ftoken%3DT`, inside a cache key or another URL's query) is
     /// redacted too: its escaped delimiters read as the delimiters.
     public static func text(_ text: String) -> String {
+        let redacted = urlsRedacted(text)
+        // The proxy variables' passwords, wherever a message quotes them: libcurl quotes a proxy
+        // URL it cannot read as it was given (a password with a space, which ends the authority
+        // for the URL rules above).
+        guard !proxySecrets.isEmpty else { return redacted }
+        return proxySecrets.reduce(redacted) { $0.replacingOccurrences(of: $1, with: mask) }
+    }
+
+    /// The passwords (and user names that are tokens) in this process's proxy variables
+    /// (`http_proxy`, `HTTPS_PROXY`, `ALL_PROXY`…, as libcurl reads them), as written and
+    /// percent-decoded; only those of 4 bytes or more, so that masking them never mangles a
+    /// message. Read once.
+    static let proxySecrets: [String] = {
+        let names = ["http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "socks_proxy"]
+        let environment = ProcessInfo.processInfo.environment
+        var secrets: Set<String> = []
+        for name in names + names.map { $0.uppercased() } {
+            guard let value = environment[name], let scheme = value.range(of: "://"),
+                let at = value.range(of: "@", options: .backwards), scheme.upperBound < at.lowerBound
+            else { continue }
+            let userInfo = value[scheme.upperBound..<at.lowerBound]
+            let colon = userInfo.firstIndex(of: ":")
+            let user = userInfo[..<(colon ?? userInfo.endIndex)]
+            let password = colon.map { userInfo[userInfo.index(after: $0)...] } ?? ""
+            var found = [String(password)]
+            if userIsSecret(ArraySlice(user.utf8), password: ArraySlice(password.utf8)) { found.append(String(user)) }
+            for secret in found {
+                secrets.insert(secret)
+                if let decoded = secret.removingPercentEncoding { secrets.insert(decoded) }
+            }
+        }
+        // Longest first: a secret that holds another is masked whole.
+        return secrets.filter { $0.utf8.count >= 4 }.sorted { $0.utf8.count > $1.utf8.count }
+    }()
+
+    /// ``text(_:)`` without the proxy variables' secrets.
+    private static func urlsRedacted(_ text: String) -> String {
         // Fast path: no authority, plain or escaped, or nothing after one that can hold a secret.
         let escapedAuthority = text.contains("%") && text.range(of: "%3A%2F%2F", options: .caseInsensitive) != nil
         guard

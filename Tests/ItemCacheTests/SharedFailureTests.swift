@@ -299,3 +299,55 @@ struct SharedFailureTests {
         #expect(providerError?.code == .cancelled)
     }
 }
+
+/// A storm of failing URLs (each its own backoff row and shared failure) keeps the index within
+/// the folder's limit: the failure tables keep their newest rows, as many as the limit allows,
+/// with bounded messages; a URL too long to keep gets no row. One audit saw a 256 KiB cache's
+/// index grow to 10 MB.
+@Suite("Failure rows stay within the folder's limit")
+struct FailureRowBoundTests {
+    @Test func aStormOfFailingURLsKeepsTheNewestRowsOnly() async throws {
+        let folder = temporaryCacheFolder()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try ItemStoreTests.open(folder, limit: 512 << 10)
+        let limit = store.disk.failureRowLimit
+        #expect(limit == 16)
+        let message = String(repeating: "m", count: 10_000)
+        let start = Date()
+        for index in 0..<200 {
+            let now = start.addingTimeInterval(Double(index))
+            _ = await store.recordOriginFailure(
+                "http://h.example/u\(index)", message: message, status: 500, now: now, backoff: OriginBackoff(),
+                retryAfter: nil)
+            await store.recordFetchFailure(
+                ItemCacheError(code: .fetch, message: message),
+                for: try CacheKey(url: URL(string: "http://h.example/k\(index)")!))
+        }
+        _ = await store.recordOriginFailure(
+            "http://h.example/" + String(repeating: "x", count: 5_000), message: "m", status: 500, now: start,
+            backoff: OriginBackoff(), retryAfter: nil)
+        let (origins, failures, longest, newest) = try await store.disk.pool.read { db in
+            (
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM originFailure") ?? -1,
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM fetchFailure") ?? -1,
+                try Int.fetchOne(
+                    db,
+                    sql:
+                        "SELECT max(length(message)) FROM (SELECT message FROM originFailure UNION ALL SELECT message FROM fetchFailure)"
+                )
+                    ?? -1,
+                try String.fetchOne(db, sql: "SELECT origin FROM originFailure ORDER BY at DESC LIMIT 1")
+            )
+        }
+        #expect(origins == limit && failures == limit)
+        #expect(longest <= DiskTier.longestFailureMessage)
+        #expect(newest == "http://h.example/u199")
+        // The newest keeps its backoff: the storm did not open the gate of the last failing URL.
+        if case .open = await store.originGate(
+            "http://h.example/u199", now: start.addingTimeInterval(199), backoff: OriginBackoff())
+        {
+            Issue.record("the newest failure's backoff was dropped")
+        }
+        try await store.close()
+    }
+}

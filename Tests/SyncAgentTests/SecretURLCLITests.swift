@@ -98,6 +98,30 @@ struct SecretURLCLITests {
 
     /// A token in the query (GitHub raw's `?token=`) and a --header line without its colon are
     /// never printed: the refusals name the flag, not the secret.
+    /// A proxy variable's password that libcurl cannot read as a URL (a space in it ends the
+    /// authority for URL rules) is quoted back by libcurl's message: it is masked there, in
+    /// `status` and in the state database, as written and as percent-decoded.
+    @Test(arguments: ["http_proxy", "ALL_PROXY"])
+    func aProxyVariablesPasswordNeverShows(variable: String) async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let folder = ["--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]
+                let secret = "PROXY S3cret%21x"
+                let sync = try await SyncAgentBinary.run(
+                    ["sync", "--base-url", server.baseURL!.absoluteString] + folder, scratch: scratch,
+                    environment: [variable: "http://puser:\(secret)@127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""])
+                #expect(sync.status != 0, "\(sync.stdout) \(sync.stderr)")
+                let status = try await SyncAgentBinary.run(["status", "--json"] + folder, scratch: scratch)
+                for (text, what) in [
+                    (sync.stdout + sync.stderr, "sync"), (status.stdout + status.stderr, "status"),
+                    (Self.stateBytes(scratch), "the state database"),
+                ] {
+                    #expect(!text.contains("S3cret"), "\(what): \(text.prefix(2_000))")
+                }
+            }
+        }
+    }
+
     @Test func aQueryTokenAndAMalformedHeaderAreNeverQuotedBack() async throws {
         try await withScratch { scratch in
             let folder = ["--dir", scratch + "/content", "--state", scratch + "/state.sqlite"]

@@ -195,13 +195,19 @@ extension DiskTier {
     /// old, and those dated an hour ahead (a clock that was ahead, a hostile row), which reads
     /// ignore anyway.
     private func recordFetchRow(_ key: String, code: String, message: String, at now: Date) throws {
+        // A key too long to keep is not shared (``recordOriginFailure``'s bound).
+        guard key.utf8.count <= Self.longestFailureKey else { return }
         try transaction { db in
             try db.execute(
                 sql: "INSERT OR REPLACE INTO fetchFailure (key, at, code, message) VALUES (?, ?, ?, ?)",
-                arguments: [key, now.timeIntervalSince1970, code, message])
+                arguments: [
+                    key, now.timeIntervalSince1970, String(code.prefix(64)),
+                    String(message.prefix(Self.longestFailureMessage)),
+                ])
             try db.execute(
                 sql: "DELETE FROM fetchFailure WHERE at < ? OR at > ?",
                 arguments: [now.timeIntervalSince1970 - 3600, now.timeIntervalSince1970 + 3600])
+            try Self.keepNewestFailureRows(db, table: "fetchFailure", key: "key", limit: self.failureRowLimit)
         }
     }
 

@@ -70,6 +70,9 @@ extension DiskTier {
     func recordOriginFailure(
         _ origin: String, message: String, status: Int?, now: Date, backoff: OriginBackoff, retryAfter: Double?
     ) throws(ItemCacheError) -> Date {
+        // A URL too long to keep costs a row the folder's limit does not count: it gets no
+        // backoff rather than growing the index.
+        guard origin.utf8.count <= Self.longestFailureKey else { return now }
         do {
             return try transaction { db -> Date in
                 // A damaged or hostile count (Int.max, 1e300, text) is read leniently and capped
@@ -88,14 +91,33 @@ extension DiskTier {
                         VALUES (?, ?, ?, ?, ?, ?)
                         """,
                     arguments: [
-                        origin, min(failures, 1_000), now.timeIntervalSince1970, retryAt.timeIntervalSince1970, message,
-                        status,
+                        origin, min(failures, 1_000), now.timeIntervalSince1970, retryAt.timeIntervalSince1970,
+                        String(message.prefix(Self.longestFailureMessage)), status,
                     ])
+                try Self.keepNewestFailureRows(db, table: "originFailure", key: "origin", limit: self.failureRowLimit)
                 return retryAt
             }
         } catch {
             throw storageError("cannot record a failing origin in", error)
         }
+    }
+
+    /// The longest key or origin a failure row is kept for, and the longest message it keeps.
+    static let longestFailureKey = 2_048
+    static let longestFailureMessage = 500
+
+    /// How many rows each failure table keeps, the newest: the rows are outside the footprint
+    /// the limit counts, so they are bounded by it (1,000 rows of at most 2.5 KiB under the
+    /// default limit, 16 under a 512 KiB one); a storm of failing URLs once grew a 256 KiB
+    /// cache's index to 10 MB.
+    var failureRowLimit: Int { Int(max(16, min(1_000, limit / (32 << 10)))) }
+
+    /// Deletes all but the `limit` newest rows of `table` (keyed by `key`, dated by `at`).
+    static func keepNewestFailureRows(_ db: Database, table: String, key: String, limit: Int) throws {
+        try db.execute(
+            sql:
+                "DELETE FROM \(table) WHERE \(key) IN (SELECT \(key) FROM \(table) ORDER BY at DESC LIMIT -1 OFFSET ?)",
+            arguments: [limit])
     }
 
     /// Forgets the failures of `origin`: it answered.
