@@ -61,6 +61,11 @@ final class CurlTransfer: @unchecked Sendable {
     private var contentLengths: [String] = []
     /// The current response's head has ended: later fields are trailers, not head fields.
     private var headEnded = false
+    /// Whether the request has credential headers (``HTTPRequest/isCredentialHeader(_:)``),
+    /// which a redirect to another origin must not take along.
+    private let carriesCredentials: Bool
+    /// Whether libcurl follows redirects for this transfer.
+    private let followsRedirects: Bool
     /// Whether a folded line (obsolete line folding) changed a field since `headers` was
     /// combined: it is combined again when the head ends.
     private var foldedHead = false
@@ -108,6 +113,8 @@ final class CurlTransfer: @unchecked Sendable {
         self.easy = easy
         self.url = url
         self.sink = sink
+        carriesCredentials = request.headers.keys.contains(where: HTTPRequest.isCredentialHeader)
+        followsRedirects = configuration.maxRedirects > 0
         self.progress = progress
         self.onResponseStart = onResponseStart
         self.onBodyChunk = onBodyChunk
@@ -305,6 +312,16 @@ final class CurlTransfer: @unchecked Sendable {
                 headers = HTTPHeaderField.combined(headerFields)
                 foldedHead = false
             }
+            // A redirect to another origin, with credential headers libcurl would send on: the
+            // transfer stops here, before libcurl asks the new origin, and the transport asks
+            // it without them.
+            if carriesCredentials, let next = redirectToOtherOrigin() {
+                var stop = TransportError(
+                    code: .invalidRequest, message: "redirected to \(Redaction.url(next)), another origin", url: url)
+                stop.redirectToOtherOrigin = (next, HTTPRedirect(status: status, headerFields: headerFields))
+                writeFailure = stop
+                return false
+            }
             // Before a single body byte is written: a refused body never touches the file.
             if isFinalSuccess { return checkHead() }
         case .other:
@@ -367,6 +384,19 @@ final class CurlTransfer: @unchecked Sendable {
     /// the path could answer in the server's name.
     static func redirectProtocols(from url: URL) -> String {
         url.scheme?.lowercased() == "https" ? "https" : "http,https"
+    }
+
+    /// Where the current response redirects when libcurl would follow it to another origin
+    /// than the request's, by a scheme a redirect may take; else nil.
+    private func redirectToOtherOrigin() -> URL? {
+        guard followsRedirects, [301, 302, 303, 307, 308].contains(status),
+            let location = headers["location"]?.trimmingCharacters(in: .whitespaces), !location.isEmpty,
+            let next = URL(string: location, relativeTo: answeringURL)?.absoluteURL,
+            let scheme = next.scheme?.lowercased(),
+            Self.redirectProtocols(from: url).split(separator: ",").contains(Substring(scheme)),
+            next.httpOrigin != url.httpOrigin
+        else { return nil }
+        return next
     }
 
     /// The address answering now: after a redirect, not the one asked.

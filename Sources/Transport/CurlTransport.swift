@@ -261,17 +261,22 @@ public final class CurlTransport: Transport {
         _ attempt: (HTTPRequest) async throws -> HTTPResponse
     ) async throws -> HTTPResponse {
         var number = 1
+        // The request as it goes on after redirects to other origins this transport followed
+        // itself (``HTTPRequest/redirected(to:)``), and those redirects.
+        var current = original
+        var followed: [HTTPRedirect] = []
         while true {
             if Task.isCancelled || TransferGroup.current?.isCancelled == true {
                 throw TransportError.cancelled(original.url)
             }
-            var request = original
+            var request = current
             if let adapter = configuration.adapter {
                 try await adapter.adapt(&request)
             }
             let policy = original.retry ?? configuration.retry
             do {
-                let response = try await attempt(request)
+                var response = try await attempt(request)
+                response.redirects = followed + response.redirects
                 // A delivered error status (the caller takes every status) is retried as the
                 // thrown one would be; the last attempt's answer is returned as it came.
                 guard request.returnsEveryStatus, response.statusCode >= 400 else { return response }
@@ -282,6 +287,18 @@ public final class CurlTransport: Transport {
                 try await pause(delay, before: number + 1, of: request, after: error)
                 number += 1
             } catch let error as TransportError {
+                if let (next, redirect) = error.redirectToOtherOrigin {
+                    guard followed.count < configuration.maxRedirects else {
+                        throw TransportError(
+                            code: .invalidResponse,
+                            message:
+                                "\(Redaction.url(original.url)) redirected more than \(configuration.maxRedirects) times; check the URL",
+                            url: original.url)
+                    }
+                    followed.append(redirect)
+                    current = current.redirected(to: next)
+                    continue
+                }
                 if error.code == .cancelled { throw error }
                 if Task.isCancelled { throw TransportError.cancelled(request.url) }
                 guard

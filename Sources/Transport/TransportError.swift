@@ -48,6 +48,10 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var errno: Int32?
     /// Seconds the server asked us to wait (`Retry-After`), when it did.
     public var retryAfter: Double?
+    /// A redirect to another origin that the transfer stopped at, because the request carried
+    /// credential headers (``HTTPRequest/redirected(to:)``): the transport follows it itself,
+    /// without them.
+    package var redirectToOtherOrigin: (url: URL, redirect: HTTPRedirect)?
 
     /// An error from its parts, e.g. for an app's own ``Transport`` to throw.
     public init(

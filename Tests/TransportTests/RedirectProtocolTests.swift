@@ -1,4 +1,5 @@
 import Foundation
+import StorageServer
 import Testing
 
 @testable import Transport
@@ -16,5 +17,40 @@ struct RedirectProtocolTests {
     ])
     func redirectSchemesFollowTheRequestsScheme(url: String, allowed: String) throws {
         #expect(CurlTransfer.redirectProtocols(from: try #require(URL(string: url))) == allowed)
+    }
+
+    /// A redirect to another origin (another port here) never takes the request's credential
+    /// headers along: not `Authorization` (libcurl drops it itself), and not `X-Api-Key` or
+    /// `Private-Token` (libcurl sends those on). Other headers go on, the response is the
+    /// target's, with the redirect recorded; a redirect within the origin keeps them all.
+    @Test func credentialHeadersStayOnTheirOrigin() async throws {
+        let target = try ScriptedOrigin { _ in ScriptedOrigin.Answer(body: Data("there".utf8)) }
+        let origin = try ScriptedOrigin { request in
+            switch request.path {
+            case "/away": ScriptedOrigin.Answer(status: 302, headers: ["Location: \(target.url("/t?x=1"))"])
+            case "/near": ScriptedOrigin.Answer(status: 307, headers: ["Location: /here"])
+            default: ScriptedOrigin.Answer(body: Data("here".utf8))
+            }
+        }
+        defer {
+            origin.stop()
+            target.stop()
+        }
+        let transport = try makeTransport { $0.retry = .none }
+        let headers = [
+            "X-Api-Key": "KEY-1", "Private-Token": "TOKEN-2", "Authorization": "Bearer AUTH-3", "Accept": "text/plain",
+        ]
+        let away = try await transport.data(for: HTTPRequest(url: origin.url("/away"), headers: headers))
+        #expect(String(decoding: away.body, as: UTF8.self) == "there")
+        #expect(away.redirects.map(\.status) == [302])
+        let reached = try #require(target.requests.first)
+        #expect(reached.path == "/t" && reached.header("accept") == "text/plain")
+        for name in ["x-api-key", "private-token", "authorization"] {
+            #expect(reached.header(name) == nil, "\(name) went to another origin")
+            #expect(origin.requests.first?.header(name) != nil, "\(name) went to its own origin")
+        }
+        let near = try await transport.data(for: HTTPRequest(url: origin.url("/near"), headers: headers))
+        #expect(String(decoding: near.body, as: UTF8.self) == "here")
+        #expect(origin.requests.last?.path == "/here" && origin.requests.last?.header("x-api-key") == "KEY-1")
     }
 }
