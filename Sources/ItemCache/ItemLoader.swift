@@ -622,7 +622,10 @@ public final class ItemLoader: Sendable {
             _ = try? await store.removeItem(for: stale.key)
             var item = stale
             item.info.response = record
-            return LoadedItem(item: item, source: .revalidated)
+            item.info.contentType = record.headers["content-type"] ?? item.info.contentType
+            var loaded = LoadedItem(item: item, source: .revalidated)
+            loaded.isStored = false
+            return loaded
         }
         let etag = Self.usableValidator(record.headers["etag"])
         let lastModified = Self.usableValidator(record.headers["last-modified"])

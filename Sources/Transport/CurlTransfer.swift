@@ -634,6 +634,16 @@ final class CurlTransfer: @unchecked Sendable {
             // libcurl's words may quote the URL (a redirect's target, a proxy), user info and all.
             let detail = Redaction.text(buffered.isEmpty ? String(cString: curl_easy_strerror(result)) : buffered)
             let timedOut = result == CURLE_OPERATION_TIMEDOUT
+            // libcurl refuses a header line over 100 KB as "Out of memory": the server's answer
+            // is at fault, and asking again gets the same.
+            if result == CURLE_OUT_OF_MEMORY, !headEnded, status != 0 {
+                return .failure(
+                    TransportError(
+                        code: .invalidResponse,
+                        message:
+                            "\(expectation.method) \(Redaction.url(finalURL)) sent a response header line larger than libcurl takes (100 KB); refusing the answer (the server or a proxy in between is misbehaving)",
+                        url: url, statusCode: status, curlCode: Int(result.rawValue)))
+            }
             return .failure(
                 TransportError(
                     code: timedOut ? .timeout : .network,

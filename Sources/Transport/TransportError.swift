@@ -113,7 +113,12 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         let hint: String
         switch status {
         case 404: hint = "nothing is published at that URL; check it"
-        case 401, 403: hint = "the server refused access; add credentials with a request adapter"
+        case 401, 403:
+            hint =
+                "the server refused access; give credentials (an Authorization header, or a token in the URL's user part) that it accepts"
+        case 407:
+            hint =
+                "the proxy refused access; give its credentials in the proxy variable (http_proxy=http://user:password@proxy:port)"
         case 429: hint = "the server is rate-limiting; try again later"
         default: hint = status >= 500 ? "the server failed; try again later" : "check the URL"
         }

@@ -471,6 +471,30 @@ struct HTTPCachingConformanceTests {
         #expect(abs(parsed.timeIntervalSince(fixture.clock.now)) < 5, "\(date)")
     }
 
+    /// A 304's `Content-Type` becomes the item's (its column as well as its record), and a 304
+    /// that says `no-store` serves the value without keeping it, and says so.
+    @Test("a 304 updates the item's type; a 304 that says no-store serves the value unstored")
+    func notModifiedUpdatesTheTypeAndMayUnstore() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/t",
+            Answer(
+                headers: ["Cache-Control: max-age=1", "ETag: \"a\"", "Content-Type: text/plain"], body: Self.body("t")),
+            Answer(
+                status: 304, headers: ["ETag: \"a\"", "Content-Type: application/json", "Cache-Control: max-age=1"]),
+            Answer(status: 304, headers: ["ETag: \"a\"", "Cache-Control: no-store"]))
+        _ = try await fixture.get("/t")
+        fixture.clock.advance(5)
+        let typed = try await fixture.get("/t")
+        #expect(typed.source == .revalidated && typed.item.info.contentType == "application/json")
+        #expect(try await fixture.store.item(for: typed.item.key)?.item.info.contentType == "application/json")
+        fixture.clock.advance(5)
+        let unstored = try await fixture.get("/t")
+        #expect(unstored.data == Self.body("t") && !unstored.isStored)
+        #expect(try await fixture.store.item(for: unstored.item.key) == nil)
+    }
+
     /// The stored body came from `/v1`; the redirect now leads to `/v2`, whose file has the same
     /// tag (nginx's is the time and size) and answers 304 to it. That 304 confirms nothing: the
     /// body is fetched whole, and kept with its new place. A 304 from the same place confirms.

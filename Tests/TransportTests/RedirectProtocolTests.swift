@@ -54,3 +54,27 @@ struct RedirectProtocolTests {
         #expect(origin.requests.last?.path == "/here" && origin.requests.last?.header("x-api-key") == "KEY-1")
     }
 }
+
+/// Answers whose fault is the server's or the proxy's say so, with a fix that fits.
+@Suite("Refusals name who refused and the fix")
+struct RefusalMessageTests {
+    @Test func aHeaderLineTooLargeForLibcurlIsNamedNotCalledOutOfMemory() async throws {
+        let origin = try ScriptedOrigin { _ in
+            ScriptedOrigin.Answer(headers: ["X-Big: " + String(repeating: "b", count: 200_000)], body: Data("x".utf8))
+        }
+        defer { origin.stop() }
+        let transport = try makeTransport { $0.retry = .none }
+        await #expect {
+            _ = try await transport.data(for: HTTPRequest(url: origin.url("/big")))
+        } throws: { error in
+            let message = (error as? TransportError)?.message ?? ""
+            return message.contains("header line larger than libcurl takes") && !message.contains("Out of memory")
+        }
+    }
+
+    @Test(arguments: [(401, "give credentials"), (403, "give credentials"), (407, "the proxy refused access")])
+    func accessRefusalsNameTheirFix(status: Int, fix: String) {
+        let error = TransportError.status(status, url: URL(string: "https://h.example/a")!, retryAfter: nil)
+        #expect(error.message.contains(fix), "\(error.message)")
+    }
+}

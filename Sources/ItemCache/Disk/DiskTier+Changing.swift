@@ -17,12 +17,13 @@ extension DiskTier {
                     try db.execute(
                         sql: """
                             UPDATE item SET expires = ?, mustRevalidate = ?, etag = coalesce(?, etag), lastModified = coalesce(?, lastModified), accessed = ?,
-                            response = coalesce(?, response)
+                            response = coalesce(?, response), contentType = coalesce(?, contentType)
                             WHERE key = ?
                             """,
                         arguments: [
                             expires?.timeIntervalSince1970, mustRevalidate, etag, lastModified,
-                            self.clock.now.timeIntervalSince1970, response?.encoded, key.rawValue,
+                            self.clock.now.timeIntervalSince1970, response?.encoded, response?.headers["content-type"],
+                            key.rawValue,
                         ])
                     return try Row.fetchOne(
                         db, sql: "SELECT \(Self.columns) FROM item WHERE key = ?", arguments: [key.rawValue]
