@@ -42,6 +42,8 @@ final class CurlTransfer: @unchecked Sendable {
     private let progress: ProgressHandler?
     private let onResponseStart: (@Sendable (Int, [String: String]) -> Void)?
     private let onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+    /// ``DownloadOptions/admitsSize``.
+    private let admitsSize: (@Sendable (Int64) -> Bool)?
     private let maxBytes: Int64?
     /// The request asked for every final status as a response (``HTTPRequest/returnsEveryStatus``).
     private let returnsEveryStatus: Bool
@@ -97,7 +99,8 @@ final class CurlTransfer: @unchecked Sendable {
         request: HTTPRequest, sink: Sink, configuration: CurlTransport.Configuration,
         maxBytes: Int64?, progress: ProgressHandler?,
         onResponseStart: (@Sendable (Int, [String: String]) -> Void)? = nil,
-        onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil
+        onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)? = nil,
+        admitsSize: (@Sendable (Int64) -> Bool)? = nil
     ) throws(TransportError) {
         let url = request.resolvedURL
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
@@ -118,6 +121,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.progress = progress
         self.onResponseStart = onResponseStart
         self.onBodyChunk = onBodyChunk
+        self.admitsSize = admitsSize
         self.maxBytes = maxBytes
         // Saturating: a configuration may ask for a window or a rate no product holds.
         let window = Int64(clamping: max(1, configuration.stallTimeout.milliseconds / 1000))
@@ -490,6 +494,14 @@ final class CurlTransfer: @unchecked Sendable {
         case .file(let fd, let path, let offset):
             if let maxBytes, offset + bytesReceived > maxBytes {
                 writeFailure = tooLarge(limit: maxBytes, memory: false)
+                return false
+            }
+            if let admitsSize, !admitsSize(offset + bytesReceived) {
+                writeFailure = TransportError(
+                    code: .tooLarge,
+                    message:
+                        "\(expectation.method) \(Redaction.url(url)) sent more than the downloads it shares a limit with may take",
+                    url: url)
                 return false
             }
             var remaining = bytes

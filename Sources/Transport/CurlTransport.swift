@@ -199,7 +199,8 @@ public final class CurlTransport: Transport {
                 request: request, sink: .file(fd: fd, path: path, offset: offset),
                 configuration: self.configuration,
                 maxBytes: options.maxBytes, progress: options.progress,
-                onResponseStart: options.onResponseStart, onBodyChunk: options.onBodyChunk)
+                onResponseStart: options.onResponseStart, onBodyChunk: options.onBodyChunk,
+                admitsSize: options.admitsSize)
             do {
                 let response = try await self.run(transfer)
                 received += response.bytesReceived

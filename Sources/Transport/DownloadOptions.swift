@@ -20,6 +20,13 @@ public struct DownloadOptions: Sendable {
     /// file again. Chunks of every attempt are passed, retries included: trust what it saw only
     /// when the response was not resumed and it saw exactly the file's size. Default `nil`.
     public var onBodyChunk: (@Sendable (UnsafeRawBufferPointer) -> Void)?
+    /// Called on the transport's I/O thread before each chunk of a successful body is written,
+    /// with the size the file will have with it (from the resumed offset; an attempt that starts
+    /// over counts from 0 again): false refuses the body as too large
+    /// (``TransportError/Code/tooLarge``). For a limit several downloads share, which
+    /// ``maxBytes`` (one download's) cannot hold: each would take all that is left. Keep it
+    /// short. Default `nil`.
+    public var admitsSize: (@Sendable (Int64) -> Bool)?
     /// For a download into a descriptor: write the body over the file's bytes from its start and
     /// cut the file to the body's length once it is all there, instead of emptying the file
     /// first. A file being reused keeps its blocks (freeing and allocating them again costs a

@@ -78,7 +78,24 @@ struct DeclaredSizeTests {
                 (try? FileManager.default.attributesOfItem(atPath: staging + "/" + $0)[.size] as? Int) ?? nil
             }
             #expect(sizes.allSatisfy { $0 < 2 << 20 }, "\(sizes)")
+            #expect(sizes.reduce(0, +) < 2 << 20, "the refused files' bytes stay behind: \(sizes)")
         }
+    }
+
+    /// Downloads of unknown size running at once share what is left of the budget, byte by
+    /// byte as their files grow: the first to take it leaves the others nothing, a size a file
+    /// already had (an attempt starting over) is not taken twice, and what a refused download
+    /// took comes back.
+    @Test func downloadsOfUnknownSizeShareTheBudget() {
+        let budget = ContentBudget(limit: 1_000)
+        let first = BudgetShare(of: budget)
+        let second = BudgetShare(of: budget)
+        #expect(first.admit(size: 600) && second.admit(size: 300))
+        #expect(!second.admit(size: 500), "each used to be allowed all that was left")
+        #expect(first.admit(size: 100) && first.admit(size: 600), "starting over takes nothing again")
+        #expect(first.total == 600 && budget.remaining == 100)
+        budget.release(second.total)
+        #expect(budget.remaining == 400 && first.admit(size: 1_000) && budget.remaining == 0)
     }
 
     /// The archive's integrity size must agree with the status's own `zippedArchiveSizeInMB`:

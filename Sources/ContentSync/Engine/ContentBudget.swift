@@ -25,6 +25,12 @@ final class ContentBudget: Sendable {
             "version \(status.actualVersion)'s status declares \(declared) bytes of content (unzippedArchiveSizeInMB)"
     }
 
+    /// A budget of `limit` bytes (tests).
+    init(limit: Int64) {
+        self.limit = limit
+        declared = "\(limit) bytes"
+    }
+
     /// The bytes left.
     var remaining: Int64 { used.withLock { max(0, limit - $0) } }
 
@@ -45,6 +51,31 @@ final class ContentBudget: Sendable {
     /// Counts `size` bytes written for a file of unknown size.
     func spend(_ size: Int64) {
         used.withLock { $0 += max(0, size) }
+    }
+}
+
+/// What one download of unknown size took from a ``ContentBudget`` as its file grew: bytes are
+/// taken as they come, so that downloads running at once share what is left (each used to be
+/// allowed all of it, and eight endless bodies filled eight times the declared size). A size
+/// the file already had (an attempt that started over) is not taken twice.
+final class BudgetShare: Sendable {
+    private let budget: ContentBudget
+    private let taken = Mutex<Int64>(0)
+
+    init(of budget: ContentBudget) { self.budget = budget }
+
+    /// The bytes taken so far.
+    var total: Int64 { taken.withLock { $0 } }
+
+    /// Takes what a file of `size` bytes needs beyond what was taken; false when it does not fit.
+    func admit(size: Int64) -> Bool {
+        taken.withLock { taken in
+            let growth = size - taken
+            guard growth > 0 else { return true }
+            guard budget.reserve(growth) else { return false }
+            taken = size
+            return true
+        }
     }
 }
 

@@ -80,6 +80,12 @@ struct VerifiedDownloader: Sendable {
         }
         let streamed = StreamingDigest()
         if expected != nil { options.onBodyChunk = { streamed.update($0) } }
+        // A file of unknown size takes from the budget as it grows, so that downloads running
+        // at once share what is left: each used to be allowed all of it (eight endless bodies
+        // filled eight times the declared size).
+        let share = budget.flatMap { reserved == 0 ? BudgetShare(of: $0) : nil }
+        if let share { options.admitsSize = { share.admit(size: $0) } }
+        defer { if !kept, let share { budget?.release(share.total) } }
         do {
             switch destination {
             case .partial(let partial):
@@ -89,6 +95,8 @@ struct VerifiedDownloader: Sendable {
             }
         } catch {
             if let budget, expected == nil, (error as? TransportError)?.code == .tooLarge {
+                // Its bytes are refused: a partial file left for a resume would keep them.
+                destination.discard()
                 throw SyncError(
                     code: .integrity,
                     message:
@@ -137,7 +145,10 @@ struct VerifiedDownloader: Sendable {
             if let identity { fingerprints.insert(actual, for: identity) }
         }
         kept = true
-        if reserved == 0 { budget?.spend(destination.identity?.size ?? response.fileSize) }
+        if reserved == 0 {
+            let size = destination.identity?.size ?? response.fileSize
+            budget?.spend(max(0, size - (share?.total ?? 0)))
+        }
         return response
     }
 
