@@ -11,8 +11,9 @@ public enum ImageCatalog {
     public static let variantContext = "image-variant"
 
     /// The group every variant of the original `key` is stored in (`image-variants:` and the
-    /// hash of the key).
-    public static func variantGroup(of key: CacheKey) -> String { groupPrefix + key.fileName }
+    /// hash of its primary key: an original stored under a `Vary` variant key shares it, or its
+    /// variants read as orphans and `cache rm` or `purge` deleted them).
+    public static func variantGroup(of key: CacheKey) -> String { groupPrefix + key.primary.fileName }
 
     /// The original's group name of a variant (``variantGroup(of:)``), for listings.
     public static func originalGroup(ofVariant info: ItemInfo) -> String? {

@@ -25,6 +25,13 @@ extension CacheKey {
             rawValue: rawValue + Self.variantMarker + parts.joined(separator: "&"), context: context, url: url)
     }
 
+    /// The primary key of a variant's key (the URL's key, without the request headers that
+    /// selected it); the key itself when it is no variant.
+    public var primary: CacheKey {
+        guard let marker = rawValue.range(of: Self.variantMarker) else { return self }
+        return CacheKey(rawValue: String(rawValue[..<marker.lowerBound]), context: context, url: url)
+    }
+
     /// The header names a variant key was selected by; nil for a key that is no variant.
     var variantNames: [String]? {
         guard let marker = rawValue.range(of: Self.variantMarker) else { return nil }

@@ -282,6 +282,35 @@ struct ImageCLITests {
         }
     }
 
+    /// An original whose response varies (`Vary: Accept`, common on image CDNs) is stored under
+    /// a variant key; its variants belong to it all the same: `cache ls` lists them under it,
+    /// and `cache rm` of another URL or `purge --expired` leaves them (they read as orphans and
+    /// were deleted, to be made again at the next get).
+    @Test func variantsOfAnOriginalThatVariesAreNoOrphans() async throws {
+        try await withScratch { scratch in
+            let picture = try Self.image(width: 400, height: 200)
+            let origin = try ScriptedOrigin { _ in
+                ScriptedOrigin.Answer(
+                    headers: ["Content-Type: image/jpeg", "Vary: Accept", "Cache-Control: max-age=3600"], body: picture)
+            }
+            defer { origin.stop() }
+            let url = origin.url("/hero.jpg").absoluteString
+            #expect(try await get(url, scratch, ["--size", "100x", "--info"]).status == 0)
+            #expect(try await cachedCount(scratch) == 2)
+            let cache = ["--cache", scratch + "/cache"]
+            let other = try await SyncAgentBinary.run(
+                ["cache", "rm", origin.url("/other").absoluteString] + cache, scratch: scratch)
+            #expect(other.status == 0 && other.stdout.contains("0"), "\(other.stdout)")
+            #expect(
+                try await SyncAgentBinary.run(["cache", "purge", "--expired"] + cache, scratch: scratch).status == 0)
+            #expect(try await cachedCount(scratch) == 2, "the variant was taken for an orphan")
+            let listed = try await SyncAgentBinary.run(["cache", "ls"] + cache, scratch: scratch)
+            #expect(!listed.stdout.contains("original is gone"), "\(listed.stdout)")
+            let again = try info(try await get(url, scratch, ["--size", "100x", "--info"]))
+            #expect(again["made"] as? Bool == false, "\(again)")
+        }
+    }
+
     @Test("a file of a mirrored folder: read in place, a new version gets a new variant, the old one goes")
     func mirroredFile() async throws {
         try await withScratch { scratch in
