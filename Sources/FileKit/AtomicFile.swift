@@ -40,9 +40,11 @@ public enum AtomicFile {
 
     /// ``write(_:to:durability:)`` for bytes that come in pieces: `produce` passes each to the
     /// `write` it is given, in order. When `produce` throws (a source that turned out damaged),
-    /// nothing is put in place and its error is thrown.
+    /// nothing is put in place and its error is thrown. With `keeping`, the status of the file
+    /// it replaces, the new file gets that file's mode, and its owner where this user may give
+    /// it (root), before it takes the name: a private file stays private throughout.
     public static func write(
-        to path: String, durability: Durability = .none,
+        to path: String, durability: Durability = .none, keeping replaced: stat? = nil,
         _ produce: (_ write: (UnsafeRawBufferPointer) throws -> Void) throws -> Void
     ) throws {
         let temporary = path + ".tmp-\(getpid())-\(UInt32.random(in: 0 ... .max))"
@@ -52,6 +54,12 @@ public enum AtomicFile {
             try produce { bytes in
                 if let code = DescriptorIO.writeAll(fd, bytes) {
                     throw FileSystemError("cannot write", path: path, syscall: "write", errno: code)
+                }
+            }
+            if let replaced {
+                _ = fchown(fd, replaced.st_uid, replaced.st_gid) // only root may; the mode holds regardless
+                if fchmod(fd, replaced.st_mode & 0o777) != 0 { // never set-user-ID from a download
+                    throw FileSystemError("cannot keep the mode of", path: path, syscall: "fchmod", errno: errno)
                 }
             }
             if durability != .none && fsync(fd) != 0 {

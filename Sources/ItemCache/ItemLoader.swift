@@ -515,7 +515,7 @@ public final class ItemLoader: Sendable {
             if let transportError, Self.isOriginFailure(transportError) {
                 let answered =
                     transportError.code == .httpStatus || transportError.code == .invalidResponse
-                    || transportError.statusCode != nil
+                    || transportError.statusCode != nil || transportError.answered
                 let scope = answered ? exchange.resource : exchange.origin
                 if let scope {
                     await noteFailure(

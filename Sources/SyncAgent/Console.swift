@@ -153,8 +153,12 @@ package enum OutputFile {
             (try? FileManager.default.destinationOfSymbolicLink(atPath: absolute)).map { link in
                 link.hasPrefix("/") ? link : (absolute as NSString).deletingLastPathComponent + "/" + link
             } ?? absolute
+        // The file it replaces keeps its mode and owner, as `curl -o` and `cp` (which write into
+        // it) keep them: a private file never became world-readable.
+        var replaced = stat()
+        let existing = lstat(target, &replaced) == 0 && (replaced.st_mode & S_IFMT) == S_IFREG ? replaced : nil
         do {
-            try AtomicFile.write(to: target, produce)
+            try AtomicFile.write(to: target, keeping: existing, produce)
         } catch let error as FileSystemError {
             throw CLIFailure(code: 5, message: "\(option): \(error)")
         }

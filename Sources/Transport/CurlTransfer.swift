@@ -380,7 +380,7 @@ final class CurlTransfer: @unchecked Sendable {
             code: .tooLarge,
             message: memory
                 ? "\(Redaction.url(url)) sent more than \(limit) bytes; refusing the rest"
-                : "\(Redaction.url(url)) is larger than its declared \(limit) bytes; refusing it",
+                : "\(Redaction.url(url)) is larger than the \(limit) bytes it may have (its declared size, or the caller's limit); refusing it",
             url: url)
     }
 
@@ -656,11 +656,12 @@ final class CurlTransfer: @unchecked Sendable {
                             "\(expectation.method) \(Redaction.url(finalURL)) sent a response header line larger than libcurl takes (100 KB); refusing the answer (the server or a proxy in between is misbehaving)",
                         url: url, statusCode: status, curlCode: Int(result.rawValue)))
             }
-            return .failure(
-                TransportError(
-                    code: timedOut ? .timeout : .network,
-                    message: "\(expectation.method) \(Redaction.url(url)) failed: \(detail) (curl \(result.rawValue))",
-                    url: url, curlCode: Int(result.rawValue)))
+            var failure = TransportError(
+                code: timedOut ? .timeout : .network,
+                message: "\(expectation.method) \(Redaction.url(url)) failed: \(detail) (curl \(result.rawValue))",
+                url: url, curlCode: Int(result.rawValue))
+            failure.answered = status != 0
+            return .failure(failure)
         }
         var code = 0
         ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)

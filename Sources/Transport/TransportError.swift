@@ -52,6 +52,10 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// credential headers (``HTTPRequest/redirected(to:)``): the transport follows it itself,
     /// without them.
     package var redirectToOtherOrigin: (url: URL, redirect: HTTPRedirect)?
+    /// Whether a response's status line had come when the exchange failed (a body cut short,
+    /// a redirect to a scheme that is not followed): the server answered, so the failure is the
+    /// resource's, not its origin's.
+    package var answered = false
 
     /// An error from its parts, e.g. for an app's own ``Transport`` to throw.
     public init(

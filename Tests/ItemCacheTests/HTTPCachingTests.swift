@@ -471,6 +471,21 @@ struct HTTPCachingConformanceTests {
         #expect(abs(parsed.timeIntervalSince(fixture.clock.now)) < 5, "\(date)")
     }
 
+    /// A body cut short after its head, or a redirect to a scheme that is not followed, is an
+    /// answer: it backs off that URL only, and another URL of the origin is still asked.
+    @Test("a body cut short, or a redirect not followed, backs off its URL, not its origin")
+    func anAnswerThatFailedBacksOffItsURLOnly() async throws {
+        let fixture = try ScriptedLoaderFixture()
+        defer { Task { await fixture.close() } }
+        fixture.script("/cut", Answer(headers: ["Content-Length: 1000"], body: Data("short".utf8), closes: true))
+        fixture.script("/away", Answer(status: 302, headers: ["Location: file:///etc/passwd"]))
+        fixture.script("/good", Answer(headers: ["Cache-Control: no-store"], body: Self.body("good")))
+        for broken in ["/cut", "/away"] {
+            await #expect(throws: ItemCacheError.self) { _ = try await fixture.get(broken) }
+            #expect(try await fixture.get("/good").data == Self.body("good"), "\(broken) silenced its origin")
+        }
+    }
+
     /// A 304's `Content-Type` becomes the item's (its column as well as its record), and a 304
     /// that says `no-store` serves the value without keeping it, and says so.
     @Test("a 304 updates the item's type; a 304 that says no-store serves the value unstored")

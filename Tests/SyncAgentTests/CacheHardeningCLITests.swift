@@ -291,4 +291,25 @@ struct CacheHardeningCLITests {
             #expect(!unwritable.stderr.contains("delete"), "\(unwritable.stderr)")
         }
     }
+
+    /// `-o` over an existing file keeps its mode (a private file stays 0600, as `curl -o` and
+    /// `cp` keep it), never a set-user-ID bit, and a new file gets the usual 0644 less the umask.
+    @Test func outputOverAnExistingFileKeepsItsMode() async throws {
+        try await withScratch { scratch in
+            try "hi\n".write(toFile: scratch + "/f.txt", atomically: true, encoding: .utf8)
+            let url = "file://\(scratch)/f.txt"
+            for (mode, kept) in [(0o600, 0o600), (0o640, 0o640), (0o4755, 0o755)] as [(mode_t, mode_t)] {
+                let out = scratch + "/out-\(String(mode, radix: 8))"
+                try "old".write(toFile: out, atomically: true, encoding: .utf8)
+                chmod(out, mode)
+                let get = try await SyncAgentBinary.run(
+                    ["cache", "get", url, "--cache", scratch + "/c", "-o", out], scratch: scratch)
+                #expect(get.status == 0, "\(get.stderr)")
+                var status = stat()
+                #expect(
+                    stat(out, &status) == 0 && status.st_mode & 0o7777 == kept, "\(String(status.st_mode, radix: 8))")
+                #expect(try String(contentsOfFile: out, encoding: .utf8) == "hi\n")
+            }
+        }
+    }
 }
