@@ -116,6 +116,30 @@ package enum Console {
 /// replaced; a device, FIFO or socket that exists (`/dev/null`, `/dev/stdout`, a named pipe) is
 /// written into, never replaced (an atomic rename would put a regular file in its place).
 package enum OutputFile {
+    /// Refuses `path` (`-o`'s) when it names a file inside `folder` (the cache folder), through
+    /// links too: writing there would replace one of the cache's own files (its index, a value).
+    package static func refuse(_ path: String, inside folder: String, option: String = "-o") throws {
+        func real(_ path: String) -> String? {
+            guard let resolved = realpath(path, nil) else { return nil }
+            defer { free(resolved) }
+            return String(cString: resolved)
+        }
+        let absolute = FileSystem.absolutePath(path)
+        let parent = (absolute as NSString).deletingLastPathComponent
+        guard
+            let target = real(absolute)
+                ?? real(parent).map({ $0 + "/" + (absolute as NSString).lastPathComponent }),
+            let root = real(FileSystem.absolutePath(folder))
+        else { return }
+        if target == root || target.hasPrefix(root.hasSuffix("/") ? root : root + "/") {
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "\(option) \(path) is inside the cache folder \(folder), where it would replace one of the cache's own files; name a file outside it"
+            )
+        }
+    }
+
     package static func write(_ data: Data, to path: String, option: String = "-o") throws {
         try write(to: path, option: option) { write in try data.withUnsafeBytes { try write($0) } }
     }

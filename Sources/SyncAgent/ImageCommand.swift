@@ -111,6 +111,7 @@ package struct ImageGetCommand: AsyncParsableCommand {
 
     /// Runs in sync-agent-image, which sets ``ImageHelper/implementation``; sync-agent execs it.
     package func run() async throws {
+        if let output { try OutputFile.refuse(output, inside: folder.cache) }
         guard let implementation = ImageHelper.implementation.withLock({ $0 }) else {
             try ImageHelper.execute()
         }

@@ -312,4 +312,28 @@ struct CacheHardeningCLITests {
             }
         }
     }
+
+    /// `-o` inside the cache folder (its index, a value, through a link too) is refused before
+    /// anything is fetched or written: it would replace one of the cache's own files.
+    @Test func outputInsideTheCacheFolderIsRefused() async throws {
+        try await withScratch { scratch in
+            try "hi\n".write(toFile: scratch + "/f.txt", atomically: true, encoding: .utf8)
+            let cache = scratch + "/c"
+            let url = "file://\(scratch)/f.txt"
+            #expect(
+                try await SyncAgentBinary.run(["cache", "get", url, "--cache", cache], scratch: scratch).status == 0)
+            let index = FileManager.default.contents(atPath: cache + "/index.sqlite")
+            #expect(symlink(cache, scratch + "/link") == 0)
+            for output in [cache + "/index.sqlite", scratch + "/link/new.txt", cache + "/../c/blobs/x"] {
+                for command in [["cache", "get", url], ["image", "get", url, "--size", "10x"]] {
+                    let result = try await SyncAgentBinary.run(
+                        command + ["--cache", cache, "-o", output], scratch: scratch)
+                    #expect(result.status == 6, "\(command) -o \(output): \(result.stderr)")
+                    #expect(result.stderr.contains("is inside the cache folder"), "\(result.stderr)")
+                }
+            }
+            #expect(FileManager.default.contents(atPath: cache + "/index.sqlite") == index)
+            #expect(!FileManager.default.fileExists(atPath: cache + "/new.txt"))
+        }
+    }
 }
