@@ -64,13 +64,12 @@ struct StateRowLeniencyTests {
         }
     }
 
-    /// A damaged schema (a table dropped or renamed, a column added, the
-    /// migrations' record emptied) or a file that is no database is named as damaged, with the
-    /// way out, and a reset of the folder gets past it: it deletes the database, the folder and
-    /// its staging area, and the next sync restores.
+    /// A damaged schema (a table dropped or renamed, the migrations' record emptied) or a file
+    /// that is no database is named as damaged, with the way out, when the update meets it, and
+    /// a reset of the folder gets past it: it deletes the database, the folder and its staging
+    /// area, and the next sync restores.
     @Test(arguments: [
-        "DROP TABLE syncState", "ALTER TABLE treeEntry RENAME TO other", "ALTER TABLE syncState ADD COLUMN extra",
-        "DROP INDEX treeEntryFolders",
+        "DROP TABLE syncState", "ALTER TABLE treeEntry RENAME TO other", "DROP TABLE fileFingerprint",
         "DELETE FROM grdb_migrations", "not a database",
     ])
     func aDamagedSchemaIsNamedAndAResetStartsOver(damage: String) async throws {
@@ -84,19 +83,23 @@ struct StateRowLeniencyTests {
                 try await database.write { db in try db.execute(sql: damage) }
                 try database.close()
             }
-            #expect {
-                _ = try harness.manager()
+            harness.serve("1.2")
+            await #expect {
+                let manager = try harness.manager()
+                defer { Task { try? await manager.shutdown() } }
+                _ = try await manager.checkForUpdates()
             } throws: { error in
                 let message = (error as? SyncError)?.message ?? ""
-                return (error as? SyncError)?.code == .stateStore && message.contains("is damaged")
+                return (error as? SyncError)?.code == .stateStore && message.contains("damaged")
                     && message.contains("reset the folder")
             }
+            try harness.expectTree(is: "1.0")
             #expect(try await CacheManager.reset(contentDirectory: harness.content, stateDatabasePath: harness.state))
             #expect(!FileManager.default.fileExists(atPath: harness.content))
             let manager = try harness.manager()
             let report = try await manager.checkForUpdates()
             #expect(report.outcome == .restored)
-            try harness.expectTree(is: "1.0")
+            try harness.expectTree(is: "1.2")
             try await manager.shutdown()
         }
     }

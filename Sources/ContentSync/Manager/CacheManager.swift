@@ -153,13 +153,18 @@ public actor CacheManager {
             baseURL: URL(fileURLWithPath: "/"), contentDirectory: contentDirectory, stateDatabasePath: stateDatabasePath
         )
         try layout.validateLayout()
-        let store: StateStore
         do {
-            store = try StateStore(path: layout.stateDatabasePath)
+            return try await resetIntact(layout)
         } catch  where StateStore.isDamage(error) {
             // A damaged database cannot be read to start over, which is what a reset is for.
             return try await resetDamaged(layout, error)
         }
+    }
+
+    /// ``reset(contentDirectory:stateDatabasePath:)`` of a database that reads.
+    private static func resetIntact(_ layout: SyncConfiguration) async throws(SyncError) -> Bool {
+        let stateDatabasePath = layout.stateDatabasePath
+        let store = try StateStore(path: layout.stateDatabasePath)
         let staging = StagingArea(contentDirectory: layout.contentDirectory)
         // Not while another process updates the folder.
         let lock = try UpdateLock(

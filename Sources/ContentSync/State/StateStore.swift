@@ -34,12 +34,6 @@ final class StateStore: Sendable {
             var configuration = Configuration()
             configuration.busyMode = .timeout(Self.busyTimeout)
             pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
-            // Tables gone, renamed or altered: damaged, whoever did it.
-            if let expected = Self.expectedSchema,
-                let damage = try pool.read({ db in try SharedDatabase.schemaDamage(in: db, expected: expected) })
-            {
-                throw damage
-            }
         } catch {
             // Out of descriptors, SQLite says only "unable to open": the file is fine, and
             // deleting it would cost a whole restore for nothing.
@@ -68,10 +62,6 @@ final class StateStore: Sendable {
     /// What to do about a damaged state database.
     static let damageRemedy =
         "reset the folder, or delete the database, to start over (the next sync restores from the archive)"
-
-    /// The schema the migrations make, read once per process (nil if an in-memory database
-    /// could not be made: the check is then skipped, never a refusal).
-    private static let expectedSchema: [String: String]? = try? SharedDatabase.schema(madeBy: migrator)
 
     /// The folder a damaged database at `path` records, read without migrating or checking
     /// anything; nil when that cannot be read.
