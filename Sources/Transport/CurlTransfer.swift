@@ -665,6 +665,13 @@ final class CurlTransfer: @unchecked Sendable {
         }
         var code = 0
         ccurl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+        // HTTP defines 100 to 599 (RFC 9110 §15): a 999 is no server error, and no answer.
+        guard (100...599).contains(code) else {
+            return .failure(
+                TransportError.invalidResponse(
+                    expectation.method, finalURL, "its status \(code) is not one HTTP defines (100 to 599)",
+                    statusCode: code))
+        }
         guard (200..<300).contains(code) || code == 304 || (returnsEveryStatus && code >= 300) else {
             let retryAfter = headers["retry-after"].flatMap { RetryPolicy.parseRetryAfter($0) }
             return .failure(TransportError.status(code, url: finalURL, retryAfter: retryAfter))

@@ -59,9 +59,31 @@ public final class CurlTransport: Transport {
     /// silently at the first request.
     ///
     /// Call ``shutdown()`` when done: it ends the threads and fails what is still running.
+    /// Refuses a proxy variable libcurl would ignore without a word, connecting directly where
+    /// the proxy may be the only way allowed out: one whose URL holds a control character, as
+    /// written or escaped (`%0a` in a password). The value is never quoted (it may hold a
+    /// password).
+    static func checkProxyVariables(_ environment: [String: String]) throws(TransportError) {
+        let names = ["http_proxy", "https_proxy", "all_proxy", "HTTPS_PROXY", "ALL_PROXY", "HTTP_PROXY"]
+        for name in names {
+            guard let value = environment[name] else { continue }
+            let decoded = value.removingPercentEncoding ?? value
+            guard
+                value.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+                    || decoded.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F })
+            else { continue }
+            throw TransportError(
+                code: .invalidRequest,
+                message:
+                    "the proxy variable \(name) holds a control character (a line break, escaped or not), so libcurl would ignore the proxy and connect directly; fix the variable, or unset it to connect without a proxy"
+            )
+        }
+    }
+
     public init(configuration: Configuration = Configuration()) throws(TransportError) {
         self.configuration = configuration
         try Self.checkOptions(configuration)
+        try Self.checkProxyVariables(ProcessInfo.processInfo.environment)
         let threads = max(1, min(configuration.ioThreads, configuration.maxConnectionsPerHost))
         // The per-host limit is shared out, so the host sees at most the configured number.
         let perLoop = max(1, configuration.maxConnectionsPerHost / threads)

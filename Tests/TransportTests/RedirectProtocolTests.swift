@@ -78,3 +78,44 @@ struct RefusalMessageTests {
         #expect(error.message.contains(fix), "\(error.message)")
     }
 }
+
+/// A status HTTP does not define is no answer at all, for data and every-status requests alike.
+@Suite("A status outside 100 to 599 is refused")
+struct UndefinedStatusTests {
+    @Test(arguments: [false, true])
+    func aStatusHTTPDoesNotDefineIsRefused(everyStatus: Bool) async throws {
+        let origin = try ScriptedOrigin { _ in ScriptedOrigin.Answer(status: 999, body: Data("odd".utf8)) }
+        defer { origin.stop() }
+        let transport = try makeTransport { $0.retry = .none }
+        var request = HTTPRequest(url: origin.url("/odd"))
+        request.returnsEveryStatus = everyStatus
+        await #expect {
+            _ = try await transport.data(for: request)
+        } throws: { error in
+            let error = error as? TransportError
+            return error?.code == .invalidResponse && error?.message.contains("not one HTTP defines") == true
+        }
+    }
+}
+
+/// A proxy variable libcurl would ignore (a control character in its URL, escaped or not) is
+/// refused by name, its value never quoted; a proxy variable without one is taken.
+@Suite("A proxy variable libcurl would ignore is refused")
+struct ProxyVariableTests {
+    @Test(arguments: [
+        ("http_proxy", "http://user:PASS%0aWORD@127.0.0.1:9", true),
+        ("ALL_PROXY", "http://user:PASS\rWORD@127.0.0.1:9", true),
+        ("HTTPS_PROXY", "http://user:PASS%00@127.0.0.1:9", true),
+        ("http_proxy", "http://user:PASS%20WORD@127.0.0.1:9", false),
+        ("no_proxy", "a%0ab", false),
+    ])
+    func proxyVariables(name: String, value: String, refused: Bool) {
+        do {
+            try CurlTransport.checkProxyVariables([name: value])
+            #expect(!refused)
+        } catch {
+            #expect(refused)
+            #expect(error.message.contains(name) && !error.message.contains("PASS"), "\(error.message)")
+        }
+    }
+}
