@@ -54,11 +54,6 @@ public final class CurlTransport: Transport {
     public let configuration: Configuration
     let loops: [CurlMultiLoop]
 
-    /// Starts the transport's I/O threads. Throws when the installed libcurl refuses an option
-    /// the transfers rely on (a protocol restriction, a timeout, a callback): at start-up, not
-    /// silently at the first request.
-    ///
-    /// Call ``shutdown()`` when done: it ends the threads and fails what is still running.
     /// Refuses a proxy variable libcurl would ignore without a word, connecting directly where
     /// the proxy may be the only way allowed out: one whose URL holds a control character, as
     /// written or escaped (`%0a` in a password). The value is never quoted (it may hold a
@@ -80,6 +75,11 @@ public final class CurlTransport: Transport {
         }
     }
 
+    /// Starts the transport's I/O threads. Throws when the installed libcurl refuses an option
+    /// the transfers rely on (a protocol restriction, a timeout, a callback): at start-up, not
+    /// silently at the first request.
+    ///
+    /// Call ``shutdown()`` when done: it ends the threads and fails what is still running.
     public init(configuration: Configuration = Configuration()) throws(TransportError) {
         self.configuration = configuration
         try Self.checkOptions(configuration)
