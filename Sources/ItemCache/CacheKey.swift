@@ -88,7 +88,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             path = path.split(separator: "/", omittingEmptySubsequences: false)
                 .map { $0 == "." ? "%2E" : $0 == ".." ? "%2E%2E" : String($0) }.joined(separator: "/")
         }
-        if Self.redacts(path) {
+        if Self.mayHoldPathParameters(path), Self.redacts(path) {
             // A path parameter holding a secret (`/a;jsessionid=…/b`): its segment joins as a digest.
             path = path.split(separator: "/", omittingEmptySubsequences: false)
                 .map { Self.redacts("/" + $0) ? Self.digest(String($0)) : String($0) }.joined(separator: "/")
@@ -113,7 +113,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             text +=
                 "?"
                 + items.map { name, value in
-                    value.map { "\(name)=\(Self.redacts("/?\(name)=\($0)") ? Self.digest($0) : $0)" } ?? name
+                    value.map { "\(name)=\(Self.isSecret($0, named: name) ? Self.digest($0) : $0)" } ?? name
                 }.joined(separator: "&")
         } else if components.percentEncodedQuery != nil {
             text += "?"
@@ -177,9 +177,25 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// How a secret joins a key: `sha256-` and the first 96 bits of its SHA-256, in hex. Keys
     /// with different secrets stay apart (a token may pick what the server answers), and the
     /// index never holds the secret itself. A short secret (a PIN) can be guessed back from its
-    /// digest: the cache folder is the app's own (docs/cache.md).
+    /// digest: the cache folder is the app's own (docs/security.md).
     static func digest(_ secret: String) -> String {
         digestMark + FileDigest.sha256(Data(secret.utf8)).prefix(24)
+    }
+
+    /// Whether a query parameter's `value` is a secret ``redacts(_:)`` would mask: its name
+    /// says so, or the value holds a URL with one (only a value with `://`, escaped or not, or
+    /// `@` is looked into: a key is made on every memory hit).
+    static func isSecret(_ value: String, named name: String) -> Bool {
+        if Redaction.isSecretName(name.utf8) { return true }
+        guard value.contains("@") || value.contains("://") || value.range(of: "%3A", options: .caseInsensitive) != nil
+        else { return false }
+        return redacts("/?\(name)=\(value)")
+    }
+
+    /// Whether `path` may hold a path parameter (`;name=value`, the `;` plain or escaped): only
+    /// such a path is looked into.
+    static func mayHoldPathParameters(_ path: String) -> Bool {
+        path.contains(";") || path.range(of: "%3B", options: .caseInsensitive) != nil
     }
 
     /// Whether `Redaction` would mask any of `pathAndQuery` (a secret parameter's value, a
