@@ -202,7 +202,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// nested URL's password): such a part joins the key as its ``digest(_:)``.
     static func redacts(_ pathAndQuery: String) -> Bool {
         let probe = "http://h" + pathAndQuery
-        return Redaction.text(probe) != probe
+        return Redaction.urls(probe) != probe
     }
 
     /// The key of an item made locally (RXWebCache's wrapper items, NBImageCache's ids): any

@@ -393,14 +393,34 @@ final class CurlTransfer: @unchecked Sendable {
     /// Where the current response redirects when libcurl would follow it to another origin
     /// than the request's, by a scheme a redirect may take; else nil.
     private func redirectToOtherOrigin() -> URL? {
-        guard followsRedirects, [301, 302, 303, 307, 308].contains(status),
-            let location = headers["location"]?.trimmingCharacters(in: .whitespaces), !location.isEmpty,
-            let next = URL(string: location, relativeTo: answeringURL)?.absoluteURL,
+        // libcurl follows any 3xx but a 304 that names a place (a 300 or a 305 too), by the
+        // first Location line; a Location it could not read is left to it (it fails there).
+        guard followsRedirects, (300...399).contains(status), status != 304,
+            let line = headerFields.first(where: { $0.name == "location" })?.value,
+            let next = Self.locationURL(line, relativeTo: answeringURL), next.httpOrigin != nil,
             let scheme = next.scheme?.lowercased(),
             Self.redirectProtocols(from: url).split(separator: ",").contains(Substring(scheme)),
             next.httpOrigin != url.httpOrigin
         else { return nil }
         return next
+    }
+
+    /// The URL a `Location` line names, read as libcurl reads it: its bytes (header text is
+    /// Latin-1 here, one byte a character) with spaces, controls and bytes past ASCII escaped,
+    /// against the URL that answered.
+    static func locationURL(_ line: String, relativeTo base: URL) -> URL? {
+        var text = ""
+        for scalar in line.trimmingCharacters(in: .whitespaces).unicodeScalars {
+            guard scalar.value <= 0xFF else { return nil }
+            let byte = UInt8(scalar.value)
+            if byte <= 0x20 || byte >= 0x7F || "\"<>\\^`{|}".utf8.contains(byte) {
+                text += String(format: "%%%02X", byte)
+            } else {
+                text.unicodeScalars.append(scalar)
+            }
+        }
+        guard !text.isEmpty else { return nil }
+        return URL(string: text, relativeTo: base)?.absoluteURL
     }
 
     /// The address answering now: after a redirect, not the one asked.
@@ -467,13 +487,18 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     /// Why the current body is refused when its encoded bytes outgrow what they decoded to by
-    /// far (twice, and 1 MiB): no encoder makes that (deflate, brotli and zstd add a few bytes a
-    /// block to data they cannot shrink), but a hostile one can send empty blocks forever.
+    /// far (32 times, and 1 MiB): no encoder comes near (deflate adds a few bytes a block to
+    /// data it cannot shrink; a gzip member of one byte, the worst a chain of tiny members gets,
+    /// takes about 21), but a hostile one can send empty blocks forever, which no limit on
+    /// decoded bytes stops.
     private func endlessEncoding() -> String? {
-        guard encodedBytes > 2 * decodedBytes + (1 << 20) else { return nil }
+        guard encodedBytes > Self.largestEncodingRatio * decodedBytes + (1 << 20) else { return nil }
         return
-            "its \(headers["content-encoding"] ?? "encoded") body sent \(encodedBytes) bytes that decoded to \(decodedBytes): an encoder that sends blocks of nothing, so the body would never end; fix the server's compression"
+            "its \(headers["content-encoding"] ?? "encoded") body sent \(encodedBytes) bytes that decoded to \(decodedBytes), more than \(Self.largestEncodingRatio) times as many: blocks of (nearly) nothing, so the body would not end; fix the server's compression"
     }
+
+    /// How many encoded bytes a decoded one may cost (``endlessEncoding()``).
+    static let largestEncodingRatio: Int64 = 32
 
     /// Takes decoded body bytes: the error page's first 4 KiB, or the content into its sink.
     /// Returns false, with `writeFailure` set, to stop the transfer.

@@ -28,43 +28,50 @@ public enum Redaction {
     /// (`https%3A%2F%2Fhost%2Fx%3Ftoken%3DT`, inside a cache key or another URL's query) is
     /// redacted too: its escaped delimiters read as the delimiters.
     public static func text(_ text: String) -> String {
-        let redacted = urlsRedacted(text)
-        // The proxy variables' passwords, wherever a message quotes them: libcurl quotes a proxy
-        // URL it cannot read as it was given (a password with a space, which ends the authority
-        // for the URL rules above).
-        guard !proxySecrets.isEmpty else { return redacted }
-        return proxySecrets.reduce(redacted) { $0.replacingOccurrences(of: $1, with: mask) }
+        // A proxy variable's URL, wherever a message quotes it: libcurl quotes one it cannot
+        // read as it was given (a password with a space, which ends the authority for the URL
+        // rules below), so the value itself is replaced by its masked form.
+        var text = text
+        for (quoted, masked) in proxyValues where text.contains(quoted) {
+            text = text.replacingOccurrences(of: quoted, with: masked)
+        }
+        return urls(text)
     }
 
-    /// The passwords (and user names that are tokens) in this process's proxy variables
-    /// (`http_proxy`, `HTTPS_PROXY`, `ALL_PROXY`…, as libcurl reads them), as written and
-    /// percent-decoded; only those of 4 bytes or more, so that masking them never mangles a
-    /// message. Read once.
-    static let proxySecrets: [String] = {
+    /// The URLs in this process's proxy variables (`http_proxy`, `HTTPS_PROXY`, `ALL_PROXY`…,
+    /// as libcurl reads them) that hold user info, as written and percent-decoded, each with its
+    /// masked form (`http://user:***@host:port`, the user masked too when it is a token). Whole
+    /// values, so that a password (however short, or however common a word) is masked only
+    /// where the proxy's URL is quoted. Read once.
+    static let proxyValues: [(quoted: String, masked: String)] = {
         let names = ["http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "socks_proxy"]
         let environment = ProcessInfo.processInfo.environment
-        var secrets: Set<String> = []
-        for name in names + names.map { $0.uppercased() } {
-            guard let value = environment[name], let scheme = value.range(of: "://"),
-                let at = value.range(of: "@", options: .backwards), scheme.upperBound < at.lowerBound
-            else { continue }
-            let userInfo = value[scheme.upperBound..<at.lowerBound]
-            let colon = userInfo.firstIndex(of: ":")
-            let user = userInfo[..<(colon ?? userInfo.endIndex)]
-            let password = colon.map { userInfo[userInfo.index(after: $0)...] } ?? ""
-            var found = [String(password)]
-            if userIsSecret(ArraySlice(user.utf8), password: ArraySlice(password.utf8)) { found.append(String(user)) }
-            for secret in found {
-                secrets.insert(secret)
-                if let decoded = secret.removingPercentEncoding { secrets.insert(decoded) }
+        var values: [String: String] = [:]
+        for name in names + names.map({ $0.uppercased() }) {
+            guard let value = environment[name] else { continue }
+            for quoted in Set([value, value.removingPercentEncoding ?? value]) {
+                guard let scheme = quoted.range(of: "://"), let at = quoted.range(of: "@", options: .backwards),
+                    scheme.upperBound < at.lowerBound
+                else { continue }
+                let userInfo = quoted[scheme.upperBound..<at.lowerBound]
+                let colon = userInfo.firstIndex(of: ":")
+                let user = userInfo[..<(colon ?? userInfo.endIndex)]
+                let password = colon.map { userInfo[userInfo.index(after: $0)...] } ?? ""
+                let shownUser =
+                    colon == nil || userIsSecret(ArraySlice(user.utf8), password: ArraySlice(password.utf8))
+                    ? mask : String(user)
+                values[quoted] =
+                    String(quoted[..<scheme.upperBound]) + shownUser + (colon == nil ? "" : ":" + mask) + "@"
+                    + String(quoted[at.upperBound...])
             }
         }
-        // Longest first: a secret that holds another is masked whole.
-        return secrets.filter { $0.utf8.count >= 4 }.sorted { $0.utf8.count > $1.utf8.count }
+        // Longest first: a value that holds another is masked whole.
+        return values.map { ($0.key, $0.value) }.sorted { $0.0.utf8.count > $1.0.utf8.count }
     }()
 
-    /// ``text(_:)`` without the proxy variables' secrets.
-    private static func urlsRedacted(_ text: String) -> String {
+    /// ``text(_:)`` by the URL rules alone, whatever this process's environment holds: what
+    /// decides a cache key's parts (`CacheKey`), which must not change with a proxy variable.
+    package static func urls(_ text: String) -> String {
         // Fast path: no authority, plain or escaped, or nothing after one that can hold a secret.
         let escapedAuthority = text.contains("%") && text.range(of: "%3A%2F%2F", options: .caseInsensitive) != nil
         guard

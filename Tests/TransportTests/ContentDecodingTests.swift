@@ -226,6 +226,20 @@ struct ContentDecodingTests {
         #expect(file.isEmpty)
     }
 
+    /// A chain of many tiny gzip members (appended log lines: about 2.5 encoded bytes a decoded
+    /// one) is a body like any other, not an endless encoding.
+    @Test func aChainOfTinyGzipMembersIsTaken() async throws {
+        let line = Data("line 0001\n".utf8)
+        let member = try await GzipEncoding.compress(line)
+        var body = Data()
+        for _ in 0..<150_000 { body += member }
+        #expect(body.count > 2 * 150_000 * line.count + (1 << 20), "the members cost over twice their bytes")
+        let (data, download, file) = try await fetch(body, coding: "gzip")
+        if case .failure(let error) = data { Issue.record("\(error)") }
+        if case .failure(let error) = download { Issue.record("\(error)") }
+        #expect(file.count == 150_000 * line.count)
+    }
+
     /// Folded header lines (obsolete line folding) join their field, and the fields of one name
     /// combine as usual, however many folds the head has (each fold once combined them all
     /// again: minutes of CPU for a hostile head).

@@ -141,10 +141,10 @@ extension DiskTier {
             let items = try Row.fetchAll(db, sql: "SELECT id, url FROM item WHERE url IS NOT NULL").compactMap {
                 row -> Int64? in
                 guard let url = row["url"] as String? else { return nil }
-                return Redaction.text(url) == url ? nil : row["id"]
+                return Redaction.urls(url) == url ? nil : row["id"]
             }
             let failures = try String.fetchAll(db, sql: "SELECT key FROM fetchFailure").filter {
-                Redaction.text($0) != $0
+                Redaction.urls($0) != $0
             }
             guard !items.isEmpty || !failures.isEmpty else { return }
             try db.execute(sql: "PRAGMA secure_delete = ON")
