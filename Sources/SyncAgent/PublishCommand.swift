@@ -65,7 +65,8 @@ struct PublishCommand: AsyncParsableCommand {
     var signKey: String?
 
     @Option(
-        name: .long, parsing: .unconditional, help: "Days the signature stays valid; clients refuse an expired status.")
+        name: .long, parsing: .unconditional,
+        help: "Days the signature stays valid, from 0.0417 (an hour) to 36500; clients refuse an expired status.")
     var signatureDays: Double = 30
 
     @Flag(
