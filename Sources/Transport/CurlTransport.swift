@@ -59,8 +59,7 @@ public final class CurlTransport: Transport {
     /// written or escaped (`%0a` in a password). The value is never quoted (it may hold a
     /// password).
     static func checkProxyVariables(_ environment: [String: String]) throws(TransportError) {
-        let names = ["http_proxy", "https_proxy", "all_proxy", "HTTPS_PROXY", "ALL_PROXY", "HTTP_PROXY"]
-        for name in names {
+        for name in Redaction.proxyVariables {
             guard let value = environment[name] else { continue }
             let decoded = value.removingPercentEncoding ?? value
             guard

@@ -38,16 +38,20 @@ public enum Redaction {
         return urls(text)
     }
 
+    /// The environment variables libcurl reads a proxy from, in both cases.
+    package static let proxyVariables = ["http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "socks_proxy"].flatMap {
+        [$0, $0.uppercased()]
+    }
+
     /// The URLs in this process's proxy variables (`http_proxy`, `HTTPS_PROXY`, `ALL_PROXY`…,
     /// as libcurl reads them) that hold user info, as written and percent-decoded, each with its
     /// masked form (`http://user:***@host:port`, the user masked too when it is a token). Whole
     /// values, so that a password (however short, or however common a word) is masked only
     /// where the proxy's URL is quoted. Read once.
     static let proxyValues: [(quoted: String, masked: String)] = {
-        let names = ["http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "socks_proxy"]
         let environment = ProcessInfo.processInfo.environment
         var values: [String: String] = [:]
-        for name in names + names.map({ $0.uppercased() }) {
+        for name in proxyVariables {
             guard let value = environment[name] else { continue }
             for quoted in Set([value, value.removingPercentEncoding ?? value]) {
                 guard let scheme = quoted.range(of: "://"), let at = quoted.range(of: "@", options: .backwards),
