@@ -143,10 +143,10 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         self.rawValue = (context.isEmpty ? "" : context + " ") + text + headerText
     }
 
-    /// Whether a varying header named `name` (lower-cased) carries a credential: `cookie`, or a
-    /// name `Redaction` takes for a secret's (`authorization`, `x-api-key`, `x-auth-token`).
+    /// Whether a varying header named `name` carries a credential (``HTTPRequest``'s rule:
+    /// `cookie`, or a name `Redaction` takes for a secret's: `authorization`, `x-api-key`).
     static func isCredentialHeader(_ name: String) -> Bool {
-        name == "cookie" || Redaction.isSecretName(name.utf8)
+        HTTPRequest.isCredentialHeader(name)
     }
 
     /// An absolute path without its literal `.` and `..` segments (RFC 3986 §5.2.4), as

@@ -9,25 +9,6 @@ public struct HTTPRequest: Sendable, Equatable {
     public var method: String
     /// Request headers. Names are matched case-insensitively by servers; keep one spelling per name.
     public var headers: [String: String]
-
-    /// Whether a header named `name` carries a credential that goes only to the origin it was
-    /// given for: `Authorization`, `Cookie`, `Proxy-Authorization`, or a name `Redaction` takes
-    /// for a secret's (`X-Api-Key`, `Private-Token`, `X-Auth-Token`).
-    package static func isCredentialHeader(_ name: String) -> Bool {
-        let lowered = name.lowercased()
-        return lowered == "cookie" || lowered == "proxy-authorization" || Redaction.isSecretName(lowered.utf8)
-    }
-
-    /// This request sent to `url`, where a redirect to another origin leads: without its
-    /// credential headers (libcurl itself drops only `Authorization` and `Cookie` there, and
-    /// sends `X-Api-Key` on), everything else kept.
-    package func redirected(to url: URL) -> HTTPRequest {
-        var next = self
-        next.url = url
-        next.queryItems = [] // the Location is the whole URL
-        next.headers = headers.filter { !Self.isCredentialHeader($0.key) }
-        return next
-    }
     /// Query parameters appended to ``url``. Default none.
     public var queryItems: [URLQueryItem]
     /// The longest the whole exchange may take, or `nil` for no limit (large downloads rely on
@@ -57,6 +38,25 @@ public struct HTTPRequest: Sendable, Equatable {
         self.headers = headers
         self.queryItems = queryItems
         self.timeout = timeout
+    }
+
+    /// Whether a header named `name` carries a credential that goes only to the origin it was
+    /// given for: `Authorization`, `Cookie`, `Proxy-Authorization`, or a name `Redaction` takes
+    /// for a secret's (`X-Api-Key`, `Private-Token`, `X-Auth-Token`).
+    package static func isCredentialHeader(_ name: String) -> Bool {
+        let lowered = name.lowercased()
+        return lowered == "cookie" || lowered == "proxy-authorization" || Redaction.isSecretName(lowered.utf8)
+    }
+
+    /// This request sent to `url`, where a redirect to another origin leads: without its
+    /// credential headers (libcurl itself drops only `Authorization` and `Cookie` there, and
+    /// sends `X-Api-Key` on), everything else kept.
+    package func redirected(to url: URL) -> HTTPRequest {
+        var next = self
+        next.url = url
+        next.queryItems = [] // the Location is the whole URL
+        next.headers = headers.filter { !Self.isCredentialHeader($0.key) }
+        return next
     }
 
     /// ``url`` with ``queryItems`` appended: the address actually sent.
