@@ -61,32 +61,8 @@ struct PublishPaths: Equatable {
     }
 
     /// Whether `path` is `folder` or below it (both canonical).
-    static func isWithin(_ path: String, _ folder: String) -> Bool {
-        path == folder || path.hasPrefix(folder == "/" ? "/" : folder + "/")
-    }
+    static func isWithin(_ path: String, _ folder: String) -> Bool { FileSystem.path(path, isWithin: folder) }
 
-    /// `path` with every symlink of its existing part resolved, and `.` and `..` applied to
-    /// the part that does not exist yet.
-    static func canonical(_ path: String) -> String {
-        var existing = path
-        var rest: [String] = []
-        while true {
-            if let resolved = realpath(existing, nil) {
-                defer { free(resolved) }
-                var parts = String(cString: resolved).split(separator: "/").map(String.init)
-                for component in rest.reversed() {
-                    switch component {
-                    case "", ".": continue
-                    case "..": if !parts.isEmpty { parts.removeLast() }
-                    default: parts.append(component)
-                    }
-                }
-                return "/" + parts.joined(separator: "/")
-            }
-            let parent = (existing as NSString).deletingLastPathComponent
-            if parent == existing || parent.isEmpty { return path }
-            rest.append((existing as NSString).lastPathComponent)
-            existing = parent
-        }
-    }
+    /// `path` with every symlink of its existing part resolved (``FileSystem/canonicalPath(_:)``).
+    static func canonical(_ path: String) -> String { FileSystem.canonicalPath(path) }
 }

@@ -188,25 +188,10 @@ extension SyncConfiguration {
         }
     }
 
-    /// `path` with every symlink in its deepest existing ancestor resolved (the rest may not exist yet).
-    static func canonicalPath(_ path: String) -> String {
-        var existing = absolutePath(path)
-        var missing: [String] = []
-        while true {
-            if let resolved = realpath(existing, nil) {
-                defer { free(resolved) }
-                var result = String(cString: resolved)
-                for component in missing.reversed() { result += (result.hasSuffix("/") ? "" : "/") + component }
-                return result
-            }
-            guard existing != "/", !existing.isEmpty else { return absolutePath(path) }
-            missing.append((existing as NSString).lastPathComponent)
-            existing = (existing as NSString).deletingLastPathComponent
-        }
-    }
+    /// `path` made absolute, with every symlink in its deepest existing ancestor resolved (the
+    /// rest may not exist yet).
+    static func canonicalPath(_ path: String) -> String { FileSystem.canonicalPath(absolutePath(path)) }
 
     /// Whether `path` is `folder` or lies below it (both canonical).
-    static func path(_ path: String, isWithin folder: String) -> Bool {
-        path == folder || folder == "/" || path.hasPrefix(folder + "/")
-    }
+    static func path(_ path: String, isWithin folder: String) -> Bool { FileSystem.path(path, isWithin: folder) }
 }

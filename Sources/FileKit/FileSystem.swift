@@ -131,6 +131,36 @@ public enum FileSystem {
         while standardized.count > 1 && standardized.hasSuffix("/") { standardized.removeLast() }
         return standardized
     }
+
+    /// The absolute `path` with every symlink of its existing part resolved, and `.` and `..`
+    /// applied to the part that does not exist yet: where a file made there would be.
+    public static func canonicalPath(_ path: String) -> String {
+        var existing = path
+        var rest: [String] = []
+        while true {
+            if let resolved = realpath(existing, nil) {
+                defer { free(resolved) }
+                var parts = String(cString: resolved).split(separator: "/").map(String.init)
+                for component in rest.reversed() {
+                    switch component {
+                    case "", ".": continue
+                    case "..": if !parts.isEmpty { parts.removeLast() }
+                    default: parts.append(component)
+                    }
+                }
+                return "/" + parts.joined(separator: "/")
+            }
+            let parent = (existing as NSString).deletingLastPathComponent
+            if parent == existing || parent.isEmpty { return path }
+            rest.append((existing as NSString).lastPathComponent)
+            existing = parent
+        }
+    }
+
+    /// Whether `path` is `folder` or lies below it (both canonical: ``canonicalPath(_:)``).
+    public static func path(_ path: String, isWithin folder: String) -> Bool {
+        path == folder || path.hasPrefix(folder == "/" ? "/" : folder + "/")
+    }
 }
 
 extension timespec {

@@ -119,19 +119,8 @@ package enum OutputFile {
     /// Refuses `path` (`-o`'s) when it names a file inside `folder` (the cache folder), through
     /// links too: writing there would replace one of the cache's own files (its index, a value).
     package static func refuse(_ path: String, inside folder: String, option: String = "-o") throws {
-        func real(_ path: String) -> String? {
-            guard let resolved = realpath(path, nil) else { return nil }
-            defer { free(resolved) }
-            return String(cString: resolved)
-        }
-        let absolute = FileSystem.absolutePath(path)
-        let parent = (absolute as NSString).deletingLastPathComponent
-        guard
-            let target = real(absolute)
-                ?? real(parent).map({ $0 + "/" + (absolute as NSString).lastPathComponent }),
-            let root = real(FileSystem.absolutePath(folder))
-        else { return }
-        if target == root || target.hasPrefix(root.hasSuffix("/") ? root : root + "/") {
+        let target = FileSystem.canonicalPath(FileSystem.absolutePath(path))
+        if FileSystem.path(target, isWithin: FileSystem.canonicalPath(FileSystem.absolutePath(folder))) {
             throw CLIFailure(
                 code: 6,
                 message:

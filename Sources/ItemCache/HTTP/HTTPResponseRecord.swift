@@ -1,4 +1,3 @@
-import FileKit
 import Foundation
 import Transport
 
@@ -94,7 +93,7 @@ public struct HTTPResponseRecord: Sendable, Equatable {
             guard let location = redirect.headers["location"] else { return nil }
             current = URL(string: location.trimmingCharacters(in: .whitespaces), relativeTo: current)?.absoluteURL
         }
-        return current.map { "sha256-" + FileDigest.sha256(Data($0.absoluteString.utf8)).prefix(24) }
+        return current.map { CacheKey.digest($0.absoluteString) }
     }
 
     // MARK: - Stored form
