@@ -104,6 +104,49 @@ struct StateRowLeniencyTests {
         }
     }
 
+    /// A manager that opened its database before the damage (a table dropped, pages
+    /// overwritten) resets past it: the database is emptied in place under the manager's own
+    /// connections, and the next check restores. Its reset used to fail with the damage, so
+    /// only a new process could start over.
+    @Test(arguments: ["DROP TABLE syncState", "DROP TABLE treeEntry", "overwrite pages"])
+    func aManagerResetsPastDamageMetAfterItOpened(damage: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let manager = try harness.manager()
+            if damage == "overwrite pages" {
+                let database = try DatabaseQueue(path: harness.state)
+                try await database.writeWithoutTransaction { db in
+                    try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
+                }
+                try database.close()
+                // Every page but the first (the header and the schema's root) turned to garbage.
+                let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: harness.state))
+                let size = try handle.seekToEnd()
+                try handle.seek(toOffset: 4096)
+                try handle.write(contentsOf: Data(repeating: 0xA5, count: Int(size) - 4096))
+                try handle.close()
+            } else {
+                let database = try DatabaseQueue(path: harness.state)
+                try await database.write { db in try db.execute(sql: damage) }
+                try database.close()
+            }
+            harness.serve("1.2")
+            await #expect(throws: SyncError.self) { try await manager.checkForUpdates() }
+            try harness.expectTree(is: "1.0")
+            try await manager.reset()
+            #expect(!FileManager.default.fileExists(atPath: harness.content))
+            let report = try await manager.checkForUpdates()
+            #expect(report.outcome == .restored)
+            try harness.expectTree(is: "1.2")
+            #expect(try await manager.localVersion()?.description == "1.2")
+            try await manager.shutdown()
+            // The database reads again in a new process, too.
+            let again = try harness.manager()
+            #expect(try await again.localVersion()?.description == "1.2")
+            try await again.shutdown()
+        }
+    }
+
     /// A damaged database that cannot name its folder deletes no folder without a staging area
     /// beside it (one the user made), and one that names another folder deletes nothing.
     @Test func aResetOfADamagedDatabaseDeletesOnlyItsOwnFolder() async throws {

@@ -35,6 +35,12 @@ struct StagingArea: Sendable {
     var discarded: String { root + "/discarded" }
     var archive: String { root + "/archive.zip.part" }
 
+    /// Whether the staging root is a folder (not followed through a link): the content folder
+    /// was synced here.
+    func exists() -> Bool {
+        FileSystem.status(of: root).map { $0.st_mode & S_IFMT == S_IFDIR } ?? false
+    }
+
     /// The partial-download file for `path`, stable across restarts.
     func partialFile(for path: SafeRelativePath) -> String {
         var hash = FNV1a64()

@@ -193,24 +193,8 @@ public actor CacheManager {
         let path = layout.stateDatabasePath
         let directory = layout.contentDirectory
         let staging = StagingArea(contentDirectory: directory)
-        let owner = StateStore.recordedFolder(damagedDatabase: path)
-        if let owner, owner != directory {
-            throw SyncError(
-                code: .configuration,
-                message:
-                    "the state database \(path) belongs to \(owner), not \(directory); refusing to reset it (it is damaged: \(damage.message))"
-            )
-        }
         // Looked for before the lock, which makes the staging area for its file.
-        var status = stat()
-        let synced = owner != nil || lstat(staging.root, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR
-        guard synced || !FileSystem.exists(directory) else {
-            throw SyncError(
-                code: .configuration,
-                message:
-                    "the state database \(path) is damaged and cannot say whether \(directory) is its folder, which has no staging area beside it; refusing to delete the folder: delete the database by hand to start over, and the next sync asks before replacing the folder"
-            )
-        }
+        try checkDamagedOwner(path, directory, damage, hadStaging: staging.exists())
         let lock = try UpdateLock(statePath: path, contentDirectory: directory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
         for file in [path, path + "-wal", path + "-shm"] where unlink(file) != 0 && errno != ENOENT {
@@ -221,6 +205,30 @@ public actor CacheManager {
         let store = try StateStore(path: path)
         try await wipe(directory, staging: staging, store: store)
         return true
+    }
+
+    /// Refuses the reset of a damaged state database at `path` unless `directory` is its folder:
+    /// the database names it (its `syncState` row still reads), or, when it cannot say, the folder
+    /// had a staging area beside it before the reset's lock made one (it was synced, not a folder
+    /// of the user's), or it does not exist.
+    private static func checkDamagedOwner(
+        _ path: String, _ directory: String, _ damage: SyncError, hadStaging: Bool
+    ) throws(SyncError) {
+        let owner = StateStore.recordedFolder(damagedDatabase: path)
+        if let owner, owner != directory {
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the state database \(path) belongs to \(owner), not \(directory); refusing to reset it (it is damaged: \(damage.message))"
+            )
+        }
+        guard owner != nil || hadStaging || !FileSystem.exists(directory) else {
+            throw SyncError(
+                code: .configuration,
+                message:
+                    "the state database \(path) is damaged and cannot say whether \(directory) is its folder, which has no staging area beside it; refusing to delete the folder: delete the database by hand to start over, and the next sync asks before replacing the folder"
+            )
+        }
     }
 
     /// What the state database says about the folder (last attempt, last success, consecutive
@@ -588,13 +596,23 @@ public actor CacheManager {
     }
 
     /// Forgets the state and deletes the content and staging folders, holding the update lock.
+    /// A database damaged since the manager opened it is emptied in place and migrated again
+    /// (its files stay open here), under the same ownership rule as
+    /// ``reset(contentDirectory:stateDatabasePath:)``'s.
     private static func reset(contentDirectory directory: String, store: StateStore) async -> Result<Void, SyncError> {
         do throws(SyncError) {
             let staging = StagingArea(contentDirectory: directory)
+            let hadStaging = staging.exists()
             // Not while another process updates the folder.
             let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, stagingRoot: staging.root)
             defer { withExtendedLifetime(lock) {} }
-            try await wipe(directory, staging: staging, store: store)
+            do {
+                try await wipe(directory, staging: staging, store: store)
+            } catch  where StateStore.isDamage(error) {
+                try checkDamagedOwner(store.path, directory, error, hadStaging: hadStaging)
+                try await store.eraseDamaged()
+                try await wipe(directory, staging: staging, store: store)
+            }
             return .success(())
         } catch {
             return .failure(error)

@@ -73,6 +73,23 @@ final class StateStore: Sendable {
         }
     }
 
+    /// Empties a damaged database in place, through this store's own connections, and runs the
+    /// migrations again: a reset through a store that opened before the damage (a manager's),
+    /// which cannot delete the file under its own connections. Throws when the file is too
+    /// damaged to be written over; deleting it is then the way out.
+    func eraseDamaged() async throws(SyncError) {
+        do {
+            try await pool.erase()
+            try Self.migrator.migrate(pool)
+        } catch {
+            throw SyncError(
+                code: .stateStore,
+                message:
+                    "cannot empty the damaged state database \(path) in place (\(SharedDatabase.shortDescription(error))): delete it to start over (the next sync restores from the archive)",
+                underlying: error)
+        }
+    }
+
     /// Whether `error` (thrown by ``init(path:)``) says the database is damaged, as opposed to a
     /// lock, a permission or the disk.
     static func isDamage(_ error: SyncError) -> Bool {
