@@ -37,7 +37,8 @@ enum ByteRange: Hashable, Sendable {
                 self = .whole
                 return
             }
-            self = start < size ? .partial(start..<min(end + 1, size)) : .unsatisfiable
+            // `end` may be Int.max: clamped before the + 1 (it trapped `serve`).
+            self = start < size ? .partial(start..<(min(end, size - 1) + 1)) : .unsatisfiable
         case (let start?, nil) where last.isEmpty:
             self = start < size ? .partial(start..<size) : .unsatisfiable
         case (nil, let suffix?) where first.isEmpty:

@@ -319,7 +319,16 @@ final class CurlTransfer: @unchecked Sendable {
             // A redirect to another origin, with credential headers libcurl would send on: the
             // transfer stops here, before libcurl asks the new origin, and the transport asks
             // it without them.
-            if carriesCredentials, let next = redirectToOtherOrigin() {
+            if carriesCredentials, let target = redirectToOtherOrigin() {
+                // libcurl's text of the target, which Foundation must read the same way for
+                // the transport to ask it; when it cannot, nobody asks it.
+                guard let next = URL(string: target), next.httpOrigin != nil else {
+                    writeFailure = .invalidResponse(
+                        expectation.method, answeringURL,
+                        "it redirected to a Location this transport cannot follow without sending the request's credentials on",
+                        statusCode: status)
+                    return false
+                }
                 var stop = TransportError(
                     code: .invalidRequest, message: "redirected to \(Redaction.url(next)), another origin", url: url)
                 stop.redirectToOtherOrigin = (next, HTTPRedirect(status: status, headerFields: headerFields))
@@ -390,37 +399,74 @@ final class CurlTransfer: @unchecked Sendable {
         url.scheme?.lowercased() == "https" ? "https" : "http,https"
     }
 
-    /// Where the current response redirects when libcurl would follow it to another origin
-    /// than the request's, by a scheme a redirect may take; else nil.
-    private func redirectToOtherOrigin() -> URL? {
+    /// Where the current response redirects (libcurl's text of the URL) when libcurl would
+    /// follow it to another origin than the request's, by a scheme a redirect may take; else nil.
+    private func redirectToOtherOrigin() -> String? {
         // libcurl follows any 3xx but a 304 that names a place (a 300 or a 305 too), by the
         // first Location line; a Location it could not read is left to it (it fails there).
         guard followsRedirects, (300...399).contains(status), status != 304,
             let line = headerFields.first(where: { $0.name == "location" })?.value,
-            let next = Self.locationURL(line, relativeTo: answeringURL), next.httpOrigin != nil,
-            let scheme = next.scheme?.lowercased(),
-            Self.redirectProtocols(from: url).split(separator: ",").contains(Substring(scheme)),
-            next.httpOrigin != url.httpOrigin
+            let next = Self.redirectTarget(line, from: answeringURL.absoluteString),
+            Self.redirectProtocols(from: url).split(separator: ",").contains(Substring(next.scheme)),
+            next.origin != Self.curlOrigin(of: url.absoluteString)
         else { return nil }
-        return next
+        return next.url
     }
 
-    /// The URL a `Location` line names, read as libcurl reads it: its bytes (header text is
-    /// Latin-1 here, one byte a character) with spaces, controls and bytes past ASCII escaped,
-    /// against the URL that answered.
-    static func locationURL(_ line: String, relativeTo base: URL) -> URL? {
-        var text = ""
-        for scalar in line.trimmingCharacters(in: .whitespaces).unicodeScalars {
-            guard scalar.value <= 0xFF else { return nil }
-            let byte = UInt8(scalar.value)
-            if byte <= 0x20 || byte >= 0x7F || "\"<>\\^`{|}".utf8.contains(byte) {
-                text += String(format: "%%%02X", byte)
-            } else {
-                text.unicodeScalars.append(scalar)
-            }
+    /// The target of a `Location` line as libcurl itself resolves it when it follows (its URL
+    /// parser, with the flags its redirect step uses, against the URL that answered), and that
+    /// target's origin; nil when libcurl could not read it either (it then fails, asking no one).
+    ///
+    /// Another parser would differ from libcurl's somewhere (`http:/host`, `http:///host` and a
+    /// leading vertical tab are another origin to libcurl but not to Foundation: an outside
+    /// audit), and each difference would send the request's credentials to another origin.
+    static func redirectTarget(_ line: String, from base: String) -> (url: String, scheme: String, origin: String)? {
+        // libcurl takes the value from its first non-space byte to its last (its `ISSPACE`: the
+        // vertical tab and form feed too), as bytes: header text is Latin-1 here.
+        let spaces: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D]
+        var bytes: [UInt8] = []
+        for scalar in line.unicodeScalars {
+            guard scalar.value <= 0xFF, scalar.value != 0 else { return nil }
+            bytes.append(UInt8(scalar.value))
         }
-        guard !text.isEmpty else { return nil }
-        return URL(string: text, relativeTo: base)?.absoluteURL
+        guard let first = bytes.firstIndex(where: { !spaces.contains($0) }),
+            let last = bytes.lastIndex(where: { !spaces.contains($0) })
+        else { return nil }
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, base, 0) == CURLUE_OK else { return nil }
+        let location = Array(bytes[first...last]) + [0]
+        let flags = UInt32(CURLU_URLENCODE) | UInt32(CURLU_ALLOW_SPACE)
+        let set = location.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { curl_url_set(handle, CURLUPART_URL, $0.baseAddress, flags) }
+        }
+        guard set == CURLUE_OK, let url = part(handle, CURLUPART_URL), let origin = origin(handle),
+            let scheme = part(handle, CURLUPART_SCHEME)?.lowercased()
+        else { return nil }
+        return (url, scheme, origin)
+    }
+
+    /// The origin of `url` (`scheme://host:port`, lower-cased, the port always given) as
+    /// libcurl's URL parser reads it, or nil.
+    static func curlOrigin(of url: String) -> String? {
+        guard let handle = curl_url() else { return nil }
+        defer { curl_url_cleanup(handle) }
+        guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+        return origin(handle)
+    }
+
+    private static func origin(_ handle: OpaquePointer) -> String? {
+        guard let scheme = part(handle, CURLUPART_SCHEME), let host = part(handle, CURLUPART_HOST),
+            let port = part(handle, CURLUPART_PORT, flags: UInt32(CURLU_DEFAULT_PORT))
+        else { return nil }
+        return (scheme + "://" + host + ":" + port).lowercased()
+    }
+
+    private static func part(_ handle: OpaquePointer, _ part: CURLUPart, flags: UInt32 = 0) -> String? {
+        var text: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, part, &text, flags) == CURLUE_OK, let text else { return nil }
+        defer { curl_free(text) }
+        return String(cString: text)
     }
 
     /// The address answering now: after a redirect, not the one asked.

@@ -31,6 +31,10 @@ struct PureLogicTests {
     @Test(arguments: [
         ("bytes=0-9", 100, ByteRange.partial(0..<10)),
         ("bytes=90-200", 100, .partial(90..<100)),
+        // The largest end a position can hold, and past it: `end + 1` trapped `serve`.
+        ("bytes=0-9223372036854775807", 100, .partial(0..<100)),
+        ("bytes=5-9223372036854775807", 6, .partial(5..<6)),
+        ("bytes=0-99999999999999999999", 100, .whole),
         ("bytes=99-", 100, .partial(99..<100)),
         ("bytes=-10", 100, .partial(90..<100)),
         ("bytes=-500", 100, .partial(0..<100)),

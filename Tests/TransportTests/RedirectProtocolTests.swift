@@ -71,16 +71,52 @@ struct RedirectProtocolTests {
         #expect(target.requests.allSatisfy { $0.header("x-api-key") == nil })
     }
 
-    /// A Location is read as libcurl reads it: its bytes (header text is Latin-1 here), with
-    /// those past ASCII and spaces escaped, the first line of several, against the answering URL.
-    @Test func aLocationIsReadByteForByte() throws {
-        let base = try #require(URL(string: "http://a.example/dir/page"))
-        let latin1 = String(Array("/été x".utf8).map { Character(Unicode.Scalar($0)) })
-        #expect(
-            CurlTransfer.locationURL(latin1, relativeTo: base)?.absoluteString == "http://a.example/%C3%A9t%C3%A9%20x")
-        #expect(CurlTransfer.locationURL("next", relativeTo: base)?.absoluteString == "http://a.example/dir/next")
-        #expect(CurlTransfer.locationURL("  ", relativeTo: base) == nil)
-        #expect(CurlTransfer.locationURL("http:\\\\b.example\\x", relativeTo: base)?.host == nil)
+    /// A Location is resolved by libcurl's own URL parser, as its redirect step does: its bytes
+    /// (header text is Latin-1 here) with spaces and bytes past ASCII escaped, trimmed of what
+    /// libcurl trims (the vertical tab and form feed too), against the answering URL. Foundation
+    /// read `http:/b.example/x` and a leading vertical tab as the same origin, where libcurl goes
+    /// to another: credentials went there (an outside audit).
+    @Test(arguments: [
+        ("/\u{C3}\u{A9}t\u{C3}\u{A9} x", "http://a.example/%c3%a9t%c3%a9%20x", "http://a.example:80"),
+        ("next", "http://a.example/dir/next", "http://a.example:80"),
+        ("http:/b.example/x", "http://b.example/x", "http://b.example:80"),
+        ("http:///b.example/x", "http://b.example/x", "http://b.example:80"),
+        ("\u{0B}http://b.example:81/x", "http://b.example:81/x", "http://b.example:81"),
+        ("\u{0C}//b.example/x\u{0C}", "http://b.example/x", "http://b.example:80"),
+        ("\thttp:/B.EXAMPLE/x ", "http://b.example/x", "http://b.example:80"),
+        ("HTTPS://b.example/x", "https://b.example/x", "https://b.example:443"),
+    ])
+    func aLocationIsResolvedByLibcurlsOwnParser(location: String, url: String, origin: String) throws {
+        let target = try #require(CurlTransfer.redirectTarget(location, from: "http://a.example/dir/page"))
+        #expect(target.url.lowercased() == url)
+        #expect(target.origin == origin)
+    }
+
+    @Test(arguments: ["  ", "\u{0B}", "http://b.example\u{0}/x", "http://[::1/x"])
+    func aLocationLibcurlCannotReadIsNoTarget(location: String) {
+        #expect(CurlTransfer.redirectTarget(location, from: "http://a.example/") == nil)
+    }
+
+    /// The spellings libcurl reads as another origin and Foundation did not: the credential
+    /// headers stay behind, and the target is asked without them.
+    @Test(arguments: ["http:/HOST/t", "http:///HOST/t", "\u{0B}http://HOST/t", "\u{0C}//HOST/t", "\thttp:/HOST/t"])
+    func oddlySpelledRedirectsToAnotherOriginCarryNoCredentials(location: String) async throws {
+        let target = try ScriptedOrigin { _ in ScriptedOrigin.Answer(body: Data("there".utf8)) }
+        let base = target.url("/")
+        let host = "\(try #require(base.host)):\(try #require(base.port))"
+        let origin = try ScriptedOrigin { _ in
+            ScriptedOrigin.Answer(status: 302, headers: ["Location: " + location.replacingOccurrences(of: "HOST", with: host)])
+        }
+        defer {
+            origin.stop()
+            target.stop()
+        }
+        let transport = try makeTransport { $0.retry = .none }
+        let response = try? await transport.data(
+            for: HTTPRequest(url: origin.url("/r"), headers: ["X-Api-Key": "KEY-1", "Private-Token": "TOKEN-2"]))
+        #expect(response.map { String(decoding: $0.body, as: UTF8.self) } == "there")
+        #expect(!target.requests.isEmpty)
+        #expect(target.requests.allSatisfy { $0.header("x-api-key") == nil && $0.header("private-token") == nil })
     }
 }
 
