@@ -52,6 +52,9 @@ public final class ScriptedOrigin: Sendable {
         /// With ``bytesPerSecond``, the seconds between chunks (default 1): a chunk of
         /// `bytesPerSecond` bytes every this many seconds, so bursts with silences between them.
         public var chunkInterval: Double
+        /// The status line as sent, when not `HTTP/1.1 <status> <reason>` (a misspelled one);
+        /// ``status`` still decides whether a body goes out.
+        public var statusLine: String?
 
         /// An answer from its parts.
         public init(
@@ -166,7 +169,7 @@ public final class ScriptedOrigin: Sendable {
             guard let request = Self.parse(head) else { return }
             log.withLock { $0.append(request) }
             let answer = handler(request)
-            var text = "HTTP/1.1 \(answer.status) \(Self.reason(answer.status))\r\n"
+            var text = (answer.statusLine ?? "HTTP/1.1 \(answer.status) \(Self.reason(answer.status))") + "\r\n"
             for line in answer.headers { text += line + "\r\n" }
             let bodyless = answer.status == 204 || answer.status == 304 || answer.status < 200
             let setsLength = answer.headers.contains { $0.lowercased().hasPrefix("content-length:") }

@@ -192,9 +192,9 @@ package func parseRequestHeaders(_ header: [String]) throws -> [String: String] 
                     "--header number \(index + 1) has no valid header name before its colon; write it as --header 'Accept: text/html'"
             )
         }
-        guard !value.unicodeScalars.contains(where: { $0.value < 0x20 && $0 != "\t" || $0.value == 0x7F }) else {
-            throw CLIFailure(
-                code: 6, message: "--header \(name) holds a control character; a header must be one line of text")
+        // The transport's one rule: no framing header, no control character in the value.
+        if let problem = HTTPRequest.headerProblem(name: name, value: value) {
+            throw CLIFailure(code: 6, message: "--header \(name): \(problem)")
         }
         let lowered = name.lowercased()
         let key = spelling[lowered] ?? name

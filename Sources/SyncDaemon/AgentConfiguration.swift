@@ -169,32 +169,24 @@ public struct StorageSettings: Sendable, Equatable {
             return parts
         }
 
-        /// The headers the transport and the engine set per request, lower-cased: given for every
-        /// request, `Content-Length: 5` stalled each one, and `If-None-Match: *` or `Range` had
+        /// The headers the engine sets per request beside the transport's framing ones
+        /// (`HTTPRequest.framingHeaderNames`), lower-cased: `If-None-Match: *` or `Range` had
         /// every answer refused as not the one asked.
         static let managedNames: Set<String> = [
-            "host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "expect", "range",
-            "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since", "accept-encoding",
+            "range", "if-range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since",
+            "accept-encoding",
         ]
 
-        /// What is wrong with a header `name: value`, or nil: the name must be an HTTP token, not
-        /// one the engine sets itself (``managedNames``), and the value one line (a line break
-        /// would let a value add headers of its own). The flags and the config file both check
-        /// with it.
+        /// What is wrong with a header `name: value`, or nil: the transport's rule
+        /// (`HTTPRequest.headerProblem`: an HTTP token, no framing header, no control character
+        /// in the value), and no header the engine sets itself (``managedNames``). The flags and
+        /// the config file both check with it.
         public static func problem(name: String, value: String) -> String? {
-            let token = Set("!#$%&'*+-.^_`|~")
-            if name.isEmpty || !name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || token.contains($0)) }) {
-                return "'\(name)' is not a header name (letters, digits and - are usual)"
-            }
             if managedNames.contains(name.lowercased()) {
                 return
-                    "\(name) is set by sync-agent itself for each request (framing, ranges, conditional requests and their codings); give only headers of your own, such as Authorization"
+                    "\(name) is set by sync-agent itself for each request (ranges, conditional requests and their codings); give only headers of your own, such as Authorization"
             }
-            // By scalars: "\r\n" is one Character, equal to neither "\r" nor "\n".
-            if value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" }) {
-                return "the value of \(name) holds a line break or NUL; a header value must be one line"
-            }
-            return nil
+            return HTTPRequest.headerProblem(name: name, value: value)
         }
 
         /// `Authorization: <from env GITHUB_TOKEN>`: the value is never shown.

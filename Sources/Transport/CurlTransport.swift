@@ -201,6 +201,9 @@ public final class CurlTransport: Transport {
         var etag = options.resumeETag
         // Set once the server has answered a resume with other bytes: no more resumes this call.
         var resumeRefused = false
+        // The whole length the answer whose bytes are resumed declared (this call's): a 416 that
+        // calls a shorter file whole contradicts it.
+        var entityLength: Int64?
         var response = try await withRetries(request) { request in
             // Each attempt resumes from what is on disk when the ETag says it is the same entity;
             // an overwrite starts over the old bytes, and cuts the file after the body.
@@ -235,7 +238,8 @@ public final class CurlTransport: Transport {
                 // that ignores If-Range). Anything else there cannot be trusted.
                 let answeredETag = transfer.headers["etag"]
                 if let range = transfer.headers["content-range"], range.hasPrefix("bytes */"),
-                    Int64(range.dropFirst("bytes */".count)) == offset, answeredETag == nil || answeredETag == etag
+                    Int64(range.dropFirst("bytes */".count)) == offset, answeredETag == nil || answeredETag == etag,
+                    entityLength == nil || entityLength == offset
                 {
                     return HTTPResponse(
                         statusCode: 206, headers: transfer.headers, url: error.url ?? request.url,
@@ -255,6 +259,9 @@ public final class CurlTransport: Transport {
             } catch {
                 received += transfer.bytesReceived
                 if etag == nil, !resumeRefused { etag = transfer.resumableETag }
+                if transfer.resumableETag != nil, transfer.resumableETag == etag {
+                    entityLength = transfer.entityLength ?? entityLength
+                }
                 throw error
             }
         }

@@ -48,6 +48,38 @@ public struct HTTPRequest: Sendable, Equatable {
         return lowered == "cookie" || lowered == "proxy-authorization" || Redaction.isSecretName(lowered.utf8)
     }
 
+    /// The headers libcurl writes for each request to frame it, lower-cased: one given as well
+    /// would contradict its own (`Content-Length: 5` on a GET stalls the connection, a second
+    /// `Host` sends the request to another site than the URL's, which keys and origins follow).
+    package static let framingHeaderNames: Set<String> = [
+        "host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "expect",
+    ]
+
+    /// What is wrong with a request header `name: value`, or nil: the name must be an HTTP
+    /// token and not a framing header (``framingHeaderNames``), and the value may hold no control
+    /// character but the tab (RFC 9110 §5.5: a line break would add headers of its own, a NUL
+    /// cut the line, and proxies read the others each their own way). The value is never quoted:
+    /// it may be a secret. The transport refuses such a request, and the command-line tools and
+    /// the config file check with it first, to name the flag or line.
+    package static func headerProblem(name: String, value: String) -> String? {
+        let token = Set("!#$%&'*+-.^_`|~".utf8)
+        if name.isEmpty
+            || !name.utf8.allSatisfy({ $0 < 0x80 && (isalnum(Int32($0)) != 0 || token.contains($0)) })
+        {
+            return
+                "'\(name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined())' is not a header name (letters, digits and - are usual)"
+        }
+        if framingHeaderNames.contains(name.lowercased()) {
+            return
+                "\(name) is written by the transport itself for each request, to frame it; give only headers of your own, such as Authorization"
+        }
+        if value.unicodeScalars.contains(where: { ($0.value < 0x20 && $0 != "\t") || $0.value == 0x7F }) {
+            return
+                "the value of \(name) holds a line break, NUL or another control character; a header value must be one line of text"
+        }
+        return nil
+    }
+
     /// This request sent to `url`, where a redirect to another origin leads: without its
     /// credential headers (libcurl itself drops only `Authorization` and `Cookie` there, and
     /// sends `X-Api-Key` on), everything else kept.

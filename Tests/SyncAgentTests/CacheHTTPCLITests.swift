@@ -56,6 +56,13 @@ struct CacheHTTPCLITests {
             let bad = try await get(url, scratch, ["-H", "Authorization Bearer s3cr3t"])
             #expect(bad.status == 6)
             #expect(!bad.stderr.contains("s3cr3t"))
+            // The transport's one rule, as `sync --header` has it: no framing header, no control
+            // character (a vertical tab went out raw from `sync`, and `Content-Length` from here).
+            for header in ["X-Api-Key: s3cr3t\u{0B}x", "Content-Length: 5", "Host: s3cr3t.example"] {
+                let refused = try await get(url, scratch, ["-H", header])
+                #expect(refused.status == 6, "\(header)")
+                #expect(!refused.stderr.contains("s3cr3t"))
+            }
         }
     }
 

@@ -456,9 +456,11 @@ struct AgentConfigurationTests {
             ("Bad Name", "v", "is not a header name"),
             ("X-A", "a\r\nX-Injected: 1", "line break"), ("X-A", "a\nb", "line break"), ("X-A", "a\u{0}b", "NUL"),
             // The engine's own: framing, ranges, conditional requests (an outside audit).
-            ("Content-Length", "5", "is set by sync-agent itself"),
+            ("Content-Length", "5", "is written by the transport itself"),
+            ("Transfer-Encoding", "chunked", "is written by the transport itself"),
+            ("X-A", "v\u{0B}x", "control character"), ("X-A", "v\u{7F}", "control character"),
             ("if-none-match", "*", "is set by sync-agent itself"),
-            ("Range", "bytes=0-1", "is set by sync-agent itself"), ("Host", "h", "is set by sync-agent itself"),
+            ("Range", "bytes=0-1", "is set by sync-agent itself"), ("Host", "h", "is written by the transport itself"),
             ("Accept", "application/json", nil), ("Cookie", "a=b", nil),
         ] as [(String, String, String?)])
     func headerChecks(name: String, value: String, expected: String?) {

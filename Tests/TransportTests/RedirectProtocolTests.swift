@@ -105,7 +105,8 @@ struct RedirectProtocolTests {
         let base = target.url("/")
         let host = "\(try #require(base.host)):\(try #require(base.port))"
         let origin = try ScriptedOrigin { _ in
-            ScriptedOrigin.Answer(status: 302, headers: ["Location: " + location.replacingOccurrences(of: "HOST", with: host)])
+            ScriptedOrigin.Answer(
+                status: 302, headers: ["Location: " + location.replacingOccurrences(of: "HOST", with: host)])
         }
         defer {
             origin.stop()
