@@ -26,7 +26,12 @@ struct PublishInstaller {
     func install() throws(PublishError) {
         for folder in journal.createdFolders {
             try run.checkpoint(.install, "create \(folder)/")
-            try fileWork { () throws(FileSystemError) in try FileSystem.makeFolder(work.destination(folder)) }
+            let entry = try anchored(folder)
+            guard mkdirat(entry.folder, entry.name, 0o755) == 0 || errno == EEXIST, entry.isFolder else {
+                throw PublishError.fileSystem(
+                    "cannot create the storage's folder", path: work.destination(folder), syscall: "mkdirat",
+                    errno: entry.isFolder ? errno : ENOTDIR)
+            }
         }
         for step in journal.steps {
             if step.isFolder {
@@ -42,27 +47,28 @@ struct PublishInstaller {
     }
 
     private func installFile(_ step: PublishJournal.Step) throws(PublishError) {
-        let destination = work.destination(step.path)
-        let staged = work.staged(step.path)
+        let destination = try anchored(step.path)
+        let staged = try anchored(PublishPaths.workFolderName + "/stage/" + step.path)
         if step.existed {
-            let kept = work.kept(step.path)
+            let kept = try anchored(PublishPaths.workFolderName + "/kept/" + step.path)
             try run.checkpoint(.install, "keep the previous \(step.path)")
-            if link(destination, kept) != 0 {
+            if linkat(destination.folder, destination.name, kept.folder, kept.name, 0) != 0 {
                 let code = errno
                 guard code == EPERM || code == EXDEV || code == EMLINK || code == ENOTSUP else {
                     throw PublishError.fileSystem(
-                        "cannot keep the previous \(step.path) as", path: kept, syscall: "link", errno: code)
+                        "cannot keep the previous \(step.path) as", path: kept.path, syscall: "link", errno: code)
                 }
                 // No hard links here: move it aside (readers miss the file for a moment).
-                guard rename(destination, kept) == 0 else {
+                guard Self.rename(destination, kept) == 0 else {
                     throw PublishError.fileSystem(
-                        "cannot keep the previous \(step.path) as", path: kept, syscall: "rename", errno: errno)
+                        "cannot keep the previous \(step.path) as", path: kept.path, syscall: "rename", errno: errno)
                 }
             }
             try run.checkpoint(.install, "put \(step.path) in place")
-            guard rename(staged, destination) == 0 else {
+            guard Self.rename(staged, destination) == 0 else {
                 throw PublishError.fileSystem(
-                    "cannot put the new \(step.path) in place at", path: destination, syscall: "rename", errno: errno)
+                    "cannot put the new \(step.path) in place at", path: destination.path, syscall: "rename",
+                    errno: errno)
             }
         } else {
             try run.checkpoint(.install, "put \(step.path) in place")
@@ -71,29 +77,33 @@ struct PublishInstaller {
     }
 
     private func installFolder(_ step: PublishJournal.Step) throws(PublishError) {
-        let destination = work.destination(step.path)
-        let staged = work.staged(step.path)
+        let destination = try anchored(step.path)
+        let staged = try anchored(PublishPaths.workFolderName + "/stage/" + step.path)
         try run.checkpoint(.install, "swap in \(step.path)/")
         guard step.existed else {
             try Self.renameNoReplace(staged, destination)
             return
         }
-        if !run.exchangeUnsupported && clinux_rename_exchange(AT_FDCWD, staged, AT_FDCWD, destination) == 0 { return }
+        if !run.exchangeUnsupported
+            && clinux_rename_exchange(staged.folder, staged.name, destination.folder, destination.name) == 0
+        {
+            return
+        }
         let code = run.exchangeUnsupported ? EINVAL : clinux_errno()
         guard code == EINVAL || code == ENOSYS || code == EOPNOTSUPP else {
             throw PublishError.fileSystem(
-                "cannot swap the new content into place at", path: destination, syscall: "renameat2", errno: code)
+                "cannot swap the new content into place at", path: destination.path, syscall: "renameat2", errno: code)
         }
         // Two renames: a moment without a content folder.
-        let kept = work.kept(step.path)
-        guard rename(destination, kept) == 0 else {
+        let kept = try anchored(PublishPaths.workFolderName + "/kept/" + step.path)
+        guard Self.rename(destination, kept) == 0 else {
             throw PublishError.fileSystem(
-                "cannot move the previous content aside to", path: kept, syscall: "rename", errno: errno)
+                "cannot move the previous content aside to", path: kept.path, syscall: "rename", errno: errno)
         }
         try run.checkpoint(.install, "move the new \(step.path)/ into place")
-        guard rename(staged, destination) == 0 else {
+        guard Self.rename(staged, destination) == 0 else {
             throw PublishError.fileSystem(
-                "cannot move the new content into place at", path: destination, syscall: "rename", errno: errno)
+                "cannot move the new content into place at", path: destination.path, syscall: "rename", errno: errno)
         }
     }
 
@@ -109,10 +119,11 @@ struct PublishInstaller {
                 try undoFile(step)
             }
         }
-        for folder in journal.createdFolders.reversed() where FileSystem.exists(work.destination(folder)) {
+        for folder in journal.createdFolders.reversed() {
+            guard let entry = try anchoredIfPresent(folder), entry.exists else { continue }
             try run.checkpoint(.recovery, "remove the created \(folder)/")
             // Only if empty: the publish created it, and put nothing else there.
-            if rmdir(work.destination(folder)) != 0 && errno != ENOENT && errno != ENOTEMPTY {
+            if unlinkat(entry.folder, entry.name, AT_REMOVEDIR) != 0 && errno != ENOENT && errno != ENOTEMPTY {
                 throw PublishError.fileSystem(
                     "cannot remove the folder the publish created at", path: work.destination(folder), syscall: "rmdir",
                     errno: errno)
@@ -131,21 +142,23 @@ struct PublishInstaller {
     }
 
     private func undoFile(_ step: PublishJournal.Step) throws(PublishError) {
-        let destination = work.destination(step.path)
-        let kept = work.kept(step.path)
-        switch PublishJournal.undo(fileExisted: step.existed, keptExists: FileSystem.exists(kept)) {
+        let kept = try anchoredIfPresent(PublishPaths.workFolderName + "/kept/" + step.path)
+        switch PublishJournal.undo(fileExisted: step.existed, keptExists: kept?.exists == true) {
         case .restoreKept:
+            guard let kept else { return }
+            let destination = try anchored(step.path)
             try run.checkpoint(.recovery, "put back the previous \(step.path)")
-            guard rename(kept, destination) == 0 else {
+            guard Self.rename(kept, destination) == 0 else {
                 throw PublishError.fileSystem(
-                    "cannot put back the previous \(step.path) at", path: destination, syscall: "rename", errno: errno)
+                    "cannot put back the previous \(step.path) at", path: destination.path, syscall: "rename",
+                    errno: errno)
             }
         case .remove:
-            guard FileSystem.exists(destination) else { return }
+            guard let destination = try anchoredIfPresent(step.path), destination.exists else { return }
             try run.checkpoint(.recovery, "remove the new \(step.path)")
-            guard unlink(destination) == 0 || errno == ENOENT else {
+            guard unlinkat(destination.folder, destination.name, 0) == 0 || errno == ENOENT else {
                 throw PublishError.fileSystem(
-                    "cannot remove the new \(step.path) at", path: destination, syscall: "unlink", errno: errno)
+                    "cannot remove the new \(step.path) at", path: destination.path, syscall: "unlink", errno: errno)
             }
         case .nothing:
             return
@@ -153,29 +166,29 @@ struct PublishInstaller {
     }
 
     private func undoFolder(_ step: PublishJournal.Step) throws(PublishError) {
-        let destination = work.destination(step.path)
-        let staged = work.staged(step.path)
-        let kept = work.kept(step.path)
-        let identity = FileSystem.identity(of: destination)
-        let isStaged =
-            identity.map { PublishJournal.Identity(device: $0.device, inode: $0.inode) } == journal.content
-            && journal.content != nil
+        let destination = try anchored(step.path)
+        let staged = try anchored(PublishPaths.workFolderName + "/stage/" + step.path)
+        let kept = try anchored(PublishPaths.workFolderName + "/kept/" + step.path)
+        let identity = destination.status.map {
+            PublishJournal.Identity(device: Int64($0.st_dev), inode: Int64($0.st_ino))
+        }
+        let isStaged = identity == journal.content && journal.content != nil
         let decision = PublishJournal.undoFolder(
-            destinationIsStaged: isStaged, stagedPathExists: FileSystem.exists(staged),
-            keptExists: FileSystem.exists(kept), destinationExists: identity != nil)
+            destinationIsStaged: isStaged, stagedPathExists: staged.exists,
+            keptExists: kept.exists, destinationExists: identity != nil)
         switch decision {
         case .exchangeBack:
             try run.checkpoint(.recovery, "swap the previous \(step.path)/ back")
-            guard clinux_rename_exchange(AT_FDCWD, staged, AT_FDCWD, destination) == 0 else {
+            guard clinux_rename_exchange(staged.folder, staged.name, destination.folder, destination.name) == 0 else {
                 throw PublishError.fileSystem(
-                    "cannot swap the previous content back into", path: destination, syscall: "renameat2",
+                    "cannot swap the previous content back into", path: destination.path, syscall: "renameat2",
                     errno: clinux_errno())
             }
         case .moveOutAndRestoreKept, .moveOut:
             try run.checkpoint(.recovery, "move the new \(step.path)/ out")
-            guard rename(destination, staged) == 0 else {
+            guard Self.rename(destination, staged) == 0 else {
                 throw PublishError.fileSystem(
-                    "cannot move the new content out of", path: destination, syscall: "rename", errno: errno)
+                    "cannot move the new content out of", path: destination.path, syscall: "rename", errno: errno)
             }
             if decision == .moveOutAndRestoreKept { try restoreKeptFolder(step, kept: kept, destination: destination) }
         case .restoreKept:
@@ -185,24 +198,100 @@ struct PublishInstaller {
         }
     }
 
-    private func restoreKeptFolder(_ step: PublishJournal.Step, kept: String, destination: String) throws(PublishError)
+    private func restoreKeptFolder(_ step: PublishJournal.Step, kept: AnchoredEntry, destination: AnchoredEntry)
+        throws(PublishError)
     {
         try run.checkpoint(.recovery, "put back the previous \(step.path)/")
-        guard rename(kept, destination) == 0 else {
+        guard Self.rename(kept, destination) == 0 else {
             throw PublishError.fileSystem(
-                "cannot put back the previous content at", path: destination, syscall: "rename", errno: errno)
+                "cannot put back the previous content at", path: destination.path, syscall: "rename", errno: errno)
         }
     }
 
     // MARK: - Primitives
 
+    /// `relative` (a path under the storage) as its folder, opened from the storage one name at
+    /// a time without following a link, and its last name. Every rename, link and removal of
+    /// the install and the roll-back goes through one: a folder of the storage swapped for a
+    /// link after the publish checked it (a neighbour's race) is refused, never written through,
+    /// where a call by whole path followed it outside the storage (an outside audit).
+    private func anchored(_ relative: String) throws(PublishError) -> AnchoredEntry {
+        guard let entry = try anchoredIfPresent(relative) else {
+            throw PublishError.fileSystem(
+                "cannot open the folder of", path: storage + "/" + relative, syscall: "openat", errno: ENOENT)
+        }
+        return entry
+    }
+
+    /// ``anchored(_:)``, or nil when a folder on the way does not exist (a roll-back of what
+    /// was never made).
+    private func anchoredIfPresent(_ relative: String) throws(PublishError) -> AnchoredEntry? {
+        var names = relative.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
+        let name = names.removeLast()
+        var current = open(storage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard current >= 0 else {
+            throw PublishError.fileSystem("cannot open the storage", path: storage, syscall: "open", errno: errno)
+        }
+        var reached = storage
+        for component in names {
+            reached += "/" + component
+            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let code = errno
+            close(current)
+            guard next >= 0 else {
+                if code == ENOENT { return nil }
+                guard code == ELOOP || code == ENOTDIR else {
+                    throw PublishError.fileSystem(
+                        "cannot open the folder", path: reached, syscall: "openat", errno: code)
+                }
+                throw PublishError(
+                    code: .invalidStorage,
+                    message:
+                        "\(reached) is no longer a folder (a symlink or a file was put there while publishing); a publish never writes through a link or outside the storage: put the folder back, then publish again (the next publish finishes or rolls back this one)"
+                )
+            }
+            current = next
+        }
+        return AnchoredEntry(folder: current, name: name, path: storage + "/" + relative)
+    }
+
+    private static func rename(_ source: AnchoredEntry, _ destination: AnchoredEntry) -> Int32 {
+        renameat(source.folder, source.name, destination.folder, destination.name)
+    }
+
     /// Renames, refusing to replace anything (where the filesystem can tell).
-    static func renameNoReplace(_ source: String, _ destination: String) throws(PublishError) {
-        if clinux_rename_noreplace(AT_FDCWD, source, AT_FDCWD, destination) == 0 { return }
+    private static func renameNoReplace(_ source: AnchoredEntry, _ destination: AnchoredEntry) throws(PublishError) {
+        if clinux_rename_noreplace(source.folder, source.name, destination.folder, destination.name) == 0 { return }
         let code = clinux_errno()
         if code == EINVAL || code == ENOSYS || code == EOPNOTSUPP, rename(source, destination) == 0 { return }
         throw PublishError.fileSystem(
-            "cannot move \(source) into place at", path: destination, syscall: "renameat2",
+            "cannot move \(source.path) into place at", path: destination.path, syscall: "renameat2",
             errno: code == EINVAL || code == ENOSYS || code == EOPNOTSUPP ? errno : code)
     }
+}
+
+/// A name in a folder held open (``PublishInstaller``'s `anchored`), closed with it.
+private final class AnchoredEntry {
+    let folder: Int32
+    let name: String
+    /// The whole path, for messages.
+    let path: String
+
+    init(folder: Int32, name: String, path: String) {
+        self.folder = folder
+        self.name = name
+        self.path = path
+    }
+
+    deinit { close(folder) }
+
+    /// The entry's own `lstat`, or nil when there is none.
+    var status: stat? {
+        var info = stat()
+        return fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+    }
+
+    var exists: Bool { status != nil }
+
+    var isFolder: Bool { status.map { $0.st_mode & S_IFMT == S_IFDIR } ?? false }
 }

@@ -53,6 +53,34 @@ struct PublishJournal: Codable, Equatable, Sendable {
 
     // MARK: - Decisions (no I/O)
 
+    /// What is wrong with this journal's paths, or nil: a publish only ever installs its change
+    /// list (`RXCacheConfig/HistoryOfVersions/changes_….json`), the update list, the content
+    /// manifest, the archive, the content folder and the status, and creates only
+    /// `RXCacheConfig/` and its history folder. The journal lies in the storage, where a
+    /// neighbour may write it: a step it names elsewhere (`../victim`) once had recovery delete
+    /// or replace files outside the storage (an outside audit).
+    var pathProblem: String? {
+        let files: Set<String> = [
+            StorageLayout.updateListPath, StorageWriter.contentManifestPath, StorageWriter.archivePath,
+            StorageLayout.statusPath,
+        ]
+        let history = "RXCacheConfig/HistoryOfVersions/"
+        for step in steps {
+            let name = step.path.hasPrefix(history) ? step.path.dropFirst(history.count) : ""
+            let isChangeList =
+                name.hasPrefix("changes_") && name.hasSuffix(".json") && !name.contains("/")
+                && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F }
+            let fits = step.isFolder ? step.path == "RXCacheContent" : files.contains(step.path) || isChangeList
+            if !fits { return "a step names \(step.path.debugDescription), which no publish installs" }
+        }
+        if let folder = createdFolders.first(where: {
+            !["RXCacheConfig", "RXCacheConfig/HistoryOfVersions"].contains($0)
+        }) {
+            return "it creates \(folder.debugDescription), which no publish creates"
+        }
+        return nil
+    }
+
     /// What recovery does with an interrupted publish's work folder.
     enum Recovery: Equatable {
         /// Nothing of it is visible: delete the work folder.

@@ -57,6 +57,9 @@ struct PublishWorkFolder {
                 throw PublishError(
                     code: .configuration, message: "format \(journal.format), this publisher reads format 1")
             }
+            if let problem = journal.pathProblem {
+                throw PublishError(code: .invalidStorage, message: problem)
+            }
             return journal
         } catch {
             throw PublishError(

@@ -1,0 +1,69 @@
+import Foundation
+import Testing
+
+@testable import ContentPublishing
+@testable import ContentSync
+@testable import FileKit
+@testable import StorageFormat
+
+/// A neighbour who may write the storage (a shared disk) plants a publish journal, or swaps one
+/// of the storage's folders for a link while a publish runs: nothing outside the storage is
+/// deleted or written (outside audits found both).
+@Suite("A publish never acts outside its storage for a neighbour")
+struct PublishNeighbourTests {
+    /// A journal naming a step or a created folder outside the storage is refused, and recovery
+    /// touches nothing: it deleted `../victim.txt` and removed `../out/emptydir`.
+    @Test(arguments: [
+        ("../victim.txt", "RXCacheConfig"), ("RXCacheConfig/HistoryOfVersions/../../../victim.txt", "RXCacheConfig"),
+        ("RXCacheContent.zip", "../out/emptydir"), ("RXCacheConfig/cacheStatus.json", "RXCacheContent/../../out"),
+    ])
+    func aForgedJournalIsRefusedAndTouchesNothingOutside(step: String, folder: String) async throws {
+        try await withTemporaryDirectory { scratch in
+            try await offPool {
+                let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+                let storage = scratch + "/storage"
+                try setup.makeBase(at: storage)
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/victim.txt"))
+                try FileManager.default.createDirectory(
+                    atPath: scratch + "/out/emptydir", withIntermediateDirectories: true)
+                let work = PublishWorkFolder(storage: storage)
+                try work.create()
+                var journal = PublishJournal(phase: .installing, pid: 1, toVersion: "1.1", minimalVersion: "1.0")
+                journal.statusSHA256 = String(repeating: "0", count: 64)
+                journal.createdFolders = [folder]
+                journal.steps = [.init(path: step, existed: false)]
+                try work.writeJournal(journal, durable: false)
+                #expect(throws: PublishError.self) { try setup.publish(storage: storage) }
+                #expect(FileManager.default.fileExists(atPath: scratch + "/victim.txt"))
+                #expect(FileManager.default.fileExists(atPath: scratch + "/out/emptydir"))
+            }
+        }
+    }
+
+    /// The history folder swapped for a link to an outside folder just before the change list
+    /// is put in place: the change list goes nowhere outside (it went through the link).
+    @Test func aFolderSwappedForALinkWhilePublishingIsNeverWrittenThrough() async throws {
+        try await withTemporaryDirectory { scratch in
+            try await offPool {
+                let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+                let storage = scratch + "/storage"
+                let outside = scratch + "/outside"
+                try setup.makeBase(at: storage)
+                try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+                let history = storage + "/RXCacheConfig/HistoryOfVersions"
+                let hook = CheckpointHook { point in
+                    if point.phase == .install,
+                        FileSystem.status(of: history).map({ $0.st_mode & S_IFMT != S_IFLNK }) ?? true
+                    {
+                        // Swapped before each install step: every step meets the link.
+                        rename(history, history + ".real")
+                        symlink(outside, history)
+                    }
+                    return .proceed
+                }
+                _ = try? setup.publish(storage: storage, hook: hook)
+                #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+            }
+        }
+    }
+}
