@@ -44,6 +44,15 @@ final class OpenedFile: Sendable {
         // O_NONBLOCK keeps a FIFO from hanging the open; it is refused below anyway.
         let descriptor = openForReading(real)
         guard descriptor >= 0 else { return nil }
+        #if os(Linux)
+            // The path was checked, then opened again: a folder on it swapped for a link to
+            // `/etc` in between opened `/etc/passwd` (an outside audit). Where the descriptor
+            // really leads is checked instead, after the open.
+            guard let opened = realPath("/proc/self/fd/\(descriptor)"), opened.utf8.starts(with: prefix.utf8) else {
+                close(descriptor)
+                return nil
+            }
+        #endif
         var info = stat()
         guard fstat(descriptor, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
             close(descriptor)

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import StorageServer
@@ -122,6 +123,42 @@ struct StorageServerTests {
             #expect(result.status == 200)
             #expect(result.body == Data("linked".utf8))
         }
+    }
+
+    /// A neighbour swaps a served folder between a real one and a link to an outside folder
+    /// while files are opened: the outside file is never opened for serving. The path used to be
+    /// checked and then opened again, and `/etc/passwd` came out within a dozen requests.
+    @Test func aFolderSwappedForALinkOutsideIsNeverServed() throws {
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("swap-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let root = scratch.appendingPathComponent("root")
+        let outside = scratch.appendingPathComponent("outside")
+        try FileManager.default.createDirectory(at: root.appendingPathComponent("d"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: outside, withIntermediateDirectories: true)
+        try Data("inside".utf8).write(to: root.appendingPathComponent("d/f.txt"))
+        try Data("SECRET".utf8).write(to: outside.appendingPathComponent("f.txt"))
+        let folder = root.appendingPathComponent("d").path
+        let swapping = Atomic<Bool>(true)
+        let swapper = Thread {
+            while swapping.load(ordering: .relaxed) {
+                rename(folder, folder + ".real")
+                symlink(outside.path, folder)
+                unlink(folder)
+                rename(folder + ".real", folder)
+            }
+        }
+        swapper.start()
+        defer { swapping.store(false, ordering: .relaxed) }
+        let path = try #require(RequestPath(percentEncoded: "/d/f.txt"))
+        var served = 0
+        var leaked = 0
+        for _ in 0..<20_000 {
+            guard let file = OpenedFile.open(path, under: root) else { continue }
+            served += 1
+            if (try? file.read(at: 0, count: 6)) == Data("SECRET".utf8) { leaked += 1 }
+        }
+        #expect(leaked == 0, "the outside file was opened \(leaked) times")
+        #expect(served > 0, "the swap never let the inside file through: the test proves nothing")
     }
 
     @Test func headAnswersHeadersWithoutBody() async throws {
