@@ -225,6 +225,7 @@ public enum Publisher {
             if minimal != asked { requestedMinimal = asked }
             expectedOldDigest = status.integrity?.treeDigest
             previousArchive = status.integrity?.archive
+            try checkPublishedLists(status.integrity, storage: storage, version: status.actualVersion)
             previousSignatureKeyID = signatureKeyID(ofStatus: statusData)
             // URLs under the published base were rebased onto the new one above; what is left
             // outside it comes from a status whose base could not be inferred.

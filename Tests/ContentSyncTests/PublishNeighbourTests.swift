@@ -67,3 +67,38 @@ struct PublishNeighbourTests {
         }
     }
 }
+
+/// A list the current status vouches for, changed in the storage, is not vouched for again.
+@Suite("A publish never vouches for a list someone changed")
+struct PublishedListTamperTests {
+    @Test(arguments: [
+        "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json", "RXCacheConfig/listOfURLsToUpdatesByVersion.json",
+    ])
+    func aChangedListIsRefusedAndTheStatusStays(list: String) async throws {
+        try await withTemporaryDirectory { scratch in
+            try await offPool {
+                let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+                let storage = scratch + "/storage"
+                try setup.makeBase(at: storage)
+                try setup.publish(storage: storage)
+                let path = storage + "/" + list
+                var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+                bytes.append(contentsOf: Array(" ".utf8))
+                try bytes.write(to: URL(fileURLWithPath: path))
+                let status = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))
+                #expect {
+                    try setup.publish(storage: storage, version: "1.2")
+                } throws: { error in
+                    (error as? PublishError)?.code == .invalidStorage
+                        && (error as? PublishError)?.message.contains("put back the published copy") == true
+                }
+                #expect(
+                    try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json")) == status)
+                // Put back, the publish goes on.
+                bytes.removeLast()
+                try bytes.write(to: URL(fileURLWithPath: path))
+                #expect(try setup.publish(storage: storage, version: "1.2").toVersion == v("1.2"))
+            }
+        }
+    }
+}

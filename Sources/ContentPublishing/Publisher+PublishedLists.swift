@@ -1,0 +1,35 @@
+import FileKit
+import Foundation
+import StorageFormat
+
+extension Publisher {
+    /// Refuses to publish over a change list or update list that differs from the one the
+    /// current status vouches for (its integrity block's SHA-256 and size).
+    ///
+    /// The next status hashes every list again and, with a key, signs them: a list a neighbour
+    /// edited in the storage (a `../` path, a hostile URL) would come out vouched for, and
+    /// clients that trust the key would take it (an outside audit found such a list signed again
+    /// and every client one version behind failing for good). Lists the status does not name
+    /// (an older publisher's, or a storage without integrity data) are not checked.
+    static func checkPublishedLists(_ integrity: StorageIntegrity?, storage: String, version: CacheVersion)
+        throws(PublishError)
+    {
+        guard let integrity else { return }
+        var published: [(relative: String, fingerprint: FileFingerprint)] = integrity.changeLists.map {
+            ("RXCacheConfig/HistoryOfVersions/" + $0.key.lastPathComponent, $0.value)
+        }
+        if let updateList = integrity.updateList { published.append((StorageLayout.updateListPath, updateList)) }
+        for (relative, fingerprint) in published.sorted(by: { $0.relative < $1.relative }) {
+            let path = storage + "/" + relative
+            // A list gone, or something else in its place, is named by the steps that need it.
+            guard FileSystem.status(of: path).map({ $0.st_mode & S_IFMT == S_IFREG }) == true else { continue }
+            let found = try fileWork { () throws(FileSystemError) in try ContentTree.fingerprint(of: path) }
+            guard found != fingerprint else { continue }
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(path) is not the file version \(version) published (its SHA-256 or size differs from what \(StorageLayout.statusPath) records), so publishing would vouch for a list someone changed: put back the published copy (e.g. git checkout), then publish again"
+            )
+        }
+    }
+}
