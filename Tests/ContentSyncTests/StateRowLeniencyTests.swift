@@ -43,6 +43,31 @@ struct StateRowLeniencyTests {
         }
     }
 
+    /// A recorded version that is no version (a damaged row) of this folder's own state: verify
+    /// says so, and a sync restores the folder over it, with a warning. It was refused as someone
+    /// else's files, with advice to force it.
+    @Test(arguments: ["'../../x'", "'999999999999999999999999999'", "X'00'"])
+    func aDamagedRecordedVersionIsRestoredOver(value: String) async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in try db.execute(sql: "UPDATE syncState SET localVersion = \(value)") }
+            try database.close()
+            let manager = try harness.manager()
+            await #expect {
+                _ = try await manager.verify()
+            } throws: { error in
+                (error as? SyncError)?.message.contains("not one (a damaged row); run sync") == true
+            }
+            harness.serve("1.2")
+            let report = try await manager.checkForUpdates()
+            #expect(report.outcome == .restored)
+            #expect(report.warnings.contains { $0.contains("a damaged row") })
+            try harness.expectTree(is: "1.2")
+            try await manager.shutdown()
+        }
+    }
+
     /// A reset killed after its first step (the version forgotten, the files still there): a
     /// second reset still owns the folder and removes it, and a sync instead restores over it.
     /// It used to empty the state first, leaving files no state knew: `reset` said "nothing

@@ -32,9 +32,13 @@ struct MirrorVerifier: Sendable {
         let lock = try UpdateLock(
             statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
         defer { withExtendedLifetime(lock) {} }
-        guard let local = try await store.syncState()?.localVersion.flatMap({ try? CacheVersion($0) }) else {
+        let recorded = try await store.syncState()?.localVersion
+        guard let local = recorded.flatMap({ try? CacheVersion($0) }) else {
             throw SyncError(
-                code: .configuration, message: "\(configuration.contentDirectory) has never been synced; run sync first"
+                code: .configuration,
+                message: recorded == nil
+                    ? "\(configuration.contentDirectory) has never been synced; run sync first"
+                    : "the state database \(store.path) records a version for \(configuration.contentDirectory) that is not one (a damaged row); run sync, which restores the folder from the archive"
             )
         }
         var layout = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL)

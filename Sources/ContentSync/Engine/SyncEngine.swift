@@ -257,6 +257,15 @@ struct SyncEngine: Sendable {
             throw refusal
         }
         var local = state?.localVersion.flatMap { try? CacheVersion($0) }
+        // The row names this folder, so its content is this state's, whatever version it held:
+        // a version that does not parse (a damaged row) is restored over, as after a reset that
+        // did not finish. It was refused as someone else's files, with advice to force it.
+        let damagedVersion = local == nil && state?.localVersion != nil
+        if damagedVersion {
+            warnings.append(
+                "the state database \(store.path) records a version for \(directory) that is not one (a damaged row); restored the folder from the archive"
+            )
+        }
         var info = stat()
         let exists = lstat(directory, &info) == 0
         if exists && info.st_mode & S_IFMT == S_IFLNK {
@@ -284,7 +293,8 @@ struct SyncEngine: Sendable {
         }
         // A reset that did not finish leaves files this state synced: not someone else's.
         let resetUnfinished = state?.state == StateStore.resettingState
-        if local == nil && exists && !configuration.allowReplacingUnknownContent && !resetUnfinished {
+        if local == nil && exists && !configuration.allowReplacingUnknownContent && !resetUnfinished && !damagedVersion
+        {
             let empty = (try? FileManager.default.contentsOfDirectory(atPath: directory).isEmpty) ?? false
             if !empty {
                 var refusal = SyncError(
