@@ -148,8 +148,14 @@ final class CurlTransfer: @unchecked Sendable {
             ccurl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, Self.redirectProtocols(from: url)),
             "CURLOPT_REDIR_PROTOCOLS_STR")
         try set(ccurl_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent), "CURLOPT_USERAGENT")
+        // A request with credential headers is never redirected by libcurl: each hop is the
+        // transport's (``redirectTarget()``), so the Location it reads is the one followed. When
+        // libcurl followed, its reading of a head (an empty first Location, a bare CR, a status
+        // line amid the header lines) differed from the transport's, and credentials went to
+        // another origin (outside audits).
         try set(
-            ccurl_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 ? 1 : 0),
+            ccurl_easy_setopt_long(
+                easy, CURLOPT_FOLLOWLOCATION, configuration.maxRedirects > 0 && !carriesCredentials ? 1 : 0),
             "CURLOPT_FOLLOWLOCATION")
         try set(ccurl_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects), "CURLOPT_MAXREDIRS")
         // Preferences, not restrictions: a libcurl built without HTTP/2 refuses HTTP/2 with
@@ -312,24 +318,23 @@ final class CurlTransfer: @unchecked Sendable {
                 headers = HTTPHeaderField.combined(headerFields)
                 foldedHead = false
             }
-            // A redirect to another origin, with credential headers libcurl would send on: the
-            // transfer stops here, before libcurl asks the new origin, and the transport asks
-            // it without them.
-            if carriesCredentials, let target = redirectToOtherOrigin() {
-                // libcurl's text of the target, which Foundation must read the same way for
-                // the transport to ask it; when it cannot, nobody asks it.
-                guard let next = URL(string: target), next.httpOrigin != nil else {
-                    writeFailure = .invalidResponse(
-                        expectation.method, answeringURL,
-                        "it redirected to a Location this transport cannot follow without sending the request's credentials on",
-                        statusCode: status)
+            // A redirect of a request with credential headers: the transfer stops here, and the
+            // transport asks the target itself, with them only on the request's own origin.
+            if carriesCredentials, followsRedirects, (300...399).contains(status), status != 304 {
+                switch redirectTarget() {
+                case .none:
+                    break
+                case .refused(let problem):
+                    writeFailure = .invalidResponse(expectation.method, answeringURL, problem, statusCode: status)
+                    writeFailure?.answered = true
+                    return false
+                case .follow(let next):
+                    var stop = TransportError(
+                        code: .invalidRequest, message: "redirected to \(Redaction.url(next))", url: url)
+                    stop.redirectToOtherOrigin = (next, HTTPRedirect(status: status, headerFields: headerFields))
+                    writeFailure = stop
                     return false
                 }
-                var stop = TransportError(
-                    code: .invalidRequest, message: "redirected to \(Redaction.url(next)), another origin", url: url)
-                stop.redirectToOtherOrigin = (next, HTTPRedirect(status: status, headerFields: headerFields))
-                writeFailure = stop
-                return false
             }
             // Before a single body byte is written: a refused body never touches the file.
             if isFinalSuccess { return checkHead() }
@@ -395,19 +400,36 @@ final class CurlTransfer: @unchecked Sendable {
         url.scheme?.lowercased() == "https" ? "https" : "http,https"
     }
 
-    /// Where the current response redirects (libcurl's text of the URL) when libcurl would
-    /// follow it to another origin than the request's, by a scheme a redirect may take; else nil.
-    private func redirectToOtherOrigin() -> String? {
-        // libcurl follows any 3xx but a 304 that names a place (a 300 or a 305 too), by the
-        // first Location line; a Location it could not read is left to it (it fails there).
-        guard followsRedirects, (300...399).contains(status), status != 304,
-            let line = headerFields.first(where: { $0.name == "location" })?.value,
-            let next = Self.redirectTarget(line, from: answeringURL.absoluteString),
-            Self.redirectProtocols(from: url).split(separator: ",").contains(Substring(next.scheme)),
-            next.origin != Self.curlOrigin(of: url.absoluteString)
-        else { return nil }
-        return next.url
+    /// What a redirect of the current response (a 3xx but 304) leads to, as the transport
+    /// follows it for a request with credential headers.
+    private enum RedirectStep {
+        /// No `Location` with a value: the 3xx is the answer, as libcurl would leave it.
+        case none
+        /// A `Location` that cannot be followed (unreadable, or a scheme a redirect may not
+        /// take from this request): refused, as libcurl would refuse it.
+        case refused(String)
+        case follow(URL)
     }
+
+    /// The first `Location` line with a value (as libcurl picks it), resolved by libcurl's URL
+    /// parser against the URL that answered, by a scheme a redirect may take.
+    private func redirectTarget() -> RedirectStep {
+        guard
+            let line = headerFields.first(where: {
+                $0.name == "location" && $0.value.unicodeScalars.contains { !Self.curlSpaces.contains($0.value) }
+            })?.value
+        else { return .none }
+        guard let next = Self.redirectTarget(line, from: answeringURL.absoluteString),
+            let parsed = URL(string: next.url), parsed.httpOrigin != nil
+        else { return .refused("it redirected to a Location that cannot be read as a URL") }
+        guard Self.redirectProtocols(from: url).split(separator: ",").contains(Substring(next.scheme)) else {
+            return .refused("it redirected to a \(next.scheme): URL, which a redirect from this request may not take")
+        }
+        return .follow(parsed)
+    }
+
+    /// The bytes libcurl trims around a header value (its `ISSPACE`).
+    private static let curlSpaces: Set<UInt32> = [0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D]
 
     /// The target of a `Location` line as libcurl itself resolves it when it follows (its URL
     /// parser, with the flags its redirect step uses, against the URL that answered), and that
@@ -419,14 +441,13 @@ final class CurlTransfer: @unchecked Sendable {
     static func redirectTarget(_ line: String, from base: String) -> (url: String, scheme: String, origin: String)? {
         // libcurl takes the value from its first non-space byte to its last (its `ISSPACE`: the
         // vertical tab and form feed too), as bytes: header text is Latin-1 here.
-        let spaces: Set<UInt8> = [0x20, 0x09, 0x0A, 0x0B, 0x0C, 0x0D]
         var bytes: [UInt8] = []
         for scalar in line.unicodeScalars {
             guard scalar.value <= 0xFF, scalar.value != 0 else { return nil }
             bytes.append(UInt8(scalar.value))
         }
-        guard let first = bytes.firstIndex(where: { !spaces.contains($0) }),
-            let last = bytes.lastIndex(where: { !spaces.contains($0) })
+        guard let first = bytes.firstIndex(where: { !curlSpaces.contains(UInt32($0)) }),
+            let last = bytes.lastIndex(where: { !curlSpaces.contains(UInt32($0)) })
         else { return nil }
         guard let handle = curl_url() else { return nil }
         defer { curl_url_cleanup(handle) }

@@ -325,7 +325,12 @@ public final class CurlTransport: Transport {
                             url: original.url)
                     }
                     followed.append(redirect)
-                    current = current.redirected(to: next)
+                    // The credentials stay on the origin they were given for; once dropped, they
+                    // do not come back (A → B → A).
+                    let home = CurlTransfer.curlOrigin(of: original.url.absoluteString)
+                    current =
+                        home != nil && CurlTransfer.curlOrigin(of: next.absoluteString) == home
+                        ? current.followed(to: next) : current.redirected(to: next)
                     continue
                 }
                 if error.code == .cancelled { throw error }

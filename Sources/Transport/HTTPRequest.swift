@@ -80,6 +80,15 @@ public struct HTTPRequest: Sendable, Equatable {
         return nil
     }
 
+    /// This request sent to `url`, where a redirect within its own origin leads: every header
+    /// kept.
+    package func followed(to url: URL) -> HTTPRequest {
+        var next = self
+        next.url = url
+        next.queryItems = [] // the Location is the whole URL
+        return next
+    }
+
     /// This request sent to `url`, where a redirect to another origin leads: without its
     /// credential headers (libcurl itself drops only `Authorization` and `Cookie` there, and
     /// sends `X-Api-Key` on), everything else kept.

@@ -48,9 +48,10 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var errno: Int32?
     /// Seconds the server asked us to wait (`Retry-After`), when it did.
     public var retryAfter: Double?
-    /// A redirect to another origin that the transfer stopped at, because the request carried
-    /// credential headers (``HTTPRequest/redirected(to:)``): the transport follows it itself,
-    /// without them.
+    /// A redirect the transfer stopped at, because the request carried credential headers: the
+    /// transport follows it itself, with them on the request's own origin
+    /// (``HTTPRequest/followed(to:)``) and without them elsewhere
+    /// (``HTTPRequest/redirected(to:)``).
     package var redirectToOtherOrigin: (url: URL, redirect: HTTPRedirect)?
     /// Whether a response's status line had come when the exchange failed (a body cut short,
     /// a redirect to a scheme that is not followed): the server answered, so the failure is the

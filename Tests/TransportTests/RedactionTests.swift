@@ -5,6 +5,18 @@ import Transport
 /// What `Redaction` leaves of a URL's user info, in URLs and in the messages that quote them.
 @Suite("Redaction hides a URL's password or token, in URLs and in prose")
 struct RedactionTests {
+    /// The secret-name rule, read on the bytes: parts in any case and escaped, the short words
+    /// only as whole words, and nothing else.
+    @Test(arguments: [
+        ("access_token", true), ("X-Amz-Signature", true), ("API_KEY", true), ("%74oken", true), ("%54OKEN", true),
+        ("PHPSESSID", true), ("sid", true), ("user_sid", true), ("SID-2", true), ("otp", true), ("Pin", true),
+        ("side", false), ("footprint", false), ("spin", false), ("w", false), ("", false), ("sidx", false),
+        ("caf\u{E9}_key", true), ("\u{212A}ey", false), ("page", false), ("sort", false),
+    ])
+    func secretNamesAreReadOnTheBytes(name: String, secret: Bool) {
+        #expect(Redaction.isSecretName(name.utf8) == secret)
+    }
+
     @Test(
         "text",
         arguments: [

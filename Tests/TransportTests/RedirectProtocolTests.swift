@@ -1,5 +1,6 @@
 import Foundation
 import StorageServer
+import Synchronization
 import Testing
 
 @testable import Transport
@@ -95,6 +96,59 @@ struct RedirectProtocolTests {
     @Test(arguments: ["  ", "\u{0B}", "http://b.example\u{0}/x", "http://[::1/x"])
     func aLocationLibcurlCannotReadIsNoTarget(location: String) {
         #expect(CurlTransfer.redirectTarget(location, from: "http://a.example/") == nil)
+    }
+
+    /// Heads that libcurl and the transport read differently (an empty first Location, a bare CR
+    /// inside one, a status line amid the header lines): libcurl followed them to the other
+    /// origin while the transport saw its own. A request with credential headers is now never
+    /// redirected by libcurl, so the target only ever gets what the transport reads, and the
+    /// other origin never gets a credential.
+    @Test(arguments: [
+        ["Location:", "Location: TARGET/t"], ["Location: \u{0B}", "Location: TARGET/t"],
+        ["Location: TARGET\r@HOME/same"], ["Location: TARGET/t", "HTTP/1.1 302 x:y", "Location: /same"],
+        ["Location: TARGET/t", "HTTP/1.1 302 x:y"],
+    ])
+    func headsLibcurlReadsOtherwiseCarryNoCredentialsElsewhere(lines: [String]) async throws {
+        let target = try ScriptedOrigin { _ in ScriptedOrigin.Answer(body: Data("there".utf8)) }
+        let homePort = Mutex(0)
+        let home = try ScriptedOrigin { request in
+            if request.path == "/same" { return ScriptedOrigin.Answer(body: Data("home".utf8)) }
+            let base = target.url("/")
+            let port = homePort.withLock { $0 }
+            return ScriptedOrigin.Answer(
+                status: 302,
+                headers: lines.map {
+                    $0.replacingOccurrences(of: "TARGET", with: "http://\(base.host!):\(base.port!)")
+                        .replacingOccurrences(of: "HOME", with: "127.0.0.1:\(port)")
+                })
+        }
+        homePort.withLock { $0 = home.port }
+        defer {
+            home.stop()
+            target.stop()
+        }
+        let transport = try makeTransport { $0.retry = .none }
+        let request = HTTPRequest(
+            url: home.url("/r"), headers: ["X-Api-Key": "KEY-1", "Private-Token": "TOKEN-2", "Authorization": "A"])
+        _ = try? await transport.data(for: request)
+        #expect(
+            target.requests.allSatisfy {
+                $0.header("x-api-key") == nil && $0.header("private-token") == nil && $0.header("authorization") == nil
+            })
+        #expect(home.requests.allSatisfy { $0.header("x-api-key") == "KEY-1" })
+    }
+
+    /// A redirect of a request with credential headers to a scheme no redirect may take is
+    /// refused as an answer, as libcurl refused it.
+    @Test func aRedirectWithCredentialsToAnotherSchemeIsRefused() async throws {
+        let origin = try ScriptedOrigin { _ in
+            ScriptedOrigin.Answer(status: 302, headers: ["Location: file:///etc/passwd"])
+        }
+        defer { origin.stop() }
+        let transport = try makeTransport { $0.retry = .none }
+        await #expect(throws: TransportError.self) {
+            _ = try await transport.data(for: HTTPRequest(url: origin.url("/r"), headers: ["X-Api-Key": "KEY-1"]))
+        }
     }
 
     /// The spellings libcurl reads as another origin and Foundation did not: the credential
