@@ -21,8 +21,18 @@ extension Publisher {
         if let updateList = integrity.updateList { published.append((StorageLayout.updateListPath, updateList)) }
         for (relative, fingerprint) in published.sorted(by: { $0.relative < $1.relative }) {
             let path = storage + "/" + relative
-            // A list gone, or something else in its place, is named by the steps that need it.
-            guard FileSystem.status(of: path).map({ $0.st_mode & S_IFMT == S_IFREG }) == true else { continue }
+            guard FileSystem.status(of: path).map({ $0.st_mode & S_IFMT == S_IFREG }) == true else {
+                // The update list gone, or something else in its place, is named by the steps
+                // that need it. A change list gone would stay named by the update list but not
+                // by the new status's integrity data, which every client that trusts the key
+                // then refuses for good.
+                guard relative != StorageLayout.updateListPath else { continue }
+                throw PublishError(
+                    code: .invalidStorage,
+                    message:
+                        "\(path), which version \(version) published, is missing or not a file, but the update list still names it: put back the published copy (e.g. git checkout), then publish again"
+                )
+            }
             let found = try fileWork { () throws(FileSystemError) in try ContentTree.fingerprint(of: path) }
             guard found != fingerprint else { continue }
             throw PublishError(

@@ -72,9 +72,11 @@ struct PublishNeighbourTests {
 @Suite("A publish never vouches for a list someone changed")
 struct PublishedListTamperTests {
     @Test(arguments: [
-        "RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json", "RXCacheConfig/listOfURLsToUpdatesByVersion.json",
+        ("RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json", false),
+        ("RXCacheConfig/listOfURLsToUpdatesByVersion.json", false),
+        ("RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json", true),
     ])
-    func aChangedListIsRefusedAndTheStatusStays(list: String) async throws {
+    func aChangedListIsRefusedAndTheStatusStays(list: String, deleted: Bool) async throws {
         try await withTemporaryDirectory { scratch in
             try await offPool {
                 let setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
@@ -84,7 +86,7 @@ struct PublishedListTamperTests {
                 let path = storage + "/" + list
                 var bytes = try Data(contentsOf: URL(fileURLWithPath: path))
                 bytes.append(contentsOf: Array(" ".utf8))
-                try bytes.write(to: URL(fileURLWithPath: path))
+                if deleted { unlink(path) } else { try bytes.write(to: URL(fileURLWithPath: path)) }
                 let status = try Data(contentsOf: URL(fileURLWithPath: storage + "/RXCacheConfig/cacheStatus.json"))
                 #expect {
                     try setup.publish(storage: storage, version: "1.2")
