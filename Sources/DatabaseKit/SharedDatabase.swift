@@ -54,6 +54,19 @@ extension SharedDatabase {
         return ["no such table", "no such column", "already exists"].contains { message.contains($0) }
     }
 
+    /// Whether the file at `path` starts as every SQLite database does (`SQLite format 3` and a
+    /// NUL), or is empty (SQLite makes an empty file a database). A file that does not is no
+    /// database at all, damaged or not: someone's other file given by mistake, never one to
+    /// delete as damaged.
+    public static func looksLikeSQLite(_ path: String) -> Bool {
+        let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard fd >= 0 else { return true }  // nothing to read: not a file to judge
+        defer { close(fd) }
+        var header = [UInt8](repeating: 0, count: 16)
+        let count = read(fd, &header, 16)
+        return count == 0 || (count == 16 && header == Array("SQLite format 3\0".utf8))
+    }
+
     /// `error` in one line: SQLite's code and message without the statement GRDB appends
     /// (a migration's is pages long), else the error's own description.
     public static func shortDescription(_ error: any Error) -> String {

@@ -101,8 +101,10 @@ struct StateRowLeniencyTests {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
             if damage == "not a database" {
+                // An SQLite file whose pages are garbage: this agent's database, damaged.
                 for suffix in ["-wal", "-shm"] { unlink(harness.state + suffix) }
-                try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: harness.state))
+                try (Data("SQLite format 3\0".utf8) + Data(repeating: 0x5A, count: 8176)).write(
+                    to: URL(fileURLWithPath: harness.state))
             } else {
                 let database = try DatabaseQueue(path: harness.state)
                 try await database.write { db in try db.execute(sql: damage) }
@@ -169,6 +171,28 @@ struct StateRowLeniencyTests {
             let again = try harness.manager()
             #expect(try await again.localVersion()?.description == "1.2")
             try await again.shutdown()
+        }
+    }
+
+    /// A file that is no SQLite database at all (notes, a photo) given as the state database is
+    /// someone's other file: named as such, and never deleted as a damaged database, even by a
+    /// reset of a folder that does not exist (an outside audit: `reset --state ~/notes.txt`
+    /// replaced the notes with an empty database).
+    @Test func aFileThatIsNoDatabaseIsNeverDeletedAsDamaged() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            let notes = harness.root + "/notes.txt"
+            let text = Data(String(repeating: "my notes\n", count: 200).utf8)
+            try text.write(to: URL(fileURLWithPath: notes))
+            let missing = harness.root + "/never-synced"
+            await #expect {
+                try await CacheManager.reset(contentDirectory: missing, stateDatabasePath: notes)
+            } throws: { error in
+                (error as? SyncError)?.code == .stateStore
+                    && (error as? SyncError)?.message.contains("not a state database") == true
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: notes)) == text)
+            #expect(throws: SyncError.self) { _ = try StateStore(path: notes) }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: notes)) == text)
         }
     }
 

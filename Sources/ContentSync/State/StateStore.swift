@@ -44,6 +44,14 @@ final class StateStore: Sendable {
                 throw SyncError(
                     code: .stateStore, message: "cannot open the state database \(path): \(reason)", underlying: error)
             }
+            if SharedDatabase.isDamage(error), !SharedDatabase.looksLikeSQLite(path) {
+                // No underlying error: not ``isDamage(_:)``, which a reset would delete.
+                throw SyncError(
+                    code: .stateStore,
+                    message:
+                        "\(path) is not a state database (not an SQLite file at all): give the state database's path; if it was this agent's state, damaged beyond reading, delete it by hand to start over"
+                )
+            }
             if SharedDatabase.isDamage(error) {
                 throw SyncError(
                     code: .stateStore,
