@@ -196,6 +196,31 @@ struct StateRowLeniencyTests {
         }
     }
 
+    /// Another program's SQLite database given as the state database is refused as such, and
+    /// left as it was: it used to be migrated (this agent's tables added to it).
+    @Test func anotherProgramsDatabaseIsRefusedAndLeftAlone() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            let other = harness.root + "/photos.db"
+            let database = try DatabaseQueue(path: other)
+            try await database.write { db in
+                try db.execute(
+                    sql: "CREATE TABLE album (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO album VALUES (1, 'x')")
+            }
+            try database.close()
+            let before = try Data(contentsOf: URL(fileURLWithPath: other))
+            #expect {
+                _ = try StateStore(path: other)
+            } throws: { error in
+                (error as? SyncError)?.code == .configuration
+                    && (error as? SyncError)?.message.contains("another program's SQLite database") == true
+            }
+            await #expect(throws: SyncError.self) {
+                try await CacheManager.reset(contentDirectory: harness.root + "/never-synced", stateDatabasePath: other)
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: other)) == before)
+        }
+    }
+
     /// A damaged database that cannot name its folder deletes no folder without a staging area
     /// beside it (one the user made), and one that names another folder deletes nothing.
     @Test func aResetOfADamagedDatabaseDeletesOnlyItsOwnFolder() async throws {

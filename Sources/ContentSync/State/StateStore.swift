@@ -29,6 +29,7 @@ final class StateStore: Sendable {
         self.path = path
         let folder = (path as NSString).deletingLastPathComponent
         try Self.checkOwnedFiles(of: path)
+        try Self.refuseForeignDatabase(at: path)
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
             var configuration = Configuration()
@@ -65,6 +66,29 @@ final class StateStore: Sendable {
                     "cannot open the state database \(path): \(SharedDatabase.shortDescription(error)); if it is this agent's state, delete it to start over (the next run restores from the archive); if not, give the state database's path",
                 underlying: error)
         }
+    }
+
+    /// Refuses another program's SQLite database given as the state database: tables of its own
+    /// and none of this agent's (nor the migrations' record). Migrating it added this agent's
+    /// tables to it (an outside audit), and a reset could have deleted it.
+    static func refuseForeignDatabase(at path: String) throws(SyncError) {
+        guard let info = FileSystem.status(of: path), info.st_mode & S_IFMT == S_IFREG, info.st_size > 0,
+            SharedDatabase.looksLikeSQLite(path)
+        else { return }
+        var configuration = Configuration()
+        configuration.readonly = true
+        guard
+            let tables = try? DatabaseQueue(path: path, configuration: configuration).read({ db in
+                try String.fetchAll(
+                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+            })
+        else { return } // unreadable: the open below names it
+        guard !tables.isEmpty, !tables.contains("grdb_migrations"), !tables.contains("syncState") else { return }
+        throw SyncError(
+            code: .configuration,
+            message:
+                "\(path) is another program's SQLite database (it has tables of its own and none of this agent's): give the state database's own path"
+        )
     }
 
     /// What to do about a damaged state database.
