@@ -73,7 +73,8 @@ let package = Package(
                                .product(name: "Crypto", package: "swift-crypto")]),
         // Opening a WAL database that several processes create and migrate at once: the client's
         // state database and the item cache's index.
-        .target(name: "DatabaseKit", dependencies: [.product(name: "GRDB", package: "GRDB.swift")]),
+        .target(name: "DatabaseKit", dependencies: [.product(name: "GRDB", package: "GRDB.swift"),
+                                                    .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The client: manager, planner, staging, state and the update roles.
         .target(name: "ContentSync",
                 dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux", "DatabaseKit",

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// Opening a SQLite database (WAL) that several processes may create, open and migrate at the
 /// same moment: the sync client's state database and the item cache's index.
@@ -60,11 +61,35 @@ extension SharedDatabase {
     /// delete as damaged.
     public static func looksLikeSQLite(_ path: String) -> Bool {
         let fd = Glibc.open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
-        guard fd >= 0 else { return true }  // nothing to read: not a file to judge
+        guard fd >= 0 else { return true } // nothing to read: not a file to judge
         defer { close(fd) }
         var header = [UInt8](repeating: 0, count: 16)
         let count = read(fd, &header, 16)
         return count == 0 || (count == 16 && header == Array("SQLite format 3\0".utf8))
+    }
+
+    /// The names of the tables of the SQLite database at `path`, read through a read-only
+    /// connection of SQLite's C API (no GRDB set-up, nothing written, the journal mode left as
+    /// it is); nil when there is no file or it cannot be read so. For telling another program's
+    /// database from this one's before opening it to migrate.
+    public static func tableNames(readingOnly path: String) -> [String]? {
+        var handle: OpaquePointer?
+        defer { sqlite3_close_v2(handle) }
+        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK else {
+            return nil
+        }
+        var statement: OpaquePointer?
+        defer { sqlite3_finalize(statement) }
+        let sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK else { return nil }
+        var names: [String] = []
+        while true {
+            switch sqlite3_step(statement) {
+            case SQLITE_ROW: names.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "")
+            case SQLITE_DONE: return names
+            default: return nil
+            }
+        }
     }
 
     /// `error` in one line: SQLite's code and message without the statement GRDB appends

@@ -73,17 +73,9 @@ final class StateStore: Sendable {
     /// tables to it (an outside audit), and a reset could have deleted it.
     static func refuseForeignDatabase(at path: String) throws(SyncError) {
         guard let info = FileSystem.status(of: path), info.st_mode & S_IFMT == S_IFREG, info.st_size > 0,
-            SharedDatabase.looksLikeSQLite(path)
+            let tables = SharedDatabase.tableNames(readingOnly: path),
+            !tables.isEmpty, !tables.contains("grdb_migrations"), !tables.contains("syncState")
         else { return }
-        var configuration = Configuration()
-        configuration.readonly = true
-        guard
-            let tables = try? DatabaseQueue(path: path, configuration: configuration).read({ db in
-                try String.fetchAll(
-                    db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
-            })
-        else { return } // unreadable: the open below names it
-        guard !tables.isEmpty, !tables.contains("grdb_migrations"), !tables.contains("syncState") else { return }
         throw SyncError(
             code: .configuration,
             message:
