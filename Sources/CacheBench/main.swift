@@ -19,6 +19,9 @@ let usage = """
                                                        spinning --busy µs: the hop's own cost
       group      --size 4096 --count 2000 --max-items 100   group writes: items/s including close()
       memhit     --count 1000 --batches 2000 --batch 100    memory-tier hits
+      keys       --count 1000 --rounds 200 [--shape S]  CacheKey(url:) per URL shape (a path, 4 query
+                                                       items, a secret one, a path parameter), beside
+                                                       URLComponents alone, and a memory hit by URL
       writers    --procs 8 --ops 250 --size 4096       that many processes setting into one folder
       inline     --inline 16384 --sizes 1024,4096,... --count 200 --ops 500   set and get per size
       loader     --hits 20000 --revalidations 500      ItemLoader on a loopback StorageServer: fresh
@@ -45,6 +48,7 @@ do {
     case "group": try await measureGroup(options)
     case "hop": try await measureHop(options)
     case "memhit": try measureMemoryHit(options)
+    case "keys": try measureKeys(options)
     case "writers": try runWriters(options)
     case "writer-child": try runWriterChild(options)
     case "inline": try measureInline(options)
@@ -270,4 +274,61 @@ func measureInline(_ options: ToolOptions) throws {
 extension Int {
     /// nil for the "not given" marker -1.
     var nonNegative: Int? { self >= 0 ? self : nil }
+}
+
+// MARK: - Keys
+
+/// What making a key from a URL costs, per shape of URL (an app calling `item(for: url)` pays it
+/// on every hit): the median over `rounds` of the time per key over `count` URLs, beside
+/// `URLComponents` alone (the parse every key starts with), and a memory hit through a key made
+/// for it.
+func measureKeys(_ options: ToolOptions) throws {
+    let count = try options.int("count", 1000)
+    let rounds = try options.int("rounds", 200)
+    let shapes: [(String, (Int) -> String)] = [
+        ("path", { "https://cdn.example.com/images/\($0 % 97)/item-\($0).jpg" }),
+        ("query4", { "https://api.example.com/v2/items?page=\($0)&size=50&sort=name&lang=en" }),
+        ("secret-query", { "https://api.example.com/v2/items/\($0)?access_token=tok\($0)abc&fields=all" }),
+        ("nested-url", { "https://img.example.com/fetch?src=https%3A%2F%2Forigin.example%2Fa\($0).png&w=200" }),
+        ("path-parameter", { "https://shop.example.com/cart;jsessionid=ABC\($0)/view?x=1" }),
+    ]
+    let only = try options.string("shape", "")
+    for (shape, make) in shapes where only.isEmpty || only == shape {
+        let urls = (0..<count).map { URL(string: make($0))! }
+        var parse: [UInt64] = []
+        var key: [UInt64] = []
+        for _ in 0..<rounds {
+            var start = nowNanoseconds()
+            var parsed = 0
+            for url in urls where URLComponents(url: url, resolvingAgainstBaseURL: true) != nil { parsed += 1 }
+            parse.append((nowNanoseconds() - start) / UInt64(count))
+            start = nowNanoseconds()
+            var length = 0
+            for url in urls { length += try CacheKey(url: url).rawValue.utf8.count }
+            key.append((nowNanoseconds() - start) / UInt64(count))
+            guard parsed == count, length > 0 else { throw ToolFailure("\(shape): a URL did not parse") }
+        }
+        let keyMedian = key.sorted()[key.count / 2]
+        let parseMedian = parse.sorted()[parse.count / 2]
+        emit([
+            "measure": "keys", "shape": shape, "count": count, "key_ns": keyMedian, "urlcomponents_ns": parseMedian,
+            "sample": try CacheKey(url: urls[0]).rawValue,
+        ])
+    }
+    // A memory hit when the app holds only the URL: the key is made for every get.
+    let store = try ItemStore(
+        configuration: configuration(folder: try options.string("folder"), inlineThreshold: nil, memoryTier: true))
+    let urls = (0..<count).map { URL(string: "https://api.example.com/v2/items?page=\($0)&size=50&sort=name")! }
+    _ = try populate(
+        store, keys: try urls.map { try CacheKey(url: $0) }, values: Values(size: 4096, seed: 1))
+    var perHit: [UInt64] = []
+    var hits = 0
+    for _ in 0..<rounds {
+        let start = nowNanoseconds()
+        for url in urls where try store.itemNow(for: CacheKey(url: url))?.source == .memory { hits += 1 }
+        perHit.append((nowNanoseconds() - start) / UInt64(count))
+    }
+    guard hits == rounds * count else { throw ToolFailure("\(rounds * count - hits) memory gets by URL missed") }
+    try store.closeNow()
+    emit(["measure": "keys", "shape": "memhit-by-url", "count": count, "hit_ns": perHit.sorted()[perHit.count / 2]])
 }

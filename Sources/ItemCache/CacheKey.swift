@@ -84,7 +84,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         // no segment starting with a dot (nearly all) takes neither step.
         var path = Self.canonical(
             host == nil ? components.percentEncodedPath : Self.removingDotSegments(components.percentEncodedPath))
-        if host != nil, path.contains("/.") {
+        if host != nil, Self.hasDotSegmentStart(path) {
             path = path.split(separator: "/", omittingEmptySubsequences: false)
                 .map { $0 == "." ? "%2E" : $0 == ".." ? "%2E%2E" : String($0) }.joined(separator: "/")
         }
@@ -155,7 +155,7 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// `..%2F` are segments of their own); a path that is empty or relative is returned as it is.
     static func removingDotSegments(_ path: String) -> String {
         // A dot segment starts after a `/`: a path without `/.` has none.
-        guard path.hasPrefix("/"), path.contains("/.") else { return path }
+        guard path.hasPrefix("/"), hasDotSegmentStart(path) else { return path }
         var output: [Substring] = []
         let segments = path.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
         for (index, segment) in segments.enumerated() {
@@ -169,6 +169,17 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             }
         }
         return "/" + output.joined(separator: "/")
+    }
+
+    /// Whether `path` holds `/.` (where a dot segment could start), on the bytes: Foundation's
+    /// `contains` was a tenth of making a key.
+    static func hasDotSegmentStart(_ path: String) -> Bool {
+        var previous: UInt8 = 0
+        for byte in path.utf8 {
+            if previous == UInt8(ascii: "/") && byte == UInt8(ascii: ".") { return true }
+            previous = byte
+        }
+        return false
     }
 
     /// What starts a credential's digest in a key.
@@ -187,15 +198,33 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// `@` is looked into: a key is made on every memory hit).
     static func isSecret(_ value: String, named name: String) -> Bool {
         if Redaction.isSecretName(name.utf8) { return true }
-        guard value.contains("@") || value.contains("://") || value.range(of: "%3A", options: .caseInsensitive) != nil
-        else { return false }
+        guard value.utf8.contains(UInt8(ascii: "@")) || contains(value, "://", "%3a") else { return false }
         return redacts("/?\(name)=\(value)")
     }
 
     /// Whether `path` may hold a path parameter (`;name=value`, the `;` plain or escaped): only
     /// such a path is looked into.
     static func mayHoldPathParameters(_ path: String) -> Bool {
-        path.contains(";") || path.range(of: "%3B", options: .caseInsensitive) != nil
+        contains(path, ";", "%3b")
+    }
+
+    /// Whether `text` holds `plain` as it is, or `escaped` (`%` and two characters, the letter
+    /// in either case): on the bytes, as a key is made on every memory hit.
+    private static func contains(_ text: String, _ plain: StaticString, _ escaped: StaticString) -> Bool {
+        let bytes = Array(text.utf8)
+        let plain = UnsafeBufferPointer(start: plain.utf8Start, count: plain.utf8CodeUnitCount)
+        let escaped = UnsafeBufferPointer(start: escaped.utf8Start, count: escaped.utf8CodeUnitCount)
+        for start in bytes.indices {
+            if bytes.count - start >= plain.count, plain.indices.allSatisfy({ bytes[start + $0] == plain[$0] }) {
+                return true
+            }
+            if bytes.count - start >= 3, bytes[start] == UInt8(ascii: "%"), bytes[start + 1] == escaped[1],
+                bytes[start + 2] | 0x20 == escaped[2]
+            {
+                return true
+            }
+        }
+        return false
     }
 
     /// Whether `Redaction` would mask any of `pathAndQuery` (a secret parameter's value, a
@@ -296,9 +325,10 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         var out: [UInt8] = []
         var input = Array(encoded.utf8)[...]
         while let byte = input.popFirst() {
-            if byte == UInt8(ascii: "%"), input.count >= 2,
-                let value = UInt8(String(decoding: input.prefix(2), as: UTF8.self), radix: 16)
+            if byte == UInt8(ascii: "%"), input.count >= 2, let high = hexValue(input[input.startIndex]),
+                let low = hexValue(input[input.startIndex + 1])
             {
+                let value = high << 4 | low
                 input = input.dropFirst(2)
                 if isUnreserved(value) {
                     out.append(value)
@@ -320,20 +350,29 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
     /// reads back as another URL.
     static func canonicalHost(_ encoded: String) -> String {
         if encoded.hasPrefix("[") { return encoded.lowercased() }
-        var out = ""
+        // ``canonical(_:)`` leaves only ASCII: letters outside escapes are lower-cased by byte.
+        var out = Array(canonical(encoded).utf8)
         var escapeLeft = 0
-        for character in canonical(encoded) {
-            if character == "%" {
+        for index in out.indices {
+            if out[index] == UInt8(ascii: "%") {
                 escapeLeft = 2
-                out.append(character)
             } else if escapeLeft > 0 {
                 escapeLeft -= 1
-                out.append(character)
-            } else {
-                out += character.lowercased()
+            } else if out[index] >= UInt8(ascii: "A") && out[index] <= UInt8(ascii: "Z") {
+                out[index] |= 0x20
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The value of an ASCII hex digit, or nil.
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
     }
 
     /// RFC 3986's sub-delims and the `:`, `@`, `/`, `?` a path or query may hold literally.
