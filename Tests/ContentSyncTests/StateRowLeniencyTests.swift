@@ -68,6 +68,34 @@ struct StateRowLeniencyTests {
         }
     }
 
+    /// A damaged version in a row that names a folder with no staging area beside it (never
+    /// updated here: a hostile row could name any folder) does not make the folder this agent's:
+    /// the sync refuses, as for any folder no state knows, and the folder is left as it was.
+    @Test func aDamagedVersionNamingAFolderNeverUpdatedHereReplacesNothing() async throws {
+        try await withSyncHarness(serving: "1.0") { harness in
+            try await harness.sync()
+            let mine = harness.root + "/mine"
+            try FileManager.default.createDirectory(atPath: mine, withIntermediateDirectories: true)
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: mine + "/notes.txt"))
+            let database = try DatabaseQueue(path: harness.state)
+            try await database.write { db in
+                try db.execute(
+                    sql: "UPDATE syncState SET contentDirectory = ?, localVersion = 'garbage'", arguments: [mine])
+            }
+            try database.close()
+            var configuration = harness.configuration()
+            configuration.contentDirectory = mine
+            let manager = try CacheManager(configuration: configuration)
+            await #expect {
+                _ = try await manager.checkForUpdates()
+            } throws: { error in
+                (error as? SyncError)?.code == .configuration
+            }
+            #expect(try FileManager.default.contentsOfDirectory(atPath: mine) == ["notes.txt"])
+            try await manager.shutdown()
+        }
+    }
+
     /// A reset killed after its first step (the version forgotten, the files still there): a
     /// second reset still owns the folder and removes it, and a sync instead restores over it.
     /// It used to empty the state first, leaving files no state knew: `reset` said "nothing

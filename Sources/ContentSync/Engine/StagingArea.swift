@@ -41,6 +41,14 @@ struct StagingArea: Sendable {
         FileSystem.status(of: root).map { $0.st_mode & S_IFMT == S_IFDIR } ?? false
     }
 
+    /// Whether the staging root is a folder with something in it (the twin an update kept, a
+    /// download in progress): an update ran here. Unlike ``exists()``, this holds under the
+    /// update lock, which makes the root empty and removes it again when it stays so.
+    func holdsWork() -> Bool {
+        guard exists() else { return false }
+        return ((try? DirectoryWalker.names(in: root)) ?? []).isEmpty == false
+    }
+
     /// The partial-download file for `path`, stable across restarts.
     func partialFile(for path: SafeRelativePath) -> String {
         var hash = FNV1a64()

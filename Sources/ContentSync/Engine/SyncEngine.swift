@@ -257,10 +257,13 @@ struct SyncEngine: Sendable {
             throw refusal
         }
         var local = state?.localVersion.flatMap { try? CacheVersion($0) }
-        // The row names this folder, so its content is this state's, whatever version it held:
-        // a version that does not parse (a damaged row) is restored over, as after a reset that
-        // did not finish. It was refused as someone else's files, with advice to force it.
-        let damagedVersion = local == nil && state?.localVersion != nil
+        // The row names this folder and its staging area holds work (an update ran here), so its
+        // content is this state's, whatever version it held: a version that does not parse (a
+        // damaged row) is restored over, as after a reset that did not finish. It was refused as
+        // someone else's files, with advice to force it. Without a staging area the row alone
+        // does not make the folder this agent's (a hostile row could name any folder).
+        let damagedVersion =
+            local == nil && state?.localVersion != nil && StagingArea(contentDirectory: directory).holdsWork()
         if damagedVersion {
             warnings.append(
                 "the state database \(store.path) records a version for \(directory) that is not one (a damaged row); restored the folder from the archive"
