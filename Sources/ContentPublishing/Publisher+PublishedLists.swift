@@ -3,6 +3,28 @@ import Foundation
 import StorageFormat
 
 extension Publisher {
+    /// Refuses to publish over a status that carries this signing key's signature and does not
+    /// verify with it (its expiry aside): someone who may write the storage changed it after it
+    /// was signed, its integrity block too, so that ``checkPublishedLists(_:storage:version:)``
+    /// would trust their lists, and the new signature would vouch for them (an outside audit).
+    /// A status signed by another key, or unsigned, cannot be checked so: the first signed
+    /// publish, or one after a key change, trusts the storage as it is (docs/security.md).
+    static func checkOwnSignature(of data: Data, at path: String, signer: StorageWriter.Signer) throws(PublishError) {
+        guard signatureKeyID(ofStatus: data) == signer.key.keyID, let status = try? JSONValue.parse(data) else {
+            return
+        }
+        do {
+            try StatusSignature.verify(
+                status, trustedKeys: [signer.key.key.publicKey], now: .distantPast, name: path)
+        } catch {
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(path) does not verify with the signing key that signed it: it was changed after it was signed, so publishing would vouch for what was changed; put back the published status (e.g. git checkout), then publish again",
+                underlying: error)
+        }
+    }
+
     /// Refuses to publish over a change list or update list that differs from the one the
     /// current status vouches for (its integrity block's SHA-256 and size).
     ///

@@ -225,6 +225,7 @@ public enum Publisher {
             if minimal != asked { requestedMinimal = asked }
             expectedOldDigest = status.integrity?.treeDigest
             previousArchive = status.integrity?.archive
+            if let signer { try checkOwnSignature(of: statusData, at: statusPath, signer: signer) }
             try checkPublishedLists(status.integrity, storage: storage, version: status.actualVersion)
             previousSignatureKeyID = signatureKeyID(ofStatus: statusData)
             // URLs under the published base were rebased onto the new one above; what is left

@@ -104,3 +104,39 @@ struct PublishedListTamperTests {
         }
     }
 }
+
+/// A status that carries the signing key's signature and no longer verifies with it (a list
+/// edited and the integrity block too) is not signed again over the edit.
+@Suite("A publish never signs over a status changed after it was signed")
+struct PublishOwnSignatureTests {
+    @Test func anEditedSignedStatusIsRefused() async throws {
+        try await withTemporaryDirectory { scratch in
+            try await offPool {
+                var setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+                setup.signingKey = SigningTests.key.rawRepresentation.base64EncodedString()
+                let storage = scratch + "/storage"
+                try setup.makeBase(at: storage)
+                try setup.publish(storage: storage)
+                // The neighbour's edit: a list changed, and its hash in the status to match.
+                let list = storage + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json"
+                let old = try ContentTree.fingerprint(of: list)
+                var bytes = try Data(contentsOf: URL(fileURLWithPath: list))
+                bytes.append(contentsOf: Array(" ".utf8))
+                try bytes.write(to: URL(fileURLWithPath: list))
+                let new = try ContentTree.fingerprint(of: list)
+                let statusPath = storage + "/RXCacheConfig/cacheStatus.json"
+                let status = try String(contentsOfFile: statusPath, encoding: .utf8)
+                    .replacingOccurrences(of: old.sha256, with: new.sha256)
+                    .replacingOccurrences(of: "\"size\":\(old.size)", with: "\"size\":\(new.size)")
+                try status.write(toFile: statusPath, atomically: true, encoding: .utf8)
+                #expect {
+                    try setup.publish(storage: storage, version: "1.2")
+                } throws: { error in
+                    (error as? PublishError)?.code == .invalidStorage
+                        && (error as? PublishError)?.message.contains("changed after it was signed") == true
+                }
+                #expect(try String(contentsOfFile: statusPath, encoding: .utf8) == status)
+            }
+        }
+    }
+}
