@@ -201,9 +201,9 @@ public final class CurlTransport: Transport {
         var etag = options.resumeETag
         // Set once the server has answered a resume with other bytes: no more resumes this call.
         var resumeRefused = false
-        // The whole length the answer whose bytes are resumed declared (this call's): a 416 that
-        // calls a shorter file whole contradicts it.
-        var entityLength: Int64?
+        // The whole length the answer whose bytes are resumed declared (this call's, or the one
+        // the caller kept): a 416 that calls a shorter file whole contradicts it.
+        var entityLength: Int64? = options.resumeLength
         var response = try await withRetries(request) { request in
             // Each attempt resumes from what is on disk when the ETag says it is the same entity;
             // an overwrite starts over the old bytes, and cuts the file after the body.

@@ -6,6 +6,10 @@ public struct DownloadOptions: Sendable {
     /// with other bytes (another start, a shorter range, an encoded range) has the partial body
     /// dropped and the file fetched whole. Default `nil`.
     public var resumeETag: String?
+    /// The whole length the answer the partial body came from declared (its `Content-Length`,
+    /// or a `206`'s complete length), when the caller kept it with ``resumeETag``: a `416` that
+    /// calls a shorter partial body whole contradicts it and is not believed. Default `nil`.
+    public var resumeLength: Int64?
     /// Refuse a body larger than this many bytes (a caller that knows the size holds the server to it).
     /// It counts decoded bytes, the ones the file gets, whatever the content encoding on the
     /// wire. Default `nil`: no limit.

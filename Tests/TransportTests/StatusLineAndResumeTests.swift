@@ -55,4 +55,24 @@ struct StatusLineAndResumeTests {
         #expect(response == nil, "a half file passed as whole: \(response.map { "\($0.fileSize) bytes" } ?? "")")
         #expect(origin.requests.contains { $0.header("range") == "bytes=100000-" }, "the resume was asked")
     }
+
+    /// The same across processes: the caller kept the whole length beside the tag
+    /// (``DownloadOptions/resumeLength``), and a 416 calling the half file whole is not believed.
+    @Test(arguments: [Int64?.some(200_000), nil])
+    func aKeptLengthHoldsA416ToIt(kept: Int64?) async throws {
+        let origin = try ScriptedOrigin { _ in
+            ScriptedOrigin.Answer(status: 416, headers: ["ETag: \"T\"", "Content-Range: bytes */100000"])
+        }
+        defer { origin.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("kept-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try randomBytes(100_000).write(to: directory.appendingPathComponent("f"))
+        var options = DownloadOptions(resumeETag: "\"T\"")
+        options.resumeLength = kept
+        let response = try? await makeTransport { $0.retry = .none }.download(
+            HTTPRequest(url: origin.url("/f")), to: directory.path + "/f", options: options)
+        // Without a kept length the 416 is all there is to go by (a run stopped after the last byte).
+        #expect((response != nil) == (kept == nil))
+    }
 }

@@ -157,7 +157,8 @@ struct VerifiedDownloader: Sendable {
     static let unnamedDownloadLimit: Int64 = 1 << 20
 
     /// Download options that let a large download resume after a restart: the entity tag of a
-    /// body over `resumableFrom` bytes is kept beside its partial file, and sent back as `If-Range`.
+    /// body over `resumableFrom` bytes is kept beside its partial file, and sent back as `If-Range`,
+    /// with the whole length its answer declared (a second line), which a `416` may not contradict.
     ///
     /// A content-encoded body (gzip from S3, say) keeps no tag, and loses any older one: the file
     /// holds decoded bytes, and a range of the encoded representation cannot follow them.
@@ -171,19 +172,25 @@ struct VerifiedDownloader: Sendable {
         // refuses a link made after this (O_NOFOLLOW).
         try? FileSystem.removeUnlessPlainFile(partialPath)
         try? FileSystem.removeUnlessPlainFile(sidecar)
-        let etag = (try? SmallTextFile.read(sidecar, limit: 4096))?.trimmingCharacters(in: .whitespacesAndNewlines)
+        let lines = ((try? SmallTextFile.read(sidecar, limit: 4096)) ?? "").split(separator: "\n").map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
+        let etag = lines.first
         var options = DownloadOptions(
             resumeETag: etag?.isEmpty == false ? etag : nil, maxBytes: maxBytes, progress: progress)
-        options.onResponseStart = { _, headers in
+        options.resumeLength = lines.count > 1 ? Int64(lines[1]) : nil
+        options.onResponseStart = { status, headers in
             guard HTTPHeaderField.contentCodings(headers["content-encoding"]).isEmpty else {
                 unlink(sidecar)
                 return
             }
-            guard let etag = headers["etag"], let length = headers["content-length"].flatMap(Int64.init),
-                length > resumableFrom
-            else { return }
+            let whole =
+                status == 206
+                ? ResponseExpectation.completeLength(ofContentRange: headers["content-range"])
+                : headers["content-length"].flatMap(Int64.init)
+            guard let etag = headers["etag"], let whole, whole > resumableFrom else { return }
             // A new file renamed into place: never written through whatever is at the name.
-            try? AtomicFile.write(Data(etag.utf8), to: sidecar)
+            try? AtomicFile.write(Data("\(etag)\n\(whole)\n".utf8), to: sidecar)
         }
         return options
     }
