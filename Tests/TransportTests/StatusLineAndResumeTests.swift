@@ -8,7 +8,7 @@ import Testing
 /// audit): a status line libcurl takes and the transport does not skipped every check of the
 /// response and dropped its body, yet ended as a 200; and a 416 that called a half file whole
 /// contradicted the length of the answer its bytes came from.
-@Suite(.timeLimit(.minutes(2)))
+@Suite(.timeLimit(.minutes(3)))
 struct StatusLineAndResumeTests {
     @Test(arguments: ["http/1.1 200 OK", "Http/1.1 200 OK"])
     func aStatusLineLibcurlReadsAndTheTransportDoesNotIsRefused(line: String) async throws {
