@@ -102,7 +102,12 @@ struct StagingLinkTests {
             let responseStarts = try #require(options.onResponseStart)
             responseStarts(200, headers)
             let sidecar = try? String(contentsOfFile: partial + ".etag", encoding: .utf8)
-            #expect(sidecar == (kept ? "\"new\"" : nil), "\(encoding ?? "no Content-Encoding")")
+            // The tag, then the whole length its answer declared.
+            #expect(sidecar == (kept ? "\"new\"\n10\n" : nil), "\(encoding ?? "no Content-Encoding")")
+            // A later run reads both back.
+            let again = downloader.resumableOptions(partialPath: partial, resumableFrom: 0)
+            #expect(again.resumeETag == (kept ? "\"new\"" : nil))
+            #expect(again.resumeLength == (kept ? 10 : nil))
         }
     }
 
