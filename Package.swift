@@ -84,7 +84,7 @@ let package = Package(
         // queries. It shares Transport, FileKit and DatabaseKit with the client and never depends
         // on ContentSync.
         .target(name: "ItemCache",
-                dependencies: ["Transport", "FileKit", "DatabaseKit", "DateText",
+                dependencies: ["Transport", "FileKit", "DatabaseKit", "DateText", "PercentDecoding",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "GRDB", package: "GRDB.swift"),

@@ -228,31 +228,21 @@ struct PublishInstaller {
     private func anchoredIfPresent(_ relative: String) throws(PublishError) -> AnchoredEntry? {
         var names = relative.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         let name = names.removeLast()
-        var current = open(storage, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard current >= 0 else {
-            throw PublishError.fileSystem("cannot open the storage", path: storage, syscall: "open", errno: errno)
-        }
-        var reached = storage
-        for component in names {
-            reached += "/" + component
-            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            let code = errno
-            close(current)
-            guard next >= 0 else {
-                if code == ENOENT { return nil }
-                guard code == ELOOP || code == ENOTDIR else {
-                    throw PublishError.fileSystem(
-                        "cannot open the folder", path: reached, syscall: "openat", errno: code)
-                }
-                throw PublishError(
-                    code: .invalidStorage,
-                    message:
-                        "\(reached) is no longer a folder (a symlink or a file was put there while publishing); a publish never writes through a link or outside the storage: put the folder back, then publish again (the next publish finishes or rolls back this one)"
-                )
+        do {
+            let folder = try FileSystem.openFolderChain(names, beneath: storage)
+            return AnchoredEntry(folder: folder, name: name, path: storage + "/" + relative)
+        } catch {
+            if error.errno == ENOENT, error.path != storage { return nil }
+            guard error.errno == ELOOP || error.errno == ENOTDIR else {
+                throw PublishError.fileSystem(
+                    "cannot open the folder", path: error.path, syscall: "openat", errno: error.errno)
             }
-            current = next
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(error.path) is no longer a folder (a symlink or a file was put there while publishing); a publish never writes through a link or outside the storage: put the folder back, then publish again (the next publish finishes or rolls back this one)"
+            )
         }
-        return AnchoredEntry(folder: current, name: name, path: storage + "/" + relative)
     }
 
     private static func rename(_ source: AnchoredEntry, _ destination: AnchoredEntry) -> Int32 {

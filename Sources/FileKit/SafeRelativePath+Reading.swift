@@ -9,18 +9,17 @@ extension SafeRelativePath {
     /// planted in the tree, a FIFO, a device or a folder is refused, and nothing outside `folder`
     /// is read.
     public func openRegularFile(beneath folder: String) throws(FileSystemError) -> (descriptor: Int32, status: stat) {
-        var current = open(folder, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard current >= 0 else { throw FileSystemError("cannot open", path: folder, syscall: "open", errno: errno) }
-        var reached = folder
-        for component in components.dropLast() {
-            reached += "/" + component
-            let next = openat(current, component, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-            let code = errno
-            close(current)
-            guard next >= 0 else { throw Self.refusal(reached, code, folder: true) }
-            current = next
+        let current: Int32
+        do {
+            current = try FileSystem.openFolderChain(components.dropLast(), beneath: folder)
+        } catch {
+            guard error.path != folder else {
+                throw FileSystemError("cannot open", path: folder, syscall: "open", errno: error.errno)
+            }
+            throw Self.refusal(error.path, error.errno, folder: true)
         }
         defer { close(current) }
+        var reached = folder + components.dropLast().map { "/" + $0 }.joined()
         guard let name = components.last else {
             throw FileSystemError("cannot read (a folder, not a file)", path: folder, syscall: "open", errno: EISDIR)
         }

@@ -1,5 +1,6 @@
 import FileKit
 import Foundation
+import PercentDecoding
 import Transport
 
 /// What identifies a cached item: a URL with its parameters, normalized so that spellings of one
@@ -325,8 +326,9 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
         var out: [UInt8] = []
         var input = Array(encoded.utf8)[...]
         while let byte = input.popFirst() {
-            if byte == UInt8(ascii: "%"), input.count >= 2, let high = hexValue(input[input.startIndex]),
-                let low = hexValue(input[input.startIndex + 1])
+            if byte == UInt8(ascii: "%"), input.count >= 2,
+                let high = PercentDecoding.hexValue(input[input.startIndex]),
+                let low = PercentDecoding.hexValue(input[input.startIndex + 1])
             {
                 let value = high << 4 | low
                 input = input.dropFirst(2)
@@ -363,16 +365,6 @@ public struct CacheKey: Hashable, Sendable, Comparable, CustomStringConvertible 
             }
         }
         return String(decoding: out, as: UTF8.self)
-    }
-
-    /// The value of an ASCII hex digit, or nil.
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// RFC 3986's sub-delims and the `:`, `@`, `/`, `?` a path or query may hold literally.
