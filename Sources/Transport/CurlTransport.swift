@@ -227,6 +227,20 @@ public final class CurlTransport: Transport {
                 admitsSize: options.admitsSize)
             do {
                 let response = try await self.run(transfer)
+                // A resume answered with a shorter (or longer) whole than the answer its bytes came
+                // from declared: another entity under the same tag, or a lie; the file is not it.
+                if offset > 0, response.statusCode == 206, let entityLength,
+                    let total = ResponseExpectation.completeLength(ofContentRange: response.headers["content-range"]),
+                    total != entityLength
+                {
+                    if let failure = CurlTransfer.emptyFile(fd, path: path, url: request.url) { throw failure }
+                    etag = nil
+                    resumeRefused = true
+                    throw TransportError.invalidResponse(
+                        request.method, response.url,
+                        "its resume says the file is \(total) bytes, but the answer the kept bytes came from said \(entityLength)",
+                        statusCode: 206)
+                }
                 received += response.bytesReceived
                 if options.overwrite, let failure = CurlTransfer.cutAtPosition(fd, path: path, url: request.url) {
                     throw failure
@@ -239,7 +253,9 @@ public final class CurlTransport: Transport {
                 let answeredETag = transfer.headers["etag"]
                 if let range = transfer.headers["content-range"], range.hasPrefix("bytes */"),
                     Int64(range.dropFirst("bytes */".count)) == offset, answeredETag == nil || answeredETag == etag,
-                    entityLength == nil || entityLength == offset
+                    // Only a length kept from the answer the bytes came from can say the file
+                    // is whole: without one, a half file would be believed (it is fetched anew).
+                    entityLength == offset
                 {
                     return HTTPResponse(
                         statusCode: 206, headers: transfer.headers, url: error.url ?? request.url,

@@ -7,8 +7,10 @@ public struct DownloadOptions: Sendable {
     /// dropped and the file fetched whole. Default `nil`.
     public var resumeETag: String?
     /// The whole length the answer the partial body came from declared (its `Content-Length`,
-    /// or a `206`'s complete length), when the caller kept it with ``resumeETag``: a `416` that
-    /// calls a shorter partial body whole contradicts it and is not believed. Default `nil`.
+    /// or a `206`'s complete length), when the caller kept it with ``resumeETag``. A `416` is
+    /// believed to say the partial body is whole only when it names this length (without one, a
+    /// half file could pass: the body is fetched anew), and a `206` whose complete length differs
+    /// is refused. Default `nil`.
     public var resumeLength: Int64?
     /// Refuse a body larger than this many bytes (a caller that knows the size holds the server to it).
     /// It counts decoded bytes, the ones the file gets, whatever the content encoding on the
@@ -40,8 +42,11 @@ public struct DownloadOptions: Sendable {
     public var overwrite = false
 
     /// Options with these fields; ``onResponseStart`` and ``onBodyChunk`` start `nil`.
-    public init(resumeETag: String? = nil, maxBytes: Int64? = nil, progress: ProgressHandler? = nil) {
+    public init(
+        resumeETag: String? = nil, resumeLength: Int64? = nil, maxBytes: Int64? = nil, progress: ProgressHandler? = nil
+    ) {
         self.resumeETag = resumeETag
+        self.resumeLength = resumeLength
         self.maxBytes = maxBytes
         self.progress = progress
     }

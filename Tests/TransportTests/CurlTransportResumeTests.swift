@@ -140,7 +140,8 @@ struct CurlTransportResumeTests {
 
     @Test func completePartialFileWithMatchingResumeETagSucceedsWithoutRefetching() async throws {
         // A process killed after the last byte landed but before the file was used leaves a
-        // complete "partial" file; the server answers its Range with 416.
+        // complete "partial" file; the server answers its Range with 416. The whole length kept
+        // with the tag says the file is whole (without it, a half file would be believed).
         try await withServedFixture { server, fixture in
             let contents = randomBytes(1_200_000)
             try fixture.serve("archive.zip", contents)
@@ -153,7 +154,7 @@ struct CurlTransportResumeTests {
 
             let response = try await transport.download(
                 HTTPRequest(url: url), to: destination,
-                options: DownloadOptions(resumeETag: etag))
+                options: DownloadOptions(resumeETag: etag, resumeLength: 1_200_000))
 
             #expect(server.requests().map(\.status) == [416])
             #expect(server.requests().first?.range == "bytes=1200000-")

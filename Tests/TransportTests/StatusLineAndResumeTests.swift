@@ -56,6 +56,28 @@ struct StatusLineAndResumeTests {
         #expect(origin.requests.contains { $0.header("range") == "bytes=100000-" }, "the resume was asked")
     }
 
+    /// A resume answered 206 with a shorter whole than the kept length: another entity under
+    /// the same tag (a truncated file was installed). Refused, the partial file emptied.
+    @Test func aResumeWhoseWholeDiffersFromTheKeptLengthIsRefused() async throws {
+        let origin = try ScriptedOrigin { _ in
+            ScriptedOrigin.Answer(
+                status: 206, headers: ["ETag: \"T\"", "Content-Range: bytes 100000-100009/100010"],
+                body: Data(repeating: 0x42, count: 10))
+        }
+        defer { origin.stop() }
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("short-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try randomBytes(100_000).write(to: directory.appendingPathComponent("f"))
+        let options = DownloadOptions(resumeETag: "\"T\"", resumeLength: 200_000)
+        await #expect(throws: TransportError.self) {
+            _ = try await makeTransport { $0.retry = .none }.download(
+                HTTPRequest(url: origin.url("/f")), to: directory.path + "/f", options: options)
+        }
+        let left = try Data(contentsOf: directory.appendingPathComponent("f"))
+        #expect(left.isEmpty, "the partial file was emptied, so the next attempt fetches it whole")
+    }
+
     /// The same across processes: the caller kept the whole length beside the tag
     /// (``DownloadOptions/resumeLength``), and a 416 calling the half file whole is not believed.
     @Test(arguments: [Int64?.some(200_000), nil])
@@ -72,7 +94,7 @@ struct StatusLineAndResumeTests {
         options.resumeLength = kept
         let response = try? await makeTransport { $0.retry = .none }.download(
             HTTPRequest(url: origin.url("/f")), to: directory.path + "/f", options: options)
-        // Without a kept length the 416 is all there is to go by (a run stopped after the last byte).
-        #expect((response != nil) == (kept == nil))
+        // Without a kept length nothing says the file is whole: it is not believed either.
+        #expect(response == nil)
     }
 }
