@@ -68,26 +68,34 @@ extension SharedDatabase {
         return count == 0 || (count == 16 && header == Array("SQLite format 3\0".utf8))
     }
 
-    /// The names of the tables of the SQLite database at `path`, read through a read-only
-    /// connection of SQLite's C API (no GRDB set-up, nothing written, the journal mode left as
-    /// it is); nil when there is no file or it cannot be read so. For telling another program's
-    /// database from this one's before opening it to migrate.
-    public static func tableNames(readingOnly path: String) -> [String]? {
+    /// The first column of each row `queries` return from the SQLite database at `path`, read
+    /// through one connection of SQLite's C API opened read-only and `immutable` (no GRDB set-up,
+    /// no lock, no `-wal` or `-shm` made, the journal mode left as it is); nil for a query that
+    /// fails (a table that is not there), or for all when the file cannot be read so. For
+    /// telling another program's database from this one's before opening it to migrate.
+    public static func strings(readingOnly path: String, _ queries: [String]) -> [[String]?]? {
+        var components = URLComponents()
+        components.scheme = "file"
+        components.path = path
+        components.queryItems = [URLQueryItem(name: "immutable", value: "1")]
+        guard let uri = components.string else { return nil }
         var handle: OpaquePointer?
         defer { sqlite3_close_v2(handle) }
-        guard sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil) == SQLITE_OK else {
-            return nil
-        }
-        var statement: OpaquePointer?
-        defer { sqlite3_finalize(statement) }
-        let sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK else { return nil }
-        var names: [String] = []
-        while true {
-            switch sqlite3_step(statement) {
-            case SQLITE_ROW: names.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "")
-            case SQLITE_DONE: return names
-            default: return nil
+        guard
+            sqlite3_open_v2(uri, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_URI, nil)
+                == SQLITE_OK
+        else { return nil }
+        return queries.map { sql in
+            var statement: OpaquePointer?
+            defer { sqlite3_finalize(statement) }
+            guard sqlite3_prepare_v2(handle, sql, -1, &statement, nil) == SQLITE_OK else { return nil }
+            var values: [String] = []
+            while true {
+                switch sqlite3_step(statement) {
+                case SQLITE_ROW: values.append(sqlite3_column_text(statement, 0).map { String(cString: $0) } ?? "")
+                case SQLITE_DONE: return values
+                default: return nil
+                }
             }
         }
     }

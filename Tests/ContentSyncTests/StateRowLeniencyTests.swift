@@ -226,15 +226,30 @@ struct StateRowLeniencyTests {
 
     /// Another program's SQLite database given as the state database is refused as such, and
     /// left as it was: it used to be migrated (this agent's tables added to it).
-    @Test func anotherProgramsDatabaseIsRefusedAndLeftAlone() async throws {
+    /// Shapes: a plain one, another GRDB app's (its own migrations' record), one with a table
+    /// of this agent's name, and one in WAL mode (no `-wal` or `-shm` is made beside it).
+    @Test(arguments: [
+        "CREATE TABLE album (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO album VALUES (1, 'x')",
+        """
+        CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY); INSERT INTO grdb_migrations VALUES ('v1');
+        CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)
+        """,
+        "CREATE TABLE syncState (id INTEGER PRIMARY KEY, cursor TEXT)",
+        "wal",
+    ])
+    func anotherProgramsDatabaseIsRefusedAndLeftAlone(shape: String) async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             let other = harness.root + "/photos.db"
-            let database = try DatabaseQueue(path: other)
-            try await database.write { db in
-                try db.execute(
-                    sql: "CREATE TABLE album (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO album VALUES (1, 'x')")
+            if shape == "wal" {
+                let pool = try DatabasePool(path: other)
+                try await pool.write { db in try db.execute(sql: "CREATE TABLE album (id INTEGER PRIMARY KEY)") }
+                try pool.close()
+            } else {
+                let database = try DatabaseQueue(path: other)
+                try await database.write { db in try db.execute(sql: shape) }
+                try database.close()
             }
-            try database.close()
+            let besides = ["-wal", "-shm"].filter { FileManager.default.fileExists(atPath: other + $0) }
             let before = try Data(contentsOf: URL(fileURLWithPath: other))
             #expect {
                 _ = try StateStore(path: other)
@@ -246,6 +261,7 @@ struct StateRowLeniencyTests {
                 try await CacheManager.reset(contentDirectory: harness.root + "/never-synced", stateDatabasePath: other)
             }
             #expect(try Data(contentsOf: URL(fileURLWithPath: other)) == before)
+            #expect(["-wal", "-shm"].filter { FileManager.default.fileExists(atPath: other + $0) } == besides)
         }
     }
 

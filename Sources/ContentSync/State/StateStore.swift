@@ -73,15 +73,36 @@ final class StateStore: Sendable {
     /// tables to it (an outside audit), and a reset could have deleted it.
     static func refuseForeignDatabase(at path: String) throws(SyncError) {
         guard let info = FileSystem.status(of: path), info.st_mode & S_IFMT == S_IFREG, info.st_size > 0,
-            let tables = SharedDatabase.tableNames(readingOnly: path),
-            !tables.isEmpty, !tables.contains("grdb_migrations"), !tables.contains("syncState")
+            let answers = SharedDatabase.strings(
+                readingOnly: path,
+                [
+                    "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'",
+                    "SELECT identifier FROM grdb_migrations",
+                ]),
+            let tables = answers[0], !tables.isEmpty
         else { return }
+        // This agent's: one of its own migrations recorded (a GRDB app keeps `grdb_migrations`
+        // too), or, the record emptied (damage), several of its tables.
+        let migrations = Set(answers[1] ?? [])
+        if !migrations.isDisjoint(with: ownMigrationMarks) { return }
+        if tables.filter(ownTables.contains).count >= 3 { return }
         throw SyncError(
             code: .configuration,
             message:
                 "\(path) is another program's SQLite database (it has tables of its own and none of this agent's): give the state database's own path"
         )
     }
+
+    /// Migrations only this agent's state database records (``migrator``'s identifiers).
+    private static let ownMigrationMarks: Set<String> = [
+        "v2: error codes", "v3: base URL", "v4: rollback protection", "v5: file fingerprints",
+        "v6: attempt bookkeeping",
+    ]
+    /// Tables only this agent's state database holds.
+    private static let ownTables: Set<String> = [
+        "syncState", "cachedResource", "pendingPlan", "completedDownload", "updateHistory", "fileFingerprint",
+        "treeIndex", "treeEntry", "liveFolder", "fullCheck", "trustPin",
+    ]
 
     /// What to do about a damaged state database.
     static let damageRemedy =
