@@ -71,10 +71,27 @@ struct StateRowLeniencyTests {
     /// A damaged version in a row that names a folder with no staging area beside it (never
     /// updated here: a hostile row could name any folder) does not make the folder this agent's:
     /// the sync refuses, as for any folder no state knows, and the folder is left as it was.
-    @Test func aDamagedVersionNamingAFolderNeverUpdatedHereReplacesNothing() async throws {
+    /// A neighbour may plant a staging area beside it: an empty file there, or an update's
+    /// folders made by another user, do not count.
+    @Test(arguments: ["none", "file", "another user's folders"])
+    func aDamagedVersionNamingAFolderNeverUpdatedHereReplacesNothing(planted: String) async throws {
         try await withSyncHarness(serving: "1.0") { harness in
             try await harness.sync()
             let mine = harness.root + "/mine"
+            let staging = harness.root + "/.mine.content-sync"
+            switch planted {
+            case "file":
+                try FileManager.default.createDirectory(atPath: staging, withIntermediateDirectories: true)
+                try Data().write(to: URL(fileURLWithPath: staging + "/x"))
+            case "another user's folders":
+                guard geteuid() == 0 else { return } // only root can make another user's folders
+                for folder in [staging, staging + "/retired", staging + "/partial"] {
+                    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+                    chown(folder, 65534, 65534)
+                }
+            default:
+                break
+            }
             try FileManager.default.createDirectory(atPath: mine, withIntermediateDirectories: true)
             try Data("mine".utf8).write(to: URL(fileURLWithPath: mine + "/notes.txt"))
             let database = try DatabaseQueue(path: harness.state)

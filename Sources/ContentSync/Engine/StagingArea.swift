@@ -41,12 +41,19 @@ struct StagingArea: Sendable {
         FileSystem.status(of: root).map { $0.st_mode & S_IFMT == S_IFDIR } ?? false
     }
 
-    /// Whether the staging root is a folder with something in it (the twin an update kept, a
-    /// download in progress): an update ran here. Unlike ``exists()``, this holds under the
-    /// update lock, which makes the root empty and removes it again when it stays so.
+    /// Whether the staging root holds an update's work, made by this user: the twin an update
+    /// kept, downloads in progress, a version being built. An update ran here. Unlike
+    /// ``exists()``, this holds under the update lock, which makes the root empty and removes it
+    /// again when it stays so. Entries of another user (a neighbour who may write the parent
+    /// folder) do not count.
     func holdsWork() -> Bool {
-        guard exists() else { return false }
-        return ((try? DirectoryWalker.names(in: root)) ?? []).isEmpty == false
+        let user = geteuid()
+        guard let info = FileSystem.status(of: root), info.st_mode & S_IFMT == S_IFDIR, info.st_uid == user else {
+            return false
+        }
+        return [retired, partial, next, seed].contains { path in
+            FileSystem.status(of: path).map { $0.st_mode & S_IFMT == S_IFDIR && $0.st_uid == user } ?? false
+        }
     }
 
     /// The partial-download file for `path`, stable across restarts.
