@@ -136,6 +136,12 @@ public struct PublishReport: Sendable {
     /// Compared with ``signatureKeyID``, it tells a front end that clients trusting the old key
     /// will refuse this version.
     public var previousSignatureKeyID: String?
+    /// Whether this publish's signing key verified the previous status's signature before its
+    /// integrity block (the hashes of the change lists and update list) was trusted. False when
+    /// a signed publish goes over a status that is unsigned, another key's, or altered so that
+    /// it names no signature of this key: those lists were taken as they are (the first signed
+    /// publish, a key change, or someone who may write the storage changed them).
+    public var previousStatusVerified = false
     /// The key id this publish signed the status with; nil when unsigned.
     public var signatureKeyID: String?
     /// URLs of the previous status (update list, archive) that lie outside the new base URL,

@@ -9,9 +9,13 @@ extension Publisher {
     /// would trust their lists, and the new signature would vouch for them (an outside audit).
     /// A status signed by another key, or unsigned, cannot be checked so: the first signed
     /// publish, or one after a key change, trusts the storage as it is (docs/security.md).
-    static func checkOwnSignature(of data: Data, at path: String, signer: StorageWriter.Signer) throws(PublishError) {
+    /// Returns whether it verified (false: the status carries no signature of this key, and
+    /// its lists are taken as they are; the front end warns).
+    static func checkOwnSignature(of data: Data, at path: String, signer: StorageWriter.Signer) throws(PublishError)
+        -> Bool
+    {
         guard signatureKeyID(ofStatus: data) == signer.key.keyID, let status = try? JSONValue.parse(data) else {
-            return
+            return false
         }
         do {
             try StatusSignature.verify(
@@ -23,6 +27,7 @@ extension Publisher {
                     "\(path) does not verify with the signing key that signed it: it was changed after it was signed, so publishing would vouch for what was changed; put back the published status (e.g. git checkout), then publish again",
                 underlying: error)
         }
+        return true
     }
 
     /// Refuses to publish over a change list or update list that differs from the one the

@@ -157,6 +157,7 @@ public enum Publisher {
         var expectedOldDigest: String?
         var previousArchive: FileFingerprint?
         var previousSignatureKeyID: String?
+        var previousStatusVerified = false
         var previousURLsOutsideBase: [URL] = []
         var previousBase: URL?
         var requestedMinimal: CacheVersion?
@@ -225,7 +226,9 @@ public enum Publisher {
             if minimal != asked { requestedMinimal = asked }
             expectedOldDigest = status.integrity?.treeDigest
             previousArchive = status.integrity?.archive
-            if let signer { try checkOwnSignature(of: statusData, at: statusPath, signer: signer) }
+            if let signer {
+                previousStatusVerified = try checkOwnSignature(of: statusData, at: statusPath, signer: signer)
+            }
             try checkPublishedLists(status.integrity, storage: storage, version: status.actualVersion)
             previousSignatureKeyID = signatureKeyID(ofStatus: statusData)
             // URLs under the published base were rebased onto the new one above; what is left
@@ -238,6 +241,7 @@ public enum Publisher {
         func noted(_ report: PublishReport) -> PublishReport {
             var report = report
             report.previousSignatureKeyID = previousSignatureKeyID
+            report.previousStatusVerified = previousStatusVerified
             report.signatureKeyID = signer?.key.keyID
             report.previousURLsOutsideBase = previousURLsOutsideBase
             report.previousBaseURL = previousBase

@@ -254,6 +254,14 @@ struct PublishCommand: AsyncParsableCommand {
                 )
             }
         }
+        if report.signatureKeyID != nil, report.fromVersion != nil, !report.previousStatusVerified,
+            report.resignedUntil == nil
+        {
+            warnings.append(
+                "the previous \(status) carries no signature of this key (unsigned, another key's, or changed since), so its change lists and update list were taken as they are and are now signed: "
+                    + "if this is the first signed publish or a key change, nothing is wrong; if others may write \(storage), compare RXCacheConfig/ with your own copy"
+            )
+        }
         let raised = dryRun ? "would be raised" : "was raised"
         if let previousBase = report.previousBaseURL {
             let old = previousBase.absoluteString

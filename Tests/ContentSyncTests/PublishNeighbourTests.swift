@@ -109,6 +109,21 @@ struct PublishedListTamperTests {
 /// edited and the integrity block too) is not signed again over the edit.
 @Suite("A publish never signs over a status changed after it was signed")
 struct PublishOwnSignatureTests {
+    /// The report tells a front end whether the previous status was verified with the key: not
+    /// over an unsigned one (its lists taken as they are), and so over one the key signed.
+    @Test func theReportSaysWhetherThePreviousStatusWasVerified() async throws {
+        try await withTemporaryDirectory { scratch in
+            try await offPool {
+                var setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
+                let storage = scratch + "/storage"
+                try setup.makeBase(at: storage)  // unsigned
+                setup.signingKey = SigningTests.key.rawRepresentation.base64EncodedString()
+                #expect(try setup.publish(storage: storage).previousStatusVerified == false)
+                #expect(try setup.publish(storage: storage, version: "1.2").previousStatusVerified == true)
+            }
+        }
+    }
+
     @Test func anEditedSignedStatusIsRefused() async throws {
         try await withTemporaryDirectory { scratch in
             try await offPool {
