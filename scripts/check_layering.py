@@ -49,7 +49,8 @@ ALLOWED_DEPENDENCIES = {
     "ContentSync": {"Archive", "CLinux", "DatabaseKit", "FileKit", "StorageFormat", "Transport"},
     "ContentPublishing": {"Archive", "CLinux", "DateText", "FileKit", "StorageFormat"},
     # The item cache and the client share Transport and FileKit and depend on neither each other.
-    "ItemCache": {"DatabaseKit", "DateText", "FileKit", "Transport"},
+    # Keys read URL escapes (PercentDecoding, a leaf).
+    "ItemCache": {"DatabaseKit", "DateText", "FileKit", "PercentDecoding", "Transport"},
     # The test server speaks HTTP with Transport's HTTP dates.
     "StorageServer": {"PercentDecoding", "ProcessKit", "ToolSupport", "Transport"},
     # Images on libvips: only ImageCache links CVips, and it builds on the item cache alone.

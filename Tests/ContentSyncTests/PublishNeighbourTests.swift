@@ -116,7 +116,7 @@ struct PublishOwnSignatureTests {
             try await offPool {
                 var setup = InterruptedPublish(scratch: scratch, baseVersion: "1.0", version: "1.1")
                 let storage = scratch + "/storage"
-                try setup.makeBase(at: storage)  // unsigned
+                try setup.makeBase(at: storage) // unsigned
                 setup.signingKey = SigningTests.key.rawRepresentation.base64EncodedString()
                 #expect(try setup.publish(storage: storage).previousStatusVerified == false)
                 #expect(try setup.publish(storage: storage, version: "1.2").previousStatusVerified == true)
