@@ -93,9 +93,7 @@ public struct HTTPRequest: Sendable, Equatable {
     /// credential headers (libcurl itself drops only `Authorization` and `Cookie` there, and
     /// sends `X-Api-Key` on), everything else kept.
     package func redirected(to url: URL) -> HTTPRequest {
-        var next = self
-        next.url = url
-        next.queryItems = [] // the Location is the whole URL
+        var next = followed(to: url)
         next.headers = headers.filter { !Self.isCredentialHeader($0.key) }
         return next
     }
