@@ -38,10 +38,15 @@ extension Publisher {
     /// clients that trust the key would take it (an outside audit found such a list signed again
     /// and every client one version behind failing for good). Lists the status does not name
     /// (an older publisher's, or a storage without integrity data) are not checked.
+    ///
+    /// Returns the change lists it checked, by storage path, with the fingerprints the status
+    /// records: the new status takes them as they are instead of hashing the files again (which
+    /// would also vouch for a file changed between the check and the status).
     static func checkPublishedLists(_ integrity: StorageIntegrity?, storage: String, version: CacheVersion)
-        throws(PublishError)
+        throws(PublishError) -> [String: FileFingerprint]
     {
-        guard let integrity else { return }
+        guard let integrity else { return [:] }
+        var checked: [String: FileFingerprint] = [:]
         var published: [(relative: String, fingerprint: FileFingerprint)] = integrity.changeLists.map {
             ("RXCacheConfig/HistoryOfVersions/" + $0.key.lastPathComponent, $0.value)
         }
@@ -61,12 +66,16 @@ extension Publisher {
                 )
             }
             let found = try fileWork { () throws(FileSystemError) in try ContentTree.fingerprint(of: path) }
-            guard found != fingerprint else { continue }
+            guard found != fingerprint else {
+                if relative != StorageLayout.updateListPath { checked[relative] = fingerprint }
+                continue
+            }
             throw PublishError(
                 code: .invalidStorage,
                 message:
                     "\(path) is not the file version \(version) published (its SHA-256 or size differs from what \(StorageLayout.statusPath) records), so publishing would vouch for a list someone changed: put back the published copy (e.g. git checkout), then publish again"
             )
         }
+        return checked
     }
 }

@@ -158,6 +158,9 @@ public enum Publisher {
         var previousArchive: FileFingerprint?
         var previousSignatureKeyID: String?
         var previousStatusVerified = false
+        // The published change lists checked against the status (by storage path): the new
+        // status vouches for these fingerprints, not for a second reading of the files.
+        var checkedLists: [String: FileFingerprint] = [:]
         var previousURLsOutsideBase: [URL] = []
         var previousBase: URL?
         var requestedMinimal: CacheVersion?
@@ -229,7 +232,7 @@ public enum Publisher {
             if let signer {
                 previousStatusVerified = try checkOwnSignature(of: statusData, at: statusPath, signer: signer)
             }
-            try checkPublishedLists(status.integrity, storage: storage, version: status.actualVersion)
+            checkedLists = try checkPublishedLists(status.integrity, storage: storage, version: status.actualVersion)
             previousSignatureKeyID = signatureKeyID(ofStatus: statusData)
             // URLs under the published base were rebased onto the new one above; what is left
             // outside it comes from a status whose base could not be inferred.
@@ -436,7 +439,8 @@ public enum Publisher {
             (result.archiveBytes, result.reusedArchiveEntries) = try archive.value()
             phases.mark("archive (what was left of it)")
             let status = try writer.writeStatus(
-                version: options.version, minimal: minimal, treeDigest: newDigest, unzippedBytes: result.contentBytes)
+                version: options.version, minimal: minimal, treeDigest: newDigest, unzippedBytes: result.contentBytes,
+                checkedLists: checkedLists)
 
             journal.phase = .installing
             journal.treeDigest = newDigest

@@ -159,12 +159,14 @@ struct StorageWriter {
 
     /// Stages `cacheStatus.json` with the integrity block: the tree digest and the SHA-256 and
     /// size of the archive, the content manifest, the update list and every change list it names
-    /// (each as the storage will hold it once installed: staged if staged, else the storage's).
-    /// Returns the status's bytes.
+    /// (each as the storage will hold it once installed: staged if staged, else the storage's;
+    /// one of `checkedLists`, by storage path, with the fingerprint checked against the previous
+    /// status). Returns the status's bytes.
     @discardableResult
-    func writeStatus(version: CacheVersion, minimal: CacheVersion, treeDigest: String, unzippedBytes: Int64)
-        throws(PublishError) -> Data
-    {
+    func writeStatus(
+        version: CacheVersion, minimal: CacheVersion, treeDigest: String, unzippedBytes: Int64,
+        checkedLists: [String: FileFingerprint]
+    ) throws(PublishError) -> Data {
         let base = layout.baseURL.absoluteString
         func facts(ofFile path: String) throws(PublishError) -> [String: Any] {
             let fingerprint = try fileWork { () throws(FileSystemError) in try ContentTree.fingerprint(of: path) }
@@ -179,6 +181,8 @@ struct StorageWriter {
                 // This publish's change list is staged; the others are the storage's.
                 if relative.hasPrefix("RXCacheConfig/HistoryOfVersions/") && FileSystem.exists(staged(relative)) {
                     changeLists[url] = try facts(ofFile: staged(relative))
+                } else if let checked = checkedLists[relative] {
+                    changeLists[url] = ["sha256": checked.sha256, "size": checked.size]
                 } else if FileManager.default.fileExists(atPath: root + "/" + relative) {
                     changeLists[url] = try facts(ofFile: root + "/" + relative)
                 }
