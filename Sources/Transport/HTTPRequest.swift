@@ -55,6 +55,9 @@ public struct HTTPRequest: Sendable, Equatable {
         "host", "content-length", "transfer-encoding", "connection", "te", "upgrade", "expect",
     ]
 
+    /// The punctuation an HTTP token may hold beside letters and digits (RFC 9110 §5.6.2).
+    private static let tokenPunctuation = Set("!#$%&'*+-.^_`|~".utf8)
+
     /// What is wrong with a request header `name: value`, or nil: the name must be an HTTP
     /// token and not a framing header (``framingHeaderNames``), and the value may hold no control
     /// character but the tab (RFC 9110 §5.5: a line break would add headers of its own, a NUL
@@ -62,9 +65,9 @@ public struct HTTPRequest: Sendable, Equatable {
     /// it may be a secret. The transport refuses such a request, and the command-line tools and
     /// the config file check with it first, to name the flag or line.
     package static func headerProblem(name: String, value: String) -> String? {
-        let token = Set("!#$%&'*+-.^_`|~".utf8)
+        // Asked of every header of every request: the token's punctuation is a set made once.
         if name.isEmpty
-            || !name.utf8.allSatisfy({ $0 < 0x80 && (isalnum(Int32($0)) != 0 || token.contains($0)) })
+            || !name.utf8.allSatisfy({ $0 < 0x80 && (isalnum(Int32($0)) != 0 || tokenPunctuation.contains($0)) })
         {
             return
                 "'\(name.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : String($0) }.joined())' is not a header name (letters, digits and - are usual)"
