@@ -16,6 +16,10 @@ import StorageFormat
 /// Both are shortcuts and nothing else: a publish checks everything it takes from them (the
 /// retired tree entry by entry, the index record by stamp), and without them it does what it
 /// always did. A publish killed anywhere loses them at worst.
+///
+/// Each use holds the folder open (``HeldFolder``) and works through its descriptor: the folder
+/// swapped for a link after the check (a neighbour's rename) has nothing read, written or deleted
+/// through the link.
 struct PublishBase {
     static let folderName = ".content-sync-publish-base"
     /// Ignores the folder, itself included.
@@ -25,11 +29,15 @@ struct PublishBase {
 
     var root: String { storage + "/" + Self.folderName }
     var retired: String { root + "/retired" }
-    var indexPath: String { root + "/index" }
+
+    /// The folder, held; nil when it is missing or is not a folder itself.
+    private func held() -> HeldFolder? {
+        (try? HeldFolder(opening: Self.folderName, in: storage)) ?? nil
+    }
 
     /// The index, or an empty one when there is none or it cannot be trusted whole.
     func loadIndex() -> PublishIndex {
-        guard isOurFolder(root), let data = Self.regularFileContents(indexPath),
+        guard let folder = held(), let data = Self.regularFileContents(folder.path + "/index"),
             let index = PublishIndex.decode(data)
         else { return PublishIndex() }
         return index
@@ -38,7 +46,8 @@ struct PublishBase {
     /// Moves the retired tree to `destination` (which must not exist); false when there is no
     /// retired tree to take (none, or not a plain folder: then it is deleted).
     func takeRetired(to destination: String) -> Bool {
-        guard isOurFolder(root) else { return false }
+        guard let folder = held() else { return false }
+        let retired = folder.path + "/retired"
         var info = stat()
         guard lstat(retired, &info) == 0 else { return false }
         guard info.st_mode & S_IFMT == S_IFDIR, rename(retired, destination) == 0 else {
@@ -51,10 +60,12 @@ struct PublishBase {
     /// Keeps the tree at `previous` (the version just replaced) as the retired tree, and writes
     /// `index`. Best effort: what fails is only a shortcut missed by the next publish.
     func keep(previous: String?, index: PublishIndex) {
-        if !isOurFolder(root) {
+        if held() == nil {
             try? TreeRemoval.remove(root)
             guard mkdir(root, 0o755) == 0 else { return }
         }
+        guard let folder = held() else { return }
+        let root = folder.path
         // Nothing else belongs here (a temporary index of a run killed while writing it).
         for name in (try? DirectoryWalker.names(in: root)) ?? []
         where !["retired", "index", ".gitignore"].contains(name) {
@@ -65,10 +76,10 @@ struct PublishBase {
         }
         // The index first: a retired tree without the index that goes with it is still checked
         // entry by entry, an index is checked record by record.
-        unlink(indexPath)
-        try? AtomicFile.write(index.encoded(), to: indexPath, durability: .none)
-        try? TreeRemoval.remove(retired)
-        if let previous, FileSystem.exists(previous) { _ = rename(previous, retired) }
+        unlink(root + "/index")
+        try? AtomicFile.write(index.encoded(), to: root + "/index", durability: .none)
+        try? TreeRemoval.remove(root + "/retired")
+        if let previous, FileSystem.exists(previous) { _ = rename(previous, root + "/retired") }
     }
 
     /// Keeps `tree`, the snapshot of a publish that failed, as the retired tree when there is none
@@ -76,8 +87,10 @@ struct PublishBase {
     /// by entry, and it spares that publish linking every file again, which would also move every
     /// published file's status-change time and so cost it the index. Best effort.
     func giveBack(_ tree: String) {
+        guard let folder = held() else { return }
+        let retired = folder.path + "/retired"
         var info = stat()
-        guard isOurFolder(root), isOurFolder(tree), lstat(retired, &info) != 0, errno == ENOENT else { return }
+        guard isOurFolder(tree), lstat(retired, &info) != 0, errno == ENOENT else { return }
         _ = rename(tree, retired)
     }
 

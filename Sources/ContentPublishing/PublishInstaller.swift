@@ -224,15 +224,21 @@ struct PublishInstaller {
     }
 
     /// ``anchored(_:)``, or nil when a folder on the way does not exist (a roll-back of what
-    /// was never made).
+    /// was never made). A path in the work folder starts from the held work folder, not from its
+    /// name in the storage: what is installed is what this publish staged.
     private func anchoredIfPresent(_ relative: String) throws(PublishError) -> AnchoredEntry? {
         var names = relative.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         let name = names.removeLast()
+        var beneath = storage
+        if let held = work.held, names.first == PublishPaths.workFolderName {
+            names.removeFirst()
+            beneath = held.path
+        }
         do {
-            let folder = try FileSystem.openFolderChain(names, beneath: storage)
+            let folder = try FileSystem.openFolderChain(names, beneath: beneath)
             return AnchoredEntry(folder: folder, name: name, path: storage + "/" + relative)
         } catch {
-            if error.errno == ENOENT, error.path != storage { return nil }
+            if error.errno == ENOENT, error.path != beneath { return nil }
             guard error.errno == ELOOP || error.errno == ENOTDIR else {
                 throw PublishError.fileSystem(
                     "cannot open the folder", path: error.path, syscall: "openat", errno: error.errno)

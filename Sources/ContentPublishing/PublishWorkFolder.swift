@@ -16,11 +16,28 @@ import StorageFormat
 ///   tree (``PublishBase``) once the version is published.
 ///
 /// After a publish, committed or rolled back, the folder is gone.
+///
+/// Once created or found, the folder is held open (``HeldFolder``) and every path below goes
+/// through its descriptor: a neighbour who may rename entries of the storage folder and swaps
+/// `.content-sync-publish` for a link (or a folder of their own) mid-publish has nothing written,
+/// read or deleted there (an outside audit's finding: staging wrote through such a link).
 struct PublishWorkFolder {
     let storage: String
+    /// The folder, held open once ``create()`` made it or ``hold()`` found it.
+    private(set) var held: HeldFolder?
 
-    var root: String { storage + "/" + PublishPaths.workFolderName }
+    init(storage: String) {
+        self.storage = storage
+    }
+
+    /// The folder's path as the operator knows it, for messages.
+    var shownRoot: String { storage + "/" + PublishPaths.workFolderName }
+    /// The path work goes through: the held folder's descriptor name, or ``shownRoot`` before it
+    /// is held.
+    var root: String { held?.path ?? shownRoot }
     var journalPath: String { root + "/journal.json" }
+    /// The journal's path as the operator knows it, for messages.
+    var shownJournalPath: String { shownRoot + "/journal.json" }
     var stage: String { root + "/stage" }
     var kept: String { root + "/kept" }
     var twin: String { root + "/twin" }
@@ -29,16 +46,69 @@ struct PublishWorkFolder {
     func kept(_ relative: String) -> String { kept + "/" + relative }
     func destination(_ relative: String) -> String { storage + "/" + relative }
 
-    var exists: Bool { FileSystem.exists(root) }
+    var exists: Bool { FileSystem.exists(shownRoot) }
 
-    /// Creates the folder with `stage/` and `kept/` and their `RXCacheConfig/HistoryOfVersions/`.
-    func create() throws(PublishError) {
+    /// Creates the folder, holds it, and creates `stage/` and `kept/` and their
+    /// `RXCacheConfig/HistoryOfVersions/` in it. The folder must be new and this user's: one
+    /// that was there, or that another user put at its name in the meantime, is refused.
+    mutating func create() throws(PublishError) {
+        guard mkdir(shownRoot, 0o755) == 0 else {
+            guard errno == EEXIST else {
+                throw PublishError.fileSystem(
+                    "cannot create the publish work folder", path: shownRoot, syscall: "mkdir", errno: errno)
+            }
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(shownRoot) appeared while the publish ran (something else made it, or put it back); a publish works only in a folder it made: delete it, then publish again"
+            )
+        }
+        try hold()
+        guard held?.owner == geteuid() else {
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(shownRoot) was replaced by another user's folder while the publish created it; a publish works only in a folder it made: delete it, then publish again"
+            )
+        }
         for folder in [
-            root, stage, stage + "/RXCacheConfig", stage + "/RXCacheConfig/HistoryOfVersions",
+            stage, stage + "/RXCacheConfig", stage + "/RXCacheConfig/HistoryOfVersions",
             kept, kept + "/RXCacheConfig", kept + "/RXCacheConfig/HistoryOfVersions",
         ] {
             try fileWork { () throws(FileSystemError) in try FileSystem.makeFolder(folder) }
         }
+    }
+
+    /// Holds the folder found at its name (opened without following a link), so that recovery
+    /// reads and deletes only in it. A link or a file there is refused.
+    mutating func hold() throws(PublishError) {
+        do {
+            held = try HeldFolder(opening: PublishPaths.workFolderName, in: storage)
+        } catch {
+            guard error.errno == ELOOP || error.errno == ENOTDIR else { throw PublishError(error) }
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(shownRoot) is not a folder (a symlink or a file was put there); a publish never works through a link: delete it, then publish again"
+            )
+        }
+        guard held != nil else {
+            throw PublishError.fileSystem(
+                "cannot open the publish work folder", path: shownRoot, syscall: "openat", errno: ENOENT)
+        }
+    }
+
+    /// Whether the folder at the storage's work-folder name is still the held one. The install
+    /// and the roll-back go through that name (anchored from the storage): one swapped since it
+    /// was held is not the folder this publish staged in.
+    var isInPlace: Bool { held?.isStillInPlace ?? exists }
+
+    /// `error` with the held folder's descriptor name written as the folder's path.
+    func shown(_ error: PublishError) -> PublishError {
+        guard let held else { return error }
+        var shown = error
+        shown.message = held.shown(error.message)
+        return shown
     }
 
     /// The journal, or nil when there is none. An unreadable journal is an error: guessing
@@ -47,7 +117,8 @@ struct PublishWorkFolder {
         guard let data = FileManager.default.contents(atPath: journalPath) else {
             if FileSystem.exists(journalPath) {
                 throw PublishError(
-                    code: .fileSystem, message: "cannot read the publish journal \(journalPath); check its permissions")
+                    code: .fileSystem,
+                    message: "cannot read the publish journal \(shownJournalPath); check its permissions")
             }
             return nil
         }
@@ -65,7 +136,7 @@ struct PublishWorkFolder {
             throw PublishError(
                 code: .configuration,
                 message:
-                    "\(journalPath) is not a publish journal this publisher can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(root)",
+                    "\(shownJournalPath) is not a publish journal this publisher can read (\(error)); an interrupted publish cannot be recovered automatically: compare the storage with its cacheStatus.json, then delete \(shownRoot)",
                 underlying: error)
         }
     }
@@ -87,9 +158,20 @@ struct PublishWorkFolder {
     }
 
     /// Deletes the folder: everything but the journal first, the journal last, so that a run
-    /// killed meanwhile still finds the journal and makes the same decision again.
+    /// killed meanwhile still finds the journal and makes the same decision again. Only a held
+    /// folder is deleted (one never held is held first, so a link at the name is refused):
+    /// it is emptied through its descriptor, and its name removed only while it still leads to
+    /// it (what was put in its place is left, and refused by the next publish).
     func remove() throws(PublishError) {
+        guard held == nil else { return try removeHeld() }
         guard exists else { return }
+        var folder = self
+        try folder.hold()
+        try folder.removeHeld()
+    }
+
+    private func removeHeld() throws(PublishError) {
+        guard let held else { preconditionFailure("removeHeld() needs the folder held") }
         // Its own entries have ASCII names; below them (the snapshot) names go by raw bytes, since
         // a name that is not UTF-8 can be there (the scan then refused it).
         for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: root) })
@@ -97,10 +179,7 @@ struct PublishWorkFolder {
             try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(root + "/" + name) }
         }
         try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(journalPath) }
-        if rmdir(root) != 0 && errno != ENOENT {
-            throw PublishError.fileSystem(
-                "cannot delete the publish work folder", path: root, syscall: "rmdir", errno: errno)
-        }
+        _ = try fileWork { () throws(FileSystemError) in try held.removeName() }
     }
 
     // MARK: - Small file primitives

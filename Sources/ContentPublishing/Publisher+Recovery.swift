@@ -17,29 +17,15 @@ extension Publisher {
     /// - the visible status is the staged one → committed: delete the work folder.
     /// Then deletes what an older `sync-agent`'s interrupted publish left (``legacyLeftovers``).
     static func recover(_ paths: PublishPaths, run: PublishRun) throws(PublishError) -> (PublishRecovery?, [String]) {
-        let work = PublishWorkFolder(storage: paths.storage)
+        var work = PublishWorkFolder(storage: paths.storage)
         var recovery: PublishRecovery?
         if work.exists {
-            let journal = try work.readJournal()
-            let visible = try PublishWorkFolder.sha256(of: paths.storage + "/" + StorageLayout.statusPath)
-            let target = journal.flatMap { try? CacheVersion($0.toVersion) }
-            let from = journal?.fromVersion.flatMap { try? CacheVersion($0) }
-            switch PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) {
-            case .discard:
-                try run.checkpoint(.recovery, "delete the work folder of a publish that installed nothing")
-                try work.remove()
-                recovery = .discarded(version: target)
-            case .rollBack:
-                guard let journal, let target else { preconditionFailure("a rollback has a journal") }
-                try PublishInstaller(work: work, journal: journal, run: run).rollBack()
-                try run.checkpoint(.recovery, "delete the work folder of the rolled-back publish")
-                try work.remove()
-                recovery = .rolledBack(version: target, restored: from)
-            case .finish:
-                guard let target else { preconditionFailure("a committed publish has a journal") }
-                try run.checkpoint(.recovery, "delete the work folder of the committed publish")
-                try work.remove()
-                recovery = .finished(version: target, from: from)
+            // Held: the journal is read, and everything deleted, in the folder opened here.
+            try work.hold()
+            do throws(PublishError) {
+                recovery = try recover(work, paths: paths, run: run)
+            } catch {
+                throw work.shown(error)
             }
         }
         var removed: [String] = []
@@ -59,6 +45,33 @@ extension Publisher {
         return (recovery, removed)
     }
 
+    /// The interrupted publish whose work folder `work` holds, finished or undone.
+    private static func recover(_ work: PublishWorkFolder, paths: PublishPaths, run: PublishRun)
+        throws(PublishError) -> PublishRecovery
+    {
+        let journal = try work.readJournal()
+        let visible = try PublishWorkFolder.sha256(of: paths.storage + "/" + StorageLayout.statusPath)
+        let target = journal.flatMap { try? CacheVersion($0.toVersion) }
+        let from = journal?.fromVersion.flatMap { try? CacheVersion($0) }
+        switch PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) {
+        case .discard:
+            try run.checkpoint(.recovery, "delete the work folder of a publish that installed nothing")
+            try work.remove()
+            return .discarded(version: target)
+        case .rollBack:
+            guard let journal, let target else { preconditionFailure("a rollback has a journal") }
+            try PublishInstaller(work: work, journal: journal, run: run).rollBack()
+            try run.checkpoint(.recovery, "delete the work folder of the rolled-back publish")
+            try work.remove()
+            return .rolledBack(version: target, restored: from)
+        case .finish:
+            guard let target else { preconditionFailure("a committed publish has a journal") }
+            try run.checkpoint(.recovery, "delete the work folder of the committed publish")
+            try work.remove()
+            return .finished(version: target, from: from)
+        }
+    }
+
     /// A dry run writes nothing, so it cannot roll back: it refuses when an interrupted publish
     /// left new files beside the old status (the storage is then neither version). Leftovers of
     /// a publish that installed nothing, or that committed, change nothing a dry run reads.
@@ -70,7 +83,7 @@ extension Publisher {
             throw PublishError(
                 code: .configuration,
                 message:
-                    "a publish of \(journal.toVersion) into \(paths.storage) was interrupted while installing (\(work.journalPath)); a dry run writes nothing, so it cannot roll it back: run the publish for real, which rolls it back first",
+                    "a publish of \(journal.toVersion) into \(paths.storage) was interrupted while installing (\(work.shownJournalPath)); a dry run writes nothing, so it cannot roll it back: run the publish for real, which rolls it back first",
                 option: .dryRun)
         }
     }

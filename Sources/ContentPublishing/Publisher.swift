@@ -336,8 +336,7 @@ public enum Publisher {
         guard lock != nil else { preconditionFailure("a publish that writes holds the lock") }
 
         // Stage: nothing in the storage changes until the journal says "installing".
-        let work = PublishWorkFolder(storage: storage)
-        let writer = StorageWriter(root: storage, stage: work.stage, layout: layout, signer: signer)
+        var work = PublishWorkFolder(storage: storage)
         var journal = PublishJournal(
             phase: .staging, pid: getpid(), fromVersion: fromVersion?.text,
             toVersion: options.version.text, minimalVersion: minimal.text)
@@ -350,6 +349,8 @@ public enum Publisher {
             try run.checkpoint(.staging, "create the work folder")
             try work.create()
             try work.writeJournal(journal, durable: false)
+            // Created first: every staged path goes through the held work folder.
+            let writer = StorageWriter(root: storage, stage: work.stage, layout: layout, signer: signer)
             try run.checkpoint(.staging, "snapshot the content folder")
             let snapshot = work.staged("RXCacheContent")
             // Files unchanged since the previous version are linked from it (each with the stamp
@@ -458,8 +459,16 @@ public enum Publisher {
             // One flush for every staged byte and the journal: durability once per version.
             try fileWork { () throws(FileSystemError) in try DiskFlush.filesystem(holding: storage) }
             phases.mark("flush")
+            // The install and a later recovery find the journal by the work folder's name.
+            guard work.isInPlace else {
+                throw PublishError(
+                    code: .invalidStorage,
+                    message:
+                        "\(work.shownRoot) was moved or replaced while the publish staged in it (someone else renamed entries of the storage); nothing was installed: delete what stands at that name now, then publish again"
+                )
+            }
         } catch {
-            var reported = error
+            var reported = work.shown(error)
             // The check beside the snapshot is waited for on every path; when it failed, its
             // finding is the one to report (alone, it would have come first).
             do throws(PublishError) {
@@ -467,7 +476,9 @@ public enum Publisher {
             } catch let found {
                 if !run.killed { reported = found }
             }
-            if !run.killed {
+            // Only a work folder this publish made and holds is undone: what stands at the name
+            // after a failed creation is someone else's.
+            if !run.killed, work.held != nil {
                 if fromVersion != nil { base.giveBack(work.staged("RXCacheContent")) }
                 try? work.remove()
             }
@@ -479,12 +490,14 @@ public enum Publisher {
             try installer.install()
         } catch {
             if run.killed { throw error }
+            let error = work.shown(error)
             let previous = fromVersion.map { "\($0)" } ?? "empty"
             do {
                 try installer.rollBack()
                 try work.remove()
             } catch let undo {
                 if run.killed { throw undo }
+                let undo = work.shown(undo)
                 throw PublishError(
                     code: error.code,
                     message:
@@ -513,6 +526,7 @@ public enum Publisher {
             phases.mark("delete the work folder")
         } catch {
             if run.killed { throw error }
+            let error = work.shown(error)
             throw PublishError(
                 code: error.code,
                 message: "published \(options.version), but \(error.message); the next publish deletes the work folder",

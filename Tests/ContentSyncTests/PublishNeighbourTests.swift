@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 
 @testable import ContentPublishing
@@ -39,7 +40,7 @@ struct PublishNeighbourTests {
             try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/victim.txt"))
             try FileManager.default.createDirectory(
                 atPath: scratch + "/out/emptydir", withIntermediateDirectories: true)
-            let work = PublishWorkFolder(storage: storage)
+            var work = PublishWorkFolder(storage: storage)
             try work.create()
             var journal = PublishJournal(phase: .installing, pid: 1, toVersion: "1.1", minimalVersion: "1.0")
             journal.statusSHA256 = String(repeating: "0", count: 64)
@@ -71,6 +72,153 @@ struct PublishNeighbourTests {
             }
             _ = try? setup.publish(storage: storage, hook: hook)
             #expect(try FileManager.default.contentsOfDirectory(atPath: outside).isEmpty)
+        }
+    }
+
+    /// The publish work folder swapped for a link to an outside folder of the same layout just
+    /// after it was made: staging wrote the snapshot, the archive and the lists there. Now every
+    /// staged file goes into the folder the publish made, the swap is found before anything is
+    /// installed, and the error names the folder as the operator knows it.
+    @Test func aWorkFolderSwappedForALinkWhileStagingGetsNothingWritten() async throws {
+        try await withBaseStorage { setup, storage, scratch in
+            let outside = scratch + "/outside"
+            let made = ["stage/RXCacheConfig/HistoryOfVersions", "kept/RXCacheConfig/HistoryOfVersions"]
+            for folder in made {
+                try FileManager.default.createDirectory(
+                    atPath: outside + "/" + folder, withIntermediateDirectories: true)
+            }
+            let work = storage + "/" + PublishPaths.workFolderName
+            let status = try Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath))
+            let hook = CheckpointHook { point in
+                if point.phase == .staging, point.action == "snapshot the content folder" {
+                    rename(work, scratch + "/moved")
+                    symlink(outside, work)
+                }
+                return .proceed
+            }
+            let error = try #require(throws: PublishError.self) { try setup.publish(storage: storage, hook: hook) }
+            #expect(error.code == .invalidStorage)
+            #expect(error.message.contains(work), "names the folder: \(error.message)")
+            #expect(!error.message.contains("/proc/self/fd"))
+            // Exactly the folders made there: nothing staged in them, nothing deleted.
+            let found = Set(
+                FileManager.default.enumerator(atPath: outside)?.allObjects.compactMap { $0 as? String } ?? [])
+            #expect(
+                found
+                    == [
+                        "stage", "stage/RXCacheConfig", "stage/RXCacheConfig/HistoryOfVersions", "kept",
+                        "kept/RXCacheConfig", "kept/RXCacheConfig/HistoryOfVersions",
+                    ])
+            #expect(try Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath)) == status)
+            // Once the link is gone, the next publish goes through.
+            unlink(work)
+            #expect(try setup.publish(storage: storage).toVersion == v("1.1"))
+        }
+    }
+
+    /// Recovery deleting an interrupted publish's work folder, which was swapped for a link to an
+    /// outside folder just before: it emptied the outside folder. Now it deletes only in the
+    /// folder it opened, and leaves what stands at the name.
+    @Test func recoveryDeletesOnlyInTheWorkFolderItOpened() async throws {
+        try await withBaseStorage { setup, storage, scratch in
+            let outside = scratch + "/outside"
+            try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: outside + "/keep.txt"))
+            var planted = PublishWorkFolder(storage: storage)
+            try planted.create()
+            try planted.writeJournal(
+                PublishJournal(phase: .staging, pid: 1, toVersion: "1.1", minimalVersion: "1.0"), durable: false)
+            let work = storage + "/" + PublishPaths.workFolderName
+            let hook = CheckpointHook { point in
+                if point.phase == .recovery {
+                    rename(work, scratch + "/moved")
+                    symlink(outside, work)
+                }
+                return .proceed
+            }
+            #expect(throws: PublishError.self) { try setup.publish(storage: storage, hook: hook) }
+            #expect(FileManager.default.fileExists(atPath: outside + "/keep.txt"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: scratch + "/moved").isEmpty)
+        }
+    }
+}
+
+/// The publisher's base folder flipped between itself and a link to an outside folder while it
+/// is kept again and again: nothing outside is deleted or written (it was used by path after a
+/// check).
+@Suite("The publisher's base folder is used through the folder it opened")
+struct PublishBaseNeighbourTests {
+    @Test func aBaseFolderFlippedForALinkIsNeverWrittenThrough() async throws {
+        try await withTemporaryDirectory { scratch in
+            try await offPool {
+                let storage = scratch + "/storage"
+                let outside = scratch + "/outside"
+                try FileManager.default.createDirectory(
+                    atPath: outside + "/retired", withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(atPath: storage, withIntermediateDirectories: true)
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: outside + "/retired/victim.txt"))
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: outside + "/index"))
+                let base = PublishBase(storage: storage)
+                base.keep(previous: nil, index: PublishIndex())
+                let stop = Mutex(false)
+                let flipper = Thread {
+                    let root = base.root
+                    while !stop.withLock({ $0 }) {
+                        guard rename(root, root + ".real") == 0 else { continue }
+                        symlink(outside, root)
+                        unlink(root)
+                        rename(root + ".real", root)
+                    }
+                }
+                flipper.start()
+                for round in 0..<3_000 {
+                    try FileManager.default.createDirectory(
+                        atPath: scratch + "/previous-\(round)", withIntermediateDirectories: true)
+                    base.keep(previous: scratch + "/previous-\(round)", index: PublishIndex())
+                    _ = base.loadIndex()
+                }
+                stop.withLock { $0 = true }
+                while flipper.isExecuting { usleep(1_000) }
+                #expect(FileManager.default.fileExists(atPath: outside + "/retired/victim.txt"))
+                #expect(try Data(contentsOf: URL(fileURLWithPath: outside + "/index")) == Data("mine".utf8))
+                #expect(!FileManager.default.fileExists(atPath: outside + "/.gitignore"))
+            }
+        }
+    }
+}
+
+/// ``HeldFolder``: the folder it opened, wherever its name goes.
+@Suite("A held folder")
+struct HeldFolderTests {
+    @Test func itWorksInTheFolderItOpenedAndNamesItAsTheCallerDid() async throws {
+        try await withTemporaryDirectory { scratch in
+            try FileManager.default.createDirectory(atPath: scratch + "/work", withIntermediateDirectories: true)
+            let held = try #require(try HeldFolder(opening: "work", in: scratch))
+            #expect(held.path.hasPrefix("/proc/self/fd/"))
+            #expect(held.shown("cannot write \(held.path)/a/b: denied") == "cannot write \(scratch)/work/a/b: denied")
+            #expect(held.shown("\(held.path)0/x") == "\(held.path)0/x", "another descriptor's name is left")
+            #expect(held.isStillInPlace)
+            rename(scratch + "/work", scratch + "/moved")
+            symlink(scratch + "/elsewhere", scratch + "/work")
+            try Data("x".utf8).write(to: URL(fileURLWithPath: held.path + "/file"))
+            #expect(FileManager.default.fileExists(atPath: scratch + "/moved/file"))
+            #expect(!held.isStillInPlace)
+            #expect(try held.removeName() == false)
+            #expect(FileManager.default.fileExists(atPath: scratch + "/moved"))
+        }
+    }
+
+    @Test func aLinkOrAFileAtTheNameIsRefusedAndNothingIsNil() async throws {
+        try await withTemporaryDirectory { scratch in
+            try FileManager.default.createDirectory(atPath: scratch + "/real", withIntermediateDirectories: true)
+            symlink(scratch + "/real", scratch + "/link")
+            try Data("x".utf8).write(to: URL(fileURLWithPath: scratch + "/file"))
+            #expect(throws: FileSystemError.self) { try HeldFolder(opening: "link", in: scratch) }
+            #expect(throws: FileSystemError.self) { try HeldFolder(opening: "file", in: scratch) }
+            #expect(try HeldFolder(opening: "missing", in: scratch) == nil)
+            let held = try #require(try HeldFolder(opening: "real", in: scratch))
+            #expect(try held.removeName())
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/real"))
         }
     }
 }

@@ -1,0 +1,91 @@
+import Foundation
+
+/// A folder held open by its descriptor and used by path through the descriptor's own name,
+/// `/proc/self/fd/N/…`: code that works by path (libzip, atomic writes, tree copies) then works
+/// in the folder that was opened, wherever its name goes afterwards. A neighbour who may rename
+/// entries of the parent folder can swap the name for a link, or for a folder of their own,
+/// while the work runs; nothing lands or is deleted there.
+///
+/// The folder is opened without following a link at its own name (the parent is followed: the
+/// caller chose it). Where `/proc` is missing, ``path`` is the plain path and nothing is held
+/// beyond the checks at opening.
+public final class HeldFolder: Sendable {
+    /// The open folder (closed when the value goes).
+    public let descriptor: Int32
+    /// The folder's path as the caller named it, for messages.
+    public let shownAs: String
+    /// The path work goes through: `/proc/self/fd/N` when the kernel gives it, else ``shownAs``.
+    public let path: String
+    /// Device and inode of the opened folder.
+    public let device: UInt64
+    /// Device and inode of the opened folder.
+    public let inode: UInt64
+    /// The owner of the opened folder.
+    public let owner: uid_t
+
+    /// Opens `name` in `parent`, a folder and not a link. Nil when nothing is there; throws
+    /// when something other than a folder is (`ELOOP` or `ENOTDIR` for a link or a file).
+    public init?(opening name: String, in parent: String) throws(FileSystemError) {
+        let shown = parent + "/" + name
+        let opened = try LongPath.at(shown) { folder, rest throws(FileSystemError) -> Int32 in
+            openat(folder, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        }
+        guard opened >= 0 else {
+            if errno == ENOENT { return nil }
+            throw FileSystemError("cannot open the folder", path: shown, syscall: "openat", errno: errno)
+        }
+        var info = stat()
+        guard fstat(opened, &info) == 0 else {
+            let code = errno
+            close(opened)
+            throw FileSystemError("cannot read the folder", path: shown, syscall: "fstat", errno: code)
+        }
+        descriptor = opened
+        shownAs = shown
+        device = UInt64(info.st_dev)
+        inode = UInt64(info.st_ino)
+        owner = info.st_uid
+        let through = "/proc/self/fd/\(opened)"
+        var seen = stat()
+        path =
+            stat(through, &seen) == 0 && UInt64(seen.st_dev) == device && UInt64(seen.st_ino) == inode
+            ? through : shown
+    }
+
+    deinit { close(descriptor) }
+
+    /// Whether the name still leads to the opened folder (not moved, not swapped).
+    public var isStillInPlace: Bool {
+        guard let info = FileSystem.status(of: shownAs) else { return false }
+        return info.st_mode & S_IFMT == S_IFDIR && UInt64(info.st_dev) == device && UInt64(info.st_ino) == inode
+    }
+
+    /// `text` with ``path`` written as ``shownAs``: messages name the folder as the user knows it.
+    public func shown(_ text: String) -> String {
+        guard path != shownAs else { return text }
+        var result = ""
+        var rest = Substring(text)
+        while let found = rest.range(of: path) {
+            result += rest[..<found.lowerBound]
+            // `/proc/self/fd/7` is not the start of `/proc/self/fd/70`.
+            let digitFollows = rest[found.upperBound...].first.map { $0.isASCII && $0.isNumber } ?? false
+            result += digitFollows ? String(rest[found]) : shownAs
+            rest = rest[found.upperBound...]
+        }
+        return result + rest
+    }
+
+    /// Removes the name, empty folder, when it still leads to the opened folder; false when it
+    /// does not (the folder was moved, or something else stands at its name, which is left).
+    public func removeName() throws(FileSystemError) -> Bool {
+        guard isStillInPlace else { return false }
+        let removed = try LongPath.at(shownAs) { folder, rest throws(FileSystemError) -> Int32 in
+            unlinkat(folder, rest, AT_REMOVEDIR)
+        }
+        guard removed == 0 else {
+            if errno == ENOENT { return false }
+            throw FileSystemError("cannot delete the folder", path: shownAs, syscall: "rmdir", errno: errno)
+        }
+        return true
+    }
+}
