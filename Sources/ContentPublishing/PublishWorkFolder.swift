@@ -108,6 +108,7 @@ struct PublishWorkFolder {
         guard let held else { return error }
         var shown = error
         shown.message = held.shown(error.message)
+        shown.underlying = error.underlying.map { held.shown($0) }
         return shown
     }
 

@@ -136,7 +136,7 @@ extension SyncConfiguration {
     /// where an update builds the next version and keeps the previous one: emptied and
     /// replaced by updates as the content folder is, so no other folder may lie in it.
     public static func stagingFolder(for contentDirectory: String) -> String {
-        StagingArea(contentDirectory: contentDirectory).root
+        StagingArea(contentDirectory: contentDirectory).location
     }
 
     /// ``validateLayout()`` with the environment that names the default state folder.
@@ -148,7 +148,7 @@ extension SyncConfiguration {
         }
         let content = Self.canonicalPath(contentDirectory)
         let state = Self.canonicalPath(stateDatabasePath)
-        let staging = Self.canonicalPath(StagingArea(contentDirectory: contentDirectory).root)
+        let staging = Self.canonicalPath(StagingArea(contentDirectory: contentDirectory).location)
         // Replacing these with --force would take everything in them. The home folder is the
         // account's and `$HOME`, which `~` and the shell use (sudo keeping HOME, a container's
         // HOME=/app): either one.

@@ -180,10 +180,23 @@ package final class DiskFaults: Sendable {
         dirty.withLock { $0[folder] = bytes }
     }
 
+    /// `path` with a held folder's descriptor name (`/proc/self/fd/N/./…`, ``HeldFolder``)
+    /// written as the folder's path, so that faults injected at a path meet work done through
+    /// the held folder.
+    private static func resolved(_ path: String) -> String {
+        guard path.hasPrefix("/proc/self/fd/") else { return path }
+        let components = path.split(separator: "/", omittingEmptySubsequences: true)
+        guard components.count >= 4, let real = realpath("/proc/self/fd/" + components[3], nil) else { return path }
+        defer { free(real) }
+        return ([String(cString: real)] + components.dropFirst(4).filter { $0 != "." }.map(String.init))
+            .joined(separator: "/")
+    }
+
     /// The dirty data pretended for `path` (the nearest folder at or above it), if any.
     package func dirtyBytes(at path: String) -> Int64? {
         dirty.withLock { table in
             guard !table.isEmpty else { return nil }
+            let path = Self.resolved(path)
             return table.filter { path == $0.key || path.hasPrefix($0.key + "/") }.max { $0.key.count < $1.key.count }?
                 .value
         }
@@ -206,7 +219,9 @@ package final class DiskFaults: Sendable {
     /// The injected `errno` for `operation` on `path`, if any.
     package func errno(for operation: DiskFlush.Operation, at path: String) -> Int32? {
         faults.withLock { list in
-            list.last { fault in
+            guard !list.isEmpty else { return nil }
+            let path = Self.resolved(path)
+            return list.last { fault in
                 fault.operation == operation
                     && (path == fault.folder || (fault.below && path.hasPrefix(fault.folder + "/")))
             }?.errno

@@ -14,8 +14,13 @@ public final class HeldFolder: Sendable {
     public let descriptor: Int32
     /// The folder's path as the caller named it, for messages.
     public let shownAs: String
-    /// The path work goes through: `/proc/self/fd/N` when the kernel gives it, else ``shownAs``.
+    /// The path work goes through: `/proc/self/fd/N/.` when the kernel gives it, else
+    /// ``shownAs``. The trailing `.` makes the path name the folder itself rather than the
+    /// descriptor's magic link, so a check that does not follow a last link (`lstat`,
+    /// `O_NOFOLLOW`) sees a folder.
     public let path: String
+    /// The descriptor's own name, `/proc/self/fd/N`.
+    private var descriptorName: String { "/proc/self/fd/\(descriptor)" }
     /// Device and inode of the opened folder.
     public let device: UInt64
     /// Device and inode of the opened folder.
@@ -25,7 +30,7 @@ public final class HeldFolder: Sendable {
 
     /// Opens `name` in `parent`, a folder and not a link. Nil when nothing is there; throws
     /// when something other than a folder is (`ELOOP` or `ENOTDIR` for a link or a file).
-    public init?(opening name: String, in parent: String) throws(FileSystemError) {
+    public convenience init?(opening name: String, in parent: String) throws(FileSystemError) {
         let shown = parent + "/" + name
         let opened = try LongPath.at(shown) { folder, rest throws(FileSystemError) -> Int32 in
             openat(folder, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -34,22 +39,28 @@ public final class HeldFolder: Sendable {
             if errno == ENOENT { return nil }
             throw FileSystemError("cannot open the folder", path: shown, syscall: "openat", errno: errno)
         }
+        try self.init(adopting: opened, shownAs: shown)
+    }
+
+    /// Holds `descriptor`, a folder the caller opened (and checked) as `shownAs`; it is closed
+    /// with the value, or at once when it cannot be read.
+    public init(adopting descriptor: Int32, shownAs: String) throws(FileSystemError) {
         var info = stat()
-        guard fstat(opened, &info) == 0 else {
+        guard fstat(descriptor, &info) == 0 else {
             let code = errno
-            close(opened)
-            throw FileSystemError("cannot read the folder", path: shown, syscall: "fstat", errno: code)
+            close(descriptor)
+            throw FileSystemError("cannot read the folder", path: shownAs, syscall: "fstat", errno: code)
         }
-        descriptor = opened
-        shownAs = shown
+        self.descriptor = descriptor
+        self.shownAs = shownAs
         device = UInt64(info.st_dev)
         inode = UInt64(info.st_ino)
         owner = info.st_uid
-        let through = "/proc/self/fd/\(opened)"
+        let through = "/proc/self/fd/\(descriptor)/."
         var seen = stat()
         path =
-            stat(through, &seen) == 0 && UInt64(seen.st_dev) == device && UInt64(seen.st_ino) == inode
-            ? through : shown
+            lstat(through, &seen) == 0 && UInt64(seen.st_dev) == device && UInt64(seen.st_ino) == inode
+            ? through : shownAs
     }
 
     deinit { close(descriptor) }
@@ -63,9 +74,10 @@ public final class HeldFolder: Sendable {
     /// `text` with ``path`` written as ``shownAs``: messages name the folder as the user knows it.
     public func shown(_ text: String) -> String {
         guard path != shownAs else { return text }
+        let text = text.replacingOccurrences(of: path, with: descriptorName)
         var result = ""
         var rest = Substring(text)
-        while let found = rest.range(of: path) {
+        while let found = rest.range(of: descriptorName) {
             result += rest[..<found.lowerBound]
             // `/proc/self/fd/7` is not the start of `/proc/self/fd/70`.
             let digitFollows = rest[found.upperBound...].first.map { $0.isASCII && $0.isNumber } ?? false
@@ -73,6 +85,20 @@ public final class HeldFolder: Sendable {
             rest = rest[found.upperBound...]
         }
         return result + rest
+    }
+
+    /// `error` with ``path`` written as ``shownAs`` in its path and operation.
+    public func shown(_ error: FileSystemError) -> FileSystemError {
+        var shown = error
+        shown.path = self.shown(error.path)
+        shown.operation = self.shown(error.operation)
+        return shown
+    }
+
+    /// `error`'s text with ``path`` written as ``shownAs``; a ``FileSystemError`` keeps its
+    /// kind, with its path and operation written so.
+    public func shown(_ error: any Error) -> any Error {
+        (error as? FileSystemError).map { shown($0) } ?? error
     }
 
     /// Removes the name, empty folder, when it still leads to the opened folder; false when it

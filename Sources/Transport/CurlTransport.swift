@@ -160,7 +160,11 @@ public final class CurlTransport: Transport {
         // Never through a symlink, into a FIFO, or into a file with other names: each would put
         // the body somewhere else than `path`. (`/proc/self/fd/N`, a descriptor's own name for a
         // transport that downloads only to paths, is a link by design.)
-        let descriptorName = path.hasPrefix("/proc/self/fd/")
+        // Exactly `/proc/self/fd/<digits>`: a path below one (a held folder's file) is opened
+        // without following its last name like any other.
+        let descriptorName =
+            path.hasPrefix("/proc/self/fd/") && path.utf8.count > 14
+            && path.utf8.dropFirst(14).allSatisfy { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
         let fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NONBLOCK | (descriptorName ? 0 : O_NOFOLLOW), 0o644)
         guard fd >= 0 else {
             let code = errno

@@ -213,20 +213,20 @@ struct LayoutAndLockTests {
             // The first run holds the folder (as a `sync` with its own --state would).
             var holder: UpdateLock? = try UpdateLock(
                 statePath: harness.root + "/client/other.sqlite",
-                contentDirectory: harness.content, stagingRoot: staging.root)
+                contentDirectory: harness.content, staging: staging)
             await #expect {
                 try await harness.sync()
             } throws: { error in
                 let error = error as! SyncError
                 return error.code == .busy && error.message.contains("another update of \(harness.content) is running")
-                    && error.message.contains(staging.root)
+                    && error.message.contains(staging.location)
             }
             #expect(!FileManager.default.fileExists(atPath: harness.content), "the loser touched nothing")
             #expect(harness.server.requests().isEmpty, "and asked the storage nothing, so it cannot blame it")
             withExtendedLifetime(holder) {}
             holder = nil
             #expect(
-                !FileManager.default.fileExists(atPath: staging.root),
+                !FileManager.default.fileExists(atPath: staging.location),
                 "released: the empty staging folder goes with the lock")
             try await harness.sync()
             try harness.expectTree(is: "1.2")
@@ -237,18 +237,24 @@ struct LayoutAndLockTests {
     @Test func aLockOnAFolderItsHolderRemovedIsNotALock() async throws {
         try await withTemporaryDirectory { root in
             let content = root + "/content"
-            let staging = StagingArea(contentDirectory: content).root
+            let staging = StagingArea(contentDirectory: content).location
             // A run that opened the staging folder just before its holder removed it must lock
             // the new one, or two runs would each hold "the" lock.
-            let first = try UpdateLock(statePath: root + "/a.sqlite", contentDirectory: content, stagingRoot: staging)
+            let first = try UpdateLock(
+                statePath: root + "/a.sqlite", contentDirectory: content,
+                staging: StagingArea(contentDirectory: content))
             let stale = open(staging, O_RDONLY | O_DIRECTORY)
             #expect(stale >= 0)
             withExtendedLifetime(first) {}
             _ = consume first
             #expect(flock(stale, LOCK_EX | LOCK_NB) == 0, "the old folder is free once removed")
-            let second = try UpdateLock(statePath: root + "/b.sqlite", contentDirectory: content, stagingRoot: staging)
+            let second = try UpdateLock(
+                statePath: root + "/b.sqlite", contentDirectory: content,
+                staging: StagingArea(contentDirectory: content))
             #expect(throws: SyncError.self) {
-                _ = try UpdateLock(statePath: root + "/c.sqlite", contentDirectory: content, stagingRoot: staging)
+                _ = try UpdateLock(
+                    statePath: root + "/c.sqlite", contentDirectory: content,
+                    staging: StagingArea(contentDirectory: content))
             }
             withExtendedLifetime(second) {}
             close(stale)

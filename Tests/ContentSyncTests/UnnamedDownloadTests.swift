@@ -30,7 +30,9 @@ final class RecordingTransport: Transport {
     }
 
     func download(_ request: HTTPRequest, to path: String, options: DownloadOptions) async throws -> HTTPResponse {
-        if !path.hasPrefix("/proc/self/fd/") { calls.withLock { $0.append((request.url.path, false)) } }
+        if path.split(separator: "/").count != 4 || !path.hasPrefix("/proc/self/fd/") {
+            calls.withLock { $0.append((request.url.path, false)) }
+        }
         return try await base.download(request, to: path, options: options)
     }
 

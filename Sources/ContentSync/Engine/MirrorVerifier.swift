@@ -30,8 +30,20 @@ struct MirrorVerifier: Sendable {
     /// repaired there, and swapped in atomically, like any update.
     func verify(repair: Bool) async throws(SyncError) -> VerifyReport {
         let lock = try UpdateLock(
-            statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
+            statePath: store.path, contentDirectory: configuration.contentDirectory, staging: staging)
         defer { withExtendedLifetime(lock) {} }
+        do {
+            var report = try await verifyLocked(repair: repair)
+            report.differences = report.differences.map(staging.shown)
+            return report
+        } catch {
+            // Named as the operator knows the staging folder, not by the held descriptor.
+            throw staging.shown(error)
+        }
+    }
+
+    /// ``verify(repair:)`` under its lock.
+    private func verifyLocked(repair: Bool) async throws(SyncError) -> VerifyReport {
         let recorded = try await store.syncState()?.localVersion
         guard let local = recorded.flatMap({ try? CacheVersion($0) }) else {
             throw SyncError(

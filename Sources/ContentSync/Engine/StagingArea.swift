@@ -2,6 +2,7 @@ import CLinux
 import FileKit
 import Foundation
 import StorageFormat
+import Synchronization
 
 /// The folder beside the content folder where the next version is built, and the atomic swap
 /// that makes it current.
@@ -15,15 +16,52 @@ import StorageFormat
 /// - `archive.zip.part`: the archive of a full restore;
 /// - `retired/`: the previous version after a swap: kept as the twin the next replay catches up
 ///   (``TwinState``), or deleted next when it cannot serve as one (after a restore, say).
+///
+/// While an update holds the folder (``UpdateLock``, which opened it without following a link
+/// and checked it is this user's), every path below goes through the held descriptor,
+/// `/proc/self/fd/N/…` (``HeldFolder``): a neighbour who may rename entries of the content
+/// folder's parent and swaps the staging folder for a link mid-update has nothing written, read
+/// or deleted through it. Copies of one value share the hold.
 struct StagingArea: Sendable {
     let contentDirectory: String
-    let root: String
+    /// The staging folder's path, `<parent>/.<name>.content-sync`: what is locked, and what
+    /// messages name.
+    let location: String
+    private let hold = StagingHold()
 
     init(contentDirectory: String) {
         let parent = (contentDirectory as NSString).deletingLastPathComponent
         let name = (contentDirectory as NSString).lastPathComponent
         self.contentDirectory = contentDirectory
-        self.root = (parent as NSString).appendingPathComponent(".\(name).content-sync")
+        self.location = (parent as NSString).appendingPathComponent(".\(name).content-sync")
+    }
+
+    /// The path work goes through: the held folder's descriptor name while an update holds it,
+    /// else ``location``.
+    var root: String { hold.folder?.path ?? location }
+
+    /// Work goes through `folder` (the lock's, opened at ``location``) until ``release()``.
+    func hold(_ folder: HeldFolder) {
+        hold.folder = folder
+    }
+
+    /// Work goes by ``location`` again (the lock is being let go).
+    func release() {
+        hold.folder = nil
+    }
+
+    /// `text` with the held folder's descriptor name written as ``location``.
+    func shown(_ text: String) -> String {
+        hold.folder?.shown(text) ?? text
+    }
+
+    /// `error` naming the staging folder by ``location``, its underlying file error too.
+    func shown(_ error: SyncError) -> SyncError {
+        guard let folder = hold.folder else { return error }
+        var shown = error
+        shown.message = folder.shown(error.message)
+        shown.underlying = error.underlying.map { folder.shown($0) }
+        return shown
     }
 
     var next: String { root + "/next" }
@@ -38,7 +76,7 @@ struct StagingArea: Sendable {
     /// Whether the staging root is a folder (not followed through a link): the content folder
     /// was synced here.
     func exists() -> Bool {
-        FileSystem.status(of: root).map { $0.st_mode & S_IFMT == S_IFDIR } ?? false
+        FileSystem.status(of: location).map { $0.st_mode & S_IFMT == S_IFDIR } ?? false
     }
 
     /// Whether the staging root holds an update's work, made by this user: the twin an update
@@ -48,7 +86,7 @@ struct StagingArea: Sendable {
     /// folder) do not count.
     func holdsWork() -> Bool {
         let user = geteuid()
-        guard let info = FileSystem.status(of: root), info.st_mode & S_IFMT == S_IFDIR, info.st_uid == user else {
+        guard let info = FileSystem.status(of: location), info.st_mode & S_IFMT == S_IFDIR, info.st_uid == user else {
             return false
         }
         return [retired, partial, next, seed].contains { path in
@@ -67,7 +105,7 @@ struct StagingArea: Sendable {
     /// a file, a FIFO: the staging area is the engine's) is removed first, never followed: it
     /// once failed every replay with "File exists" until a reset.
     func prepare() throws(FileSystemError) {
-        try FileSystem.makeFolder(root)
+        if hold.folder == nil { try FileSystem.makeFolder(root) }
         if let info = FileSystem.status(of: partial), info.st_mode & S_IFMT != S_IFDIR {
             try FileSystem.removeTree(partial)
         }
@@ -216,5 +254,15 @@ struct StagingArea: Sendable {
             throw FileSystemError(
                 "cannot swap in the new version at", path: contentDirectory, syscall: "renameat2", errno: code)
         }
+    }
+}
+
+/// The folder a ``StagingArea``'s copies work through while an update holds it.
+private final class StagingHold: Sendable {
+    private let held = Mutex<HeldFolder?>(nil)
+
+    var folder: HeldFolder? {
+        get { held.withLock { $0 } }
+        set { held.withLock { $0 = newValue } }
     }
 }

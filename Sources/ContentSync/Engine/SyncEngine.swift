@@ -80,7 +80,7 @@ struct SyncEngine: Sendable {
         var toVersion: String?
         var kind: UpdateHistoryEntry.Kind = .check
         let lock = try UpdateLock(
-            statePath: store.path, contentDirectory: configuration.contentDirectory, stagingRoot: staging.root)
+            statePath: store.path, contentDirectory: configuration.contentDirectory, staging: staging)
         defer { withExtendedLifetime(lock) {} }
         do {
             clock.begin(.recover)
@@ -128,7 +128,9 @@ struct SyncEngine: Sendable {
                         kind: .check,
                         outcome: .upToDate), contentDirectory: configuration.contentDirectory)
                 var upToDate = SyncReport(outcome: .upToDate, fromVersion: local, toVersion: local)
-                upToDate.warnings = ([recovered, warning].compactMap { $0 } + context.warnings).map(Redaction.text)
+                upToDate.warnings = ([recovered, warning].compactMap { $0 } + context.warnings).map {
+                    Redaction.text(staging.shown($0))
+                }
                 upToDate.repairedFiles = repaired
                 clock.end()
                 upToDate.phases = clock.timings
@@ -155,7 +157,7 @@ struct SyncEngine: Sendable {
             }
             report.warnings.insert(contentsOf: [recovered].compactMap { $0 } + context.warnings, at: 0)
             // An app shows them: a change list's mistake may quote a URL, rebased onto the configured base's user info.
-            report.warnings = report.warnings.map(Redaction.text)
+            report.warnings = report.warnings.map { Redaction.text(staging.shown($0)) }
             kind = report.outcome == .restored ? .restore : .replay
             // The update's own writes go into the database file now (within the switch phase),
             // so the next process's first write, a no-change poll's, does not copy them.
@@ -170,7 +172,8 @@ struct SyncEngine: Sendable {
                 ])
             return report
         } catch {
-            var failure = SyncError.wrap(error)
+            // Named as the operator knows the staging folder, not by the held descriptor.
+            var failure = staging.shown(SyncError.wrap(error))
             if failure.code == .cancelled, let reason = stopReason?.reason { failure = reason }
             let cancelled = failure.code == .cancelled || failure.code == .connectionNotAllowed
             // A database that is another folder's records nothing of this one.

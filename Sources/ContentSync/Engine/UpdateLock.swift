@@ -19,13 +19,17 @@ import StorageFormat
 /// `close`), which corrupts a WAL database that another process is using. The `.lock` file sits
 /// beside the database, like its `-wal` and `-shm` files, and is never deleted (deleting a lock
 /// file races with the next process that opens it).
+///
+/// While the lock is held, `staging` works through the locked folder's descriptor
+/// (``StagingArea/hold(_:)``), never through its name.
 final class UpdateLock {
     private let stateLock: Int32
-    private let folderLock: Int32
-    private let stagingRoot: String
+    private let folder: HeldFolder
+    private let staging: StagingArea
 
     /// Takes both locks or fails at once, naming what holds them.
-    init(statePath: String, contentDirectory: String, stagingRoot: String) throws(SyncError) {
+    init(statePath: String, contentDirectory: String, staging: StagingArea) throws(SyncError) {
+        let stagingRoot = staging.location
         let lockPath = statePath + ".lock"
         // Never through a symlink (planted, it would create the file elsewhere), never a FIFO
         // or device (O_NONBLOCK keeps one from blocking the open; the check below refuses it).
@@ -54,23 +58,31 @@ final class UpdateLock {
             close(stateLock)
             throw error
         }
-        do {
-            folderLock = try Self.lockFolder(stagingRoot, contentDirectory: contentDirectory)
+        do throws(SyncError) {
+            let locked = try Self.lockFolder(stagingRoot, contentDirectory: contentDirectory)
+            do {
+                folder = try HeldFolder(adopting: locked, shownAs: stagingRoot)
+            } catch {
+                throw SyncError.fileSystem(
+                    "cannot read the staging folder", path: stagingRoot, syscall: "fstat", errno: error.errno ?? EIO)
+            }
         } catch {
             flock(stateLock, LOCK_UN)
             close(stateLock)
             throw error
         }
-        self.stagingRoot = stagingRoot
+        self.staging = staging
+        staging.hold(folder)
     }
 
     deinit {
+        staging.release()
         // Removed while still locked, so nobody can lock this folder after we let go of it:
         // the next run creates and locks a new one. A non-empty one (a failed update's staging)
-        // stays for the next run to resume from.
-        rmdir(stagingRoot)
-        flock(folderLock, LOCK_UN)
-        close(folderLock)
+        // stays for the next run to resume from. Only while its name still leads to the locked
+        // folder: what a neighbour put there instead is left.
+        _ = try? folder.removeName()
+        flock(folder.descriptor, LOCK_UN)
         flock(stateLock, LOCK_UN)
         close(stateLock)
     }

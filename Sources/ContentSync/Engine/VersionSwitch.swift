@@ -21,7 +21,7 @@ struct VersionSwitch: Sendable {
     func pending(_ kind: PendingSwitch.Kind, from: CacheVersion?, to version: CacheVersion) -> PendingSwitch {
         PendingSwitch(
             kind: kind, fromVersion: from, toVersion: version, contentDirectory: contentDirectory,
-            stagedDirectory: staging.next)
+            stagedDirectory: staging.shown(staging.next))
     }
 
     /// Asks ``beforeSwitch``, then makes the staged tree current and records the new version in

@@ -168,7 +168,7 @@ public actor CacheManager {
         let staging = StagingArea(contentDirectory: layout.contentDirectory)
         // Not while another process updates the folder.
         let lock = try UpdateLock(
-            statePath: store.path, contentDirectory: layout.contentDirectory, stagingRoot: staging.root)
+            statePath: store.path, contentDirectory: layout.contentDirectory, staging: staging)
         defer { withExtendedLifetime(lock) {} }
         // Checked under the lock: a first update running now has no state row yet.
         guard let owner = try await store.syncState()?.contentDirectory else { return false }
@@ -195,7 +195,7 @@ public actor CacheManager {
         let staging = StagingArea(contentDirectory: directory)
         // Looked for before the lock, which makes the staging area for its file.
         try checkDamagedOwner(path, directory, damage, hadStaging: staging.exists())
-        let lock = try UpdateLock(statePath: path, contentDirectory: directory, stagingRoot: staging.root)
+        let lock = try UpdateLock(statePath: path, contentDirectory: directory, staging: staging)
         defer { withExtendedLifetime(lock) {} }
         for file in [path, path + "-wal", path + "-shm"] where unlink(file) != 0 && errno != ENOENT {
             throw SyncError(
@@ -235,7 +235,7 @@ public actor CacheManager {
     /// failures, pending version, recent history), with this manager's live state.
     public func status(historyLimit: Int = 5) async throws(SyncError) -> SyncStatus {
         let staging = StagingArea(contentDirectory: configuration.contentDirectory)
-        let running = UpdateLockProbe.holder(statePath: store.path, stagingRoot: staging.root).map(
+        let running = UpdateLockProbe.holder(statePath: store.path, stagingRoot: staging.location).map(
             SyncStatus.RunningUpdate.init(processID:))
         var status = try await SyncStatus.read(
             store, contentDirectory: configuration.contentDirectory, running: running,
@@ -588,9 +588,13 @@ public actor CacheManager {
     /// touch and `sync` refused without `--force`).
     private static func wipe(_ directory: String, staging: StagingArea, store: StateStore) async throws(SyncError) {
         try await store.forgetVersion()
-        try await BlockingWork.files { () throws(FileSystemError) in
-            try staging.clear()
-            try FileSystem.removeTree(directory)
+        do {
+            try await BlockingWork.files { () throws(FileSystemError) in
+                try staging.clear()
+                try FileSystem.removeTree(directory)
+            }
+        } catch {
+            throw staging.shown(error)
         }
         try await store.reset()
     }
@@ -604,7 +608,7 @@ public actor CacheManager {
             let staging = StagingArea(contentDirectory: directory)
             let hadStaging = staging.exists()
             // Not while another process updates the folder.
-            let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, stagingRoot: staging.root)
+            let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, staging: staging)
             defer { withExtendedLifetime(lock) {} }
             do {
                 try await wipe(directory, staging: staging, store: store)

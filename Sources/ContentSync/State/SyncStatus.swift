@@ -58,7 +58,7 @@ public struct SyncStatus: Sendable, Equatable, Codable {
         -> SyncStatus
     {
         let staging = StagingArea(contentDirectory: contentDirectory)
-        let running = UpdateLockProbe.holder(statePath: statePath, stagingRoot: staging.root).map(
+        let running = UpdateLockProbe.holder(statePath: statePath, stagingRoot: staging.location).map(
             RunningUpdate.init(processID:))
         guard FileManager.default.fileExists(atPath: statePath) else {
             return SyncStatus(
