@@ -158,6 +158,15 @@ extension SyncConfiguration {
                 "\(contentDirectory) is \(content == "/" ? "the root folder" : "the home folder or holds it"); a content folder is replaced at every update: choose a folder of its own, such as ~/mirror",
                 .contentDirectory)
         }
+        // The staging folder's name is the content folder's with 15 bytes more: over the 255
+        // bytes a name may have, every update failed at its first step, forever.
+        let stagingName = (staging as NSString).lastPathComponent
+        if stagingName.utf8.count > Int(NAME_MAX) {
+            let name = (content as NSString).lastPathComponent
+            throw refuse(
+                "the name of \(contentDirectory) is \(name.utf8.count) bytes long; its staging folder beside it (.\(name.prefix(16))….content-sync) would be \(stagingName.utf8.count), over the \(NAME_MAX) bytes a name can have: name the folder in at most \(Int(NAME_MAX) - (stagingName.utf8.count - name.utf8.count)) bytes",
+                .contentDirectory)
+        }
         // A mount point (a container's volume, a tmpfs) cannot be renamed: every update failed
         // at its very end, at the swap, with EBUSY.
         if content != "/", FileSystem.isMountPoint(content) {

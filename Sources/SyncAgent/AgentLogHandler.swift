@@ -83,7 +83,7 @@ struct AgentLogHandler: LogHandler {
         switch format {
         case .text, .journald:
             let pairs = values.sorted { $0.key < $1.key }.map {
-                "\(LogText.escaped($0.key))=\(LogText.escaped($0.value))"
+                "\(LogText.field($0.key))=\(LogText.field($0.value))"
             }
             let text = ([LogText.escaped(message)] + pairs).joined(separator: " ")
             // journald: one entry per line, and journald adds the time itself.

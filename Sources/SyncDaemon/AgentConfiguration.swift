@@ -85,6 +85,9 @@ public struct StorageSettings: Sendable, Equatable {
     public func clientConfiguration(transport: (any Transport)?, logger: Logger?, hookLogger: Logger? = nil)
         -> SyncConfiguration
     {
+        // Whatever echoes them back (an origin's redirect, an error page) is masked in every
+        // message, log line and stored error from now on.
+        Redaction.registerSecrets(secrets)
         var configuration = SyncConfiguration(
             baseURL: baseURL, contentDirectory: directory, stateDatabasePath: statePath)
         configuration.transport = transport
@@ -114,9 +117,14 @@ public struct StorageSettings: Sendable, Equatable {
     /// The runner of this storage's hooks: their output never shows a header's value, nor the
     /// password (or token) of the base URL's user info.
     public var hookRunner: HookRunner {
-        // Longest first: a whole value is masked before the token inside it.
+        HookRunner(secrets: secrets)
+    }
+
+    /// The header values and URL passwords of this storage, longest first (a whole value is
+    /// masked before the token inside it).
+    var secrets: [String] {
         let secrets = headers.flatMap(\.secretParts) + Self.userInfoSecrets(of: baseURL)
-        return HookRunner(secrets: Array(Set(secrets)).sorted { $0.count > $1.count })
+        return Array(Set(secrets)).sorted { $0.count > $1.count }
     }
 
     /// What `url`'s user info holds that is secret, as written and percent-decoded: its

@@ -21,6 +21,17 @@ public enum LogText {
         return String(escaped)
     }
 
+    /// A metadata value for a `key=value` line (logfmt): ``escaped(_:)``, and quoted (`"…"`,
+    /// with `"` and `\\` escaped) when it is empty or holds a space, `=` or `"`, so that a value
+    /// cannot forge fields of its own (a folder named `x storage=fake level=critical`).
+    public static func field(_ text: String) -> String {
+        guard text.isEmpty || text.contains(where: { $0 == " " || $0 == "=" || $0 == "\"" }) else {
+            return escaped(text)
+        }
+        let quoted = text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+        return "\"" + escaped(quoted) + "\""
+    }
+
     /// Whether `scalar` is one ``escaped(_:)`` rewrites.
     public static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029

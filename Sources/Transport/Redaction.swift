@@ -1,5 +1,6 @@
 import Foundation
 import PercentDecoding
+import Synchronization
 
 /// Secrets out of what people and logs see: a URL's user info is a password or a token
 /// (`https://TOKEN@host/`, `https://alice:S3cret@host/`), and so is a query parameter such as
@@ -35,7 +36,31 @@ public enum Redaction {
         for (quoted, masked) in proxyValues where text.contains(quoted) {
             text = text.replacingOccurrences(of: quoted, with: masked)
         }
+        for secret in knownSecrets.withLock({ $0 }) where text.contains(secret) {
+            text = text.replacingOccurrences(of: secret, with: mask)
+        }
         return urls(text)
+    }
+
+    /// Values registered as secrets (``registerSecrets(_:)``), longest first, each also
+    /// percent-encoded.
+    private static let knownSecrets = Mutex<[String]>([])
+
+    /// Makes ``text(_:)`` mask each of `values` (and its percent-encoded form) wherever it
+    /// appears from now on, in this process: the values of configured request headers and
+    /// passwords, which an origin can echo back where no rule by name finds them (a redirect to
+    /// `?echo=<the Authorization value>` was logged and stored). Values under 4 bytes are not
+    /// looked for: masking every `abc` would garble messages and hide nothing.
+    public static func registerSecrets(_ values: some Sequence<String>) {
+        var unreserved = CharacterSet.alphanumerics
+        unreserved.insert(charactersIn: "-._~")
+        let added = values.filter { $0.utf8.count >= 4 }.flatMap { value in
+            [value, value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? value]
+        }
+        guard !added.isEmpty else { return }
+        knownSecrets.withLock { list in
+            list = Set(list + added).sorted { ($0.utf8.count, $0) > ($1.utf8.count, $1) }
+        }
     }
 
     /// The environment variables libcurl reads a proxy from, in both cases.

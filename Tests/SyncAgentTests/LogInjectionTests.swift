@@ -47,8 +47,13 @@ struct LogInjectionTests {
                     "2026-11-18T11:06:40Z error check failed: '1.2\\nlevel=critical forged=1\\r\\u{1B}[2J\\u{2028}end\\u{9B}\\u{7F}'"
                 ), "\(line)")
             #expect(
-                line.contains(#" key\nlevel=critical=v"#) && line.contains(#" from=1.2\nlevel=critical"#)
+                line.contains(#" "key\nlevel=critical"=v"#) && line.contains(#" from="1.2\nlevel=critical forged=1"#)
                     && line.contains(" hook=ok "), "\(line)")
+            // A value cannot forge fields of its own: spaces, `=` and quotes are quoted.
+            let forged = AgentLogHandler.line(
+                format: .text, level: .info, message: "m",
+                metadata: ["storage": "x storage=fake level=critical", "q": #"a\" b"#, "e": ""], date: Self.date)
+            #expect(forged.hasSuffix(#" e="" q="a\\\" b" storage="x storage=fake level=critical""#), "\(forged)")
         case .journald:
             #expect(line.hasPrefix(#"<3>check failed: '1.2\nlevel=critical"#), "\(line)")
         case .json:

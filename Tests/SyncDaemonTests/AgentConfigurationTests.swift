@@ -321,6 +321,16 @@ struct AgentConfigurationTests {
         #expect(header.description == "Authorization: <from env TOKEN>")
     }
 
+    @Test("a storage's header values are masked in every message once its client is configured")
+    func headerValuesAreRegisteredAsSecrets() throws {
+        let value = "sekrit-" + UUID().uuidString
+        var settings = StorageSettings(
+            name: "a", baseURL: try #require(URL(string: "http://h/a/")), directory: "/tmp/a", statePath: nil)
+        settings.headers = [StorageSettings.Header(name: "Authorization", value: "Bearer " + value, secret: value)]
+        _ = settings.clientConfiguration(transport: nil, logger: nil)
+        #expect(Redaction.text("GET http://h/a/x?echo=\(value)") == "GET http://h/a/x?echo=***")
+    }
+
     @Test(
         "each mistake is named with its line",
         arguments: [
@@ -397,6 +407,18 @@ struct AgentConfigurationTests {
                 "each storage has its own"
             ),
             ("storage:\n  a: {}\n", 1, "unknown key 'storage'"),
+            // A NUL cut the path at it in every system call (an outside audit): refused in any field.
+            ("storages:\n  a:\n    base-url: http://h/a/\n    dir: \"/tmp/a\\0b\"\n", 4, "contains a NUL character"),
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      X: {env: HOME, file: /etc/hostname}\n",
+                6, "give either env: or file:, not both"
+            ),
+            // The staging folder's name would be over 255 bytes: every check failed, forever.
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/" + String(repeating: "a", count: 250)
+                    + "\n", 4,
+                "over the 255 bytes a name can have"
+            ),
             ("storages: {}\n", 1, "is empty"),
             ("http: 0.0.0.0:99999\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n", 1, "http:"),
             // What the agent refuses when it starts a storage is refused here too.
@@ -478,6 +500,43 @@ struct AgentConfigurationTests {
             "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      X-A: \"one\\r\\nX-B: two\"\n"
         )
         #expect(problems.contains { $0.line == 6 && $0.message.contains("line break") }, "\(problems)")
+    }
+
+    /// Folders are found by path, not compared pair by pair: among many storages, a dir inside
+    /// an earlier storage's, and an earlier dir inside a later storage's, are each named once,
+    /// on the later storage, with the same words as before.
+    @Test("nesting among many storages is found both ways, once each")
+    func nestingAmongManyStorages() {
+        var file = "storages:\n"
+        for index in 0..<300 {
+            let dir =
+                switch index {
+                case 250: "/tmp/cc/many/5/inner" // inside storage 5's
+                case 260: "/tmp/cc/many/outer" // holds storage 7's
+                case 7: "/tmp/cc/many/outer/seven"
+                default: "/tmp/cc/many/\(index)"
+                }
+            file += "  s\(index):\n    base-url: http://h/\(index)/\n    dir: \(dir)\n"
+        }
+        let nests = Self.problems(file).filter { $0.message.contains("nest") }
+        #expect(nests.count == 2, "\(nests)")
+        #expect(
+            nests.contains {
+                $0.message.hasPrefix(
+                    "storages.s250's folder /tmp/cc/many/5/inner and storages.s5's folder /tmp/cc/many/5 nest")
+            }, "\(nests)")
+        #expect(
+            nests.contains {
+                $0.message.hasPrefix(
+                    "storages.s260's folder /tmp/cc/many/outer and storages.s7's folder /tmp/cc/many/outer/seven nest")
+            }, "\(nests)")
+    }
+
+    @Test("a list item without name: is named as such, and the list is not called empty")
+    func aNamelessItemIsNotAnEmptyList() {
+        let problems = Self.problems("storages:\n  - base-url: http://h/a/\n    dir: /tmp/a\n")
+        #expect(problems.contains { $0.message.contains("no name:") }, "\(problems)")
+        #expect(!problems.contains { $0.message.contains("is empty") }, "\(problems)")
     }
 
     @Test("every problem in a file is listed, not only the first")

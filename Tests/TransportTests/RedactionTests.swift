@@ -201,6 +201,19 @@ struct RedactionTests {
         #expect(redacted.hasPrefix("https://h/?token0=***&token1=***"))
     }
 
+    /// A value registered as a secret (a configured header's) is masked wherever it appears, as
+    /// written and percent-encoded: an origin echoed one back in a redirect's query, and it was
+    /// logged and stored. A value under 4 bytes is not looked for.
+    @Test func registeredSecretsAreMaskedWhereverTheyAppear() {
+        let secret = "token " + UUID().uuidString
+        let encoded = "token%20" + secret.dropFirst(6)
+        #expect(Redaction.text("GET http://h/x?echo=\(secret)") == "GET http://h/x?echo=\(secret)")
+        Redaction.registerSecrets([secret, "abc"])
+        #expect(Redaction.text("GET http://h/x?echo=\(secret) answered 404") == "GET http://h/x?echo=*** answered 404")
+        #expect(Redaction.text("http://h/x?e=\(encoded)&n=1") == "http://h/x?e=***&n=1")
+        #expect(Redaction.text("abc") == "abc")
+    }
+
     @Test func urlHidesASecretQueryValue() throws {
         let url = try #require(URL(string: "https://h/s/?token=ABC&path=x"))
         #expect(Redaction.url(url) == "https://h/s/?token=***&path=x")

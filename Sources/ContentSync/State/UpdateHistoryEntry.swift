@@ -1,4 +1,5 @@
 import Foundation
+import Transport
 
 /// One update attempt and how it ended: what ``CacheManager/history(limit:)`` and
 /// ``SyncStatus/history`` list, newest first.
@@ -71,7 +72,8 @@ public struct UpdateHistoryEntry: Sendable, Equatable, Codable {
         self.kind = kind
         self.outcome = outcome
         self.errorCode = errorCode
-        self.message = message
+        // Stored and shown: no secret in it (a URL's password, a registered header value).
+        self.message = message.map(Redaction.text)
         self.bytesDownloaded = bytesDownloaded
         self.filesDownloaded = filesDownloaded
     }
