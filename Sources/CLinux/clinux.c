@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -189,4 +190,13 @@ int clinux_is_mount_root(const char *path) {
     if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &info) != 0) return -1;
     if (!(info.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT)) return -1;
     return (info.stx_attributes & STATX_ATTR_MOUNT_ROOT) ? 1 : 0;
+}
+
+int clinux_peer_credentials(int socket, int *pid, unsigned int *uid) {
+    struct ucred credentials;
+    socklen_t size = sizeof credentials;
+    if (getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0) return -1;
+    *pid = credentials.pid;
+    *uid = credentials.uid;
+    return 0;
 }

@@ -11,7 +11,7 @@ extension ConfigurationError {
         for line in description.split(separator: "\n", omittingEmptySubsequences: false) {
             Console.standardError(LogText.escaped(Redaction.text(String(line))) + "\n")
         }
-        return CLIFailure(code: 6, message: "\(problems.count) problem\(problems.count == 1 ? "" : "s") in \(path)")
+        return CLIFailure(code: 6, message: "\(count) problem\(count == 1 ? "" : "s") in \(path)")
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import ContentSync
+import SyncDaemon
 
 /// `sync-agent reset`: forgets a folder's state and deletes its content, so the next sync
 /// restores it from the archive.
@@ -20,6 +21,7 @@ struct ResetCommand: AsyncParsableCommand {
     func run() async throws {
         let removed: Bool
         do {
+            try FolderKeeper.refuseIfKeptByAnother(directory: folder.contentDirectory, statePath: folder.statePath)
             removed = try await CacheManager.reset(
                 contentDirectory: folder.contentDirectory, stateDatabasePath: folder.statePath)
         } catch {

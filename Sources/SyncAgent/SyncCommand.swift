@@ -38,6 +38,9 @@ struct SyncCommand: AsyncParsableCommand {
             logger: options.verbose ? SyncOptions.stderrLogger(level: .debug) : nil)
         let manager: CacheManager
         do {
+            // Not over a folder a watcher keeps with another state database.
+            try FolderKeeper.refuseIfKeptByAnother(
+                directory: configuration.contentDirectory, statePath: configuration.stateDatabasePath)
             manager = try CacheManager(configuration: configuration)
         } catch {
             throw CLIFailure(error)

@@ -50,6 +50,7 @@ struct VerifyCommand: AsyncParsableCommand {
         settings.headers = try request.headers()
         let report: VerifyReport
         do {
+            try FolderKeeper.refuseIfKeptByAnother(directory: folder.contentDirectory, statePath: folder.statePath)
             let manager = try CacheManager(configuration: settings.clientConfiguration(transport: nil, logger: nil))
             report = try await manager.verify(repair: repair)
         } catch {

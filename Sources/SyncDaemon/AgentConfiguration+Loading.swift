@@ -50,9 +50,11 @@ extension AgentConfiguration {
             folder: (absolute as NSString).deletingLastPathComponent, environment: environment, configFile: absolute)
         guard var configuration = reader.read(text) else {
             // In the file's order, as a reader fixes them.
-            throw ConfigurationError(
+            var error = ConfigurationError(
                 path: path,
                 problems: reader.problems.sorted { ($0.line ?? 0, $0.column ?? 0) < ($1.line ?? 0, $1.column ?? 0) })
+            error.unlisted = reader.unlisted
+            throw error
         }
         configuration.path = absolute
         return configuration
@@ -73,6 +75,10 @@ struct ConfigReader {
     /// The config file's absolute path, when it is read from one (not kept inside any storage's folder).
     let configFile: String?
     private(set) var problems: [ConfigurationProblem] = []
+    /// Problems found past ``problemLimit``, counted, not listed: a file of 200,000 unknown keys
+    /// would print 200,000 lines (and took minutes).
+    private(set) var unlisted = 0
+    static let problemLimit = 500
     /// Each problem's place and message, so that one met again is told in constant time (a
     /// file of 20,000 unknown keys took 32 s when each was compared with every earlier one).
     private var told: Set<String> = []
@@ -248,7 +254,7 @@ struct ConfigReader {
 
     private mutating func storage(named name: String, _ node: Node, defaults: Node.Mapping?) -> StorageSettings? {
         guard let fields = mapping(node, "storages.\(name)") else { return nil }
-        let start = problems.count
+        let start = problems.count + unlisted
         var values: [String: (key: Node, value: Node)] = [:]
         for (key, value) in defaults ?? Node.Mapping([]) {
             if let name = Self.field(key) { values[name] = (key, value) }
@@ -377,7 +383,7 @@ struct ConfigReader {
             let node = error.setting == .stateDatabasePath ? values["state"]?.value ?? dirNode : dirNode
             problem(node, "\(where_): \(error.message)")
         }
-        return problems.count == start ? settings : nil
+        return problems.count + unlisted == start ? settings : nil
     }
 
     /// `Name: value`, or `Name: {env: VAR}` / `{file: PATH}` with an optional `prefix:`.
@@ -732,9 +738,17 @@ struct ConfigReader {
     }
 
     private mutating func unknown(_ key: Node, in place: String, known: [String]) {
+        // Past the limit it is only counted: no suggestion to work out.
+        guard problems.count < Self.problemLimit else {
+            unlisted += 1
+            return
+        }
         let name = key.string ?? "?"
-        let close = known.min { Self.distance($0, name) < Self.distance($1, name) }
-        let hint = close.flatMap { Self.distance($0, name) <= 2 ? " (did you mean \($0)?)" : nil } ?? ""
+        // Only a key within 2 edits is suggested, so only keys within 2 characters' length are
+        // measured, each once.
+        let close = known.filter { abs($0.count - name.count) <= 2 }.map { ($0, Self.distance($0, name)) }
+            .filter { $0.1 <= 2 }.min { $0.1 < $1.1 }?.0
+        let hint = close.map { " (did you mean \($0)?)" } ?? ""
         problem(key, "unknown key '\(name)' in \(place)\(hint); known: \(known.joined(separator: ", "))")
     }
 
@@ -787,6 +801,10 @@ struct ConfigReader {
         let (line, column) = (node.mark?.line, node.mark?.column)
         // Once: an alias's node is met at each use, and a merge of a list at each member.
         guard told.insert("\(line ?? -1):\(column ?? -1):\(message)").inserted else { return }
+        guard problems.count < Self.problemLimit else {
+            unlisted += 1
+            return
+        }
         problems.append(ConfigurationProblem(line: line, column: column, message: message))
     }
 

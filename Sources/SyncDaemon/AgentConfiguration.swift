@@ -229,8 +229,12 @@ public struct ConfigurationProblem: Sendable, Equatable, CustomStringConvertible
 public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
     /// The file.
     public var path: String
-    /// What is wrong, in the file's order.
+    /// What is wrong, in the file's order: the first 500 found.
     public var problems: [ConfigurationProblem]
+    /// How many more problems were found and not listed.
+    public var unlisted = 0
+    /// How many problems were found in all.
+    public var count: Int { problems.count + unlisted }
 
     /// An error for `path`.
     public init(path: String, problems: [ConfigurationProblem]) {
@@ -245,5 +249,8 @@ public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
                 separator: ":")
             return place.isEmpty ? "\(path): \(problem.message)" : "\(path):\(place): \(problem.message)"
         }.joined(separator: "\n")
+            + (unlisted > 0
+                ? "\n\(path): and \(unlisted) more problems, not listed; fix these first, then run check-config again"
+                : "")
     }
 }

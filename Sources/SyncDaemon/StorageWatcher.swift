@@ -54,6 +54,8 @@ public final class StorageWatcher: Sendable {
     private let control = Mutex(Control())
     /// Held from the watcher's making to its ``shutdown(keepingMetrics:)``: one watcher per state.
     private let watchLock: RangeLockFile
+    /// Held as long: one watcher per folder, whatever its state (``FolderKeeper``).
+    private let keeper: FolderKeeper
 
     private struct Control {
         var stopRequested = false
@@ -83,6 +85,12 @@ public final class StorageWatcher: Sendable {
                 transport: transport, logger: logger.logLevel <= .debug ? logger : nil,
                 hookLogger: logger))
         self.watchLock = try Self.takeWatchLock(settings)
+        do {
+            self.keeper = try FolderKeeper(directory: settings.directory)
+        } catch {
+            watchLock.unlock(slot: Self.watchLockSlot)
+            throw error
+        }
         self.stateIdentity = FileSystem.identity(of: settings.statePath)
     }
 
@@ -106,6 +114,18 @@ public final class StorageWatcher: Sendable {
     /// description lock: independent of the update's own `flock` on that file, and released by
     /// the kernel when the process dies.
     static let watchLockSlot: Int64 = 0
+
+    /// Whether a watcher holds the watch lock of the state database at `statePath` (a missing
+    /// lock file: none). Nothing is created.
+    static func watchLockIsHeld(statePath: String) -> Bool {
+        let path = statePath + ".lock"
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, let lock = try? RangeLockFile(path: path)
+        else { return false }
+        guard let free = try? lock.tryLock(slot: watchLockSlot, exclusive: false) else { return false }
+        if free { lock.unlock(slot: watchLockSlot) }
+        return !free
+    }
 
     /// Takes the watch lock of `settings`' state, or says which watcher holds it.
     ///
@@ -173,6 +193,7 @@ public final class StorageWatcher: Sendable {
     /// and the alerts on them fire; otherwise (a reload drops or replaces it) they go.
     public func shutdown(keepingMetrics: Bool = false) async {
         await manager.shutdown()
+        keeper.release()
         watchLock.unlock(slot: Self.watchLockSlot)
         if !keepingMetrics { metrics?.remove() }
     }

@@ -532,6 +532,25 @@ struct AgentConfigurationTests {
             }, "\(nests)")
     }
 
+    /// A file of many mistakes lists the first 500 and counts the rest (200,000 unknown keys
+    /// printed as many lines, and took minutes).
+    @Test("past 500 problems, the rest are counted, not listed")
+    func manyProblemsAreCounted() throws {
+        var file = "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n"
+        for index in 0..<2_000 { file += "k\(index): 1\n" }
+        let path = "/tmp/many-problems-\(UUID().uuidString).yaml"
+        try Data(file.utf8).write(to: URL(fileURLWithPath: path))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect {
+            try AgentConfiguration.load(path: path, environment: [:])
+        } throws: { error in
+            guard let error = error as? ConfigurationError else { return false }
+            return error.problems.count == 500 && error.unlisted == 1_500 && error.count == 2_000
+                && error.description.hasSuffix(
+                    "and 1500 more problems, not listed; fix these first, then run check-config again")
+        }
+    }
+
     @Test("a list item without name: is named as such, and the list is not called empty")
     func aNamelessItemIsNotAnEmptyList() {
         let problems = Self.problems("storages:\n  - base-url: http://h/a/\n    dir: /tmp/a\n")

@@ -61,6 +61,9 @@ int clinux_limit_malloc_arenas(int count);
 int clinux_pipe_cloexec(int fds[2]);
 /// errno of the calling thread (Swift cannot read the macro reliably across modules).
 int clinux_errno(void);
+/// getsockopt(SO_PEERCRED) of a connected Unix socket: the peer's PID and user (struct ucred
+/// needs _GNU_SOURCE, which Glibc's Swift overlay lacks). Returns 0, or -1 with errno.
+int clinux_peer_credentials(int socket, int *pid, unsigned int *uid);
 /// O_PATH, which Glibc's Swift overlay does not expose (it needs _GNU_SOURCE): a descriptor
 /// that names a folder for *at calls without opening it for reading.
 int clinux_o_path(void);
