@@ -30,16 +30,25 @@ struct PublishBase {
     var root: String { storage + "/" + Self.folderName }
     var retired: String { root + "/retired" }
 
-    /// The folder, held; nil when it is missing or is not a folder itself.
+    /// The folder, held; nil when it is missing, is not a folder itself, or is another user's
+    /// (a neighbour who made it could rewrite the index and the retired tree the next publish
+    /// takes as shortcuts: it is made again). Callers keep the value alive
+    /// (`withExtendedLifetime`) until their last path through it is used: its descriptor closes
+    /// with it.
     private func held() -> HeldFolder? {
-        (try? HeldFolder(opening: Self.folderName, in: storage)) ?? nil
+        guard let folder = (try? HeldFolder(opening: Self.folderName, in: storage)) ?? nil,
+            folder.owner == geteuid()
+        else { return nil }
+        return folder
     }
 
     /// The index, or an empty one when there is none or it cannot be trusted whole.
     func loadIndex() -> PublishIndex {
-        guard let folder = held(), let data = Self.regularFileContents(folder.path + "/index"),
-            let index = PublishIndex.decode(data)
-        else { return PublishIndex() }
+        guard let folder = held() else { return PublishIndex() }
+        defer { withExtendedLifetime(folder) {} }
+        guard let data = Self.regularFileContents(folder.path + "/index"), let index = PublishIndex.decode(data) else {
+            return PublishIndex()
+        }
         return index
     }
 
@@ -47,6 +56,7 @@ struct PublishBase {
     /// retired tree to take (none, or not a plain folder: then it is deleted).
     func takeRetired(to destination: String) -> Bool {
         guard let folder = held() else { return false }
+        defer { withExtendedLifetime(folder) {} }
         let retired = folder.path + "/retired"
         var info = stat()
         guard lstat(retired, &info) == 0 else { return false }
@@ -65,6 +75,7 @@ struct PublishBase {
             guard mkdir(root, 0o755) == 0 else { return }
         }
         guard let folder = held() else { return }
+        defer { withExtendedLifetime(folder) {} }
         let root = folder.path
         // Nothing else belongs here (a temporary index of a run killed while writing it).
         for name in (try? DirectoryWalker.names(in: root)) ?? []
@@ -88,6 +99,7 @@ struct PublishBase {
     /// published file's status-change time and so cost it the index. Best effort.
     func giveBack(_ tree: String) {
         guard let folder = held() else { return }
+        defer { withExtendedLifetime(folder) {} }
         let retired = folder.path + "/retired"
         var info = stat()
         guard isOurFolder(tree), lstat(retired, &info) != 0, errno == ENOENT else { return }

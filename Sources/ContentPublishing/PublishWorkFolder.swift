@@ -36,6 +36,8 @@ struct PublishWorkFolder {
     /// is held.
     var root: String { held?.path ?? shownRoot }
     var journalPath: String { root + "/journal.json" }
+    /// The most bytes a journal holds (its steps are the fixed list of storage files).
+    static let journalLimit = 1 << 20
     /// The journal's path as the operator knows it, for messages.
     var shownJournalPath: String { shownRoot + "/journal.json" }
     var stage: String { root + "/stage" }
@@ -63,14 +65,8 @@ struct PublishWorkFolder {
                     "\(shownRoot) appeared while the publish ran (something else made it, or put it back); a publish works only in a folder it made: delete it, then publish again"
             )
         }
+        // A folder another user put at the name in the meantime is refused by the hold.
         try hold()
-        guard held?.owner == geteuid() else {
-            throw PublishError(
-                code: .invalidStorage,
-                message:
-                    "\(shownRoot) was replaced by another user's folder while the publish created it; a publish works only in a folder it made: delete it, then publish again"
-            )
-        }
         for folder in [
             stage, stage + "/RXCacheConfig", stage + "/RXCacheConfig/HistoryOfVersions",
             kept, kept + "/RXCacheConfig", kept + "/RXCacheConfig/HistoryOfVersions",
@@ -81,9 +77,15 @@ struct PublishWorkFolder {
 
     /// Holds the folder found at its name (opened without following a link), so that recovery
     /// reads and deletes only in it. A link or a file there is refused.
+    ///
+    /// Only a folder of this user is held: one another user made (a neighbour who may create
+    /// names in a shared storage folder) holds their journal and their staged files, and recovery
+    /// acted on them as its own (an outside audit: their status was installed and the real
+    /// content swapped out). It is refused before anything in it is read.
     mutating func hold() throws(PublishError) {
+        let found: HeldFolder?
         do {
-            held = try HeldFolder(opening: PublishPaths.workFolderName, in: storage)
+            found = try HeldFolder(opening: PublishPaths.workFolderName, in: storage)
         } catch {
             guard error.errno == ELOOP || error.errno == ENOTDIR else { throw PublishError(error) }
             throw PublishError(
@@ -92,10 +94,21 @@ struct PublishWorkFolder {
                     "\(shownRoot) is not a folder (a symlink or a file was put there); a publish never works through a link: delete it, then publish again"
             )
         }
-        guard held != nil else {
-            throw PublishError.fileSystem(
-                "cannot open the publish work folder", path: shownRoot, syscall: "openat", errno: ENOENT)
+        guard let found else {
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(shownRoot) was moved or deleted while the publish opened it (someone else renamed entries of the storage); delete what stands at that name now, if anything, then publish again"
+            )
         }
+        guard found.owner == geteuid() else {
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "\(shownRoot) belongs to another user (uid \(found.owner)), so it is not this publisher's work: if it is that user's interrupted publish, run the publish as that user to finish it; otherwise delete it, then publish again"
+            )
+        }
+        held = found
     }
 
     /// Whether the folder at the storage's work-folder name is still the held one. The install
@@ -115,13 +128,16 @@ struct PublishWorkFolder {
     /// The journal, or nil when there is none. An unreadable journal is an error: guessing
     /// could delete the only copy of a replaced file.
     func readJournal() throws(PublishError) -> PublishJournal? {
-        guard let data = FileManager.default.contents(atPath: journalPath) else {
-            if FileSystem.exists(journalPath) {
-                throw PublishError(
-                    code: .fileSystem,
-                    message: "cannot read the publish journal \(shownJournalPath); check its permissions")
-            }
-            return nil
+        let data: Data
+        switch SmallTextFile.regularFileBytes(journalPath, limit: Self.journalLimit) {
+        case .success(let bytes?): data = Data(bytes)
+        case .success(nil): return nil
+        case .failure(let reason):
+            throw PublishError(
+                code: .invalidStorage,
+                message:
+                    "cannot read the publish journal \(shownJournalPath): it \(reason); an interrupted publish cannot be recovered from it: compare the storage with its cacheStatus.json, then delete \(shownRoot)"
+            )
         }
         do {
             let journal = try JSONDecoder().decode(PublishJournal.self, from: data)

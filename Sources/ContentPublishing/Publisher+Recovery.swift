@@ -28,21 +28,46 @@ extension Publisher {
                 throw work.shown(error)
             }
         }
-        var removed: [String] = []
-        var candidates = legacyLeftovers
-        let history = paths.storage + "/RXCacheConfig/HistoryOfVersions"
-        if FileSystem.exists(history) {
-            for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: history) }).sorted()
-            where name.hasPrefix("changes_") && name.hasSuffix(".json.tmp") {
-                candidates.append("RXCacheConfig/HistoryOfVersions/" + name)
+        return (recovery, try removeLegacyLeftovers(paths, run: run))
+    }
+
+    /// Deletes what an older publisher's interrupted run left (``legacyLeftovers``, and
+    /// `changes_*.json.tmp` in the history), each through its folder held open without following
+    /// a link (``HeldFolder``): `RXCacheConfig/` swapped for a link to an outside folder had that
+    /// folder's `*.json.tmp` files deleted (an outside audit). Returns what was deleted.
+    private static func removeLegacyLeftovers(_ paths: PublishPaths, run: PublishRun) throws(PublishError) -> [String] {
+        // Not a folder of its own (a link, a file), or gone: nothing of ours to clean there.
+        let config = (try? HeldFolder(opening: "RXCacheConfig", in: paths.storage)) ?? nil
+        let history = config.flatMap { (try? HeldFolder(opening: "HistoryOfVersions", in: $0.path)) ?? nil }
+        var candidates: [(relative: String, path: String, folder: HeldFolder?)] = []
+        for relative in legacyLeftovers {
+            if relative.hasPrefix("RXCacheConfig/") {
+                guard let config else { continue }
+                candidates.append((relative, config.path + "/" + relative.dropFirst("RXCacheConfig/".count), config))
+            } else {
+                candidates.append((relative, paths.storage + "/" + relative, nil))
             }
         }
-        for relative in candidates where FileSystem.exists(paths.storage + "/" + relative) {
-            try run.checkpoint(.recovery, "delete the leftover \(relative)")
-            try fileWork { () throws(FileSystemError) in try TreeRemoval.remove(paths.storage + "/" + relative) }
-            removed.append(relative)
+        if let history {
+            for name in try fileWork({ () throws(FileSystemError) in try DirectoryWalker.names(in: history.path) })
+                .sorted() where name.hasPrefix("changes_") && name.hasSuffix(".json.tmp")
+            {
+                candidates.append(("RXCacheConfig/HistoryOfVersions/" + name, history.path + "/" + name, history))
+            }
         }
-        return (recovery, removed)
+        var removed: [String] = []
+        for candidate in candidates where FileSystem.exists(candidate.path) {
+            try run.checkpoint(.recovery, "delete the leftover \(candidate.relative)")
+            do {
+                try TreeRemoval.remove(candidate.path)
+            } catch {
+                throw PublishError(candidate.folder.map { $0.shown(error) } ?? error)
+            }
+            removed.append(candidate.relative)
+        }
+        // The folders stay open until every path through them is used.
+        withExtendedLifetime((config, history)) {}
+        return removed
     }
 
     /// The interrupted publish whose work folder `work` holds, finished or undone.
@@ -76,8 +101,11 @@ extension Publisher {
     /// left new files beside the old status (the storage is then neither version). Leftovers of
     /// a publish that installed nothing, or that committed, change nothing a dry run reads.
     static func refuseDryRunOverInterruptedPublish(_ paths: PublishPaths) throws(PublishError) {
-        let work = PublishWorkFolder(storage: paths.storage)
-        guard work.exists, let journal = try work.readJournal() else { return }
+        var work = PublishWorkFolder(storage: paths.storage)
+        guard work.exists else { return }
+        // Read in the folder held, as recovery reads it (a link or another user's folder: refused).
+        try work.hold()
+        guard let journal = try work.readJournal() else { return }
         let visible = try PublishWorkFolder.sha256(of: paths.storage + "/" + StorageLayout.statusPath)
         if PublishJournal.recovery(for: journal, visibleStatusSHA256: visible) == .rollBack {
             throw PublishError(

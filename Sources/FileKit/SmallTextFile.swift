@@ -104,13 +104,38 @@ public enum SmallTextFile {
         return candidates.first { isText(data, $0.1) }?.0
     }
 
+    /// The bytes of the file the program itself wrote at `path` (a journal), read only when it
+    /// is a regular file of at most `limit` bytes and not a symlink: nil when nothing is there,
+    /// else the refusal. What a neighbour planted there is never followed nor waited on.
+    public static func regularFileBytes(_ path: String, limit: Int) -> Result<[UInt8]?, Refusal> {
+        let fd: Int32
+        let info: stat
+        do {
+            (fd, info) = try openRegularFile(path, followingLinks: false)
+        } catch {
+            return error.description == "does not exist" ? .success(nil) : .failure(error)
+        }
+        defer { close(fd) }
+        guard info.st_size <= limit else {
+            return .failure(Refusal(description: "is \(info.st_size) bytes, more than one holds (\(limit) at most)"))
+        }
+        do {
+            return .success(Array(try DescriptorIO.read(fd, count: Int(info.st_size), path: path)))
+        } catch {
+            return .failure(Refusal(description: "cannot be read (\(error))"))
+        }
+    }
+
     /// Opens the file at `path` for reading (symlinks followed: a person named it) when it is a
     /// regular file, with its status; the caller closes the descriptor. Never blocks on a FIFO,
     /// and says what the file is when it is not one ("is a folder, not a file").
-    public static func openRegularFile(_ path: String) throws(Refusal) -> (descriptor: Int32, status: stat) {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    public static func openRegularFile(_ path: String, followingLinks: Bool = true) throws(Refusal) -> (
+        descriptor: Int32, status: stat
+    ) {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (followingLinks ? 0 : O_NOFOLLOW))
         guard fd >= 0 else {
             let code = errno
+            if code == ELOOP, !followingLinks { throw Refusal(description: "is a symlink") }
             // A socket cannot be opened at all (ENXIO): say what it is.
             var info = stat()
             if code == ENXIO, stat(path, &info) == 0, info.st_mode & S_IFMT != S_IFREG {

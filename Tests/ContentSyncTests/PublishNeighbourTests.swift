@@ -143,6 +143,86 @@ struct PublishNeighbourTests {
     }
 }
 
+/// A neighbour who may only create names in a shared (sticky) storage folder plants a work
+/// folder, a journal link, or a base folder of their own; or swaps `RXCacheConfig/` while the
+/// leftovers of an older publisher are cleaned (an outside audit found each).
+@Suite("A publish acts only on its own user's folders")
+struct PublishOwnFolderTests {
+    /// Another user's work folder with a forged journal: recovery installed their status and
+    /// swapped their staged content in. Now it is refused before anything in it is read.
+    @Test func anotherUsersWorkFolderIsRefusedAndNothingIsInstalled() async throws {
+        try await withBaseStorage { setup, storage, _ in
+            let status = try Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath))
+            var planted = PublishWorkFolder(storage: storage)
+            try planted.create()
+            try Data("{\"forged\": true}".utf8).write(
+                to: URL(fileURLWithPath: planted.root + "/kept/" + StorageLayout.statusPath))
+            var journal = PublishJournal(phase: .installing, pid: 1, toVersion: "1.1", minimalVersion: "1.0")
+            journal.statusSHA256 = String(repeating: "0", count: 64)
+            journal.steps = [.init(path: StorageLayout.statusPath, existed: true)]
+            try planted.writeJournal(journal, durable: false)
+            let work = storage + "/" + PublishPaths.workFolderName
+            #expect(chown(work, 65534, 65534) == 0)
+            let error = try #require(throws: PublishError.self) { try setup.publish(storage: storage) }
+            #expect(error.code == .invalidStorage)
+            #expect(error.message.contains("belongs to another user (uid 65534)"), "\(error.message)")
+            #expect(try Data(contentsOf: URL(fileURLWithPath: storage + "/" + StorageLayout.statusPath)) == status)
+            #expect(FileManager.default.fileExists(atPath: work + "/journal.json"), "theirs is left to them")
+        }
+    }
+
+    /// A journal that is a symlink is not followed (it opened and parsed a root-only file).
+    @Test func aJournalThatIsALinkIsNotFollowed() async throws {
+        try await withBaseStorage { setup, storage, scratch in
+            try Data("{\"format\": \"secret\"}".utf8).write(to: URL(fileURLWithPath: scratch + "/secret.json"))
+            let work = storage + "/" + PublishPaths.workFolderName
+            try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+            symlink(scratch + "/secret.json", work + "/journal.json")
+            let error = try #require(throws: PublishError.self) { try setup.publish(storage: storage) }
+            #expect(error.message.contains("journal.json: it is a symlink"), "\(error.message)")
+            #expect(!error.message.contains("secret"), "nothing of the target shows: \(error.message)")
+        }
+    }
+
+    /// `RXCacheConfig/` swapped for a link to an outside folder just before an older publisher's
+    /// leftover in it is deleted: the outside folder's file of that name went.
+    @Test func leftoversAreDeletedOnlyInTheStoragesOwnFolders() async throws {
+        try await withBaseStorage { setup, storage, scratch in
+            let config = storage + "/RXCacheConfig"
+            let outside = scratch + "/outside"
+            try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+            for folder in [config, outside] {
+                try Data("{}".utf8).write(to: URL(fileURLWithPath: folder + "/cacheStatus.json.tmp"))
+            }
+            let hook = CheckpointHook { point in
+                if point.action == "delete the leftover RXCacheConfig/cacheStatus.json.tmp" {
+                    rename(config, scratch + "/config-moved")
+                    symlink(outside, config)
+                }
+                return .proceed
+            }
+            _ = try? setup.publish(storage: storage, hook: hook)
+            #expect(FileManager.default.fileExists(atPath: outside + "/cacheStatus.json.tmp"))
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/config-moved/cacheStatus.json.tmp"))
+        }
+    }
+
+    /// A base folder another user made is not taken as the publisher's cache: it is made again.
+    @Test func anotherUsersBaseFolderIsMadeAgain() async throws {
+        try await withBaseStorage { setup, storage, _ in
+            let base = PublishBase(storage: storage)
+            #expect(FileManager.default.fileExists(atPath: base.retired), "the base storage's publish kept a tree")
+            // Their retired tree, with a file of theirs in it for the next publish to take.
+            try Data("theirs".utf8).write(to: URL(fileURLWithPath: base.retired + "/planted.txt"))
+            #expect(chown(base.root, 65534, 65534) == 0)
+            try setup.publish(storage: storage)
+            #expect(FileSystem.status(of: base.root)?.st_uid == geteuid(), "made again, this user's")
+            #expect(!FileManager.default.fileExists(atPath: storage + "/RXCacheContent/planted.txt"))
+            #expect(!FileManager.default.fileExists(atPath: base.retired + "/planted.txt"))
+        }
+    }
+}
+
 /// The publisher's base folder flipped between itself and a link to an outside folder while it
 /// is kept again and again: nothing outside is deleted or written (it was used by path after a
 /// check).
