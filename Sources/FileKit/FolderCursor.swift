@@ -32,12 +32,8 @@ public struct FolderCursor: ~Copyable {
     /// A cursor at `path` (followed if it is a symlink: the caller chose it). Nil when it does
     /// not exist.
     public init?(at path: String) throws(FileSystemError) {
-        let opened = try LongPath.at(path) { folder, rest throws(FileSystemError) -> Int32 in
-            openat(folder, rest, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        }
-        guard opened >= 0 else {
-            if errno == ENOENT { return nil }
-            throw FileSystemError("cannot read folder", path: path, syscall: "openat", errno: errno)
+        guard let opened = try LongPath.openFolder(path, followingLink: true, operation: "cannot read folder") else {
+            return nil
         }
         try self.init(adopting: opened, shownAs: path)
     }

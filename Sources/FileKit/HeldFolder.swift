@@ -32,13 +32,8 @@ public final class HeldFolder: Sendable {
     /// when something other than a folder is (`ELOOP` or `ENOTDIR` for a link or a file).
     public convenience init?(opening name: String, in parent: String) throws(FileSystemError) {
         let shown = parent + "/" + name
-        let opened = try LongPath.at(shown) { folder, rest throws(FileSystemError) -> Int32 in
-            openat(folder, rest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-        }
-        guard opened >= 0 else {
-            if errno == ENOENT { return nil }
-            throw FileSystemError("cannot open the folder", path: shown, syscall: "openat", errno: errno)
-        }
+        guard let opened = try LongPath.openFolder(shown, followingLink: false, operation: "cannot open the folder")
+        else { return nil }
         try self.init(adopting: opened, shownAs: shown)
     }
 

@@ -37,6 +37,22 @@ public enum LongPath {
         return try body(folder, String(rest))
     }
 
+    /// Opens the folder at `path` for reading, following a link at its last name only when
+    /// `followingLink`: its descriptor (the caller closes it), or nil when nothing is there.
+    /// `operation` says what the open was for, in the error.
+    public static func openFolder(_ path: String, followingLink: Bool, operation: String) throws(FileSystemError)
+        -> Int32?
+    {
+        let opened = try at(path) { folder, rest throws(FileSystemError) -> Int32 in
+            openat(folder, rest, O_RDONLY | O_DIRECTORY | O_CLOEXEC | (followingLink ? 0 : O_NOFOLLOW))
+        }
+        guard opened >= 0 else {
+            if errno == ENOENT { return nil }
+            throw FileSystemError(operation, path: path, syscall: "openat", errno: errno)
+        }
+        return opened
+    }
+
     private static func lastSlash(in bytes: Substring.UTF8View.SubSequence) -> Substring.UTF8View.Index? {
         bytes.lastIndex(of: UInt8(ascii: "/"))
     }

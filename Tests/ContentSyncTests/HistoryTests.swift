@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import ContentSync
+@testable import Transport
 
 /// The history records every attempt; the state keeps the last attempt, the last success and
 /// the count of consecutive failures; the status shows an update running now.
@@ -142,6 +143,31 @@ struct HistoryTests {
             }
             #expect(error?.code == .configuration)
             #expect(error?.message.contains("belongs to \(fixture.content), not \(other)") == true)
+        }
+    }
+
+}
+
+/// A secret an origin echoed into a failure's message (a redirect to `?echo=<the header's
+/// value>`) is stored masked, in the state row's last error and in the history (an outside
+/// audit found it in both).
+@Suite("A registered secret is never stored")
+struct StoredSecretTests {
+    @Test func anEchoedSecretIsMaskedInTheLastErrorAndTheHistory() async throws {
+        try await withTemporaryDirectory { folder in
+            let secret = "echoed-" + UUID().uuidString
+            Redaction.registerSecrets([secret])
+            let store = try StateStore(path: folder + "/state.sqlite")
+            let now = Date()
+            try await store.recordAttempt(
+                UpdateHistoryEntry(
+                    startedAt: now, finishedAt: now, fromVersion: nil, toVersion: "1.0", kind: .restore,
+                    outcome: .failed, errorCode: .network, message: "GET http://h/x?echo=\(secret) answered HTTP 404"),
+                contentDirectory: folder + "/content")
+            let lastError = try #require(try await store.syncState()?.lastError)
+            #expect(lastError == "GET http://h/x?echo=*** answered HTTP 404")
+            let stored = try await store.history(limit: 1).first?.error
+            #expect(stored == "GET http://h/x?echo=*** answered HTTP 404")
         }
     }
 }

@@ -1171,7 +1171,9 @@ final class StateStore: Sendable {
             state.consecutiveFailures = 0
         case .failed:
             state.state = "failed"
-            state.lastError = history.message
+            // Redacted where it is stored, as the history row is (UpdateHistoryRecord): an
+            // origin can echo a registered secret into a message no rule by name finds.
+            state.lastError = history.message.map(Redaction.text)
             state.lastErrorCode = history.errorCode?.description
             state.consecutiveFailures += 1
         case .cancelled:

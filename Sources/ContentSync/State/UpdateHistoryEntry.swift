@@ -1,5 +1,4 @@
 import Foundation
-import Transport
 
 /// One update attempt and how it ended: what ``CacheManager/history(limit:)`` and
 /// ``SyncStatus/history`` list, newest first.
@@ -72,8 +71,7 @@ public struct UpdateHistoryEntry: Sendable, Equatable, Codable {
         self.kind = kind
         self.outcome = outcome
         self.errorCode = errorCode
-        // Stored and shown: no secret in it (a URL's password, a registered header value).
-        self.message = message.map(Redaction.text)
+        self.message = message
         self.bytesDownloaded = bytesDownloaded
         self.filesDownloaded = filesDownloaded
     }
