@@ -107,7 +107,7 @@ let package = Package(
         // schedule, hooks, metrics and the health endpoint. `sync-agent watch` and the fleet
         // simulation run it; it logs at info (it is the agent, not a library).
         .target(name: "SyncDaemon",
-                dependencies: ["ContentSync", "StorageFormat", "Transport", "FileKit", "ProcessKit", "CLinux",
+                dependencies: ["ContentSync", "StorageFormat", "Transport", "FileKit", "ProcessKit", "CLinux", "DateText",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),

@@ -40,13 +40,11 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
         }
         // A timestamp up to the last second of 9999, as far as a date is written (HTTPDate, ISO 8601).
         // Decimal only: `Double` also reads `0x10`, `1e9`, `nan` and `inf`.
-        if Self.isDecimal(trimmed), let seconds = Double(trimmed), seconds.isFinite, seconds >= 0,
-            seconds <= 253_402_300_799
-        {
+        if let seconds = DecimalText.parse(trimmed), seconds <= 253_402_300_799 {
             return .timestamp(seconds)
         }
         if let unit = word.last, let scale = ["s": 1.0, "m": 60, "h": 3_600, "d": 86_400][String(unit)],
-            Self.isDecimal(word.dropLast()), let amount = Double(word.dropLast()), amount.isFinite, amount >= 0
+            let amount = DecimalText.parse(word.dropLast())
         {
             guard amount * scale <= longestLifetime else {
                 throw ItemCacheError(
@@ -106,13 +104,6 @@ public enum Expiry: Sendable, Equatable, CustomStringConvertible {
     /// The longest lifetime ``parse(_:)`` reads, and `sync-agent cache get --ttl`: a hundred years
     /// (3,153,600,000 s, as the agent's longest wait). A longer one describes itself as `never`.
     package static let longestLifetime = 3_153_600_000.0
-
-    /// Whether `text` is digits with at most one `.` between them (`12`, `1.5`).
-    package static func isDecimal(_ text: some StringProtocol) -> Bool {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        return (1...2).contains(parts.count)
-            && parts.allSatisfy { !$0.isEmpty && $0.allSatisfy { $0.isASCII && $0.isNumber } }
-    }
 }
 
 extension Duration {

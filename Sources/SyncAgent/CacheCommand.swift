@@ -312,7 +312,7 @@ struct CacheGetCommand: AsyncParsableCommand {
         options.headers = try requestHeaders()
         if let ttl {
             // Decimal only, as --expires reads it: `Double` also reads `0x10`, `1e9` and `-0`.
-            guard Expiry.isDecimal(ttl), let seconds = Double(ttl), seconds.isFinite, seconds <= Self.longestTTL
+            guard let seconds = DecimalText.parse(ttl), seconds <= Self.longestTTL
             else {
                 throw CLIFailure(
                     code: 6,

@@ -67,7 +67,7 @@ struct PublishCommand: AsyncParsableCommand {
     @Option(
         name: .long, parsing: .unconditional,
         help: "Days the signature stays valid, from 0.0417 (an hour) to 36500; clients refuse an expired status.")
-    var signatureDays: Double = 30
+    var signatureDays = "30"
 
     @Flag(
         name: .long,
@@ -135,15 +135,16 @@ struct PublishCommand: AsyncParsableCommand {
             // An expired (or NaN, or overflowing) lifetime would publish a status every trusting
             // client refuses, and so would one shorter than an hour: hosting caches (GitHub raw
             // keeps a file 5 minutes), uploads and clients' clocks need that margin.
-            guard signatureDays.isFinite, signatureDays >= 1.0 / 24, signatureDays <= 36_500 else {
+            // Decimal only: `Double` also reads `0x10` (sixteen), `1e1`, `nan` and `inf`.
+            guard let days = DecimalText.parse(signatureDays), days >= 1.0 / 24, days <= 36_500 else {
                 throw CLIFailure(
                     code: 6,
                     message:
-                        "--signature-days \(signatureDays) must be at least 0.0417 (one hour: hosting caches, uploads and clients' clocks need that margin) and at most 36500; clients refuse an expired status"
+                        "--signature-days '\(signatureDays)' must be a number of days of at least 0.0417 (one hour: hosting caches, uploads and clients' clocks need that margin) and at most 36500; clients refuse an expired status"
                 )
             }
             // Rounded up to a whole second: a lifetime under one is still a second, never none.
-            options.signatureLifetime = .seconds(Int64((signatureDays * 86_400).rounded(.up)))
+            options.signatureLifetime = .seconds(Int64((days * 86_400).rounded(.up)))
         }
         let report: PublishReport
         do {

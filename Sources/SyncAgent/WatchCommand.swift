@@ -1,5 +1,6 @@
 import ArgumentParser
 import ContentSync
+internal import DateText
 import FileKit
 import Foundation
 import Logging
@@ -46,7 +47,7 @@ struct WatchCommand: AsyncParsableCommand {
         name: .long, parsing: .unconditional,
         help: ArgumentHelp(
             "Scale each pause by a random factor in 1 ± this fraction (0 to 0.9; default 0.1).", valueName: "FRACTION"))
-    var jitter: Double?
+    var jitter: String?
 
     @Option(
         name: .long, parsing: .unconditional,
@@ -200,10 +201,11 @@ struct WatchCommand: AsyncParsableCommand {
             throw CLIFailure(code: 6, message: "--interval must be at least 1 second")
         }
         if let jitter {
-            guard (0...0.9).contains(jitter) else {
-                throw CLIFailure(code: 6, message: "--jitter must be between 0 and 0.9, such as 0.1 for ±10%")
+            guard let fraction = DecimalText.parse(jitter), fraction <= 0.9 else {
+                throw CLIFailure(
+                    code: 6, message: "--jitter '\(jitter)' must be a number between 0 and 0.9, such as 0.1 for ±10%")
             }
-            settings.jitter = jitter
+            settings.jitter = fraction
         }
         if let splay {
             guard let value = DurationText.parse(splay, bareSeconds: true, allowingZero: true) else {

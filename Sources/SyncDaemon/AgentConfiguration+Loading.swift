@@ -1,4 +1,5 @@
 import ContentSync
+internal import DateText
 import FileKit
 import Foundation
 import Transport
@@ -710,8 +711,8 @@ struct ConfigReader {
 
     private mutating func number(_ node: Node, _ label: String) -> Double? {
         guard let text = string(node, label) else { return nil }
-        guard let value = Double(text), value.isFinite else {
-            problem(node, "\(label) '\(text)' is not a number")
+        guard let value = DecimalText.parse(text) else {
+            problem(node, "\(label) '\(text)' is not a number such as 0.1")
             return nil
         }
         return value

@@ -93,7 +93,7 @@ struct PublishCommandTests {
         }
     }
 
-    @Test(arguments: ["0", "-1", "nan", "inf", "1e300", "1e-9", "0.0416"])
+    @Test(arguments: ["0", "-1", "nan", "inf", "1e300", "1e-9", "0.0416", "0x10", "1e1", "+30", " 30"])
     func aSignatureLifetimeThatWouldExpireOrOverflowIsRefused(days: String) async throws {
         try await withScratch { scratch in
             let key = scratch + "/key"

@@ -85,11 +85,16 @@ struct WatchPolicyTests {
                 #expect(result.stderr.contains("stopping after 2 failed checks in a row"))
             }
             for bad in [
-                ["--jitter", "1.5"], ["--max-failures=-1"], ["--max-backoff", "0"], ["--full-check-interval", "soon"],
+                ["--jitter", "1.5"], ["--jitter", "0x0.1"], ["--jitter", "1e-1"], ["--jitter=-0"],
+                ["--max-failures=-1"], ["--max-backoff", "0"], ["--full-check-interval", "soon"],
                 ["--full-check-interval=-5"],
             ] {
+                // --max-failures 1 first (a bad one given later overrides it): a value taken by
+                // mistake ends the watch at its first failure instead of hanging the test.
                 let result = try await SyncAgentBinary.run(
-                    ["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/x"] + bad, scratch: scratch)
+                    ["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/x", "--max-failures", "1"]
+                        + bad,
+                    scratch: scratch)
                 #expect(result.status == 6, "\(bad): \(result.stderr)")
             }
         }

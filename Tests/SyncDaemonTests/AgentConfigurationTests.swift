@@ -346,6 +346,8 @@ struct AgentConfigurationTests {
             ("storages:\n  a:\n    dir: /tmp/a\n", 3, "no base-url"),
             ("storages:\n  a:\n    base-url: ftp://h/a/\n    dir: /tmp/a\n", 3, "is not an http(s) URL"),
             ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 2\n", 5, "between 0 and 0.9"),
+            ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 0x0.1\n", 5, "is not a number"),
+            ("storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    jitter: 1e-1\n", 5, "is not a number"),
             (
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {env: NOPE_UNSET}\n",
                 6, "NOPE_UNSET is not set"
