@@ -58,7 +58,7 @@ ALLOWED_DEPENDENCIES = {
     # What the cache CLI reads of images, without libvips.
     "ImageCatalog": {"ItemCache"},
     # The daemon's shell runs the client: no publisher, cache, archive or test-server code.
-    "SyncDaemon": {"CLinux", "ContentSync", "FileKit", "ProcessKit", "StorageFormat", "Transport"},
+    "SyncDaemon": {"CLinux", "ContentSync", "DateText", "FileKit", "ProcessKit", "StorageFormat", "Transport"},
     "ContentSyncFuzzing": {"DateText", "FileKit", "ItemCache", "StorageFormat", "Transport"},
     # sync-agent's commands: any library but the ones that load libvips (sync-agent-image adds them).
     "SyncAgent": LIBRARIES - {"ImageCache", "CVips"},

@@ -7,8 +7,9 @@ extension StorageServer {
     /// Whether a FlyingFox server is listening for this instance.
     enum Lifecycle {
         case idle
-        case starting(HTTPServer, Task<Void, Never>)
-        case running(HTTPServer, Task<Void, Never>, URL)
+        /// The task returns why FlyingFox's `run()` ended: nil when it returned.
+        case starting(HTTPServer, Task<(any Error)?, Never>)
+        case running(HTTPServer, Task<(any Error)?, Never>, URL)
 
         var baseURL: URL? {
             guard case .running(_, _, let url) = self else { return nil }
@@ -44,12 +45,14 @@ extension StorageServer {
 
         let registered = withLifecycle { lifecycle -> Bool in
             guard case .idle = lifecycle else { return false }
-            let task = Task {
+            let task = Task { () -> (any Error)? in
                 do {
                     try await http.run()
                     outcome.finish(.failure(CancellationError()))
+                    return nil
                 } catch {
                     outcome.finish(.failure(error))
+                    return error
                 }
             }
             lifecycle = .starting(http, task)
@@ -103,7 +106,7 @@ extension StorageServer {
     /// Stops listening, closes every connection (stalled ones included) and waits until the server
     /// task has ended. Does nothing when not running.
     public func stop() async {
-        let taken = withLifecycle { lifecycle -> (HTTPServer, Task<Void, Never>)? in
+        let taken = withLifecycle { lifecycle -> (HTTPServer, Task<(any Error)?, Never>)? in
             defer { lifecycle = .idle }
             switch lifecycle {
             case .idle: return nil
@@ -113,28 +116,61 @@ extension StorageServer {
         guard let (http, task) = taken else { return }
         await http.stop(timeout: 0)
         task.cancel()
-        await task.value
+        _ = await task.value
     }
 
     /// Starts, reports the base URL to `onListening`, serves until the calling task is cancelled
     /// or ``stop()`` is called, then stops.
     ///
     /// A command-line `serve` cancels the task running this from its SIGINT/SIGTERM handler.
+    ///
+    /// Throws ``StorageServerError/Code/stoppedServing`` when the server stops by itself (it
+    /// cannot accept another connection: out of descriptors): `serve` exited 0 without a word,
+    /// and its port closed, when a local user opened connections until the limit.
     public func run(onListening: (URL) -> Void = { _ in }) async throws {
         let url = try await start()
         onListening(url)
-        let task = withLifecycle { lifecycle -> Task<Void, Never>? in
+        let task = withLifecycle { lifecycle -> Task<(any Error)?, Never>? in
             guard case .running(_, let task, _) = lifecycle else { return nil }
             return task
         }
+        var ended: (any Error)?
         if let task {
-            await withTaskCancellationHandler {
+            ended = await withTaskCancellationHandler {
                 await task.value
             } onCancel: {
                 task.cancel()
             }
         }
+        let stoppedByCaller =
+            Task.isCancelled
+            || withLifecycle { lifecycle in
+                if case .running(_, let current, _) = lifecycle, current == task { return false }
+                return true
+            }
         await stop()
+        guard !stoppedByCaller else { return }
+        var reason = "its listener ended"
+        var remedy = "start it again"
+        if case .failed(let call, let code, let text)? = ended as? SocketError {
+            reason = "\(call) failed: \(text)"
+            if code == EMFILE || code == ENFILE {
+                remedy =
+                    "raise the open-file limit (ulimit -n, now \(Self.openFileLimit())) or serve fewer clients at once"
+            }
+        } else if let ended {
+            reason = "\(ended)"
+        }
+        throw StorageServerError(
+            code: .stoppedServing,
+            message: "\(url.absoluteString) stopped serving: \(reason); \(remedy)", underlying: ended)
+    }
+
+    /// The soft open-file limit, for the message.
+    private static func openFileLimit() -> String {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return "unknown" }
+        return "\(limit.rlim_cur)"
     }
 }
 

@@ -1,4 +1,4 @@
-/// Why a ``StorageServer`` could not start.
+/// Why a ``StorageServer`` could not start, or stopped serving.
 public struct StorageServerError: Error, Sendable, CustomStringConvertible {
     /// The kind of failure.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -6,6 +6,7 @@ public struct StorageServerError: Error, Sendable, CustomStringConvertible {
             case rootNotFound
             case alreadyStarted
             case listenFailed
+            case stoppedServing
         }
 
         private let value: Value
@@ -16,6 +17,9 @@ public struct StorageServerError: Error, Sendable, CustomStringConvertible {
         public static let alreadyStarted = Code(value: .alreadyStarted)
         /// The socket could not be bound or did not start listening in time.
         public static let listenFailed = Code(value: .listenFailed)
+        /// The server stopped by itself while serving: it could not accept a connection (out of
+        /// descriptors), so FlyingFox's listener ended.
+        public static let stoppedServing = Code(value: .stoppedServing)
 
         public var description: String { "\(value)" }
     }

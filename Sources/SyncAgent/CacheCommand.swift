@@ -201,6 +201,10 @@ package func parseRequestHeaders(_ header: [String]) throws -> [String: String] 
         spelling[lowered] = key
         headers[key] = headers[key].map { $0 + ", " + value } ?? value
     }
+    // Any value may be a secret (a header of the app's own, `X-Tenant-Token`): what an origin
+    // echoes of one is masked in every message and stored failure, as `watch` does for a
+    // config file's headers.
+    Redaction.registerSecrets(headers.values.flatMap { Redaction.secretParts(ofHeaderValue: $0) })
     return headers
 }
 

@@ -15,8 +15,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Argument(help: "The storage folder (holding RXCacheConfig/ and RXCacheContent/).")
     var directory: String
 
-    @Option(name: .long, parsing: .unconditional, help: "The port; 0 picks a free one.")
-    var port: UInt16 = 0
+    @Option(name: .long, parsing: .unconditional, help: "The port, 0 to 65535; 0 picks a free one.")
+    var port = "0"
 
     @Option(
         name: .long,
@@ -35,23 +35,31 @@ struct ServeCommand: AsyncParsableCommand {
                 "warning: \(directory) has no RXCacheConfig/cacheStatus.json, so clients will find no storage there; "
                     + "serve the folder `sync-agent publish --storage` wrote\n")
         }
-        let server = StorageServer(root: URL(fileURLWithPath: directory), configuration: .init(port: port))
+        // Read here, not by the parser: a bad value is a bad option value (exit 6) that says
+        // the range, as every other number's.
+        guard !port.isEmpty, port.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let number = UInt16(port)
+        else {
+            throw CLIFailure(
+                code: 6, message: "--port '\(port)' must be a number from 0 to 65535 (0 picks a free port)")
+        }
+        let server = StorageServer(root: URL(fileURLWithPath: directory), configuration: .init(port: number))
         if let accessLog {
             let sink: FileHandle
             if accessLog == "-" {
                 sink = FileHandle.standardError
             } else {
-                guard
-                    FileManager.default.createFile(atPath: accessLog, contents: nil)
-                        || FileManager.default.isWritableFile(atPath: accessLog),
-                    let handle = FileHandle(forWritingAtPath: accessLog)
-                else {
+                // Appended to, as a log is: created when missing (0644 less the umask), never
+                // emptied or replaced (its mode and the lines already there stay).
+                let descriptor = open(accessLog, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+                guard descriptor >= 0 else {
                     throw CLIFailure(
                         code: 6,
-                        message: "--access-log \(accessLog) cannot be written; pass a writable file or - for stderr")
+                        message:
+                            "--access-log \(accessLog) cannot be written (\(String(cString: strerror(errno)))); pass a writable file or - for stderr"
+                    )
                 }
-                handle.seekToEndOfFile()
-                sink = handle
+                sink = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
             }
             // The server keeps no request log of its own: a serve that runs for days must not grow.
             // The closure holds the handle, which closes its descriptor when released.

@@ -123,26 +123,8 @@ public struct StorageSettings: Sendable, Equatable {
     /// The header values and URL passwords of this storage, longest first (a whole value is
     /// masked before the token inside it).
     var secrets: [String] {
-        let secrets = headers.flatMap(\.secretParts) + Self.userInfoSecrets(of: baseURL)
+        let secrets = headers.flatMap(\.secretParts) + Redaction.userInfoSecrets(of: baseURL)
         return Array(Set(secrets)).sorted { $0.count > $1.count }
-    }
-
-    /// What `url`'s user info holds that is secret, as written and percent-decoded: its
-    /// password, and its user name when that is the token (`TOKEN:x-oauth-basic@`, `TOKEN@`).
-    static func userInfoSecrets(of url: URL) -> [String] {
-        guard let parts = URLComponents(url: url, resolvingAgainstBaseURL: false),
-            let user = parts.percentEncodedUser
-        else { return [] }
-        let password = parts.percentEncodedPassword
-        var secrets: [String] = []
-        if password == nil || Redaction.userIsSecret(ArraySlice(user.utf8), password: ArraySlice((password ?? "").utf8))
-        {
-            secrets += [user, user.removingPercentEncoding ?? user]
-        }
-        if let password, !Redaction.isPlaceholderPassword(password) {
-            secrets += [password, password.removingPercentEncoding ?? password]
-        }
-        return secrets.filter { !$0.isEmpty }
     }
 
     /// A request header. Its value may be a secret: ``description`` never shows it.
@@ -169,12 +151,7 @@ public struct StorageSettings: Sendable, Equatable {
         /// environment or a file, and the last word of a value with a scheme (`Bearer abc…`,
         /// `token ghp_…`), which a hook's own variable may hold alone.
         var secretParts: [String] {
-            var parts = [value]
-            if let secret { parts.append(secret) }
-            if let last = value.split(whereSeparator: \.isWhitespace).last, last.count >= 8, last.count < value.count {
-                parts.append(String(last))
-            }
-            return parts
+            Redaction.secretParts(ofHeaderValue: value) + (secret.map { [$0] } ?? [])
         }
 
         /// The headers the engine sets per request beside the transport's framing ones

@@ -117,6 +117,8 @@ final class CurlTransfer: @unchecked Sendable {
         self.url = url
         self.sink = sink
         carriesCredentials = request.headers.keys.contains(where: HTTPRequest.isCredentialHeader)
+        // An origin may echo a credential back (a redirect to `?echo=<it>`): masked from now on.
+        if carriesCredentials || Redaction.hasUserInfo(url) { Redaction.registerSecrets(of: request, url: url) }
         followsRedirects = configuration.maxRedirects > 0
         self.progress = progress
         self.onResponseStart = onResponseStart

@@ -36,7 +36,7 @@ public enum Redaction {
         for (quoted, masked) in proxyValues where text.contains(quoted) {
             text = text.replacingOccurrences(of: quoted, with: masked)
         }
-        for secret in knownSecrets.withLock({ $0 }) where text.contains(secret) {
+        for secret in knownSecrets.withLock({ $0.longestFirst }) where text.contains(secret) {
             text = text.replacingOccurrences(of: secret, with: mask)
         }
         return urls(text)
@@ -44,7 +44,17 @@ public enum Redaction {
 
     /// Values registered as secrets (``registerSecrets(_:)``), longest first, each also
     /// percent-encoded.
-    private static let knownSecrets = Mutex<[String]>([])
+    private static let knownSecrets = Mutex(KnownSecrets())
+
+    /// The registered secrets: the newest ``KnownSecrets/limit`` of them.
+    private struct KnownSecrets {
+        /// How many are kept: a long-running app that sends a new token with each request
+        /// (rotating credentials) grows the list no further; the oldest go first.
+        static let limit = 1_024
+        var byAge: [String] = []
+        var members: Set<String> = []
+        var longestFirst: [String] = []
+    }
 
     /// Makes ``text(_:)`` mask each of `values` (and its percent-encoded form) wherever it
     /// appears from now on, in this process: the values of configured request headers and
@@ -58,9 +68,61 @@ public enum Redaction {
             [value, value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? value]
         }
         guard !added.isEmpty else { return }
-        knownSecrets.withLock { list in
-            list = Set(list + added).sorted { ($0.utf8.count, $0) > ($1.utf8.count, $1) }
+        knownSecrets.withLock { known in
+            let new = added.filter { known.members.insert($0).inserted }
+            guard !new.isEmpty else { return }
+            known.byAge += new
+            if known.byAge.count > KnownSecrets.limit {
+                let dropped = known.byAge.count - KnownSecrets.limit
+                known.members.subtract(known.byAge.prefix(dropped))
+                known.byAge.removeFirst(dropped)
+            }
+            known.longestFirst = known.byAge.sorted { ($0.utf8.count, $0) > ($1.utf8.count, $1) }
         }
+    }
+
+    /// Registers (``registerSecrets(_:)``) what of a request an origin could echo back: the
+    /// values of its credential headers (``HTTPRequest/isCredentialHeader(_:)``, with the
+    /// token after a scheme word) and the secrets of its URL's user info
+    /// (``userInfoSecrets(of:)``). Every transfer does, before it starts: an app of the
+    /// library had an echoed `Authorization` value in its messages and stored failures.
+    package static func registerSecrets(of request: HTTPRequest, url: URL) {
+        var secrets = request.headers.filter { HTTPRequest.isCredentialHeader($0.key) }.values.flatMap {
+            secretParts(ofHeaderValue: $0)
+        }
+        if hasUserInfo(url) { secrets += userInfoSecrets(of: url) }
+        registerSecrets(secrets)
+    }
+
+    /// The parts of a header's value looked for as secrets: the whole value, and its last
+    /// word when that is a token of 8 bytes or more after a scheme (`Bearer <token>`).
+    public static func secretParts(ofHeaderValue value: String) -> [String] {
+        var parts = [value]
+        if let last = value.split(whereSeparator: \.isWhitespace).last, last.count >= 8, last.count < value.count {
+            parts.append(String(last))
+        }
+        return parts
+    }
+
+    /// What `url`'s user info holds that is secret, as written and percent-decoded: its
+    /// password, its user name when that is the token (`TOKEN:x-oauth-basic@`, `TOKEN@`), and
+    /// the `Basic` credentials libcurl sends for them (base64 of the decoded `user:password`),
+    /// which an origin can echo back as it got them.
+    public static func userInfoSecrets(of url: URL) -> [String] {
+        guard let parts = URLComponents(url: url, resolvingAgainstBaseURL: false),
+            let user = parts.percentEncodedUser
+        else { return [] }
+        let password = parts.percentEncodedPassword
+        var secrets: [String] = []
+        if password == nil || userIsSecret(ArraySlice(user.utf8), password: ArraySlice((password ?? "").utf8)) {
+            secrets += [user, user.removingPercentEncoding ?? user]
+        }
+        if let password, !isPlaceholderPassword(password) {
+            secrets += [password, password.removingPercentEncoding ?? password]
+        }
+        let decoded = (user.removingPercentEncoding ?? user) + ":" + ((password ?? "").removingPercentEncoding ?? "")
+        secrets.append(Data(decoded.utf8).base64EncodedString())
+        return secrets.filter { !$0.isEmpty }
     }
 
     /// The environment variables libcurl reads a proxy from, in both cases.

@@ -579,4 +579,52 @@ struct BrokenSchemaTests {
         #expect(try working.blockingItem(for: CacheFolderSafetyTests.key("b"))?.item.data == Data("w".utf8))
         #expect(FileManager.default.fileExists(atPath: folder + "/index.sqlite.damaged"))
     }
+
+    /// A neighbour who may write the folder's parent renames the cache folder away and puts a
+    /// folder of its own in its place, whose `index.sqlite` links to another program's database.
+    /// The index was opened by path: every connection opened after that (a reader of the pool,
+    /// the checkpointer's) opened the neighbour's file. Through the folder's descriptor
+    /// (`HeldFolderPath`), they all open the index of the folder that was checked.
+    @Test("a cache folder swapped under an open cache: later connections still open its own index")
+    func swappedFolderKeepsItsIndex() async throws {
+        let folder = temporaryCacheFolder()
+        let moved = folder + ".moved"
+        let victim = try CacheFolderSafetyTests.Victim(size: 10)
+        defer {
+            for path in [folder, moved, victim.folder] { try? FileManager.default.removeItem(atPath: path) }
+        }
+        let database = victim.folder + "/app.sqlite"
+        let app = try DatabaseQueue(path: database)
+        try app.inDatabase { db in
+            try db.execute(sql: "CREATE TABLE secrets (v TEXT); INSERT INTO secrets VALUES ('x')")
+        }
+        try app.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: database))
+
+        let store = try ItemStoreTests.open(folder, inline: 16)
+        try await store.addToCounters(["mine": 5])
+        try await store.store(CacheFolderSafetyTests.bytes(10, 3), for: CacheFolderSafetyTests.key("a"))
+        try FileManager.default.moveItem(atPath: folder, toPath: moved)
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        try FileManager.default.createSymbolicLink(atPath: folder + "/index.sqlite", withDestinationPath: database)
+
+        // Reads at once need readers beside the first: the pool opens them now.
+        let counts = try await withThrowingTaskGroup(of: Int64?.self) { group in
+            for _ in 0..<8 { group.addTask { try await store.counters()["mine"] } }
+            return try await group.reduce(into: [Int64?]()) { $0.append($1) }
+        }
+        #expect(counts == Array(repeating: 5, count: 8))
+        try await store.store(CacheFolderSafetyTests.bytes(10, 4), for: CacheFolderSafetyTests.key("b"))
+        try await store.close()
+
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == before)
+        #expect(
+            try FileManager.default.contentsOfDirectory(atPath: victim.folder).sorted() == ["app.sqlite", "id_ed25519"])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["index.sqlite"])
+        let reopened = try ItemStoreTests.open(moved, inline: 16)
+        #expect(
+            try reopened.blockingItem(for: CacheFolderSafetyTests.key("b"))?.item.data
+                == CacheFolderSafetyTests.bytes(10, 4))
+        try await reopened.close()
+    }
 }

@@ -372,6 +372,35 @@ struct SharedBackoffTests {
         await transport.shutdown()
     }
 
+    /// An audit: the backoff of a failing status was keyed on the URL as shown, so an expired
+    /// token's 503 answered every other token's request on that path with it, unasked, for the
+    /// whole backoff (shared by every process on the folder).
+    @Test("two URLs that differ only in a secret back off apart; the message shows no secret")
+    func secretsBackOffApart() async throws {
+        // No retries: the 503 is the answer, not the next scripted one.
+        let fixture = try ScriptedLoaderFixture { $0.loading.retry = RetryPolicy.none }
+        defer { Task { await fixture.close() } }
+        fixture.script(
+            "/s", Answer(status: 503, body: Data("down".utf8)),
+            Answer(headers: ["Cache-Control: max-age=60"], body: Data("ok".utf8)))
+        func outcome(_ path: String) async -> String {
+            do {
+                let loaded = try await fixture.get(path)
+                return "\(loaded.status) \(String(decoding: loaded.item.data, as: UTF8.self))"
+            } catch {
+                return "\(error)"
+            }
+        }
+        #expect(await outcome("/s?access_token=EXPIRED").hasPrefix("503"))
+        #expect(await outcome("/s?access_token=VALID") == "200 ok")
+        #expect(fixture.requests("/s") == 2)
+        // The expired URL meets its own backoff, unasked; what it says names no secret.
+        let again = await outcome("/s?access_token=EXPIRED")
+        #expect(again.contains("is failing") && again.contains("access_token=***"), "\(again)")
+        #expect(!again.contains("EXPIRED") && !again.contains("sha256-"), "\(again)")
+        #expect(fixture.requests("/s") == 2)
+    }
+
     @Test("a row that puts the next attempt years away is read as due")
     func hostileRow() async throws {
         let fixture = try ScriptedLoaderFixture()

@@ -87,11 +87,18 @@ enum SyncAgentBinary {
     }
 
     /// Starts `sync-agent serve`, returning the process and the URL it printed.
-    static func serve(_ folder: String, scratch: String, arguments: [String] = [], stderr: String? = nil) async throws
-        -> (ChildProcess, URL)
-    {
+    static func serve(
+        _ folder: String, scratch: String, arguments: [String] = [], stderr: String? = nil, openFiles: Int? = nil
+    ) async throws -> (ChildProcess, URL) {
         let out = scratch + "/serve.out"
-        let process = try ChildProcess(path, ["serve", folder, "--port", "0"] + arguments, stdout: out, stderr: stderr)
+        let command = [path, "serve", folder, "--port", "0"] + arguments
+        // With a lower open-file limit (`ulimit -n`), through a shell that execs the agent.
+        let process =
+            try openFiles.map { limit in
+                try ChildProcess(
+                    "/bin/bash", ["-c", "ulimit -n \(limit) && exec \"$@\"", "serve"] + command, stdout: out,
+                    stderr: stderr)
+            } ?? ChildProcess(command[0], Array(command.dropFirst()), stdout: out, stderr: stderr)
         for _ in 0..<500 {
             if let text = try? String(contentsOfFile: out, encoding: .utf8),
                 let line = text.split(separator: "\n").first,

@@ -143,6 +143,29 @@ struct SecretURLCLITests {
         }
     }
 
+    /// An audit: `cache get -H` values were never registered as secrets, so what an origin
+    /// echoed of one (here the URL itself carries it, as a redirect to `?t=<it>` does) was
+    /// printed and stored in the folder's failure rows, and shown to every later `get` of the
+    /// origin during its backoff. (The item's own key is the URL asked for, kept as given.)
+    @Test func aCacheGetHeaderValueEchoedBackIsMasked() async throws {
+        try await withScratch { scratch in
+            let value = "v-" + UUID().uuidString
+            let cache = ["--cache", scratch + "/cache"]
+            for header in ["X-Tenant: \(value)", "Authorization: Bearer \(value)"] {
+                let result = try await SyncAgentBinary.run(
+                    ["cache", "get", "http://127.0.0.1:9/x?t=\(value)", "-H", header] + cache, scratch: scratch)
+                #expect(result.status == 3, "\(result.stderr)")
+                #expect(result.stderr.contains("t=***"), "\(result.stderr)")
+                #expect(!(result.stdout + result.stderr).contains(value), "\(result.stderr)")
+            }
+            // Another URL of the origin meets its backoff, whose message is the stored one.
+            let again = try await SyncAgentBinary.run(
+                ["cache", "get", "http://127.0.0.1:9/y"] + cache, scratch: scratch)
+            #expect(again.stderr.contains("is failing"), "\(again.stderr)")
+            #expect(!(again.stdout + again.stderr).contains(value), "\(again.stderr)")
+        }
+    }
+
     @Test("check-config prints alice:***@, and a refused base-url is quoted redacted")
     func checkConfig() async throws {
         try await withScratch { scratch in

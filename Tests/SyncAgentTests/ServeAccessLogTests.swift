@@ -1,4 +1,5 @@
 import Foundation
+import ProcessKit
 import Testing
 
 @testable import StorageServer
@@ -61,5 +62,106 @@ struct ServeAccessLogTests {
             line
                 == #"127.0.0.1 - - [01/Jan/1970:00:00:00 +0000] "GET /a%20b%0A.json HTTP/1.1" 304 0 "-" "x\"y" inm="\"e1\"" range="-""#
         )
+    }
+
+    /// An audit: the log was created anew (`createFile`) before the seek to its end, so a
+    /// restart emptied it, gave it a new inode and mode 0644. "Append" means append.
+    @Test("--access-log appends to the file there: earlier lines, inode and mode stay")
+    func accessLogIsAppendedTo() async throws {
+        try await withScratch { scratch in
+            let log = scratch + "/access.log"
+            try Data("earlier line\n".utf8).write(to: URL(fileURLWithPath: log))
+            chmod(log, 0o640)
+            var before = stat()
+            stat(log, &before)
+            let (server, url) = try await SyncAgentBinary.serve(
+                SyncAgentCLITests.exampleStorage + "/1.4", scratch: scratch, arguments: ["--access-log", log])
+            let sync = try await SyncAgentBinary.run(
+                [
+                    "sync", "--base-url", url.absoluteString, "--dir", scratch + "/content", "--state",
+                    scratch + "/state.sqlite", "--quiet",
+                ], scratch: scratch)
+            #expect(sync.status == 0, "\(sync.stderr)")
+            server.send(SIGTERM)
+            _ = await server.exitStatus()
+            let lines = try String(contentsOfFile: log, encoding: .utf8).split(separator: "\n")
+            #expect(lines.first == "earlier line" && lines.count > 2, "\(lines)")
+            var after = stat()
+            stat(log, &after)
+            #expect(after.st_ino == before.st_ino && after.st_mode & 0o777 == 0o640)
+        }
+    }
+
+    /// An audit: `--port` was parsed by the argument parser, so a bad value exited 64 without
+    /// the range; every other number is a bad option value (exit 6) that names its range.
+    @Test(arguments: ["65536", "-1", "0x10", "1e3", "+80", " 80", "99999999999999999999999"])
+    func aBadPortIsABadOptionValue(port: String) async throws {
+        try await withScratch { scratch in
+            let result = try await SyncAgentBinary.run(
+                ["serve", SyncAgentCLITests.exampleStorage + "/1.4", "--port=" + port], scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("--port") && result.stderr.contains("0 to 65535"), "\(result.stderr)")
+        }
+    }
+
+    /// An audit: once out of descriptors, FlyingFox's listener ended and `serve` exited 0
+    /// without a word, its port closed. It now says why and exits 1.
+    @Test("serve out of descriptors exits 1 and says so, never 0 in silence")
+    func outOfDescriptorsIsReported() async throws {
+        try await withScratch { scratch in
+            let (server, url) = try await SyncAgentBinary.serve(
+                SyncAgentCLITests.exampleStorage + "/1.4", scratch: scratch, stderr: scratch + "/serve.err",
+                openFiles: 96)
+            let port = UInt16(url.port ?? 0)
+            var sockets: [Int32] = []
+            defer { for socket in sockets { close(socket) } }
+            for _ in 0..<400 {
+                let socket = Self.connect(port: port)
+                guard socket >= 0 else { break }
+                sockets.append(socket)
+            }
+            let status = await Self.exitStatus(of: server, within: .seconds(20))
+            if status == nil {
+                server.send(SIGKILL)
+                _ = await server.exitStatus()
+            }
+            let stderr = (try? String(contentsOfFile: scratch + "/serve.err", encoding: .utf8)) ?? ""
+            #expect(status == 1, "serve went on or exited \(String(describing: status)): \(stderr)")
+            #expect(stderr.contains("stopped serving") && stderr.contains("ulimit -n"), "\(stderr)")
+        }
+    }
+
+    /// A TCP connection to 127.0.0.1:`port`, or -1.
+    static func connect(port: UInt16) -> Int32 {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { return -1 }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = port.bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                Glibc.connect(socket, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else {
+            close(socket)
+            return -1
+        }
+        return socket
+    }
+
+    /// The process's exit status once it ends within `limit`, else nil (still running): its
+    /// state in `/proc` is read until it is a zombie, so the wait never blocks past the limit.
+    static func exitStatus(of process: ChildProcess, within limit: Duration) async -> Int32? {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            let stat = (try? String(contentsOfFile: "/proc/\(process.pid)/stat", encoding: .utf8)) ?? ""
+            if let close = stat.lastIndex(of: ")"), stat[stat.index(close, offsetBy: 2)...].hasPrefix("Z") {
+                return await process.exitStatus()
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
     }
 }

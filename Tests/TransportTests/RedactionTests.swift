@@ -214,6 +214,39 @@ struct RedactionTests {
         #expect(Redaction.text("abc") == "abc")
     }
 
+    /// An audit: libcurl sends a URL's user info as `Authorization: Basic <base64>`, and an
+    /// origin that echoed that value back had it shown and stored unmasked.
+    @Test func userInfoSecretsHoldTheBasicCredentialsLibcurlSends() throws {
+        let url = try #require(URL(string: "http://alice:Pw%20SECRET99@h/x"))
+        let secrets = Redaction.userInfoSecrets(of: url)
+        #expect(secrets.contains("Pw%20SECRET99") && secrets.contains("Pw SECRET99"))
+        #expect(secrets.contains(Data("alice:Pw SECRET99".utf8).base64EncodedString()))
+        #expect(!secrets.contains("alice"))
+        let token = try #require(URL(string: "https://ghp_abcdefgh12345678@h/x"))
+        #expect(Redaction.userInfoSecrets(of: token).contains(Data("ghp_abcdefgh12345678:".utf8).base64EncodedString()))
+    }
+
+    /// Every transfer registers what of its request an origin could echo back, for an app of
+    /// the library too (no configuration registered them): its credential headers' values and
+    /// its URL's user info, with the `Basic` form.
+    @Test func aTransferRegistersItsCredentials() async throws {
+        let token = "tok-" + UUID().uuidString
+        let password = "pw-" + UUID().uuidString.prefix(12)
+        let basic = Data("bob:\(password)".utf8).base64EncodedString()
+        let plain = "X-Tenant: " + UUID().uuidString
+        #expect(Redaction.text("?a=\(token)&b=\(basic)") == "?a=\(token)&b=\(basic)")
+        let transport = try CurlTransport()
+        var request = HTTPRequest(url: try #require(URL(string: "http://bob:\(password)@127.0.0.1:9/x")))
+        request.headers = ["Authorization": "Bearer " + token, "X-Tenant": String(plain.dropFirst(10))]
+        request.retry = RetryPolicy.none
+        await #expect(throws: TransportError.self) { try await transport.data(for: request) }
+        await transport.shutdown()
+        #expect(Redaction.text("?a=\(token)&b=Basic \(basic)") == "?a=***&b=Basic ***")
+        #expect(Redaction.text("?a=Bearer%20\(token)") == "?a=***")
+        // A header named as no credential is not looked for (the CLI registers its -H values).
+        #expect(Redaction.text("?t=" + plain.dropFirst(10)) == "?t=" + plain.dropFirst(10))
+    }
+
     @Test func urlHidesASecretQueryValue() throws {
         let url = try #require(URL(string: "https://h/s/?token=ABC&path=x"))
         #expect(Redaction.url(url) == "https://h/s/?token=***&path=x")

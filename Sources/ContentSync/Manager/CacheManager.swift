@@ -49,9 +49,12 @@ public actor CacheManager {
     /// Opens the state database. Nothing is fetched until ``checkForUpdates()``.
     ///
     /// Throws ``SyncError/Code/configuration`` before creating anything when the state database
-    /// would lie inside the content folder or its staging folder (``SyncConfiguration/validateLayout()``).
+    /// would lie inside the content folder or its staging folder (``SyncConfiguration/validateLayout()``),
+    /// and when the base URL is not a storage's (not http or https, or with a query): a typo
+    /// left a new state database behind.
     public init(configuration: SyncConfiguration) throws(SyncError) {
         try configuration.validateLayout()
+        _ = try formatWork { () throws(StorageFormatError) in try StorageLayout(baseURL: configuration.baseURL) }
         self.configuration = configuration
         self.store = try StateStore(path: configuration.stateDatabasePath)
         if let transport = configuration.transport {

@@ -95,12 +95,19 @@ final class DiskTier: Sendable {
     /// The lock-file slot of setting a damaged index aside (keys use 1 … 2^40).
     static let repairSlot: Int64 = (1 << 40) + 1
 
+    /// The path SQLite opens the index of `folder` by: through the folder's descriptor
+    /// (`HeldFolderPath`), so a folder renamed away and another put in its place after the
+    /// checks is never the one opened; the folder's path where SQLite cannot keep that.
+    static func indexPath(in folder: CacheFolder) -> String {
+        HeldFolderPath.path("index.sqlite", inFolder: folder.descriptor) ?? folder.path + "/index.sqlite"
+    }
+
     /// Whether the index in `folder` opens and reads (a test before setting it aside).
     static func indexOpens(in folder: CacheFolder) -> Bool {
         do {
             var configuration = Configuration()
             configuration.readonly = true
-            let queue = try DatabaseQueue(path: folder.path + "/index.sqlite", configuration: configuration)
+            let queue = try DatabaseQueue(path: indexPath(in: folder), configuration: configuration)
             defer { try? queue.close() }
             return try queue.read { db in
                 _ = try Row.fetchAll(db, sql: "SELECT id, file, size FROM item")
@@ -122,7 +129,7 @@ final class DiskTier: Sendable {
         inlineThreshold = configuration.inlineThreshold
         evictions = Counter(label: configuration.metricsPrefix + "_evictions")
         damaged = Counter(label: configuration.metricsPrefix + "_damaged")
-        let path = folder.path + "/index.sqlite"
+        let path = Self.indexPath(in: folder)
         do {
             blobs = try BlobFolder(in: folder, durability: configuration.durability)
             lockFile = try folder.openLockFile()
@@ -141,7 +148,8 @@ final class DiskTier: Sendable {
             // The log's budget follows the limit this process knows (the folder's may differ
             // until the next open; the log is bounded either way).
             let walBudget = Self.walBudget(for: configuration.diskLimit ?? CacheConfiguration.defaultDiskLimit)
-            let checkpointer = WALCheckpointer(path: path, synchronous: synchronous, budgetBytes: walBudget)
+            let checkpointer = WALCheckpointer(
+                path: path, synchronous: synchronous, budgetBytes: walBudget, keeping: folder)
             self.checkpointer = checkpointer
             database.prepareDatabase { db in
                 // A new index gives freed pages back to the file system (a no-op on an index
@@ -154,9 +162,13 @@ final class DiskTier: Sendable {
                 // URL filters (ItemQuery) compare case-sensitively, as URLs do.
                 try db.execute(sql: "PRAGMA case_sensitive_like = ON")
                 checkpointer.install(on: db)
+                // The pool's connections name the folder through its descriptor: it stays
+                // open until the last of them closes.
+                withExtendedLifetime(folder) {}
             }
             pool = try SharedDatabase.openPool(path: path, configuration: database, migrator: Self.migrator)
-            reader = try IndexReader(pool: pool, busyTimeout: configuration.busyTimeout.secondsForInt32Milliseconds)
+            reader = try IndexReader(
+                pool: pool, busyTimeout: configuration.busyTimeout.secondsForInt32Milliseconds, keeping: folder)
         } catch let error as ItemCacheError {
             throw error
         } catch {

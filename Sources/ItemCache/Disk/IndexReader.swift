@@ -41,10 +41,11 @@ final class IndexReader: Sendable {
         FROM item WHERE key = ?
         """
 
-    /// Opens a second connection to the pool's database (which must exist: the pool made it).
-    init(pool: DatabasePool, busyTimeout: TimeInterval) throws {
+    /// Opens a second connection to the pool's database (which must exist: the pool made it),
+    /// keeping `owner` (the folder whose descriptor the path leads through) until it closes.
+    init(pool: DatabasePool, busyTimeout: TimeInterval, keeping owner: any AnyObject & Sendable) throws {
         self.pool = pool
-        connection = Mutex(try Connection(path: pool.path, busyTimeout: busyTimeout))
+        connection = Mutex(try Connection(path: pool.path, busyTimeout: busyTimeout, keeping: owner))
     }
 
     /// The row of `key`, or nil when there is none.
@@ -125,8 +126,11 @@ final class IndexReader: Sendable {
     private final class Connection {
         let handle: OpaquePointer
         let statement: OpaquePointer
+        /// Released after `deinit` closed the handle: the path may lead through its descriptor.
+        let owner: any AnyObject & Sendable
 
-        init(path: String, busyTimeout: TimeInterval) throws {
+        init(path: String, busyTimeout: TimeInterval, keeping owner: any AnyObject & Sendable) throws {
+            self.owner = owner
             var handle: OpaquePointer?
             var code = sqlite3_open_v2(path, &handle, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, nil)
             guard code == SQLITE_OK, let handle else {

@@ -30,6 +30,8 @@ final class WALCheckpointer: Sendable {
     static let hardLimit: Int32 = 4 * threshold
 
     private let path: String
+    /// What `path` leads through (the folder's descriptor): kept by the connection until it closes.
+    private let owner: (any AnyObject & Sendable)?
     private let synchronous: String
     /// Where background checkpoints run, one at a time (internal: tests hold it up).
     let queue = DispatchQueue(label: "item-cache.checkpoint")
@@ -44,7 +46,11 @@ final class WALCheckpointer: Sendable {
 
     /// A checkpointer for the database at `path`, whose connection syncs like the writers'
     /// (`synchronous`: NORMAL or FULL).
-    init(path: String, synchronous: String, budgetBytes: Int64 = Int64(WALCheckpointer.hardLimit) * 4096) {
+    init(
+        path: String, synchronous: String, budgetBytes: Int64 = Int64(WALCheckpointer.hardLimit) * 4096,
+        keeping owner: (any AnyObject & Sendable)? = nil
+    ) {
+        self.owner = owner
         threshold = Int32(max(1, min(Int64(Self.threshold), budgetBytes / 4096 / 4)))
         hardLimit = 4 * threshold
         self.path = path
@@ -119,7 +125,11 @@ final class WALCheckpointer: Sendable {
             var configuration = Configuration()
             configuration.label = "item-cache.checkpoint"
             let synchronous = synchronous
-            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = \(synchronous)") }
+            let owner = owner
+            configuration.prepareDatabase { db in
+                withExtendedLifetime(owner) {}
+                try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            }
             let opened = try DatabaseQueue(path: path, configuration: configuration)
             connection = opened
             return opened
