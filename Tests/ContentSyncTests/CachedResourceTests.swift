@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import ContentPublishing
@@ -26,6 +27,38 @@ struct CachedResourceTests {
                 CachedResourceRecord(url: Self.list.absoluteString, etag: "\"b\"", body: second, fetchedAt: Date()))
             let stored = try #require(try await store.cachedResource(Self.list))
             #expect(stored.etag == "\"b\"" && stored.body == second)
+        }
+    }
+
+    /// The state database's folder renamed away under an open store, and a folder put in its
+    /// place whose `state.sqlite` links to another program's database: every connection the
+    /// pool opens later still reads and writes the store's own file (`HeldFolderPath`). By
+    /// path, the new readers opened the other program's database.
+    @Test func aStateFolderSwappedUnderAnOpenStoreKeepsItsDatabase() async throws {
+        try await withTemporaryDirectory { root in
+            let folder = root + "/state"
+            let other = root + "/app.sqlite"
+            let app = try DatabaseQueue(path: other)
+            try app.inDatabase { db in try db.execute(sql: "CREATE TABLE secrets (v TEXT)") }
+            try app.close()
+            let before = try Data(contentsOf: URL(fileURLWithPath: other))
+            let store = try StateStore(path: folder + "/state.sqlite")
+            try await store.saveCachedResource(
+                CachedResourceRecord(url: Self.list.absoluteString, etag: "\"a\"", body: Data([1]), fetchedAt: Date()))
+            try FileManager.default.moveItem(atPath: folder, toPath: root + "/moved")
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+            try FileManager.default.createSymbolicLink(atPath: folder + "/state.sqlite", withDestinationPath: other)
+            // Reads at once need readers beside the first: the pool opens them now.
+            let tags = try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<8 { group.addTask { try await store.cachedETag(Self.list) } }
+                return try await group.reduce(into: [String?]()) { $0.append($1) }
+            }
+            #expect(tags == Array(repeating: "\"a\"", count: 8))
+            try await store.saveCachedResource(
+                CachedResourceRecord(url: Self.status.absoluteString, etag: "\"s\"", body: Data([2]), fetchedAt: Date())
+            )
+            #expect(try Data(contentsOf: URL(fileURLWithPath: other)) == before)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: folder) == ["state.sqlite"])
         }
     }
 

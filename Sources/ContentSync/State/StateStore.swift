@@ -19,6 +19,10 @@ final class StateStore: Sendable {
     let pool: DatabasePool
     /// The database file.
     let path: String
+    /// The database's folder, held open: SQLite opens the file through it (`HeldFolderPath`),
+    /// so a folder renamed away and another put in its place is never the one read or written.
+    /// Nil where it cannot be opened; SQLite then opens `path`.
+    let folder: HeldFolder?
 
     /// How many history entries are kept. Older ones go as new ones are recorded, except the
     /// newest success, which ``lastSuccess()`` reports however many failures followed it.
@@ -30,11 +34,22 @@ final class StateStore: Sendable {
         let folder = (path as NSString).deletingLastPathComponent
         try Self.checkOwnedFiles(of: path)
         try Self.refuseForeignDatabase(at: path)
+        var held: HeldFolder?
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            // A link at the folder's own path is followed: the caller chose it.
+            held = try LongPath.openFolder(
+                folder.isEmpty ? "." : folder, followingLink: true, operation: "cannot open the state database's folder"
+            ).map { descriptor throws(FileSystemError) in try HeldFolder(adopting: descriptor, shownAs: folder) }
+            let name = (path as NSString).lastPathComponent
+            let opened = held.flatMap { HeldFolderPath.path(name, inFolder: $0.descriptor) } ?? path
             var configuration = Configuration()
             configuration.busyMode = .timeout(Self.busyTimeout)
-            pool = try SharedDatabase.openPool(path: path, configuration: configuration, migrator: Self.migrator)
+            // Every connection keeps the folder's descriptor open until it closes.
+            let keeper = held
+            configuration.prepareDatabase { _ in withExtendedLifetime(keeper) {} }
+            pool = try SharedDatabase.openPool(path: opened, configuration: configuration, migrator: Self.migrator)
+            self.folder = held
         } catch {
             // Out of descriptors, SQLite says only "unable to open": the file is fine, and
             // deleting it would cost a whole restore for nothing.
