@@ -51,14 +51,17 @@ struct ServeCommand: AsyncParsableCommand {
             } else {
                 // Appended to, as a log is: created when missing (0644 less the umask), never
                 // emptied or replaced (its mode and the lines already there stay).
-                let descriptor = open(accessLog, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+                // Not blocking at the open: a FIFO without a reader would hold serve before it
+                // listens. Its writes block again afterwards, as a log's do.
+                let descriptor = open(accessLog, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0o644)
                 guard descriptor >= 0 else {
-                    throw CLIFailure(
-                        code: 6,
-                        message:
-                            "--access-log \(accessLog) cannot be written (\(String(cString: strerror(errno)))); pass a writable file or - for stderr"
-                    )
+                    let reason =
+                        errno == ENXIO
+                        ? "a FIFO with no reader; start its reader first"
+                        : "\(String(cString: strerror(errno))); pass a writable file or - for stderr"
+                    throw CLIFailure(code: 6, message: "--access-log \(accessLog) cannot be written (\(reason))")
                 }
+                _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
                 sink = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
             }
             // The server keeps no request log of its own: a serve that runs for days must not grow.

@@ -36,14 +36,78 @@ public enum Redaction {
         for (quoted, masked) in proxyValues where text.contains(quoted) {
             text = text.replacingOccurrences(of: quoted, with: masked)
         }
-        for secret in knownSecrets.withLock({ $0.longestFirst }) where text.contains(secret) {
+        let secrets = knownSecrets.withLock { $0.longestFirst }
+        for secret in secrets where text.contains(secret) {
             text = text.replacingOccurrences(of: secret, with: mask)
+        }
+        if !secrets.isEmpty, text.utf8.contains(where: { $0 == UInt8(ascii: "%") || $0 == UInt8(ascii: "+") }) {
+            text = maskEscaped(secrets, in: text, plusIsSpace: false)
+            text = maskEscaped(secrets, in: text, plusIsSpace: true)
         }
         return urls(text)
     }
 
-    /// Values registered as secrets (``registerSecrets(_:)``), longest first, each also
-    /// percent-encoded.
+    /// `text` with each of `secrets` masked where it appears percent-encoded, however the
+    /// server escaped it: the text is read with its `%XX` escapes decoded (either case, any
+    /// byte escaped or not; `+` as a space when `plusIsSpace`), and each match's whole original
+    /// span is masked. An echo written `%2f` or with `-` escaped was shown where only one
+    /// spelling was looked for.
+    private static func maskEscaped(_ secrets: [String], in text: String, plusIsSpace: Bool) -> String {
+        let bytes = Array(text.utf8)
+        var decoded: [UInt8] = []
+        // Where each decoded byte starts in `bytes`, and the end.
+        var starts: [Int] = []
+        decoded.reserveCapacity(bytes.count)
+        starts.reserveCapacity(bytes.count + 1)
+        var index = 0
+        while index < bytes.count {
+            starts.append(index)
+            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
+                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
+            {
+                decoded.append(high << 4 | low)
+                index += 3
+            } else {
+                decoded.append(plusIsSpace && bytes[index] == UInt8(ascii: "+") ? UInt8(ascii: " ") : bytes[index])
+                index += 1
+            }
+        }
+        starts.append(bytes.count)
+        guard decoded.count < bytes.count || plusIsSpace else { return text }
+        var spans: [Range<Int>] = []
+        for secret in secrets {
+            let needle = Array(secret.utf8)
+            var from = 0
+            while from + needle.count <= decoded.count,
+                let found = decoded[from...].firstRange(of: needle)
+            {
+                spans.append(starts[found.lowerBound]..<starts[found.upperBound])
+                from = found.upperBound
+            }
+        }
+        guard !spans.isEmpty else { return text }
+        var out: [UInt8] = []
+        var position = 0
+        for span in spans.sorted(by: { $0.lowerBound < $1.lowerBound }) where span.upperBound > position {
+            out += bytes[position..<max(position, span.lowerBound)]
+            if span.lowerBound >= position { out += Array(mask.utf8) }
+            position = span.upperBound
+        }
+        out += bytes[position...]
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The value of an ASCII hexadecimal digit, either case.
+    private static func hexValue(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    /// Values registered as secrets (``registerSecrets(_:)``), longest first.
     private static let knownSecrets = Mutex(KnownSecrets())
 
     /// The registered secrets: the newest ``KnownSecrets/limit`` of them.
@@ -62,11 +126,8 @@ public enum Redaction {
     /// `?echo=<the Authorization value>` was logged and stored). Values under 4 bytes are not
     /// looked for: masking every `abc` would garble messages and hide nothing.
     public static func registerSecrets(_ values: some Sequence<String>) {
-        var unreserved = CharacterSet.alphanumerics
-        unreserved.insert(charactersIn: "-._~")
-        let added = values.filter { $0.utf8.count >= 4 }.flatMap { value in
-            [value, value.addingPercentEncoding(withAllowedCharacters: unreserved) ?? value]
-        }
+        // As written; an escaped echo of one is found by decoding the text (``maskEscaped``).
+        let added = values.filter { $0.utf8.count >= 4 }
         guard !added.isEmpty else { return }
         knownSecrets.withLock { known in
             let new = added.filter { known.members.insert($0).inserted }
@@ -120,9 +181,14 @@ public enum Redaction {
         if let password, !isPlaceholderPassword(password) {
             secrets += [password, password.removingPercentEncoding ?? password]
         }
+        // As libcurl sends it, and as an echo may write it: without its `=` padding, and in the
+        // URL-safe alphabet (`-` and `_`).
         let decoded = (user.removingPercentEncoding ?? user) + ":" + ((password ?? "").removingPercentEncoding ?? "")
-        secrets.append(Data(decoded.utf8).base64EncodedString())
-        return secrets.filter { !$0.isEmpty }
+        let basic = Data(decoded.utf8).base64EncodedString()
+        let unpadded = String(basic.prefix { $0 != "=" })
+        let urlSafe = String(unpadded.map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+        secrets += [basic, unpadded, urlSafe]
+        return Array(Set(secrets.filter { !$0.isEmpty }))
     }
 
     /// The environment variables libcurl reads a proxy from, in both cases.

@@ -144,25 +144,36 @@ struct SecretURLCLITests {
     }
 
     /// An audit: `cache get -H` values were never registered as secrets, so what an origin
-    /// echoed of one (here the URL itself carries it, as a redirect to `?t=<it>` does) was
-    /// printed and stored in the folder's failure rows, and shown to every later `get` of the
-    /// origin during its backoff. (The item's own key is the URL asked for, kept as given.)
-    @Test func aCacheGetHeaderValueEchoedBackIsMasked() async throws {
+    /// echoed of one (a redirect to `?t=<it>`, here to a closed port) was printed and stored
+    /// in the folder's failure rows, and shown to later gets of the origin during its backoff.
+    /// Servers escape in either case: both are masked.
+    @Test(arguments: [false, true])
+    func aCacheGetHeaderValueEchoedBackIsMasked(lowercaseEscapes: Bool) async throws {
+        let origin = try ScriptedOrigin { request in
+            let value = request.header("x-tenant") ?? request.header("authorization") ?? ""
+            var escaped = value.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? value
+            if lowercaseEscapes { escaped = escaped.replacingOccurrences(of: "%2F", with: "%2f") }
+            return ScriptedOrigin.Answer(status: 302, headers: ["Location: http://127.0.0.1:9/x?t=\(escaped)"])
+        }
+        defer { origin.stop() }
         try await withScratch { scratch in
-            let value = "v-" + UUID().uuidString
+            let value = "v/" + UUID().uuidString
             let cache = ["--cache", scratch + "/cache"]
-            for header in ["X-Tenant: \(value)", "Authorization: Bearer \(value)"] {
+            for (number, header) in ["X-Tenant: \(value)", "Authorization: Bearer \(value)"].enumerated() {
                 let result = try await SyncAgentBinary.run(
-                    ["cache", "get", "http://127.0.0.1:9/x?t=\(value)", "-H", header] + cache, scratch: scratch)
+                    ["cache", "get", origin.url("/item\(number)").absoluteString, "-H", header] + cache,
+                    scratch: scratch)
                 #expect(result.status == 3, "\(result.stderr)")
-                #expect(result.stderr.contains("t=***"), "\(result.stderr)")
-                #expect(!(result.stdout + result.stderr).contains(value), "\(result.stderr)")
+                // With a credential header the transport follows the redirect itself, and the
+                // message names where it led.
+                #expect(number == 0 || result.stderr.contains("t=***"), "\(result.stderr)")
+                #expect(!(result.stdout + result.stderr).contains(value.dropFirst(2)), "\(result.stderr)")
             }
-            // Another URL of the origin meets its backoff, whose message is the stored one.
-            let again = try await SyncAgentBinary.run(
-                ["cache", "get", "http://127.0.0.1:9/y"] + cache, scratch: scratch)
-            #expect(again.stderr.contains("is failing"), "\(again.stderr)")
-            #expect(!(again.stdout + again.stderr).contains(value), "\(again.stderr)")
+            // What the folder stored (the failure rows, in the index or its log) holds no part of it.
+            for name in ["index.sqlite", "index.sqlite-wal"] {
+                let bytes = (try? Data(contentsOf: URL(fileURLWithPath: scratch + "/cache/" + name))) ?? Data()
+                #expect(!String(decoding: bytes, as: UTF8.self).contains(value.dropFirst(2)), "\(name)")
+            }
         }
     }
 

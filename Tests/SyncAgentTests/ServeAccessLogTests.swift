@@ -92,6 +92,19 @@ struct ServeAccessLogTests {
         }
     }
 
+    /// A re-audit: a FIFO without a reader held `serve` in `open` forever, before it listened.
+    @Test("--access-log on a FIFO with no reader exits 6 at once, naming it")
+    func accessLogOnAFIFOWithoutReader() async throws {
+        try await withScratch { scratch in
+            let fifo = scratch + "/log.fifo"
+            #expect(mkfifo(fifo, 0o600) == 0)
+            let result = try await SyncAgentBinary.run(
+                ["serve", SyncAgentCLITests.exampleStorage + "/1.4", "--access-log", fifo], scratch: scratch)
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("FIFO with no reader"), "\(result.stderr)")
+        }
+    }
+
     /// An audit: `--port` was parsed by the argument parser, so a bad value exited 64 without
     /// the range; every other number is a bad option value (exit 6) that names its range.
     @Test(arguments: ["65536", "-1", "0x10", "1e3", "+80", " 80", "99999999999999999999999"])

@@ -214,6 +214,33 @@ struct RedactionTests {
         #expect(Redaction.text("abc") == "abc")
     }
 
+    /// However a server escapes an echo (any byte, either case, `+` for a space), it is found
+    /// by decoding the text; text around it, and a `%` that is no escape, stay as they were.
+    @Test func registeredSecretsAreFoundHoweverTheyAreEscaped() {
+        let secret = "tok en-" + UUID().uuidString
+        Redaction.registerSecrets([secret])
+        func all(_ text: String, lower: Bool) -> String {
+            text.utf8.map { String(format: lower ? "%%%02x" : "%%%02X", $0) }.joined()
+        }
+        #expect(Redaction.text("?e=\(all(secret, lower: false))&n=1") == "?e=***&n=1")
+        #expect(Redaction.text("a \(all(secret, lower: true)) b") == "a *** b")
+        #expect(Redaction.text("?e=" + secret.replacingOccurrences(of: " ", with: "+") + "&n=1") == "?e=***&n=1")
+        #expect(Redaction.text("100% done, 50%2 left, a+b") == "100% done, 50%2 left, a+b")
+    }
+
+    /// A re-audit: servers write escapes in either case, and only `%2F` was looked for, so an
+    /// echo with `%2f` was shown and stored.
+    @Test func registeredSecretsAreMaskedWithEscapesInEitherCase() {
+        let secret = "ab/cd+ef:" + UUID().uuidString
+        Redaction.registerSecrets([secret])
+        let upper = secret.replacingOccurrences(of: "/", with: "%2F").replacingOccurrences(of: "+", with: "%2B")
+            .replacingOccurrences(of: ":", with: "%3A")
+        #expect(Redaction.text("?echo=\(upper)&n=1") == "?echo=***&n=1")
+        let lower = secret.replacingOccurrences(of: "/", with: "%2f").replacingOccurrences(of: "+", with: "%2b")
+            .replacingOccurrences(of: ":", with: "%3a")
+        #expect(Redaction.text("?echo=\(lower)&n=1") == "?echo=***&n=1")
+    }
+
     /// An audit: libcurl sends a URL's user info as `Authorization: Basic <base64>`, and an
     /// origin that echoed that value back had it shown and stored unmasked.
     @Test func userInfoSecretsHoldTheBasicCredentialsLibcurlSends() throws {
@@ -222,6 +249,9 @@ struct RedactionTests {
         #expect(secrets.contains("Pw%20SECRET99") && secrets.contains("Pw SECRET99"))
         #expect(secrets.contains(Data("alice:Pw SECRET99".utf8).base64EncodedString()))
         #expect(!secrets.contains("alice"))
+        // Echoed without its padding, or in the URL-safe alphabet.
+        let basic = Data("alice:Pw SECRET99".utf8).base64EncodedString()
+        #expect(basic.hasSuffix("=") && secrets.contains(String(basic.prefix { $0 != "=" })))
         let token = try #require(URL(string: "https://ghp_abcdefgh12345678@h/x"))
         #expect(Redaction.userInfoSecrets(of: token).contains(Data("ghp_abcdefgh12345678:".utf8).base64EncodedString()))
     }
@@ -242,7 +272,8 @@ struct RedactionTests {
         await #expect(throws: TransportError.self) { try await transport.data(for: request) }
         await transport.shutdown()
         #expect(Redaction.text("?a=\(token)&b=Basic \(basic)") == "?a=***&b=Basic ***")
-        #expect(Redaction.text("?a=Bearer%20\(token)") == "?a=***")
+        #expect(Redaction.text("?a=Bearer%20\(token)") == "?a=Bearer%20***")
+        #expect(Redaction.text("?a=Bearer%20" + token.replacingOccurrences(of: "-", with: "%2d")) == "?a=***")
         // A header named as no credential is not looked for (the CLI registers its -H values).
         #expect(Redaction.text("?t=" + plain.dropFirst(10)) == "?t=" + plain.dropFirst(10))
     }
