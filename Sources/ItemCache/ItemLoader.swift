@@ -419,8 +419,8 @@ public final class ItemLoader: Sendable {
         // A failing origin (no answer: the whole host) or resource (a failing status: that
         // URL) is not asked again before its next attempt is due (a reload asks).
         let origin = url.flatMap(\.httpOrigin)
-        let resource = url.map(Self.backoffScope(of:))
         let resourceShown = url.map(Redaction.url)
+        let resource = url.map { Self.backoffScope(of: $0, shown: resourceShown ?? "") }
         var probing = false
         if options.policy != .reload {
             for scope in [origin, resource].compactMap({ $0 }) {
@@ -894,14 +894,13 @@ public final class ItemLoader: Sendable {
 
     // MARK: - Origin backoff
 
-    /// The scope a failing status of `url` backs off: the URL as shown (``Redaction/url(_:)``),
+    /// The scope a failing status of `url` backs off: the URL as `shown` (``Redaction/url(_:)``),
     /// and where that hides a secret, a digest of the whole URL beside it. Two URLs that
     /// differ only in a secret (an expired pre-signed URL and a fresh one, two users' tokens)
     /// back off apart, and the index never holds the secret. Keyed on the shown URL alone, one
     /// expired token's 503 answered every other token's request with it, unasked.
-    static func backoffScope(of url: URL) -> String {
-        let shown = Redaction.url(url)
-        return shown == url.absoluteString ? shown : shown + " " + CacheKey.digest(url.absoluteString)
+    static func backoffScope(of url: URL, shown: String) -> String {
+        shown == url.absoluteString ? shown : shown + " " + CacheKey.digest(url.absoluteString)
     }
 
     /// Whether a load may ask `origin` now: this loader's record first (no disk), then the one
