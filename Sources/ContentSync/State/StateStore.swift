@@ -37,8 +37,9 @@ final class StateStore: Sendable {
         var held: HeldFolder?
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-            // A link at the folder's own path is followed: the caller chose it.
-            held = try LongPath.openFolder(
+            // A link at the folder's own path is followed: the caller chose it. A folder this
+            // user may not list (mode 0300) cannot be held: SQLite opens the path, as before.
+            held = try? LongPath.openFolder(
                 folder.isEmpty ? "." : folder, followingLink: true, operation: "cannot open the state database's folder"
             ).map { descriptor throws(FileSystemError) in try HeldFolder(adopting: descriptor, shownAs: folder) }
             let name = (path as NSString).lastPathComponent
