@@ -53,35 +53,14 @@ public enum Redaction {
     /// span is masked. An echo written `%2f` or with `-` escaped was shown where only one
     /// spelling was looked for.
     private static func maskEscaped(_ secrets: [String], in text: String, plusIsSpace: Bool) -> String {
-        let bytes = Array(text.utf8)
-        var decoded: [UInt8] = []
-        // Where each decoded byte starts in `bytes`, and the end.
-        var starts: [Int] = []
-        decoded.reserveCapacity(bytes.count)
-        starts.reserveCapacity(bytes.count + 1)
-        var index = 0
-        while index < bytes.count {
-            starts.append(index)
-            if bytes[index] == UInt8(ascii: "%"), index + 2 < bytes.count,
-                let high = hexValue(bytes[index + 1]), let low = hexValue(bytes[index + 2])
-            {
-                decoded.append(high << 4 | low)
-                index += 3
-            } else {
-                decoded.append(plusIsSpace && bytes[index] == UInt8(ascii: "+") ? UInt8(ascii: " ") : bytes[index])
-                index += 1
-            }
-        }
-        starts.append(bytes.count)
-        guard decoded.count < bytes.count || plusIsSpace else { return text }
+        let scan = Scan(text, decoding: .everything(plusIsSpace: plusIsSpace))
+        guard scan.bytes.count < scan.raw.count || plusIsSpace else { return text }
         var spans: [Range<Int>] = []
         for secret in secrets {
             let needle = Array(secret.utf8)
             var from = 0
-            while from + needle.count <= decoded.count,
-                let found = decoded[from...].firstRange(of: needle)
-            {
-                spans.append(starts[found.lowerBound]..<starts[found.upperBound])
+            while from + needle.count <= scan.bytes.count, let found = scan.bytes[from...].firstRange(of: needle) {
+                spans.append(scan.rawRange(found))
                 from = found.upperBound
             }
         }
@@ -89,22 +68,12 @@ public enum Redaction {
         var out: [UInt8] = []
         var position = 0
         for span in spans.sorted(by: { $0.lowerBound < $1.lowerBound }) where span.upperBound > position {
-            out += bytes[position..<max(position, span.lowerBound)]
+            out += scan.raw[position..<max(position, span.lowerBound)]
             if span.lowerBound >= position { out += Array(mask.utf8) }
             position = span.upperBound
         }
-        out += bytes[position...]
+        out += scan.raw[position...]
         return String(decoding: out, as: UTF8.self)
-    }
-
-    /// The value of an ASCII hexadecimal digit, either case.
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
     }
 
     /// Values registered as secrets (``registerSecrets(_:)``), longest first.
@@ -269,7 +238,7 @@ public enum Redaction {
     /// One pass of ``text(_:)``: with `decodingDelimiters`, escaped delimiters read as the
     /// delimiters they stand for.
     private static func redact(_ text: String, decodingDelimiters: Bool) -> String {
-        let scan = Scan(text, decodingDelimiters: decodingDelimiters)
+        let scan = Scan(text, decoding: decodingDelimiters ? .delimiters : .nothing)
         var out: [UInt8] = []
         out.reserveCapacity(scan.raw.count)
         let bytes = scan.bytes
@@ -335,40 +304,56 @@ public enum Redaction {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// The text as the redaction reads it: `bytes`, where an escaped delimiter (`%3A`, `%2F`,
-    /// `%3F`, `%23`, `%40`, `%26`, `%3D`, `%3B`, in either case) is the one byte it stands for,
-    /// and for each of them where it starts in `raw`, the text's own bytes, which are what is
-    /// copied out.
+    /// The text as the redaction reads it: `bytes`, where an escape it decodes is the one byte
+    /// it stands for, and for each of them where it starts in `raw`, the text's own bytes,
+    /// which are what is copied out.
     private struct Scan {
+        /// Which escapes are read as their byte.
+        enum Decoding: Equatable {
+            case nothing
+            /// An escaped delimiter (`%3A`, `%2F`, `%3F`, `%23`, `%40`, `%26`, `%3D`, `%3B`, in
+            /// either case): the URL rules then see a URL percent-encoded once.
+            case delimiters
+            /// Every `%XX`, and `+` as a space when asked: where an echoed secret is looked for.
+            case everything(plusIsSpace: Bool)
+        }
+
         let raw: [UInt8]
         private(set) var bytes: [UInt8] = []
         private var starts: [Int] = []
 
-        init(_ text: String, decodingDelimiters: Bool) {
+        init(_ text: String, decoding: Decoding) {
             raw = Array(text.utf8)
             bytes.reserveCapacity(raw.count)
             starts.reserveCapacity(raw.count + 1)
+            var plusIsSpace = false
+            if case .everything(let plus) = decoding { plusIsSpace = plus }
             var index = 0
             while index < raw.count {
                 starts.append(index)
-                if decodingDelimiters, raw[index] == UInt8(ascii: "%"), index + 2 < raw.count,
+                if decoding != .nothing, raw[index] == UInt8(ascii: "%"), index + 2 < raw.count,
                     let high = PercentDecoding.hexValue(raw[index + 1]),
                     let low = PercentDecoding.hexValue(raw[index + 2]),
-                    Self.delimiters.contains(high << 4 | low)
+                    decoding != .delimiters || Self.delimiters.contains(high << 4 | low)
                 {
                     bytes.append(high << 4 | low)
                     index += 3
                 } else {
-                    bytes.append(raw[index])
+                    bytes.append(plusIsSpace && raw[index] == UInt8(ascii: "+") ? UInt8(ascii: " ") : raw[index])
                     index += 1
                 }
             }
             starts.append(raw.count)
         }
 
+        /// Where `range` of ``bytes`` lies in `raw`.
+        func rawRange(_ range: Range<Int>) -> Range<Int> {
+            starts[range.lowerBound]..<starts[range.upperBound]
+        }
+
         /// The text's own bytes behind `range` of ``bytes``, appended to `out`.
         func copy(_ range: Range<Int>, into out: inout [UInt8]) {
-            out += raw[starts[range.lowerBound]..<starts[range.upperBound]]
+            out += raw[rawRange(range)]
         }
 
         private static let delimiters: Set<UInt8> = Set(":/?#@&=;".utf8)
