@@ -27,7 +27,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.4.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
-        .package(url: "https://github.com/swhitty/FlyingFox", from: "0.27.0"),
         .package(url: "https://github.com/apple/swift-crypto", "3.0.0"..<"5.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.6.0"),
         // The daemon's config file (YAML: every node keeps its line, so errors name it) and its /metrics.
@@ -100,9 +99,7 @@ let package = Package(
                 dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat", "DateText",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
-                dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport", "Transport",
-                               .product(name: "FlyingFox", package: "FlyingFox"),
-                               .product(name: "FlyingSocks", package: "FlyingFox")]),
+                dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport", "Transport"]),
         // The daemon's shell around the client: the config file, the per-storage poll loop and its
         // schedule, hooks, metrics and the health endpoint. `sync-agent watch` and the fleet
         // simulation run it; it logs at info (it is the agent, not a library).

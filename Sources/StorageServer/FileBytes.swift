@@ -1,22 +1,18 @@
-internal import FlyingSocks
 import Foundation
 
 /// A byte range of an open file, read in large chunks as the socket drains, optionally cut short
 /// by a fault.
 ///
 /// Nothing is read until the connection asks for it, so a 200 MB file costs one chunk of memory.
-struct FileBytes: AsyncBufferedSequence {
-    typealias Element = UInt8
-
+struct FileBytes {
     /// How the body ends once ``FileBytes/cut`` bytes have been sent.
     enum Ending: Sendable {
         /// The body is complete.
         case complete
-        /// Throw, so that FlyingFox closes the connection mid-body.
+        /// Close the connection mid-body.
         case truncate
-        /// Arm a reset of the connection (``ConnectionReset``), then throw, so that FlyingFox's
-        /// close sends `RST`.
-        case reset(ConnectionReset.Ends)
+        /// Close the connection with a TCP reset (``ConnectionSocket/armReset()``).
+        case reset
         /// Send nothing until `limit` passes or `isReleased()` turns true, then throw.
         case stall(limit: Duration, isReleased: @Sendable () -> Bool)
     }
@@ -44,69 +40,64 @@ struct FileBytes: AsyncBufferedSequence {
         self.bytesPerSecond = bytesPerSecond.map { Swift.max(1, $0) }
     }
 
-    func makeAsyncIterator() -> Iterator {
-        Iterator(bytes: self)
-    }
-
-    struct Iterator: AsyncBufferedIteratorProtocol {
-        private let bytes: FileBytes
-        private var offset: Int
-        /// When the previous paced chunk went out.
-        private var lastPacedChunk: ContinuousClock.Instant?
-
-        init(bytes: FileBytes) {
-            self.bytes = bytes
-            self.offset = bytes.range.lowerBound
-        }
-
-        mutating func next() async throws -> UInt8? {
-            try await nextBuffer(suggested: 1)?.first
-        }
-
-        mutating func nextBuffer(suggested count: Int) async throws -> Data? {
-            let end = bytes.range.lowerBound + bytes.cut
-            if offset < end {
-                var count = Swift.min(bytes.chunkSize, end - offset)
-                if let pace = bytes.bytesPerSecond {
-                    // One small chunk a second: the client sees a live but useless link. Server
-                    // shutdown cancels the sleep; a client that hung up fails the next write.
-                    if let last = lastPacedChunk {
-                        try await Task.sleep(until: last.advanced(by: .seconds(1)), clock: .continuous)
-                    }
-                    lastPacedChunk = ContinuousClock.now
-                    count = Swift.min(count, pace)
+    /// Sends the bytes up to the cut to `socket` (as chunks of `Transfer-Encoding: chunked` when
+    /// `chunked`), then ends as ``ending`` says: a body that does not end complete throws, and
+    /// the connection then closes.
+    func stream(to socket: ConnectionSocket, chunked: Bool) throws(FaultEnded) {
+        var offset = range.lowerBound
+        let end = range.lowerBound + cut
+        var lastPacedChunk: ContinuousClock.Instant?
+        while offset < end {
+            guard !socket.isStopping else { throw .stopped }
+            var count = Swift.min(chunkSize, end - offset)
+            if let pace = bytesPerSecond {
+                // One small chunk a second: the client sees a live but useless link.
+                if let last = lastPacedChunk,
+                    !socket.sleep(for: ContinuousClock.now.duration(to: last.advanced(by: .seconds(1))))
+                {
+                    throw .stopped
                 }
-                let chunk = try bytes.file.read(at: offset, count: count)
-                // A file that shrank while being served must not end in a short, "complete" body.
-                guard !chunk.isEmpty else { throw FaultEnded.fileShrank }
-                offset += chunk.count
-                return chunk
+                lastPacedChunk = ContinuousClock.now
+                count = Swift.min(count, pace)
             }
-            switch bytes.ending {
-            case .complete:
-                return nil
-            case .truncate:
-                throw FaultEnded.truncated
-            case .reset(let ends):
-                ConnectionReset.arm(ends)
-                throw FaultEnded.reset
-            case .stall(let limit, let isReleased):
-                let deadline = ContinuousClock.now.advanced(by: limit)
-                // Polling keeps the stall cancellable by clearFaults() without extra plumbing;
-                // server shutdown cancels the sleep directly.
-                while ContinuousClock.now < deadline, !isReleased() {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                throw FaultEnded.stalled
+            let chunk: Data
+            do {
+                chunk = try file.read(at: offset, count: count)
+            } catch {
+                throw .readFailed(error.errno)
             }
+            // A file that shrank while being served must not end in a short, "complete" body.
+            guard !chunk.isEmpty else { throw .fileShrank }
+            offset += chunk.count
+            var framed = chunk
+            if chunked {
+                framed = Data((String(chunk.count, radix: 16) + "\r\n").utf8) + chunk + Data("\r\n".utf8)
+            }
+            guard socket.send(framed) else { throw .clientGone }
+        }
+        switch ending {
+        case .complete:
+            if chunked, !socket.send(Data("0\r\n\r\n".utf8)) { throw .clientGone }
+        case .truncate:
+            throw .truncated
+        case .reset:
+            socket.armReset()
+            throw .reset
+        case .stall(let limit, let isReleased):
+            // Polled, so that clearFaults() ends a stall without extra plumbing, and stop() too.
+            _ = ConnectionSocket.sleep(for: limit) { socket.isStopping || isReleased() }
+            throw .stalled
         }
     }
 
-    /// Why a body stopped early; FlyingFox closes the connection on any error from the body.
+    /// Why a body stopped early; the connection closes on any of them.
     enum FaultEnded: Error {
         case truncated
         case reset
         case stalled
         case fileShrank
+        case readFailed(Int32)
+        case clientGone
+        case stopped
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import ProcessKit
+import Synchronization
 
 /// Gzip-compresses bytes with the system's `gzip`, for ``Fault/gzipEncoded``.
 ///
@@ -22,6 +23,24 @@ public enum GzipEncoding {
             throw Failure(message: "gzip -c -n exited with \(status); install gzip to use Fault.gzipEncoded")
         }
         return try Data(contentsOf: output)
+    }
+
+    /// ``compress(_:)`` for a thread that may block (a connection's): waits for it.
+    static func compressWaiting(_ data: Data) throws -> Data {
+        let outcome = Mutex<Result<Data, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            let result: Result<Data, any Error>
+            do {
+                result = .success(try await compress(data))
+            } catch {
+                result = .failure(error)
+            }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        return try outcome.withLock { $0! }.get()
     }
 
     /// `gzip` did not run or failed; the handler answers 500 with this message.

@@ -4,7 +4,7 @@ import Synchronization
 /// The state every request reads: the root, the fault rules, the extra response headers and the
 /// request log.
 ///
-/// Handlers run concurrently on FlyingFox's connection tasks and only need short, synchronous
+/// Handlers run concurrently on the server's connection threads and only need short, synchronous
 /// reads and writes, so a `Mutex` fits better than an actor hop per request.
 final class ServerState: Sendable {
     private struct Values {

@@ -1,28 +1,28 @@
-internal import FlyingFox
 import Foundation
 
 import enum Transport.HTTPDate
 
 /// Answers one request the way a static host (GitHub raw, nginx) would, applying any fault that
 /// matches, and logs what it answered.
-struct StorageHandler: HTTPHandler {
+struct StorageHandler: Sendable {
     let state: ServerState
     let configuration: StorageServer.Configuration
 
-    func handleRequest(_ request: HTTPRequest) async throws -> HTTPResponse {
-        let rawPath = request.target.path(percentEncoded: true)
+    /// Answers `request`, which arrived on `socket`, and logs the answer.
+    func answer(_ request: RequestHead, on socket: ConnectionSocket) -> ServedAnswer {
+        let rawPath = request.path
         let path = RequestPath.loggable(rawPath)
         state.answering(path)
         defer { state.answered(path) }
         var record = RequestRecord(
-            method: request.method.rawValue,
+            method: request.method,
             path: path,
             headers: Self.headerDictionary(request.headers),
             status: 0,
             bodyBytes: 0
         )
-        let (response, bodyBytes) = try await answer(request, rawPath: rawPath, record: &record)
-        record.status = response.statusCode.code
+        let (response, bodyBytes) = answer(request, rawPath: rawPath, on: socket, record: &record)
+        record.status = response.status
         record.bodyBytes = bodyBytes
         state.record(record)
         return response
@@ -30,17 +30,16 @@ struct StorageHandler: HTTPHandler {
 
     /// The response and the body bytes it will carry.
     private func answer(
-        _ request: HTTPRequest,
+        _ request: RequestHead,
         rawPath: String,
+        on socket: ConnectionSocket,
         record: inout RequestRecord
-    ) async throws -> (HTTPResponse, Int) {
-        guard request.method == .GET || request.method == .HEAD else {
-            return (
-                HTTPResponse(statusCode: .methodNotAllowed, headers: HTTPHeaders([HTTPHeader("Allow"): "GET, HEAD"])), 0
-            )
+    ) -> (ServedAnswer, Int) {
+        guard request.method == "GET" || request.method == "HEAD" else {
+            return (ServedAnswer(status: 405, headers: [("Allow", "GET, HEAD")]), 0)
         }
         guard let path = RequestPath(percentEncoded: rawPath) else {
-            return (HTTPResponse(statusCode: .notFound), 0)
+            return (ServedAnswer(status: 404), 0)
         }
         record.path = path.decoded
 
@@ -50,21 +49,20 @@ struct StorageHandler: HTTPHandler {
         var openedForShape: OpenedFile?
         switch fault {
         case .status(let code, let headers, let body)?:
-            return statusResponse(code: code, headers: headers, body: body, isHead: request.method == .HEAD)
+            return statusResponse(code: code, headers: headers, body: body, isHead: request.method == "HEAD")
         case .redirect(let target, let code)?:
             return (redirectResponse(to: target, code: code), 0)
         case .delay(let seconds)?:
-            try await Task.sleep(for: .seconds(max(0, seconds)))
+            // A stop ends the delay; the connection then closes unanswered.
+            guard socket.sleep(for: .seconds(max(0, seconds))) else {
+                return (ServedAnswer(status: 503, headers: [("Retry-After", "1")]), 0)
+            }
         case .truncate(let afterBytes)?:
             shape.cut = max(0, afterBytes)
             shape.ending = .truncate
         case .reset(let afterBytes)?:
-            guard let ends = ConnectionReset.Ends(of: request) else {
-                return statusResponse(
-                    code: 500, headers: [:], body: Data("StorageServer: no peer address to reset".utf8), isHead: false)
-            }
             shape.cut = max(0, afterBytes)
-            shape.ending = .reset(ends)
+            shape.ending = .reset
         case .stall?:
             let generation = state.faultGeneration
             let state = self.state
@@ -78,11 +76,11 @@ struct StorageHandler: HTTPHandler {
             shape.range = .shifted(start: startShift, end: endShift)
         case .gzipEncoded?:
             guard let file = OpenedFile.open(path, under: state.root) else {
-                return (HTTPResponse(statusCode: .notFound), 0)
+                return (ServedAnswer(status: 404), 0)
             }
             openedForShape = file
             do {
-                let compressed = try await GzipEncoding.compress(try file.read(at: 0, count: file.size))
+                let compressed = try GzipEncoding.compressWaiting(try file.read(at: 0, count: file.size))
                 shape.representation = .gzip(compressed, entityTag: String(file.entityTag.value.dropLast()) + "-gzip\"")
             } catch {
                 return statusResponse(
@@ -157,46 +155,44 @@ struct StorageHandler: HTTPHandler {
 
     /// Serves the file at `path` (or `opened`, when the fault already opened it) as `shape` says.
     private func serveFile(
-        _ path: RequestPath, for request: HTTPRequest, shape: BodyShape,
+        _ path: RequestPath, for request: RequestHead, shape: BodyShape,
         opened: OpenedFile? = nil
-    ) -> (HTTPResponse, Int) {
+    ) -> (ServedAnswer, Int) {
         let root = state.root
         guard let file = opened ?? OpenedFile.open(path, under: root) else {
             Self.reportUnexpectedNotFound(path, root: root)
-            return (HTTPResponse(statusCode: .notFound), 0)
+            return (ServedAnswer(status: 404), 0)
         }
         var size = file.size
         var entityTag = file.entityTag.value
-        var headers: HTTPHeaders = [
-            .contentType: ContentType.forFileName(path.components.last ?? ""),
-            .acceptRanges: "bytes",
-        ]
+        var headers = ResponseHeaders()
+        headers["Content-Type"] = ContentType.forFileName(path.components.last ?? "")
+        headers["Accept-Ranges"] = "bytes"
         if case .gzip(let compressed, let tag) = shape.representation {
             size = compressed.count
             entityTag = tag
-            headers[HTTPHeader("Content-Encoding")] = "gzip"
+            headers["Content-Encoding"] = "gzip"
         }
-        headers[.eTag] = entityTag
-        headers[.lastModified] = HTTPDate.format(file.modificationSeconds)
-        // Set one by one: HTTPHeaders' dictionary literal would split "max-age=60, public".
+        headers["ETag"] = entityTag
+        headers["Last-Modified"] = HTTPDate.format(file.modificationSeconds)
         for (name, value) in state.extraHeaders(for: path.decoded) {
-            headers.setValues([value], for: HTTPHeader(name))
+            headers[name] = value
         }
 
         if Self.isNotModified(request, entityTag: entityTag, modificationSeconds: file.modificationSeconds) {
             // RFC 9110 §8.6 allows a 304 to carry the length the 200 would have had, and only that.
-            headers[.contentLength] = String(size)
-            return (HTTPResponse(statusCode: .notModified, headers: headers), 0)
+            headers["Content-Length"] = String(size)
+            return (ServedAnswer(status: 304, headers: headers.lines), 0)
         }
 
         // A client that pins its requests to one version of the file (ranges of an archive) is
         // told when the file changed under it, as nginx does.
-        if let ifMatch = request.headers[HTTPHeader("If-Match")], !EntityTag.matches(entityTag, ifMatch: ifMatch) {
-            return (HTTPResponse(statusCode: .preconditionFailed, headers: headers), 0)
+        if let ifMatch = request.value("if-match"), !EntityTag.matches(entityTag, ifMatch: ifMatch) {
+            return (ServedAnswer(status: 412, headers: headers.lines), 0)
         }
-        var byteRange = ByteRange(header: request.headers[.range], size: size)
+        var byteRange = ByteRange(header: request.value("range"), size: size)
         if byteRange != .whole,
-            let ifRange = request.headers[HTTPHeader("If-Range")],
+            let ifRange = request.value("if-range"),
             !EntityTag.matches(entityTag, ifRange: ifRange)
         {
             byteRange = .whole
@@ -212,30 +208,30 @@ struct StorageHandler: HTTPHandler {
             break
         }
 
-        let status: HTTPStatusCode
+        let status: Int
         let range: Range<Int>
         switch byteRange {
         case .unsatisfiable:
-            headers[.contentRange] = "bytes */\(size)"
-            return (HTTPResponse(statusCode: .rangeNotSatisfiable, headers: headers), 0)
+            headers["Content-Range"] = "bytes */\(size)"
+            return (ServedAnswer(status: 416, headers: headers.lines), 0)
         case .partial(let partial):
-            status = .partialContent
+            status = 206
             range = partial
-            headers[.contentRange] = "bytes \(partial.lowerBound)-\(partial.upperBound - 1)/\(size)"
+            headers["Content-Range"] = "bytes \(partial.lowerBound)-\(partial.upperBound - 1)/\(size)"
         case .whole:
-            status = .ok
+            status = 200
             range = 0..<size
         }
 
-        if request.method == .HEAD {
-            headers[.contentLength] = String(range.count)
-            return (HTTPResponse(statusCode: status, headers: headers), 0)
+        if request.method == "HEAD" {
+            headers["Content-Length"] = String(range.count)
+            return (ServedAnswer(status: status, headers: headers.lines), 0)
         }
-        let body: HTTPBodySequence
+        var answer = ServedAnswer(status: status)
         let sent: Int
         switch shape.representation {
         case .gzip(let compressed, _):
-            body = HTTPBodySequence(data: compressed.subdata(in: range), suggestedBufferSize: configuration.chunkSize)
+            answer.body = .bytes(compressed.subdata(in: range))
             sent = range.count
         case .file:
             let bytes = FileBytes(
@@ -247,29 +243,31 @@ struct StorageHandler: HTTPHandler {
                 bytesPerSecond: shape.bytesPerSecond
             )
             sent = bytes.cut
+            answer.body = .file(bytes)
             switch shape.length {
             case .chunked(let claimed):
-                // No count: FlyingFox sends it chunked, and keeps the Content-Length set here.
-                headers[.contentLength] = String(claimed)
-                body = HTTPBodySequence(from: bytes, suggestedBufferSize: bytes.chunkSize)
+                // Sent chunked, beside a Content-Length that says otherwise.
+                headers["Content-Length"] = String(claimed)
+                answer.framing = .chunked
             case .duplicated(let second):
-                headers.setValues([String(range.count), String(second)], for: .contentLength)
-                body = HTTPBodySequence(from: bytes, count: range.count, suggestedBufferSize: bytes.chunkSize)
+                headers["Content-Length"] = String(range.count)
+                headers.add("Content-Length", String(second))
             case .faithful:
-                body = HTTPBodySequence(from: bytes, count: range.count, suggestedBufferSize: bytes.chunkSize)
+                break
             }
         }
-        return (HTTPResponse(statusCode: status, headers: headers, body: body), sent)
+        answer.headers = headers.lines
+        return (answer, sent)
     }
 
     /// Whether the conditional headers of a GET or HEAD ask for a 304 (RFC 9110 §13.2.2): a
     /// matching `If-None-Match`, or, only when that header is absent, an `If-Modified-Since` date
     /// the file was not modified after. An `If-Modified-Since` that is not an HTTP date is ignored.
-    static func isNotModified(_ request: HTTPRequest, entityTag: String, modificationSeconds: Int64) -> Bool {
-        if let ifNoneMatch = request.headers[.ifNoneMatch] {
+    static func isNotModified(_ request: RequestHead, entityTag: String, modificationSeconds: Int64) -> Bool {
+        if let ifNoneMatch = request.value("if-none-match") {
             return EntityTag.matches(entityTag, ifNoneMatch: ifNoneMatch)
         }
-        guard let ifModifiedSince = request.headers[.ifModifiedSince],
+        guard let ifModifiedSince = request.value("if-modified-since"),
             let since = HTTPDate.parse(ifModifiedSince, currentYear: HTTPDate.currentYear())
         else { return false }
         return modificationSeconds <= since
@@ -285,23 +283,22 @@ struct StorageHandler: HTTPHandler {
         }
     }
 
-    private func statusResponse(code: Int, headers: [String: String], body: Data, isHead: Bool) -> (HTTPResponse, Int) {
-        var httpHeaders = HTTPHeaders()
+    private func statusResponse(code: Int, headers: [String: String], body: Data, isHead: Bool) -> (ServedAnswer, Int) {
+        var lines = ResponseHeaders()
         for (name, value) in headers {
-            httpHeaders[HTTPHeader(name)] = value
+            lines[name] = value
         }
-        if !body.isEmpty, httpHeaders[.contentType] == nil {
-            httpHeaders[.contentType] = "text/plain; charset=utf-8"
+        if !body.isEmpty, lines["Content-Type"] == nil {
+            lines["Content-Type"] = "text/plain; charset=utf-8"
         }
-        let status = HTTPStatusCode(code, phrase: Self.reasonPhrase(for: code))
         if isHead {
-            httpHeaders[.contentLength] = String(body.count)
-            return (HTTPResponse(statusCode: status, headers: httpHeaders), 0)
+            lines["Content-Length"] = String(body.count)
+            return (ServedAnswer(status: code, headers: lines.lines), 0)
         }
-        return (HTTPResponse(statusCode: status, headers: httpHeaders, body: body), body.count)
+        return (ServedAnswer(status: code, headers: lines.lines, body: .bytes(body)), body.count)
     }
 
-    private func redirectResponse(to target: String, code: Int) -> HTTPResponse {
+    private func redirectResponse(to target: String, code: Int) -> ServedAnswer {
         let location: String
         if target.contains("://") {
             location = target
@@ -309,44 +306,42 @@ struct StorageHandler: HTTPHandler {
             // Relative to the server, as RFC 9110 §10.2.2 allows; curl -L and libcurl resolve it.
             location = StorageServer.percentEncodedPath(target)
         }
-        return HTTPResponse(
-            statusCode: HTTPStatusCode(code, phrase: Self.reasonPhrase(for: code)),
-            headers: [.location: location]
-        )
+        return ServedAnswer(status: code, headers: [("Location", location)])
     }
 
-    private static func headerDictionary(_ headers: HTTPHeaders) -> [String: String] {
+    private static func headerDictionary(_ headers: [RequestHead.Header]) -> [String: String] {
         var dictionary: [String: String] = [:]
-        for (name, value) in headers {
-            let key = name.rawValue.lowercased()
-            dictionary[key] = dictionary[key].map { "\($0), \(value)" } ?? value
+        for header in headers {
+            dictionary[header.name] = dictionary[header.name].map { "\($0), \(header.value)" } ?? header.value
         }
         return dictionary
     }
+}
 
-    private static func reasonPhrase(for code: Int) -> String {
-        switch code {
-        case 200: "OK"
-        case 206: "Partial Content"
-        case 301: "Moved Permanently"
-        case 302: "Found"
-        case 303: "See Other"
-        case 304: "Not Modified"
-        case 307: "Temporary Redirect"
-        case 308: "Permanent Redirect"
-        case 400: "Bad Request"
-        case 401: "Unauthorized"
-        case 403: "Forbidden"
-        case 404: "Not Found"
-        case 408: "Request Timeout"
-        case 410: "Gone"
-        case 416: "Range Not Satisfiable"
-        case 429: "Too Many Requests"
-        case 500: "Internal Server Error"
-        case 502: "Bad Gateway"
-        case 503: "Service Unavailable"
-        case 504: "Gateway Timeout"
-        default: "Status \(code)"
+/// Response header lines in the order set; setting a name (any case) replaces its lines.
+struct ResponseHeaders {
+    private(set) var lines: [(name: String, value: String)] = []
+
+    subscript(name: String) -> String? {
+        get { lines.first { $0.name.lowercased() == name.lowercased() }?.value }
+        set {
+            guard let newValue else {
+                lines.removeAll { $0.name.lowercased() == name.lowercased() }
+                return
+            }
+            let lowered = name.lowercased()
+            if let index = lines.firstIndex(where: { $0.name.lowercased() == lowered }) {
+                lines[index].value = newValue
+                lines = lines.enumerated().filter { $0.offset == index || $0.element.name.lowercased() != lowered }
+                    .map(\.element)
+            } else {
+                lines.append((name, newValue))
+            }
         }
+    }
+
+    /// Adds one more line named `name`, beside any there.
+    mutating func add(_ name: String, _ value: String) {
+        lines.append((name, value))
     }
 }

@@ -9,10 +9,12 @@ extension StorageServer {
         public var stallAfterBytes = 100
         /// Longest a ``Fault/stall`` response holds its connection before closing it. Default 60 s.
         public var stallLimit: Duration = .seconds(60)
-        /// Longest ``StorageServer/start()`` waits for the socket to listen. Default 3 minutes: a
-        /// hang detector only, since a socket that cannot bind (a port in use) fails `start()` at
-        /// once; a shorter one failed starts that only waited for a thread on a loaded machine.
+        /// Unused: ``StorageServer/start()`` binds and listens before it returns, so there is
+        /// nothing to wait for. Kept so that code setting it still builds.
+        @available(*, deprecated, message: "start() listens before it returns; remove the setting")
         public var startTimeout: Duration = .seconds(180)
+        /// What one client may hold: the head's size and time, idle connections, how many are open.
+        var limits = Connections.Limits()
 
         /// A configuration with every default, listening on `port`.
         public init(port: UInt16 = 0) {

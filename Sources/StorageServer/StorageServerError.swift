@@ -17,8 +17,8 @@ public struct StorageServerError: Error, Sendable, CustomStringConvertible {
         public static let alreadyStarted = Code(value: .alreadyStarted)
         /// The socket could not be bound or did not start listening in time.
         public static let listenFailed = Code(value: .listenFailed)
-        /// The server stopped by itself while serving: it could not accept a connection (out of
-        /// descriptors), so FlyingFox's listener ended.
+        /// The server stopped by itself while serving: accepting connections failed in a way it
+        /// cannot wait out (running out of descriptors is waited out, and does not end it).
         public static let stoppedServing = Code(value: .stoppedServing)
 
         public var description: String { "\(value)" }
@@ -28,7 +28,7 @@ public struct StorageServerError: Error, Sendable, CustomStringConvertible {
     public var code: Code
     /// What went wrong and how to fix it.
     public var message: String
-    /// The error underneath, such as the socket error from FlyingFox.
+    /// The error underneath, such as the failed socket call.
     public var underlying: (any Error)?
 
     /// An error of `code` with `message`, wrapping `underlying` when there is one.
