@@ -143,6 +143,9 @@ public final class ScriptedOrigin: Sendable {
                 if errno == EINTR { continue }
                 return
             }
+            // As the storage server's: a head and its body go out in two writes, which Nagle's
+            // algorithm would space 40 ms apart on a kept-alive connection.
+            Connections.configure(connection, limits: Connections.Limits())
             connections.withLock { _ = $0.insert(connection) }
             let thread = Thread { [self] in
                 serve(connection)
