@@ -1,6 +1,8 @@
 import Foundation
 import Synchronization
 
+import enum Transport.HTTPDate
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -124,9 +126,14 @@ final class Connections: Sendable {
         var idleDeadline: Duration = .seconds(75)
         /// How long a write may wait for the client to read.
         var sendTimeout = timeval(tv_sec: 60, tv_usec: 0)
-        /// The longest request body read and dropped to keep a connection (a GET has none); a
-        /// longer one is left unread and the connection closed after the answer.
+        /// The longest request body read and dropped before the answer (a GET has none); a
+        /// longer one is answered 413, and the connection closed.
         var maxDiscardedBody = 1 << 20
+        /// How long a new connection is spared from being closed to make room, so that its first
+        /// request, sent as it connects, can arrive (closed before it was read, it was lost).
+        /// Short: a flood of connections that send nothing is closed at the cap's count per
+        /// grace, and a request that waited in the queue has arrived before its accept.
+        var firstRequestGrace: Duration = .milliseconds(100)
         /// Connections open at once; nil for half the open-file limit (each connection may hold
         /// a served file too), less a reserve, at most 512.
         var maxConnections: Int?
@@ -158,6 +165,10 @@ final class Connections: Sendable {
         /// When it began waiting for its next head, or nil while answering.
         var idleSince: ContinuousClock.Instant?
         var evicted = false
+        /// Whether a request has come on it: until then it is spared for
+        /// ``Limits/firstRequestGrace``.
+        var hadRequest = false
+        let acceptedAt = ContinuousClock.now
     }
 
     /// Why the listening socket could not be made.
@@ -207,14 +218,47 @@ final class Connections: Sendable {
         self.maxConnections = limits.maxConnections ?? min(512, max(4, (descriptors - 32) / 2))
     }
 
-    /// Starts accepting on a thread of its own.
-    func start() {
+    /// Starts accepting on a thread of its own; false when no thread could be made (the
+    /// listening socket is then closed).
+    func start() -> Bool {
         table.withLock { $0.acceptRunning = true }
-        let thread = Thread { [self] in
-            acceptLoop()
+        guard Self.spawn({ [self] in acceptLoop() }) else {
+            finish { table in
+                close(listener)
+                table.listenerClosed = true
+                table.acceptRunning = false
+            }
+            return false
         }
-        thread.name = "storage-server.\(port)"
-        thread.start()
+        return true
+    }
+
+    /// Runs `body` on a new detached thread with a 1 MiB stack; false when the system would not
+    /// make one (a task or process limit). Foundation's `Thread.start()` fails in silence, which
+    /// left a connection's slot taken and its socket open for good.
+    static func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
+        final class Body: Sendable {
+            let run: @Sendable () -> Void
+            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        }
+        let box = Unmanaged.passRetained(Body(body))
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        pthread_attr_setstacksize(&attributes, 1 << 20)
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread, &attributes,
+            { raw in
+                Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
+                return nil
+            }, box.toOpaque())
+        guard created == 0 else {
+            box.release()
+            return false
+        }
+        return true
     }
 
     /// Stops accepting, closes every connection (ends their bodies, delays and stalls) and
@@ -264,8 +308,14 @@ final class Connections: Sendable {
         }
         while !isStopping {
             let full = table.withLock { $0.open.count >= maxConnections }
-            if full, !evictLongestIdle() {
-                pause()
+            // Full: room is made only for a connection that is waiting, and only from one that
+            // is idle with nothing sent.
+            if full {
+                if waitForConnection(), evictLongestIdle() {
+                    awaitFewer(than: maxConnections)
+                } else {
+                    pause()
+                }
                 continue
             }
             // Children (a gzip fault's) close every descriptor past stderr as they start
@@ -281,7 +331,8 @@ final class Connections: Sendable {
                 case EMFILE, ENFILE, ENOBUFS, ENOMEM:
                     // Out of descriptors or memory: make room by closing the connection idle the
                     // longest, or wait for one to end. The server never stops over it.
-                    if !evictLongestIdle() { pause() }
+                    let open = table.withLock { $0.open.count }
+                    if evictLongestIdle() { awaitFewer(than: open) } else { pause() }
                     continue
                 default:
                     table.withLock { table in
@@ -299,17 +350,31 @@ final class Connections: Sendable {
                 close(connection)
                 return
             }
-            let thread = Thread { [self] in
+            let spawned = Self.spawn { [self] in
                 serve(connection)
-                finish { table in
-                    table.open[connection] = nil
-                    // Closed under the lock: shutdown(2) from stop() or an eviction never meets a
-                    // number already reused by another open.
-                    close(connection)
-                }
+                end(connection)
             }
-            thread.stackSize = 1 << 20
-            thread.start()
+            if !spawned {
+                // No thread to serve it (a task limit): say so in one write that cannot block,
+                // close it, and wait a little, as for a shortage of descriptors.
+                let refusal = Array(
+                    "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        .utf8)
+                _ = refusal.withUnsafeBytes {
+                    Glibc.send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                }
+                end(connection)
+                pause()
+            }
+        }
+    }
+
+    /// Forgets a connection and closes it, under the lock: shutdown(2) from stop() or an
+    /// eviction never meets a number already reused by another open.
+    private func end(_ connection: Int32) {
+        finish { table in
+            table.open[connection] = nil
+            close(connection)
         }
     }
 
@@ -318,15 +383,44 @@ final class Connections: Sendable {
         _ = ConnectionSocket.sleep(for: .milliseconds(100)) { isStopping }
     }
 
-    /// Closes the open connection that has waited longest for its next head; false when every
-    /// one is answering.
+    /// Waits (a second at most) until fewer than `count` connections are open: an evicted
+    /// connection's thread closes its socket a moment after the eviction, and accepting before
+    /// then would hold one descriptor more than the cap allows.
+    private func awaitFewer(than count: Int) {
+        let deadline = ContinuousClock.now.advanced(by: .seconds(1))
+        while ContinuousClock.now < deadline {
+            let (open, stopping) = table.withLock { ($0.open.count, $0.stopping) }
+            if open < count || stopping { return }
+            var step = timespec(tv_sec: 0, tv_nsec: 2_000_000)
+            nanosleep(&step, nil)
+        }
+    }
+
+    /// Whether a connection waits to be accepted, within a moment.
+    private func waitForConnection() -> Bool {
+        var entry = pollfd(fd: listener, events: Int16(POLLIN), revents: 0)
+        return poll(&entry, 1, 100) > 0
+    }
+
+    /// Closes the open connection that has waited longest for its next head with nothing
+    /// unread (one whose request has arrived is about to be answered: closing it would drop
+    /// the request); false when there is none.
     private func evictLongestIdle() -> Bool {
-        table.withLock { table -> Bool in
-            let candidates = table.open.filter { !$0.value.evicted && $0.value.idleSince != nil }
-            guard let oldest = candidates.min(by: { $0.value.idleSince! < $1.value.idleSince! }) else { return false }
-            table.open[oldest.key]?.evicted = true
-            shutdown(oldest.key, Int32(SHUT_RDWR))
-            return true
+        let spared = ContinuousClock.now.advanced(by: .zero - limits.firstRequestGrace)
+        return table.withLock { table -> Bool in
+            let candidates = table.open.filter { entry in
+                !entry.value.evicted && entry.value.idleSince != nil
+                    && (entry.value.hadRequest || entry.value.acceptedAt < spared)
+            }
+            .sorted { $0.value.idleSince! < $1.value.idleSince! }
+            for (descriptor, _) in candidates {
+                var unread: Int32 = 0
+                guard ioctl(descriptor, UInt(FIONREAD), &unread) == 0, unread == 0 else { continue }
+                table.open[descriptor]?.evicted = true
+                shutdown(descriptor, Int32(SHUT_RDWR))
+                return true
+            }
+            return false
         }
     }
 
@@ -342,7 +436,10 @@ final class Connections: Sendable {
     }
 
     private func setIdle(_ connection: Int32, _ idle: Bool) {
-        table.withLock { $0.open[connection]?.idleSince = idle ? .now : nil }
+        table.withLock { table in
+            table.open[connection]?.idleSince = idle ? .now : nil
+            if !idle { table.open[connection]?.hadRequest = true }
+        }
     }
 
     // MARK: One connection
@@ -375,23 +472,31 @@ final class Connections: Sendable {
                 return
             }
             buffer.removeFirst(headEnd)
-            var keepsAlive = head.keepsAlive
+            let keepsAlive = head.keepsAlive
             if head.value("transfer-encoding") != nil {
-                // A body this server does not read: answer, then close rather than misread it.
-                keepsAlive = false
+                // A body in chunks, which no GET or HEAD needs: refused rather than misread.
+                refuse(501, on: socket)
+                return
             } else if let length = head.value("content-length") {
                 guard let count = Self.contentLength(length) else {
                     refuse(400, on: socket)
                     return
                 }
+                // Read and dropped before the answer: a client still sending its body while
+                // the answer fills its buffer would otherwise wait on the server as the server
+                // waits on it.
                 if count > limits.maxDiscardedBody {
-                    keepsAlive = false
-                } else if !discard(count, from: &buffer, on: socket) {
+                    refuse(413, on: socket)
                     return
                 }
+                guard discard(count, from: &buffer, on: socket) else { return }
             }
             let answer = handler(head, socket)
-            guard write(answer, for: head, keepsAlive: keepsAlive, on: socket), keepsAlive else { return }
+            guard write(answer, for: head, keepsAlive: keepsAlive, on: socket) else { return }
+            guard keepsAlive else {
+                lingeringClose(socket)
+                return
+            }
         }
     }
 
@@ -413,7 +518,13 @@ final class Connections: Sendable {
                 started = true
                 deadline = ContinuousClock.now.advanced(by: limits.headDeadline)
             }
-            if let end = RequestHead.end(in: buffer, from: searched) { return end }
+            if let end = RequestHead.end(in: buffer, from: searched) {
+                guard end <= limits.maxHead else {
+                    refuse(431, on: socket)
+                    return nil
+                }
+                return end
+            }
             searched = max(0, buffer.count - 2)
             if buffer.count > limits.maxHead {
                 refuse(431, on: socket)
@@ -484,18 +595,20 @@ final class Connections: Sendable {
         let answer = ServedAnswer(
             status: status, headers: [("Content-Type", "text/plain; charset=utf-8")], body: .bytes(Data(text.utf8)))
         guard write(answer, for: nil, keepsAlive: false, on: socket) else { return }
-        // A close with unread bytes queued sends RST, which can reach the client before it reads
-        // the answer. Say that nothing more comes, then read and drop what the client still
-        // sends, briefly, as nginx's lingering close does.
+        lingeringClose(socket)
+    }
+
+    /// Before a close: a close with unread bytes queued sends RST, which can reach the client
+    /// before it has read the answer. Say that nothing more comes, then read and drop what the
+    /// client still sends, for a few seconds at most, as nginx's lingering close does.
+    private func lingeringClose(_ socket: ConnectionSocket) {
         shutdown(socket.descriptor, Int32(SHUT_WR))
-        let deadline = ContinuousClock.now.advanced(by: .seconds(1))
-        var dropped = 0
+        let deadline = ContinuousClock.now.advanced(by: .seconds(5))
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        while dropped < 1 << 20, wait(forReadable: socket, until: deadline) {
+        while !socket.isStopping, wait(forReadable: socket, until: deadline) {
             let count = chunk.withUnsafeMutableBytes { read(socket.descriptor, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { return }
-            dropped += count
         }
     }
 
@@ -505,6 +618,8 @@ final class Connections: Sendable {
         -> Bool
     {
         var text = "HTTP/1.1 \(answer.status) \(Self.reasonPhrase(for: answer.status))\r\n"
+        // RFC 9110 §6.6.1: an origin with a clock sends the time of its answer.
+        text += "Date: \(HTTPDate.format(Int64(time(nil))))\r\n"
         var setsLength = false
         for (name, value) in answer.headers {
             if name.lowercased() == "content-length" { setsLength = true }
@@ -565,6 +680,7 @@ final class Connections: Sendable {
         case 408: "Request Timeout"
         case 410: "Gone"
         case 412: "Precondition Failed"
+        case 413: "Content Too Large"
         case 416: "Range Not Satisfiable"
         case 429: "Too Many Requests"
         case 431: "Request Header Fields Too Large"
@@ -572,6 +688,7 @@ final class Connections: Sendable {
         case 502: "Bad Gateway"
         case 503: "Service Unavailable"
         case 504: "Gateway Timeout"
+        case 501: "Not Implemented"
         case 505: "HTTP Version Not Supported"
         default: "Status \(code)"
         }

@@ -20,7 +20,8 @@ struct RequestHead: Sendable, Equatable {
     enum Refusal: Error, Equatable {
         /// A line that is not HTTP/1.1's grammar: 400.
         case malformed(String)
-        /// A version other than HTTP/1.0 and HTTP/1.1: 505.
+        /// A major version other than 1 (`HTTP/2.0`, `HTTP/0.9`): 505. A later 1.x is served as
+        /// 1.1, as RFC 9110 §2.5 asks.
         case unsupportedVersion
 
         var status: Int {

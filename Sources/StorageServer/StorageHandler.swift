@@ -179,16 +179,23 @@ struct StorageHandler: Sendable {
             headers[name] = value
         }
 
+        // The preconditions in RFC 9110 §13.2.2's order. A client that pins its requests to one
+        // version of the file (ranges of an archive) is told when the file changed under it, as
+        // nginx does: first by If-Match, else by If-Unmodified-Since.
+        if let ifMatch = request.value("if-match") {
+            if !EntityTag.matches(entityTag, ifMatch: ifMatch) {
+                return (ServedAnswer(status: 412, headers: headers.lines), 0)
+            }
+        } else if let ifUnmodifiedSince = request.value("if-unmodified-since"),
+            let since = HTTPDate.parse(ifUnmodifiedSince, currentYear: HTTPDate.currentYear()),
+            file.modificationSeconds > since
+        {
+            return (ServedAnswer(status: 412, headers: headers.lines), 0)
+        }
         if Self.isNotModified(request, entityTag: entityTag, modificationSeconds: file.modificationSeconds) {
             // RFC 9110 §8.6 allows a 304 to carry the length the 200 would have had, and only that.
             headers["Content-Length"] = String(size)
             return (ServedAnswer(status: 304, headers: headers.lines), 0)
-        }
-
-        // A client that pins its requests to one version of the file (ranges of an archive) is
-        // told when the file changed under it, as nginx does.
-        if let ifMatch = request.value("if-match"), !EntityTag.matches(entityTag, ifMatch: ifMatch) {
-            return (ServedAnswer(status: 412, headers: headers.lines), 0)
         }
         var byteRange = ByteRange(header: request.value("range"), size: size)
         if byteRange != .whole,

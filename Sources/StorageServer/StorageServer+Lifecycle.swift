@@ -53,7 +53,13 @@ extension StorageServer {
                     ))
             }
             let url = URL(string: "http://127.0.0.1:\(connections.port)/")!
-            connections.start()
+            guard connections.start() else {
+                return .failure(
+                    StorageServerError(
+                        code: .listenFailed,
+                        message: "127.0.0.1:\(port): no thread could be started to accept connections; "
+                            + "raise the task limit (ulimit -u, TasksMax)"))
+            }
             lifecycle = .running(connections, url)
             return .success(url)
         }.get()

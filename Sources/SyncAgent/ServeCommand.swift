@@ -44,6 +44,8 @@ struct ServeCommand: AsyncParsableCommand {
                 code: 6, message: "--port '\(port)' must be a number from 0 to 65535 (0 picks a free port)")
         }
         let server = StorageServer(root: URL(fileURLWithPath: directory), configuration: .init(port: number))
+        var writer: AccessLogWriter?
+        defer { writer?.flush(within: .seconds(2)) }
         if let accessLog {
             let sink: FileHandle
             if accessLog == "-" {
@@ -65,9 +67,12 @@ struct ServeCommand: AsyncParsableCommand {
                 sink = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
             }
             // The server keeps no request log of its own: a serve that runs for days must not grow.
-            // The closure holds the handle, which closes its descriptor when released.
+            // Lines go to a writer thread: a log that stops taking them (a pipe whose reader
+            // stalls) costs lines, never answers or a stop. The writer holds the handle.
+            let lines = AccessLogWriter(sink)
+            writer = lines
             server.observeRequests(keepingLog: false) { record in
-                Console.write(Self.accessLogLine(record, at: Date()) + "\n", to: sink.fileDescriptor)
+                lines.append(Self.accessLogLine(record, at: Date()) + "\n")
             }
         } else {
             server.observeRequests(keepingLog: false) { _ in }
@@ -108,10 +113,83 @@ struct ServeCommand: AsyncParsableCommand {
         let quoted = { (value: String?) in
             "\"" + LogText.escaped((value ?? "-").replacingOccurrences(of: "\"", with: "\\\"")) + "\""
         }
-        let path = record.path.unicodeScalars.map {
-            $0.value < 0x21 || $0.value == 0x7F ? String(format: "%%%02X", $0.value) : String($0)
+        // Escaped as a URL escapes: controls (C0, DEL, C1), blanks, line and paragraph
+        // separators, and the quote and backslash that would end or escape the quoted field.
+        let path = record.path.unicodeScalars.map { scalar -> String in
+            let escaped =
+                scalar.value < 0x21 || (0x7F...0x9F).contains(scalar.value) || scalar == "\"" || scalar == "\\"
+                || scalar.properties.generalCategory == .lineSeparator
+                || scalar.properties.generalCategory == .paragraphSeparator
+                || scalar.properties.generalCategory == .spaceSeparator
+                || scalar.properties.generalCategory == .format
+            guard escaped else { return String(scalar) }
+            return String(scalar).utf8.map { String(format: "%%%02X", $0) }.joined()
         }.joined()
         return "127.0.0.1 - - [\(stamp)] \"\(record.method) \(path) HTTP/1.1\" \(record.status) \(record.bodyBytes) "
             + "\(quoted(record.header("referer"))) \(quoted(record.header("user-agent"))) inm=\(quoted(record.ifNoneMatch)) range=\(quoted(record.range))"
+    }
+}
+
+/// Writes access-log lines on a thread of its own, so that a log that stops taking them (a
+/// pipe or FIFO whose reader stalls) never holds a request's answer or the server's stop.
+/// At most ``maxQueued`` lines wait; past that, lines are dropped and counted, and the count
+/// is written once the log takes lines again.
+final class AccessLogWriter: Sendable {
+    static let maxQueued = 10_000
+
+    private struct Queue {
+        var lines: [String] = []
+        var dropped = 0
+        var writing = false
+    }
+
+    private let queue = Mutex(Queue())
+    private let ready = DispatchSemaphore(value: 0)
+
+    init(_ sink: FileHandle) {
+        let thread = Thread { [self] in write(to: sink) }
+        thread.name = "access-log"
+        thread.start()
+    }
+
+    /// The writer thread: each batch of queued lines in one write, forever.
+    private func write(to sink: FileHandle) {
+        while true {
+            ready.wait()
+            let (lines, dropped) = queue.withLock { queue -> ([String], Int) in
+                defer {
+                    queue.lines = []
+                    queue.dropped = 0
+                    queue.writing = true
+                }
+                return (queue.lines, queue.dropped)
+            }
+            var text = lines.joined()
+            if dropped > 0 { text += "# \(dropped) lines dropped: the log did not take them in time\n" }
+            if !text.isEmpty { Console.write(text, to: sink.fileDescriptor) }
+            queue.withLock { $0.writing = false }
+        }
+    }
+
+    /// Waits until every queued line is written, or `limit` passes (a log that takes nothing).
+    func flush(within limit: Duration) {
+        let deadline = ContinuousClock.now.advanced(by: limit)
+        while ContinuousClock.now < deadline {
+            if queue.withLock({ $0.lines.isEmpty && !$0.writing }) { return }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+    }
+
+    /// Queues `line` (ending in a line feed), or counts it as dropped when the queue is full.
+    func append(_ line: String) {
+        let wake = queue.withLock { queue -> Bool in
+            guard queue.lines.count < Self.maxQueued else {
+                queue.dropped += 1
+                return false
+            }
+            queue.lines.append(line)
+            return queue.lines.count == 1
+        }
+        if wake { ready.signal() }
     }
 }

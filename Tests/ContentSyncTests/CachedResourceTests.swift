@@ -62,6 +62,58 @@ struct CachedResourceTests {
         }
     }
 
+    /// The companions' check looks in the folder the store holds, not at the path, which may
+    /// lead to another folder by then: a `-wal` planted there is refused, while the path's
+    /// folder is clean. (By path, the planted link passed the check.)
+    @Test func theCompanionsAreCheckedInTheFolderHeld() async throws {
+        try await withTemporaryDirectory { root in
+            try FileManager.default.createDirectory(atPath: root + "/clean", withIntermediateDirectories: false)
+            try FileManager.default.createDirectory(atPath: root + "/held", withIntermediateDirectories: false)
+            try FileManager.default.createSymbolicLink(
+                atPath: root + "/held/state.sqlite-wal", withDestinationPath: root + "/elsewhere")
+            let held = open(root + "/held", O_RDONLY | O_DIRECTORY)
+            defer { close(held) }
+            #expect(throws: Never.self) { try StateStore.checkCompanions(of: root + "/clean/state.sqlite", in: nil) }
+            #expect {
+                try StateStore.checkCompanions(of: root + "/clean/state.sqlite", in: held)
+            } throws: { error in
+                (error as? SyncError)?.message.contains("write-ahead log") == true
+            }
+        }
+    }
+
+    /// The update lock is opened in the state database's folder as the store holds it: a
+    /// folder put at the path since gets no lock file, and a link planted in the held folder
+    /// is refused.
+    @Test func theUpdateLockIsOpenedInTheFolderHeld() async throws {
+        try await withTemporaryDirectory { root in
+            let store = try StateStore(path: root + "/state/state.sqlite")
+            let folder = try #require(store.folder)
+            try FileManager.default.moveItem(atPath: root + "/state", toPath: root + "/moved")
+            try FileManager.default.createDirectory(atPath: root + "/state", withIntermediateDirectories: false)
+            do {
+                let lock = try UpdateLock(
+                    statePath: store.path, stateFolder: folder, contentDirectory: root + "/content",
+                    staging: StagingArea(contentDirectory: root + "/content"))
+                withExtendedLifetime(lock) {}
+            }
+            #expect(FileManager.default.fileExists(atPath: root + "/moved/state.sqlite.lock"))
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/state").isEmpty)
+
+            try FileManager.default.removeItem(atPath: root + "/moved/state.sqlite.lock")
+            try FileManager.default.createSymbolicLink(
+                atPath: root + "/moved/state.sqlite.lock", withDestinationPath: root + "/planted")
+            #expect {
+                _ = try UpdateLock(
+                    statePath: store.path, stateFolder: folder, contentDirectory: root + "/content",
+                    staging: StagingArea(contentDirectory: root + "/content"))
+            } throws: { error in
+                (error as? SyncError)?.message.contains("is a symlink") == true
+            }
+            #expect(!FileManager.default.fileExists(atPath: root + "/planted"))
+        }
+    }
+
     @Test func forgettingSomeFilesKeepsTheOthers() async throws {
         try await withTemporaryDirectory { folder in
             let store = try StateStore(path: folder + "/state.sqlite")

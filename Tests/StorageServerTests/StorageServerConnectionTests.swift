@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 
+import enum Transport.HTTPDate
+
 @testable import StorageServer
 
 #if canImport(Glibc)
@@ -140,6 +142,66 @@ struct StorageServerConnectionTests {
             #expect(try await curl(server.url(for: "a.txt"), in: fixture.scratch).status == 200)
             // The refused head was never answered as a request.
             #expect(server.requests().count == 1)
+
+            // A whole head one byte over, in one write, is refused too (it was served when it
+            // arrived whole within the last read).
+            let exact = try RawClient(port: port)
+            let line = "GET /a.txt HTTP/1.1\r\nX: "
+            let over = line + String(repeating: "y", count: 8 * 1024 + 1 - line.utf8.count - 4) + "\r\n\r\n"
+            #expect(over.utf8.count == 8 * 1024 + 1)
+            _ = exact.send(over)
+            #expect(exact.readAll().hasPrefix("HTTP/1.1 431 "))
+        }
+    }
+
+    /// An audit: a connection counted as idle from its accept, and the server made room as
+    /// soon as it was full, so a request already sent was closed unanswered, and an idle
+    /// client was closed with nobody waiting. Now room is made only for a connection that
+    /// waits, and never from one whose request has arrived.
+    @Test func roomIsMadeOnlyForAConnectionThatWaits() async throws {
+        var configuration = StorageServer.Configuration()
+        configuration.limits.maxConnections = 2
+        // Long enough that no curl below, however slow to send after it connects, is closed
+        // first: room comes from the two idle clients once their grace is over.
+        configuration.limits.firstRequestGrace = .seconds(2)
+        try await withServedFixture(configuration: configuration, prepare: { try $0.write("a.txt", "a") }) {
+            server, fixture in
+            let port = try #require(server.baseURL?.port)
+            let first = try RawClient(port: port)
+            let second = try RawClient(port: port)
+            try await Task.sleep(for: .milliseconds(400))
+            #expect(first.isOpen && second.isOpen, "an idle client was closed with nobody waiting")
+            let results = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<6 {
+                    group.addTask { try await curl(server.url(for: "a.txt"), in: fixture.scratch).status }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(results == Array(repeating: 200, count: 6), "a request that had arrived was closed unanswered")
+        }
+    }
+
+    @Test func aBodyTooLongToDropIsAnswered413Whole() async throws {
+        var configuration = StorageServer.Configuration()
+        configuration.limits.maxDiscardedBody = 1024
+        try await withServedFixture(configuration: configuration, prepare: { try $0.write("a.txt", "a") }) {
+            server, _ in
+            let socket = try RawClient(port: try #require(server.baseURL?.port))
+            _ = socket.send(
+                "GET /a.txt HTTP/1.1\r\nContent-Length: 300000\r\n\r\n" + String(repeating: "z", count: 300_000))
+            let (answer, closed) = socket.readUntilClosed()
+            #expect(answer.hasPrefix("HTTP/1.1 413 "), "\(answer.prefix(100))")
+            #expect(answer.hasSuffix("413 Content Too Large\n"), "the answer arrived whole, not cut by a reset")
+            #expect(closed)
+        }
+    }
+
+    @Test func everyAnswerCarriesItsDate() async throws {
+        try await withServedFixture(prepare: { try $0.write("a.txt", "a") }) { server, fixture in
+            let result = try await curl(server.url(for: "a.txt"), in: fixture.scratch)
+            let date = try #require(result.headers["date"])
+            let seconds = try #require(HTTPDate.parse(date, currentYear: HTTPDate.currentYear()))
+            #expect(abs(seconds - Int64(Date().timeIntervalSince1970)) < 600)
         }
     }
 
@@ -274,6 +336,13 @@ final class RawClient {
     }
 
     deinit { close(descriptor) }
+
+    /// Whether the server has not closed its end (nothing to read and no end seen, now).
+    var isOpen: Bool {
+        var byte: UInt8 = 0
+        let count = recv(descriptor, &byte, 1, Int32(MSG_DONTWAIT | MSG_PEEK))
+        return count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
+    }
 
     /// Sends `text`; false when the server closed first.
     func send(_ text: String) -> Bool {

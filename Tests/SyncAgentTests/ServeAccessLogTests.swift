@@ -64,6 +64,41 @@ struct ServeAccessLogTests {
         )
     }
 
+    /// An audit: a `"` in a path ended the quoted request field, and a line separator (U+2028)
+    /// or NEL went out raw, which log viewers split lines on.
+    @Test("a path's quote, backslash and separators are escaped in the line")
+    func pathsAreEscapedForTheLine() {
+        let record = RequestRecord(
+            method: "GET", path: "/q\"x\\y\u{2028}z\u{85}\u{A0}.json", headers: [:], status: 404, bodyBytes: 0,
+            fault: nil)
+        let line = ServeCommand.accessLogLine(record, at: Date(timeIntervalSince1970: 0))
+        #expect(line.contains(#""GET /q%22x%5Cy%E2%80%A8z%C2%85%C2%A0.json HTTP/1.1" 404"#), "\(line)")
+    }
+
+    /// An audit: with the log on a pipe whose reader stopped, every answer waited on its log
+    /// line, so the server answered nobody and a SIGTERM could not stop it.
+    @Test("a log that takes nothing costs lines, never a request's answer")
+    func aStalledLogDropsLinesInsteadOfBlocking() throws {
+        var ends: [Int32] = [0, 0]
+        #expect(pipe(&ends) == 0)
+        defer { close(ends[0]) }
+        let writer = AccessLogWriter(FileHandle(fileDescriptor: ends[1], closeOnDealloc: true))
+        let line = String(repeating: "x", count: 255) + "\n"
+        // Past what the pipe holds, and past twice the queue (the writer's first batch takes at
+        // most a queue's worth), so lines are dropped however late the writer starts.
+        for _ in 0..<(2 * AccessLogWriter.maxQueued + 5_000) { writer.append(line) }
+        // Returning at all is the point: nothing above waited on the pipe. Now read it dry.
+        var read = Data()
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        _ = fcntl(ends[0], F_SETFL, O_NONBLOCK)
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline, !String(decoding: read.suffix(200), as: UTF8.self).contains("lines dropped") {
+            let count = Glibc.read(ends[0], &chunk, chunk.count)
+            if count > 0 { read.append(contentsOf: chunk[..<count]) } else { usleep(5_000) }
+        }
+        #expect(String(decoding: read.suffix(200), as: UTF8.self).contains("lines dropped"))
+    }
+
     /// An audit: the log was created anew (`createFile`) before the seek to its end, so a
     /// restart emptied it, gave it a new inode and mode 0644. "Append" means append.
     @Test("--access-log appends to the file there: earlier lines, inode and mode stay")

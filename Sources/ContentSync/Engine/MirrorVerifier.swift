@@ -30,7 +30,8 @@ struct MirrorVerifier: Sendable {
     /// repaired there, and swapped in atomically, like any update.
     func verify(repair: Bool) async throws(SyncError) -> VerifyReport {
         let lock = try UpdateLock(
-            statePath: store.path, contentDirectory: configuration.contentDirectory, staging: staging)
+            statePath: store.path, stateFolder: store.folder, contentDirectory: configuration.contentDirectory,
+            staging: staging)
         defer { withExtendedLifetime(lock) {} }
         do {
             var report = try await verifyLocked(repair: repair)

@@ -80,7 +80,8 @@ struct SyncEngine: Sendable {
         var toVersion: String?
         var kind: UpdateHistoryEntry.Kind = .check
         let lock = try UpdateLock(
-            statePath: store.path, contentDirectory: configuration.contentDirectory, staging: staging)
+            statePath: store.path, stateFolder: store.folder, contentDirectory: configuration.contentDirectory,
+            staging: staging)
         defer { withExtendedLifetime(lock) {} }
         do {
             clock.begin(.recover)

@@ -27,13 +27,20 @@ final class UpdateLock {
     private let folder: HeldFolder
     private let staging: StagingArea
 
-    /// Takes both locks or fails at once, naming what holds them.
-    init(statePath: String, contentDirectory: String, staging: StagingArea) throws(SyncError) {
+    /// Takes both locks or fails at once, naming what holds them. With `stateFolder` (the
+    /// state database's folder, held by its ``StateStore``), the lock file is opened in that
+    /// folder, never through its path, which could lead to another folder by now.
+    init(statePath: String, stateFolder: HeldFolder? = nil, contentDirectory: String, staging: StagingArea)
+        throws(SyncError)
+    {
         let stagingRoot = staging.location
         let lockPath = statePath + ".lock"
         // Never through a symlink (planted, it would create the file elsewhere), never a FIFO
         // or device (O_NONBLOCK keeps one from blocking the open; the check below refuses it).
-        stateLock = open(lockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0o644)
+        let flags = O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK
+        stateLock =
+            stateFolder.map { openat($0.descriptor, (lockPath as NSString).lastPathComponent, flags, 0o644) }
+            ?? open(lockPath, flags, 0o644)
         guard stateLock >= 0 else {
             let code = errno
             if code == ELOOP {

@@ -171,7 +171,8 @@ public actor CacheManager {
         let staging = StagingArea(contentDirectory: layout.contentDirectory)
         // Not while another process updates the folder.
         let lock = try UpdateLock(
-            statePath: store.path, contentDirectory: layout.contentDirectory, staging: staging)
+            statePath: store.path, stateFolder: store.folder, contentDirectory: layout.contentDirectory,
+            staging: staging)
         defer { withExtendedLifetime(lock) {} }
         // Checked under the lock: a first update running now has no state row yet.
         guard let owner = try await store.syncState()?.contentDirectory else { return false }
@@ -611,7 +612,8 @@ public actor CacheManager {
             let staging = StagingArea(contentDirectory: directory)
             let hadStaging = staging.exists()
             // Not while another process updates the folder.
-            let lock = try UpdateLock(statePath: store.path, contentDirectory: directory, staging: staging)
+            let lock = try UpdateLock(
+                statePath: store.path, stateFolder: store.folder, contentDirectory: directory, staging: staging)
             defer { withExtendedLifetime(lock) {} }
             do {
                 try await wipe(directory, staging: staging, store: store)

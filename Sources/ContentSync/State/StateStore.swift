@@ -43,6 +43,9 @@ final class StateStore: Sendable {
                 folder.isEmpty ? "." : folder, followingLink: true, operation: "cannot open the state database's folder"
             ).map { descriptor throws(FileSystemError) in try HeldFolder(adopting: descriptor, shownAs: folder) }
             let name = (path as NSString).lastPathComponent
+            // Checked again in the folder held: the one checked by path above may have been
+            // renamed away, and another put in its place, since.
+            if let held { try Self.checkCompanions(of: path, in: held.descriptor) }
             let opened = held.flatMap { HeldFolderPath.path(name, inFolder: $0.descriptor) } ?? path
             var configuration = Configuration()
             configuration.busyMode = .timeout(Self.busyTimeout)
@@ -187,12 +190,23 @@ final class StateStore: Sendable {
                     message: "the state database \(path) is not a regular file: give a file's path")
             }
         }
+        try checkCompanions(of: path, in: nil)
+    }
+
+    /// Refuses a `-wal`, `-shm`, `-journal` or `.lock` file of the database at `path` that is
+    /// not a regular file: looked up in `folder` (a descriptor of the database's folder) when
+    /// given, else by path.
+    static func checkCompanions(of path: String, in folder: Int32?) throws(SyncError) {
+        var info = stat()
+        let name = (path as NSString).lastPathComponent
         for (suffix, role) in [
             ("-wal", "write-ahead log"), ("-shm", "shared memory index"), ("-journal", "journal"),
             (".lock", "update lock"),
         ] {
             let owned = path + suffix
-            guard lstat(owned, &info) == 0, info.st_mode & S_IFMT != S_IFREG else { continue }
+            let found =
+                folder.map { fstatat($0, name + suffix, &info, AT_SYMLINK_NOFOLLOW) } ?? lstat(owned, &info)
+            guard found == 0, info.st_mode & S_IFMT != S_IFREG else { continue }
             let kind = info.st_mode & S_IFMT == S_IFLNK ? "a symlink" : "not a regular file"
             throw SyncError(
                 code: .configuration,
