@@ -222,40 +222,12 @@ final class Connections: Sendable {
     /// listening socket is then closed).
     func start() -> Bool {
         table.withLock { $0.acceptRunning = true }
-        guard Self.spawn({ [self] in acceptLoop() }) else {
+        guard DetachedThread.spawn({ [self] in acceptLoop() }) else {
             finish { table in
                 close(listener)
                 table.listenerClosed = true
                 table.acceptRunning = false
             }
-            return false
-        }
-        return true
-    }
-
-    /// Runs `body` on a new detached thread with a 1 MiB stack; false when the system would not
-    /// make one (a task or process limit). Foundation's `Thread.start()` fails in silence, which
-    /// left a connection's slot taken and its socket open for good.
-    static func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
-        final class Body: Sendable {
-            let run: @Sendable () -> Void
-            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-        }
-        let box = Unmanaged.passRetained(Body(body))
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        pthread_attr_setstacksize(&attributes, 1 << 20)
-        var thread = pthread_t()
-        let created = pthread_create(
-            &thread, &attributes,
-            { raw in
-                Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
-                return nil
-            }, box.toOpaque())
-        guard created == 0 else {
-            box.release()
             return false
         }
         return true
@@ -350,7 +322,7 @@ final class Connections: Sendable {
                 close(connection)
                 return
             }
-            let spawned = Self.spawn { [self] in
+            let spawned = DetachedThread.spawn { [self] in
                 serve(connection)
                 end(connection)
             }
@@ -692,5 +664,36 @@ final class Connections: Sendable {
         case 505: "HTTP Version Not Supported"
         default: "Status \(code)"
         }
+    }
+}
+
+/// Threads whose creation can fail visibly.
+package enum DetachedThread {
+    /// Runs `body` on a new detached thread with a 1 MiB stack; false when the system would not
+    /// make one (a task or process limit). Foundation's `Thread.start()` fails in silence, which
+    /// left a connection's slot taken and its socket open for good.
+    package static func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
+        final class Body: Sendable {
+            let run: @Sendable () -> Void
+            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        }
+        let box = Unmanaged.passRetained(Body(body))
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        defer { pthread_attr_destroy(&attributes) }
+        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
+        pthread_attr_setstacksize(&attributes, 1 << 20)
+        var thread = pthread_t()
+        let created = pthread_create(
+            &thread, &attributes,
+            { raw in
+                Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
+                return nil
+            }, box.toOpaque())
+        guard created == 0 else {
+            box.release()
+            return false
+        }
+        return true
     }
 }

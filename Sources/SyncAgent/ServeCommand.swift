@@ -145,15 +145,20 @@ final class AccessLogWriter: Sendable {
 
     private let queue = Mutex(Queue())
     private let ready = DispatchSemaphore(value: 0)
+    /// The log, held open for as long as the writer lives.
+    private let sink: FileHandle
+    /// Set when no writer thread could be made: lines are then written as they come.
+    private let direct = Atomic<Bool>(false)
 
     init(_ sink: FileHandle) {
-        let thread = Thread { [self] in write(to: sink) }
-        thread.name = "access-log"
-        thread.start()
+        self.sink = sink
+        // Started once every property is set; without a thread (a task limit), lines are
+        // written as they come, as before.
+        if !DetachedThread.spawn({ [self] in write() }) { direct.store(true, ordering: .releasing) }
     }
 
     /// The writer thread: each batch of queued lines in one write, forever.
-    private func write(to sink: FileHandle) {
+    private func write() {
         while true {
             ready.wait()
             let (lines, dropped) = queue.withLock { queue -> ([String], Int) in
@@ -182,6 +187,10 @@ final class AccessLogWriter: Sendable {
 
     /// Queues `line` (ending in a line feed), or counts it as dropped when the queue is full.
     func append(_ line: String) {
+        if direct.load(ordering: .acquiring) {
+            Console.write(line, to: sink.fileDescriptor)
+            return
+        }
         let wake = queue.withLock { queue -> Bool in
             guard queue.lines.count < Self.maxQueued else {
                 queue.dropped += 1
