@@ -50,17 +50,19 @@ let package = Package(
         .target(name: "CLinux", path: "Sources/CLinux"),
         // Starting programs with posix_spawn (ChildProcess): the daemon's hooks, rclone, the test
         // server's gzip, the tests. Not Foundation's Process, which can crash on Linux.
-        .target(name: "ProcessKit", dependencies: ["CLinux"]),
+        .target(name: "ProcessKit", dependencies: ["CLinux", "ThreadKit"]),
 
         // Exact readers of dates (no field rolls over): HTTPDate's pieces and RFC 3339's date-time.
         .target(name: "DateText"),
+        // Threads made with pthread_create, so that a failure to make one is seen.
+        .target(name: "ThreadKit", dependencies: ["CLinux"]),
         .target(name: "Transport",
-                dependencies: ["CCurl", "CZlib", "DateText", "PercentDecoding", .product(name: "Logging", package: "swift-log")]),
+                dependencies: ["CCurl", "CZlib", "DateText", "PercentDecoding", "ThreadKit", .product(name: "Logging", package: "swift-log")]),
         // Generic file primitives for both products: the bounded I/O pool, tree walks and removal,
         // atomic publication, hashing, safe relative paths. Errors keep syscall, errno and path.
         .target(name: "FileKit",
-                dependencies: ["CLinux", .product(name: "Crypto", package: "swift-crypto")]),
-        .target(name: "Archive", dependencies: ["CZip", "CLinux", "FileKit"]),
+                dependencies: ["CLinux", "ThreadKit", .product(name: "Crypto", package: "swift-crypto")]),
+        .target(name: "Archive", dependencies: ["CZip", "CLinux", "FileKit", "ThreadKit"]),
         // Byte-exact percent-decoding, shared by the client's change paths and the test server.
         .target(name: "PercentDecoding"),
         // Seeded randomness (SplitMix64) and `--name value` options for the test server, the tests and
@@ -76,7 +78,7 @@ let package = Package(
                                                     .product(name: "GRDBSQLite", package: "GRDB.swift")]),
         // The client: manager, planner, staging, state and the update roles.
         .target(name: "ContentSync",
-                dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux", "DatabaseKit",
+                dependencies: ["Transport", "Archive", "FileKit", "StorageFormat", "CLinux", "DatabaseKit", "ThreadKit",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "GRDB", package: "GRDB.swift")]),
         // The item cache: memory and disk tiers, fetching with HTTP freshness, providers,
@@ -96,15 +98,15 @@ let package = Package(
         .target(name: "ImageCache", dependencies: ["ImageCatalog", "ItemCache", "CVips", "FileKit", "Transport",
                                                    .product(name: "Metrics", package: "swift-metrics")]),
         .target(name: "ContentPublishing",
-                dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat", "DateText",
+                dependencies: ["Archive", "CLinux", "FileKit", "StorageFormat", "DateText", "ThreadKit",
                                .product(name: "Crypto", package: "swift-crypto")]),
         .target(name: "StorageServer",
-                dependencies: ["PercentDecoding", "ProcessKit", "ToolSupport", "Transport"]),
+                dependencies: ["PercentDecoding", "ProcessKit", "ThreadKit", "ToolSupport", "Transport"]),
         // The daemon's shell around the client: the config file, the per-storage poll loop and its
         // schedule, hooks, metrics and the health endpoint. `sync-agent watch` and the fleet
         // simulation run it; it logs at info (it is the agent, not a library).
         .target(name: "SyncDaemon",
-                dependencies: ["ContentSync", "StorageFormat", "Transport", "FileKit", "ProcessKit", "CLinux", "DateText",
+                dependencies: ["ContentSync", "StorageFormat", "Transport", "FileKit", "ProcessKit", "CLinux", "DateText", "ThreadKit",
                                .product(name: "Logging", package: "swift-log"),
                                .product(name: "Metrics", package: "swift-metrics"),
                                .product(name: "Prometheus", package: "swift-prometheus"),
@@ -113,7 +115,7 @@ let package = Package(
         // The commands of sync-agent (and of sync-agent-image, which adds how `image get` makes a
         // variant): a library so that the two binaries share one command line.
         .target(name: "SyncAgent",
-                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "CLinux", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog", "DateText",
+                          dependencies: ["SyncDaemon", "ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "CLinux", "StorageServer", "ProcessKit", "Transport", "ItemCache", "ImageCatalog", "DateText", "ThreadKit",
                                          .product(name: "ArgumentParser", package: "swift-argument-parser"),
                                          .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                                          .product(name: "Crypto", package: "swift-crypto"),
@@ -159,14 +161,14 @@ let package = Package(
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
         // Runs the built sync-agent and sync-agent-image binaries; the dependencies make sure they are built first.
         .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "ProcessKit", "SyncAgentMain", "SyncAgentImage", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips"]),
-        .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ProcessKit", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
+        .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ProcessKit", "ThreadKit", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
                                                             .product(name: "Logging", package: "swift-log"),
                                                             .product(name: "Metrics", package: "swift-metrics"),
                                                             .product(name: "ServiceLifecycleTestKit", package: "swift-service-lifecycle"),
                                                             .product(name: "Yams", package: "Yams")]),
         .testTarget(name: "ContentSyncTests",
                     dependencies: ["ContentSync", "ContentPublishing", "StorageFormat", "FileKit", "ContentSyncFuzzing", "Transport", "Archive",
-                                   "StorageServer", "PercentDecoding", "ToolSupport",
+                                   "StorageServer", "PercentDecoding", "ToolSupport", "ThreadKit",
                                    // SpareFilesTests holds and breaks the lease a spare's check takes.
                                    "CLinux",
                                    .product(name: "Crypto", package: "swift-crypto"),

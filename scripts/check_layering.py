@@ -27,7 +27,7 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LIBRARIES = {"CLinux", "CCurl", "CZip", "CZlib", "CVips", "ImageCatalog", "ImageCache", "PercentDecoding", "DateText", "ToolSupport", "ProcessKit", "FileKit", "DatabaseKit",
+LIBRARIES = {"CLinux", "CCurl", "CZip", "CZlib", "CVips", "ImageCatalog", "ImageCache", "PercentDecoding", "DateText", "ThreadKit", "ToolSupport", "ProcessKit", "FileKit", "DatabaseKit",
              "Transport", "Archive", "StorageFormat", "ContentSync", "ContentPublishing", "ItemCache",
              "StorageServer", "SyncDaemon", "ContentSyncFuzzing"}
 # The layering as an allow-list: the package targets each target may depend on at all. Package.swift
@@ -39,26 +39,28 @@ ALLOWED_DEPENDENCIES = {
     "CLinux": set(), "CCurl": set(), "CZip": set(), "CZlib": set(), "CVips": set(), "PercentDecoding": set(), "DateText": set(), "ToolSupport": set(),
     "DatabaseKit": set(),
     # Spawning programs sits on the C shim alone; FileKit is the bottom of the Swift targets.
-    "ProcessKit": {"CLinux"},
-    "FileKit": {"CLinux"},
+    # ThreadKit (pthread_create, a failure seen) is a leaf every target that makes threads uses.
+    "ThreadKit": {"CLinux"},
+    "ProcessKit": {"CLinux", "ThreadKit"},
+    "FileKit": {"CLinux", "ThreadKit"},
     # Transport speaks of HTTP only: no storage, file-format or file code (URL escapes are HTTP's).
-    "Transport": {"CCurl", "CZlib", "DateText", "PercentDecoding"},
-    "Archive": {"CLinux", "CZip", "FileKit"},
+    "Transport": {"CCurl", "CZlib", "DateText", "PercentDecoding", "ThreadKit"},
+    "Archive": {"CLinux", "CZip", "FileKit", "ThreadKit"},
     "StorageFormat": {"CLinux", "DateText", "FileKit", "PercentDecoding"},
     # The client and the publisher share StorageFormat and depend on neither each other.
-    "ContentSync": {"Archive", "CLinux", "DatabaseKit", "FileKit", "StorageFormat", "Transport"},
-    "ContentPublishing": {"Archive", "CLinux", "DateText", "FileKit", "StorageFormat"},
+    "ContentSync": {"Archive", "CLinux", "DatabaseKit", "FileKit", "StorageFormat", "ThreadKit", "Transport"},
+    "ContentPublishing": {"Archive", "CLinux", "DateText", "FileKit", "StorageFormat", "ThreadKit"},
     # The item cache and the client share Transport and FileKit and depend on neither each other.
     # Keys read URL escapes (PercentDecoding, a leaf).
     "ItemCache": {"DatabaseKit", "DateText", "FileKit", "PercentDecoding", "Transport"},
     # The test server speaks HTTP with Transport's HTTP dates.
-    "StorageServer": {"PercentDecoding", "ProcessKit", "ToolSupport", "Transport"},
+    "StorageServer": {"PercentDecoding", "ProcessKit", "ThreadKit", "ToolSupport", "Transport"},
     # Images on libvips: only ImageCache links CVips, and it builds on the item cache alone.
     "ImageCache": {"ImageCatalog", "ItemCache", "CVips", "FileKit", "Transport"},
     # What the cache CLI reads of images, without libvips.
     "ImageCatalog": {"ItemCache"},
     # The daemon's shell runs the client: no publisher, cache, archive or test-server code.
-    "SyncDaemon": {"CLinux", "ContentSync", "DateText", "FileKit", "ProcessKit", "StorageFormat", "Transport"},
+    "SyncDaemon": {"CLinux", "ContentSync", "DateText", "FileKit", "ProcessKit", "StorageFormat", "ThreadKit", "Transport"},
     "ContentSyncFuzzing": {"DateText", "FileKit", "ItemCache", "StorageFormat", "Transport"},
     # sync-agent's commands: any library but the ones that load libvips (sync-agent-image adds them).
     "SyncAgent": LIBRARIES - {"ImageCache", "CVips"},
@@ -125,11 +127,18 @@ def main():
                 # The library's messages name its settings, never a CLI flag: the CLI adds its own.
                 if not line.lstrip().startswith("//") and re.search(r'"[^"]*(^|[ (`])--[a-z][a-z-]+', line):
                     problems.append(f"{path.relative_to(ROOT)}:{number}: a library message names a CLI flag; name the setting (the CLI adds the flag)")
+    # Foundation's Thread.start() fails in silence at a task limit, and whoever waits for the
+    # work waits for good: every non-test thread is made with ThreadKit's DetachedThread.
+    for path in sorted((ROOT / "Sources").rglob("*.swift")):
+        for number, line in enumerate(path.read_text().split("\n"), 1):
+            code = line.split("//")[0]
+            if re.search(r"\bThread\s*[({]|\bThread\.detachNewThread", code):
+                problems.append(f"{path.relative_to(ROOT)}:{number}: a Foundation Thread; make it with DetachedThread.start (ThreadKit), whose failure is seen")
     for problem in problems:
         print("check_layering: " + problem)
     if problems:
         return 1
-    print(f"check_layering: ContentSync links {len(client)} targets and no publisher code; imports follow the layers; libraries log at debug and name no CLI flag")
+    print(f"check_layering: ContentSync links {len(client)} targets and no publisher code; imports follow the layers; libraries log at debug and name no CLI flag; threads are made with DetachedThread")
     return 0
 
 

@@ -3,6 +3,7 @@ import Dispatch
 import FileKit
 import Foundation
 import Synchronization
+import ThreadKit
 
 #if canImport(Glibc)
     import Glibc
@@ -38,8 +39,10 @@ public enum ZipExtractor {
             progress: progress, fileWriting: .system)
     }
 
-    /// Extracts `path` into `destination` on a dedicated dispatch queue, never blocking Swift's
-    /// cooperative thread pool. Cancelling the calling task stops the extraction with `.cancelled`.
+    /// Extracts `path` into `destination` on a thread of its own, never blocking Swift's
+    /// cooperative thread pool (2 threads on 2 cores). Where no thread can be made (a task
+    /// limit), it extracts on the calling thread instead. Cancelling the calling task stops the
+    /// extraction with `.cancelled`.
     public static func extract(
         archiveAt path: String, into destination: String, options: ZipExtractionOptions,
         progress: (@Sendable (_ bytesWritten: Int64) -> Void)? = nil
@@ -47,7 +50,8 @@ public enum ZipExtractor {
         let flag = CancellationFlag()
         let result: Result<ZipExtractionReport, ArchiveError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                queue.async {
+                // A dispatch queue would sleep a second at a time until a thread could be made.
+                let work: @Sendable () -> Void = {
                     do throws(ArchiveError) {
                         let report = try extract(
                             archiveAt: path, into: destination, options: options,
@@ -57,17 +61,17 @@ public enum ZipExtractor {
                         continuation.resume(returning: .failure(error))
                     }
                 }
+                do {
+                    try DetachedThread.start(name: "cs.extract", work)
+                } catch {
+                    work()
+                }
             }
         } onCancel: {
             flag.set()
         }
         return try result.get()
     }
-
-    /// Blocking libzip work runs here, off the cooperative pool (2 threads on 2 cores).
-    private static let queue = DispatchQueue(
-        label: "content-sync.archive.extract", qos: .utility,
-        attributes: .concurrent)
 
     /// The extraction, with the write system call injectable for tests.
     static func extract(
@@ -124,14 +128,17 @@ public enum ZipExtractor {
                 isCancelled: isCancelled, progress: progress, fileWriting: fileWriting)
             let workers = max(1, min(options.workers, files.count))
             let group = DispatchGroup()
+            // A worker that cannot be made (a task limit) leaves its files to the others.
             for _ in 1..<workers {
                 group.enter()
-                let thread = Thread {
-                    defer { group.leave() }
-                    run.work()
+                do {
+                    try DetachedThread.start(name: "cs.unzip") {
+                        defer { group.leave() }
+                        run.work()
+                    }
+                } catch {
+                    group.leave()
                 }
-                thread.name = "content-sync.archive.worker"
-                thread.start()
             }
             run.work(startingWith: (window, reader))
             group.wait()

@@ -13,6 +13,7 @@
 #include <sys/xattr.h>
 #include <sys/stat.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -179,6 +180,10 @@ uint32_t clinux_crc32c(uint32_t crc, const void *bytes, size_t count) {
     if (__builtin_cpu_supports("sse4.2")) return ~clinux_crc32c_sse42(crc, p, count);
 #endif
     return ~clinux_crc32c_portable(crc, p, count);
+}
+
+int clinux_set_thread_name(const char *name) {
+    return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
 }
 
 int clinux_limit_malloc_arenas(int count) {

@@ -317,7 +317,7 @@ public enum Publisher {
                 (oldTree, oldDigests) = (checked.tree, checked.digests)
                 phases.mark("check the published tree")
             } else {
-                besideCheck = BesideJob(name: "content-sync.publish.check") { () throws(PublishError) in
+                besideCheck = BesideJob(name: "publish.check") { () throws(PublishError) in
                     try checkPublished(fromVersion)
                 }
             }
@@ -401,7 +401,7 @@ public enum Publisher {
             try run.checkpoint(.staging, "build the archive")
             // The archive needs nothing of the diff, change list and manifest, nor they of it: it
             // is built beside them, and waited for before the status (which names its digest).
-            let archive = BesideJob(name: "content-sync.publish.archive") { () throws(PublishError) in
+            let archive = BesideJob(name: "publish.archive") { () throws(PublishError) in
                 try writer.writeArchive(
                     from: snapshot, sources: archiveSources(from: oldTree, to: newTree), tree: newTree,
                     previousArchive: previousArchive)

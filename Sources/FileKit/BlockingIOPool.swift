@@ -1,5 +1,6 @@
 import Foundation
 import Synchronization
+import ThreadKit
 
 /// A fixed set of threads for blocking file work (tree scans, hashing, hard-linking thousands of
 /// files, deleting trees, SQLite steps), reached only through ``run(_:)``, which is `async`.
@@ -53,18 +54,28 @@ public final class BlockingIOPool: Sendable {
     private let spinNanoseconds: UInt64
 
     /// Starts `threadCount` threads (at least one). They live as long as the process: pools are
-    /// meant to be few and shared. `spin` is how long idle threads poll before they sleep
+    /// meant to be few and shared. Where the system makes fewer (a task limit), the pool runs on
+    /// those it has; with none at all, ``run(_:)`` tries again, and else runs the job on the
+    /// calling thread, which it then blocks. `spin` is how long idle threads poll before they sleep
     /// (default 250 µs: a small SQLite write on these machines; `.zero` never polls).
     public init(threadCount: Int, spin: Duration = .microseconds(250)) {
         self.threadCount = max(1, threadCount)
         self.spin = max(.zero, spin)
         let (seconds, attoseconds) = self.spin.components
         spinNanoseconds = UInt64(clamping: seconds) &* 1_000_000_000 &+ UInt64(clamping: attoseconds / 1_000_000_000)
-        for index in 0..<self.threadCount {
-            let thread = Thread { [self] in self.work() }
-            thread.name = "content-sync.io-\(index)"
-            thread.start()
-        }
+        for index in 0..<self.threadCount { _ = startWorker(index) }
+    }
+
+    /// Threads that started.
+    private let running = Atomic<Int>(0)
+    /// Held while a pool without threads tries to make one.
+    private let retrying = Mutex(())
+
+    /// Starts one worker; false when the system would not make a thread.
+    private func startWorker(_ index: Int) -> Bool {
+        guard (try? DetachedThread.start(name: "cs.io-\(index)", { [self] in work() })) != nil else { return false }
+        running.add(1, ordering: .relaxed)
+        return true
     }
 
     /// Runs `body` on one of the pool's threads and returns its result; the calling task waits
@@ -72,6 +83,11 @@ public final class BlockingIOPool: Sendable {
     public func run<T: Sendable, Failure: Error>(
         _ body: @escaping @Sendable () throws(Failure) -> T
     ) async throws(Failure) -> T {
+        if running.load(ordering: .relaxed) == 0 {
+            let started = retrying.withLock { _ in running.load(ordering: .relaxed) > 0 || startWorker(0) }
+            // Still no thread (a task limit): the job runs here rather than waiting for good.
+            if !started { return try body() }
+        }
         let outcome = Outcome<Result<T, Failure>>()
         let pending = PendingBody(body)
         enqueue {

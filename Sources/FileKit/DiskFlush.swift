@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import Synchronization
+import ThreadKit
 
 #if canImport(Glibc)
     import Glibc
@@ -76,16 +77,20 @@ public enum DiskFlush {
         let shared = SharedFlush(paths)
         // Threads of their own (this runs on a blocking-work thread already, and a pool's
         // threads may all be waiting on it); the calling thread flushes too.
-        let helpers = min(concurrentFlushes, paths.count) - 1
+        // A helper that cannot be made (a task limit) leaves its share to the others.
         let done = DispatchSemaphore(value: 0)
-        for _ in 0..<max(0, helpers) {
-            Thread {
-                shared.work()
-                done.signal()
-            }.start()
+        var helpers = 0
+        for _ in 0..<max(0, min(concurrentFlushes, paths.count) - 1) {
+            do {
+                try DetachedThread.start(name: "cs.flush", stackSize: 1 << 18) {
+                    shared.work()
+                    done.signal()
+                }
+                helpers += 1
+            } catch { continue }
         }
         shared.work()
-        for _ in 0..<max(0, helpers) { done.wait() }
+        for _ in 0..<helpers { done.wait() }
         if let error = shared.failure.withLock({ $0 }) { throw error }
     }
 

@@ -1,5 +1,6 @@
 import CLinux
 import Foundation
+import ThreadKit
 
 /// A child process started with `posix_spawn`: the daemon's hooks (``init(_:_:outputDescriptor:errorDescriptor:environment:workingDirectory:)``),
 /// `publish --upload`'s rclone, the test server's gzip, and the tests and tools that run
@@ -105,11 +106,16 @@ public final class ChildProcess: Sendable {
 
     /// Waits for the child to end, on a thread of its own (never a cooperative one). Returns the
     /// exit status, or 128 + the signal that ended it. Call it, or ``waitBlocking()``, once.
+    /// Where no thread can be made (a task limit), it waits on the calling thread.
     public func exitStatus() async -> Int32 {
         await withCheckedContinuation { continuation in
-            let thread = Thread { [self] in continuation.resume(returning: waitBlocking()) }
-            thread.stackSize = 1 << 16
-            thread.start()
+            do {
+                try DetachedThread.start(name: "child wait", stackSize: 1 << 16) { [self] in
+                    continuation.resume(returning: waitBlocking())
+                }
+            } catch {
+                continuation.resume(returning: waitBlocking())
+            }
         }
     }
 

@@ -1,6 +1,7 @@
 import CLinux
 import Foundation
 import Synchronization
+import ThreadKit
 
 #if canImport(Glibc)
     import Glibc
@@ -47,7 +48,8 @@ public final class SignalRelay: Sendable {
     private let state = Mutex(State())
     private let readEnd: Int32
 
-    /// The process's relay; nil only if no pipe could be made (out of descriptors at start).
+    /// The process's relay; nil only if no pipe or no reading thread could be made (out of
+    /// descriptors, or at a task limit, at start): signals then keep their default action.
     public static let shared: SignalRelay? = SignalRelay()
 
     private init?() {
@@ -56,11 +58,17 @@ public final class SignalRelay: Sendable {
         // A flood of signals must never block the handler: a full pipe drops the extra bytes,
         // and one byte per signal number already pending is enough.
         _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
-        relayPipeWrite = ends[1]
         readEnd = ends[0]
-        let reader = Thread { [self] in readLoop() }
-        reader.name = "signal relay"
-        reader.start()
+        // The handler writes only once a thread reads: a caught signal nobody reads would end
+        // nothing (SIGTERM ignored for good).
+        do {
+            try DetachedThread.start(name: "signal relay", stackSize: 1 << 18) { [self] in readLoop() }
+        } catch {
+            close(ends[0])
+            close(ends[1])
+            return nil
+        }
+        relayPipeWrite = ends[1]
     }
 
     private func readLoop() {

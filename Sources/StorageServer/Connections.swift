@@ -1,7 +1,9 @@
 import Foundation
 import Synchronization
+import ThreadKit
 
 import enum Transport.HTTPDate
+import enum Transport.HTTPReasonPhrase
 
 #if canImport(Glibc)
     import Glibc
@@ -218,19 +220,20 @@ final class Connections: Sendable {
         self.maxConnections = limits.maxConnections ?? min(512, max(4, (descriptors - 32) / 2))
     }
 
-    /// Starts accepting on a thread of its own; false when no thread could be made (the
+    /// Starts accepting on a thread of its own; throws when no thread could be made (the
     /// listening socket is then closed).
-    func start() -> Bool {
+    func start() throws(ThreadStartError) {
         table.withLock { $0.acceptRunning = true }
-        guard DetachedThread.spawn({ [self] in acceptLoop() }) else {
+        do {
+            try DetachedThread.start(name: "serve.accept") { [self] in acceptLoop() }
+        } catch {
             finish { table in
                 close(listener)
                 table.listenerClosed = true
                 table.acceptRunning = false
             }
-            return false
+            throw error
         }
-        return true
     }
 
     /// Stops accepting, closes every connection (ends their bodies, delays and stalls) and
@@ -322,11 +325,12 @@ final class Connections: Sendable {
                 close(connection)
                 return
             }
-            let spawned = DetachedThread.spawn { [self] in
-                serve(connection)
-                end(connection)
-            }
-            if !spawned {
+            do {
+                try DetachedThread.start(name: "serve.conn") { [self] in
+                    serve(connection)
+                    end(connection)
+                }
+            } catch {
                 // No thread to serve it (a task limit): say so in one write that cannot block,
                 // close it, and wait a little, as for a shortage of descriptors.
                 let refusal = Array(
@@ -634,66 +638,6 @@ final class Connections: Sendable {
     }
 
     static func reasonPhrase(for code: Int) -> String {
-        switch code {
-        case 200: "OK"
-        case 204: "No Content"
-        case 206: "Partial Content"
-        case 301: "Moved Permanently"
-        case 302: "Found"
-        case 303: "See Other"
-        case 304: "Not Modified"
-        case 307: "Temporary Redirect"
-        case 308: "Permanent Redirect"
-        case 400: "Bad Request"
-        case 401: "Unauthorized"
-        case 403: "Forbidden"
-        case 404: "Not Found"
-        case 405: "Method Not Allowed"
-        case 408: "Request Timeout"
-        case 410: "Gone"
-        case 412: "Precondition Failed"
-        case 413: "Content Too Large"
-        case 416: "Range Not Satisfiable"
-        case 429: "Too Many Requests"
-        case 431: "Request Header Fields Too Large"
-        case 500: "Internal Server Error"
-        case 502: "Bad Gateway"
-        case 503: "Service Unavailable"
-        case 504: "Gateway Timeout"
-        case 501: "Not Implemented"
-        case 505: "HTTP Version Not Supported"
-        default: "Status \(code)"
-        }
-    }
-}
-
-/// Threads whose creation can fail visibly.
-package enum DetachedThread {
-    /// Runs `body` on a new detached thread with a 1 MiB stack; false when the system would not
-    /// make one (a task or process limit). Foundation's `Thread.start()` fails in silence, which
-    /// left a connection's slot taken and its socket open for good.
-    package static func spawn(_ body: @escaping @Sendable () -> Void) -> Bool {
-        final class Body: Sendable {
-            let run: @Sendable () -> Void
-            init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-        }
-        let box = Unmanaged.passRetained(Body(body))
-        var attributes = pthread_attr_t()
-        pthread_attr_init(&attributes)
-        defer { pthread_attr_destroy(&attributes) }
-        pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        pthread_attr_setstacksize(&attributes, 1 << 20)
-        var thread = pthread_t()
-        let created = pthread_create(
-            &thread, &attributes,
-            { raw in
-                Unmanaged<Body>.fromOpaque(raw!).takeRetainedValue().run()
-                return nil
-            }, box.toOpaque())
-        guard created == 0 else {
-            box.release()
-            return false
-        }
-        return true
+        HTTPReasonPhrase.phrase(for: code) ?? "Status \(code)"
     }
 }

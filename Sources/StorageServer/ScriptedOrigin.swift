@@ -1,5 +1,8 @@
 import Foundation
 import Synchronization
+import ThreadKit
+
+import enum Transport.HTTPReasonPhrase
 
 /// A loopback HTTP/1.1 origin whose every answer a test writes byte for byte: header lines
 /// repeated, misspelled or malformed as a real server might send them, which
@@ -106,9 +109,12 @@ public final class ScriptedOrigin: Sendable {
         }
         listener = socket
         port = Int(UInt16(bigEndian: address.sin_port))
-        let thread = Thread { [self] in acceptLoop() }
-        thread.name = "scripted-origin.\(port)"
-        thread.start()
+        do {
+            try DetachedThread.start(name: "origin.\(port)") { [self] in acceptLoop() }
+        } catch {
+            // The listener is closed by deinit's stop(), which runs as this init throws.
+            throw ScriptedOriginError.thread(error)
+        }
     }
 
     deinit { stop() }
@@ -147,12 +153,17 @@ public final class ScriptedOrigin: Sendable {
             // algorithm would space 40 ms apart on a kept-alive connection.
             Connections.configure(connection, limits: Connections.Limits())
             connections.withLock { _ = $0.insert(connection) }
-            let thread = Thread { [self] in
-                serve(connection)
+            do {
+                try DetachedThread.start(name: "origin.conn") { [self] in
+                    serve(connection)
+                    connections.withLock { _ = $0.remove(connection) }
+                    close(connection)
+                }
+            } catch {
+                // No thread to serve it (a task limit): the client sees the connection closed.
                 connections.withLock { _ = $0.remove(connection) }
                 close(connection)
             }
-            thread.start()
         }
     }
 
@@ -224,15 +235,7 @@ public final class ScriptedOrigin: Sendable {
     }
 
     private static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: "OK"
-        case 204: "No Content"
-        case 304: "Not Modified"
-        case 404: "Not Found"
-        case 500: "Internal Server Error"
-        case 503: "Service Unavailable"
-        default: "Status"
-        }
+        HTTPReasonPhrase.phrase(for: status) ?? "Status"
     }
 }
 
@@ -240,10 +243,13 @@ public final class ScriptedOrigin: Sendable {
 public enum ScriptedOriginError: Error, CustomStringConvertible {
     /// A socket call failed with this errno.
     case socket(Int32)
+    /// No thread could be made to accept connections.
+    case thread(any Error)
 
     public var description: String {
         switch self {
         case .socket(let code): "the scripted origin could not listen on 127.0.0.1: \(String(cString: strerror(code)))"
+        case .thread(let error): "the scripted origin could not start: \(error)"
         }
     }
 }

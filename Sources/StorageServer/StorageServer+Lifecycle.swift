@@ -53,12 +53,11 @@ extension StorageServer {
                     ))
             }
             let url = URL(string: "http://127.0.0.1:\(connections.port)/")!
-            guard connections.start() else {
+            do {
+                try connections.start()
+            } catch {
                 return .failure(
-                    StorageServerError(
-                        code: .listenFailed,
-                        message: "127.0.0.1:\(port): no thread could be started to accept connections; "
-                            + "raise the task limit (ulimit -u, TasksMax)"))
+                    StorageServerError(code: .listenFailed, message: "127.0.0.1:\(port): \(error)", underlying: error))
             }
             lifecycle = .running(connections, url)
             return .success(url)

@@ -434,30 +434,7 @@ struct CacheGetCommand: AsyncParsableCommand {
     }
 
     static func reasonPhrase(_ status: Int) -> String {
-        switch status {
-        case 200: "OK"
-        case 203: "Non-Authoritative Information"
-        case 204: "No Content"
-        case 300: "Multiple Choices"
-        case 301: "Moved Permanently"
-        case 302: "Found"
-        case 307: "Temporary Redirect"
-        case 308: "Permanent Redirect"
-        case 400: "Bad Request"
-        case 401: "Unauthorized"
-        case 403: "Forbidden"
-        case 404: "Not Found"
-        case 405: "Method Not Allowed"
-        case 410: "Gone"
-        case 414: "URI Too Long"
-        case 429: "Too Many Requests"
-        case 500: "Internal Server Error"
-        case 501: "Not Implemented"
-        case 502: "Bad Gateway"
-        case 503: "Service Unavailable"
-        case 504: "Gateway Timeout"
-        default: ""
-        }
+        HTTPReasonPhrase.phrase(for: status) ?? ""
     }
 }
 

@@ -3,6 +3,7 @@ import Foundation
 import StorageServer
 import SyncDaemon
 import Synchronization
+import ThreadKit
 
 /// `sync-agent serve`: a storage folder on loopback, the way GitHub raw serves it.
 struct ServeCommand: AsyncParsableCommand {
@@ -154,7 +155,9 @@ final class AccessLogWriter: Sendable {
         self.sink = sink
         // Started once every property is set; without a thread (a task limit), lines are
         // written as they come, as before.
-        if !DetachedThread.spawn({ [self] in write() }) { direct.store(true, ordering: .releasing) }
+        if (try? DetachedThread.start(name: "serve.log", { [self] in write() })) == nil {
+            direct.store(true, ordering: .releasing)
+        }
     }
 
     /// The writer thread: each batch of queued lines in one write, forever.

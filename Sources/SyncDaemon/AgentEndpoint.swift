@@ -65,7 +65,13 @@ public struct AgentEndpoint: Service {
         } catch {
             throw listenFailed(errno: error.code)
         }
-        server.start()
+        do {
+            try server.start()
+        } catch {
+            throw AgentEndpointError(
+                code: .serverFailed, message: "endpoint \(address): \(error)",
+                underlying: POSIXError(POSIXErrorCode(rawValue: error.errno) ?? .EAGAIN))
+        }
         await withTaskCancellationHandler {
             logger.info("serving /metrics, /healthz and /readyz", metadata: ["http": "http://\(server.bound)"])
             await onListening(server.bound)
@@ -263,7 +269,7 @@ public struct AgentEndpointError: Error, Sendable, CustomStringConvertible {
         public static let invalidAddress = Code(value: .invalidAddress)
         /// The socket could not be bound or did not start listening.
         public static let listenFailed = Code(value: .listenFailed)
-        /// The server stopped on its own after listening.
+        /// The server could not start serving (no thread could be made for it).
         public static let serverFailed = Code(value: .serverFailed)
 
         public var description: String { "\(value)" }

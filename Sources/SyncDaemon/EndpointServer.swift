@@ -1,6 +1,9 @@
 import CLinux
 import Foundation
 import Synchronization
+import ThreadKit
+
+import enum Transport.HTTPReasonPhrase
 
 #if canImport(Glibc)
     import Glibc
@@ -78,20 +81,32 @@ final class EndpointServer: Sendable {
         self.handler = handler
     }
 
-    /// Starts serving on a thread of its own.
-    func start() {
+    /// Starts serving on a thread of its own. Where none can be made (a task limit), the sockets
+    /// are closed, the server counts as finished, and the error is thrown.
+    func start() throws(ThreadStartError) {
         state.withLock { $0.started = true }
-        let thread = Thread { [self] in
-            self.serve()
-            let waiters = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.finished = true
-                defer { state.waiters = [] }
-                return state.waiters
+        do {
+            try DetachedThread.start(name: "agent endpoint") { [self] in
+                self.serve()
+                finish()
             }
-            for waiter in waiters { waiter.resume() }
+        } catch {
+            close(listener)
+            close(wake.read)
+            close(wake.write)
+            finish()
+            throw error
         }
-        thread.name = "sync-agent endpoint"
-        thread.start()
+    }
+
+    /// Marks the server finished and wakes whoever waits for that.
+    private func finish() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.finished = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
     }
 
     /// Asks the thread to stop; it closes every socket as it ends. Only the first call writes
@@ -348,14 +363,6 @@ final class EndpointServer: Sendable {
     }
 
     static func reason(_ status: Int) -> String {
-        switch status {
-        case 200: "OK"
-        case 400: "Bad Request"
-        case 404: "Not Found"
-        case 405: "Method Not Allowed"
-        case 431: "Request Header Fields Too Large"
-        case 503: "Service Unavailable"
-        default: "Status"
-        }
+        HTTPReasonPhrase.phrase(for: status) ?? "Status"
     }
 }

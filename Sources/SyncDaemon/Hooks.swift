@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Synchronization
+import ThreadKit
 import Transport
 
 /// A program the agent runs around an update: before the switch (it may veto it) or after a
@@ -154,7 +155,7 @@ public struct HookRunner: Sendable {
             timeout: hook.timeout, terminationGrace: terminationGrace, outputGrace: outputGrace)
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let thread = Thread { [logger, loggedOutput] in
+                let supervise: @Sendable () -> Void = { [logger, loggedOutput] in
                     var (lines, bytes, cut) = (0, 0, false)
                     continuation.resume(
                         returning: process.supervise(limits) { stream, line in
@@ -171,8 +172,13 @@ public struct HookRunner: Sendable {
                             }
                         })
                 }
-                thread.stackSize = 1 << 18
-                thread.start()
+                // Without a thread (a task limit), the hook is supervised here: its timeout
+                // still bounds the wait.
+                do {
+                    try DetachedThread.start(name: "hook", stackSize: 1 << 18, supervise)
+                } catch {
+                    supervise()
+                }
             }
         } onCancel: {
             process.cancel()

@@ -1,6 +1,7 @@
 internal import CCurl
 import Foundation
 import Synchronization
+import ThreadKit
 
 /// Drives one `curl_multi` handle on a thread of its own.
 ///
@@ -61,10 +62,13 @@ final class CurlMultiLoop: @unchecked Sendable {
             }
         }
         self.multi = multi
-        let thread = Thread { [self] in run() }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        thread.start()
+        do {
+            try DetachedThread.start(name: name) { [self] in run() }
+        } catch {
+            // Without its thread no transfer would ever end.
+            curl_multi_cleanup(multi)
+            throw TransportError(code: .invalidRequest, message: "the transport \(error)")
+        }
     }
 
     /// libcurl's global init is not thread-safe; a static let runs it exactly once.

@@ -89,11 +89,13 @@ public final class CurlTransport: Transport {
         var loops: [CurlMultiLoop] = []
         do throws(TransportError) {
             for index in 0..<threads {
-                loops.append(try CurlMultiLoop(maxConnectionsPerHost: perLoop, name: "content-sync.curl.\(index)"))
+                loops.append(try CurlMultiLoop(maxConnectionsPerHost: perLoop, name: "cs.curl.\(index)"))
             }
         } catch {
-            for loop in loops { loop.beginShutdown() }
-            throw error
+            // The first loop took every option, so a later one failed for want of a thread or
+            // memory (a task limit): the loops made carry the transfers, with their share of
+            // the connections. Only none at all is a failure.
+            guard !loops.isEmpty else { throw error }
         }
         self.loops = loops
     }

@@ -59,6 +59,9 @@ int clinux_limit_malloc_arenas(int count);
 /// pipe2(fds, O_CLOEXEC): a pipe no child started concurrently by another thread inherits.
 /// Returns 0, or -1 with errno.
 int clinux_pipe_cloexec(int fds[2]);
+/// prctl(PR_SET_NAME): names the calling thread (the kernel keeps the first 15 bytes). Returns
+/// 0, or -1 with errno.
+int clinux_set_thread_name(const char *name);
 /// errno of the calling thread (Swift cannot read the macro reliably across modules).
 int clinux_errno(void);
 /// getsockopt(SO_PEERCRED) of a connected Unix socket: the peer's PID and user (struct ucred

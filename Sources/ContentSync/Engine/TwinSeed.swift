@@ -1,6 +1,7 @@
 import FileKit
 import Foundation
 import StorageFormat
+import ThreadKit
 
 #if canImport(Glibc)
     import Glibc
@@ -135,17 +136,23 @@ final class TwinSeedThread: @unchecked Sendable {
     private let done = DispatchSemaphore(value: 0)
     /// Entries waiting at most.
     static let bound = 4_096
+    /// False when no thread could be made (a task limit): entries are then linked as they come,
+    /// on the walk's thread.
+    private var threaded = true
 
     /// Starts the thread that links `seed`'s entries.
     init(_ seed: TwinSeed) {
         self.seed = seed
-        let thread = Thread { [self] in self.run() }
-        thread.name = "content-sync.seed"
-        thread.start()
+        do {
+            try DetachedThread.start(name: "cs.seed") { [self] in self.run() }
+        } catch {
+            threaded = false
+        }
     }
 
     /// Hands one entry of the walk over (waiting while the queue is full).
     func add(_ entry: TreeDigest.StreamedEntry) {
+        guard threaded else { return seed.add(entry) }
         condition.lock()
         while pending.count >= Self.bound && !closed { condition.wait() }
         if !closed { pending.append(entry) }
@@ -164,7 +171,7 @@ final class TwinSeedThread: @unchecked Sendable {
         closed = true
         condition.broadcast()
         condition.unlock()
-        done.wait()
+        if threaded { done.wait() }
         let result = seed.isComplete ? seed.folderTimes : nil
         condition.lock()
         outcome = .some(result)
