@@ -82,7 +82,7 @@ public enum DiskFlush {
         var helpers = 0
         for _ in 0..<max(0, min(concurrentFlushes, paths.count) - 1) {
             do {
-                try DetachedThread.start(name: "cs.flush", stackSize: 1 << 18) {
+                try DetachedThread.start(name: "cs.flush") {
                     shared.work()
                     done.signal()
                 }

@@ -62,7 +62,7 @@ public final class SignalRelay: Sendable {
         // The handler writes only once a thread reads: a caught signal nobody reads would end
         // nothing (SIGTERM ignored for good).
         do {
-            try DetachedThread.start(name: "signal relay", stackSize: 1 << 18) { [self] in readLoop() }
+            try DetachedThread.start(name: "signal relay") { [self] in readLoop() }
         } catch {
             close(ends[0])
             close(ends[1])

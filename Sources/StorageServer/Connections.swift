@@ -225,7 +225,7 @@ final class Connections: Sendable {
     func start() throws(ThreadStartError) {
         table.withLock { $0.acceptRunning = true }
         do {
-            try DetachedThread.start(name: "serve.accept") { [self] in acceptLoop() }
+            try DetachedThread.start(name: "serve.accept", stackSize: 1 << 20) { [self] in acceptLoop() }
         } catch {
             finish { table in
                 close(listener)
@@ -326,7 +326,7 @@ final class Connections: Sendable {
                 return
             }
             do {
-                try DetachedThread.start(name: "serve.conn") { [self] in
+                try DetachedThread.start(name: "serve.conn", stackSize: 1 << 20) { [self] in
                     serve(connection)
                     end(connection)
                 }

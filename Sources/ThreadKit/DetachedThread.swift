@@ -32,10 +32,11 @@ package enum DetachedThread {
     @TaskLocal package static var simulatedFailure: Int32?
 
     /// Runs `body` on a new detached thread named `name` (the first 15 bytes, the kernel's limit)
-    /// with a stack of `stackSize` bytes; throws when the system would not make one. `body` is
-    /// released, unrun, on a failure.
+    /// with a stack of `stackSize` bytes (nil: the system's default, `ulimit -s`, as Foundation's
+    /// threads had); throws when the system would not make one. `body` is released, unrun, on a
+    /// failure.
     package static func start(
-        name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable () -> Void
+        name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void
     ) throws(ThreadStartError) {
         if let simulated = simulatedFailure { throw ThreadStartError(name: name, errno: simulated) }
         final class Body: Sendable {
@@ -51,7 +52,7 @@ package enum DetachedThread {
         pthread_attr_init(&attributes)
         defer { pthread_attr_destroy(&attributes) }
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
-        pthread_attr_setstacksize(&attributes, max(stackSize, Int(PTHREAD_STACK_MIN)))
+        if let stackSize { pthread_attr_setstacksize(&attributes, max(stackSize, Int(PTHREAD_STACK_MIN))) }
         var thread = pthread_t()
         let created = pthread_create(
             &thread, &attributes,

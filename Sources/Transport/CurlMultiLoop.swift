@@ -63,7 +63,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         }
         self.multi = multi
         do {
-            try DetachedThread.start(name: name) { [self] in run() }
+            try DetachedThread.start(name: name, stackSize: 1 << 20) { [self] in run() }
         } catch {
             // Without its thread no transfer would ever end.
             curl_multi_cleanup(multi)
