@@ -1,4 +1,5 @@
 import CLinux
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -19,6 +20,23 @@ package struct ThreadStartError: Error, CustomStringConvertible {
     }
 }
 
+/// Threads refused to one task by ``DetachedThread/simulatedFailure``: the first `allowing` are
+/// made, every later one fails with `errno`, as `pthread_create` does at a task limit.
+package final class ThreadRefusal: Sendable {
+    package let errno: Int32
+    private let remaining: Atomic<Int>
+
+    package init(errno: Int32 = EAGAIN, allowing: Int = 0) {
+        self.errno = errno
+        remaining = Atomic(allowing)
+    }
+
+    /// Whether this start is refused (counting it against the threads allowed).
+    fileprivate func refuses() -> Bool {
+        remaining.subtract(1, ordering: .relaxed).oldValue <= 0
+    }
+}
+
 /// Threads of the package's own, made with `pthread_create` so that a failure is seen.
 ///
 /// Foundation's `Thread.start()` fails in silence: work handed to a thread that never started
@@ -27,9 +45,9 @@ package struct ThreadStartError: Error, CustomStringConvertible {
 /// work on the calling thread, use fewer helpers, or fail with ``ThreadStartError``.
 package enum DetachedThread {
     /// When set, ``start(name:stackSize:_:)`` called from this task (or code it runs
-    /// synchronously) fails with this errno instead of making a thread: how tests reach each
-    /// caller's fallback without starving the whole test process of threads.
-    @TaskLocal package static var simulatedFailure: Int32?
+    /// synchronously) makes the threads the refusal allows and fails the rest: how tests reach
+    /// each caller's fallback without starving the whole test process of threads.
+    @TaskLocal package static var simulatedFailure: ThreadRefusal?
 
     /// Runs `body` on a new detached thread named `name` (the first 15 bytes, the kernel's limit)
     /// with a stack of `stackSize` bytes (nil: the system's default, `ulimit -s`, as Foundation's
@@ -38,7 +56,9 @@ package enum DetachedThread {
     package static func start(
         name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void
     ) throws(ThreadStartError) {
-        if let simulated = simulatedFailure { throw ThreadStartError(name: name, errno: simulated) }
+        if let refusal = simulatedFailure, refusal.refuses() {
+            throw ThreadStartError(name: name, errno: refusal.errno)
+        }
         final class Body: Sendable {
             let name: String
             let run: @Sendable () -> Void

@@ -2,13 +2,13 @@ import Foundation
 import StorageServer
 import Testing
 import ThreadKit
-import Transport
 
 @testable import Archive
 @testable import ContentPublishing
 @testable import ContentSync
 @testable import FileKit
 @testable import StorageFormat
+@testable import Transport
 
 /// Under a task limit (systemd's `TasksMax`, a container's pids limit) no thread can be made.
 /// Foundation's `Thread.start()` failed in silence there, and whoever waited for the work waited
@@ -30,7 +30,7 @@ struct ThreadStartFailureTests {
             let transport = try CurlTransport()
             var configuration = harness.configuration()
             configuration.transport = transport
-            try await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+            try await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
                 let restore = try await CacheManager(configuration: configuration).checkForUpdates()
                 #expect(restore.outcome == .restored)
                 try harness.expectTree(is: "1.1")
@@ -47,7 +47,7 @@ struct ThreadStartFailureTests {
     }
 
     @Test func aTransportWithoutItsThreadFailsAtOnceNamingTheLimit() async throws {
-        await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+        await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
             do {
                 let transport = try CurlTransport()
                 await transport.shutdown()
@@ -73,10 +73,43 @@ struct ThreadStartFailureTests {
         }
     }
 
+    @Test func aTransportThatGetsOneOfItsLoopsRunsEveryTransferOnIt() async throws {
+        try await withSyncHarness(serving: "1.4") { harness in
+            var configuration = CurlTransport.Configuration()
+            configuration.ioThreads = 4
+            configuration.maxConnectionsPerHost = 8
+            let transport = try DetachedThread.$simulatedFailure.withValue(ThreadRefusal(allowing: 1)) {
+                try CurlTransport(configuration: configuration)
+            }
+            #expect(transport.loops.count == 1)
+            let url = harness.baseURL.appendingPathComponent("RXCacheConfig/cacheStatus.json")
+            let expected = try Data(
+                contentsOf: ExampleStorageFixture.snapshot("1.4").appendingPathComponent(
+                    "RXCacheConfig/cacheStatus.json"))
+            let bodies = try await withThrowingTaskGroup(of: Data.self) { group in
+                for _ in 0..<40 { group.addTask { try await transport.data(for: HTTPRequest(url: url)).body } }
+                return try await group.reduce(into: [Data]()) { $0.append($1) }
+            }
+            #expect(bodies.count == 40 && bodies.allSatisfy { $0 == expected })
+            await transport.shutdown()
+        }
+    }
+
+    @Test func aPoolWithSomeThreadsRunsOnThose() async throws {
+        let pool = DetachedThread.$simulatedFailure.withValue(ThreadRefusal(allowing: 1)) {
+            BlockingIOPool(threadCount: 3, spin: .zero)
+        }
+        var names: Set<String> = []
+        for _ in 0..<20 { names.insert(await pool.run { Self.threadName() }) }
+        #expect(names == ["cs.io-0"])
+    }
+
     @Test func aPoolWithoutThreadsRunsJobsOnTheCallerThenGetsAThread() async throws {
-        let pool = DetachedThread.$simulatedFailure.withValue(EAGAIN) { BlockingIOPool(threadCount: 2, spin: .zero) }
+        let pool = DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
+            BlockingIOPool(threadCount: 2, spin: .zero)
+        }
         // Refused again at the job: it runs here, and ends.
-        let inline = await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+        let inline = await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
             await pool.run { Self.threadName() }
         }
         #expect(!inline.hasPrefix("cs.io"), "ran on \(inline)")
@@ -93,7 +126,7 @@ struct ThreadStartFailureTests {
             for (index, file) in files.enumerated() {
                 try Data("file \(index)".utf8).write(to: URL(fileURLWithPath: file))
             }
-            try await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+            try await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
                 try DiskFlush.entries(files + [scratch])
                 // The archive of a real storage, extracted with 4 workers asked for and none made.
                 let archive = ExampleStorageFixture.snapshot("1.4").path + "/RXCacheContent.zip"
@@ -111,7 +144,7 @@ struct ThreadStartFailureTests {
     @Test func aPublishBuildsItsArchiveOnTheCallingThread() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = scratch + "/storage"
-            try DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+            try DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
                 _ = try PublishFixture.publish("1.0", storage: storage, scratch: scratch, initialize: true)
                 _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch)
             }
@@ -128,7 +161,7 @@ struct ThreadStartFailureTests {
 
     @Test func theTestServersSayWhyTheyCannotStart() async throws {
         try await withTemporaryDirectory { scratch in
-            try await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+            try await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
                 let server = StorageServer(root: URL(fileURLWithPath: scratch))
                 do {
                     _ = try await server.start()

@@ -16,7 +16,7 @@ struct DaemonThreadStartFailureTests {
         try await withHookFolder { folder in
             let (logger, store) = CapturingLogHandler.logger()
             let runner = HookRunner(terminationGrace: .seconds(3), outputGrace: .milliseconds(300))
-            let outcome = await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+            let outcome = await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
                 await runner.run(
                     shellHook("echo one; echo two >&2; exit 3"), environment: [:], workingDirectory: folder,
                     logger: logger)
@@ -25,7 +25,7 @@ struct DaemonThreadStartFailureTests {
             #expect(store.lines("stdout") == ["one"])
             #expect(store.lines("stderr") == ["two"])
             // And a hook past its timeout is still ended: the supervision's deadline holds inline.
-            let slow = await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+            let slow = await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
                 await runner.run(
                     shellHook("sleep 30", timeout: .milliseconds(300)), environment: [:], workingDirectory: folder,
                     logger: logger)
@@ -36,14 +36,14 @@ struct DaemonThreadStartFailureTests {
 
     @Test func aChildIsWaitedForOnTheCallingThread() async throws {
         let child = try ChildProcess("/bin/sh", ["-c", "exit 7"])
-        let status = await DetachedThread.$simulatedFailure.withValue(EAGAIN) { await child.exitStatus() }
+        let status = await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) { await child.exitStatus() }
         #expect(status == 7)
     }
 
     @Test func theEndpointFailsNamingTheLimit() async throws {
         let endpoint = AgentEndpoint(address: .init(port: 0), metrics: AgentMetrics(), health: AgentHealth())
         await #expect {
-            try await DetachedThread.$simulatedFailure.withValue(EAGAIN) {
+            try await DetachedThread.$simulatedFailure.withValue(ThreadRefusal()) {
                 try await endpoint.run(onListening: { _ in Issue.record("it listened without a thread") })
             }
         } throws: { error in
