@@ -26,7 +26,7 @@ extension ImageProcessor {
             cvips_rgba8_buffer(raw.baseAddress, raw.count, &pixels, &size, &width, &height)
         }
         guard status == 0, let pixels else {
-            throw ImageCacheError(code: .processing, message: "decoding \(source): \(VipsRuntime.takeError())")
+            throw VipsRuntime.failure(.processing, "decoding \(source)")
         }
         defer { cvips_free(pixels) }
         guard size == Int(width) * Int(height) * 4 else {

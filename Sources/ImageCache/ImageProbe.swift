@@ -82,8 +82,7 @@ public enum ImageProbe {
             return try VipsSources.with(input) {
                 (make: () -> UnsafeMutablePointer<VipsSource>?) throws(ImageCacheError) -> ImageHeader in
                 guard let vipsSource = make() else {
-                    throw ImageCacheError(
-                        code: .processing, message: "cannot read \(source): \(VipsRuntime.takeError())")
+                    throw VipsRuntime.failure(.processing, "cannot read \(source)")
                 }
                 defer { cvips_source_unref(vipsSource) }
                 let loader = cvips_find_load_source(vipsSource).map { String(cString: $0) }
@@ -128,11 +127,10 @@ public enum ImageProbe {
         }
         guard let image = open() else {
             // libvips gives no text for some headers it refuses (a PNG 0 or 2^31 pixels wide).
-            let reason = VipsRuntime.takeError()
-            throw ImageCacheError(
-                code: .refused,
-                message:
-                    "\(source) is a damaged image: \(reason.isEmpty ? "its \(Self.format(ofLoader: loader).uppercased()) header cannot be read (a size of 0, or past libvips' limits)" : reason)"
+            throw VipsRuntime.failure(
+                .refused, "\(source) is a damaged image",
+                emptyText:
+                    "its \(Self.format(ofLoader: loader).uppercased()) header cannot be read (a size of 0, or past libvips' limits)"
             )
         }
         defer { cvips_unref(image) }

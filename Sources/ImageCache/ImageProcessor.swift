@@ -149,8 +149,7 @@ public enum ImageProcessor {
             // fails in the encoder is the encoder's.
             var decoded: UnsafeMutablePointer<VipsImage>?
             guard cvips_copy_memory(resized, &decoded) == 0, let decoded else {
-                throw ImageCacheError(
-                    code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
+                throw VipsRuntime.failure(.refused, "\(source) cannot be decoded")
             }
             defer { cvips_unref(decoded) }
             return try encode(decoded, request: request, source: source)
@@ -171,12 +170,10 @@ public enum ImageProcessor {
     ) throws(ImageCacheError) -> UnsafeMutablePointer<VipsImage> {
         let plan = ResizePlan(header: header, request: request)
         guard let input = make() else {
-            throw ImageCacheError(code: .processing, message: "cannot read \(source): \(VipsRuntime.takeError())")
+            throw VipsRuntime.failure(.processing, "cannot read \(source)")
         }
         defer { cvips_source_unref(input) }
-        let undecodable = {
-            ImageCacheError(code: .refused, message: "\(source) cannot be decoded: \(VipsRuntime.takeError())")
-        }
+        let undecodable = { VipsRuntime.failure(.refused, "\(source) cannot be decoded") }
         var out: UnsafeMutablePointer<VipsImage>?
         if formatsWithShrinkOnLoad.contains(header.format) {
             guard cvips_thumbnail_source(input, &out, plan.width, plan.height, plan.size, plan.crop) == 0, let out
@@ -205,7 +202,7 @@ public enum ImageProcessor {
     {
         var stripped: UnsafeMutablePointer<VipsImage>?
         guard cvips_strip_metadata(resized, &stripped) == 0, let stripped else {
-            throw ImageCacheError(code: .processing, message: "copying \(source): \(VipsRuntime.takeError())")
+            throw VipsRuntime.failure(.processing, "copying \(source)")
         }
         defer { cvips_unref(stripped) }
         var image = stripped
@@ -216,8 +213,7 @@ public enum ImageProcessor {
             guard cvips_flatten(image, &flattened, background.red, background.green, background.blue) == 0,
                 let flat = flattened
             else {
-                throw ImageCacheError(
-                    code: .processing, message: "flattening \(source): \(VipsRuntime.takeError())")
+                throw VipsRuntime.failure(.processing, "flattening \(source)")
             }
             image = flat
         }
@@ -232,8 +228,7 @@ public enum ImageProcessor {
             case .avif: cvips_avifsave_buffer(image, &buffer, &length, quality, ImageFormat.avifEffort)
             }
         guard status == 0, let buffer else {
-            throw ImageCacheError(
-                code: .processing, message: "encoding \(source) as \(request.format): \(VipsRuntime.takeError())")
+            throw VipsRuntime.failure(.processing, "encoding \(source) as \(request.format)")
         }
         defer { cvips_free(buffer) }
         var data = Data(bytes: buffer, count: length)

@@ -53,8 +53,7 @@ public enum VipsRuntime {
                 return
             }
             guard cvips_init("content-sync") == 0 else {
-                throw ImageCacheError(
-                    code: .configuration, message: "libvips failed to start: \(VipsRuntime.takeError())")
+                throw VipsRuntime.failure(.configuration, "libvips failed to start")
             }
             cvips_drop_warnings()
             cvips_cache_set_max(0)
@@ -83,5 +82,31 @@ public enum VipsRuntime {
         let text = cvips_error_buffer().map { String(cString: $0) } ?? ""
         cvips_error_clear()
         return text.split(separator: "\n").joined(separator: "; ")
+    }
+
+    /// libvips' error, cleared, as the error to throw: `code`, with `context` and libvips' text
+    /// (`emptyText` when it gave none). When libvips ran out of a resource instead (glib could
+    /// not make a thread at a task limit, or memory ran out), the input is not at fault: the
+    /// code is `.processing` and the message says what to raise. A `.refused` would have the
+    /// pipeline drop a good original as damaged, and the CLI blame the image (exit 4).
+    static func failure(_ code: ImageCacheError.Code, _ context: String, emptyText: String = "") -> ImageCacheError {
+        let text = takeError()
+        if let shortage = shortage(in: text) {
+            return ImageCacheError(code: .processing, message: "\(context): \(text); \(shortage)")
+        }
+        return ImageCacheError(code: code, message: "\(context): \(text.isEmpty ? emptyText : text)")
+    }
+
+    /// What to do about a resource libvips' error `text` says ran out, or nil when it names none.
+    static func shortage(in text: String) -> String? {
+        let lowered = text.lowercased()
+        if lowered.contains("error creating thread") || lowered.contains("unable to create thread") {
+            return "libvips could not start a thread: the process is at its task limit "
+                + "(systemd TasksMax, a container's pids limit, ulimit -u); raise it and try again"
+        }
+        if lowered.contains("out of memory") {
+            return "libvips ran out of memory: free some, or lower ImageLimits.maxPixels, and try again"
+        }
+        return nil
     }
 }

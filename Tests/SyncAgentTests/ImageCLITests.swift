@@ -412,6 +412,64 @@ struct ImageCLITests {
             #expect(try info(made)["width"] as? Int == 8)
         }
     }
+
+    /// Runs the binary as user 4243 (a user nothing else runs as, so its task count is this
+    /// run's alone), with at most `tasks` processes and threads when given, for at most 60 s.
+    /// Below about 8 tasks the Swift runtime itself can wait for a thread for good.
+    func asTaskLimitedUser(_ arguments: [String], scratch: String, tasks: Int?) async throws -> CommandResult {
+        let id = UUID().uuidString
+        let (out, err) = (scratch + "/\(id).out", scratch + "/\(id).err")
+        let limit = tasks.map { ["/usr/bin/prlimit", "--nproc=\($0)"] } ?? []
+        let status = try await ChildProcess(
+            "/usr/bin/timeout",
+            ["-k", "5", "60", "/usr/bin/setpriv", "--reuid=4243", "--regid=4243", "--clear-groups"] + limit
+                + [SyncAgentBinary.path] + arguments,
+            stdout: out, stderr: err
+        ).exitStatus()
+        return CommandResult(
+            status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    }
+
+    /// glib's "Error creating thread" at a task limit came back as "cannot be decoded" (exit 4,
+    /// a refused image), and the pipeline then deleted the stored original as damaged.
+    @Test(
+        "at a task limit, libvips' failure to make a thread is no refusal: exit 1 naming the limit, and the original stays",
+        .enabled(
+            if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+                && FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit")))
+    func aTaskLimitIsNoRefusal() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            script.set("/photo.jpg", try Self.image(width: 2000, height: 1500))
+            chmod(scratch, 0o777)
+            let url = origin.url("/photo.jpg").absoluteString
+            // Offline after the first: the stored original is all there is to make a variant from.
+            func get(_ size: Int, tasks: Int?, offline: Bool = true) async throws -> CommandResult {
+                try await asTaskLimitedUser(
+                    [
+                        "image", "get", url, "--cache", scratch + "/cache", "--size", "\(size)x\(size)", "-o",
+                        scratch + "/\(size).jpg",
+                    ] + (offline ? ["--offline"] : []),
+                    scratch: scratch, tasks: tasks)
+            }
+            let first = try await get(300, tasks: nil, offline: false)
+            #expect(first.status == 0, "\(first.stderr)")
+            var limited = 0
+            // Measured on the 2-core machines: at 10 tasks decoding fails, at 12 encoding does.
+            for tasks in [10, 12] {
+                let squeezed = try await get(100 + tasks, tasks: tasks)
+                #expect(squeezed.status != 4, "a task limit was taken for a damaged image: \(squeezed.stderr)")
+                #expect(squeezed.status != 124 && squeezed.status != 137, "it hung at \(tasks) tasks")
+                if squeezed.status != 0 {
+                    #expect(squeezed.stderr.contains("task limit"), "\(squeezed.stderr)")
+                    limited += 1
+                }
+                let after = try await get(200 + tasks, tasks: nil)
+                #expect(after.status == 0, "the stored original was dropped: \(after.stderr)")
+            }
+            #expect(limited > 0, "no run reached the task limit, so this proves nothing on this machine")
+        }
+    }
 }
 
 extension CacheHTTPCLITests.Script {
