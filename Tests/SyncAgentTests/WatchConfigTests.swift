@@ -618,6 +618,38 @@ struct WatchConfigTests {
         }
     }
 
+    /// A second SIGTERM ends the agent at once (143), even while the first one's stop waits out a
+    /// hook that ignores SIGTERM (its 5 s grace): before, the second was ignored and the agent
+    /// exited 0 after the grace. The audit saw a first SIGTERM lost for good at a task limit.
+    @Test func aSecondSigtermEndsTheAgentAtOnce() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                let hooks = [
+                    "    hooks:", "      post-update:",
+                    "        - command: [/bin/sh, -c, 'trap \"\" TERM; echo hook started; sleep 60; echo hook ended']",
+                    "          timeout: 2m",
+                ]
+                .joined(separator: "\n")
+                let process = try Self.startWatch(
+                    config: "storages:\n" + Self.storage("a", server, scratch: scratch, extra: hooks) + "\n",
+                    scratch: scratch)
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                _ = try await Self.waitForLine(scratch, "the hook's first line") {
+                    $0["message"]?.contains("hook started") == true
+                }
+                process.send(SIGTERM)
+                try await Task.sleep(for: .milliseconds(500))
+                process.send(SIGTERM)
+                #expect(await exitStatus == 143)
+                stopped = true
+                let stderr = (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? ""
+                #expect(stderr.contains("a second SIGTERM: stopping at once"), "\(stderr.suffix(600))")
+            }
+        }
+    }
+
     /// A state database deleted under a running agent stops its storage with the reason, rather
     /// than checks going on into the deleted file while `status` says "never synced".
     @Test func aStateDatabaseDeletedWhileWatchedStopsItsStorage() async throws {
