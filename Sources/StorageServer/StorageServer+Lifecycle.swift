@@ -57,7 +57,10 @@ extension StorageServer {
                 try connections.start()
             } catch {
                 return .failure(
-                    StorageServerError(code: .listenFailed, message: "127.0.0.1:\(port): \(error)", underlying: error))
+                    StorageServerError(
+                        code: .listenFailed,
+                        message: "127.0.0.1:\(port): no thread could be started to accept connections",
+                        underlying: error))
             }
             lifecycle = .running(connections, url)
             return .success(url)

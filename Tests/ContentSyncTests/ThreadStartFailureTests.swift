@@ -169,6 +169,8 @@ struct ThreadStartFailureTests {
                     await server.stop()
                 } catch {
                     #expect("\(error)".contains("task limit"), "\(error)")
+                    // Said once: the message, then the thread's error in parentheses.
+                    #expect("\(error)".components(separatedBy: "task limit").count == 2, "\(error)")
                 }
                 #expect(throws: ScriptedOriginError.self) { try ScriptedOrigin(handler: { _ in .init(status: 200) }) }
             }
