@@ -51,7 +51,7 @@ public enum ZipExtractor {
         let result: Result<ZipExtractionReport, ArchiveError> = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 // A dispatch queue would sleep a second at a time until a thread could be made.
-                let work: @Sendable () -> Void = {
+                DetachedThread.startOrRunHere(name: "cs.extract") {
                     do throws(ArchiveError) {
                         let report = try extract(
                             archiveAt: path, into: destination, options: options,
@@ -60,11 +60,6 @@ public enum ZipExtractor {
                     } catch {
                         continuation.resume(returning: .failure(error))
                     }
-                }
-                do {
-                    try DetachedThread.start(name: "cs.extract", work)
-                } catch {
-                    work()
                 }
             }
         } onCancel: {

@@ -109,11 +109,7 @@ public final class ChildProcess: Sendable {
     /// Where no thread can be made (a task limit), it waits on the calling thread.
     public func exitStatus() async -> Int32 {
         await withCheckedContinuation { continuation in
-            do {
-                try DetachedThread.start(name: "child wait", stackSize: 1 << 16) { [self] in
-                    continuation.resume(returning: waitBlocking())
-                }
-            } catch {
+            DetachedThread.startOrRunHere(name: "child wait", stackSize: 1 << 16) { [self] in
                 continuation.resume(returning: waitBlocking())
             }
         }

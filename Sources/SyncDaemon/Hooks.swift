@@ -155,7 +155,9 @@ public struct HookRunner: Sendable {
             timeout: hook.timeout, terminationGrace: terminationGrace, outputGrace: outputGrace)
         let outcome = await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
-                let supervise: @Sendable () -> Void = { [logger, loggedOutput] in
+                // Without a thread (a task limit), the hook is supervised here: its timeout
+                // still bounds the wait.
+                DetachedThread.startOrRunHere(name: "hook", stackSize: 1 << 18) { [logger, loggedOutput] in
                     var (lines, bytes, cut) = (0, 0, false)
                     continuation.resume(
                         returning: process.supervise(limits) { stream, line in
@@ -171,13 +173,6 @@ public struct HookRunner: Sendable {
                                 )
                             }
                         })
-                }
-                // Without a thread (a task limit), the hook is supervised here: its timeout
-                // still bounds the wait.
-                do {
-                    try DetachedThread.start(name: "hook", stackSize: 1 << 18, supervise)
-                } catch {
-                    supervise()
                 }
             }
         } onCancel: {

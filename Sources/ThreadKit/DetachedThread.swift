@@ -49,6 +49,18 @@ package enum DetachedThread {
     /// each caller's fallback without starving the whole test process of threads.
     @TaskLocal package static var simulatedFailure: ThreadRefusal?
 
+    /// Runs `body` on a new detached thread (as ``start(name:stackSize:_:)``), or on the calling
+    /// thread, which it then blocks, when none can be made: for work that must run either way.
+    package static func startOrRunHere(
+        name: String, stackSize: Int? = nil, _ body: @escaping @Sendable () -> Void
+    ) {
+        do {
+            try start(name: name, stackSize: stackSize, body)
+        } catch {
+            body()
+        }
+    }
+
     /// Runs `body` on a new detached thread named `name` (the first 15 bytes, the kernel's limit)
     /// with a stack of `stackSize` bytes (nil: the system's default, `ulimit -s`, as Foundation's
     /// threads had); throws when the system would not make one. `body` is released, unrun, on a
