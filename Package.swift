@@ -160,7 +160,7 @@ let package = Package(
         .testTarget(name: "ArchiveTests", dependencies: ["Archive", "FileKit", "StorageServer"]),
         .testTarget(name: "StorageServerTests", dependencies: ["StorageServer", "ToolSupport", "Transport"]),
         // Runs the built sync-agent and sync-agent-image binaries; the dependencies make sure they are built first.
-        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "ProcessKit", "SyncAgentMain", "SyncAgentImage", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips"]),
+        .testTarget(name: "SyncAgentTests", dependencies: ["SyncAgent", "ProcessKit", "SyncAgentMain", "SyncAgentImage", "SyncDaemon", "ContentSync", "StorageServer", "CLinux", "ImageCache", "CVips", "ItemCache", "ThreadKit", "Transport"]),
         .testTarget(name: "SyncDaemonTests", dependencies: ["SyncDaemon", "ProcessKit", "ThreadKit", "ContentSync", "ContentPublishing", "StorageFormat", "StorageServer", "Transport",
                                                             .product(name: "Logging", package: "swift-log"),
                                                             .product(name: "Metrics", package: "swift-metrics"),

@@ -730,10 +730,12 @@ extension CLIFailure {
     /// A cache failure's exit code: 3 network with nothing stored, 22 or 23 when the origin's
     /// failing status (a 503, a 429) is the answer but its body is not at hand (another process
     /// fetched it, or the origin's backoff answered), 8 an offline miss, 5 the cache folder or
-    /// its limit, 6 a bad option value.
+    /// its limit, 6 a bad option value or a task limit that left the transport no thread (as
+    /// `sync`).
     package init(cache error: ItemCacheError) {
         let code: Int32 =
             switch error.code {
+            case .fetch where (error.underlying as? TransportError)?.code == .threadLimit: 6
             case .fetch where (500...599).contains(error.httpStatus ?? 0): CacheGetCommand.serverErrorExit
             case .fetch where (400...499).contains(error.httpStatus ?? 0): CacheGetCommand.clientErrorExit
             case .fetch: 3

@@ -96,8 +96,13 @@ struct ServeCommand: AsyncParsableCommand {
         } catch is CancellationError {
             return
         } catch {
-            throw CLIFailure(code: 1, message: "serving \(directory) failed: \(error)")
+            throw CLIFailure(code: Self.exitCode(for: error), message: "serving \(directory) failed: \(error)")
         }
+    }
+
+    /// 6 when no thread could be started to serve (a task limit, as `sync` exits), else 1.
+    static func exitCode(for error: any Error) -> Int32 {
+        (error as? StorageServerError)?.underlying is ThreadStartError ? 6 : 1
     }
 
     /// `127.0.0.1 - - [23/Nov/2026:05:20:00 +0000] "GET /path HTTP/1.1" 200 1234 "-" "agent" inm="…" range="…"`:

@@ -2,6 +2,7 @@ import ArgumentParser
 import CLinux
 import FileKit
 import Foundation
+import ThreadKit
 
 /// The root command; the `sync-agent` and `sync-agent-image` executables run ``start()``.
 package struct SyncAgent: AsyncParsableCommand {
@@ -90,6 +91,53 @@ package struct SyncAgent: AsyncParsableCommand {
     /// The descriptors ``ensureDescriptors()`` asks for: what starting takes, with room to fail
     /// later with a message naming the file.
     static let minimumDescriptors = 64
+
+    /// Exits with a message (code 6) when a task limit (a cgroup's `pids.max`: systemd's
+    /// `TasksMax=`, a container's pids limit; or `ulimit -u`) leaves fewer than ``minimumTasks``
+    /// threads to start (`SYNC_AGENT_MIN_THREADS` sets another number; 0 skips the check). Call
+    /// first, before the first `await`: past it, libdispatch (Swift concurrency, GRDB's queues)
+    /// starts threads, and when the system refuses one it retries for good in silence, so a
+    /// process that starts just above its limit hangs. `--help` and `--version` need no threads
+    /// and are let through.
+    package static func ensureTasks(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+        if arguments == ["--version"] || arguments.first == "help" || arguments.contains("--help")
+            || arguments.contains("-h")
+        {
+            return
+        }
+        let wanted: Int
+        switch minimumTasks(setting: getenv(minimumTasksVariable).map { String(cString: $0) }) {
+        case .success(let number): wanted = number
+        case .failure(let failure): failure.exit()
+        }
+        guard wanted > 0, let shortage = TaskBudget.shortage(wanted: wanted) else { return }
+        Console.standardError(
+            "sync-agent: only \(shortage.free) more threads may start and it needs \(wanted) "
+                + "(\(shortage)): \(shortage.remedy), and try again\n")
+        Glibc.exit(6)
+    }
+
+    /// The environment variable that overrides ``minimumTasks``.
+    static let minimumTasksVariable = "SYNC_AGENT_MIN_THREADS"
+
+    /// The threads to ask for given `SYNC_AGENT_MIN_THREADS`' value: ``minimumTasks`` when unset,
+    /// the number when it is one from 0 to 100,000, else a failure (exit 6) naming the variable.
+    static func minimumTasks(setting: String?) -> Result<Int, CLIFailure> {
+        guard let setting else { return .success(minimumTasks) }
+        guard let number = Int(setting), (0...100_000).contains(number) else {
+            return .failure(
+                CLIFailure(
+                    code: 6,
+                    message: "\(minimumTasksVariable)='\(setting.prefix(40))' is not a number of threads from 0 to "
+                        + "100000; give one such as \(minimumTasks), or 0 to skip the check"))
+        }
+        return .success(number)
+    }
+
+    /// The threads ``ensureTasks(arguments:)`` asks for. A `sync` runs about 11 (restores and
+    /// `watch --http` a few more), and under a limit just above what it runs libdispatch can
+    /// wait for a thread for good (measured: hangs up to 10 tasks, stalls of seconds up to 12).
+    static let minimumTasks = 16
 
     /// How many malloc arenas ``limitMallocArenas()`` allows.
     static let mallocArenas: Int32 = 1

@@ -159,6 +159,10 @@ struct WatchCommand: AsyncParsableCommand {
         } catch let error as AgentEndpointError {
             // Taken between the check and the start, or failing later: still one line.
             throw CLIFailure(code: error.code == .listenFailed ? 6 : 1, message: "--http: \(error.message)")
+        } catch let error as TransportError {
+            // The transport could not start (no thread at a task limit, an option libcurl
+            // refused): exit 6, as `sync` does, not the parser's "Error:" and 1.
+            throw CLIFailure(code: 6, message: error.message)
         }
     }
 

@@ -67,7 +67,7 @@ final class CurlMultiLoop: @unchecked Sendable {
         } catch {
             // Without its thread no transfer would ever end.
             curl_multi_cleanup(multi)
-            throw TransportError(code: .invalidRequest, message: "the transport \(error)")
+            throw TransportError(code: .threadLimit, message: "the transport \(error)")
         }
     }
 

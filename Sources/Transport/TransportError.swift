@@ -6,6 +6,7 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
             case httpStatus, network, timeout, cancelled, tooLarge, fileSystem, invalidRequest, invalidResponse
+            case threadLimit
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -30,6 +31,9 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
         /// asked for, a `304` to an unconditional request, a `Content-Length` the body disagrees
         /// with, a body in an encoding that cannot be decoded. The body is refused, never kept.
         public static let invalidResponse = Code(.invalidResponse)
+        /// The transport could not start the thread that runs its transfers: the process is at
+        /// its task limit (systemd's `TasksMax=`, a container's pids limit, `ulimit -u`).
+        public static let threadLimit = Code(.threadLimit)
 
         public var description: String { base.rawValue }
     }

@@ -53,6 +53,7 @@ struct ThreadStartFailureTests {
                 await transport.shutdown()
                 Issue.record("a transport without a thread was made")
             } catch let error as TransportError {
+                #expect(error.code == .threadLimit, "\(error.code)")
                 #expect(error.message.contains("task limit"), "\(error.message)")
                 #expect(error.message.contains("cs.curl.0"), "the thread is named: \(error.message)")
             } catch {

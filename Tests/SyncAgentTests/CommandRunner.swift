@@ -56,6 +56,29 @@ enum SyncAgentBinary {
             stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
     }
 
+    /// Runs the binary with `arguments` as user `uid` (root only: `setpriv`) under `prlimit
+    /// --nproc=tasks` (none when nil), with `environment` added, ended by `timeout` after 60 s
+    /// (exit 124) so that a hang fails the test instead of holding the run. `RLIMIT_NPROC`
+    /// counts every task of the user: give each suite its own unused uid and run its tests one
+    /// at a time.
+    static func runTaskLimited(
+        _ arguments: [String], scratch: String, uid: Int, tasks: Int?, environment: [String: String] = [:]
+    ) async throws -> CommandResult {
+        let id = UUID().uuidString
+        let (out, err) = (scratch + "/\(id).out", scratch + "/\(id).err")
+        let limit = tasks.map { ["/usr/bin/prlimit", "--nproc=\($0)"] } ?? []
+        let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+        let status = try await ChildProcess(
+            "/usr/bin/timeout",
+            ["-k", "5", "60", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + limit
+                + ["/usr/bin/env"] + settings + [path] + arguments,
+            stdout: out, stderr: err
+        ).exitStatus()
+        return CommandResult(
+            status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    }
+
     /// Runs the binary with `arguments` under `ulimit -n openFiles` (bash sets the soft and the
     /// hard limit, so the binary cannot raise it).
     static func run(_ arguments: [String], scratch: String, openFiles: Int) async throws -> CommandResult {

@@ -1,0 +1,184 @@
+import CLinux
+import Foundation
+import ItemCache
+import ProcessKit
+import StorageServer
+import Testing
+import Transport
+
+@testable import SyncAgent
+@testable import ThreadKit
+
+/// Just above a task limit libdispatch waits for a thread for good, in silence: a restore hung
+/// at `prlimit --nproc` 5–7, `watch` at 6–10. Every command now reads the limits first and
+/// exits 6 naming the limit and the fix when fewer than 16 threads may start.
+@Suite(
+    "A task limit too tight to run in is refused at start",
+    .serialized, .timeLimit(.minutes(5)),
+    .enabled(
+        if: getuid() == 0 && FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+            && FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit")))
+struct TaskLimitTests {
+    /// An unused user id for these tests alone (`RLIMIT_NPROC` counts the user's every task).
+    static let uid = 4245
+
+    func run(_ arguments: [String], _ scratch: String, tasks: Int?, environment: [String: String] = [:])
+        async throws -> CommandResult
+    {
+        try await SyncAgentBinary.runTaskLimited(
+            arguments, scratch: scratch, uid: Self.uid, tasks: tasks, environment: environment)
+    }
+
+    func expectRefused(_ result: CommandResult, tasks: Int, wanted: Int = 16, _ what: String) {
+        #expect(result.status == 6, "\(what): \(result.status) \(result.stderr)")
+        #expect(
+            result.stderr
+                == "sync-agent: only \(tasks - 1) more threads may start and it needs \(wanted) (ulimit -u allows user "
+                + "\(Self.uid) \(tasks) tasks and 1 run as that user): raise the user's task limit (ulimit -u, "
+                + "systemd's LimitNPROC=) or run fewer tasks as that user, and try again\n",
+            "\(what)")
+    }
+
+    @Test func everyCommandIsRefusedWithTheLimitNamed() async throws {
+        try await withScratch { scratch in
+            chmod(scratch, 0o777)
+            let base = "http://127.0.0.1:9/"
+            let commands: [[String]] = [
+                ["sync", "--base-url", base, "--dir", scratch + "/c", "--state", scratch + "/s.sqlite"],
+                ["watch", "--base-url", base, "--dir", scratch + "/c", "--state", scratch + "/s.sqlite"],
+                ["verify", "--base-url", base, "--dir", scratch + "/c", "--state", scratch + "/s.sqlite"],
+                ["status", "--dir", scratch + "/c", "--state", scratch + "/s.sqlite"],
+                ["serve", scratch, "--port", "0"],
+                ["cache", "get", base + "x", "--cache", scratch + "/cache"],
+                ["cache", "stats", "--cache", scratch + "/cache"],
+                ["image", "get", base + "p.jpg", "--cache", scratch + "/cache", "--size", "10x10"],
+            ]
+            for command in commands {
+                // At 12, without the check, `watch` hung for good and a restore took seconds.
+                expectRefused(
+                    try await run(command, scratch, tasks: 12), tasks: 12, command.prefix(2).joined(separator: " "))
+            }
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/c"), "nothing was made")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/s.sqlite"), "nothing was made")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/cache"), "nothing was made")
+            // Help and the version need no threads and are answered even at 4.
+            for command in [["--version"], ["--help"], ["sync", "--help"], ["help", "cache"]] {
+                let result = try await run(command, scratch, tasks: 4)
+                #expect(result.status == 0 && !result.stdout.isEmpty, "\(command): \(result.stderr)")
+            }
+        }
+    }
+
+    @Test func withRoomTheCommandRunsAndTheVariableMovesTheBar() async throws {
+        try await withScratch { scratch in
+            chmod(scratch, 0o777)
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
+                let sync = [
+                    "sync", "--base-url", server.baseURL!.absoluteString, "--dir", scratch + "/c", "--state",
+                    scratch + "/s.sqlite",
+                ]
+                // 17 leaves the 16 it asks for.
+                let restored = try await run(sync, scratch, tasks: 17)
+                #expect(restored.status == 0, "\(restored.stderr)")
+                #expect(FileManager.default.fileExists(atPath: scratch + "/c"))
+                // Asking for more than the limit leaves refuses, naming the number asked for.
+                expectRefused(
+                    try await run(sync, scratch, tasks: 24, environment: ["SYNC_AGENT_MIN_THREADS": "30"]), tasks: 24,
+                    wanted: 30, "SYNC_AGENT_MIN_THREADS=30")
+                // A value that is no number is named, with a good one.
+                for bad in ["many", "-1", "100001", "99999999999999999999999", ""] {
+                    let result = try await run(sync, scratch, tasks: nil, environment: ["SYNC_AGENT_MIN_THREADS": bad])
+                    #expect(result.status == 6, "\(bad): \(result.stderr)")
+                    #expect(
+                        result.stderr.contains("SYNC_AGENT_MIN_THREADS='\(bad)' is not a number"), "\(result.stderr)")
+                }
+                // 0 skips the check: at 12 the up-to-date check then runs (a replay of nothing
+                // new needs few threads) instead of being refused.
+                let unchecked = try await run(sync, scratch, tasks: 12, environment: ["SYNC_AGENT_MIN_THREADS": "0"])
+                #expect(!unchecked.stderr.contains("more threads may start"), "\(unchecked.stderr)")
+            }
+        }
+    }
+
+    /// The cgroup path, for real: a pids cgroup (v1's controller, or v2 with pids enabled) with
+    /// `pids.max` 12 refuses a sync, naming the folder; at 64 it runs.
+    @Test(.enabled(if: TaskLimitTests.pidsCgroupParent() != nil))
+    func aCgroupPidsLimitIsNamed() async throws {
+        let parent = try #require(Self.pidsCgroupParent())
+        let folder = parent + "/content-sync-test-\(getpid())"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        defer { rmdir(folder) }
+        try await withScratch { scratch in
+            func sync(_ limit: Int) async throws -> CommandResult {
+                try "\(limit)\n".write(toFile: folder + "/pids.max", atomically: false, encoding: .utf8)
+                let line =
+                    "echo $$ > '\(folder)/cgroup.procs' && exec '\(SyncAgentBinary.path)' status --dir '\(scratch)/c' --state '\(scratch)/s.sqlite'"
+                let (out, err) = (scratch + "/out", scratch + "/err")
+                let status = try await ChildProcess.run(
+                    "/usr/bin/timeout", ["-k", "5", "60", "/bin/sh", "-c", line], stdout: out, stderr: err)
+                return CommandResult(
+                    status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+                    stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+            }
+            let refused = try await sync(12)
+            #expect(refused.status == 6, "\(refused.stderr)")
+            #expect(
+                refused.stderr.contains("(the cgroup \(folder) allows 12 tasks (pids.max) and 1 run in it)"),
+                "\(refused.stderr)")
+            #expect(refused.stderr.contains("TasksMax="), "\(refused.stderr)")
+            let ran = try await sync(64)
+            #expect(ran.status == 0, "\(ran.stderr)")
+        }
+    }
+
+    /// A folder in which a pids cgroup can be made: v1's pids hierarchy, or v2's root when its
+    /// subtree has the pids controller. Nil when neither (not root, no cgroup filesystem).
+    static func pidsCgroupParent() -> String? {
+        guard getuid() == 0 else { return nil }
+        if access("/sys/fs/cgroup/pids/cgroup.procs", W_OK) == 0 { return "/sys/fs/cgroup/pids" }
+        if let controllers = try? String(contentsOfFile: "/sys/fs/cgroup/cgroup.subtree_control", encoding: .utf8),
+            controllers.split(separator: " ").contains(where: {
+                $0.trimmingCharacters(in: .whitespacesAndNewlines) == "pids"
+            }),
+            access("/sys/fs/cgroup/cgroup.procs", W_OK) == 0
+        {
+            return "/sys/fs/cgroup"
+        }
+        return nil
+    }
+}
+
+/// A task limit met after the start-up check (another process of the user took the room) is
+/// still exit 6 in every command, as in `sync`, not 3 (`cache get`) or 1 (`serve`, `watch`).
+@Suite("A task limit exits 6 in every command")
+struct TaskLimitExitCodeTests {
+    @Test func theCacheAndTheServerMapTheLimitTo6() {
+        let noThread = TransportError(code: .threadLimit, message: "the transport cannot start the thread 'cs.curl.0'")
+        let cache = CLIFailure(
+            cache: ItemCacheError(code: .fetch, message: "cannot fetch http://h/x: \(noThread)", underlying: noThread))
+        #expect(cache.code == 6)
+        let network = TransportError(code: .network, message: "refused")
+        #expect(CLIFailure(cache: ItemCacheError(code: .fetch, message: "m", underlying: network)).code == 3)
+        let serving = StorageServerError(
+            code: .listenFailed, message: "no thread", underlying: ThreadStartError(name: "serve.accept", errno: EAGAIN)
+        )
+        #expect(ServeCommand.exitCode(for: serving) == 6)
+        #expect(ServeCommand.exitCode(for: StorageServerError(code: .stoppedServing, message: "m")) == 1)
+    }
+
+    @Test(
+        "SYNC_AGENT_MIN_THREADS: unset 16, a number from 0 to 100000, else exit 6 naming it",
+        arguments: [
+            (nil, 16), ("0", 0), ("24", 24), ("100000", 100_000), ("100001", nil), ("-1", nil), ("", nil),
+            ("16 ", nil), ("0x10", nil), ("99999999999999999999", nil),
+        ] as [(String?, Int?)])
+    func theVariable(setting: String?, expected: Int?) {
+        switch SyncAgent.minimumTasks(setting: setting) {
+        case .success(let number): #expect(number == expected)
+        case .failure(let failure):
+            #expect(expected == nil)
+            #expect(failure.code == 6 && failure.message.contains("SYNC_AGENT_MIN_THREADS="))
+        }
+    }
+}
