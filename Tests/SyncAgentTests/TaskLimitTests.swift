@@ -132,8 +132,9 @@ struct TaskLimitTests {
         }
     }
 
-    /// A folder in which a pids cgroup can be made: v1's pids hierarchy, or v2's root when its
-    /// subtree has the pids controller. Nil when neither (not root, no cgroup filesystem).
+    /// A folder in which a pids cgroup can be made and a process moved into: v1's pids
+    /// hierarchy, or v2's root when this process is in it and its subtree has the pids
+    /// controller. Nil when neither (not root, no cgroup filesystem, a v2 container's leaf).
     static func pidsCgroupParent() -> String? {
         guard getuid() == 0 else { return nil }
         if access("/sys/fs/cgroup/pids/cgroup.procs", W_OK) == 0 { return "/sys/fs/cgroup/pids" }
@@ -141,6 +142,7 @@ struct TaskLimitTests {
             controllers.split(separator: " ").contains(where: {
                 $0.trimmingCharacters(in: .whitespacesAndNewlines) == "pids"
             }),
+            (try? String(contentsOfFile: "/proc/self/cgroup", encoding: .utf8)) == "0::/\n",
             access("/sys/fs/cgroup/cgroup.procs", W_OK) == 0
         {
             return "/sys/fs/cgroup"
