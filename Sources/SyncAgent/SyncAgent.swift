@@ -97,24 +97,64 @@ package struct SyncAgent: AsyncParsableCommand {
     /// threads to start (`SYNC_AGENT_MIN_THREADS` sets another number; 0 skips the check). Call
     /// first, before the first `await`: past it, libdispatch (Swift concurrency, GRDB's queues)
     /// starts threads, and when the system refuses one it retries for good in silence, so a
-    /// process that starts just above its limit hangs. `--help` and `--version` need no threads
-    /// and are let through.
-    package static func ensureTasks(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
-        if arguments == ["--version"] || arguments.first == "help" || arguments.contains("--help")
-            || arguments.contains("-h")
-        {
-            return
+    /// process that starts just above its limit hangs. `--help` and `--version` are answered
+    /// before (``answerWithoutThreads()``).
+    package static func ensureTasks() {
+        do {
+            try ensureTasks(storages: 0)
+        } catch {
+            error.exit()
         }
-        let wanted: Int
-        switch minimumTasks(setting: getenv(minimumTasksVariable).map { String(cString: $0) }) {
-        case .success(let number): wanted = number
-        case .failure(let failure): failure.exit()
+    }
+
+    /// Throws the message (code 6) when the task limits leave too few threads for ``minimumTasks``
+    /// plus one a storage (`watch` runs each storage's updates on a queue of its own: measured,
+    /// 8 storages peaked at 24 threads and hung at limits of 17–19), counting the threads this
+    /// process already runs.
+    static func ensureTasks(storages: Int) throws(CLIFailure) {
+        if let message = try taskShortage(storages: storages) { throw CLIFailure(code: 6, message: message) }
+    }
+
+    /// Why the task limits leave too few threads for ``minimumTasks`` and `storages` (nil when
+    /// they leave enough, or the check is off), or the variable's failure.
+    static func taskShortage(storages: Int) throws(CLIFailure) -> String? {
+        let minimum = try minimumTasks(setting: getenv(minimumTasksVariable).map { String(cString: $0) }).get()
+        guard minimum > 0 else { return nil }
+        // The process's own first thread is not among the minimum; threads running now are.
+        let wanted = minimum + 1 + storages - (TaskBudget.ownThreads() ?? 1)
+        guard wanted > 0, let shortage = TaskBudget.shortage(wanted: wanted) else { return nil }
+        let purpose = storages > 0 ? " to watch \(storages) storage\(storages == 1 ? "" : "s")" : ""
+        return "only \(shortage.free) more threads may start and sync-agent needs \(wanted)\(purpose) "
+            + "(\(shortage)): \(shortage.remedy), and try again"
+    }
+
+    /// Answers `--version` and help (`--help`, `-h`, `help …`) and exits, before anything starts a
+    /// thread: past the first `await` the Swift runtime starts libdispatch's, which at a tight
+    /// task limit made `--version` take 5 s to exit, or hang. Returns for every other command.
+    package static func answerWithoutThreads(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+        Console.ensureStandardStreamsOpen()
+        Console.ignoreBrokenPipes()
+        // Handled here rather than with CommandConfiguration(version:): the parser would then
+        // take `--version` from anywhere, and `publish --version 1.0` with a missing option
+        // would print this version and exit 0 instead of naming the missing option.
+        if arguments == ["--version"] {
+            Console.print(version)
+            Glibc.exit(0)
         }
-        guard wanted > 0, let shortage = TaskBudget.shortage(wanted: wanted) else { return }
-        Console.standardError(
-            "sync-agent: only \(shortage.free) more threads may start and it needs \(wanted) "
-                + "(\(shortage)): \(shortage.remedy), and try again\n")
-        Glibc.exit(6)
+        let asksForHelp =
+            arguments.first == "help"
+            || arguments.prefix { $0 != "--" }.contains { $0 == "--help" || $0 == "-h" }
+        guard asksForHelp else { return }
+        do {
+            // A help request parses as the parser's own `HelpCommand`, whose `run()` throws the
+            // request that `exit(withError:)` prints. Anything else (a `-h` that was an option's
+            // value) is a command to run as usual.
+            var command = try parseAsRoot(arguments)
+            guard String(describing: type(of: command)) == "HelpCommand" else { return }
+            try command.run()
+        } catch {
+            exit(withError: error)
+        }
     }
 
     /// The environment variable that overrides ``minimumTasks``.
@@ -134,9 +174,10 @@ package struct SyncAgent: AsyncParsableCommand {
         return .success(number)
     }
 
-    /// The threads ``ensureTasks(arguments:)`` asks for. A `sync` runs about 11 (restores and
-    /// `watch --http` a few more), and under a limit just above what it runs libdispatch can
-    /// wait for a thread for good (measured: hangs up to 10 tasks, stalls of seconds up to 12).
+    /// The threads ``ensureTasks()`` asks for beside the first. Measured peaks without a limit:
+    /// a restore 15–16, a replay up to 21, `image get` 16–18, `watch` of 2 storages 19; under a
+    /// limit libdispatch makes do with fewer, but just above what a command runs it can wait for a
+    /// thread for good (hangs up to 10 tasks, stalls of seconds up to 12). At 17 every command ran.
     static let minimumTasks = 16
 
     /// How many malloc arenas ``limitMallocArenas()`` allows.
@@ -173,13 +214,6 @@ package struct SyncAgent: AsyncParsableCommand {
         // first 60 ms) the default action would end the agent (exit 129). A HUP that early is
         // ignored: the configuration is being read then anyway.
         if CommandLine.arguments.dropFirst().first == "watch" { signal(SIGHUP, SIG_IGN) }
-        // Handled here rather than with CommandConfiguration(version:): the parser would then
-        // take `--version` from anywhere, and `publish --version 1.0` with a missing option
-        // would print this version and exit 0 instead of naming the missing option.
-        if Array(CommandLine.arguments.dropFirst()) == ["--version"] {
-            Console.print(version)
-            return
-        }
         if let option = emptyPathOption(in: Array(CommandLine.arguments.dropFirst())) {
             CLIFailure(
                 code: 6, message: "\(option) is empty; give a path (an empty one would mean the current folder)"

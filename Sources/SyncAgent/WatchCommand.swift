@@ -89,6 +89,7 @@ struct WatchCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try agentConfiguration()
+        try SyncAgent.ensureTasks(storages: configuration.storages.count)
         let format: LogFormat
         if let name = logFormat ?? configuration.logFormat {
             guard let chosen = LogFormat(rawValue: name) else {
@@ -103,7 +104,14 @@ struct WatchCommand: AsyncParsableCommand {
         if format != .text { CLIFailure.fatalLogger.withLock { $0 = logger } }
         var agentOptions = Agent.Options(configuration: configuration, logger: logger)
         if let path = configuration.path {
-            agentOptions.reload = { () throws(ConfigurationError) in try AgentConfiguration.load(path: path) }
+            agentOptions.reload = { () throws(ConfigurationError) in
+                let next = try AgentConfiguration.load(path: path)
+                // More storages than the task limit leaves threads for would hang the agent.
+                if let shortage = try? SyncAgent.taskShortage(storages: next.storages.count) {
+                    throw ConfigurationError(path: path, problems: [ConfigurationProblem(line: nil, message: shortage)])
+                }
+                return next
+            }
         }
         let notifier = SystemdNotifier.fromEnvironment()
         if let notifier {

@@ -58,6 +58,11 @@ package enum TaskBudget {
         return shortages.min { $0.free < $1.free }
     }
 
+    /// How many threads this process runs now (`Threads:` in `/proc/self/status`).
+    package static func ownThreads(root: String = "") -> Int? {
+        readText(root + "/proc/self/status").flatMap { field("Threads", in: $0) }.flatMap { Int($0) }
+    }
+
     // MARK: cgroups
 
     /// Every `pids.max` that bounds this process: its pids cgroup (v1) or its unified cgroup (v2)

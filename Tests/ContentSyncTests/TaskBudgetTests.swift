@@ -100,6 +100,9 @@ struct TaskBudgetTests {
         try write("/sys/fs/cgroup/system.slice/pids.current", "30\n")
 
         #expect(TaskBudget.shortage(wanted: 10, root: root) == nil, "exactly 10 free is enough")
+        try write("/proc/self/status", "Name:\tsync-agent\nThreads:\t7\n")
+        #expect(TaskBudget.ownThreads(root: root) == 7)
+        #expect((TaskBudget.ownThreads() ?? 0) >= 1, "this process's own count")
         let shortage = try #require(TaskBudget.shortage(wanted: 16, root: root))
         #expect(shortage.limit == .cgroup(folder: "/sys/fs/cgroup/system.slice"))
         #expect((shortage.maximum, shortage.inUse, shortage.free) == (40, 30, 10))

@@ -33,7 +33,7 @@ struct TaskLimitTests {
         #expect(result.status == 6, "\(what): \(result.status) \(result.stderr)")
         #expect(
             result.stderr
-                == "sync-agent: only \(tasks - 1) more threads may start and it needs \(wanted) (ulimit -u allows user "
+                == "sync-agent: only \(tasks - 1) more threads may start and sync-agent needs \(wanted) (ulimit -u allows user "
                 + "\(Self.uid) \(tasks) tasks and 1 run as that user): raise the user's task limit (ulimit -u, "
                 + "systemd's LimitNPROC=) or run fewer tasks as that user, and try again\n",
             "\(what)")
@@ -61,9 +61,12 @@ struct TaskLimitTests {
             #expect(!FileManager.default.fileExists(atPath: scratch + "/c"), "nothing was made")
             #expect(!FileManager.default.fileExists(atPath: scratch + "/s.sqlite"), "nothing was made")
             #expect(!FileManager.default.fileExists(atPath: scratch + "/cache"), "nothing was made")
-            // Help and the version need no threads and are answered even at 4.
-            for command in [["--version"], ["--help"], ["sync", "--help"], ["help", "cache"]] {
-                let result = try await run(command, scratch, tasks: 4)
+            // Help and the version are answered before any thread starts: at 3 they hung
+            // (libdispatch's threads), at 4 `--version` took 5 s to exit.
+            for command in [
+                ["--version"], ["--help"], ["sync", "--help"], ["help", "cache"], ["cache", "get", "-h"],
+            ] {
+                let result = try await run(command, scratch, tasks: 3)
                 #expect(result.status == 0 && !result.stdout.isEmpty, "\(command): \(result.stderr)")
             }
         }
@@ -97,6 +100,57 @@ struct TaskLimitTests {
                 // new needs few threads) instead of being refused.
                 let unchecked = try await run(sync, scratch, tasks: 12, environment: ["SYNC_AGENT_MIN_THREADS": "0"])
                 #expect(!unchecked.stderr.contains("more threads may start"), "\(unchecked.stderr)")
+            }
+        }
+    }
+
+    /// `watch` runs each storage's updates on a queue of its own: 8 storages peaked at 24
+    /// threads and hung at limits of 17–19. It asks for one more thread a storage, at the start
+    /// and at each SIGHUP reload (a reload that would not fit is refused, and the agent runs on).
+    @Test func watchAsksForAThreadAStorage() async throws {
+        try await withScratch { scratch in
+            chmod(scratch, 0o777)
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
+                func config(_ count: Int) -> String {
+                    "storages:\n"
+                        + (1...count).map { WatchConfigTests.storage("s\($0)", server, scratch: scratch) }.joined(
+                            separator: "\n") + "\n"
+                }
+                let path = scratch + "/agent.yaml"
+                try config(8).write(toFile: path, atomically: false, encoding: .utf8)
+                // The start check passes at 20 (19 free); 8 storages need more.
+                let refused = try await run(["watch", "--config", path], scratch, tasks: 20)
+                #expect(refused.status == 6, "\(refused.stderr)")
+                #expect(refused.stderr.contains("to watch 8 storages (ulimit -u allows user \(Self.uid) 20 tasks"))
+                #expect(!FileManager.default.fileExists(atPath: scratch + "/s1"), "nothing was synced")
+
+                // One storage fits; a reload to 8 does not, and is refused with the reason.
+                try config(1).write(toFile: path, atomically: false, encoding: .utf8)
+                let log = scratch + "/watch.log"
+                let agent = try ChildProcess(
+                    "/usr/bin/setpriv",
+                    [
+                        "--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/usr/bin/prlimit",
+                        "--nproc=20",
+                        SyncAgentBinary.path, "watch", "--config", path,
+                    ], stderr: log)
+                async let status = agent.exitStatus()
+                func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+                for _ in 0..<600 where !logText().contains("restored 1.2") {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                #expect(logText().contains("restored 1.2"), "\(logText())")
+                try config(8).write(toFile: path, atomically: false, encoding: .utf8)
+                agent.send(SIGHUP)
+                for _ in 0..<600 where !logText().contains("SIGHUP") {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                agent.send(SIGTERM)
+                #expect(await status == 0, "\(logText())")
+                #expect(logText().contains("running on with the previous configuration"), "\(logText())")
+                #expect(logText().contains("to watch 8 storages"), "\(logText())")
+                #expect(!FileManager.default.fileExists(atPath: scratch + "/s2"), "the reload added nothing")
             }
         }
     }
