@@ -98,7 +98,9 @@ package enum TaskBudget {
             }
         }
         var folders: [String] = []
-        for mount in mountInfo.split(separator: "\n").compactMap(CgroupMount.init) {
+        // A host may list thousands of mounts; only cgroup ones are parsed.
+        let cgroupLines = mountInfo.split(separator: "\n").filter { $0.contains(" - cgroup") }
+        for mount in cgroupLines.compactMap(CgroupMount.init) {
             let member: String?
             switch mount.kind {
             case .unified: member = unified
