@@ -124,7 +124,7 @@ package struct SyncAgent: AsyncParsableCommand {
         let wanted = minimum + 1 + storages - (TaskBudget.ownThreads() ?? 1)
         guard wanted > 0, let shortage = TaskBudget.shortage(wanted: wanted) else { return nil }
         let purpose = storages > 0 ? " to watch \(storages) storage\(storages == 1 ? "" : "s")" : ""
-        return "only \(shortage.free) more threads may start and sync-agent needs \(wanted)\(purpose) "
+        return "only \(shortage.free) more threads may start and sync-agent needs \(wanted) more\(purpose) "
             + "(\(shortage)): \(shortage.remedy), and try again"
     }
 

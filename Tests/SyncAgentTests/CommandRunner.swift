@@ -11,6 +11,26 @@ struct CommandResult {
     var stdoutData = Data()
 }
 
+extension CommandResult {
+    /// The result of a child with exit `status` that wrote its streams into `out` and `err`.
+    init(status: Int32, outputFile out: String, errorFile err: String) {
+        let output = (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data()
+        self.init(
+            status: status, stdout: String(data: output, encoding: .utf8) ?? "",
+            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "", stdoutData: output)
+    }
+
+    /// Runs `child` with two fresh files in `scratch` for its stdout and stderr (it returns the
+    /// exit status), and reads them.
+    static func capturing(in scratch: String, _ child: (_ out: String, _ err: String) async throws -> Int32)
+        async throws -> CommandResult
+    {
+        let id = UUID().uuidString
+        let (out, err) = (scratch + "/\(id).out", scratch + "/\(id).err")
+        return CommandResult(status: try await child(out, err), outputFile: out, errorFile: err)
+    }
+}
+
 enum SyncAgentBinary {
     /// The binary sits beside the test bundle in the build folder; `SYNC_AGENT_UNDER_TEST` names
     /// another build to run the same contract against (a release build, or an older one to show
@@ -26,34 +46,21 @@ enum SyncAgentBinary {
     static func run(_ arguments: [String], scratch: String, environment: [String: String] = [:]) async throws
         -> CommandResult
     {
-        let id = UUID().uuidString
-        let out = scratch + "/\(id).out"
-        let err = scratch + "/\(id).err"
-        let status = try await ChildProcess(path, arguments, stdout: out, stderr: err, environment: environment)
-            .exitStatus()
-        return CommandResult(
-            status: status,
-            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
-            stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
+        try await CommandResult.capturing(in: scratch) { out, err in
+            try await ChildProcess(path, arguments, stdout: out, stderr: err, environment: environment).exitStatus()
+        }
     }
 
     /// Runs the binary with `arguments` as a user without privileges: as `nobody` through
     /// `setpriv` when this process is root (who may write any file), else as this user.
     static func runUnprivileged(_ arguments: [String], scratch: String) async throws -> CommandResult {
         guard getuid() == 0 else { return try await run(arguments, scratch: scratch) }
-        let id = UUID().uuidString
-        let out = scratch + "/\(id).out"
-        let err = scratch + "/\(id).err"
-        let status = try await ChildProcess(
-            "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", path] + arguments, stdout: out,
-            stderr: err
-        ).exitStatus()
-        return CommandResult(
-            status: status,
-            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
-            stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
+        return try await CommandResult.capturing(in: scratch) { out, err in
+            try await ChildProcess(
+                "/usr/bin/setpriv", ["--reuid=65534", "--regid=65534", "--clear-groups", path] + arguments, stdout: out,
+                stderr: err
+            ).exitStatus()
+        }
     }
 
     /// Runs the binary with `arguments` as user `uid` (root only: `setpriv`) under `prlimit
@@ -64,34 +71,25 @@ enum SyncAgentBinary {
     static func runTaskLimited(
         _ arguments: [String], scratch: String, uid: Int, tasks: Int?, environment: [String: String] = [:]
     ) async throws -> CommandResult {
-        let id = UUID().uuidString
-        let (out, err) = (scratch + "/\(id).out", scratch + "/\(id).err")
-        let limit = tasks.map { ["/usr/bin/prlimit", "--nproc=\($0)"] } ?? []
-        let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
-        let status = try await ChildProcess(
-            "/usr/bin/timeout",
-            ["-k", "5", "60", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + limit
-                + ["/usr/bin/env"] + settings + [path] + arguments,
-            stdout: out, stderr: err
-        ).exitStatus()
-        return CommandResult(
-            status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+        try await CommandResult.capturing(in: scratch) { out, err in
+            let limit = tasks.map { ["/usr/bin/prlimit", "--nproc=\($0)"] } ?? []
+            let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+            return try await ChildProcess(
+                "/usr/bin/timeout",
+                ["-k", "5", "60", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + limit
+                    + ["/usr/bin/env"] + settings + [path] + arguments,
+                stdout: out, stderr: err
+            ).exitStatus()
+        }
     }
 
     /// Runs the binary with `arguments` under `ulimit -n openFiles` (bash sets the soft and the
     /// hard limit, so the binary cannot raise it).
     static func run(_ arguments: [String], scratch: String, openFiles: Int) async throws -> CommandResult {
-        let id = UUID().uuidString
-        let out = scratch + "/\(id).out"
-        let err = scratch + "/\(id).err"
-        let line = "ulimit -n \(openFiles) && exec '\(path)' " + arguments.map { "'\($0)'" }.joined(separator: " ")
-        let status = try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
-        return CommandResult(
-            status: status,
-            stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "",
-            stdoutData: (try? Data(contentsOf: URL(fileURLWithPath: out))) ?? Data())
+        try await CommandResult.capturing(in: scratch) { out, err in
+            let line = "ulimit -n \(openFiles) && exec '\(path)' " + arguments.map { "'\($0)'" }.joined(separator: " ")
+            return try await ChildProcess.run("/bin/bash", ["-c", line], stdout: out, stderr: err)
+        }
     }
 
     /// Starts `sync-agent watch` mirroring `server` into `scratch`/content (state in

@@ -12,21 +12,17 @@ struct CooperativePoolTests {
     /// `limit` is killed (and so exits non-zero): a hang fails the test instead of stalling it.
     func runStrict(_ arguments: [String], scratch: String, limit: Duration = .seconds(90)) async throws -> CommandResult
     {
-        let id = UUID().uuidString
-        let out = scratch + "/\(id).out"
-        let err = scratch + "/\(id).err"
-        let child = try ChildProcess(
-            "/usr/bin/env", ["LIBDISPATCH_COOPERATIVE_POOL_STRICT=1", SyncAgentBinary.path] + arguments,
-            stdout: out, stderr: err)
-        let watchdog = Task {
-            try await Task.sleep(for: limit)
-            child.send(SIGKILL)
+        try await CommandResult.capturing(in: scratch) { out, err in
+            let child = try ChildProcess(
+                "/usr/bin/env", ["LIBDISPATCH_COOPERATIVE_POOL_STRICT=1", SyncAgentBinary.path] + arguments,
+                stdout: out, stderr: err)
+            let watchdog = Task {
+                try await Task.sleep(for: limit)
+                child.send(SIGKILL)
+            }
+            defer { watchdog.cancel() }
+            return await child.exitStatus()
         }
-        let status = await child.exitStatus()
-        watchdog.cancel()
-        return CommandResult(
-            status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 
     /// Every file under `root`, relative path to bytes.

@@ -33,7 +33,7 @@ struct TaskLimitTests {
         #expect(result.status == 6, "\(what): \(result.status) \(result.stderr)")
         #expect(
             result.stderr
-                == "sync-agent: only \(tasks - 1) more threads may start and sync-agent needs \(wanted) (ulimit -u allows user "
+                == "sync-agent: only \(tasks - 1) more threads may start and sync-agent needs \(wanted) more (ulimit -u allows user "
                 + "\(Self.uid) \(tasks) tasks and 1 run as that user): raise the user's task limit (ulimit -u, "
                 + "systemd's LimitNPROC=) or run fewer tasks as that user, and try again\n",
             "\(what)")
@@ -168,12 +168,10 @@ struct TaskLimitTests {
                 try "\(limit)\n".write(toFile: folder + "/pids.max", atomically: false, encoding: .utf8)
                 let line =
                     "echo $$ > '\(folder)/cgroup.procs' && exec '\(SyncAgentBinary.path)' status --dir '\(scratch)/c' --state '\(scratch)/s.sqlite'"
-                let (out, err) = (scratch + "/out", scratch + "/err")
-                let status = try await ChildProcess.run(
-                    "/usr/bin/timeout", ["-k", "5", "60", "/bin/sh", "-c", line], stdout: out, stderr: err)
-                return CommandResult(
-                    status: status, stdout: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-                    stderr: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+                return try await CommandResult.capturing(in: scratch) { out, err in
+                    try await ChildProcess.run(
+                        "/usr/bin/timeout", ["-k", "5", "60", "/bin/sh", "-c", line], stdout: out, stderr: err)
+                }
             }
             let refused = try await sync(12)
             #expect(refused.status == 6, "\(refused.stderr)")
