@@ -124,13 +124,17 @@ package struct SyncAgent: AsyncParsableCommand {
         let wanted = minimum + 1 + storages - (TaskBudget.ownThreads() ?? 1)
         guard wanted > 0, let shortage = TaskBudget.shortage(wanted: wanted) else { return nil }
         let purpose = storages > 0 ? " to watch \(storages) storage\(storages == 1 ? "" : "s")" : ""
-        return "only \(shortage.free) more threads may start and sync-agent needs \(wanted) more\(purpose) "
+        let may = shortage.free == 1 ? "1 more thread" : "\(shortage.free) more threads"
+        return "only \(may) may start and sync-agent needs \(wanted) more\(purpose) "
             + "(\(shortage)): \(shortage.remedy), and try again"
     }
 
-    /// Answers `--version` and help (`--help`, `-h`, `help …`) and exits, before anything starts a
-    /// thread: past the first `await` the Swift runtime starts libdispatch's, which at a tight
-    /// task limit made `--version` take 5 s to exit, or hang. Returns for every other command.
+    /// Answers, and exits, what needs no thread: `--version`, an empty path option (exit 6), a
+    /// command line that does not parse (64), and help (`--help`, `-h`, `help …`, a command group
+    /// without its subcommand). It runs before anything starts a thread: past the first `await`
+    /// the Swift runtime starts libdispatch's, which at a tight task limit made `--version` take
+    /// 5 s to exit, or hang, and turned a usage error into the task limit's refusal. Returns for a
+    /// command to run.
     package static func answerWithoutThreads(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
         Console.ensureStandardStreamsOpen()
         Console.ignoreBrokenPipes()
@@ -141,17 +145,18 @@ package struct SyncAgent: AsyncParsableCommand {
             Console.print(version)
             Glibc.exit(0)
         }
-        let asksForHelp =
-            arguments.first == "help"
-            || arguments.prefix { $0 != "--" }.contains { $0 == "--help" || $0 == "-h" }
-        guard asksForHelp else { return }
+        if let option = emptyPathOption(in: arguments) {
+            CLIFailure(
+                code: 6, message: "\(option) is empty; give a path (an empty one would mean the current folder)"
+            ).exit()
+        }
         do {
             // A help request parses as the parser's own `HelpCommand`, whose `run()` throws the
-            // request that `exit(withError:)` prints. Anything else (a `-h` that was an option's
-            // value) is a command to run as usual.
+            // request that `exit(withError:)` prints; a group without its subcommand (`cache`)
+            // prints its help, as its default `run()` would.
             var command = try parseAsRoot(arguments)
-            guard String(describing: type(of: command)) == "HelpCommand" else { return }
-            try command.run()
+            if String(describing: type(of: command)) == "HelpCommand" { try command.run() }
+            if !type(of: command).configuration.subcommands.isEmpty { throw CleanExit.helpRequest(command) }
         } catch {
             exit(withError: error)
         }
@@ -168,7 +173,8 @@ package struct SyncAgent: AsyncParsableCommand {
             return .failure(
                 CLIFailure(
                     code: 6,
-                    message: "\(minimumTasksVariable)='\(setting.prefix(40))' is not a number of threads from 0 to "
+                    message:
+                        "\(minimumTasksVariable)=\(String(setting.prefix(40)).debugDescription) is not a number of threads from 0 to "
                         + "100000; give one such as \(minimumTasks), or 0 to skip the check"))
         }
         return .success(number)
@@ -214,12 +220,8 @@ package struct SyncAgent: AsyncParsableCommand {
         // first 60 ms) the default action would end the agent (exit 129). A HUP that early is
         // ignored: the configuration is being read then anyway.
         if CommandLine.arguments.dropFirst().first == "watch" { signal(SIGHUP, SIG_IGN) }
-        if let option = emptyPathOption(in: Array(CommandLine.arguments.dropFirst())) {
-            CLIFailure(
-                code: 6, message: "\(option) is empty; give a path (an empty one would mean the current folder)"
-            ).exit()
-        }
         do {
+            // `answerWithoutThreads()` ran first: the empty paths, usage errors and help are answered.
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
                 try await asyncCommand.run()

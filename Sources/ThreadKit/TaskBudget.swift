@@ -27,11 +27,14 @@ package struct TaskShortage: Sendable, Equatable, CustomStringConvertible {
     package var description: String {
         switch limit {
         case .cgroup(let folder):
-            "the cgroup \(folder) allows \(maximum) tasks (pids.max) and \(inUse) run in it"
+            "the cgroup \(folder) allows \(Self.tasks(maximum)) (pids.max) and \(Self.run(inUse)) in it"
         case .userTasks(let uid):
-            "ulimit -u allows user \(uid) \(maximum) tasks and \(inUse) run as that user"
+            "ulimit -u allows user \(uid) \(Self.tasks(maximum)) and \(Self.run(inUse)) as that user"
         }
     }
+
+    private static func tasks(_ count: Int) -> String { count == 1 ? "1 task" : "\(count) tasks" }
+    private static func run(_ count: Int) -> String { count == 1 ? "1 runs" : "\(count) run" }
 
     /// What to raise, in the operator's words.
     package var remedy: String {
@@ -197,8 +200,13 @@ package enum TaskBudget {
         guard getrlimit(__rlimit_resource_t(__RLIMIT_NPROC.rawValue), &limit) == 0, limit.rlim_cur != rlim_t.max
         else { return nil }
         let uid = getuid()
-        guard uid != 0 else { return nil }
-        if let status = readText(root + "/proc/self/status"), exemptsFromUserLimit(status: status) { return nil }
+        // Root and those capabilities are exempt only in the initial user namespace: in another
+        // (a rootless container, `unshare -r`) the kernel counts the outside user's tasks still.
+        let initialNamespace = readText(root + "/proc/self/uid_map").map(isInitialUserNamespace(uidMap:)) ?? true
+        if initialNamespace {
+            guard uid != 0 else { return nil }
+            if let status = readText(root + "/proc/self/status"), exemptsFromUserLimit(status: status) { return nil }
+        }
         let maximum = Int(clamping: limit.rlim_cur)
         if let loadavg = readText(root + "/proc/loadavg"), let total = systemTasks(loadavg: loadavg),
             total + wanted <= maximum
@@ -206,6 +214,13 @@ package enum TaskBudget {
             return nil
         }
         return TaskShortage(limit: .userTasks(uid: uid), maximum: maximum, inUse: tasks(of: uid, root: root))
+    }
+
+    /// Whether `/proc/self/uid_map` is the initial user namespace's: every id mapped to itself.
+    static func isInitialUserNamespace(uidMap: String) -> Bool {
+        let lines = uidMap.split(separator: "\n")
+        guard lines.count == 1 else { return false }
+        return lines[0].split(whereSeparator: { $0 == " " || $0 == "\t" }) == ["0", "0", "4294967295"]
     }
 
     /// Whether `/proc/self/status`'s effective capabilities hold `CAP_SYS_ADMIN` (21) or

@@ -67,17 +67,19 @@ enum SyncAgentBinary {
     /// --nproc=tasks` (none when nil), with `environment` added, ended by `timeout` after 60 s
     /// (exit 124) so that a hang fails the test instead of holding the run. `RLIMIT_NPROC`
     /// counts every task of the user: give each suite its own unused uid and run its tests one
-    /// at a time.
+    /// at a time. `wrapper` runs first (`unshare -Ur`); with no arguments it runs alone.
     static func runTaskLimited(
-        _ arguments: [String], scratch: String, uid: Int, tasks: Int?, environment: [String: String] = [:]
+        _ arguments: [String], scratch: String, uid: Int, tasks: Int?, environment: [String: String] = [:],
+        wrappedBy wrapper: [String] = []
     ) async throws -> CommandResult {
         try await CommandResult.capturing(in: scratch) { out, err in
             let limit = tasks.map { ["/usr/bin/prlimit", "--nproc=\($0)"] } ?? []
             let settings = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
             return try await ChildProcess(
                 "/usr/bin/timeout",
-                ["-k", "5", "60", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + limit
-                    + ["/usr/bin/env"] + settings + [path] + arguments,
+                ["-k", "5", "60", "/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + wrapper
+                    + limit + (wrapper.count > 0 && arguments.isEmpty ? [] : ["/usr/bin/env"] + settings + [path])
+                    + arguments,
                 stdout: out, stderr: err
             ).exitStatus()
         }

@@ -22,11 +22,12 @@ struct TaskLimitTests {
     /// An unused user id for these tests alone (`RLIMIT_NPROC` counts the user's every task).
     static let uid = 4245
 
-    func run(_ arguments: [String], _ scratch: String, tasks: Int?, environment: [String: String] = [:])
-        async throws -> CommandResult
-    {
+    func run(
+        _ arguments: [String], _ scratch: String, tasks: Int?, environment: [String: String] = [:],
+        wrappedBy wrapper: [String] = []
+    ) async throws -> CommandResult {
         try await SyncAgentBinary.runTaskLimited(
-            arguments, scratch: scratch, uid: Self.uid, tasks: tasks, environment: environment)
+            arguments, scratch: scratch, uid: Self.uid, tasks: tasks, environment: environment, wrappedBy: wrapper)
     }
 
     func expectRefused(_ result: CommandResult, tasks: Int, wanted: Int = 16, _ what: String) {
@@ -34,7 +35,7 @@ struct TaskLimitTests {
         #expect(
             result.stderr
                 == "sync-agent: only \(tasks - 1) more threads may start and sync-agent needs \(wanted) more (ulimit -u allows user "
-                + "\(Self.uid) \(tasks) tasks and 1 run as that user): raise the user's task limit (ulimit -u, "
+                + "\(Self.uid) \(tasks) tasks and 1 runs as that user): raise the user's task limit (ulimit -u, "
                 + "systemd's LimitNPROC=) or run fewer tasks as that user, and try again\n",
             "\(what)")
     }
@@ -64,11 +65,17 @@ struct TaskLimitTests {
             // Help and the version are answered before any thread starts: at 3 they hung
             // (libdispatch's threads), at 4 `--version` took 5 s to exit.
             for command in [
-                ["--version"], ["--help"], ["sync", "--help"], ["help", "cache"], ["cache", "get", "-h"],
+                ["--version"], ["--help"], ["sync", "--help"], ["help", "cache"], ["cache", "get", "-h"], ["cache"],
             ] {
                 let result = try await run(command, scratch, tasks: 3)
                 #expect(result.status == 0 && !result.stdout.isEmpty, "\(command): \(result.stderr)")
             }
+            // So are a command line that does not parse (64) and an empty path (6), as without a
+            // limit: the limit's refusal would hide the real mistake.
+            let usage = try await run(["sync", "--bogus"], scratch, tasks: 3)
+            #expect(usage.status == 64 && usage.stderr.contains("Usage: sync-agent sync"), "\(usage.stderr)")
+            let empty = try await run(["sync", "--dir", "", "--help"], scratch, tasks: 3)
+            #expect(empty.status == 6 && empty.stderr.contains("--dir is empty"), "\(empty.stderr)")
         }
     }
 
@@ -94,13 +101,30 @@ struct TaskLimitTests {
                     let result = try await run(sync, scratch, tasks: nil, environment: ["SYNC_AGENT_MIN_THREADS": bad])
                     #expect(result.status == 6, "\(bad): \(result.stderr)")
                     #expect(
-                        result.stderr.contains("SYNC_AGENT_MIN_THREADS='\(bad)' is not a number"), "\(result.stderr)")
+                        result.stderr.contains("SYNC_AGENT_MIN_THREADS=\(bad.debugDescription) is not a number"),
+                        "\(result.stderr)")
                 }
                 // 0 skips the check: at 12 the up-to-date check then runs (a replay of nothing
                 // new needs few threads) instead of being refused.
                 let unchecked = try await run(sync, scratch, tasks: 12, environment: ["SYNC_AGENT_MIN_THREADS": "0"])
                 #expect(!unchecked.stderr.contains("more threads may start"), "\(unchecked.stderr)")
             }
+        }
+    }
+
+    /// In a user namespace of its own (`unshare -r`, a rootless container) the process is root
+    /// with every capability there, but the kernel still counts the outside user's tasks: no
+    /// exemption, the same refusal.
+    @Test func aUserNamespaceIsNoExemption() async throws {
+        try await withScratch { scratch in
+            chmod(scratch, 0o777)
+            let probe = try await run([], scratch, tasks: nil, wrappedBy: ["/usr/bin/unshare", "-Ur", "/bin/true"])
+            guard probe.status == 0 else { return } // user namespaces are off on this machine
+            let result = try await run(
+                ["status", "--dir", scratch + "/c", "--state", scratch + "/s.sqlite"], scratch, tasks: 12,
+                wrappedBy: ["/usr/bin/unshare", "-Ur"])
+            #expect(result.status == 6, "\(result.stderr)")
+            #expect(result.stderr.contains("more threads may start"), "\(result.stderr)")
         }
     }
 
@@ -176,7 +200,7 @@ struct TaskLimitTests {
             let refused = try await sync(12)
             #expect(refused.status == 6, "\(refused.stderr)")
             #expect(
-                refused.stderr.contains("(the cgroup \(folder) allows 12 tasks (pids.max) and 1 run in it)"),
+                refused.stderr.contains("(the cgroup \(folder) allows 12 tasks (pids.max) and 1 runs in it)"),
                 "\(refused.stderr)")
             #expect(refused.stderr.contains("TasksMax="), "\(refused.stderr)")
             let ran = try await sync(64)
