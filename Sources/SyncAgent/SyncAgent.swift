@@ -136,6 +136,11 @@ package struct SyncAgent: AsyncParsableCommand {
     /// 5 s to exit, or hang, and turned a usage error into the task limit's refusal. Returns for a
     /// command to run.
     package static func answerWithoutThreads(arguments: [String] = Array(CommandLine.arguments.dropFirst())) {
+        // First: `watch` reloads on SIGHUP once its loop traps it; until then (parsing, the task
+        // check, loading the config: the first 60 ms, more on a busy machine) the default action
+        // would end the agent (exit 129). A HUP that early is ignored: the configuration is
+        // being read then anyway.
+        if arguments.first == "watch" { signal(SIGHUP, SIG_IGN) }
         Console.ensureStandardStreamsOpen()
         Console.ignoreBrokenPipes()
         // Handled here rather than with CommandConfiguration(version:): the parser would then
@@ -216,10 +221,6 @@ package struct SyncAgent: AsyncParsableCommand {
         Console.ensureStandardStreamsOpen()
         unblockStopSignals()
         Console.ignoreBrokenPipes()
-        // `watch` reloads on SIGHUP once its loop traps it; until then (loading the config, the
-        // first 60 ms) the default action would end the agent (exit 129). A HUP that early is
-        // ignored: the configuration is being read then anyway.
-        if CommandLine.arguments.dropFirst().first == "watch" { signal(SIGHUP, SIG_IGN) }
         do {
             // `answerWithoutThreads()` ran first: the empty paths, usage errors and help are answered.
             var command = try parseAsRoot()

@@ -63,6 +63,13 @@ enum SyncAgentBinary {
         }
     }
 
+    /// A user id no one else runs as, for task-limit tests (`RLIMIT_NPROC` counts every task of
+    /// the user): made of this test process's PID, so two test runs on one machine never share
+    /// one, and of `slot`, 0 to 3, so that suites running at once do not either.
+    static func unusedUID(slot: Int) -> Int {
+        3_000_000 + Int(getpid()) * 4 + slot
+    }
+
     /// Runs the binary with `arguments` as user `uid` (root only: `setpriv`) under `prlimit
     /// --nproc=tasks` (none when nil), with `environment` added, ended by `timeout` after 60 s
     /// (exit 124) so that a hang fails the test instead of holding the run. `RLIMIT_NPROC`

@@ -413,13 +413,13 @@ struct ImageCLITests {
         }
     }
 
-    /// Runs the binary as user 4243 (a user nothing else runs as, so its task count is this
-    /// run's alone), with at most `tasks` processes and threads when given, for at most 60 s.
+    /// Runs the binary as a user nothing else runs as (so its task count is this run's alone), with at most `tasks` processes and threads when given, for at most 60 s.
     /// Below about 8 tasks the Swift runtime itself can wait for a thread for good.
     func asTaskLimitedUser(_ arguments: [String], scratch: String, tasks: Int?) async throws -> CommandResult {
         // The start-up check would refuse these limits before libvips ran: skipped, to reach it.
         try await SyncAgentBinary.runTaskLimited(
-            arguments, scratch: scratch, uid: 4243, tasks: tasks, environment: ["SYNC_AGENT_MIN_THREADS": "0"])
+            arguments, scratch: scratch, uid: SyncAgentBinary.unusedUID(slot: 1), tasks: tasks,
+            environment: ["SYNC_AGENT_MIN_THREADS": "0"])
     }
 
     /// glib's "Error creating thread" at a task limit came back as "cannot be decoded" (exit 4,

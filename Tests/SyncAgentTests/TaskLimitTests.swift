@@ -20,7 +20,7 @@ import Transport
             && FileManager.default.isExecutableFile(atPath: "/usr/bin/prlimit")))
 struct TaskLimitTests {
     /// An unused user id for these tests alone (`RLIMIT_NPROC` counts the user's every task).
-    static let uid = 4245
+    static let uid = SyncAgentBinary.unusedUID(slot: 0)
 
     func run(
         _ arguments: [String], _ scratch: String, tasks: Int?, environment: [String: String] = [:],

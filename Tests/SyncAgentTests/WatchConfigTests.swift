@@ -463,6 +463,9 @@ struct WatchConfigTests {
             async let exitStatus = process.exitStatus()
             var ended = false
             defer { if !ended { process.send(SIGKILL) } }
+            // From its first line on, the agent has SIGHUP in hand (before, on a busy machine, a
+            // HUP could come while the process was still being loaded: exit 129).
+            _ = try await Self.waitForLine(scratch, "the start") { $0["message"]?.hasPrefix("starting") == true }
             let flips = Task {
                 for round in 0..<40 {
                     try await Task.sleep(for: .milliseconds(700))
