@@ -1,4 +1,5 @@
 import Foundation
+import ThreadKit
 
 /// Who holds a `flock` on a file, from the kernel's own record (`/proc/locks`), without taking
 /// the lock: testing a lock by taking it, even for a moment, makes a real locker that starts in
@@ -31,7 +32,7 @@ public enum LockTable {
     /// The holder of one of `files`, from up to ``reads`` reads of `/proc/locks`.
     private static func holder(of files: [FileKey]) -> Int32? {
         for _ in 0..<reads {
-            guard let table = readWhole("/proc/locks") else { return nil }
+            guard let table = ProcFile.text("/proc/locks", limit: .max) else { return nil }
             if let pid = holder(in: table, of: files) { return pid }
         }
         return nil
@@ -79,22 +80,5 @@ public enum LockTable {
             if files.contains(FileKey(major: major, minor: minor, inode: inode)) { return pid }
         }
         return nil
-    }
-
-    /// The whole of a `/proc` file. Its size reads as 0, so it is read until the end rather than
-    /// by size (Foundation's `String(contentsOfFile:)` stops after the first page, which once hid
-    /// a holder when many locks were held).
-    static func readWhole(_ path: String) -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { return count == 0 ? String(decoding: bytes, as: UTF8.self) : nil }
-            bytes.append(contentsOf: chunk[..<count])
-        }
     }
 }

@@ -1,3 +1,5 @@
+import ThreadKit
+
 #if canImport(Glibc)
     import Glibc
 #endif
@@ -7,7 +9,7 @@ public enum SystemMemory {
     /// The page-cache data waiting to be written or being written (`Dirty` plus `Writeback`), in
     /// bytes; nil when `/proc/meminfo` cannot be read or lacks either line.
     public static func dirtyBytes() -> Int64? {
-        readMeminfo().flatMap(dirtyBytes(inMeminfo:))
+        ProcFile.text("/proc/meminfo", limit: 1 << 20).flatMap(dirtyBytes(inMeminfo:))
     }
 
     /// `Dirty` plus `Writeback` of a `/proc/meminfo` text (lines such as `Dirty:   228 kB`), in
@@ -25,21 +27,5 @@ public enum SystemMemory {
         let (sum, overflowSum) = dirty.addingReportingOverflow(writeback)
         let (bytes, overflowBytes) = sum.multipliedReportingOverflow(by: 1024)
         return overflowSum || overflowBytes ? nil : bytes
-    }
-
-    /// The text of `/proc/meminfo` (a few KiB; its size reads as 0, so it is read to its end).
-    private static func readMeminfo() -> String? {
-        let descriptor = open("/proc/meminfo", O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < 1 << 20 {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else { break }
-            bytes += chunk[0..<count]
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }

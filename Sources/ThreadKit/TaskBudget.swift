@@ -63,7 +63,7 @@ package enum TaskBudget {
 
     /// How many threads this process runs now (`Threads:` in `/proc/self/status`).
     package static func ownThreads(root: String = "") -> Int? {
-        readText(root + "/proc/self/status").flatMap { field("Threads", in: $0) }.flatMap { Int($0) }
+        ProcFile.text(root + "/proc/self/status").flatMap { field("Threads", in: $0) }.flatMap { Int($0) }
     }
 
     // MARK: cgroups
@@ -71,14 +71,14 @@ package enum TaskBudget {
     /// Every `pids.max` that bounds this process: its pids cgroup (v1) or its unified cgroup (v2)
     /// and each ancestor up to the mount point, through the mounts this process sees.
     static func cgroupLimits(root: String) -> [TaskShortage] {
-        guard let membership = readText(root + "/proc/self/cgroup"),
-            let mounts = readText(root + "/proc/self/mountinfo")
+        guard let membership = ProcFile.text(root + "/proc/self/cgroup"),
+            let mounts = ProcFile.text(root + "/proc/self/mountinfo")
         else { return [] }
         var limits: [TaskShortage] = []
         for folder in pidsFolders(cgroupFile: membership, mountInfo: mounts) {
-            guard let maximumText = readText(root + folder + "/pids.max") else { continue }
+            guard let maximumText = ProcFile.text(root + folder + "/pids.max") else { continue }
             guard let maximum = count(maximumText),
-                let inUseText = readText(root + folder + "/pids.current"), let inUse = count(inUseText)
+                let inUseText = ProcFile.text(root + folder + "/pids.current"), let inUse = count(inUseText)
             else { continue }
             limits.append(TaskShortage(limit: .cgroup(folder: folder), maximum: maximum, inUse: inUse))
         }
@@ -202,13 +202,15 @@ package enum TaskBudget {
         let uid = getuid()
         // Root and those capabilities are exempt only in the initial user namespace: in another
         // (a rootless container, `unshare -r`) the kernel counts the outside user's tasks still.
-        let initialNamespace = readText(root + "/proc/self/uid_map").map(isInitialUserNamespace(uidMap:)) ?? true
+        let initialNamespace = ProcFile.text(root + "/proc/self/uid_map").map(isInitialUserNamespace(uidMap:)) ?? true
         if initialNamespace {
             guard uid != 0 else { return nil }
-            if let status = readText(root + "/proc/self/status"), exemptsFromUserLimit(status: status) { return nil }
+            if let status = ProcFile.text(root + "/proc/self/status"), exemptsFromUserLimit(status: status) {
+                return nil
+            }
         }
         let maximum = Int(clamping: limit.rlim_cur)
-        if let loadavg = readText(root + "/proc/loadavg"), let total = systemTasks(loadavg: loadavg),
+        if let loadavg = ProcFile.text(root + "/proc/loadavg"), let total = systemTasks(loadavg: loadavg),
             total + wanted <= maximum
         {
             return nil
@@ -248,7 +250,7 @@ package enum TaskBudget {
             }
             guard let first = name.utf8.first, first >= UInt8(ascii: "1"), first <= UInt8(ascii: "9"),
                 name.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
-                let status = readText(root + "/proc/" + name + "/status")
+                let status = ProcFile.text(root + "/proc/" + name + "/status")
             else { continue }
             total += tasks(inStatus: status, of: uid)
         }
@@ -271,24 +273,6 @@ package enum TaskBudget {
             return String(line.dropFirst(name.count + 1)).trimmingWhitespace
         }
         return nil
-    }
-
-    // MARK: reading
-
-    /// A small file's text (at most 4 MiB; `/proc` and `/sys` files report no size), or nil.
-    static func readText(_ path: String) -> String? {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
-        var bytes: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 16384)
-        while bytes.count < 4 << 20 {
-            let got = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if got < 0 && errno == EINTR { continue }
-            guard got > 0 else { break }
-            bytes.append(contentsOf: chunk[..<got])
-        }
-        return String(decoding: bytes, as: UTF8.self)
     }
 }
 

@@ -124,6 +124,19 @@ struct TaskBudgetTests {
         #expect(TaskBudget.shortage(wanted: 16, root: root)?.limit == .cgroup(folder: "/sys/fs/cgroup/system.slice"))
     }
 
+    /// `ProcFile` reads kernel files (size 0) and ordinary ones to their end, over several reads.
+    @Test func procFilesAreReadWhole() throws {
+        let status = try #require(ProcFile.text("/proc/self/status"))
+        #expect(status.contains("Threads:") && status.hasSuffix("\n"), "read past the reported size of 0")
+        #expect(ProcFile.text("/nonexistent/\(UUID().uuidString)") == nil)
+        let path = NSTemporaryDirectory() + "/proc-file-\(UUID().uuidString)"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let text = String(repeating: "0123456789abcdef\n", count: 10_000) // 170 KB: three reads
+        try text.write(toFile: path, atomically: false, encoding: .utf8)
+        #expect(ProcFile.text(path) == text)
+        #expect(ProcFile.text(path, limit: 65_536)?.utf8.count == 65_536, "stops at the limit's read")
+    }
+
     @Test func theUserLimitNamesUlimit() {
         let shortage = TaskShortage(limit: .userTasks(uid: 4242), maximum: 12, inUse: 3)
         #expect(shortage.free == 9)
