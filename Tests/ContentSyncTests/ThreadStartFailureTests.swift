@@ -59,11 +59,13 @@ struct ThreadStartFailureTests {
             } catch {
                 Issue.record("\(error)")
             }
+            let state = NSTemporaryDirectory() + "/thread-\(UUID().uuidString).sqlite"
+            defer { for suffix in ["", "-wal", "-shm"] { unlink(state + suffix) } }
             do {
                 _ = try CacheManager(
                     configuration: SyncConfiguration(
                         baseURL: URL(string: "http://127.0.0.1:9/")!, contentDirectory: "/nonexistent/content",
-                        stateDatabasePath: NSTemporaryDirectory() + "/thread-\(UUID().uuidString).sqlite"))
+                        stateDatabasePath: state))
                 Issue.record("a manager without a transport thread was made")
             } catch let error as SyncError {
                 #expect(error.code == .configuration)

@@ -139,6 +139,7 @@ struct StorageServerTests {
         try Data("SECRET".utf8).write(to: outside.appendingPathComponent("f.txt"))
         let folder = root.appendingPathComponent("d").path
         let swapping = Atomic<Bool>(true)
+        let stopped = DispatchSemaphore(value: 0)
         let swapper = Thread {
             while swapping.load(ordering: .relaxed) {
                 rename(folder, folder + ".real")
@@ -146,9 +147,15 @@ struct StorageServerTests {
                 unlink(folder)
                 rename(folder + ".real", folder)
             }
+            stopped.signal()
         }
         swapper.start()
-        defer { swapping.store(false, ordering: .relaxed) }
+        defer {
+            // The swapper must have stopped before the scratch folder is deleted, or it makes
+            // `d` again behind the deletion, which then fails and leaves the folder behind.
+            swapping.store(false, ordering: .relaxed)
+            stopped.wait()
+        }
         let path = try #require(RequestPath(percentEncoded: "/d/f.txt"))
         var served = 0
         var leaked = 0

@@ -4,10 +4,14 @@ import Foundation
 import StorageFormat
 
 /// Runs `body` with a fresh empty folder, deleted afterwards.
+///
+/// Deleted with ``TreeRemoval``, for which an entry that vanishes meanwhile is fine: a manager
+/// released as the body returns closes its database on another thread, SQLite deletes the
+/// `-wal` file then, and `FileManager.removeItem` gave up on it and left the folder behind.
 func withTemporaryDirectory<T>(_ body: (String) async throws -> T) async throws -> T {
     let path = NSTemporaryDirectory() + "content-sync-tests-" + UUID().uuidString
     try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    defer { try? FileManager.default.removeItem(atPath: path) }
+    defer { try? TreeRemoval.remove(path) }
     return try await body(path)
 }
 
