@@ -666,10 +666,13 @@ struct Stager: Sendable {
             cache = nil
         }
         fingerprints.startTracking()
-        var (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in
-            try ContentTree.scanLocal(staging.next, cache: cache)
+        // Scans and digests on the pool: a digest is seconds of CPU at a million files.
+        let scanned = try await BlockingWork.files { () throws(FileSystemError) in
+            let (tree, intruders) = try ContentTree.scanLocal(staging.next, cache: cache)
+            return (tree, intruders, intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest)
         }
-        if intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest {
+        var (tree, intruders) = (scanned.0, scanned.1)
+        if scanned.2 {
             return .matches(repaired: 0, tree: tree)
         }
         let manifest: ContentTree
@@ -681,10 +684,15 @@ struct Stager: Sendable {
         } catch {
             return .unrepairable("its content manifest cannot be read (\(error.message))")
         }
-        guard TreeDigest.digest(of: manifest) == expectedDigest else {
+        let (manifestMatches, plan) = try await BlockingWork.run { [tree, intruders] () throws(SyncError) in
+            (
+                TreeDigest.digest(of: manifest) == expectedDigest,
+                RepairPlan(staged: tree, intruders: intruders, manifest: manifest)
+            )
+        }
+        guard manifestMatches else {
             return .unrepairable("its content manifest contradicts the published tree digest")
         }
-        let plan = RepairPlan(staged: tree, intruders: intruders, manifest: manifest)
         // First everything the version does not have, whatever its kind (a file where a folder
         // belongs goes here, and so does a folder where a file belongs), then the missing
         // folders, then the files: no step can find something of the wrong kind in its way, and
@@ -709,10 +717,12 @@ struct Stager: Sendable {
             }
         }
         fingerprints.startTracking()
-        (tree, intruders) = try await BlockingWork.files { () throws(FileSystemError) in
-            try ContentTree.scanLocal(staging.next, cache: cache)
+        let rescanned = try await BlockingWork.files { () throws(FileSystemError) in
+            let (tree, intruders) = try ContentTree.scanLocal(staging.next, cache: cache)
+            return (tree, intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest)
         }
-        guard intruders.isEmpty, TreeDigest.digest(of: tree) == expectedDigest else {
+        tree = rescanned.0
+        guard rescanned.1 else {
             return .unrepairable(
                 "the tree still differs from the published digest after repairing it from the manifest")
         }
