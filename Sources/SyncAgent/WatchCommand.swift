@@ -118,12 +118,15 @@ struct WatchCommand: AsyncParsableCommand {
             agentOptions.notify = { @Sendable message in notifier.send(message) }
         }
         agentOptions.watchdogInterval = SystemdNotifier.watchdogInterval()
+        // Always: a stall is logged, and keeps the watchdog from being pinged, without --http too.
+        let health = AgentHealth(
+            stallLimit: try Self.stallLimit(setting: ProcessInfo.processInfo.environment[Self.stallLimitVariable]).get()
+        )
+        agentOptions.health = health
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let address = configuration.endpoint {
             let metrics = AgentMetrics()
-            let health = AgentHealth()
             agentOptions.metrics = metrics
-            agentOptions.health = health
             let parsed: AgentEndpoint.Address
             do {
                 parsed = try AgentEndpoint.Address(parsing: address)
@@ -240,5 +243,27 @@ struct WatchCommand: AsyncParsableCommand {
             settings.maxFailures = maxFailures
         }
         return AgentConfiguration(storages: [settings], endpoint: http)
+    }
+}
+
+extension WatchCommand {
+    /// Sets how long a storage's state database may go without answering before `/healthz`
+    /// says 503 and the watchdog is no longer pinged (``AgentHealth/stallLimit``).
+    static let stallLimitVariable = "SYNC_AGENT_STALL_LIMIT"
+
+    /// The stall limit given the variable's value: ``AgentHealth/defaultStallLimit`` when unset;
+    /// a duration of 1 s to 1 d (`90s`, `5m`, or seconds); anything else is exit 6 naming it.
+    static func stallLimit(setting: String?) -> Result<Duration, CLIFailure> {
+        guard let setting else { return .success(AgentHealth.defaultStallLimit) }
+        guard let limit = DurationText.parse(setting, bareSeconds: true), limit <= .seconds(86_400) else {
+            return .failure(
+                CLIFailure(
+                    code: 6,
+                    message:
+                        "\(stallLimitVariable)=\(String(setting.prefix(40)).debugDescription) is not a duration from 1s to 1d; "
+                        + "give seconds or \(DurationText.help.replacingOccurrences(of: ", at most 36500d", with: "")), "
+                        + "such as \(DurationText.format(AgentHealth.defaultStallLimit)), or unset it"))
+        }
+        return .success(limit)
     }
 }

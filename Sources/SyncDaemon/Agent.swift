@@ -22,7 +22,9 @@ public final class Agent: Service, Sendable {
         public var watchdogInterval: Duration?
         /// Per-storage metrics. Default nil.
         public var metrics: AgentMetrics?
-        /// Readiness for `/readyz`. Default nil.
+        /// Readiness for `/readyz`, and liveness for `/healthz` and the watchdog: with it, each
+        /// storage's database is read every ``AgentHealth/beatInterval``, a stall is logged, and
+        /// the watchdog is not pinged while one lasts. Default nil.
         public var health: AgentHealth?
         /// The shared transport's settings.
         public var transport = CurlTransport.Configuration()
@@ -49,6 +51,35 @@ public final class Agent: Service, Sendable {
     /// An agent with `options`.
     public init(options: Options) {
         self.options = options
+    }
+
+    /// Sends `WATCHDOG=1` every `interval` while no storage of `health` is stalled, until cancelled.
+    static func feedWatchdog(
+        _ notify: @Sendable (String) -> Void, every interval: Duration, unlessStalled health: AgentHealth?
+    ) async {
+        while !Task.isCancelled {
+            if health?.stalledStorages().isEmpty ?? true { notify("WATCHDOG=1") }
+            try? await Task.sleep(for: interval.clampedWait)
+        }
+    }
+
+    /// Logs when a storage's database stops answering (an error, once) and when it answers
+    /// again (info), until cancelled.
+    static func reportStalls(_ health: AgentHealth, watchdog: Bool, to logger: Logger) async {
+        var stalled: Set<String> = []
+        while !Task.isCancelled {
+            try? await Task.sleep(for: health.beatInterval)
+            let now = Set(health.stalledStorages().map(\.storage))
+            if !now.subtracting(stalled).isEmpty, let description = health.stallDescription() {
+                logger.error(
+                    "\(description)\(watchdog ? "; systemd's watchdog is not pinged while it lasts" : "")",
+                    metadata: ["stalled": "\(now.sorted().joined(separator: ","))"])
+            }
+            for storage in stalled.subtracting(now).sorted() {
+                logger.info("the state database answers again", metadata: ["storage": "\(storage)"])
+            }
+            stalled = now
+        }
     }
 
     private enum Event: Sendable {
@@ -121,7 +152,7 @@ public final class Agent: Service, Sendable {
                 options.health?.setReady(storage: settings.name, false)
                 // Counted, so /metrics shows the storage and its failure (the alerts fire).
                 options.metrics?.storage(named: settings.name).checkFailed(
-                    code: (error as? SyncError).map { "\($0.code)" } ?? "configuration", consecutiveFailures: 1)
+                    code: "\(error.code)", consecutiveFailures: 1)
                 continuation.yield(
                     .ended(
                         settings.name, id,
@@ -159,13 +190,16 @@ public final class Agent: Service, Sendable {
                     }
                 }
                 if let notify = options.notify, let interval = options.watchdogInterval {
-                    // Proves the process is alive and its scheduler runs; it pings beside the
-                    // checks, so a long restore does not look like a hang.
-                    group.addTask {
-                        while !Task.isCancelled {
-                            notify("WATCHDOG=1")
-                            try? await Task.sleep(for: interval.clampedWait)
-                        }
+                    // Proves the process is alive, its scheduler runs and every storage's
+                    // database answers; it pings beside the checks, so a long restore does not
+                    // look like a hang, but not through a stall, so systemd restarts the agent.
+                    group.addTask { [health = options.health] in
+                        await Self.feedWatchdog(notify, every: interval, unlessStalled: health)
+                    }
+                }
+                if let health = options.health {
+                    group.addTask { [logger, watchdog = options.notify != nil && options.watchdogInterval != nil] in
+                        await Self.reportStalls(health, watchdog: watchdog, to: logger)
                     }
                 }
                 for await event in events {

@@ -14,7 +14,7 @@ import Synchronization
 /// | Route | Answer |
 /// | --- | --- |
 /// | `GET /metrics` | 200, every metric of ``metrics`` in the text format (`text/plain; version=0.0.4`). |
-/// | `GET /healthz` | 200 `ok` while the process serves. |
+/// | `GET /healthz` | 200 `ok` while every running storage's state database answers; 503 naming the storages whose reads have waited longer than ``AgentHealth/stallLimit``. |
 /// | `GET /readyz` | 200 `ok` once every storage holds a complete version; otherwise 503 naming the storages that do not. |
 ///
 /// `HEAD` answers as `GET` without the body; other methods get 405, other paths 404.
@@ -297,22 +297,107 @@ public struct AgentEndpointError: Error, Sendable, CustomStringConvertible {
 
 // MARK: - Health
 
-/// Which storages hold a complete version, for `/readyz`. Storage loops report here; a reload
+/// Which storages hold a complete version, for `/readyz`, and whether each running storage's
+/// work still moves, for `/healthz` and systemd's watchdog. Storage loops report here; a reload
 /// removes the storages it drops.
+///
+/// **Liveness.** A running storage reads its state database every ``beatInterval`` and calls
+/// ``beat(storage:)`` when the read comes back. A storage whose last beat is older than
+/// ``stallLimit`` is *stalled*. The read goes through the queue that all of the storage's work
+/// goes through (GRDB's dispatch queues), so it stops when that work stops: at a task limit
+/// reached after the start, libdispatch waits for a thread for ever while Swift's own threads
+/// and the endpoint's go on, so a beat from the scheduler alone said "ok" through the stall.
 public final class AgentHealth: Sendable {
-    private let storages = Mutex<[String: Bool]>([:])
+    private struct Entry {
+        var ready = false
+        /// When the storage's database last answered; nil while no loop runs for it.
+        var lastBeat: ContinuousClock.Instant?
+    }
 
-    /// No storages yet: not ready.
-    public init() {}
+    private let storages = Mutex<[String: Entry]>([:])
+    /// How long a running storage's database may go without answering before it is stalled.
+    public let stallLimit: Duration
+    /// How often a running storage reads its database: a twelfth of ``stallLimit``, 5 s by
+    /// default, so that one slow read is never a stall.
+    public let beatInterval: Duration
+    private let now: @Sendable () -> ContinuousClock.Instant
+
+    /// The default stall limit: long enough for the slowest read of a busy machine, short
+    /// enough for a probe to restart a stalled agent within minutes.
+    public static let defaultStallLimit: Duration = .seconds(60)
+
+    /// No storages yet: not ready. `now` is the clock the beats are read on (tests move it).
+    public init(
+        stallLimit: Duration = AgentHealth.defaultStallLimit,
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { ContinuousClock.now }
+    ) {
+        self.stallLimit = max(stallLimit, .milliseconds(12))
+        self.beatInterval = self.stallLimit / 12
+        self.now = now
+    }
 
     /// Records whether `storage` holds a complete version; the first call makes it known.
     public func setReady(storage: String, _ ready: Bool) {
-        storages.withLock { $0[storage] = ready }
+        storages.withLock { $0[storage, default: Entry()].ready = ready }
     }
 
     /// Forgets `storage`.
     public func remove(storage: String) {
         storages.withLock { _ = $0.removeValue(forKey: storage) }
+    }
+
+    /// Starts watching `storage`'s beats, as if its database had answered now; it makes the
+    /// storage known (not ready) when it was not.
+    public func startBeats(storage: String) {
+        let instant = now()
+        storages.withLock { $0[storage, default: Entry()].lastBeat = instant }
+    }
+
+    /// Records that `storage`'s database answered now. Nothing for a storage not watched (a
+    /// reload removed it while its loop ended), so a late beat never brings it back.
+    public func beat(storage: String) {
+        let instant = now()
+        storages.withLock { storages in
+            if storages[storage]?.lastBeat != nil { storages[storage]?.lastBeat = instant }
+        }
+    }
+
+    /// Stops watching `storage`'s beats (its loop ended: stopped by an error, or by a reload);
+    /// its readiness stays.
+    public func stopBeats(storage: String) {
+        storages.withLock { storages in
+            if storages[storage] != nil { storages[storage]?.lastBeat = nil }
+        }
+    }
+
+    /// The storages whose database has not answered for longer than ``stallLimit``, sorted by
+    /// name, each with how long it has not.
+    public func stalledStorages() -> [(storage: String, silent: Duration)] {
+        let instant = now()
+        return storages.withLock { storages in
+            storages.compactMap { name, entry -> (storage: String, silent: Duration)? in
+                guard let last = entry.lastBeat else { return nil }
+                let silent = last.duration(to: instant)
+                return silent > stallLimit ? (name, silent) : nil
+            }
+        }.sorted { $0.storage < $1.storage }
+    }
+
+    /// The `/healthz` answer and the stall's log line: nil when nothing is stalled.
+    public func stallDescription() -> String? {
+        let stalled = stalledStorages()
+        guard !stalled.isEmpty else { return nil }
+        let which =
+            if let only = stalled.first, stalled.count == 1 {
+                "the state database of storage \(only.storage) has not answered for \(only.silent.components.seconds) s (its"
+            } else {
+                "the state databases of storages "
+                    + stalled.map { "\($0.storage) (\($0.silent.components.seconds) s)" }.joined(separator: ", ")
+                    + " have not answered (their"
+            }
+        return which
+            + " reads wait; a task limit reached after the start stalls them: raise the limit and"
+            + " restart the agent, see docs/operations.md, \"Threads and task limits\")"
     }
 
     /// True when at least one storage is known and every known storage is ready.
@@ -328,7 +413,7 @@ public final class AgentHealth: Sendable {
     /// Both at one instant, for `/readyz`.
     func snapshot() -> (isReady: Bool, notReady: [String]) {
         storages.withLock { storages in
-            let notReady = storages.filter { !$0.value }.keys.sorted()
+            let notReady = storages.filter { !$0.value.ready }.keys.sorted()
             return (!storages.isEmpty && notReady.isEmpty, notReady)
         }
     }
@@ -376,6 +461,9 @@ struct EndpointHandler: Sendable {
             let why = notReady.isEmpty ? "not ready: no storages yet" : "not ready: " + notReady.joined(separator: ", ")
             return (503, Self.textContentType, Array("\(why)\n".utf8))
         default:
+            if let stall = health.stallDescription() {
+                return (503, Self.textContentType, Array("unhealthy: \(stall)\n".utf8))
+            }
             return (200, Self.textContentType, Array("ok\n".utf8))
         }
     }

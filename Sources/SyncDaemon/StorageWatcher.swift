@@ -200,6 +200,57 @@ public final class StorageWatcher: Sendable {
 
     private var stopRequested: Bool { control.withLock { $0.stopRequested } }
 
+    /// The loop that proves to ``health`` that the storage's database still answers.
+    final class Beats: Sendable {
+        private let active = Mutex(true)
+        private let health: AgentHealth
+        private let storage: String
+        private let task = Mutex<Task<Void, Never>?>(nil)
+
+        init(health: AgentHealth, storage: String) {
+            self.health = health
+            self.storage = storage
+        }
+
+        /// Records a beat, unless ``stop()`` came first.
+        func record() {
+            active.withLock { if $0 { health.beat(storage: storage) } }
+        }
+
+        func run(_ loop: Task<Void, Never>) {
+            task.withLock { $0 = loop }
+        }
+
+        /// Ends the beats; none is recorded after it (a stopped storage is not stalled).
+        func stop() {
+            task.withLock { $0?.cancel() }
+            active.withLock { active in
+                active = false
+                health.stopBeats(storage: storage)
+            }
+        }
+    }
+
+    /// Reads the state database every ``AgentHealth/beatInterval`` and reports each answer, from
+    /// now until ``Beats/stop()``; nil without ``health``. The read is the one `status` makes,
+    /// through GRDB's reader queue, where every check's database work goes too.
+    private func startBeats() -> Beats? {
+        guard let health else { return nil }
+        let beats = Beats(health: health, storage: settings.name)
+        // Not for a storage a reload removed before its loop began (it would be known again).
+        if !stopRequested { health.startBeats(storage: settings.name) }
+        beats.run(
+            Task { [manager] in
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: health.beatInterval)
+                    // An error (a damaged database) is an answer too: the check reports it.
+                    _ = try? await manager.localVersion()
+                    beats.record()
+                }
+            })
+        return beats
+    }
+
     /// The critical line of a storage that an error retrying cannot fix stops: from its own loop,
     /// or from the agent when the watcher cannot even be made. `logger` carries the storage's name.
     static func logPermanentStop(_ error: any Error, to logger: Logger) {
@@ -212,6 +263,8 @@ public final class StorageWatcher: Sendable {
     /// in a row on from the state database's count, so a reload does not reset `max-failures`
     /// (8 failures in a row with `max-failures: 3` ran on while reloads kept coming).
     public func run(callbacks: Callbacks = Callbacks(), continuingFailures: Bool = false) async throws(Stopped) {
+        let beats = startBeats()
+        defer { beats?.stop() }
         var schedule = settings.schedule
         let local = try? await manager.localVersion()
         metrics?.setVersion(local?.text)

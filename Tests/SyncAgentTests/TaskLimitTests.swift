@@ -179,6 +179,68 @@ struct TaskLimitTests {
         }
     }
 
+    /// After the start, a limit that leaves the agent too few threads stalls its storages'
+    /// database work for good (forced here with the check off at 10 tasks, where 2 storages
+    /// stalled in every run). `/healthz` says 503 naming them once the stall limit passes, and
+    /// the systemd watchdog is no longer pinged. Before, `/healthz` said 200 through it.
+    @Test func aStalledAgentIsUnhealthyAndStopsPingingTheWatchdog() async throws {
+        try await withScratch { scratch in
+            chmod(scratch, 0o777)
+            try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
+                server in
+                let path = scratch + "/agent.yaml"
+                try
+                    ("http: 127.0.0.1:0\nstorages:\n" + WatchConfigTests.storage("a", server, scratch: scratch) + "\n"
+                    + WatchConfigTests.storage("b", server, scratch: scratch) + "\n")
+                    .write(toFile: path, atomically: false, encoding: .utf8)
+                let socketName = "@content-sync-stall-\(UUID().uuidString.prefix(8))"
+                let systemd = try FakeNotifySocket(name: socketName)
+                defer { systemd.close() }
+                let log = scratch + "/watch.log"
+                let agent = try ChildProcess(
+                    "/usr/bin/setpriv",
+                    [
+                        "--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/usr/bin/prlimit",
+                        "--nproc=10",
+                        "/usr/bin/env", "SYNC_AGENT_MIN_THREADS=0", "SYNC_AGENT_STALL_LIMIT=3",
+                        "NOTIFY_SOCKET=\(socketName)", "WATCHDOG_USEC=200000",
+                        SyncAgentBinary.path, "watch", "--config", path,
+                    ], stderr: log)
+                async let status = agent.exitStatus()
+                defer { agent.send(SIGKILL) }
+                func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
+                for _ in 0..<600 where !logText().contains("serving /metrics") {
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                let base = try #require(
+                    logText().split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("http=http://") }?
+                        .dropFirst(5), "\(logText())")
+                var answer = (0, "")
+                for _ in 0..<60 {
+                    answer = try await WatchConfigTests.get("\(base)/healthz", scratch: scratch)
+                    if answer.0 == 503 { break }
+                    try await Task.sleep(for: .seconds(1))
+                }
+                #expect(answer.0 == 503, "\(answer) \(logText())")
+                #expect(answer.1.contains("not answered") && answer.1.contains("task limit"), "\(answer.1)")
+                #expect(answer.1.contains("storage a") || answer.1.contains("storages a"), "\(answer.1)")
+                let pingsThen = systemd.messages.filter { $0 == "WATCHDOG=1" }.count
+                try await Task.sleep(for: .seconds(1))
+                let stillStalled = try await WatchConfigTests.get("\(base)/healthz", scratch: scratch).0 == 503
+                let pingsLater = systemd.messages.filter { $0 == "WATCHDOG=1" }.count
+                if stillStalled {
+                    // One ping may have been on its way when the stall was seen.
+                    #expect(pingsLater <= pingsThen + 1, "pinged through the stall: \(pingsThen) → \(pingsLater)")
+                }
+                #expect(pingsThen >= 1, "the watchdog was pinged before the stall: \(systemd.messages)")
+                agent.send(SIGTERM)
+                try await Task.sleep(for: .milliseconds(500))
+                agent.send(SIGTERM)
+                _ = await status
+            }
+        }
+    }
+
     /// The cgroup path, for real: a pids cgroup (v1's controller, or v2 with pids enabled) with
     /// `pids.max` 12 refuses a sync, naming the folder; at 64 it runs.
     @Test(.enabled(if: TaskLimitTests.pidsCgroupParent() != nil))
@@ -257,6 +319,21 @@ struct TaskLimitExitCodeTests {
         case .failure(let failure):
             #expect(expected == nil)
             #expect(failure.code == 6 && failure.message.contains("SYNC_AGENT_MIN_THREADS="))
+        }
+    }
+
+    @Test(
+        "SYNC_AGENT_STALL_LIMIT: unset 60 s, seconds or a duration from 1 s to 1 d, else exit 6 naming it",
+        arguments: [
+            (nil, 60), ("1", 1), ("90", 90), ("90s", 90), ("5m", 300), ("1d", 86_400), ("86401", nil), ("2d", nil),
+            ("0", nil), ("-1", nil), ("", nil), ("1.5", nil), ("5 m", nil), ("99999999999999999999", nil),
+        ] as [(String?, Int64?)])
+    func theStallLimitVariable(setting: String?, expected: Int64?) {
+        switch WatchCommand.stallLimit(setting: setting) {
+        case .success(let limit): #expect(limit == .seconds(expected ?? -1))
+        case .failure(let failure):
+            #expect(expected == nil)
+            #expect(failure.code == 6 && failure.message.hasPrefix("SYNC_AGENT_STALL_LIMIT="), "\(failure.message)")
         }
     }
 }

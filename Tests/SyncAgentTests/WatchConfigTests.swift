@@ -287,6 +287,58 @@ struct WatchConfigTests {
         }
     }
 
+    /// Each running storage reads its state database every twelfth of the stall limit; with a
+    /// limit of 1 s, `/healthz` stays 200 through the restores and after one storage stopped
+    /// (a stopped storage is not stalled). Without the reads it would say 503 after 1 s.
+    @Test("/healthz stays 200 while the storages' databases answer; SYNC_AGENT_STALL_LIMIT is checked")
+    func healthzFollowsTheDatabases() async throws {
+        try await withScratch { scratch in
+            try await withStorageServer(root: Self.storage12) { server in
+                try FileManager.default.createDirectory(atPath: scratch + "/b", withIntermediateDirectories: true)
+                try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/b/notes.txt"))
+                let config =
+                    "http: 127.0.0.1:0\nstorages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
+                    + Self.storage("b", server, scratch: scratch) + "\n"
+                let process = try Self.startWatch(
+                    config: config, scratch: scratch, environment: ["SYNC_AGENT_STALL_LIMIT": "1"])
+                async let exitStatus = process.exitStatus()
+                var stopped = false
+                defer { if !stopped { process.send(SIGKILL) } }
+                let listening = try await Self.waitForLine(scratch, "the endpoint") {
+                    $0["message"]?.hasPrefix("serving /metrics") == true
+                }
+                let base = try #require(listening["http"])
+                _ = try await Self.waitForLine(scratch, "b's stop") {
+                    $0["storage"] == "b" && $0["level"] == "critical"
+                }
+                _ = try await Self.waitForLine(scratch, "a restored") {
+                    $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true
+                }
+                var answers: [Int] = []
+                for _ in 0..<6 {
+                    try await Task.sleep(for: .milliseconds(500))
+                    answers.append(try await Self.get(base + "/healthz", scratch: scratch).0)
+                }
+                #expect(answers == [200, 200, 200, 200, 200, 200])
+                process.send(SIGTERM)
+                #expect(await exitStatus == 0)
+                stopped = true
+                let log = (try? String(contentsOfFile: scratch + "/watch.log", encoding: .utf8)) ?? ""
+                #expect(!log.contains("has not answered"), "\(log)")
+            }
+            for bad in ["0", "2d", "soon"] {
+                let refused = try await SyncAgentBinary.run(
+                    ["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/c"], scratch: scratch,
+                    environment: ["SYNC_AGENT_STALL_LIMIT": bad])
+                #expect(refused.status == 6, "\(bad): \(refused.stderr)")
+                #expect(
+                    refused.stderr.contains("SYNC_AGENT_STALL_LIMIT=\"\(bad)\" is not a duration from 1s to 1d"),
+                    "\(refused.stderr)")
+                #expect(!FileManager.default.fileExists(atPath: scratch + "/c"), "nothing ran")
+            }
+        }
+    }
+
     @Test(
         "a permanent error stops only its storage; a SIGHUP after the fix starts it again; when none is left the agent exits with its code"
     )

@@ -1,7 +1,10 @@
 import Foundation
+import Logging
 import ServiceLifecycleTestKit
-import SyncDaemon
+import Synchronization
 import Testing
+
+@testable import SyncDaemon
 
 #if canImport(Glibc)
     import Glibc
@@ -124,6 +127,104 @@ import Testing
             #expect(response.status == 503)
             #expect(response.body.isEmpty)
         }
+    }
+
+    /// A running storage beats each time its database answers; one silent for longer than the
+    /// stall limit makes `/healthz` 503 and is named, until it answers again or its loop ends.
+    @Test func healthzNamesTheStoragesWhoseDatabaseStoppedAnswering() async throws {
+        let clock = Mutex(ContinuousClock.now)
+        let health = AgentHealth(stallLimit: .seconds(60), now: { clock.withLock { $0 } })
+        func advance(_ seconds: Int) { clock.withLock { $0 += .seconds(seconds) } }
+        #expect(health.beatInterval == .seconds(5))
+        try await withEndpoint(health: health) { address in
+            func healthz() async throws -> (Int, String) {
+                let response = try await RawHTTP.send(method: "GET", path: "/healthz", to: address)
+                return (response.status, response.body)
+            }
+            health.setReady(storage: "gamma", false) // known, but no loop beats for it
+            health.startBeats(storage: "alpha")
+            health.startBeats(storage: "beta")
+            advance(60)
+            #expect(try await healthz() == (200, "ok\n"), "60 s is the limit, not past it")
+            advance(1)
+            let (status, body) = try await healthz()
+            #expect(status == 503)
+            #expect(
+                body.hasPrefix(
+                    "unhealthy: the state databases of storages alpha (61 s), beta (61 s) have not answered (their reads wait;"
+                ),
+                "\(body)")
+            #expect(body.contains("docs/operations.md"))
+
+            health.beat(storage: "alpha")
+            advance(9)
+            #expect(
+                try await healthz().1.hasPrefix(
+                    "unhealthy: the state database of storage beta has not answered for 70 s (its reads wait")
+            )
+            #expect(health.stalledStorages().map(\.storage) == ["beta"])
+            let head = try await RawHTTP.send(method: "HEAD", path: "/healthz", to: address)
+            #expect(head.status == 503 && head.body.isEmpty)
+
+            // Its loop ended (an error stopped it): not stalled; /readyz still knows it.
+            health.stopBeats(storage: "beta")
+            #expect(try await healthz() == (200, "ok\n"))
+            advance(120)
+            health.remove(storage: "alpha")
+            health.beat(storage: "alpha")
+            #expect(
+                try await healthz() == (200, "ok\n"),
+                "a removed storage is forgotten, and a late beat does not bring it back")
+            #expect(health.notReadyStorages == ["beta", "gamma"])
+        }
+    }
+
+    /// The watchdog is pinged while no storage is stalled, and not while one is, so systemd
+    /// restarts a stalled agent; the stall and the recovery are logged once each.
+    @Test func aStallStopsTheWatchdogAndIsLogged() async throws {
+        let clock = Mutex(ContinuousClock.now)
+        let health = AgentHealth(stallLimit: .milliseconds(120), now: { clock.withLock { $0 } })
+        final class Counter: Sendable { let value = Mutex(0) }
+        let counter = Counter()
+        let (logger, log) = CapturingLogHandler.logger()
+        let watchdog = Task {
+            await Agent.feedWatchdog(
+                { if $0 == "WATCHDOG=1" { counter.value.withLock { $0 += 1 } } }, every: .milliseconds(5),
+                unlessStalled: health
+            )
+        }
+        let reporter = Task { await Agent.reportStalls(health, watchdog: true, to: logger) }
+        defer {
+            watchdog.cancel()
+            reporter.cancel()
+        }
+        func pingsDuring(_ wait: Duration) async throws -> Int {
+            let before = counter.value.withLock { $0 }
+            try await Task.sleep(for: wait)
+            return counter.value.withLock { $0 } - before
+        }
+        health.startBeats(storage: "docs")
+        #expect(try await pingsDuring(.milliseconds(200)) > 0)
+        clock.withLock { $0 += .seconds(1) }
+        try await Task.sleep(for: .milliseconds(20)) // a ping that had passed the test may still land
+        #expect(try await pingsDuring(.milliseconds(200)) == 0, "pinged through a stall")
+        for _ in 0..<200 where !log.all.contains(where: { $0.level == .error }) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        let stall = try #require(log.all.first { $0.level == .error }, "\(log.all)")
+        #expect(
+            stall.message.hasPrefix("the state database of storage docs has not answered for 1 s"), "\(stall.message)")
+        #expect(stall.message.hasSuffix("; systemd's watchdog is not pinged while it lasts"))
+        #expect(stall.metadata["stalled"] == "docs")
+
+        health.beat(storage: "docs")
+        #expect(try await pingsDuring(.milliseconds(200)) > 0, "pings again once the database answers")
+        for _ in 0..<200 where !log.all.contains(where: { $0.level == .info }) {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(
+            log.all.map(\.level) == [.error, .info] && log.all.last?.metadata["storage"] == "docs",
+            "one line each way: \(log.all)")
     }
 
     @Test func otherPathsAre404AndOtherMethods405() async throws {
