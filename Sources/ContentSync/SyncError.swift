@@ -156,6 +156,17 @@ func formatWork<T>(_ body: () throws(StorageFormatError) -> T) throws(SyncError)
     }
 }
 
+/// ``formatWork(_:)`` for a document of `bytes` bytes: on the blocking pool when it is large
+/// (1 MiB and up). Hashing and parsing the content manifest of 100,000 files took seconds of a
+/// debug build's CPU, and on a cooperative thread it held every other task of the process (two
+/// storages repairing drift held both of `watch`'s, and `/healthz` called them stalled).
+func documentWork<T: Sendable>(bytes: Int, _ body: @escaping @Sendable () throws(StorageFormatError) -> T)
+    async throws(SyncError) -> T
+{
+    if bytes < 1 << 20 { return try formatWork(body) }
+    return try await BlockingWork.run { () throws(SyncError) in try formatWork(body) }
+}
+
 /// Blocking work for an update, on the shared ``BlockingIOPool``: never on a cooperative thread.
 enum BlockingWork {
     /// Runs `body` on the pool.

@@ -312,9 +312,20 @@ public final class AgentHealth: Sendable {
         var ready = false
         /// When the storage's database last answered; nil while no loop runs for it.
         var lastBeat: ContinuousClock.Instant?
+        /// The ``Registration`` whose reports count; 0 for none.
+        var owner = 0
+    }
+
+    /// A storage loop's right to report: what a loop reports after its storage was removed, or
+    /// registered again by its replacement, is ignored (a reload's removed storage stayed in
+    /// `/readyz` as not ready when its loop's first report came after the removal).
+    public struct Registration: Sendable {
+        let storage: String
+        let owner: Int
     }
 
     private let storages = Mutex<[String: Entry]>([:])
+    private let registrations = Mutex(0)
     /// How long a running storage's database may go without answering before it is stalled.
     public let stallLimit: Duration
     /// How often a running storage reads its database: a twelfth of ``stallLimit``, 5 s by
@@ -346,27 +357,50 @@ public final class AgentHealth: Sendable {
         storages.withLock { _ = $0.removeValue(forKey: storage) }
     }
 
-    /// Starts watching `storage`'s beats, as if its database had answered now; it makes the
-    /// storage known (not ready) when it was not.
-    public func startBeats(storage: String) {
-        let instant = now()
-        storages.withLock { $0[storage, default: Entry()].lastBeat = instant }
+    /// Makes `storage` known (not ready when it was not; a replacement keeps its readiness) and
+    /// returns the only registration whose reports count from now on.
+    public func register(storage: String) -> Registration {
+        let owner = registrations.withLock { count in
+            count += 1
+            return count
+        }
+        storages.withLock { storages in
+            storages[storage, default: Entry()].owner = owner
+            storages[storage]?.lastBeat = nil
+        }
+        return Registration(storage: storage, owner: owner)
     }
 
-    /// Records that `storage`'s database answered now. Nothing for a storage not watched (a
-    /// reload removed it while its loop ended), so a late beat never brings it back.
-    public func beat(storage: String) {
+    /// ``setReady(storage:_:)`` from a storage loop: ignored when `registration` no longer counts.
+    public func setReady(_ registration: Registration, _ ready: Bool) {
+        update(registration) { $0.ready = ready }
+    }
+
+    /// Starts watching the storage's beats, as if its database had answered now.
+    public func startBeats(_ registration: Registration) {
         let instant = now()
-        storages.withLock { storages in
-            if storages[storage]?.lastBeat != nil { storages[storage]?.lastBeat = instant }
+        update(registration) { $0.lastBeat = instant }
+    }
+
+    /// Records that the storage's database answered now (while its beats are watched).
+    public func beat(_ registration: Registration) {
+        let instant = now()
+        update(registration) { entry in
+            if entry.lastBeat != nil { entry.lastBeat = instant }
         }
     }
 
-    /// Stops watching `storage`'s beats (its loop ended: stopped by an error, or by a reload);
-    /// its readiness stays.
-    public func stopBeats(storage: String) {
+    /// Stops watching the storage's beats (its loop ended: stopped by an error, or by a
+    /// reload); its readiness stays.
+    public func stopBeats(_ registration: Registration) {
+        update(registration) { $0.lastBeat = nil }
+    }
+
+    private func update(_ registration: Registration, _ change: (inout Entry) -> Void) {
         storages.withLock { storages in
-            if storages[storage] != nil { storages[storage]?.lastBeat = nil }
+            guard var entry = storages[registration.storage], entry.owner == registration.owner else { return }
+            change(&entry)
+            storages[registration.storage] = entry
         }
     }
 
@@ -389,15 +423,24 @@ public final class AgentHealth: Sendable {
         guard !stalled.isEmpty else { return nil }
         let which =
             if let only = stalled.first, stalled.count == 1 {
-                "the state database of storage \(only.storage) has not answered for \(only.silent.components.seconds) s (its"
+                "the state database of storage \(only.storage) has not answered for \(Self.seconds(only.silent)) (its"
             } else {
                 "the state databases of storages "
-                    + stalled.map { "\($0.storage) (\($0.silent.components.seconds) s)" }.joined(separator: ", ")
+                    + stalled.map { "\($0.storage) (\(Self.seconds($0.silent)))" }.joined(separator: ", ")
                     + " have not answered (their"
             }
         return which
-            + " reads wait; a task limit reached after the start stalls them: raise the limit and"
-            + " restart the agent, see docs/operations.md, \"Threads and task limits\")"
+            + " reads wait for a thread: the process is at a task limit reached after the start, or every thread is"
+            + " busy; if it lasts, raise the limit and restart the agent, see docs/operations.md, \"Threads and task"
+            + " limits\")"
+    }
+
+    /// "1.7 s" below 10 s, "75 s" from there.
+    static func seconds(_ duration: Duration) -> String {
+        let (seconds, attoseconds) = duration.components
+        if seconds >= 10 { return "\(seconds) s" }
+        let tenths = seconds * 10 + attoseconds / 100_000_000_000_000_000
+        return "\(tenths / 10).\(tenths % 10) s"
     }
 
     /// True when at least one storage is known and every known storage is ready.

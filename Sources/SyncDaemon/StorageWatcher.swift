@@ -51,6 +51,8 @@ public final class StorageWatcher: Sendable {
     let logger: Logger
     let metrics: StorageMetrics?
     let health: AgentHealth?
+    /// What counts of this watcher's reports to ``health`` (see ``AgentHealth/Registration``).
+    let registration: AgentHealth.Registration?
     private let control = Mutex(Control())
     /// Held from the watcher's making to its ``shutdown(keepingMetrics:)``: one watcher per state.
     private let watchLock: RangeLockFile
@@ -79,6 +81,7 @@ public final class StorageWatcher: Sendable {
         self.logger = logger
         self.metrics = metrics
         self.health = health
+        self.registration = health?.register(storage: settings.name)
         self.random = random
         self.manager = try CacheManager(
             configuration: settings.clientConfiguration(
@@ -202,19 +205,18 @@ public final class StorageWatcher: Sendable {
 
     /// The loop that proves to ``health`` that the storage's database still answers.
     final class Beats: Sendable {
-        private let active = Mutex(true)
         private let health: AgentHealth
-        private let storage: String
+        private let registration: AgentHealth.Registration
         private let task = Mutex<Task<Void, Never>?>(nil)
 
-        init(health: AgentHealth, storage: String) {
+        init(health: AgentHealth, registration: AgentHealth.Registration) {
             self.health = health
-            self.storage = storage
+            self.registration = registration
         }
 
-        /// Records a beat, unless ``stop()`` came first.
+        /// Records a beat (nothing after ``stop()``: the health then no longer watches the beats).
         func record() {
-            active.withLock { if $0 { health.beat(storage: storage) } }
+            health.beat(registration)
         }
 
         func run(_ loop: Task<Void, Never>) {
@@ -224,10 +226,7 @@ public final class StorageWatcher: Sendable {
         /// Ends the beats; none is recorded after it (a stopped storage is not stalled).
         func stop() {
             task.withLock { $0?.cancel() }
-            active.withLock { active in
-                active = false
-                health.stopBeats(storage: storage)
-            }
+            health.stopBeats(registration)
         }
     }
 
@@ -235,10 +234,9 @@ public final class StorageWatcher: Sendable {
     /// now until ``Beats/stop()``; nil without ``health``. The read is the one `status` makes,
     /// through GRDB's reader queue, where every check's database work goes too.
     private func startBeats() -> Beats? {
-        guard let health else { return nil }
-        let beats = Beats(health: health, storage: settings.name)
-        // Not for a storage a reload removed before its loop began (it would be known again).
-        if !stopRequested { health.startBeats(storage: settings.name) }
+        guard let health, let registration else { return nil }
+        let beats = Beats(health: health, registration: registration)
+        health.startBeats(registration)
         beats.run(
             Task { [manager] in
                 while !Task.isCancelled {
@@ -274,7 +272,7 @@ public final class StorageWatcher: Sendable {
                 lastSuccess: recorded.lastSuccess?.finishedAt, consecutiveFailures: recorded.consecutiveFailures)
         }
         if continuingFailures, let recorded { schedule.continuing(failures: recorded.consecutiveFailures) }
-        health?.setReady(storage: settings.name, local != nil)
+        if let registration { health?.setReady(registration, local != nil) }
         let announcer = announceUpdates()
         defer { announcer.cancel() }
         var first = true
@@ -307,7 +305,7 @@ public final class StorageWatcher: Sendable {
                 logger.info("\(summary)")
                 for warning in report.warnings { logger.warning("\(warning)") }
                 metrics?.checkSucceeded(report, duration: ContinuousClock.now - started)
-                health?.setReady(storage: settings.name, true)
+                if let registration { health?.setReady(registration, true) }
                 wait = schedule.afterSuccess(random: random())
                 callbacks.status("\(summary); next check in \(ReportText.seconds(wait))")
                 if report.outcome != .upToDate, !settings.postUpdateHooks.isEmpty {

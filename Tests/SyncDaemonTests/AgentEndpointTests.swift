@@ -142,8 +142,10 @@ import Testing
                 return (response.status, response.body)
             }
             health.setReady(storage: "gamma", false) // known, but no loop beats for it
-            health.startBeats(storage: "alpha")
-            health.startBeats(storage: "beta")
+            let alpha = health.register(storage: "alpha")
+            let beta = health.register(storage: "beta")
+            health.startBeats(alpha)
+            health.startBeats(beta)
             advance(60)
             #expect(try await healthz() == (200, "ok\n"), "60 s is the limit, not past it")
             advance(1)
@@ -151,31 +153,47 @@ import Testing
             #expect(status == 503)
             #expect(
                 body.hasPrefix(
-                    "unhealthy: the state databases of storages alpha (61 s), beta (61 s) have not answered (their reads wait;"
+                    "unhealthy: the state databases of storages alpha (61 s), beta (61 s) have not answered (their reads wait for a thread:"
                 ),
                 "\(body)")
             #expect(body.contains("docs/operations.md"))
 
-            health.beat(storage: "alpha")
+            health.beat(alpha)
             advance(9)
             #expect(
                 try await healthz().1.hasPrefix(
-                    "unhealthy: the state database of storage beta has not answered for 70 s (its reads wait")
+                    "unhealthy: the state database of storage beta has not answered for 70 s (its reads wait for a thread"
+                )
             )
             #expect(health.stalledStorages().map(\.storage) == ["beta"])
             let head = try await RawHTTP.send(method: "HEAD", path: "/healthz", to: address)
             #expect(head.status == 503 && head.body.isEmpty)
 
             // Its loop ended (an error stopped it): not stalled; /readyz still knows it.
-            health.stopBeats(storage: "beta")
+            health.stopBeats(beta)
             #expect(try await healthz() == (200, "ok\n"))
-            advance(120)
+            health.beat(beta)
             health.remove(storage: "alpha")
-            health.beat(storage: "alpha")
+            health.beat(alpha)
+            health.setReady(alpha, false)
+            health.startBeats(alpha)
+            advance(120)
             #expect(
                 try await healthz() == (200, "ok\n"),
                 "a removed storage is forgotten, and a late beat does not bring it back")
-            #expect(health.notReadyStorages == ["beta", "gamma"])
+            #expect(health.notReadyStorages == ["beta", "gamma"], "nor do its other reports")
+
+            // A replacement's registration is the only one that counts; it keeps the readiness.
+            health.setReady(beta, true)
+            let beta2 = health.register(storage: "beta")
+            health.setReady(beta, false)
+            #expect(health.notReadyStorages == ["gamma"])
+            health.startBeats(beta)
+            advance(61)
+            #expect(try await healthz() == (200, "ok\n"), "the old loop's beats do not count")
+            health.startBeats(beta2)
+            advance(61)
+            #expect(try await healthz().1.contains("storage beta has not answered for 61 s"))
         }
     }
 
@@ -203,7 +221,8 @@ import Testing
             try await Task.sleep(for: wait)
             return counter.value.withLock { $0 } - before
         }
-        health.startBeats(storage: "docs")
+        let docs = health.register(storage: "docs")
+        health.startBeats(docs)
         #expect(try await pingsDuring(.milliseconds(200)) > 0)
         clock.withLock { $0 += .seconds(1) }
         try await Task.sleep(for: .milliseconds(20)) // a ping that had passed the test may still land
@@ -213,11 +232,12 @@ import Testing
         }
         let stall = try #require(log.all.first { $0.level == .error }, "\(log.all)")
         #expect(
-            stall.message.hasPrefix("the state database of storage docs has not answered for 1 s"), "\(stall.message)")
+            stall.message.hasPrefix("the state database of storage docs has not answered for 1.0 s"), "\(stall.message)"
+        )
         #expect(stall.message.hasSuffix("; systemd's watchdog is not pinged while it lasts"))
         #expect(stall.metadata["stalled"] == "docs")
 
-        health.beat(storage: "docs")
+        health.beat(docs)
         #expect(try await pingsDuring(.milliseconds(200)) > 0, "pings again once the database answers")
         for _ in 0..<200 where !log.all.contains(where: { $0.level == .info }) {
             try await Task.sleep(for: .milliseconds(10))

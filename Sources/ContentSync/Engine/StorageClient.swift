@@ -31,7 +31,7 @@ struct StorageClient: Sendable {
         -> Chain?
     {
         let listData = try await fetchFile(status.updateListURL, expected: status.integrity?.updateList)
-        let updateList = try formatWork { () throws(StorageFormatError) in
+        let updateList = try await documentWork(bytes: listData.count) { () throws(StorageFormatError) in
             try UpdateList.parse(listData, from: status.updateListURL, layout: layout)
         }
         let candidates = UpdateChain.candidates(updateList, local: local, actual: status.actualVersion)
@@ -71,7 +71,7 @@ struct StorageClient: Sendable {
     func fetchManifest(_ integrity: StorageIntegrity) async throws(SyncError) -> ContentTree? {
         guard let url = integrity.contentManifestURL, let fingerprint = integrity.contentManifest else { return nil }
         let data = try await fetchFile(url, expected: fingerprint)
-        return try formatWork { () throws(StorageFormatError) in
+        return try await documentWork(bytes: data.count) { () throws(StorageFormatError) in
             try ContentManifest.parse(data, name: url.lastPathComponent)
         }
     }
@@ -127,10 +127,11 @@ struct StorageClient: Sendable {
                         + (etag == nil ? "that was not conditional" : "whose stored copy is gone")
                         + ", so there is no body to use; the next attempt fetches the whole file")
             }
-            try formatWork { () throws(StorageFormatError) in
-                try StorageIntegrity.verify(cached.body, against: expected, what: url.lastPathComponent)
+            let body = cached.body
+            try await documentWork(bytes: body.count) { () throws(StorageFormatError) in
+                try StorageIntegrity.verify(body, against: expected, what: url.lastPathComponent)
             }
-            return cached.body
+            return body
         }
         guard response.statusCode == 200 else {
             // Only a 200 carries a whole file to a plain GET (an app's transport may pass a 204 or 206 through).
@@ -140,8 +141,9 @@ struct StorageClient: Sendable {
                     "fetching \(url.lastPathComponent): the server answered HTTP \(response.statusCode) to a plain GET, which is no whole file; try again"
             )
         }
-        try formatWork { () throws(StorageFormatError) in
-            try StorageIntegrity.verify(response.body, against: expected, what: url.lastPathComponent)
+        let body = response.body
+        try await documentWork(bytes: body.count) { () throws(StorageFormatError) in
+            try StorageIntegrity.verify(body, against: expected, what: url.lastPathComponent)
         }
         if let etag = response.etag, Self.isUsableEntityTag(etag), response.body.count <= Self.maxStoredBodyBytes {
             try await store.saveCachedResource(
