@@ -261,7 +261,7 @@ extension WatchCommand {
                     code: 6,
                     message:
                         "\(stallLimitVariable)=\(String(setting.prefix(40)).debugDescription) is not a duration from 1s to 1d; "
-                        + "give seconds or \(DurationText.help.replacingOccurrences(of: ", at most 36500d", with: "")), "
+                        + "give seconds or a whole number with s, m, h or d (90s, 5m, 1d), "
                         + "such as \(DurationText.format(AgentHealth.defaultStallLimit)), or unset it"))
         }
         return .success(limit)

@@ -423,24 +423,16 @@ public final class AgentHealth: Sendable {
         guard !stalled.isEmpty else { return nil }
         let which =
             if let only = stalled.first, stalled.count == 1 {
-                "the state database of storage \(only.storage) has not answered for \(Self.seconds(only.silent)) (its"
+                "the state database of storage \(only.storage) has not answered for \(ReportText.seconds(only.silent)) (its"
             } else {
                 "the state databases of storages "
-                    + stalled.map { "\($0.storage) (\(Self.seconds($0.silent)))" }.joined(separator: ", ")
+                    + stalled.map { "\($0.storage) (\(ReportText.seconds($0.silent)))" }.joined(separator: ", ")
                     + " have not answered (their"
             }
         return which
             + " reads wait for a thread: the process is at a task limit reached after the start, or every thread is"
             + " busy; if it lasts, raise the limit and restart the agent, see docs/operations.md, \"Threads and task"
             + " limits\")"
-    }
-
-    /// "1.7 s" below 10 s, "75 s" from there.
-    static func seconds(_ duration: Duration) -> String {
-        let (seconds, attoseconds) = duration.components
-        if seconds >= 10 { return "\(seconds) s" }
-        let tenths = seconds * 10 + attoseconds / 100_000_000_000_000_000
-        return "\(tenths / 10).\(tenths % 10) s"
     }
 
     /// True when at least one storage is known and every known storage is ready.

@@ -203,50 +203,21 @@ public final class StorageWatcher: Sendable {
 
     private var stopRequested: Bool { control.withLock { $0.stopRequested } }
 
-    /// The loop that proves to ``health`` that the storage's database still answers.
-    final class Beats: Sendable {
-        private let health: AgentHealth
-        private let registration: AgentHealth.Registration
-        private let task = Mutex<Task<Void, Never>?>(nil)
-
-        init(health: AgentHealth, registration: AgentHealth.Registration) {
-            self.health = health
-            self.registration = registration
-        }
-
-        /// Records a beat (nothing after ``stop()``: the health then no longer watches the beats).
-        func record() {
-            health.beat(registration)
-        }
-
-        func run(_ loop: Task<Void, Never>) {
-            task.withLock { $0 = loop }
-        }
-
-        /// Ends the beats; none is recorded after it (a stopped storage is not stalled).
-        func stop() {
-            task.withLock { $0?.cancel() }
-            health.stopBeats(registration)
-        }
-    }
-
     /// Reads the state database every ``AgentHealth/beatInterval`` and reports each answer, from
-    /// now until ``Beats/stop()``; nil without ``health``. The read is the one `status` makes,
-    /// through GRDB's reader queue, where every check's database work goes too.
-    private func startBeats() -> Beats? {
+    /// now until the task is cancelled and ``AgentHealth/stopBeats(_:)`` called (a beat after
+    /// that is ignored); nil without ``health``. The read is the one `status` makes, through
+    /// GRDB's reader queue, where every check's database work goes too.
+    private func startBeats() -> Task<Void, Never>? {
         guard let health, let registration else { return nil }
-        let beats = Beats(health: health, registration: registration)
         health.startBeats(registration)
-        beats.run(
-            Task { [manager] in
-                while !Task.isCancelled {
-                    try? await Task.sleep(for: health.beatInterval)
-                    // An error (a damaged database) is an answer too: the check reports it.
-                    _ = try? await manager.localVersion()
-                    beats.record()
-                }
-            })
-        return beats
+        return Task { [manager] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: health.beatInterval)
+                // An error (a damaged database) is an answer too: the check reports it.
+                _ = try? await manager.localVersion()
+                health.beat(registration)
+            }
+        }
     }
 
     /// The critical line of a storage that an error retrying cannot fix stops: from its own loop,
@@ -262,7 +233,11 @@ public final class StorageWatcher: Sendable {
     /// (8 failures in a row with `max-failures: 3` ran on while reloads kept coming).
     public func run(callbacks: Callbacks = Callbacks(), continuingFailures: Bool = false) async throws(Stopped) {
         let beats = startBeats()
-        defer { beats?.stop() }
+        defer {
+            // A stopped storage is not stalled.
+            beats?.cancel()
+            if let registration { health?.stopBeats(registration) }
+        }
         var schedule = settings.schedule
         let local = try? await manager.localVersion()
         metrics?.setVersion(local?.text)

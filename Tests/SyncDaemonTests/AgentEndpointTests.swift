@@ -153,7 +153,7 @@ import Testing
             #expect(status == 503)
             #expect(
                 body.hasPrefix(
-                    "unhealthy: the state databases of storages alpha (61 s), beta (61 s) have not answered (their reads wait for a thread:"
+                    "unhealthy: the state databases of storages alpha (61.0 s), beta (61.0 s) have not answered (their reads wait for a thread:"
                 ),
                 "\(body)")
             #expect(body.contains("docs/operations.md"))
@@ -162,7 +162,7 @@ import Testing
             advance(9)
             #expect(
                 try await healthz().1.hasPrefix(
-                    "unhealthy: the state database of storage beta has not answered for 70 s (its reads wait for a thread"
+                    "unhealthy: the state database of storage beta has not answered for 70.0 s (its reads wait for a thread"
                 )
             )
             #expect(health.stalledStorages().map(\.storage) == ["beta"])
@@ -193,7 +193,7 @@ import Testing
             #expect(try await healthz() == (200, "ok\n"), "the old loop's beats do not count")
             health.startBeats(beta2)
             advance(61)
-            #expect(try await healthz().1.contains("storage beta has not answered for 61 s"))
+            #expect(try await healthz().1.contains("storage beta has not answered for 61.0 s"))
         }
     }
 
