@@ -189,10 +189,10 @@ struct TaskLimitTests {
             try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
                 server in
                 let path = scratch + "/agent.yaml"
-                try
-                    ("http: 127.0.0.1:0\nstorages:\n" + WatchConfigTests.storage("a", server, scratch: scratch) + "\n"
-                    + WatchConfigTests.storage("b", server, scratch: scratch) + "\n")
-                    .write(toFile: path, atomically: false, encoding: .utf8)
+                try WatchConfigTests.agentConfig([
+                    WatchConfigTests.storage("a", server, scratch: scratch),
+                    WatchConfigTests.storage("b", server, scratch: scratch),
+                ]).write(toFile: path, atomically: false, encoding: .utf8)
                 let socketName = "@content-sync-stall-\(UUID().uuidString.prefix(8))"
                 let systemd = try FakeNotifySocket(name: socketName)
                 defer { systemd.close() }
@@ -209,12 +209,7 @@ struct TaskLimitTests {
                 async let status = agent.exitStatus()
                 defer { agent.send(SIGKILL) }
                 func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
-                for _ in 0..<600 where !logText().contains("serving /metrics") {
-                    try await Task.sleep(for: .milliseconds(50))
-                }
-                let base = try #require(
-                    logText().split(whereSeparator: { $0 == " " || $0 == "\n" }).first { $0.hasPrefix("http=http://") }?
-                        .dropFirst(5), "\(logText())")
+                let base = try await WatchConfigTests.endpoint(scratch, once: ["serving /metrics"])
                 var answer = (0, "")
                 for _ in 0..<60 {
                     answer = try await WatchConfigTests.get("\(base)/healthz", scratch: scratch)

@@ -72,6 +72,11 @@ struct WatchConfigTests {
         return String(try #require(serving.firstMatch(of: /http:\/\/127\.0\.0\.1:\d+/)).output)
     }
 
+    /// A config serving the endpoint on a free loopback port, with `storages` (``storage(_:_:scratch:extra:)``).
+    static func agentConfig(_ storages: [String]) -> String {
+        "http: 127.0.0.1:0\nstorages:\n" + storages.joined(separator: "\n") + "\n"
+    }
+
     static func get(_ url: String, scratch: String) async throws -> (Int, String) {
         let out = scratch + "/curl-\(UUID().uuidString)"
         _ = try await ChildProcess.run(
@@ -213,9 +218,7 @@ struct WatchConfigTests {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server12 in
                 try await withStorageServer(root: Self.storage14) { server14 in
-                    let config = { (storages: [String]) in
-                        "http: 127.0.0.1:0\nstorages:\n" + storages.joined(separator: "\n") + "\n"
-                    }
+                    let config = Self.agentConfig
                     let process = try Self.startWatch(
                         config: config([
                             Self.storage("a", server12, scratch: scratch),
@@ -296,18 +299,14 @@ struct WatchConfigTests {
             try await withStorageServer(root: Self.storage12) { server in
                 try FileManager.default.createDirectory(atPath: scratch + "/b", withIntermediateDirectories: true)
                 try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/b/notes.txt"))
-                let config =
-                    "http: 127.0.0.1:0\nstorages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
-                    + Self.storage("b", server, scratch: scratch) + "\n"
                 let process = try Self.startWatch(
-                    config: config, scratch: scratch, environment: ["SYNC_AGENT_STALL_LIMIT": "1"])
+                    config: Self.agentConfig([
+                        Self.storage("a", server, scratch: scratch), Self.storage("b", server, scratch: scratch),
+                    ]), scratch: scratch, environment: ["SYNC_AGENT_STALL_LIMIT": "1"])
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
-                let listening = try await Self.waitForLine(scratch, "the endpoint") {
-                    $0["message"]?.hasPrefix("serving /metrics") == true
-                }
-                let base = try #require(listening["http"])
+                let base = try await Self.endpoint(scratch, once: ["serving /metrics"])
                 _ = try await Self.waitForLine(scratch, "b's stop") {
                     $0["storage"] == "b" && $0["level"] == "critical"
                 }
@@ -346,9 +345,7 @@ struct WatchConfigTests {
     func quickAddAndRemoveLeavesNothingInReadyz() async throws {
         try await withScratch { scratch in
             try await withStorageServer(root: Self.storage12) { server in
-                let config = { (storages: [String]) in
-                    "http: 127.0.0.1:0\nstorages:\n" + storages.joined(separator: "\n") + "\n"
-                }
+                let config = Self.agentConfig
                 let base = config([Self.storage("a", server, scratch: scratch)])
                 let withX = config([
                     Self.storage("a", server, scratch: scratch), Self.storage("x", server, scratch: scratch),
@@ -357,10 +354,7 @@ struct WatchConfigTests {
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
-                let listening = try await Self.waitForLine(scratch, "the endpoint") {
-                    $0["message"]?.hasPrefix("serving /metrics") == true
-                }
-                let endpoint = try #require(listening["http"])
+                let endpoint = try await Self.endpoint(scratch, once: ["serving /metrics"])
                 _ = try await Self.waitForLine(scratch, "a restored") {
                     $0["storage"] == "a" && $0["message"]?.hasPrefix("restored 1.2") == true
                 }
@@ -409,8 +403,9 @@ struct WatchConfigTests {
                 try FileManager.default.createDirectory(atPath: scratch + "/b", withIntermediateDirectories: true)
                 try Data("mine".utf8).write(to: URL(fileURLWithPath: scratch + "/b/notes.txt"))
                 let process = try Self.startWatch(
-                    config: "http: 127.0.0.1:0\nstorages:\n" + Self.storage("a", server, scratch: scratch) + "\n"
-                        + Self.storage("b", server, scratch: scratch) + "\n", scratch: scratch)
+                    config: Self.agentConfig([
+                        Self.storage("a", server, scratch: scratch), Self.storage("b", server, scratch: scratch),
+                    ]), scratch: scratch)
                 async let exitStatus = process.exitStatus()
                 var stopped = false
                 defer { if !stopped { process.send(SIGKILL) } }
