@@ -6,7 +6,12 @@ extension ContentTree {
     /// (``Intruder``s), instead of refusing the folder for them. This is how the client reads a
     /// mirror, where such entries are drift to report and remove.
     /// `ledger`: records of files to trust by their stamps, and where the stamps found are noted.
-    package static func scanLocal(_ directory: String, cache: FingerprintCache? = nil, ledger: StampLedger? = nil)
+    /// `cache`: fingerprints to take instead of reading a file of that identity, and where the
+    /// files read are remembered; with `readingEvery`, every file is read all the same (and
+    /// remembered, over what the cache had): `verify`, whose repair then trusts what it read.
+    package static func scanLocal(
+        _ directory: String, cache: FingerprintCache? = nil, ledger: StampLedger? = nil, readingEvery: Bool = false
+    )
         throws(FileSystemError) -> (tree: ContentTree, intruders: [Intruder])
     {
         var tree = ContentTree(folders: [], files: [:])
@@ -29,7 +34,7 @@ extension ContentTree {
                 if let ledger, let stamp, let recorded = ledger.see(path.string, stamp) {
                     // Not put in `cache`: whoever needs this file's bytes asks the ledger's records.
                     tree.files[path] = recorded
-                } else if let known = cache?.lookup(identity) {
+                } else if !readingEvery, let known = cache?.lookup(identity) {
                     tree.files[path] = known
                 } else {
                     // Through the folder the walk holds open, and only if it is still the file listed.

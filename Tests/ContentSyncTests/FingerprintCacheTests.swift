@@ -103,4 +103,52 @@ struct FingerprintCacheTests {
             try harness.expectTree(is: "1.4")
         }
     }
+
+    /// A repair trusts what the scan before it read (the staged tree is hard links to the same
+    /// files) instead of reading every byte again, fetches the manifest once, and records every
+    /// file's fingerprint and the tree index: the next update reads nothing again either. Before,
+    /// the repair hashed the whole tree twice more and recorded only the files it downloaded.
+    @Test(arguments: [false, true])
+    func aRepairReadsTheTreeOnceAndRecordsItWhole(periodic: Bool) async throws {
+        try await withSyncHarness(serving: "1.4") { harness in
+            try await harness.sync()
+            let store = try StateStore(path: harness.state)
+            // Bit rot that kept the size and time: only reading the bytes finds it, so a periodic
+            // check (which trusts the recorded identities) is given a deletion instead.
+            let readme = harness.content + "/README.txt"
+            if periodic {
+                try FileManager.default.removeItem(atPath: readme)
+            } else {
+                var info = stat()
+                #expect(lstat(readme, &info) == 0)
+                let handle = try FileHandle(forUpdating: URL(fileURLWithPath: readme))
+                try handle.write(contentsOf: Data("XXXX".utf8))
+                try handle.close()
+                var times = [info.st_atim, info.st_mtim]
+                #expect(utimensat(AT_FDCWD, readme, &times, 0) == 0)
+            }
+            try "x".write(toFile: harness.content + "/extra.txt", atomically: true, encoding: .utf8)
+            harness.server.resetLog()
+
+            if periodic {
+                let report = try await harness.sync(fullCheckInterval: .zero)
+                #expect(report.repairedFiles >= 2)
+            } else {
+                let report = try await harness.manager().verify(repair: true)
+                #expect(report.repaired >= 2)
+                #expect(report.differences.contains { $0.contains("README.txt") })
+            }
+            try harness.expectTree(is: "1.4")
+            let manifestFetches = harness.server.requests().filter { $0.path.hasSuffix("/contentManifest.json") }
+            #expect(manifestFetches.count == 1, "\(manifestFetches.map(\.path))")
+            let stored = try await store.fileFingerprints()
+            #expect(Set(stored.keys) == (try identities(under: harness.content)))
+            #expect(stored.count == ExampleStorageFixture.manifest("1.4").files.count)
+            #expect(try await store.treeIndex()?.version == "1.4")
+            // The next update finds nothing to read or fetch.
+            harness.server.resetLog()
+            #expect(try await harness.sync().outcome == .upToDate)
+            #expect(harness.contentDownloads().isEmpty)
+        }
+    }
 }

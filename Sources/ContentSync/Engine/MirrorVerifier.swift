@@ -71,6 +71,12 @@ struct MirrorVerifier: Sendable {
     /// version the status publishes. With `cache` (the fingerprints recorded at the switch),
     /// a file whose identity it knows is taken as recorded instead of read: the periodic full
     /// check of a no-change update (protocol.md §4.5). Without, every file is read.
+    ///
+    /// A repair reads no byte twice: the tree is hard-linked into the staging area, so its
+    /// files keep the identities the scan just hashed (or took from `cache`), and the staged
+    /// check trusts those; only what the repair downloads is new. The manifest is fetched once,
+    /// and the switch records every file's fingerprint and the tree index, so the next update
+    /// reads nothing again either.
     func check(local: CacheVersion, status: CacheStatus, layout: StorageLayout, repair: Bool, cache: FingerprintCache?)
         async throws(SyncError) -> VerifyReport
     {
@@ -86,10 +92,15 @@ struct MirrorVerifier: Sendable {
             )
         }
         let directory = configuration.contentDirectory
+        // Without `cache`, every file is read, and what was read is remembered in the stager's
+        // cache (over any row the state database has for the same identity: bit rot that kept
+        // the size and time is known by its real bytes), for the repair to trust.
+        let remembering = cache ?? stager.fingerprints
         // The digest is seconds of CPU at a million files: on the pool with the scan, never on a
         // cooperative thread (two full checks there held every task of `watch` for seconds).
         let (tree, intruders, matches) = try await BlockingWork.files { () throws(FileSystemError) in
-            let (tree, intruders) = try ContentTree.scanLocal(directory, cache: cache)
+            let (tree, intruders) = try ContentTree.scanLocal(
+                directory, cache: remembering, readingEvery: cache == nil)
             return (tree, intruders, intruders.isEmpty && TreeDigest.digest(of: tree) == digest)
         }
         if matches {
@@ -120,8 +131,11 @@ struct MirrorVerifier: Sendable {
                 identity: "repair:\(local.text)", kind: "repair", fromVersion: local.text,
                 toVersion: local.text, phase: .staging, createdAt: started))
         let repaired: Int
-        switch try await stager.checkTree(integrity, layout: layout, trustingCache: false) {
-        case .matches(let count, _): repaired = count
+        let index: IndexUpdate
+        switch try await stager.checkTree(integrity, layout: layout, loadingStored: cache != nil, manifest: manifest) {
+        case .matches(let count, let checked):
+            repaired = count
+            index = checked.map(IndexUpdate.whole) ?? .drop
         case .unrepairable(let reason):
             try await store.clearPlan()
             var refusal = SyncError(
@@ -140,7 +154,8 @@ struct MirrorVerifier: Sendable {
             pending,
             history: UpdateHistoryEntry(
                 startedAt: started, finishedAt: Date(), fromVersion: local.text, toVersion: local.text, kind: .repair,
-                outcome: .succeeded, filesDownloaded: fixed), progress: { _ in })
+                outcome: .succeeded, filesDownloaded: fixed), index: index, liveFolders: index.folders, fullCheck: true,
+            progress: { _ in })
         return VerifyReport(version: local, differences: differences, repaired: fixed, matches: true)
     }
 

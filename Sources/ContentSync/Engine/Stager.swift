@@ -650,21 +650,18 @@ struct Stager: Sendable {
     /// content manifest. Returns the number of repaired paths, or nil when the tree cannot be
     /// made to match (no manifest, or the storage's files contradict it).
     ///
-    /// Files whose identity the ``FingerprintCache`` knows are not read again, unless
-    /// `trustingCache` is false (`verify` hashes every byte).
+    /// Files whose identity the ``FingerprintCache`` knows are not read again. With
+    /// `loadingStored` false, only what the cache holds already is trusted, not the state
+    /// database's rows: a repair after `verify`, whose scan read every byte of the tree it
+    /// linked. `manifest`: the content manifest when the caller fetched it already.
     func checkTree(
         _ integrity: StorageIntegrity?, layout: StorageLayout,
-        trustingCache: Bool = true
+        loadingStored: Bool = true, manifest known: ContentTree? = nil
     ) async throws(SyncError) -> TreeCheck {
         guard let integrity, let expectedDigest = integrity.treeDigest else { return .matches(repaired: 0, tree: nil) }
         let staging = self.staging
-        let cache: FingerprintCache?
-        if trustingCache {
-            try await fingerprints.loadStored(from: store)
-            cache = fingerprints
-        } else {
-            cache = nil
-        }
+        if loadingStored { try await fingerprints.loadStored(from: store) }
+        let cache = fingerprints
         fingerprints.startTracking()
         // Scans and digests on the pool: a digest is seconds of CPU at a million files.
         let scanned = try await BlockingWork.files { () throws(FileSystemError) in
@@ -677,7 +674,8 @@ struct Stager: Sendable {
         }
         let manifest: ContentTree
         do {
-            guard let published = try await storage.fetchManifest(integrity) else {
+            let fetched = known == nil ? try await storage.fetchManifest(integrity) : nil
+            guard let published = known ?? fetched else {
                 return .unrepairable("the storage publishes no content manifest to repair from")
             }
             manifest = published
@@ -740,7 +738,7 @@ struct Stager: Sendable {
     /// bottom-up, and the entries go to the state database's staged index in batches, for the
     /// switch to adopt (``IndexUpdate/staged(_:)``). Returns the tree's shape when its digest is
     /// `expectedDigest`; nil when it is not, or the tree holds something content cannot: the
-    /// caller then runs ``checkTree(_:layout:trustingCache:)``, which says what and repairs.
+    /// caller then runs ``checkTree(_:layout:loadingStored:manifest:)``, which says what and repairs.
     ///
     /// With `seedingTwin`, every file the walk hashed is linked into `seed/` (``TwinSeed``, on a
     /// thread of its own, ``TwinSeedThread``):
