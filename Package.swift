@@ -144,7 +144,7 @@ let package = Package(
 
         .testTarget(name: "TransportTests", dependencies: ["Transport", "DateText", "StorageServer", "ToolSupport",
                                                            .product(name: "Logging", package: "swift-log")]),
-        .testTarget(name: "FileKitTests", dependencies: ["FileKit"]),
+        .testTarget(name: "FileKitTests", dependencies: ["FileKit", "CLinux"]),
         // CacheChaos: CacheCrashTests run the built cache-chaos binary; the dependency builds it first.
         .testTarget(name: "ItemCacheTests", dependencies: ["ItemCache", "FileKit", "Transport", "StorageServer", "CacheChaos", "ToolSupport",
                                                            .product(name: "Metrics", package: "swift-metrics"),

@@ -2,6 +2,8 @@
 #include <malloc.h>
 #include "clinux.h"
 #include <errno.h>
+#include <limits.h>
+#include <linux/openat2.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -204,4 +206,68 @@ int clinux_peer_credentials(int socket, int *pid, unsigned int *uid) {
     *pid = credentials.pid;
     *uid = credentials.uid;
     return 0;
+}
+
+int clinux_open_beneath(int dirfd, const char *path, int flags) {
+#ifdef SYS_openat2
+    struct open_how how;
+    memset(&how, 0, sizeof how);
+    /* Not O_NOFOLLOW: with O_PATH it would open a last-name link itself; without it,
+       RESOLVE_NO_SYMLINKS refuses the link (ELOOP). */
+    how.flags = (unsigned long long)flags;
+    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+    long opened = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+    if (opened >= 0) return (int)opened;
+    if (errno != ENOSYS && errno != EPERM && errno != ENAMETOOLONG && errno != EAGAIN) return -1;
+#endif
+    return clinux_open_beneath_by_name(dirfd, path, flags);
+}
+
+int clinux_open_beneath_by_name(int dirfd, const char *path, int flags) {
+    /* One name at a time: every folder on the way opened with O_NOFOLLOW. */
+    if (path[0] == '/') { errno = EXDEV; return -1; }
+    int current = dirfd;
+    const char *name = path;
+    for (;;) {
+        const char *slash = strchr(name, '/');
+        size_t length = slash ? (size_t)(slash - name) : strlen(name);
+        if (length >= NAME_MAX + 1) {
+            if (current != dirfd) close(current);
+            errno = ENAMETOOLONG;
+            return -1;
+        }
+        char component[NAME_MAX + 1];
+        memcpy(component, name, length);
+        component[length] = 0;
+        if (strcmp(component, "..") == 0) {
+            if (current != dirfd) close(current);
+            errno = EXDEV;
+            return -1;
+        }
+        int last = slash == NULL || slash[1] == 0;
+        int next = length == 0 ? -1 : openat(current, component,
+            last ? (flags | O_NOFOLLOW) : (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (length == 0) {
+            /* "a//b" or a trailing slash: nothing to open here. */
+            if (last) {
+                next = openat(current, ".", flags);
+            } else {
+                name = slash + 1;
+                continue;
+            }
+        }
+        int code = errno;
+        if (current != dirfd) close(current);
+        if (next < 0) { errno = code; return -1; }
+        /* O_PATH | O_NOFOLLOW opens a link itself: never one to go through, nor to return. */
+        struct stat info;
+        if (fstat(next, &info) != 0 || S_ISLNK(info.st_mode)) {
+            close(next);
+            errno = ELOOP;
+            return -1;
+        }
+        if (last) return next;
+        current = next;
+        name = slash + 1;
+    }
 }

@@ -37,6 +37,18 @@ public final class HeldFolder: Sendable {
         try self.init(adopting: opened, shownAs: shown)
     }
 
+    /// The folder at `path` (its last name not a link), held: for work below it that must not
+    /// follow a link anywhere on the way (``LongPath/at(_:_:)``). Throws when it is missing, a
+    /// link, or not a folder.
+    public static func content(_ path: String) throws(FileSystemError) -> HeldFolder {
+        let name = (path as NSString).lastPathComponent
+        let parent = (path as NSString).deletingLastPathComponent
+        guard !name.isEmpty, name != "/", let held = try HeldFolder(opening: name, in: parent) else {
+            throw FileSystemError("cannot open the folder", path: path, syscall: "openat", errno: ENOENT)
+        }
+        return held
+    }
+
     /// Holds `descriptor`, a folder the caller opened (and checked) as `shownAs`; it is closed
     /// with the value, or at once when it cannot be read.
     public init(adopting descriptor: Int32, shownAs: String) throws(FileSystemError) {

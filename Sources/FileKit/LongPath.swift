@@ -14,9 +14,26 @@ public enum LongPath {
     public static let pieceLimit = 4000
 
     /// Calls `body` with a folder descriptor and a path relative to it that together name `path`.
+    ///
+    /// Below a held folder (`/proc/self/fd/N/…`, ``HeldFolder/path``) nothing on the way is
+    /// followed: the folders between the held one and the last name are opened with no symlink
+    /// allowed (``belowHeldFolder(_:)``), so a link a neighbour plants mid-run in place of a
+    /// folder of the tree fails the call (`ELOOP`) instead of leading out of it.
     public static func at<T>(_ path: String, _ body: (Int32, String) throws(FileSystemError) -> T)
         throws(FileSystemError) -> T
     {
+        if let (held, rest) = belowHeldFolder(path) {
+            let slash = rest.utf8.lastIndex(of: UInt8(ascii: "/"))
+            guard let slash else { return try body(held, rest) }
+            let parent = String(Substring(rest.utf8[..<slash]))
+            let name = String(Substring(rest.utf8[rest.utf8.index(after: slash)...]))
+            let folder = clinux_open_beneath(held, parent, clinux_o_path() | O_DIRECTORY | O_CLOEXEC)
+            guard folder >= 0 else {
+                throw FileSystemError("cannot open a folder of", path: path, syscall: "openat2", errno: errno)
+            }
+            defer { close(folder) }
+            return try body(folder, name.isEmpty ? "." : name)
+        }
         guard path.utf8.count >= pieceLimit else { return try body(AT_FDCWD, path) }
         var folder = AT_FDCWD
         defer { if folder != AT_FDCWD { close(folder) } }
@@ -35,6 +52,24 @@ public enum LongPath {
             rest = Substring(rest.utf8[rest.utf8.index(after: cut)...])
         }
         return try body(folder, String(rest))
+    }
+
+    /// `/proc/self/fd/N/rest` as the descriptor `N` and `rest` (no trailing slash); nil for any
+    /// other path, and for a descriptor's own name (`/proc/self/fd/N`).
+    public static func belowHeldFolder(_ path: String) -> (descriptor: Int32, rest: String)? {
+        let prefix = "/proc/self/fd/"
+        guard path.hasPrefix(prefix) else { return nil }
+        let tail = path.utf8.dropFirst(prefix.utf8.count)
+        guard let slash = tail.firstIndex(of: UInt8(ascii: "/")) else { return nil }
+        let digits = tail[..<slash]
+        guard !digits.isEmpty, digits.count <= 9,
+            digits.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }),
+            let descriptor = Int32(String(Substring(digits)))
+        else { return nil }
+        var rest = tail[tail.index(after: slash)...]
+        while rest.last == UInt8(ascii: "/") { rest = rest.dropLast() }
+        guard !rest.isEmpty else { return nil }
+        return (descriptor, String(Substring(rest)))
     }
 
     /// Opens the folder at `path` for reading, following a link at its last name only when

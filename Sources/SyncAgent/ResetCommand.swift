@@ -12,7 +12,8 @@ struct ResetCommand: AsyncParsableCommand {
             The way past a refused rollback (a storage that went back to an older version) or a \
             folder verify cannot repair. Asks for no confirmation: --dir is required. Deletes \
             --dir and its staging area and empties the state database (trusted keys are kept; \
-            see forget-keys). A folder with no state database is left alone. Exits 6 while \
+            see forget-keys). A folder with no state database, or where it records no synced version \
+            (a first sync that was refused or failed), is left alone. Exits 6 while \
             another update, verify or reset of --dir runs.
             """)
 
@@ -30,6 +31,7 @@ struct ResetCommand: AsyncParsableCommand {
         Console.print(
             removed
                 ? "removed \(folder.contentDirectory) and its state in \(folder.statePath); the next sync restores it from the archive"
-                : "\(folder.contentDirectory) has no state in \(folder.statePath); nothing removed")
+                : "\(folder.contentDirectory) holds no version synced according to \(folder.statePath); nothing removed"
+        )
     }
 }

@@ -134,7 +134,9 @@ struct StorageRequestOptions: ParsableArguments {
         let split = { (flag: String, line: String, number: Int) throws -> (String, String) in
             guard let colon = line.firstIndex(of: ":") else {
                 // A --header line is never quoted back: without its colon, all of it may be the secret.
-                let shown = flag == "--header" ? "number \(number + 1)" : "'\(line)'"
+                let shown =
+                    flag == "--header-env" && StorageSettings.Header.isVariableName(line)
+                    ? "'\(line)'" : "number \(number + 1)"
                 throw CLIFailure(
                     code: 6,
                     message:
@@ -158,6 +160,14 @@ struct StorageRequestOptions: ParsableArguments {
         }
         headers += try headerEnv.enumerated().map { number, line in
             let (name, variable) = try split("--header-env", line, number)
+            guard StorageSettings.Header.isVariableName(variable) else {
+                // Not quoted back: a value given by mistake where the name belongs is a secret.
+                throw CLIFailure(
+                    code: 6,
+                    message: "--header-env \(name): what follows ':' must be the name of an environment variable "
+                        + "(letters, digits and _), not the header's value; put the value in a variable and give its name"
+                )
+            }
             guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
                 throw CLIFailure(
                     code: 6,

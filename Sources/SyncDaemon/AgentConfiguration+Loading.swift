@@ -416,6 +416,14 @@ struct ConfigReader {
                 prefix = string(value, "\(label).prefix") ?? ""
             case "env":
                 guard let variable = string(value, "\(label).env") else { continue }
+                guard StorageSettings.Header.isVariableName(variable) else {
+                    // Not quoted back: a value given by mistake where the name belongs is a secret.
+                    problem(
+                        value,
+                        "\(label).env must be the name of an environment variable (letters, digits and _), "
+                            + "not the header's value; put the value in a variable and give its name")
+                    continue
+                }
                 guard let secret = environment[variable], !secret.isEmpty else {
                     problem(
                         value,

@@ -162,6 +162,19 @@ public struct StorageSettings: Sendable, Equatable {
             "accept-encoding",
         ]
 
+        /// Whether `text` can be the name of an environment variable (a letter or `_`, then
+        /// letters, digits and `_`; at most 255 bytes). Anything else given where a variable's
+        /// name belongs may be the secret itself, given by mistake: it is never quoted back.
+        public static func isVariableName(_ text: String) -> Bool {
+            guard let first = text.utf8.first, text.utf8.count <= 255,
+                first == UInt8(ascii: "_") || (first | 0x20 >= UInt8(ascii: "a") && first | 0x20 <= UInt8(ascii: "z"))
+            else { return false }
+            return text.utf8.allSatisfy { byte in
+                byte == UInt8(ascii: "_") || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                    || (byte | 0x20 >= UInt8(ascii: "a") && byte | 0x20 <= UInt8(ascii: "z"))
+            }
+        }
+
         /// What is wrong with a header `name: value`, or nil: the transport's rule
         /// (`HTTPRequest.headerProblem`: an HTTP token, no framing header, no control character
         /// in the value), and no header the engine sets itself (``managedNames``). The flags and

@@ -207,6 +207,35 @@ struct LayoutAndLockTests {
 
     // MARK: - One updater per folder
 
+    /// A file planted where the staging folder goes stops every update before it starts; the
+    /// failure is recorded, so that `status --check` fails too (outside audit: it said
+    /// "succeeded" while every sync failed). Another update running is not recorded as one.
+    @Test func whatStopsEveryUpdateFromStartingIsRecorded() async throws {
+        try await withSyncHarness(serving: "1.2") { harness in
+            try await harness.sync()
+            let staging = StagingArea(contentDirectory: harness.content)
+            try? FileManager.default.removeItem(atPath: staging.location)
+            try "planted".write(toFile: staging.location, atomically: true, encoding: .utf8)
+            await #expect {
+                try await harness.sync()
+            } throws: { error in
+                (error as! SyncError).message.contains("in the way of the staging folder")
+            }
+            let status = try await harness.manager().status()
+            #expect(status.state == .failed)
+            #expect(status.lastError?.contains("in the way of the staging folder") == true, "\(status)")
+            try FileManager.default.removeItem(atPath: staging.location)
+
+            try await harness.sync()
+            var holder: UpdateLock? = try UpdateLock(
+                statePath: harness.root + "/client/other.sqlite", contentDirectory: harness.content, staging: staging)
+            await #expect(throws: SyncError.self) { try await harness.sync() }
+            withExtendedLifetime(holder) {}
+            holder = nil
+            #expect(try await harness.manager().status().state == .succeeded, "a busy folder is no failure")
+        }
+    }
+
     @Test func twoRunsWithDifferentStateFilesOnOneFolderAreKeptApart() async throws {
         try await withSyncHarness(serving: "1.2") { harness in
             let staging = StagingArea(contentDirectory: harness.content)

@@ -44,6 +44,41 @@ struct VerifyTests {
         try Data(contentsOf: URL(fileURLWithPath: scratch + "/content-1.1/" + path)).count
     }
 
+    /// A manifest that is not the tree the digest vouches for named correct local files as
+    /// different, and advised a repair that was then refused (outside audit): `verify` says the
+    /// storage is inconsistent instead, and lists nothing.
+    @Test func aManifestThatContradictsTheTreeDigestIsTheStoragesFault() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = scratch + "/storage"
+            _ = try PublishFixture.publish("1.1", storage: storage, scratch: scratch, initialize: true)
+            try await withSyncHarness(storageRoot: URL(fileURLWithPath: storage)) { harness in
+                try await harness.sync()
+                let manifestPath = storage + "/RXCacheConfig/contentManifest.json"
+                var manifest =
+                    try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: manifestPath)))
+                    as! [String: Any]
+                var files = manifest["files"] as! [String: Any]
+                files["README.txt"] = ["sha256": String(repeating: "0", count: 64), "size": 5]
+                manifest["files"] = files
+                try JSONSerialization.data(withJSONObject: manifest, options: [.sortedKeys])
+                    .write(to: URL(fileURLWithPath: manifestPath))
+                try StorageEditing.reseal(storage)
+                try "x".write(toFile: harness.content + "/extra.txt", atomically: true, encoding: .utf8)
+
+                for repair in [false, true] {
+                    await #expect {
+                        try await harness.manager().verify(repair: repair)
+                    } throws: { error in
+                        let error = error as! SyncError
+                        return error.code == .integrity && error.message.contains("the storage is inconsistent")
+                            && error.message.contains("republish")
+                    }
+                }
+                #expect(FileManager.default.fileExists(atPath: harness.content + "/extra.txt"), "nothing repaired")
+            }
+        }
+    }
+
     @Test func aStorageWithoutIntegrityDataCannotBeVerified() async throws {
         try await withTemporaryDirectory { scratch in
             let storage = try copySnapshot("1.4", to: scratch + "/storage")

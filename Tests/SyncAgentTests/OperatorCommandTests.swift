@@ -125,6 +125,34 @@ struct OperatorCommandTests {
         }
     }
 
+    /// A sync refused a folder that is not empty and was never synced, and recorded the attempt;
+    /// `reset` then deleted the folder it refused (outside audit). It is left alone, as the
+    /// sync left it, and the refused attempt is forgotten.
+    @Test func resetLeavesAloneAFolderASyncRefused() async throws {
+        try await withScratch { scratch in
+            let folder = Folder(scratch: scratch)
+            try FileManager.default.createDirectory(atPath: folder.dir, withIntermediateDirectories: true)
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: folder.dir + "/notes.txt"))
+            try await withStorageServer(root: URL(fileURLWithPath: Self.example + "/1.2")) { server async throws in
+                let refused = try await folder.sync(server)
+                #expect(refused.status == 6, "stderr: \(refused.stderr)")
+                #expect(FileManager.default.fileExists(atPath: folder.state), "the refusal is recorded")
+                let result = try await folder.run(["reset"] + folder.options)
+                #expect(result.status == 0, "stderr: \(result.stderr)")
+                #expect(result.stdout.contains("nothing removed"), "stdout: \(result.stdout)")
+                #expect(try String(contentsOfFile: folder.dir + "/notes.txt", encoding: .utf8) == "mine")
+                #expect(try await folder.status()["lastError"] is NSNull, "the refused attempt is forgotten")
+                // Once synced (the user allowed it), a reset deletes the folder as before.
+                #expect(
+                    try await folder.run(
+                        ["sync", "--force", "--base-url", server.baseURL!.absoluteString] + folder.options
+                    ).status == 0)
+                #expect(try await folder.run(["reset"] + folder.options).status == 0)
+                #expect(!FileManager.default.fileExists(atPath: folder.dir + "/notes.txt"))
+            }
+        }
+    }
+
     @Test func resetRefusesAStateDatabaseOfAnotherFolder() async throws {
         try await withScratch { scratch in
             let folder = Folder(scratch: scratch)

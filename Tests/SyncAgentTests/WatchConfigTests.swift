@@ -200,6 +200,14 @@ struct WatchConfigTests {
 
                 let unset = try await SyncAgentBinary.run(Array(arguments.dropLast()), scratch: scratch)
                 #expect(unset.status == 6 && unset.stderr.contains("SYNC_TEST_TOKEN is not set"), "\(unset.stderr)")
+                // The value given where the variable's name belongs (outside audit): refused
+                // without quoting it, with or without the header's name.
+                for mistake in ["Authorization: Bearer ghp_LEAKME123", "ghp_LEAKME123 token"] {
+                    let leaked = try await SyncAgentBinary.run(
+                        Array(arguments.dropLast(3)) + ["--header-env", mistake], scratch: scratch)
+                    #expect(leaked.status == 6 && !leaked.stderr.contains("LEAKME"), "\(leaked.stderr)")
+                    #expect(!leaked.stdout.contains("LEAKME"), "\(leaked.stdout)")
+                }
 
                 let injected = try await SyncAgentBinary.run(
                     [

@@ -352,6 +352,11 @@ struct AgentConfigurationTests {
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {env: NOPE_UNSET}\n",
                 6, "NOPE_UNSET is not set"
             ),
+            // The value itself where the variable's name belongs: refused, never quoted back.
+            (
+                "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {env: \"token ghp_LEAKME\"}\n",
+                6, "Authorization.env must be the name of an environment variable"
+            ),
             (
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n    headers:\n      Authorization: {file: /nonexistent/token}\n",
                 6, "the secret file /nonexistent/token does not exist; check the path"

@@ -67,6 +67,15 @@ int clinux_errno(void);
 /// getsockopt(SO_PEERCRED) of a connected Unix socket: the peer's PID and user (struct ucred
 /// needs _GNU_SOURCE, which Glibc's Swift overlay lacks). Returns 0, or -1 with errno.
 int clinux_peer_credentials(int socket, int *pid, unsigned int *uid);
+/// Opens `path` (relative, no `..`) below the folder `dirfd` without following any symlink on
+/// the way, its last name included: openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or,
+/// where the kernel refuses openat2 (ENOSYS before Linux 5.6, EPERM under some seccomp filters)
+/// or the path is too long for it, one name at a time with O_NOFOLLOW. `flags` as for openat
+/// (O_PATH is allowed; no O_CREAT). Returns the descriptor, or -1 with errno (ELOOP or ENOTDIR
+/// where a symlink stood, EXDEV where the path leaves the folder).
+int clinux_open_beneath(int dirfd, const char *path, int flags);
+/// The name-by-name walk of ``clinux_open_beneath`` alone (its fallback), for tests.
+int clinux_open_beneath_by_name(int dirfd, const char *path, int flags);
 /// O_PATH, which Glibc's Swift overlay does not expose (it needs _GNU_SOURCE): a descriptor
 /// that names a folder for *at calls without opening it for reading.
 int clinux_o_path(void);

@@ -35,8 +35,9 @@ enum DownloadDestination {
     /// caller then uses a named partial file).
     static func openUnnamed(in folder: String, for target: String) -> DownloadDestination? {
         guard
+            // `folder/.`: below a held folder, `folder` itself is then opened without following a link.
             let descriptor = try? LongPath.at(
-                folder, { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
+                folder + "/.", { parent, rest throws(FileSystemError) in clinux_openat_tmpfile(parent, rest, 0o644) }),
             descriptor >= 0
         else { return nil }
         return .unnamed(descriptor: descriptor, target: target)

@@ -110,8 +110,20 @@ struct MirrorVerifier: Sendable {
             throw SyncError(
                 code: .invalidStatus, message: "\(manifestURL.lastPathComponent) vanished from the integrity data")
         }
-        let differences = try await BlockingWork.run { () throws(SyncError) in
-            Self.differences(local: tree, intruders: intruders, published: manifest)
+        let (consistent, differences) = try await BlockingWork.run { () throws(SyncError) in
+            (
+                TreeDigest.digest(of: manifest) == digest,
+                Self.differences(local: tree, intruders: intruders, published: manifest)
+            )
+        }
+        // A manifest that is not the tree the digest vouches for would name correct files as
+        // different (and its repair is refused): the storage's fault, said as such.
+        guard consistent else {
+            throw SyncError(
+                code: .integrity,
+                message:
+                    "the storage is inconsistent: its content manifest (\(manifestURL.lastPathComponent)) contradicts the published tree digest, so \(directory) cannot be compared with it; republish the storage"
+            )
         }
         guard repair else { return VerifyReport(version: local, differences: differences, repaired: 0, matches: false) }
 
@@ -122,8 +134,15 @@ struct MirrorVerifier: Sendable {
         try await BlockingWork.files { () throws(FileSystemError) in
             try staging.resetNext(includingDownloads: true)
             for folder in tree.folders.sorted() { try FileSystem.makeFolder(folder.absolute(in: staging.next)) }
-            for file in tree.files.keys {
-                try FileSystem.linkOrCopy(file.absolute(in: directory), file.absolute(in: staging.next))
+            // From the content folder held open, never through a link: a folder of it swapped
+            // for a link to elsewhere since the scan (the folder itself too) fails the repair
+            // instead of having the staged tree share files with what the link leads to.
+            let live = try HeldFolder.content(directory)
+            do throws(FileSystemError) {
+                try FileSystem.linkOrCopy(
+                    tree.files.keys.sorted().lazy.map { ($0.absolute(in: live.path), $0.absolute(in: staging.next)) })
+            } catch {
+                throw live.shown(error)
             }
         }
         try await store.beginPlan(

@@ -182,8 +182,14 @@ struct Stager: Sendable {
         async let preloaded: Void = contentTimes == nil ? () : fingerprints.loadStored(from: store)
         do {
             try await BlockingWork.files { () throws(FileSystemError) in
-                try FileSystem.linkOrCopy(
-                    links.lazy.map { ($0.source.absolute(in: directory), $0.target.absolute(in: staging.next)) })
+                // From the content folder held open, never through a link (as a repair does).
+                let live = try HeldFolder.content(directory)
+                do throws(FileSystemError) {
+                    try FileSystem.linkOrCopy(
+                        links.lazy.map { ($0.source.absolute(in: live.path), $0.target.absolute(in: staging.next)) })
+                } catch {
+                    throw live.shown(error)
+                }
             }
         } catch {
             try? await preloaded

@@ -79,9 +79,29 @@ struct SyncEngine: Sendable {
         var fromVersion: String?
         var toVersion: String?
         var kind: UpdateHistoryEntry.Kind = .check
-        let lock = try UpdateLock(
-            statePath: store.path, stateFolder: store.folder, contentDirectory: configuration.contentDirectory,
-            staging: staging)
+        let lock: UpdateLock
+        do {
+            lock = try UpdateLock(
+                statePath: store.path, stateFolder: store.folder, contentDirectory: configuration.contentDirectory,
+                staging: staging)
+        } catch {
+            // What stops every update from starting (a file planted where the staging folder
+            // goes, one of another user) is recorded, so that `status --check` fails too: it
+            // once said "succeeded" while every sync failed. Another update running is not a
+            // failure of this folder, and a database that is another folder's records nothing.
+            let record = try? await store.syncState()
+            let owner = record?.contentDirectory
+            if error.code != .busy, error.setting != .stateDatabasePath,
+                owner == nil || owner == configuration.contentDirectory
+            {
+                try? await store.recordAttempt(
+                    UpdateHistoryEntry(
+                        startedAt: started, finishedAt: Date(), fromVersion: nil, toVersion: nil, kind: .check,
+                        outcome: .failed, errorCode: error.code, message: error.message),
+                    contentDirectory: configuration.contentDirectory)
+            }
+            throw error
+        }
         defer { withExtendedLifetime(lock) {} }
         do {
             clock.begin(.recover)

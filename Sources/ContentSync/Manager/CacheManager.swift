@@ -143,8 +143,10 @@ public actor CacheManager {
     /// and its staging area while holding the update lock. Throws ``SyncError/Code/busy`` when
     /// another process is updating the folder.
     ///
-    /// Returns false, deleting nothing, when no state database exists or it records no folder
-    /// (never synced, or reset already), and refuses
+    /// Returns false, deleting nothing of the folder, when no state database exists, it records
+    /// no folder (never synced, or reset already), or it records no version synced there (a
+    /// first sync that was refused, or failed: its state is forgotten, the folder left as it
+    /// is); and refuses
     /// (``SyncError/Code/configuration``) when the database belongs to another folder: a folder
     /// that no state knows about is not the library's to delete.
     @discardableResult
@@ -183,8 +185,7 @@ public actor CacheManager {
                     "the state database \(stateDatabasePath) belongs to \(owner), not \(layout.contentDirectory); refusing to reset it"
             )
         }
-        try await wipe(layout.contentDirectory, staging: staging, store: store)
-        return true
+        return try await wipe(layout.contentDirectory, staging: staging, store: store)
     }
 
     /// ``reset(contentDirectory:stateDatabasePath:)`` when the state database is damaged
@@ -207,7 +208,7 @@ public actor CacheManager {
                 message: "cannot delete the damaged state database \(file): \(String(cString: strerror(errno)))")
         }
         let store = try StateStore(path: path)
-        try await wipe(directory, staging: staging, store: store)
+        try await wipe(directory, staging: staging, store: store, owned: true)
         return true
     }
 
@@ -585,22 +586,41 @@ public actor CacheManager {
         }
     }
 
-    /// Forgets the state and deletes the content and staging folders; the caller holds the update lock.
+    /// Forgets the state and deletes the staging folder, and the content folder when it is the
+    /// library's; the caller holds the update lock. Returns whether the content folder went.
     /// Forgets the version, deletes the files, then forgets the rest: a reset killed at any
     /// point leaves a state that still owns the folder, so `reset` runs again, and a sync
     /// restores (the state emptied first left files no state knew, which `reset` would not
     /// touch and `sync` refused without `--force`).
-    private static func wipe(_ directory: String, staging: StagingArea, store: StateStore) async throws(SyncError) {
+    ///
+    /// The content folder is the library's when the state records a version synced there, a
+    /// switch to one under way, or a reset of it (`owned` says so for a damaged database, whose
+    /// caller decided). A refused first sync records its attempt, and nothing more: the folder
+    /// it refused (not empty, never synced) is left alone, as `sync` left it (a `reset` after
+    /// such a refusal deleted the user's files).
+    @discardableResult
+    private static func wipe(_ directory: String, staging: StagingArea, store: StateStore, owned: Bool? = nil)
+        async throws(SyncError) -> Bool
+    {
+        let removing: Bool
+        if let owned {
+            removing = owned
+        } else {
+            let record = try await store.syncState()
+            let switching = try await store.pendingPlan()?.phase == .switching
+            removing = record?.localVersion != nil || switching || record?.state == StateStore.resettingState
+        }
         try await store.forgetVersion()
         do {
             try await BlockingWork.files { () throws(FileSystemError) in
                 try staging.clear()
-                try FileSystem.removeTree(directory)
+                if removing { try FileSystem.removeTree(directory) }
             }
         } catch {
             throw staging.shown(error)
         }
         try await store.reset()
+        return removing
     }
 
     /// Forgets the state and deletes the content and staging folders, holding the update lock.
@@ -620,7 +640,7 @@ public actor CacheManager {
             } catch  where StateStore.isDamage(error) {
                 try checkDamagedOwner(store.path, directory, error, hadStaging: hadStaging)
                 try await store.eraseDamaged()
-                try await wipe(directory, staging: staging, store: store)
+                try await wipe(directory, staging: staging, store: store, owned: true)
             }
             return .success(())
         } catch {
