@@ -302,7 +302,10 @@ struct CacheGetCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if let output { try OutputFile.refuse(output, inside: folder.cache) }
+        if let output {
+            try OutputFile.refuse(output, inside: folder.cache)
+            try OutputFile.checkWritable(output)
+        }
         let url = try parseCacheURL(url)
         // The fetchers sync-agent has (the library's apps register more: `cache rm` takes any key).
         guard let scheme = url.scheme?.lowercased(), ["http", "https", "file"].contains(scheme) else {

@@ -40,6 +40,9 @@ struct CheckConfigCommand: ParsableCommand {
     var file: String
 
     func run() throws {
+        guard !file.isEmpty else {
+            throw CLIFailure(code: 6, message: "the config file's path is empty; give the path of the file to check")
+        }
         let configuration: AgentConfiguration
         do {
             configuration = try AgentConfiguration.load(path: file)

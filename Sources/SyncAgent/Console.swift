@@ -129,6 +129,39 @@ package enum OutputFile {
         }
     }
 
+    /// Refuses `path` before any work when ``write(to:option:_:)`` could not write it: a folder,
+    /// or a file whose folder is missing, not a folder, or not writable. Said first, a fetch
+    /// is not made (and stored) only for its result to have nowhere to go.
+    package static func checkWritable(_ path: String, option: String = "-o") throws {
+        let absolute = FileSystem.absolutePath(path)
+        var status = stat()
+        if stat(absolute, &status) == 0 {
+            if (status.st_mode & S_IFMT) == S_IFDIR {
+                throw CLIFailure(code: 6, message: "\(option) \(absolute) is a folder; name a file")
+            }
+            if (status.st_mode & S_IFMT) != S_IFREG { return } // a device or FIFO: opened when written
+        }
+        let target =
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: absolute)).map { link in
+                link.hasPrefix("/") ? link : (absolute as NSString).deletingLastPathComponent + "/" + link
+            } ?? absolute
+        let folder = (target as NSString).deletingLastPathComponent
+        var folderStatus = stat()
+        guard stat(folder, &folderStatus) == 0, (folderStatus.st_mode & S_IFMT) == S_IFDIR else {
+            // Exit 5, as the write itself fails (the file system is what answers).
+            throw CLIFailure(
+                code: 5,
+                message: "\(option) \(path): its folder \(folder) does not exist; create it or name another file")
+        }
+        guard access(folder, W_OK) == 0 else {
+            throw CLIFailure(
+                code: 5,
+                message:
+                    "\(option) \(path): cannot write in \(folder) (\(String(cString: strerror(errno)))); name a file elsewhere"
+            )
+        }
+    }
+
     package static func write(_ data: Data, to path: String, option: String = "-o") throws {
         try write(to: path, option: option) { write in try data.withUnsafeBytes { try write($0) } }
     }

@@ -111,7 +111,10 @@ package struct ImageGetCommand: AsyncParsableCommand {
 
     /// Runs in sync-agent-image, which sets ``ImageHelper/implementation``; sync-agent execs it.
     package func run() async throws {
-        if let output { try OutputFile.refuse(output, inside: folder.cache) }
+        if let output {
+            try OutputFile.refuse(output, inside: folder.cache)
+            try OutputFile.checkWritable(output)
+        }
         guard let implementation = ImageHelper.implementation.withLock({ $0 }) else {
             try ImageHelper.execute()
         }

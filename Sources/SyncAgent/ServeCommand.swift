@@ -27,6 +27,11 @@ struct ServeCommand: AsyncParsableCommand {
     var accessLog: String?
 
     func run() async throws {
+        guard !directory.isEmpty else {
+            throw CLIFailure(
+                code: 6,
+                message: "the folder to serve is empty; give a path (an empty one would mean the current folder)")
+        }
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isFolder), isFolder.boolValue else {
             throw CLIFailure(code: 6, message: "\(directory) is not a folder; pass the storage folder to serve")
@@ -96,7 +101,9 @@ struct ServeCommand: AsyncParsableCommand {
         } catch is CancellationError {
             return
         } catch {
-            throw CLIFailure(code: Self.exitCode(for: error), message: "serving \(directory) failed: \(error)")
+            // The message alone, as `watch --http` says it: not the failed call's Swift value.
+            let message = (error as? StorageServerError)?.message ?? "\(error)"
+            throw CLIFailure(code: Self.exitCode(for: error), message: "serving \(directory) failed: \(message)")
         }
     }
 

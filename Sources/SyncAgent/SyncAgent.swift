@@ -81,7 +81,7 @@ package struct SyncAgent: AsyncParsableCommand {
                 getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit) == 0
                 ? " (ulimit -n \(limit.rlim_cur))" : ""
             message =
-                "sync-agent: the open-file limit\(soft) leaves fewer than the \(minimumDescriptors) files it needs: "
+                "sync-agent: the open-file limit\(soft) leaves fewer than \(minimumDescriptors) files free to open beside those open at the start: "
                 + "raise it (`ulimit -n`, systemd's `LimitNOFILE=`) and try again"
         }
         Console.standardError(message + "\n")

@@ -131,7 +131,8 @@ struct WatchCommand: AsyncParsableCommand {
             do {
                 parsed = try AgentEndpoint.Address(parsing: address)
             } catch {
-                throw CLIFailure(code: 6, message: "--http: \(error)")
+                // The message alone: the code's name (`invalidAddress`) is no help to an operator.
+                throw CLIFailure(code: 6, message: "--http: \((error as? AgentEndpointError)?.message ?? "\(error)")")
             }
             let endpoint = AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger)
             // A port in use is a configuration problem, found before any storage starts.
@@ -230,9 +231,13 @@ struct WatchCommand: AsyncParsableCommand {
             settings.splay = value
         }
         if let maxBackoff {
-            guard let value = DurationText.parse(maxBackoff, bareSeconds: true), value >= .seconds(1) else {
+            guard let value = DurationText.parse(maxBackoff, bareSeconds: true) else {
                 throw CLIFailure(
-                    code: 6, message: "--max-backoff must be at least 1 second (seconds, or \(DurationText.help))")
+                    code: 6,
+                    message: "--max-backoff '\(maxBackoff)' is not a duration: give seconds or \(DurationText.help)")
+            }
+            guard value >= .seconds(1) else {
+                throw CLIFailure(code: 6, message: "--max-backoff '\(maxBackoff)' must be at least 1 second")
             }
             settings.maxBackoff = value
         }

@@ -159,6 +159,9 @@ extension AgentEndpoint {
             guard !text.contains(where: \.isWhitespace) else {
                 throw invalid("contains a space; write it without spaces, such as 127.0.0.1:9464")
             }
+            if text.contains("://") {
+                throw invalid("give the address alone, without a scheme or path, such as 127.0.0.1:9464")
+            }
             let hostText: Substring
             let portText: Substring
             if text.allSatisfy({ $0.isASCII && $0.isNumber }) {

@@ -44,6 +44,29 @@ struct CacheHardeningCLITests {
     }
 
     /// `verify`'s differences are its answer: with stdout on a full disk it exited 0.
+    /// An `-o` that cannot be written was found only after the fetch, which had stored the item
+    /// (outside audit): it is refused first, with no request made and nothing stored.
+    @Test("an -o whose folder is missing or a folder is refused before the fetch")
+    func unwritableOutputIsRefusedFirst() async throws {
+        try await CacheCommandTests.withServer { scratch, server, site in
+            try "x".write(toFile: site + "/f.txt", atomically: true, encoding: .utf8)
+            let url = server.url(for: "f.txt").absoluteString
+            server.resetLog()
+            for (output, code) in [(scratch + "/missing/dir/x", Int32(5)), (scratch, Int32(6))] {
+                let result = try await SyncAgentBinary.run(
+                    ["cache", "get", url, "--cache", scratch + "/c", "-o", output], scratch: scratch)
+                #expect(result.status == code, "\(output): \(result.stderr)")
+                #expect(result.stderr.contains(output), "\(result.stderr)")
+            }
+            #expect(server.requests().isEmpty, "nothing fetched")
+            // And empty paths given where a file or folder belongs are named as such.
+            let serve = try await SyncAgentBinary.run(["serve", ""], scratch: scratch)
+            #expect(serve.status == 6 && serve.stderr.contains("the folder to serve is empty"), "\(serve.stderr)")
+            let check = try await SyncAgentBinary.run(["check-config", ""], scratch: scratch)
+            #expect(check.status == 6 && check.stderr.contains("path is empty"), "\(check.stderr)")
+        }
+    }
+
     @Test("verify with stdout on a full disk exits 5 naming stdout")
     func verifyStdoutWriteFailure() async throws {
         try await withScratch { scratch in

@@ -328,6 +328,9 @@ struct ExitCodeTableTests {
                 let result = try await SyncAgentBinary.run(
                     ["serve", Self.example + "/1.2", "--port", "\(port)"], scratch: scratch)
                 expect(result, exits: 1, mentioning: "serving")
+                // The reason, not the failed call's Swift value (outside audit).
+                #expect(result.stderr.contains("Address already in use"), "\(result.stderr)")
+                #expect(!result.stderr.contains("ListenFailure"), "\(result.stderr)")
             }
         }
     }

@@ -97,6 +97,22 @@ struct WatchPolicyTests {
                     scratch: scratch)
                 #expect(result.status == 6, "\(bad): \(result.stderr)")
             }
+            // Each refusal quotes the value and says why (outside audit: garbage and huge values
+            // were told "must be at least 1 second"; `--http` named its error code and took a URL
+            // for an IPv6 address).
+            for (bad, says) in [
+                (["--max-backoff", "1x"], "--max-backoff '1x' is not a duration"),
+                (["--max-backoff", "99999999999999999999"], "--max-backoff '99999999999999999999' is not a duration"),
+                (["--max-backoff", "0"], "--max-backoff '0' is not a duration"),
+                (["--http", "http://127.0.0.1:9464"], "without a scheme"),
+            ] {
+                let result = try await SyncAgentBinary.run(
+                    ["watch", "--base-url", "http://127.0.0.1:9/", "--dir", scratch + "/x", "--max-failures", "1"]
+                        + bad,
+                    scratch: scratch)
+                #expect(result.status == 6 && result.stderr.contains(says), "\(bad): \(result.stderr)")
+                #expect(!result.stderr.contains("invalidAddress"), "\(result.stderr)")
+            }
         }
     }
 }
