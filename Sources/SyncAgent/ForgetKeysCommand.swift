@@ -22,10 +22,11 @@ struct ForgetKeysCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        Console.print(
-            forgotten.isEmpty
+        // Through `output`: a verdict that could not be written fails (exit 5), as `status` does.
+        try Console.output(
+            (forgotten.isEmpty
                 ? "\(folder.contentDirectory) had no trusted keys"
-                : "forgot trusted key(s) \(forgotten.joined(separator: ", ")) for \(folder.contentDirectory); the next sync without --trust-key accepts an unsigned storage"
-        )
+                : "forgot trusted key(s) \(forgotten.joined(separator: ", ")) for \(folder.contentDirectory); the next sync without --trust-key accepts an unsigned storage")
+                + "\n")
     }
 }

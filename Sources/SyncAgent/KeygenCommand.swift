@@ -35,7 +35,7 @@ struct KeygenCommand: AsyncParsableCommand {
             unlink(out)
             throw error
         }
-        Console.print("private key: \(out)\npublic key:  \(out).pub (key id \(key.keyID))")
+        try Console.output("private key: \(out)\npublic key:  \(out).pub (key id \(key.keyID))\n")
     }
 
     /// Creates `path` (never an existing file or link) with `text` and `mode`, flushed; a file

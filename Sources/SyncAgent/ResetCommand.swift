@@ -28,10 +28,11 @@ struct ResetCommand: AsyncParsableCommand {
         } catch {
             throw CLIFailure(error)
         }
-        Console.print(
-            removed
+        // Through `output`: a verdict that could not be written fails (exit 5), as `status` does.
+        try Console.output(
+            (removed
                 ? "removed \(folder.contentDirectory) and its state in \(folder.statePath); the next sync restores it from the archive"
-                : "\(folder.contentDirectory) holds no version synced according to \(folder.statePath); nothing removed"
-        )
+                : "\(folder.contentDirectory) holds no version synced according to \(folder.statePath); nothing removed")
+                + "\n")
     }
 }

@@ -147,7 +147,8 @@ package struct SyncAgent: AsyncParsableCommand {
         // take `--version` from anywhere, and `publish --version 1.0` with a missing option
         // would print this version and exit 0 instead of naming the missing option.
         if arguments == ["--version"] {
-            Console.print(version)
+            // A version that could not be written is no answer (exit 5, as `status`).
+            do { try Console.output(version + "\n") } catch let failure as CLIFailure { failure.exit() } catch {}
             Glibc.exit(0)
         }
         if let option = emptyPathOption(in: arguments) {

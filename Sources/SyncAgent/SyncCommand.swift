@@ -60,18 +60,10 @@ struct SyncCommand: AsyncParsableCommand {
             interrupt.cancel()
             watcher.cancel()
         }
+        let report: SyncReport
         do {
-            let report = try await manager.checkForUpdates()
+            report = try await manager.checkForUpdates()
             bar.finish()
-            if !quiet {
-                Console.print(Self.summary(report))
-            }
-            for warning in report.warnings {
-                Console.standardError("warning: \(warning)\n")
-            }
-            if options.verbose {
-                Console.standardError(ReportText.phases(report) + "\n")
-            }
         } catch {
             bar.finish()
             if interrupt.fired {
@@ -80,6 +72,16 @@ struct SyncCommand: AsyncParsableCommand {
             }
             throw CLIFailure(error)
         }
+        // Through `output`: a summary that could not be written fails (exit 5), as `status` does
+        // (after the warnings and timings, which go to stderr all the same).
+        let unwritten = Result { if !quiet { try Console.output(Self.summary(report) + "\n") } }
+        for warning in report.warnings {
+            Console.standardError("warning: \(warning)\n")
+        }
+        if options.verbose {
+            Console.standardError(ReportText.phases(report) + "\n")
+        }
+        try unwritten.get()
     }
 
     static func summary(_ report: SyncReport) -> String { ReportText.summary(report) }

@@ -33,6 +33,9 @@ struct CacheHardeningCLITests {
                 "cache ls --cache '\(scratch)/c'", "cache stats --cache '\(scratch)/c'",
                 // check-config's verdict too: an OK that could not be written is no OK.
                 "check-config '\(config)'",
+                // And every other command's answer (outside audit: these exited 0).
+                "--version", "keygen --out '\(scratch)/key'",
+                "reset --dir '\(scratch)/never' --state '\(scratch)/never.sqlite'",
                 // And the removal reports (last: they empty the cache).
                 "cache rm '\(url)' --cache '\(scratch)/c'", "cache purge --all --cache '\(scratch)/c'",
             ] {
