@@ -73,7 +73,7 @@ package struct CLIFailure: Error, CustomStringConvertible {
         case .baseURL: "see --base-url"
         case .contentDirectory: "see --dir"
         case .stateDatabasePath: "pass --state elsewhere"
-        case .allowReplacingUnknownContent: "--force allows replacing it"
+        case .allowReplacingUnknownContent: "--force (in a watch config, `force: true`) allows replacing it"
         case .trustedSigningKeys:
             "give the storage's public key with --trust-key, or run `sync-agent forget-keys` with the same --dir and --state to accept an unsigned storage"
         case .verifyIntegrity:
@@ -103,11 +103,12 @@ package struct CLIFailure: Error, CustomStringConvertible {
         ("CacheConfiguration.sharing = .group", "--shared-group"),
     ]
 
-    /// `message` with each library setting it names followed by its flag: the library's
-    /// messages name no CLI flag, so the CLI adds them (`diskLimit` → `diskLimit, --max-size`).
+    /// `message` with each library setting it names written as its flag: the library's
+    /// messages name no CLI flag, and an operator has no use for the API's name
+    /// (`CacheConfiguration.diskLimit` → `--max-size`).
     static func namingFlags(_ message: String) -> String {
         settingFlags.reduce(message) { text, pair in
-            text.replacingOccurrences(of: pair.0, with: "\(pair.0), \(pair.1)")
+            text.replacingOccurrences(of: pair.0, with: pair.1)
         }
     }
 

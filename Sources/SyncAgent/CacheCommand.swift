@@ -381,7 +381,9 @@ struct CacheGetCommand: AsyncParsableCommand {
             warning = "not kept in the cache: \(storeError.message)"
         }
         // One line: a failure's words may quote what an origin (or a neighbour's row) wrote.
-        if let warning { Console.standardError("warning: \(shown): \(LogText.escaped(warning))\n") }
+        if let warning {
+            Console.standardError("warning: \(shown): \(LogText.escaped(CLIFailure.namingFlags(warning)))\n")
+        }
         let info = loaded.info
         let age = Int(info.age(at: Date()).rounded(.down))
         let head = include ? Self.head(status: info.status, fields: info.response?.headerFields ?? [], age: age) : nil
@@ -415,12 +417,13 @@ struct CacheGetCommand: AsyncParsableCommand {
             if let output { object["output"] = FileSystem.absolutePath(output) }
             try Console.output(try cacheJSON(object))
         }
-        // A served error status: its body was written; the exit code says what it was.
-        switch info.status {
-        case 400..<500: throw ExitCode(Self.clientErrorExit)
-        case 500...: throw ExitCode(Self.serverErrorExit)
-        default: break
-        }
+        // A served error status: its body was written; the exit code says what it was, and one
+        // line on stderr says so too (the exit code alone was all a script's log showed).
+        guard info.status >= 400 else { return }
+        Console.standardError(
+            "\(shown): the origin answered \(info.status)\(loaded.source == .network ? "" : " (a stored answer)"); its body was written\n"
+        )
+        throw ExitCode(info.status < 500 ? Self.clientErrorExit : Self.serverErrorExit)
     }
 
     /// The status line and header lines `--include` writes, curl's way: `HTTP/1.1 200 OK`, the

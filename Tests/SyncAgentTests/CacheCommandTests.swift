@@ -85,7 +85,10 @@ struct CacheCommandTests {
             let missing = server.url(for: "missing.txt").absoluteString
             let notFound = try await SyncAgentBinary.run(["cache", "get", missing, "--cache", cache], scratch: scratch)
             #expect(notFound.status == 22)
-            #expect(notFound.stderr.isEmpty)
+            // One line says what was served, as `curl --fail` says it (the exit code alone left
+            // a script's log blank).
+            #expect(
+                notFound.stderr.split(separator: "\n") == ["\(missing): the origin answered 404; its body was written"])
             #expect(server.requestCount(forPath: "/missing.txt") == 1)
             let again = try await SyncAgentBinary.run(
                 ["cache", "get", missing, "--cache", cache, "--json"], scratch: scratch)

@@ -98,6 +98,8 @@ struct CacheHTTPCLITests {
             script.set("/broken", Answer(status: 500, body: Data("oops".utf8)))
             let gone = try await get(origin.url("/gone"), scratch, ["-o", scratch + "/gone.out"])
             #expect(gone.status == 22)
+            // One line on stderr says what was served (outside audit: the exit code alone).
+            #expect(gone.stderr.contains("the origin answered 410; its body was written"), "\(gone.stderr)")
             #expect((try? String(contentsOfFile: scratch + "/gone.out", encoding: .utf8)) == "gone")
             #expect(try await get(origin.url("/gone"), scratch).status == 22)
             #expect(origin.requestCount(forPath: "/gone") == 1)

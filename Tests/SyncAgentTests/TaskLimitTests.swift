@@ -293,6 +293,23 @@ struct TaskLimitTests {
 /// still exit 6 in every command, as in `sync`, not 3 (`cache get`) or 1 (`serve`, `watch`).
 @Suite("A task limit exits 6 in every command")
 struct TaskLimitExitCodeTests {
+    /// The library's messages name its settings; the CLI writes the flag instead (outside
+    /// audit: `CacheConfiguration.diskLimit` reached operators).
+    @Test(arguments: [
+        (
+            "raise the limit (CacheConfiguration.diskLimit) or store it elsewhere",
+            "raise the limit (--max-size) or store it elsewhere"
+        ),
+        (
+            "publish its first version with PublishOptions.initialize, or name",
+            "publish its first version with --init, or name"
+        ),
+        ("set CacheConfiguration.sharing = .group to share it", "set --shared-group to share it"),
+    ])
+    func libraryNamesBecomeFlags(message: String, shown: String) {
+        #expect(CLIFailure.namingFlags(message) == shown)
+    }
+
     @Test func theCacheAndTheServerMapTheLimitTo6() {
         let noThread = TransportError(code: .threadLimit, message: "the transport cannot start the thread 'cs.curl.0'")
         let cache = CLIFailure(
