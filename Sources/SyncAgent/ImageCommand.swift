@@ -153,7 +153,7 @@ package enum ImageHelper {
         throw CLIFailure(
             code: 1,
             message:
-                "cannot start \(helper) (\(reason)), which makes images for `sync-agent image`; install it beside sync-agent (`make install` installs both; `swift build --product sync-agent` builds both)"
+                "cannot start \(helper) (\(reason)), which makes images for `sync-agent image`; install it beside sync-agent (`make install` installs both; or build it with `swift build --product sync-agent-image`)"
         )
     }
 }

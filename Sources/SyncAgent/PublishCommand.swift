@@ -114,6 +114,18 @@ struct PublishCommand: AsyncParsableCommand {
             storage: storage, content: content, version: parsedVersion, minimal: parsedMinimal, baseURL: url)
         options.dryRun = dryRun
         options.initialize = initialize
+        // Checked with or without --sign-key (outside audit: `nan` passed unseen without one).
+        // An expired (or NaN, or overflowing) lifetime would publish a status every trusting
+        // client refuses, and so would one shorter than an hour: hosting caches (GitHub raw
+        // keeps a file 5 minutes), uploads and clients' clocks need that margin.
+        // Decimal only: `Double` also reads `0x10` (sixteen), `1e1`, `nan` and `inf`.
+        guard let days = DecimalText.parse(signatureDays), days >= 1.0 / 24, days <= 36_500 else {
+            throw CLIFailure(
+                code: 6,
+                message:
+                    "--signature-days '\(signatureDays)' must be a number of days of at least 0.0417 (one hour: hosting caches, uploads and clients' clocks need that margin) and at most 36500; clients refuse an expired status"
+            )
+        }
         if let signKey {
             do {
                 options.signingKey = try SmallTextFile.read(signKey)
@@ -130,17 +142,6 @@ struct PublishCommand: AsyncParsableCommand {
                     code: 6,
                     message:
                         "--sign-key \(signKey): \(error.message); make a pair with `sync-agent keygen --out FILE` and pass FILE"
-                )
-            }
-            // An expired (or NaN, or overflowing) lifetime would publish a status every trusting
-            // client refuses, and so would one shorter than an hour: hosting caches (GitHub raw
-            // keeps a file 5 minutes), uploads and clients' clocks need that margin.
-            // Decimal only: `Double` also reads `0x10` (sixteen), `1e1`, `nan` and `inf`.
-            guard let days = DecimalText.parse(signatureDays), days >= 1.0 / 24, days <= 36_500 else {
-                throw CLIFailure(
-                    code: 6,
-                    message:
-                        "--signature-days '\(signatureDays)' must be a number of days of at least 0.0417 (one hour: hosting caches, uploads and clients' clocks need that margin) and at most 36500; clients refuse an expired status"
                 )
             }
             // Rounded up to a whole second: a lifetime under one is still a second, never none.
