@@ -16,7 +16,7 @@ public enum SmallTextFile {
             switch description {
             case "does not exist": "check the path"
             case "is a folder, not a file": "give a file's path"
-            case "is not text (not UTF-8)": "save it as UTF-8"
+            case let other where other.hasPrefix("is not text (not UTF-8"): "save it as UTF-8"
             case let other where other.hasPrefix("is UTF-"):
                 "save it as UTF-8 (iconv -f \(other.dropFirst(3).prefix { $0 != " " }) -t UTF-8)"
             case let other where other.hasPrefix("cannot"): "check its permissions"
@@ -48,9 +48,24 @@ public enum SmallTextFile {
             throw Refusal(description: "is \(wide) text without a byte order mark, not UTF-8")
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            throw Refusal(description: "is not text (not UTF-8)")
+            // Where, when it is past the first line: a config's problems are found by line.
+            let line = firstInvalidLine(data)
+            throw Refusal(description: "is not text (not UTF-8\(line > 1 ? " from line \(line)" : ""))")
         }
         return text
+    }
+
+    /// The line (from 1) of the first byte of `data` that is not UTF-8.
+    static func firstInvalidLine(_ data: Data) -> Int {
+        var line = 1
+        var iterator = data.makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue(let scalar): if scalar == "\n" { line += 1 }
+            case .emptyInput, .error: return line
+            }
+        }
     }
 
     /// `UTF-16LE`, `UTF-16BE`, `UTF-32LE` or `UTF-32BE` when `data` has no byte order mark but

@@ -257,8 +257,10 @@ struct ConfigReader {
         guard let fields = mapping(node, "storages.\(name)") else { return nil }
         let start = problems.count + unlisted
         var values: [String: (key: Node, value: Node)] = [:]
+        // Not the keys `defaults` may not set (reported there once): applied, they made
+        // follow-on problems on every storage (a shared state database no storage named).
         for (key, value) in defaults ?? Node.Mapping([]) {
-            if let name = Self.field(key) { values[name] = (key, value) }
+            if let name = Self.field(key), !["base-url", "dir", "state"].contains(name) { values[name] = (key, value) }
         }
         let respelled = respellings(in: fields, at: "storages.\(name)")
         for (key, value) in fields where !respelled.contains(where: { $0 == key }) {
@@ -834,15 +836,38 @@ struct ConfigReader {
             return ConfigurationProblem(
                 line: line, column: column, message: "not valid YAML: \(problem)\(character); remove it")
         case .duplicatedKeysInMapping(let duplicates, let context):
+            // libyaml marks the first spelling; the problem is the later one: its line, found as
+            // the next line of the same indentation that spells the key.
+            let later = Self.laterSpelling(of: duplicates.first ?? "", after: context.mark, in: context.text)
             return ConfigurationProblem(
-                line: context.mark.line, column: context.mark.column,
+                line: later?.line ?? context.mark.line, column: later?.column ?? context.mark.column,
                 message:
                     "the key\(duplicates.count == 1 ? " \(duplicates[0]) appears" : "s \(duplicates.joined(separator: ", ")) appear") twice in one mapping"
+                    + (later == nil ? "" : " (first on line \(context.mark.line))")
             )
         default:
             let first = "\(error)".split(separator: "\n", omittingEmptySubsequences: true).first ?? ""
             return ConfigurationProblem(line: nil, message: "not valid YAML: \(first)")
         }
+    }
+
+    /// Where `key` is spelled again in the mapping whose first spelling is at `mark`: the next
+    /// line indented as that one whose text starts `key:` (or `"key":`); nil when none is.
+    static func laterSpelling(of key: String, after mark: Mark, in text: String) -> (line: Int, column: Int)? {
+        guard !key.isEmpty else { return nil }
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard mark.line >= 1, mark.line <= lines.count else { return nil }
+        let indent = mark.column - 1
+        for number in mark.line..<lines.count {
+            let line = lines[number]
+            let leading = line.prefix { $0 == " " }.count
+            guard leading == indent else { continue }
+            let rest = line.dropFirst(leading)
+            if rest.hasPrefix(key + ":") || rest.hasPrefix("\"\(key)\":") || rest.hasPrefix("'\(key)':") {
+                return (number + 1, mark.column)
+            }
+        }
+        return nil
     }
 
     /// The line and column just after `text`, as libyaml counts them: a line break is CR LF,

@@ -59,6 +59,11 @@ struct SmallTextFileTests {
             ),
             ("binary behind a UTF-16 mark", [0xFF, 0xFE, 0x01, 0x00, 0x02, 0x00], "is not text (not UTF-8)"),
             ("binary", [0x00, 0xFF, 0x81, 0xFE], "is not text (not UTF-8)"),
+            // Past the first line, the line of the first byte that is not UTF-8.
+            (
+                "Latin-1 on line 3", Array("a: 1\nb: 2\nc: caf".utf8) + [0xE9, 0x0A],
+                "is not text (not UTF-8 from line 3)"
+            ),
         ] as [(String, [UInt8], String)])
     func wideTextIsNamed(name: String, bytes: [UInt8], phrase: String) throws {
         let path = NSTemporaryDirectory() + "small-text-\(getpid())-\(UUID().uuidString)"

@@ -284,6 +284,17 @@ struct AgentConfigurationTests {
             }, "\(problems)")
     }
 
+    /// A key `defaults` may not set is reported once, and not applied: a `defaults.state` made
+    /// every storage report a state database shared with the first (outside audit).
+    @Test("a refused defaults key is reported once and not applied")
+    func aRefusedDefaultsKeyIsNotApplied() {
+        let problems = Self.problems(
+            "defaults:\n  state: /tmp/shared.sqlite\nstorages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n"
+                + "  b:\n    base-url: http://h/b/\n    dir: /tmp/b\n")
+        #expect(problems.count == 1, "\(problems)")
+        #expect(problems.first?.message.contains("defaults.state: each storage has its own") == true, "\(problems)")
+    }
+
     /// A secret file or a hook program inside a storage's dir: the first full check deleted
     /// them as files the storage does not have, and every reload then failed.
     @Test("a secret file inside a storage's dir is refused")
@@ -380,7 +391,7 @@ struct AgentConfigurationTests {
             ),
             (
                 "storages:\n  a:\n    base-url: http://h/a/\n    dir: /tmp/a\n  a:\n    base-url: http://h/b/\n    dir: /tmp/b\n",
-                2, "appears twice"
+                5, "appears twice in one mapping (first on line 2)"
             ),
             // Two spellings of one key: which counted depended on their order, silently.
             (
