@@ -249,37 +249,20 @@ final class EndpointServer: Sendable {
                         }
                         break
                     }
-                    // Full: the connection open longest goes (a client that sends its request as
-                    // it connects, as probes and scrapers do, is answered before it is oldest).
+                    // Full: the connection open longest goes, unless its request has come by
+                    // now (a burst accepted whole before any read): then it is answered.
                     if clients.count >= Self.maxClients,
-                        let oldest = clients.min(by: { $0.value.deadline < $1.value.deadline })?.key
+                        let oldest = clients.min(by: { $0.value.deadline < $1.value.deadline })
                     {
-                        close(oldest)
-                        clients[oldest] = nil
+                        clients[oldest.key] = nil
+                        if advance(oldest.key, oldest.value, &chunk) != nil { close(oldest.key) }
                     }
                     clients[fd] = Client(deadline: Self.now() + Self.clientDeadline)
                 }
             }
             for (index, fd) in order.enumerated() where fds[index + 2].revents != 0 {
-                guard var client = clients[fd] else { continue }
-                let room = Self.maxHead + 1 - client.buffer.count
-                let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, room) }
-                if count < 0 && (errno == EAGAIN || errno == EINTR) { continue }
-                if count <= 0 {
-                    close(fd)
-                    clients[fd] = nil
-                    continue
-                }
-                client.buffer += chunk[0..<count]
-                if let request = Self.request(in: client.buffer) {
-                    answer(fd, request.map(handler) ?? Self.plain(400, "bad request: send GET /metrics HTTP/1.1\n"))
-                    clients[fd] = nil
-                } else if client.buffer.count > Self.maxHead {
-                    answer(fd, Self.plain(431, "request head over \(Self.maxHead) bytes\n"))
-                    clients[fd] = nil
-                } else {
-                    clients[fd] = client
-                }
+                guard let client = clients[fd] else { continue }
+                clients[fd] = advance(fd, client, &chunk)
             }
             let late = Self.now()
             for (fd, client) in clients where client.deadline <= late {
@@ -287,6 +270,30 @@ final class EndpointServer: Sendable {
                 clients[fd] = nil
             }
         }
+    }
+
+    /// Reads what `fd` has for `client` (without waiting) and answers it once its head is whole
+    /// or too long. Returns the client while it waits for more; nil when it is done: answered,
+    /// or closed at its end.
+    private func advance(_ fd: Int32, _ client: Client, _ chunk: inout [UInt8]) -> Client? {
+        var client = client
+        let room = Self.maxHead + 1 - client.buffer.count
+        let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, room) }
+        if count < 0 && (errno == EAGAIN || errno == EINTR) { return client }
+        if count <= 0 {
+            close(fd)
+            return nil
+        }
+        client.buffer += chunk[0..<count]
+        if let request = Self.request(in: client.buffer) {
+            answer(fd, request.map(handler) ?? Self.plain(400, "bad request: send GET /metrics HTTP/1.1\n"))
+            return nil
+        }
+        if client.buffer.count > Self.maxHead {
+            answer(fd, Self.plain(431, "request head over \(Self.maxHead) bytes\n"))
+            return nil
+        }
+        return client
     }
 
     /// Sends `response` on `fd` (blocking, for at most ``sendTimeout`` at a time) and closes it.

@@ -317,6 +317,33 @@ import Testing
         }
     }
 
+    /// A burst of clients that each send a request as they connect, behind a full table of idle
+    /// connections: every request is answered. (The accept loop took the whole burst before
+    /// reading any, and made room by closing the oldest, whose request had come: a reset.)
+    @Test func aBurstBehindIdleConnectionsIsAnsweredWhole() async throws {
+        try await withEndpoint { address in
+            let idle = try (0..<64).map { _ in try RawHTTP.connected(to: address) }
+            defer { for fd in idle { close(fd) } }
+            let request = Array("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+            var burst: [Int32] = []
+            defer { for fd in burst { close(fd) } }
+            for _ in 0..<200 {
+                let fd = try RawHTTP.connected(to: address)
+                burst.append(fd)
+                _ = request.withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+            var answered = 0
+            for fd in burst {
+                var buffer = [UInt8](repeating: 0, count: 512)
+                let count = recv(fd, &buffer, buffer.count, 0)
+                if count > 0, String(decoding: buffer[..<count], as: UTF8.self).hasPrefix("HTTP/1.1 200") {
+                    answered += 1
+                }
+            }
+            #expect(answered == 200)
+        }
+    }
+
     /// A request head past 8 KiB, ended in time, is answered 431; a malformed request line 400.
     @Test func anOverlongHeadIs431AndAMalformedLine400() async throws {
         try await withEndpoint { address in
