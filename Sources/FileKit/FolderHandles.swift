@@ -5,8 +5,9 @@ import Foundation
 /// folder reach the kernel as one name relative to it: linking or `stat`ing thousands of files of
 /// a tree then walks each folder's path once instead of once per file (the path walks were 40 %
 /// of the kernel time of linking a mirror's kept files). A folder's path resolves as it would for
-/// the whole path (below a held folder, `/proc/self/fd/N/…`, without following any link); the name is never followed where the call itself does not follow it. Not
-/// thread-safe: one per thread.
+/// the whole path (below a held folder, `/proc/self/fd/N/…`, without following any link); the
+/// name is never followed where the call itself does not follow it. Not thread-safe: one per
+/// thread.
 public struct FolderHandles: ~Copyable {
     private var folder: String?
     private var descriptor: Int32 = -1

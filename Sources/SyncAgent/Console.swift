@@ -154,10 +154,11 @@ package enum OutputFile {
                 message: "\(option) \(path): its folder \(folder) does not exist; create it or name another file")
         }
         guard access(folder, W_OK) == 0 else {
+            let code = errno
             throw CLIFailure(
                 code: 5,
                 message:
-                    "\(option) \(path): cannot write in \(folder) (\(String(cString: strerror(errno)))); name a file elsewhere"
+                    "\(option) \(path): cannot write in \(folder) (\(String(cString: strerror(code)))); name a file elsewhere"
             )
         }
     }

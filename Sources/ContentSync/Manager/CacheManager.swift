@@ -610,7 +610,9 @@ public actor CacheManager {
             let switching = try await store.pendingPlan()?.phase == .switching
             removing = record?.localVersion != nil || switching || record?.state == StateStore.resettingState
         }
-        try await store.forgetVersion()
+        // Marked as resetting only when the folder goes: a reset of a folder left alone that is
+        // killed here must not leave a mark that makes the next reset take the folder.
+        if removing { try await store.forgetVersion() }
         do {
             try await BlockingWork.files { () throws(FileSystemError) in
                 try staging.clear()
