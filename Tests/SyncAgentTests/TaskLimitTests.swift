@@ -183,39 +183,57 @@ struct TaskLimitTests {
     /// database work for good (forced here with the check off at 10 tasks, where 2 storages
     /// stalled in every run). `/healthz` says 503 naming them once the stall limit passes, and
     /// the systemd watchdog is no longer pinged. Before, `/healthz` said 200 through it.
+    /// Whether the stall comes depends on which threads the agent made before the limit bit:
+    /// on a loaded machine (a clean clone's `make test` beside other work) one run in many got
+    /// every thread it needed and stayed healthy. So up to three agents are started, each
+    /// watched 20 s, and the test asserts on the first that stalls (3 in a row that do not fail).
     @Test func aStalledAgentIsUnhealthyAndStopsPingingTheWatchdog() async throws {
-        try await withScratch { scratch in
-            chmod(scratch, 0o777)
+        try await withScratch { root in
+            chmod(root, 0o777)
             try await withStorageServer(root: URL(fileURLWithPath: SyncAgentCLITests.exampleStorage + "/1.2")) {
                 server in
-                let path = scratch + "/agent.yaml"
-                try WatchConfigTests.agentConfig([
-                    WatchConfigTests.storage("a", server, scratch: scratch),
-                    WatchConfigTests.storage("b", server, scratch: scratch),
-                ]).write(toFile: path, atomically: false, encoding: .utf8)
                 let socketName = "@content-sync-stall-\(UUID().uuidString.prefix(8))"
                 let systemd = try FakeNotifySocket(name: socketName)
                 defer { systemd.close() }
-                let log = scratch + "/watch.log"
-                let agent = try ChildProcess(
-                    "/usr/bin/setpriv",
-                    [
-                        "--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/usr/bin/prlimit",
-                        "--nproc=10",
-                        "/usr/bin/env", "SYNC_AGENT_MIN_THREADS=0", "SYNC_AGENT_STALL_LIMIT=3",
-                        "NOTIFY_SOCKET=\(socketName)", "WATCHDOG_USEC=200000",
-                        SyncAgentBinary.path, "watch", "--config", path,
-                    ], stderr: log)
-                async let status = agent.exitStatus()
-                defer { agent.send(SIGKILL) }
-                func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
-                let base = try await WatchConfigTests.endpoint(scratch, once: ["serving /metrics"])
+                var attempt = 0
+                var agent: ChildProcess
                 var answer = (0, "")
-                for _ in 0..<60 {
-                    answer = try await WatchConfigTests.get("\(base)/healthz", scratch: scratch)
-                    if answer.0 == 503 { break }
-                    try await Task.sleep(for: .seconds(1))
-                }
+                var base = ""
+                var scratch = root
+                repeat {
+                    attempt += 1
+                    scratch = root + "/attempt\(attempt)"
+                    try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
+                    chmod(scratch, 0o777)
+                    let path = scratch + "/agent.yaml"
+                    try WatchConfigTests.agentConfig([
+                        WatchConfigTests.storage("a", server, scratch: scratch),
+                        WatchConfigTests.storage("b", server, scratch: scratch),
+                    ]).write(toFile: path, atomically: false, encoding: .utf8)
+                    agent = try ChildProcess(
+                        "/usr/bin/setpriv",
+                        [
+                            "--reuid=\(Self.uid)", "--regid=\(Self.uid)", "--clear-groups", "/usr/bin/prlimit",
+                            "--nproc=10",
+                            "/usr/bin/env", "SYNC_AGENT_MIN_THREADS=0", "SYNC_AGENT_STALL_LIMIT=3",
+                            "NOTIFY_SOCKET=\(socketName)", "WATCHDOG_USEC=200000",
+                            SyncAgentBinary.path, "watch", "--config", path,
+                        ], stderr: scratch + "/watch.log")
+                    base = try await WatchConfigTests.endpoint(scratch, once: ["serving /metrics"])
+                    for _ in 0..<20 {
+                        answer = try await WatchConfigTests.get("\(base)/healthz", scratch: scratch)
+                        if answer.0 == 503 { break }
+                        try await Task.sleep(for: .seconds(1))
+                    }
+                    if answer.0 == 503 || attempt == 3 { break }
+                    agent.send(SIGKILL)
+                    _ = await agent.exitStatus()
+                } while true
+                let log = scratch + "/watch.log"
+                let running = agent
+                async let status = running.exitStatus()
+                defer { running.send(SIGKILL) }
+                func logText() -> String { (try? String(contentsOfFile: log, encoding: .utf8)) ?? "" }
                 #expect(answer.0 == 503, "\(answer) \(logText())")
                 #expect(answer.1.contains("not answered") && answer.1.contains("task limit"), "\(answer.1)")
                 // One storage or both (one sometimes gets its thread and goes on), named.
@@ -233,9 +251,9 @@ struct TaskLimitTests {
                     #expect(pingsLater <= pingsThen + 1, "pinged through the stall: \(pingsThen) → \(pingsLater)")
                 }
                 #expect(pingsThen >= 1, "the watchdog was pinged before the stall: \(systemd.messages)")
-                agent.send(SIGTERM)
+                running.send(SIGTERM)
                 try await Task.sleep(for: .milliseconds(500))
-                agent.send(SIGTERM)
+                running.send(SIGTERM)
                 _ = await status
             }
         }
