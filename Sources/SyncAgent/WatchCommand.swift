@@ -132,7 +132,7 @@ struct WatchCommand: AsyncParsableCommand {
                 parsed = try AgentEndpoint.Address(parsing: address)
             } catch {
                 // The message alone: the code's name (`invalidAddress`) is no help to an operator.
-                throw CLIFailure(code: 6, message: "--http: \((error as? AgentEndpointError)?.message ?? "\(error)")")
+                throw CLIFailure(code: 6, message: "--http: \(error.message)")
             }
             let endpoint = AgentEndpoint(address: parsed, metrics: metrics, health: health, logger: logger)
             // A port in use is a configuration problem, found before any storage starts.
