@@ -78,11 +78,13 @@ extension FileSystem {
         for (source, target) in pairs {
             let (sourceFolder, sourceName) = sources.resolve(source)
             let (targetFolder, targetName) = targets.resolve(target)
-            for (folder, handles, path) in [
-                (sourceFolder, sources.failure, source), (targetFolder, targets.failure, target),
-            ]
-            where folder == -1 {
-                throw FileSystemError("cannot open the folder of", path: path, syscall: "openat2", errno: handles)
+            if sourceFolder == -1 {
+                throw FileSystemError(
+                    "cannot open the folder of", path: source, syscall: "openat2", errno: sources.failure)
+            }
+            if targetFolder == -1 {
+                throw FileSystemError(
+                    "cannot open the folder of", path: target, syscall: "openat2", errno: targets.failure)
             }
             try linkOrCopy(sourceFolder, sourceName, targetFolder, targetName, shownAs: (source, target))
         }

@@ -81,18 +81,25 @@ struct FingerprintCacheTests {
         }
     }
 
+    /// Overwrites the first bytes of `path` in place and puts its times back, as bit rot would:
+    /// same inode, size and modification time. Returns its status from before.
+    func rot(_ path: String) throws -> stat {
+        var info = stat()
+        #expect(lstat(path, &info) == 0)
+        let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
+        try handle.write(contentsOf: Data("XXXX".utf8))
+        try handle.close()
+        var times = [info.st_atim, info.st_mtim]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        return info
+    }
+
     @Test func verifyFindsBitRotThatKeepsSizeAndTime() async throws {
         try await withSyncHarness(serving: "1.4") { harness in
             try await harness.sync()
             // Flip bytes in place and put the modification time back: the quick check cannot see it.
             let path = harness.content + "/README.txt"
-            var info = stat()
-            #expect(lstat(path, &info) == 0)
-            let handle = try FileHandle(forUpdating: URL(fileURLWithPath: path))
-            try handle.write(contentsOf: Data("XXXX".utf8))
-            try handle.close()
-            var times = [info.st_atim, info.st_mtim]
-            #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+            let info = try rot(path)
             #expect(
                 FileIdentity(path: path)?.modifiedNanoseconds == Int64(info.st_mtim.tv_sec) * 1_000_000_000
                     + Int64(info.st_mtim.tv_nsec))
@@ -119,13 +126,7 @@ struct FingerprintCacheTests {
             if periodic {
                 try FileManager.default.removeItem(atPath: readme)
             } else {
-                var info = stat()
-                #expect(lstat(readme, &info) == 0)
-                let handle = try FileHandle(forUpdating: URL(fileURLWithPath: readme))
-                try handle.write(contentsOf: Data("XXXX".utf8))
-                try handle.close()
-                var times = [info.st_atim, info.st_mtim]
-                #expect(utimensat(AT_FDCWD, readme, &times, 0) == 0)
+                _ = try rot(readme)
             }
             try "x".write(toFile: harness.content + "/extra.txt", atomically: true, encoding: .utf8)
             harness.server.resetLog()

@@ -3,6 +3,13 @@ import Foundation
 import Synchronization
 import Testing
 
+/// Writes `text` to `path`, making its folders.
+func writeFile(_ text: String, _ path: String) throws {
+    try FileManager.default.createDirectory(
+        atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+    try Data(text.utf8).write(to: URL(fileURLWithPath: path))
+}
+
 /// A fresh folder per test, removed afterwards.
 func withScratchFolder<T>(_ body: (String) async throws -> T) async throws -> T {
     let path = NSTemporaryDirectory() + "filekit-tests-" + UUID().uuidString

@@ -5,26 +5,20 @@ import Testing
 /// Many links and stats of a tree, each folder opened once for the files that follow in it.
 @Suite("FolderHandles reach files relative to their folder, as their paths would")
 struct FolderHandlesTests {
-    func write(_ text: String, _ path: String) throws {
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-    }
-
     @Test func manyPairsLinkAcrossFoldersKeepExistingTargetsAndShareInodes() async throws {
         try await withScratchFolder { root in
             var pairs: [(source: String, target: String)] = []
             for folder in ["a", "a/b", "c"] {
                 for index in 0..<3 {
                     let name = "\(folder)/f\(index)"
-                    try write("bytes of \(name)", root + "/src/" + name)
+                    try writeFile("bytes of \(name)", root + "/src/" + name)
                     try FileManager.default.createDirectory(
                         atPath: root + "/dst/" + folder, withIntermediateDirectories: true)
                     pairs.append((root + "/src/" + name, root + "/dst/" + name))
                 }
             }
             // One target exists already with other bytes: kept, as linkOrCopy keeps it.
-            try write("already there", root + "/dst/c/f1")
+            try writeFile("already there", root + "/dst/c/f1")
             try FileSystem.linkOrCopy(pairs)
             var handles = FolderHandles()
             for (source, target) in pairs {
@@ -41,7 +35,7 @@ struct FolderHandlesTests {
 
     @Test func aMissingFolderFailsNamingThePathAndALaterPairStillWorks() async throws {
         try await withScratchFolder { root in
-            try write("x", root + "/src/f")
+            try writeFile("x", root + "/src/f")
             try FileManager.default.createDirectory(atPath: root + "/dst", withIntermediateDirectories: true)
             let error = #expect(throws: FileSystemError.self) {
                 try FileSystem.linkOrCopy([(root + "/src/f", root + "/missing/f")])
@@ -57,7 +51,7 @@ struct FolderHandlesTests {
     /// file), and linking it links the symlink itself, never the file it points to.
     @Test func aSymlinkInTheNamesPlaceIsNeverFollowed() async throws {
         try await withScratchFolder { root in
-            try write("outside", root + "/outside")
+            try writeFile("outside", root + "/outside")
             try FileManager.default.createDirectory(atPath: root + "/src", withIntermediateDirectories: true)
             try FileManager.default.createDirectory(atPath: root + "/dst", withIntermediateDirectories: true)
             try FileManager.default.createSymbolicLink(atPath: root + "/src/f", withDestinationPath: root + "/outside")
@@ -78,8 +72,8 @@ struct FolderHandlesTests {
     /// symlink afterwards is not followed by later names in it.
     @Test func theHeldFolderIsTheOneOpenedNotWhatReplacesItsPath() async throws {
         try await withScratchFolder { root in
-            try write("first", root + "/d/f")
-            try write("elsewhere", root + "/elsewhere/g")
+            try writeFile("first", root + "/d/f")
+            try writeFile("elsewhere", root + "/elsewhere/g")
             var handles = FolderHandles()
             let first = handles.identity(of: root + "/d/f")
             let before = try #require(first)

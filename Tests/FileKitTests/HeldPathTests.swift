@@ -9,16 +9,10 @@ import Testing
 /// through `next/d050` swapped for a link, and linked files of a swapped content folder.
 @Suite("Paths below a held folder never follow a link on the way")
 struct HeldPathTests {
-    func write(_ text: String, _ path: String) throws {
-        try FileManager.default.createDirectory(
-            atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-        try Data(text.utf8).write(to: URL(fileURLWithPath: path))
-    }
-
     /// A tree `tree/` with `tree/real/f` and `tree/swapped` a link to `outside/`, which holds `f`.
     func plant(_ root: String) throws -> HeldFolder {
-        try write("inside", root + "/tree/real/f")
-        try write("outside", root + "/outside/f")
+        try writeFile("inside", root + "/tree/real/f")
+        try writeFile("outside", root + "/outside/f")
         try FileManager.default.createSymbolicLink(
             atPath: root + "/tree/swapped", withDestinationPath: root + "/outside")
         return try HeldFolder.content(root + "/tree")
@@ -43,7 +37,7 @@ struct HeldPathTests {
             #expect(throws: FileSystemError.self) { try FileSystem.makeFolder(held.path + "/swapped/new") }
             #expect(!FileManager.default.fileExists(atPath: root + "/outside/new"))
             // Renamed into: nothing lands outside.
-            try write("moved", root + "/tree/real/m")
+            try writeFile("moved", root + "/tree/real/m")
             #expect(throws: FileSystemError.self) {
                 try FileSystem.rename(held.path + "/real/m", to: held.path + "/swapped/m", operation: "cannot move")
             }
