@@ -26,7 +26,9 @@ import Transport
 /// - headers that vary the response (`Accept`, say) join the key with lower-cased names and
 ///   trimmed values, sorted by name; a credential's value (`Authorization`, `Cookie`, a name
 ///   holding `token`, `key`, `auth`…) as a digest (`sha256-…`), so no secret reaches the index;
-/// - a context name (ISCache's contexts) keeps otherwise equal keys apart.
+/// - a context name (ISCache's contexts) keeps otherwise equal keys apart;
+/// - the loader keeps what a load that sent a credential fetched under the key plus
+///   ` as sha256-…` (``sentWith(headers:url:)``), so it is never served to another credential.
 ///
 /// The index stores the whole key (``rawValue``); only the blob file is named by a hash of it
 /// (``fileName``), so two keys never share an entry even when hashes would collide.

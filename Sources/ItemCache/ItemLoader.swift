@@ -244,6 +244,9 @@ public final class ItemLoader: Sendable {
     /// A load of `key`: its value may be a file (``CachedItem/file``), which the public
     /// ``item(for:url:options:)`` reads and ``value(for:url:options:)`` hands over.
     private func load(_ key: CacheKey, url: URL?, options: LoadOptions) async throws(ItemCacheError) -> LoadedItem {
+        // A load that sends a credential has entries of its own (CacheKey+Credentials.swift):
+        // looked up, fetched, coalesced across processes and kept under that key.
+        let key = key.sentWith(headers: options.headers, url: url)
         let now = configuration.clock.now
         let request = CacheDirectives.ofRequest(options.headers)
         // Memory answers at once; anything else is looked up on the I/O pool.
@@ -327,13 +330,16 @@ public final class ItemLoader: Sendable {
     private func flight(for key: CacheKey, url: URL?, stale: CachedItem?, options: LoadOptions, background: Bool)
         -> Flight<LoadedItem>
     {
-        // Requests with other headers may select other variants: they share no fetch.
+        // Requests with other headers may select other variants: they share no fetch. Nor do
+        // loads with other credentials (the URL's user part among them). Named by the key
+        // without its credential part, which ``state(for:)`` finds.
+        let userInfo = url.flatMap { CacheKey.credentialText(headers: [:], url: $0) }
         let name =
-            options.headers.isEmpty
-            ? key.rawValue
-            : key.rawValue + "\u{1F}"
-                + CacheKey.normalizedHeaders(options.headers).sorted { $0.key < $1.key }
-                .map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
+            options.headers.isEmpty && userInfo == nil
+            ? key.withoutCredentials.rawValue
+            : key.withoutCredentials.rawValue + "\u{1F}"
+                + (CacheKey.normalizedHeaders(options.headers).sorted { $0.key < $1.key }
+                .map { "\($0.key)=\($0.value)" } + [userInfo].compactMap { $0 }).joined(separator: "\u{1F}")
         let (flight, isNew) = flights.claim(name, keepAlive: background, waits: !background)
         if let progress = options.progress { flight.addProgressHandler(progress) }
         guard isNew else { return flight }
@@ -621,7 +627,12 @@ public final class ItemLoader: Sendable {
                 redirects: response.redirects)
         else {
             // The merged response may no longer be stored (a 304 that says no-store).
-            _ = try? await store.removeItem(for: stale.key)
+            // That entry alone: not the entries other credentials' loads kept of the URL.
+            if let itemStore = store as? ItemStore {
+                _ = try? await itemStore.removeItem(for: stale.key, includingVariants: true)
+            } else {
+                _ = try? await store.removeItem(for: stale.key)
+            }
             var item = stale
             item.info.response = record
             item.info.contentType = record.headers["content-type"] ?? item.info.contentType
@@ -1002,8 +1013,11 @@ public final class ItemLoader: Sendable {
 
     /// The item's state now: being fetched, stored, or neither.
     public func state(for key: CacheKey) async -> ItemState {
-        // A fetch with request headers is named by them too (``flight(for:url:stale:options:background:)``).
-        if let flight = flights.running(key.rawValue, orVariantAfter: "\u{1F}") { return .inProgress(flight.progress) }
+        // A fetch with request headers is named by them too (``flight(for:url:stale:options:background:)``),
+        // and by the key without its credential part.
+        if let flight = flights.running(key.withoutCredentials.rawValue, orVariantAfter: "\u{1F}") {
+            return .inProgress(flight.progress)
+        }
         return (try? await store.item(for: key)) != nil ? .found : .notFound
     }
 
@@ -1023,8 +1037,12 @@ public final class ItemLoader: Sendable {
         return stream
     }
 
+    /// Tells the observers of `key`, and of its key without a credential part.
     private func notify(_ key: CacheKey, _ state: ItemState) {
-        let listeners = observers.withLock { $0[key.rawValue].map { Array($0.values) } ?? [] }
+        let named = [key.rawValue, key.withoutCredentials.rawValue]
+        let listeners = observers.withLock { observers in
+            Set(named).flatMap { observers[$0].map { Array($0.values) } ?? [] }
+        }
         for listener in listeners { listener.yield(state) }
     }
 }

@@ -671,10 +671,33 @@ public final class ItemStore: ItemCaching {
     }
 
     /// Removes the item of `key` from memory, the pending group and disk, with its variants
-    /// (the responses stored for it under `Vary`).
+    /// (the responses stored for it under `Vary`) and, for a URL's own key, the entries loads
+    /// that sent credentials kept of it (``CacheKey/sentWith(headers:url:)``).
     @discardableResult
     public func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
-        try await removeItem(for: key, includingVariants: true)
+        try await removeItems(for: key) > 0
+    }
+
+    /// ``removeItem(for:)``, saying how many entries went: the key's own (with its variants)
+    /// and each one a load with a credential kept of the URL.
+    @discardableResult
+    public func removeItems(for key: CacheKey) async throws(ItemCacheError) -> Int {
+        var removed = try await removeItem(for: key, includingVariants: true) ? 1 : 0
+        // The URL's key stands for the entries loads with credentials kept of it too
+        // (CacheKey+Credentials.swift): removing the URL removes them, a batch at a time.
+        guard !key.rawValue.contains(CacheKey.credentialMarker), !key.rawValue.contains(CacheKey.variantMarker) else {
+            return removed
+        }
+        while true {
+            let forms = try await io.run { () throws(ItemCacheError) in
+                try self.onDisk { disk throws(ItemCacheError) in try disk.credentialKeys(of: key, limit: 500) }
+            }
+            var batch = 0
+            for form in forms where try await removeItem(for: form, includingVariants: false) { batch += 1 }
+            removed += batch
+            // A batch that removed nothing (rows that would not go) ends it rather than loop.
+            if forms.count < 500 || batch == 0 { return removed }
+        }
     }
 
     /// Removes the item of `key`, and its variants unless `includingVariants` is false.

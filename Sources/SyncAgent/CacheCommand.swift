@@ -265,7 +265,7 @@ struct CacheGetCommand: AsyncParsableCommand {
     @Option(
         name: [.customShort("H"), .long],
         help: ArgumentHelp(
-            "A request header (repeatable): sent to the server, matched against a stored response's Vary, and its Cache-Control honoured.",
+            "A request header (repeatable): sent to the server, matched against a stored response's Vary, and its Cache-Control honoured; what a credential (Authorization, Cookie, an API key, like a URL's password) fetched is kept for that credential alone.",
             valueName: "'Name: value'"))
     var header: [String] = []
 
@@ -537,7 +537,9 @@ struct CacheListCommand: AsyncParsableCommand {
         }
         var text = ""
         for item in items where item.key.context != ImageCatalog.variantContext {
-            text += line(item, Redaction.text(item.key.url ?? item.key.rawValue))
+            // What a load with a credential kept shows as such: two lines of one URL differ.
+            let credential = item.key.credentialDigest.map { " (for the credential \($0))" } ?? ""
+            text += line(item, Redaction.text(item.key.url ?? item.key.rawValue) + credential)
             if item.key.context == ImageCatalog.originalContext {
                 for variant in variants[ImageCatalog.variantGroup(of: item.key)] ?? [] {
                     text += line(variant, variantName(variant))
@@ -594,11 +596,11 @@ struct CacheRemoveCommand: AsyncParsableCommand {
         do {
             if let key {
                 // The URL names an item, or an image original (with its variants).
-                var count = try await store.removeItem(for: key) ? 1 : 0
+                var count = try await store.removeItems(for: key)
                 if let url = key.url.flatMap(URL.init(string:)),
                     let image = try? CacheKey(url: url, context: ImageCatalog.originalContext)
                 {
-                    count += try await store.removeItem(for: image) ? 1 : 0
+                    count += try await store.removeItems(for: image)
                 }
                 removed = count
             } else {

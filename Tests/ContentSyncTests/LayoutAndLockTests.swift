@@ -130,6 +130,47 @@ struct LayoutAndLockTests {
         }
     }
 
+    /// A content folder that is a symlink when a run takes the update lock (swapped in after
+    /// the configuration resolved the path, or dangling, which nothing resolves) is refused by
+    /// every run that takes it (sync, verify, reset) before the lock is made: the lock's folder
+    /// would go beside the link. A file where that folder goes tells: the old order refused
+    /// with "in the way" instead.
+    @Test func aLinkedContentFolderIsRefusedBeforeTheLockIsMade() async throws {
+        try await withTemporaryDirectory { root in
+            try FileManager.default.createDirectory(atPath: root + "/real", withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(atPath: root + "/content", withIntermediateDirectories: true)
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: root + "/real/keep.txt"))
+            try Data("not a folder".utf8).write(to: URL(fileURLWithPath: root + "/.content.content-sync"))
+            let layout = configuration(root + "/content", state: root + "/state.sqlite")
+            func expectLinkRefused(
+                _ error: SyncError?, _ what: String, sourceLocation: SourceLocation = #_sourceLocation
+            ) {
+                #expect(
+                    error?.code == .configuration
+                        && error?.message.contains("is a symlink; pass the real folder's path") == true,
+                    "\(what): \(String(describing: error))", sourceLocation: sourceLocation)
+            }
+            let manager = try CacheManager(configuration: layout)
+            // Swapped for a link since the manager was made.
+            #expect(rmdir(root + "/content") == 0 && symlink(root + "/real", root + "/content") == 0)
+            expectLinkRefused(await #expect(throws: SyncError.self) { try await manager.checkForUpdates() }, "sync")
+            expectLinkRefused(await #expect(throws: SyncError.self) { try await manager.verify() }, "verify")
+            expectLinkRefused(await #expect(throws: SyncError.self) { try await manager.reset() }, "reset")
+            // Dangling: the path stays as given.
+            #expect(unlink(root + "/content") == 0 && symlink(root + "/none", root + "/content") == 0)
+            expectLinkRefused(
+                await #expect(throws: SyncError.self) {
+                    try await CacheManager.reset(
+                        contentDirectory: layout.contentDirectory, stateDatabasePath: layout.stateDatabasePath)
+                }, "static reset")
+            #expect(try String(contentsOfFile: root + "/.content.content-sync", encoding: .utf8) == "not a folder")
+            #expect(try FileManager.default.contentsOfDirectory(atPath: root + "/real") == ["keep.txt"])
+            #expect(try String(contentsOfFile: root + "/real/keep.txt", encoding: .utf8) == "mine")
+            #expect(!FileManager.default.fileExists(atPath: root + "/.real.content-sync"))
+            #expect(!FileManager.default.fileExists(atPath: root + "/none"))
+        }
+    }
+
     @Test func theRootAndTheHomeFolderAreNeverContentFolders() async throws {
         try await withTemporaryDirectory { root in
             expectRefused(configuration("/", state: root + "/state.sqlite"), mentioning: "the root folder")

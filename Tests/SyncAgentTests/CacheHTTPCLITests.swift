@@ -29,6 +29,46 @@ struct CacheHTTPCLITests {
             ["cache", "get", url.absoluteString, "--cache", scratch + "/cache"] + extra, scratch: scratch)
     }
 
+    /// What a credential fetched (an `Authorization` header, a URL's password) is that
+    /// credential's: another one, or none, asks the origin; `ls` tells the entries apart
+    /// without a secret; `rm URL` removes them all and says how many.
+    @Test func whatACredentialFetchedIsThatCredentials() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let url = origin.url("/me")
+            var withPassword = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+            withPassword.user = "erin"
+            withPassword.password = "erin-S3CRET"
+            script.set("/me", Answer(headers: ["Cache-Control: max-age=600"], body: Data("private".utf8)))
+            #expect(try await get(url, scratch, ["-H", "Authorization: Bearer alice-S3CRET"]).stdout == "private")
+            script.set("/me", Answer(status: 404, headers: ["Cache-Control: max-age=600"], body: Data("who?".utf8)))
+            for (index, extra) in [["-H", "Authorization: Bearer bob-S3CRET"], ["-H", "Cookie: id=carol-S3CRET"], []]
+                .enumerated()
+            {
+                let other = try await get(url, scratch, extra)
+                #expect(other.status == 22 && other.stdout == "who?", "\(extra): \(other.stdout)")
+                #expect(origin.requestCount(forPath: "/me") == index + 2)
+            }
+            #expect(try await get(withPassword.url!, scratch).stdout == "who?")
+            #expect(origin.requestCount(forPath: "/me") == 5)
+            // Each again: from the cache.
+            #expect(try await get(url, scratch, ["-H", "Authorization: Bearer alice-S3CRET"]).stdout == "private")
+            #expect(try await get(url, scratch).stdout == "who?")
+            #expect(origin.requestCount(forPath: "/me") == 5)
+            let listed = try await SyncAgentBinary.run(
+                ["cache", "ls", "--cache", scratch + "/cache"], scratch: scratch)
+            let lines = listed.stdout.split(separator: "\n")
+            #expect(lines.count == 5, "\(listed.stdout)")
+            #expect(lines.filter { $0.contains("(for the credential sha256-") }.count == 4, "\(listed.stdout)")
+            #expect(!listed.stdout.contains("S3CRET") && !listed.stderr.contains("S3CRET"))
+            let removed = try await SyncAgentBinary.run(
+                ["cache", "rm", url.absoluteString, "--cache", scratch + "/cache"], scratch: scratch)
+            #expect(removed.status == 0 && removed.stdout.contains("removed 4 items"), "\(removed.stdout)")
+            let left = try await SyncAgentBinary.run(["cache", "ls", "--cache", scratch + "/cache"], scratch: scratch)
+            #expect(
+                left.stdout.split(separator: "\n").count == 1 && left.stdout.contains("erin:***@"), "\(left.stdout)")
+        }
+    }
+
     @Test("--header goes to the origin and selects the Vary variant; its Cache-Control is honoured")
     func requestHeaders() async throws {
         try await Self.withOrigin { scratch, origin, script in

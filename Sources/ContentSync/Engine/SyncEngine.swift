@@ -295,12 +295,8 @@ struct SyncEngine: Sendable {
         }
         var info = stat()
         let exists = lstat(directory, &info) == 0
-        if exists && info.st_mode & S_IFMT == S_IFLNK {
-            throw SyncError(
-                code: .configuration,
-                message: "\(directory) is a symlink; pass the real folder's path (an update replaces the folder itself)"
-            )
-        }
+        // Checked by the lock already; again here, as it stands under the lock.
+        if exists && info.st_mode & S_IFMT == S_IFLNK { try UpdateLock.refuseLink(directory) }
         if exists && info.st_mode & S_IFMT != S_IFDIR {
             throw SyncError(
                 code: .configuration, message: "\(directory) exists and is not a folder; pass a folder path")

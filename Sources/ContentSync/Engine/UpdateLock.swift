@@ -34,6 +34,9 @@ final class UpdateLock {
         throws(SyncError)
     {
         let stagingRoot = staging.location
+        // A folder named through a link is refused before anything is made: the staging
+        // folder (the lock) would be made beside the link, for a folder that is not this one.
+        try Self.refuseLink(contentDirectory)
         let lockPath = statePath + ".lock"
         // Never through a symlink (planted, it would create the file elsewhere), never a FIFO
         // or device (O_NONBLOCK keeps one from blocking the open; the check below refuses it).
@@ -92,6 +95,18 @@ final class UpdateLock {
         flock(folder.descriptor, LOCK_UN)
         flock(stateLock, LOCK_UN)
         close(stateLock)
+    }
+
+    /// Refuses a content folder that is a symlink: every update replaces the folder itself, so it
+    /// would replace the link, and the lock beside it would guard another folder than the one
+    /// the link leads to.
+    static func refuseLink(_ contentDirectory: String) throws(SyncError) {
+        var info = stat()
+        guard lstat(contentDirectory, &info) == 0, info.st_mode & S_IFMT == S_IFLNK else { return }
+        throw SyncError(
+            code: .configuration,
+            message:
+                "\(contentDirectory) is a symlink; pass the real folder's path (an update replaces the folder itself)")
     }
 
     /// An exclusive `flock` on `descriptor` (the file at `path`), or the error that says who holds it.

@@ -151,3 +151,21 @@ extension DiskTier {
         }
     }
 }
+
+extension DiskTier {
+    /// The keys stored for loads of `key` that sent a credential (``CacheKey/sentWith(headers:url:)``),
+    /// their variants among them, read by range on the key index, at most `limit`.
+    func credentialKeys(of key: CacheKey, limit: Int) throws(ItemCacheError) -> [CacheKey] {
+        let prefix = key.rawValue + CacheKey.credentialMarker
+        let end = String(prefix.dropLast()) + "!"
+        do {
+            return try pool.read { db in
+                try String.fetchAll(
+                    db, sql: "SELECT key FROM item WHERE key >= ? AND key < ? LIMIT ?", arguments: [prefix, end, limit])
+            }
+            .map { CacheKey(rawValue: $0, context: key.context, url: key.url) }
+        } catch {
+            throw storageError("cannot list the entries of \(key.rawValue) kept for credentials in", error)
+        }
+    }
+}
