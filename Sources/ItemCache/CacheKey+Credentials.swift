@@ -41,15 +41,16 @@ extension CacheKey {
     /// it sends none.
     static func credentialText(headers: [String: String], url: URL?) -> String? {
         var lines: [String] = []
-        // Every load asks (a memory hit too): the usual one, without a credential header or an
-        // `@` in its URL, costs a look at the names and the URL's bytes.
+        // Every load asks (a memory hit too): the usual one, without a credential header or a
+        // user part, costs a look at the names and `url.user` (9 ns here; a scan of
+        // `absoluteString` for `@` was 130 ns, a tenth of a hit by key).
         if headers.keys.contains(where: HTTPRequest.isCredentialHeader) {
             for (name, value) in normalizedHeaders(headers) where HTTPRequest.isCredentialHeader(name) {
                 lines.append(name + ": " + value)
             }
             lines.sort()
         }
-        if let url, url.absoluteString.utf8.contains(UInt8(ascii: "@")), url.host != nil,
+        if let url, url.user != nil || url.password != nil, url.host != nil,
             let components = URLComponents(url: url, resolvingAgainstBaseURL: true),
             let user = components.percentEncodedUser
         {
