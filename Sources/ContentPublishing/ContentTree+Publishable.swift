@@ -38,6 +38,10 @@ extension ContentTree {
             throw PublishError(
                 code: .invalidContent,
                 message: "\(shown): the name is not UTF-8, and storages name files in UTF-8; rename it")
+        case .unreadable:
+            // Not asked for here (scanLocal fails on the file instead); said plainly all the same.
+            throw PublishError(
+                code: .configuration, message: "\(shown) cannot be read (\(intruder.detail ?? "")); make it readable")
         case .unsafeName:
             throw PublishError(
                 code: .invalidContent,

@@ -9,8 +9,12 @@ extension ContentTree {
     /// `cache`: fingerprints to take instead of reading a file of that identity, and where the
     /// files read are remembered; with `readingEvery`, every file is read all the same (and
     /// remembered, over what the cache had): `verify`, whose repair then trusts what it read.
+    /// `unreadableIsDrift`: a file that may not be read (`EACCES`, `EPERM`: a mirror's file made
+    /// mode 000) is an ``Intruder/Kind/unreadable`` intruder, which a repair replaces, instead of
+    /// failing the scan (the client's reading of its mirror; a publisher refuses it).
     package static func scanLocal(
-        _ directory: String, cache: FingerprintCache? = nil, ledger: StampLedger? = nil, readingEvery: Bool = false
+        _ directory: String, cache: FingerprintCache? = nil, ledger: StampLedger? = nil, readingEvery: Bool = false,
+        unreadableIsDrift: Bool = false
     )
         throws(FileSystemError) -> (tree: ContentTree, intruders: [Intruder])
     {
@@ -38,9 +42,18 @@ extension ContentTree {
                     tree.files[path] = known
                 } else {
                     // Through the folder the walk holds open, and only if it is still the file listed.
-                    let digest = try FileDigest.sha256(
-                        ofEntry: path.lastComponent!, in: folder, expecting: identity,
-                        shownAs: path.absolute(in: directory))
+                    let digest: (size: Int64, sha256: String, identity: FileIdentity)
+                    do throws(FileSystemError) {
+                        digest = try FileDigest.sha256(
+                            ofEntry: path.lastComponent!, in: folder, expecting: identity,
+                            shownAs: path.absolute(in: directory))
+                    } catch  where unreadableIsDrift && (error.errno == EACCES || error.errno == EPERM) {
+                        intruders.append(
+                            Intruder(
+                                folder: path.parent, name: Array(path.lastComponent!.utf8), kind: .unreadable,
+                                detail: String(cString: strerror(error.errno!))))
+                        return
+                    }
                     let fingerprint = FileFingerprint(size: digest.size, sha256: digest.sha256)
                     // Remembered under the identity after the reading: a file written meanwhile is
                     // not remembered under its new identity with bytes of the old.

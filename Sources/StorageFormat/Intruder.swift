@@ -15,6 +15,9 @@ package struct Intruder: Sendable, Equatable, CustomStringConvertible {
         case unsafeName = "entry with a name the path rules refuse"
         case undecodableName = "entry whose name is not UTF-8"
         case normalizationTwin = "entry whose name equals a sibling's up to Unicode normalization"
+        /// A file the client may not read (mode 000, say): drift whose bytes nobody can check,
+        /// replaced by a repair like any other (``ContentTree/scanLocal(_:cache:ledger:readingEvery:unreadableIsDrift:)``).
+        case unreadable = "unreadable file"
     }
 
     /// The folder holding it.
@@ -37,7 +40,9 @@ package struct Intruder: Sendable, Equatable, CustomStringConvertible {
         (folder.isRoot ? "" : folder.string + "/") + EscapedName.text(name)
     }
 
-    package var description: String { "\(kind.rawValue) \(shownPath)" }
+    package var description: String {
+        "\(kind.rawValue) \(shownPath)" + (kind == .unreadable ? " (\(detail ?? "cannot be read"))" : "")
+    }
 
     /// The kind of a special file from its `st_mode`.
     package static func kind(ofMode mode: mode_t) -> Kind {

@@ -100,7 +100,7 @@ struct MirrorVerifier: Sendable {
         // cooperative thread (two full checks there held every task of `watch` for seconds).
         let (tree, intruders, matches) = try await BlockingWork.files { () throws(FileSystemError) in
             let (tree, intruders) = try ContentTree.scanLocal(
-                directory, cache: remembering, readingEvery: cache == nil)
+                directory, cache: remembering, readingEvery: cache == nil, unreadableIsDrift: true)
             return (tree, intruders, intruders.isEmpty && TreeDigest.digest(of: tree) == digest)
         }
         if matches {
@@ -165,8 +165,9 @@ struct MirrorVerifier: Sendable {
             refusal.remedy = .reset
             throw refusal
         }
-        // Intruders are not linked into the staged copy: the switch leaves them behind with the old tree.
-        let fixed = repaired + intruders.count
+        // Intruders are not linked into the staged copy: the switch leaves them behind with the old
+        // tree. An unreadable file was downloaded again (counted in `repaired`) as well.
+        let fixed = repaired + intruders.count { $0.kind != .unreadable }
         var pending = switcher.pending(.repair, from: local, to: local)
         pending.filesDownloaded = fixed
         try await switcher.switchTo(
@@ -184,7 +185,10 @@ struct MirrorVerifier: Sendable {
     static func differences(local tree: ContentTree, intruders: [Intruder], published manifest: ContentTree) -> [String]
     {
         var differences: [String] = []
+        // A published file that cannot be read is said once, as such, not also as missing.
+        let unreadable = Set(intruders.lazy.filter { $0.kind == .unreadable }.map(\.shownPath))
         for (path, fingerprint) in manifest.files.sorted(by: { $0.key < $1.key }) {
+            if unreadable.contains(path.string) { continue }
             if let have = tree.files[path] {
                 if have != fingerprint {
                     differences.append("different file \(path) (\(have.size) bytes, expected \(fingerprint.size))")
@@ -205,7 +209,9 @@ struct MirrorVerifier: Sendable {
         for folder in tree.folders.subtracting(manifest.folders).sorted() where manifest.files[folder] == nil {
             differences.append("extra folder \(folder)")
         }
-        for intruder in intruders { differences.append("extra \(intruder)") }
+        for intruder in intruders {
+            differences.append(intruder.kind == .unreadable ? "\(intruder)" : "extra \(intruder)")
+        }
         return differences
     }
 }

@@ -671,7 +671,7 @@ struct Stager: Sendable {
         fingerprints.startTracking()
         // Scans and digests on the pool: a digest is seconds of CPU at a million files.
         let scanned = try await BlockingWork.files { () throws(FileSystemError) in
-            let (tree, intruders) = try ContentTree.scanLocal(staging.next, cache: cache)
+            let (tree, intruders) = try ContentTree.scanLocal(staging.next, cache: cache, unreadableIsDrift: true)
             return (tree, intruders, intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest)
         }
         var (tree, intruders) = (scanned.0, scanned.1)
@@ -722,7 +722,7 @@ struct Stager: Sendable {
         }
         fingerprints.startTracking()
         let rescanned = try await BlockingWork.files { () throws(FileSystemError) in
-            let (tree, intruders) = try ContentTree.scanLocal(staging.next, cache: cache)
+            let (tree, intruders) = try ContentTree.scanLocal(staging.next, cache: cache, unreadableIsDrift: true)
             return (tree, intruders.isEmpty && TreeDigest.digest(of: tree) == expectedDigest)
         }
         tree = rescanned.0
