@@ -42,7 +42,7 @@ extension CacheKey {
     static func credentialText(headers: [String: String], url: URL?) -> String? {
         var lines: [String] = []
         // Every load asks (a memory hit too): the usual one, without a credential header or a
-        // user part, costs a look at the names and `url.user` (9 ns here; a scan of
+        // user part, costs a look at the names, `url.user` and `url.password` (28 ns here; a scan of
         // `absoluteString` for `@` was 130 ns, a tenth of a hit by key).
         if headers.keys.contains(where: HTTPRequest.isCredentialHeader) {
             for (name, value) in normalizedHeaders(headers) where HTTPRequest.isCredentialHeader(name) {
