@@ -357,14 +357,28 @@ public final class ImagePipeline: Sendable {
         return facts
     }
 
-    /// Removes the original of `source` and its variants; returns how many items went.
+    /// Removes the original of `source` and its variants; returns how many items went. For a
+    /// URL, that is every original loads with a credential kept of it too
+    /// (`CacheKey.sentWith(headers:url:)`), each with its variants.
     @discardableResult
     public func remove(_ source: ImageSource) async throws(ImageCacheError) -> Int {
         let key = try originalKey(of: source)
-        remember(nil, for: key)
         do {
-            let original = try await storage.removeItem(for: key) ? 1 : 0
-            return original + (try await loader.removeItems(matching: ItemQuery().group(Self.variantGroup(of: key))))
+            // Those of credentials first (their keys extend this one), then this one.
+            var originals: [CacheKey] = []
+            if case .url = source, key.credentialDigest == nil, let url = key.url {
+                originals = try await loader.items(
+                    matching: ItemQuery().context(Self.originalContext).urlPrefix(url)
+                ).map(\.key).filter { $0.credentialDigest != nil && $0.rawValue.hasPrefix(key.rawValue + " ") }
+            }
+            originals.append(key)
+            var removed = 0
+            for original in originals {
+                remember(nil, for: original)
+                removed += try await storage.removeItem(for: original) ? 1 : 0
+                removed += try await loader.removeItems(matching: ItemQuery().group(Self.variantGroup(of: original)))
+            }
+            return removed
         } catch {
             throw ImageCacheError(error)
         }

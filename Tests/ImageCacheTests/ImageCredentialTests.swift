@@ -31,5 +31,10 @@ struct ImageCredentialTests {
         // With it, still served.
         #expect(try await pipeline.image(for: request).data == first.data)
         #expect(fixture.origin.requestCount(forPath: "/private.png") == 2)
+        // Removing the URL removes the credential's original and its variant (none is left
+        // behind as an orphan).
+        #expect(try await pipeline.remove(.url(fixture.url("/private.png"))) == 2)
+        #expect(try await !pipeline.isCached(request))
+        #expect(try await pipeline.loader.count(matching: ItemQuery()) == 0)
     }
 }
