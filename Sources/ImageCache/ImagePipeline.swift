@@ -369,7 +369,7 @@ public final class ImagePipeline: Sendable {
             if case .url = source, key.credentialDigest == nil, let url = key.url {
                 originals = try await loader.items(
                     matching: ItemQuery().context(Self.originalContext).urlPrefix(url)
-                ).map(\.key).filter { $0.credentialDigest != nil && $0.rawValue.hasPrefix(key.rawValue + " ") }
+                ).map(\.key).filter { $0.credentialDigest != nil && $0.withoutCredentials == key }
             }
             originals.append(key)
             var removed = 0

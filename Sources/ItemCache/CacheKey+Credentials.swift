@@ -32,13 +32,12 @@ extension CacheKey {
 
     /// This key without its credential part (and without a variant's): the key a caller names
     /// an item by, whatever credential loads of it sent.
-    var withoutCredentials: CacheKey {
+    public var withoutCredentials: CacheKey {
         guard let marker = rawValue.range(of: Self.credentialMarker) else { return self }
         return CacheKey(rawValue: String(rawValue[..<marker.lowerBound]), context: context, url: url)
     }
 
-    /// The credentials a load sends, as one text to digest (or to name its fetch by): nil when
-    /// it sends none.
+    /// The credentials a load sends, as one text to digest: nil when it sends none.
     static func credentialText(headers: [String: String], url: URL?) -> String? {
         var lines: [String] = []
         // Every load asks (a memory hit too): the usual one, without a credential header or a

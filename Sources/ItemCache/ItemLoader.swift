@@ -331,15 +331,16 @@ public final class ItemLoader: Sendable {
         -> Flight<LoadedItem>
     {
         // Requests with other headers may select other variants: they share no fetch. Nor do
-        // loads with other credentials (the URL's user part among them). Named by the key
-        // without its credential part, which ``state(for:)`` finds.
-        let userInfo = url.flatMap { CacheKey.credentialText(headers: [:], url: $0) }
+        // loads with other credentials (the URL's user part among them: the key's credential
+        // digest). Named by the key without its credential part, which ``state(for:)`` finds.
+        let credential = key.credentialDigest
         let name =
-            options.headers.isEmpty && userInfo == nil
+            options.headers.isEmpty && credential == nil
             ? key.withoutCredentials.rawValue
             : key.withoutCredentials.rawValue + "\u{1F}"
-                + (CacheKey.normalizedHeaders(options.headers).sorted { $0.key < $1.key }
-                .map { "\($0.key)=\($0.value)" } + [userInfo].compactMap { $0 }).joined(separator: "\u{1F}")
+                + ([credential].compactMap { $0 }
+                + CacheKey.normalizedHeaders(options.headers).sorted { $0.key < $1.key }
+                .map { "\($0.key)=\($0.value)" }).joined(separator: "\u{1F}")
         let (flight, isNew) = flights.claim(name, keepAlive: background, waits: !background)
         if let progress = options.progress { flight.addProgressHandler(progress) }
         guard isNew else { return flight }

@@ -27,87 +27,96 @@ struct CredentialPartitionTests {
         return components.url!
     }
 
-    @Test func eachCredentialHasItsOwnEntriesAndNoneLeaks() async throws {
-        let origin = try Self.echoingOrigin()
+    /// A loader on a new cache folder in front of ``echoingOrigin()``, for `body`; closed after.
+    static func withEchoingLoader(
+        _ name: String = #function, _ body: (ScriptedOrigin, String, ItemStore, ItemLoader) async throws -> Void
+    ) async throws {
+        let origin = try echoingOrigin()
         defer { origin.stop() }
-        let folder = temporaryCacheFolder()
+        let folder = temporaryCacheFolder(name)
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let transport = try CurlTransport()
-        let store = try ItemStore(configuration: CacheConfiguration(folder: folder))
-        let loader = ItemLoader(store: store, loading: CacheConfiguration(folder: folder).loading, transport: transport)
-        let plain = Self.url(origin, "/me")
-        func load(_ url: URL, _ headers: [String: String] = [:]) async throws -> (String, ItemSource) {
-            let loaded = try await loader.item(for: url, options: LoadOptions(headers: headers))
-            return (String(decoding: loaded.data ?? Data(), as: UTF8.self), loaded.source)
-        }
-        let loads: [(URL, [String: String])] = [
-            (plain, ["Authorization": "Bearer alice-t0ken"]),
-            (plain, ["Authorization": "Bearer bob-t0ken"]),
-            (plain, ["Cookie": "session=carol-c00kie"]),
-            (plain, ["X-Api-Key": "dave-k3y"]),
-            (Self.url(origin, "/me", user: "erin", password: "erin-passw0rd"), [:]),
-            (Self.url(origin, "/me", user: "erin", password: "other-passw0rd"), [:]),
-            (Self.url(origin, "/me", user: "frank-t0ken"), [:]),
-            (plain, [:]),
-        ]
-        // Each load in turn: a fetch of its own, never another's answer.
-        var answers: [String] = []
-        for (index, (url, headers)) in loads.enumerated() {
-            let (body, source) = try await load(url, headers)
-            #expect(source == .network, "load \(index) was served \(body) from \(source)")
-            #expect(!answers.contains(body), "load \(index) got an answer another credential got: \(body)")
-            answers.append(body)
-            #expect(origin.requestCount(forPath: "/me") == index + 1)
-        }
-        // Again, in reverse: each is served its own, from the cache.
-        for (index, (url, headers)) in loads.enumerated().reversed() {
-            let (body, source) = try await load(url, headers)
-            #expect(body == answers[index], "load \(index)")
-            #expect(source != .network, "load \(index)")
-        }
-        #expect(origin.requestCount(forPath: "/me") == loads.count)
-        // One entry each; the index holds no secret.
-        #expect(try await store.count(matching: ItemQuery()) == loads.count)
-        let keys = try await store.items(matching: ItemQuery()).map(\.key.rawValue)
-        #expect(keys.filter { $0.contains(CacheKey.credentialMarker) }.count == loads.count - 1)
-        try await store.close()
-        let index = try Data(contentsOf: URL(fileURLWithPath: folder + "/index.sqlite"))
-        for secret in ["alice-t0ken", "bob-t0ken", "carol-c00kie", "dave-k3y", "erin-passw0rd", "frank-t0ken"] {
-            #expect(index.range(of: Data(secret.utf8)) == nil, "\(secret) reached the index")
-            #expect(!keys.joined().contains(secret), "\(secret) reached a key")
+        let configuration = CacheConfiguration(folder: folder)
+        let store = try ItemStore(configuration: configuration)
+        let loader = ItemLoader(store: store, loading: configuration.loading, transport: transport)
+        do {
+            try await body(origin, folder, store, loader)
+        } catch {
+            try? await loader.close()
+            await transport.shutdown()
+            throw error
         }
         try? await loader.close()
         await transport.shutdown()
     }
 
+    @Test func eachCredentialHasItsOwnEntriesAndNoneLeaks() async throws {
+        try await Self.withEchoingLoader { origin, folder, store, loader in
+            let plain = Self.url(origin, "/me")
+            func load(_ url: URL, _ headers: [String: String] = [:]) async throws -> (String, ItemSource) {
+                let loaded = try await loader.item(for: url, options: LoadOptions(headers: headers))
+                return (String(decoding: loaded.data ?? Data(), as: UTF8.self), loaded.source)
+            }
+            let loads: [(URL, [String: String])] = [
+                (plain, ["Authorization": "Bearer alice-t0ken"]),
+                (plain, ["Authorization": "Bearer bob-t0ken"]),
+                (plain, ["Cookie": "session=carol-c00kie"]),
+                (plain, ["X-Api-Key": "dave-k3y"]),
+                (Self.url(origin, "/me", user: "erin", password: "erin-passw0rd"), [:]),
+                (Self.url(origin, "/me", user: "erin", password: "other-passw0rd"), [:]),
+                (Self.url(origin, "/me", user: "frank-t0ken"), [:]),
+                (plain, [:]),
+            ]
+            // Each load in turn: a fetch of its own, never another's answer.
+            var answers: [String] = []
+            for (index, (url, headers)) in loads.enumerated() {
+                let (body, source) = try await load(url, headers)
+                #expect(source == .network, "load \(index) was served \(body) from \(source)")
+                #expect(!answers.contains(body), "load \(index) got an answer another credential got: \(body)")
+                answers.append(body)
+                #expect(origin.requestCount(forPath: "/me") == index + 1)
+            }
+            // Again, in reverse: each is served its own, from the cache.
+            for (index, (url, headers)) in loads.enumerated().reversed() {
+                let (body, source) = try await load(url, headers)
+                #expect(body == answers[index], "load \(index)")
+                #expect(source != .network, "load \(index)")
+            }
+            #expect(origin.requestCount(forPath: "/me") == loads.count)
+            // One entry each; the index holds no secret.
+            #expect(try await store.count(matching: ItemQuery()) == loads.count)
+            let keys = try await store.items(matching: ItemQuery()).map(\.key.rawValue)
+            #expect(keys.filter { $0.contains(CacheKey.credentialMarker) }.count == loads.count - 1)
+            try await store.close()
+            let index = try Data(contentsOf: URL(fileURLWithPath: folder + "/index.sqlite"))
+            for secret in ["alice-t0ken", "bob-t0ken", "carol-c00kie", "dave-k3y", "erin-passw0rd", "frank-t0ken"] {
+                #expect(index.range(of: Data(secret.utf8)) == nil, "\(secret) reached the index")
+                #expect(!keys.joined().contains(secret), "\(secret) reached a key")
+            }
+        }
+    }
+
     /// Removing a URL removes what every credential's load kept of it; a key with a credential
     /// part is that entry alone.
     @Test func removingTheURLRemovesEveryCredentialsEntries() async throws {
-        let origin = try Self.echoingOrigin()
-        defer { origin.stop() }
-        let folder = temporaryCacheFolder()
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let transport = try CurlTransport()
-        let store = try ItemStore(configuration: CacheConfiguration(folder: folder))
-        let loader = ItemLoader(store: store, loading: CacheConfiguration(folder: folder).loading, transport: transport)
-        let plain = Self.url(origin, "/x")
-        let other = Self.url(origin, "/y")
-        for url in [plain, other] {
-            for headers in [["Authorization": "Bearer a"], ["Authorization": "Bearer b"], [:]] {
-                _ = try await loader.item(for: url, options: LoadOptions(headers: headers))
+        try await Self.withEchoingLoader { origin, _, store, loader in
+            let plain = Self.url(origin, "/x")
+            let other = Self.url(origin, "/y")
+            for url in [plain, other] {
+                for headers in [["Authorization": "Bearer a"], ["Authorization": "Bearer b"], [:]] {
+                    _ = try await loader.item(for: url, options: LoadOptions(headers: headers))
+                }
             }
+            #expect(try await store.count(matching: ItemQuery()) == 6)
+            let alice = try CacheKey(url: plain).sentWith(headers: ["authorization": "Bearer a"], url: plain)
+            #expect(alice.credentialDigest != nil)
+            #expect(try await store.item(for: alice) != nil)
+            #expect(try await store.removeItem(for: alice))
+            #expect(try await store.count(matching: ItemQuery()) == 5, "a credential's key is its entry alone")
+            #expect(try await store.removeItem(for: CacheKey(url: plain)))
+            let left = try await store.items(matching: ItemQuery()).compactMap(\.key.url)
+            #expect(left.count == 3 && left.allSatisfy { $0.hasSuffix("/y") }, "\(left)")
         }
-        #expect(try await store.count(matching: ItemQuery()) == 6)
-        let alice = try CacheKey(url: plain).sentWith(headers: ["authorization": "Bearer a"], url: plain)
-        #expect(alice.credentialDigest != nil)
-        #expect(try await store.item(for: alice) != nil)
-        #expect(try await store.removeItem(for: alice))
-        #expect(try await store.count(matching: ItemQuery()) == 5, "a credential's key is its entry alone")
-        #expect(try await store.removeItem(for: CacheKey(url: plain)))
-        let left = try await store.items(matching: ItemQuery()).compactMap(\.key.url)
-        #expect(left.count == 3 && left.allSatisfy { $0.hasSuffix("/y") }, "\(left)")
-        try? await loader.close()
-        await transport.shutdown()
     }
 
     /// The key of a load is its caller's key with the credential part, whichever way it is

@@ -293,10 +293,10 @@ struct SyncEngine: Sendable {
                 "the state database \(store.path) records a version for \(directory) that is not one (a damaged row); restored the folder from the archive"
             )
         }
+        // Checked by the lock already; again here, under the lock.
+        try UpdateLock.refuseLink(directory)
         var info = stat()
         let exists = lstat(directory, &info) == 0
-        // Checked by the lock already; again here, as it stands under the lock.
-        if exists && info.st_mode & S_IFMT == S_IFLNK { try UpdateLock.refuseLink(directory) }
         if exists && info.st_mode & S_IFMT != S_IFDIR {
             throw SyncError(
                 code: .configuration, message: "\(directory) exists and is not a folder; pass a folder path")
