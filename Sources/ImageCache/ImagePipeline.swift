@@ -318,7 +318,10 @@ public final class ImagePipeline: Sendable {
     /// The variant's key when its original's record is stored (its digest known), without the
     /// network; nil when it is not, or the request cannot be made of it.
     func knownVariantKey(for request: ImageRequest) async throws(ImageCacheError) -> CacheKey? {
-        guard let original = try await storedOriginalFacts(request.source, headers: request.headers) else { return nil }
+        guard
+            let original = try await storedOriginalFacts(
+                request.source, headers: request.headers, account: request.account)
+        else { return nil }
         let resize = request.resize(forSource: original.metadata.format)
         guard (try? resize.validate()) != nil else { return nil }
         return try variantKey(original: original.key, digest: original.digest, resize: resize)
@@ -359,7 +362,7 @@ public final class ImagePipeline: Sendable {
 
     /// Removes the original of `source` and its variants; returns how many items went. For a
     /// URL, that is every original loads with a credential kept of it too
-    /// (`CacheKey.sentWith(headers:url:)`), each with its variants.
+    /// (`CacheKey.sentWith(headers:url:account:)`), each with its variants.
     @discardableResult
     public func remove(_ source: ImageSource) async throws(ImageCacheError) -> Int {
         let key = try originalKey(of: source)
@@ -399,14 +402,17 @@ public final class ImagePipeline: Sendable {
         var storeError: ItemCacheError?
     }
 
-    /// The key of the original of `source`, loaded with the request `headers`: a load that sends
-    /// a credential (a header, or the URL's user part) has an original of its own
-    /// (``CacheKey/sentWith(headers:url:)``), and so variants of its own.
-    func originalKey(of source: ImageSource, headers: [String: String] = [:]) throws(ImageCacheError) -> CacheKey {
+    /// The key of the original of `source`, loaded with the request `headers` for `account`: a
+    /// load that sends a credential (a header, or the URL's user part), or names an account, has
+    /// an original of its own (`CacheKey.sentWith(headers:url:account:)`), and so variants of its own.
+    func originalKey(of source: ImageSource, headers: [String: String] = [:], account: String? = nil)
+        throws(ImageCacheError) -> CacheKey
+    {
         do {
             switch source {
             case .url(let url):
-                return try CacheKey(url: url, context: Self.originalContext).sentWith(headers: headers, url: url)
+                return try CacheKey(url: url, context: Self.originalContext)
+                    .sentWith(headers: headers, url: url, account: account)
             case .id(let id):
                 guard !id.isEmpty else {
                     throw ImageCacheError(code: .configuration, message: "an image id is empty; name the image")
@@ -440,7 +446,7 @@ public final class ImagePipeline: Sendable {
             return .nothing
         }
         if case .url(let url) = request.source, url.isFileURL { return .nothing }
-        let key = try originalKey(of: request.source, headers: request.headers)
+        let key = try originalKey(of: request.source, headers: request.headers, account: request.account)
         let info: ItemInfo?
         if let recent = recentOriginals.withLock({ $0[key.rawValue] }),
             ContinuousClock.now - recent.readAt < Self.recordTrust
@@ -494,7 +500,7 @@ public final class ImagePipeline: Sendable {
     /// The original of the request: fetched (or read from the store) through the loader, or
     /// read in place from a `file` URL, or saved under an id.
     private func loadOriginal(_ request: ImageRequest) async throws(ImageCacheError) -> Original {
-        let key = try originalKey(of: request.source, headers: request.headers)
+        let key = try originalKey(of: request.source, headers: request.headers, account: request.account)
         switch request.source {
         case .url(let url) where url.isFileURL:
             return try await readFile(url, key: key)
@@ -503,7 +509,9 @@ public final class ImagePipeline: Sendable {
             do {
                 loaded = try await loader.item(
                     for: key, url: url,
-                    options: LoadOptions(policy: request.policy, metadata: request.metadata, headers: request.headers))
+                    options: LoadOptions(
+                        policy: request.policy, metadata: request.metadata, headers: request.headers,
+                        account: request.account))
             } catch {
                 throw ImageCacheError(error)
             }
@@ -563,10 +571,10 @@ public final class ImagePipeline: Sendable {
     }
 
     /// The stored original's key, facts and digest, without the network; nil when none.
-    func storedOriginalFacts(_ source: ImageSource, headers: [String: String] = [:]) async throws(ImageCacheError)
-        -> (key: CacheKey, metadata: ImageMetadata, digest: String)?
+    func storedOriginalFacts(_ source: ImageSource, headers: [String: String] = [:], account: String? = nil)
+        async throws(ImageCacheError) -> (key: CacheKey, metadata: ImageMetadata, digest: String)?
     {
-        let key = try originalKey(of: source, headers: headers)
+        let key = try originalKey(of: source, headers: headers, account: account)
         if case .url(let url) = source, url.isFileURL {
             guard let original = try? await readFile(url, key: key) else { return nil }
             return (key, original.metadata, original.digest)

@@ -97,7 +97,8 @@ extension ImagePipeline {
     /// inProgress while its original downloads or it is being made, notFound otherwise.
     /// Never touches the network.
     public func state(for request: ImageRequest) async -> ItemState {
-        guard let originalKey = try? originalKey(of: request.source, headers: request.headers) else { return .notFound }
+        guard let originalKey = try? originalKey(of: request.source, headers: request.headers, account: request.account)
+        else { return .notFound }
         if let key = try? await knownVariantKey(for: request) {
             let state = await loader.state(for: key)
             // Not made yet, but its original is downloading again (a new version).
@@ -116,7 +117,10 @@ extension ImagePipeline {
         let (stream, continuation) = AsyncStream<ItemState>.makeStream(bufferingPolicy: .bufferingNewest(16))
         let task = Task { [self] in
             var key = try? await knownVariantKey(for: request)
-            if key == nil, let originalKey = try? originalKey(of: request.source, headers: request.headers) {
+            if key == nil,
+                let originalKey = try? originalKey(
+                    of: request.source, headers: request.headers, account: request.account)
+            {
                 continuation.yield(await state(for: request))
                 for await state in await loader.states(for: originalKey) {
                     if case .inProgress = state { continuation.yield(state) }

@@ -52,8 +52,13 @@ public struct ImageRequest: Sendable {
     /// Cache or network for the original: `LoadPolicy/offline` never touches the network (a
     /// variant of a stored original is still made). Default `LoadPolicy/useCache`.
     public var policy: LoadPolicy = .useCache
-    /// Request headers sent for the original (authorization, accept…).
+    /// Request headers sent for the original (authorization, accept…). An original fetched with a
+    /// credential is kept for that credential alone (or for ``account``, when given).
     public var headers: [String: String] = [:]
+    /// Whose image this is, for an app that loads for several accounts: the original (and its
+    /// variants) is kept for that account alone, whatever credential it sent, so a refreshed
+    /// token still finds it (`LoadOptions.account`). Default nil.
+    public var account: String?
     /// The caller's metadata, stored with a newly fetched original.
     public var metadata: [String: String] = [:]
 

@@ -28,7 +28,7 @@ import Transport
 ///   holding `token`, `key`, `auth`…) as a digest (`sha256-…`), so no secret reaches the index;
 /// - a context name (ISCache's contexts) keeps otherwise equal keys apart;
 /// - the loader keeps what a load that sent a credential fetched under the key plus
-///   ` as sha256-…` (``sentWith(headers:url:)``), so it is never served to another credential.
+///   ` as sha256-…` (``sentWith(headers:url:account:)``), so it is never served to another credential.
 ///
 /// The index stores the whole key (``rawValue``); only the blob file is named by a hash of it
 /// (``fileName``), so two keys never share an entry even when hashes would collide.

@@ -58,11 +58,20 @@ public struct LoadOptions: Sendable {
     public var headers: [String: String]
     /// Called with this item's progress, bytes against the total.
     public var progress: ProgressHandler?
+    /// Whose item this is, for an app that loads for several accounts: what a load with an
+    /// account fetched is kept for that account alone, whatever credential it sent, so a
+    /// refreshed token (or a new session cookie) of the same account still finds it. Default
+    /// nil: a load that sends a credential keeps what it fetched for that credential alone
+    /// (``CacheKey/sentWith(headers:url:account:)``). Any text that tells the accounts apart (a
+    /// user id; empty is none); only its digest is stored. Give each account its own: loads that
+    /// name the same account share their items whatever they send.
+    public var account: String?
 
     /// Options with these fields; by default a cached load with the configured expiry.
     public init(
         expiry: Expiry? = nil, policy: LoadPolicy = .useCache, groups: [String] = [], pinned: Bool = false,
-        metadata: [String: String] = [:], headers: [String: String] = [:], progress: ProgressHandler? = nil
+        metadata: [String: String] = [:], headers: [String: String] = [:], progress: ProgressHandler? = nil,
+        account: String? = nil
     ) {
         self.expiry = expiry
         self.policy = policy
@@ -71,6 +80,7 @@ public struct LoadOptions: Sendable {
         self.metadata = metadata
         self.headers = headers
         self.progress = progress
+        self.account = account
     }
 }
 
@@ -246,7 +256,7 @@ public final class ItemLoader: Sendable {
     private func load(_ key: CacheKey, url: URL?, options: LoadOptions) async throws(ItemCacheError) -> LoadedItem {
         // A load that sends a credential has entries of its own (CacheKey+Credentials.swift):
         // looked up, fetched, coalesced across processes and kept under that key.
-        let key = key.sentWith(headers: options.headers, url: url)
+        let key = key.sentWith(headers: options.headers, url: url, account: options.account)
         let now = configuration.clock.now
         let request = CacheDirectives.ofRequest(options.headers)
         // Memory answers at once; anything else is looked up on the I/O pool.

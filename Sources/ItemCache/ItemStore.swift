@@ -672,7 +672,7 @@ public final class ItemStore: ItemCaching {
 
     /// Removes the item of `key` from memory, the pending group and disk, with its variants
     /// (the responses stored for it under `Vary`) and, for a URL's own key, the entries loads
-    /// that sent credentials kept of it (``CacheKey/sentWith(headers:url:)``).
+    /// that sent credentials kept of it (``CacheKey/sentWith(headers:url:account:)``).
     @discardableResult
     public func removeItem(for key: CacheKey) async throws(ItemCacheError) -> Bool {
         try await removeItems(for: key) > 0

@@ -169,6 +169,15 @@ func parseCacheURL(_ text: String) throws -> URL {
     return url
 }
 
+/// `--account NAME`, refused when empty (an empty name would silently be no account at all).
+package func checkedAccount(_ account: String?) throws -> String? {
+    guard let account else { return nil }
+    guard !account.isEmpty else {
+        throw CLIFailure(code: 6, message: "--account is empty; name the account, such as --account user-42")
+    }
+    return account
+}
+
 /// `--header 'Name: value'` lines as request headers (lines of one name combined), or exit 6
 /// naming the bad one by its number (a value may be a secret, such as Authorization).
 package func parseRequestHeaders(_ header: [String]) throws -> [String: String] {
@@ -269,6 +278,13 @@ struct CacheGetCommand: AsyncParsableCommand {
             valueName: "'Name: value'"))
     var header: [String] = []
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Keep what this load fetches for NAME (a user id) rather than for the credential it sends, so the account's next token finds it.",
+            valueName: "NAME"))
+    var account: String?
+
     @Flag(
         name: [.customShort("i"), .long],
         help:
@@ -317,6 +333,7 @@ struct CacheGetCommand: AsyncParsableCommand {
         }
         var options = LoadOptions(policy: offline ? .offline : .useCache)
         options.headers = try requestHeaders()
+        options.account = try checkedAccount(account)
         if let ttl {
             // Decimal only, as --expires reads it: `Double` also reads `0x10`, `1e9` and `-0`.
             guard let seconds = DecimalText.parse(ttl), seconds <= Self.longestTTL
@@ -538,7 +555,12 @@ struct CacheListCommand: AsyncParsableCommand {
         var text = ""
         for item in items where item.key.context != ImageCatalog.variantContext {
             // What a load with a credential kept shows as such: two lines of one URL differ.
-            let credential = item.key.credentialDigest.map { " (for the credential \($0))" } ?? ""
+            let credential =
+                item.key.credentialDigest.map {
+                    $0.hasPrefix(CacheKey.accountMark)
+                        ? " (for the account \($0.dropFirst(CacheKey.accountMark.count)))"
+                        : " (for the credential \($0))"
+                } ?? ""
             text += line(item, Redaction.text(item.key.url ?? item.key.rawValue) + credential)
             if item.key.context == ImageCatalog.originalContext {
                 for variant in variants[ImageCatalog.variantGroup(of: item.key)] ?? [] {

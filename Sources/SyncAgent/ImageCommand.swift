@@ -106,6 +106,13 @@ package struct ImageGetCommand: AsyncParsableCommand {
         help: ArgumentHelp("A request header for the original (repeatable).", valueName: "'Name: value'"))
     package var header: [String] = []
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Keep the original and its variants for NAME (a user id) rather than for the credential sent, so the account's next token finds them.",
+            valueName: "NAME"))
+    package var account: String?
+
     /// The exit code of a refused image.
     package static let refusedExit: Int32 = 4
 

@@ -65,6 +65,7 @@ extension ImageGetCommand {
         request.upscale = upscale
         request.policy = offline ? .offline : .useCache
         request.headers = try parseRequestHeaders(header)
+        request.account = try checkedAccount(account)
         return request
     }
 

@@ -96,6 +96,68 @@ struct CredentialPartitionTests {
         }
     }
 
+    /// A load that names its account keeps what it fetched for the account, whatever credential
+    /// it sends: the account's next token is served it; another account, a load without an
+    /// account and the old credential without an account are not. The name reaches no key.
+    @Test func anAccountsEntriesOutliveItsToken() async throws {
+        try await Self.withEchoingLoader { origin, folder, store, loader in
+            let url = Self.url(origin, "/feed")
+            func load(_ token: String?, account: String?) async throws -> (String, ItemSource) {
+                let headers = token.map { ["Authorization": "Bearer \($0)"] } ?? [:]
+                let loaded = try await loader.item(for: url, options: LoadOptions(headers: headers, account: account))
+                return (String(decoding: loaded.data ?? Data(), as: UTF8.self), loaded.source)
+            }
+            let first = try await load("t0ken-one", account: "user-alice@example.com")
+            #expect(first == ("for Bearer t0ken-one|-|-", .network))
+            // The token was refreshed: the account's entry serves, without a request.
+            let refreshed = try await load("t0ken-two", account: "user-alice@example.com")
+            #expect(refreshed.0 == first.0 && refreshed.1 != .network, "\(refreshed)")
+            #expect(origin.requestCount(forPath: "/feed") == 1)
+            // Another account, the same token without an account, and no credential: each fetches.
+            let bob = try await load("t0ken-two", account: "user-bob")
+            #expect(bob == ("for Bearer t0ken-two|-|-", .network))
+            let bare = try await load("t0ken-one", account: nil)
+            #expect(bare.1 == .network, "a load without an account is not served the account's entry")
+            let none = try await load(nil, account: nil)
+            #expect(none == ("for -|-|-", .network))
+            // An account without a credential is its own too; an empty name is no account.
+            let noToken = try await load(nil, account: "user-alice@example.com")
+            #expect(noToken.0 == first.0 && noToken.1 != .network, "the account's entry, whatever is sent")
+            let empty = try await load(nil, account: "")
+            #expect(empty == ("for -|-|-", .disk) || empty == ("for -|-|-", .memory), "\(empty)")
+            #expect(origin.requestCount(forPath: "/feed") == 4)
+            let keys = try await store.items(matching: ItemQuery()).map(\.key)
+            #expect(keys.count == 4)
+            #expect(keys.filter { $0.credentialDigest?.hasPrefix(CacheKey.accountMark) == true }.count == 2)
+            #expect(Set(keys.map(\.withoutCredentials)).count == 1)
+            // Removing the URL removes the accounts' entries too.
+            #expect(try await store.removeItems(for: CacheKey(url: url)) == 4)
+            try await store.close()
+            let index = try Data(contentsOf: URL(fileURLWithPath: folder + "/index.sqlite"))
+            for secret in ["alice@example.com", "user-bob", "t0ken-one", "t0ken-two"] {
+                #expect(index.range(of: Data(secret.utf8)) == nil, "\(secret) reached the index")
+                #expect(!keys.map(\.rawValue).joined().contains(secret), "\(secret) reached a key")
+            }
+        }
+    }
+
+    /// The account's part of a key: one digest of the name, apart from every credential's, and
+    /// a key that has a credential part keeps it.
+    @Test func anAccountsKeyIsADigestOfTheName() throws {
+        let url = try #require(URL(string: "https://api.example.com/me"))
+        let key = try CacheKey(url: url)
+        let alice = key.sentWith(headers: ["Authorization": "Bearer a"], url: url, account: "alice")
+        #expect(alice == key.sentWith(headers: ["Authorization": "Bearer b"], url: url, account: "alice"))
+        #expect(alice == key.sentWith(headers: [:], url: url, account: "alice"))
+        #expect(alice != key.sentWith(headers: [:], url: url, account: "bob"))
+        #expect(alice != key.sentWith(headers: ["Authorization": "Bearer a"], url: url))
+        #expect(alice.credentialDigest?.hasPrefix(CacheKey.accountMark + "sha256-") == true)
+        #expect(!alice.rawValue.contains("alice"))
+        #expect(alice.withoutCredentials == key)
+        #expect(alice.sentWith(headers: [:], url: url, account: "bob") == alice)
+        #expect(key.sentWith(headers: [:], url: url, account: "") == key)
+    }
+
     /// Removing a URL removes what every credential's load kept of it; a key with a credential
     /// part is that entry alone.
     @Test func removingTheURLRemovesEveryCredentialsEntries() async throws {

@@ -69,6 +69,32 @@ struct CacheHTTPCLITests {
         }
     }
 
+    /// `--account`: a refreshed token of the account is served what the old one fetched; the
+    /// listing marks the account's entry; an empty name is refused with exit 6.
+    @Test func anAccountKeepsItsEntryAcrossTokens() async throws {
+        try await Self.withOrigin { scratch, origin, script in
+            let url = origin.url("/feed")
+            script.set("/feed", Answer(headers: ["Cache-Control: max-age=600"], body: Data("alice's".utf8)))
+            let first = try await get(url, scratch, ["-H", "Authorization: Bearer one-S3CRET", "--account", "alice"])
+            #expect(first.status == 0 && first.stdout == "alice's", "\(first.stderr)")
+            script.set("/feed", Answer(status: 404, headers: ["Cache-Control: max-age=600"], body: Data("who?".utf8)))
+            let refreshed = try await get(
+                url, scratch, ["-H", "Authorization: Bearer two-S3CRET", "--account", "alice"])
+            #expect(refreshed.stdout == "alice's", "\(refreshed.stderr)")
+            #expect(origin.requestCount(forPath: "/feed") == 1)
+            #expect(try await get(url, scratch, ["-H", "Authorization: Bearer two-S3CRET"]).stdout == "who?")
+            #expect(try await get(url, scratch, ["--account", "bob"]).stdout == "who?")
+            #expect(origin.requestCount(forPath: "/feed") == 3)
+            let listed = try await SyncAgentBinary.run(
+                ["cache", "ls", "--cache", scratch + "/cache"], scratch: scratch)
+            #expect(listed.stdout.components(separatedBy: "(for the account sha256-").count == 3, "\(listed.stdout)")
+            #expect(listed.stdout.components(separatedBy: "(for the credential sha256-").count == 2, "\(listed.stdout)")
+            #expect(!listed.stdout.contains("alice") && !listed.stdout.contains("S3CRET"), "\(listed.stdout)")
+            let empty = try await get(url, scratch, ["--account", ""])
+            #expect(empty.status == 6 && empty.stderr.contains("--account is empty"), "\(empty.stderr)")
+        }
+    }
+
     @Test("--header goes to the origin and selects the Vary variant; its Cache-Control is honoured")
     func requestHeaders() async throws {
         try await Self.withOrigin { scratch, origin, script in

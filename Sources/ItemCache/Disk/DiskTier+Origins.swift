@@ -153,7 +153,7 @@ extension DiskTier {
 }
 
 extension DiskTier {
-    /// The keys stored for loads of `key` that sent a credential (``CacheKey/sentWith(headers:url:)``),
+    /// The keys stored for loads of `key` that sent a credential (``CacheKey/sentWith(headers:url:account:)``),
     /// their variants among them, read by range on the key index, at most `limit`.
     func credentialKeys(of key: CacheKey, limit: Int) throws(ItemCacheError) -> [CacheKey] {
         let prefix = key.rawValue + CacheKey.credentialMarker
