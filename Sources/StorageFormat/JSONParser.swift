@@ -35,8 +35,33 @@ package struct JSONParser {
         if index != bytes.count { throw fail("unexpected text after the end of the document") }
     }
 
+    /// The error at the cursor; for a text in UTF-16 or UTF-32 (saved so by an editor or a shell
+    /// such as PowerShell), that encoding instead, which is what the publisher must fix.
     package func fail(_ reason: String) -> JSONParseError {
-        JSONParseError(offset: index, reason: reason)
+        if let encoding = Self.wideEncoding(of: bytes) {
+            return JSONParseError(
+                offset: 0, reason: "the text is \(encoding), not UTF-8 (RFC 8259 §8.1); save it as UTF-8")
+        }
+        return JSONParseError(offset: index, reason: reason)
+    }
+
+    /// `UTF-16LE`, `UTF-16BE`, `UTF-32LE` or `UTF-32BE` for a text in that encoding, by its byte
+    /// order mark or by the zero bytes that a JSON text's first (ASCII) characters have in it
+    /// (RFC 4627 §3); nil otherwise. No UTF-8 JSON text starts with a zero byte, `FE` or `FF`.
+    static func wideEncoding(of bytes: UnsafeRawBufferPointer) -> String? {
+        let head = Array(bytes.prefix(4))
+        func starts(_ pattern: [UInt8?]) -> Bool {
+            head.count >= pattern.count
+                && zip(head, pattern).allSatisfy { byte, expected in
+                    expected.map { $0 == byte } ?? (byte != 0)
+                }
+        }
+        // nil in a pattern: any byte but zero.
+        if starts([0x00, 0x00, 0xFE, 0xFF]) || starts([0x00, 0x00, 0x00, nil]) { return "UTF-32BE" }
+        if starts([0xFF, 0xFE, 0x00, 0x00]) || starts([nil, 0x00, 0x00, 0x00]) { return "UTF-32LE" }
+        if starts([0xFE, 0xFF]) || starts([0x00, nil]) { return "UTF-16BE" }
+        if starts([0xFF, 0xFE]) || starts([nil, 0x00]) { return "UTF-16LE" }
+        return nil
     }
 
     package mutating func skipWhitespace() {
