@@ -64,7 +64,9 @@ public struct LoadOptions: Sendable {
     /// nil: a load that sends a credential keeps what it fetched for that credential alone
     /// (``CacheKey/sentWith(headers:url:account:)``). Any text that tells the accounts apart (a
     /// user id; empty is none); only its digest is stored. Give each account its own: loads that
-    /// name the same account share their items whatever they send.
+    /// name the same account share their items whatever they send. A token in the URL itself
+    /// (its user name, an `access_token` parameter) is part of the URL's key: send it as a
+    /// header for the account's items to outlive it.
     public var account: String?
 
     /// Options with these fields; by default a cached load with the configured expiry.
@@ -437,7 +439,12 @@ public final class ItemLoader: Sendable {
         // URL) is not asked again before its next attempt is due (a reload asks).
         let origin = url.flatMap(\.httpOrigin)
         let resourceShown = url.map(Redaction.url)
-        let resource = url.map { Self.backoffScope(of: $0, shown: resourceShown ?? "") }
+        // A credential's (or account's) failing answer is its own: one user's 503 (a rate limit)
+        // does not shut out the others, as the URL's password already did not.
+        let resource = url.map {
+            Self.backoffScope(of: $0, shown: resourceShown ?? "")
+                + (key.credentialDigest.map { CacheKey.credentialMarker + $0 } ?? "")
+        }
         var probing = false
         if options.policy != .reload {
             for scope in [origin, resource].compactMap({ $0 }) {

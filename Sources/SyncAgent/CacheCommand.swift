@@ -112,7 +112,6 @@ struct CacheParameters: ParsableArguments {
     var parameters: [String] = []
 
     func list() throws -> RequestParameters {
-        try refuseUnreadableArguments()
         var result = RequestParameters()
         for parameter in parameters {
             guard let equals = parameter.firstIndex(of: "="), equals != parameter.startIndex else {
@@ -126,22 +125,27 @@ struct CacheParameters: ParsableArguments {
     }
 }
 
-/// Refuses an argument that is not UTF-8: Swift's strings would replace its bytes with U+FFFD,
-/// and two different byte strings would become one key. Bytes that are not text belong in the
-/// URL, percent-encoded (`q=%FF%FE`), where they are kept byte for byte.
+/// Refuses an argument that is not UTF-8, in every command (``SyncAgent/answerWithoutThreads(arguments:)``):
+/// Swift's strings would replace its bytes with U+FFFD, so two different byte strings would
+/// become one key, one account or one path, and a credential would be sent changed. Bytes that
+/// are not text belong in a URL, percent-encoded (`q=%FF%FE`), where they are kept byte for byte.
+/// The message names the argument by its number and its option, never its bytes (it may be a
+/// header's secret).
 package func refuseUnreadableArguments() throws {
     for index in 1..<Int(CommandLine.argc) {
         guard let argument = CommandLine.unsafeArgv[index] else { continue }
         let bytes = UnsafeBufferPointer(
             start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
         if String(validating: bytes, as: UTF8.self) == nil {
-            let shown = bytes.map {
-                $0 < 0x80 && $0 >= 0x20 ? String(UnicodeScalar($0)) : "\\x" + String($0, radix: 16, uppercase: true)
-            }.joined()
+            var option = ""
+            if index > 1, let previous = CommandLine.unsafeArgv[index - 1], previous.pointee == UInt8(ascii: "-") {
+                option =
+                    " (the value of \(String(decoding: UnsafeRawBufferPointer(start: previous, count: strlen(previous)), as: UTF8.self).prefix(40)))"
+            }
             throw CLIFailure(
                 code: 6,
                 message:
-                    "argument \(index) ('\(shown)') is not UTF-8 text; put such bytes in the URL percent-encoded, as ?q=%FF%FE"
+                    "argument \(index)\(option) is not UTF-8 text, and would reach sync-agent changed; give it as UTF-8 (in a URL, such bytes percent-encoded, as ?q=%FF%FE)"
             )
         }
     }
@@ -161,7 +165,6 @@ package func cacheJSON(_ object: Any) throws -> String {
 }
 
 func parseCacheURL(_ text: String) throws -> URL {
-    try refuseUnreadableArguments()
     guard let url = URL(string: text), url.scheme != nil else {
         throw CLIFailure(
             code: 6, message: "'\(Redaction.text(text))' is not an absolute URL; give one such as https://host/path")
@@ -169,10 +172,10 @@ func parseCacheURL(_ text: String) throws -> URL {
     return url
 }
 
-/// `--account NAME`, refused when empty (an empty name would silently be no account at all).
+/// `--account NAME`, refused when empty or blank (an empty name would silently be no account at all).
 package func checkedAccount(_ account: String?) throws -> String? {
     guard let account else { return nil }
-    guard !account.isEmpty else {
+    guard !account.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
         throw CLIFailure(code: 6, message: "--account is empty; name the account, such as --account user-42")
     }
     return account
@@ -212,10 +215,19 @@ package func parseRequestHeaders(_ header: [String]) throws -> [String: String] 
     }
     // Any value may be a secret (a header of the app's own, `X-Tenant-Token`): what an origin
     // echoes of one is masked in every message and stored failure, as `watch` does for a
-    // config file's headers.
-    Redaction.registerSecrets(headers.values.flatMap { Redaction.secretParts(ofHeaderValue: $0) })
+    // config file's headers. Not the standard headers whose values are HTTP's own words: masked,
+    // `only-if-cached` read `***` in the message about it.
+    Redaction.registerSecrets(
+        headers.filter { !publicHeaderNames.contains($0.key.lowercased()) }.values.flatMap {
+            Redaction.secretParts(ofHeaderValue: $0)
+        })
     return headers
 }
+
+/// Request headers whose values are never secrets, so never masked in messages.
+let publicHeaderNames: Set<String> = [
+    "cache-control", "pragma", "accept", "accept-language", "accept-encoding", "accept-charset",
+]
 
 /// `sync-agent cache get`.
 struct CacheGetCommand: AsyncParsableCommand {

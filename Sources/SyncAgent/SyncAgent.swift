@@ -156,6 +156,8 @@ package struct SyncAgent: AsyncParsableCommand {
                 code: 6, message: "\(option) is empty; give a path (an empty one would mean the current folder)"
             ).exit()
         }
+        // Every command: a Swift string would have replaced such bytes with U+FFFD.
+        do { try refuseUnreadableArguments() } catch let failure as CLIFailure { failure.exit() } catch {}
         do {
             // A help request parses as the parser's own `HelpCommand`, whose `run()` throws the
             // request that `exit(withError:)` prints; a group without its subcommand (`cache`)
@@ -164,8 +166,44 @@ package struct SyncAgent: AsyncParsableCommand {
             if String(describing: type(of: command)) == "HelpCommand" { try command.run() }
             if !type(of: command).configuration.subcommands.isEmpty { throw CleanExit.helpRequest(command) }
         } catch {
-            exit(withError: error)
+            exitQuotingNoValue(error, arguments: arguments)
         }
+    }
+
+    /// Exits as `exit(withError:)` does (help on stdout with 0, a usage error on stderr with 64),
+    /// with every value the parser quotes from the command line replaced by its number: a stray
+    /// word of an unquoted `-H Authorization: Bearer …`, or a surplus URL with a password, would
+    /// otherwise be printed ("Unexpected argument 'sid=…'"). Option names stay, and an option's
+    /// inline value (`--name=value`) goes.
+    static func exitQuotingNoValue(_ error: any Error, arguments: [String]) -> Never {
+        let code = exitCode(for: error)
+        var message = fullMessage(for: error)
+        if code != .success { message = withoutQuotedValues(message, arguments: arguments) }
+        if !message.isEmpty {
+            if code == .success {
+                Console.standardOutput(message + "\n")
+            } else {
+                Console.standardError(message + "\n")
+            }
+        }
+        Glibc.exit(code.rawValue)
+    }
+
+    /// `message` with each `'value'` it quotes of `arguments` (not an option) as `(argument N)`,
+    /// and each quoted `'--name=value'` as `'--name=…'`.
+    static func withoutQuotedValues(_ message: String, arguments: [String]) -> String {
+        var message = message
+        for (index, argument) in arguments.enumerated().sorted(by: { $0.element.count > $1.element.count })
+        where !argument.isEmpty {
+            if argument.hasPrefix("-") {
+                guard let equals = argument.firstIndex(of: "=") else { continue }
+                message = message.replacingOccurrences(
+                    of: "'\(argument)'", with: "'\(argument[...equals])…'")
+            } else {
+                message = message.replacingOccurrences(of: "'\(argument)'", with: "(argument \(index + 1))")
+            }
+        }
+        return message
     }
 
     /// The environment variable that overrides ``minimumTasks``.
@@ -233,7 +271,7 @@ package struct SyncAgent: AsyncParsableCommand {
         } catch let failure as CLIFailure {
             failure.exit()
         } catch {
-            exit(withError: error)
+            exitQuotingNoValue(error, arguments: Array(CommandLine.arguments.dropFirst()))
         }
     }
 }

@@ -10,7 +10,6 @@ import Transport
 extension ImageGetCommand {
     /// The request the options describe, or exit 6 naming the option and a good value.
     func imageRequest() throws -> ImageRequest {
-        try refuseUnreadableArguments()
         guard let source = ImageSource.url(parsing: url) else {
             throw CLIFailure(
                 code: 6,

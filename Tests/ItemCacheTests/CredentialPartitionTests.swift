@@ -158,6 +158,52 @@ struct CredentialPartitionTests {
         #expect(key.sentWith(headers: [:], url: url, account: "") == key)
     }
 
+    /// A failing answer to one credential (a 503: one user's rate limit) backs off that URL for
+    /// that credential alone: another credential, an account and a load without one still ask.
+    @Test func oneCredentialsFailureBacksOffThatCredentialAlone() async throws {
+        let origin = try ScriptedOrigin { request in
+            request.header("authorization") == "Bearer limited"
+                ? ScriptedOrigin.Answer(status: 503, body: Data("slow down".utf8))
+                : ScriptedOrigin.Answer(headers: ["Cache-Control: max-age=60"], body: Data("ok".utf8))
+        }
+        defer { origin.stop() }
+        let folder = temporaryCacheFolder(#function)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let transport = try CurlTransport()
+        var configuration = CacheConfiguration(folder: folder)
+        // Long enough that no wait of a loaded machine ends it within the test.
+        configuration.loading.originBackoff = OriginBackoff(initial: .seconds(3600), maximum: .seconds(3600))
+        let store = try ItemStore(configuration: configuration)
+        let loader = ItemLoader(store: store, loading: configuration.loading, transport: transport)
+        let url = origin.url("/feed")
+        func load(_ headers: [String: String], account: String? = nil) async -> String {
+            do {
+                let loaded = try await loader.item(for: url, options: LoadOptions(headers: headers, account: account))
+                return "\(loaded.status) " + String(decoding: loaded.data ?? Data(), as: UTF8.self)
+            } catch {
+                return "failed: \(error.message)"
+            }
+        }
+        let limited = await load(["Authorization": "Bearer limited"])
+        #expect(limited == "503 slow down", "\(limited)")
+        let asked = origin.requestCount(forPath: "/feed")
+        #expect(asked >= 1)
+        // Backed off: no request for that credential.
+        let again = await load(["Authorization": "Bearer limited"])
+        #expect(again.contains("is failing"), "\(again)")
+        #expect(origin.requestCount(forPath: "/feed") == asked)
+        // The others are asked, and answered.
+        #expect(await load(["Authorization": "Bearer other"]) == "200 ok")
+        #expect(await load([:]) == "200 ok")
+        #expect(origin.requestCount(forPath: "/feed") == asked + 2)
+        // An account is asked too, even with the credential that failed (the origin answers
+        // that credential 503 again).
+        #expect(await load(["Authorization": "Bearer limited"], account: "bob") == "503 slow down")
+        #expect(origin.requestCount(forPath: "/feed") > asked + 2)
+        try? await loader.close()
+        await transport.shutdown()
+    }
+
     /// Removing a URL removes what every credential's load kept of it; a key with a credential
     /// part is that entry alone.
     @Test func removingTheURLRemovesEveryCredentialsEntries() async throws {

@@ -288,6 +288,70 @@ struct CacheHardeningCLITests {
         }
     }
 
+    /// Every command refuses an argument that is not UTF-8 (a path, an account, a header, a
+    /// URL), naming it by its number and option, never its bytes: it may be a secret.
+    @Test(arguments: [
+        (
+            "cache get http://127.0.0.1:9/x --cache C -H $'Authorization: Bearer S3CRET\\xff'",
+            "argument 7 (the value of -H)"
+        ),
+        ("cache get $'http://u:S3CRET\\xff@127.0.0.1:9/x' --cache C", "argument 3 "),
+        (
+            "image get http://127.0.0.1:9/x.png --cache C --size 5x5 --account $'S3CRET\\xfe'",
+            "argument 9 (the value of --account)"
+        ),
+        (
+            "sync --base-url http://127.0.0.1:9/ --dir $'D/S3CRET\\xff' --state D/s.sqlite",
+            "argument 5 (the value of --dir)"
+        ),
+    ])
+    func anArgumentThatIsNotUTF8IsRefusedByNumber(command: String, named: String) async throws {
+        try await withScratch { scratch in
+            let line = command.replacingOccurrences(of: " C", with: " '\(scratch)/c'")
+                .replacingOccurrences(of: "'D/", with: "'\(scratch)/d/").replacingOccurrences(
+                    of: " D/", with: " \(scratch)/")
+            let (stdout, stderr) = try await Self.bash("'\(SyncAgentBinary.path)' \(line); echo \" status=$?\"")
+            #expect(stdout.contains("status=6"), "\(stdout) \(stderr)")
+            #expect(
+                stderr.contains(named + (named.hasSuffix(" ") ? "" : " ")) && stderr.contains("is not UTF-8 text"),
+                "\(stderr)")
+            #expect(!stderr.contains("S3CRET"), "\(stderr)")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/c"), "nothing ran")
+            #expect(!FileManager.default.fileExists(atPath: scratch + "/d"), "nothing ran")
+        }
+    }
+
+    /// A usage error never quotes a value of the command line (a stray word of an unquoted
+    /// `-H Authorization: Bearer …`, a surplus URL with a password, an unknown option's inline
+    /// value); it names the argument by its number, and keeps option names.
+    @Test func aUsageErrorQuotesNoValue() async throws {
+        try await withScratch { scratch in
+            let cache = scratch + "/c"
+            let unquoted = try await SyncAgentBinary.run(
+                [
+                    "cache", "get", "http://127.0.0.1:9/x", "--cache", cache, "-H", "Authorization:", "Bearer",
+                    "S3CRET1",
+                ],
+                scratch: scratch)
+            #expect(unquoted.status == 64, "\(unquoted.stderr)")
+            #expect(unquoted.stderr.contains("(argument 8), (argument 9)"), "\(unquoted.stderr)")
+            let surplus = try await SyncAgentBinary.run(
+                ["cache", "rm", "http://127.0.0.1:9/x", "http://u:S3CRET2@127.0.0.1:9/y", "--cache", cache],
+                scratch: scratch)
+            #expect(surplus.status == 64 && surplus.stderr.contains("(argument 4)"), "\(surplus.stderr)")
+            let unknown = try await SyncAgentBinary.run(
+                ["cache", "get", "http://127.0.0.1:9/x", "--cache", cache, "--tokn=S3CRET3"], scratch: scratch)
+            #expect(unknown.status == 64 && unknown.stderr.contains("--tokn"), "\(unknown.stderr)")
+            for result in [unquoted, surplus, unknown] {
+                #expect(!result.stderr.contains("S3CRET") && !result.stdout.contains("S3CRET"), "\(result.stderr)")
+                #expect(result.stderr.contains("Usage: sync-agent cache"), "\(result.stderr)")
+            }
+            let blank = try await SyncAgentBinary.run(
+                ["cache", "get", "http://127.0.0.1:9/x", "--cache", cache, "--account", " \t"], scratch: scratch)
+            #expect(blank.status == 6 && blank.stderr.contains("--account is empty"), "\(blank.stderr)")
+        }
+    }
+
     /// A cache folder of another user's (root's, here) is named as such, not as "another
     /// program's": its tag and index are this cache's, only this user may not read them. The
     /// index this user may read but not write names the file and the fix, never "delete".
