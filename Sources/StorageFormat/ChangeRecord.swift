@@ -142,7 +142,7 @@ package struct ChangeRecord {
         let new = try path("newPath", fields.newPath)
         let redownload = try flag("redownload", fields.redownload)
         let rename = try flag("rename", fields.rename)
-        let deep = try flag("isDeepFolderRedownload", fields.deep)
+        var deep = try flag("isDeepFolderRedownload", fields.deep)
         // A remove is written with "newPath": "". A missing (or mistyped, or null) newPath
         // beside an oldPath would otherwise read as one, and delete content without a word.
         if old != nil, !(redownload || deep), fields.newPath == nil || fields.newPath == .null {
@@ -160,10 +160,13 @@ package struct ChangeRecord {
                 throw StorageFormatError(
                     code: .unsafePath,
                     message:
-                        "\(name): change #\(index) names RXCacheContent/ itself; only a folder redownload may do that. Refusing the update"
+                        "\(name): change #\(index) names RXCacheContent/ itself \(oneFolder ? "without redownload" : "with another path"); only a redownload of the whole content may name it, with both paths RXCacheContent/ (or one empty). Refusing the update"
                 )
             }
         }
+        // The root is a folder: a redownload of it refreshes every file, as a deep one does
+        // (read as a file's, it fetched a file named "" and refreshed nothing).
+        if redownload, old?.isRoot == true || new?.isRoot == true { deep = true }
         let kind: Change.Kind
         switch (old, new) {
         case (nil, nil):

@@ -108,6 +108,16 @@ struct ChangeListReaderTests {
         }
     }
 
+    /// The content root redownloaded (its two paths, or one of them) refreshes every file, as a
+    /// deep redownload of it does; before, it was read as a file named "" and refreshed nothing.
+    @Test(arguments: [(true, true), (true, false), (false, true)])
+    func aRedownloadOfTheRootRefreshesEverything(oldPath: Bool, newPath: Bool) throws {
+        let json =
+            #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(oldPath ? Self.c : "")", "newPath": "\#(newPath ? Self.c : "")", "redownload": true}]}"#
+        let list = try Self.parse(json)
+        #expect(list.changes.map(\.kind) == [.deepRedownload(.root)])
+    }
+
     @Test func aFolderRefreshKeepsItsFilesInTheText() throws {
         let json =
             #"{"from": "1.0", "to": "1.1", "changes": [{"oldPath": "\#(Self.c)site", "newPath": "\#(Self.c)web", "isDeepFolderRedownload": true, "files": {"a.css": {"size": 3, "sha256": "\#(Self.hash)"}, "x/b.css": {"sha256": "\#(Self.hash)", "size": 5, "note": [1]}, "a.css": {"sha256": "\#(Self.hash)", "size": 9}}}]}"#

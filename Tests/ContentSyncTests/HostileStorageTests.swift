@@ -148,4 +148,33 @@ struct HostileStorageTests {
             try harness.expectTree(is: "1.4")
         }
     }
+
+    /// A redownload of the whole content (`RXCacheContent/` as both paths, `redownload: true`,
+    /// not deep) refreshes every file, as the spec says of a folder's: each file of the version
+    /// is fetched again. Read as a file named "", it fetched nothing and warned.
+    @Test func aRedownloadOfTheWholeContentFetchesEveryFile() async throws {
+        try await withTemporaryDirectory { scratch in
+            let storage = try copySnapshot("1.1", to: scratch + "/storage")
+            try rewrite(storage.path + "/RXCacheConfig/HistoryOfVersions/changes_1.0_1.1.json") { text in
+                text.replacingOccurrences(
+                    of: #""changes" : ["#,
+                    with:
+                        #""changes" : [{"oldPath": "\#(Self.contentPrefix)", "newPath": "\#(Self.contentPrefix)", "redownload": true},"#
+                )
+            }
+            try StorageEditing.reseal(storage.path)
+            try await withSyncHarness(serving: "1.0") { harness in
+                try await harness.sync()
+                harness.server.setRoot(storage)
+                let before = harness.contentDownloads().count
+                let report = try await harness.sync()
+                #expect(report.toVersion == (try CacheVersion("1.1")))
+                #expect(report.warnings.isEmpty, "\(report.warnings)")
+                try harness.expectTree(is: "1.1")
+                let fetched = Set(harness.contentDownloads().dropFirst(before))
+                let files = Set(ExampleStorageFixture.manifest("1.1").files.keys)
+                #expect(fetched == files, "\(fetched.sorted()) of \(files.count)")
+            }
+        }
+    }
 }
