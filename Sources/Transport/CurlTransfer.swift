@@ -374,7 +374,7 @@ final class CurlTransfer: @unchecked Sendable {
         {
             switch sink {
             case .memory(let limit) where length > limit:
-                writeFailure = tooLarge(limit: limit, memory: true)
+                writeFailure = tooLarge(limit: limit, memory: true, declared: length)
                 return false
             case .file(_, _, let offset) where maxBytes.map({ (status == 206 ? offset : 0) + length > $0 }) == true:
                 writeFailure = tooLarge(limit: maxBytes ?? 0, memory: false)
@@ -387,13 +387,18 @@ final class CurlTransfer: @unchecked Sendable {
         return true
     }
 
-    private func tooLarge(limit: Int64, memory: Bool) -> TransportError {
-        TransportError(
-            code: .tooLarge,
-            message: memory
-                ? "\(Redaction.url(url)) sent more than \(limit) bytes; refusing the rest"
-                : "\(Redaction.url(url)) is larger than the \(limit) bytes it may have (its declared size, or the caller's limit); refusing it",
-            url: url)
+    /// The failure of a body over its limit; `declared` when only its `Content-Length` said so
+    /// (no byte of it was taken).
+    private func tooLarge(limit: Int64, memory: Bool, declared: Int64? = nil) -> TransportError {
+        let message =
+            if let declared {
+                "\(Redaction.url(url)) declared \(declared) bytes (its Content-Length), more than the \(limit) it may have; refusing it"
+            } else if memory {
+                "\(Redaction.url(url)) sent more than \(limit) bytes; refusing the rest"
+            } else {
+                "\(Redaction.url(url)) is larger than the \(limit) bytes it may have (its declared size, or the caller's limit); refusing it"
+            }
+        return TransportError(code: .tooLarge, message: message, url: url)
     }
 
     /// The schemes a redirect may go to: never from https down to plain http, where whoever is on

@@ -44,7 +44,8 @@ struct DeclaredSizeTests {
                     try await manager.checkForUpdates()
                 } throws: { error in
                     guard let error = error as? SyncError else { return false }
-                    return error.code == .integrity && error.message.contains("sent more than")
+                    // The origin declares the padded length: refused on its head, naming it.
+                    return error.code == .integrity && error.message.contains("(its Content-Length), more than the ")
                 }
             }
             try harness.expectTree(is: "1.0")
