@@ -10,10 +10,15 @@ public struct CacheVersion: Sendable, Hashable, Comparable, CustomStringConverti
     /// The version as written, surrounding whitespace trimmed.
     public let text: String
 
-    /// Parses `text`; throws a message naming the text when a component is not a whole number.
+    /// The longest version text: a version is part of change lists' file names
+    /// (`changes_A_B.json`, at most 255 bytes), and of every message about it.
+    public static let maxLength = 100
+
+    /// Parses `text`; throws a message naming the text when a component is not a whole number,
+    /// or when it is longer than ``maxLength``.
     public init(_ text: String) throws(CacheVersionError) {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        guard !trimmed.isEmpty else { throw CacheVersionError(text: text) }
+        guard !trimmed.isEmpty, trimmed.utf8.count <= Self.maxLength else { throw CacheVersionError(text: text) }
         var parts: [UInt64] = []
         for part in trimmed.split(separator: ".", omittingEmptySubsequences: false) {
             guard !part.isEmpty, part.allSatisfy(\.isASCII), part.allSatisfy(\.isNumber), let value = UInt64(part)
@@ -48,8 +53,14 @@ public struct CacheVersionError: Error, Sendable, Equatable, CustomStringConvert
     /// The text that was refused, as given.
     public var text: String
     public var description: String {
-        if text.trimmingCharacters(in: .whitespaces).isEmpty {
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed.isEmpty {
             return "the version is empty: use dot-separated whole numbers such as \"1.5\" or \"2.10\""
+        }
+        if trimmed.utf8.count > CacheVersion.maxLength {
+            // Quoted in part: a version of 200,000 components made a 400 KB message.
+            return "'\(trimmed.prefix(40))…' (\(trimmed.utf8.count) bytes) is not a version: a version has at most "
+                + "\(CacheVersion.maxLength) characters; use dot-separated whole numbers such as \"1.5\" or \"2.10\""
         }
         return "'\(text)' is not a version: use dot-separated whole numbers such as \"1.5\" or \"2.10\""
     }

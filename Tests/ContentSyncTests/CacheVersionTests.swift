@@ -30,6 +30,20 @@ struct CacheVersionTests {
         }
     }
 
+    /// A version longer than `CacheVersion.maxLength` is refused, quoted in part: one of
+    /// 200,000 components made a 400 KB message (and last error). At the limit it parses.
+    @Test func aVersionTooLongIsRefusedQuotedInPart() throws {
+        let longest = String(repeating: "1.", count: CacheVersion.maxLength / 2 - 1) + "10"
+        #expect(longest.utf8.count == CacheVersion.maxLength)
+        #expect(try CacheVersion(longest).text == longest)
+        let huge = Array(repeating: "1", count: 200_000).joined(separator: ".")
+        let error = #expect(throws: CacheVersionError.self) { try CacheVersion(huge) }
+        let message = error.map { "\($0)" } ?? ""
+        #expect(message.utf8.count < 300, "\(message.prefix(400))")
+        #expect(message.contains("(399999 bytes) is not a version: a version has at most 100 characters"), "\(message)")
+        #expect(throws: CacheVersionError.self) { try CacheVersion(longest + "1") }
+    }
+
     /// Said as it is, not as "'' is not a version" or "must be a string, found a string".
     @Test(arguments: ["", "  "])
     func anEmptyVersionIsCalledEmpty(text: String) {
