@@ -138,9 +138,14 @@ package func refuseUnreadableArguments() throws {
             start: UnsafeRawPointer(argument).assumingMemoryBound(to: UInt8.self), count: strlen(argument))
         if String(validating: bytes, as: UTF8.self) == nil {
             var option = ""
-            if index > 1, let previous = CommandLine.unsafeArgv[index - 1], previous.pointee == UInt8(ascii: "-") {
-                option =
-                    " (the value of \(String(decoding: UnsafeRawBufferPointer(start: previous, count: strlen(previous)), as: UTF8.self).prefix(40)))"
+            // The option before it, when that is a bare option name (`--header=…` holds its own
+            // value, maybe a secret, and this argument is not it).
+            if index > 1, let previous = CommandLine.unsafeArgv[index - 1], previous.pointee == UInt8(ascii: "-"),
+                case let name = String(
+                    decoding: UnsafeRawBufferPointer(start: previous, count: strlen(previous)), as: UTF8.self),
+                !name.contains("="), name.count <= 40
+            {
+                option = " (the value of \(name))"
             }
             throw CLIFailure(
                 code: 6,

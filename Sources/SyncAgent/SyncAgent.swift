@@ -190,11 +190,19 @@ package struct SyncAgent: AsyncParsableCommand {
     }
 
     /// `message` with each `'value'` it quotes of `arguments` (not an option) as `(argument N)`,
-    /// and each quoted `'--name=value'` as `'--name=…'`.
+    /// and each quoted `'--name=value'` as `'--name=…'`. A word before the first option that
+    /// could be a command's name (`gett`: lower-case letters, digits and dashes, at most 20) stays,
+    /// so a mistyped command is shown.
     static func withoutQuotedValues(_ message: String, arguments: [String]) -> String {
         var message = message
+        let firstOption = arguments.firstIndex { $0.hasPrefix("-") } ?? arguments.count
         for (index, argument) in arguments.enumerated().sorted(by: { $0.element.count > $1.element.count })
         where !argument.isEmpty {
+            if index < firstOption, argument.count <= 20,
+                argument.wholeMatch(of: /[a-z][a-z0-9-]*/) != nil
+            {
+                continue
+            }
             if argument.hasPrefix("-") {
                 guard let equals = argument.firstIndex(of: "=") else { continue }
                 message = message.replacingOccurrences(

@@ -46,6 +46,16 @@ public struct HTTPRequest: Sendable, Equatable {
     package static func isCredentialHeader(_ name: String) -> Bool {
         let lowered = name.lowercased()
         return lowered == "cookie" || lowered == "proxy-authorization" || Redaction.isSecretName(lowered.utf8)
+            || isIdentityHeader(lowered)
+    }
+
+    /// Whether a header (`lowered`) says whom the request is for, as an authenticating proxy or
+    /// a gateway writes it (`Remote-User`, `X-Forwarded-User`, `X-Ms-Client-Principal`,
+    /// `X-Ssl-Client-Cert`, `X-Identity`): a backend answers each user with their own data, so it
+    /// is a credential to the cache and to a redirect to another origin.
+    static func isIdentityHeader(_ lowered: String) -> Bool {
+        lowered == "remote-user" || lowered.hasSuffix("-user") || lowered.contains("principal")
+            || lowered.contains("identity") || lowered.hasSuffix("-cert")
     }
 
     /// The headers libcurl writes for each request to frame it, lower-cased: one given as well

@@ -415,7 +415,8 @@ public enum Redaction {
     }
 
     private static let secretNameParts: [[UInt8]] = [
-        "token", "secret", "pass", "pwd", "sig", "key", "auth", "credential", "session", "sessid", "jwt", "code",
+        "token", "secret", "pass", "pwd", "sig", "key", "auth", "credential", "creds", "session", "sessid", "jwt",
+        "code",
         "ticket", "bearer", "hmac", "cookie", "saml", "assertion", "hdnts", "hdnea",
     ].map { Array($0.utf8) }
     private static let secretNameWords: [[UInt8]] = ["sid", "otp", "pin"].map { Array($0.utf8) }

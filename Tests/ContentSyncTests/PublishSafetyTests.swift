@@ -293,18 +293,17 @@ struct PublishSafetyTests {
         }
     }
 
-    /// A version whose change list's file name cannot be made is refused with the options, not
-    /// at the very end with a file-system error (exit 5, "File name too long").
-    @Test func aVersionTooLongForItsChangeListsNameIsRefusedUpFront() async throws {
-        try await withBlockingTemporaryDirectory { scratch in
-            try expectRefused(in: scratch) { _, _ in
-            } adjusting: { options in
-                options.version = v("1." + Array(repeating: "1", count: 110).joined(separator: "."))
-                options.minimal = nil
-            } _: { error in
-                (error as? PublishError)?.code == .configuration && "\(error)".contains("is too long")
-            }
-        }
+    /// A version whose change list's file name cannot be made is refused up front, not at the
+    /// very end with a file-system error (exit 5, "File name too long"): such a version cannot
+    /// be made at all (`CacheVersion.maxLength`), and two of the longest still name a file.
+    @Test func aVersionTooLongForItsChangeListsNameIsRefusedUpFront() throws {
+        let long = "1." + Array(repeating: "1", count: 110).joined(separator: ".")
+        let refused = #expect(throws: CacheVersionError.self) { try CacheVersion(long) }
+        #expect("\(refused.map { "\($0)" } ?? "")".contains("a version has at most 100 characters"))
+        let longest = String(repeating: "1.", count: CacheVersion.maxLength / 2 - 1) + "10"
+        #expect(try CacheVersion(longest).text.utf8.count == CacheVersion.maxLength)
+        // With its temporary name (`.tmp-PID-N`, up to 32 bytes more) within a file name's 255.
+        #expect("changes_\(longest)_\(longest).json".utf8.count + 32 <= 255)
     }
 
     /// A folder, FIFO or link in the status's place is a damaged storage, named as such (it was

@@ -304,6 +304,8 @@ struct CacheHardeningCLITests {
             "sync --base-url http://127.0.0.1:9/ --dir $'D/S3CRET\\xff' --state D/s.sqlite",
             "argument 5 (the value of --dir)"
         ),
+        // After an option with its value inline, that option is no name to show (it holds a secret).
+        ("cache get http://127.0.0.1:9/x --cache C '--header=X-Key: S3CRET' $'S3CRET\\xff'", "argument 7 "),
     ])
     func anArgumentThatIsNotUTF8IsRefusedByNumber(command: String, named: String) async throws {
         try await withScratch { scratch in
@@ -346,6 +348,9 @@ struct CacheHardeningCLITests {
                 #expect(!result.stderr.contains("S3CRET") && !result.stdout.contains("S3CRET"), "\(result.stderr)")
                 #expect(result.stderr.contains("Usage: sync-agent cache"), "\(result.stderr)")
             }
+            // A mistyped command is shown: a word before any option.
+            let typo = try await SyncAgentBinary.run(["cache", "gett", "http://127.0.0.1:9/x"], scratch: scratch)
+            #expect(typo.status == 64 && typo.stderr.contains("'gett'"), "\(typo.stderr)")
             let blank = try await SyncAgentBinary.run(
                 ["cache", "get", "http://127.0.0.1:9/x", "--cache", cache, "--account", " \t"], scratch: scratch)
             #expect(blank.status == 6 && blank.stderr.contains("--account is empty"), "\(blank.stderr)")

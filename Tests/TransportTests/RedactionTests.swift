@@ -12,6 +12,7 @@ struct RedactionTests {
         ("PHPSESSID", true), ("sid", true), ("user_sid", true), ("SID-2", true), ("otp", true), ("Pin", true),
         ("side", false), ("footprint", false), ("spin", false), ("w", false), ("", false), ("sidx", false),
         ("caf\u{E9}_key", true), ("\u{212A}ey", false), ("page", false), ("sort", false),
+        ("creds", true), ("X-Creds", true), ("credit", false),
     ])
     func secretNamesAreReadOnTheBytes(name: String, secret: Bool) {
         #expect(Redaction.isSecretName(name.utf8) == secret)
